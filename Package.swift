@@ -1,0 +1,29 @@
+// swift-tools-version: 6.0
+import PackageDescription
+
+let package = Package(
+  name: "protfs",
+  products: [
+    .library(name: "ProtFS", targets: ["ProtFS"]),
+    .executable(name: "protfs", targets: ["protfs"]),
+  ],
+  targets: [
+    // Debian C libraries, reached through system-library targets.
+    .systemLibrary(name: "CAttr", providers: [.apt(["libattr1-dev"])]),
+    .systemLibrary(name: "CCurl", providers: [.apt(["libcurl4-openssl-dev"])]),
+    .systemLibrary(name: "CSQLite", providers: [.apt(["libsqlite3-dev"])]),
+    // Thin wrappers for syscalls Swift cannot call directly (variadic syscall(2), prctl(2)).
+    .target(name: "CProtFSSys"),
+    .target(
+      name: "ProtFS",
+      dependencies: ["CAttr", "CProtFSSys", "CCurl", "CSQLite"]
+    ),
+    .executableTarget(name: "protfs", dependencies: ["ProtFS"]),
+    .target(name: "ProtFSTestSupport", dependencies: ["ProtFS"], path: "Tests/ProtFSTestSupport"),
+    .testTarget(name: "ProtFSTests", dependencies: ["ProtFS", "ProtFSTestSupport"]),
+    .testTarget(
+      name: "ProtFSEndToEndTests",
+      dependencies: ["ProtFS", "ProtFSTestSupport"]
+    ),
+  ]
+)

@@ -1,0 +1,96 @@
+#ifndef CPROTFSSYS_H
+#define CPROTFSSYS_H
+
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <stdint.h>
+#include <sys/prctl.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <sys/types.h>
+#include <unistd.h>
+
+/* Syscall numbers newer than Debian 12's kernel headers. They are the same on x86_64 and on the
+   architectures that use the generic table (aarch64, riscv64), since they were added after the
+   tables were unified. */
+#ifndef SYS_fchmodat2
+#define SYS_fchmodat2 452
+#endif
+#ifndef SYS_setxattrat
+#define SYS_setxattrat 463
+#endif
+#ifndef SYS_getxattrat
+#define SYS_getxattrat 464
+#endif
+#ifndef SYS_listxattrat
+#define SYS_listxattrat 465
+#endif
+#ifndef SYS_removexattrat
+#define SYS_removexattrat 466
+#endif
+
+#ifndef AT_SYMLINK_NOFOLLOW
+#define AT_SYMLINK_NOFOLLOW 0x100
+#endif
+
+/* struct xattr_args of <linux/xattr.h> (Linux 6.13). */
+struct protfs_xattr_args {
+  uint64_t value;
+  uint32_t size;
+  uint32_t flags;
+};
+
+/* getxattrat(2): reads attribute `name` of `path` relative to `dirfd`, never following a final
+   symlink when `at_flags` has AT_SYMLINK_NOFOLLOW. Returns the size, or -1 with errno set. */
+static inline long protfs_getxattrat(int dirfd, const char *path, unsigned int at_flags,
+                                     const char *name, void *value, size_t size) {
+  struct protfs_xattr_args args = {(uint64_t)(uintptr_t)value, (uint32_t)size, 0};
+  return syscall(SYS_getxattrat, dirfd, path, at_flags, name, &args, sizeof(args));
+}
+
+/* setxattrat(2). `flags` are XATTR_CREATE / XATTR_REPLACE. */
+static inline long protfs_setxattrat(int dirfd, const char *path, unsigned int at_flags,
+                                     const char *name, const void *value, size_t size,
+                                     unsigned int flags) {
+  struct protfs_xattr_args args = {(uint64_t)(uintptr_t)value, (uint32_t)size, flags};
+  return syscall(SYS_setxattrat, dirfd, path, at_flags, name, &args, sizeof(args));
+}
+
+/* removexattrat(2). */
+static inline long protfs_removexattrat(int dirfd, const char *path, unsigned int at_flags,
+                                        const char *name) {
+  return syscall(SYS_removexattrat, dirfd, path, at_flags, name);
+}
+
+/* listxattrat(2). */
+static inline long protfs_listxattrat(int dirfd, const char *path, unsigned int at_flags,
+                                      char *list, size_t size) {
+  return syscall(SYS_listxattrat, dirfd, path, at_flags, list, size);
+}
+
+/* fchmodat2(2): unlike fchmodat(2), honours AT_SYMLINK_NOFOLLOW (EOPNOTSUPP on a symlink). */
+static inline long protfs_fchmodat2(int dirfd, const char *path, mode_t mode, unsigned int flags) {
+  return syscall(SYS_fchmodat2, dirfd, path, mode, flags);
+}
+
+/* prctl(PR_CAPBSET_DROP, cap): removes `cap` from this process's capability bounding set. */
+static inline int protfs_capbset_drop(int cap) {
+  return prctl(PR_CAPBSET_DROP, (unsigned long)cap, 0UL, 0UL, 0UL);
+}
+
+/* prctl(PR_SET_PDEATHSIG, sig). */
+static inline int protfs_set_pdeathsig(int sig) {
+  return prctl(PR_SET_PDEATHSIG, (unsigned long)sig, 0UL, 0UL, 0UL);
+}
+
+/* open(2) with a mode (open is variadic in C). */
+static inline int protfs_openat(int dirfd, const char *path, int flags, mode_t mode) {
+  return openat(dirfd, path, flags, mode);
+}
+
+/* The d_type of a dirent, as Swift cannot reach the bit-field-free struct portably. */
+static inline unsigned char protfs_dirent_type(const struct dirent *entry) { return entry->d_type; }
+static inline const char *protfs_dirent_name(const struct dirent *entry) { return entry->d_name; }
+
+#endif

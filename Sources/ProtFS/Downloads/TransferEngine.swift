@@ -328,6 +328,17 @@ final class TransferEngine: @unchecked Sendable {
     if status == 416, t.offset > 0 {
       // A 416 for a range starting at the end of a complete file: there is nothing left to get.
       let total = t.contentRange.flatMap(ContentRange.init)?.total
+      let announced = t.task.runtime.withLock { $0.record.bytesExpected }
+      if announced >= 0 && announced != t.offset {
+        // An earlier response announced more bytes than the entity has: its Content-Length lied.
+        fail(
+          t,
+          ProtFSError(
+            .network,
+            "The server announced \(announced) bytes for '\(url)' but sent only \(t.offset) and says the file is complete.",
+            hint: "the server's Content-Length is wrong; nothing was kept"))
+        return
+      }
       if total == nil || total == t.offset {
         t.task.runtime.withLock { $0.record.bytesExpected = t.offset }
         core.finisher.post(.complete(t))

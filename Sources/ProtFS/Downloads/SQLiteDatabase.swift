@@ -58,6 +58,7 @@ final class SQLiteDatabase: @unchecked Sendable {
 
   /// Runs `body` inside `BEGIN IMMEDIATE … COMMIT`, so concurrent processes serialise their writes
   /// instead of failing to upgrade a read lock.
+  @discardableResult
   func transaction<T>(_ body: (Connection) throws(ProtFSError) -> T) throws(ProtFSError) -> T {
     try lock.withLock { _ throws(ProtFSError) -> T in
       try executeLocked("BEGIN IMMEDIATE")

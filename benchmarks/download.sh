@@ -4,6 +4,9 @@
 #
 #   benchmarks/download.sh [RUNS]      RUNS per tool and case, default 3 (medians are reported)
 #
+# Environment: CASES ("big small"), BIG_MIB (1024), SMALL_COUNT (2000), SMALL_BYTES (16384), and PROTFS_FLAGS, extra flags
+# for the protfs command (`--no-sync` measures it without fsync, as curl and aria2c run).
+#
 # Cases: one 1 GiB file (protfs vs `curl -s -o FILE` vs `aria2c -x1`) and 2,000 files of 16 KiB
 # (protfs vs `curl --parallel --parallel-max 8 -K LIST` vs `aria2c -j8 -i LIST`). Runs alternate
 # between the tools (the order rotates each round) and each starts after a `sync`, so one tool's
@@ -23,7 +26,7 @@ WORK=$(mktemp -d "${TMPDIR:-/var/tmp}/protfs-bench.XXXXXX")
 RUN="$WORK/run"
 # The command under test; the output directory and then URLs or `-i LIST` follow it. When the CLI has
 # it, this line becomes: PROTFS=(protfs download --device "$RUN/device" --bundle com.example.bench --connections 8 --to)
-PROTFS=("$BIN/protfs-fetch" --store "$RUN/store.sqlite" --temp "$RUN/tmp" --connections 8 --to)
+PROTFS=("$BIN/protfs-fetch" --store "$RUN/store.sqlite" --temp "$RUN/tmp" --connections 8 ${PROTFS_FLAGS:-} --to)
 NGINX_PID=""
 cleanup() {
   [ -n "$NGINX_PID" ] && kill "$NGINX_PID" 2>/dev/null && wait "$NGINX_PID" 2>/dev/null || true
@@ -72,11 +75,11 @@ BASE="http://127.0.0.1:$PORT"
 
 # --- data ----------------------------------------------------------------------------------------
 echo "Preparing ${BIG_MIB} MiB and ${SMALL_COUNT} x ${SMALL_BYTES} B of random data..." >&2
-head -c $((BIG_MIB << 20)) /dev/urandom >"$WORK/root/big.bin"
+[[ " ${CASES:-big small} " == *" big "* ]] && head -c $((BIG_MIB << 20)) /dev/urandom >"$WORK/root/big.bin"
 head -c $((SMALL_COUNT * SMALL_BYTES)) /dev/urandom | split -b "$SMALL_BYTES" -a 5 -d - "$WORK/root/small/f"
 ls "$WORK/root/small" | sed "s|^|$BASE/small/|" >"$WORK/urls.txt"
 # Warm the page cache, as PERF-NOTES measured.
-cat "$WORK/root/big.bin" "$WORK/root/small"/* >/dev/null
+cat "$WORK/root"/big.bin "$WORK/root/small"/* >/dev/null 2>&1 || true
 
 # --- measuring -----------------------------------------------------------------------------------
 # run NAME CASE COMMAND...: runs COMMAND in a fresh $RUN, appends "seconds rss_kib" to $WORK/CASE.NAME
@@ -137,8 +140,9 @@ for round in $(seq 1 "$RUNS"); do
     2) order="curl aria2 protfs" ;;
     0) order="aria2 protfs curl" ;;
   esac
-  for tool in $order; do big_$tool; done
-  for tool in $order; do small_$tool; done
+  for case in ${CASES:-big small}; do
+    for tool in $order; do "${case}_$tool"; done
+  done
 done
 
 median() { sort -n | awk '{a[NR]=$1} END {print (NR % 2) ? a[(NR+1)/2] : (a[NR/2] + a[NR/2+1]) / 2}'; }
@@ -157,5 +161,9 @@ report() {
   done
   printf "  protfs/curl = %.2f   protfs/aria2c = %.2f\n" "$(awk -v x="$p" -v y="$c" 'BEGIN {print x / y}')" "$(awk -v x="$p" -v y="$a" 'BEGIN {print x / y}')"
 }
-report big "$BIG_MIB MiB from nginx on loopback to disk"
-report small "$SMALL_COUNT files of $SMALL_BYTES B, 8 connections"
+for case in ${CASES:-big small}; do
+  case $case in
+    big) report big "$BIG_MIB MiB from nginx on loopback to disk" ;;
+    small) report small "$SMALL_COUNT files of $SMALL_BYTES B, 8 connections" ;;
+  esac
+done

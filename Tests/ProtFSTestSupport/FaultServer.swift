@@ -24,6 +24,8 @@ public final class FaultServer: Sendable {
     case slowDrip(chunk: Int, interval: Duration)
     /// Accepts the connection, reads the request and never answers.
     case neverAnswer
+    /// Sends the headers and `bytes` bytes of the body, then nothing more until the client leaves.
+    case stallAfter(bytes: Int)
   }
 
   /// A request the server received.
@@ -226,6 +228,11 @@ public final class FaultServer: Sendable {
       return false
     case .wrongContentLength:
       _ = send(fd, slice)
+      return false
+    case .stallAfter(let bytes):
+      _ = send(fd, slice.prefix(bytes))
+      var sink = [UInt8](repeating: 0, count: 1024)
+      while !isStopped && recv(fd, &sink, sink.count, 0) > 0 {}
       return false
     case .slowDrip(let chunk, let interval):
       var rest = slice

@@ -12,7 +12,7 @@ struct DownloadsPersistenceTests {
   init() throws { fixture = try DownloadFixture() }
 
   @Test func reopenedSessionReattachesAndResumesFromTheTempFile() async throws {
-    let server = try FaultServer(body: body, mode: .slowDrip(chunk: 32 * 1024, interval: .milliseconds(5)))
+    let server = try FaultServer(body: body, mode: .stallAfter(bytes: 256 * 1024))
     defer { server.stop() }
     let first = try DownloadSession(configuration: fixture.configuration())
     let task = try first.downloadTask(with: server.url())
@@ -39,7 +39,7 @@ struct DownloadsPersistenceTests {
   }
 
   @Test func sameDownloadAgainReturnsTheReattachedTask() async throws {
-    let server = try FaultServer(body: body, mode: .slowDrip(chunk: 32 * 1024, interval: .milliseconds(5)))
+    let server = try FaultServer(body: body, mode: .stallAfter(bytes: 256 * 1024))
     defer { server.stop() }
     var configuration = fixture.configuration()
     let first = try DownloadSession(configuration: configuration)
@@ -68,7 +68,7 @@ struct DownloadsPersistenceTests {
 
   @Test(.enabled(if: fetchTool != nil, "protfs-fetch is built with the tests"))
   func killedProcessResumesWhenTheSameDownloadRunsAgain() async throws {
-    let server = try FaultServer(body: body, mode: .slowDrip(chunk: 32 * 1024, interval: .milliseconds(5)))
+    let server = try FaultServer(body: body, mode: .stallAfter(bytes: 256 * 1024))
     defer { server.stop() }
     let tool = try #require(Self.fetchTool)
     let arguments = [
@@ -81,14 +81,21 @@ struct DownloadsPersistenceTests {
     let output = Pipe()
     first.standardOutput = output
     try first.run()
-    // Two progress lines: the store write that follows the first one has been committed.
+    // The first progress line says bytes arrived; the store has them once the engine's next
+    // snapshot is committed, which only the store itself can tell.
     let reader = output.fileHandleForReading
-    var lines = 0
-    while lines < 2 {
-      let data = reader.availableData
-      #expect(!data.isEmpty, "protfs-fetch ended before reporting progress")
-      if data.isEmpty { return }
-      lines += data.filter { $0 == UInt8(ascii: "\n") }.count
+    let line = reader.availableData
+    #expect(!line.isEmpty, "protfs-fetch ended before reporting progress")
+    if line.isEmpty { return }
+    let store = try DownloadStore(path: fixture.storePath)
+    let deadline = ContinuousClock.now + .seconds(20)
+    while ContinuousClock.now < deadline {
+      if let record = try store.tasks(session: "killed").first, record.bytesReceived > 0,
+        record.temporaryFileName != nil
+      {
+        break
+      }
+      try await Task.sleep(for: .milliseconds(5))
     }
     kill(first.processIdentifier, SIGKILL)
     first.waitUntilExit()

@@ -39,7 +39,8 @@ final class DownloadSessionCore: @unchecked Sendable {
   func resume(_ task: DownloadTask) {
     guard !isInvalidated else { return }
     let start = task.runtime.withLock { r -> Bool in
-      guard r.record.state == .suspended || r.record.state == .running else { return false }
+      // Only a suspended task starts: a running one is already queued or transferring.
+      guard r.record.state == .suspended else { return false }
       r.record.state = .running
       r.attempts = 0
       return true

@@ -40,7 +40,14 @@ final class SQLiteDatabase: @unchecked Sendable {
     try execute("PRAGMA foreign_keys=ON")
   }
 
-  deinit { sqlite3_close_v2(handle) }
+  /// Prepared statements by SQL text, reused across calls (parsing costs more than running the
+  /// small statements the store issues). Touched only while `lock` is held.
+  private var statements: [String: OpaquePointer] = [:]
+
+  deinit {
+    for statement in statements.values { sqlite3_finalize(statement) }
+    sqlite3_close_v2(handle)
+  }
 
   private func failure(_ what: String) -> ProtFSError {
     let text = String(cString: sqlite3_errmsg(handle))
@@ -95,11 +102,21 @@ final class SQLiteDatabase: @unchecked Sendable {
   private static let transient = unsafeBitCast(-1, to: sqlite3_destructor_type.self)
 
   fileprivate func run(_ sql: String, _ arguments: [SQLiteValue]) throws(ProtFSError) -> [[SQLiteValue]] {
-    var statement: OpaquePointer?
-    guard sqlite3_prepare_v2(handle, sql, -1, &statement, nil) == SQLITE_OK, let statement else {
-      throw failure("prepare '\(sql)'")
+    let statement: OpaquePointer
+    if let cached = statements[sql] {
+      statement = cached
+    } else {
+      var prepared: OpaquePointer?
+      guard sqlite3_prepare_v2(handle, sql, -1, &prepared, nil) == SQLITE_OK, let prepared else {
+        throw failure("prepare '\(sql)'")
+      }
+      statements[sql] = prepared
+      statement = prepared
     }
-    defer { sqlite3_finalize(statement) }
+    defer {
+      sqlite3_reset(statement)
+      sqlite3_clear_bindings(statement)
+    }
     for (index, argument) in arguments.enumerated() {
       let position = Int32(index + 1)
       switch argument {

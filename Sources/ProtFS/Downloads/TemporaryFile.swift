@@ -11,25 +11,21 @@ enum TemporaryFile {
 
   private static let alphabet = Array("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789")
 
-  /// A fresh name with six random alphanumerics.
+  /// A fresh name with six random alphanumerics (one `getrandom` for all six).
   static func randomName() -> String {
     var generator = SystemRandomNumberGenerator()
-    let suffix = String((0..<6).map { _ in alphabet.randomElement(using: &generator)! })
+    var bits = generator.next()
+    var suffix = ""
+    for _ in 0..<6 {
+      suffix.append(alphabet[Int(bits % UInt64(alphabet.count))])
+      bits /= UInt64(alphabet.count)
+    }
     return "CFNetworkDownload_\(suffix).tmp"
   }
 
   /// Opens the task's temp file in `directory` (created when missing): the existing one when
   /// `existingName` is still there, emptied unless `canContinue`, else a new one made with `O_EXCL`.
   static func open(directory: String, existingName: String?, canContinue: Bool) throws(ProtFSError) -> Opened {
-    if !FileManager.default.fileExists(atPath: directory) {
-      do {
-        try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
-      } catch {
-        throw ProtFSError(
-          .io, "Cannot create the downloads directory '\(directory)': \(error.localizedDescription).",
-          path: directory)
-      }
-    }
     if let existingName {
       let path = directory + "/" + existingName
       switch valueOrErrno({ Foundation.open(path, O_WRONLY | O_NOFOLLOW | O_CLOEXEC) }) {
@@ -49,12 +45,23 @@ enum TemporaryFile {
         throw ProtFSError.system("open the temp file", path: path, errno: e.rawValue)
       }
     }
+    var createdDirectory = false
     while true {
       let name = randomName()
       let path = directory + "/" + name
       switch valueOrErrno({ Foundation.open(path, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0o644) }) {
       case .success(let fd): return Opened(fd: fd, name: name, size: 0)
       case .failure(let e) where e == .exists: continue
+      case .failure(let e) where e == .noSuchFile && !createdDirectory:
+        // nsurlsessiond creates the Downloads directory on first use; so do we.
+        createdDirectory = true
+        do {
+          try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
+        } catch {
+          throw ProtFSError(
+            .io, "Cannot create the downloads directory '\(directory)': \(error.localizedDescription).",
+            path: directory)
+        }
       case .failure(let e): throw ProtFSError.system("create the temp file", path: path, errno: e.rawValue)
       }
     }

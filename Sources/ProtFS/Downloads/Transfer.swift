@@ -87,27 +87,47 @@ final class Transfer: @unchecked Sendable {
 
   // MARK: Called by libcurl on the engine thread
 
-  /// A header line arrived.
+  /// A header line arrived. Called for every header of every response, so it looks at bytes and
+  /// makes strings only for the few headers the engine uses.
   func header(_ line: UnsafeRawBufferPointer) {
     lastActivity = Monotonic.now
-    guard let text = String(bytes: line, encoding: .utf8) ?? String(bytes: line, encoding: .isoLatin1) else { return }
-    if text.hasPrefix("HTTP/") {
+    if Self.hasPrefix(line, "http/") {
+      // A new response (after a redirect or a 100): its headers replace the previous ones.
       entityTag = nil
       lastModified = nil
       contentDisposition = nil
       contentRange = nil
       return
     }
-    guard let colon = text.firstIndex(of: ":") else { return }
-    let name = text[..<colon].lowercased()
-    let value = text[text.index(after: colon)...].trimmingCharacters(in: .whitespacesAndNewlines)
-    switch name {
-    case "etag": entityTag = value
-    case "last-modified": lastModified = value
-    case "content-disposition": contentDisposition = value
-    case "content-range": contentRange = value
-    default: break
+    if Self.hasPrefix(line, "etag:") {
+      entityTag = Self.value(line, after: 5)
+    } else if Self.hasPrefix(line, "last-modified:") {
+      lastModified = Self.value(line, after: 14)
+    } else if Self.hasPrefix(line, "content-range:") {
+      contentRange = Self.value(line, after: 14)
+    } else if Self.hasPrefix(line, "content-disposition:") {
+      contentDisposition = Self.value(line, after: 20)
     }
+  }
+
+  /// Whether `line` starts with `prefix` (lowercase ASCII), ignoring case.
+  private static func hasPrefix(_ line: UnsafeRawBufferPointer, _ prefix: StaticString) -> Bool {
+    let count = prefix.utf8CodeUnitCount
+    guard line.count >= count else { return false }
+    let bytes = prefix.utf8Start
+    for index in 0..<count where line[index] | 0x20 != bytes[index] | 0x20 {
+      return false
+    }
+    return true
+  }
+
+  /// The header value after `offset` bytes, without surrounding blanks and line end.
+  private static func value(_ line: UnsafeRawBufferPointer, after offset: Int) -> String {
+    var start = offset
+    var end = line.count
+    while start < end, line[start] == 0x20 || line[start] == 0x09 { start += 1 }
+    while end > start, line[end - 1] == 0x0D || line[end - 1] == 0x0A || line[end - 1] == 0x20 { end -= 1 }
+    return String(decoding: UnsafeRawBufferPointer(rebasing: line[start..<end]), as: UTF8.self)
   }
 
   /// Body bytes arrived; returns how many were taken (fewer aborts the transfer).

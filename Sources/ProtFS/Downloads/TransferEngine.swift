@@ -33,8 +33,11 @@ final class TransferEngine: @unchecked Sendable {
   private unowned let core: DownloadSessionCore
   private let configuration: DownloadSessionConfiguration
 
-  private var queues: [String: [DownloadTask]] = [:]
+  /// Tasks waiting for a connection, per host, in the order they were resumed.
+  private var queues: [String: HostQueue] = [:]
   private var hostOrder: [String] = []
+  /// Ids of the tasks queued, retrying or active, so a second `resume()` is a no-op.
+  private var known: Set<Int64> = []
   private var retrying: [(deadline: UInt64, task: DownloadTask)] = []
   private var active: [Int64: Transfer] = [:]
   private var activePerHost: [String: Int] = [:]
@@ -110,11 +113,6 @@ final class TransferEngine: @unchecked Sendable {
     }
   }
 
-  private func isKnown(_ task: DownloadTask) -> Bool {
-    if active[task.id] != nil || retrying.contains(where: { $0.task === task }) { return true }
-    return queues.values.contains { $0.contains { $0 === task } }
-  }
-
   private static func hostKey(_ url: URL) -> String {
     let scheme = url.scheme?.lowercased() ?? ""
     if scheme == "file" { return "file:" }
@@ -122,10 +120,13 @@ final class TransferEngine: @unchecked Sendable {
   }
 
   private func accept(_ task: DownloadTask) {
-    guard !isKnown(task) else { return }
+    guard known.insert(task.id).inserted else { return }
     let key = Self.hostKey(task.url)
-    if queues[key] == nil { hostOrder.append(key) }
-    queues[key, default: []].append(task)
+    if queues[key] == nil {
+      hostOrder.append(key)
+      queues[key] = HostQueue()
+    }
+    queues[key]!.append(task)
   }
 
   /// Launches queued tasks while their hosts have free connections, and due retries.
@@ -135,23 +136,28 @@ final class TransferEngine: @unchecked Sendable {
       let due = retrying.filter { $0.deadline <= now }
       if !due.isEmpty {
         retrying.removeAll { $0.deadline <= now }
-        for item in due { accept(item.task) }
+        for item in due {
+          known.remove(item.task.id)
+          accept(item.task)
+        }
       }
     }
+    guard !hostOrder.isEmpty else { return }
     let limit = max(1, configuration.maximumConnectionsPerHost)
+    var emptied = false
     for key in hostOrder {
-      while activePerHost[key, default: 0] < limit, var queue = queues[key], !queue.isEmpty {
-        let task = queue.removeFirst()
-        queues[key] = queue
+      while activePerHost[key, default: 0] < limit, let task = queues[key]!.popFirst() {
         launch(task, hostKey: key)
       }
+      if queues[key]!.isEmpty { emptied = true }
     }
-    hostOrder.removeAll { queues[$0]?.isEmpty ?? true }
-    for key in Array(queues.keys) where queues[key]?.isEmpty ?? false { queues[key] = nil }
+    if emptied {
+      hostOrder.removeAll { queues[$0]!.isEmpty }
+      queues = queues.filter { !$0.value.isEmpty }
+    }
   }
 
   private func pollTimeout(_ now: UInt64) -> Int32 {
-    if queues.values.contains(where: { !$0.isEmpty }) && active.count < 1 { return 0 }
     var timeout: Int = 100  // the idle-timeout and progress checks need a tick even when curl has none
     var curlTimeout: Int = -1
     curl_multi_timeout(multi, &curlTimeout)
@@ -170,7 +176,10 @@ final class TransferEngine: @unchecked Sendable {
       r.attempts += 1
       return (r.record, r.attempts)
     }
-    guard record.state == .running else { return }
+    guard record.state == .running else {
+      known.remove(task.id)
+      return
+    }
     let url = task.url
     let scheme = url.scheme?.lowercased() ?? ""
     guard ["http", "https", "file"].contains(scheme) else {
@@ -275,6 +284,7 @@ final class TransferEngine: @unchecked Sendable {
 
   /// Takes the transfer out of libcurl and returns its handle to the pool; the fd stays open.
   private func detach(_ transfer: Transfer) {
+    known.remove(transfer.task.id)
     curl_multi_remove_handle(multi, transfer.easy)
     curl_easy_reset(transfer.easy)
     idleHandles.append(transfer.easy)
@@ -438,6 +448,7 @@ final class TransferEngine: @unchecked Sendable {
     let base = Monotonic.nanoseconds(configuration.retryBaseDelay)
     let cap = Monotonic.nanoseconds(configuration.retryMaximumDelay)
     let delay = min(cap, base << UInt64(min(attempts - 1, 30)))
+    known.insert(task.id)
     retrying.append((Monotonic.now + delay, task))
   }
 
@@ -447,6 +458,7 @@ final class TransferEngine: @unchecked Sendable {
   }
 
   private func fail(_ task: DownloadTask, _ error: ProtFSError, deleting path: String?) {
+    known.remove(task.id)
     core.finisher.post(.fail(task, error, deleting: path))
   }
 
@@ -456,10 +468,11 @@ final class TransferEngine: @unchecked Sendable {
     if let transfer = active[task.id] {
       detach(transfer)
       close(transfer.fd)
-    } else {
+    } else if known.contains(task.id) {
       retrying.removeAll { $0.task === task }
-      for key in queues.keys { queues[key]?.removeAll { $0 === task } }
+      for key in queues.keys { queues[key]!.remove(task) }
     }
+    known.remove(task.id)
     core.finisher.post(.stop(task, reason))
   }
 
@@ -473,6 +486,7 @@ final class TransferEngine: @unchecked Sendable {
     retrying.removeAll()
     queues.removeAll()
     hostOrder.removeAll()
+    known.removeAll()
   }
 
   // MARK: Timeouts and progress
@@ -508,6 +522,31 @@ final class TransferEngine: @unchecked Sendable {
       lastPersist = now
       core.persist(active.values.map { $0.task.record })
     }
+  }
+}
+
+/// A FIFO of tasks that pops from the front without shifting the array each time.
+private struct HostQueue {
+  private var tasks: [DownloadTask] = []
+  private var head = 0
+
+  var isEmpty: Bool { head == tasks.count }
+
+  mutating func append(_ task: DownloadTask) { tasks.append(task) }
+
+  mutating func popFirst() -> DownloadTask? {
+    guard head < tasks.count else { return nil }
+    let task = tasks[head]
+    head += 1
+    if head == tasks.count {
+      tasks.removeAll(keepingCapacity: true)
+      head = 0
+    }
+    return task
+  }
+
+  mutating func remove(_ task: DownloadTask) {
+    if let index = tasks[head...].firstIndex(where: { $0 === task }) { tasks.remove(at: index) }
   }
 }
 

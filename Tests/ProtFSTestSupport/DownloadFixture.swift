@@ -101,7 +101,20 @@ public final class SwitchableAccessPolicy: DownloadAccessPolicy {
   }
 }
 
+/// Runs a blocking call (waitpid, a pipe read) on a Dispatch thread, so it does not hold one of the
+/// few threads Swift concurrency shares between all running tests.
+public func offPool<T: Sendable>(_ body: @escaping @Sendable () -> T) async -> T {
+  await withCheckedContinuation { continuation in
+    DispatchQueue.global().async { continuation.resume(returning: body()) }
+  }
+}
+
 extension DownloadSession {
+  /// Waits for the first event that `matches` (or for the stream's end).
+  public func waitForEvent(_ matches: (DownloadEvent) -> Bool) async {
+    for await event in events where matches(event) { return }
+  }
+
   /// Waits for the first progress event of `task` reporting at least `bytes` bytes.
   public func waitForProgress(of task: DownloadTask, atLeast bytes: Int64) async {
     for await event in events {

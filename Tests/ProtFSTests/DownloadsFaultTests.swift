@@ -222,7 +222,10 @@ struct DownloadsFaultTests {
     task.resume()
     await session.waitForProgress(of: task, atLeast: 100_000)
     task.suspend()
-    while task.state != .suspended { await Task.yield() }
+    await session.waitForEvent {
+      if case .suspended(task.id) = $0 { return true } else { return false }
+    }
+    #expect(task.state == .suspended)
     #expect(fixture.temporaryFiles.count == 1)
     server.setMode(.normal)
     task.resume()
@@ -238,10 +241,12 @@ struct DownloadsFaultTests {
     let task = try session.downloadTask(with: server.url())
     task.resume()
     await session.waitForProgress(of: task, atLeast: 4096)
+    // The server would need 25 s more; cancel must not wait for it.
     let started = ContinuousClock.now
     task.cancel()
+    #expect(ContinuousClock.now - started < .milliseconds(100))
     #expect(await task.waitUntilSettled() == .failed)
-    #expect(ContinuousClock.now - started < .milliseconds(500))
+    #expect(ContinuousClock.now - started < .seconds(3))
     #expect(task.error?.code == .cancelled)
     #expect(fixture.temporaryFiles.isEmpty)
     #expect(fixture.destinationFiles.isEmpty)

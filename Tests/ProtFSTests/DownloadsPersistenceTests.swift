@@ -84,7 +84,7 @@ struct DownloadsPersistenceTests {
     // The first progress line says bytes arrived; the store has them once the engine's next
     // snapshot is committed, which only the store itself can tell.
     let reader = output.fileHandleForReading
-    let line = reader.availableData
+    let line = await offPool { reader.availableData }
     #expect(!line.isEmpty, "protfs-fetch ended before reporting progress")
     if line.isEmpty { return }
     let store = try DownloadStore(path: fixture.storePath)
@@ -98,7 +98,7 @@ struct DownloadsPersistenceTests {
       try await Task.sleep(for: .milliseconds(5))
     }
     kill(first.processIdentifier, SIGKILL)
-    first.waitUntilExit()
+    await offPool { first.waitUntilExit() }
     let stored = try #require(try DownloadStore(path: fixture.storePath).tasks(session: "killed").first)
     #expect(stored.state == .running)
     #expect(stored.bytesReceived > 0)
@@ -109,7 +109,7 @@ struct DownloadsPersistenceTests {
     second.executableURL = tool
     second.arguments = arguments
     try second.run()
-    second.waitUntilExit()
+    await offPool { second.waitUntilExit() }
     #expect(second.terminationStatus == 0)
     #expect(fixture.destinationContents("file.bin") == body)
     #expect(fixture.temporaryFiles.isEmpty)

@@ -12,6 +12,7 @@ packages=(
   nginx-light           # the loopback server the download tests start
   curl                  # benchmark peer
   aria2                 # benchmark peer
+  openssl               # self-signed certificates for the HTTPS download tests
   util-linux            # setpriv, for running test programs without CAP_DAC_OVERRIDE
 )
 

@@ -15,24 +15,31 @@ public final class NginxServer: @unchecked Sendable {
   private var pid: pid_t
   private let lock = NSLock()
 
-  /// http://127.0.0.1:PORT/
-  public var baseURL: URL { URL(string: "http://127.0.0.1:\(port)/")! }
+  /// The self-signed certificate of an HTTPS server (PEM), to trust in clients; nil for HTTP.
+  public let certificatePath: String?
+
+  private var scheme: String { certificatePath == nil ? "http" : "https" }
+
+  /// http(s)://127.0.0.1:PORT/
+  public var baseURL: URL { URL(string: "\(scheme)://127.0.0.1:\(port)/")! }
 
   /// The URL of `path` (relative to the root).
-  public func url(_ path: String) -> URL { URL(string: "http://127.0.0.1:\(port)/\(path)")! }
+  public func url(_ path: String) -> URL { URL(string: "\(scheme)://127.0.0.1:\(port)/\(path)")! }
 
-  /// Starts nginx and returns once it accepts connections.
-  public init(nginx: String = "/usr/sbin/nginx") throws {
+  /// Starts nginx and returns once it accepts connections; with `tls`, it serves HTTPS with a fresh
+  /// self-signed certificate for 127.0.0.1 (made with the `openssl` command).
+  public init(nginx: String = "/usr/sbin/nginx", tls: Bool = false) throws {
     prefix = FileManager.default.temporaryDirectory.appendingPathComponent("protfs-nginx-\(UUID().uuidString)")
     root = prefix.appendingPathComponent("root")
     try FileManager.default.createDirectory(at: root, withIntermediateDirectories: true)
     try FileManager.default.createDirectory(at: prefix.appendingPathComponent("tmp"), withIntermediateDirectories: true)
+    certificatePath = tls ? try Self.makeCertificate(in: prefix) : nil
     var lastError: Error?
     // The free port can be taken between our probe and nginx's bind: try a few.
     for _ in 0..<5 {
       let port = try LoopbackSocket.freePort()
       do {
-        pid = try Self.launch(nginx: nginx, prefix: prefix, root: root, port: port)
+        pid = try Self.launch(nginx: nginx, prefix: prefix, root: root, port: port, tls: tls)
         self.port = port
         return
       } catch {
@@ -43,8 +50,34 @@ public final class NginxServer: @unchecked Sendable {
     throw lastError!
   }
 
-  private static func launch(nginx: String, prefix: URL, root: URL, port: UInt16) throws -> pid_t {
+  private static func makeCertificate(in prefix: URL) throws -> String {
     let p = prefix.path
+    let arguments = [
+      "/usr/bin/openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1", "-subj", "/CN=127.0.0.1",
+      "-addext", "subjectAltName=IP:127.0.0.1", "-keyout", "\(p)/key.pem", "-out", "\(p)/cert.pem",
+    ]
+    var pid: pid_t = 0
+    let argv = arguments.map { strdup($0) } + [nil]
+    defer { for a in argv { free(a) } }
+    var actions = posix_spawn_file_actions_t()
+    posix_spawn_file_actions_init(&actions)
+    defer { posix_spawn_file_actions_destroy(&actions) }
+    posix_spawn_file_actions_addopen(&actions, 2, "/dev/null", O_WRONLY, 0)
+    let rc = posix_spawn(&pid, arguments[0], &actions, nil, argv, environ)
+    guard rc == 0 else { throw POSIXError(POSIXErrorCode(rawValue: rc) ?? .EIO) }
+    var status: Int32 = 0
+    while waitpid(pid, &status, 0) == -1 && errno == EINTR {}
+    guard status == 0 else {
+      throw NSError(domain: "NginxServer", code: 3, userInfo: [NSLocalizedDescriptionKey: "openssl req failed"])
+    }
+    return "\(p)/cert.pem"
+  }
+
+  private static func launch(nginx: String, prefix: URL, root: URL, port: UInt16, tls: Bool) throws -> pid_t {
+    let p = prefix.path
+    let listen = tls
+      ? "listen 127.0.0.1:\(port) ssl; ssl_certificate \(p)/cert.pem; ssl_certificate_key \(p)/key.pem;"
+      : "listen 127.0.0.1:\(port);"
     let conf = """
       \(getuid() == 0 ? "user root;" : "")
       worker_processes 1;
@@ -63,7 +96,7 @@ public final class NginxServer: @unchecked Sendable {
         tcp_nopush on;
         keepalive_requests 1000000;
         server {
-          listen 127.0.0.1:\(port);
+          \(listen)
           root \(root.path);
           location /redirect/ { rewrite ^/redirect/(.*)$ /$1 redirect; }
           location = /loop { return 302 /loop; }

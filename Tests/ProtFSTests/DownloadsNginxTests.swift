@@ -89,6 +89,30 @@ struct DownloadsNginxTests {
     #expect(fixture.temporaryFiles.isEmpty)
   }
 
+  @Test func https() async throws {
+    let secure = try NginxServer(tls: true)
+    defer { secure.stop() }
+    let body = DownloadFixture.bytes(1 << 20)
+    let url = try secure.put(Data(body), at: "secure.bin")
+    #expect(url.scheme == "https")
+    var configuration = fixture.configuration()
+    configuration.maximumRetries = 0
+    let untrusting = try DownloadSession(configuration: configuration)
+    let refused = try untrusting.downloadTask(with: url)
+    refused.resume()
+    #expect(await refused.waitUntilSettled() == .failed)
+    #expect(refused.error?.code == .network)
+    #expect(refused.error?.hint?.contains("certificate") == true)
+    untrusting.invalidate()
+
+    configuration.trustedCertificatesPath = secure.certificatePath
+    let session = try DownloadSession(configuration: configuration)
+    let task = try session.downloadTask(with: url)
+    task.resume()
+    #expect(await task.waitUntilSettled() == .completed)
+    #expect(fixture.destinationContents("secure.bin") == body)
+  }
+
   @Test func followsRedirects() async throws {
     let body = DownloadFixture.bytes(70_000)
     try nginx.put(Data(body), at: "target.bin")

@@ -38,6 +38,9 @@ public struct DownloadSessionConfiguration: Sendable {
   public var accessPolicy: any DownloadAccessPolicy = AllowAllDownloadAccess()
   /// The user agent sent to HTTP servers.
   public var userAgent: String = "protfs"
+  /// A PEM file of certificate authorities to trust for HTTPS instead of the system's
+  /// (`CURLOPT_CAINFO`); for servers with private certificates, such as a test server's.
+  public var trustedCertificatesPath: String?
 
   /// Creates a configuration with the defaults above.
   public init(

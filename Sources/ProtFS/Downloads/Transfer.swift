@@ -34,7 +34,6 @@ final class Transfer: @unchecked Sendable {
   var rangeMismatch = false
   var lastActivity: UInt64
   var lastProgressEvent: UInt64 = 0
-  var lastPersist: UInt64 = 0
 
   // The current response's headers; a redirect's response starts them over.
   var entityTag: String?

@@ -109,7 +109,10 @@ final class TransferEngine: @unchecked Sendable {
       let now = Monotonic.now
       checkTimeouts(now)
       reportProgress(now)
-      curl_multi_poll(multi, nil, 0, pollTimeout(now), nil)
+      // Finished transfers freed connections: start the next ones now rather than after a poll
+      // that may have no socket left to wake it.
+      let launched = startReady()
+      curl_multi_poll(multi, nil, 0, launched ? 0 : pollTimeout(now), nil)
     }
   }
 
@@ -129,8 +132,10 @@ final class TransferEngine: @unchecked Sendable {
     queues[key]!.append(task)
   }
 
-  /// Launches queued tasks while their hosts have free connections, and due retries.
-  private func startReady() {
+  /// Launches queued tasks while their hosts have free connections, and due retries; returns
+  /// whether it launched any.
+  @discardableResult
+  private func startReady() -> Bool {
     if !retrying.isEmpty {
       let now = Monotonic.now
       let due = retrying.filter { $0.deadline <= now }
@@ -142,12 +147,14 @@ final class TransferEngine: @unchecked Sendable {
         }
       }
     }
-    guard !hostOrder.isEmpty else { return }
+    guard !hostOrder.isEmpty else { return false }
     let limit = max(1, configuration.maximumConnectionsPerHost)
     var emptied = false
+    var launched = false
     for key in hostOrder {
       while activePerHost[key, default: 0] < limit, let task = queues[key]!.popFirst() {
         launch(task, hostKey: key)
+        launched = true
       }
       if queues[key]!.isEmpty { emptied = true }
     }
@@ -155,6 +162,7 @@ final class TransferEngine: @unchecked Sendable {
       hostOrder.removeAll { queues[$0]!.isEmpty }
       queues = queues.filter { !$0.value.isEmpty }
     }
+    return launched
   }
 
   private func pollTimeout(_ now: UInt64) -> Int32 {
@@ -172,9 +180,9 @@ final class TransferEngine: @unchecked Sendable {
   // MARK: Launching an attempt
 
   private func launch(_ task: DownloadTask, hostKey: String) {
-    let (record, attempt) = task.runtime.withLock { r in
+    let record = task.runtime.withLock { r in
       r.attempts += 1
-      return (r.record, r.attempts)
+      return r.record
     }
     guard record.state == .running else {
       known.remove(task.id)
@@ -246,7 +254,6 @@ final class TransferEngine: @unchecked Sendable {
     active[task.id] = transfer
     activePerHost[hostKey, default: 0] += 1
     curl_multi_add_handle(multi, easy)
-    _ = attempt
   }
 
   private func configure(_ transfer: Transfer, url: URL, record: DownloadTaskRecord) {
@@ -269,6 +276,9 @@ final class TransferEngine: @unchecked Sendable {
     protfs_curl_easy_setopt_long(easy, CURLOPT_CONNECTTIMEOUT_MS, Int(Monotonic.nanoseconds(configuration.connectTimeout) / 1_000_000))
     protfs_curl_easy_setopt_long(easy, CURLOPT_NOSIGNAL, 1)
     protfs_curl_easy_setopt_string(easy, CURLOPT_USERAGENT, configuration.userAgent)
+    if let bundle = configuration.trustedCertificatesPath {
+      protfs_curl_easy_setopt_string(easy, CURLOPT_CAINFO, bundle)
+    }
     if transfer.offset > 0 {
       protfs_curl_easy_setopt_string(easy, CURLOPT_RANGE, "\(transfer.offset)-")
       // If-Range needs a strong validator; a weak ETag falls back to Last-Modified.
@@ -431,6 +441,8 @@ final class TransferEngine: @unchecked Sendable {
     case CURLE_COULDNT_CONNECT, CURLE_COULDNT_RESOLVE_HOST: return "check that the server is up and reachable"
     case CURLE_FILE_COULDNT_READ_FILE: return "check that the file exists and is readable"
     case CURLE_TOO_MANY_REDIRECTS: return "the server redirects in a loop"
+    case CURLE_PEER_FAILED_VERIFICATION, CURLE_SSL_CACERT_BADFILE:
+      return "the server's certificate is not trusted; trust its authority with a certificates file"
     default: return nil
     }
   }

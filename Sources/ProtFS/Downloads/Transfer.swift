@@ -17,11 +17,18 @@ final class Transfer: @unchecked Sendable {
   let isHTTP: Bool
   let hostKey: String
   let digest: SHA256Digest?
+  /// Where received bytes gather until a write: libcurl hands the body over in 16 KiB pieces
+  /// whatever its receive buffer, and one `pwrite` per piece would cost four times the syscalls.
+  let staging: UnsafeMutableRawBufferPointer
+  /// Bytes in `staging` not yet written.
+  private var staged = 0
   let errorBuffer = UnsafeMutablePointer<CChar>.allocate(capacity: Int(CURL_ERROR_SIZE) + 1)
   var headerList: UnsafeMutablePointer<curl_slist>?
 
-  /// Where the next byte goes in the temp file.
-  var position: Int64
+  /// Bytes in the temp file: where the staged bytes go.
+  private var flushed: Int64
+  /// Bytes received so far, written or staged: where the next byte goes in the temp file.
+  var position: Int64 { flushed + Int64(staged) }
   var bytesExpected: Int64 = -1
   var bodyStarted = false
   /// An HTTP status the body was refused for.
@@ -43,15 +50,17 @@ final class Transfer: @unchecked Sendable {
 
   init(
     task: DownloadTask, easy: UnsafeMutableRawPointer, fd: Int32, temporaryDirectory: String,
-    temporaryFileName: String, offset: Int64, isHTTP: Bool, hostKey: String, digest: SHA256Digest?
+    temporaryFileName: String, offset: Int64, isHTTP: Bool, hostKey: String, digest: SHA256Digest?,
+    staging: UnsafeMutableRawBufferPointer
   ) {
+    self.staging = staging
     self.task = task
     self.easy = easy
     self.fd = fd
     self.temporaryDirectory = temporaryDirectory
     self.temporaryFileName = temporaryFileName
     self.offset = offset
-    self.position = offset
+    flushed = offset
     self.isHTTP = isHTTP
     self.hostKey = hostKey
     self.digest = digest
@@ -136,19 +145,37 @@ final class Transfer: @unchecked Sendable {
       bodyStarted = true
       guard beginBody() else { return 0 }
     }
+    var taken = 0
+    while taken < count {
+      let n = min(count - taken, staging.count - staged)
+      (staging.baseAddress! + staged).copyMemory(from: bytes + taken, byteCount: n)
+      staged += n
+      taken += n
+      if staged == staging.count {
+        guard flush() else { return 0 }
+      }
+    }
+    digest?.update(bytes, count: count)
+    return count
+  }
+
+  /// Writes the staged bytes to the temp file; false (with `writeErrno` set) when that failed.
+  @discardableResult
+  func flush() -> Bool {
+    guard staged > 0, writeErrno == nil else { return writeErrno == nil }
     var written = 0
-    while written < count {
-      let result = pwrite(fd, bytes + written, count - written, off_t(position + Int64(written)))
+    while written < staged {
+      let result = pwrite(fd, staging.baseAddress! + written, staged - written, off_t(flushed + Int64(written)))
       if result < 0 {
         if errno == EINTR { continue }
         writeErrno = errno
-        return 0
+        return false
       }
       written += result
     }
-    digest?.update(bytes, count: count)
-    position += Int64(count)
-    return count
+    flushed += Int64(staged)
+    staged = 0
+    return true
   }
 
   /// Decides, on the first body bytes, whether they continue the temp file or replace it.
@@ -197,7 +224,8 @@ final class Transfer: @unchecked Sendable {
   /// Empties the temp file, for a server that sent the whole entity again.
   func restartFile() {
     _ = ftruncate(fd, 0)
-    position = 0
+    flushed = 0
+    staged = 0
     digest?.reset()
   }
 }

@@ -42,6 +42,8 @@ final class TransferEngine: @unchecked Sendable {
   private var active: [Int64: Transfer] = [:]
   private var activePerHost: [String: Int] = [:]
   private var idleHandles: [UnsafeMutableRawPointer] = []
+  /// Staging buffers of finished transfers, reused by the next ones.
+  private var idleBuffers: [UnsafeMutableRawBufferPointer] = []
   private var lastPersist = Monotonic.now
 
   init(core: DownloadSessionCore) {
@@ -99,6 +101,7 @@ final class TransferEngine: @unchecked Sendable {
           stopAll()
           curl_multi_cleanup(multi)
           for easy in idleHandles { curl_easy_cleanup(easy) }
+          for buffer in idleBuffers { buffer.deallocate() }
           done.signal()
           return
         }
@@ -247,9 +250,12 @@ final class TransferEngine: @unchecked Sendable {
       digest = hasher
     }
     let easy = idleHandles.popLast() ?? curl_easy_init()!
+    let staging =
+      idleBuffers.popLast()
+      ?? UnsafeMutableRawBufferPointer.allocate(byteCount: receiveBufferSize, alignment: 4096)
     let transfer = Transfer(
       task: task, easy: easy, fd: opened.fd, temporaryDirectory: directory, temporaryFileName: opened.name,
-      offset: opened.size, isHTTP: scheme != "file", hostKey: hostKey, digest: digest)
+      offset: opened.size, isHTTP: scheme != "file", hostKey: hostKey, digest: digest, staging: staging)
     configure(transfer, url: url, record: record)
     active[task.id] = transfer
     activePerHost[hostKey, default: 0] += 1
@@ -267,7 +273,7 @@ final class TransferEngine: @unchecked Sendable {
     protfs_curl_easy_setopt_pointer(easy, CURLOPT_HEADERDATA, context)
     protfs_curl_easy_setopt_pointer(easy, CURLOPT_ERRORBUFFER, transfer.errorBuffer)
     // The large receive buffer is what lets one write(2) carry up to a MiB (PERF-NOTES).
-    protfs_curl_easy_setopt_long(easy, CURLOPT_BUFFERSIZE, max(16 * 1024, min(configuration.receiveBufferSize, 10 << 20)))
+    protfs_curl_easy_setopt_long(easy, CURLOPT_BUFFERSIZE, receiveBufferSize)
     protfs_curl_easy_setopt_long(easy, CURLOPT_FOLLOWLOCATION, 1)
     protfs_curl_easy_setopt_long(easy, CURLOPT_MAXREDIRS, 20)
     protfs_curl_easy_setopt_string(easy, CURLOPT_PROTOCOLS_STR, "http,https,file")
@@ -292,8 +298,14 @@ final class TransferEngine: @unchecked Sendable {
 
   // MARK: Ending an attempt
 
-  /// Takes the transfer out of libcurl and returns its handle to the pool; the fd stays open.
+  /// libcurl accepts 1 KiB to 10 MiB.
+  private var receiveBufferSize: Int { max(16 * 1024, min(configuration.receiveBufferSize, 10 << 20)) }
+
+  /// Writes what the transfer staged, takes it out of libcurl and returns its handle and buffer to
+  /// the pools; the fd stays open.
   private func detach(_ transfer: Transfer) {
+    transfer.flush()
+    idleBuffers.append(transfer.staging)
     known.remove(transfer.task.id)
     curl_multi_remove_handle(multi, transfer.easy)
     curl_easy_reset(transfer.easy)
@@ -532,7 +544,18 @@ final class TransferEngine: @unchecked Sendable {
     }
     if now - lastPersist >= Monotonic.nanoseconds(configuration.progressPersistInterval) {
       lastPersist = now
-      core.persist(active.values.map { $0.task.record })
+      // Staged bytes go to the file first, so a process killed after this snapshot finds at least
+      // the bytes it records.
+      var records: [DownloadTaskRecord] = []
+      for transfer in active.values {
+        transfer.flush()
+        let position = transfer.position
+        records.append(transfer.task.runtime.withLock { r in
+          r.record.bytesReceived = position
+          return r.record
+        })
+      }
+      core.persist(records)
     }
   }
 }

@@ -93,4 +93,10 @@ static inline int protfs_openat(int dirfd, const char *path, int flags, mode_t m
 static inline unsigned char protfs_dirent_type(const struct dirent *entry) { return entry->d_type; }
 static inline const char *protfs_dirent_name(const struct dirent *entry) { return entry->d_name; }
 
+/* renameat2(2) with RENAME_NOREPLACE: fails with EEXIST instead of replacing the target. */
+static inline int protfs_rename_noreplace(int olddirfd, const char *oldpath, int newdirfd,
+                                          const char *newpath) {
+  return (int)syscall(SYS_renameat2, olddirfd, oldpath, newdirfd, newpath, 1U /* RENAME_NOREPLACE */);
+}
+
 #endif

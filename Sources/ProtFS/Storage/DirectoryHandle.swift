@@ -176,3 +176,17 @@ public final class DirectoryHandle: @unchecked Sendable {
     }
   }
 }
+
+extension DirectoryHandle {
+  /// Removes `name` and, if it is a directory, everything below it, never following a symlink.
+  public func removeTree(_ name: String) throws(ProtFSError) {
+    let st = try status(name)
+    if st.kind == .directory {
+      let child = try openDirectory(name)
+      for (entry, _) in try child.entries() { try child.removeTree(entry) }
+      _ = try valueOrErrno { unlinkat(fd, name, AT_REMOVEDIR) }.orThrow("remove", path: pathOf(name))
+    } else {
+      _ = try valueOrErrno { unlinkat(fd, name, 0) }.orThrow("remove", path: pathOf(name))
+    }
+  }
+}

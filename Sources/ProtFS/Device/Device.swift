@@ -159,13 +159,7 @@ public struct Device: Sendable, Hashable {
   /// Opens the directory at `path`, walking each component without following a symlink.
   public func openDirectory(_ path: DevicePath) throws(ProtFSError) -> DirectoryHandle {
     var current = try openRoot()
-    for component in path.components {
-      do {
-        current = try current.openDirectory(component)
-      } catch where error.errno == ELOOP || error.errno == ENOTDIR {
-        throw symlinkOrNotDirectory(current, component, error)
-      }
-    }
+    for component in path.components { current = try current.openDirectory(component) }
     return current
   }
 
@@ -173,18 +167,6 @@ public struct Device: Sendable, Hashable {
   public func openParent(_ path: DevicePath) throws(ProtFSError) -> (DirectoryHandle, String?) {
     guard let name = path.name else { return (try openRoot(), nil) }
     return (try openDirectory(path.parent), name)
-  }
-
-  private func symlinkOrNotDirectory(_ parent: DirectoryHandle, _ name: String, _ error: ProtFSError) -> ProtFSError {
-    let kind = (try? parent.status(name))?.kind
-    if kind == .symlink {
-      return ProtFSError(
-        .symlink, "Cannot open '\(parent.pathOf(name))': it is a symbolic link, which protfs does not follow.",
-        path: parent.pathOf(name), errno: ELOOP)
-    }
-    return ProtFSError(
-      .invalidArgument, "Cannot open '\(parent.pathOf(name))': it is not a directory.", path: parent.pathOf(name),
-      errno: ENOTDIR)
   }
 
   /// The status of the item at `path`, never following a symlink.

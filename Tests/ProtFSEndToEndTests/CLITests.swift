@@ -190,6 +190,32 @@ import Testing
     #expect(TestDevice.rawAttribute(outside, AttributeName.protectionClass) == nil)
   }
 
+  @Test func followIsExplicitAndStaysInsideTheDevice() throws {
+    let t = try TestDevice(containers: ["com.example.app"])
+    let documents = t.containerPath("com.example.app", "Documents")
+    try t.writeFile(documents + "/target.txt")
+    _ = try Protfs.run(["--device", t.root, "set-class", "none", documents + "/target.txt"])
+    try FileManager.default.createSymbolicLink(atPath: documents + "/rel", withDestinationPath: "target.txt")
+    try FileManager.default.createSymbolicLink(atPath: documents + "/abs", withDestinationPath: documents + "/target.txt")
+    try FileManager.default.createSymbolicLink(atPath: documents + "/out", withDestinationPath: "/etc/passwd")
+    try FileManager.default.createSymbolicLink(atPath: documents + "/up", withDestinationPath: "../../../../..")
+    try FileManager.default.createSymbolicLink(atPath: documents + "/loop1", withDestinationPath: "loop2")
+    try FileManager.default.createSymbolicLink(atPath: documents + "/loop2", withDestinationPath: "loop1")
+    let plain = try Protfs.run(["--device", t.root, "get-class", documents + "/rel"])
+    #expect(plain.status == 1 && plain.stderr.contains("give --follow"), "\(plain)")
+    for link in ["rel", "abs"] {
+      let followed = try Protfs.run(["--device", t.root, "get-class", "-L", documents + "/" + link])
+      #expect(followed.status == 0 && followed.stdout.hasPrefix("NSFileProtectionNone  own"), "\(followed)")
+    }
+    for link in ["out", "up"] {
+      let escaped = try Protfs.run(["--device", t.root, "set-class", "--follow", "complete", documents + "/" + link])
+      #expect(escaped.status == 1 && escaped.stderr.contains("outside the device"), "\(escaped)")
+    }
+    let loop = try Protfs.run(["--device", t.root, "get-class", "-L", documents + "/loop1"])
+    #expect(loop.status == 1 && loop.stderr.contains("too many levels of symbolic links"), "\(loop)")
+    #expect(TestDevice.rawAttribute("/etc/passwd", AttributeName.protectionClass) == nil)
+  }
+
   @Test func uninitialisedDeviceSaysHowToFixIt() throws {
     let t = try TestDevice(initialize: false)
     let result = try Protfs.run(["--device", t.root, "get-class", t.root])

@@ -200,3 +200,48 @@ public struct Device: Sendable, Hashable {
     return container(id)
   }
 }
+
+extension Device {
+  /// `path` with every symlink in it resolved, for callers that ask to follow links.
+  ///
+  /// Link targets are interpreted as the kernel would (absolute ones from the host root, relative
+  /// ones from the link's directory), but a target that leaves the device is refused rather than
+  /// followed, and more than 40 links is a loop.
+  public func resolvingSymlinks(_ path: DevicePath) throws(ProtFSError) -> DevicePath {
+    var pending = path.components[...]
+    var resolved: [String] = []
+    var hops = 0
+    while let component = pending.popFirst() {
+      let parent = try openDirectory(DevicePath(validated: resolved))
+      let status = try parent.status(component)
+      guard status.kind == .symlink else {
+        resolved.append(component)
+        continue
+      }
+      hops += 1
+      if hops > 40 {
+        throw ProtFSError(
+          .symlink, "Cannot resolve '\(absolutePath(path))': too many levels of symbolic links (a loop?).",
+          path: absolutePath(path), errno: ELOOP)
+      }
+      var buffer = [CChar](repeating: 0, count: Int(PATH_MAX) + 1)
+      let count = try valueOrErrno { readlinkat(parent.fd, component, &buffer, Int(PATH_MAX)) }.orThrow(
+        "read the link", path: parent.pathOf(component))
+      let target = String(decoding: buffer[0..<count].map { UInt8(bitPattern: $0) }, as: UTF8.self)
+      let base = absolutePath(DevicePath(validated: resolved))
+      let absolute = Device.normalize(target, relativeTo: base)
+      let inside: DevicePath
+      do {
+        inside = try resolve(absolute, currentDirectory: base)
+      } catch {
+        throw ProtFSError(
+          .outsideDevice,
+          "The symbolic link '\(parent.pathOf(component))' points to '\(target)', outside the device; protfs does not follow it.",
+          path: parent.pathOf(component))
+      }
+      pending = (inside.components + pending)[...]
+      resolved = []
+    }
+    return DevicePath(validated: resolved)
+  }
+}

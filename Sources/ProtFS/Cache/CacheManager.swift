@@ -59,27 +59,50 @@ public struct CacheManager: Sendable {
     return try device.containers()
   }
 
-  /// Every file and symlink in the purgeable directories of `containers`, scanned in parallel.
-  func scan(_ containers: [Container]) throws(ProtFSError) -> [Item] {
-    var roots: [(DirectoryHandle, String)] = []
+  /// A purgeable directory of a container, open.
+  struct Root: @unchecked Sendable {
+    var container: Container
+    var area: String
+    var handle: DirectoryHandle
+  }
+
+  /// The purgeable directories of `containers` that exist.
+  func roots(_ containers: [Container]) -> [Root] {
+    var roots: [Root] = []
     for container in containers {
-      for relative in Self.purgeableDirectories {
-        guard let handle = try? device.openDirectory(try container.path(relative)) else { continue }
-        roots.append((handle, container.bundleID.rawValue + "/" + relative))
+      for area in Self.purgeableDirectories {
+        guard let path = try? container.path(area), let handle = try? device.openDirectory(path) else { continue }
+        roots.append(Root(container: container, area: area, handle: handle))
       }
     }
+    return roots
+  }
+
+  /// Reads the stat of an entry straight from its `dirent` name (no `String`, no `Date` boxing).
+  static func stat(_ entry: SubtreeWalker.Entry) -> stat? {
+    var s = Foundation.stat()
+    return fstatat(entry.directory.fd, entry.name, &s, AT_SYMLINK_NOFOLLOW) == 0 ? s : nil
+  }
+
+  static func lastUsed(_ s: stat) -> Date {
+    Date(timeIntervalSince1970: TimeInterval(max(s.st_atim.tv_sec, s.st_mtim.tv_sec)))
+  }
+
+  /// Every file and symlink in the purgeable directories of `containers`, scanned in parallel.
+  func scan(_ containers: [Container]) throws(ProtFSError) -> [Item] {
+    let roots = self.roots(containers)
     let walker = SubtreeWalker(threads: threads)
-    let (lists, failures) = walker.walk(roots: roots, make: { [Item]() }) { items, directory, name, kind, relative in
-      guard kind == .file || kind == .symlink else { return kind == .directory }
-      guard case .success(let status) = directory.statusResult(name) else { return false }
-      let slash = relative.firstIndex(of: "/")!
-      let bundle = String(relative[..<slash])
-      let inContainer = String(relative[relative.index(after: slash)...])
+    let (lists, failures) = walker.walk(roots: roots.map(\.handle), make: { [Item]() }) { items, entry in
+      guard entry.kind == .file || entry.kind == .symlink else { return entry.kind == .directory }
+      guard let s = Self.stat(entry) else { return false }
+      let root = roots[entry.root]
+      let directory = entry.relativeDirectory.isEmpty ? root.area : root.area + "/" + entry.relativeDirectory
+      let name = entry.nameString
       items.append(
         Item(
-          bundleID: try! BundleID(bundle), path: inContainer + "/" + name, directory: inContainer, name: name,
-          apparentBytes: status.size, diskBytes: status.blocks * 512, lastUsed: max(status.accessed, status.modified),
-          device: status.device, inode: status.inode, linkCount: status.linkCount))
+          bundleID: root.container.bundleID, path: directory + "/" + name, directory: directory, name: name,
+          apparentBytes: Int64(s.st_size), diskBytes: Int64(s.st_blocks) * 512, lastUsed: Self.lastUsed(s),
+          device: UInt64(s.st_dev), inode: UInt64(s.st_ino), linkCount: UInt64(s.st_nlink)))
       return false
     }
     if let failure = failures.first { throw failure }
@@ -147,21 +170,48 @@ public struct CacheManager: Sendable {
   }
 
   /// Sizes per container and per cache directory, apparent and on disk.
+  ///
+  /// This is `du` for caches, so it is built like `du`: one stat per entry, no list of items kept.
   public func usage(_ bundleID: BundleID? = nil) throws(ProtFSError) -> [ContainerCacheReport] {
     let selected = try containers(bundleID)
-    let items = try scan(selected)
-    var byContainer: [BundleID: [String: CacheUsage]] = [:]
-    for item in items {
-      let area = Self.purgeableDirectories.first { item.path.hasPrefix($0 + "/") }!
-      byContainer[item.bundleID, default: [:]][area, default: CacheUsage()].add(
-        apparent: item.apparentBytes, disk: item.diskBytes, lastUsed: item.lastUsed)
+    let roots = self.roots(selected)
+    struct Tally: Sendable {
+      var usage: [CacheUsage]
+      var linked: [(root: Int, device: UInt64, inode: UInt64, apparent: Int64, disk: Int64, lastUsed: Date)] = []
+    }
+    let count = roots.count
+    let (tallies, failures) = SubtreeWalker(threads: threads).walk(
+      roots: roots.map(\.handle), make: { Tally(usage: Array(repeating: CacheUsage(), count: count)) }
+    ) { tally, entry in
+      guard entry.kind == .file || entry.kind == .symlink else { return entry.kind == .directory }
+      guard let s = Self.stat(entry) else { return false }
+      let apparent = Int64(s.st_size)
+      let disk = Int64(s.st_blocks) * 512
+      if s.st_nlink > 1 {
+        tally.linked.append((entry.root, UInt64(s.st_dev), UInt64(s.st_ino), apparent, disk, Self.lastUsed(s)))
+      } else {
+        tally.usage[entry.root].add(apparent: apparent, disk: disk, lastUsed: Self.lastUsed(s))
+      }
+      return false
+    }
+    if let failure = failures.first { throw failure }
+    var usage = Array(repeating: CacheUsage(), count: count)
+    var seen = Set<[UInt64]>()
+    for tally in tallies {
+      for (index, part) in tally.usage.enumerated() { usage[index].add(part) }
+      for link in tally.linked {
+        // du counts a file with several links once.
+        let first = seen.insert([link.device, link.inode]).inserted
+        usage[link.root].add(apparent: first ? link.apparent : 0, disk: first ? link.disk : 0, lastUsed: link.lastUsed)
+      }
     }
     return selected.map { container in
       var total = CacheUsage()
       let directories = Self.purgeableDirectories.map { area in
-        let usage = byContainer[container.bundleID]?[area] ?? CacheUsage()
-        total.add(usage)
-        return CacheDirectoryReport(path: area, protectionClass: nil, usage: usage)
+        let index = roots.firstIndex { $0.container == container && $0.area == area }
+        let areaUsage = index.map { usage[$0] } ?? CacheUsage()
+        total.add(areaUsage)
+        return CacheDirectoryReport(path: area, protectionClass: nil, usage: areaUsage)
       }
       return ContainerCacheReport(bundleID: container.bundleID.rawValue, directories: directories, downloads: nil, total: total)
     }

@@ -7,9 +7,31 @@ import Synchronization
 ///
 /// Each thread has its own accumulator, so the visitor needs no locking; the caller merges them.
 public struct SubtreeWalker: Sendable {
+  /// One entry met by the walk. `name` points into the `dirent` and is valid only during the visit.
+  public struct Entry {
+    /// The directory holding the entry; operate on the entry relative to it.
+    public let directory: DirectoryHandle
+    /// The entry's name, as a C string valid only during the visit.
+    public let name: UnsafePointer<CChar>
+    /// The entry's type (`d_type`, resolved with a stat when the filesystem leaves it unknown).
+    public let kind: FileKind
+    /// Which of the roots this entry is under (its index in `roots`).
+    public let root: Int
+    /// The directory's path relative to its root ("" for the root itself).
+    public let relativeDirectory: String
+
+    /// The name as a `String`.
+    public var nameString: String { String(cString: name) }
+    /// The entry's path relative to its root.
+    public var relativePath: String {
+      relativeDirectory.isEmpty ? nameString : relativeDirectory + "/" + nameString
+    }
+  }
+
   /// One directory waiting to be listed.
   struct Work: @unchecked Sendable {
     var directory: DirectoryHandle
+    var root: Int
     var relativePath: String
   }
 
@@ -19,15 +41,13 @@ public struct SubtreeWalker: Sendable {
   /// A walker with `threads` threads (at least one).
   public init(threads: Int = 2) { self.threads = max(1, threads) }
 
-  /// Visits every entry below each root. `visit` gets the entry's directory, its name, its kind
-  /// (`d_type`, resolved with a stat when the filesystem does not fill it in) and the directory's path
-  /// relative to its root ("" for the root itself). Returning true for a directory descends into it.
+  /// Visits every entry below each root; returning true for a directory descends into it.
   /// Directories that cannot be opened or listed are collected in `failures`, not thrown.
   public func walk<Accumulator: Sendable>(
-    roots: [(DirectoryHandle, String)], make: @escaping @Sendable () -> Accumulator,
-    visit: @escaping @Sendable (inout Accumulator, DirectoryHandle, String, FileKind, String) -> Bool
+    roots: [DirectoryHandle], make: @escaping @Sendable () -> Accumulator,
+    visit: @escaping @Sendable (inout Accumulator, Entry) -> Bool
   ) -> (accumulators: [Accumulator], failures: [ProtFSError]) {
-    let queue = WorkQueue(roots.map { Work(directory: $0.0, relativePath: $0.1) })
+    let queue = WorkQueue(roots.enumerated().map { Work(directory: $1, root: $0, relativePath: "") })
     let results = Mutex<[(Accumulator, [ProtFSError])]>([])
     let worker: @Sendable () -> Void = {
       var accumulator = make()
@@ -35,15 +55,20 @@ public struct SubtreeWalker: Sendable {
       while let work = queue.next() {
         var children: [Work] = []
         do throws(ProtFSError) {
-          try work.directory.forEachEntry { name, kind in
+          try work.directory.forEachRawEntry { name, kind in
             var kind = kind
-            if kind == .unknown { kind = (try? work.directory.status(name).kind) ?? .other }
-            let descend = visit(&accumulator, work.directory, name, kind, work.relativePath)
-            guard descend, kind == .directory else { return }
+            if kind == .unknown {
+              var s = stat()
+              kind = fstatat(work.directory.fd, name, &s, AT_SYMLINK_NOFOLLOW) == 0 ? FileKind(mode: s.st_mode) : .other
+            }
+            let entry = Entry(
+              directory: work.directory, name: name, kind: kind, root: work.root, relativeDirectory: work.relativePath)
+            guard visit(&accumulator, entry), kind == .directory else { return }
             do throws(ProtFSError) {
-              let child = try work.directory.openDirectory(name)
-              let path = work.relativePath.isEmpty ? name : work.relativePath + "/" + name
-              children.append(Work(directory: child, relativePath: path))
+              let childName = String(cString: name)
+              let child = try work.directory.openDirectory(childName)
+              let path = work.relativePath.isEmpty ? childName : work.relativePath + "/" + childName
+              children.append(Work(directory: child, root: work.root, relativePath: path))
             } catch {
               failures.append(error)
             }

@@ -20,15 +20,14 @@ let package = Package(
       dependencies: ["CAttr", "CProtFSSys", "CCurl", "CSQLite", "CCrypto"]
     ),
     .executableTarget(name: "protfs", dependencies: ["ProtFS"]),
-    .target(name: "ProtFSTestSupport", dependencies: ["ProtFS"], path: "Tests/ProtFSTestSupport"),
-    // Drives the download engine from the command line for the benchmark and the kill -9 tests,
-    // until `protfs download` exists.
-    .executableTarget(
-      name: "protfs-fetch", dependencies: ["ProtFS"], path: "Tests/ProtFSFetch"),
-    .testTarget(name: "ProtFSTests", dependencies: ["ProtFS", "ProtFSTestSupport"]),
+    .target(name: "ProtFSTestSupport", dependencies: ["ProtFS", "CAttr"], path: "Tests/ProtFSTestSupport"),
+    // Drives the download engine without the CLI, for the engine's kill -9 tests and benchmark.
+    .executableTarget(name: "protfs-fetch", dependencies: ["ProtFS"], path: "Tests/ProtFSFetch"),
+    .testTarget(name: "ProtFSTests", dependencies: ["ProtFS", "ProtFSTestSupport", "CAttr"]),
+    // Depends on the executable so that `swift test` builds the binary the tests run.
     .testTarget(
       name: "ProtFSEndToEndTests",
-      dependencies: ["ProtFS", "ProtFSTestSupport"]
+      dependencies: ["ProtFS", "ProtFSTestSupport", "protfs"]
     ),
   ]
 )

@@ -1,1 +1,39 @@
-print("protfs")
+import Foundation
+import ProtFS
+
+// Exit statuses (STYLE.md): 0 success, 1 runtime error, 64 usage error (EX_USAGE).
+let words = Array(CommandLine.arguments.dropFirst())
+let parser = Parser(root: Commands.root, environment: ProcessInfo.processInfo.environment)
+let status: Int32
+do {
+  switch try parser.parse(words) {
+  case .help(let chain):
+    Console.out(Help.text(chain), terminator: "")
+    status = 0
+  case .version:
+    Console.out("protfs \(ProtFSVersion.current)")
+    status = 0
+  case .run(let command, let invocation):
+    status = try command.run!(invocation)
+  }
+} catch let error as UsageError {
+  var chain = [Commands.root]
+  for name in error.commandPath.dropFirst() {
+    if let next = chain.last!.subcommand(named: name) { chain.append(next) }
+  }
+  Console.err("Error: \(error.message)")
+  Console.err("Usage: \(Help.usage(chain))")
+  Console.err("  See '\(chain.map(\.name).joined(separator: " ")) --help' for more information.")
+  status = 64
+} catch let error as ProtFSError {
+  Console.err("Error: \(error.description)")
+  status = 1
+} catch let error as ExitStatus {
+  if let message = error.message { Console.err("Error: \(message)") }
+  status = error.code
+} catch {
+  Console.err("Error: \(error.localizedDescription)")
+  status = 1
+}
+fflush(nil)
+exit(status)

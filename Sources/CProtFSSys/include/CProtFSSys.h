@@ -98,4 +98,15 @@ static inline int protfs_syncfs(int fd) { return syncfs(fd); }
 static inline unsigned char protfs_dirent_type(const struct dirent *entry) { return entry->d_type; }
 static inline const char *protfs_dirent_name(const struct dirent *entry) { return entry->d_name; }
 
+/* renameat2(2) with RENAME_NOREPLACE: fails with EEXIST instead of replacing the target. */
+static inline int protfs_rename_noreplace(int olddirfd, const char *oldpath, int newdirfd,
+                                          const char *newpath) {
+  return (int)syscall(SYS_renameat2, olddirfd, oldpath, newdirfd, newpath, 1U /* RENAME_NOREPLACE */);
+}
+
+/* copy_file_range(2), declared by glibc only under _GNU_SOURCE. */
+static inline long protfs_copy_file_range(int fd_in, int fd_out, size_t len) {
+  return syscall(SYS_copy_file_range, fd_in, NULL, fd_out, NULL, len, 0U);
+}
+
 #endif

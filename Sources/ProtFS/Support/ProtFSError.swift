@@ -61,6 +61,7 @@ public struct ProtFSError: Error, Sendable, Equatable, CustomStringConvertible {
   /// The message followed by the hint.
   public var description: String {
     guard let hint else { return message }
+    if message.hasSuffix("?") { return "\(message) \(hint.prefix(1).uppercased())\(hint.dropFirst())." }
     let base = message.hasSuffix(".") ? String(message.dropLast()) : message
     return "\(base); \(hint)."
   }

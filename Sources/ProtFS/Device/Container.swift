@@ -1,0 +1,163 @@
+import CProtFSSys
+import Foundation
+
+/// An app's container on a device: `<device>/Containers/<bundle-id>/`.
+public struct Container: Sendable, Hashable {
+  /// The device it lives on.
+  public let device: Device
+  /// The app it belongs to.
+  public let bundleID: BundleID
+
+  /// The directories every container has, parents before children.
+  public static let standardDirectories = [
+    "Documents", "Library", "Library/Caches", "Library/Application Support", "Library/Preferences", "tmp",
+  ]
+
+  /// The container's path on the device.
+  public var path: DevicePath { Device.containersPath.appending(bundleID.rawValue) }
+
+  /// The container's absolute path.
+  public var absolutePath: String { device.absolutePath(path) }
+
+  /// Whether the container exists.
+  public var exists: Bool { (try? device.status(path))?.kind == .directory }
+
+  /// The nsurlsessiond temp directory that background downloads of `session` write into:
+  /// `Library/Caches/com.apple.nsurlsessiond/Downloads/<bundle-id>`.
+  public var downloadsPath: DevicePath {
+    path.appending("Library").appending("Caches").appending("com.apple.nsurlsessiond").appending("Downloads")
+      .appending(bundleID.rawValue)
+  }
+
+  /// The path of `relative` (such as `Documents/a.txt`) inside the container.
+  public func path(_ relative: String) throws(ProtFSError) -> DevicePath { try path.appending(path: relative) }
+
+  /// The container's default class, or nil when none was stored (class C then applies).
+  public func defaultClass() throws(ProtFSError) -> ProtectionClass? {
+    try device.openDirectory(path).defaultClass()
+  }
+
+  /// Throws a clear error when the container does not exist.
+  public func requireExists() throws(ProtFSError) {
+    guard exists else {
+      throw ProtFSError(
+        .notFound, "The device '\(device.root)' has no container for '\(bundleID)'.", path: absolutePath,
+        hint: "create it with `protfs init \(bundleID)`")
+    }
+  }
+}
+
+/// What `Device.createContainer` did.
+public struct ContainerCreation: Sendable, Equatable {
+  /// Whether the container was new.
+  public var created: Bool
+  /// The default class before, when it changed on an existing container.
+  public var previousDefault: ProtectionClass?
+  /// The default class now.
+  public var defaultClass: ProtectionClass
+}
+
+/// What `Device.initCache` did.
+public struct CacheInitialization: Sendable, Equatable {
+  /// The Downloads directory's absolute path.
+  public var path: String
+  /// Whether the container had to be created.
+  public var containerCreated: Bool
+  /// Whether the Downloads directory was new.
+  public var created: Bool
+  /// Its effective class before, when it existed with another class.
+  public var previousClass: EffectiveClass?
+  /// Its class now.
+  public var protectionClass: ProtectionClass
+}
+
+extension Device {
+  /// Creates the container of `bundleID` with its standard directories and default class.
+  ///
+  /// The container is built under `.protfs/staging/` and renamed into `Containers/` in one step,
+  /// so a crash leaves either no container or a whole one. On an existing container, a different
+  /// `defaultClass` replaces the stored default.
+  @discardableResult
+  public func createContainer(_ bundleID: BundleID, defaultClass: ProtectionClass? = nil) throws(ProtFSError)
+    -> ContainerCreation
+  {
+    try initialize()
+    let container = self.container(bundleID)
+    if container.exists {
+      let directory = try openDirectory(container.path)
+      let stored = try directory.defaultClass()
+      let current = stored ?? .containerDefault
+      if let wanted = defaultClass, wanted != current || stored == nil {
+        try directory.setAttribute(AttributeName.defaultClass, to: wanted.attributeValue)
+        return ContainerCreation(created: false, previousDefault: wanted == current ? nil : current, defaultClass: wanted)
+      }
+      return ContainerCreation(created: false, previousDefault: nil, defaultClass: current)
+    }
+    let chosen = defaultClass ?? .containerDefault
+    let staging = try openStaging()
+    let temporary = "\(bundleID).\(getpid()).\(UInt32.random(in: 0...UInt32.max))"
+    try staging.makeDirectory(temporary)
+    do throws(ProtFSError) {
+      let root = try staging.openDirectory(temporary)
+      try root.setAttribute(AttributeName.defaultClass, to: chosen.attributeValue)
+      for relative in Container.standardDirectories {
+        let parts = relative.split(separator: "/").map(String.init)
+        var parent = root
+        for part in parts.dropLast() { parent = try parent.openDirectory(part) }
+        try parent.makeDirectory(parts.last!)
+        try parent.setProtectionClass(chosen, of: parts.last!)
+      }
+      let containers = try openDirectory(Device.containersPath)
+      switch valueOrErrno({ protfs_rename_noreplace(staging.fd, temporary, containers.fd, bundleID.rawValue) }) {
+      case .success:
+        _ = fsync(containers.fd)
+        return ContainerCreation(created: true, previousDefault: nil, defaultClass: chosen)
+      case .failure(let e) where e == .exists || e == Errno(ENOTEMPTY):
+        // Another protfs process created it first: theirs stands.
+        try staging.removeTree(temporary)
+        return try createContainer(bundleID, defaultClass: defaultClass)
+      case .failure(let e):
+        throw ProtFSError.system("create the container", path: container.absolutePath, errno: e.rawValue)
+      }
+    } catch {
+      try? staging.removeTree(temporary)
+      throw error
+    }
+  }
+
+  /// Creates (if needed) the container and its nsurlsessiond Downloads directory with `protectionClass`
+  /// (`none` by default): the fix for background downloads that die while the device is locked.
+  public func initCache(_ bundleID: BundleID, protectionClass: ProtectionClass = .none) throws(ProtFSError)
+    -> CacheInitialization
+  {
+    let creation = try createContainer(bundleID)
+    let container = self.container(bundleID)
+    let target = container.downloadsPath
+    try createDirectories(target.parent)
+    var previous: EffectiveClass?
+    let created = try createDirectory(target, protectionClass: protectionClass)
+    if !created {
+      let before = try effectiveClass(of: target)
+      if before.protectionClass != protectionClass || before.source != .own {
+        previous = before
+        try setClass(protectionClass, of: target)
+      }
+    }
+    return CacheInitialization(
+      path: absolutePath(target), containerCreated: creation.created, created: created, previousClass: previous,
+      protectionClass: protectionClass)
+  }
+
+  /// Opens `.protfs/staging/`, first removing what crashed protfs processes left there.
+  func openStaging() throws(ProtFSError) -> DirectoryHandle {
+    let state = try openDirectory(DevicePath(validated: [Device.stateDirectoryName]))
+    try state.makeDirectory("staging", permissions: FilePermissions(rawValue: 0o700))
+    let staging = try state.openDirectory("staging")
+    for (name, _) in try staging.entries() {
+      let parts = name.split(separator: ".")
+      guard parts.count >= 3, let pid = Int32(parts[parts.count - 2]) else { continue }
+      if kill(pid, 0) == -1 && errno == ESRCH { try? staging.removeTree(name) }
+    }
+    return staging
+  }
+}

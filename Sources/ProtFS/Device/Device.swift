@@ -1,0 +1,247 @@
+import Foundation
+
+/// A simulated iOS device: a directory whose `Containers/` holds app containers and whose
+/// `.protfs/` holds protfs's own state.
+public struct Device: Sendable, Hashable {
+  /// The device directory, absolute and lexically normalised.
+  public let root: String
+
+  /// Where protfs keeps its own state, relative to the root.
+  public static let stateDirectoryName = ".protfs"
+  /// Where app containers live, relative to the root.
+  public static let containersDirectoryName = "Containers"
+  /// The marker file whose presence means the device was initialised.
+  static let markerName = "device.json"
+
+  /// A device rooted at `path`; a relative path is taken from the current directory.
+  public init(root path: String) {
+    root = Device.normalize(path, relativeTo: FileManager.default.currentDirectoryPath)
+  }
+
+  /// The device directory a command uses: `--device`, else `PROTFS_DEVICE`, else
+  /// `$XDG_DATA_HOME/protfs/device`, else `~/.local/share/protfs/device`.
+  public static func locate(explicit: String?, environment: [String: String]) -> Device {
+    if let explicit, !explicit.isEmpty { return Device(root: explicit) }
+    if let fromEnvironment = environment["PROTFS_DEVICE"], !fromEnvironment.isEmpty {
+      return Device(root: fromEnvironment)
+    }
+    if let dataHome = environment["XDG_DATA_HOME"], dataHome.hasPrefix("/") {
+      return Device(root: dataHome + "/protfs/device")
+    }
+    let home = environment["HOME"].flatMap { $0.isEmpty ? nil : $0 } ?? NSHomeDirectory()
+    return Device(root: home + "/.local/share/protfs/device")
+  }
+
+  /// `path` made absolute against `base`, with `.`, `..` and repeated slashes resolved lexically.
+  public static func normalize(_ path: String, relativeTo base: String) -> String {
+    let absolute = path.hasPrefix("/") ? path : base + "/" + path
+    var parts: [Substring] = []
+    for part in absolute.split(separator: "/") {
+      switch part {
+      case ".": continue
+      case "..": _ = parts.popLast()
+      default: parts.append(part)
+      }
+    }
+    return "/" + parts.joined(separator: "/")
+  }
+
+  // MARK: Paths
+
+  /// The absolute path of `path`.
+  public func absolutePath(_ path: DevicePath) -> String {
+    path.isRoot ? root : (root == "/" ? "" : root) + "/" + path.components.joined(separator: "/")
+  }
+
+  /// The device path of a user-supplied path (absolute, or relative to `currentDirectory`).
+  ///
+  /// Throws when the path, once `..` is resolved, is not inside the device.
+  public func resolve(_ userPath: String, currentDirectory: String = FileManager.default.currentDirectoryPath)
+    throws(ProtFSError) -> DevicePath
+  {
+    let absolute = Device.normalize(userPath, relativeTo: currentDirectory)
+    for candidateRoot in [root, canonicalRoot] {
+      if absolute == candidateRoot { return .root }
+      let prefix = candidateRoot == "/" ? "/" : candidateRoot + "/"
+      if absolute.hasPrefix(prefix) {
+        return DevicePath(validated: absolute.dropFirst(prefix.count).split(separator: "/").map(String.init))
+      }
+    }
+    throw ProtFSError(
+      .outsideDevice, "The path '\(userPath)' is outside the device '\(root)'.", path: userPath,
+      hint: "give a path inside the device, or choose the device with --device DIR")
+  }
+
+  /// The root with its own symlinks resolved, for recognising paths that came through `realpath`.
+  var canonicalRoot: String {
+    guard let resolved = realpath(root, nil) else { return root }
+    defer { free(resolved) }
+    return String(cString: resolved)
+  }
+
+  /// The path of the state directory.
+  public var stateDirectory: String { absolutePath(DevicePath(validated: [Device.stateDirectoryName])) }
+
+  /// The device path of `Containers/`.
+  public static let containersPath = DevicePath(validated: [containersDirectoryName])
+
+  // MARK: Life cycle
+
+  /// Whether `init` has run on this device.
+  public var isInitialized: Bool {
+    FileManager.default.fileExists(atPath: stateDirectory + "/" + Device.markerName)
+  }
+
+  /// Throws a "not initialised" error naming the device and how to fix it.
+  public func requireInitialized() throws(ProtFSError) {
+    guard isInitialized else {
+      throw ProtFSError(
+        .notInitialized, "The device '\(root)' has not been initialised.", path: root,
+        hint: "run `protfs --device \(root) init BUNDLE-ID` first")
+    }
+  }
+
+  /// Creates the device directory, `.protfs/` and `Containers/` if needed. Idempotent.
+  ///
+  /// Refuses a filesystem without user extended attributes before anything else is written.
+  public func initialize() throws(ProtFSError) {
+    do {
+      try FileManager.default.createDirectory(atPath: root, withIntermediateDirectories: true)
+    } catch {
+      throw ProtFSError(
+        .io, "Cannot create the device directory '\(root)': \(Device.reason(error)).", path: root)
+    }
+    let top = try DirectoryHandle(path: root)
+    try Device.checkExtendedAttributes(top)
+    try top.makeDirectory(Device.stateDirectoryName, permissions: FilePermissions(rawValue: 0o700))
+    try top.makeDirectory(Device.containersDirectoryName)
+    let state = try top.openDirectory(Device.stateDirectoryName)
+    if (try? state.status(Device.markerName)) == nil {
+      let marker = #"{"format":1,"kind":"protfs-device"}"# + "\n"
+      try AtomicFile.write(Array(marker.utf8), named: Device.markerName, in: state)
+    }
+  }
+
+  /// Throws `xattrUnsupported` naming the directory when its filesystem lacks user xattrs.
+  static func checkExtendedAttributes(_ directory: DirectoryHandle) throws(ProtFSError) {
+    let probe = "user.protfs.probe"
+    if case .failure(let e) = directory.attributeResult(probe), e == .notSupported {
+      throw ProtFSError.system("use", path: directory.path, errno: e.rawValue)
+    }
+    do {
+      try directory.setAttribute(probe, to: [0x31])
+      try directory.removeAttribute(probe)
+    } catch let error where error.code == .xattrUnsupported {
+      throw ProtFSError(
+        .xattrUnsupported,
+        "The filesystem of '\(directory.path)' does not support user extended attributes, where protfs stores protection classes.",
+        path: directory.path, errno: error.errno,
+        hint: "put the device on a filesystem with user xattrs (ext4, xfs, btrfs, tmpfs)")
+    }
+  }
+
+  static func reason(_ error: any Error) -> String {
+    if let underlying = (error as NSError).userInfo[NSUnderlyingErrorKey] as? NSError,
+      underlying.domain == NSPOSIXErrorDomain
+    {
+      return String(cString: strerror(Int32(underlying.code)))
+    }
+    return (error as NSError).localizedDescription
+  }
+
+  // MARK: Walking
+
+  /// Opens the device root.
+  public func openRoot() throws(ProtFSError) -> DirectoryHandle {
+    try DirectoryHandle(path: root)
+  }
+
+  /// Opens the directory at `path`, walking each component without following a symlink.
+  public func openDirectory(_ path: DevicePath) throws(ProtFSError) -> DirectoryHandle {
+    var current = try openRoot()
+    for component in path.components { current = try current.openDirectory(component) }
+    return current
+  }
+
+  /// Opens the parent directory of `path` and returns it with the final name (nil for the root).
+  public func openParent(_ path: DevicePath) throws(ProtFSError) -> (DirectoryHandle, String?) {
+    guard let name = path.name else { return (try openRoot(), nil) }
+    return (try openDirectory(path.parent), name)
+  }
+
+  /// The status of the item at `path`, never following a symlink.
+  public func status(_ path: DevicePath) throws(ProtFSError) -> FileStatus {
+    let (parent, name) = try openParent(path)
+    return try parent.status(name)
+  }
+
+  // MARK: Containers
+
+  /// The container of `bundleID` (which may not exist yet).
+  public func container(_ bundleID: BundleID) -> Container { Container(device: self, bundleID: bundleID) }
+
+  /// The existing containers, sorted by bundle id. Entries that are not valid bundle ids are skipped.
+  public func containers() throws(ProtFSError) -> [Container] {
+    let directory = try openDirectory(Device.containersPath)
+    var found: [Container] = []
+    try directory.forEachEntry { name, kind in
+      guard kind == .directory || kind == .unknown, let id = try? BundleID(name) else { return }
+      if kind == .unknown, (try? directory.status(name))?.kind != .directory { return }
+      found.append(container(id))
+    }
+    return found.sorted { $0.bundleID < $1.bundleID }
+  }
+
+  /// The container that `path` lies in, if any.
+  public func containerContaining(_ path: DevicePath) -> Container? {
+    guard path.components.count >= 2, path.components[0] == Device.containersDirectoryName,
+      let id = try? BundleID(path.components[1])
+    else { return nil }
+    return container(id)
+  }
+}
+
+extension Device {
+  /// `path` with every symlink in it resolved, for callers that ask to follow links.
+  ///
+  /// Link targets are interpreted as the kernel would (absolute ones from the host root, relative
+  /// ones from the link's directory), but a target that leaves the device is refused rather than
+  /// followed, and more than 40 links is a loop.
+  public func resolvingSymlinks(_ path: DevicePath) throws(ProtFSError) -> DevicePath {
+    var pending = path.components[...]
+    var resolved: [String] = []
+    var hops = 0
+    while let component = pending.popFirst() {
+      let parent = try openDirectory(DevicePath(validated: resolved))
+      let status = try parent.status(component)
+      guard status.kind == .symlink else {
+        resolved.append(component)
+        continue
+      }
+      hops += 1
+      if hops > 40 {
+        throw ProtFSError(
+          .symlink, "Cannot resolve '\(absolutePath(path))': too many levels of symbolic links (a loop?).",
+          path: absolutePath(path), errno: ELOOP)
+      }
+      var buffer = [CChar](repeating: 0, count: Int(PATH_MAX) + 1)
+      let count = try valueOrErrno { readlinkat(parent.fd, component, &buffer, Int(PATH_MAX)) }.orThrow(
+        "read the link", path: parent.pathOf(component))
+      let target = String(decoding: buffer[0..<count].map { UInt8(bitPattern: $0) }, as: UTF8.self)
+      let base = absolutePath(DevicePath(validated: resolved))
+      let absolute = Device.normalize(target, relativeTo: base)
+      let inside: DevicePath
+      do {
+        inside = try resolve(absolute, currentDirectory: base)
+      } catch {
+        throw ProtFSError(
+          .outsideDevice,
+          "The symbolic link '\(parent.pathOf(component))' points to '\(target)', outside the device; protfs does not follow it.",
+          path: parent.pathOf(component))
+      }
+      pending = (inside.components + pending)[...]
+      resolved = []
+    }
+    return DevicePath(validated: resolved)
+  }
+}

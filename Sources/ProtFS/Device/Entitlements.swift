@@ -1,0 +1,50 @@
+import Foundation
+
+/// An app's entitlements plist (XML or binary), as far as data protection is concerned.
+public struct Entitlements: Sendable, Equatable {
+  /// The key that sets the default protection class of an app's files.
+  public static let defaultDataProtectionKey = "com.apple.developer.default-data-protection"
+
+  /// The class the entitlement asks for, or nil when the plist does not set it.
+  public var defaultDataProtection: ProtectionClass?
+
+  /// Parses the entitlements at `path`.
+  public init(contentsOf path: String) throws(ProtFSError) {
+    let data: Data
+    do {
+      data = try Data(contentsOf: URL(fileURLWithPath: path))
+    } catch {
+      throw ProtFSError(
+        .notFound, "Cannot read the entitlements file '\(path)': \(Device.reason(error)).", path: path,
+        hint: "give the path of an .entitlements or .plist file")
+    }
+    try self.init(data: data, path: path)
+  }
+
+  /// Parses entitlements from `data`; `path` is used in messages.
+  public init(data: Data, path: String) throws(ProtFSError) {
+    let plist: Any
+    do {
+      plist = try PropertyListSerialization.propertyList(from: data, options: [], format: nil)
+    } catch {
+      throw ProtFSError(
+        .malformed, "The entitlements file '\(path)' is not a property list (XML or binary).", path: path,
+        hint: "check it with `plutil -lint` or export it again from Xcode")
+    }
+    guard let dictionary = plist as? [String: Any] else {
+      throw ProtFSError(
+        .malformed, "The entitlements file '\(path)' does not hold a dictionary at its top level.", path: path)
+    }
+    guard let value = dictionary[Self.defaultDataProtectionKey] else {
+      defaultDataProtection = nil
+      return
+    }
+    guard let text = value as? String, let cls = ProtectionClass(rawValue: text) else {
+      throw ProtFSError(
+        .malformed,
+        "The entitlements file '\(path)' sets \(Self.defaultDataProtectionKey) to \(String(describing: value)), which is not a protection class.",
+        path: path, hint: "use a raw value such as NSFileProtectionComplete")
+    }
+    defaultDataProtection = cls
+  }
+}

@@ -1,0 +1,53 @@
+import Foundation
+
+/// The extended attributes protfs keeps on items. All live in the `user.protfs.` namespace.
+public enum AttributeName {
+  /// An item's own protection class: Apple's raw value, ASCII, no trailing NUL.
+  public static let protectionClass = "user.protfs.class"
+  /// A container root's default class, in the same encoding.
+  public static let defaultClass = "user.protfs.default-class"
+  /// The permission bits an item had before a lock removed them (octal ASCII, e.g. `0644`).
+  public static let savedMode = "user.protfs.saved-mode"
+}
+
+extension DirectoryHandle {
+  /// The own class of `name` (this directory when nil), or nil when it has none.
+  ///
+  /// Throws `corruptAttribute` when the attribute holds something that is not a raw value.
+  public func protectionClass(of name: String? = nil) throws(ProtFSError) -> ProtectionClass? {
+    try decodeClass(attribute(AttributeName.protectionClass, of: name), at: name.map(pathOf) ?? path)
+  }
+
+  /// The container default class stored on this directory, or nil.
+  public func defaultClass() throws(ProtFSError) -> ProtectionClass? {
+    try decodeClass(attribute(AttributeName.defaultClass), at: path, attribute: AttributeName.defaultClass)
+  }
+
+  /// Writes `protectionClass` as the own class of `name` (this directory when nil).
+  public func setProtectionClass(_ protectionClass: ProtectionClass, of name: String? = nil) throws(ProtFSError) {
+    do {
+      try setAttribute(AttributeName.protectionClass, to: protectionClass.attributeValue, of: name)
+    } catch where error.errno == EPERM {
+      // The kernel refuses user.* attributes on anything but regular files and directories.
+      let target = name.map(pathOf) ?? path
+      let kind = name.flatMap { try? status($0).kind } ?? .directory
+      let what = kind == .symlink ? "a symbolic link" : "not a regular file or directory"
+      throw ProtFSError(
+        .invalidArgument, "Cannot set the protection class of '\(target)': it is \(what).", path: target, errno: EPERM,
+        hint: kind == .symlink ? "set the class of the link's target instead" : nil)
+    }
+  }
+
+  private func decodeClass(_ bytes: [UInt8]?, at path: String, attribute: String = AttributeName.protectionClass)
+    throws(ProtFSError) -> ProtectionClass?
+  {
+    guard let bytes else { return nil }
+    guard let value = ProtectionClass(attributeValue: bytes) else {
+      let shown = String(decoding: bytes.prefix(64), as: UTF8.self).debugDescription
+      throw ProtFSError(
+        .corruptAttribute, "The attribute \(attribute) of '\(path)' holds \(shown), which is not a protection class.",
+        path: path, hint: "set a class with `protfs set-class CLASS '\(path)'`")
+    }
+    return value
+  }
+}

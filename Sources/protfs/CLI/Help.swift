@@ -1,0 +1,65 @@
+/// Generates OVERVIEW / USAGE / ARGUMENTS / OPTIONS / SUBCOMMANDS text from command descriptions.
+enum Help {
+  static func usage(_ chain: [Command]) -> String {
+    let command = chain.last!
+    var parts = [chain.map(\.name).joined(separator: " ")]
+    if !command.subcommands.isEmpty && command.run == nil {
+      parts.append("<subcommand>")
+    } else {
+      if !command.subcommands.isEmpty { parts.append("[<subcommand>]") }
+      for argument in command.arguments {
+        switch argument.arity {
+        case .required: parts.append("<\(argument.name)>")
+        case .optional: parts.append("[<\(argument.name)>]")
+        case .zeroOrMore: parts.append("[<\(argument.name)> ...]")
+        case .oneOrMore: parts.append("<\(argument.name)> ...")
+        }
+      }
+      for option in command.options {
+        let name = option.short.map { "-\($0)" } ?? "--\(option.long)"
+        parts.append(option.isFlag ? "[\(name)]" : "[\(name) <\(option.valueName!)>]")
+      }
+      if command.takesTrailingCommand { parts.append("-- <command> [<argument> ...]") }
+    }
+    return parts.joined(separator: " ")
+  }
+
+  static func text(_ chain: [Command]) -> String {
+    let command = chain.last!
+    var out = "OVERVIEW: \(command.abstract)\n"
+    if let discussion = command.discussion { out += "\n" + discussion + "\n" }
+    out += "\nUSAGE: \(usage(chain))\n"
+    if !command.arguments.isEmpty {
+      out += "\nARGUMENTS:\n"
+      for argument in command.arguments {
+        let label = "<\(argument.name)>" + (argument.arity == .zeroOrMore || argument.arity == .oneOrMore ? " ..." : "")
+        out += row(label, argument.help)
+      }
+    }
+    out += "\nOPTIONS:\n"
+    var options = command.options + [CommonOptions.device]
+    if chain.count == 1 { options.append(CommonOptions.version) }
+    options.append(CommonOptions.help)
+    for option in options {
+      var label = option.short.map { "-\($0), " } ?? ""
+      label += "--\(option.long)"
+      if let value = option.valueName { label += " <\(value)>" }
+      out += row(label, option.help)
+    }
+    let visible = command.subcommands.filter { !$0.isHidden }
+    if !visible.isEmpty {
+      out += "\nSUBCOMMANDS:\n"
+      for sub in visible { out += row(sub.name, sub.abstract) }
+      out += "\n  See '\(chain.map(\.name).joined(separator: " ")) help <subcommand>' for detailed help.\n"
+    }
+    return out
+  }
+
+  private static func row(_ label: String, _ help: String) -> String {
+    let width = 26
+    if label.count + 2 < width {
+      return "  " + label + String(repeating: " ", count: width - 2 - label.count) + help + "\n"
+    }
+    return "  " + label + "\n" + String(repeating: " ", count: width) + help + "\n"
+  }
+}

@@ -1,0 +1,188 @@
+import ProtFS
+
+/// Turns the words of a command line into the command to run and its `Invocation`.
+struct Parser {
+  let root: Command
+  let environment: [String: String]
+
+  enum Outcome {
+    case run(Command, Invocation)
+    case help([Command])
+    case version
+  }
+
+  func parse(_ words: [String]) throws -> Outcome {
+    var chain = [root]
+    var invocation = Invocation(commandPath: [root.name], environment: environment)
+    var positionals: [String] = []
+    var index = 0
+    // `protfs help CMD…` is `protfs CMD… --help`.
+    if words.first == "help" && root.subcommand(named: "help") == nil {
+      var target = [root]
+      for word in words.dropFirst() {
+        guard let next = target.last!.subcommand(named: word) else {
+          throw unknownCommand(word, in: target)
+        }
+        target.append(next)
+      }
+      return .help(target)
+    }
+    while index < words.count {
+      let word = words[index]
+      index += 1
+      let command = chain.last!
+      if word == "--" {
+        if command.takesTrailingCommand {
+          invocation.trailing = Array(words[index...])
+        } else {
+          positionals += words[index...]
+        }
+        break
+      }
+      if word.hasPrefix("--") {
+        let body = word.dropFirst(2)
+        let (name, inlineValue) = split(body)
+        guard let option = options(of: chain).first(where: { $0.long == name }) else {
+          throw unknownOption("--" + name, chain: chain, invocation: invocation)
+        }
+        if option.long == "help" { return .help(chain) }
+        if option.long == "version" && chain.count == 1 { return .version }
+        if option.isFlag {
+          if inlineValue != nil {
+            throw invocation.usageError("The flag '--\(name)' does not take a value.")
+          }
+          invocation.flags.insert(option.long)
+        } else {
+          let value: String
+          if let inlineValue {
+            value = inlineValue
+          } else {
+            guard index < words.count else {
+              throw invocation.usageError("Missing value for '--\(name) <\(option.valueName!)>'.")
+            }
+            value = words[index]
+            index += 1
+          }
+          try record(option, value, &invocation)
+        }
+        continue
+      }
+      if word.hasPrefix("-") && word.count > 1 && !isNumber(word) {
+        var letters = Array(word.dropFirst())
+        while !letters.isEmpty {
+          let letter = letters.removeFirst()
+          guard let option = options(of: chain).first(where: { $0.short == letter }) else {
+            throw unknownOption("-\(letter)", chain: chain, invocation: invocation)
+          }
+          if option.long == "help" { return .help(chain) }
+          if option.isFlag {
+            invocation.flags.insert(option.long)
+          } else {
+            let value: String
+            if !letters.isEmpty {
+              value = String(letters)
+              letters = []
+            } else {
+              guard index < words.count else {
+                throw invocation.usageError("Missing value for '-\(letter) <\(option.valueName!)>'.")
+              }
+              value = words[index]
+              index += 1
+            }
+            try record(option, value, &invocation)
+          }
+        }
+        continue
+      }
+      if positionals.isEmpty, !command.subcommands.isEmpty {
+        if let next = command.subcommand(named: word) {
+          chain.append(next)
+          invocation.commandPath.append(next.name)
+          continue
+        }
+        if command.run == nil || command.arguments.isEmpty {
+          throw unknownCommand(word, in: chain)
+        }
+      }
+      if command.takesTrailingCommand && command.arguments.isEmpty {
+        invocation.trailing = Array(words[(index - 1)...])
+        break
+      }
+      positionals.append(word)
+    }
+    let command = chain.last!
+    guard command.run != nil else { return .help(chain) }
+    try assign(positionals, to: command, &invocation)
+    if command.takesTrailingCommand && invocation.trailing.isEmpty {
+      throw invocation.usageError("Missing the command to run after '--'.")
+    }
+    return .run(command, invocation)
+  }
+
+  private func options(of chain: [Command]) -> [Option] {
+    var all = chain.last!.options + [CommonOptions.device, CommonOptions.help]
+    if chain.count == 1 { all.append(CommonOptions.version) }
+    return all
+  }
+
+  private func split(_ body: Substring) -> (String, String?) {
+    guard let equals = body.firstIndex(of: "=") else { return (String(body), nil) }
+    return (String(body[..<equals]), String(body[body.index(after: equals)...]))
+  }
+
+  private func isNumber(_ word: String) -> Bool { Double(word) != nil }
+
+  private func record(_ option: Option, _ value: String, _ invocation: inout Invocation) throws {
+    if !option.repeatable, invocation.optionValues[option.long] != nil, option.long != "device" {
+      throw invocation.usageError("The option '--\(option.long)' was given more than once.")
+    }
+    invocation.optionValues[option.long, default: []].append(value)
+  }
+
+  private func assign(_ values: [String], to command: Command, _ invocation: inout Invocation) throws {
+    var remaining = values[...]
+    for (position, argument) in command.arguments.enumerated() {
+      let laterRequired = command.arguments[(position + 1)...].filter {
+        $0.arity == .required || $0.arity == .oneOrMore
+      }.count
+      switch argument.arity {
+      case .required:
+        guard let value = remaining.popFirst() else {
+          throw invocation.usageError("Missing expected argument '<\(argument.name)>'.")
+        }
+        invocation.positionals[argument.name] = [value]
+      case .optional:
+        if remaining.count > laterRequired, let value = remaining.popFirst() {
+          invocation.positionals[argument.name] = [value]
+        }
+      case .zeroOrMore, .oneOrMore:
+        let take = max(0, remaining.count - laterRequired)
+        let taken = Array(remaining.prefix(take))
+        remaining = remaining.dropFirst(take)
+        if argument.arity == .oneOrMore && taken.isEmpty {
+          throw invocation.usageError("Missing expected argument '<\(argument.name)> ...'.")
+        }
+        invocation.positionals[argument.name] = taken
+      }
+    }
+    if let extra = remaining.first {
+      throw invocation.usageError("Unexpected argument '\(extra)'.")
+    }
+  }
+
+  private func unknownOption(_ word: String, chain: [Command], invocation: Invocation) -> UsageError {
+    var message = "Unknown option '\(word)'."
+    let names = options(of: chain).map { "--" + $0.long }
+    if word.hasPrefix("--"), let near = Suggestion.nearest(to: word, in: names) {
+      message += " Did you mean '\(near)'?"
+    }
+    return UsageError(message: message, commandPath: chain.map(\.name))
+  }
+
+  private func unknownCommand(_ word: String, in chain: [Command]) -> UsageError {
+    var message = "Unknown command '\(word)'."
+    let names = chain.last!.subcommands.filter { !$0.isHidden }.map(\.name)
+    if let near = Suggestion.nearest(to: word, in: names) { message += " Did you mean '\(near)'?" }
+    return UsageError(message: message, commandPath: chain.map(\.name))
+  }
+}

@@ -1,0 +1,21 @@
+/// Every command of `protfs`, in the order `protfs --help` lists them.
+enum Commands {
+  static let root = Command(
+    name: "protfs",
+    abstract: "iOS Data Protection on Linux: protection classes, lock states and background downloads.",
+    discussion: """
+      protfs keeps a simulated iOS device in a directory: app containers whose files carry
+      protection classes (extended attribute user.protfs.class), a lock state that is enforced on
+      every process, background downloads that meet the lock as nsurlsessiond's do, and audits.
+      """,
+    subcommands: [
+      InitCommand.command,
+      InitCacheCommand.command,
+      SetClassCommand.command,
+      GetClassCommand.command,
+      ListCommand.command,
+      CacheCommand.command,
+      StoragePressureCommand.command,
+    ]
+  )
+}

@@ -1,0 +1,33 @@
+import ProtFS
+
+/// `protfs init-cache BUNDLE-ID`: the nsurlsessiond Downloads directory, unprotected.
+enum InitCacheCommand {
+  static let command = Command(
+    name: "init-cache",
+    abstract: "Create the background-download cache directory with class none.",
+    discussion: """
+      Creates (with the container, if needed) the directory background URLSession downloads write
+      their temp files into:
+        <container>/Library/Caches/com.apple.nsurlsessiond/Downloads/<bundle-id>
+      with protection class none (or --class), so that downloads keep working while the device is
+      locked. Prints the directory's absolute path as the only line on standard output. Running it
+      again is safe; a class change is reported on standard error.
+      """,
+    arguments: [Argument(name: "bundle-id", help: "The app's bundle identifier, for example com.example.app.")],
+    options: [.value("class", "class", help: "The directory's protection class (default: none).")],
+    run: run
+  )
+
+  static func run(_ invocation: Invocation) throws -> Int32 {
+    let bundleID = try invocation.bundleID(invocation.argument("bundle-id")!)
+    let protectionClass = try invocation.value("class").map(invocation.protectionClass) ?? .none
+    let result = try invocation.device.initCache(bundleID, protectionClass: protectionClass)
+    if result.containerCreated { Console.err("Created container \(bundleID).") }
+    if let previous = result.previousClass {
+      Console.err(
+        "Changed the class of \(result.path) from \(previous.protectionClass.name) (\(previous.source.rawValue)) to \(result.protectionClass.name).")
+    }
+    Console.out(result.path)
+    return 0
+  }
+}

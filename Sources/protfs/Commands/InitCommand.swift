@@ -1,0 +1,51 @@
+import ProtFS
+
+/// `protfs init BUNDLE-ID`: creates an app container.
+enum InitCommand {
+  static let command = Command(
+    name: "init",
+    abstract: "Create an app container on the device.",
+    discussion: """
+      Creates <device>/Containers/<bundle-id>/ with Documents, Library/Caches,
+      Library/Application Support, Library/Preferences and tmp. The container's default class is
+      complete-until-first-user-authentication unless --default-class or the
+      com.apple.developer.default-data-protection entitlement says otherwise. The device directory
+      is created too if needed. Running it again on an existing container changes nothing but a
+      default class given explicitly.
+      """,
+    arguments: [Argument(name: "bundle-id", help: "The app's bundle identifier, for example com.example.app.")],
+    options: [
+      .value("default-class", "class", help: "The container's default protection class."),
+      .value("entitlements", "file", help: "Take the default class from this entitlements plist (XML or binary)."),
+    ],
+    run: run
+  )
+
+  static func run(_ invocation: Invocation) throws -> Int32 {
+    let bundleID = try invocation.bundleID(invocation.argument("bundle-id")!)
+    var defaultClass = try invocation.value("default-class").map(invocation.protectionClass)
+    if let path = invocation.value("entitlements") {
+      if defaultClass != nil {
+        throw invocation.usageError("Give either --default-class or --entitlements, not both.")
+      }
+      let entitlements = try Entitlements(contentsOf: path)
+      defaultClass = entitlements.defaultDataProtection
+      if defaultClass == nil {
+        Console.err(
+          "note: '\(path)' does not set \(Entitlements.defaultDataProtectionKey); using \(ProtectionClass.containerDefault.name).")
+      }
+    }
+    let device = invocation.device
+    let result = try device.createContainer(bundleID, defaultClass: defaultClass)
+    let container = device.container(bundleID)
+    if result.created {
+      Console.err("Created container \(bundleID) (default class \(result.defaultClass.name)).")
+    } else if let previous = result.previousDefault {
+      Console.err("Container \(bundleID) exists; default class changed from \(previous.name) to \(result.defaultClass.name).")
+    } else {
+      Console.err("Container \(bundleID) already exists (default class \(result.defaultClass.name)).")
+    }
+    Console.out(container.absolutePath)
+    return 0
+  }
+}

@@ -1,0 +1,43 @@
+import ProtFS
+
+/// `protfs set-class CLASS PATH...`.
+enum SetClassCommand {
+  static let command = Command(
+    name: "set-class",
+    abstract: "Set the protection class of files and directories.",
+    discussion: """
+      Writes CLASS into the item's user.protfs.class attribute. Changing a directory's class does
+      not relabel what is already inside it unless --recursive is given; items created later
+      inherit it. Symbolic links are never followed.
+      """,
+    arguments: [
+      Argument(name: "class", help: "none, complete, complete-unless-open, until-first-auth, when-inactive, …"),
+      Argument(name: "path", help: "Items inside the device.", arity: .oneOrMore),
+    ],
+    options: [
+      .flag("recursive", short: "r", help: "Also set the class of everything below each directory."),
+      .flag("follow", short: "L", help: "Follow symbolic links given as PATH (never out of the device)."),
+    ],
+    run: run
+  )
+
+  static func run(_ invocation: Invocation) throws -> Int32 {
+    let protectionClass = try invocation.protectionClass(invocation.argument("class")!)
+    let device = invocation.device
+    try device.requireInitialized()
+    // Resolve every path before changing anything, so one bad path changes nothing.
+    let paths = try invocation.arguments("path").map {
+      try (Paths.item($0, on: device, follow: invocation.flag("follow")), $0)
+    }
+    for (path, shown) in paths {
+      let result = try device.setClass(protectionClass, of: path, recursive: invocation.flag("recursive"))
+      for skipped in result.skipped {
+        Console.err("note: left \(device.absolutePath(skipped)) alone: symbolic links and special files have no class.")
+      }
+      if invocation.flag("recursive") {
+        Console.err("Set \(protectionClass.name) on \(result.changed) item\(result.changed == 1 ? "" : "s") under \(shown).")
+      }
+    }
+    return 0
+  }
+}

@@ -70,7 +70,8 @@ do {
       for await event in events {
         if case .progress(let id, let written, let expected) = event {
           // Unbuffered, so a reader sees each line as it happens.
-          FileHandle.standardOutput.write(Data("{\"task\":\(id),\"written\":\(written),\"expected\":\(expected)}\n".utf8))
+          FileHandle.standardOutput.write(
+            Data("{\"task\":\(id),\"written\":\(written),\"expected\":\(expected)}\n".utf8))
         }
       }
     }

@@ -240,7 +240,8 @@ public final class FaultServer: Sendable {
         guard !isStopped, send(fd, rest.prefix(chunk)) else { return false }
         rest = rest.dropFirst(chunk)
         // Dripping is the point of this mode, not synchronisation.
-        Thread.sleep(forTimeInterval: Double(interval.components.seconds) + Double(interval.components.attoseconds) / 1e18)
+        Thread.sleep(
+          forTimeInterval: Double(interval.components.seconds) + Double(interval.components.attoseconds) / 1e18)
       }
       return true
     default:

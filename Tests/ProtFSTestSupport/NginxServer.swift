@@ -75,7 +75,8 @@ public final class NginxServer: @unchecked Sendable {
 
   private static func launch(nginx: String, prefix: URL, root: URL, port: UInt16, tls: Bool) throws -> pid_t {
     let p = prefix.path
-    let listen = tls
+    let listen =
+      tls
       ? "listen 127.0.0.1:\(port) ssl; ssl_certificate \(p)/cert.pem; ssl_certificate_key \(p)/key.pem;"
       : "listen 127.0.0.1:\(port);"
     let conf = """
@@ -124,7 +125,8 @@ public final class NginxServer: @unchecked Sendable {
     kill(pid, SIGKILL)
     var status: Int32 = 0
     waitpid(pid, &status, 0)
-    throw NSError(domain: "NginxServer", code: 2, userInfo: [NSLocalizedDescriptionKey: "nginx did not start listening"])
+    throw NSError(
+      domain: "NginxServer", code: 2, userInfo: [NSLocalizedDescriptionKey: "nginx did not start listening"])
   }
 
   /// Writes `data` to `path` under the root (creating directories) and returns its URL.

@@ -164,4 +164,23 @@ struct DownloadsPersistenceTests {
     #expect(all.count == 4 * 10 * 20)
     #expect(all.filter { $0.taskDescription != nil }.count == 40)
   }
+
+  @Test func storeTellsTheCacheManagerWhichTempFilesAreTaken() async throws {
+    let server = try FaultServer(body: body, mode: .stallAfter(bytes: 256 * 1024))
+    defer { server.stop() }
+    let session = try DownloadSession(configuration: fixture.configuration())
+    let running = try session.downloadTask(with: server.url())
+    running.resume()
+    await session.waitForProgress(of: running, atLeast: 100_000)
+    let attached = try session.store.tasks(for: BundleID("com.example.app"))
+    #expect(attached.count == 1)
+    #expect(attached.first?.isRunning == true)
+    #expect(attached.first?.temporaryFileName == fixture.temporaryFiles.first)
+    _ = try #require(await running.cancelByProducingResumeData())
+    let cancelled = try #require(try session.store.tasks(for: BundleID("com.example.app")).first)
+    #expect(cancelled.isRunning == false)
+    #expect(cancelled.isResumable)
+    #expect(cancelled.temporaryFileName == fixture.temporaryFiles.first)
+    #expect(try session.store.tasks(for: BundleID("com.example.other")).isEmpty)
+  }
 }

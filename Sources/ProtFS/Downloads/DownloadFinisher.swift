@@ -229,11 +229,8 @@ final class DownloadFinisher: @unchecked Sendable {
         lastModified: record.lastModified, expectedSHA256: record.expectedSHA256,
         taskDescription: record.taskDescription)
       replies.append((reply, data.encoded()))
-      // The temp file now belongs to the resume data, not to this task.
-      return settle(task, .failed, error: cancelled) {
-        $0.bytesReceived = size
-        $0.temporaryFileName = nil
-      }
+      // The record keeps the temp file's name, so the cache manager sees it as resumable, not orphaned.
+      return settle(task, .failed, error: cancelled) { $0.bytesReceived = size }
     }
   }
 }

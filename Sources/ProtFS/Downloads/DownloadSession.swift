@@ -77,7 +77,9 @@ public final class DownloadSession: Sendable {
     with url: URL, to directory: String? = nil, fileName: String? = nil, expectedSHA256: String? = nil
   ) throws(ProtFSError) -> DownloadTask {
     try downloadTasks(
-      with: [DownloadRequest(url: url, destinationDirectory: directory, fileName: fileName, expectedSHA256: expectedSHA256)]
+      with: [
+        DownloadRequest(url: url, destinationDirectory: directory, fileName: fileName, expectedSHA256: expectedSHA256)
+      ]
     )[0]
   }
 
@@ -129,7 +131,8 @@ public final class DownloadSession: Sendable {
     _ = try DownloadFileName.validate(data.temporaryFileName, source: "the resume data")
     let now = Date().timeIntervalSince1970
     let record = DownloadTaskRecord(
-      id: 0, sessionIdentifier: identifier, url: data.url.absoluteString, destinationDirectory: data.destinationDirectory,
+      id: 0, sessionIdentifier: identifier, url: data.url.absoluteString,
+      destinationDirectory: data.destinationDirectory,
       fileName: data.fileName, temporaryDirectory: data.temporaryDirectory, temporaryFileName: data.temporaryFileName,
       state: .suspended, bytesReceived: data.bytesReceived, bytesExpected: data.bytesExpected,
       entityTag: data.entityTag, lastModified: data.lastModified, expectedSHA256: data.expectedSHA256,

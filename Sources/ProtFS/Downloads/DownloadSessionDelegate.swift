@@ -24,5 +24,6 @@ extension DownloadSessionDelegate {
   /// Does nothing.
   public func downloadSession(_ session: DownloadSession, task: DownloadTask, didFinishDownloadingTo location: URL) {}
   /// Does nothing.
-  public func downloadSession(_ session: DownloadSession, task: DownloadTask, didCompleteWithError error: ProtFSError?) {}
+  public func downloadSession(_ session: DownloadSession, task: DownloadTask, didCompleteWithError error: ProtFSError?)
+  {}
 }

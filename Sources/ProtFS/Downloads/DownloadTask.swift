@@ -41,7 +41,9 @@ public final class DownloadTask: Sendable {
   public var countOfBytesExpectedToReceive: Int64 { runtime.withLock { $0.record.bytesExpected } }
   /// Where the file is once completed.
   public var location: URL? {
-    runtime.withLock { $0.record.state == .completed ? $0.record.destinationPath.map { URL(fileURLWithPath: $0) } : nil }
+    runtime.withLock {
+      $0.record.state == .completed ? $0.record.destinationPath.map { URL(fileURLWithPath: $0) } : nil
+    }
   }
   /// The temp file, while there is one.
   public var temporaryLocation: URL? {

@@ -240,8 +240,10 @@ final class TransferEngine: @unchecked Sendable {
     var digest: SHA256Digest?
     if record.expectedSHA256 != nil {
       let hasher = SHA256Digest()
-      if opened.size > 0, let error = TemporaryFile.hashPrefix(fd: opened.fd, count: opened.size, into: hasher,
-        path: directory + "/" + opened.name)
+      if opened.size > 0,
+        let error = TemporaryFile.hashPrefix(
+          fd: opened.fd, count: opened.size, into: hasher,
+          path: directory + "/" + opened.name)
       {
         close(opened.fd)
         fail(task, error, deleting: directory + "/" + opened.name)
@@ -279,7 +281,8 @@ final class TransferEngine: @unchecked Sendable {
     protfs_curl_easy_setopt_string(easy, CURLOPT_PROTOCOLS_STR, "http,https,file")
     // A server must not redirect a download to a local file.
     protfs_curl_easy_setopt_string(easy, CURLOPT_REDIR_PROTOCOLS_STR, "http,https")
-    protfs_curl_easy_setopt_long(easy, CURLOPT_CONNECTTIMEOUT_MS, Int(Monotonic.nanoseconds(configuration.connectTimeout) / 1_000_000))
+    protfs_curl_easy_setopt_long(
+      easy, CURLOPT_CONNECTTIMEOUT_MS, Int(Monotonic.nanoseconds(configuration.connectTimeout) / 1_000_000))
     protfs_curl_easy_setopt_long(easy, CURLOPT_NOSIGNAL, 1)
     protfs_curl_easy_setopt_string(easy, CURLOPT_USERAGENT, configuration.userAgent)
     if let bundle = configuration.trustedCertificatesPath {
@@ -550,10 +553,11 @@ final class TransferEngine: @unchecked Sendable {
       for transfer in active.values {
         transfer.flush()
         let position = transfer.position
-        records.append(transfer.task.runtime.withLock { r in
-          r.record.bytesReceived = position
-          return r.record
-        })
+        records.append(
+          transfer.task.runtime.withLock { r in
+            r.record.bytesReceived = position
+            return r.record
+          })
       }
       core.persist(records)
     }

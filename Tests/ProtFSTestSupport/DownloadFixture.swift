@@ -78,19 +78,32 @@ public final class DownloadFixture: Sendable {
 
 /// An access policy whose answers a test changes while downloads run.
 public final class SwitchableAccessPolicy: DownloadAccessPolicy {
-  private let answers: Mutex<(temp: DownloadAccessDecision, destination: DownloadAccessDecision)>
+  private let answers:
+    Mutex<(temp: DownloadAccessDecision, destination: DownloadAccessDecision, openTemp: DownloadAccessDecision)>
 
   /// Starts with the given answers.
-  public init(temp: DownloadAccessDecision = .allow, destination: DownloadAccessDecision = .allow) {
-    answers = Mutex((temp, destination))
+  public init(
+    temp: DownloadAccessDecision = .allow, destination: DownloadAccessDecision = .allow,
+    openTemp: DownloadAccessDecision = .allow
+  ) {
+    answers = Mutex((temp, destination, openTemp))
   }
 
   /// Changes the answers.
-  public func set(temp: DownloadAccessDecision? = nil, destination: DownloadAccessDecision? = nil) {
+  public func set(
+    temp: DownloadAccessDecision? = nil, destination: DownloadAccessDecision? = nil,
+    openTemp: DownloadAccessDecision? = nil
+  ) {
     answers.withLock { a in
       if let temp { a.temp = temp }
       if let destination { a.destination = destination }
+      if let openTemp { a.openTemp = openTemp }
     }
+  }
+
+  /// The current answer for a temp file already being written.
+  public func canContinueWritingTemp(in directory: String) -> DownloadAccessDecision {
+    answers.withLock { $0.openTemp }
   }
 
   /// The current temp answer.

@@ -91,6 +91,82 @@ struct DownloadsAccessPolicyTests {
     #expect(fixture.temporaryFiles.isEmpty)
   }
 
+  @Test func lockDuringATransferFailsItWithItsBytesKeptForResume() async throws {
+    let body = DownloadFixture.bytes(2 << 20)
+    let server = try FaultServer(body: body, mode: .stallAfter(bytes: 256 * 1024))
+    defer { server.stop() }
+    let policy = SwitchableAccessPolicy()
+    var configuration = fixture.configuration()
+    configuration.accessPolicy = policy
+    configuration.accessCheckInterval = .milliseconds(10)
+    let session = try DownloadSession(configuration: configuration)
+    let task = try session.downloadTask(with: server.url())
+    task.resume()
+    await session.waitForProgress(of: task, atLeast: 100_000)
+    policy.set(openTemp: .deny(EPERM))
+    #expect(await task.waitUntilSettled() == .failed)
+    #expect(task.error?.errno == EPERM)
+    #expect(task.error?.message.contains("Operation not permitted") == true)
+    #expect(fixture.temporaryFiles.count == 1)
+
+    policy.set(openTemp: .allow)
+    server.setMode(.normal)
+    task.resume()
+    #expect(await task.waitUntilSettled() == .completed)
+    #expect(fixture.destinationContents("file.bin") == body)
+    #expect(server.requests.last?.headers["range"] != nil)
+  }
+
+  @Test func lockDuringATransferCanPauseItUntilUnlock() async throws {
+    let body = DownloadFixture.bytes(2 << 20)
+    let server = try FaultServer(body: body, mode: .stallAfter(bytes: 256 * 1024))
+    defer { server.stop() }
+    let policy = SwitchableAccessPolicy()
+    var configuration = fixture.configuration()
+    configuration.accessPolicy = policy
+    configuration.accessCheckInterval = .milliseconds(10)
+    let session = try DownloadSession(configuration: configuration)
+    let task = try session.downloadTask(with: server.url())
+    task.resume()
+    await session.waitForProgress(of: task, atLeast: 100_000)
+    policy.set(openTemp: .waitForUnlock)
+    await session.waitForEvent {
+      if case .pausedForLock(task.id) = $0 { return true } else { return false }
+    }
+    #expect(task.state == .running)
+    server.setMode(.normal)
+    policy.set(openTemp: .allow)
+    #expect(await task.waitUntilSettled() == .completed)
+    #expect(fixture.destinationContents("file.bin") == body)
+    #expect(server.requests.count == 2)
+    #expect(server.requests.last?.headers["range"] != nil)
+  }
+
+  @Test func fullDiskFailsWithOneClearErrorAndNothingPartial() async throws {
+    let small = fixture.directory.appendingPathComponent("full").path
+    try FileManager.default.createDirectory(atPath: small, withIntermediateDirectories: true)
+    try #require(mount("none", small, "tmpfs", 0, "size=64k") == 0, "mount tmpfs: \(String(cString: strerror(errno)))")
+    defer { umount(small) }
+    let url = try nginx.put(Data(DownloadFixture.bytes(1 << 20)), at: "large.bin")
+    let fits = try nginx.put(Data(DownloadFixture.bytes(10_000)), at: "fits.bin")
+    var configuration = fixture.configuration()
+    configuration.temporaryDirectory = small
+    configuration.receiveBufferSize = 16 * 1024
+    let session = try DownloadSession(configuration: configuration)
+    let task = try session.downloadTask(with: url)
+    task.resume()
+    #expect(await task.waitUntilSettled() == .failed)
+    let error = try #require(task.error)
+    #expect(error.errno == ENOSPC)
+    #expect(error.message.contains("No space left on device"))
+    #expect(error.message.contains(url.absoluteString))
+    #expect(try FileManager.default.contentsOfDirectory(atPath: small).isEmpty)
+    #expect(fixture.destinationFiles.isEmpty)
+    let other = try session.downloadTask(with: fits)
+    other.resume()
+    #expect(await other.waitUntilSettled() == .completed, "\(String(describing: other.error))")
+  }
+
   final class RecordingDelegate: DownloadSessionDelegate {
     struct Log {
       var progress: [Int64] = []

@@ -14,6 +14,20 @@ public protocol DownloadAccessPolicy: Sendable {
   /// `.waitForUnlock` leaves the task in `waitingForUnlock` with its temp file kept, until
   /// `DownloadSession.completeWaitingTasks()` is called again.
   func canPlaceDestination(_ destination: String) -> DownloadAccessDecision
+
+  /// Whether a transfer already writing its open temp file in `directory` may go on; asked every
+  /// `DownloadSessionConfiguration.accessCheckInterval` while transfers run, so that locking the
+  /// device during a download takes effect (SPEC §3: with the fd already open, class B goes on,
+  /// class A fails).
+  ///
+  /// `.deny` stops the transfer and fails the task with that errno, keeping the temp file so that
+  /// the task can be resumed; `.waitForUnlock` pauses the transfer until the answer is `.allow`.
+  func canContinueWritingTemp(in directory: String) -> DownloadAccessDecision
+}
+
+extension DownloadAccessPolicy {
+  /// By default an open temp file stays writable, as for every class but complete (A).
+  public func canContinueWritingTemp(in directory: String) -> DownloadAccessDecision { .allow }
 }
 
 /// The policy of a device without data protection: everything is allowed.

@@ -13,6 +13,9 @@ public enum DownloadEvent: Sendable {
   case waitingForUnlock(taskID: Int64, temporaryLocation: URL)
   /// The task was suspended; `resume()` continues it.
   case suspended(taskID: Int64)
+  /// The device locked while the task was writing: the transfer is paused and continues by itself
+  /// once the access policy allows writing its temp file again.
+  case pausedForLock(taskID: Int64)
   /// The task failed (or was cancelled) with `error`.
   case failed(taskID: Int64, error: ProtFSError)
 
@@ -20,7 +23,7 @@ public enum DownloadEvent: Sendable {
   public var taskID: Int64 {
     switch self {
     case .progress(let id, _, _), .finishedDownloading(let id, _), .completed(let id, _),
-      .waitingForUnlock(let id, _), .suspended(let id), .failed(let id, _):
+      .waitingForUnlock(let id, _), .suspended(let id), .pausedForLock(let id), .failed(let id, _):
       return id
     }
   }

@@ -88,8 +88,9 @@ final class DownloadFinisher: @unchecked Sendable {
         core.notifyFinishedDownloading(transfer.task, location: location)
         outcomes.append(place(transfer.task))
       case .fail(let task, let error, let path):
+        // Without a path to delete, the temp file (if any) stays with the task for a later resume.
         if let path { unlink(path) }
-        outcomes.append(settle(task, .failed, error: error) { $0.temporaryFileName = nil })
+        outcomes.append(settle(task, .failed, error: error) { if path != nil { $0.temporaryFileName = nil } })
       case .stop(let task, let reason):
         if let outcome = stop(task, reason, replies: &resumeDataReplies) { outcomes.append(outcome) }
       case .exit(let semaphore):
@@ -125,8 +126,11 @@ final class DownloadFinisher: @unchecked Sendable {
     let temporary = record.temporaryDirectory + "/" + name
     switch core.configuration.accessPolicy.canPlaceDestination(destination) {
     case .allow:
-      guard rename(temporary, destination) == 0 else {
-        let code = errno
+      var moveError: Int32? = rename(temporary, destination) == 0 ? nil : errno
+      if moveError == EXDEV {
+        moveError = TemporaryFile.moveAcrossFilesystems(from: temporary, to: destination)
+      }
+      if let code = moveError {
         unlink(temporary)
         return settle(
           task, .failed, error: ProtFSError.system("move the download of '\(url)' to", path: destination, errno: code)

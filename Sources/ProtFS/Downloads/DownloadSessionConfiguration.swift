@@ -34,6 +34,8 @@ public struct DownloadSessionConfiguration: Sendable {
   public var resumesReattachedTasks: Bool = true
   /// Whether finished files are flushed to disk (fsync) before they are moved into place.
   public var synchronizesFiles: Bool = true
+  /// How often running transfers ask the access policy whether they may go on writing.
+  public var accessCheckInterval: Duration = .milliseconds(250)
   /// The lock policy consulted before writing a temp file and before placing a result.
   public var accessPolicy: any DownloadAccessPolicy = AllowAllDownloadAccess()
   /// The user agent sent to HTTP servers.

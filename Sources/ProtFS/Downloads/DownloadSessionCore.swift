@@ -39,8 +39,13 @@ final class DownloadSessionCore: @unchecked Sendable {
   func resume(_ task: DownloadTask) {
     guard !isInvalidated else { return }
     let start = task.runtime.withLock { r -> Bool in
-      // Only a suspended task starts: a running one is already queued or transferring.
-      guard r.record.state == .suspended else { return false }
+      // A suspended task starts, and so does a failed one that kept its temp file (stopped by the
+      // device locking); a running one is already queued or transferring.
+      let resumable = r.record.state == .failed && r.record.temporaryFileName != nil
+      guard r.record.state == .suspended || resumable else { return false }
+      r.error = nil
+      r.record.errorMessage = nil
+      r.record.errorNumber = nil
       r.record.state = .running
       r.attempts = 0
       return true

@@ -64,7 +64,9 @@ public final class DownloadTask: Sendable {
     }
   }
 
-  /// Starts or continues the transfer; continues from the bytes already in the temp file.
+  /// Starts or continues the transfer from the bytes already in the temp file. Besides a suspended
+  /// task, a failed one that kept its temp file (stopped when the device locked, or cancelled with
+  /// resume data) can be resumed.
   public func resume() { core.resume(self) }
 
   /// Stops the transfer, keeping the temp file, so that `resume()` can continue it.

@@ -87,4 +87,39 @@ enum TemporaryFile {
     }
     return nil
   }
+
+  /// Moves `source` to `destination` on another filesystem (where rename(2) fails with EXDEV):
+  /// copies into a new temp file next to the destination, flushes it and renames it into place, so
+  /// the destination still never holds a partial file. Returns the errno of a failure.
+  static func moveAcrossFilesystems(from source: String, to destination: String) -> Int32? {
+    let input = Foundation.open(source, O_RDONLY | O_NOFOLLOW | O_CLOEXEC)
+    guard input >= 0 else { return errno }
+    defer { close(input) }
+    var status = stat()
+    guard fstat(input, &status) == 0 else { return errno }
+    let directory = (destination as NSString).deletingLastPathComponent
+    var output: Int32 = -1
+    var staging = ""
+    while output < 0 {
+      staging = directory + "/" + randomName()
+      output = Foundation.open(staging, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0o644)
+      if output < 0 && errno != EEXIST { return errno }
+    }
+    var failure: Int32?
+    var remaining = Int(status.st_size)
+    while remaining > 0 && failure == nil {
+      let sent = sendfile(output, input, nil, min(remaining, 1 << 30))
+      if sent < 0 && errno == EINTR { continue }
+      if sent <= 0 { failure = sent < 0 ? errno : EIO } else { remaining -= sent }
+    }
+    if failure == nil && fsync(output) != 0 { failure = errno }
+    if close(output) != 0 && failure == nil { failure = errno }
+    if failure == nil && rename(staging, destination) != 0 { failure = errno }
+    if let failure {
+      unlink(staging)
+      return failure
+    }
+    unlink(source)
+    return nil
+  }
 }

@@ -45,6 +45,9 @@ final class TransferEngine: @unchecked Sendable {
   /// Staging buffers of finished transfers, reused by the next ones.
   private var idleBuffers: [UnsafeMutableRawBufferPointer] = []
   private var lastPersist = Monotonic.now
+  private var lastAccessCheck = Monotonic.now
+  /// Tasks whose transfer the access policy paused (`.waitForUnlock` while writing), by temp directory.
+  private var paused: [(directory: String, task: DownloadTask)] = []
 
   init(core: DownloadSessionCore) {
     _ = curlGlobalSetup
@@ -112,6 +115,7 @@ final class TransferEngine: @unchecked Sendable {
       let now = Monotonic.now
       checkTimeouts(now)
       reportProgress(now)
+      checkAccess(now)
       // Finished transfers freed connections: start the next ones now rather than after a poll
       // that may have no socket left to wake it.
       let launched = startReady()
@@ -346,7 +350,9 @@ final class TransferEngine: @unchecked Sendable {
       return
     }
     if let e = t.writeErrno {
-      fail(t, ProtFSError.system("write the temp file of '\(url)' at", path: t.temporaryPath, errno: e))
+      var error = ProtFSError.system("write the temp file of '\(url)' at", path: t.temporaryPath, errno: e)
+      if e == ENOSPC { error.hint = "free space on the device's filesystem, then download it again" }
+      fail(t, error)
       return
     }
     if t.rangeMismatch {
@@ -497,6 +503,7 @@ final class TransferEngine: @unchecked Sendable {
       close(transfer.fd)
     } else if known.contains(task.id) {
       retrying.removeAll { $0.task === task }
+      paused.removeAll { $0.task === task }
       for key in queues.keys { queues[key]!.remove(task) }
     }
     known.remove(task.id)
@@ -511,9 +518,58 @@ final class TransferEngine: @unchecked Sendable {
       close(transfer.fd)
     }
     retrying.removeAll()
+    paused.removeAll()
     queues.removeAll()
     hostOrder.removeAll()
     known.removeAll()
+  }
+
+  // MARK: The device locking during a transfer
+
+  /// Asks the access policy, per temp directory, whether running transfers may go on writing:
+  /// denied ones stop and fail with resume data kept; waiting ones pause until allowed again.
+  private func checkAccess(_ now: UInt64) {
+    guard now - lastAccessCheck >= Monotonic.nanoseconds(configuration.accessCheckInterval) else { return }
+    lastAccessCheck = now
+    guard !active.isEmpty || !paused.isEmpty else { return }
+    var answers: [String: DownloadAccessDecision] = [:]
+    func answer(_ directory: String) -> DownloadAccessDecision {
+      if let known = answers[directory] { return known }
+      let decision = configuration.accessPolicy.canContinueWritingTemp(in: directory)
+      answers[directory] = decision
+      return decision
+    }
+    for transfer in Array(active.values) {
+      let decision = answer(transfer.temporaryDirectory)
+      guard decision != .allow else { continue }
+      detach(transfer)
+      close(transfer.fd)
+      if case .deny(let code) = decision {
+        let url = transfer.task.url.absoluteString
+        // The bytes so far stay in the temp file, which the record keeps: the task can be resumed.
+        core.finisher.post(
+          .fail(
+            transfer.task,
+            ProtFSError(
+              .protectedDataUnavailable,
+              "Cannot go on writing the temp file of '\(url)' in '\(transfer.temporaryDirectory)': \(String(cString: strerror(code))).",
+              path: transfer.temporaryDirectory, errno: code,
+              hint: "the device locked during the download; unlock it and resume the task, or run `protfs init-cache`"
+            ), deleting: nil))
+      } else {
+        known.insert(transfer.task.id)
+        paused.append((transfer.temporaryDirectory, transfer.task))
+        core.notify(.pausedForLock(taskID: transfer.task.id))
+      }
+    }
+    guard !paused.isEmpty else { return }
+    let ready = paused.filter { answer($0.directory) == .allow }
+    guard !ready.isEmpty else { return }
+    paused.removeAll { answer($0.directory) == .allow }
+    for item in ready {
+      known.remove(item.task.id)
+      accept(item.task)
+    }
   }
 
   // MARK: Timeouts and progress

@@ -12,10 +12,10 @@ struct DownloadsFaultTests {
   init() throws { fixture = try DownloadFixture() }
 
   /// Starts a slow download, waits until `atLeast` bytes arrived, and cancels it for resume data.
-  func partialDownload(_ session: DownloadSession, _ server: FaultServer, atLeast: Int64 = 128 * 1024) async throws
-    -> (DownloadResumeData, Data)
-  {
-    let task = try session.downloadTask(with: server.url())
+  func partialDownload(
+    _ session: DownloadSession, _ server: FaultServer, atLeast: Int64 = 128 * 1024, sha256: String? = nil
+  ) async throws -> (DownloadResumeData, Data) {
+    let task = try session.downloadTask(with: server.url(), expectedSHA256: sha256)
     task.resume()
     await session.waitForProgress(of: task, atLeast: atLeast)
     let data = try #require(await task.cancelByProducingResumeData())
@@ -46,6 +46,27 @@ struct DownloadsFaultTests {
     let last = try #require(server.requests.last)
     #expect(last.headers["range"] == "bytes=\(resume.bytesReceived)-")
     #expect(last.headers["if-range"] == "\"v1\"")
+  }
+
+  @Test(arguments: [true, false])
+  func resumedDownloadIsVerifiedAsAWhole(digestMatches: Bool) async throws {
+    let server = try FaultServer(body: body, mode: Self.drip)
+    defer { server.stop() }
+    let session = try DownloadSession(configuration: fixture.configuration())
+    let digest = digestMatches ? DownloadsNginxTests.sha256(body) : String(repeating: "0", count: 64)
+    let (_, data) = try await partialDownload(session, server, sha256: digest)
+    server.setMode(.normal)
+    let task = try session.downloadTask(withResumeData: data)
+    task.resume()
+    if digestMatches {
+      #expect(await task.waitUntilSettled() == .completed)
+      #expect(fixture.destinationContents("file.bin") == body)
+    } else {
+      #expect(await task.waitUntilSettled() == .failed)
+      #expect(task.error?.code == .checksumMismatch)
+      #expect(fixture.destinationFiles.isEmpty)
+      #expect(fixture.temporaryFiles.isEmpty)
+    }
   }
 
   @Test func changedEntityStartsOver() async throws {

@@ -77,9 +77,10 @@ final class DownloadSessionCore: @unchecked Sendable {
     try? store.update(records)
   }
 
-  /// Writes one record now (a changed `taskDescription`).
-  func persistNow(_ record: DownloadTaskRecord) {
-    try? store.update([record])
+  /// Writes a task's new description now; only that column, so a snapshot taken here cannot undo
+  /// a state the finisher wrote meanwhile.
+  func persistDescription(_ description: String?, of task: DownloadTask) {
+    try? store.updateDescription(description, of: task.id)
   }
 
   // MARK: Reporting

@@ -167,6 +167,13 @@ public final class DownloadStore: Sendable {
     }
   }
 
+  /// Sets the description of task `id`.
+  func updateDescription(_ description: String?, of id: Int64) throws(ProtFSError) {
+    try database.read { db throws(ProtFSError) in
+      try db.query("UPDATE tasks SET description = ? WHERE id = ?", [SQLiteValue(description), .integer(id)])
+    }
+  }
+
   /// Takes ownership of the session's unfinished tasks that no live session owns, and returns them.
   ///
   /// A task is free when it has no owner or its owner's process is gone (`kill -9`).

@@ -56,11 +56,8 @@ public final class DownloadTask: Sendable {
   public var taskDescription: String? {
     get { runtime.withLock { $0.record.taskDescription } }
     set {
-      let record = runtime.withLock { r in
-        r.record.taskDescription = newValue
-        return r.record
-      }
-      core.persistNow(record)
+      runtime.withLock { $0.record.taskDescription = newValue }
+      core.persistDescription(newValue, of: self)
     }
   }
 

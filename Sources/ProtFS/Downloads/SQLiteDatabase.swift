@@ -81,6 +81,7 @@ final class SQLiteDatabase: @unchecked Sendable {
   }
 
   /// Runs `body` with the connection, for reads and single statements.
+  @discardableResult
   func read<T>(_ body: (Connection) throws(ProtFSError) -> T) throws(ProtFSError) -> T {
     try lock.withLock { _ throws(ProtFSError) -> T in try body(Connection(database: self)) }
   }

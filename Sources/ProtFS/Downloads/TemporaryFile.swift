@@ -28,7 +28,8 @@ enum TemporaryFile {
   static func open(directory: String, existingName: String?, canContinue: Bool) throws(ProtFSError) -> Opened {
     if let existingName {
       let path = directory + "/" + existingName
-      switch valueOrErrno({ Foundation.open(path, O_WRONLY | O_NOFOLLOW | O_CLOEXEC) }) {
+      // Read-write: a resumed download with a digest to check reads back the bytes it has.
+      switch valueOrErrno({ Foundation.open(path, O_RDWR | O_NOFOLLOW | O_CLOEXEC) }) {
       case .success(let fd):
         var status = stat()
         fstat(fd, &status)
@@ -49,7 +50,7 @@ enum TemporaryFile {
     while true {
       let name = randomName()
       let path = directory + "/" + name
-      switch valueOrErrno({ Foundation.open(path, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0o644) }) {
+      switch valueOrErrno({ Foundation.open(path, O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0o644) }) {
       case .success(let fd): return Opened(fd: fd, name: name, size: 0)
       case .failure(let e) where e == .exists: continue
       case .failure(let e) where e == .noSuchFile && !createdDirectory:
@@ -70,16 +71,12 @@ enum TemporaryFile {
   /// Feeds the first `count` bytes of `fd` to `digest` (a resumed download's bytes so far);
   /// returns the error, if reading failed.
   static func hashPrefix(fd: Int32, count: Int64, into digest: SHA256Digest, path: String) -> ProtFSError? {
-    // The temp file is open write-only; read it through a second descriptor.
-    let reader = Foundation.open("/proc/self/fd/\(fd)", O_RDONLY | O_CLOEXEC)
-    guard reader >= 0 else { return ProtFSError.system("read the temp file", path: path, errno: errno) }
-    defer { close(reader) }
     let chunk = 1 << 20
     let buffer = UnsafeMutableRawPointer.allocate(byteCount: chunk, alignment: 16)
     defer { buffer.deallocate() }
     var done: Int64 = 0
     while done < count {
-      let n = pread(reader, buffer, min(chunk, Int(count - done)), off_t(done))
+      let n = pread(fd, buffer, min(chunk, Int(count - done)), off_t(done))
       if n < 0 && errno == EINTR { continue }
       guard n > 0 else { return ProtFSError.system("read the temp file", path: path, errno: n < 0 ? errno : EIO) }
       digest.update(buffer, count: n)

@@ -183,4 +183,16 @@ struct DownloadsPersistenceTests {
     #expect(cancelled.temporaryFileName == fixture.temporaryFiles.first)
     #expect(try session.store.tasks(for: BundleID("com.example.other")).isEmpty)
   }
+
+  @Test func configurationForAContainerUsesTheDevicePaths() throws {
+    let device = Device(root: "/dev-root")
+    let container = device.container(try BundleID("com.example.app"))
+    let configuration = DownloadSessionConfiguration(identifier: "bg", container: container)
+    #expect(configuration.storePath == "/dev-root/.protfs/downloads.sqlite")
+    #expect(
+      configuration.temporaryDirectory
+        == "/dev-root/Containers/com.example.app/Library/Caches/com.apple.nsurlsessiond/Downloads/com.example.app")
+    #expect(configuration.destinationDirectory == "/dev-root/Containers/com.example.app/Documents")
+    #expect(configuration.bundleID == "com.example.app")
+  }
 }

@@ -84,7 +84,7 @@ final class DownloadFinisher: @unchecked Sendable {
       switch job {
       case .complete(let transfer):
         guard finished.remove(ObjectIdentifier(transfer)) != nil else { continue }
-        let location = URL(fileURLWithPath: transfer.temporaryPath)
+        let location = URL(fileURLWithPath: transfer.temporaryPath, isDirectory: false)
         core.notifyFinishedDownloading(transfer.task, location: location)
         outcomes.append(place(transfer.task))
       case .fail(let task, let error, let path):
@@ -136,13 +136,17 @@ final class DownloadFinisher: @unchecked Sendable {
           task, .failed, error: ProtFSError.system("move the download of '\(url)' to", path: destination, errno: code)
         ) { $0.temporaryFileName = nil }
       }
-      return settle(task, .completed, event: .completed(taskID: task.id, location: URL(fileURLWithPath: destination))) {
+      return settle(
+        task, .completed,
+        event: .completed(taskID: task.id, location: URL(fileURLWithPath: destination, isDirectory: false))
+      ) {
         $0.temporaryFileName = nil
       }
     case .waitForUnlock:
       return settle(
         task, .waitingForUnlock,
-        event: .waitingForUnlock(taskID: task.id, temporaryLocation: URL(fileURLWithPath: temporary)))
+        event: .waitingForUnlock(
+          taskID: task.id, temporaryLocation: URL(fileURLWithPath: temporary, isDirectory: false)))
     case .deny(let code):
       unlink(temporary)
       return settle(

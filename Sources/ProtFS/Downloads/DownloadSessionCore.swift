@@ -129,6 +129,14 @@ final class DownloadSessionCore: @unchecked Sendable {
     }
     persist(all.map(\.record))
     try? store.release(owner: owner)
+    // Nothing will settle these tasks in this session any more: their waiters get the state as it is.
+    for task in all {
+      let (state, waiters) = task.runtime.withLock { r in
+        defer { r.waiters.removeAll() }
+        return (r.record.state, r.waiters)
+      }
+      for waiter in waiters { waiter.resume(returning: state) }
+    }
     continuation.finish()
   }
 }

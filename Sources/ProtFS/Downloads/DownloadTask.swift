@@ -42,13 +42,16 @@ public final class DownloadTask: Sendable {
   /// Where the file is once completed.
   public var location: URL? {
     runtime.withLock {
-      $0.record.state == .completed ? $0.record.destinationPath.map { URL(fileURLWithPath: $0) } : nil
+      $0.record.state == .completed
+        ? $0.record.destinationPath.map { URL(fileURLWithPath: $0, isDirectory: false) } : nil
     }
   }
   /// The temp file, while there is one.
   public var temporaryLocation: URL? {
     runtime.withLock { r in
-      r.record.temporaryFileName.map { URL(fileURLWithPath: r.record.temporaryDirectory).appendingPathComponent($0) }
+      r.record.temporaryFileName.map {
+        URL(fileURLWithPath: r.record.temporaryDirectory + "/" + $0, isDirectory: false)
+      }
     }
   }
 
@@ -86,7 +89,8 @@ public final class DownloadTask: Sendable {
     }
   }
 
-  /// Waits until the task is completed, failed or waiting for unlock, and returns that state.
+  /// Waits until the task is completed, failed or waiting for unlock, and returns that state; when
+  /// the session is invalidated first, returns the state the task was left in.
   @discardableResult
   public func waitUntilSettled() async -> DownloadState {
     await withCheckedContinuation { continuation in

@@ -60,6 +60,13 @@ final class TransferEngine: @unchecked Sendable {
     protfs_curl_multi_setopt_long(multi, CURLMOPT_MAXCONNECTS, max(16, perHost * 4))
   }
 
+  // The multi handle outlives the thread: a late `post` may still wake it.
+  deinit {
+    curl_multi_cleanup(multi)
+    for easy in idleHandles { curl_easy_cleanup(easy) }
+    for buffer in idleBuffers { buffer.deallocate() }
+  }
+
   /// Starts the engine thread.
   func start() {
     let thread = Thread { [self] in run() }
@@ -102,9 +109,6 @@ final class TransferEngine: @unchecked Sendable {
         case .stop(let task, let reason): stopTransfer(of: task, reason)
         case .shutdown(let done):
           stopAll()
-          curl_multi_cleanup(multi)
-          for easy in idleHandles { curl_easy_cleanup(easy) }
-          for buffer in idleBuffers { buffer.deallocate() }
           done.signal()
           return
         }

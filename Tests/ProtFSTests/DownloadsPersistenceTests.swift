@@ -195,4 +195,41 @@ struct DownloadsPersistenceTests {
     #expect(configuration.destinationDirectory == "/dev-root/Containers/com.example.app/Documents")
     #expect(configuration.bundleID == "com.example.app")
   }
+
+  @Test func requestsFromAnotherProcessReachTheOwningSession() async throws {
+    let server = try FaultServer(body: body, mode: .stallAfter(bytes: 256 * 1024))
+    defer { server.stop() }
+    var configuration = fixture.configuration()
+    configuration.accessCheckInterval = .milliseconds(10)
+    let session = try DownloadSession(configuration: configuration)
+    let task = try session.downloadTask(with: server.url())
+    task.resume()
+    await session.waitForProgress(of: task, atLeast: 100_000)
+    // Another connection to the store stands for `protfs tasks suspend ID` in another process.
+    let other = try DownloadStore(path: fixture.storePath)
+    #expect(try other.isOwnedByLiveSession(task: task.id))
+    try other.request(.suspend, task: task.id)
+    await session.waitForEvent {
+      if case .suspended(task.id) = $0 { return true } else { return false }
+    }
+    #expect(fixture.temporaryFiles.count == 1)
+    server.setMode(.normal)
+    try other.request(.resume, task: task.id)
+    #expect(await task.waitUntilSettled() == .completed)
+    #expect(fixture.destinationContents("file.bin") == body)
+    #expect(throws: ProtFSError.self) { try other.request(.cancel, task: 999) }
+  }
+
+  @Test func requestLeftForAnUnownedTaskIsAppliedOnReattach() async throws {
+    let first = try DownloadSession(configuration: fixture.configuration())
+    let task = try first.downloadTask(with: URL(string: "http://127.0.0.1:9/a.bin")!)
+    first.invalidate()
+    let store = try DownloadStore(path: fixture.storePath)
+    #expect(try !store.isOwnedByLiveSession(task: task.id))
+    try store.request(.cancel, task: task.id)
+    let second = try DownloadSession(configuration: fixture.configuration())
+    let reattached = try #require(second.task(id: task.id))
+    #expect(await reattached.waitUntilSettled() == .failed)
+    #expect(reattached.error?.code == .cancelled)
+  }
 }

@@ -51,6 +51,8 @@ public final class DownloadSession: Sendable {
     }
     for task in toResume { task.resume() }
     for task in toCancel { task.cancel() }
+    // Requests left while no session owned these tasks take effect now.
+    core.applyRequests()
   }
 
   deinit { core.invalidate() }

@@ -34,7 +34,8 @@ public struct DownloadSessionConfiguration: Sendable {
   public var resumesReattachedTasks: Bool = true
   /// Whether finished files are flushed to disk (fsync) before they are moved into place.
   public var synchronizesFiles: Bool = true
-  /// How often running transfers ask the access policy whether they may go on writing.
+  /// How often running transfers ask the access policy whether they may go on writing, and the
+  /// session looks for requests from other processes in the store.
   public var accessCheckInterval: Duration = .milliseconds(250)
   /// The lock policy consulted before writing a temp file and before placing a result.
   public var accessPolicy: any DownloadAccessPolicy = AllowAllDownloadAccess()

@@ -64,6 +64,19 @@ final class DownloadSessionCore: @unchecked Sendable {
     engine.stop(task, reason)
   }
 
+  /// Applies the requests other processes left in the store for this session's tasks.
+  func applyRequests() {
+    guard let requests = try? store.takeRequests(owner: owner) else { return }
+    for (id, request) in requests {
+      guard let task = task(id: id) else { continue }
+      switch request {
+      case .cancel: task.cancel()
+      case .suspend: task.suspend()
+      case .resume: task.resume()
+      }
+    }
+  }
+
   // MARK: Persistence
 
   /// Writes progress records (the engine's periodic snapshot); a store error must not stop transfers,

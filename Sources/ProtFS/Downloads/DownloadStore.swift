@@ -42,10 +42,12 @@ public final class DownloadStore: Sendable {
           description TEXT,
           owner TEXT,
           owner_pid INTEGER,
+          request TEXT,
           created_at REAL NOT NULL,
           updated_at REAL NOT NULL)
         """)
       try db.query("CREATE INDEX IF NOT EXISTS tasks_by_session ON tasks(session, state)")
+      try db.query("CREATE INDEX IF NOT EXISTS tasks_by_owner ON tasks(owner)")
     }
   }
 
@@ -171,6 +173,51 @@ public final class DownloadStore: Sendable {
   func updateDescription(_ description: String?, of id: Int64) throws(ProtFSError) {
     try database.read { db throws(ProtFSError) in
       try db.query("UPDATE tasks SET description = ? WHERE id = ?", [SQLiteValue(description), .integer(id)])
+    }
+  }
+
+  /// Asks whichever process runs task `id` to cancel, suspend or resume it (`protfs tasks cancel ID`):
+  /// the owning session picks the request up within its access-check interval; a session that
+  /// reattaches the task later applies it then. Returns the task as it is now.
+  @discardableResult
+  public func request(_ request: DownloadTaskRequest, task id: Int64) throws(ProtFSError) -> DownloadTaskRecord {
+    try database.transaction { db throws(ProtFSError) in
+      let rows = try db.query("SELECT \(Self.columns) FROM tasks WHERE id = ?", [.integer(id)])
+      guard let row = rows.first else {
+        throw ProtFSError(
+          .notFound, "There is no download task \(id) in the task store '\(path)'.", path: path,
+          hint: "list the tasks with `protfs tasks`")
+      }
+      try db.query("UPDATE tasks SET request = ? WHERE id = ?", [.text(request.rawValue), .integer(id)])
+      return Self.record(row)
+    }
+  }
+
+  /// Whether a live session (in this process or another) owns task `id` and so will see requests.
+  public func isOwnedByLiveSession(task id: Int64) throws(ProtFSError) -> Bool {
+    try database.read { db throws(ProtFSError) in
+      let rows = try db.query("SELECT owner, owner_pid FROM tasks WHERE id = ?", [.integer(id)])
+      guard let row = rows.first, row[0].string != nil, let pid = row[1].int64 else { return false }
+      return Self.processIsAlive(pid_t(pid))
+    }
+  }
+
+  /// The requests made for `owner`'s tasks, which are cleared as they are taken.
+  func takeRequests(owner: String) throws(ProtFSError) -> [(id: Int64, request: DownloadTaskRequest)] {
+    // Asked several times a second: look first without taking the write lock.
+    let any = try database.read { db throws(ProtFSError) in
+      try db.query("SELECT 1 FROM tasks WHERE owner = ? AND request IS NOT NULL LIMIT 1", [.text(owner)])
+    }
+    guard !any.isEmpty else { return [] }
+    return try database.transaction { db throws(ProtFSError) in
+      let rows = try db.query(
+        "SELECT id, request FROM tasks WHERE owner = ? AND request IS NOT NULL", [.text(owner)])
+      guard !rows.isEmpty else { return [] }
+      try db.query("UPDATE tasks SET request = NULL WHERE owner = ? AND request IS NOT NULL", [.text(owner)])
+      return rows.compactMap { row in
+        guard let id = row[0].int64, let request = row[1].string.flatMap(DownloadTaskRequest.init) else { return nil }
+        return (id, request)
+      }
     }
   }
 

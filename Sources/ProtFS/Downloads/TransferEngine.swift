@@ -535,6 +535,8 @@ final class TransferEngine: @unchecked Sendable {
   private func checkAccess(_ now: UInt64) {
     guard now - lastAccessCheck >= Monotonic.nanoseconds(configuration.accessCheckInterval) else { return }
     lastAccessCheck = now
+    // Requests from other processes (`protfs tasks cancel ID`) arrive through the store.
+    core.applyRequests()
     guard !active.isEmpty || !paused.isEmpty else { return }
     var answers: [String: DownloadAccessDecision] = [:]
     func answer(_ directory: String) -> DownloadAccessDecision {

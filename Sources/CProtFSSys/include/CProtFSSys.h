@@ -94,6 +94,14 @@ static inline int protfs_openat(int dirfd, const char *path, int flags, mode_t m
 extern int syncfs(int fd);
 static inline int protfs_syncfs(int fd) { return syncfs(fd); }
 
+/* sync_file_range(2) with SYNC_FILE_RANGE_WRITE (declared by <fcntl.h> only under _GNU_SOURCE):
+   starts writing back a range of a file without waiting, so a download's final fsync has little
+   left to do. */
+extern int sync_file_range(int fd, long long offset, long long nbytes, unsigned int flags);
+static inline int protfs_start_writeback(int fd, long long offset, long long nbytes) {
+  return sync_file_range(fd, offset, nbytes, 2 /* SYNC_FILE_RANGE_WRITE */);
+}
+
 /* The d_type of a dirent, as Swift cannot reach the bit-field-free struct portably. */
 static inline unsigned char protfs_dirent_type(const struct dirent *entry) { return entry->d_type; }
 static inline const char *protfs_dirent_name(const struct dirent *entry) { return entry->d_name; }

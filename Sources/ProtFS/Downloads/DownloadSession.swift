@@ -26,6 +26,8 @@ public final class DownloadSession: Sendable {
     let store = try DownloadStore(path: configuration.storePath)
     try store.registerSession(identifier: configuration.identifier, bundleID: configuration.bundleID)
     let core = DownloadSessionCore(configuration: configuration, store: store)
+    // The last step that can fail comes before any thread starts, so a failed init leaves nothing running.
+    let reattached = try store.claimUnfinished(session: configuration.identifier, owner: core.owner)
     self.core = core
     core.delegate = delegate
     core.session = self
@@ -33,7 +35,6 @@ public final class DownloadSession: Sendable {
     core.finisher = DownloadFinisher(core: core)
     core.engine.start()
     core.finisher.start()
-    let reattached = try store.claimUnfinished(session: configuration.identifier, owner: core.owner)
     var toResume: [DownloadTask] = []
     var toCancel: [DownloadTask] = []
     for record in reattached {

@@ -1,4 +1,5 @@
 import CCurl
+import CProtFSSys
 import Foundation
 
 /// One attempt at moving a task's bytes: a libcurl easy handle writing into the temp file.
@@ -22,6 +23,9 @@ final class Transfer: @unchecked Sendable {
   let staging: UnsafeMutableRawBufferPointer
   /// Bytes in `staging` not yet written.
   private var staged = 0
+  /// Whether to start writeback of each full buffer as soon as it is written, so that the fsync at
+  /// the end waits for the last few MiB instead of the whole file.
+  let writesBehind: Bool
   let errorBuffer = UnsafeMutablePointer<CChar>.allocate(capacity: Int(CURL_ERROR_SIZE) + 1)
   var headerList: UnsafeMutablePointer<curl_slist>?
 
@@ -51,9 +55,10 @@ final class Transfer: @unchecked Sendable {
   init(
     task: DownloadTask, easy: UnsafeMutableRawPointer, fd: Int32, temporaryDirectory: String,
     temporaryFileName: String, offset: Int64, isHTTP: Bool, hostKey: String, digest: SHA256Digest?,
-    staging: UnsafeMutableRawBufferPointer
+    staging: UnsafeMutableRawBufferPointer, writesBehind: Bool
   ) {
     self.staging = staging
+    self.writesBehind = writesBehind
     self.task = task
     self.easy = easy
     self.fd = fd
@@ -172,6 +177,9 @@ final class Transfer: @unchecked Sendable {
         return false
       }
       written += result
+    }
+    if writesBehind && staged == staging.count {
+      _ = protfs_start_writeback(fd, flushed, Int64(staged))
     }
     flushed += Int64(staged)
     staged = 0

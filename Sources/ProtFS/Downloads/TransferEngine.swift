@@ -265,7 +265,8 @@ final class TransferEngine: @unchecked Sendable {
       ?? UnsafeMutableRawBufferPointer.allocate(byteCount: receiveBufferSize, alignment: 4096)
     let transfer = Transfer(
       task: task, easy: easy, fd: opened.fd, temporaryDirectory: directory, temporaryFileName: opened.name,
-      offset: opened.size, isHTTP: scheme != "file", hostKey: hostKey, digest: digest, staging: staging)
+      offset: opened.size, isHTTP: scheme != "file", hostKey: hostKey, digest: digest, staging: staging,
+      writesBehind: configuration.synchronizesFiles)
     configure(transfer, url: url, record: record)
     active[task.id] = transfer
     activePerHost[hostKey, default: 0] += 1

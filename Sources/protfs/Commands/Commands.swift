@@ -14,6 +14,7 @@ enum Commands {
       SetClassCommand.command,
       GetClassCommand.command,
       ListCommand.command,
+      AuditCommand.command,
     ]
   )
 }

@@ -1,0 +1,165 @@
+import CProtFSSys
+import Foundation
+
+/// The device's lock state as far as the audit is concerned.
+public enum AuditLockState: String, Sendable {
+  /// Unlocked: nothing may be locked out.
+  case unlocked
+  /// Locked: saved modes and stripped bits are expected.
+  case locked
+  /// Before the first unlock: saved modes and stripped bits are expected.
+  case beforeFirstUnlock
+  /// Not recorded. A saved mode is then taken as a leftover and reported.
+  case unknown
+
+  /// Whether locked-out items are defects in this state.
+  var expectsEverythingAvailable: Bool { self == .unlocked || self == .unknown }
+}
+
+/// Tells the audit which background-download temp files belong to a live task.
+///
+/// The downloader's task store answers this; without one, every `CFNetworkDownload_*.tmp` is an orphan.
+public protocol TemporaryDownloadOwnership: Sendable {
+  /// The temp file names (`CFNetworkDownload_XXXXXX.tmp`) that tasks of the container `container` own.
+  func ownedTemporaryFileNames(container: String) throws(ProtFSError) -> Set<String>
+}
+
+/// No task store: no temp file is owned.
+public struct NoDownloadTasks: TemporaryDownloadOwnership {
+  /// Creates the empty owner.
+  public init() {}
+  /// Always empty.
+  public func ownedTemporaryFileNames(container: String) throws(ProtFSError) -> Set<String> { [] }
+}
+
+/// How to audit: which policies, what the device state is, who owns temp downloads.
+public struct AuditConfiguration: Sendable {
+  /// The policies; each is evaluated on its own (within one, the last matching rule wins).
+  public var policies: [Policy]
+  /// The default class the app's entitlements ask for, to compare with each container's default.
+  public var entitlementsDefault: ProtectionClass?
+  /// The device's lock state.
+  public var lockState: AuditLockState
+  /// Who owns background-download temp files.
+  public var temporaryDownloads: any TemporaryDownloadOwnership
+  /// Worker threads that split the directories (PERF-NOTES: 2 on the CI machines).
+  public var threads: Int
+
+  /// Creates a configuration.
+  public init(policies: [Policy], entitlementsDefault: ProtectionClass? = nil, lockState: AuditLockState = .unknown,
+    temporaryDownloads: any TemporaryDownloadOwnership = NoDownloadTasks(), threads: Int = 2)
+  {
+    self.policies = policies
+    self.entitlementsDefault = entitlementsDefault
+    self.lockState = lockState
+    self.temporaryDownloads = temporaryDownloads
+    self.threads = max(1, threads)
+  }
+
+  /// Every rule reports can mention: the built-in checks, then each policy's rules.
+  public var rules: [AuditRuleDescription] {
+    BuiltInCheck.allCases.map(\.description) + policies.flatMap { $0.rules.map(\.description) }
+  }
+
+  /// Throws when two policies use the same rule id, which would make findings ambiguous.
+  public func validate() throws(ProtFSError) {
+    var seen: [String: PolicyRule] = [:]
+    for rule in policies.flatMap(\.rules) {
+      if BuiltInCheck(rawValue: rule.id) != nil {
+        throw ProtFSError(
+          .malformed, "\(rule.source):\(rule.line): the rule id \(rule.id) is reserved for a built-in check.",
+          path: rule.source, hint: "choose another id")
+      }
+      if let other = seen[rule.id] {
+        throw ProtFSError(
+          .malformed,
+          "\(rule.source):\(rule.line): the rule id \(rule.id) is already used at \(other.source):\(other.line).",
+          path: rule.source, hint: "rule ids must be unique across the policies of one audit")
+      }
+      seen[rule.id] = rule
+    }
+  }
+}
+
+/// Receives findings as the audit streams them. Calls are serialised by the auditor.
+public protocol AuditReporter: AnyObject {
+  /// Called once, before anything else.
+  func begin(target: AuditTarget, rules: [AuditRuleDescription])
+  /// Called before the findings of each container.
+  func beginContainer(_ unit: AuditTarget.Unit)
+  /// Called for each finding.
+  func report(_ finding: AuditFinding)
+  /// Called once, at the end.
+  func finish(_ summary: AuditSummary)
+}
+
+/// What an audit saw.
+public struct AuditSummary: Sendable, Equatable {
+  /// Containers audited.
+  public var containers = 0
+  /// Items looked at (files, directories, links), container roots excluded.
+  public var items = 0
+  /// Findings by level.
+  public var findings: [AuditLevel: Int] = [:]
+  /// Whether part of the tree could not be read (the audit is incomplete: exit status 2).
+  public var incomplete = false
+
+  /// Creates an empty summary.
+  public init() {}
+
+  /// The number of findings at `level` or above.
+  public func count(atLeast level: AuditLevel) -> Int {
+    findings.filter { $0.key >= level }.values.reduce(0, +)
+  }
+
+  /// Adds another summary's counts to this one.
+  public mutating func merge(_ other: AuditSummary) {
+    containers += other.containers
+    items += other.items
+    for (level, count) in other.findings { findings[level, default: 0] += count }
+    incomplete = incomplete || other.incomplete
+  }
+}
+
+/// Checks container trees against policies and the built-in checks, streaming findings to a reporter.
+///
+/// The tree is never held in memory: worker threads take directories from a shared stack, read each
+/// entry's `d_type` and attributes relative to the directory's descriptor (`getxattrat`), and hand
+/// findings over in batches.
+public struct Auditor: Sendable {
+  /// The configuration.
+  public var configuration: AuditConfiguration
+
+  /// Creates an auditor.
+  public init(_ configuration: AuditConfiguration) { self.configuration = configuration }
+
+  /// Audits `target`, streaming findings into `reporter`; returns the summary it also passed to `finish`.
+  public func run(_ target: AuditTarget, reporter: some AuditReporter) throws(ProtFSError) -> AuditSummary {
+    try configuration.validate()
+    let sink = FindingSink(reporter)
+    reporter.begin(target: target, rules: configuration.rules)
+    var summary = AuditSummary()
+    for unit in target.units {
+      summary.containers += 1
+      reporter.beginContainer(unit)
+      summary.merge(ContainerWalk(unit: unit, configuration: configuration, sink: sink).run())
+    }
+    reporter.finish(summary)
+    return summary
+  }
+}
+
+/// Serialises reporter calls from the workers.
+final class FindingSink: @unchecked Sendable {
+  private let lock = NSLock()
+  private let reporter: any AuditReporter
+
+  init(_ reporter: any AuditReporter) { self.reporter = reporter }
+
+  func deliver(_ findings: [AuditFinding]) {
+    guard !findings.isEmpty else { return }
+    lock.lock()
+    defer { lock.unlock() }
+    for finding in findings { reporter.report(finding) }
+  }
+}

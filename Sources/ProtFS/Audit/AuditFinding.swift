@@ -6,12 +6,10 @@ public struct AuditFinding: Sendable, Equatable {
   public var level: AuditLevel
   /// The container's directory name (its bundle id), or the audited directory's name.
   public var container: String
-  /// The item's path relative to the audited root, with bytes that are not printable UTF-8 escaped as `\xNN`.
-  public var path: String
-  /// The item's path relative to its container root, escaped the same way (for fingerprints).
-  public var containerPath: String
   /// The item's path relative to the audited root as raw bytes (percent-encoded in SARIF URIs).
   public var pathBytes: [UInt8]
+  /// Where, in `pathBytes`, the path relative to the container root starts.
+  public var containerPathOffset: Int
   /// A whole sentence: what is wrong and why it matters.
   public var message: String
   /// What the rule wanted, for example `>= until-first-auth`; nil when no class is involved.
@@ -19,25 +17,32 @@ public struct AuditFinding: Sendable, Equatable {
   /// What the item has, for example `none (own)`; nil when no class is involved.
   public var actual: String?
 
-  /// Creates a finding.
-  public init(ruleID: String, level: AuditLevel, container: String, path: String, containerPath: String,
-    pathBytes: [UInt8], message: String, expected: String? = nil, actual: String? = nil)
+  /// Creates a finding for the item at `pathBytes` (relative to the audited root), whose path inside
+  /// its container starts at `containerPathOffset`.
+  public init(ruleID: String, level: AuditLevel, container: String, pathBytes: [UInt8], containerPathOffset: Int = 0,
+    message: String, expected: String? = nil, actual: String? = nil)
   {
     self.ruleID = ruleID
     self.level = level
     self.container = container
-    self.path = path
-    self.containerPath = containerPath
     self.pathBytes = pathBytes
+    self.containerPathOffset = min(containerPathOffset, pathBytes.count)
     self.message = message
     self.expected = expected
     self.actual = actual
   }
 
+  /// The item's path relative to the audited root, with bytes that are not printable UTF-8 escaped as
+  /// `\xNN`; `.` for the root itself. Computed on demand: most findings are never shown as text.
+  public var path: String { DisplayPath.relative(pathBytes[...]) }
+
+  /// The item's path relative to its container root, escaped the same way.
+  public var containerPath: String { DisplayPath.relative(pathBytes[containerPathOffset...]) }
+
   /// A fingerprint that stays the same across runs and machines while the rule and item do (SARIF `partialFingerprints`).
   public var fingerprint: String {
     var hash: UInt64 = 0xcbf2_9ce4_8422_2325
-    for byte in Array(ruleID.utf8) + [0] + Array(container.utf8) + [0] + Array(containerPath.utf8) {
+    for byte in Array(ruleID.utf8) + [0] + Array(container.utf8) + [0] + pathBytes[containerPathOffset...] {
       hash = (hash ^ UInt64(byte)) &* 0x0000_0100_0000_01b3
     }
     let hex = String(hash, radix: 16)
@@ -135,6 +140,13 @@ extension PolicyRule {
 
 /// Turns raw path bytes into text a report can show.
 enum DisplayPath {
+  /// A relative path for reports: escaped, without a trailing `/`, `.` when empty.
+  static func relative(_ bytes: ArraySlice<UInt8>) -> String {
+    var bytes = bytes
+    if bytes.last == UInt8(ascii: "/") { bytes.removeLast() }
+    return bytes.isEmpty ? "." : text(bytes)
+  }
+
   /// UTF-8 as is, except control characters and bytes that are not UTF-8, which become `\xNN`.
   static func text(_ bytes: some Collection<UInt8>) -> String {
     if bytes.allSatisfy({ $0 >= 0x20 && $0 < 0x7F }) { return String(decoding: bytes, as: UTF8.self) }

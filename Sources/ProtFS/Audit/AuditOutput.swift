@@ -33,6 +33,42 @@ public final class AuditOutput {
     if buffer.count >= 1 << 16 { flush() }
   }
 
+  /// Appends constant text without building a `String`.
+  public func writeConstant(_ text: StaticString) {
+    text.withUTF8Buffer { buffer.append(contentsOf: $0) }
+  }
+
+  /// Appends `text` as a JSON string literal, quotes included, escaping on the bytes (the hot path of big reports).
+  public func writeJSON(_ text: String) {
+    var text = text
+    text.withUTF8 { utf8 in
+      buffer.append(UInt8(ascii: "\""))
+      var start = 0
+      for index in 0..<utf8.count {
+        let byte = utf8[index]
+        guard byte == UInt8(ascii: "\"") || byte == UInt8(ascii: "\\") || byte < 0x20 else { continue }
+        buffer.append(contentsOf: UnsafeBufferPointer(rebasing: utf8[start..<index]))
+        switch byte {
+        case UInt8(ascii: "\""): buffer.append(contentsOf: [UInt8(ascii: "\\"), UInt8(ascii: "\"")])
+        case UInt8(ascii: "\\"): buffer.append(contentsOf: [UInt8(ascii: "\\"), UInt8(ascii: "\\")])
+        case UInt8(ascii: "\n"): buffer.append(contentsOf: [UInt8(ascii: "\\"), UInt8(ascii: "n")])
+        default:
+          let digits = Array("0123456789abcdef".utf8)
+          buffer.append(contentsOf: Array("\\u00".utf8) + [digits[Int(byte >> 4)], digits[Int(byte & 0xF)]])
+        }
+        start = index + 1
+      }
+      buffer.append(contentsOf: UnsafeBufferPointer(rebasing: utf8[start...]))
+      buffer.append(UInt8(ascii: "\""))
+    }
+    if buffer.count >= 1 << 16 { flush() }
+  }
+
+  /// Appends an optional string as JSON (`null` when nil).
+  public func writeJSON(_ text: String?) {
+    if let text { writeJSON(text) } else { writeConstant("null") }
+  }
+
   /// Writes out what is buffered.
   public func flush() {
     guard let fd else {

@@ -61,13 +61,22 @@ public final class JSONAuditReporter: AuditReporter {
 
   /// One finding per line.
   public func report(_ finding: AuditFinding) {
-    output.write(first ? "\n    " : ",\n    ")
+    output.writeConstant(first ? "\n    {\"ruleId\": " : ",\n    {\"ruleId\": ")
     first = false
-    output.write(
-      "{\"ruleId\": \(Escape.json(finding.ruleID)), \"level\": \"\(finding.level.rawValue)\", "
-        + "\"container\": \(Escape.json(finding.container)), \"path\": \(Escape.json(finding.path)), "
-        + "\"message\": \(Escape.json(finding.message)), \"expected\": \(Escape.json(finding.expected)), "
-        + "\"actual\": \(Escape.json(finding.actual))}")
+    output.writeJSON(finding.ruleID)
+    output.writeConstant(", \"level\": ")
+    output.writeJSON(finding.level.rawValue)
+    output.writeConstant(", \"container\": ")
+    output.writeJSON(finding.container)
+    output.writeConstant(", \"path\": ")
+    output.writeJSON(finding.path)
+    output.writeConstant(", \"message\": ")
+    output.writeJSON(finding.message)
+    output.writeConstant(", \"expected\": ")
+    output.writeJSON(finding.expected)
+    output.writeConstant(", \"actual\": ")
+    output.writeJSON(finding.actual)
+    output.writeConstant("}")
   }
 
   /// Closes the array and writes the summary.

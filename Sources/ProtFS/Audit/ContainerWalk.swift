@@ -183,15 +183,10 @@ struct Worker {
   }
 
   mutating func emit(id: String, level: AuditLevel, _ message: String, expected: String?, actual: String?) {
-    let full = prefix + path
-    var shown = DisplayPath.text(full)
-    if shown.hasSuffix("/") { shown.removeLast() }
-    if shown.isEmpty { shown = "." }
     batch.append(
       AuditFinding(
-        ruleID: id, level: level, container: walk.unit.name, path: shown,
-        containerPath: path.isEmpty ? "." : DisplayPath.text(path), pathBytes: full, message: message,
-        expected: expected, actual: actual))
+        ruleID: id, level: level, container: walk.unit.name, pathBytes: prefix + path,
+        containerPathOffset: prefix.count, message: message, expected: expected, actual: actual))
     summary.findings[level, default: 0] += 1
     if batch.count >= 256 {
       walk.sink.deliver(batch)

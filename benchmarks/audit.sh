@@ -86,7 +86,7 @@ printf '  getfattr -R -n user.protfs.class   median %8.3f s   (runs: %s)\n' \
   "$(awk -v t="$getfattr_median" 'BEGIN {print t / 1e6}')" "$(printf '%s ' "${getfattr_times[@]}")"
 printf '  ratio audit/getfattr: %s (target <= 0.50)\n' "$ratio"
 
-rss() { /usr/bin/time -f %M "$protfs" audit --format json "$1" 2>&1 >/dev/null | tail -1; }
+rss() { { /usr/bin/time -f %M "$protfs" audit --format json "$1" 2>&1 >/dev/null || true; } | tail -1; }
 rss_small=$(rss "$container")
 printf 'peak RSS at   100,000 files: %6d KiB\n' "$rss_small"
 status=0

@@ -89,6 +89,16 @@ public enum BuiltInCheck: String, Sendable, CaseIterable {
   /// A symbolic link that loops.
   case symlinkLoop = "PFS010"
 
+  /// The level of its findings.
+  public var level: AuditLevel {
+    switch self {
+    case .corruptClass, .lockedOut, .symlinkLeavesContainer, .unreadable: .error
+    case .protectedFileReadableByOthers, .orphanTemporaryDownload, .defaultClassMismatch, .nonUTF8Name, .symlinkLoop:
+      .warning
+    case .noOwnClass: .note
+    }
+  }
+
   /// How reports describe the check.
   public var description: AuditRuleDescription {
     let (name, level, summary, help): (String, AuditLevel, String, String) =

@@ -50,7 +50,7 @@ struct ContainerWalk: Sendable {
   let sink: FindingSink
 
   func run() -> AuditSummary {
-    var setup = Worker(walk: self, rootFD: -1, policies: [], containerDefault: .containerDefault, owned: [])
+    var setup = Worker(walk: self, rootFD: -1, matcher: RuleMatcher([]), containerDefault: .containerDefault, owned: [])
     let rootFD = open(unit.absolutePath, O_RDONLY | O_DIRECTORY | O_CLOEXEC)
     if rootFD < 0 {
       setup.unreadable("open the container", errno: errno)
@@ -93,11 +93,11 @@ struct ContainerWalk: Sendable {
     }
 
     let stack = WorkStack(PendingDirectory(path: [], inheritedByChildren: rootOwn ?? unit.inheritedClass))
-    let policies = configuration.policies.map { Array($0.rules.reversed()) }
+    let matcher = RuleMatcher(configuration.policies)
     let results = Results()
     let threads = configuration.threads
     let template = Worker(
-      walk: self, rootFD: rootFD, policies: policies, containerDefault: containerDefault, owned: owned)
+      walk: self, rootFD: rootFD, matcher: matcher, containerDefault: containerDefault, owned: owned)
     DispatchQueue.concurrentPerform(iterations: threads) { _ in
       var worker = template
       while let directory = stack.pop() {
@@ -128,6 +128,24 @@ final class Results: @unchecked Sendable {
   }
 }
 
+/// Which protfs attributes an item has, from one `listxattrat(2)`.
+enum AttributePresence {
+  /// Not listed (the kernel lacks listxattrat, or the list was too long): read each attribute.
+  case unknown
+  /// Listed.
+  case listed(hasClass: Bool, hasSavedMode: Bool)
+  /// Listing failed with this errno.
+  case failed(Int32)
+}
+
+/// The inputs a policy finding's message depends on.
+struct MessageKey: Hashable {
+  var policy: Int
+  var rule: Int
+  var effective: ProtectionClass
+  var source: ClassSource
+}
+
 /// What reading a class attribute gave.
 enum ClassReading {
   case value(ProtectionClass)
@@ -141,7 +159,11 @@ enum ClassReading {
 struct Worker {
   let walk: ContainerWalk
   var rootFD: Int32
-  let policies: [[PolicyRule]]
+  let matcher: RuleMatcher
+  /// Per policy, the patterns that may match entries of the current directory.
+  private var candidates: [[Int]] = []
+  /// Messages already built, by rule and actual class: most findings repeat one.
+  private var messages: [MessageKey: (message: String, actual: String, expected: String?)] = [:]
   let containerDefault: ProtectionClass
   let owned: Set<String>
   var summary = AuditSummary()
@@ -158,12 +180,12 @@ struct Worker {
   private static let temporaryPrefix = Array("CFNetworkDownload_".utf8)
   private static let temporarySuffix = Array(".tmp".utf8)
 
-  init(walk: ContainerWalk, rootFD: Int32, policies: [[PolicyRule]], containerDefault: ProtectionClass,
+  init(walk: ContainerWalk, rootFD: Int32, matcher: RuleMatcher, containerDefault: ProtectionClass,
     owned: Set<String>)
   {
     self.walk = walk
     self.rootFD = rootFD
-    self.policies = policies
+    self.matcher = matcher
     self.containerDefault = containerDefault
     self.owned = owned
     prefix = Array(walk.unit.displayPrefix.utf8)
@@ -179,7 +201,7 @@ struct Worker {
   // MARK: Findings
 
   mutating func emit(_ check: BuiltInCheck, _ message: String, expected: String? = nil, actual: String? = nil) {
-    emit(id: check.rawValue, level: check.description.level, message, expected: expected, actual: actual)
+    emit(id: check.rawValue, level: check.level, message, expected: expected, actual: actual)
   }
 
   mutating func emit(id: String, level: AuditLevel, _ message: String, expected: String?, actual: String?) {
@@ -214,7 +236,7 @@ struct Worker {
       let size = Self.getAttribute(dirfd: dirfd, name: name, attribute: attribute, buffer: buffer)
       if size >= 0 {
         let bytes = UnsafeBufferPointer(rebasing: buffer[..<size])
-        if let value = ProtectionClass(attributeValue: bytes) { return .value(value) }
+        if let value = Self.decodeClass(bytes) { return .value(value) }
         return .corrupt(String(decoding: bytes.prefix(64), as: UTF8.self).debugDescription)
       }
       switch Int32(-size) {
@@ -224,6 +246,39 @@ struct Worker {
       default: return .failed(Int32(-size))
       }
     }
+  }
+
+  /// Lists the attributes of `name` and looks for the class and the saved mode.
+  func listAttributes(dirfd: Int32, name: UnsafePointer<CChar>) -> AttributePresence {
+    guard Kernel.hasXattrAt else { return .unknown }
+    return withUnsafeTemporaryAllocation(of: CChar.self, capacity: 512) { buffer in
+      var size: Int
+      repeat {
+        size = protfs_listxattrat(dirfd, name, UInt32(AT_SYMLINK_NOFOLLOW), buffer.baseAddress, buffer.count)
+      } while size < 0 && errno == EINTR
+      if size < 0 { return errno == ERANGE ? .unknown : .failed(errno) }
+      var hasClass = false
+      var hasSaved = false
+      var start = 0
+      let list = UnsafeRawBufferPointer(start: buffer.baseAddress, count: size).bindMemory(to: UInt8.self)
+      for index in 0..<size where list[index] == 0 {
+        let entry = UnsafeBufferPointer(rebasing: list[start..<index])
+        if entry.elementsEqual(Self.classAttributeBytes) { hasClass = true }
+        if entry.elementsEqual(Self.savedModeAttributeBytes) { hasSaved = true }
+        start = index + 1
+      }
+      return .listed(hasClass: hasClass, hasSavedMode: hasSaved)
+    }
+  }
+
+  private static let classAttributeBytes = Array(AttributeName.protectionClass.utf8)
+  private static let savedModeAttributeBytes = Array(AttributeName.savedMode.utf8)
+  private static let rawValues = ProtectionClass.allCases.map { ($0, $0.attributeValue) }
+
+  /// Decodes a class from attribute bytes without building a `String` (the hot path).
+  static func decodeClass(_ bytes: UnsafeBufferPointer<UInt8>) -> ProtectionClass? {
+    for (value, raw) in rawValues where raw.count == bytes.count && raw.elementsEqual(bytes) { return value }
+    return nil
   }
 
   /// `getxattrat(2)` with `AT_SYMLINK_NOFOLLOW`, or its fallback; the size, or minus the errno.
@@ -254,6 +309,9 @@ struct Worker {
   mutating func read(_ directory: PendingDirectory) -> [PendingDirectory] {
     path = directory.path
     components = Self.ranges(of: path)
+    candidates = path.withUnsafeBufferPointer { pathBuffer in
+      components.withUnsafeBufferPointer { matcher.candidates(pathBuffer, components: $0) }
+    }
     let fd = openBeneath(directory.path)
     guard fd >= 0 else {
       unreadable("read the directory", errno: -fd)
@@ -369,9 +427,24 @@ struct Worker {
       break
     }
 
+    // One listxattrat tells which of our attributes exist; most unlabelled files need no second call.
+    var presence = AttributePresence.unknown
+    if checkLockedOut { presence = listAttributes(dirfd: dirfd, name: name) }
+    if case .failed(let code) = presence {
+      if code == ENOENT { return nil }
+      unreadable("list the attributes of", errno: code)
+      return nil
+    }
+
     var own: ProtectionClass?
     var hasAttribute = true
-    switch classAttribute(Self.classAttribute, dirfd: dirfd, name: name) {
+    let reading: ClassReading =
+      if case .listed(let hasClass, _) = presence, !hasClass {
+        .absent
+      } else {
+        classAttribute(Self.classAttribute, dirfd: dirfd, name: name)
+      }
+    switch reading {
     case .value(let value): own = value
     case .absent: hasAttribute = false
     case .corrupt(let shown):
@@ -386,16 +459,26 @@ struct Worker {
     let effective = own ?? inherited ?? containerDefault
     let source: ClassSource = own != nil ? .own : inherited != nil ? .inherited : .default
     if !hasAttribute {
-      emit(
-        .noOwnClass, "The item has no class of its own; it gets \(effective.shortName) (\(source.rawValue)).",
-        actual: "\(effective.shortName) (\(source.rawValue))")
+      let key = MessageKey(policy: -1, rule: -1, effective: effective, source: source)
+      let text: (message: String, actual: String, expected: String?)
+      if let cached = messages[key] {
+        text = cached
+      } else {
+        let actual = "\(effective.shortName) (\(source.rawValue))"
+        text = ("The item has no class of its own; it gets \(actual).", actual, nil)
+        messages[key] = text
+      }
+      emit(.noOwnClass, text.message, actual: text.actual)
     }
 
     var hasSavedMode = false
     if checkLockedOut {
-      hasSavedMode = withUnsafeTemporaryAllocation(of: UInt8.self, capacity: 32) { buffer in
-        Self.getAttribute(dirfd: dirfd, name: name, attribute: Self.savedModeAttribute, buffer: buffer) >= 0
-          || false
+      switch presence {
+      case .listed(_, let saved): hasSavedMode = saved
+      default:
+        hasSavedMode = withUnsafeTemporaryAllocation(of: UInt8.self, capacity: 32) { buffer in
+          Self.getAttribute(dirfd: dirfd, name: name, attribute: Self.savedModeAttribute, buffer: buffer) >= 0
+        }
       }
       if hasSavedMode {
         // TODO(lock): read the lock simulator's state from .protfs once it lands on main; until then a
@@ -446,29 +529,38 @@ struct Worker {
     source: ClassSource, inherited: ProtectionClass?)
   {
     let isDirectory = kind == .directory
-    for rules in policies {
-      var matched: PolicyRule?
+    for (policyIndex, policy) in matcher.policies.enumerated() {
+      var winner = -1
       path.withUnsafeBufferPointer { pathBuffer in
         components.withUnsafeBufferPointer { componentBuffer in
-          for rule in rules
-          where rule.patterns.contains(where: {
-            $0.matches(pathBuffer, components: componentBuffer, isDirectory: isDirectory)
-          }) {
-            matched = rule
+          for index in candidates[policyIndex]
+          where policy.patterns[index].matches(pathBuffer, components: componentBuffer, isDirectory: isDirectory) {
+            winner = policy.owners[index]
             return
           }
         }
       }
-      guard let rule = matched else { continue }
-      let actual = "\(effective.shortName) (\(source.rawValue))"
-      if case .sameAsSiblingWithout(let suffix) = rule.requirement {
+      guard winner >= 0 else { continue }
+      let requirement = policy.rules[winner].requirement
+      if case .sameAsSiblingWithout(let suffix) = requirement {
+        let rule = policy.rules[winner]
         checkSibling(rule, suffix: suffix, dirfd: dirfd, nameStart: nameStart, effective: effective,
-          inherited: inherited, actual: actual)
-      } else if !rule.requirement.isSatisfied(by: effective) {
-        emit(
-          id: rule.id, level: rule.level,
-          "The class is \(actual); rule \(rule.id) requires \(rule.requirement). \(rule.message)",
-          expected: rule.requirement.description, actual: actual)
+          inherited: inherited, actual: "\(effective.shortName) (\(source.rawValue))")
+      } else if !requirement.isSatisfied(by: effective) {
+        let key = MessageKey(policy: policyIndex, rule: winner, effective: effective, source: source)
+        let rule = policy.rules[winner]
+        let text: (message: String, actual: String, expected: String?)
+        if let cached = messages[key] {
+          text = cached
+        } else {
+          let actual = "\(effective.shortName) (\(source.rawValue))"
+          text = (
+            "The class is \(actual); rule \(rule.id) requires \(rule.requirement). \(rule.message)", actual,
+            rule.requirement.description
+          )
+          messages[key] = text
+        }
+        emit(id: rule.id, level: rule.level, text.message, expected: text.expected, actual: text.actual)
       }
     }
   }

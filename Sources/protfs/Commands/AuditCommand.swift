@@ -70,8 +70,11 @@ enum AuditCommand {
     }
     let targets = try paths.map { (path) throws(ProtFSError) in try AuditTarget.resolve(path) }
 
+    // PROTFS_AUDIT_THREADS tunes the walk for benchmarks; PERF-NOTES measured 2 threads on 2 cores.
+    let threads = invocation.environment["PROTFS_AUDIT_THREADS"].flatMap(Int.init) ?? 2
     let configuration = AuditConfiguration(
-      policies: policies, entitlementsDefault: entitlementsDefault, lockState: lockState(of: targets))
+      policies: policies, entitlementsDefault: entitlementsDefault, lockState: lockState(of: targets),
+      threads: min(max(threads, 1), 64))
     try configuration.validate()
 
     let fd: Int32

@@ -304,7 +304,7 @@ public struct PathPattern: Sendable, Hashable, CustomStringConvertible {
 
   /// Why this pattern can never match a path, or nil when it can.
   ///
-  /// Paths never hold `.`, `..` or empty components, and a component never holds `/` or NUL.
+  /// Paths never hold `.`, `..` or empty components.
   public var neverMatchesReason: String? {
     for segment in segments {
       guard case .glob(let tokens) = segment else { continue }
@@ -312,11 +312,6 @@ public struct PathPattern: Sendable, Hashable, CustomStringConvertible {
       if tokens == [.literal(UInt8(ascii: "."))] { return "it has a '.' component, which no path has" }
       if tokens == [.literal(UInt8(ascii: ".")), .literal(UInt8(ascii: "."))] {
         return "it has a '..' component, which no path has"
-      }
-      for token in tokens {
-        if case .set(let set, false) = token, set.ranges.allSatisfy({ $0 == 0x2F...0x2F }) {
-          return "its set '[/]' can only match '/', which never occurs inside a name"
-        }
       }
     }
     return nil

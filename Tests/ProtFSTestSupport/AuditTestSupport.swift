@@ -155,6 +155,7 @@ public func runProcess(_ executable: String, _ arguments: [String], environment:
   currentDirectory: String? = nil) throws -> ProcessResult
 {
   let scratch = AuditScratch()
+  defer { withExtendedLifetime(scratch) {} }
   let outPath = scratch.path + "/stdout"
   let errPath = scratch.path + "/stderr"
   _ = FileManager.default.createFile(atPath: outPath, contents: nil)

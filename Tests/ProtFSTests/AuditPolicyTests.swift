@@ -128,6 +128,7 @@ struct AuditPolicyTests {
 
   @Test func aPolicyFileThatIsNotUTF8IsRefusedWithItsPosition() throws {
     let scratch = AuditScratch()
+    defer { withExtendedLifetime(scratch) {} }
     let path = scratch.path + "/bin.policy"
     try Data(Array("rule R1 error \"a\" any \"m\"\nrule R2 ".utf8) + [0xFF]).write(to: URL(fileURLWithPath: path))
     #expect {

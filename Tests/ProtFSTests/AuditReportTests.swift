@@ -11,6 +11,7 @@ struct AuditReportTests {
   /// A device with one error, one warning and notes, audited into `format`.
   func report(_ format: AuditFormat) throws -> (text: String, summary: AuditSummary) {
     let scratch = AuditScratch()
+    defer { withExtendedLifetime(scratch) {} }
     let device = try scratch.device(containers: [app, "com.example.clean"])
     try device.writeFile(app, "Documents/open \"quoted\".txt", class: ProtectionClass.none)
     try device.writeFile(app, "Documents/world", class: .complete, mode: 0o644)
@@ -102,6 +103,7 @@ struct AuditReportTests {
 
   @Test func escapingKeepsEveryFormatWellFormed() throws {
     let scratch = AuditScratch()
+    defer { withExtendedLifetime(scratch) {} }
     let device = try scratch.device()
     try device.writeFile(app, "Documents/a<b>&\"c\"\nd\te", class: ProtectionClass.none)
     for format in AuditFormat.allCases {

@@ -15,6 +15,7 @@ struct AuditWalkTests {
 
   @Test func aFreshContainerIsClean() throws {
     let scratch = AuditScratch()
+    defer { withExtendedLifetime(scratch) {} }
     let device = try scratch.device()
     _ = try device.initCache(try BundleID(app))
     let result = try runAudit(device.root)
@@ -26,6 +27,7 @@ struct AuditWalkTests {
 
   @Test func policyRulesUseTheEffectiveClassAndTheLastMatchingRule() throws {
     let scratch = AuditScratch()
+    defer { withExtendedLifetime(scratch) {} }
     let device = try scratch.device()
     try device.writeFile(app, "Documents/open.txt", class: ProtectionClass.none)
     try device.writeFile(app, "Documents/ok.txt", class: .complete)
@@ -49,6 +51,7 @@ struct AuditWalkTests {
 
   @Test func inheritedClassesCountAndAreNoted() throws {
     let scratch = AuditScratch()
+    defer { withExtendedLifetime(scratch) {} }
     let device = try scratch.device()
     try device.makeDirectory(app, "Documents/inbox", class: ProtectionClass.none)
     try device.writeFile(app, "Documents/inbox/letter.txt", class: nil)
@@ -62,6 +65,7 @@ struct AuditWalkTests {
 
   @Test func databaseSideFilesMustMatchTheDatabase() throws {
     let scratch = AuditScratch()
+    defer { withExtendedLifetime(scratch) {} }
     let device = try scratch.device()
     try device.writeFile(app, "Documents/good.sqlite", class: .complete)
     try device.writeFile(app, "Documents/good.sqlite-wal", class: .complete)
@@ -81,6 +85,7 @@ struct AuditWalkTests {
 
   @Test func corruptClassesAreErrors() throws {
     let scratch = AuditScratch()
+    defer { withExtendedLifetime(scratch) {} }
     let device = try scratch.device()
     try device.writeFile(app, "Documents/a", class: nil)
     try device.setAttribute(device.containerPath(app, "Documents/a"), AttributeName.protectionClass, "NSFileProtectionBogus")
@@ -92,6 +97,7 @@ struct AuditWalkTests {
 
   @Test func itemsLockedOutWhileUnlockedAreReported() throws {
     let scratch = AuditScratch()
+    defer { withExtendedLifetime(scratch) {} }
     let device = try scratch.device()
     try device.writeFile(app, "Documents/saved", class: .complete, mode: 0o000)
     try device.setAttribute(device.containerPath(app, "Documents/saved"), AttributeName.savedMode, "0600")
@@ -106,6 +112,7 @@ struct AuditWalkTests {
 
   @Test func protectedFilesReadableByOthersAreWarnings() throws {
     let scratch = AuditScratch()
+    defer { withExtendedLifetime(scratch) {} }
     let device = try scratch.device()
     try device.writeFile(app, "Documents/world", class: .complete, mode: 0o644)
     try device.writeFile(app, "Documents/group", class: .completeUnlessOpen, mode: 0o640)
@@ -118,6 +125,7 @@ struct AuditWalkTests {
 
   @Test func symlinksLeavingTheContainerOrLoopingAreReported() throws {
     let scratch = AuditScratch()
+    defer { withExtendedLifetime(scratch) {} }
     let device = try scratch.device(containers: [app, "com.example.other"])
     let documents = device.containerPath(app, "Documents")
     let links = [
@@ -136,6 +144,7 @@ struct AuditWalkTests {
 
   @Test func temporaryDownloadsWithoutATaskAreOrphans() throws {
     let scratch = AuditScratch()
+    defer { withExtendedLifetime(scratch) {} }
     let device = try scratch.device()
     _ = try device.initCache(try BundleID(app))
     let downloads = "Library/Caches/com.apple.nsurlsessiond/Downloads/\(app)"
@@ -152,6 +161,7 @@ struct AuditWalkTests {
 
   @Test func entitlementsDefaultIsComparedWithTheContainers() throws {
     let scratch = AuditScratch()
+    defer { withExtendedLifetime(scratch) {} }
     let device = try scratch.device()
     let result = try runAudit(device.root, AuditConfiguration(policies: [.builtInDefault], entitlementsDefault: .complete))
     #expect(result.paths("PFS007") == ["."])
@@ -163,6 +173,7 @@ struct AuditWalkTests {
 
   @Test func namesThatAreNotUTF8AreReportedAndStillAudited() throws {
     let scratch = AuditScratch()
+    defer { withExtendedLifetime(scratch) {} }
     let device = try scratch.device()
     try device.makeDirectory(app, "Documents/raw", class: ProtectionClass.none)
     let name = Array(device.containerPath(app, "Documents/raw/bad").utf8) + [0xFF, 0x41, 0]
@@ -181,6 +192,7 @@ struct AuditWalkTests {
 
   @Test func aSingleContainerDirectoryCanBeAudited() throws {
     let scratch = AuditScratch()
+    defer { withExtendedLifetime(scratch) {} }
     let device = try scratch.device(containers: [app, "com.example.other"])
     try device.writeFile(app, "Documents/open.txt", class: ProtectionClass.none)
     let result = try runAudit(device.containerPath(app))
@@ -192,6 +204,7 @@ struct AuditWalkTests {
 
   @Test func anExportedTreeOutsideADeviceIsAuditedAsAContainer() throws {
     let scratch = AuditScratch()
+    defer { withExtendedLifetime(scratch) {} }
     let root = scratch.path + "/export"
     try FileManager.default.createDirectory(atPath: root + "/Documents", withIntermediateDirectories: true)
     _ = FileManager.default.createFile(atPath: root + "/Documents/a", contents: Data())
@@ -203,6 +216,7 @@ struct AuditWalkTests {
   @Test(arguments: [1, 2, 4])
   func theResultDoesNotDependOnTheNumberOfThreads(_ threads: Int) throws {
     let scratch = AuditScratch()
+    defer { withExtendedLifetime(scratch) {} }
     let device = try scratch.device()
     for d in 0..<20 {
       try device.makeDirectory(app, "Documents/d\(d)", class: d % 2 == 0 ? .complete : nil)

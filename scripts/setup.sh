@@ -27,4 +27,10 @@ if ((${#missing[@]})); then
   DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
 fi
 
+# The audit tests validate SARIF output against ../shared/schemas with Python's jsonschema.
+if ! python3 -c 'import jsonschema' 2>/dev/null; then
+  echo "setup: installing the jsonschema Python module (SARIF validation in the audit tests)" >&2
+  python3 -m pip install --quiet jsonschema
+fi
+
 exit 0

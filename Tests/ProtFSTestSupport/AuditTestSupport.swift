@@ -128,13 +128,9 @@ public enum RepositoryLayout {
     return nil
   }
 
-  /// The built `protfs` binary, next to the test bundle (SwiftPM builds it with the tests).
-  public static var protfsBinary: String {
-    let besideTests = URL(fileURLWithPath: CommandLine.arguments[0]).deletingLastPathComponent()
-      .appendingPathComponent("protfs").path
-    if FileManager.default.isExecutableFile(atPath: besideTests) { return besideTests }
-    return packageRoot + "/.build/debug/protfs"
-  }
+  /// The built `protfs` binary (the shared runner's lookup: `$PROTFS_BINARY`, else next to the tests).
+  public static var protfsBinary: String { Protfs.binary }
+}
 }
 
 /// What a finished process printed and returned.

@@ -4,9 +4,15 @@ import ProtFSTestSupport
 import Testing
 
 /// Owns a fixed set of temp download names, standing in for the downloader's task store.
-struct FixedOwners: TemporaryDownloadOwnership {
+struct FixedOwners: DownloadTaskDirectory {
   var names: Set<String>
-  func ownedTemporaryFileNames(container: String) throws(ProtFSError) -> Set<String> { names }
+  func tasks(for bundleID: BundleID) throws(ProtFSError) -> [AttachedTask] {
+    names.map {
+      AttachedTask(
+        id: $0, session: "s", state: "running", url: "https://example.com/", bytesReceived: 0,
+        temporaryFileName: $0, isRunning: true, isResumable: false)
+    }
+  }
 }
 
 @Suite("Audit walk and checks")
@@ -155,7 +161,7 @@ struct AuditWalkTests {
     #expect(noStore.paths("PFS005") == ["\(downloads)/CFNetworkDownload_owned.tmp", "\(downloads)/CFNetworkDownload_stale.tmp"])
     let withStore = try runAudit(
       device.root,
-      AuditConfiguration(policies: [.builtInDefault], temporaryDownloads: FixedOwners(names: ["CFNetworkDownload_owned.tmp"])))
+      AuditConfiguration(policies: [.builtInDefault], downloadTasks: FixedOwners(names: ["CFNetworkDownload_owned.tmp"])))
     #expect(withStore.paths("PFS005") == ["\(downloads)/CFNetworkDownload_stale.tmp"])
   }
 

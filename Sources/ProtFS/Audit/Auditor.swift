@@ -16,22 +16,6 @@ public enum AuditLockState: String, Sendable {
   var expectsEverythingAvailable: Bool { self == .unlocked || self == .unknown }
 }
 
-/// Tells the audit which background-download temp files belong to a live task.
-///
-/// The downloader's task store answers this; without one, every `CFNetworkDownload_*.tmp` is an orphan.
-public protocol TemporaryDownloadOwnership: Sendable {
-  /// The temp file names (`CFNetworkDownload_XXXXXX.tmp`) that tasks of the container `container` own.
-  func ownedTemporaryFileNames(container: String) throws(ProtFSError) -> Set<String>
-}
-
-/// No task store: no temp file is owned.
-public struct NoDownloadTasks: TemporaryDownloadOwnership {
-  /// Creates the empty owner.
-  public init() {}
-  /// Always empty.
-  public func ownedTemporaryFileNames(container: String) throws(ProtFSError) -> Set<String> { [] }
-}
-
 /// How to audit: which policies, what the device state is, who owns temp downloads.
 public struct AuditConfiguration: Sendable {
   /// The policies; each is evaluated on its own (within one, the last matching rule wins).
@@ -40,19 +24,20 @@ public struct AuditConfiguration: Sendable {
   public var entitlementsDefault: ProtectionClass?
   /// The device's lock state.
   public var lockState: AuditLockState
-  /// Who owns background-download temp files.
-  public var temporaryDownloads: any TemporaryDownloadOwnership
+  /// Which download tasks own which temp files; without a task store every
+  /// `CFNetworkDownload_*.tmp` is an orphan.
+  public var downloadTasks: any DownloadTaskDirectory
   /// Worker threads that split the directories (PERF-NOTES: 2 on the CI machines).
   public var threads: Int
 
   /// Creates a configuration.
   public init(policies: [Policy], entitlementsDefault: ProtectionClass? = nil, lockState: AuditLockState = .unknown,
-    temporaryDownloads: any TemporaryDownloadOwnership = NoDownloadTasks(), threads: Int = 2)
+    downloadTasks: any DownloadTaskDirectory = NoDownloadTasks(), threads: Int = 2)
   {
     self.policies = policies
     self.entitlementsDefault = entitlementsDefault
     self.lockState = lockState
-    self.temporaryDownloads = temporaryDownloads
+    self.downloadTasks = downloadTasks
     self.threads = max(1, threads)
   }
 

@@ -86,7 +86,10 @@ struct ContainerWalk: Sendable {
     }
     var owned: Set<String> = []
     do {
-      owned = try configuration.temporaryDownloads.ownedTemporaryFileNames(container: unit.name)
+      // A directory whose name is not a bundle id (an exported tree) can have no tasks.
+      if let bundleID = try? BundleID(unit.name) {
+        owned = Set(try configuration.downloadTasks.tasks(for: bundleID).compactMap(\.temporaryFileName))
+      }
     } catch {
       setup.emit(.unreadable, "Cannot tell which temp downloads have a task: \(error.description)")
       setup.summary.incomplete = true

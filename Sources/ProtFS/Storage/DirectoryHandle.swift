@@ -35,10 +35,21 @@ public final class DirectoryHandle: @unchecked Sendable {
 
   /// Opens the subdirectory `name`, refusing a symlink (ELOOP) or a non-directory (ENOTDIR).
   public func openDirectory(_ name: String) throws(ProtFSError) -> DirectoryHandle {
-    let child = try valueOrErrno {
-      openat(fd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)
-    }.orThrow("open the directory", path: pathOf(name))
-    return DirectoryHandle(fd: child, path: pathOf(name))
+    switch valueOrErrno({ openat(fd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC) }) {
+    case .success(let child):
+      return DirectoryHandle(fd: child, path: pathOf(name))
+    case .failure(let e) where e == .tooManySymlinks || e == .notDirectory:
+      // O_DIRECTORY makes the kernel report a symlink as ENOTDIR; say which it really is.
+      if (try? status(name))?.kind == .symlink {
+        throw ProtFSError(
+          .symlink, "Cannot open '\(pathOf(name))': it is a symbolic link, which protfs does not follow.",
+          path: pathOf(name), errno: ELOOP)
+      }
+      throw ProtFSError(
+        .invalidArgument, "Cannot open '\(pathOf(name))': it is not a directory.", path: pathOf(name), errno: ENOTDIR)
+    case .failure(let e):
+      throw ProtFSError.system("open the directory", path: pathOf(name), errno: e.rawValue)
+    }
   }
 
   /// A second handle on the same directory.
@@ -73,6 +84,14 @@ public final class DirectoryHandle: @unchecked Sendable {
 
   /// Calls `body` for each entry of this directory (without `.` and `..`), in readdir order.
   public func forEachEntry(_ body: (String, FileKind) throws(ProtFSError) -> Void) throws(ProtFSError) {
+    try forEachRawEntry { name, kind throws(ProtFSError) in try body(String(cString: name), kind) }
+  }
+
+  /// As `forEachEntry`, but hands out the name as the C string in the `dirent`, valid only during
+  /// the call: hot loops that pass it straight to `*at` calls avoid making a `String` per entry.
+  public func forEachRawEntry(_ body: (UnsafePointer<CChar>, FileKind) throws(ProtFSError) -> Void)
+    throws(ProtFSError)
+  {
     let copy = try valueOrErrno { openat(fd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC) }.orThrow(
       "list", path: path)
     guard let stream = fdopendir(copy) else {
@@ -91,8 +110,7 @@ public final class DirectoryHandle: @unchecked Sendable {
       if namePointer[0] == 0x2E && (namePointer[1] == 0 || (namePointer[1] == 0x2E && namePointer[2] == 0)) {
         continue
       }
-      let name = String(cString: namePointer)
-      try body(name, FileKind(direntType: protfs_dirent_type(entry)))
+      try body(namePointer, FileKind(direntType: protfs_dirent_type(entry)))
     }
   }
 

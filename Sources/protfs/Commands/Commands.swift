@@ -14,6 +14,8 @@ enum Commands {
       SetClassCommand.command,
       GetClassCommand.command,
       ListCommand.command,
+      CacheCommand.command,
+      StoragePressureCommand.command,
       AuditCommand.command,
     ]
   )

@@ -131,7 +131,6 @@ public enum RepositoryLayout {
   /// The built `protfs` binary (the shared runner's lookup: `$PROTFS_BINARY`, else next to the tests).
   public static var protfsBinary: String { Protfs.binary }
 }
-}
 
 /// What a finished process printed and returned.
 public struct ProcessResult: Sendable {

@@ -131,22 +131,22 @@ final class Results: @unchecked Sendable {
   }
 }
 
-/// Which protfs attributes an item has, from one `listxattrat(2)`.
-enum AttributePresence {
-  /// Not listed (the kernel lacks listxattrat, or the list was too long): read each attribute.
-  case unknown
-  /// Listed.
-  case listed(hasClass: Bool, hasSavedMode: Bool)
-  /// Listing failed with this errno.
-  case failed(Int32)
-}
+/// A finding's texts, built once per rule, class and source: most findings repeat one.
+struct CachedText {
+  var message: String
+  var actual: String
+  var expected: String?
 
-/// The inputs a policy finding's message depends on.
-struct MessageKey: Hashable {
-  var policy: Int
-  var rule: Int
-  var effective: ProtectionClass
-  var source: ClassSource
+  /// The slot of a class and its source in a per-rule table of 15.
+  static func slot(_ effective: ProtectionClass, _ source: ClassSource) -> Int {
+    let sourceIndex =
+      switch source {
+      case .own: 0
+      case .inherited: 1
+      case .default: 2
+      }
+    return effective.strength * 3 + sourceIndex
+  }
 }
 
 /// What reading a class attribute gave.
@@ -166,7 +166,8 @@ struct Worker {
   /// Per policy, the patterns that may match entries of the current directory.
   private var candidates: [[Int]] = []
   /// Messages already built, by rule and actual class: most findings repeat one.
-  private var messages: [MessageKey: (message: String, actual: String, expected: String?)] = [:]
+  private var ruleTexts: [[CachedText?]]
+  private var noOwnClassTexts = [CachedText?](repeating: nil, count: 15)
   let containerDefault: ProtectionClass
   let owned: Set<String>
   var summary = AuditSummary()
@@ -192,6 +193,7 @@ struct Worker {
     self.containerDefault = containerDefault
     self.owned = owned
     prefix = Array(walk.unit.displayPrefix.utf8)
+    ruleTexts = matcher.policies.map { [CachedText?](repeating: nil, count: $0.rules.count * 15) }
     checkLockedOut = walk.configuration.lockState.expectsEverythingAvailable
   }
 
@@ -251,31 +253,6 @@ struct Worker {
     }
   }
 
-  /// Lists the attributes of `name` and looks for the class and the saved mode.
-  func listAttributes(dirfd: Int32, name: UnsafePointer<CChar>) -> AttributePresence {
-    guard Kernel.hasXattrAt else { return .unknown }
-    return withUnsafeTemporaryAllocation(of: CChar.self, capacity: 512) { buffer in
-      var size: Int
-      repeat {
-        size = protfs_listxattrat(dirfd, name, UInt32(AT_SYMLINK_NOFOLLOW), buffer.baseAddress, buffer.count)
-      } while size < 0 && errno == EINTR
-      if size < 0 { return errno == ERANGE ? .unknown : .failed(errno) }
-      var hasClass = false
-      var hasSaved = false
-      var start = 0
-      let list = UnsafeRawBufferPointer(start: buffer.baseAddress, count: size).bindMemory(to: UInt8.self)
-      for index in 0..<size where list[index] == 0 {
-        let entry = UnsafeBufferPointer(rebasing: list[start..<index])
-        if entry.elementsEqual(Self.classAttributeBytes) { hasClass = true }
-        if entry.elementsEqual(Self.savedModeAttributeBytes) { hasSaved = true }
-        start = index + 1
-      }
-      return .listed(hasClass: hasClass, hasSavedMode: hasSaved)
-    }
-  }
-
-  private static let classAttributeBytes = Array(AttributeName.protectionClass.utf8)
-  private static let savedModeAttributeBytes = Array(AttributeName.savedMode.utf8)
   private static let rawValues = ProtectionClass.allCases.map { ($0, $0.attributeValue) }
 
   /// Decodes a class from attribute bytes without building a `String` (the hot path).
@@ -430,24 +407,9 @@ struct Worker {
       break
     }
 
-    // One listxattrat tells which of our attributes exist; most unlabelled files need no second call.
-    var presence = AttributePresence.unknown
-    if checkLockedOut { presence = listAttributes(dirfd: dirfd, name: name) }
-    if case .failed(let code) = presence {
-      if code == ENOENT { return nil }
-      unreadable("list the attributes of", errno: code)
-      return nil
-    }
-
     var own: ProtectionClass?
     var hasAttribute = true
-    let reading: ClassReading =
-      if case .listed(let hasClass, _) = presence, !hasClass {
-        .absent
-      } else {
-        classAttribute(Self.classAttribute, dirfd: dirfd, name: name)
-      }
-    switch reading {
+    switch classAttribute(Self.classAttribute, dirfd: dirfd, name: name) {
     case .value(let value): own = value
     case .absent: hasAttribute = false
     case .corrupt(let shown):
@@ -462,26 +424,23 @@ struct Worker {
     let effective = own ?? inherited ?? containerDefault
     let source: ClassSource = own != nil ? .own : inherited != nil ? .inherited : .default
     if !hasAttribute {
-      let key = MessageKey(policy: -1, rule: -1, effective: effective, source: source)
-      let text: (message: String, actual: String, expected: String?)
-      if let cached = messages[key] {
+      let slot = CachedText.slot(effective, source)
+      let text: CachedText
+      if let cached = noOwnClassTexts[slot] {
         text = cached
       } else {
         let actual = "\(effective.shortName) (\(source.rawValue))"
-        text = ("The item has no class of its own; it gets \(actual).", actual, nil)
-        messages[key] = text
+        text = CachedText(message: "The item has no class of its own; it gets \(actual).", actual: actual)
+        noOwnClassTexts[slot] = text
       }
       emit(.noOwnClass, text.message, actual: text.actual)
     }
 
     var hasSavedMode = false
     if checkLockedOut {
-      switch presence {
-      case .listed(_, let saved): hasSavedMode = saved
-      default:
-        hasSavedMode = withUnsafeTemporaryAllocation(of: UInt8.self, capacity: 32) { buffer in
-          Self.getAttribute(dirfd: dirfd, name: name, attribute: Self.savedModeAttribute, buffer: buffer) >= 0
-        }
+      // A second getxattrat: measured cheaper than one listxattrat plus a getxattrat for labelled items.
+      hasSavedMode = withUnsafeTemporaryAllocation(of: UInt8.self, capacity: 32) { buffer in
+        Self.getAttribute(dirfd: dirfd, name: name, attribute: Self.savedModeAttribute, buffer: buffer) >= 0
       }
       if hasSavedMode {
         // TODO(lock): read the lock simulator's state from .protfs once it lands on main; until then a
@@ -550,18 +509,17 @@ struct Worker {
         checkSibling(rule, suffix: suffix, dirfd: dirfd, nameStart: nameStart, effective: effective,
           inherited: inherited, actual: "\(effective.shortName) (\(source.rawValue))")
       } else if !requirement.isSatisfied(by: effective) {
-        let key = MessageKey(policy: policyIndex, rule: winner, effective: effective, source: source)
+        let slot = winner * 15 + CachedText.slot(effective, source)
         let rule = policy.rules[winner]
-        let text: (message: String, actual: String, expected: String?)
-        if let cached = messages[key] {
+        let text: CachedText
+        if let cached = ruleTexts[policyIndex][slot] {
           text = cached
         } else {
           let actual = "\(effective.shortName) (\(source.rawValue))"
-          text = (
-            "The class is \(actual); rule \(rule.id) requires \(rule.requirement). \(rule.message)", actual,
-            rule.requirement.description
-          )
-          messages[key] = text
+          text = CachedText(
+            message: "The class is \(actual); rule \(rule.id) requires \(rule.requirement). \(rule.message)",
+            actual: actual, expected: rule.requirement.description)
+          ruleTexts[policyIndex][slot] = text
         }
         emit(id: rule.id, level: rule.level, text.message, expected: text.expected, actual: text.actual)
       }

@@ -258,12 +258,21 @@ public struct PathPattern: Sendable, Hashable, CustomStringConvertible {
 
   /// Matches a component against glob tokens, backtracking on the last `*` (linear in practice).
   static func glob(_ tokens: [Token], _ name: UnsafeBufferPointer<UInt8>) -> Bool {
+    // Trailing literals must end the name: checking them first rejects most names at once
+    // (`*-wal` against `photo.jpg`) without the backtracking loop.
+    var tokenEnd = tokens.count
+    var nameEnd = name.count
+    while tokenEnd > 0, case .literal(let byte) = tokens[tokenEnd - 1] {
+      guard nameEnd > 0, name[nameEnd - 1] == byte else { return false }
+      tokenEnd -= 1
+      nameEnd -= 1
+    }
     var t = 0
     var n = 0
     var starToken = -1
     var starName = 0
-    while n < name.count {
-      if t < tokens.count {
+    while n < nameEnd {
+      if t < tokenEnd {
         switch tokens[t] {
         case .literal(let byte):
           if name[n] == byte {
@@ -272,7 +281,7 @@ public struct PathPattern: Sendable, Hashable, CustomStringConvertible {
             continue
           }
         case .anyCharacter:
-          if let (_, next) = decodeScalar(name, at: n) {
+          if let (_, next) = decodeScalar(name[..<nameEnd], at: n) {
             t += 1
             n = next
             continue
@@ -283,7 +292,7 @@ public struct PathPattern: Sendable, Hashable, CustomStringConvertible {
           t += 1
           continue
         case .set(let set, let negated):
-          if let (scalar, next) = decodeScalar(name, at: n), set.contains(scalar) != negated {
+          if let (scalar, next) = decodeScalar(name[..<nameEnd], at: n), set.contains(scalar) != negated {
             t += 1
             n = next
             continue
@@ -296,8 +305,8 @@ public struct PathPattern: Sendable, Hashable, CustomStringConvertible {
       starName += 1
       n = starName
     }
-    while t < tokens.count, tokens[t] == .anyRun { t += 1 }
-    return t == tokens.count
+    while t < tokenEnd, tokens[t] == .anyRun { t += 1 }
+    return t == tokenEnd
   }
 
   // MARK: Static analysis

@@ -57,7 +57,6 @@ PY
 }
 
 median() { sort -n | awk '{a[NR]=$1} END {print (NR%2 ? a[(NR+1)/2] : (a[NR/2]+a[NR/2+1])/2)}'; }
-now() { date +%s%N; }
 
 small=$work/device-100k
 echo "Building the 100,000-file tree (once)..." >&2
@@ -68,23 +67,33 @@ container=$small/Containers/com.bench.app
 "$protfs" audit --format json "$container" >/dev/null || true
 getfattr -R -n user.protfs.class --absolute-names "$container" >/dev/null 2>&1 || true
 
-audit_times=()
-getfattr_times=()
+# measure VAR COMMAND...: appends "wall cpu" (seconds) of one run to the array named VAR.
+measure() {
+  local -n into=$1
+  shift
+  /usr/bin/time -o "$work/time" -f "%e %U %S" "$@" >/dev/null 2>&1 || true
+  into+=("$(awk '!/^Command/ {printf "%s %.2f", $1, $2 + $3}' "$work/time")")
+}
+audit_runs=()
+getfattr_runs=()
 for ((i = 0; i < runs; i++)); do
-  start=$(now); "$protfs" audit --format json "$container" >/dev/null || true; end=$(now)
-  audit_times+=($(((end - start) / 1000)))
-  start=$(now); getfattr -R -n user.protfs.class --absolute-names "$container" >/dev/null 2>&1 || true; end=$(now)
-  getfattr_times+=($(((end - start) / 1000)))
+  measure audit_runs "$protfs" audit --format json "$container"
+  measure getfattr_runs getfattr -R -n user.protfs.class --absolute-names "$container"
 done
-audit_median=$(printf '%s\n' "${audit_times[@]}" | median)
-getfattr_median=$(printf '%s\n' "${getfattr_times[@]}" | median)
-ratio=$(awk -v a="$audit_median" -v g="$getfattr_median" 'BEGIN {printf "%.2f", a / g}')
-printf 'files: 100000 (200 directories x 500), runs: %d, alternating, warm cache\n' "$runs"
-printf '  protfs audit --format json         median %8.3f s   (runs: %s)\n' \
-  "$(awk -v t="$audit_median" 'BEGIN {print t / 1e6}')" "$(printf '%s ' "${audit_times[@]}")"
-printf '  getfattr -R -n user.protfs.class   median %8.3f s   (runs: %s)\n' \
-  "$(awk -v t="$getfattr_median" 'BEGIN {print t / 1e6}')" "$(printf '%s ' "${getfattr_times[@]}")"
-printf '  ratio audit/getfattr: %s (target <= 0.50)\n' "$ratio"
+column() { printf '%s\n' "${@:2}" | awk -v c="$1" '{print $c}' | median; }
+audit_wall=$(column 1 "${audit_runs[@]}")
+getfattr_wall=$(column 1 "${getfattr_runs[@]}")
+audit_cpu=$(column 2 "${audit_runs[@]}")
+getfattr_cpu=$(column 2 "${getfattr_runs[@]}")
+ratio=$(awk -v a="$audit_wall" -v g="$getfattr_wall" 'BEGIN {printf "%.2f", a / g}')
+printf 'files: 100000 (200 directories x 500), runs: %d, alternating, warm cache, load average %s\n' "$runs" \
+  "$(cut -d' ' -f1 /proc/loadavg)"
+printf '  protfs audit --format json         median wall %6.3f s, cpu (user+sys) %6.3f s   (wall runs: %s)\n' \
+  "$audit_wall" "$audit_cpu" "$(printf '%s\n' "${audit_runs[@]}" | awk '{printf "%s ", $1}')"
+printf '  getfattr -R -n user.protfs.class   median wall %6.3f s, cpu (user+sys) %6.3f s   (wall runs: %s)\n' \
+  "$getfattr_wall" "$getfattr_cpu" "$(printf '%s\n' "${getfattr_runs[@]}" | awk '{printf "%s ", $1}')"
+printf '  ratio audit/getfattr: wall %s (target <= 0.50), cpu %s\n' "$ratio" \
+  "$(awk -v a="$audit_cpu" -v g="$getfattr_cpu" 'BEGIN {printf "%.2f", a / g}')"
 
 rss() { { /usr/bin/time -f %M "$protfs" audit --format json "$1" 2>&1 >/dev/null || true; } | tail -1; }
 rss_small=$(rss "$container")

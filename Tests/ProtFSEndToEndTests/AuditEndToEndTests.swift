@@ -121,6 +121,22 @@ struct AuditEndToEndTests {
     #expect(findings.map { $0["path"] as? String } == ["Documents/open.txt"])
   }
 
+  @Test func severalPathsMakeOneReport() throws {
+    let (scratch, device) = try makeDevice()
+    defer { withExtendedLifetime(scratch) {} }
+    _ = try runProtfs(["--device", device.root, "init", "com.example.second"])
+    try device.writeFile(app, "Documents/open.txt", class: ProtectionClass.none)
+    let result = try runProtfs([
+      "audit", "--format", "json", device.containerPath(app), device.containerPath("com.example.second"),
+    ])
+    #expect(result.status == 1)
+    let object = try JSONSerialization.jsonObject(with: result.stdoutBytes) as? [String: Any]
+    #expect(object?["root"] as? String == device.root + "/Containers")
+    let findings = try #require(object?["findings"] as? [[String: Any]])
+    #expect(findings.map { $0["path"] as? String } == ["\(app)/Documents/open.txt"])
+    #expect((object?["summary"] as? [String: Any])?["containers"] as? Int == 2)
+  }
+
   @Test func policySyntaxErrorsExitTwoWithFileLineAndColumn() throws {
     let (scratch, device) = try makeDevice()
     defer { withExtendedLifetime(scratch) {} }

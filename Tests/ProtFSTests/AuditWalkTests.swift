@@ -208,6 +208,20 @@ struct AuditWalkTests {
     #expect(all.containers == [app, "com.example.other"])
   }
 
+  @Test func severalPathsShareTheirCommonRoot() throws {
+    let scratch = AuditScratch()
+    defer { withExtendedLifetime(scratch) {} }
+    let device = try scratch.device(containers: [app, "com.example.other"])
+    try device.writeFile(app, "Documents/a", class: ProtectionClass.none)
+    try device.writeFile("com.example.other", "Documents/b", class: ProtectionClass.none)
+    let target = try AuditTarget.resolve([device.containerPath(app), device.containerPath("com.example.other"), device.containerPath(app)])
+    #expect(target.root == device.root + "/Containers")
+    #expect(target.units.map(\.displayPrefix) == ["\(app)/", "com.example.other/"])
+    let reporter = CollectingReporter()
+    _ = try Auditor(AuditConfiguration(policies: [.builtInDefault])).run(target, reporter: reporter)
+    #expect(reporter.findings.map(\.path).sorted() == ["\(app)/Documents/a", "com.example.other/Documents/b"])
+  }
+
   @Test func anExportedTreeOutsideADeviceIsAuditedAsAContainer() throws {
     let scratch = AuditScratch()
     defer { withExtendedLifetime(scratch) {} }

@@ -21,6 +21,37 @@ public struct AuditTarget: Sendable {
   /// The containers, sorted by name.
   public var units: [Unit]
 
+  /// Resolves several paths into one target rooted at their nearest common directory, so that one
+  /// report covers them all and every finding's path is relative to the same root.
+  public static func resolve(_ paths: [String], currentDirectory: String = FileManager.default.currentDirectoryPath)
+    throws(ProtFSError) -> AuditTarget
+  {
+    var targets: [AuditTarget] = []
+    for path in paths { targets.append(try resolve(path, currentDirectory: currentDirectory)) }
+    guard targets.count > 1 else {
+      guard let only = targets.first else {
+        throw ProtFSError(.invalidArgument, "No path to audit was given.")
+      }
+      return only
+    }
+    var common = targets[0].root.split(separator: "/")
+    for target in targets.dropFirst() {
+      let parts = target.root.split(separator: "/")
+      common = Array(zip(common, parts).prefix { $0 == $1 }.map(\.0))
+    }
+    let root = "/" + common.joined(separator: "/")
+    let prefixLength = root == "/" ? 1 : root.count + 1
+    var seen: Set<String> = []
+    var units: [Unit] = []
+    for target in targets {
+      for var unit in target.units where seen.insert(unit.absolutePath).inserted {
+        unit.displayPrefix = unit.absolutePath == root ? "" : String(unit.absolutePath.dropFirst(prefixLength)) + "/"
+        units.append(unit)
+      }
+    }
+    return AuditTarget(root: root, isDevice: false, units: units)
+  }
+
   /// Resolves `path`: a device (a directory with `Containers/`) means all its containers; any other
   /// directory is audited as one container (so an exported container tree can be checked in CI).
   ///

@@ -68,12 +68,12 @@ enum AuditCommand {
       try device.requireInitialized()
       paths = [device.root]
     }
-    let targets = try paths.map { (path) throws(ProtFSError) in try AuditTarget.resolve(path) }
+    let target = try AuditTarget.resolve(paths)
 
     // PROTFS_AUDIT_THREADS tunes the walk for benchmarks; PERF-NOTES measured 2 threads on 2 cores.
     let threads = invocation.environment["PROTFS_AUDIT_THREADS"].flatMap(Int.init) ?? 2
     let configuration = AuditConfiguration(
-      policies: policies, entitlementsDefault: entitlementsDefault, lockState: lockState(of: targets),
+      policies: policies, entitlementsDefault: entitlementsDefault, lockState: lockState(of: target),
       threads: min(max(threads, 1), 64))
     try configuration.validate()
 
@@ -90,13 +90,9 @@ enum AuditCommand {
     }
     defer { if fd != STDOUT_FILENO { close(fd) } }
 
-    var total = AuditSummary()
-    for target in targets {
-      let output = AuditOutput(fileDescriptor: fd, description: outputName)
-      let summary = try Auditor(configuration).run(target, reporter: format.reporter(output))
-      if let error = output.writeError { throw error }
-      total.merge(summary)
-    }
+    let output = AuditOutput(fileDescriptor: fd, description: outputName)
+    let total = try Auditor(configuration).run(target, reporter: format.reporter(output))
+    if let error = output.writeError { throw error }
     if total.incomplete {
       Console.err("Error: the audit is incomplete: part of the tree could not be read (see the \(BuiltInCheck.unreadable.rawValue) findings).")
       return 2
@@ -108,7 +104,7 @@ enum AuditCommand {
   ///
   /// TODO(lock): read the state the lock simulator keeps in `.protfs/` once it lands on main. Until then
   /// the state is unknown, and a saved mode left on an item is reported as a leftover.
-  private static func lockState(of targets: [AuditTarget]) -> AuditLockState { .unknown }
+  private static func lockState(of target: AuditTarget) -> AuditLockState { .unknown }
 
   private static func parse<T: RawRepresentable & CaseIterable>(_ text: String, as type: T.Type, option: String,
     _ invocation: Invocation) throws -> T where T.RawValue == String

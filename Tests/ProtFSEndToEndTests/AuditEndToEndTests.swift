@@ -212,7 +212,8 @@ struct AuditEndToEndTests {
     let result =
       getuid() == 0
       ? try runProcess(
-        "/usr/bin/setpriv", ["--bounding-set=-dac_override,-dac_read_search", RepositoryLayout.protfsBinary] + arguments)
+        "/usr/bin/setpriv",
+        ["--bounding-set=-dac_override,-dac_read_search", RepositoryLayout.protfsBinary] + arguments)
       : try runProtfs(arguments)
     #expect(result.status == 2, "\(result.stderr)")
     #expect(result.stderr.contains("the audit is incomplete"))
@@ -235,20 +236,26 @@ struct AuditEndToEndTests {
     #expect(result.status == 1)
     let object = try JSONSerialization.jsonObject(with: result.stdoutBytes) as? [String: Any]
     let loops = (object?["findings"] as? [[String: Any]] ?? []).filter { $0["ruleId"] as? String == "PFS010" }
-    #expect(loops.compactMap { $0["path"] as? String }.sorted() == ["a", "b", "self"].map { "Containers/\(app)/Documents/\($0)" })
+    #expect(
+      loops.compactMap { $0["path"] as? String }.sorted()
+        == ["a", "b", "self"].map { "Containers/\(app)/Documents/\($0)" })
   }
 
   @Test func namesThatAreNotUTF8AreReportedInEveryFormat() throws {
     let (scratch, device) = try makeDevice()
     defer { withExtendedLifetime(scratch) {} }
     let path = Array(device.containerPath(app, "tmp/caf").utf8) + [0xE9, 0]
-    let fd = path.withUnsafeBufferPointer { $0.withMemoryRebound(to: CChar.self) { open($0.baseAddress!, O_CREAT | O_WRONLY, 0o600) } }
+    let fd = path.withUnsafeBufferPointer {
+      $0.withMemoryRebound(to: CChar.self) { open($0.baseAddress!, O_CREAT | O_WRONLY, 0o600) }
+    }
     close(fd)
     for format in ["text", "json", "sarif", "junit"] {
       let result = try runProtfs(["--device", device.root, "audit", "--format", format])
       #expect(result.status == 0, "\(format): \(result.stderr)")
       #expect(String(validating: result.stdoutBytes, as: UTF8.self) != nil, "\(format) output is valid UTF-8")
-      #expect(result.stdout.contains(format == "sarif" ? "tmp/caf%E9" : "tmp/caf\\\\xE9") || result.stdout.contains("tmp/caf\\xE9"))
+      #expect(
+        result.stdout.contains(format == "sarif" ? "tmp/caf%E9" : "tmp/caf\\\\xE9")
+          || result.stdout.contains("tmp/caf\\xE9"))
       #expect(result.stdout.contains("PFS009"))
     }
   }
@@ -264,8 +271,12 @@ struct AuditEndToEndTests {
       </dict></plist>
       """
     let entitlements = try writePolicy(scratch, "app.entitlements", plist)
-    let result = try runProtfs(["--device", device.root, "audit", "--entitlements", entitlements, "--fail-on", "warning"])
+    let result = try runProtfs([
+      "--device", device.root, "audit", "--entitlements", entitlements, "--fail-on", "warning",
+    ])
     #expect(result.status == 1)
-    #expect(result.stdout.contains("PFS007  .: The container's default class is until-first-auth but the entitlements ask for complete."))
+    #expect(
+      result.stdout.contains(
+        "PFS007  .: The container's default class is until-first-auth but the entitlements ask for complete."))
   }
 }

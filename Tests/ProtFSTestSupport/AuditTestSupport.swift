@@ -33,9 +33,10 @@ public final class AuditScratch: @unchecked Sendable {
 extension Device {
   /// Writes a file inside container `bundleID` at `relative`, with `protectionClass` as its own class
   /// (none when nil) and `mode`; parent directories must exist.
-  public func writeFile(_ bundleID: String, _ relative: String, class protectionClass: ProtectionClass?,
-    mode: Int = 0o600, contents: String = "data") throws
-  {
+  public func writeFile(
+    _ bundleID: String, _ relative: String, class protectionClass: ProtectionClass?,
+    mode: Int = 0o600, contents: String = "data"
+  ) throws {
     let path = containerPath(bundleID, relative)
     guard FileManager.default.createFile(atPath: path, contents: Data(contents.utf8)) else {
       throw ProtFSError(.io, "Cannot create '\(path)'.")
@@ -97,7 +98,9 @@ public final class CollectingReporter: AuditReporter {
 }
 
 /// Runs an audit of `path` with `configuration` and returns what it reported.
-public func runAudit(_ path: String, _ configuration: AuditConfiguration = AuditConfiguration(policies: [.builtInDefault]))
+public func runAudit(
+  _ path: String, _ configuration: AuditConfiguration = AuditConfiguration(policies: [.builtInDefault])
+)
   throws -> CollectingReporter
 {
   let reporter = CollectingReporter()
@@ -146,9 +149,10 @@ public struct ProcessResult: Sendable {
 
 /// Runs `executable` with `arguments` and waits; standard output and error are captured through files
 /// so that a large report cannot fill a pipe and block.
-public func runProcess(_ executable: String, _ arguments: [String], environment: [String: String] = [:],
-  currentDirectory: String? = nil) throws -> ProcessResult
-{
+public func runProcess(
+  _ executable: String, _ arguments: [String], environment: [String: String] = [:],
+  currentDirectory: String? = nil
+) throws -> ProcessResult {
   let scratch = AuditScratch()
   defer { withExtendedLifetime(scratch) {} }
   let outPath = scratch.path + "/stdout"

@@ -67,7 +67,9 @@ struct AuditPatternTests {
     #expect(matched)
   }
 
-  @Test(arguments: [("[abc", 0, "closing ']'"), ("a/[b", 2, "closing ']'"), ("ab\\", 2, "after '\\'"), ("", 0, "non-empty")])
+  @Test(arguments: [
+    ("[abc", 0, "closing ']'"), ("a/[b", 2, "closing ']'"), ("ab\\", 2, "after '\\'"), ("", 0, "non-empty"),
+  ])
   func syntaxErrors(_ text: String, _ offset: Int, _ expected: String) {
     #expect {
       _ = try PathPattern(text)

@@ -57,9 +57,11 @@ struct AuditPolicyTests {
     BadLine(text: "rule R1 error \"a\" any \"m\" extra", line: 1, column: 27, expected: "expected the end of the line"),
     BadLine(text: "rule R1 error \"a any \"m\"", line: 1, column: 24, expected: "closing '\"'"),
     BadLine(text: "rule R1 error \"[ab\" any \"m\"", line: 1, column: 16, expected: "closing ']'"),
-    BadLine(text: "rule R1 error \"a\" any \"m\"\nrule R1 note \"b\" any \"n\"", line: 2, column: 6,
+    BadLine(
+      text: "rule R1 error \"a\" any \"m\"\nrule R1 note \"b\" any \"n\"", line: 2, column: 6,
       expected: "R1 is already used on line 1"),
-    BadLine(text: "rule R1 error \"a\" same-as-sibling-without \"\" \"m\"", line: 1, column: 43,
+    BadLine(
+      text: "rule R1 error \"a\" same-as-sibling-without \"\" \"m\"", line: 1, column: 43,
       expected: "non-empty name suffix"),
   ]
 
@@ -69,7 +71,8 @@ struct AuditPolicyTests {
       _ = try Policy(parsing: bad.text, source: "bad.policy")
     } throws: { error in
       guard let diagnostic = error as? PolicyDiagnostic else { return false }
-      let ok = diagnostic.line == bad.line && diagnostic.column == bad.column
+      let ok =
+        diagnostic.line == bad.line && diagnostic.column == bad.column
         && diagnostic.description.hasPrefix("bad.policy:\(bad.line):\(bad.column): expected")
         && diagnostic.message.contains(bad.expected)
       if !ok { Issue.record("got \(diagnostic)") }
@@ -86,12 +89,15 @@ struct AuditPolicyTests {
         rule R4 error "a" != none "m"
         """, source: "w.policy")
     #expect(policy.warnings.count == 2)
-    #expect(policy.warnings[0].description.hasPrefix("w.policy:1:15: warning: the pattern \"Documents//x\" can never match"))
-    #expect(policy.warnings[1].description.hasPrefix("w.policy:2:1: warning: rule R2 can never match: rule R4 on line 4"))
+    #expect(
+      policy.warnings[0].description.hasPrefix("w.policy:1:15: warning: the pattern \"Documents//x\" can never match"))
+    #expect(
+      policy.warnings[1].description.hasPrefix("w.policy:2:1: warning: rule R2 can never match: rule R4 on line 4"))
   }
 
   @Test func aRuleAfterMatchEverythingShadowsEarlierOnes() throws {
-    let policy = try Policy(parsing: "rule R1 error \"Documents/**\" = complete \"m\"\nrule R2 note \"**\" any \"m\"\n", source: "s")
+    let policy = try Policy(
+      parsing: "rule R1 error \"Documents/**\" = complete \"m\"\nrule R2 note \"**\" any \"m\"\n", source: "s")
     #expect(policy.warnings.map(\.line) == [1])
   }
 

@@ -95,7 +95,9 @@ struct AuditReportTests {
     let rules = BuiltInCheck.allCases.count + Policy.builtInDefault.rules.count
     #expect(cases.count == rules)
     #expect(try document.nodes(forXPath: "//failure").count == 3)
-    let failing = try document.nodes(forXPath: "//testcase[failure]").compactMap { ($0 as? XMLElement)?.attribute(forName: "name")?.stringValue }
+    let failing = try document.nodes(forXPath: "//testcase[failure]").compactMap {
+      ($0 as? XMLElement)?.attribute(forName: "name")?.stringValue
+    }
     #expect(failing.sorted() == ["DP004 dp004", "PFS003 protected-file-readable-by-others", "PFS006 no-own-class"])
     let suites = try document.nodes(forXPath: "/testsuites").first as? XMLElement
     #expect(suites?.attribute(forName: "failures")?.stringValue == "3")

@@ -63,7 +63,8 @@ struct AuditWalkTests {
     try device.writeFile(app, "Documents/inbox/letter.txt", class: nil)
     let result = try runAudit(device.root)
     #expect(result.significant == ["DP004 Documents/inbox", "DP004 Documents/inbox/letter.txt"])
-    let letter = try #require(result.findings.first { $0.ruleID == "DP004" && $0.containerPath.hasSuffix("letter.txt") })
+    let letter = try #require(
+      result.findings.first { $0.ruleID == "DP004" && $0.containerPath.hasSuffix("letter.txt") })
     #expect(letter.actual == "none (inherited)")
     #expect(result.paths("PFS006") == ["Documents/inbox/letter.txt"])
     #expect(result.findings.first { $0.ruleID == "PFS006" }?.level == .note)
@@ -94,7 +95,8 @@ struct AuditWalkTests {
     defer { withExtendedLifetime(scratch) {} }
     let device = try scratch.device()
     try device.writeFile(app, "Documents/a", class: nil)
-    try device.setAttribute(device.containerPath(app, "Documents/a"), AttributeName.protectionClass, "NSFileProtectionBogus")
+    try device.setAttribute(
+      device.containerPath(app, "Documents/a"), AttributeName.protectionClass, "NSFileProtectionBogus")
     try device.setAttribute(device.containerPath(app), AttributeName.defaultClass, "garbage")
     let result = try runAudit(device.root)
     #expect(result.paths("PFS001") == [".", "Documents/a"])
@@ -145,7 +147,9 @@ struct AuditWalkTests {
     let result = try runAudit(device.root)
     #expect(result.paths("PFS004") == ["Documents/abs-out", "Documents/dangling-out", "Documents/rel-out"])
     #expect(result.paths("PFS010") == ["Documents/loop-a", "Documents/loop-b"])
-    #expect(result.findings.first { $0.ruleID == "PFS004" && $0.containerPath == "Documents/abs-out" }?.actual == "/etc/passwd")
+    #expect(
+      result.findings.first { $0.ruleID == "PFS004" && $0.containerPath == "Documents/abs-out" }?.actual
+        == "/etc/passwd")
   }
 
   @Test func temporaryDownloadsWithoutATaskAreOrphans() throws {
@@ -158,10 +162,14 @@ struct AuditWalkTests {
     try device.writeFile(app, "\(downloads)/CFNetworkDownload_stale.tmp", class: ProtectionClass.none)
     try device.writeFile(app, "\(downloads)/notes.txt", class: ProtectionClass.none)
     let noStore = try runAudit(device.root)
-    #expect(noStore.paths("PFS005") == ["\(downloads)/CFNetworkDownload_owned.tmp", "\(downloads)/CFNetworkDownload_stale.tmp"])
+    #expect(
+      noStore.paths("PFS005") == [
+        "\(downloads)/CFNetworkDownload_owned.tmp", "\(downloads)/CFNetworkDownload_stale.tmp",
+      ])
     let withStore = try runAudit(
       device.root,
-      AuditConfiguration(policies: [.builtInDefault], downloadTasks: FixedOwners(names: ["CFNetworkDownload_owned.tmp"])))
+      AuditConfiguration(
+        policies: [.builtInDefault], downloadTasks: FixedOwners(names: ["CFNetworkDownload_owned.tmp"])))
     #expect(withStore.paths("PFS005") == ["\(downloads)/CFNetworkDownload_stale.tmp"])
   }
 
@@ -169,7 +177,8 @@ struct AuditWalkTests {
     let scratch = AuditScratch()
     defer { withExtendedLifetime(scratch) {} }
     let device = try scratch.device()
-    let result = try runAudit(device.root, AuditConfiguration(policies: [.builtInDefault], entitlementsDefault: .complete))
+    let result = try runAudit(
+      device.root, AuditConfiguration(policies: [.builtInDefault], entitlementsDefault: .complete))
     #expect(result.paths("PFS007") == ["."])
     let same = try runAudit(
       device.root,
@@ -214,7 +223,9 @@ struct AuditWalkTests {
     let device = try scratch.device(containers: [app, "com.example.other"])
     try device.writeFile(app, "Documents/a", class: ProtectionClass.none)
     try device.writeFile("com.example.other", "Documents/b", class: ProtectionClass.none)
-    let target = try AuditTarget.resolve([device.containerPath(app), device.containerPath("com.example.other"), device.containerPath(app)])
+    let target = try AuditTarget.resolve([
+      device.containerPath(app), device.containerPath("com.example.other"), device.containerPath(app),
+    ])
     #expect(target.root == device.root + "/Containers")
     #expect(target.units.map(\.displayPrefix) == ["\(app)/", "com.example.other/"])
     let reporter = CollectingReporter()
@@ -228,7 +239,8 @@ struct AuditWalkTests {
     let root = scratch.path + "/export"
     try FileManager.default.createDirectory(atPath: root + "/Documents", withIntermediateDirectories: true)
     _ = FileManager.default.createFile(atPath: root + "/Documents/a", contents: Data())
-    try Device(root: "/").setAttribute(root + "/Documents/a", AttributeName.protectionClass, ProtectionClass.none.rawValue)
+    try Device(root: "/").setAttribute(
+      root + "/Documents/a", AttributeName.protectionClass, ProtectionClass.none.rawValue)
     let result = try runAudit(root)
     #expect(result.significant == ["DP004 Documents/a"])
   }

@@ -19,9 +19,10 @@ public struct AuditFinding: Sendable, Equatable {
 
   /// Creates a finding for the item at `pathBytes` (relative to the audited root), whose path inside
   /// its container starts at `containerPathOffset`.
-  public init(ruleID: String, level: AuditLevel, container: String, pathBytes: [UInt8], containerPathOffset: Int = 0,
-    message: String, expected: String? = nil, actual: String? = nil)
-  {
+  public init(
+    ruleID: String, level: AuditLevel, container: String, pathBytes: [UInt8], containerPathOffset: Int = 0,
+    message: String, expected: String? = nil, actual: String? = nil
+  ) {
     self.ruleID = ruleID
     self.level = level
     self.container = container
@@ -101,40 +102,62 @@ public enum BuiltInCheck: String, Sendable, CaseIterable {
 
   /// How reports describe the check.
   public var description: AuditRuleDescription {
-    let (name, level, summary, help): (String, AuditLevel, String, String) =
+    let (name, summary, help): (String, String, String) =
       switch self {
       case .corruptClass:
-        ("corrupt-class", .error, "The protection class attribute holds a value that is not a protection class.",
-         "user.protfs.class must hold one of Apple's raw values (for example NSFileProtectionComplete). Set a valid class with `protfs set-class CLASS PATH`.")
+        (
+          "corrupt-class", "The protection class attribute holds a value that is not a protection class.",
+          "user.protfs.class must hold one of Apple's raw values (for example NSFileProtectionComplete). Set a valid class with `protfs set-class CLASS PATH`."
+        )
       case .lockedOut:
-        ("locked-out-while-unlocked", .error, "The item is still locked out although the device is unlocked.",
-         "A lock removed the item's permission bits (saving them in user.protfs.saved-mode) and the unlock did not put them back, so the app cannot read it. Run `protfs unlock` to restore the saved modes.")
+        (
+          "locked-out-while-unlocked", "The item is still locked out although the device is unlocked.",
+          "A lock removed the item's permission bits (saving them in user.protfs.saved-mode) and the unlock did not put them back, so the app cannot read it. Run `protfs unlock` to restore the saved modes."
+        )
       case .protectedFileReadableByOthers:
-        ("protected-file-readable-by-others", .warning, "A complete or unless-open file is readable by its group or others.",
-         "Classes complete and complete-unless-open protect data the app considers sensitive; permission bits that let other users read it defeat that on a shared system. Remove the group and other read bits (chmod go-r).")
+        (
+          "protected-file-readable-by-others",
+          "A complete or unless-open file is readable by its group or others.",
+          "Classes complete and complete-unless-open protect data the app considers sensitive; permission bits that let other users read it defeat that on a shared system. Remove the group and other read bits (chmod go-r)."
+        )
       case .symlinkLeavesContainer:
-        ("symlink-leaves-container", .error, "A symbolic link points outside its container.",
-         "An app's container is its sandbox: a link out of it reaches data whose class the app does not control. Replace the link with a copy or point it inside the container.")
+        (
+          "symlink-leaves-container", "A symbolic link points outside its container.",
+          "An app's container is its sandbox: a link out of it reaches data whose class the app does not control. Replace the link with a copy or point it inside the container."
+        )
       case .orphanTemporaryDownload:
-        ("orphan-temporary-download", .warning, "A background-download temp file that no download task owns.",
-         "nsurlsessiond removes CFNetworkDownload_*.tmp files when their task ends; one no task owns is left over from a crash and only wastes space. Delete it.")
+        (
+          "orphan-temporary-download", "A background-download temp file that no download task owns.",
+          "nsurlsessiond removes CFNetworkDownload_*.tmp files when their task ends; one no task owns is left over from a crash and only wastes space. Delete it."
+        )
       case .noOwnClass:
-        ("no-own-class", .note, "The item has no protection class of its own.",
-         "On iOS every file gets a class when it is created. An item without user.protfs.class was created outside protfs and inherits its directory's class; set one with `protfs set-class` if that is not what the app would do.")
+        (
+          "no-own-class", "The item has no protection class of its own.",
+          "On iOS every file gets a class when it is created. An item without user.protfs.class was created outside protfs and inherits its directory's class; set one with `protfs set-class` if that is not what the app would do."
+        )
       case .defaultClassMismatch:
-        ("default-class-mismatch", .warning, "The container's default class differs from the entitlements.",
-         "The com.apple.developer.default-data-protection entitlement sets the class new files get; the container was created with another default. Re-run `protfs init --entitlements FILE BUNDLE-ID`.")
+        (
+          "default-class-mismatch", "The container's default class differs from the entitlements.",
+          "The com.apple.developer.default-data-protection entitlement sets the class new files get; the container was created with another default. Re-run `protfs init --entitlements FILE BUNDLE-ID`."
+        )
       case .unreadable:
-        ("unreadable", .error, "Part of the tree could not be read, so the audit is incomplete.",
-         "protfs audit must read every directory and every item's attributes. Run it as a user who can read the whole tree (and with the device unlocked).")
+        (
+          "unreadable", "Part of the tree could not be read, so the audit is incomplete.",
+          "protfs audit must read every directory and every item's attributes. Run it as a user who can read the whole tree (and with the device unlocked)."
+        )
       case .nonUTF8Name:
-        ("non-utf8-name", .warning, "A file name is not valid UTF-8.",
-         "iOS file names are UTF-8 (APFS requires it); a name that is not cannot come from an app. Rename the item.")
+        (
+          "non-utf8-name", "A file name is not valid UTF-8.",
+          "iOS file names are UTF-8 (APFS requires it); a name that is not cannot come from an app. Rename the item."
+        )
       case .symlinkLoop:
-        ("symlink-loop", .warning, "A symbolic link loops.",
-         "Resolving the link never ends (ELOOP), so any app that opens it fails. Remove or fix the link.")
+        (
+          "symlink-loop", "A symbolic link loops.",
+          "Resolving the link never ends (ELOOP), so any app that opens it fails. Remove or fix the link."
+        )
       }
-    return AuditRuleDescription(id: rawValue, name: name, level: level, summary: summary, help: help, origin: "built-in")
+    return AuditRuleDescription(
+      id: rawValue, name: name, level: level, summary: summary, help: help, origin: "built-in")
   }
 }
 

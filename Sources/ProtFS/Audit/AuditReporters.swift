@@ -119,7 +119,8 @@ public final class SARIFAuditReporter: AuditReporter {
     output.write("\n          ]\n        }\n      },\n")
     let base = target.root.hasSuffix("/") ? target.root : target.root + "/"
     output.write(
-      "      \"originalUriBaseIds\": {\"AUDITROOT\": {\"uri\": \(Escape.json("file://" + Escape.uri(Array(base.utf8))))}},\n")
+      "      \"originalUriBaseIds\": {\"AUDITROOT\": {\"uri\": \(Escape.json("file://" + Escape.uri(Array(base.utf8))))}},\n"
+    )
     output.write("      \"columnKind\": \"unicodeCodePoints\",\n      \"results\": [")
   }
 

@@ -31,9 +31,10 @@ public struct AuditConfiguration: Sendable {
   public var threads: Int
 
   /// Creates a configuration.
-  public init(policies: [Policy], entitlementsDefault: ProtectionClass? = nil, lockState: AuditLockState = .unknown,
-    downloadTasks: any DownloadTaskDirectory = NoDownloadTasks(), threads: Int = 2)
-  {
+  public init(
+    policies: [Policy], entitlementsDefault: ProtectionClass? = nil, lockState: AuditLockState = .unknown,
+    downloadTasks: any DownloadTaskDirectory = NoDownloadTasks(), threads: Int = 2
+  ) {
     self.policies = policies
     self.entitlementsDefault = entitlementsDefault
     self.lockState = lockState

@@ -80,7 +80,8 @@ struct ContainerWalk: Sendable {
     switch setup.classAttribute(AttributeName.protectionClass, dirfd: rootFD, name: nil) {
     case .value(let value): rootOwn = value
     case .corrupt(let shown):
-      setup.emit(.corruptClass, "The container root's class holds \(shown), which is not a protection class.", actual: shown)
+      setup.emit(
+        .corruptClass, "The container root's class holds \(shown), which is not a protection class.", actual: shown)
     case .absent, .vanished: break
     case .failed(let code): setup.unreadable("read the class of", errno: code)
     }
@@ -184,9 +185,10 @@ struct Worker {
   private static let temporaryPrefix = Array("CFNetworkDownload_".utf8)
   private static let temporarySuffix = Array(".tmp".utf8)
 
-  init(walk: ContainerWalk, rootFD: Int32, matcher: RuleMatcher, containerDefault: ProtectionClass,
-    owned: Set<String>)
-  {
+  init(
+    walk: ContainerWalk, rootFD: Int32, matcher: RuleMatcher, containerDefault: ProtectionClass,
+    owned: Set<String>
+  ) {
     self.walk = walk
     self.rootFD = rootFD
     self.matcher = matcher
@@ -262,9 +264,10 @@ struct Worker {
   }
 
   /// `getxattrat(2)` with `AT_SYMLINK_NOFOLLOW`, or its fallback; the size, or minus the errno.
-  static func getAttribute(dirfd: Int32, name: UnsafePointer<CChar>?, attribute: UnsafePointer<CChar>,
-    buffer: UnsafeMutableBufferPointer<UInt8>) -> Int
-  {
+  static func getAttribute(
+    dirfd: Int32, name: UnsafePointer<CChar>?, attribute: UnsafePointer<CChar>,
+    buffer: UnsafeMutableBufferPointer<UInt8>
+  ) -> Int {
     while true {
       let result: Int
       if let name {
@@ -336,7 +339,8 @@ struct Worker {
         guard fstatat(dirfd(stream), namePointer, &st, AT_SYMLINK_NOFOLLOW) == 0 else { continue }
         kind = FileKind(mode: st.st_mode)
       }
-      if let child = check(dirfd: dirfd(stream), name: namePointer, nameStart: start, kind: kind,
+      if let child = check(
+        dirfd: dirfd(stream), name: namePointer, nameStart: start, kind: kind,
         inherited: directory.inheritedByChildren)
       {
         found.append(child)
@@ -388,9 +392,10 @@ struct Worker {
   // MARK: Checks
 
   /// Checks the entry whose path is in `path`; returns it as a pending directory when it is one.
-  private mutating func check(dirfd: Int32, name: UnsafePointer<CChar>, nameStart: Int, kind: FileKind,
-    inherited: ProtectionClass?) -> PendingDirectory?
-  {
+  private mutating func check(
+    dirfd: Int32, name: UnsafePointer<CChar>, nameStart: Int, kind: FileKind,
+    inherited: ProtectionClass?
+  ) -> PendingDirectory? {
     let nameBytes = path[nameStart...]
     if !DisplayPath.isValidUTF8(nameBytes) {
       emit(
@@ -414,7 +419,8 @@ struct Worker {
     case .absent: hasAttribute = false
     case .corrupt(let shown):
       emit(
-        .corruptClass, "The attribute \(AttributeName.protectionClass) holds \(shown), which is not a protection class.",
+        .corruptClass,
+        "The attribute \(AttributeName.protectionClass) holds \(shown), which is not a protection class.",
         actual: shown)
     case .vanished: return nil
     case .failed(let code):
@@ -471,7 +477,9 @@ struct Worker {
       }
     }
 
-    if kind == .file, nameBytes.starts(with: Self.temporaryPrefix), nameBytes.reversed().starts(with: Self.temporarySuffix.reversed()) {
+    if kind == .file, nameBytes.starts(with: Self.temporaryPrefix),
+      nameBytes.reversed().starts(with: Self.temporarySuffix.reversed())
+    {
       let text = String(decoding: nameBytes, as: UTF8.self)
       if !owned.contains(text) {
         emit(
@@ -480,16 +488,18 @@ struct Worker {
       }
     }
 
-    evaluatePolicies(dirfd: dirfd, nameStart: nameStart, kind: kind, effective: effective, source: source,
+    evaluatePolicies(
+      dirfd: dirfd, nameStart: nameStart, kind: kind, effective: effective, source: source,
       inherited: inherited)
 
     guard kind == .directory else { return nil }
     return PendingDirectory(path: path, inheritedByChildren: own ?? inherited)
   }
 
-  private mutating func evaluatePolicies(dirfd: Int32, nameStart: Int, kind: FileKind, effective: ProtectionClass,
-    source: ClassSource, inherited: ProtectionClass?)
-  {
+  private mutating func evaluatePolicies(
+    dirfd: Int32, nameStart: Int, kind: FileKind, effective: ProtectionClass,
+    source: ClassSource, inherited: ProtectionClass?
+  ) {
     let isDirectory = kind == .directory
     for (policyIndex, policy) in matcher.policies.enumerated() {
       var winner = -1
@@ -506,7 +516,8 @@ struct Worker {
       let requirement = policy.rules[winner].requirement
       if case .sameAsSiblingWithout(let suffix) = requirement {
         let rule = policy.rules[winner]
-        checkSibling(rule, suffix: suffix, dirfd: dirfd, nameStart: nameStart, effective: effective,
+        checkSibling(
+          rule, suffix: suffix, dirfd: dirfd, nameStart: nameStart, effective: effective,
           inherited: inherited, actual: "\(effective.shortName) (\(source.rawValue))")
       } else if !requirement.isSatisfied(by: effective) {
         let slot = winner * 15 + CachedText.slot(effective, source)
@@ -526,9 +537,10 @@ struct Worker {
     }
   }
 
-  private mutating func checkSibling(_ rule: PolicyRule, suffix: String, dirfd: Int32, nameStart: Int,
-    effective: ProtectionClass, inherited: ProtectionClass?, actual: String)
-  {
+  private mutating func checkSibling(
+    _ rule: PolicyRule, suffix: String, dirfd: Int32, nameStart: Int,
+    effective: ProtectionClass, inherited: ProtectionClass?, actual: String
+  ) {
     let suffixBytes = Array(suffix.utf8)
     let name = Array(path[nameStart...])
     guard name.count > suffixBytes.count, name.suffix(suffixBytes.count).elementsEqual(suffixBytes) else { return }
@@ -569,7 +581,8 @@ struct Worker {
     let target = readLink(dirfd: dirfd, name: name)
     switch code {
     case ELOOP:
-      emit(.symlinkLoop, "The symbolic link loops (it points to '\(DisplayPath.text(target))' and never resolves).",
+      emit(
+        .symlinkLoop, "The symbolic link loops (it points to '\(DisplayPath.text(target))' and never resolves).",
         actual: DisplayPath.text(target))
     case EXDEV:
       if lexicallyInside(target) { return }
@@ -607,8 +620,9 @@ struct Worker {
   private func lexicallyInside(_ target: [UInt8]) -> Bool {
     if target.first == UInt8(ascii: "/") {
       let root = Array(walk.unit.absolutePath.utf8)
-      return target == root || (target.starts(with: root) && target.count > root.count
-        && target[root.count] == UInt8(ascii: "/"))
+      return target == root
+        || (target.starts(with: root) && target.count > root.count
+          && target[root.count] == UInt8(ascii: "/"))
     }
     var depth = components.count - 1  // the link's directory
     for component in target.split(separator: UInt8(ascii: "/")) {

@@ -205,9 +205,10 @@ public struct PathPattern: Sendable, Hashable, CustomStringConvertible {
   /// Whether the pattern matches the path whose components are `components` of `path`.
   ///
   /// `path` holds the components separated by `/`; `components` are their byte ranges in it.
-  public func matches(_ path: UnsafeBufferPointer<UInt8>, components: UnsafeBufferPointer<Range<Int>>,
-    isDirectory: Bool) -> Bool
-  {
+  public func matches(
+    _ path: UnsafeBufferPointer<UInt8>, components: UnsafeBufferPointer<Range<Int>>,
+    isDirectory: Bool
+  ) -> Bool {
     if matchesDirectoriesOnly && !isDirectory { return false }
     return match(segment: 0, component: 0, path, components)
   }
@@ -227,9 +228,10 @@ public struct PathPattern: Sendable, Hashable, CustomStringConvertible {
     }
   }
 
-  private func match(segment: Int, component: Int, _ path: UnsafeBufferPointer<UInt8>,
-    _ components: UnsafeBufferPointer<Range<Int>>) -> Bool
-  {
+  private func match(
+    segment: Int, component: Int, _ path: UnsafeBufferPointer<UInt8>,
+    _ components: UnsafeBufferPointer<Range<Int>>
+  ) -> Bool {
     var segment = segment
     var component = component
     while segment < segments.count {

@@ -1,3 +1,5 @@
+import Foundation
+
 /// How serious a finding is, in SARIF's and CI's vocabulary.
 public enum AuditLevel: String, Sendable, Codable, CaseIterable, Comparable {
   /// Informational: worth knowing, never a defect by itself.
@@ -113,11 +115,14 @@ public struct Policy: Sendable {
   public static let builtInSource = "<built-in default.policy>"
 
   /// The policy shipped as `Policies/default.policy`, compiled into the library.
-  public static var builtInDefault: Policy {
-    // The embedded text is tested to parse; a failure here is a build defect, not user input.
-    // swiftlint:disable:next force_try
-    try! Policy(parsing: DefaultPolicyText.text, source: builtInSource)
-  }
+  public static let builtInDefault: Policy = {
+    do {
+      return try Policy(parsing: DefaultPolicyText.text, source: builtInSource)
+    } catch {
+      // The embedded text is tested to parse: a failure here is a build defect, not user input.
+      preconditionFailure("The built-in default policy does not parse: \(error)")
+    }
+  }()
 
   /// The longest line a policy may have: long enough for any real rule, short enough to report garbage clearly.
   public static let maximumLineLength = 64 * 1024
@@ -159,7 +164,8 @@ public struct Policy: Sendable {
       bytes = try AtomicFile.read(named: Self.nameOf(path), in: directory, limit: Self.maximumFileSize)
     } catch {
       throw ProtFSError(
-        error.code == .malformed ? .malformed : error.code, "Cannot read the policy file '\(path)': \(error.reasonText).",
+        error.code == .malformed ? .malformed : error.code,
+        "Cannot read the policy file '\(path)': \(error.reasonText).",
         path: path, errno: error.errno, hint: "give the path of a .policy file (see Policies/README.md)")
     }
     guard let text = String(validating: bytes, as: UTF8.self) else {
@@ -226,5 +232,3 @@ extension ProtFSError {
     return message.hasSuffix(".") ? String(message.dropLast()) : message
   }
 }
-
-import Foundation

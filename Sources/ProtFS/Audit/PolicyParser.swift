@@ -100,9 +100,10 @@ struct PolicyParser {
       line: number)
   }
 
-  private func parseRequirement(next: () -> Token, peek: () -> Token, fail: (Token, String) -> PolicyDiagnostic,
-    line: Int) throws(PolicyDiagnostic) -> ClassRequirement
-  {
+  private func parseRequirement(
+    next: () -> Token, peek: () -> Token, fail: (Token, String) -> PolicyDiagnostic,
+    line: Int
+  ) throws(PolicyDiagnostic) -> ClassRequirement {
     let token = next()
     func parseClass() throws(PolicyDiagnostic) -> ProtectionClass {
       let classToken = next()
@@ -144,7 +145,10 @@ struct PolicyParser {
       }
       return .sameAsSiblingWithout(suffix: suffix)
     default:
-      throw fail(token, "a requirement: = CLASS, >= CLASS, <= CLASS, != CLASS, in {CLASS, ...}, any, or same-as-sibling-without \"SUFFIX\"")
+      throw fail(
+        token,
+        "a requirement: = CLASS, >= CLASS, <= CLASS, != CLASS, in {CLASS, ...}, any, or same-as-sibling-without \"SUFFIX\""
+      )
     }
   }
 
@@ -154,7 +158,8 @@ struct PolicyParser {
     guard let first = id.unicodeScalars.first, first.properties.isAlphabetic, first.isASCII, id.utf8.count <= 64
     else { return false }
     return id.unicodeScalars.allSatisfy { scalar in
-      scalar.isASCII && (scalar.properties.isAlphabetic || ("0"..."9").contains(scalar) || "._-".unicodeScalars.contains(scalar))
+      scalar.isASCII
+        && (scalar.properties.isAlphabetic || ("0"..."9").contains(scalar) || "._-".unicodeScalars.contains(scalar))
     }
   }
 

@@ -27,7 +27,9 @@ enum AuditCommand {
       .value("entitlements", "file", help: "Compare each container's default class with this entitlements plist."),
       .value("format", "format", help: "text, json, sarif or junit (default: text)."),
       .value("output", short: "o", "file", help: "Write the report to this file instead of standard output."),
-      .value("fail-on", "level", help: "Exit 1 for findings at this level or above: error, warning or note (default: error)."),
+      .value(
+        "fail-on", "level", help: "Exit 1 for findings at this level or above: error, warning or note (default: error)."
+      ),
     ],
     run: run
   )
@@ -94,7 +96,9 @@ enum AuditCommand {
     let total = try Auditor(configuration).run(target, reporter: format.reporter(output))
     if let error = output.writeError { throw error }
     if total.incomplete {
-      Console.err("Error: the audit is incomplete: part of the tree could not be read (see the \(BuiltInCheck.unreadable.rawValue) findings).")
+      Console.err(
+        "Error: the audit is incomplete: part of the tree could not be read (see the \(BuiltInCheck.unreadable.rawValue) findings)."
+      )
       return 2
     }
     return total.count(atLeast: failOn) > 0 ? 1 : 0
@@ -106,9 +110,10 @@ enum AuditCommand {
   /// the state is unknown, and a saved mode left on an item is reported as a leftover.
   private static func lockState(of target: AuditTarget) -> AuditLockState { .unknown }
 
-  private static func parse<T: RawRepresentable & CaseIterable>(_ text: String, as type: T.Type, option: String,
-    _ invocation: Invocation) throws -> T where T.RawValue == String
-  {
+  private static func parse<T: RawRepresentable & CaseIterable>(
+    _ text: String, as type: T.Type, option: String,
+    _ invocation: Invocation
+  ) throws -> T where T.RawValue == String {
     if let value = T(rawValue: text.lowercased()) { return value }
     let names = T.allCases.map(\.rawValue)
     var message = "'\(text)' is not a valid value for '--\(option)'; use one of \(names.joined(separator: ", "))."

@@ -103,19 +103,38 @@ struct AuditWalkTests {
     #expect(result.paths("PFS006").isEmpty, "a corrupt class is still a class of its own")
   }
 
-  @Test func itemsLockedOutWhileUnlockedAreReported() throws {
+  @Test func itemsLockedOutWhileTheirClassIsAvailableAreReported() throws {
     let scratch = AuditScratch()
     defer { withExtendedLifetime(scratch) {} }
     let device = try scratch.device()
-    try device.writeFile(app, "Documents/saved", class: .complete, mode: 0o000)
-    try device.setAttribute(device.containerPath(app, "Documents/saved"), AttributeName.savedMode, "0600")
-    try device.writeFile(app, "Documents/stripped", class: .completeUnlessOpen, mode: 0o000)
-    let unknown = try runAudit(device.root)
-    #expect(unknown.paths("PFS002") == ["Documents/saved", "Documents/stripped"])
-    let unlocked = try runAudit(device.root, AuditConfiguration(policies: [.builtInDefault], lockState: .unlocked))
-    #expect(unlocked.paths("PFS002") == ["Documents/saved", "Documents/stripped"])
-    let locked = try runAudit(device.root, AuditConfiguration(policies: [.builtInDefault], lockState: .locked))
-    #expect(locked.paths("PFS002").isEmpty)
+    func lockedOut(_ name: String, _ cls: ProtectionClass, saved: Bool) throws {
+      try device.writeFile(app, "Documents/\(name)", class: cls, mode: 0o000)
+      if saved {
+        try device.setAttribute(device.containerPath(app, "Documents/\(name)"), AttributeName.savedMode, "0600")
+      }
+    }
+    try lockedOut("a-saved", .complete, saved: true)
+    try lockedOut("a-stripped", .completeUnlessOpen, saved: false)
+    try lockedOut("c-saved", .completeUntilFirstUserAuthentication, saved: true)
+    try device.makeDirectory(app, "Documents/a-dir", class: .complete)
+    try device.setAttribute(device.containerPath(app, "Documents/a-dir"), AttributeName.savedMode, "0755")
+    func audit(_ state: AuditLockState) throws -> [String] {
+      try runAudit(device.root, AuditConfiguration(policies: [.builtInDefault], lockState: state)).paths("PFS002")
+    }
+    let everything = ["Documents/a-dir", "Documents/a-saved", "Documents/a-stripped", "Documents/c-saved"]
+    #expect(try audit(.unknown) == everything)
+    #expect(try audit(.unlocked) == everything)
+    #expect(try audit(.locked) == ["Documents/c-saved"], "class C stays available while locked")
+    #expect(try audit(.beforeFirstUnlock).isEmpty)
+  }
+
+  @Test func lockStatesFollowSpecSection3() {
+    #expect(!AuditLockState.locked.mayBeLockedOut(.directory, .completeUnlessOpen), "B allows creation while locked")
+    #expect(AuditLockState.locked.mayBeLockedOut(.file, .completeUnlessOpen))
+    #expect(!AuditLockState.locked.mayBeLockedOut(.file, .none))
+    #expect(AuditLockState.beforeFirstUnlock.mayBeLockedOut(.file, .completeUntilFirstUserAuthentication))
+    #expect(!AuditLockState.beforeFirstUnlock.mayBeLockedOut(.directory, .none))
+    #expect(ProtectionClass.allCases.allSatisfy { !AuditLockState.unlocked.mayBeLockedOut(.file, $0) })
   }
 
   @Test func protectedFilesReadableByOthersAreWarnings() throws {

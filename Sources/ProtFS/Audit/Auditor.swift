@@ -1,19 +1,43 @@
 import CProtFSSys
 import Foundation
 
-/// The device's lock state as far as the audit is concerned.
-public enum AuditLockState: String, Sendable {
-  /// Unlocked: nothing may be locked out.
+/// Which items a lock may legitimately have locked out right now (their permission bits removed and
+/// the original mode saved in `user.protfs.saved-mode`). Any other item that is locked out is a
+/// leftover of an interrupted unlock: the audit reports it.
+///
+/// The lock simulator's own state can conform to this protocol; `AuditLockState` is the stand-in.
+public protocol LockExpectation: Sendable {
+  /// Whether an item of `kind` (a file or a directory) and class `protectionClass` may be locked out now.
+  func mayBeLockedOut(_ kind: FileKind, _ protectionClass: ProtectionClass) -> Bool
+}
+
+/// The device's lock state as far as the audit is concerned (SPEC §3).
+public enum AuditLockState: String, Sendable, LockExpectation {
+  /// Unlocked (or no passcode): nothing may be locked out.
   case unlocked
-  /// Locked: saved modes and stripped bits are expected.
+  /// Locked: complete and unless-open files cannot be opened, nothing can be created in complete
+  /// directories, and when-inactive items may have expired.
   case locked
-  /// Before the first unlock: saved modes and stripped bits are expected.
+  /// Before the first unlock: everything but class none is unavailable.
   case beforeFirstUnlock
-  /// Not recorded. A saved mode is then taken as a leftover and reported.
+  /// Not recorded: treated as unlocked, so every saved mode is reported as a leftover.
   case unknown
 
-  /// Whether locked-out items are defects in this state.
-  var expectsEverythingAvailable: Bool { self == .unlocked || self == .unknown }
+  /// SPEC §3's table, from the point of view of what a lock removes.
+  public func mayBeLockedOut(_ kind: FileKind, _ protectionClass: ProtectionClass) -> Bool {
+    switch self {
+    case .unlocked, .unknown:
+      return false
+    case .beforeFirstUnlock:
+      return protectionClass != .none
+    case .locked:
+      switch protectionClass {
+      case .none, .completeUntilFirstUserAuthentication: return false
+      case .complete, .completeWhenUserInactive: return true
+      case .completeUnlessOpen: return kind == .file
+      }
+    }
+  }
 }
 
 /// How to audit: which policies, what the device state is, who owns temp downloads.
@@ -22,8 +46,8 @@ public struct AuditConfiguration: Sendable {
   public var policies: [Policy]
   /// The default class the app's entitlements ask for, to compare with each container's default.
   public var entitlementsDefault: ProtectionClass?
-  /// The device's lock state.
-  public var lockState: AuditLockState
+  /// Which items the device's lock state may have locked out.
+  public var lockState: any LockExpectation
   /// Which download tasks own which temp files; without a task store every
   /// `CFNetworkDownload_*.tmp` is an orphan.
   public var downloadTasks: any DownloadTaskDirectory
@@ -32,7 +56,8 @@ public struct AuditConfiguration: Sendable {
 
   /// Creates a configuration.
   public init(
-    policies: [Policy], entitlementsDefault: ProtectionClass? = nil, lockState: AuditLockState = .unknown,
+    policies: [Policy], entitlementsDefault: ProtectionClass? = nil,
+    lockState: any LockExpectation = AuditLockState.unknown,
     downloadTasks: any DownloadTaskDirectory = NoDownloadTasks(), threads: Int = 2
   ) {
     self.policies = policies

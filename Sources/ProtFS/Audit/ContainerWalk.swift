@@ -178,7 +178,8 @@ struct Worker {
   /// The byte ranges of `path`'s components.
   private var components: [Range<Int>] = []
   private let prefix: [UInt8]
-  private let checkLockedOut: Bool
+  /// Whether a file / directory of each class (by strength) may be locked out now: looked up per item.
+  private let mayBeLockedOut: (files: [Bool], directories: [Bool])
 
   private static let classAttribute = Array(AttributeName.protectionClass.utf8CString)
   private static let savedModeAttribute = Array(AttributeName.savedMode.utf8CString)
@@ -196,7 +197,11 @@ struct Worker {
     self.owned = owned
     prefix = Array(walk.unit.displayPrefix.utf8)
     ruleTexts = matcher.policies.map { [CachedText?](repeating: nil, count: $0.rules.count * 15) }
-    checkLockedOut = walk.configuration.lockState.expectsEverythingAvailable
+    let lockState = walk.configuration.lockState
+    mayBeLockedOut = (
+      ProtectionClass.byStrength.map { lockState.mayBeLockedOut(.file, $0) },
+      ProtectionClass.byStrength.map { lockState.mayBeLockedOut(.directory, $0) }
+    )
   }
 
   mutating func finish() -> AuditSummary {
@@ -443,17 +448,17 @@ struct Worker {
     }
 
     var hasSavedMode = false
+    let checkLockedOut =
+      !(kind == .directory ? mayBeLockedOut.directories : mayBeLockedOut.files)[effective.strength]
     if checkLockedOut {
       // A second getxattrat: measured cheaper than one listxattrat plus a getxattrat for labelled items.
       hasSavedMode = withUnsafeTemporaryAllocation(of: UInt8.self, capacity: 32) { buffer in
         Self.getAttribute(dirfd: dirfd, name: name, attribute: Self.savedModeAttribute, buffer: buffer) >= 0
       }
       if hasSavedMode {
-        // TODO(lock): read the lock simulator's state from .protfs once it lands on main; until then a
-        // saved mode is only reported when the caller says the device is unlocked or does not know.
         emit(
           .lockedOut,
-          "The item still carries \(AttributeName.savedMode) from a lock although the device is \(walk.configuration.lockState == .unlocked ? "unlocked" : "not known to be locked"), so its permission bits were not restored.",
+          "The item still carries \(AttributeName.savedMode) from a lock although its class (\(effective.shortName)) is available in the device's state, so its permission bits were not restored.",
           expected: "no \(AttributeName.savedMode)", actual: "\(AttributeName.savedMode) present")
       }
     }
@@ -471,7 +476,7 @@ struct Worker {
         if checkLockedOut, !hasSavedMode, mode == 0 {
           emit(
             .lockedOut,
-            "The file's permission bits are all stripped (mode 0000), as a lock leaves them, although the device is not locked.",
+            "The file's permission bits are all stripped (mode 0000), as a lock leaves them, although its class (\(effective.shortName)) is available in the device's state.",
             expected: "the file's original mode", actual: "0000")
         }
       }

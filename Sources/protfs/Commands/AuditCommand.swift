@@ -104,11 +104,12 @@ enum AuditCommand {
     return total.count(atLeast: failOn) > 0 ? 1 : 0
   }
 
-  /// The lock state recorded on the device the targets belong to.
+  /// What the lock state of the audited device allows to be locked out.
   ///
-  /// TODO(lock): read the state the lock simulator keeps in `.protfs/` once it lands on main. Until then
-  /// the state is unknown, and a saved mode left on an item is reported as a leftover.
-  private static func lockState(of target: AuditTarget) -> AuditLockState { .unknown }
+  /// TODO(lock): when the lock simulator lands on main, read its state for the device of `target`
+  /// (its `ProtectionState` can conform to `LockExpectation`). Until then the state is unknown and
+  /// every saved mode or stripped file is reported as a leftover.
+  private static func lockState(of target: AuditTarget) -> any LockExpectation { AuditLockState.unknown }
 
   private static func parse<T: RawRepresentable & CaseIterable>(
     _ text: String, as type: T.Type, option: String,

@@ -38,29 +38,9 @@ public final class AuditOutput {
     text.withUTF8Buffer { buffer.append(contentsOf: $0) }
   }
 
-  /// Appends `text` as a JSON string literal, quotes included, escaping on the bytes (the hot path of big reports).
+  /// Appends `text` as a JSON string literal, quotes included.
   public func writeJSON(_ text: String) {
-    var text = text
-    text.withUTF8 { utf8 in
-      buffer.append(UInt8(ascii: "\""))
-      var start = 0
-      for index in 0..<utf8.count {
-        let byte = utf8[index]
-        guard byte == UInt8(ascii: "\"") || byte == UInt8(ascii: "\\") || byte < 0x20 else { continue }
-        buffer.append(contentsOf: UnsafeBufferPointer(rebasing: utf8[start..<index]))
-        switch byte {
-        case UInt8(ascii: "\""): buffer.append(contentsOf: [UInt8(ascii: "\\"), UInt8(ascii: "\"")])
-        case UInt8(ascii: "\\"): buffer.append(contentsOf: [UInt8(ascii: "\\"), UInt8(ascii: "\\")])
-        case UInt8(ascii: "\n"): buffer.append(contentsOf: [UInt8(ascii: "\\"), UInt8(ascii: "n")])
-        default:
-          let digits = Array("0123456789abcdef".utf8)
-          buffer.append(contentsOf: Array("\\u00".utf8) + [digits[Int(byte >> 4)], digits[Int(byte & 0xF)]])
-        }
-        start = index + 1
-      }
-      buffer.append(contentsOf: UnsafeBufferPointer(rebasing: utf8[start...]))
-      buffer.append(UInt8(ascii: "\""))
-    }
+    Escape.appendJSON(text, to: &buffer)
     if buffer.count >= 1 << 16 { flush() }
   }
 
@@ -111,23 +91,37 @@ public enum AuditFormat: String, Sendable, CaseIterable {
 
 /// Escaping shared by the machine-readable formats.
 enum Escape {
+  /// Appends `text` as a JSON string literal, quotes included, escaping on the bytes: this is the hot
+  /// path of big reports, so runs that need no escape are copied whole.
+  static func appendJSON(_ text: String, to buffer: inout [UInt8]) {
+    var text = text
+    text.withUTF8 { utf8 in
+      buffer.append(UInt8(ascii: "\""))
+      var start = 0
+      for index in 0..<utf8.count {
+        let byte = utf8[index]
+        guard byte == UInt8(ascii: "\"") || byte == UInt8(ascii: "\\") || byte < 0x20 else { continue }
+        buffer.append(contentsOf: UnsafeBufferPointer(rebasing: utf8[start..<index]))
+        switch byte {
+        case UInt8(ascii: "\""): buffer.append(contentsOf: [UInt8(ascii: "\\"), UInt8(ascii: "\"")])
+        case UInt8(ascii: "\\"): buffer.append(contentsOf: [UInt8(ascii: "\\"), UInt8(ascii: "\\")])
+        case UInt8(ascii: "\n"): buffer.append(contentsOf: [UInt8(ascii: "\\"), UInt8(ascii: "n")])
+        default:
+          let digits = Array("0123456789abcdef".utf8)
+          buffer.append(contentsOf: Array("\\u00".utf8) + [digits[Int(byte >> 4)], digits[Int(byte & 0xF)]])
+        }
+        start = index + 1
+      }
+      buffer.append(contentsOf: UnsafeBufferPointer(rebasing: utf8[start...]))
+      buffer.append(UInt8(ascii: "\""))
+    }
+  }
+
   /// A JSON string literal, quotes included.
   static func json(_ text: String) -> String {
-    var out = "\""
-    for scalar in text.unicodeScalars {
-      switch scalar {
-      case "\"": out += "\\\""
-      case "\\": out += "\\\\"
-      case "\n": out += "\\n"
-      case "\r": out += "\\r"
-      case "\t": out += "\\t"
-      case _ where scalar.value < 0x20:
-        let hex = String(scalar.value, radix: 16)
-        out += "\\u" + String(repeating: "0", count: 4 - hex.count) + hex
-      default: out.unicodeScalars.append(scalar)
-      }
-    }
-    return out + "\""
+    var bytes: [UInt8] = []
+    appendJSON(text, to: &bytes)
+    return String(decoding: bytes, as: UTF8.self)
   }
 
   /// A JSON value for an optional string.

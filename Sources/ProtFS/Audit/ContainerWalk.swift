@@ -296,7 +296,7 @@ struct Worker {
   /// Reads one directory, checks each entry, and returns its subdirectories.
   mutating func read(_ directory: PendingDirectory) -> [PendingDirectory] {
     path = directory.path
-    components = Self.ranges(of: path)
+    components = PathPattern.componentRanges(of: path)
     candidates = path.withUnsafeBufferPointer { pathBuffer in
       components.withUnsafeBufferPointer { matcher.candidates(pathBuffer, components: $0) }
     }
@@ -380,18 +380,6 @@ struct Worker {
       current = next
     }
     return current
-  }
-
-  private static func ranges(of path: [UInt8]) -> [Range<Int>] {
-    guard !path.isEmpty else { return [] }
-    var ranges: [Range<Int>] = []
-    var start = 0
-    for (index, byte) in path.enumerated() where byte == UInt8(ascii: "/") {
-      ranges.append(start..<index)
-      start = index + 1
-    }
-    ranges.append(start..<path.count)
-    return ranges
   }
 
   // MARK: Checks

@@ -216,16 +216,23 @@ public struct PathPattern: Sendable, Hashable, CustomStringConvertible {
   /// Convenience for tests and one-off checks: whether the pattern matches `relativePath`.
   public func matches(_ relativePath: String, isDirectory: Bool = false) -> Bool {
     let bytes = Array(relativePath.utf8)
-    var ranges: [Range<Int>] = []
-    var start = 0
-    for (index, byte) in bytes.enumerated() where byte == UInt8(ascii: "/") {
-      ranges.append(start..<index)
-      start = index + 1
-    }
-    ranges.append(start..<bytes.count)
+    let ranges = Self.componentRanges(of: bytes)
     return bytes.withUnsafeBufferPointer { path in
       ranges.withUnsafeBufferPointer { matches(path, components: $0, isDirectory: isDirectory) }
     }
+  }
+
+  /// The byte ranges of the `/`-separated components of `path` (none for an empty path).
+  static func componentRanges(of path: [UInt8]) -> [Range<Int>] {
+    guard !path.isEmpty else { return [] }
+    var ranges: [Range<Int>] = []
+    var start = 0
+    for (index, byte) in path.enumerated() where byte == UInt8(ascii: "/") {
+      ranges.append(start..<index)
+      start = index + 1
+    }
+    ranges.append(start..<path.count)
+    return ranges
   }
 
   private func match(

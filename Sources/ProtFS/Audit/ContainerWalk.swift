@@ -305,51 +305,38 @@ struct Worker {
       unreadable("read the directory", errno: -fd)
       return []
     }
-    guard let stream = fdopendir(fd) else {
-      let code = errno
-      close(fd)
-      unreadable("read the directory", errno: code)
-      return []
-    }
-    defer { closedir(stream) }
+    let handle = DirectoryHandle(fd: fd, path: walk.unit.absolutePath + "/" + DisplayPath.text(directory.path))
     let base = directory.path.count
     let baseComponents = components.count
     var found: [PendingDirectory] = []
-    while true {
-      errno = 0
-      guard let entry = readdir(stream) else {
-        if errno != 0 {
-          path.removeSubrange(base...)
-          unreadable("read the directory", errno: errno)
+    do throws(ProtFSError) {
+      try handle.forEachRawEntry { namePointer, direntKind in
+        let length = strlen(namePointer)
+        path.removeSubrange(base...)
+        components.removeSubrange(baseComponents...)
+        if base > 0 { path.append(UInt8(ascii: "/")) }
+        let start = path.count
+        namePointer.withMemoryRebound(to: UInt8.self, capacity: length) {
+          path.append(contentsOf: UnsafeBufferPointer(start: $0, count: length))
         }
-        break
+        components.append(start..<path.count)
+        summary.items += 1
+        var kind = direntKind
+        if kind == .unknown {
+          var st = stat()
+          guard fstatat(handle.fd, namePointer, &st, AT_SYMLINK_NOFOLLOW) == 0 else { return }
+          kind = FileKind(mode: st.st_mode)
+        }
+        if let child = check(
+          dirfd: handle.fd, name: namePointer, nameStart: start, kind: kind,
+          inherited: directory.inheritedByChildren)
+        {
+          found.append(child)
+        }
       }
-      let namePointer = protfs_dirent_name(entry)!
-      if namePointer[0] == 0x2E && (namePointer[1] == 0 || (namePointer[1] == 0x2E && namePointer[2] == 0)) {
-        continue
-      }
-      let length = strlen(namePointer)
-      path.removeSubrange(base...)
-      components.removeSubrange(baseComponents...)
-      if base > 0 { path.append(UInt8(ascii: "/")) }
-      let start = path.count
-      namePointer.withMemoryRebound(to: UInt8.self, capacity: length) {
-        path.append(contentsOf: UnsafeBufferPointer(start: $0, count: length))
-      }
-      components.append(start..<path.count)
-      summary.items += 1
-      var kind = FileKind(direntType: protfs_dirent_type(entry))
-      if kind == .unknown {
-        var st = stat()
-        guard fstatat(dirfd(stream), namePointer, &st, AT_SYMLINK_NOFOLLOW) == 0 else { continue }
-        kind = FileKind(mode: st.st_mode)
-      }
-      if let child = check(
-        dirfd: dirfd(stream), name: namePointer, nameStart: start, kind: kind,
-        inherited: directory.inheritedByChildren)
-      {
-        found.append(child)
-      }
+    } catch {
+      path = directory.path
+      unreadable("read the directory", errno: error.errno ?? EIO)
     }
     return found
   }

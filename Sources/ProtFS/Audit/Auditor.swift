@@ -148,12 +148,13 @@ public struct Auditor: Sendable {
   public func run(_ target: AuditTarget, reporter: some AuditReporter) throws(ProtFSError) -> AuditSummary {
     try configuration.validate()
     let sink = FindingSink(reporter)
+    let matcher = RuleMatcher(configuration.policies)
     reporter.begin(target: target, rules: configuration.rules)
     var summary = AuditSummary()
     for unit in target.units {
       summary.containers += 1
       reporter.beginContainer(unit)
-      summary.merge(ContainerWalk(unit: unit, configuration: configuration, sink: sink).run())
+      summary.merge(ContainerWalk(unit: unit, configuration: configuration, matcher: matcher, sink: sink).run())
     }
     reporter.finish(summary)
     return summary

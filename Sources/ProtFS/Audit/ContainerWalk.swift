@@ -47,10 +47,11 @@ final class WorkStack: @unchecked Sendable {
 struct ContainerWalk: Sendable {
   let unit: AuditTarget.Unit
   let configuration: AuditConfiguration
+  let matcher: RuleMatcher
   let sink: FindingSink
 
   func run() -> AuditSummary {
-    var setup = Worker(walk: self, rootFD: -1, matcher: RuleMatcher([]), containerDefault: .containerDefault, owned: [])
+    var setup = Worker(walk: self, rootFD: -1, matcher: matcher, containerDefault: .containerDefault, owned: [])
     let rootFD = open(unit.absolutePath, O_RDONLY | O_DIRECTORY | O_CLOEXEC)
     if rootFD < 0 {
       setup.unreadable("open the container", errno: errno)
@@ -97,7 +98,6 @@ struct ContainerWalk: Sendable {
     }
 
     let stack = WorkStack(PendingDirectory(path: [], inheritedByChildren: rootOwn ?? unit.inheritedClass))
-    let matcher = RuleMatcher(configuration.policies)
     let results = Results()
     let threads = configuration.threads
     let template = Worker(

@@ -224,6 +224,26 @@ struct AuditWalkTests {
     #expect(finding.pathBytes.suffix(5) == [0x62, 0x61, 0x64, 0xFF, 0x41])
   }
 
+  @Test func pathsLongerThanPathMaxAreWalked() throws {
+    let scratch = AuditScratch()
+    defer { withExtendedLifetime(scratch) {} }
+    let device = try scratch.device()
+    var directory = try DirectoryHandle(path: device.containerPath(app, "Documents"))
+    var relative = "Documents"
+    for level in 0..<30 {  // 30 × 201 bytes: well over PATH_MAX (4096)
+      let name = "d\(level)" + String(repeating: "x", count: 200 - "\(level)".count)
+      try directory.makeDirectory(name)
+      directory = try directory.openDirectory(name)
+      relative += "/" + name
+    }
+    let fd = try directory.openFile("leaf", flags: O_CREAT | O_WRONLY)
+    close(fd)
+    try directory.setProtectionClass(ProtectionClass.none, of: "leaf")
+    let result = try runAudit(device.root)
+    #expect(result.paths("DP004") == [relative + "/leaf"])
+    #expect(result.paths("PFS008").isEmpty)
+  }
+
   @Test func aSingleContainerDirectoryCanBeAudited() throws {
     let scratch = AuditScratch()
     defer { withExtendedLifetime(scratch) {} }

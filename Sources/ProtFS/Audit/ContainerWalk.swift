@@ -354,8 +354,8 @@ struct Worker {
       }
     }
     if fd >= 0 { return fd }
-    if errno != ENOSYS { return -errno }
-    // Kernels before 5.6: walk the components one no-follow openat at a time.
+    if errno != ENOSYS && errno != ENAMETOOLONG { return -errno }
+    // Kernels before 5.6, and paths longer than PATH_MAX: one no-follow openat per component.
     var current = dup(rootFD)
     for component in relative.split(separator: UInt8(ascii: "/")) {
       let next = (Array(component) + [0]).withUnsafeBufferPointer { bytes in
@@ -577,7 +577,7 @@ struct Worker {
           "The symbolic link points outside its container, to '\(DisplayPath.text(target))' (which does not exist).",
           expected: "a target inside the container", actual: DisplayPath.text(target))
       }
-    case ENOSYS:
+    case ENOSYS, ENAMETOOLONG:
       if !lexicallyInside(target) {
         emit(
           .symlinkLeavesContainer, "The symbolic link points outside its container, to '\(DisplayPath.text(target))'.",

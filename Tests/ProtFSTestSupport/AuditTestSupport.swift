@@ -17,8 +17,9 @@ public final class AuditScratch: @unchecked Sendable {
 
   deinit {
     // Tests make directories unreadable or strip modes; give everything back before removing.
+    // chmod and rm walk with fts, which also handles trees deeper than PATH_MAX.
     _ = try? Process.run(URL(fileURLWithPath: "/bin/chmod"), arguments: ["-R", "u+rwx", path]).waitUntilExit()
-    try? FileManager.default.removeItem(atPath: path)
+    _ = try? Process.run(URL(fileURLWithPath: "/bin/rm"), arguments: ["-rf", path]).waitUntilExit()
   }
 
   /// A device inside the scratch directory, initialised, with one container per bundle id.

@@ -104,7 +104,7 @@ public final class SARIFAuditReporter: AuditReporter {
     output.write("{\n  \"$schema\": \"https://json.schemastore.org/sarif-2.1.0.json\",\n  \"version\": \"2.1.0\",\n")
     output.write("  \"runs\": [\n    {\n      \"tool\": {\n        \"driver\": {\n")
     output.write("          \"name\": \"protfs\",\n          \"version\": \(Escape.json(ProtFSVersion.current)),\n")
-    output.write("          \"informationUri\": \"https://github.com/protfs/protfs\",\n          \"rules\": [")
+    output.write("          \"rules\": [")
     for (index, rule) in rules.enumerated() {
       ruleIndex[rule.id] = index
       output.write(index == 0 ? "\n" : ",\n")

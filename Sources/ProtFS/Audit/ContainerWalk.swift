@@ -172,6 +172,8 @@ struct Worker {
   let containerDefault: ProtectionClass
   let owned: Set<String>
   var summary = AuditSummary()
+  /// Findings by level (note, warning, error), counted without hashing; folded into `summary` at the end.
+  private var levelCounts = [0, 0, 0]
   private var batch: [AuditFinding] = []
   /// The current item's path below the container root.
   private var path: [UInt8] = []
@@ -207,6 +209,10 @@ struct Worker {
   mutating func finish() -> AuditSummary {
     walk.sink.deliver(batch)
     batch.removeAll()
+    for (level, count) in zip([AuditLevel.note, .warning, .error], levelCounts) where count > 0 {
+      summary.findings[level, default: 0] += count
+    }
+    levelCounts = [0, 0, 0]
     return summary
   }
 
@@ -221,7 +227,7 @@ struct Worker {
       AuditFinding(
         ruleID: id, level: level, container: walk.unit.name, pathBytes: prefix + path,
         containerPathOffset: prefix.count, message: message, expected: expected, actual: actual))
-    summary.findings[level, default: 0] += 1
+    levelCounts[level == .note ? 0 : level == .warning ? 1 : 2] += 1
     if batch.count >= 256 {
       walk.sink.deliver(batch)
       batch.removeAll(keepingCapacity: true)

@@ -12,11 +12,12 @@ let package = Package(
     .systemLibrary(name: "CAttr", providers: [.apt(["libattr1-dev"])]),
     .systemLibrary(name: "CCurl", providers: [.apt(["libcurl4-openssl-dev"])]),
     .systemLibrary(name: "CSQLite", providers: [.apt(["libsqlite3-dev"])]),
+    .systemLibrary(name: "CCrypto", providers: [.apt(["libssl-dev"])]),
     // Thin wrappers for syscalls Swift cannot call directly (variadic syscall(2), prctl(2)).
     .target(name: "CProtFSSys"),
     .target(
       name: "ProtFS",
-      dependencies: ["CAttr", "CProtFSSys", "CCurl", "CSQLite"]
+      dependencies: ["CAttr", "CProtFSSys", "CCurl", "CSQLite", "CCrypto"]
     ),
     .executableTarget(name: "protfs", dependencies: ["ProtFS"]),
     .target(name: "ProtFSTestSupport", dependencies: ["ProtFS"], path: "Tests/ProtFSTestSupport"),

@@ -11,6 +11,7 @@ packages=(
   nginx-light           # the loopback server the download tests start
   curl                  # benchmark peer
   aria2                 # benchmark peer
+  libssl-dev            # libcrypto: PBKDF2-HMAC-SHA256 for the passcode hash
   util-linux            # setpriv, for running test programs without CAP_DAC_OVERRIDE
 )
 

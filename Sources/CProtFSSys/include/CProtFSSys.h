@@ -99,4 +99,7 @@ static inline int protfs_rename_noreplace(int olddirfd, const char *oldpath, int
   return (int)syscall(SYS_renameat2, olddirfd, oldpath, newdirfd, newpath, 1U /* RENAME_NOREPLACE */);
 }
 
+/* The lock simulator's helpers (capabilities, inotify). */
+#include "CProtFSLock.h"
+
 #endif

@@ -14,6 +14,12 @@ do {
     Console.out("protfs \(ProtFSVersion.current)")
     status = 0
   case .run(let command, let invocation):
+    // Whatever the command, first finish a lock transition a crash interrupted (one stat when none was).
+    if command.name != ExecConfinedCommand.command.name,
+      let report = try invocation.lockController.recoverInterruptedTransition()
+    {
+      Console.err("note: finished an interrupted \(report.operation) of \(invocation.device.root) (\(report.to.lockState)).")
+    }
     status = try command.run!(invocation)
   }
 } catch let error as UsageError {

@@ -14,6 +14,14 @@ enum Commands {
       SetClassCommand.command,
       GetClassCommand.command,
       ListCommand.command,
+      LockCommand.command,
+      UnlockCommand.command,
+      RebootCommand.command,
+      StatusCommand.command,
+      WatchCommand.command,
+      ExecCommand.command,
+      ExecConfinedCommand.command,
+      PasscodeCommand.command,
     ]
   )
 }

@@ -20,11 +20,12 @@ let package = Package(
       dependencies: ["CAttr", "CProtFSSys", "CCurl", "CSQLite", "CCrypto"]
     ),
     .executableTarget(name: "protfs", dependencies: ["ProtFS"]),
-    .target(name: "ProtFSTestSupport", dependencies: ["ProtFS"], path: "Tests/ProtFSTestSupport"),
-    .testTarget(name: "ProtFSTests", dependencies: ["ProtFS", "ProtFSTestSupport"]),
+    .target(name: "ProtFSTestSupport", dependencies: ["ProtFS", "CAttr"], path: "Tests/ProtFSTestSupport"),
+    .testTarget(name: "ProtFSTests", dependencies: ["ProtFS", "ProtFSTestSupport", "CAttr"]),
+    // Depends on the executable so that `swift test` builds the binary the tests run.
     .testTarget(
       name: "ProtFSEndToEndTests",
-      dependencies: ["ProtFS", "ProtFSTestSupport"]
+      dependencies: ["ProtFS", "ProtFSTestSupport", "protfs"]
     ),
   ]
 )

@@ -1,1 +1,83 @@
+import CAttr
+import Foundation
 import ProtFS
+
+/// A fresh device in a temporary directory, removed when the value is released.
+///
+/// Every test makes its own, so tests never share state and can run in parallel.
+public final class TestDevice: @unchecked Sendable {
+  /// The temporary directory that holds the device (the device is `directory/device`).
+  public let directory: String
+  /// The device.
+  public let device: Device
+
+  /// Creates and initialises a device; with `bundleIDs`, creates those containers too.
+  public init(containers bundleIDs: [String] = [], initialize: Bool = true) throws {
+    directory = try TestDevice.makeTemporaryDirectory()
+    device = Device(root: directory + "/device")
+    if initialize { try device.initialize() }
+    for id in bundleIDs { try device.createContainer(try BundleID(id)) }
+  }
+
+  /// The device root.
+  public var root: String { device.root }
+
+  /// The absolute path of `relative` below the device root.
+  public func path(_ relative: String) -> String { root + "/" + relative }
+
+  /// The absolute path of `relative` inside the container of `bundleID`.
+  public func containerPath(_ bundleID: String, _ relative: String = "") -> String {
+    root + "/Containers/" + bundleID + (relative.isEmpty ? "" : "/" + relative)
+  }
+
+  /// Writes `contents` to the absolute `path` with plain Foundation (as another program would).
+  public func writeFile(_ path: String, _ contents: String = "data", mode: Int = 0o644) throws {
+    try Data(contents.utf8).write(to: URL(fileURLWithPath: path))
+    chmod(path, mode_t(mode))
+  }
+
+  /// The raw `user.protfs.class` value of `path`, read with plain getxattr (nil when absent).
+  public func rawClass(_ path: String) -> String? { TestDevice.rawAttribute(path, AttributeName.protectionClass) }
+
+  /// An attribute read with plain `lgetxattr`, as getfattr would.
+  public static func rawAttribute(_ path: String, _ name: String) -> String? {
+    var buffer = [UInt8](repeating: 0, count: 256)
+    let size = lgetxattr(path, name, &buffer, buffer.count)
+    guard size >= 0 else { return nil }
+    return String(decoding: buffer.prefix(size), as: UTF8.self)
+  }
+
+  /// The permission bits of `path` (not following a symlink).
+  public func mode(_ path: String) -> UInt32 {
+    var s = stat()
+    lstat(path, &s)
+    return UInt32(s.st_mode) & 0o7777
+  }
+
+  deinit { TestDevice.removeTree(directory) }
+
+  /// mkdtemp under `$TMPDIR` (default /tmp).
+  public static func makeTemporaryDirectory(prefix: String = "protfs-test") throws -> String {
+    let base = ProcessInfo.processInfo.environment["TMPDIR"].flatMap { $0.isEmpty ? nil : $0 } ?? "/tmp"
+    var template = Array("\(base)/\(prefix)-XXXXXX".utf8CString)
+    guard let result = mkdtemp(&template) else {
+      throw ProtFSError.system("create a temporary directory in", path: base, errno: errno)
+    }
+    return String(cString: result)
+  }
+
+  /// Removes a tree even when a lock left modes at 0 (restores write/search bits first).
+  public static func removeTree(_ path: String) {
+    var s = stat()
+    guard lstat(path, &s) == 0 else { return }
+    if s.st_mode & S_IFMT == S_IFDIR {
+      chmod(path, 0o700)
+      if let entries = try? FileManager.default.contentsOfDirectory(atPath: path) {
+        for entry in entries { removeTree(path + "/" + entry) }
+      }
+      rmdir(path)
+    } else {
+      unlink(path)
+    }
+  }
+}

@@ -99,6 +99,11 @@ static inline int protfs_rename_noreplace(int olddirfd, const char *oldpath, int
   return (int)syscall(SYS_renameat2, olddirfd, oldpath, newdirfd, newpath, 1U /* RENAME_NOREPLACE */);
 }
 
+/* copy_file_range(2), declared by glibc only under _GNU_SOURCE. */
+static inline long protfs_copy_file_range(int fd_in, int fd_out, size_t len) {
+  return syscall(SYS_copy_file_range, fd_in, NULL, fd_out, NULL, len, 0U);
+}
+
 /* The lock simulator's helpers (capabilities, inotify). */
 #include "CProtFSLock.h"
 

@@ -159,13 +159,7 @@ public struct Device: Sendable, Hashable {
   /// Opens the directory at `path`, walking each component without following a symlink.
   public func openDirectory(_ path: DevicePath) throws(ProtFSError) -> DirectoryHandle {
     var current = try openRoot()
-    for component in path.components {
-      do {
-        current = try current.openDirectory(component)
-      } catch where error.errno == ELOOP || error.errno == ENOTDIR {
-        throw symlinkOrNotDirectory(current, component, error)
-      }
-    }
+    for component in path.components { current = try current.openDirectory(component) }
     return current
   }
 
@@ -173,18 +167,6 @@ public struct Device: Sendable, Hashable {
   public func openParent(_ path: DevicePath) throws(ProtFSError) -> (DirectoryHandle, String?) {
     guard let name = path.name else { return (try openRoot(), nil) }
     return (try openDirectory(path.parent), name)
-  }
-
-  private func symlinkOrNotDirectory(_ parent: DirectoryHandle, _ name: String, _ error: ProtFSError) -> ProtFSError {
-    let kind = (try? parent.status(name))?.kind
-    if kind == .symlink {
-      return ProtFSError(
-        .symlink, "Cannot open '\(parent.pathOf(name))': it is a symbolic link, which protfs does not follow.",
-        path: parent.pathOf(name), errno: ELOOP)
-    }
-    return ProtFSError(
-      .invalidArgument, "Cannot open '\(parent.pathOf(name))': it is not a directory.", path: parent.pathOf(name),
-      errno: ENOTDIR)
   }
 
   /// The status of the item at `path`, never following a symlink.
@@ -216,5 +198,50 @@ public struct Device: Sendable, Hashable {
       let id = try? BundleID(path.components[1])
     else { return nil }
     return container(id)
+  }
+}
+
+extension Device {
+  /// `path` with every symlink in it resolved, for callers that ask to follow links.
+  ///
+  /// Link targets are interpreted as the kernel would (absolute ones from the host root, relative
+  /// ones from the link's directory), but a target that leaves the device is refused rather than
+  /// followed, and more than 40 links is a loop.
+  public func resolvingSymlinks(_ path: DevicePath) throws(ProtFSError) -> DevicePath {
+    var pending = path.components[...]
+    var resolved: [String] = []
+    var hops = 0
+    while let component = pending.popFirst() {
+      let parent = try openDirectory(DevicePath(validated: resolved))
+      let status = try parent.status(component)
+      guard status.kind == .symlink else {
+        resolved.append(component)
+        continue
+      }
+      hops += 1
+      if hops > 40 {
+        throw ProtFSError(
+          .symlink, "Cannot resolve '\(absolutePath(path))': too many levels of symbolic links (a loop?).",
+          path: absolutePath(path), errno: ELOOP)
+      }
+      var buffer = [CChar](repeating: 0, count: Int(PATH_MAX) + 1)
+      let count = try valueOrErrno { readlinkat(parent.fd, component, &buffer, Int(PATH_MAX)) }.orThrow(
+        "read the link", path: parent.pathOf(component))
+      let target = String(decoding: buffer[0..<count].map { UInt8(bitPattern: $0) }, as: UTF8.self)
+      let base = absolutePath(DevicePath(validated: resolved))
+      let absolute = Device.normalize(target, relativeTo: base)
+      let inside: DevicePath
+      do {
+        inside = try resolve(absolute, currentDirectory: base)
+      } catch {
+        throw ProtFSError(
+          .outsideDevice,
+          "The symbolic link '\(parent.pathOf(component))' points to '\(target)', outside the device; protfs does not follow it.",
+          path: parent.pathOf(component))
+      }
+      pending = (inside.components + pending)[...]
+      resolved = []
+    }
+    return DevicePath(validated: resolved)
   }
 }

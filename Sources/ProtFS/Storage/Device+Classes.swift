@@ -25,7 +25,7 @@ extension Device {
         }
         break
       }
-      directory = try openChild(directory, component)
+      directory = try directory.openDirectory(component)
       if let own = try directory.protectionClass() { inherited = own }
       if depth == 1 && path.components[0] == Device.containersDirectoryName {
         containerDefault = try directory.defaultClass()
@@ -34,16 +34,6 @@ extension Device {
     if path.isRoot, let own = inherited { return EffectiveClass(own, .own) }
     if let inherited { return EffectiveClass(inherited, .inherited) }
     return EffectiveClass(containerDefault ?? .containerDefault, .default)
-  }
-
-  private func openChild(_ directory: DirectoryHandle, _ name: String) throws(ProtFSError) -> DirectoryHandle {
-    do {
-      return try directory.openDirectory(name)
-    } catch where error.errno == ELOOP {
-      throw ProtFSError(
-        .symlink, "Cannot open '\(directory.pathOf(name))': it is a symbolic link, which protfs does not follow.",
-        path: directory.pathOf(name), errno: ELOOP)
-    }
   }
 
   /// Sets the own class of the item at `path`; with `recursive`, of everything below it too.

@@ -35,10 +35,21 @@ public final class DirectoryHandle: @unchecked Sendable {
 
   /// Opens the subdirectory `name`, refusing a symlink (ELOOP) or a non-directory (ENOTDIR).
   public func openDirectory(_ name: String) throws(ProtFSError) -> DirectoryHandle {
-    let child = try valueOrErrno {
-      openat(fd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)
-    }.orThrow("open the directory", path: pathOf(name))
-    return DirectoryHandle(fd: child, path: pathOf(name))
+    switch valueOrErrno({ openat(fd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC) }) {
+    case .success(let child):
+      return DirectoryHandle(fd: child, path: pathOf(name))
+    case .failure(let e) where e == .tooManySymlinks || e == .notDirectory:
+      // O_DIRECTORY makes the kernel report a symlink as ENOTDIR; say which it really is.
+      if (try? status(name))?.kind == .symlink {
+        throw ProtFSError(
+          .symlink, "Cannot open '\(pathOf(name))': it is a symbolic link, which protfs does not follow.",
+          path: pathOf(name), errno: ELOOP)
+      }
+      throw ProtFSError(
+        .invalidArgument, "Cannot open '\(pathOf(name))': it is not a directory.", path: pathOf(name), errno: ENOTDIR)
+    case .failure(let e):
+      throw ProtFSError.system("open the directory", path: pathOf(name), errno: e.rawValue)
+    }
   }
 
   /// A second handle on the same directory.

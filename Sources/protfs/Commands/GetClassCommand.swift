@@ -11,7 +11,10 @@ enum GetClassCommand {
       and the path.
       """,
     arguments: [Argument(name: "path", help: "Items inside the device.", arity: .oneOrMore)],
-    options: [.flag("json", help: "Print a JSON array of {path, class, name, source}.")],
+    options: [
+      .flag("json", help: "Print a JSON array of {path, class, name, source}."),
+      .flag("follow", short: "L", help: "Follow symbolic links (never out of the device)."),
+    ],
     run: run
   )
 
@@ -27,8 +30,7 @@ enum GetClassCommand {
     try device.requireInitialized()
     var rows: [Row] = []
     for shown in invocation.arguments("path") {
-      let path = try device.resolve(shown)
-      _ = try device.status(path)
+      let path = try Paths.item(shown, on: device, follow: invocation.flag("follow"))
       let effective = try device.effectiveClass(of: path)
       rows.append(
         Row(

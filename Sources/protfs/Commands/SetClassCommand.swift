@@ -14,7 +14,10 @@ enum SetClassCommand {
       Argument(name: "class", help: "none, complete, complete-unless-open, until-first-auth, when-inactive, …"),
       Argument(name: "path", help: "Items inside the device.", arity: .oneOrMore),
     ],
-    options: [.flag("recursive", short: "r", help: "Also set the class of everything below each directory.")],
+    options: [
+      .flag("recursive", short: "r", help: "Also set the class of everything below each directory."),
+      .flag("follow", short: "L", help: "Follow symbolic links given as PATH (never out of the device)."),
+    ],
     run: run
   )
 
@@ -23,8 +26,9 @@ enum SetClassCommand {
     let device = invocation.device
     try device.requireInitialized()
     // Resolve every path before changing anything, so one bad path changes nothing.
-    let paths = try invocation.arguments("path").map { try (device.resolve($0), $0) }
-    for (path, _) in paths { _ = try device.status(path) }
+    let paths = try invocation.arguments("path").map {
+      try (Paths.item($0, on: device, follow: invocation.flag("follow")), $0)
+    }
     for (path, shown) in paths {
       let result = try device.setClass(protectionClass, of: path, recursive: invocation.flag("recursive"))
       for skipped in result.skipped {

@@ -1,0 +1,96 @@
+import CAttr
+import CProtFSSys
+import Foundation
+
+/// Copies files and directory trees between directory handles, carrying every extended attribute
+/// (libattr's `attr_copy_fd`), the mode and the times, never following a symlink.
+///
+/// Used for copies and for moves that cross a filesystem boundary, where rename(2) fails with EXDEV.
+enum ItemCopier {
+  /// Copies `name` in `source` to `destinationName` in `destination`. The copy appears whole: it is
+  /// built under a temporary name and renamed into place without replacing anything.
+  static func copy(_ name: String, in source: DirectoryHandle, to destinationName: String,
+    in destination: DirectoryHandle) throws(ProtFSError)
+  {
+    let temporary = ".protfs-copy-\(getpid())-\(UInt32.random(in: 0...UInt32.max))"
+    do throws(ProtFSError) {
+      try copyItem(name, in: source, as: temporary, in: destination)
+      switch valueOrErrno({ protfs_rename_noreplace(destination.fd, temporary, destination.fd, destinationName) }) {
+      case .success: _ = fsync(destination.fd)
+      case .failure(let e):
+        throw ProtFSError.system("create", path: destination.pathOf(destinationName), errno: e.rawValue)
+      }
+    } catch {
+      try? destination.removeTree(temporary)
+      throw error
+    }
+  }
+
+  private static func copyItem(_ name: String, in source: DirectoryHandle, as newName: String,
+    in destination: DirectoryHandle) throws(ProtFSError)
+  {
+    let status = try source.status(name)
+    switch status.kind {
+    case .file:
+      let input = try source.openFile(name, flags: O_RDONLY)
+      defer { close(input) }
+      let output = try destination.openFile(newName, flags: O_WRONLY | O_CREAT | O_EXCL, permissions: status.permissions)
+      defer { close(output) }
+      try copyContents(from: input, to: output, path: destination.pathOf(newName))
+      try copyMetadata(from: input, source.pathOf(name), to: output, destination.pathOf(newName), status)
+      _ = try valueOrErrno { fsync(output) }.orThrow("sync", path: destination.pathOf(newName))
+    case .directory:
+      try destination.makeDirectory(newName, permissions: FilePermissions(rawValue: 0o700))
+      let from = try source.openDirectory(name)
+      let to = try destination.openDirectory(newName)
+      for (entry, _) in try from.entries() { try copyItem(entry, in: from, as: entry, in: to) }
+      try copyMetadata(from: from.fd, from.path, to: to.fd, to.path, status)
+    case .symlink:
+      var buffer = [CChar](repeating: 0, count: Int(PATH_MAX) + 1)
+      let count = try valueOrErrno { readlinkat(source.fd, name, &buffer, Int(PATH_MAX)) }.orThrow(
+        "read the link", path: source.pathOf(name))
+      buffer[count] = 0
+      _ = try valueOrErrno { symlinkat(buffer, destination.fd, newName) }.orThrow(
+        "create the link", path: destination.pathOf(newName))
+    case .other, .unknown:
+      throw ProtFSError(
+        .invalidArgument, "Cannot copy '\(source.pathOf(name))': it is not a file, directory or symbolic link.",
+        path: source.pathOf(name))
+    }
+  }
+
+  private static func copyContents(from input: Int32, to output: Int32, path: String) throws(ProtFSError) {
+    // copy_file_range works within and across filesystems (Linux 5.3+); fall back to read/write.
+    while true {
+      switch valueOrErrno({ protfs_copy_file_range(input, output, 1 << 30) }) {
+      case .success(0): return
+      case .success: continue
+      case .failure(let e) where e == .crossDevice || e == Errno(EINVAL) || e == .noSystemCall || e == .notSupported:
+        var buffer = [UInt8](repeating: 0, count: 1 << 20)
+        while true {
+          let count = try buffer.withUnsafeMutableBytes { raw in
+            valueOrErrno { read(input, raw.baseAddress, raw.count) }
+          }.orThrow("read", path: path)
+          if count == 0 { return }
+          try AtomicFile.writeAll(output, buffer[0..<count], path: path)
+        }
+      case .failure(let e): throw ProtFSError.system("copy into", path: path, errno: e.rawValue)
+      }
+    }
+  }
+
+  private static func copyMetadata(from input: Int32, _ sourcePath: String, to output: Int32, _ destinationPath: String,
+    _ status: FileStatus) throws(ProtFSError)
+  {
+    // attr_copy_fd copies the user.* namespace, protfs's attributes included.
+    if attr_copy_fd(sourcePath, input, destinationPath, output, nil, nil) != 0 {
+      throw ProtFSError.system("copy the extended attributes to", path: destinationPath, errno: errno)
+    }
+    _ = try valueOrErrno { fchmod(output, mode_t(status.permissions.rawValue)) }.orThrow(
+      "change the mode of", path: destinationPath)
+    var times = [timespec](repeating: timespec(), count: 2)
+    times[0] = timespec(tv_sec: Int(status.accessed.timeIntervalSince1970), tv_nsec: 0)
+    times[1] = timespec(tv_sec: Int(status.modified.timeIntervalSince1970), tv_nsec: 0)
+    _ = futimens(output, times)
+  }
+}

@@ -1,0 +1,94 @@
+import Foundation
+
+/// What a run of the `protfs` binary printed and returned.
+public struct RunResult: Sendable, CustomStringConvertible {
+  /// Exit status (or 128 + signal).
+  public var status: Int32
+  /// Everything written to standard output.
+  public var stdout: String
+  /// Everything written to standard error.
+  public var stderr: String
+
+  /// Standard output without its final newline.
+  public var output: String { stdout.hasSuffix("\n") ? String(stdout.dropLast()) : stdout }
+
+  /// A summary for failure messages.
+  public var description: String { "status \(status)\n--- stdout\n\(stdout)--- stderr\n\(stderr)" }
+}
+
+/// Runs the built `protfs` binary, as a user would.
+public enum Protfs {
+  /// The path of the built binary: `$PROTFS_BINARY`, else next to the test bundle.
+  public static let binary: String = {
+    if let explicit = ProcessInfo.processInfo.environment["PROTFS_BINARY"], !explicit.isEmpty { return explicit }
+    var candidates: [String] = []
+    if let exe = try? FileManager.default.destinationOfSymbolicLink(atPath: "/proc/self/exe") {
+      var dir = URL(fileURLWithPath: exe).deletingLastPathComponent()
+      // The test bundle may be a directory (…/protfsPackageTests.xctest/…); walk up to the build directory.
+      for _ in 0..<4 {
+        candidates.append(dir.appendingPathComponent("protfs").path)
+        dir = dir.deletingLastPathComponent()
+      }
+    }
+    let packageRoot = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
+      .deletingLastPathComponent()
+    candidates.append(packageRoot.appendingPathComponent(".build/debug/protfs").path)
+    for candidate in candidates where FileManager.default.isExecutableFile(atPath: candidate) {
+      var isDirectory: ObjCBool = false
+      if FileManager.default.fileExists(atPath: candidate, isDirectory: &isDirectory), !isDirectory.boolValue {
+        return candidate
+      }
+    }
+    fatalError("The protfs binary was not found (looked in \(candidates)); run `swift build` or set PROTFS_BINARY.")
+  }()
+
+  /// Runs `protfs ARGS` with `environment` added to a clean environment, and waits for it.
+  @discardableResult
+  public static func run(_ arguments: [String], environment: [String: String] = [:], stdin: String? = nil,
+    currentDirectory: String? = nil) throws -> RunResult
+  {
+    try runProgram(binary, arguments, environment: environment, stdin: stdin, currentDirectory: currentDirectory)
+  }
+
+  /// Runs any program with captured output.
+  public static func runProgram(_ program: String, _ arguments: [String], environment: [String: String] = [:],
+    stdin: String? = nil, currentDirectory: String? = nil) throws -> RunResult
+  {
+    let process = Process()
+    process.executableURL = URL(fileURLWithPath: program)
+    process.arguments = arguments
+    var env = ProcessInfo.processInfo.environment
+    // A test must never touch the user's real device.
+    env["PROTFS_DEVICE"] = nil
+    env["XDG_DATA_HOME"] = nil
+    for (key, value) in environment { env[key] = value }
+    process.environment = env
+    if let currentDirectory { process.currentDirectoryURL = URL(fileURLWithPath: currentDirectory) }
+    let scratch = try TestDevice.makeTemporaryDirectory(prefix: "protfs-run")
+    defer { TestDevice.removeTree(scratch) }
+    let outPath = scratch + "/stdout"
+    let errPath = scratch + "/stderr"
+    FileManager.default.createFile(atPath: outPath, contents: nil)
+    FileManager.default.createFile(atPath: errPath, contents: nil)
+    let outHandle = try FileHandle(forWritingTo: URL(fileURLWithPath: outPath))
+    let errHandle = try FileHandle(forWritingTo: URL(fileURLWithPath: errPath))
+    process.standardOutput = outHandle
+    process.standardError = errHandle
+    let input = Pipe()
+    process.standardInput = stdin == nil ? FileHandle.nullDevice : input
+    try process.run()
+    if let stdin {
+      input.fileHandleForWriting.write(Data(stdin.utf8))
+      try? input.fileHandleForWriting.close()
+    }
+    process.waitUntilExit()
+    try? outHandle.close()
+    try? errHandle.close()
+    let status =
+      process.terminationReason == .uncaughtSignal ? 128 + process.terminationStatus : process.terminationStatus
+    return RunResult(
+      status: status,
+      stdout: (try? String(contentsOfFile: outPath, encoding: .utf8)) ?? "",
+      stderr: (try? String(contentsOfFile: errPath, encoding: .utf8)) ?? "")
+  }
+}

@@ -63,17 +63,18 @@ public struct LockController: Sendable {
   {
     let store = try LockStore(device)
     let deadline = clock().addingTimeInterval(grace)
-    let generation = try store.exclusively { () throws(ProtFSError) -> Int in
+    // The marker as stored (the file keeps whole seconds), to recognise it after the wait.
+    let pending = try store.exclusively { () throws(ProtFSError) -> LockRecord? in
       var record = try store.record(now: clock())
-      guard record.state == .unlocked else { return -1 }
+      guard record.state == .unlocked else { return nil }
       record.pendingLockAt = deadline
       try store.write(record)
-      return record.generation
+      return try store.record(now: clock())
     }
-    if generation >= 0 {
+    if let pending {
       wait(deadline)
       let current = try store.record(now: clock())
-      guard current.generation == generation, current.pendingLockAt == deadline else { return nil }
+      guard current.generation == pending.generation, current.pendingLockAt == pending.pendingLockAt else { return nil }
     }
     return try lock(inactive: inactive)
   }

@@ -200,6 +200,13 @@ struct ModeEnforcer: Sendable {
     throws(ProtFSError) -> T
   {
     let status = try parent.status(name)
+    guard status.uid == geteuid() else {
+      let path = parent.pathOf(name)
+      throw ProtFSError(
+        .permissionDenied,
+        "Cannot reach the attributes of '\(path)': Permission denied (it belongs to uid \(status.uid), and protfs runs as uid \(geteuid())).",
+        path: path, errno: EACCES, hint: "run protfs as root, or give the item to the device's owner with chown")
+    }
     let mode = status.permissions.rawValue
     let open = mode | (status.kind == .directory ? 0o700 : 0o600)
     try chmod(parent, name, open)

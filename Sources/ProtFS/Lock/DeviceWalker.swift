@@ -100,6 +100,11 @@ struct DeviceWalker {
     readsClasses: Bool) -> WalkEntry
   {
     guard readsClasses else { return WalkEntry(parent: parent, name: name, kind: kind) }
+    switch FastAttributes.protectionClass(parent, name) {
+    case .value(let own): return WalkEntry(parent: parent, name: name, kind: kind, protectionClass: own)
+    case .absent: return WalkEntry(parent: parent, name: name, kind: kind, protectionClass: fallback)
+    case .unusual: break
+    }
     do {
       let own = try Self.ownClass(parent, name)
       return WalkEntry(parent: parent, name: name, kind: kind, protectionClass: own ?? fallback)

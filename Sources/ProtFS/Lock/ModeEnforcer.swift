@@ -84,9 +84,12 @@ struct ModeEnforcer: Sendable {
   /// Removes the bits; returns whether anything changed.
   func restrict(_ entry: WalkEntry) throws(ProtFSError) -> Bool {
     let (parent, name) = (entry.parent, entry.name)
-    let status = try parent.status(name)
+    guard let status = FastAttributes.mode(parent, name) else {
+      _ = try parent.status(name)  // throws the error that made the fast path fail
+      return false
+    }
     guard status.kind == entry.kind else { return false }  // replaced meanwhile; the next walk sees it
-    let mode = status.permissions.rawValue
+    let mode = status.permissions
     let wanted = Self.restrictedMode(mode, entry.kind)
     var result = Self.setSavedMode(parent, name, mode)
     if case .failure(.accessDenied) = result {
@@ -115,7 +118,14 @@ struct ModeEnforcer: Sendable {
   /// Puts the saved mode back; returns whether there was one.
   func restore(_ entry: WalkEntry) throws(ProtFSError) -> Bool {
     let (parent, name) = (entry.parent, entry.name)
-    guard let original = try Self.savedMode(parent, name) else { return false }
+    let original: UInt32
+    switch FastAttributes.savedMode(parent, name) {
+    case .absent: return false
+    case .value(let mode): original = mode
+    case .unusual:
+      guard let mode = try Self.savedMode(parent, name) else { return false }
+      original = mode
+    }
     try Self.chmod(parent, name, original)
     crash.step()
     switch Kernel.removeAttribute(dirfd: parent.fd, name: name, attribute: AttributeName.savedMode) {
@@ -156,13 +166,24 @@ struct ModeEnforcer: Sendable {
     return value
   }
 
-  static func formatMode(_ mode: UInt32) -> [UInt8] { Array(("0" + String(mode, radix: 8)).utf8) }
-
   /// Writes the saved mode only when there is none yet (XATTR_CREATE), so an original is never replaced.
   static func setSavedMode(_ parent: DirectoryHandle, _ name: String, _ mode: UInt32) -> Result<Void, Errno> {
-    let value = formatMode(mode)
     let xattrCreate: UInt32 = 1  // XATTR_CREATE
-    return value.withUnsafeBytes { raw in
+    // "0" and up to four octal digits, written on the stack: this runs once per locked item.
+    return withUnsafeTemporaryAllocation(byteCount: 6, alignment: 1) { buffer in
+      var digits = 0
+      var rest = mode
+      repeat {
+        digits += 1
+        rest >>= 3
+      } while rest != 0
+      buffer[0] = 0x30
+      rest = mode
+      for index in stride(from: digits, through: 1, by: -1) {
+        buffer[index] = 0x30 + UInt8(rest & 7)
+        rest >>= 3
+      }
+      let raw = UnsafeRawBufferPointer(rebasing: buffer[0...digits])
       if Kernel.hasXattrAt {
         return valueOrErrno {
           protfs_setxattrat(

@@ -137,6 +137,23 @@ let asNobody = ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups"]
     #expect(crashes >= 3)
   }
 
+  @Test func concurrentTransitionsAreSerialized() async throws {
+    let d = try LockDevice()
+    let original = d.snapshot()
+    let operations: [[String]] = [["lock"], ["unlock"], ["reboot"], ["lock", "--inactive"], ["unlock"], ["lock"], ["reboot"], ["unlock"]]
+    let statuses = try await withThrowingTaskGroup(of: Int32.self) { group in
+      for operation in operations {
+        group.addTask { try d.protfs(operation).status }
+      }
+      return try await group.reduce(into: [Int32]()) { $0.append($1) }
+    }
+    #expect(statuses.allSatisfy { $0 == 0 })
+    let status = try d.protfs(["status", "--json"])
+    #expect(status.stdout.contains(#""inconsistencyCount" : 0"#), "\(status)")
+    #expect(try d.protfs(["unlock"]).status == 0)
+    #expect(d.snapshot() == original)
+  }
+
   @Test func scheduleChangesTheStateWhileTheProgramRuns() throws {
     let d = try LockDevice()
     let script = """

@@ -35,6 +35,18 @@ enum ExecCommand {
     if !schedule.steps.isEmpty { try controller.device.requireInitialized() }
     let passcode = invocation.value("passcode") ?? invocation.environment["PROTFS_PASSCODE"]
     let child = try spawnConfined(invocation.trailing, invocation: invocation)
+    // A terminal's Ctrl-C reaches the program itself (same process group): protfs waits for it.
+    // SIGTERM and SIGHUP, sent to protfs alone, are passed on, so the program is never orphaned.
+    signal(SIGINT, SIG_IGN)
+    var forwarders: [any DispatchSourceSignal] = []
+    for signalNumber in [SIGTERM, SIGHUP] {
+      signal(signalNumber, SIG_IGN)
+      let source = DispatchSource.makeSignalSource(signal: signalNumber, queue: .global())
+      source.setEventHandler { kill(child, signalNumber) }
+      source.resume()
+      forwarders.append(source)
+    }
+    defer { forwarders.forEach { $0.cancel() } }
     let exited = DispatchSemaphore(value: 0)
     let waiter = ChildWaiter(pid: child)
     Thread {

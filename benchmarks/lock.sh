@@ -34,26 +34,30 @@ for ((d = 0; d < DIRS; d++)); do
 done
 echo "Classes per directory cycle through: ${classes[*]} (a third complete or unless-open)." >&2
 
-# Wall time in seconds of "$@", and its peak RSS in KiB into $PEAK.
+# Wall time in seconds of "$@"; its peak RSS in KiB into $PEAK and its CPU seconds (user + system)
+# into $CPU. The CPU time matters when other work shares the cores: then two threads cannot halve
+# the wall time, and the CPU ratio says what an idle machine would show.
 PEAK=0
+CPU=0
 timed() {
-  local start end rss
+  local start end
   start=$(date +%s%N)
   if [ -x /usr/bin/time ]; then
-    /usr/bin/time -f %M -o "$WORK/rss" "$@" >/dev/null 2>"$WORK/err" || { cat "$WORK/err" >&2; exit 1; }
-    rss=$(tail -1 "$WORK/rss")
+    /usr/bin/time -f "%M %U %S" -o "$WORK/rss" "$@" >/dev/null 2>"$WORK/err" || { cat "$WORK/err" >&2; exit 1; }
+    read -r PEAK user sys < <(tail -1 "$WORK/rss")
+    CPU=$(awk -v u="$user" -v s="$sys" 'BEGIN { printf "%.2f", u + s }')
   else
-    "$@" >/dev/null 2>"$WORK/err" & local pid=$!
-    rss=0
+    "$@" >/dev/null 2>"$WORK/err" &
+    local pid=$! now
+    PEAK=0
     while kill -0 "$pid" 2>/dev/null; do
-      local now
       now=$(awk '/VmHWM/ {print $2}' "/proc/$pid/status" 2>/dev/null || echo 0)
-      [ "${now:-0}" -gt "$rss" ] && rss=$now
+      [ "${now:-0}" -gt "$PEAK" ] && PEAK=$now
     done
     wait "$pid"
+    CPU=0
   fi
   end=$(date +%s%N)
-  PEAK=$rss
   awk -v s="$start" -v e="$end" 'BEGIN { printf "%.4f\n", (e - s) / 1e9 }'
 }
 
@@ -63,13 +67,14 @@ median() { sort -n | awk '{ v[NR] = $1 } END { print (NR % 2) ? v[(NR + 1) / 2] 
 "${P[@]}" lock >/dev/null; "${P[@]}" unlock >/dev/null
 chmod -R go-rwx "$DOCS"; chmod -R go+r "$DOCS"
 
-: >"$WORK/lock" >"$WORK/unlock" >"$WORK/chmod-strip" >"$WORK/chmod-add"
+: >"$WORK/lock"; : >"$WORK/unlock"; : >"$WORK/chmod-strip"; : >"$WORK/chmod-add"
+: >"$WORK/cpu-lock"; : >"$WORK/cpu-unlock"; : >"$WORK/cpu-strip"; : >"$WORK/cpu-add"
 peak_lock=0 peak_unlock=0
 for ((r = 1; r <= ROUNDS; r++)); do
-  timed "${P[@]}" lock >>"$WORK/lock"; ((PEAK > peak_lock)) && peak_lock=$PEAK
-  timed chmod -R go-rwx "$DOCS" >>"$WORK/chmod-strip"
-  timed "${P[@]}" unlock >>"$WORK/unlock"; ((PEAK > peak_unlock)) && peak_unlock=$PEAK
-  timed chmod -R go+r "$DOCS" >>"$WORK/chmod-add"
+  timed "${P[@]}" lock >>"$WORK/lock"; echo "$CPU" >>"$WORK/cpu-lock"; ((PEAK > peak_lock)) && peak_lock=$PEAK
+  timed chmod -R go-rwx "$DOCS" >>"$WORK/chmod-strip"; echo "$CPU" >>"$WORK/cpu-strip"
+  timed "${P[@]}" unlock >>"$WORK/unlock"; echo "$CPU" >>"$WORK/cpu-unlock"; ((PEAK > peak_unlock)) && peak_unlock=$PEAK
+  timed chmod -R go+r "$DOCS" >>"$WORK/chmod-add"; echo "$CPU" >>"$WORK/cpu-add"
   echo "round $r: lock $(tail -1 "$WORK/lock")s, chmod go-rwx $(tail -1 "$WORK/chmod-strip")s, unlock $(tail -1 "$WORK/unlock")s, chmod go+r $(tail -1 "$WORK/chmod-add")s" >&2
 done
 
@@ -78,11 +83,13 @@ unlock=$(median <"$WORK/unlock")
 strip=$(median <"$WORK/chmod-strip")
 add=$(median <"$WORK/chmod-add")
 total=$((DIRS * FILES))
+ratio() { awk -v a="$1" -v b="$2" 'BEGIN { if (b > 0) printf "%.2f", a / b; else print "n/a" }'; }
+cl=$(median <"$WORK/cpu-lock"); cs=$(median <"$WORK/cpu-strip"); cu=$(median <"$WORK/cpu-unlock"); ca=$(median <"$WORK/cpu-add")
 echo
-echo "protfs lock/unlock vs chmod -R, $total files, median of $ROUNDS alternating rounds"
-printf '  %-22s %8ss   %-20s %8ss   ratio %s   (target <= 1.0)\n' "protfs lock" "$lock" "chmod -R go-rwx" "$strip" \
-  "$(awk -v a="$lock" -v b="$strip" 'BEGIN { printf "%.2f", a / b }')"
-printf '  %-22s %8ss   %-20s %8ss   ratio %s   (target <= 1.0)\n' "protfs unlock" "$unlock" "chmod -R go+r" "$add" \
-  "$(awk -v a="$unlock" -v b="$add" 'BEGIN { printf "%.2f", a / b }')"
+echo "protfs lock/unlock vs chmod -R, $total files, median of $ROUNDS alternating rounds (load: $(cut -d' ' -f1-3 /proc/loadavg))"
+printf '  %-14s %7ss (cpu %5ss)   %-16s %7ss (cpu %5ss)   ratio %s, cpu ratio %s   (target <= 1.0)\n' \
+  "protfs lock" "$lock" "$cl" "chmod -R go-rwx" "$strip" "$cs" "$(ratio "$lock" "$strip")" "$(ratio "$cl" "$cs")"
+printf '  %-14s %7ss (cpu %5ss)   %-16s %7ss (cpu %5ss)   ratio %s, cpu ratio %s   (target <= 1.0)\n' \
+  "protfs unlock" "$unlock" "$cu" "chmod -R go+r" "$add" "$ca" "$(ratio "$unlock" "$add")" "$(ratio "$cu" "$ca")"
 printf '  peak RSS: lock %.1f MiB, unlock %.1f MiB   (target <= 64 MiB)\n' \
   "$(awk -v k="$peak_lock" 'BEGIN { print k / 1024 }')" "$(awk -v k="$peak_unlock" 'BEGIN { print k / 1024 }')"

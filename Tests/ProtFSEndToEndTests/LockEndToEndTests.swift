@@ -140,7 +140,9 @@ let asNobody = ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups"]
   @Test func concurrentTransitionsAreSerialized() async throws {
     let d = try LockDevice()
     let original = d.snapshot()
-    let operations: [[String]] = [["lock"], ["unlock"], ["reboot"], ["lock", "--inactive"], ["unlock"], ["lock"], ["reboot"], ["unlock"]]
+    let operations: [[String]] = [
+      ["lock"], ["unlock"], ["reboot"], ["lock", "--inactive"], ["unlock"], ["lock"], ["reboot"], ["unlock"],
+    ]
     let statuses = try await withThrowingTaskGroup(of: Int32.self) { group in
       for operation in operations {
         group.addTask { try d.protfs(operation).status }
@@ -274,7 +276,8 @@ let asNobody = ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups"]
     process.waitUntilExit()
     #expect(process.terminationStatus == 0)
     #expect(lines.count == 2)
-    #expect(lines[0].contains(#""event":"protectedDataWillBecomeUnavailable""#) && lines[0].contains(#""state":"locked""#))
+    #expect(
+      lines[0].contains(#""event":"protectedDataWillBecomeUnavailable""#) && lines[0].contains(#""state":"locked""#))
     #expect(lines[1].contains(#""event":"protectedDataDidBecomeAvailable""#) && lines[1].contains(#""time":"#))
   }
 }
@@ -290,7 +293,8 @@ let asNobody = ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups"]
   }
 
   static func protfsAsNobody(_ d: LockDevice, _ arguments: [String]) throws -> RunResult {
-    try Protfs.runProgram("/usr/bin/setpriv", Array(asNobody.dropFirst()) + [Protfs.binary, "--device", d.root] + arguments)
+    try Protfs.runProgram(
+      "/usr/bin/setpriv", Array(asNobody.dropFirst()) + [Protfs.binary, "--device", d.root] + arguments)
   }
 
   @Test func ownerLocksAndUnlocksExactly() throws {

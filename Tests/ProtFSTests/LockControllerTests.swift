@@ -167,6 +167,20 @@ final class ManualClock: Sendable {
     #expect(try controller.status().inconsistencies.map(\.path) == [bad])
   }
 
+  @Test func garbageSavedModeIsNeverGuessed() throws {
+    let t = try LockFixture(fileClass: .complete)
+    let controller = LockController(device: t.device.device)
+    try controller.lock()
+    try DirectoryHandle(path: t.directory).setAttribute(AttributeName.savedMode, to: Array("rw-r".utf8), of: "file")
+    let error = #expect(throws: ProtFSError.self) { try controller.unlock() }
+    #expect(error?.code == .corruptAttribute && error?.path == t.file)
+    #expect(error?.description.contains("setfattr -x user.protfs.saved-mode") == true)
+    // Still locked, the file still closed, and status names it.
+    #expect(try controller.record().state == .locked)
+    #expect(t.device.mode(t.file) == 0)
+    #expect(try controller.status().inconsistencies.map(\.path) == [t.file])
+  }
+
   @Test func uninitialisedDeviceSaysHowToFixIt() throws {
     let t = try TestDevice(initialize: false)
     let error = #expect(throws: ProtFSError.self) { try LockController(device: t.device).lock() }

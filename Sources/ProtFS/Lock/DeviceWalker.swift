@@ -67,7 +67,8 @@ struct DeviceWalker {
       let entry = Self.entry(containers, name, kind, fallback: fallback, readsClasses: readsClasses)
       visit(&first, entry)
       if kind == .directory {
-        seeds.append(Work(path: containers.pathOf(name), parent: containers, name: name, protectionClass: entry.protectionClass))
+        seeds.append(
+          Work(path: containers.pathOf(name), parent: containers, name: name, protectionClass: entry.protectionClass))
       }
     }
     queue.push(seeds)
@@ -96,9 +97,10 @@ struct DeviceWalker {
     return (accumulators, summary)
   }
 
-  private static func entry(_ parent: DirectoryHandle, _ name: String, _ kind: FileKind, fallback: ProtectionClass?,
-    readsClasses: Bool) -> WalkEntry
-  {
+  private static func entry(
+    _ parent: DirectoryHandle, _ name: String, _ kind: FileKind, fallback: ProtectionClass?,
+    readsClasses: Bool
+  ) -> WalkEntry {
     guard readsClasses else { return WalkEntry(parent: parent, name: name, kind: kind) }
     switch FastAttributes.protectionClass(parent, name) {
     case .value(let own): return WalkEntry(parent: parent, name: name, kind: kind, protectionClass: own)
@@ -118,7 +120,7 @@ struct DeviceWalker {
   static func ownClass(_ parent: DirectoryHandle, _ name: String) throws(ProtFSError) -> ProtectionClass? {
     do {
       return try parent.protectionClass(of: name)
-    } catch where error.errno == EACCES {
+    } catch  where error.errno == EACCES {
       return try ModeEnforcer.withOwnerAccess(parent, name) { () throws(ProtFSError) in
         try parent.protectionClass(of: name)
       }

@@ -188,10 +188,12 @@ public struct LockController: Sendable {
   }
 
   /// Journal, walk, commit; on failure, walk back and commit the previous record.
-  private func walk(_ store: LockStore, _ operation: String, from previous: LockRecord, to next: LockRecord,
-    fullCheck: Bool) throws(ProtFSError) -> TransitionReport
-  {
-    let journal = TransitionJournal(operation: operation, previous: previous, next: next, pid: getpid(), started: clock())
+  private func walk(
+    _ store: LockStore, _ operation: String, from previous: LockRecord, to next: LockRecord,
+    fullCheck: Bool
+  ) throws(ProtFSError) -> TransitionReport {
+    let journal = TransitionJournal(
+      operation: operation, previous: previous, next: next, pid: getpid(), started: clock())
     try store.write(journal)
     crashHook.step()
     let tally = try enforce(next.protection, fullCheck: fullCheck)

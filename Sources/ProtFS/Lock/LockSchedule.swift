@@ -39,10 +39,14 @@ public struct LockSchedule: Sendable, Equatable {
     func invalid(_ part: String, _ why: String) -> ProtFSError {
       ProtFSError(
         .invalidArgument, "The schedule '\(text)' does not parse: \(why).",
-        hint: "write steps such as lock@2s,unlock@5s (actions: \(Action.allCases.map(\.rawValue).joined(separator: ", ")); times in ms, s or m)")
+        hint:
+          "write steps such as lock@2s,unlock@5s (actions: \(Action.allCases.map(\.rawValue).joined(separator: ", ")); times in ms, s or m)"
+      )
     }
     var steps: [Step] = []
-    for part in text.split(separator: ",", omittingEmptySubsequences: false).map({ $0.trimmingCharacters(in: .whitespaces) }) {
+    for part in text.split(separator: ",", omittingEmptySubsequences: false).map({
+      $0.trimmingCharacters(in: .whitespaces)
+    }) {
       let pieces = part.split(separator: "@", omittingEmptySubsequences: false)
       guard pieces.count == 2 else { throw invalid(part, "'\(part)' is not ACTION@TIME") }
       guard let action = Action(rawValue: pieces[0].lowercased()) else {
@@ -50,8 +54,10 @@ public struct LockSchedule: Sendable, Equatable {
       }
       let time = pieces[1].lowercased()
       let (number, scale): (Substring, Double) =
-        time.hasSuffix("ms") ? (time.dropLast(2), 0.001)
-        : time.hasSuffix("s") ? (time.dropLast(), 1) : time.hasSuffix("m") ? (time.dropLast(), 60) : (Substring(time), 1)
+        time.hasSuffix("ms")
+        ? (time.dropLast(2), 0.001)
+        : time.hasSuffix("s")
+          ? (time.dropLast(), 1) : time.hasSuffix("m") ? (time.dropLast(), 60) : (Substring(time), 1)
       guard let value = Double(number), value.isFinite, value >= 0 else {
         throw invalid(part, "'\(pieces[1])' is not a time")
       }

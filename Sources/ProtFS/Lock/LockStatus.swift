@@ -136,7 +136,8 @@ private struct Inspection: Sendable {
         .init(
           path: path,
           problem:
-            "Its mode changed to \(octal(mode)) while locked (original \(octal(saved))); the next transition sets it right."))
+            "Its mode changed to \(octal(mode)) while locked (original \(octal(saved))); the next transition sets it right."
+        ))
     }
   }
 }

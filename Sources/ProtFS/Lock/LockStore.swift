@@ -34,7 +34,8 @@ struct LockStore {
     switch valueOrErrno({ unlinkat(directory.fd, Self.journalFileName, 0) }) {
     case .success, .failure(.noSuchFile): _ = fsync(directory.fd)
     case .failure(let e):
-      throw ProtFSError.system("remove the transition journal", path: directory.pathOf(Self.journalFileName), errno: e.rawValue)
+      throw ProtFSError.system(
+        "remove the transition journal", path: directory.pathOf(Self.journalFileName), errno: e.rawValue)
     }
   }
 
@@ -46,7 +47,8 @@ struct LockStore {
 
   /// Runs `body` holding the exclusive `flock` on `.protfs/lock`; waits for another holder to finish.
   func exclusively<T>(_ body: () throws(ProtFSError) -> T) throws(ProtFSError) -> T {
-    let fd = try directory.openFile(Self.lockFileName, flags: O_RDWR | O_CREAT, permissions: FilePermissions(rawValue: 0o600))
+    let fd = try directory.openFile(
+      Self.lockFileName, flags: O_RDWR | O_CREAT, permissions: FilePermissions(rawValue: 0o600))
     defer { close(fd) }  // closing releases the lock, as does dying
     _ = try valueOrErrno { flock(fd, LOCK_EX) }.orThrow("lock", path: directory.pathOf(Self.lockFileName))
     return try body()
@@ -56,7 +58,7 @@ struct LockStore {
     let bytes: [UInt8]
     do {
       bytes = try AtomicFile.read(named: name, in: directory, limit: 64 << 10)
-    } catch where error.code == .notFound {
+    } catch  where error.code == .notFound {
       return nil
     }
     let decoder = JSONDecoder()

@@ -192,7 +192,8 @@ struct ModeEnforcer: Sendable {
         }.map { _ in () }
       }
       return valueOrErrno {
-        lsetxattr("/proc/self/fd/\(parent.fd)/\(name)", AttributeName.savedMode, raw.baseAddress, raw.count, Int32(xattrCreate))
+        lsetxattr(
+          "/proc/self/fd/\(parent.fd)/\(name)", AttributeName.savedMode, raw.baseAddress, raw.count, Int32(xattrCreate))
       }.map { _ in () }
     }
   }

@@ -29,7 +29,8 @@ extension Device {
         let target = String(decoding: buffer[..<length].map { UInt8(bitPattern: $0) }, as: UTF8.self)
         guard prefixes.contains(where: target.hasPrefix), !target.hasSuffix(" (deleted)") else { continue }
         if command == nil {
-          command = (try? String(contentsOfFile: "/proc/\(entry)/comm", encoding: .utf8))?
+          command =
+            (try? String(contentsOfFile: "/proc/\(entry)/comm", encoding: .utf8))?
             .trimmingCharacters(in: .whitespacesAndNewlines) ?? "?"
         }
         found.append(OpenFile(pid: pid, command: command!, path: target))

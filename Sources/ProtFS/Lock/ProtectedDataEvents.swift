@@ -69,9 +69,10 @@ private final class EventWatcher: @unchecked Sendable {
   var available: Bool
   let continuation: AsyncStream<ProtectedDataEvent>.Continuation
 
-  init(store: LockStore, inotify: Int32, wakeRead: Int32, wakeWrite: Int32, available: Bool,
-    continuation: AsyncStream<ProtectedDataEvent>.Continuation)
-  {
+  init(
+    store: LockStore, inotify: Int32, wakeRead: Int32, wakeWrite: Int32, available: Bool,
+    continuation: AsyncStream<ProtectedDataEvent>.Continuation
+  ) {
     self.store = store
     self.inotify = inotify
     self.wakeRead = wakeRead
@@ -89,7 +90,9 @@ private final class EventWatcher: @unchecked Sendable {
     }
     var buffer = [UInt8](repeating: 0, count: 16 << 10)
     while true {
-      var fds = [pollfd(fd: inotify, events: Int16(POLLIN), revents: 0), pollfd(fd: wakeRead, events: Int16(POLLIN), revents: 0)]
+      var fds = [
+        pollfd(fd: inotify, events: Int16(POLLIN), revents: 0), pollfd(fd: wakeRead, events: Int16(POLLIN), revents: 0),
+      ]
       let ready = poll(&fds, 2, -1)
       if ready < 0 && errno == EINTR { continue }
       if ready < 0 || fds[1].revents != 0 { return }

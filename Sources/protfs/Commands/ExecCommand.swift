@@ -88,7 +88,7 @@ enum ExecCommand {
   /// Starts `protfs __exec-confined CMD…`, which drops the capabilities and then executes CMD:
   /// dropping them in a re-executed protfs keeps the unsafe work out of a forked child.
   private static func spawnConfined(_ command: [String], invocation: Invocation) throws -> pid_t {
-    let arguments = ["protfs", ExecConfinedCommand.command.name] + command
+    let arguments = ["protfs", ExecConfinedCommand.command.name, "--"] + command
     var argv: [UnsafeMutablePointer<CChar>?] = arguments.map { strdup($0) } + [nil]
     defer { for pointer in argv { free(pointer) } }
     // The program starts with no signal blocked and default handlers for the signals a Swift
@@ -100,7 +100,9 @@ enum ExecCommand {
     sigemptyset(&empty)
     var defaults = sigset_t()
     sigemptyset(&defaults)
-    for signal in [SIGPIPE, SIGINT, SIGTERM, SIGQUIT, SIGCHLD, SIGALRM, SIGUSR1, SIGUSR2] { sigaddset(&defaults, signal) }
+    for signal in [SIGPIPE, SIGINT, SIGTERM, SIGQUIT, SIGCHLD, SIGALRM, SIGUSR1, SIGUSR2] {
+      sigaddset(&defaults, signal)
+    }
     posix_spawnattr_setsigmask(&attributes, &empty)
     posix_spawnattr_setsigdefault(&attributes, &defaults)
     posix_spawnattr_setflags(&attributes, Int16(POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF))

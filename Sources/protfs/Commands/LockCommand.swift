@@ -16,7 +16,8 @@ enum LockCommand {
       """,
     options: [
       .value("grace", "seconds", help: "Wait this long before the lock takes effect (iOS keeps class A keys ~10 s)."),
-      .flag("inactive", help: "Also end the user-inactivity period: complete-when-user-inactive behaves like complete."),
+      .flag(
+        "inactive", help: "Also end the user-inactivity period: complete-when-user-inactive behaves like complete."),
     ],
     run: run
   )

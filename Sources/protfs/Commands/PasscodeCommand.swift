@@ -21,7 +21,9 @@ enum PasscodeCommand {
         run: set),
       Command(
         name: "remove", abstract: "Remove the passcode: data protection goes off.",
-        options: [.value("current", "code", help: "The current passcode, when one is set (default: $PROTFS_CURRENT_PASSCODE).")],
+        options: [
+          .value("current", "code", help: "The current passcode, when one is set (default: $PROTFS_CURRENT_PASSCODE).")
+        ],
         run: remove),
     ]
   )
@@ -31,8 +33,11 @@ enum PasscodeCommand {
     let record = try controller.record()
     let current =
       record.passcodeHash == nil
-      ? nil : invocation.passcode(option: "current", environmentKey: "PROTFS_CURRENT_PASSCODE", prompt: "Current passcode: ")
-    guard let passcode = invocation.passcode(option: "passcode", environmentKey: "PROTFS_PASSCODE", prompt: "New passcode: ")
+      ? nil
+      : invocation.passcode(option: "current", environmentKey: "PROTFS_CURRENT_PASSCODE", prompt: "Current passcode: ")
+    guard
+      let passcode = invocation.passcode(
+        option: "passcode", environmentKey: "PROTFS_PASSCODE", prompt: "New passcode: ")
     else {
       throw invocation.usageError("Give the new passcode with --passcode CODE or PROTFS_PASSCODE.")
     }
@@ -46,7 +51,8 @@ enum PasscodeCommand {
     let record = try controller.record()
     let current =
       record.passcodeHash == nil
-      ? nil : invocation.passcode(option: "current", environmentKey: "PROTFS_CURRENT_PASSCODE", prompt: "Current passcode: ")
+      ? nil
+      : invocation.passcode(option: "current", environmentKey: "PROTFS_CURRENT_PASSCODE", prompt: "Current passcode: ")
     try controller.removePasscode(current: current)
     Console.out("\(controller.device.root): passcode removed; data protection is off and every class stays available.")
     return 0

@@ -11,7 +11,9 @@ enum StatusCommand {
       not match the state (for example files created by other programs since the last
       transition; running that transition again applies the table to them).
       """,
-    options: [.flag("json", help: "Print JSON: state, protectedDataAvailable, since, passcode, classes, inconsistencies.")],
+    options: [
+      .flag("json", help: "Print JSON: state, protectedDataAvailable, since, passcode, classes, inconsistencies.")
+    ],
     run: run
   )
 
@@ -26,11 +28,14 @@ enum StatusCommand {
     Console.out("Device:                    \(controller.device.root)")
     Console.out("State:                     \(status.state) since \(format(status.since))")
     let passcode =
-      !status.passcode ? "off (data protection inactive: every class stays available)"
+      !status.passcode
+      ? "off (data protection inactive: every class stays available)"
       : status.passcodeRequired ? "on (unlock asks for it)" : "on (unlock does not ask for it)"
     Console.out("Passcode:                  \(passcode)")
     Console.out("Protected data available:  \(yesNo(status.protectedDataAvailable))")
-    if status.userInactive { Console.out("User inactive:             yes (complete-when-user-inactive behaves like complete)") }
+    if status.userInactive {
+      Console.out("User inactive:             yes (complete-when-user-inactive behaves like complete)")
+    }
     if let pending = status.pendingLockAt { Console.out("Lock pending:              at \(format(pending))") }
     if status.failedAttempts > 0 {
       let until = status.retryAfter.map { "; unlock refused until \(format($0))" } ?? ""

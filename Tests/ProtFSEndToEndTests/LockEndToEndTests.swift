@@ -310,6 +310,14 @@ let asNobody = ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups"]
     #expect(d.snapshot() == original)
   }
 
+  @Test func execRunByAnUnprivilegedUserWorks() throws {
+    let d = try Self.nobodyDevice()
+    #expect(try Self.protfsAsNobody(d, ["lock"]).status == 0)
+    #expect(try Self.protfsAsNobody(d, ["exec", "--", "cat", d.path("none.txt")]).status == 0)
+    #expect(try Self.protfsAsNobody(d, ["exec", "--", "cat", d.path("complete.txt")]).status == 1)
+    #expect(try Self.protfsAsNobody(d, ["unlock"]).status == 0)
+  }
+
   @Test func aFileOfAnotherUserStopsTheLockAndChangesNothing() throws {
     let d = try Self.nobodyDevice()
     chown(d.path("complete.txt"), 0, 0)

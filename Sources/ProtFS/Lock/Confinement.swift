@@ -13,7 +13,9 @@ public enum Confinement {
   /// The corresponding C calls are `prctl(PR_CAPBSET_DROP)`, `capset(2)` and `prctl(PR_CAP_AMBIENT)`.
   public static func dropPermissionOverrides() throws(ProtFSError) {
     for cap in overrides {
-      if protfs_capbset_read(cap) == 1, protfs_capbset_drop(cap) != 0 {
+      // An unprivileged caller holds neither capability and may not shrink its bounding set
+      // (that needs CAP_SETPCAP): permission bits already bind it, so there is nothing to drop.
+      if protfs_capbset_read(cap) == 1, protfs_capbset_drop(cap) != 0, protfs_cap_effective(cap) == 1 {
         throw ProtFSError(
           .permissionDenied,
           "Cannot drop capability \(cap) from the bounding set: \(String(cString: strerror(errno))).", errno: errno,

@@ -303,11 +303,47 @@ let asNobody = ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups"]
     let lock = try Self.protfsAsNobody(d, ["lock"])
     #expect(lock.status == 0, "\(lock)")
     #expect(d.t.mode(d.path("readonly.txt")) == 0 && d.t.mode(d.path("complete.txt")) == 0)
+    let status = try Self.protfsAsNobody(d, ["status"])
+    #expect(status.status == 0 && status.stdout.contains("Not inspected:"), "\(status)")
+    #expect(status.stdout.contains("Inconsistencies:           none"), "\(status)")
     let reboot = try Self.protfsAsNobody(d, ["reboot"])
     #expect(reboot.status == 0, "\(reboot)")
     let unlock = try Self.protfsAsNobody(d, ["unlock"])
     #expect(unlock.status == 0, "\(unlock)")
     #expect(d.snapshot() == original)
+  }
+
+  @Test(arguments: [["lock"], ["lock", "--inactive"], ["reboot"], ["unlock"]])
+  func ownerCrashAtEveryStepLosesNoMode(operation: [String]) throws {
+    var crashes = 0
+    for step in 1...300 {
+      let d = try Self.nobodyDevice()
+      let original = d.snapshot()
+      let reference = try Self.nobodyDevice()
+      if operation == ["unlock"] {
+        #expect(try Self.protfsAsNobody(d, ["lock", "--inactive"]).status == 0)
+        #expect(try Self.protfsAsNobody(reference, ["lock", "--inactive"]).status == 0)
+      }
+      #expect(try Self.protfsAsNobody(reference, operation).status == 0)
+      let expected = reference.snapshot()
+      let crashed = try Protfs.runProgram(
+        "/usr/bin/setpriv",
+        Array(asNobody.dropFirst()) + [Protfs.binary, "--device", d.root] + operation,
+        environment: ["PROTFS_CRASH_AFTER": String(step)])
+      if crashed.status == 0 {
+        #expect(d.snapshot() == expected)
+        break
+      }
+      crashes += 1
+      #expect(crashed.status == 137, "step \(step): \(crashed)")
+      let next = try Self.protfsAsNobody(d, ["get-class", d.path("none.txt")])
+      #expect(next.status == 0, "step \(step): \(next)")
+      #expect(d.snapshot() == expected, "step \(step)")
+      #expect(!FileManager.default.fileExists(atPath: d.root + "/.protfs/owner-access.log"))
+      #expect(try Self.protfsAsNobody(d, ["unlock"]).status == 0)
+      #expect(d.snapshot() == original, "step \(step)")
+    }
+    #expect(crashes >= 5)
   }
 
   @Test func execRunByAnUnprivilegedUserWorks() throws {

@@ -26,6 +26,8 @@ struct DeviceWalker {
   var readsClasses: Bool
   /// How many threads walk.
   var threads: Int = 2
+  /// Lets class reads widen an unprivileged owner's unreadable item (during transitions only).
+  var ownerAccess: OwnerAccessLog? = nil
 
   /// What a walk found besides what the visitor gathered.
   struct Summary {
@@ -64,7 +66,7 @@ struct DeviceWalker {
       {
         fallback = stored
       }
-      let entry = Self.entry(containers, name, kind, fallback: fallback, readsClasses: readsClasses)
+      let entry = Self.entry(containers, name, kind, fallback: fallback, readsClasses: readsClasses, ownerAccess)
       visit(&first, entry)
       if kind == .directory {
         seeds.append(
@@ -78,9 +80,9 @@ struct DeviceWalker {
     let done = DispatchGroup()
     for index in 1..<count {
       done.enter()
-      let thread = Thread { [readsClasses] in
+      let thread = Thread { [readsClasses, ownerAccess] in
         var mine = results.take(index)
-        Self.work(queue, &mine, visit, readsClasses: readsClasses)
+        Self.work(queue, &mine, visit, readsClasses: readsClasses, ownerAccess)
         results.put(index, mine)
         done.leave()
       }
@@ -88,7 +90,7 @@ struct DeviceWalker {
       thread.start()
     }
     var mine = results.take(0)
-    Self.work(queue, &mine, visit, readsClasses: readsClasses)
+    Self.work(queue, &mine, visit, readsClasses: readsClasses, ownerAccess)
     results.put(0, mine)
     done.wait()
     accumulators = results.all()
@@ -99,7 +101,7 @@ struct DeviceWalker {
 
   private static func entry(
     _ parent: DirectoryHandle, _ name: String, _ kind: FileKind, fallback: ProtectionClass?,
-    readsClasses: Bool
+    readsClasses: Bool, _ ownerAccess: OwnerAccessLog?
   ) -> WalkEntry {
     guard readsClasses else { return WalkEntry(parent: parent, name: name, kind: kind) }
     switch FastAttributes.protectionClass(parent, name) {
@@ -108,7 +110,7 @@ struct DeviceWalker {
     case .unusual: break
     }
     do {
-      let own = try Self.ownClass(parent, name)
+      let own = try Self.ownClass(parent, name, ownerAccess)
       return WalkEntry(parent: parent, name: name, kind: kind, protectionClass: own ?? fallback)
     } catch {
       return WalkEntry(parent: parent, name: name, kind: kind, protectionClass: fallback, classError: error)
@@ -117,11 +119,13 @@ struct DeviceWalker {
 
   /// The own class of `name`, reading it with temporary owner access when its mode forbids reading
   /// attributes (an unprivileged owner of a locked file).
-  static func ownClass(_ parent: DirectoryHandle, _ name: String) throws(ProtFSError) -> ProtectionClass? {
+  static func ownClass(_ parent: DirectoryHandle, _ name: String, _ ownerAccess: OwnerAccessLog?)
+    throws(ProtFSError) -> ProtectionClass?
+  {
     do {
       return try parent.protectionClass(of: name)
     } catch  where error.errno == EACCES {
-      return try ModeEnforcer.withOwnerAccess(parent, name) { () throws(ProtFSError) in
+      return try ModeEnforcer.withOwnerAccess(parent, name, ownerAccess) { () throws(ProtFSError) in
         try parent.protectionClass(of: name)
       }
     }
@@ -129,7 +133,7 @@ struct DeviceWalker {
 
   private static func work<Accumulator: Sendable>(
     _ queue: WorkQueue, _ accumulator: inout Accumulator, _ visit: (inout Accumulator, WalkEntry) -> Void,
-    readsClasses: Bool
+    readsClasses: Bool, _ ownerAccess: OwnerAccessLog?
   ) {
     while let item = queue.next() {
       defer { queue.finish() }
@@ -150,7 +154,8 @@ struct DeviceWalker {
             skipped += 1
             return
           }
-          let entry = Self.entry(directory, name, kind, fallback: item.protectionClass, readsClasses: readsClasses)
+          let entry = Self.entry(
+            directory, name, kind, fallback: item.protectionClass, readsClasses: readsClasses, ownerAccess)
           visit(&accumulator, entry)
           if kind == .directory {
             children.append(

@@ -196,18 +196,21 @@ public struct LockController: Sendable {
       operation: operation, previous: previous, next: next, pid: getpid(), started: clock())
     try store.write(journal)
     crashHook.step()
-    let tally = try enforce(next.protection, fullCheck: fullCheck)
+    let ownerAccess = OwnerAccessLog(directory: store.directory, crash: crashHook)
+    let tally = try enforce(next.protection, fullCheck: fullCheck, ownerAccess: ownerAccess)
     if !tally.failures.isEmpty {
       let undo = TransitionJournal(
         operation: "undo \(operation)", previous: next, next: previous, pid: getpid(), started: clock())
       try store.write(undo)
-      _ = try? enforce(previous.protection, fullCheck: true)
+      _ = try? enforce(previous.protection, fullCheck: true, ownerAccess: ownerAccess)
       try store.write(previous)
+      ownerAccess.clear()
       try store.removeJournal()
       throw Self.failure(operation, tally.failures)
     }
     try store.write(next)
     crashHook.step()
+    ownerAccess.clear()
     try store.removeJournal()
     crashHook.step()
     return TransitionReport(
@@ -216,9 +219,15 @@ public struct LockController: Sendable {
   }
 
   /// Applies `target`'s table to every item of every container.
-  func enforce(_ target: ProtectionState, fullCheck: Bool) throws(ProtFSError) -> ModeEnforcer.Tally {
-    let enforcer = ModeEnforcer(target: target, checksAvailableItems: fullCheck, crash: crashHook)
-    let walker = DeviceWalker(device: device, readsClasses: !target.restrictsNothing, threads: threads)
+  func enforce(_ target: ProtectionState, fullCheck: Bool, ownerAccess: OwnerAccessLog)
+    throws(ProtFSError) -> ModeEnforcer.Tally
+  {
+    // After a crash while an item was widened, every item must be looked at to find it.
+    let enforcer = ModeEnforcer(
+      target: target, checksAvailableItems: fullCheck || !ownerAccess.isEmpty, crash: crashHook,
+      ownerAccess: ownerAccess)
+    let walker = DeviceWalker(
+      device: device, readsClasses: !target.restrictsNothing, threads: threads, ownerAccess: ownerAccess)
     let (tallies, summary) = try walker.walk(make: { ModeEnforcer.Tally() }) { tally, entry in
       enforcer.apply(entry, &tally)
     }

@@ -29,6 +29,9 @@ public struct LockStatus: Sendable, Codable {
   public var inconsistencies: [Inconsistency]
   /// How many inconsistencies there are in all.
   public var inconsistencyCount: Int
+  /// Items an unprivileged protfs could not inspect because their mode hides their attributes
+  /// (locked files of the caller, or items of other users); run as root to see them.
+  public var uninspectable: Int
 
   /// A class's row.
   public struct ClassStatus: Sendable, Codable {
@@ -85,7 +88,7 @@ extension LockController {
       passcodeRequired: record.passcodeHash != nil, protectedDataAvailable: state.isProtectedDataAvailable,
       userInactive: record.userInactive, failedAttempts: record.failedAttempts, retryAfter: record.retryAfter,
       pendingLockAt: record.pendingLockAt, interruptedTransition: journal?.operation, classes: classes,
-      inconsistencies: Array(sorted.prefix(100)), inconsistencyCount: sorted.count)
+      inconsistencies: Array(sorted.prefix(100)), inconsistencyCount: sorted.count, uninspectable: total.uninspectable)
   }
 }
 
@@ -94,8 +97,10 @@ private struct Inspection: Sendable {
   var files: [ProtectionClass: Int] = [:]
   var directories: [ProtectionClass: Int] = [:]
   var problems: [LockStatus.Inconsistency] = []
+  var uninspectable = 0
 
   mutating func add(_ other: Inspection) {
+    uninspectable += other.uninspectable
     files.merge(other.files, uniquingKeysWith: +)
     directories.merge(other.directories, uniquingKeysWith: +)
     problems += other.problems
@@ -103,16 +108,26 @@ private struct Inspection: Sendable {
 
   mutating func inspect(_ entry: WalkEntry, _ state: ProtectionState) {
     let path = entry.path
-    if let error = entry.classError { problems.append(.init(path: path, problem: error.description)) }
+    if let error = entry.classError {
+      if error.errno == EACCES {
+        uninspectable += 1
+        return
+      }
+      problems.append(.init(path: path, problem: error.description))
+    }
     guard let cls = entry.protectionClass else { return }
     if entry.kind == .directory { directories[cls, default: 0] += 1 } else { files[cls, default: 0] += 1 }
     let mode: UInt32
     let saved: UInt32?
     do {
       mode = try entry.parent.status(entry.name).permissions.rawValue
-      saved = try ModeEnforcer.savedMode(entry.parent, entry.name)
+      saved = try ModeEnforcer.savedMode(entry.parent, entry.name, nil)
     } catch {
-      if error.errno != ENOENT { problems.append(.init(path: path, problem: error.description)) }
+      if error.errno == EACCES {
+        uninspectable += 1
+      } else if error.errno != ENOENT {
+        problems.append(.init(path: path, problem: error.description))
+      }
       return
     }
     let octal = { (m: UInt32) in "0" + String(m, radix: 8) }

@@ -39,6 +39,8 @@ struct ModeEnforcer: Sendable {
   var checksAvailableItems: Bool
   /// The crash test hook.
   var crash: CrashHook
+  /// Where original modes go before an unprivileged owner's item is widened; nil forbids widening.
+  var ownerAccess: OwnerAccessLog?
 
   /// What the enforcement did, per worker, summed at the end.
   struct Tally: Sendable {
@@ -66,6 +68,7 @@ struct ModeEnforcer: Sendable {
       return
     }
     do {
+      if let ownerAccess, !ownerAccess.isEmpty { try repairWidened(entry, ownerAccess) }
       if let cls = entry.protectionClass, target.restricts(entry.kind, cls) {
         if try restrict(entry) { tally.restricted += 1 }
       } else if checksAvailableItems {
@@ -93,7 +96,7 @@ struct ModeEnforcer: Sendable {
     let wanted = Self.restrictedMode(mode, entry.kind)
     var result = Self.setSavedMode(parent, name, mode)
     if case .failure(.accessDenied) = result {
-      result = try Self.withOwnerAccess(parent, name) { Self.setSavedMode(parent, name, mode) }
+      result = try Self.withOwnerAccess(parent, name, ownerAccess) { Self.setSavedMode(parent, name, mode) }
     }
     switch result {
     case .success:
@@ -104,7 +107,7 @@ struct ModeEnforcer: Sendable {
       return true
     case .failure(.exists):
       // Restricted before (or interrupted between the two steps): the saved mode is the original.
-      let original = try Self.savedMode(parent, name) ?? mode
+      let original = try Self.savedMode(parent, name, ownerAccess) ?? mode
       let again = Self.restrictedMode(original, entry.kind)
       guard again != mode else { return false }
       try Self.chmod(parent, name, again)
@@ -123,7 +126,7 @@ struct ModeEnforcer: Sendable {
     case .absent: return false
     case .value(let mode): original = mode
     case .unusual:
-      guard let mode = try Self.savedMode(parent, name) else { return false }
+      guard let mode = try Self.savedMode(parent, name, ownerAccess) else { return false }
       original = mode
     }
     try Self.chmod(parent, name, original)
@@ -131,7 +134,7 @@ struct ModeEnforcer: Sendable {
     switch Kernel.removeAttribute(dirfd: parent.fd, name: name, attribute: AttributeName.savedMode) {
     case .success, .failure(.noData): break
     case .failure(.accessDenied):
-      try Self.withOwnerAccess(parent, name) { () throws(ProtFSError) in
+      try Self.withOwnerAccess(parent, name, ownerAccess) { () throws(ProtFSError) in
         try parent.removeAttribute(AttributeName.savedMode, of: name)
       }
     case .failure(let e):
@@ -142,10 +145,14 @@ struct ModeEnforcer: Sendable {
   }
 
   /// The mode kept in `user.protfs.saved-mode`, or nil; garbage there is an error, never a guess.
-  static func savedMode(_ parent: DirectoryHandle, _ name: String) throws(ProtFSError) -> UInt32? {
+  static func savedMode(_ parent: DirectoryHandle, _ name: String, _ ownerAccess: OwnerAccessLog?)
+    throws(ProtFSError) -> UInt32?
+  {
     var result = parent.attributeResult(AttributeName.savedMode, of: name)
     if case .failure(.accessDenied) = result {
-      result = try withOwnerAccess(parent, name) { parent.attributeResult(AttributeName.savedMode, of: name) }
+      result = try withOwnerAccess(parent, name, ownerAccess) {
+        parent.attributeResult(AttributeName.savedMode, of: name)
+      }
     }
     guard let bytes = try result.orThrow("read the saved mode of", path: parent.pathOf(name)) else { return nil }
     guard let mode = parseMode(bytes) else {
@@ -217,22 +224,49 @@ struct ModeEnforcer: Sendable {
   /// Runs `body` with owner read and write bits added to `name`, then puts its mode back.
   ///
   /// Only an unprivileged owner needs this: the kernel checks `user.*` attribute access against
-  /// the permission bits, and a locked file has none.
-  static func withOwnerAccess<T>(_ parent: DirectoryHandle, _ name: String, _ body: () throws(ProtFSError) -> T)
-    throws(ProtFSError) -> T
-  {
+  /// the permission bits, and a locked file has none. The original mode is logged first, so a
+  /// crash while widened loses nothing; without a log (outside a transition) nothing is widened.
+  static func withOwnerAccess<T>(
+    _ parent: DirectoryHandle, _ name: String, _ log: OwnerAccessLog?, _ body: () throws(ProtFSError) -> T
+  ) throws(ProtFSError) -> T {
     let status = try parent.status(name)
+    let path = parent.pathOf(name)
     guard status.uid == geteuid() else {
-      let path = parent.pathOf(name)
       throw ProtFSError(
         .permissionDenied,
         "Cannot reach the attributes of '\(path)': Permission denied (it belongs to uid \(status.uid), and protfs runs as uid \(geteuid())).",
         path: path, errno: EACCES, hint: "run protfs as root, or give the item to the device's owner with chown")
     }
     let mode = status.permissions.rawValue
-    let open = mode | (status.kind == .directory ? 0o700 : 0o600)
-    try chmod(parent, name, open)
-    defer { _ = Kernel.setPermissions(dirfd: parent.fd, name: name, mode: mode_t(mode)) }
+    guard let log else {
+      throw ProtFSError(
+        .permissionDenied,
+        "Cannot read the attributes of '\(path)': its mode \(status.permissions.octal) forbids it, and protfs (uid \(geteuid())) widens modes only during a transition.",
+        path: path, errno: EACCES, hint: "run protfs as root")
+    }
+    let id = OwnerAccessLog.FileID(device: status.device, inode: status.inode)
+    try log.record(id, mode: mode)
+    try chmod(parent, name, mode | (status.kind == .directory ? 0o700 : 0o600))
+    log.widened()
+    defer {
+      if case .success = Kernel.setPermissions(dirfd: parent.fd, name: name, mode: mode_t(mode)) {
+        // Should this record fail, the log still goes away when the transition commits.
+        try? log.finished(id)
+      }
+    }
     return try body()
+  }
+
+  /// After a crash while an item was widened: puts the logged original back when no saved mode
+  /// holds it (with a saved mode present, the saved mode is the original and the walk applies it).
+  func repairWidened(_ entry: WalkEntry, _ log: OwnerAccessLog) throws(ProtFSError) {
+    let status = try entry.parent.status(entry.name)
+    guard let original = log.original(.init(device: status.device, inode: status.inode)),
+      original != status.permissions.rawValue
+    else { return }
+    if case .absent = FastAttributes.savedMode(entry.parent, entry.name) {
+      try Self.chmod(entry.parent, entry.name, original)
+      crash.step()
+    }
   }
 }

@@ -52,6 +52,11 @@ enum StatusCommand {
           + pad(yesNo(row.openHandlesWork), 9) + yesNo(row.creatable))
     }
     Console.out("")
+    if status.uninspectable > 0 {
+      Console.out(
+        "Not inspected:             \(status.uninspectable) items whose mode hides their attributes from uid \(geteuid()) (run as root)"
+      )
+    }
     if status.inconsistencyCount == 0 {
       Console.out("Inconsistencies:           none")
     } else {

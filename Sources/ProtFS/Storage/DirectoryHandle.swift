@@ -84,6 +84,14 @@ public final class DirectoryHandle: @unchecked Sendable {
 
   /// Calls `body` for each entry of this directory (without `.` and `..`), in readdir order.
   public func forEachEntry(_ body: (String, FileKind) throws(ProtFSError) -> Void) throws(ProtFSError) {
+    try forEachRawEntry { name, kind throws(ProtFSError) in try body(String(cString: name), kind) }
+  }
+
+  /// As `forEachEntry`, but hands out the name as the C string in the `dirent`, valid only during
+  /// the call: hot loops that pass it straight to `*at` calls avoid making a `String` per entry.
+  public func forEachRawEntry(_ body: (UnsafePointer<CChar>, FileKind) throws(ProtFSError) -> Void)
+    throws(ProtFSError)
+  {
     let copy = try valueOrErrno { openat(fd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC) }.orThrow(
       "list", path: path)
     guard let stream = fdopendir(copy) else {
@@ -102,8 +110,7 @@ public final class DirectoryHandle: @unchecked Sendable {
       if namePointer[0] == 0x2E && (namePointer[1] == 0 || (namePointer[1] == 0x2E && namePointer[2] == 0)) {
         continue
       }
-      let name = String(cString: namePointer)
-      try body(name, FileKind(direntType: protfs_dirent_type(entry)))
+      try body(namePointer, FileKind(direntType: protfs_dirent_type(entry)))
     }
   }
 

@@ -1,0 +1,65 @@
+import Foundation
+
+/// Byte sizes as people write them: `500`, `10K`, `1.5GiB`, `100MB`.
+///
+/// A bare K, M, G or T (and KiB, MiB, …) is binary (1024), as `du -h` and `ls -h` print; KB, MB, …
+/// are decimal (1000).
+public enum ByteSize {
+  /// Parses a size, or throws an error with examples of the right format.
+  public static func parse(_ text: String) throws(ProtFSError) -> Int64 {
+    let trimmed = text.trimmingCharacters(in: .whitespaces)
+    let number = trimmed.prefix { $0.isNumber || $0 == "." }
+    let unit = trimmed.dropFirst(number.count).trimmingCharacters(in: .whitespaces).lowercased()
+    let multipliers: [String: Double] = [
+      "": 1, "b": 1, "k": 1024, "kib": 1024, "kb": 1000, "m": 1_048_576, "mib": 1_048_576, "mb": 1e6,
+      "g": 1_073_741_824, "gib": 1_073_741_824, "gb": 1e9, "t": 1_099_511_627_776, "tib": 1_099_511_627_776, "tb": 1e12,
+    ]
+    guard let value = Double(number), value >= 0, let multiplier = multipliers[unit], value * multiplier < 9e18 else {
+      throw ProtFSError(
+        .invalidArgument, "'\(text)' is not a size.",
+        hint: "use a number with an optional unit, for example 500, 64K, 10MiB, 1.5G or 100MB (K/M/G/T are 1024-based, KB/MB/GB/TB 1000-based)")
+    }
+    return Int64(value * multiplier)
+  }
+
+  /// `1.5 MiB`-style text.
+  public static func format(_ bytes: Int64) -> String {
+    let units = ["B", "KiB", "MiB", "GiB", "TiB"]
+    var value = Double(bytes)
+    var index = 0
+    while value >= 1024 && index < units.count - 1 {
+      value /= 1024
+      index += 1
+    }
+    return index == 0 ? "\(bytes) B" : String(format: "%.1f %@", value, units[index])
+  }
+}
+
+/// Durations as people write them: `30s`, `15m`, `2h`, `7d`, `1w`, `1h30m`.
+public enum Duration {
+  /// Parses a duration into seconds, or throws an error with examples of the right format.
+  public static func parse(_ text: String) throws(ProtFSError) -> TimeInterval {
+    let units: [Character: TimeInterval] = ["s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604_800]
+    var total: TimeInterval = 0
+    var number = ""
+    var sawUnit = false
+    for character in text.lowercased() {
+      if character.isNumber || character == "." {
+        number.append(character)
+      } else if let unit = units[character], let value = Double(number) {
+        total += value * unit
+        number = ""
+        sawUnit = true
+      } else {
+        sawUnit = false
+        break
+      }
+    }
+    guard sawUnit, number.isEmpty, !text.isEmpty else {
+      throw ProtFSError(
+        .invalidArgument, "'\(text)' is not a duration.",
+        hint: "use numbers with units s, m, h, d or w, for example 30s, 15m, 2h, 7d or 1h30m")
+    }
+    return total
+  }
+}

@@ -1,0 +1,68 @@
+import Foundation
+import ProtFS
+
+/// `protfs cache`: groups ls, du and purge.
+enum CacheCommand {
+  static let command = Command(
+    name: "cache",
+    abstract: "See and purge containers' caches (Library/Caches and tmp) and download sessions.",
+    discussion: """
+      iOS may purge Library/Caches and tmp when storage runs low, and never Documents,
+      Library/Application Support or Library/Preferences. These commands follow the same rules.
+      """,
+    subcommands: [CacheListCommand.command, CacheUsageCommand.command, CachePurgeCommand.command]
+  )
+
+  static let bundleArgument = Argument(
+    name: "bundle-id", help: "Only this app's container (default: every container).", arity: .optional)
+
+  /// The manager for the invocation's device, with the device's download tasks.
+  static func manager(_ invocation: Invocation) -> CacheManager {
+    let device = invocation.device
+    return CacheManager(device: device, tasks: DownloadTasks.directory(for: device))
+  }
+
+  /// `2026-11-29 19:30`, in UTC.
+  static func format(_ date: Date?) -> String {
+    guard let date else { return "-" }
+    let formatter = DateFormatter()
+    formatter.locale = Locale(identifier: "en_US_POSIX")
+    formatter.timeZone = TimeZone(identifier: "UTC")
+    formatter.dateFormat = "yyyy-MM-dd HH:mm"
+    return formatter.string(from: date)
+  }
+
+  /// Prints rows as aligned columns; columns listed in `right` are right-aligned.
+  static func table(_ rows: [[String]], right: Set<Int> = [], indent: String = "") {
+    guard let first = rows.first else { return }
+    let widths = (0..<first.count).map { column in rows.map { $0[column].count }.max()! }
+    for row in rows {
+      var line = indent
+      for (column, cell) in row.enumerated() {
+        let pad = String(repeating: " ", count: widths[column] - cell.count)
+        let last = column == row.count - 1
+        line += right.contains(column) ? pad + cell : cell + (last ? "" : pad)
+        if !last { line += "  " }
+      }
+      Console.out(line)
+    }
+  }
+
+  /// Prints a purge report as people read it.
+  static func printReport(_ report: PurgeReport) {
+    let verb = report.dryRun ? "Would remove" : "Removed"
+    for item in report.removed {
+      Console.out("\(verb) \(item.bundleID)/\(item.path) (\(ByteSize.format(item.apparentBytes)), last used \(format(item.lastUsed)), \(item.reason))")
+    }
+    for kept in report.kept { Console.err("Kept \(kept).") }
+    for failure in report.failures { Console.err("warning: \(failure)") }
+    let count = report.removed.count
+    Console.out(
+      "\(verb) \(count) item\(count == 1 ? "" : "s"), \(report.dryRun ? "freeing" : "freed") \(ByteSize.format(report.freedApparentBytes)) (\(ByteSize.format(report.freedDiskBytes)) on disk).")
+  }
+}
+
+/// Where the CLI finds a device's download tasks.
+enum DownloadTasks {
+  static func directory(for device: Device) -> any DownloadTaskDirectory { NoDownloadTasks() }
+}

@@ -1,0 +1,41 @@
+import ProtFS
+
+/// `protfs cache purge`.
+enum CachePurgeCommand {
+  static let command = Command(
+    name: "purge",
+    abstract: "Remove least-recently-used cache items, old items or orphaned temp downloads.",
+    discussion: """
+      Only Library/Caches and tmp are purged. --older-than removes items last used before then;
+      --max-size removes least-recently-used items until each container's caches take at most SIZE
+      on disk; --orphans removes CFNetworkDownload_*.tmp files that no download task owns. With none
+      of the three, every purgeable item goes. The temp file of a running download is never
+      removed, that of a resumable one only with --include-resumable. Symlinks are removed, never
+      followed. Directories stay (they carry protection classes).
+      """,
+    arguments: [CacheCommand.bundleArgument],
+    options: [
+      .value("older-than", "duration", help: "Items last used longer ago than this, e.g. 30m, 2h, 7d, 1h30m."),
+      .value("max-size", "size", help: "Keep each container's caches within this size, e.g. 100M, 1.5GiB."),
+      .flag("orphans", help: "Temp downloads that no task owns."),
+      .flag("include-resumable", help: "Also temp files that a suspended or failed task could resume from."),
+      .flag("dry-run", short: "n", help: "Print what would be removed; change nothing."),
+      .flag("json", help: "Print the report as JSON."),
+    ],
+    run: run
+  )
+
+  static func run(_ invocation: Invocation) throws -> Int32 {
+    let bundleID = try invocation.argument("bundle-id").map(invocation.bundleID)
+    var criteria = PurgeCriteria(orphans: invocation.flag("orphans"), includeResumable: invocation.flag("include-resumable"))
+    do {
+      criteria.olderThan = try invocation.value("older-than").map { text throws(ProtFSError) in try Duration.parse(text) }
+      criteria.maxSize = try invocation.value("max-size").map { text throws(ProtFSError) in try ByteSize.parse(text) }
+    } catch {
+      throw invocation.usageError(error.description)
+    }
+    let report = try CacheCommand.manager(invocation).purge(bundleID, criteria: criteria, dryRun: invocation.flag("dry-run"))
+    if invocation.flag("json") { try Console.json(report) } else { CacheCommand.printReport(report) }
+    return report.failures.isEmpty ? 0 : 1
+  }
+}

@@ -1,0 +1,50 @@
+import Foundation
+import ProtFS
+import ProtFSTestSupport
+import Testing
+
+@Suite struct CacheEndToEndTests {
+  let app = "com.example.app"
+
+  @Test func lsDuAndPurgeFromTheCommandLine() throws {
+    let t = try TestDevice(containers: [app])
+    _ = try Protfs.run(["--device", t.root, "init-cache", app])
+    try Data(repeating: 1, count: 10_000).write(to: URL(fileURLWithPath: t.containerPath(app, "Library/Caches/blob")))
+    try t.writeFile(t.containerPath(app, "Library/Caches/com.apple.nsurlsessiond/Downloads/\(app)/CFNetworkDownload_Zz9Zz9.tmp"))
+    try t.writeFile(t.containerPath(app, "Documents/keep"))
+    let ls = try Protfs.run(["--device", t.root, "cache", "ls", app])
+    #expect(ls.status == 0 && ls.stdout.contains("Library/Caches") && ls.stdout.contains("orphan CFNetworkDownload_Zz9Zz9.tmp"), "\(ls)")
+    let du = try Protfs.run(["--device", t.root, "cache", "du", "--json"])
+    let rows = try JSONSerialization.jsonObject(with: Data(du.stdout.utf8)) as! [[String: Any]]
+    let total = rows[0]["total"] as! [String: Any]
+    #expect(total["files"] as? Int == 2 && total["apparentBytes"] as? Int == 10_004)
+    let bytes = try Protfs.run(["--device", t.root, "cache", "du", "-b", app])
+    #expect(bytes.stdout.contains("10004"))
+    let dry = try Protfs.run(["--device", t.root, "cache", "purge", "--orphans", "--dry-run"])
+    #expect(dry.status == 0 && dry.stdout.contains("Would remove \(app)/Library/Caches/com.apple.nsurlsessiond"), "\(dry)")
+    #expect(FileManager.default.fileExists(atPath: t.containerPath(app, "Library/Caches/com.apple.nsurlsessiond/Downloads/\(app)/CFNetworkDownload_Zz9Zz9.tmp")))
+    let purge = try Protfs.run(["--device", t.root, "cache", "purge", app])
+    #expect(purge.status == 0 && purge.stdout.contains("Removed 2 items"), "\(purge)")
+    #expect(FileManager.default.fileExists(atPath: t.containerPath(app, "Documents/keep")))
+    let pressure = try Protfs.run(["--device", t.root, "simulate-storage-pressure", "--free", "1M", "--json"])
+    #expect(pressure.status == 0 && pressure.stdout.contains("\"removed\""), "\(pressure)")
+  }
+
+  @Test(arguments: [
+    (["cache", "purge", "--older-than", "7 days"], "'7 days' is not a duration"),
+    (["cache", "purge", "--max-size", "lots"], "'lots' is not a size"),
+    (["simulate-storage-pressure", "--free", "1Q"], "for example 500, 64K"),
+    (["cache", "du", "not a bundle"], "not a valid bundle identifier"),
+  ])
+  func badInputIsAUsageError(arguments: [String], message: String) throws {
+    let t = try TestDevice(containers: [app])
+    let result = try Protfs.run(["--device", t.root] + arguments)
+    #expect(result.status == 64 && result.stderr.contains(message), "\(result)")
+  }
+
+  @Test func unknownBundle() throws {
+    let t = try TestDevice(containers: [app])
+    let result = try Protfs.run(["--device", t.root, "cache", "purge", "com.example.missing"])
+    #expect(result.status == 1 && result.stderr.contains("no container for 'com.example.missing'"), "\(result)")
+  }
+}

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Times `protfs lock` and `protfs unlock` against `chmod -R go-rwx` and `chmod -R go+r` on the same
-# 100,000-file device (200 directories x 500 files, classes mixed by directory), alternating in one
+# 100,000-file device (200 directories x 500 files, classes mixed as benchmarks/make_tree.py makes them), alternating in one
 # run, and prints medians, ratios and peak memory. A benchmark, not a test: disk timings swing, so
 # only the side-by-side ratios mean something (PERF-NOTES.md).
 #
@@ -13,6 +13,7 @@ ROUNDS=${ROUNDS:-5}
 DIRS=${DIRS:-200}
 FILES=${FILES:-500}
 
+bash scripts/setup.sh
 swift build -c release --product protfs >&2
 BIN="$(swift build -c release --show-bin-path)/protfs"
 WORK="$(mktemp -d "${TMPDIR:-/tmp}/protfs-bench-XXXXXX")"
@@ -23,16 +24,9 @@ P=("$BIN" --device "$DEV")
 echo "Building a device of $DIRS directories x $FILES files in $WORK ..." >&2
 "${P[@]}" init com.example.bench >/dev/null 2>&1
 DOCS="$DEV/Containers/com.example.bench/Documents"
-classes=(complete unless-open until-first-auth none when-inactive until-first-auth)
-names=()
-for ((f = 0; f < FILES; f++)); do names+=("f$f"); done
-for ((d = 0; d < DIRS; d++)); do
-  dir="$DOCS/d$d"
-  mkdir "$dir"
-  (cd "$dir" && touch "${names[@]}")
-  "${P[@]}" set-class --recursive "${classes[d % ${#classes[@]}]}" "$dir" >/dev/null 2>&1
-done
-echo "Classes per directory cycle through: ${classes[*]} (a third complete or unless-open)." >&2
+# Classes in rotation per file and per directory, a third of the files inheriting (make_tree.py).
+python3 benchmarks/make_tree.py "$DOCS/tree" "$DIRS" "$FILES" >&2
+sync
 
 # Wall time in seconds of "$@"; its peak RSS in KiB into $PEAK and its CPU seconds (user + system)
 # into $CPU. The CPU time matters when other work shares the cores: then two threads cannot halve

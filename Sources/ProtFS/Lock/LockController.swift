@@ -71,12 +71,20 @@ public struct LockController: Sendable {
       try store.write(record)
       return try store.record(now: clock())
     }
-    if let pending {
-      wait(deadline)
-      let current = try store.record(now: clock())
-      guard current.generation == pending.generation, current.pendingLockAt == pending.pendingLockAt else { return nil }
+    guard let pending else { return try lock(inactive: inactive) }
+    wait(deadline)
+    // Checked under the same flock as the lock itself, so no transition can slip in between.
+    return try transactionUnlessChanged("lock") { (current: LockRecord) throws -> LockRecord? in
+      guard current.generation == pending.generation, current.pendingLockAt == pending.pendingLockAt else {
+        return nil
+      }
+      var next = current
+      next.pendingLockAt = nil
+      next.state = .locked
+      next.since = clock()
+      next.userInactive = inactive
+      return next
     }
-    return try lock(inactive: inactive)
   }
 
   /// Unlocks the device. When a passcode was set with `protfs passcode set`, `passcode` must match;
@@ -166,13 +174,24 @@ public struct LockController: Sendable {
   private func transaction(_ operation: String, _ decide: (LockRecord) throws -> LockRecord)
     throws(ProtFSError) -> TransitionReport
   {
+    guard let report = try transactionUnlessChanged(operation, decide) else {
+      preconditionFailure("a transition whose decision is never nil returned nothing")
+    }
+    return report
+  }
+
+  /// As `transaction`, except that `decide` may return nil to change nothing (and return nil).
+  private func transactionUnlessChanged(_ operation: String, _ decide: (LockRecord) throws -> LockRecord?)
+    throws(ProtFSError) -> TransitionReport?
+  {
     let store = try LockStore(device)
-    return try store.exclusively { () throws(ProtFSError) -> TransitionReport in
+    return try store.exclusively { () throws(ProtFSError) -> TransitionReport? in
       _ = try recover(store)
       let current = try store.record(now: clock())
       var next: LockRecord
       do {
-        next = try decide(current)
+        guard let decided = try decide(current) else { return nil }
+        next = decided
       } catch let failure as PasscodeFailure {
         try store.write(failure.record)
         throw failure.error

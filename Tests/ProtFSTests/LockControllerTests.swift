@@ -188,3 +188,63 @@ final class ManualClock: Sendable {
     #expect(!FileManager.default.fileExists(atPath: t.root))
   }
 }
+
+/// The walk's inherited classes agree with `Device.effectiveClass(of:)` on every item of a nested
+/// tree, with one thread or two.
+@Suite struct LockWalkTests {
+  @Test(arguments: [1, 2])
+  func everyItemFollowsItsEffectiveClass(threads: Int) throws {
+    let t = try TestDevice()
+    try t.device.createContainer(try BundleID("com.example.app"), defaultClass: .complete)
+    try t.device.createContainer(try BundleID("com.example.other"))
+    let fm = FileManager.default
+    var items: [String] = []
+    for container in ["com.example.app", "com.example.other"] {
+      let documents = t.containerPath(container, "Documents")
+      for (index, cls) in ProtectionClass.allCases.enumerated() {
+        var directory = documents + "/d\(index)"
+        try fm.createDirectory(atPath: directory, withIntermediateDirectories: false)
+        try t.device.setClass(cls, of: try t.device.resolve(directory))
+        items.append(directory)
+        for depth in 0..<3 {
+          directory += "/n\(depth)"  // no own class: inherits
+          try fm.createDirectory(atPath: directory, withIntermediateDirectories: false)
+          items.append(directory)
+          for file in 0..<4 {
+            let path = directory + "/f\(file)"
+            try t.writeFile(path, "x", mode: 0o640 + file)
+            if file == 3 {
+              try t.device.setClass(ProtectionClass.allCases[(index + depth) % 5], of: try t.device.resolve(path))
+            }
+            items.append(path)
+          }
+        }
+      }
+      try t.writeFile(documents + "/top", "x")  // inherits Documents' class, the container default
+      items.append(documents + "/top")
+    }
+    let before = Dictionary(uniqueKeysWithValues: items.map { ($0, t.mode($0)) })
+    let controller = LockController(device: t.device, threads: threads)
+    for (operation, state) in [
+      ("lock", ProtectionState(lockState: .locked)),
+      ("inactive", ProtectionState(lockState: .locked, userInactive: true)),
+      ("reboot", ProtectionState(lockState: .beforeFirstUnlock)),
+    ] {
+      switch operation {
+      case "lock": try controller.lock()
+      case "inactive": try controller.lock(inactive: true)
+      default: try controller.reboot()
+      }
+      for item in items {
+        let path = try t.device.resolve(item)
+        let cls = try t.device.effectiveClass(of: path).protectionClass
+        let kind = try t.device.status(path).kind
+        let allowed = state.allows(cls, kind == .directory ? .create : .read)
+        let expected = allowed ? before[item]! : (kind == .directory ? before[item]! & ~0o222 : 0)
+        #expect(t.mode(item) == expected, "\(operation) \(item) (\(cls))")
+      }
+      try controller.unlock()
+      for item in items { #expect(t.mode(item) == before[item]!, "\(operation) \(item)") }
+    }
+  }
+}

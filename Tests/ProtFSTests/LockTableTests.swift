@@ -73,6 +73,7 @@ import Testing
     let newItem = try t.device.device.resolve(t.directory + "/new.txt")
     #expect(((try? t.device.device.checkAccess(newItem, for: .create)) != nil) == want.create)
     #expect(((try? t.device.device.checkAccess(path, for: .openHandle)) != nil) == want.handle)
+    #expect(((try? t.device.device.checkAccess(atPath: t.file, for: .write)) != nil) == want.read)
     try controller.unlock()
     #expect(t.device.mode(t.file) == 0o640)
     #expect(t.device.mode(t.directory) == 0o751)

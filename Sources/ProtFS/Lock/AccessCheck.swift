@@ -11,6 +11,11 @@ extension Device {
   /// iOS's `isProtectedDataAvailable`: true when unlocked or when no passcode is set.
   public var isProtectedDataAvailable: Bool { (try? protectionState().isProtectedDataAvailable) ?? false }
 
+  /// As `checkAccess(_:for:)`, for an absolute path (or one relative to the current directory).
+  public func checkAccess(atPath path: String, for access: ProtectedDataAccess) throws(ProtFSError) {
+    try checkAccess(try resolve(path), for: access)
+  }
+
   /// Throws when the class × state table of SPEC §3 forbids `access` to the item at `path` now;
   /// the ProtFS library calls this for its own callers, root included.
   ///

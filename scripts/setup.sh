@@ -8,7 +8,7 @@ packages=(
   attr                  # getfattr/setfattr (tests, benchmarks, users)
   libcurl4-openssl-dev  # the download engine
   libsqlite3-dev        # the persistent task store
-  libssl-dev            # libcrypto's SHA-256, for download verification
+  libssl-dev            # libcrypto: SHA-256 (downloads), PBKDF2 (passcode hash)
   nginx-light           # the loopback server the download tests start
   curl                  # benchmark peer
   aria2                 # benchmark peer

@@ -109,4 +109,7 @@ static inline long protfs_copy_file_range(int fd_in, int fd_out, size_t len) {
   return syscall(SYS_copy_file_range, fd_in, NULL, fd_out, NULL, len, 0U);
 }
 
+/* The lock simulator's helpers (capabilities, inotify). */
+#include "CProtFSLock.h"
+
 #endif

@@ -12,14 +12,17 @@ let package = Package(
     .systemLibrary(name: "CAttr", providers: [.apt(["libattr1-dev"])]),
     .systemLibrary(name: "CCurl", providers: [.apt(["libcurl4-openssl-dev"])]),
     .systemLibrary(name: "CSQLite", providers: [.apt(["libsqlite3-dev"])]),
+    .systemLibrary(name: "CCrypto", providers: [.apt(["libssl-dev"])]),
     // Thin wrappers for syscalls Swift cannot call directly (variadic syscall(2), prctl(2)).
     .target(name: "CProtFSSys"),
     .target(
       name: "ProtFS",
-      dependencies: ["CAttr", "CProtFSSys", "CCurl", "CSQLite"]
+      dependencies: ["CAttr", "CProtFSSys", "CCurl", "CSQLite", "CCrypto"]
     ),
     .executableTarget(name: "protfs", dependencies: ["ProtFS"]),
     .target(name: "ProtFSTestSupport", dependencies: ["ProtFS", "CAttr"], path: "Tests/ProtFSTestSupport"),
+    // Drives the download engine without the CLI, for the engine's kill -9 tests and benchmark.
+    .executableTarget(name: "protfs-fetch", dependencies: ["ProtFS"], path: "Tests/ProtFSFetch"),
     .testTarget(name: "ProtFSTests", dependencies: ["ProtFS", "ProtFSTestSupport", "CAttr"]),
     // Depends on the executable so that `swift test` builds the binary the tests run.
     .testTarget(

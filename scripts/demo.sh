@@ -27,3 +27,20 @@ step protfs get-class "$container/Documents/notes.txt" "$container/Documents"
 protfs get-class "$container/Documents/notes.txt" "$container/Documents"
 step protfs ls -R "$container/Library"
 protfs ls -R "$container/Library"
+
+# The lock: a program run under `protfs exec` (no CAP_DAC_OVERRIDE, even as root) cannot read a
+# complete file while the device is locked, and can again after unlock.
+echo "none" > "$container/Documents/readme.txt"
+protfs set-class none "$container/Documents/readme.txt" >/dev/null
+step protfs lock
+protfs lock
+step protfs exec -- cat "$container/Documents/notes.txt"
+protfs exec -- cat "$container/Documents/notes.txt" || echo "(exit status $?)"
+step protfs exec -- cat "$container/Documents/readme.txt"
+protfs exec -- cat "$container/Documents/readme.txt"
+step protfs status
+protfs status
+step protfs unlock
+protfs unlock
+step protfs exec -- cat "$container/Documents/notes.txt"
+protfs exec -- cat "$container/Documents/notes.txt"

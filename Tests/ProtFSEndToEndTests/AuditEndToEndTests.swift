@@ -260,6 +260,24 @@ struct AuditEndToEndTests {
     }
   }
 
+  @Test func theDeviceLockStateDecidesWhatMayBeLockedOut() throws {
+    let (scratch, device) = try makeDevice()
+    defer { withExtendedLifetime(scratch) {} }
+    try device.writeFile(app, "Documents/secret", class: .complete)
+    try device.writeFile(app, "Documents/notes", class: .completeUntilFirstUserAuthentication)
+    #expect(try runProtfs(["--device", device.root, "lock"]).status == 0)
+    #expect(TestDevice.rawAttribute(device.containerPath(app, "Documents/secret"), AttributeName.savedMode) != nil)
+    let locked = try runProtfs(["--device", device.root, "audit", "--fail-on", "note"])
+    #expect(locked.status == 0, "a lock's own saved modes are expected: \(locked.stdout)")
+    #expect(try runProtfs(["--device", device.root, "unlock"]).status == 0)
+    #expect(try runProtfs(["--device", device.root, "audit", "--fail-on", "note"]).status == 0)
+    // A saved mode an interrupted unlock left behind.
+    try device.setAttribute(device.containerPath(app, "Documents/notes"), AttributeName.savedMode, "0600")
+    let leftover = try runProtfs(["--device", device.root, "audit"])
+    #expect(leftover.status == 1)
+    #expect(leftover.stdout.contains("  error   PFS002  Documents/notes: The item still carries user.protfs.saved-mode"))
+  }
+
   @Test func entitlementsAreComparedWithTheContainerDefault() throws {
     let (scratch, device) = try makeDevice()
     defer { withExtendedLifetime(scratch) {} }

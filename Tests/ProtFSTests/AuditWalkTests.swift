@@ -128,6 +128,19 @@ struct AuditWalkTests {
     #expect(try audit(.beforeFirstUnlock).isEmpty)
   }
 
+  @Test func anInterruptedLockTransitionIsReported() throws {
+    let scratch = AuditScratch()
+    defer { withExtendedLifetime(scratch) {} }
+    let device = try scratch.device()
+    try device.writeFile(app, "Documents/half", class: .completeUntilFirstUserAuthentication, mode: 0o000)
+    try device.setAttribute(device.containerPath(app, "Documents/half"), AttributeName.savedMode, "0600")
+    let clean = try runAudit(device.root)
+    #expect(clean.paths("PFS002") == ["Documents/half"], "the device is unlocked: a saved mode is a leftover")
+    _ = FileManager.default.createFile(atPath: device.stateDirectory + "/transition.json", contents: Data("{}".utf8))
+    let interrupted = try runAudit(device.root)
+    #expect(interrupted.paths("PFS002") == ["."], "mid-transition, only the transition itself is reported")
+  }
+
   @Test func lockStatesFollowSpecSection3() {
     #expect(!AuditLockState.locked.mayBeLockedOut(.directory, .completeUnlessOpen), "B allows creation while locked")
     #expect(AuditLockState.locked.mayBeLockedOut(.file, .completeUnlessOpen))

@@ -12,6 +12,8 @@ public struct AuditTarget: Sendable {
     public var displayPrefix: String
     /// The class it inherits from ancestors inside the device (SPEC §2), if any.
     public var inheritedClass: ProtectionClass?
+    /// The device it lives in, when it is a container of a protfs device (whose lock state then applies).
+    public var device: Device?
   }
 
   /// The audited path, absolute.
@@ -70,6 +72,8 @@ public struct AuditTarget: Sendable {
           ? "give a container directory or a device directory" : "check that the path exists and is readable")
     }
     if case .success(let status) = directory.statusResult(Device.containersDirectoryName), status.kind == .directory {
+      let isProtfsDevice =
+        directory.statusResult(Device.stateDirectoryName).map { $0.kind == .directory } == .success(true)
       let containers = try directory.openDirectory(Device.containersDirectoryName)
       let inherited = (try? containers.protectionClass()) ?? (try? directory.protectionClass()) ?? nil
       var units: [Unit] = []
@@ -80,23 +84,30 @@ public struct AuditTarget: Sendable {
         units.append(
           Unit(
             name: name, absolutePath: containers.pathOf(name),
-            displayPrefix: "\(Device.containersDirectoryName)/\(name)/", inheritedClass: inherited))
+            displayPrefix: "\(Device.containersDirectoryName)/\(name)/", inheritedClass: inherited,
+            device: isProtfsDevice ? Device(root: absolute) : nil))
       }
       units.sort { $0.name < $1.name }
       return AuditTarget(root: absolute, isDevice: true, units: units)
     }
     // A container inside a device inherits from Containers/ and the device root (SPEC §2).
     var inherited: ProtectionClass?
+    var device: Device?
     let parent = (absolute as NSString).deletingLastPathComponent
+    let deviceRoot = (parent as NSString).deletingLastPathComponent
     if (parent as NSString).lastPathComponent == Device.containersDirectoryName,
-      let device = try? DirectoryHandle(path: (parent as NSString).deletingLastPathComponent),
-      case .success = device.statusResult(Device.stateDirectoryName)
+      let deviceDirectory = try? DirectoryHandle(path: deviceRoot),
+      case .success = deviceDirectory.statusResult(Device.stateDirectoryName)
     {
-      inherited = (try? DirectoryHandle(path: parent).protectionClass()) ?? (try? device.protectionClass()) ?? nil
+      inherited =
+        (try? DirectoryHandle(path: parent).protectionClass()) ?? (try? deviceDirectory.protectionClass()) ?? nil
+      device = Device(root: deviceRoot)
     }
     let name = absolute == "/" ? "/" : (absolute as NSString).lastPathComponent
     return AuditTarget(
       root: absolute, isDevice: false,
-      units: [Unit(name: name, absolutePath: absolute, displayPrefix: "", inheritedClass: inherited)])
+      units: [
+        Unit(name: name, absolutePath: absolute, displayPrefix: "", inheritedClass: inherited, device: device)
+      ])
   }
 }

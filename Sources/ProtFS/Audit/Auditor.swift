@@ -11,7 +11,8 @@ public protocol LockExpectation: Sendable {
   func mayBeLockedOut(_ kind: FileKind, _ protectionClass: ProtectionClass) -> Bool
 }
 
-/// The device's lock state as far as the audit is concerned (SPEC §3).
+/// A lock state given by hand, as far as the audit is concerned (SPEC §3); audits of a protfs device
+/// read its real state instead (`ProtectionState`).
 public enum AuditLockState: String, Sendable, LockExpectation {
   /// Unlocked (or no passcode): nothing may be locked out.
   case unlocked
@@ -20,7 +21,7 @@ public enum AuditLockState: String, Sendable, LockExpectation {
   case locked
   /// Before the first unlock: everything but class none is unavailable.
   case beforeFirstUnlock
-  /// Not recorded: treated as unlocked, so every saved mode is reported as a leftover.
+  /// Not recorded (a tree outside any device): treated as unlocked, so every saved mode is reported.
   case unknown
 
   /// SPEC §3's table, from the point of view of what a lock removes.
@@ -46,8 +47,8 @@ public struct AuditConfiguration: Sendable {
   public var policies: [Policy]
   /// The default class the app's entitlements ask for, to compare with each container's default.
   public var entitlementsDefault: ProtectionClass?
-  /// Which items the device's lock state may have locked out.
-  public var lockState: any LockExpectation
+  /// Which items may be locked out; nil (the default) reads each container's device lock state.
+  public var lockState: (any LockExpectation)?
   /// Which download tasks own which temp files; without a task store every
   /// `CFNetworkDownload_*.tmp` is an orphan.
   public var downloadTasks: any DownloadTaskDirectory
@@ -57,7 +58,7 @@ public struct AuditConfiguration: Sendable {
   /// Creates a configuration.
   public init(
     policies: [Policy], entitlementsDefault: ProtectionClass? = nil,
-    lockState: any LockExpectation = AuditLockState.unknown,
+    lockState: (any LockExpectation)? = nil,
     downloadTasks: any DownloadTaskDirectory = NoDownloadTasks(), threads: Int = 2
   ) {
     self.policies = policies
@@ -90,6 +91,18 @@ public struct AuditConfiguration: Sendable {
       seen[rule.id] = rule
     }
   }
+}
+
+extension ProtectionState: LockExpectation {
+  /// What the lock simulator itself removes bits from in this state.
+  public func mayBeLockedOut(_ kind: FileKind, _ protectionClass: ProtectionClass) -> Bool {
+    restricts(kind, protectionClass)
+  }
+}
+
+/// While a lock transition is half done, any item may be locked out: nothing can be judged.
+struct TransitionInProgress: LockExpectation {
+  func mayBeLockedOut(_ kind: FileKind, _ protectionClass: ProtectionClass) -> Bool { true }
 }
 
 /// Receives findings as the audit streams them. Calls are serialised by the auditor.

@@ -51,7 +51,9 @@ struct ContainerWalk: Sendable {
   let sink: FindingSink
 
   func run() -> AuditSummary {
-    var setup = Worker(walk: self, rootFD: -1, matcher: matcher, containerDefault: .containerDefault, owned: [])
+    var setup = Worker(
+      walk: self, lockState: AuditLockState.unknown, rootFD: -1, matcher: matcher, containerDefault: .containerDefault,
+      owned: [])
     let rootFD = open(unit.absolutePath, O_RDONLY | O_DIRECTORY | O_CLOEXEC)
     if rootFD < 0 {
       setup.unreadable("open the container", errno: errno)
@@ -97,11 +99,13 @@ struct ContainerWalk: Sendable {
       setup.summary.incomplete = true
     }
 
+    let lockState = self.lockState(&setup)
     let stack = WorkStack(PendingDirectory(path: [], inheritedByChildren: rootOwn ?? unit.inheritedClass))
     let results = Results()
     let threads = configuration.threads
     let template = Worker(
-      walk: self, rootFD: rootFD, matcher: matcher, containerDefault: containerDefault, owned: owned)
+      walk: self, lockState: lockState, rootFD: rootFD, matcher: matcher, containerDefault: containerDefault,
+      owned: owned)
     DispatchQueue.concurrentPerform(iterations: threads) { _ in
       var worker = template
       while let directory = stack.pop() {
@@ -113,6 +117,28 @@ struct ContainerWalk: Sendable {
     var summary = setup.finish()
     summary.merge(results.total)
     return summary
+  }
+}
+
+extension ContainerWalk {
+  /// The lock state to judge locked-out items by: the configuration's, else the device's record.
+  fileprivate func lockState(_ setup: inout Worker) -> any LockExpectation {
+    if let given = configuration.lockState { return given }
+    guard let device = unit.device, device.isInitialized else { return AuditLockState.unknown }
+    if LockStore.hasJournal(device) {
+      setup.emit(
+        .lockedOut,
+        "A lock transition of the device '\(device.root)' was interrupted, so items may be locked out; run any protfs command on the device to finish it.",
+        expected: "no interrupted transition", actual: "transition.json present")
+      return TransitionInProgress()
+    }
+    do {
+      return try LockController(device: device).record().protection
+    } catch {
+      setup.emit(.unreadable, "Cannot read the lock state of the device '\(device.root)': \(error.description)")
+      setup.summary.incomplete = true
+      return AuditLockState.unknown
+    }
   }
 }
 
@@ -189,7 +215,8 @@ struct Worker {
   private static let temporarySuffix = Array(".tmp".utf8)
 
   init(
-    walk: ContainerWalk, rootFD: Int32, matcher: RuleMatcher, containerDefault: ProtectionClass,
+    walk: ContainerWalk, lockState: any LockExpectation, rootFD: Int32, matcher: RuleMatcher,
+    containerDefault: ProtectionClass,
     owned: Set<String>
   ) {
     self.walk = walk
@@ -199,7 +226,6 @@ struct Worker {
     self.owned = owned
     prefix = Array(walk.unit.displayPrefix.utf8)
     ruleTexts = matcher.policies.map { [CachedText?](repeating: nil, count: $0.rules.count * 15) }
-    let lockState = walk.configuration.lockState
     mayBeLockedOut = (
       ProtectionClass.byStrength.map { lockState.mayBeLockedOut(.file, $0) },
       ProtectionClass.byStrength.map { lockState.mayBeLockedOut(.directory, $0) }

@@ -75,7 +75,7 @@ enum AuditCommand {
     // PROTFS_AUDIT_THREADS tunes the walk for benchmarks; PERF-NOTES measured 2 threads on 2 cores.
     let threads = invocation.environment["PROTFS_AUDIT_THREADS"].flatMap(Int.init) ?? 2
     let configuration = AuditConfiguration(
-      policies: policies, entitlementsDefault: entitlementsDefault, lockState: lockState(of: target),
+      policies: policies, entitlementsDefault: entitlementsDefault,
       threads: min(max(threads, 1), 64))
     try configuration.validate()
 
@@ -103,13 +103,6 @@ enum AuditCommand {
     }
     return total.count(atLeast: failOn) > 0 ? 1 : 0
   }
-
-  /// What the lock state of the audited device allows to be locked out.
-  ///
-  /// TODO(lock): when the lock simulator lands on main, read its state for the device of `target`
-  /// (its `ProtectionState` can conform to `LockExpectation`). Until then the state is unknown and
-  /// every saved mode or stripped file is reported as a leftover.
-  private static func lockState(of target: AuditTarget) -> any LockExpectation { AuditLockState.unknown }
 
   private static func parse<T: RawRepresentable & CaseIterable>(
     _ text: String, as type: T.Type, option: String,

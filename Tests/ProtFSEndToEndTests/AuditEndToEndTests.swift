@@ -275,7 +275,9 @@ struct AuditEndToEndTests {
     try device.setAttribute(device.containerPath(app, "Documents/notes"), AttributeName.savedMode, "0600")
     let leftover = try runProtfs(["--device", device.root, "audit"])
     #expect(leftover.status == 1)
-    #expect(leftover.stdout.contains("  error   PFS002  Documents/notes: The item still carries user.protfs.saved-mode"))
+    #expect(
+      leftover.stdout.contains("  error   PFS002  Documents/notes: The item still carries user.protfs.saved-mode")
+    )
   }
 
   @Test func entitlementsAreComparedWithTheContainerDefault() throws {

@@ -201,7 +201,7 @@ struct AuditWalkTests {
     let withStore = try runAudit(
       device.root,
       AuditConfiguration(
-        policies: [.builtInDefault], downloadTasks: FixedOwners(names: ["CFNetworkDownload_owned.tmp"])))
+        policies: [.builtInDefault], downloadTasks: { _ in FixedOwners(names: ["CFNetworkDownload_owned.tmp"]) }))
     #expect(withStore.paths("PFS005") == ["\(downloads)/CFNetworkDownload_stale.tmp"])
   }
 

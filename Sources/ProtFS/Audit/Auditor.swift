@@ -49,9 +49,9 @@ public struct AuditConfiguration: Sendable {
   public var entitlementsDefault: ProtectionClass?
   /// Which items may be locked out; nil (the default) reads each container's device lock state.
   public var lockState: (any LockExpectation)?
-  /// Which download tasks own which temp files; without a task store every
-  /// `CFNetworkDownload_*.tmp` is an orphan.
-  public var downloadTasks: any DownloadTaskDirectory
+  /// The task store of a device, which says which download tasks own which temp files; without one
+  /// (and outside any device) every `CFNetworkDownload_*.tmp` is an orphan.
+  public var downloadTasks: @Sendable (Device) -> any DownloadTaskDirectory
   /// Worker threads that split the directories (PERF-NOTES: 2 on the CI machines).
   public var threads: Int
 
@@ -59,7 +59,8 @@ public struct AuditConfiguration: Sendable {
   public init(
     policies: [Policy], entitlementsDefault: ProtectionClass? = nil,
     lockState: (any LockExpectation)? = nil,
-    downloadTasks: any DownloadTaskDirectory = NoDownloadTasks(), threads: Int = 2
+    downloadTasks: @escaping @Sendable (Device) -> any DownloadTaskDirectory = { _ in NoDownloadTasks() },
+    threads: Int = 2
   ) {
     self.policies = policies
     self.entitlementsDefault = entitlementsDefault

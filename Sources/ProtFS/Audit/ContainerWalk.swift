@@ -90,9 +90,9 @@ struct ContainerWalk: Sendable {
     }
     var owned: Set<String> = []
     do {
-      // A directory whose name is not a bundle id (an exported tree) can have no tasks.
-      if let bundleID = try? BundleID(unit.name) {
-        owned = Set(try configuration.downloadTasks.tasks(for: bundleID).compactMap(\.temporaryFileName))
+      // A tree outside a device, or whose name is not a bundle id, has no task store.
+      if let device = unit.device, let bundleID = try? BundleID(unit.name) {
+        owned = Set(try configuration.downloadTasks(device).tasks(for: bundleID).compactMap(\.temporaryFileName))
       }
     } catch {
       setup.emit(.unreadable, "Cannot tell which temp downloads have a task: \(error.description)")

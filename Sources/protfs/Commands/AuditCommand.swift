@@ -76,7 +76,8 @@ enum AuditCommand {
     let threads = invocation.environment["PROTFS_AUDIT_THREADS"].flatMap(Int.init) ?? 2
     let configuration = AuditConfiguration(
       policies: policies, entitlementsDefault: entitlementsDefault,
-      threads: min(max(threads, 1), 64))
+      // The same hook the cache commands use: wiring the task store there wires it here too.
+      downloadTasks: { device in DownloadTasks.directory(for: device) }, threads: min(max(threads, 1), 64))
     try configuration.validate()
 
     let fd: Int32

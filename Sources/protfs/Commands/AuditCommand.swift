@@ -10,9 +10,10 @@ enum AuditCommand {
       Walks each container (PATH may be a container directory or a whole device; default: the
       current device) and checks every item's effective protection class against the policies
       (default: the built-in Policies/default.policy), plus built-in checks: corrupt classes, items
-      still locked out while unlocked, protected files readable by others, symlinks leaving the
-      container or looping, orphan background-download temp files, names that are not UTF-8, and
-      items with no class of their own. The policy format is described in Policies/README.md.
+      still locked out although the device's lock state makes their class available, protected
+      files readable by others, symlinks leaving the container or looping, orphan
+      background-download temp files, names that are not UTF-8, and items with no class of their
+      own. The policy format and the check ids are described in Policies/README.md.
 
       Exit status: 0 when no finding is at or above --fail-on, 1 when one is, 2 when the audit
       could not run or could not read the whole tree.

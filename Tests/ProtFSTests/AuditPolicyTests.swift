@@ -80,6 +80,17 @@ struct AuditPolicyTests {
     }
   }
 
+  @Test func windowsLineEndingsAndTabsAreFine() throws {
+    let policy = try Policy(parsing: "# c\r\nrule\tR1 error\t\"a\" any \"m\"\r\n\r\n", source: "crlf.policy")
+    #expect(policy.rules.map(\.id) == ["R1"])
+    #expect(policy.rules.first?.line == 2)
+  }
+
+  @Test func anEmptyPolicyHasNoRules() throws {
+    #expect(try Policy(parsing: "", source: "empty.policy").rules.isEmpty)
+    #expect(try Policy(parsing: "\n# only a comment\n", source: "c.policy").rules.isEmpty)
+  }
+
   @Test func warnsAboutPatternsThatCanNeverMatch() throws {
     let policy = try Policy(
       parsing: """

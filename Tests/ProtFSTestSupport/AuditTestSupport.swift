@@ -6,18 +6,18 @@ public final class AuditScratch: @unchecked Sendable {
   /// Its absolute path.
   public let path: String
 
-  /// Creates a fresh directory under the system temporary directory.
+  /// Creates a fresh directory under `$TMPDIR` (the shared test helper's mkdtemp).
   public init() {
-    let base = NSTemporaryDirectory().hasSuffix("/") ? NSTemporaryDirectory() : NSTemporaryDirectory() + "/"
-    var template = Array((base + "protfs-audit-test-XXXXXX").utf8CString)
-    let created = template.withUnsafeMutableBufferPointer { mkdtemp($0.baseAddress!) }
-    precondition(created != nil, "mkdtemp failed: \(String(cString: strerror(errno)))")
-    path = String(cString: created!)
+    do {
+      path = try TestDevice.makeTemporaryDirectory(prefix: "protfs-audit-test")
+    } catch {
+      preconditionFailure("\(error)")
+    }
   }
 
   deinit {
-    // Tests make directories unreadable or strip modes; give everything back before removing.
-    // chmod and rm walk with fts, which also handles trees deeper than PATH_MAX.
+    // Unlike TestDevice.removeTree, which works on full paths, chmod and rm walk with fts and so also
+    // remove the trees deeper than PATH_MAX that the audit tests build.
     _ = try? Process.run(URL(fileURLWithPath: "/bin/chmod"), arguments: ["-R", "u+rwx", path]).waitUntilExit()
     _ = try? Process.run(URL(fileURLWithPath: "/bin/rm"), arguments: ["-rf", path]).waitUntilExit()
   }

@@ -68,8 +68,11 @@ struct LockStore {
     } catch {
       let path = directory.pathOf(name)
       throw ProtFSError(
-        .malformed, "The lock state file '\(path)' is not valid: \(error).", path: path,
-        hint: "restore it from a backup, or remove it to start over as a new, unlocked device")
+        .malformed, "The lock simulator's file '\(path)' is not valid JSON of the expected shape: \(error).",
+        path: path,
+        hint: name == Self.stateFileName
+          ? "restore it from a backup, or remove it to start over as a new, unlocked device"
+          : "inspect it; removing it abandons the interrupted transition (run `protfs unlock` afterwards)")
     }
   }
 

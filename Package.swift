@@ -21,6 +21,8 @@ let package = Package(
     ),
     .executableTarget(name: "protfs", dependencies: ["ProtFS"]),
     .target(name: "ProtFSTestSupport", dependencies: ["ProtFS", "CAttr"], path: "Tests/ProtFSTestSupport"),
+    // Drives the download engine without the CLI, for the engine's kill -9 tests and benchmark.
+    .executableTarget(name: "protfs-fetch", dependencies: ["ProtFS"], path: "Tests/ProtFSFetch"),
     .testTarget(name: "ProtFSTests", dependencies: ["ProtFS", "ProtFSTestSupport", "CAttr"]),
     // Depends on the executable so that `swift test` builds the binary the tests run.
     .testTarget(

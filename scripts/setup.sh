@@ -8,10 +8,11 @@ packages=(
   attr                  # getfattr/setfattr (tests, benchmarks, users)
   libcurl4-openssl-dev  # the download engine
   libsqlite3-dev        # the persistent task store
+  libssl-dev            # libcrypto: SHA-256 (downloads), PBKDF2 (passcode hash)
   nginx-light           # the loopback server the download tests start
   curl                  # benchmark peer
   aria2                 # benchmark peer
-  libssl-dev            # libcrypto: PBKDF2-HMAC-SHA256 for the passcode hash
+  openssl               # self-signed certificates for the HTTPS download tests
   util-linux            # setpriv, for running test programs without CAP_DAC_OVERRIDE
 )
 

@@ -171,10 +171,10 @@ struct FixedTasks: DownloadTaskDirectory {
   }
 
   @Test(arguments: [("30s", 30), ("15m", 900), ("2h", 7200), ("7d", 604_800), ("1w", 604_800), ("1h30m", 5400), ("1.5h", 5400)] as [(String, Double)])
-  func durations(text: String, seconds: Double) throws { #expect(try Duration.parse(text) == seconds) }
+  func durations(text: String, seconds: Double) throws { #expect(try HumanDuration.parse(text) == seconds) }
 
   @Test(arguments: ["", "5", "5x", "h", "1h30", "-2d"])
   func badDurationsSayWhatIsRight(text: String) {
-    #expect { try Duration.parse(text) } throws: { ($0 as! ProtFSError).description.contains("for example 30s, 15m") }
+    #expect { try HumanDuration.parse(text) } throws: { ($0 as! ProtFSError).description.contains("for example 30s, 15m") }
   }
 }

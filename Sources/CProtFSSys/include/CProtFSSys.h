@@ -89,6 +89,11 @@ static inline int protfs_openat(int dirfd, const char *path, int flags, mode_t m
   return openat(dirfd, path, flags, mode);
 }
 
+/* syncfs(2): flushes the filesystem holding `fd` (declared by <unistd.h> only under _GNU_SOURCE).
+   The download finisher flushes a batch of finished files with one call instead of one fsync each. */
+extern int syncfs(int fd);
+static inline int protfs_syncfs(int fd) { return syncfs(fd); }
+
 /* The d_type of a dirent, as Swift cannot reach the bit-field-free struct portably. */
 static inline unsigned char protfs_dirent_type(const struct dirent *entry) { return entry->d_type; }
 static inline const char *protfs_dirent_name(const struct dirent *entry) { return entry->d_name; }

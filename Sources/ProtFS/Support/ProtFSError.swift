@@ -30,6 +30,12 @@ public struct ProtFSError: Error, Sendable, Equatable, CustomStringConvertible {
     case malformed
     /// Any other system call failure.
     case io
+    /// A download could not reach its server, the server failed, or the transfer broke off.
+    case network
+    /// A download was cancelled by its caller.
+    case cancelled
+    /// A download's bytes do not match the SHA-256 digest the caller expected.
+    case checksumMismatch
   }
 
   /// What kind of failure this is.

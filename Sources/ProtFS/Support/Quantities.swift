@@ -36,7 +36,7 @@ public enum ByteSize {
 }
 
 /// Durations as people write them: `30s`, `15m`, `2h`, `7d`, `1w`, `1h30m`.
-public enum Duration {
+public enum HumanDuration {
   /// Parses a duration into seconds, or throws an error with examples of the right format.
   public static func parse(_ text: String) throws(ProtFSError) -> TimeInterval {
     let units: [Character: TimeInterval] = ["s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604_800]

@@ -29,7 +29,7 @@ enum CachePurgeCommand {
     let bundleID = try invocation.argument("bundle-id").map(invocation.bundleID)
     var criteria = PurgeCriteria(orphans: invocation.flag("orphans"), includeResumable: invocation.flag("include-resumable"))
     do {
-      criteria.olderThan = try invocation.value("older-than").map { text throws(ProtFSError) in try Duration.parse(text) }
+      criteria.olderThan = try invocation.value("older-than").map { text throws(ProtFSError) in try HumanDuration.parse(text) }
       criteria.maxSize = try invocation.value("max-size").map { text throws(ProtFSError) in try ByteSize.parse(text) }
     } catch {
       throw invocation.usageError(error.description)

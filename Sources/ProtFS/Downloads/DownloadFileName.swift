@@ -1,0 +1,53 @@
+import Foundation
+
+/// Where a download's file name comes from, and the check that keeps it inside its directory.
+public enum DownloadFileName {
+  /// The name in the URL's last path component (percent-decoded), validated.
+  public static func fromURL(_ url: URL) throws(ProtFSError) -> String {
+    // `URL.lastPathComponent` decodes "%2F" into "/", which `validate` then refuses.
+    let name = url.lastPathComponent
+    guard !name.isEmpty, name != "/" else {
+      throw ProtFSError(
+        .invalidArgument, "The URL '\(url.absoluteString)' has no file name in its path.",
+        hint: "give a URL that ends in a file name, or name the file explicitly")
+    }
+    return try validate(name, source: "the URL '\(url.absoluteString)'")
+  }
+
+  /// The `filename` parameter of a Content-Disposition header value, validated; nil when absent.
+  public static func fromContentDisposition(_ value: String, url: URL) throws(ProtFSError) -> String? {
+    var found: String?
+    for part in value.split(separator: ";") {
+      let pair = part.split(separator: "=", maxSplits: 1).map { $0.trimmingCharacters(in: .whitespaces) }
+      guard pair.count == 2 else { continue }
+      let key = pair[0].lowercased()
+      var raw = pair[1]
+      if key == "filename*" {
+        // RFC 5987: charset'language'percent-encoded; it wins over a plain filename.
+        let pieces = raw.split(separator: "'", maxSplits: 2, omittingEmptySubsequences: false)
+        if pieces.count == 3, let decoded = String(pieces[2]).removingPercentEncoding {
+          found = decoded
+          break
+        }
+      } else if key == "filename" {
+        if raw.hasPrefix("\""), raw.hasSuffix("\""), raw.count >= 2 {
+          raw = String(raw.dropFirst().dropLast()).replacingOccurrences(of: "\\\"", with: "\"")
+        }
+        found = raw
+      }
+    }
+    guard let found else { return nil }
+    return try validate(found, source: "the Content-Disposition header from '\(url.absoluteString)'")
+  }
+
+  /// Returns `name` if it is a plain file name: not empty, no `/`, no NUL, not `.` and no `..`.
+  public static func validate(_ name: String, source: String) throws(ProtFSError) -> String {
+    if name.isEmpty || name == "." || name.contains("..") || name.contains("/") || name.contains("\0") {
+      throw ProtFSError(
+        .invalidArgument,
+        "The file name '\(name)' from \(source) is not allowed: it must not be empty or contain '..' or '/'.",
+        hint: "download it under another name")
+    }
+    return name
+  }
+}

@@ -1,0 +1,239 @@
+import CProtFSSys
+import Foundation
+import Synchronization
+
+/// Settles tasks off the engine thread: verifies and flushes finished temp files, moves them into
+/// place, persists the outcome, then tells the waiters. Work that arrives together is done together:
+/// one `syncfs` and one store transaction for a batch of small files instead of one each.
+///
+/// `@unchecked Sendable`: the job list is guarded by its mutex; the rest is used by the finisher thread.
+final class DownloadFinisher: @unchecked Sendable {
+  enum Job: Sendable {
+    case complete(Transfer)
+    case fail(DownloadTask, ProtFSError, deleting: String?)
+    case stop(DownloadTask, StopReason)
+    case exit(DispatchSemaphore)
+  }
+
+  private let jobs = Mutex<[Job]>([])
+  private let available = DispatchSemaphore(value: 0)
+  // Unowned: the core owns this object and stops its thread before it goes away.
+  private unowned let core: DownloadSessionCore
+
+  init(core: DownloadSessionCore) { self.core = core }
+
+  func start() {
+    let thread = Thread { [self] in run() }
+    thread.name = "protfs.download.finisher"
+    thread.start()
+  }
+
+  func post(_ job: Job) {
+    jobs.withLock { $0.append(job) }
+    available.signal()
+  }
+
+  /// Finishes the jobs already posted, then ends the thread.
+  func shutdown() {
+    let done = DispatchSemaphore(value: 0)
+    post(.exit(done))
+    done.wait()
+  }
+
+  private func run() {
+    while true {
+      available.wait()
+      let batch = jobs.withLock { list in
+        let taken = list
+        list.removeAll(keepingCapacity: true)
+        return taken
+      }
+      // Each job signalled once; the batch took several, so consume their signals.
+      for _ in 1..<max(1, batch.count) { available.wait() }
+      if let exit = process(batch) {
+        exit.signal()
+        return
+      }
+    }
+  }
+
+  /// A settled task's record and what to do once it is persisted.
+  struct Outcome {
+    var record: DownloadTaskRecord
+    var waiters: DownloadTask.Waiters
+    var task: DownloadTask
+    var event: DownloadEvent?
+    var error: ProtFSError?
+    var notifyDelegate: Bool
+  }
+
+  private func process(_ batch: [Job]) -> DispatchSemaphore? {
+    var exit: DispatchSemaphore?
+    var outcomes: [Outcome] = []
+    var resumeDataReplies: [(@Sendable (Data?) -> Void, Data?)] = []
+    var completing: [Transfer] = []
+    for job in batch {
+      switch job {
+      case .complete(let transfer): completing.append(transfer)
+      default: break
+      }
+    }
+    let verified = verifyAndSync(completing, outcomes: &outcomes)
+    var finished = Set(verified.map { ObjectIdentifier($0) })
+    for job in batch {
+      switch job {
+      case .complete(let transfer):
+        guard finished.remove(ObjectIdentifier(transfer)) != nil else { continue }
+        let location = URL(fileURLWithPath: transfer.temporaryPath)
+        core.notifyFinishedDownloading(transfer.task, location: location)
+        outcomes.append(place(transfer.task))
+      case .fail(let task, let error, let path):
+        if let path { unlink(path) }
+        outcomes.append(settle(task, .failed, error: error) { $0.temporaryFileName = nil })
+      case .stop(let task, let reason):
+        if let outcome = stop(task, reason, replies: &resumeDataReplies) { outcomes.append(outcome) }
+      case .exit(let semaphore):
+        exit = semaphore
+      }
+    }
+    deliver(outcomes)
+    for (reply, data) in resumeDataReplies { reply(data) }
+    return exit
+  }
+
+  /// Persists the outcomes in one transaction, then wakes waiters and reports events.
+  func deliver(_ outcomes: [Outcome]) {
+    core.persistSettled(outcomes.map(\.record))
+    for outcome in outcomes {
+      outcome.waiters.wake()
+      if let event = outcome.event { core.notify(event) }
+      if outcome.notifyDelegate { core.notifyCompleted(outcome.task, error: outcome.error) }
+    }
+  }
+
+  /// Moves a finished task's temp file to its destination if the access policy allows it now.
+  ///
+  /// Runs on the finisher thread, or on the caller's for `completeWaitingTasks()`.
+  func place(_ task: DownloadTask) -> Outcome {
+    let record = task.record
+    let url = task.url.absoluteString
+    guard let name = record.temporaryFileName, let destination = record.destinationPath else {
+      return settle(
+        task, .failed,
+        error: ProtFSError(.notFound, "The finished download of '\(url)' has no temp file or file name to place."))
+    }
+    let temporary = record.temporaryDirectory + "/" + name
+    switch core.configuration.accessPolicy.canPlaceDestination(destination) {
+    case .allow:
+      guard rename(temporary, destination) == 0 else {
+        let code = errno
+        unlink(temporary)
+        return settle(
+          task, .failed, error: ProtFSError.system("move the download of '\(url)' to", path: destination, errno: code)
+        ) { $0.temporaryFileName = nil }
+      }
+      return settle(task, .completed, event: .completed(taskID: task.id, location: URL(fileURLWithPath: destination))) {
+        $0.temporaryFileName = nil
+      }
+    case .waitForUnlock:
+      return settle(
+        task, .waitingForUnlock,
+        event: .waitingForUnlock(taskID: task.id, temporaryLocation: URL(fileURLWithPath: temporary)))
+    case .deny(let code):
+      unlink(temporary)
+      return settle(
+        task, .failed,
+        error: ProtFSError(
+          .protectedDataUnavailable,
+          "Cannot move the download of '\(url)' to '\(destination)': \(String(cString: strerror(code))).",
+          path: destination, errno: code, hint: "unlock the device and download it again")
+      ) { $0.temporaryFileName = nil }
+    }
+  }
+
+  private func settle(
+    _ task: DownloadTask, _ state: DownloadState, error: ProtFSError? = nil, event explicit: DownloadEvent? = nil,
+    update: (inout DownloadTaskRecord) -> Void = { _ in }
+  ) -> Outcome {
+    let (record, waiters) = task.transition(to: state, error: error, update: update)
+    var event = explicit
+    if event == nil, let error { event = .failed(taskID: task.id, error: error) }
+    if event == nil, state == .suspended { event = .suspended(taskID: task.id) }
+    return Outcome(
+      record: record, waiters: waiters, task: task, event: event, error: error, notifyDelegate: state.isSettled)
+  }
+
+  /// Checks digests and flushes the files of `transfers` to disk; returns those that passed.
+  private func verifyAndSync(_ transfers: [Transfer], outcomes: inout [Outcome]) -> [Transfer] {
+    var passed: [Transfer] = []
+    for t in transfers {
+      let expected = t.task.runtime.withLock { r in
+        r.record.bytesReceived = t.position
+        if r.record.bytesExpected < 0 { r.record.bytesExpected = t.position }
+        return r.record.expectedSHA256
+      }
+      if let expected, let digest = t.digest {
+        let actual = digest.finalizeHex()
+        if actual != expected.lowercased() {
+          close(t.fd)
+          unlink(t.temporaryPath)
+          let error = ProtFSError(
+            .checksumMismatch,
+            "The download of '\(t.task.url.absoluteString)' has SHA-256 \(actual), not the expected \(expected.lowercased()); nothing was kept.",
+            hint: "check the expected digest, or whether the server's file changed")
+          outcomes.append(settle(t.task, .failed, error: error) { $0.temporaryFileName = nil })
+          continue
+        }
+      }
+      passed.append(t)
+    }
+    if core.configuration.synchronizesFiles {
+      // One syncfs flushes a batch of small files in one journal commit; a lone file needs only fsync.
+      if passed.count >= 4 {
+        _ = protfs_syncfs(passed[0].fd)
+      } else {
+        for t in passed { _ = fsync(t.fd) }
+      }
+    }
+    for t in passed { close(t.fd) }
+    return passed
+  }
+
+  private func stop(
+    _ task: DownloadTask, _ reason: StopReason, replies: inout [(@Sendable (Data?) -> Void, Data?)]
+  ) -> Outcome? {
+    let record = task.record
+    let cancelled = ProtFSError(
+      .cancelled, "The download of '\(task.url.absoluteString)' was cancelled.", errno: ECANCELED)
+    switch reason {
+    case .suspend:
+      guard record.state == .running || record.state == .suspended else { return nil }
+      return settle(task, .suspended)
+    case .cancel:
+      guard !(record.state == .completed || record.state == .failed) else { return nil }
+      if let path = task.temporaryLocation?.path { unlink(path) }
+      return settle(task, .failed, error: cancelled) { $0.temporaryFileName = nil }
+    case .cancelProducingResumeData(let reply):
+      guard !(record.state == .completed || record.state == .failed), let name = record.temporaryFileName else {
+        replies.append((reply, nil))
+        if record.state == .completed || record.state == .failed { return nil }
+        return settle(task, .failed, error: cancelled)
+      }
+      var size: Int64 = record.bytesReceived
+      var status = stat()
+      if lstat(record.temporaryDirectory + "/" + name, &status) == 0 { size = Int64(status.st_size) }
+      let data = DownloadResumeData(
+        url: task.url, bytesReceived: size, bytesExpected: record.bytesExpected,
+        temporaryDirectory: record.temporaryDirectory, temporaryFileName: name,
+        destinationDirectory: record.destinationDirectory, fileName: record.fileName, entityTag: record.entityTag,
+        lastModified: record.lastModified, expectedSHA256: record.expectedSHA256,
+        taskDescription: record.taskDescription)
+      replies.append((reply, data.encoded()))
+      // The temp file now belongs to the resume data, not to this task.
+      return settle(task, .failed, error: cancelled) {
+        $0.bytesReceived = size
+        $0.temporaryFileName = nil
+      }
+    }
+  }
+}

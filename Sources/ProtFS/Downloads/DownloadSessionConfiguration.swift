@@ -1,0 +1,56 @@
+/// How a download session behaves: where it keeps its state and bytes, and how it treats the network.
+public struct DownloadSessionConfiguration: Sendable {
+  /// The session's identifier; opening a session with the same one reattaches its unfinished tasks.
+  public var identifier: String
+  /// The bundle id the session belongs to.
+  public var bundleID: String
+  /// The task store's path (`<device>/.protfs/downloads.sqlite`).
+  public var storePath: String
+  /// Where temp files are written (`…/Library/Caches/com.apple.nsurlsessiond/Downloads/<bundle-id>`);
+  /// created when missing.
+  public var temporaryDirectory: String
+  /// Where finished files go unless a task names another directory.
+  public var destinationDirectory: String
+  /// Connections per host (`CURLMOPT_MAX_HOST_CONNECTIONS`; iOS's default is 6).
+  public var maximumConnectionsPerHost: Int = 6
+  /// How many times a connection error or a 5xx answer is retried before the task fails.
+  public var maximumRetries: Int = 4
+  /// The first retry's delay; each further retry doubles it.
+  public var retryBaseDelay: Duration = .milliseconds(500)
+  /// The longest delay between retries.
+  public var retryMaximumDelay: Duration = .seconds(30)
+  /// How long to wait for a connection.
+  public var connectTimeout: Duration = .seconds(30)
+  /// How long a transfer may receive nothing before it times out (URLSession's
+  /// `timeoutIntervalForRequest`).
+  public var requestTimeout: Duration = .seconds(60)
+  /// libcurl's receive buffer (`CURLOPT_BUFFERSIZE`): large buffers mean fewer, larger writes.
+  public var receiveBufferSize: Int = 1 << 20
+  /// How often progress is written to the task store.
+  public var progressPersistInterval: Duration = .seconds(1)
+  /// How often, at most, progress is reported per task.
+  public var progressEventInterval: Duration = .milliseconds(100)
+  /// Whether tasks that were running when their session's process ended start again on reattach.
+  public var resumesReattachedTasks: Bool = true
+  /// Whether finished files are flushed to disk (fsync) before they are moved into place.
+  public var synchronizesFiles: Bool = true
+  /// The lock policy consulted before writing a temp file and before placing a result.
+  public var accessPolicy: any DownloadAccessPolicy = AllowAllDownloadAccess()
+  /// The user agent sent to HTTP servers.
+  public var userAgent: String = "protfs"
+  /// A PEM file of certificate authorities to trust for HTTPS instead of the system's
+  /// (`CURLOPT_CAINFO`); for servers with private certificates, such as a test server's.
+  public var trustedCertificatesPath: String?
+
+  /// Creates a configuration with the defaults above.
+  public init(
+    identifier: String, bundleID: String, storePath: String, temporaryDirectory: String,
+    destinationDirectory: String
+  ) {
+    self.identifier = identifier
+    self.bundleID = bundleID
+    self.storePath = storePath
+    self.temporaryDirectory = temporaryDirectory
+    self.destinationDirectory = destinationDirectory
+  }
+}

@@ -1,0 +1,128 @@
+import Foundation
+import Synchronization
+
+/// The shared innards of a `DownloadSession`: its store, engine, finisher and registry of tasks.
+/// Tasks hold it, so a task outliving its session object still answers (and does nothing once the
+/// session is invalidated).
+///
+/// `@unchecked Sendable`: `session`, `delegate`, `engine` and `finisher` are set once during the
+/// session's initialiser, before any other thread can see this object; the rest is immutable or
+/// guarded by a mutex.
+final class DownloadSessionCore: @unchecked Sendable {
+  let configuration: DownloadSessionConfiguration
+  let store: DownloadStore
+  /// This session object's claim on its tasks in the store.
+  let owner = "\(getpid())-\(UUID().uuidString)"
+  let tasks = Mutex<[Int64: DownloadTask]>([:])
+  let invalidated = Mutex<Bool>(false)
+  let continuation: AsyncStream<DownloadEvent>.Continuation
+  let events: AsyncStream<DownloadEvent>
+  let delegateQueue = DispatchQueue(label: "protfs.download.delegate")
+  weak var session: DownloadSession?
+  var delegate: (any DownloadSessionDelegate)?
+  var engine: TransferEngine!
+  var finisher: DownloadFinisher!
+
+  init(configuration: DownloadSessionConfiguration, store: DownloadStore) {
+    self.configuration = configuration
+    self.store = store
+    // Progress is a stream of snapshots: when nobody reads, keep only the newest events.
+    (events, continuation) = AsyncStream.makeStream(of: DownloadEvent.self, bufferingPolicy: .bufferingNewest(4096))
+  }
+
+  var isInvalidated: Bool { invalidated.withLock { $0 } }
+
+  func task(id: Int64) -> DownloadTask? { tasks.withLock { $0[id] } }
+
+  // MARK: Commands from tasks
+
+  func resume(_ task: DownloadTask) {
+    guard !isInvalidated else { return }
+    let start = task.runtime.withLock { r -> Bool in
+      // Only a suspended task starts: a running one is already queued or transferring.
+      guard r.record.state == .suspended else { return false }
+      r.record.state = .running
+      r.attempts = 0
+      return true
+    }
+    if start { engine.enqueue(task) }
+  }
+
+  func stop(_ task: DownloadTask, _ reason: StopReason) {
+    guard !isInvalidated else {
+      if case .cancelProducingResumeData(let reply) = reason { reply(nil) }
+      return
+    }
+    task.runtime.withLock { r in
+      if r.record.state == .running, case .cancel = reason { r.record.state = .canceling }
+    }
+    engine.stop(task, reason)
+  }
+
+  // MARK: Persistence
+
+  /// Writes progress records (the engine's periodic snapshot); a store error must not stop transfers,
+  /// and the next snapshot tries again.
+  func persist(_ records: [DownloadTaskRecord]) {
+    try? store.update(records)
+  }
+
+  /// Writes settled records before their waiters are woken.
+  func persistSettled(_ records: [DownloadTaskRecord]) {
+    try? store.update(records)
+  }
+
+  /// Writes one record now (a changed `taskDescription`).
+  func persistNow(_ record: DownloadTaskRecord) {
+    try? store.update([record])
+  }
+
+  // MARK: Reporting
+
+  func notify(_ event: DownloadEvent) {
+    continuation.yield(event)
+  }
+
+  func notifyProgress(_ task: DownloadTask, bytesWritten: Int64, total: Int64, expected: Int64) {
+    continuation.yield(.progress(taskID: task.id, totalBytesWritten: total, totalBytesExpected: expected))
+    guard let delegate, let session else { return }
+    delegateQueue.async {
+      delegate.downloadSession(
+        session, task: task, didWriteData: bytesWritten, totalBytesWritten: total, totalBytesExpectedToWrite: expected)
+    }
+  }
+
+  func notifyFinishedDownloading(_ task: DownloadTask, location: URL) {
+    continuation.yield(.finishedDownloading(taskID: task.id, temporaryLocation: location))
+    guard let delegate, let session else { return }
+    // Synchronous, as URLSession's: the temp file must still be there while the delegate looks at it.
+    delegateQueue.sync { delegate.downloadSession(session, task: task, didFinishDownloadingTo: location) }
+  }
+
+  func notifyCompleted(_ task: DownloadTask, error: ProtFSError?) {
+    guard let delegate, let session else { return }
+    delegateQueue.async { delegate.downloadSession(session, task: task, didCompleteWithError: error) }
+  }
+
+  // MARK: Shutdown
+
+  /// Stops the engine (transfers stay `running` in the store), settles what is pending, saves
+  /// progress and gives the tasks back to the store for the next session with this identifier.
+  func invalidate() {
+    let first = invalidated.withLock { flag -> Bool in
+      defer { flag = true }
+      return !flag
+    }
+    guard first else { return }
+    engine.shutdown()
+    finisher.shutdown()
+    let all = tasks.withLock { registry in
+      let values = Array(registry.values)
+      registry.removeAll()
+      return values
+    }
+    persist(all.map(\.record))
+    try? store.release(owner: owner)
+    continuation.finish()
+  }
+}

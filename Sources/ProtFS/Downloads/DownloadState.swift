@@ -1,0 +1,33 @@
+/// Where a download task is in its life, as stored in the task store and shown by `protfs tasks`.
+///
+/// The raw values are the stored and printed spelling; do not change them.
+public enum DownloadState: String, Sendable, Codable, CaseIterable {
+  /// Bytes are moving, or the task waits for a connection or for a retry.
+  case running
+  /// Not transferring; `resume()` continues from the bytes already in the temp file.
+  case suspended
+  /// `cancel()` was called and the engine has not yet let go of the transfer.
+  case canceling
+  /// The file is at its destination.
+  case completed
+  /// The task ended with an error (including cancellation); see the task's error.
+  case failed
+  /// The transfer finished but the destination was not available; the temp file is kept.
+  case waitingForUnlock
+
+  /// Whether the task will not change again without being completed from outside (unlock, resume).
+  public var isSettled: Bool {
+    switch self {
+    case .completed, .failed, .waitingForUnlock: return true
+    case .running, .suspended, .canceling: return false
+    }
+  }
+
+  /// Whether the store should reattach a task in this state when its session is opened again.
+  public var isUnfinished: Bool {
+    switch self {
+    case .running, .suspended, .canceling, .waitingForUnlock: return true
+    case .completed, .failed: return false
+    }
+  }
+}

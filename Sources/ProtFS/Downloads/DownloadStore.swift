@@ -1,0 +1,205 @@
+import Foundation
+
+/// The persistent record of download sessions and their tasks: an SQLite database in WAL mode
+/// (`<device>/.protfs/downloads.sqlite`), shared safely by concurrent protfs processes.
+///
+/// Ownership of unfinished tasks is leased to one live session at a time (its owner token and
+/// process id), so two processes opening the same session do not both transfer the same task.
+public final class DownloadStore: Sendable {
+  let database: SQLiteDatabase
+  /// The database file.
+  public var path: String { database.path }
+
+  /// Opens (creating) the store at `path`.
+  public init(path: String) throws(ProtFSError) {
+    database = try SQLiteDatabase(path: path)
+    try database.transaction { db throws(ProtFSError) in
+      try db.query(
+        """
+        CREATE TABLE IF NOT EXISTS sessions (
+          identifier TEXT PRIMARY KEY,
+          bundle_id TEXT NOT NULL,
+          created_at REAL NOT NULL)
+        """)
+      try db.query(
+        """
+        CREATE TABLE IF NOT EXISTS tasks (
+          id INTEGER PRIMARY KEY AUTOINCREMENT,
+          session TEXT NOT NULL REFERENCES sessions(identifier) ON DELETE CASCADE,
+          url TEXT NOT NULL,
+          destination_dir TEXT NOT NULL,
+          file_name TEXT,
+          temp_dir TEXT NOT NULL,
+          temp_name TEXT,
+          state TEXT NOT NULL,
+          bytes_received INTEGER NOT NULL DEFAULT 0,
+          bytes_expected INTEGER NOT NULL DEFAULT -1,
+          etag TEXT,
+          last_modified TEXT,
+          sha256 TEXT,
+          error_text TEXT,
+          error_errno INTEGER,
+          description TEXT,
+          owner TEXT,
+          owner_pid INTEGER,
+          created_at REAL NOT NULL,
+          updated_at REAL NOT NULL)
+        """)
+      try db.query("CREATE INDEX IF NOT EXISTS tasks_by_session ON tasks(session, state)")
+    }
+  }
+
+  // MARK: Sessions
+
+  /// Records the session `identifier` for `bundleID`; an existing session must belong to the same bundle.
+  func registerSession(identifier: String, bundleID: String) throws(ProtFSError) {
+    try database.transaction { db throws(ProtFSError) in
+      let rows = try db.query("SELECT bundle_id FROM sessions WHERE identifier = ?", [.text(identifier)])
+      if let existing = rows.first?.first?.string {
+        guard existing == bundleID else {
+          throw ProtFSError(
+            .alreadyExists,
+            "The download session '\(identifier)' belongs to '\(existing)', not to '\(bundleID)'.",
+            hint: "use another session identifier")
+        }
+        return
+      }
+      try db.query(
+        "INSERT INTO sessions (identifier, bundle_id, created_at) VALUES (?, ?, ?)",
+        [.text(identifier), .text(bundleID), .real(Date().timeIntervalSince1970)])
+    }
+  }
+
+  /// The sessions in the store, as (identifier, bundle id) pairs.
+  public func sessions() throws(ProtFSError) -> [(identifier: String, bundleID: String)] {
+    try database.read { db throws(ProtFSError) in
+      try db.query("SELECT identifier, bundle_id FROM sessions ORDER BY identifier").map {
+        ($0[0].string ?? "", $0[1].string ?? "")
+      }
+    }
+  }
+
+  // MARK: Tasks
+
+  private static let columns = """
+    id, session, url, destination_dir, file_name, temp_dir, temp_name, state, bytes_received, \
+    bytes_expected, etag, last_modified, sha256, error_text, error_errno, description, created_at, updated_at
+    """
+
+  private static func record(_ row: [SQLiteValue]) -> DownloadTaskRecord {
+    DownloadTaskRecord(
+      id: row[0].int64 ?? 0, sessionIdentifier: row[1].string ?? "", url: row[2].string ?? "",
+      destinationDirectory: row[3].string ?? "", fileName: row[4].string, temporaryDirectory: row[5].string ?? "",
+      temporaryFileName: row[6].string, state: DownloadState(rawValue: row[7].string ?? "") ?? .failed,
+      bytesReceived: row[8].int64 ?? 0, bytesExpected: row[9].int64 ?? -1, entityTag: row[10].string,
+      lastModified: row[11].string, expectedSHA256: row[12].string, errorMessage: row[13].string,
+      errorNumber: row[14].int64.map { Int32($0) }, taskDescription: row[15].string,
+      createdAt: row[16].double ?? 0, updatedAt: row[17].double ?? 0)
+  }
+
+  /// Every task, or those of one session, oldest first.
+  public func tasks(session: String? = nil) throws(ProtFSError) -> [DownloadTaskRecord] {
+    try database.read { db throws(ProtFSError) in
+      if let session {
+        return try db.query("SELECT \(Self.columns) FROM tasks WHERE session = ? ORDER BY id", [.text(session)])
+          .map(Self.record)
+      }
+      return try db.query("SELECT \(Self.columns) FROM tasks ORDER BY id").map(Self.record)
+    }
+  }
+
+  /// The task `id`, or nil.
+  public func task(id: Int64) throws(ProtFSError) -> DownloadTaskRecord? {
+    try database.read { db throws(ProtFSError) in
+      try db.query("SELECT \(Self.columns) FROM tasks WHERE id = ?", [.integer(id)]).first.map(Self.record)
+    }
+  }
+
+  /// Inserts new tasks in one transaction, owned by `owner`, and returns them with their ids.
+  func insert(_ records: [DownloadTaskRecord], owner: String) throws(ProtFSError) -> [DownloadTaskRecord] {
+    try database.transaction { db throws(ProtFSError) in
+      var result = records
+      for index in result.indices {
+        let r = result[index]
+        try db.query(
+          """
+          INSERT INTO tasks (session, url, destination_dir, file_name, temp_dir, temp_name, state, bytes_received,
+            bytes_expected, etag, last_modified, sha256, error_text, error_errno, description, owner, owner_pid,
+            created_at, updated_at)
+          VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+          """,
+          Self.values(r) + [.text(owner), .integer(Int64(getpid())), .real(r.createdAt), .real(r.updatedAt)])
+        result[index].id = db.lastInsertRowID
+      }
+      return result
+    }
+  }
+
+  private static func values(_ r: DownloadTaskRecord) -> [SQLiteValue] {
+    [
+      .text(r.sessionIdentifier), .text(r.url), .text(r.destinationDirectory), SQLiteValue(r.fileName),
+      .text(r.temporaryDirectory), SQLiteValue(r.temporaryFileName), .text(r.state.rawValue),
+      .integer(r.bytesReceived), .integer(r.bytesExpected), SQLiteValue(r.entityTag), SQLiteValue(r.lastModified),
+      SQLiteValue(r.expectedSHA256), SQLiteValue(r.errorMessage), r.errorNumber.map { .integer(Int64($0)) } ?? .null,
+      SQLiteValue(r.taskDescription),
+    ]
+  }
+
+  /// Writes the mutable fields of `records` in one transaction (the engine batches its progress).
+  func update(_ records: [DownloadTaskRecord]) throws(ProtFSError) {
+    guard !records.isEmpty else { return }
+    try database.transaction { db throws(ProtFSError) in
+      for r in records {
+        try db.query(
+          """
+          UPDATE tasks SET file_name = ?, temp_name = ?, state = ?, bytes_received = ?, bytes_expected = ?,
+            etag = ?, last_modified = ?, error_text = ?, error_errno = ?, description = ?, updated_at = ?
+          WHERE id = ?
+          """,
+          [
+            SQLiteValue(r.fileName), SQLiteValue(r.temporaryFileName), .text(r.state.rawValue),
+            .integer(r.bytesReceived), .integer(r.bytesExpected), SQLiteValue(r.entityTag),
+            SQLiteValue(r.lastModified), SQLiteValue(r.errorMessage),
+            r.errorNumber.map { .integer(Int64($0)) } ?? .null, SQLiteValue(r.taskDescription),
+            .real(r.updatedAt), .integer(r.id),
+          ])
+      }
+    }
+  }
+
+  /// Takes ownership of the session's unfinished tasks that no live session owns, and returns them.
+  ///
+  /// A task is free when it has no owner or its owner's process is gone (`kill -9`).
+  func claimUnfinished(session: String, owner: String) throws(ProtFSError) -> [DownloadTaskRecord] {
+    try database.transaction { db throws(ProtFSError) in
+      let states = DownloadState.allCases.filter(\.isUnfinished).map { "'\($0.rawValue)'" }.joined(separator: ",")
+      let rows = try db.query(
+        "SELECT \(Self.columns), owner, owner_pid FROM tasks WHERE session = ? AND state IN (\(states)) ORDER BY id",
+        [.text(session)])
+      var claimed: [DownloadTaskRecord] = []
+      for row in rows {
+        let currentOwner = row[18].string
+        let pid = row[19].int64.map { pid_t($0) }
+        if let currentOwner, currentOwner != owner, let pid, Self.processIsAlive(pid) { continue }
+        let record = Self.record(row)
+        try db.query(
+          "UPDATE tasks SET owner = ?, owner_pid = ? WHERE id = ?",
+          [.text(owner), .integer(Int64(getpid())), .integer(record.id)])
+        claimed.append(record)
+      }
+      return claimed
+    }
+  }
+
+  /// Gives up ownership of every task `owner` holds, so the next session with the same identifier
+  /// (in this process or another) can reattach them.
+  func release(owner: String) throws(ProtFSError) {
+    try database.transaction { db throws(ProtFSError) in
+      try db.query("UPDATE tasks SET owner = NULL, owner_pid = NULL WHERE owner = ?", [.text(owner)])
+    }
+  }
+
+  private static func processIsAlive(_ pid: pid_t) -> Bool {
+    kill(pid, 0) == 0 || errno == EPERM
+  }
+}

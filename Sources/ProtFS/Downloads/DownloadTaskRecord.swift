@@ -1,0 +1,73 @@
+import Foundation
+
+/// One download task as the task store keeps it: what `protfs tasks` lists.
+public struct DownloadTaskRecord: Sendable, Equatable, Codable {
+  /// The task's id, unique in the store.
+  public var id: Int64
+  /// The identifier of the session the task belongs to.
+  public var sessionIdentifier: String
+  /// The URL the task downloads.
+  public var url: String
+  /// The directory the finished file goes to (absolute path).
+  public var destinationDirectory: String
+  /// The destination file name, once known.
+  public var fileName: String?
+  /// The temp file's directory (absolute path).
+  public var temporaryDirectory: String
+  /// The temp file's name, once created.
+  public var temporaryFileName: String?
+  /// Where the task is.
+  public var state: DownloadState
+  /// Bytes in the temp file (or at the destination, once completed).
+  public var bytesReceived: Int64
+  /// Total the server announced, or -1 when unknown.
+  public var bytesExpected: Int64
+  /// The entity's ETag, for `If-Range`.
+  public var entityTag: String?
+  /// The entity's Last-Modified, for `If-Range` when there is no ETag.
+  public var lastModified: String?
+  /// The expected SHA-256 digest, lowercase hex.
+  public var expectedSHA256: String?
+  /// The error's message, for a failed task.
+  public var errorMessage: String?
+  /// The errno behind the error, if any.
+  public var errorNumber: Int32?
+  /// The caller's description of the task (`taskDescription`).
+  public var taskDescription: String?
+  /// When the task was created (seconds since 1970).
+  public var createdAt: Double
+  /// When the record last changed (seconds since 1970).
+  public var updatedAt: Double
+
+  /// The destination file's absolute path, once the file name is known.
+  public var destinationPath: String? {
+    fileName.map { destinationDirectory.hasSuffix("/") ? destinationDirectory + $0 : destinationDirectory + "/" + $0 }
+  }
+
+  /// Creates a record.
+  public init(
+    id: Int64, sessionIdentifier: String, url: String, destinationDirectory: String, fileName: String?,
+    temporaryDirectory: String, temporaryFileName: String?, state: DownloadState, bytesReceived: Int64,
+    bytesExpected: Int64, entityTag: String?, lastModified: String?, expectedSHA256: String?,
+    errorMessage: String?, errorNumber: Int32?, taskDescription: String?, createdAt: Double, updatedAt: Double
+  ) {
+    self.id = id
+    self.sessionIdentifier = sessionIdentifier
+    self.url = url
+    self.destinationDirectory = destinationDirectory
+    self.fileName = fileName
+    self.temporaryDirectory = temporaryDirectory
+    self.temporaryFileName = temporaryFileName
+    self.state = state
+    self.bytesReceived = bytesReceived
+    self.bytesExpected = bytesExpected
+    self.entityTag = entityTag
+    self.lastModified = lastModified
+    self.expectedSHA256 = expectedSHA256
+    self.errorMessage = errorMessage
+    self.errorNumber = errorNumber
+    self.taskDescription = taskDescription
+    self.createdAt = createdAt
+    self.updatedAt = updatedAt
+  }
+}

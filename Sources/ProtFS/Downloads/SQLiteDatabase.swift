@@ -1,0 +1,159 @@
+import CSQLite
+import Foundation
+import Synchronization
+
+/// A value bound to or read from an SQLite statement.
+enum SQLiteValue: Sendable, Equatable {
+  case integer(Int64)
+  case real(Double)
+  case text(String)
+  case null
+}
+
+/// One SQLite connection, used by several threads one at a time.
+///
+/// `@unchecked Sendable`: the raw `sqlite3*` is only touched while `lock` is held.
+final class SQLiteDatabase: @unchecked Sendable {
+  private let handle: OpaquePointer
+  private let lock = Mutex<Void>(())
+  /// The database file, for messages.
+  let path: String
+
+  /// Opens (creating) the database at `path` in WAL mode, waiting up to `busyTimeout` for other
+  /// processes' locks.
+  init(path: String, busyTimeoutMilliseconds: Int32 = 10_000) throws(ProtFSError) {
+    self.path = path
+    var db: OpaquePointer?
+    let flags = SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_NOMUTEX
+    let rc = sqlite3_open_v2(path, &db, flags, nil)
+    guard rc == SQLITE_OK, let db else {
+      let text = db.map { String(cString: sqlite3_errmsg($0)) } ?? "out of memory"
+      if let db { sqlite3_close_v2(db) }
+      throw ProtFSError(.io, "Cannot open the task store '\(path)': \(text).", path: path)
+    }
+    handle = db
+    sqlite3_busy_timeout(db, busyTimeoutMilliseconds)
+    // WAL lets `protfs tasks` read while a download writes; NORMAL syncs at checkpoints only,
+    // which is durable against a killed process (the case that matters here).
+    try execute("PRAGMA journal_mode=WAL")
+    try execute("PRAGMA synchronous=NORMAL")
+    try execute("PRAGMA foreign_keys=ON")
+  }
+
+  /// Prepared statements by SQL text, reused across calls (parsing costs more than running the
+  /// small statements the store issues). Touched only while `lock` is held.
+  private var statements: [String: OpaquePointer] = [:]
+
+  deinit {
+    for statement in statements.values { sqlite3_finalize(statement) }
+    sqlite3_close_v2(handle)
+  }
+
+  private func failure(_ what: String) -> ProtFSError {
+    let text = String(cString: sqlite3_errmsg(handle))
+    return ProtFSError(.io, "Cannot \(what) in the task store '\(path)': \(text).", path: path)
+  }
+
+  /// Runs statements without results.
+  func execute(_ sql: String) throws(ProtFSError) {
+    try lock.withLock { _ throws(ProtFSError) in try executeLocked(sql) }
+  }
+
+  private func executeLocked(_ sql: String) throws(ProtFSError) {
+    guard sqlite3_exec(handle, sql, nil, nil, nil) == SQLITE_OK else { throw failure("run '\(sql)'") }
+  }
+
+  /// Runs `body` inside `BEGIN IMMEDIATE … COMMIT`, so concurrent processes serialise their writes
+  /// instead of failing to upgrade a read lock.
+  @discardableResult
+  func transaction<T>(_ body: (Connection) throws(ProtFSError) -> T) throws(ProtFSError) -> T {
+    try lock.withLock { _ throws(ProtFSError) -> T in
+      try executeLocked("BEGIN IMMEDIATE")
+      do throws(ProtFSError) {
+        let value = try body(Connection(database: self))
+        try executeLocked("COMMIT")
+        return value
+      } catch {
+        _ = sqlite3_exec(handle, "ROLLBACK", nil, nil, nil)
+        throw error
+      }
+    }
+  }
+
+  /// Runs `body` with the connection, for reads and single statements.
+  func read<T>(_ body: (Connection) throws(ProtFSError) -> T) throws(ProtFSError) -> T {
+    try lock.withLock { _ throws(ProtFSError) -> T in try body(Connection(database: self)) }
+  }
+
+  /// The connection while the lock is held.
+  struct Connection {
+    fileprivate let database: SQLiteDatabase
+
+    /// Runs `sql` with `arguments`, returning every row.
+    @discardableResult
+    func query(_ sql: String, _ arguments: [SQLiteValue] = []) throws(ProtFSError) -> [[SQLiteValue]] {
+      try database.run(sql, arguments)
+    }
+
+    /// The rowid of the last insert.
+    var lastInsertRowID: Int64 { sqlite3_last_insert_rowid(database.handle) }
+  }
+
+  private static let transient = unsafeBitCast(-1, to: sqlite3_destructor_type.self)
+
+  fileprivate func run(_ sql: String, _ arguments: [SQLiteValue]) throws(ProtFSError) -> [[SQLiteValue]] {
+    let statement: OpaquePointer
+    if let cached = statements[sql] {
+      statement = cached
+    } else {
+      var prepared: OpaquePointer?
+      guard sqlite3_prepare_v2(handle, sql, -1, &prepared, nil) == SQLITE_OK, let prepared else {
+        throw failure("prepare '\(sql)'")
+      }
+      statements[sql] = prepared
+      statement = prepared
+    }
+    defer {
+      sqlite3_reset(statement)
+      sqlite3_clear_bindings(statement)
+    }
+    for (index, argument) in arguments.enumerated() {
+      let position = Int32(index + 1)
+      switch argument {
+      case .integer(let value): sqlite3_bind_int64(statement, position, value)
+      case .real(let value): sqlite3_bind_double(statement, position, value)
+      case .text(let value): sqlite3_bind_text(statement, position, value, -1, Self.transient)
+      case .null: sqlite3_bind_null(statement, position)
+      }
+    }
+    var rows: [[SQLiteValue]] = []
+    while true {
+      let rc = sqlite3_step(statement)
+      if rc == SQLITE_DONE { return rows }
+      guard rc == SQLITE_ROW else { throw failure("run '\(sql)'") }
+      var row: [SQLiteValue] = []
+      for column in 0..<sqlite3_column_count(statement) {
+        switch sqlite3_column_type(statement, column) {
+        case SQLITE_INTEGER: row.append(.integer(sqlite3_column_int64(statement, column)))
+        case SQLITE_FLOAT: row.append(.real(sqlite3_column_double(statement, column)))
+        case SQLITE_NULL: row.append(.null)
+        default: row.append(.text(String(cString: sqlite3_column_text(statement, column))))
+        }
+      }
+      rows.append(row)
+    }
+  }
+}
+
+extension SQLiteValue {
+  var int64: Int64? { if case .integer(let v) = self { return v } else { return nil } }
+  var string: String? { if case .text(let v) = self { return v } else { return nil } }
+  var double: Double? {
+    switch self {
+    case .real(let v): return v
+    case .integer(let v): return Double(v)
+    default: return nil
+    }
+  }
+  init(_ string: String?) { self = string.map { .text($0) } ?? .null }
+}

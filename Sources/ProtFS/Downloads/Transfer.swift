@@ -1,0 +1,233 @@
+import CCurl
+import Foundation
+
+/// One attempt at moving a task's bytes: a libcurl easy handle writing into the temp file.
+///
+/// `@unchecked Sendable`: the engine thread owns it while the attempt runs (libcurl calls back on
+/// that thread); afterwards it is handed, whole, to the finisher thread.
+final class Transfer: @unchecked Sendable {
+  let task: DownloadTask
+  let easy: UnsafeMutableRawPointer
+  /// The temp file, open for writing.
+  let fd: Int32
+  let temporaryDirectory: String
+  let temporaryFileName: String
+  /// The byte the request asked to start at (`Range: bytes=offset-`).
+  let offset: Int64
+  let isHTTP: Bool
+  let hostKey: String
+  let digest: SHA256Digest?
+  let errorBuffer = UnsafeMutablePointer<CChar>.allocate(capacity: Int(CURL_ERROR_SIZE) + 1)
+  var headerList: UnsafeMutablePointer<curl_slist>?
+
+  /// Where the next byte goes in the temp file.
+  var position: Int64
+  var bytesExpected: Int64 = -1
+  var bodyStarted = false
+  /// An HTTP status the body was refused for.
+  var refusedStatus: Int?
+  /// The errno of a failed write (ENOSPC on a full disk).
+  var writeErrno: Int32?
+  /// An error found while reading headers (a bad Content-Disposition name).
+  var headerError: ProtFSError?
+  /// The server answered 206 for another range than asked: start over from byte 0.
+  var rangeMismatch = false
+  var lastActivity: UInt64
+  var lastProgressEvent: UInt64 = 0
+
+  // The current response's headers; a redirect's response starts them over.
+  var entityTag: String?
+  var lastModified: String?
+  var contentDisposition: String?
+  var contentRange: String?
+
+  init(
+    task: DownloadTask, easy: UnsafeMutableRawPointer, fd: Int32, temporaryDirectory: String,
+    temporaryFileName: String, offset: Int64, isHTTP: Bool, hostKey: String, digest: SHA256Digest?
+  ) {
+    self.task = task
+    self.easy = easy
+    self.fd = fd
+    self.temporaryDirectory = temporaryDirectory
+    self.temporaryFileName = temporaryFileName
+    self.offset = offset
+    self.position = offset
+    self.isHTTP = isHTTP
+    self.hostKey = hostKey
+    self.digest = digest
+    lastActivity = Monotonic.now
+    errorBuffer.initialize(repeating: 0, count: Int(CURL_ERROR_SIZE) + 1)
+  }
+
+  deinit {
+    errorBuffer.deallocate()
+    if let headerList { curl_slist_free_all(headerList) }
+  }
+
+  var temporaryPath: String { temporaryDirectory + "/" + temporaryFileName }
+
+  /// libcurl's own detail about the failure, if it wrote one.
+  var curlErrorDetail: String? {
+    let text = String(cString: errorBuffer)
+    return text.isEmpty ? nil : text
+  }
+
+  var responseCode: Int {
+    var code: Int = 0
+    protfs_curl_easy_getinfo_long(easy, CURLINFO_RESPONSE_CODE, &code)
+    return code
+  }
+
+  private var contentLength: Int64 {
+    var length: curl_off_t = -1
+    protfs_curl_easy_getinfo_off_t(easy, CURLINFO_CONTENT_LENGTH_DOWNLOAD_T, &length)
+    return Int64(length)
+  }
+
+  // MARK: Called by libcurl on the engine thread
+
+  /// A header line arrived. Called for every header of every response, so it looks at bytes and
+  /// makes strings only for the few headers the engine uses.
+  func header(_ line: UnsafeRawBufferPointer) {
+    lastActivity = Monotonic.now
+    if Self.hasPrefix(line, "http/") {
+      // A new response (after a redirect or a 100): its headers replace the previous ones.
+      entityTag = nil
+      lastModified = nil
+      contentDisposition = nil
+      contentRange = nil
+      return
+    }
+    if Self.hasPrefix(line, "etag:") {
+      entityTag = Self.value(line, after: 5)
+    } else if Self.hasPrefix(line, "last-modified:") {
+      lastModified = Self.value(line, after: 14)
+    } else if Self.hasPrefix(line, "content-range:") {
+      contentRange = Self.value(line, after: 14)
+    } else if Self.hasPrefix(line, "content-disposition:") {
+      contentDisposition = Self.value(line, after: 20)
+    }
+  }
+
+  /// Whether `line` starts with `prefix` (lowercase ASCII), ignoring case.
+  private static func hasPrefix(_ line: UnsafeRawBufferPointer, _ prefix: StaticString) -> Bool {
+    let count = prefix.utf8CodeUnitCount
+    guard line.count >= count else { return false }
+    let bytes = prefix.utf8Start
+    for index in 0..<count where line[index] | 0x20 != bytes[index] | 0x20 {
+      return false
+    }
+    return true
+  }
+
+  /// The header value after `offset` bytes, without surrounding blanks and line end.
+  private static func value(_ line: UnsafeRawBufferPointer, after offset: Int) -> String {
+    var start = offset
+    var end = line.count
+    while start < end, line[start] == 0x20 || line[start] == 0x09 { start += 1 }
+    while end > start, line[end - 1] == 0x0D || line[end - 1] == 0x0A || line[end - 1] == 0x20 { end -= 1 }
+    return String(decoding: UnsafeRawBufferPointer(rebasing: line[start..<end]), as: UTF8.self)
+  }
+
+  /// Body bytes arrived; returns how many were taken (fewer aborts the transfer).
+  func receive(_ bytes: UnsafeRawPointer, count: Int) -> Int {
+    lastActivity = Monotonic.now
+    if !bodyStarted {
+      bodyStarted = true
+      guard beginBody() else { return 0 }
+    }
+    var written = 0
+    while written < count {
+      let result = pwrite(fd, bytes + written, count - written, off_t(position + Int64(written)))
+      if result < 0 {
+        if errno == EINTR { continue }
+        writeErrno = errno
+        return 0
+      }
+      written += result
+    }
+    digest?.update(bytes, count: count)
+    position += Int64(count)
+    return count
+  }
+
+  /// Decides, on the first body bytes, whether they continue the temp file or replace it.
+  func beginBody() -> Bool {
+    let code = isHTTP ? responseCode : 0
+    if isHTTP {
+      switch code {
+      case 206:
+        let range = contentRange.flatMap(ContentRange.init)
+        if let range, range.first != offset {
+          rangeMismatch = true
+          return false
+        }
+        bytesExpected = range?.total ?? (contentLength >= 0 ? offset + contentLength : -1)
+      case 200..<300:
+        // 200 to a Range request: the server ignored it or the entity changed (If-Range): start over.
+        if offset > 0 { restartFile() }
+        bytesExpected = contentLength
+      default:
+        refusedStatus = code
+        return false
+      }
+    } else {
+      bytesExpected = contentLength >= 0 ? offset + contentLength : -1
+    }
+    if let value = contentDisposition, !task.runtime.withLock({ $0.fileNameIsExplicit }) {
+      do {
+        if let name = try DownloadFileName.fromContentDisposition(value, url: task.url) {
+          task.runtime.withLock { $0.record.fileName = name }
+        }
+      } catch {
+        headerError = error
+        return false
+      }
+    }
+    let (etag, modified) = (entityTag, lastModified)
+    let expected = bytesExpected
+    task.runtime.withLock { r in
+      r.record.entityTag = etag
+      r.record.lastModified = modified
+      r.record.bytesExpected = expected
+    }
+    return true
+  }
+
+  /// Empties the temp file, for a server that sent the whole entity again.
+  func restartFile() {
+    _ = ftruncate(fd, 0)
+    position = 0
+    digest?.reset()
+  }
+}
+
+/// A parsed `Content-Range: bytes first-last/total` (total may be `*`), or `bytes */total` for a 416.
+struct ContentRange {
+  var first: Int64?
+  var total: Int64?
+
+  init?(_ value: String) {
+    let trimmed = value.trimmingCharacters(in: .whitespaces)
+    guard trimmed.lowercased().hasPrefix("bytes") else { return nil }
+    let spec = trimmed.dropFirst(5).trimmingCharacters(in: .whitespaces)
+    let parts = spec.split(separator: "/", maxSplits: 1)
+    guard parts.count == 2 else { return nil }
+    total = Int64(parts[1])
+    first = parts[0] == "*" ? nil : parts[0].split(separator: "-").first.flatMap { Int64($0) }
+  }
+}
+
+/// A monotonic clock in nanoseconds, for timeouts and throttling.
+enum Monotonic {
+  static var now: UInt64 {
+    var ts = timespec()
+    clock_gettime(CLOCK_MONOTONIC, &ts)
+    return UInt64(ts.tv_sec) * 1_000_000_000 + UInt64(ts.tv_nsec)
+  }
+
+  static func nanoseconds(_ duration: Duration) -> UInt64 {
+    let (seconds, attoseconds) = duration.components
+    return UInt64(max(0, seconds)) * 1_000_000_000 + UInt64(max(0, attoseconds) / 1_000_000_000)
+  }
+}

@@ -1,0 +1,576 @@
+import CCurl
+import Foundation
+import Synchronization
+
+/// Why the engine lets go of a task's transfer.
+enum StopReason: Sendable {
+  case suspend
+  case cancel
+  case cancelProducingResumeData(@Sendable (Data?) -> Void)
+}
+
+/// What the engine thread is asked to do.
+private enum EngineCommand: Sendable {
+  case start(DownloadTask)
+  case stop(DownloadTask, StopReason)
+  case shutdown(DispatchSemaphore)
+}
+
+/// libcurl's one-time global setup, which is not thread-safe and must run before any handle exists.
+private let curlGlobalSetup: Void = {
+  curl_global_init(Int(CURL_GLOBAL_ALL))
+}()
+
+/// The transfer side of a session: one libcurl multi handle driven by one thread, which runs every
+/// transfer of the session, reuses connections and holds each host to its connection limit.
+///
+/// `@unchecked Sendable`: only `commands` is shared (under its mutex); everything else is touched by
+/// the engine thread alone.
+final class TransferEngine: @unchecked Sendable {
+  private let multi: UnsafeMutableRawPointer
+  private let commands = Mutex<[EngineCommand]>([])
+  // Unowned: the core owns this object and stops its thread before it goes away.
+  private unowned let core: DownloadSessionCore
+  private let configuration: DownloadSessionConfiguration
+
+  /// Tasks waiting for a connection, per host, in the order they were resumed.
+  private var queues: [String: HostQueue] = [:]
+  private var hostOrder: [String] = []
+  /// Ids of the tasks queued, retrying or active, so a second `resume()` is a no-op.
+  private var known: Set<Int64> = []
+  private var retrying: [(deadline: UInt64, task: DownloadTask)] = []
+  private var active: [Int64: Transfer] = [:]
+  private var activePerHost: [String: Int] = [:]
+  private var idleHandles: [UnsafeMutableRawPointer] = []
+  private var lastPersist = Monotonic.now
+
+  init(core: DownloadSessionCore) {
+    _ = curlGlobalSetup
+    self.core = core
+    configuration = core.configuration
+    // curl_multi_init only fails when out of memory.
+    multi = curl_multi_init()!
+    let perHost = max(1, configuration.maximumConnectionsPerHost)
+    protfs_curl_multi_setopt_long(multi, CURLMOPT_MAX_HOST_CONNECTIONS, perHost)
+    protfs_curl_multi_setopt_long(multi, CURLMOPT_MAXCONNECTS, max(16, perHost * 4))
+  }
+
+  /// Starts the engine thread.
+  func start() {
+    let thread = Thread { [self] in run() }
+    thread.name = "protfs.download.engine"
+    thread.start()
+  }
+
+  private func post(_ command: EngineCommand) {
+    commands.withLock { $0.append(command) }
+    curl_multi_wakeup(multi)
+  }
+
+  /// Queues `task` for transfer.
+  func enqueue(_ task: DownloadTask) { post(.start(task)) }
+
+  /// Lets go of `task`'s transfer; the finisher settles it.
+  func stop(_ task: DownloadTask, _ reason: StopReason) { post(.stop(task, reason)) }
+
+  /// Stops every transfer, keeping temp files and progress for a later reattach, and waits for the
+  /// thread to end.
+  func shutdown() {
+    let done = DispatchSemaphore(value: 0)
+    post(.shutdown(done))
+    done.wait()
+  }
+
+  // MARK: The engine thread
+
+  private func run() {
+    var running: Int32 = 0
+    while true {
+      let pending = commands.withLock { list in
+        let taken = list
+        list.removeAll(keepingCapacity: true)
+        return taken
+      }
+      for command in pending {
+        switch command {
+        case .start(let task): accept(task)
+        case .stop(let task, let reason): stopTransfer(of: task, reason)
+        case .shutdown(let done):
+          stopAll()
+          curl_multi_cleanup(multi)
+          for easy in idleHandles { curl_easy_cleanup(easy) }
+          done.signal()
+          return
+        }
+      }
+      startReady()
+      curl_multi_perform(multi, &running)
+      drainMessages()
+      let now = Monotonic.now
+      checkTimeouts(now)
+      reportProgress(now)
+      // Finished transfers freed connections: start the next ones now rather than after a poll
+      // that may have no socket left to wake it.
+      let launched = startReady()
+      curl_multi_poll(multi, nil, 0, launched ? 0 : pollTimeout(now), nil)
+    }
+  }
+
+  private static func hostKey(_ url: URL) -> String {
+    let scheme = url.scheme?.lowercased() ?? ""
+    if scheme == "file" { return "file:" }
+    return "\(scheme)://\(url.host?.lowercased() ?? ""):\(url.port ?? (scheme == "https" ? 443 : 80))"
+  }
+
+  private func accept(_ task: DownloadTask) {
+    guard known.insert(task.id).inserted else { return }
+    let key = Self.hostKey(task.url)
+    if queues[key] == nil {
+      hostOrder.append(key)
+      queues[key] = HostQueue()
+    }
+    queues[key]!.append(task)
+  }
+
+  /// Launches queued tasks while their hosts have free connections, and due retries; returns
+  /// whether it launched any.
+  @discardableResult
+  private func startReady() -> Bool {
+    if !retrying.isEmpty {
+      let now = Monotonic.now
+      let due = retrying.filter { $0.deadline <= now }
+      if !due.isEmpty {
+        retrying.removeAll { $0.deadline <= now }
+        for item in due {
+          known.remove(item.task.id)
+          accept(item.task)
+        }
+      }
+    }
+    guard !hostOrder.isEmpty else { return false }
+    let limit = max(1, configuration.maximumConnectionsPerHost)
+    var emptied = false
+    var launched = false
+    for key in hostOrder {
+      while activePerHost[key, default: 0] < limit, let task = queues[key]!.popFirst() {
+        launch(task, hostKey: key)
+        launched = true
+      }
+      if queues[key]!.isEmpty { emptied = true }
+    }
+    if emptied {
+      hostOrder.removeAll { queues[$0]!.isEmpty }
+      queues = queues.filter { !$0.value.isEmpty }
+    }
+    return launched
+  }
+
+  private func pollTimeout(_ now: UInt64) -> Int32 {
+    var timeout: Int = 100  // the idle-timeout and progress checks need a tick even when curl has none
+    var curlTimeout: Int = -1
+    curl_multi_timeout(multi, &curlTimeout)
+    if curlTimeout >= 0 { timeout = min(timeout, curlTimeout) }
+    for item in retrying {
+      let wait = item.deadline > now ? Int((item.deadline - now) / 1_000_000) : 0
+      timeout = min(timeout, wait)
+    }
+    return Int32(max(0, timeout))
+  }
+
+  // MARK: Launching an attempt
+
+  private func launch(_ task: DownloadTask, hostKey: String) {
+    let record = task.runtime.withLock { r in
+      r.attempts += 1
+      return r.record
+    }
+    guard record.state == .running else {
+      known.remove(task.id)
+      return
+    }
+    let url = task.url
+    let scheme = url.scheme?.lowercased() ?? ""
+    guard ["http", "https", "file"].contains(scheme) else {
+      let shown = url.scheme ?? ""
+      fail(
+        task,
+        ProtFSError(
+          .invalidArgument, "The URL '\(url.absoluteString)' uses the unsupported scheme '\(shown)'.",
+          hint: "protfs downloads http, https and file URLs"), deleting: nil)
+      return
+    }
+    if record.fileName == nil {
+      do {
+        let name = try DownloadFileName.fromURL(url)
+        task.runtime.withLock { $0.record.fileName = name }
+      } catch {
+        fail(task, error, deleting: nil)
+        return
+      }
+    }
+    let directory = record.temporaryDirectory
+    guard configuration.accessPolicy.canWriteTemp(in: directory) == .allow else {
+      fail(
+        task,
+        ProtFSError(
+          .protectedDataUnavailable,
+          "Cannot write the temp file of '\(url.absoluteString)' in '\(directory)': Operation not permitted.",
+          path: directory, errno: EPERM,
+          hint:
+            "the Downloads directory's protection class is not available while the device is locked; run `protfs init-cache` to give it NSFileProtectionNone"
+        ), deleting: nil)
+      return
+    }
+    let opened: TemporaryFile.Opened
+    do {
+      opened = try TemporaryFile.open(
+        directory: directory, existingName: record.temporaryFileName,
+        canContinue: record.entityTag != nil || record.lastModified != nil)
+    } catch {
+      fail(task, error, deleting: nil)
+      return
+    }
+    task.runtime.withLock { r in
+      r.record.temporaryFileName = opened.name
+      r.record.bytesReceived = opened.size
+    }
+    var digest: SHA256Digest?
+    if record.expectedSHA256 != nil {
+      let hasher = SHA256Digest()
+      if opened.size > 0, let error = TemporaryFile.hashPrefix(fd: opened.fd, count: opened.size, into: hasher,
+        path: directory + "/" + opened.name)
+      {
+        close(opened.fd)
+        fail(task, error, deleting: directory + "/" + opened.name)
+        return
+      }
+      digest = hasher
+    }
+    let easy = idleHandles.popLast() ?? curl_easy_init()!
+    let transfer = Transfer(
+      task: task, easy: easy, fd: opened.fd, temporaryDirectory: directory, temporaryFileName: opened.name,
+      offset: opened.size, isHTTP: scheme != "file", hostKey: hostKey, digest: digest)
+    configure(transfer, url: url, record: record)
+    active[task.id] = transfer
+    activePerHost[hostKey, default: 0] += 1
+    curl_multi_add_handle(multi, easy)
+  }
+
+  private func configure(_ transfer: Transfer, url: URL, record: DownloadTaskRecord) {
+    let easy = transfer.easy
+    protfs_curl_easy_setopt_string(easy, CURLOPT_URL, url.absoluteString)
+    let context = Unmanaged.passUnretained(transfer).toOpaque()
+    protfs_curl_easy_setopt_pointer(easy, CURLOPT_PRIVATE, context)
+    protfs_curl_easy_setopt_write_callback(easy, CURLOPT_WRITEFUNCTION, writeCallback)
+    protfs_curl_easy_setopt_pointer(easy, CURLOPT_WRITEDATA, context)
+    protfs_curl_easy_setopt_write_callback(easy, CURLOPT_HEADERFUNCTION, headerCallback)
+    protfs_curl_easy_setopt_pointer(easy, CURLOPT_HEADERDATA, context)
+    protfs_curl_easy_setopt_pointer(easy, CURLOPT_ERRORBUFFER, transfer.errorBuffer)
+    // The large receive buffer is what lets one write(2) carry up to a MiB (PERF-NOTES).
+    protfs_curl_easy_setopt_long(easy, CURLOPT_BUFFERSIZE, max(16 * 1024, min(configuration.receiveBufferSize, 10 << 20)))
+    protfs_curl_easy_setopt_long(easy, CURLOPT_FOLLOWLOCATION, 1)
+    protfs_curl_easy_setopt_long(easy, CURLOPT_MAXREDIRS, 20)
+    protfs_curl_easy_setopt_string(easy, CURLOPT_PROTOCOLS_STR, "http,https,file")
+    // A server must not redirect a download to a local file.
+    protfs_curl_easy_setopt_string(easy, CURLOPT_REDIR_PROTOCOLS_STR, "http,https")
+    protfs_curl_easy_setopt_long(easy, CURLOPT_CONNECTTIMEOUT_MS, Int(Monotonic.nanoseconds(configuration.connectTimeout) / 1_000_000))
+    protfs_curl_easy_setopt_long(easy, CURLOPT_NOSIGNAL, 1)
+    protfs_curl_easy_setopt_string(easy, CURLOPT_USERAGENT, configuration.userAgent)
+    if let bundle = configuration.trustedCertificatesPath {
+      protfs_curl_easy_setopt_string(easy, CURLOPT_CAINFO, bundle)
+    }
+    if transfer.offset > 0 {
+      protfs_curl_easy_setopt_string(easy, CURLOPT_RANGE, "\(transfer.offset)-")
+      // If-Range needs a strong validator; a weak ETag falls back to Last-Modified.
+      let validator = record.entityTag.flatMap { $0.hasPrefix("W/") ? nil : $0 } ?? record.lastModified
+      if let validator, transfer.isHTTP {
+        transfer.headerList = curl_slist_append(nil, "If-Range: \(validator)")
+        protfs_curl_easy_setopt_slist(easy, CURLOPT_HTTPHEADER, transfer.headerList)
+      }
+    }
+  }
+
+  // MARK: Ending an attempt
+
+  /// Takes the transfer out of libcurl and returns its handle to the pool; the fd stays open.
+  private func detach(_ transfer: Transfer) {
+    known.remove(transfer.task.id)
+    curl_multi_remove_handle(multi, transfer.easy)
+    curl_easy_reset(transfer.easy)
+    idleHandles.append(transfer.easy)
+    active[transfer.task.id] = nil
+    activePerHost[transfer.hostKey, default: 1] -= 1
+    let position = transfer.position
+    transfer.task.runtime.withLock { $0.record.bytesReceived = position }
+  }
+
+  private func drainMessages() {
+    var left: Int32 = 0
+    while let message = curl_multi_info_read(multi, &left) {
+      guard message.pointee.msg == CURLMSG_DONE, let easy = message.pointee.easy_handle else { continue }
+      var context: UnsafeMutableRawPointer?
+      protfs_curl_easy_getinfo_pointer(easy, CURLINFO_PRIVATE, &context)
+      guard let context else { continue }
+      let transfer = Unmanaged<Transfer>.fromOpaque(context).takeUnretainedValue()
+      finishAttempt(transfer, result: protfs_curlmsg_result(message))
+    }
+  }
+
+  private func finishAttempt(_ t: Transfer, result: CURLcode) {
+    let url = t.task.url.absoluteString
+    if result == CURLE_OK && !t.bodyStarted {
+      // An empty body never reached the write callback: decide on the headers alone.
+      t.bodyStarted = true
+      _ = t.beginBody()
+    }
+    let code = t.isHTTP ? t.responseCode : 0
+    let detail = t.curlErrorDetail ?? String(cString: curl_easy_strerror(result))
+    detach(t)
+    if let error = t.headerError {
+      fail(t, error)
+      return
+    }
+    if let e = t.writeErrno {
+      fail(t, ProtFSError.system("write the temp file of '\(url)' at", path: t.temporaryPath, errno: e))
+      return
+    }
+    if t.rangeMismatch {
+      // The server sent another range than asked: forget the validator and start from byte 0.
+      close(t.fd)
+      t.task.runtime.withLock { r in
+        r.record.entityTag = nil
+        r.record.lastModified = nil
+      }
+      retry(t.task, because: ProtFSError(.network, "The server sent the wrong byte range for '\(url)'."))
+      return
+    }
+    let status = t.refusedStatus ?? (t.isHTTP && result == CURLE_OK ? code : 200)
+    if status == 416, t.offset > 0 {
+      // A 416 for a range starting at the end of a complete file: there is nothing left to get.
+      let total = t.contentRange.flatMap(ContentRange.init)?.total
+      let announced = t.task.runtime.withLock { $0.record.bytesExpected }
+      if announced >= 0 && announced != t.offset {
+        // An earlier response announced more bytes than the entity has: its Content-Length lied.
+        fail(
+          t,
+          ProtFSError(
+            .network,
+            "The server announced \(announced) bytes for '\(url)' but sent only \(t.offset) and says the file is complete.",
+            hint: "the server's Content-Length is wrong; nothing was kept"))
+        return
+      }
+      if total == nil || total == t.offset {
+        t.task.runtime.withLock { $0.record.bytesExpected = t.offset }
+        core.finisher.post(.complete(t))
+        return
+      }
+      close(t.fd)
+      t.task.runtime.withLock { r in
+        r.record.entityTag = nil
+        r.record.lastModified = nil
+      }
+      retry(t.task, because: ProtFSError(.network, "The server refused the byte range for '\(url)'."))
+      return
+    }
+    if !(200..<300).contains(status) {
+      let reason = Self.reasonPhrase(status)
+      if status >= 500 || status == 408 || status == 429 {
+        close(t.fd)
+        retry(
+          t.task,
+          because: ProtFSError(
+            .network, "The server answered \(status) (\(reason)) for '\(url)'.", hint: "try again later"))
+      } else {
+        fail(
+          t,
+          ProtFSError(
+            .network, "The server answered \(status) (\(reason)) for '\(url)'.",
+            hint: status == 404 ? "check the URL" : "check the URL and the server's access rules"))
+      }
+      return
+    }
+    if result == CURLE_OK {
+      core.finisher.post(.complete(t))
+      return
+    }
+    let error = ProtFSError(.network, "Cannot download '\(url)': \(detail).", hint: Self.hint(for: result))
+    if Self.isRetryable(result) {
+      close(t.fd)
+      retry(t.task, because: error)
+    } else {
+      fail(t, error)
+    }
+  }
+
+  private static func reasonPhrase(_ status: Int) -> String {
+    switch status {
+    case 400: return "Bad Request"
+    case 401: return "Unauthorized"
+    case 403: return "Forbidden"
+    case 404: return "Not Found"
+    case 408: return "Request Timeout"
+    case 410: return "Gone"
+    case 416: return "Range Not Satisfiable"
+    case 429: return "Too Many Requests"
+    case 500: return "Internal Server Error"
+    case 502: return "Bad Gateway"
+    case 503: return "Service Unavailable"
+    case 504: return "Gateway Timeout"
+    case 300..<400: return "Redirection"
+    case 400..<500: return "Client Error"
+    case 500..<600: return "Server Error"
+    default: return "Unexpected Status"
+    }
+  }
+
+  private static func isRetryable(_ code: CURLcode) -> Bool {
+    switch code {
+    case CURLE_COULDNT_CONNECT, CURLE_PARTIAL_FILE, CURLE_RECV_ERROR, CURLE_SEND_ERROR, CURLE_GOT_NOTHING,
+      CURLE_OPERATION_TIMEDOUT, CURLE_SSL_CONNECT_ERROR, CURLE_HTTP2, CURLE_HTTP2_STREAM,
+      CURLE_COULDNT_RESOLVE_HOST:
+      return true
+    default:
+      return false
+    }
+  }
+
+  private static func hint(for code: CURLcode) -> String? {
+    switch code {
+    case CURLE_URL_MALFORMAT: return "check the URL"
+    case CURLE_UNSUPPORTED_PROTOCOL: return "protfs downloads http, https and file URLs"
+    case CURLE_COULDNT_CONNECT, CURLE_COULDNT_RESOLVE_HOST: return "check that the server is up and reachable"
+    case CURLE_FILE_COULDNT_READ_FILE: return "check that the file exists and is readable"
+    case CURLE_TOO_MANY_REDIRECTS: return "the server redirects in a loop"
+    case CURLE_PEER_FAILED_VERIFICATION, CURLE_SSL_CACERT_BADFILE:
+      return "the server's certificate is not trusted; trust its authority with a certificates file"
+    default: return nil
+    }
+  }
+
+  /// Schedules another attempt after the backoff delay, or fails the task when retries are used up.
+  private func retry(_ task: DownloadTask, because error: ProtFSError) {
+    let attempts = task.runtime.withLock { $0.attempts }
+    guard attempts <= configuration.maximumRetries else {
+      var final = error
+      final.message = final.message.hasSuffix(".") ? String(final.message.dropLast()) : final.message
+      final.message += " (gave up after \(attempts) attempts)."
+      fail(task, final, deleting: task.temporaryLocation?.path)
+      return
+    }
+    let base = Monotonic.nanoseconds(configuration.retryBaseDelay)
+    let cap = Monotonic.nanoseconds(configuration.retryMaximumDelay)
+    let delay = min(cap, base << UInt64(min(attempts - 1, 30)))
+    known.insert(task.id)
+    retrying.append((Monotonic.now + delay, task))
+  }
+
+  private func fail(_ t: Transfer, _ error: ProtFSError) {
+    close(t.fd)
+    fail(t.task, error, deleting: t.temporaryPath)
+  }
+
+  private func fail(_ task: DownloadTask, _ error: ProtFSError, deleting path: String?) {
+    known.remove(task.id)
+    core.finisher.post(.fail(task, error, deleting: path))
+  }
+
+  // MARK: Stopping
+
+  private func stopTransfer(of task: DownloadTask, _ reason: StopReason) {
+    if let transfer = active[task.id] {
+      detach(transfer)
+      close(transfer.fd)
+    } else if known.contains(task.id) {
+      retrying.removeAll { $0.task === task }
+      for key in queues.keys { queues[key]!.remove(task) }
+    }
+    known.remove(task.id)
+    core.finisher.post(.stop(task, reason))
+  }
+
+  /// Session shutdown: every transfer stops where it is, still `running` in the store, so that the
+  /// next session with this identifier picks it up.
+  private func stopAll() {
+    for transfer in Array(active.values) {
+      detach(transfer)
+      close(transfer.fd)
+    }
+    retrying.removeAll()
+    queues.removeAll()
+    hostOrder.removeAll()
+    known.removeAll()
+  }
+
+  // MARK: Timeouts and progress
+
+  private func checkTimeouts(_ now: UInt64) {
+    let limit = Monotonic.nanoseconds(configuration.requestTimeout)
+    for transfer in Array(active.values) where now > transfer.lastActivity && now - transfer.lastActivity > limit {
+      detach(transfer)
+      close(transfer.fd)
+      let seconds = Double(limit) / 1e9
+      retry(
+        transfer.task,
+        because: ProtFSError(
+          .network,
+          "The server for '\(transfer.task.url.absoluteString)' sent nothing for \(String(format: "%g", seconds)) s.",
+          hint: "check the server, or allow a longer request timeout"))
+    }
+  }
+
+  private func reportProgress(_ now: UInt64) {
+    let interval = Monotonic.nanoseconds(configuration.progressEventInterval)
+    for transfer in active.values where transfer.position != transfer.task.countOfBytesReceived {
+      guard now - transfer.lastProgressEvent >= interval else { continue }
+      transfer.lastProgressEvent = now
+      let position = transfer.position
+      let (previous, expected) = transfer.task.runtime.withLock { r in
+        defer { r.record.bytesReceived = position }
+        return (r.record.bytesReceived, r.record.bytesExpected)
+      }
+      core.notifyProgress(transfer.task, bytesWritten: position - previous, total: position, expected: expected)
+    }
+    if now - lastPersist >= Monotonic.nanoseconds(configuration.progressPersistInterval) {
+      lastPersist = now
+      core.persist(active.values.map { $0.task.record })
+    }
+  }
+}
+
+/// A FIFO of tasks that pops from the front without shifting the array each time.
+private struct HostQueue {
+  private var tasks: [DownloadTask] = []
+  private var head = 0
+
+  var isEmpty: Bool { head == tasks.count }
+
+  mutating func append(_ task: DownloadTask) { tasks.append(task) }
+
+  mutating func popFirst() -> DownloadTask? {
+    guard head < tasks.count else { return nil }
+    let task = tasks[head]
+    head += 1
+    if head == tasks.count {
+      tasks.removeAll(keepingCapacity: true)
+      head = 0
+    }
+    return task
+  }
+
+  mutating func remove(_ task: DownloadTask) {
+    if let index = tasks[head...].firstIndex(where: { $0 === task }) { tasks.remove(at: index) }
+  }
+}
+
+private let writeCallback: curl_write_callback = { data, size, count, context in
+  guard let context, let data else { return 0 }
+  let transfer = Unmanaged<Transfer>.fromOpaque(context).takeUnretainedValue()
+  return transfer.receive(UnsafeRawPointer(data), count: size * count)
+}
+
+private let headerCallback: curl_write_callback = { data, size, count, context in
+  guard let context, let data else { return 0 }
+  let transfer = Unmanaged<Transfer>.fromOpaque(context).takeUnretainedValue()
+  transfer.header(UnsafeRawBufferPointer(start: data, count: size * count))
+  return size * count
+}

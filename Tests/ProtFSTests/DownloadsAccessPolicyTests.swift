@@ -1,0 +1,142 @@
+import Foundation
+import ProtFS
+import ProtFSTestSupport
+import Synchronization
+import Testing
+
+/// The lock-policy hook: temp writes refused with EPERM, destinations that wait for unlock.
+@Suite("Download access policy", .timeLimit(.minutes(1)))
+struct DownloadsAccessPolicyTests {
+  let fixture: DownloadFixture
+  let nginx: NginxServer
+  let body = DownloadFixture.bytes(200_000)
+
+  init() throws {
+    fixture = try DownloadFixture()
+    nginx = try NginxServer()
+  }
+
+  func session(_ policy: SwitchableAccessPolicy, delegate: (any DownloadSessionDelegate)? = nil) throws
+    -> DownloadSession
+  {
+    var configuration = fixture.configuration()
+    configuration.accessPolicy = policy
+    return try DownloadSession(configuration: configuration, delegate: delegate)
+  }
+
+  @Test func refusedTempDirectoryFailsWithOperationNotPermitted() async throws {
+    let url = try nginx.put(Data(body), at: "locked.bin")
+    let session = try session(SwitchableAccessPolicy(temp: .deny(EPERM)))
+    let task = try session.downloadTask(with: url)
+    task.resume()
+    #expect(await task.waitUntilSettled() == .failed)
+    let error = try #require(task.error)
+    #expect(error.errno == EPERM)
+    #expect(error.code == .protectedDataUnavailable)
+    #expect(error.message.contains("Operation not permitted"))
+    #expect(error.message.contains(fixture.temporaryDirectory))
+    #expect(error.hint?.contains("protfs init-cache") == true)
+    #expect(fixture.temporaryFiles.isEmpty)
+    #expect(fixture.destinationFiles.isEmpty)
+    #expect(try session.store.task(id: task.id)?.errorNumber == EPERM)
+  }
+
+  @Test func unavailableDestinationWaitsForUnlockThenCompletes() async throws {
+    let url = try nginx.put(Data(body), at: "later.bin")
+    let policy = SwitchableAccessPolicy(destination: .waitForUnlock)
+    let session = try session(policy)
+    let task = try session.downloadTask(with: url)
+    task.resume()
+    #expect(await task.waitUntilSettled() == .waitingForUnlock)
+    #expect(fixture.destinationFiles.isEmpty)
+    #expect(fixture.temporaryFiles.count == 1)
+    #expect(try session.store.task(id: task.id)?.state == .waitingForUnlock)
+
+    #expect(session.completeWaitingTasks().isEmpty)
+    #expect(task.state == .waitingForUnlock)
+
+    policy.set(destination: .allow)
+    #expect(session.completeWaitingTasks().map(\.id) == [task.id])
+    #expect(task.state == .completed)
+    #expect(fixture.destinationContents("later.bin") == body)
+    #expect(fixture.temporaryFiles.isEmpty)
+    #expect(try session.store.task(id: task.id)?.state == .completed)
+  }
+
+  @Test func waitingTaskIsCompletedByALaterSession() async throws {
+    let url = try nginx.put(Data(body), at: "reboot.bin")
+    let policy = SwitchableAccessPolicy(destination: .waitForUnlock)
+    let first = try session(policy)
+    let task = try first.downloadTask(with: url)
+    task.resume()
+    #expect(await task.waitUntilSettled() == .waitingForUnlock)
+    first.invalidate()
+
+    policy.set(destination: .allow)
+    let second = try session(policy)
+    #expect(second.task(id: task.id)?.state == .waitingForUnlock)
+    #expect(second.completeWaitingTasks().count == 1)
+    #expect(fixture.destinationContents("reboot.bin") == body)
+    #expect(fixture.temporaryFiles.isEmpty)
+  }
+
+  @Test func refusedDestinationFailsAndKeepsNothing() async throws {
+    let url = try nginx.put(Data(body), at: "denied.bin")
+    let session = try session(SwitchableAccessPolicy(destination: .deny(EACCES)))
+    let task = try session.downloadTask(with: url)
+    task.resume()
+    #expect(await task.waitUntilSettled() == .failed)
+    #expect(task.error?.errno == EACCES)
+    #expect(fixture.destinationFiles.isEmpty)
+    #expect(fixture.temporaryFiles.isEmpty)
+  }
+
+  final class RecordingDelegate: DownloadSessionDelegate {
+    struct Log {
+      var progress: [Int64] = []
+      var finishedAt: URL?
+      var tempExistedDuringFinish = false
+      var completedError: ProtFSError??
+    }
+    let log = Mutex(Log())
+    let done = Mutex<CheckedContinuation<Void, Never>?>(nil)
+
+    func downloadSession(
+      _ session: DownloadSession, task: DownloadTask, didWriteData bytesWritten: Int64, totalBytesWritten: Int64,
+      totalBytesExpectedToWrite: Int64
+    ) {
+      log.withLock { $0.progress.append(totalBytesWritten) }
+    }
+
+    func downloadSession(_ session: DownloadSession, task: DownloadTask, didFinishDownloadingTo location: URL) {
+      let exists = FileManager.default.fileExists(atPath: location.path)
+      log.withLock { l in
+        l.finishedAt = location
+        l.tempExistedDuringFinish = exists
+      }
+    }
+
+    func downloadSession(_ session: DownloadSession, task: DownloadTask, didCompleteWithError error: ProtFSError?) {
+      log.withLock { $0.completedError = .some(error) }
+      done.withLock { $0?.resume() }
+    }
+  }
+
+  @Test func delegateSeesProgressTheFinishedTempFileAndCompletion() async throws {
+    let url = try nginx.put(Data(DownloadFixture.bytes(4 << 20)), at: "delegate.bin")
+    let delegate = RecordingDelegate()
+    let session = try session(SwitchableAccessPolicy(), delegate: delegate)
+    let task = try session.downloadTask(with: url)
+    await withCheckedContinuation { continuation in
+      delegate.done.withLock { $0 = continuation }
+      task.resume()
+    }
+    let log = delegate.log.withLock { $0 }
+    #expect(log.tempExistedDuringFinish)
+    #expect(log.finishedAt?.lastPathComponent.hasPrefix("CFNetworkDownload_") == true)
+    #expect(log.finishedAt?.lastPathComponent.hasSuffix(".tmp") == true)
+    #expect(log.completedError == .some(nil))
+    #expect(log.progress == log.progress.sorted())
+    #expect(task.state == .completed)
+  }
+}

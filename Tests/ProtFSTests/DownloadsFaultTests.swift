@@ -1,0 +1,254 @@
+import Foundation
+import ProtFS
+import ProtFSTestSupport
+import Testing
+
+/// Resume, retries and failures against the fault-injecting server.
+@Suite("Downloads against a faulty server", .timeLimit(.minutes(1)))
+struct DownloadsFaultTests {
+  let fixture: DownloadFixture
+  let body = DownloadFixture.bytes(2 << 20)
+
+  init() throws { fixture = try DownloadFixture() }
+
+  /// Starts a slow download, waits until `atLeast` bytes arrived, and cancels it for resume data.
+  func partialDownload(_ session: DownloadSession, _ server: FaultServer, atLeast: Int64 = 128 * 1024) async throws
+    -> (DownloadResumeData, Data)
+  {
+    let task = try session.downloadTask(with: server.url())
+    task.resume()
+    await session.waitForProgress(of: task, atLeast: atLeast)
+    let data = try #require(await task.cancelByProducingResumeData())
+    #expect(task.state == .failed)
+    #expect(task.error?.code == .cancelled)
+    let resume = try DownloadResumeData(data: data)
+    #expect(resume.bytesReceived >= atLeast)
+    #expect(resume.bytesReceived < Int64(body.count))
+    #expect(resume.entityTag == "\"v1\"")
+    #expect(fixture.temporaryFiles == [resume.temporaryFileName])
+    return (resume, data)
+  }
+
+  /// Sends 256 KiB and then holds the connection: the test, not the clock, decides when it ends.
+  static let drip = FaultServer.Mode.stallAfter(bytes: 256 * 1024)
+
+  @Test func resumeAfterCancelSendsRangeAndIfRange() async throws {
+    let server = try FaultServer(body: body, mode: Self.drip)
+    defer { server.stop() }
+    let session = try DownloadSession(configuration: fixture.configuration())
+    let (resume, data) = try await partialDownload(session, server)
+    server.setMode(.normal)
+    let task = try session.downloadTask(withResumeData: data)
+    task.resume()
+    #expect(await task.waitUntilSettled() == .completed)
+    #expect(fixture.destinationContents("file.bin") == body)
+    #expect(fixture.temporaryFiles.isEmpty)
+    let last = try #require(server.requests.last)
+    #expect(last.headers["range"] == "bytes=\(resume.bytesReceived)-")
+    #expect(last.headers["if-range"] == "\"v1\"")
+  }
+
+  @Test func changedEntityStartsOver() async throws {
+    let server = try FaultServer(body: body, mode: Self.drip)
+    defer { server.stop() }
+    let session = try DownloadSession(configuration: fixture.configuration())
+    let (_, data) = try await partialDownload(session, server)
+    let newer = DownloadFixture.bytes(1 << 20, seed: 42)
+    server.setContent(newer, entityTag: "\"v2\"")
+    server.setMode(.normal)
+    let task = try session.downloadTask(withResumeData: data)
+    task.resume()
+    #expect(await task.waitUntilSettled() == .completed)
+    #expect(fixture.destinationContents("file.bin") == newer)
+  }
+
+  @Test func etagChangingOnEveryRequestStartsOver() async throws {
+    let server = try FaultServer(body: body, mode: Self.drip)
+    defer { server.stop() }
+    let session = try DownloadSession(configuration: fixture.configuration())
+    let (_, data) = try await partialDownload(session, server)
+    server.setMode(.changeETagEveryRequest)
+    let task = try session.downloadTask(withResumeData: data)
+    task.resume()
+    #expect(await task.waitUntilSettled() == .completed)
+    #expect(fixture.destinationContents("file.bin") == body)
+  }
+
+  @Test func ignoredRangeStartsOver() async throws {
+    let server = try FaultServer(body: body, mode: Self.drip)
+    defer { server.stop() }
+    let session = try DownloadSession(configuration: fixture.configuration())
+    let (resume, data) = try await partialDownload(session, server)
+    server.setMode(.ignoreRange)
+    let task = try session.downloadTask(withResumeData: data)
+    task.resume()
+    #expect(await task.waitUntilSettled() == .completed)
+    #expect(fixture.destinationContents("file.bin") == body)
+    #expect(server.requests.last?.headers["range"] == "bytes=\(resume.bytesReceived)-")
+  }
+
+  @Test func rangeNotSatisfiableOnACompleteFileCountsAsDone() async throws {
+    let server = try FaultServer(body: body)
+    defer { server.stop() }
+    let name = "CFNetworkDownload_abcdef.tmp"
+    try Data(body).write(to: URL(fileURLWithPath: fixture.temporaryDirectory + "/" + name))
+    let resume = DownloadResumeData(
+      url: server.url(), bytesReceived: Int64(body.count), temporaryDirectory: fixture.temporaryDirectory,
+      temporaryFileName: name, destinationDirectory: fixture.destinationDirectory, fileName: "file.bin",
+      entityTag: "\"v1\"")
+    let session = try DownloadSession(configuration: fixture.configuration())
+    let task = try session.downloadTask(withResumeData: resume.encoded())
+    task.resume()
+    #expect(await task.waitUntilSettled() == .completed)
+    #expect(fixture.destinationContents("file.bin") == body)
+    #expect(server.requests.count == 1)
+    #expect(server.requests[0].headers["range"] == "bytes=\(body.count)-")
+  }
+
+  @Test func serverErrorsAreRetriedWithBackoff() async throws {
+    let server = try FaultServer(body: body, mode: .failFirst(count: 2, status: 503))
+    defer { server.stop() }
+    let session = try DownloadSession(configuration: fixture.configuration())
+    let task = try session.downloadTask(with: server.url())
+    task.resume()
+    #expect(await task.waitUntilSettled() == .completed)
+    #expect(server.requests.count == 3)
+    #expect(fixture.destinationContents("file.bin") == body)
+  }
+
+  @Test func persistentServerErrorsFailAfterTheLastRetry() async throws {
+    let server = try FaultServer(body: body, mode: .alwaysStatus(500))
+    defer { server.stop() }
+    var configuration = fixture.configuration()
+    configuration.maximumRetries = 2
+    let session = try DownloadSession(configuration: configuration)
+    let task = try session.downloadTask(with: server.url())
+    task.resume()
+    #expect(await task.waitUntilSettled() == .failed)
+    #expect(server.requests.count == 3)
+    let error = try #require(task.error)
+    #expect(error.message.contains("500"))
+    #expect(error.message.contains("gave up after 3 attempts"))
+    #expect(fixture.temporaryFiles.isEmpty)
+  }
+
+  @Test(arguments: [401, 403, 404, 410])
+  func clientErrorsAreFinalAtOnce(status: Int) async throws {
+    let server = try FaultServer(body: body, mode: .alwaysStatus(status))
+    defer { server.stop() }
+    let session = try DownloadSession(configuration: fixture.configuration())
+    let task = try session.downloadTask(with: server.url())
+    task.resume()
+    #expect(await task.waitUntilSettled() == .failed)
+    #expect(server.requests.count == 1)
+    #expect(task.error?.message.contains("answered \(status)") == true)
+    #expect(fixture.temporaryFiles.isEmpty)
+    #expect(fixture.destinationFiles.isEmpty)
+  }
+
+  @Test func droppedConnectionIsRetriedFromWhereItStopped() async throws {
+    let server = try FaultServer(body: body, mode: .dropMidBody(after: 300_000, times: 1))
+    defer { server.stop() }
+    let session = try DownloadSession(configuration: fixture.configuration())
+    let task = try session.downloadTask(with: server.url())
+    task.resume()
+    #expect(await task.waitUntilSettled() == .completed)
+    #expect(fixture.destinationContents("file.bin") == body)
+    #expect(server.requests.count == 2)
+    #expect(server.requests[1].headers["range"] == "bytes=300000-")
+    #expect(server.requests[1].headers["if-range"] == "\"v1\"")
+  }
+
+  @Test func wrongContentLengthFailsAndKeepsNothing() async throws {
+    let server = try FaultServer(body: DownloadFixture.bytes(50_000), mode: .wrongContentLength(extra: 1000))
+    defer { server.stop() }
+    var configuration = fixture.configuration()
+    configuration.maximumRetries = 1
+    let session = try DownloadSession(configuration: configuration)
+    let task = try session.downloadTask(with: server.url())
+    task.resume()
+    #expect(await task.waitUntilSettled() == .failed)
+    #expect(task.error?.code == .network)
+    #expect(task.error?.message.contains("announced 51000 bytes") == true)
+    #expect(fixture.destinationFiles.isEmpty)
+    #expect(fixture.temporaryFiles.isEmpty)
+  }
+
+  @Test func serverThatNeverAnswersTimesOut() async throws {
+    let server = try FaultServer(body: body, mode: .neverAnswer)
+    defer { server.stop() }
+    var configuration = fixture.configuration()
+    configuration.requestTimeout = .milliseconds(300)
+    configuration.maximumRetries = 0
+    let session = try DownloadSession(configuration: configuration)
+    let task = try session.downloadTask(with: server.url())
+    let started = ContinuousClock.now
+    task.resume()
+    #expect(await task.waitUntilSettled() == .failed)
+    #expect(ContinuousClock.now - started < .seconds(5))
+    #expect(task.error?.message.contains("sent nothing for 0.3 s") == true)
+    #expect(fixture.temporaryFiles.isEmpty)
+  }
+
+  @Test func contentDispositionNamesTheFile() async throws {
+    let server = try FaultServer(body: body, contentDisposition: "attachment; filename=\"report 2026.pdf\"")
+    defer { server.stop() }
+    let session = try DownloadSession(configuration: fixture.configuration())
+    let task = try session.downloadTask(with: server.url("download?id=7"))
+    task.resume()
+    #expect(await task.waitUntilSettled() == .completed)
+    #expect(fixture.destinationFiles == ["report 2026.pdf"])
+  }
+
+  @Test(arguments: ["attachment; filename=\"../evil.sh\"", "attachment; filename*=UTF-8''..%2F..%2Fevil"])
+  func contentDispositionThatLeavesTheDirectoryIsRefused(header: String) async throws {
+    let server = try FaultServer(body: body, contentDisposition: header)
+    defer { server.stop() }
+    let session = try DownloadSession(configuration: fixture.configuration())
+    let task = try session.downloadTask(with: server.url())
+    task.resume()
+    #expect(await task.waitUntilSettled() == .failed)
+    #expect(task.error?.code == .invalidArgument)
+    #expect(task.error?.message.contains("Content-Disposition") == true)
+    #expect(fixture.destinationFiles.isEmpty)
+    #expect(fixture.temporaryFiles.isEmpty)
+  }
+
+  @Test func suspendKeepsTheTempFileAndResumeContinues() async throws {
+    let server = try FaultServer(body: body, mode: Self.drip)
+    defer { server.stop() }
+    let session = try DownloadSession(configuration: fixture.configuration())
+    let task = try session.downloadTask(with: server.url())
+    task.resume()
+    await session.waitForProgress(of: task, atLeast: 100_000)
+    task.suspend()
+    await session.waitForEvent {
+      if case .suspended(task.id) = $0 { return true } else { return false }
+    }
+    #expect(task.state == .suspended)
+    #expect(fixture.temporaryFiles.count == 1)
+    server.setMode(.normal)
+    task.resume()
+    #expect(await task.waitUntilSettled() == .completed)
+    #expect(fixture.destinationContents("file.bin") == body)
+    #expect(server.requests.last?.headers["range"] != nil)
+  }
+
+  @Test func cancelReturnsPromptlyAndRemovesTheTempFile() async throws {
+    let server = try FaultServer(body: body, mode: .slowDrip(chunk: 4096, interval: .milliseconds(50)))
+    defer { server.stop() }
+    let session = try DownloadSession(configuration: fixture.configuration())
+    let task = try session.downloadTask(with: server.url())
+    task.resume()
+    await session.waitForProgress(of: task, atLeast: 4096)
+    // The server would need 25 s more; cancel must not wait for it.
+    let started = ContinuousClock.now
+    task.cancel()
+    #expect(ContinuousClock.now - started < .milliseconds(100))
+    #expect(await task.waitUntilSettled() == .failed)
+    #expect(ContinuousClock.now - started < .seconds(3))
+    #expect(task.error?.code == .cancelled)
+    #expect(fixture.temporaryFiles.isEmpty)
+    #expect(fixture.destinationFiles.isEmpty)
+  }
+}

@@ -1,0 +1,167 @@
+import Foundation
+import ProtFS
+import ProtFSTestSupport
+import Testing
+
+/// Sessions outliving their objects and processes; the task store under concurrency.
+@Suite("Download sessions persist", .timeLimit(.minutes(1)))
+struct DownloadsPersistenceTests {
+  let fixture: DownloadFixture
+  let body = DownloadFixture.bytes(3 << 20)
+
+  init() throws { fixture = try DownloadFixture() }
+
+  @Test func reopenedSessionReattachesAndResumesFromTheTempFile() async throws {
+    let server = try FaultServer(body: body, mode: .stallAfter(bytes: 256 * 1024))
+    defer { server.stop() }
+    let first = try DownloadSession(configuration: fixture.configuration())
+    let task = try first.downloadTask(with: server.url())
+    task.taskDescription = "reattach me"
+    task.resume()
+    await first.waitForProgress(of: task, atLeast: 200_000)
+    first.invalidate()
+    let stored = try #require(try first.store.task(id: task.id))
+    #expect(stored.state == .running)
+    #expect(stored.bytesReceived > 0)
+    #expect(fixture.temporaryFiles == [try #require(stored.temporaryFileName)])
+
+    server.setMode(.normal)
+    let second = try DownloadSession(configuration: fixture.configuration())
+    let reattached = try #require(second.task(id: task.id))
+    #expect(reattached.taskDescription == "reattach me")
+    #expect(await reattached.waitUntilSettled() == .completed)
+    #expect(fixture.destinationContents("file.bin") == body)
+    #expect(fixture.temporaryFiles.isEmpty)
+    let range = try #require(server.requests.last?.headers["range"])
+    #expect(range.hasPrefix("bytes=") && range != "bytes=0-")
+    // Asking for the same download again gives the same task, not a second one.
+    #expect(try second.store.tasks(session: second.identifier).count == 1)
+  }
+
+  @Test func sameDownloadAgainReturnsTheReattachedTask() async throws {
+    let server = try FaultServer(body: body, mode: .stallAfter(bytes: 256 * 1024))
+    defer { server.stop() }
+    var configuration = fixture.configuration()
+    let first = try DownloadSession(configuration: configuration)
+    let task = try first.downloadTask(with: server.url())
+    task.resume()
+    await first.waitForProgress(of: task, atLeast: 100_000)
+    first.invalidate()
+    server.setMode(.normal)
+    configuration.resumesReattachedTasks = false
+    let second = try DownloadSession(configuration: configuration)
+    let again = try second.downloadTask(with: server.url())
+    #expect(again.id == task.id)
+    #expect(again.state == .suspended)
+    again.resume()
+    #expect(await again.waitUntilSettled() == .completed)
+    #expect(fixture.destinationContents("file.bin") == body)
+  }
+
+  /// The helper executable built next to the tests.
+  static var fetchTool: URL? {
+    let root = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
+      .deletingLastPathComponent()
+    return ["debug", "release"].map { root.appendingPathComponent(".build/\($0)/protfs-fetch") }
+      .first { FileManager.default.isExecutableFile(atPath: $0.path) }
+  }
+
+  @Test(.enabled(if: fetchTool != nil, "protfs-fetch is built with the tests"))
+  func killedProcessResumesWhenTheSameDownloadRunsAgain() async throws {
+    let server = try FaultServer(body: body, mode: .stallAfter(bytes: 256 * 1024))
+    defer { server.stop() }
+    let tool = try #require(Self.fetchTool)
+    let arguments = [
+      "--store", fixture.storePath, "--temp", fixture.temporaryDirectory, "--to", fixture.destinationDirectory,
+      "--session", "killed", "--persist-ms", "0", server.url().absoluteString,
+    ]
+    let first = Process()
+    first.executableURL = tool
+    first.arguments = arguments + ["--progress"]
+    let output = Pipe()
+    first.standardOutput = output
+    try first.run()
+    // The first progress line says bytes arrived; the store has them once the engine's next
+    // snapshot is committed, which only the store itself can tell.
+    let reader = output.fileHandleForReading
+    let line = await offPool { reader.availableData }
+    #expect(!line.isEmpty, "protfs-fetch ended before reporting progress")
+    if line.isEmpty { return }
+    let store = try DownloadStore(path: fixture.storePath)
+    let deadline = ContinuousClock.now + .seconds(20)
+    while ContinuousClock.now < deadline {
+      if let record = try store.tasks(session: "killed").first, record.bytesReceived > 0,
+        record.temporaryFileName != nil
+      {
+        break
+      }
+      try await Task.sleep(for: .milliseconds(5))
+    }
+    kill(first.processIdentifier, SIGKILL)
+    await offPool { first.waitUntilExit() }
+    let stored = try #require(try DownloadStore(path: fixture.storePath).tasks(session: "killed").first)
+    #expect(stored.state == .running)
+    #expect(stored.bytesReceived > 0)
+    #expect(fixture.temporaryFiles.count == 1)
+
+    server.setMode(.normal)
+    let second = Process()
+    second.executableURL = tool
+    second.arguments = arguments
+    try second.run()
+    await offPool { second.waitUntilExit() }
+    #expect(second.terminationStatus == 0)
+    #expect(fixture.destinationContents("file.bin") == body)
+    #expect(fixture.temporaryFiles.isEmpty)
+    let range = try #require(server.requests.last?.headers["range"])
+    #expect(range != "bytes=0-")
+    let tasks = try DownloadStore(path: fixture.storePath).tasks(session: "killed")
+    #expect(tasks.map(\.state) == [.completed])
+  }
+
+  @Test func aLiveSessionKeepsItsTasks() throws {
+    let first = try DownloadSession(configuration: fixture.configuration())
+    let task = try first.downloadTask(with: URL(string: "http://127.0.0.1:9/a.bin")!)
+    let second = try DownloadSession(configuration: fixture.configuration())
+    #expect(second.task(id: task.id) == nil)
+    #expect(second.allTasks.isEmpty)
+    first.invalidate()
+    let third = try DownloadSession(configuration: fixture.configuration())
+    #expect(third.task(id: task.id)?.state == .suspended)
+  }
+
+  @Test func sessionOfAnotherBundleIsRefused() throws {
+    _ = try DownloadSession(configuration: fixture.configuration(identifier: "shared"))
+    var other = fixture.configuration(identifier: "shared")
+    other.bundleID = "com.example.other"
+    #expect(throws: ProtFSError.self) { try DownloadSession(configuration: other) }
+  }
+
+  @Test func storeIsSafeWithConcurrentWriters() async throws {
+    let path = fixture.storePath
+    let setup = try DownloadSession(configuration: fixture.configuration(identifier: "busy"))
+    setup.invalidate()
+    try await withThrowingTaskGroup(of: Void.self) { group in
+      for worker in 0..<4 {
+        group.addTask {
+          // A store per worker: separate SQLite connections, as separate processes have.
+          var configuration = fixture.configuration(identifier: "busy-\(worker)")
+          configuration.storePath = path
+          let session = try DownloadSession(configuration: configuration)
+          for batch in 0..<10 {
+            let requests = (0..<20).map {
+              DownloadRequest(url: URL(string: "http://127.0.0.1:9/w\(worker)-\(batch)-\($0).bin")!)
+            }
+            let tasks = try session.downloadTasks(with: requests)
+            tasks.first?.taskDescription = "batch \(batch)"
+          }
+          session.invalidate()
+        }
+      }
+      try await group.waitForAll()
+    }
+    let all = try DownloadStore(path: path).tasks()
+    #expect(all.count == 4 * 10 * 20)
+    #expect(all.filter { $0.taskDescription != nil }.count == 40)
+  }
+}

@@ -1,0 +1,169 @@
+#!/usr/bin/env bash
+# Download benchmark: protfs's engine against curl and aria2c, side by side in one run, from nginx
+# on loopback (its own temporary root), to disk.
+#
+#   benchmarks/download.sh [RUNS]      RUNS per tool and case, default 3 (medians are reported)
+#
+# Environment: CASES ("big small"), BIG_MIB (1024), SMALL_COUNT (2000), SMALL_BYTES (16384), and PROTFS_FLAGS, extra flags
+# for the protfs command (`--no-sync` measures it without fsync, as curl and aria2c run).
+#
+# Cases: one 1 GiB file (protfs vs `curl -s -o FILE` vs `aria2c -x1`) and 2,000 files of 16 KiB
+# (protfs vs `curl --parallel --parallel-max 8 -K LIST` vs `aria2c -j8 -i LIST`). Runs alternate
+# between the tools (the order rotates each round) and each starts after a `sync`, so one tool's
+# write-back does not land on the next one's clock. Peak RSS comes from /usr/bin/time -v when present.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+RUNS=${1:-3}
+BIG_MIB=${BIG_MIB:-1024}
+SMALL_COUNT=${SMALL_COUNT:-2000}
+SMALL_BYTES=${SMALL_BYTES:-16384}
+
+swift build -c release --product protfs-fetch >&2
+BIN=$(swift build -c release --show-bin-path)
+
+WORK=$(mktemp -d "${TMPDIR:-/var/tmp}/protfs-bench.XXXXXX")
+RUN="$WORK/run"
+# The command under test; the output directory and then URLs or `-i LIST` follow it. When the CLI has
+# it, this line becomes: PROTFS=(protfs download --device "$RUN/device" --bundle com.example.bench --connections 8 --to)
+PROTFS=("$BIN/protfs-fetch" --store "$RUN/store.sqlite" --temp "$RUN/tmp" --connections 8 ${PROTFS_FLAGS:-} --to)
+NGINX_PID=""
+cleanup() {
+  [ -n "$NGINX_PID" ] && kill "$NGINX_PID" 2>/dev/null && wait "$NGINX_PID" 2>/dev/null || true
+  rm -rf "$WORK"
+}
+trap cleanup EXIT
+
+# --- nginx on 127.0.0.1, a free port ---------------------------------------------------------
+free_port() {
+  local port
+  while :; do
+    port=$((20000 + RANDOM % 40000))
+    (exec 3<>"/dev/tcp/127.0.0.1/$port") 2>/dev/null || { echo "$port"; return; }
+  done
+}
+PORT=$(free_port)
+mkdir -p "$WORK/root/small" "$WORK/nginx/tmp"
+cat >"$WORK/nginx/nginx.conf" <<CONF
+$([ "$(id -u)" = 0 ] && echo "user root;")
+worker_processes 1;
+error_log $WORK/nginx/error.log warn;
+pid $WORK/nginx/nginx.pid;
+events { worker_connections 1024; }
+http {
+  access_log off;
+  client_body_temp_path $WORK/nginx/tmp/body;
+  proxy_temp_path $WORK/nginx/tmp/proxy;
+  fastcgi_temp_path $WORK/nginx/tmp/fastcgi;
+  uwsgi_temp_path $WORK/nginx/tmp/uwsgi;
+  scgi_temp_path $WORK/nginx/tmp/scgi;
+  default_type application/octet-stream;
+  sendfile on;
+  tcp_nopush on;
+  keepalive_requests 1000000;
+  server { listen 127.0.0.1:$PORT; root $WORK/root; }
+}
+CONF
+/usr/sbin/nginx -p "$WORK/nginx" -c "$WORK/nginx/nginx.conf" -g 'daemon off;' &
+NGINX_PID=$!
+for _ in $(seq 1 500); do
+  (exec 3<>"/dev/tcp/127.0.0.1/$PORT") 2>/dev/null && break
+  kill -0 "$NGINX_PID" 2>/dev/null || { cat "$WORK/nginx/error.log" >&2; exit 2; }
+  sleep 0.01
+done
+BASE="http://127.0.0.1:$PORT"
+
+# --- data ----------------------------------------------------------------------------------------
+echo "Preparing ${BIG_MIB} MiB and ${SMALL_COUNT} x ${SMALL_BYTES} B of random data..." >&2
+[[ " ${CASES:-big small} " == *" big "* ]] && head -c $((BIG_MIB << 20)) /dev/urandom >"$WORK/root/big.bin"
+head -c $((SMALL_COUNT * SMALL_BYTES)) /dev/urandom | split -b "$SMALL_BYTES" -a 5 -d - "$WORK/root/small/f"
+ls "$WORK/root/small" | sed "s|^|$BASE/small/|" >"$WORK/urls.txt"
+# Warm the page cache, as PERF-NOTES measured.
+cat "$WORK/root"/big.bin "$WORK/root/small"/* >/dev/null 2>&1 || true
+
+# --- measuring -----------------------------------------------------------------------------------
+# run NAME CASE COMMAND...: runs COMMAND in a fresh $RUN, appends "seconds rss_kib" to $WORK/CASE.NAME
+run() {
+  local name=$1 case=$2
+  shift 2
+
+  rm -rf "$RUN"
+  mkdir -p "$RUN/out" "$RUN/tmp"
+  sync
+  local start end rss=0
+  if [ -x /usr/bin/time ]; then
+    start=$(date +%s.%N)
+    /usr/bin/time -v -o "$RUN/time.txt" "$@" >/dev/null 2>"$RUN/stderr" || { cat "$RUN/stderr" >&2; exit 1; }
+    end=$(date +%s.%N)
+    rss=$(awk -F: '/Maximum resident/ {gsub(/ /, "", $2); print $2}' "$RUN/time.txt")
+  else
+    start=$(date +%s.%N)
+    "$@" >/dev/null 2>"$RUN/stderr" &
+    local pid=$! peak
+    while kill -0 "$pid" 2>/dev/null; do
+      peak=$(awk '/VmHWM/ {print $2}' "/proc/$pid/status" 2>/dev/null || echo 0)
+      [ "${peak:-0}" -gt "$rss" ] && rss=$peak
+      sleep 0.01
+    done
+    wait "$pid" || { cat "$RUN/stderr" >&2; exit 1; }
+    end=$(date +%s.%N)
+  fi
+  echo "$(awk -v a="$start" -v b="$end" 'BEGIN {printf "%.4f", b - a}') $rss" >>"$WORK/$case.$name"
+}
+
+check_big() { cmp -s "$WORK/root/big.bin" "$RUN/out/big.bin" || { echo "$1: 1 GiB file differs" >&2; exit 1; }; }
+check_small() {
+  local n
+  n=$(find "$RUN/out" -type f | wc -l)
+  [ "$n" = "$SMALL_COUNT" ] || { echo "$1: $n of $SMALL_COUNT small files" >&2; exit 1; }
+}
+
+big_protfs() { run protfs big "${PROTFS[@]}" "$RUN/out" "$BASE/big.bin"; check_big protfs; }
+big_curl() { run curl big curl -s -o "$RUN/out/big.bin" "$BASE/big.bin"; check_big curl; }
+big_aria2() { run aria2c big aria2c -q -x1 --allow-overwrite=true -d "$RUN/out" -o big.bin "$BASE/big.bin"; check_big aria2c; }
+
+small_protfs() { run protfs small "${PROTFS[@]}" "$RUN/out" -i "$WORK/urls.txt"; check_small protfs; }
+small_curl() {
+  sed "s|^$BASE/small/\(.*\)$|url = \"&\"\noutput = \"$WORK/run/out/\1\"|" "$WORK/urls.txt" >"$WORK/curl.list"
+  run curl small curl -s --parallel --parallel-max 8 -K "$WORK/curl.list"
+  check_small curl
+}
+small_aria2() {
+  run aria2c small aria2c -q -j8 --allow-overwrite=true -d "$RUN/out" -i "$WORK/urls.txt"
+  check_small aria2c
+}
+
+for round in $(seq 1 "$RUNS"); do
+  echo "Round $round of $RUNS..." >&2
+  case $((round % 3)) in
+    1) order="protfs curl aria2" ;;
+    2) order="curl aria2 protfs" ;;
+    0) order="aria2 protfs curl" ;;
+  esac
+  for case in ${CASES:-big small}; do
+    for tool in $order; do "${case}_$tool"; done
+  done
+done
+
+median() { sort -n | awk '{a[NR]=$1} END {print (NR % 2) ? a[(NR+1)/2] : (a[NR/2] + a[NR/2+1]) / 2}'; }
+
+report() {
+  local case=$1 title=$2 p c a
+  p=$(cut -d' ' -f1 "$WORK/$case.protfs" | median)
+  c=$(cut -d' ' -f1 "$WORK/$case.curl" | median)
+  a=$(cut -d' ' -f1 "$WORK/$case.aria2c" | median)
+  echo "$title (median of $RUNS)"
+  for tool in protfs curl aria2c; do
+    printf "  %-7s %7.3f s   peak RSS %6d KiB   runs: %s\n" "$tool" \
+      "$(cut -d' ' -f1 "$WORK/$case.$tool" | median)" \
+      "$(cut -d' ' -f2 "$WORK/$case.$tool" | sort -n | tail -1)" \
+      "$(cut -d' ' -f1 "$WORK/$case.$tool" | xargs printf '%.3f ')"
+  done
+  printf "  protfs/curl = %.2f   protfs/aria2c = %.2f\n" "$(awk -v x="$p" -v y="$c" 'BEGIN {print x / y}')" "$(awk -v x="$p" -v y="$a" 'BEGIN {print x / y}')"
+}
+for case in ${CASES:-big small}; do
+  case $case in
+    big) report big "$BIG_MIB MiB from nginx on loopback to disk" ;;
+    small) report small "$SMALL_COUNT files of $SMALL_BYTES B, 8 connections" ;;
+  esac
+done

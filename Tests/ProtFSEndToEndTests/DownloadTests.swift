@@ -142,3 +142,55 @@ import Testing
     #expect(missing.status == 1 && missing.stderr.contains("no download task 99"), "\(missing)")
   }
 }
+
+/// `kill -9` in the middle of `protfs download`, then the same command again: it resumes.
+@Suite struct DownloadKillResumeTests {
+  @Test func theSameDownloadAfterAKillResumesWithRange() throws {
+    let app = "com.example.app"
+    let t = try TestDevice()
+    try #require(try Protfs.run(["--device", t.root, "init", app]).status == 0)
+    let body = DownloadFixture.bytes(1 << 20)
+    let server = try FaultServer(body: body, entityTag: "\"e1\"", mode: .stallAfter(bytes: 400_000))
+    defer { server.stop() }
+    let url = server.url("big.bin").absoluteString
+
+    let process = Process()
+    process.executableURL = URL(fileURLWithPath: Protfs.binary)
+    process.arguments = ["--device", t.root, "download", "--bundle", app, "--progress", "json", url]
+    let output = Pipe()
+    process.standardOutput = output
+    process.standardError = FileHandle.nullDevice
+    try process.run()
+    // Wait for the engine to report the stalled bytes, then for them to reach the temp file.
+    var buffered = Data()
+    while !String(decoding: buffered, as: UTF8.self).contains("\"written\":400000") {
+      let chunk = output.fileHandleForReading.availableData
+      try #require(!chunk.isEmpty, "protfs download ended before reporting progress")
+      buffered += chunk
+    }
+    let downloads = t.containerPath(app, "Library/Caches/com.apple.nsurlsessiond/Downloads/\(app)")
+    let deadline = Date().addingTimeInterval(20)
+    var onDisk = 0
+    while onDisk < 400_000 && Date() < deadline {
+      let names = (try? FileManager.default.contentsOfDirectory(atPath: downloads)) ?? []
+      onDisk = names.compactMap { try? FileManager.default.attributesOfItem(atPath: downloads + "/" + $0)[.size] as? Int }.max() ?? 0
+      if onDisk < 400_000 { usleep(20_000) }
+    }
+    try #require(onDisk >= 400_000, "the temp file never held the received bytes")
+    kill(process.processIdentifier, SIGKILL)
+    process.waitUntilExit()
+    #expect(process.terminationReason == .uncaughtSignal)
+
+    server.setMode(.normal)
+    let again = try Protfs.run(["--device", t.root, "download", "--bundle", app, url])
+    #expect(again.status == 0, "\(again)")
+    #expect(FileManager.default.contents(atPath: t.containerPath(app, "Documents/big.bin")) == Data(body))
+    let last = try #require(server.requests.last)
+    #expect(last.headers["range"]?.hasPrefix("bytes=") == true && last.headers["range"] != "bytes=0-", "\(last.headers)")
+    #expect(last.headers["if-range"] == "\"e1\"")
+    // One task, resumed, not a second one.
+    let tasks = try Protfs.run(["--device", t.root, "tasks", "--json"])
+    let records = try JSONSerialization.jsonObject(with: Data(tasks.stdout.utf8)) as! [[String: Any]]
+    #expect(records.count == 1 && records[0]["state"] as? String == "completed")
+  }
+}

@@ -95,6 +95,20 @@ let asNobody = ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups"]
     #expect(d.snapshot() == original)
   }
 
+  @Test func execDropsTheOverridingCapabilitiesForGood() throws {
+    let d = try LockDevice()
+    let result = try d.protfs(["exec", "--", "grep", "-E", "^Cap(Inh|Prm|Eff|Bnd|Amb):", "/proc/self/status"])
+    #expect(result.status == 0, "\(result)")
+    let dacOverride: UInt64 = 1 << 1
+    let dacReadSearch: UInt64 = 1 << 2
+    for line in result.stdout.split(separator: "\n") {
+      let fields = line.split(separator: "\t")
+      let bits = UInt64(fields.last ?? "", radix: 16) ?? .max
+      #expect(bits & (dacOverride | dacReadSearch) == 0, "\(line)")
+    }
+    #expect(result.stdout.contains("CapBnd:"))
+  }
+
   @Test func rootOutsideExecIsNotBound() throws {
     let d = try LockDevice()
     try d.protfs(["lock"])

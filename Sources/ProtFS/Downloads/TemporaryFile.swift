@@ -30,6 +30,7 @@ enum TemporaryFile {
       let path = directory + "/" + existingName
       switch valueOrErrno({ Foundation.open(path, O_WRONLY | O_NOFOLLOW | O_CLOEXEC) }) {
       case .success(let fd):
+        TemporaryFileLock.hold(fd)  // tells `cache purge` in another process that this file is live
         var status = stat()
         fstat(fd, &status)
         var size = Int64(status.st_size)
@@ -50,7 +51,9 @@ enum TemporaryFile {
       let name = randomName()
       let path = directory + "/" + name
       switch valueOrErrno({ Foundation.open(path, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0o644) }) {
-      case .success(let fd): return Opened(fd: fd, name: name, size: 0)
+      case .success(let fd):
+        TemporaryFileLock.hold(fd)
+        return Opened(fd: fd, name: name, size: 0)
       case .failure(let e) where e == .exists: continue
       case .failure(let e) where e == .noSuchFile && !createdDirectory:
         // nsurlsessiond creates the Downloads directory on first use; so do we.

@@ -186,11 +186,15 @@ final class Transfer: @unchecked Sendable {
     }
     let (etag, modified) = (entityTag, lastModified)
     let expected = bytesExpected
-    task.runtime.withLock { r in
+    let record = task.runtime.withLock { r in
       r.record.entityTag = etag
       r.record.lastModified = modified
       r.record.bytesExpected = expected
+      return r.record
     }
+    // Store the validator before the first body byte reaches the temp file: a process killed at any
+    // point after this resumes with If-Range instead of discarding the bytes it kept.
+    task.core.persistNow(record)
     return true
   }
 

@@ -261,9 +261,13 @@ public struct LockController: Sendable {
   private static func failure(_ operation: String, _ failures: [ProtFSError]) -> ProtFSError {
     let first = failures.sorted { ($0.path ?? "") < ($1.path ?? "") }[0]
     let more = failures.count > 1 ? " (and \(failures.count - 1) more)" : ""
-    let base = first.message.hasSuffix(".") ? String(first.message.dropLast()) : first.message
+    var base = first.message.hasSuffix(".") ? String(first.message.dropLast()) : first.message
+    if let initial = base.first, base.hasPrefix("Cannot ") || base.hasPrefix("The ") {
+      base = initial.lowercased() + base.dropFirst()
+    }
     return ProtFSError(
-      first.code, "Cannot \(operation): \(base)\(more). Nothing was changed.", path: first.path, errno: first.errno,
+      first.code, "Cannot \(operation) the device: \(base)\(more). Nothing was changed.", path: first.path,
+      errno: first.errno,
       hint: first.hint ?? "fix the item, then run `protfs \(operation)` again")
   }
 

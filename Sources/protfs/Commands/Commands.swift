@@ -22,6 +22,8 @@ enum Commands {
       ExecCommand.command,
       ExecConfinedCommand.command,
       PasscodeCommand.command,
+      DownloadCommand.command,
+      TasksCommand.command,
       CacheCommand.command,
       StoragePressureCommand.command,
       AuditCommand.command,

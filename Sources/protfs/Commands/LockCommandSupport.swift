@@ -47,9 +47,10 @@ enum Terminal {
 enum TransitionText {
   static func summary(_ report: TransitionReport, device: Device) -> String {
     var parts: [String] = []
-    if report.restricted > 0 { parts.append("\(report.restricted) items locked out") }
-    if report.restored > 0 { parts.append("\(report.restored) items restored") }
+    func items(_ count: Int) -> String { count == 1 ? "1 item" : "\(count) items" }
+    if report.restricted > 0 { parts.append("\(items(report.restricted)) locked out") }
+    if report.restored > 0 { parts.append("\(items(report.restored)) restored") }
     let detail = parts.isEmpty ? "no permission bits changed" : parts.joined(separator: ", ")
-    return "\(device.root): \(report.to.lockState) (\(detail); \(report.visited) items checked)."
+    return "\(device.root): \(report.to.lockState) (\(detail); \(items(report.visited)) checked)."
   }
 }

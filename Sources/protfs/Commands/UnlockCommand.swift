@@ -23,6 +23,14 @@ enum UnlockCommand {
     }
     let report = try controller.unlock(passcode: passcode)
     Console.out(TransitionText.summary(report, device: controller.device))
+    // Finished background downloads that waited for the data to become available move into place now.
+    for task in try controller.device.completeWaitingDownloads() {
+      switch task.state {
+      case .completed: Console.out("Moved the download of \(task.url) to \(task.destinationPath ?? "its destination").")
+      case .waitingForUnlock: Console.err("note: the download of \(task.url) still waits: its destination is not available.")
+      default: Console.err("warning: the download of \(task.url) could not be moved: \(task.errorMessage ?? task.state.rawValue).")
+      }
+    }
     return 0
   }
 }

@@ -8,7 +8,7 @@ packages=(
   attr                  # getfattr/setfattr (tests, benchmarks, users)
   libcurl4-openssl-dev  # the download engine
   libsqlite3-dev        # the persistent task store
-  libssl-dev            # libcrypto's SHA-256, for download verification
+  libssl-dev            # libcrypto: SHA-256 (downloads), PBKDF2 (passcode hash)
   nginx-light           # the loopback server the download tests start
   curl                  # benchmark peer
   aria2                 # benchmark peer
@@ -27,6 +27,12 @@ if ((${#missing[@]})); then
   echo "setup: installing ${missing[*]}" >&2
   $sudo apt-get update -qq
   DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+fi
+
+# The audit tests validate SARIF output against ../shared/schemas with Python's jsonschema.
+if ! python3 -c 'import jsonschema' 2>/dev/null; then
+  echo "setup: installing the jsonschema Python module (SARIF validation in the audit tests)" >&2
+  python3 -m pip install --quiet jsonschema
 fi
 
 exit 0

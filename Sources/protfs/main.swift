@@ -14,6 +14,18 @@ do {
     Console.out("protfs \(ProtFSVersion.current)")
     status = 0
   case .run(let command, let invocation):
+    // Whatever the command, first finish a lock transition a crash interrupted (one stat when none
+    // was). Should that fail, the command still runs: transitions retry it, status shows it.
+    if command.name != ExecConfinedCommand.command.name {
+      do {
+        if let report = try invocation.lockController.recoverInterruptedTransition() {
+          Console.err(
+            "note: finished an interrupted \(report.operation) of \(invocation.device.root) (\(report.to.lockState)).")
+        }
+      } catch {
+        Console.err("warning: \(error.description)")
+      }
+    }
     status = try command.run!(invocation)
   }
 } catch let error as UsageError {

@@ -165,23 +165,18 @@ struct DownloadsPersistenceTests {
     #expect(all.filter { $0.taskDescription != nil }.count == 40)
   }
 
-  @Test func storeTellsTheCacheManagerWhichTempFilesAreTaken() async throws {
+  @Test func cancelWithResumeDataLeavesTheTempFileNamedOnTheTask() async throws {
     let server = try FaultServer(body: body, mode: .stallAfter(bytes: 256 * 1024))
     defer { server.stop() }
     let session = try DownloadSession(configuration: fixture.configuration())
-    let running = try session.downloadTask(with: server.url())
-    running.resume()
-    await session.waitForProgress(of: running, atLeast: 100_000)
-    let attached = try session.store.tasks(for: BundleID("com.example.app"))
-    #expect(attached.count == 1)
-    #expect(attached.first?.isRunning == true)
-    #expect(attached.first?.temporaryFileName == fixture.temporaryFiles.first)
-    _ = try #require(await running.cancelByProducingResumeData())
-    let cancelled = try #require(try session.store.tasks(for: BundleID("com.example.app")).first)
-    #expect(cancelled.isRunning == false)
-    #expect(cancelled.isResumable)
-    #expect(cancelled.temporaryFileName == fixture.temporaryFiles.first)
-    #expect(try session.store.tasks(for: BundleID("com.example.other")).isEmpty)
+    let task = try session.downloadTask(with: server.url())
+    task.resume()
+    await session.waitForProgress(of: task, atLeast: 100_000)
+    _ = try #require(await task.cancelByProducingResumeData())
+    // The cache manager must not take the resume data's temp file for an orphan.
+    let stored = try #require(try session.store.task(id: task.id))
+    #expect(stored.state == .failed)
+    #expect(stored.temporaryFileName == fixture.temporaryFiles.first)
   }
 
   @Test func configurationForAContainerUsesTheDevicePaths() throws {

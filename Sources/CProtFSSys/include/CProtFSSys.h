@@ -117,4 +117,26 @@ static inline long protfs_copy_file_range(int fd_in, int fd_out, size_t len) {
   return syscall(SYS_copy_file_range, fd_in, NULL, fd_out, NULL, len, 0U);
 }
 
+/* openat2(2) (Linux 5.6) with RESOLVE_* flags: the audit resolves a symlink with RESOLVE_BENEATH to
+   learn whether it leaves its container (EXDEV), and opens directories with RESOLVE_NO_SYMLINKS. */
+#ifndef SYS_openat2
+#define SYS_openat2 437
+#endif
+#define PROTFS_O_PATH 010000000 /* O_PATH on x86_64 and the generic table; glibc hides it without _GNU_SOURCE */
+#define PROTFS_RESOLVE_NO_MAGICLINKS 0x02
+#define PROTFS_RESOLVE_NO_SYMLINKS 0x04
+#define PROTFS_RESOLVE_BENEATH 0x08
+struct protfs_open_how {
+  uint64_t flags;
+  uint64_t mode;
+  uint64_t resolve;
+};
+static inline int protfs_openat2(int dirfd, const char *path, int flags, uint64_t resolve) {
+  struct protfs_open_how how = {(uint64_t)(unsigned int)flags, 0, resolve};
+  return (int)syscall(SYS_openat2, dirfd, path, &how, sizeof(how));
+}
+
+/* The lock simulator's helpers (capabilities, inotify). */
+#include "CProtFSLock.h"
+
 #endif

@@ -90,6 +90,12 @@ final class DownloadSessionCore: @unchecked Sendable {
     try? store.update(records)
   }
 
+  /// Writes one record now, from the engine thread while the task transfers (the finisher does not
+  /// touch it then, so this cannot undo a state it wrote).
+  func persistNow(_ record: DownloadTaskRecord) {
+    try? store.update([record])
+  }
+
   /// Writes a task's new description now; only that column, so a snapshot taken here cannot undo
   /// a state the finisher wrote meanwhile.
   func persistDescription(_ description: String?, of task: DownloadTask) {

@@ -31,6 +31,7 @@ enum TemporaryFile {
       // Read-write: a resumed download with a digest to check reads back the bytes it has.
       switch valueOrErrno({ Foundation.open(path, O_RDWR | O_NOFOLLOW | O_CLOEXEC) }) {
       case .success(let fd):
+        TemporaryFileLock.hold(fd)  // tells `cache purge` in another process that this file is live
         var status = stat()
         fstat(fd, &status)
         var size = Int64(status.st_size)
@@ -51,7 +52,9 @@ enum TemporaryFile {
       let name = randomName()
       let path = directory + "/" + name
       switch valueOrErrno({ Foundation.open(path, O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0o644) }) {
-      case .success(let fd): return Opened(fd: fd, name: name, size: 0)
+      case .success(let fd):
+        TemporaryFileLock.hold(fd)
+        return Opened(fd: fd, name: name, size: 0)
       case .failure(let e) where e == .exists: continue
       case .failure(let e) where e == .noSuchFile && !createdDirectory:
         // nsurlsessiond creates the Downloads directory on first use; so do we.

@@ -221,10 +221,18 @@ final class Transfer: @unchecked Sendable {
     }
     let (etag, modified) = (entityTag, lastModified)
     let expected = bytesExpected
-    task.runtime.withLock { r in
+    let record = task.runtime.withLock { r in
       r.record.entityTag = etag
       r.record.lastModified = modified
       r.record.bytesExpected = expected
+      return r.record
+    }
+    // Store the validator before the first body byte reaches the temp file: a process killed at any
+    // point after this resumes with If-Range instead of discarding the bytes it kept. A body that
+    // fits the staging buffer reaches the file only at its end, so it needs no such write (and
+    // thousands of small files skip a transaction each).
+    if expected < 0 || expected - offset > Int64(staging.count) {
+      task.core.persistNow(record)
     }
     return true
   }

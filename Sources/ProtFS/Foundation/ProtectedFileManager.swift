@@ -11,6 +11,11 @@ import Foundation
 /// honour the protection bits of `Data.WritingOptions`; errors are `CocoaError`s in
 /// `NSCocoaErrorDomain` with the path and the underlying POSIX error. Paths must lie inside the
 /// device, and symlinks are never followed.
+///
+/// The device's lock state applies to every caller, root included (SPEC §3): reading or writing a
+/// file whose class is unavailable, or creating one in a directory whose class is, fails with EPERM,
+/// as `CocoaError` 257 (`NSFileReadNoPermissionError`) or 513 (`NSFileWriteNoPermissionError`).
+/// Metadata (attributes, listing, moves within a filesystem, removal) is never gated.
 public final class ProtectedFileManager: @unchecked Sendable {
   /// The device whose files this manager works on.
   public let device: Device
@@ -77,6 +82,7 @@ public final class ProtectedFileManager: @unchecked Sendable {
       let item = try device.resolve(path)
       let requested = try attributes?[.protectionKey].map { v throws(ProtFSError) in try Self.protectionClass(from: v, path: path) }
       let permissions = (attributes?[.posixPermissions] as? NSNumber).map { FilePermissions(rawValue: $0.uint32Value) }
+      if (try? device.status(item)) == nil { try checkCreation(item) }
       if createIntermediates {
         var current = DevicePath.root
         for component in item.parent.components {
@@ -145,6 +151,8 @@ public final class ProtectedFileManager: @unchecked Sendable {
       if existing != nil && options.contains(.withoutOverwriting) {
         throw ProtFSError(.alreadyExists, "Cannot write to '\(path)': the file exists.", path: path, errno: EEXIST)
       }
+      // SPEC §3: writing needs the file's class available, creating needs its directory's.
+      try device.checkAccess(item, for: existing == nil ? .create : .write)
       var protectionClass = requested
       if protectionClass == nil, existing != nil { protectionClass = try parent.protectionClass(of: name) }
       if protectionClass == nil { protectionClass = try device.effectiveClass(of: item.parent).protectionClass }
@@ -202,6 +210,8 @@ public final class ProtectedFileManager: @unchecked Sendable {
       guard let name else {
         throw ProtFSError(.invalidArgument, "Cannot read '\(path)': it is the device directory.", path: path)
       }
+      _ = try parent.status(name)
+      try device.checkAccess(item, for: .read)
       return Data(try AtomicFile.read(named: name, in: parent, limit: Int.max))
     }
   }
@@ -221,6 +231,9 @@ public final class ProtectedFileManager: @unchecked Sendable {
       case .success:
         return
       case .failure(let e) where e == .crossDevice:
+        // Across filesystems the contents are read and written again, so the table applies.
+        try device.checkAccess(try device.resolve(source), for: .read)
+        try device.checkAccess(try device.resolve(destination), for: .create)
         try ItemCopier.copy(fromName, in: from, to: toName, in: to)
         try from.removeTree(fromName)
       case .failure(let e):
@@ -241,6 +254,8 @@ public final class ProtectedFileManager: @unchecked Sendable {
       let requested = try protection.map { p throws(ProtFSError) in try Self.protectionClass(from: p, path: destination) }
       let (from, fromName) = try openItemParent(source)
       let (to, toName) = try openItemParent(destination)
+      try device.checkAccess(try device.resolve(source), for: .read)
+      try device.checkAccess(try device.resolve(destination), for: .create)
       try ItemCopier.copy(fromName, in: from, to: toName, in: to)
       if let requested {
         try device.setClass(requested, of: try device.resolve(destination), recursive: true)
@@ -260,6 +275,13 @@ public final class ProtectedFileManager: @unchecked Sendable {
   public func fileExists(atPath path: String) -> Bool {
     guard let item = try? device.resolve(path) else { return false }
     return (try? device.status(item)) != nil
+  }
+
+  /// Creating a directory, and each missing ancestor, needs its parent's class available.
+  private func checkCreation(_ item: DevicePath) throws(ProtFSError) {
+    var current = item
+    while !current.isRoot, (try? device.status(current.parent)) == nil { current = current.parent }
+    try device.checkAccess(current, for: .create)
   }
 
   private func openItemParent(_ path: String) throws(ProtFSError) -> (DirectoryHandle, String) {

@@ -21,7 +21,8 @@ public final class DirectoryHandle: @unchecked Sendable {
       "open the directory", path: path)
   }
 
-  private init(fd: Int32, path: String) {
+  /// Takes ownership of `fd`, an open directory; `path` is for messages only.
+  init(fd: Int32, path: String) {
     self.fd = fd
     self.path = path
   }

@@ -64,5 +64,5 @@ enum CacheCommand {
 
 /// Where the CLI finds a device's download tasks.
 enum DownloadTasks {
-  static func directory(for device: Device) -> any DownloadTaskDirectory { NoDownloadTasks() }
+  static func directory(for device: Device) -> any DownloadTaskDirectory { DeviceDownloadTasks(device: device) }
 }

@@ -14,8 +14,19 @@ enum Commands {
       SetClassCommand.command,
       GetClassCommand.command,
       ListCommand.command,
+      LockCommand.command,
+      UnlockCommand.command,
+      RebootCommand.command,
+      StatusCommand.command,
+      WatchCommand.command,
+      ExecCommand.command,
+      ExecConfinedCommand.command,
+      PasscodeCommand.command,
+      DownloadCommand.command,
+      TasksCommand.command,
       CacheCommand.command,
       StoragePressureCommand.command,
+      AuditCommand.command,
     ]
   )
 }

@@ -1,0 +1,111 @@
+import Foundation
+import ProtFS
+
+/// Shows download progress: a bar per active task and a total on a terminal, JSON lines for
+/// machines, or nothing.
+final class ProgressPrinter: @unchecked Sendable {
+  private let lock = NSLock()
+  private let mode: String
+  private var names: [Int64: String] = [:]
+  private var order: [Int64] = []
+  private var written: [Int64: Int64] = [:]
+  private var expected: [Int64: Int64] = [:]
+  private var states: [Int64: String] = [:]
+  private var linesDrawn = 0
+  private var lastDraw = Date.distantPast
+  private let started = Date()
+
+  init(mode: String) {
+    switch mode {
+    case "auto": self.mode = Console.stderrIsTerminal ? "bar" : "none"
+    default: self.mode = mode
+    }
+  }
+
+  func begin(_ tasks: [DownloadTask]) {
+    lock.withLock {
+      for task in tasks {
+        order.append(task.id)
+        names[task.id] = task.url.lastPathComponent.isEmpty ? task.url.absoluteString : task.url.lastPathComponent
+        written[task.id] = task.countOfBytesReceived
+        expected[task.id] = task.countOfBytesExpectedToReceive
+      }
+    }
+  }
+
+  func handle(_ event: DownloadEvent) {
+    lock.withLock {
+      switch event {
+      case .progress(let id, let bytes, let total):
+        written[id] = bytes
+        expected[id] = total
+        if mode == "json" {
+          emit(["event": "progress", "task": id, "written": bytes, "expected": total])
+        }
+      case .completed(let id, let location):
+        states[id] = "done"
+        if mode == "json" { emit(["event": "completed", "task": id, "location": location.path]) }
+      case .waitingForUnlock(let id, let temporary):
+        states[id] = "waiting for unlock"
+        if mode == "json" { emit(["event": "waitingForUnlock", "task": id, "temporaryLocation": temporary.path]) }
+      case .failed(let id, let error):
+        states[id] = "failed"
+        if mode == "json" { emit(["event": "failed", "task": id, "error": error.description]) }
+      case .suspended(let id):
+        states[id] = "suspended"
+        if mode == "json" { emit(["event": "suspended", "task": id]) }
+      case .pausedForLock(let id):
+        states[id] = "paused (device locked)"
+        if mode == "json" { emit(["event": "pausedForLock", "task": id]) }
+      case .finishedDownloading(let id, let temporary):
+        if mode == "json" { emit(["event": "finishedDownloading", "task": id, "temporaryLocation": temporary.path]) }
+      }
+      if mode == "bar", Date().timeIntervalSince(lastDraw) > 0.1 { draw() }
+    }
+  }
+
+  func finish() {
+    lock.withLock { if mode == "bar" { draw() } }
+  }
+
+  private func emit(_ object: [String: Any]) {
+    guard let data = try? JSONSerialization.data(withJSONObject: object, options: [.sortedKeys]) else { return }
+    FileHandle.standardOutput.write(data + Data("\n".utf8))
+  }
+
+  /// Redraws the bars in place on stderr.
+  private func draw() {
+    lastDraw = Date()
+    var lines: [String] = []
+    var totalWritten: Int64 = 0
+    var totalExpected: Int64 = 0
+    let elapsed = max(Date().timeIntervalSince(started), 0.001)
+    for id in order {
+      let done = written[id] ?? 0
+      let total = expected[id] ?? -1
+      totalWritten += done
+      totalExpected += max(total, 0)
+      if let state = states[id], state == "done" || state == "failed" { continue }
+      lines.append(bar(names[id] ?? "?", done, total, elapsed, states[id]))
+    }
+    lines.append(bar("total", totalWritten, totalExpected > 0 ? totalExpected : -1, elapsed, nil))
+    var text = linesDrawn > 0 ? "\u{1B}[\(linesDrawn)A" : ""
+    for line in lines { text += "\u{1B}[2K" + line + "\n" }
+    if linesDrawn > lines.count { text += String(repeating: "\u{1B}[2K\n", count: linesDrawn - lines.count) }
+    linesDrawn = max(lines.count, linesDrawn)
+    FileHandle.standardError.write(Data(text.utf8))
+  }
+
+  private func bar(_ name: String, _ done: Int64, _ total: Int64, _ elapsed: TimeInterval, _ state: String?) -> String {
+    let rate = Double(done) / elapsed
+    let label = String(name.prefix(24)).padding(toLength: 24, withPad: " ", startingAt: 0)
+    let size = ByteSize.format(done)
+    if total <= 0 { return "\(label) \(size)  \(ByteSize.format(Int64(rate)))/s \(state ?? "")" }
+    let fraction = min(1, Double(done) / Double(total))
+    let width = 24
+    let filled = Int(fraction * Double(width))
+    let eta = rate > 0 ? Int(Double(total - done) / rate) : 0
+    let bar = String(repeating: "#", count: filled) + String(repeating: "-", count: width - filled)
+    return "\(label) [\(bar)] \(String(format: "%3.0f%%", fraction * 100)) \(size)/\(ByteSize.format(total)) \(ByteSize.format(Int64(rate)))/s ETA \(eta)s \(state ?? "")"
+  }
+}

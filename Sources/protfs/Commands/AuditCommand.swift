@@ -1,0 +1,119 @@
+import Foundation
+import ProtFS
+
+/// `protfs audit [PATH...]`: checks containers against policies, for people and for CI.
+enum AuditCommand {
+  static let command = Command(
+    name: "audit",
+    abstract: "Check containers against protection-class policies (for CI).",
+    discussion: """
+      Walks each container (PATH may be a container directory or a whole device; default: the
+      current device) and checks every item's effective protection class against the policies
+      (default: the built-in Policies/default.policy), plus built-in checks: corrupt classes, items
+      still locked out although the device's lock state makes their class available, protected
+      files readable by others, symlinks leaving the container or looping, orphan
+      background-download temp files, names that are not UTF-8, and items with no class of their
+      own. The policy format and the check ids are described in Policies/README.md.
+
+      Exit status: 0 when no finding is at or above --fail-on, 1 when one is, 2 when the audit
+      could not run or could not read the whole tree.
+      """,
+    arguments: [
+      Argument(name: "path", help: "A container or device directory (default: the current device).", arity: .zeroOrMore)
+    ],
+    options: [
+      .value(
+        "policy", "file", help: "A policy file; repeat to apply several (default: the built-in default policy).",
+        repeatable: true),
+      .value("entitlements", "file", help: "Compare each container's default class with this entitlements plist."),
+      .value("format", "format", help: "text, json, sarif or junit (default: text)."),
+      .value("output", short: "o", "file", help: "Write the report to this file instead of standard output."),
+      .value(
+        "fail-on", "level", help: "Exit 1 for findings at this level or above: error, warning or note (default: error)."
+      ),
+    ],
+    run: run
+  )
+
+  static func run(_ invocation: Invocation) throws -> Int32 {
+    let format = try parse(invocation.value("format") ?? "text", as: AuditFormat.self, option: "format", invocation)
+    let failOn = try parse(invocation.value("fail-on") ?? "error", as: AuditLevel.self, option: "fail-on", invocation)
+    do {
+      return try audit(invocation, format: format, failOn: failOn)
+    } catch {
+      // Whatever stopped the audit, CI must tell it apart from findings: exit status 2.
+      throw ExitStatus(code: 2, message: error.description)
+    }
+  }
+
+  private static func audit(_ invocation: Invocation, format: AuditFormat, failOn: AuditLevel) throws(ProtFSError)
+    -> Int32
+  {
+    var policies: [Policy] = []
+    for path in invocation.values("policy") {
+      let policy = try Policy(contentsOf: path)
+      for warning in policy.warnings { Console.err(warning.description) }
+      policies.append(policy)
+    }
+    if policies.isEmpty { policies = [Policy.builtInDefault] }
+
+    var entitlementsDefault: ProtectionClass?
+    if let path = invocation.value("entitlements") {
+      entitlementsDefault = try Entitlements(contentsOf: path).defaultDataProtection
+      if entitlementsDefault == nil {
+        Console.err("note: '\(path)' does not set \(Entitlements.defaultDataProtectionKey); no default to compare.")
+      }
+    }
+
+    var paths = invocation.arguments("path")
+    if paths.isEmpty {
+      let device = invocation.device
+      try device.requireInitialized()
+      paths = [device.root]
+    }
+    let target = try AuditTarget.resolve(paths)
+
+    // PROTFS_AUDIT_THREADS tunes the walk for benchmarks; PERF-NOTES measured 2 threads on 2 cores.
+    let threads = invocation.environment["PROTFS_AUDIT_THREADS"].flatMap(Int.init) ?? 2
+    let configuration = AuditConfiguration(
+      policies: policies, entitlementsDefault: entitlementsDefault,
+      // The same hook the cache commands use: wiring the task store there wires it here too.
+      downloadTasks: { device in DownloadTasks.directory(for: device) }, threads: min(max(threads, 1), 64))
+    try configuration.validate()
+
+    let fd: Int32
+    let outputName: String
+    if let path = invocation.value("output") {
+      fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0o644)
+      if fd < 0 { throw ProtFSError.system("write the report to", path: path, errno: errno) }
+      outputName = path
+    } else {
+      fflush(nil)
+      fd = STDOUT_FILENO
+      outputName = "standard output"
+    }
+    defer { if fd != STDOUT_FILENO { close(fd) } }
+
+    let output = AuditOutput(fileDescriptor: fd, description: outputName)
+    let total = try Auditor(configuration).run(target, reporter: format.reporter(output))
+    if let error = output.writeError { throw error }
+    if total.incomplete {
+      Console.err(
+        "Error: the audit is incomplete: part of the tree could not be read (see the \(BuiltInCheck.unreadable.rawValue) findings)."
+      )
+      return 2
+    }
+    return total.count(atLeast: failOn) > 0 ? 1 : 0
+  }
+
+  private static func parse<T: RawRepresentable & CaseIterable>(
+    _ text: String, as type: T.Type, option: String,
+    _ invocation: Invocation
+  ) throws -> T where T.RawValue == String {
+    if let value = T(rawValue: text.lowercased()) { return value }
+    let names = T.allCases.map(\.rawValue)
+    var message = "'\(text)' is not a valid value for '--\(option)'; use one of \(names.joined(separator: ", "))."
+    if let near = Suggestion.nearest(to: text.lowercased(), in: names) { message += " Did you mean '\(near)'?" }
+    throw invocation.usageError(message)
+  }
+}

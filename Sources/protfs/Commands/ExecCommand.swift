@@ -1,0 +1,133 @@
+import Foundation
+import ProtFS
+
+/// `protfs exec -- CMD`: runs a program that permission bits bind even as root, optionally
+/// changing the lock state while it runs.
+enum ExecCommand {
+  static let command = Command(
+    name: "exec",
+    abstract: "Run a program on the device: permission bits bind it even as root.",
+    discussion: """
+      Runs CMD without CAP_DAC_OVERRIDE and CAP_DAC_READ_SEARCH (dropped from its bounding and
+      inheritable sets), so it meets a lock as an app does on a phone. --schedule changes the
+      state while CMD runs, for example lock@2s,unlock@5s (actions lock, inactive, unlock,
+      reboot; times in ms, s or m after CMD started). The exit status is CMD's (128+N when a
+      signal N ended it).
+      """,
+    options: [
+      .value("schedule", "steps", help: "State changes while CMD runs, for example lock@2s,unlock@5s."),
+      .value("passcode", "code", help: "The passcode for scheduled unlocks (default: $PROTFS_PASSCODE)."),
+    ],
+    takesTrailingCommand: true,
+    run: run
+  )
+
+  static func run(_ invocation: Invocation) throws -> Int32 {
+    var schedule = LockSchedule(steps: [])
+    if let text = invocation.value("schedule") {
+      do {
+        schedule = try LockSchedule(parsing: text)
+      } catch {
+        throw invocation.usageError(error.description)
+      }
+    }
+    let controller = invocation.lockController
+    if !schedule.steps.isEmpty { try controller.device.requireInitialized() }
+    let passcode = invocation.value("passcode") ?? invocation.environment["PROTFS_PASSCODE"]
+    let child = try spawnConfined(invocation.trailing, invocation: invocation)
+    // A terminal's Ctrl-C reaches the program itself (same process group): protfs waits for it.
+    // SIGTERM and SIGHUP, sent to protfs alone, are passed on, so the program is never orphaned.
+    signal(SIGINT, SIG_IGN)
+    var forwarders: [any DispatchSourceSignal] = []
+    for signalNumber in [SIGTERM, SIGHUP] {
+      signal(signalNumber, SIG_IGN)
+      let source = DispatchSource.makeSignalSource(signal: signalNumber, queue: .global())
+      source.setEventHandler { kill(child, signalNumber) }
+      source.resume()
+      forwarders.append(source)
+    }
+    defer { forwarders.forEach { $0.cancel() } }
+    let exited = DispatchSemaphore(value: 0)
+    let waiter = ChildWaiter(pid: child)
+    Thread {
+      waiter.wait()
+      exited.signal()
+    }.start()
+    let start = DispatchTime.now()
+    for step in schedule.steps {
+      let deadline = start + .nanoseconds(Int(step.offset * 1e9))
+      if exited.wait(timeout: deadline) == .success {
+        exited.signal()
+        break
+      }
+      if let failure = perform(step.action, controller, passcode: passcode) {
+        Console.err("warning: the scheduled \(step.action.rawValue) failed: \(failure.description)")
+      }
+    }
+    exited.wait()
+    return waiter.exitStatus
+  }
+
+  /// Makes one scheduled change; returns the error instead of throwing, as the program keeps running.
+  private static func perform(_ action: LockSchedule.Action, _ controller: LockController, passcode: String?)
+    -> ProtFSError?
+  {
+    do {
+      switch action {
+      case .lock: try controller.lock()
+      case .inactive: try controller.lock(inactive: true)
+      case .unlock: try controller.unlock(passcode: passcode)
+      case .reboot: try controller.reboot()
+      }
+      return nil
+    } catch {
+      return error
+    }
+  }
+
+  /// Starts `protfs __exec-confined CMD…`, which drops the capabilities and then executes CMD:
+  /// dropping them in a re-executed protfs keeps the unsafe work out of a forked child.
+  private static func spawnConfined(_ command: [String], invocation: Invocation) throws -> pid_t {
+    let arguments = ["protfs", ExecConfinedCommand.command.name, "--"] + command
+    var argv: [UnsafeMutablePointer<CChar>?] = arguments.map { strdup($0) } + [nil]
+    defer { for pointer in argv { free(pointer) } }
+    // The program starts with no signal blocked and default handlers for the signals a Swift
+    // process changes (SIGPIPE is ignored by the runtime) or a test runner may have blocked.
+    var attributes = posix_spawnattr_t()
+    posix_spawnattr_init(&attributes)
+    defer { posix_spawnattr_destroy(&attributes) }
+    var empty = sigset_t()
+    sigemptyset(&empty)
+    var defaults = sigset_t()
+    sigemptyset(&defaults)
+    for signal in [SIGPIPE, SIGINT, SIGTERM, SIGQUIT, SIGCHLD, SIGALRM, SIGUSR1, SIGUSR2] {
+      sigaddset(&defaults, signal)
+    }
+    posix_spawnattr_setsigmask(&attributes, &empty)
+    posix_spawnattr_setsigdefault(&attributes, &defaults)
+    posix_spawnattr_setflags(&attributes, Int16(POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF))
+    var pid: pid_t = 0
+    let status = posix_spawn(&pid, "/proc/self/exe", nil, &attributes, &argv, environ)
+    guard status == 0 else {
+      throw ProtFSError.system("run", path: command[0], errno: status)
+    }
+    return pid
+  }
+}
+
+/// Waits for the child on its own thread.
+///
+/// `@unchecked Sendable`: `exitStatus` is written once before the semaphore is signalled and read after.
+private final class ChildWaiter: @unchecked Sendable {
+  let pid: pid_t
+  var exitStatus: Int32 = 1
+
+  init(pid: pid_t) { self.pid = pid }
+
+  func wait() {
+    var status: Int32 = 0
+    while waitpid(pid, &status, 0) == -1 && errno == EINTR {}
+    let signal = status & 0x7f
+    exitStatus = signal == 0 ? (status >> 8) & 0xff : 128 + signal
+  }
+}

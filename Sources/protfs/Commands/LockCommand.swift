@@ -1,0 +1,52 @@
+import Foundation
+import ProtFS
+
+/// `protfs lock`: the device locks; classes A and B (and CX after `--inactive`) become unavailable.
+enum LockCommand {
+  static let command = Command(
+    name: "lock",
+    abstract: "Lock the device: complete and complete-unless-open data becomes unavailable.",
+    discussion: """
+      Applies SPEC §3's table for the locked state to every item of every container: files of
+      unavailable classes lose all permission bits, directories where nothing may be created lose
+      their write bits; the original modes are kept in user.protfs.saved-mode and come back at
+      unlock. Locking a locked device applies the table again to items created meanwhile.
+      Files of unavailable classes that processes still hold open are reported. Without a
+      passcode nothing changes (data protection is off).
+      """,
+    options: [
+      .value("grace", "seconds", help: "Wait this long before the lock takes effect (iOS keeps class A keys ~10 s)."),
+      .flag(
+        "inactive", help: "Also end the user-inactivity period: complete-when-user-inactive behaves like complete."),
+    ],
+    run: run
+  )
+
+  static func run(_ invocation: Invocation) throws -> Int32 {
+    let controller = invocation.lockController
+    let report: TransitionReport?
+    if let text = invocation.value("grace") {
+      guard let grace = TimeInterval(text), grace >= 0, grace.isFinite else {
+        throw invocation.usageError("The grace period '\(text)' is not a number of seconds.")
+      }
+      Console.err("Locking \(controller.device.root) in \(text) seconds…")
+      report = try controller.lock(grace: grace, inactive: invocation.flag("inactive")) { deadline in
+        let wait = deadline.timeIntervalSinceNow
+        if wait > 0 { Thread.sleep(forTimeInterval: wait) }
+      }
+    } else {
+      report = try controller.lock(inactive: invocation.flag("inactive"))
+    }
+    guard let report else {
+      Console.err("The lock was cancelled: the device changed state during the grace period.")
+      return 1
+    }
+    Console.out(TransitionText.summary(report, device: controller.device))
+    for file in try controller.openFilesStillReachable() {
+      Console.err(
+        "warning: '\(file.path)' is still open in process \(file.pid) (\(file.command)); its data stays reachable through that descriptor until it is closed."
+      )
+    }
+    return 0
+  }
+}

@@ -1,0 +1,56 @@
+import Foundation
+import ProtFS
+
+/// The crash test hook, set once from `PROTFS_CRASH_AFTER` (a step number) for the whole process,
+/// so the recovery that runs before a command and the command itself count steps together.
+let crashHook = CrashHook(after: ProcessInfo.processInfo.environment["PROTFS_CRASH_AFTER"].flatMap { Int($0) })
+
+extension Invocation {
+  /// The lock controller of the chosen device.
+  var lockController: LockController {
+    var controller = LockController(device: device, crashHook: crashHook)
+    if let iterations = environment["PROTFS_PBKDF2_ITERATIONS"].flatMap(Int.init), iterations > 0 {
+      controller.passcodeIterations = iterations  // tests make hashing cheap; users never need this
+    }
+    return controller
+  }
+
+  /// A passcode from `--<option>`, else the environment variable, else a prompt on the terminal; nil when none.
+  func passcode(option: String, environmentKey: String, prompt: String) -> String? {
+    if let value = value(option) { return value }
+    if let value = environment[environmentKey] { return value }
+    guard isatty(STDIN_FILENO) == 1 else { return nil }
+    return Terminal.readSecret(prompt)
+  }
+}
+
+/// Reading a passcode from the terminal without echo.
+enum Terminal {
+  static func readSecret(_ prompt: String) -> String? {
+    FileHandle.standardError.write(Data(prompt.utf8))
+    var saved = termios()
+    let hasTerminal = tcgetattr(STDIN_FILENO, &saved) == 0
+    if hasTerminal {
+      var quiet = saved
+      quiet.c_lflag &= ~tcflag_t(ECHO)
+      tcsetattr(STDIN_FILENO, TCSAFLUSH, &quiet)
+    }
+    defer {
+      if hasTerminal { tcsetattr(STDIN_FILENO, TCSAFLUSH, &saved) }
+      FileHandle.standardError.write(Data("\n".utf8))
+    }
+    return readLine(strippingNewline: true)
+  }
+}
+
+/// Words for a transition's result, shared by lock, unlock, reboot and passcode remove.
+enum TransitionText {
+  static func summary(_ report: TransitionReport, device: Device) -> String {
+    var parts: [String] = []
+    func items(_ count: Int) -> String { count == 1 ? "1 item" : "\(count) items" }
+    if report.restricted > 0 { parts.append("\(items(report.restricted)) locked out") }
+    if report.restored > 0 { parts.append("\(items(report.restored)) restored") }
+    let detail = parts.isEmpty ? "no permission bits changed" : parts.joined(separator: ", ")
+    return "\(device.root): \(report.to.lockState) (\(detail); \(items(report.visited)) checked)."
+  }
+}

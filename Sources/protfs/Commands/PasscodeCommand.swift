@@ -1,0 +1,60 @@
+import ProtFS
+
+/// `protfs passcode set|remove`.
+enum PasscodeCommand {
+  static let command = Command(
+    name: "passcode",
+    abstract: "Set or remove the device passcode.",
+    discussion: """
+      A new device has a passcode that unlock does not ask for. `passcode set` makes unlock ask for
+      one (stored only as a salted PBKDF2-HMAC-SHA256 hash); `passcode remove` turns data
+      protection off, so every class stays available in every state. Both need the device
+      unlocked, and the current passcode when one was set.
+      """,
+    subcommands: [
+      Command(
+        name: "set", abstract: "Set the passcode unlock asks for.",
+        options: [
+          .value("passcode", "code", help: "The new passcode (default: $PROTFS_PASSCODE, else a prompt)."),
+          .value("current", "code", help: "The current passcode, when one is set (default: $PROTFS_CURRENT_PASSCODE)."),
+        ],
+        run: set),
+      Command(
+        name: "remove", abstract: "Remove the passcode: data protection goes off.",
+        options: [
+          .value("current", "code", help: "The current passcode, when one is set (default: $PROTFS_CURRENT_PASSCODE).")
+        ],
+        run: remove),
+    ]
+  )
+
+  static func set(_ invocation: Invocation) throws -> Int32 {
+    let controller = invocation.lockController
+    let record = try controller.record()
+    let current =
+      record.passcodeHash == nil
+      ? nil
+      : invocation.passcode(option: "current", environmentKey: "PROTFS_CURRENT_PASSCODE", prompt: "Current passcode: ")
+    guard
+      let passcode = invocation.passcode(
+        option: "passcode", environmentKey: "PROTFS_PASSCODE", prompt: "New passcode: ")
+    else {
+      throw invocation.usageError("Give the new passcode with --passcode CODE or PROTFS_PASSCODE.")
+    }
+    try controller.setPasscode(passcode, current: current)
+    Console.out("\(controller.device.root): passcode set; unlock now asks for it.")
+    return 0
+  }
+
+  static func remove(_ invocation: Invocation) throws -> Int32 {
+    let controller = invocation.lockController
+    let record = try controller.record()
+    let current =
+      record.passcodeHash == nil
+      ? nil
+      : invocation.passcode(option: "current", environmentKey: "PROTFS_CURRENT_PASSCODE", prompt: "Current passcode: ")
+    try controller.removePasscode(current: current)
+    Console.out("\(controller.device.root): passcode removed; data protection is off and every class stays available.")
+    return 0
+  }
+}

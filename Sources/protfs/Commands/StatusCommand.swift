@@ -1,0 +1,78 @@
+import Foundation
+import ProtFS
+
+/// `protfs status`: the lock state, the passcode, per class what is available, and what is out of line.
+enum StatusCommand {
+  static let command = Command(
+    name: "status",
+    abstract: "Show the lock state, the passcode and which classes are available.",
+    discussion: """
+      Walks every container to count items per class and to find items whose permission bits do
+      not match the state (for example files created by other programs since the last
+      transition; running that transition again applies the table to them).
+      """,
+    options: [
+      .flag("json", help: "Print JSON: state, protectedDataAvailable, since, passcode, classes, inconsistencies.")
+    ],
+    run: run
+  )
+
+  static func run(_ invocation: Invocation) throws -> Int32 {
+    let controller = invocation.lockController
+    let status = try controller.status()
+    if invocation.flag("json") {
+      try Console.json(status)
+      return 0
+    }
+    let yesNo = { (value: Bool) in value ? "yes" : "no" }
+    Console.out("Device:                    \(controller.device.root)")
+    Console.out("State:                     \(status.state) since \(format(status.since))")
+    let passcode =
+      !status.passcode
+      ? "off (data protection inactive: every class stays available)"
+      : status.passcodeRequired ? "on (unlock asks for it)" : "on (unlock does not ask for it)"
+    Console.out("Passcode:                  \(passcode)")
+    Console.out("Protected data available:  \(yesNo(status.protectedDataAvailable))")
+    if status.userInactive {
+      Console.out("User inactive:             yes (complete-when-user-inactive behaves like complete)")
+    }
+    if let pending = status.pendingLockAt { Console.out("Lock pending:              at \(format(pending))") }
+    if status.failedAttempts > 0 {
+      let until = status.retryAfter.map { "; unlock refused until \(format($0))" } ?? ""
+      Console.out("Wrong passcodes:           \(status.failedAttempts)\(until)")
+    }
+    if let interrupted = status.interruptedTransition {
+      Console.out("Interrupted transition:    \(interrupted) (the next protfs command finishes it)")
+    }
+    Console.out("")
+    Console.out(pad("CLASS", 42) + pad("FILES", 7) + pad("DIRS", 6) + pad("OPEN", 6) + pad("HANDLES", 9) + "CREATE")
+    for row in status.classes {
+      Console.out(
+        pad(row.name, 42) + pad(String(row.files), 7) + pad(String(row.directories), 6) + pad(yesNo(row.available), 6)
+          + pad(yesNo(row.openHandlesWork), 9) + yesNo(row.creatable))
+    }
+    Console.out("")
+    if status.uninspectable > 0 {
+      Console.out(
+        "Not inspected:             \(status.uninspectable) items whose mode hides their attributes from uid \(geteuid()) (run as root)"
+      )
+    }
+    if status.inconsistencyCount == 0 {
+      Console.out("Inconsistencies:           none")
+    } else {
+      Console.out("Inconsistencies:           \(status.inconsistencyCount)")
+      for item in status.inconsistencies { Console.out("  \(item.path): \(item.problem)") }
+    }
+    return 0
+  }
+
+  private static func pad(_ text: String, _ width: Int) -> String {
+    text + String(repeating: " ", count: max(1, width - text.count))
+  }
+
+  private static func format(_ date: Date) -> String {
+    let formatter = ISO8601DateFormatter()
+    formatter.formatOptions = [.withInternetDateTime]
+    return formatter.string(from: date)
+  }
+}

@@ -1,0 +1,150 @@
+import Foundation
+import ProtFS
+
+/// `protfs tasks`: the background download tasks kept on the device.
+enum TasksCommand {
+  static let command = Command(
+    name: "tasks",
+    abstract: "List background download tasks, or resume or cancel one.",
+    discussion: """
+      Tasks live in <device>/.protfs/downloads.sqlite and outlive the process that started them.
+      States: running, suspended, canceling, completed, failed, waitingForUnlock.
+      """,
+    options: [
+      .value("session", "identifier", help: "Only this session's tasks."),
+      .flag("json", help: "Print a JSON array of tasks."),
+    ],
+    subcommands: [resume, cancel],
+    run: list
+  )
+
+  static let resume = Command(
+    name: "resume",
+    abstract: "Resume a suspended, failed or interrupted task in the foreground until it settles.",
+    arguments: [Argument(name: "task-id", help: "The task's number, as `protfs tasks` shows it.")],
+    options: [.value("progress", "mode", help: "auto, bar, json or none (default: auto).")],
+    run: { invocation in try act(invocation, cancel: false) }
+  )
+
+  static let cancel = Command(
+    name: "cancel",
+    abstract: "Cancel a task; its temp file is removed.",
+    arguments: [Argument(name: "task-id", help: "The task's number, as `protfs tasks` shows it.")],
+    run: { invocation in try act(invocation, cancel: true) }
+  )
+
+  static func store(_ device: Device) throws -> DownloadStore? {
+    try device.requireInitialized()
+    guard FileManager.default.fileExists(atPath: device.downloadStorePath) else { return nil }
+    return try DownloadStore(path: device.downloadStorePath)
+  }
+
+  static func list(_ invocation: Invocation) throws -> Int32 {
+    var records = try store(invocation.device)?.tasks(session: invocation.value("session")) ?? []
+    records.sort { $0.id < $1.id }
+    if invocation.flag("json") {
+      try Console.json(records)
+      return 0
+    }
+    if records.isEmpty {
+      Console.err("No download tasks.")
+      return 0
+    }
+    var rows = [["ID", "SESSION", "STATE", "RECEIVED", "EXPECTED", "URL"]]
+    for r in records {
+      rows.append([
+        String(r.id), r.sessionIdentifier, r.state.rawValue, ByteSize.format(r.bytesReceived),
+        r.bytesExpected < 0 ? "-" : ByteSize.format(r.bytesExpected), r.url,
+      ])
+    }
+    CacheCommand.table(rows, right: [0, 3, 4])
+    for r in records where r.state == .failed {
+      if let message = r.errorMessage { Console.err("task \(r.id): \(message)") }
+    }
+    return 0
+  }
+
+  static func act(_ invocation: Invocation, cancel: Bool) throws -> Int32 {
+    let text = invocation.argument("task-id")!
+    guard let id = Int64(text) else {
+      throw invocation.usageError("'\(text)' is not a task number; `protfs tasks` lists them.")
+    }
+    let device = invocation.device
+    guard let store = try store(device), let record = try store.task(id: id) else {
+      throw ProtFSError(.notFound, "There is no download task \(id) on the device '\(device.root)'.", hint: "`protfs tasks` lists them")
+    }
+    guard let bundle = try store.sessions().first(where: { $0.identifier == record.sessionIdentifier })?.bundleID else {
+      throw ProtFSError(.malformed, "The session of download task \(id) is missing from the task store.")
+    }
+    var configuration = DownloadSessionConfiguration(
+      identifier: record.sessionIdentifier, bundleID: bundle, storePath: device.downloadStorePath,
+      temporaryDirectory: record.temporaryDirectory, destinationDirectory: record.destinationDirectory)
+    configuration.accessPolicy = DeviceDownloadAccess(device: device)
+    configuration.resumesReattachedTasks = false
+    if cancel && !record.state.isUnfinished {
+      throw ProtFSError(
+        .invalidArgument, "Download task \(id) is \(record.state.rawValue); only unfinished tasks can be cancelled.")
+    }
+    if record.state == .completed {
+      Console.err("Download task \(id) has already completed.")
+      Console.out(record.destinationPath ?? "")
+      return 0
+    }
+    let session = try DownloadSession(configuration: configuration)
+    defer { session.invalidate() }
+    let task: DownloadTask
+    if let attached = session.task(id: id) {
+      task = attached
+    } else {
+      // A failed task is settled and not reattached: retry it as a new task, from its temp file
+      // (with Range and If-Range) when it kept one.
+      guard let url = URL(string: record.url) else {
+        throw ProtFSError(.malformed, "Download task \(id) has the invalid URL '\(record.url)'.")
+      }
+      if let temporary = record.temporaryFileName {
+        let data = DownloadResumeData(
+          url: url, bytesReceived: record.bytesReceived, bytesExpected: record.bytesExpected,
+          temporaryDirectory: record.temporaryDirectory, temporaryFileName: temporary,
+          destinationDirectory: record.destinationDirectory, fileName: record.fileName, entityTag: record.entityTag,
+          lastModified: record.lastModified, expectedSHA256: record.expectedSHA256, taskDescription: record.taskDescription)
+        task = try session.downloadTask(withResumeData: data.encoded())
+      } else {
+        task = try session.downloadTasks(with: [
+          DownloadRequest(
+            url: url, destinationDirectory: record.destinationDirectory, fileName: record.fileName,
+            expectedSHA256: record.expectedSHA256, taskDescription: record.taskDescription)
+        ])[0]
+      }
+      Console.err("Download task \(id) had \(record.state.rawValue); retrying it as task \(task.id).")
+    }
+    if cancel {
+      task.cancel()
+      _ = DownloadCommand.waitForAll([task])
+      Console.err("Cancelled download task \(id) (\(record.url)).")
+      return 0
+    }
+    if task.state == .waitingForUnlock {
+      _ = session.completeWaitingTasks()
+    } else {
+      let progress = ProgressPrinter(mode: invocation.value("progress") ?? "auto")
+      let events = session.events
+      let printer = Task.detached { for await event in events { progress.handle(event) } }
+      progress.begin([task])
+      task.resume()
+      _ = DownloadCommand.waitForAll([task])
+      DownloadCommand.drain(session, printer)
+      progress.finish()
+    }
+    switch task.state {
+    case .completed:
+      Console.out(task.location?.path ?? task.record.destinationPath ?? "")
+      return DownloadCommand.exitCompleted
+    case .waitingForUnlock:
+      Console.err("note: the download finished; it waits for `protfs unlock` to move it into place.")
+      return DownloadCommand.exitWaitingForUnlock
+    default:
+      Console.err("Error: \(task.error?.description ?? "download task \(id) is \(task.state.rawValue).")")
+      return DownloadCommand.exitFailed
+    }
+  }
+}

@@ -1,0 +1,47 @@
+import Foundation
+import ProtFS
+
+/// `protfs watch`: one JSON line per protected-data notification, until interrupted.
+enum WatchCommand {
+  static let command = Command(
+    name: "watch",
+    abstract: "Print protected-data notifications as JSON lines until interrupted.",
+    discussion: """
+      Prints {"event": "protectedDataWillBecomeUnavailable" | "protectedDataDidBecomeAvailable",
+      "state": ..., "time": ...} for every change made by any protfs process, as iOS posts
+      UIApplication's notifications. Stops on SIGINT or SIGTERM with status 0.
+      """,
+    run: run
+  )
+
+  static func run(_ invocation: Invocation) throws -> Int32 {
+    let device = invocation.device
+    let events = try device.protectedDataEvents()
+    let state = try device.protectionState()
+    Console.err("Watching \(device.root) (\(state.lockState)); press Ctrl-C to stop.")
+    let stop = DispatchSemaphore(value: 0)
+    var sources: [any DispatchSourceSignal] = []
+    for signalNumber in [SIGINT, SIGTERM] {
+      signal(signalNumber, SIG_IGN)
+      let source = DispatchSource.makeSignalSource(signal: signalNumber, queue: .global())
+      source.setEventHandler { stop.signal() }
+      source.resume()
+      sources.append(source)
+    }
+    let printer = Task {
+      let encoder = JSONEncoder()
+      encoder.outputFormatting = [.sortedKeys]
+      encoder.dateEncodingStrategy = .iso8601
+      for await event in events {
+        guard let data = try? encoder.encode(event) else { continue }
+        Console.out(String(decoding: data, as: UTF8.self))
+        fflush(nil)
+      }
+      stop.signal()
+    }
+    stop.wait()
+    printer.cancel()
+    _ = sources
+    return 0
+  }
+}

@@ -1,0 +1,302 @@
+import Foundation
+import ProtFS
+import ProtFSTestSupport
+import Testing
+
+/// `protfs audit` as CI runs it: the built binary, its output and its exit status.
+@Suite("protfs audit (end to end)")
+struct AuditEndToEndTests {
+  let app = "com.example.app"
+
+  /// A scratch device with one container made by `protfs init`.
+  func makeDevice() throws -> (AuditScratch, Device) {
+    let scratch = AuditScratch()
+    defer { withExtendedLifetime(scratch) {} }
+    let device = Device(root: scratch.path + "/device")
+    let result = try runProtfs(["--device", device.root, "init", app])
+    #expect(result.status == 0, "\(result.stderr)")
+    return (scratch, device)
+  }
+
+  func writePolicy(_ scratch: AuditScratch, _ name: String, _ text: String) throws -> String {
+    let path = scratch.path + "/" + name
+    try Data(text.utf8).write(to: URL(fileURLWithPath: path))
+    return path
+  }
+
+  @Test func aCleanDeviceExitsZero() throws {
+    let (scratch, device) = try makeDevice()
+    defer { withExtendedLifetime(scratch) {} }
+    let result = try runProtfs(["audit"], environment: ["PROTFS_DEVICE": device.root])
+    #expect(result.status == 0, "\(result.stderr)")
+    #expect(result.stdout == "0 errors, 0 warnings, 0 notes in 1 container (6 items).\n")
+    #expect(result.stderr.isEmpty)
+  }
+
+  @Test func anErrorFindingExitsOne() throws {
+    let (scratch, device) = try makeDevice()
+    defer { withExtendedLifetime(scratch) {} }
+    try device.writeFile(app, "Documents/open.txt", class: ProtectionClass.none)
+    let result = try runProtfs(["--device", device.root, "audit"])
+    #expect(result.status == 1)
+    #expect(result.stdout.contains("  error   DP004  Documents/open.txt: The class is none (own)"))
+  }
+
+  @Test func failOnDecidesWhichLevelsFail() throws {
+    let (scratch, device) = try makeDevice()
+    defer { withExtendedLifetime(scratch) {} }
+    try device.writeFile(app, "Documents/world", class: .complete, mode: 0o644)  // a warning only
+    #expect(try runProtfs(["--device", device.root, "audit"]).status == 0)
+    #expect(try runProtfs(["--device", device.root, "audit", "--fail-on", "warning"]).status == 1)
+    #expect(try runProtfs(["--device", device.root, "audit", "--fail-on=note"]).status == 1)
+    let bad = try runProtfs(["--device", device.root, "audit", "--fail-on", "warn"])
+    #expect(bad.status == 64)
+    #expect(bad.stderr.contains("Did you mean 'warning'?"))
+  }
+
+  @Test func anUnknownFormatIsAUsageError() throws {
+    let result = try runProtfs(["audit", "--format", "sarf"])
+    #expect(result.status == 64)
+    #expect(result.stderr.hasPrefix("Error: 'sarf' is not a valid value for '--format'"))
+    #expect(result.stderr.contains("Did you mean 'sarif'?"))
+  }
+
+  @Test func sarifOutputValidatesAgainstTheSchema() throws {
+    let (scratch, device) = try makeDevice()
+    defer { withExtendedLifetime(scratch) {} }
+    try device.writeFile(app, "Documents/open.txt", class: ProtectionClass.none)
+    try device.writeFile(app, "Documents/world", class: .complete, mode: 0o644)
+    try FileManager.default.createSymbolicLink(
+      atPath: device.containerPath(app, "Documents/out"), withDestinationPath: "/etc")
+    let report = scratch.path + "/audit.sarif"
+    let result = try runProtfs(["--device", device.root, "audit", "--format", "sarif", "--output", report])
+    #expect(result.status == 1)
+    #expect(result.stdout.isEmpty, "--output keeps standard output empty")
+    let schema = try #require(
+      RepositoryLayout.sarifSchema,
+      "shared/schemas/sarif-schema-2.1.0.json was not found above \(RepositoryLayout.packageRoot): the repository must be cloned next to shared/"
+    )
+    let script = """
+      import json, sys
+      try:
+          import jsonschema
+      except ImportError:
+          sys.exit("python3 has no jsonschema module: run scripts/setup.sh")
+      schema = json.load(open(sys.argv[1]))
+      log = json.load(open(sys.argv[2]))
+      jsonschema.Draft7Validator.check_schema(schema)
+      errors = sorted(jsonschema.Draft7Validator(schema).iter_errors(log), key=str)
+      for error in errors:
+          print(error.message, list(error.absolute_path))
+      print("results", len(log["runs"][0]["results"]))
+      sys.exit(1 if errors else 0)
+      """
+    let validation = try runProcess("/usr/bin/env", ["python3", "-c", script, schema, report])
+    #expect(validation.status == 0, "SARIF invalid: \(validation.stdout) \(validation.stderr)")
+    #expect(validation.stdout == "results 3\n")
+  }
+
+  @Test func jsonAndJUnitGoToStandardOutput() throws {
+    let (scratch, device) = try makeDevice()
+    defer { withExtendedLifetime(scratch) {} }
+    try device.writeFile(app, "Documents/open.txt", class: ProtectionClass.none)
+    let json = try runProtfs(["--device", device.root, "audit", "--format", "json"])
+    #expect(json.status == 1)
+    let object = try JSONSerialization.jsonObject(with: json.stdoutBytes) as? [String: Any]
+    let findings = try #require(object?["findings"] as? [[String: Any]])
+    #expect(findings.map { $0["path"] as? String } == ["Containers/\(app)/Documents/open.txt"])
+    let junit = try runProtfs(["--device", device.root, "audit", "--format", "junit"])
+    #expect(junit.status == 1)
+    #expect(junit.stdout.hasPrefix("<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n<testsuites"))
+    #expect(junit.stdout.contains("<failure type=\"error\""))
+  }
+
+  @Test func aContainerPathIsAuditedAlone() throws {
+    let (scratch, device) = try makeDevice()
+    defer { withExtendedLifetime(scratch) {} }
+    try device.writeFile(app, "Documents/open.txt", class: ProtectionClass.none)
+    let result = try runProtfs(["audit", "--format", "json", device.containerPath(app)])
+    let object = try JSONSerialization.jsonObject(with: result.stdoutBytes) as? [String: Any]
+    let findings = try #require(object?["findings"] as? [[String: Any]])
+    #expect(findings.map { $0["path"] as? String } == ["Documents/open.txt"])
+  }
+
+  @Test func severalPathsMakeOneReport() throws {
+    let (scratch, device) = try makeDevice()
+    defer { withExtendedLifetime(scratch) {} }
+    _ = try runProtfs(["--device", device.root, "init", "com.example.second"])
+    try device.writeFile(app, "Documents/open.txt", class: ProtectionClass.none)
+    let result = try runProtfs([
+      "audit", "--format", "json", device.containerPath(app), device.containerPath("com.example.second"),
+    ])
+    #expect(result.status == 1)
+    let object = try JSONSerialization.jsonObject(with: result.stdoutBytes) as? [String: Any]
+    #expect(object?["root"] as? String == device.root + "/Containers")
+    let findings = try #require(object?["findings"] as? [[String: Any]])
+    #expect(findings.map { $0["path"] as? String } == ["\(app)/Documents/open.txt"])
+    #expect((object?["summary"] as? [String: Any])?["containers"] as? Int == 2)
+  }
+
+  @Test func policySyntaxErrorsExitTwoWithFileLineAndColumn() throws {
+    let (scratch, device) = try makeDevice()
+    defer { withExtendedLifetime(scratch) {} }
+    let policy = try writePolicy(scratch, "bad.policy", "# ok\nrule R1 error \"Documents/**\" >= complet \"why\"\n")
+    let result = try runProtfs(["--device", device.root, "audit", "--policy", policy])
+    #expect(result.status == 2)
+    #expect(
+      result.stderr
+        == "Error: \(policy):2:33: expected a protection class (none, until-first-auth, when-inactive, unless-open, complete), found 'complet'; did you mean 'complete'?\n"
+    )
+    #expect(result.stdout.isEmpty)
+  }
+
+  @Test func aTenMegabytePolicyLineExitsTwoWithAShortMessage() throws {
+    let (scratch, device) = try makeDevice()
+    defer { withExtendedLifetime(scratch) {} }
+    let policy = try writePolicy(
+      scratch, "huge.policy", "rule R1 error \"" + String(repeating: "x", count: 10 << 20) + "\" any \"m\"\n")
+    let result = try runProtfs(["--device", device.root, "audit", "--policy", policy])
+    #expect(result.status == 2)
+    #expect(result.stderr.contains("\(policy):1:65537: expected a line of at most 65536 bytes"))
+    #expect(result.stderr.count < 400)
+  }
+
+  @Test func aPatternThatCanNeverMatchIsAWarningNotAFailure() throws {
+    let (scratch, device) = try makeDevice()
+    defer { withExtendedLifetime(scratch) {} }
+    let policy = try writePolicy(scratch, "w.policy", "rule R1 error \"../Documents\" = complete \"why\"\n")
+    let result = try runProtfs(["--device", device.root, "audit", "--policy", policy])
+    #expect(result.status == 0)
+    #expect(result.stderr.hasPrefix("\(policy):1:15: warning: the pattern \"../Documents\" can never match"))
+  }
+
+  @Test func severalPoliciesApplyTogether() throws {
+    let (scratch, device) = try makeDevice()
+    defer { withExtendedLifetime(scratch) {} }
+    try device.writeFile(app, "Documents/a", class: .completeUntilFirstUserAuthentication)
+    let strict = RepositoryLayout.packageRoot + "/Policies/strict.policy"
+    let downloads = RepositoryLayout.packageRoot + "/Policies/background-downloads.policy"
+    let result = try runProtfs([
+      "--device", device.root, "audit", "--format", "json", "--policy", strict, "--policy", downloads,
+    ])
+    #expect(result.status == 1, "\(result.stderr)")
+    #expect(result.stdout.contains("\"ruleId\": \"ST004\""))
+    let same = try writePolicy(scratch, "dup.policy", "rule ST004 note \"x\" any \"m\"\n")
+    let duplicate = try runProtfs(["--device", device.root, "audit", "--policy", strict, "--policy", same])
+    #expect(duplicate.status == 2)
+    #expect(duplicate.stderr.contains("the rule id ST004 is already used at"))
+  }
+
+  @Test func aMissingPathExitsTwo() throws {
+    let result = try runProtfs(["audit", "/nonexistent/protfs-device"])
+    #expect(result.status == 2)
+    #expect(result.stderr.hasPrefix("Error: Cannot audit '/nonexistent/protfs-device': no such file or directory"))
+  }
+
+  @Test func anUninitialisedDefaultDeviceExitsTwo() throws {
+    let scratch = AuditScratch()
+    defer { withExtendedLifetime(scratch) {} }
+    let result = try runProtfs(["audit"], environment: ["PROTFS_DEVICE": scratch.path + "/none"])
+    #expect(result.status == 2)
+    #expect(result.stderr.contains("has not been initialised"))
+  }
+
+  @Test func anUnreadableDirectoryMakesTheAuditIncomplete() throws {
+    let (scratch, device) = try makeDevice()
+    defer { withExtendedLifetime(scratch) {} }
+    try device.makeDirectory(app, "Documents/secret", class: .complete)
+    try device.writeFile(app, "Documents/secret/a", class: .complete)
+    chmod(device.containerPath(app, "Documents/secret"), 0o000)
+    // Root reads everything (CAP_DAC_OVERRIDE); drop it the way `protfs exec` does.
+    let arguments = ["--device", device.root, "audit", "--format", "json"]
+    let result =
+      getuid() == 0
+      ? try runProcess(
+        "/usr/bin/setpriv",
+        ["--bounding-set=-dac_override,-dac_read_search", RepositoryLayout.protfsBinary] + arguments)
+      : try runProtfs(arguments)
+    #expect(result.status == 2, "\(result.stderr)")
+    #expect(result.stderr.contains("the audit is incomplete"))
+    let object = try JSONSerialization.jsonObject(with: result.stdoutBytes) as? [String: Any]
+    let findings = try #require(object?["findings"] as? [[String: Any]])
+    let unreadable = try #require(findings.first { $0["ruleId"] as? String == "PFS008" })
+    #expect(unreadable["path"] as? String == "Containers/\(app)/Documents/secret")
+    #expect((unreadable["message"] as? String)?.contains("Permission denied") == true)
+    #expect((object?["summary"] as? [String: Any])?["complete"] as? Bool == false)
+  }
+
+  @Test func symlinkLoopsAreReportedWithoutHanging() throws {
+    let (scratch, device) = try makeDevice()
+    defer { withExtendedLifetime(scratch) {} }
+    let documents = device.containerPath(app, "Documents")
+    try FileManager.default.createSymbolicLink(atPath: documents + "/a", withDestinationPath: "b")
+    try FileManager.default.createSymbolicLink(atPath: documents + "/b", withDestinationPath: "a")
+    try FileManager.default.createSymbolicLink(atPath: documents + "/self", withDestinationPath: "self/x")
+    let result = try runProtfs(["--device", device.root, "audit", "--format", "json", "--fail-on", "warning"])
+    #expect(result.status == 1)
+    let object = try JSONSerialization.jsonObject(with: result.stdoutBytes) as? [String: Any]
+    let loops = (object?["findings"] as? [[String: Any]] ?? []).filter { $0["ruleId"] as? String == "PFS010" }
+    #expect(
+      loops.compactMap { $0["path"] as? String }.sorted()
+        == ["a", "b", "self"].map { "Containers/\(app)/Documents/\($0)" })
+  }
+
+  @Test func namesThatAreNotUTF8AreReportedInEveryFormat() throws {
+    let (scratch, device) = try makeDevice()
+    defer { withExtendedLifetime(scratch) {} }
+    let path = Array(device.containerPath(app, "tmp/caf").utf8) + [0xE9, 0]
+    let fd = path.withUnsafeBufferPointer {
+      $0.withMemoryRebound(to: CChar.self) { open($0.baseAddress!, O_CREAT | O_WRONLY, 0o600) }
+    }
+    close(fd)
+    for format in ["text", "json", "sarif", "junit"] {
+      let result = try runProtfs(["--device", device.root, "audit", "--format", format])
+      #expect(result.status == 0, "\(format): \(result.stderr)")
+      #expect(String(validating: result.stdoutBytes, as: UTF8.self) != nil, "\(format) output is valid UTF-8")
+      #expect(
+        result.stdout.contains(format == "sarif" ? "tmp/caf%E9" : "tmp/caf\\\\xE9")
+          || result.stdout.contains("tmp/caf\\xE9"))
+      #expect(result.stdout.contains("PFS009"))
+    }
+  }
+
+  @Test func theDeviceLockStateDecidesWhatMayBeLockedOut() throws {
+    let (scratch, device) = try makeDevice()
+    defer { withExtendedLifetime(scratch) {} }
+    try device.writeFile(app, "Documents/secret", class: .complete)
+    try device.writeFile(app, "Documents/notes", class: .completeUntilFirstUserAuthentication)
+    #expect(try runProtfs(["--device", device.root, "lock"]).status == 0)
+    #expect(TestDevice.rawAttribute(device.containerPath(app, "Documents/secret"), AttributeName.savedMode) != nil)
+    let locked = try runProtfs(["--device", device.root, "audit", "--fail-on", "note"])
+    #expect(locked.status == 0, "a lock's own saved modes are expected: \(locked.stdout)")
+    #expect(try runProtfs(["--device", device.root, "unlock"]).status == 0)
+    #expect(try runProtfs(["--device", device.root, "audit", "--fail-on", "note"]).status == 0)
+    // A saved mode an interrupted unlock left behind.
+    try device.setAttribute(device.containerPath(app, "Documents/notes"), AttributeName.savedMode, "0600")
+    let leftover = try runProtfs(["--device", device.root, "audit"])
+    #expect(leftover.status == 1)
+    #expect(
+      leftover.stdout.contains("  error   PFS002  Documents/notes: The item still carries user.protfs.saved-mode")
+    )
+  }
+
+  @Test func entitlementsAreComparedWithTheContainerDefault() throws {
+    let (scratch, device) = try makeDevice()
+    defer { withExtendedLifetime(scratch) {} }
+    let plist = """
+      <?xml version="1.0" encoding="UTF-8"?>
+      <!DOCTYPE plist PUBLIC "-//Apple//DTD PLIST 1.0//EN" "http://www.apple.com/DTDs/PropertyList-1.0.dtd">
+      <plist version="1.0"><dict>
+      <key>com.apple.developer.default-data-protection</key><string>NSFileProtectionComplete</string>
+      </dict></plist>
+      """
+    let entitlements = try writePolicy(scratch, "app.entitlements", plist)
+    let result = try runProtfs([
+      "--device", device.root, "audit", "--entitlements", entitlements, "--fail-on", "warning",
+    ])
+    #expect(result.status == 1)
+    #expect(
+      result.stdout.contains(
+        "PFS007  .: The container's default class is until-first-auth but the entitlements ask for complete."))
+  }
+}

@@ -1,0 +1,196 @@
+import Foundation
+import ProtFS
+import ProtFSTestSupport
+import Testing
+
+/// `protfs download` and `protfs tasks` against nginx on loopback, on a simulated device.
+@Suite struct DownloadEndToEndTests {
+  let app = "com.example.app"
+
+  func device(defaultClass: String? = nil) throws -> TestDevice {
+    let t = try TestDevice()
+    var arguments = ["--device", t.root, "init", app]
+    if let defaultClass { arguments += ["--default-class", defaultClass] }
+    let result = try Protfs.run(arguments)
+    try #require(result.status == 0, "\(result)")
+    return t
+  }
+
+  @Test func downloadsIntoDocumentsAndPrintsThePaths() throws {
+    let t = try device()
+    let server = try NginxServer()
+    defer { server.stop() }
+    let payload = Data(DownloadFixture.bytes(3 << 20))
+    let big = try server.put(payload, at: "big.bin")
+    let small = try server.put(Data("hello".utf8), at: "dir/small.txt")
+    let result = try Protfs.run(["--device", t.root, "download", "--bundle", app, big.absoluteString, small.absoluteString])
+    #expect(result.status == 0, "\(result)")
+    let documents = t.containerPath(app, "Documents")
+    #expect(result.stdout == "\(documents)/big.bin\n\(documents)/small.txt\n")
+    #expect(FileManager.default.contents(atPath: documents + "/big.bin") == payload)
+    // The temp files are gone, and the Downloads directory was created with its inherited class.
+    let downloads = t.containerPath(app, "Library/Caches/com.apple.nsurlsessiond/Downloads/\(app)")
+    #expect(try FileManager.default.contentsOfDirectory(atPath: downloads).isEmpty)
+    #expect(t.rawClass(downloads) == "NSFileProtectionCompleteUntilFirstUserAuthentication")
+    let tasks = try Protfs.run(["--device", t.root, "tasks", "--json"])
+    let records = try JSONSerialization.jsonObject(with: Data(tasks.stdout.utf8)) as! [[String: Any]]
+    #expect(records.map { $0["state"] as? String } == ["completed", "completed"])
+  }
+
+  @Test func theSeedsBugAndItsFixEndToEnd() throws {
+    // An app whose files default to NSFileProtectionComplete; the phone locks.
+    let t = try device(defaultClass: "complete")
+    let server = try NginxServer()
+    defer { server.stop() }
+    let url = try server.put(Data("report".utf8), at: "report.pdf").absoluteString
+    #expect(try Protfs.run(["--device", t.root, "lock"]).status == 0)
+    let broken = try Protfs.run(["--device", t.root, "download", "--bundle", app, url])
+    #expect(broken.status == 1, "\(broken)")
+    #expect(broken.stderr.contains("Operation not permitted") && broken.stderr.contains("protfs init-cache"))
+    // The fix: an unprotected Downloads directory. The transfer now succeeds while locked and waits
+    // for the unlock to move the file into the still-protected Documents.
+    let cache = try Protfs.run(["--device", t.root, "init-cache", app])
+    #expect(cache.status == 0)
+    let fixed = try Protfs.run(["--device", t.root, "download", "--bundle", app, url])
+    #expect(fixed.status == 75, "\(fixed)")
+    #expect(fixed.stderr.contains("waits for `protfs unlock`"))
+    let destination = t.containerPath(app, "Documents/report.pdf")
+    #expect(!FileManager.default.fileExists(atPath: destination))
+    let waiting = try Protfs.run(["--device", t.root, "tasks", "--json"])
+    #expect(waiting.stdout.contains("\"waitingForUnlock\""))
+    let unlock = try Protfs.run(["--device", t.root, "unlock"])
+    #expect(unlock.status == 0 && unlock.stdout.contains("Moved the download of \(url)"), "\(unlock)")
+    #expect(FileManager.default.contents(atPath: destination) == Data("report".utf8))
+    #expect(try FileManager.default.contentsOfDirectory(atPath: cache.output).isEmpty)
+    let effective = try Protfs.run(["--device", t.root, "get-class", destination])
+    #expect(effective.stdout.hasPrefix("NSFileProtectionComplete "), "\(effective)")
+  }
+
+  @Test func badURLsFailAloneAndTheOthersComplete() throws {
+    let t = try device()
+    let server = try NginxServer()
+    defer { server.stop() }
+    let good = try server.put(Data("ok".utf8), at: "ok.txt").absoluteString
+    let missing = server.url("missing.txt").absoluteString
+    let result = try Protfs.run(["--device", t.root, "download", "--bundle", app, "ftp://example.com/x", "not a url", missing, good])
+    #expect(result.status == 1, "\(result)")
+    #expect(result.stderr.contains("unsupported scheme 'ftp'") && result.stderr.contains("'not a url' is not a URL"))
+    #expect(result.stderr.contains("404"))
+    #expect(result.stdout == t.containerPath(app, "Documents/ok.txt") + "\n")
+    #expect(!FileManager.default.fileExists(atPath: t.containerPath(app, "Documents/missing.txt")))
+  }
+
+  @Test func inputFileDestinationAndChecksum() throws {
+    let t = try device()
+    let server = try NginxServer()
+    defer { server.stop() }
+    let data = Data("checked".utf8)
+    let url = try server.put(data, at: "c.bin").absoluteString
+    let list = t.directory + "/urls.txt"
+    try "# a comment\n\n\(url)\n".write(toFile: list, atomically: true, encoding: .utf8)
+    let digest = "0" + String(repeating: "a", count: 63)
+    let mismatch = try Protfs.run(["--device", t.root, "download", "--bundle", app, "-i", list, "--to", "Library/Application Support/Files", "--sha256", digest])
+    #expect(mismatch.status == 1 && mismatch.stderr.lowercased().contains("sha-256"), "\(mismatch)")
+    #expect(!FileManager.default.fileExists(atPath: t.containerPath(app, "Library/Application Support/Files/c.bin")))
+    let sha = try Protfs.runProgram("/usr/bin/sha256sum", [server.root.path + "/c.bin"])
+    let good = String(sha.stdout.prefix(64))
+    let ok = try Protfs.run(["--device", t.root, "download", "--bundle", app, "-i", list, "--to", "Library/Application Support/Files", "--sha256", good, "--progress", "json"])
+    #expect(ok.status == 0, "\(ok)")
+    #expect(ok.stdout.contains("\"event\":\"completed\""))
+    #expect(FileManager.default.contents(atPath: t.containerPath(app, "Library/Application Support/Files/c.bin")) == data)
+  }
+
+  @Test(arguments: [
+    (["download", "http://127.0.0.1/x"], "Missing '--bundle <bundle-id>'"),
+    (["download", "--bundle", "com.example.app"], "Give at least one URL"),
+    (["download", "--bundle", "com.example.app", "--connections", "0", "http://127.0.0.1/x"], "not a connection count"),
+    (["download", "--bundle", "com.example.app", "--sha256", "xyz", "http://127.0.0.1/x"], "not a SHA-256 digest"),
+    (["download", "--bundle", "com.example.app", "--progress", "fancy", "http://127.0.0.1/x"], "not a progress mode"),
+    (["tasks", "resume", "abc"], "not a task number"),
+  ])
+  func usageErrors(arguments: [String], message: String) throws {
+    let t = try device()
+    let result = try Protfs.run(["--device", t.root] + arguments)
+    #expect(result.status == 64 && result.stderr.contains(message), "\(result)")
+  }
+
+  @Test func unknownBundleAndDestinationOutsideTheContainer() throws {
+    let t = try device()
+    let unknown = try Protfs.run(["--device", t.root, "download", "--bundle", "com.example.other", "http://127.0.0.1:9/x"])
+    #expect(unknown.status == 1 && unknown.stderr.contains("no container for 'com.example.other'"), "\(unknown)")
+    for to in ["../com.example.other", "/etc", "Documents/../../x"] {
+      let outside = try Protfs.run(["--device", t.root, "download", "--bundle", app, "--to", to, "http://127.0.0.1:9/x"])
+      #expect(outside.status == 1 && (outside.stderr.contains("outside") || outside.stderr.contains("'..'")), "\(to): \(outside)")
+    }
+    #expect(!FileManager.default.fileExists(atPath: t.containerPath("com.example.other")))
+  }
+
+  @Test func tasksResumeAndCancel() throws {
+    let t = try device(defaultClass: "complete")
+    let server = try NginxServer()
+    defer { server.stop() }
+    let url = try server.put(Data("later".utf8), at: "later.txt").absoluteString
+    _ = try Protfs.run(["--device", t.root, "lock"])
+    let failed = try Protfs.run(["--device", t.root, "download", "--bundle", app, url])
+    #expect(failed.status == 1)
+    _ = try Protfs.run(["--device", t.root, "unlock"])
+    let resumed = try Protfs.run(["--device", t.root, "tasks", "resume", "1"])
+    #expect(resumed.status == 0 && resumed.output == t.containerPath(app, "Documents/later.txt"), "\(resumed)")
+    let again = try Protfs.run(["--device", t.root, "tasks", "cancel", "1"])
+    #expect(again.status == 1 && again.stderr.contains("only unfinished tasks"), "\(again)")
+    let missing = try Protfs.run(["--device", t.root, "tasks", "resume", "99"])
+    #expect(missing.status == 1 && missing.stderr.contains("no download task 99"), "\(missing)")
+  }
+}
+
+/// `kill -9` in the middle of `protfs download`, then the same command again: it resumes.
+@Suite struct DownloadKillResumeTests {
+  @Test func theSameDownloadAfterAKillResumesWithRange() throws {
+    let app = "com.example.app"
+    let t = try TestDevice()
+    try #require(try Protfs.run(["--device", t.root, "init", app]).status == 0)
+    let body = DownloadFixture.bytes(1 << 20)
+    let server = try FaultServer(body: body, entityTag: "\"e1\"", mode: .stallAfter(bytes: 400_000))
+    defer { server.stop() }
+    let url = server.url("big.bin").absoluteString
+
+    let process = Process()
+    process.executableURL = URL(fileURLWithPath: Protfs.binary)
+    process.arguments = ["--device", t.root, "download", "--bundle", app, "--progress", "json", url]
+    let output = Pipe()
+    process.standardOutput = output
+    process.standardError = FileHandle.nullDevice
+    try process.run()
+    // Wait for the engine to report the stalled bytes, then for them to reach the temp file.
+    var buffered = Data()
+    while !String(decoding: buffered, as: UTF8.self).contains("\"written\":400000") {
+      let chunk = output.fileHandleForReading.availableData
+      try #require(!chunk.isEmpty, "protfs download ended before reporting progress")
+      buffered += chunk
+    }
+    let downloads = t.containerPath(app, "Library/Caches/com.apple.nsurlsessiond/Downloads/\(app)")
+    let deadline = Date().addingTimeInterval(20)
+    var onDisk = 0
+    while onDisk < 400_000 && Date() < deadline {
+      let names = (try? FileManager.default.contentsOfDirectory(atPath: downloads)) ?? []
+      onDisk = names.compactMap { try? FileManager.default.attributesOfItem(atPath: downloads + "/" + $0)[.size] as? Int }.max() ?? 0
+      if onDisk < 400_000 { usleep(20_000) }
+    }
+    try #require(onDisk >= 400_000, "the temp file never held the received bytes")
+    kill(process.processIdentifier, SIGKILL)
+    process.waitUntilExit()
+    #expect(process.terminationReason == .uncaughtSignal)
+
+    server.setMode(.normal)
+    let again = try Protfs.run(["--device", t.root, "download", "--bundle", app, url])
+    #expect(again.status == 0, "\(again)")
+    #expect(FileManager.default.contents(atPath: t.containerPath(app, "Documents/big.bin")) == Data(body))
+    let last = try #require(server.requests.last)
+    #expect(last.headers["range"]?.hasPrefix("bytes=") == true && last.headers["range"] != "bytes=0-", "\(last.headers)")
+    #expect(last.headers["if-range"] == "\"e1\"")
+    // One task, resumed, not a second one.
+    let tasks = try Protfs.run(["--device", t.root, "tasks", "--json"])
+    let records = try JSONSerialization.jsonObject(with: Data(tasks.stdout.utf8)) as! [[String: Any]]
+    #expect(records.count == 1 && records[0]["state"] as? String == "completed")
+  }
+}

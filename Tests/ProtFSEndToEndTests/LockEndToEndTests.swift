@@ -1,0 +1,392 @@
+import Foundation
+import ProtFS
+import ProtFSTestSupport
+import Testing
+
+/// A device with one file per class in `Documents/`, a complete directory with a file, and a
+/// few unusual modes, built for running the `protfs` binary against it.
+struct LockDevice {
+  let t: TestDevice
+  var root: String { t.root }
+  var documents: String { t.containerPath(LockDevice.bundle, "Documents") }
+  static let bundle = "com.example.app"
+  /// File name, class, mode.
+  static let files: [(String, ProtectionClass, UInt32)] = [
+    ("complete.txt", .complete, 0o644),
+    ("unless-open.txt", .completeUnlessOpen, 0o644),
+    ("until-first-auth.txt", .completeUntilFirstUserAuthentication, 0o644),
+    ("when-inactive.txt", .completeWhenUserInactive, 0o644),
+    ("none.txt", .none, 0o644),
+    ("private.txt", .complete, 0o600),
+    ("script.sh", .complete, 0o4755),
+    ("readonly.txt", .completeUnlessOpen, 0o444),
+  ]
+
+  init() throws {
+    t = try TestDevice(containers: [LockDevice.bundle])
+    chmod(t.directory, 0o755)  // other users (setpriv --reuid) must reach the device
+    let device = t.device
+    for (name, cls, mode) in Self.files {
+      try t.writeFile(documents + "/" + name, "contents of \(name)\n", mode: Int(mode))
+      try device.setClass(cls, of: try device.resolve(documents + "/" + name))
+    }
+    try FileManager.default.createDirectory(atPath: documents + "/Secret", withIntermediateDirectories: false)
+    chmod(documents + "/Secret", 0o755)
+    try t.writeFile(documents + "/Secret/inside.txt", "inside\n", mode: 0o644)
+    try device.setClass(.complete, of: try device.resolve(documents + "/Secret"), recursive: true)
+    symlink("/etc/hostname", documents + "/link-out")
+  }
+
+  /// Every item's mode, class and saved mode, by path relative to the root.
+  func snapshot() -> [String: String] {
+    var result: [String: String] = [:]
+    let base = root + "/Containers"
+    for relative in (FileManager.default.subpaths(atPath: base) ?? []) {
+      let path = base + "/" + relative
+      let mode = t.mode(path)
+      let cls = TestDevice.rawAttribute(path, AttributeName.protectionClass) ?? "-"
+      let saved = TestDevice.rawAttribute(path, AttributeName.savedMode) ?? "-"
+      result[relative] = "\(String(mode, radix: 8)) \(cls) \(saved)"
+    }
+    return result
+  }
+
+  @discardableResult
+  func protfs(_ arguments: [String], environment: [String: String] = [:]) throws -> RunResult {
+    try Protfs.run(["--device", root] + arguments, environment: environment)
+  }
+
+  func path(_ name: String) -> String { documents + "/" + name }
+}
+
+let asNobody = ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups"]
+
+@Suite(.serialized) struct LockEndToEndTests {
+  @Test(arguments: [false, true])
+  func programsUnderExecMeetTheLock(nonRoot: Bool) throws {
+    let d = try LockDevice()
+    let original = d.snapshot()
+    func readable(_ name: String) throws -> Bool {
+      let command = (nonRoot ? asNobody : []) + ["cat", d.path(name)]
+      return try d.protfs(["exec", "--"] + command).status == 0
+    }
+    #expect(try d.protfs(["unlock"]).status == 0)
+    #expect(try d.protfs(["lock"]).status == 0)
+    #expect(try !readable("complete.txt"))
+    #expect(try !readable("unless-open.txt"))
+    #expect(try !readable("Secret/inside.txt"))
+    #expect(try readable("until-first-auth.txt"))
+    #expect(try readable("none.txt"))
+    #expect(try readable("when-inactive.txt"))
+    // Creating in a complete directory fails; in an unless-open one it works.
+    let create = (nonRoot ? asNobody : []) + ["sh", "-c", "echo x > '\(d.path("Secret/new.txt"))'"]
+    #expect(try d.protfs(["exec", "--"] + create).status != 0)
+    let unlock = try d.protfs(["unlock"])
+    #expect(unlock.status == 0, "\(unlock)")
+    #expect(d.snapshot() == original)
+    #expect(try readable("complete.txt"))
+    #expect(try d.protfs(["reboot"]).status == 0)
+    #expect(try !readable("complete.txt"))
+    #expect(try !readable("unless-open.txt"))
+    #expect(try !readable("until-first-auth.txt"))
+    #expect(try !readable("when-inactive.txt"))
+    #expect(try readable("none.txt"))
+    #expect(try d.protfs(["unlock"]).status == 0)
+    #expect(d.snapshot() == original)
+  }
+
+  @Test func execDropsTheOverridingCapabilitiesForGood() throws {
+    let d = try LockDevice()
+    let result = try d.protfs(["exec", "--", "grep", "-E", "^Cap(Inh|Prm|Eff|Bnd|Amb):", "/proc/self/status"])
+    #expect(result.status == 0, "\(result)")
+    let dacOverride: UInt64 = 1 << 1
+    let dacReadSearch: UInt64 = 1 << 2
+    for line in result.stdout.split(separator: "\n") {
+      let fields = line.split(separator: "\t")
+      let bits = UInt64(fields.last ?? "", radix: 16) ?? .max
+      #expect(bits & (dacOverride | dacReadSearch) == 0, "\(line)")
+    }
+    #expect(result.stdout.contains("CapBnd:"))
+  }
+
+  @Test func rootOutsideExecIsNotBound() throws {
+    let d = try LockDevice()
+    try d.protfs(["lock"])
+    #expect(FileManager.default.contents(atPath: d.path("complete.txt")) != nil)  // CAP_DAC_OVERRIDE
+    #expect(try d.protfs(["exec", "--", "cat", d.path("complete.txt")]).status == 1)
+  }
+
+  @Test(arguments: [["lock"], ["lock", "--inactive"], ["reboot"], ["unlock"], ["passcode", "remove"]])
+  func crashAtEveryStepIsFinishedByTheNextCommand(operation: [String]) throws {
+    var crashes = 0
+    for step in 1...200 {
+      let d = try LockDevice()
+      let original = d.snapshot()
+      // Reference: the same operation on an identical device, uninterrupted.
+      let reference = try LockDevice()
+      if operation == ["unlock"] {
+        try d.protfs(["lock", "--inactive"])
+        try reference.protfs(["lock", "--inactive"])
+      }
+      try reference.protfs(operation)
+      let expected = reference.snapshot()
+      let crashed = try d.protfs(operation, environment: ["PROTFS_CRASH_AFTER": String(step)])
+      if crashed.status == 0 {
+        #expect(d.snapshot() == expected)
+        break
+      }
+      crashes += 1
+      #expect(crashed.status == 137, "step \(step): \(crashed)")
+      // Any command finishes it; `status` is the least intrusive. After the last step (the
+      // journal's removal) there is nothing left to finish.
+      let interrupted = FileManager.default.fileExists(atPath: d.root + "/.protfs/transition.json")
+      let next = try d.protfs(["status", "--json"])
+      #expect(next.status == 0, "\(next)")
+      #expect(next.stderr.contains("finished an interrupted") == interrupted, "step \(step): \(next)")
+      #expect(d.snapshot() == expected, "step \(step)")
+      #expect(!FileManager.default.fileExists(atPath: d.root + "/.protfs/transition.json"))
+      #expect(try d.protfs(["unlock"]).status == 0)
+      #expect(d.snapshot() == original, "step \(step)")
+    }
+    #expect(crashes >= 3)
+  }
+
+  @Test func concurrentTransitionsAreSerialized() async throws {
+    let d = try LockDevice()
+    let original = d.snapshot()
+    let operations: [[String]] = [
+      ["lock"], ["unlock"], ["reboot"], ["lock", "--inactive"], ["unlock"], ["lock"], ["reboot"], ["unlock"],
+    ]
+    let statuses = try await withThrowingTaskGroup(of: Int32.self) { group in
+      for operation in operations {
+        group.addTask { try d.protfs(operation).status }
+      }
+      return try await group.reduce(into: [Int32]()) { $0.append($1) }
+    }
+    #expect(statuses.allSatisfy { $0 == 0 })
+    let status = try d.protfs(["status", "--json"])
+    #expect(status.stdout.contains(#""inconsistencyCount" : 0"#), "\(status)")
+    #expect(try d.protfs(["unlock"]).status == 0)
+    #expect(d.snapshot() == original)
+  }
+
+  @Test func scheduleChangesTheStateWhileTheProgramRuns() throws {
+    let d = try LockDevice()
+    let script = """
+      f='\(d.path("complete.txt"))'
+      end=$(( $(date +%s) + 20 ))
+      while cat "$f" >/dev/null 2>&1; do [ "$(date +%s)" -lt "$end" ] || exit 3; done
+      echo locked-seen
+      until cat "$f" >/dev/null 2>&1; do [ "$(date +%s)" -lt "$end" ] || exit 4; done
+      echo unlocked-seen
+      exit 5
+      """
+    let result = try d.protfs(["exec", "--schedule", "lock@200ms,unlock@1200ms", "--", "sh", "-c", script])
+    #expect(result.status == 5, "\(result)")
+    #expect(result.stdout == "locked-seen\nunlocked-seen\n")
+    #expect(try d.protfs(["status", "--json"]).stdout.contains(#""state" : "unlocked""#))
+  }
+
+  @Test func exitStatusIsTheProgramsAndBadInputIsRefused() throws {
+    let d = try LockDevice()
+    #expect(try d.protfs(["exec", "--", "sh", "-c", "exit 7"]).status == 7)
+    #expect(try d.protfs(["exec", "--", "sh", "-c", "kill -TERM $$"]).status == 128 + 15)
+    #expect(try d.protfs(["exec", "--", "/nonexistent/program"]).status == 127)
+    let bad = try d.protfs(["exec", "--schedule", "lock@soon", "--", "true"])
+    #expect(bad.status == 64 && bad.stderr.contains("'soon' is not a time"))
+    let before = d.snapshot()
+    let never = try TestDevice(initialize: false)
+    let uninitialised = try Protfs.run(["--device", never.root, "lock"])
+    #expect(uninitialised.status == 1 && uninitialised.stderr.contains("has not been initialised"))
+    #expect(d.snapshot() == before)
+  }
+
+  @Test func statusJSONAndText() throws {
+    let d = try LockDevice()
+    try d.protfs(["lock"])
+    let json = try d.protfs(["status", "--json"])
+    let object = try JSONSerialization.jsonObject(with: Data(json.stdout.utf8)) as? [String: Any]
+    #expect(object?["state"] as? String == "locked")
+    #expect(object?["protectedDataAvailable"] as? Bool == false)
+    #expect(object?["passcode"] as? Bool == true)
+    #expect((object?["classes"] as? [[String: Any]])?.count == 5)
+    let text = try d.protfs(["status"])
+    #expect(text.stdout.contains("State:                     locked since"))
+    #expect(text.stdout.contains("Inconsistencies:           none"))
+  }
+
+  @Test func lockWarnsAboutCompleteFilesStillOpen() throws {
+    let d = try LockDevice()
+    let fd = open(d.path("complete.txt"), O_RDONLY)
+    defer { close(fd) }
+    let result = try d.protfs(["lock"])
+    #expect(result.status == 0)
+    #expect(result.stderr.contains("'\(d.path("complete.txt"))' is still open in process \(getpid())"), "\(result)")
+    #expect(!result.stderr.contains("none.txt"))
+  }
+
+  @Test func passcodeSetUnlockAndBackoff() throws {
+    let d = try LockDevice()
+    let cheap = ["PROTFS_PBKDF2_ITERATIONS": "1000"]
+    #expect(try d.protfs(["passcode", "set", "--passcode", "1234"], environment: cheap).status == 0)
+    try d.protfs(["lock"])
+    let missing = try d.protfs(["unlock"])
+    #expect(missing.status == 1 && missing.stderr.contains("has a passcode, and none was given"))
+    for _ in 1...5 { #expect(try d.protfs(["unlock", "--passcode", "9999"]).status == 1) }
+    let refused = try d.protfs(["unlock"], environment: ["PROTFS_PASSCODE": "1234"])
+    #expect(refused.status == 1 && refused.stderr.contains("refuses passcodes"), "\(refused)")
+  }
+
+  @Test func passcodeFromEnvironmentAndRemoval() throws {
+    let d = try LockDevice()
+    let env = ["PROTFS_PBKDF2_ITERATIONS": "1000", "PROTFS_PASSCODE": "abcd"]
+    #expect(try d.protfs(["passcode", "set"], environment: env).status == 0)
+    try d.protfs(["lock"])
+    #expect(try d.protfs(["unlock"], environment: env).status == 0)
+    #expect(try d.protfs(["passcode", "remove", "--current", "abcd"], environment: env).status == 0)
+    let original = d.snapshot()
+    try d.protfs(["reboot"])
+    #expect(d.snapshot() == original)  // no passcode: nothing is stripped
+    #expect(try d.protfs(["exec", "--", "cat", d.path("complete.txt")]).status == 0)
+  }
+
+  @Test func watchPrintsOneLinePerEventUntilInterrupted() throws {
+    let d = try LockDevice()
+    let process = Process()
+    process.executableURL = URL(fileURLWithPath: Protfs.binary)
+    process.arguments = ["--device", d.root, "watch"]
+    let out = Pipe()
+    let err = Pipe()
+    process.standardOutput = out
+    process.standardError = err
+    try process.run()
+    // Ready once it says so on stderr.
+    var banner = Data()
+    while !String(decoding: banner, as: UTF8.self).contains("\n") {
+      let chunk = err.fileHandleForReading.availableData
+      if chunk.isEmpty { break }
+      banner += chunk
+    }
+    #expect(String(decoding: banner, as: UTF8.self).contains("Watching"))
+    var lines: [String] = []
+    var buffer = Data()
+    func nextLine() -> String {
+      while true {
+        if let newline = buffer.firstIndex(of: 0x0A) {
+          let line = String(decoding: buffer[..<newline], as: UTF8.self)
+          buffer = Data(buffer[(newline + 1)...])
+          return line
+        }
+        let chunk = out.fileHandleForReading.availableData
+        if chunk.isEmpty { return "" }
+        buffer += chunk
+      }
+    }
+    try d.protfs(["lock"])
+    lines.append(nextLine())
+    try d.protfs(["unlock"])
+    lines.append(nextLine())
+    process.interrupt()
+    process.waitUntilExit()
+    #expect(process.terminationStatus == 0)
+    #expect(lines.count == 2)
+    #expect(
+      lines[0].contains(#""event":"protectedDataWillBecomeUnavailable""#) && lines[0].contains(#""state":"locked""#))
+    #expect(lines[1].contains(#""event":"protectedDataDidBecomeAvailable""#) && lines[1].contains(#""time":"#))
+  }
+}
+
+/// protfs itself run by an unprivileged owner of the device, and the faults only such a user meets.
+@Suite(.serialized) struct LockUnprivilegedTests {
+  /// A device owned by uid 65534 (nobody).
+  static func nobodyDevice() throws -> LockDevice {
+    let d = try LockDevice()
+    let chown = try Protfs.runProgram("/bin/chown", ["-R", "65534:65534", d.root])
+    #expect(chown.status == 0)
+    return d
+  }
+
+  static func protfsAsNobody(_ d: LockDevice, _ arguments: [String]) throws -> RunResult {
+    try Protfs.runProgram(
+      "/usr/bin/setpriv", Array(asNobody.dropFirst()) + [Protfs.binary, "--device", d.root] + arguments)
+  }
+
+  @Test func ownerLocksAndUnlocksExactly() throws {
+    let d = try Self.nobodyDevice()
+    let original = d.snapshot()
+    let lock = try Self.protfsAsNobody(d, ["lock"])
+    #expect(lock.status == 0, "\(lock)")
+    #expect(d.t.mode(d.path("readonly.txt")) == 0 && d.t.mode(d.path("complete.txt")) == 0)
+    let status = try Self.protfsAsNobody(d, ["status"])
+    #expect(status.status == 0 && status.stdout.contains("Not inspected:"), "\(status)")
+    #expect(status.stdout.contains("Inconsistencies:           none"), "\(status)")
+    let reboot = try Self.protfsAsNobody(d, ["reboot"])
+    #expect(reboot.status == 0, "\(reboot)")
+    let unlock = try Self.protfsAsNobody(d, ["unlock"])
+    #expect(unlock.status == 0, "\(unlock)")
+    #expect(d.snapshot() == original)
+  }
+
+  @Test(arguments: [["lock"], ["lock", "--inactive"], ["reboot"], ["unlock"]])
+  func ownerCrashAtEveryStepLosesNoMode(operation: [String]) throws {
+    var crashes = 0
+    for step in 1...300 {
+      let d = try Self.nobodyDevice()
+      let original = d.snapshot()
+      let reference = try Self.nobodyDevice()
+      if operation == ["unlock"] {
+        #expect(try Self.protfsAsNobody(d, ["lock", "--inactive"]).status == 0)
+        #expect(try Self.protfsAsNobody(reference, ["lock", "--inactive"]).status == 0)
+      }
+      #expect(try Self.protfsAsNobody(reference, operation).status == 0)
+      let expected = reference.snapshot()
+      let crashed = try Protfs.runProgram(
+        "/usr/bin/setpriv",
+        Array(asNobody.dropFirst()) + [Protfs.binary, "--device", d.root] + operation,
+        environment: ["PROTFS_CRASH_AFTER": String(step)])
+      if crashed.status == 0 {
+        #expect(d.snapshot() == expected)
+        break
+      }
+      crashes += 1
+      #expect(crashed.status == 137, "step \(step): \(crashed)")
+      let next = try Self.protfsAsNobody(d, ["get-class", d.path("none.txt")])
+      #expect(next.status == 0, "step \(step): \(next)")
+      #expect(d.snapshot() == expected, "step \(step)")
+      #expect(!FileManager.default.fileExists(atPath: d.root + "/.protfs/owner-access.log"))
+      #expect(try Self.protfsAsNobody(d, ["unlock"]).status == 0)
+      #expect(d.snapshot() == original, "step \(step)")
+    }
+    #expect(crashes >= 5)
+  }
+
+  @Test func execRunByAnUnprivilegedUserWorks() throws {
+    let d = try Self.nobodyDevice()
+    #expect(try Self.protfsAsNobody(d, ["lock"]).status == 0)
+    #expect(try Self.protfsAsNobody(d, ["exec", "--", "cat", d.path("none.txt")]).status == 0)
+    #expect(try Self.protfsAsNobody(d, ["exec", "--", "cat", d.path("complete.txt")]).status == 1)
+    #expect(try Self.protfsAsNobody(d, ["unlock"]).status == 0)
+  }
+
+  @Test func aFileOfAnotherUserStopsTheLockAndChangesNothing() throws {
+    let d = try Self.nobodyDevice()
+    chown(d.path("complete.txt"), 0, 0)
+    let original = d.snapshot()
+    let lock = try Self.protfsAsNobody(d, ["lock"])
+    #expect(lock.status == 1)
+    #expect(lock.stderr.contains("belongs to uid 0") && lock.stderr.contains("Nothing was changed"), "\(lock)")
+    #expect(d.snapshot() == original)
+    #expect(try d.protfs(["status", "--json"]).stdout.contains(#""state" : "unlocked""#))
+  }
+
+  @Test func anUnreadableDirectoryStopsTheLockAndChangesNothing() throws {
+    let d = try Self.nobodyDevice()
+    let hidden = d.path("Hidden")
+    mkdir(hidden, 0o700)  // root's, unreadable for nobody
+    let original = d.snapshot()
+    let lock = try Self.protfsAsNobody(d, ["lock"])
+    #expect(lock.status == 1)
+    #expect(lock.stderr.contains("'\(hidden)'") && lock.stderr.contains("Permission denied"), "\(lock)")
+    #expect(d.snapshot() == original)
+  }
+}

@@ -1,0 +1,250 @@
+import Foundation
+import ProtFS
+import ProtFSTestSupport
+import Synchronization
+import Testing
+
+/// A clock tests move by hand.
+final class ManualClock: Sendable {
+  private let now = Mutex(Date(timeIntervalSince1970: 1_800_000_000))
+  func read() -> Date { now.withLock { $0 } }
+  func advance(_ seconds: TimeInterval) { now.withLock { $0 += seconds } }
+}
+
+@Suite struct LockControllerTests {
+  @Test func newDeviceIsUnlockedWithAPasscodeUnlockDoesNotAskFor() throws {
+    let t = try TestDevice(containers: ["com.example.app"])
+    let controller = LockController(device: t.device)
+    let record = try controller.record()
+    #expect(record.state == .unlocked && record.passcodeEnabled && record.passcodeHash == nil)
+    try controller.lock()
+    try controller.unlock()  // no passcode asked
+    #expect(try controller.record().state == .unlocked)
+    #expect(try controller.record().generation == 2)
+  }
+
+  @Test func passcodeIsHashedCheckedAndBacksOffAfterFiveWrongOnes() throws {
+    let t = try TestDevice(containers: ["com.example.app"])
+    let clock = ManualClock()
+    let controller = LockController(device: t.device, clock: { clock.read() }, passcodeIterations: 1000)
+    try controller.setPasscode("1234")
+    let stored = try String(contentsOfFile: t.path(".protfs/lock-state.json"), encoding: .utf8)
+    #expect(!stored.contains("1234") && stored.contains("pbkdf2-hmac-sha256"))
+    try controller.lock()
+    #expect(throws: ProtFSError.self) { try controller.unlock() }
+    for attempt in 1...5 {
+      let error = #expect(throws: ProtFSError.self) { try controller.unlock(passcode: "0000") }
+      #expect(error?.message.contains("\(attempt) failed attempts") == true)
+    }
+    // Now even the right passcode is refused until the delay has passed.
+    let refused = #expect(throws: ProtFSError.self) { try controller.unlock(passcode: "1234") }
+    #expect(refused?.message.contains("refuses passcodes") == true)
+    clock.advance(61)
+    try controller.unlock(passcode: "1234")
+    #expect(try controller.record().failedAttempts == 0)
+    // Changing or removing it needs the current one.
+    #expect(throws: ProtFSError.self) { try controller.setPasscode("5678", current: "bad") }
+    try controller.setPasscode("5678", current: "1234")
+    try controller.removePasscode(current: "5678")
+    #expect(try controller.record().passcodeEnabled == false)
+  }
+
+  @Test func graceLocksAfterTheWaitUnlessAnUnlockCameFirst() throws {
+    let t = try TestDevice(containers: ["com.example.app"])
+    let controller = LockController(device: t.device)
+    var sawPending = false
+    let report = try controller.lock(grace: 10) { _ in
+      sawPending = (try? controller.record().pendingLockAt) != nil
+    }
+    #expect(sawPending && report?.to.lockState == .locked)
+    try controller.unlock()
+    let cancelled = try controller.lock(grace: 10) { _ in _ = try? controller.unlock() }
+    #expect(cancelled == nil)
+    #expect(try controller.record().state == .unlocked)
+  }
+
+  @Test func inactiveExpiryLocksWhenInactiveClassUntilUnlock() throws {
+    let t = try LockFixture(fileClass: .completeWhenUserInactive)
+    let controller = LockController(device: t.device.device)
+    try controller.lock()
+    #expect(t.device.mode(t.file) == 0o640)
+    try controller.lock(inactive: true)
+    #expect(t.device.mode(t.file) == 0)
+    try controller.unlock()
+    try controller.lock()
+    #expect(t.device.mode(t.file) == 0o640)  // the expiry ended with the unlock
+  }
+
+  @Test func filesCreatedMeanwhileAreReportedThenFollowTheTable() throws {
+    let t = try LockFixture(fileClass: .complete)
+    let controller = LockController(device: t.device.device)
+    try controller.lock()
+    // Root (another program) creates a file in the locked directory.
+    let late = t.directory + "/late.txt"
+    try t.device.writeFile(late, "x", mode: 0o604)
+    let status = try controller.status()
+    #expect(status.state == .locked && !status.protectedDataAvailable)
+    #expect(status.inconsistencies.map(\.path) == [late])
+    #expect(status.classes.first { $0.name == "complete" }?.files == 2)
+    try controller.lock()  // again: applies the table to it
+    #expect(t.device.mode(late) == 0)
+    #expect(try controller.status().inconsistencyCount == 0)
+    try controller.unlock()
+    #expect(t.device.mode(late) == 0o604)
+  }
+
+  @Test func eventsFollowTransitionsFromAnyController() async throws {
+    let t = try TestDevice(containers: ["com.example.app"])
+    let events = try t.device.protectedDataEvents()
+    let controller = LockController(device: t.device)
+    let collected = Task {
+      var seen: [ProtectedDataEvent.Kind] = []
+      for await event in events {
+        seen.append(event.event)
+        if seen.count == 2 { break }
+      }
+      return seen
+    }
+    try controller.lock()
+    try controller.reboot()  // still unavailable: no event
+    try controller.unlock()
+    let timeout = Task {
+      try await Task.sleep(for: .seconds(10))
+      collected.cancel()
+    }
+    let seen = await collected.value
+    timeout.cancel()
+    #expect(seen == [.protectedDataWillBecomeUnavailable, .protectedDataDidBecomeAvailable])
+  }
+
+  @Test(arguments: [
+    ("lock@2s,unlock@5s", [LockSchedule.Step(action: .lock, offset: 2), .init(action: .unlock, offset: 5)]),
+    ("unlock@1.5, lock@250ms", [.init(action: .lock, offset: 0.25), .init(action: .unlock, offset: 1.5)]),
+    ("reboot@1m,inactive@0s", [.init(action: .inactive, offset: 0), .init(action: .reboot, offset: 60)]),
+  ])
+  func schedulesParse(text: String, steps: [LockSchedule.Step]) throws {
+    #expect(try LockSchedule(parsing: text).steps == steps)
+  }
+
+  @Test(arguments: ["", "lock", "lock@", "open@2s", "lock@-1s", "lock@2h", "lock@2s,,unlock@3s"])
+  func badSchedulesSayWhy(text: String) {
+    let error = #expect(throws: ProtFSError.self) { try LockSchedule(parsing: text) }
+    #expect(error?.message.contains("does not parse") == true)
+  }
+}
+
+/// Faults: each leaves everything as it was, with a clear error.
+@Suite struct LockFaultTests {
+  @Test func symlinksAndLoopsAreNeverFollowed() throws {
+    let t = try LockFixture(fileClass: .complete)
+    let outside = t.device.directory + "/outside.txt"
+    try t.device.writeFile(outside, "x", mode: 0o644)
+    symlink(outside, t.directory + "/out")
+    symlink(t.directory + "/loop", t.directory + "/loop")
+    symlink(t.device.directory, t.directory + "/up")
+    let controller = LockController(device: t.device.device)
+    try controller.lock()
+    #expect(t.device.mode(outside) == 0o644)
+    #expect(TestDevice.rawAttribute(outside, AttributeName.savedMode) == nil)
+    #expect(t.device.mode(t.file) == 0)
+    try controller.unlock()
+    #expect(t.device.mode(t.file) == 0o640)
+  }
+
+  @Test func garbageClassStopsTheLockAndChangesNothing() throws {
+    let t = try LockFixture(fileClass: .complete)
+    let bad = t.directory + "/bad.txt"
+    try t.device.writeFile(bad, "x", mode: 0o600)
+    try DirectoryHandle(path: t.directory).setAttribute(
+      AttributeName.protectionClass, to: Array("garbage!".utf8), of: "bad.txt")
+    let controller = LockController(device: t.device.device)
+    let error = #expect(throws: ProtFSError.self) { try controller.lock() }
+    #expect(error?.code == .corruptAttribute && error?.path == bad)
+    #expect(error?.description.contains("Nothing was changed") == true)
+    #expect(try controller.record().state == .unlocked)
+    #expect(t.device.mode(t.file) == 0o640 && t.device.mode(t.directory) == 0o751)
+    #expect(TestDevice.rawAttribute(t.file, AttributeName.savedMode) == nil)
+    #expect(try controller.status().inconsistencies.map(\.path) == [bad])
+  }
+
+  @Test func garbageSavedModeIsNeverGuessed() throws {
+    let t = try LockFixture(fileClass: .complete)
+    let controller = LockController(device: t.device.device)
+    try controller.lock()
+    try DirectoryHandle(path: t.directory).setAttribute(AttributeName.savedMode, to: Array("rw-r".utf8), of: "file")
+    let error = #expect(throws: ProtFSError.self) { try controller.unlock() }
+    #expect(error?.code == .corruptAttribute && error?.path == t.file)
+    #expect(error?.description.contains("setfattr -x user.protfs.saved-mode") == true)
+    // Still locked, the file still closed, and status names it.
+    #expect(try controller.record().state == .locked)
+    #expect(t.device.mode(t.file) == 0)
+    #expect(try controller.status().inconsistencies.map(\.path) == [t.file])
+  }
+
+  @Test func uninitialisedDeviceSaysHowToFixIt() throws {
+    let t = try TestDevice(initialize: false)
+    let error = #expect(throws: ProtFSError.self) { try LockController(device: t.device).lock() }
+    #expect(error?.code == .notInitialized)
+    #expect(!FileManager.default.fileExists(atPath: t.root))
+  }
+}
+
+/// The walk's inherited classes agree with `Device.effectiveClass(of:)` on every item of a nested
+/// tree, with one thread or two.
+@Suite struct LockWalkTests {
+  @Test(arguments: [1, 2])
+  func everyItemFollowsItsEffectiveClass(threads: Int) throws {
+    let t = try TestDevice()
+    try t.device.createContainer(try BundleID("com.example.app"), defaultClass: .complete)
+    try t.device.createContainer(try BundleID("com.example.other"))
+    let fm = FileManager.default
+    var items: [String] = []
+    for container in ["com.example.app", "com.example.other"] {
+      let documents = t.containerPath(container, "Documents")
+      for (index, cls) in ProtectionClass.allCases.enumerated() {
+        var directory = documents + "/d\(index)"
+        try fm.createDirectory(atPath: directory, withIntermediateDirectories: false)
+        try t.device.setClass(cls, of: try t.device.resolve(directory))
+        items.append(directory)
+        for depth in 0..<3 {
+          directory += "/n\(depth)"  // no own class: inherits
+          try fm.createDirectory(atPath: directory, withIntermediateDirectories: false)
+          items.append(directory)
+          for file in 0..<4 {
+            let path = directory + "/f\(file)"
+            try t.writeFile(path, "x", mode: 0o640 + file)
+            if file == 3 {
+              try t.device.setClass(ProtectionClass.allCases[(index + depth) % 5], of: try t.device.resolve(path))
+            }
+            items.append(path)
+          }
+        }
+      }
+      try t.writeFile(documents + "/top", "x")  // inherits Documents' class, the container default
+      items.append(documents + "/top")
+    }
+    let before = Dictionary(uniqueKeysWithValues: items.map { ($0, t.mode($0)) })
+    let controller = LockController(device: t.device, threads: threads)
+    for (operation, state) in [
+      ("lock", ProtectionState(lockState: .locked)),
+      ("inactive", ProtectionState(lockState: .locked, userInactive: true)),
+      ("reboot", ProtectionState(lockState: .beforeFirstUnlock)),
+    ] {
+      switch operation {
+      case "lock": try controller.lock()
+      case "inactive": try controller.lock(inactive: true)
+      default: try controller.reboot()
+      }
+      for item in items {
+        let path = try t.device.resolve(item)
+        let cls = try t.device.effectiveClass(of: path).protectionClass
+        let kind = try t.device.status(path).kind
+        let allowed = state.allows(cls, kind == .directory ? .create : .read)
+        let expected = allowed ? before[item]! : (kind == .directory ? before[item]! & ~0o222 : 0)
+        #expect(t.mode(item) == expected, "\(operation) \(item) (\(cls))")
+      }
+      try controller.unlock()
+      for item in items { #expect(t.mode(item) == before[item]!, "\(operation) \(item)") }
+    }
+  }
+}

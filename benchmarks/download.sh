@@ -4,8 +4,10 @@
 #
 #   benchmarks/download.sh [RUNS]      RUNS per tool and case, default 3 (medians are reported)
 #
-# Environment: CASES ("big small"), BIG_MIB (1024), SMALL_COUNT (2000), SMALL_BYTES (16384), and PROTFS_FLAGS, extra flags
-# for the protfs command (`--no-sync` measures it without fsync, as curl and aria2c run).
+# Environment: CASES ("big small"), BIG_MIB (1024), SMALL_COUNT (2000), SMALL_BYTES (16384),
+# PROTFS_TOOL (cli: `protfs download`; fetch: the engine alone through protfs-fetch) and PROTFS_FLAGS,
+# extra flags for it (protfs-fetch's `--no-sync` measures the engine without fsync, as curl and
+# aria2c run).
 #
 # Cases: one 1 GiB file (protfs vs `curl -s -o FILE` vs `aria2c -x1`) and 2,000 files of 16 KiB
 # (protfs vs `curl --parallel --parallel-max 8 -K LIST` vs `aria2c -j8 -i LIST`). Runs alternate
@@ -19,14 +21,24 @@ BIG_MIB=${BIG_MIB:-1024}
 SMALL_COUNT=${SMALL_COUNT:-2000}
 SMALL_BYTES=${SMALL_BYTES:-16384}
 
+swift build -c release --product protfs >&2
 swift build -c release --product protfs-fetch >&2
 BIN=$(swift build -c release --show-bin-path)
 
 WORK=$(mktemp -d "${TMPDIR:-/var/tmp}/protfs-bench.XXXXXX")
 RUN="$WORK/run"
-# The command under test; the output directory and then URLs or `-i LIST` follow it. When the CLI has
-# it, this line becomes: PROTFS=(protfs download --device "$RUN/device" --bundle com.example.bench --connections 8 --to)
-PROTFS=("$BIN/protfs-fetch" --store "$RUN/store.sqlite" --temp "$RUN/tmp" --connections 8 ${PROTFS_FLAGS:-} --to)
+# The command under test: `protfs download` on a fresh device (PROTFS_SETUP, untimed), or with
+# PROTFS_TOOL=fetch the engine alone through protfs-fetch. URLs or `-i LIST` follow it; files land
+# in PROTFS_OUT.
+if [ "${PROTFS_TOOL:-cli}" = cli ]; then
+  PROTFS_SETUP=("$BIN/protfs" --device "$RUN/device" init com.example.bench)
+  PROTFS=("$BIN/protfs" --device "$RUN/device" download --bundle com.example.bench --connections 8 --progress none ${PROTFS_FLAGS:-})
+  PROTFS_OUT="$RUN/device/Containers/com.example.bench/Documents"
+else
+  PROTFS_SETUP=(true)
+  PROTFS=("$BIN/protfs-fetch" --store "$RUN/store.sqlite" --temp "$RUN/tmp" --connections 8 ${PROTFS_FLAGS:-} --to "$RUN/out")
+  PROTFS_OUT="$RUN/out"
+fi
 NGINX_PID=""
 cleanup() {
   [ -n "$NGINX_PID" ] && kill "$NGINX_PID" 2>/dev/null && wait "$NGINX_PID" 2>/dev/null || true
@@ -89,6 +101,7 @@ run() {
 
   rm -rf "$RUN"
   mkdir -p "$RUN/out" "$RUN/tmp"
+  [ "$name" = protfs ] && "${PROTFS_SETUP[@]}" >/dev/null
   sync
   local start end rss=0
   if [ -x /usr/bin/time ]; then
@@ -111,26 +124,29 @@ run() {
   echo "$(awk -v a="$start" -v b="$end" 'BEGIN {printf "%.4f", b - a}') $rss" >>"$WORK/$case.$name"
 }
 
-check_big() { cmp -s "$WORK/root/big.bin" "$RUN/out/big.bin" || { echo "$1: 1 GiB file differs" >&2; exit 1; }; }
+check_big() { cmp -s "$WORK/root/big.bin" "$2/big.bin" || { echo "$1: the big file differs" >&2; exit 1; }; }
 check_small() {
   local n
-  n=$(find "$RUN/out" -type f | wc -l)
+  n=$(find "$2" -type f | wc -l)
   [ "$n" = "$SMALL_COUNT" ] || { echo "$1: $n of $SMALL_COUNT small files" >&2; exit 1; }
 }
 
-big_protfs() { run protfs big "${PROTFS[@]}" "$RUN/out" "$BASE/big.bin"; check_big protfs; }
-big_curl() { run curl big curl -s -o "$RUN/out/big.bin" "$BASE/big.bin"; check_big curl; }
-big_aria2() { run aria2c big aria2c -q -x1 --allow-overwrite=true -d "$RUN/out" -o big.bin "$BASE/big.bin"; check_big aria2c; }
+big_protfs() { run protfs big "${PROTFS[@]}" "$BASE/big.bin"; check_big protfs "$PROTFS_OUT"; }
+big_curl() { run curl big curl -s -o "$RUN/out/big.bin" "$BASE/big.bin"; check_big curl "$RUN/out"; }
+big_aria2() {
+  run aria2c big aria2c -q -x1 --allow-overwrite=true -d "$RUN/out" -o big.bin "$BASE/big.bin"
+  check_big aria2c "$RUN/out"
+}
 
-small_protfs() { run protfs small "${PROTFS[@]}" "$RUN/out" -i "$WORK/urls.txt"; check_small protfs; }
+small_protfs() { run protfs small "${PROTFS[@]}" -i "$WORK/urls.txt"; check_small protfs "$PROTFS_OUT"; }
 small_curl() {
   sed "s|^$BASE/small/\(.*\)$|url = \"&\"\noutput = \"$WORK/run/out/\1\"|" "$WORK/urls.txt" >"$WORK/curl.list"
   run curl small curl -s --parallel --parallel-max 8 -K "$WORK/curl.list"
-  check_small curl
+  check_small curl "$RUN/out"
 }
 small_aria2() {
   run aria2c small aria2c -q -j8 --allow-overwrite=true -d "$RUN/out" -i "$WORK/urls.txt"
-  check_small aria2c
+  check_small aria2c "$RUN/out"
 }
 
 for round in $(seq 1 "$RUNS"); do

@@ -179,18 +179,6 @@ struct DownloadsPersistenceTests {
     #expect(stored.temporaryFileName == fixture.temporaryFiles.first)
   }
 
-  @Test func configurationForAContainerUsesTheDevicePaths() throws {
-    let device = Device(root: "/dev-root")
-    let container = device.container(try BundleID("com.example.app"))
-    let configuration = DownloadSessionConfiguration(identifier: "bg", container: container)
-    #expect(configuration.storePath == "/dev-root/.protfs/downloads.sqlite")
-    #expect(
-      configuration.temporaryDirectory
-        == "/dev-root/Containers/com.example.app/Library/Caches/com.apple.nsurlsessiond/Downloads/com.example.app")
-    #expect(configuration.destinationDirectory == "/dev-root/Containers/com.example.app/Documents")
-    #expect(configuration.bundleID == "com.example.app")
-  }
-
   @Test func requestsFromAnotherProcessReachTheOwningSession() async throws {
     let server = try FaultServer(body: body, mode: .stallAfter(bytes: 256 * 1024))
     defer { server.stop() }

@@ -29,8 +29,13 @@ final class DownloadFinisher: @unchecked Sendable {
   }
 
   func post(_ job: Job) {
-    jobs.withLock { $0.append(job) }
-    available.signal()
+    // One signal per batch: the thread takes every pending job after each wait, so only the job
+    // that finds the list empty has to wake it.
+    let wasEmpty = jobs.withLock { list in
+      list.append(job)
+      return list.count == 1
+    }
+    if wasEmpty { available.signal() }
   }
 
   /// Finishes the jobs already posted, then ends the thread.
@@ -48,8 +53,6 @@ final class DownloadFinisher: @unchecked Sendable {
         list.removeAll(keepingCapacity: true)
         return taken
       }
-      // Each job signalled once; the batch took several, so consume their signals.
-      for _ in 1..<max(1, batch.count) { available.wait() }
       if let exit = process(batch) {
         exit.signal()
         return

@@ -89,17 +89,16 @@ static inline int protfs_openat(int dirfd, const char *path, int flags, mode_t m
   return openat(dirfd, path, flags, mode);
 }
 
-/* syncfs(2): flushes the filesystem holding `fd` (declared by <unistd.h> only under _GNU_SOURCE).
-   The download finisher flushes a batch of finished files with one call instead of one fsync each. */
-extern int syncfs(int fd);
-static inline int protfs_syncfs(int fd) { return syncfs(fd); }
+/* syncfs(2): flushes the filesystem holding `fd`. The download finisher flushes a batch of finished
+   files with one call instead of one fsync each. Through syscall(2), as glibc declares it only
+   under _GNU_SOURCE. */
+static inline int protfs_syncfs(int fd) { return (int)syscall(SYS_syncfs, fd); }
 
-/* sync_file_range(2) with SYNC_FILE_RANGE_WRITE (declared by <fcntl.h> only under _GNU_SOURCE):
-   starts writing back a range of a file without waiting, so a download's final fsync has little
-   left to do. */
-extern int sync_file_range(int fd, long long offset, long long nbytes, unsigned int flags);
+/* sync_file_range(2) with SYNC_FILE_RANGE_WRITE: starts writing back a range of a file without
+   waiting, so a download's final fsync has little left to do. Through syscall(2), as glibc declares
+   it only under _GNU_SOURCE. */
 static inline int protfs_start_writeback(int fd, long long offset, long long nbytes) {
-  return sync_file_range(fd, offset, nbytes, 2 /* SYNC_FILE_RANGE_WRITE */);
+  return (int)syscall(SYS_sync_file_range, fd, offset, nbytes, 2 /* SYNC_FILE_RANGE_WRITE */);
 }
 
 /* The d_type of a dirent, as Swift cannot reach the bit-field-free struct portably. */

@@ -26,6 +26,8 @@ public final class FaultServer: Sendable {
     case neverAnswer
     /// Sends the headers and `bytes` bytes of the body, then nothing more until the client leaves.
     case stallAfter(bytes: Int)
+    /// Sends the first `bytes` bytes, then holds the rest until `openGate()` is called.
+    case gateAfter(bytes: Int)
   }
 
   /// A request the server received.
@@ -87,6 +89,17 @@ public final class FaultServer: Sendable {
       s.body = body
       s.entityTag = entityTag
     }
+  }
+
+  private let gate = NSCondition()
+  nonisolated(unsafe) private var gateIsOpen = false
+
+  /// Lets every response held by `.gateAfter` send the rest of its body.
+  public func openGate() {
+    gate.lock()
+    gateIsOpen = true
+    gate.broadcast()
+    gate.unlock()
   }
 
   /// Changes how the server behaves from the next request on.
@@ -234,6 +247,12 @@ public final class FaultServer: Sendable {
       var sink = [UInt8](repeating: 0, count: 1024)
       while !isStopped && recv(fd, &sink, sink.count, 0) > 0 {}
       return false
+    case .gateAfter(let bytes):
+      guard send(fd, slice.prefix(bytes)) else { return false }
+      gate.lock()
+      while !gateIsOpen && !isStopped { gate.wait(until: Date().addingTimeInterval(0.05)) }
+      gate.unlock()
+      return !isStopped && send(fd, slice.dropFirst(bytes))
     case .slowDrip(let chunk, let interval):
       var rest = slice
       while !rest.isEmpty {

@@ -21,6 +21,19 @@ public struct DeviceDownloadAccess: DownloadAccessPolicy {
     }
   }
 
+  /// An open temp file follows the "fd already open" column of SPEC §3: a transfer into a complete
+  /// (class A) directory fails when the device locks, keeping its bytes so that it resumes after
+  /// unlock (iOS fails the I/O); complete-unless-open and weaker classes keep writing.
+  public func canContinueWritingTemp(in directory: String) -> DownloadAccessDecision {
+    guard let path = try? device.resolve(directory) else { return .deny(EPERM) }
+    do {
+      try device.checkAccess(path, for: .openHandle)
+      return .allow
+    } catch {
+      return error.code == .protectedDataUnavailable ? .deny(error.errno ?? EPERM) : .allow
+    }
+  }
+
   /// A finished download whose destination's class is unavailable waits for the next unlock.
   public func canPlaceDestination(_ destination: String) -> DownloadAccessDecision {
     guard let path = try? device.resolve(destination) else { return .deny(EPERM) }

@@ -4,7 +4,7 @@ import ProtFSTestSupport
 import Testing
 
 /// `protfs download` and `protfs tasks` against nginx on loopback, on a simulated device.
-@Suite struct DownloadEndToEndTests {
+@Suite(.timeLimit(.minutes(2))) struct DownloadEndToEndTests {
   let app = "com.example.app"
 
   func device(defaultClass: String? = nil) throws -> TestDevice {
@@ -144,7 +144,7 @@ import Testing
 }
 
 /// `kill -9` in the middle of `protfs download`, then the same command again: it resumes.
-@Suite struct DownloadKillResumeTests {
+@Suite(.timeLimit(.minutes(2))) struct DownloadKillResumeTests {
   @Test func theSameDownloadAfterAKillResumesWithRange() throws {
     let app = "com.example.app"
     let t = try TestDevice()

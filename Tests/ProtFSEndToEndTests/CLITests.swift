@@ -6,9 +6,10 @@ import Testing
 /// The command-line contract of STYLE.md: help at every level, --version, exit 0 / 64 / 1.
 @Suite struct CLIContractTests {
   @Test func helpAtEveryLevelGoesToStdoutWithStatusZero() throws {
-    for arguments in [["--help"], ["-h"], ["help"], ["init", "--help"], ["help", "init-cache"], ["set-class", "-h"],
-      ["get-class", "--help"], ["ls", "--help"]]
-    {
+    for arguments in [
+      ["--help"], ["-h"], ["help"], ["init", "--help"], ["help", "init-cache"], ["set-class", "-h"],
+      ["get-class", "--help"], ["ls", "--help"],
+    ] {
       let result = try Protfs.run(arguments)
       #expect(result.status == 0, "\(arguments): \(result)")
       #expect(result.stdout.contains("OVERVIEW:") && result.stdout.contains("USAGE: protfs"), "\(arguments)")
@@ -30,7 +31,8 @@ import Testing
 
   @Test(arguments: [
     (["lokc"], "Unknown command 'lokc'"), (["init-cach", "com.example.app"], "Did you mean 'init-cache'?"),
-    (["init"], "Missing expected argument '<bundle-id>'"), (["init", "com.a.b", "extra"], "Unexpected argument 'extra'"),
+    (["init"], "Missing expected argument '<bundle-id>'"),
+    (["init", "com.a.b", "extra"], "Unexpected argument 'extra'"),
     (["init", "com.a.b", "--defualt-class", "none"], "Did you mean '--default-class'?"),
     (["init", "com.a.b", "--default-class"], "Missing value for '--default-class <class>'"),
     (["init", "com.a.b", "--default-class", "compelte"], "Did you mean 'complete'?"),
@@ -50,7 +52,9 @@ import Testing
     let t = try TestDevice()
     let a = try Protfs.run(["init", "--default-class=complete", "com.example.a", "--device=\(t.root)"])
     #expect(a.status == 0, "\(a)")
-    #expect(TestDevice.rawAttribute(t.containerPath("com.example.a"), AttributeName.defaultClass) == "NSFileProtectionComplete")
+    #expect(
+      TestDevice.rawAttribute(t.containerPath("com.example.a"), AttributeName.defaultClass)
+        == "NSFileProtectionComplete")
     let b = try Protfs.run(["init", "com.example.b"], environment: ["PROTFS_DEVICE": t.root])
     #expect(b.status == 0 && b.output == t.containerPath("com.example.b"))
     let home = try TestDevice.makeTemporaryDirectory()
@@ -64,7 +68,8 @@ import Testing
   @Test func printsTheDownloadsDirectoryWithClassNone() throws {
     let t = try TestDevice(initialize: false)
     let result = try Protfs.run(["--device", t.root, "init-cache", "com.example.app"])
-    let expected = t.root + "/Containers/com.example.app/Library/Caches/com.apple.nsurlsessiond/Downloads/com.example.app"
+    let expected =
+      t.root + "/Containers/com.example.app/Library/Caches/com.apple.nsurlsessiond/Downloads/com.example.app"
     #expect(result.status == 0, "\(result)")
     #expect(result.stdout == expected + "\n")
     // getfattr, the tool users reach for, shows the raw value.
@@ -93,9 +98,12 @@ import Testing
     let t = try TestDevice()
     let result = try Protfs.run(["--device", t.root, "init", "com.example.app"])
     #expect(result.status == 0 && result.output == t.containerPath("com.example.app"))
-    #expect(result.stderr.contains("Created container com.example.app (default class complete-until-first-user-authentication)"))
+    #expect(
+      result.stderr.contains(
+        "Created container com.example.app (default class complete-until-first-user-authentication)"))
     for dir in Container.standardDirectories {
-      #expect(t.rawClass(t.containerPath("com.example.app", dir)) == "NSFileProtectionCompleteUntilFirstUserAuthentication")
+      #expect(
+        t.rawClass(t.containerPath("com.example.app", dir)) == "NSFileProtectionCompleteUntilFirstUserAuthentication")
     }
     let again = try Protfs.run(["--device", t.root, "init", "com.example.app"])
     #expect(again.status == 0 && again.stderr.contains("already exists"))
@@ -104,7 +112,8 @@ import Testing
   @Test func takesTheDefaultClassFromEntitlements() throws {
     let t = try TestDevice()
     let plist = try PropertyListSerialization.data(
-      fromPropertyList: [Entitlements.defaultDataProtectionKey: "NSFileProtectionComplete"], format: .binary, options: 0)
+      fromPropertyList: [Entitlements.defaultDataProtectionKey: "NSFileProtectionComplete"], format: .binary, options: 0
+    )
     let path = t.directory + "/App.entitlements"
     try plist.write(to: URL(fileURLWithPath: path))
     let result = try Protfs.run(["--device", t.root, "init", "com.example.app", "--entitlements", path])
@@ -116,12 +125,16 @@ import Testing
     let t = try TestDevice()
     let path = t.directory + "/broken.entitlements"
     try Data("<plist><dict><key>x".utf8).write(to: URL(fileURLWithPath: path))
-    for (file, message) in [(path, "is not a property list"), (t.directory + "/missing.plist", "Cannot read the entitlements file")] {
+    for (file, message) in [
+      (path, "is not a property list"), (t.directory + "/missing.plist", "Cannot read the entitlements file"),
+    ] {
       let result = try Protfs.run(["--device", t.root, "init", "com.example.app", "--entitlements", file])
       #expect(result.status == 1 && result.stderr.contains(message) && result.stderr.contains(file), "\(result)")
       #expect(!FileManager.default.fileExists(atPath: t.containerPath("com.example.app")))
     }
-    let both = try Protfs.run(["--device", t.root, "init", "com.example.app", "--entitlements", path, "--default-class", "none"])
+    let both = try Protfs.run([
+      "--device", t.root, "init", "com.example.app", "--entitlements", path, "--default-class", "none",
+    ])
     #expect(both.status == 64)
   }
 
@@ -132,7 +145,8 @@ import Testing
     defer { umount(base) }
     let result = try Protfs.run(["--device", base + "/dev", "init", "com.example.app"])
     #expect(result.status == 1)
-    #expect(result.stderr.contains("'\(base)/dev'") && result.stderr.contains("does not support user extended attributes"))
+    #expect(
+      result.stderr.contains("'\(base)/dev'") && result.stderr.contains("does not support user extended attributes"))
     #expect((try? FileManager.default.contentsOfDirectory(atPath: base + "/dev")) ?? [] == [])
   }
 }
@@ -143,22 +157,33 @@ import Testing
     let documents = t.containerPath("com.example.app", "Documents")
     try t.writeFile(documents + "/a.txt")
     #expect(try Protfs.run(["--device", t.root, "set-class", "complete", documents]).status == 0)
-    let text = try Protfs.run(["--device", t.root, "get-class", documents, documents + "/a.txt", t.containerPath("com.example.app")])
+    let text = try Protfs.run([
+      "--device", t.root, "get-class", documents, documents + "/a.txt", t.containerPath("com.example.app"),
+    ])
     #expect(text.status == 0, "\(text)")
-    let lines = text.stdout.split(separator: "\n").map { $0.split(separator: " ", omittingEmptySubsequences: true).map(String.init) }
+    let lines = text.stdout.split(separator: "\n").map {
+      $0.split(separator: " ", omittingEmptySubsequences: true).map(String.init)
+    }
     #expect(lines[0] == ["NSFileProtectionComplete", "own", documents])
     #expect(lines[1] == ["NSFileProtectionComplete", "inherited", documents + "/a.txt"])
-    #expect(lines[2] == ["NSFileProtectionCompleteUntilFirstUserAuthentication", "default", t.containerPath("com.example.app")])
+    #expect(
+      lines[2] == [
+        "NSFileProtectionCompleteUntilFirstUserAuthentication", "default", t.containerPath("com.example.app"),
+      ])
     let json = try Protfs.run(["--device", t.root, "get-class", "--json", documents + "/a.txt"])
     let rows = try JSONSerialization.jsonObject(with: Data(json.stdout.utf8)) as! [[String: String]]
-    #expect(rows == [["path": documents + "/a.txt", "class": "NSFileProtectionComplete", "name": "complete", "source": "inherited"]])
+    #expect(
+      rows == [
+        ["path": documents + "/a.txt", "class": "NSFileProtectionComplete", "name": "complete", "source": "inherited"]
+      ])
   }
 
   @Test func relativePathsAndRecursive() throws {
     let t = try TestDevice(containers: ["com.example.app"])
     let container = t.containerPath("com.example.app")
     try t.writeFile(container + "/Documents/x.txt")
-    let result = try Protfs.run(["--device", t.root, "set-class", "-r", "unless-open", "Documents"], currentDirectory: container)
+    let result = try Protfs.run(
+      ["--device", t.root, "set-class", "-r", "unless-open", "Documents"], currentDirectory: container)
     #expect(result.status == 0 && result.stderr.contains("Set complete-unless-open on 2 items"), "\(result)")
     #expect(t.rawClass(container + "/Documents/x.txt") == "NSFileProtectionCompleteUnlessOpen")
   }
@@ -185,7 +210,9 @@ import Testing
     #expect(direct.status == 1 && direct.stderr.contains("symbolic link"), "\(direct)")
     let through = try Protfs.run(["--device", t.root, "set-class", "none", link + "/file"])
     #expect(through.status == 1 && through.stderr.contains("symbolic link"), "\(through)")
-    let recursive = try Protfs.run(["--device", t.root, "set-class", "-r", "none", t.containerPath("com.example.app", "Documents")])
+    let recursive = try Protfs.run([
+      "--device", t.root, "set-class", "-r", "none", t.containerPath("com.example.app", "Documents"),
+    ])
     #expect(recursive.status == 0 && recursive.stderr.contains("left \(link) alone"))
     #expect(TestDevice.rawAttribute(outside, AttributeName.protectionClass) == nil)
   }
@@ -196,7 +223,8 @@ import Testing
     try t.writeFile(documents + "/target.txt")
     _ = try Protfs.run(["--device", t.root, "set-class", "none", documents + "/target.txt"])
     try FileManager.default.createSymbolicLink(atPath: documents + "/rel", withDestinationPath: "target.txt")
-    try FileManager.default.createSymbolicLink(atPath: documents + "/abs", withDestinationPath: documents + "/target.txt")
+    try FileManager.default.createSymbolicLink(
+      atPath: documents + "/abs", withDestinationPath: documents + "/target.txt")
     try FileManager.default.createSymbolicLink(atPath: documents + "/out", withDestinationPath: "/etc/passwd")
     try FileManager.default.createSymbolicLink(atPath: documents + "/up", withDestinationPath: "../../../../..")
     try FileManager.default.createSymbolicLink(atPath: documents + "/loop1", withDestinationPath: "loop2")
@@ -220,7 +248,9 @@ import Testing
     let t = try TestDevice(initialize: false)
     let result = try Protfs.run(["--device", t.root, "get-class", t.root])
     #expect(result.status == 1)
-    #expect(result.stderr.contains("'\(t.root)' has not been initialised") && result.stderr.contains("protfs --device \(t.root) init"))
+    #expect(
+      result.stderr.contains("'\(t.root)' has not been initialised")
+        && result.stderr.contains("protfs --device \(t.root) init"))
   }
 
   @Test func corruptClassIsReportedNotCrashed() throws {

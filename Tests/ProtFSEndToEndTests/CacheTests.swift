@@ -10,10 +10,13 @@ import Testing
     let t = try TestDevice(containers: [app])
     _ = try Protfs.run(["--device", t.root, "init-cache", app])
     try Data(repeating: 1, count: 10_000).write(to: URL(fileURLWithPath: t.containerPath(app, "Library/Caches/blob")))
-    try t.writeFile(t.containerPath(app, "Library/Caches/com.apple.nsurlsessiond/Downloads/\(app)/CFNetworkDownload_Zz9Zz9.tmp"))
+    try t.writeFile(
+      t.containerPath(app, "Library/Caches/com.apple.nsurlsessiond/Downloads/\(app)/CFNetworkDownload_Zz9Zz9.tmp"))
     try t.writeFile(t.containerPath(app, "Documents/keep"))
     let ls = try Protfs.run(["--device", t.root, "cache", "ls", app])
-    #expect(ls.status == 0 && ls.stdout.contains("Library/Caches") && ls.stdout.contains("orphan CFNetworkDownload_Zz9Zz9.tmp"), "\(ls)")
+    #expect(
+      ls.status == 0 && ls.stdout.contains("Library/Caches")
+        && ls.stdout.contains("orphan CFNetworkDownload_Zz9Zz9.tmp"), "\(ls)")
     let du = try Protfs.run(["--device", t.root, "cache", "du", "--json"])
     let rows = try JSONSerialization.jsonObject(with: Data(du.stdout.utf8)) as! [[String: Any]]
     let total = rows[0]["total"] as! [String: Any]
@@ -21,8 +24,12 @@ import Testing
     let bytes = try Protfs.run(["--device", t.root, "cache", "du", "-b", app])
     #expect(bytes.stdout.contains("10004"))
     let dry = try Protfs.run(["--device", t.root, "cache", "purge", "--orphans", "--dry-run"])
-    #expect(dry.status == 0 && dry.stdout.contains("Would remove \(app)/Library/Caches/com.apple.nsurlsessiond"), "\(dry)")
-    #expect(FileManager.default.fileExists(atPath: t.containerPath(app, "Library/Caches/com.apple.nsurlsessiond/Downloads/\(app)/CFNetworkDownload_Zz9Zz9.tmp")))
+    #expect(
+      dry.status == 0 && dry.stdout.contains("Would remove \(app)/Library/Caches/com.apple.nsurlsessiond"), "\(dry)")
+    #expect(
+      FileManager.default.fileExists(
+        atPath: t.containerPath(
+          app, "Library/Caches/com.apple.nsurlsessiond/Downloads/\(app)/CFNetworkDownload_Zz9Zz9.tmp")))
     let purge = try Protfs.run(["--device", t.root, "cache", "purge", app])
     #expect(purge.status == 0 && purge.stdout.contains("Removed 2 items"), "\(purge)")
     #expect(FileManager.default.fileExists(atPath: t.containerPath(app, "Documents/keep")))

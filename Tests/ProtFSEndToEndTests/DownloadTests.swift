@@ -23,7 +23,9 @@ import Testing
     let payload = Data(DownloadFixture.bytes(3 << 20))
     let big = try server.put(payload, at: "big.bin")
     let small = try server.put(Data("hello".utf8), at: "dir/small.txt")
-    let result = try Protfs.run(["--device", t.root, "download", "--bundle", app, big.absoluteString, small.absoluteString])
+    let result = try Protfs.run([
+      "--device", t.root, "download", "--bundle", app, big.absoluteString, small.absoluteString,
+    ])
     #expect(result.status == 0, "\(result)")
     let documents = t.containerPath(app, "Documents")
     #expect(result.stdout == "\(documents)/big.bin\n\(documents)/small.txt\n")
@@ -72,7 +74,9 @@ import Testing
     defer { server.stop() }
     let good = try server.put(Data("ok".utf8), at: "ok.txt").absoluteString
     let missing = server.url("missing.txt").absoluteString
-    let result = try Protfs.run(["--device", t.root, "download", "--bundle", app, "ftp://example.com/x", "not a url", missing, good])
+    let result = try Protfs.run([
+      "--device", t.root, "download", "--bundle", app, "ftp://example.com/x", "not a url", missing, good,
+    ])
     #expect(result.status == 1, "\(result)")
     #expect(result.stderr.contains("unsupported scheme 'ftp'") && result.stderr.contains("'not a url' is not a URL"))
     #expect(result.stderr.contains("404"))
@@ -89,21 +93,30 @@ import Testing
     let list = t.directory + "/urls.txt"
     try "# a comment\n\n\(url)\n".write(toFile: list, atomically: true, encoding: .utf8)
     let digest = "0" + String(repeating: "a", count: 63)
-    let mismatch = try Protfs.run(["--device", t.root, "download", "--bundle", app, "-i", list, "--to", "Library/Application Support/Files", "--sha256", digest])
+    let mismatch = try Protfs.run([
+      "--device", t.root, "download", "--bundle", app, "-i", list, "--to", "Library/Application Support/Files",
+      "--sha256", digest,
+    ])
     #expect(mismatch.status == 1 && mismatch.stderr.lowercased().contains("sha-256"), "\(mismatch)")
     #expect(!FileManager.default.fileExists(atPath: t.containerPath(app, "Library/Application Support/Files/c.bin")))
     let sha = try Protfs.runProgram("/usr/bin/sha256sum", [server.root.path + "/c.bin"])
     let good = String(sha.stdout.prefix(64))
-    let ok = try Protfs.run(["--device", t.root, "download", "--bundle", app, "-i", list, "--to", "Library/Application Support/Files", "--sha256", good, "--progress", "json"])
+    let ok = try Protfs.run([
+      "--device", t.root, "download", "--bundle", app, "-i", list, "--to", "Library/Application Support/Files",
+      "--sha256", good, "--progress", "json",
+    ])
     #expect(ok.status == 0, "\(ok)")
     #expect(ok.stdout.contains("\"event\":\"completed\""))
-    #expect(FileManager.default.contents(atPath: t.containerPath(app, "Library/Application Support/Files/c.bin")) == data)
+    #expect(
+      FileManager.default.contents(atPath: t.containerPath(app, "Library/Application Support/Files/c.bin")) == data)
   }
 
   @Test(arguments: [
     (["download", "http://127.0.0.1/x"], "Missing '--bundle <bundle-id>'"),
     (["download", "--bundle", "com.example.app"], "Give at least one URL"),
-    (["download", "--bundle", "com.example.app", "--connections", "0", "http://127.0.0.1/x"], "not a connection count"),
+    (
+      ["download", "--bundle", "com.example.app", "--connections", "0", "http://127.0.0.1/x"], "not a connection count"
+    ),
     (["download", "--bundle", "com.example.app", "--sha256", "xyz", "http://127.0.0.1/x"], "not a SHA-256 digest"),
     (["download", "--bundle", "com.example.app", "--progress", "fancy", "http://127.0.0.1/x"], "not a progress mode"),
     (["tasks", "resume", "abc"], "not a task number"),
@@ -116,11 +129,17 @@ import Testing
 
   @Test func unknownBundleAndDestinationOutsideTheContainer() throws {
     let t = try device()
-    let unknown = try Protfs.run(["--device", t.root, "download", "--bundle", "com.example.other", "http://127.0.0.1:9/x"])
+    let unknown = try Protfs.run([
+      "--device", t.root, "download", "--bundle", "com.example.other", "http://127.0.0.1:9/x",
+    ])
     #expect(unknown.status == 1 && unknown.stderr.contains("no container for 'com.example.other'"), "\(unknown)")
     for to in ["../com.example.other", "/etc", "Documents/../../x"] {
-      let outside = try Protfs.run(["--device", t.root, "download", "--bundle", app, "--to", to, "http://127.0.0.1:9/x"])
-      #expect(outside.status == 1 && (outside.stderr.contains("outside") || outside.stderr.contains("'..'")), "\(to): \(outside)")
+      let outside = try Protfs.run([
+        "--device", t.root, "download", "--bundle", app, "--to", to, "http://127.0.0.1:9/x",
+      ])
+      #expect(
+        outside.status == 1 && (outside.stderr.contains("outside") || outside.stderr.contains("'..'")),
+        "\(to): \(outside)")
     }
     #expect(!FileManager.default.fileExists(atPath: t.containerPath("com.example.other")))
   }
@@ -173,7 +192,9 @@ import Testing
     var onDisk = 0
     while onDisk < 400_000 && Date() < deadline {
       let names = (try? FileManager.default.contentsOfDirectory(atPath: downloads)) ?? []
-      onDisk = names.compactMap { try? FileManager.default.attributesOfItem(atPath: downloads + "/" + $0)[.size] as? Int }.max() ?? 0
+      onDisk =
+        names.compactMap { try? FileManager.default.attributesOfItem(atPath: downloads + "/" + $0)[.size] as? Int }
+        .max() ?? 0
       if onDisk < 400_000 { usleep(20_000) }
     }
     try #require(onDisk >= 400_000, "the temp file never held the received bytes")
@@ -186,7 +207,8 @@ import Testing
     #expect(again.status == 0, "\(again)")
     #expect(FileManager.default.contents(atPath: t.containerPath(app, "Documents/big.bin")) == Data(body))
     let last = try #require(server.requests.last)
-    #expect(last.headers["range"]?.hasPrefix("bytes=") == true && last.headers["range"] != "bytes=0-", "\(last.headers)")
+    #expect(
+      last.headers["range"]?.hasPrefix("bytes=") == true && last.headers["range"] != "bytes=0-", "\(last.headers)")
     #expect(last.headers["if-range"] == "\"e1\"")
     // One task, resumed, not a second one.
     let tasks = try Protfs.run(["--device", t.root, "tasks", "--json"])

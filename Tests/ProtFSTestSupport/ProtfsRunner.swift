@@ -44,16 +44,18 @@ public enum Protfs {
 
   /// Runs `protfs ARGS` with `environment` added to a clean environment, and waits for it.
   @discardableResult
-  public static func run(_ arguments: [String], environment: [String: String] = [:], stdin: String? = nil,
-    currentDirectory: String? = nil) throws -> RunResult
-  {
+  public static func run(
+    _ arguments: [String], environment: [String: String] = [:], stdin: String? = nil,
+    currentDirectory: String? = nil
+  ) throws -> RunResult {
     try runProgram(binary, arguments, environment: environment, stdin: stdin, currentDirectory: currentDirectory)
   }
 
   /// Runs any program with captured output.
-  public static func runProgram(_ program: String, _ arguments: [String], environment: [String: String] = [:],
-    stdin: String? = nil, currentDirectory: String? = nil) throws -> RunResult
-  {
+  public static func runProgram(
+    _ program: String, _ arguments: [String], environment: [String: String] = [:],
+    stdin: String? = nil, currentDirectory: String? = nil
+  ) throws -> RunResult {
     let process = Process()
     process.executableURL = URL(fileURLWithPath: program)
     process.arguments = arguments

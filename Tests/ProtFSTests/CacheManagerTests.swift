@@ -16,10 +16,12 @@ struct FixedTasks: DownloadTaskDirectory {
   func populated() throws -> TestDevice {
     let t = try TestDevice(containers: [app])
     _ = try t.device.initCache(try BundleID(app))
-    try FileManager.default.createDirectory(atPath: t.containerPath(app, "Library/Caches/img"), withIntermediateDirectories: true)
-    for (name, days, size) in [("Library/Caches/img/old.jpg", 30, 8192), ("Library/Caches/img/mid.jpg", 5, 8192),
-      ("Library/Caches/new.json", 0, 4096), ("tmp/scratch", 2, 4096)]
-    {
+    try FileManager.default.createDirectory(
+      atPath: t.containerPath(app, "Library/Caches/img"), withIntermediateDirectories: true)
+    for (name, days, size) in [
+      ("Library/Caches/img/old.jpg", 30, 8192), ("Library/Caches/img/mid.jpg", 5, 8192),
+      ("Library/Caches/new.json", 0, 4096), ("tmp/scratch", 2, 4096),
+    ] {
       try write(t, name, size: size, daysAgo: days)
     }
     for keep in ["Documents/user.db", "Library/Application Support/state.plist", "Library/Preferences/app.plist"] {
@@ -33,11 +35,16 @@ struct FixedTasks: DownloadTaskDirectory {
     try Data(repeating: 7, count: size).write(to: URL(fileURLWithPath: path))
     let when = Date().addingTimeInterval(-Double(daysAgo) * 86400)
     try FileManager.default.setAttributes([.modificationDate: when], ofItemAtPath: path)
-    var times = [timespec(tv_sec: Int(when.timeIntervalSince1970), tv_nsec: 0), timespec(tv_sec: Int(when.timeIntervalSince1970), tv_nsec: 0)]
+    var times = [
+      timespec(tv_sec: Int(when.timeIntervalSince1970), tv_nsec: 0),
+      timespec(tv_sec: Int(when.timeIntervalSince1970), tv_nsec: 0),
+    ]
     #expect(utimensat(AT_FDCWD, path, &times, 0) == 0)
   }
 
-  func exists(_ t: TestDevice, _ relative: String) -> Bool { FileManager.default.fileExists(atPath: t.containerPath(app, relative)) }
+  func exists(_ t: TestDevice, _ relative: String) -> Bool {
+    FileManager.default.fileExists(atPath: t.containerPath(app, relative))
+  }
 
   @Test func usageCountsApparentAndDiskBytesPerDirectory() throws {
     let t = try populated()
@@ -57,11 +64,15 @@ struct FixedTasks: DownloadTaskDirectory {
     let downloads = t.containerPath(app, "Library/Caches/com.apple.nsurlsessiond/Downloads/\(app)")
     try t.writeFile(downloads + "/CFNetworkDownload_AAAAAA.tmp")
     try t.writeFile(downloads + "/CFNetworkDownload_BBBBBB.tmp")
-    let task = AttachedTask(id: "1", session: "bg", state: "running", url: "https://example.com/a", bytesReceived: 4,
+    let task = AttachedTask(
+      id: "1", session: "bg", state: "running", url: "https://example.com/a", bytesReceived: 4,
       temporaryFileName: "CFNetworkDownload_AAAAAA.tmp", isRunning: true, isResumable: false)
     let manager = CacheManager(device: t.device, tasks: FixedTasks(byBundle: [app: [task]]))
     let report = try manager.list()[0]
-    #expect(report.directories.map(\.protectionClass) == ["NSFileProtectionCompleteUntilFirstUserAuthentication", "NSFileProtectionCompleteUntilFirstUserAuthentication"])
+    #expect(
+      report.directories.map(\.protectionClass) == [
+        "NSFileProtectionCompleteUntilFirstUserAuthentication", "NSFileProtectionCompleteUntilFirstUserAuthentication",
+      ])
     #expect(report.downloads?.protectionClass == "NSFileProtectionNone")
     #expect(report.downloads?.tasks == [task] && report.downloads?.orphans == ["CFNetworkDownload_BBBBBB.tmp"])
     #expect(report.directories[0].usage.oldest! < report.directories[0].usage.newest!)
@@ -71,12 +82,15 @@ struct FixedTasks: DownloadTaskDirectory {
     let t = try populated()
     let report = try CacheManager(device: t.device).purge(criteria: PurgeCriteria(olderThan: 3 * 86400))
     #expect(report.removed.map(\.path) == ["Library/Caches/img/old.jpg", "Library/Caches/img/mid.jpg"])
-    #expect(!exists(t, "Library/Caches/img/old.jpg") && exists(t, "tmp/scratch") && exists(t, "Library/Caches/new.json"))
+    #expect(
+      !exists(t, "Library/Caches/img/old.jpg") && exists(t, "tmp/scratch") && exists(t, "Library/Caches/new.json"))
     for keep in ["Documents/user.db", "Library/Application Support/state.plist", "Library/Preferences/app.plist"] {
       #expect(exists(t, keep))
     }
     // Directories stay, with their classes.
-    #expect(t.rawClass(t.containerPath(app, "Library/Caches/com.apple.nsurlsessiond/Downloads/\(app)")) == "NSFileProtectionNone")
+    #expect(
+      t.rawClass(t.containerPath(app, "Library/Caches/com.apple.nsurlsessiond/Downloads/\(app)"))
+        == "NSFileProtectionNone")
   }
 
   @Test func maxSizeRemovesLeastRecentlyUsedFirst() throws {
@@ -102,10 +116,16 @@ struct FixedTasks: DownloadTaskDirectory {
     for name in ["CFNetworkDownload_RUNNIN.tmp", "CFNetworkDownload_RESUME.tmp", "CFNetworkDownload_ORPHAN.tmp"] {
       try write(t, downloads + "/" + name, size: 1024, daysAgo: 40)
     }
-    let tasks = FixedTasks(byBundle: [app: [
-      AttachedTask(id: "1", session: "s", state: "running", url: "u", bytesReceived: 1, temporaryFileName: "CFNetworkDownload_RUNNIN.tmp", isRunning: true, isResumable: true),
-      AttachedTask(id: "2", session: "s", state: "suspended", url: "u", bytesReceived: 1, temporaryFileName: "CFNetworkDownload_RESUME.tmp", isRunning: false, isResumable: true),
-    ]])
+    let tasks = FixedTasks(byBundle: [
+      app: [
+        AttachedTask(
+          id: "1", session: "s", state: "running", url: "u", bytesReceived: 1,
+          temporaryFileName: "CFNetworkDownload_RUNNIN.tmp", isRunning: true, isResumable: true),
+        AttachedTask(
+          id: "2", session: "s", state: "suspended", url: "u", bytesReceived: 1,
+          temporaryFileName: "CFNetworkDownload_RESUME.tmp", isRunning: false, isResumable: true),
+      ]
+    ])
     let manager = CacheManager(device: t.device, tasks: tasks)
     let orphans = try manager.purge(criteria: PurgeCriteria(orphans: true))
     #expect(orphans.removed.map(\.path) == [downloads + "/CFNetworkDownload_ORPHAN.tmp"])
@@ -119,7 +139,8 @@ struct FixedTasks: DownloadTaskDirectory {
 
   @Test func aTempFileHeldOpenByADownloaderIsKept() throws {
     let t = try populated()
-    let path = t.containerPath(app, "Library/Caches/com.apple.nsurlsessiond/Downloads/\(app)/CFNetworkDownload_HELD01.tmp")
+    let path = t.containerPath(
+      app, "Library/Caches/com.apple.nsurlsessiond/Downloads/\(app)/CFNetworkDownload_HELD01.tmp")
     try t.writeFile(path)
     let fd = open(path, O_RDONLY)
     defer { close(fd) }
@@ -134,10 +155,12 @@ struct FixedTasks: DownloadTaskDirectory {
     let outside = try TestDevice.makeTemporaryDirectory()
     defer { TestDevice.removeTree(outside) }
     try "precious".write(toFile: outside + "/file", atomically: false, encoding: .utf8)
-    try FileManager.default.createSymbolicLink(atPath: t.containerPath(app, "Library/Caches/link"), withDestinationPath: outside)
+    try FileManager.default.createSymbolicLink(
+      atPath: t.containerPath(app, "Library/Caches/link"), withDestinationPath: outside)
     _ = try CacheManager(device: t.device).purge(criteria: PurgeCriteria())
     #expect(FileManager.default.fileExists(atPath: outside + "/file"))
-    #expect((try? FileManager.default.destinationOfSymbolicLink(atPath: t.containerPath(app, "Library/Caches/link"))) == nil)
+    #expect(
+      (try? FileManager.default.destinationOfSymbolicLink(atPath: t.containerPath(app, "Library/Caches/link"))) == nil)
   }
 
   @Test func storagePressureFreesOldestFirstAcrossContainers() throws {
@@ -162,7 +185,11 @@ struct FixedTasks: DownloadTaskDirectory {
 }
 
 @Suite struct QuantityParsingTests {
-  @Test(arguments: [("500", 500), ("64K", 65536), ("10MiB", 10_485_760), ("1.5G", 1_610_612_736), ("100MB", 100_000_000), ("2 kb", 2000), ("0", 0)] as [(String, Int64)])
+  @Test(
+    arguments: [
+      ("500", 500), ("64K", 65536), ("10MiB", 10_485_760), ("1.5G", 1_610_612_736), ("100MB", 100_000_000),
+      ("2 kb", 2000), ("0", 0),
+    ] as [(String, Int64)])
   func sizes(text: String, bytes: Int64) throws { #expect(try ByteSize.parse(text) == bytes) }
 
   @Test(arguments: ["", "ten", "5X", "-1K", "1.2.3M", "K"])
@@ -170,11 +197,16 @@ struct FixedTasks: DownloadTaskDirectory {
     #expect { try ByteSize.parse(text) } throws: { ($0 as! ProtFSError).description.contains("for example 500, 64K") }
   }
 
-  @Test(arguments: [("30s", 30), ("15m", 900), ("2h", 7200), ("7d", 604_800), ("1w", 604_800), ("1h30m", 5400), ("1.5h", 5400)] as [(String, Double)])
+  @Test(
+    arguments: [
+      ("30s", 30), ("15m", 900), ("2h", 7200), ("7d", 604_800), ("1w", 604_800), ("1h30m", 5400), ("1.5h", 5400),
+    ] as [(String, Double)])
   func durations(text: String, seconds: Double) throws { #expect(try HumanDuration.parse(text) == seconds) }
 
   @Test(arguments: ["", "5", "5x", "h", "1h30", "-2d"])
   func badDurationsSayWhatIsRight(text: String) {
-    #expect { try HumanDuration.parse(text) } throws: { ($0 as! ProtFSError).description.contains("for example 30s, 15m") }
+    #expect { try HumanDuration.parse(text) } throws: {
+      ($0 as! ProtFSError).description.contains("for example 30s, 15m")
+    }
   }
 }

@@ -11,7 +11,8 @@ import Testing
     let t = try TestDevice(containers: [app])
     let device = t.device
     let documents = try device.resolve(t.containerPath(app, "Documents"))
-    try FileManager.default.createDirectory(atPath: t.containerPath(app, "Documents/a/b"), withIntermediateDirectories: true)
+    try FileManager.default.createDirectory(
+      atPath: t.containerPath(app, "Documents/a/b"), withIntermediateDirectories: true)
     try t.writeFile(t.containerPath(app, "Documents/a/b/f.txt"))
     let file = try device.resolve(t.containerPath(app, "Documents/a/b/f.txt"))
     #expect(try device.effectiveClass(of: file) == EffectiveClass(.completeUntilFirstUserAuthentication, .inherited))
@@ -29,7 +30,9 @@ import Testing
     try device.createContainer(try BundleID(app), defaultClass: .complete)
     #expect(try device.effectiveClass(of: extra) == EffectiveClass(.complete, .default))
     // Outside any container: class C by default.
-    #expect(try device.effectiveClass(of: Device.containersPath) == EffectiveClass(.completeUntilFirstUserAuthentication, .default))
+    #expect(
+      try device.effectiveClass(of: Device.containersPath)
+        == EffectiveClass(.completeUntilFirstUserAuthentication, .default))
   }
 
   @Test func changingADirectoryDoesNotRelabelChildrenUnlessRecursive() throws {
@@ -38,7 +41,8 @@ import Testing
     try t.device.createDirectory(documents.appending("sub"))
     try t.device.setClass(.complete, of: documents)
     #expect(t.rawClass(t.containerPath(app, "Documents/sub")) == "NSFileProtectionCompleteUntilFirstUserAuthentication")
-    try FileManager.default.createSymbolicLink(atPath: t.containerPath(app, "Documents/link"), withDestinationPath: "/etc/passwd")
+    try FileManager.default.createSymbolicLink(
+      atPath: t.containerPath(app, "Documents/link"), withDestinationPath: "/etc/passwd")
     let result = try t.device.setClass(.completeUnlessOpen, of: documents, recursive: true)
     #expect(result.changed == 2 && result.skipped == [documents.appending("link")])
     #expect(t.rawClass(t.containerPath(app, "Documents/sub")) == "NSFileProtectionCompleteUnlessOpen")
@@ -60,9 +64,12 @@ import Testing
     let t = try TestDevice(containers: [app])
     let outside = try TestDevice.makeTemporaryDirectory()
     defer { TestDevice.removeTree(outside) }
-    try FileManager.default.createSymbolicLink(atPath: t.containerPath(app, "Documents/out"), withDestinationPath: outside)
+    try FileManager.default.createSymbolicLink(
+      atPath: t.containerPath(app, "Documents/out"), withDestinationPath: outside)
     let link = try t.device.resolve(t.containerPath(app, "Documents/out"))
-    #expect { try t.device.setClass(.none, of: link) } throws: { ($0 as! ProtFSError).message.contains("symbolic link") }
+    #expect { try t.device.setClass(.none, of: link) } throws: {
+      ($0 as! ProtFSError).message.contains("symbolic link")
+    }
     #expect { try t.device.effectiveClass(of: link.appending("f")) } throws: { ($0 as! ProtFSError).code == .symlink }
     #expect { try t.device.createDirectory(link.appending("new")) } throws: { ($0 as! ProtFSError).code == .symlink }
     #expect(TestDevice.rawAttribute(outside, AttributeName.protectionClass) == nil)

@@ -8,10 +8,14 @@ import Testing
     let env = ["PROTFS_DEVICE": "/env/dev", "XDG_DATA_HOME": "/xdg", "HOME": "/home/u"]
     #expect(Device.locate(explicit: "/cli/dev", environment: env).root == "/cli/dev")
     #expect(Device.locate(explicit: nil, environment: env).root == "/env/dev")
-    #expect(Device.locate(explicit: nil, environment: ["XDG_DATA_HOME": "/xdg", "HOME": "/home/u"]).root == "/xdg/protfs/device")
+    #expect(
+      Device.locate(explicit: nil, environment: ["XDG_DATA_HOME": "/xdg", "HOME": "/home/u"]).root
+        == "/xdg/protfs/device")
     #expect(Device.locate(explicit: nil, environment: ["HOME": "/home/u"]).root == "/home/u/.local/share/protfs/device")
     // XDG says a relative XDG_DATA_HOME is invalid and must be ignored.
-    #expect(Device.locate(explicit: nil, environment: ["XDG_DATA_HOME": "rel", "HOME": "/h"]).root == "/h/.local/share/protfs/device")
+    #expect(
+      Device.locate(explicit: nil, environment: ["XDG_DATA_HOME": "rel", "HOME": "/h"]).root
+        == "/h/.local/share/protfs/device")
   }
 
   @Test func resolvesPathsInsideAndRefusesOutside() throws {
@@ -37,7 +41,9 @@ import Testing
       #expect(FileManager.default.fileExists(atPath: path, isDirectory: &isDirectory) && isDirectory.boolValue)
       #expect(t.rawClass(path) == "NSFileProtectionCompleteUntilFirstUserAuthentication")
     }
-    #expect(TestDevice.rawAttribute(t.containerPath("com.example.app"), AttributeName.defaultClass) == "NSFileProtectionCompleteUntilFirstUserAuthentication")
+    #expect(
+      TestDevice.rawAttribute(t.containerPath("com.example.app"), AttributeName.defaultClass)
+        == "NSFileProtectionCompleteUntilFirstUserAuthentication")
     // Nothing is left in staging.
     #expect(try FileManager.default.contentsOfDirectory(atPath: t.path(".protfs/staging")).isEmpty)
   }
@@ -65,21 +71,27 @@ import Testing
   @Test func initCacheMakesTheDownloadsDirectoryUnprotected() throws {
     let t = try TestDevice()
     let result = try t.device.initCache(try BundleID("com.example.app"))
-    let expected = t.root + "/Containers/com.example.app/Library/Caches/com.apple.nsurlsessiond/Downloads/com.example.app"
+    let expected =
+      t.root + "/Containers/com.example.app/Library/Caches/com.apple.nsurlsessiond/Downloads/com.example.app"
     #expect(result.path == expected && result.containerCreated && result.created)
     #expect(t.rawClass(expected) == "NSFileProtectionNone")
     // Directories created on the way take their parent's class.
-    #expect(t.rawClass(t.containerPath("com.example.app", "Library/Caches/com.apple.nsurlsessiond")) == "NSFileProtectionCompleteUntilFirstUserAuthentication")
+    #expect(
+      t.rawClass(t.containerPath("com.example.app", "Library/Caches/com.apple.nsurlsessiond"))
+        == "NSFileProtectionCompleteUntilFirstUserAuthentication")
     let again = try t.device.initCache(try BundleID("com.example.app"))
     #expect(!again.created && !again.containerCreated && again.previousClass == nil)
-    let changed = try t.device.initCache(try BundleID("com.example.app"), protectionClass: .completeUntilFirstUserAuthentication)
+    let changed = try t.device.initCache(
+      try BundleID("com.example.app"), protectionClass: .completeUntilFirstUserAuthentication)
     #expect(changed.previousClass == EffectiveClass(.none, .own))
     #expect(t.rawClass(expected) == "NSFileProtectionCompleteUntilFirstUserAuthentication")
   }
 
   @Test func entitlementsInXMLAndBinary() throws {
     let t = try TestDevice()
-    let plist: [String: Any] = [Entitlements.defaultDataProtectionKey: "NSFileProtectionComplete", "aps-environment": "development"]
+    let plist: [String: Any] = [
+      Entitlements.defaultDataProtectionKey: "NSFileProtectionComplete", "aps-environment": "development",
+    ]
     for format in [PropertyListSerialization.PropertyListFormat.xml, .binary] {
       let data = try PropertyListSerialization.data(fromPropertyList: plist, format: format, options: 0)
       let path = t.directory + "/app-\(format.rawValue).entitlements"

@@ -9,7 +9,9 @@ import Testing
 @Suite(.timeLimit(.minutes(1))) struct DownloadsDeviceLockTests {
   let app = "com.example.app"
 
-  func session(_ t: TestDevice, downloadsClass: ProtectionClass, server: FaultServer) throws -> (DownloadSession, DownloadTask) {
+  func session(_ t: TestDevice, downloadsClass: ProtectionClass, server: FaultServer) throws -> (
+    DownloadSession, DownloadTask
+  ) {
     let bundle = try BundleID(app)
     try t.device.createContainer(bundle, defaultClass: .complete)
     _ = try t.device.initCache(bundle, protectionClass: downloadsClass)

@@ -17,7 +17,9 @@ import Testing
   static let table: [Row] = [
     Row(protectionClass: .complete, lockedRead: false, lockedCreate: false, lockedOpenHandle: false),
     Row(protectionClass: .completeUnlessOpen, lockedRead: false, lockedCreate: true, lockedOpenHandle: true),
-    Row(protectionClass: .completeUntilFirstUserAuthentication, lockedRead: true, lockedCreate: true, lockedOpenHandle: true),
+    Row(
+      protectionClass: .completeUntilFirstUserAuthentication, lockedRead: true, lockedCreate: true,
+      lockedOpenHandle: true),
     Row(protectionClass: .completeWhenUserInactive, lockedRead: true, lockedCreate: true, lockedOpenHandle: true),
     Row(protectionClass: .none, lockedRead: true, lockedCreate: true, lockedOpenHandle: true),
   ]
@@ -26,7 +28,8 @@ import Testing
     let t = try TestDevice(containers: ["com.example.app"])
     let fm = ProtectedFileManager(device: t.device)
     let directory = t.containerPath("com.example.app", "Documents/\(cls.name)")
-    try fm.createDirectory(atPath: directory, withIntermediateDirectories: false, attributes: [.protectionKey: cls.fileProtectionType])
+    try fm.createDirectory(
+      atPath: directory, withIntermediateDirectories: false, attributes: [.protectionKey: cls.fileProtectionType])
     try fm.write(Data("secret".utf8), toPath: directory + "/file", options: [.atomic, cls.writingOption])
     return (t, fm, directory)
   }
@@ -51,7 +54,10 @@ import Testing
     #expect(code { try fm.write(Data("x".utf8), toPath: directory + "/file") } == (row.lockedRead ? nil : 513))
     #expect(code { try fm.write(Data("n".utf8), toPath: directory + "/new") } == (row.lockedCreate ? nil : 513))
     #expect(fm.createFile(atPath: directory + "/new2", contents: nil) == row.lockedCreate)
-    #expect(code { try handle.seek(toOffset: 0); _ = try handle.read(upToCount: 6) } == (row.lockedOpenHandle ? nil : 257))
+    #expect(
+      code {
+        try handle.seek(toOffset: 0); _ = try handle.read(upToCount: 6)
+      } == (row.lockedOpenHandle ? nil : 257))
     // Metadata is never gated.
     #expect(try fm.attributesOfItem(atPath: directory + "/file")[.protectionKey] != nil)
     try fm.moveItem(atPath: directory + "/file", toPath: directory + "/renamed")

@@ -53,16 +53,22 @@ import Testing
     #expect(t.rawClass(url.path) == "NSFileProtectionComplete")
     #expect(throws: CocoaError.self) { try Data("3".utf8).write(to: url, options: .withoutOverwriting, using: fm) }
     // No temporary files are left behind.
-    #expect(try FileManager.default.contentsOfDirectory(atPath: t.containerPath(app, "Documents")).allSatisfy { !$0.hasPrefix(".") })
+    #expect(
+      try FileManager.default.contentsOfDirectory(atPath: t.containerPath(app, "Documents")).allSatisfy {
+        !$0.hasPrefix(".")
+      })
   }
 
   @Test func directoriesHonourProtectionAttributes() throws {
     let t = try TestDevice(containers: [app])
     let fm = ProtectedFileManager(device: t.device)
     let cache = t.containerPath(app, "Library/Caches/com.apple.nsurlsessiond/Downloads/\(app)")
-    try fm.createDirectory(atPath: cache, withIntermediateDirectories: true, attributes: [.protectionKey: FileProtectionType.none])
+    try fm.createDirectory(
+      atPath: cache, withIntermediateDirectories: true, attributes: [.protectionKey: FileProtectionType.none])
     #expect(t.rawClass(cache) == "NSFileProtectionNone")
-    #expect(t.rawClass(t.containerPath(app, "Library/Caches/com.apple.nsurlsessiond")) == "NSFileProtectionCompleteUntilFirstUserAuthentication")
+    #expect(
+      t.rawClass(t.containerPath(app, "Library/Caches/com.apple.nsurlsessiond"))
+        == "NSFileProtectionCompleteUntilFirstUserAuthentication")
     #expect { try fm.createDirectory(atPath: cache, withIntermediateDirectories: false) } throws: {
       ($0 as! CocoaError).code == .fileWriteFileExists
     }
@@ -96,8 +102,10 @@ import Testing
     try #require(mount("none", mountPoint, "tmpfs", 0, nil) == 0, "mount tmpfs: \(String(cString: strerror(errno)))")
     defer { umount2(mountPoint, Int32(MNT_DETACH)) }
     let source = mountPoint + "/download"
-    try fm.createDirectory(atPath: source, withIntermediateDirectories: false, attributes: [.protectionKey: FileProtectionType.none])
-    try Data("payload".utf8).write(to: URL(fileURLWithPath: source + "/file.bin"), options: .completeFileProtectionUnlessOpen, using: fm)
+    try fm.createDirectory(
+      atPath: source, withIntermediateDirectories: false, attributes: [.protectionKey: FileProtectionType.none])
+    try Data("payload".utf8).write(
+      to: URL(fileURLWithPath: source + "/file.bin"), options: .completeFileProtectionUnlessOpen, using: fm)
     #expect(lsetxattr(source + "/file.bin", "user.other", "kept", 4, 0) == 0)
     let destination = t.containerPath(app, "Documents/download")
     try fm.moveItem(atPath: source, toPath: destination)

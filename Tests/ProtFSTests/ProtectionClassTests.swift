@@ -30,12 +30,16 @@ import Testing
       try ProtectionClass.parse("compelte")
     } throws: { error in
       let description = (error as! ProtFSError).description
-      return description.contains("'compelte' is not a protection class") && description.contains("Did you mean 'complete'?")
+      return description.contains("'compelte' is not a protection class")
+        && description.contains("Did you mean 'complete'?")
     }
   }
 
   @Test func strengthOrder() {
-    #expect(ProtectionClass.byStrength == [.none, .completeUntilFirstUserAuthentication, .completeWhenUserInactive, .completeUnlessOpen, .complete])
+    #expect(
+      ProtectionClass.byStrength == [
+        .none, .completeUntilFirstUserAuthentication, .completeWhenUserInactive, .completeUnlessOpen, .complete,
+      ])
     #expect(ProtectionClass.none < .completeUntilFirstUserAuthentication)
     #expect(ProtectionClass.completeWhenUserInactive < .completeUnlessOpen)
     #expect(ProtectionClass.allCases.max() == .complete)
@@ -43,7 +47,9 @@ import Testing
 
   @Test func rawValuesAreApplesConstants() {
     #expect(ProtectionClass.none.rawValue == "NSFileProtectionNone")
-    #expect(ProtectionClass.completeUntilFirstUserAuthentication.attributeValue == Array("NSFileProtectionCompleteUntilFirstUserAuthentication".utf8))
+    #expect(
+      ProtectionClass.completeUntilFirstUserAuthentication.attributeValue
+        == Array("NSFileProtectionCompleteUntilFirstUserAuthentication".utf8))
     #expect(ProtectionClass(attributeValue: Array("NSFileProtectionComplete".utf8)) == .complete)
     #expect(ProtectionClass(attributeValue: Array("NSFileProtectionComplete\0".utf8)) == nil)
     #expect(ProtectionClass(attributeValue: [0xFF, 0x00]) == nil)
@@ -65,7 +71,9 @@ import Testing
     #expect(ProtectionClass.completeUntilFirstUserAuthentication.writingOption.rawValue == 0x4000_0000)
     #expect(ProtectionClass.completeWhenUserInactive.writingOption.rawValue == 0x5000_0000)
     #expect(try ProtectionClass(writingOptions: [.atomic]) == nil)
-    #expect(throws: ProtFSError.self) { try ProtectionClass(writingOptions: Data.WritingOptions(rawValue: 0x7000_0000)) }
+    #expect(throws: ProtFSError.self) {
+      try ProtectionClass(writingOptions: Data.WritingOptions(rawValue: 0x7000_0000))
+    }
     #expect(FileProtectionType.completeWhenUserInactive.rawValue == "NSFileProtectionCompleteWhenUserInactive")
   }
 }

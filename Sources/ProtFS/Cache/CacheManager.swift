@@ -20,7 +20,10 @@ public struct CacheManager: Sendable {
   public var threads = 2
 
   /// A manager for `device`.
-  public init(device: Device, tasks: any DownloadTaskDirectory = NoDownloadTasks(), now: @escaping @Sendable () -> Date = Date.init) {
+  public init(
+    device: Device, tasks: any DownloadTaskDirectory = NoDownloadTasks(),
+    now: @escaping @Sendable () -> Date = Date.init
+  ) {
     self.device = device
     self.tasks = tasks
     self.now = now
@@ -213,7 +216,8 @@ public struct CacheManager: Sendable {
         total.add(areaUsage)
         return CacheDirectoryReport(path: area, protectionClass: nil, usage: areaUsage)
       }
-      return ContainerCacheReport(bundleID: container.bundleID.rawValue, directories: directories, downloads: nil, total: total)
+      return ContainerCacheReport(
+        bundleID: container.bundleID.rawValue, directories: directories, downloads: nil, total: total)
     }
   }
 
@@ -312,7 +316,9 @@ public struct CacheManager: Sendable {
     return (allowed, kept, running.union(resumable))
   }
 
-  private func remove(_ chosen: [(Item, String)], from container: Container, dryRun: Bool, into report: inout PurgeReport) {
+  private func remove(
+    _ chosen: [(Item, String)], from container: Container, dryRun: Bool, into report: inout PurgeReport
+  ) {
     var handles: [String: DirectoryHandle] = [:]
     for (item, reason) in chosen {
       let purged = PurgedItem(

@@ -116,7 +116,9 @@ public struct PurgeCriteria: Sendable, Equatable {
   public var includeResumable = false
 
   /// Criteria; with none of `olderThan`, `maxSize`, `orphans`, a purge removes every purgeable item.
-  public init(olderThan: TimeInterval? = nil, maxSize: Int64? = nil, orphans: Bool = false, includeResumable: Bool = false) {
+  public init(
+    olderThan: TimeInterval? = nil, maxSize: Int64? = nil, orphans: Bool = false, includeResumable: Bool = false
+  ) {
     self.olderThan = olderThan
     self.maxSize = maxSize
     self.orphans = orphans

@@ -18,9 +18,10 @@ public struct AttachedTask: Sendable, Equatable, Codable {
   public var isResumable: Bool
 
   /// Creates a task description.
-  public init(id: String, session: String, state: String, url: String, bytesReceived: Int64,
-    temporaryFileName: String?, isRunning: Bool, isResumable: Bool)
-  {
+  public init(
+    id: String, session: String, state: String, url: String, bytesReceived: Int64,
+    temporaryFileName: String?, isRunning: Bool, isResumable: Bool
+  ) {
     self.id = id
     self.session = session
     self.state = state

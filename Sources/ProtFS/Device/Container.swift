@@ -89,7 +89,8 @@ extension Device {
       let current = stored ?? .containerDefault
       if let wanted = defaultClass, wanted != current || stored == nil {
         try directory.setAttribute(AttributeName.defaultClass, to: wanted.attributeValue)
-        return ContainerCreation(created: false, previousDefault: wanted == current ? nil : current, defaultClass: wanted)
+        return ContainerCreation(
+          created: false, previousDefault: wanted == current ? nil : current, defaultClass: wanted)
       }
       return ContainerCreation(created: false, previousDefault: nil, defaultClass: current)
     }

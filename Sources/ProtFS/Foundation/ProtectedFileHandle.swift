@@ -24,8 +24,10 @@ public final class ProtectedFileHandle: @unchecked Sendable {
   public func read(upToCount count: Int) throws -> Data? {
     try io(writing: false) { fd throws(ProtFSError) in
       var buffer = [UInt8](repeating: 0, count: count)
-      let n = try buffer.withUnsafeMutableBytes { raw in valueOrErrno { Foundation.read(fd, raw.baseAddress, raw.count) } }
-        .orThrow("read", path: path)
+      let n = try buffer.withUnsafeMutableBytes { raw in
+        valueOrErrno { Foundation.read(fd, raw.baseAddress, raw.count) }
+      }
+      .orThrow("read", path: path)
       return n == 0 ? nil : Data(buffer.prefix(n))
     }
   }

@@ -75,12 +75,15 @@ public final class ProtectedFileManager: @unchecked Sendable {
 
   /// Creates a directory; `attributes[.protectionKey]` sets its class, otherwise it takes its parent's.
   /// Intermediate directories, when allowed, each take their parent's class.
-  public func createDirectory(atPath path: String, withIntermediateDirectories createIntermediates: Bool,
-    attributes: [FileAttributeKey: Any]? = nil) throws
-  {
+  public func createDirectory(
+    atPath path: String, withIntermediateDirectories createIntermediates: Bool,
+    attributes: [FileAttributeKey: Any]? = nil
+  ) throws {
     try cocoa(writing: path) { () throws(ProtFSError) in
       let item = try device.resolve(path)
-      let requested = try attributes?[.protectionKey].map { v throws(ProtFSError) in try Self.protectionClass(from: v, path: path) }
+      let requested = try attributes?[.protectionKey].map { v throws(ProtFSError) in
+        try Self.protectionClass(from: v, path: path)
+      }
       let permissions = (attributes?[.posixPermissions] as? NSNumber).map { FilePermissions(rawValue: $0.uint32Value) }
       if (try? device.status(item)) == nil { try checkCreation(item) }
       if createIntermediates {
@@ -89,9 +92,11 @@ public final class ProtectedFileManager: @unchecked Sendable {
           current = current.appending(component)
           try device.createDirectory(current)
         }
-        try device.createDirectory(item, protectionClass: requested, permissions: permissions ?? FilePermissions(rawValue: 0o755))
+        try device.createDirectory(
+          item, protectionClass: requested, permissions: permissions ?? FilePermissions(rawValue: 0o755))
       } else {
-        let created = try device.createDirectory(item, protectionClass: requested, permissions: permissions ?? FilePermissions(rawValue: 0o755))
+        let created = try device.createDirectory(
+          item, protectionClass: requested, permissions: permissions ?? FilePermissions(rawValue: 0o755))
         if !created {
           throw ProtFSError(.alreadyExists, "The directory '\(path)' already exists.", path: path, errno: EEXIST)
         }
@@ -104,14 +109,16 @@ public final class ProtectedFileManager: @unchecked Sendable {
   }
 
   /// URL form of `createDirectory(atPath:withIntermediateDirectories:attributes:)`.
-  public func createDirectory(at url: URL, withIntermediateDirectories createIntermediates: Bool,
-    attributes: [FileAttributeKey: Any]? = nil) throws
-  {
+  public func createDirectory(
+    at url: URL, withIntermediateDirectories createIntermediates: Bool,
+    attributes: [FileAttributeKey: Any]? = nil
+  ) throws {
     try createDirectory(atPath: url.path, withIntermediateDirectories: createIntermediates, attributes: attributes)
   }
 
   /// Creates (or replaces) a file, as `FileManager.createFile` does: returns false on failure.
-  public func createFile(atPath path: String, contents data: Data?, attributes: [FileAttributeKey: Any]? = nil) -> Bool {
+  public func createFile(atPath path: String, contents data: Data?, attributes: [FileAttributeKey: Any]? = nil) -> Bool
+  {
     do {
       var options: Data.WritingOptions = [.atomic]
       if let value = attributes?[.protectionKey] {
@@ -156,17 +163,20 @@ public final class ProtectedFileManager: @unchecked Sendable {
       var protectionClass = requested
       if protectionClass == nil, existing != nil { protectionClass = try parent.protectionClass(of: name) }
       if protectionClass == nil { protectionClass = try device.effectiveClass(of: item.parent).protectionClass }
-      try writeFile(data, name: name, in: parent, protectionClass: protectionClass!, existing: existing != nil,
+      try writeFile(
+        data, name: name, in: parent, protectionClass: protectionClass!, existing: existing != nil,
         options: options)
     }
   }
 
-  private func writeFile(_ data: Data, name: String, in parent: DirectoryHandle, protectionClass: ProtectionClass,
-    existing: Bool, options: Data.WritingOptions) throws(ProtFSError)
-  {
+  private func writeFile(
+    _ data: Data, name: String, in parent: DirectoryHandle, protectionClass: ProtectionClass,
+    existing: Bool, options: Data.WritingOptions
+  ) throws(ProtFSError) {
     if options.contains(.atomic) {
       let temporary = ".\(name).protfs-\(getpid())-\(UInt32.random(in: 0...UInt32.max))"
-      let fd = try parent.openFile(temporary, flags: O_WRONLY | O_CREAT | O_EXCL, permissions: FilePermissions(rawValue: 0o644))
+      let fd = try parent.openFile(
+        temporary, flags: O_WRONLY | O_CREAT | O_EXCL, permissions: FilePermissions(rawValue: 0o644))
       do throws(ProtFSError) {
         try label(fd, protectionClass, path: parent.pathOf(name))
         try AtomicFile.writeAll(fd, data, path: parent.pathOf(name))
@@ -249,9 +259,11 @@ public final class ProtectedFileManager: @unchecked Sendable {
 
   /// Copies an item inside the device, keeping the source's class, or giving the copy (and, for a
   /// directory, everything in it) `protection` when the caller asks. Fails if the destination exists.
-  public func copyItem(atPath source: String, toPath destination: String, protection: FileProtectionType? = nil) throws {
+  public func copyItem(atPath source: String, toPath destination: String, protection: FileProtectionType? = nil) throws
+  {
     try cocoa(writing: destination) { () throws(ProtFSError) in
-      let requested = try protection.map { p throws(ProtFSError) in try Self.protectionClass(from: p, path: destination) }
+      let requested = try protection.map { p throws(ProtFSError) in try Self.protectionClass(from: p, path: destination)
+      }
       let (from, fromName) = try openItemParent(source)
       let (to, toName) = try openItemParent(destination)
       try device.checkAccess(try device.resolve(source), for: .read)
@@ -295,10 +307,12 @@ public final class ProtectedFileManager: @unchecked Sendable {
   // MARK: Helpers
 
   static func protectionClass(from value: Any, path: String) throws(ProtFSError) -> ProtectionClass {
-    let raw: String? = (value as? FileProtectionType)?.rawValue ?? (value as? String) ?? (value as? ProtectionClass)?.rawValue
+    let raw: String? =
+      (value as? FileProtectionType)?.rawValue ?? (value as? String) ?? (value as? ProtectionClass)?.rawValue
     guard let raw, let result = ProtectionClass(rawValue: raw) ?? ProtectionClass(parsing: raw) else {
       throw ProtFSError(
-        .invalidArgument, "The value \(String(describing: value)) for .protectionKey of '\(path)' is not a protection class.",
+        .invalidArgument,
+        "The value \(String(describing: value)) for .protectionKey of '\(path)' is not a protection class.",
         path: path)
     }
     return result
@@ -332,7 +346,8 @@ extension ProtFSError {
     case .notFound: code = writing ? .fileNoSuchFile : .fileReadNoSuchFile
     case .alreadyExists: code = .fileWriteFileExists
     case .permissionDenied, .protectedDataUnavailable: code = writing ? .fileWriteNoPermission : .fileReadNoPermission
-    case .invalidArgument, .outsideDevice, .symlink: code = writing ? .fileWriteInvalidFileName : .fileReadInvalidFileName
+    case .invalidArgument, .outsideDevice, .symlink:
+      code = writing ? .fileWriteInvalidFileName : .fileReadInvalidFileName
     case .corruptAttribute, .malformed: code = writing ? .fileWriteUnknown : .fileReadCorruptFile
     default: code = writing ? .fileWriteUnknown : .fileReadUnknown
     }

@@ -27,7 +27,7 @@ extension DirectoryHandle {
   public func setProtectionClass(_ protectionClass: ProtectionClass, of name: String? = nil) throws(ProtFSError) {
     do {
       try setAttribute(AttributeName.protectionClass, to: protectionClass.attributeValue, of: name)
-    } catch where error.errno == EPERM {
+    } catch  where error.errno == EPERM {
       // The kernel refuses user.* attributes on anything but regular files and directories.
       let target = name.map(pathOf) ?? path
       let kind = name.flatMap { try? status($0).kind } ?? .directory

@@ -55,9 +55,10 @@ extension Device {
     return result
   }
 
-  private func setClassBelow(_ directory: DirectoryHandle, _ path: DevicePath, _ protectionClass: ProtectionClass,
-    _ result: inout SetClassResult) throws(ProtFSError)
-  {
+  private func setClassBelow(
+    _ directory: DirectoryHandle, _ path: DevicePath, _ protectionClass: ProtectionClass,
+    _ result: inout SetClassResult
+  ) throws(ProtFSError) {
     for (name, kind) in try directory.entries() {
       if path.isRoot && name == Device.stateDirectoryName { continue }
       var kind = kind
@@ -87,15 +88,17 @@ extension Device {
   /// The directory appears with its class already set (made under a temporary name, then renamed),
   /// so no reader ever sees it unlabelled. Returns false when it already existed.
   @discardableResult
-  public func createDirectory(_ path: DevicePath, protectionClass: ProtectionClass? = nil,
-    permissions: FilePermissions = FilePermissions(rawValue: 0o755)) throws(ProtFSError) -> Bool
-  {
+  public func createDirectory(
+    _ path: DevicePath, protectionClass: ProtectionClass? = nil,
+    permissions: FilePermissions = FilePermissions(rawValue: 0o755)
+  ) throws(ProtFSError) -> Bool {
     guard let name = path.name else { return false }
     let parent = try openDirectory(path.parent)
     if let existing = try? parent.status(name) {
       guard existing.kind == .directory else {
         throw ProtFSError(
-          .alreadyExists, "Cannot create the directory '\(parent.pathOf(name))': a \(existing.kind.rawValue) is in the way.",
+          .alreadyExists,
+          "Cannot create the directory '\(parent.pathOf(name))': a \(existing.kind.rawValue) is in the way.",
           path: parent.pathOf(name), errno: EEXIST)
       }
       return false
@@ -117,9 +120,10 @@ extension Device {
   }
 
   /// mkdir under a temporary name, label, then rename into place without replacing anything.
-  static func makeLabelledDirectory(_ name: String, in parent: DirectoryHandle, protectionClass: ProtectionClass,
-    permissions: FilePermissions) throws(ProtFSError) -> Bool
-  {
+  static func makeLabelledDirectory(
+    _ name: String, in parent: DirectoryHandle, protectionClass: ProtectionClass,
+    permissions: FilePermissions
+  ) throws(ProtFSError) -> Bool {
     let temporary = ".protfs-new-\(getpid())-\(UInt32.random(in: 0...UInt32.max))"
     try parent.makeDirectory(temporary, permissions: permissions)
     do throws(ProtFSError) {

@@ -159,7 +159,8 @@ public final class DirectoryHandle: @unchecked Sendable {
   public func attribute(_ attribute: String, of name: String? = nil) throws(ProtFSError) -> [UInt8]? {
     switch attributeResult(attribute, of: name) {
     case .success(let value): return value
-    case .failure(let e): throw ProtFSError.system("read the attributes of", path: name.map(pathOf) ?? path, errno: e.rawValue)
+    case .failure(let e):
+      throw ProtFSError.system("read the attributes of", path: name.map(pathOf) ?? path, errno: e.rawValue)
     }
   }
 

@@ -9,9 +9,10 @@ import Foundation
 enum ItemCopier {
   /// Copies `name` in `source` to `destinationName` in `destination`. The copy appears whole: it is
   /// built under a temporary name and renamed into place without replacing anything.
-  static func copy(_ name: String, in source: DirectoryHandle, to destinationName: String,
-    in destination: DirectoryHandle) throws(ProtFSError)
-  {
+  static func copy(
+    _ name: String, in source: DirectoryHandle, to destinationName: String,
+    in destination: DirectoryHandle
+  ) throws(ProtFSError) {
     let temporary = ".protfs-copy-\(getpid())-\(UInt32.random(in: 0...UInt32.max))"
     do throws(ProtFSError) {
       try copyItem(name, in: source, as: temporary, in: destination)
@@ -26,15 +27,17 @@ enum ItemCopier {
     }
   }
 
-  private static func copyItem(_ name: String, in source: DirectoryHandle, as newName: String,
-    in destination: DirectoryHandle) throws(ProtFSError)
-  {
+  private static func copyItem(
+    _ name: String, in source: DirectoryHandle, as newName: String,
+    in destination: DirectoryHandle
+  ) throws(ProtFSError) {
     let status = try source.status(name)
     switch status.kind {
     case .file:
       let input = try source.openFile(name, flags: O_RDONLY)
       defer { close(input) }
-      let output = try destination.openFile(newName, flags: O_WRONLY | O_CREAT | O_EXCL, permissions: status.permissions)
+      let output = try destination.openFile(
+        newName, flags: O_WRONLY | O_CREAT | O_EXCL, permissions: status.permissions)
       defer { close(output) }
       try copyContents(from: input, to: output, path: destination.pathOf(newName))
       try copyMetadata(from: input, source.pathOf(name), to: output, destination.pathOf(newName), status)
@@ -79,9 +82,10 @@ enum ItemCopier {
     }
   }
 
-  private static func copyMetadata(from input: Int32, _ sourcePath: String, to output: Int32, _ destinationPath: String,
-    _ status: FileStatus) throws(ProtFSError)
-  {
+  private static func copyMetadata(
+    from input: Int32, _ sourcePath: String, to output: Int32, _ destinationPath: String,
+    _ status: FileStatus
+  ) throws(ProtFSError) {
     // attr_copy_fd copies the user.* namespace, protfs's attributes included.
     if attr_copy_fd(sourcePath, input, destinationPath, output, nil, nil) != 0 {
       throw ProtFSError.system("copy the extended attributes to", path: destinationPath, errno: errno)

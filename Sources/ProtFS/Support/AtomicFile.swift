@@ -3,9 +3,10 @@ import Foundation
 /// Writes small metadata files atomically: temp file, fsync, rename, fsync of the directory (fscrypt's way).
 public enum AtomicFile {
   /// Replaces `name` in `directory` with `bytes`, so that readers see the old or the new content, never a mix.
-  public static func write(_ bytes: [UInt8], named name: String, in directory: DirectoryHandle,
-    permissions: FilePermissions = FilePermissions(rawValue: 0o600)) throws(ProtFSError)
-  {
+  public static func write(
+    _ bytes: [UInt8], named name: String, in directory: DirectoryHandle,
+    permissions: FilePermissions = FilePermissions(rawValue: 0o600)
+  ) throws(ProtFSError) {
     let temporary = ".\(name).tmp-\(getpid())-\(UInt32.random(in: 0...UInt32.max))"
     let fd = try directory.openFile(temporary, flags: O_WRONLY | O_CREAT | O_EXCL, permissions: permissions)
     var closed = false
@@ -57,7 +58,8 @@ public enum AtomicFile {
       result += chunk.prefix(count)
       if result.count > limit {
         throw ProtFSError(
-          .malformed, "The file '\(directory.pathOf(name))' is larger than \(limit) bytes.", path: directory.pathOf(name))
+          .malformed, "The file '\(directory.pathOf(name))' is larger than \(limit) bytes.",
+          path: directory.pathOf(name))
       }
     }
   }

@@ -56,9 +56,10 @@ struct Option: Sendable {
   }
 
   /// An option taking a value.
-  static func value(_ long: String, short: Character? = nil, _ valueName: String, help: String,
-    repeatable: Bool = false) -> Option
-  {
+  static func value(
+    _ long: String, short: Character? = nil, _ valueName: String, help: String,
+    repeatable: Bool = false
+  ) -> Option {
     Option(long: long, short: short, valueName: valueName, help: help, repeatable: repeatable)
   }
 

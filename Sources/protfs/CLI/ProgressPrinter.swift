@@ -106,6 +106,7 @@ final class ProgressPrinter: @unchecked Sendable {
     let filled = Int(fraction * Double(width))
     let eta = rate > 0 ? Int(Double(total - done) / rate) : 0
     let bar = String(repeating: "#", count: filled) + String(repeating: "-", count: width - filled)
-    return "\(label) [\(bar)] \(String(format: "%3.0f%%", fraction * 100)) \(size)/\(ByteSize.format(total)) \(ByteSize.format(Int64(rate)))/s ETA \(eta)s \(state ?? "")"
+    return
+      "\(label) [\(bar)] \(String(format: "%3.0f%%", fraction * 100)) \(size)/\(ByteSize.format(total)) \(ByteSize.format(Int64(rate)))/s ETA \(eta)s \(state ?? "")"
   }
 }

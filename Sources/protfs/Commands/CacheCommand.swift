@@ -52,13 +52,16 @@ enum CacheCommand {
   static func printReport(_ report: PurgeReport) {
     let verb = report.dryRun ? "Would remove" : "Removed"
     for item in report.removed {
-      Console.out("\(verb) \(item.bundleID)/\(item.path) (\(ByteSize.format(item.apparentBytes)), last used \(format(item.lastUsed)), \(item.reason))")
+      Console.out(
+        "\(verb) \(item.bundleID)/\(item.path) (\(ByteSize.format(item.apparentBytes)), last used \(format(item.lastUsed)), \(item.reason))"
+      )
     }
     for kept in report.kept { Console.err("Kept \(kept).") }
     for failure in report.failures { Console.err("warning: \(failure)") }
     let count = report.removed.count
     Console.out(
-      "\(verb) \(count) item\(count == 1 ? "" : "s"), \(report.dryRun ? "freeing" : "freed") \(ByteSize.format(report.freedApparentBytes)) (\(ByteSize.format(report.freedDiskBytes)) on disk).")
+      "\(verb) \(count) item\(count == 1 ? "" : "s"), \(report.dryRun ? "freeing" : "freed") \(ByteSize.format(report.freedApparentBytes)) (\(ByteSize.format(report.freedDiskBytes)) on disk)."
+    )
   }
 }
 

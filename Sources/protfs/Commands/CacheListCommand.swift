@@ -4,7 +4,8 @@ import ProtFS
 enum CacheListCommand {
   static let command = Command(
     name: "ls",
-    abstract: "List cache directories and download sessions with class, size, files, oldest and newest item, and tasks.",
+    abstract:
+      "List cache directories and download sessions with class, size, files, oldest and newest item, and tasks.",
     arguments: [CacheCommand.bundleArgument],
     options: [.flag("json", help: "Print JSON.")],
     run: run
@@ -34,9 +35,12 @@ enum CacheListCommand {
         if downloads.tasks.isEmpty && downloads.orphans.isEmpty { Console.out("  no download tasks") }
         for task in downloads.tasks {
           Console.out(
-            "  task \(task.id) [\(task.session)] \(task.state) \(ByteSize.format(task.bytesReceived)) \(task.temporaryFileName ?? "-") \(task.url)")
+            "  task \(task.id) [\(task.session)] \(task.state) \(ByteSize.format(task.bytesReceived)) \(task.temporaryFileName ?? "-") \(task.url)"
+          )
         }
-        for orphan in downloads.orphans { Console.out("  orphan \(orphan) (no task owns it; `protfs cache purge --orphans`)") }
+        for orphan in downloads.orphans {
+          Console.out("  orphan \(orphan) (no task owns it; `protfs cache purge --orphans`)")
+        }
       }
     }
     return 0

@@ -27,14 +27,18 @@ enum CachePurgeCommand {
 
   static func run(_ invocation: Invocation) throws -> Int32 {
     let bundleID = try invocation.argument("bundle-id").map(invocation.bundleID)
-    var criteria = PurgeCriteria(orphans: invocation.flag("orphans"), includeResumable: invocation.flag("include-resumable"))
+    var criteria = PurgeCriteria(
+      orphans: invocation.flag("orphans"), includeResumable: invocation.flag("include-resumable"))
     do {
-      criteria.olderThan = try invocation.value("older-than").map { text throws(ProtFSError) in try HumanDuration.parse(text) }
+      criteria.olderThan = try invocation.value("older-than").map { text throws(ProtFSError) in
+        try HumanDuration.parse(text)
+      }
       criteria.maxSize = try invocation.value("max-size").map { text throws(ProtFSError) in try ByteSize.parse(text) }
     } catch {
       throw invocation.usageError(error.description)
     }
-    let report = try CacheCommand.manager(invocation).purge(bundleID, criteria: criteria, dryRun: invocation.flag("dry-run"))
+    let report = try CacheCommand.manager(invocation).purge(
+      bundleID, criteria: criteria, dryRun: invocation.flag("dry-run"))
     if invocation.flag("json") { try Console.json(report) } else { CacheCommand.printReport(report) }
     return report.failures.isEmpty ? 0 : 1
   }

@@ -30,7 +30,10 @@ enum CacheUsageCommand {
           size(directory.usage.diskBytes),
         ])
       }
-      rows.append([report.bundleID, "total", String(report.total.files), size(report.total.apparentBytes), size(report.total.diskBytes)])
+      rows.append([
+        report.bundleID, "total", String(report.total.files), size(report.total.apparentBytes),
+        size(report.total.diskBytes),
+      ])
     }
     CacheCommand.table(rows, right: [2, 3, 4])
     return 0

@@ -79,7 +79,8 @@ enum DownloadCommand {
       switch validate(text) {
       case .success(let url):
         requests.append(
-          DownloadRequest(url: url, destinationDirectory: configuration.destinationDirectory,
+          DownloadRequest(
+            url: url, destinationDirectory: configuration.destinationDirectory,
             expectedSHA256: invocation.value("sha256")?.lowercased()))
       case .failure(let error):
         Console.err("Error: \(error.description)")
@@ -120,7 +121,8 @@ enum DownloadCommand {
       case .waitingForUnlock:
         waiting = true
         Console.err(
-          "note: \(task.url.absoluteString) finished; it waits for `protfs unlock` to move it to \(task.record.destinationPath ?? "its destination").")
+          "note: \(task.url.absoluteString) finished; it waits for `protfs unlock` to move it to \(task.record.destinationPath ?? "its destination")."
+        )
       default:
         failed = true
         Console.err("Error: \(task.error?.description ?? "the download of \(task.url.absoluteString) did not finish.")")
@@ -177,11 +179,15 @@ enum DownloadCommand {
   static func validate(_ text: String) -> Result<URL, ProtFSError> {
     guard let url = URL(string: text), let scheme = url.scheme?.lowercased() else {
       return .failure(
-        ProtFSError(.invalidArgument, "'\(text)' is not a URL.", hint: "give an absolute URL such as https://example.com/file.zip"))
+        ProtFSError(
+          .invalidArgument, "'\(text)' is not a URL.", hint: "give an absolute URL such as https://example.com/file.zip"
+        ))
     }
     guard ["http", "https", "file"].contains(scheme) else {
       return .failure(
-        ProtFSError(.invalidArgument, "The URL '\(text)' has the unsupported scheme '\(scheme)'.", hint: "use http, https or file"))
+        ProtFSError(
+          .invalidArgument, "The URL '\(text)' has the unsupported scheme '\(scheme)'.", hint: "use http, https or file"
+        ))
     }
     if scheme != "file" && (url.host ?? "").isEmpty {
       return .failure(ProtFSError(.invalidArgument, "The URL '\(text)' has no host."))

@@ -25,7 +25,8 @@ enum InitCacheCommand {
     if result.containerCreated { Console.err("Created container \(bundleID).") }
     if let previous = result.previousClass {
       Console.err(
-        "Changed the class of \(result.path) from \(previous.protectionClass.name) (\(previous.source.rawValue)) to \(result.protectionClass.name).")
+        "Changed the class of \(result.path) from \(previous.protectionClass.name) (\(previous.source.rawValue)) to \(result.protectionClass.name)."
+      )
     }
     Console.out(result.path)
     return 0

@@ -32,7 +32,8 @@ enum InitCommand {
       defaultClass = entitlements.defaultDataProtection
       if defaultClass == nil {
         Console.err(
-          "note: '\(path)' does not set \(Entitlements.defaultDataProtectionKey); using \(ProtectionClass.containerDefault.name).")
+          "note: '\(path)' does not set \(Entitlements.defaultDataProtectionKey); using \(ProtectionClass.containerDefault.name)."
+        )
       }
     }
     let device = invocation.device
@@ -41,7 +42,8 @@ enum InitCommand {
     if result.created {
       Console.err("Created container \(bundleID) (default class \(result.defaultClass.name)).")
     } else if let previous = result.previousDefault {
-      Console.err("Container \(bundleID) exists; default class changed from \(previous.name) to \(result.defaultClass.name).")
+      Console.err(
+        "Container \(bundleID) exists; default class changed from \(previous.name) to \(result.defaultClass.name).")
     } else {
       Console.err("Container \(bundleID) already exists (default class \(result.defaultClass.name)).")
     }

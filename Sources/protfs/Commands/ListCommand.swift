@@ -36,7 +36,8 @@ enum ListCommand {
       rows.append(try row(device, start, display: start.name ?? ".", status: status))
     } else {
       let inherited = try device.effectiveClass(of: start)
-      try list(device, try device.openDirectory(start), start, prefix: "", inherited: inherited,
+      try list(
+        device, try device.openDirectory(start), start, prefix: "", inherited: inherited,
         recursive: invocation.flag("recursive"), into: &rows)
     }
     if invocation.flag("json") {
@@ -62,9 +63,10 @@ enum ListCommand {
     return 0
   }
 
-  private static func list(_ device: Device, _ directory: DirectoryHandle, _ path: DevicePath, prefix: String,
-    inherited: EffectiveClass, recursive: Bool, into rows: inout [Row]) throws
-  {
+  private static func list(
+    _ device: Device, _ directory: DirectoryHandle, _ path: DevicePath, prefix: String,
+    inherited: EffectiveClass, recursive: Bool, into rows: inout [Row]
+  ) throws {
     let own = try directory.protectionClass()
     let here = own.map { EffectiveClass($0, .own) } ?? inherited
     let forChildren =
@@ -95,7 +97,8 @@ enum ListCommand {
       }
       rows.append(r)
       if recursive && status.kind == .directory {
-        try list(device, try directory.openDirectory(name), path.appending(name), prefix: display + "/",
+        try list(
+          device, try directory.openDirectory(name), path.appending(name), prefix: display + "/",
           inherited: defaultHere, recursive: true, into: &rows)
       }
     }

@@ -35,7 +35,8 @@ enum SetClassCommand {
         Console.err("note: left \(device.absolutePath(skipped)) alone: symbolic links and special files have no class.")
       }
       if invocation.flag("recursive") {
-        Console.err("Set \(protectionClass.name) on \(result.changed) item\(result.changed == 1 ? "" : "s") under \(shown).")
+        Console.err(
+          "Set \(protectionClass.name) on \(result.changed) item\(result.changed == 1 ? "" : "s") under \(shown).")
       }
     }
     return 0

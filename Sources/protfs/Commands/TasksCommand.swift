@@ -71,7 +71,8 @@ enum TasksCommand {
     }
     let device = invocation.device
     guard let store = try store(device), let record = try store.task(id: id) else {
-      throw ProtFSError(.notFound, "There is no download task \(id) on the device '\(device.root)'.", hint: "`protfs tasks` lists them")
+      throw ProtFSError(
+        .notFound, "There is no download task \(id) on the device '\(device.root)'.", hint: "`protfs tasks` lists them")
     }
     guard let bundle = try store.sessions().first(where: { $0.identifier == record.sessionIdentifier })?.bundleID else {
       throw ProtFSError(.malformed, "The session of download task \(id) is missing from the task store.")
@@ -106,7 +107,8 @@ enum TasksCommand {
           url: url, bytesReceived: record.bytesReceived, bytesExpected: record.bytesExpected,
           temporaryDirectory: record.temporaryDirectory, temporaryFileName: temporary,
           destinationDirectory: record.destinationDirectory, fileName: record.fileName, entityTag: record.entityTag,
-          lastModified: record.lastModified, expectedSHA256: record.expectedSHA256, taskDescription: record.taskDescription)
+          lastModified: record.lastModified, expectedSHA256: record.expectedSHA256,
+          taskDescription: record.taskDescription)
         task = try session.downloadTask(withResumeData: data.encoded())
       } else {
         task = try session.downloadTasks(with: [

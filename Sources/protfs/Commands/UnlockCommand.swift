@@ -27,8 +27,11 @@ enum UnlockCommand {
     for task in try controller.device.completeWaitingDownloads() {
       switch task.state {
       case .completed: Console.out("Moved the download of \(task.url) to \(task.destinationPath ?? "its destination").")
-      case .waitingForUnlock: Console.err("note: the download of \(task.url) still waits: its destination is not available.")
-      default: Console.err("warning: the download of \(task.url) could not be moved: \(task.errorMessage ?? task.state.rawValue).")
+      case .waitingForUnlock:
+        Console.err("note: the download of \(task.url) still waits: its destination is not available.")
+      default:
+        Console.err(
+          "warning: the download of \(task.url) could not be moved: \(task.errorMessage ?? task.state.rawValue).")
       }
     }
     return 0

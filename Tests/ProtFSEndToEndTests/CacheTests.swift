@@ -55,3 +55,44 @@ import Testing
     #expect(result.status == 1 && result.stderr.contains("no container for 'com.example.missing'"), "\(result)")
   }
 }
+
+/// `protfs cache purge` while `protfs download` is writing in another process.
+@Suite(.timeLimit(.minutes(2))) struct PurgeDuringDownloadTests {
+  @Test func theDownloadKeepsItsTempFileAndCompletes() throws {
+    let app = "com.example.app"
+    let t = try TestDevice()
+    try #require(try Protfs.run(["--device", t.root, "init-cache", app]).status == 0)
+    let body = DownloadFixture.bytes(3 << 20)
+    let server = try FaultServer(body: body, mode: .gateAfter(bytes: 1 << 20))
+    defer { server.stop() }
+    let process = Process()
+    process.executableURL = URL(fileURLWithPath: Protfs.binary)
+    process.arguments = [
+      "--device", t.root, "download", "--bundle", app, "--to", "Library/Caches/out", "--progress", "json",
+      server.url("big.bin").absoluteString,
+    ]
+    let output = Pipe()
+    process.standardOutput = output
+    process.standardError = FileHandle.nullDevice
+    try process.run()
+    var buffered = Data()
+    while !String(decoding: buffered, as: UTF8.self).contains("\"written\":\(1 << 20)") {
+      let chunk = output.fileHandleForReading.availableData
+      try #require(!chunk.isEmpty, "protfs download ended before reporting progress")
+      buffered += chunk
+    }
+    let downloads = t.containerPath(app, "Library/Caches/com.apple.nsurlsessiond/Downloads/\(app)")
+    let temporary = try #require(try FileManager.default.contentsOfDirectory(atPath: downloads).first)
+    // The most thorough purge there is: everything purgeable, resumable temp files included.
+    let purge = try Protfs.run(["--device", t.root, "cache", "purge", "--include-resumable", app])
+    #expect(purge.status == 0, "\(purge)")
+    #expect(!purge.stdout.contains(temporary))
+    #expect(FileManager.default.fileExists(atPath: downloads + "/" + temporary))
+    let pressure = try Protfs.run(["--device", t.root, "simulate-storage-pressure", "--include-resumable"])
+    #expect(pressure.status == 0 && !pressure.stdout.contains(temporary), "\(pressure)")
+    server.openGate()
+    process.waitUntilExit()
+    #expect(process.terminationStatus == 0)
+    #expect(FileManager.default.contents(atPath: t.containerPath(app, "Library/Caches/out/big.bin")) == Data(body))
+  }
+}

@@ -30,7 +30,7 @@ enum CacheListCommand {
       }
       for directory in report.directories { add(directory.path, directory.protectionClass, directory.usage) }
       if let downloads = report.downloads { add(downloads.path, downloads.protectionClass, downloads.usage) }
-      CacheCommand.table(rows, right: [2, 3], indent: "  ")
+      Console.table(rows, right: [2, 3], indent: "  ")
       if let downloads = report.downloads {
         if downloads.tasks.isEmpty && downloads.orphans.isEmpty { Console.out("  no download tasks") }
         for task in downloads.tasks {

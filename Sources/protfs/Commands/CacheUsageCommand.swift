@@ -35,7 +35,7 @@ enum CacheUsageCommand {
         size(report.total.diskBytes),
       ])
     }
-    CacheCommand.table(rows, right: [2, 3, 4])
+    Console.table(rows, right: [2, 3, 4])
     return 0
   }
 }

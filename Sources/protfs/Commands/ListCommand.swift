@@ -50,16 +50,7 @@ enum ListCommand {
       if let target = r.target { name += " -> \(target)" }
       table.append([r.name ?? "-", r.source ?? "-", r.mode, String(r.size), name])
     }
-    let widths = (0..<4).map { column in table.map { $0[column].count }.max()! }
-    for line in table {
-      var text = ""
-      for column in 0..<4 {
-        let cell = line[column]
-        let pad = String(repeating: " ", count: widths[column] - cell.count)
-        text += column == 3 ? pad + cell + "  " : cell + pad + "  "
-      }
-      Console.out(text + line[4])
-    }
+    Console.table(table, right: [3])
     return 0
   }
 

@@ -57,7 +57,7 @@ enum TasksCommand {
         r.bytesExpected < 0 ? "-" : ByteSize.format(r.bytesExpected), r.url,
       ])
     }
-    CacheCommand.table(rows, right: [0, 3, 4])
+    Console.table(rows, right: [0, 3, 4])
     for r in records where r.state == .failed {
       if let message = r.errorMessage { Console.err("task \(r.id): \(message)") }
     }

@@ -32,7 +32,12 @@ fi
 # The audit tests validate SARIF output against ../shared/schemas with Python's jsonschema.
 if ! python3 -c 'import jsonschema' 2>/dev/null; then
   echo "setup: installing the jsonschema Python module (SARIF validation in the audit tests)" >&2
-  python3 -m pip install --quiet jsonschema
+  # Debian's own python3 refuses pip installs (PEP 668): take Debian's package there.
+  python3 -m pip install --quiet jsonschema 2>/dev/null || {
+    sudo=""
+    [ "$(id -u)" -eq 0 ] || sudo="sudo"
+    DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends python3 python3-jsonschema >/dev/null
+  }
 fi
 
 exit 0

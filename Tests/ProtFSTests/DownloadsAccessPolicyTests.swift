@@ -91,10 +91,11 @@ struct DownloadsAccessPolicyTests {
     #expect(fixture.temporaryFiles.isEmpty)
   }
 
-  @Test func lockDuringATransferFailsItWithItsBytesKeptForResume() async throws {
-    let body = DownloadFixture.bytes(2 << 20)
+  /// A transfer that has received part of `body` and then stalls, with a policy the test switches.
+  func stalledTransfer(of body: [UInt8]) async throws
+    -> (FaultServer, SwitchableAccessPolicy, DownloadSession, DownloadTask)
+  {
     let server = try FaultServer(body: body, mode: .stallAfter(bytes: 256 * 1024))
-    defer { server.stop() }
     let policy = SwitchableAccessPolicy()
     var configuration = fixture.configuration()
     configuration.accessPolicy = policy
@@ -103,6 +104,13 @@ struct DownloadsAccessPolicyTests {
     let task = try session.downloadTask(with: server.url())
     task.resume()
     await session.waitForProgress(of: task, atLeast: 100_000)
+    return (server, policy, session, task)
+  }
+
+  @Test func lockDuringATransferFailsItWithItsBytesKeptForResume() async throws {
+    let body = DownloadFixture.bytes(2 << 20)
+    let (server, policy, session, task) = try await stalledTransfer(of: body)
+    defer { server.stop() }
     policy.set(openTemp: .deny(EPERM))
     #expect(await task.waitUntilSettled() == .failed)
     #expect(task.error?.errno == EPERM)
@@ -119,16 +127,8 @@ struct DownloadsAccessPolicyTests {
 
   @Test func lockDuringATransferCanPauseItUntilUnlock() async throws {
     let body = DownloadFixture.bytes(2 << 20)
-    let server = try FaultServer(body: body, mode: .stallAfter(bytes: 256 * 1024))
+    let (server, policy, session, task) = try await stalledTransfer(of: body)
     defer { server.stop() }
-    let policy = SwitchableAccessPolicy()
-    var configuration = fixture.configuration()
-    configuration.accessPolicy = policy
-    configuration.accessCheckInterval = .milliseconds(10)
-    let session = try DownloadSession(configuration: configuration)
-    let task = try session.downloadTask(with: server.url())
-    task.resume()
-    await session.waitForProgress(of: task, atLeast: 100_000)
     policy.set(openTemp: .waitForUnlock)
     await session.waitForEvent {
       if case .pausedForLock(task.id) = $0 { return true } else { return false }

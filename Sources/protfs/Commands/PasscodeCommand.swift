@@ -28,13 +28,16 @@ enum PasscodeCommand {
     ]
   )
 
+  /// The passcode in force, asked for only when one is set.
+  static func currentPasscode(_ invocation: Invocation, _ controller: LockController) throws -> String? {
+    guard try controller.record().passcodeHash != nil else { return nil }
+    return invocation.passcode(
+      option: "current", environmentKey: "PROTFS_CURRENT_PASSCODE", prompt: "Current passcode: ")
+  }
+
   static func set(_ invocation: Invocation) throws -> Int32 {
     let controller = invocation.lockController
-    let record = try controller.record()
-    let current =
-      record.passcodeHash == nil
-      ? nil
-      : invocation.passcode(option: "current", environmentKey: "PROTFS_CURRENT_PASSCODE", prompt: "Current passcode: ")
+    let current = try currentPasscode(invocation, controller)
     guard
       let passcode = invocation.passcode(
         option: "passcode", environmentKey: "PROTFS_PASSCODE", prompt: "New passcode: ")
@@ -48,11 +51,7 @@ enum PasscodeCommand {
 
   static func remove(_ invocation: Invocation) throws -> Int32 {
     let controller = invocation.lockController
-    let record = try controller.record()
-    let current =
-      record.passcodeHash == nil
-      ? nil
-      : invocation.passcode(option: "current", environmentKey: "PROTFS_CURRENT_PASSCODE", prompt: "Current passcode: ")
+    let current = try currentPasscode(invocation, controller)
     try controller.removePasscode(current: current)
     Console.out("\(controller.device.root): passcode removed; data protection is off and every class stays available.")
     return 0

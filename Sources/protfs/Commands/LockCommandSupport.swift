@@ -27,7 +27,6 @@ extension Invocation {
 /// Reading a passcode from the terminal without echo.
 enum Terminal {
   static func readSecret(_ prompt: String) -> String? {
-    FileHandle.standardError.write(Data(prompt.utf8))
     var saved = termios()
     let hasTerminal = tcgetattr(STDIN_FILENO, &saved) == 0
     if hasTerminal {
@@ -35,6 +34,8 @@ enum Terminal {
       quiet.c_lflag &= ~tcflag_t(ECHO)
       tcsetattr(STDIN_FILENO, TCSAFLUSH, &quiet)
     }
+    // The prompt comes after TCSAFLUSH (as getpass(3) does), so nothing typed after it is dropped.
+    FileHandle.standardError.write(Data(prompt.utf8))
     defer {
       if hasTerminal { tcsetattr(STDIN_FILENO, TCSAFLUSH, &saved) }
       FileHandle.standardError.write(Data("\n".utf8))

@@ -12,36 +12,34 @@ public struct DeviceDownloadAccess: DownloadAccessPolicy {
   /// Creating a temp file in a directory whose class is unavailable fails with EPERM, as
   /// nsurlsessiond's does on a locked phone.
   public func canWriteTemp(in directory: String) -> DownloadAccessDecision {
-    guard let path = try? device.resolve(directory) else { return .deny(EPERM) }
-    do {
-      try device.checkAccess(path.appending("CFNetworkDownload_XXXXXX.tmp"), for: .create)
-      return .allow
-    } catch {
-      return error.code == .protectedDataUnavailable ? .deny(error.errno ?? EPERM) : .allow
-    }
+    decide(directory, for: .create, appending: "CFNetworkDownload_XXXXXX.tmp", whenUnavailable: { .deny($0) })
   }
 
   /// An open temp file follows the "fd already open" column of SPEC §3: a transfer into a complete
   /// (class A) directory fails when the device locks, keeping its bytes so that it resumes after
   /// unlock (iOS fails the I/O); complete-unless-open and weaker classes keep writing.
   public func canContinueWritingTemp(in directory: String) -> DownloadAccessDecision {
-    guard let path = try? device.resolve(directory) else { return .deny(EPERM) }
-    do {
-      try device.checkAccess(path, for: .openHandle)
-      return .allow
-    } catch {
-      return error.code == .protectedDataUnavailable ? .deny(error.errno ?? EPERM) : .allow
-    }
+    decide(directory, for: .openHandle, whenUnavailable: { .deny($0) })
   }
 
   /// A finished download whose destination's class is unavailable waits for the next unlock.
   public func canPlaceDestination(_ destination: String) -> DownloadAccessDecision {
-    guard let path = try? device.resolve(destination) else { return .deny(EPERM) }
+    decide(destination, for: .create, whenUnavailable: { _ in .waitForUnlock })
+  }
+
+  /// The lock table's answer for `access` to `path` (or to `child` inside it). A path outside the
+  /// device is refused; failures other than unavailable data are left for the engine to meet.
+  private func decide(
+    _ path: String, for access: ProtectedDataAccess, appending child: String? = nil,
+    whenUnavailable: (Int32) -> DownloadAccessDecision
+  ) -> DownloadAccessDecision {
+    guard var item = try? device.resolve(path) else { return .deny(EPERM) }
+    if let child { item = item.appending(child) }
     do {
-      try device.checkAccess(path, for: .create)
+      try device.checkAccess(item, for: access)
       return .allow
     } catch {
-      return error.code == .protectedDataUnavailable ? .waitForUnlock : .allow
+      return error.code == .protectedDataUnavailable ? whenUnavailable(error.errno ?? EPERM) : .allow
     }
   }
 }
@@ -76,6 +74,17 @@ extension Device {
     return configuration
   }
 
+  /// A configuration that reattaches the session of `record` on this device, with the lock state as
+  /// its access policy, starting nothing by itself.
+  public func reattachConfiguration(for record: DownloadTaskRecord, bundleID: String) -> DownloadSessionConfiguration {
+    var configuration = DownloadSessionConfiguration(
+      identifier: record.sessionIdentifier, bundleID: bundleID, storePath: downloadStorePath,
+      temporaryDirectory: record.temporaryDirectory, destinationDirectory: record.destinationDirectory)
+    configuration.accessPolicy = DeviceDownloadAccess(device: self)
+    configuration.resumesReattachedTasks = false
+    return configuration
+  }
+
   /// Moves the finished downloads that waited for the device to unlock into place, in every session;
   /// `protfs unlock` calls this. Returns the tasks it settled.
   @discardableResult
@@ -89,12 +98,7 @@ extension Device {
       guard let first = waiting.first(where: { $0.sessionIdentifier == identifier }),
         let bundleID = try? BundleID(bundle)
       else { continue }
-      var configuration = DownloadSessionConfiguration(
-        identifier: identifier, bundleID: bundleID.rawValue, storePath: downloadStorePath,
-        temporaryDirectory: first.temporaryDirectory, destinationDirectory: first.destinationDirectory)
-      configuration.accessPolicy = DeviceDownloadAccess(device: self)
-      configuration.resumesReattachedTasks = false
-      let session = try DownloadSession(configuration: configuration)
+      let session = try DownloadSession(configuration: reattachConfiguration(for: first, bundleID: bundleID.rawValue))
       settled += session.completeWaitingTasks().map(\.record)
       session.invalidate()
     }

@@ -345,6 +345,16 @@ final class TransferEngine: @unchecked Sendable {
     }
   }
 
+  /// Forgets the validator, so that the retry asks for the whole entity again, and retries.
+  private func restartFromZero(_ t: Transfer, because error: ProtFSError) {
+    close(t.fd)
+    t.task.runtime.withLock { r in
+      r.record.entityTag = nil
+      r.record.lastModified = nil
+    }
+    retry(t.task, because: error)
+  }
+
   private func finishAttempt(_ t: Transfer, result: CURLcode) {
     let url = t.task.url.absoluteString
     if result == CURLE_OK && !t.bodyStarted {
@@ -367,12 +377,7 @@ final class TransferEngine: @unchecked Sendable {
     }
     if t.rangeMismatch {
       // The server sent another range than asked: forget the validator and start from byte 0.
-      close(t.fd)
-      t.task.runtime.withLock { r in
-        r.record.entityTag = nil
-        r.record.lastModified = nil
-      }
-      retry(t.task, because: ProtFSError(.network, "The server sent the wrong byte range for '\(url)'."))
+      restartFromZero(t, because: ProtFSError(.network, "The server sent the wrong byte range for '\(url)'."))
       return
     }
     let status = t.refusedStatus ?? (t.isHTTP && result == CURLE_OK ? code : 200)
@@ -395,12 +400,7 @@ final class TransferEngine: @unchecked Sendable {
         core.finisher.post(.complete(t))
         return
       }
-      close(t.fd)
-      t.task.runtime.withLock { r in
-        r.record.entityTag = nil
-        r.record.lastModified = nil
-      }
-      retry(t.task, because: ProtFSError(.network, "The server refused the byte range for '\(url)'."))
+      restartFromZero(t, because: ProtFSError(.network, "The server refused the byte range for '\(url)'."))
       return
     }
     if !(200..<300).contains(status) {

@@ -27,7 +27,7 @@ public final class ProtectedFileManager: @unchecked Sendable {
 
   /// The item's attributes as `FileManager` reports them, plus `.protectionKey` (its effective class).
   public func attributesOfItem(atPath path: String) throws -> [FileAttributeKey: Any] {
-    try cocoa(reading: path) { () throws(ProtFSError) in
+    try cocoa(writing: false) { () throws(ProtFSError) in
       let item = try device.resolve(path)
       let status = try device.status(item)
       var attributes: [FileAttributeKey: Any] = [
@@ -53,20 +53,20 @@ public final class ProtectedFileManager: @unchecked Sendable {
   public func setAttributes(_ attributes: [FileAttributeKey: Any], ofItemAtPath path: String) throws {
     var rest = attributes
     if let value = rest.removeValue(forKey: .protectionKey) {
-      try cocoa(writing: path) { () throws(ProtFSError) in
+      try cocoa(writing: true) { () throws(ProtFSError) in
         let protectionClass = try Self.protectionClass(from: value, path: path)
         try device.setClass(protectionClass, of: try device.resolve(path))
       }
     }
     if !rest.isEmpty {
-      _ = try cocoa(writing: path) { () throws(ProtFSError) in try device.resolve(path) }
+      _ = try cocoa(writing: true) { () throws(ProtFSError) in try device.resolve(path) }
       try FileManager.default.setAttributes(rest, ofItemAtPath: path)
     }
   }
 
   /// The item's effective class as a `FileProtectionType` (what `URLResourceValues.fileProtection` gives on iOS).
   public func fileProtection(ofItemAtPath path: String) throws -> FileProtectionType {
-    try cocoa(reading: path) { () throws(ProtFSError) in
+    try cocoa(writing: false) { () throws(ProtFSError) in
       try device.effectiveClass(of: try device.resolve(path)).protectionClass.fileProtectionType
     }
   }
@@ -79,7 +79,7 @@ public final class ProtectedFileManager: @unchecked Sendable {
     atPath path: String, withIntermediateDirectories createIntermediates: Bool,
     attributes: [FileAttributeKey: Any]? = nil
   ) throws {
-    try cocoa(writing: path) { () throws(ProtFSError) in
+    try cocoa(writing: true) { () throws(ProtFSError) in
       let item = try device.resolve(path)
       let requested = try attributes?[.protectionKey].map { v throws(ProtFSError) in
         try Self.protectionClass(from: v, path: path)
@@ -142,7 +142,7 @@ public final class ProtectedFileManager: @unchecked Sendable {
   /// new file takes its parent directory's. With `.atomic`, the file is written under a temporary
   /// name, labelled, synced and renamed into place, so no reader sees it partial or unlabelled.
   public func write(_ data: Data, toPath path: String, options: Data.WritingOptions = []) throws {
-    try cocoa(writing: path) { () throws(ProtFSError) in
+    try cocoa(writing: true) { () throws(ProtFSError) in
       let item = try device.resolve(path)
       guard let name = item.name else {
         throw ProtFSError(.invalidArgument, "Cannot write to '\(path)': it is the device directory.", path: path)
@@ -214,7 +214,7 @@ public final class ProtectedFileManager: @unchecked Sendable {
 
   /// The contents of the file at `path`.
   public func contents(ofItemAtPath path: String) throws -> Data {
-    try cocoa(reading: path) { () throws(ProtFSError) in
+    try cocoa(writing: false) { () throws(ProtFSError) in
       let item = try device.resolve(path)
       let (parent, name) = try device.openParent(item)
       guard let name else {
@@ -234,7 +234,7 @@ public final class ProtectedFileManager: @unchecked Sendable {
   /// Moves an item inside the device. The class travels with it; across filesystems the item is
   /// copied with all its extended attributes, then the source removed. Fails if the destination exists.
   public func moveItem(atPath source: String, toPath destination: String) throws {
-    try cocoa(writing: destination) { () throws(ProtFSError) in
+    try cocoa(writing: true) { () throws(ProtFSError) in
       let (from, fromName) = try openItemParent(source)
       let (to, toName) = try openItemParent(destination)
       switch valueOrErrno({ protfs_rename_noreplace(from.fd, fromName, to.fd, toName) }) {
@@ -261,7 +261,7 @@ public final class ProtectedFileManager: @unchecked Sendable {
   /// directory, everything in it) `protection` when the caller asks. Fails if the destination exists.
   public func copyItem(atPath source: String, toPath destination: String, protection: FileProtectionType? = nil) throws
   {
-    try cocoa(writing: destination) { () throws(ProtFSError) in
+    try cocoa(writing: true) { () throws(ProtFSError) in
       let requested = try protection.map { p throws(ProtFSError) in try Self.protectionClass(from: p, path: destination)
       }
       let (from, fromName) = try openItemParent(source)
@@ -277,7 +277,7 @@ public final class ProtectedFileManager: @unchecked Sendable {
 
   /// Removes an item and everything below it. Never gated by the class: metadata operations never are.
   public func removeItem(atPath path: String) throws {
-    try cocoa(writing: path) { () throws(ProtFSError) in
+    try cocoa(writing: true) { () throws(ProtFSError) in
       let (parent, name) = try openItemParent(path)
       try parent.removeTree(name)
     }
@@ -327,12 +327,9 @@ public final class ProtectedFileManager: @unchecked Sendable {
     }
   }
 
-  private func cocoa<T>(reading path: String, _ body: () throws(ProtFSError) -> T) throws -> T {
-    do { return try body() } catch { throw error.cocoaError(writing: false) }
-  }
-
-  private func cocoa<T>(writing path: String, _ body: () throws(ProtFSError) -> T) throws -> T {
-    do { return try body() } catch { throw error.cocoaError(writing: true) }
+  /// Runs `body`, turning its error into the `CocoaError` Foundation throws for a read or a write.
+  private func cocoa<T>(writing: Bool, _ body: () throws(ProtFSError) -> T) throws -> T {
+    do { return try body() } catch { throw error.cocoaError(writing: writing) }
   }
 }
 

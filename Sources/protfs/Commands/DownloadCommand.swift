@@ -91,9 +91,6 @@ enum DownloadCommand {
 
     let session = try DownloadSession(configuration: configuration)
     defer { session.invalidate() }
-    let progress = ProgressPrinter(mode: mode)
-    let events = session.events
-    let printer = Task.detached { for await event in events { progress.handle(event) } }
     // Running the same download again picks up its unfinished task instead of starting over.
     let existing = session.allTasks.filter { $0.state.isUnfinished && $0.state != .waitingForUnlock }
     var tasks: [DownloadTask] = []
@@ -108,12 +105,8 @@ enum DownloadCommand {
       }
     }
     tasks += try session.downloadTasks(with: fresh)
-    progress.begin(tasks)
-    for task in tasks { task.resume() }
     var waiting = false
-    let outcome = waitForAll(tasks)
-    drain(session, printer)
-    progress.finish()
+    let outcome = runInForeground(tasks, of: session, progress: mode)
     for task in tasks {
       switch outcome[task.id] ?? task.state {
       case .completed:
@@ -129,6 +122,22 @@ enum DownloadCommand {
       }
     }
     return failed ? exitFailed : waiting ? exitWaitingForUnlock : exitCompleted
+  }
+
+  /// Resumes `tasks`, shows their progress in `mode` until every one settles, then ends the session's
+  /// event stream once everything it held is printed. Returns the state each task settled in.
+  static func runInForeground(_ tasks: [DownloadTask], of session: DownloadSession, progress mode: String)
+    -> [Int64: DownloadState]
+  {
+    let progress = ProgressPrinter(mode: mode)
+    let events = session.events
+    let printer = Task.detached { for await event in events { progress.handle(event) } }
+    progress.begin(tasks)
+    for task in tasks { task.resume() }
+    let outcome = waitForAll(tasks)
+    drain(session, printer)
+    progress.finish()
+    return outcome
   }
 
   /// Waits on a plain thread, so that `Console` output stays in order and no executor is blocked.

@@ -77,11 +77,6 @@ enum TasksCommand {
     guard let bundle = try store.sessions().first(where: { $0.identifier == record.sessionIdentifier })?.bundleID else {
       throw ProtFSError(.malformed, "The session of download task \(id) is missing from the task store.")
     }
-    var configuration = DownloadSessionConfiguration(
-      identifier: record.sessionIdentifier, bundleID: bundle, storePath: device.downloadStorePath,
-      temporaryDirectory: record.temporaryDirectory, destinationDirectory: record.destinationDirectory)
-    configuration.accessPolicy = DeviceDownloadAccess(device: device)
-    configuration.resumesReattachedTasks = false
     if cancel && !record.state.isUnfinished {
       throw ProtFSError(
         .invalidArgument, "Download task \(id) is \(record.state.rawValue); only unfinished tasks can be cancelled.")
@@ -91,7 +86,7 @@ enum TasksCommand {
       Console.out(record.destinationPath ?? "")
       return 0
     }
-    let session = try DownloadSession(configuration: configuration)
+    let session = try DownloadSession(configuration: device.reattachConfiguration(for: record, bundleID: bundle))
     defer { session.invalidate() }
     let task: DownloadTask
     if let attached = session.task(id: id) {
@@ -128,14 +123,7 @@ enum TasksCommand {
     if task.state == .waitingForUnlock {
       _ = session.completeWaitingTasks()
     } else {
-      let progress = ProgressPrinter(mode: invocation.value("progress") ?? "auto")
-      let events = session.events
-      let printer = Task.detached { for await event in events { progress.handle(event) } }
-      progress.begin([task])
-      task.resume()
-      _ = DownloadCommand.waitForAll([task])
-      DownloadCommand.drain(session, printer)
-      progress.finish()
+      _ = DownloadCommand.runInForeground([task], of: session, progress: invocation.value("progress") ?? "auto")
     }
     switch task.state {
     case .completed:

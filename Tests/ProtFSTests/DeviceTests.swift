@@ -28,6 +28,15 @@ import Testing
     }
     #expect(throws: ProtFSError.self) { try DevicePath("a/../b") }
   }
+
+  @Test(arguments: [
+    ("/", "/"), ("/a", "/a"), ("/a/b", "/a/b"), ("/a/", "/a"), ("//a//b//", "/a/b"), ("/a/./b", "/a/b"),
+    ("/a/.", "/a"), ("/a/..", "/"), ("/..", "/"), ("/a/../b", "/b"), ("/.a/..b/...", "/.a/..b/..."),
+    ("a/b", "/base/a/b"), ("", "/base"),
+  ])
+  func normalizesLexically(path: String, expected: String) {
+    #expect(Device.normalize(path, relativeTo: "/base") == expected)
+  }
 }
 
 @Suite struct ContainerTests {

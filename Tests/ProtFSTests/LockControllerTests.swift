@@ -248,3 +248,27 @@ final class ManualClock: Sendable {
     }
   }
 }
+
+@Suite struct ProtectionStateProbeTests {
+  /// Every transition is seen, whether the state file is trusted by its identity (a clock far
+  /// ahead of its timestamps) or read again because it just changed (the real clock).
+  @Test(arguments: [10, 0])
+  func seesEveryTransition(clockAhead: Int) throws {
+    let t = try TestDevice(containers: ["com.example.app"])
+    let controller = LockController(device: t.device)
+    let probe = ProtectionStateProbe(device: t.device, now: { Int(time(nil)) + clockAhead })
+    #expect(try probe.state().lockState == .unlocked)
+    #expect(try probe.state().lockState == .unlocked)
+    try controller.lock()
+    #expect(try probe.state().lockState == .locked)
+    try controller.unlock()
+    #expect(try probe.state().lockState == .unlocked)
+    try controller.reboot()
+    #expect(try probe.state().lockState == .beforeFirstUnlock)
+    try controller.unlock()
+    try controller.lock(inactive: true)
+    #expect(try probe.state() == ProtectionState(lockState: .locked, userInactive: true))
+    try FileManager.default.removeItem(atPath: t.device.stateDirectory + "/lock-state.json")
+    #expect(try probe.state().lockState == .unlocked)
+  }
+}

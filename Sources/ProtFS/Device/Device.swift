@@ -35,6 +35,7 @@ public struct Device: Sendable, Hashable {
   /// `path` made absolute against `base`, with `.`, `..` and repeated slashes resolved lexically.
   public static func normalize(_ path: String, relativeTo base: String) -> String {
     let absolute = path.hasPrefix("/") ? path : base + "/" + path
+    if isNormalAbsolute(absolute) { return absolute }
     var parts: [Substring] = []
     for part in absolute.split(separator: "/") {
       switch part {
@@ -44,6 +45,26 @@ public struct Device: Sendable, Hashable {
       }
     }
     return "/" + parts.joined(separator: "/")
+  }
+
+  /// Whether `path` (which starts with "/") has no empty, `.` or `..` component and no trailing
+  /// slash, so that `normalize` would return it unchanged: one pass over its bytes.
+  private static func isNormalAbsolute(_ path: String) -> Bool {
+    path.utf8.withContiguousStorageIfAvailable { bytes in
+      guard bytes.count > 1 else { return true }
+      var componentStart = 1
+      for i in 1...bytes.count where i == bytes.count || bytes[i] == UInt8(ascii: "/") {
+        let length = i - componentStart
+        if length == 0 { return false }
+        if length <= 2 && bytes[componentStart] == UInt8(ascii: ".")
+          && (length == 1 || bytes[componentStart + 1] == UInt8(ascii: "."))
+        {
+          return false
+        }
+        componentStart = i + 1
+      }
+      return true
+    } ?? false
   }
 
   // MARK: Paths
@@ -56,20 +77,24 @@ public struct Device: Sendable, Hashable {
   /// The device path of a user-supplied path (absolute, or relative to `currentDirectory`).
   ///
   /// Throws when the path, once `..` is resolved, is not inside the device.
-  public func resolve(_ userPath: String, currentDirectory: String = FileManager.default.currentDirectoryPath)
-    throws(ProtFSError) -> DevicePath
-  {
-    let absolute = Device.normalize(userPath, relativeTo: currentDirectory)
-    for candidateRoot in [root, canonicalRoot] {
-      if absolute == candidateRoot { return .root }
-      let prefix = candidateRoot == "/" ? "/" : candidateRoot + "/"
-      if absolute.hasPrefix(prefix) {
-        return DevicePath(validated: absolute.dropFirst(prefix.count).split(separator: "/").map(String.init))
-      }
-    }
+  public func resolve(_ userPath: String, currentDirectory: String? = nil) throws(ProtFSError) -> DevicePath {
+    // The current directory and the canonical root cost system calls: ask only when needed.
+    let absolute = Device.normalize(
+      userPath, relativeTo: userPath.hasPrefix("/") ? "" : currentDirectory ?? FileManager.default.currentDirectoryPath)
+    if let path = Device.relative(absolute, to: root) { return path }
+    let canonical = canonicalRoot
+    if canonical != root, let path = Device.relative(absolute, to: canonical) { return path }
     throw ProtFSError(
       .outsideDevice, "The path '\(userPath)' is outside the device '\(root)'.", path: userPath,
       hint: "give a path inside the device, or choose the device with --device DIR")
+  }
+
+  /// The device path of the normalised absolute path `absolute` under `root`, if it is there.
+  private static func relative(_ absolute: String, to root: String) -> DevicePath? {
+    if absolute == root { return .root }
+    let prefix = root == "/" ? "/" : root + "/"
+    guard absolute.hasPrefix(prefix) else { return nil }
+    return DevicePath(validated: absolute.dropFirst(prefix.count).split(separator: "/").map(String.init))
   }
 
   /// The root with its own symlinks resolved, for recognising paths that came through `realpath`.

@@ -5,9 +5,13 @@ import Foundation
 public struct DeviceDownloadAccess: DownloadAccessPolicy {
   /// The device whose state decides.
   public let device: Device
+  private let probe: ProtectionStateProbe
 
   /// A policy for `device`.
-  public init(device: Device) { self.device = device }
+  public init(device: Device) {
+    self.device = device
+    probe = ProtectionStateProbe(device: device)
+  }
 
   /// Creating a temp file in a directory whose class is unavailable fails with EPERM, as
   /// nsurlsessiond's does on a locked phone.
@@ -36,7 +40,7 @@ public struct DeviceDownloadAccess: DownloadAccessPolicy {
     guard var item = try? device.resolve(path) else { return .deny(EPERM) }
     if let child { item = item.appending(child) }
     do {
-      try device.checkAccess(item, for: access)
+      try device.checkAccess(item, for: access, in: try probe.state())
       return .allow
     } catch {
       return error.code == .protectedDataUnavailable ? whenUnavailable(error.errno ?? EPERM) : .allow

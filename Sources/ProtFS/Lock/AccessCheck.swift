@@ -24,7 +24,13 @@ extension Device {
   /// complete-unless-open handles keep working after a lock, complete ones do not.
   /// The error is `.protectedDataUnavailable` with errno `EPERM`, as iOS denies.
   public func checkAccess(_ path: DevicePath, for access: ProtectedDataAccess) throws(ProtFSError) {
-    let state = try protectionState()
+    try checkAccess(path, for: access, in: try protectionState())
+  }
+
+  /// As `checkAccess(_:for:)`, in `state` rather than the one read from the device now.
+  public func checkAccess(_ path: DevicePath, for access: ProtectedDataAccess, in state: ProtectionState)
+    throws(ProtFSError)
+  {
     guard !state.isProtectedDataAvailable else { return }
     let target = access == .create ? path.parent : path
     let cls = try effectiveClass(of: target).protectionClass

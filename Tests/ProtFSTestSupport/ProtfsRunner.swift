@@ -70,8 +70,8 @@ public enum Protfs {
     defer { TestDevice.removeTree(scratch) }
     let outPath = scratch + "/stdout"
     let errPath = scratch + "/stderr"
-    FileManager.default.createFile(atPath: outPath, contents: nil)
-    FileManager.default.createFile(atPath: errPath, contents: nil)
+    _ = FileManager.default.createFile(atPath: outPath, contents: nil)
+    _ = FileManager.default.createFile(atPath: errPath, contents: nil)
     let outHandle = try FileHandle(forWritingTo: URL(fileURLWithPath: outPath))
     let errHandle = try FileHandle(forWritingTo: URL(fileURLWithPath: errPath))
     process.standardOutput = outHandle

@@ -200,6 +200,8 @@ struct DownloadsPersistenceTests {
     try other.request(.resume, task: task.id)
     #expect(await task.waitUntilSettled() == .completed)
     #expect(fixture.destinationContents("file.bin") == body)
+    // A completed task leaves the session's lease at once, not when the session ends.
+    #expect(try !other.isOwnedByLiveSession(task: task.id))
     #expect(throws: ProtFSError.self) { try other.request(.cancel, task: 999) }
   }
 

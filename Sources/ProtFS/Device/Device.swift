@@ -89,6 +89,21 @@ public struct Device: Sendable, Hashable {
       hint: "give a path inside the device, or choose the device with --device DIR")
   }
 
+  /// Whether the absolute path `path`, once `..` is resolved, is the root or inside it: what
+  /// `resolve` checks, without building the device path.
+  public func contains(_ path: String) -> Bool {
+    let absolute = Device.normalize(path, relativeTo: "/")
+    func isUnder(_ root: String) -> Bool {
+      let (path, prefix) = (absolute.utf8, root.utf8)
+      guard prefix.count > 1 else { return true }  // the root is "/"
+      return path.starts(with: prefix)
+        && (path.count == prefix.count || path.dropFirst(prefix.count).first == UInt8(ascii: "/"))
+    }
+    if isUnder(root) { return true }
+    let canonical = canonicalRoot
+    return canonical != root && isUnder(canonical)
+  }
+
   /// The device path of the normalised absolute path `absolute` under `root`, if it is there.
   private static func relative(_ absolute: String, to root: String) -> DevicePath? {
     if absolute == root { return .root }

@@ -87,8 +87,9 @@ final class DownloadFinisher: @unchecked Sendable {
       switch job {
       case .complete(let transfer):
         guard finished.remove(ObjectIdentifier(transfer)) != nil else { continue }
-        let location = URL(fileURLWithPath: transfer.temporaryPath, isDirectory: false)
-        core.notifyFinishedDownloading(transfer.task, location: location)
+        core.notifyFinishedDownloading(transfer.task) {
+          URL(fileURLWithPath: transfer.temporaryPath, isDirectory: false)
+        }
         outcomes.append(place(transfer.task))
       case .fail(let task, let error, let path):
         // Without a path to delete, the temp file (if any) stays with the task for a later resume.
@@ -139,10 +140,12 @@ final class DownloadFinisher: @unchecked Sendable {
           task, .failed, error: ProtFSError.system("move the download of '\(url)' to", path: destination, errno: code)
         ) { $0.temporaryFileName = nil }
       }
-      return settle(
-        task, .completed,
-        event: .completed(taskID: task.id, location: URL(fileURLWithPath: destination, isDirectory: false))
-      ) {
+      // The event's URL is made only for a listener.
+      let event =
+        core.reportsEvents
+        ? DownloadEvent.completed(taskID: task.id, location: URL(fileURLWithPath: destination, isDirectory: false))
+        : nil
+      return settle(task, .completed, event: event) {
         $0.temporaryFileName = nil
       }
     case .waitForUnlock:

@@ -1,4 +1,5 @@
 import Foundation
+import Synchronization
 
 /// A background download session shaped like `URLSession`'s: an identifier, download tasks, resume
 /// data, and progress through `events` or a delegate.
@@ -13,9 +14,13 @@ public final class DownloadSession: Sendable {
   public var identifier: String { core.configuration.identifier }
   /// The configuration the session was opened with.
   public var configuration: DownloadSessionConfiguration { core.configuration }
-  /// Every task's progress and outcome, in order per task. One consumer; when nobody reads, only
-  /// the newest events are kept.
-  public var events: AsyncStream<DownloadEvent> { core.events }
+  /// Every task's progress and outcome, in order per task, from the first time this is read (a
+  /// session nobody asked for events spends nothing on them). One consumer; when nobody reads,
+  /// only the newest events are kept.
+  public var events: AsyncStream<DownloadEvent> {
+    core.eventsObserved.store(true, ordering: .relaxed)
+    return core.events
+  }
   /// The task store.
   public var store: DownloadStore { core.store }
 
@@ -92,23 +97,33 @@ public final class DownloadSession: Sendable {
     let now = Date().timeIntervalSince1970
     var result: [DownloadTask?] = Array(repeating: nil, count: requests.count)
     var fresh: [(index: Int, record: DownloadTaskRecord, request: DownloadRequest)] = []
-    let existing = core.tasks.withLock { Array($0.values) }
+    // The unfinished tasks by URL and destination directory, oldest first, so that thousands of
+    // requests find theirs without a scan each.
+    struct Key: Hashable {
+      var url: String
+      var directory: String
+    }
+    var unfinished: [Key: [(fileName: String?, task: DownloadTask)]] = [:]
+    for task in allTasks {
+      let r = task.record
+      guard r.state.isUnfinished && r.state != .waitingForUnlock else { continue }
+      unfinished[Key(url: r.url, directory: r.destinationDirectory), default: []].append((r.fileName, task))
+    }
     for (index, request) in requests.enumerated() {
       let directory = request.destinationDirectory ?? configuration.destinationDirectory
+      let url = request.url.absoluteString
       if let name = request.fileName {
-        _ = try DownloadFileName.validate(name, source: "the request for '\(request.url.absoluteString)'")
+        _ = try DownloadFileName.validate(name, source: "the request for '\(url)'")
       }
       let digest = try request.expectedSHA256.map(Self.normalizedDigest)
-      if let match = existing.first(where: { task in
-        let r = task.record
-        return r.state.isUnfinished && r.state != .waitingForUnlock && r.url == request.url.absoluteString
-          && r.destinationDirectory == directory && (request.fileName == nil || request.fileName == r.fileName)
+      if let match = unfinished[Key(url: url, directory: directory)]?.first(where: {
+        request.fileName == nil || request.fileName == $0.fileName
       }) {
-        result[index] = match
+        result[index] = match.task
         continue
       }
       let record = DownloadTaskRecord(
-        id: 0, sessionIdentifier: identifier, url: request.url.absoluteString, destinationDirectory: directory,
+        id: 0, sessionIdentifier: identifier, url: url, destinationDirectory: directory,
         fileName: request.fileName, temporaryDirectory: configuration.temporaryDirectory, temporaryFileName: nil,
         state: .suspended, bytesReceived: 0, bytesExpected: -1, entityTag: nil, lastModified: nil,
         expectedSHA256: digest, errorMessage: nil, errorNumber: nil, taskDescription: request.taskDescription,

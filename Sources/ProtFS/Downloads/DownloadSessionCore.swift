@@ -17,6 +17,8 @@ final class DownloadSessionCore: @unchecked Sendable {
   let invalidated = Mutex<Bool>(false)
   let continuation: AsyncStream<DownloadEvent>.Continuation
   let events: AsyncStream<DownloadEvent>
+  /// Whether `DownloadSession.events` was read: until then no event is made.
+  let eventsObserved = Atomic<Bool>(false)
   let delegateQueue = DispatchQueue(label: "protfs.download.delegate")
   weak var session: DownloadSession?
   var delegate: (any DownloadSessionDelegate)?
@@ -104,12 +106,15 @@ final class DownloadSessionCore: @unchecked Sendable {
 
   // MARK: Reporting
 
-  func notify(_ event: DownloadEvent) {
-    continuation.yield(event)
+  /// Whether anyone reads the events.
+  var reportsEvents: Bool { eventsObserved.load(ordering: .relaxed) }
+
+  func notify(_ event: @autoclosure () -> DownloadEvent) {
+    if reportsEvents { continuation.yield(event()) }
   }
 
   func notifyProgress(_ task: DownloadTask, bytesWritten: Int64, total: Int64, expected: Int64) {
-    continuation.yield(.progress(taskID: task.id, totalBytesWritten: total, totalBytesExpected: expected))
+    notify(.progress(taskID: task.id, totalBytesWritten: total, totalBytesExpected: expected))
     guard let delegate, let session else { return }
     delegateQueue.async {
       delegate.downloadSession(
@@ -117,8 +122,11 @@ final class DownloadSessionCore: @unchecked Sendable {
     }
   }
 
-  func notifyFinishedDownloading(_ task: DownloadTask, location: URL) {
-    continuation.yield(.finishedDownloading(taskID: task.id, temporaryLocation: location))
+  /// `location` is made only when someone listens: thousands of small files make one URL each.
+  func notifyFinishedDownloading(_ task: DownloadTask, location makeLocation: () -> URL) {
+    guard reportsEvents || delegate != nil else { return }
+    let location = makeLocation()
+    notify(.finishedDownloading(taskID: task.id, temporaryLocation: location))
     guard let delegate, let session else { return }
     // Synchronous, as URLSession's: the temp file must still be there while the delegate looks at it.
     delegateQueue.sync { delegate.downloadSession(session, task: task, didFinishDownloadingTo: location) }
@@ -146,7 +154,8 @@ final class DownloadSessionCore: @unchecked Sendable {
       registry.removeAll()
       return values
     }
-    persist(all.map(\.record))
+    // Settled tasks were stored by the finisher before their waiters woke; the rest keep progress.
+    persist(all.map(\.record).filter { !$0.state.isSettled })
     try? store.release(owner: owner)
     // Nothing will settle these tasks in this session any more: their waiters get the state as it is.
     for task in all {

@@ -148,16 +148,25 @@ public final class DownloadStore: Sendable {
   }
 
   /// Writes the mutable fields of `records` in one transaction (the engine batches its progress).
+  /// A completed task leaves its owner's lease here, so that releasing a session touches only the
+  /// tasks still open.
   func update(_ records: [DownloadTaskRecord]) throws(ProtFSError) {
     guard !records.isEmpty else { return }
     try database.transaction { db throws(ProtFSError) in
       for r in records {
         try db.query(
-          """
-          UPDATE tasks SET file_name = ?, temp_name = ?, state = ?, bytes_received = ?, bytes_expected = ?,
-            etag = ?, last_modified = ?, error_text = ?, error_errno = ?, description = ?, updated_at = ?
-          WHERE id = ?
-          """,
+          r.state == .completed
+            ? """
+            UPDATE tasks SET file_name = ?, temp_name = ?, state = ?, bytes_received = ?, bytes_expected = ?,
+              etag = ?, last_modified = ?, error_text = ?, error_errno = ?, description = ?, updated_at = ?,
+              owner = NULL, owner_pid = NULL
+            WHERE id = ?
+            """
+            : """
+            UPDATE tasks SET file_name = ?, temp_name = ?, state = ?, bytes_received = ?, bytes_expected = ?,
+              etag = ?, last_modified = ?, error_text = ?, error_errno = ?, description = ?, updated_at = ?
+            WHERE id = ?
+            """,
           [
             SQLiteValue(r.fileName), SQLiteValue(r.temporaryFileName), .text(r.state.rawValue),
             .integer(r.bytesReceived), .integer(r.bytesExpected), SQLiteValue(r.entityTag),

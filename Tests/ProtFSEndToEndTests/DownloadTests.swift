@@ -84,6 +84,27 @@ import Testing
     #expect(!FileManager.default.fileExists(atPath: t.containerPath(app, "Documents/missing.txt")))
   }
 
+  /// A list longer than the CLI's first chunk of 32 tasks (they start in chunks while the rest are
+  /// being recorded), with a URL given twice: every file arrives once, in the order of the list.
+  @Test func longListStartsInChunksAndDownloadsEachURLOnce() throws {
+    let t = try device()
+    let server = try NginxServer()
+    defer { server.stop() }
+    let names = (0..<40).map { String(format: "f%03d.txt", $0) }
+    var urls: [String] = []
+    for name in names { urls.append(try server.put(Data(name.utf8), at: name).absoluteString) }
+    let list = t.directory + "/urls.txt"
+    try ((urls + [urls[3]]).joined(separator: "\r\n") + "\n").write(toFile: list, atomically: true, encoding: .utf8)
+    let result = try Protfs.run(["--device", t.root, "download", "--bundle", app, "-i", list])
+    #expect(result.status == 0, "\(result)")
+    let documents = t.containerPath(app, "Documents")
+    #expect(result.stdout == names.map { "\(documents)/\($0)\n" }.joined())
+    for name in names { #expect(FileManager.default.contents(atPath: documents + "/" + name) == Data(name.utf8)) }
+    let tasks = try Protfs.run(["--device", t.root, "tasks", "--json"])
+    let records = try JSONSerialization.jsonObject(with: Data(tasks.stdout.utf8)) as! [[String: Any]]
+    #expect(records.count == names.count)
+  }
+
   @Test func inputFileDestinationAndChecksum() throws {
     let t = try device()
     let server = try NginxServer()

@@ -2,7 +2,7 @@
 // tests that kill a downloading process. Stands in for `protfs download` until the CLI has it.
 //
 // protfs-fetch --store PATH --temp DIR --to DIR [--session ID] [--bundle ID] [--connections N]
-//              [--sha256 HEX] [--persist-ms N] [--no-sync] [--progress] [-i LIST] URL...
+//              [--sha256 HEX] [--persist-ms N] [--buffer-kib N] [--no-sync] [--progress] [-i LIST] URL...
 import Foundation
 import ProtFS
 
@@ -20,6 +20,7 @@ var connections = 6
 var digest: String?
 var persistMilliseconds = 1000
 var synchronize = true
+var bufferKiB: Int?
 var progress = false
 var urls: [URL] = []
 
@@ -38,6 +39,7 @@ while let argument = arguments.popFirst() {
   case "--connections": connections = Int(value(argument)) ?? connections
   case "--sha256": digest = value(argument)
   case "--persist-ms": persistMilliseconds = Int(value(argument)) ?? persistMilliseconds
+  case "--buffer-kib": bufferKiB = Int(value(argument))
   case "--no-sync": synchronize = false
   case "--progress": progress = true
   case "-i":
@@ -60,6 +62,7 @@ var configuration = DownloadSessionConfiguration(
 configuration.maximumConnectionsPerHost = connections
 configuration.progressPersistInterval = .milliseconds(persistMilliseconds)
 configuration.synchronizesFiles = synchronize
+if let bufferKiB { configuration.receiveBufferSize = bufferKiB << 10 }
 
 do {
   let session = try DownloadSession(configuration: configuration)

@@ -22,7 +22,11 @@ final class ProgressPrinter: @unchecked Sendable {
     }
   }
 
+  /// Whether nothing is shown (`none`, or `auto` off a terminal).
+  var isSilent: Bool { mode == "none" }
+
   func begin(_ tasks: [DownloadTask]) {
+    guard !isSilent else { return }
     lock.withLock {
       for task in tasks {
         order.append(task.id)

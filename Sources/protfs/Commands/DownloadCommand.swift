@@ -72,12 +72,14 @@ enum DownloadCommand {
     // The CLI resumes only what it is asked for; `protfs tasks resume` takes the rest.
     configuration.resumesReattachedTasks = false
 
-    // Each bad URL is one task's error; the others go ahead.
+    // Each bad URL is one task's error; the others go ahead. A URL given twice is downloaded once.
     var failed = false
     var requests: [DownloadRequest] = []
+    var seen = Set<String>()
     for text in texts {
       switch validate(text) {
       case .success(let url):
+        guard seen.insert(url.absoluteString).inserted else { continue }
         requests.append(
           DownloadRequest(
             url: url, destinationDirectory: configuration.destinationDirectory,
@@ -91,26 +93,21 @@ enum DownloadCommand {
 
     let session = try DownloadSession(configuration: configuration)
     defer { session.invalidate() }
-    // Running the same download again picks up its unfinished task instead of starting over.
-    let existing = session.allTasks.filter { $0.state.isUnfinished && $0.state != .waitingForUnlock }
-    var tasks: [DownloadTask] = []
-    var fresh: [DownloadRequest] = []
-    for request in requests {
-      if let task = existing.first(where: {
-        $0.url == request.url && $0.record.destinationDirectory == request.destinationDirectory
-      }) {
-        tasks.append(task)
-      } else {
-        fresh.append(request)
-      }
+    // Running the same download again picks up its unfinished task instead of starting over. Tasks
+    // are recorded and started a chunk at a time, so the first transfers run while the rest of a
+    // long list is still being recorded.
+    var pending = requests[...]
+    let (tasks, outcome) = try runInForeground(of: session, progress: mode) { () throws(ProtFSError) in
+      guard !pending.isEmpty else { return nil }
+      let chunk = pending.prefix(pending.startIndex == requests.startIndex ? firstChunk : chunk)
+      pending = pending.dropFirst(chunk.count)
+      return try session.downloadTasks(with: Array(chunk))
     }
-    tasks += try session.downloadTasks(with: fresh)
     var waiting = false
-    let outcome = runInForeground(tasks, of: session, progress: mode)
     for task in tasks {
       switch outcome[task.id] ?? task.state {
       case .completed:
-        if mode != "json" { Console.out(task.location?.path ?? task.record.destinationPath ?? "") }
+        if mode != "json" { Console.out(task.record.destinationPath ?? "") }
       case .waitingForUnlock:
         waiting = true
         Console.err(
@@ -124,20 +121,54 @@ enum DownloadCommand {
     return failed ? exitFailed : waiting ? exitWaitingForUnlock : exitCompleted
   }
 
+  /// How many requests `download` records before starting them: a small first chunk gets the
+  /// transfers going, larger ones after it keep the store's transactions few.
+  static let firstChunk = 32
+  static let chunk = 512
+
   /// Resumes `tasks`, shows their progress in `mode` until every one settles, then ends the session's
   /// event stream once everything it held is printed. Returns the state each task settled in.
   static func runInForeground(_ tasks: [DownloadTask], of session: DownloadSession, progress mode: String)
     -> [Int64: DownloadState]
   {
+    var given: [DownloadTask]? = tasks
+    // Cannot throw: the only chunk is given.
+    let result = try? runInForeground(of: session, progress: mode) { () throws(ProtFSError) in
+      defer { given = nil }
+      return given
+    }
+    return result?.outcome ?? [:]
+  }
+
+  /// As `runInForeground(_:of:progress:)`, with the tasks coming from `next` a chunk at a time
+  /// (nil when there are no more); each chunk starts as soon as it comes. When `next` throws, the
+  /// tasks already started are still waited for before the error is passed on.
+  static func runInForeground(
+    of session: DownloadSession, progress mode: String, _ next: () throws(ProtFSError) -> [DownloadTask]?
+  ) throws(ProtFSError) -> (tasks: [DownloadTask], outcome: [Int64: DownloadState]) {
     let progress = ProgressPrinter(mode: mode)
-    let events = session.events
-    let printer = Task.detached { for await event in events { progress.handle(event) } }
-    progress.begin(tasks)
-    for task in tasks { task.resume() }
+    // Without output nobody reads the events, and the session makes none.
+    var printer: Task<Void, Never>?
+    if !progress.isSilent {
+      let events = session.events
+      printer = Task.detached { for await event in events { progress.handle(event) } }
+    }
+    var tasks: [DownloadTask] = []
+    var failure: ProtFSError?
+    do {
+      while let chunk = try next() {
+        progress.begin(chunk)
+        for task in chunk { task.resume() }
+        tasks += chunk
+      }
+    } catch {
+      failure = error
+    }
     let outcome = waitForAll(tasks)
     drain(session, printer)
     progress.finish()
-    return outcome
+    if let failure { throw failure }
+    return (tasks, outcome)
   }
 
   /// Waits on a plain thread, so that `Console` output stays in order and no executor is blocked.
@@ -153,8 +184,9 @@ enum DownloadCommand {
   }
 
   /// Ends the session's event stream and waits until every event it held has been printed.
-  static func drain(_ session: DownloadSession, _ printer: Task<Void, Never>) {
+  static func drain(_ session: DownloadSession, _ printer: Task<Void, Never>?) {
     session.invalidate()
+    guard let printer else { return }
     let done = DispatchSemaphore(value: 0)
     Task.detached {
       await printer.value
@@ -181,8 +213,14 @@ enum DownloadCommand {
       text = String(decoding: data, as: UTF8.self)
     }
     // aria2 and wget skip blank lines and lines starting with '#'.
-    return text.split(whereSeparator: \.isNewline).map { $0.trimmingCharacters(in: .whitespaces) }
-      .filter { !$0.isEmpty && !$0.hasPrefix("#") }
+    // Lines split and trimmed as bytes (ASCII space, tab, CR, LF, FF, VT): lists run to thousands
+    // of lines, and Character-by-Character splitting costs milliseconds.
+    func isSpace(_ byte: UInt8) -> Bool { byte == 0x20 || (0x09...0x0D).contains(byte) }
+    return text.utf8.split(whereSeparator: { $0 == 0x0A || $0 == 0x0D }).compactMap { line in
+      var trimmed = line.drop(while: isSpace)
+      while let last = trimmed.last, isSpace(last) { trimmed = trimmed.dropLast() }
+      return trimmed.isEmpty || trimmed.first == UInt8(ascii: "#") ? nil : String(Substring(trimmed))
+    }
   }
 
   static func validate(_ text: String) -> Result<URL, ProtFSError> {

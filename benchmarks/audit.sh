@@ -21,7 +21,7 @@ while (($#)); do
 done
 command -v getfattr >/dev/null || { echo "audit.sh: getfattr is missing; run scripts/setup.sh" >&2; exit 2; }
 if [ -z "$protfs" ]; then
-  swift build -c release --product protfs >&2
+  bash scripts/build.sh >/dev/null
   protfs=$repo/.build/release/protfs
 fi
 work=$repo/.benchmarks/audit

@@ -4,7 +4,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup.sh
-swift build -c release --product protfs >/dev/null
+bash scripts/build.sh >/dev/null
 protfs=$PWD/.build/release/protfs
 dirs=${DIRS:-200} files=${FILES:-500} runs=${RUNS:-7}
 work=$(mktemp -d /tmp/protfs-bench-cache-XXXXXX)

@@ -21,9 +21,7 @@ BIG_MIB=${BIG_MIB:-1024}
 SMALL_COUNT=${SMALL_COUNT:-2000}
 SMALL_BYTES=${SMALL_BYTES:-16384}
 
-swift build -c release --product protfs >&2
-swift build -c release --product protfs-fetch >&2
-BIN=$(swift build -c release --show-bin-path)
+BIN=$(dirname "$(bash scripts/build.sh protfs protfs-fetch)")
 
 WORK=$(mktemp -d "${TMPDIR:-/var/tmp}/protfs-bench.XXXXXX")
 RUN="$WORK/run"
@@ -94,12 +92,22 @@ ls "$WORK/root/small" | sed "s|^|$BASE/small/|" >"$WORK/urls.txt"
 cat "$WORK/root"/big.bin "$WORK/root/small"/* >/dev/null 2>&1 || true
 
 # --- measuring -----------------------------------------------------------------------------------
+# The previous run's files are kept (moved aside) until the end, except the big file: on ext4,
+# creating a file skips every inode freed in the last minutes (`recently_deleted`), so deleting
+# 2,000 files before each run made the next run's creates slower and slower, whichever tool ran.
+RETIRED=0
+retire_run() {
+  [ -d "$RUN" ] || return 0
+  find "$RUN" -name big.bin -delete
+  RETIRED=$((RETIRED + 1))
+  mv "$RUN" "$WORK/retired.$RETIRED"
+}
 # run NAME CASE COMMAND...: runs COMMAND in a fresh $RUN, appends "seconds rss_kib" to $WORK/CASE.NAME
 run() {
   local name=$1 case=$2
   shift 2
 
-  rm -rf "$RUN"
+  retire_run
   mkdir -p "$RUN/out" "$RUN/tmp"
   [ "$name" = protfs ] && "${PROTFS_SETUP[@]}" >/dev/null
   sync
@@ -175,7 +183,13 @@ report() {
       "$(cut -d' ' -f2 "$WORK/$case.$tool" | sort -n | tail -1)" \
       "$(cut -d' ' -f1 "$WORK/$case.$tool" | xargs printf '%.3f ')"
   done
-  printf "  protfs/curl = %.2f   protfs/aria2c = %.2f\n" "$(awk -v x="$p" -v y="$c" 'BEGIN {print x / y}')" "$(awk -v x="$p" -v y="$a" 'BEGIN {print x / y}')"
+  printf "  protfs/curl = %.2f   protfs/aria2c = %.2f   (ratios of the medians)\n" "$(awk -v x="$p" -v y="$c" 'BEGIN {print x / y}')" "$(awk -v x="$p" -v y="$a" 'BEGIN {print x / y}')"
+  # The disk's speed drifts during a run (write-back, the host's I/O limits), so each round's tools,
+  # run back to back, are also compared with each other: the median of those paired ratios.
+  printf "  protfs/curl = %.2f   protfs/aria2c = %.2f   (medians of the per-round ratios: %s)\n" \
+    "$(paste -d' ' "$WORK/$case.protfs" "$WORK/$case.curl" | awk '{print $1 / $3}' | median)" \
+    "$(paste -d' ' "$WORK/$case.protfs" "$WORK/$case.aria2c" | awk '{print $1 / $3}' | median)" \
+    "$(paste -d' ' "$WORK/$case.protfs" "$WORK/$case.curl" | awk '{printf "%.2f ", $1 / $3}')"
 }
 for case in ${CASES:-big small}; do
   case $case in

@@ -14,8 +14,7 @@ DIRS=${DIRS:-200}
 FILES=${FILES:-500}
 
 bash scripts/setup.sh
-swift build -c release --product protfs >&2
-BIN="$(swift build -c release --show-bin-path)/protfs"
+BIN=$(bash scripts/build.sh)
 WORK="$(mktemp -d "${TMPDIR:-/tmp}/protfs-bench-XXXXXX")"
 trap 'chmod -R u+rwX "$WORK" 2>/dev/null; rm -rf "$WORK"' EXIT
 DEV="$WORK/device"

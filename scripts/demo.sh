@@ -5,7 +5,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup.sh
-swift build -c release --product protfs >/dev/null
+bash scripts/build.sh >/dev/null
 protfs() { "$PWD/.build/release/protfs" "$@"; }
 
 work=$(mktemp -d /tmp/protfs-demo-XXXXXX)

@@ -92,16 +92,24 @@ ls "$WORK/root/small" | sed "s|^|$BASE/small/|" >"$WORK/urls.txt"
 cat "$WORK/root"/big.bin "$WORK/root/small"/* >/dev/null 2>&1 || true
 
 # --- measuring -----------------------------------------------------------------------------------
-# The previous run's files are kept (moved aside) until the end, except the big file: on ext4,
-# creating a file skips every inode freed in the last minutes (`recently_deleted`), so deleting
-# 2,000 files before each run made the next run's creates slower and slower, whichever tool ran.
-RETIRED=0
+# Each run's directory is deleted before the next, so its page cache goes back to be reused (on
+# this VM, never-touched memory costs a host fault per page, which slows page-cache copies run
+# after run). ext4 skips inodes freed in the last minutes when it creates a file (no journal:
+# `recently_deleted`), so the runs must not land where the last one was: with the Orlov
+# top-directory flag on $WORK, each run directory (named anew each time, since Orlov starts its
+# search from a hash of the name) starts in a group of its own. $RUN is a symlink to it.
+chattr +T "$WORK" 2>/dev/null || true
+RUN_COUNT=0
 retire_run() {
-  [ -d "$RUN" ] || return 0
-  find "$RUN" -name big.bin -delete
-  RETIRED=$((RETIRED + 1))
-  mv "$RUN" "$WORK/retired.$RETIRED"
+  if [ -L "$RUN" ]; then
+    rm -rf "${WORK:?}/$(readlink "$RUN")"
+    rm "$RUN"
+  fi
+  RUN_COUNT=$((RUN_COUNT + 1))
+  mkdir "$WORK/run.$RUN_COUNT"
+  ln -s "run.$RUN_COUNT" "$RUN"
 }
+
 # run NAME CASE COMMAND...: runs COMMAND in a fresh $RUN, appends "seconds rss_kib" to $WORK/CASE.NAME
 run() {
   local name=$1 case=$2

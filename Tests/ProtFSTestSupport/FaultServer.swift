@@ -250,7 +250,7 @@ public final class FaultServer: Sendable {
     case .gateAfter(let bytes):
       guard send(fd, slice.prefix(bytes)) else { return false }
       gate.lock()
-      while !gateIsOpen && !isStopped { gate.wait(until: Date().addingTimeInterval(0.05)) }
+      while !gateIsOpen && !isStopped { _ = gate.wait(until: Date().addingTimeInterval(0.05)) }
       gate.unlock()
       return !isStopped && send(fd, slice.dropFirst(bytes))
     case .slowDrip(let chunk, let interval):

@@ -17,6 +17,8 @@ final class DownloadFinisher: @unchecked Sendable {
 
   private let jobs = Mutex<[Job]>([])
   private let available = DispatchSemaphore(value: 0)
+  /// Signalled by a job that must not wait out a group window.
+  private let gathering = DispatchSemaphore(value: 0)
   // Unowned: the core owns this object and stops its thread before it goes away.
   private unowned let core: DownloadSessionCore
 
@@ -30,12 +32,23 @@ final class DownloadFinisher: @unchecked Sendable {
 
   func post(_ job: Job) {
     // One signal per batch: the thread takes every pending job after each wait, so only the job
-    // that finds the list empty has to wake it.
-    let wasEmpty = jobs.withLock { list in
+    // that finds the list empty has to wake it. A job that must not wait ends a group window.
+    let (wasEmpty, urgent) = jobs.withLock { list in
       list.append(job)
-      return list.count == 1
+      if case .complete = job { return (list.count == 1, false) }
+      return (list.count == 1, true)
     }
     if wasEmpty { available.signal() }
+    if urgent { gathering.signal() }
+  }
+
+  /// Whether every pending job is a finished transfer (which may wait for company).
+  private func isOnlyCompletions() -> Bool {
+    jobs.withLock { list in
+      list.allSatisfy {
+        if case .complete = $0 { return true } else { return false }
+      }
+    }
   }
 
   /// Finishes the jobs already posted, then ends the thread.
@@ -46,13 +59,21 @@ final class DownloadFinisher: @unchecked Sendable {
   }
 
   private func run() {
+    let window = core.configuration.settleGroupWindow
     while true {
       available.wait()
+      // Group commit: files that finish within the window join this batch's flush and transaction.
+      // Only finished transfers wait; a stop, a failure or the end of the session goes at once.
+      if window > .zero, core.configuration.synchronizesFiles, isOnlyCompletions() {
+        _ = gathering.wait(timeout: .now() + .nanoseconds(Int(Monotonic.nanoseconds(window))))
+      }
       let batch = jobs.withLock { list in
         let taken = list
         list.removeAll(keepingCapacity: true)
         return taken
       }
+      // Signals for jobs taken now must not cut the next window short.
+      while gathering.wait(timeout: .now()) == .success {}
       if let exit = process(batch) {
         exit.signal()
         return

@@ -34,6 +34,9 @@ public struct DownloadSessionConfiguration: Sendable {
   public var resumesReattachedTasks: Bool = true
   /// Whether finished files are flushed to disk (fsync) before they are moved into place.
   public var synchronizesFiles: Bool = true
+  /// How long finished downloads wait for others to finish with them, so that many small files
+  /// share one flush and one store transaction (a group commit). Zero settles each batch at once.
+  public var settleGroupWindow: Duration = .milliseconds(4)
   /// How often running transfers ask the access policy whether they may go on writing, and the
   /// session looks for requests from other processes in the store.
   public var accessCheckInterval: Duration = .milliseconds(250)

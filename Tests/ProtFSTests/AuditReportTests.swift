@@ -6,6 +6,25 @@ import Testing
 
 @Suite("Audit reports")
 struct AuditReportTests {
+  /// The JSON reporter writes plain paths straight from their bytes; every path must come out as
+  /// `AuditFinding.path` shown through the JSON escaper would.
+  @Test func jsonPathsMatchTheDisplayedPath() {
+    let paths: [[UInt8]] = [
+      Array("Documents/a.txt".utf8), Array("Documents/dir/".utf8), [], Array("/".utf8),
+      Array("quote\"and\\slash".utf8), Array("caf\u{e9}".utf8), [0x61, 0xFF, 0x62], [0x61, 0x0A], Array(" lead".utf8),
+    ]
+    for bytes in paths {
+      let finding = AuditFinding(ruleID: "X", level: .note, container: "c", pathBytes: bytes, message: "m")
+      let direct = AuditOutput()
+      direct.writeJSONPath(finding.pathBytes[...])
+      direct.flush()
+      let viaString = AuditOutput()
+      viaString.writeJSON(finding.path)
+      viaString.flush()
+      #expect(direct.text == viaString.text, "\(bytes)")
+    }
+  }
+
   let app = "com.example.app"
 
   /// A device with one error, one warning and notes, audited into `format`.

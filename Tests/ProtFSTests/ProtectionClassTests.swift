@@ -1,6 +1,7 @@
 import Foundation
-import ProtFS
 import Testing
+
+@testable import ProtFS
 
 @Suite struct ProtectionClassTests {
   static let spellings: [(String, ProtectionClass)] = [
@@ -43,6 +44,19 @@ import Testing
     #expect(ProtectionClass.none < .completeUntilFirstUserAuthentication)
     #expect(ProtectionClass.completeWhenUserInactive < .completeUnlessOpen)
     #expect(ProtectionClass.allCases.max() == .complete)
+    for (index, value) in ProtectionClass.byStrength.enumerated() { #expect(value.strength == index) }
+  }
+
+  /// The audit's decoder picks the class by the value's length: every class, and near misses.
+  @Test func auditDecodesEveryClassAndNothingElse() {
+    func decode(_ bytes: [UInt8]) -> ProtectionClass? {
+      bytes.withUnsafeBufferPointer { Worker.decodeClass($0) }
+    }
+    for value in ProtectionClass.allCases { #expect(decode(value.attributeValue) == value) }
+    #expect(decode(Array("NSFileProtectionNonE".utf8)) == nil)
+    #expect(decode(Array("XSFileProtectionComplete".utf8)) == nil)
+    #expect(decode(Array("NSFileProtectionComplete\0".utf8)) == nil)
+    #expect(decode([]) == nil)
   }
 
   @Test func rawValuesAreApplesConstants() {

@@ -44,6 +44,18 @@ public final class AuditOutput {
     if buffer.count >= 1 << 16 { flush() }
   }
 
+  /// Appends a finding's path as `AuditFinding.path` would show it, as a JSON string.
+  public func writeJSONPath(_ bytes: ArraySlice<UInt8>) {
+    withBuffer { Escape.appendJSONPath(bytes, to: &$0) }
+  }
+
+  /// Lets `body` append to the buffer directly: one exclusive access for a whole record instead
+  /// of one per piece (a report of many findings pays the runtime's access check per call).
+  public func withBuffer(_ body: (inout [UInt8]) -> Void) {
+    body(&buffer)
+    if buffer.count >= 1 << 16 { flush() }
+  }
+
   /// Appends an optional string as JSON (`null` when nil).
   public func writeJSON(_ text: String?) {
     if let text { writeJSON(text) } else { writeConstant("null") }
@@ -115,6 +127,29 @@ enum Escape {
       buffer.append(contentsOf: UnsafeBufferPointer(rebasing: utf8[start...]))
       buffer.append(UInt8(ascii: "\""))
     }
+  }
+
+  /// Appends constant text.
+  static func append(_ text: StaticString, to buffer: inout [UInt8]) {
+    text.withUTF8Buffer { buffer.append(contentsOf: $0) }
+  }
+
+  /// Appends an optional string as JSON (`null` when nil).
+  static func appendJSON(_ text: String?, to buffer: inout [UInt8]) {
+    if let text { appendJSON(text, to: &buffer) } else { append("null", to: &buffer) }
+  }
+
+  /// Appends a finding's path bytes as `AuditFinding.path` would show them, as a JSON string: a
+  /// path of plain printable ASCII (nearly all of them) goes straight from its bytes.
+  static func appendJSONPath(_ bytes: ArraySlice<UInt8>, to buffer: inout [UInt8]) {
+    var bytes = bytes
+    if bytes.last == UInt8(ascii: "/") { bytes.removeLast() }
+    guard !bytes.isEmpty,
+      bytes.allSatisfy({ $0 >= 0x20 && $0 < 0x7F && $0 != UInt8(ascii: "\"") && $0 != UInt8(ascii: "\\") })
+    else { return appendJSON(DisplayPath.relative(bytes), to: &buffer) }
+    buffer.append(UInt8(ascii: "\""))
+    buffer.append(contentsOf: bytes)
+    buffer.append(UInt8(ascii: "\""))
   }
 
   /// A JSON string literal, quotes included.

@@ -61,22 +61,25 @@ public final class JSONAuditReporter: AuditReporter {
 
   /// One finding per line.
   public func report(_ finding: AuditFinding) {
-    output.writeConstant(first ? "\n    {\"ruleId\": " : ",\n    {\"ruleId\": ")
+    let opening: StaticString = first ? "\n    {\"ruleId\": " : ",\n    {\"ruleId\": "
     first = false
-    output.writeJSON(finding.ruleID)
-    output.writeConstant(", \"level\": ")
-    output.writeJSON(finding.level.rawValue)
-    output.writeConstant(", \"container\": ")
-    output.writeJSON(finding.container)
-    output.writeConstant(", \"path\": ")
-    output.writeJSON(finding.path)
-    output.writeConstant(", \"message\": ")
-    output.writeJSON(finding.message)
-    output.writeConstant(", \"expected\": ")
-    output.writeJSON(finding.expected)
-    output.writeConstant(", \"actual\": ")
-    output.writeJSON(finding.actual)
-    output.writeConstant("}")
+    output.withBuffer { buffer in
+      Escape.append(opening, to: &buffer)
+      Escape.appendJSON(finding.ruleID, to: &buffer)
+      Escape.append(", \"level\": ", to: &buffer)
+      Escape.appendJSON(finding.level.rawValue, to: &buffer)
+      Escape.append(", \"container\": ", to: &buffer)
+      Escape.appendJSON(finding.container, to: &buffer)
+      Escape.append(", \"path\": ", to: &buffer)
+      Escape.appendJSONPath(finding.pathBytes[...], to: &buffer)
+      Escape.append(", \"message\": ", to: &buffer)
+      Escape.appendJSON(finding.message, to: &buffer)
+      Escape.append(", \"expected\": ", to: &buffer)
+      Escape.appendJSON(finding.expected, to: &buffer)
+      Escape.append(", \"actual\": ", to: &buffer)
+      Escape.appendJSON(finding.actual, to: &buffer)
+      Escape.append("}", to: &buffer)
+    }
   }
 
   /// Closes the array and writes the summary.

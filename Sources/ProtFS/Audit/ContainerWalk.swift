@@ -186,12 +186,18 @@ enum ClassReading {
 }
 
 /// One walking thread: its own path buffer and finding batch; nothing shared but the stack and the sink.
-struct Worker {
+///
+/// `@unchecked Sendable`: the template handed to the threads has no candidate memory yet; each
+/// thread's copy allocates its own on its first directory.
+struct Worker: @unchecked Sendable {
   let walk: ContainerWalk
   var rootFD: Int32
   let matcher: RuleMatcher
-  /// Per policy, the patterns that may match entries of the current directory.
-  private var candidates: [[Int]] = []
+  /// The patterns that may match entries of the current directory, policy after policy
+  /// (`candidateEnds[p]` is where policy `p`'s end): plain memory this worker allocates on its
+  /// first directory and frees in `finish()`, so that the per-item loop counts no references.
+  private var candidateBuffer = UnsafeMutableBufferPointer<RuleMatcher.Candidate>(start: nil, count: 0)
+  private var candidateEnds = UnsafeMutableBufferPointer<Int>(start: nil, count: 0)
   /// Messages already built, by rule and actual class: most findings repeat one.
   private var ruleTexts: [[CachedText?]]
   private var noOwnClassTexts = [CachedText?](repeating: nil, count: 15)
@@ -233,6 +239,12 @@ struct Worker {
   }
 
   mutating func finish() -> AuditSummary {
+    if candidateBuffer.baseAddress != nil {
+      candidateBuffer.deallocate()
+      candidateEnds.deallocate()
+      candidateBuffer = UnsafeMutableBufferPointer(start: nil, count: 0)
+      candidateEnds = UnsafeMutableBufferPointer(start: nil, count: 0)
+    }
     walk.sink.deliver(batch)
     batch.removeAll()
     for (level, count) in zip([AuditLevel.note, .warning, .error], levelCounts) where count > 0 {
@@ -292,12 +304,22 @@ struct Worker {
     }
   }
 
-  private static let rawValues = ProtectionClass.allCases.map { ($0, $0.attributeValue) }
-
-  /// Decodes a class from attribute bytes without building a `String` (the hot path).
+  /// Decodes a class from attribute bytes without building a `String` (the hot path): the five
+  /// values have five different lengths, so the length picks the one to compare with.
   static func decodeClass(_ bytes: UnsafeBufferPointer<UInt8>) -> ProtectionClass? {
-    for (value, raw) in rawValues where raw.count == bytes.count && raw.elementsEqual(bytes) { return value }
-    return nil
+    let candidate: ProtectionClass
+    switch bytes.count {
+    case 20: candidate = .none
+    case 24: candidate = .complete
+    case 34: candidate = .completeUnlessOpen
+    case 40: candidate = .completeWhenUserInactive
+    case 52: candidate = .completeUntilFirstUserAuthentication
+    default: return nil
+    }
+    let matches = candidate.rawValue.utf8.withContiguousStorageIfAvailable {
+      memcmp($0.baseAddress!, bytes.baseAddress!, bytes.count) == 0
+    }
+    return (matches ?? candidate.rawValue.utf8.elementsEqual(bytes)) ? candidate : nil
   }
 
   /// `getxattrat(2)` with `AT_SYMLINK_NOFOLLOW`, or its fallback; the size, or minus the errno.
@@ -329,8 +351,14 @@ struct Worker {
   mutating func read(_ directory: PendingDirectory) -> [PendingDirectory] {
     path = directory.path
     components = PathPattern.componentRanges(of: path)
-    candidates = path.withUnsafeBufferPointer { pathBuffer in
-      components.withUnsafeBufferPointer { matcher.candidates(pathBuffer, components: $0) }
+    // Allocated here, not in init: each thread's worker is a copy of one template.
+    if candidateBuffer.baseAddress == nil {
+      candidateBuffer = .allocate(capacity: max(1, matcher.patternCount))
+      candidateEnds = .allocate(capacity: max(1, matcher.policies.count))
+    }
+    let (buffer, ends) = (candidateBuffer, candidateEnds)
+    path.withUnsafeBufferPointer { pathBuffer in
+      components.withUnsafeBufferPointer { matcher.candidates(pathBuffer, components: $0, into: buffer, ends: ends) }
     }
     let fd = openBeneath(directory.path)
     guard fd >= 0 else {
@@ -359,9 +387,10 @@ struct Worker {
           guard fstatat(handle.fd, namePointer, &st, AT_SYMLINK_NOFOLLOW) == 0 else { return }
           kind = FileKind(mode: st.st_mode)
         }
+        let nameBytes = UnsafeRawPointer(namePointer).assumingMemoryBound(to: UInt8.self)
         if let child = check(
-          dirfd: handle.fd, name: namePointer, nameStart: start, kind: kind,
-          inherited: directory.inheritedByChildren)
+          dirfd: handle.fd, name: namePointer, nameBytes: UnsafeBufferPointer(start: nameBytes, count: length),
+          nameStart: start, kind: kind, inherited: directory.inheritedByChildren)
         {
           found.append(child)
         }
@@ -405,8 +434,8 @@ struct Worker {
 
   /// Checks the entry whose path is in `path`; returns it as a pending directory when it is one.
   private mutating func check(
-    dirfd: Int32, name: UnsafePointer<CChar>, nameStart: Int, kind: FileKind,
-    inherited: ProtectionClass?
+    dirfd: Int32, name: UnsafePointer<CChar>, nameBytes name8: UnsafeBufferPointer<UInt8>, nameStart: Int,
+    kind: FileKind, inherited: ProtectionClass?
   ) -> PendingDirectory? {
     let nameBytes = path[nameStart...]
     if !DisplayPath.isValidUTF8(nameBytes) {
@@ -501,37 +530,54 @@ struct Worker {
     }
 
     evaluatePolicies(
-      dirfd: dirfd, nameStart: nameStart, kind: kind, effective: effective, source: source,
+      dirfd: dirfd, name: name8, nameStart: nameStart, kind: kind, effective: effective, source: source,
       inherited: inherited)
 
     guard kind == .directory else { return nil }
     return PendingDirectory(path: path, inheritedByChildren: own ?? inherited)
   }
 
+  /// The rule of policy `policyIndex` that decides the current item (whose name is `name`) and
+  /// its facts, or nil: the first candidate pattern that matches. Most candidates decide from
+  /// their plain data alone (every child matches, or the name lacks the literal suffix); only the
+  /// rest run the full match.
+  private func winningRule(_ policyIndex: Int, name: UnsafeBufferPointer<UInt8>, isDirectory: Bool)
+    -> (Int, RuleMatcher.RuleFacts)?
+  {
+    let start = policyIndex == 0 ? 0 : candidateEnds[policyIndex - 1]
+    for position in start..<candidateEnds[policyIndex] {
+      let candidate = candidateBuffer[position]
+      if candidate.directoriesOnly && !isDirectory { continue }
+      if candidate.matchesEveryChild { return (candidate.owner, candidate.facts) }
+      if !PathPattern.hasSuffix(name, candidate.suffix) { continue }
+      let matches = path.withUnsafeBufferPointer { pathBuffer in
+        components.withUnsafeBufferPointer { componentBuffer in
+          matcher.policies[policyIndex].patterns[candidate.index].matches(
+            pathBuffer, components: componentBuffer, isDirectory: isDirectory)
+        }
+      }
+      if matches { return (candidate.owner, candidate.facts) }
+    }
+    return nil
+  }
+
   private mutating func evaluatePolicies(
-    dirfd: Int32, nameStart: Int, kind: FileKind, effective: ProtectionClass,
+    dirfd: Int32, name: UnsafeBufferPointer<UInt8>, nameStart: Int, kind: FileKind, effective: ProtectionClass,
     source: ClassSource, inherited: ProtectionClass?
   ) {
     let isDirectory = kind == .directory
-    for (policyIndex, policy) in matcher.policies.enumerated() {
-      var winner = -1
-      path.withUnsafeBufferPointer { pathBuffer in
-        components.withUnsafeBufferPointer { componentBuffer in
-          for index in candidates[policyIndex]
-          where policy.patterns[index].matches(pathBuffer, components: componentBuffer, isDirectory: isDirectory) {
-            winner = policy.owners[index]
-            return
-          }
-        }
-      }
-      guard winner >= 0 else { continue }
+    for policyIndex in 0..<candidateEnds.count {
+      guard let (winner, facts) = winningRule(policyIndex, name: name, isDirectory: isDirectory) else { continue }
+      let satisfied = facts.satisfiedBy & (1 << effective.strength) != 0
+      if satisfied && !facts.comparesWithSibling { continue }
+      let policy = matcher.policies[policyIndex]
       let requirement = policy.rules[winner].requirement
       if case .sameAsSiblingWithout(let suffix) = requirement {
         let rule = policy.rules[winner]
         checkSibling(
           rule, suffix: suffix, dirfd: dirfd, nameStart: nameStart, effective: effective,
           inherited: inherited, actual: "\(effective.shortName) (\(source.rawValue))")
-      } else if !requirement.isSatisfied(by: effective) {
+      } else if !satisfied {
         let slot = winner * 15 + CachedText.slot(effective, source)
         let rule = policy.rules[winner]
         let text: CachedText

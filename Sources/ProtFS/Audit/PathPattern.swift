@@ -17,6 +17,12 @@ public struct PathPattern: Sendable, Hashable, CustomStringConvertible {
   /// Whether the pattern matches directories only (it was written with a trailing `/`).
   public let matchesDirectoriesOnly: Bool
   let segments: [Segment]
+  /// For a pattern of literal components and a trailing `**` (`Documents/**`), those components:
+  /// it matches exactly the paths strictly below them, whatever their names.
+  let literalPrefix: [[UInt8]]?
+  /// The literal bytes that end the pattern's last component glob (`-wal` for `*-wal`): a path
+  /// whose last component does not end with them cannot match, which is checked first.
+  let finalLiteralSuffix: [UInt8]
 
   /// One `/`-separated part of a pattern.
   enum Segment: Sendable, Hashable {
@@ -96,6 +102,30 @@ public struct PathPattern: Sendable, Hashable, CustomStringConvertible {
     self.segments = segments
     isAnchored = anchored
     matchesDirectoriesOnly = directoriesOnly
+    (literalPrefix, finalLiteralSuffix) = Self.shortcuts(segments)
+  }
+
+  /// The literal prefix of a `literal/.../**` pattern, and the trailing literals of the last glob.
+  private static func shortcuts(_ segments: [Segment]) -> (prefix: [[UInt8]]?, suffix: [UInt8]) {
+    var suffix: [UInt8] = []
+    if case .glob(let tokens) = segments.last {
+      for token in tokens.reversed() {
+        guard case .literal(let byte) = token else { break }
+        suffix.insert(byte, at: 0)
+      }
+    }
+    guard segments.last == .anyComponents else { return (nil, suffix) }
+    var prefix: [[UInt8]] = []
+    for segment in segments.dropLast() {
+      guard case .glob(let tokens) = segment else { return (nil, suffix) }
+      var literal: [UInt8] = []
+      for token in tokens {
+        guard case .literal(let byte) = token else { return (nil, suffix) }
+        literal.append(byte)
+      }
+      prefix.append(literal)
+    }
+    return (prefix, suffix)
   }
 
   private static func isEscaped(_ bytes: [UInt8], at index: Int) -> Bool {
@@ -210,7 +240,25 @@ public struct PathPattern: Sendable, Hashable, CustomStringConvertible {
     isDirectory: Bool
   ) -> Bool {
     if matchesDirectoriesOnly && !isDirectory { return false }
+    if !finalLiteralSuffix.isEmpty {
+      guard let last = components.last, Self.hasSuffix(UnsafeBufferPointer(rebasing: path[last]), finalLiteralSuffix)
+      else { return false }
+    }
     return match(segment: 0, component: 0, path, components)
+  }
+
+  static func hasSuffix(_ name: UnsafeBufferPointer<UInt8>, _ suffix: UnsafeBufferPointer<UInt8>) -> Bool {
+    guard name.count >= suffix.count else { return false }
+    let offset = name.count - suffix.count
+    for index in 0..<suffix.count where name[offset + index] != suffix[index] { return false }
+    return true
+  }
+
+  static func hasSuffix(_ name: UnsafeBufferPointer<UInt8>, _ suffix: [UInt8]) -> Bool {
+    guard name.count >= suffix.count else { return false }
+    let offset = name.count - suffix.count
+    for index in suffix.indices where name[offset + index] != suffix[index] { return false }
+    return true
   }
 
   /// Convenience for tests and one-off checks: whether the pattern matches `relativePath`.

@@ -38,6 +38,12 @@ public enum ClassRequirement: Sendable, Hashable, CustomStringConvertible {
   /// The same class as the sibling named like the item without `suffix` (a database's `-wal`, `-shm`, `-journal`).
   case sameAsSiblingWithout(suffix: String)
 
+  /// Whether this is `sameAsSiblingWithout`, which compares with another file rather than a class.
+  public var isSibling: Bool {
+    if case .sameAsSiblingWithout = self { return true }
+    return false
+  }
+
   /// Whether `actual` satisfies the requirement; always true for `sameAsSiblingWithout`, which the auditor checks.
   public func isSatisfied(by actual: ProtectionClass) -> Bool {
     switch self {

@@ -1,17 +1,49 @@
 /// The policies compiled for the walk: patterns flattened in the order they are tried (last rule
 /// first, so that the first hit is the rule that wins), and narrowed per directory.
-final class RuleMatcher: Sendable {
+///
+/// `@unchecked Sendable`: immutable after init; the suffix storage is read-only memory it owns.
+final class RuleMatcher: @unchecked Sendable {
   /// One policy's patterns, last rule first, with the rule each belongs to.
   struct Compiled: Sendable {
     let patterns: [PathPattern]
     let owners: [Int]
     let rules: [PolicyRule]
+    /// Per rule, what the hot path needs to know without copying the rule.
+    let facts: [RuleFacts]
+  }
+
+  /// A rule's requirement as bits: bit `n` of `satisfiedBy` is set when a class of strength `n`
+  /// satisfies it (all bits for a same-as-sibling rule, which is checked on its own).
+  struct RuleFacts {
+    var satisfiedBy: UInt8
+    var comparesWithSibling: Bool
+  }
+
+  /// A pattern that may match children of one directory: plain data, so that the walk's per-item
+  /// loop over candidates does no reference counting.
+  struct Candidate {
+    /// The pattern's index in its policy's `patterns`.
+    var index: Int
+    /// The rule it belongs to, and that rule's facts.
+    var owner: Int
+    var facts: RuleFacts
+    /// Whether it matches every child, whatever its name (the directory lies below the literal
+    /// prefix of a `Documents/**` pattern); the kind check still applies.
+    var matchesEveryChild: Bool
+    var directoriesOnly: Bool
+    /// `PathPattern.finalLiteralSuffix`: a name that does not end with it cannot match.
+    var suffix: UnsafeBufferPointer<UInt8>
   }
 
   let policies: [Compiled]
+  /// How many patterns all policies have: the most candidates a directory can have.
+  let patternCount: Int
+  private let suffixStorage: UnsafeMutableBufferPointer<UInt8>
+  /// Per policy and pattern, its final literal suffix in `suffixStorage`.
+  private let suffixes: [[UnsafeBufferPointer<UInt8>]]
 
   init(_ policies: [Policy]) {
-    self.policies = policies.map { policy in
+    let compiled = policies.map { policy in
       var patterns: [PathPattern] = []
       var owners: [Int] = []
       for (index, rule) in policy.rules.enumerated().reversed() {
@@ -20,15 +52,61 @@ final class RuleMatcher: Sendable {
           owners.append(index)
         }
       }
-      return Compiled(patterns: patterns, owners: owners, rules: policy.rules)
+      let facts = policy.rules.map { rule in
+        RuleFacts(
+          satisfiedBy: ProtectionClass.byStrength.enumerated().reduce(UInt8(0)) { bits, entry in
+            rule.requirement.isSatisfied(by: entry.element) ? bits | (1 << entry.offset) : bits
+          },
+          comparesWithSibling: rule.requirement.isSibling)
+      }
+      return Compiled(patterns: patterns, owners: owners, rules: policy.rules, facts: facts)
     }
+    self.policies = compiled
+    patternCount = compiled.reduce(0) { $0 + $1.patterns.count }
+    let total = compiled.reduce(0) { sum, policy in policy.patterns.reduce(sum) { $0 + $1.finalLiteralSuffix.count } }
+    let storage = UnsafeMutableBufferPointer<UInt8>.allocate(capacity: max(1, total))
+    var offset = 0
+    suffixes = compiled.map { policy in
+      policy.patterns.map { pattern in
+        let bytes = pattern.finalLiteralSuffix
+        _ = UnsafeMutableBufferPointer(rebasing: storage[offset..<offset + bytes.count]).initialize(from: bytes)
+        defer { offset += bytes.count }
+        return UnsafeBufferPointer(rebasing: storage[offset..<offset + bytes.count])
+      }
+    }
+    suffixStorage = storage
   }
 
-  /// For each policy, the indices of the patterns that may match a child of the directory whose
-  /// components are `components` of `path` (a cheap, conservative filter run once per directory).
-  func candidates(_ path: UnsafeBufferPointer<UInt8>, components: UnsafeBufferPointer<Range<Int>>) -> [[Int]] {
-    policies.map { policy in
-      policy.patterns.indices.filter { policy.patterns[$0].mayMatchChild(path, directory: components) }
+  deinit { suffixStorage.deallocate() }
+
+  /// Writes into `buffer` the patterns of every policy that may match a child of the directory
+  /// whose components are `components` of `path` (a cheap, conservative filter run once per
+  /// directory), in the order they are tried; `ends[p]` is where policy `p`'s end. `buffer` holds
+  /// `patternCount` and `ends` one per policy.
+  func candidates(
+    _ path: UnsafeBufferPointer<UInt8>, components: UnsafeBufferPointer<Range<Int>>,
+    into buffer: UnsafeMutableBufferPointer<Candidate>, ends: UnsafeMutableBufferPointer<Int>
+  ) {
+    var count = 0
+    for (policyIndex, policy) in policies.enumerated() {
+      for (index, pattern) in policy.patterns.enumerated() {
+        var everyChild = false
+        if let prefix = pattern.literalPrefix {
+          // Below the prefix every child matches; anywhere else none does.
+          guard prefix.count <= components.count,
+            zip(prefix, components).allSatisfy({ UnsafeBufferPointer(rebasing: path[$0.1]).elementsEqual($0.0) })
+          else { continue }
+          everyChild = true
+        } else if !pattern.mayMatchChild(path, directory: components) {
+          continue
+        }
+        let owner = policy.owners[index]
+        buffer[count] = Candidate(
+          index: index, owner: owner, facts: policy.facts[owner], matchesEveryChild: everyChild,
+          directoriesOnly: pattern.matchesDirectoriesOnly, suffix: suffixes[policyIndex][index])
+        count += 1
+      }
+      ends[policyIndex] = count
     }
   }
 }

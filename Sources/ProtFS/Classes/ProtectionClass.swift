@@ -68,7 +68,15 @@ public enum ProtectionClass: String, CaseIterable, Sendable, Codable {
   }
 
   /// Position in the strength order: none (0) < until-first-auth < when-inactive < unless-open < complete (4).
-  public var strength: Int { Self.byStrength.firstIndex(of: self)! }
+  public var strength: Int {
+    switch self {
+    case .none: 0
+    case .completeUntilFirstUserAuthentication: 1
+    case .completeWhenUserInactive: 2
+    case .completeUnlessOpen: 3
+    case .complete: 4
+    }
+  }
 
   /// Every spelling the command line accepts for this class, lowercased.
   public var spellings: [String] {

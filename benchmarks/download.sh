@@ -92,22 +92,32 @@ ls "$WORK/root/small" | sed "s|^|$BASE/small/|" >"$WORK/urls.txt"
 cat "$WORK/root"/big.bin "$WORK/root/small"/* >/dev/null 2>&1 || true
 
 # --- measuring -----------------------------------------------------------------------------------
-# Each run's directory is deleted before the next, so its page cache goes back to be reused (on
-# this VM, never-touched memory costs a host fault per page, which slows page-cache copies run
-# after run). ext4 skips inodes freed in the last minutes when it creates a file (no journal:
-# `recently_deleted`), so the runs must not land where the last one was: with the Orlov
-# top-directory flag on $WORK, each run directory (named anew each time, since Orlov starts its
-# search from a hash of the name) starts in a group of its own. $RUN is a symlink to it.
-chattr +T "$WORK" 2>/dev/null || true
+# Two traps of this machine (ext4 without a journal, in a VM) would make later runs slower than
+# earlier ones, whichever tool they belong to:
+# - creating a file skips every inode freed in the last minutes (ext4's `recently_deleted`), so
+#   deleting a run's 2,000 files slows the next run's creates: runs are kept (moved aside) until
+#   the end, except the big file (one inode);
+# - writing into never-touched memory costs a host page fault per page, so keeping a run's files
+#   cached would push each next run onto fresh memory: their cached pages are dropped instead
+#   (posix_fadvise DONTNEED after a sync), returning them for the next run to reuse.
 RUN_COUNT=0
 retire_run() {
-  if [ -L "$RUN" ]; then
-    rm -rf "${WORK:?}/$(readlink "$RUN")"
-    rm "$RUN"
-  fi
+  [ -d "$RUN" ] || return 0
+  find "$RUN" -name big.bin -delete
+  sync
+  python3 - "$RUN" <<'PY'
+import os, sys
+for directory, _, files in os.walk(sys.argv[1]):
+    for name in files:
+        try:
+            fd = os.open(os.path.join(directory, name), os.O_RDONLY | os.O_NOFOLLOW)
+        except OSError:
+            continue
+        os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
+        os.close(fd)
+PY
   RUN_COUNT=$((RUN_COUNT + 1))
-  mkdir "$WORK/run.$RUN_COUNT"
-  ln -s "run.$RUN_COUNT" "$RUN"
+  mv "$RUN" "$WORK/retired.$RUN_COUNT"
 }
 
 # run NAME CASE COMMAND...: runs COMMAND in a fresh $RUN, appends "seconds rss_kib" to $WORK/CASE.NAME

@@ -1,6 +1,7 @@
 import Foundation
 import ProtFS
 
+ProcessTuning.keepFreedMemory()
 // Exit statuses (STYLE.md): 0 success, 1 runtime error, 64 usage error (EX_USAGE).
 let words = Array(CommandLine.arguments.dropFirst())
 let parser = Parser(root: Commands.root, environment: ProcessInfo.processInfo.environment)

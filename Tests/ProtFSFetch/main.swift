@@ -11,6 +11,7 @@ func fail(_ message: String) -> Never {
   exit(64)
 }
 
+ProcessTuning.keepFreedMemory()
 var store: String?
 var temporary: String?
 var destination: String?

@@ -135,6 +135,18 @@ static inline int protfs_openat2(int dirfd, const char *path, int flags, uint64_
   return (int)syscall(SYS_openat2, dirfd, path, &how, sizeof(how));
 }
 
+/* Allocator policy for a process that frees and reallocates big buffers again and again: blocks
+ * up to 16 MiB come from the heap rather than a fresh mmap each time, and the heap is not given
+ * back to the kernel until 64 MiB are free at its top. Otherwise libcurl's 1 MiB receive buffer,
+ * freed and reallocated per transfer, is returned with madvise(MADV_DONTNEED) and faulted in
+ * again thousands of times in a run of small downloads. Setting either also stops glibc's
+ * dynamic adjustment of both. */
+#include <malloc.h>
+static inline void protfs_malloc_keep_freed_memory(void) {
+  mallopt(M_MMAP_THRESHOLD, 16 << 20);
+  mallopt(M_TRIM_THRESHOLD, 64 << 20);
+}
+
 /* The lock simulator's helpers (capabilities, inotify). */
 #include "CProtFSLock.h"
 

@@ -23,7 +23,13 @@ SMALL_BYTES=${SMALL_BYTES:-16384}
 
 BIN=$(dirname "$(bash scripts/build.sh protfs protfs-fetch)")
 
-WORK=$(mktemp -d "${TMPDIR:-/var/tmp}/protfs-bench.XXXXXX")
+# Each run of this script works in a new directory under a parent marked as a top directory for
+# ext4's Orlov allocator (chattr +T), so that it starts in a block group of its own, away from
+# the inodes an earlier run freed when it cleaned up (see retire_run below).
+BENCH_ROOT="${TMPDIR:-/var/tmp}/protfs-bench"
+mkdir -p "$BENCH_ROOT"
+chattr +T "$BENCH_ROOT" 2>/dev/null || true
+WORK=$(mktemp -d "$BENCH_ROOT/work.XXXXXX")
 RUN="$WORK/run"
 # The command under test: `protfs download` on a fresh device (PROTFS_SETUP, untimed), or with
 # PROTFS_TOOL=fetch the engine alone through protfs-fetch. URLs or `-i LIST` follow it; files land

@@ -47,7 +47,10 @@ public final class DownloadStore: Sendable {
           updated_at REAL NOT NULL)
         """)
       try db.query("CREATE INDEX IF NOT EXISTS tasks_by_session ON tasks(session, state)")
-      try db.query("CREATE INDEX IF NOT EXISTS tasks_by_owner ON tasks(owner)")
+      // Only leased tasks are indexed by owner: a completed task leaves the index (one delete)
+      // instead of moving its entry to NULL, and the index stays the size of the open work.
+      try db.query("DROP INDEX IF EXISTS tasks_by_owner")
+      try db.query("CREATE INDEX IF NOT EXISTS tasks_by_live_owner ON tasks(owner) WHERE owner IS NOT NULL")
     }
   }
 

@@ -105,6 +105,24 @@ import Testing
     #expect(records.count == names.count)
   }
 
+  /// `--sync` flushes each file before the rename; the files land the same, and help names it.
+  @Test func syncFlagStillPlacesEveryFile() throws {
+    let t = try device()
+    let server = try NginxServer()
+    defer { server.stop() }
+    var urls: [String] = []
+    for index in 0..<6 { urls.append(try server.put(Data("file \(index)".utf8), at: "s\(index).txt").absoluteString) }
+    let result = try Protfs.run(["--device", t.root, "download", "--bundle", app, "--sync"] + urls)
+    #expect(result.status == 0, "\(result)")
+    for index in 0..<6 {
+      #expect(
+        FileManager.default.contents(atPath: t.containerPath(app, "Documents/s\(index).txt"))
+          == Data("file \(index)".utf8))
+    }
+    let help = try Protfs.run(["download", "--help"])
+    #expect(help.stdout.contains("--sync"))
+  }
+
   @Test func inputFileDestinationAndChecksum() throws {
     let t = try device()
     let server = try NginxServer()

@@ -2,7 +2,8 @@
 // tests that kill a downloading process. Stands in for `protfs download` until the CLI has it.
 //
 // protfs-fetch --store PATH --temp DIR --to DIR [--session ID] [--bundle ID] [--connections N]
-//              [--sha256 HEX] [--persist-ms N] [--buffer-kib N] [--no-sync] [--progress] [-i LIST] URL...
+//              [--sha256 HEX] [--persist-ms N] [--buffer-kib N] [--sync | --no-sync] [--progress]
+//              [-i LIST] URL...
 import Foundation
 import ProtFS
 
@@ -20,7 +21,7 @@ var bundle = "com.example.fetch"
 var connections = 6
 var digest: String?
 var persistMilliseconds = 1000
-var synchronize = true
+var synchronize = false
 var bufferKiB: Int?
 var progress = false
 var urls: [URL] = []
@@ -42,6 +43,7 @@ while let argument = arguments.popFirst() {
   case "--persist-ms": persistMilliseconds = Int(value(argument)) ?? persistMilliseconds
   case "--buffer-kib": bufferKiB = Int(value(argument))
   case "--no-sync": synchronize = false
+  case "--sync": synchronize = true
   case "--progress": progress = true
   case "-i":
     let list = value(argument)

@@ -64,7 +64,7 @@ final class DownloadFinisher: @unchecked Sendable {
       available.wait()
       // Group commit: files that finish within the window join this batch's flush and transaction.
       // Only finished transfers wait; a stop, a failure or the end of the session goes at once.
-      if window > .zero, core.configuration.synchronizesFiles, isOnlyCompletions() {
+      if window > .zero, isOnlyCompletions() {
         _ = gathering.wait(timeout: .now() + .nanoseconds(Int(Monotonic.nanoseconds(window))))
       }
       let batch = jobs.withLock { list in

@@ -32,10 +32,15 @@ public struct DownloadSessionConfiguration: Sendable {
   public var progressEventInterval: Duration = .milliseconds(100)
   /// Whether tasks that were running when their session's process ended start again on reattach.
   public var resumesReattachedTasks: Bool = true
-  /// Whether finished files are flushed to disk (fsync) before they are moved into place.
-  public var synchronizesFiles: Bool = true
+  /// Whether finished files are flushed to disk (fsync) before they are moved into place, so that
+  /// not even a power cut can leave a partial file at the destination. Off by default, as with
+  /// curl, wget and aria2c: the rename into place already keeps a killed or crashed process from
+  /// leaving one, and flushing makes a download wait for the disk (twice curl's time for a large
+  /// file on a disk slower than the network).
+  public var synchronizesFiles: Bool = false
   /// How long finished downloads wait for others to finish with them, so that many small files
-  /// share one flush and one store transaction (a group commit). Zero settles each batch at once.
+  /// share one store transaction (and one flush, with `synchronizesFiles`): a group commit. Zero
+  /// settles each batch at once.
   public var settleGroupWindow: Duration = .milliseconds(4)
   /// How often running transfers ask the access policy whether they may go on writing, and the
   /// session looks for requests from other processes in the store.

@@ -34,6 +34,11 @@ enum DownloadCommand {
       .value("sha256", "hex", help: "The SHA-256 every downloaded file must have."),
       .value("connections", "n", help: "Connections per host (default: 6, as iOS)."),
       .value("progress", "mode", help: "auto, bar, json or none (default: auto: a bar on a terminal)."),
+      .flag(
+        "sync",
+        help:
+          "Flush each file to disk before moving it into place, so that a power cut cannot leave a partial file (slower)."
+      ),
     ],
     run: run
   )
@@ -69,6 +74,7 @@ enum DownloadCommand {
       bundleID: bundleID, identifier: invocation.value("session") ?? "\(bundleID).background",
       destination: destination)
     configuration.maximumConnectionsPerHost = connections
+    configuration.synchronizesFiles = invocation.flag("sync")
     // The CLI resumes only what it is asked for; `protfs tasks resume` takes the rest.
     configuration.resumesReattachedTasks = false
 

@@ -11,8 +11,8 @@
 # case: on this machine a durable 1 GiB write takes 1.2-1.3 s, more than curl's whole run).
 #
 # Cases: one 1 GiB file (protfs vs `curl -s -o FILE` vs `aria2c -x1`) and 2,000 files of 16 KiB
-# (protfs vs `curl --parallel --parallel-max 8 -K LIST` vs `aria2c -j8 -i LIST`). Runs alternate
-# between the tools (the order rotates each round) and each starts after a `sync`, so one tool's
+# (protfs vs `curl --parallel --parallel-max 8 -K LIST` vs `aria2c -j8 -i LIST`). protfs and curl
+# alternate round by round; aria2c runs afterwards. Each run starts after a `sync`, so one tool's
 # write-back does not land on the next one's clock. Peak RSS comes from /usr/bin/time -v when present.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -26,7 +26,7 @@ BIN=$(dirname "$(bash scripts/build.sh protfs protfs-fetch)")
 
 # Each run of this script works in a new directory under a parent marked as a top directory for
 # ext4's Orlov allocator (chattr +T), so that it starts in a block group of its own, away from
-# the inodes an earlier run freed when it cleaned up (see retire_run below).
+# the inodes an earlier run freed when it cleaned up (see "measuring" below).
 BENCH_ROOT="${TMPDIR:-/var/tmp}/protfs-bench"
 mkdir -p "$BENCH_ROOT"
 chattr +T "$BENCH_ROOT" 2>/dev/null || true
@@ -99,20 +99,29 @@ ls "$WORK/root/small" | sed "s|^|$BASE/small/|" >"$WORK/urls.txt"
 cat "$WORK/root"/big.bin "$WORK/root/small"/* >/dev/null 2>&1 || true
 
 # --- measuring -----------------------------------------------------------------------------------
-# Two traps of this machine (ext4 without a journal, in a VM) would make later runs slower than
-# earlier ones, whichever tool they belong to:
-# - creating a file skips every inode freed in the last minutes (ext4's `recently_deleted`), so
-#   deleting a run's 2,000 files slows the next run's creates: runs are kept (moved aside) until
-#   the end, except the big file (one inode);
-# - writing into never-touched memory costs a host page fault per page, so keeping a run's files
-#   cached would push each next run onto fresh memory: their cached pages are dropped instead
-#   (posix_fadvise DONTNEED after a sync), returning them for the next run to reuse.
+# Three traps of this machine (ext4 without a journal, in a VM) make a run slower or faster by up to
+# 2x whichever tool it belongs to, and so are kept equal for every run:
+# - creating a file skips every inode freed in the last minutes (ext4's `recently_deleted`), so a
+#   run's 2,000 files are never deleted during the benchmark (moved aside; deleted at the end);
+# - the VM hands memory the guest freed back to the host after about two seconds (free page
+#   reporting), and a page that is not backed costs a host fault when touched again: a run whose
+#   page cache lands on such pages copies at half speed. So the previous run's pages are released
+#   (its big file deleted, its small files dropped from the cache) right before the timer starts,
+#   after the `sync`, and the next run writes into those still-backed pages;
+# - the `sync` before each run keeps one tool's write-back off the next one's clock.
+# $RUN is a symlink to the current run's directory, so that the commands above keep their paths.
 RUN_COUNT=0
-retire_run() {
-  [ -d "$RUN" ] || return 0
-  find "$RUN" -name big.bin -delete
-  sync
-  python3 - "$RUN" <<'PY'
+new_run() {
+  RUN_COUNT=$((RUN_COUNT + 1))
+  mkdir "$WORK/run.$RUN_COUNT"
+  PREVIOUS=""
+  [ -L "$RUN" ] && PREVIOUS="$WORK/$(readlink "$RUN")"
+  ln -sfn "run.$RUN_COUNT" "$RUN"
+}
+release_previous() {
+  [ -n "$PREVIOUS" ] && [ -d "$PREVIOUS" ] || return 0
+  find "$PREVIOUS" -name big.bin -delete
+  python3 - "$PREVIOUS" <<'PY'
 import os, sys
 for directory, _, files in os.walk(sys.argv[1]):
     for name in files:
@@ -123,8 +132,6 @@ for directory, _, files in os.walk(sys.argv[1]):
         os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
         os.close(fd)
 PY
-  RUN_COUNT=$((RUN_COUNT + 1))
-  mv "$RUN" "$WORK/retired.$RUN_COUNT"
 }
 
 # run NAME CASE COMMAND...: runs COMMAND in a fresh $RUN, appends "seconds rss_kib" to $WORK/CASE.NAME
@@ -132,10 +139,11 @@ run() {
   local name=$1 case=$2
   shift 2
 
-  retire_run
+  new_run
   mkdir -p "$RUN/out" "$RUN/tmp"
   [ "$name" = protfs ] && "${PROTFS_SETUP[@]}" >/dev/null
   sync
+  release_previous
   local start end rss=0
   if [ -x /usr/bin/time ]; then
     start=$(date +%s.%N)
@@ -182,16 +190,27 @@ small_aria2() {
   check_small aria2c "$RUN/out"
 }
 
+# protfs and curl alternate, each going first in every other round, so that each follows the
+# other as often: what a run leaves behind (freed memory, write-back) lands on both alike. aria2c,
+# several times slower, runs in rounds of its own after them, each after a protfs run.
+# One untimed round first: the first runs on a cold machine pay for memory the VM has to back,
+# whichever tool makes them.
+echo "Warm-up round (not counted)..." >&2
+for case in ${CASES:-big small}; do
+  for tool in protfs curl aria2; do "${case}_$tool"; done
+  for name in protfs curl aria2c; do rm -f "$WORK/$case.$name"; done
+done
 for round in $(seq 1 "$RUNS"); do
-  echo "Round $round of $RUNS..." >&2
-  case $((round % 3)) in
-    1) order="protfs curl aria2" ;;
-    2) order="curl aria2 protfs" ;;
-    0) order="aria2 protfs curl" ;;
-  esac
+  echo "Round $round of $RUNS (protfs and curl)..." >&2
+  order="protfs curl"
+  ((round % 2 == 0)) && order="curl protfs"
   for case in ${CASES:-big small}; do
     for tool in $order; do "${case}_$tool"; done
   done
+done
+for round in $(seq 1 "$RUNS"); do
+  echo "Round $round of $RUNS (aria2c)..." >&2
+  for case in ${CASES:-big small}; do "${case}_aria2"; done
 done
 
 median() { sort -n | awk '{a[NR]=$1} END {print (NR % 2) ? a[(NR+1)/2] : (a[NR/2] + a[NR/2+1]) / 2}'; }
@@ -211,9 +230,8 @@ report() {
   printf "  protfs/curl = %.2f   protfs/aria2c = %.2f   (ratios of the medians)\n" "$(awk -v x="$p" -v y="$c" 'BEGIN {print x / y}')" "$(awk -v x="$p" -v y="$a" 'BEGIN {print x / y}')"
   # The disk's speed drifts during a run (write-back, the host's I/O limits), so each round's tools,
   # run back to back, are also compared with each other: the median of those paired ratios.
-  printf "  protfs/curl = %.2f   protfs/aria2c = %.2f   (medians of the per-round ratios: %s)\n" \
+  printf "  protfs/curl = %.2f   (median of the per-round ratios: %s)\n" \
     "$(paste -d' ' "$WORK/$case.protfs" "$WORK/$case.curl" | awk '{print $1 / $3}' | median)" \
-    "$(paste -d' ' "$WORK/$case.protfs" "$WORK/$case.aria2c" | awk '{print $1 / $3}' | median)" \
     "$(paste -d' ' "$WORK/$case.protfs" "$WORK/$case.curl" | awk '{printf "%.2f ", $1 / $3}')"
 }
 for case in ${CASES:-big small}; do

@@ -93,23 +93,26 @@ public struct Device: Sendable, Hashable {
   /// `resolve` checks, without building the device path.
   public func contains(_ path: String) -> Bool {
     let absolute = Device.normalize(path, relativeTo: "/")
-    func isUnder(_ root: String) -> Bool {
-      let (path, prefix) = (absolute.utf8, root.utf8)
-      guard prefix.count > 1 else { return true }  // the root is "/"
-      return path.starts(with: prefix)
-        && (path.count == prefix.count || path.dropFirst(prefix.count).first == UInt8(ascii: "/"))
-    }
-    if isUnder(root) { return true }
+    if Device.isWithin(absolute, root) { return true }
     let canonical = canonicalRoot
-    return canonical != root && isUnder(canonical)
+    return canonical != root && Device.isWithin(absolute, canonical)
+  }
+
+  /// Whether the normalised absolute path `absolute` is `root` or below it (compared as bytes).
+  private static func isWithin(_ absolute: String, _ root: String) -> Bool {
+    let (path, prefix) = (absolute.utf8, root.utf8)
+    guard prefix.count > 1 else { return true }  // the root is "/"
+    return path.starts(with: prefix)
+      && (path.count == prefix.count || path.dropFirst(prefix.count).first == UInt8(ascii: "/"))
   }
 
   /// The device path of the normalised absolute path `absolute` under `root`, if it is there.
   private static func relative(_ absolute: String, to root: String) -> DevicePath? {
-    if absolute == root { return .root }
-    let prefix = root == "/" ? "/" : root + "/"
-    guard absolute.hasPrefix(prefix) else { return nil }
-    return DevicePath(validated: absolute.dropFirst(prefix.count).split(separator: "/").map(String.init))
+    guard isWithin(absolute, root) else { return nil }
+    let prefix = root == "/" ? 1 : root.utf8.count + 1
+    guard absolute.utf8.count > prefix else { return .root }
+    return DevicePath(
+      validated: absolute.utf8.dropFirst(prefix).split(separator: UInt8(ascii: "/")).map { String(Substring($0)) })
   }
 
   /// The root with its own symlinks resolved, for recognising paths that came through `realpath`.

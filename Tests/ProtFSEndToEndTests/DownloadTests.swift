@@ -105,6 +105,30 @@ import Testing
     #expect(records.count == names.count)
   }
 
+  /// URLs are checked chunk by chunk as tasks are made: a bad one after the first chunk is still
+  /// its own error, and the others download.
+  @Test func badURLAfterTheFirstChunkFailsOnlyItself() throws {
+    let t = try device()
+    let server = try NginxServer()
+    defer { server.stop() }
+    var lines: [String] = []
+    for index in 0..<40 { lines.append(try server.put(Data("\(index)".utf8), at: "g\(index).txt").absoluteString) }
+    lines.insert("ftp://example.com/x.bin", at: 36)
+    let list = t.directory + "/urls.txt"
+    try (lines.joined(separator: "\n") + "\n").write(toFile: list, atomically: true, encoding: .utf8)
+    let result = try Protfs.run(["--device", t.root, "download", "--bundle", app, "-i", list])
+    #expect(result.status == 1, "\(result)")
+    #expect(result.stderr.contains("unsupported scheme 'ftp'"), "\(result.stderr)")
+    #expect(result.stdout.split(separator: "\n").count == 40)
+    // With no good URL at all, nothing is recorded.
+    try "not a url\n".write(toFile: list, atomically: true, encoding: .utf8)
+    let none = try Protfs.run(["--device", t.root, "download", "--bundle", app, "--session", "other", "-i", list])
+    #expect(none.status == 1, "\(none)")
+    let tasks = try Protfs.run(["--device", t.root, "tasks", "--session", "other", "--json"])
+    let records = try JSONSerialization.jsonObject(with: Data(tasks.stdout.utf8)) as? [Any]
+    #expect(records?.isEmpty == true, "\(tasks)")
+  }
+
   /// `--sync` flushes each file before the rename; the files land the same, and help names it.
   @Test func syncFlagStillPlacesEveryFile() throws {
     let t = try device()

@@ -79,35 +79,39 @@ enum DownloadCommand {
     configuration.resumesReattachedTasks = false
 
     // Each bad URL is one task's error; the others go ahead. A URL given twice is downloaded once.
+    // URLs are checked a chunk at a time as tasks are made, so that a long list starts at once.
     var failed = false
-    var requests: [DownloadRequest] = []
+    var remaining = texts[...]
     var seen = Set<String>()
-    for text in texts {
-      switch validate(text) {
-      case .success(let url):
-        guard seen.insert(url.absoluteString).inserted else { continue }
-        requests.append(
-          DownloadRequest(
-            url: url, destinationDirectory: configuration.destinationDirectory,
-            expectedSHA256: invocation.value("sha256")?.lowercased()))
-      case .failure(let error):
-        Console.err("Error: \(error.description)")
-        failed = true
+    let digest = invocation.value("sha256")?.lowercased()
+    func nextRequests(_ count: Int) -> [DownloadRequest] {
+      var requests: [DownloadRequest] = []
+      while requests.count < count, let text = remaining.popFirst() {
+        switch validate(text) {
+        case .success(let url):
+          guard seen.insert(url.absoluteString).inserted else { continue }
+          requests.append(
+            DownloadRequest(url: url, destinationDirectory: configuration.destinationDirectory, expectedSHA256: digest))
+        case .failure(let error):
+          Console.err("Error: \(error.description)")
+          failed = true
+        }
       }
+      return requests
     }
-    guard !requests.isEmpty else { return exitFailed }
+    // Nothing is recorded when no URL is good.
+    var first: [DownloadRequest]? = nextRequests(firstChunk)
+    guard first?.isEmpty == false else { return exitFailed }
 
     let session = try DownloadSession(configuration: configuration)
     defer { session.invalidate() }
     // Running the same download again picks up its unfinished task instead of starting over. Tasks
     // are recorded and started a chunk at a time, so the first transfers run while the rest of a
     // long list is still being recorded.
-    var pending = requests[...]
     let (tasks, outcome) = try runInForeground(of: session, progress: mode) { () throws(ProtFSError) in
-      guard !pending.isEmpty else { return nil }
-      let chunk = pending.prefix(pending.startIndex == requests.startIndex ? firstChunk : chunk)
-      pending = pending.dropFirst(chunk.count)
-      return try session.downloadTasks(with: Array(chunk))
+      let requests = first ?? nextRequests(chunk)
+      first = nil
+      return requests.isEmpty ? nil : try session.downloadTasks(with: requests)
     }
     var waiting = false
     for task in tasks {

@@ -46,7 +46,10 @@ public final class DownloadStore: Sendable {
           created_at REAL NOT NULL,
           updated_at REAL NOT NULL)
         """)
-      try db.query("CREATE INDEX IF NOT EXISTS tasks_by_session ON tasks(session, state)")
+      // By session alone: a task's state changes as it runs and settles, and an index holding the
+      // state would be rewritten with each of those updates.
+      try db.query("DROP INDEX IF EXISTS tasks_by_session")
+      try db.query("CREATE INDEX IF NOT EXISTS tasks_of_session ON tasks(session)")
       // Only leased tasks are indexed by owner: a completed task leaves the index (one delete)
       // instead of moving its entry to NULL, and the index stays the size of the open work.
       try db.query("DROP INDEX IF EXISTS tasks_by_owner")

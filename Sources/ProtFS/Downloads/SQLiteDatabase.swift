@@ -33,6 +33,8 @@ final class SQLiteDatabase: @unchecked Sendable {
     }
     handle = db
     sqlite3_busy_timeout(db, busyTimeoutMilliseconds)
+    // The log is checkpointed as it grows (every 1,000 pages), not on every close.
+    _ = protfs_sqlite3_no_checkpoint_on_close(db)
     // WAL lets `protfs tasks` read while a download writes; NORMAL syncs at checkpoints only,
     // which is durable against a killed process (the case that matters here).
     try execute("PRAGMA journal_mode=WAL")

@@ -126,25 +126,26 @@ public struct LockController: Sendable {
       throw ProtFSError(.invalidArgument, "The passcode must not be empty.", hint: "give at least one character")
     }
     let hash = try PasscodeHash.make(passcode, iterations: passcodeIterations)
-    _ = try transaction("passcode set") { (record: LockRecord) throws -> LockRecord in
-      try requireUnlocked(record, to: "set a passcode")
-      if let old = record.passcodeHash { try check(current, against: old, record) }
-      var next = record
-      next.passcodeEnabled = true
-      next.passcodeHash = hash
-      return next
-    }
+    _ = try replacePasscode(with: hash, current: current, operation: "passcode set", purpose: "set a passcode")
   }
 
   /// Removes the passcode: data protection goes off and every class stays available in every state.
   @discardableResult
   public func removePasscode(current: String? = nil) throws(ProtFSError) -> TransitionReport {
-    try transaction("passcode remove") { (record: LockRecord) throws -> LockRecord in
-      try requireUnlocked(record, to: "remove the passcode")
+    try replacePasscode(with: nil, current: current, operation: "passcode remove", purpose: "remove the passcode")
+  }
+
+  /// Sets (`hash`) or removes (nil) the passcode on an unlocked device; an existing passcode must
+  /// be given as `current`.
+  private func replacePasscode(with hash: PasscodeHash?, current: String?, operation: String, purpose: String)
+    throws(ProtFSError) -> TransitionReport
+  {
+    try transaction(operation) { (record: LockRecord) throws -> LockRecord in
+      try requireUnlocked(record, to: purpose)
       if let old = record.passcodeHash { try check(current, against: old, record) }
       var next = record
-      next.passcodeEnabled = false
-      next.passcodeHash = nil
+      next.passcodeEnabled = hash != nil
+      next.passcodeHash = hash
       return next
     }
   }

@@ -202,6 +202,7 @@ public struct LockController: Sendable {
         throw ProtFSError(.io, "Cannot \(operation): \(error).")
       }
       next.generation = current.generation + 1
+      next.logAvailabilityChange(from: current, at: clock())
       let strengthening = next.protection.restrictsAtLeast(current.protection) && next.protection != current.protection
       return try walk(store, operation, from: current, to: next, fullCheck: !strengthening)
     }

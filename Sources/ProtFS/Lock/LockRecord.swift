@@ -26,6 +26,14 @@ public struct LockRecord: Sendable, Equatable, Codable {
   public var pendingLockAt: Date?
   /// Increases with every transition, so watchers and graceful locks can tell them apart.
   public var generation: Int
+  /// The latest changes of protected-data availability, oldest first, at most
+  /// `availabilityLogLimit`: a watcher that wakes after several quick transitions posts every
+  /// notification they caused, not only the difference between the first and the last state.
+  /// Absent in files written before it existed.
+  public var availabilityChanges: [AvailabilityChange]?
+
+  /// How many availability changes a record keeps.
+  public static let availabilityLogLimit = 32
 
   /// The record of a new device.
   public static func initial(at date: Date) -> LockRecord {
@@ -38,6 +46,27 @@ public struct LockRecord: Sendable, Equatable, Codable {
   public var protection: ProtectionState {
     ProtectionState(lockState: state, passcodeEnabled: passcodeEnabled, userInactive: userInactive)
   }
+
+  /// Logs the availability change from `previous` to this record, made at `time`, if there is one.
+  mutating func logAvailabilityChange(from previous: LockRecord, at time: Date) {
+    let available = protection.isProtectedDataAvailable
+    guard available != previous.protection.isProtectedDataAvailable else { return }
+    var log = availabilityChanges ?? []
+    log.append(AvailabilityChange(generation: generation, available: available, state: state, time: time))
+    availabilityChanges = Array(log.suffix(Self.availabilityLogLimit))
+  }
+}
+
+/// One change of protected-data availability, as a transition committed it.
+public struct AvailabilityChange: Sendable, Equatable, Codable {
+  /// The generation of the record the transition committed.
+  public var generation: Int
+  /// Whether protected data became available (true) or unavailable (false).
+  public var available: Bool
+  /// The lock state the transition went to.
+  public var state: LockState
+  /// When the transition decided on the change.
+  public var time: Date
 }
 
 /// A passcode stored as PBKDF2-HMAC-SHA256 with a random salt.

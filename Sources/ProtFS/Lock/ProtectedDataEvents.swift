@@ -15,7 +15,7 @@ public struct ProtectedDataEvent: Sendable, Codable, Equatable {
   public var event: Kind
   /// The lock state the device is going to (will-) or is in (did-).
   public var state: LockState
-  /// When protfs noticed the change.
+  /// When the change was made (a transition committing it), or when protfs noticed it.
   public var time: Date
 }
 
@@ -42,7 +42,7 @@ extension Device {
     }
     for fd in pipeFDs { _ = fcntl(fd, F_SETFD, FD_CLOEXEC) }
     let store = try LockStore(self)
-    let initial = try store.record(now: Date()).protection.isProtectedDataAvailable
+    let initial = try store.record(now: Date())
     let (stream, continuation) = AsyncStream<ProtectedDataEvent>.makeStream()
     let wake = pipeFDs[1]
     continuation.onTermination = { _ in
@@ -50,7 +50,7 @@ extension Device {
       _ = write(wake, &byte, 1)
     }
     let watcher = EventWatcher(
-      store: store, inotify: inotify, wakeRead: pipeFDs[0], wakeWrite: wake, available: initial,
+      store: store, inotify: inotify, wakeRead: pipeFDs[0], wakeWrite: wake, initial: initial,
       continuation: continuation)
     let thread = Thread { watcher.run() }
     thread.start()
@@ -60,25 +60,55 @@ extension Device {
 
 /// The thread behind `protectedDataEvents()`.
 ///
-/// `@unchecked Sendable`: `available` is touched only by the watching thread; the rest is immutable.
-private final class EventWatcher: @unchecked Sendable {
+/// `@unchecked Sendable`: `available` and `generation` are touched only by the watching thread; the rest is immutable.
+final class EventWatcher: @unchecked Sendable {
   let store: LockStore
   let inotify: Int32
   let wakeRead: Int32
   let wakeWrite: Int32
   var available: Bool
+  /// The generation of the newest committed record seen.
+  var generation: Int
   let continuation: AsyncStream<ProtectedDataEvent>.Continuation
 
   init(
-    store: LockStore, inotify: Int32, wakeRead: Int32, wakeWrite: Int32, available: Bool,
+    store: LockStore, inotify: Int32, wakeRead: Int32, wakeWrite: Int32, initial: LockRecord,
     continuation: AsyncStream<ProtectedDataEvent>.Continuation
   ) {
     self.store = store
     self.inotify = inotify
     self.wakeRead = wakeRead
     self.wakeWrite = wakeWrite
-    self.available = available
+    self.available = initial.protection.isProtectedDataAvailable
+    self.generation = initial.generation
     self.continuation = continuation
+  }
+
+  /// Posts what happened since the last wake-up. The committed record comes first: its log holds
+  /// every availability change of transitions this watcher slept through, and its state settles
+  /// what a rolled-back transition announced. A journal then announces a transition in progress.
+  func catchUp(stateChanged: Bool, journalChanged: Bool) {
+    if stateChanged, let record = try? store.record(now: Date()) {
+      for change in record.availabilityChanges ?? [] where change.generation > generation {
+        post(available: change.available, state: change.state, time: change.time)
+      }
+      generation = max(generation, record.generation)
+      post(available: record.protection.isProtectedDataAvailable, state: record.state, time: Date())
+    }
+    if journalChanged, let journal = try? store.journal(), journal.next.generation > generation,
+      !journal.next.protection.isProtectedDataAvailable
+    {
+      post(available: false, state: journal.next.state, time: Date())
+    }
+  }
+
+  /// Posts the notification for a change to `available`, unless it is the availability last posted.
+  private func post(available now: Bool, state: LockState, time: Date) {
+    guard now != available else { return }
+    available = now
+    continuation.yield(
+      .init(
+        event: now ? .protectedDataDidBecomeAvailable : .protectedDataWillBecomeUnavailable, state: state, time: time))
   }
 
   func run() {
@@ -107,22 +137,9 @@ private final class EventWatcher: @unchecked Sendable {
           offset += MemoryLayout<inotify_event>.size + Int(protfs_inotify_len(event))
         }
       }
-      if names.contains(LockStore.journalFileName), let journal = try? store.journal(),
-        available, !journal.next.protection.isProtectedDataAvailable
-      {
-        available = false
-        continuation.yield(.init(event: .protectedDataWillBecomeUnavailable, state: journal.next.state, time: Date()))
-      }
-      if names.contains(LockStore.stateFileName), let record = try? store.record(now: Date()) {
-        let now = record.protection.isProtectedDataAvailable
-        if now != available {
-          available = now
-          continuation.yield(
-            .init(
-              event: now ? .protectedDataDidBecomeAvailable : .protectedDataWillBecomeUnavailable, state: record.state,
-              time: Date()))
-        }
-      }
+      catchUp(
+        stateChanged: names.contains(LockStore.stateFileName), journalChanged: names.contains(LockStore.journalFileName)
+      )
     }
   }
 }

@@ -110,7 +110,10 @@ struct DownloadsAccessPolicyTests {
   @Test func lockDuringATransferFailsItWithItsBytesKeptForResume() async throws {
     let body = DownloadFixture.bytes(2 << 20)
     let (server, policy, session, task) = try await stalledTransfer(of: body)
-    defer { server.stop() }
+    defer {
+      server.stop()
+      withExtendedLifetime(session) {}  // the session lives as long as its task is used
+    }
     policy.set(openTemp: .deny(EPERM))
     #expect(await task.waitUntilSettled() == .failed)
     #expect(task.error?.errno == EPERM)

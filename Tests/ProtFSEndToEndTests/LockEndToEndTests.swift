@@ -181,7 +181,7 @@ let asNobody = ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups"]
       echo unlocked-seen
       exit 5
       """
-    let result = try d.protfs(["exec", "--schedule", "lock@200ms,unlock@1200ms", "--", "sh", "-c", script])
+    let result = try d.protfs(["exec", "--schedule", "lock@200ms,unlock@3s", "--", "sh", "-c", script])
     #expect(result.status == 5, "\(result)")
     #expect(result.stdout == "locked-seen\nunlocked-seen\n")
     #expect(try d.protfs(["status", "--json"]).stdout.contains(#""state" : "unlocked""#))

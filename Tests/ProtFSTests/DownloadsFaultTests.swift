@@ -208,7 +208,8 @@ struct DownloadsFaultTests {
     #expect(await task.waitUntilSettled() == .failed)
     // When the session failed the task, not when this await came back: with the whole suite
     // running on two cores, other tests can hold the concurrency pool for seconds.
-    #expect(task.record.updatedAt - started < 5)
+    // Without the timeout the task would never settle; 10 s leaves room for a loaded machine.
+    #expect(task.record.updatedAt - started < 10)
     #expect(task.error?.message.contains("sent nothing for 0.3 s") == true)
     #expect(fixture.temporaryFiles.isEmpty)
   }
@@ -268,11 +269,13 @@ struct DownloadsFaultTests {
     let started = ContinuousClock.now
     let startedWall = Date().timeIntervalSince1970
     task.cancel()
-    #expect(ContinuousClock.now - started < .milliseconds(100))
+    // Returning at all before the transfer's 25 s is the point; 2 s leaves room for a loaded machine.
+    #expect(ContinuousClock.now - started < .seconds(2))
     #expect(await task.waitUntilSettled() == .failed)
-    // Settled by the session within 3 s (its own clock, not this await's: other tests can hold
-    // the concurrency pool for seconds when the whole suite runs on two cores).
-    #expect(task.record.updatedAt - startedWall < 3)
+    // Settled by the session well before the transfer would have ended (its own clock, not this
+    // await's: other tests can hold the concurrency pool for seconds when the whole suite runs on
+    // two cores).
+    #expect(task.record.updatedAt - startedWall < 10)
     #expect(task.error?.code == .cancelled)
     #expect(fixture.temporaryFiles.isEmpty)
     #expect(fixture.destinationFiles.isEmpty)

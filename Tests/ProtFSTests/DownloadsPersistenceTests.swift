@@ -165,6 +165,26 @@ struct DownloadsPersistenceTests {
     #expect(all.filter { $0.taskDescription != nil }.count == 40)
   }
 
+  @Test func aLargeLogLeftByEarlierProcessesIsCheckpointedByTheNextOpen() throws {
+    let path = fixture.storePath
+    do {
+      // Many small transactions, as a long download list's group commits make.
+      let session = try DownloadSession(configuration: fixture.configuration(identifier: "log"))
+      for batch in 0..<150 {
+        _ = try session.downloadTasks(
+          with: (0..<4).map { DownloadRequest(url: URL(string: "http://127.0.0.1:9/\(batch)-\($0).bin")!) })
+      }
+      session.invalidate()
+    }
+    func logSize() -> Int { (try? FileManager.default.attributesOfItem(atPath: path + "-wal")[.size] as? Int) ?? 0 }
+    // Closing leaves the log as it is (no flushes at the end of a command)...
+    #expect(logSize() > 1 << 20)
+    // ...and the next open folds it into the database, so later commands do not replay it.
+    let store = try DownloadStore(path: path)
+    #expect(logSize() == 0)
+    #expect(try store.tasks(session: "log").count == 600)
+  }
+
   @Test func cancelWithResumeDataLeavesTheTempFileNamedOnTheTask() async throws {
     let server = try FaultServer(body: body, mode: .stallAfter(bytes: 256 * 1024))
     defer { server.stop() }

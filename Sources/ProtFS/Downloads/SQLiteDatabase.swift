@@ -33,13 +33,30 @@ final class SQLiteDatabase: @unchecked Sendable {
     }
     handle = db
     sqlite3_busy_timeout(db, busyTimeoutMilliseconds)
-    // The log is checkpointed as it grows (every 1,000 pages), not on every close.
+    // The log is not checkpointed on close (that costs two flushes at the end of every command);
+    // it is checkpointed as it grows (every 1,000 pages), and by the next open when it is large.
     _ = protfs_sqlite3_no_checkpoint_on_close(db)
     // WAL lets `protfs tasks` read while a download writes; NORMAL syncs at checkpoints only,
     // which is durable against a killed process (the case that matters here).
     try execute("PRAGMA journal_mode=WAL")
     try execute("PRAGMA synchronous=NORMAL")
     try execute("PRAGMA foreign_keys=ON")
+    checkpointLargeLog(busyTimeoutMilliseconds: busyTimeoutMilliseconds)
+  }
+
+  /// A log left larger than this by earlier processes is checkpointed when the store opens.
+  static let checkpointOnOpenBytes = 1 << 20
+
+  /// Every process's first read replays the whole log into the shared index (milliseconds of CPU
+  /// for the few MiB a long download list leaves), so a large log left by an earlier process is folded into the database once,
+  /// now, rather than replayed by every later command. Best effort, without waiting: while another
+  /// process is in a transaction the log is left for a later open.
+  private func checkpointLargeLog(busyTimeoutMilliseconds: Int32) {
+    var info = stat()
+    guard stat(path + "-wal", &info) == 0, Int(info.st_size) > Self.checkpointOnOpenBytes else { return }
+    sqlite3_busy_timeout(handle, 0)
+    _ = sqlite3_wal_checkpoint_v2(handle, nil, SQLITE_CHECKPOINT_TRUNCATE, nil, nil)
+    sqlite3_busy_timeout(handle, busyTimeoutMilliseconds)
   }
 
   /// Prepared statements by SQL text, reused across calls (parsing costs more than running the

@@ -2,7 +2,7 @@
 # Download benchmark: protfs's engine against curl and aria2c, side by side in one run, from nginx
 # on loopback (its own temporary root), to disk.
 #
-#   benchmarks/download.sh [RUNS]      RUNS per tool and case, default 3 (medians are reported)
+#   benchmarks/download.sh [RUNS]      RUNS per tool and case, default 7 (medians are reported)
 #
 # Environment: CASES ("big small"), BIG_MIB (1024), SMALL_COUNT (2000), SMALL_BYTES (16384),
 # PROTFS_TOOL (cli: `protfs download`; fetch: the engine alone through protfs-fetch) and PROTFS_FLAGS,
@@ -17,7 +17,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-RUNS=${1:-3}
+RUNS=${1:-7}
 BIG_MIB=${BIG_MIB:-1024}
 SMALL_COUNT=${SMALL_COUNT:-2000}
 SMALL_BYTES=${SMALL_BYTES:-16384}

@@ -48,9 +48,9 @@ final class SQLiteDatabase: @unchecked Sendable {
   static let checkpointOnOpenBytes = 1 << 20
 
   /// Every process's first read replays the whole log into the shared index (milliseconds of CPU
-  /// for the few MiB a long download list leaves), so a large log left by an earlier process is folded into the database once,
-  /// now, rather than replayed by every later command. Best effort, without waiting: while another
-  /// process is in a transaction the log is left for a later open.
+  /// for the few MiB a long download list leaves), so a large log left by an earlier process is
+  /// folded into the database once, now, rather than replayed by every later command. Best effort,
+  /// without waiting: while another process is in a transaction the log is left for a later open.
   private func checkpointLargeLog(busyTimeoutMilliseconds: Int32) {
     var info = stat()
     guard stat(path + "-wal", &info) == 0, Int(info.st_size) > Self.checkpointOnOpenBytes else { return }

@@ -60,7 +60,8 @@ extension Device {
 
 /// The thread behind `protectedDataEvents()`.
 ///
-/// `@unchecked Sendable`: `available` and `generation` are touched only by the watching thread; the rest is immutable.
+/// `@unchecked Sendable`: `available` and `generation` are touched only by the watching thread (or
+/// by a test driving `catchUp` without it); the rest is immutable.
 final class EventWatcher: @unchecked Sendable {
   let store: LockStore
   let inotify: Int32

@@ -108,8 +108,9 @@ final class ManualClock: Sendable {
     try controller.lock()
     try controller.reboot()  // still unavailable: no event
     try controller.unlock()
+    // Only a failure waits this long: the collector ends as soon as it has both events.
     let timeout = Task {
-      try await Task.sleep(for: .seconds(10))
+      try await Task.sleep(for: .seconds(30))
       collected.cancel()
     }
     let seen = await collected.value

@@ -65,22 +65,13 @@ import Testing
     let body = DownloadFixture.bytes(3 << 20)
     let server = try FaultServer(body: body, mode: .gateAfter(bytes: 1 << 20))
     defer { server.stop() }
-    let process = Process()
-    process.executableURL = URL(fileURLWithPath: Protfs.binary)
-    process.arguments = [
-      "--device", t.root, "download", "--bundle", app, "--to", "Library/Caches/out", "--progress", "json",
-      server.url("big.bin").absoluteString,
-    ]
-    let output = Pipe()
-    process.standardOutput = output
-    process.standardError = FileHandle.nullDevice
-    try process.run()
-    var buffered = Data()
-    while !String(decoding: buffered, as: UTF8.self).contains("\"written\":\(1 << 20)") {
-      let chunk = output.fileHandleForReading.availableData
-      try #require(!chunk.isEmpty, "protfs download ended before reporting progress")
-      buffered += chunk
-    }
+    let process = try #require(
+      try Protfs.startDownload(
+        [
+          "--device", t.root, "download", "--bundle", app, "--to", "Library/Caches/out", "--progress", "json",
+          server.url("big.bin").absoluteString,
+        ], untilWritten: 1 << 20),
+      "protfs download ended before reporting progress")
     let downloads = t.containerPath(app, "Library/Caches/com.apple.nsurlsessiond/Downloads/\(app)")
     let temporary = try #require(try FileManager.default.contentsOfDirectory(atPath: downloads).first)
     // The most thorough purge there is: everything purgeable, resumable temp files included.

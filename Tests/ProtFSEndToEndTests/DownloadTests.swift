@@ -236,20 +236,11 @@ import Testing
     defer { server.stop() }
     let url = server.url("big.bin").absoluteString
 
-    let process = Process()
-    process.executableURL = URL(fileURLWithPath: Protfs.binary)
-    process.arguments = ["--device", t.root, "download", "--bundle", app, "--progress", "json", url]
-    let output = Pipe()
-    process.standardOutput = output
-    process.standardError = FileHandle.nullDevice
-    try process.run()
     // Wait for the engine to report the stalled bytes, then for them to reach the temp file.
-    var buffered = Data()
-    while !String(decoding: buffered, as: UTF8.self).contains("\"written\":400000") {
-      let chunk = output.fileHandleForReading.availableData
-      try #require(!chunk.isEmpty, "protfs download ended before reporting progress")
-      buffered += chunk
-    }
+    let process = try #require(
+      try Protfs.startDownload(
+        ["--device", t.root, "download", "--bundle", app, "--progress", "json", url], untilWritten: 400_000),
+      "protfs download ended before reporting progress")
     let downloads = t.containerPath(app, "Library/Caches/com.apple.nsurlsessiond/Downloads/\(app)")
     let deadline = Date().addingTimeInterval(20)
     var onDisk = 0

@@ -51,6 +51,36 @@ public enum Protfs {
     try runProgram(binary, arguments, environment: environment, stdin: stdin, currentDirectory: currentDirectory)
   }
 
+  /// Starts `protfs ARGS`, a download with `--progress json`, in the background and returns it once
+  /// it reported `bytes` written for a task; nil when it ended before that. Standard error is dropped.
+  public static func startDownload(_ arguments: [String], untilWritten bytes: Int) throws -> Process? {
+    let process = Process()
+    process.executableURL = URL(fileURLWithPath: binary)
+    process.arguments = arguments
+    process.environment = testEnvironment(adding: [:])
+    let output = Pipe()
+    process.standardOutput = output
+    process.standardError = FileHandle.nullDevice
+    try process.run()
+    var buffered = Data()
+    while !String(decoding: buffered, as: UTF8.self).contains("\"written\":\(bytes)") {
+      let chunk = output.fileHandleForReading.availableData
+      if chunk.isEmpty { return nil }
+      buffered += chunk
+    }
+    return process
+  }
+
+  /// This process's environment with `extra` added, and without what would lead a test to the
+  /// user's real device.
+  private static func testEnvironment(adding extra: [String: String]) -> [String: String] {
+    var env = ProcessInfo.processInfo.environment
+    env["PROTFS_DEVICE"] = nil
+    env["XDG_DATA_HOME"] = nil
+    for (key, value) in extra { env[key] = value }
+    return env
+  }
+
   /// Runs any program with captured output.
   public static func runProgram(
     _ program: String, _ arguments: [String], environment: [String: String] = [:],
@@ -59,12 +89,7 @@ public enum Protfs {
     let process = Process()
     process.executableURL = URL(fileURLWithPath: program)
     process.arguments = arguments
-    var env = ProcessInfo.processInfo.environment
-    // A test must never touch the user's real device.
-    env["PROTFS_DEVICE"] = nil
-    env["XDG_DATA_HOME"] = nil
-    for (key, value) in environment { env[key] = value }
-    process.environment = env
+    process.environment = testEnvironment(adding: environment)
     if let currentDirectory { process.currentDirectoryURL = URL(fileURLWithPath: currentDirectory) }
     let scratch = try TestDevice.makeTemporaryDirectory(prefix: "protfs-run")
     defer { TestDevice.removeTree(scratch) }

@@ -28,6 +28,9 @@ public final class FaultServer: Sendable {
     case stallAfter(bytes: Int)
     /// Sends the first `bytes` bytes, then holds the rest until `openGate()` is called.
     case gateAfter(bytes: Int)
+    /// Sends `first` bytes, waits for `openGate()`, sends `then` more, and then nothing more until
+    /// the client leaves.
+    case gateThenStall(first: Int, then: Int)
   }
 
   /// A request the server received.
@@ -99,6 +102,13 @@ public final class FaultServer: Sendable {
     gate.lock()
     gateIsOpen = true
     gate.broadcast()
+    gate.unlock()
+  }
+
+  /// Blocks until `openGate()` or `stop()`; the timed wait only notices a stop.
+  private func waitForGate() {
+    gate.lock()
+    while !gateIsOpen && !isStopped { _ = gate.wait(until: Date().addingTimeInterval(0.05)) }
     gate.unlock()
   }
 
@@ -249,10 +259,15 @@ public final class FaultServer: Sendable {
       return false
     case .gateAfter(let bytes):
       guard send(fd, slice.prefix(bytes)) else { return false }
-      gate.lock()
-      while !gateIsOpen && !isStopped { _ = gate.wait(until: Date().addingTimeInterval(0.05)) }
-      gate.unlock()
+      waitForGate()
       return !isStopped && send(fd, slice.dropFirst(bytes))
+    case .gateThenStall(let first, let then):
+      guard send(fd, slice.prefix(first)) else { return false }
+      waitForGate()
+      guard !isStopped, send(fd, slice.dropFirst(first).prefix(then)) else { return false }
+      var sink = [UInt8](repeating: 0, count: 1024)
+      while !isStopped && recv(fd, &sink, sink.count, 0) > 0 {}
+      return false
     case .slowDrip(let chunk, let interval):
       var rest = slice
       while !rest.isEmpty {

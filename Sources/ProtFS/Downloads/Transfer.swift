@@ -45,6 +45,9 @@ final class Transfer: @unchecked Sendable {
   var rangeMismatch = false
   var lastActivity: UInt64
   var lastProgressEvent: UInt64 = 0
+  /// The position the last progress event announced. Kept apart from the task's count, which the
+  /// store snapshots also move: bytes a snapshot recorded still get their event.
+  var reportedPosition: Int64
 
   // The current response's headers; a redirect's response starts them over.
   var entityTag: String?
@@ -66,6 +69,7 @@ final class Transfer: @unchecked Sendable {
     self.temporaryFileName = temporaryFileName
     self.offset = offset
     flushed = offset
+    reportedPosition = offset
     self.isHTTP = isHTTP
     self.hostKey = hostKey
     self.digest = digest

@@ -603,13 +603,17 @@ final class TransferEngine: @unchecked Sendable {
 
   private func reportProgress(_ now: UInt64) {
     let interval = Monotonic.nanoseconds(configuration.progressEventInterval)
-    for transfer in active.values where transfer.position != transfer.task.countOfBytesReceived {
+    for transfer in active.values where transfer.position != transfer.reportedPosition {
       guard now - transfer.lastProgressEvent >= interval else { continue }
       transfer.lastProgressEvent = now
       let position = transfer.position
-      let (previous, expected) = transfer.task.runtime.withLock { r in
-        defer { r.record.bytesReceived = position }
-        return (r.record.bytesReceived, r.record.bytesExpected)
+      let previous = transfer.reportedPosition
+      transfer.reportedPosition = position
+      // The count first, then the event: a reader who subscribes late and then reads the count
+      // misses nothing (`DownloadSession.events`).
+      let expected = transfer.task.runtime.withLock { r in
+        r.record.bytesReceived = position
+        return r.record.bytesExpected
       }
       core.notifyProgress(transfer.task, bytesWritten: position - previous, total: position, expected: expected)
     }

@@ -128,8 +128,14 @@ extension DownloadSession {
     for await event in events where matches(event) { return }
   }
 
-  /// Waits for the first progress event of `task` reporting at least `bytes` bytes.
+  /// Waits until `task` has reported at least `bytes` bytes (or settled).
+  ///
+  /// The session makes events only once `events` is read, so progress reported before that is
+  /// seen in the task's count instead: subscribing first and then looking at the count misses
+  /// nothing. (A stalled server sends no more bytes, so no later event would come.)
   public func waitForProgress(of task: DownloadTask, atLeast bytes: Int64) async {
+    let events = events
+    if task.countOfBytesReceived >= bytes || task.state.isSettled { return }
     for await event in events {
       if case .progress(let id, let written, _) = event, id == task.id, written >= bytes { return }
       if task.state.isSettled { return }

@@ -69,6 +69,50 @@ struct DownloadsFaultTests {
     }
   }
 
+  @Test func progressBeforeTheFirstReadOfEventsIsInTheTaskCount() async throws {
+    let server = try FaultServer(body: body, mode: Self.drip)
+    defer { server.stop() }
+    let session = try DownloadSession(configuration: fixture.configuration())
+    let task = try session.downloadTask(with: server.url())
+    task.resume()
+    // Nobody reads events yet, so there is no signal to wait for: the count is polled.
+    while task.countOfBytesReceived < 256 * 1024 { try await Task.sleep(for: .milliseconds(5)) }
+    let events = session.events
+    #expect(task.countOfBytesReceived == 256 * 1024)
+    task.cancel()
+    var sawProgress = false
+    for await event in events {
+      if case .progress = event { sawProgress = true }
+      if case .failed(task.id, _) = event { break }
+    }
+    #expect(!sawProgress, "no event is made before events is read, and the stalled server sends no more")
+  }
+
+  @Test func bytesAStoreSnapshotCountedStillGetTheirEvent() async throws {
+    let server = try FaultServer(body: body, mode: .gateThenStall(first: 64 * 1024, then: 64 * 1024))
+    defer { server.stop() }
+    var configuration = fixture.configuration()
+    // Snapshots far more often than events: the second burst is snapshotted before its event is due.
+    configuration.progressEventInterval = .milliseconds(500)
+    configuration.progressPersistInterval = .milliseconds(5)
+    let session = try DownloadSession(configuration: configuration)
+    let events = session.events
+    let task = try session.downloadTask(with: server.url())
+    task.resume()
+    var opened = false
+    for await event in events {
+      guard case .progress(task.id, let written, _) = event else { continue }
+      if written == 128 * 1024 { break }
+      if !opened && written == 64 * 1024 {
+        opened = true
+        server.openGate()
+      }
+    }
+    #expect(opened)
+    #expect(task.countOfBytesReceived == 128 * 1024)
+    task.cancel()
+  }
+
   @Test func changedEntityStartsOver() async throws {
     let server = try FaultServer(body: body, mode: Self.drip)
     defer { server.stop() }

@@ -17,8 +17,14 @@ public final class DownloadSession: Sendable {
   /// Every task's progress and outcome, in order per task, from the first time this is read (a
   /// session nobody asked for events spends nothing on them). One consumer; when nobody reads,
   /// only the newest events are kept.
+  ///
+  /// Read it before resuming tasks to see all their events. Progress reported before the first
+  /// read is already in each task's `countOfBytesReceived`: a task's count is updated before its
+  /// event is made, so a caller that reads `events` and then the count misses nothing.
   public var events: AsyncStream<DownloadEvent> {
-    core.eventsObserved.store(true, ordering: .relaxed)
+    // Sequentially consistent, paired with the engine's load: with relaxed ordering the engine
+    // could miss this store while this thread misses the engine's count.
+    core.eventsObserved.store(true, ordering: .sequentiallyConsistent)
     return core.events
   }
   /// The task store.

@@ -107,7 +107,7 @@ final class DownloadSessionCore: @unchecked Sendable {
   // MARK: Reporting
 
   /// Whether anyone reads the events.
-  var reportsEvents: Bool { eventsObserved.load(ordering: .relaxed) }
+  var reportsEvents: Bool { eventsObserved.load(ordering: .sequentiallyConsistent) }
 
   func notify(_ event: @autoclosure () -> DownloadEvent) {
     if reportsEvents { continuation.yield(event()) }

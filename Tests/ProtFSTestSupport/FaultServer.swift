@@ -105,6 +105,12 @@ public final class FaultServer: Sendable {
     gate.unlock()
   }
 
+  /// Reads and drops whatever the client sends until it closes the connection or the server stops.
+  private func holdUntilClientLeaves(_ fd: Int32) {
+    var sink = [UInt8](repeating: 0, count: 1024)
+    while !isStopped && recv(fd, &sink, sink.count, 0) > 0 {}
+  }
+
   /// Blocks until `openGate()` or `stop()`; the timed wait only notices a stop.
   private func waitForGate() {
     gate.lock()
@@ -212,8 +218,7 @@ public final class FaultServer: Sendable {
     let entityTag = mode == .changeETagEveryRequest ? "\"r\(index)\"" : storedTag
     switch mode {
     case .neverAnswer:
-      var sink = [UInt8](repeating: 0, count: 1024)
-      while !isStopped && recv(fd, &sink, sink.count, 0) > 0 {}
+      holdUntilClientLeaves(fd)
       return false
     case .alwaysStatus(let status):
       return sendStatus(fd, status)
@@ -254,8 +259,7 @@ public final class FaultServer: Sendable {
       return false
     case .stallAfter(let bytes):
       _ = send(fd, slice.prefix(bytes))
-      var sink = [UInt8](repeating: 0, count: 1024)
-      while !isStopped && recv(fd, &sink, sink.count, 0) > 0 {}
+      holdUntilClientLeaves(fd)
       return false
     case .gateAfter(let bytes):
       guard send(fd, slice.prefix(bytes)) else { return false }
@@ -265,8 +269,7 @@ public final class FaultServer: Sendable {
       guard send(fd, slice.prefix(first)) else { return false }
       waitForGate()
       guard !isStopped, send(fd, slice.dropFirst(first).prefix(then)) else { return false }
-      var sink = [UInt8](repeating: 0, count: 1024)
-      while !isStopped && recv(fd, &sink, sink.count, 0) > 0 {}
+      holdUntilClientLeaves(fd)
       return false
     case .slowDrip(let chunk, let interval):
       var rest = slice

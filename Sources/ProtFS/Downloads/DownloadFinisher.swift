@@ -10,7 +10,7 @@ import Synchronization
 final class DownloadFinisher: @unchecked Sendable {
   enum Job: Sendable {
     case complete(Transfer)
-    case fail(DownloadTask, ProtFSError, deleting: String?)
+    case fail(DownloadTask, ProtFSError, deleting: TemporaryRemoval?)
     case stop(DownloadTask, StopReason)
     case exit(DispatchSemaphore)
   }
@@ -111,11 +111,12 @@ final class DownloadFinisher: @unchecked Sendable {
         core.notifyFinishedDownloading(transfer.task) {
           URL(fileURLWithPath: transfer.temporaryPath, isDirectory: false)
         }
-        outcomes.append(place(transfer.task))
-      case .fail(let task, let error, let path):
-        // Without a path to delete, the temp file (if any) stays with the task for a later resume.
-        if let path { unlink(path) }
-        outcomes.append(settle(task, .failed, error: error) { if path != nil { $0.temporaryFileName = nil } })
+        outcomes.append(place(transfer.task, transfer: transfer))
+        close(transfer.fd)
+      case .fail(let task, let error, let removal):
+        // Without a file to delete, the temp file (if any) stays with the task for a later resume.
+        removal?.remove()
+        outcomes.append(settle(task, .failed, error: error) { if removal != nil { $0.temporaryFileName = nil } })
       case .stop(let task, let reason):
         if let outcome = stop(task, reason, replies: &resumeDataReplies) { outcomes.append(outcome) }
       case .exit(let semaphore):
@@ -139,11 +140,15 @@ final class DownloadFinisher: @unchecked Sendable {
 
   /// Moves a finished task's temp file to its destination if the access policy allows it now.
   ///
-  /// Runs on the finisher thread, or on the caller's for `completeWaitingTasks()`.
-  func place(_ task: DownloadTask) -> Outcome {
+  /// `transfer` is the attempt that just wrote the file, with its temp directory and file still
+  /// open; without one (a task that waited for unlock) both are opened again. Runs on the finisher
+  /// thread, or on the caller's for `completeWaitingTasks()`.
+  func place(_ task: DownloadTask, transfer: Transfer? = nil) -> Outcome {
     let record = task.record
     let url = task.url.absoluteString
-    guard let name = record.temporaryFileName, let destination = record.destinationPath else {
+    guard let name = record.temporaryFileName, let destination = record.destinationPath,
+      let fileName = record.fileName
+    else {
       return settle(
         task, .failed,
         error: ProtFSError(.notFound, "The finished download of '\(url)' has no temp file or file name to place."))
@@ -151,15 +156,17 @@ final class DownloadFinisher: @unchecked Sendable {
     let temporary = record.temporaryDirectory + "/" + name
     switch core.configuration.accessPolicy.canPlaceDestination(destination) {
     case .allow:
-      var moveError: Int32? = rename(temporary, destination) == 0 ? nil : errno
-      if moveError == EXDEV {
-        moveError = TemporaryFile.moveAcrossFilesystems(from: temporary, to: destination)
-      }
-      if let code = moveError {
-        unlink(temporary)
-        return settle(
-          task, .failed, error: ProtFSError.system("move the download of '\(url)' to", path: destination, errno: code)
-        ) { $0.temporaryFileName = nil }
+      var heldDirectory = transfer?.directory
+      do throws(ProtFSError) {
+        try move(record, fileName: fileName, transfer: transfer, heldDirectory: &heldDirectory)
+      } catch {
+        // The bytes are removed from wherever the held directory is now, even if it was moved
+        // out of the device: nothing of the download stays outside it.
+        heldDirectory?.removeFile(name, ifStill: transfer?.fd)
+        var failure = error
+        failure.message = "The download of '\(url)' was not placed: \(error.message)"
+        failure.hint = error.hint ?? "nothing was kept; download it again"
+        return settle(task, .failed, error: failure) { $0.temporaryFileName = nil }
       }
       // The event's URL is made only for a listener.
       let event =
@@ -175,7 +182,7 @@ final class DownloadFinisher: @unchecked Sendable {
         event: .waitingForUnlock(
           taskID: task.id, temporaryLocation: URL(fileURLWithPath: temporary, isDirectory: false)))
     case .deny(let code):
-      unlink(temporary)
+      TemporaryRemoval(task, in: core.configuration.fileSystem)?.remove()
       return settle(
         task, .failed,
         error: ProtFSError(
@@ -184,6 +191,77 @@ final class DownloadFinisher: @unchecked Sendable {
           path: destination, errno: code, hint: "unlock the device and download it again")
       ) { $0.temporaryFileName = nil }
     }
+  }
+
+  /// Labels the finished temp file with its destination's class and renames it there, between
+  /// directories opened without following a symlink. A temp directory that is no longer the one
+  /// the bytes were written in (moved, replaced, or swapped for a link) fails the placement.
+  /// `heldDirectory` is set to the temp directory as soon as it is open, for the caller's cleanup.
+  private func move(
+    _ record: DownloadTaskRecord, fileName: String, transfer: Transfer?, heldDirectory: inout DirectoryHandle?
+  ) throws(ProtFSError) {
+    let fileSystem = core.configuration.fileSystem
+    let name = record.temporaryFileName!
+    let current: DirectoryHandle
+    do throws(ProtFSError) {
+      current = try fileSystem.openDirectory(record.temporaryDirectory, creating: false)
+    } catch {
+      if heldDirectory == nil { throw error }
+      throw Self.directoryChanged(record.temporaryDirectory, because: error)
+    }
+    if let held = heldDirectory {
+      guard held.isSameDirectory(as: current) else { throw Self.directoryChanged(record.temporaryDirectory) }
+    } else {
+      heldDirectory = current
+    }
+    let source = heldDirectory!
+    let destination = try fileSystem.openDirectory(record.destinationDirectory, creating: false)
+    let file: FileDescriptor
+    if let transfer { file = FileDescriptor(borrowing: transfer.fd) } else { file = try Self.openFinishedFile(name, in: source) }
+    try fileSystem.label(file: file.fd, for: destination)
+    switch valueOrErrno({ renameat(source.fd, name, destination.fd, fileName) }) {
+    case .success: return
+    case .failure(let e) where e == .crossDevice:
+      let failure = TemporaryFile.moveAcrossFilesystems(name, in: source, to: fileName, in: destination) { fd in
+        do throws(ProtFSError) {
+          try fileSystem.label(file: fd, for: destination)
+          return nil
+        } catch {
+          return error.errno ?? EIO
+        }
+      }
+      if let failure {
+        throw ProtFSError.system("move the download to", path: destination.pathOf(fileName), errno: failure)
+      }
+    case .failure(let e):
+      throw ProtFSError.system("move the download to", path: destination.pathOf(fileName), errno: e.rawValue)
+    }
+  }
+
+  /// Opens the finished temp file `name` of a task that waited, refusing anything but a regular file
+  /// with one link (another link could be outside the device).
+  private static func openFinishedFile(_ name: String, in directory: DirectoryHandle) throws(ProtFSError)
+    -> FileDescriptor
+  {
+    let fd = try directory.openFile(name, flags: O_RDONLY | O_NONBLOCK)
+    let file = FileDescriptor(owning: fd)
+    var status = stat()
+    _ = try valueOrErrno { fstat(fd, &status) }.orThrow("read", path: directory.pathOf(name))
+    guard status.st_mode & S_IFMT == S_IFREG, status.st_nlink == 1 else {
+      throw ProtFSError(
+        .invalidArgument,
+        "The temp file '\(directory.pathOf(name))' is not a regular file with a single link; protfs does not move it.",
+        path: directory.pathOf(name))
+    }
+    return file
+  }
+
+  private static func directoryChanged(_ path: String, because cause: ProtFSError? = nil) -> ProtFSError {
+    var message = "the directory '\(path)' was moved, replaced or swapped for a symbolic link while the file was written"
+    if let cause { message += " (\(cause.message.hasSuffix(".") ? String(cause.message.dropLast()) : cause.message))" }
+    return ProtFSError(
+      .symlink, message + "; the temp file was removed.", path: path, errno: ELOOP,
+      hint: "leave the container's directories in place while a download runs, then download it again")
   }
 
   private func settle(
@@ -210,8 +288,8 @@ final class DownloadFinisher: @unchecked Sendable {
       if let expected, let digest = t.digest {
         let actual = digest.finalizeHex()
         if actual != expected.lowercased() {
+          t.directory.removeFile(t.temporaryFileName, ifStill: t.fd)
           close(t.fd)
-          unlink(t.temporaryPath)
           let error = ProtFSError(
             .checksumMismatch,
             "The download of '\(t.task.url.absoluteString)' has SHA-256 \(actual), not the expected \(expected.lowercased()); nothing was kept.",
@@ -230,7 +308,7 @@ final class DownloadFinisher: @unchecked Sendable {
         for t in passed { _ = fsync(t.fd) }
       }
     }
-    for t in passed { close(t.fd) }
+    // The descriptors stay open until placement, which labels the file through them.
     return passed
   }
 
@@ -246,7 +324,7 @@ final class DownloadFinisher: @unchecked Sendable {
       return settle(task, .suspended)
     case .cancel:
       guard !(record.state == .completed || record.state == .failed) else { return nil }
-      if let path = task.temporaryLocation?.path { unlink(path) }
+      TemporaryRemoval(task, in: core.configuration.fileSystem)?.remove()
       return settle(task, .failed, error: cancelled) { $0.temporaryFileName = nil }
     case .cancelProducingResumeData(let reply):
       guard !(record.state == .completed || record.state == .failed), let name = record.temporaryFileName else {
@@ -255,8 +333,8 @@ final class DownloadFinisher: @unchecked Sendable {
         return settle(task, .failed, error: cancelled)
       }
       var size: Int64 = record.bytesReceived
-      var status = stat()
-      if lstat(record.temporaryDirectory + "/" + name, &status) == 0 { size = Int64(status.st_size) }
+      let directory = try? core.configuration.fileSystem.openDirectory(record.temporaryDirectory, creating: false)
+      if let status = try? directory?.status(name) { size = status.size }
       let data = DownloadResumeData(
         url: task.url, bytesReceived: size, bytesExpected: record.bytesExpected,
         temporaryDirectory: record.temporaryDirectory, temporaryFileName: name,
@@ -268,4 +346,45 @@ final class DownloadFinisher: @unchecked Sendable {
       return settle(task, .failed, error: cancelled) { $0.bytesReceived = size }
     }
   }
+}
+
+/// A temp file to delete when its task fails: its name in the directory it was made in, held open
+/// when the caller still has it.
+struct TemporaryRemoval: @unchecked Sendable {
+  /// The temp directory, or nil when it can no longer be opened safely (the file is left alone).
+  let directory: DirectoryHandle?
+  let name: String
+
+  init(directory: DirectoryHandle?, name: String) {
+    self.directory = directory
+    self.name = name
+  }
+
+  /// The temp file of `task`, if it has one, with its directory opened through `fileSystem`.
+  init?(_ task: DownloadTask, in fileSystem: any DownloadFileSystem) {
+    let record = task.record
+    guard let name = record.temporaryFileName else { return nil }
+    self.init(directory: try? fileSystem.openDirectory(record.temporaryDirectory, creating: false), name: name)
+  }
+
+  /// Deletes the file, relative to its directory.
+  func remove() { directory?.removeFile(name, ifStill: nil) }
+}
+
+/// A descriptor closed when the value goes away, unless it was only borrowed.
+final class FileDescriptor {
+  let fd: Int32
+  private let owned: Bool
+
+  init(owning fd: Int32) {
+    self.fd = fd
+    owned = true
+  }
+
+  init(borrowing fd: Int32) {
+    self.fd = fd
+    owned = false
+  }
+
+  deinit { if owned { close(fd) } }
 }

@@ -50,6 +50,9 @@ public struct DownloadSessionConfiguration: Sendable {
   public var accessCheckInterval: Duration = .milliseconds(250)
   /// The lock policy consulted before writing a temp file and before placing a result.
   public var accessPolicy: any DownloadAccessPolicy = AllowAllDownloadAccess()
+  /// How the temp and destination directories are opened (held, following no symlink on a device)
+  /// and how new files are labelled.
+  public var fileSystem: any DownloadFileSystem = PlainDownloadFileSystem()
   /// The user agent sent to HTTP servers.
   public var userAgent: String = "protfs"
   /// A PEM file of certificate authorities to trust for HTTPS instead of the system's

@@ -12,6 +12,9 @@ final class Transfer: @unchecked Sendable {
   /// The temp file, open for writing.
   let fd: Int32
   let temporaryDirectory: String
+  /// The temp directory, held open from the temp file's creation to the placement, so that every
+  /// operation on the file is relative to the directory it was made in.
+  let directory: DirectoryHandle
   let temporaryFileName: String
   /// The byte the request asked to start at (`Range: bytes=offset-`).
   let offset: Int64
@@ -57,7 +60,7 @@ final class Transfer: @unchecked Sendable {
 
   init(
     task: DownloadTask, easy: UnsafeMutableRawPointer, fd: Int32, temporaryDirectory: String,
-    temporaryFileName: String, offset: Int64, isHTTP: Bool, hostKey: String, digest: SHA256Digest?,
+    directory: DirectoryHandle, temporaryFileName: String, offset: Int64, isHTTP: Bool, hostKey: String, digest: SHA256Digest?,
     staging: UnsafeMutableRawBufferPointer, writesBehind: Bool
   ) {
     self.staging = staging
@@ -66,6 +69,7 @@ final class Transfer: @unchecked Sendable {
     self.easy = easy
     self.fd = fd
     self.temporaryDirectory = temporaryDirectory
+    self.directory = directory
     self.temporaryFileName = temporaryFileName
     self.offset = offset
     flushed = offset

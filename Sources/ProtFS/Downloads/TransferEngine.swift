@@ -237,11 +237,17 @@ final class TransferEngine: @unchecked Sendable {
         ), deleting: nil)
       return
     }
+    // The directory is opened once, following no symlink, and held: the temp file is created,
+    // written and later placed relative to it.
+    let fileSystem = configuration.fileSystem
+    let held: DirectoryHandle
     let opened: TemporaryFile.Opened
     do {
+      held = try fileSystem.openDirectory(directory, creating: true)
       opened = try TemporaryFile.open(
-        directory: directory, existingName: record.temporaryFileName,
-        canContinue: record.entityTag != nil || record.lastModified != nil)
+        in: held, existingName: record.temporaryFileName,
+        canContinue: record.entityTag != nil || record.lastModified != nil,
+        label: { fd throws(ProtFSError) in try fileSystem.label(file: fd, for: held) })
     } catch {
       fail(task, error, deleting: nil)
       return
@@ -256,10 +262,10 @@ final class TransferEngine: @unchecked Sendable {
       if opened.size > 0,
         let error = TemporaryFile.hashPrefix(
           fd: opened.fd, count: opened.size, into: hasher,
-          path: directory + "/" + opened.name)
+          path: held.pathOf(opened.name))
       {
         close(opened.fd)
-        fail(task, error, deleting: directory + "/" + opened.name)
+        fail(task, error, deleting: TemporaryRemoval(directory: held, name: opened.name))
         return
       }
       digest = hasher
@@ -269,7 +275,8 @@ final class TransferEngine: @unchecked Sendable {
       idleBuffers.popLast()
       ?? UnsafeMutableRawBufferPointer.allocate(byteCount: receiveBufferSize, alignment: 4096)
     let transfer = Transfer(
-      task: task, easy: easy, fd: opened.fd, temporaryDirectory: directory, temporaryFileName: opened.name,
+      task: task, easy: easy, fd: opened.fd, temporaryDirectory: directory, directory: held,
+      temporaryFileName: opened.name,
       offset: opened.size, isHTTP: scheme != "file", hostKey: hostKey, digest: digest, staging: staging,
       writesBehind: configuration.synchronizesFiles)
     configure(transfer, url: url, record: record)
@@ -485,7 +492,7 @@ final class TransferEngine: @unchecked Sendable {
       var final = error
       final.message = final.message.hasSuffix(".") ? String(final.message.dropLast()) : final.message
       final.message += " (gave up after \(attempts) attempts)."
-      fail(task, final, deleting: task.temporaryLocation?.path)
+      fail(task, final, deleting: TemporaryRemoval(task, in: configuration.fileSystem))
       return
     }
     let base = Monotonic.nanoseconds(configuration.retryBaseDelay)
@@ -497,12 +504,12 @@ final class TransferEngine: @unchecked Sendable {
 
   private func fail(_ t: Transfer, _ error: ProtFSError) {
     close(t.fd)
-    fail(t.task, error, deleting: t.temporaryPath)
+    fail(t.task, error, deleting: TemporaryRemoval(directory: t.directory, name: t.temporaryFileName))
   }
 
-  private func fail(_ task: DownloadTask, _ error: ProtFSError, deleting path: String?) {
+  private func fail(_ task: DownloadTask, _ error: ProtFSError, deleting removal: TemporaryRemoval?) {
     known.remove(task.id)
-    core.finisher.post(.fail(task, error, deleting: path))
+    core.finisher.post(.fail(task, error, deleting: removal))
   }
 
   // MARK: Stopping

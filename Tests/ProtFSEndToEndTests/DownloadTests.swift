@@ -182,12 +182,49 @@ import Testing
     ),
     (["download", "--bundle", "com.example.app", "--sha256", "xyz", "http://127.0.0.1/x"], "not a SHA-256 digest"),
     (["download", "--bundle", "com.example.app", "--progress", "fancy", "http://127.0.0.1/x"], "not a progress mode"),
+    (
+      ["download", "--bundle", "com.example.app", "--connections", "99999999999999999999999", "http://127.0.0.1/x"],
+      "'99999999999999999999999' is not a connection count"
+    ),
+    (
+      ["download", "--bundle", "com.example.app", "--timeout-request", "0s", "http://127.0.0.1/x"],
+      "'0s' is out of range for --timeout-request"
+    ),
+    (
+      [
+        "download", "--bundle", "com.example.app", "--timeout-request", "99999999999999999999999d",
+        "http://127.0.0.1/x",
+      ],
+      "out of range for --timeout-request"
+    ),
+    (
+      ["download", "--bundle", "com.example.app", "--timeout-resource", "400d", "http://127.0.0.1/x"],
+      "'400d' is out of range for --timeout-resource: give a duration from 1s to 365d"
+    ),
+    (
+      ["download", "--bundle", "com.example.app", "--timeout-resource", "soon", "http://127.0.0.1/x"],
+      "'soon' is not a duration for --timeout-resource"
+    ),
     (["tasks", "resume", "abc"], "not a task number"),
+    (["tasks", "resume", "99999999999999999999999"], "not a task number"),
   ])
   func usageErrors(arguments: [String], message: String) throws {
     let t = try device()
     let result = try Protfs.run(["--device", t.root] + arguments)
     #expect(result.status == 64 && result.stderr.contains(message), "\(result)")
+  }
+
+  @Test func aTrickleEndsAtTheResourceTimeout() throws {
+    let t = try device()
+    let server = try FaultServer(
+      body: DownloadFixture.bytes(1000), mode: .slowDrip(chunk: 1, interval: .seconds(1)))
+    defer { server.stop() }
+    let result = try Protfs.run([
+      "--device", t.root, "download", "--bundle", app, "--timeout-resource", "2s", server.url().absoluteString,
+    ])
+    #expect(result.status == 1, "\(result)")
+    #expect(result.stderr.contains("did not finish within its resource timeout of 2 s"), "\(result)")
+    #expect(!FileManager.default.fileExists(atPath: t.containerPath(app, "Documents/file.bin")))
   }
 
   @Test func unknownBundleAndDestinationOutsideTheContainer() throws {

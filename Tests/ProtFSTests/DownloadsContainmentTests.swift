@@ -29,7 +29,9 @@ import Testing
     var found: [String] = []
     while let name = walker?.nextObject() as? String {
       var isDirectory: ObjCBool = false
-      if FileManager.default.fileExists(atPath: directory + "/" + name, isDirectory: &isDirectory), !isDirectory.boolValue {
+      if FileManager.default.fileExists(atPath: directory + "/" + name, isDirectory: &isDirectory),
+        !isDirectory.boolValue
+      {
         found.append(name)
       }
     }

@@ -57,7 +57,7 @@ public struct DeviceDownloadFileSystem: DownloadFileSystem {
     let location = try device.resolve(path)
     do {
       return try open(location)
-    } catch where creating && error.errno == ENOENT {
+    } catch  where creating && error.errno == ENOENT {
       try device.createDirectories(location)
       return try open(location)
     }

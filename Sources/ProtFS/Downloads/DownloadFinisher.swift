@@ -217,7 +217,11 @@ final class DownloadFinisher: @unchecked Sendable {
     let source = heldDirectory!
     let destination = try fileSystem.openDirectory(record.destinationDirectory, creating: false)
     let file: FileDescriptor
-    if let transfer { file = FileDescriptor(borrowing: transfer.fd) } else { file = try Self.openFinishedFile(name, in: source) }
+    if let transfer {
+      file = FileDescriptor(borrowing: transfer.fd)
+    } else {
+      file = try Self.openFinishedFile(name, in: source)
+    }
     try fileSystem.label(file: file.fd, for: destination)
     switch valueOrErrno({ renameat(source.fd, name, destination.fd, fileName) }) {
     case .success: return
@@ -257,7 +261,8 @@ final class DownloadFinisher: @unchecked Sendable {
   }
 
   private static func directoryChanged(_ path: String, because cause: ProtFSError? = nil) -> ProtFSError {
-    var message = "the directory '\(path)' was moved, replaced or swapped for a symbolic link while the file was written"
+    var message =
+      "the directory '\(path)' was moved, replaced or swapped for a symbolic link while the file was written"
     if let cause { message += " (\(cause.message.hasSuffix(".") ? String(cause.message.dropLast()) : cause.message))" }
     return ProtFSError(
       .symlink, message + "; the temp file was removed.", path: path, errno: ELOOP,

@@ -47,6 +47,13 @@ final class Transfer: @unchecked Sendable {
   /// The server answered 206 for another range than asked: start over from byte 0.
   var rangeMismatch = false
   var lastActivity: UInt64
+  /// The request timeout of this task, in nanoseconds.
+  var requestLimit: UInt64 = 0
+  /// When the task's resource timeout ends (seconds since 1970).
+  var deadline: Double = .infinity
+  /// Where the current minimum-speed window began, and the position then.
+  var speedWindowStart: UInt64
+  var speedWindowPosition: Int64
   var lastProgressEvent: UInt64 = 0
   /// The position the last progress event announced. Kept apart from the task's count, which the
   /// store snapshots also move: bytes a snapshot recorded still get their event.
@@ -60,7 +67,8 @@ final class Transfer: @unchecked Sendable {
 
   init(
     task: DownloadTask, easy: UnsafeMutableRawPointer, fd: Int32, temporaryDirectory: String,
-    directory: DirectoryHandle, temporaryFileName: String, offset: Int64, isHTTP: Bool, hostKey: String, digest: SHA256Digest?,
+    directory: DirectoryHandle, temporaryFileName: String, offset: Int64, isHTTP: Bool, hostKey: String,
+    digest: SHA256Digest?,
     staging: UnsafeMutableRawBufferPointer, writesBehind: Bool
   ) {
     self.staging = staging
@@ -78,6 +86,8 @@ final class Transfer: @unchecked Sendable {
     self.hostKey = hostKey
     self.digest = digest
     lastActivity = Monotonic.now
+    speedWindowStart = lastActivity
+    speedWindowPosition = offset
     errorBuffer.initialize(repeating: 0, count: Int(CURL_ERROR_SIZE) + 1)
   }
 
@@ -276,6 +286,10 @@ enum Monotonic {
     var ts = timespec()
     clock_gettime(CLOCK_MONOTONIC, &ts)
     return UInt64(ts.tv_sec) * 1_000_000_000 + UInt64(ts.tv_nsec)
+  }
+
+  static func seconds(_ duration: Duration) -> Double {
+    Double(duration.components.seconds) + Double(duration.components.attoseconds) / 1e18
   }
 
   static func nanoseconds(_ duration: Duration) -> UInt64 {

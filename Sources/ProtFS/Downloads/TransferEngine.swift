@@ -205,6 +205,15 @@ final class TransferEngine: @unchecked Sendable {
       return
     }
     let url = task.url
+    // The resource timeout runs from the task's creation, whichever process resumes it.
+    let resourceLimit = record.resourceTimeout ?? Monotonic.seconds(configuration.resourceTimeout)
+    let deadline = record.createdAt + resourceLimit
+    if Date().timeIntervalSince1970 > deadline {
+      fail(
+        task, Self.resourceTimedOut(url.absoluteString, limit: resourceLimit),
+        deleting: TemporaryRemoval(task, in: configuration.fileSystem))
+      return
+    }
     let scheme = url.scheme?.lowercased() ?? ""
     guard ["http", "https", "file"].contains(scheme) else {
       let shown = url.scheme ?? ""
@@ -279,6 +288,9 @@ final class TransferEngine: @unchecked Sendable {
       temporaryFileName: opened.name,
       offset: opened.size, isHTTP: scheme != "file", hostKey: hostKey, digest: digest, staging: staging,
       writesBehind: configuration.synchronizesFiles)
+    transfer.requestLimit =
+      record.requestTimeout.map { UInt64(max(0, $0) * 1e9) } ?? Monotonic.nanoseconds(configuration.requestTimeout)
+    transfer.deadline = deadline
     configure(transfer, url: url, record: record)
     active[task.id] = transfer
     activePerHost[hostKey, default: 0] += 1
@@ -593,19 +605,63 @@ final class TransferEngine: @unchecked Sendable {
 
   // MARK: Timeouts and progress
 
+  /// Ends attempts that received nothing, or less than the minimum speed, for their request
+  /// timeout (retried), and tasks past their resource timeout (failed for good).
   private func checkTimeouts(_ now: UInt64) {
-    let limit = Monotonic.nanoseconds(configuration.requestTimeout)
-    for transfer in Array(active.values) where now > transfer.lastActivity && now - transfer.lastActivity > limit {
-      detach(transfer)
-      close(transfer.fd)
-      let seconds = Double(limit) / 1e9
-      retry(
-        transfer.task,
-        because: ProtFSError(
-          .network,
-          "The server for '\(transfer.task.url.absoluteString)' sent nothing for \(String(format: "%g", seconds)) s.",
-          hint: "check the server, or allow a longer request timeout"))
+    guard !active.isEmpty else { return }
+    let wallClock = Date().timeIntervalSince1970
+    for transfer in Array(active.values) {
+      let url = transfer.task.url.absoluteString
+      let limit = transfer.requestLimit
+      if wallClock > transfer.deadline {
+        detach(transfer)
+        fail(
+          transfer,
+          Self.resourceTimedOut(url, limit: transfer.deadline - transfer.task.runtime.withLock { $0.record.createdAt }))
+        continue
+      }
+      if now > transfer.lastActivity && now - transfer.lastActivity > limit {
+        detach(transfer)
+        close(transfer.fd)
+        retry(
+          transfer.task,
+          because: ProtFSError(
+            .network, "The server for '\(url)' sent nothing for \(Self.format(seconds: Double(limit) / 1e9)).",
+            hint: "check the server, or allow a longer request timeout"))
+        continue
+      }
+      guard now - transfer.speedWindowStart >= limit else { continue }
+      // A trickle keeps `lastActivity` fresh; what it cannot do is move enough bytes in a window.
+      let moved = transfer.position - transfer.speedWindowPosition
+      let needed = Int64((Double(configuration.minimumSpeed) * Double(limit) / 1e9).rounded(.up))
+      if moved < needed {
+        detach(transfer)
+        close(transfer.fd)
+        retry(
+          transfer.task,
+          because: ProtFSError(
+            .network,
+            "The server for '\(url)' sent \(moved) bytes in \(Self.format(seconds: Double(limit) / 1e9)), less than the minimum of \(configuration.minimumSpeed) bytes a second.",
+            hint: "check the server, or allow a longer request timeout"))
+        continue
+      }
+      transfer.speedWindowStart = now
+      transfer.speedWindowPosition = transfer.position
     }
+  }
+
+  private static func resourceTimedOut(_ url: String, limit: Double) -> ProtFSError {
+    ProtFSError(
+      .network, "The download of '\(url)' did not finish within its resource timeout of \(format(seconds: limit)).",
+      errno: ETIMEDOUT, hint: "allow a longer resource timeout, or download it again")
+  }
+
+  /// `seconds` in the largest whole unit that fits (`7 d`, `2 h`, `90 s`), or in seconds.
+  static func format(seconds: Double) -> String {
+    for (unit, size) in [("d", 86400.0), ("h", 3600.0), ("min", 60.0)] where seconds >= size {
+      if (seconds / size).rounded() == seconds / size { return "\(Int(seconds / size)) \(unit)" }
+    }
+    return String(format: "%g s", seconds)
   }
 
   private func reportProgress(_ now: UInt64) {

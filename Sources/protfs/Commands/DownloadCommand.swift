@@ -34,6 +34,13 @@ enum DownloadCommand {
       .value("sha256", "hex", help: "The SHA-256 every downloaded file must have."),
       .value("connections", "n", help: "Connections per host (default: 6, as iOS)."),
       .value("progress", "mode", help: "auto, bar, json or none (default: auto: a bar on a terminal)."),
+      .value(
+        "timeout-request", "duration",
+        help:
+          "Retry a transfer that receives nothing, or under 100 bytes/s, for this long (default: 60s; 1s to 1d)."),
+      .value(
+        "timeout-resource", "duration",
+        help: "Fail a task not finished this long after it was created, resumes included (default: 7d; 1s to 365d)."),
       .flag(
         "sync",
         help:
@@ -62,6 +69,8 @@ enum DownloadCommand {
       }
       connections = n
     }
+    let requestTimeout = try timeout(invocation, "timeout-request", within: 1...86400)
+    let resourceTimeout = try timeout(invocation, "timeout-resource", within: 1...(365 * 86400))
     if let digest = invocation.value("sha256"), digest.count != 64 || !digest.allSatisfy(\.isHexDigit) {
       throw invocation.usageError("'\(digest)' is not a SHA-256 digest; give 64 hexadecimal digits.")
     }
@@ -75,6 +84,8 @@ enum DownloadCommand {
       destination: destination)
     configuration.maximumConnectionsPerHost = connections
     configuration.synchronizesFiles = invocation.flag("sync")
+    if let requestTimeout { configuration.requestTimeout = requestTimeout }
+    if let resourceTimeout { configuration.resourceTimeout = resourceTimeout }
     // The CLI resumes only what it is asked for; `protfs tasks resume` takes the rest.
     configuration.resumesReattachedTasks = false
 
@@ -129,6 +140,25 @@ enum DownloadCommand {
       }
     }
     return failed ? exitFailed : waiting ? exitWaitingForUnlock : exitCompleted
+  }
+
+  /// The duration given to `--name`, if any, checked against `range` (in seconds) before it
+  /// becomes a `Duration`.
+  static func timeout(_ invocation: Invocation, _ name: String, within range: ClosedRange<Double>) throws
+    -> Duration?
+  {
+    guard let text = invocation.value(name) else { return nil }
+    let seconds: Double
+    do {
+      seconds = try HumanDuration.parse(text)
+    } catch {
+      throw invocation.usageError("'\(text)' is not a duration for --\(name); write it as 30s, 2m or 1h.")
+    }
+    let limits = "from \(Int(range.lowerBound))s to \(Int(range.upperBound) / 86400)d"
+    guard seconds.isFinite, range.contains(seconds) else {
+      throw invocation.usageError("'\(text)' is out of range for --\(name): give a duration \(limits).")
+    }
+    return .milliseconds(Int64((seconds * 1000).rounded()))
   }
 
   /// How many requests `download` records before starting them: a small first chunk gets the

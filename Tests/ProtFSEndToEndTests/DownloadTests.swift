@@ -214,6 +214,29 @@ import Testing
     #expect(result.status == 64 && result.stderr.contains(message), "\(result)")
   }
 
+  @Test func twoURLsWithOneNameGetTwoFilesAndANote() throws {
+    let t = try device()
+    let server = try NginxServer()
+    defer { server.stop() }
+    let first = try server.put(Data("first".utf8), at: "a/data.bin").absoluteString
+    let second = try server.put(Data("second".utf8), at: "b/data.bin").absoluteString
+    let result = try Protfs.run(["--device", t.root, "download", "--bundle", app, first, second])
+    #expect(result.status == 0, "\(result)")
+    let documents = t.containerPath(app, "Documents")
+    let printed = result.stdout.split(separator: "\n").map(String.init).sorted()
+    #expect(printed == ["\(documents)/data (1).bin", "\(documents)/data.bin"], "\(result)")
+    let contents = ["data.bin", "data (1).bin"].compactMap {
+      FileManager.default.contents(atPath: documents + "/" + $0).map { String(decoding: $0, as: UTF8.self) }
+    }
+    #expect(contents.sorted() == ["first", "second"])
+    #expect(
+      result.stderr.contains("was saved as 'data (1).bin': another download of this run already wrote 'data.bin'"))
+    // The same command again resumes nothing and replaces both files: still two files, no third.
+    let again = try Protfs.run(["--device", t.root, "download", "--bundle", app, first, second])
+    #expect(again.status == 0, "\(again)")
+    #expect(try FileManager.default.contentsOfDirectory(atPath: documents).sorted() == ["data (1).bin", "data.bin"])
+  }
+
   @Test func aTrickleEndsAtTheResourceTimeout() throws {
     let t = try device()
     let server = try FaultServer(

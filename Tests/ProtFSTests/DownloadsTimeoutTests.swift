@@ -48,3 +48,14 @@ import Testing
     #expect(try session.store.task(id: id)?.resourceTimeout == 2)
   }
 }
+
+/// The numbered names a second download of one name gets.
+@Suite struct DownloadFileNameNumberingTests {
+  @Test(arguments: [
+    ("report.pdf", 1, "report (1).pdf"), ("archive.tar.gz", 2, "archive (2).tar.gz"), ("README", 1, "README (1)"),
+    (".profile", 1, ".profile (1)"), ("a.b.c", 3, "a.b (3).c"),
+  ])
+  func numbered(name: String, n: Int, expected: String) {
+    #expect(DownloadFileName.numbered(name, n) == expected)
+  }
+}

@@ -16,6 +16,9 @@ final class DownloadFinisher: @unchecked Sendable {
   }
 
   private let jobs = Mutex<[Job]>([])
+  /// The destination paths this session's tasks have placed files at: a second task of the same
+  /// name gets a numbered one instead of replacing the first's file.
+  private let claimed = Mutex<Set<String>>([])
   private let available = DispatchSemaphore(value: 0)
   /// Signalled by a job that must not wait out a group window.
   private let gathering = DispatchSemaphore(value: 0)
@@ -157,8 +160,9 @@ final class DownloadFinisher: @unchecked Sendable {
     switch core.configuration.accessPolicy.canPlaceDestination(destination) {
     case .allow:
       var heldDirectory = transfer?.directory
+      let placedName = claim(fileName, in: record.destinationDirectory)
       do throws(ProtFSError) {
-        try move(record, fileName: fileName, transfer: transfer, heldDirectory: &heldDirectory)
+        try move(record, fileName: placedName, transfer: transfer, heldDirectory: &heldDirectory)
       } catch {
         // The bytes are removed from wherever the held directory is now, even if it was moved
         // out of the device: nothing of the download stays outside it.
@@ -168,13 +172,18 @@ final class DownloadFinisher: @unchecked Sendable {
         failure.hint = error.hint ?? "nothing was kept; download it again"
         return settle(task, .failed, error: failure) { $0.temporaryFileName = nil }
       }
+      if placedName != fileName { task.runtime.withLock { $0.renamedFrom = fileName } }
       // The event's URL is made only for a listener.
       let event =
         core.reportsEvents
-        ? DownloadEvent.completed(taskID: task.id, location: URL(fileURLWithPath: destination, isDirectory: false))
+        ? DownloadEvent.completed(
+          taskID: task.id,
+          location: URL(fileURLWithPath: record.destinationDirectory, isDirectory: true).appendingPathComponent(
+            placedName, isDirectory: false))
         : nil
       return settle(task, .completed, event: event) {
         $0.temporaryFileName = nil
+        $0.fileName = placedName
       }
     case .waitForUnlock:
       return settle(
@@ -190,6 +199,22 @@ final class DownloadFinisher: @unchecked Sendable {
           "Cannot move the download of '\(url)' to '\(destination)': \(String(cString: strerror(code))).",
           path: destination, errno: code, hint: "unlock the device and download it again")
       ) { $0.temporaryFileName = nil }
+    }
+  }
+
+  /// `fileName`, or the first numbered variant of it (`name (1).ext`) that no other task of this
+  /// session has placed in `directory`, now claimed for the caller. A file there from before the
+  /// session is replaced, as the same download run again replaces its earlier result.
+  private func claim(_ fileName: String, in directory: String) -> String {
+    claimed.withLock { paths in
+      var name = fileName
+      var n = 0
+      while paths.contains(directory + "/" + name) {
+        n += 1
+        name = DownloadFileName.numbered(fileName, n)
+      }
+      paths.insert(directory + "/" + name)
+      return name
     }
   }
 

@@ -128,6 +128,11 @@ enum DownloadCommand {
     for task in tasks {
       switch outcome[task.id] ?? task.state {
       case .completed:
+        if let original = task.renamedFrom {
+          Console.err(
+            "note: \(task.url.absoluteString) was saved as '\(task.record.fileName ?? "")': another download of this run already wrote '\(original)'."
+          )
+        }
         if mode != "json" { Console.out(task.record.destinationPath ?? "") }
       case .waitingForUnlock:
         waiting = true

@@ -100,6 +100,9 @@ public final class DownloadStore: Sendable {
     request_timeout, resource_timeout
     """
 
+  /// How many values `columns` selects; what a query adds after them starts here.
+  private static let columnCount = 20
+
   private static func record(_ row: [SQLiteValue]) -> DownloadTaskRecord {
     var record = DownloadTaskRecord(
       id: row[0].int64 ?? 0, sessionIdentifier: row[1].string ?? "", url: row[2].string ?? "",
@@ -259,8 +262,8 @@ public final class DownloadStore: Sendable {
         [.text(session)])
       var claimed: [DownloadTaskRecord] = []
       for row in rows {
-        let currentOwner = row[18].string
-        let pid = row[19].int64.map { pid_t($0) }
+        let currentOwner = row[Self.columnCount].string
+        let pid = row[Self.columnCount + 1].int64.map { pid_t($0) }
         if let currentOwner, currentOwner != owner, let pid, Self.processIsAlive(pid) { continue }
         let record = Self.record(row)
         try db.query(
@@ -280,7 +283,15 @@ public final class DownloadStore: Sendable {
     }
   }
 
-  private static func processIsAlive(_ pid: pid_t) -> Bool {
-    kill(pid, 0) == 0 || errno == EPERM
+  /// Whether process `pid` exists and is not a zombie: a process killed but not yet reaped by its
+  /// parent still answers `kill(pid, 0)`, yet will never touch its tasks again.
+  static func processIsAlive(_ pid: pid_t) -> Bool {
+    guard kill(pid, 0) == 0 || errno == EPERM else { return false }
+    // /proc/PID/stat is "pid (comm) S …": the state follows the last ')', as comm may hold one.
+    guard let stat = try? String(contentsOfFile: "/proc/\(pid)/stat", encoding: .utf8),
+      let close = stat.lastIndex(of: ")")
+    else { return true }
+    let state = stat[stat.index(after: close)...].drop(while: { $0 == " " }).first
+    return state != "Z" && state != "X"
   }
 }

@@ -14,6 +14,30 @@ import Testing
     return t
   }
 
+  @Test func aRedirectToAFileURLSaysSoAndIsNotRetried() throws {
+    let t = try device()
+    let server = try FaultServer(body: DownloadFixture.bytes(10), mode: .redirect(to: "file:///etc/hostname"))
+    defer { server.stop() }
+    let result = try Protfs.run(["--device", t.root, "download", "--bundle", app, server.url().absoluteString])
+    #expect(result.status == 1, "\(result)")
+    #expect(
+      result.stderr.contains("to a file: URL (file:///etc/hostname), which protfs does not follow"),
+      "\(result)")
+    #expect(!result.stderr.contains("Protocol"), "\(result)")
+    #expect(server.requests.count == 1)
+  }
+
+  @Test func anOversizedHeaderSaysSoAndIsNotRetried() throws {
+    let t = try device()
+    let server = try FaultServer(body: DownloadFixture.bytes(10), mode: .hugeHeader(bytes: 200_000))
+    defer { server.stop() }
+    let result = try Protfs.run(["--device", t.root, "download", "--bundle", app, server.url().absoluteString])
+    #expect(result.status == 1, "\(result)")
+    #expect(result.stderr.contains("sent an oversized header"), "\(result)")
+    #expect(!result.stderr.contains("Out of memory"), "\(result)")
+    #expect(server.requests.count == 1)
+  }
+
   @Test func aReadOnlyStoreNamesTheFileAndNotTheStatement() throws {
     let t = try device()
     let server = try FaultServer(body: DownloadFixture.bytes(1000))

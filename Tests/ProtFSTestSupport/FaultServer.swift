@@ -31,6 +31,10 @@ public final class FaultServer: Sendable {
     /// Sends `first` bytes, waits for `openGate()`, sends `then` more, and then nothing more until
     /// the client leaves.
     case gateThenStall(first: Int, then: Int)
+    /// Every request gets a 302 to `location`.
+    case redirect(to: String)
+    /// Every response carries a header line of `bytes` bytes before its body.
+    case hugeHeader(bytes: Int)
   }
 
   /// A request the server received.
@@ -224,6 +228,8 @@ public final class FaultServer: Sendable {
       return sendStatus(fd, status)
     case .failFirst(let count, let status) where index <= count:
       return sendStatus(fd, status)
+    case .redirect(let location):
+      return send(fd, "HTTP/1.1 302 Found\r\nLocation: \(location)\r\nContent-Length: 0\r\n\r\n")
     default:
       break
     }
@@ -246,6 +252,9 @@ public final class FaultServer: Sendable {
       }
     }
     if let disposition { extraHeaders += "Content-Disposition: \(disposition)\r\n" }
+    if case .hugeHeader(let bytes) = mode {
+      extraHeaders += "X-Padding: " + String(repeating: "a", count: bytes) + "\r\n"
+    }
     var length = slice.count
     if case .wrongContentLength(let extra) = mode { length += extra }
     guard sendHeaders(fd, status: status, length: length, tag: entityTag, extra: extraHeaders) else { return false }

@@ -64,6 +64,8 @@ final class Transfer: @unchecked Sendable {
   var lastModified: String?
   var contentDisposition: String?
   var contentRange: String?
+  /// The last redirect's target, to explain a redirect that was refused.
+  var location: String?
 
   init(
     task: DownloadTask, easy: UnsafeMutableRawPointer, fd: Int32, temporaryDirectory: String,
@@ -128,6 +130,10 @@ final class Transfer: @unchecked Sendable {
       lastModified = nil
       contentDisposition = nil
       contentRange = nil
+      return
+    }
+    if Self.hasPrefix(line, "location:") {
+      location = Self.value(line, after: 9)
       return
     }
     if Self.hasPrefix(line, "etag:") {

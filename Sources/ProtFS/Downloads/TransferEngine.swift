@@ -443,6 +443,10 @@ final class TransferEngine: @unchecked Sendable {
       core.finisher.post(.complete(t))
       return
     }
+    if let error = Self.deterministicFailure(t, result: result) {
+      fail(t, error)
+      return
+    }
     let error = ProtFSError(.network, "Cannot download '\(url)': \(detail).", hint: Self.hint(for: result))
     if Self.isRetryable(result) {
       close(t.fd)
@@ -471,6 +475,28 @@ final class TransferEngine: @unchecked Sendable {
     case 500..<600: return "Server Error"
     default: return "Unexpected Status"
     }
+  }
+
+  /// libcurl's failures that the same request would meet again, said in the user's terms: a
+  /// redirect to a scheme protfs does not follow, a header larger than libcurl accepts. Never retried.
+  private static func deterministicFailure(_ t: Transfer, result: CURLcode) -> ProtFSError? {
+    let url = t.task.url.absoluteString
+    if result == CURLE_UNSUPPORTED_PROTOCOL, let location = t.location,
+      let scheme = URL(string: location)?.scheme?.lowercased(), scheme != "http" && scheme != "https"
+    {
+      return ProtFSError(
+        .network,
+        "The server redirected '\(url)' to a \(scheme): URL (\(location)), which protfs does not follow; it follows redirects to http and https only.",
+        hint: "ask the server's owner for an http or https URL of the file")
+    }
+    // libcurl refuses a header line over 100 KiB with "Out of memory" (27) before 8.6, CURLE_TOO_LARGE (100) after.
+    if !t.bodyStarted && (result == CURLE_OUT_OF_MEMORY || result.rawValue == 100) {
+      return ProtFSError(
+        .network,
+        "The server sent an oversized header for '\(url)' (a header line over 100 KiB, more than protfs accepts).",
+        hint: "the server is misconfigured or hostile; retrying would not help")
+    }
+    return nil
   }
 
   private static func isRetryable(_ code: CURLcode) -> Bool {

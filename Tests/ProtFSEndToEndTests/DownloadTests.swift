@@ -237,6 +237,55 @@ import Testing
     #expect(try FileManager.default.contentsOfDirectory(atPath: documents).sorted() == ["data (1).bin", "data.bin"])
   }
 
+  @Test func theDestinationSwappedForASymlinkBeforeUnlockFailsTheUnlocksPlacement() throws {
+    let t = try device(defaultClass: "complete")
+    let server = try NginxServer()
+    defer { server.stop() }
+    let url = try server.put(Data("report".utf8), at: "report.pdf").absoluteString
+    #expect(try Protfs.run(["--device", t.root, "init-cache", app]).status == 0)
+    #expect(try Protfs.run(["--device", t.root, "lock"]).status == 0)
+    let waiting = try Protfs.run(["--device", t.root, "download", "--bundle", app, url])
+    try #require(waiting.status == 75, "\(waiting)")
+    let outside = try TestDevice.makeTemporaryDirectory(prefix: "protfs-outside")
+    defer { TestDevice.removeTree(outside) }
+    let documents = t.containerPath(app, "Documents")
+    try #require(rename(documents, outside + "/moved") == 0)
+    try FileManager.default.createSymbolicLink(atPath: documents, withDestinationPath: outside)
+    let unlock = try Protfs.run(["--device", t.root, "unlock"])
+    #expect(unlock.status == 1, "\(unlock)")
+    #expect(unlock.stderr.contains("could not be moved into place"), "\(unlock)")
+    #expect(unlock.stderr.contains(documents) && unlock.stderr.contains("symbolic link"), "\(unlock)")
+    #expect(!unlock.stdout.contains("Moved the download"), "\(unlock)")
+    #expect(try FileManager.default.contentsOfDirectory(atPath: outside) == ["moved"])
+    #expect(try FileManager.default.contentsOfDirectory(atPath: outside + "/moved").isEmpty)
+  }
+
+  @Test func theDestinationSwappedForASymlinkDuringADownloadFailsIt() throws {
+    let t = try device()
+    let server = try FaultServer(body: DownloadFixture.bytes(600_000), mode: .gateAfter(bytes: 200_000))
+    defer { server.stop() }
+    let process = try #require(
+      try Protfs.startDownload(
+        ["--device", t.root, "download", "--bundle", app, "--progress", "json", server.url().absoluteString],
+        untilWritten: 200_000),
+      "protfs download ended before reporting progress")
+    let outside = try TestDevice.makeTemporaryDirectory(prefix: "protfs-outside")
+    defer { TestDevice.removeTree(outside) }
+    let documents = t.containerPath(app, "Documents")
+    try #require(rename(documents, outside + "/moved") == 0)
+    try FileManager.default.createSymbolicLink(atPath: documents, withDestinationPath: outside)
+    server.openGate()
+    process.waitUntilExit()
+    #expect(process.terminationStatus == 1)
+    #expect(try FileManager.default.contentsOfDirectory(atPath: outside) == ["moved"])
+    #expect(try FileManager.default.contentsOfDirectory(atPath: outside + "/moved").isEmpty)
+    let tasks = try Protfs.run(["--device", t.root, "tasks", "--json"])
+    let records = try JSONSerialization.jsonObject(with: Data(tasks.stdout.utf8)) as! [[String: Any]]
+    #expect(records.map { $0["state"] as? String } == ["failed"])
+    let message = records.first?["errorMessage"] as? String ?? ""
+    #expect(message.contains(documents) && message.contains("symbolic link"), "\(tasks.stdout)")
+  }
+
   @Test func aTrickleEndsAtTheResourceTimeout() throws {
     let t = try device()
     let server = try FaultServer(

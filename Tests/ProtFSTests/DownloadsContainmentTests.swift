@@ -88,6 +88,26 @@ import Testing
     #expect(message.contains(configuration.temporaryDirectory) && message.contains("symbolic link"), "\(message)")
   }
 
+  @Test func aStalledTransferStopsAsSoonAsItsTempDirectoryIsSwapped() async throws {
+    let t = try TestDevice()
+    var (configuration, outside) = try setUp(t)
+    defer { TestDevice.removeTree(outside) }
+    configuration.accessCheckInterval = .milliseconds(10)
+    // The server never sends the rest: only the swap can end this transfer.
+    let server = try FaultServer(body: DownloadFixture.bytes(400_000), mode: .stallAfter(bytes: 100_000))
+    defer { server.stop() }
+    let session = try DownloadSession(configuration: configuration)
+    defer { session.invalidate() }
+    let task = try session.downloadTask(with: server.url("data.bin"))
+    task.resume()
+    await session.waitForProgress(of: task, atLeast: 100_000)
+    try swapForSymlink(configuration.temporaryDirectory, outside: outside)
+    #expect(await task.waitUntilSettled() == .failed)
+    #expect(files(below: outside).isEmpty, "\(files(below: outside))")
+    let message = task.error?.description ?? ""
+    #expect(message.contains("stopped") && message.contains(configuration.temporaryDirectory), "\(message)")
+  }
+
   @Test func theDestinationOfATaskWaitingForUnlockSwappedBeforeUnlockFailsTheTask() async throws {
     let t = try TestDevice()
     let (configuration, outside) = try setUp(t, defaultClass: .complete, downloadsClass: ProtectionClass.none)

@@ -285,7 +285,7 @@ final class DownloadFinisher: @unchecked Sendable {
     return file
   }
 
-  private static func directoryChanged(_ path: String, because cause: ProtFSError? = nil) -> ProtFSError {
+  static func directoryChanged(_ path: String, because cause: ProtFSError? = nil) -> ProtFSError {
     var message =
       "the directory '\(path)' was moved, replaced or swapped for a symbolic link while the file was written"
     if let cause { message += " (\(cause.message.hasSuffix(".") ? String(cause.message.dropLast()) : cause.message))" }

@@ -596,6 +596,20 @@ final class TransferEngine: @unchecked Sendable {
       answers[directory] = decision
       return decision
     }
+    // A temp directory moved or swapped for a symlink mid-transfer stops its transfers now, not at
+    // the end: the held directory may be outside the device by then.
+    var current: [String: DirectoryHandle?] = [:]
+    for transfer in Array(active.values) {
+      let path = transfer.temporaryDirectory
+      if current[path] == nil {
+        current[path] = .some(try? configuration.fileSystem.openDirectory(path, creating: false))
+      }
+      if let now = current[path]!, transfer.directory.isSameDirectory(as: now) { continue }
+      detach(transfer)
+      var error = DownloadFinisher.directoryChanged(path)
+      error.message = "The download of '\(transfer.task.url.absoluteString)' stopped: " + error.message
+      fail(transfer, error)
+    }
     for transfer in Array(active.values) {
       let decision = answer(transfer.temporaryDirectory)
       guard decision != .allow else { continue }

@@ -108,6 +108,29 @@ import Testing
     #expect(message.contains("stopped") && message.contains(configuration.temporaryDirectory), "\(message)")
   }
 
+  @Test func aTempFileHardLinkedOutsideStopsTheTransferAndIsNotPlaced() async throws {
+    let t = try TestDevice()
+    var (configuration, outside) = try setUp(t)
+    defer { TestDevice.removeTree(outside) }
+    configuration.accessCheckInterval = .milliseconds(10)
+    let server = try FaultServer(body: DownloadFixture.bytes(400_000), mode: .stallAfter(bytes: 100_000))
+    defer { server.stop() }
+    let session = try DownloadSession(configuration: configuration)
+    defer { session.invalidate() }
+    let task = try session.downloadTask(with: server.url("data.bin"))
+    task.resume()
+    await session.waitForProgress(of: task, atLeast: 100_000)
+    let temporary = try #require(task.temporaryLocation?.path)
+    try #require(link(temporary, outside + "/linked") == 0)
+    #expect(await task.waitUntilSettled() == .failed)
+    let message = task.error?.description ?? ""
+    #expect(message.contains("hard link") && message.contains(temporary), "\(message)")
+    #expect(!FileManager.default.fileExists(atPath: t.containerPath(app, "Documents/data.bin")))
+    // The outside name is the linker's: it keeps the bytes written before the link, no more.
+    let size = (try? FileManager.default.attributesOfItem(atPath: outside + "/linked")[.size] as? Int) ?? 0
+    #expect(size < 400_000)
+  }
+
   @Test func theDestinationOfATaskWaitingForUnlockSwappedBeforeUnlockFailsTheTask() async throws {
     let t = try TestDevice()
     let (configuration, outside) = try setUp(t, defaultClass: .complete, downloadsClass: ProtectionClass.none)

@@ -247,6 +247,7 @@ final class DownloadFinisher: @unchecked Sendable {
     } else {
       file = try Self.openFinishedFile(name, in: source)
     }
+    try Self.requirePrivateFile(file.fd, at: source.pathOf(name))
     try fileSystem.label(file: file.fd, for: destination)
     switch valueOrErrno({ renameat(source.fd, name, destination.fd, fileName) }) {
     case .success: return
@@ -267,22 +268,25 @@ final class DownloadFinisher: @unchecked Sendable {
     }
   }
 
-  /// Opens the finished temp file `name` of a task that waited, refusing anything but a regular file
-  /// with one link (another link could be outside the device).
+  /// Opens the finished temp file `name` of a task that waited, never following a symlink.
   private static func openFinishedFile(_ name: String, in directory: DirectoryHandle) throws(ProtFSError)
     -> FileDescriptor
   {
-    let fd = try directory.openFile(name, flags: O_RDONLY | O_NONBLOCK)
-    let file = FileDescriptor(owning: fd)
+    FileDescriptor(owning: try directory.openFile(name, flags: O_RDONLY | O_NONBLOCK))
+  }
+
+  /// Refuses to label, hand over or move anything but a regular file with one link: another link
+  /// (made while the download ran) could be outside the device, and the label and owner would
+  /// change that item too.
+  private static func requirePrivateFile(_ fd: Int32, at path: String) throws(ProtFSError) {
     var status = stat()
-    _ = try valueOrErrno { fstat(fd, &status) }.orThrow("read", path: directory.pathOf(name))
+    _ = try valueOrErrno { fstat(fd, &status) }.orThrow("read", path: path)
     guard status.st_mode & S_IFMT == S_IFREG, status.st_nlink == 1 else {
       throw ProtFSError(
         .invalidArgument,
-        "The temp file '\(directory.pathOf(name))' is not a regular file with a single link; protfs does not move it.",
-        path: directory.pathOf(name))
+        "The temp file '\(path)' is not a regular file with a single link (another name was linked to it); protfs does not move it.",
+        path: path, hint: "nothing was kept; download it again")
     }
-    return file
   }
 
   static func directoryChanged(_ path: String, because cause: ProtFSError? = nil) -> ProtFSError {

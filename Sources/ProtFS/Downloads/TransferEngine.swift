@@ -604,10 +604,20 @@ final class TransferEngine: @unchecked Sendable {
       if current[path] == nil {
         current[path] = .some(try? configuration.fileSystem.openDirectory(path, creating: false))
       }
-      if let now = current[path]!, transfer.directory.isSameDirectory(as: now) { continue }
+      var status = stat()
+      let linkedElsewhere = fstat(transfer.fd, &status) == 0 && status.st_nlink != 1
+      if !linkedElsewhere, let now = current[path]!, transfer.directory.isSameDirectory(as: now) { continue }
       detach(transfer)
+      let url = transfer.task.url.absoluteString
       var error = DownloadFinisher.directoryChanged(path)
-      error.message = "The download of '\(transfer.task.url.absoluteString)' stopped: " + error.message
+      error.message = "The download of '\(url)' stopped: " + error.message
+      if linkedElsewhere {
+        // Another name for the temp file could be outside the device: stop writing into it.
+        error = ProtFSError(
+          .invalidArgument,
+          "The download of '\(url)' stopped: its temp file '\(transfer.temporaryPath)' was given another name (a hard link); protfs writes only to files nothing else names.",
+          path: transfer.temporaryPath, hint: "remove the other link, then download it again")
+      }
       fail(transfer, error)
     }
     for transfer in Array(active.values) {

@@ -1,7 +1,8 @@
 import Foundation
-import ProtFS
 import ProtFSTestSupport
 import Testing
+
+@testable import ProtFS
 
 /// A download's directories swapped for symbolic links while it runs or waits: nothing lands
 /// outside the device and the task fails naming the directory. And the files a download makes
@@ -10,15 +11,17 @@ import Testing
   let app = "com.example.app"
 
   /// A session downloading from `server` into Documents, and an empty directory outside the device.
-  func setUp(_ t: TestDevice, defaultClass: ProtectionClass? = nil, downloadsClass: ProtectionClass? = nil)
-    throws -> (configuration: DownloadSessionConfiguration, outside: String)
-  {
+  func setUp(
+    _ t: TestDevice, defaultClass: ProtectionClass? = nil, downloadsClass: ProtectionClass? = nil,
+    usesOpenat2: Bool = true
+  ) throws -> (configuration: DownloadSessionConfiguration, outside: String) {
     let bundle = try BundleID(app)
     try t.device.createContainer(bundle, defaultClass: defaultClass)
     if let downloadsClass { _ = try t.device.initCache(bundle, protectionClass: downloadsClass) }
     var configuration = try t.device.downloadConfiguration(
       bundleID: bundle, identifier: "containment", destination: try t.device.container(bundle).path("Documents"))
     configuration.maximumRetries = 0
+    configuration.fileSystem = DeviceDownloadFileSystem(device: t.device, usesOpenat2: usesOpenat2)
     let outside = try TestDevice.makeTemporaryDirectory(prefix: "protfs-outside")
     return (configuration, outside)
   }
@@ -45,9 +48,11 @@ import Testing
     try FileManager.default.createSymbolicLink(atPath: path, withDestinationPath: outside + "/target")
   }
 
-  @Test func theDestinationSwappedForASymlinkMidDownloadFailsTheTask() async throws {
+  /// With `openat2` and with the component walk that stands in for it on older kernels.
+  @Test(arguments: [true, false])
+  func theDestinationSwappedForASymlinkMidDownloadFailsTheTask(usesOpenat2: Bool) async throws {
     let t = try TestDevice()
-    let (configuration, outside) = try setUp(t)
+    let (configuration, outside) = try setUp(t, usesOpenat2: usesOpenat2)
     defer { TestDevice.removeTree(outside) }
     let server = try FaultServer(body: DownloadFixture.bytes(400_000), mode: .gateAfter(bytes: 100_000))
     defer { server.stop() }
@@ -67,9 +72,10 @@ import Testing
     #expect(files(below: configuration.temporaryDirectory).isEmpty)
   }
 
-  @Test func theTempDirectorySwappedForASymlinkMidDownloadFailsTheTask() async throws {
+  @Test(arguments: [true, false])
+  func theTempDirectorySwappedForASymlinkMidDownloadFailsTheTask(usesOpenat2: Bool) async throws {
     let t = try TestDevice()
-    let (configuration, outside) = try setUp(t)
+    let (configuration, outside) = try setUp(t, usesOpenat2: usesOpenat2)
     defer { TestDevice.removeTree(outside) }
     let server = try FaultServer(body: DownloadFixture.bytes(400_000), mode: .gateAfter(bytes: 100_000))
     defer { server.stop() }

@@ -48,9 +48,17 @@ public struct PlainDownloadFileSystem: DownloadFileSystem {
 public struct DeviceDownloadFileSystem: DownloadFileSystem {
   /// The device.
   public let device: Device
+  /// Whether to try `openat2` first; off, every directory is opened by the component walk, as on a
+  /// kernel without it (the tests exercise both).
+  let usesOpenat2: Bool
 
   /// The file system of `device`.
-  public init(device: Device) { self.device = device }
+  public init(device: Device) { self.init(device: device, usesOpenat2: true) }
+
+  init(device: Device, usesOpenat2: Bool) {
+    self.device = device
+    self.usesOpenat2 = usesOpenat2
+  }
 
   /// Opens the directory at `path`, which must be inside the device, following no symbolic link.
   public func openDirectory(_ path: String, creating: Bool) throws(ProtFSError) -> DirectoryHandle {
@@ -64,6 +72,7 @@ public struct DeviceDownloadFileSystem: DownloadFileSystem {
   }
 
   private func open(_ location: DevicePath) throws(ProtFSError) -> DirectoryHandle {
+    guard usesOpenat2 else { return try device.openDirectory(location) }
     let root = try device.openRoot()
     if location.isRoot { return root }
     let relative = location.components.joined(separator: "/")

@@ -38,6 +38,20 @@ import Testing
     #expect(server.requests.count == 1)
   }
 
+  @Test func theProgressBarSurvivesServersAnnouncingTheLargestLength() throws {
+    let t = try device()
+    let body = DownloadFixture.bytes(1000)
+    // Content-Length: 9223372036854775807 on both: their sum overflows an Int64.
+    let server = try FaultServer(body: body, mode: .announceThenStall(length: Int.max, bytes: 1000))
+    defer { server.stop() }
+    let result = try Protfs.run([
+      "--device", t.root, "download", "--bundle", app, "--progress", "bar", "--timeout-resource", "2s",
+      server.url("a.bin").absoluteString, server.url("b.bin").absoluteString,
+    ])
+    #expect(result.status == 1, "\(result)")
+    #expect(result.stderr.contains("Error:"), "\(result)")
+  }
+
   @Test func aReadOnlyStoreNamesTheFileAndNotTheStatement() throws {
     let t = try device()
     let server = try FaultServer(body: DownloadFixture.bytes(1000))

@@ -31,6 +31,9 @@ public final class FaultServer: Sendable {
     /// Sends `first` bytes, waits for `openGate()`, sends `then` more, and then nothing more until
     /// the client leaves.
     case gateThenStall(first: Int, then: Int)
+    /// Announces a Content-Length of `length`, sends `bytes` bytes of the body, then nothing more
+    /// until the client leaves.
+    case announceThenStall(length: Int, bytes: Int)
     /// Every request gets a 302 to `location`.
     case redirect(to: String)
     /// Every response carries a header line of `bytes` bytes before its body.
@@ -257,6 +260,7 @@ public final class FaultServer: Sendable {
     }
     var length = slice.count
     if case .wrongContentLength(let extra) = mode { length += extra }
+    if case .announceThenStall(let announced, _) = mode { length = announced }
     guard sendHeaders(fd, status: status, length: length, tag: entityTag, extra: extraHeaders) else { return false }
     if request.method == "HEAD" { return true }
     switch mode {
@@ -266,7 +270,7 @@ public final class FaultServer: Sendable {
     case .wrongContentLength:
       _ = send(fd, slice)
       return false
-    case .stallAfter(let bytes):
+    case .stallAfter(let bytes), .announceThenStall(_, let bytes):
       _ = send(fd, slice.prefix(bytes))
       holdUntilClientLeaves(fd)
       return false

@@ -52,6 +52,29 @@ import Testing
     #expect(result.stderr.contains("Error:"), "\(result)")
   }
 
+  @Test func aResumedTransferSurvivesTheLargestContentLength() throws {
+    let t = try device()
+    let body = DownloadFixture.bytes(1 << 20)
+    let server = try FaultServer(body: body, entityTag: "\"r\"", mode: .stallAfter(bytes: 300_000))
+    defer { server.stop() }
+    let url = server.url("big.bin").absoluteString
+    let process = try #require(
+      try Protfs.startDownload(
+        [
+          "--device", t.root, "download", "--bundle", app, "--progress", "json", "--timeout-resource", "3s", url,
+        ], untilWritten: 300_000),
+      "protfs download ended before reporting progress")
+    kill(process.processIdentifier, SIGKILL)
+    process.waitUntilExit()
+    // The resumed request gets a 206 without Content-Range whose length, added to the bytes the
+    // task has, overflows an Int64.
+    server.setMode(.partialWithoutRange(length: Int.max, bytes: 1000))
+    // The rerun resumes the task, which keeps the 3 s it was created with.
+    let again = try Protfs.run(["--device", t.root, "download", "--bundle", app, url])
+    #expect(again.status == 1, "\(again)")
+    #expect(again.stderr.contains("resource timeout"), "\(again)")
+  }
+
   @Test func aReadOnlyStoreNamesTheFileAndNotTheStatement() throws {
     let t = try device()
     let server = try FaultServer(body: DownloadFixture.bytes(1000))

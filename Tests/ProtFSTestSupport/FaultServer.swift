@@ -34,6 +34,9 @@ public final class FaultServer: Sendable {
     /// Announces a Content-Length of `length`, sends `bytes` bytes of the body, then nothing more
     /// until the client leaves.
     case announceThenStall(length: Int, bytes: Int)
+    /// Answers a `Range` request with 206 and a Content-Length of `length` but no Content-Range,
+    /// sends `bytes` bytes and closes.
+    case partialWithoutRange(length: Int, bytes: Int)
     /// Every request gets a 302 to `location`.
     case redirect(to: String)
     /// Every response carries a header line of `bytes` bytes before its body.
@@ -231,6 +234,11 @@ public final class FaultServer: Sendable {
       return sendStatus(fd, status)
     case .failFirst(let count, let status) where index <= count:
       return sendStatus(fd, status)
+    case .partialWithoutRange(let length, let bytes) where request.headers["range"] != nil:
+      guard send(fd, "HTTP/1.1 206 Partial Content\r\nContent-Length: \(length)\r\nETag: \(entityTag)\r\n\r\n")
+      else { return false }
+      _ = send(fd, body.prefix(bytes))
+      return false
     case .redirect(let location):
       return send(fd, "HTTP/1.1 302 Found\r\nLocation: \(location)\r\nContent-Length: 0\r\n\r\n")
     default:

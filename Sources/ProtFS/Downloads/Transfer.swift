@@ -221,7 +221,7 @@ final class Transfer: @unchecked Sendable {
           rangeMismatch = true
           return false
         }
-        bytesExpected = range?.total ?? (contentLength >= 0 ? offset + contentLength : -1)
+        bytesExpected = range?.total ?? (contentLength >= 0 ? Self.sum(offset, contentLength) : -1)
       case 200..<300:
         // 200 to a Range request: the server ignored it or the entity changed (If-Range): start over.
         if offset > 0 { restartFile() }
@@ -231,7 +231,7 @@ final class Transfer: @unchecked Sendable {
         return false
       }
     } else {
-      bytesExpected = contentLength >= 0 ? offset + contentLength : -1
+      bytesExpected = contentLength >= 0 ? Self.sum(offset, contentLength) : -1
     }
     if let value = contentDisposition, !task.runtime.withLock({ $0.fileNameIsExplicit }) {
       do {
@@ -259,6 +259,13 @@ final class Transfer: @unchecked Sendable {
       task.core.persistNow(record)
     }
     return true
+  }
+
+  /// `a + b`, or Int64.max where that overflows: the server chooses the Content-Length, and one
+  /// near Int64.max on a resumed transfer must not trap.
+  private static func sum(_ a: Int64, _ b: Int64) -> Int64 {
+    let (value, overflow) = a.addingReportingOverflow(b)
+    return overflow ? .max : value
   }
 
   /// Empties the temp file, for a server that sent the whole entity again.

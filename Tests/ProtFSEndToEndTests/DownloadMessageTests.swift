@@ -75,6 +75,28 @@ import Testing
     #expect(again.stderr.contains("resource timeout"), "\(again)")
   }
 
+  @Test func garbageNumbersInTheStoreDoNotTrap() throws {
+    let t = try device()
+    let server = try FaultServer(body: DownloadFixture.bytes(1000), mode: .alwaysStatus(503))
+    defer { server.stop() }
+    let failed = try Protfs.run([
+      "--device", t.root, "download", "--bundle", app, "--timeout-resource", "1s", server.url().absoluteString,
+    ])
+    try #require(failed.status == 1, "\(failed)")
+    let edit = try Protfs.runProgram(
+      "/usr/bin/sqlite3",
+      [
+        t.device.downloadStorePath,
+        "UPDATE tasks SET error_errno = 99999999999, request_timeout = 9e999, resource_timeout = 1e300",
+      ])
+    try #require(edit.status == 0, "\(edit)")
+    let list = try Protfs.run(["--device", t.root, "tasks"])
+    #expect(list.status == 0, "\(list)")
+    server.setMode(.normal)
+    let resumed = try Protfs.run(["--device", t.root, "tasks", "resume", "1"])
+    #expect(resumed.status == 0, "\(resumed)")
+  }
+
   @Test func aReadOnlyStoreNamesTheFileAndNotTheStatement() throws {
     let t = try device()
     let server = try FaultServer(body: DownloadFixture.bytes(1000))

@@ -110,7 +110,7 @@ public final class DownloadStore: Sendable {
       temporaryFileName: row[6].string, state: DownloadState(rawValue: row[7].string ?? "") ?? .failed,
       bytesReceived: row[8].int64 ?? 0, bytesExpected: row[9].int64 ?? -1, entityTag: row[10].string,
       lastModified: row[11].string, expectedSHA256: row[12].string, errorMessage: row[13].string,
-      errorNumber: row[14].int64.map { Int32($0) }, taskDescription: row[15].string,
+      errorNumber: row[14].int64.flatMap { Int32(exactly: $0) }, taskDescription: row[15].string,
       createdAt: row[16].double ?? 0, updatedAt: row[17].double ?? 0)
     record.requestTimeout = row[18].double
     record.resourceTimeout = row[19].double

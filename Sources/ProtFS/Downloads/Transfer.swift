@@ -301,12 +301,20 @@ enum Monotonic {
     return UInt64(ts.tv_sec) * 1_000_000_000 + UInt64(ts.tv_nsec)
   }
 
+  /// `seconds` in nanoseconds, clamped: a value read back from the store may be anything.
+  static func nanoseconds(seconds: Double) -> UInt64 {
+    guard seconds.isFinite, seconds > 0 else { return 0 }
+    return seconds >= 1.8e10 ? UInt64.max / 2 : UInt64(seconds * 1e9)
+  }
+
   static func seconds(_ duration: Duration) -> Double {
     Double(duration.components.seconds) + Double(duration.components.attoseconds) / 1e18
   }
 
   static func nanoseconds(_ duration: Duration) -> UInt64 {
     let (seconds, attoseconds) = duration.components
-    return UInt64(max(0, seconds)) * 1_000_000_000 + UInt64(max(0, attoseconds) / 1_000_000_000)
+    // Saturating: a library caller may configure any duration.
+    let (whole, overflow) = UInt64(max(0, seconds)).multipliedReportingOverflow(by: 1_000_000_000)
+    return overflow || whole > UInt64.max / 2 ? UInt64.max / 2 : whole + UInt64(max(0, attoseconds) / 1_000_000_000)
   }
 }

@@ -206,7 +206,7 @@ final class TransferEngine: @unchecked Sendable {
     }
     let url = task.url
     // The resource timeout runs from the task's creation, whichever process resumes it.
-    let resourceLimit = record.resourceTimeout ?? Monotonic.seconds(configuration.resourceTimeout)
+    let resourceLimit = Self.stored(record.resourceTimeout) ?? Monotonic.seconds(configuration.resourceTimeout)
     let deadline = record.createdAt + resourceLimit
     if Date().timeIntervalSince1970 > deadline {
       fail(
@@ -289,7 +289,8 @@ final class TransferEngine: @unchecked Sendable {
       offset: opened.size, isHTTP: scheme != "file", hostKey: hostKey, digest: digest, staging: staging,
       writesBehind: configuration.synchronizesFiles)
     transfer.requestLimit =
-      record.requestTimeout.map { UInt64(max(0, $0) * 1e9) } ?? Monotonic.nanoseconds(configuration.requestTimeout)
+      Self.stored(record.requestTimeout).map { Monotonic.nanoseconds(seconds: $0) }
+      ?? Monotonic.nanoseconds(configuration.requestTimeout)
     transfer.deadline = deadline
     configure(transfer, url: url, record: record)
     active[task.id] = transfer
@@ -698,6 +699,13 @@ final class TransferEngine: @unchecked Sendable {
       transfer.speedWindowStart = now
       transfer.speedWindowPosition = transfer.position
     }
+  }
+
+  /// A timeout read back from the store, if it is a usable one; a damaged store's value gives way
+  /// to the session's.
+  private static func stored(_ seconds: Double?) -> Double? {
+    guard let seconds, seconds.isFinite, seconds > 0 else { return nil }
+    return seconds
   }
 
   private static func resourceTimedOut(_ url: String, limit: Double) -> ProtFSError {

@@ -250,7 +250,14 @@ final class DownloadFinisher: @unchecked Sendable {
     try Self.requirePrivateFile(file.fd, at: source.pathOf(name))
     try fileSystem.label(file: file.fd, for: destination)
     switch valueOrErrno({ renameat(source.fd, name, destination.fd, fileName) }) {
-    case .success: return
+    case .success:
+      // The held destination may have been moved out of the device between its opening and the
+      // rename: then the file is taken back out of it and the task fails.
+      let now = try? fileSystem.openDirectory(record.destinationDirectory, creating: false)
+      guard let now, now.isSameDirectory(as: destination) else {
+        destination.removeFile(fileName, ifStill: file.fd)
+        throw Self.directoryChanged(record.destinationDirectory)
+      }
     case .failure(let e) where e == .crossDevice:
       let failure = TemporaryFile.moveAcrossFilesystems(name, in: source, to: fileName, in: destination) { fd in
         do throws(ProtFSError) {

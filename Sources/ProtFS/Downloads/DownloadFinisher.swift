@@ -391,7 +391,7 @@ final class DownloadFinisher: @unchecked Sendable {
 
 /// A temp file to delete when its task fails: its name in the directory it was made in, held open
 /// when the caller still has it.
-struct TemporaryRemoval: @unchecked Sendable {
+struct TemporaryRemoval: Sendable {
   /// The temp directory, or nil when it can no longer be opened safely (the file is left alone).
   let directory: DirectoryHandle?
   let name: String

@@ -298,10 +298,10 @@ final class DownloadFinisher: @unchecked Sendable {
 
   static func directoryChanged(_ path: String, because cause: ProtFSError? = nil) -> ProtFSError {
     var message =
-      "the directory '\(path)' was moved, replaced or swapped for a symbolic link while the file was written"
+      "the directory '\(path)' was moved, replaced or swapped for a symbolic link during the download"
     if let cause { message += " (\(cause.message.hasSuffix(".") ? String(cause.message.dropLast()) : cause.message))" }
     return ProtFSError(
-      .symlink, message + "; the temp file was removed.", path: path, errno: ELOOP,
+      .symlink, message + "; the downloaded file was removed.", path: path, errno: ELOOP,
       hint: "leave the container's directories in place while a download runs, then download it again")
   }
 

@@ -99,8 +99,11 @@ public struct DeviceDownloadFileSystem: DownloadFileSystem {
   /// when protfs runs as root.
   public func label(file fd: Int32, for directory: DirectoryHandle) throws(ProtFSError) {
     let location = try device.resolve(directory.path)
-    let protectionClass = try device.effectiveClass(of: location).protectionClass
-    let value = protectionClass.attributeValue
+    // The directory's own class, read through the held descriptor, is its effective one; only an
+    // unlabelled directory needs the walk up its ancestors (one call per file instead of a dozen).
+    var protectionClass = try directory.protectionClass()
+    if protectionClass == nil { protectionClass = try device.effectiveClass(of: location).protectionClass }
+    let value = protectionClass!.attributeValue
     _ = try value.withUnsafeBytes { raw in
       valueOrErrno { fsetxattr(fd, AttributeName.protectionClass, raw.baseAddress, raw.count, 0) }
     }.orThrow("set the protection class of a new file in", path: directory.path)

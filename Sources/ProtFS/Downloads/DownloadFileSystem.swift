@@ -1,5 +1,6 @@
 import CProtFSSys
 import Foundation
+import Synchronization
 
 /// How a download session reaches its directories and labels the files it makes.
 ///
@@ -45,19 +46,29 @@ public struct PlainDownloadFileSystem: DownloadFileSystem {
 /// (`RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS`), or component by component with `O_NOFOLLOW` where the
 /// kernel lacks it; every file gets its directory's effective class, and, when protfs runs as root,
 /// the container owner's uid and gid so that the app can rewrite what it downloaded.
-public struct DeviceDownloadFileSystem: DownloadFileSystem {
+public final class DeviceDownloadFileSystem: DownloadFileSystem {
   /// The device.
   public let device: Device
   /// Whether to try `openat2` first; off, every directory is opened by the component walk, as on a
   /// kernel without it (the tests exercise both).
   let usesOpenat2: Bool
+  /// The device root, opened on first use and held for the session: every directory is opened
+  /// beneath it, thousands of times a run.
+  private let heldRoot = Mutex<DirectoryHandle?>(nil)
 
   /// The file system of `device`.
-  public init(device: Device) { self.init(device: device, usesOpenat2: true) }
+  public convenience init(device: Device) { self.init(device: device, usesOpenat2: true) }
 
   init(device: Device, usesOpenat2: Bool) {
     self.device = device
     self.usesOpenat2 = usesOpenat2
+  }
+
+  private func root() throws(ProtFSError) -> DirectoryHandle {
+    if let root = heldRoot.withLock({ $0 }) { return root }
+    let root = try device.openRoot()
+    heldRoot.withLock { $0 = root }
+    return root
   }
 
   /// Opens the directory at `path`, which must be inside the device, following no symbolic link.
@@ -73,8 +84,8 @@ public struct DeviceDownloadFileSystem: DownloadFileSystem {
 
   private func open(_ location: DevicePath) throws(ProtFSError) -> DirectoryHandle {
     guard usesOpenat2 else { return try device.openDirectory(location) }
-    let root = try device.openRoot()
-    if location.isRoot { return root }
+    let root = try root()
+    if location.isRoot { return try root.duplicate() }
     let relative = location.components.joined(separator: "/")
     let absolute = device.absolutePath(location)
     let resolve = UInt64(PROTFS_RESOLVE_BENEATH | PROTFS_RESOLVE_NO_SYMLINKS | PROTFS_RESOLVE_NO_MAGICLINKS)
@@ -108,7 +119,7 @@ public struct DeviceDownloadFileSystem: DownloadFileSystem {
       valueOrErrno { fsetxattr(fd, AttributeName.protectionClass, raw.baseAddress, raw.count, 0) }
     }.orThrow("set the protection class of a new file in", path: directory.path)
     guard geteuid() == 0, let container = device.containerContaining(location) else { return }
-    let owner = try device.status(container.path)
+    let owner = try open(container.path).status()
     var status = stat()
     _ = try valueOrErrno { fstat(fd, &status) }.orThrow("read a new file in", path: directory.path)
     guard status.st_uid != owner.uid || status.st_gid != owner.gid else { return }

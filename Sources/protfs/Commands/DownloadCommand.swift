@@ -20,7 +20,8 @@ enum DownloadCommand {
       is locked, a temp directory whose class is not available fails the task with "Operation not
       permitted" (the fix: `protfs init-cache`); a finished download whose destination is not
       available waits, and the next `protfs unlock` moves it into place. Tasks are kept in
-      <device>/.protfs/downloads.sqlite: running the same download again resumes it.
+      <device>/.protfs/downloads.sqlite: running the same download again resumes it. Two URLs of
+      one name in one run make two files: the second is saved as 'name (1).ext', with a note.
 
       Exit status: 0 every task completed; 1 a task failed; 75 a task waits for unlock;
       64 a usage error.

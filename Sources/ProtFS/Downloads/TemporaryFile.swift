@@ -45,6 +45,13 @@ enum TemporaryFile {
             "The temp file '\(directory.pathOf(existingName))' is not a regular file with a single link; protfs does not write to it.",
             path: directory.pathOf(existingName), hint: "remove it with `protfs cache purge`, then download again")
         }
+        // A temp file left by an older protfs may carry no label yet; the label is idempotent.
+        do {
+          try label(fd)
+        } catch {
+          close(fd)
+          throw error
+        }
         TemporaryFileLock.hold(fd)  // tells `cache purge` in another process that this file is live
         var size = Int64(status.st_size)
         if !canContinue && size > 0 {

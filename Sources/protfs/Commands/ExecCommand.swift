@@ -21,7 +21,9 @@ enum ExecCommand {
       """,
     options: [
       .value("schedule", "steps", help: "State changes while CMD runs, for example lock@2s,unlock@5s.")
-    ] + PasscodeOptions.options("passcode", "The passcode for scheduled unlocks", environmentKey: "PROTFS_PASSCODE"),
+    ]
+      + PasscodeOptions.options(
+        "passcode", "The passcode for scheduled unlocks", environmentKey: "PROTFS_PASSCODE", prompts: false),
     takesTrailingCommand: true,
     run: run
   )

@@ -41,17 +41,15 @@ extension Invocation {
 
 /// The options that give a passcode, shared by every command that asks for one.
 enum PasscodeOptions {
-  /// `--<name> CODE` and `--<name>-file FILE`, with `what` saying which passcode it is.
-  static func options(_ name: String, _ what: String, environmentKey: String) -> [Option] {
-    [
+  /// `--<name> CODE` and `--<name>-file FILE`; `what` says which passcode it is, and `prompts`
+  /// whether the command asks on a terminal when neither is given.
+  static func options(_ name: String, _ what: String, environmentKey: String, prompts: Bool = true) -> [Option] {
+    let fallback = prompts ? "$\(environmentKey), else a prompt" : "$\(environmentKey)"
+    return [
       .value(
         name, "code",
-        help: "\(what) (default: $\(environmentKey), else a prompt). Other users can see it in the process list "
-          + "until protfs starts and hides it: prefer --\(name)-file."),
-      .value(
-        name + "-file", "file",
-        help:
-          "Read \(what.prefix(1).lowercased() + what.dropFirst()) from the first line of FILE (- for standard input)."),
+        help: "\(what) (default: \(fallback)); briefly visible to other users: prefer --\(name)-file."),
+      .value(name + "-file", "file", help: "Like --\(name), from the first line of FILE (- for standard input)."),
     ]
   }
 }

@@ -32,17 +32,17 @@ public enum Confinement {
     // Without CAP_SETPCAP the bounding set cannot shrink; no_new_privs and the empty permitted set
     // then keep the program from gaining anything through it.
     if privileged {
-      try check(protfs_capbset_drop_all(), "empty the capability bounding set")
+      try check("empty the capability bounding set") { protfs_capbset_drop_all() }
     }
-    try check(protfs_cap_ambient_clear(), "clear the ambient capabilities")
-    try check(protfs_set_no_new_privs(), "set no_new_privs")
+    try check("clear the ambient capabilities") { protfs_cap_ambient_clear() }
+    try check("set no_new_privs") { protfs_set_no_new_privs() }
     if privileged {
-      try check(protfs_clear_groups(), "drop the supplementary groups")
-      try check(setgid(user.gid), "switch to the app user's group \(user.gid)")
-      try check(setuid(user.uid), "switch to the app user \(user)")
+      try check("drop the supplementary groups") { protfs_clear_groups() }
+      try check("switch to the app user's group \(user.gid)") { setgid(user.gid) }
+      try check("switch to the app user \(user)") { setuid(user.uid) }
     }
     // setuid from root to another uid already empties permitted and effective; inheritable stays.
-    try check(protfs_cap_clear_all(), "drop every capability")
+    try check("drop every capability") { protfs_cap_clear_all() }
     try verify(privileged ? user : nil)
     if privileged {
       try requireReachable(device, as: user)
@@ -99,11 +99,11 @@ public enum Confinement {
     }
   }
 
-  private static func check(_ result: Int32, _ operation: String) throws(ProtFSError) {
-    guard result != 0 else { return }
-    let code = errno
+  /// Runs one confinement step; any failure stops everything before the program runs.
+  private static func check(_ operation: String, _ call: () -> Int32) throws(ProtFSError) {
+    guard case .failure(let error) = valueOrErrno(call) else { return }
     throw ProtFSError(
-      .permissionDenied, "Cannot \(operation) before running the program: \(String(cString: strerror(code))).",
-      errno: code, hint: "run protfs exec as root, outside a user namespace that restricts setuid and prctl")
+      .permissionDenied, "Cannot \(operation) before running the program: \(error).", errno: error.rawValue,
+      hint: "run protfs exec as root, outside a user namespace that restricts setuid and prctl")
   }
 }

@@ -146,6 +146,20 @@ struct AuditPolicyTests {
     #expect(policy.warnings.map(\.line) == [8])
   }
 
+  /// The worst case of the shadowing check: every pattern is in many later rules, no two rules
+  /// share both, so each rule's candidates all fail (141 × 141 rules).
+  @Test(.timeLimit(.minutes(1))) func aGridOfRulesThatShareHalfTheirPatternsLoads() throws {
+    var text = ""
+    for row in 0..<141 {
+      for column in 0..<141 {
+        text += "rule R\(row)x\(column) error \"Documents/r\(row)\" \"Library/c\(column)\" = complete \"m\"\n"
+      }
+    }
+    let policy = try Policy(parsing: text, source: "grid.policy")
+    #expect(policy.rules.count == 141 * 141)
+    #expect(policy.warnings.isEmpty)
+  }
+
   @Test func aTenMegabyteLineIsRefusedClearly() {
     let text = "rule R1 error \"" + String(repeating: "a", count: 10 * 1024 * 1024) + "\" any \"m\"\n"
     #expect {

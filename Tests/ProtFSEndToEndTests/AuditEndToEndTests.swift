@@ -253,7 +253,7 @@ struct AuditEndToEndTests {
     try device.makeDirectory(app, "Documents/secret", class: .complete)
     try device.writeFile(app, "Documents/secret/a", class: .complete)
     chmod(device.containerPath(app, "Documents/secret"), 0o000)
-    // Root reads everything (CAP_DAC_OVERRIDE); drop it the way `protfs exec` does.
+    // Root reads everything (CAP_DAC_OVERRIDE): run the audit without the two overriding capabilities.
     let arguments = ["--device", device.root, "audit", "--format", "json"]
     let result =
       getuid() == 0

@@ -73,7 +73,7 @@ protfs unlock
 step protfs ls "$container/Documents"
 protfs ls "$container/Documents"
 
-say "Other programs meet the lock too: under protfs exec even root obeys the permission bits."
+say "Other programs meet the lock too: protfs exec runs them as the app user 501:501, without capabilities."
 echo "secret" > "$container/Documents/notes.txt"
 echo "public" > "$container/Library/Caches/readme.txt"
 protfs set-class none "$container/Library/Caches/readme.txt"
@@ -81,6 +81,8 @@ step protfs lock
 protfs lock
 step protfs exec -- cat "$container/Documents/notes.txt"
 protfs exec -- cat "$container/Documents/notes.txt" || echo "(exit status $?)"
+step protfs exec -- chmod u+r "$container/Documents/notes.txt"
+protfs exec -- chmod u+r "$container/Documents/notes.txt" || echo "(exit status $?: it cannot undo the lock)"
 step protfs exec -- cat "$container/Library/Caches/readme.txt"
 protfs exec -- cat "$container/Library/Caches/readme.txt"
 step protfs status

@@ -29,14 +29,17 @@ if ((${#missing[@]})); then
   DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
 fi
 
-# The audit tests validate SARIF output against ../shared/schemas with Python's jsonschema.
-if ! python3 -c 'import jsonschema' 2>/dev/null; then
-  echo "setup: installing the jsonschema Python module (SARIF validation in the audit tests)" >&2
-  # Debian's own python3 refuses pip installs (PEP 668): take Debian's package there.
-  python3 -m pip install --quiet jsonschema 2>/dev/null || {
-    sudo=""
-    [ "$(id -u)" -eq 0 ] || sudo="sudo"
-    DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends python3 python3-jsonschema >/dev/null
+# The audit tests read protfs's reports with real consumers from PyPI: sarif-tools (SARIF, as code
+# scanning reads it) and junitparser (JUnit XML, as test dashboards read it).
+if ! python3 -c 'import sarif.loader, junitparser' 2>/dev/null; then
+  echo "setup: installing sarif-tools and junitparser (Python; the audit report tests)" >&2
+  # A Debian-managed python3 refuses plain pip installs (PEP 668); neither tool is packaged by
+  # Debian, so there the install goes beside the system's packages.
+  python3 -m pip install --quiet --disable-pip-version-check sarif-tools junitparser 2>/dev/null \
+    || python3 -m pip install --quiet --disable-pip-version-check --break-system-packages sarif-tools junitparser
+  python3 -c 'import sarif.loader, junitparser' || {
+    echo "setup: sarif-tools or junitparser did not install for $(command -v python3)" >&2
+    exit 1
   }
 fi
 

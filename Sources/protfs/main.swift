@@ -1,10 +1,15 @@
 import Foundation
 import ProtFS
 
+// First copy the arguments and the environment, then hide the passcodes in them from other
+// processes (the process list, /proc/PID/environ, the program `exec` runs).
+let words = Array(CommandLine.arguments.dropFirst())
+let environment = ProcessInfo.processInfo.environment
+Secrets.hideArguments()
+Secrets.hideEnvironment()
 ProcessTuning.keepFreedMemory()
 // Exit statuses (STYLE.md): 0 success, 1 runtime error, 64 usage error (EX_USAGE).
-let words = Array(CommandLine.arguments.dropFirst())
-let parser = Parser(root: Commands.root, environment: ProcessInfo.processInfo.environment)
+let parser = Parser(root: Commands.root, environment: environment)
 let status: Int32
 do {
   switch try parser.parse(words) {

@@ -22,6 +22,18 @@ import Testing
     #expect(try Protfs.run(["init-cache", "--help"]).stdout.contains("ARGUMENTS:\n  <bundle-id>"))
   }
 
+  @Test func helpAfterASubcommandGroupIsHelpForTheSubcommand() throws {
+    for (arguments, usage) in [
+      (["passcode", "help", "set"], "USAGE: protfs passcode set"),
+      (["cache", "help", "purge"], "USAGE: protfs cache purge"),
+      (["passcode", "help"], "USAGE: protfs passcode"),
+    ] {
+      let result = try Protfs.run(arguments)
+      #expect(result.status == 0, "\(arguments): \(result)")
+      #expect(result.stdout.contains(usage) && result.stderr.isEmpty, "\(arguments): \(result)")
+    }
+  }
+
   @Test func versionAndBareCommand() throws {
     let version = try Protfs.run(["--version"])
     #expect(version.status == 0 && version.output == "protfs \(ProtFSVersion.current)")
@@ -40,6 +52,36 @@ import Testing
     (["ls", "--json=yes"], "does not take a value"),
   ])
   func usageErrorsExit64WithUsageAndHint(arguments: [String], message: String) throws {
+    try expectUsageError(arguments, message)
+  }
+
+  /// Numbers out of range are usage errors, never a trap or an endless wait.
+  static let outOfRange: [([String], String)] = [
+    (["exec", "--schedule", "lock@1e10s", "--", "true"], "'1e10s' is later than 7 days after the start"),
+    (["exec", "--schedule", "lock@1e300", "--", "true"], "is later than 7 days"),
+    (["exec", "--schedule", "lock@nan", "--", "true"], "'nan' is not a time"),
+    (
+      ["exec", "--schedule", Array(repeating: "lock@1s", count: 10_001).joined(separator: ","), "--", "true"],
+      "more than the 10000 a schedule may have"
+    ),
+    (["lock", "--grace", "1e300"], "The grace period '1e300' is out of range: give 0 to 86400 seconds"),
+    (["lock", "--grace", "-1"], "The grace period '-1' is out of range"),
+    (["lock", "--grace", "inf"], "is not a number of seconds"),
+    (
+      ["cache", "purge", "--older-than", "99999999999999999999w"],
+      "The duration '99999999999999999999w' is out of range"
+    ),
+    (["cache", "purge", "--max-size", "1e30"], "'1e30' is not a size"),
+    (["cache", "purge", "--max-size", "99999999T"], "'99999999T' is not a size"),
+    (["passcode", "help", "sett"], "Did you mean 'set'?"),
+  ]
+
+  @Test(arguments: outOfRange)
+  func numbersOutOfRangeAreUsageErrors(arguments: [String], message: String) throws {
+    try expectUsageError(arguments, message)
+  }
+
+  private func expectUsageError(_ arguments: [String], _ message: String) throws {
     let t = try TestDevice()
     let result = try Protfs.run(["--device", t.root] + arguments)
     #expect(result.status == 64, "\(result)")

@@ -121,17 +121,6 @@ public enum RepositoryLayout {
     fatalError("No Package.swift above \(#filePath).")
   }
 
-  /// The SARIF 2.1.0 schema in `shared/schemas/`, found by walking up from the package root; nil when absent.
-  public static var sarifSchema: String? {
-    var url = URL(fileURLWithPath: packageRoot)
-    while url.path != "/" {
-      let candidate = url.appendingPathComponent("shared/schemas/sarif-schema-2.1.0.json").path
-      if FileManager.default.fileExists(atPath: candidate) { return candidate }
-      url.deleteLastPathComponent()
-    }
-    return nil
-  }
-
   /// The built `protfs` binary (the shared runner's lookup: `$PROTFS_BINARY`, else next to the tests).
   public static var protfsBinary: String { Protfs.binary }
 }

@@ -14,6 +14,9 @@ public final class TestDevice: @unchecked Sendable {
   /// Creates and initialises a device; with `bundleIDs`, creates those containers too.
   public init(containers bundleIDs: [String] = [], initialize: Bool = true) throws {
     directory = try TestDevice.makeTemporaryDirectory()
+    // mkdtemp makes the directory 0700; the app user that `protfs exec` runs programs as (and
+    // other users in the tests) must be able to reach the device inside it.
+    chmod(directory, 0o755)
     device = Device(root: directory + "/device")
     if initialize { try device.initialize() }
     for id in bundleIDs { try device.createContainer(try BundleID(id)) }

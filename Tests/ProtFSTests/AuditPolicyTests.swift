@@ -112,6 +112,54 @@ struct AuditPolicyTests {
     #expect(policy.warnings.map(\.line) == [1])
   }
 
+  @Test func aRuleIsShadowedByTheNearestLaterRuleThatHasAllItsPatterns() throws {
+    let policy = try Policy(
+      parsing: """
+        rule R1 error "a" "b" = none "m"
+        rule R2 error "a" "c" = none "m"
+        rule R3 error "b" "a" "d" = none "m"
+        rule R4 error "b" "a" = none "m"
+        rule R5 error "a" "b" "c" "d" "e" = none "m"
+        """, source: "w.policy")
+    // R1 {a, b} is hidden by R3 (the first later rule with both), not by R2 ({a, c}).
+    // R2 {a, c} and R3 {a, b, d} by R5; R4 {a, b} by R5; R5 by nothing.
+    #expect(
+      policy.warnings.map(\.description) == [
+        "w.policy:1:1: warning: rule R1 can never match: rule R3 on line 3 matches every path it does and comes later (the last matching rule wins)",
+        "w.policy:2:1: warning: rule R2 can never match: rule R5 on line 5 matches every path it does and comes later (the last matching rule wins)",
+        "w.policy:3:1: warning: rule R3 can never match: rule R5 on line 5 matches every path it does and comes later (the last matching rule wins)",
+        "w.policy:4:1: warning: rule R4 can never match: rule R5 on line 5 matches every path it does and comes later (the last matching rule wins)",
+      ])
+  }
+
+  /// The shadowing check compared every rule with every later one: 20,000 rules took 37 s (and
+  /// minutes in a debug build) before any file was read. The limit is a hang guard, not a target:
+  /// `benchmarks/policy.sh` measures the load time.
+  @Test(.timeLimit(.minutes(1))) func twentyThousandRulesLoadWithTheirWarnings() throws {
+    var text = ""
+    for index in 0..<20_000 {
+      text += "rule R\(index) error \"Documents/dir\(index)/**\" \"Library/x\(index)\" = complete \"m\"\n"
+    }
+    text += "rule LAST error \"Documents/dir7/**\" \"Library/x7\" \"tmp/y\" any \"m\"\n"
+    let policy = try Policy(parsing: text, source: "many.policy")
+    #expect(policy.rules.count == 20_001)
+    #expect(policy.warnings.map(\.line) == [8])
+  }
+
+  /// The worst case of the shadowing check: every pattern is in many later rules, no two rules
+  /// share both, so each rule's candidates all fail (141 × 141 rules).
+  @Test(.timeLimit(.minutes(1))) func aGridOfRulesThatShareHalfTheirPatternsLoads() throws {
+    var text = ""
+    for row in 0..<141 {
+      for column in 0..<141 {
+        text += "rule R\(row)x\(column) error \"Documents/r\(row)\" \"Library/c\(column)\" = complete \"m\"\n"
+      }
+    }
+    let policy = try Policy(parsing: text, source: "grid.policy")
+    #expect(policy.rules.count == 141 * 141)
+    #expect(policy.warnings.isEmpty)
+  }
+
   @Test func aTenMegabyteLineIsRefusedClearly() {
     let text = "rule R1 error \"" + String(repeating: "a", count: 10 * 1024 * 1024) + "\" any \"m\"\n"
     #expect {

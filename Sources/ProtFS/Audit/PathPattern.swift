@@ -57,6 +57,13 @@ public struct PathPattern: Sendable, Hashable, CustomStringConvertible {
   /// The pattern as written.
   public var description: String { text }
 
+  /// Patterns are equal when written alike: the compiled form follows from the text alone, and
+  /// hashing the text is much cheaper than hashing the compiled segments.
+  public static func == (lhs: PathPattern, rhs: PathPattern) -> Bool { lhs.text == rhs.text }
+
+  /// Hashes the text (see `==`).
+  public func hash(into hasher: inout Hasher) { hasher.combine(text) }
+
   /// Compiles `text`, or throws where it is malformed.
   public init(_ text: String) throws(SyntaxError) {
     self.text = text

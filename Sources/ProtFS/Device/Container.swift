@@ -75,7 +75,9 @@ extension Device {
   /// Creates the container of `bundleID` with its standard directories and default class.
   ///
   /// The container is built under `.protfs/staging/` and renamed into `Containers/` in one step,
-  /// so a crash leaves either no container or a whole one. On an existing container, a different
+  /// so a crash leaves either no container or a whole one. Created by root, the container root and
+  /// its standard directories belong to the app user (`AppUser.standard`), so a program under
+  /// `protfs exec` can read and write its own container while its data is available. On an existing container, a different
   /// `defaultClass` replaces the stored default.
   @discardableResult
   public func createContainer(_ bundleID: BundleID, defaultClass: ProtectionClass? = nil) throws(ProtFSError)
@@ -101,12 +103,15 @@ extension Device {
     do throws(ProtFSError) {
       let root = try staging.openDirectory(temporary)
       try root.setAttribute(AttributeName.defaultClass, to: chosen.attributeValue)
+      let owner = AppUser.canAssume ? AppUser.standard : nil
+      if let owner { try root.handOver(nil, to: owner) }
       for relative in Container.standardDirectories {
         let parts = relative.split(separator: "/").map(String.init)
         var parent = root
         for part in parts.dropLast() { parent = try parent.openDirectory(part) }
         try parent.makeDirectory(parts.last!)
         try parent.setProtectionClass(chosen, of: parts.last!)
+        if let owner { try parent.handOver(parts.last!, to: owner) }
       }
       let containers = try openDirectory(Device.containersPath)
       switch valueOrErrno({ protfs_rename_noreplace(staging.fd, temporary, containers.fd, bundleID.rawValue) }) {
@@ -160,5 +165,20 @@ extension Device {
       if kill(pid, 0) == -1 && errno == ESRCH { try? staging.removeTree(name) }
     }
     return staging
+  }
+}
+
+extension DirectoryHandle {
+  /// Gives `name` (this directory when nil) to `user`, never following a symlink. Used only inside
+  /// the root-only staging directory, where nobody else can swap the item.
+  ///
+  /// The corresponding C calls are `fchownat(2)` and `fchown(2)`.
+  fileprivate func handOver(_ name: String?, to user: AppUser) throws(ProtFSError) {
+    if let name {
+      _ = try valueOrErrno { fchownat(fd, name, user.uid, user.gid, AT_SYMLINK_NOFOLLOW) }.orThrow(
+        "give the app user \(user)", path: pathOf(name))
+    } else {
+      _ = try valueOrErrno { fchown(fd, user.uid, user.gid) }.orThrow("give the app user \(user)", path: path)
+    }
   }
 }

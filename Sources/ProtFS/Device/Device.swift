@@ -137,6 +137,14 @@ public struct Device: Sendable, Hashable {
 
   /// Throws a "not initialised" error naming the device and how to fix it.
   public func requireInitialized() throws(ProtFSError) {
+    // A user kept out of `.protfs/` (the app user under `protfs exec`) is told so, not that the
+    // device is new.
+    var status = stat()
+    if stat(stateDirectory + "/" + Device.markerName, &status) != 0, errno == EACCES {
+      throw ProtFSError(
+        .permissionDenied, "Cannot read the state of the device '\(root)': permission denied.", path: stateDirectory,
+        errno: EACCES, hint: "run protfs as the device's owner")
+    }
     guard isInitialized else {
       throw ProtFSError(
         .notInitialized, "The device '\(root)' has not been initialised.", path: root,
@@ -157,7 +165,11 @@ public struct Device: Sendable, Hashable {
     let top = try DirectoryHandle(path: root)
     try Device.checkExtendedAttributes(top)
     try top.makeDirectory(Device.stateDirectoryName, permissions: FilePermissions(rawValue: 0o700))
-    try top.makeDirectory(Device.containersDirectoryName)
+    // Containers/ stays root's and closed to writes by others, whatever the umask: the app user
+    // owns its own container but must not add or swap others.
+    if try top.makeDirectory(Device.containersDirectoryName) {
+      try top.setPermissions(FilePermissions(rawValue: 0o755), of: Device.containersDirectoryName)
+    }
     let state = try top.openDirectory(Device.stateDirectoryName)
     if (try? state.status(Device.markerName)) == nil {
       let marker = #"{"format":1,"kind":"protfs-device"}"# + "\n"

@@ -294,7 +294,7 @@ public struct LockController: Sendable {
     guard let passcode else {
       throw ProtFSError(
         .invalidArgument, "The device '\(device.root)' has a passcode, and none was given.",
-        hint: "give it with --passcode CODE or PROTFS_PASSCODE")
+        hint: "give it with --passcode-file FILE (- for standard input), --passcode CODE or PROTFS_PASSCODE")
     }
     guard try hash.matches(passcode) else {
       var updated = record

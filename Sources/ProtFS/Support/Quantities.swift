@@ -39,8 +39,16 @@ public enum ByteSize {
 
 /// Durations as people write them: `30s`, `15m`, `2h`, `7d`, `1w`, `1h30m`.
 public enum HumanDuration {
+  /// The longest duration accepted: 100 years. Longer is a typo, and would overflow the
+  /// nanosecond and date arithmetic it feeds.
+  public static let maximum: TimeInterval = 100 * 365.25 * 86_400
+
   /// Parses a duration into seconds, or throws an error with examples of the right format.
-  public static func parse(_ text: String) throws(ProtFSError) -> TimeInterval {
+  ///
+  /// `range` bounds the value (default: 0 to ``maximum``); outside it is an error naming the range.
+  public static func parse(_ text: String, in range: ClosedRange<TimeInterval> = 0...maximum) throws(ProtFSError)
+    -> TimeInterval
+  {
     let units: [Character: TimeInterval] = ["s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604_800]
     var total: TimeInterval = 0
     var number = ""
@@ -62,6 +70,20 @@ public enum HumanDuration {
         .invalidArgument, "'\(text)' is not a duration.",
         hint: "use numbers with units s, m, h, d or w, for example 30s, 15m, 2h, 7d or 1h30m")
     }
+    guard total.isFinite, range.contains(total) else {
+      throw ProtFSError(
+        .invalidArgument, "The duration '\(text)' is out of range.",
+        hint: "use a duration from \(format(range.lowerBound)) to \(format(range.upperBound))")
+    }
     return total
+  }
+
+  /// `90s`, `15m`, `2h`, `7d`-style text: the largest unit that divides `seconds` exactly.
+  public static func format(_ seconds: TimeInterval) -> String {
+    for (unit, size) in [("y", 365.25 * 86_400), ("d", 86_400.0), ("h", 3600.0), ("m", 60.0)]
+    where seconds >= size && (seconds / size).rounded() == seconds / size {
+      return unit == "y" ? "\(Int(seconds / size)) years" : "\(Int(seconds / size))\(unit)"
+    }
+    return seconds == seconds.rounded() ? "\(Int(seconds))s" : "\(seconds)s"
   }
 }

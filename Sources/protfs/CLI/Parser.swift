@@ -18,14 +18,7 @@ struct Parser {
     var index = 0
     // `protfs help CMD…` is `protfs CMD… --help`.
     if words.first == "help" && root.subcommand(named: "help") == nil {
-      var target = [root]
-      for word in words.dropFirst() {
-        guard let next = target.last!.subcommand(named: word) else {
-          throw unknownCommand(word, in: target)
-        }
-        target.append(next)
-      }
-      return .help(target)
+      return .help(try helpTarget(words.dropFirst(), from: [root]))
     }
     while index < words.count {
       let word = words[index]
@@ -95,6 +88,10 @@ struct Parser {
         continue
       }
       if positionals.isEmpty, !command.subcommands.isEmpty {
+        // `protfs passcode help set` is `protfs passcode set --help`, as git and swift's tools do.
+        if word == "help" && command.subcommand(named: "help") == nil {
+          return .help(try helpTarget(words[index...], from: chain))
+        }
         if let next = command.subcommand(named: word) {
           chain.append(next)
           invocation.commandPath.append(next.name)
@@ -117,6 +114,18 @@ struct Parser {
       throw invocation.usageError("Missing the command to run after '--'.")
     }
     return .run(command, invocation)
+  }
+
+  /// The commands named by the words after a `help`, starting below `chain`.
+  private func helpTarget(_ words: ArraySlice<String>, from chain: [Command]) throws -> [Command] {
+    var target = chain
+    for word in words {
+      guard let next = target.last!.subcommand(named: word) else {
+        throw unknownCommand(word, in: target)
+      }
+      target.append(next)
+    }
+    return target
   }
 
   private func options(of chain: [Command]) -> [Option] {

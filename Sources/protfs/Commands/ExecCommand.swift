@@ -1,23 +1,29 @@
 import Foundation
 import ProtFS
 
-/// `protfs exec -- CMD`: runs a program that permission bits bind even as root, optionally
-/// changing the lock state while it runs.
+/// `protfs exec -- CMD`: runs a program as an app runs on a phone, so that it meets the lock and
+/// cannot undo it, optionally changing the lock state while it runs.
 enum ExecCommand {
   static let command = Command(
     name: "exec",
-    abstract: "Run a program on the device: permission bits bind it even as root.",
+    abstract: "Run a program on the device as an app: it meets the lock and cannot undo it.",
     discussion: """
-      Runs CMD without CAP_DAC_OVERRIDE and CAP_DAC_READ_SEARCH (dropped from its bounding and
-      inheritable sets), so it meets a lock as an app does on a phone. --schedule changes the
-      state while CMD runs, for example lock@2s,unlock@5s (actions lock, inactive, unlock,
+      Run as root, protfs runs CMD as the app user 501:501 (the owner of every container protfs
+      creates), with no supplementary group, no capability at all and no_new_privs, and without
+      the passcode in its environment. It can read and write its containers while their data is
+      available, but cannot open a locked item, chmod it back, or touch the device's .protfs/
+      state. Every directory from / to the device must let other users through (o+x); exec
+      checks that first. Run by another user, CMD keeps that user's identity (no capabilities,
+      no_new_privs), which protects nothing that user owns: exec warns then. --schedule changes
+      the state while CMD runs, for example lock@2s,unlock@5s (actions lock, inactive, unlock,
       reboot; times in ms, s or m after CMD started). The exit status is CMD's (128+N when a
       signal N ended it).
       """,
     options: [
-      .value("schedule", "steps", help: "State changes while CMD runs, for example lock@2s,unlock@5s."),
-      .value("passcode", "code", help: "The passcode for scheduled unlocks (default: $PROTFS_PASSCODE)."),
-    ],
+      .value("schedule", "steps", help: "State changes while CMD runs, for example lock@2s,unlock@5s.")
+    ]
+      + PasscodeOptions.options(
+        "passcode", "The passcode for scheduled unlocks", environmentKey: "PROTFS_PASSCODE", prompts: false),
     takesTrailingCommand: true,
     run: run
   )
@@ -33,7 +39,16 @@ enum ExecCommand {
     }
     let controller = invocation.lockController
     if !schedule.steps.isEmpty { try controller.device.requireInitialized() }
-    let passcode = invocation.value("passcode") ?? invocation.environment["PROTFS_PASSCODE"]
+    // Read before CMD starts, and never from a prompt: the terminal belongs to CMD.
+    var passcode: String?
+    if schedule.steps.contains(where: { $0.action == .unlock }) {
+      passcode = try invocation.passcode(option: "passcode", environmentKey: "PROTFS_PASSCODE", prompt: nil)
+    }
+    if !AppUser.canAssume {
+      Console.err(
+        "warning: protfs exec confines a program fully only when run as root: \(invocation.trailing[0]) runs as uid "
+          + "\(getuid()) (without capabilities) and can chmod back any locked item that uid owns.")
+    }
     let child = try spawnConfined(invocation.trailing, invocation: invocation)
     // A terminal's Ctrl-C reaches the program itself (same process group): protfs waits for it.
     // SIGTERM and SIGHUP, sent to protfs alone, are passed on, so the program is never orphaned.
@@ -85,10 +100,12 @@ enum ExecCommand {
     }
   }
 
-  /// Starts `protfs __exec-confined CMD…`, which drops the capabilities and then executes CMD:
-  /// dropping them in a re-executed protfs keeps the unsafe work out of a forked child.
+  /// Starts `protfs __exec-confined CMD…`, which confines itself and then executes CMD: doing that
+  /// in a re-executed protfs keeps the unsafe work out of a forked child. The child inherits the
+  /// environment without the passcode variables, which protfs removed when it started.
   private static func spawnConfined(_ command: [String], invocation: Invocation) throws -> pid_t {
-    let arguments = ["protfs", ExecConfinedCommand.command.name, "--"] + command
+    let arguments =
+      ["protfs", ExecConfinedCommand.command.name, "--device", invocation.device.root, "--"] + command
     var argv: [UnsafeMutablePointer<CChar>?] = arguments.map { strdup($0) } + [nil]
     defer { for pointer in argv { free(pointer) } }
     // The program starts with no signal blocked and default handlers for the signals a Swift

@@ -1,19 +1,19 @@
 import Foundation
 import ProtFS
 
-/// `protfs __exec-confined CMD…`: the hidden second half of `exec`. Drops the capabilities that
-/// override permission bits, then replaces itself with CMD.
+/// `protfs __exec-confined CMD…`: the hidden second half of `exec`. Takes every privilege from
+/// itself (as root: becomes the app user), then replaces itself with CMD.
 enum ExecConfinedCommand {
   static let command = Command(
     name: "__exec-confined",
-    abstract: "Drop CAP_DAC_OVERRIDE and CAP_DAC_READ_SEARCH, then execute a command (used by exec).",
+    abstract: "Become the app user without capabilities, then execute a command (used by exec).",
     takesTrailingCommand: true,
     isHidden: true,
     run: run
   )
 
   static func run(_ invocation: Invocation) throws -> Int32 {
-    try Confinement.dropPermissionOverrides()
+    _ = try Confinement.confine(device: invocation.device)
     let command = invocation.trailing
     var argv: [UnsafeMutablePointer<CChar>?] = command.map { strdup($0) } + [nil]
     fflush(nil)

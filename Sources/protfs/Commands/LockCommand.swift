@@ -26,8 +26,13 @@ enum LockCommand {
     let controller = invocation.lockController
     let report: TransitionReport?
     if let text = invocation.value("grace") {
-      guard let grace = TimeInterval(text), grace >= 0, grace.isFinite else {
+      guard let grace = TimeInterval(text), grace.isFinite else {
         throw invocation.usageError("The grace period '\(text)' is not a number of seconds.")
+      }
+      guard (0...LockController.maximumGrace).contains(grace) else {
+        throw invocation.usageError(
+          "The grace period '\(text)' is out of range: give 0 to \(Int(LockController.maximumGrace)) seconds (iOS keeps class A keys about 10 s)."
+        )
       }
       Console.err("Locking \(controller.device.root) in \(text) seconds…")
       report = try controller.lock(grace: grace, inactive: invocation.flag("inactive")) { deadline in

@@ -15,12 +15,42 @@ extension Invocation {
     return controller
   }
 
-  /// A passcode from `--<option>`, else the environment variable, else a prompt on the terminal; nil when none.
-  func passcode(option: String, environmentKey: String, prompt: String) -> String? {
+  /// A passcode from `--<option>`, else the file of `--<option>-file` (`-`: standard input), else
+  /// the environment variable, else (with a `prompt`) a prompt on the terminal; nil when none.
+  func passcode(option: String, environmentKey: String, prompt: String?) throws -> String? {
+    let fileOption = option + "-file"
+    if value(option) != nil, value(fileOption) != nil {
+      throw usageError("Give --\(option) or --\(fileOption), not both.")
+    }
     if let value = value(option) { return value }
+    if let path = value(fileOption) { return try PasscodeFile.read(path, option: fileOption) }
     if let value = environment[environmentKey] { return value }
-    guard isatty(STDIN_FILENO) == 1 else { return nil }
+    guard let prompt, isatty(STDIN_FILENO) == 1 else { return nil }
     return Terminal.readSecret(prompt)
+  }
+
+  /// Refuses two passcode options that would both read standard input.
+  func requireOneStandardInput(_ options: [String]) throws {
+    let readers = options.filter { value($0 + "-file") == "-" }
+    if readers.count > 1 {
+      throw usageError(
+        "Only one of \(readers.map { "--\($0)-file" }.joined(separator: " and ")) can read standard input (-).")
+    }
+  }
+}
+
+/// The options that give a passcode, shared by every command that asks for one.
+enum PasscodeOptions {
+  /// `--<name> CODE` and `--<name>-file FILE`; `what` says which passcode it is, and `prompts`
+  /// whether the command asks on a terminal when neither is given.
+  static func options(_ name: String, _ what: String, environmentKey: String, prompts: Bool = true) -> [Option] {
+    let fallback = prompts ? "$\(environmentKey), else a prompt" : "$\(environmentKey)"
+    return [
+      .value(
+        name, "code",
+        help: "\(what) (default: \(fallback)); briefly visible to other users: prefer --\(name)-file."),
+      .value(name + "-file", "file", help: "Like --\(name), from the first line of FILE (- for standard input)."),
+    ]
   }
 }
 

@@ -14,16 +14,14 @@ enum PasscodeCommand {
     subcommands: [
       Command(
         name: "set", abstract: "Set the passcode unlock asks for.",
-        options: [
-          .value("passcode", "code", help: "The new passcode (default: $PROTFS_PASSCODE, else a prompt)."),
-          .value("current", "code", help: "The current passcode, when one is set (default: $PROTFS_CURRENT_PASSCODE)."),
-        ],
+        options: PasscodeOptions.options("passcode", "The new passcode", environmentKey: "PROTFS_PASSCODE")
+          + PasscodeOptions.options(
+            "current", "The current passcode, when one is set", environmentKey: "PROTFS_CURRENT_PASSCODE"),
         run: set),
       Command(
         name: "remove", abstract: "Remove the passcode: data protection goes off.",
-        options: [
-          .value("current", "code", help: "The current passcode, when one is set (default: $PROTFS_CURRENT_PASSCODE).")
-        ],
+        options: PasscodeOptions.options(
+          "current", "The current passcode, when one is set", environmentKey: "PROTFS_CURRENT_PASSCODE"),
         run: remove),
     ]
   )
@@ -31,18 +29,20 @@ enum PasscodeCommand {
   /// The passcode in force, asked for only when one is set.
   static func currentPasscode(_ invocation: Invocation, _ controller: LockController) throws -> String? {
     guard try controller.record().passcodeHash != nil else { return nil }
-    return invocation.passcode(
+    return try invocation.passcode(
       option: "current", environmentKey: "PROTFS_CURRENT_PASSCODE", prompt: "Current passcode: ")
   }
 
   static func set(_ invocation: Invocation) throws -> Int32 {
+    try invocation.requireOneStandardInput(["passcode", "current"])
     let controller = invocation.lockController
     let current = try currentPasscode(invocation, controller)
     guard
-      let passcode = invocation.passcode(
+      let passcode = try invocation.passcode(
         option: "passcode", environmentKey: "PROTFS_PASSCODE", prompt: "New passcode: ")
     else {
-      throw invocation.usageError("Give the new passcode with --passcode CODE or PROTFS_PASSCODE.")
+      throw invocation.usageError(
+        "Give the new passcode with --passcode-file FILE, --passcode CODE or PROTFS_PASSCODE.")
     }
     try controller.setPasscode(passcode, current: current)
     Console.out("\(controller.device.root): passcode set; unlock now asks for it.")

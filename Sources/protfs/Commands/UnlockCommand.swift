@@ -6,11 +6,11 @@ enum UnlockCommand {
     name: "unlock",
     abstract: "Unlock the device: every class becomes available and every original mode comes back.",
     discussion: """
-      When a passcode was set with `protfs passcode set`, unlock asks for it (--passcode,
-      $PROTFS_PASSCODE, or a prompt on a terminal). After five wrong passcodes in a row, attempts
-      are refused for 1, 5, 15 and then 60 minutes, as on iOS.
+      When a passcode was set with `protfs passcode set`, unlock asks for it (--passcode-file,
+      --passcode, $PROTFS_PASSCODE, or a prompt on a terminal). After five wrong passcodes in a
+      row, attempts are refused for 1, 5, 15 and then 60 minutes, as on iOS.
       """,
-    options: [.value("passcode", "code", help: "The device passcode (default: $PROTFS_PASSCODE, else a prompt).")],
+    options: PasscodeOptions.options("passcode", "The device passcode", environmentKey: "PROTFS_PASSCODE"),
     run: run
   )
 
@@ -19,7 +19,7 @@ enum UnlockCommand {
     let record = try controller.record()
     var passcode: String?
     if record.state != .unlocked && record.passcodeHash != nil {
-      passcode = invocation.passcode(option: "passcode", environmentKey: "PROTFS_PASSCODE", prompt: "Passcode: ")
+      passcode = try invocation.passcode(option: "passcode", environmentKey: "PROTFS_PASSCODE", prompt: "Passcode: ")
     }
     let report = try controller.unlock(passcode: passcode)
     Console.out(TransitionText.summary(report, device: controller.device))

@@ -1,0 +1,207 @@
+import Foundation
+import ProtFS
+import ProtFSTestSupport
+import Testing
+
+/// `protfs exec` as root: the program runs as the app user, meets the lock, and can neither undo it
+/// nor learn the passcode.
+@Suite(.serialized) struct ExecConfinementTests {
+  static let cheap = ["PROTFS_PBKDF2_ITERATIONS": "1000"]
+
+  /// Runs `sh -c script` under `protfs exec`.
+  func confined(_ d: LockDevice, _ script: String, options: [String] = [], environment: [String: String] = [:])
+    throws -> RunResult
+  {
+    try d.protfs(["exec"] + options + ["--", "sh", "-c", script], environment: environment)
+  }
+
+  /// `/proc/self/status` of a program run under exec, by field.
+  func status(_ d: LockDevice) throws -> [String: String] {
+    let result = try confined(d, "cat /proc/self/status")
+    #expect(result.status == 0, "\(result)")
+    var fields: [String: String] = [:]
+    for line in result.stdout.split(separator: "\n") {
+      let parts = line.split(separator: ":", maxSplits: 1)
+      if parts.count == 2 { fields[String(parts[0])] = parts[1].trimmingCharacters(in: .whitespaces) }
+    }
+    return fields
+  }
+
+  @Test func theProgramIsTheAppUserWithNoCapabilityAndNoNewPrivileges() throws {
+    let d = try LockDevice()
+    let fields = try status(d)
+    #expect(fields["Uid"]?.split(separator: "\t") == ["501", "501", "501", "501"], "\(fields)")
+    #expect(fields["Gid"]?.split(separator: "\t") == ["501", "501", "501", "501"], "\(fields)")
+    #expect(fields["Groups"] == "", "\(fields)")
+    for set in ["CapInh", "CapPrm", "CapEff", "CapBnd", "CapAmb"] {
+      #expect(fields[set] == "0000000000000000", "\(set): \(fields[set] ?? "missing")")
+    }
+    #expect(fields["NoNewPrivs"] == "1")
+    // Nor can it get root back: setuid programs do not raise it (no_new_privs), setuid(0) is refused.
+    #expect(try confined(d, "setpriv --reuid=0 true").status != 0)
+    #expect(try confined(d, "su -c true root </dev/null").status != 0)
+  }
+
+  @Test func theProgramCannotChmodALockedRootOwnedFileBack() throws {
+    let d = try LockDevice()
+    try d.protfs(["lock"])
+    let file = d.path("complete.txt")
+    let chmod = try confined(d, "chmod u+r '\(file)'")
+    #expect(chmod.status != 0 && chmod.stderr.contains("Operation not permitted"), "\(chmod)")
+    #expect(d.t.mode(file) == 0)
+    #expect(try confined(d, "cat '\(file)'").status != 0)
+  }
+
+  /// Needs the lock engine to hand locked items to root: before that, the app user still owns a file
+  /// it made and can chmod it back.
+  @Test func theProgramCannotChmodBackALockedFileItMade() throws {
+    let d = try LockDevice()
+    let file = d.path("mine.txt")
+    let made = try confined(d, "echo secret > '\(file)'")
+    #expect(made.status == 0, "\(made)")
+    #expect(try d.protfs(["set-class", "complete", file]).status == 0)
+    #expect(try d.protfs(["lock"]).status == 0)
+    let undo = try confined(d, "chmod u+rw '\(file)'; cat '\(file)'")
+    #expect(undo.status != 0, "\(undo)")
+    #expect(!undo.stdout.contains("secret"), "\(undo)")
+    #expect(try d.protfs(["unlock"]).status == 0)
+    let after = try confined(d, "cat '\(file)' && echo more >> '\(file)'")
+    #expect(after.status == 0 && after.stdout == "secret\n", "\(after)")
+  }
+
+  @Test func theProgramCannotTouchTheDeviceState() throws {
+    let d = try LockDevice()
+    try d.protfs(["passcode", "set", "--passcode", "1234"], environment: Self.cheap)
+    try d.protfs(["lock"])
+    let state = d.root + "/.protfs"
+    let before = try FileManager.default.contentsOfDirectory(atPath: state).sorted()
+    let record = FileManager.default.contents(atPath: state + "/lock-state.json")
+    #expect(record != nil)
+    for script in [
+      "ls '\(state)'", "cat '\(state)/lock-state.json'", "rm -f '\(state)/lock-state.json'",
+      "echo '{}' > '\(state)/lock-state.json'", "touch '\(state)/forged'", "mv '\(state)' '\(d.root)/moved'",
+      "chmod 777 '\(state)'",
+    ] {
+      let result = try confined(d, script)
+      #expect(result.status != 0, "\(script): \(result)")
+    }
+    #expect(try FileManager.default.contentsOfDirectory(atPath: state).sorted() == before)
+    #expect(FileManager.default.contents(atPath: state + "/lock-state.json") == record)
+    #expect(d.t.mode(state) == 0o700)
+  }
+
+  @Test func aUserNamespaceGivesTheProgramNothingOverLockedFiles() throws {
+    let d = try LockDevice()
+    try d.protfs(["lock"])
+    let file = d.path("complete.txt")
+    // Whether or not the kernel lets it make the namespace, it must not read or chmod the file.
+    let read = try confined(d, "unshare -r cat '\(file)'")
+    #expect(read.status != 0 && !read.stdout.contains("contents of"), "\(read)")
+    #expect(try confined(d, "unshare -r chmod 644 '\(file)'").status != 0)
+    #expect(try confined(d, "unshare -r touch '\(d.root)/.protfs/forged'").status != 0)
+    #expect(d.t.mode(file) == 0)
+  }
+
+  @Test func theProgramReadsAndWritesItsOwnContainerWhileDataIsAvailable() throws {
+    let d = try LockDevice()
+    let container = d.t.containerPath(LockDevice.bundle)
+    let script = """
+      cd '\(container)' || exit 2
+      echo one > Documents/new.txt && echo two > Documents/new.txt && cat Documents/new.txt &&
+      rm Documents/new.txt && mkdir Documents/Folder && rmdir Documents/Folder &&
+      echo cached > Library/Caches/c && cat Library/Caches/c && rm Library/Caches/c &&
+      echo scratch > tmp/t && rm tmp/t && cat Documents/none.txt
+      """
+    let result = try confined(d, script)
+    #expect(result.status == 0, "\(result)")
+    #expect(result.stdout == "two\ncached\ncontents of none.txt\n")
+    var info = stat()
+    #expect(stat(container + "/Documents", &info) == 0 && info.st_uid == 501 && info.st_gid == 501)
+    // Others' containers and the device's own directories stay closed to it.
+    #expect(try confined(d, "touch '\(d.root)/Containers/com.evil.app'").status != 0)
+    #expect(try confined(d, "touch '\(d.root)/planted'").status != 0)
+  }
+
+  @Test func aDeviceTheAppUserCannotReachIsRefusedBeforeTheProgramRuns() throws {
+    let d = try LockDevice()
+    chmod(d.t.directory, 0o700)
+    let result = try confined(d, "echo ran")
+    #expect(result.status == 1, "\(result)")
+    #expect(result.stdout.isEmpty, "\(result)")
+    #expect(result.stderr.contains("'\(d.t.directory)'") && result.stderr.contains("chmod o+x"), "\(result)")
+    #expect(result.stderr.split(separator: "\n").count == 1, "\(result)")
+  }
+
+  @Test func theProgramSeesNoPasscode() throws {
+    let d = try LockDevice()
+    try d.protfs(["passcode", "set", "--passcode", "1234"], environment: Self.cheap)
+    // The scheduled unlock needs the passcode, so exec holds it while the program runs.
+    let secrets = ["secret-on-argv", "secret-after-equals", "secret-in-env", "secret-current"]
+    let script = "env; tr '\\0' ' ' </proc/$PPID/cmdline; tr '\\0' ' ' </proc/$PPID/environ; true"
+    for options in [["--passcode", secrets[0]], ["--passcode=\(secrets[1])"]] {
+      let result = try confined(
+        d, script, options: ["--schedule", "unlock@60s"] + options,
+        environment: ["PROTFS_PASSCODE": secrets[2], "PROTFS_CURRENT_PASSCODE": secrets[3]])
+      #expect(result.status == 0, "\(result)")
+      #expect(result.stdout.contains("exec --schedule unlock@60s --passcode"), "\(result)")  // the parent's cmdline
+      for secret in secrets { #expect(!result.stdout.contains(secret), "\(secret): \(result)") }
+      #expect(!result.stdout.contains("PROTFS_PASSCODE=") && !result.stdout.contains("PROTFS_CURRENT_PASSCODE="))
+    }
+  }
+
+  @Test func theProgramCannotUnlockTheDeviceEvenKnowingThePasscode() throws {
+    let d = try LockDevice()
+    try d.protfs(["passcode", "set", "--passcode", "1234"], environment: Self.cheap)
+    try d.protfs(["lock"])
+    let protfs = "'\(Protfs.binary)' --device '\(d.root)'"
+    for command in ["unlock --passcode 1234", "passcode remove --current 1234", "reboot"] {
+      let result = try confined(d, "\(protfs) \(command)", environment: Self.cheap)
+      #expect(result.status == 1, "\(command): \(result)")
+      #expect(result.stderr.contains("Cannot read the state of the device '\(d.root)'"), "\(command): \(result)")
+    }
+    #expect(try d.protfs(["status", "--json"]).stdout.contains(#""state" : "locked""#))
+    #expect(try confined(d, "cat '\(d.path("complete.txt"))'").status != 0)
+  }
+}
+
+/// `--passcode-file` and `--current-file`: the passcode from a file or standard input, never on argv.
+@Suite struct PasscodeFileTests {
+  @Test func passcodesComeFromAFileOrStandardInput() throws {
+    let d = try LockDevice()
+    let env = ExecConfinementTests.cheap
+    let file = d.t.directory + "/passcode"
+    try "2468\n".write(toFile: file, atomically: true, encoding: .utf8)
+    let set = try d.protfs(["passcode", "set", "--passcode-file", file], environment: env)
+    #expect(set.status == 0, "\(set)")
+    try d.protfs(["lock"])
+    let wrong = try Protfs.run(
+      ["--device", d.root, "unlock", "--passcode-file", "-"], environment: env, stdin: "1357\n")
+    #expect(wrong.status == 1, "\(wrong)")
+    let right = try Protfs.run(
+      ["--device", d.root, "unlock", "--passcode-file", "-"], environment: env, stdin: "2468\n")
+    #expect(right.status == 0, "\(right)")
+    let changed = try Protfs.run(
+      ["--device", d.root, "passcode", "set", "--current-file", file, "--passcode-file", "-"], environment: env,
+      stdin: "9753\r\n")
+    #expect(changed.status == 0, "\(changed)")
+    try d.protfs(["lock"])
+    #expect(try d.protfs(["unlock", "--passcode", "9753"], environment: env).status == 0)
+  }
+
+  @Test func badPasscodeSourcesAreRefusedClearly() throws {
+    let d = try LockDevice()
+    let env = ExecConfinementTests.cheap
+    try d.protfs(["passcode", "set", "--passcode", "2468"], environment: env)
+    try d.protfs(["lock"])
+    let both = try d.protfs(["unlock", "--passcode", "2468", "--passcode-file", "-"], environment: env)
+    #expect(both.status == 64 && both.stderr.contains("not both"), "\(both)")
+    let missing = d.t.directory + "/nothing"
+    let absent = try d.protfs(["unlock", "--passcode-file", missing], environment: env)
+    #expect(absent.status == 1 && absent.stderr.contains("'\(missing)'"), "\(absent)")
+    let empty = try Protfs.run(["--device", d.root, "unlock", "--passcode-file", "-"], environment: env, stdin: "")
+    #expect(empty.status == 1 && empty.stderr.contains("holds no passcode"), "\(empty)")
+    let twice = try d.protfs(["passcode", "set", "--passcode-file", "-", "--current-file", "-"], environment: env)
+    #expect(twice.status == 64 && twice.stderr.contains("standard input"), "\(twice)")
+    #expect(try d.protfs(["status", "--json"]).stdout.contains(#""state" : "locked""#))
+  }
+}

@@ -188,22 +188,22 @@ import Testing
     ),
     (
       ["download", "--bundle", "com.example.app", "--timeout-request", "0s", "http://127.0.0.1/x"],
-      "'0s' is out of range for --timeout-request"
+      "--timeout-request: The duration '0s' is out of range; use a duration from 1s to 1d"
     ),
     (
       [
         "download", "--bundle", "com.example.app", "--timeout-request", "99999999999999999999999d",
         "http://127.0.0.1/x",
       ],
-      "out of range for --timeout-request"
+      "--timeout-request: The duration '99999999999999999999999d' is out of range"
     ),
     (
       ["download", "--bundle", "com.example.app", "--timeout-resource", "400d", "http://127.0.0.1/x"],
-      "'400d' is out of range for --timeout-resource: give a duration from 1s to 365d"
+      "--timeout-resource: The duration '400d' is out of range; use a duration from 1s to 365d"
     ),
     (
       ["download", "--bundle", "com.example.app", "--timeout-resource", "soon", "http://127.0.0.1/x"],
-      "'soon' is not a duration for --timeout-resource"
+      "--timeout-resource: 'soon' is not a duration"
     ),
     (["tasks", "resume", "abc"], "not a task number"),
     (["tasks", "resume", "99999999999999999999999"], "not a task number"),

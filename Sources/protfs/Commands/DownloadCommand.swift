@@ -154,17 +154,12 @@ enum DownloadCommand {
     -> Duration?
   {
     guard let text = invocation.value(name) else { return nil }
-    let seconds: Double
     do {
-      seconds = try HumanDuration.parse(text)
+      let seconds = try HumanDuration.parse(text, in: range)
+      return .milliseconds(Int64((seconds * 1000).rounded()))
     } catch {
-      throw invocation.usageError("'\(text)' is not a duration for --\(name); write it as 30s, 2m or 1h.")
+      throw invocation.usageError("--\(name): \(error.description)")
     }
-    let limits = "from \(Int(range.lowerBound))s to \(Int(range.upperBound) / 86400)d"
-    guard seconds.isFinite, range.contains(seconds) else {
-      throw invocation.usageError("'\(text)' is out of range for --\(name): give a duration \(limits).")
-    }
-    return .milliseconds(Int64((seconds * 1000).rounded()))
   }
 
   /// How many requests `download` records before starting them: a small first chunk gets the

@@ -182,12 +182,121 @@ import Testing
     ),
     (["download", "--bundle", "com.example.app", "--sha256", "xyz", "http://127.0.0.1/x"], "not a SHA-256 digest"),
     (["download", "--bundle", "com.example.app", "--progress", "fancy", "http://127.0.0.1/x"], "not a progress mode"),
+    (
+      ["download", "--bundle", "com.example.app", "--connections", "99999999999999999999999", "http://127.0.0.1/x"],
+      "'99999999999999999999999' is not a connection count"
+    ),
+    (
+      ["download", "--bundle", "com.example.app", "--timeout-request", "0s", "http://127.0.0.1/x"],
+      "--timeout-request: The duration '0s' is out of range; use a duration from 1s to 1d"
+    ),
+    (
+      [
+        "download", "--bundle", "com.example.app", "--timeout-request", "99999999999999999999999d",
+        "http://127.0.0.1/x",
+      ],
+      "--timeout-request: The duration '99999999999999999999999d' is out of range"
+    ),
+    (
+      ["download", "--bundle", "com.example.app", "--timeout-resource", "400d", "http://127.0.0.1/x"],
+      "--timeout-resource: The duration '400d' is out of range; use a duration from 1s to 365d"
+    ),
+    (
+      ["download", "--bundle", "com.example.app", "--timeout-resource", "soon", "http://127.0.0.1/x"],
+      "--timeout-resource: 'soon' is not a duration"
+    ),
     (["tasks", "resume", "abc"], "not a task number"),
+    (["tasks", "resume", "99999999999999999999999"], "not a task number"),
   ])
   func usageErrors(arguments: [String], message: String) throws {
     let t = try device()
     let result = try Protfs.run(["--device", t.root] + arguments)
     #expect(result.status == 64 && result.stderr.contains(message), "\(result)")
+  }
+
+  @Test func twoURLsWithOneNameGetTwoFilesAndANote() throws {
+    let t = try device()
+    let server = try NginxServer()
+    defer { server.stop() }
+    let first = try server.put(Data("first".utf8), at: "a/data.bin").absoluteString
+    let second = try server.put(Data("second".utf8), at: "b/data.bin").absoluteString
+    let result = try Protfs.run(["--device", t.root, "download", "--bundle", app, first, second])
+    #expect(result.status == 0, "\(result)")
+    let documents = t.containerPath(app, "Documents")
+    let printed = result.stdout.split(separator: "\n").map(String.init).sorted()
+    #expect(printed == ["\(documents)/data (1).bin", "\(documents)/data.bin"], "\(result)")
+    let contents = ["data.bin", "data (1).bin"].compactMap {
+      FileManager.default.contents(atPath: documents + "/" + $0).map { String(decoding: $0, as: UTF8.self) }
+    }
+    #expect(contents.sorted() == ["first", "second"])
+    #expect(
+      result.stderr.contains("was saved as 'data (1).bin': another download of this run already wrote 'data.bin'"))
+    // The same command again resumes nothing and replaces both files: still two files, no third.
+    let again = try Protfs.run(["--device", t.root, "download", "--bundle", app, first, second])
+    #expect(again.status == 0, "\(again)")
+    #expect(try FileManager.default.contentsOfDirectory(atPath: documents).sorted() == ["data (1).bin", "data.bin"])
+  }
+
+  @Test func theDestinationSwappedForASymlinkBeforeUnlockFailsTheUnlocksPlacement() throws {
+    let t = try device(defaultClass: "complete")
+    let server = try NginxServer()
+    defer { server.stop() }
+    let url = try server.put(Data("report".utf8), at: "report.pdf").absoluteString
+    #expect(try Protfs.run(["--device", t.root, "init-cache", app]).status == 0)
+    #expect(try Protfs.run(["--device", t.root, "lock"]).status == 0)
+    let waiting = try Protfs.run(["--device", t.root, "download", "--bundle", app, url])
+    try #require(waiting.status == 75, "\(waiting)")
+    let outside = try TestDevice.makeTemporaryDirectory(prefix: "protfs-outside")
+    defer { TestDevice.removeTree(outside) }
+    let documents = t.containerPath(app, "Documents")
+    try #require(rename(documents, outside + "/moved") == 0)
+    try FileManager.default.createSymbolicLink(atPath: documents, withDestinationPath: outside)
+    let unlock = try Protfs.run(["--device", t.root, "unlock"])
+    #expect(unlock.status == 1, "\(unlock)")
+    #expect(unlock.stderr.contains("could not be moved into place"), "\(unlock)")
+    #expect(unlock.stderr.contains(documents) && unlock.stderr.contains("symbolic link"), "\(unlock)")
+    #expect(!unlock.stdout.contains("Moved the download"), "\(unlock)")
+    #expect(try FileManager.default.contentsOfDirectory(atPath: outside) == ["moved"])
+    #expect(try FileManager.default.contentsOfDirectory(atPath: outside + "/moved").isEmpty)
+  }
+
+  @Test func theDestinationSwappedForASymlinkDuringADownloadFailsIt() throws {
+    let t = try device()
+    let server = try FaultServer(body: DownloadFixture.bytes(600_000), mode: .gateAfter(bytes: 200_000))
+    defer { server.stop() }
+    let process = try #require(
+      try Protfs.startDownload(
+        ["--device", t.root, "download", "--bundle", app, "--progress", "json", server.url().absoluteString],
+        untilWritten: 200_000),
+      "protfs download ended before reporting progress")
+    let outside = try TestDevice.makeTemporaryDirectory(prefix: "protfs-outside")
+    defer { TestDevice.removeTree(outside) }
+    let documents = t.containerPath(app, "Documents")
+    try #require(rename(documents, outside + "/moved") == 0)
+    try FileManager.default.createSymbolicLink(atPath: documents, withDestinationPath: outside)
+    server.openGate()
+    process.waitUntilExit()
+    #expect(process.terminationStatus == 1)
+    #expect(try FileManager.default.contentsOfDirectory(atPath: outside) == ["moved"])
+    #expect(try FileManager.default.contentsOfDirectory(atPath: outside + "/moved").isEmpty)
+    let tasks = try Protfs.run(["--device", t.root, "tasks", "--json"])
+    let records = try JSONSerialization.jsonObject(with: Data(tasks.stdout.utf8)) as! [[String: Any]]
+    #expect(records.map { $0["state"] as? String } == ["failed"])
+    let message = records.first?["errorMessage"] as? String ?? ""
+    #expect(message.contains(documents) && message.contains("symbolic link"), "\(tasks.stdout)")
+  }
+
+  @Test func aTrickleEndsAtTheResourceTimeout() throws {
+    let t = try device()
+    let server = try FaultServer(
+      body: DownloadFixture.bytes(1000), mode: .slowDrip(chunk: 1, interval: .seconds(1)))
+    defer { server.stop() }
+    let result = try Protfs.run([
+      "--device", t.root, "download", "--bundle", app, "--timeout-resource", "2s", server.url().absoluteString,
+    ])
+    #expect(result.status == 1, "\(result)")
+    #expect(result.stderr.contains("did not finish within its resource timeout of 2 s"), "\(result)")
+    #expect(!FileManager.default.fileExists(atPath: t.containerPath(app, "Documents/file.bin")))
   }
 
   @Test func unknownBundleAndDestinationOutsideTheContainer() throws {

@@ -31,6 +31,16 @@ public final class FaultServer: Sendable {
     /// Sends `first` bytes, waits for `openGate()`, sends `then` more, and then nothing more until
     /// the client leaves.
     case gateThenStall(first: Int, then: Int)
+    /// Announces a Content-Length of `length`, sends `bytes` bytes of the body, then nothing more
+    /// until the client leaves.
+    case announceThenStall(length: Int, bytes: Int)
+    /// Answers a `Range` request with 206 and a Content-Length of `length` but no Content-Range,
+    /// sends `bytes` bytes and closes.
+    case partialWithoutRange(length: Int, bytes: Int)
+    /// Every request gets a 302 to `location`.
+    case redirect(to: String)
+    /// Every response carries a header line of `bytes` bytes before its body.
+    case hugeHeader(bytes: Int)
   }
 
   /// A request the server received.
@@ -224,6 +234,13 @@ public final class FaultServer: Sendable {
       return sendStatus(fd, status)
     case .failFirst(let count, let status) where index <= count:
       return sendStatus(fd, status)
+    case .partialWithoutRange(let length, let bytes) where request.headers["range"] != nil:
+      guard send(fd, "HTTP/1.1 206 Partial Content\r\nContent-Length: \(length)\r\nETag: \(entityTag)\r\n\r\n")
+      else { return false }
+      _ = send(fd, body.prefix(bytes))
+      return false
+    case .redirect(let location):
+      return send(fd, "HTTP/1.1 302 Found\r\nLocation: \(location)\r\nContent-Length: 0\r\n\r\n")
     default:
       break
     }
@@ -246,8 +263,12 @@ public final class FaultServer: Sendable {
       }
     }
     if let disposition { extraHeaders += "Content-Disposition: \(disposition)\r\n" }
+    if case .hugeHeader(let bytes) = mode {
+      extraHeaders += "X-Padding: " + String(repeating: "a", count: bytes) + "\r\n"
+    }
     var length = slice.count
     if case .wrongContentLength(let extra) = mode { length += extra }
+    if case .announceThenStall(let announced, _) = mode { length = announced }
     guard sendHeaders(fd, status: status, length: length, tag: entityTag, extra: extraHeaders) else { return false }
     if request.method == "HEAD" { return true }
     switch mode {
@@ -257,7 +278,7 @@ public final class FaultServer: Sendable {
     case .wrongContentLength:
       _ = send(fd, slice)
       return false
-    case .stallAfter(let bytes):
+    case .stallAfter(let bytes), .announceThenStall(_, let bytes):
       _ = send(fd, slice.prefix(bytes))
       holdUntilClientLeaves(fd)
       return false

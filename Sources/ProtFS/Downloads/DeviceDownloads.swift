@@ -73,13 +73,14 @@ extension Device {
     }
     try createDirectories(container.downloadsPath)
     try createDirectories(destination)
-    // Walk both once more without following symlinks: the engine works with paths.
+    // Refuse a symlink now; the engine opens both again, the same way, each time it uses them.
     _ = try openDirectory(container.downloadsPath)
     _ = try openDirectory(destination)
     var configuration = DownloadSessionConfiguration(
       identifier: identifier, bundleID: bundleID.rawValue, storePath: downloadStorePath,
       temporaryDirectory: absolutePath(container.downloadsPath), destinationDirectory: absolutePath(destination))
     configuration.accessPolicy = DeviceDownloadAccess(device: self)
+    configuration.fileSystem = DeviceDownloadFileSystem(device: self)
     return configuration
   }
 
@@ -90,6 +91,7 @@ extension Device {
       identifier: record.sessionIdentifier, bundleID: bundleID, storePath: downloadStorePath,
       temporaryDirectory: record.temporaryDirectory, destinationDirectory: record.destinationDirectory)
     configuration.accessPolicy = DeviceDownloadAccess(device: self)
+    configuration.fileSystem = DeviceDownloadFileSystem(device: self)
     configuration.resumesReattachedTasks = false
     return configuration
   }

@@ -63,4 +63,22 @@ public enum DownloadFileName {
     }
     return count > 1 || (count == 1 && previous != UInt8(ascii: "."))
   }
+
+  /// `name` with ` (n)` before its extension, as browsers name a second download of one name:
+  /// `report (1).pdf`, `archive (2).tar.gz`, `README (1)`.
+  public static func numbered(_ name: String, _ n: Int) -> String {
+    var stem = Substring(name)
+    var suffix = Substring("")
+    // A leading dot starts a hidden name, not an extension.
+    if let dot = name.dropFirst().lastIndex(of: ".") {
+      stem = name[..<dot]
+      suffix = name[dot...]
+      // A compressed tarball keeps both parts of its extension together.
+      if stem.lowercased().hasSuffix(".tar"), stem.count > 4 {
+        suffix = name[name.index(dot, offsetBy: -4)...]
+        stem = name[..<name.index(dot, offsetBy: -4)]
+      }
+    }
+    return "\(stem) (\(n))\(suffix)"
+  }
 }

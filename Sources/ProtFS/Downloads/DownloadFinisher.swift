@@ -10,12 +10,15 @@ import Synchronization
 final class DownloadFinisher: @unchecked Sendable {
   enum Job: Sendable {
     case complete(Transfer)
-    case fail(DownloadTask, ProtFSError, deleting: String?)
+    case fail(DownloadTask, ProtFSError, deleting: TemporaryRemoval?)
     case stop(DownloadTask, StopReason)
     case exit(DispatchSemaphore)
   }
 
   private let jobs = Mutex<[Job]>([])
+  /// The destination paths this session's tasks have placed files at: a second task of the same
+  /// name gets a numbered one instead of replacing the first's file.
+  private let claimed = Mutex<Set<String>>([])
   private let available = DispatchSemaphore(value: 0)
   /// Signalled by a job that must not wait out a group window.
   private let gathering = DispatchSemaphore(value: 0)
@@ -111,11 +114,12 @@ final class DownloadFinisher: @unchecked Sendable {
         core.notifyFinishedDownloading(transfer.task) {
           URL(fileURLWithPath: transfer.temporaryPath, isDirectory: false)
         }
-        outcomes.append(place(transfer.task))
-      case .fail(let task, let error, let path):
-        // Without a path to delete, the temp file (if any) stays with the task for a later resume.
-        if let path { unlink(path) }
-        outcomes.append(settle(task, .failed, error: error) { if path != nil { $0.temporaryFileName = nil } })
+        outcomes.append(place(transfer.task, transfer: transfer))
+        close(transfer.fd)
+      case .fail(let task, let error, let removal):
+        // Without a file to delete, the temp file (if any) stays with the task for a later resume.
+        removal?.remove()
+        outcomes.append(settle(task, .failed, error: error) { if removal != nil { $0.temporaryFileName = nil } })
       case .stop(let task, let reason):
         if let outcome = stop(task, reason, replies: &resumeDataReplies) { outcomes.append(outcome) }
       case .exit(let semaphore):
@@ -139,11 +143,15 @@ final class DownloadFinisher: @unchecked Sendable {
 
   /// Moves a finished task's temp file to its destination if the access policy allows it now.
   ///
-  /// Runs on the finisher thread, or on the caller's for `completeWaitingTasks()`.
-  func place(_ task: DownloadTask) -> Outcome {
+  /// `transfer` is the attempt that just wrote the file, with its temp directory and file still
+  /// open; without one (a task that waited for unlock) both are opened again. Runs on the finisher
+  /// thread, or on the caller's for `completeWaitingTasks()`.
+  func place(_ task: DownloadTask, transfer: Transfer? = nil) -> Outcome {
     let record = task.record
     let url = task.url.absoluteString
-    guard let name = record.temporaryFileName, let destination = record.destinationPath else {
+    guard let name = record.temporaryFileName, let destination = record.destinationPath,
+      let fileName = record.fileName
+    else {
       return settle(
         task, .failed,
         error: ProtFSError(.notFound, "The finished download of '\(url)' has no temp file or file name to place."))
@@ -151,23 +159,31 @@ final class DownloadFinisher: @unchecked Sendable {
     let temporary = record.temporaryDirectory + "/" + name
     switch core.configuration.accessPolicy.canPlaceDestination(destination) {
     case .allow:
-      var moveError: Int32? = rename(temporary, destination) == 0 ? nil : errno
-      if moveError == EXDEV {
-        moveError = TemporaryFile.moveAcrossFilesystems(from: temporary, to: destination)
+      var heldDirectory = transfer?.directory
+      let placedName = claim(fileName, in: record.destinationDirectory)
+      do throws(ProtFSError) {
+        try move(record, fileName: placedName, transfer: transfer, heldDirectory: &heldDirectory)
+      } catch {
+        // The bytes are removed from wherever the held directory is now, even if it was moved
+        // out of the device: nothing of the download stays outside it.
+        heldDirectory?.removeFile(name, ifStill: transfer?.fd)
+        var failure = error
+        failure.message = "The download of '\(url)' was not placed: \(error.message)"
+        failure.hint = error.hint ?? "nothing was kept; download it again"
+        return settle(task, .failed, error: failure) { $0.temporaryFileName = nil }
       }
-      if let code = moveError {
-        unlink(temporary)
-        return settle(
-          task, .failed, error: ProtFSError.system("move the download of '\(url)' to", path: destination, errno: code)
-        ) { $0.temporaryFileName = nil }
-      }
+      if placedName != fileName { task.runtime.withLock { $0.renamedFrom = fileName } }
       // The event's URL is made only for a listener.
       let event =
         core.reportsEvents
-        ? DownloadEvent.completed(taskID: task.id, location: URL(fileURLWithPath: destination, isDirectory: false))
+        ? DownloadEvent.completed(
+          taskID: task.id,
+          location: URL(fileURLWithPath: record.destinationDirectory, isDirectory: true).appendingPathComponent(
+            placedName, isDirectory: false))
         : nil
       return settle(task, .completed, event: event) {
         $0.temporaryFileName = nil
+        $0.fileName = placedName
       }
     case .waitForUnlock:
       return settle(
@@ -175,7 +191,7 @@ final class DownloadFinisher: @unchecked Sendable {
         event: .waitingForUnlock(
           taskID: task.id, temporaryLocation: URL(fileURLWithPath: temporary, isDirectory: false)))
     case .deny(let code):
-      unlink(temporary)
+      TemporaryRemoval(task, in: core.configuration.fileSystem)?.remove()
       return settle(
         task, .failed,
         error: ProtFSError(
@@ -184,6 +200,109 @@ final class DownloadFinisher: @unchecked Sendable {
           path: destination, errno: code, hint: "unlock the device and download it again")
       ) { $0.temporaryFileName = nil }
     }
+  }
+
+  /// `fileName`, or the first numbered variant of it (`name (1).ext`) that no other task of this
+  /// session has placed in `directory`, now claimed for the caller. A file there from before the
+  /// session is replaced, as the same download run again replaces its earlier result.
+  private func claim(_ fileName: String, in directory: String) -> String {
+    claimed.withLock { paths in
+      var name = fileName
+      var n = 0
+      while paths.contains(directory + "/" + name) {
+        n += 1
+        name = DownloadFileName.numbered(fileName, n)
+      }
+      paths.insert(directory + "/" + name)
+      return name
+    }
+  }
+
+  /// Labels the finished temp file with its destination's class and renames it there, between
+  /// directories opened without following a symlink. A temp directory that is no longer the one
+  /// the bytes were written in (moved, replaced, or swapped for a link) fails the placement.
+  /// `heldDirectory` is set to the temp directory as soon as it is open, for the caller's cleanup.
+  private func move(
+    _ record: DownloadTaskRecord, fileName: String, transfer: Transfer?, heldDirectory: inout DirectoryHandle?
+  ) throws(ProtFSError) {
+    let fileSystem = core.configuration.fileSystem
+    let name = record.temporaryFileName!
+    let current: DirectoryHandle
+    do throws(ProtFSError) {
+      current = try fileSystem.openDirectory(record.temporaryDirectory, creating: false)
+    } catch {
+      if heldDirectory == nil { throw error }
+      throw Self.directoryChanged(record.temporaryDirectory, because: error)
+    }
+    if let held = heldDirectory {
+      guard held.isSameDirectory(as: current) else { throw Self.directoryChanged(record.temporaryDirectory) }
+    } else {
+      heldDirectory = current
+    }
+    let source = heldDirectory!
+    let destination = try fileSystem.openDirectory(record.destinationDirectory, creating: false)
+    let file: FileDescriptor
+    if let transfer {
+      file = FileDescriptor(borrowing: transfer.fd)
+    } else {
+      file = try Self.openFinishedFile(name, in: source)
+    }
+    try Self.requirePrivateFile(file.fd, at: source.pathOf(name))
+    try fileSystem.label(file: file.fd, for: destination)
+    switch valueOrErrno({ renameat(source.fd, name, destination.fd, fileName) }) {
+    case .success:
+      // The held destination may have been moved out of the device between its opening and the
+      // rename: then the file is taken back out of it and the task fails.
+      let now = try? fileSystem.openDirectory(record.destinationDirectory, creating: false)
+      guard let now, now.isSameDirectory(as: destination) else {
+        destination.removeFile(fileName, ifStill: file.fd)
+        throw Self.directoryChanged(record.destinationDirectory)
+      }
+    case .failure(let e) where e == .crossDevice:
+      let failure = TemporaryFile.moveAcrossFilesystems(name, in: source, to: fileName, in: destination) { fd in
+        do throws(ProtFSError) {
+          try fileSystem.label(file: fd, for: destination)
+          return nil
+        } catch {
+          return error.errno ?? EIO
+        }
+      }
+      if let failure {
+        throw ProtFSError.system("move the download to", path: destination.pathOf(fileName), errno: failure)
+      }
+    case .failure(let e):
+      throw ProtFSError.system("move the download to", path: destination.pathOf(fileName), errno: e.rawValue)
+    }
+  }
+
+  /// Opens the finished temp file `name` of a task that waited, never following a symlink.
+  private static func openFinishedFile(_ name: String, in directory: DirectoryHandle) throws(ProtFSError)
+    -> FileDescriptor
+  {
+    FileDescriptor(owning: try directory.openFile(name, flags: O_RDONLY | O_NONBLOCK))
+  }
+
+  /// Refuses to label, hand over or move anything but a regular file with one link: another link
+  /// (made while the download ran) could be outside the device, and the label and owner would
+  /// change that item too.
+  private static func requirePrivateFile(_ fd: Int32, at path: String) throws(ProtFSError) {
+    var status = stat()
+    _ = try valueOrErrno { fstat(fd, &status) }.orThrow("read", path: path)
+    guard status.st_mode & S_IFMT == S_IFREG, status.st_nlink == 1 else {
+      throw ProtFSError(
+        .invalidArgument,
+        "The temp file '\(path)' is not a regular file with a single link (another name was linked to it); protfs does not move it.",
+        path: path, hint: "nothing was kept; download it again")
+    }
+  }
+
+  static func directoryChanged(_ path: String, because cause: ProtFSError? = nil) -> ProtFSError {
+    var message =
+      "the directory '\(path)' was moved, replaced or swapped for a symbolic link during the download"
+    if let cause { message += " (\(cause.message.hasSuffix(".") ? String(cause.message.dropLast()) : cause.message))" }
+    return ProtFSError(
+      .symlink, message + "; the downloaded file was removed.", path: path, errno: ELOOP,
+      hint: "leave the container's directories in place while a download runs, then download it again")
   }
 
   private func settle(
@@ -210,8 +329,8 @@ final class DownloadFinisher: @unchecked Sendable {
       if let expected, let digest = t.digest {
         let actual = digest.finalizeHex()
         if actual != expected.lowercased() {
+          t.directory.removeFile(t.temporaryFileName, ifStill: t.fd)
           close(t.fd)
-          unlink(t.temporaryPath)
           let error = ProtFSError(
             .checksumMismatch,
             "The download of '\(t.task.url.absoluteString)' has SHA-256 \(actual), not the expected \(expected.lowercased()); nothing was kept.",
@@ -230,7 +349,7 @@ final class DownloadFinisher: @unchecked Sendable {
         for t in passed { _ = fsync(t.fd) }
       }
     }
-    for t in passed { close(t.fd) }
+    // The descriptors stay open until placement, which labels the file through them.
     return passed
   }
 
@@ -246,7 +365,7 @@ final class DownloadFinisher: @unchecked Sendable {
       return settle(task, .suspended)
     case .cancel:
       guard !(record.state == .completed || record.state == .failed) else { return nil }
-      if let path = task.temporaryLocation?.path { unlink(path) }
+      TemporaryRemoval(task, in: core.configuration.fileSystem)?.remove()
       return settle(task, .failed, error: cancelled) { $0.temporaryFileName = nil }
     case .cancelProducingResumeData(let reply):
       guard !(record.state == .completed || record.state == .failed), let name = record.temporaryFileName else {
@@ -255,8 +374,8 @@ final class DownloadFinisher: @unchecked Sendable {
         return settle(task, .failed, error: cancelled)
       }
       var size: Int64 = record.bytesReceived
-      var status = stat()
-      if lstat(record.temporaryDirectory + "/" + name, &status) == 0 { size = Int64(status.st_size) }
+      let directory = try? core.configuration.fileSystem.openDirectory(record.temporaryDirectory, creating: false)
+      if let status = try? directory?.status(name) { size = status.size }
       let data = DownloadResumeData(
         url: task.url, bytesReceived: size, bytesExpected: record.bytesExpected,
         temporaryDirectory: record.temporaryDirectory, temporaryFileName: name,
@@ -268,4 +387,45 @@ final class DownloadFinisher: @unchecked Sendable {
       return settle(task, .failed, error: cancelled) { $0.bytesReceived = size }
     }
   }
+}
+
+/// A temp file to delete when its task fails: its name in the directory it was made in, held open
+/// when the caller still has it.
+struct TemporaryRemoval: Sendable {
+  /// The temp directory, or nil when it can no longer be opened safely (the file is left alone).
+  let directory: DirectoryHandle?
+  let name: String
+
+  init(directory: DirectoryHandle?, name: String) {
+    self.directory = directory
+    self.name = name
+  }
+
+  /// The temp file of `task`, if it has one, with its directory opened through `fileSystem`.
+  init?(_ task: DownloadTask, in fileSystem: any DownloadFileSystem) {
+    let record = task.record
+    guard let name = record.temporaryFileName else { return nil }
+    self.init(directory: try? fileSystem.openDirectory(record.temporaryDirectory, creating: false), name: name)
+  }
+
+  /// Deletes the file, relative to its directory.
+  func remove() { directory?.removeFile(name, ifStill: nil) }
+}
+
+/// A descriptor closed when the value goes away, unless it was only borrowed.
+final class FileDescriptor {
+  let fd: Int32
+  private let owned: Bool
+
+  init(owning fd: Int32) {
+    self.fd = fd
+    owned = true
+  }
+
+  init(borrowing fd: Int32) {
+    self.fd = fd
+    owned = false
+  }
+
+  deinit { if owned { close(fd) } }
 }

@@ -128,12 +128,14 @@ public final class DownloadSession: Sendable {
         result[index] = match.task
         continue
       }
-      let record = DownloadTaskRecord(
+      var record = DownloadTaskRecord(
         id: 0, sessionIdentifier: identifier, url: url, destinationDirectory: directory,
         fileName: request.fileName, temporaryDirectory: configuration.temporaryDirectory, temporaryFileName: nil,
         state: .suspended, bytesReceived: 0, bytesExpected: -1, entityTag: nil, lastModified: nil,
         expectedSHA256: digest, errorMessage: nil, errorNumber: nil, taskDescription: request.taskDescription,
         createdAt: now, updatedAt: now)
+      record.requestTimeout = Monotonic.seconds(configuration.requestTimeout)
+      record.resourceTimeout = Monotonic.seconds(configuration.resourceTimeout)
       fresh.append((index, record, request))
     }
     let inserted = try core.store.insert(fresh.map(\.record), owner: core.owner)
@@ -154,13 +156,15 @@ public final class DownloadSession: Sendable {
     if let name = data.fileName { _ = try DownloadFileName.validate(name, source: "the resume data") }
     _ = try DownloadFileName.validate(data.temporaryFileName, source: "the resume data")
     let now = Date().timeIntervalSince1970
-    let record = DownloadTaskRecord(
+    var record = DownloadTaskRecord(
       id: 0, sessionIdentifier: identifier, url: data.url.absoluteString,
       destinationDirectory: data.destinationDirectory,
       fileName: data.fileName, temporaryDirectory: data.temporaryDirectory, temporaryFileName: data.temporaryFileName,
       state: .suspended, bytesReceived: data.bytesReceived, bytesExpected: data.bytesExpected,
       entityTag: data.entityTag, lastModified: data.lastModified, expectedSHA256: data.expectedSHA256,
       errorMessage: nil, errorNumber: nil, taskDescription: data.taskDescription, createdAt: now, updatedAt: now)
+    record.requestTimeout = Monotonic.seconds(configuration.requestTimeout)
+    record.resourceTimeout = Monotonic.seconds(configuration.resourceTimeout)
     let inserted = try core.store.insert([record], owner: core.owner)[0]
     let task = DownloadTask(record: inserted, url: data.url, fileNameIsExplicit: data.fileName != nil, core: core)
     core.tasks.withLock { $0[task.id] = task }

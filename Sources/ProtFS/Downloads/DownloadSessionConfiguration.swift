@@ -21,9 +21,16 @@ public struct DownloadSessionConfiguration: Sendable {
   public var retryMaximumDelay: Duration = .seconds(30)
   /// How long to wait for a connection.
   public var connectTimeout: Duration = .seconds(30)
-  /// How long a transfer may receive nothing before it times out (URLSession's
-  /// `timeoutIntervalForRequest`).
+  /// How long a transfer may receive nothing, or less than `minimumSpeed` bytes a second, before
+  /// the attempt times out and is retried (URLSession's `timeoutIntervalForRequest`). New tasks
+  /// keep the value, so that a later session resuming them applies it too.
   public var requestTimeout: Duration = .seconds(60)
+  /// The speed, in bytes a second averaged over `requestTimeout`, below which a transfer counts as
+  /// stalled: a server trickling a byte a second is as stuck as a silent one.
+  public var minimumSpeed: Int = 100
+  /// How long a task may take in all, from its creation and across resumes, before it fails for
+  /// good (URLSession's `timeoutIntervalForResource`, 7 days). New tasks keep the value.
+  public var resourceTimeout: Duration = .seconds(7 * 86400)
   /// libcurl's receive buffer (`CURLOPT_BUFFERSIZE`), and the staging buffer bytes gather in
   /// before a write. 128 KiB keeps both in the CPU's cache: measured against 64 KiB to 1 MiB for a
   /// 1 GiB download from nginx on loopback, it was the fastest (0.63-0.90 s, against 1.1-1.4 s
@@ -50,6 +57,9 @@ public struct DownloadSessionConfiguration: Sendable {
   public var accessCheckInterval: Duration = .milliseconds(250)
   /// The lock policy consulted before writing a temp file and before placing a result.
   public var accessPolicy: any DownloadAccessPolicy = AllowAllDownloadAccess()
+  /// How the temp and destination directories are opened (held, following no symlink on a device)
+  /// and how new files are labelled.
+  public var fileSystem: any DownloadFileSystem = PlainDownloadFileSystem()
   /// The user agent sent to HTTP servers.
   public var userAgent: String = "protfs"
   /// A PEM file of certificate authorities to trust for HTTPS instead of the system's

@@ -54,6 +54,11 @@ public final class DownloadStore: Sendable {
       // instead of moving its entry to NULL, and the index stays the size of the open work.
       try db.query("DROP INDEX IF EXISTS tasks_by_owner")
       try db.query("CREATE INDEX IF NOT EXISTS tasks_by_live_owner ON tasks(owner) WHERE owner IS NOT NULL")
+      // The timeouts came later: a store made before them gets the columns, empty (the session's apply).
+      let known = Set(try db.query("PRAGMA table_info(tasks)").compactMap { $0[1].string })
+      for column in ["request_timeout", "resource_timeout"] where !known.contains(column) {
+        try db.query("ALTER TABLE tasks ADD COLUMN \(column) REAL")
+      }
     }
   }
 
@@ -91,18 +96,25 @@ public final class DownloadStore: Sendable {
 
   private static let columns = """
     id, session, url, destination_dir, file_name, temp_dir, temp_name, state, bytes_received, \
-    bytes_expected, etag, last_modified, sha256, error_text, error_errno, description, created_at, updated_at
+    bytes_expected, etag, last_modified, sha256, error_text, error_errno, description, created_at, updated_at, \
+    request_timeout, resource_timeout
     """
 
+  /// How many values `columns` selects; what a query adds after them starts here.
+  private static let columnCount = 20
+
   private static func record(_ row: [SQLiteValue]) -> DownloadTaskRecord {
-    DownloadTaskRecord(
+    var record = DownloadTaskRecord(
       id: row[0].int64 ?? 0, sessionIdentifier: row[1].string ?? "", url: row[2].string ?? "",
       destinationDirectory: row[3].string ?? "", fileName: row[4].string, temporaryDirectory: row[5].string ?? "",
       temporaryFileName: row[6].string, state: DownloadState(rawValue: row[7].string ?? "") ?? .failed,
       bytesReceived: row[8].int64 ?? 0, bytesExpected: row[9].int64 ?? -1, entityTag: row[10].string,
       lastModified: row[11].string, expectedSHA256: row[12].string, errorMessage: row[13].string,
-      errorNumber: row[14].int64.map { Int32($0) }, taskDescription: row[15].string,
+      errorNumber: row[14].int64.flatMap { Int32(exactly: $0) }, taskDescription: row[15].string,
       createdAt: row[16].double ?? 0, updatedAt: row[17].double ?? 0)
+    record.requestTimeout = row[18].double
+    record.resourceTimeout = row[19].double
+    return record
   }
 
   /// Every task, or those of one session, oldest first.
@@ -133,10 +145,13 @@ public final class DownloadStore: Sendable {
           """
           INSERT INTO tasks (session, url, destination_dir, file_name, temp_dir, temp_name, state, bytes_received,
             bytes_expected, etag, last_modified, sha256, error_text, error_errno, description, owner, owner_pid,
-            created_at, updated_at)
-          VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+            created_at, updated_at, request_timeout, resource_timeout)
+          VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
           """,
-          Self.values(r) + [.text(owner), .integer(Int64(getpid())), .real(r.createdAt), .real(r.updatedAt)])
+          Self.values(r) + [
+            .text(owner), .integer(Int64(getpid())), .real(r.createdAt), .real(r.updatedAt),
+            r.requestTimeout.map { .real($0) } ?? .null, r.resourceTimeout.map { .real($0) } ?? .null,
+          ])
         result[index].id = db.lastInsertRowID
       }
       return result
@@ -247,8 +262,8 @@ public final class DownloadStore: Sendable {
         [.text(session)])
       var claimed: [DownloadTaskRecord] = []
       for row in rows {
-        let currentOwner = row[18].string
-        let pid = row[19].int64.map { pid_t($0) }
+        let currentOwner = row[Self.columnCount].string
+        let pid = row[Self.columnCount + 1].int64.map { pid_t($0) }
         if let currentOwner, currentOwner != owner, let pid, Self.processIsAlive(pid) { continue }
         let record = Self.record(row)
         try db.query(
@@ -268,7 +283,15 @@ public final class DownloadStore: Sendable {
     }
   }
 
-  private static func processIsAlive(_ pid: pid_t) -> Bool {
-    kill(pid, 0) == 0 || errno == EPERM
+  /// Whether process `pid` exists and is not a zombie: a process killed but not yet reaped by its
+  /// parent still answers `kill(pid, 0)`, yet will never touch its tasks again.
+  static func processIsAlive(_ pid: pid_t) -> Bool {
+    guard kill(pid, 0) == 0 || errno == EPERM else { return false }
+    // /proc/PID/stat is "pid (comm) S …": the state follows the last ')', as comm may hold one.
+    guard let stat = try? String(contentsOfFile: "/proc/\(pid)/stat", encoding: .utf8),
+      let close = stat.lastIndex(of: ")")
+    else { return true }
+    let state = stat[stat.index(after: close)...].drop(while: { $0 == " " }).first
+    return state != "Z" && state != "X"
   }
 }

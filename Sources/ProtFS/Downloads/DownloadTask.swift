@@ -11,6 +11,9 @@ public final class DownloadTask: Sendable {
     var fileNameIsExplicit: Bool
     /// Attempts made since the last `resume()`.
     var attempts = 0
+    /// The name the file would have had, when another task of the session had already placed one
+    /// of that name in the same directory.
+    var renamedFrom: String?
     var waiters: [CheckedContinuation<DownloadState, Never>] = []
   }
 
@@ -35,6 +38,9 @@ public final class DownloadTask: Sendable {
   public var state: DownloadState { runtime.withLock { $0.record.state } }
   /// The error a failed task ended with.
   public var error: ProtFSError? { runtime.withLock { $0.error } }
+  /// The name the file would have had, when another task of this session had already placed a
+  /// file of that name in the same directory and this one got a numbered name (`name (1).ext`).
+  public var renamedFrom: String? { runtime.withLock { $0.renamedFrom } }
   /// Bytes received so far (`countOfBytesReceived`).
   public var countOfBytesReceived: Int64 { runtime.withLock { $0.record.bytesReceived } }
   /// Bytes expected in total, or -1 when unknown (`countOfBytesExpectedToReceive`).

@@ -38,6 +38,12 @@ public struct DownloadTaskRecord: Sendable, Equatable, Codable {
   public var createdAt: Double
   /// When the record last changed (seconds since 1970).
   public var updatedAt: Double
+  /// The longest time, in seconds, the task's transfer may go with no data or too little, before
+  /// the attempt times out (URLSession's `timeoutIntervalForRequest`); nil for the session's.
+  public var requestTimeout: Double?
+  /// The longest time, in seconds from its creation, the task may take in all, across resumes
+  /// (URLSession's `timeoutIntervalForResource`); nil for the session's.
+  public var resourceTimeout: Double?
 
   /// The destination file's absolute path, once the file name is known.
   public var destinationPath: String? {

@@ -68,9 +68,28 @@ final class SQLiteDatabase: @unchecked Sendable {
     sqlite3_close_v2(handle)
   }
 
-  private func failure(_ what: String) -> ProtFSError {
+  /// The error of the last failed call, naming the store file and what to do; never the statement,
+  /// which tells a user nothing.
+  private func failure() -> ProtFSError {
     let text = String(cString: sqlite3_errmsg(handle))
-    return ProtFSError(.io, "Cannot \(what) in the task store '\(path)': \(text).", path: path)
+    let directory = (path as NSString).deletingLastPathComponent
+    let hint: String?
+    switch sqlite3_errcode(handle) & 0xFF {
+    case SQLITE_READONLY, SQLITE_PERM, SQLITE_CANTOPEN, SQLITE_AUTH:
+      hint =
+        "make '\(path)' and its directory '\(directory)' writable (a read-only or immutable file or filesystem), then run the command again"
+    case SQLITE_FULL:
+      hint = "free space on the filesystem of '\(directory)', then run the command again"
+    case SQLITE_IOERR:
+      hint = "check the disk holding '\(directory)'"
+    case SQLITE_CORRUPT, SQLITE_NOTADB:
+      hint = "the store is damaged; move '\(path)' away to start again with no download tasks"
+    case SQLITE_BUSY, SQLITE_LOCKED:
+      hint = "another protfs process holds the store; wait for it to finish, then run the command again"
+    default:
+      hint = nil
+    }
+    return ProtFSError(.io, "Cannot use the download task store '\(path)': \(text).", path: path, hint: hint)
   }
 
   /// Runs statements without results.
@@ -79,7 +98,7 @@ final class SQLiteDatabase: @unchecked Sendable {
   }
 
   private func executeLocked(_ sql: String) throws(ProtFSError) {
-    guard sqlite3_exec(handle, sql, nil, nil, nil) == SQLITE_OK else { throw failure("run '\(sql)'") }
+    guard sqlite3_exec(handle, sql, nil, nil, nil) == SQLITE_OK else { throw failure() }
   }
 
   /// Runs `body` inside `BEGIN IMMEDIATE … COMMIT`, so concurrent processes serialise their writes
@@ -128,7 +147,7 @@ final class SQLiteDatabase: @unchecked Sendable {
     } else {
       var prepared: OpaquePointer?
       guard sqlite3_prepare_v2(handle, sql, -1, &prepared, nil) == SQLITE_OK, let prepared else {
-        throw failure("prepare '\(sql)'")
+        throw failure()
       }
       statements[sql] = prepared
       statement = prepared
@@ -150,7 +169,7 @@ final class SQLiteDatabase: @unchecked Sendable {
     while true {
       let rc = sqlite3_step(statement)
       if rc == SQLITE_DONE { return rows }
-      guard rc == SQLITE_ROW else { throw failure("run '\(sql)'") }
+      guard rc == SQLITE_ROW else { throw failure() }
       var row: [SQLiteValue] = []
       for column in 0..<sqlite3_column_count(statement) {
         switch sqlite3_column_type(statement, column) {

@@ -1,3 +1,4 @@
+import CProtFSSys
 import Foundation
 
 /// The `CFNetworkDownload_XXXXXX.tmp` files a download writes into, named as nsurlsessiond names them.
@@ -23,17 +24,35 @@ enum TemporaryFile {
     return "CFNetworkDownload_\(suffix).tmp"
   }
 
-  /// Opens the task's temp file in `directory` (created when missing): the existing one when
-  /// `existingName` is still there, emptied unless `canContinue`, else a new one made with `O_EXCL`.
-  static func open(directory: String, existingName: String?, canContinue: Bool) throws(ProtFSError) -> Opened {
+  /// Opens the task's temp file in the held `directory`: the existing one when `existingName` is
+  /// still there, emptied unless `canContinue`, else a new one made with `O_EXCL` and given its
+  /// label by `label` before any byte is written.
+  static func open(
+    in directory: DirectoryHandle, existingName: String?, canContinue: Bool,
+    label: (Int32) throws(ProtFSError) -> Void
+  ) throws(ProtFSError) -> Opened {
     if let existingName {
-      let path = directory + "/" + existingName
       // Read-write: a resumed download with a digest to check reads back the bytes it has.
-      switch valueOrErrno({ Foundation.open(path, O_RDWR | O_NOFOLLOW | O_CLOEXEC) }) {
+      switch valueOrErrno({ protfs_openat(directory.fd, existingName, O_RDWR | O_NOFOLLOW | O_CLOEXEC, 0) }) {
       case .success(let fd):
-        TemporaryFileLock.hold(fd)  // tells `cache purge` in another process that this file is live
         var status = stat()
         fstat(fd, &status)
+        // Another link to the file could be outside the device: only a private regular file continues.
+        guard status.st_mode & S_IFMT == S_IFREG, status.st_nlink == 1 else {
+          close(fd)
+          throw ProtFSError(
+            .invalidArgument,
+            "The temp file '\(directory.pathOf(existingName))' is not a regular file with a single link; protfs does not write to it.",
+            path: directory.pathOf(existingName), hint: "remove it with `protfs cache purge`, then download again")
+        }
+        // A temp file left by an older protfs may carry no label yet; the label is idempotent.
+        do {
+          try label(fd)
+        } catch {
+          close(fd)
+          throw error
+        }
+        TemporaryFileLock.hold(fd)  // tells `cache purge` in another process that this file is live
         var size = Int64(status.st_size)
         if !canContinue && size > 0 {
           // Without a validator the server cannot tell us whether these bytes are still good.
@@ -44,29 +63,27 @@ enum TemporaryFile {
       case .failure(let e) where e == .noSuchFile:
         break
       case .failure(let e):
-        throw ProtFSError.system("open the temp file", path: path, errno: e.rawValue)
+        throw ProtFSError.system("open the temp file", path: directory.pathOf(existingName), errno: e.rawValue)
       }
     }
-    var createdDirectory = false
     while true {
       let name = randomName()
-      let path = directory + "/" + name
-      switch valueOrErrno({ Foundation.open(path, O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0o644) }) {
+      switch valueOrErrno({
+        protfs_openat(directory.fd, name, O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0o644)
+      }) {
       case .success(let fd):
+        do {
+          try label(fd)
+        } catch {
+          unlinkat(directory.fd, name, 0)
+          close(fd)
+          throw error
+        }
         TemporaryFileLock.hold(fd)
         return Opened(fd: fd, name: name, size: 0)
       case .failure(let e) where e == .exists: continue
-      case .failure(let e) where e == .noSuchFile && !createdDirectory:
-        // nsurlsessiond creates the Downloads directory on first use; so do we.
-        createdDirectory = true
-        do {
-          try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
-        } catch {
-          throw ProtFSError(
-            .io, "Cannot create the downloads directory '\(directory)': \(error.localizedDescription).",
-            path: directory)
-        }
-      case .failure(let e): throw ProtFSError.system("create the temp file", path: path, errno: e.rawValue)
+      case .failure(let e):
+        throw ProtFSError.system("create the temp file", path: directory.pathOf(name), errno: e.rawValue)
       }
     }
   }
@@ -88,24 +105,27 @@ enum TemporaryFile {
     return nil
   }
 
-  /// Moves `source` to `destination` on another filesystem (where rename(2) fails with EXDEV):
-  /// copies into a new temp file next to the destination, flushes it and renames it into place, so
-  /// the destination still never holds a partial file. Returns the errno of a failure.
-  static func moveAcrossFilesystems(from source: String, to destination: String) -> Int32? {
-    let input = Foundation.open(source, O_RDONLY | O_NOFOLLOW | O_CLOEXEC)
+  /// Moves `name` from the held directory `source` to `destinationName` in the held `destination`
+  /// on another filesystem (where renameat(2) fails with EXDEV): copies into a new temp file next
+  /// to the destination, labels and flushes it and renames it into place, so the destination still
+  /// never holds a partial or unlabelled file. Returns the errno of a failure.
+  static func moveAcrossFilesystems(
+    _ name: String, in source: DirectoryHandle, to destinationName: String, in destination: DirectoryHandle,
+    label: (Int32) -> Int32?
+  ) -> Int32? {
+    let input = protfs_openat(source.fd, name, O_RDONLY | O_NOFOLLOW | O_CLOEXEC, 0)
     guard input >= 0 else { return errno }
     defer { close(input) }
     var status = stat()
     guard fstat(input, &status) == 0 else { return errno }
-    let directory = (destination as NSString).deletingLastPathComponent
     var output: Int32 = -1
     var staging = ""
     while output < 0 {
-      staging = directory + "/" + randomName()
-      output = Foundation.open(staging, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0o644)
+      staging = randomName()
+      output = protfs_openat(destination.fd, staging, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0o644)
       if output < 0 && errno != EEXIST { return errno }
     }
-    var failure: Int32?
+    var failure: Int32? = label(output)
     var remaining = Int(status.st_size)
     while remaining > 0 && failure == nil {
       let sent = sendfile(output, input, nil, min(remaining, 1 << 30))
@@ -114,12 +134,12 @@ enum TemporaryFile {
     }
     if failure == nil && fsync(output) != 0 { failure = errno }
     if close(output) != 0 && failure == nil { failure = errno }
-    if failure == nil && rename(staging, destination) != 0 { failure = errno }
+    if failure == nil && renameat(destination.fd, staging, destination.fd, destinationName) != 0 { failure = errno }
     if let failure {
-      unlink(staging)
+      unlinkat(destination.fd, staging, 0)
       return failure
     }
-    unlink(source)
+    unlinkat(source.fd, name, 0)
     return nil
   }
 }

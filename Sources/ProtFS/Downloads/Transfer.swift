@@ -12,6 +12,9 @@ final class Transfer: @unchecked Sendable {
   /// The temp file, open for writing.
   let fd: Int32
   let temporaryDirectory: String
+  /// The temp directory, held open from the temp file's creation to the placement, so that every
+  /// operation on the file is relative to the directory it was made in.
+  let directory: DirectoryHandle
   let temporaryFileName: String
   /// The byte the request asked to start at (`Range: bytes=offset-`).
   let offset: Int64
@@ -44,6 +47,13 @@ final class Transfer: @unchecked Sendable {
   /// The server answered 206 for another range than asked: start over from byte 0.
   var rangeMismatch = false
   var lastActivity: UInt64
+  /// The request timeout of this task, in nanoseconds.
+  var requestLimit: UInt64 = 0
+  /// When the task's resource timeout ends (seconds since 1970).
+  var deadline: Double = .infinity
+  /// Where the current minimum-speed window began, and the position then.
+  var speedWindowStart: UInt64
+  var speedWindowPosition: Int64
   var lastProgressEvent: UInt64 = 0
   /// The position the last progress event announced. Kept apart from the task's count, which the
   /// store snapshots also move: bytes a snapshot recorded still get their event.
@@ -54,10 +64,13 @@ final class Transfer: @unchecked Sendable {
   var lastModified: String?
   var contentDisposition: String?
   var contentRange: String?
+  /// The last redirect's target, to explain a redirect that was refused.
+  var location: String?
 
   init(
     task: DownloadTask, easy: UnsafeMutableRawPointer, fd: Int32, temporaryDirectory: String,
-    temporaryFileName: String, offset: Int64, isHTTP: Bool, hostKey: String, digest: SHA256Digest?,
+    directory: DirectoryHandle, temporaryFileName: String, offset: Int64, isHTTP: Bool, hostKey: String,
+    digest: SHA256Digest?,
     staging: UnsafeMutableRawBufferPointer, writesBehind: Bool
   ) {
     self.staging = staging
@@ -66,6 +79,7 @@ final class Transfer: @unchecked Sendable {
     self.easy = easy
     self.fd = fd
     self.temporaryDirectory = temporaryDirectory
+    self.directory = directory
     self.temporaryFileName = temporaryFileName
     self.offset = offset
     flushed = offset
@@ -74,6 +88,8 @@ final class Transfer: @unchecked Sendable {
     self.hostKey = hostKey
     self.digest = digest
     lastActivity = Monotonic.now
+    speedWindowStart = lastActivity
+    speedWindowPosition = offset
     errorBuffer.initialize(repeating: 0, count: Int(CURL_ERROR_SIZE) + 1)
   }
 
@@ -114,6 +130,10 @@ final class Transfer: @unchecked Sendable {
       lastModified = nil
       contentDisposition = nil
       contentRange = nil
+      return
+    }
+    if Self.hasPrefix(line, "location:") {
+      location = Self.value(line, after: 9)
       return
     }
     if Self.hasPrefix(line, "etag:") {
@@ -201,7 +221,7 @@ final class Transfer: @unchecked Sendable {
           rangeMismatch = true
           return false
         }
-        bytesExpected = range?.total ?? (contentLength >= 0 ? offset + contentLength : -1)
+        bytesExpected = range?.total ?? (contentLength >= 0 ? Self.sum(offset, contentLength) : -1)
       case 200..<300:
         // 200 to a Range request: the server ignored it or the entity changed (If-Range): start over.
         if offset > 0 { restartFile() }
@@ -211,7 +231,7 @@ final class Transfer: @unchecked Sendable {
         return false
       }
     } else {
-      bytesExpected = contentLength >= 0 ? offset + contentLength : -1
+      bytesExpected = contentLength >= 0 ? Self.sum(offset, contentLength) : -1
     }
     if let value = contentDisposition, !task.runtime.withLock({ $0.fileNameIsExplicit }) {
       do {
@@ -239,6 +259,13 @@ final class Transfer: @unchecked Sendable {
       task.core.persistNow(record)
     }
     return true
+  }
+
+  /// `a + b`, or Int64.max where that overflows: the server chooses the Content-Length, and one
+  /// near Int64.max on a resumed transfer must not trap.
+  private static func sum(_ a: Int64, _ b: Int64) -> Int64 {
+    let (value, overflow) = a.addingReportingOverflow(b)
+    return overflow ? .max : value
   }
 
   /// Empties the temp file, for a server that sent the whole entity again.
@@ -274,8 +301,20 @@ enum Monotonic {
     return UInt64(ts.tv_sec) * 1_000_000_000 + UInt64(ts.tv_nsec)
   }
 
+  /// `seconds` in nanoseconds, clamped: a value read back from the store may be anything.
+  static func nanoseconds(seconds: Double) -> UInt64 {
+    guard seconds.isFinite, seconds > 0 else { return 0 }
+    return seconds >= 1.8e10 ? UInt64.max / 2 : UInt64(seconds * 1e9)
+  }
+
+  static func seconds(_ duration: Duration) -> Double {
+    Double(duration.components.seconds) + Double(duration.components.attoseconds) / 1e18
+  }
+
   static func nanoseconds(_ duration: Duration) -> UInt64 {
     let (seconds, attoseconds) = duration.components
-    return UInt64(max(0, seconds)) * 1_000_000_000 + UInt64(max(0, attoseconds) / 1_000_000_000)
+    // Saturating: a library caller may configure any duration.
+    let (whole, overflow) = UInt64(max(0, seconds)).multipliedReportingOverflow(by: 1_000_000_000)
+    return overflow || whole > UInt64.max / 2 ? UInt64.max / 2 : whole + UInt64(max(0, attoseconds) / 1_000_000_000)
   }
 }

@@ -205,6 +205,15 @@ final class TransferEngine: @unchecked Sendable {
       return
     }
     let url = task.url
+    // The resource timeout runs from the task's creation, whichever process resumes it.
+    let resourceLimit = Self.stored(record.resourceTimeout) ?? Monotonic.seconds(configuration.resourceTimeout)
+    let deadline = record.createdAt + resourceLimit
+    if Date().timeIntervalSince1970 > deadline {
+      fail(
+        task, Self.resourceTimedOut(url.absoluteString, limit: resourceLimit),
+        deleting: TemporaryRemoval(task, in: configuration.fileSystem))
+      return
+    }
     let scheme = url.scheme?.lowercased() ?? ""
     guard ["http", "https", "file"].contains(scheme) else {
       let shown = url.scheme ?? ""
@@ -237,11 +246,17 @@ final class TransferEngine: @unchecked Sendable {
         ), deleting: nil)
       return
     }
+    // The directory is opened once, following no symlink, and held: the temp file is created,
+    // written and later placed relative to it.
+    let fileSystem = configuration.fileSystem
+    let held: DirectoryHandle
     let opened: TemporaryFile.Opened
     do {
+      held = try fileSystem.openDirectory(directory, creating: true)
       opened = try TemporaryFile.open(
-        directory: directory, existingName: record.temporaryFileName,
-        canContinue: record.entityTag != nil || record.lastModified != nil)
+        in: held, existingName: record.temporaryFileName,
+        canContinue: record.entityTag != nil || record.lastModified != nil,
+        label: { fd throws(ProtFSError) in try fileSystem.label(file: fd, for: held) })
     } catch {
       fail(task, error, deleting: nil)
       return
@@ -256,10 +271,10 @@ final class TransferEngine: @unchecked Sendable {
       if opened.size > 0,
         let error = TemporaryFile.hashPrefix(
           fd: opened.fd, count: opened.size, into: hasher,
-          path: directory + "/" + opened.name)
+          path: held.pathOf(opened.name))
       {
         close(opened.fd)
-        fail(task, error, deleting: directory + "/" + opened.name)
+        fail(task, error, deleting: TemporaryRemoval(directory: held, name: opened.name))
         return
       }
       digest = hasher
@@ -269,9 +284,14 @@ final class TransferEngine: @unchecked Sendable {
       idleBuffers.popLast()
       ?? UnsafeMutableRawBufferPointer.allocate(byteCount: receiveBufferSize, alignment: 4096)
     let transfer = Transfer(
-      task: task, easy: easy, fd: opened.fd, temporaryDirectory: directory, temporaryFileName: opened.name,
+      task: task, easy: easy, fd: opened.fd, temporaryDirectory: directory, directory: held,
+      temporaryFileName: opened.name,
       offset: opened.size, isHTTP: scheme != "file", hostKey: hostKey, digest: digest, staging: staging,
       writesBehind: configuration.synchronizesFiles)
+    transfer.requestLimit =
+      Self.stored(record.requestTimeout).map { Monotonic.nanoseconds(seconds: $0) }
+      ?? Monotonic.nanoseconds(configuration.requestTimeout)
+    transfer.deadline = deadline
     configure(transfer, url: url, record: record)
     active[task.id] = transfer
     activePerHost[hostKey, default: 0] += 1
@@ -424,6 +444,10 @@ final class TransferEngine: @unchecked Sendable {
       core.finisher.post(.complete(t))
       return
     }
+    if let error = Self.deterministicFailure(t, result: result) {
+      fail(t, error)
+      return
+    }
     let error = ProtFSError(.network, "Cannot download '\(url)': \(detail).", hint: Self.hint(for: result))
     if Self.isRetryable(result) {
       close(t.fd)
@@ -452,6 +476,28 @@ final class TransferEngine: @unchecked Sendable {
     case 500..<600: return "Server Error"
     default: return "Unexpected Status"
     }
+  }
+
+  /// libcurl's failures that the same request would meet again, said in the user's terms: a
+  /// redirect to a scheme protfs does not follow, a header larger than libcurl accepts. Never retried.
+  private static func deterministicFailure(_ t: Transfer, result: CURLcode) -> ProtFSError? {
+    let url = t.task.url.absoluteString
+    if result == CURLE_UNSUPPORTED_PROTOCOL, let location = t.location,
+      let scheme = URL(string: location)?.scheme?.lowercased(), scheme != "http" && scheme != "https"
+    {
+      return ProtFSError(
+        .network,
+        "The server redirected '\(url)' to a \(scheme): URL (\(location)), which protfs does not follow; it follows redirects to http and https only.",
+        hint: "ask the server's owner for an http or https URL of the file")
+    }
+    // libcurl refuses a header line over 100 KiB with "Out of memory" (27) before 8.6, CURLE_TOO_LARGE (100) after.
+    if !t.bodyStarted && (result == CURLE_OUT_OF_MEMORY || result.rawValue == 100) {
+      return ProtFSError(
+        .network,
+        "The server sent an oversized header for '\(url)' (a header line over 100 KiB, more than protfs accepts).",
+        hint: "the server is misconfigured or hostile; retrying would not help")
+    }
+    return nil
   }
 
   private static func isRetryable(_ code: CURLcode) -> Bool {
@@ -485,7 +531,7 @@ final class TransferEngine: @unchecked Sendable {
       var final = error
       final.message = final.message.hasSuffix(".") ? String(final.message.dropLast()) : final.message
       final.message += " (gave up after \(attempts) attempts)."
-      fail(task, final, deleting: task.temporaryLocation?.path)
+      fail(task, final, deleting: TemporaryRemoval(task, in: configuration.fileSystem))
       return
     }
     let base = Monotonic.nanoseconds(configuration.retryBaseDelay)
@@ -497,12 +543,12 @@ final class TransferEngine: @unchecked Sendable {
 
   private func fail(_ t: Transfer, _ error: ProtFSError) {
     close(t.fd)
-    fail(t.task, error, deleting: t.temporaryPath)
+    fail(t.task, error, deleting: TemporaryRemoval(directory: t.directory, name: t.temporaryFileName))
   }
 
-  private func fail(_ task: DownloadTask, _ error: ProtFSError, deleting path: String?) {
+  private func fail(_ task: DownloadTask, _ error: ProtFSError, deleting removal: TemporaryRemoval?) {
     known.remove(task.id)
-    core.finisher.post(.fail(task, error, deleting: path))
+    core.finisher.post(.fail(task, error, deleting: removal))
   }
 
   // MARK: Stopping
@@ -551,6 +597,30 @@ final class TransferEngine: @unchecked Sendable {
       answers[directory] = decision
       return decision
     }
+    // A temp directory moved or swapped for a symlink mid-transfer stops its transfers now, not at
+    // the end: the held directory may be outside the device by then.
+    var current: [String: DirectoryHandle?] = [:]
+    for transfer in Array(active.values) {
+      let path = transfer.temporaryDirectory
+      if current[path] == nil {
+        current[path] = .some(try? configuration.fileSystem.openDirectory(path, creating: false))
+      }
+      var status = stat()
+      let linkedElsewhere = fstat(transfer.fd, &status) == 0 && status.st_nlink != 1
+      if !linkedElsewhere, let now = current[path]!, transfer.directory.isSameDirectory(as: now) { continue }
+      detach(transfer)
+      let url = transfer.task.url.absoluteString
+      var error = DownloadFinisher.directoryChanged(path)
+      error.message = "The download of '\(url)' stopped: " + error.message
+      if linkedElsewhere {
+        // Another name for the temp file could be outside the device: stop writing into it.
+        error = ProtFSError(
+          .invalidArgument,
+          "The download of '\(url)' stopped: its temp file '\(transfer.temporaryPath)' was given another name (a hard link); protfs writes only to files nothing else names.",
+          path: transfer.temporaryPath, hint: "remove the other link, then download it again")
+      }
+      fail(transfer, error)
+    }
     for transfer in Array(active.values) {
       let decision = answer(transfer.temporaryDirectory)
       guard decision != .allow else { continue }
@@ -586,19 +656,70 @@ final class TransferEngine: @unchecked Sendable {
 
   // MARK: Timeouts and progress
 
+  /// Ends attempts that received nothing, or less than the minimum speed, for their request
+  /// timeout (retried), and tasks past their resource timeout (failed for good).
   private func checkTimeouts(_ now: UInt64) {
-    let limit = Monotonic.nanoseconds(configuration.requestTimeout)
-    for transfer in Array(active.values) where now > transfer.lastActivity && now - transfer.lastActivity > limit {
-      detach(transfer)
-      close(transfer.fd)
-      let seconds = Double(limit) / 1e9
-      retry(
-        transfer.task,
-        because: ProtFSError(
-          .network,
-          "The server for '\(transfer.task.url.absoluteString)' sent nothing for \(String(format: "%g", seconds)) s.",
-          hint: "check the server, or allow a longer request timeout"))
+    guard !active.isEmpty else { return }
+    let wallClock = Date().timeIntervalSince1970
+    for transfer in Array(active.values) {
+      let url = transfer.task.url.absoluteString
+      let limit = transfer.requestLimit
+      if wallClock > transfer.deadline {
+        detach(transfer)
+        fail(
+          transfer,
+          Self.resourceTimedOut(url, limit: transfer.deadline - transfer.task.runtime.withLock { $0.record.createdAt }))
+        continue
+      }
+      if now > transfer.lastActivity && now - transfer.lastActivity > limit {
+        detach(transfer)
+        close(transfer.fd)
+        retry(
+          transfer.task,
+          because: ProtFSError(
+            .network, "The server for '\(url)' sent nothing for \(Self.format(seconds: Double(limit) / 1e9)).",
+            hint: "check the server, or allow a longer request timeout"))
+        continue
+      }
+      guard now - transfer.speedWindowStart >= limit else { continue }
+      // A trickle keeps `lastActivity` fresh; what it cannot do is move enough bytes in a window.
+      let moved = transfer.position - transfer.speedWindowPosition
+      let needed = Int64((Double(configuration.minimumSpeed) * Double(limit) / 1e9).rounded(.up))
+      if moved < needed {
+        detach(transfer)
+        close(transfer.fd)
+        retry(
+          transfer.task,
+          because: ProtFSError(
+            .network,
+            "The server for '\(url)' sent \(moved) bytes in \(Self.format(seconds: Double(limit) / 1e9)), less than the minimum of \(configuration.minimumSpeed) bytes a second.",
+            hint: "check the server, or allow a longer request timeout"))
+        continue
+      }
+      transfer.speedWindowStart = now
+      transfer.speedWindowPosition = transfer.position
     }
+  }
+
+  /// A timeout read back from the store, if it is a usable one; a damaged store's value gives way
+  /// to the session's.
+  private static func stored(_ seconds: Double?) -> Double? {
+    guard let seconds, seconds.isFinite, seconds > 0 else { return nil }
+    return seconds
+  }
+
+  private static func resourceTimedOut(_ url: String, limit: Double) -> ProtFSError {
+    ProtFSError(
+      .network, "The download of '\(url)' did not finish within its resource timeout of \(format(seconds: limit)).",
+      errno: ETIMEDOUT, hint: "allow a longer resource timeout, or download it again")
+  }
+
+  /// `seconds` in the largest whole unit that fits (`7 d`, `2 h`, `90 s`), or in seconds.
+  static func format(seconds: Double) -> String {
+    for (unit, size) in [("d", 86400.0), ("h", 3600.0), ("min", 60.0)] where seconds >= size {
+      if (seconds / size).rounded() == seconds / size { return "\(Int(seconds / size)) \(unit)" }
+    }
+    return String(format: "%g s", seconds)
   }
 
   private func reportProgress(_ now: UInt64) {

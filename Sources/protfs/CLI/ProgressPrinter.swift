@@ -87,8 +87,9 @@ final class ProgressPrinter: @unchecked Sendable {
     for id in order {
       let done = written[id] ?? 0
       let total = expected[id] ?? -1
-      totalWritten += done
-      totalExpected += max(total, 0)
+      // Saturating: a server may announce any length up to Int64.max, and two such would overflow.
+      totalWritten = Self.sum(totalWritten, done)
+      totalExpected = Self.sum(totalExpected, max(total, 0))
       if let state = states[id], state == "done" || state == "failed" { continue }
       lines.append(bar(names[id] ?? "?", done, total, elapsed, states[id]))
     }
@@ -100,17 +101,29 @@ final class ProgressPrinter: @unchecked Sendable {
     FileHandle.standardError.write(Data(text.utf8))
   }
 
+  private static func sum(_ a: Int64, _ b: Int64) -> Int64 {
+    let (value, overflow) = a.addingReportingOverflow(b)
+    return overflow ? .max : value
+  }
+
+  /// `value` as a whole number, 0 when it is not finite, clamped to what an Int64 holds (a rate or
+  /// an ETA from a server announcing an absurd length must not trap the conversion).
+  private static func whole(_ value: Double) -> Int64 {
+    guard value.isFinite else { return 0 }
+    return value >= 9.2e18 ? .max : value <= -9.2e18 ? .min : Int64(value)
+  }
+
   private func bar(_ name: String, _ done: Int64, _ total: Int64, _ elapsed: TimeInterval, _ state: String?) -> String {
     let rate = Double(done) / elapsed
     let label = String(name.prefix(24)).padding(toLength: 24, withPad: " ", startingAt: 0)
     let size = ByteSize.format(done)
-    if total <= 0 { return "\(label) \(size)  \(ByteSize.format(Int64(rate)))/s \(state ?? "")" }
-    let fraction = min(1, Double(done) / Double(total))
+    if total <= 0 { return "\(label) \(size)  \(ByteSize.format(Self.whole(rate)))/s \(state ?? "")" }
+    let fraction = max(0, min(1, Double(done) / Double(total)))
     let width = 24
     let filled = Int(fraction * Double(width))
-    let eta = rate > 0 ? Int(Double(total - done) / rate) : 0
+    let eta = rate > 0 ? Self.whole((Double(total) - Double(done)) / rate) : 0
     let bar = String(repeating: "#", count: filled) + String(repeating: "-", count: width - filled)
     return
-      "\(label) [\(bar)] \(String(format: "%3.0f%%", fraction * 100)) \(size)/\(ByteSize.format(total)) \(ByteSize.format(Int64(rate)))/s ETA \(eta)s \(state ?? "")"
+      "\(label) [\(bar)] \(String(format: "%3.0f%%", fraction * 100)) \(size)/\(ByteSize.format(total)) \(ByteSize.format(Self.whole(rate)))/s ETA \(eta)s \(state ?? "")"
   }
 }

@@ -20,7 +20,8 @@ enum DownloadCommand {
       is locked, a temp directory whose class is not available fails the task with "Operation not
       permitted" (the fix: `protfs init-cache`); a finished download whose destination is not
       available waits, and the next `protfs unlock` moves it into place. Tasks are kept in
-      <device>/.protfs/downloads.sqlite: running the same download again resumes it.
+      <device>/.protfs/downloads.sqlite: running the same download again resumes it. Two URLs of
+      one name in one run make two files: the second is saved as 'name (1).ext', with a note.
 
       Exit status: 0 every task completed; 1 a task failed; 75 a task waits for unlock;
       64 a usage error.
@@ -34,6 +35,13 @@ enum DownloadCommand {
       .value("sha256", "hex", help: "The SHA-256 every downloaded file must have."),
       .value("connections", "n", help: "Connections per host (default: 6, as iOS)."),
       .value("progress", "mode", help: "auto, bar, json or none (default: auto: a bar on a terminal)."),
+      .value(
+        "timeout-request", "duration",
+        help:
+          "Retry a transfer that receives nothing, or under 100 bytes/s, for this long (default: 60s; 1s to 1d)."),
+      .value(
+        "timeout-resource", "duration",
+        help: "Fail a task not finished this long after it was created, resumes included (default: 7d; 1s to 365d)."),
       .flag(
         "sync",
         help:
@@ -62,6 +70,8 @@ enum DownloadCommand {
       }
       connections = n
     }
+    let requestTimeout = try timeout(invocation, "timeout-request", within: 1...86400)
+    let resourceTimeout = try timeout(invocation, "timeout-resource", within: 1...(365 * 86400))
     if let digest = invocation.value("sha256"), digest.count != 64 || !digest.allSatisfy(\.isHexDigit) {
       throw invocation.usageError("'\(digest)' is not a SHA-256 digest; give 64 hexadecimal digits.")
     }
@@ -75,6 +85,8 @@ enum DownloadCommand {
       destination: destination)
     configuration.maximumConnectionsPerHost = connections
     configuration.synchronizesFiles = invocation.flag("sync")
+    if let requestTimeout { configuration.requestTimeout = requestTimeout }
+    if let resourceTimeout { configuration.resourceTimeout = resourceTimeout }
     // The CLI resumes only what it is asked for; `protfs tasks resume` takes the rest.
     configuration.resumesReattachedTasks = false
 
@@ -117,6 +129,11 @@ enum DownloadCommand {
     for task in tasks {
       switch outcome[task.id] ?? task.state {
       case .completed:
+        if let original = task.renamedFrom {
+          Console.err(
+            "note: \(task.url.absoluteString) was saved as '\(task.record.fileName ?? "")': another download of this run already wrote '\(original)'."
+          )
+        }
         if mode != "json" { Console.out(task.record.destinationPath ?? "") }
       case .waitingForUnlock:
         waiting = true
@@ -129,6 +146,20 @@ enum DownloadCommand {
       }
     }
     return failed ? exitFailed : waiting ? exitWaitingForUnlock : exitCompleted
+  }
+
+  /// The duration given to `--name`, if any, checked against `range` (in seconds) before it
+  /// becomes a `Duration`.
+  static func timeout(_ invocation: Invocation, _ name: String, within range: ClosedRange<Double>) throws
+    -> Duration?
+  {
+    guard let text = invocation.value(name) else { return nil }
+    do {
+      let seconds = try HumanDuration.parse(text, in: range)
+      return .milliseconds(Int64((seconds * 1000).rounded()))
+    } catch {
+      throw invocation.usageError("--\(name): \(error.description)")
+    }
   }
 
   /// How many requests `download` records before starting them: a small first chunk gets the

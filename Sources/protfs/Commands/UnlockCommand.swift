@@ -24,16 +24,21 @@ enum UnlockCommand {
     let report = try controller.unlock(passcode: passcode)
     Console.out(TransitionText.summary(report, device: controller.device))
     // Finished background downloads that waited for the data to become available move into place now.
+    // One that cannot be placed fails the command (exit 1) although the device is unlocked: its file
+    // is not where the download said it would be.
+    var placementFailed = false
     for task in try controller.device.completeWaitingDownloads() {
       switch task.state {
       case .completed: Console.out("Moved the download of \(task.url) to \(task.destinationPath ?? "its destination").")
       case .waitingForUnlock:
         Console.err("note: the download of \(task.url) still waits: its destination is not available.")
       default:
+        placementFailed = true
         Console.err(
-          "warning: the download of \(task.url) could not be moved: \(task.errorMessage ?? task.state.rawValue).")
+          "Error: the device is unlocked, but the download of \(task.url) could not be moved into place: \(task.errorMessage ?? task.state.rawValue)"
+        )
       }
     }
-    return 0
+    return placementFailed ? 1 : 0
   }
 }

@@ -42,6 +42,7 @@ enum LockCommand {
       return 1
     }
     Console.out(TransitionText.summary(report, device: controller.device))
+    TransitionText.warnings(report)
     for file in try controller.openFilesStillReachable() {
       Console.err(
         "warning: '\(file.path)' is still open in process \(file.pid) (\(file.command)); its data stays reachable through that descriptor until it is closed."

@@ -70,7 +70,8 @@ final class ItemHandle {
     let flags: Int32 = createOnly ? 1 : 0  // XATTR_CREATE
     return value.withUnsafeBytes { raw in
       if isPathOnly {
-        return valueOrErrno { protfs_path_fd_setxattr(fd, attribute, raw.baseAddress, raw.count, flags) }.map { _ in () }
+        return valueOrErrno { protfs_path_fd_setxattr(fd, attribute, raw.baseAddress, raw.count, flags) }.map { _ in ()
+        }
       }
       return valueOrErrno { fsetxattr(fd, attribute, raw.baseAddress, raw.count, flags) }.map { _ in () }
     }

@@ -87,7 +87,9 @@ extension LockController {
       inspection.inspect(entry, state, key: key, verifies: verifies)
     }
     var total = Inspection()
-    if let keyProblem { total.problems.append(.init(path: store.directory.pathOf(ModeKey.fileName), problem: keyProblem)) }
+    if let keyProblem {
+      total.problems.append(.init(path: store.directory.pathOf(ModeKey.fileName), problem: keyProblem))
+    }
     for tally in tallies { total.add(tally) }
     for failure in summary.failures {
       total.problems.append(.init(path: failure.path ?? device.root, problem: failure.description))
@@ -148,7 +150,8 @@ private struct Inspection: Sendable {
         let item = try ItemHandle(entry.parent, entry.name)
         let held = try item.status(path: path)
         switch try ModeEnforcer.readRecord(item, held, path, key: key, nil) {
-        case .authentic(let record), .unauthenticated(let record, legacy: _) where !verifies:
+        case .authentic(let record),
+          .unauthenticated(let record, legacy: _) where !verifies:
           saved = record
           handedOver = ModeEnforcer.handsOver(originalOwner: record.uid)
         case .unauthenticated(let claimed, let legacy):

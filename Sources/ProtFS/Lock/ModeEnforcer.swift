@@ -120,7 +120,7 @@ struct ModeEnforcer: Sendable {
     let item: ItemHandle
     do {
       item = try ItemHandle(entry.parent, entry.name)
-    } catch where error.errno == ELOOP {
+    } catch  where error.errno == ELOOP {
       return false  // replaced by a symlink meanwhile: never followed, nothing to protect
     }
     let status = try item.status(path: path)
@@ -181,7 +181,7 @@ struct ModeEnforcer: Sendable {
     let item: ItemHandle
     do {
       item = try ItemHandle(entry.parent, entry.name)
-    } catch where error.errno == ELOOP || error.errno == ENOENT {
+    } catch  where error.errno == ELOOP || error.errno == ENOENT {
       return false
     }
     let status = try item.status(path: path)

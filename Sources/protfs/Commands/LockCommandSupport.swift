@@ -59,7 +59,8 @@ enum TransitionText {
   static func warnings(_ report: TransitionReport) {
     for path in report.hardLinked {
       Console.err(
-        "Warning: '\(path)' has more than one link, so it may also be reachable from outside the device; it was left unchanged (not locked). Copy it instead of linking it.")
+        "Warning: '\(path)' has more than one link, so it may also be reachable from outside the device; it was left unchanged (not locked). Copy it instead of linking it."
+      )
     }
     for path in report.unauthenticated {
       Console.err(

@@ -14,7 +14,8 @@ enum StatusCommand {
       """,
     options: [
       .flag(
-        "json", help: "Print JSON: state, protectedDataAvailable, since, passcode, classes, inconsistencies, hardLinked.")
+        "json",
+        help: "Print JSON: state, protectedDataAvailable, since, passcode, classes, inconsistencies, hardLinked.")
     ],
     run: run
   )

@@ -42,11 +42,4 @@ enum FastAttributes {
       }
     }
   }
-
-  /// The permission bits and type of `name`, without building a `FileStatus`.
-  static func mode(_ parent: DirectoryHandle, _ name: String) -> (permissions: UInt32, kind: FileKind)? {
-    var s = stat()
-    guard case .success = valueOrErrno({ fstatat(parent.fd, name, &s, AT_SYMLINK_NOFOLLOW) }) else { return nil }
-    return (UInt32(s.st_mode) & 0o7777, FileKind(mode: s.st_mode))
-  }
 }

@@ -22,7 +22,7 @@ final class ItemHandle {
     var identity: ItemIdentity
   }
 
-  /// Opens `name` in `parent` without following a symlink; nil when it is a symlink or gone.
+  /// Opens `name` in `parent` without following a symlink (ELOOP when it is one).
   ///
   /// `O_NONBLOCK` keeps a FIFO swapped in for the file from blocking the open; the type is checked
   /// on the descriptor right after.
@@ -32,13 +32,14 @@ final class ItemHandle {
     case .success(let fd):
       self.fd = fd
       isPathOnly = false
-    case .failure(let e) where e == .accessDenied || e == .notPermitted:
-      // An unprivileged owner's locked item: O_PATH needs no permission on the item itself.
+    case .failure(let e) where e == .noSuchFile || e == .tooManySymlinks:
+      throw ProtFSError.system("open", path: parent.pathOf(name), errno: e.rawValue)
+    case .failure:
+      // An unprivileged owner's locked item (EACCES), a socket (ENXIO), a lease (EWOULDBLOCK):
+      // O_PATH needs no permission on the item and never runs a driver's or a lease's code.
       fd = try valueOrErrno { protfs_openat(parent.fd, name, PROTFS_O_PATH | O_NOFOLLOW | O_CLOEXEC, 0) }.orThrow(
         "open", path: parent.pathOf(name))
       isPathOnly = true
-    case .failure(let e):
-      throw ProtFSError.system("open", path: parent.pathOf(name), errno: e.rawValue)
     }
   }
 

@@ -326,7 +326,7 @@ struct AuditWalkTests {
     defer { withExtendedLifetime(scratch) {} }
     let device = try scratch.device()
     for (name, mode) in [("setuid", 0o4755), ("setgid", 0o2750), ("plain", 0o755)] {
-      try device.writeFile(app, "Documents/\(name)", class: .none, mode: mode)
+      try device.writeFile(app, "Documents/\(name)", class: ProtectionClass.none, mode: mode)
       chmod(device.containerPath(app, "Documents/\(name)"), mode_t(mode))
     }
     #expect(link(device.containerPath(app, "Documents/plain"), device.containerPath(app, "tmp/plain-link")) == 0)

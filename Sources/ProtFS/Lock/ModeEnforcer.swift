@@ -176,7 +176,8 @@ struct ModeEnforcer: Sendable {
 
   /// Gives the saved owner and mode back; returns whether there was a record.
   func restore(_ entry: WalkEntry, _ tally: inout Tally) throws(ProtFSError) -> Bool {
-    guard FastAttributes.hasSavedMode(entry.parent, entry.name) else { return false }
+    let named = FastAttributes.savedRecord(entry.parent, entry.name)
+    if case .absent = named { return false }
     let path = entry.path
     let item: ItemHandle
     do {
@@ -185,7 +186,18 @@ struct ModeEnforcer: Sendable {
       return false
     }
     let status = try item.status(path: path)
-    guard status.kind == entry.kind, let decoded = try readRecord(item, status, path) else { return false }
+    guard status.kind == entry.kind else { return false }
+    // The value read by name counts only when it verifies for the inode held; else (the name was
+    // swapped meanwhile, or the value is not authentic) the held inode's own value decides.
+    var decoded: SavedModeRecord.Decoded?
+    if case .value(let bytes) = named,
+      case .authentic(let record) = SavedModeRecord.decode(bytes, identity: status.identity, key: key)
+    {
+      decoded = .authentic(record)
+    } else {
+      decoded = try readRecord(item, status, path)
+    }
+    guard let decoded else { return false }
     switch decoded {
     case .authentic(let saved):
       if status.uid != saved.uid || status.gid != saved.gid {

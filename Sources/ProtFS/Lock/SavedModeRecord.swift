@@ -32,9 +32,32 @@ struct SavedModeRecord: Equatable, Sendable {
 
   /// The value to store for `identity`, authenticated with `key`.
   func encoded(for identity: ItemIdentity, key: ModeKey) -> [UInt8] {
-    var text = "0" + String(mode, radix: 8) + " " + String(uid) + " " + String(gid) + " "
-    text += Self.hex(key.mac(self, identity))
-    return Array(text.utf8)
+    var out = [UInt8]()
+    out.reserveCapacity(Self.maximumLength)
+    out.append(UInt8(ascii: "0"))
+    Self.appendDigits(&out, UInt64(mode), radix: 8)
+    out.append(UInt8(ascii: " "))
+    Self.appendDigits(&out, UInt64(uid), radix: 10)
+    out.append(UInt8(ascii: " "))
+    Self.appendDigits(&out, UInt64(gid), radix: 10)
+    out.append(UInt8(ascii: " "))
+    for byte in key.mac(self, identity) {
+      out.append(Self.hexDigits[Int(byte >> 4)])
+      out.append(Self.hexDigits[Int(byte & 0xF)])
+    }
+    return out
+  }
+
+  private static let hexDigits = Array("0123456789abcdef".utf8)
+
+  private static func appendDigits(_ out: inout [UInt8], _ value: UInt64, radix: UInt64) {
+    let start = out.count
+    var rest = value
+    repeat {
+      out.append(UInt8(ascii: "0") + UInt8(rest % radix))
+      rest /= radix
+    } while rest != 0
+    out[start...].reverse()
   }
 
   /// What a stored value says.
@@ -50,7 +73,15 @@ struct SavedModeRecord: Equatable, Sendable {
 
   /// Decodes `bytes`, the value read from `identity`'s attribute; without a key nothing is authentic.
   static func decode(_ bytes: UnsafeRawBufferPointer, identity: ItemIdentity, key: ModeKey?) -> Decoded {
-    let fields = bytes.split(separator: UInt8(ascii: " "), omittingEmptySubsequences: false)
+    // At most four fields: more spaces than three make the last one too long to be a MAC.
+    var fields: [Slice<UnsafeRawBufferPointer>] = []
+    fields.reserveCapacity(4)
+    var start = bytes.startIndex
+    for index in bytes.indices where bytes[index] == UInt8(ascii: " ") && fields.count < 3 {
+      fields.append(bytes[start..<index])
+      start = index + 1
+    }
+    fields.append(bytes[start...])
     if fields.count == 1, let mode = octal(fields[0]) {
       return .unauthenticated(claimed: SavedModeRecord(mode: mode, uid: 0, gid: 0), legacy: true)
     }
@@ -59,10 +90,14 @@ struct SavedModeRecord: Equatable, Sendable {
     else { return .garbage }
     let record = SavedModeRecord(mode: mode, uid: uid, gid: gid)
     guard let key else { return .unauthenticated(claimed: record, legacy: false) }
-    let expected = hex(key.mac(record, identity))
     // Constant time: a mismatch must not tell how many leading digits were right.
     var difference: UInt8 = 0
-    for (a, b) in zip(fields[3], expected.utf8) { difference |= a ^ b }
+    var digit = fields[3].startIndex
+    for byte in key.mac(record, identity) {
+      difference |= bytes[digit] ^ hexDigits[Int(byte >> 4)]
+      difference |= bytes[digit + 1] ^ hexDigits[Int(byte & 0xF)]
+      digit += 2
+    }
     return difference == 0 ? .authentic(record) : .unauthenticated(claimed: record, legacy: false)
   }
 
@@ -89,17 +124,6 @@ struct SavedModeRecord: Equatable, Sendable {
       value = value * 10 + UInt64(byte - 0x30)
     }
     return value <= UInt64(UInt32.max) ? UInt32(value) : nil
-  }
-
-  private static func hex(_ bytes: [UInt8]) -> String {
-    let digits = Array("0123456789abcdef".utf8)
-    var out = [UInt8]()
-    out.reserveCapacity(bytes.count * 2)
-    for byte in bytes {
-      out.append(digits[Int(byte >> 4)])
-      out.append(digits[Int(byte & 0xF)])
-    }
-    return String(decoding: out, as: UTF8.self)
   }
 }
 
@@ -136,26 +160,36 @@ struct ModeKey: Sendable {
 
   /// HMAC-SHA256 of a fixed-layout message: a domain tag, the identity, then mode, owner and group.
   func mac(_ record: SavedModeRecord, _ identity: ItemIdentity) -> [UInt8] {
-    var message = [UInt8]()
-    message.reserveCapacity(64)
-    message += Array("protfs saved-mode 1\0".utf8)
-    func append<T: FixedWidthInteger>(_ value: T) { withUnsafeBytes(of: value.littleEndian) { message += $0 } }
-    append(identity.inode)
-    append(identity.birthSeconds)
-    append(identity.birthNanoseconds)
-    append(UInt8(identity.isDirectory ? 1 : 0))
-    append(record.mode)
-    append(record.uid)
-    append(record.gid)
-    var context = inner
-    var digest = [UInt8](repeating: 0, count: 32)
-    SHA256_Update(&context, message, message.count)
-    SHA256_Final(&digest, &context)
-    context = outer
-    SHA256_Update(&context, digest, 32)
-    SHA256_Final(&digest, &context)
-    return digest
+    // Built on the stack: this runs once or twice per locked item.
+    withUnsafeTemporaryAllocation(byteCount: 64, alignment: 8) { message in
+      var length = 0
+      func append<T: FixedWidthInteger>(_ value: T) {
+        withUnsafeBytes(of: value.littleEndian) { raw in
+          message.baseAddress!.advanced(by: length).copyMemory(from: raw.baseAddress!, byteCount: raw.count)
+          length += raw.count
+        }
+      }
+      for byte in Self.domain { append(byte) }
+      append(identity.inode)
+      append(identity.birthSeconds)
+      append(identity.birthNanoseconds)
+      append(UInt8(identity.isDirectory ? 1 : 0))
+      append(record.mode)
+      append(record.uid)
+      append(record.gid)
+      var digest = [UInt8](repeating: 0, count: 32)
+      var context = inner
+      SHA256_Update(&context, message.baseAddress, length)
+      SHA256_Final(&digest, &context)
+      context = outer
+      SHA256_Update(&context, digest, 32)
+      SHA256_Final(&digest, &context)
+      return digest
+    }
   }
+
+  /// Separates these MACs from any other use of the key.
+  private static let domain = Array("protfs saved-mode 1\0".utf8)
 
   /// The key in `directory` (the device's `.protfs/`), or nil when there is none yet.
   static func load(from directory: DirectoryHandle) throws(ProtFSError) -> ModeKey? {

@@ -201,6 +201,27 @@ final class ManualClock: Sendable {
     #expect(t.device.mode(other) == 0o4755)
   }
 
+  @Test func aRecordCopiedToAnItemOfAnotherOwnerIsNotApplied() throws {
+    let t = try LockFixture(fileClass: .complete)
+    let apps = t.directory + "/apps"
+    try t.device.writeFile(apps, "x", mode: 0o640)
+    #expect(chown(apps, 501, 501) == 0)
+    try t.device.device.setClass(.complete, of: try t.device.device.resolve(apps))
+    let controller = LockController(device: t.device.device)
+    try controller.lock()
+    // root's 0640 file's record (not bound to its inode: no set-id bits) onto the app's file.
+    let copied = try #require(TestDevice.rawAttribute(t.file, AttributeName.savedMode))
+    #expect(copied.hasPrefix("0640 0 0 "))
+    try DirectoryHandle(path: t.directory).setAttribute(AttributeName.savedMode, to: Array(copied.utf8), of: "apps")
+    #expect(try controller.status().inconsistencies.map(\.path) == [apps])
+    let report = try controller.unlock()
+    #expect(report.unauthenticated == [apps])
+    var s = stat()
+    lstat(apps, &s)
+    #expect(t.device.mode(apps) == 0o600 && s.st_uid == 0 && s.st_gid == 501)
+    #expect(t.device.mode(t.file) == 0o640)
+  }
+
   @Test func aLostSecretMakesEveryRecordUnauthentic() throws {
     let t = try LockFixture(fileClass: .complete)
     let controller = LockController(device: t.device.device)

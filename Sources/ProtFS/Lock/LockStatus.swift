@@ -149,7 +149,11 @@ private struct Inspection: Sendable {
       if FastAttributes.hasSavedMode(entry.parent, entry.name) {
         let item = try ItemHandle(entry.parent, entry.name)
         let held = try item.status(path: path)
-        switch try ModeEnforcer.readRecord(item, held, path, key: key, nil) {
+        var decoded = try ModeEnforcer.readRecord(item, held, path, key: key, nil)
+        if case .authentic(let record) = decoded, !ModeEnforcer.fits(record, held) {
+          decoded = .unauthenticated(claimed: record, legacy: false)
+        }
+        switch decoded {
         case .authentic(let record),
           .unauthenticated(let record, legacy: _) where !verifies:
           saved = record
@@ -160,7 +164,7 @@ private struct Inspection: Sendable {
             ? "it holds a bare mode (0\(String(claimed.mode, radix: 8))) as an older protfs wrote it, without authentication"
             : key == nil
               ? "this device has no secret to check it with (it was removed)"
-              : "protfs did not write it for this item (planted or copied)"
+              : "protfs did not write it for this item as it is now (planted, or copied from another item)"
           problems.append(
             .init(
               path: path,

@@ -111,6 +111,13 @@ struct ModeEnforcer: Sendable {
     return (original & 0o7000) | owner << 6 | (owner | group) << 3 | (original & 0o5)
   }
 
+  /// Whether an authentic record can be this item's own: its owner and group are the record's, or
+  /// a lock handed it to root and kept the group. Anything else was copied from another item.
+  static func fits(_ record: SavedModeRecord, _ status: ItemHandle.Status) -> Bool {
+    guard status.gid == record.gid else { return false }
+    return status.uid == record.uid || (status.uid == 0 && handsOver(originalOwner: record.uid))
+  }
+
   /// Whether a lock hands an item whose original owner is `uid` to root.
   static func handsOver(originalOwner uid: UInt32) -> Bool { canChown && uid != 0 }
 
@@ -145,9 +152,9 @@ struct ModeEnforcer: Sendable {
     case .failure(.exists):
       // Restricted before (or interrupted between the steps): an authentic record is the original.
       switch try readRecord(item, status, path) {
-      case .authentic(let saved):
+      case .authentic(let saved) where Self.fits(saved, status):
         original = saved
-      case .unauthenticated, .garbage, nil:
+      case .authentic, .unauthenticated, .garbage, nil:
         // Not protfs's: the item was never restricted with it, so its current state is the original.
         tally.unauthenticated.append(path)
         try Self.writeAttribute(item, status, path, ownerAccess, value)
@@ -191,7 +198,8 @@ struct ModeEnforcer: Sendable {
     // swapped meanwhile, or the value is not authentic) the held inode's own value decides.
     var decoded: SavedModeRecord.Decoded?
     if case .value(let bytes) = named,
-      case .authentic(let record) = SavedModeRecord.decode(bytes, identity: status.identity, key: key)
+      case .authentic(let record) = SavedModeRecord.decode(bytes, identity: status.identity, key: key),
+      Self.fits(record, status)
     {
       decoded = .authentic(record)
     } else {
@@ -199,14 +207,14 @@ struct ModeEnforcer: Sendable {
     }
     guard let decoded else { return false }
     switch decoded {
-    case .authentic(let saved):
+    case .authentic(let saved) where Self.fits(saved, status):
       if status.uid != saved.uid || status.gid != saved.gid {
         try Self.chown(item, path, uid: saved.uid, gid: saved.gid)
         crash.step()
       }
       try Self.chmod(item, path, saved.mode)
       crash.step()
-    case .unauthenticated, .garbage:
+    case .authentic, .unauthenticated, .garbage:
       tally.unauthenticated.append(path)
       // A file that may be linked from outside is never changed; its record stays to be reported.
       if status.kind != .directory, status.links > 1 { return false }

@@ -31,22 +31,15 @@ enum FastAttributes {
     }
   }
 
-  /// The saved-mode record of `name` in `parent`, read by name: `.absent` only when the kernel
-  /// says it has none; anything unusual (EACCES, a value too long) is `.unusual`, for the reader
-  /// that works around permission bits. Unlock asks this of every item, and most have no record.
-  static func savedRecord(_ parent: DirectoryHandle, _ name: String) -> Read<[UInt8]> {
+  /// Whether `name` in `parent` may carry a saved-mode record: false only when the kernel says
+  /// it has none, so anything unusual (EACCES, a value too long) goes to the reader that works
+  /// around permission bits. Unlock asks this of every item, and most have no record.
+  static func hasSavedMode(_ parent: DirectoryHandle, _ name: String) -> Bool {
     withUnsafeTemporaryAllocation(byteCount: SavedModeRecord.maximumLength, alignment: 1) { buffer in
       switch Kernel.getAttribute(dirfd: parent.fd, name: name, attribute: AttributeName.savedMode, into: buffer) {
-      case .success(let count): return .value(Array(buffer[..<count]))
-      case .failure(.noData), .failure(.noSuchFile): return .absent
-      case .failure: return .unusual
+      case .failure(.noData), .failure(.noSuchFile): return false
+      default: return true
       }
     }
-  }
-
-  /// Whether `name` in `parent` may carry a saved-mode record (see `savedRecord`).
-  static func hasSavedMode(_ parent: DirectoryHandle, _ name: String) -> Bool {
-    if case .absent = savedRecord(parent, name) { return false }
-    return true
   }
 }

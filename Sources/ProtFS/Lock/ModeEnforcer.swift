@@ -183,8 +183,7 @@ struct ModeEnforcer: Sendable {
 
   /// Gives the saved owner and mode back; returns whether there was a record.
   func restore(_ entry: WalkEntry, _ tally: inout Tally) throws(ProtFSError) -> Bool {
-    let named = FastAttributes.savedRecord(entry.parent, entry.name)
-    if case .absent = named { return false }
+    guard FastAttributes.hasSavedMode(entry.parent, entry.name) else { return false }
     let path = entry.path
     let item: ItemHandle
     do {
@@ -194,17 +193,9 @@ struct ModeEnforcer: Sendable {
     }
     let status = try item.status(path: path)
     guard status.kind == entry.kind else { return false }
-    // The value read by name counts only when it verifies for the inode held; else (the name was
-    // swapped meanwhile, or the value is not authentic) the held inode's own value decides.
-    var decoded: SavedModeRecord.Decoded?
-    if case .value(let bytes) = named,
-      case .authentic(let record) = SavedModeRecord.decode(bytes, identity: status.identity, key: key),
-      Self.fits(record, status)
-    {
-      decoded = .authentic(record)
-    } else {
-      decoded = try readRecord(item, status, path)
-    }
+    // Read again through the descriptor: a value read by name may be another inode's (the name
+    // swapped meanwhile), and a record not bound to its inode would verify on this one too.
+    let decoded = try readRecord(item, status, path)
     guard let decoded else { return false }
     switch decoded {
     case .authentic(let saved) where Self.fits(saved, status):

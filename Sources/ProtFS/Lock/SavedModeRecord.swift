@@ -226,7 +226,9 @@ struct ModeKey: Sendable {
     }
     var bytes = [UInt8](repeating: 0, count: length + 1)
     let count = try valueOrErrno { Foundation.read(fd, &bytes, bytes.count) }.orThrow("read", path: path)
-    guard count == length else { throw damaged(path, "it holds \(count) bytes instead of \(length)") }
+    guard count == length, s.st_size == length else {
+      throw damaged(path, "it holds \(max(Int(s.st_size), count)) bytes instead of \(length)")
+    }
     return ModeKey(Array(bytes.prefix(length)))
   }
 

@@ -26,7 +26,7 @@ public final class CrashHook: Sendable {
 }
 
 /// Applies a target protection state to single items through their permission bits and, when
-/// protfs may chown, their owner (SPEC §4).
+/// protfs may chown, their owner.
 ///
 /// Per item the order makes every step idempotent, so an interrupted walk can simply run again:
 /// restricting writes the `SavedModeRecord` first (create-only, so a record is never overwritten),

@@ -209,7 +209,7 @@ final class ManualClock: Sendable {
     try t.device.device.setClass(.complete, of: try t.device.device.resolve(apps))
     let controller = LockController(device: t.device.device)
     try controller.lock()
-    // root's 0640 file's record (not bound to its inode: no set-id bits) onto the app's file.
+    // root's own record copied onto the app's file: another inode, and another owner.
     let copied = try #require(TestDevice.rawAttribute(t.file, AttributeName.savedMode))
     #expect(copied.hasPrefix("0640 0 0 "))
     try DirectoryHandle(path: t.directory).setAttribute(AttributeName.savedMode, to: Array(copied.utf8), of: "apps")

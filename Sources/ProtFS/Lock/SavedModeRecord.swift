@@ -14,8 +14,11 @@ struct ItemIdentity: Equatable, Sendable {
 }
 
 /// The record a lock keeps in `user.protfs.saved-mode`: the item's permission bits, owner and group
-/// before the lock, and an HMAC-SHA256 over them, the item's kind and, for set-id and sticky modes,
-/// the item's identity.
+/// before the lock, and an HMAC-SHA256 that binds them to the item's identity.
+///
+/// Every value is unique to its inode, so that none can be copied to another item. The price is
+/// on ext4: its 256-byte inodes have no room for the record beside a class, and values that differ
+/// cannot share one attribute block, so each locked item gets a block of its own.
 ///
 /// On disk it is ASCII, so that `getfattr` shows it: `MODE UID GID MAC`, for example
 /// `0644 501 501 3f9a…` (octal mode, decimal ids, 64 hex digits). This type is the one codec for
@@ -27,18 +30,6 @@ struct SavedModeRecord: Equatable, Sendable {
   var uid: UInt32
   /// The group.
   var gid: UInt32
-
-  /// Whether the MAC binds the record to one inode: only for modes with setuid, setgid or sticky bits.
-  ///
-  /// Binding every record would make each value unique, and ext4 (whose 256-byte inodes have no
-  /// room left for it beside a class) would then give every locked item an xattr block of its own
-  /// instead of sharing one among items with the same attributes: that made lock 2.4 and unlock
-  /// 7 times slower than `chmod -R`. Unbound, a record can be copied, but only to an item of the
-  /// same kind, and unlock applies an authentic record only to an item whose owner and group
-  /// match it (or that a lock handed to root, group kept): a copy can then only give an item of
-  /// that owner a mode without set-id bits, which that owner may set anyway. Set-id and sticky
-  /// bits, the ones that grant rights, come back only from a record made for that very inode.
-  var bindsIdentity: Bool { mode & 0o7000 != 0 }
 
   /// The longest value a reader must accept before it decides: a longer one is garbage.
   static let maximumLength = 128
@@ -183,10 +174,9 @@ struct ModeKey: Sendable {
         }
       }
       for byte in Self.domain { append(byte) }
-      let bound = record.bindsIdentity
-      append(bound ? identity.inode : 0)
-      append(bound ? identity.birthSeconds : 0)
-      append(bound ? identity.birthNanoseconds : 0)
+      append(identity.inode)
+      append(identity.birthSeconds)
+      append(identity.birthNanoseconds)
       append(UInt8(identity.isDirectory ? 1 : 0))
       append(record.mode)
       append(record.uid)

@@ -27,6 +27,7 @@ do {
         if let report = try invocation.lockController.recoverInterruptedTransition() {
           Console.err(
             "note: finished an interrupted \(report.operation) of \(invocation.device.root) (\(report.to.lockState)).")
+          TransitionText.warnings(report)
         }
       } catch {
         Console.err("warning: \(error.description)")

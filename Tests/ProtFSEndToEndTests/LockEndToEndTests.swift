@@ -35,18 +35,35 @@ struct LockDevice {
     try t.writeFile(documents + "/Secret/inside.txt", "inside\n", mode: 0o644)
     try device.setClass(.complete, of: try device.resolve(documents + "/Secret"), recursive: true)
     symlink("/etc/hostname", documents + "/link-out")
+    // The app user's items (as `protfs init` makes them): a lock hands them to root and back.
+    let app = documents + "/App"
+    try FileManager.default.createDirectory(atPath: app, withIntermediateDirectories: false)
+    chmod(app, 0o750)
+    try t.writeFile(app + "/mine.txt", "mine\n", mode: 0o640)
+    try t.writeFile(app + "/tool", "tool\n", mode: 0o6750)
+    try device.setClass(.complete, of: try device.resolve(app), recursive: true)
+    for path in [app + "/mine.txt", app + "/tool", app] { Foundation.chown(path, Self.appUser, Self.appUser) }
+    chmod(app + "/tool", 0o6750)  // chown cleared the set-id bits
   }
 
-  /// Every item's mode, class and saved mode, by path relative to the root.
+  /// The unprivileged app user programs run as (iOS's `mobile`).
+  static let appUser: UInt32 = 501
+
+  /// Every item's mode, owner, class and saved mode (without its MAC, which differs per device),
+  /// by path relative to the root.
   func snapshot() -> [String: String] {
     var result: [String: String] = [:]
     let base = root + "/Containers"
     for relative in (FileManager.default.subpaths(atPath: base) ?? []) {
       let path = base + "/" + relative
       let mode = t.mode(path)
+      var s = stat()
+      lstat(path, &s)
       let cls = TestDevice.rawAttribute(path, AttributeName.protectionClass) ?? "-"
-      let saved = TestDevice.rawAttribute(path, AttributeName.savedMode) ?? "-"
-      result[relative] = "\(String(mode, radix: 8)) \(cls) \(saved)"
+      let saved =
+        TestDevice.rawAttribute(path, AttributeName.savedMode)?.split(separator: " ").prefix(3)
+        .joined(separator: " ") ?? "-"
+      result[relative] = "\(String(mode, radix: 8)) \(s.st_uid):\(s.st_gid) \(cls) \(saved)"
     }
     return result
   }

@@ -320,4 +320,21 @@ struct AuditWalkTests {
   @Test func aMissingPathCannotBeAudited() {
     #expect(throws: ProtFSError.self) { _ = try AuditTarget.resolve("/nonexistent/protfs/device") }
   }
+
+  @Test func setIDAndHardLinkedFilesAreReported() throws {
+    let scratch = AuditScratch()
+    defer { withExtendedLifetime(scratch) {} }
+    let device = try scratch.device()
+    for (name, mode) in [("setuid", 0o4755), ("setgid", 0o2750), ("plain", 0o755)] {
+      try device.writeFile(app, "Documents/\(name)", class: ProtectionClass.none, mode: mode)
+      chmod(device.containerPath(app, "Documents/\(name)"), mode_t(mode))
+    }
+    #expect(link(device.containerPath(app, "Documents/plain"), device.containerPath(app, "tmp/plain-link")) == 0)
+    let result = try runAudit(device.root)
+    #expect(result.paths("PFS012") == ["Documents/setgid", "Documents/setuid"])
+    #expect(
+      result.findings.first { $0.ruleID == "PFS012" && $0.containerPath == "Documents/setuid" }?.actual == "04755")
+    #expect(result.paths("PFS011") == ["Documents/plain", "tmp/plain-link"])
+    #expect(result.findings.first { $0.ruleID == "PFS011" }?.level == .warning)
+  }
 }

@@ -168,18 +168,82 @@ final class ManualClock: Sendable {
     #expect(try controller.status().inconsistencies.map(\.path) == [bad])
   }
 
-  @Test func garbageSavedModeIsNeverGuessed() throws {
+  @Test(arguments: ["rw-r", "0644", "06777 0 0 " + String(repeating: "0", count: 64)])
+  func aRecordProtfsDidNotWriteIsIgnoredReportedAndGivesASafeMode(planted: String) throws {
     let t = try LockFixture(fileClass: .complete)
     let controller = LockController(device: t.device.device)
     try controller.lock()
-    try DirectoryHandle(path: t.directory).setAttribute(AttributeName.savedMode, to: Array("rw-r".utf8), of: "file")
-    let error = #expect(throws: ProtFSError.self) { try controller.unlock() }
-    #expect(error?.code == .corruptAttribute && error?.path == t.file)
-    #expect(error?.description.contains("setfattr -x user.protfs.saved-mode") == true)
-    // Still locked, the file still closed, and status names it.
-    #expect(try controller.record().state == .locked)
-    #expect(t.device.mode(t.file) == 0)
-    #expect(try controller.status().inconsistencies.map(\.path) == [t.file])
+    try DirectoryHandle(path: t.directory).setAttribute(AttributeName.savedMode, to: Array(planted.utf8), of: "file")
+    let problems = try controller.status().inconsistencies
+    #expect(problems.map(\.path) == [t.file])
+    #expect(problems.first?.problem.contains("not") == true && problems.first?.problem.contains("0600") == true)
+    let report = try controller.unlock()
+    #expect(report.unauthenticated == [t.file])
+    // Neither the planted mode nor a guess: the owner's read and write only, and the record is gone.
+    #expect(t.device.mode(t.file) == 0o600)
+    #expect(TestDevice.rawAttribute(t.file, AttributeName.savedMode) == nil)
+    #expect(t.device.mode(t.directory) == 0o751)
+  }
+
+  @Test func aRecordCopiedFromAnotherItemIsNotAuthentic() throws {
+    let t = try LockFixture(fileClass: .complete)
+    let other = t.directory + "/other"
+    try t.device.writeFile(other, "x", mode: 0o4755)
+    try t.device.device.setClass(.complete, of: try t.device.device.resolve(other))
+    let controller = LockController(device: t.device.device)
+    try controller.lock()
+    let copied = try #require(TestDevice.rawAttribute(other, AttributeName.savedMode))
+    #expect(copied.hasPrefix("04755 "))
+    try DirectoryHandle(path: t.directory).setAttribute(AttributeName.savedMode, to: Array(copied.utf8), of: "file")
+    let report = try controller.unlock()
+    #expect(report.unauthenticated == [t.file])
+    #expect(t.device.mode(t.file) == 0o600)
+    #expect(t.device.mode(other) == 0o4755)
+  }
+
+  @Test func aRecordCopiedToAnItemOfAnotherOwnerIsNotApplied() throws {
+    let t = try LockFixture(fileClass: .complete)
+    let apps = t.directory + "/apps"
+    try t.device.writeFile(apps, "x", mode: 0o640)
+    #expect(chown(apps, 501, 501) == 0)
+    try t.device.device.setClass(.complete, of: try t.device.device.resolve(apps))
+    let controller = LockController(device: t.device.device)
+    try controller.lock()
+    // root's own record copied onto the app's file: another inode, and another owner.
+    let copied = try #require(TestDevice.rawAttribute(t.file, AttributeName.savedMode))
+    #expect(copied.hasPrefix("0640 0 0 "))
+    try DirectoryHandle(path: t.directory).setAttribute(AttributeName.savedMode, to: Array(copied.utf8), of: "apps")
+    #expect(try controller.status().inconsistencies.map(\.path) == [apps])
+    let report = try controller.unlock()
+    #expect(report.unauthenticated == [apps])
+    var s = stat()
+    lstat(apps, &s)
+    #expect(t.device.mode(apps) == 0o600 && s.st_uid == 0 && s.st_gid == 501)
+    #expect(t.device.mode(t.file) == 0o640)
+  }
+
+  @Test func aLostSecretMakesEveryRecordUnauthentic() throws {
+    let t = try LockFixture(fileClass: .complete)
+    let controller = LockController(device: t.device.device)
+    try controller.lock()
+    #expect(unlink(t.device.path(".protfs/mode-key")) == 0)
+    let report = try controller.unlock()
+    #expect(report.unauthenticated == [t.directory, t.file])
+    #expect(t.device.mode(t.file) == 0o600 && t.device.mode(t.directory) == 0o700)
+  }
+
+  @Test(arguments: [(Data(count: 5), 0o600), (Data(count: 32), 0o644)])
+  func aDamagedSecretStopsTheTransitionAndSaysHowToFixIt(contents: Data, mode: Int) throws {
+    let t = try LockFixture(fileClass: .complete)
+    let key = t.device.path(".protfs/mode-key")
+    #expect(FileManager.default.createFile(atPath: key, contents: contents))
+    chmod(key, mode_t(mode))
+    let controller = LockController(device: t.device.device)
+    let error = #expect(throws: ProtFSError.self) { try controller.lock() }
+    #expect(error?.path == key && error?.message.contains("is unusable") == true, "\(String(describing: error))")
+    #expect(error?.hint?.contains("rm '\(key)'") == true)
+    #expect(try controller.record().state == .unlocked)
+    #expect(t.device.mode(t.file) == 0o640)
   }
 
   @Test func uninitialisedDeviceSaysHowToFixIt() throws {

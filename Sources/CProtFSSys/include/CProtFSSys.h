@@ -150,4 +150,7 @@ static inline void protfs_malloc_keep_freed_memory(void) {
 /* The lock simulator's helpers (capabilities, inotify). */
 #include "CProtFSLock.h"
 
+/* One item held by a descriptor while a lock checks and changes it. */
+#include "CProtFSItem.h"
+
 #endif

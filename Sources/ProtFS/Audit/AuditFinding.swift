@@ -89,12 +89,17 @@ public enum BuiltInCheck: String, Sendable, CaseIterable {
   case nonUTF8Name = "PFS009"
   /// A symbolic link that loops.
   case symlinkLoop = "PFS010"
+  /// A file with more than one link: a lock leaves it unchanged, since a link may be outside the device.
+  case hardLinked = "PFS011"
+  /// A setuid or setgid file inside a container.
+  case setID = "PFS012"
 
   /// The level of its findings.
   public var level: AuditLevel {
     switch self {
     case .corruptClass, .lockedOut, .symlinkLeavesContainer, .unreadable: .error
-    case .protectedFileReadableByOthers, .orphanTemporaryDownload, .defaultClassMismatch, .nonUTF8Name, .symlinkLoop:
+    case .protectedFileReadableByOthers, .orphanTemporaryDownload, .defaultClassMismatch, .nonUTF8Name, .symlinkLoop,
+      .hardLinked, .setID:
       .warning
     case .noOwnClass: .note
     }
@@ -154,6 +159,16 @@ public enum BuiltInCheck: String, Sendable, CaseIterable {
         (
           "symlink-loop", "A symbolic link loops.",
           "Resolving the link never ends (ELOOP), so any app that opens it fails. Remove or fix the link."
+        )
+      case .hardLinked:
+        (
+          "hard-linked-file", "A file has more than one hard link.",
+          "A link may be outside the device, so protfs lock leaves such a file unchanged (its class is not enforced) rather than change an inode outside the device. iOS apps cannot make hard links across containers; replace the link with a copy (cp, then mv over it)."
+        )
+      case .setID:
+        (
+          "setid-file", "A file inside a container is setuid or setgid.",
+          "An app's container holds data, not programs that run with another identity; a setuid or setgid file there is planted or a mistake, and whoever can run it gains its owner's or group's rights. Remove the bits (chmod ug-s)."
         )
       }
     return AuditRuleDescription(

@@ -488,8 +488,10 @@ struct Worker: @unchecked Sendable {
       !(kind == .directory ? mayBeLockedOut.directories : mayBeLockedOut.files)[effective.strength]
     if checkLockedOut {
       // A second getxattrat: measured cheaper than one listxattrat plus a getxattrat for labelled items.
-      hasSavedMode = withUnsafeTemporaryAllocation(of: UInt8.self, capacity: 32) { buffer in
+      // Presence is what matters here; a value too long for any record (ERANGE) is present too.
+      hasSavedMode = withUnsafeTemporaryAllocation(of: UInt8.self, capacity: SavedModeRecord.maximumLength) { buffer in
         Self.getAttribute(dirfd: dirfd, name: name, attribute: Self.savedModeAttribute, buffer: buffer) >= 0
+          || errno == ERANGE
       }
       if hasSavedMode {
         emit(
@@ -499,22 +501,35 @@ struct Worker: @unchecked Sendable {
       }
     }
 
-    if kind == .file, effective == .complete || effective == .completeUnlessOpen {
-      var st = stat()
-      if fstatat(dirfd, name, &st, AT_SYMLINK_NOFOLLOW) == 0 {
-        let mode = UInt32(st.st_mode) & 0o777
-        if mode & 0o044 != 0 {
-          emit(
-            .protectedFileReadableByOthers,
-            "The file is \(effective.shortName) but its mode \(FilePermissions(rawValue: mode).octal) lets its group or others read it.",
-            expected: "no group/other read bits", actual: FilePermissions(rawValue: mode).octal)
-        }
-        if checkLockedOut, !hasSavedMode, mode == 0 {
-          emit(
-            .lockedOut,
-            "The file's permission bits are all stripped (mode 0000), as a lock leaves them, although its class (\(effective.shortName)) is available in the device's state.",
-            expected: "the file's original mode", actual: "0000")
-        }
+    var st = stat()
+    let statted = kind == .file && fstatat(dirfd, name, &st, AT_SYMLINK_NOFOLLOW) == 0
+    if statted {
+      if st.st_nlink > 1 {
+        emit(
+          .hardLinked,
+          "The file has \(st.st_nlink) links; one may be outside the device, so a lock leaves it unchanged and its class is not enforced.",
+          expected: "1 link", actual: "\(st.st_nlink) links")
+      }
+      if UInt32(st.st_mode) & 0o6000 != 0 {
+        let mode = FilePermissions(rawValue: UInt32(st.st_mode)).octal
+        emit(
+          .setID, "The file is setuid or setgid (mode \(mode)); whoever runs it gets its owner's or group's rights.",
+          expected: "no setuid/setgid bits", actual: mode)
+      }
+    }
+    if statted, effective == .complete || effective == .completeUnlessOpen {
+      let mode = UInt32(st.st_mode) & 0o777
+      if mode & 0o044 != 0 {
+        emit(
+          .protectedFileReadableByOthers,
+          "The file is \(effective.shortName) but its mode \(FilePermissions(rawValue: mode).octal) lets its group or others read it.",
+          expected: "no group/other read bits", actual: FilePermissions(rawValue: mode).octal)
+      }
+      if checkLockedOut, !hasSavedMode, mode == 0 {
+        emit(
+          .lockedOut,
+          "The file's permission bits are all stripped (mode 0000), as a lock leaves them, although its class (\(effective.shortName)) is available in the device's state.",
+          expected: "the file's original mode", actual: "0000")
       }
     }
 

@@ -1,7 +1,7 @@
 import Foundation
 
 /// Allocation-free reads of the two attributes every walk touches on every item, for the hot
-/// path of lock and unlock (PERF-NOTES: 100,000 items within `chmod -R`'s time). Anything
+/// path of lock and unlock (100,000 items within `chmod -R`'s time). Anything
 /// unusual (garbage, EACCES, oversize) returns `.unusual`, and the caller takes the slow path,
 /// which produces the proper error or works around the permission bits.
 enum FastAttributes {
@@ -31,29 +31,15 @@ enum FastAttributes {
     }
   }
 
-  /// The saved mode of `name` in `parent` (octal ASCII, at most `07777`).
-  static func savedMode(_ parent: DirectoryHandle, _ name: String) -> Read<UInt32> {
-    withUnsafeTemporaryAllocation(byteCount: 16, alignment: 1) { buffer in
+  /// Whether `name` in `parent` may carry a saved-mode record: false only when the kernel says
+  /// it has none, so anything unusual (EACCES, a value too long) goes to the reader that works
+  /// around permission bits. Unlock asks this of every item, and most have no record.
+  static func hasSavedMode(_ parent: DirectoryHandle, _ name: String) -> Bool {
+    withUnsafeTemporaryAllocation(byteCount: SavedModeRecord.maximumLength, alignment: 1) { buffer in
       switch Kernel.getAttribute(dirfd: parent.fd, name: name, attribute: AttributeName.savedMode, into: buffer) {
-      case .success(let count):
-        guard count > 0, count <= 6 else { return .unusual }
-        var mode: UInt32 = 0
-        for index in 0..<count {
-          let byte = buffer[index]
-          guard byte >= 0x30 && byte <= 0x37 else { return .unusual }
-          mode = mode << 3 | UInt32(byte - 0x30)
-        }
-        return mode <= 0o7777 ? .value(mode) : .unusual
-      case .failure(.noData): return .absent
-      case .failure: return .unusual
+      case .failure(.noData), .failure(.noSuchFile): return false
+      default: return true
       }
     }
-  }
-
-  /// The permission bits and type of `name`, without building a `FileStatus`.
-  static func mode(_ parent: DirectoryHandle, _ name: String) -> (permissions: UInt32, kind: FileKind)? {
-    var s = stat()
-    guard case .success = valueOrErrno({ fstatat(parent.fd, name, &s, AT_SYMLINK_NOFOLLOW) }) else { return nil }
-    return (UInt32(s.st_mode) & 0o7777, FileKind(mode: s.st_mode))
   }
 }

@@ -218,12 +218,13 @@ public struct LockController: Sendable {
     try store.write(journal)
     crashHook.step()
     let ownerAccess = OwnerAccessLog(directory: store.directory, crash: crashHook)
-    let tally = try enforce(next.protection, fullCheck: fullCheck, ownerAccess: ownerAccess)
+    let key = try ModeKey.loadOrCreate(in: store.directory)
+    let tally = try enforce(next.protection, fullCheck: fullCheck, ownerAccess: ownerAccess, key: key)
     if !tally.failures.isEmpty {
       let undo = TransitionJournal(
         operation: "undo \(operation)", previous: next, next: previous, pid: getpid(), started: clock())
       try store.write(undo)
-      _ = try? enforce(previous.protection, fullCheck: true, ownerAccess: ownerAccess)
+      _ = try? enforce(previous.protection, fullCheck: true, ownerAccess: ownerAccess, key: key)
       try store.write(previous)
       ownerAccess.clear()
       try store.removeJournal()
@@ -236,17 +237,18 @@ public struct LockController: Sendable {
     crashHook.step()
     return TransitionReport(
       operation: operation, from: previous.protection, to: next.protection, visited: tally.visited,
-      restricted: tally.restricted, restored: tally.restored, recovered: false)
+      restricted: tally.restricted, restored: tally.restored, recovered: false, hardLinked: tally.hardLinked.sorted(),
+      unauthenticated: tally.unauthenticated.sorted())
   }
 
   /// Applies `target`'s table to every item of every container.
-  func enforce(_ target: ProtectionState, fullCheck: Bool, ownerAccess: OwnerAccessLog)
+  func enforce(_ target: ProtectionState, fullCheck: Bool, ownerAccess: OwnerAccessLog, key: ModeKey)
     throws(ProtFSError) -> ModeEnforcer.Tally
   {
     // After a crash while an item was widened, every item must be looked at to find it.
     let enforcer = ModeEnforcer(
       target: target, checksAvailableItems: fullCheck || !ownerAccess.isEmpty, crash: crashHook,
-      ownerAccess: ownerAccess)
+      ownerAccess: ownerAccess, key: key)
     let walker = DeviceWalker(
       device: device, readsClasses: !target.restrictsNothing, threads: threads, ownerAccess: ownerAccess)
     let (tallies, summary) = try walker.walk(make: { ModeEnforcer.Tally() }) { tally, entry in
@@ -333,4 +335,9 @@ public struct TransitionReport: Sendable, Equatable {
   public var restored: Int
   /// Whether this finished a transition a crash had interrupted.
   public var recovered: Bool
+  /// Files left unchanged because they have more than one link (one may be outside the device).
+  public var hardLinked: [String] = []
+  /// Items whose saved-mode record protfs had not written: it was ignored, and at unlock the
+  /// item got mode 0600 (0700 for a directory) instead.
+  public var unauthenticated: [String] = []
 }

@@ -29,6 +29,11 @@ public struct LockStatus: Sendable, Codable {
   public var inconsistencies: [Inconsistency]
   /// How many inconsistencies there are in all.
   public var inconsistencyCount: Int
+  /// Files with more than one link: a lock leaves them unchanged, since a link may be outside the
+  /// device (at most 100 are listed).
+  public var hardLinked: [String] = []
+  /// How many such files there are in all.
+  public var hardLinkedCount = 0
   /// Items an unprivileged protfs could not inspect because their mode hides their attributes
   /// (locked files of the caller, or items of other users); run as root to see them.
   public var uninspectable: Int
@@ -67,11 +72,24 @@ extension LockController {
     let record = try store.record(now: clock())
     let journal = try? store.journal()
     let state = record.protection
+    var keyProblem: String?
+    var key: ModeKey?
+    var verifies = true
+    do {
+      key = try ModeKey.load(from: store.directory)
+    } catch {
+      // Unreadable for this user: records cannot be checked, which is no sign of forgery.
+      verifies = false
+      if error.errno != EACCES { keyProblem = error.description }
+    }
     let walker = DeviceWalker(device: device, readsClasses: true, threads: threads)
-    let (tallies, summary) = try walker.walk(make: { Inspection() }) { inspection, entry in
-      inspection.inspect(entry, state)
+    let (tallies, summary) = try walker.walk(make: { Inspection() }) { [key, verifies] inspection, entry in
+      inspection.inspect(entry, state, key: key, verifies: verifies)
     }
     var total = Inspection()
+    if let keyProblem {
+      total.problems.append(.init(path: store.directory.pathOf(ModeKey.fileName), problem: keyProblem))
+    }
     for tally in tallies { total.add(tally) }
     for failure in summary.failures {
       total.problems.append(.init(path: failure.path ?? device.root, problem: failure.description))
@@ -88,7 +106,9 @@ extension LockController {
       passcodeRequired: record.passcodeHash != nil, protectedDataAvailable: state.isProtectedDataAvailable,
       userInactive: record.userInactive, failedAttempts: record.failedAttempts, retryAfter: record.retryAfter,
       pendingLockAt: record.pendingLockAt, interruptedTransition: journal?.operation, classes: classes,
-      inconsistencies: Array(sorted.prefix(100)), inconsistencyCount: sorted.count, uninspectable: total.uninspectable)
+      inconsistencies: Array(sorted.prefix(100)), inconsistencyCount: sorted.count,
+      hardLinked: Array(total.hardLinked.sorted().prefix(100)), hardLinkedCount: total.hardLinked.count,
+      uninspectable: total.uninspectable)
   }
 }
 
@@ -97,16 +117,18 @@ private struct Inspection: Sendable {
   var files: [ProtectionClass: Int] = [:]
   var directories: [ProtectionClass: Int] = [:]
   var problems: [LockStatus.Inconsistency] = []
+  var hardLinked: [String] = []
   var uninspectable = 0
 
   mutating func add(_ other: Inspection) {
     uninspectable += other.uninspectable
+    hardLinked += other.hardLinked
     files.merge(other.files, uniquingKeysWith: +)
     directories.merge(other.directories, uniquingKeysWith: +)
     problems += other.problems
   }
 
-  mutating func inspect(_ entry: WalkEntry, _ state: ProtectionState) {
+  mutating func inspect(_ entry: WalkEntry, _ state: ProtectionState, key: ModeKey?, verifies: Bool) {
     let path = entry.path
     if let error = entry.classError {
       if error.errno == EACCES {
@@ -118,10 +140,49 @@ private struct Inspection: Sendable {
     guard let cls = entry.protectionClass else { return }
     if entry.kind == .directory { directories[cls, default: 0] += 1 } else { files[cls, default: 0] += 1 }
     let mode: UInt32
-    let saved: UInt32?
+    var saved: SavedModeRecord?
+    var handedOver = false
     do {
-      mode = try entry.parent.status(entry.name).permissions.rawValue
-      saved = try ModeEnforcer.savedMode(entry.parent, entry.name, nil)
+      let status = try entry.parent.status(entry.name)
+      mode = status.permissions.rawValue
+      if entry.kind != .directory, status.linkCount > 1 { hardLinked.append(path) }
+      if FastAttributes.hasSavedMode(entry.parent, entry.name) {
+        let item = try ItemHandle(entry.parent, entry.name)
+        let held = try item.status(path: path)
+        var decoded = try ModeEnforcer.readRecord(item, held, path, key: key, nil)
+        if case .authentic(let record) = decoded, !ModeEnforcer.fits(record, held) {
+          decoded = .unauthenticated(claimed: record, legacy: false)
+        }
+        switch decoded {
+        case .authentic(let record),
+          .unauthenticated(let record, legacy: _) where !verifies:
+          saved = record
+          handedOver = ModeEnforcer.handsOver(originalOwner: record.uid)
+        case .unauthenticated(let claimed, let legacy):
+          let origin =
+            legacy
+            ? "it holds a bare mode (0\(String(claimed.mode, radix: 8))) as an older protfs wrote it, without authentication"
+            : key == nil
+              ? "this device has no secret to check it with (it was removed)"
+              : "protfs did not write it for this item as it is now (planted, or copied from another item)"
+          problems.append(
+            .init(
+              path: path,
+              problem:
+                "Its saved-mode record is not authentic: \(origin). Unlock ignores it and gives the item mode 0\(String(ModeEnforcer.safeMode(entry.kind), radix: 8)); set the mode you want afterwards."
+            ))
+          return
+        case .garbage:
+          problems.append(
+            .init(
+              path: path,
+              problem:
+                "Its saved-mode record is not a record protfs writes. Unlock ignores it and gives the item mode 0\(String(ModeEnforcer.safeMode(entry.kind), radix: 8)); set the mode you want afterwards."
+            ))
+          return
+        case nil: break
+        }
+      }
     } catch {
       if error.errno == EACCES {
         uninspectable += 1
@@ -132,21 +193,25 @@ private struct Inspection: Sendable {
     }
     let octal = { (m: UInt32) in "0" + String(m, radix: 8) }
     let restricted = state.restricts(entry.kind, cls)
-    if restricted, saved == nil, ModeEnforcer.restrictedMode(mode, entry.kind) != mode {
+    if restricted, saved == nil, ModeEnforcer.restrictedMode(mode, entry.kind, handedOver: false) != mode,
+      !hardLinked.contains(path)
+    {
       problems.append(
         .init(
           path: path,
           problem:
             "Its class \(cls.name) is unavailable while \(state.lockState), but its mode \(octal(mode)) still allows access (created after the last transition?); run the last transition again to apply it."
         ))
-    } else if !restricted, let saved {
+    } else if !restricted, let saved = saved?.mode {
       problems.append(
         .init(
           path: path,
           problem:
             "It is still locked out (mode \(octal(mode)), original \(octal(saved))) although its class \(cls.name) is available; run `protfs unlock` to restore it."
         ))
-    } else if restricted, let saved, ModeEnforcer.restrictedMode(saved, entry.kind) != mode {
+    } else if restricted, let saved = saved?.mode,
+      ModeEnforcer.restrictedMode(saved, entry.kind, handedOver: handedOver) != mode
+    {
       problems.append(
         .init(
           path: path,

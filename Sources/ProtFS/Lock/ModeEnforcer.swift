@@ -25,12 +25,18 @@ public final class CrashHook: Sendable {
   }
 }
 
-/// Applies a target protection state to single items through their permission bits (SPEC §4).
+/// Applies a target protection state to single items through their permission bits and, when
+/// protfs may chown, their owner.
 ///
 /// Per item the order makes every step idempotent, so an interrupted walk can simply run again:
-/// restricting writes `user.protfs.saved-mode` first (create-only, so a saved mode is never
-/// overwritten) and chmods second; restoring chmods back first and removes the attribute second.
-/// Whenever the attribute exists it holds the original mode.
+/// restricting writes the `SavedModeRecord` first (create-only, so a record is never overwritten),
+/// then hands the item to root, then chmods; restoring gives the owner back first (chown clears
+/// set-id bits), then the mode, and removes the record last. Whenever an authentic record exists it
+/// holds the original owner and mode.
+///
+/// Every item is changed through one descriptor (`ItemHandle`): the link count and identity checked
+/// are those of the inode that is changed. A file with more than one link may also be reachable
+/// from outside the device, so it is never changed, only reported.
 struct ModeEnforcer: Sendable {
   /// The state whose table applies.
   var target: ProtectionState
@@ -41,6 +47,14 @@ struct ModeEnforcer: Sendable {
   var crash: CrashHook
   /// Where original modes go before an unprivileged owner's item is widened; nil forbids widening.
   var ownerAccess: OwnerAccessLog?
+  /// The secret that authenticates saved-mode records.
+  var key: ModeKey
+
+  /// Whether this process may give items away (root with CAP_CHOWN): then a locked item goes to root.
+  static let canChown: Bool = geteuid() == 0 && protfs_cap_effective(0 /* CAP_CHOWN */) == 1
+
+  /// The mode an item whose record held no authentic original gets at unlock: its owner's only.
+  static func safeMode(_ kind: FileKind) -> UInt32 { kind == .directory ? 0o700 : 0o600 }
 
   /// What the enforcement did, per worker, summed at the end.
   struct Tally: Sendable {
@@ -52,12 +66,18 @@ struct ModeEnforcer: Sendable {
     var visited = 0
     /// Items that could not be brought into line.
     var failures: [ProtFSError] = []
+    /// Files left unchanged because they have more than one link.
+    var hardLinked: [String] = []
+    /// Items whose saved-mode record protfs did not write; it was ignored.
+    var unauthenticated: [String] = []
 
     mutating func add(_ other: Tally) {
       restricted += other.restricted
       restored += other.restored
       visited += other.visited
       failures += other.failures
+      hardLinked += other.hardLinked
+      unauthenticated += other.unauthenticated
     }
   }
 
@@ -70,139 +90,244 @@ struct ModeEnforcer: Sendable {
     do {
       if let ownerAccess, !ownerAccess.isEmpty { try repairWidened(entry, ownerAccess) }
       if let cls = entry.protectionClass, target.restricts(entry.kind, cls) {
-        if try restrict(entry) { tally.restricted += 1 }
+        if try restrict(entry, &tally) { tally.restricted += 1 }
       } else if checksAvailableItems {
-        if try restore(entry) { tally.restored += 1 }
+        if try restore(entry, &tally) { tally.restored += 1 }
       }
     } catch {
       tally.failures.append(error)
     }
   }
 
-  /// The mode a restricted item gets: nothing for a file, no write bits for a directory.
-  static func restrictedMode(_ original: UInt32, _ kind: FileKind) -> UInt32 {
-    kind == .directory ? original & ~0o222 : 0
+  /// The mode a restricted item gets: nothing for a file; for a directory no write bits, and when
+  /// it was handed to root (`handedOver`) its owner's read and search bits move to the group, so
+  /// the original owner (in its own group) can still list and traverse it but neither create in it
+  /// nor chmod it.
+  static func restrictedMode(_ original: UInt32, _ kind: FileKind, handedOver: Bool) -> UInt32 {
+    guard kind == .directory else { return 0 }
+    guard handedOver else { return original & ~0o222 }
+    let owner = (original >> 6) & 0o5
+    let group = (original >> 3) & 0o5
+    return (original & 0o7000) | owner << 6 | (owner | group) << 3 | (original & 0o5)
   }
 
-  /// Removes the bits; returns whether anything changed.
-  func restrict(_ entry: WalkEntry) throws(ProtFSError) -> Bool {
-    let (parent, name) = (entry.parent, entry.name)
-    guard let status = FastAttributes.mode(parent, name) else {
-      _ = try parent.status(name)  // throws the error that made the fast path fail
+  /// Whether an authentic record can be this item's own: its owner and group are the record's, or
+  /// a lock handed it to root and kept the group. Anything else was copied from another item.
+  static func fits(_ record: SavedModeRecord, _ status: ItemHandle.Status) -> Bool {
+    guard status.gid == record.gid else { return false }
+    return status.uid == record.uid || (status.uid == 0 && handsOver(originalOwner: record.uid))
+  }
+
+  /// Whether a lock hands an item whose original owner is `uid` to root.
+  static func handsOver(originalOwner uid: UInt32) -> Bool { canChown && uid != 0 }
+
+  /// Takes the access away; returns whether anything changed.
+  func restrict(_ entry: WalkEntry, _ tally: inout Tally) throws(ProtFSError) -> Bool {
+    let path = entry.path
+    let item: ItemHandle
+    do {
+      item = try ItemHandle(entry.parent, entry.name)
+    } catch  where error.errno == ELOOP {
+      return false  // replaced by a symlink meanwhile: never followed, nothing to protect
+    }
+    let status = try item.status(path: path)
+    guard status.kind == entry.kind else { return false }  // replaced meanwhile; the next walk sees it
+    if status.kind != .directory, status.links > 1 {
+      tally.hardLinked.append(path)
       return false
     }
-    guard status.kind == entry.kind else { return false }  // replaced meanwhile; the next walk sees it
-    let mode = status.permissions
-    let wanted = Self.restrictedMode(mode, entry.kind)
-    var result = Self.setSavedMode(parent, name, mode)
+    let current = SavedModeRecord(mode: status.permissions, uid: status.uid, gid: status.gid)
+    let value = current.encoded(for: status.identity, key: key)
+    var result = item.setAttribute(AttributeName.savedMode, value, createOnly: true)
     if case .failure(.accessDenied) = result {
-      result = try Self.withOwnerAccess(parent, name, ownerAccess) { Self.setSavedMode(parent, name, mode) }
+      result = try Self.withOwnerAccess(item, status, path, ownerAccess) {
+        item.setAttribute(AttributeName.savedMode, value, createOnly: true)
+      }
     }
+    let original: SavedModeRecord
     switch result {
     case .success:
       crash.step()
-      guard wanted != mode else { return false }
-      try Self.chmod(parent, name, wanted)
-      crash.step()
-      return true
+      original = current
     case .failure(.exists):
-      // Restricted before (or interrupted between the two steps): the saved mode is the original.
-      let original = try Self.savedMode(parent, name, ownerAccess) ?? mode
-      let again = Self.restrictedMode(original, entry.kind)
-      guard again != mode else { return false }
-      try Self.chmod(parent, name, again)
-      crash.step()
-      return true
-    case .failure(let e):
-      throw ProtFSError.system("save the mode of", path: parent.pathOf(name), errno: e.rawValue)
-    }
-  }
-
-  /// Puts the saved mode back; returns whether there was one.
-  func restore(_ entry: WalkEntry) throws(ProtFSError) -> Bool {
-    let (parent, name) = (entry.parent, entry.name)
-    let original: UInt32
-    switch FastAttributes.savedMode(parent, name) {
-    case .absent: return false
-    case .value(let mode): original = mode
-    case .unusual:
-      guard let mode = try Self.savedMode(parent, name, ownerAccess) else { return false }
-      original = mode
-    }
-    try Self.chmod(parent, name, original)
-    crash.step()
-    switch Kernel.removeAttribute(dirfd: parent.fd, name: name, attribute: AttributeName.savedMode) {
-    case .success, .failure(.noData): break
-    case .failure(.accessDenied):
-      try Self.withOwnerAccess(parent, name, ownerAccess) { () throws(ProtFSError) in
-        try parent.removeAttribute(AttributeName.savedMode, of: name)
+      // Restricted before (or interrupted between the steps): an authentic record is the original.
+      switch try readRecord(item, status, path) {
+      case .authentic(let saved) where Self.fits(saved, status):
+        original = saved
+      case .authentic, .unauthenticated, .garbage, nil:
+        // Not protfs's: the item was never restricted with it, so its current state is the original.
+        tally.unauthenticated.append(path)
+        try Self.writeAttribute(item, status, path, ownerAccess, value)
+        crash.step()
+        original = current
       }
     case .failure(let e):
-      throw ProtFSError.system("remove the saved mode of", path: parent.pathOf(name), errno: e.rawValue)
+      throw ProtFSError.system("save the mode of", path: path, errno: e.rawValue)
+    }
+    var changed = false
+    let handOver = Self.handsOver(originalOwner: original.uid)
+    if handOver, status.uid != 0 {
+      try Self.chown(item, path, uid: 0, gid: status.gid)
+      crash.step()
+      changed = true
+    }
+    let wanted = Self.restrictedMode(original.mode, entry.kind, handedOver: handOver)
+    // After a chown the kernel may have cleared set-id bits: set the mode even when it looked right.
+    if changed || wanted != status.permissions {
+      try Self.chmod(item, path, wanted)
+      crash.step()
+      changed = true
+    }
+    return changed
+  }
+
+  /// Gives the saved owner and mode back; returns whether there was a record.
+  func restore(_ entry: WalkEntry, _ tally: inout Tally) throws(ProtFSError) -> Bool {
+    guard FastAttributes.hasSavedMode(entry.parent, entry.name) else { return false }
+    let path = entry.path
+    let item: ItemHandle
+    do {
+      item = try ItemHandle(entry.parent, entry.name)
+    } catch  where error.errno == ELOOP || error.errno == ENOENT {
+      return false
+    }
+    let status = try item.status(path: path)
+    guard status.kind == entry.kind else { return false }
+    // Read again through the descriptor: a value read by name may be another inode's (the name
+    // swapped meanwhile), and a record not bound to its inode would verify on this one too.
+    let decoded = try readRecord(item, status, path)
+    guard let decoded else { return false }
+    switch decoded {
+    case .authentic(let saved) where Self.fits(saved, status):
+      if status.uid != saved.uid || status.gid != saved.gid {
+        try Self.chown(item, path, uid: saved.uid, gid: saved.gid)
+        crash.step()
+      }
+      try Self.chmod(item, path, saved.mode)
+      crash.step()
+    case .authentic, .unauthenticated, .garbage:
+      tally.unauthenticated.append(path)
+      // A file that may be linked from outside is never changed; its record stays to be reported.
+      if status.kind != .directory, status.links > 1 { return false }
+      try Self.chmod(item, path, Self.safeMode(status.kind))
+      crash.step()
+    }
+    var removed = item.removeAttribute(AttributeName.savedMode)
+    if case .failure(.accessDenied) = removed {
+      removed = try Self.withOwnerAccess(item, try item.status(path: path), path, ownerAccess) {
+        item.removeAttribute(AttributeName.savedMode)
+      }
+    }
+    switch removed {
+    case .success, .failure(.noData): break
+    case .failure(let e): throw ProtFSError.system("remove the saved mode of", path: path, errno: e.rawValue)
     }
     crash.step()
     return true
   }
 
-  /// The mode kept in `user.protfs.saved-mode`, or nil; garbage there is an error, never a guess.
-  static func savedMode(_ parent: DirectoryHandle, _ name: String, _ ownerAccess: OwnerAccessLog?)
-    throws(ProtFSError) -> UInt32?
+  /// The item's record as decoded against its identity, or nil when it has none.
+  func readRecord(_ item: ItemHandle, _ status: ItemHandle.Status, _ path: String) throws(ProtFSError)
+    -> SavedModeRecord.Decoded?
   {
-    var result = parent.attributeResult(AttributeName.savedMode, of: name)
+    try Self.readRecord(item, status, path, key: key, ownerAccess)
+  }
+
+  /// The item's record as decoded against its identity, or nil when it has none.
+  static func readRecord(
+    _ item: ItemHandle, _ status: ItemHandle.Status, _ path: String, key: ModeKey?, _ ownerAccess: OwnerAccessLog?
+  ) throws(ProtFSError) -> SavedModeRecord.Decoded? {
+    func read() -> Result<[UInt8]?, Errno> {
+      withUnsafeTemporaryAllocation(byteCount: SavedModeRecord.maximumLength, alignment: 1) { buffer in
+        switch item.attribute(AttributeName.savedMode, into: buffer) {
+        case .success(let count): return .success(Array(buffer[..<count]))
+        case .failure(.noData): return .success(nil)
+        case .failure(.range): return .success([])  // longer than any record: garbage
+        case .failure(let e): return .failure(e)
+        }
+      }
+    }
+    var result = read()
     if case .failure(.accessDenied) = result {
-      result = try withOwnerAccess(parent, name, ownerAccess) {
-        parent.attributeResult(AttributeName.savedMode, of: name)
+      result = try withOwnerAccess(item, status, path, ownerAccess) { read() }
+    }
+    guard let bytes = try result.orThrow("read the saved mode of", path: path) else { return nil }
+    return SavedModeRecord.decode(bytes, identity: status.identity, key: key)
+  }
+
+  /// Replaces the record (one protfs did not write) with `value`.
+  private static func writeAttribute(
+    _ item: ItemHandle, _ status: ItemHandle.Status, _ path: String, _ ownerAccess: OwnerAccessLog?, _ value: [UInt8]
+  ) throws(ProtFSError) {
+    var result = item.setAttribute(AttributeName.savedMode, value, createOnly: false)
+    if case .failure(.accessDenied) = result {
+      result = try withOwnerAccess(item, status, path, ownerAccess) {
+        item.setAttribute(AttributeName.savedMode, value, createOnly: false)
       }
     }
-    guard let bytes = try result.orThrow("read the saved mode of", path: parent.pathOf(name)) else { return nil }
-    guard let mode = parseMode(bytes) else {
-      let path = parent.pathOf(name)
-      let shown = String(decoding: bytes.prefix(32), as: UTF8.self).debugDescription
+    _ = try result.orThrow("save the mode of", path: path)
+  }
+
+  /// chmod of a held item, with a message that says whose file it is on EPERM.
+  static func chmod(_ item: ItemHandle, _ path: String, _ mode: UInt32) throws(ProtFSError) {
+    switch item.setPermissions(mode) {
+    case .success: return
+    case .failure(.notPermitted):
+      let owner = (try? item.status(path: path).uid).map { "uid \($0)" } ?? "another user"
       throw ProtFSError(
-        .corruptAttribute, "The attribute \(AttributeName.savedMode) of '\(path)' holds \(shown), which is not a mode.",
-        path: path,
-        hint: "chmod the item to the mode it should have, then run `setfattr -x \(AttributeName.savedMode) '\(path)'`")
+        .permissionDenied,
+        "Cannot change the mode of '\(path)': it belongs to \(owner), and protfs runs as uid \(geteuid()).",
+        path: path, errno: EPERM, hint: "run protfs as root, or give the file to the device's owner with chown")
+    case .failure(let e):
+      throw ProtFSError.system("change the mode of", path: path, errno: e.rawValue)
     }
-    return mode
   }
 
-  /// Octal ASCII such as `0644`, at most `07777`.
-  static func parseMode(_ bytes: [UInt8]) -> UInt32? {
-    guard !bytes.isEmpty, bytes.count <= 6, bytes.allSatisfy({ (0x30...0x37).contains($0) }) else { return nil }
-    guard let value = UInt32(String(decoding: bytes, as: UTF8.self), radix: 8), value <= 0o7777 else { return nil }
-    return value
+  /// chown of a held item.
+  static func chown(_ item: ItemHandle, _ path: String, uid: UInt32, gid: UInt32) throws(ProtFSError) {
+    switch item.setOwner(uid: uid, gid: gid) {
+    case .success: return
+    case .failure(.notPermitted):
+      throw ProtFSError(
+        .permissionDenied,
+        "Cannot give '\(path)' to uid \(uid), gid \(gid): protfs runs as uid \(geteuid()) without the right to chown.",
+        path: path, errno: EPERM, hint: "run protfs as root")
+    case .failure(let e):
+      throw ProtFSError.system("change the owner of", path: path, errno: e.rawValue)
+    }
   }
 
-  /// Writes the saved mode only when there is none yet (XATTR_CREATE), so an original is never replaced.
-  static func setSavedMode(_ parent: DirectoryHandle, _ name: String, _ mode: UInt32) -> Result<Void, Errno> {
-    let xattrCreate: UInt32 = 1  // XATTR_CREATE
-    // "0" and up to four octal digits, written on the stack: this runs once per locked item.
-    return withUnsafeTemporaryAllocation(byteCount: 6, alignment: 1) { buffer in
-      var digits = 0
-      var rest = mode
-      repeat {
-        digits += 1
-        rest >>= 3
-      } while rest != 0
-      buffer[0] = 0x30
-      rest = mode
-      for index in stride(from: digits, through: 1, by: -1) {
-        buffer[index] = 0x30 + UInt8(rest & 7)
-        rest >>= 3
-      }
-      let raw = UnsafeRawBufferPointer(rebasing: buffer[0...digits])
-      if Kernel.hasXattrAt {
-        return valueOrErrno {
-          protfs_setxattrat(
-            parent.fd, name, UInt32(AT_SYMLINK_NOFOLLOW), AttributeName.savedMode, raw.baseAddress, raw.count,
-            xattrCreate)
-        }.map { _ in () }
-      }
-      return valueOrErrno {
-        lsetxattr(
-          "/proc/self/fd/\(parent.fd)/\(name)", AttributeName.savedMode, raw.baseAddress, raw.count, Int32(xattrCreate))
-      }.map { _ in () }
+  /// As the named `withOwnerAccess`, for a held item.
+  static func withOwnerAccess<T>(
+    _ item: ItemHandle, _ status: ItemHandle.Status, _ path: String, _ log: OwnerAccessLog?,
+    _ body: () throws(ProtFSError) -> T
+  ) throws(ProtFSError) -> T {
+    guard status.uid == geteuid() else {
+      throw ProtFSError(
+        .permissionDenied,
+        "Cannot reach the attributes of '\(path)': Permission denied (it belongs to uid \(status.uid), and protfs runs as uid \(geteuid())).",
+        path: path, errno: EACCES, hint: "run protfs as root, or give the item to the device's owner with chown")
     }
+    let mode = status.permissions
+    guard let log else {
+      throw ProtFSError(
+        .permissionDenied,
+        "Cannot read the attributes of '\(path)': its mode \(FilePermissions(rawValue: mode).octal) forbids it, and protfs (uid \(geteuid())) widens modes only during a transition.",
+        path: path, errno: EACCES, hint: "run protfs as root")
+    }
+    var s = stat()
+    _ = try valueOrErrno { fstat(item.fd, &s) }.orThrow("inspect", path: path)
+    let id = OwnerAccessLog.FileID(device: UInt64(s.st_dev), inode: UInt64(s.st_ino))
+    try log.record(id, mode: mode)
+    try chmod(item, path, mode | (status.kind == .directory ? 0o700 : 0o600))
+    log.widened()
+    defer {
+      if case .success = item.setPermissions(mode) {
+        // Should this record fail, the log still goes away when the transition commits.
+        try? log.finished(id)
+      }
+    }
+    return try body()
   }
 
   /// chmod without following a symlink, with a message that says whose file it is on EPERM.
@@ -264,7 +389,7 @@ struct ModeEnforcer: Sendable {
     guard let original = log.original(.init(device: status.device, inode: status.inode)),
       original != status.permissions.rawValue
     else { return }
-    if case .absent = FastAttributes.savedMode(entry.parent, entry.name) {
+    if !FastAttributes.hasSavedMode(entry.parent, entry.name) {
       try Self.chmod(entry.parent, entry.name, original)
       crash.step()
     }

@@ -9,8 +9,10 @@ enum LockCommand {
     discussion: """
       Applies SPEC §3's table for the locked state to every item of every container: files of
       unavailable classes lose all permission bits, directories where nothing may be created lose
-      their write bits; the original modes are kept in user.protfs.saved-mode and come back at
-      unlock. Locking a locked device applies the table again to items created meanwhile.
+      their write bits; run as root, protfs also hands items of other owners to root. The
+      original mode and owner are kept, authenticated, in user.protfs.saved-mode and come back
+      at unlock. Files with more than one link are left unchanged and named in a warning.
+      Locking a locked device applies the table again to items created meanwhile.
       Files of unavailable classes that processes still hold open are reported. Without a
       passcode nothing changes (data protection is off).
       """,
@@ -47,6 +49,7 @@ enum LockCommand {
       return 1
     }
     Console.out(TransitionText.summary(report, device: controller.device))
+    TransitionText.warnings(report)
     for file in try controller.openFilesStillReachable() {
       Console.err(
         "warning: '\(file.path)' is still open in process \(file.pid) (\(file.command)); its data stays reachable through that descriptor until it is closed."

@@ -84,4 +84,18 @@ enum TransitionText {
     let detail = parts.isEmpty ? "no permission bits changed" : parts.joined(separator: ", ")
     return "\(device.root): \(report.to.lockState) (\(detail); \(items(report.visited)) checked)."
   }
+
+  /// Warns on stderr about the items the transition left alone or whose record it ignored.
+  static func warnings(_ report: TransitionReport) {
+    for path in report.hardLinked {
+      Console.err(
+        "Warning: '\(path)' has more than one link, so it may also be reachable from outside the device; it was left unchanged (not locked). Copy it instead of linking it."
+      )
+    }
+    for path in report.unauthenticated {
+      Console.err(
+        "Warning: '\(path)' carried a saved-mode record that protfs did not write (forged, copied, or from an older version); it was ignored\(report.to.lockState == .unlocked ? ", and the item got mode 0600 (0700 for a directory): set the mode it should have" : "")."
+      )
+    }
+  }
 }

@@ -17,6 +17,7 @@ enum RebootCommand {
     let controller = invocation.lockController
     let report = try controller.reboot()
     Console.out(TransitionText.summary(report, device: controller.device))
+    TransitionText.warnings(report)
     return 0
   }
 }

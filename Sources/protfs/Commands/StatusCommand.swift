@@ -9,10 +9,13 @@ enum StatusCommand {
     discussion: """
       Walks every container to count items per class and to find items whose permission bits do
       not match the state (for example files created by other programs since the last
-      transition; running that transition again applies the table to them).
+      transition; running that transition again applies the table to them), saved-mode records
+      protfs did not write, and files with more than one link, which lock leaves unchanged.
       """,
     options: [
-      .flag("json", help: "Print JSON: state, protectedDataAvailable, since, passcode, classes, inconsistencies.")
+      .flag(
+        "json",
+        help: "Print JSON: state, protectedDataAvailable, since, passcode, classes, inconsistencies, hardLinked.")
     ],
     run: run
   )
@@ -56,6 +59,12 @@ enum StatusCommand {
       Console.out(
         "Not inspected:             \(status.uninspectable) items whose mode hides their attributes from uid \(geteuid()) (run as root)"
       )
+    }
+    if status.hardLinkedCount > 0 {
+      Console.out(
+        "Hard-linked files:         \(status.hardLinkedCount) (more than one link: lock leaves them unchanged, since a link may be outside the device)"
+      )
+      for path in status.hardLinked { Console.out("  \(path)") }
     }
     if status.inconsistencyCount == 0 {
       Console.out("Inconsistencies:           none")

@@ -23,6 +23,7 @@ enum UnlockCommand {
     }
     let report = try controller.unlock(passcode: passcode)
     Console.out(TransitionText.summary(report, device: controller.device))
+    TransitionText.warnings(report)
     // Finished background downloads that waited for the data to become available move into place now.
     // One that cannot be placed fails the command (exit 1) although the device is unlocked: its file
     // is not where the download said it would be.

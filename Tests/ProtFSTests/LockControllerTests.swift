@@ -1,8 +1,9 @@
 import Foundation
-import ProtFS
 import ProtFSTestSupport
 import Synchronization
 import Testing
+
+@testable import ProtFS
 
 /// A clock tests move by hand.
 final class ManualClock: Sendable {
@@ -185,20 +186,45 @@ final class ManualClock: Sendable {
     #expect(t.device.mode(t.directory) == 0o751)
   }
 
-  @Test func aRecordCopiedFromAnotherItemIsNotAuthentic() throws {
+  /// Records are not bound to their inode (ext4 shares one attribute block among equal values), so
+  /// what keeps a copy from being applied is the item's state: a group member who can write an
+  /// unlocked file's attributes copies a locked setuid file's record onto it.
+  @Test func aRecordCopiedOntoAnItemInAnotherStateIsNotApplied() throws {
     let t = try LockFixture(fileClass: .complete)
     let other = t.directory + "/other"
     try t.device.writeFile(other, "x", mode: 0o4755)
     try t.device.device.setClass(.complete, of: try t.device.device.resolve(other))
+    let shared = t.directory + "/shared"
+    try t.device.writeFile(shared, "x", mode: 0o664)
+    try t.device.device.setClass(ProtectionClass.none, of: try t.device.device.resolve(shared))
     let controller = LockController(device: t.device.device)
     try controller.lock()
     let copied = try #require(TestDevice.rawAttribute(other, AttributeName.savedMode))
-    #expect(copied.hasPrefix("04755 "))
-    try DirectoryHandle(path: t.directory).setAttribute(AttributeName.savedMode, to: Array(copied.utf8), of: "file")
+    #expect(copied.hasPrefix("04755 0 0 "))
+    try DirectoryHandle(path: t.directory).setAttribute(AttributeName.savedMode, to: Array(copied.utf8), of: "shared")
+    #expect(try controller.status().inconsistencies.map(\.path).contains(shared))
     let report = try controller.unlock()
-    #expect(report.unauthenticated == [t.file])
-    #expect(t.device.mode(t.file) == 0o600)
+    #expect(report.unauthenticated == [shared])
+    #expect(t.device.mode(shared) == 0o600, "never the copied 04755")
     #expect(t.device.mode(other) == 0o4755)
+  }
+
+  /// The same record is applied again after a crash at any step of a lock: each state between
+  /// the steps is one a record fits.
+  @Test func aRecordFitsTheItemAtEveryStepOfItsLock() throws {
+    let status = { (uid: UInt32, mode: UInt32) in
+      ItemHandle.Status(
+        kind: .directory, permissions: mode, uid: uid, gid: 501, links: 2,
+        identity: ItemIdentity(inode: 1, birthSeconds: 0, birthNanoseconds: 0, isDirectory: true))
+    }
+    let record = SavedModeRecord(mode: 0o2770, uid: 501, gid: 501)
+    let restricted = ModeEnforcer.restrictedMode(0o2770, .directory, handedOver: ModeEnforcer.canChown)
+    #expect(ModeEnforcer.fits(record, status(501, 0o2770)))
+    #expect(ModeEnforcer.fits(record, status(501, restricted)))
+    #expect(ModeEnforcer.fits(record, status(0, restricted)) == ModeEnforcer.canChown)
+    #expect(!ModeEnforcer.fits(record, status(501, 0o2777)))
+    #expect(!ModeEnforcer.fits(record, status(0, 0o2770)))
+    #expect(!ModeEnforcer.fits(record, status(1000, restricted)))
   }
 
   @Test func aRecordCopiedToAnItemOfAnotherOwnerIsNotApplied() throws {

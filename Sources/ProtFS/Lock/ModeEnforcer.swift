@@ -30,9 +30,9 @@ public final class CrashHook: Sendable {
 ///
 /// Per item the order makes every step idempotent, so an interrupted walk can simply run again:
 /// restricting writes the `SavedModeRecord` first (create-only, so a record is never overwritten),
-/// then hands the item to root, then chmods; restoring gives the owner back first (chown clears
+/// then chmods, then hands the item to root; restoring gives the owner back first (chown clears
 /// set-id bits), then the mode, and removes the record last. Whenever an authentic record exists it
-/// holds the original owner and mode.
+/// holds the original owner and mode, and the item is in one of the states `fits` accepts.
 ///
 /// Every item is changed through one descriptor (`ItemHandle`): the link count and identity checked
 /// are those of the inode that is changed. A file with more than one link may also be reachable
@@ -111,11 +111,24 @@ struct ModeEnforcer: Sendable {
     return (original & 0o7000) | owner << 6 | (owner | group) << 3 | (original & 0o5)
   }
 
-  /// Whether an authentic record can be this item's own: its owner and group are the record's, or
-  /// a lock handed it to root and kept the group. Anything else was copied from another item.
+  /// Whether an authentic record can be this item's own: the item is exactly as a lock that wrote
+  /// the record leaves it after one of its steps. Written, nothing changed yet: the record's owner,
+  /// group and mode. Restricted: the record's owner and group, the restricted mode. Handed over:
+  /// root, the record's group, the restricted mode.
+  ///
+  /// Records are not bound to their inode (see `SavedModeRecord`), so this is what keeps a record
+  /// copied onto another item from being applied. In the first state the record changes nothing;
+  /// in the second the item's attributes can only be written by its owner (the restricted mode has
+  /// no write bits), who is the record's owner and could set its mode anyway; in the third only
+  /// root can write them.
   static func fits(_ record: SavedModeRecord, _ status: ItemHandle.Status) -> Bool {
     guard status.gid == record.gid else { return false }
-    return status.uid == record.uid || (status.uid == 0 && handsOver(originalOwner: record.uid))
+    let handOver = handsOver(originalOwner: record.uid)
+    let restricted = restrictedMode(record.mode, status.kind, handedOver: handOver)
+    if status.uid == record.uid {
+      return status.permissions == record.mode || status.permissions == restricted
+    }
+    return handOver && status.uid == 0 && status.permissions == restricted
   }
 
   /// Whether a lock hands an item whose original owner is `uid` to root.
@@ -164,19 +177,26 @@ struct ModeEnforcer: Sendable {
     case .failure(let e):
       throw ProtFSError.system("save the mode of", path: path, errno: e.rawValue)
     }
+    // The mode first, then the owner: so every state between the steps is one `fits` accepts,
+    // and none gives the owner a window with its bits still there once it is no longer the owner.
     var changed = false
     let handOver = Self.handsOver(originalOwner: original.uid)
+    let wanted = Self.restrictedMode(original.mode, entry.kind, handedOver: handOver)
+    if wanted != status.permissions {
+      try Self.chmod(item, path, wanted)
+      crash.step()
+      changed = true
+    }
     if handOver, status.uid != 0 {
       try Self.chown(item, path, uid: 0, gid: status.gid)
       crash.step()
       changed = true
-    }
-    let wanted = Self.restrictedMode(original.mode, entry.kind, handedOver: handOver)
-    // After a chown the kernel may have cleared set-id bits: set the mode even when it looked right.
-    if changed || wanted != status.permissions {
-      try Self.chmod(item, path, wanted)
-      crash.step()
-      changed = true
+      // The owner may have chmodded it back between the two steps (and a chown may clear set-id
+      // bits): now that root owns it, set the restricted mode again if it is not what it was.
+      if try item.status(path: path).permissions != wanted {
+        try Self.chmod(item, path, wanted)
+        crash.step()
+      }
     }
     return changed
   }
@@ -382,16 +402,15 @@ struct ModeEnforcer: Sendable {
     return try body()
   }
 
-  /// After a crash while an item was widened: puts the logged original back when no saved mode
-  /// holds it (with a saved mode present, the saved mode is the original and the walk applies it).
+  /// After a crash while an item was widened: puts back the mode it had before the widening.
   func repairWidened(_ entry: WalkEntry, _ log: OwnerAccessLog) throws(ProtFSError) {
     let status = try entry.parent.status(entry.name)
     guard let original = log.original(.init(device: status.device, inode: status.inode)),
       original != status.permissions.rawValue
     else { return }
-    if !FastAttributes.hasSavedMode(entry.parent, entry.name) {
-      try Self.chmod(entry.parent, entry.name, original)
-      crash.step()
-    }
+    // Always back to the mode before the widening, record or not: a record is applied only to an
+    // item in a state a lock leaves (`fits`), and a widened mode is none of them.
+    try Self.chmod(entry.parent, entry.name, original)
+    crash.step()
   }
 }

@@ -3,9 +3,8 @@ import CProtFSSys
 import Foundation
 
 /// What identifies an inode for as long as it exists: its number and its birth time (a number
-/// reused after a delete comes with a new birth time), and whether it is a directory.
-///
-/// The device number is left out on purpose: it changes when the same filesystem is mounted again.
+/// reused after a delete comes with a new birth time), and whether it is a directory. Records
+/// authenticate only the type (see `SavedModeRecord`).
 struct ItemIdentity: Equatable, Sendable {
   var inode: UInt64
   var birthSeconds: Int64
@@ -14,11 +13,16 @@ struct ItemIdentity: Equatable, Sendable {
 }
 
 /// The record a lock keeps in `user.protfs.saved-mode`: the item's permission bits, owner and group
-/// before the lock, and an HMAC-SHA256 that binds them to the item's identity.
+/// before the lock, and an HMAC-SHA256 that proves protfs wrote them for an item of that type.
 ///
-/// Every value is unique to its inode, so that none can be copied to another item. The price is
-/// on ext4: its 256-byte inodes have no room for the record beside a class, and values that differ
-/// cannot share one attribute block, so each locked item gets a block of its own.
+/// The MAC binds the type, mode, owner and group, not the inode: items locked with the same
+/// values carry the same record, so that ext4 can keep their attributes in one shared block (a
+/// value unique to each inode costs every locked file a 4 KiB block of its own, and made lock
+/// 1.4× and unlock 3.2× slower). What ties a record to its item is its state: a record is applied
+/// only to an item that is exactly as protfs leaves it at one step of a lock (see
+/// `ModeEnforcer.fits`). An item in such a state can only have its attributes written by root or
+/// by its owner, and the owner could set the record's owner and mode itself, so a copied record
+/// gains nobody anything; a record copied onto any other item is ignored and reported.
 ///
 /// On disk it is ASCII, so that `getfattr` shows it: `MODE UID GID MAC`, for example
 /// `0644 501 501 3f9a…` (octal mode, decimal ids, 64 hex digits). This type is the one codec for
@@ -162,7 +166,7 @@ struct ModeKey: Sendable {
     self.outer = outer
   }
 
-  /// HMAC-SHA256 of a fixed-layout message: a domain tag, the identity, then mode, owner and group.
+  /// HMAC-SHA256 of a fixed-layout message: a domain tag, the item's type, then mode, owner and group.
   func mac(_ record: SavedModeRecord, _ identity: ItemIdentity) -> [UInt8] {
     // Built on the stack: this runs once or twice per locked item.
     withUnsafeTemporaryAllocation(byteCount: 64, alignment: 8) { message in
@@ -174,9 +178,6 @@ struct ModeKey: Sendable {
         }
       }
       for byte in Self.domain { append(byte) }
-      append(identity.inode)
-      append(identity.birthSeconds)
-      append(identity.birthNanoseconds)
       append(UInt8(identity.isDirectory ? 1 : 0))
       append(record.mode)
       append(record.uid)
@@ -193,7 +194,7 @@ struct ModeKey: Sendable {
   }
 
   /// Separates these MACs from any other use of the key.
-  private static let domain = Array("protfs saved-mode 1\0".utf8)
+  private static let domain = Array("protfs saved-mode 2\0".utf8)
 
   /// The key in `directory` (the device's `.protfs/`), or nil when there is none yet.
   static func load(from directory: DirectoryHandle) throws(ProtFSError) -> ModeKey? {

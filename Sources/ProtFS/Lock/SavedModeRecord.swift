@@ -1,6 +1,7 @@
 import CCrypto
 import CProtFSSys
 import Foundation
+import Synchronization
 
 /// What identifies an inode for as long as it exists: its number and its birth time (a number
 /// reused after a delete comes with a new birth time), and whether it is a directory. Records
@@ -27,7 +28,7 @@ struct ItemIdentity: Equatable, Sendable {
 /// On disk it is ASCII, so that `getfattr` shows it: `MODE UID GID MAC`, for example
 /// `0644 501 501 3f9a…` (octal mode, decimal ids, 64 hex digits). This type is the one codec for
 /// that value: every reader (lock, unlock, status, audit) goes through it.
-struct SavedModeRecord: Equatable, Sendable {
+struct SavedModeRecord: Hashable, Sendable {
   /// The permission bits, set-id and sticky bits included.
   var mode: UInt32
   /// The owner.
@@ -151,6 +152,9 @@ struct ModeKey: Sendable {
   /// The HMAC's inner and outer hash states after the key block, copied for each item.
   private let inner: SHA256_CTX
   private let outer: SHA256_CTX
+  /// MACs already computed: a lock or unlock meets the same few (type, mode, owner, group)
+  /// values on thousands of items, so each is hashed once per process.
+  private let memo = MACMemo()
 
   private init(_ key: [UInt8]) {
     var block = key + [UInt8](repeating: 0, count: 64 - key.count)
@@ -168,6 +172,14 @@ struct ModeKey: Sendable {
 
   /// HMAC-SHA256 of a fixed-layout message: a domain tag, the item's type, then mode, owner and group.
   func mac(_ record: SavedModeRecord, _ identity: ItemIdentity) -> [UInt8] {
+    let input = MACMemo.Input(record: record, isDirectory: identity.isDirectory)
+    if let known = memo.value(for: input) { return known }
+    let computed = computeMAC(record, identity)
+    memo.store(computed, for: input)
+    return computed
+  }
+
+  private func computeMAC(_ record: SavedModeRecord, _ identity: ItemIdentity) -> [UInt8] {
     // Built on the stack: this runs once or twice per locked item.
     withUnsafeTemporaryAllocation(byteCount: 64, alignment: 8) { message in
       var length = 0
@@ -256,5 +268,25 @@ struct ModeKey: Sendable {
       hint:
         "remove it (`rm '\(path)'`); the next transition makes a new one, and unlock then gives items locked before files mode 0600 and directories 0700 instead of their saved modes"
     )
+  }
+}
+
+/// The MACs a `ModeKey` has computed, shared by the walk's threads.
+private final class MACMemo: Sendable {
+  struct Input: Hashable {
+    var record: SavedModeRecord
+    var isDirectory: Bool
+  }
+
+  /// Past this many distinct values (a tree of unusual modes and owners) nothing more is kept.
+  private static let capacity = 4096
+  private let values = Mutex<[Input: [UInt8]]>([:])
+
+  func value(for input: Input) -> [UInt8]? { values.withLock { $0[input] } }
+
+  func store(_ mac: [UInt8], for input: Input) {
+    values.withLock { values in
+      if values.count < Self.capacity { values[input] = mac }
+    }
   }
 }

@@ -26,6 +26,32 @@ import Testing
     return (configuration, outside)
   }
 
+  /// Starts downloading `data.bin` (`bytes` long) from a fault server in `mode` and returns once
+  /// 100,000 bytes arrived; the caller invalidates the session, then stops the server.
+  func startTransfer(_ configuration: DownloadSessionConfiguration, bytes: Int, mode: FaultServer.Mode)
+    async throws -> (server: FaultServer, session: DownloadSession, task: DownloadTask)
+  {
+    let server = try FaultServer(body: DownloadFixture.bytes(bytes), mode: mode)
+    let session: DownloadSession
+    do {
+      session = try DownloadSession(configuration: configuration)
+    } catch {
+      server.stop()
+      throw error
+    }
+    let task: DownloadTask
+    do {
+      task = try session.downloadTask(with: server.url("data.bin"))
+    } catch {
+      session.invalidate()
+      server.stop()
+      throw error
+    }
+    task.resume()
+    await session.waitForProgress(of: task, atLeast: 100_000)
+    return (server, session, task)
+  }
+
   /// Every regular file below `directory`.
   func files(below directory: String) -> [String] {
     let walker = FileManager.default.enumerator(atPath: directory)
@@ -54,13 +80,11 @@ import Testing
     let t = try TestDevice()
     let (configuration, outside) = try setUp(t, usesOpenat2: usesOpenat2)
     defer { TestDevice.removeTree(outside) }
-    let server = try FaultServer(body: DownloadFixture.bytes(400_000), mode: .gateAfter(bytes: 100_000))
-    defer { server.stop() }
-    let session = try DownloadSession(configuration: configuration)
-    defer { session.invalidate() }
-    let task = try session.downloadTask(with: server.url("data.bin"))
-    task.resume()
-    await session.waitForProgress(of: task, atLeast: 100_000)
+    let (server, session, task) = try await startTransfer(configuration, bytes: 400_000, mode: .gateAfter(bytes: 100_000))
+    defer {
+      session.invalidate()
+      server.stop()
+    }
     let documents = t.containerPath(app, "Documents")
     try swapForSymlink(documents, outside: outside)
     server.openGate()
@@ -77,13 +101,11 @@ import Testing
     let t = try TestDevice()
     let (configuration, outside) = try setUp(t, usesOpenat2: usesOpenat2)
     defer { TestDevice.removeTree(outside) }
-    let server = try FaultServer(body: DownloadFixture.bytes(400_000), mode: .gateAfter(bytes: 100_000))
-    defer { server.stop() }
-    let session = try DownloadSession(configuration: configuration)
-    defer { session.invalidate() }
-    let task = try session.downloadTask(with: server.url("data.bin"))
-    task.resume()
-    await session.waitForProgress(of: task, atLeast: 100_000)
+    let (server, session, task) = try await startTransfer(configuration, bytes: 400_000, mode: .gateAfter(bytes: 100_000))
+    defer {
+      session.invalidate()
+      server.stop()
+    }
     // The Downloads directory, with the open temp file in it, leaves the device; a link takes its place.
     try swapForSymlink(configuration.temporaryDirectory, outside: outside)
     server.openGate()
@@ -100,13 +122,11 @@ import Testing
     defer { TestDevice.removeTree(outside) }
     configuration.accessCheckInterval = .milliseconds(10)
     // The server never sends the rest: only the swap can end this transfer.
-    let server = try FaultServer(body: DownloadFixture.bytes(400_000), mode: .stallAfter(bytes: 100_000))
-    defer { server.stop() }
-    let session = try DownloadSession(configuration: configuration)
-    defer { session.invalidate() }
-    let task = try session.downloadTask(with: server.url("data.bin"))
-    task.resume()
-    await session.waitForProgress(of: task, atLeast: 100_000)
+    let (server, session, task) = try await startTransfer(configuration, bytes: 400_000, mode: .stallAfter(bytes: 100_000))
+    defer {
+      session.invalidate()
+      server.stop()
+    }
     try swapForSymlink(configuration.temporaryDirectory, outside: outside)
     #expect(await task.waitUntilSettled() == .failed)
     #expect(files(below: outside).isEmpty, "\(files(below: outside))")
@@ -119,13 +139,11 @@ import Testing
     var (configuration, outside) = try setUp(t)
     defer { TestDevice.removeTree(outside) }
     configuration.accessCheckInterval = .milliseconds(10)
-    let server = try FaultServer(body: DownloadFixture.bytes(400_000), mode: .stallAfter(bytes: 100_000))
-    defer { server.stop() }
-    let session = try DownloadSession(configuration: configuration)
-    defer { session.invalidate() }
-    let task = try session.downloadTask(with: server.url("data.bin"))
-    task.resume()
-    await session.waitForProgress(of: task, atLeast: 100_000)
+    let (server, session, task) = try await startTransfer(configuration, bytes: 400_000, mode: .stallAfter(bytes: 100_000))
+    defer {
+      session.invalidate()
+      server.stop()
+    }
     let temporary = try #require(task.temporaryLocation?.path)
     try #require(link(temporary, outside + "/linked") == 0)
     #expect(await task.waitUntilSettled() == .failed)
@@ -164,13 +182,11 @@ import Testing
     let t = try TestDevice()
     let (configuration, outside) = try setUp(t, defaultClass: .complete, downloadsClass: ProtectionClass.none)
     TestDevice.removeTree(outside)
-    let server = try FaultServer(body: DownloadFixture.bytes(300_000), mode: .gateAfter(bytes: 100_000))
-    defer { server.stop() }
-    let session = try DownloadSession(configuration: configuration)
-    defer { session.invalidate() }
-    let task = try session.downloadTask(with: server.url("data.bin"))
-    task.resume()
-    await session.waitForProgress(of: task, atLeast: 100_000)
+    let (server, session, task) = try await startTransfer(configuration, bytes: 300_000, mode: .gateAfter(bytes: 100_000))
+    defer {
+      session.invalidate()
+      server.stop()
+    }
     let temporary = try #require(task.temporaryLocation?.path)
     #expect(t.rawClass(temporary) == "NSFileProtectionNone")
     server.openGate()
@@ -184,13 +200,11 @@ import Testing
     let (configuration, outside) = try setUp(t)
     TestDevice.removeTree(outside)
     #expect(chown(t.containerPath(app), 4321, 4322) == 0)
-    let server = try FaultServer(body: DownloadFixture.bytes(300_000), mode: .gateAfter(bytes: 100_000))
-    defer { server.stop() }
-    let session = try DownloadSession(configuration: configuration)
-    defer { session.invalidate() }
-    let task = try session.downloadTask(with: server.url("data.bin"))
-    task.resume()
-    await session.waitForProgress(of: task, atLeast: 100_000)
+    let (server, session, task) = try await startTransfer(configuration, bytes: 300_000, mode: .gateAfter(bytes: 100_000))
+    defer {
+      session.invalidate()
+      server.stop()
+    }
     let temporary = try #require(task.temporaryLocation?.path)
     var status = stat()
     #expect(lstat(temporary, &status) == 0 && status.st_uid == 4321 && status.st_gid == 4322)

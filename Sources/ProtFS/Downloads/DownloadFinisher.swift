@@ -19,6 +19,10 @@ final class DownloadFinisher: @unchecked Sendable {
   /// The destination paths this session's tasks have placed files at: a second task of the same
   /// name gets a numbered one instead of replacing the first's file.
   private let claimed = Mutex<Set<String>>([])
+  /// Destination directories opened for earlier placements, by path. Reusing one is safe because
+  /// every placement checks, after its rename, that the held directory is still the one at its
+  /// path; it saves an open per file.
+  private let destinations = Mutex<[String: DirectoryHandle]>([:])
   private let available = DispatchSemaphore(value: 0)
   /// Signalled by a job that must not wait out a group window.
   private let gathering = DispatchSemaphore(value: 0)
@@ -240,7 +244,7 @@ final class DownloadFinisher: @unchecked Sendable {
       heldDirectory = current
     }
     let source = heldDirectory!
-    let destination = try fileSystem.openDirectory(record.destinationDirectory, creating: false)
+    let destination = try destinationDirectory(record.destinationDirectory)
     let file: FileDescriptor
     if let transfer {
       file = FileDescriptor(borrowing: transfer.fd)
@@ -256,6 +260,7 @@ final class DownloadFinisher: @unchecked Sendable {
       let now = try? fileSystem.openDirectory(record.destinationDirectory, creating: false)
       guard let now, now.isSameDirectory(as: destination) else {
         destination.removeFile(fileName, ifStill: file.fd)
+        _ = destinations.withLock { $0.removeValue(forKey: record.destinationDirectory) }
         throw Self.directoryChanged(record.destinationDirectory)
       }
     case .failure(let e) where e == .crossDevice:
@@ -273,6 +278,17 @@ final class DownloadFinisher: @unchecked Sendable {
     case .failure(let e):
       throw ProtFSError.system("move the download to", path: destination.pathOf(fileName), errno: e.rawValue)
     }
+  }
+
+  /// The destination directory at `path`: the one opened for an earlier placement while it still
+  /// exists (a directory removed and made again at the path is opened anew), else opened now.
+  private func destinationDirectory(_ path: String) throws(ProtFSError) -> DirectoryHandle {
+    if let held = destinations.withLock({ $0[path] }), let status = try? held.status(), status.linkCount > 0 {
+      return held
+    }
+    let opened = try core.configuration.fileSystem.openDirectory(path, creating: false)
+    destinations.withLock { $0[path] = opened }
+    return opened
   }
 
   /// Opens the finished temp file `name` of a task that waited, never following a symlink.

@@ -48,6 +48,11 @@ final class TransferEngine: @unchecked Sendable {
   private var lastAccessCheck = Monotonic.now
   /// Tasks whose transfer the access policy paused (`.waitForUnlock` while writing), by temp directory.
   private var paused: [(directory: String, task: DownloadTask)] = []
+  /// Temp directories opened for transfers, by path, with when they were opened or last found at
+  /// their path. A transfer that starts within one access-check interval of that reuses the
+  /// handle instead of opening the directory again (an open per file): the exposure is the one
+  /// every running transfer already has, a directory moved between two checks.
+  private var heldTemporaryDirectories: [String: (handle: DirectoryHandle, confirmed: UInt64)] = [:]
 
   init(core: DownloadSessionCore) {
     _ = curlGlobalSetup
@@ -252,7 +257,7 @@ final class TransferEngine: @unchecked Sendable {
     let held: DirectoryHandle
     let opened: TemporaryFile.Opened
     do {
-      held = try fileSystem.openDirectory(directory, creating: true)
+      held = try temporaryDirectory(directory)
       opened = try TemporaryFile.open(
         in: held, existingName: record.temporaryFileName,
         canContinue: record.entityTag != nil || record.lastModified != nil,
@@ -582,6 +587,20 @@ final class TransferEngine: @unchecked Sendable {
 
   // MARK: The device locking during a transfer
 
+  /// The temp directory at `path`: the held one when it was opened or found at its path within
+  /// the last access-check interval, else opened now, following no symlink.
+  private func temporaryDirectory(_ path: String) throws(ProtFSError) -> DirectoryHandle {
+    let now = Monotonic.now
+    if let held = heldTemporaryDirectories[path],
+      now - held.confirmed < Monotonic.nanoseconds(configuration.accessCheckInterval)
+    {
+      return held.handle
+    }
+    let opened = try configuration.fileSystem.openDirectory(path, creating: true)
+    heldTemporaryDirectories[path] = (opened, now)
+    return opened
+  }
+
   /// Asks the access policy, per temp directory, whether running transfers may go on writing:
   /// denied ones stop and fail with resume data kept; waiting ones pause until allowed again.
   private func checkAccess(_ now: UInt64) {
@@ -607,6 +626,9 @@ final class TransferEngine: @unchecked Sendable {
       }
       var status = stat()
       let linkedElsewhere = fstat(transfer.fd, &status) == 0 && status.st_nlink != 1
+      if let held = heldTemporaryDirectories[path], let found = current[path]!, held.handle.isSameDirectory(as: found) {
+        heldTemporaryDirectories[path]!.confirmed = now
+      }
       if !linkedElsewhere, let now = current[path]!, transfer.directory.isSameDirectory(as: now) { continue }
       detach(transfer)
       let url = transfer.task.url.absoluteString

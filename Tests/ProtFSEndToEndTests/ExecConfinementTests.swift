@@ -153,7 +153,12 @@ import Testing
     let d = try LockDevice()
     try d.protfs(["passcode", "set", "--passcode", "1234"], environment: Self.cheap)
     try d.protfs(["lock"])
-    let protfs = "'\(Protfs.binary)' --device '\(d.root)'"
+    // A copy the app user can run: the build directory may be in a place only root can enter (a
+    // clone in a `mktemp -d` directory, or under /root).
+    let copy = d.t.directory + "/protfs"
+    try FileManager.default.copyItem(atPath: Protfs.binary, toPath: copy)
+    #expect(chmod(copy, 0o755) == 0)
+    let protfs = "'\(copy)' --device '\(d.root)'"
     for command in ["unlock --passcode 1234", "passcode remove --current 1234", "reboot"] {
       let result = try confined(d, "\(protfs) \(command)", environment: Self.cheap)
       #expect(result.status == 1, "\(command): \(result)")

@@ -14,6 +14,8 @@ packages=(
   aria2                 # benchmark peer
   openssl               # self-signed certificates for the HTTPS download tests
   util-linux            # setpriv, for running test programs without CAP_DAC_OVERRIDE
+  sqlite3               # the sqlite3 shell: tests put garbage into the task store
+  e2fsprogs             # chattr: tests make the task store immutable, as on a read-only disk
 )
 
 missing=()

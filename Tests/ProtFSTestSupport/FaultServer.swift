@@ -151,7 +151,16 @@ public final class FaultServer: Sendable {
     while true {
       let fd = accept(listener, nil, nil)
       if fd < 0 {
-        if errno == EINTR { continue }
+        let code = errno
+        if isStopped { break }
+        // A client that gave up before its connection was accepted (ECONNABORTED) must not end
+        // the server: later clients would find nothing listening. Running short of descriptors
+        // or memory passes; anything else means the listener is gone.
+        if code == EINTR || code == ECONNABORTED || code == EPROTO { continue }
+        if code == EMFILE || code == ENFILE || code == ENOBUFS || code == ENOMEM {
+          usleep(10_000)
+          continue
+        }
         break
       }
       let accepted = state.withLock { s -> Bool in

@@ -61,6 +61,9 @@ public final class FaultServer: Sendable {
     var requests: [Request] = []
     var connections: Set<Int32> = []
     var stopped = false
+    /// Set, under the lock, when the accept loop has closed the listener: its number may belong
+    /// to another socket from then on, so nothing may shut it down.
+    var listenerClosed = false
   }
 
   private let state: Mutex<State>
@@ -135,14 +138,18 @@ public final class FaultServer: Sendable {
   public var requests: [Request] { state.withLock { $0.requests } }
 
   /// Stops listening and closes every connection.
+  ///
+  /// Everything happens under the lock, and only once: a descriptor shut down after its owner
+  /// closed it could be another test's socket by then (the second call of `stop()`, from `deinit`,
+  /// once shut down a later server's listener, whose clients then found nothing listening).
   public func stop() {
-    let connections = state.withLock { s -> Set<Int32> in
-      guard !s.stopped else { return [] }
+    state.withLock { s in
+      guard !s.stopped else { return }
       s.stopped = true
-      return s.connections
+      if !s.listenerClosed { shutdown(listener, Int32(SHUT_RDWR)) }
+      // A connection leaves the set before its thread closes it, so these are all still open.
+      for fd in s.connections { shutdown(fd, Int32(SHUT_RDWR)) }
     }
-    shutdown(listener, Int32(SHUT_RDWR))
-    for fd in connections { shutdown(fd, Int32(SHUT_RDWR)) }
   }
 
   private var isStopped: Bool { state.withLock { $0.stopped } }
@@ -179,7 +186,10 @@ public final class FaultServer: Sendable {
       }
       thread.start()
     }
-    close(listener)
+    state.withLock { s in
+      s.listenerClosed = true
+      close(listener)
+    }
   }
 
   // MARK: One connection

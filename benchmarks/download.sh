@@ -95,7 +95,7 @@ echo "Preparing ${BIG_MIB} MiB and ${SMALL_COUNT} x ${SMALL_BYTES} B of random d
 [[ " ${CASES:-big small} " == *" big "* ]] && head -c $((BIG_MIB << 20)) /dev/urandom >"$WORK/root/big.bin"
 head -c $((SMALL_COUNT * SMALL_BYTES)) /dev/urandom | split -b "$SMALL_BYTES" -a 5 -d - "$WORK/root/small/f"
 ls "$WORK/root/small" | sed "s|^|$BASE/small/|" >"$WORK/urls.txt"
-# Warm the page cache, as PERF-NOTES measured.
+# Warm the page cache: the measurements assume a warm cache.
 cat "$WORK/root"/big.bin "$WORK/root/small"/* >/dev/null 2>&1 || true
 
 # --- measuring -----------------------------------------------------------------------------------

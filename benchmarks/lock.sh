@@ -2,7 +2,7 @@
 # Times `protfs lock` and `protfs unlock` against `chmod -R go-rwx` and `chmod -R go+r` on the same
 # 100,000-file device (200 directories x 500 files, classes mixed as benchmarks/make_tree.py makes them), alternating in one
 # run, and prints medians, ratios and peak memory. A benchmark, not a test: disk timings swing, so
-# only the side-by-side ratios mean something (PERF-NOTES.md).
+# only the side-by-side ratios mean something.
 #
 #   benchmarks/lock.sh            # 5 rounds
 #   ROUNDS=9 DIRS=20 benchmarks/lock.sh

@@ -8,7 +8,7 @@ let environment = ProcessInfo.processInfo.environment
 Secrets.hideArguments()
 Secrets.hideEnvironment()
 ProcessTuning.keepFreedMemory()
-// Exit statuses (STYLE.md): 0 success, 1 runtime error, 64 usage error (EX_USAGE).
+// Exit statuses (the README's CLI contract): 0 success, 1 runtime error, 64 usage error (EX_USAGE).
 let parser = Parser(root: Commands.root, environment: environment)
 let status: Int32
 do {

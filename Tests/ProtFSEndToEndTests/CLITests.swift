@@ -3,7 +3,7 @@ import ProtFS
 import ProtFSTestSupport
 import Testing
 
-/// The command-line contract of STYLE.md: help at every level, --version, exit 0 / 64 / 1.
+/// The command-line contract (README): help at every level, --version, exit 0 / 64 / 1.
 @Suite struct CLIContractTests {
   @Test func helpAtEveryLevelGoesToStdoutWithStatusZero() throws {
     for arguments in [

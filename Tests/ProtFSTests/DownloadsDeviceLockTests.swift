@@ -3,7 +3,7 @@ import ProtFS
 import ProtFSTestSupport
 import Testing
 
-/// The device locking during a transfer, with the real lock simulator deciding (SPEC §3, "fd
+/// The device locking during a transfer, with the real lock simulator deciding (docs/semantics.md §3, "fd
 /// already open"): a complete Downloads directory fails the task and keeps its bytes, a
 /// complete-unless-open one keeps writing.
 @Suite(.timeLimit(.minutes(1))) struct DownloadsDeviceLockTests {

@@ -3,7 +3,7 @@ import ProtFS
 import ProtFSTestSupport
 import Testing
 
-/// SPEC §3's table, cell by cell: the pure rule, then the same cell on disk.
+/// the table of docs/semantics.md §3, cell by cell: the pure rule, then the same cell on disk.
 @Suite struct LockTableTests {
   /// The states of the table's columns (locked twice: before and after the CX expiry).
   enum Column: String, CaseIterable, CustomTestStringConvertible {
@@ -19,7 +19,7 @@ import Testing
     var testDescription: String { rawValue }
   }
 
-  /// Expected (read, openHandle, create) per class and column, transcribed from SPEC §3.
+  /// Expected (read, openHandle, create) per class and column, transcribed from docs/semantics.md §3.
   static func expected(_ cls: ProtectionClass, _ column: Column) -> (read: Bool, handle: Bool, create: Bool) {
     switch (cls, column) {
     case (.none, _), (_, .unlocked): (true, true, true)

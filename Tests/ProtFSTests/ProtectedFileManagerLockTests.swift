@@ -3,7 +3,7 @@ import ProtFS
 import ProtFSTestSupport
 import Testing
 
-/// SPEC §3's table through the Foundation-shaped API, for every class: what a locked device (after a
+/// the table of docs/semantics.md §3 through the Foundation-shaped API, for every class: what a locked device (after a
 /// first unlock) and a rebooted one allow. The test runs as root, so only protfs's own check can deny.
 @Suite struct ProtectedFileManagerLockTests {
   struct Row: Sendable, CustomTestStringConvertible {

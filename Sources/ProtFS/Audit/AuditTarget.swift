@@ -10,7 +10,7 @@ public struct AuditTarget: Sendable {
     public var absolutePath: String
     /// Its path relative to the audited root, with a trailing `/` (empty when it is the root).
     public var displayPrefix: String
-    /// The class it inherits from ancestors inside the device (SPEC §2), if any.
+    /// The class it inherits from ancestors inside the device (docs/semantics.md §2), if any.
     public var inheritedClass: ProtectionClass?
     /// The device it lives in, when it is a container of a protfs device (whose lock state then applies).
     public var device: Device?
@@ -90,7 +90,7 @@ public struct AuditTarget: Sendable {
       units.sort { $0.name < $1.name }
       return AuditTarget(root: absolute, isDevice: true, units: units)
     }
-    // A container inside a device inherits from Containers/ and the device root (SPEC §2).
+    // A container inside a device inherits from Containers/ and the device root (docs/semantics.md §2).
     var inherited: ProtectionClass?
     var device: Device?
     let parent = (absolute as NSString).deletingLastPathComponent

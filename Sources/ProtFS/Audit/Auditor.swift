@@ -11,7 +11,7 @@ public protocol LockExpectation: Sendable {
   func mayBeLockedOut(_ kind: FileKind, _ protectionClass: ProtectionClass) -> Bool
 }
 
-/// A lock state given by hand, as far as the audit is concerned (SPEC §3); audits of a protfs device
+/// A lock state given by hand, as far as the audit is concerned (docs/semantics.md §3); audits of a protfs device
 /// read its real state instead (`ProtectionState`).
 public enum AuditLockState: String, Sendable, LockExpectation {
   /// Unlocked (or no passcode): nothing may be locked out.
@@ -24,7 +24,7 @@ public enum AuditLockState: String, Sendable, LockExpectation {
   /// Not recorded (a tree outside any device): treated as unlocked, so every saved mode is reported.
   case unknown
 
-  /// SPEC §3's table, from the point of view of what a lock removes.
+  /// the table of docs/semantics.md §3, from the point of view of what a lock removes.
   public func mayBeLockedOut(_ kind: FileKind, _ protectionClass: ProtectionClass) -> Bool {
     switch self {
     case .unlocked, .unknown:
@@ -52,7 +52,7 @@ public struct AuditConfiguration: Sendable {
   /// The task store of a device, which says which download tasks own which temp files; without one
   /// (and outside any device) every `CFNetworkDownload_*.tmp` is an orphan.
   public var downloadTasks: @Sendable (Device) -> any DownloadTaskDirectory
-  /// Worker threads that split the directories (PERF-NOTES: 2 on the CI machines).
+  /// Worker threads that split the directories (2 on the 2-core CI machines).
   public var threads: Int
 
   /// Creates a configuration.

@@ -25,7 +25,7 @@ public enum AuditLevel: String, Sendable, Codable, CaseIterable, Comparable {
 public enum ClassRequirement: Sendable, Hashable, CustomStringConvertible {
   /// Exactly this class.
   case equal(ProtectionClass)
-  /// This class or a stronger one (SPEC §1's strength order).
+  /// This class or a stronger one (the strength order of docs/semantics.md §1).
   case atLeast(ProtectionClass)
   /// This class or a weaker one.
   case atMost(ProtectionClass)

@@ -1,6 +1,6 @@
 import Foundation
 
-/// The lock simulator's answer to the download engine: SPEC §3's table applied to a background
+/// The lock simulator's answer to the download engine: the table of docs/semantics.md §3 applied to a background
 /// download's temp file and destination on a device.
 public struct DeviceDownloadAccess: DownloadAccessPolicy {
   /// The device whose state decides.
@@ -19,7 +19,7 @@ public struct DeviceDownloadAccess: DownloadAccessPolicy {
     decide(directory, for: .create, appending: "CFNetworkDownload_XXXXXX.tmp", whenUnavailable: { .deny($0) })
   }
 
-  /// An open temp file follows the "fd already open" column of SPEC §3: a transfer into a complete
+  /// An open temp file follows the "fd already open" column of docs/semantics.md §3: a transfer into a complete
   /// (class A) directory fails when the device locks, keeping its bytes so that it resumes after
   /// unlock (iOS fails the I/O); complete-unless-open and weaker classes keep writing.
   public func canContinueWritingTemp(in directory: String) -> DownloadAccessDecision {

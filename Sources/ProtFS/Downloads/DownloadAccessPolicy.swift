@@ -17,7 +17,7 @@ public protocol DownloadAccessPolicy: Sendable {
 
   /// Whether a transfer already writing its open temp file in `directory` may go on; asked every
   /// `DownloadSessionConfiguration.accessCheckInterval` while transfers run, so that locking the
-  /// device during a download takes effect (SPEC §3: with the fd already open, class B goes on,
+  /// device during a download takes effect (docs/semantics.md §3: with the fd already open, class B goes on,
   /// class A fails).
   ///
   /// `.deny` stops the transfer and fails the task with that errno, keeping the temp file so that

@@ -34,7 +34,7 @@ public struct DownloadSessionConfiguration: Sendable {
   /// libcurl's receive buffer (`CURLOPT_BUFFERSIZE`), and the staging buffer bytes gather in
   /// before a write. 128 KiB keeps both in the CPU's cache: measured against 64 KiB to 1 MiB for a
   /// 1 GiB download from nginx on loopback, it was the fastest (0.63-0.90 s, against 1.1-1.4 s
-  /// with 1 MiB, which PERF-NOTES had found best on another kernel).
+  /// with 1 MiB, which had measured best on another kernel).
   public var receiveBufferSize: Int = 128 << 10
   /// How often progress is written to the task store.
   public var progressPersistInterval: Duration = .seconds(1)

@@ -1,6 +1,6 @@
 import Foundation
 
-/// A `FileHandle` for a file on a protfs device, with iOS's rule for open files (SPEC §3): opening
+/// A `FileHandle` for a file on a protfs device, with iOS's rule for open files (docs/semantics.md §3): opening
 /// needs the class available; afterwards, a handle on a complete-unless-open file keeps working
 /// while the device is locked, one on a complete file does not (iOS fails its I/O).
 public final class ProtectedFileHandle: @unchecked Sendable {

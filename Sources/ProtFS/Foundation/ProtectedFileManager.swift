@@ -12,7 +12,7 @@ import Foundation
 /// `NSCocoaErrorDomain` with the path and the underlying POSIX error. Paths must lie inside the
 /// device, and symlinks are never followed.
 ///
-/// The device's lock state applies to every caller, root included (SPEC §3): reading or writing a
+/// The device's lock state applies to every caller, root included (docs/semantics.md §3): reading or writing a
 /// file whose class is unavailable, or creating one in a directory whose class is, fails with EPERM,
 /// as `CocoaError` 257 (`NSFileReadNoPermissionError`) or 513 (`NSFileWriteNoPermissionError`).
 /// Metadata (attributes, listing, moves within a filesystem, removal) is never gated.
@@ -158,7 +158,7 @@ public final class ProtectedFileManager: @unchecked Sendable {
       if existing != nil && options.contains(.withoutOverwriting) {
         throw ProtFSError(.alreadyExists, "Cannot write to '\(path)': the file exists.", path: path, errno: EEXIST)
       }
-      // SPEC §3: writing needs the file's class available, creating needs its directory's.
+      // docs/semantics.md §3: writing needs the file's class available, creating needs its directory's.
       try device.checkAccess(item, for: existing == nil ? .create : .write)
       var protectionClass = requested
       if protectionClass == nil, existing != nil { protectionClass = try parent.protectionClass(of: name) }

@@ -16,7 +16,7 @@ extension Device {
     try checkAccess(try resolve(path), for: access)
   }
 
-  /// Throws when the class × state table of SPEC §3 forbids `access` to the item at `path` now;
+  /// Throws when the class × state table of docs/semantics.md §3 forbids `access` to the item at `path` now;
   /// the ProtFS library calls this for its own callers, root included.
   ///
   /// For `.create`, `path` is the item about to be created and the class is its parent's (what it

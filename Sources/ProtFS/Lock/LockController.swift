@@ -1,7 +1,7 @@
 import Foundation
 
 /// Drives a device's lock state: lock, unlock, reboot, passcode changes, and recovery of a
-/// transition a crash interrupted (SPEC §3–4).
+/// transition a crash interrupted (docs/semantics.md §3–4).
 ///
 /// Every transition holds the `flock` on `.protfs/lock`, writes the journal, walks every container
 /// applying the new state's table to permission bits, writes the new state, then removes the

@@ -1,6 +1,6 @@
 import Foundation
 
-/// The lock state of a simulated device (SPEC §3).
+/// The lock state of a simulated device (docs/semantics.md §3).
 public enum LockState: String, Sendable, Codable, CaseIterable, CustomStringConvertible {
   /// After boot or `protfs reboot`, before the first unlock: only class D is available.
   case beforeFirstUnlock
@@ -22,7 +22,7 @@ public enum LockState: String, Sendable, Codable, CaseIterable, CustomStringConv
 /// Everything that decides which data is available: the lock state, whether a passcode is set,
 /// and whether the user-inactivity expiry of class CX has happened.
 ///
-/// The class × state table of SPEC §3 lives in `allows(_:_:)`, and only there.
+/// The class × state table of docs/semantics.md §3 lives in `allows(_:_:)`, and only there.
 public struct ProtectionState: Sendable, Hashable, Codable {
   /// The lock state.
   public var lockState: LockState
@@ -41,7 +41,7 @@ public struct ProtectionState: Sendable, Hashable, Codable {
   /// iOS's `UIApplication.isProtectedDataAvailable`: true when unlocked or when no passcode is set.
   public var isProtectedDataAvailable: Bool { !passcodeEnabled || lockState == .unlocked }
 
-  /// Whether an item of class `protectionClass` allows `access` in this state (SPEC §3's table).
+  /// Whether an item of class `protectionClass` allows `access` in this state (the table of docs/semantics.md §3).
   public func allows(_ protectionClass: ProtectionClass, _ access: ProtectedDataAccess) -> Bool {
     if !passcodeEnabled || protectionClass == .none { return true }
     switch lockState {
@@ -80,7 +80,7 @@ public struct ProtectionState: Sendable, Hashable, Codable {
   }
 }
 
-/// What a caller wants to do with protected data; each column of SPEC §3's table.
+/// What a caller wants to do with protected data; each column of the table of docs/semantics.md §3.
 public enum ProtectedDataAccess: String, Sendable, Codable, CaseIterable {
   /// Open an existing file and read it.
   case read

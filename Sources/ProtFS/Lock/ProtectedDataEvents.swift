@@ -1,7 +1,7 @@
 import CProtFSSys
 import Foundation
 
-/// A change of protected-data availability, as iOS posts it (SPEC §3).
+/// A change of protected-data availability, as iOS posts it (docs/semantics.md §3).
 public struct ProtectedDataEvent: Sendable, Codable, Equatable {
   /// The two notifications.
   public enum Kind: String, Sendable, Codable {

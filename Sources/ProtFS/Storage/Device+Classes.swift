@@ -8,7 +8,7 @@ extension Device {
     return try parent.protectionClass(of: name)
   }
 
-  /// The effective class of the item at `path` and where it came from (SPEC §2): its own
+  /// The effective class of the item at `path` and where it came from (docs/semantics.md §2): its own
   /// attribute, else the nearest ancestor's inside the device, else its container's default, else class C.
   public func effectiveClass(of path: DevicePath) throws(ProtFSError) -> EffectiveClass {
     var directory = try openRoot()

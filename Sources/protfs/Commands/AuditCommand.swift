@@ -73,7 +73,7 @@ enum AuditCommand {
     }
     let target = try AuditTarget.resolve(paths)
 
-    // PROTFS_AUDIT_THREADS tunes the walk for benchmarks; PERF-NOTES measured 2 threads on 2 cores.
+    // PROTFS_AUDIT_THREADS tunes the walk for benchmarks; 2 threads suit the 2-core machines it was measured on.
     let threads = invocation.environment["PROTFS_AUDIT_THREADS"].flatMap(Int.init) ?? 2
     let configuration = AuditConfiguration(
       policies: policies, entitlementsDefault: entitlementsDefault,

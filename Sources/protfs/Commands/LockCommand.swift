@@ -7,7 +7,7 @@ enum LockCommand {
     name: "lock",
     abstract: "Lock the device: complete and complete-unless-open data becomes unavailable.",
     discussion: """
-      Applies SPEC §3's table for the locked state to every item of every container: files of
+      Applies the class × state table for the locked state to every item of every container: files of
       unavailable classes lose all permission bits, directories where nothing may be created lose
       their write bits; run as root, protfs also hands items of other owners to root. The
       original mode and owner are kept, authenticated, in user.protfs.saved-mode and come back

@@ -80,7 +80,8 @@ import Testing
     let t = try TestDevice()
     let (configuration, outside) = try setUp(t, usesOpenat2: usesOpenat2)
     defer { TestDevice.removeTree(outside) }
-    let (server, session, task) = try await startTransfer(configuration, bytes: 400_000, mode: .gateAfter(bytes: 100_000))
+    let (server, session, task) = try await startTransfer(
+      configuration, bytes: 400_000, mode: .gateAfter(bytes: 100_000))
     defer {
       session.invalidate()
       server.stop()
@@ -101,7 +102,8 @@ import Testing
     let t = try TestDevice()
     let (configuration, outside) = try setUp(t, usesOpenat2: usesOpenat2)
     defer { TestDevice.removeTree(outside) }
-    let (server, session, task) = try await startTransfer(configuration, bytes: 400_000, mode: .gateAfter(bytes: 100_000))
+    let (server, session, task) = try await startTransfer(
+      configuration, bytes: 400_000, mode: .gateAfter(bytes: 100_000))
     defer {
       session.invalidate()
       server.stop()
@@ -122,7 +124,8 @@ import Testing
     defer { TestDevice.removeTree(outside) }
     configuration.accessCheckInterval = .milliseconds(10)
     // The server never sends the rest: only the swap can end this transfer.
-    let (server, session, task) = try await startTransfer(configuration, bytes: 400_000, mode: .stallAfter(bytes: 100_000))
+    let (server, session, task) = try await startTransfer(
+      configuration, bytes: 400_000, mode: .stallAfter(bytes: 100_000))
     defer {
       session.invalidate()
       server.stop()
@@ -139,7 +142,8 @@ import Testing
     var (configuration, outside) = try setUp(t)
     defer { TestDevice.removeTree(outside) }
     configuration.accessCheckInterval = .milliseconds(10)
-    let (server, session, task) = try await startTransfer(configuration, bytes: 400_000, mode: .stallAfter(bytes: 100_000))
+    let (server, session, task) = try await startTransfer(
+      configuration, bytes: 400_000, mode: .stallAfter(bytes: 100_000))
     defer {
       session.invalidate()
       server.stop()
@@ -182,7 +186,8 @@ import Testing
     let t = try TestDevice()
     let (configuration, outside) = try setUp(t, defaultClass: .complete, downloadsClass: ProtectionClass.none)
     TestDevice.removeTree(outside)
-    let (server, session, task) = try await startTransfer(configuration, bytes: 300_000, mode: .gateAfter(bytes: 100_000))
+    let (server, session, task) = try await startTransfer(
+      configuration, bytes: 300_000, mode: .gateAfter(bytes: 100_000))
     defer {
       session.invalidate()
       server.stop()
@@ -200,7 +205,8 @@ import Testing
     let (configuration, outside) = try setUp(t)
     TestDevice.removeTree(outside)
     #expect(chown(t.containerPath(app), 4321, 4322) == 0)
-    let (server, session, task) = try await startTransfer(configuration, bytes: 300_000, mode: .gateAfter(bytes: 100_000))
+    let (server, session, task) = try await startTransfer(
+      configuration, bytes: 300_000, mode: .gateAfter(bytes: 100_000))
     defer {
       session.invalidate()
       server.stop()

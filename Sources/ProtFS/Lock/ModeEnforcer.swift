@@ -317,7 +317,8 @@ struct ModeEnforcer: Sendable {
     }
   }
 
-  /// As the named `withOwnerAccess`, for a held item.
+  /// Runs `body` with owner read and write bits added to the held item, then puts its mode back
+  /// (see the named `withOwnerAccess`).
   static func withOwnerAccess<T>(
     _ item: ItemHandle, _ status: ItemHandle.Status, _ path: String, _ log: OwnerAccessLog?,
     _ body: () throws(ProtFSError) -> T
@@ -350,20 +351,9 @@ struct ModeEnforcer: Sendable {
     return try body()
   }
 
-  /// chmod without following a symlink, with a message that says whose file it is on EPERM.
+  /// chmod of `name` in `parent`, through a descriptor that follows no symlink.
   static func chmod(_ parent: DirectoryHandle, _ name: String, _ mode: UInt32) throws(ProtFSError) {
-    switch Kernel.setPermissions(dirfd: parent.fd, name: name, mode: mode_t(mode)) {
-    case .success: return
-    case .failure(.notPermitted):
-      let path = parent.pathOf(name)
-      let owner = (try? parent.status(name).uid).map { "uid \($0)" } ?? "another user"
-      throw ProtFSError(
-        .permissionDenied,
-        "Cannot change the mode of '\(path)': it belongs to \(owner), and protfs runs as uid \(geteuid()).",
-        path: path, errno: EPERM, hint: "run protfs as root, or give the file to the device's owner with chown")
-    case .failure(let e):
-      throw ProtFSError.system("change the mode of", path: parent.pathOf(name), errno: e.rawValue)
-    }
+    try chmod(ItemHandle(parent, name), parent.pathOf(name), mode)
   }
 
   /// Runs `body` with owner read and write bits added to `name`, then puts its mode back.
@@ -374,32 +364,9 @@ struct ModeEnforcer: Sendable {
   static func withOwnerAccess<T>(
     _ parent: DirectoryHandle, _ name: String, _ log: OwnerAccessLog?, _ body: () throws(ProtFSError) -> T
   ) throws(ProtFSError) -> T {
-    let status = try parent.status(name)
     let path = parent.pathOf(name)
-    guard status.uid == geteuid() else {
-      throw ProtFSError(
-        .permissionDenied,
-        "Cannot reach the attributes of '\(path)': Permission denied (it belongs to uid \(status.uid), and protfs runs as uid \(geteuid())).",
-        path: path, errno: EACCES, hint: "run protfs as root, or give the item to the device's owner with chown")
-    }
-    let mode = status.permissions.rawValue
-    guard let log else {
-      throw ProtFSError(
-        .permissionDenied,
-        "Cannot read the attributes of '\(path)': its mode \(status.permissions.octal) forbids it, and protfs (uid \(geteuid())) widens modes only during a transition.",
-        path: path, errno: EACCES, hint: "run protfs as root")
-    }
-    let id = OwnerAccessLog.FileID(device: status.device, inode: status.inode)
-    try log.record(id, mode: mode)
-    try chmod(parent, name, mode | (status.kind == .directory ? 0o700 : 0o600))
-    log.widened()
-    defer {
-      if case .success = Kernel.setPermissions(dirfd: parent.fd, name: name, mode: mode_t(mode)) {
-        // Should this record fail, the log still goes away when the transition commits.
-        try? log.finished(id)
-      }
-    }
-    return try body()
+    let item = try ItemHandle(parent, name)
+    return try withOwnerAccess(item, try item.status(path: path), path, log, body)
   }
 
   /// After a crash while an item was widened: puts back the mode it had before the widening.

@@ -142,18 +142,18 @@ private struct Inspection: Sendable {
     let mode: UInt32
     var saved: SavedModeRecord?
     var handedOver = false
+    var isHardLinked = false
     do {
       let status = try entry.parent.status(entry.name)
       mode = status.permissions.rawValue
-      if entry.kind != .directory, status.linkCount > 1 { hardLinked.append(path) }
+      if entry.kind != .directory, status.linkCount > 1 {
+        isHardLinked = true
+        hardLinked.append(path)
+      }
       if FastAttributes.hasSavedMode(entry.parent, entry.name) {
         let item = try ItemHandle(entry.parent, entry.name)
         let held = try item.status(path: path)
-        var decoded = try ModeEnforcer.readRecord(item, held, path, key: key, nil)
-        if case .authentic(let record) = decoded, !ModeEnforcer.fits(record, held) {
-          decoded = .unauthenticated(claimed: record, legacy: false)
-        }
-        switch decoded {
+        switch try ModeEnforcer.readRecord(item, held, path, key: key, nil) {
         case .authentic(let record),
           .unauthenticated(let record, legacy: _) where !verifies:
           saved = record
@@ -194,7 +194,7 @@ private struct Inspection: Sendable {
     let octal = { (m: UInt32) in "0" + String(m, radix: 8) }
     let restricted = state.restricts(entry.kind, cls)
     if restricted, saved == nil, ModeEnforcer.restrictedMode(mode, entry.kind, handedOver: false) != mode,
-      !hardLinked.contains(path)
+      !isHardLinked
     {
       problems.append(
         .init(

@@ -165,9 +165,9 @@ struct ModeEnforcer: Sendable {
     case .failure(.exists):
       // Restricted before (or interrupted between the steps): an authentic record is the original.
       switch try readRecord(item, status, path) {
-      case .authentic(let saved) where Self.fits(saved, status):
+      case .authentic(let saved):
         original = saved
-      case .authentic, .unauthenticated, .garbage, nil:
+      case .unauthenticated, .garbage, nil:
         // Not protfs's: the item was never restricted with it, so its current state is the original.
         tally.unauthenticated.append(path)
         try Self.writeAttribute(item, status, path, ownerAccess, value)
@@ -218,14 +218,14 @@ struct ModeEnforcer: Sendable {
     let decoded = try readRecord(item, status, path)
     guard let decoded else { return false }
     switch decoded {
-    case .authentic(let saved) where Self.fits(saved, status):
+    case .authentic(let saved):
       if status.uid != saved.uid || status.gid != saved.gid {
         try Self.chown(item, path, uid: saved.uid, gid: saved.gid)
         crash.step()
       }
       try Self.chmod(item, path, saved.mode)
       crash.step()
-    case .authentic, .unauthenticated, .garbage:
+    case .unauthenticated, .garbage:
       tally.unauthenticated.append(path)
       // A file that may be linked from outside is never changed; its record stays to be reported.
       if status.kind != .directory, status.links > 1 { return false }
@@ -253,7 +253,8 @@ struct ModeEnforcer: Sendable {
     try Self.readRecord(item, status, path, key: key, ownerAccess)
   }
 
-  /// The item's record as decoded against its identity, or nil when it has none.
+  /// The item's record as decoded against its identity, or nil when it has none. A record whose
+  /// MAC verifies but that does not `fit` the item as it is now is not authentic for it.
   static func readRecord(
     _ item: ItemHandle, _ status: ItemHandle.Status, _ path: String, key: ModeKey?, _ ownerAccess: OwnerAccessLog?
   ) throws(ProtFSError) -> SavedModeRecord.Decoded? {
@@ -272,7 +273,11 @@ struct ModeEnforcer: Sendable {
       result = try withOwnerAccess(item, status, path, ownerAccess) { read() }
     }
     guard let bytes = try result.orThrow("read the saved mode of", path: path) else { return nil }
-    return SavedModeRecord.decode(bytes, identity: status.identity, key: key)
+    let decoded = SavedModeRecord.decode(bytes, identity: status.identity, key: key)
+    if case .authentic(let record) = decoded, !fits(record, status) {
+      return .unauthenticated(claimed: record, legacy: false)
+    }
+    return decoded
   }
 
   /// Replaces the record (one protfs did not write) with `value`.

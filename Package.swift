@@ -1,10 +1,21 @@
 // swift-tools-version: 6.0
 import PackageDescription
 
+// The targets form a chain; each may import only what its `dependencies` list (README "Layout"):
+//
+//   ProtFSSystem  the syscall layer: the only target that imports the C shims
+//   ProtFS        the model: classes, device layout, lock state, the walker and the class resolver
+//   ProtFSLock, ProtFSCache, ProtFSDownloads, ProtFSAudit   features, each on the model only
+//   ProtFSFoundation   the Foundation-shaped API (FileManager, FileHandle, URLSession)
+//   protfs        the command line
 let package = Package(
   name: "protfs",
   products: [
-    .library(name: "ProtFS", targets: ["ProtFS"]),
+    .library(
+      name: "ProtFS",
+      targets: [
+        "ProtFSSystem", "ProtFS", "ProtFSLock", "ProtFSCache", "ProtFSDownloads", "ProtFSAudit", "ProtFSFoundation",
+      ]),
     .executable(name: "protfs", targets: ["protfs"]),
   ],
   targets: [
@@ -15,19 +26,33 @@ let package = Package(
     .systemLibrary(name: "CCrypto", providers: [.apt(["libssl-dev"])]),
     // Thin wrappers for syscalls Swift cannot call directly (variadic syscall(2), prctl(2)).
     .target(name: "CProtFSSys"),
+    .target(name: "ProtFSSystem", dependencies: ["CAttr", "CProtFSSys"]),
+    .target(name: "ProtFS", dependencies: ["ProtFSSystem", "CCrypto"]),
+    .target(name: "ProtFSLock", dependencies: ["ProtFS", "CCrypto"]),
+    .target(name: "ProtFSCache", dependencies: ["ProtFS"]),
+    .target(name: "ProtFSDownloads", dependencies: ["ProtFS", "CCurl", "CSQLite", "CCrypto"]),
+    .target(name: "ProtFSAudit", dependencies: ["ProtFS"]),
+    .target(name: "ProtFSFoundation", dependencies: ["ProtFS"]),
+    .executableTarget(
+      name: "protfs",
+      dependencies: ["ProtFS", "ProtFSLock", "ProtFSCache", "ProtFSDownloads", "ProtFSAudit", "ProtFSFoundation"]),
     .target(
-      name: "ProtFS",
-      dependencies: ["CAttr", "CProtFSSys", "CCurl", "CSQLite", "CCrypto"]
-    ),
-    .executableTarget(name: "protfs", dependencies: ["ProtFS"]),
-    .target(name: "ProtFSTestSupport", dependencies: ["ProtFS", "CAttr"], path: "Tests/ProtFSTestSupport"),
+      name: "ProtFSTestSupport",
+      dependencies: ["ProtFSSystem", "ProtFS", "ProtFSLock", "ProtFSDownloads", "ProtFSAudit", "CAttr"],
+      path: "Tests/ProtFSTestSupport"),
     // Drives the download engine without the CLI, for the engine's kill -9 tests and benchmark.
-    .executableTarget(name: "protfs-fetch", dependencies: ["ProtFS"], path: "Tests/ProtFSFetch"),
-    .testTarget(name: "ProtFSTests", dependencies: ["ProtFS", "ProtFSTestSupport", "CAttr"]),
+    .executableTarget(
+      name: "protfs-fetch", dependencies: ["ProtFS", "ProtFSDownloads"], path: "Tests/ProtFSFetch"),
+    .testTarget(
+      name: "ProtFSTests",
+      dependencies: [
+        "ProtFSSystem", "ProtFS", "ProtFSLock", "ProtFSCache", "ProtFSDownloads", "ProtFSAudit", "ProtFSFoundation",
+        "ProtFSTestSupport", "CAttr",
+      ]),
     // Depends on the executable so that `swift test` builds the binary the tests run.
     .testTarget(
       name: "ProtFSEndToEndTests",
-      dependencies: ["ProtFS", "ProtFSTestSupport", "protfs"]
+      dependencies: ["ProtFSSystem", "ProtFS", "ProtFSLock", "ProtFSDownloads", "ProtFSAudit", "ProtFSTestSupport", "protfs"]
     ),
   ]
 )

@@ -1,5 +1,6 @@
 import Foundation
 import ProtFS
+import ProtFSSystem
 
 // First copy the arguments and the environment, then hide the passcodes in them from other
 // processes (the process list, /proc/PID/environ, the program `exec` runs).

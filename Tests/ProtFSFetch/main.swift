@@ -6,6 +6,8 @@
 //              [-i LIST] URL...
 import Foundation
 import ProtFS
+import ProtFSDownloads
+import ProtFSSystem
 
 func fail(_ message: String) -> Never {
   FileHandle.standardError.write(Data("Error: \(message)\n".utf8))

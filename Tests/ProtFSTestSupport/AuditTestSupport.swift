@@ -1,5 +1,7 @@
 import Foundation
 import ProtFS
+import ProtFSAudit
+import ProtFSSystem
 
 /// A temporary directory removed when the value goes away (tests run in parallel: one each).
 public final class AuditScratch: @unchecked Sendable {

@@ -1,5 +1,6 @@
 import Foundation
 import ProtFS
+import ProtFSDownloads
 import Synchronization
 
 /// A fresh place for one download test: a task store, a Downloads (temp) directory and a

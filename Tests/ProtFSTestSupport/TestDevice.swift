@@ -1,6 +1,7 @@
 import CAttr
 import Foundation
 import ProtFS
+import ProtFSSystem
 
 /// A fresh device in a temporary directory, removed when the value is released.
 ///

@@ -1,5 +1,6 @@
 import Foundation
 import ProtFS
+import ProtFSAudit
 import Testing
 
 @Suite("Audit path patterns (.gitignore semantics)")

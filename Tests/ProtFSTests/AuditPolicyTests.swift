@@ -1,5 +1,7 @@
 import Foundation
 import ProtFS
+import ProtFSAudit
+import ProtFSSystem
 import ProtFSTestSupport
 import Testing
 
@@ -177,7 +179,7 @@ struct AuditPolicyTests {
     #expect(Policy.builtInDefault.rules.map(\.id) == builtIn.rules.map(\.id))
     // The embedded text itself: regenerate with scripts/embed-default-policy.sh when this fails.
     let embedded = try String(
-      contentsOfFile: RepositoryLayout.packageRoot + "/Sources/ProtFS/Audit/DefaultPolicyText.swift", encoding: .utf8)
+      contentsOfFile: RepositoryLayout.packageRoot + "/Sources/ProtFSAudit/DefaultPolicyText.swift", encoding: .utf8)
     let start = embedded.range(of: "#\"\"\"\n")!.upperBound
     let end = embedded.range(of: "\"\"\"# + \"\\n\"")!.lowerBound
     #expect(Array(embedded[start..<end].utf8) == Array(shipped))

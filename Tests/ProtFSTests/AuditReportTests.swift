@@ -1,6 +1,7 @@
 import Foundation
 import FoundationXML
 import ProtFS
+import ProtFSAudit
 import ProtFSTestSupport
 import Testing
 

@@ -1,5 +1,7 @@
 import Foundation
 import ProtFS
+import ProtFSAudit
+import ProtFSSystem
 import ProtFSTestSupport
 import Testing
 

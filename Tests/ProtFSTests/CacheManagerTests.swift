@@ -1,5 +1,7 @@
 import Foundation
 import ProtFS
+import ProtFSCache
+import ProtFSSystem
 import ProtFSTestSupport
 import Testing
 

@@ -1,6 +1,7 @@
 import CAttr
 import Foundation
 import ProtFS
+import ProtFSSystem
 import ProtFSTestSupport
 import Testing
 

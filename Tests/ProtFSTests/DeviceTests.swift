@@ -1,5 +1,6 @@
 import Foundation
 import ProtFS
+import ProtFSSystem
 import ProtFSTestSupport
 import Testing
 

@@ -3,6 +3,8 @@ import ProtFSTestSupport
 import Testing
 
 @testable import ProtFS
+import ProtFSLock
+import ProtFSDownloads
 
 /// A download's directories swapped for symbolic links while it runs or waits: nothing lands
 /// outside the device and the task fails naming the directory. And the files a download makes

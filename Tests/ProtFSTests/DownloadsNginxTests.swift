@@ -4,6 +4,8 @@ import ProtFSTestSupport
 import Testing
 
 @testable import ProtFS
+import ProtFSSystem
+import ProtFSDownloads
 
 /// Downloads from a real nginx on loopback.
 @Suite("Downloads from nginx", .timeLimit(.minutes(1)))

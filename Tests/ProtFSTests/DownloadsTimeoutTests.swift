@@ -1,5 +1,6 @@
 import Foundation
 import ProtFS
+import ProtFSDownloads
 import ProtFSTestSupport
 import Testing
 

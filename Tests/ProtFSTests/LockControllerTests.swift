@@ -4,6 +4,8 @@ import Synchronization
 import Testing
 
 @testable import ProtFS
+@testable import ProtFSSystem
+import ProtFSLock
 
 /// A clock tests move by hand.
 final class ManualClock: Sendable {

@@ -3,6 +3,7 @@ import ProtFSTestSupport
 import Testing
 
 @testable import ProtFS
+import ProtFSLock
 
 /// The watcher's catching up, driven by hand: what it posts when it wakes after transitions it
 /// did not see one by one (a busy machine delivers their inotify events in one read).

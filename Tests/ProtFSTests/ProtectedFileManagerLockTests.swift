@@ -1,5 +1,7 @@
 import Foundation
 import ProtFS
+import ProtFSFoundation
+import ProtFSLock
 import ProtFSTestSupport
 import Testing
 

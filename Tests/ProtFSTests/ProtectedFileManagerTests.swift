@@ -1,6 +1,8 @@
 import CAttr
 import Foundation
 import ProtFS
+import ProtFSFoundation
+import ProtFSSystem
 import ProtFSTestSupport
 import Testing
 

@@ -2,6 +2,8 @@ import Foundation
 import Testing
 
 @testable import ProtFS
+import ProtFSSystem
+import ProtFSAudit
 
 @Suite struct ProtectionClassTests {
   static let spellings: [(String, ProtectionClass)] = [

@@ -1,4 +1,5 @@
 import Foundation
+import ProtFSSystem
 
 extension FileProtectionType {
   /// iOS 17's class CX. Linux Foundation lacks the constant; protfs supplies it with Apple's raw value.

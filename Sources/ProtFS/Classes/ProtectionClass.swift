@@ -1,4 +1,5 @@
 import Foundation
+import ProtFSSystem
 
 /// One of iOS's file-protection classes, with its on-disk encoding.
 ///

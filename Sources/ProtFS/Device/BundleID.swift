@@ -1,3 +1,4 @@
+import ProtFSSystem
 /// A validated reverse-DNS bundle identifier, such as `com.example.app`.
 ///
 /// Apple allows letters, digits, hyphens and periods. protfs also requires at least two labels, no

@@ -1,5 +1,6 @@
 import CProtFSSys
 import Foundation
+import ProtFSSystem
 
 /// An app's container on a device: `<device>/Containers/<bundle-id>/`.
 public struct Container: Sendable, Hashable {
@@ -155,7 +156,7 @@ extension Device {
   }
 
   /// Opens `.protfs/staging/`, first removing what crashed protfs processes left there.
-  func openStaging() throws(ProtFSError) -> DirectoryHandle {
+  package func openStaging() throws(ProtFSError) -> DirectoryHandle {
     let state = try openDirectory(DevicePath(validated: [Device.stateDirectoryName]))
     try state.makeDirectory("staging", permissions: FilePermissions(rawValue: 0o700))
     let staging = try state.openDirectory("staging")

@@ -1,4 +1,5 @@
 import Foundation
+import ProtFSSystem
 
 /// A simulated iOS device: a directory whose `Containers/` holds app containers and whose
 /// `.protfs/` holds protfs's own state.
@@ -11,7 +12,7 @@ public struct Device: Sendable, Hashable {
   /// Where app containers live, relative to the root.
   public static let containersDirectoryName = "Containers"
   /// The marker file whose presence means the device was initialised.
-  static let markerName = "device.json"
+  package static let markerName = "device.json"
 
   /// A device rooted at `path`; a relative path is taken from the current directory.
   public init(root path: String) {
@@ -116,7 +117,7 @@ public struct Device: Sendable, Hashable {
   }
 
   /// The root with its own symlinks resolved, for recognising paths that came through `realpath`.
-  var canonicalRoot: String {
+  package var canonicalRoot: String {
     guard let resolved = realpath(root, nil) else { return root }
     defer { free(resolved) }
     return String(cString: resolved)
@@ -178,7 +179,7 @@ public struct Device: Sendable, Hashable {
   }
 
   /// Throws `xattrUnsupported` naming the directory when its filesystem lacks user xattrs.
-  static func checkExtendedAttributes(_ directory: DirectoryHandle) throws(ProtFSError) {
+  package static func checkExtendedAttributes(_ directory: DirectoryHandle) throws(ProtFSError) {
     let probe = "user.protfs.probe"
     if case .failure(let e) = directory.attributeResult(probe), e == .notSupported {
       throw ProtFSError.system("use", path: directory.path, errno: e.rawValue)
@@ -195,7 +196,7 @@ public struct Device: Sendable, Hashable {
     }
   }
 
-  static func reason(_ error: any Error) -> String {
+  package static func reason(_ error: any Error) -> String {
     if let underlying = (error as NSError).userInfo[NSUnderlyingErrorKey] as? NSError,
       underlying.domain == NSPOSIXErrorDomain
     {

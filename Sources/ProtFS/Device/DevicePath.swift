@@ -1,3 +1,4 @@
+import ProtFSSystem
 /// A path inside a device, as the components below the device root (empty for the root itself).
 ///
 /// A `DevicePath` never holds `.`, `..` or empty components, so it cannot name anything outside the
@@ -9,7 +10,7 @@ public struct DevicePath: Hashable, Sendable, Comparable, CustomStringConvertibl
   /// The device root.
   public static let root = DevicePath(validated: [])
 
-  init(validated components: [String]) { self.components = components }
+  package init(validated components: [String]) { self.components = components }
 
   /// Parses a relative path such as `Containers/com.example.app/Documents`, rejecting `..`.
   public init(_ relative: String) throws(ProtFSError) {

@@ -1,4 +1,5 @@
 import Foundation
+import ProtFSSystem
 
 /// An app's entitlements plist (XML or binary), as far as data protection is concerned.
 public struct Entitlements: Sendable, Equatable {

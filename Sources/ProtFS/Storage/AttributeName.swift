@@ -1,4 +1,5 @@
 import Foundation
+import ProtFSSystem
 
 /// The extended attributes protfs keeps on items. All live in the `user.protfs.` namespace.
 public enum AttributeName {

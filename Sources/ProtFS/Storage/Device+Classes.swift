@@ -1,5 +1,6 @@
 import CProtFSSys
 import Foundation
+import ProtFSSystem
 
 extension Device {
   /// The own class of the item at `path`, or nil when it has none.
@@ -120,7 +121,7 @@ extension Device {
   }
 
   /// mkdir under a temporary name, label, then rename into place without replacing anything.
-  static func makeLabelledDirectory(
+  package static func makeLabelledDirectory(
     _ name: String, in parent: DirectoryHandle, protectionClass: ProtectionClass,
     permissions: FilePermissions
   ) throws(ProtFSError) -> Bool {

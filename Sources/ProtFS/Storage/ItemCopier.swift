@@ -1,15 +1,16 @@
 import CAttr
 import CProtFSSys
 import Foundation
+import ProtFSSystem
 
 /// Copies files and directory trees between directory handles, carrying every extended attribute
 /// (libattr's `attr_copy_fd`), the mode and the times, never following a symlink.
 ///
 /// Used for copies and for moves that cross a filesystem boundary, where rename(2) fails with EXDEV.
-enum ItemCopier {
+package enum ItemCopier {
   /// Copies `name` in `source` to `destinationName` in `destination`. The copy appears whole: it is
   /// built under a temporary name and renamed into place without replacing anything.
-  static func copy(
+  package static func copy(
     _ name: String, in source: DirectoryHandle, to destinationName: String,
     in destination: DirectoryHandle
   ) throws(ProtFSError) {

@@ -1,4 +1,5 @@
 import Foundation
+import ProtFSSystem
 import Synchronization
 
 /// Walks directory subtrees with a few threads that share out the directories between them
@@ -29,7 +30,7 @@ public struct SubtreeWalker: Sendable {
   }
 
   /// One directory waiting to be listed.
-  struct Work: @unchecked Sendable {
+  package struct Work: @unchecked Sendable {
     var directory: DirectoryHandle
     var root: Int
     var relativePath: String
@@ -94,7 +95,7 @@ public struct SubtreeWalker: Sendable {
   }
 
   /// A queue of directories that knows when the walk is over: empty, and nobody still listing.
-  final class WorkQueue: Sendable {
+  package final class WorkQueue: Sendable {
     private struct State {
       var pending: [Work]
       var busy = 0

@@ -1,4 +1,5 @@
 import Foundation
+import ProtFSSystem
 
 /// Byte sizes as people write them: `500`, `10K`, `1.5GiB`, `100MB`.
 ///

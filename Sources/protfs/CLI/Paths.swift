@@ -1,4 +1,5 @@
 import ProtFS
+import ProtFSSystem
 
 /// How commands turn a PATH argument into an item on the device.
 enum Paths {

@@ -1,5 +1,6 @@
 import Foundation
 import ProtFS
+import ProtFSDownloads
 
 /// Shows download progress: a bar per active task and a total on a terminal, JSON lines for
 /// machines, or nothing.

@@ -1,5 +1,7 @@
 import Foundation
 import ProtFS
+import ProtFSAudit
+import ProtFSSystem
 
 /// `protfs audit [PATH...]`: checks containers against policies, for people and for CI.
 enum AuditCommand {

@@ -1,5 +1,7 @@
 import Foundation
 import ProtFS
+import ProtFSCache
+import ProtFSDownloads
 
 /// `protfs cache`: groups ls, du and purge.
 enum CacheCommand {

@@ -1,4 +1,5 @@
 import ProtFS
+import ProtFSCache
 
 /// `protfs cache ls`.
 enum CacheListCommand {

@@ -1,4 +1,6 @@
 import ProtFS
+import ProtFSCache
+import ProtFSSystem
 
 /// `protfs cache purge`.
 enum CachePurgeCommand {

@@ -1,5 +1,7 @@
 import Foundation
 import ProtFS
+import ProtFSDownloads
+import ProtFSSystem
 
 /// `protfs download`: background downloads into a container, as nsurlsessiond makes them.
 enum DownloadCommand {

@@ -1,5 +1,7 @@
 import Foundation
 import ProtFS
+import ProtFSLock
+import ProtFSSystem
 
 /// `protfs exec -- CMD`: runs a program as an app runs on a phone, so that it meets the lock and
 /// cannot undo it, optionally changing the lock state while it runs.

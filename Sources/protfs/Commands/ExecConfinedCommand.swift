@@ -1,5 +1,6 @@
 import Foundation
 import ProtFS
+import ProtFSLock
 
 /// `protfs __exec-confined CMD…`: the hidden second half of `exec`. Takes every privilege from
 /// itself (as root: becomes the app user), then replaces itself with CMD.

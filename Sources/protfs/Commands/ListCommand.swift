@@ -1,5 +1,6 @@
 import Foundation
 import ProtFS
+import ProtFSSystem
 
 /// `protfs ls [--recursive] PATH`: one row per item, as objection's `ls` shows an app's files.
 enum ListCommand {

@@ -1,5 +1,6 @@
 import Foundation
 import ProtFS
+import ProtFSLock
 
 /// `protfs lock`: the device locks; classes A and B (and CX after `--inactive`) become unavailable.
 enum LockCommand {

@@ -1,5 +1,6 @@
 import Foundation
 import ProtFS
+import ProtFSLock
 
 /// The crash test hook, set once from `PROTFS_CRASH_AFTER` (a step number) for the whole process,
 /// so the recovery that runs before a command and the command itself count steps together.

@@ -1,4 +1,5 @@
 import ProtFS
+import ProtFSLock
 
 /// `protfs passcode set|remove`.
 enum PasscodeCommand {

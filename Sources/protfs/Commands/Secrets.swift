@@ -1,5 +1,6 @@
 import Foundation
 import ProtFS
+import ProtFSSystem
 
 /// Keeps passcodes given on the command line or in the environment away from other processes.
 ///

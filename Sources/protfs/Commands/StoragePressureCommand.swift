@@ -1,4 +1,5 @@
 import ProtFS
+import ProtFSSystem
 
 /// `protfs simulate-storage-pressure`.
 enum StoragePressureCommand {

@@ -1,5 +1,7 @@
 import Foundation
 import ProtFS
+import ProtFSDownloads
+import ProtFSSystem
 
 /// `protfs tasks`: the background download tasks kept on the device.
 enum TasksCommand {

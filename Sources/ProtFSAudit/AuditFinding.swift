@@ -1,0 +1,231 @@
+/// One thing the audit found wrong (or worth noting) about one item.
+public struct AuditFinding: Sendable, Equatable {
+  /// The stable id of the rule or built-in check, for example `DP004` or `PFS003`.
+  public var ruleID: String
+  /// How serious it is.
+  public var level: AuditLevel
+  /// The container's directory name (its bundle id), or the audited directory's name.
+  public var container: String
+  /// The item's path relative to the audited root as raw bytes (percent-encoded in SARIF URIs).
+  public var pathBytes: [UInt8]
+  /// Where, in `pathBytes`, the path relative to the container root starts.
+  public var containerPathOffset: Int
+  /// A whole sentence: what is wrong and why it matters.
+  public var message: String
+  /// What the rule wanted, for example `>= until-first-auth`; nil when no class is involved.
+  public var expected: String?
+  /// What the item has, for example `none (own)`; nil when no class is involved.
+  public var actual: String?
+
+  /// Creates a finding for the item at `pathBytes` (relative to the audited root), whose path inside
+  /// its container starts at `containerPathOffset`.
+  public init(
+    ruleID: String, level: AuditLevel, container: String, pathBytes: [UInt8], containerPathOffset: Int = 0,
+    message: String, expected: String? = nil, actual: String? = nil
+  ) {
+    self.ruleID = ruleID
+    self.level = level
+    self.container = container
+    self.pathBytes = pathBytes
+    self.containerPathOffset = min(containerPathOffset, pathBytes.count)
+    self.message = message
+    self.expected = expected
+    self.actual = actual
+  }
+
+  /// The item's path relative to the audited root, with bytes that are not printable UTF-8 escaped as
+  /// `\xNN`; `.` for the root itself. Computed on demand: most findings are never shown as text.
+  public var path: String { DisplayPath.relative(pathBytes[...]) }
+
+  /// The item's path relative to its container root, escaped the same way.
+  public var containerPath: String { DisplayPath.relative(pathBytes[containerPathOffset...]) }
+
+  /// A fingerprint that stays the same across runs and machines while the rule and item do (SARIF `partialFingerprints`).
+  public var fingerprint: String {
+    var hash: UInt64 = 0xcbf2_9ce4_8422_2325
+    for byte in Array(ruleID.utf8) + [0] + Array(container.utf8) + [0] + pathBytes[containerPathOffset...] {
+      hash = (hash ^ UInt64(byte)) &* 0x0000_0100_0000_01b3
+    }
+    let hex = String(hash, radix: 16)
+    return String(repeating: "0", count: 16 - hex.count) + hex
+  }
+}
+
+/// A rule as reports describe it: a policy rule or one of protfs's built-in checks.
+public struct AuditRuleDescription: Sendable, Equatable {
+  /// The stable id.
+  public var id: String
+  /// A short name in kebab case, for example `documents-protected` (SARIF `name`).
+  public var name: String
+  /// The level of its findings.
+  public var level: AuditLevel
+  /// One sentence saying what it checks.
+  public var summary: String
+  /// Why it matters and how to fix a finding.
+  public var help: String
+  /// Where it is defined: `policy-file:line`, or `built-in`.
+  public var origin: String
+}
+
+/// The checks protfs runs besides policy rules. Their ids are stable: CI baselines refer to them.
+public enum BuiltInCheck: String, Sendable, CaseIterable {
+  /// `user.protfs.class` (or the container's default) holds a value that is not a protection class.
+  case corruptClass = "PFS001"
+  /// The device is unlocked but the item still carries a lock's saved mode, or its bits are stripped.
+  case lockedOut = "PFS002"
+  /// A complete or unless-open file is readable by its group or by others.
+  case protectedFileReadableByOthers = "PFS003"
+  /// A symbolic link resolves outside its container.
+  case symlinkLeavesContainer = "PFS004"
+  /// A background-download temp file that no download task owns.
+  case orphanTemporaryDownload = "PFS005"
+  /// The item has no class of its own and inherits one.
+  case noOwnClass = "PFS006"
+  /// The container's stored default class differs from the entitlements' default.
+  case defaultClassMismatch = "PFS007"
+  /// Part of the tree could not be read, so the audit is incomplete.
+  case unreadable = "PFS008"
+  /// A file name that is not valid UTF-8.
+  case nonUTF8Name = "PFS009"
+  /// A symbolic link that loops.
+  case symlinkLoop = "PFS010"
+  /// A file with more than one link: a lock leaves it unchanged, since a link may be outside the device.
+  case hardLinked = "PFS011"
+  /// A setuid or setgid file inside a container.
+  case setID = "PFS012"
+
+  /// The level of its findings.
+  public var level: AuditLevel {
+    switch self {
+    case .corruptClass, .lockedOut, .symlinkLeavesContainer, .unreadable: .error
+    case .protectedFileReadableByOthers, .orphanTemporaryDownload, .defaultClassMismatch, .nonUTF8Name, .symlinkLoop,
+      .hardLinked, .setID:
+      .warning
+    case .noOwnClass: .note
+    }
+  }
+
+  /// How reports describe the check.
+  public var description: AuditRuleDescription {
+    let (name, summary, help): (String, String, String) =
+      switch self {
+      case .corruptClass:
+        (
+          "corrupt-class", "The protection class attribute holds a value that is not a protection class.",
+          "user.protfs.class must hold one of Apple's raw values (for example NSFileProtectionComplete). Set a valid class with `protfs set-class CLASS PATH`."
+        )
+      case .lockedOut:
+        (
+          "locked-out-while-unlocked", "The item is still locked out although the device is unlocked.",
+          "A lock removed the item's permission bits (saving them in user.protfs.saved-mode) and the unlock did not put them back, so the app cannot read it. Run `protfs unlock` to restore the saved modes."
+        )
+      case .protectedFileReadableByOthers:
+        (
+          "protected-file-readable-by-others",
+          "A complete or unless-open file is readable by its group or others.",
+          "Classes complete and complete-unless-open protect data the app considers sensitive; permission bits that let other users read it defeat that on a shared system. Remove the group and other read bits (chmod go-r)."
+        )
+      case .symlinkLeavesContainer:
+        (
+          "symlink-leaves-container", "A symbolic link points outside its container.",
+          "An app's container is its sandbox: a link out of it reaches data whose class the app does not control. Replace the link with a copy or point it inside the container."
+        )
+      case .orphanTemporaryDownload:
+        (
+          "orphan-temporary-download", "A background-download temp file that no download task owns.",
+          "nsurlsessiond removes CFNetworkDownload_*.tmp files when their task ends; one no task owns is left over from a crash and only wastes space. Delete it."
+        )
+      case .noOwnClass:
+        (
+          "no-own-class", "The item has no protection class of its own.",
+          "On iOS every file gets a class when it is created. An item without user.protfs.class was created outside protfs and inherits its directory's class; set one with `protfs set-class` if that is not what the app would do."
+        )
+      case .defaultClassMismatch:
+        (
+          "default-class-mismatch", "The container's default class differs from the entitlements.",
+          "The com.apple.developer.default-data-protection entitlement sets the class new files get; the container was created with another default. Re-run `protfs init --entitlements FILE BUNDLE-ID`."
+        )
+      case .unreadable:
+        (
+          "unreadable", "Part of the tree could not be read, so the audit is incomplete.",
+          "protfs audit must read every directory and every item's attributes. Run it as a user who can read the whole tree (and with the device unlocked)."
+        )
+      case .nonUTF8Name:
+        (
+          "non-utf8-name", "A file name is not valid UTF-8.",
+          "iOS file names are UTF-8 (APFS requires it); a name that is not cannot come from an app. Rename the item."
+        )
+      case .symlinkLoop:
+        (
+          "symlink-loop", "A symbolic link loops.",
+          "Resolving the link never ends (ELOOP), so any app that opens it fails. Remove or fix the link."
+        )
+      case .hardLinked:
+        (
+          "hard-linked-file", "A file has more than one hard link.",
+          "A link may be outside the device, so protfs lock leaves such a file unchanged (its class is not enforced) rather than change an inode outside the device. iOS apps cannot make hard links across containers; replace the link with a copy (cp, then mv over it)."
+        )
+      case .setID:
+        (
+          "setid-file", "A file inside a container is setuid or setgid.",
+          "An app's container holds data, not programs that run with another identity; a setuid or setgid file there is planted or a mistake, and whoever can run it gains its owner's or group's rights. Remove the bits (chmod ug-s)."
+        )
+      }
+    return AuditRuleDescription(
+      id: rawValue, name: name, level: level, summary: summary, help: help, origin: "built-in")
+  }
+}
+
+extension PolicyRule {
+  /// How reports describe the rule.
+  public var description: AuditRuleDescription {
+    let patterns = patterns.map { "\"\($0.text)\"" }.joined(separator: " ")
+    return AuditRuleDescription(
+      id: id, name: id.lowercased(), level: level, summary: "\(patterns) \(requirement)", help: message,
+      origin: "\(source):\(line)")
+  }
+}
+
+/// Turns raw path bytes into text a report can show.
+package enum DisplayPath {
+  /// A relative path for reports: escaped, without a trailing `/`, `.` when empty.
+  package static func relative(_ bytes: ArraySlice<UInt8>) -> String {
+    var bytes = bytes
+    if bytes.last == UInt8(ascii: "/") { bytes.removeLast() }
+    return bytes.isEmpty ? "." : text(bytes)
+  }
+
+  /// UTF-8 as is, except control characters and bytes that are not UTF-8, which become `\xNN`.
+  package static func text(_ bytes: some Collection<UInt8>) -> String {
+    if bytes.allSatisfy({ $0 >= 0x20 && $0 < 0x7F }) { return String(decoding: bytes, as: UTF8.self) }
+    var out = ""
+    // Decode scalar by scalar, keeping the bytes of each so that an invalid sequence is shown byte for byte.
+    var index = bytes.startIndex
+    while index != bytes.endIndex {
+      guard let (scalar, next) = PathPattern.decodeScalar(bytes, at: index) else { break }
+      let count = bytes.distance(from: index, to: next)
+      if scalar & 0x8000_0000 != 0 || (scalar >= 0xD800 && scalar <= 0xDFFF) || scalar > 0x10FFFF
+        || (count == 3 && scalar < 0x800) || (count == 4 && scalar < 0x10000)
+      {
+        for byte in bytes[index..<next] { out += "\\x" + hex(byte) }
+      } else if scalar < 0x20 || scalar == 0x7F {
+        out += "\\x" + hex(UInt8(scalar))
+      } else {
+        out.unicodeScalars.append(Unicode.Scalar(scalar)!)
+      }
+      index = next
+    }
+    return out
+  }
+
+  /// Whether `bytes` are valid UTF-8.
+  package static func isValidUTF8(_ bytes: some Collection<UInt8>) -> Bool {
+    if bytes.allSatisfy({ $0 < 0x80 }) { return true }
+    return String(validating: Array(bytes), as: UTF8.self) != nil
+  }
+
+  private static func hex(_ byte: UInt8) -> String {
+    let digits = Array("0123456789ABCDEF")
+    return String([digits[Int(byte >> 4)], digits[Int(byte & 0xF)]])
+  }
+}

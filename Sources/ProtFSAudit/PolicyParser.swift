@@ -1,0 +1,244 @@
+import ProtFS
+/// Parses policy lines (grammar in Policies/README.md):
+///
+///     rule ID SEVERITY "PATTERN"... REQUIREMENT "MESSAGE"
+///
+/// REQUIREMENT is `= C`, `>= C`, `<= C`, `!= C`, `in {C, C...}`, `any`, or
+/// `same-as-sibling-without "SUFFIX"`. `#` starts a comment outside strings.
+package struct PolicyParser {
+  package let source: String
+  package var warnings: [PolicyDiagnostic] = []
+  private var ruleLines: [String: Int] = [:]
+
+  package init(source: String) { self.source = source }
+
+  private struct Token {
+    enum Kind: Equatable {
+      case word(String)
+      case string(String)
+      case symbol(String)
+      case end
+    }
+    var kind: Kind
+    var column: Int
+
+    var shown: String {
+      switch kind {
+      case .word(let w): "'\(w.prefix(40))'"
+      case .string: "a quoted string"
+      case .symbol(let s): "'\(s)'"
+      case .end: "the end of the line"
+      }
+    }
+  }
+
+  /// Parses one line; nil for blank and comment lines.
+  package mutating func parseLine(_ bytes: [UInt8], number: Int) throws(PolicyDiagnostic) -> PolicyRule? {
+    let tokens = try tokenize(bytes, line: number)
+    var position = 0
+    func next() -> Token {
+      defer { position = min(position + 1, tokens.count - 1) }
+      return tokens[position]
+    }
+    func peek() -> Token { tokens[position] }
+    func fail(_ token: Token, _ expected: String) -> PolicyDiagnostic {
+      PolicyDiagnostic(
+        source: source, line: number, column: token.column, message: "expected \(expected), found \(token.shown)")
+    }
+
+    let first = next()
+    if first.kind == .end { return nil }
+    guard first.kind == .word("rule") else { throw fail(first, "'rule' to start a rule") }
+
+    let idToken = next()
+    guard case .word(let id) = idToken.kind, Self.isValidID(id) else {
+      throw fail(idToken, "a rule id such as DP001 (a letter, then letters, digits, '.', '_' or '-')")
+    }
+    if let earlier = ruleLines[id] {
+      throw PolicyDiagnostic(
+        source: source, line: number, column: idToken.column,
+        message: "expected a unique rule id; \(id) is already used on line \(earlier)")
+    }
+
+    let levelToken = next()
+    guard case .word(let levelWord) = levelToken.kind, let level = AuditLevel(rawValue: levelWord.lowercased()) else {
+      throw fail(levelToken, "a severity: error, warning or note")
+    }
+
+    var patterns: [PathPattern] = []
+    while case .string(let text) = peek().kind {
+      let token = next()
+      do {
+        let pattern = try PathPattern(text)
+        if let reason = pattern.neverMatchesReason {
+          warnings.append(
+            PolicyDiagnostic(
+              source: source, line: number, column: token.column,
+              message: "warning: the pattern \"\(text)\" can never match: \(reason)"))
+        }
+        patterns.append(pattern)
+      } catch {
+        // +1 for the opening quote; escapes inside the string make this approximate, which is fine.
+        throw PolicyDiagnostic(
+          source: source, line: number, column: token.column + 1 + error.offset,
+          message: "expected \(error.expected) in the pattern \"\(text.prefix(80))\"")
+      }
+    }
+    if patterns.isEmpty { throw fail(peek(), "a quoted path pattern such as \"Documents/**\"") }
+
+    let requirement = try parseRequirement(next: next, peek: peek, fail: fail, line: number)
+
+    let messageToken = next()
+    guard case .string(let message) = messageToken.kind, !message.isEmpty else {
+      throw fail(messageToken, "a quoted message saying why the rule exists")
+    }
+    let end = next()
+    guard end.kind == .end else { throw fail(end, "the end of the line after the message") }
+
+    ruleLines[id] = number
+    return PolicyRule(
+      id: id, level: level, patterns: patterns, requirement: requirement, message: message, source: source,
+      line: number)
+  }
+
+  private func parseRequirement(
+    next: () -> Token, peek: () -> Token, fail: (Token, String) -> PolicyDiagnostic,
+    line: Int
+  ) throws(PolicyDiagnostic) -> ClassRequirement {
+    let token = next()
+    func parseClass() throws(PolicyDiagnostic) -> ProtectionClass {
+      let classToken = next()
+      guard case .word(let word) = classToken.kind else {
+        throw fail(classToken, "a protection class (\(Self.classNames))")
+      }
+      guard let value = ProtectionClass(parsing: word) else {
+        var message = "expected a protection class (\(Self.classNames)), found '\(word.prefix(40))'"
+        if let near = Suggestion.nearest(to: word.lowercased(), in: ProtectionClass.allCases.flatMap(\.spellings)),
+          let suggested = ProtectionClass(parsing: near)
+        {
+          message += "; did you mean '\(suggested.shortName)'?"
+        }
+        throw PolicyDiagnostic(source: source, line: line, column: classToken.column, message: message)
+      }
+      return value
+    }
+    switch token.kind {
+    case .symbol("="): return .equal(try parseClass())
+    case .symbol(">="): return .atLeast(try parseClass())
+    case .symbol("<="): return .atMost(try parseClass())
+    case .symbol("!="): return .notEqual(try parseClass())
+    case .word("any"): return .any
+    case .word("in"):
+      let open = next()
+      guard open.kind == .symbol("{") else { throw fail(open, "'{' to start the set of allowed classes") }
+      var set: Set<ProtectionClass> = []
+      while true {
+        set.insert(try parseClass())
+        let separator = next()
+        if separator.kind == .symbol("}") { break }
+        guard separator.kind == .symbol(",") else { throw fail(separator, "',' or '}' in the set of classes") }
+      }
+      return .oneOf(set)
+    case .word("same-as-sibling-without"):
+      let suffixToken = next()
+      guard case .string(let suffix) = suffixToken.kind, !suffix.isEmpty, !suffix.contains("/") else {
+        throw fail(suffixToken, "a quoted, non-empty name suffix such as \"-wal\"")
+      }
+      return .sameAsSiblingWithout(suffix: suffix)
+    default:
+      throw fail(
+        token,
+        "a requirement: = CLASS, >= CLASS, <= CLASS, != CLASS, in {CLASS, ...}, any, or same-as-sibling-without \"SUFFIX\""
+      )
+    }
+  }
+
+  private static let classNames = "none, until-first-auth, when-inactive, unless-open, complete"
+
+  private static func isValidID(_ id: String) -> Bool {
+    guard let first = id.unicodeScalars.first, first.properties.isAlphabetic, first.isASCII, id.utf8.count <= 64
+    else { return false }
+    return id.unicodeScalars.allSatisfy { scalar in
+      scalar.isASCII
+        && (scalar.properties.isAlphabetic || ("0"..."9").contains(scalar) || "._-".unicodeScalars.contains(scalar))
+    }
+  }
+
+  private func tokenize(_ bytes: [UInt8], line: Int) throws(PolicyDiagnostic) -> [Token] {
+    var tokens: [Token] = []
+    var i = 0
+    func isWordByte(_ b: UInt8) -> Bool {
+      switch b {
+      case UInt8(ascii: "a")...UInt8(ascii: "z"), UInt8(ascii: "A")...UInt8(ascii: "Z"),
+        UInt8(ascii: "0")...UInt8(ascii: "9"), UInt8(ascii: "-"), UInt8(ascii: "_"), UInt8(ascii: "."):
+        true
+      default: false
+      }
+    }
+    while i < bytes.count {
+      let b = bytes[i]
+      if b == UInt8(ascii: " ") || b == UInt8(ascii: "\t") || b == UInt8(ascii: "\r") {
+        i += 1
+        continue
+      }
+      if b == UInt8(ascii: "#") { break }
+      let column = i + 1
+      if b == UInt8(ascii: "\"") {
+        var value: [UInt8] = []
+        i += 1
+        var closed = false
+        while i < bytes.count {
+          let c = bytes[i]
+          if c == UInt8(ascii: "\"") {
+            closed = true
+            i += 1
+            break
+          }
+          if c == UInt8(ascii: "\\") && i + 1 < bytes.count {
+            // `\"` is a quote; every other escape (`\\`, `\*`) is kept whole for the pattern to read.
+            if bytes[i + 1] == UInt8(ascii: "\"") {
+              value.append(UInt8(ascii: "\""))
+            } else {
+              value.append(contentsOf: bytes[i...(i + 1)])
+            }
+            i += 2
+            continue
+          }
+          value.append(c)
+          i += 1
+        }
+        guard closed else {
+          throw PolicyDiagnostic(
+            source: source, line: line, column: column,
+            message: "expected a closing '\"' for the string that starts here")
+        }
+        tokens.append(Token(kind: .string(String(decoding: value, as: UTF8.self)), column: column))
+        continue
+      }
+      if isWordByte(b) {
+        let start = i
+        while i < bytes.count, isWordByte(bytes[i]) { i += 1 }
+        tokens.append(Token(kind: .word(String(decoding: bytes[start..<i], as: UTF8.self)), column: column))
+        continue
+      }
+      if (b == UInt8(ascii: ">") || b == UInt8(ascii: "<") || b == UInt8(ascii: "!")) && i + 1 < bytes.count
+        && bytes[i + 1] == UInt8(ascii: "=")
+      {
+        tokens.append(Token(kind: .symbol(String(decoding: bytes[i...(i + 1)], as: UTF8.self)), column: column))
+        i += 2
+        continue
+      }
+      if b == UInt8(ascii: "=") || b == UInt8(ascii: "{") || b == UInt8(ascii: "}") || b == UInt8(ascii: ",") {
+        tokens.append(Token(kind: .symbol(String(UnicodeScalar(b))), column: column))
+        i += 1
+        continue
+      }
+      let shown = b < 0x80 ? "'\(UnicodeScalar(b))'" : "a non-ASCII character"
+      throw PolicyDiagnostic(
+        source: source, line: line, column: column,
+        message: "expected a word, a quoted string or one of = >= <= != { } , — found \(shown)")
+    }
+    tokens.append(Token(kind: .end, column: i + 1))
+    return tokens
+  }
+}

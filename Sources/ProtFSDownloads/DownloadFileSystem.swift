@@ -1,0 +1,171 @@
+import CProtFSSys
+import Foundation
+import ProtFS
+import ProtFSSystem
+import Synchronization
+
+/// How a download session reaches its directories and labels the files it makes.
+///
+/// A session never creates, writes or renames by full path: it opens the temp and destination
+/// directories through this, holds them, and works relative to the descriptors, so that a directory
+/// swapped for a symbolic link between the check and the use cannot send bytes elsewhere.
+///
+/// Called from the engine's threads, so implementations must be thread-safe.
+public protocol DownloadFileSystem: Sendable {
+  /// Opens the directory at the absolute path `path` without following any symbolic link in it;
+  /// with `creating`, makes it (and missing ancestors) first when it is missing.
+  func openDirectory(_ path: String, creating: Bool) throws(ProtFSError) -> DirectoryHandle
+
+  /// Labels the new file open as `fd`, about to appear in (or move to) `directory`: its own class
+  /// and, where the session decides owners, its owner. Called before the file is visible there.
+  func label(file fd: Int32, for directory: DirectoryHandle) throws(ProtFSError)
+}
+
+/// A session outside a device: directories opened by path (their own symlinks followed, as the
+/// caller chose them), files left as the process makes them.
+public struct PlainDownloadFileSystem: DownloadFileSystem {
+  /// Creates the file system.
+  public init() {}
+
+  /// Opens `path`, creating it first when asked.
+  public func openDirectory(_ path: String, creating: Bool) throws(ProtFSError) -> DirectoryHandle {
+    if creating && !FileManager.default.fileExists(atPath: path) {
+      do {
+        try FileManager.default.createDirectory(atPath: path, withIntermediateDirectories: true)
+      } catch {
+        throw ProtFSError(
+          .io, "Cannot create the directory '\(path)': \(error.localizedDescription).", path: path)
+      }
+    }
+    return try DirectoryHandle(path: path)
+  }
+
+  /// Nothing to label outside a device.
+  public func label(file fd: Int32, for directory: DirectoryHandle) throws(ProtFSError) {}
+}
+
+/// A session on a device: every directory is opened from the device root with `openat2`
+/// (`RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS`), or component by component with `O_NOFOLLOW` where the
+/// kernel lacks it; every file gets its directory's effective class, and, when protfs runs as root,
+/// the container owner's uid and gid so that the app can rewrite what it downloaded.
+public final class DeviceDownloadFileSystem: DownloadFileSystem {
+  /// The device.
+  public let device: Device
+  /// Whether to try `openat2` first; off, every directory is opened by the component walk, as on a
+  /// kernel without it (the tests exercise both).
+  package let usesOpenat2: Bool
+  /// The device root, opened on first use and held for the session: every directory is opened
+  /// beneath it, thousands of times a run.
+  private let heldRoot = Mutex<DirectoryHandle?>(nil)
+  /// Each container's owner, looked up once per session: every file a download makes is handed
+  /// to it, and opening the container root for each file cost a third of a small file's opens.
+  /// A container given to another owner while a session runs gets its files at the next session.
+  private let containerOwners = Mutex<[DevicePath: (uid: UInt32, gid: UInt32)]>([:])
+
+  /// The file system of `device`.
+  public convenience init(device: Device) { self.init(device: device, usesOpenat2: true) }
+
+  package init(device: Device, usesOpenat2: Bool) {
+    self.device = device
+    self.usesOpenat2 = usesOpenat2
+  }
+
+  private func root() throws(ProtFSError) -> DirectoryHandle {
+    if let root = heldRoot.withLock({ $0 }) { return root }
+    let root = try device.openRoot()
+    heldRoot.withLock { $0 = root }
+    return root
+  }
+
+  /// Opens the directory at `path`, which must be inside the device, following no symbolic link.
+  public func openDirectory(_ path: String, creating: Bool) throws(ProtFSError) -> DirectoryHandle {
+    let location = try device.resolve(path)
+    do {
+      return try open(location)
+    } catch  where creating && error.errno == ENOENT {
+      try device.createDirectories(location)
+      return try open(location)
+    }
+  }
+
+  private func open(_ location: DevicePath) throws(ProtFSError) -> DirectoryHandle {
+    guard usesOpenat2 else { return try device.openDirectory(location) }
+    let root = try root()
+    if location.isRoot { return try root.duplicate() }
+    let relative = location.components.joined(separator: "/")
+    let absolute = device.absolutePath(location)
+    let resolve = UInt64(PROTFS_RESOLVE_BENEATH | PROTFS_RESOLVE_NO_SYMLINKS | PROTFS_RESOLVE_NO_MAGICLINKS)
+    switch valueOrErrno({ protfs_openat2(root.fd, relative, O_RDONLY | O_DIRECTORY | O_CLOEXEC, resolve) }) {
+    case .success(let fd):
+      return DirectoryHandle(fd: fd, path: absolute)
+    case .failure(let e) where e == .noSystemCall || e.rawValue == E2BIG || e == .notPermitted:
+      // No openat2 (or a seccomp filter refusing it): the component walk is as strict, if slower.
+      return try device.openDirectory(location)
+    case .failure(let e) where e == .tooManySymlinks || e == .notDirectory || e == .crossDevice:
+      // The walk names the component that is a link or not a directory.
+      _ = try device.openDirectory(location)
+      throw ProtFSError(
+        .symlink, "Cannot open '\(absolute)': it passes through a symbolic link, which protfs does not follow.",
+        path: absolute, errno: ELOOP)
+    case .failure(let e):
+      throw ProtFSError.system("open the directory", path: absolute, errno: e.rawValue)
+    }
+  }
+
+  /// Writes `directory`'s effective class as the file's own, and hands it to the container's owner
+  /// when protfs runs as root.
+  public func label(file fd: Int32, for directory: DirectoryHandle) throws(ProtFSError) {
+    let location = try device.resolve(directory.path)
+    // The directory's own class, read through the held descriptor, is its effective one; only an
+    // unlabelled directory needs the walk up its ancestors (one call per file instead of a dozen).
+    var protectionClass = try directory.protectionClass()
+    if protectionClass == nil { protectionClass = try device.effectiveClass(of: location).protectionClass }
+    let value = protectionClass!.attributeValue
+    // A file placed where its temp directory's class also applies has its label already: reading
+    // it is cheaper than writing it again (a journalled inode change per file).
+    let labelled = withUnsafeTemporaryAllocation(byteCount: 64, alignment: 1) { buffer in
+      let count = fgetxattr(fd, AttributeName.protectionClass, buffer.baseAddress, buffer.count)
+      return count == value.count && value.withUnsafeBytes { memcmp($0.baseAddress!, buffer.baseAddress!, count) } == 0
+    }
+    if !labelled {
+      _ = try value.withUnsafeBytes { raw in
+        valueOrErrno { fsetxattr(fd, AttributeName.protectionClass, raw.baseAddress, raw.count, 0) }
+      }.orThrow("set the protection class of a new file in", path: directory.path)
+    }
+    guard geteuid() == 0, let container = device.containerContaining(location) else { return }
+    let owner: (uid: UInt32, gid: UInt32)
+    if let known = containerOwners.withLock({ $0[container.path] }) {
+      owner = known
+    } else {
+      let status = try open(container.path).status()
+      owner = (status.uid, status.gid)
+      containerOwners.withLock { $0[container.path] = owner }
+    }
+    var status = stat()
+    _ = try valueOrErrno { fstat(fd, &status) }.orThrow("read a new file in", path: directory.path)
+    guard status.st_uid != owner.uid || status.st_gid != owner.gid else { return }
+    _ = try valueOrErrno { fchown(fd, owner.uid, owner.gid) }.orThrow(
+      "give the container's owner a new file in", path: directory.path)
+  }
+}
+
+extension DirectoryHandle {
+  /// Whether `other` is open on the same directory (same device and inode).
+  package func isSameDirectory(as other: DirectoryHandle) -> Bool {
+    guard let mine = try? status(), let theirs = try? other.status() else { return false }
+    return mine.device == theirs.device && mine.inode == theirs.inode
+  }
+
+  /// Removes the file `name` if it is still the file open as `fd`; a name that now holds something
+  /// else is left alone.
+  package func removeFile(_ name: String, ifStill fd: Int32?) {
+    if let fd {
+      var open = stat()
+      var named = stat()
+      guard fstat(fd, &open) == 0, fstatat(self.fd, name, &named, AT_SYMLINK_NOFOLLOW) == 0,
+        open.st_dev == named.st_dev, open.st_ino == named.st_ino
+      else { return }
+    }
+    unlinkat(self.fd, name, 0)
+  }
+}

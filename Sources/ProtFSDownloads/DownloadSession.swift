@@ -1,0 +1,203 @@
+import Foundation
+import ProtFSSystem
+import Synchronization
+
+/// A background download session shaped like `URLSession`'s: an identifier, download tasks, resume
+/// data, and progress through `events` or a delegate.
+///
+/// Its tasks are persisted in the task store: a session opened again with the same identifier
+/// (after `invalidate()`, or in a new process after the old one was killed) reattaches the unfinished
+/// tasks no live session owns, and restarts those that were running from their temp files.
+public final class DownloadSession: Sendable {
+  package let core: DownloadSessionCore
+
+  /// The session's identifier.
+  public var identifier: String { core.configuration.identifier }
+  /// The configuration the session was opened with.
+  public var configuration: DownloadSessionConfiguration { core.configuration }
+  /// Every task's progress and outcome, in order per task, from the first time this is read (a
+  /// session nobody asked for events spends nothing on them). One consumer; when nobody reads,
+  /// only the newest events are kept.
+  ///
+  /// Read it before resuming tasks to see all their events. Progress reported before the first
+  /// read is already in each task's `countOfBytesReceived`: a task's count is updated before its
+  /// event is made, so a caller that reads `events` and then the count misses nothing.
+  public var events: AsyncStream<DownloadEvent> {
+    // Sequentially consistent, paired with the engine's load: with relaxed ordering the engine
+    // could miss this store while this thread misses the engine's count.
+    core.eventsObserved.store(true, ordering: .sequentiallyConsistent)
+    return core.events
+  }
+  /// The task store.
+  public var store: DownloadStore { core.store }
+
+  /// Opens the session `configuration.identifier`, reattaching its unfinished tasks.
+  public init(configuration: DownloadSessionConfiguration, delegate: (any DownloadSessionDelegate)? = nil)
+    throws(ProtFSError)
+  {
+    let store = try DownloadStore(path: configuration.storePath)
+    try store.registerSession(identifier: configuration.identifier, bundleID: configuration.bundleID)
+    let core = DownloadSessionCore(configuration: configuration, store: store)
+    // The last step that can fail comes before any thread starts, so a failed init leaves nothing running.
+    let reattached = try store.claimUnfinished(session: configuration.identifier, owner: core.owner)
+    self.core = core
+    core.delegate = delegate
+    core.session = self
+    core.engine = TransferEngine(core: core)
+    core.finisher = DownloadFinisher(core: core)
+    core.engine.start()
+    core.finisher.start()
+    var toResume: [DownloadTask] = []
+    var toCancel: [DownloadTask] = []
+    for record in reattached {
+      let url = URL(string: record.url) ?? URL(fileURLWithPath: "/")
+      let task = DownloadTask(record: record, url: url, fileNameIsExplicit: record.fileName != nil, core: core)
+      core.tasks.withLock { $0[task.id] = task }
+      switch record.state {
+      case .running:
+        // Its process ended mid-transfer: it goes on from its temp file once resumed.
+        task.runtime.withLock { $0.record.state = .suspended }
+        if configuration.resumesReattachedTasks { toResume.append(task) }
+      case .canceling: toCancel.append(task)
+      default: break
+      }
+    }
+    for task in toResume { task.resume() }
+    for task in toCancel { task.cancel() }
+    // Requests left while no session owned these tasks take effect now.
+    core.applyRequests()
+  }
+
+  deinit { core.invalidate() }
+
+  /// Stops every transfer, keeping temp files and progress in the store, and releases the tasks so
+  /// that a session opened later with the same identifier reattaches them. The session does nothing
+  /// afterwards.
+  public func invalidate() { core.invalidate() }
+
+  /// The session's tasks (created or reattached by this session object), oldest first.
+  public var allTasks: [DownloadTask] {
+    core.tasks.withLock { $0.values.sorted { $0.id < $1.id } }
+  }
+
+  /// The task `id`, if this session holds it.
+  public func task(id: Int64) -> DownloadTask? { core.task(id: id) }
+
+  /// A suspended task downloading `url`; call `resume()` to start it.
+  ///
+  /// When this session already holds an unfinished task for the same URL and destination (one
+  /// reattached after a crash), that task is returned instead of a new one, so running the same
+  /// download again resumes it.
+  public func downloadTask(
+    with url: URL, to directory: String? = nil, fileName: String? = nil, expectedSHA256: String? = nil
+  ) throws(ProtFSError) -> DownloadTask {
+    try downloadTasks(
+      with: [
+        DownloadRequest(url: url, destinationDirectory: directory, fileName: fileName, expectedSHA256: expectedSHA256)
+      ]
+    )[0]
+  }
+
+  /// Suspended tasks for `requests`, created in one store transaction (cheap for thousands).
+  public func downloadTasks(with requests: [DownloadRequest]) throws(ProtFSError) -> [DownloadTask] {
+    try checkUsable()
+    let now = Date().timeIntervalSince1970
+    var result: [DownloadTask?] = Array(repeating: nil, count: requests.count)
+    var fresh: [(index: Int, record: DownloadTaskRecord, request: DownloadRequest)] = []
+    // The unfinished tasks by URL and destination directory, oldest first, so that thousands of
+    // requests find theirs without a scan each.
+    struct Key: Hashable {
+      var url: String
+      var directory: String
+    }
+    var unfinished: [Key: [(fileName: String?, task: DownloadTask)]] = [:]
+    for task in allTasks {
+      let r = task.record
+      guard r.state.isUnfinished && r.state != .waitingForUnlock else { continue }
+      unfinished[Key(url: r.url, directory: r.destinationDirectory), default: []].append((r.fileName, task))
+    }
+    for (index, request) in requests.enumerated() {
+      let directory = request.destinationDirectory ?? configuration.destinationDirectory
+      let url = request.url.absoluteString
+      if let name = request.fileName {
+        _ = try DownloadFileName.validate(name, source: "the request for '\(url)'")
+      }
+      let digest = try request.expectedSHA256.map(Self.normalizedDigest)
+      if let match = unfinished[Key(url: url, directory: directory)]?.first(where: {
+        request.fileName == nil || request.fileName == $0.fileName
+      }) {
+        result[index] = match.task
+        continue
+      }
+      var record = DownloadTaskRecord(
+        id: 0, sessionIdentifier: identifier, url: url, destinationDirectory: directory,
+        fileName: request.fileName, temporaryDirectory: configuration.temporaryDirectory, temporaryFileName: nil,
+        state: .suspended, bytesReceived: 0, bytesExpected: -1, entityTag: nil, lastModified: nil,
+        expectedSHA256: digest, errorMessage: nil, errorNumber: nil, taskDescription: request.taskDescription,
+        createdAt: now, updatedAt: now)
+      record.requestTimeout = Monotonic.seconds(configuration.requestTimeout)
+      record.resourceTimeout = Monotonic.seconds(configuration.resourceTimeout)
+      fresh.append((index, record, request))
+    }
+    let inserted = try core.store.insert(fresh.map(\.record), owner: core.owner)
+    for (item, record) in zip(fresh, inserted) {
+      let task = DownloadTask(
+        record: record, url: item.request.url, fileNameIsExplicit: item.request.fileName != nil, core: core)
+      core.tasks.withLock { $0[task.id] = task }
+      result[item.index] = task
+    }
+    return result.map { $0! }
+  }
+
+  /// A suspended task that continues the download `resumeData` describes (from
+  /// `cancel(byProducingResumeData:)`), with `Range` and `If-Range`.
+  public func downloadTask(withResumeData resumeData: Data) throws(ProtFSError) -> DownloadTask {
+    try checkUsable()
+    let data = try DownloadResumeData(data: resumeData)
+    if let name = data.fileName { _ = try DownloadFileName.validate(name, source: "the resume data") }
+    _ = try DownloadFileName.validate(data.temporaryFileName, source: "the resume data")
+    let now = Date().timeIntervalSince1970
+    var record = DownloadTaskRecord(
+      id: 0, sessionIdentifier: identifier, url: data.url.absoluteString,
+      destinationDirectory: data.destinationDirectory,
+      fileName: data.fileName, temporaryDirectory: data.temporaryDirectory, temporaryFileName: data.temporaryFileName,
+      state: .suspended, bytesReceived: data.bytesReceived, bytesExpected: data.bytesExpected,
+      entityTag: data.entityTag, lastModified: data.lastModified, expectedSHA256: data.expectedSHA256,
+      errorMessage: nil, errorNumber: nil, taskDescription: data.taskDescription, createdAt: now, updatedAt: now)
+    record.requestTimeout = Monotonic.seconds(configuration.requestTimeout)
+    record.resourceTimeout = Monotonic.seconds(configuration.resourceTimeout)
+    let inserted = try core.store.insert([record], owner: core.owner)[0]
+    let task = DownloadTask(record: inserted, url: data.url, fileNameIsExplicit: data.fileName != nil, core: core)
+    core.tasks.withLock { $0[task.id] = task }
+    return task
+  }
+
+  /// Moves the finished files of tasks waiting for unlock into place, where the access policy now
+  /// allows it; returns the tasks that left `waitingForUnlock` (completed or failed).
+  @discardableResult
+  public func completeWaitingTasks() -> [DownloadTask] {
+    guard !core.isInvalidated else { return [] }
+    let waiting = allTasks.filter { $0.state == .waitingForUnlock }
+    let outcomes = waiting.map { core.finisher.place($0) }
+    core.finisher.deliver(outcomes)
+    return waiting.filter { $0.state != .waitingForUnlock }
+  }
+
+  private func checkUsable() throws(ProtFSError) {
+    if core.isInvalidated {
+      throw ProtFSError(
+        .invalidArgument, "The download session '\(identifier)' was invalidated.",
+        hint: "open the session again with the same identifier")
+    }
+  }
+
+  private static func normalizedDigest(_ text: String) throws(ProtFSError) -> String {
+    let lower = text.lowercased()
+    guard lower.count == 64, lower.allSatisfy({ $0.isHexDigit }) else {
+      throw ProtFSError(
+        .invalidArgument, "The SHA-256 digest '\(text)' is not 64 hexadecimal digits.",
+        hint: "give the digest as `sha256sum` prints it")
+    }
+    return lower
+  }
+}

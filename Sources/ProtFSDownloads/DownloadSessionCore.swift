@@ -1,0 +1,171 @@
+import Foundation
+import ProtFSSystem
+import Synchronization
+
+/// The shared innards of a `DownloadSession`: its store, engine, finisher and registry of tasks.
+/// Tasks hold it, so a task outliving its session object still answers (and does nothing once the
+/// session is invalidated).
+///
+/// `@unchecked Sendable`: `session`, `delegate`, `engine` and `finisher` are set once during the
+/// session's initialiser, before any other thread can see this object; the rest is immutable or
+/// guarded by a mutex.
+package final class DownloadSessionCore: @unchecked Sendable {
+  package let configuration: DownloadSessionConfiguration
+  package let store: DownloadStore
+  /// This session object's claim on its tasks in the store.
+  package let owner = "\(getpid())-\(UUID().uuidString)"
+  package let tasks = Mutex<[Int64: DownloadTask]>([:])
+  package let invalidated = Mutex<Bool>(false)
+  package let continuation: AsyncStream<DownloadEvent>.Continuation
+  package let events: AsyncStream<DownloadEvent>
+  /// Whether `DownloadSession.events` was read: until then no event is made.
+  package let eventsObserved = Atomic<Bool>(false)
+  package let delegateQueue = DispatchQueue(label: "protfs.download.delegate")
+  weak var session: DownloadSession?
+  package var delegate: (any DownloadSessionDelegate)?
+  package var engine: TransferEngine!
+  package var finisher: DownloadFinisher!
+
+  package init(configuration: DownloadSessionConfiguration, store: DownloadStore) {
+    self.configuration = configuration
+    self.store = store
+    // Progress is a stream of snapshots: when nobody reads, keep only the newest events.
+    (events, continuation) = AsyncStream.makeStream(of: DownloadEvent.self, bufferingPolicy: .bufferingNewest(4096))
+  }
+
+  package var isInvalidated: Bool { invalidated.withLock { $0 } }
+
+  package func task(id: Int64) -> DownloadTask? { tasks.withLock { $0[id] } }
+
+  // MARK: Commands from tasks
+
+  package func resume(_ task: DownloadTask) {
+    guard !isInvalidated else { return }
+    let start = task.runtime.withLock { r -> Bool in
+      // A suspended task starts, and so does a failed one that kept its temp file (stopped by the
+      // device locking); a running one is already queued or transferring.
+      let resumable = r.record.state == .failed && r.record.temporaryFileName != nil
+      guard r.record.state == .suspended || resumable else { return false }
+      r.error = nil
+      r.record.errorMessage = nil
+      r.record.errorNumber = nil
+      r.record.state = .running
+      r.attempts = 0
+      return true
+    }
+    if start { engine.enqueue(task) }
+  }
+
+  package func stop(_ task: DownloadTask, _ reason: StopReason) {
+    guard !isInvalidated else {
+      if case .cancelProducingResumeData(let reply) = reason { reply(nil) }
+      return
+    }
+    task.runtime.withLock { r in
+      if r.record.state == .running, case .cancel = reason { r.record.state = .canceling }
+    }
+    engine.stop(task, reason)
+  }
+
+  /// Applies the requests other processes left in the store for this session's tasks.
+  package func applyRequests() {
+    guard let requests = try? store.takeRequests(owner: owner) else { return }
+    for (id, request) in requests {
+      guard let task = task(id: id) else { continue }
+      switch request {
+      case .cancel: task.cancel()
+      case .suspend: task.suspend()
+      case .resume: task.resume()
+      }
+    }
+  }
+
+  // MARK: Persistence
+
+  /// Writes progress records (the engine's periodic snapshot); a store error must not stop transfers,
+  /// and the next snapshot tries again.
+  package func persist(_ records: [DownloadTaskRecord]) {
+    try? store.update(records)
+  }
+
+  /// Writes settled records before their waiters are woken.
+  package func persistSettled(_ records: [DownloadTaskRecord]) {
+    try? store.update(records)
+  }
+
+  /// Writes one record now, from the engine thread while the task transfers (the finisher does not
+  /// touch it then, so this cannot undo a state it wrote).
+  package func persistNow(_ record: DownloadTaskRecord) {
+    try? store.update([record])
+  }
+
+  /// Writes a task's new description now; only that column, so a snapshot taken here cannot undo
+  /// a state the finisher wrote meanwhile.
+  package func persistDescription(_ description: String?, of task: DownloadTask) {
+    try? store.updateDescription(description, of: task.id)
+  }
+
+  // MARK: Reporting
+
+  /// Whether anyone reads the events.
+  package var reportsEvents: Bool { eventsObserved.load(ordering: .sequentiallyConsistent) }
+
+  package func notify(_ event: @autoclosure () -> DownloadEvent) {
+    if reportsEvents { continuation.yield(event()) }
+  }
+
+  package func notifyProgress(_ task: DownloadTask, bytesWritten: Int64, total: Int64, expected: Int64) {
+    notify(.progress(taskID: task.id, totalBytesWritten: total, totalBytesExpected: expected))
+    guard let delegate, let session else { return }
+    delegateQueue.async {
+      delegate.downloadSession(
+        session, task: task, didWriteData: bytesWritten, totalBytesWritten: total, totalBytesExpectedToWrite: expected)
+    }
+  }
+
+  /// `location` is made only when someone listens: thousands of small files make one URL each.
+  package func notifyFinishedDownloading(_ task: DownloadTask, location makeLocation: () -> URL) {
+    guard reportsEvents || delegate != nil else { return }
+    let location = makeLocation()
+    notify(.finishedDownloading(taskID: task.id, temporaryLocation: location))
+    guard let delegate, let session else { return }
+    // Synchronous, as URLSession's: the temp file must still be there while the delegate looks at it.
+    delegateQueue.sync { delegate.downloadSession(session, task: task, didFinishDownloadingTo: location) }
+  }
+
+  package func notifyCompleted(_ task: DownloadTask, error: ProtFSError?) {
+    guard let delegate, let session else { return }
+    delegateQueue.async { delegate.downloadSession(session, task: task, didCompleteWithError: error) }
+  }
+
+  // MARK: Shutdown
+
+  /// Stops the engine (transfers stay `running` in the store), settles what is pending, saves
+  /// progress and gives the tasks back to the store for the next session with this identifier.
+  package func invalidate() {
+    let first = invalidated.withLock { flag -> Bool in
+      defer { flag = true }
+      return !flag
+    }
+    guard first else { return }
+    engine.shutdown()
+    finisher.shutdown()
+    let all = tasks.withLock { registry in
+      let values = Array(registry.values)
+      registry.removeAll()
+      return values
+    }
+    // Settled tasks were stored by the finisher before their waiters woke; the rest keep progress.
+    persist(all.map(\.record).filter { !$0.state.isSettled })
+    try? store.release(owner: owner)
+    // Nothing will settle these tasks in this session any more: their waiters get the state as it is.
+    for task in all {
+      let (state, waiters) = task.runtime.withLock { r in
+        defer { r.waiters.removeAll() }
+        return (r.record.state, r.waiters)
+      }
+      for waiter in waiters { waiter.resume(returning: state) }
+    }
+    continuation.finish()
+  }
+}

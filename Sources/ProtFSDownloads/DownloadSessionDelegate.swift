@@ -1,0 +1,30 @@
+import Foundation
+import ProtFSSystem
+
+/// URLSession-style callbacks of a download session; every method has an empty default.
+///
+/// Called on the session's serial delegate queue. `didFinishDownloadingTo` is called synchronously
+/// before the file is moved, so the temp file is still there while it runs.
+public protocol DownloadSessionDelegate: AnyObject, Sendable {
+  /// Bytes arrived for `task`.
+  func downloadSession(
+    _ session: DownloadSession, task: DownloadTask, didWriteData bytesWritten: Int64, totalBytesWritten: Int64,
+    totalBytesExpectedToWrite: Int64)
+  /// `task`'s bytes are all in the temp file at `location`.
+  func downloadSession(_ session: DownloadSession, task: DownloadTask, didFinishDownloadingTo location: URL)
+  /// `task` settled: completed (`error` nil), failed, or waiting for unlock (`error` nil, state tells).
+  func downloadSession(_ session: DownloadSession, task: DownloadTask, didCompleteWithError error: ProtFSError?)
+}
+
+extension DownloadSessionDelegate {
+  /// Does nothing.
+  public func downloadSession(
+    _ session: DownloadSession, task: DownloadTask, didWriteData bytesWritten: Int64, totalBytesWritten: Int64,
+    totalBytesExpectedToWrite: Int64
+  ) {}
+  /// Does nothing.
+  public func downloadSession(_ session: DownloadSession, task: DownloadTask, didFinishDownloadingTo location: URL) {}
+  /// Does nothing.
+  public func downloadSession(_ session: DownloadSession, task: DownloadTask, didCompleteWithError error: ProtFSError?)
+  {}
+}

@@ -1,0 +1,298 @@
+import Foundation
+import ProtFSSystem
+
+/// The persistent record of download sessions and their tasks: an SQLite database in WAL mode
+/// (`<device>/.protfs/downloads.sqlite`), shared safely by concurrent protfs processes.
+///
+/// Ownership of unfinished tasks is leased to one live session at a time (its owner token and
+/// process id), so two processes opening the same session do not both transfer the same task.
+public final class DownloadStore: Sendable {
+  package let database: SQLiteDatabase
+  /// The database file.
+  public var path: String { database.path }
+
+  /// Opens (creating) the store at `path`.
+  public init(path: String) throws(ProtFSError) {
+    database = try SQLiteDatabase(path: path)
+    try database.transaction { db throws(ProtFSError) in
+      try db.query(
+        """
+        CREATE TABLE IF NOT EXISTS sessions (
+          identifier TEXT PRIMARY KEY,
+          bundle_id TEXT NOT NULL,
+          created_at REAL NOT NULL)
+        """)
+      try db.query(
+        """
+        CREATE TABLE IF NOT EXISTS tasks (
+          id INTEGER PRIMARY KEY AUTOINCREMENT,
+          session TEXT NOT NULL REFERENCES sessions(identifier) ON DELETE CASCADE,
+          url TEXT NOT NULL,
+          destination_dir TEXT NOT NULL,
+          file_name TEXT,
+          temp_dir TEXT NOT NULL,
+          temp_name TEXT,
+          state TEXT NOT NULL,
+          bytes_received INTEGER NOT NULL DEFAULT 0,
+          bytes_expected INTEGER NOT NULL DEFAULT -1,
+          etag TEXT,
+          last_modified TEXT,
+          sha256 TEXT,
+          error_text TEXT,
+          error_errno INTEGER,
+          description TEXT,
+          owner TEXT,
+          owner_pid INTEGER,
+          request TEXT,
+          created_at REAL NOT NULL,
+          updated_at REAL NOT NULL)
+        """)
+      // By session alone: a task's state changes as it runs and settles, and an index holding the
+      // state would be rewritten with each of those updates.
+      try db.query("DROP INDEX IF EXISTS tasks_by_session")
+      try db.query("CREATE INDEX IF NOT EXISTS tasks_of_session ON tasks(session)")
+      // Only leased tasks are indexed by owner: a completed task leaves the index (one delete)
+      // instead of moving its entry to NULL, and the index stays the size of the open work.
+      try db.query("DROP INDEX IF EXISTS tasks_by_owner")
+      try db.query("CREATE INDEX IF NOT EXISTS tasks_by_live_owner ON tasks(owner) WHERE owner IS NOT NULL")
+      // The timeouts came later: a store made before them gets the columns, empty (the session's apply).
+      let known = Set(try db.query("PRAGMA table_info(tasks)").compactMap { $0[1].string })
+      for column in ["request_timeout", "resource_timeout"] where !known.contains(column) {
+        try db.query("ALTER TABLE tasks ADD COLUMN \(column) REAL")
+      }
+    }
+  }
+
+  // MARK: Sessions
+
+  /// Records the session `identifier` for `bundleID`; an existing session must belong to the same bundle.
+  package func registerSession(identifier: String, bundleID: String) throws(ProtFSError) {
+    try database.transaction { db throws(ProtFSError) in
+      let rows = try db.query("SELECT bundle_id FROM sessions WHERE identifier = ?", [.text(identifier)])
+      if let existing = rows.first?.first?.string {
+        guard existing == bundleID else {
+          throw ProtFSError(
+            .alreadyExists,
+            "The download session '\(identifier)' belongs to '\(existing)', not to '\(bundleID)'.",
+            hint: "use another session identifier")
+        }
+        return
+      }
+      try db.query(
+        "INSERT INTO sessions (identifier, bundle_id, created_at) VALUES (?, ?, ?)",
+        [.text(identifier), .text(bundleID), .real(Date().timeIntervalSince1970)])
+    }
+  }
+
+  /// The sessions in the store, as (identifier, bundle id) pairs.
+  public func sessions() throws(ProtFSError) -> [(identifier: String, bundleID: String)] {
+    try database.read { db throws(ProtFSError) in
+      try db.query("SELECT identifier, bundle_id FROM sessions ORDER BY identifier").map {
+        ($0[0].string ?? "", $0[1].string ?? "")
+      }
+    }
+  }
+
+  // MARK: Tasks
+
+  private static let columns = """
+    id, session, url, destination_dir, file_name, temp_dir, temp_name, state, bytes_received, \
+    bytes_expected, etag, last_modified, sha256, error_text, error_errno, description, created_at, updated_at, \
+    request_timeout, resource_timeout
+    """
+
+  /// How many values `columns` selects; what a query adds after them starts here.
+  private static let columnCount = 20
+
+  private static func record(_ row: [SQLiteValue]) -> DownloadTaskRecord {
+    var record = DownloadTaskRecord(
+      id: row[0].int64 ?? 0, sessionIdentifier: row[1].string ?? "", url: row[2].string ?? "",
+      destinationDirectory: row[3].string ?? "", fileName: row[4].string, temporaryDirectory: row[5].string ?? "",
+      temporaryFileName: row[6].string, state: DownloadState(rawValue: row[7].string ?? "") ?? .failed,
+      bytesReceived: row[8].int64 ?? 0, bytesExpected: row[9].int64 ?? -1, entityTag: row[10].string,
+      lastModified: row[11].string, expectedSHA256: row[12].string, errorMessage: row[13].string,
+      errorNumber: row[14].int64.flatMap { Int32(exactly: $0) }, taskDescription: row[15].string,
+      createdAt: row[16].double ?? 0, updatedAt: row[17].double ?? 0)
+    record.requestTimeout = row[18].double
+    record.resourceTimeout = row[19].double
+    return record
+  }
+
+  /// Every task, or those of one session, oldest first.
+  public func tasks(session: String? = nil) throws(ProtFSError) -> [DownloadTaskRecord] {
+    try database.read { db throws(ProtFSError) in
+      if let session {
+        return try db.query("SELECT \(Self.columns) FROM tasks WHERE session = ? ORDER BY id", [.text(session)])
+          .map(Self.record)
+      }
+      return try db.query("SELECT \(Self.columns) FROM tasks ORDER BY id").map(Self.record)
+    }
+  }
+
+  /// The task `id`, or nil.
+  public func task(id: Int64) throws(ProtFSError) -> DownloadTaskRecord? {
+    try database.read { db throws(ProtFSError) in
+      try db.query("SELECT \(Self.columns) FROM tasks WHERE id = ?", [.integer(id)]).first.map(Self.record)
+    }
+  }
+
+  /// Inserts new tasks in one transaction, owned by `owner`, and returns them with their ids.
+  package func insert(_ records: [DownloadTaskRecord], owner: String) throws(ProtFSError) -> [DownloadTaskRecord] {
+    try database.transaction { db throws(ProtFSError) in
+      var result = records
+      for index in result.indices {
+        let r = result[index]
+        try db.query(
+          """
+          INSERT INTO tasks (session, url, destination_dir, file_name, temp_dir, temp_name, state, bytes_received,
+            bytes_expected, etag, last_modified, sha256, error_text, error_errno, description, owner, owner_pid,
+            created_at, updated_at, request_timeout, resource_timeout)
+          VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+          """,
+          Self.values(r) + [
+            .text(owner), .integer(Int64(getpid())), .real(r.createdAt), .real(r.updatedAt),
+            r.requestTimeout.map { .real($0) } ?? .null, r.resourceTimeout.map { .real($0) } ?? .null,
+          ])
+        result[index].id = db.lastInsertRowID
+      }
+      return result
+    }
+  }
+
+  private static func values(_ r: DownloadTaskRecord) -> [SQLiteValue] {
+    [
+      .text(r.sessionIdentifier), .text(r.url), .text(r.destinationDirectory), SQLiteValue(r.fileName),
+      .text(r.temporaryDirectory), SQLiteValue(r.temporaryFileName), .text(r.state.rawValue),
+      .integer(r.bytesReceived), .integer(r.bytesExpected), SQLiteValue(r.entityTag), SQLiteValue(r.lastModified),
+      SQLiteValue(r.expectedSHA256), SQLiteValue(r.errorMessage), r.errorNumber.map { .integer(Int64($0)) } ?? .null,
+      SQLiteValue(r.taskDescription),
+    ]
+  }
+
+  /// Writes the mutable fields of `records` in one transaction (the engine batches its progress).
+  /// A completed task leaves its owner's lease here, so that releasing a session touches only the
+  /// tasks still open.
+  package func update(_ records: [DownloadTaskRecord]) throws(ProtFSError) {
+    guard !records.isEmpty else { return }
+    try database.transaction { db throws(ProtFSError) in
+      for r in records {
+        try db.query(
+          r.state == .completed
+            ? """
+            UPDATE tasks SET file_name = ?, temp_name = ?, state = ?, bytes_received = ?, bytes_expected = ?,
+              etag = ?, last_modified = ?, error_text = ?, error_errno = ?, description = ?, updated_at = ?,
+              owner = NULL, owner_pid = NULL
+            WHERE id = ?
+            """
+            : """
+            UPDATE tasks SET file_name = ?, temp_name = ?, state = ?, bytes_received = ?, bytes_expected = ?,
+              etag = ?, last_modified = ?, error_text = ?, error_errno = ?, description = ?, updated_at = ?
+            WHERE id = ?
+            """,
+          [
+            SQLiteValue(r.fileName), SQLiteValue(r.temporaryFileName), .text(r.state.rawValue),
+            .integer(r.bytesReceived), .integer(r.bytesExpected), SQLiteValue(r.entityTag),
+            SQLiteValue(r.lastModified), SQLiteValue(r.errorMessage),
+            r.errorNumber.map { .integer(Int64($0)) } ?? .null, SQLiteValue(r.taskDescription),
+            .real(r.updatedAt), .integer(r.id),
+          ])
+      }
+    }
+  }
+
+  /// Sets the description of task `id`.
+  package func updateDescription(_ description: String?, of id: Int64) throws(ProtFSError) {
+    try database.read { db throws(ProtFSError) in
+      try db.query("UPDATE tasks SET description = ? WHERE id = ?", [SQLiteValue(description), .integer(id)])
+    }
+  }
+
+  /// Asks whichever process runs task `id` to cancel, suspend or resume it (`protfs tasks cancel ID`):
+  /// the owning session picks the request up within its access-check interval; a session that
+  /// reattaches the task later applies it then. Returns the task as it is now.
+  @discardableResult
+  public func request(_ request: DownloadTaskRequest, task id: Int64) throws(ProtFSError) -> DownloadTaskRecord {
+    try database.transaction { db throws(ProtFSError) in
+      let rows = try db.query("SELECT \(Self.columns) FROM tasks WHERE id = ?", [.integer(id)])
+      guard let row = rows.first else {
+        throw ProtFSError(
+          .notFound, "There is no download task \(id) in the task store '\(path)'.", path: path,
+          hint: "list the tasks with `protfs tasks`")
+      }
+      try db.query("UPDATE tasks SET request = ? WHERE id = ?", [.text(request.rawValue), .integer(id)])
+      return Self.record(row)
+    }
+  }
+
+  /// Whether a live session (in this process or another) owns task `id` and so will see requests.
+  public func isOwnedByLiveSession(task id: Int64) throws(ProtFSError) -> Bool {
+    try database.read { db throws(ProtFSError) in
+      let rows = try db.query("SELECT owner, owner_pid FROM tasks WHERE id = ?", [.integer(id)])
+      guard let row = rows.first, row[0].string != nil, let pid = row[1].int64 else { return false }
+      return Self.processIsAlive(pid_t(pid))
+    }
+  }
+
+  /// The requests made for `owner`'s tasks, which are cleared as they are taken.
+  package func takeRequests(owner: String) throws(ProtFSError) -> [(id: Int64, request: DownloadTaskRequest)] {
+    // Asked several times a second: look first without taking the write lock.
+    let any = try database.read { db throws(ProtFSError) in
+      try db.query("SELECT 1 FROM tasks WHERE owner = ? AND request IS NOT NULL LIMIT 1", [.text(owner)])
+    }
+    guard !any.isEmpty else { return [] }
+    return try database.transaction { db throws(ProtFSError) in
+      let rows = try db.query(
+        "SELECT id, request FROM tasks WHERE owner = ? AND request IS NOT NULL", [.text(owner)])
+      guard !rows.isEmpty else { return [] }
+      try db.query("UPDATE tasks SET request = NULL WHERE owner = ? AND request IS NOT NULL", [.text(owner)])
+      return rows.compactMap { row in
+        guard let id = row[0].int64, let request = row[1].string.flatMap(DownloadTaskRequest.init) else { return nil }
+        return (id, request)
+      }
+    }
+  }
+
+  /// Takes ownership of the session's unfinished tasks that no live session owns, and returns them.
+  ///
+  /// A task is free when it has no owner or its owner's process is gone (`kill -9`).
+  package func claimUnfinished(session: String, owner: String) throws(ProtFSError) -> [DownloadTaskRecord] {
+    try database.transaction { db throws(ProtFSError) in
+      let states = DownloadState.allCases.filter(\.isUnfinished).map { "'\($0.rawValue)'" }.joined(separator: ",")
+      let rows = try db.query(
+        "SELECT \(Self.columns), owner, owner_pid FROM tasks WHERE session = ? AND state IN (\(states)) ORDER BY id",
+        [.text(session)])
+      var claimed: [DownloadTaskRecord] = []
+      for row in rows {
+        let currentOwner = row[Self.columnCount].string
+        let pid = row[Self.columnCount + 1].int64.map { pid_t($0) }
+        if let currentOwner, currentOwner != owner, let pid, Self.processIsAlive(pid) { continue }
+        let record = Self.record(row)
+        try db.query(
+          "UPDATE tasks SET owner = ?, owner_pid = ? WHERE id = ?",
+          [.text(owner), .integer(Int64(getpid())), .integer(record.id)])
+        claimed.append(record)
+      }
+      return claimed
+    }
+  }
+
+  /// Gives up ownership of every task `owner` holds, so the next session with the same identifier
+  /// (in this process or another) can reattach them.
+  package func release(owner: String) throws(ProtFSError) {
+    try database.transaction { db throws(ProtFSError) in
+      try db.query("UPDATE tasks SET owner = NULL, owner_pid = NULL WHERE owner = ?", [.text(owner)])
+    }
+  }
+
+  /// Whether process `pid` exists and is not a zombie: a process killed but not yet reaped by its
+  /// parent still answers `kill(pid, 0)`, yet will never touch its tasks again.
+  package static func processIsAlive(_ pid: pid_t) -> Bool {
+    guard kill(pid, 0) == 0 || errno == EPERM else { return false }
+    // /proc/PID/stat is "pid (comm) S …": the state follows the last ')', as comm may hold one.
+    guard let stat = try? String(contentsOfFile: "/proc/\(pid)/stat", encoding: .utf8),
+      let close = stat.lastIndex(of: ")")
+    else { return true }
+    let state = stat[stat.index(after: close)...].drop(while: { $0 == " " }).first
+    return state != "Z" && state != "X"
+  }
+}

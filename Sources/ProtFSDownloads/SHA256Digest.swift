@@ -1,0 +1,37 @@
+import CCrypto
+
+/// An incremental SHA-256, through libcrypto (which uses the CPU's SHA instructions).
+///
+/// Used from one thread at a time: the engine thread while bytes arrive, then the finisher.
+package final class SHA256Digest: @unchecked Sendable {
+  private let context: OpaquePointer
+
+  package init() {
+    // EVP_MD_CTX_new only fails when out of memory, where nothing else could go on either.
+    context = EVP_MD_CTX_new()!
+    EVP_DigestInit_ex(context, EVP_sha256(), nil)
+  }
+
+  deinit { EVP_MD_CTX_free(context) }
+
+  /// Starts over, for a transfer that restarts from byte 0.
+  package func reset() { EVP_DigestInit_ex(context, EVP_sha256(), nil) }
+
+  /// Adds `count` bytes.
+  package func update(_ bytes: UnsafeRawPointer, count: Int) { EVP_DigestUpdate(context, bytes, count) }
+
+  /// The digest as lowercase hex; the digest cannot be updated afterwards.
+  package func finalizeHex() -> String {
+    var out = [UInt8](repeating: 0, count: 32)
+    var length: UInt32 = 0
+    EVP_DigestFinal_ex(context, &out, &length)
+    let digits = Array("0123456789abcdef".utf8)
+    var text = [UInt8]()
+    text.reserveCapacity(64)
+    for byte in out.prefix(Int(length)) {
+      text.append(digits[Int(byte >> 4)])
+      text.append(digits[Int(byte & 0xF)])
+    }
+    return String(decoding: text, as: UTF8.self)
+  }
+}

@@ -1,0 +1,147 @@
+import CProtFSSys
+import Foundation
+import ProtFS
+import ProtFSSystem
+
+/// The `CFNetworkDownload_XXXXXX.tmp` files a download writes into, named as nsurlsessiond names them.
+package enum TemporaryFile {
+  package struct Opened {
+    var fd: Int32
+    var name: String
+    /// Bytes already in the file, which the transfer continues after.
+    var size: Int64
+  }
+
+  private static let alphabet = Array("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789")
+
+  /// A fresh name with six random alphanumerics (one `getrandom` for all six).
+  package static func randomName() -> String {
+    var generator = SystemRandomNumberGenerator()
+    var bits = generator.next()
+    var suffix = ""
+    for _ in 0..<6 {
+      suffix.append(alphabet[Int(bits % UInt64(alphabet.count))])
+      bits /= UInt64(alphabet.count)
+    }
+    return TemporaryDownloadName.make(suffix)
+  }
+
+  /// Opens the task's temp file in the held `directory`: the existing one when `existingName` is
+  /// still there, emptied unless `canContinue`, else a new one made with `O_EXCL` and given its
+  /// label by `label` before any byte is written.
+  package static func open(
+    in directory: DirectoryHandle, existingName: String?, canContinue: Bool,
+    label: (Int32) throws(ProtFSError) -> Void
+  ) throws(ProtFSError) -> Opened {
+    if let existingName {
+      // Read-write: a resumed download with a digest to check reads back the bytes it has.
+      switch valueOrErrno({ protfs_openat(directory.fd, existingName, O_RDWR | O_NOFOLLOW | O_CLOEXEC, 0) }) {
+      case .success(let fd):
+        var status = stat()
+        fstat(fd, &status)
+        // Another link to the file could be outside the device: only a private regular file continues.
+        guard status.st_mode & S_IFMT == S_IFREG, status.st_nlink == 1 else {
+          close(fd)
+          throw ProtFSError(
+            .invalidArgument,
+            "The temp file '\(directory.pathOf(existingName))' is not a regular file with a single link; protfs does not write to it.",
+            path: directory.pathOf(existingName), hint: "remove it with `protfs cache purge`, then download again")
+        }
+        // A temp file left by an older protfs may carry no label yet; the label is idempotent.
+        do {
+          try label(fd)
+        } catch {
+          close(fd)
+          throw error
+        }
+        TemporaryFileLock.hold(fd)  // tells `cache purge` in another process that this file is live
+        var size = Int64(status.st_size)
+        if !canContinue && size > 0 {
+          // Without a validator the server cannot tell us whether these bytes are still good.
+          _ = ftruncate(fd, 0)
+          size = 0
+        }
+        return Opened(fd: fd, name: existingName, size: size)
+      case .failure(let e) where e == .noSuchFile:
+        break
+      case .failure(let e):
+        throw ProtFSError.system("open the temp file", path: directory.pathOf(existingName), errno: e.rawValue)
+      }
+    }
+    while true {
+      let name = randomName()
+      switch valueOrErrno({
+        protfs_openat(directory.fd, name, O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0o644)
+      }) {
+      case .success(let fd):
+        do {
+          try label(fd)
+        } catch {
+          unlinkat(directory.fd, name, 0)
+          close(fd)
+          throw error
+        }
+        TemporaryFileLock.hold(fd)
+        return Opened(fd: fd, name: name, size: 0)
+      case .failure(let e) where e == .exists: continue
+      case .failure(let e):
+        throw ProtFSError.system("create the temp file", path: directory.pathOf(name), errno: e.rawValue)
+      }
+    }
+  }
+
+  /// Feeds the first `count` bytes of `fd` to `digest` (a resumed download's bytes so far);
+  /// returns the error, if reading failed.
+  package static func hashPrefix(fd: Int32, count: Int64, into digest: SHA256Digest, path: String) -> ProtFSError? {
+    let chunk = 1 << 20
+    let buffer = UnsafeMutableRawPointer.allocate(byteCount: chunk, alignment: 16)
+    defer { buffer.deallocate() }
+    var done: Int64 = 0
+    while done < count {
+      let n = pread(fd, buffer, min(chunk, Int(count - done)), off_t(done))
+      if n < 0 && errno == EINTR { continue }
+      guard n > 0 else { return ProtFSError.system("read the temp file", path: path, errno: n < 0 ? errno : EIO) }
+      digest.update(buffer, count: n)
+      done += Int64(n)
+    }
+    return nil
+  }
+
+  /// Moves `name` from the held directory `source` to `destinationName` in the held `destination`
+  /// on another filesystem (where renameat(2) fails with EXDEV): copies into a new temp file next
+  /// to the destination, labels and flushes it and renames it into place, so the destination still
+  /// never holds a partial or unlabelled file. Returns the errno of a failure.
+  package static func moveAcrossFilesystems(
+    _ name: String, in source: DirectoryHandle, to destinationName: String, in destination: DirectoryHandle,
+    label: (Int32) -> Int32?
+  ) -> Int32? {
+    let input = protfs_openat(source.fd, name, O_RDONLY | O_NOFOLLOW | O_CLOEXEC, 0)
+    guard input >= 0 else { return errno }
+    defer { close(input) }
+    var status = stat()
+    guard fstat(input, &status) == 0 else { return errno }
+    var output: Int32 = -1
+    var staging = ""
+    while output < 0 {
+      staging = randomName()
+      output = protfs_openat(destination.fd, staging, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0o644)
+      if output < 0 && errno != EEXIST { return errno }
+    }
+    var failure: Int32? = label(output)
+    var remaining = Int(status.st_size)
+    while remaining > 0 && failure == nil {
+      let sent = sendfile(output, input, nil, min(remaining, 1 << 30))
+      if sent < 0 && errno == EINTR { continue }
+      if sent <= 0 { failure = sent < 0 ? errno : EIO } else { remaining -= sent }
+    }
+    if failure == nil && fsync(output) != 0 { failure = errno }
+    if close(output) != 0 && failure == nil { failure = errno }
+    if failure == nil && renameat(destination.fd, staging, destination.fd, destinationName) != 0 { failure = errno }
+    if let failure {
+      unlinkat(destination.fd, staging, 0)
+      return failure
+    }
+    unlinkat(source.fd, name, 0)
+    return nil
+  }
+}

@@ -1,0 +1,321 @@
+import CCurl
+import CProtFSSys
+import Foundation
+import ProtFSSystem
+
+/// One attempt at moving a task's bytes: a libcurl easy handle writing into the temp file.
+///
+/// `@unchecked Sendable`: the engine thread owns it while the attempt runs (libcurl calls back on
+/// that thread); afterwards it is handed, whole, to the finisher thread.
+package final class Transfer: @unchecked Sendable {
+  package let task: DownloadTask
+  package let easy: UnsafeMutableRawPointer
+  /// The temp file, open for writing.
+  package let fd: Int32
+  package let temporaryDirectory: String
+  /// The temp directory, held open from the temp file's creation to the placement, so that every
+  /// operation on the file is relative to the directory it was made in.
+  package let directory: DirectoryHandle
+  package let temporaryFileName: String
+  /// The byte the request asked to start at (`Range: bytes=offset-`).
+  package let offset: Int64
+  package let isHTTP: Bool
+  package let hostKey: String
+  package let digest: SHA256Digest?
+  /// Where received bytes gather until a write: libcurl hands the body over in 16 KiB pieces
+  /// whatever its receive buffer, and one `pwrite` per piece would cost four times the syscalls.
+  package let staging: UnsafeMutableRawBufferPointer
+  /// Bytes in `staging` not yet written.
+  private var staged = 0
+  /// Whether to start writeback of each full buffer as soon as it is written, so that the fsync at
+  /// the end waits for the last few MiB instead of the whole file.
+  package let writesBehind: Bool
+  package let errorBuffer = UnsafeMutablePointer<CChar>.allocate(capacity: Int(CURL_ERROR_SIZE) + 1)
+  package var headerList: UnsafeMutablePointer<curl_slist>?
+
+  /// Bytes in the temp file: where the staged bytes go.
+  private var flushed: Int64
+  /// Bytes received so far, written or staged: where the next byte goes in the temp file.
+  package var position: Int64 { flushed + Int64(staged) }
+  package var bytesExpected: Int64 = -1
+  package var bodyStarted = false
+  /// An HTTP status the body was refused for.
+  package var refusedStatus: Int?
+  /// The errno of a failed write (ENOSPC on a full disk).
+  package var writeErrno: Int32?
+  /// An error found while reading headers (a bad Content-Disposition name).
+  package var headerError: ProtFSError?
+  /// The server answered 206 for another range than asked: start over from byte 0.
+  package var rangeMismatch = false
+  package var lastActivity: UInt64
+  /// The request timeout of this task, in nanoseconds.
+  package var requestLimit: UInt64 = 0
+  /// When the task's resource timeout ends (seconds since 1970).
+  package var deadline: Double = .infinity
+  /// Where the current minimum-speed window began, and the position then.
+  package var speedWindowStart: UInt64
+  package var speedWindowPosition: Int64
+  package var lastProgressEvent: UInt64 = 0
+  /// The position the last progress event announced. Kept apart from the task's count, which the
+  /// store snapshots also move: bytes a snapshot recorded still get their event.
+  package var reportedPosition: Int64
+
+  // The current response's headers; a redirect's response starts them over.
+  package var entityTag: String?
+  package var lastModified: String?
+  package var contentDisposition: String?
+  package var contentRange: String?
+  /// The last redirect's target, to explain a redirect that was refused.
+  package var location: String?
+
+  package init(
+    task: DownloadTask, easy: UnsafeMutableRawPointer, fd: Int32, temporaryDirectory: String,
+    directory: DirectoryHandle, temporaryFileName: String, offset: Int64, isHTTP: Bool, hostKey: String,
+    digest: SHA256Digest?,
+    staging: UnsafeMutableRawBufferPointer, writesBehind: Bool
+  ) {
+    self.staging = staging
+    self.writesBehind = writesBehind
+    self.task = task
+    self.easy = easy
+    self.fd = fd
+    self.temporaryDirectory = temporaryDirectory
+    self.directory = directory
+    self.temporaryFileName = temporaryFileName
+    self.offset = offset
+    flushed = offset
+    reportedPosition = offset
+    self.isHTTP = isHTTP
+    self.hostKey = hostKey
+    self.digest = digest
+    lastActivity = Monotonic.now
+    speedWindowStart = lastActivity
+    speedWindowPosition = offset
+    errorBuffer.initialize(repeating: 0, count: Int(CURL_ERROR_SIZE) + 1)
+  }
+
+  deinit {
+    errorBuffer.deallocate()
+    if let headerList { curl_slist_free_all(headerList) }
+  }
+
+  package var temporaryPath: String { temporaryDirectory + "/" + temporaryFileName }
+
+  /// libcurl's own detail about the failure, if it wrote one.
+  package var curlErrorDetail: String? {
+    let text = String(cString: errorBuffer)
+    return text.isEmpty ? nil : text
+  }
+
+  package var responseCode: Int {
+    var code: Int = 0
+    protfs_curl_easy_getinfo_long(easy, CURLINFO_RESPONSE_CODE, &code)
+    return code
+  }
+
+  private var contentLength: Int64 {
+    var length: curl_off_t = -1
+    protfs_curl_easy_getinfo_off_t(easy, CURLINFO_CONTENT_LENGTH_DOWNLOAD_T, &length)
+    return Int64(length)
+  }
+
+  // MARK: Called by libcurl on the engine thread
+
+  /// A header line arrived. Called for every header of every response, so it looks at bytes and
+  /// makes strings only for the few headers the engine uses.
+  package func header(_ line: UnsafeRawBufferPointer) {
+    lastActivity = Monotonic.now
+    if Self.hasPrefix(line, "http/") {
+      // A new response (after a redirect or a 100): its headers replace the previous ones.
+      entityTag = nil
+      lastModified = nil
+      contentDisposition = nil
+      contentRange = nil
+      return
+    }
+    if Self.hasPrefix(line, "location:") {
+      location = Self.value(line, after: 9)
+      return
+    }
+    if Self.hasPrefix(line, "etag:") {
+      entityTag = Self.value(line, after: 5)
+    } else if Self.hasPrefix(line, "last-modified:") {
+      lastModified = Self.value(line, after: 14)
+    } else if Self.hasPrefix(line, "content-range:") {
+      contentRange = Self.value(line, after: 14)
+    } else if Self.hasPrefix(line, "content-disposition:") {
+      contentDisposition = Self.value(line, after: 20)
+    }
+  }
+
+  /// Whether `line` starts with `prefix` (lowercase ASCII), ignoring case.
+  private static func hasPrefix(_ line: UnsafeRawBufferPointer, _ prefix: StaticString) -> Bool {
+    let count = prefix.utf8CodeUnitCount
+    guard line.count >= count else { return false }
+    let bytes = prefix.utf8Start
+    for index in 0..<count where line[index] | 0x20 != bytes[index] | 0x20 {
+      return false
+    }
+    return true
+  }
+
+  /// The header value after `offset` bytes, without surrounding blanks and line end.
+  private static func value(_ line: UnsafeRawBufferPointer, after offset: Int) -> String {
+    var start = offset
+    var end = line.count
+    while start < end, line[start] == 0x20 || line[start] == 0x09 { start += 1 }
+    while end > start, line[end - 1] == 0x0D || line[end - 1] == 0x0A || line[end - 1] == 0x20 { end -= 1 }
+    return String(decoding: UnsafeRawBufferPointer(rebasing: line[start..<end]), as: UTF8.self)
+  }
+
+  /// Body bytes arrived; returns how many were taken (fewer aborts the transfer).
+  package func receive(_ bytes: UnsafeRawPointer, count: Int) -> Int {
+    lastActivity = Monotonic.now
+    if !bodyStarted {
+      bodyStarted = true
+      guard beginBody() else { return 0 }
+    }
+    var taken = 0
+    while taken < count {
+      let n = min(count - taken, staging.count - staged)
+      (staging.baseAddress! + staged).copyMemory(from: bytes + taken, byteCount: n)
+      staged += n
+      taken += n
+      if staged == staging.count {
+        guard flush() else { return 0 }
+      }
+    }
+    digest?.update(bytes, count: count)
+    return count
+  }
+
+  /// Writes the staged bytes to the temp file; false (with `writeErrno` set) when that failed.
+  @discardableResult
+  package func flush() -> Bool {
+    guard staged > 0, writeErrno == nil else { return writeErrno == nil }
+    var written = 0
+    while written < staged {
+      let result = pwrite(fd, staging.baseAddress! + written, staged - written, off_t(flushed + Int64(written)))
+      if result < 0 {
+        if errno == EINTR { continue }
+        writeErrno = errno
+        return false
+      }
+      written += result
+    }
+    if writesBehind && staged == staging.count {
+      _ = protfs_start_writeback(fd, flushed, Int64(staged))
+    }
+    flushed += Int64(staged)
+    staged = 0
+    return true
+  }
+
+  /// Decides, on the first body bytes, whether they continue the temp file or replace it.
+  package func beginBody() -> Bool {
+    let code = isHTTP ? responseCode : 0
+    if isHTTP {
+      switch code {
+      case 206:
+        let range = contentRange.flatMap(ContentRange.init)
+        if let range, range.first != offset {
+          rangeMismatch = true
+          return false
+        }
+        bytesExpected = range?.total ?? (contentLength >= 0 ? Self.sum(offset, contentLength) : -1)
+      case 200..<300:
+        // 200 to a Range request: the server ignored it or the entity changed (If-Range): start over.
+        if offset > 0 { restartFile() }
+        bytesExpected = contentLength
+      default:
+        refusedStatus = code
+        return false
+      }
+    } else {
+      bytesExpected = contentLength >= 0 ? Self.sum(offset, contentLength) : -1
+    }
+    if let value = contentDisposition, !task.runtime.withLock({ $0.fileNameIsExplicit }) {
+      do {
+        if let name = try DownloadFileName.fromContentDisposition(value, url: task.url) {
+          task.runtime.withLock { $0.record.fileName = name }
+        }
+      } catch {
+        headerError = error
+        return false
+      }
+    }
+    let (etag, modified) = (entityTag, lastModified)
+    let expected = bytesExpected
+    let record = task.runtime.withLock { r in
+      r.record.entityTag = etag
+      r.record.lastModified = modified
+      r.record.bytesExpected = expected
+      return r.record
+    }
+    // Store the validator before the first body byte reaches the temp file: a process killed at any
+    // point after this resumes with If-Range instead of discarding the bytes it kept. A body that
+    // fits the staging buffer reaches the file only at its end, so it needs no such write (and
+    // thousands of small files skip a transaction each).
+    if expected < 0 || expected - offset > Int64(staging.count) {
+      task.core.persistNow(record)
+    }
+    return true
+  }
+
+  /// `a + b`, or Int64.max where that overflows: the server chooses the Content-Length, and one
+  /// near Int64.max on a resumed transfer must not trap.
+  private static func sum(_ a: Int64, _ b: Int64) -> Int64 {
+    let (value, overflow) = a.addingReportingOverflow(b)
+    return overflow ? .max : value
+  }
+
+  /// Empties the temp file, for a server that sent the whole entity again.
+  package func restartFile() {
+    _ = ftruncate(fd, 0)
+    flushed = 0
+    staged = 0
+    digest?.reset()
+  }
+}
+
+/// A parsed `Content-Range: bytes first-last/total` (total may be `*`), or `bytes */total` for a 416.
+package struct ContentRange {
+  package var first: Int64?
+  package var total: Int64?
+
+  package init?(_ value: String) {
+    let trimmed = value.trimmingCharacters(in: .whitespaces)
+    guard trimmed.lowercased().hasPrefix("bytes") else { return nil }
+    let spec = trimmed.dropFirst(5).trimmingCharacters(in: .whitespaces)
+    let parts = spec.split(separator: "/", maxSplits: 1)
+    guard parts.count == 2 else { return nil }
+    total = Int64(parts[1])
+    first = parts[0] == "*" ? nil : parts[0].split(separator: "-").first.flatMap { Int64($0) }
+  }
+}
+
+/// A monotonic clock in nanoseconds, for timeouts and throttling.
+package enum Monotonic {
+  package static var now: UInt64 {
+    var ts = timespec()
+    clock_gettime(CLOCK_MONOTONIC, &ts)
+    return UInt64(ts.tv_sec) * 1_000_000_000 + UInt64(ts.tv_nsec)
+  }
+
+  /// `seconds` in nanoseconds, clamped: a value read back from the store may be anything.
+  package static func nanoseconds(seconds: Double) -> UInt64 {
+    guard seconds.isFinite, seconds > 0 else { return 0 }
+    return seconds >= 1.8e10 ? UInt64.max / 2 : UInt64(seconds * 1e9)
+  }
+
+  package static func seconds(_ duration: Duration) -> Double {
+    Double(duration.components.seconds) + Double(duration.components.attoseconds) / 1e18
+  }
+
+  package static func nanoseconds(_ duration: Duration) -> UInt64 {
+    let (seconds, attoseconds) = duration.components
+    // Saturating: a library caller may configure any duration.
+    let (whole, overflow) = UInt64(max(0, seconds)).multipliedReportingOverflow(by: 1_000_000_000)
+    return overflow || whole > UInt64.max / 2 ? UInt64.max / 2 : whole + UInt64(max(0, attoseconds) / 1_000_000_000)
+  }
+}

@@ -1,0 +1,119 @@
+import Foundation
+import ProtFS
+import ProtFSSystem
+
+/// A `FileHandle` for a file on a protfs device, with iOS's rule for open files (docs/semantics.md §3): opening
+/// needs the class available; afterwards, a handle on a complete-unless-open file keeps working
+/// while the device is locked, one on a complete file does not (iOS fails its I/O).
+public final class ProtectedFileHandle: @unchecked Sendable {
+  /// The file.
+  public let path: String
+  private let item: DevicePath
+  private let device: Device
+  private let lock = NSLock()
+  private var fd: Int32
+
+  package init(device: Device, item: DevicePath, path: String, fd: Int32) {
+    self.device = device
+    self.item = item
+    self.path = path
+    self.fd = fd
+  }
+
+  deinit { if fd >= 0 { Foundation.close(fd) } }
+
+  /// Reads up to `count` bytes (`FileHandle.read(upToCount:)`); nil at the end of the file.
+  public func read(upToCount count: Int) throws -> Data? {
+    try io(writing: false) { fd throws(ProtFSError) in
+      var buffer = [UInt8](repeating: 0, count: count)
+      let n = try buffer.withUnsafeMutableBytes { raw in
+        valueOrErrno { Foundation.read(fd, raw.baseAddress, raw.count) }
+      }
+      .orThrow("read", path: path)
+      return n == 0 ? nil : Data(buffer.prefix(n))
+    }
+  }
+
+  /// Reads to the end of the file (`FileHandle.readToEnd()`).
+  public func readToEnd() throws -> Data? {
+    var result = Data()
+    while let chunk = try read(upToCount: 1 << 16) { result += chunk }
+    return result.isEmpty ? nil : result
+  }
+
+  /// Writes `data` at the current offset (`FileHandle.write(contentsOf:)`).
+  public func write(contentsOf data: Data) throws {
+    try io(writing: true) { fd throws(ProtFSError) in try AtomicFile.writeAll(fd, data, path: path) }
+  }
+
+  /// Moves to `offset` (`FileHandle.seek(toOffset:)`).
+  public func seek(toOffset offset: UInt64) throws {
+    try io(writing: false, gated: false) { fd throws(ProtFSError) in
+      _ = try valueOrErrno { lseek(fd, off_t(offset), SEEK_SET) }.orThrow("seek in", path: path)
+    }
+  }
+
+  /// Moves to the end and returns the offset (`FileHandle.seekToEnd()`).
+  @discardableResult
+  public func seekToEnd() throws -> UInt64 {
+    try io(writing: false, gated: false) { fd throws(ProtFSError) in
+      UInt64(try valueOrErrno { lseek(fd, 0, SEEK_END) }.orThrow("seek in", path: path))
+    }
+  }
+
+  /// Closes the handle (`FileHandle.close()`).
+  public func close() throws {
+    lock.withLock {
+      if fd >= 0 { Foundation.close(fd) }
+      fd = -1
+    }
+  }
+
+  private func io<T>(writing: Bool, gated: Bool = true, _ body: (Int32) throws(ProtFSError) -> T) throws -> T {
+    do throws(ProtFSError) {
+      let current = lock.withLock { fd }
+      guard current >= 0 else {
+        throw ProtFSError(.invalidArgument, "The handle of '\(path)' is closed.", path: path, errno: EBADF)
+      }
+      if gated { try device.checkAccess(item, for: .openHandle) }
+      return try body(current)
+    } catch {
+      throw error.cocoaError(writing: writing)
+    }
+  }
+}
+
+extension ProtectedFileManager {
+  /// Opens a file for reading (`FileHandle(forReadingAtPath:)`); its class must be available now.
+  public func fileHandle(forReadingAtPath path: String) throws -> ProtectedFileHandle {
+    try openHandle(path, flags: O_RDONLY, access: .read, writing: false)
+  }
+
+  /// Opens a file for writing (`FileHandle(forWritingAtPath:)`); its class must be available now.
+  public func fileHandle(forWritingAtPath path: String) throws -> ProtectedFileHandle {
+    try openHandle(path, flags: O_WRONLY, access: .write, writing: true)
+  }
+
+  /// Opens a file for reading and writing (`FileHandle(forUpdatingAtPath:)`).
+  public func fileHandle(forUpdatingAtPath path: String) throws -> ProtectedFileHandle {
+    try openHandle(path, flags: O_RDWR, access: .write, writing: true)
+  }
+
+  private func openHandle(_ path: String, flags: Int32, access: ProtectedDataAccess, writing: Bool) throws
+    -> ProtectedFileHandle
+  {
+    do throws(ProtFSError) {
+      let item = try device.resolve(path)
+      let (parent, name) = try device.openParent(item)
+      guard let name else {
+        throw ProtFSError(.invalidArgument, "Cannot open '\(path)': it is the device directory.", path: path)
+      }
+      _ = try parent.status(name)
+      try device.checkAccess(item, for: access)
+      let fd = try parent.openFile(name, flags: flags)
+      return ProtectedFileHandle(device: device, item: item, path: path, fd: fd)
+    } catch {
+      throw error.cocoaError(writing: writing)
+    }
+  }
+}

@@ -1,0 +1,225 @@
+import Foundation
+import ProtFS
+import ProtFSSystem
+
+/// What `protfs status` shows: the state, the passcode, and per class how many items there are
+/// and whether they are available now, plus anything out of line with the state.
+public struct LockStatus: Sendable, Codable {
+  /// The lock state.
+  public var state: LockState
+  /// When the device entered it.
+  public var since: Date
+  /// Whether a passcode is set (data protection on).
+  public var passcode: Bool
+  /// Whether unlock asks for the passcode (one was set with `protfs passcode set`).
+  public var passcodeRequired: Bool
+  /// iOS's `isProtectedDataAvailable`.
+  public var protectedDataAvailable: Bool
+  /// Whether the CX inactivity expiry happened since the last unlock.
+  public var userInactive: Bool
+  /// Wrong passcodes in a row.
+  public var failedAttempts: Int
+  /// Unlock attempts are refused until then.
+  public var retryAfter: Date?
+  /// When a graceful lock takes effect.
+  public var pendingLockAt: Date?
+  /// A transition a crash interrupted and no command finished yet.
+  public var interruptedTransition: String?
+  /// One row per class, weakest first.
+  public var classes: [ClassStatus]
+  /// Items whose permission bits do not match the state (at most 100 are listed).
+  public var inconsistencies: [Inconsistency]
+  /// How many inconsistencies there are in all.
+  public var inconsistencyCount: Int
+  /// Files with more than one link: a lock leaves them unchanged, since a link may be outside the
+  /// device (at most 100 are listed).
+  public var hardLinked: [String] = []
+  /// How many such files there are in all.
+  public var hardLinkedCount = 0
+  /// Items an unprivileged protfs could not inspect because their mode hides their attributes
+  /// (locked files of the caller, or items of other users); run as root to see them.
+  public var uninspectable: Int
+
+  /// A class's row.
+  public struct ClassStatus: Sendable, Codable {
+    /// The protfs name, for example `complete`.
+    public var name: String
+    /// The raw value.
+    public var rawValue: String
+    /// Files of this class.
+    public var files: Int
+    /// Directories of this class.
+    public var directories: Int
+    /// Whether closed files can be opened now.
+    public var available: Bool
+    /// Whether new files can be created in its directories now.
+    public var creatable: Bool
+    /// Whether handles opened before the lock still work.
+    public var openHandlesWork: Bool
+  }
+
+  /// An item out of line with the state.
+  public struct Inconsistency: Sendable, Codable, Equatable {
+    /// The item's absolute path.
+    public var path: String
+    /// What is wrong, as a sentence.
+    public var problem: String
+  }
+}
+
+extension LockController {
+  /// The status, walking every container to count items and find inconsistencies.
+  public func status() throws(ProtFSError) -> LockStatus {
+    let store = try LockStore(device)
+    let record = try store.record(now: clock())
+    let journal = try? store.journal()
+    let state = record.protection
+    var keyProblem: String?
+    var key: ModeKey?
+    var verifies = true
+    do {
+      key = try ModeKey.load(from: store.directory)
+    } catch {
+      // Unreadable for this user: records cannot be checked, which is no sign of forgery.
+      verifies = false
+      if error.errno != EACCES { keyProblem = error.description }
+    }
+    let walker = DeviceWalker(device: device, readsClasses: true, threads: threads)
+    let (tallies, summary) = try walker.walk(make: { Inspection() }) { [key, verifies] inspection, entry in
+      inspection.inspect(entry, state, key: key, verifies: verifies)
+    }
+    var total = Inspection()
+    if let keyProblem {
+      total.problems.append(.init(path: store.directory.pathOf(ModeKey.fileName), problem: keyProblem))
+    }
+    for tally in tallies { total.add(tally) }
+    for failure in summary.failures {
+      total.problems.append(.init(path: failure.path ?? device.root, problem: failure.description))
+    }
+    let classes = ProtectionClass.byStrength.map { cls in
+      LockStatus.ClassStatus(
+        name: cls.name, rawValue: cls.rawValue, files: total.files[cls, default: 0],
+        directories: total.directories[cls, default: 0], available: state.allows(cls, .read),
+        creatable: state.allows(cls, .create), openHandlesWork: state.allows(cls, .openHandle))
+    }
+    let sorted = total.problems.sorted { $0.path < $1.path }
+    return LockStatus(
+      state: record.state, since: record.since, passcode: record.passcodeEnabled,
+      passcodeRequired: record.passcodeHash != nil, protectedDataAvailable: state.isProtectedDataAvailable,
+      userInactive: record.userInactive, failedAttempts: record.failedAttempts, retryAfter: record.retryAfter,
+      pendingLockAt: record.pendingLockAt, interruptedTransition: journal?.operation, classes: classes,
+      inconsistencies: Array(sorted.prefix(100)), inconsistencyCount: sorted.count,
+      hardLinked: Array(total.hardLinked.sorted().prefix(100)), hardLinkedCount: total.hardLinked.count,
+      uninspectable: total.uninspectable)
+  }
+}
+
+/// Counts and checks of a status walk, per worker.
+private struct Inspection: Sendable {
+  var files: [ProtectionClass: Int] = [:]
+  var directories: [ProtectionClass: Int] = [:]
+  var problems: [LockStatus.Inconsistency] = []
+  var hardLinked: [String] = []
+  var uninspectable = 0
+
+  mutating func add(_ other: Inspection) {
+    uninspectable += other.uninspectable
+    hardLinked += other.hardLinked
+    files.merge(other.files, uniquingKeysWith: +)
+    directories.merge(other.directories, uniquingKeysWith: +)
+    problems += other.problems
+  }
+
+  mutating func inspect(_ entry: WalkEntry, _ state: ProtectionState, key: ModeKey?, verifies: Bool) {
+    let path = entry.path
+    if let error = entry.classError {
+      if error.errno == EACCES {
+        uninspectable += 1
+        return
+      }
+      problems.append(.init(path: path, problem: error.description))
+    }
+    guard let cls = entry.protectionClass else { return }
+    if entry.kind == .directory { directories[cls, default: 0] += 1 } else { files[cls, default: 0] += 1 }
+    let mode: UInt32
+    var saved: SavedModeRecord?
+    var handedOver = false
+    var isHardLinked = false
+    do {
+      let status = try entry.parent.status(entry.name)
+      mode = status.permissions.rawValue
+      if entry.kind != .directory, status.linkCount > 1 {
+        isHardLinked = true
+        hardLinked.append(path)
+      }
+      if FastAttributes.hasSavedMode(entry.parent, entry.name) {
+        let item = try ItemHandle(entry.parent, entry.name)
+        let held = try item.status(path: path)
+        switch try ModeEnforcer.readRecord(item, held, path, key: key, nil) {
+        case .authentic(let record),
+          .unauthenticated(let record, legacy: _) where !verifies:
+          saved = record
+          handedOver = ModeEnforcer.handsOver(originalOwner: record.uid)
+        case .unauthenticated(let claimed, let legacy):
+          let origin =
+            legacy
+            ? "it holds a bare mode (0\(String(claimed.mode, radix: 8))) as an older protfs wrote it, without authentication"
+            : key == nil
+              ? "this device has no secret to check it with (it was removed)"
+              : "protfs did not write it for this item as it is now (planted, or copied from another item)"
+          problems.append(
+            .init(
+              path: path,
+              problem:
+                "Its saved-mode record is not authentic: \(origin). Unlock ignores it and gives the item mode 0\(String(ModeEnforcer.safeMode(entry.kind), radix: 8)); set the mode you want afterwards."
+            ))
+          return
+        case .garbage:
+          problems.append(
+            .init(
+              path: path,
+              problem:
+                "Its saved-mode record is not a record protfs writes. Unlock ignores it and gives the item mode 0\(String(ModeEnforcer.safeMode(entry.kind), radix: 8)); set the mode you want afterwards."
+            ))
+          return
+        case nil: break
+        }
+      }
+    } catch {
+      if error.errno == EACCES {
+        uninspectable += 1
+      } else if error.errno != ENOENT {
+        problems.append(.init(path: path, problem: error.description))
+      }
+      return
+    }
+    let octal = { (m: UInt32) in "0" + String(m, radix: 8) }
+    let restricted = state.restricts(entry.kind, cls)
+    if restricted, saved == nil, ModeEnforcer.restrictedMode(mode, entry.kind, handedOver: false) != mode,
+      !isHardLinked
+    {
+      problems.append(
+        .init(
+          path: path,
+          problem:
+            "Its class \(cls.name) is unavailable while \(state.lockState), but its mode \(octal(mode)) still allows access (created after the last transition?); run the last transition again to apply it."
+        ))
+    } else if !restricted, let saved = saved?.mode {
+      problems.append(
+        .init(
+          path: path,
+          problem:
+            "It is still locked out (mode \(octal(mode)), original \(octal(saved))) although its class \(cls.name) is available; run `protfs unlock` to restore it."
+        ))
+    } else if restricted, let saved = saved?.mode,
+      ModeEnforcer.restrictedMode(saved, entry.kind, handedOver: handedOver) != mode
+    {
+      problems.append(
+        .init(
+          path: path,
+          problem:
+            "Its mode changed to \(octal(mode)) while locked (original \(octal(saved))); the next transition sets it right."
+        ))
+    }
+  }
+}

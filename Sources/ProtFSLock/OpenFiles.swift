@@ -1,0 +1,58 @@
+import Foundation
+import ProtFS
+import ProtFSSystem
+
+/// A file of the device that some process holds open.
+public struct OpenFile: Sendable, Equatable, Codable {
+  /// The process.
+  public var pid: Int32
+  /// Its command name (`/proc/PID/comm`).
+  public var command: String
+  /// The file's absolute path.
+  public var path: String
+}
+
+extension Device {
+  /// Files inside `Containers/` that processes hold open, found through `/proc/*/fd`
+  /// (as `fscrypt lock` warns about files still in use). Processes protfs may not inspect are skipped.
+  public func openFiles() -> [OpenFile] {
+    let prefixes = Set([root, canonicalRoot]).map { ($0 == "/" ? "" : $0) + "/" + Device.containersDirectoryName + "/" }
+    var found: [OpenFile] = []
+    let me = getpid()
+    for entry in (try? FileManager.default.contentsOfDirectory(atPath: "/proc")) ?? [] {
+      guard let pid = Int32(entry), pid != me else { continue }
+      let fdDirectory = "/proc/\(entry)/fd"
+      guard let fds = try? FileManager.default.contentsOfDirectory(atPath: fdDirectory) else { continue }
+      var command: String?
+      for fd in fds {
+        var buffer = [CChar](repeating: 0, count: Int(PATH_MAX) + 1)
+        let length = readlink(fdDirectory + "/" + fd, &buffer, buffer.count - 1)
+        guard length > 0 else { continue }
+        let target = String(decoding: buffer[..<length].map { UInt8(bitPattern: $0) }, as: UTF8.self)
+        guard prefixes.contains(where: target.hasPrefix), !target.hasSuffix(" (deleted)") else { continue }
+        if command == nil {
+          command =
+            (try? String(contentsOfFile: "/proc/\(entry)/comm", encoding: .utf8))?
+            .trimmingCharacters(in: .whitespacesAndNewlines) ?? "?"
+        }
+        found.append(OpenFile(pid: pid, command: command!, path: target))
+      }
+    }
+    return found.sorted { ($0.path, $0.pid) < ($1.path, $1.pid) }
+  }
+}
+
+extension LockController {
+  /// Open files whose data stays reachable through their descriptors although the current state
+  /// makes their class unavailable to open handles (complete; when-inactive after the expiry).
+  public func openFilesStillReachable() throws(ProtFSError) -> [OpenFile] {
+    let state = try record().protection
+    guard !state.isProtectedDataAvailable else { return [] }
+    return device.openFiles().filter { file in
+      guard let path = try? device.resolve(file.path), let cls = try? device.effectiveClass(of: path) else {
+        return false
+      }
+      return !state.allows(cls.protectionClass, .openHandle)
+    }
+  }
+}

@@ -1,0 +1,148 @@
+import CProtFSSys
+import Foundation
+import ProtFS
+import ProtFSSystem
+
+/// A change of protected-data availability, as iOS posts it (docs/semantics.md §3).
+public struct ProtectedDataEvent: Sendable, Codable, Equatable {
+  /// The two notifications.
+  public enum Kind: String, Sendable, Codable {
+    /// Posted before data becomes unavailable (a lock or reboot starts).
+    case protectedDataWillBecomeUnavailable
+    /// Posted after data became available (an unlock finished, or the passcode was removed).
+    case protectedDataDidBecomeAvailable
+  }
+
+  /// Which notification.
+  public var event: Kind
+  /// The lock state the device is going to (will-) or is in (did-).
+  public var state: LockState
+  /// When the change was made (a transition committing it), or when protfs noticed it.
+  public var time: Date
+}
+
+extension Device {
+  /// The protected-data notifications of this device, from any process, until the stream is dropped.
+  ///
+  /// Watches `.protfs/` with inotify: the transition journal appearing is the "will become
+  /// unavailable" moment (files are about to lose their bits); the state file being replaced
+  /// with an available state is "did become available".
+  public func protectedDataEvents() throws(ProtFSError) -> AsyncStream<ProtectedDataEvent> {
+    try requireInitialized()
+    let inotify = try valueOrErrno { inotify_init1(Int32(IN_CLOEXEC | IN_NONBLOCK)) }.orThrow(
+      "watch", path: stateDirectory)
+    let mask = UInt32(IN_MOVED_TO | IN_CLOSE_WRITE | IN_CREATE)
+    if case .failure(let e) = valueOrErrno({ inotify_add_watch(inotify, stateDirectory, mask) }) {
+      close(inotify)
+      throw ProtFSError.system("watch", path: stateDirectory, errno: e.rawValue)
+    }
+    var pipeFDs: [Int32] = [0, 0]
+    guard pipe(&pipeFDs) == 0 else {
+      let code = errno
+      close(inotify)
+      throw ProtFSError.system("watch", path: stateDirectory, errno: code)
+    }
+    for fd in pipeFDs { _ = fcntl(fd, F_SETFD, FD_CLOEXEC) }
+    let store = try LockStore(self)
+    let initial = try store.record(now: Date())
+    let (stream, continuation) = AsyncStream<ProtectedDataEvent>.makeStream()
+    let wake = pipeFDs[1]
+    continuation.onTermination = { _ in
+      var byte: UInt8 = 1
+      _ = write(wake, &byte, 1)
+    }
+    let watcher = EventWatcher(
+      store: store, inotify: inotify, wakeRead: pipeFDs[0], wakeWrite: wake, initial: initial,
+      continuation: continuation)
+    let thread = Thread { watcher.run() }
+    thread.start()
+    return stream
+  }
+}
+
+/// The thread behind `protectedDataEvents()`.
+///
+/// `@unchecked Sendable`: `available` and `generation` are touched only by the watching thread (or
+/// by a test driving `catchUp` without it); the rest is immutable.
+package final class EventWatcher: @unchecked Sendable {
+  package let store: LockStore
+  package let inotify: Int32
+  package let wakeRead: Int32
+  package let wakeWrite: Int32
+  package var available: Bool
+  /// The generation of the newest committed record seen.
+  package var generation: Int
+  package let continuation: AsyncStream<ProtectedDataEvent>.Continuation
+
+  package init(
+    store: LockStore, inotify: Int32, wakeRead: Int32, wakeWrite: Int32, initial: LockRecord,
+    continuation: AsyncStream<ProtectedDataEvent>.Continuation
+  ) {
+    self.store = store
+    self.inotify = inotify
+    self.wakeRead = wakeRead
+    self.wakeWrite = wakeWrite
+    self.available = initial.protection.isProtectedDataAvailable
+    self.generation = initial.generation
+    self.continuation = continuation
+  }
+
+  /// Posts what happened since the last wake-up. The committed record comes first: its log holds
+  /// every availability change of transitions this watcher slept through, and its state settles
+  /// what a rolled-back transition announced. A journal then announces a transition in progress.
+  package func catchUp(stateChanged: Bool, journalChanged: Bool) {
+    if stateChanged, let record = try? store.record(now: Date()) {
+      for change in record.availabilityChanges ?? [] where change.generation > generation {
+        post(available: change.available, state: change.state, time: change.time)
+      }
+      generation = max(generation, record.generation)
+      post(available: record.protection.isProtectedDataAvailable, state: record.state, time: Date())
+    }
+    if journalChanged, let journal = try? store.journal(), journal.next.generation > generation,
+      !journal.next.protection.isProtectedDataAvailable
+    {
+      post(available: false, state: journal.next.state, time: Date())
+    }
+  }
+
+  /// Posts the notification for a change to `available`, unless it is the availability last posted.
+  private func post(available now: Bool, state: LockState, time: Date) {
+    guard now != available else { return }
+    available = now
+    continuation.yield(
+      .init(
+        event: now ? .protectedDataDidBecomeAvailable : .protectedDataWillBecomeUnavailable, state: state, time: time))
+  }
+
+  package func run() {
+    defer {
+      close(inotify)
+      close(wakeRead)
+      close(wakeWrite)
+      continuation.finish()
+    }
+    var buffer = [UInt8](repeating: 0, count: 16 << 10)
+    while true {
+      var fds = [
+        pollfd(fd: inotify, events: Int16(POLLIN), revents: 0), pollfd(fd: wakeRead, events: Int16(POLLIN), revents: 0),
+      ]
+      let ready = poll(&fds, 2, -1)
+      if ready < 0 && errno == EINTR { continue }
+      if ready < 0 || fds[1].revents != 0 { return }
+      let count = buffer.withUnsafeMutableBytes { read(inotify, $0.baseAddress, $0.count) }
+      guard count > 0 else { continue }
+      var names: Set<String> = []
+      buffer.withUnsafeBytes { raw in
+        var offset = 0
+        while offset < count {
+          let event = raw.baseAddress! + offset
+          if protfs_inotify_len(event) > 0 { names.insert(String(cString: protfs_inotify_name(event))) }
+          offset += MemoryLayout<inotify_event>.size + Int(protfs_inotify_len(event))
+        }
+      }
+      catchUp(
+        stateChanged: names.contains(LockStore.stateFileName), journalChanged: names.contains(LockStore.journalFileName)
+      )
+    }
+  }
+}

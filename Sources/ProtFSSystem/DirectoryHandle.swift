@@ -1,0 +1,212 @@
+import CAttr
+import CProtFSSys
+import Foundation
+
+/// An open directory that every operation below works relative to, never following a symlink.
+///
+/// Relative operations (`openat`, `fstatat`, `getxattrat`, `fchmodat2`) are both the fast path and
+/// the safe one: a name is looked up in this directory only, and a final symlink is never followed.
+/// On kernels older than 6.13 the `*xattrat` calls fall back to `l*xattr` on `/proc/self/fd/N/name`,
+/// which has the same no-follow behaviour.
+public final class DirectoryHandle: @unchecked Sendable {
+  /// The descriptor, open for reading with `O_DIRECTORY`.
+  public let fd: Int32
+  /// The directory's absolute path, for messages only.
+  public let path: String
+
+  /// Opens `path` as a directory. The path's own symlinks are followed: this is for the device root.
+  public init(path: String) throws(ProtFSError) {
+    self.path = path
+    fd = try valueOrErrno { open(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC) }.orThrow(
+      "open the directory", path: path)
+  }
+
+  /// Takes ownership of `fd`, an open directory; `path` is for messages only.
+  package init(fd: Int32, path: String) {
+    self.fd = fd
+    self.path = path
+  }
+
+  deinit { close(fd) }
+
+  /// The path of `name` inside this directory, for messages.
+  public func pathOf(_ name: String) -> String {
+    path.hasSuffix("/") ? path + name : path + "/" + name
+  }
+
+  /// Opens the subdirectory `name`, refusing a symlink (ELOOP) or a non-directory (ENOTDIR).
+  public func openDirectory(_ name: String) throws(ProtFSError) -> DirectoryHandle {
+    switch valueOrErrno({ openat(fd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC) }) {
+    case .success(let child):
+      return DirectoryHandle(fd: child, path: pathOf(name))
+    case .failure(let e) where e == .tooManySymlinks || e == .notDirectory:
+      // O_DIRECTORY makes the kernel report a symlink as ENOTDIR; say which it really is.
+      if (try? status(name))?.kind == .symlink {
+        throw ProtFSError(
+          .symlink, "Cannot open '\(pathOf(name))': it is a symbolic link, which protfs does not follow.",
+          path: pathOf(name), errno: ELOOP)
+      }
+      throw ProtFSError(
+        .invalidArgument, "Cannot open '\(pathOf(name))': it is not a directory.", path: pathOf(name), errno: ENOTDIR)
+    case .failure(let e):
+      throw ProtFSError.system("open the directory", path: pathOf(name), errno: e.rawValue)
+    }
+  }
+
+  /// A second handle on the same directory.
+  public func duplicate() throws(ProtFSError) -> DirectoryHandle {
+    let copy = try valueOrErrno { fcntl(fd, F_DUPFD_CLOEXEC, 0) }.orThrow("duplicate", path: path)
+    return DirectoryHandle(fd: copy, path: path)
+  }
+
+  /// `stat` of `name`, never following a symlink; `nil` name means the directory itself.
+  public func status(_ name: String? = nil) throws(ProtFSError) -> FileStatus {
+    var s = stat()
+    if let name {
+      _ = try valueOrErrno { fstatat(fd, name, &s, AT_SYMLINK_NOFOLLOW) }.orThrow("read", path: pathOf(name))
+    } else {
+      _ = try valueOrErrno { fstat(fd, &s) }.orThrow("read", path: path)
+    }
+    return FileStatus(s)
+  }
+
+  /// `stat` of `name` as a raw result, for callers that treat errors themselves.
+  public func statusResult(_ name: String) -> Result<FileStatus, Errno> {
+    var s = stat()
+    return valueOrErrno { fstatat(fd, name, &s, AT_SYMLINK_NOFOLLOW) }.map { _ in FileStatus(s) }
+  }
+
+  /// The entries of this directory (without `.` and `..`), with their `d_type`.
+  public func entries() throws(ProtFSError) -> [(name: String, kind: FileKind)] {
+    var result: [(name: String, kind: FileKind)] = []
+    try forEachEntry { name, kind in result.append((name, kind)) }
+    return result
+  }
+
+  /// Calls `body` for each entry of this directory (without `.` and `..`), in readdir order.
+  public func forEachEntry(_ body: (String, FileKind) throws(ProtFSError) -> Void) throws(ProtFSError) {
+    try forEachRawEntry { name, kind throws(ProtFSError) in try body(String(cString: name), kind) }
+  }
+
+  /// As `forEachEntry`, but hands out the name as the C string in the `dirent`, valid only during
+  /// the call: hot loops that pass it straight to `*at` calls avoid making a `String` per entry.
+  public func forEachRawEntry(_ body: (UnsafePointer<CChar>, FileKind) throws(ProtFSError) -> Void)
+    throws(ProtFSError)
+  {
+    let copy = try valueOrErrno { openat(fd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC) }.orThrow(
+      "list", path: path)
+    guard let stream = fdopendir(copy) else {
+      let code = errno
+      close(copy)
+      throw ProtFSError.system("list", path: path, errno: code)
+    }
+    defer { closedir(stream) }
+    while true {
+      errno = 0
+      guard let entry = readdir(stream) else {
+        if errno != 0 { throw ProtFSError.system("list", path: path, errno: errno) }
+        return
+      }
+      let namePointer = protfs_dirent_name(entry)!
+      if namePointer[0] == 0x2E && (namePointer[1] == 0 || (namePointer[1] == 0x2E && namePointer[2] == 0)) {
+        continue
+      }
+      try body(namePointer, FileKind(direntType: protfs_dirent_type(entry)))
+    }
+  }
+
+  /// Creates the subdirectory `name`; returns false when it already exists as a directory.
+  @discardableResult
+  public func makeDirectory(_ name: String, permissions: FilePermissions = FilePermissions(rawValue: 0o755))
+    throws(ProtFSError) -> Bool
+  {
+    switch valueOrErrno({ mkdirat(fd, name, mode_t(permissions.rawValue)) }) {
+    case .success: return true
+    case .failure(let e) where e == .exists:
+      let st = try status(name)
+      guard st.kind == .directory else {
+        throw ProtFSError(
+          .alreadyExists, "Cannot create the directory '\(pathOf(name))': a \(st.kind.rawValue) is in the way.",
+          path: pathOf(name), errno: EEXIST)
+      }
+      return false
+    case .failure(let e): throw ProtFSError.system("create the directory", path: pathOf(name), errno: e.rawValue)
+    }
+  }
+
+  /// Opens the file `name` with `flags` (`O_NOFOLLOW` and `O_CLOEXEC` are always added).
+  public func openFile(_ name: String, flags: Int32, permissions: FilePermissions = FilePermissions(rawValue: 0o644))
+    throws(ProtFSError) -> Int32
+  {
+    try valueOrErrno {
+      protfs_openat(fd, name, flags | O_NOFOLLOW | O_CLOEXEC, mode_t(permissions.rawValue))
+    }.orThrow("open", path: pathOf(name))
+  }
+
+  /// Changes the permission bits of `name` (or of this directory when `name` is nil), never following a symlink.
+  public func setPermissions(_ permissions: FilePermissions, of name: String?) throws(ProtFSError) {
+    if let name {
+      try Kernel.setPermissions(dirfd: fd, name: name, mode: mode_t(permissions.rawValue)).orThrow(
+        "change the mode of", path: pathOf(name))
+    } else {
+      _ = try valueOrErrno { fchmod(fd, mode_t(permissions.rawValue)) }.orThrow("change the mode of", path: path)
+    }
+  }
+
+  // MARK: Extended attributes
+
+  /// The value of attribute `attribute` of `name` (this directory when nil); `nil` when it has none.
+  public func attribute(_ attribute: String, of name: String? = nil) throws(ProtFSError) -> [UInt8]? {
+    switch attributeResult(attribute, of: name) {
+    case .success(let value): return value
+    case .failure(let e):
+      throw ProtFSError.system("read the attributes of", path: name.map(pathOf) ?? path, errno: e.rawValue)
+    }
+  }
+
+  /// As `attribute(_:of:)`, returning the errno instead of throwing.
+  public func attributeResult(_ attribute: String, of name: String? = nil) -> Result<[UInt8]?, Errno> {
+    var buffer = [UInt8](repeating: 0, count: 128)
+    while true {
+      let result = buffer.withUnsafeMutableBytes { raw in
+        Kernel.getAttribute(dirfd: fd, name: name, attribute: attribute, into: raw)
+      }
+      switch result {
+      case .success(let size): return .success(Array(buffer.prefix(size)))
+      case .failure(let e) where e == .noData: return .success(nil)
+      case .failure(let e) where e == .range && buffer.count < 65536: buffer = [UInt8](repeating: 0, count: 65536)
+      case .failure(let e): return .failure(e)
+      }
+    }
+  }
+
+  /// Sets attribute `attribute` of `name` (this directory when nil).
+  public func setAttribute(_ attribute: String, to value: [UInt8], of name: String? = nil) throws(ProtFSError) {
+    try value.withUnsafeBytes { raw in
+      Kernel.setAttribute(dirfd: fd, name: name, attribute: attribute, value: raw)
+    }.orThrow("set the attributes of", path: name.map(pathOf) ?? path)
+  }
+
+  /// Removes attribute `attribute` of `name` (this directory when nil); no error when it is absent.
+  public func removeAttribute(_ attribute: String, of name: String? = nil) throws(ProtFSError) {
+    switch Kernel.removeAttribute(dirfd: fd, name: name, attribute: attribute) {
+    case .success, .failure(.noData): return
+    case .failure(let e):
+      throw ProtFSError.system("remove the attributes of", path: name.map(pathOf) ?? path, errno: e.rawValue)
+    }
+  }
+}
+
+extension DirectoryHandle {
+  /// Removes `name` and, if it is a directory, everything below it, never following a symlink.
+  public func removeTree(_ name: String) throws(ProtFSError) {
+    let st = try status(name)
+    if st.kind == .directory {
+      let child = try openDirectory(name)
+      for (entry, _) in try child.entries() { try child.removeTree(entry) }
+      _ = try valueOrErrno { unlinkat(fd, name, AT_REMOVEDIR) }.orThrow("remove", path: pathOf(name))
+    } else {
+      _ = try valueOrErrno { unlinkat(fd, name, 0) }.orThrow("remove", path: pathOf(name))
+    }
+  }
+}

@@ -1,4 +1,3 @@
-import CProtFSSys
 import Foundation
 import ProtFS
 import ProtFSSystem
@@ -34,17 +33,17 @@ public enum Confinement {
     // Without CAP_SETPCAP the bounding set cannot shrink; no_new_privs and the empty permitted set
     // then keep the program from gaining anything through it.
     if privileged {
-      try check("empty the capability bounding set") { protfs_capbset_drop_all() }
+      try check("empty the capability bounding set") { Credentials.dropBoundingSet() }
     }
-    try check("clear the ambient capabilities") { protfs_cap_ambient_clear() }
-    try check("set no_new_privs") { protfs_set_no_new_privs() }
+    try check("clear the ambient capabilities") { Credentials.clearAmbient() }
+    try check("set no_new_privs") { Credentials.setNoNewPrivileges() }
     if privileged {
-      try check("drop the supplementary groups") { protfs_clear_groups() }
+      try check("drop the supplementary groups") { Credentials.clearGroups() }
       try check("switch to the app user's group \(user.gid)") { setgid(user.gid) }
       try check("switch to the app user \(user)") { setuid(user.uid) }
     }
     // setuid from root to another uid already empties permitted and effective; inheritable stays.
-    try check("drop every capability") { protfs_cap_clear_all() }
+    try check("drop every capability") { Credentials.clearCapabilities() }
     try verify(privileged ? user : nil)
     if privileged {
       try requireReachable(device, as: user)
@@ -57,13 +56,13 @@ public enum Confinement {
   /// report must not let the program run with more.
   private static func verify(_ user: AppUser?) throws(ProtFSError) {
     var problems: [String] = []
-    if protfs_cap_sets_are_empty() != 1 { problems.append("capabilities remain") }
-    if protfs_cap_ambient_is_empty() != 1 { problems.append("ambient capabilities remain") }
-    if protfs_no_new_privs() != 1 { problems.append("no_new_privs is not set") }
+    if Credentials.capabilitiesAreEmpty() != 1 { problems.append("capabilities remain") }
+    if Credentials.ambientIsEmpty() != 1 { problems.append("ambient capabilities remain") }
+    if Credentials.noNewPrivileges() != 1 { problems.append("no_new_privs is not set") }
     if let user {
-      if protfs_ids_are(user.uid, user.gid) != 1 { problems.append("the user and group ids are not all \(user)") }
+      if Credentials.idsAre(user.uid, user.gid) != 1 { problems.append("the user and group ids are not all \(user)") }
       if getgroups(0, nil) != 0 { problems.append("supplementary groups remain") }
-      if protfs_capbset_is_empty() != 1 { problems.append("the bounding set is not empty") }
+      if Credentials.boundingSetIsEmpty() != 1 { problems.append("the bounding set is not empty") }
     }
     guard problems.isEmpty else {
       throw ProtFSError(

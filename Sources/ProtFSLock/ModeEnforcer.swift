@@ -1,4 +1,3 @@
-import CProtFSSys
 import Foundation
 import ProtFS
 import ProtFSSystem
@@ -23,7 +22,7 @@ public final class CrashHook: Sendable {
   /// Records one mutation; dies when it is the chosen one.
   package func step() {
     let count = counter.add(1, ordering: .relaxed).newValue
-    if let after, count == after { protfs_crash_now() }
+    if let after, count == after { Kernel.crashNow() }
   }
 }
 
@@ -53,7 +52,7 @@ package struct ModeEnforcer: Sendable {
   package var key: ModeKey
 
   /// Whether this process may give items away (root with CAP_CHOWN): then a locked item goes to root.
-  package static let canChown: Bool = geteuid() == 0 && protfs_cap_effective(0 /* CAP_CHOWN */) == 1
+  package static let canChown: Bool = geteuid() == 0 && Kernel.hasEffectiveCapability(0 /* CAP_CHOWN */)
 
   /// The mode an item whose record held no authentic original gets at unlock: its owner's only.
   package static func safeMode(_ kind: FileKind) -> UInt32 { kind == .directory ? 0o700 : 0o600 }

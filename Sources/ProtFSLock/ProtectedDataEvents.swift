@@ -1,4 +1,3 @@
-import CProtFSSys
 import Foundation
 import ProtFS
 import ProtFSSystem
@@ -135,9 +134,9 @@ package final class EventWatcher: @unchecked Sendable {
       buffer.withUnsafeBytes { raw in
         var offset = 0
         while offset < count {
-          let event = raw.baseAddress! + offset
-          if protfs_inotify_len(event) > 0 { names.insert(String(cString: protfs_inotify_name(event))) }
-          offset += MemoryLayout<inotify_event>.size + Int(protfs_inotify_len(event))
+          let event = InotifyEvent(raw.baseAddress! + offset)
+          if let name = event.name { names.insert(name) }
+          offset += event.size
         }
       }
       catchUp(

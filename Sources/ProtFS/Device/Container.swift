@@ -1,4 +1,3 @@
-import CProtFSSys
 import Foundation
 import ProtFSSystem
 
@@ -115,7 +114,7 @@ extension Device {
         if let owner { try parent.handOver(parts.last!, to: owner) }
       }
       let containers = try openDirectory(Device.containersPath)
-      switch valueOrErrno({ protfs_rename_noreplace(staging.fd, temporary, containers.fd, bundleID.rawValue) }) {
+      switch valueOrErrno({ Kernel.renameNoReplace(staging.fd, temporary, containers.fd, bundleID.rawValue) }) {
       case .success:
         _ = fsync(containers.fd)
         return ContainerCreation(created: true, previousDefault: nil, defaultClass: chosen)

@@ -1,0 +1,110 @@
+import CProtFSSys
+import Foundation
+
+/// The system calls Swift cannot make directly (variadic in C, or declared by glibc only under
+/// `_GNU_SOURCE`), for the layers above: this target is the only one that imports the C shims.
+///
+/// Each returns what the C call returns (`-1` and `errno` on failure), so that callers run it
+/// through `valueOrErrno`, the one place that retries `EINTR` and captures `errno`.
+extension Kernel {
+  /// `renameat2(2)` with `RENAME_NOREPLACE`: fails with `EEXIST` instead of replacing `to`.
+  package static func renameNoReplace(_ fromDirectory: Int32, _ from: String, _ toDirectory: Int32, _ to: String)
+    -> Int32
+  {
+    protfs_rename_noreplace(fromDirectory, from, toDirectory, to)
+  }
+
+  /// `copy_file_range(2)` of up to `length` bytes from the current offset of `input` to that of `output`.
+  package static func copyFileRange(_ input: Int32, _ output: Int32, _ length: Int) -> Int {
+    protfs_copy_file_range(input, output, length)
+  }
+
+  /// `syncfs(2)`: flushes the whole filesystem holding `fd`.
+  package static func syncFilesystem(_ fd: Int32) -> Int32 { protfs_syncfs(fd) }
+
+  /// `sync_file_range(2)` with `SYNC_FILE_RANGE_WRITE`: starts writing back a range without waiting.
+  package static func startWriteback(_ fd: Int32, offset: Int64, length: Int64) -> Int32 {
+    protfs_start_writeback(fd, offset, length)
+  }
+
+  /// `openat(2)` with a mode (`open` is variadic in C).
+  package static func openAt(_ directory: Int32, _ path: UnsafePointer<CChar>, _ flags: Int32, _ mode: mode_t) -> Int32
+  {
+    protfs_openat(directory, path, flags, mode)
+  }
+
+  /// `O_PATH`, which glibc hides without `_GNU_SOURCE`.
+  package static let pathOnly = Int32(PROTFS_O_PATH)
+
+  /// The `RESOLVE_*` flags of `openat2(2)` that protfs uses.
+  package struct Resolve: OptionSet, Sendable {
+    /// The raw flags.
+    package var rawValue: UInt64
+    /// Wraps raw flags.
+    package init(rawValue: UInt64) { self.rawValue = rawValue }
+    /// `RESOLVE_NO_MAGICLINKS`: no `/proc/…/fd` style links.
+    package static let noMagicLinks = Resolve(rawValue: UInt64(PROTFS_RESOLVE_NO_MAGICLINKS))
+    /// `RESOLVE_NO_SYMLINKS`: no symlink in any component.
+    package static let noSymlinks = Resolve(rawValue: UInt64(PROTFS_RESOLVE_NO_SYMLINKS))
+    /// `RESOLVE_BENEATH`: never leave the starting directory (`EXDEV`).
+    package static let beneath = Resolve(rawValue: UInt64(PROTFS_RESOLVE_BENEATH))
+  }
+
+  /// `openat2(2)` (Linux 5.6) with `resolve`; `ENOSYS` on older kernels.
+  package static func openAt2(_ directory: Int32, _ path: UnsafePointer<CChar>, _ flags: Int32, resolve: Resolve)
+    -> Int32
+  {
+    protfs_openat2(directory, path, flags, resolve.rawValue)
+  }
+
+  /// Whether capability number `capability` is in this process's effective set.
+  package static func hasEffectiveCapability(_ capability: Int32) -> Bool { protfs_cap_effective(capability) == 1 }
+
+  /// Kills this process with `SIGKILL`: the crash the transition tests ask for.
+  package static func crashNow() -> Never {
+    protfs_crash_now()
+    fatalError("SIGKILL did not end the process")
+  }
+}
+
+/// The capability and credential calls that confine a program (`prctl(2)`, `capset(2)`,
+/// `setgroups(2)`, `getresuid(2)`). Each returns what its C shim returns: `0` or `1` for a question,
+/// `-1` and `errno` on failure.
+package enum Credentials {
+  /// Empties the capability bounding set (needs `CAP_SETPCAP`).
+  package static func dropBoundingSet() -> Int32 { protfs_capbset_drop_all() }
+  /// Clears the ambient capabilities.
+  package static func clearAmbient() -> Int32 { protfs_cap_ambient_clear() }
+  /// Sets `no_new_privs`.
+  package static func setNoNewPrivileges() -> Int32 { protfs_set_no_new_privs() }
+  /// Drops every supplementary group.
+  package static func clearGroups() -> Int32 { protfs_clear_groups() }
+  /// Empties the permitted, effective and inheritable capability sets.
+  package static func clearCapabilities() -> Int32 { protfs_cap_clear_all() }
+  /// `1` when the permitted, effective and inheritable sets are empty.
+  package static func capabilitiesAreEmpty() -> Int32 { protfs_cap_sets_are_empty() }
+  /// `1` when the ambient set is empty.
+  package static func ambientIsEmpty() -> Int32 { protfs_cap_ambient_is_empty() }
+  /// `1` when `no_new_privs` is set.
+  package static func noNewPrivileges() -> Int32 { protfs_no_new_privs() }
+  /// `1` when the real, effective and saved ids are all `uid` and `gid`.
+  package static func idsAre(_ uid: uid_t, _ gid: gid_t) -> Int32 { protfs_ids_are(uid, gid) }
+  /// `1` when the bounding set is empty.
+  package static func boundingSetIsEmpty() -> Int32 { protfs_capbset_is_empty() }
+}
+
+/// One `inotify_event` in a buffer read from an inotify descriptor (the struct ends in a flexible array).
+package struct InotifyEvent {
+  /// The event's start in the buffer.
+  package let pointer: UnsafeRawPointer
+
+  /// Wraps the event at `pointer`.
+  package init(_ pointer: UnsafeRawPointer) { self.pointer = pointer }
+
+  /// The length of the name that follows the header, padding included.
+  package var nameLength: Int { Int(protfs_inotify_len(pointer)) }
+  /// The name the event is about, if any.
+  package var name: String? { nameLength > 0 ? String(cString: protfs_inotify_name(pointer)) : nil }
+  /// The whole event's size: the header and its name.
+  package var size: Int { MemoryLayout<inotify_event>.size + nameLength }
+}

@@ -70,8 +70,9 @@ public struct AuditTarget: Sendable {
     } catch {
       throw ProtFSError(
         error.code, "Cannot audit '\(path)': \(error.reasonText).", path: absolute, errno: error.errno,
-        hint: error.errno == ENOTDIR
-          ? "give a container directory or a device directory" : "check that the path exists and is readable")
+        remedy: .advice(
+          error.errno == ENOTDIR
+            ? "give a container directory or a device directory" : "check that the path exists and is readable"))
     }
     if case .success(let status) = directory.statusResult(Device.containersDirectoryName), status.kind == .directory {
       let isProtfsDevice =

@@ -83,13 +83,13 @@ public struct AuditConfiguration: Sendable {
       if BuiltInCheck(rawValue: rule.id) != nil {
         throw ProtFSError(
           .malformed, "\(rule.source):\(rule.line): the rule id \(rule.id) is reserved for a built-in check.",
-          path: rule.source, hint: "choose another id")
+          path: rule.source, remedy: .advice("choose another id"))
       }
       if let other = seen[rule.id] {
         throw ProtFSError(
           .malformed,
           "\(rule.source):\(rule.line): the rule id \(rule.id) is already used at \(other.source):\(other.line).",
-          path: rule.source, hint: "rule ids must be unique across the policies of one audit")
+          path: rule.source, remedy: .advice("rule ids must be unique across the policies of one audit"))
       }
       seen[rule.id] = rule
     }

@@ -174,7 +174,7 @@ public struct Policy: Sendable {
       throw ProtFSError(
         error.code == .malformed ? .malformed : error.code,
         "Cannot read the policy file '\(path)': \(error.reasonText).",
-        path: path, errno: error.errno, hint: "give the path of a .policy file (see Policies/README.md)")
+        path: path, errno: error.errno, remedy: .advice("give the path of a .policy file (see Policies/README.md)"))
     }
     guard let text = String(validating: bytes, as: UTF8.self) else {
       let offset = Self.firstInvalidUTF8Offset(bytes)

@@ -10,7 +10,7 @@ public enum DownloadFileName {
     guard !name.isEmpty, name != "/" else {
       throw ProtFSError(
         .invalidArgument, "The URL '\(url.absoluteString)' has no file name in its path.",
-        hint: "give a URL that ends in a file name, or name the file explicitly")
+        remedy: .advice("give a URL that ends in a file name, or name the file explicitly"))
     }
     return try validate(name, source: "the URL '\(url.absoluteString)'")
   }
@@ -48,7 +48,7 @@ public enum DownloadFileName {
       throw ProtFSError(
         .invalidArgument,
         "The file name '\(name)' from \(source()) is not allowed: it must not be empty or contain '..' or '/'.",
-        hint: "download it under another name")
+        remedy: .advice("download it under another name"))
     }
     return name
   }

@@ -62,7 +62,7 @@ public struct DownloadResumeData: Sendable, Codable, Equatable {
     } catch {
       throw ProtFSError(
         .invalidArgument, "The resume data is not valid: \(error).",
-        hint: "pass the bytes that cancel(byProducingResumeData:) produced")
+        remedy: .advice("pass the bytes that cancel(byProducingResumeData:) produced"))
     }
   }
 }

@@ -187,7 +187,7 @@ public final class DownloadSession: Sendable {
     if core.isInvalidated {
       throw ProtFSError(
         .invalidArgument, "The download session '\(identifier)' was invalidated.",
-        hint: "open the session again with the same identifier")
+        remedy: .advice("open the session again with the same identifier"))
     }
   }
 
@@ -196,7 +196,7 @@ public final class DownloadSession: Sendable {
     guard lower.count == 64, lower.allSatisfy({ $0.isHexDigit }) else {
       throw ProtFSError(
         .invalidArgument, "The SHA-256 digest '\(text)' is not 64 hexadecimal digits.",
-        hint: "give the digest as `sha256sum` prints it")
+        remedy: .advice("give the digest as `sha256sum` prints it"))
     }
     return lower
   }

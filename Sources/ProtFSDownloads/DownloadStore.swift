@@ -74,7 +74,7 @@ public final class DownloadStore: Sendable {
           throw ProtFSError(
             .alreadyExists,
             "The download session '\(identifier)' belongs to '\(existing)', not to '\(bundleID)'.",
-            hint: "use another session identifier")
+            remedy: .advice("use another session identifier"))
         }
         return
       }
@@ -217,7 +217,7 @@ public final class DownloadStore: Sendable {
       guard let row = rows.first else {
         throw ProtFSError(
           .notFound, "There is no download task \(id) in the task store '\(path)'.", path: path,
-          hint: "list the tasks with `protfs tasks`")
+          remedy: .listTasks)
       }
       try db.query("UPDATE tasks SET request = ? WHERE id = ?", [.text(request.rawValue), .integer(id)])
       return Self.record(row)

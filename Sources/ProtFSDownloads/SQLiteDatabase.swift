@@ -86,11 +86,11 @@ package final class SQLiteDatabase: @unchecked Sendable {
     case SQLITE_CORRUPT, SQLITE_NOTADB:
       hint = "the store is damaged; move '\(path)' away to start again with no download tasks"
     case SQLITE_BUSY, SQLITE_LOCKED:
-      hint = "another protfs process holds the store; wait for it to finish, then run the command again"
+      hint = "another process holds the store; wait for it to finish, then run the command again"
     default:
       hint = nil
     }
-    return ProtFSError(.io, "Cannot use the download task store '\(path)': \(text).", path: path, hint: hint)
+    return ProtFSError(.io, "Cannot use the download task store '\(path)': \(text).", path: path, remedy: hint.map(Remedy.advice))
   }
 
   /// Runs statements without results.

@@ -45,7 +45,7 @@ package enum TemporaryFile {
           throw ProtFSError(
             .invalidArgument,
             "The temp file '\(directory.pathOf(existingName))' is not a regular file with a single link; protfs does not write to it.",
-            path: directory.pathOf(existingName), hint: "remove it with `protfs cache purge`, then download again")
+            path: directory.pathOf(existingName), remedy: .purgeCaches)
         }
         // A temp file left by an older protfs may carry no label yet; the label is idempotent.
         do {

@@ -125,7 +125,7 @@ public struct LockController: Sendable {
   /// already set, `current` must match it.
   public func setPasscode(_ passcode: String, current: String? = nil) throws(ProtFSError) {
     guard !passcode.isEmpty else {
-      throw ProtFSError(.invalidArgument, "The passcode must not be empty.", hint: "give at least one character")
+      throw ProtFSError(.invalidArgument, "The passcode must not be empty.", remedy: .advice("give at least one character"))
     }
     let hash = try PasscodeHash.make(passcode, iterations: passcodeIterations)
     _ = try replacePasscode(with: hash, current: current, operation: "passcode set", purpose: "set a passcode")
@@ -274,14 +274,14 @@ public struct LockController: Sendable {
     return ProtFSError(
       first.code, "Cannot \(operation) the device: \(base)\(more). Nothing was changed.", path: first.path,
       errno: first.errno,
-      hint: first.hint ?? "fix the item, then run `protfs \(operation)` again")
+      remedy: first.remedy ?? .retry(operation: operation))
   }
 
   private func requireUnlocked(_ record: LockRecord, to action: String) throws(ProtFSError) {
     guard record.state == .unlocked else {
       throw ProtFSError(
         .protectedDataUnavailable, "Cannot \(action) while the device '\(device.root)' is \(record.state).",
-        errno: EPERM, hint: "run `protfs unlock` first")
+        errno: EPERM, remedy: .unlock)
     }
   }
 
@@ -293,12 +293,12 @@ public struct LockController: Sendable {
       throw ProtFSError(
         .permissionDenied,
         "The device '\(device.root)' refuses passcodes for \(seconds) more seconds after \(record.failedAttempts) wrong ones.",
-        errno: EPERM, hint: "wait, then try again")
+        errno: EPERM, remedy: .advice("wait, then try again"))
     }
     guard let passcode else {
       throw ProtFSError(
         .invalidArgument, "The device '\(device.root)' has a passcode, and none was given.",
-        hint: "give it with --passcode-file FILE (- for standard input), --passcode CODE or PROTFS_PASSCODE")
+        remedy: .advice("give it with --passcode-file FILE (- for standard input), --passcode CODE or PROTFS_PASSCODE"))
     }
     guard try hash.matches(passcode) else {
       var updated = record
@@ -310,7 +310,7 @@ public struct LockController: Sendable {
         record: updated,
         error: ProtFSError(
           .permissionDenied, "The passcode is wrong (\(updated.failedAttempts) failed attempts in a row).\(wait)",
-          errno: EPERM, hint: "check the passcode and try again"))
+          errno: EPERM, remedy: .advice("check the passcode and try again")))
     }
   }
 }

@@ -303,7 +303,7 @@ package struct ModeEnforcer: Sendable {
       throw ProtFSError(
         .permissionDenied,
         "Cannot change the mode of '\(path)': it belongs to \(owner), and protfs runs as uid \(geteuid()).",
-        path: path, errno: EPERM, hint: "run protfs as root, or give the file to the device's owner with chown")
+        path: path, errno: EPERM, remedy: .runAsRoot(orChown: true))
     case .failure(let e):
       throw ProtFSError.system("change the mode of", path: path, errno: e.rawValue)
     }
@@ -317,7 +317,7 @@ package struct ModeEnforcer: Sendable {
       throw ProtFSError(
         .permissionDenied,
         "Cannot give '\(path)' to uid \(uid), gid \(gid): protfs runs as uid \(geteuid()) without the right to chown.",
-        path: path, errno: EPERM, hint: "run protfs as root")
+        path: path, errno: EPERM, remedy: .runAsRoot(orChown: false))
     case .failure(let e):
       throw ProtFSError.system("change the owner of", path: path, errno: e.rawValue)
     }
@@ -333,14 +333,14 @@ package struct ModeEnforcer: Sendable {
       throw ProtFSError(
         .permissionDenied,
         "Cannot reach the attributes of '\(path)': Permission denied (it belongs to uid \(status.uid), and protfs runs as uid \(geteuid())).",
-        path: path, errno: EACCES, hint: "run protfs as root, or give the item to the device's owner with chown")
+        path: path, errno: EACCES, remedy: .runAsRoot(orChown: true))
     }
     let mode = status.permissions
     guard let log else {
       throw ProtFSError(
         .permissionDenied,
         "Cannot read the attributes of '\(path)': its mode \(FilePermissions(rawValue: mode).octal) forbids it, and protfs (uid \(geteuid())) widens modes only during a transition.",
-        path: path, errno: EACCES, hint: "run protfs as root")
+        path: path, errno: EACCES, remedy: .runAsRoot(orChown: false))
     }
     var s = stat()
     _ = try valueOrErrno { fstat(item.fd, &s) }.orThrow("inspect", path: path)

@@ -26,7 +26,7 @@ extension PasscodeHash {
     else {
       throw ProtFSError(
         .malformed, "The stored passcode hash is not a PBKDF2-HMAC-SHA256 hash protfs can check.",
-        hint: "remove the passcode hash from .protfs/lock-state.json and set a new one with `protfs passcode set`")
+        remedy: .resetPasscode)
     }
     let key = try Self.derive(passcode, salt: Array(salt), iterations: iterations)
     return key.withUnsafeBytes { a in

@@ -47,24 +47,39 @@ public struct ProtFSError: Error, Sendable, Equatable, CustomStringConvertible {
   /// The errno behind the failure, if a system call failed.
   public var errno: Int32?
   /// What the user can do about it, if anything.
-  public var hint: String?
+  public var remedy: Remedy?
+
+  /// The remedy in the library's words, which name no command (a front end words it its own way).
+  public var hint: String? {
+    get { remedy?.advice }
+    set { remedy = newValue.map(Remedy.advice) }
+  }
 
   /// Creates an error.
-  public init(_ code: Code, _ message: String, path: String? = nil, errno: Int32? = nil, hint: String? = nil) {
+  public init(_ code: Code, _ message: String, path: String? = nil, errno: Int32? = nil, remedy: Remedy? = nil) {
     self.code = code
     self.message = message
     self.path = path
     self.errno = errno
-    self.hint = hint
+    self.remedy = remedy
   }
 
-  /// The message followed by the hint.
-  public var description: String {
-    guard let hint else { return message }
+  /// Creates an error whose remedy is advice in words (for code written before `Remedy`).
+  public init(_ code: Code, _ message: String, path: String? = nil, errno: Int32? = nil, hint: String?) {
+    self.init(code, message, path: path, errno: errno, remedy: hint.map(Remedy.advice))
+  }
+
+  /// The message followed by the remedy, worded by `advice` (the library's words unless a front end
+  /// gives its own).
+  public func description(advice: (Remedy) -> String) -> String {
+    guard let hint = remedy.map(advice) else { return message }
     if message.hasSuffix("?") { return "\(message) \(hint.prefix(1).uppercased())\(hint.dropFirst())." }
     let base = message.hasSuffix(".") ? String(message.dropLast()) : message
     return "\(base); \(hint)."
   }
+
+  /// The message followed by the remedy in the library's words.
+  public var description: String { description(advice: \.advice) }
 
   /// Maps an errno from `operation` on `path` to an error, once, at the call site.
   public static func system(_ operation: String, path: String, errno: Int32) -> ProtFSError {
@@ -88,7 +103,7 @@ public struct ProtFSError: Error, Sendable, Equatable, CustomStringConvertible {
         .xattrUnsupported,
         "Cannot \(operation) '\(path)': its filesystem does not support user extended attributes.",
         path: path, errno: errno,
-        hint: "put the device on a filesystem with user xattrs (ext4, xfs, btrfs, tmpfs)")
+        remedy: .advice("put the device on a filesystem with user xattrs (ext4, xfs, btrfs, tmpfs)"))
     default:
       return ProtFSError(.io, message, path: path, errno: errno)
     }
@@ -98,4 +113,58 @@ public struct ProtFSError: Error, Sendable, Equatable, CustomStringConvertible {
 extension ProtFSError: LocalizedError {
   /// The message followed by the hint.
   public var errorDescription: String? { description }
+}
+
+/// What the user can do about a failure. The library names the action; it never spells a command
+/// line, which is the front end's to word (the CLI turns `.unlock` into "run `protfs unlock`").
+public enum Remedy: Sendable, Equatable, Hashable {
+  /// Unlock the device first.
+  case unlock
+  /// Give the item at `path` a valid protection class.
+  case setClass(path: String)
+  /// Create the container of `bundleID`.
+  case createContainer(bundleID: String)
+  /// Initialise the device at `root` by creating a first container.
+  case initializeDevice(root: String)
+  /// Give the app's nsurlsessiond Downloads directory NSFileProtectionNone.
+  case initializeDownloadsDirectory
+  /// Remove the temp downloads no task needs.
+  case purgeCaches
+  /// Look the task up among the device's download tasks.
+  case listTasks
+  /// The stored passcode hash is unusable: remove it and set a new passcode.
+  case resetPasscode
+  /// Fix the item, then run `operation` (lock, unlock, …) again.
+  case retry(operation: String)
+  /// Inspect the transition journal; removing it abandons the transition, after which unlock.
+  case inspectJournal
+  /// Run as root, or (`orChown`) give the item to the device's owner.
+  case runAsRoot(orChown: Bool)
+  /// Run as the device's owner.
+  case runAsDeviceOwner
+  /// Run `protfs exec` as root, where setuid and prctl are not restricted.
+  case confineAsRoot
+  /// Anything else, as the words of a sentence that name no command.
+  case advice(String)
+
+  /// The remedy in words that name no command.
+  public var advice: String {
+    switch self {
+    case .unlock: "unlock the device first"
+    case .setClass(let path): "give '\(path)' a valid protection class"
+    case .createContainer(let bundleID): "create the container of \(bundleID) first"
+    case .initializeDevice: "initialise the device by creating a first container"
+    case .initializeDownloadsDirectory:
+      "create the app's Downloads directory with NSFileProtectionNone (as nsurlsessiond needs)"
+    case .purgeCaches: "remove it by purging the container's caches, then download again"
+    case .listTasks: "list the device's download tasks"
+    case .resetPasscode: "remove the stored passcode hash and set a new passcode"
+    case .retry(let operation): "fix the item, then \(operation) again"
+    case .inspectJournal: "inspect it; removing it abandons the interrupted transition (unlock afterwards)"
+    case .runAsRoot(let orChown): orChown ? "run as root, or give the item to the device's owner with chown" : "run as root"
+    case .runAsDeviceOwner: "run as the device's owner"
+    case .confineAsRoot: "confine the program as root, outside a user namespace that restricts setuid and prctl"
+    case .advice(let text): text
+    }
+  }
 }

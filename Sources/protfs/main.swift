@@ -31,7 +31,7 @@ do {
           TransitionText.warnings(report)
         }
       } catch {
-        Console.err("warning: \(error.description)")
+        Console.err("warning: \(error.commandLineDescription)")
       }
     }
     status = try command.run!(invocation)
@@ -46,7 +46,7 @@ do {
   Console.err("  See '\(chain.map(\.name).joined(separator: " ")) --help' for more information.")
   status = 64
 } catch let error as ProtFSError {
-  Console.err("Error: \(error.description)")
+  Console.err("Error: \(error.commandLineDescription)")
   status = 1
 } catch let error as ExitStatus {
   if let message = error.message { Console.err("Error: \(message)") }

@@ -181,7 +181,8 @@ struct FixedTasks: DownloadTaskDirectory {
     let t = try TestDevice()
     #expect { try CacheManager(device: t.device).usage(try BundleID("com.example.none")) } throws: {
       let e = $0 as! ProtFSError
-      return e.code == .notFound && e.description.contains("com.example.none") && e.description.contains("protfs init")
+      return e.code == .notFound && e.description.contains("com.example.none")
+        && e.remedy == .createContainer(bundleID: "com.example.none")
     }
   }
 }

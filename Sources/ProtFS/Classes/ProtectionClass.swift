@@ -106,7 +106,7 @@ public enum ProtectionClass: String, CaseIterable, Sendable, Codable {
     }
     throw ProtFSError(
       .invalidArgument, message,
-      hint: "use one of \(names.joined(separator: ", ")) (or an alias, raw value or Swift case name)")
+      remedy: .advice("use one of \(names.joined(separator: ", ")) (or an alias, raw value or Swift case name)"))
   }
 
   /// Parses the bytes of a `user.protfs.class` attribute; `nil` when they are not a known raw value.

@@ -12,7 +12,7 @@ public struct BundleID: Hashable, Sendable, Comparable, CustomStringConvertible,
     func invalid(_ why: String) -> ProtFSError {
       ProtFSError(
         .invalidArgument, "'\(text)' is not a valid bundle identifier: \(why).",
-        hint: "use reverse-DNS form such as com.example.app (letters, digits, '-' and '.')")
+        remedy: .advice("use reverse-DNS form such as com.example.app (letters, digits, '-' and '.')"))
     }
     if text.isEmpty { throw invalid("it is empty") }
     if text.utf8.count > 255 { throw invalid("it is longer than 255 bytes") }

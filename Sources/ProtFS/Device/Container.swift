@@ -42,7 +42,7 @@ public struct Container: Sendable, Hashable {
     guard exists else {
       throw ProtFSError(
         .notFound, "The device '\(device.root)' has no container for '\(bundleID)'.", path: absolutePath,
-        hint: "create it with `protfs init \(bundleID)`")
+        remedy: .createContainer(bundleID: bundleID.rawValue))
     }
   }
 }

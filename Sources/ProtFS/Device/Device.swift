@@ -87,7 +87,7 @@ public struct Device: Sendable, Hashable {
     if canonical != root, let path = Device.relative(absolute, to: canonical) { return path }
     throw ProtFSError(
       .outsideDevice, "The path '\(userPath)' is outside the device '\(root)'.", path: userPath,
-      hint: "give a path inside the device, or choose the device with --device DIR")
+      remedy: .advice("give a path inside the device, or choose the device with --device DIR"))
   }
 
   /// Whether the absolute path `path`, once `..` is resolved, is the root or inside it: what
@@ -144,12 +144,12 @@ public struct Device: Sendable, Hashable {
     if stat(stateDirectory + "/" + Device.markerName, &status) != 0, errno == EACCES {
       throw ProtFSError(
         .permissionDenied, "Cannot read the state of the device '\(root)': permission denied.", path: stateDirectory,
-        errno: EACCES, hint: "run protfs as the device's owner")
+        errno: EACCES, remedy: .runAsDeviceOwner)
     }
     guard isInitialized else {
       throw ProtFSError(
         .notInitialized, "The device '\(root)' has not been initialised.", path: root,
-        hint: "run `protfs --device \(root) init BUNDLE-ID` first")
+        remedy: .initializeDevice(root: root))
     }
   }
 
@@ -192,7 +192,7 @@ public struct Device: Sendable, Hashable {
         .xattrUnsupported,
         "The filesystem of '\(directory.path)' does not support user extended attributes, where protfs stores protection classes.",
         path: directory.path, errno: error.errno,
-        hint: "put the device on a filesystem with user xattrs (ext4, xfs, btrfs, tmpfs)")
+        remedy: .advice("put the device on a filesystem with user xattrs (ext4, xfs, btrfs, tmpfs)"))
     }
   }
 

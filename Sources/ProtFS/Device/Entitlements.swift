@@ -17,7 +17,7 @@ public struct Entitlements: Sendable, Equatable {
     } catch {
       throw ProtFSError(
         .notFound, "Cannot read the entitlements file '\(path)': \(Device.reason(error)).", path: path,
-        hint: "give the path of an .entitlements or .plist file")
+        remedy: .advice("give the path of an .entitlements or .plist file"))
     }
     try self.init(data: data, path: path)
   }
@@ -30,7 +30,7 @@ public struct Entitlements: Sendable, Equatable {
     } catch {
       throw ProtFSError(
         .malformed, "The entitlements file '\(path)' is not a property list (XML or binary).", path: path,
-        hint: "check it with `plutil -lint` or export it again from Xcode")
+        remedy: .advice("check it with `plutil -lint` or export it again from Xcode"))
     }
     guard let dictionary = plist as? [String: Any] else {
       throw ProtFSError(
@@ -44,7 +44,7 @@ public struct Entitlements: Sendable, Equatable {
       throw ProtFSError(
         .malformed,
         "The entitlements file '\(path)' sets \(Self.defaultDataProtectionKey) to \(String(describing: value)), which is not a protection class.",
-        path: path, hint: "use a raw value such as NSFileProtectionComplete")
+        path: path, remedy: .advice("use a raw value such as NSFileProtectionComplete"))
     }
     defaultDataProtection = cls
   }

@@ -48,6 +48,6 @@ extension Device {
       .protectedDataUnavailable,
       "Cannot \(verb) '\(absolutePath(path))': \(classText) \(cls.name) is not available while the device is \(state.lockState)\(state.userInactive && cls == .completeWhenUserInactive ? " and the user inactive" : "").",
       path: absolutePath(path), errno: EPERM,
-      hint: state.lockState == .beforeFirstUnlock || state.lockState == .locked ? "run `protfs unlock` first" : nil)
+      remedy: state.lockState == .beforeFirstUnlock || state.lockState == .locked ? .unlock : nil)
   }
 }

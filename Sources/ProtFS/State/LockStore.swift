@@ -70,9 +70,9 @@ package struct LockStore {
       throw ProtFSError(
         .malformed, "The lock simulator's file '\(path)' is not valid JSON of the expected shape: \(error).",
         path: path,
-        hint: name == Self.stateFileName
-          ? "restore it from a backup, or remove it to start over as a new, unlocked device"
-          : "inspect it; removing it abandons the interrupted transition (run `protfs unlock` afterwards)")
+        remedy: name == Self.stateFileName
+          ? .advice("restore it from a backup, or remove it to start over as a new, unlocked device")
+          : .inspectJournal)
     }
   }
 

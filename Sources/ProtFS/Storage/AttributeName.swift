@@ -35,7 +35,7 @@ extension DirectoryHandle {
       let what = kind == .symlink ? "a symbolic link" : "not a regular file or directory"
       throw ProtFSError(
         .invalidArgument, "Cannot set the protection class of '\(target)': it is \(what).", path: target, errno: EPERM,
-        hint: kind == .symlink ? "set the class of the link's target instead" : nil)
+        remedy: kind == .symlink ? .advice("set the class of the link's target instead") : nil)
     }
   }
 
@@ -47,7 +47,7 @@ extension DirectoryHandle {
       let shown = String(decoding: bytes.prefix(64), as: UTF8.self).debugDescription
       throw ProtFSError(
         .corruptAttribute, "The attribute \(attribute) of '\(path)' holds \(shown), which is not a protection class.",
-        path: path, hint: "set a class with `protfs set-class CLASS '\(path)'`")
+        path: path, remedy: .setClass(path: path))
     }
     return value
   }

@@ -69,12 +69,12 @@ public enum HumanDuration {
     guard sawUnit, number.isEmpty, !text.isEmpty else {
       throw ProtFSError(
         .invalidArgument, "'\(text)' is not a duration.",
-        hint: "use numbers with units s, m, h, d or w, for example 30s, 15m, 2h, 7d or 1h30m")
+        remedy: .advice("use numbers with units s, m, h, d or w, for example 30s, 15m, 2h, 7d or 1h30m"))
     }
     guard total.isFinite, range.contains(total) else {
       throw ProtFSError(
         .invalidArgument, "The duration '\(text)' is out of range.",
-        hint: "use a duration from \(format(range.lowerBound)) to \(format(range.upperBound))")
+        remedy: .advice("use a duration from \(format(range.lowerBound)) to \(format(range.upperBound))"))
     }
     return total
   }

@@ -38,7 +38,7 @@ struct Invocation: Sendable {
     do {
       return try ProtectionClass.parse(text)
     } catch {
-      throw usageError(error.description)
+      throw usageError(error.commandLineDescription)
     }
   }
 
@@ -47,7 +47,7 @@ struct Invocation: Sendable {
     do {
       return try BundleID(text)
     } catch {
-      throw usageError(error.description)
+      throw usageError(error.commandLineDescription)
     }
   }
 }

@@ -12,7 +12,7 @@ enum Paths {
     if status.kind == .symlink {
       throw ProtFSError(
         .symlink, "'\(shown)' is a symbolic link, which has no protection class of its own.", path: shown,
-        hint: "give --follow to use its target")
+        remedy: .advice("give --follow to use its target"))
     }
     return path
   }

@@ -55,7 +55,7 @@ final class ProgressPrinter: @unchecked Sendable {
         if mode == "json" { emit(["event": "waitingForUnlock", "task": id, "temporaryLocation": temporary.path]) }
       case .failed(let id, let error):
         states[id] = "failed"
-        if mode == "json" { emit(["event": "failed", "task": id, "error": error.description]) }
+        if mode == "json" { emit(["event": "failed", "task": id, "error": error.commandLineDescription]) }
       case .suspended(let id):
         states[id] = "suspended"
         if mode == "json" { emit(["event": "suspended", "task": id]) }

@@ -44,7 +44,7 @@ enum AuditCommand {
       return try audit(invocation, format: format, failOn: failOn)
     } catch {
       // Whatever stopped the audit, CI must tell it apart from findings: exit status 2.
-      throw ExitStatus(code: 2, message: error.description)
+      throw ExitStatus(code: 2, message: error.commandLineDescription)
     }
   }
 

@@ -37,7 +37,7 @@ enum CachePurgeCommand {
       }
       criteria.maxSize = try invocation.value("max-size").map { text throws(ProtFSError) in try ByteSize.parse(text) }
     } catch {
-      throw invocation.usageError(error.description)
+      throw invocation.usageError(error.commandLineDescription)
     }
     let report = try CacheCommand.manager(invocation).purge(
       bundleID, criteria: criteria, dryRun: invocation.flag("dry-run"))

@@ -107,7 +107,7 @@ enum DownloadCommand {
           requests.append(
             DownloadRequest(url: url, destinationDirectory: configuration.destinationDirectory, expectedSHA256: digest))
         case .failure(let error):
-          Console.err("Error: \(error.description)")
+          Console.err("Error: \(error.commandLineDescription)")
           failed = true
         }
       }
@@ -144,7 +144,7 @@ enum DownloadCommand {
         )
       default:
         failed = true
-        Console.err("Error: \(task.error?.description ?? "the download of \(task.url.absoluteString) did not finish.")")
+        Console.err("Error: \(task.error?.commandLineDescription ?? "the download of \(task.url.absoluteString) did not finish.")")
       }
     }
     return failed ? exitFailed : waiting ? exitWaitingForUnlock : exitCompleted
@@ -160,7 +160,7 @@ enum DownloadCommand {
       let seconds = try HumanDuration.parse(text, in: range)
       return .milliseconds(Int64((seconds * 1000).rounded()))
     } catch {
-      throw invocation.usageError("--\(name): \(error.description)")
+      throw invocation.usageError("--\(name): \(error.commandLineDescription)")
     }
   }
 
@@ -270,13 +270,13 @@ enum DownloadCommand {
     guard let url = URL(string: text), let scheme = url.scheme?.lowercased() else {
       return .failure(
         ProtFSError(
-          .invalidArgument, "'\(text)' is not a URL.", hint: "give an absolute URL such as https://example.com/file.zip"
+          .invalidArgument, "'\(text)' is not a URL.", remedy: .advice("give an absolute URL such as https://example.com/file.zip")
         ))
     }
     guard ["http", "https", "file"].contains(scheme) else {
       return .failure(
         ProtFSError(
-          .invalidArgument, "The URL '\(text)' has the unsupported scheme '\(scheme)'.", hint: "use http, https or file"
+          .invalidArgument, "The URL '\(text)' has the unsupported scheme '\(scheme)'.", remedy: .advice("use http, https or file")
         ))
     }
     if scheme != "file" && (url.host ?? "").isEmpty {
@@ -298,7 +298,7 @@ enum DownloadCommand {
     guard path.hasPrefix(container.path) else {
       throw ProtFSError(
         .outsideDevice, "The destination '\(text)' is outside the container of \(container.bundleID).", path: text,
-        hint: "give --to a directory inside the container, such as Documents")
+        remedy: .advice("give --to a directory inside the container, such as Documents"))
     }
     return path
   }

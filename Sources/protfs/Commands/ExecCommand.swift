@@ -36,7 +36,7 @@ enum ExecCommand {
       do {
         schedule = try LockSchedule(parsing: text)
       } catch {
-        throw invocation.usageError(error.description)
+        throw invocation.usageError(error.commandLineDescription)
       }
     }
     let controller = invocation.lockController
@@ -78,7 +78,7 @@ enum ExecCommand {
         break
       }
       if let failure = perform(step.action, controller, passcode: passcode) {
-        Console.err("warning: the scheduled \(step.action.rawValue) failed: \(failure.description)")
+        Console.err("warning: the scheduled \(step.action.rawValue) failed: \(failure.commandLineDescription)")
       }
     }
     exited.wait()

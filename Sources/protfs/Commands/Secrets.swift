@@ -71,7 +71,7 @@ enum PasscodeFile {
       let source = path == "-" ? "Standard input" : "The passcode file '\(path)'"
       throw ProtFSError(
         .invalidArgument, "\(source) (--\(option)) holds no passcode.",
-        hint: "put the passcode on its first line")
+        remedy: .advice("put the passcode on its first line"))
     }
     guard let passcode = String(validating: line, as: UTF8.self) else {
       throw ProtFSError(.invalidArgument, "The passcode given with --\(option) is not UTF-8 text.")
@@ -109,7 +109,7 @@ enum PasscodeFile {
     guard filled <= maximumSize || bytes.prefix(filled).contains(0x0A) else {
       throw ProtFSError(
         .invalidArgument, "The passcode file '\(path)' is longer than \(maximumSize) bytes without a line break.",
-        path: path, hint: "put the passcode alone on the file's first line")
+        path: path, remedy: .advice("put the passcode alone on the file's first line"))
     }
     return Array(bytes.prefix(filled))
   }

@@ -26,7 +26,7 @@ enum StoragePressureCommand {
     do {
       free = try invocation.value("free").map { text throws(ProtFSError) in try ByteSize.parse(text) }
     } catch {
-      throw invocation.usageError(error.description)
+      throw invocation.usageError(error.commandLineDescription)
     }
     let report = try CacheCommand.manager(invocation).simulateStoragePressure(
       free: free, includeResumable: invocation.flag("include-resumable"), dryRun: invocation.flag("dry-run"))

@@ -74,7 +74,7 @@ enum TasksCommand {
     let device = invocation.device
     guard let store = try store(device), let record = try store.task(id: id) else {
       throw ProtFSError(
-        .notFound, "There is no download task \(id) on the device '\(device.root)'.", hint: "`protfs tasks` lists them")
+        .notFound, "There is no download task \(id) on the device '\(device.root)'.", remedy: .advice("`protfs tasks` lists them"))
     }
     guard let bundle = try store.sessions().first(where: { $0.identifier == record.sessionIdentifier })?.bundleID else {
       throw ProtFSError(.malformed, "The session of download task \(id) is missing from the task store.")
@@ -135,7 +135,7 @@ enum TasksCommand {
       Console.err("note: the download finished; it waits for `protfs unlock` to move it into place.")
       return DownloadCommand.exitWaitingForUnlock
     default:
-      Console.err("Error: \(task.error?.description ?? "download task \(id) is \(task.state.rawValue).")")
+      Console.err("Error: \(task.error?.commandLineDescription ?? "download task \(id) is \(task.state.rawValue).")")
       return DownloadCommand.exitFailed
     }
   }

@@ -1,0 +1,31 @@
+import ProtFSSystem
+
+/// The command line's words for a remedy: the library names the action, the CLI names the command.
+extension Remedy {
+  /// The remedy as a sentence fragment that names the protfs command to run.
+  var commandLine: String {
+    switch self {
+    case .unlock: "run `protfs unlock` first"
+    case .setClass(let path): "set a class with `protfs set-class CLASS '\(path)'`"
+    case .createContainer(let bundleID): "create it with `protfs init \(bundleID)`"
+    case .initializeDevice(let root): "run `protfs --device \(root) init BUNDLE-ID` first"
+    case .initializeDownloadsDirectory: "run `protfs init-cache` to give it NSFileProtectionNone"
+    case .purgeCaches: "remove it with `protfs cache purge`, then download again"
+    case .listTasks: "list the tasks with `protfs tasks`"
+    case .resetPasscode:
+      "remove the passcode hash from .protfs/lock-state.json and set a new one with `protfs passcode set`"
+    case .retry(let operation): "fix the item, then run `protfs \(operation)` again"
+    case .inspectJournal: "inspect it; removing it abandons the interrupted transition (run `protfs unlock` afterwards)"
+    case .runAsRoot(let orChown):
+      orChown ? "run protfs as root, or give the item to the device's owner with chown" : "run protfs as root"
+    case .runAsDeviceOwner: "run protfs as the device's owner"
+    case .confineAsRoot: "run protfs exec as root, outside a container or user namespace that restricts setuid and prctl"
+    case .advice(let text): text
+    }
+  }
+}
+
+extension ProtFSError {
+  /// The message followed by the remedy in the command line's words: what the CLI prints.
+  var commandLineDescription: String { description(advice: \.commandLine) }
+}

@@ -19,7 +19,9 @@ let package = Package(
       name: "ProtFS",
       dependencies: ["CAttr", "CProtFSSys", "CCurl", "CSQLite", "CCrypto"]
     ),
-    .executableTarget(name: "protfs", dependencies: ["ProtFS"]),
+    // The command-line layer (parser, help, commands), a library so tests can run it in-process.
+    .target(name: "ProtFSCLI", dependencies: ["ProtFS"]),
+    .executableTarget(name: "protfs", dependencies: ["ProtFSCLI"]),
     .target(name: "ProtFSTestSupport", dependencies: ["ProtFS", "CAttr"], path: "Tests/ProtFSTestSupport"),
     // Drives the download engine without the CLI, for the engine's kill -9 tests and benchmark.
     .executableTarget(name: "protfs-fetch", dependencies: ["ProtFS"], path: "Tests/ProtFSFetch"),

@@ -13,7 +13,7 @@ struct Parser {
 
   func parse(_ words: [String]) throws -> Outcome {
     var chain = [root]
-    var invocation = Invocation(commandPath: [root.name], environment: environment)
+    var invocation = Invocation(command: root, environment: environment)
     var positionals: [String] = []
     var index = 0
     // `protfs help CMD…` is `protfs CMD… --help`.
@@ -38,13 +38,13 @@ struct Parser {
         guard let option = options(of: chain).first(where: { $0.long == name }) else {
           throw unknownOption("--" + name, chain: chain, invocation: invocation)
         }
-        if option.long == "help" { return .help(chain) }
-        if option.long == "version" && chain.count == 1 { return .version }
+        if option == CommonOptions.help { return .help(chain) }
+        if option == CommonOptions.version && chain.count == 1 { return .version }
         if option.isFlag {
           if inlineValue != nil {
             throw invocation.usageError("The flag '--\(name)' does not take a value.")
           }
-          invocation.flags.insert(option.long)
+          invocation.record(flag: option)
         } else {
           let value: String
           if let inlineValue {
@@ -67,9 +67,9 @@ struct Parser {
           guard let option = options(of: chain).first(where: { $0.short == letter }) else {
             throw unknownOption("-\(letter)", chain: chain, invocation: invocation)
           }
-          if option.long == "help" { return .help(chain) }
+          if option == CommonOptions.help { return .help(chain) }
           if option.isFlag {
-            invocation.flags.insert(option.long)
+            invocation.record(flag: option)
           } else {
             let value: String
             if !letters.isEmpty {
@@ -94,7 +94,7 @@ struct Parser {
         }
         if let next = command.subcommand(named: word) {
           chain.append(next)
-          invocation.commandPath.append(next.name)
+          invocation.descend(into: next)
           continue
         }
         if command.run == nil || command.arguments.isEmpty {
@@ -142,10 +142,10 @@ struct Parser {
   private func isNumber(_ word: String) -> Bool { Double(word) != nil }
 
   private func record(_ option: Option, _ value: String, _ invocation: inout Invocation) throws {
-    if !option.repeatable, invocation.optionValues[option.long] != nil, option.long != "device" {
+    if !option.repeatable, invocation.isGiven(option), option != CommonOptions.device {
       throw invocation.usageError("The option '--\(option.long)' was given more than once.")
     }
-    invocation.optionValues[option.long, default: []].append(value)
+    invocation.record(option, value: value)
   }
 
   private func assign(_ values: [String], to command: Command, _ invocation: inout Invocation) throws {
@@ -159,10 +159,10 @@ struct Parser {
         guard let value = remaining.popFirst() else {
           throw invocation.usageError("Missing expected argument '<\(argument.name)>'.")
         }
-        invocation.positionals[argument.name] = [value]
+        invocation.assign([value], to: argument)
       case .optional:
         if remaining.count > laterRequired, let value = remaining.popFirst() {
-          invocation.positionals[argument.name] = [value]
+          invocation.assign([value], to: argument)
         }
       case .zeroOrMore, .oneOrMore:
         let take = max(0, remaining.count - laterRequired)
@@ -171,7 +171,7 @@ struct Parser {
         if argument.arity == .oneOrMore && taken.isEmpty {
           throw invocation.usageError("Missing expected argument '<\(argument.name)> ...'.")
         }
-        invocation.positionals[argument.name] = taken
+        invocation.assign(taken, to: argument)
       }
     }
     if let extra = remaining.first {

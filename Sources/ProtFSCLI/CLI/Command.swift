@@ -108,12 +108,16 @@ enum CommonOptions {
 
 /// A usage error: printed with the command's usage line, exit status 64.
 struct UsageError: Error {
+  /// What is wrong, as one sentence.
   var message: String
+  /// The words of the command whose usage line is printed, for example `["protfs", "init"]`.
   var commandPath: [String]
 }
 
 /// A runtime failure with a specific exit status (the message is already printed, or is printed as `Error: …`).
 struct ExitStatus: Error {
+  /// The exit status.
   var code: Int32
+  /// Printed as `Error: …` when not nil.
   var message: String? = nil
 }

@@ -2,15 +2,23 @@ import ProtFS
 
 /// Turns the words of a command line into the command to run and its `Invocation`.
 struct Parser {
+  /// The top command (`protfs`), whose tree the words are read against.
   let root: Command
+  /// The environment the command will run in, handed to its `Invocation`.
   let environment: [String: String]
 
+  /// What the words ask for.
   enum Outcome {
+    /// Run the command with what was given.
     case run(Command, Invocation)
+    /// Print the help of the last command of the chain (from the top command down).
     case help([Command])
+    /// Print the version.
     case version
   }
 
+  /// Reads `words` (the command line without the program name); throws a `UsageError` for words
+  /// that do not fit the commands' declarations.
   func parse(_ words: [String]) throws -> Outcome {
     var chain = [root]
     var invocation = Invocation(command: root, environment: environment)
@@ -128,19 +136,23 @@ struct Parser {
     return target
   }
 
+  /// The options the last command of `chain` accepts: its own, then the common ones.
   private func options(of chain: [Command]) -> [Option] {
     var all = chain.last!.options + [CommonOptions.device, CommonOptions.help]
     if chain.count == 1 { all.append(CommonOptions.version) }
     return all
   }
 
+  /// `name=value` split at the first `=`; the value is nil without one.
   private func split(_ body: Substring) -> (String, String?) {
     guard let equals = body.firstIndex(of: "=") else { return (String(body), nil) }
     return (String(body[..<equals]), String(body[body.index(after: equals)...]))
   }
 
+  /// Whether `word` is a number (`-1` is a value, not an option).
   private func isNumber(_ word: String) -> Bool { Double(word) != nil }
 
+  /// Records a value of `option`, refusing a second one unless the option repeats.
   private func record(_ option: Option, _ value: String, _ invocation: inout Invocation) throws {
     if !option.repeatable, invocation.isGiven(option), option != CommonOptions.device {
       throw invocation.usageError("The option '--\(option.long)' was given more than once.")
@@ -148,6 +160,8 @@ struct Parser {
     invocation.record(option, value: value)
   }
 
+  /// Hands the positional words to the command's arguments, in order, leaving later required
+  /// arguments their share.
   private func assign(_ values: [String], to command: Command, _ invocation: inout Invocation) throws {
     var remaining = values[...]
     for (position, argument) in command.arguments.enumerated() {
@@ -179,6 +193,7 @@ struct Parser {
     }
   }
 
+  /// The usage error for an option the command does not accept, with the nearest one it does.
   private func unknownOption(_ word: String, chain: [Command], invocation: Invocation) -> UsageError {
     var message = "Unknown option '\(word)'."
     let names = options(of: chain).map { "--" + $0.long }
@@ -188,6 +203,7 @@ struct Parser {
     return UsageError(message: message, commandPath: chain.map(\.name))
   }
 
+  /// The usage error for a word that is no subcommand, with the nearest visible one.
   private func unknownCommand(_ word: String, in chain: [Command]) -> UsageError {
     var message = "Unknown command '\(word)'."
     let names = chain.last!.subcommands.filter { !$0.isHidden }.map(\.name)

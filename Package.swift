@@ -7,7 +7,8 @@ import PackageDescription
 //   ProtFS        the model: classes, device layout, lock state, the walker and the class resolver
 //   ProtFSLock, ProtFSCache, ProtFSDownloads, ProtFSAudit   features, each on the model only
 //   ProtFSFoundation   the Foundation-shaped API (FileManager, FileHandle, URLSession)
-//   protfs        the command line
+//   ProtFSCLI     the command line (parser, help, commands), a library so tests run it in-process
+//   protfs        the executable: it only starts ProtFSCLI
 let package = Package(
   name: "protfs",
   products: [
@@ -33,9 +34,13 @@ let package = Package(
     .target(name: "ProtFSDownloads", dependencies: ["ProtFS", "CCurl", "CSQLite", "CCrypto"]),
     .target(name: "ProtFSAudit", dependencies: ["ProtFS"]),
     .target(name: "ProtFSFoundation", dependencies: ["ProtFS"]),
-    .executableTarget(
-      name: "protfs",
-      dependencies: ["ProtFS", "ProtFSLock", "ProtFSCache", "ProtFSDownloads", "ProtFSAudit", "ProtFSFoundation"]),
+    // The command-line layer (parser, help, commands), a library so tests can run it in-process.
+    .target(
+      name: "ProtFSCLI",
+      dependencies: [
+        "ProtFSSystem", "ProtFS", "ProtFSLock", "ProtFSCache", "ProtFSDownloads", "ProtFSAudit", "ProtFSFoundation",
+      ]),
+    .executableTarget(name: "protfs", dependencies: ["ProtFSCLI"]),
     .target(
       name: "ProtFSTestSupport",
       dependencies: ["ProtFSSystem", "ProtFS", "ProtFSLock", "ProtFSDownloads", "ProtFSAudit", "CAttr"],
@@ -49,6 +54,8 @@ let package = Package(
         "ProtFSSystem", "ProtFS", "ProtFSLock", "ProtFSCache", "ProtFSDownloads", "ProtFSAudit", "ProtFSFoundation",
         "ProtFSTestSupport", "CAttr",
       ]),
+    // The parser, help and exit statuses, in-process.
+    .testTarget(name: "ProtFSCLITests", dependencies: ["ProtFSCLI", "ProtFS"]),
     // Depends on the executable so that `swift test` builds the binary the tests run.
     .testTarget(
       name: "ProtFSEndToEndTests",

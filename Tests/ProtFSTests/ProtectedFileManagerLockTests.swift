@@ -90,7 +90,7 @@ import Testing
       #expect(error.code == .fileReadNoPermission)
       #expect((error.userInfo[NSUnderlyingErrorKey] as? NSError)?.code == Int(EPERM))
       #expect((error.userInfo[NSFilePathErrorKey] as? String)?.hasSuffix("/file") == true)
-      #expect(error.localizedDescription.contains("protfs unlock"))
+      #expect(error.localizedDescription.contains("unlock the device first"))
     }
     #expect(!t.device.isProtectedDataAvailable)
   }

@@ -20,26 +20,33 @@ enum AuditCommand {
       Exit status: 0 when no finding is at or above --fail-on, 1 when one is, 2 when the audit
       could not run or could not read the whole tree.
       """,
-    arguments: [
-      Argument(name: "path", help: "A container or device directory (default: the current device).", arity: .zeroOrMore)
-    ],
-    options: [
-      .value(
-        "policy", "file", help: "A policy file; repeat to apply several (default: the built-in default policy).",
-        repeatable: true),
-      .value("entitlements", "file", help: "Compare each container's default class with this entitlements plist."),
-      .value("format", "format", help: "text, json, sarif or junit (default: text)."),
-      .value("output", short: "o", "file", help: "Write the report to this file instead of standard output."),
-      .value(
-        "fail-on", "level", help: "Exit 1 for findings at this level or above: error, warning or note (default: error)."
-      ),
-    ],
+    arguments: [paths],
+    options: [policy, entitlements, format, output, failOn],
     run: run
   )
 
+  /// `[<path> ...]`.
+  static let paths = Argument(
+    name: "path", help: "A container or device directory (default: the current device).", arity: .zeroOrMore)
+  /// `--policy FILE`, repeatable.
+  static let policy = Option.value(
+    "policy", "file", help: "A policy file; repeat to apply several (default: the built-in default policy).",
+    repeatable: true)
+  /// `--entitlements FILE`.
+  static let entitlements = Option.value(
+    "entitlements", "file", help: "Compare each container's default class with this entitlements plist.")
+  /// `--format FORMAT`.
+  static let format = Option.value("format", "format", help: "text, json, sarif or junit (default: text).")
+  /// `--output FILE`, `-o`.
+  static let output = Option.value(
+    "output", short: "o", "file", help: "Write the report to this file instead of standard output.")
+  /// `--fail-on LEVEL`.
+  static let failOn = Option.value(
+    "fail-on", "level", help: "Exit 1 for findings at this level or above: error, warning or note (default: error).")
+
   static func run(_ invocation: Invocation) throws -> Int32 {
-    let format = try parse(invocation.value("format") ?? "text", as: AuditFormat.self, option: "format", invocation)
-    let failOn = try parse(invocation.value("fail-on") ?? "error", as: AuditLevel.self, option: "fail-on", invocation)
+    let format = try parse(Self.format, default: "text", as: AuditFormat.self, invocation)
+    let failOn = try parse(Self.failOn, default: "error", as: AuditLevel.self, invocation)
     do {
       return try audit(invocation, format: format, failOn: failOn)
     } catch {
@@ -52,7 +59,7 @@ enum AuditCommand {
     -> Int32
   {
     var policies: [Policy] = []
-    for path in invocation.values("policy") {
+    for path in invocation.values(Self.policy) {
       let policy = try Policy(contentsOf: path)
       for warning in policy.warnings { Console.err(warning.description) }
       policies.append(policy)
@@ -60,14 +67,14 @@ enum AuditCommand {
     if policies.isEmpty { policies = [Policy.builtInDefault] }
 
     var entitlementsDefault: ProtectionClass?
-    if let path = invocation.value("entitlements") {
+    if let path = invocation.value(Self.entitlements) {
       entitlementsDefault = try Entitlements(contentsOf: path).defaultDataProtection
       if entitlementsDefault == nil {
         Console.err("note: '\(path)' does not set \(Entitlements.defaultDataProtectionKey); no default to compare.")
       }
     }
 
-    var paths = invocation.arguments("path")
+    var paths = invocation.arguments(Self.paths)
     if paths.isEmpty {
       let device = invocation.device
       try device.requireInitialized()
@@ -85,7 +92,7 @@ enum AuditCommand {
 
     let fd: Int32
     let outputName: String
-    if let path = invocation.value("output") {
+    if let path = invocation.value(Self.output) {
       fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0o644)
       if fd < 0 { throw ProtFSError.system("write the report to", path: path, errno: errno) }
       outputName = path
@@ -108,13 +115,15 @@ enum AuditCommand {
     return total.count(atLeast: failOn) > 0 ? 1 : 0
   }
 
+  /// The value of `option` (`defaultText` when not given) as one of `T`'s cases, or a usage error
+  /// that names them.
   private static func parse<T: RawRepresentable & CaseIterable>(
-    _ text: String, as type: T.Type, option: String,
-    _ invocation: Invocation
+    _ option: Option, default defaultText: String, as type: T.Type, _ invocation: Invocation
   ) throws -> T where T.RawValue == String {
+    let text = invocation.value(option) ?? defaultText
     if let value = T(rawValue: text.lowercased()) { return value }
     let names = T.allCases.map(\.rawValue)
-    var message = "'\(text)' is not a valid value for '--\(option)'; use one of \(names.joined(separator: ", "))."
+    var message = "'\(text)' is not a valid value for '--\(option.long)'; use one of \(names.joined(separator: ", "))."
     if let near = Suggestion.nearest(to: text.lowercased(), in: names) { message += " Did you mean '\(near)'?" }
     throw invocation.usageError(message)
   }

@@ -10,12 +10,10 @@ enum TasksCommand {
     abstract: "List background download tasks, or resume or cancel one.",
     discussion: """
       Tasks live in <device>/.protfs/downloads.sqlite and outlive the process that started them.
-      States: running, suspended, canceling, completed, failed, waitingForUnlock.
+      States: running, suspended, canceling, completed, failed, waitingForUnlock. With --json: an
+      array of tasks.
       """,
-    options: [
-      .value("session", "identifier", help: "Only this session's tasks."),
-      .flag("json", help: "Print a JSON array of tasks."),
-    ],
+    options: [session, CommonOptions.json],
     subcommands: [resume, cancel],
     run: list
   )
@@ -23,17 +21,22 @@ enum TasksCommand {
   static let resume = Command(
     name: "resume",
     abstract: "Resume a suspended, failed or interrupted task in the foreground until it settles.",
-    arguments: [Argument(name: "task-id", help: "The task's number, as `protfs tasks` shows it.")],
-    options: [.value("progress", "mode", help: "auto, bar, json or none (default: auto).")],
+    arguments: [taskID],
+    options: [DownloadCommand.progress],
     run: { invocation in try act(invocation, cancel: false) }
   )
 
   static let cancel = Command(
     name: "cancel",
     abstract: "Cancel a task; its temp file is removed.",
-    arguments: [Argument(name: "task-id", help: "The task's number, as `protfs tasks` shows it.")],
+    arguments: [taskID],
     run: { invocation in try act(invocation, cancel: true) }
   )
+
+  /// `--session IDENTIFIER` of the list.
+  static let session = Option.value("session", "identifier", help: "Only this session's tasks.")
+  /// `<task-id>` of resume and cancel.
+  static let taskID = Argument(name: "task-id", help: "The task's number, as `protfs tasks` shows it.")
 
   static func store(_ device: Device) throws -> DownloadStore? {
     try device.requireInitialized()
@@ -42,9 +45,9 @@ enum TasksCommand {
   }
 
   static func list(_ invocation: Invocation) throws -> Int32 {
-    var records = try store(invocation.device)?.tasks(session: invocation.value("session")) ?? []
+    var records = try store(invocation.device)?.tasks(session: invocation.value(Self.session)) ?? []
     records.sort { $0.id < $1.id }
-    if invocation.flag("json") {
+    if invocation.flag(CommonOptions.json) {
       try Console.json(records)
       return 0
     }
@@ -67,7 +70,7 @@ enum TasksCommand {
   }
 
   static func act(_ invocation: Invocation, cancel: Bool) throws -> Int32 {
-    let text = invocation.argument("task-id")!
+    let text = invocation.required(Self.taskID)
     guard let id = Int64(text) else {
       throw invocation.usageError("'\(text)' is not a task number; `protfs tasks` lists them.")
     }
@@ -125,7 +128,8 @@ enum TasksCommand {
     if task.state == .waitingForUnlock {
       _ = session.completeWaitingTasks()
     } else {
-      _ = DownloadCommand.runInForeground([task], of: session, progress: invocation.value("progress") ?? "auto")
+      _ = DownloadCommand.runInForeground(
+        [task], of: session, progress: invocation.value(DownloadCommand.progress) ?? "auto")
     }
     switch task.state {
     case .completed:

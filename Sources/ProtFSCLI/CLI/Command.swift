@@ -22,11 +22,22 @@ struct Command: Sendable {
   /// The action; nil for a command that only groups subcommands.
   var run: (@Sendable (Invocation) throws -> Int32)? = nil
 
+  /// The subcommand called `name`, if there is one.
   func subcommand(named name: String) -> Command? { subcommands.first { $0.name == name } }
+
+  /// Whether an invocation of this command may read `option`: one of its own options, or
+  /// `--device`, which every command accepts (`--help` and `--version` never reach a command).
+  func declares(_ option: Option) -> Bool { option == CommonOptions.device || options.contains(option) }
+
+  /// Whether `argument` is one of this command's positional arguments.
+  func declares(_ argument: Argument) -> Bool { arguments.contains(argument) }
 }
 
 /// A positional argument.
-struct Argument: Sendable {
+///
+/// Declare it once as a static value and read it through that value
+/// (`invocation.required(InitCommand.bundleID)`), so that what a command reads is what it declares.
+struct Argument: Sendable, Equatable {
   /// How many values it takes.
   enum Arity: Sendable { case required, optional, zeroOrMore, oneOrMore }
   /// The name shown as `<name>` and used to look the value up.
@@ -35,10 +46,17 @@ struct Argument: Sendable {
   var help: String
   /// How many values it takes.
   var arity: Arity = .required
+
+  /// Whether it takes any number of values (shown as `<name> ...`).
+  var isVariadic: Bool { arity == .zeroOrMore || arity == .oneOrMore }
 }
 
 /// An option with a value, or a flag.
-struct Option: Sendable {
+///
+/// Declare it once as a static value (`static let json = Option.flag(...)`) and read it through
+/// that value (`invocation.flag(CommonOptions.json)`): reading an option the command does not
+/// declare is a programmer error that traps.
+struct Option: Sendable, Equatable {
   /// The long name without dashes.
   var long: String
   /// The short name, if any.
@@ -63,26 +81,43 @@ struct Option: Sendable {
     Option(long: long, short: short, valueName: valueName, help: help, repeatable: repeatable)
   }
 
+  /// Whether it is a flag (takes no value).
   var isFlag: Bool { valueName == nil }
 }
 
-/// Options every command accepts.
+/// Options every command accepts (`device`, `help`; `version` at the top), and options that
+/// several commands declare with one meaning, declared here once.
 enum CommonOptions {
+  /// `--json`: what the JSON holds is the command's output as data; a command whose shape needs
+  /// words says so in its discussion.
+  static let json = Option.flag("json", help: "Print JSON instead of text, for scripts.")
+  /// `--dry-run`, `-n`, for the commands that remove files.
+  static let dryRun = Option.flag("dry-run", short: "n", help: "Print what would be removed; change nothing.")
+  /// `--follow`, `-L`, for the commands that take item paths.
+  static let follow = Option.flag(
+    "follow", short: "L", help: "Follow symbolic links given as PATH (never out of the device).")
+  /// The device directory, for every command.
   static let device = Option.value(
     "device", "dir",
     help: "The device directory (default: $PROTFS_DEVICE, else $XDG_DATA_HOME/protfs/device).")
+  /// Help, for every command.
   static let help = Option.flag("help", short: "h", help: "Show help information.")
+  /// The version, for the top command only.
   static let version = Option.flag("version", help: "Show the version.")
 }
 
 /// A usage error: printed with the command's usage line, exit status 64.
 struct UsageError: Error {
+  /// What is wrong, as one sentence.
   var message: String
+  /// The words of the command whose usage line is printed, for example `["protfs", "init"]`.
   var commandPath: [String]
 }
 
 /// A runtime failure with a specific exit status (the message is already printed, or is printed as `Error: …`).
 struct ExitStatus: Error {
+  /// The exit status.
   var code: Int32
+  /// Printed as `Error: …` when not nil.
   var message: String? = nil
 }

@@ -13,14 +13,17 @@ enum InitCacheCommand {
       locked. Prints the directory's absolute path as the only line on standard output. Running it
       again is safe; a class change is reported on standard error.
       """,
-    arguments: [Argument(name: "bundle-id", help: "The app's bundle identifier, for example com.example.app.")],
-    options: [.value("class", "class", help: "The directory's protection class (default: none).")],
+    arguments: [InitCommand.bundleID],
+    options: [protectionClass],
     run: run
   )
 
+  /// `--class CLASS`.
+  static let protectionClass = Option.value("class", "class", help: "The directory's protection class (default: none).")
+
   static func run(_ invocation: Invocation) throws -> Int32 {
-    let bundleID = try invocation.bundleID(invocation.argument("bundle-id")!)
-    let protectionClass = try invocation.value("class").map(invocation.protectionClass) ?? .none
+    let bundleID = try invocation.bundleID(invocation.required(InitCommand.bundleID))
+    let protectionClass = try invocation.value(Self.protectionClass).map(invocation.protectionClass) ?? .none
     let result = try invocation.device.initCache(bundleID, protectionClass: protectionClass)
     if result.containerCreated { Console.err("Created container \(bundleID).") }
     if let previous = result.previousClass {

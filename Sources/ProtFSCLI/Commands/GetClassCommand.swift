@@ -8,15 +8,15 @@ enum GetClassCommand {
     discussion: """
       Prints one line per item: the raw value (as iOS names it), the source (own: the item's own
       attribute; inherited: the nearest ancestor directory's; default: the container's default),
-      and the path.
+      and the path. With --json: an array of {path, class, name, source}.
       """,
-    arguments: [Argument(name: "path", help: "Items inside the device.", arity: .oneOrMore)],
-    options: [
-      .flag("json", help: "Print a JSON array of {path, class, name, source}."),
-      .flag("follow", short: "L", help: "Follow symbolic links (never out of the device)."),
-    ],
+    arguments: [path],
+    options: [CommonOptions.json, CommonOptions.follow],
     run: run
   )
+
+  /// `<path> ...`.
+  static let path = Argument(name: "path", help: "Items inside the device.", arity: .oneOrMore)
 
   struct Row: Encodable {
     var path: String
@@ -29,15 +29,15 @@ enum GetClassCommand {
     let device = invocation.device
     try device.requireInitialized()
     var rows: [Row] = []
-    for shown in invocation.arguments("path") {
-      let path = try Paths.item(shown, on: device, follow: invocation.flag("follow"))
+    for shown in invocation.arguments(Self.path) {
+      let path = try Paths.item(shown, on: device, follow: invocation.flag(CommonOptions.follow))
       let effective = try device.effectiveClass(of: path)
       rows.append(
         Row(
           path: shown, class: effective.protectionClass.rawValue, name: effective.protectionClass.name,
           source: effective.source.rawValue))
     }
-    if invocation.flag("json") {
+    if invocation.flag(CommonOptions.json) {
       try Console.json(rows)
     } else {
       let width = rows.map(\.class.count).max() ?? 0

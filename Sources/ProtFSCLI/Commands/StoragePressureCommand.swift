@@ -12,25 +12,25 @@ enum StoragePressureCommand {
       Library/Application Support and Library/Preferences are never touched, nor the temp file of
       a running download.
       """,
-    options: [
-      .value("free", "size", help: "How much to free, e.g. 500M or 2GiB (default: everything purgeable)."),
-      .flag("include-resumable", help: "Also temp files that a suspended or failed task could resume from."),
-      .flag("dry-run", short: "n", help: "Print what would be removed; change nothing."),
-      .flag("json", help: "Print the report as JSON."),
-    ],
+    options: [free, CacheCommand.includeResumable, CommonOptions.dryRun, CommonOptions.json],
     run: run
   )
+
+  /// `--free SIZE`.
+  static let free = Option.value(
+    "free", "size", help: "How much to free, e.g. 500M or 2GiB (default: everything purgeable).")
 
   static func run(_ invocation: Invocation) throws -> Int32 {
     let free: Int64?
     do {
-      free = try invocation.value("free").map { text throws(ProtFSError) in try ByteSize.parse(text) }
+      free = try invocation.value(Self.free).map { text throws(ProtFSError) in try ByteSize.parse(text) }
     } catch {
       throw invocation.usageError(error.commandLineDescription)
     }
     let report = try CacheCommand.manager(invocation).simulateStoragePressure(
-      free: free, includeResumable: invocation.flag("include-resumable"), dryRun: invocation.flag("dry-run"))
-    if invocation.flag("json") { try Console.json(report) } else { CacheCommand.printReport(report) }
+      free: free, includeResumable: invocation.flag(CacheCommand.includeResumable),
+      dryRun: invocation.flag(CommonOptions.dryRun))
+    if invocation.flag(CommonOptions.json) { try Console.json(report) } else { CacheCommand.printReport(report) }
     return report.failures.isEmpty ? 0 : 1
   }
 }

@@ -16,43 +16,52 @@ extension Invocation {
     return controller
   }
 
-  /// A passcode from `--<option>`, else the file of `--<option>-file` (`-`: standard input), else
-  /// the environment variable, else (with a `prompt`) a prompt on the terminal; nil when none.
-  func passcode(option: String, environmentKey: String, prompt: String?) throws -> String? {
-    let fileOption = option + "-file"
-    if value(option) != nil, value(fileOption) != nil {
-      throw usageError("Give --\(option) or --\(fileOption), not both.")
+  /// A passcode from `--NAME`, else the file of `--NAME-file` (`-`: standard input), else the
+  /// environment variable, else (with a `prompt`) a prompt on the terminal; nil when none.
+  func passcode(_ option: PasscodeOption, prompt: String?) throws -> String? {
+    if value(option.code) != nil, value(option.file) != nil {
+      throw usageError("Give --\(option.code.long) or --\(option.file.long), not both.")
     }
-    if let value = value(option) { return value }
-    if let path = value(fileOption) { return try PasscodeFile.read(path, option: fileOption) }
-    if let value = environment[environmentKey] { return value }
+    if let value = value(option.code) { return value }
+    if let path = value(option.file) { return try PasscodeFile.read(path, option: option.file.long) }
+    if let value = environment[option.environmentKey] { return value }
     guard let prompt, isatty(STDIN_FILENO) == 1 else { return nil }
     return Terminal.readSecret(prompt)
   }
 
   /// Refuses two passcode options that would both read standard input.
-  func requireOneStandardInput(_ options: [String]) throws {
-    let readers = options.filter { value($0 + "-file") == "-" }
+  func requireOneStandardInput(_ options: [PasscodeOption]) throws {
+    let readers = options.filter { value($0.file) == "-" }
     if readers.count > 1 {
       throw usageError(
-        "Only one of \(readers.map { "--\($0)-file" }.joined(separator: " and ")) can read standard input (-).")
+        "Only one of \(readers.map { "--\($0.file.long)" }.joined(separator: " and ")) can read standard input (-).")
     }
   }
 }
 
-/// The options that give a passcode, shared by every command that asks for one.
-enum PasscodeOptions {
+/// A passcode given as `--NAME CODE` or `--NAME-file FILE`, or in an environment variable:
+/// declared once per meaning and shared by the commands that ask for that passcode.
+struct PasscodeOption: Sendable {
+  /// `--NAME CODE`.
+  let code: Option
+  /// `--NAME-file FILE`.
+  let file: Option
+  /// The environment variable read when neither option is given.
+  let environmentKey: String
+
   /// `--<name> CODE` and `--<name>-file FILE`; `what` says which passcode it is, and `prompts`
   /// whether the command asks on a terminal when neither is given.
-  static func options(_ name: String, _ what: String, environmentKey: String, prompts: Bool = true) -> [Option] {
+  init(_ name: String, _ what: String, environmentKey: String, prompts: Bool = true) {
     let fallback = prompts ? "$\(environmentKey), else a prompt" : "$\(environmentKey)"
-    return [
-      .value(
-        name, "code",
-        help: "\(what) (default: \(fallback)); briefly visible to other users: prefer --\(name)-file."),
-      .value(name + "-file", "file", help: "Like --\(name), from the first line of FILE (- for standard input)."),
-    ]
+    code = .value(
+      name, "code",
+      help: "\(what) (default: \(fallback)); briefly visible to other users: prefer --\(name)-file.")
+    file = .value(name + "-file", "file", help: "Like --\(name), from the first line of FILE (- for standard input).")
+    self.environmentKey = environmentKey
   }
+
+  /// Both options, for a command's `options`.
+  var options: [Option] { [code, file] }
 }
 
 /// Reading a passcode from the terminal without echo.

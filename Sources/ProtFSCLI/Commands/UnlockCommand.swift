@@ -10,16 +10,19 @@ enum UnlockCommand {
       --passcode, $PROTFS_PASSCODE, or a prompt on a terminal). After five wrong passcodes in a
       row, attempts are refused for 1, 5, 15 and then 60 minutes, as on iOS.
       """,
-    options: PasscodeOptions.options("passcode", "The device passcode", environmentKey: "PROTFS_PASSCODE"),
+    options: passcode.options,
     run: run
   )
+
+  /// `--passcode` and `--passcode-file`: the device passcode.
+  static let passcode = PasscodeOption("passcode", "The device passcode", environmentKey: "PROTFS_PASSCODE")
 
   static func run(_ invocation: Invocation) throws -> Int32 {
     let controller = invocation.lockController
     let record = try controller.record()
     var passcode: String?
     if record.state != .unlocked && record.passcodeHash != nil {
-      passcode = try invocation.passcode(option: "passcode", environmentKey: "PROTFS_PASSCODE", prompt: "Passcode: ")
+      passcode = try invocation.passcode(Self.passcode, prompt: "Passcode: ")
     }
     let report = try controller.unlock(passcode: passcode)
     Console.out(TransitionText.summary(report, device: controller.device))

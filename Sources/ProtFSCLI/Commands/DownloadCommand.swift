@@ -28,65 +28,82 @@ enum DownloadCommand {
       Exit status: 0 every task completed; 1 a task failed; 75 a task waits for unlock;
       64 a usage error.
       """,
-    arguments: [Argument(name: "url", help: "http, https or file URLs.", arity: .zeroOrMore)],
+    arguments: [urls],
     options: [
-      .value("input-file", short: "i", "file", help: "Read URLs from FILE, one per line ('-' for stdin)."),
-      .value("bundle", "bundle-id", help: "The app whose container receives the files (required)."),
-      .value("session", "identifier", help: "The background session's identifier (default: <bundle-id>.background)."),
-      .value("to", "dir", help: "Destination directory inside the container (default: Documents)."),
-      .value("sha256", "hex", help: "The SHA-256 every downloaded file must have."),
-      .value("connections", "n", help: "Connections per host (default: 6, as iOS)."),
-      .value("progress", "mode", help: "auto, bar, json or none (default: auto: a bar on a terminal)."),
-      .value(
-        "timeout-request", "duration",
-        help:
-          "Retry a transfer that receives nothing, or under 100 bytes/s, for this long (default: 60s; 1s to 1d)."),
-      .value(
-        "timeout-resource", "duration",
-        help: "Fail a task not finished this long after it was created, resumes included (default: 7d; 1s to 365d)."),
-      .flag(
-        "sync",
-        help:
-          "Flush each file to disk before moving it into place, so that a power cut cannot leave a partial file (slower)."
-      ),
+      inputFile, bundle, session, destination, sha256, connections, progress, requestTimeout, resourceTimeout, sync,
     ],
     run: run
   )
 
+  /// `[<url> ...]`.
+  static let urls = Argument(name: "url", help: "http, https or file URLs.", arity: .zeroOrMore)
+  /// `--input-file FILE`, `-i`.
+  static let inputFile = Option.value(
+    "input-file", short: "i", "file", help: "Read URLs from FILE, one per line ('-' for stdin).")
+  /// `--bundle BUNDLE-ID`.
+  static let bundle = Option.value(
+    "bundle", "bundle-id", help: "The app whose container receives the files (required).")
+  /// `--session IDENTIFIER`.
+  static let session = Option.value(
+    "session", "identifier", help: "The background session's identifier (default: <bundle-id>.background).")
+  /// `--to DIR`.
+  static let destination = Option.value(
+    "to", "dir", help: "Destination directory inside the container (default: Documents).")
+  /// `--sha256 HEX`.
+  static let sha256 = Option.value("sha256", "hex", help: "The SHA-256 every downloaded file must have.")
+  /// `--connections N`.
+  static let connections = Option.value("connections", "n", help: "Connections per host (default: 6, as iOS).")
+  /// `--progress MODE`, also for `tasks resume`.
+  static let progress = Option.value(
+    "progress", "mode", help: "auto, bar, json or none (default: auto: a bar on a terminal).")
+  /// `--timeout-request DURATION`.
+  static let requestTimeout = Option.value(
+    "timeout-request", "duration",
+    help: "Retry a transfer that receives nothing, or under 100 bytes/s, for this long (default: 60s; 1s to 1d).")
+  /// `--timeout-resource DURATION`.
+  static let resourceTimeout = Option.value(
+    "timeout-resource", "duration",
+    help: "Fail a task not finished this long after it was created, resumes included (default: 7d; 1s to 365d).")
+  /// `--sync`.
+  static let sync = Option.flag(
+    "sync",
+    help:
+      "Flush each file to disk before moving it into place, so that a power cut cannot leave a partial file (slower).")
+
   static func run(_ invocation: Invocation) throws -> Int32 {
-    guard let bundleText = invocation.value("bundle") else {
+    guard let bundleText = invocation.value(Self.bundle) else {
       throw invocation.usageError("Missing '--bundle <bundle-id>': downloads belong to an app's container.")
     }
     let bundleID = try invocation.bundleID(bundleText)
-    var texts = invocation.arguments("url")
-    if let list = invocation.value("input-file") { texts += try readList(list) }
+    var texts = invocation.arguments(Self.urls)
+    if let list = invocation.value(Self.inputFile) { texts += try readList(list) }
     if texts.isEmpty { throw invocation.usageError("Give at least one URL, or -i FILE.") }
-    let mode = invocation.value("progress") ?? "auto"
+    let mode = invocation.value(Self.progress) ?? "auto"
     guard ["auto", "bar", "json", "none"].contains(mode) else {
       throw invocation.usageError("'\(mode)' is not a progress mode; use auto, bar, json or none.")
     }
     var connections = 6
-    if let text = invocation.value("connections") {
+    if let text = invocation.value(Self.connections) {
       guard let n = Int(text), (1...64).contains(n) else {
         throw invocation.usageError("'\(text)' is not a connection count; use a whole number from 1 to 64.")
       }
       connections = n
     }
-    let requestTimeout = try timeout(invocation, "timeout-request", within: 1...86400)
-    let resourceTimeout = try timeout(invocation, "timeout-resource", within: 1...(365 * 86400))
-    if let digest = invocation.value("sha256"), digest.count != 64 || !digest.allSatisfy(\.isHexDigit) {
+    let requestTimeout = try timeout(invocation, Self.requestTimeout, within: 1...86400)
+    let resourceTimeout = try timeout(invocation, Self.resourceTimeout, within: 1...(365 * 86400))
+    if let digest = invocation.value(Self.sha256), digest.count != 64 || !digest.allSatisfy(\.isHexDigit) {
       throw invocation.usageError("'\(digest)' is not a SHA-256 digest; give 64 hexadecimal digits.")
     }
 
     let device = invocation.device
     let container = device.container(bundleID)
-    let destinationText = invocation.value("to") ?? "Documents"
+    let destinationText = invocation.value(Self.destination) ?? "Documents"
     let destination = try resolveDestination(destinationText, in: container, device: device)
     var configuration = try device.downloadConfiguration(
-      bundleID: bundleID, identifier: invocation.value("session") ?? "\(bundleID).background",
+      bundleID: bundleID, identifier: invocation.value(Self.session) ?? "\(bundleID).background",
       destination: destination)
     configuration.maximumConnectionsPerHost = connections
-    configuration.synchronizesFiles = invocation.flag("sync")
+    configuration.synchronizesFiles = invocation.flag(Self.sync)
     if let requestTimeout { configuration.requestTimeout = requestTimeout }
     if let resourceTimeout { configuration.resourceTimeout = resourceTimeout }
     // The CLI resumes only what it is asked for; `protfs tasks resume` takes the rest.
@@ -97,7 +114,7 @@ enum DownloadCommand {
     var failed = false
     var remaining = texts[...]
     var seen = Set<String>()
-    let digest = invocation.value("sha256")?.lowercased()
+    let digest = invocation.value(Self.sha256)?.lowercased()
     func nextRequests(_ count: Int) -> [DownloadRequest] {
       var requests: [DownloadRequest] = []
       while requests.count < count, let text = remaining.popFirst() {
@@ -150,17 +167,17 @@ enum DownloadCommand {
     return failed ? exitFailed : waiting ? exitWaitingForUnlock : exitCompleted
   }
 
-  /// The duration given to `--name`, if any, checked against `range` (in seconds) before it
+  /// The duration given to `option`, if any, checked against `range` (in seconds) before it
   /// becomes a `Duration`.
-  static func timeout(_ invocation: Invocation, _ name: String, within range: ClosedRange<Double>) throws
+  static func timeout(_ invocation: Invocation, _ option: Option, within range: ClosedRange<Double>) throws
     -> Duration?
   {
-    guard let text = invocation.value(name) else { return nil }
+    guard let text = invocation.value(option) else { return nil }
     do {
       let seconds = try HumanDuration.parse(text, in: range)
       return .milliseconds(Int64((seconds * 1000).rounded()))
     } catch {
-      throw invocation.usageError("--\(name): \(error.commandLineDescription)")
+      throw invocation.usageError("--\(option.long): \(error.commandLineDescription)")
     }
   }
 

@@ -17,31 +17,35 @@ enum CachePurgeCommand {
       """,
     arguments: [CacheCommand.bundleArgument],
     options: [
-      .value("older-than", "duration", help: "Items last used longer ago than this, e.g. 30m, 2h, 7d, 1h30m."),
-      .value("max-size", "size", help: "Keep each container's caches within this size, e.g. 100M, 1.5GiB."),
-      .flag("orphans", help: "Temp downloads that no task owns."),
-      .flag("include-resumable", help: "Also temp files that a suspended or failed task could resume from."),
-      .flag("dry-run", short: "n", help: "Print what would be removed; change nothing."),
-      .flag("json", help: "Print the report as JSON."),
+      olderThan, maxSize, orphans, CacheCommand.includeResumable, CommonOptions.dryRun, CommonOptions.json,
     ],
     run: run
   )
 
+  /// `--older-than DURATION`.
+  static let olderThan = Option.value(
+    "older-than", "duration", help: "Items last used longer ago than this, e.g. 30m, 2h, 7d, 1h30m.")
+  /// `--max-size SIZE`.
+  static let maxSize = Option.value(
+    "max-size", "size", help: "Keep each container's caches within this size, e.g. 100M, 1.5GiB.")
+  /// `--orphans`.
+  static let orphans = Option.flag("orphans", help: "Temp downloads that no task owns.")
+
   static func run(_ invocation: Invocation) throws -> Int32 {
-    let bundleID = try invocation.argument("bundle-id").map(invocation.bundleID)
+    let bundleID = try invocation.argument(CacheCommand.bundleArgument).map(invocation.bundleID)
     var criteria = PurgeCriteria(
-      orphans: invocation.flag("orphans"), includeResumable: invocation.flag("include-resumable"))
+      orphans: invocation.flag(Self.orphans), includeResumable: invocation.flag(CacheCommand.includeResumable))
     do {
-      criteria.olderThan = try invocation.value("older-than").map { text throws(ProtFSError) in
+      criteria.olderThan = try invocation.value(Self.olderThan).map { text throws(ProtFSError) in
         try HumanDuration.parse(text)
       }
-      criteria.maxSize = try invocation.value("max-size").map { text throws(ProtFSError) in try ByteSize.parse(text) }
+      criteria.maxSize = try invocation.value(Self.maxSize).map { text throws(ProtFSError) in try ByteSize.parse(text) }
     } catch {
       throw invocation.usageError(error.commandLineDescription)
     }
     let report = try CacheCommand.manager(invocation).purge(
-      bundleID, criteria: criteria, dryRun: invocation.flag("dry-run"))
-    if invocation.flag("json") { try Console.json(report) } else { CacheCommand.printReport(report) }
+      bundleID, criteria: criteria, dryRun: invocation.flag(CommonOptions.dryRun))
+    if invocation.flag(CommonOptions.json) { try Console.json(report) } else { CacheCommand.printReport(report) }
     return report.failures.isEmpty ? 0 : 1
   }
 }

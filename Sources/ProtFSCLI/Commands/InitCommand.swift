@@ -13,18 +13,23 @@ enum InitCommand {
       is created too if needed. Running it again on an existing container changes nothing but a
       default class given explicitly.
       """,
-    arguments: [Argument(name: "bundle-id", help: "The app's bundle identifier, for example com.example.app.")],
-    options: [
-      .value("default-class", "class", help: "The container's default protection class."),
-      .value("entitlements", "file", help: "Take the default class from this entitlements plist (XML or binary)."),
-    ],
+    arguments: [bundleID],
+    options: [defaultClass, entitlements],
     run: run
   )
 
+  /// `<bundle-id>`, the app a container belongs to (also for init-cache).
+  static let bundleID = Argument(name: "bundle-id", help: "The app's bundle identifier, for example com.example.app.")
+  /// `--default-class CLASS`.
+  static let defaultClass = Option.value("default-class", "class", help: "The container's default protection class.")
+  /// `--entitlements FILE`.
+  static let entitlements = Option.value(
+    "entitlements", "file", help: "Take the default class from this entitlements plist (XML or binary).")
+
   static func run(_ invocation: Invocation) throws -> Int32 {
-    let bundleID = try invocation.bundleID(invocation.argument("bundle-id")!)
-    var defaultClass = try invocation.value("default-class").map(invocation.protectionClass)
-    if let path = invocation.value("entitlements") {
+    let bundleID = try invocation.bundleID(invocation.required(Self.bundleID))
+    var defaultClass = try invocation.value(Self.defaultClass).map(invocation.protectionClass)
+    if let path = invocation.value(Self.entitlements) {
       if defaultClass != nil {
         throw invocation.usageError("Give either --default-class or --entitlements, not both.")
       }

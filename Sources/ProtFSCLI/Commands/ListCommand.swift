@@ -7,13 +7,20 @@ enum ListCommand {
   static let command = Command(
     name: "ls",
     abstract: "List a directory with each item's protection class, source, mode and size.",
-    arguments: [Argument(name: "path", help: "A directory inside the device (default: the device).", arity: .optional)],
-    options: [
-      .flag("recursive", short: "R", help: "List everything below the directory."),
-      .flag("json", help: "Print a JSON array of items."),
-    ],
+    discussion: """
+      With --json: an array of items, each with path, kind, mode and size, and class, name and
+      source (files and directories) or target (symbolic links).
+      """,
+    arguments: [path],
+    options: [recursive, CommonOptions.json],
     run: run
   )
+
+  /// `[<path>]`.
+  static let path = Argument(
+    name: "path", help: "A directory inside the device (default: the device).", arity: .optional)
+  /// `--recursive`, `-R`.
+  static let recursive = Option.flag("recursive", short: "R", help: "List everything below the directory.")
 
   struct Row: Encodable {
     var path: String
@@ -29,7 +36,7 @@ enum ListCommand {
   static func run(_ invocation: Invocation) throws -> Int32 {
     let device = invocation.device
     try device.requireInitialized()
-    let shown = invocation.argument("path") ?? device.root
+    let shown = invocation.argument(Self.path) ?? device.root
     let start = try device.resolve(shown)
     let status = try device.status(start)
     var rows: [Row] = []
@@ -39,9 +46,9 @@ enum ListCommand {
       let inherited = try device.effectiveClass(of: start)
       try list(
         device, try device.openDirectory(start), start, prefix: "", inherited: inherited,
-        recursive: invocation.flag("recursive"), into: &rows)
+        recursive: invocation.flag(Self.recursive), into: &rows)
     }
-    if invocation.flag("json") {
+    if invocation.flag(CommonOptions.json) {
       try Console.json(rows)
       return 0
     }

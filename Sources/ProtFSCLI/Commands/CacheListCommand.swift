@@ -8,14 +8,14 @@ enum CacheListCommand {
     abstract:
       "List cache directories and download sessions with class, size, files, oldest and newest item, and tasks.",
     arguments: [CacheCommand.bundleArgument],
-    options: [.flag("json", help: "Print JSON.")],
+    options: [CommonOptions.json],
     run: run
   )
 
   static func run(_ invocation: Invocation) throws -> Int32 {
-    let bundleID = try invocation.argument("bundle-id").map(invocation.bundleID)
+    let bundleID = try invocation.argument(CacheCommand.bundleArgument).map(invocation.bundleID)
     let reports = try CacheCommand.manager(invocation).list(bundleID)
-    if invocation.flag("json") {
+    if invocation.flag(CommonOptions.json) {
       try Console.json(reports)
       return 0
     }

@@ -10,31 +10,32 @@ enum SetClassCommand {
       not relabel what is already inside it unless --recursive is given; items created later
       inherit it. Symbolic links are never followed.
       """,
-    arguments: [
-      Argument(name: "class", help: "none, complete, complete-unless-open, until-first-auth, when-inactive, …"),
-      Argument(name: "path", help: "Items inside the device.", arity: .oneOrMore),
-    ],
-    options: [
-      .flag("recursive", short: "r", help: "Also set the class of everything below each directory."),
-      .flag("follow", short: "L", help: "Follow symbolic links given as PATH (never out of the device)."),
-    ],
+    arguments: [protectionClass, GetClassCommand.path],
+    options: [recursive, CommonOptions.follow],
     run: run
   )
 
+  /// `<class>`.
+  static let protectionClass = Argument(
+    name: "class", help: "none, complete, complete-unless-open, until-first-auth, when-inactive, …")
+  /// `--recursive`, `-r`.
+  static let recursive = Option.flag(
+    "recursive", short: "r", help: "Also set the class of everything below each directory.")
+
   static func run(_ invocation: Invocation) throws -> Int32 {
-    let protectionClass = try invocation.protectionClass(invocation.argument("class")!)
+    let protectionClass = try invocation.protectionClass(invocation.required(Self.protectionClass))
     let device = invocation.device
     try device.requireInitialized()
     // Resolve every path before changing anything, so one bad path changes nothing.
-    let paths = try invocation.arguments("path").map {
-      try (Paths.item($0, on: device, follow: invocation.flag("follow")), $0)
+    let paths = try invocation.arguments(GetClassCommand.path).map {
+      try (Paths.item($0, on: device, follow: invocation.flag(CommonOptions.follow)), $0)
     }
     for (path, shown) in paths {
-      let result = try device.setClass(protectionClass, of: path, recursive: invocation.flag("recursive"))
+      let result = try device.setClass(protectionClass, of: path, recursive: invocation.flag(Self.recursive))
       for skipped in result.skipped {
         Console.err("note: left \(device.absolutePath(skipped)) alone: symbolic links and special files have no class.")
       }
-      if invocation.flag("recursive") {
+      if invocation.flag(Self.recursive) {
         Console.err(
           "Set \(protectionClass.name) on \(result.changed) item\(result.changed == 1 ? "" : "s") under \(shown).")
       }

@@ -1,5 +1,6 @@
 /// Generates OVERVIEW / USAGE / ARGUMENTS / OPTIONS / SUBCOMMANDS text from command descriptions.
 enum Help {
+  /// The one-line usage of the last command of `chain`, for example `protfs ls [<path>] [-R] [--json]`.
   static func usage(_ chain: [Command]) -> String {
     let command = chain.last!
     var parts = [chain.map(\.name).joined(separator: " ")]
@@ -24,6 +25,7 @@ enum Help {
     return parts.joined(separator: " ")
   }
 
+  /// The whole help of the last command of `chain`, as `--help` prints it.
   static func text(_ chain: [Command]) -> String {
     let command = chain.last!
     var out = "OVERVIEW: \(command.abstract)\n"
@@ -55,6 +57,7 @@ enum Help {
     return out
   }
 
+  /// One row of a list: the label, padded to the help column, then the help.
   private static func row(_ label: String, _ help: String) -> String {
     let width = 26
     if label.count + 2 < width {

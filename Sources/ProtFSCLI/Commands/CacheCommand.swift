@@ -15,8 +15,12 @@ enum CacheCommand {
     subcommands: [CacheListCommand.command, CacheUsageCommand.command, CachePurgeCommand.command]
   )
 
+  /// `[<bundle-id>]`, for ls, du and purge.
   static let bundleArgument = Argument(
     name: "bundle-id", help: "Only this app's container (default: every container).", arity: .optional)
+  /// `--include-resumable`, for cache purge and simulate-storage-pressure.
+  static let includeResumable = Option.flag(
+    "include-resumable", help: "Also temp files that a suspended or failed task could resume from.")
 
   /// The manager for the invocation's device, with the device's download tasks.
   static func manager(_ invocation: Invocation) -> CacheManager {

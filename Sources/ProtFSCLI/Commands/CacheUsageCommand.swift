@@ -6,21 +6,21 @@ enum CacheUsageCommand {
     name: "du",
     abstract: "Show the size of each container's caches, apparent and on disk.",
     arguments: [CacheCommand.bundleArgument],
-    options: [
-      .flag("json", help: "Print JSON."),
-      .flag("bytes", short: "b", help: "Print sizes in bytes."),
-    ],
+    options: [CommonOptions.json, bytes],
     run: run
   )
 
+  /// `--bytes`, `-b`.
+  static let bytes = Option.flag("bytes", short: "b", help: "Print sizes in bytes.")
+
   static func run(_ invocation: Invocation) throws -> Int32 {
-    let bundleID = try invocation.argument("bundle-id").map(invocation.bundleID)
+    let bundleID = try invocation.argument(CacheCommand.bundleArgument).map(invocation.bundleID)
     let reports = try CacheCommand.manager(invocation).usage(bundleID)
-    if invocation.flag("json") {
+    if invocation.flag(CommonOptions.json) {
       try Console.json(reports)
       return 0
     }
-    let bytes = invocation.flag("bytes")
+    let bytes = invocation.flag(Self.bytes)
     let size: (Int64) -> String = { bytes ? "\($0)" : ByteSize.format($0) }
     var rows = [["CONTAINER", "DIRECTORY", "FILES", "APPARENT", "ON DISK"]]
     for report in reports {

@@ -21,18 +21,21 @@ enum ExecCommand {
       reboot; times in ms, s or m after CMD started). The exit status is CMD's (128+N when a
       signal N ended it).
       """,
-    options: [
-      .value("schedule", "steps", help: "State changes while CMD runs, for example lock@2s,unlock@5s.")
-    ]
-      + PasscodeOptions.options(
-        "passcode", "The passcode for scheduled unlocks", environmentKey: "PROTFS_PASSCODE", prompts: false),
+    options: [schedule] + passcode.options,
     takesTrailingCommand: true,
     run: run
   )
 
+  /// `--schedule STEPS`.
+  static let schedule = Option.value(
+    "schedule", "steps", help: "State changes while CMD runs, for example lock@2s,unlock@5s.")
+  /// `--passcode` and `--passcode-file`: the passcode scheduled unlocks give (never prompted for).
+  static let passcode = PasscodeOption(
+    "passcode", "The passcode for scheduled unlocks", environmentKey: "PROTFS_PASSCODE", prompts: false)
+
   static func run(_ invocation: Invocation) throws -> Int32 {
     var schedule = LockSchedule(steps: [])
-    if let text = invocation.value("schedule") {
+    if let text = invocation.value(Self.schedule) {
       do {
         schedule = try LockSchedule(parsing: text)
       } catch {
@@ -44,7 +47,7 @@ enum ExecCommand {
     // Read before CMD starts, and never from a prompt: the terminal belongs to CMD.
     var passcode: String?
     if schedule.steps.contains(where: { $0.action == .unlock }) {
-      passcode = try invocation.passcode(option: "passcode", environmentKey: "PROTFS_PASSCODE", prompt: nil)
+      passcode = try invocation.passcode(Self.passcode, prompt: nil)
     }
     if !AppUser.canAssume {
       Console.err(

@@ -2,18 +2,26 @@ import ProtFS
 
 /// Turns the words of a command line into the command to run and its `Invocation`.
 struct Parser {
+  /// The top command (`protfs`), whose tree the words are read against.
   let root: Command
+  /// The environment the command will run in, handed to its `Invocation`.
   let environment: [String: String]
 
+  /// What the words ask for.
   enum Outcome {
+    /// Run the command with what was given.
     case run(Command, Invocation)
+    /// Print the help of the last command of the chain (from the top command down).
     case help([Command])
+    /// Print the version.
     case version
   }
 
+  /// Reads `words` (the command line without the program name); throws a `UsageError` for words
+  /// that do not fit the commands' declarations.
   func parse(_ words: [String]) throws -> Outcome {
     var chain = [root]
-    var invocation = Invocation(commandPath: [root.name], environment: environment)
+    var invocation = Invocation(command: root, environment: environment)
     var positionals: [String] = []
     var index = 0
     // `protfs help CMD…` is `protfs CMD… --help`.
@@ -38,13 +46,13 @@ struct Parser {
         guard let option = options(of: chain).first(where: { $0.long == name }) else {
           throw unknownOption("--" + name, chain: chain, invocation: invocation)
         }
-        if option.long == "help" { return .help(chain) }
-        if option.long == "version" && chain.count == 1 { return .version }
+        if option == CommonOptions.help { return .help(chain) }
+        if option == CommonOptions.version && chain.count == 1 { return .version }
         if option.isFlag {
           if inlineValue != nil {
             throw invocation.usageError("The flag '--\(name)' does not take a value.")
           }
-          invocation.flags.insert(option.long)
+          invocation.record(flag: option)
         } else {
           let value: String
           if let inlineValue {
@@ -67,9 +75,9 @@ struct Parser {
           guard let option = options(of: chain).first(where: { $0.short == letter }) else {
             throw unknownOption("-\(letter)", chain: chain, invocation: invocation)
           }
-          if option.long == "help" { return .help(chain) }
+          if option == CommonOptions.help { return .help(chain) }
           if option.isFlag {
-            invocation.flags.insert(option.long)
+            invocation.record(flag: option)
           } else {
             let value: String
             if !letters.isEmpty {
@@ -94,7 +102,7 @@ struct Parser {
         }
         if let next = command.subcommand(named: word) {
           chain.append(next)
-          invocation.commandPath.append(next.name)
+          invocation.descend(into: next)
           continue
         }
         if command.run == nil || command.arguments.isEmpty {
@@ -128,26 +136,32 @@ struct Parser {
     return target
   }
 
+  /// The options the last command of `chain` accepts: its own, then the common ones.
   private func options(of chain: [Command]) -> [Option] {
     var all = chain.last!.options + [CommonOptions.device, CommonOptions.help]
     if chain.count == 1 { all.append(CommonOptions.version) }
     return all
   }
 
+  /// `name=value` split at the first `=`; the value is nil without one.
   private func split(_ body: Substring) -> (String, String?) {
     guard let equals = body.firstIndex(of: "=") else { return (String(body), nil) }
     return (String(body[..<equals]), String(body[body.index(after: equals)...]))
   }
 
+  /// Whether `word` is a number (`-1` is a value, not an option).
   private func isNumber(_ word: String) -> Bool { Double(word) != nil }
 
+  /// Records a value of `option`, refusing a second one unless the option repeats.
   private func record(_ option: Option, _ value: String, _ invocation: inout Invocation) throws {
-    if !option.repeatable, invocation.optionValues[option.long] != nil, option.long != "device" {
+    if !option.repeatable, invocation.isGiven(option), option != CommonOptions.device {
       throw invocation.usageError("The option '--\(option.long)' was given more than once.")
     }
-    invocation.optionValues[option.long, default: []].append(value)
+    invocation.record(option, value: value)
   }
 
+  /// Hands the positional words to the command's arguments, in order, leaving later required
+  /// arguments their share.
   private func assign(_ values: [String], to command: Command, _ invocation: inout Invocation) throws {
     var remaining = values[...]
     for (position, argument) in command.arguments.enumerated() {
@@ -159,10 +173,10 @@ struct Parser {
         guard let value = remaining.popFirst() else {
           throw invocation.usageError("Missing expected argument '<\(argument.name)>'.")
         }
-        invocation.positionals[argument.name] = [value]
+        invocation.assign([value], to: argument)
       case .optional:
         if remaining.count > laterRequired, let value = remaining.popFirst() {
-          invocation.positionals[argument.name] = [value]
+          invocation.assign([value], to: argument)
         }
       case .zeroOrMore, .oneOrMore:
         let take = max(0, remaining.count - laterRequired)
@@ -171,7 +185,7 @@ struct Parser {
         if argument.arity == .oneOrMore && taken.isEmpty {
           throw invocation.usageError("Missing expected argument '<\(argument.name)> ...'.")
         }
-        invocation.positionals[argument.name] = taken
+        invocation.assign(taken, to: argument)
       }
     }
     if let extra = remaining.first {
@@ -179,6 +193,7 @@ struct Parser {
     }
   }
 
+  /// The usage error for an option the command does not accept, with the nearest one it does.
   private func unknownOption(_ word: String, chain: [Command], invocation: Invocation) -> UsageError {
     var message = "Unknown option '\(word)'."
     let names = options(of: chain).map { "--" + $0.long }
@@ -188,6 +203,7 @@ struct Parser {
     return UsageError(message: message, commandPath: chain.map(\.name))
   }
 
+  /// The usage error for a word that is no subcommand, with the nearest visible one.
   private func unknownCommand(_ word: String, in chain: [Command]) -> UsageError {
     var message = "Unknown command '\(word)'."
     let names = chain.last!.subcommands.filter { !$0.isHidden }.map(\.name)

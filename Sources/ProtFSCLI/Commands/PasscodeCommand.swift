@@ -15,32 +15,33 @@ enum PasscodeCommand {
     subcommands: [
       Command(
         name: "set", abstract: "Set the passcode unlock asks for.",
-        options: PasscodeOptions.options("passcode", "The new passcode", environmentKey: "PROTFS_PASSCODE")
-          + PasscodeOptions.options(
-            "current", "The current passcode, when one is set", environmentKey: "PROTFS_CURRENT_PASSCODE"),
+        options: newPasscode.options + current.options,
         run: set),
       Command(
         name: "remove", abstract: "Remove the passcode: data protection goes off.",
-        options: PasscodeOptions.options(
-          "current", "The current passcode, when one is set", environmentKey: "PROTFS_CURRENT_PASSCODE"),
+        options: current.options,
         run: remove),
     ]
   )
 
+  /// `--passcode` and `--passcode-file` of `passcode set`: the passcode to set.
+  static let newPasscode = PasscodeOption("passcode", "The new passcode", environmentKey: "PROTFS_PASSCODE")
+  /// `--current` and `--current-file`: the passcode in force, for set and remove.
+  static let current = PasscodeOption(
+    "current", "The current passcode, when one is set", environmentKey: "PROTFS_CURRENT_PASSCODE")
+
   /// The passcode in force, asked for only when one is set.
   static func currentPasscode(_ invocation: Invocation, _ controller: LockController) throws -> String? {
     guard try controller.record().passcodeHash != nil else { return nil }
-    return try invocation.passcode(
-      option: "current", environmentKey: "PROTFS_CURRENT_PASSCODE", prompt: "Current passcode: ")
+    return try invocation.passcode(current, prompt: "Current passcode: ")
   }
 
   static func set(_ invocation: Invocation) throws -> Int32 {
-    try invocation.requireOneStandardInput(["passcode", "current"])
+    try invocation.requireOneStandardInput([newPasscode, current])
     let controller = invocation.lockController
     let current = try currentPasscode(invocation, controller)
     guard
-      let passcode = try invocation.passcode(
-        option: "passcode", environmentKey: "PROTFS_PASSCODE", prompt: "New passcode: ")
+      let passcode = try invocation.passcode(newPasscode, prompt: "New passcode: ")
     else {
       throw invocation.usageError(
         "Give the new passcode with --passcode-file FILE, --passcode CODE or PROTFS_PASSCODE.")

@@ -11,19 +11,17 @@ enum StatusCommand {
       not match the state (for example files created by other programs since the last
       transition; running that transition again applies the table to them), saved-mode records
       protfs did not write, and files with more than one link, which lock leaves unchanged.
+      With --json: an object with state, protectedDataAvailable, since, passcode, classes,
+      inconsistencies and hardLinked.
       """,
-    options: [
-      .flag(
-        "json",
-        help: "Print JSON: state, protectedDataAvailable, since, passcode, classes, inconsistencies, hardLinked.")
-    ],
+    options: [CommonOptions.json],
     run: run
   )
 
   static func run(_ invocation: Invocation) throws -> Int32 {
     let controller = invocation.lockController
     let status = try controller.status()
-    if invocation.flag("json") {
+    if invocation.flag(CommonOptions.json) {
       try Console.json(status)
       return 0
     }

@@ -17,18 +17,21 @@ enum LockCommand {
       Files of unavailable classes that processes still hold open are reported. Without a
       passcode nothing changes (data protection is off).
       """,
-    options: [
-      .value("grace", "seconds", help: "Wait this long before the lock takes effect (iOS keeps class A keys ~10 s)."),
-      .flag(
-        "inactive", help: "Also end the user-inactivity period: complete-when-user-inactive behaves like complete."),
-    ],
+    options: [grace, inactive],
     run: run
   )
+
+  /// `--grace SECONDS`.
+  static let grace = Option.value(
+    "grace", "seconds", help: "Wait this long before the lock takes effect (iOS keeps class A keys ~10 s).")
+  /// `--inactive`.
+  static let inactive = Option.flag(
+    "inactive", help: "Also end the user-inactivity period: complete-when-user-inactive behaves like complete.")
 
   static func run(_ invocation: Invocation) throws -> Int32 {
     let controller = invocation.lockController
     let report: TransitionReport?
-    if let text = invocation.value("grace") {
+    if let text = invocation.value(Self.grace) {
       guard let grace = TimeInterval(text), grace.isFinite else {
         throw invocation.usageError("The grace period '\(text)' is not a number of seconds.")
       }
@@ -38,12 +41,12 @@ enum LockCommand {
         )
       }
       Console.err("Locking \(controller.device.root) in \(text) seconds…")
-      report = try controller.lock(grace: grace, inactive: invocation.flag("inactive")) { deadline in
+      report = try controller.lock(grace: grace, inactive: invocation.flag(Self.inactive)) { deadline in
         let wait = deadline.timeIntervalSinceNow
         if wait > 0 { Thread.sleep(forTimeInterval: wait) }
       }
     } else {
-      report = try controller.lock(inactive: invocation.flag("inactive"))
+      report = try controller.lock(inactive: invocation.flag(Self.inactive))
     }
     guard let report else {
       Console.err("The lock was cancelled: the device changed state during the grace period.")

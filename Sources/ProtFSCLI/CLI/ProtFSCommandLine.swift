@@ -1,0 +1,71 @@
+import Foundation
+import ProtFS
+import ProtFSSystem
+
+/// The `protfs` program: what its `main.swift` starts.
+public enum ProtFSCommandLine {
+  /// Runs `protfs` as a process: copies the arguments and the environment, hides the passcodes in
+  /// them from other processes (the process list, /proc/PID/environ, the program `exec` runs),
+  /// runs the command and flushes the output. Returns the exit status.
+  public static func main() -> Int32 {
+    let words = Array(CommandLine.arguments.dropFirst())
+    let environment = ProcessInfo.processInfo.environment
+    Secrets.hideArguments()
+    Secrets.hideEnvironment()
+    ProcessTuning.keepFreedMemory()
+    let status = run(words, environment: environment)
+    fflush(nil)
+    return status
+  }
+
+  /// Parses `words` (the command line without the program name) and runs the command in
+  /// `environment`. Returns the exit status (the README's CLI contract): 0 success, 1 runtime
+  /// error, 64 usage error (EX_USAGE), or the status a command chose.
+  public static func run(_ words: [String], environment: [String: String]) -> Int32 {
+    let parser = Parser(root: Commands.root, environment: environment)
+    do {
+      switch try parser.parse(words) {
+      case .help(let chain):
+        Console.out(Help.text(chain), terminator: "")
+        return 0
+      case .version:
+        Console.out("protfs \(ProtFSVersion.current)")
+        return 0
+      case .run(let command, let invocation):
+        // Whatever the command, first finish a lock transition a crash interrupted (one stat when none
+        // was). Should that fail, the command still runs: transitions retry it, status shows it.
+        if command.name != ExecConfinedCommand.command.name {
+          do {
+            if let report = try invocation.lockController.recoverInterruptedTransition() {
+              Console.err(
+                "note: finished an interrupted \(report.operation) of \(invocation.device.root) (\(report.to.lockState))."
+              )
+              TransitionText.warnings(report)
+            }
+          } catch {
+            Console.err("warning: \(error.commandLineDescription)")
+          }
+        }
+        return try command.run!(invocation)
+      }
+    } catch let error as UsageError {
+      var chain = [Commands.root]
+      for name in error.commandPath.dropFirst() {
+        if let next = chain.last!.subcommand(named: name) { chain.append(next) }
+      }
+      Console.err("Error: \(error.message)")
+      Console.err("Usage: \(Help.usage(chain))")
+      Console.err("  See '\(chain.map(\.name).joined(separator: " ")) --help' for more information.")
+      return 64
+    } catch let error as ProtFSError {
+      Console.err("Error: \(error.commandLineDescription)")
+      return 1
+    } catch let error as ExitStatus {
+      if let message = error.message { Console.err("Error: \(message)") }
+      return error.code
+    } catch {
+      Console.err("Error: \(error.localizedDescription)")
+      return 1
+    }
+  }
+}

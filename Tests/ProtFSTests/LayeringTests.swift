@@ -1,0 +1,88 @@
+import Foundation
+import ProtFSTestSupport
+import Testing
+
+/// The targets form a chain, and each source file imports only what its target may (README
+/// "Layout"). SwiftPM alone does not enforce this: a module built in the same directory can be
+/// imported without being a declared dependency, so this test reads every `import`.
+@Suite("Layering")
+struct LayeringTests {
+  /// The system and toolchain modules any target may import.
+  static let toolchain: Set<String> = ["Foundation", "FoundationNetworking", "Glibc", "Dispatch", "Synchronization"]
+
+  /// What each target may import besides the toolchain, lowest first.
+  static let allowed: [String: Set<String>] = [
+    "ProtFSSystem": ["CProtFSSys", "CAttr"],
+    "ProtFS": ["ProtFSSystem", "CCrypto"],
+    "ProtFSLock": ["ProtFSSystem", "ProtFS", "CCrypto"],
+    "ProtFSCache": ["ProtFSSystem", "ProtFS"],
+    "ProtFSDownloads": ["ProtFSSystem", "ProtFS", "CCurl", "CSQLite", "CCrypto"],
+    "ProtFSAudit": ["ProtFSSystem", "ProtFS"],
+    "ProtFSFoundation": ["ProtFSSystem", "ProtFS"],
+    "ProtFSCLI": [
+      "ProtFSSystem", "ProtFS", "ProtFSLock", "ProtFSCache", "ProtFSDownloads", "ProtFSAudit", "ProtFSFoundation",
+    ],
+    "protfs": ["ProtFSCLI"],
+  ]
+
+  /// The imports of every Swift file under `Sources/target`, with the file's path.
+  static func imports(of target: String) throws -> [(file: String, module: String)] {
+    let root = RepositoryLayout.packageRoot + "/Sources/" + target
+    guard let files = FileManager.default.enumerator(atPath: root) else { return [] }
+    var result: [(String, String)] = []
+    for case let file as String in files where file.hasSuffix(".swift") {
+      let text = try String(contentsOfFile: root + "/" + file, encoding: .utf8)
+      for line in text.split(separator: "\n") {
+        let words = line.split(separator: " ")
+        guard let index = words.firstIndex(of: "import"), index < words.count - 1 else { continue }
+        // `import X`, `@testable import X`, `@_exported import X`, `import struct X.Y`.
+        guard words[..<index].allSatisfy({ $0.hasPrefix("@") }) else { continue }
+        let module = words.last!.split(separator: ".").first.map(String.init) ?? ""
+        result.append((target + "/" + file, module))
+      }
+    }
+    return result
+  }
+
+  @Test(arguments: allowed.keys.sorted())
+  func eachTargetImportsOnlyWhatItMay(_ target: String) throws {
+    let found = try Self.imports(of: target)
+    #expect(!found.isEmpty, "no Swift file with an import under Sources/\(target)")
+    for (file, module) in found where !Self.toolchain.contains(module) {
+      #expect(Self.allowed[target]!.contains(module), "\(file) imports \(module)")
+    }
+  }
+
+  @Test func onlyTheSystemLayerImportsTheCShims() throws {
+    for target in Self.allowed.keys where target != "ProtFSSystem" {
+      for (file, module) in try Self.imports(of: target) {
+        #expect(module != "CProtFSSys" && module != "CAttr", "\(file) imports \(module)")
+      }
+    }
+  }
+
+  @Test func theTargetsFormAChainWithoutCycles() {
+    // Depth-first search over `allowed`: no target reaches itself.
+    func reaches(_ start: String, _ goal: String, _ seen: inout Set<String>) -> Bool {
+      for next in Self.allowed[start] ?? [] where Self.allowed[next] != nil {
+        if next == goal { return true }
+        if seen.insert(next).inserted && reaches(next, goal, &seen) { return true }
+      }
+      return false
+    }
+    for target in Self.allowed.keys {
+      var seen: Set<String> = []
+      #expect(!reaches(target, target, &seen), "\(target) depends on itself")
+    }
+    let features = ["ProtFSLock", "ProtFSCache", "ProtFSDownloads", "ProtFSAudit", "ProtFSFoundation"]
+    for feature in features {
+      #expect(Self.allowed[feature]!.isDisjoint(with: features), "\(feature) imports another feature")
+    }
+  }
+
+  @Test func everySourceTargetIsCovered() throws {
+    let sources = try FileManager.default.contentsOfDirectory(atPath: RepositoryLayout.packageRoot + "/Sources")
+    let swiftTargets = sources.filter { !$0.hasPrefix("C") }
+    #expect(Set(swiftTargets) == Set(Self.allowed.keys))
+  }
+}

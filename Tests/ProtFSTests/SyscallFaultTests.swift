@@ -35,6 +35,17 @@ import Testing
     #expect(try names(directory) == before)
   }
 
+  @Test func aWriteThatMayNotReplaceLeavesAnExistingFileAndNoTempFile() throws {
+    let t = try TestDevice()
+    let directory = try stateDirectory(t)
+    let options = AtomicFile.Options(replacing: false)
+    #expect(try AtomicFile.write(Array("first".utf8), named: "note", in: directory, options: options))
+    let before = try names(directory)
+    #expect(try !AtomicFile.write(Array("second".utf8), named: "note", in: directory, options: options))
+    #expect(try AtomicFile.read(named: "note", in: directory) == Array("first".utf8))
+    #expect(try names(directory) == before)
+  }
+
   @Test func enospcWhileTheLockStateIsWrittenKeepsTheOldStateAndNoTempFile() throws {
     let t = try TestDevice()
     let store = try LockStore(t.device)
@@ -56,6 +67,21 @@ import Testing
     }
     try store.write(record)
     #expect(try store.record(now: Date()) == record)
+  }
+
+  @Test func enospcWhileTheModeKeyIsWrittenLeavesNoKeyAndNoTempFile() throws {
+    let t = try TestDevice()
+    let directory = try stateDirectory(t)
+    let before = try names(directory)
+    let faults = SyscallFaults()
+    faults.fail(.write, with: ENOSPC)
+    let error = #expect(throws: ProtFSError.self) {
+      try faults.during { () throws(ProtFSError) in _ = try ModeKey.loadOrCreate(in: directory) }
+    }
+    #expect(faults.injectedCount(.write) == 1 && error?.errno == ENOSPC)
+    #expect(try names(directory) == before && !before.contains(ModeKey.fileName))
+    _ = try ModeKey.loadOrCreate(in: directory)
+    #expect(try names(directory) == before.union([ModeKey.fileName]))
   }
 
   @Test func eioWhileReadingIsOneErrorNamingThePath() throws {

@@ -176,7 +176,7 @@ public final class ProtectedFileManager: @unchecked Sendable {
     existing: Bool, options: Data.WritingOptions
   ) throws(ProtFSError) {
     if options.contains(.atomic) {
-      let temporary = ".\(name).protfs-\(getpid())-\(UInt32.random(in: 0...UInt32.max))"
+      let temporary = AtomicFile.temporaryName(for: name)
       let fd = try parent.openFile(
         temporary, flags: O_WRONLY | O_CREAT | O_EXCL, permissions: FilePermissions(rawValue: 0o644))
       do throws(ProtFSError) {

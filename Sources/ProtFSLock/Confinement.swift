@@ -74,7 +74,7 @@ public enum Confinement {
 
   /// Throws naming the first directory on the way to the device's containers that the (already
   /// assumed) app user cannot search.
-  private static func requireReachable(_ device: Device, as user: AppUser) throws(ProtFSError) {
+  package static func requireReachable(_ device: Device, as user: AppUser) throws(ProtFSError) {
     let target = device.root + "/" + Device.containersDirectoryName
     var ancestors = ["/"]
     var prefix = ""
@@ -83,9 +83,9 @@ public enum Confinement {
       ancestors.append(prefix)
     }
     for prefix in ancestors {
-      guard access(prefix, X_OK) != 0 else { continue }
-      let reason = errno
-      if reason == ENOENT { return }  // the program gets its own clear error on a missing device
+      // The errno is the one access(2) set, taken before any other call can overwrite it.
+      guard case .failure(let reason) = valueOrErrno(.access, { access(prefix, X_OK) }) else { continue }
+      if reason == .noSuchFile { return }  // the program gets its own clear error on a missing device
       var status = stat()
       let detail =
         lstat(prefix, &status) == 0
@@ -93,8 +93,8 @@ public enum Confinement {
       throw ProtFSError(
         .permissionDenied,
         "The app user \(user) that protfs exec runs programs as cannot reach the device '\(device.root)': "
-          + "it may not enter '\(prefix)'\(detail).",
-        path: prefix, errno: reason,
+          + "it may not enter '\(prefix)'\(detail): \(reason).",
+        path: prefix, errno: reason.rawValue,
         hint: "let other users through with `chmod o+x '\(prefix)'`, or keep the device where every user "
           + "can reach it (for example `protfs --device /srv/protfs-device init …`)")
     }

@@ -36,10 +36,9 @@ extension Device {
       throw ProtFSError.system("watch", path: stateDirectory, errno: e.rawValue)
     }
     var pipeFDs: [Int32] = [0, 0]
-    guard pipe(&pipeFDs) == 0 else {
-      let code = errno
+    if case .failure(let e) = valueOrErrno({ pipe(&pipeFDs) }) {
       close(inotify)
-      throw ProtFSError.system("watch", path: stateDirectory, errno: code)
+      throw ProtFSError.system("watch", path: stateDirectory, errno: e.rawValue)
     }
     for fd in pipeFDs { _ = fcntl(fd, F_SETFD, FD_CLOEXEC) }
     let store = try LockStore(self)
@@ -125,9 +124,8 @@ package final class EventWatcher: @unchecked Sendable {
       var fds = [
         pollfd(fd: inotify, events: Int16(POLLIN), revents: 0), pollfd(fd: wakeRead, events: Int16(POLLIN), revents: 0),
       ]
-      let ready = poll(&fds, 2, -1)
-      if ready < 0 && errno == EINTR { continue }
-      if ready < 0 || fds[1].revents != 0 { return }
+      // valueOrErrno retries EINTR; any other failure ends the watch.
+      guard case .success = valueOrErrno({ poll(&fds, 2, -1) }), fds[1].revents == 0 else { return }
       let count = buffer.withUnsafeMutableBytes { read(inotify, $0.baseAddress, $0.count) }
       guard count > 0 else { continue }
       var names: Set<String> = []

@@ -15,7 +15,7 @@ package struct ItemIdentity: Equatable, Sendable {
 /// lands on the same inode: a name swapped for a hard link or a symlink meanwhile changes nothing.
 ///
 /// The descriptor is a plain read-only one where the caller may open the item (root always can),
-/// else an `O_PATH` one, whose attributes are then reached through `/proc/self/fd/N`.
+/// else an `O_PATH` one, whose attributes `Kernel` then reaches through `/proc/self/fd/N`.
 package final class ItemHandle {
   /// The descriptor; closed with the handle.
   package let fd: Int32
@@ -38,7 +38,7 @@ package final class ItemHandle {
   /// on the descriptor right after.
   package init(_ parent: DirectoryHandle, _ name: String) throws(ProtFSError) {
     let flags = O_RDONLY | O_NONBLOCK | O_NOCTTY | O_NOFOLLOW | O_CLOEXEC
-    switch valueOrErrno({ protfs_openat(parent.fd, name, flags, 0) }) {
+    switch valueOrErrno(.open, { protfs_openat(parent.fd, name, flags, 0) }) {
     case .success(let fd):
       self.fd = fd
       isPathOnly = false
@@ -47,7 +47,8 @@ package final class ItemHandle {
     case .failure:
       // An unprivileged owner's locked item (EACCES), a socket (ENXIO), a lease (EWOULDBLOCK):
       // O_PATH needs no permission on the item and never runs a driver's or a lease's code.
-      fd = try valueOrErrno { protfs_openat(parent.fd, name, PROTFS_O_PATH | O_NOFOLLOW | O_CLOEXEC, 0) }.orThrow(
+      let pathFlags = PROTFS_O_PATH | O_NOFOLLOW | O_CLOEXEC
+      fd = try valueOrErrno(.open) { protfs_openat(parent.fd, name, pathFlags, 0) }.orThrow(
         "open", path: parent.pathOf(name))
       isPathOnly = true
     }
@@ -58,7 +59,7 @@ package final class ItemHandle {
   /// The item's status (statx(2) with the birth time).
   package func status(path: @autoclosure () -> String) throws(ProtFSError) -> Status {
     var raw = protfs_item_status()
-    _ = try valueOrErrno { protfs_item_status(fd, &raw) }.orThrow("inspect", path: path())
+    _ = try valueOrErrno(.stat) { protfs_item_status(fd, &raw) }.orThrow("inspect", path: path())
     let kind = FileKind(mode: mode_t(raw.mode))
     return Status(
       kind: kind, permissions: raw.mode & 0o7777, uid: raw.uid, gid: raw.gid,
@@ -70,37 +71,30 @@ package final class ItemHandle {
 
   /// Reads `attribute` into `buffer`; returns its length.
   package func attribute(_ attribute: String, into buffer: UnsafeMutableRawBufferPointer) -> Result<Int, Errno> {
-    if isPathOnly {
-      return valueOrErrno { protfs_path_fd_getxattr(fd, attribute, buffer.baseAddress, buffer.count) }.map { Int($0) }
-    }
-    return valueOrErrno { fgetxattr(fd, attribute, buffer.baseAddress, buffer.count) }.map { Int($0) }
+    Kernel.getAttribute(target, attribute: attribute, into: buffer)
   }
 
   /// Writes `attribute`; with `createOnly` it fails with EEXIST when there is one (XATTR_CREATE).
   package func setAttribute(_ attribute: String, _ value: [UInt8], createOnly: Bool) -> Result<Void, Errno> {
     let flags: Int32 = createOnly ? 1 : 0  // XATTR_CREATE
-    return value.withUnsafeBytes { raw in
-      if isPathOnly {
-        return valueOrErrno { protfs_path_fd_setxattr(fd, attribute, raw.baseAddress, raw.count, flags) }.map { _ in ()
-        }
-      }
-      return valueOrErrno { fsetxattr(fd, attribute, raw.baseAddress, raw.count, flags) }.map { _ in () }
-    }
+    return value.withUnsafeBytes { raw in Kernel.setAttribute(target, attribute: attribute, value: raw, flags: flags) }
   }
 
   /// Removes `attribute`.
   package func removeAttribute(_ attribute: String) -> Result<Void, Errno> {
-    if isPathOnly { return valueOrErrno { protfs_path_fd_removexattr(fd, attribute) }.map { _ in () } }
-    return valueOrErrno { fremovexattr(fd, attribute) }.map { _ in () }
+    Kernel.removeAttribute(target, attribute: attribute)
   }
+
+  /// The descriptor as the attribute calls take it.
+  private var target: Kernel.AttributeTarget { .descriptor(fd, pathOnly: isPathOnly) }
 
   /// Changes the permission bits.
   package func setPermissions(_ mode: UInt32) -> Result<Void, Errno> {
-    valueOrErrno { protfs_item_chmod(fd, mode_t(mode)) }.map { _ in () }
+    valueOrErrno(.chmod) { protfs_item_chmod(fd, mode_t(mode)) }.map { _ in () }
   }
 
   /// Changes the owner and group (the corresponding C function is `fchownat(2)` with `AT_EMPTY_PATH`).
   package func setOwner(uid: UInt32, gid: UInt32) -> Result<Void, Errno> {
-    valueOrErrno { protfs_item_chown(fd, uid, gid) }.map { _ in () }
+    valueOrErrno(.chown) { protfs_item_chown(fd, uid, gid) }.map { _ in () }
   }
 }

@@ -25,53 +25,104 @@ package enum Kernel {
     name.map { "/proc/self/fd/\(dirfd)/\($0)" } ?? "/proc/self/fd/\(dirfd)"
   }
 
+  /// What an attribute call acts on.
+  package enum AttributeTarget {
+    /// The entry `name` of the directory `dirfd`, not following a symlink: `*xattrat`, else the
+    /// `l*xattr` calls on `/proc/self/fd/<dirfd>/<name>`.
+    case entry(dirfd: Int32, name: String)
+    /// The inode `fd` holds: the `f*xattr` calls, or, for an `O_PATH` descriptor (which they
+    /// refuse with EBADF), the `*xattr` calls on `/proc/self/fd/<fd>`, whose magic link leads to it.
+    case descriptor(Int32, pathOnly: Bool)
+
+    /// The entry `name` of `dirfd`, or `dirfd` itself when `name` is nil.
+    init(dirfd: Int32, name: String?) {
+      self = name.map { .entry(dirfd: dirfd, name: $0) } ?? .descriptor(dirfd, pathOnly: false)
+    }
+  }
+
+  /// Reads `attribute` of `target` into `buffer`; returns its length.
+  package static func getAttribute(_ target: AttributeTarget, attribute: String, into buffer: UnsafeMutableRawBufferPointer)
+    -> Result<Int, Errno>
+  {
+    let (base, count) = (buffer.baseAddress, buffer.count)
+    switch target {
+    case .entry(let dirfd, let name) where hasXattrAt:
+      return valueOrErrno(.getxattr) {
+        protfs_getxattrat(dirfd, name, UInt32(AT_SYMLINK_NOFOLLOW), attribute, base, count)
+      }.map { Int($0) }
+    case .entry(let dirfd, let name):
+      return valueOrErrno(.getxattr) { lgetxattr(procPath(dirfd, name), attribute, base, count) }.map { Int($0) }
+    case .descriptor(let fd, pathOnly: false):
+      return valueOrErrno(.getxattr) { fgetxattr(fd, attribute, base, count) }.map { Int($0) }
+    case .descriptor(let fd, pathOnly: true):
+      return valueOrErrno(.getxattr) { getxattr(procPath(fd, nil), attribute, base, count) }.map { Int($0) }
+    }
+  }
+
+  /// Writes `attribute` of `target`; `flags` as setxattr(2)'s (`XATTR_CREATE`, `XATTR_REPLACE`).
+  package static func setAttribute(
+    _ target: AttributeTarget, attribute: String, value: UnsafeRawBufferPointer, flags: Int32 = 0
+  ) -> Result<Void, Errno> {
+    let (base, count) = (value.baseAddress, value.count)
+    switch target {
+    case .entry(let dirfd, let name) where hasXattrAt:
+      return valueOrErrno(.setxattr) {
+        protfs_setxattrat(dirfd, name, UInt32(AT_SYMLINK_NOFOLLOW), attribute, base, count, UInt32(flags))
+      }.map { _ in () }
+    case .entry(let dirfd, let name):
+      return valueOrErrno(.setxattr) { lsetxattr(procPath(dirfd, name), attribute, base, count, flags) }.map { _ in
+        ()
+      }
+    case .descriptor(let fd, pathOnly: false):
+      return valueOrErrno(.setxattr) { fsetxattr(fd, attribute, base, count, flags) }.map { _ in () }
+    case .descriptor(let fd, pathOnly: true):
+      return valueOrErrno(.setxattr) { setxattr(procPath(fd, nil), attribute, base, count, flags) }.map { _ in () }
+    }
+  }
+
+  /// Removes `attribute` of `target`.
+  package static func removeAttribute(_ target: AttributeTarget, attribute: String) -> Result<Void, Errno> {
+    switch target {
+    case .entry(let dirfd, let name) where hasXattrAt:
+      return valueOrErrno(.removexattr) { protfs_removexattrat(dirfd, name, UInt32(AT_SYMLINK_NOFOLLOW), attribute) }
+        .map { _ in () }
+    case .entry(let dirfd, let name):
+      return valueOrErrno(.removexattr) { lremovexattr(procPath(dirfd, name), attribute) }.map { _ in () }
+    case .descriptor(let fd, pathOnly: false):
+      return valueOrErrno(.removexattr) { fremovexattr(fd, attribute) }.map { _ in () }
+    case .descriptor(let fd, pathOnly: true):
+      return valueOrErrno(.removexattr) { removexattr(procPath(fd, nil), attribute) }.map { _ in () }
+    }
+  }
+
+  /// Reads `attribute` of the entry `name` of `dirfd` (of `dirfd` itself when nil).
   package static func getAttribute(dirfd: Int32, name: String?, attribute: String, into buffer: UnsafeMutableRawBufferPointer)
     -> Result<Int, Errno>
   {
-    if let name, hasXattrAt {
-      return valueOrErrno {
-        protfs_getxattrat(dirfd, name, UInt32(AT_SYMLINK_NOFOLLOW), attribute, buffer.baseAddress, buffer.count)
-      }.map { Int($0) }
-    }
-    if name == nil {
-      return valueOrErrno { fgetxattr(dirfd, attribute, buffer.baseAddress, buffer.count) }.map { Int($0) }
-    }
-    return valueOrErrno { lgetxattr(procPath(dirfd, name), attribute, buffer.baseAddress, buffer.count) }.map {
-      Int($0)
-    }
+    getAttribute(AttributeTarget(dirfd: dirfd, name: name), attribute: attribute, into: buffer)
   }
 
+  /// Writes `attribute` of the entry `name` of `dirfd` (of `dirfd` itself when nil).
   package static func setAttribute(dirfd: Int32, name: String?, attribute: String, value: UnsafeRawBufferPointer)
     -> Result<Void, Errno>
   {
-    if let name, hasXattrAt {
-      return valueOrErrno {
-        protfs_setxattrat(dirfd, name, UInt32(AT_SYMLINK_NOFOLLOW), attribute, value.baseAddress, value.count, 0)
-      }.map { _ in () }
-    }
-    if name == nil {
-      return valueOrErrno { fsetxattr(dirfd, attribute, value.baseAddress, value.count, 0) }.map { _ in () }
-    }
-    return valueOrErrno { lsetxattr(procPath(dirfd, name), attribute, value.baseAddress, value.count, 0) }.map {
-      _ in ()
-    }
+    setAttribute(AttributeTarget(dirfd: dirfd, name: name), attribute: attribute, value: value)
   }
 
+  /// Removes `attribute` of the entry `name` of `dirfd` (of `dirfd` itself when nil).
   package static func removeAttribute(dirfd: Int32, name: String?, attribute: String) -> Result<Void, Errno> {
-    if let name, hasXattrAt {
-      return valueOrErrno { protfs_removexattrat(dirfd, name, UInt32(AT_SYMLINK_NOFOLLOW), attribute) }.map { _ in () }
-    }
-    if name == nil { return valueOrErrno { fremovexattr(dirfd, attribute) }.map { _ in () } }
-    return valueOrErrno { lremovexattr(procPath(dirfd, name), attribute) }.map { _ in () }
+    removeAttribute(AttributeTarget(dirfd: dirfd, name: name), attribute: attribute)
   }
 
   package static func setPermissions(dirfd: Int32, name: String, mode: mode_t) -> Result<Void, Errno> {
     if hasFchmodat2 {
-      return valueOrErrno { protfs_fchmodat2(dirfd, name, mode, UInt32(AT_SYMLINK_NOFOLLOW)) }.map { _ in () }
+      return valueOrErrno(.chmod) { protfs_fchmodat2(dirfd, name, mode, UInt32(AT_SYMLINK_NOFOLLOW)) }.map { _ in () }
     }
     var s = stat()
-    if case .failure(let e) = valueOrErrno({ fstatat(dirfd, name, &s, AT_SYMLINK_NOFOLLOW) }) { return .failure(e) }
+    if case .failure(let e) = valueOrErrno(.stat, { fstatat(dirfd, name, &s, AT_SYMLINK_NOFOLLOW) }) {
+      return .failure(e)
+    }
     if s.st_mode & S_IFMT == S_IFLNK { return .failure(.tooManySymlinks) }
-    return valueOrErrno { fchmodat(dirfd, name, mode, 0) }.map { _ in () }
+    return valueOrErrno(.chmod) { fchmodat(dirfd, name, mode, 0) }.map { _ in () }
   }
 }

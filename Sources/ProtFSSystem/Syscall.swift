@@ -1,18 +1,74 @@
 import CProtFSSys
 import Foundation
 
+/// The name of a system call as `valueOrErrno` knows it: what debug builds' error injection
+/// (`SyscallFaults`) matches on.
+///
+/// A name covers a family (`.getxattr` stands for `fgetxattr`, `lgetxattr` and `getxattrat`).
+/// Calls that nothing injects into yet are `.unnamed`.
+package enum Syscall: String, Sendable, Hashable {
+  /// Any call not given a name of its own.
+  case unnamed
+  /// `access(2)`.
+  case access
+  /// `open(2)` and `openat(2)`.
+  case open
+  /// `read(2)`.
+  case read
+  /// `write(2)`.
+  case write
+  /// `fsync(2)`.
+  case fsync
+  /// `fdatasync(2)`.
+  case fdatasync
+  /// `renameat(2)` and `renameat2(2)`.
+  case rename
+  /// `unlinkat(2)`.
+  case unlink
+  /// `fstat(2)`, `fstatat(2)` and `statx(2)`.
+  case stat
+  /// `fchown(2)` and `fchownat(2)`.
+  case chown
+  /// `fchmod(2)`, `fchmodat(2)` and `fchmodat2(2)`.
+  case chmod
+  /// `flock(2)`.
+  case flock
+  /// The `getxattr(2)` family.
+  case getxattr
+  /// The `setxattr(2)` family.
+  case setxattr
+  /// The `removexattr(2)` family.
+  case removexattr
+}
+
 /// Runs a system call, retrying on EINTR, and returns its value or the errno it failed with.
 ///
-/// Every syscall in ProtFS goes through here (swift-system's `valueOrErrno`).
+/// Every syscall in ProtFS goes through here (swift-system's `valueOrErrno`). `name` identifies the
+/// call to debug builds' error injection (`SyscallFaults`); release builds ignore it.
 @inline(__always)
-package func valueOrErrno<T: FixedWidthInteger>(_ call: () -> T) -> Result<T, Errno> {
+package func valueOrErrno<T: FixedWidthInteger>(_ name: Syscall, _ call: () -> T) -> Result<T, Errno> {
   while true {
-    let value = call()
-    if value != -1 { return .success(value) }
-    let code = Foundation.errno
+    let code: Int32
+    #if DEBUG
+      if let injected = SyscallFaults.take(name) {
+        code = injected
+      } else {
+        let value = call()
+        if value != -1 { return .success(value) }
+        code = Foundation.errno
+      }
+    #else
+      let value = call()
+      if value != -1 { return .success(value) }
+      code = Foundation.errno
+    #endif
     if code != EINTR { return .failure(Errno(code)) }
   }
 }
+
+/// `valueOrErrno` for a call that has no name of its own (`.unnamed`).
+@inline(__always)
+package func valueOrErrno<T: FixedWidthInteger>(_ call: () -> T) -> Result<T, Errno> { valueOrErrno(.unnamed, call) }
 
 /// A POSIX error number.
 public struct Errno: Error, Sendable, Equatable, Hashable, CustomStringConvertible {
@@ -48,7 +104,8 @@ public struct Errno: Error, Sendable, Equatable, Hashable, CustomStringConvertib
 }
 
 extension Result where Failure == Errno {
-  /// The value, or a `ProtFSError` for `operation` on `path`.
+  /// The value, or a `ProtFSError` for `operation` on `path`: where the system layer's
+  /// `Result<_, Errno>` meets the library's `throws(ProtFSError)`.
   @inline(__always)
   package func orThrow(_ operation: @autoclosure () -> String, path: @autoclosure () -> String) throws(ProtFSError)
     -> Success

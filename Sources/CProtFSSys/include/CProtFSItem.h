@@ -73,23 +73,4 @@ static inline int protfs_item_chown(int fd, uid_t uid, gid_t gid) {
   return fchownat(fd, "", uid, gid, AT_EMPTY_PATH);
 }
 
-/* The *xattr calls on an O_PATH descriptor, which the f*xattr calls refuse (EBADF). */
-static inline long protfs_path_fd_getxattr(int fd, const char *name, void *value, size_t size) {
-  char path[32];
-  protfs_fd_path(fd, path);
-  return getxattr(path, name, value, size);
-}
-
-static inline int protfs_path_fd_setxattr(int fd, const char *name, const void *value, size_t size, int flags) {
-  char path[32];
-  protfs_fd_path(fd, path);
-  return setxattr(path, name, value, size, flags);
-}
-
-static inline int protfs_path_fd_removexattr(int fd, const char *name) {
-  char path[32];
-  protfs_fd_path(fd, path);
-  return removexattr(path, name);
-}
-
 #endif

@@ -98,7 +98,7 @@ extension Device {
     }
     let chosen = defaultClass ?? .containerDefault
     let staging = try openStaging()
-    let temporary = "\(bundleID).\(getpid()).\(UInt32.random(in: 0...UInt32.max))"
+    let temporary = AtomicFile.temporaryName(for: bundleID.rawValue)
     try staging.makeDirectory(temporary)
     do throws(ProtFSError) {
       let root = try staging.openDirectory(temporary)

@@ -141,7 +141,7 @@ public struct Device: Sendable, Hashable {
     // A user kept out of `.protfs/` (the app user under `protfs exec`) is told so, not that the
     // device is new.
     var status = stat()
-    if stat(stateDirectory + "/" + Device.markerName, &status) != 0, errno == EACCES {
+    if case .failure(.accessDenied) = valueOrErrno(.stat, { stat(stateDirectory + "/" + Device.markerName, &status) }) {
       throw ProtFSError(
         .permissionDenied, "Cannot read the state of the device '\(root)': permission denied.", path: stateDirectory,
         errno: EACCES, remedy: .runAsDeviceOwner)

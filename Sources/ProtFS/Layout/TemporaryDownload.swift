@@ -26,11 +26,12 @@ public enum TemporaryFileLock {
   public static func isHeld(_ name: String, in directory: DirectoryHandle) -> Bool {
     guard let fd = try? directory.openFile(name, flags: O_RDONLY | O_NONBLOCK) else { return false }
     defer { close(fd) }
-    if flock(fd, LOCK_EX | LOCK_NB) == 0 {
+    switch valueOrErrno(.flock, { flock(fd, LOCK_EX | LOCK_NB) }) {
+    case .success:
       flock(fd, LOCK_UN)
       return false
+    case .failure(let e): return e == Errno(EWOULDBLOCK)
     }
-    return errno == EWOULDBLOCK
   }
 
   /// Takes the shared lock on an open temp file; it lasts until the descriptor is closed.

@@ -31,7 +31,7 @@ package struct LockStore {
   package func write(_ journal: TransitionJournal) throws(ProtFSError) { try write(journal, to: Self.journalFileName) }
 
   package func removeJournal() throws(ProtFSError) {
-    switch valueOrErrno({ unlinkat(directory.fd, Self.journalFileName, 0) }) {
+    switch valueOrErrno(.unlink, { unlinkat(directory.fd, Self.journalFileName, 0) }) {
     case .success, .failure(.noSuchFile): return
     case .failure(let e):
       throw ProtFSError.system(
@@ -50,7 +50,7 @@ package struct LockStore {
     let fd = try directory.openFile(
       Self.lockFileName, flags: O_RDWR | O_CREAT, permissions: FilePermissions(rawValue: 0o600))
     defer { close(fd) }  // closing releases the lock, as does dying
-    _ = try valueOrErrno { flock(fd, LOCK_EX) }.orThrow("lock", path: directory.pathOf(Self.lockFileName))
+    _ = try valueOrErrno(.flock) { flock(fd, LOCK_EX) }.orThrow("lock", path: directory.pathOf(Self.lockFileName))
     return try body()
   }
 
@@ -89,30 +89,15 @@ package struct LockStore {
     try Self.replace(name, in: directory, with: Array(data) + [0x0A])
   }
 
-  /// Temp file, `fdatasync`, rename: readers and a `kill -9` see the old or the new file, never a mix.
+  /// Temp file, `fdatasync`, rename (`AtomicFile.write`): readers and a `kill -9` see the old or
+  /// the new file, never a mix.
   ///
-  /// Unlike `AtomicFile.write`, the directory is not synced (nor is the journal's removal): a
-  /// transition's item changes are not synced either, and on filesystems that journal metadata in
-  /// order (ext4, xfs) this rename reaches the disk before any item change made after it. The file
-  /// itself is synced so that a power cut cannot leave it empty. Under I/O load each directory
-  /// fsync costs tens of milliseconds, a large part of a transition.
+  /// The directory is not synced (nor is the journal's removal): a transition's item changes are
+  /// not synced either, and on filesystems that journal metadata in order (ext4, xfs) this rename
+  /// reaches the disk before any item change made after it. The file itself is synced so that a
+  /// power cut cannot leave it empty. Under I/O load each directory fsync costs tens of
+  /// milliseconds, a large part of a transition.
   package static func replace(_ name: String, in directory: DirectoryHandle, with bytes: [UInt8]) throws(ProtFSError) {
-    let temporary = ".\(name).tmp-\(getpid())-\(UInt32.random(in: 0...UInt32.max))"
-    let fd = try directory.openFile(
-      temporary, flags: O_WRONLY | O_CREAT | O_EXCL, permissions: FilePermissions(rawValue: 0o600))
-    do throws(ProtFSError) {
-      defer { close(fd) }
-      try AtomicFile.writeAll(fd, bytes, path: directory.pathOf(temporary))
-      _ = try valueOrErrno { fdatasync(fd) }.orThrow("sync", path: directory.pathOf(temporary))
-    } catch {
-      unlinkat(directory.fd, temporary, 0)
-      throw error
-    }
-    switch valueOrErrno({ renameat(directory.fd, temporary, directory.fd, name) }) {
-    case .success: return
-    case .failure(let e):
-      unlinkat(directory.fd, temporary, 0)
-      throw ProtFSError.system("replace", path: directory.pathOf(name), errno: e.rawValue)
-    }
+    try AtomicFile.write(bytes, named: name, in: directory, options: AtomicFile.Options(durability: .contents))
   }
 }

@@ -210,14 +210,14 @@ package struct ModeKey: Sendable {
   package static func load(from directory: DirectoryHandle) throws(ProtFSError) -> ModeKey? {
     let path = directory.pathOf(fileName)
     let fd: Int32
-    switch valueOrErrno({ protfs_openat(directory.fd, fileName, O_RDONLY | O_NOFOLLOW | O_CLOEXEC, 0) }) {
+    switch valueOrErrno(.open, { protfs_openat(directory.fd, fileName, O_RDONLY | O_NOFOLLOW | O_CLOEXEC, 0) }) {
     case .success(let opened): fd = opened
     case .failure(.noSuchFile): return nil
     case .failure(let e): throw damaged(path, "it cannot be opened (\(e))")
     }
     defer { close(fd) }
     var s = stat()
-    _ = try valueOrErrno { fstat(fd, &s) }.orThrow("inspect", path: path)
+    _ = try valueOrErrno(.stat) { fstat(fd, &s) }.orThrow("inspect", path: path)
     guard s.st_mode & S_IFMT == S_IFREG else { throw damaged(path, "it is not a regular file") }
     guard s.st_uid == geteuid() else {
       throw damaged(path, "it belongs to uid \(s.st_uid), not to uid \(geteuid()) that protfs runs as")
@@ -226,7 +226,7 @@ package struct ModeKey: Sendable {
       throw damaged(path, "its mode \(FilePermissions(rawValue: UInt32(s.st_mode)).octal) lets other users read it")
     }
     var bytes = [UInt8](repeating: 0, count: length + 1)
-    let count = try valueOrErrno { Foundation.read(fd, &bytes, bytes.count) }.orThrow("read", path: path)
+    let count = try valueOrErrno(.read) { Foundation.read(fd, &bytes, bytes.count) }.orThrow("read", path: path)
     guard count == length, s.st_size == length else {
       throw damaged(path, "it holds \(max(Int(s.st_size), count)) bytes instead of \(length)")
     }
@@ -234,26 +234,15 @@ package struct ModeKey: Sendable {
   }
 
   /// The key in `directory`, made first when there is none: written to a private temp file and
-  /// linked into place, so that two processes racing end up with the same key.
+  /// renamed into place without replacing anything, so that two processes racing end up with the same key.
   package static func loadOrCreate(in directory: DirectoryHandle) throws(ProtFSError) -> ModeKey {
     if let key = try load(from: directory) { return key }
     var secret = [UInt8](repeating: 0, count: length)
     guard RAND_bytes(&secret, Int32(length)) == 1 else {
       throw ProtFSError(.io, "Cannot make a secret for saved modes: the system's random generator failed.")
     }
-    let temporary = ".\(fileName).tmp-\(getpid())-\(UInt32.random(in: 0...UInt32.max))"
-    let fd = try directory.openFile(temporary, flags: O_WRONLY | O_CREAT | O_EXCL, permissions: .init(rawValue: 0o600))
-    defer {
-      close(fd)
-      unlinkat(directory.fd, temporary, 0)
-    }
-    try AtomicFile.writeAll(fd, secret, path: directory.pathOf(temporary))
-    _ = try valueOrErrno { fsync(fd) }.orThrow("sync", path: directory.pathOf(temporary))
-    switch valueOrErrno({ linkat(directory.fd, temporary, directory.fd, fileName, 0) }) {
-    case .success, .failure(.exists): break  // .exists: another process linked its key first; use that one
-    case .failure(let e): throw ProtFSError.system("create", path: directory.pathOf(fileName), errno: e.rawValue)
-    }
-    _ = fsync(directory.fd)
+    // Not replacing: when another process placed its key first, that one is used.
+    try AtomicFile.write(secret, named: fileName, in: directory, options: AtomicFile.Options(replacing: false))
     guard let key = try load(from: directory) else {
       throw ProtFSError.system("read", path: directory.pathOf(fileName), errno: ENOENT)
     }

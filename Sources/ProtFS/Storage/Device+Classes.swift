@@ -125,7 +125,7 @@ extension Device {
     _ name: String, in parent: DirectoryHandle, protectionClass: ProtectionClass,
     permissions: FilePermissions
   ) throws(ProtFSError) -> Bool {
-    let temporary = ".protfs-new-\(getpid())-\(UInt32.random(in: 0...UInt32.max))"
+    let temporary = AtomicFile.temporaryName(for: name)
     try parent.makeDirectory(temporary, permissions: permissions)
     do throws(ProtFSError) {
       try parent.setProtectionClass(protectionClass, of: temporary)

@@ -14,7 +14,7 @@ package enum ItemCopier {
     _ name: String, in source: DirectoryHandle, to destinationName: String,
     in destination: DirectoryHandle
   ) throws(ProtFSError) {
-    let temporary = ".protfs-copy-\(getpid())-\(UInt32.random(in: 0...UInt32.max))"
+    let temporary = AtomicFile.temporaryName(for: destinationName)
     do throws(ProtFSError) {
       try copyItem(name, in: source, as: temporary, in: destination)
       switch valueOrErrno({ protfs_rename_noreplace(destination.fd, temporary, destination.fd, destinationName) }) {

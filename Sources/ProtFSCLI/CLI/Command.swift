@@ -2,53 +2,53 @@ import ProtFS
 
 /// A command described as data: help, usage and parsing are generated from it
 /// (swift-argument-parser's contract, written once by hand).
-struct Command: Sendable {
+package struct Command: Sendable {
   /// The word that selects the command.
-  var name: String
+  package var name: String
   /// One line for OVERVIEW and for the parent's SUBCOMMANDS list.
-  var abstract: String
+  package var abstract: String
   /// Paragraphs after the overview.
-  var discussion: String? = nil
+  package var discussion: String? = nil
   /// Positional arguments, in order.
-  var arguments: [Argument] = []
+  package var arguments: [Argument] = []
   /// Options and flags.
-  var options: [Option] = []
+  package var options: [Option] = []
   /// Nested commands.
-  var subcommands: [Command] = []
+  package var subcommands: [Command] = []
   /// Whether everything after `--` is passed through untouched (for `exec`).
-  var takesTrailingCommand: Bool = false
+  package var takesTrailingCommand: Bool = false
   /// Whether to hide the command from its parent's help.
-  var isHidden: Bool = false
+  package var isHidden: Bool = false
   /// The action; nil for a command that only groups subcommands.
-  var run: (@Sendable (Invocation) throws -> Int32)? = nil
+  package var run: (@Sendable (Invocation) throws -> Int32)? = nil
 
   /// The subcommand called `name`, if there is one.
-  func subcommand(named name: String) -> Command? { subcommands.first { $0.name == name } }
+  package func subcommand(named name: String) -> Command? { subcommands.first { $0.name == name } }
 
   /// Whether an invocation of this command may read `option`: one of its own options, or
   /// `--device`, which every command accepts (`--help` and `--version` never reach a command).
-  func declares(_ option: Option) -> Bool { option == CommonOptions.device || options.contains(option) }
+  package func declares(_ option: Option) -> Bool { option == CommonOptions.device || options.contains(option) }
 
   /// Whether `argument` is one of this command's positional arguments.
-  func declares(_ argument: Argument) -> Bool { arguments.contains(argument) }
+  package func declares(_ argument: Argument) -> Bool { arguments.contains(argument) }
 }
 
 /// A positional argument.
 ///
 /// Declare it once as a static value and read it through that value
 /// (`invocation.required(InitCommand.bundleID)`), so that what a command reads is what it declares.
-struct Argument: Sendable, Equatable {
+package struct Argument: Sendable, Equatable {
   /// How many values it takes.
-  enum Arity: Sendable { case required, optional, zeroOrMore, oneOrMore }
+  package enum Arity: Sendable { case required, optional, zeroOrMore, oneOrMore }
   /// The name shown as `<name>` and used to look the value up.
-  var name: String
+  package var name: String
   /// One line of help.
-  var help: String
+  package var help: String
   /// How many values it takes.
-  var arity: Arity = .required
+  package var arity: Arity = .required
 
   /// Whether it takes any number of values (shown as `<name> ...`).
-  var isVariadic: Bool { arity == .zeroOrMore || arity == .oneOrMore }
+  package var isVariadic: Bool { arity == .zeroOrMore || arity == .oneOrMore }
 }
 
 /// An option with a value, or a flag.
@@ -56,25 +56,25 @@ struct Argument: Sendable, Equatable {
 /// Declare it once as a static value (`static let json = Option.flag(...)`) and read it through
 /// that value (`invocation.flag(CommonOptions.json)`): reading an option the command does not
 /// declare is a programmer error that traps.
-struct Option: Sendable, Equatable {
+package struct Option: Sendable, Equatable {
   /// The long name without dashes.
-  var long: String
+  package var long: String
   /// The short name, if any.
-  var short: Character? = nil
+  package var short: Character? = nil
   /// The value's placeholder; nil for a flag.
-  var valueName: String? = nil
+  package var valueName: String? = nil
   /// One line of help.
-  var help: String
+  package var help: String
   /// Whether the option may be given more than once.
-  var repeatable: Bool = false
+  package var repeatable: Bool = false
 
   /// A flag (no value).
-  static func flag(_ long: String, short: Character? = nil, help: String) -> Option {
+  package static func flag(_ long: String, short: Character? = nil, help: String) -> Option {
     Option(long: long, short: short, valueName: nil, help: help)
   }
 
   /// An option taking a value.
-  static func value(
+  package static func value(
     _ long: String, short: Character? = nil, _ valueName: String, help: String,
     repeatable: Bool = false
   ) -> Option {
@@ -82,42 +82,42 @@ struct Option: Sendable, Equatable {
   }
 
   /// Whether it is a flag (takes no value).
-  var isFlag: Bool { valueName == nil }
+  package var isFlag: Bool { valueName == nil }
 }
 
 /// Options every command accepts (`device`, `help`; `version` at the top), and options that
 /// several commands declare with one meaning, declared here once.
-enum CommonOptions {
+package enum CommonOptions {
   /// `--json`: what the JSON holds is the command's output as data; a command whose shape needs
   /// words says so in its discussion.
-  static let json = Option.flag("json", help: "Print JSON instead of text, for scripts.")
+  package static let json = Option.flag("json", help: "Print JSON instead of text, for scripts.")
   /// `--dry-run`, `-n`, for the commands that remove files.
-  static let dryRun = Option.flag("dry-run", short: "n", help: "Print what would be removed; change nothing.")
+  package static let dryRun = Option.flag("dry-run", short: "n", help: "Print what would be removed; change nothing.")
   /// `--follow`, `-L`, for the commands that take item paths.
-  static let follow = Option.flag(
+  package static let follow = Option.flag(
     "follow", short: "L", help: "Follow symbolic links given as PATH (never out of the device).")
   /// The device directory, for every command.
-  static let device = Option.value(
+  package static let device = Option.value(
     "device", "dir",
     help: "The device directory (default: $PROTFS_DEVICE, else $XDG_DATA_HOME/protfs/device).")
   /// Help, for every command.
-  static let help = Option.flag("help", short: "h", help: "Show help information.")
+  package static let help = Option.flag("help", short: "h", help: "Show help information.")
   /// The version, for the top command only.
-  static let version = Option.flag("version", help: "Show the version.")
+  package static let version = Option.flag("version", help: "Show the version.")
 }
 
 /// A usage error: printed with the command's usage line, exit status 64.
-struct UsageError: Error {
+package struct UsageError: Error {
   /// What is wrong, as one sentence.
-  var message: String
+  package var message: String
   /// The words of the command whose usage line is printed, for example `["protfs", "init"]`.
-  var commandPath: [String]
+  package var commandPath: [String]
 }
 
 /// A runtime failure with a specific exit status (the message is already printed, or is printed as `Error: …`).
-struct ExitStatus: Error {
+package struct ExitStatus: Error {
   /// The exit status.
-  var code: Int32
+  package var code: Int32
   /// Printed as `Error: …` when not nil.
-  var message: String? = nil
+  package var message: String? = nil
 }

@@ -1,7 +1,7 @@
 /// Generates OVERVIEW / USAGE / ARGUMENTS / OPTIONS / SUBCOMMANDS text from command descriptions.
-enum Help {
+package enum Help {
   /// The one-line usage of the last command of `chain`, for example `protfs ls [<path>] [-R] [--json]`.
-  static func usage(_ chain: [Command]) -> String {
+  package static func usage(_ chain: [Command]) -> String {
     let command = chain.last!
     var parts = [chain.map(\.name).joined(separator: " ")]
     if !command.subcommands.isEmpty && command.run == nil {
@@ -26,7 +26,7 @@ enum Help {
   }
 
   /// The whole help of the last command of `chain`, as `--help` prints it.
-  static func text(_ chain: [Command]) -> String {
+  package static func text(_ chain: [Command]) -> String {
     let command = chain.last!
     var out = "OVERVIEW: \(command.abstract)\n"
     if let discussion = command.discussion { out += "\n" + discussion + "\n" }

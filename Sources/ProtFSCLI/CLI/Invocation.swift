@@ -8,7 +8,7 @@ import ProtFS
 /// option or argument that `command` does not declare, or reading a flag as a value, is a
 /// programmer error: it traps with `preconditionFailure`, so the first test that runs the
 /// command finds it.
-struct Invocation: Sendable {
+package struct Invocation: Sendable {
   /// The command the words were parsed for; every accessor checks its declarations.
   private(set) var command: Command
   /// The command words, for example `["protfs", "cache", "ls"]`.
@@ -20,12 +20,12 @@ struct Invocation: Sendable {
   /// Values of positional arguments, by name.
   private var positionals: [String: [String]] = [:]
   /// Everything after `--`, for commands that take a trailing command.
-  var trailing: [String] = []
+  package var trailing: [String] = []
   /// The process environment.
-  var environment: [String: String]
+  package var environment: [String: String]
 
   /// An invocation of `command` (the top command, until the parser descends), with nothing given yet.
-  init(command: Command, environment: [String: String]) {
+  package init(command: Command, environment: [String: String]) {
     self.command = command
     self.commandPath = [command.name]
     self.environment = environment
@@ -34,45 +34,45 @@ struct Invocation: Sendable {
   // MARK: Recording (the parser)
 
   /// Makes `subcommand` the command parsed for; values given so far stay.
-  mutating func descend(into subcommand: Command) {
+  package mutating func descend(into subcommand: Command) {
     command = subcommand
     commandPath.append(subcommand.name)
   }
 
   /// Records that flag `option` was given.
-  mutating func record(flag option: Option) { flags.insert(option.long) }
+  package mutating func record(flag option: Option) { flags.insert(option.long) }
 
   /// Records one `value` of `option`.
-  mutating func record(_ option: Option, value: String) { optionValues[option.long, default: []].append(value) }
+  package mutating func record(_ option: Option, value: String) { optionValues[option.long, default: []].append(value) }
 
   /// Whether `option` was already given a value.
-  func isGiven(_ option: Option) -> Bool { optionValues[option.long] != nil }
+  package func isGiven(_ option: Option) -> Bool { optionValues[option.long] != nil }
 
   /// Records the values of positional `argument`.
-  mutating func assign(_ values: [String], to argument: Argument) { positionals[argument.name] = values }
+  package mutating func assign(_ values: [String], to argument: Argument) { positionals[argument.name] = values }
 
   // MARK: Reading (the commands)
 
   /// Whether flag `option` was given.
-  func flag(_ option: Option) -> Bool {
+  package func flag(_ option: Option) -> Bool {
     check(option, isFlag: true)
     return flags.contains(option.long)
   }
 
   /// The last value of `option`, or nil when it was not given.
-  func value(_ option: Option) -> String? {
+  package func value(_ option: Option) -> String? {
     check(option, isFlag: false)
     return optionValues[option.long]?.last
   }
 
   /// Every value of `option`, in the order given (for a repeatable option).
-  func values(_ option: Option) -> [String] {
+  package func values(_ option: Option) -> [String] {
     check(option, isFlag: false)
     return optionValues[option.long] ?? []
   }
 
   /// The value of a required positional argument (the parser refused the words without it).
-  func required(_ argument: Argument) -> String {
+  package func required(_ argument: Argument) -> String {
     check(argument, arities: [.required])
     guard let value = positionals[argument.name]?.first else {
       preconditionFailure("The parser left the required argument <\(argument.name)> without a value.")
@@ -81,13 +81,13 @@ struct Invocation: Sendable {
   }
 
   /// The value of an optional positional argument, or nil.
-  func argument(_ argument: Argument) -> String? {
+  package func argument(_ argument: Argument) -> String? {
     check(argument, arities: [.required, .optional])
     return positionals[argument.name]?.first
   }
 
   /// The values of a variadic positional argument.
-  func arguments(_ argument: Argument) -> [String] {
+  package func arguments(_ argument: Argument) -> [String] {
     check(argument, arities: [.zeroOrMore, .oneOrMore])
     return positionals[argument.name] ?? []
   }
@@ -114,13 +114,13 @@ struct Invocation: Sendable {
   }
 
   /// The device chosen by `--device`, `PROTFS_DEVICE` or the XDG default.
-  var device: Device { Device.locate(explicit: value(CommonOptions.device), environment: environment) }
+  package var device: Device { Device.locate(explicit: value(CommonOptions.device), environment: environment) }
 
   /// A usage error for this command.
-  func usageError(_ message: String) -> UsageError { UsageError(message: message, commandPath: commandPath) }
+  package func usageError(_ message: String) -> UsageError { UsageError(message: message, commandPath: commandPath) }
 
   /// Parses a class option value, turning a bad name into a usage error with "did you mean".
-  func protectionClass(_ text: String) throws -> ProtectionClass {
+  package func protectionClass(_ text: String) throws -> ProtectionClass {
     do {
       return try ProtectionClass.parse(text)
     } catch {
@@ -129,7 +129,7 @@ struct Invocation: Sendable {
   }
 
   /// Parses a bundle id argument, turning a bad one into a usage error.
-  func bundleID(_ text: String) throws -> BundleID {
+  package func bundleID(_ text: String) throws -> BundleID {
     do {
       return try BundleID(text)
     } catch {
@@ -139,18 +139,18 @@ struct Invocation: Sendable {
 }
 
 /// Writes to stdout and stderr.
-enum Console {
+package enum Console {
   /// Writes `text` and a newline to standard output.
-  static func out(_ text: String = "", terminator: String = "\n") { print(text, terminator: terminator) }
+  package static func out(_ text: String = "", terminator: String = "\n") { print(text, terminator: terminator) }
 
   /// Writes `text` and a newline to standard error.
-  static func err(_ text: String) {
+  package static func err(_ text: String) {
     fflush(nil)
     FileHandle.standardError.write(Data((text + "\n").utf8))
   }
 
   /// Encodes a value as pretty, key-sorted JSON on standard output.
-  static func json<T: Encodable>(_ value: T) throws {
+  package static func json<T: Encodable>(_ value: T) throws {
     let encoder = JSONEncoder()
     encoder.outputFormatting = [.prettyPrinted, .sortedKeys, .withoutEscapingSlashes]
     encoder.dateEncodingStrategy = .iso8601
@@ -158,7 +158,7 @@ enum Console {
   }
 
   /// Whether standard output is a terminal.
-  static var stdoutIsTerminal: Bool { isatty(STDOUT_FILENO) == 1 }
+  package static var stdoutIsTerminal: Bool { isatty(STDOUT_FILENO) == 1 }
   /// Whether standard error is a terminal.
-  static var stderrIsTerminal: Bool { isatty(STDERR_FILENO) == 1 }
+  package static var stderrIsTerminal: Bool { isatty(STDERR_FILENO) == 1 }
 }

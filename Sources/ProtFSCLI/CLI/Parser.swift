@@ -1,14 +1,14 @@
 import ProtFS
 
 /// Turns the words of a command line into the command to run and its `Invocation`.
-struct Parser {
+package struct Parser {
   /// The top command (`protfs`), whose tree the words are read against.
-  let root: Command
+  package let root: Command
   /// The environment the command will run in, handed to its `Invocation`.
-  let environment: [String: String]
+  package let environment: [String: String]
 
   /// What the words ask for.
-  enum Outcome {
+  package enum Outcome {
     /// Run the command with what was given.
     case run(Command, Invocation)
     /// Print the help of the last command of the chain (from the top command down).
@@ -19,7 +19,7 @@ struct Parser {
 
   /// Reads `words` (the command line without the program name); throws a `UsageError` for words
   /// that do not fit the commands' declarations.
-  func parse(_ words: [String]) throws -> Outcome {
+  package func parse(_ words: [String]) throws -> Outcome {
     var chain = [root]
     var invocation = Invocation(command: root, environment: environment)
     var positionals: [String] = []

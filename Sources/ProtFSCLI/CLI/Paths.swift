@@ -2,10 +2,10 @@ import ProtFS
 import ProtFSSystem
 
 /// How commands turn a PATH argument into an item on the device.
-enum Paths {
+package enum Paths {
   /// The existing item `shown` names. A symlink is refused unless `follow`, which resolves it
   /// inside the device only.
-  static func item(_ shown: String, on device: Device, follow: Bool) throws -> DevicePath {
+  package static func item(_ shown: String, on device: Device, follow: Bool) throws -> DevicePath {
     var path = try device.resolve(shown)
     if follow { path = try device.resolvingSymlinks(path) }
     let status = try device.status(path)

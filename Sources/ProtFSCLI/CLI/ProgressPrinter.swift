@@ -4,7 +4,7 @@ import ProtFSDownloads
 
 /// Shows download progress: a bar per active task and a total on a terminal, JSON lines for
 /// machines, or nothing.
-final class ProgressPrinter: @unchecked Sendable {
+package final class ProgressPrinter: @unchecked Sendable {
   private let lock = NSLock()
   private let mode: String
   private var names: [Int64: String] = [:]
@@ -16,7 +16,7 @@ final class ProgressPrinter: @unchecked Sendable {
   private var lastDraw = Date.distantPast
   private let started = Date()
 
-  init(mode: String) {
+  package init(mode: String) {
     switch mode {
     case "auto": self.mode = Console.stderrIsTerminal ? "bar" : "none"
     default: self.mode = mode
@@ -24,9 +24,9 @@ final class ProgressPrinter: @unchecked Sendable {
   }
 
   /// Whether nothing is shown (`none`, or `auto` off a terminal).
-  var isSilent: Bool { mode == "none" }
+  package var isSilent: Bool { mode == "none" }
 
-  func begin(_ tasks: [DownloadTask]) {
+  package func begin(_ tasks: [DownloadTask]) {
     guard !isSilent else { return }
     lock.withLock {
       for task in tasks {
@@ -38,7 +38,7 @@ final class ProgressPrinter: @unchecked Sendable {
     }
   }
 
-  func handle(_ event: DownloadEvent) {
+  package func handle(_ event: DownloadEvent) {
     lock.withLock {
       switch event {
       case .progress(let id, let bytes, let total):
@@ -69,7 +69,7 @@ final class ProgressPrinter: @unchecked Sendable {
     }
   }
 
-  func finish() {
+  package func finish() {
     lock.withLock { if mode == "bar" { draw() } }
   }
 

@@ -3,7 +3,7 @@ import ProtFSSystem
 /// The command line's words for a remedy: the library names the action, the CLI names the command.
 extension Remedy {
   /// The remedy as a sentence fragment that names the protfs command to run.
-  var commandLine: String {
+  package var commandLine: String {
     switch self {
     case .unlock: "run `protfs unlock` first"
     case .setClass(let path): "set a class with `protfs set-class CLASS '\(path)'`"
@@ -27,5 +27,5 @@ extension Remedy {
 
 extension ProtFSError {
   /// The message followed by the remedy in the command line's words: what the CLI prints.
-  var commandLineDescription: String { description(advice: \.commandLine) }
+  package var commandLineDescription: String { description(advice: \.commandLine) }
 }

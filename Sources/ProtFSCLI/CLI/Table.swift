@@ -1,7 +1,7 @@
 /// Aligned columns for people, the way `ls -l` and `du` print them.
 extension Console {
   /// Prints rows as aligned columns; columns listed in `right` are right-aligned.
-  static func table(_ rows: [[String]], right: Set<Int> = [], indent: String = "") {
+  package static func table(_ rows: [[String]], right: Set<Int> = [], indent: String = "") {
     guard let first = rows.first else { return }
     let widths = (0..<first.count).map { column in rows.map { $0[column].count }.max()! }
     for row in rows {

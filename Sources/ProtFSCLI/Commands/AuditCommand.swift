@@ -4,8 +4,8 @@ import ProtFSAudit
 import ProtFSSystem
 
 /// `protfs audit [PATH...]`: checks containers against policies, for people and for CI.
-enum AuditCommand {
-  static let command = Command(
+package enum AuditCommand {
+  package static let command = Command(
     name: "audit",
     abstract: "Check containers against protection-class policies (for CI).",
     discussion: """
@@ -26,25 +26,25 @@ enum AuditCommand {
   )
 
   /// `[<path> ...]`.
-  static let paths = Argument(
+  package static let paths = Argument(
     name: "path", help: "A container or device directory (default: the current device).", arity: .zeroOrMore)
   /// `--policy FILE`, repeatable.
-  static let policy = Option.value(
+  package static let policy = Option.value(
     "policy", "file", help: "A policy file; repeat to apply several (default: the built-in default policy).",
     repeatable: true)
   /// `--entitlements FILE`.
-  static let entitlements = Option.value(
+  package static let entitlements = Option.value(
     "entitlements", "file", help: "Compare each container's default class with this entitlements plist.")
   /// `--format FORMAT`.
-  static let format = Option.value("format", "format", help: "text, json, sarif or junit (default: text).")
+  package static let format = Option.value("format", "format", help: "text, json, sarif or junit (default: text).")
   /// `--output FILE`, `-o`.
-  static let output = Option.value(
+  package static let output = Option.value(
     "output", short: "o", "file", help: "Write the report to this file instead of standard output.")
   /// `--fail-on LEVEL`.
-  static let failOn = Option.value(
+  package static let failOn = Option.value(
     "fail-on", "level", help: "Exit 1 for findings at this level or above: error, warning or note (default: error).")
 
-  static func run(_ invocation: Invocation) throws -> Int32 {
+  package static func run(_ invocation: Invocation) throws -> Int32 {
     let format = try parse(Self.format, default: "text", as: AuditFormat.self, invocation)
     let failOn = try parse(Self.failOn, default: "error", as: AuditLevel.self, invocation)
     do {

@@ -4,8 +4,8 @@ import ProtFSCache
 import ProtFSDownloads
 
 /// `protfs cache`: groups ls, du and purge.
-enum CacheCommand {
-  static let command = Command(
+package enum CacheCommand {
+  package static let command = Command(
     name: "cache",
     abstract: "See and purge containers' caches (Library/Caches and tmp) and download sessions.",
     discussion: """
@@ -16,20 +16,20 @@ enum CacheCommand {
   )
 
   /// `[<bundle-id>]`, for ls, du and purge.
-  static let bundleArgument = Argument(
+  package static let bundleArgument = Argument(
     name: "bundle-id", help: "Only this app's container (default: every container).", arity: .optional)
   /// `--include-resumable`, for cache purge and simulate-storage-pressure.
-  static let includeResumable = Option.flag(
+  package static let includeResumable = Option.flag(
     "include-resumable", help: "Also temp files that a suspended or failed task could resume from.")
 
   /// The manager for the invocation's device, with the device's download tasks.
-  static func manager(_ invocation: Invocation) -> CacheManager {
+  package static func manager(_ invocation: Invocation) -> CacheManager {
     let device = invocation.device
     return CacheManager(device: device, tasks: DownloadTasks.directory(for: device))
   }
 
   /// `2026-11-29 19:30`, in UTC.
-  static func format(_ date: Date?) -> String {
+  package static func format(_ date: Date?) -> String {
     guard let date else { return "-" }
     let formatter = DateFormatter()
     formatter.locale = Locale(identifier: "en_US_POSIX")
@@ -39,7 +39,7 @@ enum CacheCommand {
   }
 
   /// Prints a purge report as people read it.
-  static func printReport(_ report: PurgeReport) {
+  package static func printReport(_ report: PurgeReport) {
     let verb = report.dryRun ? "Would remove" : "Removed"
     for item in report.removed {
       Console.out(
@@ -56,6 +56,6 @@ enum CacheCommand {
 }
 
 /// Where the CLI finds a device's download tasks.
-enum DownloadTasks {
-  static func directory(for device: Device) -> any DownloadTaskDirectory { DeviceDownloadTasks(device: device) }
+package enum DownloadTasks {
+  package static func directory(for device: Device) -> any DownloadTaskDirectory { DeviceDownloadTasks(device: device) }
 }

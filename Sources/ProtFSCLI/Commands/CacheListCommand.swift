@@ -2,8 +2,8 @@ import ProtFS
 import ProtFSCache
 
 /// `protfs cache ls`.
-enum CacheListCommand {
-  static let command = Command(
+package enum CacheListCommand {
+  package static let command = Command(
     name: "ls",
     abstract:
       "List cache directories and download sessions with class, size, files, oldest and newest item, and tasks.",
@@ -12,7 +12,7 @@ enum CacheListCommand {
     run: run
   )
 
-  static func run(_ invocation: Invocation) throws -> Int32 {
+  package static func run(_ invocation: Invocation) throws -> Int32 {
     let bundleID = try invocation.argument(CacheCommand.bundleArgument).map(invocation.bundleID)
     let reports = try CacheCommand.manager(invocation).list(bundleID)
     if invocation.flag(CommonOptions.json) {

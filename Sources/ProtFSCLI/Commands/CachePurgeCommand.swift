@@ -3,8 +3,8 @@ import ProtFSCache
 import ProtFSSystem
 
 /// `protfs cache purge`.
-enum CachePurgeCommand {
-  static let command = Command(
+package enum CachePurgeCommand {
+  package static let command = Command(
     name: "purge",
     abstract: "Remove least-recently-used cache items, old items or orphaned temp downloads.",
     discussion: """
@@ -23,15 +23,15 @@ enum CachePurgeCommand {
   )
 
   /// `--older-than DURATION`.
-  static let olderThan = Option.value(
+  package static let olderThan = Option.value(
     "older-than", "duration", help: "Items last used longer ago than this, e.g. 30m, 2h, 7d, 1h30m.")
   /// `--max-size SIZE`.
-  static let maxSize = Option.value(
+  package static let maxSize = Option.value(
     "max-size", "size", help: "Keep each container's caches within this size, e.g. 100M, 1.5GiB.")
   /// `--orphans`.
-  static let orphans = Option.flag("orphans", help: "Temp downloads that no task owns.")
+  package static let orphans = Option.flag("orphans", help: "Temp downloads that no task owns.")
 
-  static func run(_ invocation: Invocation) throws -> Int32 {
+  package static func run(_ invocation: Invocation) throws -> Int32 {
     let bundleID = try invocation.argument(CacheCommand.bundleArgument).map(invocation.bundleID)
     var criteria = PurgeCriteria(
       orphans: invocation.flag(Self.orphans), includeResumable: invocation.flag(CacheCommand.includeResumable))

@@ -1,8 +1,8 @@
 import ProtFS
 
 /// `protfs cache du`.
-enum CacheUsageCommand {
-  static let command = Command(
+package enum CacheUsageCommand {
+  package static let command = Command(
     name: "du",
     abstract: "Show the size of each container's caches, apparent and on disk.",
     arguments: [CacheCommand.bundleArgument],
@@ -11,9 +11,9 @@ enum CacheUsageCommand {
   )
 
   /// `--bytes`, `-b`.
-  static let bytes = Option.flag("bytes", short: "b", help: "Print sizes in bytes.")
+  package static let bytes = Option.flag("bytes", short: "b", help: "Print sizes in bytes.")
 
-  static func run(_ invocation: Invocation) throws -> Int32 {
+  package static func run(_ invocation: Invocation) throws -> Int32 {
     let bundleID = try invocation.argument(CacheCommand.bundleArgument).map(invocation.bundleID)
     let reports = try CacheCommand.manager(invocation).usage(bundleID)
     if invocation.flag(CommonOptions.json) {

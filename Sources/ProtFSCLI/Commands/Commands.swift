@@ -1,6 +1,6 @@
 /// Every command of `protfs`, in the order `protfs --help` lists them.
-enum Commands {
-  static let root = Command(
+package enum Commands {
+  package static let root = Command(
     name: "protfs",
     abstract: "iOS Data Protection on Linux: protection classes, lock states and background downloads.",
     discussion: """

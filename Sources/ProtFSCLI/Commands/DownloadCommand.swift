@@ -4,15 +4,15 @@ import ProtFSDownloads
 import ProtFSSystem
 
 /// `protfs download`: background downloads into a container, as nsurlsessiond makes them.
-enum DownloadCommand {
+package enum DownloadCommand {
   /// Every task completed.
-  static let exitCompleted: Int32 = 0
+  package static let exitCompleted: Int32 = 0
   /// One or more tasks failed (their errors are on stderr).
-  static let exitFailed: Int32 = 1
+  package static let exitFailed: Int32 = 1
   /// No task failed, but one or more finished downloads wait for `protfs unlock` to be moved into place.
-  static let exitWaitingForUnlock: Int32 = 75
+  package static let exitWaitingForUnlock: Int32 = 75
 
-  static let command = Command(
+  package static let command = Command(
     name: "download",
     abstract: "Download files into a container the way an iOS background URLSession does.",
     discussion: """
@@ -36,41 +36,41 @@ enum DownloadCommand {
   )
 
   /// `[<url> ...]`.
-  static let urls = Argument(name: "url", help: "http, https or file URLs.", arity: .zeroOrMore)
+  package static let urls = Argument(name: "url", help: "http, https or file URLs.", arity: .zeroOrMore)
   /// `--input-file FILE`, `-i`.
-  static let inputFile = Option.value(
+  package static let inputFile = Option.value(
     "input-file", short: "i", "file", help: "Read URLs from FILE, one per line ('-' for stdin).")
   /// `--bundle BUNDLE-ID`.
-  static let bundle = Option.value(
+  package static let bundle = Option.value(
     "bundle", "bundle-id", help: "The app whose container receives the files (required).")
   /// `--session IDENTIFIER`.
-  static let session = Option.value(
+  package static let session = Option.value(
     "session", "identifier", help: "The background session's identifier (default: <bundle-id>.background).")
   /// `--to DIR`.
-  static let destination = Option.value(
+  package static let destination = Option.value(
     "to", "dir", help: "Destination directory inside the container (default: Documents).")
   /// `--sha256 HEX`.
-  static let sha256 = Option.value("sha256", "hex", help: "The SHA-256 every downloaded file must have.")
+  package static let sha256 = Option.value("sha256", "hex", help: "The SHA-256 every downloaded file must have.")
   /// `--connections N`.
-  static let connections = Option.value("connections", "n", help: "Connections per host (default: 6, as iOS).")
+  package static let connections = Option.value("connections", "n", help: "Connections per host (default: 6, as iOS).")
   /// `--progress MODE`, also for `tasks resume`.
-  static let progress = Option.value(
+  package static let progress = Option.value(
     "progress", "mode", help: "auto, bar, json or none (default: auto: a bar on a terminal).")
   /// `--timeout-request DURATION`.
-  static let requestTimeout = Option.value(
+  package static let requestTimeout = Option.value(
     "timeout-request", "duration",
     help: "Retry a transfer that receives nothing, or under 100 bytes/s, for this long (default: 60s; 1s to 1d).")
   /// `--timeout-resource DURATION`.
-  static let resourceTimeout = Option.value(
+  package static let resourceTimeout = Option.value(
     "timeout-resource", "duration",
     help: "Fail a task not finished this long after it was created, resumes included (default: 7d; 1s to 365d).")
   /// `--sync`.
-  static let sync = Option.flag(
+  package static let sync = Option.flag(
     "sync",
     help:
       "Flush each file to disk before moving it into place, so that a power cut cannot leave a partial file (slower).")
 
-  static func run(_ invocation: Invocation) throws -> Int32 {
+  package static func run(_ invocation: Invocation) throws -> Int32 {
     guard let bundleText = invocation.value(Self.bundle) else {
       throw invocation.usageError("Missing '--bundle <bundle-id>': downloads belong to an app's container.")
     }
@@ -169,7 +169,7 @@ enum DownloadCommand {
 
   /// The duration given to `option`, if any, checked against `range` (in seconds) before it
   /// becomes a `Duration`.
-  static func timeout(_ invocation: Invocation, _ option: Option, within range: ClosedRange<Double>) throws
+  package static func timeout(_ invocation: Invocation, _ option: Option, within range: ClosedRange<Double>) throws
     -> Duration?
   {
     guard let text = invocation.value(option) else { return nil }
@@ -183,12 +183,12 @@ enum DownloadCommand {
 
   /// How many requests `download` records before starting them: a small first chunk gets the
   /// transfers going, larger ones after it keep the store's transactions few.
-  static let firstChunk = 32
-  static let chunk = 512
+  package static let firstChunk = 32
+  package static let chunk = 512
 
   /// Resumes `tasks`, shows their progress in `mode` until every one settles, then ends the session's
   /// event stream once everything it held is printed. Returns the state each task settled in.
-  static func runInForeground(_ tasks: [DownloadTask], of session: DownloadSession, progress mode: String)
+  package static func runInForeground(_ tasks: [DownloadTask], of session: DownloadSession, progress mode: String)
     -> [Int64: DownloadState]
   {
     var given: [DownloadTask]? = tasks
@@ -203,7 +203,7 @@ enum DownloadCommand {
   /// As `runInForeground(_:of:progress:)`, with the tasks coming from `next` a chunk at a time
   /// (nil when there are no more); each chunk starts as soon as it comes. When `next` throws, the
   /// tasks already started are still waited for before the error is passed on.
-  static func runInForeground(
+  package static func runInForeground(
     of session: DownloadSession, progress mode: String, _ next: () throws(ProtFSError) -> [DownloadTask]?
   ) throws(ProtFSError) -> (tasks: [DownloadTask], outcome: [Int64: DownloadState]) {
     let progress = ProgressPrinter(mode: mode)
@@ -232,7 +232,7 @@ enum DownloadCommand {
   }
 
   /// Waits on a plain thread, so that `Console` output stays in order and no executor is blocked.
-  static func waitForAll(_ tasks: [DownloadTask]) -> [Int64: DownloadState] {
+  package static func waitForAll(_ tasks: [DownloadTask]) -> [Int64: DownloadState] {
     let done = DispatchSemaphore(value: 0)
     let results = ResultBox()
     Task.detached {
@@ -244,7 +244,7 @@ enum DownloadCommand {
   }
 
   /// Ends the session's event stream and waits until every event it held has been printed.
-  static func drain(_ session: DownloadSession, _ printer: Task<Void, Never>?) {
+  package static func drain(_ session: DownloadSession, _ printer: Task<Void, Never>?) {
     session.invalidate()
     guard let printer else { return }
     let done = DispatchSemaphore(value: 0)
@@ -255,14 +255,14 @@ enum DownloadCommand {
     done.wait()
   }
 
-  final class ResultBox: @unchecked Sendable {
+  package final class ResultBox: @unchecked Sendable {
     private let lock = NSLock()
     private var states: [Int64: DownloadState] = [:]
     func set(_ id: Int64, _ state: DownloadState) { lock.withLock { states[id] = state } }
     var value: [Int64: DownloadState] { lock.withLock { states } }
   }
 
-  static func readList(_ path: String) throws -> [String] {
+  package static func readList(_ path: String) throws -> [String] {
     let text: String
     if path == "-" {
       text = String(decoding: FileHandle.standardInput.readDataToEndOfFile(), as: UTF8.self)
@@ -283,7 +283,7 @@ enum DownloadCommand {
     }
   }
 
-  static func validate(_ text: String) -> Result<URL, ProtFSError> {
+  package static func validate(_ text: String) -> Result<URL, ProtFSError> {
     guard let url = URL(string: text), let scheme = url.scheme?.lowercased() else {
       return .failure(
         ProtFSError(
@@ -303,7 +303,7 @@ enum DownloadCommand {
   }
 
   /// `--to` is a directory inside the container: relative to its root, or an absolute path inside it.
-  static func resolveDestination(_ text: String, in container: Container, device: Device) throws -> DevicePath {
+  package static func resolveDestination(_ text: String, in container: Container, device: Device) throws -> DevicePath {
     try device.requireInitialized()
     try container.requireExists()
     let path: DevicePath

@@ -5,8 +5,8 @@ import ProtFSSystem
 
 /// `protfs exec -- CMD`: runs a program as an app runs on a phone, so that it meets the lock and
 /// cannot undo it, optionally changing the lock state while it runs.
-enum ExecCommand {
-  static let command = Command(
+package enum ExecCommand {
+  package static let command = Command(
     name: "exec",
     abstract: "Run a program on the device as an app: it meets the lock and cannot undo it.",
     discussion: """
@@ -27,13 +27,13 @@ enum ExecCommand {
   )
 
   /// `--schedule STEPS`.
-  static let schedule = Option.value(
+  package static let schedule = Option.value(
     "schedule", "steps", help: "State changes while CMD runs, for example lock@2s,unlock@5s.")
   /// `--passcode` and `--passcode-file`: the passcode scheduled unlocks give (never prompted for).
-  static let passcode = PasscodeOption(
+  package static let passcode = PasscodeOption(
     "passcode", "The passcode for scheduled unlocks", environmentKey: "PROTFS_PASSCODE", prompts: false)
 
-  static func run(_ invocation: Invocation) throws -> Int32 {
+  package static func run(_ invocation: Invocation) throws -> Int32 {
     var schedule = LockSchedule(steps: [])
     if let text = invocation.value(Self.schedule) {
       do {

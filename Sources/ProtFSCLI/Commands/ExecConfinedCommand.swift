@@ -4,8 +4,8 @@ import ProtFSLock
 
 /// `protfs __exec-confined CMD…`: the hidden second half of `exec`. Takes every privilege from
 /// itself (as root: becomes the app user), then replaces itself with CMD.
-enum ExecConfinedCommand {
-  static let command = Command(
+package enum ExecConfinedCommand {
+  package static let command = Command(
     name: "__exec-confined",
     abstract: "Become the app user without capabilities, then execute a command (used by exec).",
     takesTrailingCommand: true,
@@ -13,7 +13,7 @@ enum ExecConfinedCommand {
     run: run
   )
 
-  static func run(_ invocation: Invocation) throws -> Int32 {
+  package static func run(_ invocation: Invocation) throws -> Int32 {
     _ = try Confinement.confine(device: invocation.device)
     let command = invocation.trailing
     var argv: [UnsafeMutablePointer<CChar>?] = command.map { strdup($0) } + [nil]

@@ -1,8 +1,8 @@
 import ProtFS
 
 /// `protfs get-class PATH...`.
-enum GetClassCommand {
-  static let command = Command(
+package enum GetClassCommand {
+  package static let command = Command(
     name: "get-class",
     abstract: "Show the effective protection class of items and where it comes from.",
     discussion: """
@@ -16,16 +16,16 @@ enum GetClassCommand {
   )
 
   /// `<path> ...`.
-  static let path = Argument(name: "path", help: "Items inside the device.", arity: .oneOrMore)
+  package static let path = Argument(name: "path", help: "Items inside the device.", arity: .oneOrMore)
 
-  struct Row: Encodable {
+  package struct Row: Encodable {
     var path: String
     var `class`: String
     var name: String
     var source: String
   }
 
-  static func run(_ invocation: Invocation) throws -> Int32 {
+  package static func run(_ invocation: Invocation) throws -> Int32 {
     let device = invocation.device
     try device.requireInitialized()
     var rows: [Row] = []

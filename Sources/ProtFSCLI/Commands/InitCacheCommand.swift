@@ -1,8 +1,8 @@
 import ProtFS
 
 /// `protfs init-cache BUNDLE-ID`: the nsurlsessiond Downloads directory, unprotected.
-enum InitCacheCommand {
-  static let command = Command(
+package enum InitCacheCommand {
+  package static let command = Command(
     name: "init-cache",
     abstract: "Create the background-download cache directory with class none.",
     discussion: """
@@ -19,9 +19,9 @@ enum InitCacheCommand {
   )
 
   /// `--class CLASS`.
-  static let protectionClass = Option.value("class", "class", help: "The directory's protection class (default: none).")
+  package static let protectionClass = Option.value("class", "class", help: "The directory's protection class (default: none).")
 
-  static func run(_ invocation: Invocation) throws -> Int32 {
+  package static func run(_ invocation: Invocation) throws -> Int32 {
     let bundleID = try invocation.bundleID(invocation.required(InitCommand.bundleID))
     let protectionClass = try invocation.value(Self.protectionClass).map(invocation.protectionClass) ?? .none
     let result = try invocation.device.initCache(bundleID, protectionClass: protectionClass)

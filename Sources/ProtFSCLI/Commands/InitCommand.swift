@@ -1,8 +1,8 @@
 import ProtFS
 
 /// `protfs init BUNDLE-ID`: creates an app container.
-enum InitCommand {
-  static let command = Command(
+package enum InitCommand {
+  package static let command = Command(
     name: "init",
     abstract: "Create an app container on the device.",
     discussion: """
@@ -19,14 +19,14 @@ enum InitCommand {
   )
 
   /// `<bundle-id>`, the app a container belongs to (also for init-cache).
-  static let bundleID = Argument(name: "bundle-id", help: "The app's bundle identifier, for example com.example.app.")
+  package static let bundleID = Argument(name: "bundle-id", help: "The app's bundle identifier, for example com.example.app.")
   /// `--default-class CLASS`.
-  static let defaultClass = Option.value("default-class", "class", help: "The container's default protection class.")
+  package static let defaultClass = Option.value("default-class", "class", help: "The container's default protection class.")
   /// `--entitlements FILE`.
-  static let entitlements = Option.value(
+  package static let entitlements = Option.value(
     "entitlements", "file", help: "Take the default class from this entitlements plist (XML or binary).")
 
-  static func run(_ invocation: Invocation) throws -> Int32 {
+  package static func run(_ invocation: Invocation) throws -> Int32 {
     let bundleID = try invocation.bundleID(invocation.required(Self.bundleID))
     var defaultClass = try invocation.value(Self.defaultClass).map(invocation.protectionClass)
     if let path = invocation.value(Self.entitlements) {

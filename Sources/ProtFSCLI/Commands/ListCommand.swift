@@ -3,8 +3,8 @@ import ProtFS
 import ProtFSSystem
 
 /// `protfs ls [--recursive] PATH`: one row per item, as objection's `ls` shows an app's files.
-enum ListCommand {
-  static let command = Command(
+package enum ListCommand {
+  package static let command = Command(
     name: "ls",
     abstract: "List a directory with each item's protection class, source, mode and size.",
     discussion: """
@@ -17,12 +17,12 @@ enum ListCommand {
   )
 
   /// `[<path>]`.
-  static let path = Argument(
+  package static let path = Argument(
     name: "path", help: "A directory inside the device (default: the device).", arity: .optional)
   /// `--recursive`, `-R`.
-  static let recursive = Option.flag("recursive", short: "R", help: "List everything below the directory.")
+  package static let recursive = Option.flag("recursive", short: "R", help: "List everything below the directory.")
 
-  struct Row: Encodable {
+  package struct Row: Encodable {
     var path: String
     var kind: String
     var `class`: String?
@@ -33,7 +33,7 @@ enum ListCommand {
     var target: String?
   }
 
-  static func run(_ invocation: Invocation) throws -> Int32 {
+  package static func run(_ invocation: Invocation) throws -> Int32 {
     let device = invocation.device
     try device.requireInitialized()
     let shown = invocation.argument(Self.path) ?? device.root

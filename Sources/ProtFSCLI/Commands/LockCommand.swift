@@ -3,8 +3,8 @@ import ProtFS
 import ProtFSLock
 
 /// `protfs lock`: the device locks; classes A and B (and CX after `--inactive`) become unavailable.
-enum LockCommand {
-  static let command = Command(
+package enum LockCommand {
+  package static let command = Command(
     name: "lock",
     abstract: "Lock the device: complete and complete-unless-open data becomes unavailable.",
     discussion: """
@@ -22,13 +22,13 @@ enum LockCommand {
   )
 
   /// `--grace SECONDS`.
-  static let grace = Option.value(
+  package static let grace = Option.value(
     "grace", "seconds", help: "Wait this long before the lock takes effect (iOS keeps class A keys ~10 s).")
   /// `--inactive`.
-  static let inactive = Option.flag(
+  package static let inactive = Option.flag(
     "inactive", help: "Also end the user-inactivity period: complete-when-user-inactive behaves like complete.")
 
-  static func run(_ invocation: Invocation) throws -> Int32 {
+  package static func run(_ invocation: Invocation) throws -> Int32 {
     let controller = invocation.lockController
     let report: TransitionReport?
     if let text = invocation.value(Self.grace) {

@@ -4,11 +4,11 @@ import ProtFSLock
 
 /// The crash test hook, set once from `PROTFS_CRASH_AFTER` (a step number) for the whole process,
 /// so the recovery that runs before a command and the command itself count steps together.
-let crashHook = CrashHook(after: ProcessInfo.processInfo.environment["PROTFS_CRASH_AFTER"].flatMap { Int($0) })
+package let crashHook = CrashHook(after: ProcessInfo.processInfo.environment["PROTFS_CRASH_AFTER"].flatMap { Int($0) })
 
 extension Invocation {
   /// The lock controller of the chosen device.
-  var lockController: LockController {
+  package var lockController: LockController {
     var controller = LockController(device: device, crashHook: crashHook)
     if let iterations = environment["PROTFS_PBKDF2_ITERATIONS"].flatMap(Int.init), iterations > 0 {
       controller.passcodeIterations = iterations  // tests make hashing cheap; users never need this
@@ -18,7 +18,7 @@ extension Invocation {
 
   /// A passcode from `--NAME`, else the file of `--NAME-file` (`-`: standard input), else the
   /// environment variable, else (with a `prompt`) a prompt on the terminal; nil when none.
-  func passcode(_ option: PasscodeOption, prompt: String?) throws -> String? {
+  package func passcode(_ option: PasscodeOption, prompt: String?) throws -> String? {
     if value(option.code) != nil, value(option.file) != nil {
       throw usageError("Give --\(option.code.long) or --\(option.file.long), not both.")
     }
@@ -30,7 +30,7 @@ extension Invocation {
   }
 
   /// Refuses two passcode options that would both read standard input.
-  func requireOneStandardInput(_ options: [PasscodeOption]) throws {
+  package func requireOneStandardInput(_ options: [PasscodeOption]) throws {
     let readers = options.filter { value($0.file) == "-" }
     if readers.count > 1 {
       throw usageError(
@@ -41,17 +41,17 @@ extension Invocation {
 
 /// A passcode given as `--NAME CODE` or `--NAME-file FILE`, or in an environment variable:
 /// declared once per meaning and shared by the commands that ask for that passcode.
-struct PasscodeOption: Sendable {
+package struct PasscodeOption: Sendable {
   /// `--NAME CODE`.
-  let code: Option
+  package let code: Option
   /// `--NAME-file FILE`.
-  let file: Option
+  package let file: Option
   /// The environment variable read when neither option is given.
-  let environmentKey: String
+  package let environmentKey: String
 
   /// `--<name> CODE` and `--<name>-file FILE`; `what` says which passcode it is, and `prompts`
   /// whether the command asks on a terminal when neither is given.
-  init(_ name: String, _ what: String, environmentKey: String, prompts: Bool = true) {
+  package init(_ name: String, _ what: String, environmentKey: String, prompts: Bool = true) {
     let fallback = prompts ? "$\(environmentKey), else a prompt" : "$\(environmentKey)"
     code = .value(
       name, "code",
@@ -61,12 +61,12 @@ struct PasscodeOption: Sendable {
   }
 
   /// Both options, for a command's `options`.
-  var options: [Option] { [code, file] }
+  package var options: [Option] { [code, file] }
 }
 
 /// Reading a passcode from the terminal without echo.
-enum Terminal {
-  static func readSecret(_ prompt: String) -> String? {
+package enum Terminal {
+  package static func readSecret(_ prompt: String) -> String? {
     var saved = termios()
     let hasTerminal = tcgetattr(STDIN_FILENO, &saved) == 0
     if hasTerminal {
@@ -85,8 +85,8 @@ enum Terminal {
 }
 
 /// Words for a transition's result, shared by lock, unlock, reboot and passcode remove.
-enum TransitionText {
-  static func summary(_ report: TransitionReport, device: Device) -> String {
+package enum TransitionText {
+  package static func summary(_ report: TransitionReport, device: Device) -> String {
     var parts: [String] = []
     func items(_ count: Int) -> String { count == 1 ? "1 item" : "\(count) items" }
     if report.restricted > 0 { parts.append("\(items(report.restricted)) locked out") }
@@ -96,7 +96,7 @@ enum TransitionText {
   }
 
   /// Warns on stderr about the items the transition left alone or whose record it ignored.
-  static func warnings(_ report: TransitionReport) {
+  package static func warnings(_ report: TransitionReport) {
     for path in report.hardLinked {
       Console.err(
         "Warning: '\(path)' has more than one link, so it may also be reachable from outside the device; it was left unchanged (not locked). Copy it instead of linking it."

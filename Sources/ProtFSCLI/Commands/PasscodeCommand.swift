@@ -2,8 +2,8 @@ import ProtFS
 import ProtFSLock
 
 /// `protfs passcode set|remove`.
-enum PasscodeCommand {
-  static let command = Command(
+package enum PasscodeCommand {
+  package static let command = Command(
     name: "passcode",
     abstract: "Set or remove the device passcode.",
     discussion: """
@@ -25,18 +25,18 @@ enum PasscodeCommand {
   )
 
   /// `--passcode` and `--passcode-file` of `passcode set`: the passcode to set.
-  static let newPasscode = PasscodeOption("passcode", "The new passcode", environmentKey: "PROTFS_PASSCODE")
+  package static let newPasscode = PasscodeOption("passcode", "The new passcode", environmentKey: "PROTFS_PASSCODE")
   /// `--current` and `--current-file`: the passcode in force, for set and remove.
-  static let current = PasscodeOption(
+  package static let current = PasscodeOption(
     "current", "The current passcode, when one is set", environmentKey: "PROTFS_CURRENT_PASSCODE")
 
   /// The passcode in force, asked for only when one is set.
-  static func currentPasscode(_ invocation: Invocation, _ controller: LockController) throws -> String? {
+  package static func currentPasscode(_ invocation: Invocation, _ controller: LockController) throws -> String? {
     guard try controller.record().passcodeHash != nil else { return nil }
     return try invocation.passcode(current, prompt: "Current passcode: ")
   }
 
-  static func set(_ invocation: Invocation) throws -> Int32 {
+  package static func set(_ invocation: Invocation) throws -> Int32 {
     try invocation.requireOneStandardInput([newPasscode, current])
     let controller = invocation.lockController
     let current = try currentPasscode(invocation, controller)
@@ -51,7 +51,7 @@ enum PasscodeCommand {
     return 0
   }
 
-  static func remove(_ invocation: Invocation) throws -> Int32 {
+  package static func remove(_ invocation: Invocation) throws -> Int32 {
     let controller = invocation.lockController
     let current = try currentPasscode(invocation, controller)
     try controller.removePasscode(current: current)

@@ -1,8 +1,8 @@
 import ProtFS
 
 /// `protfs reboot`: the device restarts, before first unlock.
-enum RebootCommand {
-  static let command = Command(
+package enum RebootCommand {
+  package static let command = Command(
     name: "reboot",
     abstract: "Reboot the device: only class none stays available until the first unlock.",
     discussion: """
@@ -13,7 +13,7 @@ enum RebootCommand {
     run: run
   )
 
-  static func run(_ invocation: Invocation) throws -> Int32 {
+  package static func run(_ invocation: Invocation) throws -> Int32 {
     let controller = invocation.lockController
     let report = try controller.reboot()
     Console.out(TransitionText.summary(report, device: controller.device))

@@ -7,16 +7,16 @@ import ProtFSSystem
 /// `/proc/PID/cmdline` is readable by every user, and `/proc/PID/environ` by the same user; both
 /// show the process's own memory, so protfs overwrites the secret bytes in place once it has
 /// copied them, and takes the variables out of the environment its children inherit.
-enum Secrets {
+package enum Secrets {
   /// Options whose value is a passcode.
-  static let options = ["--passcode", "--current"]
+  package static let options = ["--passcode", "--current"]
   /// Environment variables that hold a passcode.
-  static let environmentKeys = ["PROTFS_PASSCODE", "PROTFS_CURRENT_PASSCODE"]
+  package static let environmentKeys = ["PROTFS_PASSCODE", "PROTFS_CURRENT_PASSCODE"]
 
   /// Blanks passcode option values in the process's own argument bytes (what `/proc/self/cmdline`
   /// shows). Call it first, after `CommandLine.arguments` was copied. Words after `--` belong to
   /// the program `exec` runs and are left alone.
-  static func hideArguments() {
+  package static func hideArguments() {
     let argv = CommandLine.unsafeArgv
     var index = 1
     while index < Int(CommandLine.argc), let word = argv[index] {
@@ -37,7 +37,7 @@ enum Secrets {
   /// Blanks the values of the passcode variables in the environment block (what
   /// `/proc/self/environ` shows) and removes them from the environment children inherit. Call it
   /// after the environment was copied.
-  static func hideEnvironment() {
+  package static func hideEnvironment() {
     var entry = environ
     while let variable = entry.pointee {
       let text = String(cString: variable)
@@ -58,12 +58,12 @@ enum Secrets {
 }
 
 /// Reading a passcode from a file or standard input (`--passcode-file`, `--current-file`).
-enum PasscodeFile {
+package enum PasscodeFile {
   /// More than this is not a passcode file.
-  static let maximumSize = 4096
+  package static let maximumSize = 4096
 
   /// The first line of `path` (`-`: one line of standard input), without its line ending.
-  static func read(_ path: String, option: String) throws -> String {
+  package static func read(_ path: String, option: String) throws -> String {
     let bytes = path == "-" ? readLineOfStandardInput() : try readFile(path)
     var line = bytes.split(separator: 0x0A, maxSplits: 1, omittingEmptySubsequences: false).first ?? []
     if line.last == 0x0D { line = line.dropLast() }

@@ -1,8 +1,8 @@
 import ProtFS
 
 /// `protfs set-class CLASS PATH...`.
-enum SetClassCommand {
-  static let command = Command(
+package enum SetClassCommand {
+  package static let command = Command(
     name: "set-class",
     abstract: "Set the protection class of files and directories.",
     discussion: """
@@ -16,13 +16,13 @@ enum SetClassCommand {
   )
 
   /// `<class>`.
-  static let protectionClass = Argument(
+  package static let protectionClass = Argument(
     name: "class", help: "none, complete, complete-unless-open, until-first-auth, when-inactive, …")
   /// `--recursive`, `-r`.
-  static let recursive = Option.flag(
+  package static let recursive = Option.flag(
     "recursive", short: "r", help: "Also set the class of everything below each directory.")
 
-  static func run(_ invocation: Invocation) throws -> Int32 {
+  package static func run(_ invocation: Invocation) throws -> Int32 {
     let protectionClass = try invocation.protectionClass(invocation.required(Self.protectionClass))
     let device = invocation.device
     try device.requireInitialized()

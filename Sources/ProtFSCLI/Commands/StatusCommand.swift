@@ -2,8 +2,8 @@ import Foundation
 import ProtFS
 
 /// `protfs status`: the lock state, the passcode, per class what is available, and what is out of line.
-enum StatusCommand {
-  static let command = Command(
+package enum StatusCommand {
+  package static let command = Command(
     name: "status",
     abstract: "Show the lock state, the passcode and which classes are available.",
     discussion: """
@@ -18,7 +18,7 @@ enum StatusCommand {
     run: run
   )
 
-  static func run(_ invocation: Invocation) throws -> Int32 {
+  package static func run(_ invocation: Invocation) throws -> Int32 {
     let controller = invocation.lockController
     let status = try controller.status()
     if invocation.flag(CommonOptions.json) {

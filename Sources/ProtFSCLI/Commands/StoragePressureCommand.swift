@@ -2,8 +2,8 @@ import ProtFS
 import ProtFSSystem
 
 /// `protfs simulate-storage-pressure`.
-enum StoragePressureCommand {
-  static let command = Command(
+package enum StoragePressureCommand {
+  package static let command = Command(
     name: "simulate-storage-pressure",
     abstract: "Purge caches as iOS does when storage runs low, so an app's behaviour after a purge can be tested.",
     discussion: """
@@ -17,10 +17,10 @@ enum StoragePressureCommand {
   )
 
   /// `--free SIZE`.
-  static let free = Option.value(
+  package static let free = Option.value(
     "free", "size", help: "How much to free, e.g. 500M or 2GiB (default: everything purgeable).")
 
-  static func run(_ invocation: Invocation) throws -> Int32 {
+  package static func run(_ invocation: Invocation) throws -> Int32 {
     let free: Int64?
     do {
       free = try invocation.value(Self.free).map { text throws(ProtFSError) in try ByteSize.parse(text) }

@@ -4,8 +4,8 @@ import ProtFSDownloads
 import ProtFSSystem
 
 /// `protfs tasks`: the background download tasks kept on the device.
-enum TasksCommand {
-  static let command = Command(
+package enum TasksCommand {
+  package static let command = Command(
     name: "tasks",
     abstract: "List background download tasks, or resume or cancel one.",
     discussion: """
@@ -18,7 +18,7 @@ enum TasksCommand {
     run: list
   )
 
-  static let resume = Command(
+  package static let resume = Command(
     name: "resume",
     abstract: "Resume a suspended, failed or interrupted task in the foreground until it settles.",
     arguments: [taskID],
@@ -26,7 +26,7 @@ enum TasksCommand {
     run: { invocation in try act(invocation, cancel: false) }
   )
 
-  static let cancel = Command(
+  package static let cancel = Command(
     name: "cancel",
     abstract: "Cancel a task; its temp file is removed.",
     arguments: [taskID],
@@ -34,17 +34,17 @@ enum TasksCommand {
   )
 
   /// `--session IDENTIFIER` of the list.
-  static let session = Option.value("session", "identifier", help: "Only this session's tasks.")
+  package static let session = Option.value("session", "identifier", help: "Only this session's tasks.")
   /// `<task-id>` of resume and cancel.
-  static let taskID = Argument(name: "task-id", help: "The task's number, as `protfs tasks` shows it.")
+  package static let taskID = Argument(name: "task-id", help: "The task's number, as `protfs tasks` shows it.")
 
-  static func store(_ device: Device) throws -> DownloadStore? {
+  package static func store(_ device: Device) throws -> DownloadStore? {
     try device.requireInitialized()
     guard FileManager.default.fileExists(atPath: device.downloadStorePath) else { return nil }
     return try DownloadStore(path: device.downloadStorePath)
   }
 
-  static func list(_ invocation: Invocation) throws -> Int32 {
+  package static func list(_ invocation: Invocation) throws -> Int32 {
     var records = try store(invocation.device)?.tasks(session: invocation.value(Self.session)) ?? []
     records.sort { $0.id < $1.id }
     if invocation.flag(CommonOptions.json) {
@@ -69,7 +69,7 @@ enum TasksCommand {
     return 0
   }
 
-  static func act(_ invocation: Invocation, cancel: Bool) throws -> Int32 {
+  package static func act(_ invocation: Invocation, cancel: Bool) throws -> Int32 {
     let text = invocation.required(Self.taskID)
     guard let id = Int64(text) else {
       throw invocation.usageError("'\(text)' is not a task number; `protfs tasks` lists them.")

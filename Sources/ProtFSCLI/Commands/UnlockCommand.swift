@@ -1,8 +1,8 @@
 import ProtFS
 
 /// `protfs unlock`: every class becomes available again and every original mode comes back.
-enum UnlockCommand {
-  static let command = Command(
+package enum UnlockCommand {
+  package static let command = Command(
     name: "unlock",
     abstract: "Unlock the device: every class becomes available and every original mode comes back.",
     discussion: """
@@ -15,9 +15,9 @@ enum UnlockCommand {
   )
 
   /// `--passcode` and `--passcode-file`: the device passcode.
-  static let passcode = PasscodeOption("passcode", "The device passcode", environmentKey: "PROTFS_PASSCODE")
+  package static let passcode = PasscodeOption("passcode", "The device passcode", environmentKey: "PROTFS_PASSCODE")
 
-  static func run(_ invocation: Invocation) throws -> Int32 {
+  package static func run(_ invocation: Invocation) throws -> Int32 {
     let controller = invocation.lockController
     let record = try controller.record()
     var passcode: String?

@@ -2,8 +2,8 @@ import Foundation
 import ProtFS
 
 /// `protfs watch`: one JSON line per protected-data notification, until interrupted.
-enum WatchCommand {
-  static let command = Command(
+package enum WatchCommand {
+  package static let command = Command(
     name: "watch",
     abstract: "Print protected-data notifications as JSON lines until interrupted.",
     discussion: """
@@ -14,7 +14,7 @@ enum WatchCommand {
     run: run
   )
 
-  static func run(_ invocation: Invocation) throws -> Int32 {
+  package static func run(_ invocation: Invocation) throws -> Int32 {
     let device = invocation.device
     let events = try device.protectedDataEvents()
     let state = try device.protectionState()

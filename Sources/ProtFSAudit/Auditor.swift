@@ -1,4 +1,3 @@
-import CProtFSSys
 import Foundation
 import ProtFS
 import ProtFSSystem

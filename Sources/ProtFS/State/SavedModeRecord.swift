@@ -1,5 +1,4 @@
 import CCrypto
-import CProtFSSys
 import Foundation
 import ProtFSSystem
 import Synchronization
@@ -210,7 +209,7 @@ package struct ModeKey: Sendable {
   package static func load(from directory: DirectoryHandle) throws(ProtFSError) -> ModeKey? {
     let path = directory.pathOf(fileName)
     let fd: Int32
-    switch valueOrErrno(.open, { protfs_openat(directory.fd, fileName, O_RDONLY | O_NOFOLLOW | O_CLOEXEC, 0) }) {
+    switch valueOrErrno(.open, { Kernel.openAt(directory.fd, fileName, O_RDONLY | O_NOFOLLOW | O_CLOEXEC, 0) }) {
     case .success(let opened): fd = opened
     case .failure(.noSuchFile): return nil
     case .failure(let e): throw damaged(path, "it cannot be opened (\(e))")

@@ -12,17 +12,13 @@ enum FastAttributes {
     case unusual
   }
 
-  private static let classValues: [(ProtectionClass, [UInt8])] = ProtectionClass.allCases.map {
-    ($0, Array($0.rawValue.utf8))
-  }
-
-  /// The own class of `name` in `parent`.
-  static func protectionClass(_ parent: DirectoryHandle, _ name: String) -> Read<ProtectionClass> {
+  /// The own class of `name` (a `dirent`'s name) in `parent`.
+  static func protectionClass(_ parent: DirectoryHandle, _ name: UnsafePointer<CChar>) -> Read<ProtectionClass> {
     withUnsafeTemporaryAllocation(byteCount: 64, alignment: 1) { buffer in
-      switch Kernel.getAttribute(dirfd: parent.fd, name: name, attribute: AttributeName.protectionClass, into: buffer) {
+      switch Kernel.getAttribute(dirfd: parent.fd, rawName: name, attribute: classAttribute, into: buffer) {
       case .success(let count):
-        for (cls, raw) in classValues where raw.count == count {
-          if raw.withUnsafeBytes({ memcmp($0.baseAddress!, buffer.baseAddress!, count) }) == 0 { return .value(cls) }
+        if let value = ProtectionClass(attributeBytes: UnsafeRawBufferPointer(rebasing: buffer[..<count])) {
+          return .value(value)
         }
         return .unusual
       case .failure(.noData): return .absent
@@ -30,6 +26,14 @@ enum FastAttributes {
       }
     }
   }
+
+  /// The class attribute's name as a C string, made once.
+  nonisolated(unsafe) private static let classAttribute: UnsafePointer<CChar> = {
+    let name = AttributeName.protectionClass.utf8CString
+    let copy = UnsafeMutablePointer<CChar>.allocate(capacity: name.count)
+    name.withUnsafeBufferPointer { copy.initialize(from: $0.baseAddress!, count: name.count) }
+    return UnsafePointer(copy)
+  }()
 
   /// Whether `name` in `parent` may carry a saved-mode record: false only when the kernel says
   /// it has none, so anything unusual (EACCES, a value too long) goes to the reader that works

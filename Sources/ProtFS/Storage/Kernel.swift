@@ -25,20 +25,33 @@ enum Kernel {
     name.map { "/proc/self/fd/\(dirfd)/\($0)" } ?? "/proc/self/fd/\(dirfd)"
   }
 
+  /// Reads `attribute` of `name` in `dirfd` (of `dirfd` itself when nil) into `buffer`, never
+  /// following a symlink; the value's size.
   static func getAttribute(dirfd: Int32, name: String?, attribute: String, into buffer: UnsafeMutableRawBufferPointer)
     -> Result<Int, Errno>
   {
-    if let name, hasXattrAt {
+    attribute.withCString { attribute in
+      guard let name else { return getAttribute(dirfd: dirfd, rawName: nil, attribute: attribute, into: buffer) }
+      return name.withCString { getAttribute(dirfd: dirfd, rawName: $0, attribute: attribute, into: buffer) }
+    }
+  }
+
+  /// As `getAttribute(dirfd:name:attribute:into:)` with C strings, for walks that hold a `dirent`'s
+  /// name and must not build a `String` per item.
+  static func getAttribute(
+    dirfd: Int32, rawName name: UnsafePointer<CChar>?, attribute: UnsafePointer<CChar>,
+    into buffer: UnsafeMutableRawBufferPointer
+  ) -> Result<Int, Errno> {
+    guard let name else {
+      return valueOrErrno { fgetxattr(dirfd, attribute, buffer.baseAddress, buffer.count) }.map { Int($0) }
+    }
+    if hasXattrAt {
       return valueOrErrno {
         protfs_getxattrat(dirfd, name, UInt32(AT_SYMLINK_NOFOLLOW), attribute, buffer.baseAddress, buffer.count)
       }.map { Int($0) }
     }
-    if name == nil {
-      return valueOrErrno { fgetxattr(dirfd, attribute, buffer.baseAddress, buffer.count) }.map { Int($0) }
-    }
-    return valueOrErrno { lgetxattr(procPath(dirfd, name), attribute, buffer.baseAddress, buffer.count) }.map {
-      Int($0)
-    }
+    let proc = "/proc/self/fd/\(dirfd)/" + String(cString: name)
+    return valueOrErrno { lgetxattr(proc, attribute, buffer.baseAddress, buffer.count) }.map { Int($0) }
   }
 
   static func setAttribute(dirfd: Int32, name: String?, attribute: String, value: UnsafeRawBufferPointer)

@@ -99,8 +99,11 @@ private struct DeviceVisitor<Accumulator: Sendable>: TreeVisitor {
     if readsClasses {
       if isContainers, entry.kind == .directory, entry.inheritance.ancestor == nil {
         // A container root: what nothing above it decides, its stored default does.
-        let stored = (try? entry.directory.openDirectory(name)).flatMap { try? $0.defaultClass() }
-        entry.inheritance = entry.inheritance.inContainer(defaultClass: stored)
+        do {
+          try entry.readContainerDefault()
+        } catch {
+          entry.inheritance = entry.inheritance.inContainer(defaultClass: nil)
+        }
       }
       switch FastAttributes.protectionClass(entry.directory, entry.name) {
       case .value(let own): entry.ownClass = own

@@ -20,6 +20,12 @@ public struct TreeEntry {
   public var nameString: String { String(cString: name) }
   /// The entry's effective class and where it came from, from `ownClass` and `inheritance`.
   public var effectiveClass: EffectiveClass { inheritance.effective(own: ownClass) }
+
+  /// Takes the default class stored on the entry, a container root, into its inheritance: what
+  /// nothing above the container decides, its default does.
+  public mutating func readContainerDefault() throws(ProtFSError) {
+    inheritance = inheritance.inContainer(defaultClass: try directory.openDirectory(nameString).defaultClass())
+  }
 }
 
 /// What a `TreeWalker` calls. Each walking thread works on its own copy of the visitor, so a visitor

@@ -177,13 +177,16 @@ private struct Recorder: TreeVisitor {
   @Test func postOrderLeavesEachDirectoryAfterEverythingBelowIt() throws {
     let scratch = try Scratch()
     for d in 0..<10 { try scratch.directory("d\(d)/x/y") }
-    let (recorder, _) = try walk(scratch.path, visitor: Recorder(), postOrder: true)
-    #expect(recorder.left.count == 31)
+    let expected = Set([""] + (0..<10).flatMap { ["d\($0)", "d\($0)/x", "d\($0)/x/y"] })
+    // With several threads each directory is left once; with one, the order is checked too.
+    let (parallel, _) = try walk(scratch.path, threads: 4, visitor: Recorder(), postOrder: true)
+    #expect(parallel.left.count == 31 && Set(parallel.left) == expected)
+    let (serial, _) = try walk(scratch.path, threads: 1, visitor: Recorder(), postOrder: true)
+    #expect(serial.left.count == 31 && serial.left.last == "")
     for d in 0..<10 {
-      let order = ["d\(d)/x/y", "d\(d)/x", "d\(d)"].map { recorder.left.firstIndex(of: $0)! }
+      let order = ["d\(d)/x/y", "d\(d)/x", "d\(d)"].map { serial.left.firstIndex(of: $0)! }
       #expect(order == order.sorted())
     }
-    #expect(recorder.left.last == "")
   }
 
   @Test func removeTreeAndCopyWalkWholeTrees() throws {

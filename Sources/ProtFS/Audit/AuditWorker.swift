@@ -33,7 +33,6 @@ struct Worker: @unchecked Sendable {
   let mayBeLockedOut: (files: [Bool], directories: [Bool])
 
   static let classAttribute = Array(AttributeName.protectionClass.utf8CString)
-  static let savedModeAttribute = Array(AttributeName.savedMode.utf8CString)
   static let temporaryPrefix = Array("CFNetworkDownload_".utf8)
   static let temporarySuffix = Array(".tmp".utf8)
 
@@ -114,17 +113,9 @@ struct Worker: @unchecked Sendable {
     }
   }
 
-  /// Whether `name` in `dirfd` carries a saved-mode attribute: presence is what the audit checks,
-  /// and a value too long for any record (ERANGE) is present too.
+  /// Whether `name` in `dirfd` carries a saved-mode attribute: presence is what the audit checks.
   func hasSavedMode(dirfd: Int32, name: UnsafePointer<CChar>) -> Bool {
-    withUnsafeTemporaryAllocation(byteCount: SavedModeRecord.maximumLength, alignment: 1) { buffer in
-      Self.savedModeAttribute.withUnsafeBufferPointer { attribute in
-        switch Kernel.getAttribute(dirfd: dirfd, rawName: name, attribute: attribute.baseAddress!, into: buffer) {
-        case .success, .failure(.range): true
-        case .failure: false
-        }
-      }
-    }
+    (try? SavedModeRecord.presence(dirfd: dirfd, name: name).get()) ?? false
   }
 }
 

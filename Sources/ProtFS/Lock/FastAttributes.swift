@@ -39,11 +39,9 @@ enum FastAttributes {
   /// it has none, so anything unusual (EACCES, a value too long) goes to the reader that works
   /// around permission bits. Unlock asks this of every item, and most have no record.
   static func hasSavedMode(_ parent: DirectoryHandle, _ name: String) -> Bool {
-    withUnsafeTemporaryAllocation(byteCount: SavedModeRecord.maximumLength, alignment: 1) { buffer in
-      switch Kernel.getAttribute(dirfd: parent.fd, name: name, attribute: AttributeName.savedMode, into: buffer) {
-      case .failure(.noData), .failure(.noSuchFile): return false
-      default: return true
-      }
+    switch name.withCString({ SavedModeRecord.presence(dirfd: parent.fd, name: $0) }) {
+    case .success(let present): present
+    case .failure(let e): e != .noSuchFile
     }
   }
 }

@@ -115,6 +115,23 @@ public final class DirectoryHandle: @unchecked Sendable {
     }
   }
 
+  /// The type of the entry `name` whose `d_type` was `direntKind`: that, unless the filesystem left
+  /// it unknown, then a no-follow stat's (`.unknown` when the stat fails: the entry vanished).
+  public func resolvedKind(_ name: UnsafePointer<CChar>, _ direntKind: FileKind) -> FileKind {
+    guard direntKind == .unknown else { return direntKind }
+    var s = stat()
+    return fstatat(fd, name, &s, AT_SYMLINK_NOFOLLOW) == 0 ? FileKind(mode: s.st_mode) : .unknown
+  }
+
+  /// The names of the subdirectories (by `d_type`, else a stat), in readdir order.
+  public func subdirectoryNames() throws(ProtFSError) -> [String] {
+    var names: [String] = []
+    try forEachRawEntry { name, kind in
+      if resolvedKind(name, kind) == .directory { names.append(String(cString: name)) }
+    }
+    return names
+  }
+
   /// Creates the subdirectory `name`; returns false when it already exists as a directory.
   @discardableResult
   public func makeDirectory(_ name: String, permissions: FilePermissions = FilePermissions(rawValue: 0o755))

@@ -161,11 +161,7 @@ public struct TreeWalker: Sendable {
     var stopping = false
     do throws(ProtFSError) {
       try directory.forEachRawEntry { name, direntKind throws(ProtFSError) in
-        var kind = direntKind
-        if kind == .unknown || ignoresDirentType {
-          var s = stat()
-          kind = fstatat(directory.fd, name, &s, AT_SYMLINK_NOFOLLOW) == 0 ? FileKind(mode: s.st_mode) : .unknown
-        }
+        let kind = directory.resolvedKind(name, ignoresDirentType ? .unknown : direntKind)
         var entry = TreeEntry(
           directory: directory, name: name, kind: kind, root: work.root, inheritance: work.inheritance, ownClass: nil)
         switch visitor.visit(&entry, in: work.context) {

@@ -12,10 +12,15 @@ private struct Recorder: TreeVisitor {
   var vanishing: Set<String> = []
   /// A name at which the visitor stops the walk.
   var stopAt: String?
+  /// Every entry's path, in visiting order.
   var seen: [String] = []
+  /// Each entry's kind.
   var kinds: [String: FileKind] = [:]
+  /// Each file's and directory's effective class.
   var classes: [String: EffectiveClass] = [:]
+  /// Directories that could not be opened or listed.
   var failures: [ProtFSError] = []
+  /// Directories left (post-order), by path.
   var left: [String] = []
 
   mutating func visit(_ entry: inout TreeEntry, in directory: String) -> TreeStep<String> {

@@ -80,15 +80,22 @@ struct DeviceWalker {
 /// caller's closure. Its context says whether the directory is `Containers/` (whose directories
 /// are container roots, which may store a default class).
 private struct DeviceVisitor<Accumulator: Sendable>: TreeVisitor {
+  /// This worker's share of what the caller gathers.
   var accumulator: Accumulator
+  /// The caller's per-item closure.
   let body: @Sendable (inout Accumulator, WalkEntry) -> Void
+  /// Whether to read each item's class.
   let readsClasses: Bool
+  /// Lets class reads widen an unprivileged owner's unreadable item.
   let ownerAccess: OwnerAccessLog?
+  /// Directories that could not be opened or listed.
   var failures: [ProtFSError] = []
+  /// Symlinks and special files left alone.
   var skipped = 0
   /// Set when `Containers/` itself cannot be listed: the walk then fails.
   var rootFailure: ProtFSError?
 
+  /// Reads the item's class (a container root's default first) and hands the item to the closure.
   mutating func visit(_ entry: inout TreeEntry, in isContainers: Bool) -> TreeStep<Bool> {
     guard entry.kind == .file || entry.kind == .directory else {
       skipped += 1
@@ -121,6 +128,7 @@ private struct DeviceVisitor<Accumulator: Sendable>: TreeVisitor {
     return .descend(false)
   }
 
+  /// Collects the failure; the walk goes on.
   mutating func failed(_ error: ProtFSError, in isContainers: Bool) -> Bool {
     if isContainers { rootFailure = error } else { failures.append(error) }
     return true

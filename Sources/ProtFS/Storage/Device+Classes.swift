@@ -151,10 +151,14 @@ public struct SetClassResult: Sendable, Equatable {
 /// The visitor of a recursive `setClass`: labels every file and directory below, skips the rest,
 /// and stops at the first error. Its context is the directory's device path.
 private struct ClassSetter: TreeVisitor {
+  /// The class to set.
   let protectionClass: ProtectionClass
+  /// What was changed and skipped.
   var result = SetClassResult()
+  /// The first error, which stopped the walk.
   var error: ProtFSError?
 
+  /// Labels a file or directory (and walks the directory); records anything else as skipped.
   mutating func visit(_ entry: inout TreeEntry, in path: DevicePath) -> TreeStep<DevicePath> {
     let name = entry.nameString
     if path.isRoot && name == Device.stateDirectoryName { return .skip }
@@ -172,6 +176,7 @@ private struct ClassSetter: TreeVisitor {
     return .descend(path.appending(name))
   }
 
+  /// Records the error and stops.
   mutating func failed(_ error: ProtFSError, in path: DevicePath) -> Bool {
     self.error = error
     return false

@@ -235,8 +235,10 @@ extension DirectoryHandle {
 private struct TreeRemover: TreeVisitor {
   /// No context is needed: every entry is removed relative to its directory.
   struct Place: Sendable {}
+  /// The first error, which stopped the walk.
   var error: ProtFSError?
 
+  /// Unlinks anything but a directory; walks a directory.
   mutating func visit(_ entry: inout TreeEntry, in place: Place) -> TreeStep<Place> {
     if error != nil { return .stop }
     if entry.kind == .directory { return .descend(place) }
@@ -247,6 +249,7 @@ private struct TreeRemover: TreeVisitor {
     return .skip
   }
 
+  /// Removes a directory, now empty (the root is left to `removeTree`).
   mutating func leave(_ name: String?, in parent: DirectoryHandle?, _ place: Place) {
     guard let name, let parent, error == nil else { return }
     if case .failure(let e) = valueOrErrno({ unlinkat(parent.fd, name, AT_REMOVEDIR) }) {
@@ -254,6 +257,7 @@ private struct TreeRemover: TreeVisitor {
     }
   }
 
+  /// Records the error and stops.
   mutating func failed(_ error: ProtFSError, in place: Place) -> Bool {
     self.error = error
     return false

@@ -108,12 +108,17 @@ enum ItemCopier {
 private struct TreeCopier: TreeVisitor {
   /// A directory being copied: its source, its copy and the source's status.
   struct Place: @unchecked Sendable {
+    /// The directory copied from.
     var source: DirectoryHandle
+    /// Its copy.
     var destination: DirectoryHandle
+    /// The source's status, for the copy's mode and times.
     var status: FileStatus
   }
+  /// The first error, which stopped the walk.
   var error: ProtFSError?
 
+  /// Copies a file or link; makes a directory's copy and walks it.
   mutating func visit(_ entry: inout TreeEntry, in place: Place) -> TreeStep<Place> {
     if error != nil { return .stop }
     let name = entry.nameString
@@ -133,6 +138,7 @@ private struct TreeCopier: TreeVisitor {
     }
   }
 
+  /// Gives a copied directory its attributes, mode and times (the root is left to `copyItem`).
   mutating func leave(_ name: String?, in parent: DirectoryHandle?, _ place: Place) {
     guard name != nil, error == nil else { return }
     do throws(ProtFSError) {
@@ -143,6 +149,7 @@ private struct TreeCopier: TreeVisitor {
     }
   }
 
+  /// Records the error and stops.
   mutating func failed(_ error: ProtFSError, in place: Place) -> Bool {
     self.error = error
     return false

@@ -14,21 +14,27 @@ extension TreeWalker {
 
 /// The visitor behind `TreeWalker.walk(roots:make:visit:)`: the context is the directory's relative path.
 private struct ClosureVisitor<Accumulator: Sendable>: TreeVisitor {
+  /// This worker's share of what the caller gathers.
   var accumulator: Accumulator
+  /// The caller's closure.
   let body: @Sendable (inout Accumulator, TreeEntry, String) -> Bool
+  /// Directories that could not be opened or listed.
   var failures: [ProtFSError] = []
 
+  /// A visitor starting from `accumulator`.
   init(accumulator: Accumulator, body: @escaping @Sendable (inout Accumulator, TreeEntry, String) -> Bool) {
     self.accumulator = accumulator
     self.body = body
   }
 
+  /// Calls the closure; walks a directory it returns true for.
   mutating func visit(_ entry: inout TreeEntry, in relativeDirectory: String) -> TreeStep<String> {
     guard body(&accumulator, entry, relativeDirectory), entry.kind == .directory else { return .skip }
     let name = entry.nameString
     return .descend(relativeDirectory.isEmpty ? name : relativeDirectory + "/" + name)
   }
 
+  /// Collects the failure; the walk goes on.
   mutating func failed(_ error: ProtFSError, in relativeDirectory: String) -> Bool {
     failures.append(error)
     return true

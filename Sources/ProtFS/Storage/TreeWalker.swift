@@ -225,8 +225,10 @@ final class TreeFrame<Context>: @unchecked Sendable {
   let parent: DirectoryHandle?
   /// The visitor's context for the directory.
   let context: Context
+  /// Parts not done yet: the directory's own listing, then one per child subtree.
   private let remaining = Atomic<Int>(1)
 
+  /// The frame of `name` in `parent`, below `up`.
   init(parent up: TreeFrame<Context>?, name: String?, in parent: DirectoryHandle?, _ context: Context) {
     self.up = up
     self.name = name
@@ -250,11 +252,16 @@ final class TreeFrame<Context>: @unchecked Sendable {
 ///
 /// `@unchecked Sendable`: every stored property is read and written only while `condition` is held.
 final class TreeWorkStack<Context>: @unchecked Sendable {
+  /// Guards everything below.
   private let condition = NSCondition()
+  /// The directories waiting to be listed.
   private var pending: [TreeWork<Context>]
+  /// How many workers are listing a directory (and may push more).
   private var busy = 0
+  /// Set when a visitor stopped the walk.
   private var isStopped = false
 
+  /// A stack holding the roots.
   init(_ initial: [TreeWork<Context>]) { pending = initial }
 
   /// Whether a visitor stopped the walk.

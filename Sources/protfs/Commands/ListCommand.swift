@@ -81,15 +81,22 @@ enum ListCommand {
 private struct ListVisitor: TreeVisitor {
   /// A directory being listed.
   struct Place: Sendable {
+    /// The directory's device path.
     var path: DevicePath
+    /// What its rows' paths start with.
     var prefix: String
   }
+  /// Whether to list below the first directory.
   let recursive: Bool
+  /// The rows, in walk order.
   var rows: [ListCommand.Row] = []
+  /// The first error, which stopped the walk.
   var error: ProtFSError?
 
+  /// A visitor for `ls`, or `ls -R` when `recursive`.
   init(recursive: Bool) { self.recursive = recursive }
 
+  /// Makes the entry's row; walks a directory when recursive.
   mutating func visit(_ entry: inout TreeEntry, in place: Place) -> TreeStep<Place> {
     let name = entry.nameString
     if place.path.isRoot && name == Device.stateDirectoryName { return .skip }
@@ -122,6 +129,7 @@ private struct ListVisitor: TreeVisitor {
     }
   }
 
+  /// Records the error and stops.
   mutating func failed(_ error: ProtFSError, in place: Place) -> Bool {
     self.error = error
     return false

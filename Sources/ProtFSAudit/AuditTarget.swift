@@ -78,12 +78,11 @@ public struct AuditTarget: Sendable {
       let isProtfsDevice =
         directory.statusResult(Device.stateDirectoryName).map { $0.kind == .directory } == .success(true)
       let containers = try directory.openDirectory(Device.containersDirectoryName)
-      let inherited = (try? containers.protectionClass()) ?? (try? directory.protectionClass()) ?? nil
+      let inherited = ClassInheritance(ancestor: (try? directory.protectionClass()) ?? nil)
+        .below(own: (try? containers.protectionClass()) ?? nil).ancestor
       var units: [Unit] = []
-      try containers.forEachEntry { name, kind in
-        var kind = kind
-        if kind == .unknown { kind = (try? containers.status(name).kind) ?? .unknown }
-        guard kind == .directory else { return }
+      // Every directory is audited, whether or not its name is a valid bundle id.
+      for name in try containers.subdirectoryNames() {
         units.append(
           Unit(
             name: name, absolutePath: containers.pathOf(name),
@@ -103,7 +102,8 @@ public struct AuditTarget: Sendable {
       case .success = deviceDirectory.statusResult(Device.stateDirectoryName)
     {
       inherited =
-        (try? DirectoryHandle(path: parent).protectionClass()) ?? (try? deviceDirectory.protectionClass()) ?? nil
+        ClassInheritance(ancestor: (try? deviceDirectory.protectionClass()) ?? nil)
+        .below(own: (try? DirectoryHandle(path: parent).protectionClass()) ?? nil).ancestor
       device = Device(root: deviceRoot)
     }
     let name = absolute == "/" ? "/" : (absolute as NSString).lastPathComponent

@@ -84,7 +84,7 @@ public struct CacheManager: Sendable {
   }
 
   /// Reads the stat of an entry straight from its `dirent` name (no `String`, no `Date` boxing).
-  package static func stat(_ entry: SubtreeWalker.Entry) -> stat? {
+  package static func stat(_ entry: TreeEntry) -> stat? {
     var s = Foundation.stat()
     return fstatat(entry.directory.fd, entry.name, &s, AT_SYMLINK_NOFOLLOW) == 0 ? s : nil
   }
@@ -96,12 +96,12 @@ public struct CacheManager: Sendable {
   /// Every file and symlink in the purgeable directories of `containers`, scanned in parallel.
   package func scan(_ containers: [Container]) throws(ProtFSError) -> [Item] {
     let roots = self.roots(containers)
-    let walker = SubtreeWalker(threads: threads)
-    let (lists, failures) = walker.walk(roots: roots.map(\.handle), make: { [Item]() }) { items, entry in
+    let walker = TreeWalker(threads: threads)
+    let (lists, failures) = walker.walk(roots: roots.map(\.handle), make: { [Item]() }) { items, entry, relative in
       guard entry.kind == .file || entry.kind == .symlink else { return entry.kind == .directory }
       guard let s = Self.stat(entry) else { return false }
       let root = roots[entry.root]
-      let directory = entry.relativeDirectory.isEmpty ? root.area : root.area + "/" + entry.relativeDirectory
+      let directory = relative.isEmpty ? root.area : root.area + "/" + relative
       let name = entry.nameString
       items.append(
         Item(
@@ -185,9 +185,9 @@ public struct CacheManager: Sendable {
       var linked: [(root: Int, device: UInt64, inode: UInt64, apparent: Int64, disk: Int64, lastUsed: Date)] = []
     }
     let count = roots.count
-    let (tallies, failures) = SubtreeWalker(threads: threads).walk(
+    let (tallies, failures) = TreeWalker(threads: threads).walk(
       roots: roots.map(\.handle), make: { Tally(usage: Array(repeating: CacheUsage(), count: count)) }
-    ) { tally, entry in
+    ) { tally, entry, _ in
       guard entry.kind == .file || entry.kind == .symlink else { return entry.kind == .directory }
       guard let s = Self.stat(entry) else { return false }
       let apparent = Int64(s.st_size)

@@ -18,9 +18,9 @@ package struct WalkEntry: Sendable {
   package var path: String { parent.pathOf(name) }
 }
 
-/// Visits every file and directory of every container of a device with a few threads that split
-/// the directories between them (measured fastest here: readdir's d_type, then `*xattrat`/`fchmodat2`
-/// relative to the directory's descriptor, never a full path, never following a symlink).
+/// Visits every file and directory of every container of a device (the entries of `Containers/`
+/// and everything below them) on a `TreeWalker`, reading each item's class fast (`*xattrat` relative
+/// to the directory's descriptor, never following a symlink).
 package struct DeviceWalker {
   /// The device to walk.
   package var device: Device
@@ -50,73 +50,17 @@ package struct DeviceWalker {
       inherited = try? root.protectionClass()
       if let own = try? containers.protectionClass() { inherited = own }
     }
-    let queue = WorkQueue()
-    var seeds: [Work] = []
-    var first = make()
+    let visitor = DeviceVisitor(
+      accumulator: make(), body: visit, readsClasses: readsClasses, ownerAccess: ownerAccess)
+    let (visitors, _) = TreeWalker(threads: threads).walk(
+      [TreeWalker.Root(containers, true, inheritance: ClassInheritance(ancestor: inherited))], visitor: visitor)
+    if let failure = visitors.lazy.compactMap(\.rootFailure).first { throw failure }
     var summary = Summary()
-    // The container roots are items too; their class falls back to the container's default.
-    try containers.forEachEntry { name, kind in
-      var kind = kind
-      if kind == .unknown { kind = (try? containers.status(name).kind) ?? .other }
-      guard kind == .file || kind == .directory else {
-        summary.skipped += 1
-        return
-      }
-      var fallback = inherited ?? .containerDefault
-      if kind == .directory, inherited == nil, let handle = try? containers.openDirectory(name),
-        let stored = try? handle.defaultClass()
-      {
-        fallback = stored
-      }
-      let entry = Self.entry(containers, name, kind, fallback: fallback, readsClasses: readsClasses, ownerAccess)
-      visit(&first, entry)
-      if kind == .directory {
-        seeds.append(
-          Work(path: containers.pathOf(name), parent: containers, name: name, protectionClass: entry.protectionClass))
-      }
+    for visitor in visitors {
+      summary.failures += visitor.failures
+      summary.skipped += visitor.skipped
     }
-    queue.push(seeds)
-    let count = max(1, threads)
-    var accumulators = [first] + (1..<count).map { _ in make() }
-    let results = AccumulatorBox(accumulators)
-    let done = DispatchGroup()
-    for index in 1..<count {
-      done.enter()
-      let thread = Thread { [readsClasses, ownerAccess] in
-        var mine = results.take(index)
-        Self.work(queue, &mine, visit, readsClasses: readsClasses, ownerAccess)
-        results.put(index, mine)
-        done.leave()
-      }
-      thread.stackSize = 1 << 20
-      thread.start()
-    }
-    var mine = results.take(0)
-    Self.work(queue, &mine, visit, readsClasses: readsClasses, ownerAccess)
-    results.put(0, mine)
-    done.wait()
-    accumulators = results.all()
-    summary.failures += queue.failures
-    summary.skipped += queue.skipped
-    return (accumulators, summary)
-  }
-
-  private static func entry(
-    _ parent: DirectoryHandle, _ name: String, _ kind: FileKind, fallback: ProtectionClass?,
-    readsClasses: Bool, _ ownerAccess: OwnerAccessLog?
-  ) -> WalkEntry {
-    guard readsClasses else { return WalkEntry(parent: parent, name: name, kind: kind) }
-    switch FastAttributes.protectionClass(parent, name) {
-    case .value(let own): return WalkEntry(parent: parent, name: name, kind: kind, protectionClass: own)
-    case .absent: return WalkEntry(parent: parent, name: name, kind: kind, protectionClass: fallback)
-    case .unusual: break
-    }
-    do {
-      let own = try Self.ownClass(parent, name, ownerAccess)
-      return WalkEntry(parent: parent, name: name, kind: kind, protectionClass: own ?? fallback)
-    } catch {
-      return WalkEntry(parent: parent, name: name, kind: kind, protectionClass: fallback, classError: error)
-    }
+    return (visitors.map(\.accumulator), summary)
   }
 
   /// The own class of `name`, reading it with temporary owner access when its mode forbids reading
@@ -132,126 +76,63 @@ package struct DeviceWalker {
       }
     }
   }
+}
 
-  private static func work<Accumulator: Sendable>(
-    _ queue: WorkQueue, _ accumulator: inout Accumulator, _ visit: (inout Accumulator, WalkEntry) -> Void,
-    readsClasses: Bool, _ ownerAccess: OwnerAccessLog?
-  ) {
-    while let item = queue.next() {
-      defer { queue.finish() }
-      let directory: DirectoryHandle
-      do {
-        directory = try item.parent.openDirectory(item.name)
-      } catch {
-        queue.fail(error)
-        continue
-      }
-      var children: [Work] = []
-      var skipped = 0
-      do {
-        try directory.forEachEntry { name, kind in
-          var kind = kind
-          if kind == .unknown { kind = (try? directory.status(name).kind) ?? .other }
-          guard kind == .file || kind == .directory else {
-            skipped += 1
-            return
-          }
-          let entry = Self.entry(
-            directory, name, kind, fallback: item.protectionClass, readsClasses: readsClasses, ownerAccess)
-          visit(&accumulator, entry)
-          if kind == .directory {
-            children.append(
-              Work(path: directory.pathOf(name), parent: directory, name: name, protectionClass: entry.protectionClass))
-          }
+/// The device walk's visitor: hands files and directories with their effective class to the
+/// caller's closure. Its context says whether the directory is `Containers/` (whose directories
+/// are container roots, which may store a default class).
+private struct DeviceVisitor<Accumulator: Sendable>: TreeVisitor {
+  /// This worker's share of what the caller gathers.
+  var accumulator: Accumulator
+  /// The caller's per-item closure.
+  let body: @Sendable (inout Accumulator, WalkEntry) -> Void
+  /// Whether to read each item's class.
+  let readsClasses: Bool
+  /// Lets class reads widen an unprivileged owner's unreadable item.
+  let ownerAccess: OwnerAccessLog?
+  /// Directories that could not be opened or listed.
+  var failures: [ProtFSError] = []
+  /// Symlinks and special files left alone.
+  var skipped = 0
+  /// Set when `Containers/` itself cannot be listed: the walk then fails.
+  var rootFailure: ProtFSError?
+
+  /// Reads the item's class (a container root's default first) and hands the item to the closure.
+  mutating func visit(_ entry: inout TreeEntry, in isContainers: Bool) -> TreeStep<Bool> {
+    guard entry.kind == .file || entry.kind == .directory else {
+      skipped += 1
+      return .skip
+    }
+    let name = entry.nameString
+    var item = WalkEntry(parent: entry.directory, name: name, kind: entry.kind)
+    if readsClasses {
+      if isContainers, entry.kind == .directory, entry.inheritance.ancestor == nil {
+        // A container root: what nothing above it decides, its stored default does.
+        do {
+          try entry.readContainerDefault()
+        } catch {
+          entry.inheritance = entry.inheritance.inContainer(defaultClass: nil)
         }
-      } catch {
-        queue.fail(error)
       }
-      queue.push(children, skipped: skipped)
-    }
-  }
-}
-
-/// A directory still to walk: opened by the worker that takes it, relative to its parent.
-private struct Work {
-  var path: String
-  var parent: DirectoryHandle
-  var name: String
-  var protectionClass: ProtectionClass?
-}
-
-/// The walkers' shared stack of directories.
-///
-/// `@unchecked Sendable`: every stored property is read and written only while `condition` is held.
-private final class WorkQueue: @unchecked Sendable {
-  private let condition = NSCondition()
-  private var stack: [Work] = []
-  private var busy = 0
-  private(set) var failures: [ProtFSError] = []
-  private(set) var skipped = 0
-
-  func push(_ items: [Work], skipped: Int = 0) {
-    condition.lock()
-    stack += items
-    self.skipped += skipped
-    condition.broadcast()
-    condition.unlock()
-  }
-
-  /// The next directory, or nil once the stack is empty and no worker can add to it.
-  func next() -> Work? {
-    condition.lock()
-    defer { condition.unlock() }
-    while true {
-      if let item = stack.popLast() {
-        busy += 1
-        return item
+      switch FastAttributes.protectionClass(entry.directory, entry.name) {
+      case .value(let own): entry.ownClass = own
+      case .absent: break
+      case .unusual:
+        do {
+          entry.ownClass = try DeviceWalker.ownClass(entry.directory, name, ownerAccess)
+        } catch {
+          item.classError = error
+        }
       }
-      if busy == 0 { return nil }
-      condition.wait()
+      item.protectionClass = entry.inheritance.effectiveClass(own: entry.ownClass)
     }
+    body(&accumulator, item)
+    return .descend(false)
   }
 
-  func finish() {
-    condition.lock()
-    busy -= 1
-    if busy == 0 { condition.broadcast() }
-    condition.unlock()
-  }
-
-  func fail(_ error: ProtFSError) {
-    condition.lock()
-    failures.append(error)
-    condition.unlock()
-  }
-}
-
-/// Hands each worker thread its accumulator and takes it back.
-///
-/// `@unchecked Sendable`: the slots are touched only under `lock`, and each by one thread at a time.
-private final class AccumulatorBox<Accumulator: Sendable>: @unchecked Sendable {
-  private let lock = NSLock()
-  private var slots: [Accumulator?]
-
-  init(_ values: [Accumulator]) { slots = values }
-
-  func take(_ index: Int) -> Accumulator {
-    lock.lock()
-    defer { lock.unlock() }
-    let value = slots[index]!
-    slots[index] = nil
-    return value
-  }
-
-  func put(_ index: Int, _ value: Accumulator) {
-    lock.lock()
-    slots[index] = value
-    lock.unlock()
-  }
-
-  func all() -> [Accumulator] {
-    lock.lock()
-    defer { lock.unlock() }
-    return slots.map { $0! }
+  /// Collects the failure; the walk goes on.
+  mutating func failed(_ error: ProtFSError, in isContainers: Bool) -> Bool {
+    if isContainers { rootFailure = error } else { failures.append(error) }
+    return true
   }
 }

@@ -115,6 +115,23 @@ public final class DirectoryHandle: @unchecked Sendable {
     }
   }
 
+  /// The type of the entry `name` whose `d_type` was `direntKind`: that, unless the filesystem left
+  /// it unknown, then a no-follow stat's (`.unknown` when the stat fails: the entry vanished).
+  public func resolvedKind(_ name: UnsafePointer<CChar>, _ direntKind: FileKind) -> FileKind {
+    guard direntKind == .unknown else { return direntKind }
+    var s = stat()
+    return fstatat(fd, name, &s, AT_SYMLINK_NOFOLLOW) == 0 ? FileKind(mode: s.st_mode) : .unknown
+  }
+
+  /// The names of the subdirectories (by `d_type`, else a stat), in readdir order.
+  public func subdirectoryNames() throws(ProtFSError) -> [String] {
+    var names: [String] = []
+    try forEachRawEntry { name, kind in
+      if resolvedKind(name, kind) == .directory { names.append(String(cString: name)) }
+    }
+    return names
+  }
+
   /// Creates the subdirectory `name`; returns false when it already exists as a directory.
   @discardableResult
   public func makeDirectory(_ name: String, permissions: FilePermissions = FilePermissions(rawValue: 0o755))
@@ -193,20 +210,6 @@ public final class DirectoryHandle: @unchecked Sendable {
     case .success, .failure(.noData): return
     case .failure(let e):
       throw ProtFSError.system("remove the attributes of", path: name.map(pathOf) ?? path, errno: e.rawValue)
-    }
-  }
-}
-
-extension DirectoryHandle {
-  /// Removes `name` and, if it is a directory, everything below it, never following a symlink.
-  public func removeTree(_ name: String) throws(ProtFSError) {
-    let st = try status(name)
-    if st.kind == .directory {
-      let child = try openDirectory(name)
-      for (entry, _) in try child.entries() { try child.removeTree(entry) }
-      _ = try valueOrErrno { unlinkat(fd, name, AT_REMOVEDIR) }.orThrow("remove", path: pathOf(name))
-    } else {
-      _ = try valueOrErrno { unlinkat(fd, name, 0) }.orThrow("remove", path: pathOf(name))
     }
   }
 }

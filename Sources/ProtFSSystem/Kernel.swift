@@ -46,17 +46,33 @@ package enum Kernel {
   {
     let (base, count) = (buffer.baseAddress, buffer.count)
     switch target {
-    case .entry(let dirfd, let name) where hasXattrAt:
-      return valueOrErrno(.getxattr) {
-        protfs_getxattrat(dirfd, name, UInt32(AT_SYMLINK_NOFOLLOW), attribute, base, count)
-      }.map { Int($0) }
     case .entry(let dirfd, let name):
-      return valueOrErrno(.getxattr) { lgetxattr(procPath(dirfd, name), attribute, base, count) }.map { Int($0) }
+      return name.withCString { name in
+        attribute.withCString { getAttribute(dirfd: dirfd, rawName: name, attribute: $0, into: buffer) }
+      }
     case .descriptor(let fd, pathOnly: false):
       return valueOrErrno(.getxattr) { fgetxattr(fd, attribute, base, count) }.map { Int($0) }
     case .descriptor(let fd, pathOnly: true):
       return valueOrErrno(.getxattr) { getxattr(procPath(fd, nil), attribute, base, count) }.map { Int($0) }
     }
+  }
+
+  /// Reads `attribute` of the entry `name` of `dirfd` (of `dirfd` itself when nil) with C strings,
+  /// never following a symlink: for walks that hold a `dirent`'s name and must not build a `String`
+  /// per item. `*xattrat` where the kernel has it, else `lgetxattr` on `/proc/self/fd/<dirfd>/<name>`.
+  package static func getAttribute(
+    dirfd: Int32, rawName name: UnsafePointer<CChar>?, attribute: UnsafePointer<CChar>,
+    into buffer: UnsafeMutableRawBufferPointer
+  ) -> Result<Int, Errno> {
+    let (base, count) = (buffer.baseAddress, buffer.count)
+    guard let name else { return valueOrErrno(.getxattr) { fgetxattr(dirfd, attribute, base, count) }.map { Int($0) } }
+    if hasXattrAt {
+      return valueOrErrno(.getxattr) {
+        protfs_getxattrat(dirfd, name, UInt32(AT_SYMLINK_NOFOLLOW), attribute, base, count)
+      }.map { Int($0) }
+    }
+    let proc = "/proc/self/fd/\(dirfd)/" + String(cString: name)
+    return valueOrErrno(.getxattr) { lgetxattr(proc, attribute, base, count) }.map { Int($0) }
   }
 
   /// Writes `attribute` of `target`; `flags` as setxattr(2)'s (`XATTR_CREATE`, `XATTR_REPLACE`).

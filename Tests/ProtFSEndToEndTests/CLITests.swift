@@ -325,4 +325,19 @@ import Testing
     let tmp = rows.first { $0["path"] as? String == "tmp" }
     #expect(tmp?["source"] as? String == "own" && tmp?["kind"] as? String == "directory")
   }
+
+  /// A container root without a class of its own shows its stored default, as get-class says.
+  @Test func containerRootsShowTheirDefaultClass() throws {
+    let t = try TestDevice()
+    let initialized = try Protfs.run(["--device", t.root, "init", "com.example.app", "--default-class", "complete"])
+    #expect(initialized.status == 0, "\(initialized)")
+    let app = t.containerPath("com.example.app")
+    _ = try Protfs.runProgram("/usr/bin/setfattr", ["-x", "user.protfs.class", app])
+    let listing = try Protfs.run(["--device", t.root, "ls", "--json", t.path("Containers")])
+    let rows = try JSONSerialization.jsonObject(with: Data(listing.stdout.utf8)) as! [[String: Any]]
+    let root = rows.first { $0["path"] as? String == "com.example.app" }
+    #expect(root?["class"] as? String == "NSFileProtectionComplete" && root?["source"] as? String == "default")
+    let got = try Protfs.run(["--device", t.root, "get-class", "--json", app])
+    #expect(got.stdout.contains("NSFileProtectionComplete") && got.stdout.contains("default"), "\(got)")
+  }
 }

@@ -49,10 +49,10 @@ import ProtFSAudit
     for (index, value) in ProtectionClass.byStrength.enumerated() { #expect(value.strength == index) }
   }
 
-  /// The audit's decoder picks the class by the value's length: every class, and near misses.
+  /// The walks' decoder picks the class by the value's length: every class, and near misses.
   @Test func auditDecodesEveryClassAndNothingElse() {
     func decode(_ bytes: [UInt8]) -> ProtectionClass? {
-      bytes.withUnsafeBufferPointer { Worker.decodeClass($0) }
+      bytes.withUnsafeBytes { ProtectionClass(attributeBytes: $0) }
     }
     for value in ProtectionClass.allCases { #expect(decode(value.attributeValue) == value) }
     #expect(decode(Array("NSFileProtectionNonE".utf8)) == nil)

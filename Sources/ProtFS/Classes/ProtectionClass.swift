@@ -111,8 +111,31 @@ public enum ProtectionClass: String, CaseIterable, Sendable, Codable {
 
   /// Parses the bytes of a `user.protfs.class` attribute; `nil` when they are not a known raw value.
   public init?(attributeValue bytes: some Collection<UInt8>) {
-    guard bytes.count <= 64, let text = String(bytes: bytes, encoding: .ascii) else { return nil }
-    self.init(rawValue: text)
+    let decoded = bytes.withContiguousStorageIfAvailable { Self(attributeBytes: UnsafeRawBufferPointer($0)) }
+    if let decoded {
+      guard let decoded else { return nil }
+      self = decoded
+      return
+    }
+    guard let value = Array(bytes).withUnsafeBytes({ Self(attributeBytes: $0) }) else { return nil }
+    self = value
+  }
+
+  /// The encoded values, by case, for the allocation-free decoder.
+  private static let encodedValues: [(ProtectionClass, [UInt8])] = allCases.map { ($0, Array($0.rawValue.utf8)) }
+
+  /// Parses attribute bytes read into a buffer without building a `String` (the walks' hot path):
+  /// the five values have five different lengths, so the length picks the one to compare with.
+  public init?(attributeBytes bytes: UnsafeRawBufferPointer) {
+    for (value, encoded) in Self.encodedValues where encoded.count == bytes.count {
+      let same = encoded.withUnsafeBytes { memcmp($0.baseAddress!, bytes.baseAddress!, bytes.count) == 0 }
+      if same {
+        self = value
+        return
+      }
+      return nil
+    }
+    return nil
   }
 
   /// The bytes stored in `user.protfs.class`.

@@ -238,14 +238,8 @@ public struct Device: Sendable, Hashable {
 
   /// The existing containers, sorted by bundle id. Entries that are not valid bundle ids are skipped.
   public func containers() throws(ProtFSError) -> [Container] {
-    let directory = try openDirectory(Device.containersPath)
-    var found: [Container] = []
-    try directory.forEachEntry { name, kind in
-      guard kind == .directory || kind == .unknown, let id = try? BundleID(name) else { return }
-      if kind == .unknown, (try? directory.status(name))?.kind != .directory { return }
-      found.append(container(id))
-    }
-    return found.sorted { $0.bundleID < $1.bundleID }
+    let names = try openDirectory(Device.containersPath).subdirectoryNames()
+    return names.compactMap { name in (try? BundleID(name)).map(container) }.sorted { $0.bundleID < $1.bundleID }
   }
 
   /// The container that `path` lies in, if any.

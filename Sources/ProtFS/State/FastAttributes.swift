@@ -13,17 +13,13 @@ package enum FastAttributes {
     case unusual
   }
 
-  private static let classValues: [(ProtectionClass, [UInt8])] = ProtectionClass.allCases.map {
-    ($0, Array($0.rawValue.utf8))
-  }
-
-  /// The own class of `name` in `parent`.
-  package static func protectionClass(_ parent: DirectoryHandle, _ name: String) -> Read<ProtectionClass> {
+  /// The own class of `name` (a `dirent`'s name) in `parent`.
+  package static func protectionClass(_ parent: DirectoryHandle, _ name: UnsafePointer<CChar>) -> Read<ProtectionClass> {
     withUnsafeTemporaryAllocation(byteCount: 64, alignment: 1) { buffer in
-      switch Kernel.getAttribute(dirfd: parent.fd, name: name, attribute: AttributeName.protectionClass, into: buffer) {
+      switch Kernel.getAttribute(dirfd: parent.fd, rawName: name, attribute: classAttribute, into: buffer) {
       case .success(let count):
-        for (cls, raw) in classValues where raw.count == count {
-          if raw.withUnsafeBytes({ memcmp($0.baseAddress!, buffer.baseAddress!, count) }) == 0 { return .value(cls) }
+        if let value = ProtectionClass(attributeBytes: UnsafeRawBufferPointer(rebasing: buffer[..<count])) {
+          return .value(value)
         }
         return .unusual
       case .failure(.noData): return .absent
@@ -32,15 +28,21 @@ package enum FastAttributes {
     }
   }
 
+  /// The class attribute's name as a C string, made once.
+  nonisolated(unsafe) private static let classAttribute: UnsafePointer<CChar> = {
+    let name = AttributeName.protectionClass.utf8CString
+    let copy = UnsafeMutablePointer<CChar>.allocate(capacity: name.count)
+    name.withUnsafeBufferPointer { copy.initialize(from: $0.baseAddress!, count: name.count) }
+    return UnsafePointer(copy)
+  }()
+
   /// Whether `name` in `parent` may carry a saved-mode record: false only when the kernel says
   /// it has none, so anything unusual (EACCES, a value too long) goes to the reader that works
   /// around permission bits. Unlock asks this of every item, and most have no record.
   package static func hasSavedMode(_ parent: DirectoryHandle, _ name: String) -> Bool {
-    withUnsafeTemporaryAllocation(byteCount: SavedModeRecord.maximumLength, alignment: 1) { buffer in
-      switch Kernel.getAttribute(dirfd: parent.fd, name: name, attribute: AttributeName.savedMode, into: buffer) {
-      case .failure(.noData), .failure(.noSuchFile): return false
-      default: return true
-      }
+    switch name.withCString({ SavedModeRecord.presence(dirfd: parent.fd, name: $0) }) {
+    case .success(let present): present
+    case .failure(let e): e != .noSuchFile
     }
   }
 }

@@ -36,6 +36,26 @@ package struct SavedModeRecord: Hashable, Sendable {
   /// The longest value a reader must accept before it decides: a longer one is garbage.
   package static let maximumLength = 128
 
+  /// Whether `name` (a C string) in `dirfd` carries a record, without decoding it: true when it has
+  /// a value (one too long for any record counts), false when the kernel says it has none, else the errno.
+  package static func presence(dirfd: Int32, name: UnsafePointer<CChar>) -> Result<Bool, Errno> {
+    withUnsafeTemporaryAllocation(byteCount: maximumLength, alignment: 1) { buffer in
+      switch Kernel.getAttribute(dirfd: dirfd, rawName: name, attribute: attributeName, into: buffer) {
+      case .success, .failure(.range): .success(true)
+      case .failure(.noData): .success(false)
+      case .failure(let e): .failure(e)
+      }
+    }
+  }
+
+  /// The attribute's name as a C string, made once.
+  nonisolated(unsafe) private static let attributeName: UnsafePointer<CChar> = {
+    let name = AttributeName.savedMode.utf8CString
+    let copy = UnsafeMutablePointer<CChar>.allocate(capacity: name.count)
+    name.withUnsafeBufferPointer { copy.initialize(from: $0.baseAddress!, count: name.count) }
+    return UnsafePointer(copy)
+  }()
+
   /// The value to store for `identity`, authenticated with `key`.
   package func encoded(for identity: ItemIdentity, key: ModeKey) -> [UInt8] {
     var out = [UInt8]()

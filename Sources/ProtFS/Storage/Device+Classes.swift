@@ -12,29 +12,42 @@ extension Device {
   /// The effective class of the item at `path` and where it came from (docs/semantics.md §2): its own
   /// attribute, else the nearest ancestor's inside the device, else its container's default, else class C.
   public func effectiveClass(of path: DevicePath) throws(ProtFSError) -> EffectiveClass {
-    var directory = try openRoot()
-    var inherited = try directory.protectionClass()
-    var containerDefault: ProtectionClass?
-    for (depth, component) in path.components.enumerated() {
-      let isItem = depth == path.components.count - 1
-      if isItem {
-        if let own = try directory.protectionClass(of: component) { return EffectiveClass(own, .own) }
-        if depth == 1 && path.components[0] == Device.containersDirectoryName {
-          // The container root itself: its default is stored on it.
-          let root = try directory.openDirectory(component)
-          containerDefault = try root.defaultClass()
-        }
-        break
-      }
-      directory = try directory.openDirectory(component)
-      if let own = try directory.protectionClass() { inherited = own }
-      if depth == 1 && path.components[0] == Device.containersDirectoryName {
-        containerDefault = try directory.defaultClass()
-      }
+    guard let name = path.name else { return ClassInheritance().effective(own: try openRoot().protectionClass()) }
+    var (parent, inheritance) = try descend(to: path.parent)
+    let own = try parent.protectionClass(of: name)
+    if own == nil && Device.isContainerRoot(path) {
+      // The container root itself: its default is stored on it.
+      inheritance = inheritance.inContainer(defaultClass: try parent.openDirectory(name).defaultClass())
     }
-    if path.isRoot, let own = inherited { return EffectiveClass(own, .own) }
-    if let inherited { return EffectiveClass(inherited, .inherited) }
-    return EffectiveClass(containerDefault ?? .containerDefault, .default)
+    return inheritance.effective(own: own)
+  }
+
+  /// What the entries of the directory at `path` inherit: the nearest own class from the device
+  /// root down to it, and the default of the container it is in.
+  public func classInheritance(below path: DevicePath) throws(ProtFSError) -> ClassInheritance {
+    try descend(to: path).inheritance
+  }
+
+  /// Opens the directory at `path` component by component, folding in each one's classes.
+  private func descend(to path: DevicePath) throws(ProtFSError) -> (DirectoryHandle, inheritance: ClassInheritance) {
+    var directory = try openRoot()
+    var inheritance = ClassInheritance(ancestor: try directory.protectionClass())
+    var current = DevicePath.root
+    for component in path.components {
+      directory = try directory.openDirectory(component)
+      current = current.appending(component)
+      let own = try directory.protectionClass()
+      if Device.isContainerRoot(current) {
+        inheritance = inheritance.inContainer(defaultClass: try directory.defaultClass())
+      }
+      inheritance = inheritance.below(own: own)
+    }
+    return (directory, inheritance)
+  }
+
+  /// Whether `path` names a container root: a directory directly inside `Containers/`.
+  public static func isContainerRoot(_ path: DevicePath) -> Bool {
+    path.components.count == 2 && path.components[0] == containersDirectoryName
   }
 
   /// Sets the own class of the item at `path`; with `recursive`, of everything below it too.
@@ -52,30 +65,13 @@ extension Device {
     let status = try parent.status(name)
     guard status.kind == .directory else { return result }
     let directory = if let name { try parent.openDirectory(name) } else { parent }
-    try setClassBelow(directory, path, protectionClass, &result)
+    let (visitors, _) = TreeWalker(threads: 1).walk(
+      [TreeWalker.Root(directory, path)], visitor: ClassSetter(protectionClass: protectionClass))
+    let setter = visitors[0]
+    if let error = setter.error { throw error }
+    result.changed += setter.result.changed
+    result.skipped += setter.result.skipped
     return result
-  }
-
-  private func setClassBelow(
-    _ directory: DirectoryHandle, _ path: DevicePath, _ protectionClass: ProtectionClass,
-    _ result: inout SetClassResult
-  ) throws(ProtFSError) {
-    for (name, kind) in try directory.entries() {
-      if path.isRoot && name == Device.stateDirectoryName { continue }
-      var kind = kind
-      if kind == .unknown { kind = try directory.status(name).kind }
-      switch kind {
-      case .file:
-        try directory.setProtectionClass(protectionClass, of: name)
-        result.changed += 1
-      case .directory:
-        try directory.setProtectionClass(protectionClass, of: name)
-        result.changed += 1
-        try setClassBelow(try directory.openDirectory(name), path.appending(name), protectionClass, &result)
-      case .symlink, .other, .unknown:
-        result.skipped.append(path.appending(name))
-      }
-    }
   }
 
   /// Removes the own class of the item at `path`, so that it inherits again.
@@ -151,4 +147,39 @@ public struct SetClassResult: Sendable, Equatable {
   public var changed = 0
   /// Symlinks and special files that were left alone.
   public var skipped: [DevicePath] = []
+}
+
+/// The visitor of a recursive `setClass`: labels every file and directory below, skips the rest,
+/// and stops at the first error. Its context is the directory's device path.
+private struct ClassSetter: TreeVisitor {
+  /// The class to set.
+  let protectionClass: ProtectionClass
+  /// What was changed and skipped.
+  var result = SetClassResult()
+  /// The first error, which stopped the walk.
+  var error: ProtFSError?
+
+  /// Labels a file or directory (and walks the directory); records anything else as skipped.
+  mutating func visit(_ entry: inout TreeEntry, in path: DevicePath) -> TreeStep<DevicePath> {
+    let name = entry.nameString
+    if path.isRoot && name == Device.stateDirectoryName { return .skip }
+    guard entry.kind == .file || entry.kind == .directory else {
+      result.skipped.append(path.appending(name))
+      return .skip
+    }
+    do {
+      try entry.directory.setProtectionClass(protectionClass, of: name)
+    } catch {
+      self.error = error
+      return .stop
+    }
+    result.changed += 1
+    return .descend(path.appending(name))
+  }
+
+  /// Records the error and stops.
+  mutating func failed(_ error: ProtFSError, in path: DevicePath) -> Bool {
+    self.error = error
+    return false
+  }
 }

@@ -28,7 +28,7 @@ package enum ItemCopier {
     }
   }
 
-  private static func copyItem(
+  package static func copyItem(
     _ name: String, in source: DirectoryHandle, as newName: String,
     in destination: DirectoryHandle
   ) throws(ProtFSError) {
@@ -47,7 +47,10 @@ package enum ItemCopier {
       try destination.makeDirectory(newName, permissions: FilePermissions(rawValue: 0o700))
       let from = try source.openDirectory(name)
       let to = try destination.openDirectory(newName)
-      for (entry, _) in try from.entries() { try copyItem(entry, in: from, as: entry, in: to) }
+      let (visitors, _) = TreeWalker(threads: 1, postOrder: true).walk(
+        [TreeWalker.Root(from, TreeCopier.Place(source: from, destination: to, status: status))],
+        visitor: TreeCopier())
+      if let error = visitors[0].error { throw error }
       try copyMetadata(from: from.fd, from.path, to: to.fd, to.path, status)
     case .symlink:
       var buffer = [CChar](repeating: 0, count: Int(PATH_MAX) + 1)
@@ -83,7 +86,7 @@ package enum ItemCopier {
     }
   }
 
-  private static func copyMetadata(
+  package static func copyMetadata(
     from input: Int32, _ sourcePath: String, to output: Int32, _ destinationPath: String,
     _ status: FileStatus
   ) throws(ProtFSError) {
@@ -97,5 +100,59 @@ package enum ItemCopier {
     times[0] = timespec(tv_sec: Int(status.accessed.timeIntervalSince1970), tv_nsec: 0)
     times[1] = timespec(tv_sec: Int(status.modified.timeIntervalSince1970), tv_nsec: 0)
     _ = futimens(output, times)
+  }
+}
+
+/// The visitor of a directory copy: copies each file and link as it meets it, makes each
+/// directory, and gives a directory its attributes, mode and times once everything below it is
+/// copied (so the copying does not change its times). Stops at the first error.
+private struct TreeCopier: TreeVisitor {
+  /// A directory being copied: its source, its copy and the source's status.
+  struct Place: @unchecked Sendable {
+    /// The directory copied from.
+    var source: DirectoryHandle
+    /// Its copy.
+    var destination: DirectoryHandle
+    /// The source's status, for the copy's mode and times.
+    var status: FileStatus
+  }
+  /// The first error, which stopped the walk.
+  var error: ProtFSError?
+
+  /// Copies a file or link; makes a directory's copy and walks it.
+  mutating func visit(_ entry: inout TreeEntry, in place: Place) -> TreeStep<Place> {
+    if error != nil { return .stop }
+    let name = entry.nameString
+    do throws(ProtFSError) {
+      guard entry.kind == .directory else {
+        try ItemCopier.copyItem(name, in: place.source, as: name, in: place.destination)
+        return .skip
+      }
+      let status = try place.source.status(name)
+      try place.destination.makeDirectory(name, permissions: FilePermissions(rawValue: 0o700))
+      let from = try place.source.openDirectory(name)
+      let to = try place.destination.openDirectory(name)
+      return .descend(Place(source: from, destination: to, status: status))
+    } catch {
+      self.error = error
+      return .stop
+    }
+  }
+
+  /// Gives a copied directory its attributes, mode and times (the root is left to `copyItem`).
+  mutating func leave(_ name: String?, in parent: DirectoryHandle?, _ place: Place) {
+    guard name != nil, error == nil else { return }
+    do throws(ProtFSError) {
+      try ItemCopier.copyMetadata(
+        from: place.source.fd, place.source.path, to: place.destination.fd, place.destination.path, place.status)
+    } catch {
+      self.error = error
+    }
+  }
+
+  /// Records the error and stops.
+  mutating func failed(_ error: ProtFSError, in place: Place) -> Bool {
+    self.error = error
+    return false
   }
 }

@@ -43,10 +43,16 @@ package enum ListCommand {
     if status.kind != .directory {
       rows.append(try row(device, start, display: start.name ?? ".", status: status))
     } else {
-      let inherited = try device.effectiveClass(of: start)
-      try list(
-        device, try device.openDirectory(start), start, prefix: "", inherited: inherited,
-        recursive: invocation.flag(Self.recursive), into: &rows)
+      let root = TreeWalker.Root(
+        try device.openDirectory(start), ListVisitor.Place(path: start, prefix: ""),
+        inheritance: try device.classInheritance(below: start))
+      let (visitors, _) = TreeWalker(threads: 1).walk(
+        [root], visitor: ListVisitor(recursive: invocation.flag(Self.recursive)))
+      if let error = visitors[0].error { throw error }
+      // Each directory's entries by name, each directory's subtree right after its own row.
+      rows = visitors[0].rows.sorted {
+        $0.path.split(separator: "/").lexicographicallyPrecedes($1.path.split(separator: "/"))
+      }
     }
     if invocation.flag(CommonOptions.json) {
       try Console.json(rows)
@@ -62,48 +68,7 @@ package enum ListCommand {
     return 0
   }
 
-  private static func list(
-    _ device: Device, _ directory: DirectoryHandle, _ path: DevicePath, prefix: String,
-    inherited: EffectiveClass, recursive: Bool, into rows: inout [Row]
-  ) throws {
-    let own = try directory.protectionClass()
-    let here = own.map { EffectiveClass($0, .own) } ?? inherited
-    let forChildren =
-      here.source == .default ? here : EffectiveClass(here.protectionClass, .inherited)
-    var defaultHere = forChildren
-    if path.components.count == 2, path.components[0] == Device.containersDirectoryName,
-      let containerDefault = try directory.defaultClass(), own == nil, here.source == .default
-    {
-      defaultHere = EffectiveClass(containerDefault, .default)
-    }
-    let entries = try directory.entries().sorted { $0.name < $1.name }
-    for (name, _) in entries {
-      if path.isRoot && name == Device.stateDirectoryName { continue }
-      let status = try directory.status(name)
-      let display = prefix + name
-      var r = Row(
-        path: display, kind: status.kind.rawValue, mode: status.permissions.description, size: status.size)
-      switch status.kind {
-      case .symlink:
-        r.target = readLink(directory, name)
-      case .file, .directory:
-        let effective = try directory.protectionClass(of: name).map { EffectiveClass($0, .own) } ?? defaultHere
-        r.class = effective.protectionClass.rawValue
-        r.name = effective.protectionClass.name
-        r.source = effective.source.rawValue
-      default:
-        break
-      }
-      rows.append(r)
-      if recursive && status.kind == .directory {
-        try list(
-          device, try directory.openDirectory(name), path.appending(name), prefix: display + "/",
-          inherited: defaultHere, recursive: true, into: &rows)
-      }
-    }
-  }
-
-  private static func readLink(_ directory: DirectoryHandle, _ name: String) -> String {
+  package static func readLink(_ directory: DirectoryHandle, _ name: String) -> String {
     var buffer = [CChar](repeating: 0, count: 4097)
     let count = readlinkat(directory.fd, name, &buffer, 4096)
     guard count >= 0 else { return "?" }
@@ -116,5 +81,65 @@ package enum ListCommand {
       path: display, kind: status.kind.rawValue, class: effective.protectionClass.rawValue,
       name: effective.protectionClass.name, source: effective.source.rawValue, mode: status.permissions.description,
       size: status.size)
+  }
+}
+
+/// The walk behind `ls`: one row per item, its class from the walk's inheritance, stopping at the
+/// first error. Its context is the directory's device path and the prefix of its rows' paths.
+private struct ListVisitor: TreeVisitor {
+  /// A directory being listed.
+  struct Place: Sendable {
+    /// The directory's device path.
+    var path: DevicePath
+    /// What its rows' paths start with.
+    var prefix: String
+  }
+  /// Whether to list below the first directory.
+  let recursive: Bool
+  /// The rows, in walk order.
+  var rows: [ListCommand.Row] = []
+  /// The first error, which stopped the walk.
+  var error: ProtFSError?
+
+  /// A visitor for `ls`, or `ls -R` when `recursive`.
+  init(recursive: Bool) { self.recursive = recursive }
+
+  /// Makes the entry's row; walks a directory when recursive.
+  mutating func visit(_ entry: inout TreeEntry, in place: Place) -> TreeStep<Place> {
+    let name = entry.nameString
+    if place.path.isRoot && name == Device.stateDirectoryName { return .skip }
+    do throws(ProtFSError) {
+      let status = try entry.directory.status(name)
+      let display = place.prefix + name
+      var row = ListCommand.Row(
+        path: display, kind: status.kind.rawValue, mode: status.permissions.description, size: status.size)
+      switch status.kind {
+      case .symlink:
+        row.target = ListCommand.readLink(entry.directory, name)
+      case .file, .directory:
+        if status.kind == .directory && Device.isContainerRoot(place.path.appending(name)) {
+          try entry.readContainerDefault()
+        }
+        entry.ownClass = try entry.directory.protectionClass(of: name)
+        let effective = entry.effectiveClass
+        row.class = effective.protectionClass.rawValue
+        row.name = effective.protectionClass.name
+        row.source = effective.source.rawValue
+      default:
+        break
+      }
+      rows.append(row)
+      guard recursive && status.kind == .directory else { return .skip }
+      return .descend(Place(path: place.path.appending(name), prefix: display + "/"))
+    } catch {
+      self.error = error
+      return .stop
+    }
+  }
+
+  /// Records the error and stops.
+  mutating func failed(_ error: ProtFSError, in place: Place) -> Bool {
+    self.error = error
+    return false
   }
 }

@@ -1,4 +1,3 @@
-import CProtFSSys
 import Foundation
 import ProtFS
 import ProtFSSystem
@@ -212,9 +211,7 @@ extension Worker {
   private mutating func checkSymlink(dirfd: Int32, name: UnsafePointer<CChar>) {
     let fd = (path + [0]).withUnsafeBufferPointer { bytes in
       bytes.withMemoryRebound(to: CChar.self) { relative in
-        protfs_openat2(
-          rootFD, relative.baseAddress!, PROTFS_O_PATH | O_CLOEXEC,
-          UInt64(PROTFS_RESOLVE_BENEATH | PROTFS_RESOLVE_NO_MAGICLINKS))
+        Kernel.openAt2(rootFD, relative.baseAddress!, Kernel.pathOnly | O_CLOEXEC, resolve: [.beneath, .noMagicLinks])
       }
     }
     if fd >= 0 {

@@ -1,3 +1,4 @@
+import CAttr
 import CProtFSSys
 import Foundation
 
@@ -31,6 +32,14 @@ extension Kernel {
   package static func openAt(_ directory: Int32, _ path: UnsafePointer<CChar>, _ flags: Int32, _ mode: mode_t) -> Int32
   {
     protfs_openat(directory, path, flags, mode)
+  }
+
+  /// libattr's `attr_copy_fd`: copies the `user.*` attributes of `input` to `output` (the paths are
+  /// for libattr's messages only). `0`, or `-1` and `errno`.
+  package static func copyAttributes(from input: Int32, _ sourcePath: String, to output: Int32, _ destinationPath: String)
+    -> Int32
+  {
+    attr_copy_fd(sourcePath, input, destinationPath, output, nil, nil)
   }
 
   /// `O_PATH`, which glibc hides without `_GNU_SOURCE`.

@@ -1,4 +1,3 @@
-import CProtFSSys
 import Foundation
 import ProtFSSystem
 
@@ -125,7 +124,7 @@ extension Device {
     try parent.makeDirectory(temporary, permissions: permissions)
     do throws(ProtFSError) {
       try parent.setProtectionClass(protectionClass, of: temporary)
-      switch valueOrErrno({ protfs_rename_noreplace(parent.fd, temporary, parent.fd, name) }) {
+      switch valueOrErrno({ Kernel.renameNoReplace(parent.fd, temporary, parent.fd, name) }) {
       case .success:
         return true
       case .failure(let e) where e == .exists:

@@ -1,5 +1,3 @@
-import CAttr
-import CProtFSSys
 import Foundation
 import ProtFSSystem
 
@@ -17,7 +15,7 @@ package enum ItemCopier {
     let temporary = AtomicFile.temporaryName(for: destinationName)
     do throws(ProtFSError) {
       try copyItem(name, in: source, as: temporary, in: destination)
-      switch valueOrErrno({ protfs_rename_noreplace(destination.fd, temporary, destination.fd, destinationName) }) {
+      switch valueOrErrno({ Kernel.renameNoReplace(destination.fd, temporary, destination.fd, destinationName) }) {
       case .success: _ = fsync(destination.fd)
       case .failure(let e):
         throw ProtFSError.system("create", path: destination.pathOf(destinationName), errno: e.rawValue)
@@ -69,7 +67,7 @@ package enum ItemCopier {
   private static func copyContents(from input: Int32, to output: Int32, path: String) throws(ProtFSError) {
     // copy_file_range works within and across filesystems (Linux 5.3+); fall back to read/write.
     while true {
-      switch valueOrErrno({ protfs_copy_file_range(input, output, 1 << 30) }) {
+      switch valueOrErrno({ Kernel.copyFileRange(input, output, 1 << 30) }) {
       case .success(0): return
       case .success: continue
       case .failure(let e) where e == .crossDevice || e == Errno(EINVAL) || e == .noSystemCall || e == .notSupported:
@@ -91,9 +89,8 @@ package enum ItemCopier {
     _ status: FileStatus
   ) throws(ProtFSError) {
     // attr_copy_fd copies the user.* namespace, protfs's attributes included.
-    if attr_copy_fd(sourcePath, input, destinationPath, output, nil, nil) != 0 {
-      throw ProtFSError.system("copy the extended attributes to", path: destinationPath, errno: errno)
-    }
+    _ = try valueOrErrno(.setxattr) { Kernel.copyAttributes(from: input, sourcePath, to: output, destinationPath) }
+      .orThrow("copy the extended attributes to", path: destinationPath)
     _ = try valueOrErrno { fchmod(output, mode_t(status.permissions.rawValue)) }.orThrow(
       "change the mode of", path: destinationPath)
     var times = [timespec](repeating: timespec(), count: 2)

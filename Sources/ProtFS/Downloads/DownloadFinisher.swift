@@ -119,7 +119,7 @@ final class DownloadFinisher: @unchecked Sendable {
           URL(fileURLWithPath: transfer.temporaryPath, isDirectory: false)
         }
         outcomes.append(place(transfer.task, transfer: transfer))
-        close(transfer.fd)
+        transfer.file.close()
       case .fail(let task, let error, let removal):
         // Without a file to delete, the temp file (if any) stays with the task for a later resume.
         removal?.remove()
@@ -170,7 +170,7 @@ final class DownloadFinisher: @unchecked Sendable {
       } catch {
         // The bytes are removed from wherever the held directory is now, even if it was moved
         // out of the device: nothing of the download stays outside it.
-        heldDirectory?.removeFile(name, ifStill: transfer?.fd)
+        heldDirectory?.removeFile(name, ifStill: transfer?.file.rawValue)
         var failure = error
         failure.message = "The download of '\(url)' was not placed: \(error.message)"
         failure.hint = error.hint ?? "nothing was kept; download it again"
@@ -245,21 +245,23 @@ final class DownloadFinisher: @unchecked Sendable {
     }
     let source = heldDirectory!
     let destination = try destinationDirectory(record.destinationDirectory)
+    // The attempt's own descriptor stays open for the caller to close; one opened here closes
+    // when `file` goes away.
     let file: FileDescriptor
     if let transfer {
-      file = FileDescriptor(borrowing: transfer.fd)
+      file = transfer.file
     } else {
-      file = try Self.openFinishedFile(name, in: source)
+      file = try source.openDescriptor(name, flags: O_RDONLY | O_NONBLOCK)
     }
-    try Self.requirePrivateFile(file.fd, at: source.pathOf(name))
-    try fileSystem.label(file: file.fd, for: destination)
+    try Self.requirePrivateFile(file.rawValue, at: source.pathOf(name))
+    try fileSystem.label(file: file.rawValue, for: destination)
     switch valueOrErrno({ renameat(source.fd, name, destination.fd, fileName) }) {
     case .success:
       // The held destination may have been moved out of the device between its opening and the
       // rename: then the file is taken back out of it and the task fails.
       let now = try? fileSystem.openDirectory(record.destinationDirectory, creating: false)
       guard let now, now.isSameDirectory(as: destination) else {
-        destination.removeFile(fileName, ifStill: file.fd)
+        destination.removeFile(fileName, ifStill: file.rawValue)
         _ = destinations.withLock { $0.removeValue(forKey: record.destinationDirectory) }
         throw Self.directoryChanged(record.destinationDirectory)
       }
@@ -289,13 +291,6 @@ final class DownloadFinisher: @unchecked Sendable {
     let opened = try core.configuration.fileSystem.openDirectory(path, creating: false)
     destinations.withLock { $0[path] = opened }
     return opened
-  }
-
-  /// Opens the finished temp file `name` of a task that waited, never following a symlink.
-  private static func openFinishedFile(_ name: String, in directory: DirectoryHandle) throws(ProtFSError)
-    -> FileDescriptor
-  {
-    FileDescriptor(owning: try directory.openFile(name, flags: O_RDONLY | O_NONBLOCK))
   }
 
   /// Refuses to label, hand over or move anything but a regular file with one link: another link
@@ -345,8 +340,8 @@ final class DownloadFinisher: @unchecked Sendable {
       if let expected, let digest = t.digest {
         let actual = digest.finalizeHex()
         if actual != expected.lowercased() {
-          t.directory.removeFile(t.temporaryFileName, ifStill: t.fd)
-          close(t.fd)
+          t.directory.removeFile(t.temporaryFileName, ifStill: t.file.rawValue)
+          t.file.close()
           let error = ProtFSError(
             .checksumMismatch,
             "The download of '\(t.task.url.absoluteString)' has SHA-256 \(actual), not the expected \(expected.lowercased()); nothing was kept.",
@@ -360,9 +355,9 @@ final class DownloadFinisher: @unchecked Sendable {
     if core.configuration.synchronizesFiles {
       // One syncfs flushes a batch of small files in one journal commit; a lone file needs only fsync.
       if passed.count >= 4 {
-        _ = protfs_syncfs(passed[0].fd)
+        _ = protfs_syncfs(passed[0].file.rawValue)
       } else {
-        for t in passed { _ = fsync(t.fd) }
+        for t in passed { _ = fsync(t.file.rawValue) }
       }
     }
     // The descriptors stay open until placement, which labels the file through them.
@@ -426,22 +421,4 @@ struct TemporaryRemoval: Sendable {
 
   /// Deletes the file, relative to its directory.
   func remove() { directory?.removeFile(name, ifStill: nil) }
-}
-
-/// A descriptor closed when the value goes away, unless it was only borrowed.
-final class FileDescriptor {
-  let fd: Int32
-  private let owned: Bool
-
-  init(owning fd: Int32) {
-    self.fd = fd
-    owned = true
-  }
-
-  init(borrowing fd: Int32) {
-    self.fd = fd
-    owned = false
-  }
-
-  deinit { if owned { close(fd) } }
 }

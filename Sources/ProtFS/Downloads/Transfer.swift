@@ -9,8 +9,8 @@ import Foundation
 final class Transfer: @unchecked Sendable {
   let task: DownloadTask
   let easy: UnsafeMutableRawPointer
-  /// The temp file, open for writing.
-  let fd: Int32
+  /// The temp file, open for writing; closed by whichever thread ends the attempt.
+  let file: FileDescriptor
   let temporaryDirectory: String
   /// The temp directory, held open from the temp file's creation to the placement, so that every
   /// operation on the file is relative to the directory it was made in.
@@ -68,7 +68,7 @@ final class Transfer: @unchecked Sendable {
   var location: String?
 
   init(
-    task: DownloadTask, easy: UnsafeMutableRawPointer, fd: Int32, temporaryDirectory: String,
+    task: DownloadTask, easy: UnsafeMutableRawPointer, file: FileDescriptor, temporaryDirectory: String,
     directory: DirectoryHandle, temporaryFileName: String, offset: Int64, isHTTP: Bool, hostKey: String,
     digest: SHA256Digest?,
     staging: UnsafeMutableRawBufferPointer, writesBehind: Bool
@@ -77,7 +77,7 @@ final class Transfer: @unchecked Sendable {
     self.writesBehind = writesBehind
     self.task = task
     self.easy = easy
-    self.fd = fd
+    self.file = file
     self.temporaryDirectory = temporaryDirectory
     self.directory = directory
     self.temporaryFileName = temporaryFileName
@@ -192,6 +192,7 @@ final class Transfer: @unchecked Sendable {
   @discardableResult
   func flush() -> Bool {
     guard staged > 0, writeErrno == nil else { return writeErrno == nil }
+    let fd = file.rawValue
     var written = 0
     while written < staged {
       let result = pwrite(fd, staging.baseAddress! + written, staged - written, off_t(flushed + Int64(written)))
@@ -270,7 +271,7 @@ final class Transfer: @unchecked Sendable {
 
   /// Empties the temp file, for a server that sent the whole entity again.
   func restartFile() {
-    _ = ftruncate(fd, 0)
+    _ = ftruncate(file.rawValue, 0)
     flushed = 0
     staged = 0
     digest?.reset()

@@ -275,10 +275,10 @@ final class TransferEngine: @unchecked Sendable {
       let hasher = SHA256Digest()
       if opened.size > 0,
         let error = TemporaryFile.hashPrefix(
-          fd: opened.fd, count: opened.size, into: hasher,
+          fd: opened.file.rawValue, count: opened.size, into: hasher,
           path: held.pathOf(opened.name))
       {
-        close(opened.fd)
+        opened.file.close()
         fail(task, error, deleting: TemporaryRemoval(directory: held, name: opened.name))
         return
       }
@@ -289,7 +289,7 @@ final class TransferEngine: @unchecked Sendable {
       idleBuffers.popLast()
       ?? UnsafeMutableRawBufferPointer.allocate(byteCount: receiveBufferSize, alignment: 4096)
     let transfer = Transfer(
-      task: task, easy: easy, fd: opened.fd, temporaryDirectory: directory, directory: held,
+      task: task, easy: easy, file: opened.file, temporaryDirectory: directory, directory: held,
       temporaryFileName: opened.name,
       offset: opened.size, isHTTP: scheme != "file", hostKey: hostKey, digest: digest, staging: staging,
       writesBehind: configuration.synchronizesFiles)
@@ -372,7 +372,7 @@ final class TransferEngine: @unchecked Sendable {
 
   /// Forgets the validator, so that the retry asks for the whole entity again, and retries.
   private func restartFromZero(_ t: Transfer, because error: ProtFSError) {
-    close(t.fd)
+    t.file.close()
     t.task.runtime.withLock { r in
       r.record.entityTag = nil
       r.record.lastModified = nil
@@ -431,7 +431,7 @@ final class TransferEngine: @unchecked Sendable {
     if !(200..<300).contains(status) {
       let reason = Self.reasonPhrase(status)
       if status >= 500 || status == 408 || status == 429 {
-        close(t.fd)
+        t.file.close()
         retry(
           t.task,
           because: ProtFSError(
@@ -455,7 +455,7 @@ final class TransferEngine: @unchecked Sendable {
     }
     let error = ProtFSError(.network, "Cannot download '\(url)': \(detail).", hint: Self.hint(for: result))
     if Self.isRetryable(result) {
-      close(t.fd)
+      t.file.close()
       retry(t.task, because: error)
     } else {
       fail(t, error)
@@ -547,7 +547,7 @@ final class TransferEngine: @unchecked Sendable {
   }
 
   private func fail(_ t: Transfer, _ error: ProtFSError) {
-    close(t.fd)
+    t.file.close()
     fail(t.task, error, deleting: TemporaryRemoval(directory: t.directory, name: t.temporaryFileName))
   }
 
@@ -561,7 +561,7 @@ final class TransferEngine: @unchecked Sendable {
   private func stopTransfer(of task: DownloadTask, _ reason: StopReason) {
     if let transfer = active[task.id] {
       detach(transfer)
-      close(transfer.fd)
+      transfer.file.close()
     } else if known.contains(task.id) {
       retrying.removeAll { $0.task === task }
       paused.removeAll { $0.task === task }
@@ -576,7 +576,7 @@ final class TransferEngine: @unchecked Sendable {
   private func stopAll() {
     for transfer in Array(active.values) {
       detach(transfer)
-      close(transfer.fd)
+      transfer.file.close()
     }
     retrying.removeAll()
     paused.removeAll()
@@ -625,7 +625,7 @@ final class TransferEngine: @unchecked Sendable {
         current[path] = .some(try? configuration.fileSystem.openDirectory(path, creating: false))
       }
       var status = stat()
-      let linkedElsewhere = fstat(transfer.fd, &status) == 0 && status.st_nlink != 1
+      let linkedElsewhere = fstat(transfer.file.rawValue, &status) == 0 && status.st_nlink != 1
       if let held = heldTemporaryDirectories[path], let found = current[path]!, held.handle.isSameDirectory(as: found) {
         heldTemporaryDirectories[path]!.confirmed = now
       }
@@ -647,7 +647,7 @@ final class TransferEngine: @unchecked Sendable {
       let decision = answer(transfer.temporaryDirectory)
       guard decision != .allow else { continue }
       detach(transfer)
-      close(transfer.fd)
+      transfer.file.close()
       if case .deny(let code) = decision {
         let url = transfer.task.url.absoluteString
         // The bytes so far stay in the temp file, which the record keeps: the task can be resumed.
@@ -695,7 +695,7 @@ final class TransferEngine: @unchecked Sendable {
       }
       if now > transfer.lastActivity && now - transfer.lastActivity > limit {
         detach(transfer)
-        close(transfer.fd)
+        transfer.file.close()
         retry(
           transfer.task,
           because: ProtFSError(
@@ -709,7 +709,7 @@ final class TransferEngine: @unchecked Sendable {
       let needed = Int64((Double(configuration.minimumSpeed) * Double(limit) / 1e9).rounded(.up))
       if moved < needed {
         detach(transfer)
-        close(transfer.fd)
+        transfer.file.close()
         retry(
           transfer.task,
           because: ProtFSError(

@@ -8,16 +8,12 @@ public enum AtomicFile {
     permissions: FilePermissions = FilePermissions(rawValue: 0o600)
   ) throws(ProtFSError) {
     let temporary = ".\(name).tmp-\(getpid())-\(UInt32.random(in: 0...UInt32.max))"
-    let fd = try directory.openFile(temporary, flags: O_WRONLY | O_CREAT | O_EXCL, permissions: permissions)
-    var closed = false
-    defer {
-      if !closed { close(fd) }
-    }
+    let file = try directory.openDescriptor(temporary, flags: O_WRONLY | O_CREAT | O_EXCL, permissions: permissions)
+    defer { file.close() }
     do throws(ProtFSError) {
-      try writeAll(fd, bytes, path: directory.pathOf(temporary))
-      _ = try valueOrErrno { fsync(fd) }.orThrow("sync", path: directory.pathOf(temporary))
-      close(fd)
-      closed = true
+      try writeAll(file.rawValue, bytes, path: directory.pathOf(temporary))
+      _ = try valueOrErrno { fsync(file.rawValue) }.orThrow("sync", path: directory.pathOf(temporary))
+      file.close()
       _ = try valueOrErrno { renameat(directory.fd, temporary, directory.fd, name) }.orThrow(
         "replace", path: directory.pathOf(name))
       _ = fsync(directory.fd)
@@ -46,13 +42,13 @@ public enum AtomicFile {
   public static func read(named name: String, in directory: DirectoryHandle, limit: Int = 1 << 20)
     throws(ProtFSError) -> [UInt8]
   {
-    let fd = try directory.openFile(name, flags: O_RDONLY)
-    defer { close(fd) }
+    let file = try directory.openDescriptor(name, flags: O_RDONLY)
+    defer { file.close() }
     var result: [UInt8] = []
     var chunk = [UInt8](repeating: 0, count: 65536)
     while true {
       let count = try chunk.withUnsafeMutableBytes { raw in
-        valueOrErrno { Foundation.read(fd, raw.baseAddress, raw.count) }
+        valueOrErrno { Foundation.read(file.rawValue, raw.baseAddress, raw.count) }
       }.orThrow("read", path: directory.pathOf(name))
       if count == 0 { return result }
       result += chunk.prefix(count)

@@ -12,7 +12,8 @@ import Testing
     let store = try LockStore(device)
     let (stream, continuation) = AsyncStream<ProtectedDataEvent>.makeStream()
     let watcher = EventWatcher(
-      store: store, inotify: -1, wakeRead: -1, wakeWrite: -1, initial: try store.record(now: Date()),
+      store: store, inotify: FileDescriptor(owning: -1), wakeRead: FileDescriptor(owning: -1),
+      wakeWrite: FileDescriptor(owning: -1), initial: try store.record(now: Date()),
       continuation: continuation)
     return (watcher, stream)
   }

@@ -355,10 +355,10 @@ public struct CacheManager: Sendable {
 public enum TemporaryFileLock {
   /// Whether another open file description holds a lock on `name`.
   public static func isHeld(_ name: String, in directory: DirectoryHandle) -> Bool {
-    guard let fd = try? directory.openFile(name, flags: O_RDONLY | O_NONBLOCK) else { return false }
-    defer { close(fd) }
-    if flock(fd, LOCK_EX | LOCK_NB) == 0 {
-      flock(fd, LOCK_UN)
+    guard let file = try? directory.openDescriptor(name, flags: O_RDONLY | O_NONBLOCK) else { return false }
+    defer { file.close() }
+    if flock(file.rawValue, LOCK_EX | LOCK_NB) == 0 {
+      flock(file.rawValue, LOCK_UN)
       return false
     }
     return errno == EWOULDBLOCK

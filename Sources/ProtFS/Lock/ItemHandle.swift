@@ -43,6 +43,7 @@ final class ItemHandle {
     }
   }
 
+  // The handle owns `fd` (its raw number feeds every *at call): it closes it once, here.
   deinit { close(fd) }
 
   /// The item's status (statx(2) with the birth time).

@@ -47,10 +47,10 @@ struct LockStore {
 
   /// Runs `body` holding the exclusive `flock` on `.protfs/lock`; waits for another holder to finish.
   func exclusively<T>(_ body: () throws(ProtFSError) -> T) throws(ProtFSError) -> T {
-    let fd = try directory.openFile(
+    let file = try directory.openDescriptor(
       Self.lockFileName, flags: O_RDWR | O_CREAT, permissions: FilePermissions(rawValue: 0o600))
-    defer { close(fd) }  // closing releases the lock, as does dying
-    _ = try valueOrErrno { flock(fd, LOCK_EX) }.orThrow("lock", path: directory.pathOf(Self.lockFileName))
+    defer { file.close() }  // closing releases the lock, as does dying
+    _ = try valueOrErrno { flock(file.rawValue, LOCK_EX) }.orThrow("lock", path: directory.pathOf(Self.lockFileName))
     return try body()
   }
 
@@ -98,12 +98,12 @@ struct LockStore {
   /// fsync costs tens of milliseconds, a large part of a transition.
   static func replace(_ name: String, in directory: DirectoryHandle, with bytes: [UInt8]) throws(ProtFSError) {
     let temporary = ".\(name).tmp-\(getpid())-\(UInt32.random(in: 0...UInt32.max))"
-    let fd = try directory.openFile(
+    let file = try directory.openDescriptor(
       temporary, flags: O_WRONLY | O_CREAT | O_EXCL, permissions: FilePermissions(rawValue: 0o600))
     do throws(ProtFSError) {
-      defer { close(fd) }
-      try AtomicFile.writeAll(fd, bytes, path: directory.pathOf(temporary))
-      _ = try valueOrErrno { fdatasync(fd) }.orThrow("sync", path: directory.pathOf(temporary))
+      defer { file.close() }
+      try AtomicFile.writeAll(file.rawValue, bytes, path: directory.pathOf(temporary))
+      _ = try valueOrErrno { fdatasync(file.rawValue) }.orThrow("sync", path: directory.pathOf(temporary))
     } catch {
       unlinkat(directory.fd, temporary, 0)
       throw error

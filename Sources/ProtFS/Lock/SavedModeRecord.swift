@@ -211,13 +211,14 @@ struct ModeKey: Sendable {
   /// The key in `directory` (the device's `.protfs/`), or nil when there is none yet.
   static func load(from directory: DirectoryHandle) throws(ProtFSError) -> ModeKey? {
     let path = directory.pathOf(fileName)
-    let fd: Int32
+    let file: FileDescriptor
     switch valueOrErrno({ protfs_openat(directory.fd, fileName, O_RDONLY | O_NOFOLLOW | O_CLOEXEC, 0) }) {
-    case .success(let opened): fd = opened
+    case .success(let opened): file = FileDescriptor(owning: opened)
     case .failure(.noSuchFile): return nil
     case .failure(let e): throw damaged(path, "it cannot be opened (\(e))")
     }
-    defer { close(fd) }
+    defer { file.close() }
+    let fd = file.rawValue
     var s = stat()
     _ = try valueOrErrno { fstat(fd, &s) }.orThrow("inspect", path: path)
     guard s.st_mode & S_IFMT == S_IFREG else { throw damaged(path, "it is not a regular file") }
@@ -244,11 +245,13 @@ struct ModeKey: Sendable {
       throw ProtFSError(.io, "Cannot make a secret for saved modes: the system's random generator failed.")
     }
     let temporary = ".\(fileName).tmp-\(getpid())-\(UInt32.random(in: 0...UInt32.max))"
-    let fd = try directory.openFile(temporary, flags: O_WRONLY | O_CREAT | O_EXCL, permissions: .init(rawValue: 0o600))
+    let file = try directory.openDescriptor(
+      temporary, flags: O_WRONLY | O_CREAT | O_EXCL, permissions: .init(rawValue: 0o600))
     defer {
-      close(fd)
+      file.close()
       unlinkat(directory.fd, temporary, 0)
     }
+    let fd = file.rawValue
     try AtomicFile.writeAll(fd, secret, path: directory.pathOf(temporary))
     _ = try valueOrErrno { fsync(fd) }.orThrow("sync", path: directory.pathOf(temporary))
     switch valueOrErrno({ linkat(directory.fd, temporary, directory.fd, fileName, 0) }) {

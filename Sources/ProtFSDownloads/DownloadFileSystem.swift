@@ -1,4 +1,3 @@
-import CProtFSSys
 import Foundation
 import ProtFS
 import ProtFSSystem
@@ -94,8 +93,8 @@ public final class DeviceDownloadFileSystem: DownloadFileSystem {
     if location.isRoot { return try root.duplicate() }
     let relative = location.components.joined(separator: "/")
     let absolute = device.absolutePath(location)
-    let resolve = UInt64(PROTFS_RESOLVE_BENEATH | PROTFS_RESOLVE_NO_SYMLINKS | PROTFS_RESOLVE_NO_MAGICLINKS)
-    switch valueOrErrno({ protfs_openat2(root.fd, relative, O_RDONLY | O_DIRECTORY | O_CLOEXEC, resolve) }) {
+    let resolve: Kernel.Resolve = [.beneath, .noSymlinks, .noMagicLinks]
+    switch valueOrErrno(.open, { Kernel.openAt2(root.fd, relative, O_RDONLY | O_DIRECTORY | O_CLOEXEC, resolve: resolve) }) {
     case .success(let fd):
       return DirectoryHandle(fd: fd, path: absolute)
     case .failure(let e) where e == .noSystemCall || e.rawValue == E2BIG || e == .notPermitted:
@@ -124,12 +123,13 @@ public final class DeviceDownloadFileSystem: DownloadFileSystem {
     // A file placed where its temp directory's class also applies has its label already: reading
     // it is cheaper than writing it again (a journalled inode change per file).
     let labelled = withUnsafeTemporaryAllocation(byteCount: 64, alignment: 1) { buffer in
-      let count = fgetxattr(fd, AttributeName.protectionClass, buffer.baseAddress, buffer.count)
+      let read = Kernel.getAttribute(dirfd: fd, name: nil, attribute: AttributeName.protectionClass, into: buffer)
+      guard case .success(let count) = read else { return false }
       return count == value.count && value.withUnsafeBytes { memcmp($0.baseAddress!, buffer.baseAddress!, count) } == 0
     }
     if !labelled {
       _ = try value.withUnsafeBytes { raw in
-        valueOrErrno { fsetxattr(fd, AttributeName.protectionClass, raw.baseAddress, raw.count, 0) }
+        Kernel.setAttribute(dirfd: fd, name: nil, attribute: AttributeName.protectionClass, value: raw)
       }.orThrow("set the protection class of a new file in", path: directory.path)
     }
     guard geteuid() == 0, let container = device.containerContaining(location) else { return }

@@ -1,4 +1,3 @@
-import CProtFSSys
 import Foundation
 import ProtFSSystem
 import Synchronization
@@ -19,16 +18,16 @@ package final class DownloadFinisher: @unchecked Sendable {
   private let jobs = Mutex<[Job]>([])
   /// The destination paths this session's tasks have placed files at: a second task of the same
   /// name gets a numbered one instead of replacing the first's file.
-  private let claimed = Mutex<Set<String>>([])
+  package let claimed = Mutex<Set<String>>([])
   /// Destination directories opened for earlier placements, by path. Reusing one is safe because
   /// every placement checks, after its rename, that the held directory is still the one at its
   /// path; it saves an open per file.
-  private let destinations = Mutex<[String: DirectoryHandle]>([:])
+  package let destinations = Mutex<[String: DirectoryHandle]>([:])
   private let available = DispatchSemaphore(value: 0)
   /// Signalled by a job that must not wait out a group window.
   private let gathering = DispatchSemaphore(value: 0)
   // Unowned: the core owns this object and stops its thread before it goes away.
-  private unowned let core: DownloadSessionCore
+  unowned let core: DownloadSessionCore
 
   package init(core: DownloadSessionCore) { self.core = core }
 
@@ -120,7 +119,7 @@ package final class DownloadFinisher: @unchecked Sendable {
           URL(fileURLWithPath: transfer.temporaryPath, isDirectory: false)
         }
         outcomes.append(place(transfer.task, transfer: transfer))
-        close(transfer.fd)
+        transfer.file.close()
       case .fail(let task, let error, let removal):
         // Without a file to delete, the temp file (if any) stays with the task for a later resume.
         removal?.remove()
@@ -146,183 +145,8 @@ package final class DownloadFinisher: @unchecked Sendable {
     }
   }
 
-  /// Moves a finished task's temp file to its destination if the access policy allows it now.
-  ///
-  /// `transfer` is the attempt that just wrote the file, with its temp directory and file still
-  /// open; without one (a task that waited for unlock) both are opened again. Runs on the finisher
-  /// thread, or on the caller's for `completeWaitingTasks()`.
-  package func place(_ task: DownloadTask, transfer: Transfer? = nil) -> Outcome {
-    let record = task.record
-    let url = task.url.absoluteString
-    guard let name = record.temporaryFileName, let destination = record.destinationPath,
-      let fileName = record.fileName
-    else {
-      return settle(
-        task, .failed,
-        error: ProtFSError(.notFound, "The finished download of '\(url)' has no temp file or file name to place."))
-    }
-    let temporary = record.temporaryDirectory + "/" + name
-    switch core.configuration.accessPolicy.canPlaceDestination(destination) {
-    case .allow:
-      var heldDirectory = transfer?.directory
-      let placedName = claim(fileName, in: record.destinationDirectory)
-      do throws(ProtFSError) {
-        try move(record, fileName: placedName, transfer: transfer, heldDirectory: &heldDirectory)
-      } catch {
-        // The bytes are removed from wherever the held directory is now, even if it was moved
-        // out of the device: nothing of the download stays outside it.
-        heldDirectory?.removeFile(name, ifStill: transfer?.fd)
-        var failure = error
-        failure.message = "The download of '\(url)' was not placed: \(error.message)"
-        failure.hint = error.hint ?? "nothing was kept; download it again"
-        return settle(task, .failed, error: failure) { $0.temporaryFileName = nil }
-      }
-      if placedName != fileName { task.runtime.withLock { $0.renamedFrom = fileName } }
-      // The event's URL is made only for a listener.
-      let event =
-        core.reportsEvents
-        ? DownloadEvent.completed(
-          taskID: task.id,
-          location: URL(fileURLWithPath: record.destinationDirectory, isDirectory: true).appendingPathComponent(
-            placedName, isDirectory: false))
-        : nil
-      return settle(task, .completed, event: event) {
-        $0.temporaryFileName = nil
-        $0.fileName = placedName
-      }
-    case .waitForUnlock:
-      return settle(
-        task, .waitingForUnlock,
-        event: .waitingForUnlock(
-          taskID: task.id, temporaryLocation: URL(fileURLWithPath: temporary, isDirectory: false)))
-    case .deny(let code):
-      TemporaryRemoval(task, in: core.configuration.fileSystem)?.remove()
-      return settle(
-        task, .failed,
-        error: ProtFSError(
-          .protectedDataUnavailable,
-          "Cannot move the download of '\(url)' to '\(destination)': \(String(cString: strerror(code))).",
-          path: destination, errno: code, hint: "unlock the device and download it again")
-      ) { $0.temporaryFileName = nil }
-    }
-  }
-
-  /// `fileName`, or the first numbered variant of it (`name (1).ext`) that no other task of this
-  /// session has placed in `directory`, now claimed for the caller. A file there from before the
-  /// session is replaced, as the same download run again replaces its earlier result.
-  private func claim(_ fileName: String, in directory: String) -> String {
-    claimed.withLock { paths in
-      var name = fileName
-      var n = 0
-      while paths.contains(directory + "/" + name) {
-        n += 1
-        name = DownloadFileName.numbered(fileName, n)
-      }
-      paths.insert(directory + "/" + name)
-      return name
-    }
-  }
-
-  /// Labels the finished temp file with its destination's class and renames it there, between
-  /// directories opened without following a symlink. A temp directory that is no longer the one
-  /// the bytes were written in (moved, replaced, or swapped for a link) fails the placement.
-  /// `heldDirectory` is set to the temp directory as soon as it is open, for the caller's cleanup.
-  private func move(
-    _ record: DownloadTaskRecord, fileName: String, transfer: Transfer?, heldDirectory: inout DirectoryHandle?
-  ) throws(ProtFSError) {
-    let fileSystem = core.configuration.fileSystem
-    let name = record.temporaryFileName!
-    let current: DirectoryHandle
-    do throws(ProtFSError) {
-      current = try fileSystem.openDirectory(record.temporaryDirectory, creating: false)
-    } catch {
-      if heldDirectory == nil { throw error }
-      throw Self.directoryChanged(record.temporaryDirectory, because: error)
-    }
-    if let held = heldDirectory {
-      guard held.isSameDirectory(as: current) else { throw Self.directoryChanged(record.temporaryDirectory) }
-    } else {
-      heldDirectory = current
-    }
-    let source = heldDirectory!
-    let destination = try destinationDirectory(record.destinationDirectory)
-    let file: FileDescriptor
-    if let transfer {
-      file = FileDescriptor(borrowing: transfer.fd)
-    } else {
-      file = try Self.openFinishedFile(name, in: source)
-    }
-    try Self.requirePrivateFile(file.fd, at: source.pathOf(name))
-    try fileSystem.label(file: file.fd, for: destination)
-    switch valueOrErrno({ renameat(source.fd, name, destination.fd, fileName) }) {
-    case .success:
-      // The held destination may have been moved out of the device between its opening and the
-      // rename: then the file is taken back out of it and the task fails.
-      let now = try? fileSystem.openDirectory(record.destinationDirectory, creating: false)
-      guard let now, now.isSameDirectory(as: destination) else {
-        destination.removeFile(fileName, ifStill: file.fd)
-        _ = destinations.withLock { $0.removeValue(forKey: record.destinationDirectory) }
-        throw Self.directoryChanged(record.destinationDirectory)
-      }
-    case .failure(let e) where e == .crossDevice:
-      let failure = TemporaryFile.moveAcrossFilesystems(name, in: source, to: fileName, in: destination) { fd in
-        do throws(ProtFSError) {
-          try fileSystem.label(file: fd, for: destination)
-          return nil
-        } catch {
-          return error.errno ?? EIO
-        }
-      }
-      if let failure {
-        throw ProtFSError.system("move the download to", path: destination.pathOf(fileName), errno: failure)
-      }
-    case .failure(let e):
-      throw ProtFSError.system("move the download to", path: destination.pathOf(fileName), errno: e.rawValue)
-    }
-  }
-
-  /// The destination directory at `path`: the one opened for an earlier placement while it still
-  /// exists (a directory removed and made again at the path is opened anew), else opened now.
-  private func destinationDirectory(_ path: String) throws(ProtFSError) -> DirectoryHandle {
-    if let held = destinations.withLock({ $0[path] }), let status = try? held.status(), status.linkCount > 0 {
-      return held
-    }
-    let opened = try core.configuration.fileSystem.openDirectory(path, creating: false)
-    destinations.withLock { $0[path] = opened }
-    return opened
-  }
-
-  /// Opens the finished temp file `name` of a task that waited, never following a symlink.
-  private static func openFinishedFile(_ name: String, in directory: DirectoryHandle) throws(ProtFSError)
-    -> FileDescriptor
-  {
-    FileDescriptor(owning: try directory.openFile(name, flags: O_RDONLY | O_NONBLOCK))
-  }
-
-  /// Refuses to label, hand over or move anything but a regular file with one link: another link
-  /// (made while the download ran) could be outside the device, and the label and owner would
-  /// change that item too.
-  private static func requirePrivateFile(_ fd: Int32, at path: String) throws(ProtFSError) {
-    var status = stat()
-    _ = try valueOrErrno { fstat(fd, &status) }.orThrow("read", path: path)
-    guard status.st_mode & S_IFMT == S_IFREG, status.st_nlink == 1 else {
-      throw ProtFSError(
-        .invalidArgument,
-        "The temp file '\(path)' is not a regular file with a single link (another name was linked to it); protfs does not move it.",
-        path: path, hint: "nothing was kept; download it again")
-    }
-  }
-
-  package static func directoryChanged(_ path: String, because cause: ProtFSError? = nil) -> ProtFSError {
-    var message =
-      "the directory '\(path)' was moved, replaced or swapped for a symbolic link during the download"
-    if let cause { message += " (\(cause.message.hasSuffix(".") ? String(cause.message.dropLast()) : cause.message))" }
-    return ProtFSError(
-      .symlink, message + "; the downloaded file was removed.", path: path, errno: ELOOP,
-      hint: "leave the container's directories in place while a download runs, then download it again")
-  }
-
-  private func settle(
+  /// The outcome of moving `task` to `state`, with the event and delegate call it brings.
+  package func settle(
     _ task: DownloadTask, _ state: DownloadState, error: ProtFSError? = nil, event explicit: DownloadEvent? = nil,
     update: (inout DownloadTaskRecord) -> Void = { _ in }
   ) -> Outcome {
@@ -346,12 +170,12 @@ package final class DownloadFinisher: @unchecked Sendable {
       if let expected, let digest = t.digest {
         let actual = digest.finalizeHex()
         if actual != expected.lowercased() {
-          t.directory.removeFile(t.temporaryFileName, ifStill: t.fd)
-          close(t.fd)
+          t.directory.removeFile(t.temporaryFileName, ifStill: t.file.rawValue)
+          t.file.close()
           let error = ProtFSError(
             .checksumMismatch,
             "The download of '\(t.task.url.absoluteString)' has SHA-256 \(actual), not the expected \(expected.lowercased()); nothing was kept.",
-            hint: "check the expected digest, or whether the server's file changed")
+            remedy: .advice("check the expected digest, or whether the server's file changed"))
           outcomes.append(settle(t.task, .failed, error: error) { $0.temporaryFileName = nil })
           continue
         }
@@ -361,9 +185,9 @@ package final class DownloadFinisher: @unchecked Sendable {
     if core.configuration.synchronizesFiles {
       // One syncfs flushes a batch of small files in one journal commit; a lone file needs only fsync.
       if passed.count >= 4 {
-        _ = protfs_syncfs(passed[0].fd)
+        _ = Kernel.syncFilesystem(passed[0].file.rawValue)
       } else {
-        for t in passed { _ = fsync(t.fd) }
+        for t in passed { _ = fsync(t.file.rawValue) }
       }
     }
     // The descriptors stay open until placement, which labels the file through them.
@@ -404,45 +228,4 @@ package final class DownloadFinisher: @unchecked Sendable {
       return settle(task, .failed, error: cancelled) { $0.bytesReceived = size }
     }
   }
-}
-
-/// A temp file to delete when its task fails: its name in the directory it was made in, held open
-/// when the caller still has it.
-package struct TemporaryRemoval: Sendable {
-  /// The temp directory, or nil when it can no longer be opened safely (the file is left alone).
-  package let directory: DirectoryHandle?
-  package let name: String
-
-  package init(directory: DirectoryHandle?, name: String) {
-    self.directory = directory
-    self.name = name
-  }
-
-  /// The temp file of `task`, if it has one, with its directory opened through `fileSystem`.
-  package init?(_ task: DownloadTask, in fileSystem: any DownloadFileSystem) {
-    let record = task.record
-    guard let name = record.temporaryFileName else { return nil }
-    self.init(directory: try? fileSystem.openDirectory(record.temporaryDirectory, creating: false), name: name)
-  }
-
-  /// Deletes the file, relative to its directory.
-  package func remove() { directory?.removeFile(name, ifStill: nil) }
-}
-
-/// A descriptor closed when the value goes away, unless it was only borrowed.
-package final class FileDescriptor {
-  package let fd: Int32
-  private let owned: Bool
-
-  package init(owning fd: Int32) {
-    self.fd = fd
-    owned = true
-  }
-
-  package init(borrowing fd: Int32) {
-    self.fd = fd
-    owned = false
-  }
-
-  deinit { if owned { close(fd) } }
 }

@@ -1,4 +1,3 @@
-import CProtFSSys
 import Foundation
 import ProtFS
 import ProtFSSystem
@@ -6,8 +5,9 @@ import ProtFSSystem
 /// The `CFNetworkDownload_XXXXXX.tmp` files a download writes into, named as nsurlsessiond names them.
 package enum TemporaryFile {
   package struct Opened {
-    var fd: Int32
-    var name: String
+    /// The temp file, open for reading and writing.
+    package var file: FileDescriptor
+    package var name: String
     /// Bytes already in the file, which the transfer continues after.
     var size: Int64
   }
@@ -35,13 +35,15 @@ package enum TemporaryFile {
   ) throws(ProtFSError) -> Opened {
     if let existingName {
       // Read-write: a resumed download with a digest to check reads back the bytes it has.
-      switch valueOrErrno({ protfs_openat(directory.fd, existingName, O_RDWR | O_NOFOLLOW | O_CLOEXEC, 0) }) {
+      switch valueOrErrno({ Kernel.openAt(directory.fd, existingName, O_RDWR | O_NOFOLLOW | O_CLOEXEC, 0) }) {
       case .success(let fd):
+        // Closed when it goes away: every failure below lets go of it.
+        let file = FileDescriptor(owning: fd)
         var status = stat()
         fstat(fd, &status)
         // Another link to the file could be outside the device: only a private regular file continues.
         guard status.st_mode & S_IFMT == S_IFREG, status.st_nlink == 1 else {
-          close(fd)
+          file.close()
           throw ProtFSError(
             .invalidArgument,
             "The temp file '\(directory.pathOf(existingName))' is not a regular file with a single link; protfs does not write to it.",
@@ -51,7 +53,7 @@ package enum TemporaryFile {
         do {
           try label(fd)
         } catch {
-          close(fd)
+          file.close()
           throw error
         }
         TemporaryFileLock.hold(fd)  // tells `cache purge` in another process that this file is live
@@ -61,7 +63,7 @@ package enum TemporaryFile {
           _ = ftruncate(fd, 0)
           size = 0
         }
-        return Opened(fd: fd, name: existingName, size: size)
+        return Opened(file: file, name: existingName, size: size)
       case .failure(let e) where e == .noSuchFile:
         break
       case .failure(let e):
@@ -71,18 +73,19 @@ package enum TemporaryFile {
     while true {
       let name = randomName()
       switch valueOrErrno({
-        protfs_openat(directory.fd, name, O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0o644)
+        Kernel.openAt(directory.fd, name, O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0o644)
       }) {
       case .success(let fd):
+        let file = FileDescriptor(owning: fd)
         do {
           try label(fd)
         } catch {
           unlinkat(directory.fd, name, 0)
-          close(fd)
+          file.close()
           throw error
         }
         TemporaryFileLock.hold(fd)
-        return Opened(fd: fd, name: name, size: 0)
+        return Opened(file: file, name: name, size: 0)
       case .failure(let e) where e == .exists: continue
       case .failure(let e):
         throw ProtFSError.system("create the temp file", path: directory.pathOf(name), errno: e.rawValue)
@@ -115,27 +118,30 @@ package enum TemporaryFile {
     _ name: String, in source: DirectoryHandle, to destinationName: String, in destination: DirectoryHandle,
     label: (Int32) -> Int32?
   ) -> Int32? {
-    let input = protfs_openat(source.fd, name, O_RDONLY | O_NOFOLLOW | O_CLOEXEC, 0)
-    guard input >= 0 else { return errno }
-    defer { close(input) }
+    let opened = Kernel.openAt(source.fd, name, O_RDONLY | O_NOFOLLOW | O_CLOEXEC, 0)
+    guard opened >= 0 else { return errno }
+    let input = FileDescriptor(owning: opened)
+    defer { input.close() }
     var status = stat()
-    guard fstat(input, &status) == 0 else { return errno }
-    var output: Int32 = -1
+    guard fstat(input.rawValue, &status) == 0 else { return errno }
+    var created: Int32 = -1
     var staging = ""
-    while output < 0 {
+    while created < 0 {
       staging = randomName()
-      output = protfs_openat(destination.fd, staging, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0o644)
-      if output < 0 && errno != EEXIST { return errno }
+      created = Kernel.openAt(destination.fd, staging, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0o644)
+      if created < 0 && errno != EEXIST { return errno }
     }
-    var failure: Int32? = label(output)
+    let output = FileDescriptor(owning: created)
+    var failure: Int32? = label(created)
     var remaining = Int(status.st_size)
     while remaining > 0 && failure == nil {
-      let sent = sendfile(output, input, nil, min(remaining, 1 << 30))
+      let sent = sendfile(created, input.rawValue, nil, min(remaining, 1 << 30))
       if sent < 0 && errno == EINTR { continue }
       if sent <= 0 { failure = sent < 0 ? errno : EIO } else { remaining -= sent }
     }
-    if failure == nil && fsync(output) != 0 { failure = errno }
-    if close(output) != 0 && failure == nil { failure = errno }
+    if failure == nil && fsync(created) != 0 { failure = errno }
+    // A delayed write error shows at the close: the copy is then not placed.
+    if case .failure(let e) = output.close(), failure == nil { failure = e.rawValue }
     if failure == nil && renameat(destination.fd, staging, destination.fd, destinationName) != 0 { failure = errno }
     if let failure {
       unlinkat(destination.fd, staging, 0)

@@ -1,5 +1,4 @@
 import CCurl
-import CProtFSSys
 import Foundation
 import ProtFSSystem
 
@@ -10,8 +9,8 @@ import ProtFSSystem
 package final class Transfer: @unchecked Sendable {
   package let task: DownloadTask
   package let easy: UnsafeMutableRawPointer
-  /// The temp file, open for writing.
-  package let fd: Int32
+  /// The temp file, open for writing; closed by whichever thread ends the attempt.
+  package let file: FileDescriptor
   package let temporaryDirectory: String
   /// The temp directory, held open from the temp file's creation to the placement, so that every
   /// operation on the file is relative to the directory it was made in.
@@ -69,7 +68,7 @@ package final class Transfer: @unchecked Sendable {
   package var location: String?
 
   package init(
-    task: DownloadTask, easy: UnsafeMutableRawPointer, fd: Int32, temporaryDirectory: String,
+    task: DownloadTask, easy: UnsafeMutableRawPointer, file: FileDescriptor, temporaryDirectory: String,
     directory: DirectoryHandle, temporaryFileName: String, offset: Int64, isHTTP: Bool, hostKey: String,
     digest: SHA256Digest?,
     staging: UnsafeMutableRawBufferPointer, writesBehind: Bool
@@ -78,7 +77,7 @@ package final class Transfer: @unchecked Sendable {
     self.writesBehind = writesBehind
     self.task = task
     self.easy = easy
-    self.fd = fd
+    self.file = file
     self.temporaryDirectory = temporaryDirectory
     self.directory = directory
     self.temporaryFileName = temporaryFileName
@@ -193,6 +192,7 @@ package final class Transfer: @unchecked Sendable {
   @discardableResult
   package func flush() -> Bool {
     guard staged > 0, writeErrno == nil else { return writeErrno == nil }
+    let fd = file.rawValue
     var written = 0
     while written < staged {
       let result = pwrite(fd, staging.baseAddress! + written, staged - written, off_t(flushed + Int64(written)))
@@ -204,7 +204,7 @@ package final class Transfer: @unchecked Sendable {
       written += result
     }
     if writesBehind && staged == staging.count {
-      _ = protfs_start_writeback(fd, flushed, Int64(staged))
+      _ = Kernel.startWriteback(fd, offset: flushed, length: Int64(staged))
     }
     flushed += Int64(staged)
     staged = 0
@@ -271,7 +271,7 @@ package final class Transfer: @unchecked Sendable {
 
   /// Empties the temp file, for a server that sent the whole entity again.
   package func restartFile() {
-    _ = ftruncate(fd, 0)
+    _ = ftruncate(file.rawValue, 0)
     flushed = 0
     staged = 0
     digest?.reset()

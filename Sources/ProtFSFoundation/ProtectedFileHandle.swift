@@ -10,17 +10,15 @@ public final class ProtectedFileHandle: @unchecked Sendable {
   public let path: String
   private let item: DevicePath
   private let device: Device
-  private let lock = NSLock()
-  private var fd: Int32
+  /// The open file; closed by `close()` or when the handle goes away.
+  private let file: FileDescriptor
 
-  package init(device: Device, item: DevicePath, path: String, fd: Int32) {
+  package init(device: Device, item: DevicePath, path: String, file: FileDescriptor) {
     self.device = device
     self.item = item
     self.path = path
-    self.fd = fd
+    self.file = file
   }
-
-  deinit { if fd >= 0 { Foundation.close(fd) } }
 
   /// Reads up to `count` bytes (`FileHandle.read(upToCount:)`); nil at the end of the file.
   public func read(upToCount count: Int) throws -> Data? {
@@ -63,15 +61,12 @@ public final class ProtectedFileHandle: @unchecked Sendable {
 
   /// Closes the handle (`FileHandle.close()`).
   public func close() throws {
-    lock.withLock {
-      if fd >= 0 { Foundation.close(fd) }
-      fd = -1
-    }
+    file.close()
   }
 
   private func io<T>(writing: Bool, gated: Bool = true, _ body: (Int32) throws(ProtFSError) -> T) throws -> T {
     do throws(ProtFSError) {
-      let current = lock.withLock { fd }
+      let current = file.rawValue
       guard current >= 0 else {
         throw ProtFSError(.invalidArgument, "The handle of '\(path)' is closed.", path: path, errno: EBADF)
       }
@@ -110,8 +105,8 @@ extension ProtectedFileManager {
       }
       _ = try parent.status(name)
       try device.checkAccess(item, for: access)
-      let fd = try parent.openFile(name, flags: flags)
-      return ProtectedFileHandle(device: device, item: item, path: path, fd: fd)
+      let file = try parent.openDescriptor(name, flags: flags)
+      return ProtectedFileHandle(device: device, item: item, path: path, file: file)
     } catch {
       throw error.cocoaError(writing: writing)
     }

@@ -1,5 +1,3 @@
-import CAttr
-import CProtFSSys
 import Foundation
 import ProtFS
 import ProtFSSystem
@@ -24,6 +22,11 @@ public final class ProtectedFileManager: @unchecked Sendable {
 
   /// A manager for the files of `device`.
   public init(device: Device) { self.device = device }
+
+  /// Called by an atomic write between closing its temp file and renaming it into place, with the
+  /// directory, the temp name and the final name; tests use it to make the rename fail. Set before
+  /// the manager is used.
+  package var beforeAtomicRename: ((DirectoryHandle, String, String) -> Void)?
 
   // MARK: Attributes
 
@@ -176,22 +179,25 @@ public final class ProtectedFileManager: @unchecked Sendable {
     existing: Bool, options: Data.WritingOptions
   ) throws(ProtFSError) {
     if options.contains(.atomic) {
-      let temporary = AtomicFile.temporaryName(for: name)
-      let fd = try parent.openFile(
+      let temporary = ".\(name).protfs-\(getpid())-\(UInt32.random(in: 0...UInt32.max))"
+      let file = try parent.openDescriptor(
         temporary, flags: O_WRONLY | O_CREAT | O_EXCL, permissions: FilePermissions(rawValue: 0o644))
       do throws(ProtFSError) {
-        try label(fd, protectionClass, path: parent.pathOf(name))
-        try AtomicFile.writeAll(fd, data, path: parent.pathOf(name))
-        _ = try valueOrErrno { fsync(fd) }.orThrow("sync", path: parent.pathOf(name))
-        close(fd)
+        try label(file.rawValue, protectionClass, path: parent.pathOf(name))
+        try AtomicFile.writeAll(file.rawValue, data, path: parent.pathOf(name))
+        _ = try valueOrErrno { fsync(file.rawValue) }.orThrow("sync", path: parent.pathOf(name))
+        // Closed before the rename, once: a failure below must not close the number again, which
+        // another thread may hold by then.
+        file.close()
+        beforeAtomicRename?(parent, temporary, name)
         let renamed =
           options.contains(.withoutOverwriting)
-          ? valueOrErrno { protfs_rename_noreplace(parent.fd, temporary, parent.fd, name) }
+          ? valueOrErrno { Kernel.renameNoReplace(parent.fd, temporary, parent.fd, name) }
           : valueOrErrno { renameat(parent.fd, temporary, parent.fd, name) }
         _ = try renamed.orThrow("write", path: parent.pathOf(name))
         _ = fsync(parent.fd)
       } catch {
-        close(fd)
+        file.close()
         unlinkat(parent.fd, temporary, 0)
         throw error
       }
@@ -199,18 +205,18 @@ public final class ProtectedFileManager: @unchecked Sendable {
     }
     var flags = O_WRONLY | O_CREAT | O_TRUNC
     if options.contains(.withoutOverwriting) { flags |= O_EXCL }
-    let fd = try parent.openFile(name, flags: flags)
-    defer { close(fd) }
+    let file = try parent.openDescriptor(name, flags: flags)
+    defer { file.close() }
     if !existing || options.rawValue & Data.WritingOptions.fileProtectionMask.rawValue != 0 {
-      try label(fd, protectionClass, path: parent.pathOf(name))
+      try label(file.rawValue, protectionClass, path: parent.pathOf(name))
     }
-    try AtomicFile.writeAll(fd, data, path: parent.pathOf(name))
+    try AtomicFile.writeAll(file.rawValue, data, path: parent.pathOf(name))
   }
 
   private func label(_ fd: Int32, _ protectionClass: ProtectionClass, path: String) throws(ProtFSError) {
     let value = protectionClass.attributeValue
     _ = try value.withUnsafeBytes { raw in
-      valueOrErrno { fsetxattr(fd, AttributeName.protectionClass, raw.baseAddress, raw.count, 0) }
+      Kernel.setAttribute(dirfd: fd, name: nil, attribute: AttributeName.protectionClass, value: raw)
     }.orThrow("set the protection class of", path: path)
   }
 
@@ -239,7 +245,7 @@ public final class ProtectedFileManager: @unchecked Sendable {
     try cocoa(writing: true) { () throws(ProtFSError) in
       let (from, fromName) = try openItemParent(source)
       let (to, toName) = try openItemParent(destination)
-      switch valueOrErrno({ protfs_rename_noreplace(from.fd, fromName, to.fd, toName) }) {
+      switch valueOrErrno({ Kernel.renameNoReplace(from.fd, fromName, to.fd, toName) }) {
       case .success:
         return
       case .failure(let e) where e == .crossDevice:

@@ -68,7 +68,7 @@ public enum Confinement {
       throw ProtFSError(
         .permissionDenied,
         "Cannot confine the program: \(problems.joined(separator: ", ")); it was not run.",
-        hint: "run protfs exec as root, outside a container or user namespace that restricts setuid and prctl")
+        remedy: .confineAsRoot)
     }
   }
 
@@ -95,8 +95,9 @@ public enum Confinement {
         "The app user \(user) that protfs exec runs programs as cannot reach the device '\(device.root)': "
           + "it may not enter '\(prefix)'\(detail): \(reason).",
         path: prefix, errno: reason.rawValue,
-        hint: "let other users through with `chmod o+x '\(prefix)'`, or keep the device where every user "
-          + "can reach it (for example `protfs --device /srv/protfs-device init …`)")
+        remedy: .advice(
+          "let other users through with `chmod o+x '\(prefix)'`, or keep the device where every user can reach it (for example under /srv)"
+        ))
     }
   }
 
@@ -105,6 +106,6 @@ public enum Confinement {
     guard case .failure(let error) = valueOrErrno(call) else { return }
     throw ProtFSError(
       .permissionDenied, "Cannot \(operation) before running the program: \(error).", errno: error.rawValue,
-      hint: "run protfs exec as root, outside a user namespace that restricts setuid and prctl")
+      remedy: .confineAsRoot)
   }
 }

@@ -21,7 +21,8 @@ package final class OwnerAccessLog: Sendable {
 
   private let directory: DirectoryHandle
   private let crash: CrashHook
-  private let state: Mutex<(fd: Int32?, entries: [FileID: UInt32])>
+  /// The log, open for appending once the first line is written, and the loaded entries.
+  private let state: Mutex<(file: FileDescriptor?, entries: [FileID: UInt32])>
 
   /// Opens the log of the device's state directory, loading what an interrupted transition left.
   package init(directory: DirectoryHandle, crash: CrashHook) {
@@ -45,10 +46,6 @@ package final class OwnerAccessLog: Sendable {
     state = Mutex((nil, entries))
   }
 
-  deinit {
-    state.withLock { if let fd = $0.fd { close(fd) } }
-  }
-
   /// Whether an interrupted transition left records to repair with.
   package var isEmpty: Bool { state.withLock { $0.entries.isEmpty } }
 
@@ -69,12 +66,13 @@ package final class OwnerAccessLog: Sendable {
     let path = directory.pathOf(Self.fileName)
     let result: Result<Void, ProtFSError> = state.withLock { state in
       do throws(ProtFSError) {
-        if state.fd == nil {
-          state.fd = try directory.openFile(
+        if state.file == nil {
+          state.file = try directory.openDescriptor(
             Self.fileName, flags: O_WRONLY | O_CREAT | O_APPEND, permissions: FilePermissions(rawValue: 0o600))
         }
-        try AtomicFile.writeAll(state.fd!, Array(line.utf8), path: path)
-        _ = try valueOrErrno { fdatasync(state.fd!) }.orThrow("sync", path: path)
+        let fd = state.file!.rawValue
+        try AtomicFile.writeAll(fd, Array(line.utf8), path: path)
+        _ = try valueOrErrno { fdatasync(fd) }.orThrow("sync", path: path)
         return .success(())
       } catch {
         return .failure(error)
@@ -89,8 +87,8 @@ package final class OwnerAccessLog: Sendable {
   /// Removes the log once the transition's state is committed.
   package func clear() {
     state.withLock { state in
-      if let fd = state.fd { close(fd) }
-      state.fd = nil
+      state.file?.close()
+      state.file = nil
       state.entries = [:]
     }
     unlinkat(directory.fd, Self.fileName, 0)

@@ -28,30 +28,34 @@ extension Device {
   /// with an available state is "did become available".
   public func protectedDataEvents() throws(ProtFSError) -> AsyncStream<ProtectedDataEvent> {
     try requireInitialized()
-    let inotify = try valueOrErrno { inotify_init1(Int32(IN_CLOEXEC | IN_NONBLOCK)) }.orThrow(
-      "watch", path: stateDirectory)
+    // Owned from the start: a failure below closes what is open so far.
+    let inotify = FileDescriptor(
+      owning: try valueOrErrno { inotify_init1(Int32(IN_CLOEXEC | IN_NONBLOCK)) }.orThrow(
+        "watch", path: stateDirectory))
     let mask = UInt32(IN_MOVED_TO | IN_CLOSE_WRITE | IN_CREATE)
-    if case .failure(let e) = valueOrErrno({ inotify_add_watch(inotify, stateDirectory, mask) }) {
-      close(inotify)
+    if case .failure(let e) = valueOrErrno({ inotify_add_watch(inotify.rawValue, stateDirectory, mask) }) {
       throw ProtFSError.system("watch", path: stateDirectory, errno: e.rawValue)
     }
     var pipeFDs: [Int32] = [0, 0]
     if case .failure(let e) = valueOrErrno({ pipe(&pipeFDs) }) {
-      close(inotify)
       throw ProtFSError.system("watch", path: stateDirectory, errno: e.rawValue)
     }
     for fd in pipeFDs { _ = fcntl(fd, F_SETFD, FD_CLOEXEC) }
+    let wakeRead = FileDescriptor(owning: pipeFDs[0])
+    let wakeWrite = FileDescriptor(owning: pipeFDs[1])
     let store = try LockStore(self)
     let initial = try store.record(now: Date())
     let (stream, continuation) = AsyncStream<ProtectedDataEvent>.makeStream()
-    let wake = pipeFDs[1]
+    let watcher = EventWatcher(
+      store: store, inotify: inotify, wakeRead: wakeRead, wakeWrite: wakeWrite, initial: initial,
+      continuation: continuation)
+    // Runs when the stream is dropped, or once the thread finished it; the thread has closed the
+    // pipe by then, and a write to a closed `FileDescriptor` goes nowhere (never to a new file of
+    // the same number).
     continuation.onTermination = { _ in
       var byte: UInt8 = 1
-      _ = write(wake, &byte, 1)
+      _ = write(wakeWrite.rawValue, &byte, 1)
     }
-    let watcher = EventWatcher(
-      store: store, inotify: inotify, wakeRead: pipeFDs[0], wakeWrite: wake, initial: initial,
-      continuation: continuation)
     let thread = Thread { watcher.run() }
     thread.start()
     return stream
@@ -63,18 +67,23 @@ extension Device {
 /// `@unchecked Sendable`: `available` and `generation` are touched only by the watching thread (or
 /// by a test driving `catchUp` without it); the rest is immutable.
 package final class EventWatcher: @unchecked Sendable {
+  /// The device's lock store, read on each change.
   package let store: LockStore
-  package let inotify: Int32
-  package let wakeRead: Int32
-  package let wakeWrite: Int32
+  /// The inotify instance watching `.protfs/`.
+  package let inotify: FileDescriptor
+  /// The read end of the pipe that wakes the thread when the stream is dropped.
+  package let wakeRead: FileDescriptor
+  /// Its write end.
+  package let wakeWrite: FileDescriptor
   package var available: Bool
   /// The generation of the newest committed record seen.
   package var generation: Int
   package let continuation: AsyncStream<ProtectedDataEvent>.Continuation
 
+  /// A watcher owning `inotify` and the wake pipe's ends (closed when it stops).
   package init(
-    store: LockStore, inotify: Int32, wakeRead: Int32, wakeWrite: Int32, initial: LockRecord,
-    continuation: AsyncStream<ProtectedDataEvent>.Continuation
+    store: LockStore, inotify: FileDescriptor, wakeRead: FileDescriptor, wakeWrite: FileDescriptor,
+    initial: LockRecord, continuation: AsyncStream<ProtectedDataEvent>.Continuation
   ) {
     self.store = store
     self.inotify = inotify
@@ -114,11 +123,13 @@ package final class EventWatcher: @unchecked Sendable {
 
   package func run() {
     defer {
-      close(inotify)
-      close(wakeRead)
-      close(wakeWrite)
+      inotify.close()
+      wakeRead.close()
+      wakeWrite.close()
       continuation.finish()
     }
+    let inotify = inotify.rawValue
+    let wakeRead = wakeRead.rawValue
     var buffer = [UInt8](repeating: 0, count: 16 << 10)
     while true {
       var fds = [

@@ -47,10 +47,12 @@ public enum AtomicFile {
     _ bytes: [UInt8], named name: String, in directory: DirectoryHandle, options: Options = Options()
   ) throws(ProtFSError) -> Bool {
     let temporary = temporaryName(for: name)
-    let fd = try directory.openFile(temporary, flags: O_WRONLY | O_CREAT | O_EXCL, permissions: options.permissions)
+    let file = try directory.openDescriptor(
+      temporary, flags: O_WRONLY | O_CREAT | O_EXCL, permissions: options.permissions)
+    let fd = file.rawValue
     var placed = false
     do throws(ProtFSError) {
-      defer { close(fd) }
+      defer { file.close() }
       try writeAll(fd, bytes, path: directory.pathOf(temporary))
       if let owner = options.owner {
         _ = try valueOrErrno(.chown) { fchown(fd, owner.uid, owner.gid) }.orThrow(
@@ -126,8 +128,9 @@ public enum AtomicFile {
   public static func read(named name: String, in directory: DirectoryHandle, limit: Int = 1 << 20)
     throws(ProtFSError) -> [UInt8]
   {
-    let fd = try directory.openFile(name, flags: O_RDONLY)
-    defer { close(fd) }
+    let file = try directory.openDescriptor(name, flags: O_RDONLY)
+    defer { file.close() }
+    let fd = file.rawValue
     var result: [UInt8] = []
     var chunk = [UInt8](repeating: 0, count: 65536)
     while true {

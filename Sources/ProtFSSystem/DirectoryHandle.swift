@@ -27,6 +27,7 @@ public final class DirectoryHandle: @unchecked Sendable {
     self.path = path
   }
 
+  // The handle owns `fd`, which every relative operation uses as a raw number: it closes it once, here.
   deinit { close(fd) }
 
   /// The path of `name` inside this directory, for messages.
@@ -93,13 +94,14 @@ public final class DirectoryHandle: @unchecked Sendable {
   public func forEachRawEntry(_ body: (UnsafePointer<CChar>, FileKind) throws(ProtFSError) -> Void)
     throws(ProtFSError)
   {
-    let copy = try valueOrErrno { openat(fd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC) }.orThrow(
-      "list", path: path)
-    guard let stream = fdopendir(copy) else {
+    let copy = FileDescriptor(
+      owning: try valueOrErrno { openat(fd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC) }.orThrow("list", path: path))
+    guard let stream = fdopendir(copy.rawValue) else {
       let code = errno
-      close(copy)
       throw ProtFSError.system("list", path: path, errno: code)
     }
+    // The stream owns the descriptor now: `closedir` closes it.
+    _ = copy.take()
     defer { closedir(stream) }
     while true {
       errno = 0
@@ -151,7 +153,9 @@ public final class DirectoryHandle: @unchecked Sendable {
     }
   }
 
-  /// Opens the file `name` with `flags` (`O_NOFOLLOW` and `O_CLOEXEC` are always added).
+  /// Opens the file `name` with `flags` (`O_NOFOLLOW` and `O_CLOEXEC` are always added), for a
+  /// caller that hands the raw descriptor to an owner of its own; `openDescriptor` returns one
+  /// that closes itself.
   public func openFile(_ name: String, flags: Int32, permissions: FilePermissions = FilePermissions(rawValue: 0o644))
     throws(ProtFSError) -> Int32
   {

@@ -50,10 +50,7 @@ public struct ProtFSError: Error, Sendable, Equatable, CustomStringConvertible {
   public var remedy: Remedy?
 
   /// The remedy in the library's words, which name no command (a front end words it its own way).
-  public var hint: String? {
-    get { remedy?.advice }
-    set { remedy = newValue.map(Remedy.advice) }
-  }
+  public var hint: String? { remedy?.advice }
 
   /// Creates an error.
   public init(_ code: Code, _ message: String, path: String? = nil, errno: Int32? = nil, remedy: Remedy? = nil) {
@@ -62,11 +59,6 @@ public struct ProtFSError: Error, Sendable, Equatable, CustomStringConvertible {
     self.path = path
     self.errno = errno
     self.remedy = remedy
-  }
-
-  /// Creates an error whose remedy is advice in words (for code written before `Remedy`).
-  public init(_ code: Code, _ message: String, path: String? = nil, errno: Int32? = nil, hint: String?) {
-    self.init(code, message, path: path, errno: errno, remedy: hint.map(Remedy.advice))
   }
 
   /// The message followed by the remedy, worded by `advice` (the library's words unless a front end
@@ -128,6 +120,8 @@ public enum Remedy: Sendable, Equatable, Hashable {
   case initializeDevice(root: String)
   /// Give the app's nsurlsessiond Downloads directory NSFileProtectionNone.
   case initializeDownloadsDirectory
+  /// Unlock the device and resume the task, or give the Downloads directory NSFileProtectionNone.
+  case resumeAfterUnlock
   /// Remove the temp downloads no task needs.
   case purgeCaches
   /// Look the task up among the device's download tasks.
@@ -156,6 +150,8 @@ public enum Remedy: Sendable, Equatable, Hashable {
     case .initializeDevice: "initialise the device by creating a first container"
     case .initializeDownloadsDirectory:
       "create the app's Downloads directory with NSFileProtectionNone (as nsurlsessiond needs)"
+    case .resumeAfterUnlock:
+      "unlock the device and resume the task, or give the app's Downloads directory NSFileProtectionNone"
     case .purgeCaches: "remove it by purging the container's caches, then download again"
     case .listTasks: "list the device's download tasks"
     case .resetPasscode: "remove the stored passcode hash and set a new passcode"

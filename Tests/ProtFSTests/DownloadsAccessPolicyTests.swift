@@ -37,7 +37,7 @@ struct DownloadsAccessPolicyTests {
     #expect(error.code == .protectedDataUnavailable)
     #expect(error.message.contains("Operation not permitted"))
     #expect(error.message.contains(fixture.temporaryDirectory))
-    #expect(error.hint?.contains("protfs init-cache") == true)
+    #expect(error.remedy == .initializeDownloadsDirectory)
     #expect(fixture.temporaryFiles.isEmpty)
     #expect(fixture.destinationFiles.isEmpty)
     #expect(try session.store.task(id: task.id)?.errorNumber == EPERM)

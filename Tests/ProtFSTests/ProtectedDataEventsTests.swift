@@ -4,6 +4,7 @@ import Testing
 
 @testable import ProtFS
 import ProtFSLock
+import ProtFSSystem
 
 /// The watcher's catching up, driven by hand: what it posts when it wakes after transitions it
 /// did not see one by one (a busy machine delivers their inotify events in one read).
@@ -13,7 +14,8 @@ import ProtFSLock
     let store = try LockStore(device)
     let (stream, continuation) = AsyncStream<ProtectedDataEvent>.makeStream()
     let watcher = EventWatcher(
-      store: store, inotify: -1, wakeRead: -1, wakeWrite: -1, initial: try store.record(now: Date()),
+      store: store, inotify: FileDescriptor(owning: -1), wakeRead: FileDescriptor(owning: -1),
+      wakeWrite: FileDescriptor(owning: -1), initial: try store.record(now: Date()),
       continuation: continuation)
     return (watcher, stream)
   }

@@ -8,7 +8,7 @@ import Testing
 struct RemedyTests {
   static let all: [Remedy] = [
     .unlock, .setClass(path: "/d/x"), .createContainer(bundleID: "com.example.app"), .initializeDevice(root: "/d"),
-    .initializeDownloadsDirectory, .purgeCaches, .listTasks, .resetPasscode, .retry(operation: "lock"),
+    .initializeDownloadsDirectory, .resumeAfterUnlock, .purgeCaches, .listTasks, .resetPasscode, .retry(operation: "lock"),
     .inspectJournal, .runAsRoot(orChown: true), .runAsRoot(orChown: false), .runAsDeviceOwner, .confineAsRoot,
   ]
 

@@ -24,11 +24,11 @@ public enum TemporaryDownloadName {
 public enum TemporaryFileLock {
   /// Whether another open file description holds a lock on `name`.
   public static func isHeld(_ name: String, in directory: DirectoryHandle) -> Bool {
-    guard let fd = try? directory.openFile(name, flags: O_RDONLY | O_NONBLOCK) else { return false }
-    defer { close(fd) }
-    switch valueOrErrno(.flock, { flock(fd, LOCK_EX | LOCK_NB) }) {
+    guard let file = try? directory.openDescriptor(name, flags: O_RDONLY | O_NONBLOCK) else { return false }
+    defer { file.close() }
+    switch valueOrErrno(.flock, { flock(file.rawValue, LOCK_EX | LOCK_NB) }) {
     case .success:
-      flock(fd, LOCK_UN)
+      flock(file.rawValue, LOCK_UN)
       return false
     case .failure(let e): return e == Errno(EWOULDBLOCK)
     }

@@ -48,9 +48,9 @@ public struct LockSchedule: Sendable, Equatable {
     func invalid(_ part: String, _ why: String) -> ProtFSError {
       ProtFSError(
         .invalidArgument, "The schedule '\(shown)' does not parse: \(why).",
-        hint:
+        remedy: .advice(
           "write steps such as lock@2s,unlock@5s (actions: \(Action.allCases.map(\.rawValue).joined(separator: ", ")); times in ms, s or m)"
-      )
+        ))
     }
     var steps: [Step] = []
     let parts = text.split(separator: ",", omittingEmptySubsequences: false)

@@ -47,10 +47,10 @@ package struct LockStore {
 
   /// Runs `body` holding the exclusive `flock` on `.protfs/lock`; waits for another holder to finish.
   package func exclusively<T>(_ body: () throws(ProtFSError) -> T) throws(ProtFSError) -> T {
-    let fd = try directory.openFile(
+    let file = try directory.openDescriptor(
       Self.lockFileName, flags: O_RDWR | O_CREAT, permissions: FilePermissions(rawValue: 0o600))
-    defer { close(fd) }  // closing releases the lock, as does dying
-    _ = try valueOrErrno(.flock) { flock(fd, LOCK_EX) }.orThrow("lock", path: directory.pathOf(Self.lockFileName))
+    defer { file.close() }  // closing releases the lock, as does dying
+    _ = try valueOrErrno(.flock) { flock(file.rawValue, LOCK_EX) }.orThrow("lock", path: directory.pathOf(Self.lockFileName))
     return try body()
   }
 

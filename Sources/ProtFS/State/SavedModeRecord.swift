@@ -228,13 +228,14 @@ package struct ModeKey: Sendable {
   /// The key in `directory` (the device's `.protfs/`), or nil when there is none yet.
   package static func load(from directory: DirectoryHandle) throws(ProtFSError) -> ModeKey? {
     let path = directory.pathOf(fileName)
-    let fd: Int32
+    let file: FileDescriptor
     switch valueOrErrno(.open, { Kernel.openAt(directory.fd, fileName, O_RDONLY | O_NOFOLLOW | O_CLOEXEC, 0) }) {
-    case .success(let opened): fd = opened
+    case .success(let opened): file = FileDescriptor(owning: opened)
     case .failure(.noSuchFile): return nil
     case .failure(let e): throw damaged(path, "it cannot be opened (\(e))")
     }
-    defer { close(fd) }
+    defer { file.close() }
+    let fd = file.rawValue
     var s = stat()
     _ = try valueOrErrno(.stat) { fstat(fd, &s) }.orThrow("inspect", path: path)
     guard s.st_mode & S_IFMT == S_IFREG else { throw damaged(path, "it is not a regular file") }
@@ -271,8 +272,8 @@ package struct ModeKey: Sendable {
   private static func damaged(_ path: String, _ why: String) -> ProtFSError {
     ProtFSError(
       .corruptAttribute, "The secret that authenticates saved modes, '\(path)', is unusable: \(why).", path: path,
-      hint:
-        "remove it (`rm '\(path)'`); the next transition makes a new one, and unlock then gives items locked before files mode 0600 and directories 0700 instead of their saved modes"
+      remedy: .advice(
+        "remove it (`rm '\(path)'`); the next transition makes a new one, and unlock then gives items locked before files mode 0600 and directories 0700 instead of their saved modes")
     )
   }
 }

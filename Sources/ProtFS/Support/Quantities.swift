@@ -18,8 +18,8 @@ public enum ByteSize {
     guard let value = Double(number), value >= 0, let multiplier = multipliers[unit], value * multiplier < 9e18 else {
       throw ProtFSError(
         .invalidArgument, "'\(text)' is not a size.",
-        hint:
-          "use a number with an optional unit, for example 500, 64K, 10MiB, 1.5G or 100MB (K/M/G/T are 1024-based, KB/MB/GB/TB 1000-based)"
+        remedy: .advice(
+          "use a number with an optional unit, for example 500, 64K, 10MiB, 1.5G or 100MB (K/M/G/T are 1024-based, KB/MB/GB/TB 1000-based)")
       )
     }
     return Int64(value * multiplier)

@@ -10,6 +10,7 @@ extension Remedy {
     case .createContainer(let bundleID): "create it with `protfs init \(bundleID)`"
     case .initializeDevice(let root): "run `protfs --device \(root) init BUNDLE-ID` first"
     case .initializeDownloadsDirectory: "run `protfs init-cache` to give it NSFileProtectionNone"
+    case .resumeAfterUnlock: "unlock it and resume the task, or run `protfs init-cache`"
     case .purgeCaches: "remove it with `protfs cache purge`, then download again"
     case .listTasks: "list the tasks with `protfs tasks`"
     case .resetPasscode:

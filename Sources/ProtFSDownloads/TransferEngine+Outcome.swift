@@ -1,0 +1,101 @@
+import CCurl
+import Foundation
+import ProtFSSystem
+
+/// Ending an attempt: what libcurl's result and the server's answer mean for the task (by
+/// `TransferClassification`), and acting on it: complete, retry, start over or fail.
+extension TransferEngine {
+  /// Forgets the validator, so that the retry asks for the whole entity again, and retries.
+  private func restartFromZero(_ t: Transfer, because error: ProtFSError) {
+    t.file.close()
+    t.task.runtime.withLock { r in
+      r.record.entityTag = nil
+      r.record.lastModified = nil
+    }
+    retry(t.task, because: error)
+  }
+
+  /// Decides what the attempt `t`, ended by libcurl with `result`, means for its task.
+  package func finishAttempt(_ t: Transfer, result: CURLcode) {
+    let url = t.task.url.absoluteString
+    if result == CURLE_OK && !t.bodyStarted {
+      // An empty body never reached the write callback: decide on the headers alone.
+      t.bodyStarted = true
+      _ = t.beginBody()
+    }
+    let code = t.isHTTP ? t.responseCode : 0
+    let detail = t.curlErrorDetail ?? String(cString: curl_easy_strerror(result))
+    detach(t)
+    if let error = t.headerError {
+      fail(t, error)
+      return
+    }
+    if let e = t.writeErrno {
+      var error = ProtFSError.system("write the temp file of '\(url)' at", path: t.temporaryPath, errno: e)
+      if e == ENOSPC { error.remedy = .advice("free space on the device's filesystem, then download it again") }
+      fail(t, error)
+      return
+    }
+    if t.rangeMismatch {
+      // The server sent another range than asked: forget the validator and start from byte 0.
+      restartFromZero(t, because: ProtFSError(.network, "The server sent the wrong byte range for '\(url)'."))
+      return
+    }
+    let status = t.refusedStatus ?? (t.isHTTP && result == CURLE_OK ? code : 200)
+    if status == 416, t.offset > 0 {
+      // A 416 for a range starting at the end of a complete file: there is nothing left to get.
+      let total = t.contentRange.flatMap(ContentRange.init)?.total
+      let announced = t.task.runtime.withLock { $0.record.bytesExpected }
+      if announced >= 0 && announced != t.offset {
+        // An earlier response announced more bytes than the entity has: its Content-Length lied.
+        fail(
+          t,
+          ProtFSError(
+            .network,
+            "The server announced \(announced) bytes for '\(url)' but sent only \(t.offset) and says the file is complete.",
+            remedy: .advice("the server's Content-Length is wrong; nothing was kept")))
+        return
+      }
+      if total == nil || total == t.offset {
+        t.task.runtime.withLock { $0.record.bytesExpected = t.offset }
+        core.finisher.post(.complete(t))
+        return
+      }
+      restartFromZero(t, because: ProtFSError(.network, "The server refused the byte range for '\(url)'."))
+      return
+    }
+    if !(200..<300).contains(status) {
+      let reason = TransferClassification.reasonPhrase(status)
+      if TransferClassification.isRetryable(status: status) {
+        t.file.close()
+        retry(
+          t.task,
+          because: ProtFSError(
+            .network, "The server answered \(status) (\(reason)) for '\(url)'.", remedy: .advice("try again later")))
+      } else {
+        fail(
+          t,
+          ProtFSError(
+            .network, "The server answered \(status) (\(reason)) for '\(url)'.",
+            remedy: .advice(status == 404 ? "check the URL" : "check the URL and the server's access rules")))
+      }
+      return
+    }
+    if result == CURLE_OK {
+      core.finisher.post(.complete(t))
+      return
+    }
+    if let error = TransferClassification.deterministicFailure(t, result: result) {
+      fail(t, error)
+      return
+    }
+    let error = ProtFSError(
+      .network, "Cannot download '\(url)': \(detail).", remedy: TransferClassification.hint(for: result).map(Remedy.advice))
+    if TransferClassification.isRetryable(result) {
+      t.file.close()
+      retry(t.task, because: error)
+    } else {
+      fail(t, error)
+    }
+  }
+}

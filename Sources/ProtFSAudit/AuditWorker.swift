@@ -38,7 +38,9 @@ package struct Worker: @unchecked Sendable {
   package static let temporaryPrefix = Array("CFNetworkDownload_".utf8)
   package static let temporarySuffix = Array(".tmp".utf8)
 
-  package init(walk: ContainerWalk, lockState: any LockExpectation, rootFD: Int32, matcher: RuleMatcher, owned: Set<String>) {
+  package init(
+    walk: ContainerWalk, lockState: any LockExpectation, rootFD: Int32, matcher: RuleMatcher, owned: Set<String>
+  ) {
     self.walk = walk
     self.rootFD = rootFD
     self.matcher = matcher
@@ -100,7 +102,9 @@ package struct Worker: @unchecked Sendable {
     }
   }
 
-  package func classAttribute(_ attribute: UnsafePointer<CChar>, dirfd: Int32, name: UnsafePointer<CChar>?) -> ClassReading {
+  package func classAttribute(_ attribute: UnsafePointer<CChar>, dirfd: Int32, name: UnsafePointer<CChar>?)
+    -> ClassReading
+  {
     withUnsafeTemporaryAllocation(byteCount: 96, alignment: 1) { buffer in
       switch Kernel.getAttribute(dirfd: dirfd, rawName: name, attribute: attribute, into: buffer) {
       case .success(let size):

@@ -1,4 +1,5 @@
 import ProtFS
+
 /// Parses policy lines (grammar in Policies/README.md):
 ///
 ///     rule ID SEVERITY "PATTERN"... REQUIREMENT "MESSAGE"

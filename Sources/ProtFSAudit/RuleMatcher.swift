@@ -1,4 +1,5 @@
 import ProtFS
+
 /// The policies compiled for the walk: patterns flattened in the order they are tried (last rule
 /// first, so that the first hit is the rule that wins), and narrowed per directory.
 ///

@@ -71,7 +71,8 @@ extension Device {
     guard destination.hasPrefix(container.path) else {
       throw ProtFSError(
         .outsideDevice, "The destination '\(absolutePath(destination))' is outside the container of \(bundleID).",
-        path: absolutePath(destination), remedy: .advice("give --to a directory inside the container, such as Documents"))
+        path: absolutePath(destination),
+        remedy: .advice("give --to a directory inside the container, such as Documents"))
     }
     try createDirectories(container.downloadsPath)
     try createDirectories(destination)

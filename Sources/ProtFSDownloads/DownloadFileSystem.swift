@@ -94,7 +94,9 @@ public final class DeviceDownloadFileSystem: DownloadFileSystem {
     let relative = location.components.joined(separator: "/")
     let absolute = device.absolutePath(location)
     let resolve: Kernel.Resolve = [.beneath, .noSymlinks, .noMagicLinks]
-    switch valueOrErrno(.open, { Kernel.openAt2(root.fd, relative, O_RDONLY | O_DIRECTORY | O_CLOEXEC, resolve: resolve) }) {
+    switch valueOrErrno(
+      .open, { Kernel.openAt2(root.fd, relative, O_RDONLY | O_DIRECTORY | O_CLOEXEC, resolve: resolve) })
+    {
     case .success(let fd):
       return DirectoryHandle(fd: fd, path: absolute)
     case .failure(let e) where e == .noSystemCall || e.rawValue == E2BIG || e == .notPermitted:

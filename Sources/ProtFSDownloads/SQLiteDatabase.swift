@@ -90,7 +90,8 @@ package final class SQLiteDatabase: @unchecked Sendable {
     default:
       hint = nil
     }
-    return ProtFSError(.io, "Cannot use the download task store '\(path)': \(text).", path: path, remedy: hint.map(Remedy.advice))
+    return ProtFSError(
+      .io, "Cannot use the download task store '\(path)': \(text).", path: path, remedy: hint.map(Remedy.advice))
   }
 
   /// Runs statements without results.

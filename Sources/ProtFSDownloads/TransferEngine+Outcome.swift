@@ -90,7 +90,8 @@ extension TransferEngine {
       return
     }
     let error = ProtFSError(
-      .network, "Cannot download '\(url)': \(detail).", remedy: TransferClassification.hint(for: result).map(Remedy.advice))
+      .network, "Cannot download '\(url)': \(detail).",
+      remedy: TransferClassification.hint(for: result).map(Remedy.advice))
     if TransferClassification.isRetryable(result) {
       t.file.close()
       retry(t.task, because: error)

@@ -125,7 +125,8 @@ public struct LockController: Sendable {
   /// already set, `current` must match it.
   public func setPasscode(_ passcode: String, current: String? = nil) throws(ProtFSError) {
     guard !passcode.isEmpty else {
-      throw ProtFSError(.invalidArgument, "The passcode must not be empty.", remedy: .advice("give at least one character"))
+      throw ProtFSError(
+        .invalidArgument, "The passcode must not be empty.", remedy: .advice("give at least one character"))
     }
     let hash = try PasscodeHash.make(passcode, iterations: passcodeIterations)
     _ = try replacePasscode(with: hash, current: current, operation: "passcode set", purpose: "set a passcode")

@@ -36,7 +36,9 @@ extension Kernel {
 
   /// libattr's `attr_copy_fd`: copies the `user.*` attributes of `input` to `output` (the paths are
   /// for libattr's messages only). `0`, or `-1` and `errno`.
-  package static func copyAttributes(from input: Int32, _ sourcePath: String, to output: Int32, _ destinationPath: String)
+  package static func copyAttributes(
+    from input: Int32, _ sourcePath: String, to output: Int32, _ destinationPath: String
+  )
     -> Int32
   {
     attr_copy_fd(sourcePath, input, destinationPath, output, nil, nil)

@@ -41,7 +41,9 @@ package enum Kernel {
   }
 
   /// Reads `attribute` of `target` into `buffer`; returns its length.
-  package static func getAttribute(_ target: AttributeTarget, attribute: String, into buffer: UnsafeMutableRawBufferPointer)
+  package static func getAttribute(
+    _ target: AttributeTarget, attribute: String, into buffer: UnsafeMutableRawBufferPointer
+  )
     -> Result<Int, Errno>
   {
     let (base, count) = (buffer.baseAddress, buffer.count)
@@ -112,7 +114,9 @@ package enum Kernel {
   }
 
   /// Reads `attribute` of the entry `name` of `dirfd` (of `dirfd` itself when nil).
-  package static func getAttribute(dirfd: Int32, name: String?, attribute: String, into buffer: UnsafeMutableRawBufferPointer)
+  package static func getAttribute(
+    dirfd: Int32, name: String?, attribute: String, into buffer: UnsafeMutableRawBufferPointer
+  )
     -> Result<Int, Errno>
   {
     getAttribute(AttributeTarget(dirfd: dirfd, name: name), attribute: attribute, into: buffer)

@@ -157,7 +157,8 @@ public enum Remedy: Sendable, Equatable, Hashable {
     case .resetPasscode: "remove the stored passcode hash and set a new passcode"
     case .retry(let operation): "fix the item, then \(operation) again"
     case .inspectJournal: "inspect it; removing it abandons the interrupted transition (unlock afterwards)"
-    case .runAsRoot(let orChown): orChown ? "run as root, or give the item to the device's owner with chown" : "run as root"
+    case .runAsRoot(let orChown):
+      orChown ? "run as root, or give the item to the device's owner with chown" : "run as root"
     case .runAsDeviceOwner: "run as the device's owner"
     case .confineAsRoot: "confine the program as root, outside a user namespace that restricts setuid and prctl"
     case .advice(let text): text

@@ -1,10 +1,10 @@
 import Foundation
+import ProtFSDownloads
+import ProtFSLock
 import ProtFSTestSupport
 import Testing
 
 @testable import ProtFS
-import ProtFSLock
-import ProtFSDownloads
 
 /// A download's directories swapped for symbolic links while it runs or waits: nothing lands
 /// outside the device and the task fails naming the directory. And the files a download makes

@@ -1,11 +1,11 @@
 import Foundation
 import ProtFS
+import ProtFSDownloads
+import ProtFSSystem
 import ProtFSTestSupport
 import Testing
 
 @testable import ProtFS
-import ProtFSSystem
-import ProtFSDownloads
 
 /// Downloads from a real nginx on loopback.
 @Suite("Downloads from nginx", .timeLimit(.minutes(1)))

@@ -1,11 +1,11 @@
 import Foundation
+import ProtFSDownloads
+import ProtFSFoundation
+import ProtFSSystem
 import ProtFSTestSupport
 import Testing
 
 @testable import ProtFS
-import ProtFSSystem
-import ProtFSDownloads
-import ProtFSFoundation
 
 /// The descriptors this process holds on paths starting with `prefix`, read from /proc/self/fd.
 /// Other tests run in parallel, so callers look for their own unique paths, never at counts.

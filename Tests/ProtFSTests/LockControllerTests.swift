@@ -1,11 +1,11 @@
 import Foundation
+import ProtFSLock
 import ProtFSTestSupport
 import Synchronization
 import Testing
 
 @testable import ProtFS
 @testable import ProtFSSystem
-import ProtFSLock
 
 /// A clock tests move by hand.
 final class ManualClock: Sendable {

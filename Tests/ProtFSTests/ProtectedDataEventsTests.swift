@@ -1,10 +1,10 @@
 import Foundation
+import ProtFSLock
+import ProtFSSystem
 import ProtFSTestSupport
 import Testing
 
 @testable import ProtFS
-import ProtFSLock
-import ProtFSSystem
 
 /// The watcher's catching up, driven by hand: what it posts when it wakes after transitions it
 /// did not see one by one (a busy machine delivers their inotify events in one read).

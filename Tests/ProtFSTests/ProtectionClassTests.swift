@@ -1,9 +1,9 @@
 import Foundation
+import ProtFSAudit
+import ProtFSSystem
 import Testing
 
 @testable import ProtFS
-import ProtFSSystem
-import ProtFSAudit
 
 @Suite struct ProtectionClassTests {
   static let spellings: [(String, ProtectionClass)] = [

@@ -8,7 +8,8 @@ import Testing
 struct RemedyTests {
   static let all: [Remedy] = [
     .unlock, .setClass(path: "/d/x"), .createContainer(bundleID: "com.example.app"), .initializeDevice(root: "/d"),
-    .initializeDownloadsDirectory, .resumeAfterUnlock, .purgeCaches, .listTasks, .resetPasscode, .retry(operation: "lock"),
+    .initializeDownloadsDirectory, .resumeAfterUnlock, .purgeCaches, .listTasks, .resetPasscode,
+    .retry(operation: "lock"),
     .inspectJournal, .runAsRoot(orChown: true), .runAsRoot(orChown: false), .runAsDeviceOwner, .confineAsRoot,
   ]
 
@@ -26,7 +27,8 @@ struct RemedyTests {
   }
 
   @Test func theDescriptionWordsTheRemedyAsTheCallerAsks() {
-    let error = ProtFSError(.notFound, "The device '/d' has no container for 'a.b'.", remedy: .createContainer(bundleID: "a.b"))
+    let error = ProtFSError(
+      .notFound, "The device '/d' has no container for 'a.b'.", remedy: .createContainer(bundleID: "a.b"))
     #expect(error.description == "The device '/d' has no container for 'a.b'; create the container of a.b first.")
     #expect(error.description(advice: { _ in "run X" }) == "The device '/d' has no container for 'a.b'; run X.")
   }

@@ -4,8 +4,8 @@ import Synchronization
 import Testing
 
 @testable import ProtFS
-@testable import ProtFSSystem
 @testable import ProtFSLock
+@testable import ProtFSSystem
 
 /// The syscall layer's error paths, reached through debug builds' error injection (`SyscallFaults`).
 @Suite struct SyscallFaultTests {

@@ -1,9 +1,9 @@
 import Foundation
+import ProtFSSystem
 import ProtFSTestSupport
 import Testing
 
 @testable import ProtFS
-import ProtFSSystem
 
 /// A visitor that records every entry's relative path, kind and effective class, and any failure.
 private struct Recorder: TreeVisitor {

@@ -1,4 +1,5 @@
 import ProtFSSystem
+
 /// A validated reverse-DNS bundle identifier, such as `com.example.app`.
 ///
 /// Apple allows letters, digits, hyphens and periods. protfs also requires at least two labels, no

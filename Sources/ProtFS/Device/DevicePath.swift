@@ -1,4 +1,5 @@
 import ProtFSSystem
+
 /// A path inside a device, as the components below the device root (empty for the root itself).
 ///
 /// A `DevicePath` never holds `.`, `..` or empty components, so it cannot name anything outside the

@@ -1,4 +1,5 @@
 import ProtFSSystem
+
 /// A download task attached to a container, as the cache manager needs to know it.
 public struct AttachedTask: Sendable, Equatable, Codable {
   /// The task's identifier.

@@ -14,7 +14,8 @@ package enum FastAttributes {
   }
 
   /// The own class of `name` (a `dirent`'s name) in `parent`.
-  package static func protectionClass(_ parent: DirectoryHandle, _ name: UnsafePointer<CChar>) -> Read<ProtectionClass> {
+  package static func protectionClass(_ parent: DirectoryHandle, _ name: UnsafePointer<CChar>) -> Read<ProtectionClass>
+  {
     withUnsafeTemporaryAllocation(byteCount: 64, alignment: 1) { buffer in
       switch Kernel.getAttribute(dirfd: parent.fd, rawName: name, attribute: classAttribute, into: buffer) {
       case .success(let count):

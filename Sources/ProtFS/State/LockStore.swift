@@ -50,7 +50,8 @@ package struct LockStore {
     let file = try directory.openDescriptor(
       Self.lockFileName, flags: O_RDWR | O_CREAT, permissions: FilePermissions(rawValue: 0o600))
     defer { file.close() }  // closing releases the lock, as does dying
-    _ = try valueOrErrno(.flock) { flock(file.rawValue, LOCK_EX) }.orThrow("lock", path: directory.pathOf(Self.lockFileName))
+    _ = try valueOrErrno(.flock) { flock(file.rawValue, LOCK_EX) }.orThrow(
+      "lock", path: directory.pathOf(Self.lockFileName))
     return try body()
   }
 

@@ -273,7 +273,8 @@ package struct ModeKey: Sendable {
     ProtFSError(
       .corruptAttribute, "The secret that authenticates saved modes, '\(path)', is unusable: \(why).", path: path,
       remedy: .advice(
-        "remove it (`rm '\(path)'`); the next transition makes a new one, and unlock then gives items locked before files mode 0600 and directories 0700 instead of their saved modes")
+        "remove it (`rm '\(path)'`); the next transition makes a new one, and unlock then gives items locked before files mode 0600 and directories 0700 instead of their saved modes"
+      )
     )
   }
 }

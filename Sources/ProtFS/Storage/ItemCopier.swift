@@ -33,11 +33,12 @@ package enum ItemCopier {
     let status = try source.status(name)
     switch status.kind {
     case .file:
-      let input = try source.openFile(name, flags: O_RDONLY)
-      defer { close(input) }
-      let output = try destination.openFile(
+      let inputFile = try source.openDescriptor(name, flags: O_RDONLY)
+      defer { inputFile.close() }
+      let outputFile = try destination.openDescriptor(
         newName, flags: O_WRONLY | O_CREAT | O_EXCL, permissions: status.permissions)
-      defer { close(output) }
+      defer { outputFile.close() }
+      let (input, output) = (inputFile.rawValue, outputFile.rawValue)
       try copyContents(from: input, to: output, path: destination.pathOf(newName))
       try copyMetadata(from: input, source.pathOf(name), to: output, destination.pathOf(newName), status)
       _ = try valueOrErrno { fsync(output) }.orThrow("sync", path: destination.pathOf(newName))

@@ -1,4 +1,5 @@
 import ProtFSSystem
+
 extension TreeWalker {
   /// Visits every entry below each root with a closure that is handed the entry and its directory's
   /// path relative to its root ("" for the root itself); returning true for a directory walks it.

@@ -19,7 +19,8 @@ public enum ByteSize {
       throw ProtFSError(
         .invalidArgument, "'\(text)' is not a size.",
         remedy: .advice(
-          "use a number with an optional unit, for example 500, 64K, 10MiB, 1.5G or 100MB (K/M/G/T are 1024-based, KB/MB/GB/TB 1000-based)")
+          "use a number with an optional unit, for example 500, 64K, 10MiB, 1.5G or 100MB (K/M/G/T are 1024-based, KB/MB/GB/TB 1000-based)"
+        )
       )
     }
     return Int64(value * multiplier)

@@ -20,7 +20,8 @@ extension Remedy {
     case .runAsRoot(let orChown):
       orChown ? "run protfs as root, or give the item to the device's owner with chown" : "run protfs as root"
     case .runAsDeviceOwner: "run protfs as the device's owner"
-    case .confineAsRoot: "run protfs exec as root, outside a container or user namespace that restricts setuid and prctl"
+    case .confineAsRoot:
+      "run protfs exec as root, outside a container or user namespace that restricts setuid and prctl"
     case .advice(let text): text
     }
   }

@@ -161,7 +161,9 @@ package enum DownloadCommand {
         )
       default:
         failed = true
-        Console.err("Error: \(task.error?.commandLineDescription ?? "the download of \(task.url.absoluteString) did not finish.")")
+        Console.err(
+          "Error: \(task.error?.commandLineDescription ?? "the download of \(task.url.absoluteString) did not finish.")"
+        )
       }
     }
     return failed ? exitFailed : waiting ? exitWaitingForUnlock : exitCompleted
@@ -287,13 +289,15 @@ package enum DownloadCommand {
     guard let url = URL(string: text), let scheme = url.scheme?.lowercased() else {
       return .failure(
         ProtFSError(
-          .invalidArgument, "'\(text)' is not a URL.", remedy: .advice("give an absolute URL such as https://example.com/file.zip")
+          .invalidArgument, "'\(text)' is not a URL.",
+          remedy: .advice("give an absolute URL such as https://example.com/file.zip")
         ))
     }
     guard ["http", "https", "file"].contains(scheme) else {
       return .failure(
         ProtFSError(
-          .invalidArgument, "The URL '\(text)' has the unsupported scheme '\(scheme)'.", remedy: .advice("use http, https or file")
+          .invalidArgument, "The URL '\(text)' has the unsupported scheme '\(scheme)'.",
+          remedy: .advice("use http, https or file")
         ))
     }
     if scheme != "file" && (url.host ?? "").isEmpty {

@@ -19,7 +19,8 @@ package enum InitCacheCommand {
   )
 
   /// `--class CLASS`.
-  package static let protectionClass = Option.value("class", "class", help: "The directory's protection class (default: none).")
+  package static let protectionClass = Option.value(
+    "class", "class", help: "The directory's protection class (default: none).")
 
   package static func run(_ invocation: Invocation) throws -> Int32 {
     let bundleID = try invocation.bundleID(invocation.required(InitCommand.bundleID))

@@ -19,9 +19,11 @@ package enum InitCommand {
   )
 
   /// `<bundle-id>`, the app a container belongs to (also for init-cache).
-  package static let bundleID = Argument(name: "bundle-id", help: "The app's bundle identifier, for example com.example.app.")
+  package static let bundleID = Argument(
+    name: "bundle-id", help: "The app's bundle identifier, for example com.example.app.")
   /// `--default-class CLASS`.
-  package static let defaultClass = Option.value("default-class", "class", help: "The container's default protection class.")
+  package static let defaultClass = Option.value(
+    "default-class", "class", help: "The container's default protection class.")
   /// `--entitlements FILE`.
   package static let entitlements = Option.value(
     "entitlements", "file", help: "Take the default class from this entitlements plist (XML or binary).")

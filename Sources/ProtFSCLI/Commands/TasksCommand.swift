@@ -77,7 +77,8 @@ package enum TasksCommand {
     let device = invocation.device
     guard let store = try store(device), let record = try store.task(id: id) else {
       throw ProtFSError(
-        .notFound, "There is no download task \(id) on the device '\(device.root)'.", remedy: .advice("`protfs tasks` lists them"))
+        .notFound, "There is no download task \(id) on the device '\(device.root)'.",
+        remedy: .advice("`protfs tasks` lists them"))
     }
     guard let bundle = try store.sessions().first(where: { $0.identifier == record.sessionIdentifier })?.bundleID else {
       throw ProtFSError(.malformed, "The session of download task \(id) is missing from the task store.")

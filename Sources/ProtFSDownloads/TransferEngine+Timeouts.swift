@@ -20,14 +20,9 @@ extension TransferEngine {
         continue
       }
       if now > transfer.lastActivity && now - transfer.lastActivity > limit {
-        detach(transfer)
-        transfer.file.close()
-        retry(
-          transfer.task,
-          because: ProtFSError(
-            .network,
-            "The server for '\(url)' sent nothing for \(TransferClassification.format(seconds: Double(limit) / 1e9)).",
-            remedy: .advice("check the server, or allow a longer request timeout")))
+        stalled(
+          transfer,
+          "The server for '\(url)' sent nothing for \(TransferClassification.format(seconds: Double(limit) / 1e9)).")
         continue
       }
       guard now - transfer.speedWindowStart >= limit else { continue }
@@ -35,19 +30,26 @@ extension TransferEngine {
       let moved = transfer.position - transfer.speedWindowPosition
       let needed = Int64((Double(configuration.minimumSpeed) * Double(limit) / 1e9).rounded(.up))
       if moved < needed {
-        detach(transfer)
-        transfer.file.close()
-        retry(
-          transfer.task,
-          because: ProtFSError(
-            .network,
-            "The server for '\(url)' sent \(moved) bytes in \(TransferClassification.format(seconds: Double(limit) / 1e9)), less than the minimum of \(configuration.minimumSpeed) bytes a second.",
-            remedy: .advice("check the server, or allow a longer request timeout")))
+        stalled(
+          transfer,
+          "The server for '\(url)' sent \(moved) bytes in \(TransferClassification.format(seconds: Double(limit) / 1e9)), less than the minimum of \(configuration.minimumSpeed) bytes a second."
+        )
         continue
       }
       transfer.speedWindowStart = now
       transfer.speedWindowPosition = transfer.position
     }
+  }
+
+  /// Ends a transfer whose server stopped sending (or sends too slowly) and retries its task, as
+  /// both request-timeout checks do.
+  private func stalled(_ transfer: Transfer, _ message: String) {
+    detach(transfer)
+    transfer.file.close()
+    retry(
+      transfer.task,
+      because: ProtFSError(
+        .network, message, remedy: .advice("check the server, or allow a longer request timeout")))
   }
 
   /// Sends progress events at most once per interval per transfer, and writes every running

@@ -54,16 +54,8 @@ package struct Parser {
           }
           invocation.record(flag: option)
         } else {
-          let value: String
-          if let inlineValue {
-            value = inlineValue
-          } else {
-            guard index < words.count else {
-              throw invocation.usageError("Missing value for '--\(name) <\(option.valueName!)>'.")
-            }
-            value = words[index]
-            index += 1
-          }
+          let value = try value(
+            of: option, spelled: "--\(name)", inline: inlineValue, words: words, index: &index, invocation)
           try record(option, value, &invocation)
         }
         continue
@@ -79,17 +71,11 @@ package struct Parser {
           if option.isFlag {
             invocation.record(flag: option)
           } else {
-            let value: String
-            if !letters.isEmpty {
-              value = String(letters)
-              letters = []
-            } else {
-              guard index < words.count else {
-                throw invocation.usageError("Missing value for '-\(letter) <\(option.valueName!)>'.")
-              }
-              value = words[index]
-              index += 1
-            }
+            // `-dDIR` carries the value in the rest of the word.
+            let inline = letters.isEmpty ? nil : String(letters)
+            letters = []
+            let value = try value(
+              of: option, spelled: "-\(letter)", inline: inline, words: words, index: &index, invocation)
             try record(option, value, &invocation)
           }
         }
@@ -122,6 +108,20 @@ package struct Parser {
       throw invocation.usageError("Missing the command to run after '--'.")
     }
     return .run(command, invocation)
+  }
+
+  /// The value of `option` (spelled `--name` or `-n` in the error): the one given in the same word,
+  /// else the next word, which it consumes.
+  private func value(
+    of option: Option, spelled: String, inline: String?, words: [String], index: inout Int,
+    _ invocation: Invocation
+  ) throws -> String {
+    if let inline { return inline }
+    guard index < words.count else {
+      throw invocation.usageError("Missing value for '\(spelled) <\(option.valueName!)>'.")
+    }
+    index += 1
+    return words[index - 1]
   }
 
   /// The commands named by the words after a `help`, starting below `chain`.

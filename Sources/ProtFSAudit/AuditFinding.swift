@@ -93,13 +93,15 @@ public enum BuiltInCheck: String, Sendable, CaseIterable {
   case hardLinked = "PFS011"
   /// A setuid or setgid file inside a container.
   case setID = "PFS012"
+  /// An entry of a device's `Containers/` that is not a container.
+  case notAContainer = "PFS013"
 
   /// The level of its findings.
   public var level: AuditLevel {
     switch self {
     case .corruptClass, .lockedOut, .symlinkLeavesContainer, .unreadable: .error
     case .protectedFileReadableByOthers, .orphanTemporaryDownload, .defaultClassMismatch, .nonUTF8Name, .symlinkLoop,
-      .hardLinked, .setID:
+      .hardLinked, .setID, .notAContainer:
       .warning
     case .noOwnClass: .note
     }
@@ -112,12 +114,12 @@ public enum BuiltInCheck: String, Sendable, CaseIterable {
       case .corruptClass:
         (
           "corrupt-class", "The protection class attribute holds a value that is not a protection class.",
-          "user.protfs.class must hold one of Apple's raw values (for example NSFileProtectionComplete). Set a valid class with `protfs set-class CLASS PATH`."
+          "user.protfs.class must hold one of Apple's raw values (for example NSFileProtectionComplete). Give the item a valid class, or remove the attribute so that it inherits one."
         )
       case .lockedOut:
         (
           "locked-out-while-unlocked", "The item is still locked out although the device is unlocked.",
-          "A lock removed the item's permission bits (saving them in user.protfs.saved-mode) and the unlock did not put them back, so the app cannot read it. Run `protfs unlock` to restore the saved modes."
+          "A lock removed the item's permission bits (saving them in user.protfs.saved-mode) and the unlock did not put them back, so the app cannot read it. Unlocking the device restores the saved modes."
         )
       case .protectedFileReadableByOthers:
         (
@@ -138,17 +140,17 @@ public enum BuiltInCheck: String, Sendable, CaseIterable {
       case .noOwnClass:
         (
           "no-own-class", "The item has no protection class of its own.",
-          "On iOS every file gets a class when it is created. An item without user.protfs.class was created outside protfs and inherits its directory's class; set one with `protfs set-class` if that is not what the app would do."
+          "On iOS every file gets a class when it is created. An item without user.protfs.class was created outside protfs and inherits its directory's class; give it a class of its own if that is not what the app would do."
         )
       case .defaultClassMismatch:
         (
           "default-class-mismatch", "The container's default class differs from the entitlements.",
-          "The com.apple.developer.default-data-protection entitlement sets the class new files get; the container was created with another default. Re-run `protfs init --entitlements FILE BUNDLE-ID`."
+          "The com.apple.developer.default-data-protection entitlement sets the class new files get; the container was created with another default. Create the container again with the entitlements, or give it their default class."
         )
       case .unreadable:
         (
           "unreadable", "Part of the tree could not be read, so the audit is incomplete.",
-          "protfs audit must read every directory and every item's attributes. Run it as a user who can read the whole tree (and with the device unlocked)."
+          "The audit must read every directory and every item's attributes. Run it as a user who can read the whole tree (and with the device unlocked)."
         )
       case .nonUTF8Name:
         (
@@ -163,12 +165,17 @@ public enum BuiltInCheck: String, Sendable, CaseIterable {
       case .hardLinked:
         (
           "hard-linked-file", "A file has more than one hard link.",
-          "A link may be outside the device, so protfs lock leaves such a file unchanged (its class is not enforced) rather than change an inode outside the device. iOS apps cannot make hard links across containers; replace the link with a copy (cp, then mv over it)."
+          "A link may be outside the device, so a lock leaves such a file unchanged (its class is not enforced) rather than change an inode outside the device. iOS apps cannot make hard links across containers; replace the link with a copy (cp, then mv over it)."
         )
       case .setID:
         (
           "setid-file", "A file inside a container is setuid or setgid.",
           "An app's container holds data, not programs that run with another identity; a setuid or setgid file there is planted or a mistake, and whoever can run it gains its owner's or group's rights. Remove the bits (chmod ug-s)."
+        )
+      case .notAContainer:
+        (
+          "not-a-container", "An entry of Containers/ is not a container.",
+          "A container is a directory directly inside Containers/ named by a valid bundle identifier. Any other entry has no default class, caches or download tasks, and no app owns it (a lock still protects what is in it). Rename it to its app's bundle identifier, or move it out of the device."
         )
       }
     return AuditRuleDescription(

@@ -16,6 +16,15 @@ public struct AuditTarget: Sendable {
     public var inheritedClass: ProtectionClass?
     /// The device it lives in, when it is a container of a protfs device (whose lock state then applies).
     public var device: Device?
+    /// What it is in a device's `Containers/`; nil when a directory is audited on its own (an
+    /// exported container tree, which is taken as a container whatever its name).
+    public var entry: ContainersEntry? = nil
+
+    /// Whether it is a container (`ContainersEntry.isContainer`); other entries of `Containers/` are
+    /// reported (PFS013), and walked when they are directories.
+    public var isContainer: Bool { entry?.isContainer ?? true }
+    /// Whether it is a directory to walk.
+    public var isDirectory: Bool { entry.map { $0.kind == .directory } ?? true }
   }
 
   /// The audited path, absolute.
@@ -80,16 +89,14 @@ public struct AuditTarget: Sendable {
       let containers = try directory.openDirectory(Device.containersDirectoryName)
       let inherited = ClassInheritance(ancestor: (try? directory.protectionClass()) ?? nil)
         .below(own: (try? containers.protectionClass()) ?? nil).ancestor
-      var units: [Unit] = []
-      // Every directory is audited, whether or not its name is a valid bundle id.
-      for name in try containers.subdirectoryNames() {
-        units.append(
-          Unit(
-            name: name, absolutePath: containers.pathOf(name),
-            displayPrefix: "\(Device.containersDirectoryName)/\(name)/", inheritedClass: inherited,
-            device: isProtfsDevice ? Device(root: absolute) : nil))
+      // Every entry is a unit: containers are audited; any other entry is reported, and walked
+      // when it is a directory, since the lock protects it too.
+      let units = try containers.containersEntries().map { entry in
+        Unit(
+          name: entry.name, absolutePath: containers.pathOf(entry.name),
+          displayPrefix: "\(Device.containersDirectoryName)/\(entry.name)/", inheritedClass: inherited,
+          device: isProtfsDevice ? Device(root: absolute) : nil, entry: entry)
       }
-      units.sort { $0.name < $1.name }
       return AuditTarget(root: absolute, isDevice: true, units: units)
     }
     // A container inside a device inherits from Containers/ and the device root (docs/semantics.md §2).

@@ -167,7 +167,7 @@ public struct Auditor: Sendable {
     reporter.begin(target: target, rules: configuration.rules)
     var summary = AuditSummary()
     for unit in target.units {
-      summary.containers += 1
+      if unit.isDirectory { summary.containers += 1 }
       reporter.beginContainer(unit)
       summary.merge(ContainerWalk(unit: unit, configuration: configuration, matcher: matcher, sink: sink).run())
     }

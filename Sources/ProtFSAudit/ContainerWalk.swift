@@ -18,6 +18,13 @@ package struct ContainerWalk: Sendable {
 
   package func run() -> AuditSummary {
     var setup = Worker(walk: self, lockState: AuditLockState.unknown, rootFD: -1, matcher: matcher, owned: [])
+    if let entry = unit.entry, let reason = entry.notAContainerReason {
+      setup.emit(
+        .notAContainer,
+        "'\(entry.name)' in \(Device.containersDirectoryName)/ is not a container: \(reason).",
+        expected: "a directory named by a bundle id", actual: entry.kind.rawValue)
+      guard unit.isDirectory else { return setup.finish() }
+    }
     let root: DirectoryHandle
     do {
       root = try DirectoryHandle(path: unit.absolutePath)
@@ -29,7 +36,10 @@ package struct ContainerWalk: Sendable {
     setup.rootFD = rootFD
 
     var containerDefault = ProtectionClass.containerDefault
-    switch setup.classAttribute(AttributeName.defaultClass, dirfd: rootFD, name: nil) {
+    // Only a container has a default class.
+    switch unit.isContainer
+      ? setup.classAttribute(AttributeName.defaultClass, dirfd: rootFD, name: nil) : .absent
+    {
     case .value(let value): containerDefault = value
     case .corrupt(let shown):
       setup.emit(
@@ -84,7 +94,7 @@ extension ContainerWalk {
     if LockStore.hasJournal(device) {
       setup.emit(
         .lockedOut,
-        "A lock transition of the device '\(device.root)' was interrupted, so items may be locked out; run any protfs command on the device to finish it.",
+        "A lock transition of the device '\(device.root)' was interrupted, so items may be locked out; the next lock, unlock or status of the device finishes it.",
         expected: "no interrupted transition", actual: "transition.json present")
       return TransitionInProgress()
     }

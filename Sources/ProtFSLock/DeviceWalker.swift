@@ -18,9 +18,10 @@ package struct WalkEntry: Sendable {
   package var path: String { parent.pathOf(name) }
 }
 
-/// Visits every file and directory of every container of a device (the entries of `Containers/`
-/// and everything below them) on a `TreeWalker`, reading each item's class fast (`*xattrat` relative
-/// to the directory's descriptor, never following a symlink).
+/// Visits every file and directory below a device's `Containers/` on a `TreeWalker`: its containers
+/// and any other entry there (the lock protects them all; only a container has a default class).
+/// Each item's class is read fast (`*xattrat` relative to the directory's descriptor, never
+/// following a symlink).
 package struct DeviceWalker {
   /// The device to walk.
   package var device: Device
@@ -106,7 +107,7 @@ private struct DeviceVisitor<Accumulator: Sendable>: TreeVisitor {
     let name = entry.nameString
     var item = WalkEntry(parent: entry.directory, name: name, kind: entry.kind)
     if readsClasses {
-      if isContainers, entry.kind == .directory, entry.inheritance.ancestor == nil {
+      if isContainers, ContainersEntry.isContainer(name: name, kind: entry.kind), entry.inheritance.ancestor == nil {
         // A container root: what nothing above it decides, its stored default does.
         do {
           try entry.readContainerDefault()

@@ -236,10 +236,12 @@ public struct Device: Sendable, Hashable {
   /// The container of `bundleID` (which may not exist yet).
   public func container(_ bundleID: BundleID) -> Container { Container(device: self, bundleID: bundleID) }
 
-  /// The existing containers, sorted by bundle id. Entries that are not valid bundle ids are skipped.
+  /// The existing containers (`ContainersEntry.isContainer`), sorted by bundle id; other entries of
+  /// `Containers/` are left out.
   public func containers() throws(ProtFSError) -> [Container] {
-    let names = try openDirectory(Device.containersPath).subdirectoryNames()
-    return names.compactMap { name in (try? BundleID(name)).map(container) }.sorted { $0.bundleID < $1.bundleID }
+    try openDirectory(Device.containersPath).containersEntries().compactMap { entry in
+      entry.isContainer ? entry.bundleID.map(container) : nil
+    }.sorted { $0.bundleID < $1.bundleID }
   }
 
   /// The container that `path` lies in, if any.

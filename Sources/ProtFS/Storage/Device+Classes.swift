@@ -44,9 +44,11 @@ extension Device {
     return (directory, inheritance)
   }
 
-  /// Whether `path` names a container root: a directory directly inside `Containers/`.
+  /// Whether `path`, a directory, is a container root: directly inside `Containers/` and named by a
+  /// valid bundle id (`ContainersEntry.isContainer`).
   public static func isContainerRoot(_ path: DevicePath) -> Bool {
     path.components.count == 2 && path.components[0] == containersDirectoryName
+      && ContainersEntry.isContainer(name: path.components[1], kind: .directory)
   }
 
   /// Sets the own class of the item at `path`; with `recursive`, of everything below it too.

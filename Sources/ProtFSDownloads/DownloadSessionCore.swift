@@ -49,6 +49,7 @@ package final class DownloadSessionCore: @unchecked Sendable {
       r.error = nil
       r.record.errorMessage = nil
       r.record.errorNumber = nil
+      r.record.failure = nil
       r.record.state = .running
       r.attempts = 0
       return true

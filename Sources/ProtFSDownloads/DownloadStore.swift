@@ -60,6 +60,8 @@ public final class DownloadStore: Sendable {
       for column in ["request_timeout", "resource_timeout"] where !known.contains(column) {
         try db.query("ALTER TABLE tasks ADD COLUMN \(column) REAL")
       }
+      // So did the error as a whole (code, errno, typed remedy), as JSON beside its text.
+      if !known.contains("error_json") { try db.query("ALTER TABLE tasks ADD COLUMN error_json TEXT") }
     }
   }
 
@@ -98,11 +100,11 @@ public final class DownloadStore: Sendable {
   private static let columns = """
     id, session, url, destination_dir, file_name, temp_dir, temp_name, state, bytes_received, \
     bytes_expected, etag, last_modified, sha256, error_text, error_errno, description, created_at, updated_at, \
-    request_timeout, resource_timeout
+    request_timeout, resource_timeout, error_json
     """
 
   /// How many values `columns` selects; what a query adds after them starts here.
-  private static let columnCount = 20
+  private static let columnCount = 21
 
   private static func record(_ row: [SQLiteValue]) -> DownloadTaskRecord {
     var record = DownloadTaskRecord(
@@ -115,6 +117,7 @@ public final class DownloadStore: Sendable {
       createdAt: row[16].double ?? 0, updatedAt: row[17].double ?? 0)
     record.requestTimeout = row[18].double
     record.resourceTimeout = row[19].double
+    record.failure = row[20].string.flatMap { try? JSONDecoder().decode(ProtFSError.self, from: Data($0.utf8)) }
     return record
   }
 
@@ -146,17 +149,24 @@ public final class DownloadStore: Sendable {
           """
           INSERT INTO tasks (session, url, destination_dir, file_name, temp_dir, temp_name, state, bytes_received,
             bytes_expected, etag, last_modified, sha256, error_text, error_errno, description, owner, owner_pid,
-            created_at, updated_at, request_timeout, resource_timeout)
-          VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+            created_at, updated_at, request_timeout, resource_timeout, error_json)
+          VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
           """,
           Self.values(r) + [
             .text(owner), .integer(Int64(getpid())), .real(r.createdAt), .real(r.updatedAt),
             r.requestTimeout.map { .real($0) } ?? .null, r.resourceTimeout.map { .real($0) } ?? .null,
+            Self.failureJSON(r),
           ])
         result[index].id = db.lastInsertRowID
       }
       return result
     }
+  }
+
+  /// The task's error as JSON, so that another process can word its remedy (`Remedy`) its own way.
+  private static func failureJSON(_ r: DownloadTaskRecord) -> SQLiteValue {
+    guard let failure = r.failure, let data = try? JSONEncoder().encode(failure) else { return .null }
+    return .text(String(decoding: data, as: UTF8.self))
   }
 
   private static func values(_ r: DownloadTaskRecord) -> [SQLiteValue] {
@@ -181,12 +191,13 @@ public final class DownloadStore: Sendable {
             ? """
             UPDATE tasks SET file_name = ?, temp_name = ?, state = ?, bytes_received = ?, bytes_expected = ?,
               etag = ?, last_modified = ?, error_text = ?, error_errno = ?, description = ?, updated_at = ?,
-              owner = NULL, owner_pid = NULL
+              error_json = ?, owner = NULL, owner_pid = NULL
             WHERE id = ?
             """
             : """
             UPDATE tasks SET file_name = ?, temp_name = ?, state = ?, bytes_received = ?, bytes_expected = ?,
-              etag = ?, last_modified = ?, error_text = ?, error_errno = ?, description = ?, updated_at = ?
+              etag = ?, last_modified = ?, error_text = ?, error_errno = ?, description = ?, updated_at = ?,
+              error_json = ?
             WHERE id = ?
             """,
           [
@@ -194,7 +205,7 @@ public final class DownloadStore: Sendable {
             .integer(r.bytesReceived), .integer(r.bytesExpected), SQLiteValue(r.entityTag),
             SQLiteValue(r.lastModified), SQLiteValue(r.errorMessage),
             r.errorNumber.map { .integer(Int64($0)) } ?? .null, SQLiteValue(r.taskDescription),
-            .real(r.updatedAt), .integer(r.id),
+            .real(r.updatedAt), Self.failureJSON(r), .integer(r.id),
           ])
       }
     }

@@ -119,6 +119,7 @@ public final class DownloadTask: Sendable {
       r.error = error
       r.record.errorMessage = error?.description
       r.record.errorNumber = error?.errno
+      r.record.failure = error
       update(&r.record)
       r.record.updatedAt = Date().timeIntervalSince1970
       var waiters: [CheckedContinuation<DownloadState, Never>] = []

@@ -1,4 +1,5 @@
 import Foundation
+import ProtFSSystem
 
 /// One download task as the task store keeps it: what `protfs tasks` lists.
 public struct DownloadTaskRecord: Sendable, Equatable, Codable {
@@ -32,6 +33,9 @@ public struct DownloadTaskRecord: Sendable, Equatable, Codable {
   public var errorMessage: String?
   /// The errno behind the error, if any.
   public var errorNumber: Int32?
+  /// The error itself, with its code and typed remedy, for a task that failed in this version
+  /// (nil in records an earlier version stored, which keep only `errorMessage`).
+  public var failure: ProtFSError?
   /// The caller's description of the task (`taskDescription`).
   public var taskDescription: String?
   /// When the task was created (seconds since 1970).
@@ -44,6 +48,14 @@ public struct DownloadTaskRecord: Sendable, Equatable, Codable {
   /// The longest time, in seconds from its creation, the task may take in all, across resumes
   /// (URLSession's `timeoutIntervalForResource`); nil for the session's.
   public var resourceTimeout: Double?
+
+  /// The fields a task's JSON form (`protfs tasks --json`) shows: all but `failure`, whose text is
+  /// `errorMessage` already.
+  private enum CodingKeys: String, CodingKey {
+    case id, sessionIdentifier, url, destinationDirectory, fileName, temporaryDirectory, temporaryFileName, state
+    case bytesReceived, bytesExpected, entityTag, lastModified, expectedSHA256, errorMessage, errorNumber
+    case taskDescription, createdAt, updatedAt, requestTimeout, resourceTimeout
+  }
 
   /// The destination file's absolute path, once the file name is known.
   public var destinationPath: String? {

@@ -209,7 +209,7 @@ private struct Inspection: Sendable {
         .init(
           path: path,
           problem:
-            "It is still locked out (mode \(octal(mode)), original \(octal(saved))) although its class \(cls.name) is available; run `protfs unlock` to restore it."
+            "It is still locked out (mode \(octal(mode)), original \(octal(saved))) although its class \(cls.name) is available; unlocking the device restores it."
         ))
     } else if restricted, let saved = saved?.mode,
       ModeEnforcer.restrictedMode(saved, entry.kind, handedOver: handedOver) != mode

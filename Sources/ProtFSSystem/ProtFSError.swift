@@ -1,7 +1,7 @@
 import Foundation
 
 /// The error every ProtFS operation throws: what failed, on which path, the errno, and a fix-it hint.
-public struct ProtFSError: Error, Sendable, Equatable, CustomStringConvertible {
+public struct ProtFSError: Error, Sendable, Equatable, Codable, CustomStringConvertible {
   /// What kind of failure this is; the command line maps it to an exit status.
   public enum Code: String, Sendable, Codable {
     /// A value given by the caller is not valid (class name, bundle id, size, …).
@@ -109,7 +109,7 @@ extension ProtFSError: LocalizedError {
 
 /// What the user can do about a failure. The library names the action; it never spells a command
 /// line, which is the front end's to word (the CLI turns `.unlock` into "run `protfs unlock`").
-public enum Remedy: Sendable, Equatable, Hashable {
+public enum Remedy: Sendable, Equatable, Hashable, Codable {
   /// Unlock the device first.
   case unlock
   /// Give the item at `path` a valid protection class.

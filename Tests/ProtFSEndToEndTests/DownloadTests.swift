@@ -49,6 +49,10 @@ import Testing
     let broken = try Protfs.run(["--device", t.root, "download", "--bundle", app, url])
     #expect(broken.status == 1, "\(broken)")
     #expect(broken.stderr.contains("Operation not permitted") && broken.stderr.contains("protfs init-cache"))
+    // Another process lists the failed task with the same remedy, in the command line's words.
+    let listed = try Protfs.run(["--device", t.root, "tasks"])
+    #expect(
+      listed.stderr.contains("Operation not permitted") && listed.stderr.contains("`protfs init-cache`"), "\(listed)")
     // The fix: an unprotected Downloads directory. The transfer now succeeds while locked and waits
     // for the unlock to move the file into the still-protected Documents.
     let cache = try Protfs.run(["--device", t.root, "init-cache", app])

@@ -1,3 +1,4 @@
+import ProtFSDownloads
 import ProtFSSystem
 
 /// The command line's words for a remedy: the library names the action, the CLI names the command.
@@ -30,4 +31,9 @@ extension Remedy {
 extension ProtFSError {
   /// The message followed by the remedy in the command line's words: what the CLI prints.
   package var commandLineDescription: String { description(advice: \.commandLine) }
+}
+
+extension DownloadTaskRecord {
+  /// Why the task failed, its remedy in the command line's words when the store kept the error whole.
+  package var commandLineErrorText: String? { failure?.commandLineDescription ?? errorMessage }
 }

@@ -64,7 +64,7 @@ package enum TasksCommand {
     }
     Console.table(rows, right: [0, 3, 4])
     for r in records where r.state == .failed {
-      if let message = r.errorMessage { Console.err("task \(r.id): \(message)") }
+      if let message = r.commandLineErrorText { Console.err("task \(r.id): \(message)") }
     }
     return 0
   }

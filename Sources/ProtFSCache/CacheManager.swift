@@ -342,7 +342,7 @@ public struct CacheManager: Sendable {
           report.kept.append("\(container.bundleID)/\(item.path): a download process holds it open")
           continue
         }
-        _ = try valueOrErrno { unlinkat(directory.fd, item.name, 0) }.orThrow(
+        _ = try valueOrErrno(.unlink) { unlinkat(directory.fd, item.name, 0) }.orThrow(
           "remove", path: directory.pathOf(item.name))
         report.removed.append(purged)
       } catch {

@@ -144,9 +144,9 @@ public final class DeviceDownloadFileSystem: DownloadFileSystem {
       containerOwners.withLock { $0[container.path] = owner }
     }
     var status = stat()
-    _ = try valueOrErrno { fstat(fd, &status) }.orThrow("read a new file in", path: directory.path)
+    _ = try valueOrErrno(.stat) { fstat(fd, &status) }.orThrow("read a new file in", path: directory.path)
     guard status.st_uid != owner.uid || status.st_gid != owner.gid else { return }
-    _ = try valueOrErrno { fchown(fd, owner.uid, owner.gid) }.orThrow(
+    _ = try valueOrErrno(.chown) { fchown(fd, owner.uid, owner.gid) }.orThrow(
       "give the container's owner a new file in", path: directory.path)
   }
 }

@@ -114,7 +114,7 @@ extension DownloadFinisher {
     }
     try Self.requirePrivateFile(file.rawValue, at: source.pathOf(name))
     try fileSystem.label(file: file.rawValue, for: destination)
-    switch valueOrErrno({ renameat(source.fd, name, destination.fd, fileName) }) {
+    switch valueOrErrno(.rename, { renameat(source.fd, name, destination.fd, fileName) }) {
     case .success:
       // The held destination may have been moved out of the device between its opening and the
       // rename: then the file is taken back out of it and the task fails.
@@ -157,7 +157,7 @@ extension DownloadFinisher {
   /// change that item too.
   private static func requirePrivateFile(_ fd: Int32, at path: String) throws(ProtFSError) {
     var status = stat()
-    _ = try valueOrErrno { fstat(fd, &status) }.orThrow("read", path: path)
+    _ = try valueOrErrno(.stat) { fstat(fd, &status) }.orThrow("read", path: path)
     guard status.st_mode & S_IFMT == S_IFREG, status.st_nlink == 1 else {
       throw ProtFSError(
         .invalidArgument,

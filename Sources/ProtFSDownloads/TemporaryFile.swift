@@ -35,7 +35,7 @@ package enum TemporaryFile {
   ) throws(ProtFSError) -> Opened {
     if let existingName {
       // Read-write: a resumed download with a digest to check reads back the bytes it has.
-      switch valueOrErrno({ Kernel.openAt(directory.fd, existingName, O_RDWR | O_NOFOLLOW | O_CLOEXEC, 0) }) {
+      switch valueOrErrno(.open, { Kernel.openAt(directory.fd, existingName, O_RDWR | O_NOFOLLOW | O_CLOEXEC, 0) }) {
       case .success(let fd):
         // Closed when it goes away: every failure below lets go of it.
         let file = FileDescriptor(owning: fd)
@@ -72,9 +72,12 @@ package enum TemporaryFile {
     }
     while true {
       let name = randomName()
-      switch valueOrErrno({
-        Kernel.openAt(directory.fd, name, O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0o644)
-      }) {
+      switch valueOrErrno(
+        .open,
+        {
+          Kernel.openAt(directory.fd, name, O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0o644)
+        })
+      {
       case .success(let fd):
         let file = FileDescriptor(owning: fd)
         do {

@@ -78,9 +78,14 @@ package final class TransferEngine: @unchecked Sendable {
     for buffer in idleBuffers { buffer.deallocate() }
   }
 
-  /// Starts the engine thread.
+  /// Starts the engine thread (in debug builds, with the starting thread's planned syscall failures).
   package func start() {
-    let thread = Thread { [self] in run() }
+    #if DEBUG
+      let faults = SyscallFaults.current
+      let thread = Thread { [self] in if let faults { faults.during { run() } } else { run() } }
+    #else
+      let thread = Thread { [self] in run() }
+    #endif
     thread.name = "protfs.download.engine"
     thread.start()
   }

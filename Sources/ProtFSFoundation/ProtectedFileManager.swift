@@ -185,15 +185,15 @@ public final class ProtectedFileManager: @unchecked Sendable {
       do throws(ProtFSError) {
         try label(file.rawValue, protectionClass, path: parent.pathOf(name))
         try AtomicFile.writeAll(file.rawValue, data, path: parent.pathOf(name))
-        _ = try valueOrErrno { fsync(file.rawValue) }.orThrow("sync", path: parent.pathOf(name))
+        _ = try valueOrErrno(.fsync) { fsync(file.rawValue) }.orThrow("sync", path: parent.pathOf(name))
         // Closed before the rename, once: a failure below must not close the number again, which
         // another thread may hold by then.
         file.close()
         beforeAtomicRename?(parent, temporary, name)
         let renamed =
           options.contains(.withoutOverwriting)
-          ? valueOrErrno { Kernel.renameNoReplace(parent.fd, temporary, parent.fd, name) }
-          : valueOrErrno { renameat(parent.fd, temporary, parent.fd, name) }
+          ? valueOrErrno(.rename) { Kernel.renameNoReplace(parent.fd, temporary, parent.fd, name) }
+          : valueOrErrno(.rename) { renameat(parent.fd, temporary, parent.fd, name) }
         _ = try renamed.orThrow("write", path: parent.pathOf(name))
         _ = fsync(parent.fd)
       } catch {
@@ -245,7 +245,7 @@ public final class ProtectedFileManager: @unchecked Sendable {
     try cocoa(writing: true) { () throws(ProtFSError) in
       let (from, fromName) = try openItemParent(source)
       let (to, toName) = try openItemParent(destination)
-      switch valueOrErrno({ Kernel.renameNoReplace(from.fd, fromName, to.fd, toName) }) {
+      switch valueOrErrno(.rename, { Kernel.renameNoReplace(from.fd, fromName, to.fd, toName) }) {
       case .success:
         return
       case .failure(let e) where e == .crossDevice:

@@ -103,7 +103,7 @@ public enum Confinement {
 
   /// Runs one confinement step; any failure stops everything before the program runs.
   private static func check(_ operation: String, _ call: () -> Int32) throws(ProtFSError) {
-    guard case .failure(let error) = valueOrErrno(call) else { return }
+    guard case .failure(let error) = valueOrErrno(.confine, call) else { return }
     throw ProtFSError(
       .permissionDenied, "Cannot \(operation) before running the program: \(error).", errno: error.rawValue,
       remedy: .confineAsRoot)

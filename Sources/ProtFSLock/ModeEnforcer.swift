@@ -343,7 +343,7 @@ package struct ModeEnforcer: Sendable {
         path: path, errno: EACCES, remedy: .runAsRoot(orChown: false))
     }
     var s = stat()
-    _ = try valueOrErrno { fstat(item.fd, &s) }.orThrow("inspect", path: path)
+    _ = try valueOrErrno(.stat) { fstat(item.fd, &s) }.orThrow("inspect", path: path)
     let id = OwnerAccessLog.FileID(device: UInt64(s.st_dev), inode: UInt64(s.st_ino))
     try log.record(id, mode: mode)
     try chmod(item, path, mode | (status.kind == .directory ? 0o700 : 0o600))

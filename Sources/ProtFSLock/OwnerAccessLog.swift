@@ -72,7 +72,7 @@ package final class OwnerAccessLog: Sendable {
         }
         let fd = state.file!.rawValue
         try AtomicFile.writeAll(fd, Array(line.utf8), path: path)
-        _ = try valueOrErrno { fdatasync(fd) }.orThrow("sync", path: path)
+        _ = try valueOrErrno(.fdatasync) { fdatasync(fd) }.orThrow("sync", path: path)
         return .success(())
       } catch {
         return .failure(error)

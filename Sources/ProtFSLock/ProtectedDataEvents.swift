@@ -30,14 +30,16 @@ extension Device {
     try requireInitialized()
     // Owned from the start: a failure below closes what is open so far.
     let inotify = FileDescriptor(
-      owning: try valueOrErrno { inotify_init1(Int32(IN_CLOEXEC | IN_NONBLOCK)) }.orThrow(
+      owning: try valueOrErrno(.inotifyInit) { inotify_init1(Int32(IN_CLOEXEC | IN_NONBLOCK)) }.orThrow(
         "watch", path: stateDirectory))
     let mask = UInt32(IN_MOVED_TO | IN_CLOSE_WRITE | IN_CREATE)
-    if case .failure(let e) = valueOrErrno({ inotify_add_watch(inotify.rawValue, stateDirectory, mask) }) {
+    if case .failure(let e) = valueOrErrno(
+      .inotifyAddWatch, { inotify_add_watch(inotify.rawValue, stateDirectory, mask) })
+    {
       throw ProtFSError.system("watch", path: stateDirectory, errno: e.rawValue)
     }
     var pipeFDs: [Int32] = [0, 0]
-    if case .failure(let e) = valueOrErrno({ pipe(&pipeFDs) }) {
+    if case .failure(let e) = valueOrErrno(.pipe, { pipe(&pipeFDs) }) {
       throw ProtFSError.system("watch", path: stateDirectory, errno: e.rawValue)
     }
     for fd in pipeFDs { _ = fcntl(fd, F_SETFD, FD_CLOEXEC) }
@@ -136,7 +138,7 @@ package final class EventWatcher: @unchecked Sendable {
         pollfd(fd: inotify, events: Int16(POLLIN), revents: 0), pollfd(fd: wakeRead, events: Int16(POLLIN), revents: 0),
       ]
       // valueOrErrno retries EINTR; any other failure ends the watch.
-      guard case .success = valueOrErrno({ poll(&fds, 2, -1) }), fds[1].revents == 0 else { return }
+      guard case .success = valueOrErrno(.poll, { poll(&fds, 2, -1) }), fds[1].revents == 0 else { return }
       let count = buffer.withUnsafeMutableBytes { read(inotify, $0.baseAddress, $0.count) }
       guard count > 0 else { continue }
       var names: Set<String> = []

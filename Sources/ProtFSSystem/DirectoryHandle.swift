@@ -17,7 +17,7 @@ public final class DirectoryHandle: @unchecked Sendable {
   /// Opens `path` as a directory. The path's own symlinks are followed: this is for the device root.
   public init(path: String) throws(ProtFSError) {
     self.path = path
-    fd = try valueOrErrno { open(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC) }.orThrow(
+    fd = try valueOrErrno(.open) { open(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC) }.orThrow(
       "open the directory", path: path)
   }
 
@@ -37,7 +37,7 @@ public final class DirectoryHandle: @unchecked Sendable {
 
   /// Opens the subdirectory `name`, refusing a symlink (ELOOP) or a non-directory (ENOTDIR).
   public func openDirectory(_ name: String) throws(ProtFSError) -> DirectoryHandle {
-    switch valueOrErrno({ openat(fd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC) }) {
+    switch valueOrErrno(.open, { openat(fd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC) }) {
     case .success(let child):
       return DirectoryHandle(fd: child, path: pathOf(name))
     case .failure(let e) where e == .tooManySymlinks || e == .notDirectory:
@@ -56,7 +56,7 @@ public final class DirectoryHandle: @unchecked Sendable {
 
   /// A second handle on the same directory.
   public func duplicate() throws(ProtFSError) -> DirectoryHandle {
-    let copy = try valueOrErrno { fcntl(fd, F_DUPFD_CLOEXEC, 0) }.orThrow("duplicate", path: path)
+    let copy = try valueOrErrno(.fcntl) { fcntl(fd, F_DUPFD_CLOEXEC, 0) }.orThrow("duplicate", path: path)
     return DirectoryHandle(fd: copy, path: path)
   }
 
@@ -64,9 +64,9 @@ public final class DirectoryHandle: @unchecked Sendable {
   public func status(_ name: String? = nil) throws(ProtFSError) -> FileStatus {
     var s = stat()
     if let name {
-      _ = try valueOrErrno { fstatat(fd, name, &s, AT_SYMLINK_NOFOLLOW) }.orThrow("read", path: pathOf(name))
+      _ = try valueOrErrno(.stat) { fstatat(fd, name, &s, AT_SYMLINK_NOFOLLOW) }.orThrow("read", path: pathOf(name))
     } else {
-      _ = try valueOrErrno { fstat(fd, &s) }.orThrow("read", path: path)
+      _ = try valueOrErrno(.stat) { fstat(fd, &s) }.orThrow("read", path: path)
     }
     return FileStatus(s)
   }
@@ -74,7 +74,7 @@ public final class DirectoryHandle: @unchecked Sendable {
   /// `stat` of `name` as a raw result, for callers that treat errors themselves.
   public func statusResult(_ name: String) -> Result<FileStatus, Errno> {
     var s = stat()
-    return valueOrErrno { fstatat(fd, name, &s, AT_SYMLINK_NOFOLLOW) }.map { _ in FileStatus(s) }
+    return valueOrErrno(.stat) { fstatat(fd, name, &s, AT_SYMLINK_NOFOLLOW) }.map { _ in FileStatus(s) }
   }
 
   /// The entries of this directory (without `.` and `..`), with their `d_type`.
@@ -95,7 +95,8 @@ public final class DirectoryHandle: @unchecked Sendable {
     throws(ProtFSError)
   {
     let copy = FileDescriptor(
-      owning: try valueOrErrno { openat(fd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC) }.orThrow("list", path: path))
+      owning: try valueOrErrno(.open) { openat(fd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC) }.orThrow(
+        "list", path: path))
     guard let stream = fdopendir(copy.rawValue) else {
       let code = errno
       throw ProtFSError.system("list", path: path, errno: code)
@@ -139,7 +140,7 @@ public final class DirectoryHandle: @unchecked Sendable {
   public func makeDirectory(_ name: String, permissions: FilePermissions = FilePermissions(rawValue: 0o755))
     throws(ProtFSError) -> Bool
   {
-    switch valueOrErrno({ mkdirat(fd, name, mode_t(permissions.rawValue)) }) {
+    switch valueOrErrno(.mkdir, { mkdirat(fd, name, mode_t(permissions.rawValue)) }) {
     case .success: return true
     case .failure(let e) where e == .exists:
       let st = try status(name)
@@ -159,7 +160,7 @@ public final class DirectoryHandle: @unchecked Sendable {
   public func openFile(_ name: String, flags: Int32, permissions: FilePermissions = FilePermissions(rawValue: 0o644))
     throws(ProtFSError) -> Int32
   {
-    try valueOrErrno {
+    try valueOrErrno(.open) {
       protfs_openat(fd, name, flags | O_NOFOLLOW | O_CLOEXEC, mode_t(permissions.rawValue))
     }.orThrow("open", path: pathOf(name))
   }
@@ -170,7 +171,8 @@ public final class DirectoryHandle: @unchecked Sendable {
       try Kernel.setPermissions(dirfd: fd, name: name, mode: mode_t(permissions.rawValue)).orThrow(
         "change the mode of", path: pathOf(name))
     } else {
-      _ = try valueOrErrno { fchmod(fd, mode_t(permissions.rawValue)) }.orThrow("change the mode of", path: path)
+      _ = try valueOrErrno(.chmod) { fchmod(fd, mode_t(permissions.rawValue)) }.orThrow(
+        "change the mode of", path: path)
     }
   }
 

@@ -5,10 +5,7 @@ import Foundation
 /// (`SyscallFaults`) matches on.
 ///
 /// A name covers a family (`.getxattr` stands for `fgetxattr`, `lgetxattr` and `getxattrat`).
-/// Calls that nothing injects into yet are `.unnamed`.
 package enum Syscall: String, Sendable, Hashable {
-  /// Any call not given a name of its own.
-  case unnamed
   /// `access(2)`.
   case access
   /// `open(2)` and `openat(2)`.
@@ -39,6 +36,29 @@ package enum Syscall: String, Sendable, Hashable {
   case setxattr
   /// The `removexattr(2)` family.
   case removexattr
+  /// `lseek(2)`.
+  case seek
+  /// `fcntl(2)`.
+  case fcntl
+  /// `readlink(2)` and `readlinkat(2)`.
+  case readlink
+  /// `symlink(2)` and `symlinkat(2)`.
+  case symlink
+  /// `inotify_init1(2)`.
+  case inotifyInit
+  /// `inotify_add_watch(2)`.
+  case inotifyAddWatch
+  /// `pipe(2)`.
+  case pipe
+  /// `poll(2)`.
+  case poll
+  /// `mkdir(2)` and `mkdirat(2)`.
+  case mkdir
+  /// `copy_file_range(2)`.
+  case copyFileRange
+  /// The calls that confine a process before it runs a program (`setresuid(2)`, `setgroups(2)`,
+  /// `prctl(2)`, `capset(2)`, ...).
+  case confine
 }
 
 /// Runs a system call, retrying on EINTR, and returns its value or the errno it failed with.
@@ -65,10 +85,6 @@ package func valueOrErrno<T: FixedWidthInteger>(_ name: Syscall, _ call: () -> T
     if code != EINTR { return .failure(Errno(code)) }
   }
 }
-
-/// `valueOrErrno` for a call that has no name of its own (`.unnamed`).
-@inline(__always)
-package func valueOrErrno<T: FixedWidthInteger>(_ call: () -> T) -> Result<T, Errno> { valueOrErrno(.unnamed, call) }
 
 /// A POSIX error number.
 public struct Errno: Error, Sendable, Equatable, Hashable, CustomStringConvertible {

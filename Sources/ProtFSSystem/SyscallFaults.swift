@@ -20,28 +20,28 @@
   /// on another thread.
   ///
   /// Release builds compile none of this, and `valueOrErrno` ignores the name there.
-  final class SyscallFaults: Sendable {
+  package final class SyscallFaults: Sendable {
     /// The errnos still to inject, per call, the next one first.
     private let planned = Mutex<[Syscall: [Int32]]>([:])
     /// How many failures were injected, per call.
     private let injected = Mutex<[Syscall: Int]>([:])
 
     /// An empty plan: nothing fails until `fail(_:with:times:)` says so.
-    init() {}
+    package init() {}
 
     /// Makes the next `times` calls of `call` fail with `errno` (after any failures planned before).
-    func fail(_ call: Syscall, with errno: Int32, times: Int = 1) {
+    package func fail(_ call: Syscall, with errno: Int32, times: Int = 1) {
       planned.withLock { $0[call, default: []] += Array(repeating: errno, count: times) }
     }
 
     /// How many failures planned for `call` were not injected yet.
-    func remaining(_ call: Syscall) -> Int { planned.withLock { $0[call]?.count ?? 0 } }
+    package func remaining(_ call: Syscall) -> Int { planned.withLock { $0[call]?.count ?? 0 } }
 
     /// How many failures were injected into `call`.
-    func injectedCount(_ call: Syscall) -> Int { injected.withLock { $0[call] ?? 0 } }
+    package func injectedCount(_ call: Syscall) -> Int { injected.withLock { $0[call] ?? 0 } }
 
     /// Runs `body` with this plan installed on the current thread (restoring whatever was there).
-    func during<R, E: Error>(_ body: () throws(E) -> R) throws(E) -> R {
+    package func during<R, E: Error>(_ body: () throws(E) -> R) throws(E) -> R {
       let previous = pthread_getspecific(Self.key)
       pthread_setspecific(Self.key, Unmanaged.passUnretained(self).toOpaque())
       defer { pthread_setspecific(Self.key, previous) }
@@ -49,7 +49,7 @@
     }
 
     /// The plan installed on the current thread, to hand to threads it spawns.
-    static var current: SyscallFaults? {
+    package static var current: SyscallFaults? {
       pthread_getspecific(key).map { Unmanaged<SyscallFaults>.fromOpaque($0).takeUnretainedValue() }
     }
 

@@ -1,6 +1,7 @@
 import Foundation
 import ProtFSSystem
 import ProtFSTestSupport
+import Synchronization
 import Testing
 
 @testable import ProtFS
@@ -212,5 +213,70 @@ private struct Recorder: TreeVisitor {
     try root.removeTree("copy")
     try root.removeTree("tree")
     #expect(try root.entries().isEmpty)
+  }
+}
+
+/// Calls `access(2)` through `valueOrErrno` on every entry and counts the calls that failed.
+private struct AccessProbe: TreeVisitor {
+  /// Makes sure both walking threads take part: the first to enter a subdirectory waits (at most
+  /// 10 s) until another thread has entered one too.
+  final class Rendezvous: Sendable {
+    let threads = Mutex<Set<UInt64>>([])
+    let bothIn = DispatchSemaphore(value: 0)
+
+    func arrive() {
+      let id = UInt64(pthread_self())
+      let count = threads.withLock {
+        $0.insert(id); return $0.count
+      }
+      if count == 1 {
+        _ = bothIn.wait(timeout: .now() + 10)
+      } else if count == 2 {
+        bothIn.signal()
+      }
+    }
+  }
+
+  let rendezvous: Rendezvous
+  var visits = 0
+  var failures = 0
+
+  mutating func enter(_ directory: DirectoryHandle, _ context: Int) {
+    if context > 0 { rendezvous.arrive() }
+  }
+
+  mutating func visit(_ entry: inout TreeEntry, in context: Int) -> TreeStep<Int> {
+    visits += 1
+    let directory = entry.directory.fd
+    if case .failure = valueOrErrno(.access, { faccessat(directory, entry.name, F_OK, AT_SYMLINK_NOFOLLOW) }) {
+      failures += 1
+    }
+    return .descend(context + 1)
+  }
+
+  mutating func failed(_ error: ProtFSError, in context: Int) -> Bool { true }
+}
+
+@Suite struct TreeWalkerFaultTests {
+  @Test func theWalkingThreadsSeeTheCallersPlannedFailures() throws {
+    let t = try TestDevice()
+    let root = t.path("tree")
+    for d in 0..<64 {
+      try FileManager.default.createDirectory(atPath: "\(root)/d\(d)", withIntermediateDirectories: true)
+      for f in 0..<8 { try t.writeFile("\(root)/d\(d)/f\(f)") }
+    }
+    let entries = 64 * 9
+    let faults = SyscallFaults()
+    faults.fail(.access, with: EIO, times: entries)
+    let (visitors, _) = try faults.during { () throws(ProtFSError) in
+      TreeWalker(threads: 2).walk(
+        [TreeWalker.Root(try DirectoryHandle(path: root), 0)],
+        visitor: AccessProbe(rendezvous: AccessProbe.Rendezvous()))
+    }
+    #expect(visitors.map(\.visits).reduce(0, +) == entries)
+    #expect(visitors.filter { $0.visits > 0 }.count == 2, "both threads walked")
+    // Every call failed, whichever thread made it.
+    #expect(visitors.map(\.failures).reduce(0, +) == entries)
+    #expect(faults.injectedCount(.access) == entries)
   }
 }

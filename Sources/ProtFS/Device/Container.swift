@@ -114,7 +114,8 @@ extension Device {
         if let owner { try parent.handOver(parts.last!, to: owner) }
       }
       let containers = try openDirectory(Device.containersPath)
-      switch valueOrErrno({ Kernel.renameNoReplace(staging.fd, temporary, containers.fd, bundleID.rawValue) }) {
+      switch valueOrErrno(.rename, { Kernel.renameNoReplace(staging.fd, temporary, containers.fd, bundleID.rawValue) })
+      {
       case .success:
         _ = fsync(containers.fd)
         return ContainerCreation(created: true, previousDefault: nil, defaultClass: chosen)
@@ -175,10 +176,10 @@ extension DirectoryHandle {
   /// The corresponding C calls are `fchownat(2)` and `fchown(2)`.
   fileprivate func handOver(_ name: String?, to user: AppUser) throws(ProtFSError) {
     if let name {
-      _ = try valueOrErrno { fchownat(fd, name, user.uid, user.gid, AT_SYMLINK_NOFOLLOW) }.orThrow(
+      _ = try valueOrErrno(.chown) { fchownat(fd, name, user.uid, user.gid, AT_SYMLINK_NOFOLLOW) }.orThrow(
         "give the app user \(user)", path: pathOf(name))
     } else {
-      _ = try valueOrErrno { fchown(fd, user.uid, user.gid) }.orThrow("give the app user \(user)", path: path)
+      _ = try valueOrErrno(.chown) { fchown(fd, user.uid, user.gid) }.orThrow("give the app user \(user)", path: path)
     }
   }
 }

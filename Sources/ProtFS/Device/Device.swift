@@ -277,7 +277,7 @@ extension Device {
           path: absolutePath(path), errno: ELOOP)
       }
       var buffer = [CChar](repeating: 0, count: Int(PATH_MAX) + 1)
-      let count = try valueOrErrno { readlinkat(parent.fd, component, &buffer, Int(PATH_MAX)) }.orThrow(
+      let count = try valueOrErrno(.readlink) { readlinkat(parent.fd, component, &buffer, Int(PATH_MAX)) }.orThrow(
         "read the link", path: parent.pathOf(component))
       let target = String(decoding: buffer[0..<count].map { UInt8(bitPattern: $0) }, as: UTF8.self)
       let base = absolutePath(DevicePath(validated: resolved))

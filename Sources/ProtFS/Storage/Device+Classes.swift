@@ -126,7 +126,7 @@ extension Device {
     try parent.makeDirectory(temporary, permissions: permissions)
     do throws(ProtFSError) {
       try parent.setProtectionClass(protectionClass, of: temporary)
-      switch valueOrErrno({ Kernel.renameNoReplace(parent.fd, temporary, parent.fd, name) }) {
+      switch valueOrErrno(.rename, { Kernel.renameNoReplace(parent.fd, temporary, parent.fd, name) }) {
       case .success:
         return true
       case .failure(let e) where e == .exists:

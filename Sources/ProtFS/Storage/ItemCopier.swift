@@ -15,7 +15,9 @@ package enum ItemCopier {
     let temporary = AtomicFile.temporaryName(for: destinationName)
     do throws(ProtFSError) {
       try copyItem(name, in: source, as: temporary, in: destination)
-      switch valueOrErrno({ Kernel.renameNoReplace(destination.fd, temporary, destination.fd, destinationName) }) {
+      switch valueOrErrno(
+        .rename, { Kernel.renameNoReplace(destination.fd, temporary, destination.fd, destinationName) })
+      {
       case .success: _ = fsync(destination.fd)
       case .failure(let e):
         throw ProtFSError.system("create", path: destination.pathOf(destinationName), errno: e.rawValue)
@@ -41,7 +43,7 @@ package enum ItemCopier {
       let (input, output) = (inputFile.rawValue, outputFile.rawValue)
       try copyContents(from: input, to: output, path: destination.pathOf(newName))
       try copyMetadata(from: input, source.pathOf(name), to: output, destination.pathOf(newName), status)
-      _ = try valueOrErrno { fsync(output) }.orThrow("sync", path: destination.pathOf(newName))
+      _ = try valueOrErrno(.fsync) { fsync(output) }.orThrow("sync", path: destination.pathOf(newName))
     case .directory:
       try destination.makeDirectory(newName, permissions: FilePermissions(rawValue: 0o700))
       let from = try source.openDirectory(name)
@@ -53,10 +55,10 @@ package enum ItemCopier {
       try copyMetadata(from: from.fd, from.path, to: to.fd, to.path, status)
     case .symlink:
       var buffer = [CChar](repeating: 0, count: Int(PATH_MAX) + 1)
-      let count = try valueOrErrno { readlinkat(source.fd, name, &buffer, Int(PATH_MAX)) }.orThrow(
+      let count = try valueOrErrno(.readlink) { readlinkat(source.fd, name, &buffer, Int(PATH_MAX)) }.orThrow(
         "read the link", path: source.pathOf(name))
       buffer[count] = 0
-      _ = try valueOrErrno { symlinkat(buffer, destination.fd, newName) }.orThrow(
+      _ = try valueOrErrno(.symlink) { symlinkat(buffer, destination.fd, newName) }.orThrow(
         "create the link", path: destination.pathOf(newName))
     case .other, .unknown:
       throw ProtFSError(
@@ -68,14 +70,14 @@ package enum ItemCopier {
   private static func copyContents(from input: Int32, to output: Int32, path: String) throws(ProtFSError) {
     // copy_file_range works within and across filesystems (Linux 5.3+); fall back to read/write.
     while true {
-      switch valueOrErrno({ Kernel.copyFileRange(input, output, 1 << 30) }) {
+      switch valueOrErrno(.copyFileRange, { Kernel.copyFileRange(input, output, 1 << 30) }) {
       case .success(0): return
       case .success: continue
       case .failure(let e) where e == .crossDevice || e == Errno(EINVAL) || e == .noSystemCall || e == .notSupported:
         var buffer = [UInt8](repeating: 0, count: 1 << 20)
         while true {
           let count = try buffer.withUnsafeMutableBytes { raw in
-            valueOrErrno { read(input, raw.baseAddress, raw.count) }
+            valueOrErrno(.read) { read(input, raw.baseAddress, raw.count) }
           }.orThrow("read", path: path)
           if count == 0 { return }
           try AtomicFile.writeAll(output, buffer[0..<count], path: path)
@@ -92,7 +94,7 @@ package enum ItemCopier {
     // attr_copy_fd copies the user.* namespace, protfs's attributes included.
     _ = try valueOrErrno(.setxattr) { Kernel.copyAttributes(from: input, sourcePath, to: output, destinationPath) }
       .orThrow("copy the extended attributes to", path: destinationPath)
-    _ = try valueOrErrno { fchmod(output, mode_t(status.permissions.rawValue)) }.orThrow(
+    _ = try valueOrErrno(.chmod) { fchmod(output, mode_t(status.permissions.rawValue)) }.orThrow(
       "change the mode of", path: destinationPath)
     var times = [timespec](repeating: timespec(), count: 2)
     times[0] = timespec(tv_sec: Int(status.accessed.timeIntervalSince1970), tv_nsec: 0)

@@ -122,10 +122,18 @@ public struct TreeWalker: Sendable {
       results.withLock { $0.append((index, done)) }
     }
     let group = DispatchGroup()
+    #if DEBUG
+      // Debug builds: the walking threads see the caller's planned syscall failures too.
+      let faults = SyscallFaults.current
+    #endif
     for index in 1..<threads {
       group.enter()
       let thread = Thread {
-        worker(index)
+        #if DEBUG
+          if let faults { faults.during { worker(index) } } else { worker(index) }
+        #else
+          worker(index)
+        #endif
         group.leave()
       }
       thread.stackSize = 1 << 20

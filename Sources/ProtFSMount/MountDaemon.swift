@@ -17,6 +17,11 @@ package enum MountDaemon {
   /// Throws one clear error unless this process can mount: `/dev/fuse` present and openable, and
   /// root (who alone can let other users into the mount and hand new items to their creators).
   package static func checkAvailable() throws(ProtFSError) {
+    guard geteuid() == 0 else {
+      throw ProtFSError(
+        .permissionDenied, "Cannot mount: only root can serve a device to every user and process.",
+        errno: EPERM, remedy: .runAsRoot(orChown: false))
+    }
     let fd = open("/dev/fuse", O_RDWR | O_CLOEXEC)
     if fd < 0 {
       let e = errno
@@ -25,11 +30,6 @@ package enum MountDaemon {
         path: "/dev/fuse", errno: e, remedy: .enableFuse)
     }
     close(fd)
-    guard geteuid() == 0 else {
-      throw ProtFSError(
-        .permissionDenied, "Cannot mount: only root can serve a device to every user and process.",
-        errno: EPERM, remedy: .runAsRoot(orChown: false))
-    }
   }
 
   /// Checks that `mountpoint` is an empty-or-not directory outside the device, not mounted already.

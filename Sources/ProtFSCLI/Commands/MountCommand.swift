@@ -36,9 +36,9 @@ package enum MountCommand {
 
   package static func run(_ invocation: Invocation) throws -> Int32 {
     let device = invocation.device
+    try MountDaemon.checkAvailable()
     try device.requireInitialized()
     let mountpoint = MountDaemon.mountpoint(invocation.required(Self.mountpoint))
-    try MountDaemon.checkAvailable()
     try MountDaemon.checkMountpoint(mountpoint, device: device)
     if invocation.environment[Self.notifyKey] == "1" {
       return try serveDetached(device, mountpoint)

@@ -8,6 +8,8 @@
 #include <string.h>
 #include <sys/vfs.h>
 #include <sys/xattr.h>
+#include <sys/syscall.h>
+#include <unistd.h>
 
 /* Constants glibc declares only under _GNU_SOURCE, which Swift's Glibc module is built without. */
 #define PROTFS_MOUNT_O_PATH 010000000
@@ -16,6 +18,29 @@
 #define PROTFS_MOUNT_MNT_DETACH 2
 static const long PROTFS_MOUNT_UTIME_NOW = (1l << 30) - 1l;
 static const long PROTFS_MOUNT_UTIME_OMIT = (1l << 30) - 2l;
+
+/* A file handle (name_to_handle_at(2)): identifies an inode without holding it open, so the daemon
+   needs no descriptor per file the kernel knows. Room for any filesystem's handle. */
+#define PROTFS_MOUNT_HANDLE_MAX 128
+struct protfs_file_handle {
+  unsigned int handle_bytes;
+  int handle_type;
+  unsigned char f_handle[PROTFS_MOUNT_HANDLE_MAX];
+};
+
+/* The handle of the item `fd` holds (an O_PATH descriptor is fine); its length in bytes (header
+   included), or -1 with errno set. */
+static inline int protfs_name_to_handle(int fd, struct protfs_file_handle *handle) {
+  int mount_id;
+  handle->handle_bytes = PROTFS_MOUNT_HANDLE_MAX;
+  if (syscall(SYS_name_to_handle_at, fd, "", handle, &mount_id, PROTFS_MOUNT_AT_EMPTY_PATH) != 0) return -1;
+  return (int)(sizeof(unsigned int) + sizeof(int) + handle->handle_bytes);
+}
+
+/* open_by_handle_at(2): opens the inode `handle` names, on the filesystem of `mount_fd`. */
+static inline int protfs_open_by_handle(int mount_fd, const void *handle, int flags) {
+  return (int)syscall(SYS_open_by_handle_at, mount_fd, handle, flags);
+}
 
 /* The filesystem type (statfs(2)'s f_type) of `path`, or -1 with errno set. */
 static inline long protfs_filesystem_type(const char *path) {

@@ -71,6 +71,8 @@ package enum MountDaemon {
         .io, "Cannot start the FUSE session for '\(mountpoint)'.", path: mountpoint, remedy: .enableFuse)
     }
     defer { fuse_session_destroy(session) }
+    fs.session.withLock { $0 = UInt(bitPattern: session) }
+    defer { fs.session.withLock { $0 = 0 } }
     guard fuse_set_signal_handlers(session) == 0 else {
       throw ProtFSError(.io, "Cannot install the FUSE signal handlers.", path: mountpoint)
     }

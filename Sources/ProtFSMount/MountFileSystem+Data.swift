@@ -49,8 +49,7 @@ extension MountFileSystem {
     refreshOwnClass(node)
     try decide(node, access(for: flags))
     // The /proc magic link leads to exactly the inode the node holds (no name is resolved again).
-    let clean = flags & ~(O_CREAT | O_EXCL | O_NOCTTY) | O_CLOEXEC
-    let fd = try valueOrErrno(.open) { Glibc.open(node.procPath, clean) }.get()
+    let fd = try node.reopen(flags & ~(O_CREAT | O_EXCL | O_NOCTTY))
     return OpenedHandle(handle: MountHandle(fd: fd, node: node), directIO: directIO(node))
   }
 
@@ -68,7 +67,7 @@ extension MountFileSystem {
       let (node, _) = try lookup(parent, name)
       do {
         let opened = try open(node, flags: flags & ~(O_CREAT | O_EXCL))
-        return (opened, try attributes(node.fd))
+        return (opened, try node.withPath { (fd) throws(Errno) in try attributes(fd) })
       } catch {
         nodes.forget(node.id, 1)
         throw error
@@ -105,7 +104,7 @@ extension MountFileSystem {
 
   /// `opendir`: listing is metadata, never gated.
   func openDirectory(_ node: MountNode) throws(Errno) -> MountHandle {
-    let fd = try valueOrErrno(.open) { Glibc.open(node.procPath, O_RDONLY | O_DIRECTORY | O_CLOEXEC) }.get()
+    let fd = try node.reopen(O_RDONLY | O_DIRECTORY)
     let handle = MountHandle(fd: fd, node: node)
     guard let stream = fdopendir(fd) else {
       let e = Errno(errno)
@@ -132,6 +131,12 @@ extension MountFileSystem {
   /// are metadata. On an item a lock restricted, mode and owner go into its saved-mode record, so
   /// that they apply at unlock and the item stays restricted until then.
   func setAttributes(_ node: MountNode, _ change: AttributeChange, handle: MountHandle?) throws(Errno) -> stat {
+    try node.withPath { (fd) throws(Errno) in try setAttributes(node, fd, change, handle: handle) }
+  }
+
+  private func setAttributes(_ node: MountNode, _ fd: Int32, _ change: AttributeChange, handle: MountHandle?)
+    throws(Errno) -> stat
+  {
     if let size = change.size {
       if let handle {
         try decideIO(handle)
@@ -139,11 +144,11 @@ extension MountFileSystem {
       } else {
         refreshOwnClass(node)
         try decide(node, .write)
-        _ = try valueOrErrno { truncate(node.procPath, size) }.get()
+        _ = try valueOrErrno { truncate(procPath(fd), size) }.get()
       }
     }
     if change.mode != nil || change.uid != nil || change.gid != nil {
-      try changeModeOrOwner(node, change)
+      try changeModeOrOwner(node, fd, change)
     }
     if change.accessTime != nil || change.modificationTime != nil {
       let omit = timespec(tv_sec: 0, tv_nsec: PROTFS_MOUNT_UTIME_OMIT)
@@ -151,17 +156,17 @@ extension MountFileSystem {
       if let handle {
         _ = try valueOrErrno { futimens(handle.fd, &times) }.get()
       } else {
-        _ = try valueOrErrno { utimensat(AT_FDCWD, node.procPath, &times, 0) }.get()
+        _ = try valueOrErrno { utimensat(AT_FDCWD, procPath(fd), &times, 0) }.get()
       }
     }
-    return try attributes(node.fd)
+    return try attributes(fd)
   }
 
-  private func changeModeOrOwner(_ node: MountNode, _ change: AttributeChange) throws(Errno) {
+  private func changeModeOrOwner(_ node: MountNode, _ fd: Int32, _ change: AttributeChange) throws(Errno) {
     var s = stat()
-    _ = try valueOrErrno(.stat) { fstatat(node.fd, "", &s, PROTFS_MOUNT_AT_EMPTY_PATH | AT_SYMLINK_NOFOLLOW) }.get()
+    _ = try valueOrErrno(.stat) { fstatat(fd, "", &s, PROTFS_MOUNT_AT_EMPTY_PATH | AT_SYMLINK_NOFOLLOW) }.get()
     let isDirectory = s.st_mode & S_IFMT == S_IFDIR
-    if s.st_mode & 0o222 == 0, var record = savedMode(node.fd, isDirectory: isDirectory), let key = currentModeKey() {
+    if s.st_mode & 0o222 == 0, var record = savedMode(fd, isDirectory: isDirectory), let key = currentModeKey() {
       // Restricted by a lock: the change waits in the record, the item stays as the lock left it.
       if let mode = change.mode { record.mode = UInt32(mode) & 0o7777 }
       if let uid = change.uid, uid != uid_t.max { record.uid = uid }
@@ -169,7 +174,7 @@ extension MountFileSystem {
       let identity = ItemIdentity(inode: 0, birthSeconds: 0, birthNanoseconds: 0, isDirectory: isDirectory)
       let value = record.encoded(for: identity, key: key)
       try value.withUnsafeBytes { raw in
-        Kernel.setAttribute(.descriptor(node.fd, pathOnly: true), attribute: AttributeName.savedMode, value: raw)
+        Kernel.setAttribute(.descriptor(fd, pathOnly: true), attribute: AttributeName.savedMode, value: raw)
       }.get()
       // The item as a lock leaves it for the new record, so that unlock accepts the record: the
       // record's group, handed to root (unless its owner is root), the restricted mode.
@@ -178,22 +183,22 @@ extension MountFileSystem {
       let owner = handedOver ? 0 : record.uid
       if s.st_uid != owner || s.st_gid != record.gid {
         _ = try valueOrErrno(.chown) {
-          fchownat(node.fd, "", owner, record.gid, PROTFS_MOUNT_AT_EMPTY_PATH | AT_SYMLINK_NOFOLLOW)
+          fchownat(fd, "", owner, record.gid, PROTFS_MOUNT_AT_EMPTY_PATH | AT_SYMLINK_NOFOLLOW)
         }.get()
       }
-      _ = try valueOrErrno(.chmod) { chmod(node.procPath, mode_t(restricted)) }.get()
+      _ = try valueOrErrno(.chmod) { chmod(procPath(fd), mode_t(restricted)) }.get()
       return
     }
     if change.uid != nil || change.gid != nil {
       _ = try valueOrErrno(.chown) {
         fchownat(
-          node.fd, "", change.uid ?? uid_t.max, change.gid ?? gid_t.max,
+          fd, "", change.uid ?? uid_t.max, change.gid ?? gid_t.max,
           PROTFS_MOUNT_AT_EMPTY_PATH | AT_SYMLINK_NOFOLLOW)
       }.get()
     }
     if let mode = change.mode {
       guard s.st_mode & S_IFMT != S_IFLNK else { throw .notSupported }
-      _ = try valueOrErrno(.chmod) { chmod(node.procPath, mode & 0o7777) }.get()
+      _ = try valueOrErrno(.chmod) { chmod(procPath(fd), mode & 0o7777) }.get()
     }
   }
 }

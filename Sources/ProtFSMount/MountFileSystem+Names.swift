@@ -60,7 +60,9 @@ extension MountFileSystem {
 
   /// `link`: a new name for `node` (metadata: not gated).
   func link(_ node: MountNode, _ parent: MountNode, _ name: String) throws(Errno) -> (MountNode, stat) {
-    _ = try valueOrErrno { linkat(node.fd, "", parent.fd, name, PROTFS_MOUNT_AT_EMPTY_PATH) }.get()
+    _ = try node.withPath { (fd) throws(Errno) in
+      try valueOrErrno { linkat(fd, "", parent.fd, name, PROTFS_MOUNT_AT_EMPTY_PATH) }.get()
+    }
     return try entry(parent, name)
   }
 
@@ -91,7 +93,9 @@ extension MountFileSystem {
   /// `readlink`.
   func readLink(_ node: MountNode) throws(Errno) -> String {
     var buffer = [CChar](repeating: 0, count: Int(PATH_MAX) + 1)
-    let count = try valueOrErrno { readlinkat(node.fd, "", &buffer, buffer.count - 1) }.get()
+    let count = try node.withPath { (fd) throws(Errno) in
+      try valueOrErrno { readlinkat(fd, "", &buffer, buffer.count - 1) }.get()
+    }
     return String(decoding: buffer.prefix(count).map { UInt8(bitPattern: $0) }, as: UTF8.self)
   }
 }

@@ -12,18 +12,22 @@ extension MountFileSystem {
   /// `getxattr`: the value, or only its size when `size` is 0.
   func attribute(_ node: MountNode, _ name: String, size: Int) throws(Errno) -> [UInt8] {
     var buffer = [UInt8](repeating: 0, count: size)
-    let count = try valueOrErrno(.getxattr) {
-      buffer.withUnsafeMutableBytes { getxattr(node.procPath, name, $0.baseAddress, size) }
-    }.get()
+    let count = try node.withPath { (fd) throws(Errno) in
+      try valueOrErrno(.getxattr) {
+        buffer.withUnsafeMutableBytes { getxattr(procPath(fd), name, $0.baseAddress, size) }
+      }.get()
+    }
     return size == 0 ? [UInt8](repeating: 0, count: count) : Array(buffer.prefix(count))
   }
 
   /// `listxattr`: the names, or only their size when `size` is 0.
   func attributeNames(_ node: MountNode, size: Int) throws(Errno) -> [UInt8] {
     var buffer = [CChar](repeating: 0, count: size)
-    let count = try valueOrErrno(.getxattr) {
-      buffer.withUnsafeMutableBufferPointer { listxattr(node.procPath, $0.baseAddress, size) }
-    }.get()
+    let count = try node.withPath { (fd) throws(Errno) in
+      try valueOrErrno(.getxattr) {
+        buffer.withUnsafeMutableBufferPointer { listxattr(procPath(fd), $0.baseAddress, size) }
+      }.get()
+    }
     if size == 0 { return [UInt8](repeating: 0, count: count) }
     return buffer.prefix(count).map { UInt8(bitPattern: $0) }
   }
@@ -43,10 +47,15 @@ extension MountFileSystem {
     }
     refreshOwnClass(node)
     try decide(node, .write)
-    _ = try stored.withUnsafeBytes { raw in
-      valueOrErrno(.setxattr) { setxattr(node.procPath, name, raw.baseAddress, raw.count, flags) }
-    }.get()
-    if let newClass { nodes.setOwnClass(node, newClass) }
+    _ = try node.withPath { (fd) throws(Errno) in
+      try stored.withUnsafeBytes { raw in
+        valueOrErrno(.setxattr) { setxattr(procPath(fd), name, raw.baseAddress, raw.count, flags) }
+      }.get()
+    }
+    if let newClass {
+      nodes.setOwnClass(node, newClass)
+      invalidateCache(node)
+    }
   }
 
   /// `removexattr`. Removing `user.protfs.class` makes the item inherit again: a class change,
@@ -55,8 +64,13 @@ extension MountFileSystem {
     if name != AttributeName.protectionClass && name.hasPrefix(Self.protfsPrefix) { throw .notPermitted }
     refreshOwnClass(node)
     try decide(node, .write)
-    _ = try valueOrErrno(.removexattr) { removexattr(node.procPath, name) }.get()
-    if name == AttributeName.protectionClass { nodes.setOwnClass(node, nil) }
+    _ = try node.withPath { (fd) throws(Errno) in
+      try valueOrErrno(.removexattr) { removexattr(procPath(fd), name) }.get()
+    }
+    if name == AttributeName.protectionClass {
+      nodes.setOwnClass(node, nil)
+      invalidateCache(node)
+    }
   }
 
   /// The prefix of every attribute protfs keeps.

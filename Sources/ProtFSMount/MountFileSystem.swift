@@ -25,6 +25,8 @@ package final class MountFileSystem: Sendable {
   let isRoot = geteuid() == 0
   /// How long the kernel may keep names and attributes.
   let cacheSeconds = 1.0
+  /// The libfuse session (its address), for notifications to the kernel; 0 until it runs.
+  let session = Mutex<UInt>(0)
 
   /// A file system for `device`, whose `Containers/` must exist.
   package init(device: Device) throws(ProtFSError) {
@@ -36,7 +38,8 @@ package final class MountFileSystem: Sendable {
     var s = stat()
     _ = try valueOrErrno(.stat) { fstat(fd, &s) }.orThrow("inspect", path: containers.path)
     let root = MountNode(
-      id: 1, key: MountNode.Key(device: UInt64(s.st_dev), inode: UInt64(s.st_ino)), fd: fd, isDirectory: true)
+      id: 1, key: MountNode.Key(device: UInt64(s.st_dev), inode: UInt64(s.st_ino)), fd: fd, isDirectory: true,
+      mountFD: -1)
     root.ownClass = try containers.protectionClass()
     nodes = MountNodes(root: root, deviceClass: try device.openRoot().protectionClass())
     probe = ProtectionStateProbe(device: device)
@@ -61,9 +64,23 @@ package final class MountFileSystem: Sendable {
     try decide(nodes.effectiveClass(of: node), access)
   }
 
+  /// Drops the kernel's cached pages of `node` (after a class change: pages read while it was
+  /// class none must not serve a handle once the new class forbids it). Sent from another thread,
+  /// after the request that changed the class was answered.
+  func invalidateCache(_ node: MountNode) {
+    let address = session.withLock { $0 }
+    guard address != 0 else { return }
+    let id = node.id
+    DispatchQueue.global().async {
+      _ = fuse_lowlevel_notify_inval_inode(OpaquePointer(bitPattern: address), fuse_ino_t(id), 0, 0)
+    }
+  }
+
   /// Reads `node`'s own class again (another program may have run `protfs set-class`).
   func refreshOwnClass(_ node: MountNode) {
-    if let own = try? readClass(node.fd, AttributeName.protectionClass) { nodes.setOwnClass(node, own) }
+    if let own = try? node.withPath({ (fd) throws(Errno) in try readClass(fd, AttributeName.protectionClass) }) {
+      nodes.setOwnClass(node, own)
+    }
   }
 
   /// A class attribute of the item `fd` holds; nil when it has none or holds garbage (which the

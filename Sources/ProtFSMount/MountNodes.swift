@@ -4,10 +4,13 @@ import ProtFS
 import ProtFSSystem
 import Synchronization
 
-/// One backing item the kernel knows through the mount: an `O_PATH | O_NOFOLLOW` descriptor of it,
-/// the number of lookups the kernel holds, and what its class depends on.
+/// One backing item the kernel knows through the mount, and the number of lookups the kernel holds.
 ///
-/// The mutable fields belong to `MountNodes` and are only touched under its lock.
+/// A directory keeps an `O_PATH | O_NOFOLLOW` descriptor (its children are opened relative to it).
+/// Any other item keeps only its file handle (name_to_handle_at(2)) and the directory it was found
+/// in, and is opened by handle when needed: a descriptor per file would cap the mount at the
+/// process's descriptor limit. The mutable fields belong to `MountNodes` and are only touched
+/// under its lock.
 final class MountNode: @unchecked Sendable {
   /// The backing inode: device and inode number.
   struct Key: Hashable {
@@ -19,8 +22,13 @@ final class MountNode: @unchecked Sendable {
   let id: UInt64
   /// The backing inode.
   let key: Key
-  /// The `O_PATH` descriptor; closed when the last reference goes.
+  /// The `O_PATH` descriptor of a directory (or of an item without file handles); else -1.
   let fd: Int32
+  /// The file handle of an item without a descriptor.
+  let handle: [UInt8]
+  /// A descriptor of a directory on the item's filesystem, which opens the handle (borrowed from
+  /// the table, which keeps one per filesystem).
+  let mountFD: Int32
   /// Whether the item is a directory.
   let isDirectory: Bool
   /// The lookups the kernel holds (`forget` gives them back).
@@ -32,19 +40,52 @@ final class MountNode: @unchecked Sendable {
   /// A container root's `user.protfs.default-class`.
   var containerDefault: ProtectionClass?
 
-  /// A node for `fd`, which it owns from now on.
-  init(id: UInt64, key: Key, fd: Int32, isDirectory: Bool) {
+  /// A node for `fd`, which it owns from now on: kept for a directory; for anything else replaced
+  /// by its file handle (and closed) when the filesystem gives one.
+  init(id: UInt64, key: Key, fd: Int32, isDirectory: Bool, mountFD: Int32) {
     self.id = id
     self.key = key
-    self.fd = fd
     self.isDirectory = isDirectory
+    var handle: [UInt8] = []
+    if !isDirectory, mountFD >= 0 {
+      var raw = protfs_file_handle()
+      let length = protfs_name_to_handle(fd, &raw)
+      if length > 0 {
+        handle = withUnsafeBytes(of: &raw) { Array($0.prefix(Int(length))) }
+      }
+    }
+    self.handle = handle
+    self.mountFD = handle.isEmpty ? -1 : mountFD
+    if handle.isEmpty {
+      self.fd = fd
+    } else {
+      close(fd)
+      self.fd = -1
+    }
   }
 
-  deinit { close(fd) }
+  deinit { if fd >= 0 { close(fd) } }
 
-  /// The path through `/proc/self/fd` that reopens the item (what `O_PATH` descriptors allow).
-  var procPath: String { "/proc/self/fd/\(fd)" }
+  /// Opens the item anew with `flags` (no name is resolved: the `/proc` magic link of the
+  /// descriptor, or the file handle, leads to exactly this inode).
+  func reopen(_ flags: Int32) throws(Errno) -> Int32 {
+    if fd >= 0 { return try valueOrErrno(.open) { Glibc.open("/proc/self/fd/\(fd)", flags | O_CLOEXEC) }.get() }
+    return try valueOrErrno(.open) {
+      handle.withUnsafeBytes { protfs_open_by_handle(mountFD, $0.baseAddress, flags | O_CLOEXEC) }
+    }.get()
+  }
+
+  /// Runs `body` with an `O_PATH` descriptor of the item (its own, or one opened for the call).
+  func withPath<T>(_ body: (Int32) throws(Errno) -> T) throws(Errno) -> T {
+    if fd >= 0 { return try body(fd) }
+    let opened = try reopen(PROTFS_MOUNT_O_PATH)
+    defer { close(opened) }
+    return try body(opened)
+  }
 }
+
+/// The `/proc` path that leads to the item the descriptor `fd` holds (for the calls that take a path).
+func procPath(_ fd: Int32) -> String { "/proc/self/fd/\(fd)" }
 
 /// The inode table: nodes by kernel number and by backing inode, so that an item reached by two
 /// names (or looked up again) is one node, and the effective class of every node from its chain of
@@ -54,6 +95,9 @@ final class MountNodes: Sendable {
     var byID: [UInt64: MountNode] = [:]
     var byKey: [MountNode.Key: MountNode] = [:]
     var nextID: UInt64 = 2
+    /// One directory descriptor per filesystem (by device number), for opening file handles
+    /// (open_by_handle_at(2) refuses `O_PATH` descriptors); open as long as the table.
+    var mountFDs: [UInt64: Int32] = [:]
   }
 
   private let table = Mutex(Table())
@@ -93,7 +137,21 @@ final class MountNodes: Sendable {
         if containerDefault != nil { existing.containerDefault = containerDefault }
         return (existing, false)
       }
-      let node = MountNode(id: table.nextID, key: key, fd: fd, isDirectory: isDirectory)
+      var mountFD: Int32 = -1
+      if !isDirectory {
+        if let known = table.mountFDs[key.device] {
+          mountFD = known
+        } else if let opened = try? parent.reopen(O_RDONLY | O_DIRECTORY), opened >= 0 {
+          var s = stat()
+          if fstat(opened, &s) == 0, UInt64(s.st_dev) == key.device {
+            table.mountFDs[key.device] = opened
+            mountFD = opened
+          } else {
+            close(opened)
+          }
+        }
+      }
+      let node = MountNode(id: table.nextID, key: key, fd: fd, isDirectory: isDirectory, mountFD: mountFD)
       table.nextID += 1
       node.lookups = 1
       node.parent = parent

@@ -90,7 +90,7 @@ enum MountOperations {
     ops.getattr = { req, ino, _ in
       let fs = MountOperations.fileSystem(req)
       MountOperations.reply(req) { () throws(Errno) in
-        var s = try fs.attributes(try fs.nodes.node(UInt64(ino)).fd)
+        var s = try fs.nodes.node(UInt64(ino)).withPath { (fd) throws(Errno) in try fs.attributes(fd) }
         fuse_reply_attr(req, &s, fs.cacheSeconds)
       }
     }

@@ -7,7 +7,8 @@ import Testing
 @Suite(.serialized) struct MountEndToEndTests {
   /// The five classes, by the names the tests give their files.
   static let classes: [(String, ProtectionClass)] = [
-    ("complete", .complete), ("unless-open", .completeUnlessOpen), ("until-first-auth", .completeUntilFirstUserAuthentication),
+    ("complete", .complete), ("unless-open", .completeUnlessOpen),
+    ("until-first-auth", .completeUntilFirstUserAuthentication),
     ("when-inactive", .completeWhenUserInactive), ("none", .none),
   ]
 
@@ -67,16 +68,21 @@ import Testing
       let read = try m.sh("cat '\(file)'")
       let write = try m.sh("echo more >> '\(file)'")
       let create = try m.sh("echo new > '\(m.documents)/\(name)/new.txt'")
-      for (what, result, allowed) in [("read", read, expected[0]), ("write", write, expected[1]), ("create", create, expected[2])] {
+      for (what, result, allowed) in [
+        ("read", read, expected[0]), ("write", write, expected[1]), ("create", create, expected[2]),
+      ] {
         if allowed == "-" {
-          #expect(result.status != 0 && result.stderr.contains("Operation not permitted"), "\(name) \(state) \(what): \(result)")
+          #expect(
+            result.status != 0 && result.stderr.contains("Operation not permitted"),
+            "\(name) \(state) \(what): \(result)")
         } else {
           #expect(result.status == 0, "\(name) \(state) \(what): \(result)")
         }
       }
       // Metadata is never gated: stat, listing, rename, chmod.
       let metadata = try m.sh(
-        "stat '\(file)' >/dev/null && ls '\(m.documents)/\(name)' >/dev/null && mv '\(file)' '\(file).moved' && mv '\(file).moved' '\(file)' && chmod 640 '\(file)' && stat -c %a '\(file)'")
+        "stat '\(file)' >/dev/null && ls '\(m.documents)/\(name)' >/dev/null && mv '\(file)' '\(file).moved' && mv '\(file).moved' '\(file)' && chmod 640 '\(file)' && stat -c %a '\(file)'"
+      )
       #expect(metadata.status == 0 && metadata.stdout == "640\n", "\(name) \(state) metadata: \(metadata)")
     }
   }
@@ -129,13 +135,15 @@ import Testing
     #expect(copy.status == 0, "\(copy)")
     #expect(m.t.rawClass(m.backingDocuments + "/complete/copied.txt") == "NSFileProtectionComplete")
     #expect(
-      m.t.rawClass(m.backingDocuments + "/complete/moved.txt") == "NSFileProtectionCompleteUntilFirstUserAuthentication")
+      m.t.rawClass(m.backingDocuments + "/complete/moved.txt") == "NSFileProtectionCompleteUntilFirstUserAuthentication"
+    )
   }
 
   @Test func setfattrThroughTheMountSetsAClassAsSetClassDoes() throws {
     let m = try Self.classDevice()
     let file = "\(m.documents)/none.txt"
-    let set = try m.sh("setfattr -n user.protfs.class -v complete '\(file)' && getfattr --only-values -n user.protfs.class '\(file)'")
+    let set = try m.sh(
+      "setfattr -n user.protfs.class -v complete '\(file)' && getfattr --only-values -n user.protfs.class '\(file)'")
     #expect(set.status == 0 && set.stdout == "NSFileProtectionComplete", "\(set)")
     #expect(m.t.rawClass(m.backingDocuments + "/none.txt") == "NSFileProtectionComplete")
     let get = try m.protfs(["get-class", m.backingDocuments + "/none.txt"])
@@ -156,7 +164,10 @@ import Testing
     // A relabelled directory: what inherits follows it; what has its own class does not.
     #expect(try m.protfs(["unlock"]).status == 0)
     let dir = "\(m.documents)/none"
-    #expect(try m.sh("echo x > '\(dir)/own.txt' && setfattr -x user.protfs.class '\(dir)/own.txt' && echo y > '\(dir)/labelled.txt'").status == 0)
+    #expect(
+      try m.sh(
+        "echo x > '\(dir)/own.txt' && setfattr -x user.protfs.class '\(dir)/own.txt' && echo y > '\(dir)/labelled.txt'"
+      ).status == 0)
     #expect(try m.sh("setfattr -n user.protfs.class -v complete '\(dir)'").status == 0)
     #expect(try m.protfs(["lock"]).status == 0)
     #expect(try m.sh("cat '\(dir)/own.txt'").stderr.contains("Operation not permitted"))
@@ -181,7 +192,10 @@ import Testing
     mkdir(t.directory + "/mnt", 0o777)
     let result = try Protfs.runProgram(
       "/usr/bin/setpriv",
-      ["--reuid=65534", "--regid=65534", "--clear-groups", Protfs.binary, "--device", t.root, "mount", t.directory + "/mnt"])
+      [
+        "--reuid=65534", "--regid=65534", "--clear-groups", Protfs.binary, "--device", t.root, "mount",
+        t.directory + "/mnt",
+      ])
     #expect(result.status == 1, "\(result)")
     #expect(result.stderr.hasPrefix("Error: Cannot mount"), "\(result)")
     #expect(!MountRegistry.protfsMountpoints().contains(t.directory + "/mnt"))

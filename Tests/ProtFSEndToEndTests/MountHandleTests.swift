@@ -164,7 +164,9 @@ import Testing
     #expect(open.ask("insert") == "ok 1")
     #expect(try m.protfs(["lock"]).status == 0)
     #expect(open.ask("insert") == "ok 2")
-    let fresh = try m.sh("python3 -c 'import sqlite3,sys; print(sqlite3.connect(sys.argv[1]).execute(\"select count(*) from t\").fetchone()[0])' '\(path)'")
+    let fresh = try m.sh(
+      "python3 -c 'import sqlite3,sys; print(sqlite3.connect(sys.argv[1]).execute(\"select count(*) from t\").fetchone()[0])' '\(path)'"
+    )
     #expect(fresh.status != 0, "\(fresh)")
     #expect(try m.protfs(["unlock"]).status == 0)
     #expect(open.ask("insert") == "ok 3")

@@ -44,7 +44,8 @@ package enum StatusCommand {
       Console.out("Wrong passcodes:           \(status.failedAttempts)\(until)")
     }
     for mount in status.mounts {
-      Console.out("Mounted at:                \(mount.mountpoint) (daemon pid \(mount.pid), since \(format(mount.since)))")
+      Console.out(
+        "Mounted at:                \(mount.mountpoint) (daemon pid \(mount.pid), since \(format(mount.since)))")
     }
     if let interrupted = status.interruptedTransition {
       Console.out("Interrupted transition:    \(interrupted) (the next protfs command finishes it)")

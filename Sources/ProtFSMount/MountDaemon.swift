@@ -60,6 +60,7 @@ package enum MountDaemon {
     try checkAvailable()
     try checkMountpoint(mountpoint, device: device)
     raiseDescriptorLimit()
+    protfs_mount_tune_memory()
     let fs = try MountFileSystem(device: device)
     var ops = MountOperations.table()
     let arguments = ["protfs", "-o", "allow_other,default_permissions,fsname=protfs,subtype=protfs"]

@@ -23,8 +23,11 @@ package final class MountFileSystem: Sendable {
   let modeKey = Mutex<ModeKey?>(nil)
   /// Whether the daemon runs as root: then items it creates are handed to the caller.
   let isRoot = geteuid() == 0
-  /// How long the kernel may keep names and attributes.
-  let cacheSeconds = 1.0
+  /// How long the kernel may keep names and attributes. What the mount shows changes only
+  /// through the mount (whose replies carry the new attributes) or by programs working on the
+  /// backing tree directly, which see their changes through the mount this much later; a lock
+  /// changes nothing shown (the mount shows saved modes).
+  let cacheSeconds = 10.0
   /// The libfuse session (its address), for notifications to the kernel; 0 until it runs.
   let session = Mutex<UInt>(0)
 
@@ -87,9 +90,9 @@ package final class MountFileSystem: Sendable {
   /// table then treats as inherited; `protfs status` and the audit report it).
   func readClass(_ fd: Int32, _ name: String) throws(Errno) -> ProtectionClass? {
     try withUnsafeTemporaryAllocation(byteCount: 64, alignment: 1) { (buffer) throws(Errno) -> ProtectionClass? in
-      switch Kernel.getAttribute(.descriptor(fd, pathOnly: true), attribute: name, into: buffer) {
+      switch valueOrErrno(.getxattr, { protfs_fd_getxattr(fd, name, buffer.baseAddress, buffer.count) }) {
       case .success(let count):
-        return ProtectionClass(attributeBytes: UnsafeRawBufferPointer(rebasing: buffer[..<count]))
+        return ProtectionClass(attributeBytes: UnsafeRawBufferPointer(rebasing: buffer[..<Int(count)]))
       case .failure(let e) where e == .noData || e == .range || e == .notSupported || e == .notPermitted: return nil
       case .failure(let e): throw e
       }
@@ -116,15 +119,12 @@ package final class MountFileSystem: Sendable {
   /// The authentic saved-mode record of the item `fd` holds, if it has one.
   func savedMode(_ fd: Int32, isDirectory: Bool) -> SavedModeRecord? {
     withUnsafeTemporaryAllocation(byteCount: SavedModeRecord.maximumLength, alignment: 1) { buffer in
-      guard
-        case .success(let count) = Kernel.getAttribute(
-          .descriptor(fd, pathOnly: true), attribute: AttributeName.savedMode, into: buffer),
-        let key = currentModeKey()
-      else { return nil }
+      let count = protfs_fd_getxattr(fd, AttributeName.savedMode, buffer.baseAddress, buffer.count)
+      guard count > 0, let key = currentModeKey() else { return nil }
       let identity = ItemIdentity(inode: 0, birthSeconds: 0, birthNanoseconds: 0, isDirectory: isDirectory)
       guard
         case .authentic(let record) = SavedModeRecord.decode(
-          UnsafeRawBufferPointer(rebasing: buffer[..<count]), identity: identity, key: key)
+          UnsafeRawBufferPointer(rebasing: buffer[..<Int(count)]), identity: identity, key: key)
       else { return nil }
       return record
     }
@@ -143,7 +143,20 @@ package final class MountFileSystem: Sendable {
   /// Looks up `name` in `parent`, counting one lookup of the node it returns.
   func lookup(_ parent: MountNode, _ name: String) throws(Errno) -> (MountNode, stat) {
     guard name != "." && name != ".." else { throw .noSuchFile }
-    let fd = try valueOrErrno(.open) { openat(parent.fd, name, PROTFS_MOUNT_O_PATH | O_NOFOLLOW | O_CLOEXEC) }.get()
+    // Files and directories are opened for reading (without following a link, blocking, or
+    // becoming a terminal), so that their attributes are read through the descriptor itself; any
+    // other item only as a path.
+    var before = stat()
+    _ = try valueOrErrno(.stat) { fstatat(parent.fd, name, &before, AT_SYMLINK_NOFOLLOW) }.get()
+    let readable = before.st_mode & S_IFMT == S_IFREG || before.st_mode & S_IFMT == S_IFDIR
+    let pathOnly = PROTFS_MOUNT_O_PATH | O_NOFOLLOW | O_CLOEXEC
+    let flags = readable ? O_RDONLY | O_NONBLOCK | O_NOCTTY | O_NOFOLLOW | O_CLOEXEC : pathOnly
+    let fd: Int32
+    switch valueOrErrno(.open, { openat(parent.fd, name, flags) }) {
+    case .success(let opened): fd = opened
+    case .failure(let e) where e == .noSuchFile || e == .tooManySymlinks: throw e
+    case .failure: fd = try valueOrErrno(.open) { openat(parent.fd, name, pathOnly) }.get()
+    }
     let s: stat
     do {
       s = try attributes(fd)

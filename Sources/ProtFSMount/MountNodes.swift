@@ -24,8 +24,11 @@ final class MountNode: @unchecked Sendable {
   let key: Key
   /// The `O_PATH` descriptor of a directory (or of an item without file handles); else -1.
   let fd: Int32
-  /// The file handle of an item without a descriptor.
-  let handle: [UInt8]
+  /// The file handle of an item without a descriptor (header and handle bytes, kept inline:
+  /// 100,000 nodes must fit in a few tens of MiB), and its length; 0 when there is none.
+  let handle: (UInt64, UInt64, UInt64, UInt64)
+  /// The length of `handle` in bytes.
+  let handleLength: UInt8
   /// A descriptor of a directory on the item's filesystem, which opens the handle (borrowed from
   /// the table, which keeps one per filesystem).
   let mountFD: Int32
@@ -46,17 +49,22 @@ final class MountNode: @unchecked Sendable {
     self.id = id
     self.key = key
     self.isDirectory = isDirectory
-    var handle: [UInt8] = []
+    var handle: (UInt64, UInt64, UInt64, UInt64) = (0, 0, 0, 0)
+    var handleLength = 0
     if !isDirectory, mountFD >= 0 {
       var raw = protfs_file_handle()
-      let length = protfs_name_to_handle(fd, &raw)
-      if length > 0 {
-        handle = withUnsafeBytes(of: &raw) { Array($0.prefix(Int(length))) }
+      let length = Int(protfs_name_to_handle(fd, &raw))
+      if length > 0 && length <= MemoryLayout.size(ofValue: handle) {
+        withUnsafeMutableBytes(of: &handle) { target in
+          withUnsafeBytes(of: &raw) { target.copyMemory(from: UnsafeRawBufferPointer(rebasing: $0.prefix(length))) }
+        }
+        handleLength = length
       }
     }
     self.handle = handle
-    self.mountFD = handle.isEmpty ? -1 : mountFD
-    if handle.isEmpty {
+    self.handleLength = UInt8(handleLength)
+    self.mountFD = handleLength == 0 ? -1 : mountFD
+    if handleLength == 0 {
       self.fd = fd
     } else {
       close(fd)
@@ -70,8 +78,9 @@ final class MountNode: @unchecked Sendable {
   /// descriptor, or the file handle, leads to exactly this inode).
   func reopen(_ flags: Int32) throws(Errno) -> Int32 {
     if fd >= 0 { return try valueOrErrno(.open) { Glibc.open("/proc/self/fd/\(fd)", flags | O_CLOEXEC) }.get() }
+    var handle = handle
     return try valueOrErrno(.open) {
-      handle.withUnsafeBytes { protfs_open_by_handle(mountFD, $0.baseAddress, flags | O_CLOEXEC) }
+      withUnsafeBytes(of: &handle) { protfs_open_by_handle(mountFD, $0.baseAddress, flags | O_CLOEXEC) }
     }.get()
   }
 

@@ -172,3 +172,57 @@ import Testing
     #expect(open.ask("insert") == "ok 3")
   }
 }
+
+/// A lock while processes stream through the mount.
+@Suite(.serialized) struct MountStreamingTests {
+  @Test func aLockWhileEightProcessesStreamNeverCorruptsAByte() throws {
+    let m = try MountEndToEndTests.classDevice()
+    // Each writer appends 64 KiB chunks of its own pattern, prints the bytes written after each
+    // chunk, and stops at the first error (printing it) or after 4 MiB.
+    let script = """
+      import os, sys
+      path, tag = sys.argv[1], sys.argv[2].encode()
+      chunk = (tag * 65536)[:65536]
+      fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+      written = 0
+      while written < 4 << 20:
+          try:
+              written += os.write(fd, chunk)
+          except OSError as e:
+              print("err", e.errno, written, flush=True)
+              sys.exit(0)
+          print("wrote", written, flush=True)
+          if written == 65536:
+              sys.stdin.readline()
+      print("done", written, flush=True)
+      """
+    var writers: [(Conversation, String, String)] = []
+    for index in 0..<8 {
+      let directory = index % 2 == 0 ? "until-first-auth" : "complete"
+      let name = "\(directory)/stream-\(index).bin"
+      let writer = try Conversation("/usr/bin/python3", ["-c", script, "\(m.documents)/\(name)", "\(index)"])
+      #expect(writer.line() == "wrote 65536")
+      writers.append((writer, name, directory))
+    }
+    #expect(try m.protfs(["lock"]).status == 0)
+    for (writer, name, directory) in writers {
+      var last = writer.ask("go")
+      while true {
+        let line = writer.line()
+        if line.isEmpty { break }
+        last = line
+      }
+      let parts = last.split(separator: " ")
+      let written = parts.last.flatMap { Int($0) } ?? -1
+      if directory == "complete" {
+        #expect(parts.first == "err" && parts[1] == "1", "\(name): \(last)")
+      } else {
+        #expect(last == "done \(4 << 20)", "\(name): \(last)")
+      }
+      let bytes = try Data(contentsOf: URL(fileURLWithPath: m.backingDocuments + "/" + name))
+      let tag = name.split(separator: "-").last!.prefix(1).utf8.first!
+      #expect(bytes.count == written, "\(name)")
+      #expect(bytes.allSatisfy { $0 == tag }, "\(name) holds bytes it was never given")
+    }
+  }
+}

@@ -40,6 +40,14 @@ static inline int protfs_name_to_handle(int fd, struct protfs_file_handle *handl
   return (int)(sizeof(unsigned int) + sizeof(int) + handle->handle_bytes);
 }
 
+/* The handle of the entry `name` of the directory `dirfd`, not following a symlink. */
+static inline int protfs_name_to_handle_at(int dirfd, const char *name, struct protfs_file_handle *handle) {
+  int mount_id;
+  handle->handle_bytes = PROTFS_MOUNT_HANDLE_MAX;
+  if (syscall(SYS_name_to_handle_at, dirfd, name, handle, &mount_id, 0) != 0) return -1;
+  return (int)(sizeof(unsigned int) + sizeof(int) + handle->handle_bytes);
+}
+
 /* open_by_handle_at(2): opens the inode `handle` names, on the filesystem of `mount_fd`. */
 static inline int protfs_open_by_handle(int mount_fd, const void *handle, int flags) {
   return (int)syscall(SYS_open_by_handle_at, mount_fd, handle, flags);
@@ -131,7 +139,10 @@ static inline ssize_t protfs_fuse_write_to_fd(struct fuse_bufvec *in, int fd, of
 static inline void protfs_fuse_init_connection(struct fuse_conn_info *conn) {
   if (conn->capable & FUSE_CAP_SPLICE_WRITE) conn->want |= FUSE_CAP_SPLICE_WRITE;
   if (conn->capable & FUSE_CAP_SPLICE_MOVE) conn->want |= FUSE_CAP_SPLICE_MOVE;
+  if (conn->capable & FUSE_CAP_SPLICE_READ) conn->want |= FUSE_CAP_SPLICE_READ;
+  /* Listings always carry the entries' attributes (readdirplus), never a lookup per entry after. */
   if (conn->capable & FUSE_CAP_READDIRPLUS) conn->want |= FUSE_CAP_READDIRPLUS;
+  conn->want &= ~FUSE_CAP_READDIRPLUS_AUTO;
   /* Writes arrive as large as the kernel allows (big writes are the default in FUSE 3). */
   conn->max_write = 1 << 20;
   conn->max_readahead = 1 << 20;

@@ -82,6 +82,7 @@ extension MountFileSystem {
       throw error
     }
     let (node, s) = try entry(parent, name)
+    nodes.setOwnClass(node, cls)
     return (OpenedHandle(handle: MountHandle(fd: fd, node: node), directIO: cls != .none), s)
   }
 

@@ -42,7 +42,7 @@ package final class MountFileSystem: Sendable {
     _ = try valueOrErrno(.stat) { fstat(fd, &s) }.orThrow("inspect", path: containers.path)
     let root = MountNode(
       id: 1, key: MountNode.Key(device: UInt64(s.st_dev), inode: UInt64(s.st_ino)), fd: fd, isDirectory: true,
-      mountFD: -1)
+      mountFD: -1, prepared: nil)
     root.ownClass = try containers.protectionClass()
     nodes = MountNodes(root: root, deviceClass: try device.openRoot().protectionClass())
     probe = ProtectionStateProbe(device: device)
@@ -148,6 +148,20 @@ package final class MountFileSystem: Sendable {
     // other item only as a path.
     var before = stat()
     _ = try valueOrErrno(.stat) { fstatat(parent.fd, name, &before, AT_SYMLINK_NOFOLLOW) }.get()
+    // The fast path, for what is not a directory and keeps a write bit (so no lock restricted it
+    // and its attributes are shown as they are): a file handle taken by name, no descriptor. Its
+    // class is read from the inode itself at each open, and the handle is checked against the
+    // inode number whenever it is opened.
+    if before.st_mode & S_IFMT != S_IFDIR, before.st_mode & 0o222 != 0 {
+      let key = MountNode.Key(device: UInt64(before.st_dev), inode: UInt64(before.st_ino))
+      if let known = nodes.rememberKnown(key, parent: parent) { return (known, before) }
+      if let handle = InodeHandle(entry: name, in: parent.fd),
+        let node = nodes.remember(
+          key: key, fd: -1, isDirectory: false, parent: parent, own: nil, containerDefault: nil, prepared: handle)
+      {
+        return (node, before)
+      }
+    }
     let readable = before.st_mode & S_IFMT == S_IFREG || before.st_mode & S_IFMT == S_IFDIR
     let pathOnly = PROTFS_MOUNT_O_PATH | O_NOFOLLOW | O_CLOEXEC
     let flags = readable ? O_RDONLY | O_NONBLOCK | O_NOCTTY | O_NOFOLLOW | O_CLOEXEC : pathOnly
@@ -169,9 +183,11 @@ package final class MountFileSystem: Sendable {
     let own = labelled ? (try? readClass(fd, AttributeName.protectionClass)) ?? nil : nil
     let containerDefault =
       kind == S_IFDIR && parent === nodes.root ? (try? readClass(fd, AttributeName.defaultClass)) ?? nil : nil
-    let node = nodes.remember(
-      key: MountNode.Key(device: UInt64(s.st_dev), inode: UInt64(s.st_ino)), fd: fd, isDirectory: kind == S_IFDIR,
-      parent: parent, own: own, containerDefault: containerDefault)
+    guard
+      let node = nodes.remember(
+        key: MountNode.Key(device: UInt64(s.st_dev), inode: UInt64(s.st_ino)), fd: fd,
+        isDirectory: kind == S_IFDIR, parent: parent, own: .some(own), containerDefault: containerDefault)
+    else { throw Errno(ESTALE) }
     return (node, s)
   }
 

@@ -26,7 +26,7 @@ final class MountNode: @unchecked Sendable {
   let fd: Int32
   /// The file handle of an item without a descriptor (header and handle bytes, kept inline:
   /// 100,000 nodes must fit in a few tens of MiB), and its length; 0 when there is none.
-  let handle: (UInt64, UInt64, UInt64, UInt64)
+  let handle: InodeHandle.Bytes
   /// The length of `handle` in bytes.
   let handleLength: UInt8
   /// A descriptor of a directory on the item's filesystem, which opens the handle (borrowed from
@@ -45,21 +45,18 @@ final class MountNode: @unchecked Sendable {
 
   /// A node for `fd`, which it owns from now on: kept for a directory; for anything else replaced
   /// by its file handle (and closed) when the filesystem gives one.
-  init(id: UInt64, key: Key, fd: Int32, isDirectory: Bool, mountFD: Int32) {
+  init(id: UInt64, key: Key, fd: Int32, isDirectory: Bool, mountFD: Int32, prepared: InodeHandle?) {
     self.id = id
     self.key = key
     self.isDirectory = isDirectory
-    var handle: (UInt64, UInt64, UInt64, UInt64) = (0, 0, 0, 0)
+    var handle: InodeHandle.Bytes = (0, 0, 0, 0)
     var handleLength = 0
-    if !isDirectory, mountFD >= 0 {
-      var raw = protfs_file_handle()
-      let length = Int(protfs_name_to_handle(fd, &raw))
-      if length > 0 && length <= MemoryLayout.size(ofValue: handle) {
-        withUnsafeMutableBytes(of: &handle) { target in
-          withUnsafeBytes(of: &raw) { target.copyMemory(from: UnsafeRawBufferPointer(rebasing: $0.prefix(length))) }
-        }
-        handleLength = length
-      }
+    if let prepared, mountFD >= 0 {
+      handle = prepared.bytes
+      handleLength = prepared.length
+    } else if !isDirectory, mountFD >= 0, fd >= 0, let made = InodeHandle(of: fd) {
+      handle = made.bytes
+      handleLength = made.length
     }
     self.handle = handle
     self.handleLength = UInt8(handleLength)
@@ -67,7 +64,7 @@ final class MountNode: @unchecked Sendable {
     if handleLength == 0 {
       self.fd = fd
     } else {
-      close(fd)
+      if fd >= 0 { close(fd) }
       self.fd = -1
     }
   }
@@ -79,9 +76,16 @@ final class MountNode: @unchecked Sendable {
   func reopen(_ flags: Int32) throws(Errno) -> Int32 {
     if fd >= 0 { return try valueOrErrno(.open) { Glibc.open("/proc/self/fd/\(fd)", flags | O_CLOEXEC) }.get() }
     var handle = handle
-    return try valueOrErrno(.open) {
+    let opened = try valueOrErrno(.open) {
       withUnsafeBytes(of: &handle) { protfs_open_by_handle(mountFD, $0.baseAddress, flags | O_CLOEXEC) }
     }.get()
+    // A handle taken by name could name another inode if the name changed meanwhile: check.
+    var s = stat()
+    guard fstat(opened, &s) == 0, UInt64(s.st_dev) == key.device, UInt64(s.st_ino) == key.inode else {
+      close(opened)
+      throw Errno(ESTALE)
+    }
+    return opened
   }
 
   /// Runs `body` with an `O_PATH` descriptor of the item (its own, or one opened for the call).
@@ -90,6 +94,40 @@ final class MountNode: @unchecked Sendable {
     let opened = try reopen(PROTFS_MOUNT_O_PATH)
     defer { close(opened) }
     return try body(opened)
+  }
+}
+
+/// A file handle (name_to_handle_at(2)) of at most 32 bytes, header included, kept inline.
+struct InodeHandle {
+  /// The bytes.
+  typealias Bytes = (UInt64, UInt64, UInt64, UInt64)
+  /// The header and handle bytes.
+  var bytes: Bytes = (0, 0, 0, 0)
+  /// How many of them count.
+  var length = 0
+
+  /// The handle of the item `fd` holds; nil when the filesystem has none or it is too long.
+  init?(of fd: Int32) {
+    var raw = protfs_file_handle()
+    guard let made = InodeHandle(raw: &raw, length: Int(protfs_name_to_handle(fd, &raw))) else { return nil }
+    self = made
+  }
+
+  /// The handle of the entry `name` of the directory `dirfd`, not following a symlink.
+  init?(entry name: String, in dirfd: Int32) {
+    var raw = protfs_file_handle()
+    guard let made = InodeHandle(raw: &raw, length: Int(protfs_name_to_handle_at(dirfd, name, &raw))) else {
+      return nil
+    }
+    self = made
+  }
+
+  private init?(raw: inout protfs_file_handle, length: Int) {
+    guard length > 0 && length <= MemoryLayout<Bytes>.size else { return nil }
+    withUnsafeMutableBytes(of: &bytes) { target in
+      withUnsafeBytes(of: &raw) { target.copyMemory(from: UnsafeRawBufferPointer(rebasing: $0.prefix(length))) }
+    }
+    self.length = length
   }
 }
 
@@ -132,17 +170,19 @@ final class MountNodes: Sendable {
   }
 
   /// The node for the backing inode `key` reached as an entry of `parent`, counting one lookup.
-  /// A new node takes `fd`, its own class and container default from `load`; an existing node keeps
-  /// its descriptor (`fd` is closed) and takes the freshly read own class.
+  /// A new node takes `fd` (or, with `prepared`, that file handle and no descriptor), its own class
+  /// and container default; an existing node keeps its descriptor (`fd` is closed) and takes the
+  /// own class when it was read (`own` non-nil; a file's is read at each open anyway). Nil only
+  /// when a prepared handle cannot be used (no directory of that filesystem to open it with).
   func remember(
     key: MountNode.Key, fd: Int32, isDirectory: Bool, parent: MountNode,
-    own: ProtectionClass?, containerDefault: ProtectionClass?
-  ) -> MountNode {
-    let (node, isNew) = table.withLock { table -> (MountNode, Bool) in
+    own: ProtectionClass??, containerDefault: ProtectionClass?, prepared: InodeHandle? = nil
+  ) -> MountNode? {
+    let (node, isNew) = table.withLock { table -> (MountNode?, Bool) in
       if let existing = table.byKey[key] {
         existing.lookups += 1
         if existing !== root { existing.parent = parent }
-        existing.ownClass = own
+        if let own { existing.ownClass = own }
         if containerDefault != nil { existing.containerDefault = containerDefault }
         return (existing, false)
       }
@@ -160,18 +200,31 @@ final class MountNodes: Sendable {
           }
         }
       }
-      let node = MountNode(id: table.nextID, key: key, fd: fd, isDirectory: isDirectory, mountFD: mountFD)
+      if prepared != nil && mountFD < 0 { return (nil, false) }
+      let node = MountNode(
+        id: table.nextID, key: key, fd: fd, isDirectory: isDirectory, mountFD: mountFD, prepared: prepared)
       table.nextID += 1
       node.lookups = 1
       node.parent = parent
-      node.ownClass = own
+      node.ownClass = own ?? nil
       node.containerDefault = containerDefault
       table.byID[node.id] = node
       table.byKey[key] = node
       return (node, true)
     }
-    if !isNew { close(fd) }
+    if !isNew && fd >= 0 { close(fd) }
     return node
+  }
+
+  /// The node already known for `key`, counting one lookup and reached through `parent` now; nil
+  /// when the kernel does not know it.
+  func rememberKnown(_ key: MountNode.Key, parent: MountNode) -> MountNode? {
+    table.withLock { table in
+      guard let existing = table.byKey[key] else { return nil }
+      existing.lookups += 1
+      if existing !== root { existing.parent = parent }
+      return existing
+    }
   }
 
   /// Gives back `count` lookups of `id`; a node with none left leaves the table (its descriptor

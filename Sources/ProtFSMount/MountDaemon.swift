@@ -74,6 +74,12 @@ package enum MountDaemon {
     defer { fuse_session_destroy(session) }
     fs.session.withLock { $0 = UInt(bitPattern: session) }
     defer { fs.session.withLock { $0 = 0 } }
+    // A parent may have left these blocked (a spawned child inherits its signal mask): then
+    // Ctrl-C or a `kill` would never reach libfuse's handlers, which end the loop.
+    var signals = sigset_t()
+    sigemptyset(&signals)
+    for signal in [SIGINT, SIGTERM, SIGHUP] { sigaddset(&signals, signal) }
+    pthread_sigmask(SIG_UNBLOCK, &signals, nil)
     guard fuse_set_signal_handlers(session) == 0 else {
       throw ProtFSError(.io, "Cannot install the FUSE signal handlers.", path: mountpoint)
     }

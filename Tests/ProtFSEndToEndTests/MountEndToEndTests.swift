@@ -186,6 +186,61 @@ import Testing
     #expect(try m.sh("cat '\(file)'").stdout == "contents of complete\n")
   }
 
+  @Test func theAppUserCopiesMovesAndChmodsThroughTheMount() throws {
+    let m = try Self.classDevice()
+    let docs = m.documents
+    let script = """
+      set -e
+      echo mine > '\(docs)/unless-open/mine.txt'
+      cp '\(docs)/unless-open/mine.txt' '\(docs)/none/copy.txt'
+      mv '\(docs)/none/copy.txt' '\(docs)/complete/moved.txt'
+      chmod 600 '\(docs)/complete/moved.txt'
+      stat -c '%a %u' '\(docs)/complete/moved.txt'
+      cat '\(docs)/complete/moved.txt'
+      """
+    let made = try m.sh(script, as: 501)
+    #expect(made.stdout == "600 501\nmine\n", "\(made)")
+    // The copy took the class of the directory it was made in (none) and kept it through the move.
+    #expect(m.t.rawClass(m.backingDocuments + "/complete/moved.txt") == "NSFileProtectionNone")
+    #expect(try m.protfs(["lock"]).status == 0)
+    let locked = try m.sh(
+      "cat '\(docs)/unless-open/mine.txt'; chmod 644 '\(docs)/unless-open/mine.txt' && mv '\(docs)/unless-open/mine.txt' '\(docs)/unless-open/renamed.txt' && echo moved",
+      as: 501)
+    #expect(locked.stderr.contains("Operation not permitted") && locked.stdout == "moved\n", "\(locked)")
+    let cp = try m.sh("cp '\(docs)/unless-open/renamed.txt' /tmp/protfs-mount-copy-$$", as: 501)
+    #expect(cp.status != 0 && cp.stderr.contains("Operation not permitted"), "\(cp)")
+  }
+
+  @Test func aForegroundMountServesUntilInterrupted() throws {
+    let t = try TestDevice(containers: [MountedDevice.bundle])
+    let mountpoint = t.directory + "/mnt"
+    mkdir(mountpoint, 0o755)
+    let daemon = Process()
+    daemon.executableURL = URL(fileURLWithPath: Protfs.binary)
+    daemon.arguments = ["--device", t.root, "mount", "--foreground", mountpoint]
+    let errors = Pipe()
+    daemon.standardError = errors
+    daemon.standardOutput = FileHandle.nullDevice
+    try daemon.run()
+    defer {
+      if MountRegistry.protfsMountpoints().contains(mountpoint) { umount2(mountpoint, 2) }
+      if daemon.isRunning { kill(daemon.processIdentifier, SIGKILL) }
+    }
+    var said = Data()
+    while !String(decoding: said, as: UTF8.self).contains("\n") {
+      let chunk = errors.fileHandleForReading.availableData
+      if chunk.isEmpty { break }
+      said += chunk
+    }
+    #expect(String(decoding: said, as: UTF8.self).hasPrefix("Serving "), "\(String(decoding: said, as: UTF8.self))")
+    #expect(FileManager.default.fileExists(atPath: mountpoint + "/" + MountedDevice.bundle + "/Documents"))
+    kill(daemon.processIdentifier, SIGTERM)
+    daemon.waitUntilExit()
+    #expect(daemon.terminationStatus == 0)
+    #expect(!MountRegistry.protfsMountpoints().contains(mountpoint))
+    #expect(MountRegistry(device: t.device).records().isEmpty)
+  }
+
   @Test func mountingWithoutRootIsOneClearError() throws {
     let t = try TestDevice(containers: [MountedDevice.bundle])
     chmod(t.directory, 0o755)

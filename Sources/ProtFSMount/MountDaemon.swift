@@ -98,6 +98,7 @@ package enum MountDaemon {
       try? registry.register(MountRecord(mountpoint: mountpoint, pid: pid, since: Date()))
       ready()
     }
+    MountStateWatcher.start(fs)
     _ = protfs_fuse_loop_mt(session, 16)
     fuse_session_unmount(session)
     withExtendedLifetime(fs) {}

@@ -280,6 +280,9 @@ final class MountNodes: Sendable {
     }
   }
 
+  /// Every node that is not a directory, at this moment.
+  func files() -> [MountNode] { table.withLock { $0.byID.values.filter { !$0.isDirectory } } }
+
   /// How many nodes the table holds (the root included).
   var count: Int { table.withLock { $0.byID.count } }
 }

@@ -93,6 +93,32 @@ import Testing
     #expect(c.ask("read") == "ok contents of until-first-auth")
   }
 
+  @Test func aMappedCompleteFileLosesItsPagesAtTheLock() throws {
+    let m = try Self.device()
+    let script = """
+      import mmap, sys
+      f = open(sys.argv[1], "rb")
+      m = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_COPY)
+      print(m[:8].decode(), flush=True)
+      try:
+          mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)
+          print("shared", flush=True)
+      except OSError as e:
+          print("shared", e.errno, flush=True)
+      sys.stdin.readline()
+      print(m[:8].decode(), flush=True)
+      """
+    let mapped = try Conversation("/usr/bin/python3", ["-c", script, "\(m.documents)/complete.txt"])
+    #expect(mapped.line() == "contents")
+    #expect(mapped.line() == "shared \(ENODEV)", "a shared mapping would bypass the daemon")
+    #expect(try m.protfs(["lock"]).status == 0)
+    // The pages were dropped at the lock: touching them again asks the daemon, which refuses
+    // (the kernel turns that into SIGBUS for a mapping).
+    #expect(mapped.ask("again") == "")
+    mapped.process.waitUntilExit()
+    #expect(mapped.process.terminationReason == .uncaughtSignal && mapped.process.terminationStatus == SIGBUS)
+  }
+
   @Test func unmountWithOpenFilesDetachesAndTheDaemonEndsWithTheLastOne() throws {
     let m = try Self.device()
     let held = try Conversation.holding("\(m.documents)/none.txt")

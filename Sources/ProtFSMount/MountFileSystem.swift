@@ -198,13 +198,41 @@ package final class MountFileSystem: Sendable {
         Kernel.setAttribute(.descriptor(fd, pathOnly: true), attribute: AttributeName.protectionClass, value: raw)
       }.get()
     }
-    guard isRoot, uid != 0 || gid != 0 else { return }
-    // A set-group-ID directory gives its group to new items, as the kernel does.
-    var p = stat()
-    let keepGroup = fstat(parent.fd, &p) == 0 && p.st_mode & S_ISGID != 0
-    _ = try valueOrErrno(.chown) {
-      fchownat(fd, "", uid, keepGroup ? gid_t.max : gid, PROTFS_MOUNT_AT_EMPTY_PATH | AT_SYMLINK_NOFOLLOW)
+    if isRoot, uid != 0 || gid != 0 {
+      // A set-group-ID directory gives its group to new items, as the kernel does.
+      var p = stat()
+      let keepGroup = fstat(parent.fd, &p) == 0 && p.st_mode & S_ISGID != 0
+      _ = try valueOrErrno(.chown) {
+        fchownat(fd, "", uid, keepGroup ? gid_t.max : gid, PROTFS_MOUNT_AT_EMPTY_PATH | AT_SYMLINK_NOFOLLOW)
+      }.get()
+    }
+    if let cls { try restrictIfLocked(fd, class: cls) }
+  }
+
+  /// Restricts a new item in the backing tree as a lock would have (saved-mode record, handed to
+  /// root, restricted mode) when the state withdraws its class now: a complete-unless-open file
+  /// made while locked. Its creator keeps writing through the handle it opened; the mount shows
+  /// the saved mode; unlock restores it; and `status` finds it in line with the state.
+  private func restrictIfLocked(_ fd: Int32, class cls: ProtectionClass) throws(Errno) {
+    var s = stat()
+    _ = try valueOrErrno(.stat) { fstatat(fd, "", &s, PROTFS_MOUNT_AT_EMPTY_PATH | AT_SYMLINK_NOFOLLOW) }.get()
+    let isDirectory = s.st_mode & S_IFMT == S_IFDIR
+    guard protectionState().restricts(isDirectory ? .directory : .file, cls), let key = currentModeKey() else {
+      return
+    }
+    let record = SavedModeRecord(mode: UInt32(s.st_mode) & 0o7777, uid: s.st_uid, gid: s.st_gid)
+    let identity = ItemIdentity(inode: 0, birthSeconds: 0, birthNanoseconds: 0, isDirectory: isDirectory)
+    try record.encoded(for: identity, key: key).withUnsafeBytes { raw in
+      Kernel.setAttribute(.descriptor(fd, pathOnly: true), attribute: AttributeName.savedMode, value: raw, flags: 1)
     }.get()
+    let handedOver = isRoot && s.st_uid != 0
+    if handedOver {
+      _ = try valueOrErrno(.chown) {
+        fchownat(fd, "", 0, s.st_gid, PROTFS_MOUNT_AT_EMPTY_PATH | AT_SYMLINK_NOFOLLOW)
+      }.get()
+    }
+    let restricted = SavedModeRecord.restrictedMode(record.mode, isDirectory: isDirectory, handedOver: handedOver)
+    _ = try valueOrErrno(.chmod) { chmod(procPath(fd), mode_t(restricted)) }.get()
   }
 
   /// The class an item created in `parent` gets, once the table allows creating there now.

@@ -43,11 +43,21 @@ import Testing
     #expect(made.ask("write") == "ok")
     #expect(made.ask("read") == "ok more")
     #expect(made.ask("close") == "ok")
-    #expect(m.t.rawClass(m.backingDocuments + "/unless-open/made-locked.txt") == "NSFileProtectionCompleteUnlessOpen")
+    let backing = m.backingDocuments + "/unless-open/made-locked.txt"
+    #expect(m.t.rawClass(backing) == "NSFileProtectionCompleteUnlessOpen")
+    // Restricted in the backing tree as the lock would have, shown through the mount as made.
+    var s = stat()
+    lstat(backing, &s)
+    #expect(s.st_mode & 0o7777 == 0 && s.st_uid == 0, "backing mode \(String(s.st_mode, radix: 8)) uid \(s.st_uid)")
+    #expect(try m.sh("stat -c '%a %u' '\(path)'").stdout == "644 501\n")
+    let status = try m.protfs(["status", "--json"])
+    #expect(status.stdout.contains("\"inconsistencyCount\" : 0"), "\(status)")
     let again = try Conversation.holding(path, flags: "os.O_RDONLY", user: 501)
     #expect(again.line() == "err 1")
     #expect(try m.protfs(["unlock"]).status == 0)
     #expect(try m.sh("cat '\(path)'", as: 501).stdout == "more\n")
+    lstat(backing, &s)
+    #expect(s.st_mode & 0o7777 == 0o644 && s.st_uid == 501)
   }
 
   @Test func whenInactiveExpiresAtTheInactivityEvent() throws {

@@ -25,6 +25,7 @@ let package = Package(
     .systemLibrary(name: "CCurl", providers: [.apt(["libcurl4-openssl-dev"])]),
     .systemLibrary(name: "CSQLite", providers: [.apt(["libsqlite3-dev"])]),
     .systemLibrary(name: "CCrypto", providers: [.apt(["libssl-dev"])]),
+    .systemLibrary(name: "CFuse3", pkgConfig: "fuse3", providers: [.apt(["libfuse3-dev"])]),
     // Thin wrappers for syscalls Swift cannot call directly (variadic syscall(2), prctl(2)).
     .target(name: "CProtFSSys"),
     .target(name: "ProtFSSystem", dependencies: ["CAttr", "CProtFSSys"]),
@@ -34,11 +35,14 @@ let package = Package(
     .target(name: "ProtFSDownloads", dependencies: ["ProtFS", "CCurl", "CSQLite", "CCrypto"]),
     .target(name: "ProtFSAudit", dependencies: ["ProtFS"]),
     .target(name: "ProtFSFoundation", dependencies: ["ProtFS"]),
+    // The device mount: libfuse3's low-level API, used by no other target.
+    .target(name: "ProtFSMount", dependencies: ["ProtFSSystem", "ProtFS", "CFuse3"]),
     // The command-line layer (parser, help, commands), a library so tests can run it in-process.
     .target(
       name: "ProtFSCLI",
       dependencies: [
         "ProtFSSystem", "ProtFS", "ProtFSLock", "ProtFSCache", "ProtFSDownloads", "ProtFSAudit", "ProtFSFoundation",
+        "ProtFSMount",
       ]),
     .executableTarget(name: "protfs", dependencies: ["ProtFSCLI"]),
     .target(

@@ -16,6 +16,8 @@ packages=(
   util-linux            # setpriv, for running test programs without CAP_DAC_OVERRIDE
   sqlite3               # the sqlite3 shell: tests put garbage into the task store
   e2fsprogs             # chattr: tests make the task store immutable, as on a read-only disk
+  libfuse3-dev          # the device mount (protfs mount), libfuse3 low-level API
+  fuse3                 # fusermount3: unmounting, also after a killed daemon
 )
 
 missing=()

@@ -39,6 +39,8 @@ public struct LockStatus: Sendable, Codable {
   /// Items an unprivileged protfs could not inspect because their mode hides their attributes
   /// (locked files of the caller, or items of other users); run as root to see them.
   public var uninspectable: Int
+  /// The device's active mounts (`protfs mount`).
+  public var mounts: [MountRecord] = []
 
   /// A class's row.
   public struct ClassStatus: Sendable, Codable {
@@ -103,7 +105,7 @@ extension LockController {
         creatable: state.allows(cls, .create), openHandlesWork: state.allows(cls, .openHandle))
     }
     let sorted = total.problems.sorted { $0.path < $1.path }
-    return LockStatus(
+    var status = LockStatus(
       state: record.state, since: record.since, passcode: record.passcodeEnabled,
       passcodeRequired: record.passcodeHash != nil, protectedDataAvailable: state.isProtectedDataAvailable,
       userInactive: record.userInactive, failedAttempts: record.failedAttempts, retryAfter: record.retryAfter,
@@ -111,6 +113,8 @@ extension LockController {
       inconsistencies: Array(sorted.prefix(100)), inconsistencyCount: sorted.count,
       hardLinked: Array(total.hardLinked.sorted().prefix(100)), hardLinkedCount: total.hardLinked.count,
       uninspectable: total.uninspectable)
+    status.mounts = MountRegistry(device: device).active()
+    return status
   }
 }
 

@@ -105,11 +105,7 @@ package struct ModeEnforcer: Sendable {
   /// the original owner (in its own group) can still list and traverse it but neither create in it
   /// nor chmod it.
   package static func restrictedMode(_ original: UInt32, _ kind: FileKind, handedOver: Bool) -> UInt32 {
-    guard kind == .directory else { return 0 }
-    guard handedOver else { return original & ~0o222 }
-    let owner = (original >> 6) & 0o5
-    let group = (original >> 3) & 0o5
-    return (original & 0o7000) | owner << 6 | (owner | group) << 3 | (original & 0o5)
+    SavedModeRecord.restrictedMode(original, isDirectory: kind == .directory, handedOver: handedOver)
   }
 
   /// Whether an authentic record can be this item's own: the item is exactly as a lock that wrote

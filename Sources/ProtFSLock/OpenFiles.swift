@@ -48,8 +48,12 @@ extension LockController {
   public func openFilesStillReachable() throws(ProtFSError) -> [OpenFile] {
     let state = try record().protection
     guard !state.isProtectedDataAvailable else { return [] }
+    // A mount's daemon holds items for its clients, whose every read it decides itself.
+    let daemons = Set(MountRegistry(device: device).records().map(\.pid))
     return device.openFiles().filter { file in
-      guard let path = try? device.resolve(file.path), let cls = try? device.effectiveClass(of: path) else {
+      guard !daemons.contains(file.pid), let path = try? device.resolve(file.path),
+        let cls = try? device.effectiveClass(of: path)
+      else {
         return false
       }
       return !state.allows(cls.protectionClass, .openHandle)

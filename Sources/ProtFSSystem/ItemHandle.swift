@@ -9,6 +9,14 @@ package struct ItemIdentity: Equatable, Sendable {
   package var birthSeconds: Int64
   package var birthNanoseconds: UInt32
   package var isDirectory: Bool
+
+  /// Creates a value from its parts.
+  package init(inode: UInt64, birthSeconds: Int64, birthNanoseconds: UInt32, isDirectory: Bool) {
+    self.inode = inode
+    self.birthSeconds = birthSeconds
+    self.birthNanoseconds = birthNanoseconds
+    self.isDirectory = isDirectory
+  }
 }
 
 /// One file or directory of the device held open, so that every check and change a lock makes

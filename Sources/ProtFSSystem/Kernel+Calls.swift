@@ -69,6 +69,23 @@ extension Kernel {
   }
 
   /// Whether capability number `capability` is in this process's effective set.
+  /// Renames `from` in `fromDirectory` to `to` in `toDirectory` with renameat2(2)'s `flags`.
+  package static func rename(_ fromDirectory: Int32, _ from: String, _ toDirectory: Int32, _ to: String, flags: UInt32)
+    -> Int32
+  {
+    protfs_renameat2(fromDirectory, from, toDirectory, to, flags)
+  }
+
+  /// Waits until process `pid` has exited, at most `milliseconds`; true when it has (or never
+  /// existed). The corresponding C functions are `pidfd_open(2)` and `poll(2)`.
+  package static func waitForExit(of pid: pid_t, milliseconds: Int32) -> Bool {
+    let fd = protfs_pidfd_open(pid)
+    guard fd >= 0 else { return errno == ESRCH }
+    defer { close(fd) }
+    var entry = pollfd(fd: fd, events: Int16(POLLIN), revents: 0)
+    return (try? valueOrErrno { poll(&entry, 1, milliseconds) }.get()) == 1
+  }
+
   package static func hasEffectiveCapability(_ capability: Int32) -> Bool { protfs_cap_effective(capability) == 1 }
 
   /// Kills this process with `SIGKILL`: the crash the transition tests ask for.

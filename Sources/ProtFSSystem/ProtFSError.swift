@@ -138,6 +138,10 @@ public enum Remedy: Sendable, Equatable, Hashable, Codable {
   case runAsDeviceOwner
   /// Run `protfs exec` as root, where setuid and prctl are not restricted.
   case confineAsRoot
+  /// Make FUSE available (`/dev/fuse`, the fuse module) and mount as root.
+  case enableFuse
+  /// Unmount the device's mount first.
+  case unmount(mountpoint: String)
   /// Anything else, as the words of a sentence that name no command.
   case advice(String)
 
@@ -161,6 +165,9 @@ public enum Remedy: Sendable, Equatable, Hashable, Codable {
       orChown ? "run as root, or give the item to the device's owner with chown" : "run as root"
     case .runAsDeviceOwner: "run as the device's owner"
     case .confineAsRoot: "confine the program as root, outside a user namespace that restricts setuid and prctl"
+    case .enableFuse:
+      "make /dev/fuse available (load the fuse module; in a container, pass /dev/fuse in) and mount as root"
+    case .unmount(let mountpoint): "unmount '\(mountpoint)' first"
     case .advice(let text): text
     }
   }

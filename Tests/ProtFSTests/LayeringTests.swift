@@ -19,8 +19,10 @@ struct LayeringTests {
     "ProtFSDownloads": ["ProtFSSystem", "ProtFS", "CCurl", "CSQLite", "CCrypto"],
     "ProtFSAudit": ["ProtFSSystem", "ProtFS"],
     "ProtFSFoundation": ["ProtFSSystem", "ProtFS"],
+    "ProtFSMount": ["ProtFSSystem", "ProtFS", "CFuse3"],
     "ProtFSCLI": [
       "ProtFSSystem", "ProtFS", "ProtFSLock", "ProtFSCache", "ProtFSDownloads", "ProtFSAudit", "ProtFSFoundation",
+      "ProtFSMount",
     ],
     "protfs": ["ProtFSCLI"],
   ]
@@ -74,7 +76,7 @@ struct LayeringTests {
       var seen: Set<String> = []
       #expect(!reaches(target, target, &seen), "\(target) depends on itself")
     }
-    let features = ["ProtFSLock", "ProtFSCache", "ProtFSDownloads", "ProtFSAudit", "ProtFSFoundation"]
+    let features = ["ProtFSLock", "ProtFSCache", "ProtFSDownloads", "ProtFSAudit", "ProtFSFoundation", "ProtFSMount"]
     for feature in features {
       #expect(Self.allowed[feature]!.isDisjoint(with: features), "\(feature) imports another feature")
     }

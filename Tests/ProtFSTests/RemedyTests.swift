@@ -11,6 +11,7 @@ struct RemedyTests {
     .initializeDownloadsDirectory, .resumeAfterUnlock, .purgeCaches, .listTasks, .resetPasscode,
     .retry(operation: "lock"),
     .inspectJournal, .runAsRoot(orChown: true), .runAsRoot(orChown: false), .runAsDeviceOwner, .confineAsRoot,
+    .enableFuse, .unmount(mountpoint: "/mnt/device"),
   ]
 
   @Test(arguments: all)

@@ -111,6 +111,12 @@ static inline int protfs_rename_noreplace(int olddirfd, const char *oldpath, int
   return (int)syscall(SYS_renameat2, olddirfd, oldpath, newdirfd, newpath, 1U /* RENAME_NOREPLACE */);
 }
 
+/* renameat2(2) with any flags (RENAME_NOREPLACE, RENAME_EXCHANGE, RENAME_WHITEOUT). */
+static inline int protfs_renameat2(int olddirfd, const char *oldpath, int newdirfd, const char *newpath,
+                                   unsigned int flags) {
+  return (int)syscall(SYS_renameat2, olddirfd, oldpath, newdirfd, newpath, flags);
+}
+
 /* copy_file_range(2), declared by glibc only under _GNU_SOURCE. */
 static inline long protfs_copy_file_range(int fd_in, int fd_out, size_t len) {
   return syscall(SYS_copy_file_range, fd_in, NULL, fd_out, NULL, len, 0U);
@@ -146,6 +152,12 @@ static inline void protfs_malloc_keep_freed_memory(void) {
   mallopt(M_MMAP_THRESHOLD, 16 << 20);
   mallopt(M_TRIM_THRESHOLD, 64 << 20);
 }
+
+/* pidfd_open(2) (Linux 5.3): a descriptor that becomes readable when process `pid` exits. */
+#ifndef SYS_pidfd_open
+#define SYS_pidfd_open 434
+#endif
+static inline int protfs_pidfd_open(pid_t pid) { return (int)syscall(SYS_pidfd_open, pid, 0); }
 
 /* The lock simulator's helpers (capabilities, inotify). */
 #include "CProtFSLock.h"

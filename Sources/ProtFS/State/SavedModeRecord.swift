@@ -151,6 +151,18 @@ package struct SavedModeRecord: Hashable, Sendable {
     }
     return value <= UInt64(UInt32.max) ? UInt32(value) : nil
   }
+
+  /// The mode a restricted item gets: nothing for a file; for a directory no write bits, and when
+  /// it was handed to root (`handedOver`) its owner's read and search bits move to the group, so
+  /// the original owner (in its own group) can still list and traverse it but neither create in it
+  /// nor chmod it. The lock and the mount's chmod of a restricted item both use it.
+  package static func restrictedMode(_ original: UInt32, isDirectory: Bool, handedOver: Bool) -> UInt32 {
+    guard isDirectory else { return 0 }
+    guard handedOver else { return original & ~0o222 }
+    let owner = (original >> 6) & 0o5
+    let group = (original >> 3) & 0o5
+    return (original & 0o7000) | owner << 6 | (owner | group) << 3 | (original & 0o5)
+  }
 }
 
 /// The device's secret for saved-mode records: 32 random bytes in `.protfs/mode-key`, readable by

@@ -23,6 +23,9 @@ extension Remedy {
     case .runAsDeviceOwner: "run protfs as the device's owner"
     case .confineAsRoot:
       "run protfs exec as root, outside a container or user namespace that restricts setuid and prctl"
+    case .enableFuse:
+      "make /dev/fuse available (`modprobe fuse`; in a container, pass /dev/fuse in) and run `protfs mount` as root"
+    case .unmount(let mountpoint): "run `protfs unmount '\(mountpoint)'` first"
     case .advice(let text): text
     }
   }

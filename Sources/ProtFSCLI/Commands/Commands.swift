@@ -21,6 +21,8 @@ package enum Commands {
       WatchCommand.command,
       ExecCommand.command,
       ExecConfinedCommand.command,
+      MountCommand.command,
+      UnmountCommand.command,
       PasscodeCommand.command,
       DownloadCommand.command,
       TasksCommand.command,

@@ -11,8 +11,9 @@ package enum StatusCommand {
       not match the state (for example files created by other programs since the last
       transition; running that transition again applies the table to them), saved-mode records
       protfs did not write, and files with more than one link, which lock leaves unchanged.
+      Lists the device's active mounts (`protfs mount`).
       With --json: an object with state, protectedDataAvailable, since, passcode, classes,
-      inconsistencies and hardLinked.
+      inconsistencies, hardLinked and mounts.
       """,
     options: [CommonOptions.json],
     run: run
@@ -41,6 +42,10 @@ package enum StatusCommand {
     if status.failedAttempts > 0 {
       let until = status.retryAfter.map { "; unlock refused until \(format($0))" } ?? ""
       Console.out("Wrong passcodes:           \(status.failedAttempts)\(until)")
+    }
+    for mount in status.mounts {
+      Console.out(
+        "Mounted at:                \(mount.mountpoint) (daemon pid \(mount.pid), since \(format(mount.since)))")
     }
     if let interrupted = status.interruptedTransition {
       Console.out("Interrupted transition:    \(interrupted) (the next protfs command finishes it)")

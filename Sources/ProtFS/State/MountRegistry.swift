@@ -1,0 +1,128 @@
+import Foundation
+import ProtFSSystem
+
+/// One active mount of a device (docs/semantics.md §7), as `<device>/.protfs/mounts/<pid>.json` holds it.
+public struct MountRecord: Sendable, Equatable, Codable {
+  /// The directory the device's `Containers/` is mounted at, absolute.
+  public var mountpoint: String
+  /// The daemon serving it.
+  public var pid: Int32
+  /// When the mount started answering.
+  public var since: Date
+
+  /// Creates a value from its parts.
+  public init(mountpoint: String, pid: Int32, since: Date) {
+    self.mountpoint = mountpoint
+    self.pid = pid
+    self.since = since
+  }
+}
+
+/// The mounts of a device: one file per daemon under `<device>/.protfs/mounts/`, written when a
+/// mount answers and removed when its daemon ends. A daemon that was killed leaves its file behind;
+/// `active()` drops such entries (dead process, or the mountpoint no longer a protfs mount).
+public struct MountRegistry: Sendable {
+  /// The directory's name inside `.protfs/`.
+  package static let directoryName = "mounts"
+  /// The filesystem type the kernel lists for a protfs mount in `/proc/self/mountinfo`.
+  public static let filesystemType = "fuse.protfs"
+
+  /// The device.
+  public let device: Device
+
+  /// The registry of `device`.
+  public init(device: Device) { self.device = device }
+
+  private var directoryPath: String { device.stateDirectory + "/" + Self.directoryName }
+
+  private func openDirectory(creating: Bool) throws(ProtFSError) -> DirectoryHandle? {
+    let state = try DirectoryHandle(path: device.stateDirectory)
+    if creating { try state.makeDirectory(Self.directoryName, permissions: FilePermissions(rawValue: 0o700)) }
+    do {
+      return try state.openDirectory(Self.directoryName)
+    } catch  where error.code == .notFound {
+      return nil
+    }
+  }
+
+  /// Records `record`, replacing an entry of the same daemon.
+  public func register(_ record: MountRecord) throws(ProtFSError) {
+    guard let directory = try openDirectory(creating: true) else { return }
+    let encoder = JSONEncoder()
+    encoder.outputFormatting = [.sortedKeys]
+    encoder.dateEncodingStrategy = .iso8601
+    guard let data = try? encoder.encode(record) else { return }
+    try AtomicFile.write(
+      Array(data) + [0x0A], named: "\(record.pid).json", in: directory,
+      options: AtomicFile.Options(durability: .contents))
+  }
+
+  /// Removes the entry of the daemon `pid`, if there is one.
+  public func remove(pid: Int32) {
+    unlink(directoryPath + "/\(pid).json")
+  }
+
+  /// The mounts whose daemon still runs and whose mountpoint is still a protfs mount, sorted by
+  /// mountpoint; entries of dead daemons are removed on the way.
+  public func active() -> [MountRecord] {
+    let mounted = Self.protfsMountpoints()
+    var result: [MountRecord] = []
+    for record in records() {
+      let alive = kill(record.pid, 0) == 0 || errno == EPERM
+      if alive && mounted.contains(record.mountpoint) {
+        result.append(record)
+      } else if !alive {
+        remove(pid: record.pid)
+      }
+    }
+    return result
+  }
+
+  /// Every recorded mount, live or not, sorted by mountpoint.
+  public func records() -> [MountRecord] {
+    guard let directory = try? openDirectory(creating: false), let entries = try? directory.entries() else { return [] }
+    let decoder = JSONDecoder()
+    decoder.dateDecodingStrategy = .iso8601
+    var result: [MountRecord] = []
+    for (name, kind) in entries where kind == .file && name.hasSuffix(".json") {
+      guard let bytes = try? AtomicFile.read(named: name, in: directory, limit: 16 << 10),
+        let record = try? decoder.decode(MountRecord.self, from: Data(bytes))
+      else { continue }
+      result.append(record)
+    }
+    return result.sorted { $0.mountpoint < $1.mountpoint }
+  }
+
+  /// The mountpoints of every protfs mount the kernel lists, unescaped.
+  public static func protfsMountpoints() -> Set<String> {
+    guard let text = try? String(contentsOfFile: "/proc/self/mountinfo", encoding: .utf8) else { return [] }
+    var result: Set<String> = []
+    for line in text.split(separator: "\n") {
+      // Fields: id parent major:minor root mountpoint options [optional…] - fstype source options.
+      let fields = line.split(separator: " ")
+      guard fields.count > 4, let dash = fields.firstIndex(of: "-"), dash + 1 < fields.count,
+        fields[dash + 1] == Substring(filesystemType)
+      else { continue }
+      result.insert(unescape(String(fields[4])))
+    }
+    return result
+  }
+
+  /// mountinfo writes space, tab, newline and backslash as `\ooo` octal escapes.
+  private static func unescape(_ text: String) -> String {
+    guard text.contains("\\") else { return text }
+    var bytes: [UInt8] = []
+    var input = Array(text.utf8)[...]
+    while let byte = input.popFirst() {
+      if byte == UInt8(ascii: "\\"), input.count >= 3,
+        let value = UInt8(String(decoding: input.prefix(3), as: UTF8.self), radix: 8)
+      {
+        bytes.append(value)
+        input = input.dropFirst(3)
+      } else {
+        bytes.append(byte)
+      }
+    }
+    return String(decoding: bytes, as: UTF8.self)
+  }
+}

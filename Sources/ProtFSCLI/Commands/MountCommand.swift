@@ -1,0 +1,106 @@
+import Foundation
+import ProtFS
+import ProtFSMount
+import ProtFSSystem
+
+/// `protfs mount MOUNTPOINT`: the device's containers through FUSE, where the class decides.
+package enum MountCommand {
+  package static let command = Command(
+    name: "mount",
+    abstract: "Serve the device's containers at MOUNTPOINT, where the lock binds every process.",
+    discussion: """
+      Mounts the device's Containers/ at MOUNTPOINT through FUSE (libfuse3). Every open, read,
+      write, truncation, creation and attribute write through the mount is decided by the class ×
+      state table at that moment, per open file, for every process, root included: refusals are
+      "Operation not permitted" (EPERM), as on iOS. A complete file opened before a lock fails its
+      reads and writes once the lock takes effect; a complete-unless-open one keeps working.
+      Listing, stat, rename, unlink and chmod are never refused by the class. Items created
+      through the mount get their directory's class and belong to their creator. Lock, unlock and
+      reboot apply at once. Returns once the mount answers (the daemon stays in the background);
+      `protfs unmount MOUNTPOINT` ends it. Needs root and /dev/fuse.
+      """,
+    arguments: [mountpoint],
+    options: [foreground],
+    run: run
+  )
+
+  /// `<mountpoint>`.
+  package static let mountpoint = Argument(name: "mountpoint", help: "An existing directory outside the device.")
+  /// `--foreground`.
+  package static let foreground = Option.flag(
+    "foreground", short: "f", help: "Stay attached: serve until unmounted or interrupted (Ctrl-C unmounts).")
+
+  /// Set in the environment of the daemon a background mount starts: it reports readiness on
+  /// standard output, then detaches.
+  static let notifyKey = "PROTFS_MOUNT_NOTIFY"
+
+  package static func run(_ invocation: Invocation) throws -> Int32 {
+    let device = invocation.device
+    try MountDaemon.checkAvailable()
+    try device.requireInitialized()
+    let mountpoint = MountDaemon.mountpoint(invocation.required(Self.mountpoint))
+    try MountDaemon.checkMountpoint(mountpoint, device: device)
+    if invocation.environment[Self.notifyKey] == "1" {
+      return try serveDetached(device, mountpoint)
+    }
+    if invocation.flag(Self.foreground) {
+      try MountDaemon.serve(device: device, at: mountpoint) {
+        Console.err("Serving \(device.root)/Containers at \(mountpoint); Ctrl-C or `protfs unmount` ends it.")
+      }
+      return 0
+    }
+    return try startDaemon(invocation, device, mountpoint)
+  }
+
+  /// The daemon side of a background mount: a session of its own, "ready" on standard output once
+  /// the mount answers, then standard output and error go to /dev/null.
+  private static func serveDetached(_ device: Device, _ mountpoint: String) throws -> Int32 {
+    _ = setsid()
+    _ = chdir("/")
+    try MountDaemon.serve(device: device, at: mountpoint) {
+      let line = "ready \(getpid())\n"
+      _ = line.withCString { write(1, $0, strlen($0)) }
+      let null = open("/dev/null", O_RDWR)
+      if null >= 0 {
+        dup2(null, 1)
+        dup2(null, 2)
+        close(null)
+      }
+    }
+    return 0
+  }
+
+  /// Starts `protfs mount --foreground` as a daemon and waits until it reports the mount answers.
+  private static func startDaemon(_ invocation: Invocation, _ device: Device, _ mountpoint: String) throws -> Int32 {
+    let process = Process()
+    let executable =
+      (try? FileManager.default.destinationOfSymbolicLink(atPath: "/proc/self/exe")) ?? CommandLine.arguments[0]
+    process.executableURL = URL(fileURLWithPath: executable)
+    process.arguments = ["--device", device.root, "mount", mountpoint]
+    var environment = invocation.environment
+    environment[Self.notifyKey] = "1"
+    process.environment = environment
+    let output = Pipe()
+    let errors = Pipe()
+    process.standardInput = FileHandle.nullDevice
+    process.standardOutput = output
+    process.standardError = errors
+    try process.run()
+    var received = Data()
+    while !received.contains(UInt8(ascii: "\n")) {
+      let chunk = output.fileHandleForReading.availableData
+      if chunk.isEmpty { break }
+      received += chunk
+    }
+    let line = String(decoding: received, as: UTF8.self)
+    guard line.hasPrefix("ready ") else {
+      process.waitUntilExit()
+      let message = String(decoding: errors.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
+      FileHandle.standardError.write(Data(message.utf8))
+      return process.terminationStatus == 0 ? 1 : process.terminationStatus
+    }
+    let pid = line.dropFirst(6).prefix { $0.isNumber }
+    Console.out("Mounted \(device.root)/Containers at \(mountpoint) (daemon pid \(pid)).")
+    return 0
+  }
+}

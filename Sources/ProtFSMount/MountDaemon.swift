@@ -1,0 +1,172 @@
+import CFuse3
+import Foundation
+import ProtFS
+import ProtFSSystem
+
+/// Mounting and unmounting a device (docs/semantics.md §7): the libfuse session, its
+/// multithreaded loop, the readiness check, and the registry entry while it runs.
+package enum MountDaemon {
+  /// The `f_type` statfs(2) reports for a FUSE filesystem.
+  static let fuseMagic = 0x6573_5546
+
+  /// The mountpoint `path` made absolute against the current directory.
+  package static func mountpoint(_ path: String) -> String {
+    Device.normalize(path, relativeTo: FileManager.default.currentDirectoryPath)
+  }
+
+  /// Throws one clear error unless this process can mount: `/dev/fuse` present and openable, and
+  /// root (who alone can let other users into the mount and hand new items to their creators).
+  package static func checkAvailable() throws(ProtFSError) {
+    guard geteuid() == 0 else {
+      throw ProtFSError(
+        .permissionDenied, "Cannot mount: only root can serve a device to every user and process.",
+        errno: EPERM, remedy: .runAsRoot(orChown: false))
+    }
+    let fd = open("/dev/fuse", O_RDWR | O_CLOEXEC)
+    if fd < 0 {
+      let e = errno
+      throw ProtFSError(
+        .io, "Cannot mount: FUSE is not available here ('/dev/fuse': \(String(cString: strerror(e)))).",
+        path: "/dev/fuse", errno: e, remedy: .enableFuse)
+    }
+    close(fd)
+  }
+
+  /// Checks that `mountpoint` is an empty-or-not directory outside the device, not mounted already.
+  package static func checkMountpoint(_ mountpoint: String, device: Device) throws(ProtFSError) {
+    var s = stat()
+    guard stat(mountpoint, &s) == 0, s.st_mode & S_IFMT == S_IFDIR else {
+      throw ProtFSError(
+        .notFound, "Cannot mount at '\(mountpoint)': it is not a directory.", path: mountpoint, errno: ENOTDIR,
+        remedy: .advice("create the directory first (mkdir -p)"))
+    }
+    if device.contains(mountpoint) || Device(root: mountpoint).contains(device.root) {
+      throw ProtFSError(
+        .invalidArgument, "Cannot mount the device '\(device.root)' at '\(mountpoint)': one is inside the other.",
+        path: mountpoint, remedy: .advice("choose a mountpoint outside the device"))
+    }
+    if MountRegistry.protfsMountpoints().contains(mountpoint) {
+      throw ProtFSError(
+        .alreadyExists, "'\(mountpoint)' is already a protfs mount.", path: mountpoint, errno: EBUSY,
+        remedy: .unmount(mountpoint: mountpoint))
+    }
+  }
+
+  /// Mounts `device` at `mountpoint` and serves it until it is unmounted (or the process gets
+  /// SIGINT, SIGTERM or SIGHUP). `ready` runs once the mount answers, on another thread.
+  package static func serve(device: Device, at mountpoint: String, ready: @escaping @Sendable () -> Void)
+    throws(ProtFSError)
+  {
+    try checkAvailable()
+    try checkMountpoint(mountpoint, device: device)
+    raiseDescriptorLimit()
+    protfs_mount_tune_memory()
+    let fs = try MountFileSystem(device: device)
+    var ops = MountOperations.table()
+    let arguments = ["protfs", "-o", "allow_other,default_permissions,fsname=protfs,subtype=protfs"]
+    var argv: [UnsafeMutablePointer<CChar>?] = arguments.map { strdup($0) }
+    defer { for pointer in argv { free(pointer) } }
+    let userdata = Unmanaged.passUnretained(fs).toOpaque()
+    guard let session = protfs_fuse_session_new(Int32(argv.count), &argv, &ops, userdata) else {
+      throw ProtFSError(
+        .io, "Cannot start the FUSE session for '\(mountpoint)'.", path: mountpoint, remedy: .enableFuse)
+    }
+    defer { fuse_session_destroy(session) }
+    fs.session.withLock { $0 = UInt(bitPattern: session) }
+    defer { fs.session.withLock { $0 = 0 } }
+    // A parent may have left these blocked (a spawned child inherits its signal mask): then
+    // Ctrl-C or a `kill` would never reach libfuse's handlers, which end the loop.
+    var signals = sigset_t()
+    sigemptyset(&signals)
+    for signal in [SIGINT, SIGTERM, SIGHUP] { sigaddset(&signals, signal) }
+    pthread_sigmask(SIG_UNBLOCK, &signals, nil)
+    guard fuse_set_signal_handlers(session) == 0 else {
+      throw ProtFSError(.io, "Cannot install the FUSE signal handlers.", path: mountpoint)
+    }
+    defer { fuse_remove_signal_handlers(session) }
+    guard fuse_session_mount(session, mountpoint) == 0 else {
+      throw ProtFSError(
+        .permissionDenied, "Cannot mount the device at '\(mountpoint)' (libfuse printed why above).",
+        path: mountpoint, remedy: .enableFuse)
+    }
+    let registry = MountRegistry(device: device)
+    let pid = getpid()
+    defer { registry.remove(pid: pid) }
+    Thread.detachNewThread {
+      // statfs is answered by the loop: once it reports FUSE, the mount is up and serving.
+      guard protfs_filesystem_type(mountpoint) == fuseMagic else { return }
+      try? registry.register(MountRecord(mountpoint: mountpoint, pid: pid, since: Date()))
+      ready()
+    }
+    MountStateWatcher.start(fs)
+    _ = protfs_fuse_loop_mt(session, 16)
+    fuse_session_unmount(session)
+    withExtendedLifetime(fs) {}
+  }
+
+  /// Lifts the descriptor limit: the daemon holds one descriptor per item the kernel knows.
+  static func raiseDescriptorLimit() {
+    var limit = rlimit()
+    guard getrlimit(__rlimit_resource_t(RLIMIT_NOFILE.rawValue), &limit) == 0 else { return }
+    var wanted = rlimit(rlim_cur: 1 << 20, rlim_max: max(limit.rlim_max, 1 << 20))
+    if setrlimit(__rlimit_resource_t(RLIMIT_NOFILE.rawValue), &wanted) != 0 {
+      limit.rlim_cur = limit.rlim_max
+      _ = setrlimit(__rlimit_resource_t(RLIMIT_NOFILE.rawValue), &limit)
+    }
+  }
+
+  /// How an unmount went.
+  package enum UnmountOutcome: Sendable, Equatable {
+    /// Unmounted; its daemon has ended.
+    case unmounted
+    /// Files were still open: detached now, the daemon ends when the last one closes.
+    case detached
+  }
+
+  /// Unmounts the protfs mount at `mountpoint`, also when its daemon was killed ("Transport
+  /// endpoint is not connected"), and waits for the daemon recorded for it in `device` to end.
+  package static func unmount(_ mountpoint: String, device: Device) throws(ProtFSError) -> UnmountOutcome {
+    guard MountRegistry.protfsMountpoints().contains(mountpoint) else {
+      throw ProtFSError(
+        .notFound, "'\(mountpoint)' is not a protfs mount.", path: mountpoint, errno: EINVAL,
+        remedy: .advice("list the device's mounts with its status"))
+    }
+    var outcome = UnmountOutcome.unmounted
+    switch valueOrErrno({ umount2(mountpoint, 0) }) {
+    case .success: break
+    case .failure(let e) where e.rawValue == EBUSY:
+      _ = try valueOrErrno { umount2(mountpoint, Int32(PROTFS_MOUNT_MNT_DETACH)) }.orThrow("unmount", path: mountpoint)
+      outcome = .detached
+    case .failure(let e) where e == .notPermitted:
+      try fusermount(mountpoint)
+    case .failure(let e):
+      throw ProtFSError.system("unmount", path: mountpoint, errno: e.rawValue)
+    }
+    let registry = MountRegistry(device: device)
+    for record in registry.records() where record.mountpoint == mountpoint {
+      if outcome == .unmounted, Kernel.waitForExit(of: record.pid, milliseconds: 10_000) {
+        registry.remove(pid: record.pid)
+      }
+    }
+    return outcome
+  }
+
+  /// `fusermount3 -u -z`, for a user who may not call umount2 but mounted through fusermount3.
+  private static func fusermount(_ mountpoint: String) throws(ProtFSError) {
+    let process = Process()
+    process.executableURL = URL(fileURLWithPath: "/usr/bin/fusermount3")
+    process.arguments = ["-u", "-z", mountpoint]
+    do {
+      try process.run()
+    } catch {
+      throw ProtFSError(
+        .io, "Cannot run fusermount3 to unmount '\(mountpoint)'.", path: mountpoint, remedy: .enableFuse)
+    }
+    process.waitUntilExit()
+    guard process.terminationStatus == 0 else {
+      throw ProtFSError(
+        .permissionDenied, "fusermount3 could not unmount '\(mountpoint)'.", path: mountpoint, errno: EPERM,
+        remedy: .runAsRoot(orChown: false))
+    }
+  }
+}

@@ -1,0 +1,205 @@
+import CFuse3
+import Foundation
+import ProtFS
+import ProtFSSystem
+
+/// An open file or directory of the mount: the backing descriptor and the node whose class decides
+/// what the handle may still do (docs/semantics.md §7: per handle, at each read and write).
+final class MountHandle: @unchecked Sendable {
+  /// The backing descriptor, opened as the caller asked (without following links).
+  let fd: Int32
+  /// The item.
+  let node: MountNode
+  /// A directory stream, for directory handles.
+  var directory: OpaquePointer?
+  /// Where the stream stands, as the kernel counts offsets (`telldir` values).
+  var offset: Int = 0
+
+  /// A handle owning `fd`.
+  init(fd: Int32, node: MountNode) {
+    self.fd = fd
+    self.node = node
+  }
+
+  deinit {
+    if let directory { closedir(directory) } else { close(fd) }
+  }
+}
+
+/// How a handle is opened: whether the kernel may serve it from its page cache.
+struct OpenedHandle {
+  /// The handle.
+  var handle: MountHandle
+  /// True when reads must reach the daemon every time (the class can lose access while open).
+  var directIO: Bool
+}
+
+extension MountFileSystem {
+  /// What the table is asked for an open with `flags`.
+  private func access(for flags: Int32) -> ProtectedDataAccess {
+    flags & O_ACCMODE == O_RDONLY ? .read : .write
+  }
+
+  /// Only class none keeps its data available in every state: every other class is read through
+  /// the daemon at each I/O, so nothing it could no longer serve stays in the page cache.
+  private func directIO(_ node: MountNode) -> Bool { nodes.effectiveClass(of: node) != .none }
+
+  /// `open`: decided by the "open a closed file" column of the table.
+  func open(_ node: MountNode, flags: Int32) throws(Errno) -> OpenedHandle {
+    refreshOwnClass(node)
+    try decide(node, access(for: flags))
+    // The /proc magic link leads to exactly the inode the node holds (no name is resolved again).
+    let fd = try node.reopen(flags & ~(O_CREAT | O_EXCL | O_NOCTTY))
+    return OpenedHandle(handle: MountHandle(fd: fd, node: node), directIO: directIO(node))
+  }
+
+  /// `create`: decided by the "create" column for the parent's class; the file gets that class.
+  func create(_ parent: MountNode, _ name: String, mode: mode_t, flags: Int32, caller: Caller) throws(Errno) -> (
+    OpenedHandle, stat
+  ) {
+    let cls = try classForNewItem(in: parent)
+    let clean = (flags & ~O_NOCTTY) | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW
+    let fd: Int32
+    switch valueOrErrno(.open, { openat(parent.fd, name, clean, mode) }) {
+    case .success(let opened): fd = opened
+    case .failure(let e) where e == .exists && flags & O_EXCL == 0:
+      // Made by someone else meanwhile: an open of an existing file.
+      let (node, _) = try lookup(parent, name)
+      do {
+        let opened = try open(node, flags: flags & ~(O_CREAT | O_EXCL))
+        return (opened, try node.withPath { (fd) throws(Errno) in try attributes(fd) })
+      } catch {
+        nodes.forget(node.id, 1)
+        throw error
+      }
+    case .failure(let e): throw e
+    }
+    do {
+      try adopt(fd, class: cls, uid: caller.uid, gid: caller.gid, parent: parent)
+    } catch {
+      close(fd)
+      unlinkat(parent.fd, name, 0)
+      throw error
+    }
+    let (node, s) = try entry(parent, name)
+    nodes.setOwnClass(node, cls)
+    return (OpenedHandle(handle: MountHandle(fd: fd, node: node), directIO: cls != .none), s)
+  }
+
+  /// Throws `EPERM` unless a handle of `handle.node` may still read or write: the "descriptor
+  /// already open" column of the table, now.
+  func decideIO(_ handle: MountHandle) throws(Errno) {
+    try decide(handle.node, .openHandle)
+  }
+
+  /// `flush` (each `close` of a descriptor): closing a duplicate reports write-back errors.
+  func flush(_ handle: MountHandle) throws(Errno) {
+    let copy = try valueOrErrno { dup(handle.fd) }.get()
+    _ = try valueOrErrno { close(copy) }.get()
+  }
+
+  /// `fsync`.
+  func sync(_ handle: MountHandle, dataOnly: Bool) throws(Errno) {
+    _ = try valueOrErrno(dataOnly ? .fdatasync : .fsync) { dataOnly ? fdatasync(handle.fd) : fsync(handle.fd) }.get()
+  }
+
+  /// `opendir`: listing is metadata, never gated.
+  func openDirectory(_ node: MountNode) throws(Errno) -> MountHandle {
+    let fd = try node.reopen(O_RDONLY | O_DIRECTORY)
+    let handle = MountHandle(fd: fd, node: node)
+    guard let stream = fdopendir(fd) else {
+      let e = Errno(errno)
+      close(fd)
+      throw e
+    }
+    handle.directory = stream
+    return handle
+  }
+
+  // MARK: Changing attributes
+
+  /// What `setattr` asks to change.
+  struct AttributeChange {
+    var mode: mode_t?
+    var uid: uid_t?
+    var gid: gid_t?
+    var size: off_t?
+    var accessTime: timespec?
+    var modificationTime: timespec?
+  }
+
+  /// `setattr`. A truncation is a write (through a handle: the handle's column); mode and owner
+  /// are metadata. On an item a lock restricted, mode and owner go into its saved-mode record, so
+  /// that they apply at unlock and the item stays restricted until then.
+  func setAttributes(_ node: MountNode, _ change: AttributeChange, handle: MountHandle?) throws(Errno) -> stat {
+    try node.withPath { (fd) throws(Errno) in try setAttributes(node, fd, change, handle: handle) }
+  }
+
+  private func setAttributes(_ node: MountNode, _ fd: Int32, _ change: AttributeChange, handle: MountHandle?)
+    throws(Errno) -> stat
+  {
+    if let size = change.size {
+      if let handle {
+        try decideIO(handle)
+        _ = try valueOrErrno { ftruncate(handle.fd, size) }.get()
+      } else {
+        refreshOwnClass(node)
+        try decide(node, .write)
+        _ = try valueOrErrno { truncate(procPath(fd), size) }.get()
+      }
+    }
+    if change.mode != nil || change.uid != nil || change.gid != nil {
+      try changeModeOrOwner(node, fd, change)
+    }
+    if change.accessTime != nil || change.modificationTime != nil {
+      let omit = timespec(tv_sec: 0, tv_nsec: PROTFS_MOUNT_UTIME_OMIT)
+      var times = [change.accessTime ?? omit, change.modificationTime ?? omit]
+      if let handle {
+        _ = try valueOrErrno { futimens(handle.fd, &times) }.get()
+      } else {
+        _ = try valueOrErrno { utimensat(AT_FDCWD, procPath(fd), &times, 0) }.get()
+      }
+    }
+    return try attributes(fd)
+  }
+
+  private func changeModeOrOwner(_ node: MountNode, _ fd: Int32, _ change: AttributeChange) throws(Errno) {
+    var s = stat()
+    _ = try valueOrErrno(.stat) { fstatat(fd, "", &s, PROTFS_MOUNT_AT_EMPTY_PATH | AT_SYMLINK_NOFOLLOW) }.get()
+    let isDirectory = s.st_mode & S_IFMT == S_IFDIR
+    if s.st_mode & 0o222 == 0, var record = savedMode(fd, isDirectory: isDirectory), let key = currentModeKey() {
+      // Restricted by a lock: the change waits in the record, the item stays as the lock left it.
+      if let mode = change.mode { record.mode = UInt32(mode) & 0o7777 }
+      if let uid = change.uid, uid != uid_t.max { record.uid = uid }
+      if let gid = change.gid, gid != gid_t.max { record.gid = gid }
+      let identity = ItemIdentity(inode: 0, birthSeconds: 0, birthNanoseconds: 0, isDirectory: isDirectory)
+      let value = record.encoded(for: identity, key: key)
+      try value.withUnsafeBytes { raw in
+        Kernel.setAttribute(.descriptor(fd, pathOnly: true), attribute: AttributeName.savedMode, value: raw)
+      }.get()
+      // The item as a lock leaves it for the new record, so that unlock accepts the record: the
+      // record's group, handed to root (unless its owner is root), the restricted mode.
+      let handedOver = isRoot && record.uid != 0
+      let restricted = SavedModeRecord.restrictedMode(record.mode, isDirectory: isDirectory, handedOver: handedOver)
+      let owner = handedOver ? 0 : record.uid
+      if s.st_uid != owner || s.st_gid != record.gid {
+        _ = try valueOrErrno(.chown) {
+          fchownat(fd, "", owner, record.gid, PROTFS_MOUNT_AT_EMPTY_PATH | AT_SYMLINK_NOFOLLOW)
+        }.get()
+      }
+      _ = try valueOrErrno(.chmod) { chmod(procPath(fd), mode_t(restricted)) }.get()
+      return
+    }
+    if change.uid != nil || change.gid != nil {
+      _ = try valueOrErrno(.chown) {
+        fchownat(
+          fd, "", change.uid ?? uid_t.max, change.gid ?? gid_t.max,
+          PROTFS_MOUNT_AT_EMPTY_PATH | AT_SYMLINK_NOFOLLOW)
+      }.get()
+    }
+    if let mode = change.mode {
+      guard s.st_mode & S_IFMT != S_IFLNK else { throw .notSupported }
+      _ = try valueOrErrno(.chmod) { chmod(procPath(fd), mode & 0o7777) }.get()
+    }
+  }
+}

@@ -1,0 +1,101 @@
+import CFuse3
+import Foundation
+import ProtFS
+import ProtFSSystem
+
+/// Creating, linking, removing and renaming names: creation follows the parent's class
+/// (docs/semantics.md §3, last column); removal and renaming are metadata, never gated.
+extension MountFileSystem {
+  /// The caller of a request, to whom new items are handed.
+  struct Caller {
+    /// Its filesystem uid.
+    var uid: uid_t
+    /// Its filesystem gid.
+    var gid: gid_t
+  }
+
+  /// `mkdir`: a directory labelled with the parent's effective class.
+  func makeDirectory(_ parent: MountNode, _ name: String, mode: mode_t, caller: Caller) throws(Errno) -> (
+    MountNode, stat
+  ) {
+    let cls = try classForNewItem(in: parent)
+    _ = try valueOrErrno { mkdirat(parent.fd, name, mode) }.get()
+    try label(parent, name, directory: true, class: cls, caller: caller)
+    return try entry(parent, name)
+  }
+
+  /// `mknod`: a regular file, FIFO or socket (device nodes are refused); regular files are labelled.
+  func makeNode(_ parent: MountNode, _ name: String, mode: mode_t, device: dev_t, caller: Caller) throws(Errno) -> (
+    MountNode, stat
+  ) {
+    let kind = mode & S_IFMT
+    guard kind == S_IFREG || kind == S_IFIFO || kind == S_IFSOCK else { throw .notPermitted }
+    let cls = try classForNewItem(in: parent)
+    _ = try valueOrErrno { mknodat(parent.fd, name, mode, 0) }.get()
+    try label(parent, name, directory: false, class: kind == S_IFREG ? cls : nil, caller: caller)
+    return try entry(parent, name)
+  }
+
+  /// `symlink`: a link (no class: symbolic links have none), handed to the caller.
+  func makeSymlink(_ target: String, _ parent: MountNode, _ name: String, caller: Caller) throws(Errno) -> (
+    MountNode, stat
+  ) {
+    _ = try classForNewItem(in: parent)
+    _ = try valueOrErrno { symlinkat(target, parent.fd, name) }.get()
+    if isRoot && (caller.uid != 0 || caller.gid != 0) {
+      _ = try valueOrErrno(.chown) { fchownat(parent.fd, name, caller.uid, caller.gid, AT_SYMLINK_NOFOLLOW) }.get()
+    }
+    return try entry(parent, name)
+  }
+
+  /// Labels and hands over the item `name` just made in `parent`, through a descriptor of it.
+  private func label(_ parent: MountNode, _ name: String, directory: Bool, class cls: ProtectionClass?, caller: Caller)
+    throws(Errno)
+  {
+    let flags = PROTFS_MOUNT_O_PATH | O_NOFOLLOW | O_CLOEXEC | (directory ? O_DIRECTORY : 0)
+    let fd = try valueOrErrno(.open) { openat(parent.fd, name, flags) }.get()
+    defer { close(fd) }
+    try adopt(fd, class: cls, uid: caller.uid, gid: caller.gid, parent: parent)
+  }
+
+  /// `link`: a new name for `node` (metadata: not gated).
+  func link(_ node: MountNode, _ parent: MountNode, _ name: String) throws(Errno) -> (MountNode, stat) {
+    _ = try node.withPath { (fd) throws(Errno) in
+      try valueOrErrno { linkat(fd, "", parent.fd, name, PROTFS_MOUNT_AT_EMPTY_PATH) }.get()
+    }
+    return try entry(parent, name)
+  }
+
+  /// `unlink` and `rmdir` (metadata: not gated).
+  func remove(_ parent: MountNode, _ name: String, directory: Bool) throws(Errno) {
+    _ = try valueOrErrno(.unlink) { unlinkat(parent.fd, name, directory ? AT_REMOVEDIR : 0) }.get()
+  }
+
+  /// `rename`, with renameat2(2)'s flags (metadata: not gated). Moved items keep their own class
+  /// and inherit from their new parent when they have none.
+  func rename(_ parent: MountNode, _ name: String, _ newParent: MountNode, _ newName: String, flags: UInt32)
+    throws(Errno)
+  {
+    _ = try valueOrErrno(.rename) { Kernel.rename(parent.fd, name, newParent.fd, newName, flags: flags) }.get()
+    reparent(newParent, newName)
+    if flags & UInt32(PROTFS_MOUNT_RENAME_EXCHANGE) != 0 { reparent(parent, name) }
+  }
+
+  /// Makes the node of the entry `name` of `parent`, if the kernel knows it, a child of `parent`.
+  private func reparent(_ parent: MountNode, _ name: String) {
+    var s = stat()
+    guard fstatat(parent.fd, name, &s, AT_SYMLINK_NOFOLLOW) == 0,
+      let node = nodes.node(for: MountNode.Key(device: UInt64(s.st_dev), inode: UInt64(s.st_ino)))
+    else { return }
+    nodes.reparent(node, to: parent)
+  }
+
+  /// `readlink`.
+  func readLink(_ node: MountNode) throws(Errno) -> String {
+    var buffer = [CChar](repeating: 0, count: Int(PATH_MAX) + 1)
+    let count = try node.withPath { (fd) throws(Errno) in
+      try valueOrErrno { readlinkat(fd, "", &buffer, buffer.count - 1) }.get()
+    }
+    return String(decoding: buffer.prefix(count).map { UInt8(bitPattern: $0) }, as: UTF8.self)
+  }
+}

@@ -1,0 +1,78 @@
+import CFuse3
+import Foundation
+import ProtFS
+import ProtFSSystem
+
+/// Extended attributes through the mount. Reading is metadata. Writing is a write to the item,
+/// decided by its class now; `user.protfs.class` takes any class name `protfs set-class` takes
+/// (stored as the raw value) and refuses anything else with `EINVAL`; protfs's other attributes
+/// (saved modes, container defaults) cannot be written through the mount at all (`EPERM`), so
+/// that no program can forge them.
+extension MountFileSystem {
+  /// `getxattr`: the value, or only its size when `size` is 0.
+  func attribute(_ node: MountNode, _ name: String, size: Int) throws(Errno) -> [UInt8] {
+    var buffer = [UInt8](repeating: 0, count: size)
+    let count = try node.withPath { (fd) throws(Errno) in
+      try valueOrErrno(.getxattr) {
+        buffer.withUnsafeMutableBytes { getxattr(procPath(fd), name, $0.baseAddress, size) }
+      }.get()
+    }
+    return size == 0 ? [UInt8](repeating: 0, count: count) : Array(buffer.prefix(count))
+  }
+
+  /// `listxattr`: the names, or only their size when `size` is 0.
+  func attributeNames(_ node: MountNode, size: Int) throws(Errno) -> [UInt8] {
+    var buffer = [CChar](repeating: 0, count: size)
+    let count = try node.withPath { (fd) throws(Errno) in
+      try valueOrErrno(.getxattr) {
+        buffer.withUnsafeMutableBufferPointer { listxattr(procPath(fd), $0.baseAddress, size) }
+      }.get()
+    }
+    if size == 0 { return [UInt8](repeating: 0, count: count) }
+    return buffer.prefix(count).map { UInt8(bitPattern: $0) }
+  }
+
+  /// `setxattr`.
+  func setAttribute(_ node: MountNode, _ name: String, _ value: [UInt8], flags: Int32) throws(Errno) {
+    var stored = value
+    var newClass: ProtectionClass?
+    if name == AttributeName.protectionClass {
+      guard let cls = try? ProtectionClass.parse(String(decoding: value, as: UTF8.self)) else {
+        throw Errno(EINVAL)
+      }
+      newClass = cls
+      stored = cls.attributeValue
+    } else if name.hasPrefix(Self.protfsPrefix) {
+      throw .notPermitted
+    }
+    refreshOwnClass(node)
+    try decide(node, .write)
+    _ = try node.withPath { (fd) throws(Errno) in
+      try stored.withUnsafeBytes { raw in
+        valueOrErrno(.setxattr) { setxattr(procPath(fd), name, raw.baseAddress, raw.count, flags) }
+      }.get()
+    }
+    if let newClass {
+      nodes.setOwnClass(node, newClass)
+      invalidateCache(node)
+    }
+  }
+
+  /// `removexattr`. Removing `user.protfs.class` makes the item inherit again: a class change,
+  /// decided as one.
+  func removeAttribute(_ node: MountNode, _ name: String) throws(Errno) {
+    if name != AttributeName.protectionClass && name.hasPrefix(Self.protfsPrefix) { throw .notPermitted }
+    refreshOwnClass(node)
+    try decide(node, .write)
+    _ = try node.withPath { (fd) throws(Errno) in
+      try valueOrErrno(.removexattr) { removexattr(procPath(fd), name) }.get()
+    }
+    if name == AttributeName.protectionClass {
+      nodes.setOwnClass(node, nil)
+      invalidateCache(node)
+    }
+  }
+
+  /// The prefix of every attribute protfs keeps.
+  static let protfsPrefix = "user.protfs."
+}

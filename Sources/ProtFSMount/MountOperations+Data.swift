@@ -1,0 +1,190 @@
+import CFuse3
+import Foundation
+import ProtFS
+import ProtFSSystem
+
+/// Callbacks for file contents, directories and extended attributes.
+extension MountOperations {
+  /// open, create, read, write, flush, release, fsync.
+  static func addData(_ ops: inout fuse_lowlevel_ops) {
+    ops.open = { req, ino, fi in
+      let fs = MountOperations.fileSystem(req)
+      MountOperations.reply(req) { () throws(Errno) in
+        let opened = try fs.open(try fs.nodes.node(UInt64(ino)), flags: fi!.pointee.flags)
+        MountOperations.configure(fi, opened)
+        if fuse_reply_open(req, fi) != 0 { MountOperations.release(fi) }
+      }
+    }
+    ops.create = { req, parent, name, mode, fi in
+      let fs = MountOperations.fileSystem(req)
+      MountOperations.reply(req) { () throws(Errno) in
+        let (opened, attributes) = try fs.create(
+          try fs.nodes.node(UInt64(parent)), String(cString: name!), mode: mode, flags: fi!.pointee.flags,
+          caller: MountOperations.caller(req))
+        MountOperations.configure(fi, opened)
+        var e = MountOperations.entry(fs, opened.handle.node, attributes)
+        if fuse_reply_create(req, &e, fi) != 0 { MountOperations.release(fi) }
+      }
+    }
+    ops.read = { req, _, size, offset, fi in
+      let fs = MountOperations.fileSystem(req)
+      MountOperations.reply(req) { () throws(Errno) in
+        let handle = MountOperations.handle(fi)!
+        try fs.decideIO(handle)
+        _ = protfs_fuse_reply_fd(req, handle.fd, size, offset)
+      }
+    }
+    ops.write_buf = { req, _, buffers, offset, fi in
+      let fs = MountOperations.fileSystem(req)
+      MountOperations.reply(req) { () throws(Errno) in
+        let handle = MountOperations.handle(fi)!
+        try fs.decideIO(handle)
+        let written = protfs_fuse_write_to_fd(buffers, handle.fd, offset)
+        if written < 0 { throw Errno(Int32(-written)) }
+        fuse_reply_write(req, Int(written))
+      }
+    }
+    ops.flush = { req, _, fi in
+      let fs = MountOperations.fileSystem(req)
+      MountOperations.reply(req) { () throws(Errno) in
+        try fs.flush(MountOperations.handle(fi)!)
+        fuse_reply_err(req, 0)
+      }
+    }
+    ops.release = { req, _, fi in
+      MountOperations.release(fi)
+      fuse_reply_err(req, 0)
+    }
+    ops.fsync = { req, _, dataOnly, fi in
+      let fs = MountOperations.fileSystem(req)
+      MountOperations.reply(req) { () throws(Errno) in
+        try fs.sync(MountOperations.handle(fi)!, dataOnly: dataOnly != 0)
+        fuse_reply_err(req, 0)
+      }
+    }
+  }
+
+  /// opendir, readdir, readdirplus, releasedir, fsyncdir, statfs.
+  static func addDirectories(_ ops: inout fuse_lowlevel_ops) {
+    ops.opendir = { req, ino, fi in
+      let fs = MountOperations.fileSystem(req)
+      MountOperations.reply(req) { () throws(Errno) in
+        MountOperations.store(try fs.openDirectory(try fs.nodes.node(UInt64(ino))), in: fi)
+        if fuse_reply_open(req, fi) != 0 { MountOperations.release(fi) }
+      }
+    }
+    ops.readdir = { req, _, size, offset, fi in
+      MountOperations.readDirectory(req, MountOperations.handle(fi)!, size: size, offset: offset, plus: false)
+    }
+    ops.readdirplus = { req, _, size, offset, fi in
+      MountOperations.readDirectory(req, MountOperations.handle(fi)!, size: size, offset: offset, plus: true)
+    }
+    ops.releasedir = { req, _, fi in
+      MountOperations.release(fi)
+      fuse_reply_err(req, 0)
+    }
+    ops.fsyncdir = { req, _, _, fi in
+      MountOperations.reply(req) { () throws(Errno) in
+        _ = try valueOrErrno(.fsync) { fsync(MountOperations.handle(fi)!.fd) }.get()
+        fuse_reply_err(req, 0)
+      }
+    }
+    ops.statfs = { req, _ in
+      let fs = MountOperations.fileSystem(req)
+      MountOperations.reply(req) { () throws(Errno) in
+        var s = statvfs()
+        _ = try valueOrErrno { fstatvfs(fs.nodes.root.fd, &s) }.get()
+        fuse_reply_statfs(req, &s)
+      }
+    }
+  }
+
+  /// Fills one `readdir` or `readdirplus` reply from the directory stream of `handle`. Entries of
+  /// `readdirplus` other than `.` and `..` are looked up (one lookup each, as the kernel counts).
+  static func readDirectory(_ req: fuse_req_t?, _ handle: MountHandle, size: Int, offset: off_t, plus: Bool) {
+    let fs = MountOperations.fileSystem(req)
+    guard let stream = handle.directory else {
+      fuse_reply_err(req, EBADF)
+      return
+    }
+    if offset != handle.offset {
+      seekdir(stream, Int(offset))
+      handle.offset = Int(offset)
+    }
+    var buffer = [CChar](repeating: 0, count: size)
+    var used = 0
+    while true {
+      errno = 0
+      guard let item = readdir(stream) else { break }
+      let next = off_t(item.pointee.d_off)
+      let added = withUnsafePointer(to: &item.pointee.d_name) { namePointer -> Int? in
+        namePointer.withMemoryRebound(to: CChar.self, capacity: 256) { name -> Int? in
+          let remaining = size - used
+          let isDot = name[0] == 0x2E && (name[1] == 0 || (name[1] == 0x2E && name[2] == 0))
+          if !plus {
+            var s = stat()
+            s.st_ino = item.pointee.d_ino
+            s.st_mode = mode_t(item.pointee.d_type) << 12
+            let needed = buffer.withUnsafeMutableBufferPointer {
+              fuse_add_direntry(req, $0.baseAddress! + used, remaining, name, &s, next)
+            }
+            return needed > remaining ? nil : needed
+          }
+          guard fuse_add_direntry_plus(req, nil, 0, name, nil, 0) <= remaining else { return nil }
+          var e = fuse_entry_param()
+          if isDot {
+            e.attr.st_ino = item.pointee.d_ino
+            e.attr.st_mode = mode_t(item.pointee.d_type) << 12
+          } else if let found = try? fs.lookup(handle.node, String(cString: name)) {
+            e = MountOperations.entry(fs, found.0, found.1)
+          } else {
+            return 0  // gone meanwhile
+          }
+          return buffer.withUnsafeMutableBufferPointer {
+            fuse_add_direntry_plus(req, $0.baseAddress! + used, remaining, name, &e, next)
+          }
+        }
+      }
+      guard let added else {
+        seekdir(stream, handle.offset)
+        break
+      }
+      used += added
+      handle.offset = Int(next)
+    }
+    fuse_reply_buf(req, buffer, used)
+  }
+
+  /// getxattr, listxattr, setxattr, removexattr.
+  static func addAttributes(_ ops: inout fuse_lowlevel_ops) {
+    ops.getxattr = { req, ino, name, size in
+      let fs = MountOperations.fileSystem(req)
+      MountOperations.reply(req) { () throws(Errno) in
+        let value = try fs.attribute(try fs.nodes.node(UInt64(ino)), String(cString: name!), size: size)
+        if size == 0 { fuse_reply_xattr(req, value.count) } else { fuse_reply_buf(req, value, value.count) }
+      }
+    }
+    ops.listxattr = { req, ino, size in
+      let fs = MountOperations.fileSystem(req)
+      MountOperations.reply(req) { () throws(Errno) in
+        let names = try fs.attributeNames(try fs.nodes.node(UInt64(ino)), size: size)
+        if size == 0 { fuse_reply_xattr(req, names.count) } else { fuse_reply_buf(req, names, names.count) }
+      }
+    }
+    ops.setxattr = { req, ino, name, value, size, flags in
+      let fs = MountOperations.fileSystem(req)
+      MountOperations.reply(req) { () throws(Errno) in
+        let bytes = UnsafeRawBufferPointer(start: value, count: size).map { $0 }
+        try fs.setAttribute(try fs.nodes.node(UInt64(ino)), String(cString: name!), bytes, flags: flags)
+        fuse_reply_err(req, 0)
+      }
+    }
+    ops.removexattr = { req, ino, name in
+      let fs = MountOperations.fileSystem(req)
+      MountOperations.reply(req) { () throws(Errno) in
+        try fs.removeAttribute(try fs.nodes.node(UInt64(ino)), String(cString: name!))
+        fuse_reply_err(req, 0)
+      }
+    }
+  }
+}

@@ -1,0 +1,84 @@
+#!/usr/bin/env bash
+# Benchmarks `protfs mount` against the backing directory, side by side, alternating, warm cache
+# (compare.py: medians and ratios):
+#   - sequential read of a 1 GiB class-none file (target: mount >= 0.5x the backing throughput,
+#     i.e. a time ratio <= 2);
+#   - sequential write of 1 GiB into a class-none directory (same target);
+#   - find + stat of 100,000 files (200 directories x 500; target: ratio <= 3);
+# then the daemon's RSS with those 100,000 files looked up and 64 files held open (target < 64 MiB).
+#
+# Usage: benchmarks/mount.sh [--runs N] [--protfs PATH]     (as root: mounting needs it)
+# The tree is built once under .benchmarks/ (gitignored) and reused.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+repo=$PWD
+runs=5
+protfs=""
+while (($#)); do
+  case "$1" in
+    --runs) runs=$2; shift 2 ;;
+    --protfs) protfs=$2; shift 2 ;;
+    *) echo "usage: $0 [--runs N] [--protfs PATH]" >&2; exit 64 ;;
+  esac
+done
+[ "$(id -u)" -eq 0 ] || { echo "mount.sh: run as root (protfs mount needs it)" >&2; exit 2; }
+if [ -z "$protfs" ]; then
+  bash scripts/build.sh >/dev/null
+  protfs=$repo/.build/release/protfs
+fi
+work=$repo/.benchmarks/mount
+device=$work/device
+mnt=$work/mnt
+docs=$device/Containers/com.bench.app/Documents
+mkdir -p "$work" "$mnt"
+
+if [ ! -f "$work/.complete" ]; then
+  rm -rf "$device"
+  "$protfs" --device "$device" init com.bench.app --default-class none >/dev/null 2>&1
+  dd if=/dev/urandom of="$docs/big.bin" bs=1M count=1024 status=none
+  python3 - "$docs/tree" <<'PY'
+import os, sys
+root = sys.argv[1]
+os.makedirs(root, exist_ok=True)
+for d in range(200):
+    path = os.path.join(root, f"d{d:03}")
+    os.makedirs(path, exist_ok=True)
+    for f in range(500):
+        open(os.path.join(path, f"f{f:03}"), "w").close()
+PY
+  touch "$work/.complete"
+fi
+
+cleanup() { "$protfs" --device "$device" unmount "$mnt" >/dev/null 2>&1 || true; }
+trap cleanup EXIT
+"$protfs" --device "$device" mount "$mnt" >/dev/null
+through=$mnt/com.bench.app/Documents
+
+echo "== sequential read, 1 GiB, class none (warm)"
+python3 benchmarks/compare.py --runs "$runs" \
+  --name mount -- cat "$through/big.bin" \
+  --name backing -- cat "$docs/big.bin"
+
+echo "== sequential write, 1 GiB (dd bs=1M), class none"
+python3 benchmarks/compare.py --runs "$runs" \
+  --name mount -- dd if=/dev/zero of="$through/written.bin" bs=1M count=1024 status=none \
+  --name backing -- dd if=/dev/zero of="$docs/written.bin" bs=1M count=1024 status=none
+rm -f "$docs/written.bin"
+
+echo "== find + stat, 100,000 files"
+python3 benchmarks/compare.py --runs "$runs" \
+  --name mount -- find "$through/tree" -printf '%s %m\n' \
+  --name backing -- find "$docs/tree" -printf '%s %m\n'
+
+echo "== daemon RSS: 100,000 files looked up, 64 files open"
+find "$through/tree" -printf '%s\n' >/dev/null
+pid=$(sed -n 's/.*"pid" *: *\([0-9]*\).*/\1/p' "$device"/.protfs/mounts/*.json | head -1)
+python3 - "$through/tree" "$pid" <<'PY'
+import os, sys
+root, pid = sys.argv[1], sys.argv[2]
+files = [open(os.path.join(root, f"d{i:03}", "f000"), "rb") for i in range(64)]
+status = open(f"/proc/{pid}/status").read()
+rss = [l for l in status.splitlines() if l.startswith(("VmRSS", "VmHWM"))]
+print("daemon", pid, "; ".join(" ".join(l.split()) for l in rss))
+for f in files: f.close()
+PY

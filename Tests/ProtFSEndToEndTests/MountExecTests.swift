@@ -29,6 +29,11 @@ import Testing
     // The owner cannot chmod its way back in: modes never grant what the class forbids.
     let chmodded = try m.protfs(["exec", "--", "sh", "-c", "chmod 666 '\(secret)'; cat '\(secret)'"])
     #expect(chmodded.status != 0 && chmodded.stderr.contains("Operation not permitted"), "\(chmodded)")
+    // Nor can it take the mount away: in a user namespace of its own the mount is locked to it.
+    let escape = try m.protfs([
+      "exec", "--", "sh", "-c", "unshare -r -m sh -c \"umount -l '\(m.root)/Containers'; cat '\(secret)'\"",
+    ])
+    #expect(escape.status != 0 && !escape.stdout.contains("secret"), "\(escape)")
     // A working directory inside the containers is taken through the mount too.
     let relative = try Protfs.run(
       ["--device", m.root, "exec", "--", "cat", "secret.txt"], currentDirectory: m.backingDocuments)

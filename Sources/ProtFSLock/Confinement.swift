@@ -28,8 +28,24 @@ public enum Confinement {
   ///
   /// The corresponding C calls are `prctl(PR_CAPBSET_DROP)`, `prctl(PR_SET_NO_NEW_PRIVS)`,
   /// `setgroups(2)`, `setgid(2)`, `setuid(2)` and `capset(2)`.
-  public static func confine(device: Device, user: AppUser = .standard) throws(ProtFSError) -> Outcome {
+  ///
+  /// With `mountpoint` (an active `protfs mount` of the device) and as root, the process first
+  /// enters a mount namespace of its own in which that mount covers the device's `Containers/`:
+  /// the program then meets the class at every open, by the containers' usual paths, whatever
+  /// the modes (docs/semantics.md §7).
+  public static func confine(device: Device, user: AppUser = .standard, mountpoint: String? = nil)
+    throws(ProtFSError) -> Outcome
+  {
     let privileged = AppUser.canAssume
+    if privileged, let mountpoint {
+      let workingDirectory = FileManager.default.currentDirectoryPath
+      try check("see the device's containers through its mount at '\(mountpoint)'") {
+        Credentials.enterMount(mountpoint, over: device.root + "/" + Device.containersDirectoryName)
+      }
+      // A working directory inside the containers still names the backing directory: take it again
+      // by its path, which now leads through the mount.
+      _ = chdir(workingDirectory)
+    }
     // Without CAP_SETPCAP the bounding set cannot shrink; no_new_privs and the empty permitted set
     // then keep the program from gaining anything through it.
     if privileged {

@@ -119,6 +119,11 @@ package enum Credentials {
   package static func idsAre(_ uid: uid_t, _ gid: gid_t) -> Int32 { protfs_ids_are(uid, gid) }
   /// `1` when the bounding set is empty.
   package static func boundingSetIsEmpty() -> Int32 { protfs_capbset_is_empty() }
+  /// Enters a mount namespace of this process's own in which `source` is bind-mounted over
+  /// `target` (needs `CAP_SYS_ADMIN`).
+  package static func enterMount(_ source: String, over target: String) -> Int32 {
+    protfs_enter_mount(source, target)
+  }
 }
 
 /// One `inotify_event` in a buffer read from an inotify descriptor (the struct ends in a flexible array).

@@ -146,4 +146,18 @@ static inline void protfs_crash_now(void) {
   _exit(137);
 }
 
+/* `protfs exec` in a mounted device: moves this process into a mount namespace of its own (whose
+   mounts receive the host's changes and send none back), then bind-mounts `source`, the protfs
+   mount, over `target`, the device's Containers/: the program reaches the containers only through
+   the mount, by their usual paths. Needs CAP_SYS_ADMIN. 0, or -1 with errno set. */
+#include <sys/mount.h>
+#ifndef PROTFS_CLONE_NEWNS
+#define PROTFS_CLONE_NEWNS 0x00020000
+#endif
+static inline int protfs_enter_mount(const char *source, const char *target) {
+  if (syscall(SYS_unshare, PROTFS_CLONE_NEWNS) != 0) return -1;
+  if (mount(NULL, "/", NULL, MS_REC | MS_SLAVE, NULL) != 0) return -1;
+  return mount(source, target, NULL, MS_BIND, NULL);
+}
+
 #endif

@@ -14,7 +14,9 @@ package enum ExecCommand {
       creates), with no supplementary group, no capability at all and no_new_privs, and without
       the passcode in its environment. It can read and write its containers while their data is
       available, but cannot open a locked item, chmod it back, or touch the device's .protfs/
-      state. Every directory from / to the device must let other users through (o+x); exec
+      state. When the device is mounted (protfs mount), CMD runs in a mount namespace of its own
+      where the mount covers the device's Containers/: the class then decides every open by the
+      containers' usual paths, and a locked item fails with "Operation not permitted". Every directory from / to the device must let other users through (o+x); exec
       checks that first. Run by another user, CMD keeps that user's identity (no capabilities,
       no_new_privs), which protects nothing that user owns: exec warns then. --schedule changes
       the state while CMD runs, for example lock@2s,unlock@5s (actions lock, inactive, unlock,
@@ -48,6 +50,13 @@ package enum ExecCommand {
     var passcode: String?
     if schedule.steps.contains(where: { $0.action == .unlock }) {
       passcode = try invocation.passcode(Self.passcode, prompt: nil)
+    }
+    if !AppUser.canAssume, controller.device.isInitialized,
+      let mount = MountRegistry(device: controller.device).active().first
+    {
+      Console.err(
+        "warning: the device is mounted at \(mount.mountpoint), but only root can run a program through the mount; "
+          + "\(invocation.trailing[0]) uses the backing tree.")
     }
     if !AppUser.canAssume {
       Console.err(

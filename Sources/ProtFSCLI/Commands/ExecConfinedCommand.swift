@@ -14,7 +14,9 @@ package enum ExecConfinedCommand {
   )
 
   package static func run(_ invocation: Invocation) throws -> Int32 {
-    _ = try Confinement.confine(device: invocation.device)
+    let device = invocation.device
+    let mount = device.isInitialized ? MountRegistry(device: device).active().first : nil
+    _ = try Confinement.confine(device: device, mountpoint: mount?.mountpoint)
     let command = invocation.trailing
     var argv: [UnsafeMutablePointer<CChar>?] = command.map { strdup($0) } + [nil]
     fflush(nil)

@@ -132,10 +132,11 @@ package enum MountDaemon {
         remedy: .advice("list the device's mounts with its status"))
     }
     var outcome = UnmountOutcome.unmounted
-    switch valueOrErrno({ umount2(mountpoint, 0) }) {
+    switch valueOrErrno(.umount, { umount2(mountpoint, 0) }) {
     case .success: break
     case .failure(let e) where e.rawValue == EBUSY:
-      _ = try valueOrErrno { umount2(mountpoint, Int32(PROTFS_MOUNT_MNT_DETACH)) }.orThrow("unmount", path: mountpoint)
+      _ = try valueOrErrno(.umount) { umount2(mountpoint, Int32(PROTFS_MOUNT_MNT_DETACH)) }.orThrow(
+        "unmount", path: mountpoint)
       outcome = .detached
     case .failure(let e) where e == .notPermitted:
       try fusermount(mountpoint)

@@ -94,8 +94,9 @@ extension MountFileSystem {
 
   /// `flush` (each `close` of a descriptor): closing a duplicate reports write-back errors.
   func flush(_ handle: MountHandle) throws(Errno) {
-    let copy = try valueOrErrno { dup(handle.fd) }.get()
-    _ = try valueOrErrno { close(copy) }.get()
+    let copy = try valueOrErrno(.fcntl, { fcntl(handle.fd, F_DUPFD_CLOEXEC, 0) }).get()
+    // Never retried: after EINTR the descriptor is already closed (and its number may be reused).
+    if close(copy) != 0 { throw Errno(errno) }
   }
 
   /// `fsync`.
@@ -141,11 +142,11 @@ extension MountFileSystem {
     if let size = change.size {
       if let handle {
         try decideIO(handle)
-        _ = try valueOrErrno { ftruncate(handle.fd, size) }.get()
+        _ = try valueOrErrno(.truncate) { ftruncate(handle.fd, size) }.get()
       } else {
         refreshOwnClass(node)
         try decide(node, .write)
-        _ = try valueOrErrno { truncate(procPath(fd), size) }.get()
+        _ = try valueOrErrno(.truncate) { truncate(procPath(fd), size) }.get()
       }
     }
     if change.mode != nil || change.uid != nil || change.gid != nil {
@@ -155,9 +156,9 @@ extension MountFileSystem {
       let omit = timespec(tv_sec: 0, tv_nsec: PROTFS_MOUNT_UTIME_OMIT)
       var times = [change.accessTime ?? omit, change.modificationTime ?? omit]
       if let handle {
-        _ = try valueOrErrno { futimens(handle.fd, &times) }.get()
+        _ = try valueOrErrno(.utimens) { futimens(handle.fd, &times) }.get()
       } else {
-        _ = try valueOrErrno { utimensat(AT_FDCWD, procPath(fd), &times, 0) }.get()
+        _ = try valueOrErrno(.utimens) { utimensat(AT_FDCWD, procPath(fd), &times, 0) }.get()
       }
     }
     return try attributes(fd)

@@ -19,7 +19,7 @@ extension MountFileSystem {
     MountNode, stat
   ) {
     let cls = try classForNewItem(in: parent)
-    _ = try valueOrErrno { mkdirat(parent.fd, name, mode) }.get()
+    _ = try valueOrErrno(.mkdir) { mkdirat(parent.fd, name, mode) }.get()
     try label(parent, name, directory: true, class: cls, caller: caller)
     return try entry(parent, name)
   }
@@ -31,7 +31,7 @@ extension MountFileSystem {
     let kind = mode & S_IFMT
     guard kind == S_IFREG || kind == S_IFIFO || kind == S_IFSOCK else { throw .notPermitted }
     let cls = try classForNewItem(in: parent)
-    _ = try valueOrErrno { mknodat(parent.fd, name, mode, 0) }.get()
+    _ = try valueOrErrno(.mknod) { mknodat(parent.fd, name, mode, 0) }.get()
     try label(parent, name, directory: false, class: kind == S_IFREG ? cls : nil, caller: caller)
     return try entry(parent, name)
   }
@@ -41,7 +41,7 @@ extension MountFileSystem {
     MountNode, stat
   ) {
     _ = try classForNewItem(in: parent)
-    _ = try valueOrErrno { symlinkat(target, parent.fd, name) }.get()
+    _ = try valueOrErrno(.symlink) { symlinkat(target, parent.fd, name) }.get()
     if isRoot && (caller.uid != 0 || caller.gid != 0) {
       _ = try valueOrErrno(.chown) { fchownat(parent.fd, name, caller.uid, caller.gid, AT_SYMLINK_NOFOLLOW) }.get()
     }
@@ -61,7 +61,7 @@ extension MountFileSystem {
   /// `link`: a new name for `node` (metadata: not gated).
   func link(_ node: MountNode, _ parent: MountNode, _ name: String) throws(Errno) -> (MountNode, stat) {
     _ = try node.withPath { (fd) throws(Errno) in
-      try valueOrErrno { linkat(fd, "", parent.fd, name, PROTFS_MOUNT_AT_EMPTY_PATH) }.get()
+      try valueOrErrno(.link) { linkat(fd, "", parent.fd, name, PROTFS_MOUNT_AT_EMPTY_PATH) }.get()
     }
     return try entry(parent, name)
   }
@@ -94,7 +94,7 @@ extension MountFileSystem {
   func readLink(_ node: MountNode) throws(Errno) -> String {
     var buffer = [CChar](repeating: 0, count: Int(PATH_MAX) + 1)
     let count = try node.withPath { (fd) throws(Errno) in
-      try valueOrErrno { readlinkat(fd, "", &buffer, buffer.count - 1) }.get()
+      try valueOrErrno(.readlink) { readlinkat(fd, "", &buffer, buffer.count - 1) }.get()
     }
     return String(decoding: buffer.prefix(count).map { UInt8(bitPattern: $0) }, as: UTF8.self)
   }

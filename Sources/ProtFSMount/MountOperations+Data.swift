@@ -93,7 +93,7 @@ extension MountOperations {
       let fs = MountOperations.fileSystem(req)
       MountOperations.reply(req) { () throws(Errno) in
         var s = statvfs()
-        _ = try valueOrErrno { fstatvfs(fs.nodes.root.fd, &s) }.get()
+        _ = try valueOrErrno(.statfs) { fstatvfs(fs.nodes.root.fd, &s) }.get()
         fuse_reply_statfs(req, &s)
       }
     }

@@ -20,7 +20,7 @@ enum MountStateWatcher {
     Thread.detachNewThread {
       var last = fs.protectionState()
       var buffer = [UInt8](repeating: 0, count: 4096)
-      while (try? valueOrErrno { read(inotify, &buffer, buffer.count) }.get()) ?? 0 > 0 {
+      while (try? valueOrErrno(.read) { read(inotify, &buffer, buffer.count) }.get()) ?? 0 > 0 {
         let now = fs.protectionState()
         guard now != last else { continue }
         last = now

@@ -83,7 +83,7 @@ extension Kernel {
     guard fd >= 0 else { return errno == ESRCH }
     defer { close(fd) }
     var entry = pollfd(fd: fd, events: Int16(POLLIN), revents: 0)
-    return (try? valueOrErrno { poll(&entry, 1, milliseconds) }.get()) == 1
+    return (try? valueOrErrno(.poll) { poll(&entry, 1, milliseconds) }.get()) == 1
   }
 
   package static func hasEffectiveCapability(_ capability: Int32) -> Bool { protfs_cap_effective(capability) == 1 }

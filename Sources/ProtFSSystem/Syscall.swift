@@ -59,6 +59,18 @@ package enum Syscall: String, Sendable, Hashable {
   /// The calls that confine a process before it runs a program (`setresuid(2)`, `setgroups(2)`,
   /// `prctl(2)`, `capset(2)`, ...).
   case confine
+  /// `umount2(2)`.
+  case umount
+  /// `fstatvfs(2)`.
+  case statfs
+  /// `mknodat(2)`.
+  case mknod
+  /// `linkat(2)`.
+  case link
+  /// `truncate(2)` and `ftruncate(2)`.
+  case truncate
+  /// `futimens(2)` and `utimensat(2)`.
+  case utimens
 }
 
 /// Runs a system call, retrying on EINTR, and returns its value or the errno it failed with.

@@ -204,7 +204,11 @@ import Testing
       "python3 -c 'import sqlite3,sys; print(sqlite3.connect(sys.argv[1]).execute(\"select count(*) from t\").fetchone()[0])' '\(path)'"
     )
     #expect(fresh.status != 0, "\(fresh)")
+    // The sqlite3 shell, a new connection too, is refused while locked and reads it after unlock.
+    let shell = try m.sh("sqlite3 '\(path)' 'select count(*) from t'")
+    #expect(shell.status != 0, "\(shell)")
     #expect(try m.protfs(["unlock"]).status == 0)
+    #expect(try m.sh("sqlite3 '\(path)' 'select count(*) from t'").stdout == "2\n")
     #expect(open.ask("insert") == "ok 3")
   }
 }

@@ -63,7 +63,8 @@ package enum MountDaemon {
     protfs_mount_tune_memory()
     let fs = try MountFileSystem(device: device)
     var ops = MountOperations.table()
-    let arguments = ["protfs", "-o", "allow_other,default_permissions,fsname=protfs,subtype=protfs"]
+    // nosuid, nodev: a container holds data; no program in it gains rights, no node in it opens a device.
+    let arguments = ["protfs", "-o", "allow_other,default_permissions,nosuid,nodev,fsname=protfs,subtype=protfs"]
     var argv: [UnsafeMutablePointer<CChar>?] = arguments.map { strdup($0) }
     defer { for pointer in argv { free(pointer) } }
     let userdata = Unmanaged.passUnretained(fs).toOpaque()

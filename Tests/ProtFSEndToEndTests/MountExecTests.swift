@@ -44,6 +44,18 @@ import Testing
     #expect(again.status == 0 && again.stdout == "secret\n", "\(again)")
   }
 
+  @Test func theMountGrantsNoSetIDAndOpensNoDevice() throws {
+    let m = try MountedDevice()
+    let info = try String(contentsOfFile: "/proc/self/mountinfo", encoding: .utf8)
+    let line = try #require(info.split(separator: "\n").first { $0.contains(" \(m.mountpoint) ") })
+    let options = line.split(separator: " ")[5].split(separator: ",")
+    #expect(options.contains("nosuid") && options.contains("nodev"), "\(line)")
+    // No device node can be made through it, root included (nodev guards those behind it).
+    let node = try m.sh("mknod '\(m.documents)/null' c 1 3")
+    #expect(node.status != 0, "\(node)")
+    #expect(!FileManager.default.fileExists(atPath: m.backingDocuments + "/null"))
+  }
+
   @Test func withoutAMountExecMeetsTheModes() throws {
     let t = try TestDevice(containers: [MountedDevice.bundle])
     try MountedDevice.file(t, "Documents/secret.txt", .complete, "secret\n")

@@ -1,0 +1,135 @@
+import Foundation
+import ProtFS
+import ProtFSApp
+
+/// `protfs app background|foreground|fetch|terminate BUNDLE-ID`: drive a running app from any shell.
+package enum AppControlCommands {
+  package static let background = control(
+    "background", "Send the app to the background (it is suspended when its time is up).", .background)
+  package static let foreground = control(
+    "foreground", "Bring the app to the foreground (resuming it when suspended).", .foreground)
+  package static let fetch = control(
+    "fetch", "Wake the running app for a background fetch (it must call fetch-completed in time).", .fetch)
+  package static let terminate = Command(
+    name: "terminate",
+    abstract: "Terminate the app: willTerminate, then a kill if it has not exited after a short grace.",
+    discussion: """
+      A suspended app is killed without notice. With --user, the termination is a force-quit from
+      the app switcher, which the app's record keeps until its next launch.
+      """,
+    arguments: [AppCommand.bundleArgument],
+    options: [user],
+    run: runTerminate
+  )
+
+  /// `--user`.
+  package static let user = Option.flag("user", help: "A force-quit by the user (remembered until the next launch).")
+
+  static func runTerminate(_ invocation: Invocation) throws -> Int32 {
+    let bundleID = try AppCommand.existingApp(invocation)
+    let request = AppRequest(.terminate, invocation.flag(user) ? "user" : nil)
+    _ = try AppCommand.send(request, to: bundleID, device: invocation.device)
+    return 0
+  }
+
+  /// Sends the request `kind` (a subcommand's name) to the app named by the invocation.
+  static func runControl(_ invocation: Invocation) throws -> Int32 {
+    let bundleID = try AppCommand.existingApp(invocation)
+    guard let kind = AppRequest.Kind(rawValue: invocation.commandPath.last ?? "") else { return 70 }
+    _ = try AppCommand.send(AppRequest(kind), to: bundleID, device: invocation.device)
+    return 0
+  }
+
+  private static func control(_ name: String, _ abstract: String, _ kind: AppRequest.Kind) -> Command {
+    Command(name: name, abstract: abstract, arguments: [AppCommand.bundleArgument], run: runControl)
+  }
+}
+
+/// `protfs app status [BUNDLE-ID] [--json]`.
+package enum AppStatusCommand {
+  package static let command = Command(
+    name: "status",
+    abstract: "Show the apps' states, background tasks, time remaining and last fetch.",
+    discussion: """
+      With --json: an array of objects with bundleID, state, pid, supervisorPID, tasks,
+      timeRemaining (seconds; null in the foreground and when not running), backgroundTime,
+      lastFetch, forceQuit, lastExitStatus and lastLaunchCommand.
+      """,
+    arguments: [bundleArgument],
+    options: [CommonOptions.json],
+    run: run
+  )
+
+  /// `[<bundle-id>]`.
+  package static let bundleArgument = Argument(
+    name: "bundle-id", help: "Only this app (default: every app launched).", arity: .optional)
+
+  /// One app, as `--json` prints it.
+  struct Entry: Encodable {
+    var bundleID: String
+    var state: AppRecord.State
+    var pid: Int32?
+    var supervisorPID: Int32?
+    var tasks: [AppRecord.Task]
+    var timeRemaining: Double?
+    var backgroundTime: Double
+    var lastFetch: AppRecord.Fetch?
+    var forceQuit: Bool
+    var lastExitStatus: Int32?
+    var lastLaunchCommand: [String]
+  }
+
+  package static func run(_ invocation: Invocation) throws -> Int32 {
+    let device = invocation.device
+    try device.requireInitialized()
+    let store = AppStore(device: device)
+    var records: [AppRecord]
+    if let text = invocation.argument(bundleArgument) {
+      let bundleID = try invocation.bundleID(text)
+      try device.container(bundleID).requireExists()
+      records = [try store.record(bundleID) ?? AppRecord(bundleID: bundleID.rawValue, backgroundTime: 30)]
+    } else {
+      records = try store.records()
+    }
+    let now = Date()
+    let entries = records.map { record -> Entry in
+      var record = record
+      // A supervisor that died without its last word (kill -9) leaves a stale "running" record.
+      if let supervisor = record.supervisorPID, kill(supervisor, 0) != 0, errno == ESRCH {
+        record.state = .notRunning
+        record.pid = nil
+        record.supervisorPID = nil
+        record.tasks = []
+      }
+      return Entry(
+        bundleID: record.bundleID, state: record.state, pid: record.pid, supervisorPID: record.supervisorPID,
+        tasks: record.tasks, timeRemaining: record.timeRemaining(now: now), backgroundTime: record.backgroundTime,
+        lastFetch: record.lastFetch, forceQuit: record.forceQuit, lastExitStatus: record.lastExitStatus,
+        lastLaunchCommand: record.lastLaunchCommand)
+    }
+    if invocation.flag(CommonOptions.json) {
+      try Console.json(entries)
+      return 0
+    }
+    if entries.isEmpty { Console.out("No app has been launched on this device.") }
+    for entry in entries {
+      var parts = [entry.state.rawValue]
+      if let pid = entry.pid { parts.append("pid \(pid)") }
+      if !entry.tasks.isEmpty {
+        let names = entry.tasks.map { $0.name.isEmpty ? "#\($0.id)" : "#\($0.id) \($0.name)" }
+        parts.append("tasks: " + names.joined(separator: ", "))
+      }
+      if entry.state != .notRunning {
+        parts.append(
+          "time remaining: " + (entry.timeRemaining.map { String(format: "%.1f s", $0) } ?? "unlimited (foreground)"))
+      }
+      if let fetch = entry.lastFetch {
+        parts.append("last fetch: \(fetch.result) in \(String(format: "%.3f", fetch.duration)) s")
+      }
+      if entry.forceQuit { parts.append("force-quit by the user") }
+      if entry.state == .notRunning, let status = entry.lastExitStatus { parts.append("last exit status \(status)") }
+      Console.out("\(entry.bundleID): " + parts.joined(separator: "; "))
+    }
+    return 0
+  }
+}

@@ -139,7 +139,11 @@ public struct AppStore: Sendable {
   private static func encode<T: Encodable>(_ value: T) -> [UInt8] {
     let encoder = JSONEncoder()
     encoder.outputFormatting = [.sortedKeys]
-    encoder.dateEncodingStrategy = .iso8601
+    // Milliseconds: the kill times the crash reports record are checked to 100 ms.
+    encoder.dateEncodingStrategy = .custom { date, encoder in
+      var container = encoder.singleValueContainer()
+      try container.encode(AppStore.timestamp(date))
+    }
     return ((try? encoder.encode(value)).map(Array.init) ?? []) + [0x0A]
   }
 
@@ -153,7 +157,13 @@ public struct AppStore: Sendable {
       return nil
     }
     let decoder = JSONDecoder()
-    decoder.dateDecodingStrategy = .iso8601
+    decoder.dateDecodingStrategy = .custom { decoder in
+      let text = try decoder.singleValueContainer().decode(String.self)
+      guard let date = AppStore.formatter().date(from: text) else {
+        throw DecodingError.dataCorrupted(.init(codingPath: decoder.codingPath, debugDescription: "not a time"))
+      }
+      return date
+    }
     guard let record = try? decoder.decode(AppRecord.self, from: Data(bytes)), record.bundleID == bundleID.rawValue
     else {
       throw ProtFSError(
@@ -162,6 +172,16 @@ public struct AppStore: Sendable {
     }
     return record
   }
+
+  /// An ISO 8601 formatter with milliseconds (a new one each time: formatters are not thread-safe).
+  static func formatter() -> ISO8601DateFormatter {
+    let formatter = ISO8601DateFormatter()
+    formatter.formatOptions = [.withInternetDateTime, .withFractionalSeconds]
+    return formatter
+  }
+
+  /// `2026-11-30T20:10:35.123Z`.
+  public static func timestamp(_ date: Date) -> String { formatter().string(from: date) }
 
   /// Every record, sorted by bundle id; unreadable ones are skipped.
   public func records() throws(ProtFSError) -> [AppRecord] {

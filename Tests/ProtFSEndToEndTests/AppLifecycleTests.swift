@@ -179,6 +179,35 @@ import Testing
     #expect(d.record()["forceQuit"] as? Bool == false)
   }
 
+  @Test func oneTimelineDrivesTheLockAndTheAppAndAnUnansweredFetchIsAKill() async throws {
+    let d = try AppDevice()
+    defer { d.remove() }
+    let script = try d.script(
+      "listener.sh",
+      """
+      #!/bin/sh
+      while read -r line <&3; do echo "event $line"; done
+      """)
+    let app = try d.launch(
+      ["--fetch-time", "500ms", "--schedule", "lock@100ms,unlock@200ms,background@300ms,fetch@400ms"], [script])
+    defer { app.stop() }
+    let (status, _) = await app.exit()
+    #expect(status == 137)
+    let events = app.output.compactMap { line -> String? in
+      guard let data = line.dropFirst("event ".count).data(using: .utf8),
+        let object = try? JSONSerialization.jsonObject(with: data) as? [String: Any]
+      else { return nil }
+      return object["event"] as? String
+    }
+    #expect(
+      events == [
+        "protectedDataWillBecomeUnavailable", "protectedDataDidBecomeAvailable", "didEnterBackground", "performFetch",
+      ], "\(app.output)")
+    let fetch = d.record()["lastFetch"] as? [String: Any]
+    #expect(fetch?["result"] as? String == "timedOut")
+    #expect(d.crashReports().first?["reason"] as? String == "the background fetch did not complete within 0.5 s")
+  }
+
   @Test(arguments: [
     (["app", "launch", "com.example.none", "--", "/bin/true"], 1, "has no container"),
     (["app", "launch", AppDevice.bundle, "--", "/nonexistent/program"], 1, "not an executable file"),

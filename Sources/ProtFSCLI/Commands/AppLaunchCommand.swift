@@ -85,7 +85,8 @@ package enum AppLaunchCommand {
       forwarders.append(source)
     }
     defer { forwarders.forEach { $0.cancel() } }
-    let watcher = watchProtectedData(device, supervisor)
+    // Watching starts before the first scheduled step can lock the device.
+    let watcher = watchProtectedData(try? device.protectedDataEvents(), supervisor)
     defer { watcher.cancel() }
     let controller = invocation.lockController
     let start = DispatchTime.now()
@@ -99,9 +100,11 @@ package enum AppLaunchCommand {
   }
 
   /// Passes the device's lock and unlock on to the app while it runs.
-  private static func watchProtectedData(_ device: Device, _ supervisor: AppSupervisor) -> Task<Void, Never> {
+  private static func watchProtectedData(_ events: AsyncStream<ProtectedDataEvent>?, _ supervisor: AppSupervisor)
+    -> Task<Void, Never>
+  {
     Task {
-      guard let events = try? device.protectedDataEvents() else { return }
+      guard let events else { return }
       for await event in events {
         supervisor.protectedData(available: event.event == .protectedDataDidBecomeAvailable)
       }

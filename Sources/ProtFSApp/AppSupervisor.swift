@@ -36,9 +36,11 @@ public final class AppSupervisor: @unchecked Sendable {
 
   /// Claims `bundleID`'s socket; throws `.alreadyExists` when a supervisor of that app runs.
   ///
+  /// `userLaunch`: false when the system launches the app (for a fetch), which keeps a force-quit.
   /// `allowedUsers`: besides root and the caller's own user, who may send commands (the app user).
   public init(
-    device: Device, bundleID: BundleID, timings: AppTimings, command: [String], allowedUsers: Set<uid_t>
+    device: Device, bundleID: BundleID, timings: AppTimings, command: [String], userLaunch: Bool = true,
+    allowedUsers: Set<uid_t>
   ) throws(ProtFSError) {
     self.bundleID = bundleID
     self.timings = timings
@@ -55,7 +57,7 @@ public final class AppSupervisor: @unchecked Sendable {
     var record = (try? store.record(bundleID)) ?? nil ?? AppRecord(bundleID: bundleID.rawValue, backgroundTime: 0)
     record.backgroundTime = timings.backgroundTime
     record.lastLaunchCommand = command
-    record.forceQuit = false
+    if userLaunch { record.forceQuit = false }
     record.tasks = []
     record.backgroundSince = nil
     self.record = record

@@ -147,6 +147,48 @@ import Testing
     #expect(status == 137)
   }
 
+  @Test func aFetchLaunchesAnAppNotRunningUnlessTheUserForceQuitIt() async throws {
+    let d = try AppDevice()
+    defer { d.remove() }
+    let script = try d.script(
+      "fetcher.sh",
+      """
+      #!/bin/sh
+      while read -r line <&3; do
+        case "$line" in
+          *performFetch*) "$PROTFS" app fetch-completed newData ;;
+          *willTerminate*) exit 0 ;;
+        esac
+      done
+      """)
+    #expect(try d.protfs(["app", "fetch", AppDevice.bundle]).stderr.contains("never launched"))
+    let first = try d.protfs(["app", "launch", AppDevice.bundle, "--schedule", "terminate@50ms", "--", script])
+    #expect(first.status == 0, "\(first)")
+    let fetch = try d.protfs(["app", "fetch", AppDevice.bundle], environment: ["PROTFS": Protfs.binary])
+    #expect(fetch.status == 0, "\(fetch)")
+    #expect(fetch.stdout.contains("in the background for a fetch"))
+    defer {
+      // Whatever happens, the detached supervisor and its app end with the test.
+      if let pid = d.record()["pid"] as? Int { kill(-pid_t(pid), SIGKILL) }
+      if let pid = d.record()["supervisorPID"] as? Int { kill(pid_t(pid), SIGKILL) }
+    }
+    let fetched = await offPool {
+      let deadline = Date() + 20
+      while Date() < deadline {
+        if (d.record()["lastFetch"] as? [String: Any])?["result"] as? String == "newData" { return true }
+        usleep(20_000)
+      }
+      return false
+    }
+    #expect(fetched)
+    #expect(d.record()["state"] as? String == "background")
+    #expect(try d.protfs(["app", "terminate", AppDevice.bundle, "--user"]).status == 0)
+    #expect(await waitForState(d, "notRunning"))
+    let refused = try d.protfs(["app", "fetch", AppDevice.bundle])
+    #expect(refused.status == 1)
+    #expect(refused.stderr.contains("force-quit"), "\(refused)")
+  }
+
   @Test func terminateSendsWillTerminateAndUserTerminationIsRemembered() async throws {
     let d = try AppDevice()
     defer { d.remove() }

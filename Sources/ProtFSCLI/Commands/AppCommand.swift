@@ -35,13 +35,16 @@ package enum AppCommand {
     return bundleID
   }
 
+  /// The message for an app without a supervisor.
+  package static func notRunning(_ bundleID: BundleID) -> String { "The app \(bundleID) is not running." }
+
   /// Sends `request` to the supervisor of `bundleID`; a refusal becomes an error (exit 1).
   package static func send(_ request: AppRequest, to bundleID: BundleID, device: Device) throws -> AppReply {
     let reply: AppReply
     do {
       reply = try AppClient.send(request, to: AppEnvironment.socketName(device: device, bundleID: bundleID))
     } catch {
-      if error.code == .notFound { throw ExitStatus(code: 1, message: "The app \(bundleID) is not running.") }
+      if error.code == .notFound { throw ExitStatus(code: 1, message: notRunning(bundleID)) }
       throw error
     }
     if let refusal = reply.error { throw ExitStatus(code: 1, message: refusal) }

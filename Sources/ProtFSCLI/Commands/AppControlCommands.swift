@@ -1,6 +1,7 @@
 import Foundation
 import ProtFS
 import ProtFSApp
+import ProtFSSystem
 
 /// `protfs app background|foreground|fetch|terminate BUNDLE-ID`: drive a running app from any shell.
 package enum AppControlCommands {
@@ -8,8 +9,17 @@ package enum AppControlCommands {
     "background", "Send the app to the background (it is suspended when its time is up).", .background)
   package static let foreground = control(
     "foreground", "Bring the app to the foreground (resuming it when suspended).", .foreground)
-  package static let fetch = control(
-    "fetch", "Wake the running app for a background fetch (it must call fetch-completed in time).", .fetch)
+  package static let fetch = Command(
+    name: "fetch",
+    abstract: "Wake the app for a background fetch, or launch it in the background for one.",
+    discussion: """
+      A running app (suspended or not) is sent performFetch and must call fetch-completed in time.
+      An app that is not running is launched in the background with the command it was last
+      launched with, detached from this shell (its output goes to /dev/null), and sent
+      didEnterBackground, then performFetch; not an app the user force-quit.
+      """,
+    arguments: [AppCommand.bundleArgument],
+    run: runFetch)
   package static let terminate = Command(
     name: "terminate",
     abstract: "Terminate the app: willTerminate, then a kill if it has not exited after a short grace.",
@@ -24,6 +34,58 @@ package enum AppControlCommands {
 
   /// `--user`.
   package static let user = Option.flag("user", help: "A force-quit by the user (remembered until the next launch).")
+
+  static func runFetch(_ invocation: Invocation) throws -> Int32 {
+    let bundleID = try AppCommand.existingApp(invocation)
+    let device = invocation.device
+    do {
+      _ = try AppCommand.send(AppRequest(.fetch), to: bundleID, device: device)
+      return 0
+    } catch let status as ExitStatus where status.message == AppCommand.notRunning(bundleID) {
+      guard let record = try AppStore(device: device).record(bundleID), !record.lastLaunchCommand.isEmpty else {
+        throw ExitStatus(code: 1, message: "The app \(bundleID) is not running and was never launched.")
+      }
+      guard !record.forceQuit else {
+        throw ExitStatus(
+          code: 1,
+          message: "The app \(bundleID) is not running: the user force-quit it, so it is not launched for a fetch.")
+      }
+      let pid = try launchDetached(
+        [
+          "--device", device.root, "app", "launch", bundleID.rawValue, "--for-fetch", "--background-time",
+          "\(Int((record.backgroundTime * 1000).rounded()))ms", "--",
+        ] + record.lastLaunchCommand)
+      Console.out("Launched \(bundleID) in the background for a fetch (supervisor pid \(pid)).")
+      return 0
+    }
+  }
+
+  /// Starts `protfs ARGS` in a session of its own with /dev/null as its standard streams.
+  private static func launchDetached(_ arguments: [String]) throws -> pid_t {
+    // The supervisor outlives this command: it must hold none of the descriptors it inherited
+    // (a caller waiting for this command's pipes or its exit socket would wait for the app too).
+    for name in (try? FileManager.default.contentsOfDirectory(atPath: "/proc/self/fd")) ?? [] {
+      if let fd = Int32(name), fd > STDERR_FILENO { _ = fcntl(fd, F_SETFD, FD_CLOEXEC) }
+    }
+    var argv: [UnsafeMutablePointer<CChar>?] = (["protfs"] + arguments).map { strdup($0) } + [nil]
+    defer { for pointer in argv { free(pointer) } }
+    var actions = posix_spawn_file_actions_t()
+    posix_spawn_file_actions_init(&actions)
+    defer { posix_spawn_file_actions_destroy(&actions) }
+    for fd in [STDIN_FILENO, STDOUT_FILENO, STDERR_FILENO] {
+      posix_spawn_file_actions_addopen(&actions, fd, "/dev/null", fd == STDIN_FILENO ? O_RDONLY : O_WRONLY, 0)
+    }
+    var attributes = posix_spawnattr_t()
+    posix_spawnattr_init(&attributes)
+    defer { posix_spawnattr_destroy(&attributes) }
+    // POSIX_SPAWN_SETSID (glibc 2.26), which Glibc shows Swift only under _GNU_SOURCE.
+    let setSessionID: Int16 = 0x80
+    posix_spawnattr_setflags(&attributes, setSessionID)
+    var pid: pid_t = 0
+    let status = posix_spawn(&pid, "/proc/self/exe", &actions, &attributes, &argv, environ)
+    guard status == 0 else { throw ProtFSError.system("launch the app with", path: "/proc/self/exe", errno: status) }
+    return pid
+  }
 
   static func runTerminate(_ invocation: Invocation) throws -> Int32 {
     let bundleID = try AppCommand.existingApp(invocation)

@@ -23,11 +23,15 @@ package enum AppLaunchCommand {
       ended it, so 137 when the system killed it).
       """,
     arguments: [AppCommand.bundleArgument],
-    options: [backgroundTime, suspendAfter, fetchTime, ExecCommand.schedule] + ExecCommand.passcode.options,
+    options: [backgroundTime, suspendAfter, fetchTime, ExecCommand.schedule, forFetch] + ExecCommand.passcode.options,
     takesTrailingCommand: true,
     run: run
   )
 
+  /// `--for-fetch` (hidden in effect: `app fetch` gives it): the system launches the app in the
+  /// background for a fetch; not a user launch, so a force-quit stays remembered.
+  package static let forFetch = Option.flag(
+    "for-fetch", help: "Launch in the background for a fetch, as `protfs app fetch` does for an app not running.")
   /// `--background-time DURATION`.
   package static let backgroundTime = Option.value(
     "background-time", "duration", help: "Background time while the app holds tasks (default 30s).")
@@ -62,7 +66,10 @@ package enum AppLaunchCommand {
     }
     let device = invocation.device
     let supervisor = try AppSupervisor(
-      device: device, bundleID: bundleID, timings: timings, command: command,
+      device: device, bundleID: bundleID, timings: timings,
+      command: [program.hasPrefix("/") ? program : FileManager.default.currentDirectoryPath + "/" + program]
+        + command.dropFirst(),
+      userLaunch: !invocation.flag(forFetch),
       allowedUsers: AppUser.canAssume ? [AppUser.standard.uid] : [])
     var pipeFDs: [Int32] = [0, 0]
     _ = try valueOrErrno(.pipe) { pipe(&pipeFDs) }.orThrow("create the event pipe for", path: program)
@@ -85,6 +92,11 @@ package enum AppLaunchCommand {
       forwarders.append(source)
     }
     defer { forwarders.forEach { $0.cancel() } }
+    if invocation.flag(forFetch) {
+      for kind in [AppRequest.Kind.background, .fetch] {
+        if let failure = supervisor.perform(AppRequest(kind)).error { Console.err("warning: \(failure)") }
+      }
+    }
     // Watching starts before the first scheduled step can lock the device.
     let watcher = watchProtectedData(try? device.protectedDataEvents(), supervisor)
     defer { watcher.cancel() }

@@ -7,6 +7,7 @@ import PackageDescription
 //   ProtFS        the model: classes, device layout, lock state, the walker and the class resolver
 //   ProtFSLock, ProtFSCache, ProtFSDownloads, ProtFSAudit   features, each on the model only
 //   ProtFSFoundation   the Foundation-shaped API (FileManager, FileHandle, URLSession)
+//   ProtFSApp     the app lifecycle: the supervisor of `protfs app launch`, its socket protocol
 //   ProtFSCLI     the command line (parser, help, commands), a library so tests run it in-process
 //   protfs        the executable: it only starts ProtFSCLI
 let package = Package(
@@ -16,6 +17,7 @@ let package = Package(
       name: "ProtFS",
       targets: [
         "ProtFSSystem", "ProtFS", "ProtFSLock", "ProtFSCache", "ProtFSDownloads", "ProtFSAudit", "ProtFSFoundation",
+        "ProtFSApp",
       ]),
     .executable(name: "protfs", targets: ["protfs"]),
   ],
@@ -35,6 +37,7 @@ let package = Package(
     .target(name: "ProtFSDownloads", dependencies: ["ProtFS", "CCurl", "CSQLite", "CCrypto"]),
     .target(name: "ProtFSAudit", dependencies: ["ProtFS"]),
     .target(name: "ProtFSFoundation", dependencies: ["ProtFS"]),
+    .target(name: "ProtFSApp", dependencies: ["ProtFSSystem", "ProtFS"]),
     // The device mount: libfuse3's low-level API, used by no other target.
     .target(name: "ProtFSMount", dependencies: ["ProtFSSystem", "ProtFS", "CFuse3"]),
     // The command-line layer (parser, help, commands), a library so tests can run it in-process.
@@ -42,7 +45,7 @@ let package = Package(
       name: "ProtFSCLI",
       dependencies: [
         "ProtFSSystem", "ProtFS", "ProtFSLock", "ProtFSCache", "ProtFSDownloads", "ProtFSAudit", "ProtFSFoundation",
-        "ProtFSMount",
+        "ProtFSMount", "ProtFSApp",
       ]),
     .executableTarget(name: "protfs", dependencies: ["ProtFSCLI"]),
     .target(
@@ -63,7 +66,9 @@ let package = Package(
     // Depends on the executable so that `swift test` builds the binary the tests run.
     .testTarget(
       name: "ProtFSEndToEndTests",
-      dependencies: ["ProtFSSystem", "ProtFS", "ProtFSLock", "ProtFSDownloads", "ProtFSAudit", "ProtFSTestSupport", "protfs"]
+      dependencies: [
+        "ProtFSSystem", "ProtFS", "ProtFSLock", "ProtFSDownloads", "ProtFSAudit", "ProtFSTestSupport", "protfs",
+      ]
     ),
   ]
 )

@@ -71,6 +71,20 @@ package enum Syscall: String, Sendable, Hashable {
   case truncate
   /// `futimens(2)` and `utimensat(2)`.
   case utimens
+  /// `socket(2)`.
+  case socket
+  /// `bind(2)`.
+  case bind
+  /// `listen(2)`.
+  case listen
+  /// `accept4(2)`.
+  case accept
+  /// `connect(2)`.
+  case connect
+  /// `getsockopt(2)`.
+  case getsockopt
+  /// `kill(2)`.
+  case kill
 }
 
 /// Runs a system call, retrying on EINTR, and returns its value or the errno it failed with.

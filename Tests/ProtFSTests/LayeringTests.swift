@@ -20,9 +20,10 @@ struct LayeringTests {
     "ProtFSAudit": ["ProtFSSystem", "ProtFS"],
     "ProtFSFoundation": ["ProtFSSystem", "ProtFS"],
     "ProtFSMount": ["ProtFSSystem", "ProtFS", "CFuse3"],
+    "ProtFSApp": ["ProtFSSystem", "ProtFS"],
     "ProtFSCLI": [
       "ProtFSSystem", "ProtFS", "ProtFSLock", "ProtFSCache", "ProtFSDownloads", "ProtFSAudit", "ProtFSFoundation",
-      "ProtFSMount",
+      "ProtFSMount", "ProtFSApp",
     ],
     "protfs": ["ProtFSCLI"],
   ]
@@ -76,7 +77,9 @@ struct LayeringTests {
       var seen: Set<String> = []
       #expect(!reaches(target, target, &seen), "\(target) depends on itself")
     }
-    let features = ["ProtFSLock", "ProtFSCache", "ProtFSDownloads", "ProtFSAudit", "ProtFSFoundation", "ProtFSMount"]
+    let features = [
+      "ProtFSLock", "ProtFSCache", "ProtFSDownloads", "ProtFSAudit", "ProtFSFoundation", "ProtFSMount", "ProtFSApp",
+    ]
     for feature in features {
       #expect(Self.allowed[feature]!.isDisjoint(with: features), "\(feature) imports another feature")
     }

@@ -2,7 +2,7 @@ import Foundation
 import ProtFSSystem
 
 /// State changes to make at set times while `protfs exec` runs a program, for example
-/// `lock@2s,unlock@5s`.
+/// `lock@2s,unlock@5s`; while an app runs, its own changes too (`background@1s,foreground@5s`).
 public struct LockSchedule: Sendable, Equatable {
   /// What to do at a step.
   public enum Action: String, Sendable, CaseIterable {
@@ -14,6 +14,22 @@ public struct LockSchedule: Sendable, Equatable {
     case unlock
     /// `protfs reboot`.
     case reboot
+    /// The app goes to the background.
+    case background
+    /// The app returns to the foreground.
+    case foreground
+    /// The app is woken for a background fetch.
+    case fetch
+    /// The app is terminated.
+    case terminate
+
+    /// Whether the step changes an app's state rather than the device's (it needs an app).
+    public var isAppAction: Bool {
+      switch self {
+      case .lock, .inactive, .unlock, .reboot: false
+      case .background, .foreground, .fetch, .terminate: true
+      }
+    }
   }
 
   /// One change and when it happens, in seconds after the program started.

@@ -21,6 +21,7 @@ package enum Commands {
       WatchCommand.command,
       ExecCommand.command,
       ExecConfinedCommand.command,
+      AppCommand.command,
       MountCommand.command,
       UnmountCommand.command,
       PasscodeCommand.command,

@@ -43,6 +43,10 @@ package enum ExecCommand {
       } catch {
         throw invocation.usageError(error.commandLineDescription)
       }
+      if let step = schedule.steps.first(where: { $0.action.isAppAction }) {
+        throw invocation.usageError(
+          "The step \(step.action.rawValue) needs an app: run the program with protfs app launch BUNDLE-ID instead.")
+      }
     }
     let controller = invocation.lockController
     if !schedule.steps.isEmpty { try controller.device.requireInitialized() }
@@ -107,6 +111,7 @@ package enum ExecCommand {
       case .inactive: try controller.lock(inactive: true)
       case .unlock: try controller.unlock(passcode: passcode)
       case .reboot: try controller.reboot()
+      case .background, .foreground, .fetch, .terminate: break  // refused before the program started
       }
       return nil
     } catch {

@@ -1,0 +1,214 @@
+import Foundation
+import ProtFSSystem
+
+/// What protfs knows of one app's life: the record its supervisor keeps under
+/// `.protfs/apps/<bundle-id>.json` (docs/semantics.md §8).
+public struct AppRecord: Codable, Sendable, Equatable {
+  /// The app's state, as iOS names them.
+  public enum State: String, Codable, Sendable {
+    /// No process.
+    case notRunning
+    /// In the foreground.
+    case active
+    /// In the background and running.
+    case background
+    /// Stopped (SIGSTOP) in the background.
+    case suspended
+  }
+
+  /// A background task the app holds.
+  public struct Task: Codable, Sendable, Equatable {
+    /// The id `begin-task` printed.
+    public var id: Int
+    /// The name the app gave, or an empty string.
+    public var name: String
+    /// Creates a task.
+    public init(id: Int, name: String) {
+      self.id = id
+      self.name = name
+    }
+  }
+
+  /// How the last background fetch ended.
+  public struct Fetch: Codable, Sendable, Equatable {
+    /// `newData`, `noData`, `failed`, or `timedOut` when the app was killed for not completing.
+    public var result: String
+    /// Seconds from the wake-up to the result.
+    public var duration: Double
+    /// When it ended.
+    public var time: Date
+    /// Creates a fetch result.
+    public init(result: String, duration: Double, time: Date) {
+      self.result = result
+      self.duration = duration
+      self.time = time
+    }
+  }
+
+  /// The app.
+  public var bundleID: String
+  /// Its state.
+  public var state: State
+  /// Its process, while it runs.
+  public var pid: Int32?
+  /// The supervising `protfs app launch`, while it runs.
+  public var supervisorPID: Int32?
+  /// The background tasks it holds.
+  public var tasks: [Task] = []
+  /// The background budget in seconds.
+  public var backgroundTime: Double
+  /// When it last entered the background (nil in the foreground and when not running).
+  public var backgroundSince: Date?
+  /// The last background fetch.
+  public var lastFetch: Fetch?
+  /// The command it was last launched with.
+  public var lastLaunchCommand: [String] = []
+  /// Whether the user force-quit it (`terminate --user`); cleared by the next launch.
+  public var forceQuit: Bool = false
+  /// How its last run ended (the exit status `app launch` returned), once it ended.
+  public var lastExitStatus: Int32?
+
+  /// A record of an app that is not running.
+  public init(bundleID: String, backgroundTime: Double) {
+    self.bundleID = bundleID
+    self.state = .notRunning
+    self.backgroundTime = backgroundTime
+  }
+
+  /// Seconds of background time left at `now`; nil (infinite) in the foreground.
+  public func timeRemaining(now: Date = Date()) -> Double? {
+    guard let backgroundSince, state != .active, state != .notRunning else { return nil }
+    return max(0, backgroundTime - now.timeIntervalSince(backgroundSince))
+  }
+}
+
+/// The crash report written when the system kills an app (docs/semantics.md §8).
+public struct AppCrashReport: Codable, Sendable, Equatable {
+  /// The app.
+  public var bundleID: String
+  /// When it was killed.
+  public var time: Date
+  /// `0x8badf00d` ("ate bad food"): the watchdog's reason, as on iOS.
+  public var terminationReason: String
+  /// Why, in words.
+  public var reason: String
+  /// The names of the background tasks still open (an empty string for an unnamed one).
+  public var openTasks: [String]
+  /// The app's process.
+  public var pid: Int32
+
+  /// The watchdog's termination reason.
+  public static let watchdog = "0x8badf00d"
+
+  /// Creates a report.
+  public init(bundleID: String, time: Date, reason: String, openTasks: [String], pid: Int32) {
+    self.bundleID = bundleID
+    self.time = time
+    self.terminationReason = Self.watchdog
+    self.reason = reason
+    self.openTasks = openTasks
+    self.pid = pid
+  }
+}
+
+/// The app records and crash reports of a device, in `.protfs/apps/` and `.protfs/crash-reports/`.
+public struct AppStore: Sendable {
+  /// The records' directory under `.protfs/`.
+  public static let directoryName = "apps"
+  /// The crash reports' directory under `.protfs/`.
+  public static let crashReportsDirectoryName = "crash-reports"
+  /// The device.
+  public let device: Device
+
+  /// The store of `device`.
+  public init(device: Device) { self.device = device }
+
+  /// The crash reports' directory.
+  public var crashReportsPath: String { device.stateDirectory + "/" + Self.crashReportsDirectoryName }
+
+  private func directory(_ name: String, creating: Bool) throws(ProtFSError) -> DirectoryHandle? {
+    let state = try DirectoryHandle(path: device.stateDirectory)
+    if creating { try state.makeDirectory(name, permissions: FilePermissions(rawValue: 0o700)) }
+    do {
+      return try state.openDirectory(name)
+    } catch  where error.code == .notFound {
+      return nil
+    }
+  }
+
+  private static func encode<T: Encodable>(_ value: T) -> [UInt8] {
+    let encoder = JSONEncoder()
+    encoder.outputFormatting = [.sortedKeys]
+    // Milliseconds: the kill times the crash reports record are checked to 100 ms.
+    encoder.dateEncodingStrategy = .custom { date, encoder in
+      var container = encoder.singleValueContainer()
+      try container.encode(AppStore.timestamp(date))
+    }
+    return ((try? encoder.encode(value)).map(Array.init) ?? []) + [0x0A]
+  }
+
+  /// The record of `bundleID`, if one was written.
+  public func record(_ bundleID: BundleID) throws(ProtFSError) -> AppRecord? {
+    guard let directory = try directory(Self.directoryName, creating: false) else { return nil }
+    let bytes: [UInt8]
+    do {
+      bytes = try AtomicFile.read(named: bundleID.rawValue + ".json", in: directory)
+    } catch  where error.code == .notFound {
+      return nil
+    }
+    let decoder = JSONDecoder()
+    decoder.dateDecodingStrategy = .custom { decoder in
+      let text = try decoder.singleValueContainer().decode(String.self)
+      guard let date = AppStore.formatter().date(from: text) else {
+        throw DecodingError.dataCorrupted(.init(codingPath: decoder.codingPath, debugDescription: "not a time"))
+      }
+      return date
+    }
+    guard let record = try? decoder.decode(AppRecord.self, from: Data(bytes)), record.bundleID == bundleID.rawValue
+    else {
+      throw ProtFSError(
+        .malformed, "The app record '\(directory.pathOf(bundleID.rawValue + ".json"))' is not valid.",
+        path: directory.pathOf(bundleID.rawValue + ".json"))
+    }
+    return record
+  }
+
+  /// An ISO 8601 formatter with milliseconds (a new one each time: formatters are not thread-safe).
+  static func formatter() -> ISO8601DateFormatter {
+    let formatter = ISO8601DateFormatter()
+    formatter.formatOptions = [.withInternetDateTime, .withFractionalSeconds]
+    return formatter
+  }
+
+  /// `2026-11-30T20:10:35.123Z`.
+  public static func timestamp(_ date: Date) -> String { formatter().string(from: date) }
+
+  /// Every record, sorted by bundle id; unreadable ones are skipped.
+  public func records() throws(ProtFSError) -> [AppRecord] {
+    guard let directory = try directory(Self.directoryName, creating: false) else { return [] }
+    var result: [AppRecord] = []
+    for entry in try directory.entries() where entry.name.hasSuffix(".json") && !entry.name.hasPrefix(".") {
+      guard let id = try? BundleID(String(entry.name.dropLast(5))), let record = try? record(id) else { continue }
+      result.append(record)
+    }
+    return result.sorted { $0.bundleID < $1.bundleID }
+  }
+
+  /// Replaces the record (atomically).
+  public func write(_ record: AppRecord) throws(ProtFSError) {
+    guard let directory = try directory(Self.directoryName, creating: true) else { return }
+    try AtomicFile.write(
+      Self.encode(record), named: record.bundleID + ".json", in: directory,
+      options: AtomicFile.Options(durability: .contents))
+  }
+
+  /// Writes a crash report; returns its path.
+  @discardableResult
+  public func write(_ report: AppCrashReport) throws(ProtFSError) -> String {
+    guard let directory = try directory(Self.crashReportsDirectoryName, creating: true) else { return "" }
+    let stamp = Int(report.time.timeIntervalSince1970 * 1000)
+    let name = "\(report.bundleID)-\(stamp)-\(report.pid).json"
+    try AtomicFile.write(Self.encode(report), named: name, in: directory)
+    return directory.pathOf(name)
+  }
+}

@@ -1,0 +1,147 @@
+import Foundation
+import ProtFS
+import ProtFSSystem
+
+/// The budgets and graces of an app's life (docs/semantics.md §8), in seconds.
+public struct AppTimings: Sendable, Equatable {
+  /// Background time while the app holds tasks.
+  public var backgroundTime: Double = 30
+  /// How long an app without tasks keeps running after entering the background.
+  public var suspendAfter: Double = 5
+  /// How long a background fetch may take.
+  public var fetchTime: Double = 30
+  /// How long an app may take to exit after `willTerminate`.
+  public var terminateGrace: Double = 2
+  /// The longest any of them may be: an hour.
+  public static let maximum: Double = 3600
+
+  /// The defaults.
+  public init() {}
+
+  /// How long before the budget ends the expiration warnings go out: a fifth of the budget, at
+  /// most 5 s (so 5 s before the end of the default 30 s).
+  public var warningLead: Double { min(5, backgroundTime * 0.2) }
+}
+
+/// An event the app reads as one JSON line on `PROTFS_APP_EVENTS_FD`.
+public enum AppEvent: String, Sendable, CaseIterable {
+  /// The app entered the background.
+  case didEnterBackground
+  /// The app is about to return to the foreground.
+  case willEnterForeground
+  /// A background task's time is about to run out (the line carries the task id).
+  case backgroundTaskWillExpire
+  /// A background fetch started: call `fetch-completed` within the fetch time.
+  case performFetch
+  /// The app is about to be terminated.
+  case willTerminate
+  /// The device is locking.
+  case protectedDataWillBecomeUnavailable
+  /// The device unlocked.
+  case protectedDataDidBecomeAvailable
+}
+
+/// One request to an app's supervisor.
+public struct AppRequest: Codable, Sendable, Equatable {
+  /// What is asked.
+  public enum Kind: String, Codable, Sendable {
+    /// Move the app to the background.
+    case background
+    /// Bring it to the foreground.
+    case foreground
+    /// Start a background fetch.
+    case fetch
+    /// Terminate it (`argument` "user" for a force-quit).
+    case terminate
+    /// Begin a background task named `argument`; the reply is its id.
+    case beginTask
+    /// End the task whose id is `argument`.
+    case endTask
+    /// The background time left, in seconds, or `inf`.
+    case timeRemaining
+    /// The app's fetch ended with `argument` (newData, noData or failed).
+    case fetchCompleted
+  }
+
+  /// What is asked.
+  public var kind: Kind
+  /// Its argument, if any.
+  public var argument: String?
+
+  /// Creates a request.
+  public init(_ kind: Kind, _ argument: String? = nil) {
+    self.kind = kind
+    self.argument = argument
+  }
+}
+
+/// The supervisor's answer.
+public struct AppReply: Codable, Sendable, Equatable {
+  /// The value asked for (a task id, the time remaining), or nil.
+  public var value: String?
+  /// Why the request was refused, or nil when it was carried out.
+  public var error: String?
+
+  /// A success.
+  public static func ok(_ value: String? = nil) -> AppReply { AppReply(value: value, error: nil) }
+  /// A refusal.
+  public static func refused(_ why: String) -> AppReply { AppReply(value: nil, error: why) }
+}
+
+/// The environment through which an app and its helper commands find the supervisor.
+public enum AppEnvironment {
+  /// The supervisor's socket name (`@` and an abstract name).
+  public static let socket = "PROTFS_APP_SOCKET"
+  /// The app's bundle id.
+  public static let bundle = "PROTFS_APP_BUNDLE"
+  /// The descriptor the app reads its events from.
+  public static let eventsFD = "PROTFS_APP_EVENTS_FD"
+  /// The descriptor number the events come on.
+  public static let eventsDescriptor: Int32 = 3
+
+  /// The abstract socket name of `bundleID`'s supervisor on `device`: a hash of both, so that any
+  /// path length fits and two devices never share a name.
+  public static func socketName(device: Device, bundleID: BundleID) -> String {
+    var hash: UInt64 = 0xcbf2_9ce4_8422_2325
+    for byte in Array(device.canonicalRoot.utf8) + [0] + Array(bundleID.rawValue.utf8) {
+      hash ^= UInt64(byte)
+      hash = hash &* 0x100_0000_01b3
+    }
+    return "protfs-app." + String(hash, radix: 16)
+  }
+}
+
+/// Sends requests to a running app's supervisor.
+public enum AppClient {
+  /// Sends `request` to the supervisor listening on `@socketName`; throws `.notFound` when none does.
+  public static func send(_ request: AppRequest, to socketName: String) throws(ProtFSError) -> AppReply {
+    let connection = try ControlSocket.connect(socketName)
+    defer { connection.close() }
+    guard let data = try? JSONEncoder().encode(request),
+      ControlSocket.writeLine(connection, String(decoding: data, as: UTF8.self)),
+      let line = ControlSocket.readLine(connection),
+      let reply = try? JSONDecoder().decode(AppReply.self, from: Data(line.utf8))
+    else {
+      throw ProtFSError(.io, "The app's supervisor at '@\(socketName)' did not answer.", path: "@" + socketName)
+    }
+    return reply
+  }
+}
+
+extension AppTimings {
+  /// Parses a duration such as `30s`, `500ms` or `2m` (seconds when bare), between 1 ms and an hour.
+  public static func duration(_ text: String, option: String) throws(ProtFSError) -> Double {
+    let lower = text.lowercased()
+    let (number, scale): (Substring, Double) =
+      lower.hasSuffix("ms")
+      ? (lower.dropLast(2), 0.001)
+      : lower.hasSuffix("s")
+        ? (lower.dropLast(), 1) : lower.hasSuffix("m") ? (lower.dropLast(), 60) : (Substring(lower), 1)
+    guard let value = Double(number), value.isFinite, value * scale >= 0.001, value * scale <= maximum else {
+      throw ProtFSError(
+        .invalidArgument, "The duration '\(text)' of --\(option) is not a time between 1ms and 60m.",
+        remedy: .advice("write a time such as 30s, 500ms or 2m"))
+    }
+    return value * scale
+  }
+}

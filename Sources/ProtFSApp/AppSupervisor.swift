@@ -1,0 +1,343 @@
+import Foundation
+import ProtFS
+import ProtFSSystem
+
+/// Runs one app's life (docs/semantics.md §8): keeps its record, sends its events, suspends,
+/// resumes and kills it on time, and answers the commands that reach it through its socket.
+///
+/// The process itself is started by the caller (confined as `protfs exec` confines a program), in
+/// a process group of its own, so that SIGSTOP, SIGCONT and SIGKILL reach every process of the app.
+///
+/// `@unchecked Sendable`: every mutable property is touched only on `queue`.
+public final class AppSupervisor: @unchecked Sendable {
+  /// The app.
+  public let bundleID: BundleID
+  /// Its budgets and graces.
+  public let timings: AppTimings
+  /// The abstract socket name it listens on.
+  public let socketName: String
+  private let store: AppStore
+  private let listener: FileDescriptor
+  private let allowedUsers: Set<uid_t>
+  private let queue = DispatchQueue(label: "protfs.app.supervisor")
+  private let exited = DispatchSemaphore(value: 0)
+  private var record: AppRecord
+  private var events: FileDescriptor?
+  private var pid: pid_t = 0
+  /// Bumped whenever the pending suspension, warning or kill no longer applies.
+  private var generation = 0
+  private var backgroundStart = DispatchTime.now()
+  private var warned: Set<Int> = []
+  private var nextTask = 1
+  private var fetchStart: DispatchTime?
+  private var fetchGeneration = 0
+  private var terminating = false
+  private var status: Int32 = 1
+
+  /// Claims `bundleID`'s socket; throws `.alreadyExists` when a supervisor of that app runs.
+  ///
+  /// `userLaunch`: false when the system launches the app (for a fetch), which keeps a force-quit.
+  /// `allowedUsers`: besides root and the caller's own user, who may send commands (the app user).
+  public init(
+    device: Device, bundleID: BundleID, timings: AppTimings, command: [String], userLaunch: Bool = true,
+    allowedUsers: Set<uid_t>
+  ) throws(ProtFSError) {
+    self.bundleID = bundleID
+    self.timings = timings
+    self.store = AppStore(device: device)
+    self.socketName = AppEnvironment.socketName(device: device, bundleID: bundleID)
+    self.allowedUsers = allowedUsers.union([0, getuid()])
+    do {
+      listener = try ControlSocket.listen(socketName)
+    } catch  where error.code == .alreadyExists || error.errno == EADDRINUSE {
+      throw ProtFSError(
+        .alreadyExists, "The app \(bundleID) is already running.",
+        remedy: .advice("terminate it first, or bring it to the foreground"))
+    }
+    var record = (try? store.record(bundleID)) ?? nil ?? AppRecord(bundleID: bundleID.rawValue, backgroundTime: 0)
+    record.backgroundTime = timings.backgroundTime
+    record.lastLaunchCommand = command
+    if userLaunch { record.forceQuit = false }
+    record.tasks = []
+    record.backgroundSince = nil
+    self.record = record
+  }
+
+  /// The variables the app's environment gets.
+  public var environment: [String: String] {
+    [
+      AppEnvironment.socket: "@" + socketName, AppEnvironment.bundle: bundleID.rawValue,
+      AppEnvironment.eventsFD: String(AppEnvironment.eventsDescriptor),
+    ]
+  }
+
+  /// Takes charge of the started app `pid` (the leader of its process group), which reads events
+  /// from the other end of `events`. Returns at once; `waitForExit` returns its exit status.
+  public func start(pid: pid_t, events: FileDescriptor) throws(ProtFSError) {
+    _ = fcntl(events.rawValue, F_SETFL, O_NONBLOCK)
+    queue.sync {
+      self.pid = pid
+      self.events = events
+      record.state = .active
+      record.pid = pid
+      record.supervisorPID = getpid()
+    }
+    let first = queue.sync { record }
+    try store.write(first)
+    Thread { [self] in
+      var raw: Int32 = 0
+      while waitpid(pid, &raw, 0) == -1 && errno == EINTR {}
+      let signal = raw & 0x7f
+      let code = signal == 0 ? (raw >> 8) & 0xff : 128 + signal
+      queue.async { self.finish(code) }
+    }.start()
+    Thread { [self] in serve() }.start()
+  }
+
+  /// Waits until the app ended, or until `deadline`; returns its exit status, or nil at the deadline.
+  public func waitForExit(until deadline: DispatchTime = .distantFuture) -> Int32? {
+    guard exited.wait(timeout: deadline) == .success else { return nil }
+    exited.signal()
+    return queue.sync { status }
+  }
+
+  /// Carries out `request` (from the socket, a schedule or a signal).
+  public func perform(_ request: AppRequest) -> AppReply { queue.sync { handle(request) } }
+
+  /// Tells the app that protected data became unavailable or available.
+  public func protectedData(available: Bool) {
+    queue.async {
+      self.send(available ? .protectedDataDidBecomeAvailable : .protectedDataWillBecomeUnavailable)
+    }
+  }
+
+  /// Sends `signal` to every process of the app.
+  public func signalApp(_ signal: Int32) {
+    queue.async { if self.pid > 0 { _ = valueOrErrno(.kill) { kill(-self.pid, signal) } } }
+  }
+
+  // MARK: - On the queue
+
+  private func handle(_ request: AppRequest) -> AppReply {
+    guard pid > 0, !terminating || request.kind == .timeRemaining else {
+      return .refused("The app \(bundleID) is terminating.")
+    }
+    switch request.kind {
+    case .background: return enterBackground()
+    case .foreground: return enterForeground()
+    case .fetch: return startFetch()
+    case .terminate: return terminate(user: request.argument == "user")
+    case .beginTask: return beginTask(request.argument ?? "")
+    case .endTask: return endTask(request.argument ?? "")
+    case .timeRemaining:
+      guard record.state != .active else { return .ok("inf") }
+      return .ok(String(format: "%.3f", remaining()))
+    case .fetchCompleted: return completeFetch(request.argument ?? "")
+    }
+  }
+
+  private func remaining() -> Double {
+    let elapsed = Double(DispatchTime.now().uptimeNanoseconds - backgroundStart.uptimeNanoseconds) / 1e9
+    return max(0, timings.backgroundTime - elapsed)
+  }
+
+  private func enterBackground() -> AppReply {
+    guard record.state == .active else { return .refused("The app \(bundleID) is already in the background.") }
+    record.state = .background
+    record.backgroundSince = Date()
+    backgroundStart = .now()
+    warned = []
+    send(.didEnterBackground)
+    reschedule()
+    return .ok()
+  }
+
+  private func enterForeground() -> AppReply {
+    guard record.state != .active else { return .refused("The app \(bundleID) is already in the foreground.") }
+    send(.willEnterForeground)
+    if record.state == .suspended { _ = valueOrErrno(.kill) { kill(-pid, SIGCONT) } }
+    record.state = .active
+    record.backgroundSince = nil
+    reschedule()
+    return .ok()
+  }
+
+  private func startFetch() -> AppReply {
+    guard fetchStart == nil else { return .refused("A fetch of \(bundleID) is already under way.") }
+    if record.state == .suspended {
+      _ = valueOrErrno(.kill) { kill(-pid, SIGCONT) }
+      record.state = .background
+      record.backgroundSince = Date()
+      backgroundStart = .now()
+      warned = []
+    }
+    let start = DispatchTime.now()
+    fetchStart = start
+    fetchGeneration += 1
+    let current = fetchGeneration
+    send(.performFetch)
+    queue.asyncAfter(deadline: start + timings.fetchTime) { [self] in
+      guard fetchGeneration == current, fetchStart != nil else { return }
+      record.lastFetch = AppRecord.Fetch(result: "timedOut", duration: timings.fetchTime, time: Date())
+      killApp("the background fetch did not complete within \(Self.seconds(timings.fetchTime))")
+    }
+    reschedule()
+    return .ok()
+  }
+
+  private func completeFetch(_ result: String) -> AppReply {
+    guard ["newData", "noData", "failed"].contains(result) else {
+      return .refused("'\(result)' is not a fetch result: give newData, noData or failed.")
+    }
+    guard let start = fetchStart else { return .refused("No background fetch of \(bundleID) is under way.") }
+    let duration = Double(DispatchTime.now().uptimeNanoseconds - start.uptimeNanoseconds) / 1e9
+    record.lastFetch = AppRecord.Fetch(result: result, duration: duration, time: Date())
+    fetchStart = nil
+    fetchGeneration += 1
+    reschedule()
+    return .ok()
+  }
+
+  private func beginTask(_ name: String) -> AppReply {
+    if record.state != .active && remaining() <= 0 {
+      return .refused("The app \(bundleID) has no background time left.")
+    }
+    let id = nextTask
+    nextTask += 1
+    record.tasks.append(AppRecord.Task(id: id, name: name))
+    reschedule()
+    return .ok(String(id))
+  }
+
+  private func endTask(_ text: String) -> AppReply {
+    guard let id = Int(text), let index = record.tasks.firstIndex(where: { $0.id == id }) else {
+      return .refused("'\(text)' is not an open background task of \(bundleID).")
+    }
+    record.tasks.remove(at: index)
+    reschedule()
+    return .ok()
+  }
+
+  private func terminate(user: Bool) -> AppReply {
+    record.forceQuit = user
+    terminating = true
+    generation += 1
+    save()
+    // A suspended app is killed without notice, as on iOS.
+    if record.state == .suspended {
+      _ = valueOrErrno(.kill) { kill(-pid, SIGKILL) }
+      return .ok()
+    }
+    send(.willTerminate)
+    queue.asyncAfter(deadline: .now() + timings.terminateGrace) { [self] in
+      if pid > 0 { _ = valueOrErrno(.kill) { kill(-pid, SIGKILL) } }
+    }
+    return .ok()
+  }
+
+  /// Plans what happens next in the background: the suspension, or the warnings and the kill.
+  private func reschedule() {
+    generation += 1
+    save()
+    guard record.state == .background else { return }
+    let current = generation
+    if !record.tasks.isEmpty {
+      let warning = backgroundStart + max(0, timings.backgroundTime - timings.warningLead)
+      queue.asyncAfter(deadline: warning) { [self] in
+        guard generation == current else { return }
+        for task in record.tasks where warned.insert(task.id).inserted {
+          send(.backgroundTaskWillExpire, task: task)
+        }
+      }
+      queue.asyncAfter(deadline: backgroundStart + timings.backgroundTime) { [self] in
+        guard generation == current, !record.tasks.isEmpty else { return }
+        killApp(
+          "background tasks were still open when the background time (\(Self.seconds(timings.backgroundTime))) ran out")
+      }
+    } else if fetchStart == nil {
+      let suspension = max(backgroundStart + timings.suspendAfter, .now())
+      queue.asyncAfter(deadline: suspension) { [self] in
+        guard generation == current, record.state == .background else { return }
+        _ = valueOrErrno(.kill) { kill(-pid, SIGSTOP) }
+        record.state = .suspended
+        generation += 1
+        save()
+      }
+    }
+  }
+
+  /// The watchdog's kill: a crash report, then SIGKILL to the whole app.
+  private func killApp(_ reason: String) {
+    guard pid > 0, !terminating else { return }
+    terminating = true
+    generation += 1
+    let report = AppCrashReport(
+      bundleID: bundleID.rawValue, time: Date(), reason: reason, openTasks: record.tasks.map(\.name), pid: pid)
+    _ = try? store.write(report)
+    save()
+    _ = valueOrErrno(.kill) { kill(-pid, SIGKILL) }
+  }
+
+  private func finish(_ code: Int32) {
+    // Whatever the app left in its group goes with it.
+    _ = valueOrErrno(.kill) { kill(-pid, SIGKILL) }
+    pid = 0
+    generation += 1
+    fetchGeneration += 1
+    status = code
+    record.state = .notRunning
+    record.pid = nil
+    record.supervisorPID = nil
+    record.tasks = []
+    record.backgroundSince = nil
+    record.lastExitStatus = code
+    save()
+    events?.close()
+    ControlSocket.shutDown(listener)
+    exited.signal()
+  }
+
+  private func save() { _ = try? store.write(record) }
+
+  private func send(_ event: AppEvent, task: AppRecord.Task? = nil) {
+    guard let events else { return }
+    var line = #"{"event":""# + event.rawValue + "\""
+    if let task {
+      let name = (try? JSONEncoder().encode(task.name)).map { String(decoding: $0, as: UTF8.self) } ?? "\"\""
+      line += #","task":\#(task.id),"name":\#(name)"#
+    }
+    line += "}\n"
+    // Non-blocking: an app that never reads loses events rather than stalling its supervisor.
+    _ = try? AtomicFile.writeAll(events.rawValue, Array(line.utf8), path: "events")
+  }
+
+  private static func seconds(_ value: Double) -> String {
+    value == value.rounded() ? "\(Int(value)) s" : String(format: "%.3g s", value)
+  }
+
+  // MARK: - The socket
+
+  private func serve() {
+    while let (connection, uid, _) = ControlSocket.accept(listener) {
+      Thread { [self] in
+        defer { connection.close() }
+        var timeout = timeval(tv_sec: 5, tv_usec: 0)
+        _ = setsockopt(connection.rawValue, SOL_SOCKET, SO_RCVTIMEO, &timeout, socklen_t(MemoryLayout<timeval>.size))
+        let reply: AppReply
+        if !allowedUsers.contains(uid) {
+          reply = .refused("User \(uid) may not control the app \(bundleID).")
+        } else if let line = ControlSocket.readLine(connection),
+          let request = try? JSONDecoder().decode(AppRequest.self, from: Data(line.utf8))
+        {
+          reply = perform(request)
+        } else {
+          reply = .refused("The request is not valid.")
+        }
+        if let data = try? JSONEncoder().encode(reply) {
+          ControlSocket.writeLine(connection, String(decoding: data, as: UTF8.self))
+        }
+      }.start()
+    }
+    listener.close()
+  }
+}

@@ -1,0 +1,53 @@
+import Foundation
+import ProtFS
+import ProtFSApp
+import ProtFSSystem
+
+/// `protfs app`: runs programs as iOS apps, with background time, suspension, fetch and termination.
+package enum AppCommand {
+  package static let command = Command(
+    name: "app",
+    abstract: "Run a program as an iOS app: background time, suspension, background fetch, termination.",
+    discussion: """
+      `protfs app launch` runs a program as an app, confined as `protfs exec` runs one, and
+      supervises it until it ends. From any shell, background, foreground, fetch and terminate
+      drive it, and status shows it. The app reads its events as JSON lines on the descriptor
+      $PROTFS_APP_EVENTS_FD and calls back with begin-task, end-task, time-remaining and
+      fetch-completed, which find their app through $PROTFS_APP_SOCKET.
+      """,
+    subcommands: [
+      AppLaunchCommand.command, AppControlCommands.background, AppControlCommands.foreground,
+      AppControlCommands.fetch, AppControlCommands.terminate, AppStatusCommand.command,
+      AppHelperCommands.beginTask, AppHelperCommands.endTask, AppHelperCommands.timeRemaining,
+      AppHelperCommands.fetchCompleted,
+    ]
+  )
+
+  /// `<bundle-id>`.
+  package static let bundleArgument = Argument(name: "bundle-id", help: "The app's bundle id.")
+
+  /// The bundle id of an app whose container exists.
+  package static func existingApp(_ invocation: Invocation) throws -> BundleID {
+    let bundleID = try invocation.bundleID(invocation.required(bundleArgument))
+    let device = invocation.device
+    try device.requireInitialized()
+    try device.container(bundleID).requireExists()
+    return bundleID
+  }
+
+  /// The message for an app without a supervisor.
+  package static func notRunning(_ bundleID: BundleID) -> String { "The app \(bundleID) is not running." }
+
+  /// Sends `request` to the supervisor of `bundleID`; a refusal becomes an error (exit 1).
+  package static func send(_ request: AppRequest, to bundleID: BundleID, device: Device) throws -> AppReply {
+    let reply: AppReply
+    do {
+      reply = try AppClient.send(request, to: AppEnvironment.socketName(device: device, bundleID: bundleID))
+    } catch {
+      if error.code == .notFound { throw ExitStatus(code: 1, message: notRunning(bundleID)) }
+      throw error
+    }
+    if let refusal = reply.error { throw ExitStatus(code: 1, message: refusal) }
+    return reply
+  }
+}

@@ -1,0 +1,197 @@
+import Foundation
+import ProtFS
+import ProtFSApp
+import ProtFSSystem
+
+/// `protfs app background|foreground|fetch|terminate BUNDLE-ID`: drive a running app from any shell.
+package enum AppControlCommands {
+  package static let background = control(
+    "background", "Send the app to the background (it is suspended when its time is up).", .background)
+  package static let foreground = control(
+    "foreground", "Bring the app to the foreground (resuming it when suspended).", .foreground)
+  package static let fetch = Command(
+    name: "fetch",
+    abstract: "Wake the app for a background fetch, or launch it in the background for one.",
+    discussion: """
+      A running app (suspended or not) is sent performFetch and must call fetch-completed in time.
+      An app that is not running is launched in the background with the command it was last
+      launched with, detached from this shell (its output goes to /dev/null), and sent
+      didEnterBackground, then performFetch; not an app the user force-quit.
+      """,
+    arguments: [AppCommand.bundleArgument],
+    run: runFetch)
+  package static let terminate = Command(
+    name: "terminate",
+    abstract: "Terminate the app: willTerminate, then a kill if it has not exited after a short grace.",
+    discussion: """
+      A suspended app is killed without notice. With --user, the termination is a force-quit from
+      the app switcher, which the app's record keeps until its next launch.
+      """,
+    arguments: [AppCommand.bundleArgument],
+    options: [user],
+    run: runTerminate
+  )
+
+  /// `--user`.
+  package static let user = Option.flag("user", help: "A force-quit by the user (remembered until the next launch).")
+
+  static func runFetch(_ invocation: Invocation) throws -> Int32 {
+    let bundleID = try AppCommand.existingApp(invocation)
+    let device = invocation.device
+    do {
+      _ = try AppCommand.send(AppRequest(.fetch), to: bundleID, device: device)
+      return 0
+    } catch let status as ExitStatus where status.message == AppCommand.notRunning(bundleID) {
+      guard let record = try AppStore(device: device).record(bundleID), !record.lastLaunchCommand.isEmpty else {
+        throw ExitStatus(code: 1, message: "The app \(bundleID) is not running and was never launched.")
+      }
+      guard !record.forceQuit else {
+        throw ExitStatus(
+          code: 1,
+          message: "The app \(bundleID) is not running: the user force-quit it, so it is not launched for a fetch.")
+      }
+      let pid = try launchDetached(
+        [
+          "--device", device.root, "app", "launch", bundleID.rawValue, "--for-fetch", "--background-time",
+          "\(Int((record.backgroundTime * 1000).rounded()))ms", "--",
+        ] + record.lastLaunchCommand)
+      Console.out("Launched \(bundleID) in the background for a fetch (supervisor pid \(pid)).")
+      return 0
+    }
+  }
+
+  /// Starts `protfs ARGS` in a session of its own with /dev/null as its standard streams.
+  private static func launchDetached(_ arguments: [String]) throws -> pid_t {
+    // The supervisor outlives this command: it must hold none of the descriptors it inherited
+    // (a caller waiting for this command's pipes or its exit socket would wait for the app too).
+    for name in (try? FileManager.default.contentsOfDirectory(atPath: "/proc/self/fd")) ?? [] {
+      if let fd = Int32(name), fd > STDERR_FILENO { _ = fcntl(fd, F_SETFD, FD_CLOEXEC) }
+    }
+    var argv: [UnsafeMutablePointer<CChar>?] = (["protfs"] + arguments).map { strdup($0) } + [nil]
+    defer { for pointer in argv { free(pointer) } }
+    var actions = posix_spawn_file_actions_t()
+    posix_spawn_file_actions_init(&actions)
+    defer { posix_spawn_file_actions_destroy(&actions) }
+    for fd in [STDIN_FILENO, STDOUT_FILENO, STDERR_FILENO] {
+      posix_spawn_file_actions_addopen(&actions, fd, "/dev/null", fd == STDIN_FILENO ? O_RDONLY : O_WRONLY, 0)
+    }
+    var attributes = posix_spawnattr_t()
+    posix_spawnattr_init(&attributes)
+    defer { posix_spawnattr_destroy(&attributes) }
+    // POSIX_SPAWN_SETSID (glibc 2.26), which Glibc shows Swift only under _GNU_SOURCE.
+    let setSessionID: Int16 = 0x80
+    posix_spawnattr_setflags(&attributes, setSessionID)
+    var pid: pid_t = 0
+    let status = posix_spawn(&pid, "/proc/self/exe", &actions, &attributes, &argv, environ)
+    guard status == 0 else { throw ProtFSError.system("launch the app with", path: "/proc/self/exe", errno: status) }
+    return pid
+  }
+
+  static func runTerminate(_ invocation: Invocation) throws -> Int32 {
+    let bundleID = try AppCommand.existingApp(invocation)
+    let request = AppRequest(.terminate, invocation.flag(user) ? "user" : nil)
+    _ = try AppCommand.send(request, to: bundleID, device: invocation.device)
+    return 0
+  }
+
+  /// Sends the request `kind` (a subcommand's name) to the app named by the invocation.
+  static func runControl(_ invocation: Invocation) throws -> Int32 {
+    let bundleID = try AppCommand.existingApp(invocation)
+    guard let kind = AppRequest.Kind(rawValue: invocation.commandPath.last ?? "") else { return 70 }
+    _ = try AppCommand.send(AppRequest(kind), to: bundleID, device: invocation.device)
+    return 0
+  }
+
+  private static func control(_ name: String, _ abstract: String, _ kind: AppRequest.Kind) -> Command {
+    Command(name: name, abstract: abstract, arguments: [AppCommand.bundleArgument], run: runControl)
+  }
+}
+
+/// `protfs app status [BUNDLE-ID] [--json]`.
+package enum AppStatusCommand {
+  package static let command = Command(
+    name: "status",
+    abstract: "Show the apps' states, background tasks, time remaining and last fetch.",
+    discussion: """
+      With --json: an array of objects with bundleID, state, pid, supervisorPID, tasks,
+      timeRemaining (seconds; null in the foreground and when not running), backgroundTime,
+      lastFetch, forceQuit, lastExitStatus and lastLaunchCommand.
+      """,
+    arguments: [bundleArgument],
+    options: [CommonOptions.json],
+    run: run
+  )
+
+  /// `[<bundle-id>]`.
+  package static let bundleArgument = Argument(
+    name: "bundle-id", help: "Only this app (default: every app launched).", arity: .optional)
+
+  /// One app, as `--json` prints it.
+  struct Entry: Encodable {
+    var bundleID: String
+    var state: AppRecord.State
+    var pid: Int32?
+    var supervisorPID: Int32?
+    var tasks: [AppRecord.Task]
+    var timeRemaining: Double?
+    var backgroundTime: Double
+    var lastFetch: AppRecord.Fetch?
+    var forceQuit: Bool
+    var lastExitStatus: Int32?
+    var lastLaunchCommand: [String]
+  }
+
+  package static func run(_ invocation: Invocation) throws -> Int32 {
+    let device = invocation.device
+    try device.requireInitialized()
+    let store = AppStore(device: device)
+    var records: [AppRecord]
+    if let text = invocation.argument(bundleArgument) {
+      let bundleID = try invocation.bundleID(text)
+      try device.container(bundleID).requireExists()
+      records = [try store.record(bundleID) ?? AppRecord(bundleID: bundleID.rawValue, backgroundTime: 30)]
+    } else {
+      records = try store.records()
+    }
+    let now = Date()
+    let entries = records.map { record -> Entry in
+      var record = record
+      // A supervisor that died without its last word (kill -9) leaves a stale "running" record.
+      if let supervisor = record.supervisorPID, kill(supervisor, 0) != 0, errno == ESRCH {
+        record.state = .notRunning
+        record.pid = nil
+        record.supervisorPID = nil
+        record.tasks = []
+      }
+      return Entry(
+        bundleID: record.bundleID, state: record.state, pid: record.pid, supervisorPID: record.supervisorPID,
+        tasks: record.tasks, timeRemaining: record.timeRemaining(now: now), backgroundTime: record.backgroundTime,
+        lastFetch: record.lastFetch, forceQuit: record.forceQuit, lastExitStatus: record.lastExitStatus,
+        lastLaunchCommand: record.lastLaunchCommand)
+    }
+    if invocation.flag(CommonOptions.json) {
+      try Console.json(entries)
+      return 0
+    }
+    if entries.isEmpty { Console.out("No app has been launched on this device.") }
+    for entry in entries {
+      var parts = [entry.state.rawValue]
+      if let pid = entry.pid { parts.append("pid \(pid)") }
+      if !entry.tasks.isEmpty {
+        let names = entry.tasks.map { $0.name.isEmpty ? "#\($0.id)" : "#\($0.id) \($0.name)" }
+        parts.append("tasks: " + names.joined(separator: ", "))
+      }
+      if entry.state != .notRunning {
+        parts.append(
+          "time remaining: " + (entry.timeRemaining.map { String(format: "%.1f s", $0) } ?? "unlimited (foreground)"))
+      }
+      if let fetch = entry.lastFetch {
+        parts.append("last fetch: \(fetch.result) in \(String(format: "%.3f", fetch.duration)) s")
+      }
+      if entry.forceQuit { parts.append("force-quit by the user") }
+      if entry.state == .notRunning, let status = entry.lastExitStatus { parts.append("last exit status \(status)") }
+      Console.out("\(entry.bundleID): " + parts.joined(separator: "; "))
+    }
+    return 0
+  }
+}

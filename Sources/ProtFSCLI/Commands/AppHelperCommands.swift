@@ -1,0 +1,74 @@
+import Foundation
+import ProtFS
+import ProtFSApp
+import ProtFSSystem
+
+/// The commands an app calls back with: they find their supervisor through $PROTFS_APP_SOCKET.
+package enum AppHelperCommands {
+  package static let beginTask = Command(
+    name: "begin-task", abstract: "Begin a background task (inside an app); prints its id.",
+    arguments: [taskName], run: runBeginTask)
+  package static let endTask = Command(
+    name: "end-task", abstract: "End a background task (inside an app).", arguments: [taskID], run: runEndTask)
+  package static let timeRemaining = Command(
+    name: "time-remaining",
+    abstract: "Print the app's background time left in seconds, inf in the foreground (inside an app).",
+    run: runTimeRemaining)
+  package static let fetchCompleted = Command(
+    name: "fetch-completed",
+    abstract: "Report the result of a background fetch: newData, noData or failed (inside an app).",
+    arguments: [result], run: runFetchCompleted)
+
+  /// `[<name>]`.
+  static let taskName = Argument(
+    name: "name", help: "The task's name, shown in status and crash reports.", arity: .optional)
+  /// `<id>`.
+  static let taskID = Argument(name: "id", help: "The id begin-task printed.")
+  /// `<result>`.
+  static let result = Argument(name: "result", help: "newData, noData or failed.")
+
+  static func runBeginTask(_ invocation: Invocation) throws -> Int32 {
+    Console.out(try send(invocation, AppRequest(.beginTask, invocation.argument(taskName) ?? "")) ?? "")
+    return 0
+  }
+
+  static func runEndTask(_ invocation: Invocation) throws -> Int32 {
+    _ = try send(invocation, AppRequest(.endTask, invocation.required(taskID)))
+    return 0
+  }
+
+  static func runTimeRemaining(_ invocation: Invocation) throws -> Int32 {
+    Console.out(try send(invocation, AppRequest(.timeRemaining)) ?? "")
+    return 0
+  }
+
+  static func runFetchCompleted(_ invocation: Invocation) throws -> Int32 {
+    let value = invocation.required(result)
+    guard ["newData", "noData", "failed"].contains(value) else {
+      throw invocation.usageError("'\(value)' is not a fetch result: give newData, noData or failed.")
+    }
+    _ = try send(invocation, AppRequest(.fetchCompleted, value))
+    return 0
+  }
+
+  /// Sends `request` to the app's supervisor named by the environment; returns the reply's value.
+  private static func send(_ invocation: Invocation, _ request: AppRequest) throws -> String? {
+    guard let socket = invocation.environment[AppEnvironment.socket], socket.hasPrefix("@"), socket.count > 1 else {
+      let name = invocation.commandPath.joined(separator: " ")
+      throw ExitStatus(
+        code: 1,
+        message: "\(name) works only inside an app that protfs app launch runs ($\(AppEnvironment.socket) is not set).")
+    }
+    let reply: AppReply
+    do {
+      reply = try AppClient.send(request, to: String(socket.dropFirst()))
+    } catch {
+      if error.code == .notFound {
+        throw ExitStatus(code: 1, message: "The app's supervisor at '\(socket)' is not running.")
+      }
+      throw error
+    }
+    if let refusal = reply.error { throw ExitStatus(code: 1, message: refusal) }
+    return reply.value
+  }
+}

@@ -1,0 +1,218 @@
+import Foundation
+import ProtFS
+import ProtFSApp
+import ProtFSLock
+import ProtFSSystem
+
+/// `protfs app launch BUNDLE-ID -- CMD`: runs CMD as the app, in the foreground, and supervises it
+/// until it ends (docs/semantics.md §8).
+package enum AppLaunchCommand {
+  package static let command = Command(
+    name: "launch",
+    abstract: "Run a program as the app, in the foreground, until it ends.",
+    discussion: """
+      CMD runs confined exactly as under `protfs exec` (through the mount when one is active), in a
+      process group of its own, with $PROTFS_APP_EVENTS_FD (its events, one JSON object a line),
+      $PROTFS_APP_SOCKET and $PROTFS_APP_BUNDLE in its environment. In the background it runs for
+      --suspend-after without tasks, then is stopped (SIGSTOP) until it returns to the foreground;
+      with tasks, for --background-time, with a backgroundTaskWillExpire event per task a fifth of
+      the budget (at most 5 s) before the end; tasks still open at the end get it killed (exit 137)
+      with a crash report in the device's .protfs/crash-reports/. A fetch must complete within
+      --fetch-time. --schedule takes exec's steps and background, foreground, fetch and terminate,
+      for example background@1s,foreground@5s. The exit status is CMD's (128+N when a signal N
+      ended it, so 137 when the system killed it).
+      """,
+    arguments: [AppCommand.bundleArgument],
+    options: [backgroundTime, suspendAfter, fetchTime, ExecCommand.schedule, forFetch] + ExecCommand.passcode.options,
+    takesTrailingCommand: true,
+    run: run
+  )
+
+  /// `--for-fetch` (hidden in effect: `app fetch` gives it): the system launches the app in the
+  /// background for a fetch; not a user launch, so a force-quit stays remembered.
+  package static let forFetch = Option.flag(
+    "for-fetch", help: "Launch in the background for a fetch, as `protfs app fetch` does for an app not running.")
+  /// `--background-time DURATION`.
+  package static let backgroundTime = Option.value(
+    "background-time", "duration", help: "Background time while the app holds tasks (default 30s).")
+  /// `--suspend-after DURATION`.
+  package static let suspendAfter = Option.value(
+    "suspend-after", "duration", help: "Running time in the background without tasks (default 5s).")
+  /// `--fetch-time DURATION`.
+  package static let fetchTime = Option.value(
+    "fetch-time", "duration", help: "Time a background fetch may take (default 30s).")
+
+  package static func run(_ invocation: Invocation) throws -> Int32 {
+    var timings = AppTimings()
+    timings.backgroundTime = try duration(invocation, backgroundTime) ?? timings.backgroundTime
+    timings.suspendAfter = try duration(invocation, suspendAfter) ?? timings.suspendAfter
+    timings.fetchTime = try duration(invocation, fetchTime) ?? timings.fetchTime
+    var schedule = LockSchedule(steps: [])
+    if let text = invocation.value(ExecCommand.schedule) {
+      do {
+        schedule = try LockSchedule(parsing: text)
+      } catch {
+        throw invocation.usageError(error.commandLineDescription)
+      }
+    }
+    let bundleID = try AppCommand.existingApp(invocation)
+    let command = invocation.trailing
+    guard let program = executablePath(command[0]) else {
+      throw ExitStatus(code: 1, message: "Cannot run '\(command[0])': it is not an executable file.")
+    }
+    var passcode: String?
+    if schedule.steps.contains(where: { $0.action == .unlock }) {
+      passcode = try invocation.passcode(ExecCommand.passcode, prompt: nil)
+    }
+    let device = invocation.device
+    let supervisor = try AppSupervisor(
+      device: device, bundleID: bundleID, timings: timings,
+      command: [program.hasPrefix("/") ? program : FileManager.default.currentDirectoryPath + "/" + program]
+        + command.dropFirst(),
+      userLaunch: !invocation.flag(forFetch),
+      allowedUsers: AppUser.canAssume ? [AppUser.standard.uid] : [])
+    var pipeFDs: [Int32] = [0, 0]
+    _ = try valueOrErrno(.pipe) { pipe(&pipeFDs) }.orThrow("create the event pipe for", path: program)
+    for fd in pipeFDs { _ = fcntl(fd, F_SETFD, FD_CLOEXEC) }
+    let readEnd = FileDescriptor(owning: pipeFDs[0])
+    let writeEnd = FileDescriptor(owning: pipeFDs[1])
+    let spawned = Result {
+      try spawn(command, device: device, events: readEnd.rawValue, environment: supervisor.environment)
+    }
+    readEnd.close()
+    let pid = try spawned.get()
+    try supervisor.start(pid: pid, events: writeEnd)
+    // Signals to protfs go to the whole app; the app is in its own group, away from the terminal's.
+    var forwarders: [any DispatchSourceSignal] = []
+    for signalNumber in [SIGINT, SIGTERM, SIGHUP] {
+      signal(signalNumber, SIG_IGN)
+      let source = DispatchSource.makeSignalSource(signal: signalNumber, queue: .global())
+      source.setEventHandler { supervisor.signalApp(signalNumber) }
+      source.resume()
+      forwarders.append(source)
+    }
+    defer { forwarders.forEach { $0.cancel() } }
+    if invocation.flag(forFetch) {
+      for kind in [AppRequest.Kind.background, .fetch] {
+        if let failure = supervisor.perform(AppRequest(kind)).error { Console.err("warning: \(failure)") }
+      }
+    }
+    // Watching starts before the first scheduled step can lock the device.
+    let watcher = watchProtectedData(try? device.protectedDataEvents(), supervisor)
+    defer { watcher.cancel() }
+    let controller = invocation.lockController
+    let start = DispatchTime.now()
+    for step in schedule.steps {
+      if supervisor.waitForExit(until: start + step.offset) != nil { break }
+      if let failure = perform(step.action, supervisor, controller, passcode: passcode) {
+        Console.err("warning: the scheduled \(step.action.rawValue) failed: \(failure)")
+      }
+    }
+    return supervisor.waitForExit() ?? 1
+  }
+
+  /// Passes the device's lock and unlock on to the app while it runs.
+  private static func watchProtectedData(_ events: AsyncStream<ProtectedDataEvent>?, _ supervisor: AppSupervisor)
+    -> Task<Void, Never>
+  {
+    Task {
+      guard let events else { return }
+      for await event in events {
+        supervisor.protectedData(available: event.event == .protectedDataDidBecomeAvailable)
+      }
+    }
+  }
+
+  /// The duration given with `option`, if it was.
+  private static func duration(_ invocation: Invocation, _ option: Option) throws -> Double? {
+    guard let text = invocation.value(option) else { return nil }
+    do {
+      return try AppTimings.duration(text, option: option.long)
+    } catch {
+      throw invocation.usageError(error.commandLineDescription)
+    }
+  }
+
+  /// Makes one scheduled change; returns why it failed instead of throwing, as the app keeps running.
+  private static func perform(
+    _ action: LockSchedule.Action, _ supervisor: AppSupervisor, _ controller: LockController, passcode: String?
+  ) -> String? {
+    let request: AppRequest
+    switch action {
+    case .background: request = AppRequest(.background)
+    case .foreground: request = AppRequest(.foreground)
+    case .fetch: request = AppRequest(.fetch)
+    case .terminate: request = AppRequest(.terminate)
+    case .lock, .inactive, .unlock, .reboot:
+      do {
+        switch action {
+        case .inactive: try controller.lock(inactive: true)
+        case .unlock: try controller.unlock(passcode: passcode)
+        case .reboot: try controller.reboot()
+        default: try controller.lock()
+        }
+        return nil
+      } catch {
+        return error.commandLineDescription
+      }
+    }
+    return supervisor.perform(request).error
+  }
+
+  /// The file `name` runs, looked up in $PATH as execvp does, when it is an executable regular file.
+  static func executablePath(_ name: String) -> String? {
+    let candidates =
+      name.contains("/")
+      ? [name]
+      : (ProcessInfo.processInfo.environment["PATH"] ?? "/usr/bin:/bin").split(separator: ":").map { "\($0)/\(name)" }
+    for path in candidates {
+      var status = stat()
+      guard stat(path, &status) == 0, status.st_mode & S_IFMT == S_IFREG, status.st_mode & 0o111 != 0 else { continue }
+      return path
+    }
+    return nil
+  }
+
+  /// Starts `protfs __exec-confined CMD…` as the leader of a new process group, with the event
+  /// pipe's read end as descriptor 3 and the app's variables added to the environment.
+  private static func spawn(_ command: [String], device: Device, events: Int32, environment: [String: String])
+    throws -> pid_t
+  {
+    let arguments = ["protfs", ExecConfinedCommand.command.name, "--device", device.root, "--"] + command
+    var argv: [UnsafeMutablePointer<CChar>?] = arguments.map { strdup($0) } + [nil]
+    defer { for pointer in argv { free(pointer) } }
+    var variables: [String] = []
+    var index = 0
+    while let entry = environ[index] {
+      let text = String(cString: entry)
+      if !environment.keys.contains(where: { text.hasPrefix($0 + "=") }) { variables.append(text) }
+      index += 1
+    }
+    variables += environment.map { "\($0.key)=\($0.value)" }
+    var envp: [UnsafeMutablePointer<CChar>?] = variables.map { strdup($0) } + [nil]
+    defer { for pointer in envp { free(pointer) } }
+    var actions = posix_spawn_file_actions_t()
+    posix_spawn_file_actions_init(&actions)
+    defer { posix_spawn_file_actions_destroy(&actions) }
+    posix_spawn_file_actions_adddup2(&actions, events, AppEnvironment.eventsDescriptor)
+    var attributes = posix_spawnattr_t()
+    posix_spawnattr_init(&attributes)
+    defer { posix_spawnattr_destroy(&attributes) }
+    var empty = sigset_t()
+    sigemptyset(&empty)
+    var defaults = sigset_t()
+    sigemptyset(&defaults)
+    for signal in [SIGPIPE, SIGINT, SIGTERM, SIGQUIT, SIGCHLD, SIGALRM, SIGUSR1, SIGUSR2, SIGHUP] {
+      sigaddset(&defaults, signal)
+    }
+    posix_spawnattr_setsigmask(&attributes, &empty)
+    posix_spawnattr_setsigdefault(&attributes, &defaults)
+    posix_spawnattr_setpgroup(&attributes, 0)
+    posix_spawnattr_setflags(
+      &attributes, Int16(POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF | POSIX_SPAWN_SETPGROUP))
+    var pid: pid_t = 0
+    let status = posix_spawn(&pid, "/proc/self/exe", &actions, &attributes, &argv, &envp)
+    guard status == 0 else { throw ProtFSError.system("run", path: command[0], errno: status) }
+    return pid
+  }
+}

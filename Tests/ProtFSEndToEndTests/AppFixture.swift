@@ -1,0 +1,154 @@
+import Foundation
+import ProtFS
+import ProtFSTestSupport
+
+/// A fresh device with one container that the app user can reach, and scripts to run as apps.
+struct AppDevice {
+  static let bundle = "com.example.app"
+  let t: TestDevice
+  let scripts: String
+  var root: String { t.root }
+
+  init() throws {
+    t = try TestDevice(containers: [Self.bundle])
+    chmod(t.directory, 0o755)  // the app user must reach the device
+    scripts = try TestDevice.makeTemporaryDirectory(prefix: "protfs-app-scripts")
+    chmod(scripts, 0o755)
+  }
+
+  /// Runs `protfs --device ROOT ARGS` and waits.
+  func protfs(_ arguments: [String], environment: [String: String] = [:]) throws -> RunResult {
+    try Protfs.run(["--device", root] + arguments, environment: environment)
+  }
+
+  /// Writes an executable script; returns its path.
+  func script(_ name: String, _ text: String) throws -> String {
+    let path = scripts + "/" + name
+    try text.write(toFile: path, atomically: true, encoding: .utf8)
+    chmod(path, 0o755)
+    return path
+  }
+
+  /// The app's record as JSON.
+  func record() -> [String: Any] {
+    let path = root + "/.protfs/apps/\(Self.bundle).json"
+    guard let data = FileManager.default.contents(atPath: path),
+      let object = try? JSONSerialization.jsonObject(with: data) as? [String: Any]
+    else { return [:] }
+    return object
+  }
+
+  /// The crash reports, parsed.
+  func crashReports() -> [[String: Any]] {
+    let directory = root + "/.protfs/crash-reports"
+    let names = (try? FileManager.default.contentsOfDirectory(atPath: directory)) ?? []
+    return names.sorted().compactMap { name in
+      FileManager.default.contents(atPath: directory + "/" + name).flatMap {
+        try? JSONSerialization.jsonObject(with: $0) as? [String: Any]
+      }
+    }
+  }
+
+  /// Starts `protfs app launch BUNDLE OPTIONS -- CMD`.
+  func launch(_ options: [String], _ command: [String]) throws -> RunningApp {
+    try RunningApp(
+      device: self, arguments: ["--device", root, "app", "launch", Self.bundle] + options + ["--"] + command)
+  }
+
+  func remove() {
+    TestDevice.removeTree(scripts)
+  }
+}
+
+/// Runs a blocking wait on a thread of its own, so that the cooperative pool stays free.
+func offPool<T: Sendable>(_ body: @escaping @Sendable () -> T) async -> T {
+  await withCheckedContinuation { continuation in
+    Thread { continuation.resume(returning: body()) }.start()
+  }
+}
+
+/// A running `protfs app launch`, whose standard output (the app's) is read line by line.
+///
+/// `@unchecked Sendable`: `lines` and `ended` are guarded by `condition`.
+final class RunningApp: @unchecked Sendable {
+  let process = Process()
+  let device: AppDevice
+  private let condition = NSCondition()
+  private var lines: [(String, Date)] = []
+  private var ended = false
+
+  init(device: AppDevice, arguments: [String]) throws {
+    self.device = device
+    process.executableURL = URL(fileURLWithPath: Protfs.binary)
+    process.arguments = arguments
+    var environment = ProcessInfo.processInfo.environment
+    environment["PROTFS_DEVICE"] = nil
+    environment["PROTFS"] = Protfs.binary
+    process.environment = environment
+    let output = Pipe()
+    process.standardOutput = output
+    process.standardInput = FileHandle.nullDevice
+    try process.run()
+    let reader = output.fileHandleForReading
+    Thread { [self] in
+      var buffer = Data()
+      while true {
+        let chunk = reader.availableData
+        condition.lock()
+        if chunk.isEmpty {
+          ended = true
+          condition.broadcast()
+          condition.unlock()
+          return
+        }
+        buffer += chunk
+        while let newline = buffer.firstIndex(of: 0x0A) {
+          lines.append((String(decoding: buffer[..<newline], as: UTF8.self), Date()))
+          buffer = Data(buffer[(newline + 1)...])
+        }
+        condition.broadcast()
+        condition.unlock()
+      }
+    }.start()
+  }
+
+  /// The first line containing `text` and when it was read, waiting up to `timeout` seconds.
+  func line(containing text: String, timeout: Double = 20) async -> (String, Date)? {
+    await offPool { [self] in
+      let deadline = Date() + timeout
+      condition.lock()
+      defer { condition.unlock() }
+      while true {
+        if let found = lines.first(where: { $0.0.contains(text) }) { return found }
+        if ended || !condition.wait(until: deadline) { return nil }
+      }
+    }
+  }
+
+  /// Every line so far.
+  var output: [String] {
+    condition.lock()
+    defer { condition.unlock() }
+    return lines.map(\.0)
+  }
+
+  /// Waits for `protfs app launch` to end; returns its exit status and when it ended.
+  func exit() async -> (Int32, Date) {
+    await offPool { [self] in
+      process.waitUntilExit()
+      let status =
+        process.terminationReason == .uncaughtSignal ? 128 + process.terminationStatus : process.terminationStatus
+      return (status, Date())
+    }
+  }
+
+  /// Ends the app and its supervisor if they still run (a failed test must leave nothing behind).
+  func stop() {
+    guard process.isRunning else { return }
+    if let pid = device.record()["pid"] as? Int, pid > 0 {
+      kill(-pid_t(pid), SIGKILL)
+    }
+    kill(process.processIdentifier, SIGKILL)
+    process.waitUntilExit()
+  }
+}

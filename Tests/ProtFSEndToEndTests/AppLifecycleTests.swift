@@ -1,0 +1,284 @@
+import Foundation
+import ProtFS
+import ProtFSTestSupport
+import Testing
+
+/// `protfs app`: shell and Python programs run as apps, with background time, suspension, fetch and
+/// termination (docs/semantics.md §8). The apps echo their events to standard output, which the
+/// tests read to know where the app is.
+@Suite(.serialized) struct AppLifecycleTests {
+  /// A shell app: echoes each event; on entering the background begins a task called `upload` and
+  /// never ends it; prints the time remaining then and at the expiration warning.
+  static let forgetfulShell = """
+    #!/bin/sh
+    echo ready
+    while read -r line <&"$PROTFS_APP_EVENTS_FD"; do
+      echo "event $line"
+      case "$line" in
+        *didEnterBackground*)
+          echo "seen $(date +%s.%N)"
+          id=$("$PROTFS" app begin-task upload) || exit 3
+          echo "task $id"
+          echo "remaining $("$PROTFS" app time-remaining)" ;;
+        *backgroundTaskWillExpire*) echo "warned $("$PROTFS" app time-remaining)" ;;
+      esac
+    done
+    """
+
+  @Test func backgroundTimeRunningOutKillsTheAppOnTimeWithACrashReport() async throws {
+    let d = try AppDevice()
+    defer { d.remove() }
+    let script = try d.script("forgetful.sh", Self.forgetfulShell)
+    let app = try d.launch(["--background-time", "2s"], [script])
+    defer { app.stop() }
+    #expect(await app.line(containing: "ready") != nil)
+    #expect(try d.protfs(["app", "time-remaining"], environment: [:]).status == 1)
+    let background = try d.protfs(["app", "background", AppDevice.bundle])
+    #expect(background.status == 0, "\(background)")
+    let remaining = await app.line(containing: "remaining ")
+    let seen = await app.line(containing: "seen ")
+    let warned = await app.line(containing: "warned ")
+    let (status, _) = await app.exit()
+    #expect(status == 137, "\(app.output)")
+    // time-remaining is right to 100 ms: 2 s just after entering, 0.4 s (a fifth) at the warning.
+    let left = Double(remaining?.0.split(separator: " ").last ?? "") ?? -1
+    #expect(left > 1.8 && left <= 2.0, "\(left)")
+    let atWarning = Double(warned?.0.split(separator: " ").last ?? "") ?? -1
+    #expect(atWarning > 0.25 && atWarning <= 0.4, "\(atWarning)")
+    #expect(app.output.contains { $0.contains(#""event":"backgroundTaskWillExpire","task":1,"name":"upload""#) })
+    let reports = d.crashReports()
+    #expect(reports.count == 1)
+    let report = reports.first ?? [:]
+    #expect(report["bundleID"] as? String == AppDevice.bundle)
+    #expect(report["terminationReason"] as? String == "0x8badf00d")
+    #expect(report["openTasks"] as? [String] == ["upload"])
+    // The kill came 2 s after the background began, within 100 ms (the app saw the event a little
+    // after it was sent, so the measured span is at most a few ms short).
+    let seenAt = Double(seen?.0.split(separator: " ").last ?? "") ?? 0
+    let killedAt = ISO8601DateFormatter.withMilliseconds.date(from: report["time"] as? String ?? "")
+    let span = (killedAt?.timeIntervalSince1970 ?? 0) - seenAt
+    #expect(span > 1.9 && span < 2.1, "\(span)")
+    #expect(d.record()["state"] as? String == "notRunning")
+    #expect(d.record()["lastExitStatus"] as? Int == 137)
+  }
+
+  /// A Python app that ends its task in time: it is then suspended, and resumes on foreground.
+  static let python = """
+    #!/usr/bin/env python3
+    import os, subprocess, sys
+    protfs = os.environ["PROTFS"]
+    events = os.fdopen(int(os.environ["PROTFS_APP_EVENTS_FD"]))
+    print("ready", flush=True)
+    for line in events:
+        print("event " + line.strip(), flush=True)
+        if "didEnterBackground" in line:
+            task = subprocess.run([protfs, "app", "begin-task", "save"], capture_output=True, text=True).stdout.strip()
+            subprocess.run([protfs, "app", "end-task", task], check=True)
+            print("ended " + task, flush=True)
+        if "willEnterForeground" in line:
+            print("resumed", flush=True)
+        if "willTerminate" in line:
+            sys.exit(0)
+    """
+
+  func waitForState(_ d: AppDevice, _ state: String) async -> Bool {
+    await offPool {
+      let deadline = Date() + 20
+      while Date() < deadline {
+        if d.record()["state"] as? String == state { return true }
+        usleep(20_000)
+      }
+      return false
+    }
+  }
+
+  @Test func aTaskEndedInTimeLetsTheAppBeSuspendedThenResumedOnForeground() async throws {
+    let d = try AppDevice()
+    defer { d.remove() }
+    let script = try d.script("saver.py", Self.python)
+    let app = try d.launch(["--suspend-after", "300ms"], [script])
+    defer { app.stop() }
+    #expect(await app.line(containing: "ready") != nil)
+    #expect(try d.protfs(["app", "background", AppDevice.bundle]).status == 0)
+    #expect(await app.line(containing: "ended 1") != nil, "\(app.output)")
+    #expect(await waitForState(d, "suspended"))
+    let pid = d.record()["pid"] as? Int ?? 0
+    let stat = (try? String(contentsOfFile: "/proc/\(pid)/stat", encoding: .utf8)) ?? ""
+    #expect(stat.split(separator: " ").dropFirst(2).first == "T", "\(stat)")
+    let status = try d.protfs(["app", "status", AppDevice.bundle])
+    #expect(status.stdout.contains("suspended"), "\(status)")
+    #expect(try d.protfs(["app", "foreground", AppDevice.bundle]).status == 0)
+    #expect(await app.line(containing: "resumed") != nil)
+    #expect(d.record()["state"] as? String == "active")
+    #expect(try d.protfs(["app", "terminate", AppDevice.bundle]).status == 0)
+    let (exitStatus, _) = await app.exit()
+    #expect(exitStatus == 0, "\(app.output)")
+    #expect(d.crashReports().isEmpty)
+  }
+
+  @Test func aSimulatedFetchRecordsNewData() async throws {
+    let d = try AppDevice()
+    defer { d.remove() }
+    let script = try d.script(
+      "fetcher.sh",
+      """
+      #!/bin/sh
+      echo ready
+      while read -r line <&3; do
+        case "$line" in
+          *performFetch*) "$PROTFS" app fetch-completed newData && echo fetched ;;
+        esac
+      done
+      """)
+    let app = try d.launch([], [script])
+    defer { app.stop() }
+    #expect(await app.line(containing: "ready") != nil)
+    #expect(try d.protfs(["app", "background", AppDevice.bundle]).status == 0)
+    #expect(try d.protfs(["app", "fetch", AppDevice.bundle]).status == 0)
+    #expect(await app.line(containing: "fetched") != nil, "\(app.output)")
+    let json = try d.protfs(["app", "status", "--json"])
+    let entries = try JSONSerialization.jsonObject(with: Data(json.stdout.utf8)) as? [[String: Any]]
+    let fetch = entries?.first?["lastFetch"] as? [String: Any]
+    #expect(fetch?["result"] as? String == "newData", "\(json)")
+    #expect((fetch?["duration"] as? Double ?? 99) < 5)
+    #expect(try d.protfs(["app", "terminate", AppDevice.bundle]).status == 0)
+    // The script ignores willTerminate: the kill after the grace ends it.
+    let (status, _) = await app.exit()
+    #expect(status == 137)
+  }
+
+  @Test func aFetchLaunchesAnAppNotRunningUnlessTheUserForceQuitIt() async throws {
+    let d = try AppDevice()
+    defer { d.remove() }
+    let script = try d.script(
+      "fetcher.sh",
+      """
+      #!/bin/sh
+      while read -r line <&3; do
+        case "$line" in
+          *performFetch*) "$PROTFS" app fetch-completed newData ;;
+          *willTerminate*) exit 0 ;;
+        esac
+      done
+      """)
+    #expect(try d.protfs(["app", "fetch", AppDevice.bundle]).stderr.contains("never launched"))
+    let first = try d.protfs(["app", "launch", AppDevice.bundle, "--schedule", "terminate@50ms", "--", script])
+    #expect(first.status == 0, "\(first)")
+    let fetch = try d.protfs(["app", "fetch", AppDevice.bundle], environment: ["PROTFS": Protfs.binary])
+    #expect(fetch.status == 0, "\(fetch)")
+    #expect(fetch.stdout.contains("in the background for a fetch"))
+    defer {
+      // Whatever happens, the detached supervisor and its app end with the test.
+      if let pid = d.record()["pid"] as? Int { kill(-pid_t(pid), SIGKILL) }
+      if let pid = d.record()["supervisorPID"] as? Int { kill(pid_t(pid), SIGKILL) }
+    }
+    let fetched = await offPool {
+      let deadline = Date() + 20
+      while Date() < deadline {
+        if (d.record()["lastFetch"] as? [String: Any])?["result"] as? String == "newData" { return true }
+        usleep(20_000)
+      }
+      return false
+    }
+    #expect(fetched)
+    #expect(d.record()["state"] as? String == "background")
+    #expect(try d.protfs(["app", "terminate", AppDevice.bundle, "--user"]).status == 0)
+    #expect(await waitForState(d, "notRunning"))
+    let refused = try d.protfs(["app", "fetch", AppDevice.bundle])
+    #expect(refused.status == 1)
+    #expect(refused.stderr.contains("force-quit"), "\(refused)")
+  }
+
+  @Test func terminateSendsWillTerminateAndUserTerminationIsRemembered() async throws {
+    let d = try AppDevice()
+    defer { d.remove() }
+    let script = try d.script(
+      "quitter.sh",
+      """
+      #!/bin/sh
+      echo ready
+      while read -r line <&3; do
+        case "$line" in *willTerminate*) echo bye; exit 7 ;; esac
+      done
+      """)
+    let app = try d.launch([], [script])
+    defer { app.stop() }
+    #expect(await app.line(containing: "ready") != nil)
+    // Already running: a second launch is refused and starts nothing.
+    let second = try d.protfs(["app", "launch", AppDevice.bundle, "--", script])
+    #expect(second.status == 1)
+    #expect(second.stderr.contains("already running"), "\(second)")
+    #expect(try d.protfs(["app", "terminate", AppDevice.bundle, "--user"]).status == 0)
+    #expect(await app.line(containing: "bye") != nil)
+    let (status, _) = await app.exit()
+    #expect(status == 7)
+    #expect(d.record()["forceQuit"] as? Bool == true)
+    let shown = try d.protfs(["app", "status"])
+    #expect(shown.stdout.contains("force-quit"), "\(shown)")
+    // The next launch by the user clears it.
+    let relaunch = try d.protfs(["app", "launch", AppDevice.bundle, "--", "/bin/true"])
+    #expect(relaunch.status == 0, "\(relaunch)")
+    #expect(d.record()["forceQuit"] as? Bool == false)
+  }
+
+  @Test func oneTimelineDrivesTheLockAndTheAppAndAnUnansweredFetchIsAKill() async throws {
+    let d = try AppDevice()
+    defer { d.remove() }
+    let script = try d.script(
+      "listener.sh",
+      """
+      #!/bin/sh
+      while read -r line <&3; do echo "event $line"; done
+      """)
+    let app = try d.launch(
+      ["--fetch-time", "500ms", "--schedule", "lock@100ms,unlock@200ms,background@300ms,fetch@400ms"], [script])
+    defer { app.stop() }
+    let (status, _) = await app.exit()
+    #expect(status == 137)
+    let events = app.output.compactMap { line -> String? in
+      guard let data = line.dropFirst("event ".count).data(using: .utf8),
+        let object = try? JSONSerialization.jsonObject(with: data) as? [String: Any]
+      else { return nil }
+      return object["event"] as? String
+    }
+    #expect(
+      events == [
+        "protectedDataWillBecomeUnavailable", "protectedDataDidBecomeAvailable", "didEnterBackground", "performFetch",
+      ], "\(app.output)")
+    let fetch = d.record()["lastFetch"] as? [String: Any]
+    #expect(fetch?["result"] as? String == "timedOut")
+    #expect(d.crashReports().first?["reason"] as? String == "the background fetch did not complete within 0.5 s")
+  }
+
+  @Test(arguments: [
+    (["app", "launch", "com.example.none", "--", "/bin/true"], 1, "has no container"),
+    (["app", "launch", AppDevice.bundle, "--", "/nonexistent/program"], 1, "not an executable file"),
+    (["app", "launch", AppDevice.bundle, "--background-time", "0s", "--", "/bin/true"], 64, "between 1ms and 60m"),
+    (["app", "launch", AppDevice.bundle, "--background-time", "2h", "--", "/bin/true"], 64, "between 1ms and 60m"),
+    (["app", "launch", AppDevice.bundle, "--schedule", "sleep@1s", "--", "/bin/true"], 64, "is not an action"),
+    (["app", "begin-task", "x"], 1, "works only inside an app"),
+    (["app", "time-remaining"], 1, "works only inside an app"),
+    (["app", "fetch-completed", "maybe"], 64, "is not a fetch result"),
+    (["app", "background", AppDevice.bundle], 1, "is not running"),
+    (["app", "terminate", "com.example.none"], 1, "has no container"),
+    (["exec", "--schedule", "background@1s", "--", "/bin/true"], 64, "needs an app"),
+  ])
+  func badInputIsOneClearError(arguments: [String], status: Int32, message: String) throws {
+    let d = try AppDevice()
+    defer { d.remove() }
+    let result = try d.protfs(arguments)
+    #expect(result.status == status, "\(result)")
+    #expect(result.stderr.contains(message), "\(result)")
+    #expect(result.stderr.hasPrefix("Error: "), "\(result)")
+    #expect(d.record()["state"] as? String != "active")
+  }
+}
+
+extension ISO8601DateFormatter {
+  /// The crash reports' format.
+  static var withMilliseconds: ISO8601DateFormatter {
+    let formatter = ISO8601DateFormatter()
+    formatter.formatOptions = [.withInternetDateTime, .withFractionalSeconds]
+    return formatter
+  }
+}

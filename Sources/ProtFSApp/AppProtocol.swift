@@ -65,6 +65,16 @@ public struct AppRequest: Codable, Sendable, Equatable {
 
   /// What is asked.
   public var kind: Kind
+
+  /// Whether the app itself may ask it (its helper commands). Moving an app between foreground and
+  /// background, waking it for a fetch and terminating it are the system's and the user's: an app
+  /// that could ask them would escape its background budget and suspension.
+  public var isTheAppsOwn: Bool {
+    switch kind {
+    case .beginTask, .endTask, .timeRemaining, .fetchCompleted: true
+    case .background, .foreground, .fetch, .terminate: false
+    }
+  }
   /// Its argument, if any.
   public var argument: String?
 

@@ -18,7 +18,10 @@ public final class AppSupervisor: @unchecked Sendable {
   public let socketName: String
   private let store: AppStore
   private let listener: FileDescriptor
-  private let allowedUsers: Set<uid_t>
+  /// Who may control the app: root and the supervisor's own user.
+  private let controllers: Set<uid_t>
+  /// Who may speak for the app (its helper commands) and nothing more: the app user.
+  private let appUsers: Set<uid_t>
   private let queue = DispatchQueue(label: "protfs.app.supervisor")
   private let exited = DispatchSemaphore(value: 0)
   private var record: AppRecord
@@ -37,16 +40,18 @@ public final class AppSupervisor: @unchecked Sendable {
   /// Claims `bundleID`'s socket; throws `.alreadyExists` when a supervisor of that app runs.
   ///
   /// `userLaunch`: false when the system launches the app (for a fetch), which keeps a force-quit.
-  /// `allowedUsers`: besides root and the caller's own user, who may send commands (the app user).
+  /// `appUsers`: who may send the app's own requests (`AppRequest.isTheAppsOwn`), the app user;
+  /// root and the caller's own user may send any.
   public init(
     device: Device, bundleID: BundleID, timings: AppTimings, command: [String], userLaunch: Bool = true,
-    allowedUsers: Set<uid_t>
+    appUsers: Set<uid_t>
   ) throws(ProtFSError) {
     self.bundleID = bundleID
     self.timings = timings
     self.store = AppStore(device: device)
     self.socketName = AppEnvironment.socketName(device: device, bundleID: bundleID)
-    self.allowedUsers = allowedUsers.union([0, getuid()])
+    self.controllers = [0, getuid()]
+    self.appUsers = appUsers
     do {
       listener = try ControlSocket.listen(socketName)
     } catch  where error.code == .alreadyExists || error.errno == EADDRINUSE {
@@ -324,12 +329,18 @@ public final class AppSupervisor: @unchecked Sendable {
         var timeout = timeval(tv_sec: 5, tv_usec: 0)
         _ = setsockopt(connection.rawValue, SOL_SOCKET, SO_RCVTIMEO, &timeout, socklen_t(MemoryLayout<timeval>.size))
         let reply: AppReply
-        if !allowedUsers.contains(uid) {
+        if !controllers.contains(uid) && !appUsers.contains(uid) {
           reply = .refused("User \(uid) may not control the app \(bundleID).")
         } else if let line = ControlSocket.readLine(connection),
           let request = try? JSONDecoder().decode(AppRequest.self, from: Data(line.utf8))
         {
-          reply = perform(request)
+          if controllers.contains(uid) || request.isTheAppsOwn {
+            reply = perform(request)
+          } else {
+            reply = .refused(
+              "An app cannot ask for \(request.kind.rawValue) itself (user \(uid) is the app's): the system and the user decide that."
+            )
+          }
         } else {
           reply = .refused("The request is not valid.")
         }

@@ -147,6 +147,45 @@ import Testing
     #expect(status == 137)
   }
 
+  @Test func anAppCannotMoveItselfToTheForegroundNorWakeItself() async throws {
+    let d = try AppDevice()
+    defer { d.remove() }
+    // The app speaks to its supervisor's socket directly, as a program that skips the CLI would.
+    let script = try d.script(
+      "escaper.py",
+      """
+      #!/usr/bin/python3
+      import json, os, socket
+      def ask(kind, argument=None):
+          s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+          s.connect("\\0" + os.environ["PROTFS_APP_SOCKET"][1:])
+          s.sendall((json.dumps({"kind": kind, "argument": argument}) + "\\n").encode())
+          return s.makefile().readline().strip()
+      events = os.fdopen(int(os.environ["PROTFS_APP_EVENTS_FD"]))
+      print("ready", flush=True)
+      for line in events:
+          if "didEnterBackground" in line:
+              print("foreground:", ask("foreground"), flush=True)
+              print("fetch:", ask("fetch"), flush=True)
+              print("task:", ask("beginTask", "escape"), flush=True)
+      """)
+    let app = try d.launch([], [script])
+    defer { app.stop() }
+    #expect(await app.line(containing: "ready") != nil)
+    #expect(try d.protfs(["app", "background", AppDevice.bundle]).status == 0)
+    let foreground = await app.line(containing: "foreground:")
+    #expect(foreground?.0.contains("cannot ask for foreground") == true, "\(app.output)")
+    let fetch = await app.line(containing: "fetch:")
+    #expect(fetch?.0.contains("cannot ask for fetch") == true, "\(app.output)")
+    // Its own requests still work.
+    let task = await app.line(containing: "task:")
+    #expect(task != nil && task?.0.contains("cannot") == false, "\(app.output)")
+    let status = try d.protfs(["app", "status", AppDevice.bundle, "--json"])
+    #expect(status.stdout.contains("\"state\" : \"background\""), "\(status)")
+    #expect(try d.protfs(["app", "terminate", AppDevice.bundle]).status == 0)
+    _ = await app.exit()
+  }
+
   @Test func aFetchLaunchesAnAppNotRunningUnlessTheUserForceQuitIt() async throws {
     let d = try AppDevice()
     defer { d.remove() }

@@ -70,7 +70,7 @@ package enum AppLaunchCommand {
       command: [program.hasPrefix("/") ? program : FileManager.default.currentDirectoryPath + "/" + program]
         + command.dropFirst(),
       userLaunch: !invocation.flag(forFetch),
-      allowedUsers: AppUser.canAssume ? [AppUser.standard.uid] : [])
+      appUsers: AppUser.canAssume ? [AppUser.standard.uid] : [])
     var pipeFDs: [Int32] = [0, 0]
     _ = try valueOrErrno(.pipe) { pipe(&pipeFDs) }.orThrow("create the event pipe for", path: program)
     for fd in pipeFDs { _ = fcntl(fd, F_SETFD, FD_CLOEXEC) }

@@ -99,6 +99,9 @@ extension Kernel {
 /// `setgroups(2)`, `getresuid(2)`). Each returns what its C shim returns: `0` or `1` for a question,
 /// `-1` and `errno` on failure.
 package enum Credentials {
+  /// Asks for SIGKILL when the thread that started this process ends (`prctl(PR_SET_PDEATHSIG)`);
+  /// kept across `execve`, cleared by an identity change.
+  package static func killWhenParentDies() -> Int32 { protfs_set_pdeathsig(SIGKILL) }
   /// Empties the capability bounding set (needs `CAP_SETPCAP`).
   package static func dropBoundingSet() -> Int32 { protfs_capbset_drop_all() }
   /// Clears the ambient capabilities.

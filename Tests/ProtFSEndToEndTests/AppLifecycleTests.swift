@@ -1,5 +1,6 @@
 import Foundation
 import ProtFS
+import ProtFSSystem
 import ProtFSTestSupport
 import Testing
 
@@ -184,6 +185,28 @@ import Testing
     #expect(status.stdout.contains("\"state\" : \"background\""), "\(status)")
     #expect(try d.protfs(["app", "terminate", AppDevice.bundle]).status == 0)
     _ = await app.exit()
+  }
+
+  @Test func killingTheSupervisorEndsTheAppAndFreesItsName() async throws {
+    let d = try AppDevice()
+    defer { d.remove() }
+    // An app that never reads its events (so no end of file tells it that its supervisor is gone).
+    let script = try d.script("idle.sh", "#!/bin/sh\necho ready\nexec sleep 100000 3<&-\n")
+    let app = try d.launch([], [script])
+    defer { app.stop() }
+    #expect(await app.line(containing: "ready") != nil)
+    let pid = try #require(d.record()["pid"] as? Int)
+    #expect(kill(app.process.processIdentifier, SIGKILL) == 0)
+    let ended = await offPool { Kernel.waitForExit(of: pid_t(pid), milliseconds: 10_000) }
+    #expect(ended, "the app outlived its supervisor")
+    _ = await app.exit()
+    // The bundle id is free again: a new launch starts.
+    let again = try d.launch([], [script])
+    defer { again.stop() }
+    #expect(await again.line(containing: "ready") != nil, "\(again.output)")
+    let terminate = try d.protfs(["app", "terminate", AppDevice.bundle])
+    #expect(terminate.status == 0, "\(terminate)")
+    _ = await again.exit()
   }
 
   @Test func aFetchLaunchesAnAppNotRunningUnlessTheUserForceQuitIt() async throws {

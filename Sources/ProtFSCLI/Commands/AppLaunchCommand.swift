@@ -71,6 +71,9 @@ package enum AppLaunchCommand {
         + command.dropFirst(),
       userLaunch: !invocation.flag(forFetch),
       appUsers: AppUser.canAssume ? [AppUser.standard.uid] : [])
+    // An app that closes its event descriptor must not kill its supervisor: the next event's write
+    // fails with EPIPE (and is dropped) instead of raising SIGPIPE here.
+    signal(SIGPIPE, SIG_IGN)
     var pipeFDs: [Int32] = [0, 0]
     _ = try valueOrErrno(.pipe) { pipe(&pipeFDs) }.orThrow("create the event pipe for", path: program)
     for fd in pipeFDs { _ = fcntl(fd, F_SETFD, FD_CLOEXEC) }

@@ -1,6 +1,8 @@
 import Foundation
 import ProtFS
+import ProtFSApp
 import ProtFSLock
+import ProtFSSystem
 
 /// `protfs __exec-confined CMD…`: the hidden second half of `exec`. Takes every privilege from
 /// itself (as root: becomes the app user), then replaces itself with CMD.
@@ -15,8 +17,18 @@ package enum ExecConfinedCommand {
 
   package static func run(_ invocation: Invocation) throws -> Int32 {
     let device = invocation.device
+    let parent = getppid()
     let mount = device.isInitialized ? MountRegistry(device: device).active().first : nil
     _ = try Confinement.confine(device: device, mountpoint: mount?.mountpoint)
+    // An app ends with its supervisor (`protfs app launch`), killed or not, as an iOS app ends with
+    // the system: set after the identity change, which clears the parent-death signal, and
+    // inherited through exec. A supervisor already gone by now is caught by the parent check.
+    if ProcessInfo.processInfo.environment[AppEnvironment.socket] != nil {
+      if Credentials.killWhenParentDies() != 0 || getppid() != parent {
+        Console.err("Error: The app's supervisor ended before the app started.")
+        return 1
+      }
+    }
     let command = invocation.trailing
     var argv: [UnsafeMutablePointer<CChar>?] = command.map { strdup($0) } + [nil]
     fflush(nil)

@@ -9,11 +9,21 @@ struct AppDevice {
   let scripts: String
   var root: String { t.root }
 
+  /// The protfs binary as the app user reaches it (the helper commands an app runs): the build
+  /// directory may be below one only root may enter (a clone in a 0700 `mktemp -d`), so the binary
+  /// is linked (or copied) into the scripts directory.
+  let protfsForApps: String
+
   init() throws {
     t = try TestDevice(containers: [Self.bundle])
     chmod(t.directory, 0o755)  // the app user must reach the device
     scripts = try TestDevice.makeTemporaryDirectory(prefix: "protfs-app-scripts")
     chmod(scripts, 0o755)
+    protfsForApps = scripts + "/protfs"
+    if link(Protfs.binary, protfsForApps) != 0 {
+      try FileManager.default.copyItem(atPath: Protfs.binary, toPath: protfsForApps)
+    }
+    chmod(protfsForApps, 0o755)
   }
 
   /// Runs `protfs --device ROOT ARGS` and waits.
@@ -83,7 +93,7 @@ final class RunningApp: @unchecked Sendable {
     process.arguments = arguments
     var environment = ProcessInfo.processInfo.environment
     environment["PROTFS_DEVICE"] = nil
-    environment["PROTFS"] = Protfs.binary
+    environment["PROTFS"] = device.protfsForApps
     process.environment = environment
     let output = Pipe()
     process.standardOutput = output

@@ -226,7 +226,7 @@ import Testing
     #expect(try d.protfs(["app", "fetch", AppDevice.bundle]).stderr.contains("never launched"))
     let first = try d.protfs(["app", "launch", AppDevice.bundle, "--schedule", "terminate@50ms", "--", script])
     #expect(first.status == 0, "\(first)")
-    let fetch = try d.protfs(["app", "fetch", AppDevice.bundle], environment: ["PROTFS": Protfs.binary])
+    let fetch = try d.protfs(["app", "fetch", AppDevice.bundle], environment: ["PROTFS": d.protfsForApps])
     #expect(fetch.status == 0, "\(fetch)")
     #expect(fetch.stdout.contains("in the background for a fetch"))
     defer {

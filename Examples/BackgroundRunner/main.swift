@@ -20,6 +20,33 @@ func say(_ line: String) { FileHandle.standardOutput.write(Data((line + "\n").ut
   /// Ticks done so far in this background period.
   var count = 0
 
+  func application(
+    _ application: UIApplication, didFinishLaunchingWithOptions options: [UIApplication.LaunchOptionsKey: Any]?
+  ) -> Bool {
+    // Any object may observe the app's notifications, as on iOS; they are posted on the main queue.
+    let names = [
+      UIApplication.didEnterBackgroundNotification, UIApplication.willEnterForegroundNotification,
+      UIApplication.protectedDataWillBecomeUnavailableNotification,
+      UIApplication.protectedDataDidBecomeAvailableNotification,
+    ]
+    for name in names {
+      _ = NotificationCenter.default.addObserver(forName: name, object: nil, queue: nil) { note in
+        say("notified \(note.name.rawValue)")
+      }
+    }
+    let unlimited = application.backgroundTimeRemaining == .greatestFiniteMagnitude
+    say("ready, state \(application.applicationState), time \(unlimited ? "unlimited" : "limited")")
+    return true
+  }
+
+  func applicationProtectedDataWillBecomeUnavailable(_ application: UIApplication) {
+    say("protected data locking")
+  }
+
+  func applicationProtectedDataDidBecomeAvailable(_ application: UIApplication) {
+    say("protected data available: \(application.isProtectedDataAvailable)")
+  }
+
   func applicationDidEnterBackground(_ application: UIApplication) {
     task = application.beginBackgroundTask(withName: "work") { [self] in
       // Time is almost up: stop working and end the task, or the system kills the app.
@@ -61,5 +88,4 @@ func say(_ line: String) { FileHandle.standardOutput.write(Data((line + "\n").ut
   }
 }
 
-say("ready")
 UIApplication.main(delegate: Runner())

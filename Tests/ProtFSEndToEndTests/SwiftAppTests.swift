@@ -50,6 +50,27 @@ import Testing
     #expect(d.crashReports().isEmpty)
   }
 
+  @Test func theDelegateAndTheNotificationsFollowTheLockAndTheBackgroundInOrder() async throws {
+    let d = try AppDevice()
+    defer { d.remove() }
+    let app = try d.launch(
+      ["--schedule", "lock@100ms,unlock@200ms,background@300ms"], [try Self.example("BackgroundRunner", in: d)])
+    defer { app.stop() }
+    #expect(await app.line(containing: "ready, state active, time unlimited") != nil, "\(app.output)")
+    #expect(await app.line(containing: "done") != nil, "\(app.output)")
+    let seen = app.output.filter {
+      $0.hasPrefix("notified ") || $0.hasPrefix("protected ") || $0.hasPrefix("background ")
+    }
+    #expect(
+      seen == [
+        "protected data locking", "notified UIApplicationProtectedDataWillBecomeUnavailable",
+        "protected data available: true", "notified UIApplicationProtectedDataDidBecomeAvailable",
+        "background task 1, remaining 30.0", "notified UIApplicationDidEnterBackgroundNotification",
+      ], "\(app.output)")
+    #expect(try d.protfs(["app", "terminate", AppDevice.bundle]).status == 0)
+    _ = await app.exit()
+  }
+
   @Test func backgroundRunnersExpirationHandlerEndsTheTaskSoItIsSuspendedNotKilled() async throws {
     let d = try AppDevice()
     defer { d.remove() }

@@ -115,6 +115,34 @@ import Testing
     #expect(status == 0, "\(app.output)")
   }
 
+  @Test func fetchHelperLaunchedInTheBackgroundForAFetchCompletesIt() async throws {
+    let d = try AppDevice()
+    defer { d.remove() }
+    let helper = try Self.example("FetchHelper", in: d)
+    let first = try d.protfs(["app", "launch", AppDevice.bundle, "--schedule", "terminate@50ms", "--", helper])
+    #expect(first.status == 0, "\(first)")
+    let fetch = try d.protfs(["app", "fetch", AppDevice.bundle])
+    #expect(fetch.status == 0, "\(fetch)")
+    defer {
+      // Whatever happens, the detached supervisor and its app end with the test.
+      if let pid = d.record()["pid"] as? Int { kill(-pid_t(pid), SIGKILL) }
+      if let pid = d.record()["supervisorPID"] as? Int { kill(pid_t(pid), SIGKILL) }
+    }
+    let fetched = await offPool {
+      let deadline = Date() + 20
+      while Date() < deadline {
+        if (d.record()["lastFetch"] as? [String: Any])?["result"] as? String == "newData" { return true }
+        usleep(20_000)
+      }
+      return false
+    }
+    #expect(fetched, "\(d.record())")
+    #expect(d.record()["state"] as? String == "background")
+    #expect(try d.protfs(["app", "terminate", AppDevice.bundle]).status == 0)
+    #expect(await waitForState(d, "notRunning"))
+    #expect(d.record()["lastExitStatus"] as? Int == 0)  // it exited after applicationWillTerminate
+  }
+
   @Test func forgetfulAppIsKilledWithACrashReportNamingItsTask() async throws {
     let d = try AppDevice()
     defer { d.remove() }

@@ -8,6 +8,7 @@ import PackageDescription
 //   ProtFSLock, ProtFSCache, ProtFSDownloads, ProtFSAudit   features, each on the model only
 //   ProtFSFoundation   the Foundation-shaped API (FileManager, FileHandle, URLSession)
 //   ProtFSApp     the app lifecycle: the supervisor of `protfs app launch`, its socket protocol
+//   ProtFSKit     the UIKit-shaped API of Swift apps (UIApplication), on ProtFSApp; Examples/ use it
 //   ProtFSCLI     the command line (parser, help, commands), a library so tests run it in-process
 //   protfs        the executable: it only starts ProtFSCLI
 let package = Package(
@@ -19,6 +20,7 @@ let package = Package(
         "ProtFSSystem", "ProtFS", "ProtFSLock", "ProtFSCache", "ProtFSDownloads", "ProtFSAudit", "ProtFSFoundation",
         "ProtFSApp",
       ]),
+    .library(name: "ProtFSKit", targets: ["ProtFSKit"]),
     .executable(name: "protfs", targets: ["protfs"]),
   ],
   targets: [
@@ -38,6 +40,12 @@ let package = Package(
     .target(name: "ProtFSAudit", dependencies: ["ProtFS"]),
     .target(name: "ProtFSFoundation", dependencies: ["ProtFS"]),
     .target(name: "ProtFSApp", dependencies: ["ProtFSSystem", "ProtFS"]),
+    // The UIKit-shaped API of Swift apps run by `protfs app launch` (UIApplication and its delegate).
+    .target(name: "ProtFSKit", dependencies: ["ProtFSApp"]),
+    // Example apps (the source documents' background logic in Swift), run by the end-to-end tests.
+    .executableTarget(name: "BackgroundRunner", dependencies: ["ProtFSKit"], path: "Examples/BackgroundRunner"),
+    .executableTarget(name: "FetchHelper", dependencies: ["ProtFSKit"], path: "Examples/FetchHelper"),
+    .executableTarget(name: "ForgetfulApp", dependencies: ["ProtFSKit"], path: "Examples/ForgetfulApp"),
     // The device mount: libfuse3's low-level API, used by no other target.
     .target(name: "ProtFSMount", dependencies: ["ProtFSSystem", "ProtFS", "CFuse3"]),
     // The command-line layer (parser, help, commands), a library so tests can run it in-process.
@@ -63,11 +71,12 @@ let package = Package(
       ]),
     // The parser, help and exit statuses, in-process.
     .testTarget(name: "ProtFSCLITests", dependencies: ["ProtFSCLI", "ProtFS"]),
-    // Depends on the executable so that `swift test` builds the binary the tests run.
+    // Depends on the executables so that `swift test` builds the binaries the tests run.
     .testTarget(
       name: "ProtFSEndToEndTests",
       dependencies: [
         "ProtFSSystem", "ProtFS", "ProtFSLock", "ProtFSDownloads", "ProtFSAudit", "ProtFSTestSupport", "protfs",
+        "BackgroundRunner", "FetchHelper", "ForgetfulApp",
       ]
     ),
   ]

@@ -21,6 +21,7 @@ struct LayeringTests {
     "ProtFSFoundation": ["ProtFSSystem", "ProtFS"],
     "ProtFSMount": ["ProtFSSystem", "ProtFS", "CFuse3"],
     "ProtFSApp": ["ProtFSSystem", "ProtFS"],
+    "ProtFSKit": ["ProtFSApp"],
     "ProtFSCLI": [
       "ProtFSSystem", "ProtFS", "ProtFSLock", "ProtFSCache", "ProtFSDownloads", "ProtFSAudit", "ProtFSFoundation",
       "ProtFSMount", "ProtFSApp",
@@ -28,9 +29,12 @@ struct LayeringTests {
     "protfs": ["ProtFSCLI"],
   ]
 
-  /// The imports of every Swift file under `Sources/target`, with the file's path.
-  static func imports(of target: String) throws -> [(file: String, module: String)] {
-    let root = RepositoryLayout.packageRoot + "/Sources/" + target
+  /// The example apps under Examples/: each imports only ProtFSKit, as an iOS app imports UIKit.
+  static let examples = ["BackgroundRunner", "FetchHelper", "ForgetfulApp"]
+
+  /// The imports of every Swift file under `folder/target`, with the file's path.
+  static func imports(of target: String, in folder: String = "Sources") throws -> [(file: String, module: String)] {
+    let root = RepositoryLayout.packageRoot + "/" + folder + "/" + target
     guard let files = FileManager.default.enumerator(atPath: root) else { return [] }
     var result: [(String, String)] = []
     for case let file as String in files where file.hasSuffix(".swift") {
@@ -53,6 +57,15 @@ struct LayeringTests {
     #expect(!found.isEmpty, "no Swift file with an import under Sources/\(target)")
     for (file, module) in found where !Self.toolchain.contains(module) {
       #expect(Self.allowed[target]!.contains(module), "\(file) imports \(module)")
+    }
+  }
+
+  @Test(arguments: examples)
+  func eachExampleImportsOnlyTheUIKitShapedAPI(_ example: String) throws {
+    let found = try Self.imports(of: example, in: "Examples")
+    #expect(found.contains { $0.module == "ProtFSKit" }, "Examples/\(example) does not import ProtFSKit")
+    for (file, module) in found where !Self.toolchain.contains(module) {
+      #expect(module == "ProtFSKit", "Examples/\(file) imports \(module)")
     }
   }
 
@@ -89,5 +102,7 @@ struct LayeringTests {
     let sources = try FileManager.default.contentsOfDirectory(atPath: RepositoryLayout.packageRoot + "/Sources")
     let swiftTargets = sources.filter { !$0.hasPrefix("C") }
     #expect(Set(swiftTargets) == Set(Self.allowed.keys))
+    let examples = try FileManager.default.contentsOfDirectory(atPath: RepositoryLayout.packageRoot + "/Examples")
+    #expect(Set(examples) == Set(Self.examples))
   }
 }

@@ -1,0 +1,23 @@
+// ForgetfulApp: the mistake the source documents warn about. It begins a background task on
+// entering the background and never ends it, not even in its expiration handler, so when the
+// background time runs out the system kills it (exit 137) and writes a crash report with
+// `0x8badf00d` and the task's name.
+import Foundation
+import ProtFSKit
+
+/// Writes `line` to standard output at once (unbuffered), for whoever reads the app's output.
+func say(_ line: String) { FileHandle.standardOutput.write(Data((line + "\n").utf8)) }
+
+/// The app's delegate: begins a task it forgets.
+@MainActor final class Forgetful: UIApplicationDelegate {
+  func applicationDidEnterBackground(_ application: UIApplication) {
+    let task = application.beginBackgroundTask(withName: "upload") {
+      // Should call endBackgroundTask here; it only complains.
+      say("expiring, still not ending the task")
+    }
+    say("began task \(task.rawValue)")
+  }
+}
+
+say("ready")
+UIApplication.main(delegate: Forgetful())

@@ -1,0 +1,158 @@
+import Foundation
+import ProtFSApp
+import Synchronization
+
+/// The running app, shaped like UIKit's: background tasks, background time, the app's state and
+/// protected-data availability (docs/semantics.md §8). Only a program that `protfs app launch`
+/// runs has one: its supervisor's socket and event descriptor come from the environment.
+///
+/// Main-actor isolated, as on iOS. Its state changes only when events arrive, which
+/// `UIApplication.main(delegate:)` delivers on the main queue.
+@MainActor
+public final class UIApplication {
+  /// The app. Outside `protfs app launch` touching it stops the program with a message naming the
+  /// missing environment variable.
+  public static let shared = UIApplication()
+
+  /// The delegate `main(delegate:)` was given (held strongly: nothing else keeps it).
+  public internal(set) var delegate: (any UIApplicationDelegate)?
+  /// Foreground (`active`), returning to it (`inactive`), or `background`.
+  public private(set) var applicationState: State = .active
+  /// Whether protected files are readable: false between the device locking and unlocking.
+  /// An app starts with true (an app is launched on an unlocked device).
+  public private(set) var isProtectedDataAvailable = true
+  /// The interval last given to `setMinimumBackgroundFetchInterval(_:)`. The supervisor wakes the
+  /// app only for `protfs app fetch` (a simulated fetch, as Xcode's), whatever the interval.
+  public private(set) var minimumBackgroundFetchInterval = UIApplication.backgroundFetchIntervalNever
+
+  /// The supervisor's abstract socket name, without its `@`.
+  let socketName: String
+  /// The descriptor the events arrive on.
+  let eventsDescriptor: Int32
+  /// The expiration handlers of the open tasks, by task id.
+  private var expirationHandlers: [Int: (@MainActor @Sendable () -> Void)?] = [:]
+
+  private init() {
+    let environment = ProcessInfo.processInfo.environment
+    guard let socket = environment[AppEnvironment.socket], socket.hasPrefix("@"), socket.count > 1 else {
+      fatalError(Self.missing(AppEnvironment.socket))
+    }
+    guard let events = environment[AppEnvironment.eventsFD].flatMap({ Int32($0) }), events >= 0 else {
+      fatalError(Self.missing(AppEnvironment.eventsFD))
+    }
+    socketName = String(socket.dropFirst())
+    eventsDescriptor = events
+  }
+
+  /// The message of a program that is not run as an app.
+  private static func missing(_ variable: String) -> String {
+    "UIApplication: $\(variable) is not set, so this program is not running as an app; "
+      + "run it with `protfs app launch BUNDLE-ID -- PROGRAM`."
+  }
+
+  /// Begins a background task named `taskName`, which keeps the app running in the background
+  /// until it ends or the background time runs out. `handler` is called on the main queue shortly
+  /// before the time runs out and must end the task; a task still open then gets the app killed.
+  /// Returns `.invalid` when the system refuses (no background time left).
+  public func beginBackgroundTask(
+    withName taskName: String?, expirationHandler handler: (@MainActor @Sendable () -> Void)? = nil
+  ) -> UIBackgroundTaskIdentifier {
+    guard let reply = send(AppRequest(.beginTask, taskName ?? "")), let id = reply.flatMap({ Int($0) }) else {
+      return .invalid
+    }
+    expirationHandlers[id] = handler
+    return UIBackgroundTaskIdentifier(rawValue: id)
+  }
+
+  /// Begins an unnamed background task; see `beginBackgroundTask(withName:expirationHandler:)`.
+  public func beginBackgroundTask(
+    expirationHandler handler: (@MainActor @Sendable () -> Void)? = nil
+  ) -> UIBackgroundTaskIdentifier {
+    beginBackgroundTask(withName: nil, expirationHandler: handler)
+  }
+
+  /// Ends the background task `identifier` (ending `.invalid` or an ended task does nothing).
+  public func endBackgroundTask(_ identifier: UIBackgroundTaskIdentifier) {
+    guard identifier != .invalid, expirationHandlers.removeValue(forKey: identifier.rawValue) != nil else { return }
+    _ = send(AppRequest(.endTask, String(identifier.rawValue)))
+  }
+
+  /// The background time left, in seconds; `.greatestFiniteMagnitude` in the foreground, as on iOS.
+  public var backgroundTimeRemaining: TimeInterval {
+    guard let reply = send(AppRequest(.timeRemaining)), let text = reply else {
+      return applicationState == .background ? 0 : .greatestFiniteMagnitude
+    }
+    guard let value = TimeInterval(text), value.isFinite else { return .greatestFiniteMagnitude }
+    return value
+  }
+
+  /// Records how often the app would like to be woken for a background fetch.
+  public func setMinimumBackgroundFetchInterval(_ minimumBackgroundFetchInterval: TimeInterval) {
+    self.minimumBackgroundFetchInterval = minimumBackgroundFetchInterval
+  }
+
+  /// Sends `request` to the supervisor; the reply's value, or nil when it refused or is gone.
+  private func send(_ request: AppRequest) -> String?? {
+    Self.send(request, to: socketName)
+  }
+
+  /// Sends `request` to the supervisor at `socketName`, from any thread.
+  nonisolated static func send(_ request: AppRequest, to socketName: String) -> String?? {
+    guard let reply = try? AppClient.send(request, to: socketName), reply.error == nil else { return nil }
+    return .some(reply.value)
+  }
+}
+
+// MARK: - Events
+
+extension UIApplication {
+  /// Acts on one event from the supervisor: updates the state, tells the delegate, posts the
+  /// notification (iOS's order), or calls a task's expiration handler.
+  func handle(_ event: AppEventLine) {
+    let center = NotificationCenter.default
+    switch AppEvent(rawValue: event.event) {
+    case .didEnterBackground:
+      applicationState = .background
+      delegate?.applicationDidEnterBackground(self)
+      center.post(name: Self.didEnterBackgroundNotification, object: nil)
+    case .willEnterForeground:
+      applicationState = .inactive
+      delegate?.applicationWillEnterForeground(self)
+      center.post(name: Self.willEnterForegroundNotification, object: nil)
+      applicationState = .active
+    case .backgroundTaskWillExpire:
+      guard let id = event.task, let entry = expirationHandlers[id] else { return }
+      entry?()
+    case .performFetch:
+      let socket = socketName
+      let once = Mutex(false)
+      let completion: @Sendable (UIBackgroundFetchResult) -> Void = { result in
+        guard
+          once.withLock({ done in
+            defer { done = true }; return !done
+          })
+        else { return }
+        _ = UIApplication.send(AppRequest(.fetchCompleted, result.protocolName), to: socket)
+      }
+      if let delegate {
+        delegate.application(self, performFetchWithCompletionHandler: completion)
+      } else {
+        completion(.noData)
+      }
+    case .willTerminate:
+      delegate?.applicationWillTerminate(self)
+      center.post(name: Self.willTerminateNotification, object: nil)
+      exit(0)
+    case .protectedDataWillBecomeUnavailable:
+      delegate?.applicationProtectedDataWillBecomeUnavailable(self)
+      center.post(name: Self.protectedDataWillBecomeUnavailableNotification, object: nil)
+      isProtectedDataAvailable = false
+    case .protectedDataDidBecomeAvailable:
+      isProtectedDataAvailable = true
+      delegate?.applicationProtectedDataDidBecomeAvailable(self)
+      center.post(name: Self.protectedDataDidBecomeAvailableNotification, object: nil)
+    case nil:
+      return
+    }
+  }
+}

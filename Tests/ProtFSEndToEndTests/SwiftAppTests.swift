@@ -1,0 +1,181 @@
+import Foundation
+import ProtFS
+import ProtFSTestSupport
+import Testing
+
+/// The example Swift apps under Examples/, built on ProtFSKit's UIApplication, run with
+/// `protfs app launch` and driven with `protfs app background/foreground/fetch/terminate`
+/// (docs/semantics.md §8). They print what they are told, which the tests read.
+@Suite(.serialized) struct SwiftAppTests {
+  /// Copies the built example `name` into the device's scratch directory (the app user cannot
+  /// reach .build under root's tree); returns its path.
+  static func example(_ name: String, in d: AppDevice) throws -> String {
+    let built = URL(fileURLWithPath: Protfs.binary).deletingLastPathComponent().appendingPathComponent(name).path
+    let copy = d.scripts + "/" + name
+    try FileManager.default.copyItem(atPath: built, toPath: copy)
+    chmod(copy, 0o755)
+    return copy
+  }
+
+  /// Polls the app's record until its state is `state` (the record is the only place it shows).
+  func waitForState(_ d: AppDevice, _ state: String) async -> Bool {
+    await offPool {
+      let deadline = Date() + 20
+      while Date() < deadline {
+        if d.record()["state"] as? String == state { return true }
+        usleep(20_000)
+      }
+      return false
+    }
+  }
+
+  @Test func backgroundRunnerFinishesItsWorkEndsItsTaskIsSuspendedAndResumes() async throws {
+    let d = try AppDevice()
+    defer { d.remove() }
+    let app = try d.launch(["--suspend-after", "300ms"], [try Self.example("BackgroundRunner", in: d)])
+    defer { app.stop() }
+    #expect(await app.line(containing: "ready") != nil)
+    #expect(try d.protfs(["app", "background", AppDevice.bundle]).status == 0)
+    let began = await app.line(containing: "background task ")
+    #expect(began?.0 == "background task 1, remaining 30.0", "\(app.output)")
+    #expect(await app.line(containing: "done") != nil, "\(app.output)")
+    #expect(app.output.filter { $0.hasPrefix("tick ") } == (1...5).map { "tick \($0)" })
+    #expect(await waitForState(d, "suspended"))
+    #expect(try d.protfs(["app", "foreground", AppDevice.bundle]).status == 0)
+    #expect(await app.line(containing: "foreground") != nil)
+    #expect(try d.protfs(["app", "terminate", AppDevice.bundle]).status == 0)
+    #expect(await app.line(containing: "terminating") != nil)
+    let (status, _) = await app.exit()
+    #expect(status == 0, "\(app.output)")
+    #expect(d.crashReports().isEmpty)
+  }
+
+  @Test func theDelegateAndTheNotificationsFollowTheLockAndTheBackgroundInOrder() async throws {
+    let d = try AppDevice()
+    defer { d.remove() }
+    let app = try d.launch(
+      ["--schedule", "lock@100ms,unlock@200ms,background@300ms"], [try Self.example("BackgroundRunner", in: d)])
+    defer { app.stop() }
+    #expect(await app.line(containing: "ready, state active, time unlimited") != nil, "\(app.output)")
+    #expect(await app.line(containing: "done") != nil, "\(app.output)")
+    let seen = app.output.filter {
+      $0.hasPrefix("notified ") || $0.hasPrefix("protected ") || $0.hasPrefix("background ")
+    }
+    #expect(
+      seen == [
+        "protected data locking", "notified UIApplicationProtectedDataWillBecomeUnavailable",
+        "protected data available: true", "notified UIApplicationProtectedDataDidBecomeAvailable",
+        "background task 1, remaining 30.0", "notified UIApplicationDidEnterBackgroundNotification",
+      ], "\(app.output)")
+    #expect(try d.protfs(["app", "terminate", AppDevice.bundle]).status == 0)
+    _ = await app.exit()
+  }
+
+  @Test func backgroundRunnersExpirationHandlerEndsTheTaskSoItIsSuspendedNotKilled() async throws {
+    let d = try AppDevice()
+    defer { d.remove() }
+    // 100 ticks would take 20 s; the budget is 1 s, the warning comes at 0.8 s.
+    let app = try d.launch(
+      ["--background-time", "1s", "--suspend-after", "300ms"], [try Self.example("BackgroundRunner", in: d), "100"])
+    defer { app.stop() }
+    #expect(await app.line(containing: "ready") != nil)
+    #expect(try d.protfs(["app", "background", AppDevice.bundle]).status == 0)
+    let expired = await app.line(containing: "expired after ")
+    let ticks = Int(expired?.0.split(separator: " ").dropFirst(2).first ?? "") ?? -1
+    #expect(ticks >= 3 && ticks <= 6, "\(app.output)")
+    #expect(await waitForState(d, "suspended"))
+    #expect(d.crashReports().isEmpty)
+    #expect(try d.protfs(["app", "terminate", AppDevice.bundle]).status == 0)
+    let (status, _) = await app.exit()
+    #expect(status == 137)  // a suspended app is killed without notice
+    #expect(!app.output.contains("done"))
+  }
+
+  @Test func fetchHelperCompletesAFetchWithNewData() async throws {
+    let d = try AppDevice()
+    defer { d.remove() }
+    let app = try d.launch([], [try Self.example("FetchHelper", in: d)])
+    defer { app.stop() }
+    #expect(await app.line(containing: "ready, fetch interval 0.0") != nil, "\(app.output)")
+    #expect(try d.protfs(["app", "background", AppDevice.bundle]).status == 0)
+    #expect(try d.protfs(["app", "fetch", AppDevice.bundle]).status == 0)
+    #expect(await app.line(containing: "fetching (state background)") != nil, "\(app.output)")
+    #expect(await app.line(containing: "fetched newData") != nil, "\(app.output)")
+    let fetch = await offPool {
+      let deadline = Date() + 20
+      while Date() < deadline {
+        if let fetch = d.record()["lastFetch"] as? [String: Any] { return fetch["result"] as? String }
+        usleep(20_000)
+      }
+      return nil
+    }
+    #expect(fetch == "newData")
+    #expect(try d.protfs(["app", "terminate", AppDevice.bundle]).status == 0)
+    let (status, _) = await app.exit()
+    #expect(status == 0, "\(app.output)")
+  }
+
+  @Test func fetchHelperLaunchedInTheBackgroundForAFetchCompletesIt() async throws {
+    let d = try AppDevice()
+    defer { d.remove() }
+    let helper = try Self.example("FetchHelper", in: d)
+    let first = try d.protfs(["app", "launch", AppDevice.bundle, "--schedule", "terminate@50ms", "--", helper])
+    #expect(first.status == 0, "\(first)")
+    let fetch = try d.protfs(["app", "fetch", AppDevice.bundle])
+    #expect(fetch.status == 0, "\(fetch)")
+    defer {
+      // Whatever happens, the detached supervisor and its app end with the test.
+      if let pid = d.record()["pid"] as? Int { kill(-pid_t(pid), SIGKILL) }
+      if let pid = d.record()["supervisorPID"] as? Int { kill(pid_t(pid), SIGKILL) }
+    }
+    let fetched = await offPool {
+      let deadline = Date() + 20
+      while Date() < deadline {
+        if (d.record()["lastFetch"] as? [String: Any])?["result"] as? String == "newData" { return true }
+        usleep(20_000)
+      }
+      return false
+    }
+    #expect(fetched, "\(d.record())")
+    #expect(d.record()["state"] as? String == "background")
+    #expect(try d.protfs(["app", "terminate", AppDevice.bundle]).status == 0)
+    #expect(await waitForState(d, "notRunning"))
+    #expect(d.record()["lastExitStatus"] as? Int == 0)  // it exited after applicationWillTerminate
+  }
+
+  @Test func forgetfulAppIsKilledWithACrashReportNamingItsTask() async throws {
+    let d = try AppDevice()
+    defer { d.remove() }
+    let app = try d.launch(["--background-time", "1s"], [try Self.example("ForgetfulApp", in: d)])
+    defer { app.stop() }
+    #expect(await app.line(containing: "ready") != nil)
+    #expect(try d.protfs(["app", "background", AppDevice.bundle]).status == 0)
+    #expect(await app.line(containing: "began task 1") != nil, "\(app.output)")
+    #expect(await app.line(containing: "expiring, still not ending the task") != nil, "\(app.output)")
+    let (status, _) = await app.exit()
+    #expect(status == 137, "\(app.output)")
+    let report = d.crashReports().first ?? [:]
+    #expect(report["terminationReason"] as? String == "0x8badf00d")
+    #expect(report["openTasks"] as? [String] == ["upload"])
+  }
+
+  @Test func aSwiftAppOutsideProtfsAppStopsWithAMessageNamingTheVariable() async throws {
+    let d = try AppDevice()
+    defer { d.remove() }
+    let process = Process()
+    process.executableURL = URL(fileURLWithPath: try Self.example("ForgetfulApp", in: d))
+    var environment = ProcessInfo.processInfo.environment
+    environment["PROTFS_APP_SOCKET"] = nil
+    environment["PROTFS_APP_EVENTS_FD"] = nil
+    process.environment = environment
+    let errors = Pipe()
+    process.standardError = errors
+    process.standardOutput = FileHandle.nullDevice
+    try process.run()
+    let text = await offPool { String(decoding: errors.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self) }
+    await offPool { process.waitUntilExit() }
+    #expect(process.terminationStatus != 0)
+    #expect(text.contains("$PROTFS_APP_SOCKET is not set"), "\(text)")
+    #expect(text.contains("protfs app launch"), "\(text)")
+  }
+}

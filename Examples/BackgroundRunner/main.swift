@@ -35,7 +35,9 @@ func say(_ line: String) { FileHandle.standardOutput.write(Data((line + "\n").ut
       }
     }
     let unlimited = application.backgroundTimeRemaining == .greatestFiniteMagnitude
-    say("ready, state \(application.applicationState), time \(unlimited ? "unlimited" : "limited")")
+    say(
+      "ready, state \(application.applicationState), time \(unlimited ? "unlimited" : "limited"), "
+        + "protected data \(application.isProtectedDataAvailable)")
     return true
   }
 

@@ -106,6 +106,9 @@ public enum AppEnvironment {
   public static let bundle = "PROTFS_APP_BUNDLE"
   /// The descriptor the app reads its events from.
   public static let eventsFD = "PROTFS_APP_EVENTS_FD"
+  /// `available` or `unavailable`: whether protected data was available when the app started
+  /// (`isProtectedDataAvailable` until the first protected-data event).
+  public static let protectedData = "PROTFS_APP_PROTECTED_DATA"
   /// The descriptor number the events come on.
   public static let eventsDescriptor: Int32 = 3
 

@@ -17,6 +17,8 @@ public final class AppSupervisor: @unchecked Sendable {
   /// The abstract socket name it listens on.
   public let socketName: String
   private let store: AppStore
+  /// The device the app runs on.
+  private let device: Device
   private let listener: FileDescriptor
   /// Who may control the app: root and the supervisor's own user.
   private let controllers: Set<uid_t>
@@ -49,6 +51,7 @@ public final class AppSupervisor: @unchecked Sendable {
     self.bundleID = bundleID
     self.timings = timings
     self.store = AppStore(device: device)
+    self.device = device
     self.socketName = AppEnvironment.socketName(device: device, bundleID: bundleID)
     self.controllers = [0, getuid()]
     self.appUsers = appUsers
@@ -73,6 +76,7 @@ public final class AppSupervisor: @unchecked Sendable {
     [
       AppEnvironment.socket: "@" + socketName, AppEnvironment.bundle: bundleID.rawValue,
       AppEnvironment.eventsFD: String(AppEnvironment.eventsDescriptor),
+      AppEnvironment.protectedData: device.isProtectedDataAvailable ? "available" : "unavailable",
     ]
   }
 

@@ -18,9 +18,9 @@ public final class UIApplication {
   public internal(set) var delegate: (any UIApplicationDelegate)?
   /// Foreground (`active`), returning to it (`inactive`), or `background`.
   public private(set) var applicationState: State = .active
-  /// Whether protected files are readable: false between the device locking and unlocking.
-  /// An app starts with true (an app is launched on an unlocked device).
-  public private(set) var isProtectedDataAvailable = true
+  /// Whether protected files are readable: false between the device locking and unlocking. An
+  /// app starts with the device's state at its launch (a fetch may launch it while locked).
+  public private(set) var isProtectedDataAvailable: Bool
   /// The interval last given to `setMinimumBackgroundFetchInterval(_:)`. The supervisor wakes the
   /// app only for `protfs app fetch` (a simulated fetch, as Xcode's), whatever the interval.
   public private(set) var minimumBackgroundFetchInterval = UIApplication.backgroundFetchIntervalNever
@@ -42,6 +42,7 @@ public final class UIApplication {
     }
     socketName = String(socket.dropFirst())
     eventsDescriptor = events
+    isProtectedDataAvailable = environment[AppEnvironment.protectedData] != "unavailable"
   }
 
   /// The message of a program that is not run as an app.

@@ -71,6 +71,20 @@ import Testing
     _ = await app.exit()
   }
 
+  @Test func anAppLaunchedWhileLockedStartsWithoutProtectedData() async throws {
+    let d = try AppDevice()
+    defer { d.remove() }
+    #expect(try d.protfs(["lock"]).status == 0)
+    let app = try d.launch([], [try Self.example("BackgroundRunner", in: d)])
+    defer { app.stop() }
+    #expect(
+      await app.line(containing: "ready, state active, time unlimited, protected data false") != nil, "\(app.output)")
+    #expect(try d.protfs(["unlock"]).status == 0)
+    #expect(await app.line(containing: "protected data available: true") != nil, "\(app.output)")
+    #expect(try d.protfs(["app", "terminate", AppDevice.bundle]).status == 0)
+    _ = await app.exit()
+  }
+
   @Test func backgroundRunnersExpirationHandlerEndsTheTaskSoItIsSuspendedNotKilled() async throws {
     let d = try AppDevice()
     defer { d.remove() }

@@ -209,6 +209,17 @@ import Testing
     _ = await again.exit()
   }
 
+  @Test func statusNamesARecordItCannotRead() throws {
+    let d = try AppDevice()
+    defer { d.remove() }
+    try FileManager.default.createDirectory(atPath: d.root + "/.protfs/apps", withIntermediateDirectories: true)
+    let path = d.root + "/.protfs/apps/\(AppDevice.bundle).json"
+    try Data("garbage{".utf8).write(to: URL(fileURLWithPath: path))
+    let status = try d.protfs(["app", "status"])
+    #expect(status.status == 0, "\(status)")
+    #expect(status.stderr.contains("warning:") && status.stderr.contains(path), "\(status)")
+  }
+
   @Test func aFetchLaunchesAnAppNotRunningUnlessTheUserForceQuitIt() async throws {
     let d = try AppDevice()
     defer { d.remove() }

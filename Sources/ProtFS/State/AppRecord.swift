@@ -184,14 +184,23 @@ public struct AppStore: Sendable {
   public static func timestamp(_ date: Date) -> String { formatter().string(from: date) }
 
   /// Every record, sorted by bundle id; unreadable ones are skipped.
-  public func records() throws(ProtFSError) -> [AppRecord] {
-    guard let directory = try directory(Self.directoryName, creating: false) else { return [] }
+  public func records() throws(ProtFSError) -> [AppRecord] { try readRecords().records }
+
+  /// Every app's record, sorted by bundle id, and the errors of the records that could not be
+  /// read (each names its file), so that a listing can say which it left out.
+  public func readRecords() throws(ProtFSError) -> (records: [AppRecord], unreadable: [ProtFSError]) {
+    guard let directory = try directory(Self.directoryName, creating: false) else { return ([], []) }
     var result: [AppRecord] = []
+    var unreadable: [ProtFSError] = []
     for entry in try directory.entries() where entry.name.hasSuffix(".json") && !entry.name.hasPrefix(".") {
-      guard let id = try? BundleID(String(entry.name.dropLast(5))), let record = try? record(id) else { continue }
-      result.append(record)
+      guard let id = try? BundleID(String(entry.name.dropLast(5))) else { continue }
+      do {
+        if let record = try record(id) { result.append(record) }
+      } catch {
+        unreadable.append(error)
+      }
     }
-    return result.sorted { $0.bundleID < $1.bundleID }
+    return (result.sorted { $0.bundleID < $1.bundleID }, unreadable)
   }
 
   /// Replaces the record (atomically).

@@ -151,7 +151,10 @@ package enum AppStatusCommand {
       try device.container(bundleID).requireExists()
       records = [try store.record(bundleID) ?? AppRecord(bundleID: bundleID.rawValue, backgroundTime: 30)]
     } else {
-      records = try store.records()
+      let read = try store.readRecords()
+      records = read.records
+      // Listed, not fatal: the other apps' records are still worth showing.
+      for problem in read.unreadable { Console.err("warning: \(problem.commandLineDescription)") }
     }
     let now = Date()
     let entries = records.map { record -> Entry in

@@ -331,10 +331,58 @@ import Testing
     _ = try Protfs.run(["--device", t.root, "unlock"])
     let resumed = try Protfs.run(["--device", t.root, "tasks", "resume", "1"])
     #expect(resumed.status == 0 && resumed.output == t.containerPath(app, "Documents/later.txt"), "\(resumed)")
+    // The description given to the download stays with its task.
+    let described = try Protfs.run([
+      "--device", t.root, "download", "--bundle", app, "--description", "nightly report", "--to", "Documents/again",
+      url,
+    ])
+    #expect(described.status == 0, "\(described)")
+    let listed = try Protfs.run(["--device", t.root, "tasks", "--json"])
+    #expect(listed.stdout.contains("\"taskDescription\" : \"nightly report\""), "\(listed)")
     let again = try Protfs.run(["--device", t.root, "tasks", "cancel", "1"])
     #expect(again.status == 1 && again.stderr.contains("only unfinished tasks"), "\(again)")
     let missing = try Protfs.run(["--device", t.root, "tasks", "resume", "99"])
     #expect(missing.status == 1 && missing.stderr.contains("no download task 99"), "\(missing)")
+  }
+}
+
+/// `protfs tasks suspend ID` from another shell while `protfs download` runs the task.
+@Suite(.timeLimit(.minutes(2))) struct DownloadSuspendTests {
+  @Test func aRunningTaskIsSuspendedByItsProcessAndResumedWithRange() throws {
+    let app = "com.example.app"
+    let t = try TestDevice()
+    try #require(try Protfs.run(["--device", t.root, "init", app]).status == 0)
+    let body = DownloadFixture.bytes(1 << 20)
+    let server = try FaultServer(body: body, entityTag: "\"e1\"", mode: .stallAfter(bytes: 400_000))
+    defer { server.stop() }
+    let url = server.url("big.bin").absoluteString
+    let process = try #require(
+      try Protfs.startDownload(
+        ["--device", t.root, "download", "--bundle", app, "--progress", "json", url], untilWritten: 400_000),
+      "protfs download ended before reporting progress")
+    defer {
+      if process.isRunning { kill(process.processIdentifier, SIGKILL) }
+      process.waitUntilExit()
+    }
+    let suspended = try Protfs.run(["--device", t.root, "tasks", "suspend", "1"])
+    #expect(suspended.status == 0 && suspended.stderr.contains("Suspended download task 1"), "\(suspended)")
+    let listed = try Protfs.run(["--device", t.root, "tasks", "--json"])
+    let records = try JSONSerialization.jsonObject(with: Data(listed.stdout.utf8)) as? [[String: Any]]
+    #expect(records?.first?["state"] as? String == "suspended", "\(listed)")
+    let twice = try Protfs.run(["--device", t.root, "tasks", "suspend", "1"])
+    #expect(twice.status == 0 && twice.stderr.contains("already suspended"), "\(twice)")
+    kill(process.processIdentifier, SIGKILL)
+    process.waitUntilExit()
+    // Resumed from its temp file: a Range request, and the whole body in place.
+    server.setMode(.normal)
+    let resumed = try Protfs.run(["--device", t.root, "tasks", "resume", "1"])
+    #expect(resumed.status == 0, "\(resumed)")
+    #expect(FileManager.default.contents(atPath: t.containerPath(app, "Documents/big.bin")) == Data(body))
+    let last = try #require(server.requests.last)
+    #expect(
+      last.headers["range"]?.hasPrefix("bytes=") == true && last.headers["range"] != "bytes=0-", "\(last.headers)")
+    let done = try Protfs.run(["--device", t.root, "tasks", "suspend", "1"])
+    #expect(done.status == 1 && done.stderr.contains("only a running task"), "\(done)")
   }
 }
 

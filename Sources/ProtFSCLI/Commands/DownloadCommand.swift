@@ -30,7 +30,8 @@ package enum DownloadCommand {
       """,
     arguments: [urls],
     options: [
-      inputFile, bundle, session, destination, sha256, connections, progress, requestTimeout, resourceTimeout, sync,
+      inputFile, bundle, session, destination, sha256, description, connections, progress, requestTimeout,
+      resourceTimeout, sync,
     ],
     run: run
   )
@@ -51,6 +52,9 @@ package enum DownloadCommand {
     "to", "dir", help: "Destination directory inside the container (default: Documents).")
   /// `--sha256 HEX`.
   package static let sha256 = Option.value("sha256", "hex", help: "The SHA-256 every downloaded file must have.")
+  /// `--description TEXT`: each task's `taskDescription`, kept with it and shown by `tasks`.
+  package static let description = Option.value(
+    "description", "text", help: "A description kept with each task (URLSessionTask's taskDescription).")
   /// `--connections N`.
   package static let connections = Option.value("connections", "n", help: "Connections per host (default: 6, as iOS).")
   /// `--progress MODE`, also for `tasks resume`.
@@ -115,6 +119,7 @@ package enum DownloadCommand {
     var remaining = texts[...]
     var seen = Set<String>()
     let digest = invocation.value(Self.sha256)?.lowercased()
+    let taskDescription = invocation.value(Self.description)
     func nextRequests(_ count: Int) -> [DownloadRequest] {
       var requests: [DownloadRequest] = []
       while requests.count < count, let text = remaining.popFirst() {
@@ -122,7 +127,9 @@ package enum DownloadCommand {
         case .success(let url):
           guard seen.insert(url.absoluteString).inserted else { continue }
           requests.append(
-            DownloadRequest(url: url, destinationDirectory: configuration.destinationDirectory, expectedSHA256: digest))
+            DownloadRequest(
+              url: url, destinationDirectory: configuration.destinationDirectory, expectedSHA256: digest,
+              taskDescription: taskDescription))
         case .failure(let error):
           Console.err("Error: \(error.commandLineDescription)")
           failed = true

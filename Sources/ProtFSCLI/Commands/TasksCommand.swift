@@ -7,14 +7,14 @@ import ProtFSSystem
 package enum TasksCommand {
   package static let command = Command(
     name: "tasks",
-    abstract: "List background download tasks, or resume or cancel one.",
+    abstract: "List background download tasks, or suspend, resume or cancel one.",
     discussion: """
       Tasks live in <device>/.protfs/downloads.sqlite and outlive the process that started them.
       States: running, suspended, canceling, completed, failed, waitingForUnlock. With --json: an
       array of tasks.
       """,
     options: [session, CommonOptions.json],
-    subcommands: [resume, cancel],
+    subcommands: [resume, suspend, cancel],
     run: list
   )
 
@@ -24,6 +24,13 @@ package enum TasksCommand {
     arguments: [taskID],
     options: [DownloadCommand.progress],
     run: { invocation in try act(invocation, cancel: false) }
+  )
+
+  package static let suspend = Command(
+    name: "suspend",
+    abstract: "Suspend a running task, keeping its temp file; `tasks resume` goes on from there.",
+    arguments: [taskID],
+    run: suspendTask
   )
 
   package static let cancel = Command(
@@ -66,6 +73,52 @@ package enum TasksCommand {
     for r in records where r.state == .failed {
       if let message = r.commandLineErrorText { Console.err("task \(r.id): \(message)") }
     }
+    return 0
+  }
+
+  /// `tasks suspend ID`: the process that runs the task suspends it (asked through the store); a
+  /// task whose process is gone is recorded as suspended.
+  package static func suspendTask(_ invocation: Invocation) throws -> Int32 {
+    let text = invocation.required(Self.taskID)
+    guard let id = Int64(text) else {
+      throw invocation.usageError("'\(text)' is not a task number; `protfs tasks` lists them.")
+    }
+    let device = invocation.device
+    guard let store = try store(device), let record = try store.task(id: id) else {
+      throw ProtFSError(
+        .notFound, "There is no download task \(id) on the device '\(device.root)'.",
+        remedy: .advice("`protfs tasks` lists them"))
+    }
+    switch record.state {
+    case .suspended:
+      Console.err("Download task \(id) is already suspended.")
+      return 0
+    case .running:
+      break
+    default:
+      throw ProtFSError(
+        .invalidArgument, "Download task \(id) is \(record.state.rawValue); only a running task can be suspended.")
+    }
+    if try store.isOwnedByLiveSession(task: id) {
+      try store.request(.suspend, task: id)
+      // The owner applies requests within its access-check interval; its record is the answer.
+      let deadline = Date().addingTimeInterval(10)
+      while try store.task(id: id)?.state == .running {
+        guard Date() < deadline else {
+          throw ProtFSError(
+            .io, "The process running download task \(id) did not suspend it within 10 s.",
+            remedy: .advice("check that the process still runs, then ask again"))
+        }
+        usleep(20_000)
+      }
+    } else {
+      // No process transfers it any more (the one that did ended): its record says so.
+      var suspended = record
+      suspended.state = .suspended
+      suspended.updatedAt = Date().timeIntervalSince1970
+      try store.update([suspended])
+    }
+    Console.err("Suspended download task \(id) (\(record.url)); `protfs tasks resume \(id)` goes on from there.")
     return 0
   }
 

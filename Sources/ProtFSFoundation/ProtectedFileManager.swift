@@ -20,8 +20,15 @@ public final class ProtectedFileManager: @unchecked Sendable {
   /// The device whose files this manager works on.
   public let device: Device
 
-  /// A manager for the files of `device`.
-  public init(device: Device) { self.device = device }
+  /// The app whose container `urls(for:in:)` answers for; nil: the app `protfs app` runs this
+  /// program as (`PROTFS_APP_BUNDLE`), if any.
+  public let bundleID: BundleID?
+
+  /// A manager for the files of `device`, for the app `bundleID` when given.
+  public init(device: Device, bundleID: BundleID? = nil) {
+    self.device = device
+    self.bundleID = bundleID
+  }
 
   /// Called by an atomic write between closing its temp file and renaming it into place, with the
   /// directory, the temp name and the final name; tests use it to make the rename fail. Set before

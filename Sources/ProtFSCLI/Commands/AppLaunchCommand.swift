@@ -181,9 +181,6 @@ package enum AppLaunchCommand {
   private static func spawn(_ command: [String], device: Device, events: Int32, environment: [String: String])
     throws -> pid_t
   {
-    let arguments = ["protfs", ExecConfinedCommand.command.name, "--device", device.root, "--"] + command
-    var argv: [UnsafeMutablePointer<CChar>?] = arguments.map { strdup($0) } + [nil]
-    defer { for pointer in argv { free(pointer) } }
     var variables: [String] = []
     var index = 0
     while let entry = environ[index] {
@@ -192,30 +189,8 @@ package enum AppLaunchCommand {
       index += 1
     }
     variables += environment.map { "\($0.key)=\($0.value)" }
-    var envp: [UnsafeMutablePointer<CChar>?] = variables.map { strdup($0) } + [nil]
-    defer { for pointer in envp { free(pointer) } }
-    var actions = posix_spawn_file_actions_t()
-    posix_spawn_file_actions_init(&actions)
-    defer { posix_spawn_file_actions_destroy(&actions) }
-    posix_spawn_file_actions_adddup2(&actions, events, AppEnvironment.eventsDescriptor)
-    var attributes = posix_spawnattr_t()
-    posix_spawnattr_init(&attributes)
-    defer { posix_spawnattr_destroy(&attributes) }
-    var empty = sigset_t()
-    sigemptyset(&empty)
-    var defaults = sigset_t()
-    sigemptyset(&defaults)
-    for signal in [SIGPIPE, SIGINT, SIGTERM, SIGQUIT, SIGCHLD, SIGALRM, SIGUSR1, SIGUSR2, SIGHUP] {
-      sigaddset(&defaults, signal)
-    }
-    posix_spawnattr_setsigmask(&attributes, &empty)
-    posix_spawnattr_setsigdefault(&attributes, &defaults)
-    posix_spawnattr_setpgroup(&attributes, 0)
-    posix_spawnattr_setflags(
-      &attributes, Int16(POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF | POSIX_SPAWN_SETPGROUP))
-    var pid: pid_t = 0
-    let status = posix_spawn(&pid, "/proc/self/exe", &actions, &attributes, &argv, &envp)
-    guard status == 0 else { throw ProtFSError.system("run", path: command[0], errno: status) }
-    return pid
+    return try ConfinedSpawn.start(
+      command, device: device, alsoResetting: [SIGHUP], newProcessGroup: true,
+      descriptor: (events, AppEnvironment.eventsDescriptor), environment: variables)
   }
 }

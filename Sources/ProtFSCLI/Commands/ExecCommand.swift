@@ -123,31 +123,7 @@ package enum ExecCommand {
   /// in a re-executed protfs keeps the unsafe work out of a forked child. The child inherits the
   /// environment without the passcode variables, which protfs removed when it started.
   private static func spawnConfined(_ command: [String], invocation: Invocation) throws -> pid_t {
-    let arguments =
-      ["protfs", ExecConfinedCommand.command.name, "--device", invocation.device.root, "--"] + command
-    var argv: [UnsafeMutablePointer<CChar>?] = arguments.map { strdup($0) } + [nil]
-    defer { for pointer in argv { free(pointer) } }
-    // The program starts with no signal blocked and default handlers for the signals a Swift
-    // process changes (SIGPIPE is ignored by the runtime) or a test runner may have blocked.
-    var attributes = posix_spawnattr_t()
-    posix_spawnattr_init(&attributes)
-    defer { posix_spawnattr_destroy(&attributes) }
-    var empty = sigset_t()
-    sigemptyset(&empty)
-    var defaults = sigset_t()
-    sigemptyset(&defaults)
-    for signal in [SIGPIPE, SIGINT, SIGTERM, SIGQUIT, SIGCHLD, SIGALRM, SIGUSR1, SIGUSR2] {
-      sigaddset(&defaults, signal)
-    }
-    posix_spawnattr_setsigmask(&attributes, &empty)
-    posix_spawnattr_setsigdefault(&attributes, &defaults)
-    posix_spawnattr_setflags(&attributes, Int16(POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF))
-    var pid: pid_t = 0
-    let status = posix_spawn(&pid, "/proc/self/exe", nil, &attributes, &argv, environ)
-    guard status == 0 else {
-      throw ProtFSError.system("run", path: command[0], errno: status)
-    }
-    return pid
+    try ConfinedSpawn.start(command, device: invocation.device)
   }
 }
 

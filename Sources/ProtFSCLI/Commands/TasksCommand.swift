@@ -76,9 +76,10 @@ package enum TasksCommand {
     return 0
   }
 
-  /// `tasks suspend ID`: the process that runs the task suspends it (asked through the store); a
-  /// task whose process is gone is recorded as suspended.
-  package static func suspendTask(_ invocation: Invocation) throws -> Int32 {
+  /// The task `<task-id>` names, from the device's store; a usage error or "no such task" otherwise.
+  package static func namedTask(_ invocation: Invocation) throws -> (
+    id: Int64, store: DownloadStore, record: DownloadTaskRecord
+  ) {
     let text = invocation.required(Self.taskID)
     guard let id = Int64(text) else {
       throw invocation.usageError("'\(text)' is not a task number; `protfs tasks` lists them.")
@@ -89,6 +90,13 @@ package enum TasksCommand {
         .notFound, "There is no download task \(id) on the device '\(device.root)'.",
         remedy: .advice("`protfs tasks` lists them"))
     }
+    return (id, store, record)
+  }
+
+  /// `tasks suspend ID`: the process that runs the task suspends it (asked through the store); a
+  /// task whose process is gone is recorded as suspended.
+  package static func suspendTask(_ invocation: Invocation) throws -> Int32 {
+    let (id, store, record) = try namedTask(invocation)
     switch record.state {
     case .suspended:
       Console.err("Download task \(id) is already suspended.")
@@ -123,16 +131,8 @@ package enum TasksCommand {
   }
 
   package static func act(_ invocation: Invocation, cancel: Bool) throws -> Int32 {
-    let text = invocation.required(Self.taskID)
-    guard let id = Int64(text) else {
-      throw invocation.usageError("'\(text)' is not a task number; `protfs tasks` lists them.")
-    }
+    let (id, store, record) = try namedTask(invocation)
     let device = invocation.device
-    guard let store = try store(device), let record = try store.task(id: id) else {
-      throw ProtFSError(
-        .notFound, "There is no download task \(id) on the device '\(device.root)'.",
-        remedy: .advice("`protfs tasks` lists them"))
-    }
     guard let bundle = try store.sessions().first(where: { $0.identifier == record.sessionIdentifier })?.bundleID else {
       throw ProtFSError(.malformed, "The session of download task \(id) is missing from the task store.")
     }

@@ -65,6 +65,19 @@ struct AppDevice {
       device: self, arguments: ["--device", root, "app", "launch", Self.bundle] + options + ["--"] + command)
   }
 
+  /// Polls the app's record until its state is `state` (the record is the only place it shows), at
+  /// most 20 s, off the cooperative pool.
+  func waitForState(_ state: String) async -> Bool {
+    await offPool {
+      let deadline = Date() + 20
+      while Date() < deadline {
+        if record()["state"] as? String == state { return true }
+        usleep(20_000)
+      }
+      return false
+    }
+  }
+
   func remove() {
     TestDevice.removeTree(scripts)
   }

@@ -82,17 +82,6 @@ import Testing
             sys.exit(0)
     """
 
-  func waitForState(_ d: AppDevice, _ state: String) async -> Bool {
-    await offPool {
-      let deadline = Date() + 20
-      while Date() < deadline {
-        if d.record()["state"] as? String == state { return true }
-        usleep(20_000)
-      }
-      return false
-    }
-  }
-
   @Test func aTaskEndedInTimeLetsTheAppBeSuspendedThenResumedOnForeground() async throws {
     let d = try AppDevice()
     defer { d.remove() }
@@ -102,7 +91,7 @@ import Testing
     #expect(await app.line(containing: "ready") != nil)
     #expect(try d.protfs(["app", "background", AppDevice.bundle]).status == 0)
     #expect(await app.line(containing: "ended 1") != nil, "\(app.output)")
-    #expect(await waitForState(d, "suspended"))
+    #expect(await d.waitForState("suspended"))
     let pid = d.record()["pid"] as? Int ?? 0
     let stat = (try? String(contentsOfFile: "/proc/\(pid)/stat", encoding: .utf8)) ?? ""
     #expect(stat.split(separator: " ").dropFirst(2).first == "T", "\(stat)")
@@ -256,7 +245,7 @@ import Testing
     #expect(fetched)
     #expect(d.record()["state"] as? String == "background")
     #expect(try d.protfs(["app", "terminate", AppDevice.bundle, "--user"]).status == 0)
-    #expect(await waitForState(d, "notRunning"))
+    #expect(await d.waitForState("notRunning"))
     let refused = try d.protfs(["app", "fetch", AppDevice.bundle])
     #expect(refused.status == 1)
     #expect(refused.stderr.contains("force-quit"), "\(refused)")

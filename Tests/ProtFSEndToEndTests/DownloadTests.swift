@@ -346,20 +346,41 @@ import Testing
   }
 }
 
+/// A device with one container, a server that stalls after 400,000 of its 1 MiB, and `protfs
+/// download` of it running until the engine reported those bytes.
+struct StalledDownload {
+  static let app = "com.example.app"
+  let t: TestDevice
+  let body: [UInt8]
+  let server: FaultServer
+  let url: String
+  let process: Process
+
+  init() throws {
+    t = try TestDevice()
+    try #require(try Protfs.run(["--device", t.root, "init", Self.app]).status == 0)
+    body = DownloadFixture.bytes(1 << 20)
+    server = try FaultServer(body: body, entityTag: "\"e1\"", mode: .stallAfter(bytes: 400_000))
+    url = server.url("big.bin").absoluteString
+    do {
+      process = try #require(
+        try Protfs.startDownload(
+          ["--device", t.root, "download", "--bundle", Self.app, "--progress", "json", url], untilWritten: 400_000),
+        "protfs download ended before reporting progress")
+    } catch {
+      server.stop()
+      throw error
+    }
+  }
+}
+
 /// `protfs tasks suspend ID` from another shell while `protfs download` runs the task.
 @Suite(.timeLimit(.minutes(2))) struct DownloadSuspendTests {
   @Test func aRunningTaskIsSuspendedByItsProcessAndResumedWithRange() throws {
-    let app = "com.example.app"
-    let t = try TestDevice()
-    try #require(try Protfs.run(["--device", t.root, "init", app]).status == 0)
-    let body = DownloadFixture.bytes(1 << 20)
-    let server = try FaultServer(body: body, entityTag: "\"e1\"", mode: .stallAfter(bytes: 400_000))
-    defer { server.stop() }
-    let url = server.url("big.bin").absoluteString
-    let process = try #require(
-      try Protfs.startDownload(
-        ["--device", t.root, "download", "--bundle", app, "--progress", "json", url], untilWritten: 400_000),
-      "protfs download ended before reporting progress")
+    let stalled = try StalledDownload()
+    defer { stalled.server.stop() }
+    let (app, t, body, server) = (StalledDownload.app, stalled.t, stalled.body, stalled.server)
+    let process = stalled.process
     defer {
       if process.isRunning { kill(process.processIdentifier, SIGKILL) }
       process.waitUntilExit()
@@ -389,19 +410,12 @@ import Testing
 /// `kill -9` in the middle of `protfs download`, then the same command again: it resumes.
 @Suite(.timeLimit(.minutes(2))) struct DownloadKillResumeTests {
   @Test func theSameDownloadAfterAKillResumesWithRange() throws {
-    let app = "com.example.app"
-    let t = try TestDevice()
-    try #require(try Protfs.run(["--device", t.root, "init", app]).status == 0)
-    let body = DownloadFixture.bytes(1 << 20)
-    let server = try FaultServer(body: body, entityTag: "\"e1\"", mode: .stallAfter(bytes: 400_000))
-    defer { server.stop() }
-    let url = server.url("big.bin").absoluteString
+    let stalled = try StalledDownload()
+    defer { stalled.server.stop() }
+    let (app, t, body, server, url) = (StalledDownload.app, stalled.t, stalled.body, stalled.server, stalled.url)
 
-    // Wait for the engine to report the stalled bytes, then for them to reach the temp file.
-    let process = try #require(
-      try Protfs.startDownload(
-        ["--device", t.root, "download", "--bundle", app, "--progress", "json", url], untilWritten: 400_000),
-      "protfs download ended before reporting progress")
+    // The engine reported the stalled bytes; wait for them to reach the temp file.
+    let process = stalled.process
     let downloads = t.containerPath(app, "Library/Caches/com.apple.nsurlsessiond/Downloads/\(app)")
     let deadline = Date().addingTimeInterval(20)
     var onDisk = 0

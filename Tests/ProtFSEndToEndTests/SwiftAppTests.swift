@@ -17,18 +17,6 @@ import Testing
     return copy
   }
 
-  /// Polls the app's record until its state is `state` (the record is the only place it shows).
-  func waitForState(_ d: AppDevice, _ state: String) async -> Bool {
-    await offPool {
-      let deadline = Date() + 20
-      while Date() < deadline {
-        if d.record()["state"] as? String == state { return true }
-        usleep(20_000)
-      }
-      return false
-    }
-  }
-
   @Test func backgroundRunnerFinishesItsWorkEndsItsTaskIsSuspendedAndResumes() async throws {
     let d = try AppDevice()
     defer { d.remove() }
@@ -40,7 +28,7 @@ import Testing
     #expect(began?.0 == "background task 1, remaining 30.0", "\(app.output)")
     #expect(await app.line(containing: "done") != nil, "\(app.output)")
     #expect(app.output.filter { $0.hasPrefix("tick ") } == (1...5).map { "tick \($0)" })
-    #expect(await waitForState(d, "suspended"))
+    #expect(await d.waitForState("suspended"))
     #expect(try d.protfs(["app", "foreground", AppDevice.bundle]).status == 0)
     #expect(await app.line(containing: "foreground") != nil)
     #expect(try d.protfs(["app", "terminate", AppDevice.bundle]).status == 0)
@@ -97,7 +85,7 @@ import Testing
     let expired = await app.line(containing: "expired after ")
     let ticks = Int(expired?.0.split(separator: " ").dropFirst(2).first ?? "") ?? -1
     #expect(ticks >= 3 && ticks <= 6, "\(app.output)")
-    #expect(await waitForState(d, "suspended"))
+    #expect(await d.waitForState("suspended"))
     #expect(d.crashReports().isEmpty)
     #expect(try d.protfs(["app", "terminate", AppDevice.bundle]).status == 0)
     let (status, _) = await app.exit()
@@ -153,7 +141,7 @@ import Testing
     #expect(fetched, "\(d.record())")
     #expect(d.record()["state"] as? String == "background")
     #expect(try d.protfs(["app", "terminate", AppDevice.bundle]).status == 0)
-    #expect(await waitForState(d, "notRunning"))
+    #expect(await d.waitForState("notRunning"))
     #expect(d.record()["lastExitStatus"] as? Int == 0)  // it exited after applicationWillTerminate
   }
 

@@ -41,7 +41,10 @@ let package = Package(
     .target(name: "ProtFSFoundation", dependencies: ["ProtFS"]),
     .target(name: "ProtFSApp", dependencies: ["ProtFSSystem", "ProtFS"]),
     // The UIKit-shaped API of Swift apps run by `protfs app launch` (UIApplication and its delegate).
-    .target(name: "ProtFSKit", dependencies: ["ProtFSApp"]),
+    // Background sessions (docs/semantics.md §9): the session service that owns transfers out of
+    // process, its client, and the backend protocol ProtFSKit's URLSession is written against.
+    .target(name: "ProtFSSessions", dependencies: ["ProtFSSystem", "ProtFS", "ProtFSDownloads", "ProtFSApp"]),
+    .target(name: "ProtFSKit", dependencies: ["ProtFSApp", "ProtFSSessions", "ProtFSFoundation"]),
     // Example apps (the source documents' background logic in Swift), run by the end-to-end tests.
     .executableTarget(name: "BackgroundRunner", dependencies: ["ProtFSKit"], path: "Examples/BackgroundRunner"),
     .executableTarget(name: "FetchHelper", dependencies: ["ProtFSKit"], path: "Examples/FetchHelper"),
@@ -53,7 +56,7 @@ let package = Package(
       name: "ProtFSCLI",
       dependencies: [
         "ProtFSSystem", "ProtFS", "ProtFSLock", "ProtFSCache", "ProtFSDownloads", "ProtFSAudit", "ProtFSFoundation",
-        "ProtFSMount", "ProtFSApp",
+        "ProtFSMount", "ProtFSApp", "ProtFSSessions",
       ]),
     .executableTarget(name: "protfs", dependencies: ["ProtFSCLI"]),
     .target(

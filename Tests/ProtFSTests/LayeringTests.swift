@@ -21,10 +21,11 @@ struct LayeringTests {
     "ProtFSFoundation": ["ProtFSSystem", "ProtFS"],
     "ProtFSMount": ["ProtFSSystem", "ProtFS", "CFuse3"],
     "ProtFSApp": ["ProtFSSystem", "ProtFS"],
-    "ProtFSKit": ["ProtFSApp"],
+    "ProtFSSessions": ["ProtFSSystem", "ProtFS", "ProtFSDownloads", "ProtFSApp"],
+    "ProtFSKit": ["ProtFSApp", "ProtFSSessions", "ProtFSFoundation"],
     "ProtFSCLI": [
       "ProtFSSystem", "ProtFS", "ProtFSLock", "ProtFSCache", "ProtFSDownloads", "ProtFSAudit", "ProtFSFoundation",
-      "ProtFSMount", "ProtFSApp",
+      "ProtFSMount", "ProtFSApp", "ProtFSSessions",
     ],
     "protfs": ["ProtFSCLI"],
   ]

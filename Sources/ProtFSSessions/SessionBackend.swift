@@ -1,0 +1,155 @@
+import Foundation
+import ProtFSDownloads
+import ProtFSSystem
+
+/// What an app's background session asks of whoever runs its transfers (docs/semantics.md §9).
+///
+/// Two implementations: `LocalSessionBackend` runs the transfers in this process (a
+/// `DownloadSession`), `SessionServiceClient` hands them to the device's session service over its
+/// socket, so that they go on while the app is suspended or gone. ProtFSKit's `URLSession` is
+/// written against this protocol only.
+public protocol SessionBackend: AnyObject, Sendable {
+  /// The session's identifier.
+  var identifier: String { get }
+
+  /// A suspended download task for `request` (or continuing `resumeData`, from
+  /// `cancel(producingResumeData:)`), whose finished file is handed to the app through
+  /// `SessionEvent.finishedDownloading` rather than placed anywhere.
+  func createDownloadTask(_ request: SessionRequest, resumeData: Data?) throws(ProtFSError) -> SessionTaskSnapshot
+
+  /// A suspended upload task sending the file at `path` (read under the lock rules and snapshotted
+  /// now, so the app may delete it afterwards) with `request`'s method and headers.
+  func createUploadTask(_ request: SessionRequest, fromFile path: String) throws(ProtFSError) -> SessionTaskSnapshot
+
+  /// Starts or continues task `id`.
+  func resume(_ id: Int64) throws(ProtFSError)
+  /// Pauses task `id`, keeping what it has.
+  func suspend(_ id: Int64) throws(ProtFSError)
+  /// Cancels task `id`; with `producingResumeData`, returns the data `createDownloadTask` takes to
+  /// continue it (nil when the task cannot be continued).
+  func cancel(_ id: Int64, producingResumeData: Bool) throws(ProtFSError) -> Data?
+  /// Sets task `id`'s description.
+  func setDescription(_ description: String?, of id: Int64) throws(ProtFSError)
+
+  /// The session's tasks that have not yet completed to the app, oldest first.
+  func tasks() throws(ProtFSError) -> [SessionTaskSnapshot]
+
+  /// Delivers the session's events to `handler`, in order per task: first those queued while
+  /// nobody listened (completions kept for the app), then live ones. One subscriber at a time.
+  func subscribe(_ handler: @escaping @Sendable (SessionEvent) -> Void) throws(ProtFSError)
+
+  /// The app is done with task `id`'s completion (its delegate calls returned): a handed-over temp
+  /// file still there is deleted, and the completion is never delivered again.
+  func acknowledge(_ id: Int64) throws(ProtFSError)
+
+  /// Detaches this object from the session; with `cancelling`, cancels its unfinished tasks first
+  /// (`invalidateAndCancel`). Transfers of a service session otherwise go on.
+  func invalidate(cancelling: Bool)
+}
+
+/// A task's request as the app built it (`URLRequest`'s parts protfs uses).
+public struct SessionRequest: Sendable, Equatable, Codable {
+  /// The URL.
+  public var url: URL
+  /// The HTTP method: GET for downloads; PUT or POST for uploads.
+  public var method: String
+  /// Header fields, in order.
+  public var headers: [SessionHeader]
+  /// The task's description (`taskDescription`).
+  public var taskDescription: String?
+
+  /// Creates a request.
+  public init(url: URL, method: String = "GET", headers: [SessionHeader] = [], taskDescription: String? = nil) {
+    self.url = url
+    self.method = method
+    self.headers = headers
+    self.taskDescription = taskDescription
+  }
+}
+
+/// One header field.
+public struct SessionHeader: Sendable, Equatable, Codable {
+  /// The field's name.
+  public var name: String
+  /// Its value.
+  public var value: String
+
+  /// Creates a field.
+  public init(name: String, value: String) {
+    self.name = name
+    self.value = value
+  }
+}
+
+/// A task as the app sees it.
+public struct SessionTaskSnapshot: Sendable, Equatable, Codable {
+  /// Download or upload.
+  public enum Kind: String, Sendable, Codable { case download, upload }
+  /// The task's id (`taskIdentifier`), unique on the device.
+  public var id: Int64
+  /// Download or upload.
+  public var kind: Kind
+  /// The request it was created with.
+  public var request: SessionRequest
+  /// Running, suspended, canceling or completed, as URLSessionTask.State's names.
+  public var state: String
+  /// Bytes received (download) or of the response body (upload).
+  public var bytesReceived: Int64
+  /// Bytes expected to receive, -1 when unknown.
+  public var bytesExpectedToReceive: Int64
+  /// Bytes of the body sent (upload).
+  public var bytesSent: Int64
+  /// Bytes of the body to send (upload), 0 for a download.
+  public var bytesExpectedToSend: Int64
+  /// The HTTP status of the last response, 0 before one.
+  public var statusCode: Int
+  /// The failure of a completed task, nil when it succeeded or has not completed.
+  public var error: ProtFSError?
+
+  /// Creates a snapshot.
+  public init(
+    id: Int64, kind: Kind, request: SessionRequest, state: String, bytesReceived: Int64 = 0,
+    bytesExpectedToReceive: Int64 = -1, bytesSent: Int64 = 0, bytesExpectedToSend: Int64 = 0, statusCode: Int = 0,
+    error: ProtFSError? = nil
+  ) {
+    self.id = id
+    self.kind = kind
+    self.request = request
+    self.state = state
+    self.bytesReceived = bytesReceived
+    self.bytesExpectedToReceive = bytesExpectedToReceive
+    self.bytesSent = bytesSent
+    self.bytesExpectedToSend = bytesExpectedToSend
+    self.statusCode = statusCode
+    self.error = error
+  }
+}
+
+/// One delegate call to make, as the session's runner reports it. Codable: the service sends them
+/// as JSON lines, and `protfs tasks events` prints them.
+public enum SessionEvent: Sendable, Equatable, Codable {
+  /// Bytes arrived for a download (`didWriteData`).
+  case wroteData(task: Int64, bytesWritten: Int64, totalBytesWritten: Int64, totalBytesExpectedToWrite: Int64)
+  /// Body bytes went out for an upload (`didSendBodyData`).
+  case sentBodyData(task: Int64, bytesSent: Int64, totalBytesSent: Int64, totalBytesExpectedToSend: Int64)
+  /// A download's file is complete at `location` (`didFinishDownloadingTo`); the file stays until
+  /// the task is acknowledged.
+  case finishedDownloading(task: Int64, location: String)
+  /// The response body of an upload (`dataTask(_:didReceive:)`), with its HTTP status.
+  case receivedData(task: Int64, statusCode: Int, body: Data)
+  /// The task completed, with its error if it failed (`didCompleteWithError`); sent once per task.
+  case completed(task: Int64, snapshot: SessionTaskSnapshot, error: ProtFSError?)
+  /// Every completion queued when the subscription began has been sent
+  /// (`urlSessionDidFinishEvents(forBackgroundURLSession:)` follows once they are acknowledged).
+  case queuedEventsDelivered
+
+  /// The task the event is about, if any.
+  public var taskID: Int64? {
+    switch self {
+    case .wroteData(let task, _, _, _), .sentBodyData(let task, _, _, _), .finishedDownloading(let task, _),
+      .receivedData(let task, _, _), .completed(let task, _, _):
+      task
+    case .queuedEventsDelivered: nil
+    }
+  }
+}

@@ -57,6 +57,17 @@ public final class SessionServiceClient: SessionBackend, Sendable {
   public func subscribe(_ handler: @escaping @Sendable (SessionEvent) -> Void) throws(ProtFSError) {}
   public func acknowledge(_ id: Int64) throws(ProtFSError) {}
   public func invalidate(cancelling: Bool) {}
+
+  /// The name of the abstract socket the service of `device` listens on.
+  public static func socketName(device: Device) -> String { "protfs-sessions-stub" }
+
+  /// The app acknowledged session `session`'s events (`protfs app events-handled`, the completion
+  /// handler of `handleEventsForBackgroundURLSession`): the completions it was given are done.
+  public static func eventsHandled(session: String, bundleID: String, socketName: String) throws(ProtFSError) {}
+
+  /// The user force-quit app `bundleID`: its transfers stop (resumable) and it is not relaunched
+  /// until its next launch.
+  public static func forceQuit(bundleID: String, socketName: String) throws(ProtFSError) {}
 }
 
 /// Tells the app a session's events wait (docs/semantics.md §9), for the service: ProtFSCLI

@@ -152,7 +152,8 @@ extension UIApplication {
       isProtectedDataAvailable = true
       delegate?.applicationProtectedDataDidBecomeAvailable(self)
       center.post(name: Self.protectedDataDidBecomeAvailableNotification, object: nil)
-    case nil:
+    case .handleEventsForBackgroundURLSession, nil:
+      // The delegate's handleEventsForBackgroundURLSession comes with ProtFSKit's URLSession.
       return
     }
   }

@@ -142,7 +142,7 @@ extension URLSession {
 
 /// Which background sessions the app was woken for (`handleEventsForBackgroundURLSession`), and
 /// the live sessions by identifier, so that a wake reaches a session made before or after it.
-enum BackgroundSessionEvents {
+package enum BackgroundSessionEvents {
   /// Weak references to live sessions, and the identifiers woken and not yet finished.
   private struct Registry: Sendable {
     var sessions: [String: WeakSession] = [:]
@@ -152,7 +152,7 @@ enum BackgroundSessionEvents {
   private static let registry = Mutex(Registry())
 
   /// The app was woken for session `identifier`'s events.
-  static func wake(_ identifier: String) {
+  package static func wake(_ identifier: String) {
     let live = registry.withLock { registry in
       registry.woken.insert(identifier)
       return registry.sessions[identifier]?.session

@@ -109,10 +109,10 @@ open class URLSessionTask: NSObject, @unchecked Sendable {
   /// Takes what the service reports of the task.
   func update(_ snapshot: SessionTaskSnapshot) {
     lock.withLock { values in
-      values.received = snapshot.bytesReceived
-      values.expectedToReceive = snapshot.bytesExpectedToReceive
-      values.sent = snapshot.bytesSent
-      values.expectedToSend = snapshot.bytesExpectedToSend
+      values.received = max(values.received, snapshot.bytesReceived)
+      if snapshot.bytesExpectedToReceive >= 0 { values.expectedToReceive = snapshot.bytesExpectedToReceive }
+      values.sent = max(values.sent, snapshot.bytesSent)
+      if snapshot.bytesExpectedToSend > 0 { values.expectedToSend = snapshot.bytesExpectedToSend }
       if snapshot.request.taskDescription != nil { values.description = snapshot.request.taskDescription }
       if snapshot.statusCode != 0, let url = snapshot.request.url as URL? {
         values.response = HTTPURLResponse(

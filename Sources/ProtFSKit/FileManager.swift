@@ -8,9 +8,9 @@ import ProtFSFoundation
 /// gives the app's container directories (ProtFSFoundation's `ProtectedFileManager`, on the device
 /// `PROTFS_DEVICE` names). Paths outside the device go to Foundation's manager.
 ///
-/// It shadows Foundation's in expressions (`FileManager.default.urls(…)`); where the name is a type
-/// (`let manager: FileManager`, `FileManager.SearchPathDirectory`) the client adds
-/// `import class ProtFSKit.FileManager`, which Swift prefers over the module-wide `import Foundation`.
+/// A client importing both Foundation and ProtFSKit adds `import class ProtFSKit.FileManager`,
+/// which Swift prefers over the module-wide `import Foundation` (without it `FileManager` is
+/// ambiguous: Swift never lets one module's type shadow another's that it re-exports).
 public final class FileManager: @unchecked Sendable {
   /// The search-path directories, Foundation's.
   public typealias SearchPathDirectory = Foundation.FileManager.SearchPathDirectory

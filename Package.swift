@@ -49,6 +49,11 @@ let package = Package(
     .executableTarget(name: "BackgroundRunner", dependencies: ["ProtFSKit"], path: "Examples/BackgroundRunner"),
     .executableTarget(name: "FetchHelper", dependencies: ["ProtFSKit"], path: "Examples/FetchHelper"),
     .executableTarget(name: "ForgetfulApp", dependencies: ["ProtFSKit"], path: "Examples/ForgetfulApp"),
+    // The source documents' URLSession classes (issue 14), built by the tests.
+    .executableTarget(name: "BackgroundDownloader", dependencies: ["ProtFSKit"], path: "Examples/BackgroundDownloader"),
+    .executableTarget(name: "UploadSession", dependencies: ["ProtFSKit"], path: "Examples/UploadSession"),
+    .executableTarget(name: "FetchDownloader", dependencies: ["ProtFSKit"], path: "Examples/FetchDownloader"),
+    .executableTarget(name: "PauseResume", dependencies: ["ProtFSKit"], path: "Examples/PauseResume"),
     // The device mount: libfuse3's low-level API, used by no other target.
     .target(name: "ProtFSMount", dependencies: ["ProtFSSystem", "ProtFS", "CFuse3"]),
     // The command-line layer (parser, help, commands), a library so tests can run it in-process.
@@ -72,6 +77,8 @@ let package = Package(
         "ProtFSSystem", "ProtFS", "ProtFSLock", "ProtFSCache", "ProtFSDownloads", "ProtFSAudit", "ProtFSFoundation",
         "ProtFSTestSupport", "CAttr",
       ]),
+    // ProtFSKit's URLSession against a fake backend, and its FileManager.
+    .testTarget(name: "ProtFSKitTests", dependencies: ["ProtFSKit", "ProtFSSessions", "ProtFSSystem"]),
     // The parser, help and exit statuses, in-process.
     .testTarget(name: "ProtFSCLITests", dependencies: ["ProtFSCLI", "ProtFS"]),
     // Depends on the executables so that `swift test` builds the binaries the tests run.

@@ -111,6 +111,10 @@ extension UIApplication {
   /// notification (iOS's order), or calls a task's expiration handler.
   func handle(_ event: AppEventLine) {
     let center = NotificationCenter.default
+    if event.event == Self.sessionEventsName {
+      if let session = event.session { handleEvents(forBackgroundURLSession: session) }
+      return
+    }
     switch AppEvent(rawValue: event.event) {
     case .didEnterBackground:
       applicationState = .background

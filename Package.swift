@@ -8,7 +8,9 @@ import PackageDescription
 //   ProtFSLock, ProtFSCache, ProtFSDownloads, ProtFSAudit   features, each on the model only
 //   ProtFSFoundation   the Foundation-shaped API (FileManager, FileHandle, URLSession)
 //   ProtFSApp     the app lifecycle: the supervisor of `protfs app launch`, its socket protocol
-//   ProtFSKit     the UIKit-shaped API of Swift apps (UIApplication), on ProtFSApp; Examples/ use it
+//   ProtFSSessions  background sessions out of process: the session service and its client
+//   ProtFSKit     the UIKit-shaped API of Swift apps (UIApplication, URLSession, FileManager), on
+//                 ProtFSApp and ProtFSSessions; Examples/ use it
 //   ProtFSCLI     the command line (parser, help, commands), a library so tests run it in-process
 //   protfs        the executable: it only starts ProtFSCLI
 let package = Package(
@@ -44,7 +46,8 @@ let package = Package(
     // Background sessions (docs/semantics.md §9): the session service that owns transfers out of
     // process, its client, and the backend protocol ProtFSKit's URLSession is written against.
     .target(name: "ProtFSSessions", dependencies: ["ProtFSSystem", "ProtFS", "ProtFSDownloads", "ProtFSApp"]),
-    .target(name: "ProtFSKit", dependencies: ["ProtFSApp", "ProtFSSessions", "ProtFSFoundation"]),
+    .target(
+      name: "ProtFSKit", dependencies: ["ProtFSSystem", "ProtFS", "ProtFSApp", "ProtFSSessions", "ProtFSFoundation"]),
     // Example apps (the source documents' background logic in Swift), run by the end-to-end tests.
     .executableTarget(name: "BackgroundRunner", dependencies: ["ProtFSKit"], path: "Examples/BackgroundRunner"),
     .executableTarget(name: "FetchHelper", dependencies: ["ProtFSKit"], path: "Examples/FetchHelper"),

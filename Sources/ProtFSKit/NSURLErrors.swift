@@ -41,7 +41,8 @@ enum URLErrorMapping {
     var info: [String: Any] = [NSLocalizedDescriptionKey: error.message]
     if let url {
       info[NSURLErrorFailingURLErrorKey] = url
-      info[NSURLErrorFailingURLStringErrorKey] = url.absoluteString
+      // NSURLErrorFailingURLStringErrorKey's value; the constant is deprecated in Foundation, not the key.
+      info["NSErrorFailingURLStringKey"] = url.absoluteString
     }
     let posix = error.errno ?? (error.code == .protectedDataUnavailable ? EPERM : nil)
     if let posix { info[NSUnderlyingErrorKey] = NSError(domain: NSPOSIXErrorDomain, code: Int(posix)) }

@@ -111,10 +111,6 @@ extension UIApplication {
   /// notification (iOS's order), or calls a task's expiration handler.
   func handle(_ event: AppEventLine) {
     let center = NotificationCenter.default
-    if event.event == Self.sessionEventsName {
-      if let session = event.session { handleEvents(forBackgroundURLSession: session) }
-      return
-    }
     switch AppEvent(rawValue: event.event) {
     case .didEnterBackground:
       applicationState = .background
@@ -156,8 +152,9 @@ extension UIApplication {
       isProtectedDataAvailable = true
       delegate?.applicationProtectedDataDidBecomeAvailable(self)
       center.post(name: Self.protectedDataDidBecomeAvailableNotification, object: nil)
-    case .handleEventsForBackgroundURLSession, nil:
-      // The delegate's handleEventsForBackgroundURLSession comes with ProtFSKit's URLSession.
+    case .handleEventsForBackgroundURLSession:
+      if let session = event.session { handleEvents(forBackgroundURLSession: session) }
+    case nil:
       return
     }
   }

@@ -11,6 +11,8 @@ extension URLSession {
 
   /// Makes the delegate call for `event` on the delegate queue, then acknowledges a completion.
   func deliver(_ event: SessionEvent) {
+    // An invalidated session takes nothing more: its successor gets the calls, and the wake.
+    guard !state.withLock({ $0.invalidated }) else { return }
     if case .queuedEventsDelivered = event {
       state.withLock { $0.queuedDelivered = true }
       if BackgroundSessionEvents.takeWake(identifier) { finishEvents() }
@@ -37,7 +39,9 @@ extension URLSession {
   /// `urlSessionDidFinishEvents` follows.
   func wokenForEvents() {
     pipeline.async {
-      guard self.state.withLock({ $0.queuedDelivered }), BackgroundSessionEvents.takeWake(self.identifier) else {
+      guard self.state.withLock({ $0.queuedDelivered && !$0.invalidated }),
+        BackgroundSessionEvents.takeWake(self.identifier)
+      else {
         return
       }
       self.finishEvents()

@@ -29,6 +29,13 @@ public struct Container: Sendable, Hashable {
       .appending(bundleID.rawValue)
   }
 
+  /// The nsurlsessiond directory where background upload tasks keep the snapshot of the file they
+  /// send: `Library/Caches/com.apple.nsurlsessiond/Uploads/<bundle-id>`, the Downloads directory's sibling.
+  public var uploadsPath: DevicePath {
+    path.appending("Library").appending("Caches").appending("com.apple.nsurlsessiond").appending("Uploads")
+      .appending(bundleID.rawValue)
+  }
+
   /// The path of `relative` (such as `Documents/a.txt`) inside the container.
   public func path(_ relative: String) throws(ProtFSError) -> DevicePath { try path.appending(path: relative) }
 
@@ -148,6 +155,14 @@ extension Device {
       if before.protectionClass != protectionClass || before.source != .own {
         previous = before
         try setClass(protectionClass, of: target)
+      }
+    }
+    // The Uploads directory, where upload tasks keep their snapshots, gets the same class.
+    let uploads = container.uploadsPath
+    if !(try createDirectory(uploads, protectionClass: protectionClass)) {
+      let current = try effectiveClass(of: uploads)
+      if current.protectionClass != protectionClass || current.source != .own {
+        try setClass(protectionClass, of: uploads)
       }
     }
     return CacheInitialization(

@@ -1,0 +1,122 @@
+import Foundation
+import ProtFSSystem
+
+/// The copy of an upload's source file that the task sends (`CFNetworkUpload_XXXXXX.tmp` in the
+/// session's Uploads directory), made when the task is created so that the app may change or
+/// delete its file meanwhile (docs/semantics.md §9).
+package enum UploadSnapshot {
+  /// A snapshot made: its directory (absolute path), its name and its size.
+  package struct Made {
+    package var directory: String
+    package var name: String
+    package var size: Int64
+  }
+
+  /// Checks the source at `path` (absolute) against the session's rules and copies it.
+  ///
+  /// The source must be inside `configuration.sourceDirectory` (when set), readable now by the
+  /// access policy (a complete file while the device is locked is not), reached without a symbolic
+  /// link, and a regular file; it is read only through the descriptor opened here, so a link
+  /// swapped in afterwards changes nothing. On failure nothing is left in the Uploads directory.
+  package static func make(from path: String, configuration: DownloadSessionConfiguration) throws(ProtFSError)
+    -> Made
+  {
+    let absolute = URL(fileURLWithPath: path).standardizedFileURL.path
+    if let container = configuration.sourceDirectory {
+      let root = URL(fileURLWithPath: container).standardizedFileURL.path
+      guard absolute.hasPrefix(root + "/") else {
+        throw ProtFSError(
+          .outsideDevice, "Cannot upload '\(path)': it is outside the app's container '\(root)'.", path: path,
+          remedy: .advice("upload a file inside the container, such as Documents/report.json"))
+      }
+    }
+    try configuration.accessPolicy.checkRead(absolute)
+    let fileSystem = configuration.fileSystem
+    let source = try fileSystem.openSource(absolute)
+    var status = stat()
+    _ = try valueOrErrno(.stat) { fstat(source.rawValue, &status) }.orThrow("read the file to upload", path: absolute)
+    guard status.st_mode & S_IFMT == S_IFREG else {
+      let what = status.st_mode & S_IFMT == S_IFDIR ? "a directory" : "not a regular file"
+      throw ProtFSError(
+        .invalidArgument, "Cannot upload '\(absolute)': it is \(what).", path: absolute,
+        remedy: .advice("give a regular file"))
+    }
+    let directoryPath = configuration.uploadsDirectory
+    if case .deny(let e) = configuration.accessPolicy.canWriteTemp(in: directoryPath) {
+      throw ProtFSError(
+        .protectedDataUnavailable,
+        "Cannot snapshot '\(absolute)' in '\(directoryPath)': Operation not permitted (the Uploads directory's protection class is not available while the device is locked).",
+        path: directoryPath, errno: e, remedy: .initializeDownloadsDirectory)
+    }
+    let directory = try fileSystem.openDirectory(directoryPath, creating: true)
+    let (name, copy) = try create(in: directory)
+    do {
+      try fileSystem.label(file: copy.rawValue, for: directory)
+      let size = try Self.copy(from: source.rawValue, to: copy.rawValue, path: absolute)
+      copy.close()
+      return Made(directory: directoryPath, name: name, size: size)
+    } catch {
+      directory.removeFile(name, ifStill: copy.rawValue)
+      throw error
+    }
+  }
+
+  /// A new, empty snapshot file made with `O_EXCL` in `directory`.
+  private static func create(in directory: DirectoryHandle) throws(ProtFSError) -> (String, FileDescriptor) {
+    while true {
+      let name = TemporaryFile.randomName().replacingOccurrences(of: "CFNetworkDownload_", with: "CFNetworkUpload_")
+      switch valueOrErrno(
+        .open, { Kernel.openAt(directory.fd, name, O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0o600) })
+      {
+      case .success(let fd): return (name, FileDescriptor(owning: fd))
+      case .failure(let e) where e == .exists: continue
+      case .failure(let e):
+        throw ProtFSError.system("create the upload snapshot in", path: directory.path, errno: e.rawValue)
+      }
+    }
+  }
+
+  /// Copies every byte of `input` to `output` (copy_file_range, which clones where the file system
+  /// can; read and write where the kernel refuses it) and returns how many.
+  private static func copy(from input: Int32, to output: Int32, path: String) throws(ProtFSError) -> Int64 {
+    var total: Int64 = 0
+    var useRange = true
+    var buffer: UnsafeMutableRawPointer?
+    defer { buffer?.deallocate() }
+    while true {
+      if useRange {
+        let n = Kernel.copyFileRange(input, output, 1 << 30)
+        if n > 0 {
+          total += Int64(n)
+          continue
+        }
+        if n == 0 { return total }
+        let e = errno
+        if e == EINTR { continue }
+        if [EXDEV, EINVAL, ENOSYS, EOPNOTSUPP, EPERM].contains(e) {
+          useRange = false
+          continue
+        }
+        throw ProtFSError.system("snapshot the file to upload", path: path, errno: e)
+      }
+      let size = 1 << 20
+      if buffer == nil { buffer = UnsafeMutableRawPointer.allocate(byteCount: size, alignment: 4096) }
+      let n = read(input, buffer, size)
+      if n == 0 { return total }
+      if n < 0 {
+        if errno == EINTR { continue }
+        throw ProtFSError.system("read the file to upload", path: path, errno: errno)
+      }
+      var written = 0
+      while written < n {
+        let w = write(output, buffer! + written, n - written)
+        if w < 0 {
+          if errno == EINTR { continue }
+          throw ProtFSError.system("write the upload snapshot of", path: path, errno: errno)
+        }
+        written += w
+      }
+      total += Int64(n)
+    }
+  }
+}

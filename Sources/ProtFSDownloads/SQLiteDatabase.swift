@@ -134,7 +134,7 @@ package final class SQLiteDatabase: @unchecked Sendable {
 
     /// Runs `sql` with `arguments`, returning every row.
     @discardableResult
-    func query(_ sql: String, _ arguments: [SQLiteValue] = []) throws(ProtFSError) -> [[SQLiteValue]] {
+    package func query(_ sql: String, _ arguments: [SQLiteValue] = []) throws(ProtFSError) -> [[SQLiteValue]] {
       try database.run(sql, arguments)
     }
 

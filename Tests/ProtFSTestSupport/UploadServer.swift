@@ -3,7 +3,7 @@ import Foundation
 /// A small Python HTTP server on 127.0.0.1 that takes PUT and POST uploads, for the upload tests
 /// and benchmark. It answers `{"received": N, "sha256": "...", "method": "PUT"}` (201 for PUT, 200
 /// for POST), can fail the first requests with 500, answers `/status/CODE` with that status, and
-/// records each request's method, path and headers. Started by `init`, stopped (SIGTERM, waitpid)
+/// records each request's method, path and headers. Started by `init`, stopped (SIGKILL, waitpid)
 /// by `stop()` or when released.
 public final class UploadServer: @unchecked Sendable {
   // @unchecked: `pid` is written by `stop()` under `lock` only.
@@ -42,7 +42,19 @@ public final class UploadServer: @unchecked Sendable {
     var pid: pid_t = 0
     let argv = arguments.map { strdup($0) } + [nil]
     defer { for a in argv { free(a) } }
-    let rc = posix_spawn(&pid, python, nil, nil, argv, environ)
+    // The test process's threads block signals that the server must take: start it with none
+    // blocked and default handlers.
+    var attributes = posix_spawnattr_t()
+    posix_spawnattr_init(&attributes)
+    defer { posix_spawnattr_destroy(&attributes) }
+    var none = sigset_t()
+    sigemptyset(&none)
+    var all = sigset_t()
+    sigfillset(&all)
+    posix_spawnattr_setsigmask(&attributes, &none)
+    posix_spawnattr_setsigdefault(&attributes, &all)
+    posix_spawnattr_setflags(&attributes, Int16(POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF))
+    let rc = posix_spawn(&pid, python, nil, &attributes, argv, environ)
     guard rc == 0 else { throw POSIXError(POSIXErrorCode(rawValue: rc) ?? .EIO) }
     self.pid = pid
     // The server writes its port once it listens (renamed into place, so it is whole when seen).
@@ -75,7 +87,8 @@ public final class UploadServer: @unchecked Sendable {
     lock.lock()
     defer { lock.unlock() }
     guard pid > 0 else { return }
-    kill(pid, SIGTERM)
+    // SIGKILL: the server keeps nothing that needs an orderly end.
+    kill(pid, SIGKILL)
     var status: Int32 = 0
     while waitpid(pid, &status, 0) == -1 && errno == EINTR {}
     pid = 0

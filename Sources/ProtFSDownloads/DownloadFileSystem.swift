@@ -22,9 +22,18 @@ public protocol DownloadFileSystem: Sendable {
   /// Opens the file at the absolute path `path` for reading, following no symbolic link (not even
   /// as its last component): an upload's source, which is then read through this descriptor only.
   func openSource(_ path: String) throws(ProtFSError) -> FileDescriptor
+
+  /// Opens (creating) the Uploads directory at `path`, giving it the class the Downloads directory
+  /// at `downloads` carries of its own, if any: `init-cache`'s fix covers upload snapshots too.
+  func openUploadsDirectory(_ path: String, like downloads: String) throws(ProtFSError) -> DirectoryHandle
 }
 
 extension DownloadFileSystem {
+  /// Opens (creating) `path`; outside a device there are no classes to follow.
+  public func openUploadsDirectory(_ path: String, like downloads: String) throws(ProtFSError) -> DirectoryHandle {
+    try openDirectory(path, creating: true)
+  }
+
   /// Opens `path`'s directory with `openDirectory` and the file in it with `O_NOFOLLOW`.
   public func openSource(_ path: String) throws(ProtFSError) -> FileDescriptor {
     let url = URL(fileURLWithPath: path)
@@ -125,6 +134,17 @@ public final class DeviceDownloadFileSystem: DownloadFileSystem {
     case .failure(let e):
       throw ProtFSError.system("open the directory", path: absolute, errno: e.rawValue)
     }
+  }
+
+  /// Opens (creating) the Uploads directory and gives it the Downloads directory's own class when
+  /// that has one and the Uploads directory's differs.
+  public func openUploadsDirectory(_ path: String, like downloads: String) throws(ProtFSError) -> DirectoryHandle {
+    let uploads = try openDirectory(path, creating: true)
+    guard let wanted = try? openDirectory(downloads, creating: false).protectionClass(),
+      (try uploads.protectionClass()) != wanted
+    else { return uploads }
+    try device.setClass(wanted, of: try device.resolve(uploads.path))
+    return uploads
   }
 
   /// Writes `directory`'s effective class as the file's own, and hands it to the container's owner

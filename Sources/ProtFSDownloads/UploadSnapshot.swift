@@ -42,13 +42,13 @@ package enum UploadSnapshot {
         remedy: .advice("give a regular file"))
     }
     let directoryPath = configuration.uploadsDirectory
+    let directory = try fileSystem.openUploadsDirectory(directoryPath, like: configuration.temporaryDirectory)
     if case .deny(let e) = configuration.accessPolicy.canWriteTemp(in: directoryPath) {
       throw ProtFSError(
         .protectedDataUnavailable,
         "Cannot snapshot '\(absolute)' in '\(directoryPath)': Operation not permitted (the Uploads directory's protection class is not available while the device is locked).",
         path: directoryPath, errno: e, remedy: .initializeDownloadsDirectory)
     }
-    let directory = try fileSystem.openDirectory(directoryPath, creating: true)
     let (name, copy) = try create(in: directory)
     do {
       try fileSystem.label(file: copy.rawValue, for: directory)

@@ -16,7 +16,7 @@ import Testing
     -> (DownloadSession, String)
   {
     let bundle = try BundleID(app)
-    try t.device.createContainer(bundle)
+    if !t.device.container(bundle).exists { try t.device.createContainer(bundle) }
     let container = t.device.container(bundle)
     var configuration = try t.device.downloadConfiguration(
       bundleID: bundle, identifier: "uploads", destination: try container.path("Documents"))
@@ -161,6 +161,31 @@ import Testing
     #expect(snapshots(t).isEmpty && session.allTasks.isEmpty)
     _ = try LockController(device: t.device).unlock()
     let task = try session.uploadTask(with: request, fromFile: path)
+    task.resume()
+    #expect(await task.waitUntilSettled() == .completed)
+  }
+
+  @Test func theUploadsDirectoryFollowsInitCachesClassSoALockedUploadOfAnOpenFileWorks() async throws {
+    let t = try TestDevice()
+    let server = try UploadServer()
+    defer { server.stop() }
+    let bundle = try BundleID(app)
+    try t.device.createContainer(bundle, defaultClass: .complete)
+    let (session, path) = try setUp(t)
+    defer { session.invalidate() }
+    try t.device.setClass(.none, of: try t.device.resolve(path))
+    _ = try LockController(device: t.device).lock()
+    // Without init-cache the Uploads directory inherits complete: no snapshot while locked.
+    let refused = #expect(throws: ProtFSError.self) {
+      try session.uploadTask(with: UploadRequest(url: server.url()), fromFile: path)
+    }
+    #expect(refused?.errno == EPERM && refused?.message.contains("Uploads") == true)
+    #expect(snapshots(t).isEmpty)
+    _ = try t.device.initCache(bundle)
+    let task = try session.uploadTask(with: UploadRequest(url: server.url()), fromFile: path)
+    #expect(
+      t.rawClass(t.containerPath(app, "Library/Caches/com.apple.nsurlsessiond/Uploads/" + app))
+        == "NSFileProtectionNone")
     task.resume()
     #expect(await task.waitUntilSettled() == .completed)
   }

@@ -157,14 +157,6 @@ extension Device {
         try setClass(protectionClass, of: target)
       }
     }
-    // The Uploads directory, where upload tasks keep their snapshots, gets the same class.
-    let uploads = container.uploadsPath
-    if !(try createDirectory(uploads, protectionClass: protectionClass)) {
-      let current = try effectiveClass(of: uploads)
-      if current.protectionClass != protectionClass || current.source != .own {
-        try setClass(protectionClass, of: uploads)
-      }
-    }
     return CacheInitialization(
       path: absolutePath(target), containerCreated: creation.created, created: created, previousClass: previous,
       protectionClass: protectionClass)

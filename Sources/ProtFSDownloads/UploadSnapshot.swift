@@ -77,7 +77,8 @@ package enum UploadSnapshot {
   }
 
   /// Copies every byte of `input` to `output` (copy_file_range, which clones where the file system
-  /// can; read and write where the kernel refuses it) and returns how many.
+  /// can; read and write where the kernel refuses it) and returns how many. 16 MiB a call: one
+  /// 1 GiB call measured up to four times slower than these on ext4.
   private static func copy(from input: Int32, to output: Int32, path: String) throws(ProtFSError) -> Int64 {
     var total: Int64 = 0
     var useRange = true
@@ -85,7 +86,7 @@ package enum UploadSnapshot {
     defer { buffer?.deallocate() }
     while true {
       if useRange {
-        let n = Kernel.copyFileRange(input, output, 1 << 30)
+        let n = Kernel.copyFileRange(input, output, 16 << 20)
         if n > 0 {
           total += Int64(n)
           continue

@@ -1,5 +1,6 @@
 import Foundation
 import ProtFS
+import ProtFSCache
 import ProtFSDownloads
 import ProtFSLock
 import ProtFSSystem
@@ -237,6 +238,19 @@ import Testing
     #expect(await task.waitUntilSettled() == .failed)
     #expect(task.error?.code == .cancelled)
     #expect(snapshots(t).isEmpty)
+  }
+
+  @Test func aPurgeKeepsTheSnapshotOfAnUnfinishedUpload() throws {
+    let t = try TestDevice()
+    let (session, path) = try setUp(t)
+    defer { session.invalidate() }
+    _ = try session.uploadTask(with: UploadRequest(url: URL(string: "http://127.0.0.1:9/")!), fromFile: path)
+    let kept = snapshots(t)
+    #expect(kept.count == 1)
+    let manager = CacheManager(device: t.device, tasks: DeviceDownloadTasks(device: t.device))
+    let report = try manager.purge(try BundleID(app), criteria: PurgeCriteria(includeResumable: true))
+    #expect(report.kept.contains { $0.contains(kept[0]) && $0.contains("an upload task sends it") }, "\(report)")
+    #expect(snapshots(t) == kept)
   }
 
   @Test func headersAndMethodsParseAsCurlGivesThem() throws {

@@ -7,7 +7,9 @@ extension DownloadSession {
   /// A suspended task that sends the file at `path` (absolute) to `request.url`; call `resume()`
   /// to start it (URLSession's `uploadTask(with:fromFile:)`).
   ///
-  /// The file is checked and copied now: it must be a regular file inside the app's container,
+  /// The file is checked and copied now (a file over 64 MiB is held open and copied while the task
+  /// starts sending, so that its transfer need not wait for the whole copy): it must be a regular
+  /// file inside the app's container,
   /// reached without a symbolic link, and readable under the device's lock rules (a complete file
   /// while locked fails with `.protectedDataUnavailable`, EPERM). The copy is what is sent, so the
   /// app may delete its file at once; it is removed when the task completes, fails or is cancelled.
@@ -44,6 +46,7 @@ extension DownloadSession {
       throw error
     }
     let task = DownloadTask(record: inserted, url: request.url, fileNameIsExplicit: true, core: core)
+    task.runtime.withLock { $0.snapshotCopy = snapshot.copying }
     core.tasks.withLock { $0[task.id] = task }
     return task
   }

@@ -18,7 +18,13 @@ package final class UploadAttempt: @unchecked Sendable {
   /// The errno of a failed read of the snapshot.
   package var readErrno: Int32?
 
-  package init(size: Int64) { self.size = size }
+  /// The snapshot's copy still under way in this process, if any.
+  package let copying: SnapshotCopy?
+
+  package init(size: Int64, copying: SnapshotCopy?) {
+    self.size = size
+    self.copying = copying
+  }
 
   /// Keeps response bytes up to the limit and counts the rest.
   package func collect(_ bytes: UnsafeRawPointer, count: Int) {
@@ -30,8 +36,17 @@ package final class UploadAttempt: @unchecked Sendable {
   /// Reads the next bytes of the snapshot `fd` into libcurl's `buffer`; returns how many (0 at
   /// the end), or `CURL_READFUNC_ABORT` after a failed read.
   package func read(_ fd: Int32, into buffer: UnsafeMutableRawPointer, capacity: Int) -> Int {
+    var end = size
+    if let copying {
+      let (copied, failure) = copying.available(beyond: sent)
+      if copied <= sent, let failure {
+        readErrno = failure
+        return Int(CURL_READFUNC_ABORT)
+      }
+      end = min(size, copied)
+    }
     while true {
-      let n = pread(fd, buffer, min(capacity, Int(max(0, size - sent))), off_t(sent))
+      let n = pread(fd, buffer, min(capacity, Int(max(0, end - sent))), off_t(sent))
       if n >= 0 {
         sent += Int64(n)
         return n
@@ -84,7 +99,20 @@ extension TransferEngine {
       fail(task, error, deleting: nil)
       return
     }
-    let size = Int64(status.st_size)
+    let copying = task.runtime.withLock { $0.snapshotCopy }
+    let size = copying?.size ?? Int64(status.st_size)
+    if copying == nil, record.bytesExpected >= 0, size != record.bytesExpected {
+      // The process that made it ended before the copy did: what is left is not the file.
+      file.close()
+      fail(
+        task,
+        ProtFSError(
+          .io,
+          "The snapshot of '\(record.fileName ?? name)' holds \(size) of its \(record.bytesExpected) bytes: the process copying it ended first.",
+          path: held.pathOf(name), remedy: .advice("upload the file again")),
+        deleting: TemporaryRemoval(directory: held, name: name))
+      return
+    }
     task.runtime.withLock { r in
       r.record.bytesReceived = 0
       r.record.bytesExpected = size
@@ -96,7 +124,7 @@ extension TransferEngine {
     let transfer = Transfer(
       task: task, easy: easy, file: file, temporaryDirectory: directory, directory: held, temporaryFileName: name,
       offset: 0, isHTTP: true, hostKey: hostKey, digest: nil, staging: staging, writesBehind: false)
-    transfer.upload = UploadAttempt(size: size)
+    transfer.upload = UploadAttempt(size: size, copying: copying)
     transfer.requestLimit =
       TransferClassification.stored(record.requestTimeout).map { Monotonic.nanoseconds(seconds: $0) }
       ?? Monotonic.nanoseconds(configuration.requestTimeout)

@@ -147,6 +147,24 @@ import Testing
     #expect(reply.sha256 == Self.hex(bytes) && reply.received == 150_000)
   }
 
+  @Test func aLargeFileIsSentWhileItsSnapshotIsStillBeingCopied() async throws {
+    let t = try TestDevice()
+    let server = try UploadServer()
+    defer { server.stop() }
+    var bytes = [UInt8](repeating: 0x5A, count: Int(UploadSnapshot.backgroundThreshold) + (6 << 20) + 123)
+    for index in stride(from: 0, to: bytes.count, by: 4093) { bytes[index] = UInt8(truncatingIfNeeded: index / 4093) }
+    let (session, path) = try setUp(t, bytes: bytes)
+    defer { session.invalidate() }
+    let task = try session.uploadTask(with: UploadRequest(url: server.url("big")), fromFile: path)
+    // The source is held open until the copy ends: deleting it at once changes nothing.
+    try FileManager.default.removeItem(atPath: path)
+    task.resume()
+    #expect(await task.waitUntilSettled() == .completed)
+    let reply = try JSONDecoder().decode(Reply.self, from: try #require(task.responseBody))
+    #expect(reply.received == bytes.count && reply.sha256 == Self.hex(bytes))
+    #expect(snapshots(t).isEmpty)
+  }
+
   @Test func aCompleteFileCannotBeUploadedWhileLockedAndCanAfterUnlock() async throws {
     let t = try TestDevice()
     let server = try UploadServer()

@@ -7,11 +7,12 @@ import ProtFSSystem
 package enum TasksCommand {
   package static let command = Command(
     name: "tasks",
-    abstract: "List background download tasks, or suspend, resume or cancel one.",
+    abstract: "List background download and upload tasks, or suspend, resume or cancel one.",
     discussion: """
       Tasks live in <device>/.protfs/downloads.sqlite and outlive the process that started them.
-      States: running, suspended, canceling, completed, failed, waitingForUnlock. With --json: an
-      array of tasks.
+      States: running, suspended, canceling, completed, failed, waitingForUnlock. KIND is download
+      or upload (for an upload RECEIVED and EXPECTED count bytes sent). With --json: an array of
+      tasks, each with its "kind".
       """,
     options: [session, CommonOptions.json],
     subcommands: [resume, suspend, cancel],

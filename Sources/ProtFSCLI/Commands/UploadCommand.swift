@@ -22,12 +22,15 @@ package enum UploadCommand {
       """,
     arguments: [url],
     options: [
-      DownloadCommand.bundle, from, method, header, response, DownloadCommand.session, DownloadCommand.description,
+      bundle, from, method, header, response, DownloadCommand.session, DownloadCommand.description,
       DownloadCommand.progress, DownloadCommand.requestTimeout, DownloadCommand.resourceTimeout,
     ],
     run: run
   )
 
+  /// `--bundle BUNDLE-ID`.
+  package static let bundle = Option.value(
+    "bundle", "bundle-id", help: "The app whose container holds the file (required).")
   /// `<url>`.
   package static let url = Argument(name: "url", help: "The http or https URL to send the file to.")
   /// `--from PATH`.
@@ -43,7 +46,7 @@ package enum UploadCommand {
     "response", "file", help: "Write the server's response body to FILE ('-' for stdout).")
 
   package static func run(_ invocation: Invocation) throws -> Int32 {
-    guard let bundleText = invocation.value(DownloadCommand.bundle) else {
+    guard let bundleText = invocation.value(Self.bundle) else {
       throw invocation.usageError("Missing '--bundle <bundle-id>': uploads belong to an app's container.")
     }
     let bundleID = try invocation.bundleID(bundleText)

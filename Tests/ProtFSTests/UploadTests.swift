@@ -246,6 +246,27 @@ import Testing
     #expect(try session.store.tasks().isEmpty)
   }
 
+  @Test func anUploadIsReattachedByTheNextSessionAndSent() async throws {
+    let t = try TestDevice()
+    let server = try UploadServer()
+    defer { server.stop() }
+    let bytes = DownloadFixture.bytes(100_000, seed: 11)
+    let (session, path) = try setUp(t, bytes: bytes)
+    let id = try session.uploadTask(with: UploadRequest(url: server.url("later"), method: .post), fromFile: path).id
+    let configuration = session.configuration
+    session.invalidate()
+    try FileManager.default.removeItem(atPath: path)
+    let next = try DownloadSession(configuration: configuration)
+    defer { next.invalidate() }
+    let task = try #require(next.task(id: id))
+    #expect(task.kind == .upload && task.state == .suspended)
+    task.resume()
+    #expect(await task.waitUntilSettled() == .completed)
+    #expect(server.requests.last?.method == "POST")
+    let reply = try JSONDecoder().decode(Reply.self, from: try #require(task.responseBody))
+    #expect(reply.sha256 == Self.hex(bytes))
+  }
+
   @Test func cancellingRemovesTheSnapshot() async throws {
     let t = try TestDevice()
     let (session, path) = try setUp(t)

@@ -297,6 +297,7 @@ public struct CacheManager: Sendable {
   {
     let attached = try tasks.tasks(for: container.bundleID)
     let downloads = container.downloadsPath.relative(to: container.path)
+    let uploads = container.uploadsPath.relative(to: container.path)
     var running = Set<String>()
     var resumable = Set<String>()
     for task in attached {
@@ -307,7 +308,10 @@ public struct CacheManager: Sendable {
     var kept: [String] = []
     for item in items {
       let isSessionTemp = item.directory == downloads && Self.isTemporaryDownload(item.name)
-      if isSessionTemp && running.contains(item.name) {
+      if item.directory == uploads && (running.contains(item.name) || resumable.contains(item.name)) {
+        // An unfinished upload task's snapshot: the task has nothing else to send.
+        kept.append("\(container.bundleID)/\(item.path): an upload task sends it")
+      } else if isSessionTemp && running.contains(item.name) {
         kept.append("\(container.bundleID)/\(item.path): a running download writes it")
       } else if isSessionTemp && resumable.contains(item.name) && !includeResumable {
         kept.append("\(container.bundleID)/\(item.path): a download can resume from it (--include-resumable to purge)")

@@ -33,6 +33,12 @@ public struct DeviceDownloadAccess: DownloadAccessPolicy {
     decide(destination, for: .create, whenUnavailable: { _ in .waitForUnlock })
   }
 
+  /// The lock table's answer for reading the file at `path`, as the error the device gives
+  /// (`.protectedDataUnavailable`, EPERM, naming the path).
+  public func checkRead(_ path: String) throws(ProtFSError) {
+    try device.checkAccess(atPath: path, for: .read)
+  }
+
   /// The lock table's answer for `access` to `path` (or to `child` inside it). A path outside the
   /// device is refused; failures other than unavailable data are left for the engine to meet.
   private func decide(
@@ -82,6 +88,8 @@ extension Device {
     var configuration = DownloadSessionConfiguration(
       identifier: identifier, bundleID: bundleID.rawValue, storePath: downloadStorePath,
       temporaryDirectory: absolutePath(container.downloadsPath), destinationDirectory: absolutePath(destination))
+    configuration.uploadsDirectory = absolutePath(container.uploadsPath)
+    configuration.sourceDirectory = container.absolutePath
     configuration.accessPolicy = DeviceDownloadAccess(device: self)
     configuration.fileSystem = DeviceDownloadFileSystem(device: self)
     return configuration

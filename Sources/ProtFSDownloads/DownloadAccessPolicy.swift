@@ -1,3 +1,5 @@
+import ProtFSSystem
+
 /// Decides whether a download may write its temp file and place its result: the hook through which
 /// the lock simulator makes a download fail with "Operation not permitted" on a locked device.
 ///
@@ -23,11 +25,18 @@ public protocol DownloadAccessPolicy: Sendable {
   /// `.deny` stops the transfer and fails the task with that errno, keeping the temp file so that
   /// the task can be resumed; `.waitForUnlock` pauses the transfer until the answer is `.allow`.
   func canContinueWritingTemp(in directory: String) -> DownloadAccessDecision
+
+  /// Throws when the file at `path` (an absolute path), about to be snapshotted for an upload, may
+  /// not be read now: on a device, a complete file while locked fails with EPERM, as iOS refuses
+  /// to create an upload task from it.
+  func checkRead(_ path: String) throws(ProtFSError)
 }
 
 extension DownloadAccessPolicy {
   /// By default an open temp file stays writable, as for every class but complete (A).
   public func canContinueWritingTemp(in directory: String) -> DownloadAccessDecision { .allow }
+  /// By default every file may be read.
+  public func checkRead(_ path: String) throws(ProtFSError) {}
 }
 
 /// The policy of a device without data protection: everything is allowed.

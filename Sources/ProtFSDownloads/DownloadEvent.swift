@@ -17,6 +17,9 @@ public enum DownloadEvent: Sendable {
   /// The device locked while the task was writing: the transfer is paused and continues by itself
   /// once the access policy allows writing its temp file again.
   case pausedForLock(taskID: Int64)
+  /// An upload's server answered with `statusCode` and `body` (at most 16 MiB of it kept), before
+  /// the task completes or fails (URLSession's `didReceive data`).
+  case receivedResponse(taskID: Int64, statusCode: Int, body: Data)
   /// The task failed (or was cancelled) with `error`.
   case failed(taskID: Int64, error: ProtFSError)
 
@@ -24,7 +27,8 @@ public enum DownloadEvent: Sendable {
   public var taskID: Int64 {
     switch self {
     case .progress(let id, _, _), .finishedDownloading(let id, _), .completed(let id, _),
-      .waitingForUnlock(let id, _), .suspended(let id), .pausedForLock(let id), .failed(let id, _):
+      .waitingForUnlock(let id, _), .suspended(let id), .pausedForLock(let id), .failed(let id, _),
+      .receivedResponse(let id, _, _):
       return id
     }
   }

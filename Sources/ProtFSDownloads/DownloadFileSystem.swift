@@ -18,6 +18,29 @@ public protocol DownloadFileSystem: Sendable {
   /// Labels the new file open as `fd`, about to appear in (or move to) `directory`: its own class
   /// and, where the session decides owners, its owner. Called before the file is visible there.
   func label(file fd: Int32, for directory: DirectoryHandle) throws(ProtFSError)
+
+  /// Opens the file at the absolute path `path` for reading, following no symbolic link (not even
+  /// as its last component): an upload's source, which is then read through this descriptor only.
+  func openSource(_ path: String) throws(ProtFSError) -> FileDescriptor
+
+  /// Opens (creating) the Uploads directory at `path`, giving it the class the Downloads directory
+  /// at `downloads` carries of its own, if any: `init-cache`'s fix covers upload snapshots too.
+  func openUploadsDirectory(_ path: String, like downloads: String) throws(ProtFSError) -> DirectoryHandle
+}
+
+extension DownloadFileSystem {
+  /// Opens (creating) `path`; outside a device there are no classes to follow.
+  public func openUploadsDirectory(_ path: String, like downloads: String) throws(ProtFSError) -> DirectoryHandle {
+    try openDirectory(path, creating: true)
+  }
+
+  /// Opens `path`'s directory with `openDirectory` and the file in it with `O_NOFOLLOW`.
+  public func openSource(_ path: String) throws(ProtFSError) -> FileDescriptor {
+    let url = URL(fileURLWithPath: path)
+    let name = url.lastPathComponent
+    let directory = try openDirectory(url.deletingLastPathComponent().path, creating: false)
+    return try directory.openSourceFile(name)
+  }
 }
 
 /// A session outside a device: directories opened by path (their own symlinks followed, as the
@@ -113,6 +136,17 @@ public final class DeviceDownloadFileSystem: DownloadFileSystem {
     }
   }
 
+  /// Opens (creating) the Uploads directory and gives it the Downloads directory's own class when
+  /// that has one and the Uploads directory's differs.
+  public func openUploadsDirectory(_ path: String, like downloads: String) throws(ProtFSError) -> DirectoryHandle {
+    let uploads = try openDirectory(path, creating: true)
+    guard let wanted = try? openDirectory(downloads, creating: false).protectionClass(),
+      (try uploads.protectionClass()) != wanted
+    else { return uploads }
+    try device.setClass(wanted, of: try device.resolve(uploads.path))
+    return uploads
+  }
+
   /// Writes `directory`'s effective class as the file's own, and hands it to the container's owner
   /// when protfs runs as root.
   public func label(file fd: Int32, for directory: DirectoryHandle) throws(ProtFSError) {
@@ -152,6 +186,23 @@ public final class DeviceDownloadFileSystem: DownloadFileSystem {
 }
 
 extension DirectoryHandle {
+  /// Opens `name` in this directory read-only, refusing a symbolic link (ELOOP) with an error that
+  /// says so; the caller checks that it is a regular file through the descriptor.
+  package func openSourceFile(_ name: String) throws(ProtFSError) -> FileDescriptor {
+    let path = pathOf(name)
+    switch valueOrErrno(.open, { openat(fd, name, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC) }) {
+    case .success(let fd): return FileDescriptor(owning: fd)
+    case .failure(let e) where e == .tooManySymlinks:
+      throw ProtFSError(
+        .symlink, "Cannot upload '\(path)': it is a symbolic link, which protfs does not follow.", path: path,
+        errno: ELOOP, remedy: .advice("upload the file itself"))
+    case .failure(let e) where e.rawValue == ENOENT:
+      throw ProtFSError(.notFound, "Cannot upload '\(path)': there is no such file.", path: path, errno: ENOENT)
+    case .failure(let e):
+      throw ProtFSError.system("open the file to upload", path: path, errno: e.rawValue)
+    }
+  }
+
   /// Whether `other` is open on the same directory (same device and inode).
   package func isSameDirectory(as other: DirectoryHandle) -> Bool {
     guard let mine = try? status(), let theirs = try? other.status() else { return false }

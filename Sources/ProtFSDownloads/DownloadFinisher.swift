@@ -105,7 +105,7 @@ package final class DownloadFinisher: @unchecked Sendable {
     var completing: [Transfer] = []
     for job in batch {
       switch job {
-      case .complete(let transfer): completing.append(transfer)
+      case .complete(let transfer) where transfer.upload == nil: completing.append(transfer)
       default: break
       }
     }
@@ -113,6 +113,8 @@ package final class DownloadFinisher: @unchecked Sendable {
     var finished = Set(verified.map { ObjectIdentifier($0) })
     for job in batch {
       switch job {
+      case .complete(let transfer) where transfer.upload != nil:
+        outcomes.append(completeUpload(transfer))
       case .complete(let transfer):
         guard finished.remove(ObjectIdentifier(transfer)) != nil else { continue }
         core.notifyFinishedDownloading(transfer.task) {
@@ -158,6 +160,18 @@ package final class DownloadFinisher: @unchecked Sendable {
       record: record, waiters: waiters, task: task, event: event, error: error, notifyDelegate: state.isSettled)
   }
 
+  /// Completes an upload whose server answered 2xx: the snapshot is removed, the answer (already
+  /// in the record) is stored with the task.
+  private func completeUpload(_ t: Transfer) -> Outcome {
+    t.directory.removeFile(t.temporaryFileName, ifStill: t.file.rawValue)
+    t.file.close()
+    let sent = t.position
+    return settle(t.task, .completed, event: .completed(taskID: t.task.id, location: t.task.url)) { r in
+      r.temporaryFileName = nil
+      r.bytesReceived = sent
+    }
+  }
+
   /// Checks digests and flushes the files of `transfers` to disk; returns those that passed.
   private func verifyAndSync(_ transfers: [Transfer], outcomes: inout [Outcome]) -> [Transfer] {
     var passed: [Transfer] = []
@@ -199,7 +213,14 @@ package final class DownloadFinisher: @unchecked Sendable {
   ) -> Outcome? {
     let record = task.record
     let cancelled = ProtFSError(
-      .cancelled, "The download of '\(task.url.absoluteString)' was cancelled.", errno: ECANCELED)
+      .cancelled, "The \(record.kind) of '\(task.url.absoluteString)' was cancelled.", errno: ECANCELED)
+    if record.upload != nil, case .cancelProducingResumeData(let reply) = reason {
+      // An upload starts over from byte 0 whatever it sent: there is no resume data to give.
+      replies.append((reply, nil))
+      guard !(record.state == .completed || record.state == .failed) else { return nil }
+      TemporaryRemoval(task, in: core.configuration.fileSystem)?.remove()
+      return settle(task, .failed, error: cancelled) { $0.temporaryFileName = nil }
+    }
     switch reason {
     case .suspend:
       guard record.state == .running || record.state == .suspended else { return nil }

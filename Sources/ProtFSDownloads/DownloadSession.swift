@@ -113,7 +113,7 @@ public final class DownloadSession: Sendable {
     var unfinished: [Key: [(fileName: String?, task: DownloadTask)]] = [:]
     for task in allTasks {
       let r = task.record
-      guard r.state.isUnfinished && r.state != .waitingForUnlock else { continue }
+      guard r.state.isUnfinished && r.state != .waitingForUnlock, r.upload == nil else { continue }
       unfinished[Key(url: r.url, directory: r.destinationDirectory), default: []].append((r.fileName, task))
     }
     for (index, request) in requests.enumerated() {

@@ -11,6 +11,12 @@ public struct DownloadSessionConfiguration: Sendable {
   public var temporaryDirectory: String
   /// Where finished files go unless a task names another directory.
   public var destinationDirectory: String
+  /// Where upload tasks keep the snapshot of the file they send
+  /// (`…/Library/Caches/com.apple.nsurlsessiond/Uploads/<bundle-id>`); by default beside the
+  /// temp directory (its last `Downloads` component replaced by `Uploads`). Created when missing.
+  public var uploadsDirectory: String
+  /// The directory an upload's source file must be inside (the app's container); nil allows any.
+  public var sourceDirectory: String?
   /// Connections per host (`CURLMOPT_MAX_HOST_CONNECTIONS`; iOS's default is 6).
   public var maximumConnectionsPerHost: Int = 6
   /// How many times a connection error or a 5xx answer is retried before the task fails.
@@ -76,5 +82,15 @@ public struct DownloadSessionConfiguration: Sendable {
     self.storePath = storePath
     self.temporaryDirectory = temporaryDirectory
     self.destinationDirectory = destinationDirectory
+    uploadsDirectory = Self.uploadsDirectory(beside: temporaryDirectory)
+  }
+
+  /// `temporaryDirectory` with its last `Downloads` component replaced by `Uploads`, or with
+  /// `.uploads` appended when it has none.
+  package static func uploadsDirectory(beside temporaryDirectory: String) -> String {
+    var components = temporaryDirectory.split(separator: "/", omittingEmptySubsequences: false).map(String.init)
+    guard let index = components.lastIndex(of: "Downloads") else { return temporaryDirectory + ".uploads" }
+    components[index] = "Uploads"
+    return components.joined(separator: "/")
   }
 }

@@ -118,6 +118,14 @@ package final class DownloadSessionCore: @unchecked Sendable {
   package func notifyProgress(_ task: DownloadTask, bytesWritten: Int64, total: Int64, expected: Int64) {
     notify(.progress(taskID: task.id, totalBytesWritten: total, totalBytesExpected: expected))
     guard let delegate, let session else { return }
+    if task.kind == .upload {
+      delegateQueue.async {
+        delegate.downloadSession(
+          session, task: task, didSendBodyData: bytesWritten, totalBytesSent: total,
+          totalBytesExpectedToSend: expected)
+      }
+      return
+    }
     delegateQueue.async {
       delegate.downloadSession(
         session, task: task, didWriteData: bytesWritten, totalBytesWritten: total, totalBytesExpectedToWrite: expected)
@@ -132,6 +140,13 @@ package final class DownloadSessionCore: @unchecked Sendable {
     guard let delegate, let session else { return }
     // Synchronous, as URLSession's: the temp file must still be there while the delegate looks at it.
     delegateQueue.sync { delegate.downloadSession(session, task: task, didFinishDownloadingTo: location) }
+  }
+
+  /// An upload's answer, before its completion.
+  package func notifyResponse(_ task: DownloadTask, status: Int, body: Data) {
+    notify(.receivedResponse(taskID: task.id, statusCode: status, body: body))
+    guard let delegate, let session else { return }
+    delegateQueue.async { delegate.downloadSession(session, task: task, didReceive: body) }
   }
 
   package func notifyCompleted(_ task: DownloadTask, error: ProtFSError?) {

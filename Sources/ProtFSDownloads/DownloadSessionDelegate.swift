@@ -12,6 +12,13 @@ public protocol DownloadSessionDelegate: AnyObject, Sendable {
     totalBytesExpectedToWrite: Int64)
   /// `task`'s bytes are all in the temp file at `location`.
   func downloadSession(_ session: DownloadSession, task: DownloadTask, didFinishDownloadingTo location: URL)
+  /// An upload task sent body bytes (URLSession's `didSendBodyData`).
+  func downloadSession(
+    _ session: DownloadSession, task: DownloadTask, didSendBodyData bytesSent: Int64, totalBytesSent: Int64,
+    totalBytesExpectedToSend: Int64)
+  /// An upload task's server answered with `data` (URLSession's `dataTask(_:didReceive:)`), before
+  /// `didCompleteWithError`; the status is `task.responseStatus`.
+  func downloadSession(_ session: DownloadSession, task: DownloadTask, didReceive data: Data)
   /// `task` settled: completed (`error` nil), failed, or waiting for unlock (`error` nil, state tells).
   func downloadSession(_ session: DownloadSession, task: DownloadTask, didCompleteWithError error: ProtFSError?)
 }
@@ -24,6 +31,13 @@ extension DownloadSessionDelegate {
   ) {}
   /// Does nothing.
   public func downloadSession(_ session: DownloadSession, task: DownloadTask, didFinishDownloadingTo location: URL) {}
+  /// Does nothing.
+  public func downloadSession(
+    _ session: DownloadSession, task: DownloadTask, didSendBodyData bytesSent: Int64, totalBytesSent: Int64,
+    totalBytesExpectedToSend: Int64
+  ) {}
+  /// Does nothing.
+  public func downloadSession(_ session: DownloadSession, task: DownloadTask, didReceive data: Data) {}
   /// Does nothing.
   public func downloadSession(_ session: DownloadSession, task: DownloadTask, didCompleteWithError error: ProtFSError?)
   {}

@@ -62,6 +62,9 @@ public final class DownloadStore: Sendable {
       }
       // So did the error as a whole (code, errno, typed remedy), as JSON beside its text.
       if !known.contains("error_json") { try db.query("ALTER TABLE tasks ADD COLUMN error_json TEXT") }
+      // And uploads: their details as JSON (NULL for a download) and the response body they kept.
+      if !known.contains("upload_json") { try db.query("ALTER TABLE tasks ADD COLUMN upload_json TEXT") }
+      if !known.contains("response") { try db.query("ALTER TABLE tasks ADD COLUMN response BLOB") }
     }
   }
 
@@ -100,11 +103,11 @@ public final class DownloadStore: Sendable {
   private static let columns = """
     id, session, url, destination_dir, file_name, temp_dir, temp_name, state, bytes_received, \
     bytes_expected, etag, last_modified, sha256, error_text, error_errno, description, created_at, updated_at, \
-    request_timeout, resource_timeout, error_json
+    request_timeout, resource_timeout, error_json, upload_json
     """
 
   /// How many values `columns` selects; what a query adds after them starts here.
-  private static let columnCount = 21
+  private static let columnCount = 22
 
   private static func record(_ row: [SQLiteValue]) -> DownloadTaskRecord {
     var record = DownloadTaskRecord(
@@ -118,6 +121,7 @@ public final class DownloadStore: Sendable {
     record.requestTimeout = row[18].double
     record.resourceTimeout = row[19].double
     record.failure = row[20].string.flatMap { try? JSONDecoder().decode(ProtFSError.self, from: Data($0.utf8)) }
+    record.upload = row[21].string.flatMap { try? JSONDecoder().decode(UploadDetails.self, from: Data($0.utf8)) }
     return record
   }
 
@@ -149,13 +153,13 @@ public final class DownloadStore: Sendable {
           """
           INSERT INTO tasks (session, url, destination_dir, file_name, temp_dir, temp_name, state, bytes_received,
             bytes_expected, etag, last_modified, sha256, error_text, error_errno, description, owner, owner_pid,
-            created_at, updated_at, request_timeout, resource_timeout, error_json)
-          VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+            created_at, updated_at, request_timeout, resource_timeout, error_json, upload_json)
+          VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
           """,
           Self.values(r) + [
             .text(owner), .integer(Int64(getpid())), .real(r.createdAt), .real(r.updatedAt),
             r.requestTimeout.map { .real($0) } ?? .null, r.resourceTimeout.map { .real($0) } ?? .null,
-            Self.failureJSON(r),
+            Self.failureJSON(r), Self.uploadJSON(r),
           ])
         result[index].id = db.lastInsertRowID
       }
@@ -167,6 +171,19 @@ public final class DownloadStore: Sendable {
   private static func failureJSON(_ r: DownloadTaskRecord) -> SQLiteValue {
     guard let failure = r.failure, let data = try? JSONEncoder().encode(failure) else { return .null }
     return .text(String(decoding: data, as: UTF8.self))
+  }
+
+  /// An upload's details as JSON, or NULL for a download.
+  private static func uploadJSON(_ r: DownloadTaskRecord) -> SQLiteValue {
+    guard let upload = r.upload, let data = try? JSONEncoder().encode(upload) else { return .null }
+    return .text(String(decoding: data, as: UTF8.self))
+  }
+
+  /// The response body upload task `id` kept, if any.
+  public func responseBody(of id: Int64) throws(ProtFSError) -> Data? {
+    try database.read { db throws(ProtFSError) in
+      try db.query("SELECT response FROM tasks WHERE id = ?", [.integer(id)]).first?[0].data
+    }
   }
 
   private static func values(_ r: DownloadTaskRecord) -> [SQLiteValue] {
@@ -207,6 +224,12 @@ public final class DownloadStore: Sendable {
             r.errorNumber.map { .integer(Int64($0)) } ?? .null, SQLiteValue(r.taskDescription),
             .real(r.updatedAt), Self.failureJSON(r), .integer(r.id),
           ])
+        // An upload's answer is written once, when it settles (the body can be megabytes).
+        if r.upload != nil, r.state.isSettled {
+          try db.query(
+            "UPDATE tasks SET upload_json = ?, response = ? WHERE id = ?",
+            [Self.uploadJSON(r), r.responseBody.map { .blob($0) } ?? .null, .integer(r.id)])
+        }
       }
     }
   }

@@ -15,6 +15,8 @@ public final class DownloadTask: Sendable {
     /// The name the file would have had, when another task of the session had already placed one
     /// of that name in the same directory.
     var renamedFrom: String?
+    /// An upload's snapshot still being copied by this process.
+    var snapshotCopy: SnapshotCopy?
     var waiters: [CheckedContinuation<DownloadState, Never>] = []
   }
 

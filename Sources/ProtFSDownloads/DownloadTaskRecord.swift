@@ -48,13 +48,21 @@ public struct DownloadTaskRecord: Sendable, Equatable, Codable {
   /// The longest time, in seconds from its creation, the task may take in all, across resumes
   /// (URLSession's `timeoutIntervalForResource`); nil for the session's.
   public var resourceTimeout: Double?
+  /// What an upload task sends and how the server answered; nil for a download.
+  public var upload: UploadDetails?
+  /// The response body an upload task received (at most `UploadDetails.keptResponseLimit` bytes);
+  /// not part of the JSON form.
+  public var responseBody: Data?
+
+  /// Whether the task downloads or uploads.
+  public var kind: TaskKind { upload == nil ? .download : .upload }
 
   /// The fields a task's JSON form (`protfs tasks --json`) shows: all but `failure`, whose text is
-  /// `errorMessage` already.
+  /// `errorMessage` already, and `responseBody`.
   private enum CodingKeys: String, CodingKey {
     case id, sessionIdentifier, url, destinationDirectory, fileName, temporaryDirectory, temporaryFileName, state
     case bytesReceived, bytesExpected, entityTag, lastModified, expectedSHA256, errorMessage, errorNumber
-    case taskDescription, createdAt, updatedAt, requestTimeout, resourceTimeout
+    case taskDescription, createdAt, updatedAt, requestTimeout, resourceTimeout, upload
   }
 
   /// The destination file's absolute path, once the file name is known.

@@ -8,6 +8,8 @@ package enum SQLiteValue: Sendable, Equatable {
   case integer(Int64)
   case real(Double)
   case text(String)
+  /// Bytes (an upload's response body).
+  case blob(Data)
   case null
 }
 
@@ -132,7 +134,7 @@ package final class SQLiteDatabase: @unchecked Sendable {
 
     /// Runs `sql` with `arguments`, returning every row.
     @discardableResult
-    func query(_ sql: String, _ arguments: [SQLiteValue] = []) throws(ProtFSError) -> [[SQLiteValue]] {
+    package func query(_ sql: String, _ arguments: [SQLiteValue] = []) throws(ProtFSError) -> [[SQLiteValue]] {
       try database.run(sql, arguments)
     }
 
@@ -164,6 +166,10 @@ package final class SQLiteDatabase: @unchecked Sendable {
       case .integer(let value): sqlite3_bind_int64(statement, position, value)
       case .real(let value): sqlite3_bind_double(statement, position, value)
       case .text(let value): sqlite3_bind_text(statement, position, value, -1, Self.transient)
+      case .blob(let value):
+        _ = value.withUnsafeBytes { raw in
+          sqlite3_bind_blob64(statement, position, raw.baseAddress, sqlite3_uint64(raw.count), Self.transient)
+        }
       case .null: sqlite3_bind_null(statement, position)
       }
     }
@@ -178,6 +184,10 @@ package final class SQLiteDatabase: @unchecked Sendable {
         case SQLITE_INTEGER: row.append(.integer(sqlite3_column_int64(statement, column)))
         case SQLITE_FLOAT: row.append(.real(sqlite3_column_double(statement, column)))
         case SQLITE_NULL: row.append(.null)
+        case SQLITE_BLOB:
+          let count = Int(sqlite3_column_bytes(statement, column))
+          let bytes = sqlite3_column_blob(statement, column)
+          row.append(.blob(bytes.map { Data(bytes: $0, count: count) } ?? Data()))
         default: row.append(.text(String(cString: sqlite3_column_text(statement, column))))
         }
       }
@@ -189,6 +199,7 @@ package final class SQLiteDatabase: @unchecked Sendable {
 extension SQLiteValue {
   package var int64: Int64? { if case .integer(let v) = self { return v } else { return nil } }
   package var string: String? { if case .text(let v) = self { return v } else { return nil } }
+  package var data: Data? { if case .blob(let v) = self { return v } else { return nil } }
   package var double: Double? {
     switch self {
     case .real(let v): return v

@@ -34,8 +34,11 @@ package final class Transfer: @unchecked Sendable {
 
   /// Bytes in the temp file: where the staged bytes go.
   private var flushed: Int64
-  /// Bytes received so far, written or staged: where the next byte goes in the temp file.
-  package var position: Int64 { flushed + Int64(staged) }
+  /// Bytes received so far, written or staged: where the next byte goes in the temp file; for an
+  /// upload, the bytes of the snapshot sent so far.
+  package var position: Int64 { upload == nil ? flushed + Int64(staged) : upload!.sent }
+  /// The upload side of an upload task's attempt (`file` is then its snapshot, read-only).
+  package var upload: UploadAttempt?
   package var bytesExpected: Int64 = -1
   package var bodyStarted = false
   /// An HTTP status the body was refused for.
@@ -170,6 +173,10 @@ package final class Transfer: @unchecked Sendable {
   /// Body bytes arrived; returns how many were taken (fewer aborts the transfer).
   package func receive(_ bytes: UnsafeRawPointer, count: Int) -> Int {
     lastActivity = Monotonic.now
+    if let upload {
+      upload.collect(bytes, count: count)
+      return count
+    }
     if !bodyStarted {
       bodyStarted = true
       guard beginBody() else { return 0 }

@@ -27,6 +27,10 @@ extension TransferEngine {
         deleting: TemporaryRemoval(task, in: configuration.fileSystem))
       return
     }
+    if record.upload != nil {
+      launchUpload(task, record: record, hostKey: hostKey, deadline: deadline)
+      return
+    }
     let scheme = url.scheme?.lowercased() ?? ""
     guard ["http", "https", "file"].contains(scheme) else {
       let shown = url.scheme ?? ""

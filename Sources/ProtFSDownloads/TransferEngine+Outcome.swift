@@ -17,6 +17,10 @@ extension TransferEngine {
 
   /// Decides what the attempt `t`, ended by libcurl with `result`, means for its task.
   package func finishAttempt(_ t: Transfer, result: CURLcode) {
+    if t.upload != nil {
+      finishUploadAttempt(t, result: result)
+      return
+    }
     let url = t.task.url.absoluteString
     if result == CURLE_OK && !t.bodyStarted {
       // An empty body never reached the write callback: decide on the headers alone.

@@ -44,7 +44,7 @@ func allCommands(_ command: Command = Commands.root, path: [String] = []) -> [([
     }
     #expect(users["json"] == 9)  // app status is the ninth
     #expect(users["dry-run"] == 2 && users["follow"] == 2 && users["include-resumable"] == 2)
-    #expect(users["progress"] == 2)
+    #expect(users["progress"] == 3)  // download, tasks resume and upload
   }
 
   @Test func everyJSONCommandShowsTheOneHelpText() {

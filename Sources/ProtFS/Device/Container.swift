@@ -29,6 +29,13 @@ public struct Container: Sendable, Hashable {
       .appending(bundleID.rawValue)
   }
 
+  /// The nsurlsessiond directory where background upload tasks keep the snapshot of the file they
+  /// send: `Library/Caches/com.apple.nsurlsessiond/Uploads/<bundle-id>`, the Downloads directory's sibling.
+  public var uploadsPath: DevicePath {
+    path.appending("Library").appending("Caches").appending("com.apple.nsurlsessiond").appending("Uploads")
+      .appending(bundleID.rawValue)
+  }
+
   /// The path of `relative` (such as `Documents/a.txt`) inside the container.
   public func path(_ relative: String) throws(ProtFSError) -> DevicePath { try path.appending(path: relative) }
 

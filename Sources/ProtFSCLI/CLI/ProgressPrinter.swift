@@ -62,6 +62,8 @@ package final class ProgressPrinter: @unchecked Sendable {
       case .pausedForLock(let id):
         states[id] = "paused (device locked)"
         if mode == "json" { emit(["event": "pausedForLock", "task": id]) }
+      case .receivedResponse(let id, let status, let body):
+        if mode == "json" { emit(["event": "response", "task": id, "status": status, "bytes": body.count]) }
       case .finishedDownloading(let id, let temporary):
         if mode == "json" { emit(["event": "finishedDownloading", "task": id, "temporaryLocation": temporary.path]) }
       }

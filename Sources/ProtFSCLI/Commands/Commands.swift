@@ -26,6 +26,7 @@ package enum Commands {
       UnmountCommand.command,
       PasscodeCommand.command,
       DownloadCommand.command,
+      UploadCommand.command,
       TasksCommand.command,
       CacheCommand.command,
       StoragePressureCommand.command,

@@ -7,11 +7,12 @@ import ProtFSSystem
 package enum TasksCommand {
   package static let command = Command(
     name: "tasks",
-    abstract: "List background download tasks, or suspend, resume or cancel one.",
+    abstract: "List background download and upload tasks, or suspend, resume or cancel one.",
     discussion: """
       Tasks live in <device>/.protfs/downloads.sqlite and outlive the process that started them.
-      States: running, suspended, canceling, completed, failed, waitingForUnlock. With --json: an
-      array of tasks.
+      States: running, suspended, canceling, completed, failed, waitingForUnlock. KIND is download
+      or upload (for an upload RECEIVED and EXPECTED count bytes sent). With --json: an array of
+      tasks, each with its "kind".
       """,
     options: [session, CommonOptions.json],
     subcommands: [resume, suspend, cancel],
@@ -55,21 +56,22 @@ package enum TasksCommand {
     var records = try store(invocation.device)?.tasks(session: invocation.value(Self.session)) ?? []
     records.sort { $0.id < $1.id }
     if invocation.flag(CommonOptions.json) {
-      try Console.json(records)
+      try Console.json(records.map(ListedTask.init))
       return 0
     }
     if records.isEmpty {
       Console.err("No download tasks.")
       return 0
     }
-    var rows = [["ID", "SESSION", "STATE", "RECEIVED", "EXPECTED", "URL"]]
+    // For an upload, RECEIVED and EXPECTED are the bytes sent and to send.
+    var rows = [["ID", "KIND", "SESSION", "STATE", "RECEIVED", "EXPECTED", "URL"]]
     for r in records {
       rows.append([
-        String(r.id), r.sessionIdentifier, r.state.rawValue, ByteSize.format(r.bytesReceived),
+        String(r.id), r.kind.rawValue, r.sessionIdentifier, r.state.rawValue, ByteSize.format(r.bytesReceived),
         r.bytesExpected < 0 ? "-" : ByteSize.format(r.bytesExpected), r.url,
       ])
     }
-    Console.table(rows, right: [0, 3, 4])
+    Console.table(rows, right: [0, 4, 5])
     for r in records where r.state == .failed {
       if let message = r.commandLineErrorText { Console.err("task \(r.id): \(message)") }
     }
@@ -196,5 +198,20 @@ package enum TasksCommand {
       Console.err("Error: \(task.error?.commandLineDescription ?? "download task \(id) is \(task.state.rawValue).")")
       return DownloadCommand.exitFailed
     }
+  }
+}
+
+/// A task as `tasks --json` shows it: the record's fields and its `kind` (download or upload).
+struct ListedTask: Encodable {
+  /// The task.
+  let record: DownloadTaskRecord
+
+  private enum Key: String, CodingKey { case kind }
+
+  /// The record's fields, then `kind` in the same object.
+  func encode(to encoder: any Encoder) throws {
+    try record.encode(to: encoder)
+    var container = encoder.container(keyedBy: Key.self)
+    try container.encode(record.kind, forKey: .kind)
   }
 }

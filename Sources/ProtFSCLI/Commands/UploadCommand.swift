@@ -1,0 +1,132 @@
+import Foundation
+import ProtFS
+import ProtFSDownloads
+import ProtFSSystem
+
+/// `protfs upload`: a background upload task from a container's file, as nsurlsessiond sends it.
+package enum UploadCommand {
+  package static let command = Command(
+    name: "upload",
+    abstract: "Upload a container's file the way an iOS background URLSession upload task does.",
+    discussion: """
+      The file (PATH relative to the container, or absolute inside it) is read under the lock
+      rules when the task is made: a file of class complete fails with "Operation not permitted"
+      while the device is locked, as on iOS. It is copied to the container's
+      Library/Caches/com.apple.nsurlsessiond/Uploads/<bundle-id>, so the app may delete it; the
+      copy is sent (PUT by default, or POST), retried from its first byte after a dropped
+      connection or a 5xx answer, and removed when the task ends. The server's answer is kept with
+      the task (up to 16 MiB of its body): --response FILE writes it, '-' to stdout; the status is
+      printed. `protfs tasks` lists uploads with kind "upload".
+
+      Exit status: 0 the server answered 2xx; 1 the task failed (or a 4xx answer); 64 a usage error.
+      """,
+    arguments: [url],
+    options: [
+      bundle, from, method, header, response, DownloadCommand.session, DownloadCommand.description,
+      DownloadCommand.progress, DownloadCommand.requestTimeout, DownloadCommand.resourceTimeout,
+    ],
+    run: run
+  )
+
+  /// `--bundle BUNDLE-ID`.
+  package static let bundle = Option.value(
+    "bundle", "bundle-id", help: "The app whose container holds the file (required).")
+  /// `<url>`.
+  package static let url = Argument(name: "url", help: "The http or https URL to send the file to.")
+  /// `--from PATH`.
+  package static let from = Option.value(
+    "from", "path", help: "The file to upload: relative to the container, or absolute inside it (required).")
+  /// `-X METHOD`.
+  package static let method = Option.value("method", short: "X", "method", help: "PUT (default) or POST.")
+  /// `-H 'Name: value'`, repeatable.
+  package static let header = Option.value(
+    "header", short: "H", "header", help: "A request header, 'Name: value' (repeatable).", repeatable: true)
+  /// `--response FILE`.
+  package static let response = Option.value(
+    "response", "file", help: "Write the server's response body to FILE ('-' for stdout).")
+
+  package static func run(_ invocation: Invocation) throws -> Int32 {
+    guard let bundleText = invocation.value(Self.bundle) else {
+      throw invocation.usageError("Missing '--bundle <bundle-id>': uploads belong to an app's container.")
+    }
+    let bundleID = try invocation.bundleID(bundleText)
+    guard let source = invocation.value(Self.from) else {
+      throw invocation.usageError("Missing '--from <path>': the container's file to upload.")
+    }
+    let methodText = invocation.value(Self.method) ?? "PUT"
+    guard let method = UploadMethod(rawValue: methodText.uppercased()) else {
+      throw invocation.usageError("'\(methodText)' is not an upload method; use -X PUT or -X POST.")
+    }
+    var headers: [UploadHeader] = []
+    for text in invocation.values(Self.header) {
+      do {
+        headers.append(try UploadHeader.parse(text))
+      } catch {
+        throw invocation.usageError("-H '\(text)': \(error.message)")
+      }
+    }
+    let mode = invocation.value(DownloadCommand.progress) ?? "auto"
+    guard ["auto", "bar", "json", "none"].contains(mode) else {
+      throw invocation.usageError("'\(mode)' is not a progress mode; use auto, bar, json or none.")
+    }
+    let requestTimeout = try DownloadCommand.timeout(invocation, DownloadCommand.requestTimeout, within: 1...86400)
+    let resourceTimeout = try DownloadCommand.timeout(
+      invocation, DownloadCommand.resourceTimeout, within: 1...(365 * 86400))
+    let text = invocation.required(Self.url)
+    guard let target = URL(string: text) else {
+      throw ProtFSError(.invalidArgument, "'\(text)' is not a URL.", remedy: .advice("give an http or https URL"))
+    }
+    try DownloadSession.checkUploadURL(target)
+
+    let device = invocation.device
+    try device.requireInitialized()
+    let container = device.container(bundleID)
+    try container.requireExists()
+    let path = source.hasPrefix("/") ? source : container.absolutePath + "/" + source
+    var configuration = try device.downloadConfiguration(
+      bundleID: bundleID, identifier: invocation.value(DownloadCommand.session) ?? "\(bundleID).background",
+      destination: try container.path("Documents"))
+    if let requestTimeout { configuration.requestTimeout = requestTimeout }
+    if let resourceTimeout { configuration.resourceTimeout = resourceTimeout }
+    configuration.resumesReattachedTasks = false
+
+    let session = try DownloadSession(configuration: configuration)
+    defer { session.invalidate() }
+    let task = try session.uploadTask(
+      with: UploadRequest(
+        url: target, method: method, headers: headers, taskDescription: invocation.value(DownloadCommand.description)),
+      fromFile: path)
+    // `--detach` (the session service) goes here: hand the task over and print its id instead of
+    // following it.
+    let outcome = DownloadCommand.runInForeground([task], of: session, progress: mode)
+    let state = outcome[task.id] ?? task.state
+    let status = task.responseStatus
+    let responseToStdout = invocation.value(Self.response) == "-"
+    if let status {
+      let line = "\(status) \(task.url.absoluteString)"
+      if responseToStdout || mode == "json" { Console.err(line) } else { Console.out(line) }
+    }
+    if let file = invocation.value(Self.response), let body = task.responseBody {
+      try write(body, to: file)
+    }
+    guard state == .completed else {
+      Console.err(
+        "Error: \(task.error?.commandLineDescription ?? "the upload to \(task.url.absoluteString) did not finish.")")
+      return DownloadCommand.exitFailed
+    }
+    return DownloadCommand.exitCompleted
+  }
+
+  /// Writes the response body to `file` (the user's file, anywhere), or to stdout for '-'.
+  private static func write(_ body: Data, to file: String) throws {
+    if file == "-" {
+      FileHandle.standardOutput.write(body)
+      return
+    }
+    do {
+      try body.write(to: URL(fileURLWithPath: file))
+    } catch {
+      throw ProtFSError(.io, "Cannot write the response to '\(file)': \(error.localizedDescription).", path: file)
+    }
+  }
+}

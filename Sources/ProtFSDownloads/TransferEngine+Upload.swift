@@ -1,0 +1,252 @@
+import CCurl
+import Foundation
+import ProtFSSystem
+
+/// The upload side of one attempt: the snapshot read from byte 0 by libcurl's read callback, and
+/// the response body collected (up to `UploadDetails.keptResponseLimit` bytes).
+///
+/// `@unchecked Sendable`: used by the engine thread while the attempt runs, then by the finisher.
+package final class UploadAttempt: @unchecked Sendable {
+  /// The snapshot's size: what the attempt sends.
+  package let size: Int64
+  /// Bytes of the snapshot handed to libcurl so far.
+  package var sent: Int64 = 0
+  /// The response body kept.
+  package var response = Data()
+  /// The response body's whole size, kept or not.
+  package var responseBytes: Int64 = 0
+  /// The errno of a failed read of the snapshot.
+  package var readErrno: Int32?
+
+  /// The snapshot's copy still under way in this process, if any.
+  package let copying: SnapshotCopy?
+
+  package init(size: Int64, copying: SnapshotCopy?) {
+    self.size = size
+    self.copying = copying
+  }
+
+  /// Keeps response bytes up to the limit and counts the rest.
+  package func collect(_ bytes: UnsafeRawPointer, count: Int) {
+    responseBytes += Int64(count)
+    let room = UploadDetails.keptResponseLimit - response.count
+    if room > 0 { response.append(bytes.assumingMemoryBound(to: UInt8.self), count: min(room, count)) }
+  }
+
+  /// Reads the next bytes of the snapshot `fd` into libcurl's `buffer`; returns how many (0 at
+  /// the end), or `CURL_READFUNC_ABORT` after a failed read.
+  package func read(_ fd: Int32, into buffer: UnsafeMutableRawPointer, capacity: Int) -> Int {
+    var end = size
+    if let copying {
+      let (copied, failure) = copying.available(beyond: sent)
+      if copied <= sent, let failure {
+        readErrno = failure
+        return Int(CURL_READFUNC_ABORT)
+      }
+      end = min(size, copied)
+    }
+    while true {
+      let n = pread(fd, buffer, min(capacity, Int(max(0, end - sent))), off_t(sent))
+      if n >= 0 {
+        sent += Int64(n)
+        return n
+      }
+      if errno == EINTR { continue }
+      readErrno = errno
+      return Int(CURL_READFUNC_ABORT)
+    }
+  }
+}
+
+/// Upload attempts: launched from the task's snapshot, sent with PUT or POST through the same
+/// multi handle, host limits and retries as downloads, ended by the server's status.
+extension TransferEngine {
+  /// Starts an attempt at the upload `task` (whose record is `record`): the snapshot opened in its
+  /// held directory, sent from byte 0.
+  package func launchUpload(_ task: DownloadTask, record: DownloadTaskRecord, hostKey: String, deadline: Double) {
+    let url = task.url
+    let directory = record.temporaryDirectory
+    guard let upload = record.upload, let name = record.temporaryFileName else {
+      fail(
+        task, ProtFSError(.notFound, "The upload of '\(url.absoluteString)' has no snapshot left to send."),
+        deleting: nil)
+      return
+    }
+    do {
+      try DownloadSession.checkUploadURL(url)
+    } catch {
+      fail(task, error, deleting: TemporaryRemoval(task, in: configuration.fileSystem))
+      return
+    }
+    if case .deny(let code) = configuration.accessPolicy.canWriteTemp(in: directory) {
+      fail(
+        task,
+        ProtFSError(
+          .protectedDataUnavailable,
+          "Cannot read the snapshot of '\(record.fileName ?? name)' in '\(directory)': Operation not permitted (the Uploads directory's protection class is not available while the device is locked).",
+          path: directory, errno: code, remedy: .resumeAfterUnlock), deleting: nil)
+      return
+    }
+    let held: DirectoryHandle
+    let file: FileDescriptor
+    var status = stat()
+    do {
+      held = try temporaryDirectory(directory)
+      file = try held.openDescriptor(name, flags: O_RDONLY)
+      _ = try valueOrErrno(.stat) { fstat(file.rawValue, &status) }.orThrow(
+        "read the snapshot", path: held.pathOf(name))
+    } catch {
+      fail(task, error, deleting: nil)
+      return
+    }
+    let copying = task.runtime.withLock { $0.snapshotCopy }
+    let size = copying?.size ?? Int64(status.st_size)
+    if copying == nil, record.bytesExpected >= 0, size != record.bytesExpected {
+      // The process that made it ended before the copy did: what is left is not the file.
+      file.close()
+      fail(
+        task,
+        ProtFSError(
+          .io,
+          "The snapshot of '\(record.fileName ?? name)' holds \(size) of its \(record.bytesExpected) bytes: the process copying it ended first.",
+          path: held.pathOf(name), remedy: .advice("upload the file again")),
+        deleting: TemporaryRemoval(directory: held, name: name))
+      return
+    }
+    task.runtime.withLock { r in
+      r.record.bytesReceived = 0
+      r.record.bytesExpected = size
+    }
+    let easy = idleHandles.popLast() ?? curl_easy_init()!
+    let staging =
+      idleBuffers.popLast()
+      ?? UnsafeMutableRawBufferPointer.allocate(byteCount: receiveBufferSize, alignment: 4096)
+    let transfer = Transfer(
+      task: task, easy: easy, file: file, temporaryDirectory: directory, directory: held, temporaryFileName: name,
+      offset: 0, isHTTP: true, hostKey: hostKey, digest: nil, staging: staging, writesBehind: false)
+    transfer.upload = UploadAttempt(size: size, copying: copying)
+    transfer.requestLimit =
+      TransferClassification.stored(record.requestTimeout).map { Monotonic.nanoseconds(seconds: $0) }
+      ?? Monotonic.nanoseconds(configuration.requestTimeout)
+    transfer.deadline = deadline
+    configureUpload(transfer, url: url, upload: upload, size: size)
+    active[task.id] = transfer
+    hosts.opened(hostKey)
+    curl_multi_add_handle(multi, easy)
+  }
+
+  /// Sets the easy handle of an upload up: the read callback over the snapshot, its size, the
+  /// method and the caller's headers; the response body goes to the write callback.
+  private func configureUpload(_ transfer: Transfer, url: URL, upload: UploadDetails, size: Int64) {
+    let easy = transfer.easy
+    let context = Unmanaged.passUnretained(transfer).toOpaque()
+    protfs_curl_easy_setopt_string(easy, CURLOPT_URL, url.absoluteString)
+    protfs_curl_easy_setopt_pointer(easy, CURLOPT_PRIVATE, context)
+    protfs_curl_easy_setopt_write_callback(easy, CURLOPT_WRITEFUNCTION, uploadResponseCallback)
+    protfs_curl_easy_setopt_pointer(easy, CURLOPT_WRITEDATA, context)
+    protfs_curl_easy_setopt_write_callback(easy, CURLOPT_HEADERFUNCTION, uploadHeaderCallback)
+    protfs_curl_easy_setopt_pointer(easy, CURLOPT_HEADERDATA, context)
+    // curl_read_callback and curl_write_callback have the same C type.
+    protfs_curl_easy_setopt_write_callback(easy, CURLOPT_READFUNCTION, uploadReadCallback)
+    protfs_curl_easy_setopt_pointer(easy, CURLOPT_READDATA, context)
+    protfs_curl_easy_setopt_pointer(easy, CURLOPT_ERRORBUFFER, transfer.errorBuffer)
+    switch upload.method {
+    case .put:
+      protfs_curl_easy_setopt_long(easy, CURLOPT_UPLOAD, 1)
+      protfs_curl_easy_setopt_off_t(easy, CURLOPT_INFILESIZE_LARGE, curl_off_t(size))
+    case .post:
+      protfs_curl_easy_setopt_long(easy, CURLOPT_POST, 1)
+      protfs_curl_easy_setopt_off_t(easy, CURLOPT_POSTFIELDSIZE_LARGE, curl_off_t(size))
+    }
+    // libcurl's largest send buffer: fewer, larger writes to the socket (as `curl -T` does).
+    protfs_curl_easy_setopt_long(easy, CURLOPT_UPLOAD_BUFFERSIZE, 2 << 20)
+    // The body is sent at once rather than after a `100 Continue` round trip, as nsurlsessiond does.
+    var list = curl_slist_append(nil, "Expect:")
+    for header in upload.headers { list = curl_slist_append(list, "\(header.name): \(header.value)") }
+    transfer.headerList = list
+    protfs_curl_easy_setopt_slist(easy, CURLOPT_HTTPHEADER, list)
+    // A redirect is not followed: it would need the body sent again to another server.
+    protfs_curl_easy_setopt_long(easy, CURLOPT_FOLLOWLOCATION, 0)
+    protfs_curl_easy_setopt_string(easy, CURLOPT_PROTOCOLS_STR, "http,https")
+    protfs_curl_easy_setopt_long(
+      easy, CURLOPT_CONNECTTIMEOUT_MS, Int(Monotonic.nanoseconds(configuration.connectTimeout) / 1_000_000))
+    protfs_curl_easy_setopt_long(easy, CURLOPT_NOSIGNAL, 1)
+    protfs_curl_easy_setopt_string(easy, CURLOPT_USERAGENT, configuration.userAgent)
+    if let bundle = configuration.trustedCertificatesPath {
+      protfs_curl_easy_setopt_string(easy, CURLOPT_CAINFO, bundle)
+    }
+  }
+
+  /// Decides what the upload attempt `t`, ended by libcurl with `result`, means for its task: a
+  /// 2xx completes it, a 5xx (or 408, 429) or a dropped connection retries it from byte 0, any
+  /// other status fails it with that status; the answer is kept with the task either way.
+  package func finishUploadAttempt(_ t: Transfer, result: CURLcode) {
+    let upload = t.upload!
+    let task = t.task
+    let url = task.url.absoluteString
+    let name = task.record.fileName ?? t.temporaryFileName
+    let code = t.responseCode
+    let detail = t.curlErrorDetail ?? String(cString: curl_easy_strerror(result))
+    detach(t)
+    if let e = upload.readErrno {
+      fail(t, ProtFSError.system("read the upload snapshot of '\(name)' at", path: t.temporaryPath, errno: e))
+      return
+    }
+    guard result == CURLE_OK, code > 0 else {
+      let error = ProtFSError(
+        .network, "Cannot upload '\(name)' to '\(url)': \(detail).",
+        remedy: TransferClassification.hint(for: result).map(Remedy.advice))
+      if TransferClassification.isRetryable(result) || result == CURLE_ABORTED_BY_CALLBACK {
+        t.file.close()
+        retry(task, because: error)
+      } else {
+        fail(t, error)
+      }
+      return
+    }
+    let body = upload.response
+    task.runtime.withLock { r in
+      r.record.upload?.responseStatus = code
+      r.record.upload?.responseBytes = upload.responseBytes
+      r.record.responseBody = body
+    }
+    let reason = TransferClassification.reasonPhrase(code)
+    if (200..<300).contains(code) {
+      core.notifyResponse(task, status: code, body: body)
+      core.finisher.post(.complete(t))
+    } else if TransferClassification.isRetryable(status: code) {
+      t.file.close()
+      retry(
+        task,
+        because: ProtFSError(
+          .network, "The server answered \(code) (\(reason)) to the upload of '\(name)' to '\(url)'.",
+          remedy: .advice("try again later")))
+    } else {
+      core.notifyResponse(task, status: code, body: body)
+      fail(
+        t,
+        ProtFSError(
+          .network, "The server answered \(code) (\(reason)) to the upload of '\(name)' to '\(url)'.",
+          remedy: .advice("check the URL, the method and the server's access rules")))
+    }
+  }
+}
+
+private let uploadResponseCallback: curl_write_callback = { data, size, count, context in
+  guard let context, let data else { return 0 }
+  let transfer = Unmanaged<Transfer>.fromOpaque(context).takeUnretainedValue()
+  return transfer.receive(UnsafeRawPointer(data), count: size * count)
+}
+
+private let uploadHeaderCallback: curl_write_callback = { data, size, count, context in
+  guard let context else { return 0 }
+  Unmanaged<Transfer>.fromOpaque(context).takeUnretainedValue().lastActivity = Monotonic.now
+  return size * count
+}
+
+private let uploadReadCallback: curl_write_callback = { buffer, size, count, context in
+  guard let context, let buffer else { return Int(CURL_READFUNC_ABORT) }
+  let transfer = Unmanaged<Transfer>.fromOpaque(context).takeUnretainedValue()
+  transfer.lastActivity = Monotonic.now
+  return transfer.upload!.read(transfer.file.rawValue, into: buffer, capacity: size * count)
+}

@@ -15,7 +15,7 @@ import Testing
   func theContainerAndItsStandardDirectoriesBelongToTheAppUser() throws {
     let t = try TestDevice()
     let bundle = try BundleID("com.example.owned")
-    try t.device.initCache(bundle)  // init-cache creates the container when there is none
+    _ = try t.device.initCache(bundle)  // init-cache creates the container when there is none
     let container = t.containerPath("com.example.owned")
     for relative in [""] + Container.standardDirectories {
       let path = relative.isEmpty ? container : container + "/" + relative

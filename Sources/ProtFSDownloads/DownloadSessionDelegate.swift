@@ -12,7 +12,7 @@ public protocol DownloadSessionDelegate: AnyObject, Sendable {
     totalBytesExpectedToWrite: Int64)
   /// `task`'s bytes are all in the temp file at `location`.
   func downloadSession(_ session: DownloadSession, task: DownloadTask, didFinishDownloadingTo location: URL)
-  /// `task` settled: completed (`error` nil), failed, or waiting for unlock (`error` nil, state tells).
+  /// `task` completed (`error` nil) or failed; called once per task (waiting for unlock is not a completion).
   func downloadSession(_ session: DownloadSession, task: DownloadTask, didCompleteWithError error: ProtFSError?)
 }
 

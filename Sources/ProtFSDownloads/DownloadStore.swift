@@ -63,6 +63,7 @@ public final class DownloadStore: Sendable {
       // So did the error as a whole (code, errno, typed remedy), as JSON beside its text.
       if !known.contains("error_json") { try db.query("ALTER TABLE tasks ADD COLUMN error_json TEXT") }
     }
+    try Self.migrateHandover(database)
   }
 
   // MARK: Sessions
@@ -97,16 +98,16 @@ public final class DownloadStore: Sendable {
 
   // MARK: Tasks
 
-  private static let columns = """
+  static let columns = """
     id, session, url, destination_dir, file_name, temp_dir, temp_name, state, bytes_received, \
     bytes_expected, etag, last_modified, sha256, error_text, error_errno, description, created_at, updated_at, \
-    request_timeout, resource_timeout, error_json
+    request_timeout, resource_timeout, error_json, hands_over, delivery
     """
 
   /// How many values `columns` selects; what a query adds after them starts here.
-  private static let columnCount = 21
+  private static let columnCount = 23
 
-  private static func record(_ row: [SQLiteValue]) -> DownloadTaskRecord {
+  static func record(_ row: [SQLiteValue]) -> DownloadTaskRecord {
     var record = DownloadTaskRecord(
       id: row[0].int64 ?? 0, sessionIdentifier: row[1].string ?? "", url: row[2].string ?? "",
       destinationDirectory: row[3].string ?? "", fileName: row[4].string, temporaryDirectory: row[5].string ?? "",
@@ -118,6 +119,8 @@ public final class DownloadStore: Sendable {
     record.requestTimeout = row[18].double
     record.resourceTimeout = row[19].double
     record.failure = row[20].string.flatMap { try? JSONDecoder().decode(ProtFSError.self, from: Data($0.utf8)) }
+    record.handsOver = (row[21].int64 ?? 0) != 0
+    record.delivery = row[22].string.flatMap(DownloadDelivery.init(rawValue:))
     return record
   }
 
@@ -158,6 +161,9 @@ public final class DownloadStore: Sendable {
             Self.failureJSON(r),
           ])
         result[index].id = db.lastInsertRowID
+        if r.handsOver {
+          try db.query("UPDATE tasks SET hands_over = 1 WHERE id = ?", [.integer(result[index].id)])
+        }
       }
       return result
     }
@@ -207,6 +213,7 @@ public final class DownloadStore: Sendable {
             r.errorNumber.map { .integer(Int64($0)) } ?? .null, SQLiteValue(r.taskDescription),
             .real(r.updatedAt), Self.failureJSON(r), .integer(r.id),
           ])
+        if r.handsOver { try Self.queueDelivery(r, in: db) }
       }
     }
   }

@@ -180,6 +180,23 @@ public final class DownloadSession: Sendable {
     return task
   }
 
+  /// Takes the session's unfinished tasks that appeared in the store since this session opened
+  /// (recorded by another process, then released) and that no live session owns; returns them,
+  /// suspended. The session service adopts the tasks `download --detach` hands it this way.
+  public func adoptUnfinished() throws(ProtFSError) -> [DownloadTask] {
+    try checkUsable()
+    let claimed = try core.store.claimUnfinished(session: identifier, owner: core.owner)
+    var adopted: [DownloadTask] = []
+    for record in claimed where core.task(id: record.id) == nil {
+      let url = URL(string: record.url) ?? URL(fileURLWithPath: "/")
+      let task = DownloadTask(record: record, url: url, fileNameIsExplicit: record.fileName != nil, core: core)
+      if record.state == .running { task.runtime.withLock { $0.record.state = .suspended } }
+      core.tasks.withLock { $0[task.id] = task }
+      adopted.append(task)
+    }
+    return adopted
+  }
+
   /// Moves the finished files of tasks waiting for unlock into place, where the access policy now
   /// allows it; returns the tasks that left `waitingForUnlock` (completed or failed).
   @discardableResult

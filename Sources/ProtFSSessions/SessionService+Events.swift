@@ -36,8 +36,8 @@ extension SessionService {
       return subscribers[identifier]
     }
     if let previous { ControlSocket.shutDown(previous.connection) }
-    subscriber.send(.queuedEventsDelivered)
     flushDeliveries(identifier)
+    subscriber.send(.queuedEventsDelivered)
   }
 
   /// Sends session `identifier`'s subscriber every pending delivery it was not sent yet: a

@@ -61,7 +61,7 @@ package enum AppControlCommands {
   }
 
   /// Starts `protfs ARGS` in a session of its own with /dev/null as its standard streams.
-  private static func launchDetached(_ arguments: [String]) throws -> pid_t {
+  static func launchDetached(_ arguments: [String]) throws -> pid_t {
     // The supervisor outlives this command: it must hold none of the descriptors it inherited
     // (a caller waiting for this command's pipes or its exit socket would wait for the app too).
     for name in (try? FileManager.default.contentsOfDirectory(atPath: "/proc/self/fd")) ?? [] {

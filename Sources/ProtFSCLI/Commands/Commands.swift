@@ -27,6 +27,7 @@ package enum Commands {
       PasscodeCommand.command,
       DownloadCommand.command,
       TasksCommand.command,
+      SessionsCommand.command,
       CacheCommand.command,
       StoragePressureCommand.command,
       AuditCommand.command,

@@ -14,7 +14,7 @@ package enum TasksCommand {
       array of tasks.
       """,
     options: [session, CommonOptions.json],
-    subcommands: [resume, suspend, cancel],
+    subcommands: [resume, suspend, cancel, TasksEventsCommand.command],
     run: list
   )
 

@@ -79,7 +79,7 @@ let package = Package(
       name: "ProtFSEndToEndTests",
       dependencies: [
         "ProtFSSystem", "ProtFS", "ProtFSLock", "ProtFSDownloads", "ProtFSAudit", "ProtFSTestSupport", "protfs",
-        "BackgroundRunner", "FetchHelper", "ForgetfulApp",
+        "BackgroundRunner", "FetchHelper", "ForgetfulApp", "ProtFSSessions",
       ]
     ),
   ]

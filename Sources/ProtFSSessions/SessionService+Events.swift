@@ -6,25 +6,17 @@ import ProtFSSystem
 
 /// Events, deliveries, relaunches, force-quit and the peer check.
 extension SessionService {
-  /// Forwards one of a hosted session's events.
-  func handle(_ event: DownloadEvent, of hosted: HostedSession) {
-    let identifier = hosted.session.identifier
-    switch event {
-    case .progress(let id, let total, let expected):
-      let (subscriber, previous) = lock.withLock { () -> (SessionSubscriber?, Int64) in
-        defer { hosted.reported[id] = total }
-        return (subscribers[identifier], hosted.reported[id] ?? 0)
-      }
-      subscriber?.send(
-        .wroteData(
-          task: id, bytesWritten: max(0, total - previous), totalBytesWritten: total,
-          totalBytesExpectedToWrite: expected))
-    case .completed, .failed:
-      flushDeliveries(identifier)
-      checkRelaunch(identifier)
-    default:
-      break
-    }
+  /// Forwards a hosted session's progress to its subscriber.
+  func progress(of identifier: String, task id: Int64, written: Int64, total: Int64, expected: Int64) {
+    guard let subscriber = lock.withLock({ subscribers[identifier] }) else { return }
+    subscriber.send(
+      .wroteData(task: id, bytesWritten: written, totalBytesWritten: total, totalBytesExpectedToWrite: expected))
+  }
+
+  /// A task of a hosted session completed or failed: its delivery goes out, and the app may be told.
+  func completed(in identifier: String) {
+    flushDeliveries(identifier)
+    checkRelaunch(identifier)
   }
 
   /// Makes `connection` session `identifier`'s subscriber (replacing an earlier one) and sends it
@@ -142,5 +134,31 @@ extension SessionService {
     else { return nil }
     let fields = stat[stat.index(after: close)...].split(separator: " ")
     return fields.count > 1 ? pid_t(fields[1]) : nil
+  }
+}
+
+/// A hosted session's delegate: hands its calls to the service.
+final class ServiceSessionDelegate: DownloadSessionDelegate, @unchecked Sendable {
+  /// Weak: the service owns the session, which owns this delegate.
+  weak var service: SessionService?
+  /// The session.
+  let identifier: String
+
+  init(service: SessionService, identifier: String) {
+    self.service = service
+    self.identifier = identifier
+  }
+
+  func downloadSession(
+    _ session: DownloadSession, task: DownloadTask, didWriteData bytesWritten: Int64, totalBytesWritten: Int64,
+    totalBytesExpectedToWrite: Int64
+  ) {
+    service?.progress(
+      of: identifier, task: task.id, written: bytesWritten, total: totalBytesWritten,
+      expected: totalBytesExpectedToWrite)
+  }
+
+  func downloadSession(_ session: DownloadSession, task: DownloadTask, didCompleteWithError error: ProtFSError?) {
+    service?.completed(in: identifier)
   }
 }

@@ -44,8 +44,11 @@ extension SessionService {
       reply.pid = getpid()
     case .openSession, .adopt:
       guard var configuration = request.configuration else { throw Self.missing("configuration") }
-      if configuration.bundleID == nil { configuration.bundleID = try appOf(peer)?.bundleID }
+      if configuration.bundleID == nil {
+        configuration.bundleID = try appOf(peer)?.bundleID ?? (try? bundleOf(configuration.identifier))
+      }
       guard let bundle = configuration.bundleID else {
+        try authorize(peer, bundleID: "(none)")
         throw ProtFSError(.invalidArgument, "The session '\(configuration.identifier)' names no app.")
       }
       try authorize(peer, bundleID: bundle)
@@ -175,9 +178,11 @@ extension SessionService {
     download.resumesReattachedTasks = true
     let json = String(decoding: (try? JSONEncoder().encode(settings)) ?? Data(), as: UTF8.self)
     try store.registerServiceSession(identifier: configuration.identifier, bundleID: bundleText, configuration: json)
-    let session = try DownloadSession(configuration: download)
+    // Reported through a delegate: its calls come on a dispatch queue, never waiting for a
+    // thread of the cooperative pool (which a busy caller may hold).
+    let delegate = ServiceSessionDelegate(service: self, identifier: configuration.identifier)
+    let session = try DownloadSession(configuration: download, delegate: delegate)
     let hosted = HostedSession(session: session, settings: settings, bundleID: bundleText)
-    let events = session.events
     let raced = lock.withLock { () -> HostedSession? in
       if let other = self.hosted[configuration.identifier] { return other }
       self.hosted[configuration.identifier] = hosted
@@ -186,9 +191,6 @@ extension SessionService {
     if let raced {
       session.invalidate()
       return raced
-    }
-    hosted.pump = Task.detached { [self] in
-      for await event in events { handle(event, of: hosted) }
     }
     // Completions settled before the events were read are in the store.
     flushDeliveries(configuration.identifier)

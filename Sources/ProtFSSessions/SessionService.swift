@@ -105,7 +105,6 @@ public final class SessionService: @unchecked Sendable {
     }
     for hosted in all {
       hosted.session.invalidate()
-      hosted.pump?.cancel()
     }
     let subscribed = lock.withLock { Array(subscribers.values) }
     for subscriber in subscribed { ControlSocket.shutDown(subscriber.connection) }
@@ -177,10 +176,6 @@ final class HostedSession: @unchecked Sendable {
   let settings: HostedSessionSettings
   /// Its app.
   let bundleID: String
-  /// The task forwarding the session's events.
-  var pump: Task<Void, Never>?
-  /// Bytes last reported per task, for `didWriteData`'s increment.
-  var reported: [Int64: Int64] = [:]
 
   init(session: DownloadSession, settings: HostedSessionSettings, bundleID: String) {
     self.session = session

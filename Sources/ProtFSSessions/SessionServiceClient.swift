@@ -76,6 +76,12 @@ public final class SessionServiceClient: SessionBackend, Sendable {
     return SessionServiceClient(identifier: configuration.identifier, socketName: socketName)
   }
 
+  /// A client of the existing session `identifier` at `socketName`, without opening it (the
+  /// service checks the session and the caller at each request): `protfs tasks events`.
+  public static func attach(identifier: String, socketName: String) -> SessionServiceClient {
+    SessionServiceClient(identifier: identifier, socketName: socketName)
+  }
+
   /// The error for a service that does not run.
   static func notRunning(_ socketName: String) -> ProtFSError {
     ProtFSError(

@@ -87,7 +87,18 @@ enum SessionWire {
   @discardableResult
   static func send<T: Encodable>(_ value: T, on connection: FileDescriptor) -> Bool {
     guard let data = try? JSONEncoder().encode(value) else { return false }
-    return ControlSocket.writeLine(connection, String(decoding: data, as: UTF8.self))
+    // MSG_NOSIGNAL: a peer that went away is an error here, not a SIGPIPE that ends the process.
+    let bytes = Array(data) + [0x0A]
+    var sent = 0
+    while sent < bytes.count {
+      let n = bytes.withUnsafeBytes { raw in
+        Glibc.send(connection.rawValue, raw.baseAddress! + sent, raw.count - sent, Int32(MSG_NOSIGNAL))
+      }
+      if n < 0 && errno == EINTR { continue }
+      guard n > 0 else { return false }
+      sent += n
+    }
+    return true
   }
 
   /// Reads one line as `T`; nil at the end of the connection or for a line that is not one.

@@ -90,11 +90,10 @@ package enum TasksEventsCommand {
 
   /// The queued events, from the service (a subscription read up to `queuedEventsDelivered`).
   private static func fromService(_ identifier: String, device: Device) throws -> [Line] {
-    var configuration = SessionConfiguration(identifier: identifier)
-    configuration.socketName =
+    let socketName =
       ProcessInfo.processInfo.environment[SessionServiceClient.socketEnvironment]
       ?? SessionServiceClient.socketName(device: device)
-    let client = try SessionServiceClient.open(configuration)
+    let client = SessionServiceClient.attach(identifier: identifier, socketName: socketName)
     defer { client.invalidate(cancelling: false) }
     let collected = Mutex<[Line]>([])
     let done = DispatchSemaphore(value: 0)

@@ -1,0 +1,107 @@
+import Foundation
+import ProtFS
+import ProtFSDownloads
+import ProtFSSessions
+import ProtFSSystem
+import ProtFSTestSupport
+import Testing
+
+/// The session service through the CLI: `download --detach`, a crash, a service that cannot start,
+/// peers it refuses, sessions it does not know.
+@Suite(.timeLimit(.minutes(2))) struct SessionServiceCLITests {
+  let app = SessionServiceFixture.app
+
+  @Test func detachReturnsAtOnceAndTheServiceCompletesTheTask() throws {
+    let f = try SessionServiceFixture()
+    defer { f.stop() }
+    let server = try NginxServer()
+    defer { server.stop() }
+    let payload = Data(DownloadFixture.bytes(2 << 20))
+    let url = try server.put(payload, at: "big.bin")
+    let started = Date()
+    let result = try Protfs.run(["--device", f.t.root, "download", "--bundle", app, "--detach", url.absoluteString])
+    #expect(result.status == 0, "\(result)")
+    #expect(result.stdout == "1\n")
+    #expect(Date().timeIntervalSince(started) < 10)
+    try f.waitUntil { try f.tasks().first?.state == .completed }
+    #expect(FileManager.default.contents(atPath: f.t.containerPath(app, "Documents/big.bin")) == payload)
+    let listed = try Protfs.run(["--device", f.t.root, "sessions", "--json"])
+    #expect(listed.stdout.contains("\"serviceRunning\" : true"), "\(listed)")
+  }
+
+  @Test func aKilledServiceResumesItsTaskWithRangeWhenStartedAgain() throws {
+    let f = try SessionServiceFixture()
+    defer { f.stop() }
+    let body = DownloadFixture.bytes(1 << 20)
+    let server = try FaultServer(body: body, entityTag: "\"e1\"", mode: .stallAfter(bytes: 400_000))
+    defer { server.stop() }
+    let url = server.url("big.bin").absoluteString
+    let result = try Protfs.run(["--device", f.t.root, "download", "--bundle", app, "--detach", url])
+    #expect(result.status == 0, "\(result)")
+    let pid = try #require(f.servicePID)
+    f.waitUntil {
+      let names = (try? FileManager.default.contentsOfDirectory(atPath: f.downloads)) ?? []
+      return names.contains {
+        ((try? FileManager.default.attributesOfItem(atPath: f.downloads + "/" + $0)[.size] as? Int) ?? 0) >= 400_000
+      }
+    }
+    kill(pid, SIGKILL)
+    f.waitUntil(timeout: 10) { !DownloadStore.processIsAlive(pid) }
+    #expect(try f.tasks().first?.state == .running)
+    server.setMode(.normal)
+    let restarted = try Protfs.run(["--device", f.t.root, "sessions", "start"])
+    #expect(restarted.status == 0, "\(restarted)")
+    try f.waitUntil { try f.tasks().first?.state == .completed }
+    #expect(FileManager.default.contents(atPath: f.t.containerPath(app, "Documents/big.bin")) == Data(body))
+    let last = try #require(server.requests.last)
+    #expect(last.headers["range"]?.hasPrefix("bytes=") == true && last.headers["range"] != "bytes=0-")
+    #expect(try f.tasks().count == 1)
+  }
+
+  @Test func detachWhenTheServiceCannotStartLeavesTheTasksResumable() throws {
+    let f = try SessionServiceFixture()
+    defer { f.stop() }
+    // Something else holds the service's socket and answers nothing.
+    let squatter = try ControlSocket.listen(f.socketName)
+    let thread = Thread {
+      while let (connection, _, _) = ControlSocket.accept(squatter) { connection.close() }
+    }
+    thread.start()
+    defer {
+      ControlSocket.shutDown(squatter)
+      squatter.close()
+    }
+    let result = try Protfs.run([
+      "--device", f.t.root, "download", "--bundle", app, "--detach", "http://127.0.0.1:9/file.bin",
+    ])
+    #expect(result.status == 1, "\(result)")
+    #expect(result.stderr.contains("were not handed to the session service"), "\(result)")
+    #expect(result.stderr.components(separatedBy: "Error:").count == 2, "\(result)")
+    #expect(try f.tasks().map(\.state) == [.suspended])
+  }
+
+  @Test func eventsOfAnUnknownSessionFailClearly() throws {
+    let f = try SessionServiceFixture()
+    let result = try Protfs.run(["--device", f.t.root, "tasks", "events", "--session", "nope", "--json"])
+    #expect(result.status == 1)
+    #expect(result.stderr.contains("no background session 'nope'"), "\(result)")
+  }
+
+  @Test func aNonRootPeerOutsideAnyAppIsRefused() throws {
+    let f = try SessionServiceFixture()
+    try f.startInProcess()
+    defer { f.stop() }
+    var configuration = SessionConfiguration(identifier: "\(app).background", bundleID: app)
+    configuration.socketName = f.socketName
+    _ = try SessionServiceClient.open(configuration)
+    let result = try Protfs.runProgram(
+      "/usr/bin/setpriv",
+      [
+        "--reuid", "501", "--regid", "501", "--clear-groups", Protfs.binary, "--device", f.t.root, "tasks", "events",
+        "--session", "\(app).background",
+      ],
+      environment: [SessionServiceClient.socketEnvironment: f.socketName])
+    #expect(result.status == 1, "\(result)")
+    #expect(result.stderr.contains("only root or the app"), "\(result)")
+  }
+}

@@ -8,7 +8,9 @@ import PackageDescription
 //   ProtFSLock, ProtFSCache, ProtFSDownloads, ProtFSAudit   features, each on the model only
 //   ProtFSFoundation   the Foundation-shaped API (FileManager, FileHandle, URLSession)
 //   ProtFSApp     the app lifecycle: the supervisor of `protfs app launch`, its socket protocol
-//   ProtFSKit     the UIKit-shaped API of Swift apps (UIApplication), on ProtFSApp; Examples/ use it
+//   ProtFSSessions  background sessions out of process: the session service and its client
+//   ProtFSKit     the UIKit-shaped API of Swift apps (UIApplication, URLSession, FileManager), on
+//                 ProtFSApp and ProtFSSessions; Examples/ use it
 //   ProtFSCLI     the command line (parser, help, commands), a library so tests run it in-process
 //   protfs        the executable: it only starts ProtFSCLI
 let package = Package(
@@ -44,11 +46,17 @@ let package = Package(
     // Background sessions (docs/semantics.md §9): the session service that owns transfers out of
     // process, its client, and the backend protocol ProtFSKit's URLSession is written against.
     .target(name: "ProtFSSessions", dependencies: ["ProtFSSystem", "ProtFS", "ProtFSDownloads", "ProtFSApp"]),
-    .target(name: "ProtFSKit", dependencies: ["ProtFSApp", "ProtFSSessions", "ProtFSFoundation"]),
+    .target(
+      name: "ProtFSKit", dependencies: ["ProtFSSystem", "ProtFS", "ProtFSApp", "ProtFSSessions", "ProtFSFoundation"]),
     // Example apps (the source documents' background logic in Swift), run by the end-to-end tests.
     .executableTarget(name: "BackgroundRunner", dependencies: ["ProtFSKit"], path: "Examples/BackgroundRunner"),
     .executableTarget(name: "FetchHelper", dependencies: ["ProtFSKit"], path: "Examples/FetchHelper"),
     .executableTarget(name: "ForgetfulApp", dependencies: ["ProtFSKit"], path: "Examples/ForgetfulApp"),
+    // The source documents' URLSession classes (issue 14), built by the tests.
+    .executableTarget(name: "BackgroundDownloader", dependencies: ["ProtFSKit"], path: "Examples/BackgroundDownloader"),
+    .executableTarget(name: "UploadSession", dependencies: ["ProtFSKit"], path: "Examples/UploadSession"),
+    .executableTarget(name: "FetchDownloader", dependencies: ["ProtFSKit"], path: "Examples/FetchDownloader"),
+    .executableTarget(name: "PauseResume", dependencies: ["ProtFSKit"], path: "Examples/PauseResume"),
     // The device mount: libfuse3's low-level API, used by no other target.
     .target(name: "ProtFSMount", dependencies: ["ProtFSSystem", "ProtFS", "CFuse3"]),
     // The command-line layer (parser, help, commands), a library so tests can run it in-process.
@@ -72,6 +80,8 @@ let package = Package(
         "ProtFSSystem", "ProtFS", "ProtFSLock", "ProtFSCache", "ProtFSDownloads", "ProtFSAudit", "ProtFSFoundation",
         "ProtFSTestSupport", "CAttr",
       ]),
+    // ProtFSKit's URLSession against a fake backend, and its FileManager.
+    .testTarget(name: "ProtFSKitTests", dependencies: ["ProtFSKit", "ProtFSSessions", "ProtFSSystem"]),
     // The parser, help and exit statuses, in-process.
     .testTarget(name: "ProtFSCLITests", dependencies: ["ProtFSCLI", "ProtFS"]),
     // Depends on the executables so that `swift test` builds the binaries the tests run.
@@ -79,7 +89,8 @@ let package = Package(
       name: "ProtFSEndToEndTests",
       dependencies: [
         "ProtFSSystem", "ProtFS", "ProtFSLock", "ProtFSDownloads", "ProtFSAudit", "ProtFSTestSupport", "protfs",
-        "BackgroundRunner", "FetchHelper", "ForgetfulApp", "ProtFSSessions",
+        "ProtFSApp", "ProtFSSessions", "ProtFSCLI",
+        "BackgroundRunner", "FetchHelper", "ForgetfulApp",
       ]
     ),
   ]

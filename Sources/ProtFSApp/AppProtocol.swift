@@ -39,6 +39,9 @@ public enum AppEvent: String, Sendable, CaseIterable {
   case protectedDataWillBecomeUnavailable
   /// The device unlocked.
   case protectedDataDidBecomeAvailable
+  /// A background session's events wait (the line carries the session's identifier): recreate the
+  /// session, take its events, then call `events-handled` (docs/semantics.md §9).
+  case handleEventsForBackgroundURLSession
 }
 
 /// One request to an app's supervisor.
@@ -61,6 +64,14 @@ public struct AppRequest: Codable, Sendable, Equatable {
     case timeRemaining
     /// The app's fetch ended with `argument` (newData, noData or failed).
     case fetchCompleted
+    /// Session `argument`'s events wait: post `handleEventsForBackgroundURLSession`, waking a
+    /// suspended or backgrounded app with background time until it answers `eventsHandled`.
+    case sessionEvents
+    /// The app handled session `argument`'s events (the completion handler of
+    /// `handleEventsForBackgroundURLSession`).
+    case eventsHandled = "events-handled"
+    /// Start the device's session service (an app cannot start it itself: the service runs as root).
+    case startSessionService
   }
 
   /// What is asked.
@@ -71,8 +82,8 @@ public struct AppRequest: Codable, Sendable, Equatable {
   /// that could ask them would escape its background budget and suspension.
   public var isTheAppsOwn: Bool {
     switch kind {
-    case .beginTask, .endTask, .timeRemaining, .fetchCompleted: true
-    case .background, .foreground, .fetch, .terminate: false
+    case .beginTask, .endTask, .timeRemaining, .fetchCompleted, .eventsHandled, .startSessionService: true
+    case .background, .foreground, .fetch, .terminate, .sessionEvents: false
     }
   }
   /// Its argument, if any.
@@ -109,6 +120,8 @@ public enum AppEnvironment {
   /// `available` or `unavailable`: whether protected data was available when the app started
   /// (`isProtectedDataAvailable` until the first protected-data event).
   public static let protectedData = "PROTFS_APP_PROTECTED_DATA"
+  /// The session service's socket name (`SessionServiceClient.socketName(device:)`), set by the CLI.
+  public static let sessionsSocket = "PROTFS_SESSIONS_SOCKET"
   /// The descriptor number the events come on.
   public static let eventsDescriptor: Int32 = 3
 

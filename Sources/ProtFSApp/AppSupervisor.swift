@@ -16,6 +16,14 @@ public final class AppSupervisor: @unchecked Sendable {
   public let timings: AppTimings
   /// The abstract socket name it listens on.
   public let socketName: String
+  /// Called when the app answers `eventsHandled` for a session (the CLI tells the session service);
+  /// what it throws becomes the reply's error. Set it before `start`.
+  public var onEventsHandled: @Sendable (String) throws(ProtFSError) -> Void = { _ in }
+  /// Called when the app asks for `startSessionService`; what it throws becomes the reply's error.
+  /// Set it before `start`.
+  public var onStartSessionService: @Sendable () throws(ProtFSError) -> Void = { () throws(ProtFSError) in
+    throw ProtFSError(.notFound, "The session service cannot be started from here.")
+  }
   private let store: AppStore
   /// The device the app runs on.
   private let device: Device
@@ -24,18 +32,25 @@ public final class AppSupervisor: @unchecked Sendable {
   private let controllers: Set<uid_t>
   /// Who may speak for the app (its helper commands) and nothing more: the app user.
   private let appUsers: Set<uid_t>
-  private let queue = DispatchQueue(label: "protfs.app.supervisor")
+  let queue = DispatchQueue(label: "protfs.app.supervisor")
   private let exited = DispatchSemaphore(value: 0)
-  private var record: AppRecord
+  var record: AppRecord
   private var events: FileDescriptor?
-  private var pid: pid_t = 0
+  var pid: pid_t = 0
   /// Bumped whenever the pending suspension, warning or kill no longer applies.
   private var generation = 0
-  private var backgroundStart = DispatchTime.now()
-  private var warned: Set<Int> = []
+  var backgroundStart = DispatchTime.now()
+  var warned: Set<Int> = []
   private var nextTask = 1
   private var fetchStart: DispatchTime?
   private var fetchGeneration = 0
+  /// The sessions whose `handleEventsForBackgroundURLSession` the app has not answered yet.
+  var postedSessions: Set<String> = []
+  /// The sessions whose answer the app's background time waits for, each with the token of its
+  /// pending kill (a later token or none: the kill no longer applies).
+  var sessionWaits: [String: Int] = [:]
+  /// The last token given in `sessionWaits`.
+  var sessionToken = 0
   private var terminating = false
   private var status: Int32 = 1
 
@@ -111,7 +126,16 @@ public final class AppSupervisor: @unchecked Sendable {
   }
 
   /// Carries out `request` (from the socket, a schedule or a signal).
-  public func perform(_ request: AppRequest) -> AppReply { queue.sync { handle(request) } }
+  public func perform(_ request: AppRequest) -> AppReply {
+    let reply = queue.sync { handle(request) }
+    // The hooks speak to the session service: off the queue, which the service may need meanwhile.
+    guard reply.error == nil else { return reply }
+    switch request.kind {
+    case .eventsHandled: return Self.hook { () throws(ProtFSError) in try onEventsHandled(request.argument ?? "") }
+    case .startSessionService: return Self.hook(onStartSessionService)
+    default: return reply
+    }
+  }
 
   /// Tells the app that protected data became unavailable or available.
   public func protectedData(available: Bool) {
@@ -142,10 +166,13 @@ public final class AppSupervisor: @unchecked Sendable {
       guard record.state != .active else { return .ok("inf") }
       return .ok(String(format: "%.3f", remaining()))
     case .fetchCompleted: return completeFetch(request.argument ?? "")
+    case .sessionEvents: return postSessionEvents(request.argument ?? "")
+    case .eventsHandled: return endSessionEvents(request.argument ?? "")
+    case .startSessionService: return .ok()
     }
   }
 
-  private func remaining() -> Double {
+  func remaining() -> Double {
     let elapsed = Double(DispatchTime.now().uptimeNanoseconds - backgroundStart.uptimeNanoseconds) / 1e9
     return max(0, timings.backgroundTime - elapsed)
   }
@@ -165,6 +192,8 @@ public final class AppSupervisor: @unchecked Sendable {
     guard record.state != .active else { return .refused("The app \(bundleID) is already in the foreground.") }
     send(.willEnterForeground)
     if record.state == .suspended { _ = valueOrErrno(.kill) { kill(-pid, SIGCONT) } }
+    // In the foreground no watchdog waits for the sessions' answers (they are still expected).
+    sessionWaits = [:]
     record.state = .active
     record.backgroundSince = nil
     reschedule()
@@ -245,7 +274,7 @@ public final class AppSupervisor: @unchecked Sendable {
   }
 
   /// Plans what happens next in the background: the suspension, or the warnings and the kill.
-  private func reschedule() {
+  func reschedule() {
     generation += 1
     save()
     guard record.state == .background else { return }
@@ -263,7 +292,7 @@ public final class AppSupervisor: @unchecked Sendable {
         killApp(
           "background tasks were still open when the background time (\(Self.seconds(timings.backgroundTime))) ran out")
       }
-    } else if fetchStart == nil {
+    } else if fetchStart == nil && sessionWaits.isEmpty {
       let suspension = max(backgroundStart + timings.suspendAfter, .now())
       queue.asyncAfter(deadline: suspension) { [self] in
         guard generation == current, record.state == .background else { return }
@@ -276,7 +305,7 @@ public final class AppSupervisor: @unchecked Sendable {
   }
 
   /// The watchdog's kill: a crash report, then SIGKILL to the whole app.
-  private func killApp(_ reason: String) {
+  func killApp(_ reason: String) {
     guard pid > 0, !terminating else { return }
     terminating = true
     generation += 1
@@ -308,19 +337,24 @@ public final class AppSupervisor: @unchecked Sendable {
 
   private func save() { _ = try? store.write(record) }
 
-  private func send(_ event: AppEvent, task: AppRecord.Task? = nil) {
+  func send(_ event: AppEvent, task: AppRecord.Task? = nil, session: String? = nil) {
     guard let events else { return }
     var line = #"{"event":""# + event.rawValue + "\""
     if let task {
-      let name = (try? JSONEncoder().encode(task.name)).map { String(decoding: $0, as: UTF8.self) } ?? "\"\""
-      line += #","task":\#(task.id),"name":\#(name)"#
+      line += #","task":\#(task.id),"name":\#(Self.jsonString(task.name))"#
     }
+    if let session { line += #","session":\#(Self.jsonString(session))"# }
     line += "}\n"
     // Non-blocking: an app that never reads loses events rather than stalling its supervisor.
     _ = try? AtomicFile.writeAll(events.rawValue, Array(line.utf8), path: "events")
   }
 
-  private static func seconds(_ value: Double) -> String {
+  /// `text` as a JSON string.
+  private static func jsonString(_ text: String) -> String {
+    (try? JSONEncoder().encode(text)).map { String(decoding: $0, as: UTF8.self) } ?? "\"\""
+  }
+
+  static func seconds(_ value: Double) -> String {
     value == value.rounded() ? "\(Int(value)) s" : String(format: "%.3g s", value)
   }
 

@@ -152,6 +152,8 @@ extension UIApplication {
       isProtectedDataAvailable = true
       delegate?.applicationProtectedDataDidBecomeAvailable(self)
       center.post(name: Self.protectedDataDidBecomeAvailableNotification, object: nil)
+    case .handleEventsForBackgroundURLSession:
+      if let session = event.session { handleEvents(forBackgroundURLSession: session) }
     case nil:
       return
     }

@@ -25,6 +25,8 @@ struct AppEventLine: Decodable, Sendable {
   var task: Int?
   /// Its name.
   var name: String?
+  /// The background session whose events wait (`handleEventsForBackgroundURLSession`).
+  var session: String?
 }
 
 /// Reads the events, one JSON line each, and hands them to the main queue in order.

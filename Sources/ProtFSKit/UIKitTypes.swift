@@ -93,6 +93,12 @@ public protocol UIApplicationDelegate: AnyObject {
   func applicationProtectedDataWillBecomeUnavailable(_ application: UIApplication)
   /// The device unlocked: protected files are readable again.
   func applicationProtectedDataDidBecomeAvailable(_ application: UIApplication)
+  /// The app was launched or woken because background session `identifier` has events waiting:
+  /// recreate the session, keep `completionHandler` and call it from
+  /// `urlSessionDidFinishEvents(forBackgroundURLSession:)`.
+  func application(
+    _ application: UIApplication, handleEventsForBackgroundURLSession identifier: String,
+    completionHandler: @escaping () -> Void)
 }
 
 extension UIApplicationDelegate {
@@ -115,4 +121,9 @@ extension UIApplicationDelegate {
   public func applicationProtectedDataWillBecomeUnavailable(_ application: UIApplication) {}
   /// Does nothing.
   public func applicationProtectedDataDidBecomeAvailable(_ application: UIApplication) {}
+  /// Calls the handler.
+  public func application(
+    _ application: UIApplication, handleEventsForBackgroundURLSession identifier: String,
+    completionHandler: @escaping () -> Void
+  ) { completionHandler() }
 }

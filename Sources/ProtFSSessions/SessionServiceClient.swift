@@ -48,7 +48,7 @@ public final class SessionServiceClient: SessionBackend, Sendable {
   }
 
   /// The environment variable naming the service's socket inside apps.
-  public static let socketEnvironment = "PROTFS_SESSIONS_SOCKET"
+  public static let socketEnvironment = AppEnvironment.sessionsSocket
 
   /// Connects to the service and opens the session `configuration.identifier`.
   ///
@@ -92,9 +92,12 @@ public final class SessionServiceClient: SessionBackend, Sendable {
   /// Asks the app's supervisor to start the service, then waits (up to 10 s) until it answers.
   private static func askSupervisorToStart(supervisor: String, socketName: String) throws(ProtFSError) {
     let name = supervisor.hasPrefix("@") ? String(supervisor.dropFirst()) : supervisor
-    // The supervisor's request kind comes with the app side of the service (startSessionService).
-    guard let kind = AppRequest.Kind(rawValue: "startSessionService") else { throw notRunning(socketName) }
-    _ = try AppClient.send(AppRequest(kind), to: name)
+    let reply = try AppClient.send(AppRequest(.startSessionService), to: name)
+    if let refusal = reply.error {
+      throw ProtFSError(
+        .io, "The app's supervisor did not start the session service: \(refusal)", path: "@" + socketName,
+        remedy: .advice("check `protfs sessions`; `protfs sessions start` as root starts it"))
+    }
     try waitUntilListening(socketName, timeout: 10)
   }
 

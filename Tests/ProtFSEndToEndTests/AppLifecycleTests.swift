@@ -320,6 +320,11 @@ import Testing
     (["app", "launch", AppDevice.bundle, "--schedule", "sleep@1s", "--", "/bin/true"], 64, "is not an action"),
     (["app", "begin-task", "x"], 1, "works only inside an app"),
     (["app", "time-remaining"], 1, "works only inside an app"),
+    (["app", "events-handled", "s1"], 1, "works only inside an app"),
+    (
+      ["app", "launch", AppDevice.bundle, "--for-fetch", "--for-session", "s1", "--", "/bin/true"], 64,
+      "cannot be given together"
+    ),
     (["app", "fetch-completed", "maybe"], 64, "is not a fetch result"),
     (["app", "background", AppDevice.bundle], 1, "is not running"),
     (["app", "terminate", "com.example.none"], 1, "has no container"),

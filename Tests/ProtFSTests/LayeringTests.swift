@@ -22,7 +22,7 @@ struct LayeringTests {
     "ProtFSMount": ["ProtFSSystem", "ProtFS", "CFuse3"],
     "ProtFSApp": ["ProtFSSystem", "ProtFS"],
     "ProtFSSessions": ["ProtFSSystem", "ProtFS", "ProtFSDownloads", "ProtFSApp"],
-    "ProtFSKit": ["ProtFSApp", "ProtFSSessions", "ProtFSFoundation"],
+    "ProtFSKit": ["ProtFSSystem", "ProtFS", "ProtFSApp", "ProtFSSessions", "ProtFSFoundation"],
     "ProtFSCLI": [
       "ProtFSSystem", "ProtFS", "ProtFSLock", "ProtFSCache", "ProtFSDownloads", "ProtFSAudit", "ProtFSFoundation",
       "ProtFSMount", "ProtFSApp", "ProtFSSessions",
@@ -31,7 +31,10 @@ struct LayeringTests {
   ]
 
   /// The example apps under Examples/: each imports only ProtFSKit, as an iOS app imports UIKit.
-  static let examples = ["BackgroundRunner", "FetchHelper", "ForgetfulApp"]
+  static let examples = [
+    "BackgroundRunner", "FetchHelper", "ForgetfulApp", "BackgroundDownloader", "UploadSession", "FetchDownloader",
+    "PauseResume",
+  ]
 
   /// The imports of every Swift file under `folder/target`, with the file's path.
   static func imports(of target: String, in folder: String = "Sources") throws -> [(file: String, module: String)] {

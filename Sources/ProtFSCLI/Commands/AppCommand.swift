@@ -12,14 +12,15 @@ package enum AppCommand {
       `protfs app launch` runs a program as an app, confined as `protfs exec` runs one, and
       supervises it until it ends. From any shell, background, foreground, fetch and terminate
       drive it, and status shows it. The app reads its events as JSON lines on the descriptor
-      $PROTFS_APP_EVENTS_FD and calls back with begin-task, end-task, time-remaining and
-      fetch-completed, which find their app through $PROTFS_APP_SOCKET.
+      $PROTFS_APP_EVENTS_FD and calls back with begin-task, end-task, time-remaining,
+      fetch-completed and events-handled, which find their app through $PROTFS_APP_SOCKET.
+      $PROTFS_SESSIONS_SOCKET names the device's session service.
       """,
     subcommands: [
       AppLaunchCommand.command, AppControlCommands.background, AppControlCommands.foreground,
       AppControlCommands.fetch, AppControlCommands.terminate, AppStatusCommand.command,
       AppHelperCommands.beginTask, AppHelperCommands.endTask, AppHelperCommands.timeRemaining,
-      AppHelperCommands.fetchCompleted,
+      AppHelperCommands.fetchCompleted, AppHelperCommands.eventsHandled,
     ]
   )
 

@@ -1,6 +1,7 @@
 import Foundation
 import ProtFS
 import ProtFSApp
+import ProtFSSessions
 import ProtFSSystem
 
 /// `protfs app background|foreground|fetch|terminate BUNDLE-ID`: drive a running app from any shell.
@@ -25,7 +26,8 @@ package enum AppControlCommands {
     abstract: "Terminate the app: willTerminate, then a kill if it has not exited after a short grace.",
     discussion: """
       A suspended app is killed without notice. With --user, the termination is a force-quit from
-      the app switcher, which the app's record keeps until its next launch.
+      the app switcher, which the app's record keeps until its next launch: the session service
+      stops its transfers (resumable) and does not launch it for its sessions' events.
       """,
     arguments: [AppCommand.bundleArgument],
     options: [user],
@@ -50,7 +52,7 @@ package enum AppControlCommands {
           code: 1,
           message: "The app \(bundleID) is not running: the user force-quit it, so it is not launched for a fetch.")
       }
-      let pid = try launchDetached(
+      let pid = try DetachedLaunch.start(
         [
           "--device", device.root, "app", "launch", bundleID.rawValue, "--for-fetch", "--background-time",
           "\(Int((record.backgroundTime * 1000).rounded()))ms", "--",
@@ -60,37 +62,20 @@ package enum AppControlCommands {
     }
   }
 
-  /// Starts `protfs ARGS` in a session of its own with /dev/null as its standard streams.
-  static func launchDetached(_ arguments: [String]) throws -> pid_t {
-    // The supervisor outlives this command: it must hold none of the descriptors it inherited
-    // (a caller waiting for this command's pipes or its exit socket would wait for the app too).
-    for name in (try? FileManager.default.contentsOfDirectory(atPath: "/proc/self/fd")) ?? [] {
-      if let fd = Int32(name), fd > STDERR_FILENO { _ = fcntl(fd, F_SETFD, FD_CLOEXEC) }
-    }
-    var argv: [UnsafeMutablePointer<CChar>?] = (["protfs"] + arguments).map { strdup($0) } + [nil]
-    defer { for pointer in argv { free(pointer) } }
-    var actions = posix_spawn_file_actions_t()
-    posix_spawn_file_actions_init(&actions)
-    defer { posix_spawn_file_actions_destroy(&actions) }
-    for fd in [STDIN_FILENO, STDOUT_FILENO, STDERR_FILENO] {
-      posix_spawn_file_actions_addopen(&actions, fd, "/dev/null", fd == STDIN_FILENO ? O_RDONLY : O_WRONLY, 0)
-    }
-    var attributes = posix_spawnattr_t()
-    posix_spawnattr_init(&attributes)
-    defer { posix_spawnattr_destroy(&attributes) }
-    // POSIX_SPAWN_SETSID (glibc 2.26), which Glibc shows Swift only under _GNU_SOURCE.
-    let setSessionID: Int16 = 0x80
-    posix_spawnattr_setflags(&attributes, setSessionID)
-    var pid: pid_t = 0
-    let status = posix_spawn(&pid, "/proc/self/exe", &actions, &attributes, &argv, environ)
-    guard status == 0 else { throw ProtFSError.system("launch the app with", path: "/proc/self/exe", errno: status) }
-    return pid
-  }
-
   static func runTerminate(_ invocation: Invocation) throws -> Int32 {
     let bundleID = try AppCommand.existingApp(invocation)
+    let device = invocation.device
     let request = AppRequest(.terminate, invocation.flag(user) ? "user" : nil)
-    _ = try AppCommand.send(request, to: bundleID, device: invocation.device)
+    _ = try AppCommand.send(request, to: bundleID, device: device)
+    if invocation.flag(user) {
+      // The session service stops the app's transfers (resumable) and relaunches it no more.
+      do throws(ProtFSError) {
+        try SessionServiceClient.forceQuit(
+          bundleID: bundleID.rawValue, socketName: SessionServiceClient.socketName(device: device))
+      } catch  where error.code != .notFound {
+        Console.err("warning: the session service was not told of the force-quit: \(error.commandLineDescription)")
+      } catch {}
+    }
     return 0
   }
 

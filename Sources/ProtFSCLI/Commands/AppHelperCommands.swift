@@ -19,6 +19,19 @@ package enum AppHelperCommands {
     abstract: "Report the result of a background fetch: newData, noData or failed (inside an app).",
     arguments: [result], run: runFetchCompleted)
 
+  package static let eventsHandled = Command(
+    name: "events-handled",
+    abstract: "Report that a background session's events were handled (inside an app).",
+    discussion: """
+      The completion handler of handleEventsForBackgroundURLSession: call it with the session's
+      identifier once the session's events (protfs tasks events --session ID) are taken. It ends
+      the background time the app was woken with.
+      """,
+    arguments: [session], run: runEventsHandled)
+
+  /// `<session-id>`.
+  static let session = Argument(
+    name: "session-id", help: "The session's identifier, as the handleEventsForBackgroundURLSession event gave it.")
   /// `[<name>]`.
   static let taskName = Argument(
     name: "name", help: "The task's name, shown in status and crash reports.", arity: .optional)
@@ -48,6 +61,11 @@ package enum AppHelperCommands {
       throw invocation.usageError("'\(value)' is not a fetch result: give newData, noData or failed.")
     }
     _ = try send(invocation, AppRequest(.fetchCompleted, value))
+    return 0
+  }
+
+  static func runEventsHandled(_ invocation: Invocation) throws -> Int32 {
+    _ = try send(invocation, AppRequest(.eventsHandled, invocation.required(session)))
     return 0
   }
 

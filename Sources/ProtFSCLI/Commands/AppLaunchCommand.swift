@@ -2,6 +2,7 @@ import Foundation
 import ProtFS
 import ProtFSApp
 import ProtFSLock
+import ProtFSSessions
 import ProtFSSystem
 
 /// `protfs app launch BUNDLE-ID -- CMD`: runs CMD as the app, in the foreground, and supervises it
@@ -19,11 +20,15 @@ package enum AppLaunchCommand {
       the budget (at most 5 s) before the end; tasks still open at the end get it killed (exit 137)
       with a crash report in the device's .protfs/crash-reports/. A fetch must complete within
       --fetch-time. --schedule takes exec's steps and background, foreground, fetch and terminate,
-      for example background@1s,foreground@5s. The exit status is CMD's (128+N when a signal N
+      for example background@1s,foreground@5s. --for-session ID launches it in the background (as
+      the session service does) and posts handleEventsForBackgroundURLSession for session ID, which
+      the app answers with events-handled within --background-time. $PROTFS_SESSIONS_SOCKET names
+      the device's session service. The exit status is CMD's (128+N when a signal N
       ended it, so 137 when the system killed it).
       """,
     arguments: [AppCommand.bundleArgument],
-    options: [backgroundTime, suspendAfter, fetchTime, ExecCommand.schedule, forFetch] + ExecCommand.passcode.options,
+    options: [backgroundTime, suspendAfter, fetchTime, ExecCommand.schedule, forFetch, forSession]
+      + ExecCommand.passcode.options,
     takesTrailingCommand: true,
     run: run
   )
@@ -32,6 +37,11 @@ package enum AppLaunchCommand {
   /// background for a fetch; not a user launch, so a force-quit stays remembered.
   package static let forFetch = Option.flag(
     "for-fetch", help: "Launch in the background for a fetch, as `protfs app fetch` does for an app not running.")
+  /// `--for-session SESSION-ID` (the session service gives it): the system launches the app in the
+  /// background for session events; not a user launch, so a force-quit stays remembered.
+  package static let forSession = Option.value(
+    "for-session", "session-id",
+    help: "Launch in the background and post the events of this background session, as the session service does.")
   /// `--background-time DURATION`.
   package static let backgroundTime = Option.value(
     "background-time", "duration", help: "Background time while the app holds tasks (default 30s).")
@@ -55,6 +65,10 @@ package enum AppLaunchCommand {
         throw invocation.usageError(error.commandLineDescription)
       }
     }
+    let session = invocation.value(forSession)
+    if session != nil && invocation.flag(forFetch) {
+      throw invocation.usageError("--for-fetch and --for-session cannot be given together.")
+    }
     let bundleID = try AppCommand.existingApp(invocation)
     let command = invocation.trailing
     guard let program = executablePath(command[0]) else {
@@ -69,8 +83,22 @@ package enum AppLaunchCommand {
       device: device, bundleID: bundleID, timings: timings,
       command: [program.hasPrefix("/") ? program : FileManager.default.currentDirectoryPath + "/" + program]
         + command.dropFirst(),
-      userLaunch: !invocation.flag(forFetch),
+      userLaunch: !invocation.flag(forFetch) && session == nil,
       appUsers: AppUser.canAssume ? [AppUser.standard.uid] : [])
+    let sessionsSocket = SessionServiceClient.socketName(device: device)
+    supervisor.onEventsHandled = { (session: String) throws(ProtFSError) in
+      try SessionServiceClient.eventsHandled(session: session, bundleID: bundleID.rawValue, socketName: sessionsSocket)
+    }
+    // The app's session asks for the service: started here, as root, detached.
+    supervisor.onStartSessionService = { () throws(ProtFSError) in
+      do {
+        try SessionServiceStarter.ensureRunning(device)
+      } catch let error as ProtFSError {
+        throw error
+      } catch {
+        throw ProtFSError(.io, "The session service did not start: \(error).")
+      }
+    }
     // An app that closes its event descriptor must not kill its supervisor: the next event's write
     // fails with EPIPE (and is dropped) instead of raising SIGPIPE here.
     signal(SIGPIPE, SIG_IGN)
@@ -79,8 +107,10 @@ package enum AppLaunchCommand {
     for fd in pipeFDs { _ = fcntl(fd, F_SETFD, FD_CLOEXEC) }
     let readEnd = FileDescriptor(owning: pipeFDs[0])
     let writeEnd = FileDescriptor(owning: pipeFDs[1])
+    var environment = supervisor.environment
+    environment[AppEnvironment.sessionsSocket] = sessionsSocket
     let spawned = Result {
-      try spawn(command, device: device, events: readEnd.rawValue, environment: supervisor.environment)
+      try spawn(command, device: device, events: readEnd.rawValue, environment: environment)
     }
     readEnd.close()
     let pid = try spawned.get()
@@ -95,10 +125,12 @@ package enum AppLaunchCommand {
       forwarders.append(source)
     }
     defer { forwarders.forEach { $0.cancel() } }
-    if invocation.flag(forFetch) {
-      for kind in [AppRequest.Kind.background, .fetch] {
-        if let failure = supervisor.perform(AppRequest(kind)).error { Console.err("warning: \(failure)") }
-      }
+    let systemLaunch =
+      invocation.flag(forFetch)
+      ? [AppRequest(.background), AppRequest(.fetch)]
+      : session.map { [AppRequest(.background), AppRequest(.sessionEvents, $0)] } ?? []
+    for request in systemLaunch {
+      if let failure = supervisor.perform(request).error { Console.err("warning: \(failure)") }
     }
     // Watching starts before the first scheduled step can lock the device.
     let watcher = watchProtectedData(try? device.protectedDataEvents(), supervisor)

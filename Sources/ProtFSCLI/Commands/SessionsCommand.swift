@@ -43,8 +43,10 @@ package enum SessionsCommand {
   package static let idleExit = Option.value(
     "idle-exit", "duration", help: "Exit after this long with no unfinished task and no client (default: 30s).")
 
-  /// How the service reaches apps: ProtFSCLI's `AppSessionLauncher` once the app side provides it.
-  package static let launcherFactory = Mutex<@Sendable (Device) -> (any SessionAppLauncher)?>({ _ in nil })
+  /// How the service reaches apps: `AppSessionLauncher` (the seam tests and other hosts replace).
+  package static let launcherFactory = Mutex<@Sendable (Device) -> (any SessionAppLauncher)?>({
+    AppSessionLauncher(device: $0)
+  })
 
   static func runStart(_ invocation: Invocation) throws -> Int32 {
     let device = invocation.device
@@ -158,7 +160,7 @@ package enum SessionServiceStarter {
     if let pid = SessionServiceClient.ping(socketName: name) { return pid }
     var arguments = ["--device", device.root, "sessions", "start", "--foreground"]
     if let idleExit { arguments += ["--idle-exit", idleExit] }
-    let child = try AppControlCommands.launchDetached(arguments)
+    let child = try DetachedLaunch.start(arguments)
     do {
       try SessionServiceClient.waitUntilListening(name, timeout: 10)
     } catch {

@@ -1,0 +1,145 @@
+import Foundation
+import ProtFSSessions
+
+/// A request, as Foundation's `URLRequest`: a URL, a method and header fields. Linux's Foundation
+/// declares it in FoundationNetworking, which a ProtFSKit program does not import.
+public struct URLRequest: Sendable, Equatable, Hashable {
+  /// The request's URL.
+  public var url: URL?
+  /// The HTTP method; GET when nil was set, as Foundation.
+  public var httpMethod: String? {
+    get { method }
+    set { method = newValue?.uppercased() ?? "GET" }
+  }
+  /// The time an attempt may stay idle, seconds (60 by default).
+  public var timeoutInterval: TimeInterval
+  /// Whether the request may use a cellular network (kept; there is none here).
+  public var allowsCellularAccess = true
+  /// The body (a background session refuses data bodies: upload from a file instead).
+  public var httpBody: Data?
+  /// The header fields, names in the case they were first set.
+  private var fields: [(name: String, value: String)] = []
+  private var method = "GET"
+
+  /// A GET request for `url`.
+  public init(url: URL, timeoutInterval: TimeInterval = 60) {
+    self.url = url
+    self.timeoutInterval = timeoutInterval
+  }
+
+  /// Every header field, or nil when there is none.
+  public var allHTTPHeaderFields: [String: String]? {
+    get { fields.isEmpty ? nil : Dictionary(fields.map { ($0.name, $0.value) }, uniquingKeysWith: { _, b in b }) }
+    set {
+      fields = []
+      for (name, value) in (newValue ?? [:]).sorted(by: { $0.key < $1.key }) {
+        setValue(value, forHTTPHeaderField: name)
+      }
+    }
+  }
+
+  /// The field `field`'s value (names compare case-insensitively), or nil.
+  public func value(forHTTPHeaderField field: String) -> String? {
+    fields.first { $0.name.caseInsensitiveCompare(field) == .orderedSame }?.value
+  }
+
+  /// Sets field `field` to `value`, replacing it; nil removes it.
+  public mutating func setValue(_ value: String?, forHTTPHeaderField field: String) {
+    let index = fields.firstIndex { $0.name.caseInsensitiveCompare(field) == .orderedSame }
+    switch (index, value) {
+    case (let index?, let value?): fields[index].value = value
+    case (let index?, nil): fields.remove(at: index)
+    case (nil, let value?): fields.append((field, value))
+    case (nil, nil): break
+    }
+  }
+
+  /// Appends `value` to field `field` (comma-separated), as Foundation does.
+  public mutating func addValue(_ value: String, forHTTPHeaderField field: String) {
+    setValue(self.value(forHTTPHeaderField: field).map { $0 + "," + value } ?? value, forHTTPHeaderField: field)
+  }
+
+  /// The session service's form of the request.
+  var sessionRequest: SessionRequest {
+    SessionRequest(
+      url: url ?? URL(fileURLWithPath: "/"), method: method,
+      headers: fields.map { SessionHeader(name: $0.name, value: $0.value) })
+  }
+
+  /// The request a snapshot's `SessionRequest` describes.
+  init(_ request: SessionRequest) {
+    self.init(url: request.url)
+    method = request.method
+    fields = request.headers.map { ($0.name, $0.value) }
+  }
+
+  /// Two requests are equal when their URL, method, timeout, body and fields are.
+  public static func == (a: URLRequest, b: URLRequest) -> Bool {
+    a.url == b.url && a.method == b.method && a.timeoutInterval == b.timeoutInterval && a.httpBody == b.httpBody
+      && a.fields.map(\.name) == b.fields.map(\.name) && a.fields.map(\.value) == b.fields.map(\.value)
+  }
+
+  /// Hashes the URL and method.
+  public func hash(into hasher: inout Hasher) {
+    hasher.combine(url)
+    hasher.combine(method)
+  }
+}
+
+/// A response's metadata, as Foundation's `URLResponse`.
+open class URLResponse: NSObject, @unchecked Sendable {
+  /// The URL it answers.
+  open private(set) var url: URL?
+  /// The length the server announced, -1 when unknown.
+  open private(set) var expectedContentLength: Int64
+
+  /// A response for `url`.
+  public init(url: URL?, expectedContentLength: Int64) {
+    self.url = url
+    self.expectedContentLength = expectedContentLength
+  }
+}
+
+/// An HTTP response, as Foundation's `HTTPURLResponse`.
+open class HTTPURLResponse: URLResponse, @unchecked Sendable {
+  /// The HTTP status code.
+  open private(set) var statusCode: Int
+  /// The header fields the service kept (none today).
+  open private(set) var allHeaderFields: [AnyHashable: Any]
+
+  /// A response with status `statusCode`; nil for a status outside 100...599, as Foundation.
+  public init?(url: URL, statusCode: Int, httpVersion: String?, headerFields: [String: String]?) {
+    guard (100...599).contains(statusCode) else { return nil }
+    self.statusCode = statusCode
+    allHeaderFields = headerFields ?? [:]
+    super.init(url: url, expectedContentLength: -1)
+  }
+
+  /// The status's usual phrase, lowercased as Foundation's.
+  open class func localizedString(forStatusCode statusCode: Int) -> String {
+    HTTPURLResponse.phrases[statusCode] ?? "server error"
+  }
+
+  private static let phrases: [Int: String] = [
+    200: "no error", 201: "created", 204: "no content", 206: "partial content", 400: "bad request",
+    401: "unauthorized", 403: "forbidden", 404: "not found", 500: "internal server error",
+  ]
+}
+
+/// The key of `URLResourceValues`' file protection, as Apple's `URLFileProtection` (the class names
+/// `FileProtectionType` has).
+public struct URLFileProtection: RawRepresentable, Hashable, Sendable {
+  /// The class's name.
+  public var rawValue: String
+  /// Wraps a class name.
+  public init(rawValue: String) { self.rawValue = rawValue }
+  /// No protection.
+  public static let none = URLFileProtection(rawValue: FileProtectionType.none.rawValue)
+  /// Readable only while unlocked.
+  public static let complete = URLFileProtection(rawValue: FileProtectionType.complete.rawValue)
+  /// Once open, stays readable after locking.
+  public static let completeUnlessOpen = URLFileProtection(rawValue: FileProtectionType.completeUnlessOpen.rawValue)
+  /// Readable after the first unlock.
+  public static let completeUntilFirstUserAuthentication = URLFileProtection(
+    rawValue: FileProtectionType.completeUntilFirstUserAuthentication.rawValue)
+}

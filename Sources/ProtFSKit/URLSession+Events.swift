@@ -1,0 +1,183 @@
+import Foundation
+import ProtFSSessions
+import ProtFSSystem
+import Synchronization
+
+extension URLSession {
+  /// Takes an event from the service (any thread) and queues its delegate call.
+  func receive(_ event: SessionEvent) {
+    pipeline.async { self.deliver(event) }
+  }
+
+  /// Makes the delegate call for `event` on the delegate queue, then acknowledges a completion.
+  func deliver(_ event: SessionEvent) {
+    // An invalidated session takes nothing more: its successor gets the calls, and the wake.
+    guard !state.withLock({ $0.invalidated }) else { return }
+    if case .queuedEventsDelivered = event {
+      state.withLock { $0.queuedDelivered = true }
+      if BackgroundSessionEvents.takeWake(identifier) { finishEvents() }
+      return
+    }
+    guard let id = event.taskID.map(Int.init), !state.withLock({ $0.completed.contains(id) }) else { return }
+    let task = knownTask(id, event)
+    onDelegateQueue { self.call(event, task) }
+    if case .completed = event {
+      state.withLock { state in
+        state.completed.insert(id)
+        state.tasks[id] = nil
+      }
+      try? backend?.acknowledge(Int64(id))
+    }
+  }
+
+  /// `urlSessionDidFinishEvents`, on the delegate queue, after what is queued.
+  func finishEvents() {
+    onDelegateQueue { self.delegate?.urlSessionDidFinishEvents(forBackgroundURLSession: self) }
+  }
+
+  /// The app was woken for this session's events: once what the service queued was delivered,
+  /// `urlSessionDidFinishEvents` follows.
+  func wokenForEvents() {
+    pipeline.async {
+      guard self.state.withLock({ $0.queuedDelivered && !$0.invalidated }),
+        BackgroundSessionEvents.takeWake(self.identifier)
+      else {
+        return
+      }
+      self.finishEvents()
+    }
+  }
+
+  /// The task `id` (a replayed event's task may be new to this object: it is looked up).
+  private func knownTask(_ id: Int, _ event: SessionEvent) -> URLSessionTask {
+    if let known = state.withLock({ $0.tasks[id] }) { return known }
+    if case .completed(_, let snapshot, _) = event { return task(for: snapshot) }
+    if let snapshot = ((try? backend?.tasks()) ?? []).first(where: { $0.id == Int64(id) }) {
+      return task(for: snapshot)
+    }
+    let kind: SessionTaskSnapshot.Kind
+    switch event {
+    case .receivedData, .sentBodyData: kind = .upload
+    default: kind = .download
+    }
+    return task(
+      for: SessionTaskSnapshot(
+        id: Int64(id), kind: kind, request: SessionRequest(url: URL(fileURLWithPath: "/")), state: "running"))
+  }
+
+  /// The delegate call for `event` (on the delegate queue).
+  private func call(_ event: SessionEvent, _ task: URLSessionTask) {
+    let delegate = self.delegate
+    switch event {
+    case .wroteData(_, let written, let total, let expected):
+      task.lock.withLock { values in
+        values.received = total
+        values.expectedToReceive = expected
+        values.state = .running
+      }
+      guard let download = task as? URLSessionDownloadTask, let delegate = delegate as? URLSessionDownloadDelegate
+      else { return }
+      if let offset = state.withLock({ $0.resumedAt.removeValue(forKey: task.taskIdentifier) }) {
+        delegate.urlSession(self, downloadTask: download, didResumeAtOffset: offset, expectedTotalBytes: expected)
+      }
+      delegate.urlSession(
+        self, downloadTask: download, didWriteData: written, totalBytesWritten: total,
+        totalBytesExpectedToWrite: expected)
+    case .sentBodyData(_, let sent, let total, let expected):
+      task.lock.withLock { values in
+        values.sent = total
+        values.expectedToSend = expected
+        values.state = .running
+      }
+      (delegate as? URLSessionTaskDelegate)?.urlSession(
+        self, task: task, didSendBodyData: sent, totalBytesSent: total, totalBytesExpectedToSend: expected)
+    case .finishedDownloading(_, let location):
+      guard let download = task as? URLSessionDownloadTask else { return }
+      (delegate as? URLSessionDownloadDelegate)?.urlSession(
+        self, downloadTask: download, didFinishDownloadingTo: URL(fileURLWithPath: location))
+    case .receivedData(_, let status, let body):
+      if let url = task.originalRequest?.url {
+        let response = HTTPURLResponse(url: url, statusCode: status, httpVersion: "HTTP/1.1", headerFields: nil)
+        task.lock.withLock { $0.response = response }
+      }
+      guard let dataTask = task as? URLSessionDataTask else { return }
+      (delegate as? URLSessionDataDelegate)?.urlSession(self, dataTask: dataTask, didReceive: body)
+    case .completed(_, let snapshot, let failure):
+      task.update(snapshot)
+      let error = failure.map { completionError($0, task) }
+      task.lock.withLock { values in
+        values.state = .completed
+        values.error = error
+      }
+      (delegate as? URLSessionTaskDelegate)?.urlSession(self, task: task, didCompleteWithError: error)
+    case .queuedEventsDelivered:
+      return
+    }
+  }
+
+  /// The `NSError` task completes with for `failure`: a resumable download carries its resume data.
+  private func completionError(_ failure: ProtFSError, _ task: URLSessionTask) -> NSError {
+    var resumeData: Data?
+    if let download = task as? URLSessionDownloadTask, URLErrorMapping.isResumable(failure) {
+      resumeData = download.resumeData.withLock { $0 }
+      if resumeData == nil, failure.code != .protectedDataUnavailable || true {
+        resumeData = (try? backend?.cancel(Int64(task.taskIdentifier), producingResumeData: true)) ?? nil
+      }
+    }
+    return URLErrorMapping.nsError(failure, url: task.originalRequest?.url, resumeData: resumeData)
+  }
+
+  /// Completes a task the service never had with `error` (on the delegate queue, in order).
+  func failLocally(_ task: URLSessionTask, _ error: ProtFSError) {
+    let first = task.lock.withLock { values in
+      defer { values.state = .completed }
+      return values.state != .completed
+    }
+    guard first else { return }
+    pipeline.async {
+      let failure = URLErrorMapping.nsError(error, url: task.originalRequest?.url)
+      task.lock.withLock { $0.error = failure }
+      self.onDelegateQueue {
+        (self.delegate as? URLSessionTaskDelegate)?.urlSession(self, task: task, didCompleteWithError: failure)
+      }
+    }
+  }
+}
+
+/// Which background sessions the app was woken for (`handleEventsForBackgroundURLSession`), and
+/// the live sessions by identifier, so that a wake reaches a session made before or after it.
+package enum BackgroundSessionEvents {
+  /// Weak references to live sessions, and the identifiers woken and not yet finished.
+  private struct Registry: Sendable {
+    var sessions: [String: WeakSession] = [:]
+    var woken: Set<String> = []
+  }
+  private struct WeakSession: @unchecked Sendable { weak var session: URLSession? }
+  private static let registry = Mutex(Registry())
+
+  /// The app was woken for session `identifier`'s events.
+  package static func wake(_ identifier: String) {
+    let live = registry.withLock { registry in
+      registry.woken.insert(identifier)
+      return registry.sessions[identifier]?.session
+    }
+    live?.wokenForEvents()
+  }
+
+  /// Whether the app was woken for `identifier` (and forgets it: `urlSessionDidFinishEvents` once).
+  static func takeWake(_ identifier: String) -> Bool {
+    registry.withLock { $0.woken.remove(identifier) != nil }
+  }
+
+  /// Records a live session.
+  static func register(_ session: URLSession) {
+    registry.withLock { $0.sessions[session.identifier] = WeakSession(session: session) }
+  }
+
+  /// Forgets an invalidated session.
+  static func unregister(_ session: URLSession) {
+    registry.withLock { registry in
+      if registry.sessions[session.identifier]?.session === session { registry.sessions[session.identifier] = nil }
+    }
+  }
+}

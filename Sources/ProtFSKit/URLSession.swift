@@ -1,0 +1,270 @@
+import Foundation
+import ProtFSSessions
+import ProtFSSystem
+import Synchronization
+
+/// A session, as Foundation's `URLSession`, whose transfers run in the device's session service
+/// (docs/semantics.md §9): they go on while the app is suspended or gone, and a session recreated
+/// with the same background identifier gets its tasks and the delegate calls queued meanwhile.
+///
+/// Delegate calls run on `delegateQueue`, one at a time and in order per task. A task's completion
+/// is acknowledged to the service once its delegate calls have returned (after
+/// `didCompleteWithError`), so each task completes to the app exactly once and a handed-over
+/// download file exists until then.
+open class URLSession: NSObject, @unchecked Sendable {
+  /// A copy of the configuration the session was made with.
+  public let configuration: URLSessionConfiguration
+  /// The delegate (held strongly until the session is invalidated, as Foundation does).
+  public var delegate: (any URLSessionDelegate)? { state.withLock { $0.delegate } }
+  /// The queue delegate calls and completion handlers run on.
+  public let delegateQueue: OperationQueue
+  /// The app's description of the session.
+  open var sessionDescription: String? {
+    get { state.withLock { $0.description } }
+    set { state.withLock { $0.description = newValue } }
+  }
+
+  /// The session's identifier in the service.
+  let identifier: String
+  /// The service's session; nil when it could not be opened (`openError`).
+  let backend: (any SessionBackend)?
+  /// Why the service could not be reached: every task fails with it when resumed.
+  let openError: ProtFSError?
+  /// Hands events to `delegateQueue` one at a time, in arrival order.
+  let pipeline = DispatchQueue(label: "ProtFSKit.URLSession")
+  let state: Mutex<SessionState>
+
+  /// What the session tracks; guarded by `state`.
+  struct SessionState: @unchecked Sendable {
+    var delegate: (any URLSessionDelegate)?
+    var description: String?
+    var tasks: [Int: URLSessionTask] = [:]
+    var completed: Set<Int> = []
+    var resumedAt: [Int: Int64] = [:]
+    var queuedDelivered = false
+    var invalidated = false
+    var nextLocalID = -1
+  }
+
+  /// A session with `configuration`, whose delegate calls run on `queue` (a new serial queue when nil).
+  public convenience init(
+    configuration: URLSessionConfiguration, delegate: (any URLSessionDelegate)?, delegateQueue queue: OperationQueue?
+  ) {
+    let identifier = configuration.identifier ?? "ProtFSKit.\(ProcessInfo.processInfo.processIdentifier).\(UUID())"
+    var backend: (any SessionBackend)?
+    var openError: ProtFSError?
+    do {
+      backend = try SessionServiceClient.open(configuration.sessionConfiguration(identifier: identifier))
+    } catch {
+      openError = error
+    }
+    self.init(
+      configuration: configuration, delegate: delegate, delegateQueue: queue, identifier: identifier, backend: backend,
+      openError: openError)
+  }
+
+  /// A session without a delegate.
+  public convenience init(configuration: URLSessionConfiguration) {
+    self.init(configuration: configuration, delegate: nil, delegateQueue: nil)
+  }
+
+  /// A session over `backend` (tests give a fake one).
+  package convenience init(
+    configuration: URLSessionConfiguration, delegate: (any URLSessionDelegate)?, delegateQueue queue: OperationQueue?,
+    backend: any SessionBackend
+  ) {
+    self.init(
+      configuration: configuration, delegate: delegate, delegateQueue: queue, identifier: backend.identifier,
+      backend: backend, openError: nil)
+  }
+
+  init(
+    configuration: URLSessionConfiguration, delegate: (any URLSessionDelegate)?, delegateQueue queue: OperationQueue?,
+    identifier: String, backend: (any SessionBackend)?, openError: ProtFSError?
+  ) {
+    self.configuration = configuration.copied()
+    if let queue {
+      delegateQueue = queue
+    } else {
+      delegateQueue = OperationQueue()
+      delegateQueue.maxConcurrentOperationCount = 1
+      delegateQueue.name = "URLSession " + identifier
+    }
+    self.identifier = identifier
+    self.backend = backend
+    self.openError = openError
+    state = Mutex(SessionState(delegate: delegate))
+    super.init()
+    guard let backend else { return }
+    for snapshot in (try? backend.tasks()) ?? [] { _ = task(for: snapshot) }
+    BackgroundSessionEvents.register(self)
+    do {
+      try backend.subscribe { [weak self] event in self?.receive(event) }
+    } catch {
+      FileHandle.standardError.write(Data("URLSession \(identifier): \(error.description)\n".utf8))
+    }
+  }
+
+  // MARK: Creating tasks
+
+  /// A download of `url`.
+  open func downloadTask(with url: URL) -> URLSessionDownloadTask {
+    downloadTask(with: URLRequest(url: url))
+  }
+
+  /// A download of `request`.
+  open func downloadTask(with request: URLRequest) -> URLSessionDownloadTask {
+    makeTask(request) { backend throws(ProtFSError) in
+      try backend.createDownloadTask(self.prepared(request), resumeData: nil)
+    } as! URLSessionDownloadTask
+  }
+
+  /// A download continuing where `cancel(byProducingResumeData:)` (or a failure's
+  /// `NSURLSessionDownloadTaskResumeData`) left off; `didResumeAtOffset` tells where.
+  open func downloadTask(withResumeData resumeData: Data) -> URLSessionDownloadTask {
+    let task =
+      makeTask(nil, kind: .download) { backend throws(ProtFSError) in
+        try backend.createDownloadTask(SessionRequest(url: URL(fileURLWithPath: "/")), resumeData: resumeData)
+      } as! URLSessionDownloadTask
+    state.withLock { $0.resumedAt[task.taskIdentifier] = task.countOfBytesReceived }
+    return task
+  }
+
+  /// An upload of the file at `fileURL` with `request`'s method (PUT or POST) and headers. The
+  /// file is read now under the lock rules and snapshotted, so the app may delete it afterwards.
+  open func uploadTask(with request: URLRequest, fromFile fileURL: URL) -> URLSessionUploadTask {
+    makeTask(request, kind: .upload) { backend throws(ProtFSError) in
+      try backend.createUploadTask(self.prepared(request), fromFile: fileURL.path)
+    } as! URLSessionUploadTask
+  }
+
+  /// Apple's message for a data upload in a background session.
+  static let dataUploadRefused = "Upload tasks from NSData are not supported in background sessions."
+
+  /// An upload of `bodyData`. A background session refuses it, as iOS does (which raises): here
+  /// the task fails as soon as it is resumed, with Apple's message, and the message is logged.
+  /// Another session writes the data to a temporary file and uploads that.
+  open func uploadTask(with request: URLRequest, from bodyData: Data) -> URLSessionUploadTask {
+    if configuration.isBackground {
+      FileHandle.standardError.write(Data("URLSession: \(Self.dataUploadRefused)\n".utf8))
+      return failedTask(request, .upload, ProtFSError(.invalidArgument, Self.dataUploadRefused))
+        as! URLSessionUploadTask
+    }
+    let file = URL(fileURLWithPath: NSTemporaryDirectory()).appendingPathComponent("protfskit-upload-\(UUID())")
+    do {
+      try bodyData.write(to: file)
+    } catch {
+      return failedTask(request, .upload, ProtFSError(.io, "Cannot keep the upload's body: \(error)."))
+        as! URLSessionUploadTask
+    }
+    return uploadTask(with: request, fromFile: file)
+  }
+
+  /// `request` with the configuration's timeout and additional headers.
+  func prepared(_ request: URLRequest) -> SessionRequest {
+    var request = request
+    for (name, value) in configuration.httpAdditionalHeaders ?? [:] {
+      if let name = name as? String, request.value(forHTTPHeaderField: name) == nil {
+        request.setValue("\(value)", forHTTPHeaderField: name)
+      }
+    }
+    return request.sessionRequest
+  }
+
+  /// A task the backend creates with `create`, or one that fails when resumed if it refuses.
+  func makeTask(
+    _ request: URLRequest?, kind: SessionTaskSnapshot.Kind = .download,
+    _ create: (any SessionBackend) throws(ProtFSError) -> SessionTaskSnapshot
+  ) -> URLSessionTask {
+    guard let backend else {
+      return failedTask(request, kind, openError ?? ProtFSError(.io, "The session service is unavailable."))
+    }
+    do {
+      return task(for: try create(backend))
+    } catch {
+      return failedTask(request, kind, error)
+    }
+  }
+
+  /// A task that never reached the service: resuming it completes it with `error`.
+  func failedTask(_ request: URLRequest?, _ kind: SessionTaskSnapshot.Kind, _ error: ProtFSError) -> URLSessionTask {
+    let id = state.withLock { state in
+      defer { state.nextLocalID -= 1 }
+      return state.nextLocalID
+    }
+    let fail: @Sendable (URLSessionTask) -> Void = { [weak self] task in self?.failLocally(task, error) }
+    return kind.makeTask(id: id, request: request, backend: nil, creationError: error, failNow: fail)
+  }
+
+  /// The task object for `snapshot`, made the first time it is seen.
+  func task(for snapshot: SessionTaskSnapshot) -> URLSessionTask {
+    let id = Int(snapshot.id)
+    let task = state.withLock { state in
+      if let existing = state.tasks[id] { return existing }
+      let made = snapshot.kind.makeTask(id: id, request: URLRequest(snapshot.request), backend: backend)
+      state.tasks[id] = made
+      return made
+    }
+    task.update(snapshot)
+    return task
+  }
+
+  // MARK: Listing and invalidating
+
+  /// The session's tasks not yet completed to the app, by kind, on the delegate queue.
+  open func getTasksWithCompletionHandler(
+    _ completionHandler:
+      @escaping @Sendable ([URLSessionDataTask], [URLSessionUploadTask], [URLSessionDownloadTask])
+      -> Void
+  ) {
+    let all = currentTasks()
+    delegateQueue.addOperation {
+      let uploads = all.compactMap { $0 as? URLSessionUploadTask }
+      completionHandler([], uploads, all.compactMap { $0 as? URLSessionDownloadTask })
+    }
+  }
+
+  /// Every task not yet completed to the app, on the delegate queue.
+  open func getAllTasks(completionHandler: @escaping @Sendable ([URLSessionTask]) -> Void) {
+    let all = currentTasks()
+    delegateQueue.addOperation { completionHandler(all) }
+  }
+
+  /// The service's list, as task objects (the same objects each time).
+  func currentTasks() -> [URLSessionTask] {
+    guard let backend, let snapshots = try? backend.tasks() else { return [] }
+    let done = state.withLock { $0.completed }
+    return snapshots.filter { !done.contains(Int($0.id)) }.map { task(for: $0) }
+  }
+
+  /// Cancels every task and invalidates the session: `didBecomeInvalidWithError(nil)` comes last.
+  open func invalidateAndCancel() { invalidate(cancelling: true) }
+
+  /// Invalidates the session; a background session's transfers go on in the service.
+  open func finishTasksAndInvalidate() { invalidate(cancelling: false) }
+
+  func invalidate(cancelling: Bool) {
+    let first = state.withLock { state in
+      defer { state.invalidated = true }
+      return !state.invalidated
+    }
+    guard first else { return }
+    BackgroundSessionEvents.unregister(self)
+    backend?.invalidate(cancelling: cancelling)
+    pipeline.async {
+      self.onDelegateQueue {
+        self.delegate?.urlSession(self, didBecomeInvalidWithError: nil)
+        self.state.withLock { $0.delegate = nil }
+      }
+    }
+  }
+
+  /// Runs `body` on the delegate queue and waits for it (from the pipeline only).
+  func onDelegateQueue(_ body: @escaping @Sendable () -> Void) {
+    if OperationQueue.current === delegateQueue {
+      body()
+    } else {
+      delegateQueue.addOperations([BlockOperation(block: body)], waitUntilFinished: true)
+    }
+  }
+}

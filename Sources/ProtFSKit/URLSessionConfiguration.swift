@@ -1,0 +1,79 @@
+import Foundation
+import ProtFSSessions
+
+/// A session's settings, as Foundation's `URLSessionConfiguration`. Every session's transfers run in
+/// the device's session service (docs/semantics.md §9); a background one keeps its identifier, so a
+/// relaunched app that recreates it gets its tasks and their queued delegate calls.
+open class URLSessionConfiguration: NSObject, @unchecked Sendable {
+  /// The background session's identifier; nil for `default` and `ephemeral`.
+  open private(set) var identifier: String?
+  /// Connections per host (6, as on iOS).
+  open var httpMaximumConnectionsPerHost = 6
+  /// The time an attempt may stay idle, seconds (60).
+  open var timeoutIntervalForRequest: TimeInterval = 60
+  /// The time a task may take in all, seconds (7 days).
+  open var timeoutIntervalForResource: TimeInterval = 7 * 24 * 3600
+  /// Whether the system may delay transfers (kept and shown, never delays here).
+  open var isDiscretionary = false
+  /// Whether finished tasks relaunch the app (true, as on iOS).
+  open var sessionSendsLaunchEvents = true
+  /// Whether tasks may use a cellular network (kept).
+  open var allowsCellularAccess = true
+  /// Whether tasks may use an expensive network (kept).
+  open var allowsExpensiveNetworkAccess = true
+  /// Whether tasks may use a constrained network (kept).
+  open var allowsConstrainedNetworkAccess = true
+  /// Whether tasks wait for connectivity (kept).
+  open var waitsForConnectivity = false
+  /// Headers added to every request that does not set them.
+  open var httpAdditionalHeaders: [AnyHashable: Any]?
+  /// The app group whose container a background session shares (kept).
+  open var sharedContainerIdentifier: String?
+
+  /// A configuration with Foundation's defaults.
+  public override init() {}
+
+  /// A copy, as Foundation's configurations are copied into their session.
+  func copied() -> URLSessionConfiguration {
+    let copy = URLSessionConfiguration()
+    copy.identifier = identifier
+    copy.httpMaximumConnectionsPerHost = httpMaximumConnectionsPerHost
+    copy.timeoutIntervalForRequest = timeoutIntervalForRequest
+    copy.timeoutIntervalForResource = timeoutIntervalForResource
+    copy.isDiscretionary = isDiscretionary
+    copy.sessionSendsLaunchEvents = sessionSendsLaunchEvents
+    copy.allowsCellularAccess = allowsCellularAccess
+    copy.allowsExpensiveNetworkAccess = allowsExpensiveNetworkAccess
+    copy.allowsConstrainedNetworkAccess = allowsConstrainedNetworkAccess
+    copy.waitsForConnectivity = waitsForConnectivity
+    copy.httpAdditionalHeaders = httpAdditionalHeaders
+    copy.sharedContainerIdentifier = sharedContainerIdentifier
+    return copy
+  }
+
+  /// The default configuration (its tasks still run in the service, under a session of their own).
+  open class var `default`: URLSessionConfiguration { URLSessionConfiguration() }
+  /// As `default`.
+  open class var ephemeral: URLSessionConfiguration { URLSessionConfiguration() }
+
+  /// A background configuration whose session is `identifier`.
+  open class func background(withIdentifier identifier: String) -> URLSessionConfiguration {
+    let configuration = URLSessionConfiguration()
+    configuration.identifier = identifier
+    return configuration
+  }
+
+  /// Whether this is a background configuration.
+  var isBackground: Bool { identifier != nil }
+
+  /// What the session service is told.
+  func sessionConfiguration(identifier: String) -> SessionConfiguration {
+    var result = SessionConfiguration(identifier: identifier)
+    result.connectionsPerHost = httpMaximumConnectionsPerHost
+    result.requestTimeout = timeoutIntervalForRequest
+    result.resourceTimeout = timeoutIntervalForResource
+    result.isDiscretionary = isDiscretionary
+    result.sendsLaunchEvents = isBackground && sessionSendsLaunchEvents
+    return result
+  }
+}

@@ -1,0 +1,77 @@
+import Foundation
+
+/// The session's own events, as Foundation's `URLSessionDelegate`. Every method but
+/// `didFinishDownloadingTo` has a default that does nothing (Objective-C optional methods).
+public protocol URLSessionDelegate: NSObjectProtocol {
+  /// The session was invalidated (`invalidateAndCancel`, `finishTasksAndInvalidate`).
+  func urlSession(_ session: URLSession, didBecomeInvalidWithError error: (any Error)?)
+  /// Every event queued for this background session was delivered, after the app was woken with
+  /// `handleEventsForBackgroundURLSession`: call the completion handler it was given.
+  func urlSessionDidFinishEvents(forBackgroundURLSession session: URLSession)
+}
+
+/// A task's events, as Foundation's `URLSessionTaskDelegate`.
+public protocol URLSessionTaskDelegate: URLSessionDelegate {
+  /// The task completed; `error` is an `NSError` in `NSURLErrorDomain`, nil on success.
+  func urlSession(_ session: URLSession, task: URLSessionTask, didCompleteWithError error: (any Error)?)
+  /// An upload's body bytes went out.
+  func urlSession(
+    _ session: URLSession, task: URLSessionTask, didSendBodyData bytesSent: Int64, totalBytesSent: Int64,
+    totalBytesExpectedToSend: Int64)
+}
+
+/// A download task's events, as Foundation's `URLSessionDownloadDelegate`.
+public protocol URLSessionDownloadDelegate: URLSessionTaskDelegate {
+  /// The file is complete at `location`, which exists only until this returns: move it.
+  func urlSession(_ session: URLSession, downloadTask: URLSessionDownloadTask, didFinishDownloadingTo location: URL)
+  /// Bytes arrived.
+  func urlSession(
+    _ session: URLSession, downloadTask: URLSessionDownloadTask, didWriteData bytesWritten: Int64,
+    totalBytesWritten: Int64, totalBytesExpectedToWrite: Int64)
+  /// A task made from resume data continues at `fileOffset`.
+  func urlSession(
+    _ session: URLSession, downloadTask: URLSessionDownloadTask, didResumeAtOffset fileOffset: Int64,
+    expectedTotalBytes: Int64)
+}
+
+/// A data or upload task's events, as Foundation's `URLSessionDataDelegate` (an upload task is a
+/// data task: its server's reply arrives here).
+public protocol URLSessionDataDelegate: URLSessionTaskDelegate {
+  /// Bytes of the response body arrived.
+  func urlSession(_ session: URLSession, dataTask: URLSessionDataTask, didReceive data: Data)
+}
+
+extension URLSessionDelegate {
+  /// Does nothing.
+  public func urlSession(_ session: URLSession, didBecomeInvalidWithError error: (any Error)?) {}
+  /// Does nothing.
+  public func urlSessionDidFinishEvents(forBackgroundURLSession session: URLSession) {}
+}
+
+extension URLSessionTaskDelegate {
+  /// Does nothing.
+  public func urlSession(_ session: URLSession, task: URLSessionTask, didCompleteWithError error: (any Error)?) {}
+  /// Does nothing.
+  public func urlSession(
+    _ session: URLSession, task: URLSessionTask, didSendBodyData bytesSent: Int64, totalBytesSent: Int64,
+    totalBytesExpectedToSend: Int64
+  ) {}
+}
+
+extension URLSessionDownloadDelegate {
+  /// Does nothing.
+  public func urlSession(
+    _ session: URLSession, downloadTask: URLSessionDownloadTask, didWriteData bytesWritten: Int64,
+    totalBytesWritten: Int64, totalBytesExpectedToWrite: Int64
+  ) {}
+  /// Does nothing.
+  public func urlSession(
+    _ session: URLSession, downloadTask: URLSessionDownloadTask, didResumeAtOffset fileOffset: Int64,
+    expectedTotalBytes: Int64
+  ) {}
+}
+
+extension URLSessionDataDelegate {
+  /// Does nothing.
+  public func urlSession(_ session: URLSession, dataTask: URLSessionDataTask, didReceive data: Data) {}
+}

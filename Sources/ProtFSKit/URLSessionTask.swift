@@ -1,0 +1,179 @@
+import Foundation
+import ProtFSSessions
+import ProtFSSystem
+import Synchronization
+
+/// A transfer of a session, as Foundation's `URLSessionTask`: created suspended, started by
+/// `resume()`. Its state and counts follow the session service's events.
+open class URLSessionTask: NSObject, @unchecked Sendable {
+  /// Where a task is in its life, as Foundation's.
+  public enum State: Int, Sendable {
+    /// Transferring (or waiting to).
+    case running = 0
+    /// Paused.
+    case suspended = 1
+    /// Cancelled, its completion not yet delivered.
+    case canceling = 2
+    /// Completed; `error` says how.
+    case completed = 3
+  }
+
+  /// What the session service knows of it; guarded by `lock`.
+  struct Values {
+    var state = State.suspended
+    var description: String?
+    var received: Int64 = 0
+    var expectedToReceive: Int64 = -1
+    var sent: Int64 = 0
+    var expectedToSend: Int64 = 0
+    var response: URLResponse?
+    var error: (any Error)?
+  }
+
+  /// The task's id in the session service, unique on the device.
+  public let taskIdentifier: Int
+  /// The request the task was created with.
+  public let originalRequest: URLRequest?
+  /// The request being carried out (the original one: redirects are followed by the service).
+  public var currentRequest: URLRequest? { originalRequest }
+  let lock = Mutex(Values())
+  /// The session's runner of this task; nil when it could not be created (`creationError`).
+  let backend: (any SessionBackend)?
+  /// Why the service refused the task: it completes with this as soon as it is resumed.
+  let creationError: ProtFSError?
+  /// Called with the task when it is resumed and its creation had failed.
+  let failNow: (@Sendable (URLSessionTask) -> Void)?
+
+  init(
+    id: Int, request: URLRequest?, backend: (any SessionBackend)?, creationError: ProtFSError? = nil,
+    failNow: (@Sendable (URLSessionTask) -> Void)? = nil
+  ) {
+    taskIdentifier = id
+    originalRequest = request
+    self.backend = backend
+    self.creationError = creationError
+    self.failNow = failNow
+  }
+
+  /// Running, suspended, canceling or completed.
+  public var state: State { lock.withLock { $0.state } }
+  /// The server's response, once one arrived.
+  public var response: URLResponse? { lock.withLock { $0.response } }
+  /// Why the task failed (an `NSError` in `NSURLErrorDomain`), nil while running or on success.
+  public var error: (any Error)? { lock.withLock { $0.error } }
+  /// Bytes of the body received.
+  public var countOfBytesReceived: Int64 { lock.withLock { $0.received } }
+  /// Bytes of the body expected, -1 (`NSURLSessionTransferSizeUnknown`) when unknown.
+  public var countOfBytesExpectedToReceive: Int64 { lock.withLock { $0.expectedToReceive } }
+  /// Bytes of the request body sent.
+  public var countOfBytesSent: Int64 { lock.withLock { $0.sent } }
+  /// Bytes of the request body to send.
+  public var countOfBytesExpectedToSend: Int64 { lock.withLock { $0.expectedToSend } }
+
+  /// The app's description of the task, kept by the service (a relaunched app sees it again).
+  public var taskDescription: String? {
+    get { lock.withLock { $0.description } }
+    set {
+      lock.withLock { $0.description = newValue }
+      try? backend?.setDescription(newValue, of: Int64(taskIdentifier))
+    }
+  }
+
+  /// Starts or continues the task.
+  open func resume() {
+    guard state != .completed, state != .canceling else { return }
+    guard let backend else {
+      failNow?(self)
+      return
+    }
+    if (try? backend.resume(Int64(taskIdentifier))) != nil { lock.withLock { $0.state = .running } }
+  }
+
+  /// Pauses the task.
+  open func suspend() {
+    guard state == .running, let backend else { return }
+    if (try? backend.suspend(Int64(taskIdentifier))) != nil { lock.withLock { $0.state = .suspended } }
+  }
+
+  /// Cancels the task: it completes with `NSURLErrorCancelled`.
+  open func cancel() {
+    guard state != .completed else { return }
+    lock.withLock { $0.state = .canceling }
+    guard let backend else {
+      failNow?(self)
+      return
+    }
+    _ = try? backend.cancel(Int64(taskIdentifier), producingResumeData: false)
+  }
+
+  /// Takes what the service reports of the task.
+  func update(_ snapshot: SessionTaskSnapshot) {
+    lock.withLock { values in
+      values.received = max(values.received, snapshot.bytesReceived)
+      if snapshot.bytesExpectedToReceive >= 0 { values.expectedToReceive = snapshot.bytesExpectedToReceive }
+      values.sent = max(values.sent, snapshot.bytesSent)
+      if snapshot.bytesExpectedToSend > 0 { values.expectedToSend = snapshot.bytesExpectedToSend }
+      if snapshot.request.taskDescription != nil { values.description = snapshot.request.taskDescription }
+      if snapshot.statusCode != 0, let url = snapshot.request.url as URL? {
+        values.response = HTTPURLResponse(
+          url: url, statusCode: snapshot.statusCode, httpVersion: nil, headerFields: nil)
+      }
+      if values.state != .completed {
+        values.state = State(serviceName: snapshot.state) ?? values.state
+      }
+    }
+  }
+}
+
+extension URLSessionTask.State {
+  /// The state the service names `name`.
+  init?(serviceName name: String) {
+    switch name {
+    case "running": self = .running
+    case "suspended": self = .suspended
+    case "canceling": self = .canceling
+    case "completed": self = .completed
+    default: return nil
+    }
+  }
+}
+
+extension SessionTaskSnapshot.Kind {
+  /// A task object of this kind.
+  func makeTask(
+    id: Int, request: URLRequest?, backend: (any SessionBackend)?, creationError: ProtFSError? = nil,
+    failNow: (@Sendable (URLSessionTask) -> Void)? = nil
+  ) -> URLSessionTask {
+    switch self {
+    case .download:
+      URLSessionDownloadTask(id: id, request: request, backend: backend, creationError: creationError, failNow: failNow)
+    case .upload:
+      URLSessionUploadTask(id: id, request: request, backend: backend, creationError: creationError, failNow: failNow)
+    }
+  }
+}
+
+/// A task whose response body is delivered to the app (`dataTask(_:didReceive:)`).
+open class URLSessionDataTask: URLSessionTask, @unchecked Sendable {}
+
+/// A task sending a file (a data task, as on iOS: the server's reply arrives as data).
+open class URLSessionUploadTask: URLSessionDataTask, @unchecked Sendable {}
+
+/// A task downloading to a file handed to `didFinishDownloadingTo`.
+open class URLSessionDownloadTask: URLSessionTask, @unchecked Sendable {
+  /// Resume data handed out by `cancel(byProducingResumeData:)`, attached to the cancellation's error.
+  let resumeData = Mutex<Data?>(nil)
+
+  /// Cancels the task and hands `completionHandler` the data `downloadTask(withResumeData:)`
+  /// continues from (nil when the download cannot be continued).
+  open func cancel(byProducingResumeData completionHandler: @escaping @Sendable (Data?) -> Void) {
+    guard state != .completed, let backend else {
+      completionHandler(nil)
+      return
+    }
+    lock.withLock { $0.state = .canceling }
+    let data = try? backend.cancel(Int64(taskIdentifier), producingResumeData: true)
+    resumeData.withLock { $0 = data ?? nil }
+    completionHandler(data ?? nil)
+  }
+}

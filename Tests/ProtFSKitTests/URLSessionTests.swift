@@ -1,0 +1,160 @@
+import Foundation
+import ProtFSKit
+import ProtFSSessions
+import ProtFSSystem
+import Testing
+
+/// ProtFSKit's URLSession over a fake backend: delegate calls, acknowledgements, errors.
+@Suite struct URLSessionTests {
+  let url = URL(string: "http://example.test/file.bin")!
+
+  func session(_ backend: FakeSessionBackend, _ delegate: RecordingDelegate, queue: OperationQueue? = nil) -> URLSession
+  {
+    URLSession(
+      configuration: .background(withIdentifier: backend.identifier), delegate: delegate, delegateQueue: queue,
+      backend: backend)
+  }
+
+  @Test func downloadDelegateOrderAndOneAcknowledgementAfterTheFinish() {
+    let backend = FakeSessionBackend()
+    let delegate = RecordingDelegate()
+    delegate.onFinish = { _ in #expect(backend.store.withLock { $0.acknowledged.isEmpty }) }
+    let session = session(backend, delegate)
+    let task = session.downloadTask(with: url)
+    task.taskDescription = "nightly"
+    task.resume()
+    #expect(task.state == .running)
+    #expect(task.originalRequest?.url == url)
+    let id = Int64(task.taskIdentifier)
+    backend.post(.wroteData(task: id, bytesWritten: 10, totalBytesWritten: 10, totalBytesExpectedToWrite: 20))
+    backend.post(.wroteData(task: id, bytesWritten: 10, totalBytesWritten: 20, totalBytesExpectedToWrite: 20))
+    backend.post(.finishedDownloading(task: id, location: "/tmp/CFNetworkDownload_1.tmp"))
+    backend.post(.completed(task: id, snapshot: backend.completedSnapshot(id), error: nil))
+    backend.post(.completed(task: id, snapshot: backend.completedSnapshot(id), error: nil))
+    let log = delegate.waitFor(4)
+    #expect(
+      log == [
+        "write \(id) 10/20", "write \(id) 20/20", "finish \(id) /tmp/CFNetworkDownload_1.tmp", "complete \(id) ok",
+      ])
+    session.getAllTasks { _ in delegate.signal.signal() }
+    _ = delegate.signal.wait(timeout: .now() + 10)
+    #expect(backend.store.withLock { $0.acknowledged } == [id])
+    #expect(task.state == .completed)
+    #expect(task.countOfBytesReceived == 20)
+    #expect(task.taskDescription == "nightly")
+  }
+
+  @Test func delegateCallsRunOnTheGivenQueue() {
+    let backend = FakeSessionBackend()
+    let delegate = RecordingDelegate()
+    let queue = OperationQueue()
+    queue.maxConcurrentOperationCount = 1
+    let session = session(backend, delegate, queue: queue)
+    #expect(session.delegateQueue === queue)
+    let task = session.downloadTask(with: url)
+    backend.post(.completed(task: Int64(task.taskIdentifier), snapshot: backend.completedSnapshot(1), error: nil))
+    _ = delegate.waitFor(1)
+    #expect(delegate.queues.withLock { $0 }.allSatisfy { $0 === queue })
+    let own = self.session(FakeSessionBackend(identifier: "other"), RecordingDelegate())
+    #expect(own.delegateQueue.maxConcurrentOperationCount == 1)
+  }
+
+  @Test func resumeDataRoundTrip() {
+    let backend = FakeSessionBackend()
+    let delegate = RecordingDelegate()
+    let session = session(backend, delegate)
+    let task = session.downloadTask(with: url)
+    task.resume()
+    let got = DispatchSemaphore(value: 0)
+    nonisolated(unsafe) var data: Data?
+    task.cancel(byProducingResumeData: {
+      data = $0; got.signal()
+    })
+    _ = got.wait(timeout: .now() + 10)
+    #expect(data == Data("\(url.absoluteString) 42".utf8))
+    let id = Int64(task.taskIdentifier)
+    backend.post(
+      .completed(task: id, snapshot: backend.completedSnapshot(id), error: ProtFSError(.cancelled, "Cancelled.")))
+    _ = delegate.waitFor(1)
+    let error = delegate.errors.withLock { $0[Int(id)] }
+    #expect(error?.domain == NSURLErrorDomain)
+    #expect(error?.code == NSURLErrorCancelled)
+    #expect(error?.userInfo[NSURLSessionDownloadTaskResumeData] as? Data == data)
+    let again = session.downloadTask(withResumeData: data!)
+    #expect(again.originalRequest?.url == url)
+    let next = Int64(again.taskIdentifier)
+    backend.post(.wroteData(task: next, bytesWritten: 8, totalBytesWritten: 50, totalBytesExpectedToWrite: 100))
+    #expect(Array(delegate.waitFor(3).suffix(2)) == ["resumeAt \(next) 42", "write \(next) 50/100"])
+  }
+
+  @Test func errorsAreNSURLErrorDomainWithUnderlyingPOSIX() {
+    let backend = FakeSessionBackend()
+    let delegate = RecordingDelegate()
+    let session = session(backend, delegate)
+    let file = URL(fileURLWithPath: "/device/Documents/report.locked")
+    var request = URLRequest(url: url)
+    request.httpMethod = "PUT"
+    let upload = session.uploadTask(with: request, fromFile: file)
+    upload.resume()
+    #expect(delegate.waitFor(1) == ["complete \(upload.taskIdentifier) \(NSURLErrorCannotCreateFile)"])
+    let error = delegate.errors.withLock { $0[upload.taskIdentifier] }
+    #expect(error?.domain == NSURLErrorDomain)
+    let underlying = error?.userInfo[NSUnderlyingErrorKey] as? NSError
+    #expect(underlying?.domain == NSPOSIXErrorDomain)
+    #expect(underlying?.code == Int(EPERM))
+    let task = session.downloadTask(with: url)
+    let id = Int64(task.taskIdentifier)
+    backend.post(
+      .completed(
+        task: id, snapshot: backend.completedSnapshot(id),
+        error: ProtFSError(.cancelled, "The user force-quit the app.")))
+    _ = delegate.waitFor(2)
+    let quit = delegate.errors.withLock { $0[Int(id)] }
+    #expect(quit?.code == NSURLErrorCancelled)
+    #expect(
+      quit?.userInfo[NSURLErrorBackgroundTaskCancelledReasonKey] as? Int
+        == NSURLErrorCancelledReasonUserForceQuitApplication)
+    #expect(quit?.userInfo[NSURLSessionDownloadTaskResumeData] as? Data != nil)
+  }
+
+  @Test func dataUploadInABackgroundSessionIsRefused() {
+    let backend = FakeSessionBackend()
+    let delegate = RecordingDelegate()
+    let session = session(backend, delegate)
+    var request = URLRequest(url: url)
+    request.httpMethod = "POST"
+    let task = session.uploadTask(with: request, from: Data("x".utf8))
+    task.resume()
+    _ = delegate.waitFor(1)
+    let error = delegate.errors.withLock { $0[task.taskIdentifier] }
+    #expect(error?.localizedDescription == "Upload tasks from NSData are not supported in background sessions.")
+    #expect(backend.store.withLock { $0.tasks.isEmpty })
+  }
+
+  @Test func recreatedSessionGetsTasksAndQueuedCallsThenFinishEvents() {
+    let backend = FakeSessionBackend(identifier: "fake.recreated")
+    let first = session(backend, RecordingDelegate())
+    let upload = first.uploadTask(with: URLRequest(url: url), fromFile: URL(fileURLWithPath: "/c/f"))
+    let id = Int64(upload.taskIdentifier)
+    first.finishTasksAndInvalidate()
+    backend.post(.sentBodyData(task: id, bytesSent: 5, totalBytesSent: 5, totalBytesExpectedToSend: 5))
+    backend.post(.receivedData(task: id, statusCode: 201, body: Data("{\"ok\":true}".utf8)))
+    backend.post(.completed(task: id, snapshot: backend.completedSnapshot(id), error: nil))
+    BackgroundSessionEvents.wake(backend.identifier)
+    let delegate = RecordingDelegate()
+    let again = session(backend, delegate)
+    let log = delegate.waitFor(4)
+    #expect(log == ["sent \(id) 5/5", "data \(id) {\"ok\":true}", "complete \(id) ok", "finishEvents"])
+    #expect(backend.store.withLock { $0.acknowledged } == [id])
+    _ = again
+  }
+
+  @Test func requestHeaders() {
+    var request = URLRequest(url: url)
+    request.setValue("a", forHTTPHeaderField: "X-One")
+    request.addValue("b", forHTTPHeaderField: "x-one")
+    #expect(request.value(forHTTPHeaderField: "X-ONE") == "a,b")
+    #expect(request.allHTTPHeaderFields == ["X-One": "a,b"])
+    #expect(request.httpMethod == "GET")
+  }
+}

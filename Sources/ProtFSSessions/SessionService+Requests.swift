@@ -107,7 +107,8 @@ extension SessionService {
       try acknowledge(id, session: session, peer: peer)
     case .eventsHandled:
       guard let session = request.session else { throw Self.missing("session") }
-      let bundle = try bundleOf(session)
+      // A session the store does not know has nothing queued: the answer needs nothing more.
+      guard let bundle = try? bundleOf(session) else { return reply }
       try authorize(peer, bundleID: bundle)
       for record in try store.pendingDeliveries(session: session) {
         try store.acknowledge(task: record.id, fileSystem: fileSystem)

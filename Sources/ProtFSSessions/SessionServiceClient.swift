@@ -221,10 +221,14 @@ public final class SessionServiceClient: SessionBackend, Sendable {
 
   /// The app acknowledged session `session`'s events (`protfs app events-handled`, the completion
   /// handler of `handleEventsForBackgroundURLSession`): the completions it was given are done.
+  /// Nothing to do when the service does not run.
   public static func eventsHandled(session: String, bundleID: String, socketName: String) throws(ProtFSError) {
     var request = SessionServiceRequest(.eventsHandled, session: session)
     request.bundleID = bundleID
-    _ = try SessionWire.call(request, socketName: socketName)
+    // No service, nothing it could have queued: the app's answer needs nothing more.
+    do {
+      _ = try SessionWire.call(request, socketName: socketName)
+    } catch  where error.errno == ENOENT {}
   }
 
   /// The user force-quit app `bundleID`: its transfers stop (resumable) and it is not relaunched

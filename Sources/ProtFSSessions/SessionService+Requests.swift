@@ -177,6 +177,7 @@ extension SessionService {
     download.requestTimeout = .milliseconds(Int64((configuration.requestTimeout * 1000).rounded()))
     download.resourceTimeout = .milliseconds(Int64((configuration.resourceTimeout * 1000).rounded()))
     download.resumesReattachedTasks = true
+    if settings.destinationDirectory == nil { try giveDownloadsToTheApp(bundle) }
     let json = String(decoding: (try? JSONEncoder().encode(settings)) ?? Data(), as: UTF8.self)
     try store.registerServiceSession(identifier: configuration.identifier, bundleID: bundleText, configuration: json)
     // Reported through a delegate: its calls come on a dispatch queue, never waiting for a
@@ -196,6 +197,20 @@ extension SessionService {
     // Completions settled before the events were read are in the store.
     flushDeliveries(configuration.identifier)
     return hosted
+  }
+
+  /// Gives the container's nsurlsessiond Downloads directory to the container's owner, so that the
+  /// app's user can move a handed-over file out of it (`didFinishDownloadingTo`), as on iOS. The
+  /// directory is held through a descriptor opened without following links.
+  private func giveDownloadsToTheApp(_ bundle: BundleID) throws(ProtFSError) {
+    guard geteuid() == 0 else { return }
+    let container = device.container(bundle)
+    let owner = try device.openDirectory(container.path).status()
+    let downloads = try device.openDirectory(container.downloadsPath)
+    let current = try downloads.status()
+    guard current.uid != owner.uid || current.gid != owner.gid else { return }
+    _ = try valueOrErrno(.chown) { fchown(downloads.fd, owner.uid, owner.gid) }.orThrow(
+      "give the app's user", path: downloads.path)
   }
 
   /// Cancels `task` producing resume data, waiting for it.

@@ -109,6 +109,8 @@ package enum AppLaunchCommand {
     let writeEnd = FileDescriptor(owning: pipeFDs[1])
     var environment = supervisor.environment
     environment[AppEnvironment.sessionsSocket] = sessionsSocket
+    // The app's FileManager (ProtFSKit) and helper commands find the device it was launched on.
+    environment["PROTFS_DEVICE"] = device.root
     let spawned = Result {
       try spawn(command, device: device, events: readEnd.rawValue, environment: environment)
     }

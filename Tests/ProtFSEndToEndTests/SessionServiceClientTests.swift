@@ -18,7 +18,7 @@ import Testing
     return try SessionServiceClient.open(configuration)
   }
 
-  @Test func handedOverFilesAreDeletedOnAcknowledgementUnlessMoved() throws {
+  @Test func handedOverFilesAreDeletedOnAcknowledgementUnlessMoved() async throws {
     let f = try SessionServiceFixture()
     try f.startInProcess()
     defer { f.stop() }
@@ -34,7 +34,8 @@ import Testing
       try client.resume(task.id)
       tasks.append(task.id)
     }
-    f.waitUntil { Set(log.completed) == Set(tasks) }
+    let created = tasks
+    await f.waitUntil { Set(log.completed) == Set(created) }
     let kept = try #require(log.location(of: tasks[0]), "\(log.events.withLock { $0 })")
     let dropped = try #require(log.location(of: tasks[1]))
     let moved = f.t.containerPath(app, "Documents/a.bin")
@@ -42,14 +43,14 @@ import Testing
     #expect(rename(kept, moved) == 0)
     try client.acknowledge(tasks[0])
     try client.acknowledge(tasks[1])
-    f.waitUntil { !FileManager.default.fileExists(atPath: dropped) }
+    await f.waitUntil { !FileManager.default.fileExists(atPath: dropped) }
     #expect(!FileManager.default.fileExists(atPath: dropped))
     #expect(FileManager.default.fileExists(atPath: moved))
     #expect(label != nil && f.t.rawClass(moved) == label)
     client.invalidate(cancelling: false)
   }
 
-  @Test func deliveriesSurviveARestartAndOneBatchLaunchesTheAppOnce() throws {
+  @Test func deliveriesSurviveARestartAndOneBatchLaunchesTheAppOnce() async throws {
     let f = try SessionServiceFixture()
     let launcher = CountingLauncher()
     try f.startInProcess(launcher: launcher)
@@ -63,7 +64,9 @@ import Testing
       tasks.append(try client.createDownloadTask(SessionRequest(url: url), resumeData: nil).id)
     }
     for id in tasks { try client.resume(id) }
-    try f.waitUntil { try f.tasks().allSatisfy { $0.state == .completed } && launcher.calls.withLock(\.count) > 0 }
+    await f.waitUntil {
+      ((try? f.tasks())?.allSatisfy { $0.state == .completed } ?? false) && launcher.calls.withLock(\.count) > 0
+    }
     let calls = launcher.calls.withLock { $0 }
     let records = try f.tasks()
     #expect(calls.count == 1, "\(records)")
@@ -73,13 +76,13 @@ import Testing
     let again = try open(f)
     let log = EventLog()
     try again.subscribe { log.add($0) }
-    f.waitUntil { log.events.withLock { $0.contains(.queuedEventsDelivered) } }
+    await f.waitUntil { log.events.withLock { $0.contains(.queuedEventsDelivered) } }
     #expect(Set(log.completed) == Set(tasks))
     #expect(tasks.allSatisfy { log.location(of: $0) != nil })
     again.invalidate(cancelling: false)
   }
 
-  @Test func forceQuitCancelsTransfersWithResumeDataAndDoesNotRelaunch() throws {
+  @Test func forceQuitCancelsTransfersWithResumeDataAndDoesNotRelaunch() async throws {
     let f = try SessionServiceFixture()
     let launcher = CountingLauncher()
     try f.startInProcess(launcher: launcher)
@@ -90,7 +93,7 @@ import Testing
     let client = try open(f)
     let task = try client.createDownloadTask(SessionRequest(url: server.url("big.bin")), resumeData: nil)
     try client.resume(task.id)
-    try f.waitUntil { (try f.tasks().first?.bytesReceived ?? 0) >= 300_000 }
+    await f.waitUntil { ((try? f.tasks())?.first?.bytesReceived ?? 0) >= 300_000 }
     try SessionServiceClient.forceQuit(bundleID: app, socketName: f.socketName)
     let record = try #require(try f.tasks().first)
     #expect(record.state == .failed)

@@ -50,7 +50,7 @@ final class SessionServiceFixture: @unchecked Sendable {
     }
     guard let pid = servicePID else { return }
     _ = try? Protfs.run(["--device", t.root, "sessions", "stop"])
-    waitUntil(timeout: 10) { !DownloadStore.processIsAlive(pid) }
+    waitUntilBlocking(timeout: 10) { !DownloadStore.processIsAlive(pid) }
     if DownloadStore.processIsAlive(pid) { kill(pid, SIGKILL) }
     #expect(!DownloadStore.processIsAlive(pid), "the session service \(pid) is still running")
   }
@@ -58,16 +58,31 @@ final class SessionServiceFixture: @unchecked Sendable {
   /// The task store's records.
   func tasks() throws -> [DownloadTaskRecord] { try DownloadStore(path: t.device.downloadStorePath).tasks() }
 
-  /// Waits (polling the condition, at most `timeout` seconds) until `condition` holds.
-  func waitUntil(timeout: Double = 30, _ condition: () throws -> Bool) rethrows {
+  /// Waits (polling the condition off the cooperative pool, at most `timeout` seconds) until
+  /// `condition` holds.
+  func waitUntil(timeout: Double = 30, _ condition: @escaping @Sendable () -> Bool) async {
+    _ = await offPool { () -> Bool in
+      let deadline = Date().addingTimeInterval(timeout)
+      while !condition(), Date() < deadline { usleep(10_000) }
+      return true
+    }
+  }
+
+  /// Polls `condition` on this thread (for a `defer`, which cannot wait asynchronously).
+  func waitUntilBlocking(timeout: Double, _ condition: () -> Bool) {
     let deadline = Date().addingTimeInterval(timeout)
-    while try !condition(), Date() < deadline { usleep(10_000) }
+    while !condition(), Date() < deadline { usleep(10_000) }
   }
 
   /// The container's nsurlsessiond Downloads directory.
   var downloads: String {
     t.containerPath(Self.app, "Library/Caches/com.apple.nsurlsessiond/Downloads/\(Self.app)")
   }
+}
+
+/// `protfs ARGS`, waited for off the cooperative pool (other tests' async work needs its threads).
+func runProtfs(_ arguments: [String]) async throws -> RunResult {
+  try await offPool { Result { try Protfs.run(arguments) } }.get()
 }
 
 /// A launcher that counts its calls.

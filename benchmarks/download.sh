@@ -39,6 +39,12 @@ if [ "${PROTFS_TOOL:-cli}" = cli ]; then
   PROTFS_SETUP=("$BIN/protfs" --device "$RUN/device" init com.example.bench)
   PROTFS=("$BIN/protfs" --device "$RUN/device" download --bundle com.example.bench --connections 8 --progress none ${PROTFS_FLAGS:-})
   PROTFS_OUT="$RUN/device/Containers/com.example.bench/Documents"
+elif [ "${PROTFS_TOOL:-cli}" = service ]; then
+  # Through the session service (benchmarks/sessions.sh): a fresh device and service per run,
+  # started untimed; the timed command hands the tasks over and waits until the service is done.
+  PROTFS_SETUP=(bash benchmarks/service-run.sh setup "$BIN/protfs" "$RUN/device")
+  PROTFS=(bash benchmarks/service-run.sh download "$BIN/protfs" "$RUN/device" --connections 8 ${PROTFS_FLAGS:-})
+  PROTFS_OUT="$RUN/device/Containers/com.example.bench/Documents"
 else
   PROTFS_SETUP=(true)
   PROTFS=("$BIN/protfs-fetch" --store "$RUN/store.sqlite" --temp "$RUN/tmp" --connections 8 ${PROTFS_FLAGS:-} --to "$RUN/out")

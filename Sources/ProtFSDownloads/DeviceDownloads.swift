@@ -150,7 +150,8 @@ public struct DeviceDownloadTasks: DownloadTaskDirectory {
       return AttachedTask(
         id: String(record.id), session: record.sessionIdentifier, state: record.state.rawValue, url: record.url,
         bytesReceived: record.bytesReceived, temporaryFileName: record.temporaryFileName,
-        isRunning: held ?? false, isResumable: record.state.isUnfinished)
+        // A handed-over file waiting for its app is kept like a resumable one.
+        isRunning: held ?? false, isResumable: record.state.isUnfinished || record.handedOverPath != nil)
     }
   }
 }

@@ -120,7 +120,7 @@ package final class DownloadFinisher: @unchecked Sendable {
         core.notifyFinishedDownloading(transfer.task) {
           URL(fileURLWithPath: transfer.temporaryPath, isDirectory: false)
         }
-        outcomes.append(place(transfer.task, transfer: transfer))
+        outcomes.append(finish(transfer))
         transfer.file.close()
       case .fail(let task, let error, let removal):
         // Without a file to delete, the temp file (if any) stays with the task for a later resume.
@@ -156,8 +156,10 @@ package final class DownloadFinisher: @unchecked Sendable {
     var event = explicit
     if event == nil, let error { event = .failed(taskID: task.id, error: error) }
     if event == nil, state == .suspended { event = .suspended(taskID: task.id) }
+    // The delegate hears of a task's completion once: waiting for unlock is not one.
     return Outcome(
-      record: record, waiters: waiters, task: task, event: event, error: error, notifyDelegate: state.isSettled)
+      record: record, waiters: waiters, task: task, event: event, error: error,
+      notifyDelegate: state == .completed || state == .failed)
   }
 
   /// Completes an upload whose server answered 2xx: the snapshot is removed, the answer (already

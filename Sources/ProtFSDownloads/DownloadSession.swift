@@ -113,7 +113,7 @@ public final class DownloadSession: Sendable {
     var unfinished: [Key: [(fileName: String?, task: DownloadTask)]] = [:]
     for task in allTasks {
       let r = task.record
-      guard r.state.isUnfinished && r.state != .waitingForUnlock, r.upload == nil else { continue }
+      guard r.state.isUnfinished && r.state != .waitingForUnlock && !r.handsOver, r.upload == nil else { continue }
       unfinished[Key(url: r.url, directory: r.destinationDirectory), default: []].append((r.fileName, task))
     }
     for (index, request) in requests.enumerated() {
@@ -123,9 +123,12 @@ public final class DownloadSession: Sendable {
         _ = try DownloadFileName.validate(name, source: "the request for '\(url)'")
       }
       let digest = try request.expectedSHA256.map(Self.normalizedDigest)
-      if let match = unfinished[Key(url: url, directory: directory)]?.first(where: {
-        request.fileName == nil || request.fileName == $0.fileName
-      }) {
+      // A handed-over task is the app's own: each request makes one.
+      if !request.handsOver,
+        let match = unfinished[Key(url: url, directory: directory)]?.first(where: {
+          request.fileName == nil || request.fileName == $0.fileName
+        })
+      {
         result[index] = match.task
         continue
       }
@@ -137,6 +140,7 @@ public final class DownloadSession: Sendable {
         createdAt: now, updatedAt: now)
       record.requestTimeout = Monotonic.seconds(configuration.requestTimeout)
       record.resourceTimeout = Monotonic.seconds(configuration.resourceTimeout)
+      record.handsOver = request.handsOver
       fresh.append((index, record, request))
     }
     let inserted = try core.store.insert(fresh.map(\.record), owner: core.owner)
@@ -150,8 +154,11 @@ public final class DownloadSession: Sendable {
   }
 
   /// A suspended task that continues the download `resumeData` describes (from
-  /// `cancel(byProducingResumeData:)`), with `Range` and `If-Range`.
-  public func downloadTask(withResumeData resumeData: Data) throws(ProtFSError) -> DownloadTask {
+  /// `cancel(byProducingResumeData:)`), with `Range` and `If-Range`; with `handsOver`, its
+  /// finished file is handed over rather than placed (see `DownloadRequest.handsOver`).
+  public func downloadTask(withResumeData resumeData: Data, handsOver: Bool = false) throws(ProtFSError)
+    -> DownloadTask
+  {
     try checkUsable()
     let data = try DownloadResumeData(data: resumeData)
     if let name = data.fileName { _ = try DownloadFileName.validate(name, source: "the resume data") }
@@ -166,10 +173,28 @@ public final class DownloadSession: Sendable {
       errorMessage: nil, errorNumber: nil, taskDescription: data.taskDescription, createdAt: now, updatedAt: now)
     record.requestTimeout = Monotonic.seconds(configuration.requestTimeout)
     record.resourceTimeout = Monotonic.seconds(configuration.resourceTimeout)
+    record.handsOver = handsOver
     let inserted = try core.store.insert([record], owner: core.owner)[0]
     let task = DownloadTask(record: inserted, url: data.url, fileNameIsExplicit: data.fileName != nil, core: core)
     core.tasks.withLock { $0[task.id] = task }
     return task
+  }
+
+  /// Takes the session's unfinished tasks that appeared in the store since this session opened
+  /// (recorded by another process, then released) and that no live session owns; returns them,
+  /// suspended. The session service adopts the tasks `download --detach` hands it this way.
+  public func adoptUnfinished() throws(ProtFSError) -> [DownloadTask] {
+    try checkUsable()
+    let claimed = try core.store.claimUnfinished(session: identifier, owner: core.owner)
+    var adopted: [DownloadTask] = []
+    for record in claimed where core.task(id: record.id) == nil {
+      let url = URL(string: record.url) ?? URL(fileURLWithPath: "/")
+      let task = DownloadTask(record: record, url: url, fileNameIsExplicit: record.fileName != nil, core: core)
+      if record.state == .running { task.runtime.withLock { $0.record.state = .suspended } }
+      core.tasks.withLock { $0[task.id] = task }
+      adopted.append(task)
+    }
+    return adopted
   }
 
   /// Moves the finished files of tasks waiting for unlock into place, where the access policy now

@@ -19,7 +19,7 @@ public protocol DownloadSessionDelegate: AnyObject, Sendable {
   /// An upload task's server answered with `data` (URLSession's `dataTask(_:didReceive:)`), before
   /// `didCompleteWithError`; the status is `task.responseStatus`.
   func downloadSession(_ session: DownloadSession, task: DownloadTask, didReceive data: Data)
-  /// `task` settled: completed (`error` nil), failed, or waiting for unlock (`error` nil, state tells).
+  /// `task` completed (`error` nil) or failed; called once per task (waiting for unlock is not a completion).
   func downloadSession(_ session: DownloadSession, task: DownloadTask, didCompleteWithError error: ProtFSError?)
 }
 

@@ -66,6 +66,7 @@ public final class DownloadStore: Sendable {
       if !known.contains("upload_json") { try db.query("ALTER TABLE tasks ADD COLUMN upload_json TEXT") }
       if !known.contains("response") { try db.query("ALTER TABLE tasks ADD COLUMN response BLOB") }
     }
+    try Self.migrateHandover(database)
   }
 
   // MARK: Sessions
@@ -100,16 +101,16 @@ public final class DownloadStore: Sendable {
 
   // MARK: Tasks
 
-  private static let columns = """
+  static let columns = """
     id, session, url, destination_dir, file_name, temp_dir, temp_name, state, bytes_received, \
     bytes_expected, etag, last_modified, sha256, error_text, error_errno, description, created_at, updated_at, \
-    request_timeout, resource_timeout, error_json, upload_json
+    request_timeout, resource_timeout, error_json, upload_json, hands_over, delivery
     """
 
   /// How many values `columns` selects; what a query adds after them starts here.
-  private static let columnCount = 22
+  private static let columnCount = 24
 
-  private static func record(_ row: [SQLiteValue]) -> DownloadTaskRecord {
+  static func record(_ row: [SQLiteValue]) -> DownloadTaskRecord {
     var record = DownloadTaskRecord(
       id: row[0].int64 ?? 0, sessionIdentifier: row[1].string ?? "", url: row[2].string ?? "",
       destinationDirectory: row[3].string ?? "", fileName: row[4].string, temporaryDirectory: row[5].string ?? "",
@@ -122,6 +123,8 @@ public final class DownloadStore: Sendable {
     record.resourceTimeout = row[19].double
     record.failure = row[20].string.flatMap { try? JSONDecoder().decode(ProtFSError.self, from: Data($0.utf8)) }
     record.upload = row[21].string.flatMap { try? JSONDecoder().decode(UploadDetails.self, from: Data($0.utf8)) }
+    record.handsOver = (row[22].int64 ?? 0) != 0
+    record.delivery = row[23].string.flatMap(DownloadDelivery.init(rawValue:))
     return record
   }
 
@@ -162,6 +165,9 @@ public final class DownloadStore: Sendable {
             Self.failureJSON(r), Self.uploadJSON(r),
           ])
         result[index].id = db.lastInsertRowID
+        if r.handsOver {
+          try db.query("UPDATE tasks SET hands_over = 1 WHERE id = ?", [.integer(result[index].id)])
+        }
       }
       return result
     }
@@ -230,6 +236,7 @@ public final class DownloadStore: Sendable {
             "UPDATE tasks SET upload_json = ?, response = ? WHERE id = ?",
             [Self.uploadJSON(r), r.responseBody.map { .blob($0) } ?? .null, .integer(r.id)])
         }
+        if r.handsOver { try Self.queueDelivery(r, in: db) }
       }
     }
   }

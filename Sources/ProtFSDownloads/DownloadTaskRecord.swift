@@ -56,13 +56,23 @@ public struct DownloadTaskRecord: Sendable, Equatable, Codable {
 
   /// Whether the task downloads or uploads.
   public var kind: TaskKind { upload == nil ? .download : .upload }
+  /// Whether the finished file is handed over (kept at its temp name for the app) instead of placed.
+  public var handsOver: Bool = false
+  /// The delivery of a handed-over task's completion to its app (nil before it settles).
+  public var delivery: DownloadDelivery?
 
   /// The fields a task's JSON form (`protfs tasks --json`) shows: all but `failure`, whose text is
   /// `errorMessage` already, and `responseBody`.
   private enum CodingKeys: String, CodingKey {
     case id, sessionIdentifier, url, destinationDirectory, fileName, temporaryDirectory, temporaryFileName, state
     case bytesReceived, bytesExpected, entityTag, lastModified, expectedSHA256, errorMessage, errorNumber
-    case taskDescription, createdAt, updatedAt, requestTimeout, resourceTimeout, upload
+    case taskDescription, createdAt, updatedAt, requestTimeout, resourceTimeout, upload, delivery
+  }
+
+  /// The handed-over temp file's absolute path, while it is kept for the app.
+  public var handedOverPath: String? {
+    guard handsOver, state == .completed, let name = temporaryFileName else { return nil }
+    return temporaryDirectory.hasSuffix("/") ? temporaryDirectory + name : temporaryDirectory + "/" + name
   }
 
   /// The destination file's absolute path, once the file name is known.
@@ -96,4 +106,12 @@ public struct DownloadTaskRecord: Sendable, Equatable, Codable {
     self.createdAt = createdAt
     self.updatedAt = updatedAt
   }
+}
+
+/// Where a handed-over task's completion is on its way to the app.
+public enum DownloadDelivery: String, Sendable, Equatable, Codable {
+  /// Settled; the app has not acknowledged it yet (queued for the next subscriber).
+  case pending
+  /// The app acknowledged it; it is never delivered again.
+  case delivered
 }

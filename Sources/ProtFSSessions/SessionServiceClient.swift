@@ -1,6 +1,8 @@
 import Foundation
 import ProtFS
+import ProtFSApp
 import ProtFSSystem
+import Synchronization
 
 /// How an app opens a background session: what `URLSessionConfiguration.background(withIdentifier:)`
 /// carries to the session service.
@@ -31,43 +33,235 @@ public struct SessionConfiguration: Sendable, Equatable, Codable {
 
 /// The session service's client: a `SessionBackend` whose transfers run in the service.
 ///
-/// STUB: the service's author replaces this body; ProtFSKit codes against the signatures only.
+/// Every request is one connection, except the subscription, which stays open and carries the
+/// acknowledgements back.
 public final class SessionServiceClient: SessionBackend, Sendable {
   /// The session's identifier.
   public let identifier: String
+  /// The service's socket.
+  public let socketName: String
+  private let subscription = Mutex<FileDescriptor?>(nil)
 
-  private init(identifier: String) { self.identifier = identifier }
-
-  /// Connects to the service and opens the session `configuration.identifier`.
-  public static func open(_ configuration: SessionConfiguration) throws(ProtFSError) -> SessionServiceClient {
-    throw ProtFSError(.invalidArgument, "The session service is not built yet.")
+  private init(identifier: String, socketName: String) {
+    self.identifier = identifier
+    self.socketName = socketName
   }
 
+  /// The environment variable naming the service's socket inside apps.
+  public static let socketEnvironment = AppEnvironment.sessionsSocket
+
+  /// Connects to the service and opens the session `configuration.identifier`.
+  ///
+  /// The socket is `configuration.socketName`, else `PROTFS_SESSIONS_SOCKET`. When nothing listens
+  /// there and this process runs inside an app (`PROTFS_APP_SOCKET`), the app's supervisor is asked
+  /// to start the service; a root caller starts it with the CLI's `SessionServiceStarter` first.
+  public static func open(_ configuration: SessionConfiguration) throws(ProtFSError) -> SessionServiceClient {
+    let environment = ProcessInfo.processInfo.environment
+    guard let socketName = configuration.socketName ?? environment[socketEnvironment] else {
+      throw ProtFSError(
+        .notFound, "No session service is known to this process (\(socketEnvironment) is not set).",
+        remedy: .advice("run the app with `protfs app launch`, or give the configuration its socketName"))
+    }
+    var request = SessionServiceRequest(.openSession, session: configuration.identifier)
+    var configuration = configuration
+    if configuration.bundleID == nil { configuration.bundleID = environment[AppEnvironment.bundle] }
+    request.configuration = configuration
+    do {
+      _ = try SessionWire.call(request, socketName: socketName)
+    } catch  where error.errno == ENOENT {
+      guard let supervisor = environment[AppEnvironment.socket] else { throw notRunning(socketName) }
+      try askSupervisorToStart(supervisor: supervisor, socketName: socketName)
+      _ = try SessionWire.call(request, socketName: socketName)
+    }
+    return SessionServiceClient(identifier: configuration.identifier, socketName: socketName)
+  }
+
+  /// A client of the existing session `identifier` at `socketName`, without opening it (the
+  /// service checks the session and the caller at each request): `protfs tasks events`.
+  public static func attach(identifier: String, socketName: String) -> SessionServiceClient {
+    SessionServiceClient(identifier: identifier, socketName: socketName)
+  }
+
+  /// The error for a service that does not run.
+  static func notRunning(_ socketName: String) -> ProtFSError {
+    ProtFSError(
+      .notFound, "The session service at '@\(socketName)' does not run.", path: "@" + socketName, errno: ENOENT,
+      remedy: .advice("start it with `protfs sessions start`"))
+  }
+
+  /// Asks the app's supervisor to start the service, then waits (up to 10 s) until it answers.
+  private static func askSupervisorToStart(supervisor: String, socketName: String) throws(ProtFSError) {
+    let name = supervisor.hasPrefix("@") ? String(supervisor.dropFirst()) : supervisor
+    let reply = try AppClient.send(AppRequest(.startSessionService), to: name)
+    if let refusal = reply.error {
+      throw ProtFSError(
+        .io, "The app's supervisor did not start the session service: \(refusal)", path: "@" + socketName,
+        remedy: .advice("check `protfs sessions`; `protfs sessions start` as root starts it"))
+    }
+    try waitUntilListening(socketName, timeout: 10)
+  }
+
+  /// Waits until the service at `socketName` answers a ping, polling with a growing pause (an
+  /// abstract socket gives no signal of its binding), for at most `timeout` seconds.
+  public static func waitUntilListening(_ socketName: String, timeout: Double) throws(ProtFSError) {
+    let deadline = Date().addingTimeInterval(timeout)
+    var pause = 0.005
+    while true {
+      if (try? SessionWire.call(SessionServiceRequest(.ping), socketName: socketName)) != nil { return }
+      guard Date() < deadline else { throw notRunning(socketName) }
+      Thread.sleep(forTimeInterval: pause)
+      pause = min(pause * 2, 0.2)
+    }
+  }
+
+  /// The pid of the service at `socketName`, nil when none answers.
+  public static func ping(socketName: String) -> Int32? {
+    (try? SessionWire.call(SessionServiceRequest(.ping), socketName: socketName))?.pid
+  }
+
+  private func call(
+    _ kind: SessionServiceRequest.Kind, task: Int64? = nil, _ fill: (inout SessionServiceRequest) -> Void = { _ in }
+  )
+    throws(ProtFSError) -> SessionServiceReply
+  {
+    var request = SessionServiceRequest(kind, session: identifier, task: task)
+    fill(&request)
+    return try SessionWire.call(request, socketName: socketName)
+  }
+
+  /// A suspended handed-over download task.
   public func createDownloadTask(_ request: SessionRequest, resumeData: Data?) throws(ProtFSError)
     -> SessionTaskSnapshot
-  { throw ProtFSError(.invalidArgument, "stub") }
+  {
+    let reply = try call(.createDownloadTask) {
+      $0.request = request
+      $0.resumeData = resumeData
+    }
+    guard let snapshot = reply.snapshot else { throw ProtFSError(.io, "The session service sent no task.") }
+    return snapshot
+  }
+
+  /// Upload tasks do not go through the service yet.
   public func createUploadTask(_ request: SessionRequest, fromFile path: String) throws(ProtFSError)
     -> SessionTaskSnapshot
-  { throw ProtFSError(.invalidArgument, "stub") }
-  public func resume(_ id: Int64) throws(ProtFSError) {}
-  public func suspend(_ id: Int64) throws(ProtFSError) {}
-  public func cancel(_ id: Int64, producingResumeData: Bool) throws(ProtFSError) -> Data? { nil }
-  public func setDescription(_ description: String?, of id: Int64) throws(ProtFSError) {}
-  public func tasks() throws(ProtFSError) -> [SessionTaskSnapshot] { [] }
-  public func subscribe(_ handler: @escaping @Sendable (SessionEvent) -> Void) throws(ProtFSError) {}
-  public func acknowledge(_ id: Int64) throws(ProtFSError) {}
-  public func invalidate(cancelling: Bool) {}
+  {
+    throw ProtFSError(
+      .invalidArgument, "Upload tasks do not run in the session service yet.",
+      remedy: .advice("use an in-process session for uploads"))
+  }
 
-  /// The name of the abstract socket the service of `device` listens on.
-  public static func socketName(device: Device) -> String { "protfs-sessions-stub" }
+  /// Starts or continues task `id`.
+  public func resume(_ id: Int64) throws(ProtFSError) { _ = try call(.resume, task: id) }
+  /// Pauses task `id`.
+  public func suspend(_ id: Int64) throws(ProtFSError) { _ = try call(.suspend, task: id) }
+  /// Cancels task `id`, producing resume data when asked.
+  public func cancel(_ id: Int64, producingResumeData: Bool) throws(ProtFSError) -> Data? {
+    try call(.cancel, task: id) { $0.producingResumeData = producingResumeData }.resumeData
+  }
+  /// Sets task `id`'s description.
+  public func setDescription(_ description: String?, of id: Int64) throws(ProtFSError) {
+    _ = try call(.setDescription, task: id) { $0.text = description }
+  }
+  /// The session's tasks not yet completed to the app.
+  public func tasks() throws(ProtFSError) -> [SessionTaskSnapshot] { try call(.tasks).snapshots ?? [] }
+
+  /// Streams the session's events to `handler` on a thread of its own, queued completions first.
+  public func subscribe(_ handler: @escaping @Sendable (SessionEvent) -> Void) throws(ProtFSError) {
+    let connection = try ControlSocket.connect(socketName)
+    do {
+      _ = try SessionWire.exchange(
+        SessionServiceRequest(.subscribe, session: identifier), on: connection, socketName: socketName)
+    } catch {
+      connection.close()
+      throw error
+    }
+    let previous = subscription.withLock { current -> FileDescriptor? in
+      defer { current = connection }
+      return current
+    }
+    if let previous { ControlSocket.shutDown(previous) }
+    let thread = Thread {
+      while let event = SessionWire.receive(SessionEvent.self, on: connection) { handler(event) }
+    }
+    thread.name = "protfs.sessions.subscription"
+    thread.start()
+  }
+
+  /// Task `id`'s completion is done with (on the subscription when there is one).
+  public func acknowledge(_ id: Int64) throws(ProtFSError) {
+    let sent = subscription.withLock { connection -> Bool in
+      guard let connection else { return false }
+      return SessionWire.send(SessionServiceRequest(.acknowledge, session: identifier, task: id), on: connection)
+    }
+    if !sent { _ = try call(.acknowledge, task: id) }
+  }
+
+  /// Ends the subscription; with `cancelling`, cancels the session's unfinished tasks first.
+  public func invalidate(cancelling: Bool) {
+    if cancelling, let tasks = try? tasks() {
+      for task in tasks where task.state != "completed" { _ = try? cancel(task.id, producingResumeData: false) }
+    }
+    let connection = subscription.withLock { current -> FileDescriptor? in
+      defer { current = nil }
+      return current
+    }
+    if let connection { ControlSocket.shutDown(connection) }
+  }
+
+  /// The name of the abstract socket the service of `device` listens on: a hash of its root, so
+  /// that any path length fits and two devices never share a name.
+  public static func socketName(device: Device) -> String {
+    var hash: UInt64 = 0xcbf2_9ce4_8422_2325
+    for byte in Array(device.canonicalRoot.utf8) {
+      hash ^= UInt64(byte)
+      hash = hash &* 0x100_0000_01b3
+    }
+    return "protfs-sessions." + String(hash, radix: 16)
+  }
 
   /// The app acknowledged session `session`'s events (`protfs app events-handled`, the completion
   /// handler of `handleEventsForBackgroundURLSession`): the completions it was given are done.
-  public static func eventsHandled(session: String, bundleID: String, socketName: String) throws(ProtFSError) {}
+  /// Nothing to do when the service does not run.
+  public static func eventsHandled(session: String, bundleID: String, socketName: String) throws(ProtFSError) {
+    var request = SessionServiceRequest(.eventsHandled, session: session)
+    request.bundleID = bundleID
+    // No service, nothing it could have queued: the app's answer needs nothing more.
+    do {
+      _ = try SessionWire.call(request, socketName: socketName)
+    } catch  where error.errno == ENOENT {}
+  }
 
   /// The user force-quit app `bundleID`: its transfers stop (resumable) and it is not relaunched
-  /// until its next launch.
-  public static func forceQuit(bundleID: String, socketName: String) throws(ProtFSError) {}
+  /// until its next launch. Nothing to do when the service does not run.
+  public static func forceQuit(bundleID: String, socketName: String) throws(ProtFSError) {
+    var request = SessionServiceRequest(.forceQuit)
+    request.bundleID = bundleID
+    do {
+      _ = try SessionWire.call(request, socketName: socketName)
+    } catch  where error.errno == ENOENT {}
+  }
+
+  /// Asks the service at `socketName` to adopt the tasks another process recorded for session
+  /// `configuration.identifier` (`download --detach`) and to resume `tasks`.
+  public static func adopt(
+    _ configuration: SessionConfiguration, destinationDirectory: String?, resuming tasks: [Int64], socketName: String
+  ) throws(ProtFSError) {
+    var request = SessionServiceRequest(.adopt, session: configuration.identifier)
+    request.configuration = configuration
+    request.destinationDirectory = destinationDirectory
+    request.tasks = tasks
+    _ = try SessionWire.call(request, socketName: socketName)
+  }
+
+  /// Asks the service at `socketName` to end.
+  public static func stop(socketName: String) throws(ProtFSError) {
+    _ = try SessionWire.call(SessionServiceRequest(.stop), socketName: socketName)
+  }
+
+  /// Asks the service at `socketName` to place finished downloads that waited for unlock.
+  public static func wake(socketName: String) throws(ProtFSError) {
+    _ = try SessionWire.call(SessionServiceRequest(.wake), socketName: socketName)
+  }
 }
 
 /// Tells the app a session's events wait (docs/semantics.md §9), for the service: ProtFSCLI

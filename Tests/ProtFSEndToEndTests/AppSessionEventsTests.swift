@@ -2,6 +2,7 @@ import Foundation
 import ProtFS
 import ProtFSApp
 import ProtFSCLI
+import ProtFSDownloads
 import ProtFSSessions
 import ProtFSSystem
 import ProtFSTestSupport
@@ -84,9 +85,17 @@ import Testing
     #expect(events?.0.contains("cannot ask for sessionEvents") == true, "\(app.output)")
     let unknown = await app.line(containing: "unknown:")
     #expect(unknown?.0.contains("No handleEventsForBackgroundURLSession for the session 'nobody'") == true)
-    // Its own request, refused by the hook until the session service's starter is merged.
+    // Its own request starts the device's session service (as root, detached); stopped below.
     let start = await app.line(containing: "start:")
-    #expect(start?.0.contains("not available yet") == true, "\(app.output)")
+    defer {
+      let socket = SessionServiceClient.socketName(device: d.t.device)
+      if let pid = SessionServiceClient.ping(socketName: socket) {
+        _ = try? d.protfs(["sessions", "stop"])
+        #expect(!DownloadStore.processIsAlive(pid), "the session service \(pid) is still running")
+      }
+    }
+    #expect(start?.0 == #"start: {"value":null,"error":null}"# || start?.0 == #"start: {}"#, "\(app.output)")
+    #expect(SessionServiceClient.ping(socketName: SessionServiceClient.socketName(device: d.t.device)) != nil)
     try Self.launcher(d).deliverEvents(of: "s2", to: AppDevice.bundle)
     let handled = await app.line(containing: "handled:")
     #expect(handled?.0 == #"handled: {"value":null,"error":null}"# || handled?.0 == #"handled: {}"#, "\(app.output)")

@@ -89,9 +89,15 @@ package enum AppLaunchCommand {
     supervisor.onEventsHandled = { (session: String) throws(ProtFSError) in
       try SessionServiceClient.eventsHandled(session: session, bundleID: bundleID.rawValue, socketName: sessionsSocket)
     }
-    // Until the session service's starter is merged: an app cannot start the service yet.
+    // The app's session asks for the service: started here, as root, detached.
     supervisor.onStartSessionService = { () throws(ProtFSError) in
-      throw ProtFSError(.notFound, "The session service cannot be started from an app: not available yet.")
+      do {
+        try SessionServiceStarter.ensureRunning(device)
+      } catch let error as ProtFSError {
+        throw error
+      } catch {
+        throw ProtFSError(.io, "The session service did not start: \(error).")
+      }
     }
     // An app that closes its event descriptor must not kill its supervisor: the next event's write
     // fails with EPIPE (and is dropped) instead of raising SIGPIPE here.
@@ -103,6 +109,8 @@ package enum AppLaunchCommand {
     let writeEnd = FileDescriptor(owning: pipeFDs[1])
     var environment = supervisor.environment
     environment[AppEnvironment.sessionsSocket] = sessionsSocket
+    // The app's FileManager (ProtFSKit) and helper commands find the device it was launched on.
+    environment["PROTFS_DEVICE"] = device.root
     let spawned = Result {
       try spawn(command, device: device, events: readEnd.rawValue, environment: environment)
     }

@@ -28,6 +28,7 @@ package enum Commands {
       DownloadCommand.command,
       UploadCommand.command,
       TasksCommand.command,
+      SessionsCommand.command,
       CacheCommand.command,
       StoragePressureCommand.command,
       AuditCommand.command,

@@ -25,13 +25,16 @@ package enum DownloadCommand {
       <device>/.protfs/downloads.sqlite: running the same download again resumes it. Two URLs of
       one name in one run make two files: the second is saved as 'name (1).ext', with a note.
 
-      Exit status: 0 every task completed; 1 a task failed; 75 a task waits for unlock;
+      With --detach the tasks go to the device's session service (started if needed) and the
+      command prints one task id per line and returns at once; `protfs tasks` follows them.
+
+      Exit status: 0 every task completed (with --detach: handed over); 1 a task failed; 75 a task waits for unlock;
       64 a usage error.
       """,
     arguments: [urls],
     options: [
       inputFile, bundle, session, destination, sha256, description, connections, progress, requestTimeout,
-      resourceTimeout, sync,
+      resourceTimeout, sync, detach,
     ],
     run: run
   )
@@ -141,6 +144,10 @@ package enum DownloadCommand {
     var first: [DownloadRequest]? = nextRequests(firstChunk)
     guard first?.isEmpty == false else { return exitFailed }
 
+    if invocation.flag(Self.detach) {
+      let status = try detach(invocation, configuration: configuration, first: first ?? []) { nextRequests(chunk) }
+      return failed ? exitFailed : status
+    }
     let session = try DownloadSession(configuration: configuration)
     defer { session.invalidate() }
     // Running the same download again picks up its unfinished task instead of starting over. Tasks

@@ -15,7 +15,7 @@ package enum TasksCommand {
       tasks, each with its "kind".
       """,
     options: [session, CommonOptions.json],
-    subcommands: [resume, suspend, cancel],
+    subcommands: [resume, suspend, cancel, TasksEventsCommand.command],
     run: list
   )
 

@@ -1,0 +1,107 @@
+import Foundation
+import ProtFSSystem
+
+/// Handed-over tasks and their deliveries, and the sessions the session service owns
+/// (docs/semantics.md §9): columns added to a store made before them, in a block of their own.
+extension DownloadStore {
+  /// Adds the handover and service columns to a store made before them.
+  static func migrateHandover(_ database: SQLiteDatabase) throws(ProtFSError) {
+    try database.transaction { db throws(ProtFSError) in
+      let tasks = Set(try db.query("PRAGMA table_info(tasks)").compactMap { $0[1].string })
+      if !tasks.contains("hands_over") {
+        try db.query("ALTER TABLE tasks ADD COLUMN hands_over INTEGER NOT NULL DEFAULT 0")
+      }
+      if !tasks.contains("delivery") { try db.query("ALTER TABLE tasks ADD COLUMN delivery TEXT") }
+      let sessions = Set(try db.query("PRAGMA table_info(sessions)").compactMap { $0[1].string })
+      if !sessions.contains("service_configuration") {
+        try db.query("ALTER TABLE sessions ADD COLUMN service_configuration TEXT")
+      }
+      if !sessions.contains("relaunch_error") { try db.query("ALTER TABLE sessions ADD COLUMN relaunch_error TEXT") }
+    }
+  }
+
+  /// Queues the delivery of a handed-over task that settled (completed or failed); a task that
+  /// runs again (resumed after a failure) has nothing to deliver until it settles again.
+  static func queueDelivery(_ r: DownloadTaskRecord, in db: SQLiteDatabase.Connection) throws(ProtFSError) {
+    if r.state == .completed || r.state == .failed {
+      try db.query(
+        "UPDATE tasks SET delivery = 'pending' WHERE id = ? AND delivery IS NULL", [.integer(r.id)])
+    } else {
+      try db.query("UPDATE tasks SET delivery = NULL WHERE id = ? AND delivery = 'pending'", [.integer(r.id)])
+    }
+  }
+
+  /// The handed-over tasks of `session` whose completion the app has not acknowledged, oldest first.
+  public func pendingDeliveries(session: String) throws(ProtFSError) -> [DownloadTaskRecord] {
+    try tasks(session: session).filter { $0.handsOver && $0.delivery == .pending }
+  }
+
+  /// The app is done with task `id`'s completion: it is marked delivered (never sent again) and a
+  /// handed-over temp file still at its name is deleted, through its directory's descriptor
+  /// (`unlinkat` removes the name itself, never what a link points to). A file the app moved away
+  /// stays where it put it. Returns the task as it was.
+  @discardableResult
+  public func acknowledge(
+    task id: Int64, fileSystem: any DownloadFileSystem = PlainDownloadFileSystem()
+  ) throws(ProtFSError) -> DownloadTaskRecord {
+    let record = try database.transaction { db throws(ProtFSError) -> DownloadTaskRecord in
+      guard let record = try taskLocked(id, db) else {
+        throw ProtFSError(
+          .notFound, "There is no download task \(id) in the task store '\(path)'.", path: path, remedy: .listTasks)
+      }
+      try db.query(
+        "UPDATE tasks SET delivery = 'delivered', temp_name = CASE WHEN state = 'completed' THEN NULL ELSE temp_name END WHERE id = ?",
+        [.integer(id)])
+      return record
+    }
+    if record.handsOver, record.state == .completed, let name = record.temporaryFileName,
+      let directory = try? fileSystem.openDirectory(record.temporaryDirectory, creating: false)
+    {
+      directory.removeFile(name, ifStill: nil)
+    }
+    return record
+  }
+
+  private func taskLocked(_ id: Int64, _ db: SQLiteDatabase.Connection) throws(ProtFSError) -> DownloadTaskRecord? {
+    try db.query("SELECT \(Self.columns) FROM tasks WHERE id = ?", [.integer(id)]).first.map(Self.record)
+  }
+
+  // MARK: Service sessions
+
+  /// Marks session `identifier` as owned by the session service, with the configuration (JSON) it
+  /// was opened with, so that a restarted service opens it again.
+  public func registerServiceSession(identifier: String, bundleID: String, configuration: String)
+    throws(ProtFSError)
+  {
+    try registerSession(identifier: identifier, bundleID: bundleID)
+    try database.transaction { db throws(ProtFSError) in
+      try db.query(
+        "UPDATE sessions SET service_configuration = ? WHERE identifier = ?",
+        [.text(configuration), .text(identifier)])
+    }
+  }
+
+  /// The sessions the session service owns: identifier, bundle and configuration (JSON).
+  public func serviceSessions() throws(ProtFSError) -> [(identifier: String, bundleID: String, configuration: String)] {
+    try database.read { db throws(ProtFSError) in
+      try db.query(
+        "SELECT identifier, bundle_id, service_configuration FROM sessions WHERE service_configuration IS NOT NULL ORDER BY identifier"
+      ).map { ($0[0].string ?? "", $0[1].string ?? "", $0[2].string ?? "") }
+    }
+  }
+
+  /// Records (or clears, with nil) the last failure to tell session `identifier`'s app its events wait.
+  public func setRelaunchError(_ message: String?, session identifier: String) throws(ProtFSError) {
+    try database.transaction { db throws(ProtFSError) in
+      try db.query(
+        "UPDATE sessions SET relaunch_error = ? WHERE identifier = ?", [SQLiteValue(message), .text(identifier)])
+    }
+  }
+
+  /// The last failure to tell session `identifier`'s app its events wait, if any.
+  public func relaunchError(session identifier: String) throws(ProtFSError) -> String? {
+    try database.read { db throws(ProtFSError) in
+      try db.query("SELECT relaunch_error FROM sessions WHERE identifier = ?", [.text(identifier)]).first?[0].string
+    }
+  }
+}

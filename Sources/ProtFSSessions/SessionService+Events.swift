@@ -1,0 +1,164 @@
+import Foundation
+import ProtFS
+import ProtFSApp
+import ProtFSDownloads
+import ProtFSSystem
+
+/// Events, deliveries, relaunches, force-quit and the peer check.
+extension SessionService {
+  /// Forwards a hosted session's progress to its subscriber.
+  func progress(of identifier: String, task id: Int64, written: Int64, total: Int64, expected: Int64) {
+    guard let subscriber = lock.withLock({ subscribers[identifier] }) else { return }
+    subscriber.send(
+      .wroteData(task: id, bytesWritten: written, totalBytesWritten: total, totalBytesExpectedToWrite: expected))
+  }
+
+  /// A task of a hosted session completed or failed: its delivery goes out, and the app may be told.
+  func completed(in identifier: String) {
+    flushDeliveries(identifier)
+    checkRelaunch(identifier)
+  }
+
+  /// Makes `connection` session `identifier`'s subscriber (replacing an earlier one) and sends it
+  /// the completions queued for the app, then `queuedEventsDelivered`.
+  func subscribe(_ identifier: String, connection: FileDescriptor) {
+    let subscriber = SessionSubscriber(connection: connection)
+    let previous = lock.withLock { () -> SessionSubscriber? in
+      defer { subscribers[identifier] = subscriber }
+      return subscribers[identifier]
+    }
+    if let previous { ControlSocket.shutDown(previous.connection) }
+    flushDeliveries(identifier)
+    subscriber.send(.queuedEventsDelivered)
+  }
+
+  /// Sends session `identifier`'s subscriber every pending delivery it was not sent yet: a
+  /// finished file's location (`didFinishDownloadingTo`), then the completion.
+  func flushDeliveries(_ identifier: String) {
+    guard let subscriber = lock.withLock({ subscribers[identifier] }) else { return }
+    guard let pending = try? store.pendingDeliveries(session: identifier) else { return }
+    for record in pending {
+      let fresh = lock.withLock { subscriber.sent.insert(record.id).inserted }
+      guard fresh else { continue }
+      if let location = record.handedOverPath {
+        subscriber.send(.finishedDownloading(task: record.id, location: location))
+      }
+      let snapshot = Self.snapshot(record)
+      subscriber.send(.completed(task: record.id, snapshot: snapshot, error: snapshot.error))
+    }
+  }
+
+  /// Task `id` of session `identifier`'s completion is done with.
+  func acknowledge(_ id: Int64, session identifier: String, peer: Peer) throws(ProtFSError) {
+    try authorize(peer, bundleID: try bundleOf(identifier))
+    guard let record = try store.task(id: id), record.sessionIdentifier == identifier else {
+      throw ProtFSError(
+        .notFound, "The session '\(identifier)' has no task \(id).", remedy: .listTasks)
+    }
+    try store.acknowledge(task: id, fileSystem: fileSystem)
+  }
+
+  /// Tells session `identifier`'s app its events wait, when its tasks are all finished, some
+  /// completions wait for it, nobody subscribes and it wants launch events. A failure is recorded
+  /// for `protfs sessions`; the next completion or start tries again.
+  func checkRelaunch(_ identifier: String) {
+    guard let launcher else { return }
+    let state = lock.withLock { () -> (HostedSession, Bool)? in
+      guard let hosted = hosted[identifier] else { return nil }
+      let blocked =
+        subscribers[identifier] != nil || launchNotified.contains(identifier) || forceQuit.contains(hosted.bundleID)
+      return (hosted, blocked)
+    }
+    guard let (hosted, blocked) = state, !blocked, hosted.settings.configuration.sendsLaunchEvents,
+      !launcher.isForceQuit(hosted.bundleID)
+    else { return }
+    guard let records = try? store.tasks(session: identifier), !records.contains(where: { $0.state.isUnfinished }),
+      records.contains(where: { $0.handsOver && $0.delivery == .pending })
+    else { return }
+    // Claimed before the call: the completions of one batch make one launch.
+    let first = lock.withLock { launchNotified.insert(identifier).inserted }
+    guard first else { return }
+    do {
+      try launcher.deliverEvents(of: identifier, to: hosted.bundleID)
+      try? store.setRelaunchError(nil, session: identifier)
+    } catch {
+      _ = lock.withLock { launchNotified.remove(identifier) }
+      try? store.setRelaunchError(error.message, session: identifier)
+    }
+  }
+
+  /// The user force-quit `bundleID`: its running and suspended transfers are cancelled producing
+  /// resume data (their temp files kept, resumable) and it is not relaunched until it opens a
+  /// session again.
+  func forceQuitApp(_ bundleID: String) {
+    let sessions = lock.withLock { () -> [HostedSession] in
+      forceQuit.insert(bundleID)
+      return hosted.values.filter { $0.bundleID == bundleID }
+    }
+    for hosted in sessions {
+      for task in hosted.session.allTasks where task.state == .running || task.state == .suspended {
+        _ = Self.cancelProducingResumeData(task)
+      }
+    }
+  }
+
+  /// Refuses a peer that may not touch `bundleID`'s sessions: root may; another user only from a
+  /// running app of that bundle (the app's process or one of its descendants).
+  func authorize(_ peer: Peer, bundleID: String) throws(ProtFSError) {
+    if peer.uid == 0 { return }
+    guard let app = try appOf(peer), app.bundleID == bundleID else {
+      throw ProtFSError(
+        .permissionDenied,
+        "Process \(peer.pid) (uid \(peer.uid)) is not running as app \(bundleID); only root or the app may use its sessions.",
+        errno: EPERM, remedy: .advice("run it as root, or from the app (`protfs app launch`)"))
+    }
+  }
+
+  /// The running app of which `peer` is the process or a descendant, if any.
+  func appOf(_ peer: Peer) throws(ProtFSError) -> AppRecord? {
+    let running = try AppStore(device: device).records().filter { $0.state != .notRunning && $0.pid != nil }
+    guard !running.isEmpty else { return nil }
+    var pid = peer.pid
+    for _ in 0..<64 where pid > 1 {
+      if let app = running.first(where: { $0.pid == pid }) { return app }
+      guard let parent = Self.parent(of: pid) else { return nil }
+      pid = parent
+    }
+    return nil
+  }
+
+  /// The parent of `pid`, from /proc/PID/stat ("pid (comm) S ppid …").
+  static func parent(of pid: pid_t) -> pid_t? {
+    guard let stat = try? String(contentsOfFile: "/proc/\(pid)/stat", encoding: .utf8),
+      let close = stat.lastIndex(of: ")")
+    else { return nil }
+    let fields = stat[stat.index(after: close)...].split(separator: " ")
+    return fields.count > 1 ? pid_t(fields[1]) : nil
+  }
+}
+
+/// A hosted session's delegate: hands its calls to the service.
+final class ServiceSessionDelegate: DownloadSessionDelegate, @unchecked Sendable {
+  /// Weak: the service owns the session, which owns this delegate.
+  weak var service: SessionService?
+  /// The session.
+  let identifier: String
+
+  init(service: SessionService, identifier: String) {
+    self.service = service
+    self.identifier = identifier
+  }
+
+  func downloadSession(
+    _ session: DownloadSession, task: DownloadTask, didWriteData bytesWritten: Int64, totalBytesWritten: Int64,
+    totalBytesExpectedToWrite: Int64
+  ) {
+    service?.progress(
+      of: identifier, task: task.id, written: bytesWritten, total: totalBytesWritten,
+      expected: totalBytesExpectedToWrite)
+  }
+
+  func downloadSession(_ session: DownloadSession, task: DownloadTask, didCompleteWithError error: ProtFSError?) {
+    service?.completed(in: identifier)
+  }
+}

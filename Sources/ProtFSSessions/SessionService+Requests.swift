@@ -1,0 +1,254 @@
+import Foundation
+import ProtFS
+import ProtFSApp
+import ProtFSDownloads
+import ProtFSSystem
+
+/// The service's answers to its requests.
+extension SessionService {
+  /// Answers `connection`'s requests until it closes; a `subscribe` turns it into an event stream
+  /// on which later lines are acknowledgements (answered by nothing).
+  func serve(_ connection: FileDescriptor, peer: Peer) {
+    var subscribed: String?
+    while let request = SessionWire.receive(SessionServiceRequest.self, on: connection) {
+      if let session = subscribed {
+        if request.kind == .acknowledge, let id = request.task { try? acknowledge(id, session: session, peer: peer) }
+        continue
+      }
+      var reply = SessionServiceReply()
+      do throws(ProtFSError) {
+        reply = try answer(request, peer: peer)
+      } catch {
+        reply.error = error
+      }
+      if request.kind == .subscribe, reply.error == nil, let session = request.session {
+        SessionWire.send(reply, on: connection)
+        subscribed = session
+        subscribe(session, connection: connection)
+        continue
+      }
+      SessionWire.send(reply, on: connection)
+      if request.kind == .stop, reply.error == nil { stop() }
+    }
+    if let session = subscribed {
+      lock.withLock {
+        if subscribers[session]?.connection === connection { subscribers[session] = nil }
+      }
+    }
+  }
+
+  private func answer(_ request: SessionServiceRequest, peer: Peer) throws(ProtFSError) -> SessionServiceReply {
+    var reply = SessionServiceReply()
+    switch request.kind {
+    case .ping:
+      reply.pid = getpid()
+    case .openSession, .adopt:
+      guard var configuration = request.configuration else { throw Self.missing("configuration") }
+      if configuration.bundleID == nil {
+        configuration.bundleID = try appOf(peer)?.bundleID ?? (try? bundleOf(configuration.identifier))
+      }
+      guard let bundle = configuration.bundleID else {
+        try authorize(peer, bundleID: "(none)")
+        throw ProtFSError(.invalidArgument, "The session '\(configuration.identifier)' names no app.")
+      }
+      try authorize(peer, bundleID: bundle)
+      let settings = HostedSessionSettings(
+        configuration: configuration, destinationDirectory: request.destinationDirectory)
+      let hosted = try host(settings)
+      lock.withLock {
+        _ = forceQuit.remove(bundle)
+        launchNotified.remove(configuration.identifier)
+      }
+      if request.kind == .adopt {
+        _ = try hosted.session.adoptUnfinished()
+        for id in request.tasks ?? [] { hosted.session.task(id: id)?.resume() }
+      }
+    case .createDownloadTask:
+      let hosted = try session(request, peer: peer)
+      guard let wanted = request.request else { throw Self.missing("request") }
+      let task: DownloadTask
+      if let data = request.resumeData {
+        task = try hosted.session.downloadTask(withResumeData: data, handsOver: true)
+        if let text = wanted.taskDescription { task.taskDescription = text }
+      } else {
+        var download = DownloadRequest(url: wanted.url, taskDescription: wanted.taskDescription)
+        download.handsOver = true
+        task = try hosted.session.downloadTasks(with: [download])[0]
+      }
+      _ = lock.withLock { launchNotified.remove(hosted.session.identifier) }
+      reply.snapshot = Self.snapshot(task.record)
+    case .resume, .suspend, .cancel, .setDescription:
+      let hosted = try session(request, peer: peer)
+      guard let id = request.task, let task = hosted.session.task(id: id) else {
+        throw ProtFSError(
+          .notFound, "The session '\(hosted.session.identifier)' has no task \(request.task ?? 0).",
+          remedy: .listTasks)
+      }
+      switch request.kind {
+      case .resume: task.resume()
+      case .suspend: task.suspend()
+      case .setDescription: task.taskDescription = request.text
+      default:
+        if request.producingResumeData == true {
+          reply.resumeData = Self.cancelProducingResumeData(task)
+        } else {
+          task.cancel()
+        }
+      }
+    case .tasks:
+      let hosted = try session(request, peer: peer)
+      reply.snapshots = try store.tasks(session: hosted.session.identifier)
+        .filter { $0.state.isUnfinished || ($0.handsOver && $0.delivery == .pending) }
+        .map(Self.snapshot)
+    case .subscribe:
+      _ = try session(request, peer: peer)
+    case .acknowledge:
+      guard let session = request.session, let id = request.task else { throw Self.missing("session and task") }
+      try acknowledge(id, session: session, peer: peer)
+    case .eventsHandled:
+      guard let session = request.session else { throw Self.missing("session") }
+      // A session the store does not know has nothing queued: the answer needs nothing more.
+      guard let bundle = try? bundleOf(session) else { return reply }
+      try authorize(peer, bundleID: bundle)
+      for record in try store.pendingDeliveries(session: session) {
+        try store.acknowledge(task: record.id, fileSystem: fileSystem)
+      }
+      try store.setRelaunchError(nil, session: session)
+    case .forceQuit:
+      guard let bundle = request.bundleID else { throw Self.missing("bundleID") }
+      try authorize(peer, bundleID: bundle)
+      forceQuitApp(bundle)
+    case .wake:
+      completeWaitingTasks()
+    case .stop:
+      guard peer.uid == 0 else {
+        throw ProtFSError(.permissionDenied, "Only root stops the session service.", errno: EPERM)
+      }
+    }
+    return reply
+  }
+
+  /// The hosted session the request names, opened from the store when it is a service session
+  /// not open yet, after the peer check.
+  private func session(_ request: SessionServiceRequest, peer: Peer) throws(ProtFSError) -> HostedSession {
+    guard let identifier = request.session else { throw Self.missing("session") }
+    let bundle = try bundleOf(identifier)
+    try authorize(peer, bundleID: bundle)
+    if let existing = lock.withLock({ hosted[identifier] }) { return existing }
+    let json = try store.serviceSessions().first { $0.identifier == identifier }?.configuration
+    guard let json, let settings = try? JSONDecoder().decode(HostedSessionSettings.self, from: Data(json.utf8)) else {
+      throw Self.unknownSession(identifier)
+    }
+    return try host(settings)
+  }
+
+  /// The app of session `identifier`, throwing when the store has no such session.
+  func bundleOf(_ identifier: String) throws(ProtFSError) -> String {
+    guard let bundle = try store.sessions().first(where: { $0.identifier == identifier })?.bundleID else {
+      throw Self.unknownSession(identifier)
+    }
+    return bundle
+  }
+
+  /// The error for a session nobody opened.
+  static func unknownSession(_ identifier: String) -> ProtFSError {
+    ProtFSError(
+      .notFound, "There is no background session '\(identifier)' on this device.",
+      remedy: .advice("`protfs sessions` lists them"))
+  }
+
+  private static func missing(_ what: String) -> ProtFSError {
+    ProtFSError(.invalidArgument, "The request to the session service has no \(what).")
+  }
+
+  /// Opens (or returns) the hosted session of `settings`, registering it as a service session.
+  @discardableResult
+  func host(_ settings: HostedSessionSettings) throws(ProtFSError) -> HostedSession {
+    let configuration = settings.configuration
+    if let existing = lock.withLock({ self.hosted[configuration.identifier] }) { return existing }
+    guard let bundleText = configuration.bundleID else { throw Self.missing("bundle id") }
+    let bundle = try BundleID(bundleText)
+    let destination =
+      try settings.destinationDirectory.map { path throws(ProtFSError) in try device.resolve(path) }
+      ?? device.container(bundle).downloadsPath
+    var download = try device.downloadConfiguration(
+      bundleID: bundle, identifier: configuration.identifier, destination: destination)
+    download.maximumConnectionsPerHost = max(1, configuration.connectionsPerHost)
+    download.requestTimeout = .milliseconds(Int64((configuration.requestTimeout * 1000).rounded()))
+    download.resourceTimeout = .milliseconds(Int64((configuration.resourceTimeout * 1000).rounded()))
+    download.resumesReattachedTasks = true
+    if settings.destinationDirectory == nil { try giveDownloadsToTheApp(bundle) }
+    let json = String(decoding: (try? JSONEncoder().encode(settings)) ?? Data(), as: UTF8.self)
+    try store.registerServiceSession(identifier: configuration.identifier, bundleID: bundleText, configuration: json)
+    // Reported through a delegate: its calls come on a dispatch queue, never waiting for a
+    // thread of the cooperative pool (which a busy caller may hold).
+    let delegate = ServiceSessionDelegate(service: self, identifier: configuration.identifier)
+    let session = try DownloadSession(configuration: download, delegate: delegate)
+    let hosted = HostedSession(session: session, settings: settings, bundleID: bundleText)
+    let raced = lock.withLock { () -> HostedSession? in
+      if let other = self.hosted[configuration.identifier] { return other }
+      self.hosted[configuration.identifier] = hosted
+      return nil
+    }
+    if let raced {
+      session.invalidate()
+      return raced
+    }
+    // Completions settled before the events were read are in the store.
+    flushDeliveries(configuration.identifier)
+    return hosted
+  }
+
+  /// Gives the container's nsurlsessiond Downloads directory to the container's owner, so that the
+  /// app's user can move a handed-over file out of it (`didFinishDownloadingTo`), as on iOS. The
+  /// directory is held through a descriptor opened without following links.
+  private func giveDownloadsToTheApp(_ bundle: BundleID) throws(ProtFSError) {
+    guard geteuid() == 0 else { return }
+    let container = device.container(bundle)
+    let owner = try device.openDirectory(container.path).status()
+    let downloads = try device.openDirectory(container.downloadsPath)
+    let current = try downloads.status()
+    guard current.uid != owner.uid || current.gid != owner.gid else { return }
+    _ = try valueOrErrno(.chown) { fchown(downloads.fd, owner.uid, owner.gid) }.orThrow(
+      "give the app's user", path: downloads.path)
+  }
+
+  /// Cancels `task` producing resume data, waiting for it.
+  static func cancelProducingResumeData(_ task: DownloadTask) -> Data? {
+    let done = DispatchSemaphore(value: 0)
+    let box = DataBox()
+    task.cancel { data in
+      box.data = data
+      done.signal()
+    }
+    done.wait()
+    return box.data
+  }
+
+  /// The snapshot of `record` the app sees.
+  static func snapshot(_ record: DownloadTaskRecord) -> SessionTaskSnapshot {
+    let state: String
+    switch record.state {
+    case .running, .waitingForUnlock: state = "running"
+    case .suspended: state = "suspended"
+    case .canceling: state = "canceling"
+    case .completed, .failed: state = "completed"
+    }
+    let error =
+      record.state == .failed
+      ? record.failure ?? ProtFSError(.io, record.errorMessage ?? "The download failed.", errno: record.errorNumber)
+      : nil
+    return SessionTaskSnapshot(
+      id: record.id, kind: .download,
+      request: SessionRequest(
+        url: URL(string: record.url) ?? URL(fileURLWithPath: "/"), taskDescription: record.taskDescription),
+      state: state, bytesReceived: record.bytesReceived, bytesExpectedToReceive: record.bytesExpected,
+      statusCode: record.state == .completed ? 200 : 0, error: error)
+  }
+}
+
+/// Carries resume data out of a callback.
+final class DataBox: @unchecked Sendable {
+  /// The data.
+  var data: Data?
+}

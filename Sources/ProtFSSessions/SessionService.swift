@@ -1,0 +1,205 @@
+import Foundation
+import ProtFS
+import ProtFSApp
+import ProtFSDownloads
+import ProtFSSystem
+
+/// The device's session service (docs/semantics.md §9): one process that owns every background
+/// session's transfers, so that they go on while their app is suspended or gone.
+///
+/// It hosts one `DownloadSession` per service session (marked in the task store with its
+/// configuration), claims their tasks through the store's lease, answers JSON lines on an abstract
+/// socket, hands finished files to subscribers, and tells apps their events wait through a
+/// `SessionAppLauncher`. Binding the socket is the "already running" check.
+///
+/// `@unchecked Sendable`: every mutable field is guarded by `lock`.
+public final class SessionService: @unchecked Sendable {
+  /// The device.
+  public let device: Device
+  /// The socket's abstract name.
+  public let socketName: String
+  /// The quiet time after which a service with no unfinished task and no connection exits.
+  public let idleExit: Double
+  let launcher: (any SessionAppLauncher)?
+  let store: DownloadStore
+  let fileSystem: DeviceDownloadFileSystem
+  let lock = NSLock()
+  var hosted: [String: HostedSession] = [:]
+  var subscribers: [String: SessionSubscriber] = [:]
+  var connections = 0
+  var lastActivity = Date()
+  var stopped = false
+  var forceQuit: Set<String> = []
+  var launchNotified: Set<String> = []
+  private var listener: FileDescriptor?
+
+  /// A service for `device`; `run()` starts it.
+  public init(device: Device, launcher: (any SessionAppLauncher)?, idleExit: Double = 30) throws(ProtFSError) {
+    try device.requireInitialized()
+    self.device = device
+    self.launcher = launcher
+    self.idleExit = idleExit
+    socketName = SessionServiceClient.socketName(device: device)
+    store = try DownloadStore(path: device.downloadStorePath)
+    fileSystem = DeviceDownloadFileSystem(device: device)
+  }
+
+  /// Binds the socket (throwing `.alreadyExists` when another service has it), reopens the service
+  /// sessions of the store (their unfinished tasks resume), then answers connections until `stop()`
+  /// or the idle timeout. `ready` is called once the socket accepts connections.
+  public func run(ready: () -> Void = {}) throws(ProtFSError) {
+    let socket: FileDescriptor
+    do {
+      socket = try ControlSocket.listen(socketName)
+    } catch  where error.errno == EADDRINUSE {
+      throw ProtFSError(
+        .alreadyExists, "The session service of '\(device.root)' already runs.", path: "@" + socketName,
+        remedy: .advice("`protfs sessions` shows it; `protfs sessions stop` ends it"))
+    }
+    lock.withLock { listener = socket }
+    restore()
+    ready()
+    startIdleWatch()
+    while let (connection, uid, pid) = ControlSocket.accept(socket) {
+      if lock.withLock({ stopped }) {
+        connection.close()
+        break
+      }
+      lock.withLock {
+        connections += 1
+        lastActivity = Date()
+      }
+      let thread = Thread { [self] in
+        serve(connection, peer: Peer(uid: uid, pid: pid))
+        connection.close()
+        lock.withLock {
+          connections -= 1
+          lastActivity = Date()
+        }
+      }
+      thread.name = "protfs.sessions.connection"
+      thread.start()
+    }
+    shutdown()
+  }
+
+  /// Ends the service: no new connection is taken, transfers stop (their tasks stay in the store
+  /// for the next start).
+  public func stop() {
+    let socket = lock.withLock { () -> FileDescriptor? in
+      stopped = true
+      return listener
+    }
+    if let socket { ControlSocket.shutDown(socket) }
+  }
+
+  /// Moves finished downloads that waited for unlock into place (the device unlocked).
+  public func completeWaitingTasks() {
+    for hosted in lock.withLock({ Array(hosted.values) }) { hosted.session.completeWaitingTasks() }
+  }
+
+  private func shutdown() {
+    let all = lock.withLock { () -> [HostedSession] in
+      defer { hosted.removeAll() }
+      return Array(hosted.values)
+    }
+    for hosted in all {
+      hosted.session.invalidate()
+    }
+    let subscribed = lock.withLock { Array(subscribers.values) }
+    for subscriber in subscribed { ControlSocket.shutDown(subscriber.connection) }
+    lock.withLock { listener?.close() }
+  }
+
+  /// Reopens every service session of the store; one that cannot be opened is reported and skipped.
+  private func restore() {
+    guard let sessions = try? store.serviceSessions() else { return }
+    for (identifier, _, json) in sessions {
+      guard let settings = try? JSONDecoder().decode(HostedSessionSettings.self, from: Data(json.utf8)) else {
+        continue
+      }
+      do {
+        _ = try host(settings)
+      } catch {
+        FileHandle.standardError.write(Data("protfs sessions: cannot reopen '\(identifier)': \(error.message)\n".utf8))
+      }
+    }
+    for identifier in lock.withLock({ Array(hosted.keys) }) { checkRelaunch(identifier) }
+  }
+
+  /// Exits the service after `idleExit` seconds with no connection and no unfinished task.
+  private func startIdleWatch() {
+    let thread = Thread { [self] in
+      let step = max(0.05, min(1, idleExit / 4))
+      while true {
+        Thread.sleep(forTimeInterval: step)
+        let (done, quiet) = lock.withLock { () -> (Bool, Bool) in
+          if stopped { return (true, false) }
+          let busy = connections > 0 || hosted.values.contains { $0.hasUnfinishedTasks }
+          if busy { lastActivity = Date() }
+          return (false, !busy && Date().timeIntervalSince(lastActivity) >= idleExit)
+        }
+        if done { return }
+        if quiet {
+          stop()
+          return
+        }
+      }
+    }
+    thread.name = "protfs.sessions.idle"
+    thread.start()
+  }
+}
+
+/// The process at the other end of a connection (SO_PEERCRED).
+struct Peer {
+  /// Its user.
+  var uid: uid_t
+  /// Its process.
+  var pid: pid_t
+}
+
+/// What the store keeps of a service session: the app's configuration and, for sessions of
+/// `download --detach`, the directory its tasks were made for.
+struct HostedSessionSettings: Codable, Sendable {
+  /// The configuration, its bundle id filled in.
+  var configuration: SessionConfiguration
+  /// The session's destination directory (absolute), nil for handed-over tasks only.
+  var destinationDirectory: String?
+}
+
+/// A session the service hosts.
+final class HostedSession: @unchecked Sendable {
+  /// The transfers.
+  let session: DownloadSession
+  /// How it was opened.
+  let settings: HostedSessionSettings
+  /// Its app.
+  let bundleID: String
+
+  init(session: DownloadSession, settings: HostedSessionSettings, bundleID: String) {
+    self.session = session
+    self.settings = settings
+    self.bundleID = bundleID
+  }
+
+  /// Whether a task of the session still has work to do.
+  var hasUnfinishedTasks: Bool { session.allTasks.contains { $0.state.isUnfinished } }
+}
+
+/// The connection that streams a session's events to its app.
+final class SessionSubscriber: @unchecked Sendable {
+  /// The connection.
+  let connection: FileDescriptor
+  /// Tasks whose completion this subscriber was sent (each at most once).
+  var sent: Set<Int64> = []
+  /// Serialises writes.
+  let writeLock = NSLock()
+
+  init(connection: FileDescriptor) { self.connection = connection }
+
+  /// Writes `event` as a JSON line.
+  func send(_ event: SessionEvent) {
+    writeLock.withLock { _ = SessionWire.send(event, on: connection) }
+  }
+}

@@ -1,0 +1,130 @@
+import Foundation
+import ProtFS
+import ProtFSSystem
+
+/// One request to the session service: a JSON line on its socket (docs/semantics.md §9).
+public struct SessionServiceRequest: Sendable, Codable, Equatable {
+  /// What is asked.
+  public enum Kind: String, Sendable, Codable {
+    /// Is the service there? (the reply carries its pid)
+    case ping
+    /// Opens (registers) the session `configuration` as a service session.
+    case openSession
+    /// Adopts the session's tasks recorded in the store by another process (`download --detach`)
+    /// and resumes `tasks`.
+    case adopt
+    /// Creates a handed-over download task for `request` (or `resumeData`).
+    case createDownloadTask
+    /// Resumes, suspends or cancels task `task`, or sets its description.
+    case resume, suspend, cancel, setDescription
+    /// The session's tasks not yet completed to the app.
+    case tasks
+    /// Turns the connection into a stream of `SessionEvent` lines.
+    case subscribe
+    /// The app is done with task `task`'s completion.
+    case acknowledge
+    /// The app handled session `session`'s events (`protfs app events-handled`).
+    case eventsHandled
+    /// The user force-quit app `bundleID`.
+    case forceQuit
+    /// Moves finished downloads waiting for unlock into place now.
+    case wake
+    /// Ends the service.
+    case stop
+  }
+
+  /// What is asked.
+  public var kind: Kind
+  /// The session it is about.
+  public var session: String?
+  /// The session's configuration (`openSession`, `adopt`).
+  public var configuration: SessionConfiguration?
+  /// The destination directory of a session's placed (not handed-over) tasks, for `adopt`.
+  public var destinationDirectory: String?
+  /// The request of a new task.
+  public var request: SessionRequest?
+  /// Resume data to continue (`createDownloadTask`).
+  public var resumeData: Data?
+  /// The task it is about.
+  public var task: Int64?
+  /// Tasks to resume (`adopt`).
+  public var tasks: [Int64]?
+  /// A description (`setDescription`).
+  public var text: String?
+  /// Whether a cancel produces resume data.
+  public var producingResumeData: Bool?
+  /// The app (`forceQuit`, `eventsHandled`).
+  public var bundleID: String?
+
+  /// Creates a request of `kind`.
+  public init(_ kind: Kind, session: String? = nil, task: Int64? = nil) {
+    self.kind = kind
+    self.session = session
+    self.task = task
+  }
+}
+
+/// The service's answer to one request.
+public struct SessionServiceReply: Sendable, Codable, Equatable {
+  /// The failure, nil on success.
+  public var error: ProtFSError?
+  /// The service's pid (`ping`).
+  public var pid: Int32?
+  /// A task (`createDownloadTask`).
+  public var snapshot: SessionTaskSnapshot?
+  /// Tasks (`tasks`).
+  public var snapshots: [SessionTaskSnapshot]?
+  /// Resume data (`cancel` producing it).
+  public var resumeData: Data?
+
+  /// A reply.
+  public init(error: ProtFSError? = nil) { self.error = error }
+}
+
+/// JSON lines on a connection, both ways.
+enum SessionWire {
+  /// Writes `value` as one line.
+  @discardableResult
+  static func send<T: Encodable>(_ value: T, on connection: FileDescriptor) -> Bool {
+    guard let data = try? JSONEncoder().encode(value) else { return false }
+    // MSG_NOSIGNAL: a peer that went away is an error here, not a SIGPIPE that ends the process.
+    let bytes = Array(data) + [0x0A]
+    var sent = 0
+    while sent < bytes.count {
+      let n = bytes.withUnsafeBytes { raw in
+        Glibc.send(connection.rawValue, raw.baseAddress! + sent, raw.count - sent, Int32(MSG_NOSIGNAL))
+      }
+      if n < 0 && errno == EINTR { continue }
+      guard n > 0 else { return false }
+      sent += n
+    }
+    return true
+  }
+
+  /// Reads one line as `T`; nil at the end of the connection or for a line that is not one.
+  static func receive<T: Decodable>(_ type: T.Type, on connection: FileDescriptor) -> T? {
+    guard let line = ControlSocket.readLine(connection) else { return nil }
+    return try? JSONDecoder().decode(T.self, from: Data(line.utf8))
+  }
+
+  /// Sends `request` on a new connection to `@socketName` and returns the reply's content, throwing
+  /// its error.
+  static func call(_ request: SessionServiceRequest, socketName: String) throws(ProtFSError) -> SessionServiceReply {
+    let connection = try ControlSocket.connect(socketName)
+    defer { connection.close() }
+    return try exchange(request, on: connection, socketName: socketName)
+  }
+
+  /// Sends `request` on `connection` and reads its reply.
+  static func exchange(_ request: SessionServiceRequest, on connection: FileDescriptor, socketName: String)
+    throws(ProtFSError) -> SessionServiceReply
+  {
+    guard send(request, on: connection), let reply = receive(SessionServiceReply.self, on: connection) else {
+      throw ProtFSError(
+        .io, "The session service at '@\(socketName)' did not answer.", path: "@" + socketName,
+        remedy: .advice("check `protfs sessions`; `protfs sessions stop` and start it again"))
+    }
+    if let error = reply.error { throw error }
+    return reply
+  }
+}

@@ -1,0 +1,69 @@
+import Foundation
+import ProtFS
+import ProtFSDownloads
+import ProtFSSessions
+import ProtFSSystem
+import ProtFSTestSupport
+import Testing
+
+/// The end to end: an app starts a background download through the session service and is
+/// killed; the download finishes in the service, which relaunches the app; the app receives the
+/// file, moves it into Documents and completes its events' handler (Examples/BackgroundDownloader).
+@Suite(.serialized, .timeLimit(.minutes(3))) struct BackgroundDownloadRelaunchTests {
+  @Test func aKilledAppIsRelaunchedWhenItsDownloadFinishesAndMovesTheFile() async throws {
+    let d = try AppDevice()
+    defer { d.remove() }
+    let body = DownloadFixture.bytes(1 << 20)
+    let server = try FaultServer(body: body, entityTag: "\"e1\"", mode: .gateAfter(bytes: 300_000))
+    defer { server.stop() }
+    // The example as the app user reaches it.
+    let built = URL(fileURLWithPath: Protfs.binary).deletingLastPathComponent().appendingPathComponent(
+      "BackgroundDownloader"
+    ).path
+    let example = d.scripts + "/BackgroundDownloader"
+    if link(built, example) != 0 { try FileManager.default.copyItem(atPath: built, toPath: example) }
+    chmod(example, 0o755)
+    let socket = SessionServiceClient.socketName(device: d.t.device)
+    defer {
+      // Whatever happens, the relaunched app, its supervisor and the service end with the test.
+      if let pid = d.record()["pid"] as? Int, pid > 0 { kill(-pid_t(pid), SIGKILL) }
+      if let pid = d.record()["supervisorPID"] as? Int, pid > 0 { kill(pid_t(pid), SIGKILL) }
+      if let pid = SessionServiceClient.ping(socketName: socket) {
+        _ = try? d.protfs(["sessions", "stop"])
+        #expect(!DownloadStore.processIsAlive(pid), "the session service \(pid) is still running")
+      }
+    }
+    let app = try d.launch([], [example, server.url("big.bin").absoluteString])
+    defer { app.stop() }
+    #expect(await app.line(containing: "didWriteData") != nil, "\(app.output)")
+    let pid = try #require(d.record()["pid"] as? Int)
+    kill(-pid_t(pid), SIGKILL)
+    _ = await app.exit()
+    #expect(SessionServiceClient.ping(socketName: socket) != nil, "the download's service is gone")
+
+    server.openGate()
+    let documents = d.t.containerPath(AppDevice.bundle, "Documents/big.bin")
+    let store = try DownloadStore(path: d.t.device.downloadStorePath)
+    let settled = await offPool { () -> Bool in
+      let deadline = Date() + 60
+      while Date() < deadline {
+        let placed = FileManager.default.contents(atPath: documents) == Data(body)
+        let tasks = (try? store.tasks()) ?? []
+        let acknowledged = !tasks.isEmpty && tasks.allSatisfy { $0.delivery == .delivered }
+        if placed && acknowledged { return true }
+        usleep(50_000)
+      }
+      return false
+    }
+    let tasks = try store.tasks()
+    let sessions = try d.protfs(["sessions", "--json"])
+    let listing = try Protfs.runProgram(
+      "/bin/ls",
+      ["-laR", d.t.containerPath(AppDevice.bundle, "Documents"), d.t.containerPath(AppDevice.bundle, "Library/Caches")])
+    #expect(
+      settled,
+      "\(tasks.map { ($0.id, $0.state, $0.delivery as Any, $0.temporaryFileName as Any) })\n\(listing.stdout)\n\(d.record())"
+    )
+    #expect(tasks.first?.state == .completed)
+  }
+}

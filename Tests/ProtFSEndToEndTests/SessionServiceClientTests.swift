@@ -1,0 +1,106 @@
+import Foundation
+import ProtFS
+import ProtFSDownloads
+import ProtFSSessions
+import ProtFSSystem
+import ProtFSTestSupport
+import Testing
+
+/// The service through its client, as an app's URLSession uses it: handed-over files, their
+/// acknowledgement, deliveries across a restart, relaunch and force-quit.
+@Suite(.timeLimit(.minutes(2))) struct SessionServiceClientTests {
+  let app = SessionServiceFixture.app
+
+  func open(_ f: SessionServiceFixture, launchEvents: Bool = true) throws -> SessionServiceClient {
+    var configuration = SessionConfiguration(identifier: "\(app).bg", bundleID: app)
+    configuration.socketName = f.socketName
+    configuration.sendsLaunchEvents = launchEvents
+    return try SessionServiceClient.open(configuration)
+  }
+
+  @Test func handedOverFilesAreDeletedOnAcknowledgementUnlessMoved() async throws {
+    let f = try SessionServiceFixture()
+    try f.startInProcess()
+    defer { f.stop() }
+    let server = try NginxServer()
+    defer { server.stop() }
+    let client = try open(f, launchEvents: false)
+    let log = EventLog()
+    try client.subscribe { log.add($0) }
+    var tasks: [Int64] = []
+    for name in ["a.bin", "b.bin"] {
+      let url = try server.put(Data(DownloadFixture.bytes(100_000)), at: name)
+      let task = try client.createDownloadTask(SessionRequest(url: url), resumeData: nil)
+      try client.resume(task.id)
+      tasks.append(task.id)
+    }
+    let created = tasks
+    await f.waitUntil { Set(log.completed) == Set(created) }
+    let kept = try #require(log.location(of: tasks[0]), "\(log.events.withLock { $0 })")
+    let dropped = try #require(log.location(of: tasks[1]))
+    let moved = f.t.containerPath(app, "Documents/a.bin")
+    let label = f.t.rawClass(kept)
+    #expect(rename(kept, moved) == 0)
+    try client.acknowledge(tasks[0])
+    try client.acknowledge(tasks[1])
+    await f.waitUntil { !FileManager.default.fileExists(atPath: dropped) }
+    #expect(!FileManager.default.fileExists(atPath: dropped))
+    #expect(FileManager.default.fileExists(atPath: moved))
+    #expect(label != nil && f.t.rawClass(moved) == label)
+    client.invalidate(cancelling: false)
+  }
+
+  @Test func deliveriesSurviveARestartAndOneBatchLaunchesTheAppOnce() async throws {
+    let f = try SessionServiceFixture()
+    let launcher = CountingLauncher()
+    try f.startInProcess(launcher: launcher)
+    defer { f.stop() }
+    let server = try NginxServer()
+    defer { server.stop() }
+    let client = try open(f)
+    var tasks: [Int64] = []
+    for index in 0..<3 {
+      let url = try server.put(Data(DownloadFixture.bytes(20_000 + index)), at: "f\(index).bin")
+      tasks.append(try client.createDownloadTask(SessionRequest(url: url), resumeData: nil).id)
+    }
+    for id in tasks { try client.resume(id) }
+    await f.waitUntil {
+      ((try? f.tasks())?.allSatisfy { $0.state == .completed } ?? false) && launcher.calls.withLock(\.count) > 0
+    }
+    let calls = launcher.calls.withLock { $0 }
+    let records = try f.tasks()
+    #expect(calls.count == 1, "\(records)")
+    #expect(calls == ["\(app).bg"])
+    f.stop()
+    try f.startInProcess()
+    let again = try open(f)
+    let log = EventLog()
+    try again.subscribe { log.add($0) }
+    await f.waitUntil { log.events.withLock { $0.contains(.queuedEventsDelivered) } }
+    #expect(Set(log.completed) == Set(tasks))
+    #expect(tasks.allSatisfy { log.location(of: $0) != nil })
+    again.invalidate(cancelling: false)
+  }
+
+  @Test func forceQuitCancelsTransfersWithResumeDataAndDoesNotRelaunch() async throws {
+    let f = try SessionServiceFixture()
+    let launcher = CountingLauncher()
+    try f.startInProcess(launcher: launcher)
+    defer { f.stop() }
+    let body = DownloadFixture.bytes(1 << 20)
+    let server = try FaultServer(body: body, entityTag: "\"e1\"", mode: .stallAfter(bytes: 300_000))
+    defer { server.stop() }
+    let client = try open(f)
+    let task = try client.createDownloadTask(SessionRequest(url: server.url("big.bin")), resumeData: nil)
+    try client.resume(task.id)
+    await f.waitUntil { ((try? f.tasks())?.first?.bytesReceived ?? 0) >= 300_000 }
+    try SessionServiceClient.forceQuit(bundleID: app, socketName: f.socketName)
+    let record = try #require(try f.tasks().first)
+    #expect(record.state == .failed)
+    #expect(record.failure?.code == .cancelled)
+    let temp = try #require(record.temporaryFileName)
+    #expect(FileManager.default.fileExists(atPath: record.temporaryDirectory + "/" + temp))
+    let calls = launcher.calls.withLock { $0 }
+    #expect(calls.isEmpty)
+  }
+}

@@ -1,0 +1,152 @@
+import Foundation
+import ProtFS
+import ProtFSDownloads
+import ProtFSSessions
+import ProtFSSystem
+import ProtFSTestSupport
+import Testing
+
+/// The session service through the CLI: `download --detach`, a crash, a service that cannot start,
+/// peers it refuses, sessions it does not know.
+@Suite(.timeLimit(.minutes(2))) struct SessionServiceCLITests {
+  let app = SessionServiceFixture.app
+
+  @Test func detachReturnsAtOnceAndTheServiceCompletesTheTask() async throws {
+    let f = try SessionServiceFixture()
+    defer { f.stop() }
+    let server = try NginxServer()
+    defer { server.stop() }
+    let payload = Data(DownloadFixture.bytes(2 << 20))
+    let url = try server.put(payload, at: "big.bin")
+    let started = Date()
+    let result = try await runProtfs([
+      "--device", f.t.root, "download", "--bundle", app, "--detach", url.absoluteString,
+    ])
+    #expect(result.status == 0, "\(result)")
+    #expect(result.stdout == "1\n")
+    #expect(Date().timeIntervalSince(started) < 10)
+    await f.waitUntil { (try? f.tasks())?.first?.state == .completed }
+    #expect(FileManager.default.contents(atPath: f.t.containerPath(app, "Documents/big.bin")) == payload)
+    let listed = try await runProtfs(["--device", f.t.root, "sessions", "--json"])
+    #expect(listed.stdout.contains("\"serviceRunning\" : true"), "\(listed)")
+  }
+
+  @Test func aKilledServiceResumesItsTaskWithRangeWhenStartedAgain() async throws {
+    let f = try SessionServiceFixture()
+    defer { f.stop() }
+    let body = DownloadFixture.bytes(1 << 20)
+    let server = try FaultServer(body: body, entityTag: "\"e1\"", mode: .stallAfter(bytes: 400_000))
+    defer { server.stop() }
+    let url = server.url("big.bin").absoluteString
+    let result = try await runProtfs(["--device", f.t.root, "download", "--bundle", app, "--detach", url])
+    #expect(result.status == 0, "\(result)")
+    let pid = try #require(f.servicePID)
+    await f.waitUntil {
+      let names = (try? FileManager.default.contentsOfDirectory(atPath: f.downloads)) ?? []
+      return names.contains {
+        ((try? FileManager.default.attributesOfItem(atPath: f.downloads + "/" + $0)[.size] as? Int) ?? 0) >= 400_000
+      }
+    }
+    kill(pid, SIGKILL)
+    await f.waitUntil(timeout: 10) { !DownloadStore.processIsAlive(pid) }
+    #expect(try f.tasks().first?.state == .running)
+    server.setMode(.normal)
+    let restarted = try await runProtfs(["--device", f.t.root, "sessions", "start"])
+    #expect(restarted.status == 0, "\(restarted)")
+    await f.waitUntil { (try? f.tasks())?.first?.state == .completed }
+    #expect(FileManager.default.contents(atPath: f.t.containerPath(app, "Documents/big.bin")) == Data(body))
+    let last = try #require(server.requests.last)
+    #expect(last.headers["range"]?.hasPrefix("bytes=") == true && last.headers["range"] != "bytes=0-")
+    #expect(try f.tasks().count == 1)
+  }
+
+  @Test func detachWhenTheServiceCannotStartLeavesTheTasksResumable() async throws {
+    let f = try SessionServiceFixture()
+    defer { f.stop() }
+    // Something else holds the service's socket and answers nothing.
+    let squatter = try ControlSocket.listen(f.socketName)
+    let thread = Thread {
+      while let (connection, _, _) = ControlSocket.accept(squatter) { connection.close() }
+    }
+    thread.start()
+    defer {
+      ControlSocket.shutDown(squatter)
+      squatter.close()
+    }
+    let result = try await runProtfs([
+      "--device", f.t.root, "download", "--bundle", app, "--detach", "http://127.0.0.1:9/file.bin",
+    ])
+    #expect(result.status == 1, "\(result)")
+    #expect(result.stderr.contains("were not handed to the session service"), "\(result)")
+    #expect(result.stderr.components(separatedBy: "Error:").count == 2, "\(result)")
+    #expect(try f.tasks().map(\.state) == [.suspended])
+  }
+
+  @Test func eventsOfAnUnknownSessionFailClearly() async throws {
+    let f = try SessionServiceFixture()
+    let result = try await runProtfs(["--device", f.t.root, "tasks", "events", "--session", "nope", "--json"])
+    #expect(result.status == 1)
+    #expect(result.stderr.contains("no background session 'nope'"), "\(result)")
+  }
+
+  @Test func aNonRootPeerOutsideAnyAppIsRefused() async throws {
+    let f = try SessionServiceFixture()
+    try f.startInProcess()
+    defer { f.stop() }
+    var configuration = SessionConfiguration(identifier: "\(app).background", bundleID: app)
+    configuration.socketName = f.socketName
+    _ = try SessionServiceClient.open(configuration)
+    let result = try await offPool {
+      Result {
+        try Protfs.runProgram(
+          "/usr/bin/setpriv",
+          [
+            "--reuid", "501", "--regid", "501", "--clear-groups", Protfs.binary, "--device", f.t.root, "tasks",
+            "events",
+            "--session", "\(app).background",
+          ],
+          environment: [SessionServiceClient.socketEnvironment: f.socketName])
+      }
+    }.get()
+    #expect(result.status == 1, "\(result)")
+    #expect(result.stderr.contains("only root or the app"), "\(result)")
+  }
+}
+
+/// The service and the lock: a finished download whose destination is locked waits, and the
+/// service places it when the device unlocks.
+@Suite(.timeLimit(.minutes(2))) struct SessionServiceLockTests {
+  @Test func theServicePlacesWaitingDownloadsOnUnlock() async throws {
+    let t = try TestDevice()
+    let app = SessionServiceFixture.app
+    try #require(try await runProtfs(["--device", t.root, "init", app, "--default-class", "complete"]).status == 0)
+    try #require(try await runProtfs(["--device", t.root, "init-cache", app]).status == 0)
+    let socket = SessionServiceClient.socketName(device: t.device)
+    defer {
+      if let pid = SessionServiceClient.ping(socketName: socket) {
+        _ = try? Protfs.run(["--device", t.root, "sessions", "stop"])
+        #expect(!DownloadStore.processIsAlive(pid), "the session service \(pid) is still running")
+      }
+    }
+    let server = try NginxServer()
+    defer { server.stop() }
+    let url = try server.put(Data("report".utf8), at: "report.pdf").absoluteString
+    #expect(try await runProtfs(["--device", t.root, "lock"]).status == 0)
+    let detached = try await runProtfs(["--device", t.root, "download", "--bundle", app, "--detach", url])
+    #expect(detached.status == 0, "\(detached)")
+    let store = try DownloadStore(path: t.device.downloadStorePath)
+    let waitFor: @Sendable (DownloadState) async -> Void = { state in
+      _ = await offPool { () -> Bool in
+        let deadline = Date().addingTimeInterval(20)
+        while (try? store.tasks())?.first?.state != state, Date() < deadline { usleep(10_000) }
+        return true
+      }
+    }
+    await waitFor(.waitingForUnlock)
+    #expect(try store.tasks().first?.state == .waitingForUnlock)
+    #expect(try await runProtfs(["--device", t.root, "unlock"]).status == 0)
+    await waitFor(.completed)
+    #expect(try store.tasks().first?.state == .completed)
+    #expect(FileManager.default.contents(atPath: t.containerPath(app, "Documents/report.pdf")) == Data("report".utf8))
+  }
+}

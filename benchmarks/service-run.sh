@@ -1,0 +1,40 @@
+#!/usr/bin/env bash
+# The session service's half of benchmarks/sessions.sh (called by download.sh with PROTFS_TOOL=service).
+#
+#   service-run.sh setup PROTFS DEVICE       stops the previous run's service (keeping its peak RSS
+#                                            in $SERVICE_STATE/rss), makes DEVICE and starts its service
+#   service-run.sh download PROTFS DEVICE ARGS...
+#                                            `protfs download --detach ARGS`, then waits until every
+#                                            task of DEVICE is completed or failed
+#   service-run.sh stop                      stops the last service, keeping its peak RSS
+set -euo pipefail
+: "${SERVICE_STATE:?set by benchmarks/sessions.sh}"
+
+stop_previous() {
+  [ -f "$SERVICE_STATE/pid" ] || return 0
+  local pid
+  pid=$(cat "$SERVICE_STATE/pid")
+  rm -f "$SERVICE_STATE/pid"
+  awk '/VmHWM/ {print $2}' "/proc/$pid/status" >>"$SERVICE_STATE/rss" 2>/dev/null || true
+  kill "$pid" 2>/dev/null || return 0
+  while kill -0 "$pid" 2>/dev/null; do sleep 0.01; done
+}
+
+case $1 in
+  setup)
+    stop_previous
+    "$2" --device "$3" init com.example.bench >/dev/null
+    "$2" --device "$3" sessions start --idle-exit 10m | sed -n 's/.*pid \([0-9]*\).*/\1/p' >"$SERVICE_STATE/pid"
+    ;;
+  download)
+    protfs=$2 device=$3
+    shift 3
+    "$protfs" --device "$device" download --bundle com.example.bench --detach "$@" >/dev/null
+    store="$device/.protfs/downloads.sqlite"
+    while [ "$(sqlite3 -cmd '.timeout 2000' "$store" \
+      "SELECT count(*) FROM tasks WHERE state NOT IN ('completed', 'failed')")" != 0 ]; do
+      sleep 0.005
+    done
+    ;;
+  stop) stop_previous ;;
+esac

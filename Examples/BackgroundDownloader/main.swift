@@ -79,7 +79,8 @@ final class Downloader: NSObject, URLSessionDownloadDelegate {
     _ application: UIApplication, didFinishLaunchingWithOptions options: [UIApplication.LaunchOptionsKey: Any]?
   ) -> Bool {
     let argument = CommandLine.arguments.dropFirst().first ?? ProcessInfo.processInfo.environment["DOWNLOAD_URL"]
-    if let text = argument, let url = URL(string: text) {
+    // Relaunched in the background for the session's events: nothing new to start.
+    if application.applicationState != .background, let text = argument, let url = URL(string: text) {
       downloader.start(url)
     } else {
       _ = downloader.session

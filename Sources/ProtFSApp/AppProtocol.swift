@@ -122,6 +122,9 @@ public enum AppEnvironment {
   public static let protectedData = "PROTFS_APP_PROTECTED_DATA"
   /// The session service's socket name (`SessionServiceClient.socketName(device:)`), set by the CLI.
   public static let sessionsSocket = "PROTFS_SESSIONS_SOCKET"
+  /// `background` when the system launched the app in the background (for a fetch or a session's
+  /// events): its `applicationState` is `.background` from the start, as on iOS; else `active`.
+  public static let launchState = "PROTFS_APP_LAUNCH_STATE"
   /// The descriptor number the events come on.
   public static let eventsDescriptor: Int32 = 3
 

@@ -53,6 +53,8 @@ public final class AppSupervisor: @unchecked Sendable {
   var sessionToken = 0
   private var terminating = false
   private var status: Int32 = 1
+  /// Whether the system launched the app in the background (for a fetch or session events).
+  private let launchedInBackground: Bool
 
   /// Claims `bundleID`'s socket; throws `.alreadyExists` when a supervisor of that app runs.
   ///
@@ -81,6 +83,7 @@ public final class AppSupervisor: @unchecked Sendable {
     record.backgroundTime = timings.backgroundTime
     record.lastLaunchCommand = command
     if userLaunch { record.forceQuit = false }
+    launchedInBackground = !userLaunch
     record.tasks = []
     record.backgroundSince = nil
     self.record = record
@@ -92,6 +95,7 @@ public final class AppSupervisor: @unchecked Sendable {
       AppEnvironment.socket: "@" + socketName, AppEnvironment.bundle: bundleID.rawValue,
       AppEnvironment.eventsFD: String(AppEnvironment.eventsDescriptor),
       AppEnvironment.protectedData: device.isProtectedDataAvailable ? "available" : "unavailable",
+      AppEnvironment.launchState: launchedInBackground ? "background" : "active",
     ]
   }
 

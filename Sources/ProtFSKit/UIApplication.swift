@@ -43,6 +43,7 @@ public final class UIApplication {
     socketName = String(socket.dropFirst())
     eventsDescriptor = events
     isProtectedDataAvailable = environment[AppEnvironment.protectedData] != "unavailable"
+    if environment[AppEnvironment.launchState] == "background" { applicationState = .background }
   }
 
   /// The message of a program that is not run as an app.

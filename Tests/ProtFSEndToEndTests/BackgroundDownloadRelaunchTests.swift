@@ -65,5 +65,7 @@ import Testing
       "\(tasks.map { ($0.id, $0.state, $0.delivery as Any, $0.temporaryFileName as Any) })\n\(listing.stdout)\n\(d.record())"
     )
     #expect(tasks.first?.state == .completed)
+    // Launched in the background (applicationState .background), the app started nothing new.
+    #expect(tasks.count == 1, "\(tasks.map(\.id))")
   }
 }

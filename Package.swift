@@ -90,7 +90,8 @@ let package = Package(
       dependencies: [
         "ProtFSSystem", "ProtFS", "ProtFSLock", "ProtFSDownloads", "ProtFSAudit", "ProtFSTestSupport", "protfs",
         "ProtFSApp", "ProtFSSessions", "ProtFSCLI",
-        "BackgroundRunner", "FetchHelper", "ForgetfulApp",
+        "BackgroundRunner", "FetchHelper", "ForgetfulApp", "BackgroundDownloader", "UploadSession", "FetchDownloader",
+        "PauseResume",
       ]
     ),
   ]

@@ -15,7 +15,12 @@ extension DownloadSession {
   /// app may delete its file at once; it is removed when the task completes, fails or is cancelled.
   /// Progress comes as `.progress` events (bytes sent) and `didSendBodyData`; the answer as
   /// `.receivedResponse` and `didReceive data`, and stays in the task's record.
-  public func uploadTask(with request: UploadRequest, fromFile path: String) throws(ProtFSError) -> DownloadTask {
+  ///
+  /// With `handsOver` (a session the session service runs for an app), the completion and the
+  /// answer are queued in the store for the app until it acknowledges them.
+  public func uploadTask(with request: UploadRequest, fromFile path: String, handsOver: Bool = false)
+    throws(ProtFSError) -> DownloadTask
+  {
     if core.isInvalidated {
       throw ProtFSError(
         .invalidArgument, "The download session '\(identifier)' was invalidated.",
@@ -35,6 +40,7 @@ extension DownloadSession {
     record.requestTimeout = Monotonic.seconds(configuration.requestTimeout)
     record.resourceTimeout = Monotonic.seconds(configuration.resourceTimeout)
     record.upload = UploadDetails(method: request.method, headers: headers, sourcePath: path)
+    record.handsOver = handsOver
     let inserted: DownloadTaskRecord
     do {
       inserted = try core.store.insert([record], owner: core.owner)[0]

@@ -13,6 +13,13 @@ extension SessionService {
       .wroteData(task: id, bytesWritten: written, totalBytesWritten: total, totalBytesExpectedToWrite: expected))
   }
 
+  /// Forwards a hosted session's upload progress to its subscriber.
+  func sent(of identifier: String, task id: Int64, sent: Int64, total: Int64, expected: Int64) {
+    guard let subscriber = lock.withLock({ subscribers[identifier] }) else { return }
+    subscriber.send(
+      .sentBodyData(task: id, bytesSent: sent, totalBytesSent: total, totalBytesExpectedToSend: expected))
+  }
+
   /// A task of a hosted session completed or failed: its delivery goes out, and the app may be told.
   func completed(in identifier: String) {
     flushDeliveries(identifier)
@@ -40,7 +47,12 @@ extension SessionService {
     for record in pending {
       let fresh = lock.withLock { subscriber.sent.insert(record.id).inserted }
       guard fresh else { continue }
-      if let location = record.handedOverPath {
+      if let upload = record.upload {
+        // The server's answer (`dataTask(_:didReceive:)`), before the completion.
+        if let body = try? store.responseBody(of: record.id), !body.isEmpty {
+          subscriber.send(.receivedData(task: record.id, statusCode: upload.responseStatus ?? 0, body: body))
+        }
+      } else if let location = record.handedOverPath {
         subscriber.send(.finishedDownloading(task: record.id, location: location))
       }
       let snapshot = Self.snapshot(record)
@@ -156,6 +168,14 @@ final class ServiceSessionDelegate: DownloadSessionDelegate, @unchecked Sendable
     service?.progress(
       of: identifier, task: task.id, written: bytesWritten, total: totalBytesWritten,
       expected: totalBytesExpectedToWrite)
+  }
+
+  func downloadSession(
+    _ session: DownloadSession, task: DownloadTask, didSendBodyData bytesSent: Int64, totalBytesSent: Int64,
+    totalBytesExpectedToSend: Int64
+  ) {
+    service?.sent(
+      of: identifier, task: task.id, sent: bytesSent, total: totalBytesSent, expected: totalBytesExpectedToSend)
   }
 
   func downloadSession(_ session: DownloadSession, task: DownloadTask, didCompleteWithError error: ProtFSError?) {

@@ -77,6 +77,17 @@ extension SessionService {
       }
       _ = lock.withLock { launchNotified.remove(hosted.session.identifier) }
       reply.snapshot = Self.snapshot(task.record)
+    case .createUploadTask:
+      let hosted = try session(request, peer: peer)
+      guard let wanted = request.request else { throw Self.missing("request") }
+      guard let path = request.path else { throw Self.missing("path") }
+      let upload = UploadRequest(
+        url: wanted.url, method: try UploadMethod.parse(wanted.method),
+        headers: wanted.headers.map { UploadHeader(name: $0.name, value: $0.value) },
+        taskDescription: wanted.taskDescription)
+      let task = try hosted.session.uploadTask(with: upload, fromFile: path, handsOver: true)
+      _ = lock.withLock { launchNotified.remove(hosted.session.identifier) }
+      reply.snapshot = Self.snapshot(task.record)
     case .resume, .suspend, .cancel, .setDescription:
       let hosted = try session(request, peer: peer)
       guard let id = request.task, let task = hosted.session.task(id: id) else {
@@ -238,10 +249,22 @@ extension SessionService {
       record.state == .failed
       ? record.failure ?? ProtFSError(.io, record.errorMessage ?? "The download failed.", errno: record.errorNumber)
       : nil
+    let url = URL(string: record.url) ?? URL(fileURLWithPath: "/")
+    if let upload = record.upload {
+      // An upload's record counts the bytes sent and to send.
+      return SessionTaskSnapshot(
+        id: record.id, kind: .upload,
+        request: SessionRequest(
+          url: url, method: upload.method.rawValue,
+          headers: upload.headers.map { SessionHeader(name: $0.name, value: $0.value) },
+          taskDescription: record.taskDescription),
+        state: state, bytesReceived: upload.responseBytes ?? 0, bytesExpectedToReceive: upload.responseBytes ?? -1,
+        bytesSent: record.bytesReceived, bytesExpectedToSend: record.bytesExpected,
+        statusCode: upload.responseStatus ?? 0, error: error)
+    }
     return SessionTaskSnapshot(
       id: record.id, kind: .download,
-      request: SessionRequest(
-        url: URL(string: record.url) ?? URL(fileURLWithPath: "/"), taskDescription: record.taskDescription),
+      request: SessionRequest(url: url, taskDescription: record.taskDescription),
       state: state, bytesReceived: record.bytesReceived, bytesExpectedToReceive: record.bytesExpected,
       statusCode: record.state == .completed ? 200 : 0, error: error)
   }

@@ -60,7 +60,7 @@ public final class SessionServiceClient: SessionBackend, Sendable {
     guard let socketName = configuration.socketName ?? environment[socketEnvironment] else {
       throw ProtFSError(
         .notFound, "No session service is known to this process (\(socketEnvironment) is not set).",
-        remedy: .advice("run the app with `protfs app launch`, or give the configuration its socketName"))
+        remedy: .advice("run the program as an app, or give the configuration its socketName"))
     }
     var request = SessionServiceRequest(.openSession, session: configuration.identifier)
     var configuration = configuration
@@ -86,7 +86,7 @@ public final class SessionServiceClient: SessionBackend, Sendable {
   static func notRunning(_ socketName: String) -> ProtFSError {
     ProtFSError(
       .notFound, "The session service at '@\(socketName)' does not run.", path: "@" + socketName, errno: ENOENT,
-      remedy: .advice("start it with `protfs sessions start`"))
+      remedy: .advice("start the device's session service"))
   }
 
   /// Asks the app's supervisor to start the service, then waits (up to 10 s) until it answers.
@@ -141,13 +141,16 @@ public final class SessionServiceClient: SessionBackend, Sendable {
     return snapshot
   }
 
-  /// Upload tasks do not go through the service yet.
+  /// A suspended upload task; the service reads `path` under the lock rules and snapshots it now.
   public func createUploadTask(_ request: SessionRequest, fromFile path: String) throws(ProtFSError)
     -> SessionTaskSnapshot
   {
-    throw ProtFSError(
-      .invalidArgument, "Upload tasks do not run in the session service yet.",
-      remedy: .advice("use an in-process session for uploads"))
+    let reply = try call(.createUploadTask) {
+      $0.request = request
+      $0.path = path
+    }
+    guard let snapshot = reply.snapshot else { throw ProtFSError(.io, "The session service sent no task.") }
+    return snapshot
   }
 
   /// Starts or continues task `id`.

@@ -15,6 +15,8 @@ public struct SessionServiceRequest: Sendable, Codable, Equatable {
     case adopt
     /// Creates a handed-over download task for `request` (or `resumeData`).
     case createDownloadTask
+    /// Creates an upload task sending the file at `path` with `request`'s method and headers.
+    case createUploadTask
     /// Resumes, suspends or cancels task `task`, or sets its description.
     case resume, suspend, cancel, setDescription
     /// The session's tasks not yet completed to the app.
@@ -45,6 +47,8 @@ public struct SessionServiceRequest: Sendable, Codable, Equatable {
   public var request: SessionRequest?
   /// Resume data to continue (`createDownloadTask`).
   public var resumeData: Data?
+  /// The file an upload sends (`createUploadTask`), as the app names it.
+  public var path: String?
   /// The task it is about.
   public var task: Int64?
   /// Tasks to resume (`adopt`).

@@ -1,0 +1,65 @@
+import Foundation
+import ProtFS
+import ProtFSDownloads
+import ProtFSSessions
+import ProtFSTestSupport
+import Testing
+
+/// Examples/UploadSession, a background upload session with Apple's names, through the session
+/// service: a complete file fails while the device is locked (EPERM underneath, as on iOS) and the
+/// same upload succeeds after unlock, with the server's JSON reply delivered to the delegate.
+@Suite(.serialized, .timeLimit(.minutes(2))) struct UploadSessionExampleTests {
+  let app = "com.example.app"
+
+  @Test func aCompleteFileFailsWhileLockedAndUploadsAfterUnlockThroughTheService() async throws {
+    let t = try TestDevice()
+    #expect(try Protfs.run(["--device", t.root, "init", app]).status == 0)
+    let file = t.containerPath(app, "Documents/report.bin")
+    let body = Data(DownloadFixture.bytes(300_000))
+    try body.write(to: URL(fileURLWithPath: file))
+    #expect(try Protfs.run(["--device", t.root, "set-class", "complete", file]).status == 0)
+    let server = try UploadServer()
+    defer { server.stop() }
+    let socket = SessionServiceClient.socketName(device: t.device)
+    #expect(try Protfs.run(["--device", t.root, "sessions", "start"]).status == 0)
+    defer {
+      if let pid = SessionServiceClient.ping(socketName: socket) {
+        _ = try? Protfs.run(["--device", t.root, "sessions", "stop"])
+        #expect(!DownloadStore.processIsAlive(pid), "the session service \(pid) is still running")
+      }
+    }
+    let example = URL(fileURLWithPath: Protfs.binary).deletingLastPathComponent().appendingPathComponent(
+      "UploadSession"
+    ).path
+    let environment = [
+      "PROTFS_DEVICE": t.root, "PROTFS_APP_BUNDLE": app, SessionServiceClient.socketEnvironment: socket,
+    ]
+    let run = { () throws -> [[String: Any]] in
+      let result = try Protfs.runProgram(
+        example, [server.url("reports/1").absoluteString, file], environment: environment)
+      #expect(result.status == 0, "\(result)")
+      return result.stdout.split(separator: "\n").compactMap {
+        try? JSONSerialization.jsonObject(with: Data($0.utf8)) as? [String: Any]
+      }
+    }
+
+    #expect(try Protfs.run(["--device", t.root, "lock"]).status == 0)
+    let locked = try run()
+    let failure = locked.first { $0["event"] as? String == "didCompleteWithError" }
+    #expect(failure?["domain"] as? String == NSURLErrorDomain, "\(locked)")
+    #expect(server.requests.isEmpty)
+
+    #expect(try Protfs.run(["--device", t.root, "unlock"]).status == 0)
+    let unlocked = try run()
+    let events = unlocked.compactMap { $0["event"] as? String }
+    #expect(events.contains("didReceive"), "\(unlocked)")
+    #expect(unlocked.first { $0["event"] as? String == "didReceive" }?["json"] as? Bool == true, "\(unlocked)")
+    let done = unlocked.first { $0["event"] as? String == "didCompleteWithError" }
+    #expect(done != nil && done?["domain"] == nil, "\(unlocked)")
+    #expect(server.requests.map(\.method) == ["PUT"])
+    #expect(server.requests.first?.received == body.count)
+    // The snapshot is gone with the task.
+    let uploads = t.containerPath(app, "Library/Caches/com.apple.nsurlsessiond/Uploads/" + app)
+    #expect(((try? FileManager.default.contentsOfDirectory(atPath: uploads)) ?? []).isEmpty)
+  }
+}

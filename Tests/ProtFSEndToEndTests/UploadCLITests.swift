@@ -1,5 +1,7 @@
 import Foundation
 import ProtFS
+import ProtFSDownloads
+import ProtFSSessions
 import ProtFSTestSupport
 import Testing
 
@@ -75,6 +77,43 @@ import Testing
     #expect(try Protfs.run(["--device", t.root, "unlock"]).status == 0)
     let unlocked = try Protfs.run(arguments)
     #expect(unlocked.status == 0, "\(unlocked)")
+  }
+
+  @Test func aDetachedUploadIsSentByTheSessionServiceAfterTheCommandReturns() async throws {
+    let t = try device()
+    let server = try UploadServer()
+    defer { server.stop() }
+    let socket = SessionServiceClient.socketName(device: t.device)
+    defer {
+      if let pid = SessionServiceClient.ping(socketName: socket) {
+        _ = try? Protfs.run(["--device", t.root, "sessions", "stop"])
+        #expect(!DownloadStore.processIsAlive(pid), "the session service \(pid) is still running")
+      }
+    }
+    let result = try Protfs.run([
+      "--device", t.root, "upload", "--bundle", app, "--from", "Documents/report.json", "--detach",
+      server.url("reports/7").absoluteString,
+    ])
+    #expect(result.status == 0, "\(result)")
+    let id = try #require(Int64(result.stdout.trimmingCharacters(in: .whitespacesAndNewlines)), "\(result)")
+    #expect(SessionServiceClient.ping(socketName: socket) != nil, "no session service runs")
+    let store = try DownloadStore(path: t.device.downloadStorePath)
+    let settled = await offPool { () -> DownloadTaskRecord? in
+      let deadline = Date() + 30
+      while Date() < deadline {
+        if let record = try? store.task(id: id), record.state.isSettled { return record }
+        usleep(20_000)
+      }
+      return nil
+    }
+    #expect(settled?.state == .completed, "\(String(describing: settled))")
+    #expect(settled?.upload?.responseStatus == 200 || settled?.upload?.responseStatus == 201)
+    #expect(server.requests.map(\.received) == [1 << 20])
+    let usage = try Protfs.run([
+      "--device", t.root, "upload", "--bundle", app, "--from", "Documents/report.json", "--detach", "--response",
+      "-", server.url().absoluteString,
+    ])
+    #expect(usage.status == 64 && usage.stderr.contains("--detach"), "\(usage)")
   }
 
   @Test func badInputGetsOneClearErrorAndLeavesNothing() throws {

@@ -17,6 +17,8 @@ final class FakeSessionBackend: SessionBackend, @unchecked Sendable {
 
   let identifier: String
   let store = Mutex(Store())
+  /// Signalled by each acknowledgement (the session makes it after the delegate's call returned).
+  let acknowledgement = DispatchSemaphore(value: 0)
 
   init(identifier: String = "fake.session") { self.identifier = identifier }
 
@@ -82,6 +84,7 @@ final class FakeSessionBackend: SessionBackend, @unchecked Sendable {
       store.tasks.removeAll { $0.id == id }
       store.queued.removeAll { $0.taskID == id }
     }
+    acknowledgement.signal()
   }
 
   func invalidate(cancelling: Bool) {

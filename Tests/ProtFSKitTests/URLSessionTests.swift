@@ -36,8 +36,7 @@ import Testing
       log == [
         "write \(id) 10/20", "write \(id) 20/20", "finish \(id) /tmp/CFNetworkDownload_1.tmp", "complete \(id) ok",
       ])
-    session.getAllTasks { _ in delegate.signal.signal() }
-    _ = delegate.signal.wait(timeout: .now() + 10)
+    #expect(backend.acknowledgement.wait(timeout: .now() + 10) == .success)
     #expect(backend.store.withLock { $0.acknowledged } == [id])
     #expect(task.state == .completed)
     #expect(task.countOfBytesReceived == 20)

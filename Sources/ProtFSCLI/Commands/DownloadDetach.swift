@@ -25,6 +25,16 @@ extension DownloadCommand {
       requests = next()
     }
     session.invalidate()
+    try handToService(invocation, configuration: configuration, ids: ids)
+    return exitCompleted
+  }
+
+  /// Hands the recorded tasks `ids` of `configuration`'s session (suspended, released) to the
+  /// device's session service, starting it if needed, and prints their ids; when the service cannot
+  /// take them they stay suspended in the store and one error says so. `upload --detach` too.
+  static func handToService(_ invocation: Invocation, configuration: DownloadSessionConfiguration, ids: [Int64])
+    throws
+  {
     var settings = SessionConfiguration(identifier: configuration.identifier, bundleID: configuration.bundleID)
     settings.connectionsPerHost = configuration.maximumConnectionsPerHost
     settings.requestTimeout = Double(configuration.requestTimeout.components.seconds)
@@ -43,6 +53,5 @@ extension DownloadCommand {
         remedy: .advice("they stay suspended; `protfs tasks resume ID` runs one here"))
     }
     for id in ids { Console.out(String(id)) }
-    return exitCompleted
   }
 }

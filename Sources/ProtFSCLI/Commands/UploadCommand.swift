@@ -16,7 +16,9 @@ package enum UploadCommand {
       copy is sent (PUT by default, or POST), retried from its first byte after a dropped
       connection or a 5xx answer, and removed when the task ends. The server's answer is kept with
       the task (up to 16 MiB of its body): --response FILE writes it, '-' to stdout; the status is
-      printed. `protfs tasks` lists uploads with kind "upload".
+      printed. `protfs tasks` lists uploads with kind "upload". With --detach the task is handed to
+      the device's session service (started if needed), its id printed, and the command returns at
+      once; the service sends it even after the app or this shell is gone.
 
       Exit status: 0 the server answered 2xx; 1 the task failed (or a 4xx answer); 64 a usage error.
       """,
@@ -24,6 +26,7 @@ package enum UploadCommand {
     options: [
       bundle, from, method, header, response, DownloadCommand.session, DownloadCommand.description,
       DownloadCommand.progress, DownloadCommand.requestTimeout, DownloadCommand.resourceTimeout,
+      DownloadCommand.detach,
     ],
     run: run
   )
@@ -90,14 +93,22 @@ package enum UploadCommand {
     if let resourceTimeout { configuration.resourceTimeout = resourceTimeout }
     configuration.resumesReattachedTasks = false
 
+    let detached = invocation.flag(DownloadCommand.detach)
+    if detached, invocation.value(Self.response) != nil {
+      throw invocation.usageError(
+        "--response cannot go with --detach: the answer arrives after this command returns; drop one of them.")
+    }
     let session = try DownloadSession(configuration: configuration)
     defer { session.invalidate() }
     let task = try session.uploadTask(
       with: UploadRequest(
         url: target, method: method, headers: headers, taskDescription: invocation.value(DownloadCommand.description)),
       fromFile: path)
-    // `--detach` (the session service) goes here: hand the task over and print its id instead of
-    // following it.
+    if detached {
+      session.invalidate()
+      try DownloadCommand.handToService(invocation, configuration: configuration, ids: [task.id])
+      return DownloadCommand.exitCompleted
+    }
     let outcome = DownloadCommand.runInForeground([task], of: session, progress: mode)
     let state = outcome[task.id] ?? task.state
     let status = task.responseStatus

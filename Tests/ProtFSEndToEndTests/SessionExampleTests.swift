@@ -5,10 +5,10 @@ import ProtFSSessions
 import ProtFSTestSupport
 import Testing
 
-/// Examples/UploadSession, a background upload session with Apple's names, through the session
+/// Examples/UploadSession and Examples/PauseResume through the session service. UploadSession, a background upload session with Apple's names, through the session
 /// service: a complete file fails while the device is locked (EPERM underneath, as on iOS) and the
 /// same upload succeeds after unlock, with the server's JSON reply delivered to the delegate.
-@Suite(.serialized, .timeLimit(.minutes(2))) struct UploadSessionExampleTests {
+@Suite(.serialized, .timeLimit(.minutes(2))) struct SessionExampleTests {
   let app = "com.example.app"
 
   @Test func aCompleteFileFailsWhileLockedAndUploadsAfterUnlockThroughTheService() async throws {
@@ -61,5 +61,46 @@ import Testing
     // The snapshot is gone with the task.
     let uploads = t.containerPath(app, "Library/Caches/com.apple.nsurlsessiond/Uploads/" + app)
     #expect(((try? FileManager.default.contentsOfDirectory(atPath: uploads)) ?? []).isEmpty)
+  }
+
+  @Test func pauseResumeContinuesFromItsResumeDataWithRangeAndMovesTheFile() async throws {
+    let t = try TestDevice()
+    #expect(try Protfs.run(["--device", t.root, "init", app]).status == 0)
+    let body = DownloadFixture.bytes(4 << 20)
+    // A slow body, so that the pause comes while bytes are still on their way.
+    let server = try FaultServer(
+      body: body, entityTag: "\"e1\"", mode: .slowDrip(chunk: 256 * 1024, interval: .milliseconds(20)))
+    defer { server.stop() }
+    let socket = SessionServiceClient.socketName(device: t.device)
+    #expect(try Protfs.run(["--device", t.root, "sessions", "start"]).status == 0)
+    defer {
+      if let pid = SessionServiceClient.ping(socketName: socket) {
+        _ = try? Protfs.run(["--device", t.root, "sessions", "stop"])
+        #expect(!DownloadStore.processIsAlive(pid), "the session service \(pid) is still running")
+      }
+    }
+    let example = URL(fileURLWithPath: Protfs.binary).deletingLastPathComponent().appendingPathComponent(
+      "PauseResume"
+    ).path
+    let result = try Protfs.runProgram(
+      example, [server.url("big.bin").absoluteString],
+      environment: [
+        "PROTFS_DEVICE": t.root, "PROTFS_APP_BUNDLE": app, SessionServiceClient.socketEnvironment: socket,
+      ])
+    #expect(result.status == 0, "\(result)")
+    let lines = result.stdout.split(separator: "\n").compactMap {
+      try? JSONSerialization.jsonObject(with: Data($0.utf8)) as? [String: Any]
+    }
+    let paused = lines.first { $0["event"] as? String == "paused" }
+    #expect((paused?["resumeData"] as? Int ?? 0) > 0, "\(result.stdout)")
+    let offset = lines.first { $0["event"] as? String == "didResumeAtOffset" }?["offset"] as? Int
+    #expect((offset ?? 0) > 0, "\(result.stdout)")
+    let finished = lines.first { $0["event"] as? String == "didFinishDownloadingTo" }
+    let path = try #require(finished?["path"] as? String, "\(result.stdout)")
+    #expect(path.hasPrefix(t.containerPath(app, "Documents")))
+    #expect(FileManager.default.contents(atPath: path) == Data(body))
+    let codes = lines.filter { $0["event"] as? String == "didCompleteWithError" }.compactMap { $0["code"] as? Int }
+    #expect(codes == [NSURLErrorCancelled, 0], "\(result.stdout)")
+    #expect(server.requests.contains { $0.headers["range"] != nil }, "no request continued with Range")
   }
 }

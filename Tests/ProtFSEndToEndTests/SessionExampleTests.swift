@@ -5,9 +5,9 @@ import ProtFSSessions
 import ProtFSTestSupport
 import Testing
 
-/// Examples/UploadSession and Examples/PauseResume through the session service. UploadSession, a background upload session with Apple's names, through the session
-/// service: a complete file fails while the device is locked (EPERM underneath, as on iOS) and the
-/// same upload succeeds after unlock, with the server's JSON reply delivered to the delegate.
+/// The example URLSession apps through the session service: UploadSession (a complete file fails
+/// while the device is locked, EPERM underneath as on iOS, and the same upload succeeds after
+/// unlock with the server's JSON reply delivered) and PauseResume (resume data, then Range).
 @Suite(.serialized, .timeLimit(.minutes(2))) struct SessionExampleTests {
   let app = "com.example.app"
 

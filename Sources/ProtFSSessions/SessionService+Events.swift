@@ -122,7 +122,7 @@ extension SessionService {
       throw ProtFSError(
         .permissionDenied,
         "Process \(peer.pid) (uid \(peer.uid)) is not running as app \(bundleID); only root or the app may use its sessions.",
-        errno: EPERM, remedy: .advice("run it as root, or from the app (`protfs app launch`)"))
+        errno: EPERM, remedy: .useSessionFromItsApp)
     }
   }
 

@@ -165,7 +165,7 @@ extension SessionService {
   static func unknownSession(_ identifier: String) -> ProtFSError {
     ProtFSError(
       .notFound, "There is no background session '\(identifier)' on this device.",
-      remedy: .advice("`protfs sessions` lists them"))
+      remedy: .listSessions)
   }
 
   private static func missing(_ what: String) -> ProtFSError {

@@ -54,7 +54,7 @@ public final class SessionService: @unchecked Sendable {
     } catch  where error.errno == EADDRINUSE {
       throw ProtFSError(
         .alreadyExists, "The session service of '\(device.root)' already runs.", path: "@" + socketName,
-        remedy: .advice("`protfs sessions` shows it; `protfs sessions stop` ends it"))
+        remedy: .restartSessionService)
     }
     lock.withLock { listener = socket }
     restore()

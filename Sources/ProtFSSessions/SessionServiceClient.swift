@@ -86,7 +86,7 @@ public final class SessionServiceClient: SessionBackend, Sendable {
   static func notRunning(_ socketName: String) -> ProtFSError {
     ProtFSError(
       .notFound, "The session service at '@\(socketName)' does not run.", path: "@" + socketName, errno: ENOENT,
-      remedy: .advice("start the device's session service"))
+      remedy: .startSessionService)
   }
 
   /// Asks the app's supervisor to start the service, then waits (up to 10 s) until it answers.
@@ -96,7 +96,7 @@ public final class SessionServiceClient: SessionBackend, Sendable {
     if let refusal = reply.error {
       throw ProtFSError(
         .io, "The app's supervisor did not start the session service: \(refusal)", path: "@" + socketName,
-        remedy: .advice("check `protfs sessions`; `protfs sessions start` as root starts it"))
+        remedy: .startSessionService)
     }
     try waitUntilListening(socketName, timeout: 10)
   }

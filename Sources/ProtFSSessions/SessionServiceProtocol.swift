@@ -126,7 +126,7 @@ enum SessionWire {
     guard send(request, on: connection), let reply = receive(SessionServiceReply.self, on: connection) else {
       throw ProtFSError(
         .io, "The session service at '@\(socketName)' did not answer.", path: "@" + socketName,
-        remedy: .advice("check `protfs sessions`; `protfs sessions stop` and start it again"))
+        remedy: .restartSessionService)
     }
     if let error = reply.error { throw error }
     return reply

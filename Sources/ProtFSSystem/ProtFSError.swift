@@ -142,6 +142,14 @@ public enum Remedy: Sendable, Equatable, Hashable, Codable {
   case enableFuse
   /// Unmount the device's mount first.
   case unmount(mountpoint: String)
+  /// Look at the device's background sessions and their service.
+  case listSessions
+  /// Start the device's session service (as root).
+  case startSessionService
+  /// Stop the device's session service, then start it again.
+  case restartSessionService
+  /// Use the session from its app (launched as an app), or as root.
+  case useSessionFromItsApp
   /// Anything else, as the words of a sentence that name no command.
   case advice(String)
 
@@ -165,6 +173,10 @@ public enum Remedy: Sendable, Equatable, Hashable, Codable {
       orChown ? "run as root, or give the item to the device's owner with chown" : "run as root"
     case .runAsDeviceOwner: "run as the device's owner"
     case .confineAsRoot: "confine the program as root, outside a user namespace that restricts setuid and prctl"
+    case .listSessions: "look at the device's background sessions and their service"
+    case .startSessionService: "start the device's session service as root"
+    case .restartSessionService: "stop the device's session service and start it again"
+    case .useSessionFromItsApp: "run it as root, or from the app the session belongs to"
     case .enableFuse:
       "make /dev/fuse available (load the fuse module; in a container, pass /dev/fuse in) and mount as root"
     case .unmount(let mountpoint): "unmount '\(mountpoint)' first"

@@ -11,7 +11,8 @@ struct RemedyTests {
     .initializeDownloadsDirectory, .resumeAfterUnlock, .purgeCaches, .listTasks, .resetPasscode,
     .retry(operation: "lock"),
     .inspectJournal, .runAsRoot(orChown: true), .runAsRoot(orChown: false), .runAsDeviceOwner, .confineAsRoot,
-    .enableFuse, .unmount(mountpoint: "/mnt/device"),
+    .enableFuse, .unmount(mountpoint: "/mnt/device"), .listSessions, .startSessionService, .restartSessionService,
+    .useSessionFromItsApp,
   ]
 
   @Test(arguments: all)

@@ -21,6 +21,10 @@ extension Remedy {
     case .runAsRoot(let orChown):
       orChown ? "run protfs as root, or give the item to the device's owner with chown" : "run protfs as root"
     case .runAsDeviceOwner: "run protfs as the device's owner"
+    case .listSessions: "`protfs sessions` lists them"
+    case .startSessionService: "check `protfs sessions`; `protfs sessions start` as root starts it"
+    case .restartSessionService: "check `protfs sessions`; `protfs sessions stop`, then start it again"
+    case .useSessionFromItsApp: "run it as root, or from the app (`protfs app launch`)"
     case .confineAsRoot:
       "run protfs exec as root, outside a container or user namespace that restricts setuid and prctl"
     case .enableFuse:

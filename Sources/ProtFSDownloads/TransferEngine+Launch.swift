@@ -117,14 +117,7 @@ extension TransferEngine {
   /// the range and its validator.
   private func configure(_ transfer: Transfer, url: URL, record: DownloadTaskRecord) {
     let easy = transfer.easy
-    protfs_curl_easy_setopt_string(easy, CURLOPT_URL, url.absoluteString)
-    let context = Unmanaged.passUnretained(transfer).toOpaque()
-    protfs_curl_easy_setopt_pointer(easy, CURLOPT_PRIVATE, context)
-    protfs_curl_easy_setopt_write_callback(easy, CURLOPT_WRITEFUNCTION, writeCallback)
-    protfs_curl_easy_setopt_pointer(easy, CURLOPT_WRITEDATA, context)
-    protfs_curl_easy_setopt_write_callback(easy, CURLOPT_HEADERFUNCTION, headerCallback)
-    protfs_curl_easy_setopt_pointer(easy, CURLOPT_HEADERDATA, context)
-    protfs_curl_easy_setopt_pointer(easy, CURLOPT_ERRORBUFFER, transfer.errorBuffer)
+    configureConnection(transfer, url: url, write: writeCallback, header: headerCallback)
     // The large receive buffer is what lets one write(2) carry up to a MiB (measured: 512 KiB to 10 MiB buffers halve a 1 GiB download's time).
     protfs_curl_easy_setopt_long(easy, CURLOPT_BUFFERSIZE, receiveBufferSize)
     protfs_curl_easy_setopt_long(easy, CURLOPT_FOLLOWLOCATION, 1)
@@ -132,13 +125,6 @@ extension TransferEngine {
     protfs_curl_easy_setopt_string(easy, CURLOPT_PROTOCOLS_STR, "http,https,file")
     // A server must not redirect a download to a local file.
     protfs_curl_easy_setopt_string(easy, CURLOPT_REDIR_PROTOCOLS_STR, "http,https")
-    protfs_curl_easy_setopt_long(
-      easy, CURLOPT_CONNECTTIMEOUT_MS, Int(Monotonic.nanoseconds(configuration.connectTimeout) / 1_000_000))
-    protfs_curl_easy_setopt_long(easy, CURLOPT_NOSIGNAL, 1)
-    protfs_curl_easy_setopt_string(easy, CURLOPT_USERAGENT, configuration.userAgent)
-    if let bundle = configuration.trustedCertificatesPath {
-      protfs_curl_easy_setopt_string(easy, CURLOPT_CAINFO, bundle)
-    }
     if transfer.offset > 0 {
       protfs_curl_easy_setopt_string(easy, CURLOPT_RANGE, "\(transfer.offset)-")
       // If-Range needs a strong validator; a weak ETag falls back to Last-Modified.
@@ -147,6 +133,30 @@ extension TransferEngine {
         transfer.headerList = curl_slist_append(nil, "If-Range: \(validator)")
         protfs_curl_easy_setopt_slist(easy, CURLOPT_HTTPHEADER, transfer.headerList)
       }
+    }
+  }
+
+  /// What every attempt's easy handle gets, download or upload: the URL, `transfer` as the context
+  /// of its callbacks (`write` for the body, `header` for header lines), the error buffer, the
+  /// connect timeout, no signals, the user agent and the trusted certificates.
+  package func configureConnection(
+    _ transfer: Transfer, url: URL, write: curl_write_callback, header: curl_write_callback
+  ) {
+    let easy = transfer.easy
+    protfs_curl_easy_setopt_string(easy, CURLOPT_URL, url.absoluteString)
+    let context = Unmanaged.passUnretained(transfer).toOpaque()
+    protfs_curl_easy_setopt_pointer(easy, CURLOPT_PRIVATE, context)
+    protfs_curl_easy_setopt_write_callback(easy, CURLOPT_WRITEFUNCTION, write)
+    protfs_curl_easy_setopt_pointer(easy, CURLOPT_WRITEDATA, context)
+    protfs_curl_easy_setopt_write_callback(easy, CURLOPT_HEADERFUNCTION, header)
+    protfs_curl_easy_setopt_pointer(easy, CURLOPT_HEADERDATA, context)
+    protfs_curl_easy_setopt_pointer(easy, CURLOPT_ERRORBUFFER, transfer.errorBuffer)
+    protfs_curl_easy_setopt_long(
+      easy, CURLOPT_CONNECTTIMEOUT_MS, Int(Monotonic.nanoseconds(configuration.connectTimeout) / 1_000_000))
+    protfs_curl_easy_setopt_long(easy, CURLOPT_NOSIGNAL, 1)
+    protfs_curl_easy_setopt_string(easy, CURLOPT_USERAGENT, configuration.userAgent)
+    if let bundle = configuration.trustedCertificatesPath {
+      protfs_curl_easy_setopt_string(easy, CURLOPT_CAINFO, bundle)
     }
   }
 

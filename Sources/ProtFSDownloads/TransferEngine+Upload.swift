@@ -139,17 +139,11 @@ extension TransferEngine {
   /// method and the caller's headers; the response body goes to the write callback.
   private func configureUpload(_ transfer: Transfer, url: URL, upload: UploadDetails, size: Int64) {
     let easy = transfer.easy
+    configureConnection(transfer, url: url, write: uploadResponseCallback, header: uploadHeaderCallback)
     let context = Unmanaged.passUnretained(transfer).toOpaque()
-    protfs_curl_easy_setopt_string(easy, CURLOPT_URL, url.absoluteString)
-    protfs_curl_easy_setopt_pointer(easy, CURLOPT_PRIVATE, context)
-    protfs_curl_easy_setopt_write_callback(easy, CURLOPT_WRITEFUNCTION, uploadResponseCallback)
-    protfs_curl_easy_setopt_pointer(easy, CURLOPT_WRITEDATA, context)
-    protfs_curl_easy_setopt_write_callback(easy, CURLOPT_HEADERFUNCTION, uploadHeaderCallback)
-    protfs_curl_easy_setopt_pointer(easy, CURLOPT_HEADERDATA, context)
     // curl_read_callback and curl_write_callback have the same C type.
     protfs_curl_easy_setopt_write_callback(easy, CURLOPT_READFUNCTION, uploadReadCallback)
     protfs_curl_easy_setopt_pointer(easy, CURLOPT_READDATA, context)
-    protfs_curl_easy_setopt_pointer(easy, CURLOPT_ERRORBUFFER, transfer.errorBuffer)
     switch upload.method {
     case .put:
       protfs_curl_easy_setopt_long(easy, CURLOPT_UPLOAD, 1)
@@ -168,13 +162,6 @@ extension TransferEngine {
     // A redirect is not followed: it would need the body sent again to another server.
     protfs_curl_easy_setopt_long(easy, CURLOPT_FOLLOWLOCATION, 0)
     protfs_curl_easy_setopt_string(easy, CURLOPT_PROTOCOLS_STR, "http,https")
-    protfs_curl_easy_setopt_long(
-      easy, CURLOPT_CONNECTTIMEOUT_MS, Int(Monotonic.nanoseconds(configuration.connectTimeout) / 1_000_000))
-    protfs_curl_easy_setopt_long(easy, CURLOPT_NOSIGNAL, 1)
-    protfs_curl_easy_setopt_string(easy, CURLOPT_USERAGENT, configuration.userAgent)
-    if let bundle = configuration.trustedCertificatesPath {
-      protfs_curl_easy_setopt_string(easy, CURLOPT_CAINFO, bundle)
-    }
   }
 
   /// Decides what the upload attempt `t`, ended by libcurl with `result`, means for its task: a

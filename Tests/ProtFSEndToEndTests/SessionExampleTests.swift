@@ -9,34 +9,31 @@ import Testing
 /// while the device is locked, EPERM underneath as on iOS, and the same upload succeeds after
 /// unlock with the server's JSON reply delivered) and PauseResume (resume data, then Range).
 @Suite(.serialized, .timeLimit(.minutes(2))) struct SessionExampleTests {
-  let app = "com.example.app"
+  let app = SessionServiceFixture.app
+
+  /// Runs the built example `name` as root in app `app`'s name, with the service's socket.
+  func runExample(_ name: String, _ arguments: [String], on f: SessionServiceFixture) throws -> RunResult {
+    let example = URL(fileURLWithPath: Protfs.binary).deletingLastPathComponent().appendingPathComponent(name).path
+    return try Protfs.runProgram(
+      example, arguments,
+      environment: [
+        "PROTFS_DEVICE": f.t.root, "PROTFS_APP_BUNDLE": app, SessionServiceClient.socketEnvironment: f.socketName,
+      ])
+  }
 
   @Test func aCompleteFileFailsWhileLockedAndUploadsAfterUnlockThroughTheService() async throws {
-    let t = try TestDevice()
-    #expect(try Protfs.run(["--device", t.root, "init", app]).status == 0)
+    let f = try SessionServiceFixture()
+    defer { f.stop() }
+    let t = f.t
     let file = t.containerPath(app, "Documents/report.bin")
     let body = Data(DownloadFixture.bytes(300_000))
     try body.write(to: URL(fileURLWithPath: file))
     #expect(try Protfs.run(["--device", t.root, "set-class", "complete", file]).status == 0)
     let server = try UploadServer()
     defer { server.stop() }
-    let socket = SessionServiceClient.socketName(device: t.device)
     #expect(try Protfs.run(["--device", t.root, "sessions", "start"]).status == 0)
-    defer {
-      if let pid = SessionServiceClient.ping(socketName: socket) {
-        _ = try? Protfs.run(["--device", t.root, "sessions", "stop"])
-        #expect(!DownloadStore.processIsAlive(pid), "the session service \(pid) is still running")
-      }
-    }
-    let example = URL(fileURLWithPath: Protfs.binary).deletingLastPathComponent().appendingPathComponent(
-      "UploadSession"
-    ).path
-    let environment = [
-      "PROTFS_DEVICE": t.root, "PROTFS_APP_BUNDLE": app, SessionServiceClient.socketEnvironment: socket,
-    ]
     let run = { () throws -> [[String: Any]] in
-      let result = try Protfs.runProgram(
-        example, [server.url("reports/1").absoluteString, file], environment: environment)
+      let result = try runExample("UploadSession", [server.url("reports/1").absoluteString, file], on: f)
       #expect(result.status == 0, "\(result)")
       return result.stdout.split(separator: "\n").compactMap {
         try? JSONSerialization.jsonObject(with: Data($0.utf8)) as? [String: Any]
@@ -64,29 +61,16 @@ import Testing
   }
 
   @Test func pauseResumeContinuesFromItsResumeDataWithRangeAndMovesTheFile() async throws {
-    let t = try TestDevice()
-    #expect(try Protfs.run(["--device", t.root, "init", app]).status == 0)
+    let f = try SessionServiceFixture()
+    defer { f.stop() }
+    let t = f.t
     let body = DownloadFixture.bytes(4 << 20)
     // A slow body, so that the pause comes while bytes are still on their way.
     let server = try FaultServer(
       body: body, entityTag: "\"e1\"", mode: .slowDrip(chunk: 256 * 1024, interval: .milliseconds(20)))
     defer { server.stop() }
-    let socket = SessionServiceClient.socketName(device: t.device)
     #expect(try Protfs.run(["--device", t.root, "sessions", "start"]).status == 0)
-    defer {
-      if let pid = SessionServiceClient.ping(socketName: socket) {
-        _ = try? Protfs.run(["--device", t.root, "sessions", "stop"])
-        #expect(!DownloadStore.processIsAlive(pid), "the session service \(pid) is still running")
-      }
-    }
-    let example = URL(fileURLWithPath: Protfs.binary).deletingLastPathComponent().appendingPathComponent(
-      "PauseResume"
-    ).path
-    let result = try Protfs.runProgram(
-      example, [server.url("big.bin").absoluteString],
-      environment: [
-        "PROTFS_DEVICE": t.root, "PROTFS_APP_BUNDLE": app, SessionServiceClient.socketEnvironment: socket,
-      ])
+    let result = try runExample("PauseResume", [server.url("big.bin").absoluteString], on: f)
     #expect(result.status == 0, "\(result)")
     let lines = result.stdout.split(separator: "\n").compactMap {
       try? JSONSerialization.jsonObject(with: Data($0.utf8)) as? [String: Any]

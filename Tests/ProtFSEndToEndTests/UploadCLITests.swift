@@ -80,32 +80,22 @@ import Testing
   }
 
   @Test func aDetachedUploadIsSentByTheSessionServiceAfterTheCommandReturns() async throws {
-    let t = try device()
+    let f = try SessionServiceFixture()
+    defer { f.stop() }
+    let t = f.t
+    try Data(DownloadFixture.bytes(1 << 20)).write(
+      to: URL(fileURLWithPath: t.containerPath(app, "Documents/report.json")))
     let server = try UploadServer()
     defer { server.stop() }
-    let socket = SessionServiceClient.socketName(device: t.device)
-    defer {
-      if let pid = SessionServiceClient.ping(socketName: socket) {
-        _ = try? Protfs.run(["--device", t.root, "sessions", "stop"])
-        #expect(!DownloadStore.processIsAlive(pid), "the session service \(pid) is still running")
-      }
-    }
     let result = try Protfs.run([
       "--device", t.root, "upload", "--bundle", app, "--from", "Documents/report.json", "--detach",
       server.url("reports/7").absoluteString,
     ])
     #expect(result.status == 0, "\(result)")
     let id = try #require(Int64(result.stdout.trimmingCharacters(in: .whitespacesAndNewlines)), "\(result)")
-    #expect(SessionServiceClient.ping(socketName: socket) != nil, "no session service runs")
-    let store = try DownloadStore(path: t.device.downloadStorePath)
-    let settled = await offPool { () -> DownloadTaskRecord? in
-      let deadline = Date() + 30
-      while Date() < deadline {
-        if let record = try? store.task(id: id), record.state.isSettled { return record }
-        usleep(20_000)
-      }
-      return nil
-    }
+    #expect(f.servicePID != nil, "no session service runs")
+    await f.waitUntil { (try? f.tasks())?.first { $0.id == id }?.state.isSettled == true }
+    let settled = try f.tasks().first { $0.id == id }
     #expect(settled?.state == .completed, "\(String(describing: settled))")
     #expect(settled?.upload?.responseStatus == 200 || settled?.upload?.responseStatus == 201)
     #expect(server.requests.map(\.received) == [1 << 20])

@@ -67,19 +67,8 @@ public struct SessionRequest: Sendable, Equatable, Codable {
   }
 }
 
-/// One header field.
-public struct SessionHeader: Sendable, Equatable, Codable {
-  /// The field's name.
-  public var name: String
-  /// Its value.
-  public var value: String
-
-  /// Creates a field.
-  public init(name: String, value: String) {
-    self.name = name
-    self.value = value
-  }
-}
+/// One header field: the download layer's, which the service hands to the engine as it is.
+public typealias SessionHeader = UploadHeader
 
 /// A task as the app sees it.
 public struct SessionTaskSnapshot: Sendable, Equatable, Codable {

@@ -83,7 +83,7 @@ extension SessionService {
       guard let path = request.path else { throw Self.missing("path") }
       let upload = UploadRequest(
         url: wanted.url, method: try UploadMethod.parse(wanted.method),
-        headers: wanted.headers.map { UploadHeader(name: $0.name, value: $0.value) },
+        headers: wanted.headers,
         taskDescription: wanted.taskDescription)
       let task = try hosted.session.uploadTask(with: upload, fromFile: path, handsOver: true)
       _ = lock.withLock { launchNotified.remove(hosted.session.identifier) }
@@ -256,7 +256,7 @@ extension SessionService {
         id: record.id, kind: .upload,
         request: SessionRequest(
           url: url, method: upload.method.rawValue,
-          headers: upload.headers.map { SessionHeader(name: $0.name, value: $0.value) },
+          headers: upload.headers,
           taskDescription: record.taskDescription),
         state: state, bytesReceived: upload.responseBytes ?? 0, bytesExpectedToReceive: upload.responseBytes ?? -1,
         bytesSent: record.bytesReceived, bytesExpectedToSend: record.bytesExpected,

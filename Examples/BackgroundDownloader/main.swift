@@ -1,7 +1,8 @@
 // BackgroundDownloader: the source documents' background download session, ported from iOS with
 // only its imports changed. It downloads the URL given as its argument (or $DOWNLOAD_URL), reports
-// progress, moves the finished file into Documents, and when relaunched for the session's events
-// keeps the completion handler and calls it from urlSessionDidFinishEvents.
+// progress, moves the finished file into Documents, continues a download the system cancelled
+// from its resume data, and when relaunched for the session's events keeps the completion handler
+// and calls it from urlSessionDidFinishEvents.
 import Foundation
 import ProtFSKit
 
@@ -58,8 +59,21 @@ final class Downloader: NSObject, URLSessionDownloadDelegate {
 
   func urlSession(_ session: URLSession, task: URLSessionTask, didCompleteWithError error: (any Error)?) {
     var line: [String: Any] = ["event": "didCompleteWithError", "task": task.taskIdentifier]
-    if let error = error as NSError? { line["domain"] = error.domain; line["code"] = error.code }
+    var resumeData: Data?
+    if let error = error as NSError? {
+      line["domain"] = error.domain
+      line["code"] = error.code
+      if let reason = error.userInfo[NSURLErrorBackgroundTaskCancelledReasonKey] as? Int { line["reason"] = reason }
+      resumeData = error.userInfo[NSURLSessionDownloadTaskResumeData] as? Data
+      line["resumeData"] = resumeData?.count
+    }
     say(line)
+    // Stopped by the system (a force-quit) or the network: continue where it stopped.
+    if let resumeData {
+      let again = session.downloadTask(withResumeData: resumeData)
+      again.resume()
+      say(["event": "resumed", "task": again.taskIdentifier])
+    }
   }
 
   func urlSessionDidFinishEvents(forBackgroundURLSession session: URLSession) {

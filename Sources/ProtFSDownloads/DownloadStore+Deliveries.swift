@@ -12,6 +12,9 @@ extension DownloadStore {
         try db.query("ALTER TABLE tasks ADD COLUMN hands_over INTEGER NOT NULL DEFAULT 0")
       }
       if !tasks.contains("delivery") { try db.query("ALTER TABLE tasks ADD COLUMN delivery TEXT") }
+      if !tasks.contains("cancelled_reason") {
+        try db.query("ALTER TABLE tasks ADD COLUMN cancelled_reason INTEGER")
+      }
       let sessions = Set(try db.query("PRAGMA table_info(sessions)").compactMap { $0[1].string })
       if !sessions.contains("service_configuration") {
         try db.query("ALTER TABLE sessions ADD COLUMN service_configuration TEXT")
@@ -60,6 +63,33 @@ extension DownloadStore {
       directory.removeFile(name, ifStill: nil)
     }
     return record
+  }
+
+  /// Records (or clears, with nil) why the system rather than the app cancels tasks `ids`: a
+  /// number the session service gives meaning (Apple's `NSURLErrorCancelledReason…` values),
+  /// kept with the task so that its app learns it whenever its completion is delivered.
+  public func setCancelledReason(_ reason: Int?, tasks ids: [Int64]) throws(ProtFSError) {
+    guard !ids.isEmpty else { return }
+    try database.transaction { db throws(ProtFSError) in
+      for id in ids {
+        try db.query(
+          "UPDATE tasks SET cancelled_reason = ? WHERE id = ?",
+          [reason.map { .integer(Int64($0)) } ?? .null, .integer(id)])
+      }
+    }
+  }
+
+  /// The cancellation reasons recorded for `session`'s tasks, by task id.
+  public func cancelledReasons(session: String) throws(ProtFSError) -> [Int64: Int] {
+    try database.read { db throws(ProtFSError) in
+      var reasons: [Int64: Int] = [:]
+      for row in try db.query(
+        "SELECT id, cancelled_reason FROM tasks WHERE session = ? AND cancelled_reason IS NOT NULL", [.text(session)])
+      {
+        if let id = row[0].int64, let reason = row[1].int64 { reasons[id] = Int(reason) }
+      }
+      return reasons
+    }
   }
 
   private func taskLocked(_ id: Int64, _ db: SQLiteDatabase.Connection) throws(ProtFSError) -> DownloadTaskRecord? {

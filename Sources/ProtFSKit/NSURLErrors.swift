@@ -1,4 +1,5 @@
 import Foundation
+import ProtFSSessions
 import ProtFSSystem
 
 /// The userInfo key of a failed or cancelled download's resume data, as Apple's.
@@ -36,8 +37,11 @@ enum URLErrorMapping {
 
   /// The `NSError` a task completes with for `error`: domain `NSURLErrorDomain`, the description,
   /// the POSIX error underneath (EPERM for a protection failure), the resume data of a resumable
-  /// download, and for a force-quit `NSURLErrorBackgroundTaskCancelledReasonKey`.
-  static func nsError(_ error: ProtFSError, url: URL?, resumeData: Data? = nil, forceQuit: Bool = false) -> NSError {
+  /// download, and for a task the system cancelled (a force-quit) its reason under
+  /// `NSURLErrorBackgroundTaskCancelledReasonKey`.
+  static func nsError(
+    _ error: ProtFSError, url: URL?, resumeData: Data? = nil, cancelledReason: BackgroundTaskCancelledReason? = nil
+  ) -> NSError {
     var info: [String: Any] = [NSLocalizedDescriptionKey: error.message]
     if let url {
       info[NSURLErrorFailingURLErrorKey] = url
@@ -47,15 +51,19 @@ enum URLErrorMapping {
     let posix = error.errno ?? (error.code == .protectedDataUnavailable ? EPERM : nil)
     if let posix { info[NSUnderlyingErrorKey] = NSError(domain: NSPOSIXErrorDomain, code: Int(posix)) }
     if let resumeData { info[NSURLSessionDownloadTaskResumeData] = resumeData }
-    if forceQuit || isForceQuit(error) {
-      info[NSURLErrorBackgroundTaskCancelledReasonKey] = NSURLErrorCancelledReasonUserForceQuitApplication
+    if let cancelledReason, error.code == .cancelled {
+      info[NSURLErrorBackgroundTaskCancelledReasonKey] = value(of: cancelledReason)
     }
     return NSError(domain: NSURLErrorDomain, code: code(of: error), userInfo: info)
   }
 
-  /// Whether the service cancelled the task because the user force-quit the app (its message says so).
-  static func isForceQuit(_ error: ProtFSError) -> Bool {
-    error.code == .cancelled && error.message.lowercased().contains("force-quit")
+  /// Foundation's `NSURLErrorCancelledReason…` constant for `reason`.
+  static func value(of reason: BackgroundTaskCancelledReason) -> Int {
+    switch reason {
+    case .userForceQuitApplication: NSURLErrorCancelledReasonUserForceQuitApplication
+    case .backgroundUpdatesDisabled: NSURLErrorCancelledReasonBackgroundUpdatesDisabled
+    case .insufficientSystemResources: NSURLErrorCancelledReasonInsufficientSystemResources
+    }
   }
 
   /// Whether a download that failed so may continue from resume data.

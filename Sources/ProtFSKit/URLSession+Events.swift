@@ -9,10 +9,12 @@ extension URLSession {
     pipeline.async { self.deliver(event) }
   }
 
-  /// Makes the delegate call for `event` on the delegate queue, then acknowledges a completion.
+  /// Makes the delegate call for `event` on the delegate queue. A finished download is
+  /// acknowledged as soon as `didFinishDownloadingTo` returned, any other task once
+  /// `didCompleteWithError` returned.
   func deliver(_ event: SessionEvent) {
-    // An invalidated session takes nothing more: its successor gets the calls, and the wake.
-    guard !state.withLock({ $0.invalidated }) else { return }
+    // An ended session takes nothing more: its successor gets the calls, and the wake.
+    guard !state.withLock({ $0.ended }) else { return }
     if case .queuedEventsDelivered = event {
       state.withLock { $0.queuedDelivered = true }
       if BackgroundSessionEvents.takeWake(identifier) { finishEvents() }
@@ -21,12 +23,27 @@ extension URLSession {
     guard let id = event.taskID.map(Int.init), !state.withLock({ $0.completed.contains(id) }) else { return }
     let task = knownTask(id, event)
     onDelegateQueue { self.call(event, task) }
-    if case .completed = event {
-      state.withLock { state in
+    switch event {
+    case .finishedDownloading(_, let location):
+      // As Apple documents, the delegate had to move the file before returning: what is left at
+      // the location is deleted now (the name itself, never what a link there points to).
+      _ = unlink(location)
+      let first = state.withLock { $0.acknowledged.insert(id).inserted }
+      if first { try? backend?.acknowledge(Int64(id)) }
+    case .completed:
+      let (acknowledged, finished) = state.withLock { state -> (Bool, Bool) in
         state.completed.insert(id)
         state.tasks[id] = nil
+        let acknowledged = state.acknowledged.remove(id) != nil
+        guard state.outstanding != nil else { return (acknowledged, false) }
+        state.outstanding?.remove(id)
+        return (acknowledged, state.outstanding?.isEmpty == true)
       }
-      try? backend?.acknowledge(Int64(id))
+      if !acknowledged { try? backend?.acknowledge(Int64(id)) }
+      // `finishTasksAndInvalidate`: the last outstanding task made its last delegate call.
+      if finished { end(cancelling: false) }
+    default:
+      break
     }
   }
 
@@ -39,7 +56,7 @@ extension URLSession {
   /// `urlSessionDidFinishEvents` follows.
   func wokenForEvents() {
     pipeline.async {
-      guard self.state.withLock({ $0.queuedDelivered && !$0.invalidated }),
+      guard self.state.withLock({ $0.queuedDelivered && !$0.ended }),
         BackgroundSessionEvents.takeWake(self.identifier)
       else {
         return
@@ -104,7 +121,7 @@ extension URLSession {
       (delegate as? URLSessionDataDelegate)?.urlSession(self, dataTask: dataTask, didReceive: body)
     case .completed(_, let snapshot, let failure):
       task.update(snapshot)
-      let error = failure.map { completionError($0, task) }
+      let error = failure.map { completionError($0, task, snapshot) }
       task.lock.withLock { values in
         values.state = .completed
         values.error = error
@@ -115,16 +132,21 @@ extension URLSession {
     }
   }
 
-  /// The `NSError` task completes with for `failure`: a resumable download carries its resume data.
-  private func completionError(_ failure: ProtFSError, _ task: URLSessionTask) -> NSError {
+  /// The `NSError` task completes with for `failure`: a resumable download carries its resume
+  /// data (what `cancel(byProducingResumeData:)` handed out, else the service's), and a task the
+  /// system cancelled its reason.
+  private func completionError(_ failure: ProtFSError, _ task: URLSessionTask, _ snapshot: SessionTaskSnapshot)
+    -> NSError
+  {
     var resumeData: Data?
     if let download = task as? URLSessionDownloadTask, URLErrorMapping.isResumable(failure) {
-      resumeData = download.resumeData.withLock { $0 }
-      if resumeData == nil, failure.code != .protectedDataUnavailable || true {
+      resumeData = download.resumeData.withLock { $0 } ?? snapshot.resumeData
+      if resumeData == nil {
         resumeData = (try? backend?.cancel(Int64(task.taskIdentifier), producingResumeData: true)) ?? nil
       }
     }
-    return URLErrorMapping.nsError(failure, url: task.originalRequest?.url, resumeData: resumeData)
+    return URLErrorMapping.nsError(
+      failure, url: task.originalRequest?.url, resumeData: resumeData, cancelledReason: snapshot.cancelledReason)
   }
 
   /// Completes a task the service never had with `error` (on the delegate queue, in order).

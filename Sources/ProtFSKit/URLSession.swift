@@ -7,10 +7,10 @@ import Synchronization
 /// (docs/semantics.md §9): they go on while the app is suspended or gone, and a session recreated
 /// with the same background identifier gets its tasks and the delegate calls queued meanwhile.
 ///
-/// Delegate calls run on `delegateQueue`, one at a time and in order per task. A task's completion
-/// is acknowledged to the service once its delegate calls have returned (after
-/// `didCompleteWithError`), so each task completes to the app exactly once and a handed-over
-/// download file exists until then.
+/// Delegate calls run on `delegateQueue`, one at a time and in order per task. A finished download
+/// is acknowledged to the service as soon as `didFinishDownloadingTo` returns, and its file is
+/// deleted then unless the delegate moved it (Apple: "move it before returning"); another task
+/// once `didCompleteWithError` returned. Each task completes to the app exactly once.
 open class URLSession: NSObject, @unchecked Sendable {
   /// A copy of the configuration the session was made with.
   public let configuration: URLSessionConfiguration
@@ -42,7 +42,14 @@ open class URLSession: NSObject, @unchecked Sendable {
     var completed: Set<Int> = []
     var resumedAt: [Int: Int64] = [:]
     var queuedDelivered = false
+    /// Finished downloads acknowledged, whose completion is still to come.
+    var acknowledged: Set<Int> = []
+    /// No new task may be created (`finishTasksAndInvalidate` or `invalidateAndCancel` was called).
     var invalidated = false
+    /// After `finishTasksAndInvalidate`: the tasks whose completion the session still waits for.
+    var outstanding: Set<Int>?
+    /// The session is over: `didBecomeInvalidWithError` is on its way and events are dropped.
+    var ended = false
     var nextLocalID = -1
   }
 
@@ -171,13 +178,21 @@ open class URLSession: NSObject, @unchecked Sendable {
     return request.sessionRequest
   }
 
-  /// A task the backend creates with `create`, or one that fails when resumed if it refuses.
+  /// Apple's message for a task created after the session was invalidated (iOS raises).
+  static let invalidatedRefusal = "Task created in a session that has been invalidated"
+
+  /// A task the backend creates with `create`, or one that fails when resumed if it refuses (or
+  /// the session was invalidated: then the message is logged too).
   func makeTask(
     _ request: URLRequest?, kind: SessionTaskSnapshot.Kind = .download,
     _ create: (any SessionBackend) throws(ProtFSError) -> SessionTaskSnapshot
   ) -> URLSessionTask {
     guard let backend else {
       return failedTask(request, kind, openError ?? ProtFSError(.io, "The session service is unavailable."))
+    }
+    if state.withLock({ $0.invalidated }) {
+      FileHandle.standardError.write(Data("URLSession: \(Self.invalidatedRefusal)\n".utf8))
+      return failedTask(request, kind, ProtFSError(.invalidArgument, Self.invalidatedRefusal))
     }
     do {
       return task(for: try create(backend))
@@ -238,15 +253,34 @@ open class URLSession: NSObject, @unchecked Sendable {
   }
 
   /// Cancels every task and invalidates the session: `didBecomeInvalidWithError(nil)` comes last.
-  open func invalidateAndCancel() { invalidate(cancelling: true) }
+  open func invalidateAndCancel() { end(cancelling: true) }
 
-  /// Invalidates the session; a background session's transfers go on in the service.
-  open func finishTasksAndInvalidate() { invalidate(cancelling: false) }
-
-  func invalidate(cancelling: Bool) {
+  /// Invalidates the session, letting its tasks finish: no task may be created any more, the
+  /// outstanding ones run to completion with their delegate calls, and after the last one's
+  /// `didCompleteWithError` comes `didBecomeInvalidWithError(nil)` (at once when there is none).
+  open func finishTasksAndInvalidate() {
     let first = state.withLock { state in
       defer { state.invalidated = true }
       return !state.invalidated
+    }
+    guard first else { return }
+    // On the pipeline, so that a completion delivered before counts as done.
+    pipeline.async {
+      let outstanding = Set(self.currentTasks().map(\.taskIdentifier))
+      self.state.withLock { $0.outstanding = outstanding }
+      if outstanding.isEmpty { self.end(cancelling: false) }
+    }
+  }
+
+  /// Ends the session: it leaves the service (with `cancelling`, cancelling its unfinished tasks)
+  /// and the delegate gets `didBecomeInvalidWithError(nil)`, then is released.
+  func end(cancelling: Bool) {
+    let first = state.withLock { state in
+      defer {
+        state.invalidated = true
+        state.ended = true
+      }
+      return !state.ended
     }
     guard first else { return }
     BackgroundSessionEvents.unregister(self)

@@ -3,7 +3,8 @@ import Foundation
 /// The session's own events, as Foundation's `URLSessionDelegate`. Every method but
 /// `didFinishDownloadingTo` has a default that does nothing (Objective-C optional methods).
 public protocol URLSessionDelegate: NSObjectProtocol {
-  /// The session was invalidated (`invalidateAndCancel`, `finishTasksAndInvalidate`).
+  /// The session was invalidated: at once for `invalidateAndCancel`, after the last outstanding
+  /// task's calls for `finishTasksAndInvalidate`.
   func urlSession(_ session: URLSession, didBecomeInvalidWithError error: (any Error)?)
   /// Every event queued for this background session was delivered, after the app was woken with
   /// `handleEventsForBackgroundURLSession`: call the completion handler it was given.

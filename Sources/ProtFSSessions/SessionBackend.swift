@@ -38,8 +38,9 @@ public protocol SessionBackend: AnyObject, Sendable {
   /// nobody listened (completions kept for the app), then live ones. One subscriber at a time.
   func subscribe(_ handler: @escaping @Sendable (SessionEvent) -> Void) throws(ProtFSError)
 
-  /// The app is done with task `id`'s completion (its delegate calls returned): a handed-over temp
-  /// file still there is deleted, and the completion is never delivered again.
+  /// The app is done with task `id`'s completion (a finished download's `didFinishDownloadingTo`
+  /// returned, another task's `didCompleteWithError`): a handed-over temp file still there is
+  /// deleted, and the completion is never delivered again.
   func acknowledge(_ id: Int64) throws(ProtFSError)
 
   /// Detaches this object from the session; with `cancelling`, cancels its unfinished tasks first
@@ -94,12 +95,17 @@ public struct SessionTaskSnapshot: Sendable, Equatable, Codable {
   public var statusCode: Int
   /// The failure of a completed task, nil when it succeeded or has not completed.
   public var error: ProtFSError?
+  /// Why the system (not the app) cancelled the task, nil when it did not.
+  public var cancelledReason: BackgroundTaskCancelledReason?
+  /// What `createDownloadTask` takes to continue a failed download from the bytes it kept, nil
+  /// when it cannot be continued.
+  public var resumeData: Data?
 
   /// Creates a snapshot.
   public init(
     id: Int64, kind: Kind, request: SessionRequest, state: String, bytesReceived: Int64 = 0,
     bytesExpectedToReceive: Int64 = -1, bytesSent: Int64 = 0, bytesExpectedToSend: Int64 = 0, statusCode: Int = 0,
-    error: ProtFSError? = nil
+    error: ProtFSError? = nil, cancelledReason: BackgroundTaskCancelledReason? = nil, resumeData: Data? = nil
   ) {
     self.id = id
     self.kind = kind
@@ -111,7 +117,20 @@ public struct SessionTaskSnapshot: Sendable, Equatable, Codable {
     self.bytesExpectedToSend = bytesExpectedToSend
     self.statusCode = statusCode
     self.error = error
+    self.cancelledReason = cancelledReason
+    self.resumeData = resumeData
   }
+}
+
+/// Why the system cancelled a background task, as Apple's `NSURLErrorCancelledReason…` values
+/// (`NSURLErrorBackgroundTaskCancelledReasonKey`'s value in the task's error).
+public enum BackgroundTaskCancelledReason: Int, Sendable, Codable {
+  /// The user force-quit the app (`NSURLErrorCancelledReasonUserForceQuitApplication`).
+  case userForceQuitApplication = 0
+  /// Background transfers are disabled (`NSURLErrorCancelledReasonBackgroundUpdatesDisabled`).
+  case backgroundUpdatesDisabled = 1
+  /// The system lacked the resources (`NSURLErrorCancelledReasonInsufficientSystemResources`).
+  case insufficientSystemResources = 2
 }
 
 /// One delegate call to make, as the session's runner reports it. Codable: the service sends them

@@ -44,6 +44,7 @@ extension SessionService {
   func flushDeliveries(_ identifier: String) {
     guard let subscriber = lock.withLock({ subscribers[identifier] }) else { return }
     guard let pending = try? store.pendingDeliveries(session: identifier) else { return }
+    let reasons = pending.isEmpty ? [:] : (try? store.cancelledReasons(session: identifier)) ?? [:]
     for record in pending {
       let fresh = lock.withLock { subscriber.sent.insert(record.id).inserted }
       guard fresh else { continue }
@@ -55,7 +56,7 @@ extension SessionService {
       } else if let location = record.handedOverPath {
         subscriber.send(.finishedDownloading(task: record.id, location: location))
       }
-      let snapshot = Self.snapshot(record)
+      let snapshot = Self.snapshot(record, cancelledReason: reasons[record.id])
       subscriber.send(.completed(task: record.id, snapshot: snapshot, error: snapshot.error))
     }
   }
@@ -101,16 +102,18 @@ extension SessionService {
 
   /// The user force-quit `bundleID`: its running and suspended transfers are cancelled producing
   /// resume data (their temp files kept, resumable) and it is not relaunched until it opens a
-  /// session again.
+  /// session again. Each such task records `userForceQuitApplication` first, so its completion,
+  /// delivered when the app opens the session again, carries the reason and the resume data.
   func forceQuitApp(_ bundleID: String) {
     let sessions = lock.withLock { () -> [HostedSession] in
       forceQuit.insert(bundleID)
       return hosted.values.filter { $0.bundleID == bundleID }
     }
     for hosted in sessions {
-      for task in hosted.session.allTasks where task.state == .running || task.state == .suspended {
-        _ = Self.cancelProducingResumeData(task)
-      }
+      let stopping = hosted.session.allTasks.filter { $0.state == .running || $0.state == .suspended }
+      try? store.setCancelledReason(
+        BackgroundTaskCancelledReason.userForceQuitApplication.rawValue, tasks: stopping.map(\.id))
+      for task in stopping { _ = Self.cancelProducingResumeData(task) }
     }
   }
 

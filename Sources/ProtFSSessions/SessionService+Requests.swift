@@ -96,7 +96,10 @@ extension SessionService {
           remedy: .listTasks)
       }
       switch request.kind {
-      case .resume: task.resume()
+      case .resume:
+        // Running again, it is no longer one the system cancelled.
+        try? store.setCancelledReason(nil, tasks: [id])
+        task.resume()
       case .suspend: task.suspend()
       case .setDescription: task.taskDescription = request.text
       default:
@@ -108,9 +111,10 @@ extension SessionService {
       }
     case .tasks:
       let hosted = try session(request, peer: peer)
+      let reasons = (try? store.cancelledReasons(session: hosted.session.identifier)) ?? [:]
       reply.snapshots = try store.tasks(session: hosted.session.identifier)
         .filter { $0.state.isUnfinished || ($0.handsOver && $0.delivery == .pending) }
-        .map(Self.snapshot)
+        .map { Self.snapshot($0, cancelledReason: reasons[$0.id]) }
     case .subscribe:
       _ = try session(request, peer: peer)
     case .acknowledge:
@@ -236,8 +240,9 @@ extension SessionService {
     return box.data
   }
 
-  /// The snapshot of `record` the app sees.
-  static func snapshot(_ record: DownloadTaskRecord) -> SessionTaskSnapshot {
+  /// The snapshot of `record` the app sees; `cancelledReason` is the reason the service recorded
+  /// for it (`BackgroundTaskCancelledReason`'s raw value), which a task cancelled counts.
+  static func snapshot(_ record: DownloadTaskRecord, cancelledReason: Int? = nil) -> SessionTaskSnapshot {
     let state: String
     switch record.state {
     case .running, .waitingForUnlock: state = "running"
@@ -249,6 +254,7 @@ extension SessionService {
       record.state == .failed
       ? record.failure ?? ProtFSError(.io, record.errorMessage ?? "The download failed.", errno: record.errorNumber)
       : nil
+    let reason = error?.code == .cancelled ? cancelledReason.flatMap(BackgroundTaskCancelledReason.init) : nil
     let url = URL(string: record.url) ?? URL(fileURLWithPath: "/")
     if let upload = record.upload {
       // An upload's record counts the bytes sent and to send.
@@ -260,13 +266,29 @@ extension SessionService {
           taskDescription: record.taskDescription),
         state: state, bytesReceived: upload.responseBytes ?? 0, bytesExpectedToReceive: upload.responseBytes ?? -1,
         bytesSent: record.bytesReceived, bytesExpectedToSend: record.bytesExpected,
-        statusCode: upload.responseStatus ?? 0, error: error)
+        statusCode: upload.responseStatus ?? 0, error: error, cancelledReason: reason)
     }
     return SessionTaskSnapshot(
       id: record.id, kind: .download,
       request: SessionRequest(url: url, taskDescription: record.taskDescription),
       state: state, bytesReceived: record.bytesReceived, bytesExpectedToReceive: record.bytesExpected,
-      statusCode: record.state == .completed ? 200 : 0, error: error)
+      statusCode: record.state == .completed ? 200 : 0, error: error, cancelledReason: reason,
+      resumeData: error.flatMap { resumeData(record, $0) })
+  }
+
+  /// The resume data of a download that failed keeping its temp file (cancelled, broken off, or
+  /// stopped by the lock), as `cancel(byProducingResumeData:)` would have made it; nil otherwise.
+  static func resumeData(_ record: DownloadTaskRecord, _ error: ProtFSError) -> Data? {
+    guard record.state == .failed, record.upload == nil, let temporary = record.temporaryFileName,
+      [.cancelled, .network, .protectedDataUnavailable].contains(error.code), let url = URL(string: record.url)
+    else { return nil }
+    return DownloadResumeData(
+      url: url, bytesReceived: record.bytesReceived, bytesExpected: record.bytesExpected,
+      temporaryDirectory: record.temporaryDirectory, temporaryFileName: temporary,
+      destinationDirectory: record.destinationDirectory, fileName: record.fileName, entityTag: record.entityTag,
+      lastModified: record.lastModified, expectedSHA256: record.expectedSHA256,
+      taskDescription: record.taskDescription
+    ).encoded()
   }
 }
 

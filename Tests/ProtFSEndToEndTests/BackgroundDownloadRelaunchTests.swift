@@ -9,6 +9,8 @@ import Testing
 /// The end to end: an app starts a background download through the session service and is
 /// killed; the download finishes in the service, which relaunches the app; the app receives the
 /// file, moves it into Documents and completes its events' handler (Examples/BackgroundDownloader).
+/// A force-quit app launched again gets its cancelled download, typed and with resume data, and
+/// continues it.
 @Suite(.serialized, .timeLimit(.minutes(3))) struct BackgroundDownloadRelaunchTests {
   @Test func aKilledAppIsRelaunchedWhenItsDownloadFinishesAndMovesTheFile() async throws {
     let d = try AppDevice()
@@ -67,5 +69,59 @@ import Testing
     #expect(tasks.first?.state == .completed)
     // Launched in the background (applicationState .background), the app started nothing new.
     #expect(tasks.count == 1, "\(tasks.map(\.id))")
+  }
+
+  @Test func aForceQuitAppLaunchedAgainGetsTheCancellationAndContinuesFromItsResumeData() async throws {
+    let d = try AppDevice()
+    defer { d.remove() }
+    let body = DownloadFixture.bytes(1 << 20)
+    let server = try FaultServer(body: body, entityTag: "\"e1\"", mode: .gateAfter(bytes: 300_000))
+    defer { server.stop() }
+    let built = URL(fileURLWithPath: Protfs.binary).deletingLastPathComponent().appendingPathComponent(
+      "BackgroundDownloader"
+    ).path
+    let example = d.scripts + "/BackgroundDownloader"
+    if link(built, example) != 0 { try FileManager.default.copyItem(atPath: built, toPath: example) }
+    chmod(example, 0o755)
+    let socket = SessionServiceClient.socketName(device: d.t.device)
+    defer {
+      if let pid = d.record()["pid"] as? Int, pid > 0 { kill(-pid_t(pid), SIGKILL) }
+      if let pid = d.record()["supervisorPID"] as? Int, pid > 0 { kill(pid_t(pid), SIGKILL) }
+      if let pid = SessionServiceClient.ping(socketName: socket) {
+        _ = try? d.protfs(["sessions", "stop"])
+        #expect(!DownloadStore.processIsAlive(pid), "the session service \(pid) is still running")
+      }
+    }
+    let first = try d.launch([], [example, server.url("big.bin").absoluteString])
+    defer { first.stop() }
+    #expect(await first.line(containing: "didWriteData") != nil, "\(first.output)")
+    // The user force-quits the app: the service cancels its download, keeping the bytes.
+    let quit = try d.protfs(["app", "terminate", AppDevice.bundle, "--user"])
+    #expect(quit.status == 0, "\(quit)")
+    _ = await first.exit()
+    let store = try DownloadStore(path: d.t.device.downloadStorePath)
+    let cancelled = try #require(try store.tasks().first)
+    #expect(cancelled.state == .failed && cancelled.failure?.code == .cancelled)
+    #expect(!first.output.contains { $0.contains("didCompleteWithError") }, "\(first.output)")
+    server.openGate()
+
+    // Launched again by the user (no URL: nothing new), it makes its session again.
+    let second = try d.launch([], [example])
+    defer { second.stop() }
+    let completion = try #require(await second.line(containing: "didCompleteWithError"), "\(second.output)")
+    let fields = try #require(
+      try JSONSerialization.jsonObject(with: Data(completion.0.utf8)) as? [String: Any])
+    #expect(fields["task"] as? Int == Int(cancelled.id))
+    #expect(fields["domain"] as? String == NSURLErrorDomain)
+    #expect(fields["code"] as? Int == NSURLErrorCancelled)
+    #expect(fields["reason"] as? Int == NSURLErrorCancelledReasonUserForceQuitApplication)
+    #expect((fields["resumeData"] as? Int ?? 0) > 0, "\(second.output)")
+    // downloadTask(withResumeData:) continues it (Range) and the file is moved into Documents.
+    #expect(await second.line(containing: "\"path\"", timeout: 60) != nil, "\(second.output)")
+    let documents = d.t.containerPath(AppDevice.bundle, "Documents/big.bin")
+    #expect(FileManager.default.contents(atPath: documents) == Data(body))
+    #expect(server.requests.count == 2)
+    #expect(server.requests.last?.headers["range"]?.hasPrefix("bytes=") == true)
+    #expect(second.output.filter { $0.contains("didCompleteWithError") }.count <= 2, "\(second.output)")
   }
 }

@@ -103,4 +103,51 @@ import Testing
     let calls = launcher.calls.withLock { $0 }
     #expect(calls.isEmpty)
   }
+
+  @Test func aForceQuitAppOpeningItsSessionAgainGetsTheCancellationWithItsReasonAndResumeData() async throws {
+    let f = try SessionServiceFixture()
+    try f.startInProcess(launcher: CountingLauncher())
+    defer { f.stop() }
+    let body = DownloadFixture.bytes(1 << 20)
+    let server = try FaultServer(body: body, entityTag: "\"e1\"", mode: .gateAfter(bytes: 300_000))
+    defer { server.stop() }
+    let client = try open(f)
+    let task = try client.createDownloadTask(SessionRequest(url: server.url("big.bin")), resumeData: nil)
+    try client.resume(task.id)
+    await f.waitUntil { ((try? f.tasks())?.first?.bytesReceived ?? 0) >= 300_000 }
+    // The app is gone (its subscription with it), then the user force-quits it.
+    client.invalidate(cancelling: false)
+    try SessionServiceClient.forceQuit(bundleID: app, socketName: f.socketName)
+    server.openGate()
+    // Launched again, it opens the session: the cancellation comes, typed, with resume data.
+    let again = try open(f)
+    let log = EventLog()
+    try again.subscribe { log.add($0) }
+    await f.waitUntil { log.events.withLock { $0.contains(.queuedEventsDelivered) } }
+    let completion = log.events.withLock { list in
+      list.lazy.compactMap { event -> (SessionTaskSnapshot, ProtFSError?)? in
+        if case .completed(task.id, let snapshot, let error) = event { (snapshot, error) } else { nil }
+      }.first
+    }
+    let (snapshot, error) = try #require(completion, "\(log.events.withLock { $0 })")
+    #expect(error?.code == .cancelled)
+    #expect(snapshot.cancelledReason == .userForceQuitApplication)
+    let data = try #require(snapshot.resumeData)
+    try again.acknowledge(task.id)
+    // The download continues from the kept bytes (a Range request) and completes whole.
+    let resumed = try again.createDownloadTask(SessionRequest(url: server.url("big.bin")), resumeData: data)
+    try again.resume(resumed.id)
+    await f.waitUntil { log.location(of: resumed.id) != nil && log.completed.contains(resumed.id) }
+    let location = try #require(log.location(of: resumed.id))
+    #expect(FileManager.default.contents(atPath: location) == Data(body))
+    #expect(server.requests.last?.headers["range"]?.hasPrefix("bytes=") == true)
+    let finished = log.events.withLock { list in
+      list.lazy.compactMap { event -> SessionTaskSnapshot? in
+        if case .completed(resumed.id, let snapshot, nil) = event { snapshot } else { nil }
+      }.first
+    }
+    #expect(finished?.cancelledReason == nil)
+    try again.acknowledge(resumed.id)
+    again.invalidate(cancelling: false)
+  }
 }

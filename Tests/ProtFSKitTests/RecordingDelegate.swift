@@ -10,6 +10,8 @@ final class RecordingDelegate: NSObject, URLSessionDownloadDelegate, URLSessionD
   let signal = DispatchSemaphore(value: 0)
   /// Run inside `didFinishDownloadingTo`, with the location.
   var onFinish: (@Sendable (URL) -> Void)?
+  /// Run inside `didCompleteWithError`, before it is recorded.
+  var onComplete: (@Sendable (URLSessionTask) -> Void)?
 
   private func record(_ line: String) {
     log.withLock { $0.append(line) }
@@ -38,6 +40,7 @@ final class RecordingDelegate: NSObject, URLSessionDownloadDelegate, URLSessionD
     expectedTotalBytes: Int64
   ) { record("resumeAt \(downloadTask.taskIdentifier) \(fileOffset)") }
   func urlSession(_ session: URLSession, task: URLSessionTask, didCompleteWithError error: (any Error)?) {
+    onComplete?(task)
     if let error { errors.withLock { $0[task.taskIdentifier] = error as NSError } }
     record("complete \(task.taskIdentifier) \(error.map { String(($0 as NSError).code) } ?? "ok")")
   }

@@ -103,10 +103,10 @@ import Testing
     #expect(underlying?.code == Int(EPERM))
     let task = session.downloadTask(with: url)
     let id = Int64(task.taskIdentifier)
+    var quitSnapshot = backend.completedSnapshot(id)
+    quitSnapshot.cancelledReason = .userForceQuitApplication
     backend.post(
-      .completed(
-        task: id, snapshot: backend.completedSnapshot(id),
-        error: ProtFSError(.cancelled, "The user force-quit the app.")))
+      .completed(task: id, snapshot: quitSnapshot, error: ProtFSError(.cancelled, "The download was cancelled.")))
     _ = delegate.waitFor(2)
     let quit = delegate.errors.withLock { $0[Int(id)] }
     #expect(quit?.code == NSURLErrorCancelled)
@@ -135,7 +135,9 @@ import Testing
     let first = session(backend, RecordingDelegate())
     let upload = first.uploadTask(with: URLRequest(url: url), fromFile: URL(fileURLWithPath: "/c/f"))
     let id = Int64(upload.taskIdentifier)
-    first.finishTasksAndInvalidate()
+    // The first app's session goes away before its task's calls (invalidated here; the fake keeps
+    // the task), so they are queued for the session made again.
+    first.invalidateAndCancel()
     backend.post(.sentBodyData(task: id, bytesSent: 5, totalBytesSent: 5, totalBytesExpectedToSend: 5))
     backend.post(.receivedData(task: id, statusCode: 201, body: Data("{\"ok\":true}".utf8)))
     backend.post(.completed(task: id, snapshot: backend.completedSnapshot(id), error: nil))

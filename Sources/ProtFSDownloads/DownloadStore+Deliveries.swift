@@ -12,6 +12,8 @@ extension DownloadStore {
         try db.query("ALTER TABLE tasks ADD COLUMN hands_over INTEGER NOT NULL DEFAULT 0")
       }
       if !tasks.contains("delivery") { try db.query("ALTER TABLE tasks ADD COLUMN delivery TEXT") }
+      // A download's request headers came later still: JSON, NULL for none.
+      if !tasks.contains("request_headers") { try db.query("ALTER TABLE tasks ADD COLUMN request_headers TEXT") }
       let sessions = Set(try db.query("PRAGMA table_info(sessions)").compactMap { $0[1].string })
       if !sessions.contains("service_configuration") {
         try db.query("ALTER TABLE sessions ADD COLUMN service_configuration TEXT")

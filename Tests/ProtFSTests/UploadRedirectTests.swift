@@ -55,6 +55,13 @@ import Testing
     #expect(reply.method == "GET")
   }
 
+  @Test func a303TurnsAPutIntoAGetToo() async throws {
+    let (task, requests) = try await upload("redirect/303/result", method: .put)
+    #expect(task.state == .completed)
+    #expect(requests.map(\.method) == ["PUT", "GET"])
+    #expect(requests.map(\.received) == [bytes.count, 0])
+  }
+
   @Test func a302TurnsAPostIntoAGet() async throws {
     let (task, requests) = try await upload("redirect/302/result", method: .post)
     #expect(task.state == .completed)

@@ -23,6 +23,7 @@ SMALL_COUNT=${SMALL_COUNT:-2000}
 SMALL_BYTES=${SMALL_BYTES:-16384}
 
 BIN=$(dirname "$(bash scripts/build.sh protfs protfs-fetch)")
+. benchmarks/lib.sh
 
 # Each run of this script works in a new directory under a parent marked as a top directory for
 # ext4's Orlov allocator (chattr +T), so that it starts in a block group of its own, away from
@@ -36,9 +37,9 @@ RUN="$WORK/run"
 # PROTFS_TOOL=fetch the engine alone through protfs-fetch. URLs or `-i LIST` follow it; files land
 # in PROTFS_OUT.
 if [ "${PROTFS_TOOL:-cli}" = cli ]; then
-  PROTFS_SETUP=("$BIN/protfs" --device "$RUN/device" init com.example.bench)
-  PROTFS=("$BIN/protfs" --device "$RUN/device" download --bundle com.example.bench --connections 8 --progress none ${PROTFS_FLAGS:-})
-  PROTFS_OUT="$RUN/device/Containers/com.example.bench/Documents"
+  PROTFS_SETUP=(init_device "$BIN/protfs" "$RUN/device")
+  PROTFS=("$BIN/protfs" --device "$RUN/device" download --bundle "$BENCH_BUNDLE" --connections 8 --progress none ${PROTFS_FLAGS:-})
+  PROTFS_OUT="$RUN/device/Containers/$BENCH_BUNDLE/Documents"
 elif [ "${PROTFS_TOOL:-cli}" = service ]; then
   # Through the session service (benchmarks/sessions.sh): a fresh device and service per run,
   # started untimed; the timed command hands the tasks over and waits until the service is done.
@@ -52,48 +53,20 @@ else
 fi
 NGINX_PID=""
 cleanup() {
-  [ -n "$NGINX_PID" ] && kill "$NGINX_PID" 2>/dev/null && wait "$NGINX_PID" 2>/dev/null || true
+  stop_process "$NGINX_PID"
   rm -rf "$WORK"
 }
 trap cleanup EXIT
 
 # --- nginx on 127.0.0.1, a free port ---------------------------------------------------------
-free_port() {
-  local port
-  while :; do
-    port=$((20000 + RANDOM % 40000))
-    (exec 3<>"/dev/tcp/127.0.0.1/$port") 2>/dev/null || { echo "$port"; return; }
-  done
-}
 PORT=$(free_port)
-mkdir -p "$WORK/root/small" "$WORK/nginx/tmp"
-cat >"$WORK/nginx/nginx.conf" <<CONF
-$([ "$(id -u)" = 0 ] && echo "user root;")
-worker_processes 1;
-error_log $WORK/nginx/error.log warn;
-pid $WORK/nginx/nginx.pid;
-events { worker_connections 1024; }
-http {
-  access_log off;
-  client_body_temp_path $WORK/nginx/tmp/body;
-  proxy_temp_path $WORK/nginx/tmp/proxy;
-  fastcgi_temp_path $WORK/nginx/tmp/fastcgi;
-  uwsgi_temp_path $WORK/nginx/tmp/uwsgi;
-  scgi_temp_path $WORK/nginx/tmp/scgi;
+mkdir -p "$WORK/root/small"
+start_nginx "$WORK/nginx" "$PORT" "$WORK/root" "  client_body_temp_path $WORK/nginx/tmp/body;
   default_type application/octet-stream;
   sendfile on;
   tcp_nopush on;
-  keepalive_requests 1000000;
-  server { listen 127.0.0.1:$PORT; root $WORK/root; }
-}
-CONF
-/usr/sbin/nginx -p "$WORK/nginx" -c "$WORK/nginx/nginx.conf" -g 'daemon off;' &
-NGINX_PID=$!
-for _ in $(seq 1 500); do
-  (exec 3<>"/dev/tcp/127.0.0.1/$PORT") 2>/dev/null && break
-  kill -0 "$NGINX_PID" 2>/dev/null || { cat "$WORK/nginx/error.log" >&2; exit 2; }
-  sleep 0.01
-done
+  keepalive_requests 1000000;" ""
+wait_for_port "$PORT" "$NGINX_PID" "$WORK/nginx/error.log"
 BASE="http://127.0.0.1:$PORT"
 
 # --- data ----------------------------------------------------------------------------------------

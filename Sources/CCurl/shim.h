@@ -31,6 +31,10 @@ static inline CURLcode protfs_curl_easy_setopt_write_callback(CURL *handle, CURL
   return curl_easy_setopt(handle, option, value);
 }
 
+static inline CURLcode protfs_curl_easy_setopt_seek_callback(CURL *handle, curl_seek_callback value) {
+  return curl_easy_setopt(handle, CURLOPT_SEEKFUNCTION, value);
+}
+
 static inline CURLcode protfs_curl_easy_setopt_xferinfo_callback(CURL *handle, curl_xferinfo_callback value) {
   return curl_easy_setopt(handle, CURLOPT_XFERINFOFUNCTION, value);
 }

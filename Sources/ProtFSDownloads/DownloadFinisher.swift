@@ -245,7 +245,8 @@ package final class DownloadFinisher: @unchecked Sendable {
         temporaryDirectory: record.temporaryDirectory, temporaryFileName: name,
         destinationDirectory: record.destinationDirectory, fileName: record.fileName, entityTag: record.entityTag,
         lastModified: record.lastModified, expectedSHA256: record.expectedSHA256,
-        taskDescription: record.taskDescription)
+        taskDescription: record.taskDescription,
+        headers: record.requestHeaders.isEmpty ? nil : record.requestHeaders)
       replies.append((reply, data.encoded()))
       // The record keeps the temp file's name, so the cache manager sees it as resumable, not orphaned.
       return settle(task, .failed, error: cancelled) { $0.bytesReceived = size }

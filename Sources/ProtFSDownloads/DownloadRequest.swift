@@ -16,16 +16,20 @@ public struct DownloadRequest: Sendable, Equatable {
   /// created without a destination): the task completes keeping its temp file, owned by the
   /// container's owner, and a delivery is queued in the store until `DownloadStore.acknowledge`.
   public var handsOver: Bool = false
+  /// Extra request headers, in order: sent with every request of the task, a resumed one (with
+  /// `Range`) included, and kept in the task store and in its resume data.
+  public var headers: [UploadHeader]
 
   /// Creates a request.
   public init(
     url: URL, destinationDirectory: String? = nil, fileName: String? = nil, expectedSHA256: String? = nil,
-    taskDescription: String? = nil
+    taskDescription: String? = nil, headers: [UploadHeader] = []
   ) {
     self.url = url
     self.destinationDirectory = destinationDirectory
     self.fileName = fileName
     self.expectedSHA256 = expectedSHA256
     self.taskDescription = taskDescription
+    self.headers = headers
   }
 }

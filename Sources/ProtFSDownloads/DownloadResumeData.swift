@@ -26,13 +26,16 @@ public struct DownloadResumeData: Sendable, Codable, Equatable {
   public var expectedSHA256: String?
   /// The task's description.
   public var taskDescription: String?
+  /// The task's extra request headers, sent again with the resumed request; nil when it had none
+  /// (and in resume data made before headers were kept).
+  public var headers: [UploadHeader]?
 
   /// Creates resume data; the engine makes these, tests craft them.
   public init(
     url: URL, bytesReceived: Int64, bytesExpected: Int64 = -1, temporaryDirectory: String,
     temporaryFileName: String, destinationDirectory: String, fileName: String? = nil,
     entityTag: String? = nil, lastModified: String? = nil, expectedSHA256: String? = nil,
-    taskDescription: String? = nil
+    taskDescription: String? = nil, headers: [UploadHeader]? = nil
   ) {
     self.url = url
     self.bytesReceived = bytesReceived
@@ -45,6 +48,7 @@ public struct DownloadResumeData: Sendable, Codable, Equatable {
     self.lastModified = lastModified
     self.expectedSHA256 = expectedSHA256
     self.taskDescription = taskDescription
+    self.headers = headers
   }
 
   /// The opaque bytes `cancel(byProducingResumeData:)` hands out (JSON).

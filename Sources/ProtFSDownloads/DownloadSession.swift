@@ -123,6 +123,7 @@ public final class DownloadSession: Sendable {
         _ = try DownloadFileName.validate(name, source: "the request for '\(url)'")
       }
       let digest = try request.expectedSHA256.map(Self.normalizedDigest)
+      let headers = try request.headers.map { header throws(ProtFSError) in try header.validated() }
       // A handed-over task is the app's own: each request makes one.
       if !request.handsOver,
         let match = unfinished[Key(url: url, directory: directory)]?.first(where: {
@@ -141,6 +142,7 @@ public final class DownloadSession: Sendable {
       record.requestTimeout = Monotonic.seconds(configuration.requestTimeout)
       record.resourceTimeout = Monotonic.seconds(configuration.resourceTimeout)
       record.handsOver = request.handsOver
+      record.requestHeaders = headers
       fresh.append((index, record, request))
     }
     let inserted = try core.store.insert(fresh.map(\.record), owner: core.owner)
@@ -174,6 +176,7 @@ public final class DownloadSession: Sendable {
     record.requestTimeout = Monotonic.seconds(configuration.requestTimeout)
     record.resourceTimeout = Monotonic.seconds(configuration.resourceTimeout)
     record.handsOver = handsOver
+    record.requestHeaders = try (data.headers ?? []).map { header throws(ProtFSError) in try header.validated() }
     let inserted = try core.store.insert([record], owner: core.owner)[0]
     let task = DownloadTask(record: inserted, url: data.url, fileNameIsExplicit: data.fileName != nil, core: core)
     core.tasks.withLock { $0[task.id] = task }

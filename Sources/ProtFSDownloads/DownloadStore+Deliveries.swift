@@ -15,6 +15,8 @@ extension DownloadStore {
       if !tasks.contains("cancelled_reason") {
         try db.query("ALTER TABLE tasks ADD COLUMN cancelled_reason INTEGER")
       }
+      // A download's request headers came later still: JSON, NULL for none.
+      if !tasks.contains("request_headers") { try db.query("ALTER TABLE tasks ADD COLUMN request_headers TEXT") }
       let sessions = Set(try db.query("PRAGMA table_info(sessions)").compactMap { $0[1].string })
       if !sessions.contains("service_configuration") {
         try db.query("ALTER TABLE sessions ADD COLUMN service_configuration TEXT")

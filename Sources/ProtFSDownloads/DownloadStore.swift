@@ -104,11 +104,11 @@ public final class DownloadStore: Sendable {
   static let columns = """
     id, session, url, destination_dir, file_name, temp_dir, temp_name, state, bytes_received, \
     bytes_expected, etag, last_modified, sha256, error_text, error_errno, description, created_at, updated_at, \
-    request_timeout, resource_timeout, error_json, upload_json, hands_over, delivery
+    request_timeout, resource_timeout, error_json, upload_json, hands_over, delivery, request_headers
     """
 
   /// How many values `columns` selects; what a query adds after them starts here.
-  private static let columnCount = 24
+  private static let columnCount = 25
 
   static func record(_ row: [SQLiteValue]) -> DownloadTaskRecord {
     var record = DownloadTaskRecord(
@@ -125,6 +125,8 @@ public final class DownloadStore: Sendable {
     record.upload = row[21].string.flatMap { try? JSONDecoder().decode(UploadDetails.self, from: Data($0.utf8)) }
     record.handsOver = (row[22].int64 ?? 0) != 0
     record.delivery = row[23].string.flatMap(DownloadDelivery.init(rawValue:))
+    record.requestHeaders =
+      row[24].string.flatMap { try? JSONDecoder().decode([UploadHeader].self, from: Data($0.utf8)) } ?? []
     return record
   }
 
@@ -156,13 +158,13 @@ public final class DownloadStore: Sendable {
           """
           INSERT INTO tasks (session, url, destination_dir, file_name, temp_dir, temp_name, state, bytes_received,
             bytes_expected, etag, last_modified, sha256, error_text, error_errno, description, owner, owner_pid,
-            created_at, updated_at, request_timeout, resource_timeout, error_json, upload_json)
-          VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+            created_at, updated_at, request_timeout, resource_timeout, error_json, upload_json, request_headers)
+          VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
           """,
           Self.values(r) + [
             .text(owner), .integer(Int64(getpid())), .real(r.createdAt), .real(r.updatedAt),
             r.requestTimeout.map { .real($0) } ?? .null, r.resourceTimeout.map { .real($0) } ?? .null,
-            Self.failureJSON(r), Self.uploadJSON(r),
+            Self.failureJSON(r), Self.uploadJSON(r), Self.headersJSON(r),
           ])
         result[index].id = db.lastInsertRowID
         if r.handsOver {
@@ -182,6 +184,12 @@ public final class DownloadStore: Sendable {
   /// An upload's details as JSON, or NULL for a download.
   private static func uploadJSON(_ r: DownloadTaskRecord) -> SQLiteValue {
     guard let upload = r.upload, let data = try? JSONEncoder().encode(upload) else { return .null }
+    return .text(String(decoding: data, as: UTF8.self))
+  }
+
+  /// A download's request headers as JSON, or NULL when it has none.
+  private static func headersJSON(_ r: DownloadTaskRecord) -> SQLiteValue {
+    guard !r.requestHeaders.isEmpty, let data = try? JSONEncoder().encode(r.requestHeaders) else { return .null }
     return .text(String(decoding: data, as: UTF8.self))
   }
 

@@ -60,6 +60,9 @@ public struct DownloadTaskRecord: Sendable, Equatable, Codable {
   public var handsOver: Bool = false
   /// The delivery of a handed-over task's completion to its app (nil before it settles).
   public var delivery: DownloadDelivery?
+  /// A download task's extra request headers (`DownloadRequest.headers`); not part of the JSON
+  /// form, as they may hold credentials.
+  public var requestHeaders: [UploadHeader] = []
 
   /// The fields a task's JSON form (`protfs tasks --json`) shows: all but `failure`, whose text is
   /// `errorMessage` already, and `responseBody`.

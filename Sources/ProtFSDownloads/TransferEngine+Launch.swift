@@ -113,8 +113,8 @@ extension TransferEngine {
     curl_multi_add_handle(multi, easy)
   }
 
-  /// Sets the easy handle of `transfer` up: callbacks, limits, protocols and, for a resumed file,
-  /// the range and its validator.
+  /// Sets the easy handle of `transfer` up: callbacks, limits, protocols, the task's request
+  /// headers and, for a resumed file, the range and its validator.
   private func configure(_ transfer: Transfer, url: URL, record: DownloadTaskRecord) {
     let easy = transfer.easy
     configureConnection(transfer, url: url, write: writeCallback, header: headerCallback)
@@ -125,14 +125,19 @@ extension TransferEngine {
     protfs_curl_easy_setopt_string(easy, CURLOPT_PROTOCOLS_STR, "http,https,file")
     // A server must not redirect a download to a local file.
     protfs_curl_easy_setopt_string(easy, CURLOPT_REDIR_PROTOCOLS_STR, "http,https")
+    var list: UnsafeMutablePointer<curl_slist>?
+    if transfer.isHTTP {
+      for header in record.requestHeaders { list = curl_slist_append(list, "\(header.name): \(header.value)") }
+    }
     if transfer.offset > 0 {
       protfs_curl_easy_setopt_string(easy, CURLOPT_RANGE, "\(transfer.offset)-")
       // If-Range needs a strong validator; a weak ETag falls back to Last-Modified.
       let validator = record.entityTag.flatMap { $0.hasPrefix("W/") ? nil : $0 } ?? record.lastModified
-      if let validator, transfer.isHTTP {
-        transfer.headerList = curl_slist_append(nil, "If-Range: \(validator)")
-        protfs_curl_easy_setopt_slist(easy, CURLOPT_HTTPHEADER, transfer.headerList)
-      }
+      if let validator, transfer.isHTTP { list = curl_slist_append(list, "If-Range: \(validator)") }
+    }
+    if let list {
+      transfer.headerList = list
+      protfs_curl_easy_setopt_slist(easy, CURLOPT_HTTPHEADER, list)
     }
   }
 

@@ -17,13 +17,21 @@ package final class UploadAttempt: @unchecked Sendable {
   package var responseBytes: Int64 = 0
   /// The errno of a failed read of the snapshot.
   package var readErrno: Int32?
+  /// Why the snapshot's copy failed, when it did.
+  package var copyFailure: ProtFSError?
+  /// Whether the source changed during the copy, so that the copy started over and this attempt,
+  /// which sent bytes of the previous copy, must start over too.
+  package var snapshotRestarted = false
 
   /// The snapshot's copy still under way in this process, if any.
   package let copying: SnapshotCopy?
+  /// The copy's generation this attempt sends.
+  package let generation: Int
 
-  package init(size: Int64, copying: SnapshotCopy?) {
+  package init(size: Int64, copying: SnapshotCopy?, generation: Int = 0) {
     self.size = size
     self.copying = copying
+    self.generation = generation
   }
 
   /// Keeps response bytes up to the limit and counts the rest.
@@ -38,12 +46,15 @@ package final class UploadAttempt: @unchecked Sendable {
   package func read(_ fd: Int32, into buffer: UnsafeMutableRawPointer, capacity: Int) -> Int {
     var end = size
     if let copying {
-      let (copied, failure) = copying.available(beyond: sent)
-      if copied <= sent, let failure {
-        readErrno = failure
+      switch copying.available(beyond: sent, generation: generation) {
+      case .copied(let copied): end = min(size, copied)
+      case .failed(let error):
+        copyFailure = error
+        return Int(CURL_READFUNC_ABORT)
+      case .restarted:
+        snapshotRestarted = true
         return Int(CURL_READFUNC_ABORT)
       }
-      end = min(size, copied)
     }
     while true {
       let n = pread(fd, buffer, min(capacity, Int(max(0, end - sent))), off_t(sent))
@@ -100,7 +111,8 @@ extension TransferEngine {
       return
     }
     let copying = task.runtime.withLock { $0.snapshotCopy }
-    let size = copying?.size ?? Int64(status.st_size)
+    let current = copying?.current
+    let size = current?.size ?? Int64(status.st_size)
     if copying == nil, record.bytesExpected >= 0, size != record.bytesExpected {
       // The process that made it ended before the copy did: what is left is not the file.
       file.close()
@@ -113,9 +125,19 @@ extension TransferEngine {
         deleting: TemporaryRemoval(directory: held, name: name))
       return
     }
-    task.runtime.withLock { r in
-      r.record.bytesReceived = 0
-      r.record.bytesExpected = size
+    let resized = task.runtime.withLock { r in
+      defer {
+        r.record.bytesReceived = 0
+        r.record.bytesExpected = size
+      }
+      return r.record.bytesExpected == size ? nil : r.record
+    }
+    // A copy that started over holds the source's new size: the store must know it before a
+    // later process checks a snapshot left behind against it.
+    if var record = resized {
+      record.bytesReceived = 0
+      record.bytesExpected = size
+      task.core.persistNow(record)
     }
     let easy = idleHandles.popLast() ?? curl_easy_init()!
     let staging =
@@ -124,7 +146,7 @@ extension TransferEngine {
     let transfer = Transfer(
       task: task, easy: easy, file: file, temporaryDirectory: directory, directory: held, temporaryFileName: name,
       offset: 0, isHTTP: true, hostKey: hostKey, digest: nil, staging: staging, writesBehind: false)
-    transfer.upload = UploadAttempt(size: size, copying: copying)
+    transfer.upload = UploadAttempt(size: size, copying: copying, generation: current?.generation ?? 0)
     transfer.requestLimit =
       TransferClassification.stored(record.requestTimeout).map { Monotonic.nanoseconds(seconds: $0) }
       ?? Monotonic.nanoseconds(configuration.requestTimeout)
@@ -159,10 +181,20 @@ extension TransferEngine {
     for header in upload.headers { list = curl_slist_append(list, "\(header.name): \(header.value)") }
     transfer.headerList = list
     protfs_curl_easy_setopt_slist(easy, CURLOPT_HTTPHEADER, list)
-    // A redirect is not followed: it would need the body sent again to another server.
-    protfs_curl_easy_setopt_long(easy, CURLOPT_FOLLOWLOCATION, 0)
+    // Redirects are followed as a background URLSession follows them (docs/semantics.md §5): 307
+    // and 308 send the method and the whole snapshot again (libcurl rewinds through the seek
+    // callback), 301 and 302 turn a POST into a GET without a body, 303 turns either into a GET.
+    protfs_curl_easy_setopt_seek_callback(easy, uploadSeekCallback)
+    protfs_curl_easy_setopt_pointer(easy, CURLOPT_SEEKDATA, context)
+    protfs_curl_easy_setopt_long(easy, CURLOPT_FOLLOWLOCATION, 1)
+    protfs_curl_easy_setopt_long(easy, CURLOPT_MAXREDIRS, Self.maximumUploadRedirects)
+    protfs_curl_easy_setopt_long(easy, CURLOPT_POSTREDIR, 0)
     protfs_curl_easy_setopt_string(easy, CURLOPT_PROTOCOLS_STR, "http,https")
+    protfs_curl_easy_setopt_string(easy, CURLOPT_REDIR_PROTOCOLS_STR, "http,https")
   }
+
+  /// The most redirects one upload attempt follows, as for downloads.
+  package static let maximumUploadRedirects = 20
 
   /// Decides what the upload attempt `t`, ended by libcurl with `result`, means for its task: a
   /// 2xx completes it, a 5xx (or 408, 429) or a dropped connection retries it from byte 0, any
@@ -175,8 +207,29 @@ extension TransferEngine {
     let code = t.responseCode
     let detail = t.curlErrorDetail ?? String(cString: curl_easy_strerror(result))
     detach(t)
+    if upload.snapshotRestarted {
+      // The source changed while it was copied: send the new copy from byte 0, at once, without
+      // counting a failed attempt (the copy makes a bounded number of passes).
+      t.file.close()
+      task.runtime.withLock { $0.attempts -= 1 }
+      hosts.retry(task, at: Monotonic.now)
+      return
+    }
+    if let error = upload.copyFailure {
+      fail(t, error)
+      return
+    }
     if let e = upload.readErrno {
       fail(t, ProtFSError.system("read the upload snapshot of '\(name)' at", path: t.temporaryPath, errno: e))
+      return
+    }
+    if result == CURLE_TOO_MANY_REDIRECTS {
+      fail(
+        t,
+        ProtFSError(
+          .network,
+          "The server redirected the upload of '\(name)' to '\(url)' more than \(Self.maximumUploadRedirects) times (the last to '\(t.location ?? "?")'): a redirect loop, so the upload stopped.",
+          remedy: .advice("the server redirects in a loop; ask its owner for the URL that takes the upload")))
       return
     }
     guard result == CURLE_OK, code > 0 else {
@@ -226,8 +279,10 @@ private let uploadResponseCallback: curl_write_callback = { data, size, count, c
 }
 
 private let uploadHeaderCallback: curl_write_callback = { data, size, count, context in
-  guard let context else { return 0 }
-  Unmanaged<Transfer>.fromOpaque(context).takeUnretainedValue().lastActivity = Monotonic.now
+  guard let context, let data else { return 0 }
+  // The transfer notes the activity and a redirect's Location, to name it should the redirects loop.
+  Unmanaged<Transfer>.fromOpaque(context).takeUnretainedValue().header(
+    UnsafeRawBufferPointer(start: data, count: size * count))
   return size * count
 }
 
@@ -236,4 +291,13 @@ private let uploadReadCallback: curl_write_callback = { buffer, size, count, con
   let transfer = Unmanaged<Transfer>.fromOpaque(context).takeUnretainedValue()
   transfer.lastActivity = Monotonic.now
   return transfer.upload!.read(transfer.file.rawValue, into: buffer, capacity: size * count)
+}
+
+/// libcurl rewinds the body to send it again after a 307 or 308 (always to byte 0).
+private let uploadSeekCallback: curl_seek_callback = { context, offset, origin in
+  guard let context, origin == SEEK_SET, offset >= 0 else { return Int32(CURL_SEEKFUNC_CANTSEEK) }
+  let upload = Unmanaged<Transfer>.fromOpaque(context).takeUnretainedValue().upload!
+  guard offset <= upload.size else { return Int32(CURL_SEEKFUNC_FAIL) }
+  upload.sent = Int64(offset)
+  return Int32(CURL_SEEKFUNC_OK)
 }

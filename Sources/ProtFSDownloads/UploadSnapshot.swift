@@ -1,9 +1,10 @@
 import Foundation
 import ProtFSSystem
+import Synchronization
 
 /// The copy of an upload's source file that the task sends (`CFNetworkUpload_XXXXXX.tmp` in the
 /// session's Uploads directory), made when the task is created so that the app may change or
-/// delete its file meanwhile (docs/semantics.md §9).
+/// delete its file meanwhile (docs/semantics.md §5).
 package enum UploadSnapshot {
   /// A snapshot made: its directory (absolute path), its name and its size.
   package struct Made {
@@ -62,15 +63,64 @@ package enum UploadSnapshot {
       if length > backgroundThreshold {
         // The source stays open (deleting it changes nothing) until every byte is copied.
         let copying = SnapshotCopy(size: length)
-        copying.start(source: source, output: copy, path: absolute)
+        copying.start(source: source, output: copy, path: absolute, status: status)
         return Made(directory: directoryPath, name: name, size: length, copying: copying)
       }
-      let size = try Self.copy(from: source.rawValue, to: copy.rawValue, path: absolute)
-      copy.close()
-      return Made(directory: directoryPath, name: name, size: size)
+      var before = status
+      var pass = 1
+      while true {
+        let size = try Self.copy(from: source.rawValue, to: copy.rawValue, path: absolute)
+        switch try Self.check(source.rawValue, before: before, copied: size, pass: pass, path: absolute) {
+        case nil:
+          copy.close()
+          return Made(directory: directoryPath, name: name, size: size)
+        case .some(let now):
+          try Self.rewind(source.rawValue, copy.rawValue, path: absolute)
+          before = now
+          pass += 1
+        }
+      }
     } catch {
       directory.removeFile(name, ifStill: copy.rawValue)
       throw error
+    }
+  }
+
+  /// How many times a source is copied before one copy is taken for consistent: a source the app
+  /// keeps writing fails after these.
+  package static let maximumPasses = 3
+
+  /// Test hooks by source path, called after each copy pass (numbered from 1) and before its
+  /// check: a test changes the source there, as an app writing during the copy would.
+  package static let passHooks = Mutex<[String: @Sendable (Int) -> Void]>([:])
+
+  /// After pass `pass` copied `copied` bytes of `source` (whose status was `before` when the pass
+  /// began): nil when the source is unchanged (size, mtime and ctime, so no write landed during
+  /// the copy), else its status now, for another pass; past `maximumPasses`, an error saying so.
+  package static func check(_ source: Int32, before: stat, copied: Int64, pass: Int, path: String)
+    throws(ProtFSError) -> stat?
+  {
+    if let hook = passHooks.withLock({ $0[path] }) { hook(pass) }
+    var now = stat()
+    _ = try valueOrErrno(.stat) { fstat(source, &now) }.orThrow("read the file to upload", path: path)
+    let same =
+      now.st_size == before.st_size && Int64(now.st_size) == copied
+      && now.st_mtim.tv_sec == before.st_mtim.tv_sec && now.st_mtim.tv_nsec == before.st_mtim.tv_nsec
+      && now.st_ctim.tv_sec == before.st_ctim.tv_sec && now.st_ctim.tv_nsec == before.st_ctim.tv_nsec
+    if same { return nil }
+    guard pass < maximumPasses else {
+      throw ProtFSError(
+        .io,
+        "Cannot snapshot '\(path)' for upload: it changed while it was copied, \(pass) times in a row (something keeps writing it).",
+        path: path, remedy: .advice("upload the file once the app has finished writing it"))
+    }
+    return now
+  }
+
+  /// Empties the snapshot `output` and puts both files back at byte 0, for another pass.
+  package static func rewind(_ source: Int32, _ output: Int32, path: String) throws(ProtFSError) {
+    guard ftruncate(output, 0) == 0, lseek(output, 0, SEEK_SET) == 0, lseek(source, 0, SEEK_SET) == 0 else {
+      throw ProtFSError.system("snapshot the file to upload", path: path, errno: errno)
     }
   }
 
@@ -143,33 +193,66 @@ package enum UploadSnapshot {
 /// A large snapshot being copied on its own thread while the upload sends what is copied: the
 /// read callback waits (a few milliseconds at most, the copy being faster than any network) only
 /// when it catches up with the copy.
+///
+/// What is sent is exactly one consistent snapshot: its last bytes are handed out only once the
+/// copy is complete and the source was found unchanged during it (`UploadSnapshot.check`). When
+/// the app wrote to the source meanwhile, the copy starts over as a new generation (at most
+/// `UploadSnapshot.maximumPasses` passes), and an attempt sending an older generation is stopped
+/// and started again from byte 0 (docs/semantics.md §5).
 package final class SnapshotCopy: @unchecked Sendable {
-  // @unchecked: `copied`, `failure` and `done` are guarded by `condition`.
-  /// The bytes the snapshot will hold: the source's size when it was opened.
-  package let size: Int64
+  // @unchecked: every stored property is guarded by `condition`.
   private let condition = NSCondition()
+  private var currentSize: Int64
+  private var currentGeneration = 0
   private var copied: Int64 = 0
-  private var failure: Int32?
+  private var failure: ProtFSError?
   private var done = false
 
-  package init(size: Int64) { self.size = size }
+  package init(size: Int64) { currentSize = size }
 
-  /// Starts copying `size` bytes from `source` to `output` on a new thread, which closes both.
-  package func start(source: FileDescriptor, output: FileDescriptor, path: String) {
+  /// The bytes the snapshot holds (or will): the source's size when the current pass began.
+  package var size: Int64 { current.size }
+
+  /// The current generation (a new one each time the copy starts over) and its size.
+  package var current: (generation: Int, size: Int64) {
+    condition.lock()
+    defer { condition.unlock() }
+    return (currentGeneration, currentSize)
+  }
+
+  /// Starts copying `source` (whose status was `status` when opened) to `output` on a new thread,
+  /// which closes both.
+  package func start(source: FileDescriptor, output: FileDescriptor, path: String, status: stat) {
     let thread = Thread { [self] in
-      var code: Int32?
+      var error: ProtFSError?
       do throws(ProtFSError) {
-        let total = try UploadSnapshot.copy(
-          from: source.rawValue, to: output.rawValue, path: path, limit: size,
-          progress: { total in self.publish(total) })
-        if total != size { code = EIO }  // the file shrank while it was copied
-      } catch {
-        code = error.errno ?? EIO
+        var before = status
+        var pass = 1
+        while true {
+          let total = try UploadSnapshot.copy(
+            from: source.rawValue, to: output.rawValue, path: path, limit: Int64(before.st_size),
+            progress: { total in self.publish(total) })
+          guard
+            let now = try UploadSnapshot.check(source.rawValue, before: before, copied: total, pass: pass, path: path)
+          else { break }
+          // Written to during the copy: a new generation starts from an empty file.
+          condition.lock()
+          currentGeneration += 1
+          currentSize = Int64(now.st_size)
+          copied = 0
+          condition.broadcast()
+          condition.unlock()
+          try UploadSnapshot.rewind(source.rawValue, output.rawValue, path: path)
+          before = now
+          pass += 1
+        }
+      } catch let caught {
+        error = caught
       }
       source.close()
       output.close()
       condition.lock()
-      failure = code
+      failure = error
       done = true
       condition.broadcast()
       condition.unlock()
@@ -185,12 +268,26 @@ package final class SnapshotCopy: @unchecked Sendable {
     condition.unlock()
   }
 
-  /// Waits until more than `sent` bytes are copied or the copy ended; returns the bytes copied and
-  /// the errno the copy failed with, if it did.
-  package func available(beyond sent: Int64) -> (copied: Int64, failure: Int32?) {
+  /// What the sender of `generation` may read beyond its `sent` bytes.
+  package enum Availability {
+    /// The snapshot holds this many bytes so far (all of them once the copy is done).
+    case copied(Int64)
+    /// The copy failed.
+    case failed(ProtFSError)
+    /// The source changed and the copy started over: the attempt must start over from byte 0.
+    case restarted
+  }
+
+  /// Waits until more than `sent` bytes of `generation` may be sent, the copy ended, or a new
+  /// generation began. The last byte waits for the end of the copy (and its check).
+  package func available(beyond sent: Int64, generation: Int) -> Availability {
     condition.lock()
     defer { condition.unlock() }
-    while copied <= sent && !done { condition.wait() }
-    return (copied, failure)
+    while !done && currentGeneration == generation && (copied <= sent || copied >= currentSize) {
+      condition.wait()
+    }
+    if currentGeneration != generation { return .restarted }
+    if let failure { return .failed(failure) }
+    return .copied(copied)
   }
 }

@@ -71,7 +71,8 @@ extension SessionService {
         task = try hosted.session.downloadTask(withResumeData: data, handsOver: true)
         if let text = wanted.taskDescription { task.taskDescription = text }
       } else {
-        var download = DownloadRequest(url: wanted.url, taskDescription: wanted.taskDescription)
+        var download = DownloadRequest(
+          url: wanted.url, taskDescription: wanted.taskDescription, headers: wanted.headers)
         download.handsOver = true
         task = try hosted.session.downloadTasks(with: [download])[0]
       }
@@ -270,7 +271,7 @@ extension SessionService {
     }
     return SessionTaskSnapshot(
       id: record.id, kind: .download,
-      request: SessionRequest(url: url, taskDescription: record.taskDescription),
+      request: SessionRequest(url: url, headers: record.requestHeaders, taskDescription: record.taskDescription),
       state: state, bytesReceived: record.bytesReceived, bytesExpectedToReceive: record.bytesExpected,
       statusCode: record.state == .completed ? 200 : 0, error: error, cancelledReason: reason,
       resumeData: error.flatMap { resumeData(record, $0) })

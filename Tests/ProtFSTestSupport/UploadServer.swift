@@ -135,8 +135,29 @@ public final class UploadServer: @unchecked Sendable {
                     left -= len(chunk)
             return received, digest.hexdigest()
 
+        def redirect(self, received):
+            # /redirect/CODE/REST answers CODE with Location /REST; /loop redirects to itself.
+            parts = self.path.split("/")
+            if self.path == "/loop":
+                status, location = 307, "/loop"
+            elif len(parts) > 3 and parts[1] == "redirect":
+                status, location = int(parts[2]), "/" + "/".join(parts[3:])
+            else:
+                return False
+            with lock, open(log_file, "a") as log:
+                headers = {k.lower(): v for k, v in self.headers.items()}
+                log.write(json.dumps({"method": self.command, "path": self.path, "headers": headers,
+                                      "received": received, "status": status}) + "\n")
+            self.send_response(status)
+            self.send_header("Location", location)
+            self.send_header("Content-Length", "0")
+            self.end_headers()
+            return True
+
         def answer(self):
             received, sha = self.body()
+            if self.redirect(received):
+                return
             with lock:
                 state["count"] += 1
                 failing = state["count"] <= fail_first
@@ -161,6 +182,7 @@ public final class UploadServer: @unchecked Sendable {
 
         do_PUT = answer
         do_POST = answer
+        do_GET = answer
 
     class Server(socketserver.ThreadingMixIn, http.server.HTTPServer):
         daemon_threads = True

@@ -27,14 +27,16 @@ package enum DownloadCommand {
 
       With --detach the tasks go to the device's session service (started if needed) and the
       command prints one task id per line and returns at once; `protfs tasks` follows them.
+      -H 'Name: value' (repeatable) adds a request header to every request of every task, a
+      resumed one included; the task store keeps it with the task.
 
       Exit status: 0 every task completed (with --detach: handed over); 1 a task failed; 75 a task waits for unlock;
       64 a usage error.
       """,
     arguments: [urls],
     options: [
-      inputFile, bundle, session, destination, sha256, description, connections, progress, requestTimeout,
-      resourceTimeout, sync, detach,
+      inputFile, bundle, session, destination, sha256, description, UploadCommand.header, connections, progress,
+      requestTimeout, resourceTimeout, sync, detach,
     ],
     run: run
   )
@@ -102,6 +104,8 @@ package enum DownloadCommand {
       throw invocation.usageError("'\(digest)' is not a SHA-256 digest; give 64 hexadecimal digits.")
     }
 
+    let headers = try UploadCommand.headers(invocation)
+
     let device = invocation.device
     let container = device.container(bundleID)
     let destinationText = invocation.value(Self.destination) ?? "Documents"
@@ -132,7 +136,7 @@ package enum DownloadCommand {
           requests.append(
             DownloadRequest(
               url: url, destinationDirectory: configuration.destinationDirectory, expectedSHA256: digest,
-              taskDescription: taskDescription))
+              taskDescription: taskDescription, headers: headers))
         case .failure(let error):
           Console.err("Error: \(error.commandLineDescription)")
           failed = true

@@ -164,13 +164,15 @@ package enum TasksCommand {
           temporaryDirectory: record.temporaryDirectory, temporaryFileName: temporary,
           destinationDirectory: record.destinationDirectory, fileName: record.fileName, entityTag: record.entityTag,
           lastModified: record.lastModified, expectedSHA256: record.expectedSHA256,
-          taskDescription: record.taskDescription)
+          taskDescription: record.taskDescription,
+          headers: record.requestHeaders.isEmpty ? nil : record.requestHeaders)
         task = try session.downloadTask(withResumeData: data.encoded())
       } else {
         task = try session.downloadTasks(with: [
           DownloadRequest(
             url: url, destinationDirectory: record.destinationDirectory, fileName: record.fileName,
-            expectedSHA256: record.expectedSHA256, taskDescription: record.taskDescription)
+            expectedSHA256: record.expectedSHA256, taskDescription: record.taskDescription,
+            headers: record.requestHeaders)
         ])[0]
       }
       Console.err("Download task \(id) had \(record.state.rawValue); retrying it as task \(task.id).")

@@ -48,6 +48,20 @@ package enum UploadCommand {
   package static let response = Option.value(
     "response", "file", help: "Write the server's response body to FILE ('-' for stdout).")
 
+  /// The `-H` headers of `invocation`, in order, or a usage error naming the bad one (upload and
+  /// download parse them alike).
+  package static func headers(_ invocation: Invocation) throws -> [UploadHeader] {
+    var headers: [UploadHeader] = []
+    for text in invocation.values(Self.header) {
+      do {
+        headers.append(try UploadHeader.parse(text))
+      } catch {
+        throw invocation.usageError("-H '\(text)': \(error.message)")
+      }
+    }
+    return headers
+  }
+
   package static func run(_ invocation: Invocation) throws -> Int32 {
     guard let bundleText = invocation.value(Self.bundle) else {
       throw invocation.usageError("Missing '--bundle <bundle-id>': uploads belong to an app's container.")
@@ -60,14 +74,7 @@ package enum UploadCommand {
     guard let method = UploadMethod(rawValue: methodText.uppercased()) else {
       throw invocation.usageError("'\(methodText)' is not an upload method; use -X PUT or -X POST.")
     }
-    var headers: [UploadHeader] = []
-    for text in invocation.values(Self.header) {
-      do {
-        headers.append(try UploadHeader.parse(text))
-      } catch {
-        throw invocation.usageError("-H '\(text)': \(error.message)")
-      }
-    }
+    let headers = try Self.headers(invocation)
     let mode = invocation.value(DownloadCommand.progress) ?? "auto"
     guard ["auto", "bar", "json", "none"].contains(mode) else {
       throw invocation.usageError("'\(mode)' is not a progress mode; use auto, bar, json or none.")

@@ -1,0 +1,71 @@
+#!/usr/bin/env bash
+# What the benchmarks share, sourced by download.sh and upload.sh: a free loopback port, nginx
+# started in a directory of its own, the wait for a server to listen, and a fresh device with the
+# benchmark's app. Each function says what it sets.
+
+# The app every benchmark device holds.
+BENCH_BUNDLE=com.example.bench
+
+# free_port: prints a loopback port nothing listens on.
+free_port() {
+  local port
+  while :; do
+    port=$((20000 + RANDOM % 40000))
+    (exec 3<>"/dev/tcp/127.0.0.1/$port") 2>/dev/null || { echo "$port"; return; }
+  done
+}
+
+# start_nginx DIR PORT ROOT HTTP SERVER: writes DIR/nginx.conf (one worker, no access log, its
+# temp paths under DIR/tmp, HTTP's directives in the http block and SERVER's in the server block,
+# which listens on 127.0.0.1:PORT and serves ROOT), starts nginx in the background and sets
+# NGINX_PID. Its errors go to DIR/error.log.
+start_nginx() {
+  local dir=$1 port=$2 root=$3 http=$4 server=$5
+  mkdir -p "$dir/tmp"
+  cat >"$dir/nginx.conf" <<CONF
+$([ "$(id -u)" = 0 ] && echo "user root;")
+worker_processes 1;
+error_log $dir/error.log warn;
+pid $dir/nginx.pid;
+events { worker_connections 1024; }
+http {
+  access_log off;
+  proxy_temp_path $dir/tmp/proxy;
+  fastcgi_temp_path $dir/tmp/fastcgi;
+  uwsgi_temp_path $dir/tmp/uwsgi;
+  scgi_temp_path $dir/tmp/scgi;
+$http
+  server {
+    listen 127.0.0.1:$port;
+    root $root;
+$server
+  }
+}
+CONF
+  /usr/sbin/nginx -p "$dir" -c "$dir/nginx.conf" -g 'daemon off;' &
+  NGINX_PID=$!
+}
+
+# wait_for_port PORT PID [LOG]: returns once 127.0.0.1:PORT accepts a connection; exits 2 (with
+# LOG on stderr) when process PID ends first or nothing listens within about five seconds.
+wait_for_port() {
+  local port=$1 pid=$2 log=${3:-}
+  for _ in $(seq 1 500); do
+    (exec 3<>"/dev/tcp/127.0.0.1/$port") 2>/dev/null && return 0
+    kill -0 "$pid" 2>/dev/null || { [ -n "$log" ] && cat "$log" >&2; exit 2; }
+    sleep 0.01
+  done
+  echo "Nothing listens on 127.0.0.1:$port." >&2
+  exit 2
+}
+
+# stop_process PID: ends a server this script started (by its PID) and reaps it; nothing if empty.
+stop_process() {
+  [ -n "$1" ] && kill "$1" 2>/dev/null && wait "$1" 2>/dev/null || true
+}
+
+# init_device PROTFS DEVICE: a fresh device at DEVICE with the container of $BENCH_BUNDLE.
+init_device() {
+  mkdir -p "$2"
+  "$1" --device "$2" init "$BENCH_BUNDLE" >/dev/null
+}

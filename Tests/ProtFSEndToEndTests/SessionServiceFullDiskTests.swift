@@ -94,6 +94,61 @@ import Testing
     #expect(FileManager.default.contents(atPath: documents + "/mid.bin") == Data(body))
   }
 
+  @Test func anAppsHandedOverTaskOnAFullDiskCompletesWithTheErrorAndTheServiceGoesOn() async throws {
+    let mountPoint = try Self.mountSmallDisk()
+    defer { Self.unmount(mountPoint) }
+    let f = try SessionServiceFixture(device: TestDevice(directory: mountPoint, containers: []))
+    try f.startInProcess()
+    defer { f.stop() }
+    let body = DownloadFixture.bytes(3 << 20)
+    let server = try FaultServer(body: body, entityTag: "\"h1\"", mode: .normal)
+    defer { server.stop() }
+    var configuration = SessionConfiguration(identifier: "\(app).bg", bundleID: app)
+    configuration.socketName = f.socketName
+    configuration.sendsLaunchEvents = false
+    let client = try SessionServiceClient.open(configuration)
+    defer { client.invalidate(cancelling: false) }
+    let log = EventLog()
+    try client.subscribe { log.add($0) }
+    let task = try client.createDownloadTask(SessionRequest(url: server.url("big.bin")), resumeData: nil)
+    try client.resume(task.id)
+    await f.waitUntil { log.completed.contains(task.id) }
+    let error = log.events.withLock { list in
+      list.lazy.compactMap { if case .completed(task.id, _, let error) = $0 { error } else { nil } }.first
+    }
+    #expect(error?.errno == ENOSPC && error?.message.contains("No space left on device") == true, "\(error as Any)")
+    #expect(log.location(of: task.id) == nil, "a failed task handed a file over")
+    #expect(((try? FileManager.default.contentsOfDirectory(atPath: f.downloads)) ?? []).isEmpty)
+
+    // With not a byte free, a new task is refused with the reason; the service answers on.
+    let filler = mountPoint + "/filler"
+    _ = try Protfs.runProgram("/bin/dd", ["if=/dev/zero", "of=" + filler, "bs=4096"])
+    let small = DownloadFixture.bytes(64 << 10)
+    server.setContent(small, entityTag: "\"h2\"")
+    do {
+      let refused = try client.createDownloadTask(SessionRequest(url: server.url("small.bin")), resumeData: nil)
+      try client.resume(refused.id)
+      await f.waitUntil { log.completed.contains(refused.id) }
+      #expect(log.location(of: refused.id) == nil)
+      let failure = log.events.withLock { list in
+        list.lazy.compactMap { if case .completed(refused.id, _, let error) = $0 { error } else { nil } }.first
+      }
+      #expect(failure?.message.contains("No space left on device") == true, "\(failure as Any)")
+    } catch {
+      #expect(error.message.contains("full") || error.message.contains("No space"), "\(error)")
+    }
+    #expect(f.servicePID == getpid())
+
+    // Space freed, a task completes and its file is handed over.
+    unlink(filler)
+    let next = try client.createDownloadTask(SessionRequest(url: server.url("small.bin")), resumeData: nil)
+    try client.resume(next.id)
+    await f.waitUntil { log.completed.contains(next.id) }
+    let location = try #require(log.location(of: next.id), "\(log.events.withLock { $0 })")
+    #expect(FileManager.default.contents(atPath: location) == Data(small))
+    try client.acknowledge(next.id)
+  }
+
   /// A fresh directory with a 2 MiB tmpfs mounted on it.
   static func mountSmallDisk() throws -> String {
     let mountPoint = try TestDevice.makeTemporaryDirectory(prefix: "protfs-full-disk")

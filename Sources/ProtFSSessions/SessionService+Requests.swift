@@ -152,10 +152,8 @@ extension SessionService {
     try authorize(peer, bundleID: bundle)
     if let existing = lock.withLock({ hosted[identifier] }) { return existing }
     let json = try store.serviceSessions().first { $0.identifier == identifier }?.configuration
-    guard let json, let settings = try? JSONDecoder().decode(HostedSessionSettings.self, from: Data(json.utf8)) else {
-      throw Self.unknownSession(identifier)
-    }
-    return try host(settings)
+    guard let json else { throw Self.unknownSession(identifier) }
+    return try host(HostedSessionSettings.decode(json, session: identifier).get())
   }
 
   /// The app of session `identifier`, throwing when the store has no such session.

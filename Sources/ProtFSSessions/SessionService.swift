@@ -115,7 +115,13 @@ public final class SessionService: @unchecked Sendable {
   private func restore() {
     guard let sessions = try? store.serviceSessions() else { return }
     for (identifier, _, json) in sessions {
-      guard let settings = try? JSONDecoder().decode(HostedSessionSettings.self, from: Data(json.utf8)) else {
+      let settings: HostedSessionSettings
+      switch HostedSessionSettings.decode(json, session: identifier) {
+      case .success(let decoded): settings = decoded
+      case .failure(let problem):
+        // `protfs sessions` shows the same problem, read from the store.
+        FileHandle.standardError.write(
+          Data("protfs sessions: cannot reopen '\(identifier)': \(problem.message)\n".utf8))
         continue
       }
       do {
@@ -125,6 +131,13 @@ public final class SessionService: @unchecked Sendable {
       }
     }
     for identifier in lock.withLock({ Array(hosted.keys) }) { checkRelaunch(identifier) }
+  }
+
+  /// Why the service cannot reopen session `identifier`, whose stored configuration is `json` (nil
+  /// when it can): the text `protfs sessions` shows for a damaged store row.
+  public static func storedConfigurationProblem(_ json: String, session identifier: String) -> String? {
+    if case .failure(let problem) = HostedSessionSettings.decode(json, session: identifier) { return problem.message }
+    return nil
   }
 
   /// Exits the service after `idleExit` seconds with no connection and no unfinished task.
@@ -166,6 +179,31 @@ struct HostedSessionSettings: Codable, Sendable {
   var configuration: SessionConfiguration
   /// The session's destination directory (absolute), nil for handed-over tasks only.
   var destinationDirectory: String?
+
+  /// The settings session `identifier`'s store row keeps as `json`, or why they cannot be read.
+  static func decode(_ json: String, session identifier: String) -> Result<HostedSessionSettings, ProtFSError> {
+    do {
+      return .success(try JSONDecoder().decode(HostedSessionSettings.self, from: Data(json.utf8)))
+    } catch {
+      let shown = json.count > 60 ? String(json.prefix(60)) + "…" : json
+      return .failure(
+        ProtFSError(
+          .io,
+          "The configuration of the session '\(identifier)' in the task store is unreadable (\(Self.reason(error))): '\(shown)'. Its tasks wait until its app opens the session again."
+        ))
+    }
+  }
+
+  /// A decoding error in a few words.
+  private static func reason(_ error: any Error) -> String {
+    switch error as? DecodingError {
+    case .dataCorrupted: return "not JSON"
+    case .keyNotFound(let key, _): return "no '\(key.stringValue)'"
+    case .typeMismatch(_, let context), .valueNotFound(_, let context):
+      return "a wrong value at '\(context.codingPath.map(\.stringValue).joined(separator: "."))'"
+    default: return "\(error)"
+    }
+  }
 }
 
 /// A session the service hosts.

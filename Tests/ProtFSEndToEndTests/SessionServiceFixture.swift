@@ -16,8 +16,9 @@ final class SessionServiceFixture: @unchecked Sendable {
   private var serviceThread: Thread?
   private let ended = DispatchSemaphore(value: 0)
 
-  init() throws {
-    t = try TestDevice()
+  /// A fixture on `device` (a fresh one by default).
+  init(device: TestDevice? = nil) throws {
+    t = try device ?? TestDevice()
     try #require(try Protfs.run(["--device", t.root, "init", Self.app]).status == 0)
   }
 

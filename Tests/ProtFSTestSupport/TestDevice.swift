@@ -23,6 +23,17 @@ public final class TestDevice: @unchecked Sendable {
     for id in bundleIDs { try device.createContainer(try BundleID(id)) }
   }
 
+  /// Creates and initialises a device in `directory`, which the caller made (a mount point, say);
+  /// with `bundleIDs`, creates those containers too. The directory is emptied when the value is
+  /// released.
+  public init(directory: String, containers bundleIDs: [String] = []) throws {
+    self.directory = directory
+    chmod(directory, 0o755)
+    device = Device(root: directory + "/device")
+    try device.initialize()
+    for id in bundleIDs { try device.createContainer(try BundleID(id)) }
+  }
+
   /// The device root.
   public var root: String { device.root }
 

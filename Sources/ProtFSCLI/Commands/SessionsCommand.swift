@@ -17,7 +17,8 @@ package enum SessionsCommand {
       it their tasks, which go on while the app is suspended or gone. It starts on demand, resumes
       its tasks from the task store after a crash, and exits after a quiet period. The list shows
       each session's app, its tasks by state, completions waiting for the app, and the last failure
-      to relaunch the app.
+      to relaunch the app; a session whose stored configuration is damaged is listed as
+      "unreadable", with the reason, and the service skips it until its app opens it again.
       """,
     options: [CommonOptions.json],
     subcommands: [start, stop],
@@ -100,6 +101,8 @@ package enum SessionsCommand {
     var tasks: [String: Int]
     var pendingDeliveries: [Int64]
     var lastRelaunchError: String?
+    /// Why the service cannot reopen the session (its stored configuration is damaged), if so.
+    var configurationError: String?
   }
 
   /// The whole listing.
@@ -114,7 +117,8 @@ package enum SessionsCommand {
     let pid = SessionServiceClient.ping(socketName: SessionServiceClient.socketName(device: device))
     var reports: [SessionReport] = []
     if let store = try TasksCommand.store(device) {
-      let service = Set(try store.serviceSessions().map(\.identifier))
+      let stored = try store.serviceSessions()
+      let service = Set(stored.map(\.identifier))
       let all = try store.tasks()
       for (identifier, bundle) in try store.sessions() {
         let mine = all.filter { $0.sessionIdentifier == identifier }
@@ -124,7 +128,10 @@ package enum SessionsCommand {
           SessionReport(
             identifier: identifier, bundleID: bundle, service: service.contains(identifier), tasks: counts,
             pendingDeliveries: mine.filter { $0.handsOver && $0.delivery == .pending }.map(\.id),
-            lastRelaunchError: try store.relaunchError(session: identifier)))
+            lastRelaunchError: try store.relaunchError(session: identifier),
+            configurationError: stored.first { $0.identifier == identifier }.flatMap {
+              SessionService.storedConfigurationProblem($0.configuration, session: identifier)
+            }))
       }
     }
     if invocation.flag(CommonOptions.json) {
@@ -140,11 +147,17 @@ package enum SessionsCommand {
     for r in reports {
       let tasks = r.tasks.sorted { $0.key < $1.key }.map { "\($0.key) \($0.value)" }.joined(separator: ", ")
       rows.append([
-        r.identifier, r.bundleID, r.service ? "yes" : "no", tasks.isEmpty ? "-" : tasks,
+        r.identifier, r.bundleID, r.configurationError != nil ? "unreadable" : r.service ? "yes" : "no",
+        tasks.isEmpty ? "-" : tasks,
         String(r.pendingDeliveries.count), r.lastRelaunchError ?? "-",
       ])
     }
     Console.table(rows)
+    for r in reports {
+      if let problem = r.configurationError {
+        Console.err("warning: \(problem)")
+      }
+    }
     return 0
   }
 }

@@ -295,18 +295,22 @@ public final class DownloadStore: Sendable {
 
   /// Takes ownership of the session's unfinished tasks that no live session owns, and returns them.
   ///
-  /// A task is free when it has no owner or its owner's process is gone (`kill -9`).
+  /// A task is free when it has no owner or its owner's process is gone (`kill -9`). Tasks `owner`
+  /// holds already are not returned: a session adopting more tasks gets only the new ones.
   package func claimUnfinished(session: String, owner: String) throws(ProtFSError) -> [DownloadTaskRecord] {
     try database.transaction { db throws(ProtFSError) in
       let states = DownloadState.allCases.filter(\.isUnfinished).map { "'\($0.rawValue)'" }.joined(separator: ",")
       let rows = try db.query(
-        "SELECT \(Self.columns), owner, owner_pid FROM tasks WHERE session = ? AND state IN (\(states)) ORDER BY id",
-        [.text(session)])
+        """
+        SELECT \(Self.columns), owner, owner_pid FROM tasks
+        WHERE session = ? AND state IN (\(states)) AND (owner IS NULL OR owner != ?) ORDER BY id
+        """,
+        [.text(session), .text(owner)])
       var claimed: [DownloadTaskRecord] = []
       for row in rows {
         let currentOwner = row[Self.columnCount].string
         let pid = row[Self.columnCount + 1].int64.map { pid_t($0) }
-        if let currentOwner, currentOwner != owner, let pid, Self.processIsAlive(pid) { continue }
+        if currentOwner != nil, let pid, Self.processIsAlive(pid) { continue }
         let record = Self.record(row)
         try db.query(
           "UPDATE tasks SET owner = ?, owner_pid = ? WHERE id = ?",
@@ -314,6 +318,17 @@ public final class DownloadStore: Sendable {
         claimed.append(record)
       }
       return claimed
+    }
+  }
+
+  /// Gives up ownership of the tasks `ids` that `owner` holds, so that another session with the
+  /// same identifier (in this process or another) can claim them.
+  package func release(tasks ids: [Int64], owner: String) throws(ProtFSError) {
+    try database.transaction { db throws(ProtFSError) in
+      for id in ids {
+        try db.query(
+          "UPDATE tasks SET owner = NULL, owner_pid = NULL WHERE id = ? AND owner = ?", [.integer(id), .text(owner)])
+      }
     }
   }
 

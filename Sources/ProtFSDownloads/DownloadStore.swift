@@ -139,6 +139,22 @@ public final class DownloadStore: Sendable {
     }
   }
 
+  /// The tasks `ids` the store has, by id, read together (`protfs tasks wait` reads thousands).
+  public func tasks(ids: [Int64]) throws(ProtFSError) -> [Int64: DownloadTaskRecord] {
+    try database.read { db throws(ProtFSError) in
+      var found: [Int64: DownloadTaskRecord] = [:]
+      for start in stride(from: 0, to: ids.count, by: 500) {
+        let part = ids[start..<min(start + 500, ids.count)]
+        let marks = Array(repeating: "?", count: part.count).joined(separator: ",")
+        for row in try db.query("SELECT \(Self.columns) FROM tasks WHERE id IN (\(marks))", part.map { .integer($0) }) {
+          let record = Self.record(row)
+          found[record.id] = record
+        }
+      }
+      return found
+    }
+  }
+
   /// The task `id`, or nil.
   public func task(id: Int64) throws(ProtFSError) -> DownloadTaskRecord? {
     try database.read { db throws(ProtFSError) in

@@ -56,8 +56,9 @@ package enum TasksWaitCommand {
         ids = try store.tasks(session: identifier).filter { !$0.state.isSettled }.map(\.id)
       }
     }
+    let stored = try store.tasks(ids: ids)
     let records = try ids.map { id throws -> DownloadTaskRecord in
-      guard let record = try store.task(id: id) else { throw noTask(id, session: nil, device) }
+      guard let record = stored[id] else { throw noTask(id, session: nil, device) }
       if let identifier, record.sessionIdentifier != identifier {
         throw invocation.usageError(
           "Task \(id) is of the session '\(record.sessionIdentifier)', not of '\(identifier)'.")
@@ -77,8 +78,9 @@ package enum TasksWaitCommand {
   private static func outcome(of ids: [Int64], in store: DownloadStore) throws -> Int32 {
     var failed = false
     var waiting = false
+    let stored = try store.tasks(ids: ids)
     for id in ids {
-      guard let record = try store.task(id: id) else { continue }
+      guard let record = stored[id] else { continue }
       switch record.state {
       case .completed: continue
       case .failed:

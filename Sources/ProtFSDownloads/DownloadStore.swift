@@ -139,20 +139,24 @@ public final class DownloadStore: Sendable {
     }
   }
 
-  /// The tasks `ids` the store has, by id, read together (`protfs tasks wait` reads thousands).
+  /// The tasks `ids` the store has, by id, read in one query (`protfs tasks wait` reads thousands).
   public func tasks(ids: [Int64]) throws(ProtFSError) -> [Int64: DownloadTaskRecord] {
     try database.read { db throws(ProtFSError) in
       var found: [Int64: DownloadTaskRecord] = [:]
-      for start in stride(from: 0, to: ids.count, by: 500) {
-        let part = ids[start..<min(start + 500, ids.count)]
-        let marks = Array(repeating: "?", count: part.count).joined(separator: ",")
-        for row in try db.query("SELECT \(Self.columns) FROM tasks WHERE id IN (\(marks))", part.map { .integer($0) }) {
-          let record = Self.record(row)
-          found[record.id] = record
-        }
+      let rows = try db.query(
+        "SELECT \(Self.columns) FROM tasks WHERE id IN (SELECT value FROM json_each(?))", [Self.idList(ids)])
+      for row in rows {
+        let record = Self.record(row)
+        found[record.id] = record
       }
       return found
     }
+  }
+
+  /// `ids` as a JSON array, bound as one value that `json_each` unfolds: one statement for any
+  /// number of tasks.
+  static func idList(_ ids: [Int64]) -> SQLiteValue {
+    .text("[" + ids.map(String.init).joined(separator: ",") + "]")
   }
 
   /// The task `id`, or nil.
@@ -327,11 +331,12 @@ public final class DownloadStore: Sendable {
         let currentOwner = row[Self.columnCount].string
         let pid = row[Self.columnCount + 1].int64.map { pid_t($0) }
         if currentOwner != nil, let pid, Self.processIsAlive(pid) { continue }
-        let record = Self.record(row)
+        claimed.append(Self.record(row))
+      }
+      if !claimed.isEmpty {
         try db.query(
-          "UPDATE tasks SET owner = ?, owner_pid = ? WHERE id = ?",
-          [.text(owner), .integer(Int64(getpid())), .integer(record.id)])
-        claimed.append(record)
+          "UPDATE tasks SET owner = ?, owner_pid = ? WHERE id IN (SELECT value FROM json_each(?))",
+          [.text(owner), .integer(Int64(getpid())), Self.idList(claimed.map(\.id))])
       }
       return claimed
     }
@@ -341,10 +346,9 @@ public final class DownloadStore: Sendable {
   /// same identifier (in this process or another) can claim them.
   package func release(tasks ids: [Int64], owner: String) throws(ProtFSError) {
     try database.transaction { db throws(ProtFSError) in
-      for id in ids {
-        try db.query(
-          "UPDATE tasks SET owner = NULL, owner_pid = NULL WHERE id = ? AND owner = ?", [.integer(id), .text(owner)])
-      }
+      try db.query(
+        "UPDATE tasks SET owner = NULL, owner_pid = NULL WHERE owner = ? AND id IN (SELECT value FROM json_each(?))",
+        [.text(owner), Self.idList(ids)])
     }
   }
 

@@ -14,20 +14,24 @@ extension DownloadCommand {
   /// service as soon as it is recorded, starting the service if needed, so that the first transfers
   /// run while a long list is still being recorded; prints the ids handed over. When the service
   /// cannot take them, the tasks not handed over stay suspended in the store, resumable by `protfs
-  /// tasks resume`, and one error says so.
+  /// tasks resume`, and one error says so. `next(n)` gives up to `n` more requests; the chunks
+  /// double up to `chunk`, so that the service, done with a small first chunk in a few
+  /// milliseconds, soon has the next.
   static func detach(
     _ invocation: Invocation, configuration: DownloadSessionConfiguration, first: [DownloadRequest],
-    next: () -> [DownloadRequest]
+    next: (Int) -> [DownloadRequest]
   ) throws -> Int32 {
     let session = try DownloadSession(configuration: configuration)
     var handover = ServiceHandover(invocation, configuration: configuration)
     var kept: [Int64] = []
     var requests = first
+    var size = max(first.count, 1)
     do {
       defer { session.invalidate() }
       while !requests.isEmpty {
         let tasks = try session.downloadTasks(with: requests)
-        requests = next()
+        size = min(size * 2, chunk)
+        requests = next(size)
         // A task this session cannot let go of yet (not suspended) is handed over once it is closed.
         let released = handover.failure == nil ? try session.release(tasks).map(\.id) : []
         let handed = Set(released)

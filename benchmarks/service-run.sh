@@ -4,8 +4,8 @@
 #   service-run.sh setup PROTFS DEVICE       stops the previous run's service (keeping its peak RSS
 #                                            in $SERVICE_STATE/rss), makes DEVICE and starts its service
 #   service-run.sh download PROTFS DEVICE ARGS...
-#                                            `protfs download --detach ARGS`, then waits until every
-#                                            task of DEVICE is completed or failed
+#                                            `protfs download --detach ARGS`, then `protfs tasks wait`
+#                                            for the tasks it printed (fails if one failed)
 #   service-run.sh stop                      stops the last service, keeping its peak RSS
 set -euo pipefail
 : "${SERVICE_STATE:?set by benchmarks/sessions.sh}"
@@ -29,12 +29,11 @@ case $1 in
   download)
     protfs=$2 device=$3
     shift 3
-    "$protfs" --device "$device" download --bundle com.example.bench --detach "$@" >/dev/null
-    store="$device/.protfs/downloads.sqlite"
-    while [ "$(sqlite3 -cmd '.timeout 2000' "$store" \
-      "SELECT count(*) FROM tasks WHERE state NOT IN ('completed', 'failed')")" != 0 ]; do
-      sleep 0.005
-    done
+    # The ids it prints are the run's tasks; `tasks wait` returns once the service has stored every
+    # one's outcome (a completed download is in place), exiting non-zero if one failed.
+    ids=$("$protfs" --device "$device" download --bundle com.example.bench --detach "$@")
+    # shellcheck disable=SC2086
+    "$protfs" --device "$device" tasks wait $ids
     ;;
   stop) stop_previous ;;
 esac

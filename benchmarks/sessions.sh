@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Downloads through the session service against curl: benchmarks/download.sh with PROTFS_TOOL=service
-# (`protfs download --detach`, then waiting until the service completed every task), on a fresh
+# (`protfs download --detach`, then `protfs tasks wait` for its tasks), on a fresh
 # device and service per run, medians of alternating rounds, ratios; then the service's peak RSS.
 #
 #   benchmarks/sessions.sh [RUNS]      RUNS per tool and case, default 7

@@ -83,6 +83,10 @@ public final class DeviceDownloadFileSystem: DownloadFileSystem {
   /// to it, and opening the container root for each file cost a third of a small file's opens.
   /// A container given to another owner while a session runs gets its files at the next session.
   private let containerOwners = Mutex<[DevicePath: (uid: UInt32, gid: UInt32)]>([:])
+  /// The device paths of the plain absolute paths below the root resolved so far: a session
+  /// resolves the same few directories several times per file, and for such a path the answer
+  /// depends on the text alone.
+  private let resolved = Mutex<[String: DevicePath]>([:])
 
   /// The file system of `device`.
   public convenience init(device: Device) { self.init(device: device, usesOpenat2: true) }
@@ -90,6 +94,23 @@ public final class DeviceDownloadFileSystem: DownloadFileSystem {
   package init(device: Device, usesOpenat2: Bool) {
     self.device = device
     self.usesOpenat2 = usesOpenat2
+  }
+
+  /// `device.resolve(path)`, remembered for an absolute path below the device root without `.`,
+  /// `..` or empty components (which resolves the same way every time).
+  private func resolve(_ path: String) throws(ProtFSError) -> DevicePath {
+    if let known = resolved.withLock({ $0[path] }) { return known }
+    let location = try device.resolve(path)
+    let below = device.root.hasSuffix("/") ? device.root : device.root + "/"
+    let plain = path.dropFirst(below.count).split(separator: "/", omittingEmptySubsequences: false).allSatisfy {
+      !$0.isEmpty && $0 != "." && $0 != ".."
+    }
+    if path.hasPrefix(below), plain {
+      resolved.withLock { cache in
+        if cache.count < 256 { cache[path] = location }
+      }
+    }
+    return location
   }
 
   private func root() throws(ProtFSError) -> DirectoryHandle {
@@ -101,7 +122,7 @@ public final class DeviceDownloadFileSystem: DownloadFileSystem {
 
   /// Opens the directory at `path`, which must be inside the device, following no symbolic link.
   public func openDirectory(_ path: String, creating: Bool) throws(ProtFSError) -> DirectoryHandle {
-    let location = try device.resolve(path)
+    let location = try resolve(path)
     do {
       return try open(location)
     } catch  where creating && error.errno == ENOENT {
@@ -150,7 +171,7 @@ public final class DeviceDownloadFileSystem: DownloadFileSystem {
   /// Writes `directory`'s effective class as the file's own, and hands it to the container's owner
   /// when protfs runs as root.
   public func label(file fd: Int32, for directory: DirectoryHandle) throws(ProtFSError) {
-    let location = try device.resolve(directory.path)
+    let location = try resolve(directory.path)
     // The directory's own class, read through the held descriptor, is its effective one; only an
     // unlabelled directory needs the walk up its ancestors (one call per file instead of a dozen).
     var protectionClass = try directory.protectionClass()

@@ -143,8 +143,8 @@ package final class DownloadFinisher: @unchecked Sendable {
     for outcome in outcomes {
       outcome.waiters.wake()
       if let event = outcome.event { core.notify(event) }
-      if outcome.notifyDelegate { core.notifyCompleted(outcome.task, error: outcome.error) }
     }
+    core.notifyCompleted(outcomes.filter(\.notifyDelegate).map { ($0.task, $0.error) })
   }
 
   /// The outcome of moving `task` to `state`, with the event and delegate call it brings.

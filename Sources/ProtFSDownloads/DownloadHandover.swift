@@ -15,7 +15,7 @@ extension DownloadFinisher {
   package func finish(_ transfer: Transfer) -> Outcome {
     let task = transfer.task
     if task.record.handsOver { return handOver(transfer) }
-    if core.delegate != nil, !transfer.directory.stillNames(transfer.temporaryFileName, fd: transfer.file.rawValue) {
+    if core.delegateTakesFiles, !transfer.directory.stillNames(transfer.temporaryFileName, fd: transfer.file.rawValue) {
       return settle(task, .completed) { $0.temporaryFileName = nil }
     }
     return place(task, transfer: transfer)

@@ -200,6 +200,24 @@ public final class DownloadSession: Sendable {
     return adopted
   }
 
+  /// Lets go of `tasks`, suspended ones of this session, so that another session with the same
+  /// identifier can adopt them (`adoptUnfinished`) while this one goes on with the rest: the way
+  /// `download --detach` hands its tasks to the session service a part at a time. Tasks in
+  /// another state stay. The tasks let go of are no longer this session's; returns them.
+  @discardableResult
+  public func release(_ tasks: [DownloadTask]) throws(ProtFSError) -> [DownloadTask] {
+    try checkUsable()
+    let released = core.tasks.withLock { registry in
+      tasks.filter { task in
+        guard registry[task.id] === task, task.state == .suspended else { return false }
+        registry[task.id] = nil
+        return true
+      }
+    }
+    try core.store.release(tasks: released.map(\.id), owner: core.owner)
+    return released
+  }
+
   /// Moves the finished files of tasks waiting for unlock into place, where the access policy now
   /// allows it; returns the tasks that left `waitingForUnlock` (completed or failed).
   @discardableResult

@@ -134,10 +134,10 @@ package final class DownloadSessionCore: @unchecked Sendable {
 
   /// `location` is made only when someone listens: thousands of small files make one URL each.
   package func notifyFinishedDownloading(_ task: DownloadTask, location makeLocation: () -> URL) {
-    guard reportsEvents || delegate != nil else { return }
+    guard reportsEvents || delegateTakesFiles else { return }
     let location = makeLocation()
     notify(.finishedDownloading(taskID: task.id, temporaryLocation: location))
-    guard let delegate, let session else { return }
+    guard delegateTakesFiles, let delegate, let session else { return }
     // Synchronous, as URLSession's: the temp file must still be there while the delegate looks at it.
     delegateQueue.sync { delegate.downloadSession(session, task: task, didFinishDownloadingTo: location) }
   }
@@ -149,9 +149,16 @@ package final class DownloadSessionCore: @unchecked Sendable {
     delegateQueue.async { delegate.downloadSession(session, task: task, didReceive: body) }
   }
 
-  package func notifyCompleted(_ task: DownloadTask, error: ProtFSError?) {
-    guard let delegate, let session else { return }
-    delegateQueue.async { delegate.downloadSession(session, task: task, didCompleteWithError: error) }
+  /// Whether the delegate is called with finished temp files (and so may move one away).
+  package var delegateTakesFiles: Bool { delegate?.receivesFinishedDownloads ?? false }
+
+  /// The completions of a batch, in order, in one turn of the delegate queue (thousands of small
+  /// files make one hop per batch, not one per file).
+  package func notifyCompleted(_ completions: [(task: DownloadTask, error: ProtFSError?)]) {
+    guard let delegate, let session, !completions.isEmpty else { return }
+    delegateQueue.async {
+      for (task, error) in completions { delegate.downloadSession(session, task: task, didCompleteWithError: error) }
+    }
   }
 
   // MARK: Shutdown

@@ -21,6 +21,9 @@ public protocol DownloadSessionDelegate: AnyObject, Sendable {
   func downloadSession(_ session: DownloadSession, task: DownloadTask, didReceive data: Data)
   /// `task` completed (`error` nil) or failed; called once per task (waiting for unlock is not a completion).
   func downloadSession(_ session: DownloadSession, task: DownloadTask, didCompleteWithError error: ProtFSError?)
+  /// Whether `didFinishDownloadingTo` is to be called (true by default). A delegate that never
+  /// takes the temp file says false, sparing the finisher a synchronous call and a check per file.
+  var receivesFinishedDownloads: Bool { get }
 }
 
 extension DownloadSessionDelegate {
@@ -41,4 +44,6 @@ extension DownloadSessionDelegate {
   /// Does nothing.
   public func downloadSession(_ session: DownloadSession, task: DownloadTask, didCompleteWithError error: ProtFSError?)
   {}
+  /// True: `didFinishDownloadingTo` is called.
+  public var receivesFinishedDownloads: Bool { true }
 }

@@ -141,6 +141,26 @@ public final class DownloadStore: Sendable {
     }
   }
 
+  /// The tasks `ids` the store has, by id, read in one query (`protfs tasks wait` reads thousands).
+  public func tasks(ids: [Int64]) throws(ProtFSError) -> [Int64: DownloadTaskRecord] {
+    try database.read { db throws(ProtFSError) in
+      var found: [Int64: DownloadTaskRecord] = [:]
+      let rows = try db.query(
+        "SELECT \(Self.columns) FROM tasks WHERE id IN (SELECT value FROM json_each(?))", [Self.idList(ids)])
+      for row in rows {
+        let record = Self.record(row)
+        found[record.id] = record
+      }
+      return found
+    }
+  }
+
+  /// `ids` as a JSON array, bound as one value that `json_each` unfolds: one statement for any
+  /// number of tasks.
+  static func idList(_ ids: [Int64]) -> SQLiteValue {
+    .text("[" + ids.map(String.init).joined(separator: ",") + "]")
+  }
+
   /// The task `id`, or nil.
   public func task(id: Int64) throws(ProtFSError) -> DownloadTaskRecord? {
     try database.read { db throws(ProtFSError) in
@@ -303,25 +323,40 @@ public final class DownloadStore: Sendable {
 
   /// Takes ownership of the session's unfinished tasks that no live session owns, and returns them.
   ///
-  /// A task is free when it has no owner or its owner's process is gone (`kill -9`).
+  /// A task is free when it has no owner or its owner's process is gone (`kill -9`). Tasks `owner`
+  /// holds already are not returned: a session adopting more tasks gets only the new ones.
   package func claimUnfinished(session: String, owner: String) throws(ProtFSError) -> [DownloadTaskRecord] {
     try database.transaction { db throws(ProtFSError) in
       let states = DownloadState.allCases.filter(\.isUnfinished).map { "'\($0.rawValue)'" }.joined(separator: ",")
       let rows = try db.query(
-        "SELECT \(Self.columns), owner, owner_pid FROM tasks WHERE session = ? AND state IN (\(states)) ORDER BY id",
-        [.text(session)])
+        """
+        SELECT \(Self.columns), owner, owner_pid FROM tasks
+        WHERE session = ? AND state IN (\(states)) AND (owner IS NULL OR owner != ?) ORDER BY id
+        """,
+        [.text(session), .text(owner)])
       var claimed: [DownloadTaskRecord] = []
       for row in rows {
         let currentOwner = row[Self.columnCount].string
         let pid = row[Self.columnCount + 1].int64.map { pid_t($0) }
-        if let currentOwner, currentOwner != owner, let pid, Self.processIsAlive(pid) { continue }
-        let record = Self.record(row)
+        if currentOwner != nil, let pid, Self.processIsAlive(pid) { continue }
+        claimed.append(Self.record(row))
+      }
+      if !claimed.isEmpty {
         try db.query(
-          "UPDATE tasks SET owner = ?, owner_pid = ? WHERE id = ?",
-          [.text(owner), .integer(Int64(getpid())), .integer(record.id)])
-        claimed.append(record)
+          "UPDATE tasks SET owner = ?, owner_pid = ? WHERE id IN (SELECT value FROM json_each(?))",
+          [.text(owner), .integer(Int64(getpid())), Self.idList(claimed.map(\.id))])
       }
       return claimed
+    }
+  }
+
+  /// Gives up ownership of the tasks `ids` that `owner` holds, so that another session with the
+  /// same identifier (in this process or another) can claim them.
+  package func release(tasks ids: [Int64], owner: String) throws(ProtFSError) {
+    try database.transaction { db throws(ProtFSError) in
+      try db.query(
+        "UPDATE tasks SET owner = NULL, owner_pid = NULL WHERE owner = ? AND id IN (SELECT value FROM json_each(?))",
+        [.text(owner), Self.idList(ids)])
     }
   }
 

@@ -184,4 +184,7 @@ final class ServiceSessionDelegate: DownloadSessionDelegate, @unchecked Sendable
   func downloadSession(_ session: DownloadSession, task: DownloadTask, didCompleteWithError error: ProtFSError?) {
     service?.completed(in: identifier)
   }
+
+  /// False: the service hands files over through the store, never in `didFinishDownloadingTo`.
+  var receivesFinishedDownloads: Bool { false }
 }

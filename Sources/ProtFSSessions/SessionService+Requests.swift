@@ -136,6 +136,8 @@ extension SessionService {
       forceQuitApp(bundle)
     case .wake:
       completeWaitingTasks()
+    case .wait:
+      try waitUntilSettled(request.tasks ?? [], peer: peer)
     case .stop:
       guard peer.uid == 0 else {
         throw ProtFSError(.permissionDenied, "Only root stops the session service.", errno: EPERM)

@@ -31,6 +31,9 @@ public struct SessionServiceRequest: Sendable, Codable, Equatable {
     case forceQuit
     /// Moves finished downloads waiting for unlock into place now.
     case wake
+    /// Answers once every task of `tasks` is completed, failed or waiting for unlock (`protfs tasks
+    /// wait`); refused for a task that is unfinished and not run by the service.
+    case wait
     /// Ends the service.
     case stop
   }
@@ -51,7 +54,7 @@ public struct SessionServiceRequest: Sendable, Codable, Equatable {
   public var path: String?
   /// The task it is about.
   public var task: Int64?
-  /// Tasks to resume (`adopt`).
+  /// Tasks to resume (`adopt`) or to wait for (`wait`).
   public var tasks: [Int64]?
   /// A description (`setDescription`).
   public var text: String?

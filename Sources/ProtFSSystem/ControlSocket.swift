@@ -84,15 +84,28 @@ public enum ControlSocket {
   }
 
   /// Reads one line (without its newline); nil at end of file or on an error.
+  ///
+  /// Looks at what has arrived (`MSG_PEEK`) and takes it up to the newline: a line of thousands of
+  /// bytes costs a few calls instead of one per byte, and what follows it stays for the next read.
   public static func readLine(_ connection: FileDescriptor) -> String? {
     var line: [UInt8] = []
-    var byte: UInt8 = 0
+    var buffer = [UInt8](repeating: 0, count: 16 * 1024)
     while line.count < maximumLine {
-      guard case .success(let count) = valueOrErrno(.read, { read(connection.rawValue, &byte, 1) }), count == 1 else {
-        return nil
+      let peeked = buffer.withUnsafeMutableBytes { raw in
+        valueOrErrno(.read) { recv(connection.rawValue, raw.baseAddress, raw.count, Int32(MSG_PEEK)) }
       }
-      if byte == 0x0A { return String(decoding: line, as: UTF8.self) }
-      line.append(byte)
+      guard case .success(let available) = peeked, available > 0 else { return nil }
+      let newline = buffer[..<available].firstIndex(of: 0x0A)
+      let wanted = newline.map { $0 + 1 } ?? available
+      let taken = buffer.withUnsafeMutableBytes { raw in
+        valueOrErrno(.read) { recv(connection.rawValue, raw.baseAddress, wanted, 0) }
+      }
+      guard case .success(let count) = taken, count == wanted else { return nil }
+      if let newline {
+        line += buffer[..<newline]
+        return line.count <= maximumLine ? String(decoding: line, as: UTF8.self) : nil
+      }
+      line += buffer[..<count]
     }
     return nil
   }

@@ -149,7 +149,7 @@ package enum DownloadCommand {
     guard first?.isEmpty == false else { return exitFailed }
 
     if invocation.flag(Self.detach) {
-      let status = try detach(invocation, configuration: configuration, first: first ?? []) { nextRequests(chunk) }
+      let status = try detach(invocation, configuration: configuration, first: first ?? [], next: nextRequests)
       return failed ? exitFailed : status
     }
     let session = try DownloadSession(configuration: configuration)

@@ -10,22 +10,39 @@ extension DownloadCommand {
   package static let detach = Option.flag(
     "detach", help: "Hand the tasks to the session service, print their ids and return at once.")
 
-  /// Records the tasks (suspended, released), hands them to the device's session service, starting
-  /// it if needed, and prints their ids. When the service cannot take them they stay suspended in
-  /// the store, resumable by `protfs tasks resume`, and one error says so.
+  /// Records the tasks (suspended) a chunk at a time and hands each chunk to the device's session
+  /// service as soon as it is recorded, starting the service if needed, so that the first transfers
+  /// run while a long list is still being recorded; prints the ids handed over. When the service
+  /// cannot take them, the tasks not handed over stay suspended in the store, resumable by `protfs
+  /// tasks resume`, and one error says so. `next(n)` gives up to `n` more requests; the chunks
+  /// double up to `chunk`, so that the service, done with a small first chunk in a few
+  /// milliseconds, soon has the next.
   static func detach(
     _ invocation: Invocation, configuration: DownloadSessionConfiguration, first: [DownloadRequest],
-    next: () -> [DownloadRequest]
+    next: (Int) -> [DownloadRequest]
   ) throws -> Int32 {
     let session = try DownloadSession(configuration: configuration)
-    var ids: [Int64] = []
+    var handover = ServiceHandover(invocation, configuration: configuration)
+    var kept: [Int64] = []
     var requests = first
-    while !requests.isEmpty {
-      ids += try session.downloadTasks(with: requests).map(\.id)
-      requests = next()
+    var size = max(first.count, 1)
+    do {
+      defer { session.invalidate() }
+      while !requests.isEmpty {
+        let tasks = try session.downloadTasks(with: requests)
+        size = min(size * 2, chunk)
+        requests = next(size)
+        // A task this session cannot let go of yet (not suspended) is handed over once it is closed.
+        let released = handover.failure == nil ? try session.release(tasks).map(\.id) : []
+        let handed = Set(released)
+        kept += tasks.map(\.id).filter { !handed.contains($0) }
+        handover.hand(released)
+      }
     }
-    session.invalidate()
-    try handToService(invocation, configuration: configuration, ids: ids)
+    let leftover = kept
+    kept = []
+    handover.hand(leftover)
+    try handover.finish()
     return exitCompleted
   }
 
@@ -35,23 +52,67 @@ extension DownloadCommand {
   static func handToService(_ invocation: Invocation, configuration: DownloadSessionConfiguration, ids: [Int64])
     throws
   {
+    var handover = ServiceHandover(invocation, configuration: configuration)
+    handover.hand(ids)
+    try handover.finish()
+  }
+}
+
+/// Tasks handed to the session service in parts: the service is started (if needed) before the
+/// first, each part's ids are printed once the service took it, and after the first failure the
+/// rest are only collected for the error.
+struct ServiceHandover {
+  /// The service's settings for the session.
+  private let settings: SessionConfiguration
+  private let device: Device
+  private let destinationDirectory: String
+  private var started = false
+  /// Why the service did not take a part, after the first failure.
+  private(set) var failure: String?
+  /// The tasks not handed over.
+  private var kept: [Int64] = []
+
+  init(_ invocation: Invocation, configuration: DownloadSessionConfiguration) {
     var settings = SessionConfiguration(identifier: configuration.identifier, bundleID: configuration.bundleID)
     settings.connectionsPerHost = configuration.maximumConnectionsPerHost
     settings.requestTimeout = Double(configuration.requestTimeout.components.seconds)
     settings.resourceTimeout = Double(configuration.resourceTimeout.components.seconds)
     settings.sendsLaunchEvents = false
+    self.settings = settings
+    device = invocation.device
+    destinationDirectory = configuration.destinationDirectory
+  }
+
+  /// Hands `ids` (recorded and released) to the service and prints them; keeps them for the error
+  /// instead once a part failed.
+  mutating func hand(_ ids: [Int64]) {
+    guard !ids.isEmpty else { return }
+    guard failure == nil else {
+      kept += ids
+      return
+    }
     do {
-      try SessionServiceStarter.ensureRunning(invocation.device)
+      if !started {
+        try SessionServiceStarter.ensureRunning(device)
+        started = true
+      }
       try SessionServiceClient.adopt(
-        settings, destinationDirectory: configuration.destinationDirectory, resuming: ids,
-        socketName: SessionServiceClient.socketName(device: invocation.device))
+        settings, destinationDirectory: destinationDirectory, resuming: ids,
+        socketName: SessionServiceClient.socketName(device: device))
     } catch {
-      let reason = (error as? ProtFSError)?.message ?? "\(error)"
-      let list = ids.map(String.init).joined(separator: " ")
-      throw ProtFSError(
-        .io, "The tasks (\(list)) were not handed to the session service: \(reason)",
-        remedy: .advice("they stay suspended; `protfs tasks resume ID` runs one here"))
+      failure = (error as? ProtFSError)?.message ?? "\(error)"
+      kept += ids
+      return
     }
     for id in ids { Console.out(String(id)) }
+  }
+
+  /// Throws the one error naming the tasks not handed over, if any.
+  func finish() throws {
+    guard let failure else { return }
+    let list = kept.map(String.init).joined(separator: " ")
+    throw ProtFSError(
+      .io, "The tasks (\(list)) were not handed to the session service: \(failure)",
+      remedy: .advice("they stay suspended; `protfs tasks resume ID` runs one here"))
   }
 }

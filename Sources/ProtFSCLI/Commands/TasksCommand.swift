@@ -15,7 +15,7 @@ package enum TasksCommand {
       tasks, each with its "kind".
       """,
     options: [session, CommonOptions.json],
-    subcommands: [resume, suspend, cancel, TasksEventsCommand.command],
+    subcommands: [resume, suspend, cancel, TasksWaitCommand.command, TasksEventsCommand.command],
     run: list
   )
 

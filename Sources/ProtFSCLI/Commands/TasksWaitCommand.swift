@@ -1,0 +1,111 @@
+import Foundation
+import ProtFS
+import ProtFSDownloads
+import ProtFSSessions
+import ProtFSSystem
+
+/// `protfs tasks wait [--session ID] [TASK-ID ...]`: returns once the session service has settled
+/// tasks, without polling (docs/semantics.md §9).
+package enum TasksWaitCommand {
+  package static let command = Command(
+    name: "wait",
+    abstract: "Wait until the session service has completed the given tasks (or a session's unfinished ones).",
+    discussion: """
+      Returns once every named task is completed (a download in place), failed or waiting for
+      unlock; the session service says so when it stores each outcome, so nothing polls. With
+      --session and no task numbers, waits for the session's tasks unfinished when it begins (the
+      exit status is theirs); with both, the tasks must be of that session. A suspended task is waited for until it is resumed and settles, or
+      cancelled. Prints nothing when every task completed; a failed task's error goes to stderr.
+      Exit status: 0 every task completed; 1 a task failed (or cannot be waited for: unknown, or
+      unfinished and not run by the service); 75 none failed but one waits for unlock.
+      """,
+    arguments: [taskIDs],
+    options: [session],
+    run: run
+  )
+
+  /// `--session IDENTIFIER`.
+  package static let session = Option.value(
+    "session", "identifier", help: "The session whose tasks to wait for (with task numbers: theirs).")
+  /// `<task-id> ...`.
+  package static let taskIDs = Argument(
+    name: "task-id", help: "A task's number, as `protfs tasks` or `download --detach` prints it.",
+    arity: .zeroOrMore)
+
+  static func run(_ invocation: Invocation) throws -> Int32 {
+    let identifier = invocation.value(session)
+    var ids: [Int64] = []
+    for text in invocation.arguments(taskIDs) {
+      guard let id = Int64(text), id > 0 else {
+        throw invocation.usageError("'\(text)' is not a task number; `protfs tasks` lists them.")
+      }
+      ids.append(id)
+    }
+    if ids.isEmpty && identifier == nil {
+      throw invocation.usageError("Give the task numbers to wait for, or '--session <identifier>'.")
+    }
+    let device = invocation.device
+    guard let store = try TasksCommand.store(device) else { throw noTask(ids.first, session: identifier, device) }
+    if let identifier {
+      guard try store.sessions().contains(where: { $0.identifier == identifier }) else {
+        throw ProtFSError(
+          .notFound, "There is no background session '\(identifier)' on this device.",
+          remedy: .advice("`protfs sessions` lists them"))
+      }
+      if ids.isEmpty {
+        ids = try store.tasks(session: identifier).filter { !$0.state.isSettled }.map(\.id)
+      }
+    }
+    let stored = try store.tasks(ids: ids)
+    let records = try ids.map { id throws -> DownloadTaskRecord in
+      guard let record = stored[id] else { throw noTask(id, session: nil, device) }
+      if let identifier, record.sessionIdentifier != identifier {
+        throw invocation.usageError(
+          "Task \(id) is of the session '\(record.sessionIdentifier)', not of '\(identifier)'.")
+      }
+      return record
+    }
+    if records.contains(where: { !$0.state.isSettled }) {
+      let socketName =
+        ProcessInfo.processInfo.environment[SessionServiceClient.socketEnvironment]
+        ?? SessionServiceClient.socketName(device: device)
+      try SessionServiceClient.waitUntilSettled(ids, socketName: socketName)
+    }
+    return try outcome(of: ids, in: store)
+  }
+
+  /// The exit status of the settled tasks `ids`, their failures on stderr.
+  private static func outcome(of ids: [Int64], in store: DownloadStore) throws -> Int32 {
+    var failed = false
+    var waiting = false
+    let stored = try store.tasks(ids: ids)
+    for id in ids {
+      guard let record = stored[id] else { continue }
+      switch record.state {
+      case .completed: continue
+      case .failed:
+        failed = true
+        Console.err("task \(id): \(record.commandLineErrorText ?? "failed")")
+      case .waitingForUnlock:
+        waiting = true
+        Console.err("task \(id): the download finished; it waits for `protfs unlock` to move it into place.")
+      case .running, .suspended, .canceling:
+        // The service ended before the task settled: it goes on at its next start.
+        failed = true
+        Console.err("task \(id): still \(record.state.rawValue); the session service ended before it settled.")
+      }
+    }
+    return failed ? DownloadCommand.exitFailed : waiting ? DownloadCommand.exitWaitingForUnlock : 0
+  }
+
+  private static func noTask(_ id: Int64?, session identifier: String?, _ device: Device) -> ProtFSError {
+    guard let id else {
+      return ProtFSError(
+        .notFound, "There is no background session '\(identifier ?? "")' on this device.",
+        remedy: .advice("`protfs sessions` lists them"))
+    }
+    return ProtFSError(
+      .notFound, "There is no download task \(id) on the device '\(device.root)'.",
+      remedy: .advice("`protfs tasks` lists them"))
+  }
+}

@@ -62,6 +62,42 @@ import Testing
     #expect(try f.tasks().count == 1)
   }
 
+  @Test func aDetachAfterAKilledServiceHandsOverTheTaskThatServiceLeftRunning() async throws {
+    let f = try SessionServiceFixture()
+    defer { f.stop() }
+    let body = DownloadFixture.bytes(1 << 20)
+    let server = try FaultServer(body: body, entityTag: "\"e1\"", mode: .stallAfter(bytes: 400_000))
+    defer { server.stop() }
+    let first = try await runProtfs([
+      "--device", f.t.root, "download", "--bundle", app, "--detach", server.url("big.bin").absoluteString,
+    ])
+    #expect(first.status == 0, "\(first)")
+    let pid = try #require(f.servicePID)
+    await f.waitUntil {
+      let names = (try? FileManager.default.contentsOfDirectory(atPath: f.downloads)) ?? []
+      return names.contains {
+        ((try? FileManager.default.attributesOfItem(atPath: f.downloads + "/" + $0)[.size] as? Int) ?? 0) >= 400_000
+      }
+    }
+    kill(pid, SIGKILL)
+    await f.waitUntil(timeout: 10) { !DownloadStore.processIsAlive(pid) }
+    #expect(try f.tasks().first?.state == .running)
+    server.setMode(.normal)
+    // The next detach opens the session first (claiming the stranded task) and starts the service
+    // after: the stranded task must go to the service running, not be left suspended.
+    let second = try await runProtfs([
+      "--device", f.t.root, "download", "--bundle", app, "--detach", server.url("other.bin").absoluteString,
+    ])
+    #expect(second.status == 0, "\(second)")
+    await f.waitUntil {
+      ((try? f.tasks()) ?? []).count == 2 && ((try? f.tasks()) ?? []).allSatisfy { $0.state == .completed }
+    }
+    let states = try f.tasks().map { "\($0.id): \($0.state)" }
+    #expect(try f.tasks().allSatisfy { $0.state == .completed }, "\(states)")
+    #expect(FileManager.default.contents(atPath: f.t.containerPath(app, "Documents/big.bin")) == Data(body))
+    #expect(FileManager.default.contents(atPath: f.t.containerPath(app, "Documents/other.bin")) == Data(body))
+  }
+
   @Test func detachWhenTheServiceCannotStartLeavesTheTasksResumable() async throws {
     let f = try SessionServiceFixture()
     defer { f.stop() }

@@ -21,9 +21,19 @@ extension DownloadCommand {
     _ invocation: Invocation, configuration: DownloadSessionConfiguration, first: [DownloadRequest],
     next: (Int) -> [DownloadRequest]
   ) throws -> Int32 {
-    let session = try DownloadSession(configuration: configuration)
+    // Tasks a killed process left running are reattached here, not run: they go to the service
+    // with the new ones and run again there.
+    var opening = configuration
+    opening.resumesReattachedTasks = false
+    let session = try DownloadSession(configuration: opening)
     var handover = ServiceHandover(invocation, configuration: configuration)
     var kept: [Int64] = []
+    let reattached = session.allTasks
+    let stranded = try session.store.tasks(ids: reattached.map(\.id)).values.filter { $0.state == .running }.map(\.id)
+    if !stranded.isEmpty {
+      let wanted = Set(stranded)
+      handover.hand(try session.release(reattached.filter { wanted.contains($0.id) }).map(\.id))
+    }
     var requests = first
     var size = max(first.count, 1)
     do {

@@ -19,6 +19,10 @@ public protocol DownloadFileSystem: Sendable {
   /// and, where the session decides owners, its owner. Called before the file is visible there.
   func label(file fd: Int32, for directory: DirectoryHandle) throws(ProtFSError)
 
+  /// As `label(file:for:)`, for a file the caller has just read with `fstat` as `status`: its
+  /// owner and group are taken from there instead of being read again.
+  func label(file fd: Int32, status: stat, for directory: DirectoryHandle) throws(ProtFSError)
+
   /// Opens the file at the absolute path `path` for reading, following no symbolic link (not even
   /// as its last component): an upload's source, which is then read through this descriptor only.
   func openSource(_ path: String) throws(ProtFSError) -> FileDescriptor
@@ -29,6 +33,11 @@ public protocol DownloadFileSystem: Sendable {
 }
 
 extension DownloadFileSystem {
+  /// Labels the file as `label(file:for:)` does, reading what it needs itself.
+  public func label(file fd: Int32, status: stat, for directory: DirectoryHandle) throws(ProtFSError) {
+    try label(file: fd, for: directory)
+  }
+
   /// Opens (creating) `path`; outside a device there are no classes to follow.
   public func openUploadsDirectory(_ path: String, like downloads: String) throws(ProtFSError) -> DirectoryHandle {
     try openDirectory(path, creating: true)
@@ -86,7 +95,9 @@ public final class DeviceDownloadFileSystem: DownloadFileSystem {
   /// The device paths of the plain absolute paths below the root resolved so far: a session
   /// resolves the same few directories several times per file, and for such a path the answer
   /// depends on the text alone.
-  private let resolved = Mutex<[String: DevicePath]>([:])
+  private let resolved = Mutex<[String: Resolved]>([:])
+  /// Whether protfs runs as root (and so hands files to their container's owner), read once.
+  private let runsAsRoot = geteuid() == 0
 
   /// The file system of `device`.
   public convenience init(device: Device) { self.init(device: device, usesOpenat2: true) }
@@ -96,11 +107,31 @@ public final class DeviceDownloadFileSystem: DownloadFileSystem {
     self.usesOpenat2 = usesOpenat2
   }
 
-  /// `device.resolve(path)`, remembered for an absolute path below the device root without `.`,
-  /// `..` or empty components (which resolves the same way every time).
-  private func resolve(_ path: String) throws(ProtFSError) -> DevicePath {
+  /// A path resolved on the device, with the path of the container it is in (if any).
+  private struct Resolved {
+    /// `device.resolve(path)`.
+    var location: DevicePath
+    /// The path of the container holding `location`, whose owner gets the files made there.
+    var container: DevicePath?
+    /// `location` relative to the device root, as `openat2` takes it.
+    var relative: String
+    /// `location`'s absolute path, for the handle and messages.
+    var absolute: String
+
+    /// `location` on `device`, with its container when `withContainer`.
+    init(_ location: DevicePath, on device: Device, withContainer: Bool) {
+      self.location = location
+      container = withContainer ? device.containerContaining(location)?.path : nil
+      relative = location.components.joined(separator: "/")
+      absolute = device.absolutePath(location)
+    }
+  }
+
+  /// `device.resolve(path)` and its container, remembered for an absolute path below the device
+  /// root without `.`, `..` or empty components (which resolves the same way every time).
+  private func resolve(_ path: String) throws(ProtFSError) -> Resolved {
     if let known = resolved.withLock({ $0[path] }) { return known }
-    let location = try device.resolve(path)
+    let location = Resolved(try device.resolve(path), on: device, withContainer: true)
     let below = device.root.hasSuffix("/") ? device.root : device.root + "/"
     let plain = path.dropFirst(below.count).split(separator: "/", omittingEmptySubsequences: false).allSatisfy {
       !$0.isEmpty && $0 != "." && $0 != ".."
@@ -122,21 +153,28 @@ public final class DeviceDownloadFileSystem: DownloadFileSystem {
 
   /// Opens the directory at `path`, which must be inside the device, following no symbolic link.
   public func openDirectory(_ path: String, creating: Bool) throws(ProtFSError) -> DirectoryHandle {
-    let location = try resolve(path)
+    let resolved = try resolve(path)
     do {
-      return try open(location)
+      return try open(resolved)
     } catch  where creating && error.errno == ENOENT {
-      try device.createDirectories(location)
-      return try open(location)
+      try device.createDirectories(resolved.location)
+      return try open(resolved)
     }
   }
 
+  /// Opens the directory at `location` beneath the held root, following no symbolic link.
   private func open(_ location: DevicePath) throws(ProtFSError) -> DirectoryHandle {
+    try open(Resolved(location, on: device, withContainer: false))
+  }
+
+  /// Opens the directory `resolved` names beneath the held root, following no symbolic link.
+  private func open(_ resolved: Resolved) throws(ProtFSError) -> DirectoryHandle {
+    let location = resolved.location
     guard usesOpenat2 else { return try device.openDirectory(location) }
     let root = try root()
     if location.isRoot { return try root.duplicate() }
-    let relative = location.components.joined(separator: "/")
-    let absolute = device.absolutePath(location)
+    let relative = resolved.relative
+    let absolute = resolved.absolute
     let resolve: Kernel.Resolve = [.beneath, .noSymlinks, .noMagicLinks]
     switch valueOrErrno(
       .open, { Kernel.openAt2(root.fd, relative, O_RDONLY | O_DIRECTORY | O_CLOEXEC, resolve: resolve) })
@@ -171,7 +209,18 @@ public final class DeviceDownloadFileSystem: DownloadFileSystem {
   /// Writes `directory`'s effective class as the file's own, and hands it to the container's owner
   /// when protfs runs as root.
   public func label(file fd: Int32, for directory: DirectoryHandle) throws(ProtFSError) {
-    let location = try resolve(directory.path)
+    try applyLabel(file: fd, status: nil, for: directory)
+  }
+
+  /// Labels the file as `label(file:for:)` does, with its owner and group from `status`.
+  public func label(file fd: Int32, status: stat, for directory: DirectoryHandle) throws(ProtFSError) {
+    try applyLabel(file: fd, status: status, for: directory)
+  }
+
+  /// Labels the file; its owner and group come from `known`, or from an `fstat` when that is nil.
+  private func applyLabel(file fd: Int32, status known: stat?, for directory: DirectoryHandle) throws(ProtFSError) {
+    let resolved = try resolve(directory.path)
+    let location = resolved.location
     // The directory's own class, read through the held descriptor, is its effective one; only an
     // unlabelled directory needs the walk up its ancestors (one call per file instead of a dozen).
     var protectionClass = try directory.protectionClass()
@@ -189,17 +238,19 @@ public final class DeviceDownloadFileSystem: DownloadFileSystem {
         Kernel.setAttribute(dirfd: fd, name: nil, attribute: AttributeName.protectionClass, value: raw)
       }.orThrow("set the protection class of a new file in", path: directory.path)
     }
-    guard geteuid() == 0, let container = device.containerContaining(location) else { return }
+    guard runsAsRoot, let container = resolved.container else { return }
     let owner: (uid: UInt32, gid: UInt32)
-    if let known = containerOwners.withLock({ $0[container.path] }) {
+    if let known = containerOwners.withLock({ $0[container] }) {
       owner = known
     } else {
-      let status = try open(container.path).status()
+      let status = try open(container).status()
       owner = (status.uid, status.gid)
-      containerOwners.withLock { $0[container.path] = owner }
+      containerOwners.withLock { $0[container] = owner }
     }
-    var status = stat()
-    _ = try valueOrErrno(.stat) { fstat(fd, &status) }.orThrow("read a new file in", path: directory.path)
+    var status = known ?? stat()
+    if known == nil {
+      _ = try valueOrErrno(.stat) { fstat(fd, &status) }.orThrow("read a new file in", path: directory.path)
+    }
     guard status.st_uid != owner.uid || status.st_gid != owner.gid else { return }
     _ = try valueOrErrno(.chown) { fchown(fd, owner.uid, owner.gid) }.orThrow(
       "give the container's owner a new file in", path: directory.path)
@@ -226,8 +277,8 @@ extension DirectoryHandle {
 
   /// Whether `other` is open on the same directory (same device and inode).
   package func isSameDirectory(as other: DirectoryHandle) -> Bool {
-    guard let mine = try? status(), let theirs = try? other.status() else { return false }
-    return mine.device == theirs.device && mine.inode == theirs.inode
+    guard let mine = try? identity(), let theirs = try? other.identity() else { return false }
+    return mine == theirs
   }
 
   /// Removes the file `name` if it is still the file open as `fd`; a name that now holds something

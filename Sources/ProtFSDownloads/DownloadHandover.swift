@@ -14,7 +14,8 @@ extension DownloadFinisher {
   /// - Otherwise the file is placed at the task's destination.
   package func finish(_ transfer: Transfer) -> Outcome {
     let task = transfer.task
-    if task.record.handsOver { return handOver(transfer) }
+    // One field read under the lock, not a copy of the whole record.
+    if task.runtime.withLock({ $0.record.handsOver }) { return handOver(transfer) }
     if core.delegateTakesFiles, !transfer.directory.stillNames(transfer.temporaryFileName, fd: transfer.file.rawValue) {
       return settle(task, .completed) { $0.temporaryFileName = nil }
     }

@@ -112,8 +112,8 @@ extension DownloadFinisher {
     } else {
       file = try source.openDescriptor(name, flags: O_RDONLY | O_NONBLOCK)
     }
-    try Self.requirePrivateFile(file.rawValue, at: source.pathOf(name))
-    try fileSystem.label(file: file.rawValue, for: destination)
+    let status = try Self.requirePrivateFile(file.rawValue, at: source.pathOf(name))
+    try fileSystem.label(file: file.rawValue, status: status, for: destination)
     switch valueOrErrno(.rename, { renameat(source.fd, name, destination.fd, fileName) }) {
     case .success:
       // The held destination may have been moved out of the device between its opening and the
@@ -154,8 +154,8 @@ extension DownloadFinisher {
 
   /// Refuses to label, hand over or move anything but a regular file with one link: another link
   /// (made while the download ran) could be outside the device, and the label and owner would
-  /// change that item too.
-  private static func requirePrivateFile(_ fd: Int32, at path: String) throws(ProtFSError) {
+  /// change that item too. Returns the file's `fstat`.
+  private static func requirePrivateFile(_ fd: Int32, at path: String) throws(ProtFSError) -> stat {
     var status = stat()
     _ = try valueOrErrno(.stat) { fstat(fd, &status) }.orThrow("read", path: path)
     guard status.st_mode & S_IFMT == S_IFREG, status.st_nlink == 1 else {
@@ -164,6 +164,7 @@ extension DownloadFinisher {
         "The temp file '\(path)' is not a regular file with a single link (another name was linked to it); protfs does not move it.",
         path: path, remedy: .advice("nothing was kept; download it again"))
     }
+    return status
   }
 
   /// The error of a placement whose directory at `path` changed while the download ran.

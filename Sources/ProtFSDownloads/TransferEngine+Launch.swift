@@ -32,7 +32,7 @@ extension TransferEngine {
       return
     }
     let scheme = url.scheme?.lowercased() ?? ""
-    guard ["http", "https", "file"].contains(scheme) else {
+    guard scheme == "http" || scheme == "https" || scheme == "file" else {
       let shown = url.scheme ?? ""
       fail(
         task,

@@ -1,6 +1,7 @@
 import CAttr
 import CProtFSSys
 import Foundation
+import Synchronization
 
 /// An open directory that every operation below works relative to, never following a symlink.
 ///
@@ -13,6 +14,8 @@ public final class DirectoryHandle: @unchecked Sendable {
   public let fd: Int32
   /// The directory's absolute path, for messages only.
   public let path: String
+  /// The directory's device and inode once read: an open descriptor's never change.
+  private let cachedIdentity = Mutex<DirectoryIdentity?>(nil)
 
   /// Opens `path` as a directory. The path's own symlinks are followed: this is for the device root.
   public init(path: String) throws(ProtFSError) {
@@ -69,6 +72,17 @@ public final class DirectoryHandle: @unchecked Sendable {
       _ = try valueOrErrno(.stat) { fstat(fd, &s) }.orThrow("read", path: path)
     }
     return FileStatus(s)
+  }
+
+  /// The device and inode of the directory this handle is open on, read with `fstat` the first
+  /// time only: whatever happens to its path, the descriptor stays on the same inode.
+  public func identity() throws(ProtFSError) -> DirectoryIdentity {
+    if let known = cachedIdentity.withLock({ $0 }) { return known }
+    var s = stat()
+    _ = try valueOrErrno(.stat) { fstat(fd, &s) }.orThrow("read", path: path)
+    let read = DirectoryIdentity(device: UInt64(s.st_dev), inode: UInt64(s.st_ino))
+    cachedIdentity.withLock { $0 = read }
+    return read
   }
 
   /// `stat` of `name` as a raw result, for callers that treat errors themselves.
@@ -218,4 +232,12 @@ public final class DirectoryHandle: @unchecked Sendable {
       throw ProtFSError.system("remove the attributes of", path: name.map(pathOf) ?? path, errno: e.rawValue)
     }
   }
+}
+
+/// Which directory a handle is open on: its device and inode.
+public struct DirectoryIdentity: Equatable, Sendable {
+  /// The device the directory is on (`st_dev`).
+  public var device: UInt64
+  /// The directory's inode number (`st_ino`).
+  public var inode: UInt64
 }

@@ -18,23 +18,10 @@ import Testing
     let body = DownloadFixture.bytes(1 << 20)
     let server = try FaultServer(body: body, entityTag: "\"e1\"", mode: .gateAfter(bytes: 300_000))
     defer { server.stop() }
-    // The example as the app user reaches it.
-    let built = URL(fileURLWithPath: Protfs.binary).deletingLastPathComponent().appendingPathComponent(
-      "BackgroundDownloader"
-    ).path
-    let example = d.scripts + "/BackgroundDownloader"
-    if link(built, example) != 0 { try FileManager.default.copyItem(atPath: built, toPath: example) }
-    chmod(example, 0o755)
+    let example = try d.installExample("BackgroundDownloader")
     let socket = SessionServiceClient.socketName(device: d.t.device)
-    defer {
-      // Whatever happens, the relaunched app, its supervisor and the service end with the test.
-      if let pid = d.record()["pid"] as? Int, pid > 0 { kill(-pid_t(pid), SIGKILL) }
-      if let pid = d.record()["supervisorPID"] as? Int, pid > 0 { kill(pid_t(pid), SIGKILL) }
-      if let pid = SessionServiceClient.ping(socketName: socket) {
-        _ = try? d.protfs(["sessions", "stop"])
-        #expect(!DownloadStore.processIsAlive(pid), "the session service \(pid) is still running")
-      }
-    }
+    // Whatever happens, the relaunched app, its supervisor and the service end with the test.
+    defer { d.endAppAndSessionService() }
     let app = try d.launch([], [example, server.url("big.bin").absoluteString])
     defer { app.stop() }
     #expect(await app.line(containing: "didWriteData") != nil, "\(app.output)")
@@ -64,7 +51,7 @@ import Testing
       ["-laR", d.t.containerPath(AppDevice.bundle, "Documents"), d.t.containerPath(AppDevice.bundle, "Library/Caches")])
     #expect(
       settled,
-      "\(tasks.map { ($0.id, $0.state, $0.delivery as Any, $0.temporaryFileName as Any) })\n\(listing.stdout)\n\(d.record())"
+      "\(tasks.map { ($0.id, $0.state, $0.delivery as Any, $0.temporaryFileName as Any) })\n\(listing.stdout)\n\(sessions.stdout)\n\(d.record())"
     )
     #expect(tasks.first?.state == .completed)
     // Launched in the background (applicationState .background), the app started nothing new.
@@ -77,21 +64,8 @@ import Testing
     let body = DownloadFixture.bytes(1 << 20)
     let server = try FaultServer(body: body, entityTag: "\"e1\"", mode: .gateAfter(bytes: 300_000))
     defer { server.stop() }
-    let built = URL(fileURLWithPath: Protfs.binary).deletingLastPathComponent().appendingPathComponent(
-      "BackgroundDownloader"
-    ).path
-    let example = d.scripts + "/BackgroundDownloader"
-    if link(built, example) != 0 { try FileManager.default.copyItem(atPath: built, toPath: example) }
-    chmod(example, 0o755)
-    let socket = SessionServiceClient.socketName(device: d.t.device)
-    defer {
-      if let pid = d.record()["pid"] as? Int, pid > 0 { kill(-pid_t(pid), SIGKILL) }
-      if let pid = d.record()["supervisorPID"] as? Int, pid > 0 { kill(pid_t(pid), SIGKILL) }
-      if let pid = SessionServiceClient.ping(socketName: socket) {
-        _ = try? d.protfs(["sessions", "stop"])
-        #expect(!DownloadStore.processIsAlive(pid), "the session service \(pid) is still running")
-      }
-    }
+    let example = try d.installExample("BackgroundDownloader")
+    defer { d.endAppAndSessionService() }
     let first = try d.launch([], [example, server.url("big.bin").absoluteString])
     defer { first.stop() }
     #expect(await first.line(containing: "didWriteData") != nil, "\(first.output)")

@@ -19,15 +19,8 @@ import Testing
     defer { server.stop() }
     let log = try Self.installExample(in: d)
     let socket = SessionServiceClient.socketName(device: d.t.device)
-    defer {
-      // Whatever happens, the relaunched app, its supervisor and the service end with the test.
-      if let pid = d.record()["pid"] as? Int, pid > 0 { kill(-pid_t(pid), SIGKILL) }
-      if let pid = d.record()["supervisorPID"] as? Int, pid > 0 { kill(pid_t(pid), SIGKILL) }
-      if let pid = SessionServiceClient.ping(socketName: socket) {
-        _ = try? d.protfs(["sessions", "stop"])
-        #expect(!DownloadStore.processIsAlive(pid), "the session service \(pid) is still running")
-      }
-    }
+    // Whatever happens, the relaunched app, its supervisor and the service end with the test.
+    defer { d.endAppAndSessionService() }
     let app = try d.launch(
       ["--suspend-after", "100ms"], [d.scripts + "/fetch-downloader.sh", server.url("fetched.bin").absoluteString])
     defer { app.stop() }
@@ -123,12 +116,7 @@ import Testing
   /// Puts the built example where the app user reaches it, behind a script that appends the app's
   /// output to a log (a relaunched app's own output goes to /dev/null); returns the log's path.
   static func installExample(in d: AppDevice) throws -> String {
-    let built = URL(fileURLWithPath: Protfs.binary).deletingLastPathComponent().appendingPathComponent(
-      "FetchDownloader"
-    ).path
-    let example = d.scripts + "/FetchDownloader"
-    if link(built, example) != 0 { try FileManager.default.copyItem(atPath: built, toPath: example) }
-    chmod(example, 0o755)
+    let example = try d.installExample("FetchDownloader")
     let log = d.scripts + "/fetch-downloader.log"
     try Data().write(to: URL(fileURLWithPath: log))
     chmod(log, 0o666)

@@ -11,20 +11,13 @@ import Testing
 @Suite(.timeLimit(.minutes(2))) struct SessionServiceClientTests {
   let app = SessionServiceFixture.app
 
-  func open(_ f: SessionServiceFixture, launchEvents: Bool = true) throws -> SessionServiceClient {
-    var configuration = SessionConfiguration(identifier: "\(app).bg", bundleID: app)
-    configuration.socketName = f.socketName
-    configuration.sendsLaunchEvents = launchEvents
-    return try SessionServiceClient.open(configuration)
-  }
-
   @Test func handedOverFilesAreDeletedOnAcknowledgementUnlessMoved() async throws {
     let f = try SessionServiceFixture()
     try f.startInProcess()
     defer { f.stop() }
     let server = try NginxServer()
     defer { server.stop() }
-    let client = try open(f, launchEvents: false)
+    let client = try f.openClient(launchEvents: false)
     let log = EventLog()
     try client.subscribe { log.add($0) }
     var tasks: [Int64] = []
@@ -57,7 +50,7 @@ import Testing
     defer { f.stop() }
     let server = try NginxServer()
     defer { server.stop() }
-    let client = try open(f)
+    let client = try f.openClient()
     var tasks: [Int64] = []
     for index in 0..<3 {
       let url = try server.put(Data(DownloadFixture.bytes(20_000 + index)), at: "f\(index).bin")
@@ -73,7 +66,7 @@ import Testing
     #expect(calls == ["\(app).bg"])
     f.stop()
     try f.startInProcess()
-    let again = try open(f)
+    let again = try f.openClient()
     let log = EventLog()
     try again.subscribe { log.add($0) }
     await f.waitUntil { log.events.withLock { $0.contains(.queuedEventsDelivered) } }
@@ -90,7 +83,7 @@ import Testing
     let body = DownloadFixture.bytes(1 << 20)
     let server = try FaultServer(body: body, entityTag: "\"e1\"", mode: .stallAfter(bytes: 300_000))
     defer { server.stop() }
-    let client = try open(f)
+    let client = try f.openClient()
     let task = try client.createDownloadTask(SessionRequest(url: server.url("big.bin")), resumeData: nil)
     try client.resume(task.id)
     await f.waitUntil { ((try? f.tasks())?.first?.bytesReceived ?? 0) >= 300_000 }
@@ -111,7 +104,7 @@ import Testing
     let body = DownloadFixture.bytes(1 << 20)
     let server = try FaultServer(body: body, entityTag: "\"e1\"", mode: .gateAfter(bytes: 300_000))
     defer { server.stop() }
-    let client = try open(f)
+    let client = try f.openClient()
     let task = try client.createDownloadTask(SessionRequest(url: server.url("big.bin")), resumeData: nil)
     try client.resume(task.id)
     await f.waitUntil { ((try? f.tasks())?.first?.bytesReceived ?? 0) >= 300_000 }
@@ -120,7 +113,7 @@ import Testing
     try SessionServiceClient.forceQuit(bundleID: app, socketName: f.socketName)
     server.openGate()
     // Launched again, it opens the session: the cancellation comes, typed, with resume data.
-    let again = try open(f)
+    let again = try f.openClient()
     let log = EventLog()
     try again.subscribe { log.add($0) }
     await f.waitUntil { log.events.withLock { $0.contains(.queuedEventsDelivered) } }

@@ -56,6 +56,26 @@ final class SessionServiceFixture: @unchecked Sendable {
     #expect(!DownloadStore.processIsAlive(pid), "the session service \(pid) is still running")
   }
 
+  /// A client of the service's background session `<app>.bg`.
+  func openClient(launchEvents: Bool = true) throws -> SessionServiceClient {
+    var configuration = SessionConfiguration(identifier: "\(Self.app).bg", bundleID: Self.app)
+    configuration.socketName = socketName
+    configuration.sendsLaunchEvents = launchEvents
+    return try SessionServiceClient.open(configuration)
+  }
+
+  /// Waits until a temp file in the container's nsurlsessiond Downloads directory holds at least
+  /// `bytes`.
+  func waitForTemporaryFile(bytes: Int) async {
+    let downloads = downloads
+    await waitUntil {
+      let names = (try? FileManager.default.contentsOfDirectory(atPath: downloads)) ?? []
+      return names.contains {
+        ((try? FileManager.default.attributesOfItem(atPath: downloads + "/" + $0)[.size] as? Int) ?? 0) >= bytes
+      }
+    }
+  }
+
   /// The task store's records.
   func tasks() throws -> [DownloadTaskRecord] { try DownloadStore(path: t.device.downloadStorePath).tasks() }
 
@@ -107,6 +127,29 @@ final class EventLog: Sendable {
   func location(of task: Int64) -> String? {
     events.withLock { list in
       list.lazy.compactMap { if case .finishedDownloading(task, let path) = $0 { path } else { nil } }.first
+    }
+  }
+}
+
+extension AppDevice {
+  /// Puts the built example `name` in the device's scratch directory, where the app user reaches it
+  /// (not .build under root's tree): a hard link, or a copy across file systems; returns its path.
+  func installExample(_ name: String) throws -> String {
+    let built = URL(fileURLWithPath: Protfs.binary).deletingLastPathComponent().appendingPathComponent(name).path
+    let example = scripts + "/" + name
+    if link(built, example) != 0 { try FileManager.default.copyItem(atPath: built, toPath: example) }
+    chmod(example, 0o755)
+    return example
+  }
+
+  /// Ends the app (its process group), its supervisor and the device's session service, whatever
+  /// state a test left them in; checks the service is gone.
+  func endAppAndSessionService() {
+    if let pid = record()["pid"] as? Int, pid > 0 { kill(-pid_t(pid), SIGKILL) }
+    if let pid = record()["supervisorPID"] as? Int, pid > 0 { kill(pid_t(pid), SIGKILL) }
+    if let pid = SessionServiceClient.ping(socketName: SessionServiceClient.socketName(device: t.device)) {
+      _ = try? protfs(["sessions", "stop"])
+      #expect(!DownloadStore.processIsAlive(pid), "the session service \(pid) is still running")
     }
   }
 }

@@ -103,10 +103,7 @@ import Testing
     let body = DownloadFixture.bytes(3 << 20)
     let server = try FaultServer(body: body, entityTag: "\"h1\"", mode: .normal)
     defer { server.stop() }
-    var configuration = SessionConfiguration(identifier: "\(app).bg", bundleID: app)
-    configuration.socketName = f.socketName
-    configuration.sendsLaunchEvents = false
-    let client = try SessionServiceClient.open(configuration)
+    let client = try f.openClient(launchEvents: false)
     defer { client.invalidate(cancelling: false) }
     let log = EventLog()
     try client.subscribe { log.add($0) }

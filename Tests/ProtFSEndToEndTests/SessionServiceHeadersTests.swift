@@ -17,10 +17,7 @@ import Testing
     let body = DownloadFixture.bytes(200_000)
     let server = try FaultServer(body: body, entityTag: "\"h1\"", mode: .normal)
     defer { server.stop() }
-    var configuration = SessionConfiguration(identifier: "\(app).bg", bundleID: app)
-    configuration.socketName = f.socketName
-    configuration.sendsLaunchEvents = false
-    let client = try SessionServiceClient.open(configuration)
+    let client = try f.openClient(launchEvents: false)
     let headers = [
       SessionHeader(name: "Authorization", value: "Bearer s3cret"), SessionHeader(name: "X-A", value: "1"),
     ]

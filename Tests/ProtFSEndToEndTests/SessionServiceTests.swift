@@ -43,12 +43,7 @@ import Testing
     let result = try await runProtfs(["--device", f.t.root, "download", "--bundle", app, "--detach", url])
     #expect(result.status == 0, "\(result)")
     let pid = try #require(f.servicePID)
-    await f.waitUntil {
-      let names = (try? FileManager.default.contentsOfDirectory(atPath: f.downloads)) ?? []
-      return names.contains {
-        ((try? FileManager.default.attributesOfItem(atPath: f.downloads + "/" + $0)[.size] as? Int) ?? 0) >= 400_000
-      }
-    }
+    await f.waitForTemporaryFile(bytes: 400_000)
     kill(pid, SIGKILL)
     await f.waitUntil(timeout: 10) { !DownloadStore.processIsAlive(pid) }
     #expect(try f.tasks().first?.state == .running)
@@ -73,12 +68,7 @@ import Testing
     ])
     #expect(first.status == 0, "\(first)")
     let pid = try #require(f.servicePID)
-    await f.waitUntil {
-      let names = (try? FileManager.default.contentsOfDirectory(atPath: f.downloads)) ?? []
-      return names.contains {
-        ((try? FileManager.default.attributesOfItem(atPath: f.downloads + "/" + $0)[.size] as? Int) ?? 0) >= 400_000
-      }
-    }
+    await f.waitForTemporaryFile(bytes: 400_000)
     kill(pid, SIGKILL)
     await f.waitUntil(timeout: 10) { !DownloadStore.processIsAlive(pid) }
     #expect(try f.tasks().first?.state == .running)

@@ -7,20 +7,10 @@ import Testing
 /// `protfs app launch` and driven with `protfs app background/foreground/fetch/terminate`
 /// (docs/semantics.md §8). They print what they are told, which the tests read.
 @Suite(.serialized) struct SwiftAppTests {
-  /// Copies the built example `name` into the device's scratch directory (the app user cannot
-  /// reach .build under root's tree); returns its path.
-  static func example(_ name: String, in d: AppDevice) throws -> String {
-    let built = URL(fileURLWithPath: Protfs.binary).deletingLastPathComponent().appendingPathComponent(name).path
-    let copy = d.scripts + "/" + name
-    try FileManager.default.copyItem(atPath: built, toPath: copy)
-    chmod(copy, 0o755)
-    return copy
-  }
-
   @Test func backgroundRunnerFinishesItsWorkEndsItsTaskIsSuspendedAndResumes() async throws {
     let d = try AppDevice()
     defer { d.remove() }
-    let app = try d.launch(["--suspend-after", "300ms"], [try Self.example("BackgroundRunner", in: d)])
+    let app = try d.launch(["--suspend-after", "300ms"], [try d.installExample("BackgroundRunner")])
     defer { app.stop() }
     #expect(await app.line(containing: "ready") != nil)
     #expect(try d.protfs(["app", "background", AppDevice.bundle]).status == 0)
@@ -42,7 +32,7 @@ import Testing
     let d = try AppDevice()
     defer { d.remove() }
     let app = try d.launch(
-      ["--schedule", "lock@100ms,unlock@200ms,background@300ms"], [try Self.example("BackgroundRunner", in: d)])
+      ["--schedule", "lock@100ms,unlock@200ms,background@300ms"], [try d.installExample("BackgroundRunner")])
     defer { app.stop() }
     #expect(await app.line(containing: "ready, state active, time unlimited") != nil, "\(app.output)")
     #expect(await app.line(containing: "done") != nil, "\(app.output)")
@@ -63,7 +53,7 @@ import Testing
     let d = try AppDevice()
     defer { d.remove() }
     #expect(try d.protfs(["lock"]).status == 0)
-    let app = try d.launch([], [try Self.example("BackgroundRunner", in: d)])
+    let app = try d.launch([], [try d.installExample("BackgroundRunner")])
     defer { app.stop() }
     #expect(
       await app.line(containing: "ready, state active, time unlimited, protected data false") != nil, "\(app.output)")
@@ -78,7 +68,7 @@ import Testing
     defer { d.remove() }
     // 100 ticks would take 20 s; the budget is 1 s, the warning comes at 0.8 s.
     let app = try d.launch(
-      ["--background-time", "1s", "--suspend-after", "300ms"], [try Self.example("BackgroundRunner", in: d), "100"])
+      ["--background-time", "1s", "--suspend-after", "300ms"], [try d.installExample("BackgroundRunner"), "100"])
     defer { app.stop() }
     #expect(await app.line(containing: "ready") != nil)
     #expect(try d.protfs(["app", "background", AppDevice.bundle]).status == 0)
@@ -96,7 +86,7 @@ import Testing
   @Test func fetchHelperCompletesAFetchWithNewData() async throws {
     let d = try AppDevice()
     defer { d.remove() }
-    let app = try d.launch([], [try Self.example("FetchHelper", in: d)])
+    let app = try d.launch([], [try d.installExample("FetchHelper")])
     defer { app.stop() }
     #expect(await app.line(containing: "ready, fetch interval 0.0") != nil, "\(app.output)")
     #expect(try d.protfs(["app", "background", AppDevice.bundle]).status == 0)
@@ -120,7 +110,7 @@ import Testing
   @Test func fetchHelperLaunchedInTheBackgroundForAFetchCompletesIt() async throws {
     let d = try AppDevice()
     defer { d.remove() }
-    let helper = try Self.example("FetchHelper", in: d)
+    let helper = try d.installExample("FetchHelper")
     let first = try d.protfs(["app", "launch", AppDevice.bundle, "--schedule", "terminate@50ms", "--", helper])
     #expect(first.status == 0, "\(first)")
     let fetch = try d.protfs(["app", "fetch", AppDevice.bundle])
@@ -148,7 +138,7 @@ import Testing
   @Test func forgetfulAppIsKilledWithACrashReportNamingItsTask() async throws {
     let d = try AppDevice()
     defer { d.remove() }
-    let app = try d.launch(["--background-time", "1s"], [try Self.example("ForgetfulApp", in: d)])
+    let app = try d.launch(["--background-time", "1s"], [try d.installExample("ForgetfulApp")])
     defer { app.stop() }
     #expect(await app.line(containing: "ready") != nil)
     #expect(try d.protfs(["app", "background", AppDevice.bundle]).status == 0)
@@ -165,7 +155,7 @@ import Testing
     let d = try AppDevice()
     defer { d.remove() }
     let process = Process()
-    process.executableURL = URL(fileURLWithPath: try Self.example("ForgetfulApp", in: d))
+    process.executableURL = URL(fileURLWithPath: try d.installExample("ForgetfulApp"))
     var environment = ProcessInfo.processInfo.environment
     environment["PROTFS_APP_SOCKET"] = nil
     environment["PROTFS_APP_EVENTS_FD"] = nil

@@ -33,20 +33,29 @@ import Testing
     #expect(listed.stdout.contains("\"serviceRunning\" : true"), "\(listed)")
   }
 
-  @Test func aKilledServiceResumesItsTaskWithRangeWhenStartedAgain() async throws {
-    let f = try SessionServiceFixture()
-    defer { f.stop() }
-    let body = DownloadFixture.bytes(1 << 20)
-    let server = try FaultServer(body: body, entityTag: "\"e1\"", mode: .stallAfter(bytes: 400_000))
-    defer { server.stop() }
-    let url = server.url("big.bin").absoluteString
-    let result = try await runProtfs(["--device", f.t.root, "download", "--bundle", app, "--detach", url])
+  /// `download --detach` of `server`'s big.bin (stalling after 400,000 bytes), then `kill -9` of
+  /// the service once the temp file holds those bytes: the task is left running in the store.
+  private func detachBigFileAndKillTheServiceMidTransfer(_ f: SessionServiceFixture, _ server: FaultServer)
+    async throws
+  {
+    let result = try await runProtfs([
+      "--device", f.t.root, "download", "--bundle", app, "--detach", server.url("big.bin").absoluteString,
+    ])
     #expect(result.status == 0, "\(result)")
     let pid = try #require(f.servicePID)
     await f.waitForTemporaryFile(bytes: 400_000)
     kill(pid, SIGKILL)
     await f.waitUntil(timeout: 10) { !DownloadStore.processIsAlive(pid) }
     #expect(try f.tasks().first?.state == .running)
+  }
+
+  @Test func aKilledServiceResumesItsTaskWithRangeWhenStartedAgain() async throws {
+    let f = try SessionServiceFixture()
+    defer { f.stop() }
+    let body = DownloadFixture.bytes(1 << 20)
+    let server = try FaultServer(body: body, entityTag: "\"e1\"", mode: .stallAfter(bytes: 400_000))
+    defer { server.stop() }
+    try await detachBigFileAndKillTheServiceMidTransfer(f, server)
     server.setMode(.normal)
     let restarted = try await runProtfs(["--device", f.t.root, "sessions", "start"])
     #expect(restarted.status == 0, "\(restarted)")
@@ -63,15 +72,7 @@ import Testing
     let body = DownloadFixture.bytes(1 << 20)
     let server = try FaultServer(body: body, entityTag: "\"e1\"", mode: .stallAfter(bytes: 400_000))
     defer { server.stop() }
-    let first = try await runProtfs([
-      "--device", f.t.root, "download", "--bundle", app, "--detach", server.url("big.bin").absoluteString,
-    ])
-    #expect(first.status == 0, "\(first)")
-    let pid = try #require(f.servicePID)
-    await f.waitForTemporaryFile(bytes: 400_000)
-    kill(pid, SIGKILL)
-    await f.waitUntil(timeout: 10) { !DownloadStore.processIsAlive(pid) }
-    #expect(try f.tasks().first?.state == .running)
+    try await detachBigFileAndKillTheServiceMidTransfer(f, server)
     server.setMode(.normal)
     // The next detach opens the session first (claiming the stranded task) and starts the service
     // after: the stranded task must go to the service running, not be left suspended.

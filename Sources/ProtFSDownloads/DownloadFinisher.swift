@@ -240,13 +240,7 @@ package final class DownloadFinisher: @unchecked Sendable {
       var size: Int64 = record.bytesReceived
       let directory = try? core.configuration.fileSystem.openDirectory(record.temporaryDirectory, creating: false)
       if let status = try? directory?.status(name) { size = status.size }
-      let data = DownloadResumeData(
-        url: task.url, bytesReceived: size, bytesExpected: record.bytesExpected,
-        temporaryDirectory: record.temporaryDirectory, temporaryFileName: name,
-        destinationDirectory: record.destinationDirectory, fileName: record.fileName, entityTag: record.entityTag,
-        lastModified: record.lastModified, expectedSHA256: record.expectedSHA256,
-        taskDescription: record.taskDescription,
-        headers: record.requestHeaders.isEmpty ? nil : record.requestHeaders)
+      let data = DownloadResumeData(record: record, url: task.url, temporaryFileName: name, bytesReceived: size)
       replies.append((reply, data.encoded()))
       // The record keeps the temp file's name, so the cache manager sees it as resumable, not orphaned.
       return settle(task, .failed, error: cancelled) { $0.bytesReceived = size }

@@ -51,6 +51,21 @@ public struct DownloadResumeData: Sendable, Codable, Equatable {
     self.headers = headers
   }
 
+  /// The resume data of `record`'s download from its temp file `temporaryFileName`, which holds
+  /// `bytesReceived` bytes (the record's count when nil): everything else, request headers
+  /// included, as the record keeps it.
+  public init(
+    record: DownloadTaskRecord, url: URL, temporaryFileName: String, bytesReceived: Int64? = nil
+  ) {
+    self.init(
+      url: url, bytesReceived: bytesReceived ?? record.bytesReceived, bytesExpected: record.bytesExpected,
+      temporaryDirectory: record.temporaryDirectory, temporaryFileName: temporaryFileName,
+      destinationDirectory: record.destinationDirectory, fileName: record.fileName, entityTag: record.entityTag,
+      lastModified: record.lastModified, expectedSHA256: record.expectedSHA256,
+      taskDescription: record.taskDescription,
+      headers: record.requestHeaders.isEmpty ? nil : record.requestHeaders)
+  }
+
   /// The opaque bytes `cancel(byProducingResumeData:)` hands out (JSON).
   public func encoded() -> Data {
     let encoder = JSONEncoder()

@@ -283,13 +283,7 @@ extension SessionService {
     guard record.state == .failed, record.upload == nil, let temporary = record.temporaryFileName,
       [.cancelled, .network, .protectedDataUnavailable].contains(error.code), let url = URL(string: record.url)
     else { return nil }
-    return DownloadResumeData(
-      url: url, bytesReceived: record.bytesReceived, bytesExpected: record.bytesExpected,
-      temporaryDirectory: record.temporaryDirectory, temporaryFileName: temporary,
-      destinationDirectory: record.destinationDirectory, fileName: record.fileName, entityTag: record.entityTag,
-      lastModified: record.lastModified, expectedSHA256: record.expectedSHA256,
-      taskDescription: record.taskDescription
-    ).encoded()
+    return DownloadResumeData(record: record, url: url, temporaryFileName: temporary).encoded()
   }
 }
 

@@ -105,7 +105,8 @@ import Testing
     let server = try FaultServer(body: body, entityTag: "\"e1\"", mode: .gateAfter(bytes: 300_000))
     defer { server.stop() }
     let client = try f.openClient()
-    let task = try client.createDownloadTask(SessionRequest(url: server.url("big.bin")), resumeData: nil)
+    let task = try client.createDownloadTask(
+      SessionRequest(url: server.url("big.bin"), headers: [SessionHeader(name: "X-A", value: "1")]), resumeData: nil)
     try client.resume(task.id)
     await f.waitUntil { ((try? f.tasks())?.first?.bytesReceived ?? 0) >= 300_000 }
     // The app is gone (its subscription with it), then the user force-quits it.
@@ -134,6 +135,8 @@ import Testing
     let location = try #require(log.location(of: resumed.id))
     #expect(FileManager.default.contents(atPath: location) == Data(body))
     #expect(server.requests.last?.headers["range"]?.hasPrefix("bytes=") == true)
+    // The resume data carries the task's request headers to the resumed request.
+    #expect(server.requests.last?.headers["x-a"] == "1", "\(server.requests.map(\.headers))")
     let finished = log.events.withLock { list in
       list.lazy.compactMap { event -> SessionTaskSnapshot? in
         if case .completed(resumed.id, let snapshot, nil) = event { snapshot } else { nil }

@@ -159,13 +159,7 @@ package enum TasksCommand {
         throw ProtFSError(.malformed, "Download task \(id) has the invalid URL '\(record.url)'.")
       }
       if let temporary = record.temporaryFileName {
-        let data = DownloadResumeData(
-          url: url, bytesReceived: record.bytesReceived, bytesExpected: record.bytesExpected,
-          temporaryDirectory: record.temporaryDirectory, temporaryFileName: temporary,
-          destinationDirectory: record.destinationDirectory, fileName: record.fileName, entityTag: record.entityTag,
-          lastModified: record.lastModified, expectedSHA256: record.expectedSHA256,
-          taskDescription: record.taskDescription,
-          headers: record.requestHeaders.isEmpty ? nil : record.requestHeaders)
+        let data = DownloadResumeData(record: record, url: url, temporaryFileName: temporary)
         task = try session.downloadTask(withResumeData: data.encoded())
       } else {
         task = try session.downloadTasks(with: [

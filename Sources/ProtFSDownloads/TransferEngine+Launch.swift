@@ -113,6 +113,9 @@ extension TransferEngine {
     curl_multi_add_handle(multi, easy)
   }
 
+  /// The most redirects one attempt follows, a download's or an upload's.
+  package static let maximumRedirects = 20
+
   /// Sets the easy handle of `transfer` up: callbacks, limits, protocols, the task's request
   /// headers and, for a resumed file, the range and its validator.
   private func configure(_ transfer: Transfer, url: URL, record: DownloadTaskRecord) {
@@ -121,7 +124,7 @@ extension TransferEngine {
     // The large receive buffer is what lets one write(2) carry up to a MiB (measured: 512 KiB to 10 MiB buffers halve a 1 GiB download's time).
     protfs_curl_easy_setopt_long(easy, CURLOPT_BUFFERSIZE, receiveBufferSize)
     protfs_curl_easy_setopt_long(easy, CURLOPT_FOLLOWLOCATION, 1)
-    protfs_curl_easy_setopt_long(easy, CURLOPT_MAXREDIRS, 20)
+    protfs_curl_easy_setopt_long(easy, CURLOPT_MAXREDIRS, Self.maximumRedirects)
     protfs_curl_easy_setopt_string(easy, CURLOPT_PROTOCOLS_STR, "http,https,file")
     // A server must not redirect a download to a local file.
     protfs_curl_easy_setopt_string(easy, CURLOPT_REDIR_PROTOCOLS_STR, "http,https")

@@ -187,14 +187,11 @@ extension TransferEngine {
     protfs_curl_easy_setopt_seek_callback(easy, uploadSeekCallback)
     protfs_curl_easy_setopt_pointer(easy, CURLOPT_SEEKDATA, context)
     protfs_curl_easy_setopt_long(easy, CURLOPT_FOLLOWLOCATION, 1)
-    protfs_curl_easy_setopt_long(easy, CURLOPT_MAXREDIRS, Self.maximumUploadRedirects)
+    protfs_curl_easy_setopt_long(easy, CURLOPT_MAXREDIRS, Self.maximumRedirects)
     protfs_curl_easy_setopt_long(easy, CURLOPT_POSTREDIR, 0)
     protfs_curl_easy_setopt_string(easy, CURLOPT_PROTOCOLS_STR, "http,https")
     protfs_curl_easy_setopt_string(easy, CURLOPT_REDIR_PROTOCOLS_STR, "http,https")
   }
-
-  /// The most redirects one upload attempt follows, as for downloads.
-  package static let maximumUploadRedirects = 20
 
   /// Decides what the upload attempt `t`, ended by libcurl with `result`, means for its task: a
   /// 2xx completes it, a 5xx (or 408, 429) or a dropped connection retries it from byte 0, any
@@ -228,7 +225,7 @@ extension TransferEngine {
         t,
         ProtFSError(
           .network,
-          "The server redirected the upload of '\(name)' to '\(url)' more than \(Self.maximumUploadRedirects) times (the last to '\(t.location ?? "?")'): a redirect loop, so the upload stopped.",
+          "The server redirected the upload of '\(name)' to '\(url)' more than \(Self.maximumRedirects) times (the last to '\(t.location ?? "?")'): a redirect loop, so the upload stopped.",
           remedy: .advice("the server redirects in a loop; ask its owner for the URL that takes the upload")))
       return
     }

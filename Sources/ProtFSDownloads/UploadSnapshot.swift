@@ -66,20 +66,9 @@ package enum UploadSnapshot {
         copying.start(source: source, output: copy, path: absolute, status: status)
         return Made(directory: directoryPath, name: name, size: length, copying: copying)
       }
-      var before = status
-      var pass = 1
-      while true {
-        let size = try Self.copy(from: source.rawValue, to: copy.rawValue, path: absolute)
-        switch try Self.check(source.rawValue, before: before, copied: size, pass: pass, path: absolute) {
-        case nil:
-          copy.close()
-          return Made(directory: directoryPath, name: name, size: size)
-        case .some(let now):
-          try Self.rewind(source.rawValue, copy.rawValue, path: absolute)
-          before = now
-          pass += 1
-        }
-      }
+      let size = try Self.copyUntilUnchanged(from: source.rawValue, to: copy.rawValue, status: status, path: absolute)
+      copy.close()
+      return Made(directory: directoryPath, name: name, size: size)
     } catch {
       directory.removeFile(name, ifStill: copy.rawValue)
       throw error
@@ -90,6 +79,26 @@ package enum UploadSnapshot {
   /// keeps writing fails after these.
   package static let maximumPasses = 3
 
+  /// Copies `source` (whose status was `status` when it was opened) to `output` until a pass finds
+  /// the source unchanged (`check`), starting over from an empty snapshot otherwise; `progress`
+  /// gets a pass's bytes so far, `restarting` the source's new status before another pass.
+  /// Returns the bytes copied.
+  package static func copyUntilUnchanged(
+    from source: Int32, to output: Int32, status: stat, path: String, progress: (Int64) -> Void = { _ in },
+    restarting: (stat) -> Void = { _ in }
+  ) throws(ProtFSError) -> Int64 {
+    var before = status
+    var pass = 1
+    while true {
+      let total = try copy(from: source, to: output, path: path, limit: Int64(before.st_size), progress: progress)
+      guard let now = try check(source, before: before, copied: total, pass: pass, path: path) else { return total }
+      restarting(now)
+      try rewind(source, output, path: path)
+      before = now
+      pass += 1
+    }
+  }
+
   /// Test hooks by source path, called after each copy pass (numbered from 1) and before its
   /// check: a test changes the source there, as an app writing during the copy would.
   package static let passHooks = Mutex<[String: @Sendable (Int) -> Void]>([:])
@@ -97,7 +106,7 @@ package enum UploadSnapshot {
   /// After pass `pass` copied `copied` bytes of `source` (whose status was `before` when the pass
   /// began): nil when the source is unchanged (size, mtime and ctime, so no write landed during
   /// the copy), else its status now, for another pass; past `maximumPasses`, an error saying so.
-  package static func check(_ source: Int32, before: stat, copied: Int64, pass: Int, path: String)
+  private static func check(_ source: Int32, before: stat, copied: Int64, pass: Int, path: String)
     throws(ProtFSError) -> stat?
   {
     if let hook = passHooks.withLock({ $0[path] }) { hook(pass) }
@@ -118,7 +127,7 @@ package enum UploadSnapshot {
   }
 
   /// Empties the snapshot `output` and puts both files back at byte 0, for another pass.
-  package static func rewind(_ source: Int32, _ output: Int32, path: String) throws(ProtFSError) {
+  private static func rewind(_ source: Int32, _ output: Int32, path: String) throws(ProtFSError) {
     guard ftruncate(output, 0) == 0, lseek(output, 0, SEEK_SET) == 0, lseek(source, 0, SEEK_SET) == 0 else {
       throw ProtFSError.system("snapshot the file to upload", path: path, errno: errno)
     }
@@ -226,26 +235,18 @@ package final class SnapshotCopy: @unchecked Sendable {
     let thread = Thread { [self] in
       var error: ProtFSError?
       do throws(ProtFSError) {
-        var before = status
-        var pass = 1
-        while true {
-          let total = try UploadSnapshot.copy(
-            from: source.rawValue, to: output.rawValue, path: path, limit: Int64(before.st_size),
-            progress: { total in self.publish(total) })
-          guard
-            let now = try UploadSnapshot.check(source.rawValue, before: before, copied: total, pass: pass, path: path)
-          else { break }
-          // Written to during the copy: a new generation starts from an empty file.
-          condition.lock()
-          currentGeneration += 1
-          currentSize = Int64(now.st_size)
-          copied = 0
-          condition.broadcast()
-          condition.unlock()
-          try UploadSnapshot.rewind(source.rawValue, output.rawValue, path: path)
-          before = now
-          pass += 1
-        }
+        _ = try UploadSnapshot.copyUntilUnchanged(
+          from: source.rawValue, to: output.rawValue, status: status, path: path,
+          progress: { total in self.publish(total) },
+          restarting: { now in
+            // Written to during the copy: a new generation starts from an empty file.
+            self.condition.lock()
+            self.currentGeneration += 1
+            self.currentSize = Int64(now.st_size)
+            self.copied = 0
+            self.condition.broadcast()
+            self.condition.unlock()
+          })
       } catch let caught {
         error = caught
       }

@@ -167,7 +167,7 @@ extension SessionService {
   }
 
   /// The error for a session nobody opened.
-  static func unknownSession(_ identifier: String) -> ProtFSError {
+  public static func unknownSession(_ identifier: String) -> ProtFSError {
     ProtFSError(
       .notFound, "There is no background session '\(identifier)' on this device.",
       remedy: .listSessions)

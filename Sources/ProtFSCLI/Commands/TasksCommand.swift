@@ -88,11 +88,16 @@ package enum TasksCommand {
     }
     let device = invocation.device
     guard let store = try store(device), let record = try store.task(id: id) else {
-      throw ProtFSError(
-        .notFound, "There is no download task \(id) on the device '\(device.root)'.",
-        remedy: .advice("`protfs tasks` lists them"))
+      throw noSuchTask(id, on: device)
     }
     return (id, store, record)
+  }
+
+  /// The error for task `id`, which `device`'s task store does not have.
+  package static func noSuchTask(_ id: Int64, on device: Device) -> ProtFSError {
+    ProtFSError(
+      .notFound, "There is no download task \(id) on the device '\(device.root)'.",
+      remedy: .advice("`protfs tasks` lists them"))
   }
 
   /// `tasks suspend ID`: the process that runs the task suspends it (asked through the store); a

@@ -53,7 +53,7 @@ package enum TasksEventsCommand {
     if geteuid() == 0 {
       guard let store = try TasksCommand.store(device),
         try store.sessions().contains(where: { $0.identifier == identifier })
-      else { throw unknown(identifier) }
+      else { throw SessionService.unknownSession(identifier) }
       for record in try store.pendingDeliveries(session: identifier) {
         if let path = record.handedOverPath {
           lines.append(Line(task: record.id, event: "didFinishDownloadingTo", location: path))
@@ -80,12 +80,6 @@ package enum TasksEventsCommand {
       }
     }
     return 0
-  }
-
-  private static func unknown(_ identifier: String) -> ProtFSError {
-    ProtFSError(
-      .notFound, "There is no background session '\(identifier)' on this device.",
-      remedy: .advice("`protfs sessions` lists them"))
   }
 
   /// The queued events, from the service (a subscription read up to `queuedEventsDelivered`).

@@ -45,12 +45,13 @@ package enum TasksWaitCommand {
       throw invocation.usageError("Give the task numbers to wait for, or '--session <identifier>'.")
     }
     let device = invocation.device
-    guard let store = try TasksCommand.store(device) else { throw noTask(ids.first, session: identifier, device) }
+    guard let store = try TasksCommand.store(device) else {
+      if let id = ids.first { throw TasksCommand.noSuchTask(id, on: device) }
+      throw SessionService.unknownSession(identifier ?? "")
+    }
     if let identifier {
       guard try store.sessions().contains(where: { $0.identifier == identifier }) else {
-        throw ProtFSError(
-          .notFound, "There is no background session '\(identifier)' on this device.",
-          remedy: .advice("`protfs sessions` lists them"))
+        throw SessionService.unknownSession(identifier)
       }
       if ids.isEmpty {
         ids = try store.tasks(session: identifier).filter { !$0.state.isSettled }.map(\.id)
@@ -58,7 +59,7 @@ package enum TasksWaitCommand {
     }
     let stored = try store.tasks(ids: ids)
     let records = try ids.map { id throws -> DownloadTaskRecord in
-      guard let record = stored[id] else { throw noTask(id, session: nil, device) }
+      guard let record = stored[id] else { throw TasksCommand.noSuchTask(id, on: device) }
       if let identifier, record.sessionIdentifier != identifier {
         throw invocation.usageError(
           "Task \(id) is of the session '\(record.sessionIdentifier)', not of '\(identifier)'.")
@@ -96,16 +97,5 @@ package enum TasksWaitCommand {
       }
     }
     return failed ? DownloadCommand.exitFailed : waiting ? DownloadCommand.exitWaitingForUnlock : 0
-  }
-
-  private static func noTask(_ id: Int64?, session identifier: String?, _ device: Device) -> ProtFSError {
-    guard let id else {
-      return ProtFSError(
-        .notFound, "There is no background session '\(identifier ?? "")' on this device.",
-        remedy: .advice("`protfs sessions` lists them"))
-    }
-    return ProtFSError(
-      .notFound, "There is no download task \(id) on the device '\(device.root)'.",
-      remedy: .advice("`protfs tasks` lists them"))
   }
 }

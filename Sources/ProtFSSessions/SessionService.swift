@@ -108,7 +108,7 @@ public final class SessionService: @unchecked Sendable {
     }
     let subscribed = lock.withLock { Array(subscribers.values) }
     for subscriber in subscribed { ControlSocket.shutDown(subscriber.connection) }
-    lock.withLock { listener?.close() }
+    _ = lock.withLock { listener?.close() }
   }
 
   /// Reopens every service session of the store; one that cannot be opened is reported and skipped.

@@ -155,6 +155,22 @@ public final class DownloadStore: Sendable {
     }
   }
 
+  /// The state and session of each of the tasks `ids` the store has, by id: what `protfs tasks
+  /// wait` needs of thousands of tasks, without decoding their whole records.
+  public func states(ids: [Int64]) throws(ProtFSError) -> [Int64: (state: DownloadState, session: String)] {
+    try database.read { db throws(ProtFSError) in
+      var found: [Int64: (state: DownloadState, session: String)] = [:]
+      found.reserveCapacity(ids.count)
+      let rows = try db.query(
+        "SELECT id, state, session FROM tasks WHERE id IN (SELECT value FROM json_each(?))", [Self.idList(ids)])
+      for row in rows {
+        guard let id = row[0].int64 else { continue }
+        found[id] = (DownloadState(rawValue: row[1].string ?? "") ?? .failed, row[2].string ?? "")
+      }
+      return found
+    }
+  }
+
   /// `ids` as a JSON array, bound as one value that `json_each` unfolds: one statement for any
   /// number of tasks.
   static func idList(_ ids: [Int64]) -> SQLiteValue {

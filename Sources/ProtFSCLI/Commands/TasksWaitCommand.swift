@@ -57,16 +57,17 @@ package enum TasksWaitCommand {
         ids = try store.tasks(session: identifier).filter { !$0.state.isSettled }.map(\.id)
       }
     }
-    let stored = try store.tasks(ids: ids)
-    let records = try ids.map { id throws -> DownloadTaskRecord in
-      guard let record = stored[id] else { throw TasksCommand.noSuchTask(id, on: device) }
-      if let identifier, record.sessionIdentifier != identifier {
-        throw invocation.usageError(
-          "Task \(id) is of the session '\(record.sessionIdentifier)', not of '\(identifier)'.")
+    // States only: decoding thousands of whole records would cost more than the wait's own work.
+    let stored = try store.states(ids: ids)
+    var unsettled = false
+    for id in ids {
+      guard let (state, session) = stored[id] else { throw TasksCommand.noSuchTask(id, on: device) }
+      if let identifier, session != identifier {
+        throw invocation.usageError("Task \(id) is of the session '\(session)', not of '\(identifier)'.")
       }
-      return record
+      unsettled = unsettled || !state.isSettled
     }
-    if records.contains(where: { !$0.state.isSettled }) {
+    if unsettled {
       let socketName =
         ProcessInfo.processInfo.environment[SessionServiceClient.socketEnvironment]
         ?? SessionServiceClient.socketName(device: device)
@@ -79,7 +80,10 @@ package enum TasksWaitCommand {
   private static func outcome(of ids: [Int64], in store: DownloadStore) throws -> Int32 {
     var failed = false
     var waiting = false
-    let stored = try store.tasks(ids: ids)
+    // Only the tasks that did not complete are read whole, for their errors.
+    let states = try store.states(ids: ids)
+    let incomplete = ids.filter { states[$0]?.state != .completed }
+    let stored = incomplete.isEmpty ? [:] : try store.tasks(ids: incomplete)
     for id in ids {
       guard let record = stored[id] else { continue }
       switch record.state {

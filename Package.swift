@@ -28,7 +28,9 @@ let package = Package(
   targets: [
     // Debian C libraries, reached through system-library targets.
     .systemLibrary(name: "CAttr", providers: [.apt(["libattr1-dev"])]),
-    .systemLibrary(name: "CCurl", providers: [.apt(["libcurl4-openssl-dev"])]),
+    // libcurl is loaded with dlopen when the first transfer starts (Sources/CCurl/include/CCurl.h);
+    // libcurl4-openssl-dev (scripts/setup.sh) gives its header.
+    .target(name: "CCurl"),
     .systemLibrary(name: "CSQLite", providers: [.apt(["libsqlite3-dev"])]),
     .systemLibrary(name: "CCrypto", providers: [.apt(["libssl-dev"])]),
     .systemLibrary(name: "CFuse3", pkgConfig: "fuse3", providers: [.apt(["libfuse3-dev"])]),

@@ -45,7 +45,6 @@ public final class DownloadSession: Sendable {
     core.session = self
     core.engine = TransferEngine(core: core)
     core.finisher = DownloadFinisher(core: core)
-    core.engine.start()
     core.finisher.start()
     var toResume: [DownloadTask] = []
     var toCancel: [DownloadTask] = []

@@ -98,7 +98,7 @@ package final class Transfer: @unchecked Sendable {
 
   deinit {
     errorBuffer.deallocate()
-    if let headerList { curl_slist_free_all(headerList) }
+    if let headerList { protfs_curl_slist_free_all(headerList) }
   }
 
   package var temporaryPath: String { temporaryDirectory + "/" + temporaryFileName }

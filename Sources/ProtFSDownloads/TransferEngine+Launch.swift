@@ -94,7 +94,7 @@ extension TransferEngine {
       }
       digest = hasher
     }
-    let easy = idleHandles.popLast() ?? curl_easy_init()!
+    let easy = idleHandles.popLast() ?? protfs_curl_easy_init()!
     let staging =
       idleBuffers.popLast()
       ?? UnsafeMutableRawBufferPointer.allocate(byteCount: receiveBufferSize, alignment: 4096)
@@ -110,7 +110,7 @@ extension TransferEngine {
     configure(transfer, url: url, record: record)
     active[task.id] = transfer
     hosts.opened(hostKey)
-    curl_multi_add_handle(multi, easy)
+    protfs_curl_multi_add_handle(multi, easy)
   }
 
   /// The most redirects one attempt follows, a download's or an upload's.
@@ -130,13 +130,13 @@ extension TransferEngine {
     protfs_curl_easy_setopt_string(easy, CURLOPT_REDIR_PROTOCOLS_STR, "http,https")
     var list: UnsafeMutablePointer<curl_slist>?
     if transfer.isHTTP {
-      for header in record.requestHeaders { list = curl_slist_append(list, "\(header.name): \(header.value)") }
+      for header in record.requestHeaders { list = protfs_curl_slist_append(list, "\(header.name): \(header.value)") }
     }
     if transfer.offset > 0 {
       protfs_curl_easy_setopt_string(easy, CURLOPT_RANGE, "\(transfer.offset)-")
       // If-Range needs a strong validator; a weak ETag falls back to Last-Modified.
       let validator = record.entityTag.flatMap { $0.hasPrefix("W/") ? nil : $0 } ?? record.lastModified
-      if let validator, transfer.isHTTP { list = curl_slist_append(list, "If-Range: \(validator)") }
+      if let validator, transfer.isHTTP { list = protfs_curl_slist_append(list, "If-Range: \(validator)") }
     }
     if let list {
       transfer.headerList = list

@@ -28,7 +28,7 @@ extension TransferEngine {
       _ = t.beginBody()
     }
     let code = t.isHTTP ? t.responseCode : 0
-    let detail = t.curlErrorDetail ?? String(cString: curl_easy_strerror(result))
+    let detail = t.curlErrorDetail ?? String(cString: protfs_curl_easy_strerror(result))
     detach(t)
     if let error = t.headerError {
       fail(t, error)

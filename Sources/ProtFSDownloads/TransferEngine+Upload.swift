@@ -139,7 +139,7 @@ extension TransferEngine {
       record.bytesExpected = size
       task.core.persistNow(record)
     }
-    let easy = idleHandles.popLast() ?? curl_easy_init()!
+    let easy = idleHandles.popLast() ?? protfs_curl_easy_init()!
     let staging =
       idleBuffers.popLast()
       ?? UnsafeMutableRawBufferPointer.allocate(byteCount: receiveBufferSize, alignment: 4096)
@@ -154,7 +154,7 @@ extension TransferEngine {
     configureUpload(transfer, url: url, upload: upload, size: size)
     active[task.id] = transfer
     hosts.opened(hostKey)
-    curl_multi_add_handle(multi, easy)
+    protfs_curl_multi_add_handle(multi, easy)
   }
 
   /// Sets the easy handle of an upload up: the read callback over the snapshot, its size, the
@@ -177,8 +177,8 @@ extension TransferEngine {
     // libcurl's largest send buffer: fewer, larger writes to the socket (as `curl -T` does).
     protfs_curl_easy_setopt_long(easy, CURLOPT_UPLOAD_BUFFERSIZE, 2 << 20)
     // The body is sent at once rather than after a `100 Continue` round trip, as nsurlsessiond does.
-    var list = curl_slist_append(nil, "Expect:")
-    for header in upload.headers { list = curl_slist_append(list, "\(header.name): \(header.value)") }
+    var list = protfs_curl_slist_append(nil, "Expect:")
+    for header in upload.headers { list = protfs_curl_slist_append(list, "\(header.name): \(header.value)") }
     transfer.headerList = list
     protfs_curl_easy_setopt_slist(easy, CURLOPT_HTTPHEADER, list)
     // Redirects are followed as a background URLSession follows them (docs/semantics.md §5): 307
@@ -202,7 +202,7 @@ extension TransferEngine {
     let url = task.url.absoluteString
     let name = task.record.fileName ?? t.temporaryFileName
     let code = t.responseCode
-    let detail = t.curlErrorDetail ?? String(cString: curl_easy_strerror(result))
+    let detail = t.curlErrorDetail ?? String(cString: protfs_curl_easy_strerror(result))
     detach(t)
     if upload.snapshotRestarted {
       // The source changed while it was copied: send the new copy from byte 0, at once, without

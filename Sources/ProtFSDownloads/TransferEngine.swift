@@ -17,20 +17,32 @@ private enum EngineCommand: Sendable {
   case shutdown(DispatchSemaphore)
 }
 
-/// libcurl's one-time global setup, which is not thread-safe and must run before any handle exists.
-private let curlGlobalSetup: Void = {
-  curl_global_init(Int(CURL_GLOBAL_ALL))
-}()
-
 /// The transfer side of a session: one libcurl multi handle driven by one thread, which runs every
 /// transfer of the session, reuses connections and holds each host to its connection limit.
 ///
-/// `@unchecked Sendable`: only `commands` is shared (under its mutex); everything else is touched by
-/// the engine thread alone.
+/// The thread, the multi handle and libcurl itself come with the first command: a session that
+/// only records tasks (`download --detach`) or reads them never loads libcurl, which is most of a
+/// command's start-up.
+///
+/// `@unchecked Sendable`: only `commands` is shared (under its mutex); everything else is touched
+/// by the engine thread alone.
 package final class TransferEngine: @unchecked Sendable {
-  /// The libcurl multi handle every transfer of the session runs in.
-  package let multi: UnsafeMutableRawPointer
-  private let commands = Mutex<[EngineCommand]>([])
+  /// The libcurl multi handle every transfer of the session runs in, made by the engine thread
+  /// when it begins.
+  package private(set) var multi: UnsafeMutableRawPointer!
+  /// The commands not yet taken by the engine thread, whether the thread was started or shut
+  /// down, and the multi handle that wakes it once the thread has made it.
+  private struct Commands {
+    var list: [EngineCommand] = []
+    var started = false
+    /// Set by the shutdown.
+    var ended = false
+    /// The multi handle's address (a pointer is not `Sendable`).
+    var wakeup: Int?
+  }
+  private let commands = Mutex(Commands())
+  /// Wakes the thread while it has no multi handle (libcurl could not be loaded).
+  private let commandPosted = DispatchSemaphore(value: 0)
   // Unowned: the core owns this object and stops its thread before it goes away.
   unowned let core: DownloadSessionCore
   /// The session's configuration.
@@ -59,46 +71,72 @@ package final class TransferEngine: @unchecked Sendable {
   package var heldTemporaryDirectories: [String: (handle: DirectoryHandle, confirmed: UInt64)] = [:]
 
   package init(core: DownloadSessionCore) {
-    _ = curlGlobalSetup
     self.core = core
     configuration = core.configuration
     hosts = HostScheduler(connectionsPerHost: configuration.maximumConnectionsPerHost)
     retryPolicy = RetryPolicy(configuration)
-    // curl_multi_init only fails when out of memory.
-    multi = curl_multi_init()!
-    let perHost = max(1, configuration.maximumConnectionsPerHost)
-    protfs_curl_multi_setopt_long(multi, CURLMOPT_MAX_HOST_CONNECTIONS, perHost)
-    protfs_curl_multi_setopt_long(multi, CURLMOPT_MAXCONNECTS, max(16, perHost * 4))
   }
 
   // The multi handle outlives the thread: a late `post` may still wake it.
   deinit {
-    curl_multi_cleanup(multi)
-    for easy in idleHandles { curl_easy_cleanup(easy) }
+    if let multi { protfs_curl_multi_cleanup(multi) }
+    for easy in idleHandles { protfs_curl_easy_cleanup(easy) }
     for buffer in idleBuffers { buffer.deallocate() }
   }
 
-  /// Starts the engine thread (in debug builds, with the starting thread's planned syscall failures).
-  package func start() {
+  /// Starts the engine thread (in debug builds, with the posting thread's planned syscall failures).
+  private func startThread() {
     #if DEBUG
       let faults = SyscallFaults.current
-      let thread = Thread { [self] in if let faults { faults.during { run() } } else { run() } }
+      let thread = Thread { [self] in if let faults { faults.during { begin() } } else { begin() } }
     #else
-      let thread = Thread { [self] in run() }
+      let thread = Thread { [self] in begin() }
     #endif
     thread.name = "protfs.download.engine"
     thread.start()
   }
 
-  /// Hands `command` to the engine thread, waking it if it was idle.
+  /// What `post` did with a command.
+  private enum Posting {
+    /// After a shutdown: nothing runs any more.
+    case dropped
+    /// A stop before anything ran: no transfer to let go of, the finisher settles it.
+    case notRunning
+    /// Queued for the thread, which is to be started or woken.
+    case queued(start: Bool, wake: Bool, multi: Int?)
+  }
+
+  /// Hands `command` to the engine thread, starting the thread with the first command and waking
+  /// it when it may be asleep. A stop or a shutdown before anything ran is done without the thread
+  /// (there is nothing to let go of), and commands after a shutdown are dropped.
   private func post(_ command: EngineCommand) {
-    // The thread takes every pending command at once: only the first one needs to wake it
-    // (resuming 2,000 tasks costs one wakeup, not 2,000).
-    let wasEmpty = commands.withLock { list in
-      list.append(command)
-      return list.count == 1
+    let posting = commands.withLock { state -> Posting in
+      guard !state.ended else { return .dropped }
+      if case .stop = command, !state.started { return .notRunning }
+      if case .shutdown = command {
+        state.ended = true
+        guard state.started else { return .dropped }
+      }
+      state.list.append(command)
+      defer { state.started = true }
+      // The thread takes every pending command at once: only the first one needs to wake it
+      // (resuming 2,000 tasks costs one wakeup, not 2,000).
+      return .queued(start: !state.started, wake: state.list.count == 1, multi: state.wakeup)
     }
-    if wasEmpty { curl_multi_wakeup(multi) }
+    switch posting {
+    case .dropped:
+      if case .shutdown(let done) = command { done.signal() }
+    case .notRunning:
+      if case .stop(let task, let reason) = command { core.finisher.post(.stop(task, reason)) }
+    case .queued(let start, let wake, let multi):
+      if start { startThread() }
+      guard wake else { return }
+      if let multi, let handle = UnsafeMutableRawPointer(bitPattern: multi) {
+        protfs_curl_multi_wakeup(handle)
+      } else {
+        commandPosted.signal()
+      }
+    }
   }
 
   /// Queues `task` for transfer.
@@ -117,15 +155,55 @@ package final class TransferEngine: @unchecked Sendable {
 
   // MARK: The engine thread
 
+  /// The engine thread's start: libcurl loaded and the multi handle made, then `run()`; or, when
+  /// libcurl cannot be loaded, every task fails saying so.
+  private func begin() {
+    if let failure = protfs_curl_load() {
+      failWithoutLibcurl(.libcurlUnavailable(String(cString: failure)))
+      return
+    }
+    // curl_multi_init only fails when out of memory.
+    let multi = protfs_curl_multi_init()!
+    let perHost = max(1, configuration.maximumConnectionsPerHost)
+    protfs_curl_multi_setopt_long(multi, CURLMOPT_MAX_HOST_CONNECTIONS, perHost)
+    protfs_curl_multi_setopt_long(multi, CURLMOPT_MAXCONNECTS, max(16, perHost * 4))
+    self.multi = multi
+    let address = Int(bitPattern: multi)
+    commands.withLock { $0.wakeup = address }
+    run()
+  }
+
+  /// Without libcurl: each task handed over fails with `error` (its temp file, if any, kept), a
+  /// stop is settled as usual, and the thread ends at shutdown.
+  private func failWithoutLibcurl(_ error: ProtFSError) {
+    while true {
+      for command in takeCommands() {
+        switch command {
+        case .start(let task): fail(task, error, deleting: nil)
+        case .stop(let task, let reason): core.finisher.post(.stop(task, reason))
+        case .shutdown(let done):
+          done.signal()
+          return
+        }
+      }
+      commandPosted.wait()
+    }
+  }
+
+  /// Takes every pending command.
+  private func takeCommands() -> [EngineCommand] {
+    commands.withLock { state in
+      let taken = state.list
+      state.list.removeAll(keepingCapacity: true)
+      return taken
+    }
+  }
+
   /// The engine thread: commands, launches, libcurl, then the periodic checks, until shutdown.
   private func run() {
     var running: Int32 = 0
     while true {
-      let pending = commands.withLock { list in
-        let taken = list
-        list.removeAll(keepingCapacity: true)
-        return taken
-      }
+      let pending = takeCommands()
       for command in pending {
         switch command {
         case .start(let task): hosts.accept(task)
@@ -137,7 +215,7 @@ package final class TransferEngine: @unchecked Sendable {
         }
       }
       startReady()
-      curl_multi_perform(multi, &running)
+      protfs_curl_multi_perform(multi, &running)
       drainMessages()
       let now = Monotonic.now
       checkTimeouts(now)
@@ -146,7 +224,7 @@ package final class TransferEngine: @unchecked Sendable {
       // Finished transfers freed connections: start the next ones now rather than after a poll
       // that may have no socket left to wake it.
       let launched = startReady()
-      curl_multi_poll(multi, nil, 0, launched ? 0 : pollTimeout(now), nil)
+      protfs_curl_multi_poll(multi, nil, 0, launched ? 0 : pollTimeout(now), nil)
     }
   }
 
@@ -161,7 +239,7 @@ package final class TransferEngine: @unchecked Sendable {
   private func pollTimeout(_ now: UInt64) -> Int32 {
     var timeout: Int = 100  // the idle-timeout and progress checks need a tick even when curl has none
     var curlTimeout: Int = -1
-    curl_multi_timeout(multi, &curlTimeout)
+    protfs_curl_multi_timeout(multi, &curlTimeout)
     if curlTimeout >= 0 { timeout = min(timeout, curlTimeout) }
     timeout = hosts.timeout(timeout, now: now)
     return Int32(max(0, timeout))
@@ -175,8 +253,8 @@ package final class TransferEngine: @unchecked Sendable {
     transfer.flush()
     idleBuffers.append(transfer.staging)
     hosts.forget(transfer.task.id)
-    curl_multi_remove_handle(multi, transfer.easy)
-    curl_easy_reset(transfer.easy)
+    protfs_curl_multi_remove_handle(multi, transfer.easy)
+    protfs_curl_easy_reset(transfer.easy)
     idleHandles.append(transfer.easy)
     active[transfer.task.id] = nil
     hosts.closed(transfer.hostKey)
@@ -187,7 +265,7 @@ package final class TransferEngine: @unchecked Sendable {
   /// Ends the attempts libcurl reports done.
   private func drainMessages() {
     var left: Int32 = 0
-    while let message = curl_multi_info_read(multi, &left) {
+    while let message = protfs_curl_multi_info_read(multi, &left) {
       guard message.pointee.msg == CURLMSG_DONE, let easy = message.pointee.easy_handle else { continue }
       var context: UnsafeMutableRawPointer?
       protfs_curl_easy_getinfo_pointer(easy, CURLINFO_PRIVATE, &context)
@@ -245,5 +323,14 @@ package final class TransferEngine: @unchecked Sendable {
     }
     hosts.removeAll()
     paused.removeAll()
+  }
+}
+
+extension ProtFSError {
+  /// The error of every transfer when libcurl cannot be loaded; `reason` is the loader's message.
+  static func libcurlUnavailable(_ reason: String) -> ProtFSError {
+    ProtFSError(
+      .io, "Cannot transfer anything: libcurl cannot be loaded (\(reason)).",
+      remedy: .advice("install Debian's libcurl4 package (scripts/setup.sh does), then run the transfer again"))
   }
 }

@@ -1,0 +1,81 @@
+import Foundation
+import ProtFS
+import ProtFSDownloads
+import ProtFSTestSupport
+import Testing
+
+/// libcurl is loaded by the first transfer, not at start-up: a command that transfers nothing
+/// starts without it, and a libcurl that cannot be loaded fails the transfer with one error.
+@Suite(.timeLimit(.minutes(2))) struct LibcurlLoadingTests {
+  let app = SessionServiceFixture.app
+
+  /// Runs the built binary with the dynamic loader reporting every library it loads on stderr.
+  func runReportingLibraries(_ arguments: [String]) async throws -> RunResult {
+    try await offPool { Result { try Protfs.run(arguments, environment: ["LD_DEBUG": "files"]) } }.get()
+  }
+
+  @Test func commandsThatTransferNothingDoNotLoadLibcurl() async throws {
+    let f = try SessionServiceFixture()
+    defer { f.stop() }
+    // The service runs in this process, so that only the commands' own loading is reported.
+    try f.startInProcess()
+    let body = DownloadFixture.bytes(4096)
+    let server = try FaultServer(body: body)
+    defer { server.stop() }
+    let detached = try await runReportingLibraries([
+      "--device", f.t.root, "download", "--bundle", app, "--detach", server.url("a.bin").absoluteString,
+    ])
+    #expect(detached.status == 0, "\(detached)")
+    #expect(!detached.stderr.contains("file=libcurl"), "download --detach loaded libcurl:\n\(detached.stderr)")
+    let ids = detached.stdout.split(separator: "\n").map(String.init)
+    #expect(ids == ["1"], "\(detached)")
+    let waited = try await runReportingLibraries(["--device", f.t.root, "tasks", "wait"] + ids)
+    #expect(waited.status == 0, "\(waited)")
+    #expect(!waited.stderr.contains("file=libcurl"), "tasks wait loaded libcurl:\n\(waited.stderr)")
+    for command in [["status"], ["tasks", "--json"], ["sessions"]] {
+      let result = try await runReportingLibraries(["--device", f.t.root] + command)
+      #expect(result.status == 0, "\(command): \(result)")
+      #expect(!result.stderr.contains("file=libcurl"), "\(command) loaded libcurl:\n\(result.stderr)")
+    }
+    #expect(FileManager.default.contents(atPath: f.t.containerPath(app, "Documents/a.bin")) == Data(body))
+    // The report is what it seems: a download in the foreground does load it.
+    let foreground = try await runReportingLibraries([
+      "--device", f.t.root, "download", "--bundle", app, server.url("b.bin").absoluteString,
+    ])
+    #expect(foreground.status == 0, "\(foreground)")
+    #expect(foreground.stderr.contains("file=libcurl.so.4"), "\(foreground)")
+  }
+
+  @Test func aLibcurlThatCannotBeLoadedFailsTheDownloadNamingIt() async throws {
+    let t = try TestDevice()
+    try #require(try Protfs.run(["--device", t.root, "init", app]).status == 0)
+    let body = DownloadFixture.bytes(4096)
+    let server = try FaultServer(body: body)
+    defer { server.stop() }
+    let missing = t.root + "/no-such-libcurl.so.4"
+    let result = try await offPool {
+      Result {
+        try Protfs.run(
+          ["--device", t.root, "download", "--bundle", app, server.url().absoluteString],
+          environment: ["PROTFS_LIBCURL": missing])
+      }
+    }.get()
+    #expect(result.status == 1, "\(result)")
+    #expect(result.stderr.contains("libcurl cannot be loaded"), "\(result)")
+    #expect(result.stderr.contains(missing), "the loader's reason names the library: \(result)")
+    #expect(result.stderr.contains("libcurl4"), "the remedy names the package: \(result)")
+    #expect(server.requests.isEmpty)
+    // Nothing half-done: no temp file, nothing in Documents, the task failed.
+    let downloads = t.containerPath(app, "Library/Caches/com.apple.nsurlsessiond/Downloads/\(app)")
+    #expect(((try? FileManager.default.contentsOfDirectory(atPath: downloads)) ?? []).isEmpty)
+    #expect(!FileManager.default.fileExists(atPath: t.containerPath(app, "Documents/file.bin")))
+    let tasks = try Protfs.run(["--device", t.root, "tasks", "--json"])
+    #expect(tasks.stdout.contains("\"state\" : \"failed\""), "\(tasks)")
+    // With the library back, the same download runs.
+    let again = try await offPool {
+      Result { try Protfs.run(["--device", t.root, "download", "--bundle", app, server.url().absoluteString]) }
+    }.get()
+    #expect(again.status == 0, "\(again)")
+    #expect(FileManager.default.contents(atPath: t.containerPath(app, "Documents/file.bin")) == Data(body))
+  }
+}

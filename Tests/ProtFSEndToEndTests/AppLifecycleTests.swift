@@ -226,6 +226,9 @@ import Testing
     #expect(try d.protfs(["app", "fetch", AppDevice.bundle]).stderr.contains("never launched"))
     let first = try d.protfs(["app", "launch", AppDevice.bundle, "--schedule", "terminate@50ms", "--", script])
     #expect(first.status == 0, "\(first)")
+    // The schedule ends the app 50 ms after its launch; the fetch is to find it not running, and
+    // under load the next command may come sooner than that.
+    #expect(await d.waitForState("notRunning"), "\(d.record())")
     let fetch = try d.protfs(["app", "fetch", AppDevice.bundle], environment: ["PROTFS": d.protfsForApps])
     #expect(fetch.status == 0, "\(fetch)")
     #expect(fetch.stdout.contains("in the background for a fetch"))

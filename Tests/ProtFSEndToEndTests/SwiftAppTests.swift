@@ -113,6 +113,9 @@ import Testing
     let helper = try d.installExample("FetchHelper")
     let first = try d.protfs(["app", "launch", AppDevice.bundle, "--schedule", "terminate@50ms", "--", helper])
     #expect(first.status == 0, "\(first)")
+    // The schedule ends the app 50 ms after its launch; the fetch is to find it not running, and
+    // under load the next command may come sooner than that.
+    #expect(await d.waitForState("notRunning"), "\(d.record())")
     let fetch = try d.protfs(["app", "fetch", AppDevice.bundle])
     #expect(fetch.status == 0, "\(fetch)")
     defer {

@@ -13,6 +13,8 @@ final class FakeSessionBackend: SessionBackend, @unchecked Sendable {
     var queued: [SessionEvent] = []
     var calls: [String] = []
     var acknowledged: [Int64] = []
+    /// Every task created, kept after its acknowledgement (which takes it out of `tasks`).
+    var created: [Int64: SessionTaskSnapshot] = [:]
   }
 
   let identifier: String
@@ -35,6 +37,7 @@ final class FakeSessionBackend: SessionBackend, @unchecked Sendable {
         id: store.nextID, kind: .download, request: request, state: "suspended", bytesReceived: received)
       store.nextID += 1
       store.tasks.append(task)
+      store.created[task.id] = task
       store.calls.append("create \(task.id)")
       return task
     }
@@ -48,6 +51,7 @@ final class FakeSessionBackend: SessionBackend, @unchecked Sendable {
       let task = SessionTaskSnapshot(id: store.nextID, kind: .upload, request: request, state: "suspended")
       store.nextID += 1
       store.tasks.append(task)
+      store.created[task.id] = task
       return task
     }
   }
@@ -101,9 +105,11 @@ final class FakeSessionBackend: SessionBackend, @unchecked Sendable {
     subscriber?(event)
   }
 
-  /// The snapshot of task `id`, completed.
+  /// The snapshot of task `id`, completed. The task may be acknowledged already: the session
+  /// acknowledges a download when `didFinishDownloadingTo` returns, on its delegate queue, which
+  /// can run before the test posts the completion.
   func completedSnapshot(_ id: Int64) -> SessionTaskSnapshot {
-    var snapshot = store.withLock { $0.tasks.first { $0.id == id } }!
+    var snapshot = store.withLock { $0.tasks.first { $0.id == id } ?? $0.created[id] }!
     snapshot.state = "completed"
     return snapshot
   }

@@ -116,9 +116,6 @@ CURLcode protfs_curl_easy_setopt_write_callback(CURL *handle, CURLoption option,
 CURLcode protfs_curl_easy_setopt_seek_callback(CURL *handle, curl_seek_callback value) {
   return curl.easy_setopt(handle, CURLOPT_SEEKFUNCTION, value);
 }
-CURLcode protfs_curl_easy_setopt_xferinfo_callback(CURL *handle, curl_xferinfo_callback value) {
-  return curl.easy_setopt(handle, CURLOPT_XFERINFOFUNCTION, value);
-}
 
 CURLcode protfs_curl_easy_getinfo_long(CURL *handle, CURLINFO info, long *value) {
   return curl.easy_getinfo(handle, info, value);
@@ -127,9 +124,6 @@ CURLcode protfs_curl_easy_getinfo_off_t(CURL *handle, CURLINFO info, curl_off_t 
   return curl.easy_getinfo(handle, info, value);
 }
 CURLcode protfs_curl_easy_getinfo_pointer(CURL *handle, CURLINFO info, void **value) {
-  return curl.easy_getinfo(handle, info, value);
-}
-CURLcode protfs_curl_easy_getinfo_string(CURL *handle, CURLINFO info, char **value) {
   return curl.easy_getinfo(handle, info, value);
 }
 

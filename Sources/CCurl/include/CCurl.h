@@ -28,12 +28,10 @@ CURLcode protfs_curl_easy_setopt_pointer(CURL *handle, CURLoption option, void *
 CURLcode protfs_curl_easy_setopt_slist(CURL *handle, CURLoption option, struct curl_slist *value);
 CURLcode protfs_curl_easy_setopt_write_callback(CURL *handle, CURLoption option, curl_write_callback value);
 CURLcode protfs_curl_easy_setopt_seek_callback(CURL *handle, curl_seek_callback value);
-CURLcode protfs_curl_easy_setopt_xferinfo_callback(CURL *handle, curl_xferinfo_callback value);
 
 CURLcode protfs_curl_easy_getinfo_long(CURL *handle, CURLINFO info, long *value);
 CURLcode protfs_curl_easy_getinfo_off_t(CURL *handle, CURLINFO info, curl_off_t *value);
 CURLcode protfs_curl_easy_getinfo_pointer(CURL *handle, CURLINFO info, void **value);
-CURLcode protfs_curl_easy_getinfo_string(CURL *handle, CURLINFO info, char **value);
 
 CURLM *protfs_curl_multi_init(void);
 CURLMcode protfs_curl_multi_cleanup(CURLM *multi);

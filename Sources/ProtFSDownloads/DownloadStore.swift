@@ -141,12 +141,20 @@ public final class DownloadStore: Sendable {
     }
   }
 
-  /// The tasks `ids` the store has, by id, read in one query (`protfs tasks wait` reads thousands).
-  public func tasks(ids: [Int64]) throws(ProtFSError) -> [Int64: DownloadTaskRecord] {
+  /// The tasks `ids` the store has, by id, read in one query (`protfs tasks wait` reads thousands);
+  /// with `excluding`, only those in another state (none of the others is decoded).
+  public func tasks(ids: [Int64], excluding state: DownloadState? = nil) throws(ProtFSError)
+    -> [Int64: DownloadTaskRecord]
+  {
     try database.read { db throws(ProtFSError) in
       var found: [Int64: DownloadTaskRecord] = [:]
-      let rows = try db.query(
-        "SELECT \(Self.columns) FROM tasks WHERE id IN (SELECT value FROM json_each(?))", [Self.idList(ids)])
+      var sql = "SELECT \(Self.columns) FROM tasks WHERE id IN (SELECT value FROM json_each(?))"
+      var values = [Self.idList(ids)]
+      if let state {
+        sql += " AND state != ?"
+        values.append(.text(state.rawValue))
+      }
+      let rows = try db.query(sql, values)
       for row in rows {
         let record = Self.record(row)
         found[record.id] = record

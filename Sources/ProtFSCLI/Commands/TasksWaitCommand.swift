@@ -81,9 +81,7 @@ package enum TasksWaitCommand {
     var failed = false
     var waiting = false
     // Only the tasks that did not complete are read whole, for their errors.
-    let states = try store.states(ids: ids)
-    let incomplete = ids.filter { states[$0]?.state != .completed }
-    let stored = incomplete.isEmpty ? [:] : try store.tasks(ids: incomplete)
+    let stored = try store.tasks(ids: ids, excluding: .completed)
     for id in ids {
       guard let record = stored[id] else { continue }
       switch record.state {

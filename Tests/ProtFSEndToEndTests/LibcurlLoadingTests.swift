@@ -11,7 +11,7 @@ import Testing
 
   /// Runs the built binary with the dynamic loader reporting every library it loads on stderr.
   func runReportingLibraries(_ arguments: [String]) async throws -> RunResult {
-    try await offPool { Result { try Protfs.run(arguments, environment: ["LD_DEBUG": "files"]) } }.get()
+    try await runProtfs(arguments, environment: ["LD_DEBUG": "files"])
   }
 
   @Test func commandsThatTransferNothingDoNotLoadLibcurl() async throws {
@@ -53,13 +53,9 @@ import Testing
     let server = try FaultServer(body: body)
     defer { server.stop() }
     let missing = t.root + "/no-such-libcurl.so.4"
-    let result = try await offPool {
-      Result {
-        try Protfs.run(
-          ["--device", t.root, "download", "--bundle", app, server.url().absoluteString],
-          environment: ["PROTFS_LIBCURL": missing])
-      }
-    }.get()
+    let result = try await runProtfs(
+      ["--device", t.root, "download", "--bundle", app, server.url().absoluteString],
+      environment: ["PROTFS_LIBCURL": missing])
     #expect(result.status == 1, "\(result)")
     #expect(result.stderr.contains("libcurl cannot be loaded"), "\(result)")
     #expect(result.stderr.contains(missing), "the loader's reason names the library: \(result)")
@@ -72,9 +68,7 @@ import Testing
     let tasks = try Protfs.run(["--device", t.root, "tasks", "--json"])
     #expect(tasks.stdout.contains("\"state\" : \"failed\""), "\(tasks)")
     // With the library back, the same download runs.
-    let again = try await offPool {
-      Result { try Protfs.run(["--device", t.root, "download", "--bundle", app, server.url().absoluteString]) }
-    }.get()
+    let again = try await runProtfs(["--device", t.root, "download", "--bundle", app, server.url().absoluteString])
     #expect(again.status == 0, "\(again)")
     #expect(FileManager.default.contents(atPath: t.containerPath(app, "Documents/file.bin")) == Data(body))
   }

@@ -101,9 +101,10 @@ final class SessionServiceFixture: @unchecked Sendable {
   }
 }
 
-/// `protfs ARGS`, waited for off the cooperative pool (other tests' async work needs its threads).
-func runProtfs(_ arguments: [String]) async throws -> RunResult {
-  try await offPool { Result { try Protfs.run(arguments) } }.get()
+/// `protfs ARGS` with `environment` added, waited for off the cooperative pool (other tests'
+/// async work needs its threads).
+func runProtfs(_ arguments: [String], environment: [String: String] = [:]) async throws -> RunResult {
+  try await offPool { Result { try Protfs.run(arguments, environment: environment) } }.get()
 }
 
 /// A launcher that counts its calls.

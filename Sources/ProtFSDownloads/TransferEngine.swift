@@ -142,6 +142,11 @@ package final class TransferEngine: @unchecked Sendable {
   /// Queues `task` for transfer.
   package func enqueue(_ task: DownloadTask) { post(.start(task)) }
 
+  /// Loads libcurl now instead of on the first transfer's engine thread: for a process that exists
+  /// to transfer (the session service), whose first download should not wait for the library and
+  /// the forty it links. A failure is left for the transfers to report, each with the reason.
+  package static func loadLibcurl() { _ = protfs_curl_load() }
+
   /// Lets go of `task`'s transfer; the finisher settles it.
   package func stop(_ task: DownloadTask, _ reason: StopReason) { post(.stop(task, reason)) }
 

@@ -57,6 +57,9 @@ public final class SessionService: @unchecked Sendable {
         remedy: .restartSessionService)
     }
     lock.withLock { listener = socket }
+    // Loaded before anything is transferred or accepted, so that the first download does not
+    // pay for it (a command that only records tasks never loads it).
+    TransferEngine.loadLibcurl()
     restore()
     ready()
     startIdleWatch()

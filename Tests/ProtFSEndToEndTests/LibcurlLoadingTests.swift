@@ -5,7 +5,8 @@ import ProtFSTestSupport
 import Testing
 
 /// libcurl is loaded by the first transfer, not at start-up: a command that transfers nothing
-/// starts without it, and a libcurl that cannot be loaded fails the transfer with one error.
+/// starts without it, the session service loads it before it answers, and a libcurl that cannot be
+/// loaded fails the transfer with one error.
 @Suite(.timeLimit(.minutes(2))) struct LibcurlLoadingTests {
   let app = SessionServiceFixture.app
 
@@ -44,6 +45,19 @@ import Testing
     ])
     #expect(foreground.status == 0, "\(foreground)")
     #expect(foreground.stderr.contains("file=libcurl.so.4"), "\(foreground)")
+  }
+
+  @Test func theSessionServiceHasLibcurlLoadedWhenItAnswers() async throws {
+    let f = try SessionServiceFixture()
+    defer { f.stop() }
+    // The service exists to transfer: its first download should not wait for the library.
+    let started = try await runProtfs(["--device", f.t.root, "sessions", "start"])
+    #expect(started.status == 0, "\(started)")
+    let pid = try #require(f.servicePID, "no service answers after `sessions start`: \(started)")
+    // Read to the end: /proc files have no size for a reader that trusts one.
+    let file = try #require(FileHandle(forReadingAtPath: "/proc/\(pid)/maps"))
+    let maps = String(decoding: try file.readToEnd() ?? Data(), as: UTF8.self)
+    #expect(maps.contains("libcurl.so.4"), "the service \(pid) has not loaded libcurl")
   }
 
   @Test func aLibcurlThatCannotBeLoadedFailsTheDownloadNamingIt() async throws {

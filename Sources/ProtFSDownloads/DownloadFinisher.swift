@@ -20,8 +20,8 @@ package final class DownloadFinisher: @unchecked Sendable {
   /// name gets a numbered one instead of replacing the first's file.
   package let claimed = Mutex<Set<String>>([])
   /// Destination directories opened for earlier placements, by path. Reusing one is safe because
-  /// every placement checks, after its rename, that the held directory is still the one at its
-  /// path; it saves an open per file.
+  /// every batch of placements checks, after its renames, that the held directory is still the
+  /// one at its path; it saves an open per file.
   package let destinations = Mutex<[String: DirectoryHandle]>([:])
   private let available = DispatchSemaphore(value: 0)
   /// Signalled by a job that must not wait out a group window.
@@ -100,7 +100,7 @@ package final class DownloadFinisher: @unchecked Sendable {
 
   private func process(_ batch: [Job]) -> DispatchSemaphore? {
     var exit: DispatchSemaphore?
-    var outcomes: [Outcome] = []
+    var failedChecks: [Outcome] = []
     var resumeDataReplies: [(@Sendable (Data?) -> Void, Data?)] = []
     var completing: [Transfer] = []
     for job in batch {
@@ -109,9 +109,25 @@ package final class DownloadFinisher: @unchecked Sendable {
       default: break
       }
     }
-    let verified = verifyAndSync(completing, outcomes: &outcomes)
+    let verified = verifyAndSync(completing, outcomes: &failedChecks)
     var finished = Set(verified.map { ObjectIdentifier($0) })
+    // Placed files are settled together once their directories are checked (nil slots until
+    // then), keeping their places among the other outcomes.
+    var outcomes: [Outcome?] = failedChecks
+    var placements = PlacementBatch()
+    var placedSlots: [Int] = []
+    var placedFiles: [Transfer] = []
+    // Settles the files placed so far: before a job that could see their tasks' states, and at the end.
+    func settlePlacements() {
+      guard !placedSlots.isEmpty else { return }
+      for (slot, outcome) in zip(placedSlots, settle(placements)) { outcomes[slot] = outcome }
+      for transfer in placedFiles { transfer.file.close() }
+      placements = PlacementBatch()
+      placedSlots.removeAll()
+      placedFiles.removeAll()
+    }
     for job in batch {
+      if case .complete = job {} else { settlePlacements() }
       switch job {
       case .complete(let transfer) where transfer.upload != nil:
         outcomes.append(completeUpload(transfer))
@@ -120,8 +136,15 @@ package final class DownloadFinisher: @unchecked Sendable {
         core.notifyFinishedDownloading(transfer.task) {
           URL(fileURLWithPath: transfer.temporaryPath, isDirectory: false)
         }
-        outcomes.append(finish(transfer))
-        transfer.file.close()
+        switch finish(transfer, in: placements) {
+        case .settled(let outcome):
+          outcomes.append(outcome)
+          transfer.file.close()
+        case .pending:
+          placedSlots.append(outcomes.count)
+          placedFiles.append(transfer)
+          outcomes.append(nil)
+        }
       case .fail(let task, let error, let removal):
         // Without a file to delete, the temp file (if any) stays with the task for a later resume.
         removal?.remove()
@@ -132,7 +155,8 @@ package final class DownloadFinisher: @unchecked Sendable {
         exit = semaphore
       }
     }
-    deliver(outcomes)
+    settlePlacements()
+    deliver(outcomes.map { $0! })
     for (reply, data) in resumeDataReplies { reply(data) }
     return exit
   }

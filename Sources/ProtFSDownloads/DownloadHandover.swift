@@ -12,14 +12,16 @@ extension DownloadFinisher {
   ///   completes there and nothing is placed (placing it would fail later with ENOENT, a second
   ///   and false completion).
   /// - Otherwise the file is placed at the task's destination.
-  package func finish(_ transfer: Transfer) -> Outcome {
+  ///
+  /// A placed file's task is settled with the rest of `batch` (`settle(_:)`).
+  package func finish(_ transfer: Transfer, in batch: PlacementBatch) -> Placement {
     let task = transfer.task
     // One field read under the lock, not a copy of the whole record.
-    if task.runtime.withLock({ $0.record.handsOver }) { return handOver(transfer) }
+    if task.runtime.withLock({ $0.record.handsOver }) { return .settled(handOver(transfer)) }
     if core.delegateTakesFiles, !transfer.directory.stillNames(transfer.temporaryFileName, fd: transfer.file.rawValue) {
-      return settle(task, .completed) { $0.temporaryFileName = nil }
+      return .settled(settle(task, .completed) { $0.temporaryFileName = nil })
     }
-    return place(task, transfer: transfer)
+    return place(task, transfer: transfer, in: batch)
   }
 
   private func handOver(_ transfer: Transfer) -> Outcome {

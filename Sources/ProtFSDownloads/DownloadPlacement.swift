@@ -4,20 +4,72 @@ import ProtFSSystem
 /// Placing a finished download: the temp file checked, labelled with its destination's class and
 /// renamed there between held directories, under a name no other task of the session claimed.
 extension DownloadFinisher {
-  /// Moves a finished task's temp file to its destination if the access policy allows it now.
-  ///
-  /// `transfer` is the attempt that just wrote the file, with its temp directory and file still
-  /// open; without one (a task that waited for unlock) both are opened again. Runs on the finisher
-  /// thread, or on the caller's for `completeWaitingTasks()`.
-  package func place(_ task: DownloadTask, transfer: Transfer? = nil) -> Outcome {
+  /// A file renamed into its destination whose task waits for the batch's check that the
+  /// destination directory is still the one at its path (`settle(_:)`).
+  package struct PendingPlacement {
+    var task: DownloadTask
+    /// The name the task asked for, and the one it got (a numbered variant when taken).
+    var fileName: String
+    var placedName: String
+    var destinationPath: String
+    var destination: DirectoryHandle
+    /// The placed file, open until the check, which removes the name only while it is this file.
+    var file: FileDescriptor
+  }
+
+  /// What placing one task came to: settled now, or renamed and waiting for the batch's check.
+  package enum Placement {
+    case settled(Outcome)
+    case pending(PendingPlacement)
+  }
+
+  /// The placements of one batch of finished tasks. A temp directory is compared with the one at
+  /// its path once per batch, before the batch's first rename out of it; a destination directory
+  /// once, after the batch's last rename into it. One check per directory instead of two opens
+  /// per file, with the same guarantee: every file renamed into a destination that left the
+  /// device by the time of the check is taken back out of it, and its task fails.
+  package final class PlacementBatch {
+    /// Held temp directories found to be the ones at their paths in this batch.
+    fileprivate var verifiedSources: [(directory: DirectoryHandle, path: String)] = []
+    fileprivate var pending: [PendingPlacement] = []
+
+    package init() {}
+
+    fileprivate func isVerified(_ directory: DirectoryHandle, at path: String) -> Bool {
+      verifiedSources.contains { $0.directory === directory && $0.path == path }
+    }
+  }
+
+  /// Places each task of `tasks` as a batch (see `PlacementBatch`); the outcomes come in order.
+  package func place(_ tasks: [DownloadTask]) -> [Outcome] {
+    let batch = PlacementBatch()
+    var outcomes: [Outcome?] = []
+    var pendingSlots: [Int] = []
+    for task in tasks {
+      switch place(task, transfer: nil, in: batch) {
+      case .settled(let outcome): outcomes.append(outcome)
+      case .pending:
+        pendingSlots.append(outcomes.count)
+        outcomes.append(nil)
+      }
+    }
+    for (slot, outcome) in zip(pendingSlots, settle(batch)) { outcomes[slot] = outcome }
+    return outcomes.map { $0! }
+  }
+
+  /// Places the task's file as part of `batch`: checks, labels and renames it, leaving the task
+  /// to `settle(_:)` when the rename succeeded. Runs on the finisher thread, or on the caller's for
+  /// `completeWaitingTasks()`.
+  package func place(_ task: DownloadTask, transfer: Transfer?, in batch: PlacementBatch) -> Placement {
     let record = task.record
     let url = task.url.absoluteString
     guard let name = record.temporaryFileName, let destination = record.destinationPath,
       let fileName = record.fileName
     else {
-      return settle(
-        task, .failed,
-        error: ProtFSError(.notFound, "The finished download of '\(url)' has no temp file or file name to place."))
+      return .settled(
+        settle(
+          task, .failed,
+          error: ProtFSError(.notFound, "The finished download of '\(url)' has no temp file or file name to place.")))
     }
     let temporary = record.temporaryDirectory + "/" + name
     switch core.configuration.accessPolicy.canPlaceDestination(destination) {
@@ -25,44 +77,84 @@ extension DownloadFinisher {
       var heldDirectory = transfer?.directory
       let placedName = claim(fileName, in: record.destinationDirectory)
       do throws(ProtFSError) {
-        try move(record, fileName: placedName, transfer: transfer, heldDirectory: &heldDirectory)
+        let (directory, file) = try move(
+          record, fileName: placedName, transfer: transfer, heldDirectory: &heldDirectory, batch: batch)
+        let placed = PendingPlacement(
+          task: task, fileName: fileName, placedName: placedName, destinationPath: record.destinationDirectory,
+          destination: directory, file: file)
+        batch.pending.append(placed)
+        return .pending(placed)
       } catch {
         // The bytes are removed from wherever the held directory is now, even if it was moved
         // out of the device: nothing of the download stays outside it.
         heldDirectory?.removeFile(name, ifStill: transfer?.file.rawValue)
-        var failure = error
-        failure.message = "The download of '\(url)' was not placed: \(error.message)"
-        failure.remedy = error.remedy ?? .advice("nothing was kept; download it again")
-        return settle(task, .failed, error: failure) { $0.temporaryFileName = nil }
+        return .settled(notPlaced(task, because: error))
       }
-      if placedName != fileName { task.runtime.withLock { $0.renamedFrom = fileName } }
+    case .waitForUnlock:
+      return .settled(
+        settle(
+          task, .waitingForUnlock,
+          event: .waitingForUnlock(
+            taskID: task.id, temporaryLocation: URL(fileURLWithPath: temporary, isDirectory: false))))
+    case .deny(let code):
+      TemporaryRemoval(task, in: core.configuration.fileSystem)?.remove()
+      return .settled(
+        settle(
+          task, .failed,
+          error: ProtFSError(
+            .protectedDataUnavailable,
+            "Cannot move the download of '\(url)' to '\(destination)': \(String(cString: strerror(code))).",
+            path: destination, errno: code, remedy: .advice("unlock the device and download it again"))
+        ) { $0.temporaryFileName = nil })
+    }
+  }
+
+  /// Checks each destination directory of `batch`'s renamed files once, then settles their tasks:
+  /// completed where the directory is still the one at its path; where it is not (moved out of the
+  /// device, replaced, swapped for a link), each file is taken back out of it and its task fails.
+  /// The outcomes come in the order of the renames.
+  package func settle(_ batch: PlacementBatch) -> [Outcome] {
+    var stillInPlace: [(directory: DirectoryHandle, path: String, same: Bool)] = []
+    let fileSystem = core.configuration.fileSystem
+    return batch.pending.map { placed in
+      let same: Bool
+      if let known = stillInPlace.first(where: {
+        $0.directory === placed.destination && $0.path == placed.destinationPath
+      }) {
+        same = known.same
+      } else {
+        let now = try? fileSystem.openDirectory(placed.destinationPath, creating: false)
+        same = now.map { $0.isSameDirectory(as: placed.destination) } ?? false
+        stillInPlace.append((placed.destination, placed.destinationPath, same))
+        if !same { _ = destinations.withLock { $0.removeValue(forKey: placed.destinationPath) } }
+      }
+      let task = placed.task
+      guard same else {
+        placed.destination.removeFile(placed.placedName, ifStill: placed.file.rawValue)
+        return notPlaced(task, because: Self.directoryChanged(placed.destinationPath))
+      }
+      if placed.placedName != placed.fileName { task.runtime.withLock { $0.renamedFrom = placed.fileName } }
       // The event's URL is made only for a listener.
       let event =
         core.reportsEvents
         ? DownloadEvent.completed(
           taskID: task.id,
-          location: URL(fileURLWithPath: record.destinationDirectory, isDirectory: true).appendingPathComponent(
-            placedName, isDirectory: false))
+          location: URL(fileURLWithPath: placed.destinationPath, isDirectory: true).appendingPathComponent(
+            placed.placedName, isDirectory: false))
         : nil
       return settle(task, .completed, event: event) {
         $0.temporaryFileName = nil
-        $0.fileName = placedName
+        $0.fileName = placed.placedName
       }
-    case .waitForUnlock:
-      return settle(
-        task, .waitingForUnlock,
-        event: .waitingForUnlock(
-          taskID: task.id, temporaryLocation: URL(fileURLWithPath: temporary, isDirectory: false)))
-    case .deny(let code):
-      TemporaryRemoval(task, in: core.configuration.fileSystem)?.remove()
-      return settle(
-        task, .failed,
-        error: ProtFSError(
-          .protectedDataUnavailable,
-          "Cannot move the download of '\(url)' to '\(destination)': \(String(cString: strerror(code))).",
-          path: destination, errno: code, remedy: .advice("unlock the device and download it again"))
-      ) { $0.temporaryFileName = nil }
     }
+  }
+
+  /// The failure of a task whose file could not be placed, nothing of it kept.
+  private func notPlaced(_ task: DownloadTask, because error: ProtFSError) -> Outcome {
+    var failure = error
+    failure.message = "The download of '\(task.url.absoluteString)' was not placed: \(error.message)"
+    failure.remedy = error.remedy ?? .advice("nothing was kept; download it again")
+    return settle(task, .failed, error: failure) { $0.temporaryFileName = nil }
   }
 
   /// `fileName`, or the first numbered variant of it (`name (1).ext`) that no other task of this
@@ -85,27 +177,37 @@ extension DownloadFinisher {
   /// directories opened without following a symlink. A temp directory that is no longer the one
   /// the bytes were written in (moved, replaced, or swapped for a link) fails the placement.
   /// `heldDirectory` is set to the temp directory as soon as it is open, for the caller's cleanup.
+  /// Returns the destination directory and the placed file, for the batch's check.
   private func move(
-    _ record: DownloadTaskRecord, fileName: String, transfer: Transfer?, heldDirectory: inout DirectoryHandle?
-  ) throws(ProtFSError) {
+    _ record: DownloadTaskRecord, fileName: String, transfer: Transfer?, heldDirectory: inout DirectoryHandle?,
+    batch: PlacementBatch
+  ) throws(ProtFSError) -> (DirectoryHandle, FileDescriptor) {
     let fileSystem = core.configuration.fileSystem
     let name = record.temporaryFileName!
-    let current: DirectoryHandle
-    do throws(ProtFSError) {
-      current = try fileSystem.openDirectory(record.temporaryDirectory, creating: false)
-    } catch {
-      if heldDirectory == nil { throw error }
-      throw Self.directoryChanged(record.temporaryDirectory, because: error)
-    }
-    if let held = heldDirectory {
-      guard held.isSameDirectory(as: current) else { throw Self.directoryChanged(record.temporaryDirectory) }
+    if heldDirectory == nil, let known = batch.verifiedSources.first(where: { $0.path == record.temporaryDirectory }) {
+      // Opened and checked for an earlier file of this batch.
+      heldDirectory = known.directory
+    } else if let held = heldDirectory, batch.isVerified(held, at: record.temporaryDirectory) {
+      // Compared with the directory at its path earlier in this batch.
     } else {
-      heldDirectory = current
+      let current: DirectoryHandle
+      do throws(ProtFSError) {
+        current = try fileSystem.openDirectory(record.temporaryDirectory, creating: false)
+      } catch {
+        if heldDirectory == nil { throw error }
+        throw Self.directoryChanged(record.temporaryDirectory, because: error)
+      }
+      if let held = heldDirectory {
+        guard held.isSameDirectory(as: current) else { throw Self.directoryChanged(record.temporaryDirectory) }
+      } else {
+        heldDirectory = current
+      }
+      batch.verifiedSources.append((heldDirectory!, record.temporaryDirectory))
     }
     let source = heldDirectory!
     let destination = try destinationDirectory(record.destinationDirectory)
     // The attempt's own descriptor stays open for the caller to close; one opened here closes
-    // when `file` goes away.
+    // when the batch lets go of it.
     let file: FileDescriptor
     if let transfer {
       file = transfer.file
@@ -117,13 +219,8 @@ extension DownloadFinisher {
     switch valueOrErrno(.rename, { renameat(source.fd, name, destination.fd, fileName) }) {
     case .success:
       // The held destination may have been moved out of the device between its opening and the
-      // rename: then the file is taken back out of it and the task fails.
-      let now = try? fileSystem.openDirectory(record.destinationDirectory, creating: false)
-      guard let now, now.isSameDirectory(as: destination) else {
-        destination.removeFile(fileName, ifStill: file.rawValue)
-        _ = destinations.withLock { $0.removeValue(forKey: record.destinationDirectory) }
-        throw Self.directoryChanged(record.destinationDirectory)
-      }
+      // rename: the batch's check (`settle(_:)`) takes the file back out of it then.
+      return (destination, file)
     case .failure(let e) where e == .crossDevice:
       let failure = TemporaryFile.moveAcrossFilesystems(name, in: source, to: fileName, in: destination) { fd in
         do throws(ProtFSError) {
@@ -136,6 +233,10 @@ extension DownloadFinisher {
       if let failure {
         throw ProtFSError.system("move the download to", path: destination.pathOf(fileName), errno: failure)
       }
+      // The copy is a new file: the check must look for it, not for the temp file.
+      return (
+        destination, (try? destination.openDescriptor(fileName, flags: O_RDONLY | O_NONBLOCK | O_NOFOLLOW)) ?? file
+      )
     case .failure(let e):
       throw ProtFSError.system("move the download to", path: destination.pathOf(fileName), errno: e.rawValue)
     }

@@ -223,7 +223,7 @@ public final class DownloadSession: Sendable {
   public func completeWaitingTasks() -> [DownloadTask] {
     guard !core.isInvalidated else { return [] }
     let waiting = allTasks.filter { $0.state == .waitingForUnlock }
-    let outcomes = waiting.map { core.finisher.place($0) }
+    let outcomes = core.finisher.place(waiting)
     core.finisher.deliver(outcomes)
     return waiting.filter { $0.state != .waitingForUnlock }
   }

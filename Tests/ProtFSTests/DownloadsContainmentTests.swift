@@ -99,6 +99,41 @@ import Testing
     #expect(files(below: configuration.temporaryDirectory).isEmpty)
   }
 
+  /// The session holds the destination it opened for an earlier file: moved out of the device
+  /// afterwards, it is where the next renames land. The check after them takes every such file
+  /// back out (several finishing together are checked as one batch) and fails their tasks.
+  @Test func aHeldDestinationMovedOutOfTheDeviceGetsNoneOfTheNextFiles() async throws {
+    let t = try TestDevice()
+    let (configuration, outside) = try setUp(t)
+    defer { TestDevice.removeTree(outside) }
+    let server = try FaultServer(body: DownloadFixture.bytes(400_000))
+    defer { server.stop() }
+    let session = try DownloadSession(configuration: configuration)
+    defer { session.invalidate() }
+    let first = try session.downloadTask(with: server.url("first.bin"))
+    first.resume()
+    #expect(await first.waitUntilSettled() == .completed)
+    server.setMode(.gateAfter(bytes: 100_000))
+    var tasks: [DownloadTask] = []
+    for name in ["a.bin", "b.bin", "c.bin"] {
+      let task = try session.downloadTask(with: server.url(name))
+      task.resume()
+      tasks.append(task)
+    }
+    for task in tasks { await session.waitForProgress(of: task, atLeast: 100_000) }
+    let documents = t.containerPath(app, "Documents")
+    try swapForSymlink(documents, outside: outside)
+    server.openGate()
+    for task in tasks {
+      #expect(await task.waitUntilSettled() == .failed)
+      let message = task.error?.description ?? ""
+      #expect(message.contains(documents) && message.contains("was moved"), "\(message)")
+    }
+    // Only the file placed before the move went with the directory.
+    #expect(files(below: outside) == ["moved/first.bin"], "\(files(below: outside))")
+    #expect(files(below: configuration.temporaryDirectory).isEmpty)
+  }
+
   @Test(arguments: [true, false])
   func theTempDirectorySwappedForASymlinkMidDownloadFailsTheTask(usesOpenat2: Bool) async throws {
     let t = try TestDevice()

@@ -37,12 +37,14 @@ package final class DownloadFinisher: @unchecked Sendable {
     thread.start()
   }
 
-  package func post(_ job: Job) {
+  /// Queues `job`. A finished transfer waits out the group window for company, unless it is
+  /// `last`: the engine has nothing else running or queued, so nothing would join it.
+  package func post(_ job: Job, last: Bool = false) {
     // One signal per batch: the thread takes every pending job after each wait, so only the job
     // that finds the list empty has to wake it. A job that must not wait ends a group window.
     let (wasEmpty, urgent) = jobs.withLock { list in
       list.append(job)
-      if case .complete = job { return (list.count == 1, false) }
+      if case .complete = job { return (list.count == 1, last) }
       return (list.count == 1, true)
     }
     if wasEmpty { available.signal() }

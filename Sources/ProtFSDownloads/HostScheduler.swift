@@ -29,6 +29,9 @@ package final class HostScheduler {
   /// Whether the engine has `id` queued, retrying, paused or running.
   package func isKnown(_ id: Int64) -> Bool { known.contains(id) }
 
+  /// Whether the engine has nothing queued, retrying, paused or running.
+  package var isIdle: Bool { known.isEmpty }
+
   /// Counts `id` as the engine's (a paused or retried task, a running transfer).
   package func remember(_ id: Int64) { known.insert(id) }
 

@@ -62,7 +62,7 @@ extension TransferEngine {
       }
       if total == nil || total == t.offset {
         t.task.runtime.withLock { $0.record.bytesExpected = t.offset }
-        core.finisher.post(.complete(t))
+        core.finisher.post(.complete(t), last: hosts.isIdle)
         return
       }
       restartFromZero(t, because: ProtFSError(.network, "The server refused the byte range for '\(url)'."))
@@ -86,7 +86,7 @@ extension TransferEngine {
       return
     }
     if result == CURLE_OK {
-      core.finisher.post(.complete(t))
+      core.finisher.post(.complete(t), last: hosts.isIdle)
       return
     }
     if let error = TransferClassification.deterministicFailure(t, result: result) {

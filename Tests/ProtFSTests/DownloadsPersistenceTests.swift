@@ -40,6 +40,24 @@ struct DownloadsPersistenceTests {
     #expect(try second.store.tasks(session: second.identifier).count == 1)
   }
 
+  /// A file that finishes with nothing else to run settles at once instead of waiting out the
+  /// finisher's group window for company (which would add the window to every wait's end).
+  @Test func theLastFileDoesNotWaitOutTheGroupWindow() async throws {
+    let server = try FaultServer(body: body)
+    defer { server.stop() }
+    var configuration = fixture.configuration()
+    configuration.settleGroupWindow = .seconds(40)
+    let session = try DownloadSession(configuration: configuration)
+    defer { session.invalidate() }
+    let task = try session.downloadTask(with: server.url())
+    let clock = ContinuousClock()
+    let start = clock.now
+    task.resume()
+    #expect(await task.waitUntilSettled() == .completed)
+    #expect(clock.now - start < .seconds(20), "the only file waited out the 40 s group window")
+    #expect(fixture.destinationContents("file.bin") == body)
+  }
+
   @Test func sameDownloadAgainReturnsTheReattachedTask() async throws {
     let server = try FaultServer(body: body, mode: .stallAfter(bytes: 256 * 1024))
     defer { server.stop() }

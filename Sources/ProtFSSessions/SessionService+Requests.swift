@@ -137,7 +137,7 @@ extension SessionService {
     case .wake:
       completeWaitingTasks()
     case .wait:
-      try waitUntilSettled(request.tasks ?? [], peer: peer)
+      reply.notCompleted = try waitUntilSettled(request.tasks ?? [], peer: peer)
     case .stop:
       guard peer.uid == 0 else {
         throw ProtFSError(.permissionDenied, "Only root stops the session service.", errno: EPERM)

@@ -11,8 +11,10 @@ extension SessionService {
   /// until it is resumed and settles, or cancelled. Throws, before waiting, for a task the store
   /// does not have, one the peer may not see, or one that is unfinished and not run by the service
   /// (a foreground `protfs download` or `tasks resume` runs it, or nobody does). The service
-  /// stopping ends the wait early, leaving the tasks unfinished in the store.
-  func waitUntilSettled(_ ids: [Int64], peer: Peer) throws(ProtFSError) {
+  /// stopping ends the wait early, leaving the tasks unfinished in the store. Returns the tasks
+  /// that did not complete, so that the caller reads only those from the store.
+  func waitUntilSettled(_ ids: [Int64], peer: Peer) throws(ProtFSError) -> [Int64] {
+    var notCompleted: [Int64] = []
     let sessions = lock.withLock { Array(hosted.values) }
     var allowed: Set<String> = []
     var waiting: [DownloadTask] = []
@@ -34,8 +36,9 @@ extension SessionService {
           "Task \(id) is \(record.state.rawValue) and the session service does not run it, so nothing would end the wait.",
           remedy: .advice("`protfs tasks resume \(id)` runs it in the foreground"))
       }
+      if record.state != .completed { notCompleted.append(id) }
     }
-    guard !waiting.isEmpty else { return }
+    guard !waiting.isEmpty else { return notCompleted }
     let done = DispatchSemaphore(value: 0)
     // Each task wakes its waiters once its outcome is stored; the connection's thread sleeps until then.
     Task.detached {
@@ -43,6 +46,7 @@ extension SessionService {
       done.signal()
     }
     done.wait()
+    return notCompleted + waiting.filter { $0.state != .completed }.map(\.id)
   }
 
   /// The hosted session holding task `id`, and the task.

@@ -259,17 +259,22 @@ public final class SessionServiceClient: SessionBackend, Sendable {
   /// Returns once the service at `socketName` reports every task of `ids` completed, failed or
   /// waiting for unlock (its outcome stored); throws for a task it cannot wait for (unknown, not
   /// the caller's, unfinished and not run by the service) or when the service ends first.
-  public static func waitUntilSettled(_ ids: [Int64], socketName: String) throws(ProtFSError) {
+  /// Returns the tasks of `ids` that did not complete (failed, waiting for unlock, or unfinished
+  /// when the service stopped).
+  @discardableResult
+  public static func waitUntilSettled(_ ids: [Int64], socketName: String) throws(ProtFSError) -> [Int64] {
+    var notCompleted: [Int64] = []
     // In parts, so that each request stays well within a line's limit: all settled is each part settled.
     for start in stride(from: 0, to: ids.count, by: 4096) {
       var request = SessionServiceRequest(.wait)
       request.tasks = Array(ids[start..<min(start + 4096, ids.count)])
       do {
-        _ = try SessionWire.call(request, socketName: socketName)
+        notCompleted += try SessionWire.call(request, socketName: socketName).notCompleted ?? []
       } catch  where error.errno == ENOENT && error.path == "@" + socketName {
         throw notRunning(socketName)
       }
     }
+    return notCompleted
   }
 
   /// Asks the service at `socketName` to end.

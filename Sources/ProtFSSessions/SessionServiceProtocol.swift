@@ -83,6 +83,9 @@ public struct SessionServiceReply: Sendable, Codable, Equatable {
   public var snapshots: [SessionTaskSnapshot]?
   /// Resume data (`cancel` producing it).
   public var resumeData: Data?
+  /// The tasks waited for that did not complete (`wait`): failed, waiting for unlock, or left
+  /// unfinished by a service that stopped.
+  public var notCompleted: [Int64]?
 
   /// A reply.
   public init(error: ProtFSError? = nil) { self.error = error }

@@ -67,19 +67,23 @@ package enum TasksWaitCommand {
       }
       unsettled = unsettled || !state.isSettled
     }
+    // The service names the tasks that did not complete: only those are read again, for their
+    // errors (none, usually), instead of every task's state once more.
+    var toRead = ids
     if unsettled {
       let socketName =
         ProcessInfo.processInfo.environment[SessionServiceClient.socketEnvironment]
         ?? SessionServiceClient.socketName(device: device)
-      try SessionServiceClient.waitUntilSettled(ids, socketName: socketName)
+      toRead = try SessionServiceClient.waitUntilSettled(ids, socketName: socketName)
     }
-    return try outcome(of: ids, in: store)
+    return try outcome(of: toRead, in: store)
   }
 
   /// The exit status of the settled tasks `ids`, their failures on stderr.
   private static func outcome(of ids: [Int64], in store: DownloadStore) throws -> Int32 {
     var failed = false
     var waiting = false
+    guard !ids.isEmpty else { return 0 }
     // Only the tasks that did not complete are read whole, for their errors.
     let stored = try store.tasks(ids: ids, excluding: .completed)
     for id in ids {

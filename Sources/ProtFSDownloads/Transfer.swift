@@ -126,7 +126,7 @@ package final class Transfer: @unchecked Sendable {
   /// A header line arrived. Called for every header of every response, so it looks at bytes and
   /// makes strings only for the few headers the engine uses.
   package func header(_ line: UnsafeRawBufferPointer) {
-    lastActivity = Monotonic.now
+    lastActivity = Monotonic.coarse
     if Self.hasPrefix(line, "http/") {
       // A new response (after a redirect or a 100): its headers replace the previous ones.
       entityTag = nil
@@ -172,7 +172,7 @@ package final class Transfer: @unchecked Sendable {
 
   /// Body bytes arrived; returns how many were taken (fewer aborts the transfer).
   package func receive(_ bytes: UnsafeRawPointer, count: Int) -> Int {
-    lastActivity = Monotonic.now
+    lastActivity = Monotonic.coarse
     if let upload {
       upload.collect(bytes, count: count)
       return count
@@ -306,6 +306,15 @@ package enum Monotonic {
   package static var now: UInt64 {
     var ts = timespec()
     clock_gettime(CLOCK_MONOTONIC, &ts)
+    return UInt64(ts.tv_sec) * 1_000_000_000 + UInt64(ts.tv_nsec)
+  }
+
+  /// The same clock at the kernel tick's resolution (a few milliseconds), never ahead of `now`
+  /// and cheaper to read: for stamping activity, which callbacks do for every header line and
+  /// every block of body while the timeouts it serves are seconds long.
+  package static var coarse: UInt64 {
+    var ts = timespec()
+    clock_gettime(CLOCK_MONOTONIC_COARSE, &ts)
     return UInt64(ts.tv_sec) * 1_000_000_000 + UInt64(ts.tv_nsec)
   }
 

@@ -63,8 +63,9 @@ public final class DownloadSession: Sendable {
     }
     for task in toResume { task.resume() }
     for task in toCancel { task.cancel() }
-    // Requests left while no session owned these tasks take effect now.
-    core.applyRequests()
+    // Requests left while no session owned these tasks take effect now (in the session that will
+    // run them: one that records for the service leaves them to it).
+    if !configuration.recordsForService { core.applyRequests() }
   }
 
   deinit { core.invalidate() }
@@ -144,7 +145,8 @@ public final class DownloadSession: Sendable {
       record.requestHeaders = headers
       fresh.append((index, record, request))
     }
-    let inserted = try core.store.insert(fresh.map(\.record), owner: core.owner)
+    let inserted = try core.store.insert(
+      fresh.map(\.record), owner: core.owner, requesting: configuration.recordsForService ? .resume : nil)
     for (item, record) in zip(fresh, inserted) {
       let task = DownloadTask(
         record: record, url: item.request.url, fileNameIsExplicit: item.request.fileName != nil, core: core)
@@ -181,6 +183,11 @@ public final class DownloadSession: Sendable {
     core.tasks.withLock { $0[task.id] = task }
     return task
   }
+
+  /// Applies the requests other processes left in the store for this session's tasks now, instead
+  /// of at the next check: the service does so for the tasks it has just adopted, among them
+  /// those a `download --detach` recorded and did not live to hand over.
+  package func applyPendingRequests() { core.applyRequests() }
 
   /// Takes the session's unfinished tasks that appeared in the store since this session opened
   /// (recorded by another process, then released) and that no live session owns; returns them,

@@ -48,6 +48,11 @@ public struct DownloadSessionConfiguration: Sendable {
   public var progressEventInterval: Duration = .milliseconds(100)
   /// Whether tasks that were running when their session's process ended start again on reattach.
   public var resumesReattachedTasks: Bool = true
+  /// A session that records tasks for the session service to run (`download --detach`): each new
+  /// task carries a resume request in the store from the moment it is recorded, so that it runs
+  /// even if this process dies before handing it over (the service takes the request when it
+  /// claims the task); and requests it finds on reattached tasks are left for the service.
+  package var recordsForService: Bool = false
   /// Whether finished files are flushed to disk (fsync) before they are moved into place, so that
   /// not even a power cut can leave a partial file at the destination. Off by default, as with
   /// curl, wget and aria2c: the rename into place already keeps a killed or crashed process from

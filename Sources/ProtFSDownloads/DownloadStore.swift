@@ -179,6 +179,21 @@ public final class DownloadStore: Sendable {
     }
   }
 
+  /// The requests waiting on the tasks `ids` (those without one are absent).
+  package func pendingRequests(ids: [Int64]) throws(ProtFSError) -> [Int64: DownloadTaskRequest] {
+    try database.read { db throws(ProtFSError) in
+      var found: [Int64: DownloadTaskRequest] = [:]
+      let rows = try db.query(
+        "SELECT id, request FROM tasks WHERE request IS NOT NULL AND id IN (SELECT value FROM json_each(?))",
+        [Self.idList(ids)])
+      for row in rows {
+        guard let id = row[0].int64, let request = row[1].string.flatMap(DownloadTaskRequest.init) else { continue }
+        found[id] = request
+      }
+      return found
+    }
+  }
+
   /// `ids` as a JSON array, bound as one value that `json_each` unfolds: one statement for any
   /// number of tasks.
   static func idList(_ ids: [Int64]) -> SQLiteValue {
@@ -193,7 +208,10 @@ public final class DownloadStore: Sendable {
   }
 
   /// Inserts new tasks in one transaction, owned by `owner`, and returns them with their ids.
-  package func insert(_ records: [DownloadTaskRecord], owner: String) throws(ProtFSError) -> [DownloadTaskRecord] {
+  /// With `requesting`, each carries that request from the start, for whichever session takes it.
+  package func insert(
+    _ records: [DownloadTaskRecord], owner: String, requesting: DownloadTaskRequest? = nil
+  ) throws(ProtFSError) -> [DownloadTaskRecord] {
     try database.transaction { db throws(ProtFSError) in
       var result = records
       for index in result.indices {
@@ -202,13 +220,15 @@ public final class DownloadStore: Sendable {
           """
           INSERT INTO tasks (session, url, destination_dir, file_name, temp_dir, temp_name, state, bytes_received,
             bytes_expected, etag, last_modified, sha256, error_text, error_errno, description, owner, owner_pid,
-            created_at, updated_at, request_timeout, resource_timeout, error_json, upload_json, request_headers)
-          VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+            created_at, updated_at, request_timeout, resource_timeout, error_json, upload_json, request_headers,
+            request)
+          VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
           """,
           Self.values(r) + [
             .text(owner), .integer(Int64(getpid())), .real(r.createdAt), .real(r.updatedAt),
             r.requestTimeout.map { .real($0) } ?? .null, r.resourceTimeout.map { .real($0) } ?? .null,
             Self.failureJSON(r), Self.uploadJSON(r), Self.headersJSON(r),
+            requesting.map { .text($0.rawValue) } ?? .null,
           ])
         result[index].id = db.lastInsertRowID
         if r.handsOver {

@@ -61,6 +61,9 @@ extension SessionService {
       }
       if request.kind == .adopt {
         _ = try hosted.session.adoptUnfinished()
+        // The resume requests `download --detach` recorded with its tasks: these, and those of a
+        // detach killed before it handed its tasks over, which this adoption claimed too.
+        hosted.session.applyPendingRequests()
         for id in request.tasks ?? [] { hosted.session.task(id: id)?.resume() }
       }
     case .createDownloadTask:

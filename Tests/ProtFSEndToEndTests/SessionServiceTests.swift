@@ -4,6 +4,7 @@ import ProtFSDownloads
 import ProtFSSessions
 import ProtFSSystem
 import ProtFSTestSupport
+import Synchronization
 import Testing
 
 /// The session service through the CLI: `download --detach`, a crash, a service that cannot start,
@@ -109,6 +110,72 @@ import Testing
     #expect(result.stderr.contains("were not handed to the session service"), "\(result)")
     #expect(result.stderr.components(separatedBy: "Error:").count == 2, "\(result)")
     #expect(try f.tasks().map(\.state) == [.suspended])
+  }
+
+  /// `download --detach` killed after recording tasks and before the service took them: the tasks
+  /// carry the resume request they were recorded with, so the next handover to the service (any
+  /// later `download --detach` of the session) runs them instead of leaving them suspended.
+  @Test func tasksOfADetachKilledBeforeItsHandoverRunAtTheNextOne() async throws {
+    let f = try SessionServiceFixture()
+    defer { f.stop() }
+    let body = DownloadFixture.bytes(8192)
+    let server = try FaultServer(body: body)
+    defer { server.stop() }
+    // Something holds the service's socket: it answers the ping, then takes the handover and
+    // never answers, so that the command is stopped inside it, its tasks recorded.
+    let squatter = try ControlSocket.listen(f.socketName)
+    let handoverArrived = DispatchSemaphore(value: 0)
+    let held = Mutex<[FileDescriptor]>([])
+    let thread = Thread {
+      while let (connection, _, _) = ControlSocket.accept(squatter) {
+        guard let line = ControlSocket.readLine(connection) else { continue }
+        if line.contains("\"ping\"") {
+          _ = ControlSocket.writeLine(connection, "{\"pid\":\(getpid())}")
+          connection.close()
+        } else {
+          held.withLock { $0.append(connection) }
+          handoverArrived.signal()
+        }
+      }
+    }
+    thread.start()
+    let detach = Process()
+    detach.executableURL = URL(fileURLWithPath: Protfs.binary)
+    detach.arguments = [
+      "--device", f.t.root, "download", "--bundle", app, "--detach", server.url("a.bin").absoluteString,
+      server.url("b.bin").absoluteString,
+    ]
+    detach.standardOutput = FileHandle.nullDevice
+    detach.standardError = FileHandle.nullDevice
+    try detach.run()
+    // Waited for on a dispatch thread, not on the cooperative pool the other tests share.
+    let arrived = await withCheckedContinuation { continuation in
+      DispatchQueue.global().async {
+        continuation.resume(returning: handoverArrived.wait(timeout: .now() + 60) == .success)
+      }
+    }
+    #expect(arrived, "the command never handed its tasks over")
+    kill(detach.processIdentifier, SIGKILL)
+    detach.waitUntilExit()
+    ControlSocket.shutDown(squatter)
+    squatter.close()
+    for connection in held.withLock({ $0 }) { connection.close() }
+    let orphans = try f.tasks()
+    #expect(orphans.map(\.state) == [.suspended, .suspended], "\(orphans)")
+    // The real service, and another detach of the same session.
+    try f.startInProcess()
+    let next = try await runProtfs([
+      "--device", f.t.root, "download", "--bundle", app, "--detach", server.url("c.bin").absoluteString,
+    ])
+    #expect(next.status == 0, "\(next)")
+    let ids = orphans.map { String($0.id) } + next.stdout.split(separator: "\n").map(String.init)
+    let waited = try await runProtfs(["--device", f.t.root, "tasks", "wait"] + ids)
+    #expect(waited.status == 0, "\(waited)")
+    for name in ["a.bin", "b.bin", "c.bin"] {
+      #expect(
+        FileManager.default.contents(atPath: f.t.containerPath(app, "Documents/\(name)")) == Data(body), "\(name)")
+    }
+    #expect(try f.tasks().map(\.state) == [.completed, .completed, .completed])
   }
 
   @Test func eventsOfAnUnknownSessionFailClearly() async throws {

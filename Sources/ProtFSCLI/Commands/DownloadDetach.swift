@@ -10,11 +10,13 @@ extension DownloadCommand {
   package static let detach = Option.flag(
     "detach", help: "Hand the tasks to the session service, print their ids and return at once.")
 
-  /// Records the tasks (suspended) a chunk at a time and hands each chunk to the device's session
-  /// service as soon as it is recorded, starting the service if needed, so that the first transfers
-  /// run while a long list is still being recorded; prints the ids handed over. When the service
-  /// cannot take them, the tasks not handed over stay suspended in the store, resumable by `protfs
-  /// tasks resume`, and one error says so. `next(n)` gives up to `n` more requests; the chunks
+  /// Records the tasks (suspended, each with a resume request for the service) a chunk at a time
+  /// and hands each chunk to the device's session service as soon as it is recorded, starting the
+  /// service if needed, so that the first transfers run while a long list is still being recorded;
+  /// prints the ids handed over. When the service cannot take them, the tasks not handed over stay
+  /// suspended in the store, resumable by `protfs tasks resume`, and one error says so. Tasks left
+  /// so, or by a `download --detach` killed before its handover, go to the service with the next
+  /// one's. `next(n)` gives up to `n` more requests; the chunks
   /// double up to `chunk`, so that the service, done with a small first chunk in a few
   /// milliseconds, soon has the next.
   static func detach(
@@ -22,14 +24,21 @@ extension DownloadCommand {
     next: (Int) -> [DownloadRequest]
   ) throws -> Int32 {
     // Tasks a killed process left running are reattached here, not run: they go to the service
-    // with the new ones and run again there.
+    // with the new ones and run again there. So do those a killed `download --detach` recorded
+    // and did not hand over (they carry their resume request), and every task recorded here
+    // carries one from the start, so that the service runs it whenever it gets it.
     var opening = configuration
     opening.resumesReattachedTasks = false
+    opening.recordsForService = true
     let session = try DownloadSession(configuration: opening)
     var handover = ServiceHandover(invocation, configuration: configuration)
     var kept: [Int64] = []
     let reattached = session.allTasks
-    let stranded = try session.store.tasks(ids: reattached.map(\.id)).values.filter { $0.state == .running }.map(\.id)
+    let reattachedIDs = reattached.map(\.id)
+    let requested = try session.store.pendingRequests(ids: reattachedIDs)
+    let stranded = try session.store.tasks(ids: reattachedIDs).values.filter {
+      $0.state == .running || requested[$0.id] == .resume
+    }.map(\.id)
     if !stranded.isEmpty {
       let wanted = Set(stranded)
       handover.hand(try session.release(reattached.filter { wanted.contains($0.id) }).map(\.id))
@@ -123,6 +132,8 @@ struct ServiceHandover {
     let list = kept.map(String.init).joined(separator: " ")
     throw ProtFSError(
       .io, "The tasks (\(list)) were not handed to the session service: \(failure)",
-      remedy: .advice("they stay suspended; `protfs tasks resume ID` runs one here"))
+      remedy: .advice(
+        "they stay suspended and go to the service with the next `download --detach` of the session; `protfs tasks resume ID` runs one here"
+      ))
   }
 }

@@ -178,21 +178,23 @@ open class URLSession: NSObject, @unchecked Sendable {
     return request.sessionRequest
   }
 
-  /// Apple's message for a task created after the session was invalidated (iOS raises).
+  /// Apple's message for a task created after the session was invalidated.
   static let invalidatedRefusal = "Task created in a session that has been invalidated"
 
-  /// A task the backend creates with `create`, or one that fails when resumed if it refuses (or
-  /// the session was invalidated: then the message is logged too).
+  /// A task the backend creates with `create`, or one that fails when resumed if it refuses.
+  ///
+  /// A task asked of an invalidated session ends the process, as on iOS, where `URLSession` raises
+  /// an `NSGenericException` nothing catches: the bug shows here as it would on the phone.
   func makeTask(
     _ request: URLRequest?, kind: SessionTaskSnapshot.Kind = .download,
     _ create: (any SessionBackend) throws(ProtFSError) -> SessionTaskSnapshot
   ) -> URLSessionTask {
+    if state.withLock({ $0.invalidated }) {
+      fatalError(
+        "*** Terminating app due to uncaught exception 'NSGenericException', reason: '\(Self.invalidatedRefusal)'")
+    }
     guard let backend else {
       return failedTask(request, kind, openError ?? ProtFSError(.io, "The session service is unavailable."))
-    }
-    if state.withLock({ $0.invalidated }) {
-      FileHandle.standardError.write(Data("URLSession: \(Self.invalidatedRefusal)\n".utf8))
-      return failedTask(request, kind, ProtFSError(.invalidArgument, Self.invalidatedRefusal))
     }
     do {
       return task(for: try create(backend))

@@ -7,7 +7,8 @@ import Testing
 
 /// ProtFSKit's URLSession over a fake backend: a system cancellation's typed reason, the
 /// completions a force-quit app gets when it makes its session again, the acknowledgement when
-/// `didFinishDownloadingTo` returns, and `finishTasksAndInvalidate`.
+/// `didFinishDownloadingTo` returns, `finishTasksAndInvalidate`, and a task asked of an
+/// invalidated session.
 @Suite struct URLSessionCompletionTests {
   let url = URL(string: "http://example.test/file.bin")!
 
@@ -127,19 +128,41 @@ import Testing
     task.resume()
     let id = Int64(task.taskIdentifier)
     session.finishTasksAndInvalidate()
-    // No new task: it never reaches the service and fails when resumed.
-    let refused = session.downloadTask(with: url)
-    #expect(refused.taskIdentifier < 0)
-    #expect(backend.store.withLock { $0.tasks.count } == 1)
-    refused.resume()
-    #expect(delegate.waitFor(1) == ["complete \(refused.taskIdentifier) \(NSURLErrorUnsupportedURL)"])
-    let message = delegate.errors.withLock { $0[refused.taskIdentifier] }?.localizedDescription
-    #expect(message == "Task created in a session that has been invalidated")
     // The outstanding task goes on and makes its calls, then the session is invalid.
     backend.post(.wroteData(task: id, bytesWritten: 5, totalBytesWritten: 5, totalBytesExpectedToWrite: 5))
     backend.post(.completed(task: id, snapshot: backend.completedSnapshot(id), error: nil))
-    #expect(Array(delegate.waitFor(4).dropFirst()) == ["write \(id) 5/5", "complete \(id) ok", "invalid"])
+    #expect(delegate.waitFor(3) == ["write \(id) 5/5", "complete \(id) ok", "invalid"])
     #expect(backend.store.withLock { $0.calls }.last == "invalidate false")
+  }
+
+  /// iOS raises an NSGenericException for a task asked of an invalidated session, which ends the
+  /// app: so does ProtFSKit, with Apple's words, whichever kind of task and invalidation.
+  @Test func aTaskAskedOfAnInvalidatedSessionEndsTheProcessAsOnIOS() async {
+    let finishing = await #expect(processExitsWith: .failure, observing: [\.standardErrorContent]) {
+      let backend = FakeSessionBackend(identifier: "fake.refused")
+      let session = URLSession(
+        configuration: .background(withIdentifier: backend.identifier), delegate: nil, delegateQueue: nil,
+        backend: backend)
+      session.finishTasksAndInvalidate()
+      _ = session.downloadTask(with: URL(string: "http://example.test/file.bin")!)
+    }
+    let cancelling = await #expect(processExitsWith: .failure, observing: [\.standardErrorContent]) {
+      let backend = FakeSessionBackend(identifier: "fake.refused.upload")
+      let session = URLSession(
+        configuration: .background(withIdentifier: backend.identifier), delegate: nil, delegateQueue: nil,
+        backend: backend)
+      session.invalidateAndCancel()
+      var request = URLRequest(url: URL(string: "http://example.test/upload")!)
+      request.httpMethod = "PUT"
+      _ = session.uploadTask(with: request, fromFile: URL(fileURLWithPath: "/etc/hostname"))
+    }
+    for result in [finishing, cancelling] {
+      let output = result.map { String(decoding: $0.standardErrorContent, as: UTF8.self) } ?? ""
+      #expect(
+        output.contains(
+          "Terminating app due to uncaught exception 'NSGenericException', reason: 'Task created in a session that has been invalidated'"
+        ), "\(output)")
+    }
   }
 
   @Test func finishTasksAndInvalidateWithNothingOutstandingAndInvalidateAndCancelAreAtOnce() {

@@ -38,24 +38,32 @@ extension DownloadStore {
 
   /// The handed-over tasks of `session` whose completion the app has not acknowledged, oldest first.
   public func pendingDeliveries(session: String) throws(ProtFSError) -> [DownloadTaskRecord] {
-    try tasks(session: session).filter { $0.handsOver && $0.delivery == .pending }
+    try tasks(session: session).filter { $0.handsOver && $0.delivery?.isOutstanding == true }
   }
 
   /// The app is done with task `id`'s completion: it is marked delivered (never sent again) and a
   /// handed-over temp file still at its name is deleted, through its directory's descriptor
   /// (`unlinkat` removes the name itself, never what a link points to). A file the app moved away
   /// stays where it put it. Returns the task as it was.
+  ///
+  /// With `fileOnly`, the app's `didFinishDownloadingTo` returned and its `didCompleteWithError`
+  /// is still to come: the file goes as above, and the completion stays queued (without the file)
+  /// until the full acknowledgement, so that an app that dies between the two calls still gets
+  /// the second when it makes its session again.
   @discardableResult
   public func acknowledge(
-    task id: Int64, fileSystem: any DownloadFileSystem = PlainDownloadFileSystem()
+    task id: Int64, fileOnly: Bool = false, fileSystem: any DownloadFileSystem = PlainDownloadFileSystem()
   ) throws(ProtFSError) -> DownloadTaskRecord {
     let record = try database.transaction { db throws(ProtFSError) -> DownloadTaskRecord in
       guard let record = try taskLocked(id, db) else {
         throw ProtFSError(
           .notFound, "There is no download task \(id) in the task store '\(path)'.", path: path, remedy: .listTasks)
       }
+      // A full acknowledgement is final; a file's never undoes one.
       try db.query(
-        "UPDATE tasks SET delivery = 'delivered', temp_name = CASE WHEN state = 'completed' THEN NULL ELSE temp_name END WHERE id = ?",
+        fileOnly
+          ? "UPDATE tasks SET delivery = 'file-delivered', temp_name = CASE WHEN state = 'completed' THEN NULL ELSE temp_name END WHERE id = ? AND delivery = 'pending'"
+          : "UPDATE tasks SET delivery = 'delivered', temp_name = CASE WHEN state = 'completed' THEN NULL ELSE temp_name END WHERE id = ?",
         [.integer(id)])
       return record
     }

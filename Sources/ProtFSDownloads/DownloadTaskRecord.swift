@@ -115,6 +115,12 @@ public struct DownloadTaskRecord: Sendable, Equatable, Codable {
 public enum DownloadDelivery: String, Sendable, Equatable, Codable {
   /// Settled; the app has not acknowledged it yet (queued for the next subscriber).
   case pending
+  /// The app's `didFinishDownloadingTo` returned (the file is gone from its temp name); its
+  /// `didCompleteWithError` has not: only that is delivered again.
+  case fileDelivered = "file-delivered"
   /// The app acknowledged it; it is never delivered again.
   case delivered
+
+  /// Whether something of it still waits for the app.
+  public var isOutstanding: Bool { self != .delivered }
 }

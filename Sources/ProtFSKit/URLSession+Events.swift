@@ -9,9 +9,10 @@ extension URLSession {
     pipeline.async { self.deliver(event) }
   }
 
-  /// Makes the delegate call for `event` on the delegate queue. A finished download is
-  /// acknowledged as soon as `didFinishDownloadingTo` returned, any other task once
-  /// `didCompleteWithError` returned.
+  /// Makes the delegate call for `event` on the delegate queue. A finished download's file is
+  /// acknowledged as soon as `didFinishDownloadingTo` returned (what the delegate left there is
+  /// deleted), and every task's completion once `didCompleteWithError` returned: an app that dies
+  /// between the two gets the completion again, without the file, when it makes its session again.
   func deliver(_ event: SessionEvent) {
     // An ended session takes nothing more: its successor gets the calls, and the wake.
     guard !state.withLock({ $0.ended }) else { return }
@@ -29,17 +30,17 @@ extension URLSession {
       // the location is deleted now (the name itself, never what a link there points to).
       _ = unlink(location)
       let first = state.withLock { $0.acknowledged.insert(id).inserted }
-      if first { try? backend?.acknowledge(Int64(id)) }
+      if first { try? backend?.acknowledgeFile(Int64(id)) }
     case .completed:
-      let (acknowledged, finished) = state.withLock { state -> (Bool, Bool) in
+      let finished = state.withLock { state -> Bool in
         state.completed.insert(id)
         state.tasks[id] = nil
-        let acknowledged = state.acknowledged.remove(id) != nil
-        guard state.outstanding != nil else { return (acknowledged, false) }
+        state.acknowledged.remove(id)
+        guard state.outstanding != nil else { return false }
         state.outstanding?.remove(id)
-        return (acknowledged, state.outstanding?.isEmpty == true)
+        return state.outstanding?.isEmpty == true
       }
-      if !acknowledged { try? backend?.acknowledge(Int64(id)) }
+      try? backend?.acknowledge(Int64(id))
       // `finishTasksAndInvalidate`: the last outstanding task made its last delegate call.
       if finished { end(cancelling: false) }
     default:

@@ -7,10 +7,11 @@ import Synchronization
 /// (docs/semantics.md §9): they go on while the app is suspended or gone, and a session recreated
 /// with the same background identifier gets its tasks and the delegate calls queued meanwhile.
 ///
-/// Delegate calls run on `delegateQueue`, one at a time and in order per task. A finished download
-/// is acknowledged to the service as soon as `didFinishDownloadingTo` returns, and its file is
-/// deleted then unless the delegate moved it (Apple: "move it before returning"); another task
-/// once `didCompleteWithError` returned. Each task completes to the app exactly once.
+/// Delegate calls run on `delegateQueue`, one at a time and in order per task. A finished
+/// download's file is acknowledged to the service as soon as `didFinishDownloadingTo` returns, and
+/// deleted then unless the delegate moved it (Apple: "move it before returning"); every task's
+/// completion once `didCompleteWithError` returned. Each task completes to the app exactly once,
+/// even when the app dies between the two calls (its next session gets the completion alone).
 open class URLSession: NSObject, @unchecked Sendable {
   /// A copy of the configuration the session was made with.
   public let configuration: URLSessionConfiguration
@@ -42,7 +43,7 @@ open class URLSession: NSObject, @unchecked Sendable {
     var completed: Set<Int> = []
     var resumedAt: [Int: Int64] = [:]
     var queuedDelivered = false
-    /// Finished downloads acknowledged, whose completion is still to come.
+    /// Finished downloads whose file was acknowledged, whose completion is still to come.
     var acknowledged: Set<Int> = []
     /// No new task may be created (`finishTasksAndInvalidate` or `invalidateAndCancel` was called).
     var invalidated = false

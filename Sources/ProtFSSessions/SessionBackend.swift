@@ -43,6 +43,10 @@ public protocol SessionBackend: AnyObject, Sendable {
   /// deleted, and the completion is never delivered again.
   func acknowledge(_ id: Int64) throws(ProtFSError)
 
+  /// A finished download's `didFinishDownloadingTo` returned: its handed-over temp file still
+  /// there is deleted, and its completion stays queued, without the file, until `acknowledge`.
+  func acknowledgeFile(_ id: Int64) throws(ProtFSError)
+
   /// Detaches this object from the session; with `cancelling`, cancels its unfinished tasks first
   /// (`invalidateAndCancel`). Transfers of a service session otherwise go on.
   func invalidate(cancelling: Bool)

@@ -61,14 +61,15 @@ extension SessionService {
     }
   }
 
-  /// Task `id` of session `identifier`'s completion is done with.
-  func acknowledge(_ id: Int64, session identifier: String, peer: Peer) throws(ProtFSError) {
+  /// Task `id` of session `identifier`'s completion is done with; with `fileOnly`, only its
+  /// finished file (`didFinishDownloadingTo` returned; the completion is still to come).
+  func acknowledge(_ id: Int64, fileOnly: Bool = false, session identifier: String, peer: Peer) throws(ProtFSError) {
     try authorize(peer, bundleID: try bundleOf(identifier))
     guard let record = try store.task(id: id), record.sessionIdentifier == identifier else {
       throw ProtFSError(
         .notFound, "The session '\(identifier)' has no task \(id).", remedy: .listTasks)
     }
-    try store.acknowledge(task: id, fileSystem: fileSystem)
+    try store.acknowledge(task: id, fileOnly: fileOnly, fileSystem: fileSystem)
   }
 
   /// Tells session `identifier`'s app its events wait, when its tasks are all finished, some
@@ -86,7 +87,7 @@ extension SessionService {
       !launcher.isForceQuit(hosted.bundleID)
     else { return }
     guard let records = try? store.tasks(session: identifier), !records.contains(where: { $0.state.isUnfinished }),
-      records.contains(where: { $0.handsOver && $0.delivery == .pending })
+      records.contains(where: { $0.handsOver && $0.delivery?.isOutstanding == true })
     else { return }
     // Claimed before the call: the completions of one batch make one launch.
     let first = lock.withLock { launchNotified.insert(identifier).inserted }

@@ -12,7 +12,9 @@ extension SessionService {
     var subscribed: String?
     while let request = SessionWire.receive(SessionServiceRequest.self, on: connection) {
       if let session = subscribed {
-        if request.kind == .acknowledge, let id = request.task { try? acknowledge(id, session: session, peer: peer) }
+        if request.kind == .acknowledge, let id = request.task {
+          try? acknowledge(id, fileOnly: request.fileOnly == true, session: session, peer: peer)
+        }
         continue
       }
       var reply = SessionServiceReply()
@@ -117,13 +119,13 @@ extension SessionService {
       let hosted = try session(request, peer: peer)
       let reasons = (try? store.cancelledReasons(session: hosted.session.identifier)) ?? [:]
       reply.snapshots = try store.tasks(session: hosted.session.identifier)
-        .filter { $0.state.isUnfinished || ($0.handsOver && $0.delivery == .pending) }
+        .filter { $0.state.isUnfinished || ($0.handsOver && $0.delivery?.isOutstanding == true) }
         .map { Self.snapshot($0, cancelledReason: reasons[$0.id]) }
     case .subscribe:
       _ = try session(request, peer: peer)
     case .acknowledge:
       guard let session = request.session, let id = request.task else { throw Self.missing("session and task") }
-      try acknowledge(id, session: session, peer: peer)
+      try acknowledge(id, fileOnly: request.fileOnly == true, session: session, peer: peer)
     case .eventsHandled:
       guard let session = request.session else { throw Self.missing("session") }
       // A session the store does not know has nothing queued: the answer needs nothing more.

@@ -191,12 +191,19 @@ public final class SessionServiceClient: SessionBackend, Sendable {
   }
 
   /// Task `id`'s completion is done with (on the subscription when there is one).
-  public func acknowledge(_ id: Int64) throws(ProtFSError) {
+  public func acknowledge(_ id: Int64) throws(ProtFSError) { try acknowledge(id, fileOnly: false) }
+
+  /// Task `id`'s finished file is done with; its completion is still to come.
+  public func acknowledgeFile(_ id: Int64) throws(ProtFSError) { try acknowledge(id, fileOnly: true) }
+
+  private func acknowledge(_ id: Int64, fileOnly: Bool) throws(ProtFSError) {
+    var request = SessionServiceRequest(.acknowledge, session: identifier, task: id)
+    if fileOnly { request.fileOnly = true }
     let sent = subscription.withLock { connection -> Bool in
       guard let connection else { return false }
-      return SessionWire.send(SessionServiceRequest(.acknowledge, session: identifier, task: id), on: connection)
+      return SessionWire.send(request, on: connection)
     }
-    if !sent { _ = try call(.acknowledge, task: id) }
+    if !sent { _ = try SessionWire.call(request, socketName: socketName) }
   }
 
   /// Ends the subscription; with `cancelling`, cancels the session's unfinished tasks first.

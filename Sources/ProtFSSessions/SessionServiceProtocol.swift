@@ -60,6 +60,8 @@ public struct SessionServiceRequest: Sendable, Codable, Equatable {
   public var text: String?
   /// Whether a cancel produces resume data.
   public var producingResumeData: Bool?
+  /// With `acknowledge`: only the finished file is done with (`didFinishDownloadingTo` returned).
+  public var fileOnly: Bool?
   /// The app (`forceQuit`, `eventsHandled`).
   public var bundleID: String?
 

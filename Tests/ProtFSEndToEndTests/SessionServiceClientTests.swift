@@ -43,6 +43,49 @@ import Testing
     client.invalidate(cancelling: false)
   }
 
+  /// An app that dies after its `didFinishDownloadingTo` returned (the file acknowledged) and
+  /// before its `didCompleteWithError` did gets that completion, alone, from its next session:
+  /// each task completes to the app exactly once, and the file is not offered again.
+  @Test func anAppDyingBetweenTheFileAndTheCompletionGetsTheCompletionAloneNextTime() async throws {
+    let f = try SessionServiceFixture()
+    try f.startInProcess()
+    defer { f.stop() }
+    let server = try NginxServer()
+    defer { server.stop() }
+    let client = try f.openClient(launchEvents: false)
+    let log = EventLog()
+    try client.subscribe { log.add($0) }
+    let url = try server.put(Data(DownloadFixture.bytes(50_000)), at: "a.bin")
+    let task = try client.createDownloadTask(SessionRequest(url: url), resumeData: nil)
+    try client.resume(task.id)
+    await f.waitUntil { log.completed == [task.id] }
+    let location = try #require(log.location(of: task.id))
+    // didFinishDownloadingTo returned, leaving the file; then the app died.
+    try client.acknowledgeFile(task.id)
+    client.invalidate(cancelling: false)
+    await f.waitUntil { !FileManager.default.fileExists(atPath: location) }
+    #expect(try f.tasks().first?.delivery == .fileDelivered)
+    // The next run of the app: the completion, without the file.
+    let again = try f.openClient(launchEvents: false)
+    let next = EventLog()
+    try again.subscribe { next.add($0) }
+    await f.waitUntil { next.events.withLock { $0.contains(.queuedEventsDelivered) } }
+    #expect(next.completed == [task.id], "\(next.events.withLock { $0 })")
+    #expect(next.location(of: task.id) == nil, "the file was offered again")
+    let events = try await runProtfs(["--device", f.t.root, "tasks", "events", "--session", "\(app).bg", "--json"])
+    #expect(events.status == 0, "\(events)")
+    #expect(
+      events.stdout.contains("didCompleteWithError") && !events.stdout.contains("didFinishDownloadingTo"), "\(events)")
+    try again.acknowledge(task.id)
+    await f.waitUntil { (try? f.tasks().first?.delivery) == .delivered }
+    #expect(try store(f).pendingDeliveries(session: "\(app).bg").isEmpty)
+    again.invalidate(cancelling: false)
+  }
+
+  func store(_ f: SessionServiceFixture) throws -> DownloadStore {
+    try DownloadStore(path: f.t.device.downloadStorePath)
+  }
+
   @Test func deliveriesSurviveARestartAndOneBatchLaunchesTheAppOnce() async throws {
     let f = try SessionServiceFixture()
     let launcher = CountingLauncher()

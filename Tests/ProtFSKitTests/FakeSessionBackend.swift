@@ -13,6 +13,8 @@ final class FakeSessionBackend: SessionBackend, @unchecked Sendable {
     var queued: [SessionEvent] = []
     var calls: [String] = []
     var acknowledged: [Int64] = []
+    /// The downloads whose file was acknowledged (`didFinishDownloadingTo` returned).
+    var filesAcknowledged: [Int64] = []
     /// Every task created, kept after its acknowledgement (which takes it out of `tasks`).
     var created: [Int64: SessionTaskSnapshot] = [:]
   }
@@ -91,6 +93,13 @@ final class FakeSessionBackend: SessionBackend, @unchecked Sendable {
     acknowledgement.signal()
   }
 
+  func acknowledgeFile(_ id: Int64) throws(ProtFSError) {
+    store.withLock { store in
+      store.filesAcknowledged.append(id)
+      store.calls.append("acknowledge file \(id)")
+    }
+  }
+
   func invalidate(cancelling: Bool) {
     log("invalidate \(cancelling)")
     store.withLock { $0.subscriber = nil }
@@ -105,9 +114,8 @@ final class FakeSessionBackend: SessionBackend, @unchecked Sendable {
     subscriber?(event)
   }
 
-  /// The snapshot of task `id`, completed. The task may be acknowledged already: the session
-  /// acknowledges a download when `didFinishDownloadingTo` returns, on its delegate queue, which
-  /// can run before the test posts the completion.
+  /// The snapshot of task `id`, completed. The task may be acknowledged already (a session made
+  /// again after an acknowledgement the test did not expect).
   func completedSnapshot(_ id: Int64) -> SessionTaskSnapshot {
     var snapshot = store.withLock { $0.tasks.first { $0.id == id } ?? $0.created[id] }!
     snapshot.state = "completed"

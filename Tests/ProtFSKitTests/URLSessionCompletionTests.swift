@@ -80,7 +80,7 @@ import Testing
     #expect(backend.store.withLock { $0.acknowledged } == ids)
   }
 
-  @Test func theFileIsDeletedAndTheTaskAcknowledgedWhenDidFinishDownloadingReturns() throws {
+  @Test func theFileIsDeletedAndAcknowledgedWhenDidFinishDownloadingReturnsTheTaskAfterItsCompletion() throws {
     let backend = FakeSessionBackend(identifier: "fake.finish")
     let delegate = RecordingDelegate()
     let directory = URL(fileURLWithPath: NSTemporaryDirectory()).appendingPathComponent("protfskit-\(UUID())")
@@ -92,13 +92,13 @@ import Testing
     try Data("left".utf8).write(to: left)
     try Data("taken".utf8).write(to: taken)
     delegate.onFinish = { location in
-      #expect(backend.store.withLock { $0.acknowledged }.isEmpty || location == taken)
+      #expect(backend.store.withLock { $0.filesAcknowledged }.isEmpty || location == taken)
       if location == taken { try? Foundation.FileManager.default.moveItem(at: taken, to: kept) }
     }
     let seen = SeenAtCompletion()
     delegate.onComplete = { task in
       seen.record(task.taskIdentifier, exists: Foundation.FileManager.default.fileExists(atPath: left.path))
-      seen.acknowledged(task.taskIdentifier, backend.store.withLock { $0.acknowledged })
+      seen.acknowledged(task.taskIdentifier, backend.store.withLock { ($0.filesAcknowledged, $0.acknowledged) })
     }
     let session = session(backend, delegate)
     let first = session.downloadTask(with: url)
@@ -111,11 +111,17 @@ import Testing
     _ = delegate.waitFor(4)
     let a = first.taskIdentifier
     let b = second.taskIdentifier
-    // Gone, and acknowledged, by the time didCompleteWithError runs; acknowledged once.
+    // The file gone, and acknowledged, by the time didCompleteWithError runs; the task itself
+    // once that returned (so that an app dying in between gets the completion again).
     #expect(seen.exists.withLock { $0[a] } == false)
-    #expect(seen.acknowledgedThen.withLock { $0[a] } == [Int64(a)])
-    #expect(seen.acknowledgedThen.withLock { $0[b] } == [Int64(a), Int64(b)])
+    #expect(seen.filesThen.withLock { $0[a] } == [Int64(a)])
+    #expect(seen.acknowledgedThen.withLock { $0[a] } == [])
+    #expect(seen.filesThen.withLock { $0[b] } == [Int64(a), Int64(b)])
+    #expect(seen.acknowledgedThen.withLock { $0[b] } == [Int64(a)])
+    #expect(backend.acknowledgement.wait(timeout: .now() + 10) == .success)
+    #expect(backend.acknowledgement.wait(timeout: .now() + 10) == .success)
     #expect(backend.store.withLock { $0.acknowledged } == [Int64(a), Int64(b)])
+    #expect(backend.store.withLock { $0.filesAcknowledged } == [Int64(a), Int64(b)])
     #expect(Foundation.FileManager.default.fileExists(atPath: kept.path))
     #expect(!Foundation.FileManager.default.fileExists(atPath: left.path))
   }
@@ -187,11 +193,16 @@ import Testing
 final class SeenAtCompletion: Sendable {
   /// Whether the file left at its location still existed.
   let exists = Mutex<[Int: Bool]>([:])
+  /// The downloads whose file was acknowledged by then.
+  let filesThen = Mutex<[Int: [Int64]]>([:])
   /// The tasks acknowledged by then.
   let acknowledgedThen = Mutex<[Int: [Int64]]>([:])
 
   /// Records whether the file existed for `task`.
   func record(_ task: Int, exists value: Bool) { exists.withLock { $0[task] = value } }
-  /// Records the acknowledgements made when `task` completed.
-  func acknowledged(_ task: Int, _ ids: [Int64]) { acknowledgedThen.withLock { $0[task] = ids } }
+  /// Records the acknowledgements made when `task` completed: of files, and of tasks.
+  func acknowledged(_ task: Int, _ ids: (files: [Int64], tasks: [Int64])) {
+    filesThen.withLock { $0[task] = ids.files }
+    acknowledgedThen.withLock { $0[task] = ids.tasks }
+  }
 }

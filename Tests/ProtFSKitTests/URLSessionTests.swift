@@ -15,10 +15,13 @@ import Testing
       backend: backend)
   }
 
-  @Test func downloadDelegateOrderAndOneAcknowledgementAfterTheFinish() {
+  @Test func downloadDelegateOrderTheFileAcknowledgedAfterTheFinishTheTaskAfterTheCompletion() {
     let backend = FakeSessionBackend()
     let delegate = RecordingDelegate()
-    delegate.onFinish = { _ in #expect(backend.store.withLock { $0.acknowledged.isEmpty }) }
+    delegate.onFinish = { _ in #expect(backend.store.withLock { $0.filesAcknowledged.isEmpty }) }
+    delegate.onComplete = { _ in
+      #expect(backend.store.withLock { ($0.filesAcknowledged.count, $0.acknowledged.count) } == (1, 0))
+    }
     let session = session(backend, delegate)
     let task = session.downloadTask(with: url)
     task.taskDescription = "nightly"
@@ -38,6 +41,7 @@ import Testing
       ])
     #expect(backend.acknowledgement.wait(timeout: .now() + 10) == .success)
     #expect(backend.store.withLock { $0.acknowledged } == [id])
+    #expect(backend.store.withLock { $0.filesAcknowledged } == [id])
     #expect(task.state == .completed)
     #expect(task.countOfBytesReceived == 20)
     #expect(task.taskDescription == "nightly")

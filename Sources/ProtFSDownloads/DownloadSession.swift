@@ -83,6 +83,13 @@ public final class DownloadSession: Sendable {
   /// The task `id`, if this session holds it.
   public func task(id: Int64) -> DownloadTask? { core.task(id: id) }
 
+  /// Whether a task this session holds is unfinished (unsorted, unlike `allTasks`: asked after
+  /// every completion of a session with thousands of tasks).
+  public var hasUnfinishedTasks: Bool {
+    let tasks = core.tasks.withLock { Array($0.values) }
+    return tasks.contains { $0.state.isUnfinished }
+  }
+
   /// A suspended task downloading `url`; call `resume()` to start it.
   ///
   /// When this session already holds an unfinished task for the same URL and destination (one

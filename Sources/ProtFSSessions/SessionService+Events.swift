@@ -86,6 +86,9 @@ extension SessionService {
     guard let (hosted, blocked) = state, !blocked, hosted.settings.configuration.sendsLaunchEvents,
       !launcher.isForceQuit(hosted.bundleID)
     else { return }
+    // Asked after every completion: while the session still runs tasks, the store (every task of
+    // the session, read whole) is not read at all.
+    guard !hosted.hasUnfinishedTasks else { return }
     guard let records = try? store.tasks(session: identifier), !records.contains(where: { $0.state.isUnfinished }),
       records.contains(where: { $0.handsOver && $0.delivery?.isOutstanding == true })
     else { return }

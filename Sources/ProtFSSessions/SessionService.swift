@@ -225,7 +225,7 @@ final class HostedSession: @unchecked Sendable {
   }
 
   /// Whether a task of the session still has work to do.
-  var hasUnfinishedTasks: Bool { session.allTasks.contains { $0.state.isUnfinished } }
+  var hasUnfinishedTasks: Bool { session.hasUnfinishedTasks }
 }
 
 /// The connection that streams a session's events to its app.

@@ -20,9 +20,10 @@ extension SessionService {
       .sentBodyData(task: id, bytesSent: sent, totalBytesSent: total, totalBytesExpectedToSend: expected))
   }
 
-  /// A task of a hosted session completed or failed: its delivery goes out, and the app may be told.
-  func completed(in identifier: String) {
-    flushDeliveries(identifier)
+  /// Task `id` of a hosted session completed or failed: its delivery goes out, and the app may
+  /// be told. (The subscriber got every earlier one when it subscribed or as they came.)
+  func completed(in identifier: String, task id: Int64) {
+    flushDeliveries(identifier, only: [id])
     checkRelaunch(identifier)
   }
 
@@ -39,11 +40,21 @@ extension SessionService {
     subscriber.send(.queuedEventsDelivered)
   }
 
-  /// Sends session `identifier`'s subscriber every pending delivery it was not sent yet: a
-  /// finished file's location (`didFinishDownloadingTo`), then the completion.
-  func flushDeliveries(_ identifier: String) {
+  /// Sends session `identifier`'s subscriber every pending delivery it was not sent yet (of the
+  /// tasks `ids` only, when given: reading every task of a session with thousands after each
+  /// completion made them quadratic): a finished file's location (`didFinishDownloadingTo`),
+  /// then the completion.
+  func flushDeliveries(_ identifier: String, only ids: [Int64]? = nil) {
     guard let subscriber = lock.withLock({ subscribers[identifier] }) else { return }
-    guard let pending = try? store.pendingDeliveries(session: identifier) else { return }
+    let found: [DownloadTaskRecord]?
+    if let ids {
+      found = (try? store.tasks(ids: ids))?.values.filter {
+        $0.sessionIdentifier == identifier && $0.handsOver && $0.delivery?.isOutstanding == true
+      }.sorted { $0.id < $1.id }
+    } else {
+      found = try? store.pendingDeliveries(session: identifier)
+    }
+    guard let pending = found else { return }
     let reasons = pending.isEmpty ? [:] : (try? store.cancelledReasons(session: identifier)) ?? [:]
     for record in pending {
       let fresh = lock.withLock { subscriber.sent.insert(record.id).inserted }
@@ -186,7 +197,7 @@ final class ServiceSessionDelegate: DownloadSessionDelegate, @unchecked Sendable
   }
 
   func downloadSession(_ session: DownloadSession, task: DownloadTask, didCompleteWithError error: ProtFSError?) {
-    service?.completed(in: identifier)
+    service?.completed(in: identifier, task: task.id)
   }
 
   /// False: the service hands files over through the store, never in `didFinishDownloadingTo`.

@@ -38,7 +38,7 @@ extension DownloadStore {
 
   /// The handed-over tasks of `session` whose completion the app has not acknowledged, oldest first.
   public func pendingDeliveries(session: String) throws(ProtFSError) -> [DownloadTaskRecord] {
-    try tasks(session: session).filter { $0.handsOver && $0.delivery?.isOutstanding == true }
+    try tasks(session: session).filter(\.awaitsDelivery)
   }
 
   /// The app is done with task `id`'s completion: it is marked delivered (never sent again) and a
@@ -60,11 +60,11 @@ extension DownloadStore {
           .notFound, "There is no download task \(id) in the task store '\(path)'.", path: path, remedy: .listTasks)
       }
       // A full acknowledgement is final; a file's never undoes one.
+      let delivery: DownloadDelivery = fileOnly ? .fileDelivered : .delivered
       try db.query(
-        fileOnly
-          ? "UPDATE tasks SET delivery = 'file-delivered', temp_name = CASE WHEN state = 'completed' THEN NULL ELSE temp_name END WHERE id = ? AND delivery = 'pending'"
-          : "UPDATE tasks SET delivery = 'delivered', temp_name = CASE WHEN state = 'completed' THEN NULL ELSE temp_name END WHERE id = ?",
-        [.integer(id)])
+        "UPDATE tasks SET delivery = ?, temp_name = CASE WHEN state = 'completed' THEN NULL ELSE temp_name END WHERE id = ?"
+          + (fileOnly ? " AND delivery = 'pending'" : ""),
+        [.text(delivery.rawValue), .integer(id)])
       return record
     }
     if record.handsOver, record.state == .completed, let name = record.temporaryFileName,

@@ -72,6 +72,9 @@ public struct DownloadTaskRecord: Sendable, Equatable, Codable {
     case taskDescription, createdAt, updatedAt, requestTimeout, resourceTimeout, upload, delivery
   }
 
+  /// Whether the task was handed over and its completion (or part of it) still waits for the app.
+  public var awaitsDelivery: Bool { handsOver && delivery?.isOutstanding == true }
+
   /// The handed-over temp file's absolute path, while it is kept for the app.
   public var handedOverPath: String? {
     guard handsOver, state == .completed, let name = temporaryFileName else { return nil }

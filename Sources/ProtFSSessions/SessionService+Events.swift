@@ -49,7 +49,7 @@ extension SessionService {
     let found: [DownloadTaskRecord]?
     if let ids {
       found = (try? store.tasks(ids: ids))?.values.filter {
-        $0.sessionIdentifier == identifier && $0.handsOver && $0.delivery?.isOutstanding == true
+        $0.sessionIdentifier == identifier && $0.awaitsDelivery
       }.sorted { $0.id < $1.id }
     } else {
       found = try? store.pendingDeliveries(session: identifier)
@@ -101,7 +101,7 @@ extension SessionService {
     // the session, read whole) is not read at all.
     guard !hosted.hasUnfinishedTasks else { return }
     guard let records = try? store.tasks(session: identifier), !records.contains(where: { $0.state.isUnfinished }),
-      records.contains(where: { $0.handsOver && $0.delivery?.isOutstanding == true })
+      records.contains(where: \.awaitsDelivery)
     else { return }
     // Claimed before the call: the completions of one batch make one launch.
     let first = lock.withLock { launchNotified.insert(identifier).inserted }

@@ -119,7 +119,7 @@ extension SessionService {
       let hosted = try session(request, peer: peer)
       let reasons = (try? store.cancelledReasons(session: hosted.session.identifier)) ?? [:]
       reply.snapshots = try store.tasks(session: hosted.session.identifier)
-        .filter { $0.state.isUnfinished || ($0.handsOver && $0.delivery?.isOutstanding == true) }
+        .filter { $0.state.isUnfinished || $0.awaitsDelivery }
         .map { Self.snapshot($0, cancelledReason: reasons[$0.id]) }
     case .subscribe:
       _ = try session(request, peer: peer)

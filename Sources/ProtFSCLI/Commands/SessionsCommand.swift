@@ -127,7 +127,7 @@ package enum SessionsCommand {
         reports.append(
           SessionReport(
             identifier: identifier, bundleID: bundle, service: service.contains(identifier), tasks: counts,
-            pendingDeliveries: mine.filter { $0.handsOver && $0.delivery?.isOutstanding == true }.map(\.id),
+            pendingDeliveries: mine.filter(\.awaitsDelivery).map(\.id),
             lastRelaunchError: try store.relaunchError(session: identifier),
             configurationError: stored.first { $0.identifier == identifier }.flatMap {
               SessionService.storedConfigurationProblem($0.configuration, session: identifier)

@@ -43,18 +43,13 @@ extension DownloadFinisher {
   /// Places each task of `tasks` as a batch (see `PlacementBatch`); the outcomes come in order.
   package func place(_ tasks: [DownloadTask]) -> [Outcome] {
     let batch = PlacementBatch()
-    var outcomes: [Outcome?] = []
-    var pendingSlots: [Int] = []
-    for task in tasks {
-      switch place(task, transfer: nil, in: batch) {
-      case .settled(let outcome): outcomes.append(outcome)
-      case .pending:
-        pendingSlots.append(outcomes.count)
-        outcomes.append(nil)
-      }
+    let placements = tasks.map { place($0, transfer: nil, in: batch) }
+    // `settle` answers in the order of the renames, which is the order of the pending ones here.
+    var settled = settle(batch).makeIterator()
+    return placements.map { placement in
+      if case .settled(let outcome) = placement { return outcome }
+      return settled.next()!
     }
-    for (slot, outcome) in zip(pendingSlots, settle(batch)) { outcomes[slot] = outcome }
-    return outcomes.map { $0! }
   }
 
   /// Places the task's file as part of `batch`: checks, labels and renames it, leaving the task

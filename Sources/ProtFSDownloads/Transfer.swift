@@ -303,18 +303,16 @@ package struct ContentRange {
 
 /// A monotonic clock in nanoseconds, for timeouts and throttling.
 package enum Monotonic {
-  package static var now: UInt64 {
-    var ts = timespec()
-    clock_gettime(CLOCK_MONOTONIC, &ts)
-    return UInt64(ts.tv_sec) * 1_000_000_000 + UInt64(ts.tv_nsec)
-  }
+  package static var now: UInt64 { read(CLOCK_MONOTONIC) }
 
   /// The same clock at the kernel tick's resolution (a few milliseconds), never ahead of `now`
   /// and cheaper to read: for stamping activity, which callbacks do for every header line and
   /// every block of body while the timeouts it serves are seconds long.
-  package static var coarse: UInt64 {
+  package static var coarse: UInt64 { read(CLOCK_MONOTONIC_COARSE) }
+
+  private static func read(_ clock: clockid_t) -> UInt64 {
     var ts = timespec()
-    clock_gettime(CLOCK_MONOTONIC_COARSE, &ts)
+    clock_gettime(clock, &ts)
     return UInt64(ts.tv_sec) * 1_000_000_000 + UInt64(ts.tv_nsec)
   }
 

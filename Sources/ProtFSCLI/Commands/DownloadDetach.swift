@@ -36,9 +36,8 @@ extension DownloadCommand {
     let reattached = session.allTasks
     let reattachedIDs = reattached.map(\.id)
     let requested = try session.store.pendingRequests(ids: reattachedIDs)
-    let stranded = try session.store.tasks(ids: reattachedIDs).values.filter {
-      $0.state == .running || requested[$0.id] == .resume
-    }.map(\.id)
+    let states = try session.store.states(ids: reattachedIDs)
+    let stranded = reattachedIDs.filter { states[$0]?.state == .running || requested[$0] == .resume }
     if !stranded.isEmpty {
       let wanted = Set(stranded)
       handover.hand(try session.release(reattached.filter { wanted.contains($0.id) }).map(\.id))

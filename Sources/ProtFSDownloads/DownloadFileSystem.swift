@@ -23,6 +23,10 @@ public protocol DownloadFileSystem: Sendable {
   /// owner and group are taken from there instead of being read again.
   func label(file fd: Int32, status: stat, for directory: DirectoryHandle) throws(ProtFSError)
 
+  /// As `label(file:for:)`, for a file this process has just made: it has no label and is the
+  /// process's own, so neither is read first.
+  func labelNew(file fd: Int32, for directory: DirectoryHandle) throws(ProtFSError)
+
   /// Opens the file at the absolute path `path` for reading, following no symbolic link (not even
   /// as its last component): an upload's source, which is then read through this descriptor only.
   func openSource(_ path: String) throws(ProtFSError) -> FileDescriptor
@@ -35,6 +39,11 @@ public protocol DownloadFileSystem: Sendable {
 extension DownloadFileSystem {
   /// Labels the file as `label(file:for:)` does, reading what it needs itself.
   public func label(file fd: Int32, status: stat, for directory: DirectoryHandle) throws(ProtFSError) {
+    try label(file: fd, for: directory)
+  }
+
+  /// Labels the file as `label(file:for:)` does.
+  public func labelNew(file fd: Int32, for directory: DirectoryHandle) throws(ProtFSError) {
     try label(file: fd, for: directory)
   }
 
@@ -217,8 +226,17 @@ public final class DeviceDownloadFileSystem: DownloadFileSystem {
     try applyLabel(file: fd, status: status, for: directory)
   }
 
-  /// Labels the file; its owner and group come from `known`, or from an `fstat` when that is nil.
-  private func applyLabel(file fd: Int32, status known: stat?, for directory: DirectoryHandle) throws(ProtFSError) {
+  /// Labels a file this process has just made without reading its label (it has none) or its
+  /// owner (this process): two calls fewer for each file a download makes.
+  public func labelNew(file fd: Int32, for directory: DirectoryHandle) throws(ProtFSError) {
+    try applyLabel(file: fd, status: nil, for: directory, isNew: true)
+  }
+
+  /// Labels the file; its owner and group come from `known`, or from an `fstat` when that is nil;
+  /// a new file (`isNew`) is neither read nor compared, only written.
+  private func applyLabel(
+    file fd: Int32, status known: stat?, for directory: DirectoryHandle, isNew: Bool = false
+  ) throws(ProtFSError) {
     let resolved = try resolve(directory.path)
     let location = resolved.location
     // The directory's own class, read through the held descriptor, is its effective one; only an
@@ -228,11 +246,14 @@ public final class DeviceDownloadFileSystem: DownloadFileSystem {
     let value = protectionClass!.attributeValue
     // A file placed where its temp directory's class also applies has its label already: reading
     // it is cheaper than writing it again (a journalled inode change per file).
-    let labelled = withUnsafeTemporaryAllocation(byteCount: 64, alignment: 1) { buffer in
-      let read = Kernel.getAttribute(dirfd: fd, name: nil, attribute: AttributeName.protectionClass, into: buffer)
-      guard case .success(let count) = read else { return false }
-      return count == value.count && value.withUnsafeBytes { memcmp($0.baseAddress!, buffer.baseAddress!, count) } == 0
-    }
+    let labelled =
+      !isNew
+      && withUnsafeTemporaryAllocation(byteCount: 64, alignment: 1) { buffer in
+        let read = Kernel.getAttribute(dirfd: fd, name: nil, attribute: AttributeName.protectionClass, into: buffer)
+        guard case .success(let count) = read else { return false }
+        return count == value.count
+          && value.withUnsafeBytes { memcmp($0.baseAddress!, buffer.baseAddress!, count) } == 0
+      }
     if !labelled {
       _ = try value.withUnsafeBytes { raw in
         Kernel.setAttribute(dirfd: fd, name: nil, attribute: AttributeName.protectionClass, value: raw)
@@ -247,11 +268,13 @@ public final class DeviceDownloadFileSystem: DownloadFileSystem {
       owner = (status.uid, status.gid)
       containerOwners.withLock { $0[container] = owner }
     }
-    var status = known ?? stat()
-    if known == nil {
-      _ = try valueOrErrno(.stat) { fstat(fd, &status) }.orThrow("read a new file in", path: directory.path)
+    if !isNew {
+      var status = known ?? stat()
+      if known == nil {
+        _ = try valueOrErrno(.stat) { fstat(fd, &status) }.orThrow("read a new file in", path: directory.path)
+      }
+      guard status.st_uid != owner.uid || status.st_gid != owner.gid else { return }
     }
-    guard status.st_uid != owner.uid || status.st_gid != owner.gid else { return }
     _ = try valueOrErrno(.chown) { fchown(fd, owner.uid, owner.gid) }.orThrow(
       "give the container's owner a new file in", path: directory.path)
   }

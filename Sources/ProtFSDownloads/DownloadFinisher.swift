@@ -135,6 +135,12 @@ package final class DownloadFinisher: @unchecked Sendable {
         outcomes.append(completeUpload(transfer))
       case .complete(let transfer):
         guard finished.remove(ObjectIdentifier(transfer)) != nil else { continue }
+        // Whoever hears of the finished file (an event's reader, a delegate) may look for it there.
+        if core.reportsEvents || core.delegateTakesFiles, let failure = Self.name(transfer) {
+          transfer.file.close()
+          outcomes.append(settle(transfer.task, .failed, error: failure) { $0.temporaryFileName = nil })
+          continue
+        }
         core.notifyFinishedDownloading(transfer.task) {
           URL(fileURLWithPath: transfer.temporaryPath, isDirectory: false)
         }
@@ -161,6 +167,16 @@ package final class DownloadFinisher: @unchecked Sendable {
     deliver(outcomes.map { $0! })
     for (reply, data) in resumeDataReplies { reply(data) }
     return exit
+  }
+
+  /// Gives the finished temp file of `transfer` its name in the temp directory, where the task's
+  /// record, the app or a delegate will look for it; returns the error when it cannot (the bytes
+  /// then go with the descriptor).
+  package static func name(_ transfer: Transfer) -> ProtFSError? {
+    guard let failure = transfer.giveName() else { return nil }
+    return ProtFSError.system(
+      "keep the finished download of '\(transfer.task.url.absoluteString)' in", path: transfer.temporaryDirectory,
+      errno: failure)
   }
 
   /// Persists the outcomes in one transaction, then wakes waiters and reports events.
@@ -200,10 +216,20 @@ package final class DownloadFinisher: @unchecked Sendable {
     }
   }
 
-  /// Checks digests and flushes the files of `transfers` to disk; returns those that passed.
+  /// Writes the last bytes of `transfers`, checks their digests and flushes the files to disk;
+  /// returns those that passed.
   private func verifyAndSync(_ transfers: [Transfer], outcomes: inout [Outcome]) -> [Transfer] {
     var passed: [Transfer] = []
     for t in transfers {
+      // The engine left a finished download's staged bytes to this thread.
+      t.flush()
+      t.returnStaging()
+      if let error = t.writeError {
+        t.directory.removeFile(t.temporaryFileName, ifStill: t.file.rawValue)
+        t.file.close()
+        outcomes.append(settle(t.task, .failed, error: error) { $0.temporaryFileName = nil })
+        continue
+      }
       let expected = t.task.runtime.withLock { r in
         r.record.bytesReceived = t.position
         if r.record.bytesExpected < 0 { r.record.bytesExpected = t.position }

@@ -27,6 +27,8 @@ extension DownloadFinisher {
   private func handOver(_ transfer: Transfer) -> Outcome {
     let task = transfer.task
     do throws(ProtFSError) {
+      // The app finds the file in the temp directory.
+      if let failure = Self.name(transfer) { throw failure }
       // Labelling for its own directory keeps the temp file's class and gives it to the owner.
       try core.configuration.fileSystem.label(file: transfer.file.rawValue, for: transfer.directory)
     } catch {

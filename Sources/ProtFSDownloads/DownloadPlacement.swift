@@ -81,11 +81,14 @@ extension DownloadFinisher {
         return .pending(placed)
       } catch {
         // The bytes are removed from wherever the held directory is now, even if it was moved
-        // out of the device: nothing of the download stays outside it.
-        heldDirectory?.removeFile(name, ifStill: transfer?.file.rawValue)
+        // out of the device: nothing of the download stays outside it. (An unnamed file goes with
+        // its descriptor.)
+        heldDirectory?.removeFile(transfer?.temporaryFileName ?? name, ifStill: transfer?.file.rawValue)
         return .settled(notPlaced(task, because: error))
       }
     case .waitForUnlock:
+      // The file waits in the temp directory, named, for the unlock.
+      if let transfer, let failure = Self.name(transfer) { return .settled(notPlaced(task, because: failure)) }
       return .settled(
         settle(
           task, .waitingForUnlock,
@@ -178,7 +181,11 @@ extension DownloadFinisher {
     batch: PlacementBatch
   ) throws(ProtFSError) -> (DirectoryHandle, FileDescriptor) {
     let fileSystem = core.configuration.fileSystem
-    let name = record.temporaryFileName!
+    if let transfer, !transfer.isNamed {
+      if let placed = try link(transfer, as: fileName, into: record.destinationDirectory) { return placed }
+      // Named now, it takes the way of every named temp file.
+    }
+    let name = transfer?.temporaryFileName ?? record.temporaryFileName!
     if heldDirectory == nil, let known = batch.verifiedSources.first(where: { $0.path == record.temporaryDirectory }) {
       // Opened and checked for an earlier file of this batch.
       heldDirectory = known.directory
@@ -237,6 +244,30 @@ extension DownloadFinisher {
     }
   }
 
+  /// Labels the unnamed finished file of `transfer` with its destination's class and links it
+  /// there as `fileName`: one directory update where a named file takes three (its creation,
+  /// and the rename's removal and addition), and the temp directory untouched. Returns the
+  /// destination and the file, for the batch's check; nil, with the file named in its temp
+  /// directory, where a link cannot place it: a file there from before (which the rename
+  /// replaces, as the same download run again replaces its result) or another filesystem.
+  private func link(_ transfer: Transfer, as fileName: String, into path: String) throws(ProtFSError)
+    -> (DirectoryHandle, FileDescriptor)?
+  {
+    let destination = try destinationDirectory(path)
+    let file = transfer.file
+    let status = try Self.requirePrivateFile(file.rawValue, at: transfer.temporaryPath, links: 0)
+    try core.configuration.fileSystem.label(file: file.rawValue, status: status, for: destination)
+    switch valueOrErrno(.link, { Kernel.linkUnnamed(file.rawValue, in: destination.fd, as: fileName) }) {
+    case .success:
+      return (destination, file)
+    case .failure(let e) where e == .exists || e == .crossDevice:
+      if let failure = Self.name(transfer) { throw failure }
+      return nil
+    case .failure(let e):
+      throw ProtFSError.system("move the download to", path: destination.pathOf(fileName), errno: e.rawValue)
+    }
+  }
+
   /// The destination directory at `path`: the one opened for an earlier placement while it still
   /// exists (a directory removed and made again at the path is opened anew), else opened now.
   private func destinationDirectory(_ path: String) throws(ProtFSError) -> DirectoryHandle {
@@ -248,13 +279,15 @@ extension DownloadFinisher {
     return opened
   }
 
-  /// Refuses to label, hand over or move anything but a regular file with one link: another link
-  /// (made while the download ran) could be outside the device, and the label and owner would
-  /// change that item too. Returns the file's `fstat`.
-  private static func requirePrivateFile(_ fd: Int32, at path: String) throws(ProtFSError) -> stat {
+  /// Refuses to label, hand over or move anything but a regular file with its own `links` (one, or
+  /// none for an unnamed file): another link (made while the download ran) could be outside the
+  /// device, and the label and owner would change that item too. Returns the file's `fstat`.
+  private static func requirePrivateFile(_ fd: Int32, at path: String, links: UInt64 = 1) throws(ProtFSError)
+    -> stat
+  {
     var status = stat()
     _ = try valueOrErrno(.stat) { fstat(fd, &status) }.orThrow("read", path: path)
-    guard status.st_mode & S_IFMT == S_IFREG, status.st_nlink == 1 else {
+    guard status.st_mode & S_IFMT == S_IFREG, UInt64(status.st_nlink) == links else {
       throw ProtFSError(
         .invalidArgument,
         "The temp file '\(path)' is not a regular file with a single link (another name was linked to it); protfs does not move it.",

@@ -59,6 +59,12 @@ public struct DownloadSessionConfiguration: Sendable {
   /// leaving one, and flushing makes a download wait for the disk (twice curl's time for a large
   /// file on a disk slower than the network).
   public var synchronizesFiles: Bool = false
+  /// Whether a new temp file is made without a name (`O_TMPFILE`), named in its temp directory
+  /// only when something must find it there (docs/semantics.md §5), so that a download finishing
+  /// at once is linked straight into its destination: half the directory updates of a named file
+  /// renamed into place. Off, or on a filesystem without `O_TMPFILE`, every temp file is named
+  /// from the start (the tests exercise both).
+  package var usesUnnamedTemporaryFiles: Bool = true
   /// How long finished downloads wait for others to finish with them, so that many small files
   /// share one store transaction (and one flush, with `synchronizesFiles`): a group commit. Zero
   /// settles each batch at once.

@@ -10,6 +10,9 @@ package enum TemporaryFile {
     package var name: String
     /// Bytes already in the file, which the transfer continues after.
     var size: Int64
+    /// Whether the file has `name` in the directory; an unnamed one (`O_TMPFILE`) gets it from
+    /// `Transfer.giveName()` when something must find it there.
+    package var isNamed: Bool
   }
 
   private static let alphabet = Array("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789")
@@ -27,11 +30,12 @@ package enum TemporaryFile {
   }
 
   /// Opens the task's temp file in the held `directory`: the existing one when `existingName` is
-  /// still there, emptied unless `canContinue`, else a new one made with `O_EXCL` and given its
-  /// label by `label` before any byte is written.
+  /// still there, emptied unless `canContinue`, else a new one given its label by `label` before
+  /// any byte is written (told whether the file is new, so unlabelled and the process's own). A new one is made without a name when `unnamed` and the filesystem can
+  /// (`O_TMPFILE`; its name is reserved, not taken), else with `O_EXCL` under a fresh name.
   package static func open(
-    in directory: DirectoryHandle, existingName: String?, canContinue: Bool,
-    label: (Int32) throws(ProtFSError) -> Void
+    in directory: DirectoryHandle, existingName: String?, canContinue: Bool, unnamed: Bool,
+    label: (_ fd: Int32, _ isNew: Bool) throws(ProtFSError) -> Void
   ) throws(ProtFSError) -> Opened {
     if let existingName {
       // Read-write: a resumed download with a digest to check reads back the bytes it has.
@@ -51,7 +55,7 @@ package enum TemporaryFile {
         }
         // A temp file left by an older protfs may carry no label yet; the label is idempotent.
         do {
-          try label(fd)
+          try label(fd, false)
         } catch {
           file.close()
           throw error
@@ -63,13 +67,14 @@ package enum TemporaryFile {
           _ = ftruncate(fd, 0)
           size = 0
         }
-        return Opened(file: file, name: existingName, size: size)
+        return Opened(file: file, name: existingName, size: size, isNamed: true)
       case .failure(let e) where e == .noSuchFile:
         break
       case .failure(let e):
         throw ProtFSError.system("open the temp file", path: directory.pathOf(existingName), errno: e.rawValue)
       }
     }
+    if unnamed, let opened = try openUnnamed(in: directory, label: label) { return opened }
     while true {
       let name = randomName()
       switch valueOrErrno(
@@ -81,18 +86,44 @@ package enum TemporaryFile {
       case .success(let fd):
         let file = FileDescriptor(owning: fd)
         do {
-          try label(fd)
+          try label(fd, true)
         } catch {
           unlinkat(directory.fd, name, 0)
           file.close()
           throw error
         }
         TemporaryFileLock.hold(fd)
-        return Opened(file: file, name: name, size: 0)
+        return Opened(file: file, name: name, size: 0, isNamed: true)
       case .failure(let e) where e == .exists: continue
       case .failure(let e):
         throw ProtFSError.system("create the temp file", path: directory.pathOf(name), errno: e.rawValue)
       }
+    }
+  }
+
+  /// A new temp file without a name in `directory`, labelled, with the name it will get when it
+  /// needs one; nil where the filesystem (or kernel) makes no unnamed files.
+  private static func openUnnamed(
+    in directory: DirectoryHandle, label: (_ fd: Int32, _ isNew: Bool) throws(ProtFSError) -> Void
+  )
+    throws(ProtFSError) -> Opened?
+  {
+    switch valueOrErrno(.tmpfile, { Kernel.openUnnamed(in: directory.fd, mode: 0o644) }) {
+    case .success(let fd):
+      let file = FileDescriptor(owning: fd)
+      do {
+        try label(fd, true)
+      } catch {
+        // Unnamed, it goes away with its descriptor.
+        file.close()
+        throw error
+      }
+      TemporaryFileLock.hold(fd)
+      return Opened(file: file, name: randomName(), size: 0, isNamed: false)
+    case .failure(let e) where e.rawValue == EOPNOTSUPP || e.rawValue == EISDIR || e.rawValue == EINVAL:
+      return nil
+    case .failure(let e):
+      throw ProtFSError.system("create the temp file", path: directory.path, errno: e.rawValue)
     }
   }
 

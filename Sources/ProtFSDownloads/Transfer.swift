@@ -15,7 +15,12 @@ package final class Transfer: @unchecked Sendable {
   /// The temp directory, held open from the temp file's creation to the placement, so that every
   /// operation on the file is relative to the directory it was made in.
   package let directory: DirectoryHandle
-  package let temporaryFileName: String
+  /// The temp file's name in `directory`: reserved, not yet taken, while `isNamed` is false.
+  package private(set) var temporaryFileName: String
+  /// Whether the temp file has its name in `directory`. A new one has none (`O_TMPFILE`) until
+  /// something must find it there (`giveName()`); a download that finishes first is linked straight
+  /// into its destination.
+  package private(set) var isNamed: Bool
   /// The byte the request asked to start at (`Range: bytes=offset-`).
   package let offset: Int64
   package let isHTTP: Bool
@@ -24,6 +29,10 @@ package final class Transfer: @unchecked Sendable {
   /// Where received bytes gather until a write: libcurl hands the body over in 16 KiB pieces
   /// whatever its receive buffer, and one `pwrite` per piece would cost four times the syscalls.
   package let staging: UnsafeMutableRawBufferPointer
+  /// Where `staging` goes back when the transfer is done with it (`returnStaging()`).
+  private let stagingBuffers: StagingBuffers
+  /// Whether `staging` went back; nothing is written from it after that.
+  private var stagingReturned = false
   /// Bytes in `staging` not yet written.
   private var staged = 0
   /// Whether to start writeback of each full buffer as soon as it is written, so that the fsync at
@@ -72,11 +81,12 @@ package final class Transfer: @unchecked Sendable {
 
   package init(
     task: DownloadTask, easy: UnsafeMutableRawPointer, file: FileDescriptor, temporaryDirectory: String,
-    directory: DirectoryHandle, temporaryFileName: String, offset: Int64, isHTTP: Bool, hostKey: String,
-    digest: SHA256Digest?,
-    staging: UnsafeMutableRawBufferPointer, writesBehind: Bool
+    directory: DirectoryHandle, temporaryFileName: String, isNamed: Bool = true, offset: Int64, isHTTP: Bool,
+    hostKey: String,
+    digest: SHA256Digest?, staging buffers: StagingBuffers, writesBehind: Bool
   ) {
-    self.staging = staging
+    staging = buffers.take()
+    stagingBuffers = buffers
     self.writesBehind = writesBehind
     self.task = task
     self.easy = easy
@@ -84,6 +94,7 @@ package final class Transfer: @unchecked Sendable {
     self.temporaryDirectory = temporaryDirectory
     self.directory = directory
     self.temporaryFileName = temporaryFileName
+    self.isNamed = isNamed
     self.offset = offset
     flushed = offset
     reportedPosition = offset
@@ -97,11 +108,42 @@ package final class Transfer: @unchecked Sendable {
   }
 
   deinit {
+    returnStaging()
     errorBuffer.deallocate()
     if let headerList { protfs_curl_slist_free_all(headerList) }
   }
 
   package var temporaryPath: String { temporaryDirectory + "/" + temporaryFileName }
+
+  /// Gives an unnamed temp file its name in the temp directory, so that whatever looks for the task's
+  /// file there (a later attempt, another process after a kill, the app, `protfs tasks`) finds it.
+  /// A name taken meanwhile is replaced by a fresh one, in the task's record too. Returns the errno
+  /// of a failure (the bytes then go with the descriptor). Called by the thread owning the transfer.
+  @discardableResult
+  package func giveName() -> Int32? {
+    while !isNamed {
+      switch valueOrErrno(.link, { Kernel.linkUnnamed(file.rawValue, in: directory.fd, as: temporaryFileName) }) {
+      case .success:
+        isNamed = true
+      case .failure(let e) where e == .exists:
+        let name = TemporaryFile.randomName()
+        temporaryFileName = name
+        task.runtime.withLock { $0.record.temporaryFileName = name }
+      case .failure(let e):
+        return e.rawValue
+      }
+    }
+    return nil
+  }
+
+  /// Ends the attempt keeping its temp file for the next one: named, then closed.
+  package func closeKeepingFile() {
+    giveName()
+    file.close()
+  }
+
+  /// The link count the temp file has while nothing else names it: one, or none while unnamed.
+  package var ownLinkCount: UInt64 { isNamed ? 1 : 0 }
 
   /// libcurl's own detail about the failure, if it wrote one.
   package var curlErrorDetail: String? {
@@ -188,6 +230,8 @@ package final class Transfer: @unchecked Sendable {
       staged += n
       taken += n
       if staged == staging.count {
+        // More bytes than announced: the file is named before the first of them reaches it.
+        if !isNamed { giveName() }
         guard flush() else { return 0 }
       }
     }
@@ -195,10 +239,27 @@ package final class Transfer: @unchecked Sendable {
     return count
   }
 
+  /// Gives the staging buffer back for another transfer; staged bytes not written by then are
+  /// dropped. Called by the thread that owns the transfer (and by `deinit`).
+  package func returnStaging() {
+    guard !stagingReturned else { return }
+    stagingReturned = true
+    stagingBuffers.give(staging)
+  }
+
+  /// The error of the write that failed, if one did (ENOSPC on a full disk).
+  package var writeError: ProtFSError? {
+    guard let e = writeErrno else { return nil }
+    var error = ProtFSError.system(
+      "write the temp file of '\(task.url.absoluteString)' at", path: temporaryPath, errno: e)
+    if e == ENOSPC { error.remedy = .advice("free space on the device's filesystem, then download it again") }
+    return error
+  }
+
   /// Writes the staged bytes to the temp file; false (with `writeErrno` set) when that failed.
   @discardableResult
   package func flush() -> Bool {
-    guard staged > 0, writeErrno == nil else { return writeErrno == nil }
+    guard staged > 0, writeErrno == nil, !stagingReturned else { return writeErrno == nil }
     let fd = file.rawValue
     var written = 0
     while written < staged {
@@ -253,19 +314,20 @@ package final class Transfer: @unchecked Sendable {
     }
     let (etag, modified) = (entityTag, lastModified)
     let expected = bytesExpected
+    // A body that fits the staging buffer reaches the temp file only at its end; a larger one
+    // (or one of unknown size) reaches it before, and so gets its name in the temp directory now,
+    // its validator in the store with it: a process killed at any point after this leaves the
+    // bytes for the next to continue with If-Range. (The small one needs neither: thousands of
+    // small files skip a link and a transaction each.)
+    let reachesFileEarly = expected < 0 || expected - offset > Int64(staging.count)
+    if reachesFileEarly { giveName() }
     let record = task.runtime.withLock { r in
       r.record.entityTag = etag
       r.record.lastModified = modified
       r.record.bytesExpected = expected
       return r.record
     }
-    // Store the validator before the first body byte reaches the temp file: a process killed at any
-    // point after this resumes with If-Range instead of discarding the bytes it kept. A body that
-    // fits the staging buffer reaches the file only at its end, so it needs no such write (and
-    // thousands of small files skip a transaction each).
-    if expected < 0 || expected - offset > Int64(staging.count) {
-      task.core.persistNow(record)
-    }
+    if reachesFileEarly { task.core.persistNow(record) }
     return true
   }
 

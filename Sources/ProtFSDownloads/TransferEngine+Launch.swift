@@ -71,7 +71,10 @@ extension TransferEngine {
       opened = try TemporaryFile.open(
         in: held, existingName: record.temporaryFileName,
         canContinue: record.entityTag != nil || record.lastModified != nil,
-        label: { fd throws(ProtFSError) in try fileSystem.label(file: fd, for: held) })
+        unnamed: configuration.usesUnnamedTemporaryFiles,
+        label: { fd, isNew throws(ProtFSError) in
+          try isNew ? fileSystem.labelNew(file: fd, for: held) : fileSystem.label(file: fd, for: held)
+        })
     } catch {
       fail(task, error, deleting: nil)
       return
@@ -95,13 +98,10 @@ extension TransferEngine {
       digest = hasher
     }
     let easy = idleHandles.popLast() ?? protfs_curl_easy_init()!
-    let staging =
-      idleBuffers.popLast()
-      ?? UnsafeMutableRawBufferPointer.allocate(byteCount: receiveBufferSize, alignment: 4096)
     let transfer = Transfer(
       task: task, easy: easy, file: opened.file, temporaryDirectory: directory, directory: held,
-      temporaryFileName: opened.name,
-      offset: opened.size, isHTTP: scheme != "file", hostKey: hostKey, digest: digest, staging: staging,
+      temporaryFileName: opened.name, isNamed: opened.isNamed,
+      offset: opened.size, isHTTP: scheme != "file", hostKey: hostKey, digest: digest, staging: stagingBuffers,
       writesBehind: configuration.synchronizesFiles)
     transfer.requestLimit =
       TransferClassification.stored(record.requestTimeout).map { Monotonic.nanoseconds(seconds: $0) }
@@ -169,7 +169,7 @@ extension TransferEngine {
   }
 
   /// libcurl accepts 1 KiB to 10 MiB.
-  package var receiveBufferSize: Int { max(16 * 1024, min(configuration.receiveBufferSize, 10 << 20)) }
+  package var receiveBufferSize: Int { stagingBuffers.size }
 }
 
 private let writeCallback: curl_write_callback = { data, size, count, context in

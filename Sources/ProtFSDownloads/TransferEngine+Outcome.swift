@@ -7,7 +7,7 @@ import ProtFSSystem
 extension TransferEngine {
   /// Forgets the validator, so that the retry asks for the whole entity again, and retries.
   private func restartFromZero(_ t: Transfer, because error: ProtFSError) {
-    t.file.close()
+    t.closeKeepingFile()
     t.task.runtime.withLock { r in
       r.record.entityTag = nil
       r.record.lastModified = nil
@@ -29,14 +29,16 @@ extension TransferEngine {
     }
     let code = t.isHTTP ? t.responseCode : 0
     let detail = t.curlErrorDetail ?? String(cString: protfs_curl_easy_strerror(result))
-    detach(t)
+    // An attempt libcurl ended well needs its staged bytes only if it completes: the finisher
+    // writes them then, off this thread (every other ending of such an attempt discards them:
+    // a refused body stages nothing, a header error or a range mismatch starts over). One that
+    // ended on an error keeps them for the retry.
+    detach(t, writingStagedBytes: result != CURLE_OK)
     if let error = t.headerError {
       fail(t, error)
       return
     }
-    if let e = t.writeErrno {
-      var error = ProtFSError.system("write the temp file of '\(url)' at", path: t.temporaryPath, errno: e)
-      if e == ENOSPC { error.remedy = .advice("free space on the device's filesystem, then download it again") }
+    if let error = t.writeError {
       fail(t, error)
       return
     }
@@ -71,7 +73,7 @@ extension TransferEngine {
     if !(200..<300).contains(status) {
       let reason = TransferClassification.reasonPhrase(status)
       if TransferClassification.isRetryable(status: status) {
-        t.file.close()
+        t.closeKeepingFile()
         retry(
           t.task,
           because: ProtFSError(
@@ -97,7 +99,7 @@ extension TransferEngine {
       .network, "Cannot download '\(url)': \(detail).",
       remedy: TransferClassification.hint(for: result).map(Remedy.advice))
     if TransferClassification.isRetryable(result) {
-      t.file.close()
+      t.closeKeepingFile()
       retry(t.task, because: error)
     } else {
       fail(t, error)

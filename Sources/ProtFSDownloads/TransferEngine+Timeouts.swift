@@ -45,7 +45,7 @@ extension TransferEngine {
   /// both request-timeout checks do.
   private func stalled(_ transfer: Transfer, _ message: String) {
     detach(transfer)
-    transfer.file.close()
+    transfer.closeKeepingFile()
     retry(
       transfer.task,
       because: ProtFSError(
@@ -76,6 +76,8 @@ extension TransferEngine {
       // the bytes it records.
       var records: [DownloadTaskRecord] = []
       for transfer in active.values {
+        // The record names the file and counts its bytes: a process killed after this finds them.
+        transfer.giveName()
         transfer.flush()
         let position = transfer.position
         records.append(

@@ -140,12 +140,9 @@ extension TransferEngine {
       task.core.persistNow(record)
     }
     let easy = idleHandles.popLast() ?? protfs_curl_easy_init()!
-    let staging =
-      idleBuffers.popLast()
-      ?? UnsafeMutableRawBufferPointer.allocate(byteCount: receiveBufferSize, alignment: 4096)
     let transfer = Transfer(
       task: task, easy: easy, file: file, temporaryDirectory: directory, directory: held, temporaryFileName: name,
-      offset: 0, isHTTP: true, hostKey: hostKey, digest: nil, staging: staging, writesBehind: false)
+      offset: 0, isHTTP: true, hostKey: hostKey, digest: nil, staging: stagingBuffers, writesBehind: false)
     transfer.upload = UploadAttempt(size: size, copying: copying, generation: current?.generation ?? 0)
     transfer.requestLimit =
       TransferClassification.stored(record.requestTimeout).map { Monotonic.nanoseconds(seconds: $0) }

@@ -56,8 +56,8 @@ package final class TransferEngine: @unchecked Sendable {
   package var active: [Int64: Transfer] = [:]
   /// Easy handles of finished transfers, reset and reused by the next ones.
   package var idleHandles: [UnsafeMutableRawPointer] = []
-  /// Staging buffers of finished transfers, reused by the next ones.
-  package var idleBuffers: [UnsafeMutableRawBufferPointer] = []
+  /// Staging buffers of ended transfers, reused by the next ones.
+  package let stagingBuffers: StagingBuffers
   /// When running transfers' progress was last written to the store.
   package var lastPersist = Monotonic.now
   /// When the access policy was last asked about running transfers.
@@ -75,13 +75,13 @@ package final class TransferEngine: @unchecked Sendable {
     configuration = core.configuration
     hosts = HostScheduler(connectionsPerHost: configuration.maximumConnectionsPerHost)
     retryPolicy = RetryPolicy(configuration)
+    stagingBuffers = StagingBuffers(size: max(16 * 1024, min(configuration.receiveBufferSize, 10 << 20)))
   }
 
   // The multi handle outlives the thread: a late `post` may still wake it.
   deinit {
     if let multi { protfs_curl_multi_cleanup(multi) }
     for easy in idleHandles { protfs_curl_easy_cleanup(easy) }
-    for buffer in idleBuffers { buffer.deallocate() }
   }
 
   /// Starts the engine thread (in debug builds, with the posting thread's planned syscall failures).
@@ -254,9 +254,11 @@ package final class TransferEngine: @unchecked Sendable {
 
   /// Writes what the transfer staged, takes it out of libcurl and returns its handle and buffer to
   /// the pools; the fd stays open.
-  package func detach(_ transfer: Transfer) {
-    transfer.flush()
-    idleBuffers.append(transfer.staging)
+  package func detach(_ transfer: Transfer, writingStagedBytes: Bool = true) {
+    if writingStagedBytes {
+      transfer.flush()
+      transfer.returnStaging()
+    }
     hosts.forget(transfer.task.id)
     protfs_curl_multi_remove_handle(multi, transfer.easy)
     protfs_curl_easy_reset(transfer.easy)
@@ -292,10 +294,13 @@ package final class TransferEngine: @unchecked Sendable {
     hosts.retry(task, at: Monotonic.now + delay)
   }
 
-  /// Fails the task of `t` for good, closing and deleting its temp file.
+  /// Fails the task of `t` for good, closing and deleting its temp file (an unnamed one goes with
+  /// its descriptor: it is never named, so nothing is made in a directory that may have left the
+  /// device).
   package func fail(_ t: Transfer, _ error: ProtFSError) {
+    let named = t.isNamed
     t.file.close()
-    fail(t.task, error, deleting: TemporaryRemoval(directory: t.directory, name: t.temporaryFileName))
+    fail(t.task, error, deleting: TemporaryRemoval(directory: named ? t.directory : nil, name: t.temporaryFileName))
   }
 
   /// Fails `task` for good; the finisher deletes `removal`, if any, and settles it.
@@ -310,7 +315,7 @@ package final class TransferEngine: @unchecked Sendable {
   private func stopTransfer(of task: DownloadTask, _ reason: StopReason) {
     if let transfer = active[task.id] {
       detach(transfer)
-      transfer.file.close()
+      transfer.closeKeepingFile()
     } else if hosts.isKnown(task.id) {
       hosts.withdraw(task)
       paused.removeAll { $0.task === task }
@@ -324,7 +329,7 @@ package final class TransferEngine: @unchecked Sendable {
   private func stopAll() {
     for transfer in Array(active.values) {
       detach(transfer)
-      transfer.file.close()
+      transfer.closeKeepingFile()
     }
     hosts.removeAll()
     paused.removeAll()

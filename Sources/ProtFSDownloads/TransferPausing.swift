@@ -43,7 +43,8 @@ extension TransferEngine {
         current[path] = .some(try? configuration.fileSystem.openDirectory(path, creating: false))
       }
       var status = stat()
-      let linkedElsewhere = fstat(transfer.file.rawValue, &status) == 0 && status.st_nlink != 1
+      let linkedElsewhere =
+        fstat(transfer.file.rawValue, &status) == 0 && UInt64(status.st_nlink) != transfer.ownLinkCount
       if let held = heldTemporaryDirectories[path], let found = current[path]!, held.handle.isSameDirectory(as: found) {
         heldTemporaryDirectories[path]!.confirmed = now
       }
@@ -65,7 +66,7 @@ extension TransferEngine {
       let decision = answer(transfer.temporaryDirectory)
       guard decision != .allow else { continue }
       detach(transfer)
-      transfer.file.close()
+      transfer.closeKeepingFile()
       if case .deny(let code) = decision {
         let url = transfer.task.url.absoluteString
         // The bytes so far stay in the temp file, which the record keeps: the task can be resumed.

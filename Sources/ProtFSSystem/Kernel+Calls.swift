@@ -15,6 +15,17 @@ extension Kernel {
     protfs_rename_noreplace(fromDirectory, from, toDirectory, to)
   }
 
+  /// `open(2)` with `O_TMPFILE`: a new regular file in `directory` that has no name until
+  /// `linkUnnamed` gives it one (read-write, close-on-exec).
+  package static func openUnnamed(in directory: Int32, mode: mode_t) -> Int32 {
+    protfs_open_unnamed(directory, mode)
+  }
+
+  /// `linkat(2)` of the unnamed file `fd` to `name` in `directory`; `EEXIST` when the name is taken.
+  package static func linkUnnamed(_ fd: Int32, in directory: Int32, as name: String) -> Int32 {
+    protfs_link_unnamed(fd, directory, name)
+  }
+
   /// `copy_file_range(2)` of up to `length` bytes from the current offset of `input` to that of `output`.
   package static func copyFileRange(_ input: Int32, _ output: Int32, _ length: Int) -> Int {
     protfs_copy_file_range(input, output, length)

@@ -67,6 +67,8 @@ package enum Syscall: String, Sendable, Hashable {
   case mknod
   /// `linkat(2)`.
   case link
+  /// `open(2)` with `O_TMPFILE`: a file without a name.
+  case tmpfile
   /// `truncate(2)` and `ftruncate(2)`.
   case truncate
   /// `futimens(2)` and `utimensat(2)`.

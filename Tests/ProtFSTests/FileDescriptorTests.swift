@@ -114,25 +114,36 @@ struct FileDescriptorTests {
     FileManager.default.createFile(atPath: directory.pathOf(name), contents: Data("x".utf8))
     #expect(link(directory.pathOf(name), directory.pathOf("elsewhere")) == 0)
     #expect(throws: ProtFSError.self) {
-      _ = try TemporaryFile.open(in: directory, existingName: name, canContinue: true, label: { _ in })
+      _ = try TemporaryFile.open(
+        in: directory, existingName: name, canContinue: true, unnamed: false, label: { _, _ in })
     }
     #expect(descriptors(on: directory.pathOf(name)).isEmpty)
     // A label that fails: the new file is removed and closed.
-    let refusing: (Int32) throws(ProtFSError) -> Void = { _ throws(ProtFSError) in
+    let refusing: (Int32, Bool) throws(ProtFSError) -> Void = { _, _ throws(ProtFSError) in
       throw ProtFSError(.io, "no label")
     }
     #expect(throws: ProtFSError.self) {
-      _ = try TemporaryFile.open(in: directory, existingName: nil, canContinue: false, label: refusing)
+      _ = try TemporaryFile.open(in: directory, existingName: nil, canContinue: false, unnamed: false, label: refusing)
     }
+    // An unnamed one (O_TMPFILE, which /proc shows as `DIR/#INODE (deleted)`) is closed too.
     #expect(throws: ProtFSError.self) {
-      _ = try TemporaryFile.open(in: directory, existingName: "elsewhere", canContinue: false, label: refusing)
+      _ = try TemporaryFile.open(in: directory, existingName: nil, canContinue: false, unnamed: true, label: refusing)
+    }
+    #expect(descriptors(on: directory.pathOf("#")).isEmpty)
+    #expect(throws: ProtFSError.self) {
+      _ = try TemporaryFile.open(
+        in: directory, existingName: "elsewhere", canContinue: false, unnamed: false, label: refusing)
     }
     #expect(descriptors(on: directory.pathOf("CFNetworkDownload_")).isEmpty)
     #expect(descriptors(on: directory.pathOf("elsewhere")).isEmpty)
     // One that passes is handed over open.
     unlink(directory.pathOf(name))
-    let opened = try TemporaryFile.open(in: directory, existingName: nil, canContinue: false, label: { _ in })
+    let opened = try TemporaryFile.open(
+      in: directory, existingName: nil, canContinue: false, unnamed: false, label: { _, _ in })
     #expect(descriptors(on: directory.pathOf(opened.name)) == [opened.file.rawValue])
+    let unnamed = try TemporaryFile.open(
+      in: directory, existingName: nil, canContinue: false, unnamed: true, label: { _, _ in })
+    #expect(!unnamed.isNamed && descriptors(on: directory.pathOf("#")) == [unnamed.file.rawValue])
   }
 
   /// Failed and finished downloads leave no descriptor on their temp or destination files.

@@ -5,6 +5,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <sys/prctl.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
@@ -164,5 +165,26 @@ static inline int protfs_pidfd_open(pid_t pid) { return (int)syscall(SYS_pidfd_o
 
 /* One item held by a descriptor while a lock checks and changes it. */
 #include "CProtFSItem.h"
+
+/* An unnamed regular file in directory `dirfd` (open(2) with O_TMPFILE, read-write), or -1 with
+   errno (EOPNOTSUPP or EISDIR where the filesystem or kernel has no O_TMPFILE). */
+static inline int protfs_open_unnamed(int dirfd, mode_t mode) {
+#ifdef __O_TMPFILE
+  return openat(dirfd, ".", __O_TMPFILE | O_DIRECTORY | O_RDWR | O_CLOEXEC, mode);
+#else
+  return openat(dirfd, ".", 020000000 | O_DIRECTORY | O_RDWR | O_CLOEXEC, mode);
+#endif
+}
+
+/* Gives the unnamed file open as `fd` the name `name` in directory `dirfd` (linkat(2)); fails with
+   EEXIST when the name is taken. AT_EMPTY_PATH needs CAP_DAC_READ_SEARCH; without it the file is
+   linked through /proc/self/fd, which any process may. */
+static inline int protfs_link_unnamed(int fd, int dirfd, const char *name) {
+  if (linkat(fd, "", dirfd, name, 0x1000 /* AT_EMPTY_PATH */) == 0) return 0;
+  if (errno != ENOENT && errno != EPERM) return -1;
+  char path[64];
+  snprintf(path, sizeof(path), "/proc/self/fd/%d", fd);
+  return linkat(AT_FDCWD, path, dirfd, name, 0x400 /* AT_SYMLINK_FOLLOW */);
+}
 
 #endif

@@ -18,11 +18,14 @@ package enum Secrets {
   /// the program `exec` runs and are left alone.
   package static func hideArguments() {
     let argv = CommandLine.unsafeArgv
+    // Read once: the getter counts the arguments on every call, which made this loop quadratic
+    // (milliseconds for the 2,000 task ids `tasks wait` can be given).
+    let count = Int(CommandLine.argc)
     var index = 1
-    while index < Int(CommandLine.argc), let word = argv[index] {
+    while index < count, let word = argv[index] {
       let text = String(cString: word)
       if text == "--" { break }
-      if options.contains(text), index + 1 < Int(CommandLine.argc), let value = argv[index + 1] {
+      if options.contains(text), index + 1 < count, let value = argv[index + 1] {
         blank(value, from: 0)
         index += 2
         continue

@@ -43,7 +43,8 @@ extension DownloadSession {
     record.handsOver = handsOver
     let inserted: DownloadTaskRecord
     do {
-      inserted = try core.store.insert([record], owner: core.owner)[0]
+      inserted = try core.store.insert(
+        [record], owner: core.owner, requesting: configuration.recordsForService ? .resume : nil)[0]
     } catch {
       TemporaryRemoval(
         directory: try? configuration.fileSystem.openDirectory(snapshot.directory, creating: false),

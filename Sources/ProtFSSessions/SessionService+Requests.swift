@@ -199,8 +199,7 @@ extension SessionService {
     download.resourceTimeout = .milliseconds(Int64((configuration.resourceTimeout * 1000).rounded()))
     download.resumesReattachedTasks = true
     if settings.destinationDirectory == nil { try giveDownloadsToTheApp(bundle) }
-    let json = String(decoding: (try? JSONEncoder().encode(settings)) ?? Data(), as: UTF8.self)
-    try store.registerServiceSession(identifier: configuration.identifier, bundleID: bundleText, configuration: json)
+    try settings.register(in: store)
     // Reported through a delegate: its calls come on a dispatch queue, never waiting for a
     // thread of the cooperative pool (which a busy caller may hold).
     let delegate = ServiceSessionDelegate(service: self, identifier: configuration.identifier)

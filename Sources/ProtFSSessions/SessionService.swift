@@ -14,6 +14,17 @@ import ProtFSSystem
 ///
 /// `@unchecked Sendable`: every mutable field is guarded by `lock`.
 public final class SessionService: @unchecked Sendable {
+  /// Marks session `configuration.identifier` in `store` as one the service runs, with
+  /// `configuration` and its `destinationDirectory`, as a handover would: `download --detach` does
+  /// so before recording its first task, so that a service started after the command died
+  /// before any handover still opens the session and runs the tasks it recorded.
+  public static func register(
+    _ configuration: SessionConfiguration, destinationDirectory: String?, in store: DownloadStore
+  ) throws(ProtFSError) {
+    try HostedSessionSettings(configuration: configuration, destinationDirectory: destinationDirectory)
+      .register(in: store)
+  }
+
   /// The device.
   public let device: Device
   /// The socket's abstract name.
@@ -182,6 +193,14 @@ struct HostedSessionSettings: Codable, Sendable {
   var configuration: SessionConfiguration
   /// The session's destination directory (absolute), nil for handed-over tasks only.
   var destinationDirectory: String?
+
+  /// Marks the session as the service's in `store`, with these settings, so that a service that
+  /// starts opens it (and runs its tasks) whether or not it was ever asked to.
+  func register(in store: DownloadStore) throws(ProtFSError) {
+    let json = String(decoding: (try? JSONEncoder().encode(self)) ?? Data(), as: UTF8.self)
+    try store.registerServiceSession(
+      identifier: configuration.identifier, bundleID: configuration.bundleID ?? "", configuration: json)
+  }
 
   /// The settings session `identifier`'s store row keeps as `json`, or why they cannot be read.
   static func decode(_ json: String, session identifier: String) -> Result<HostedSessionSettings, ProtFSError> {

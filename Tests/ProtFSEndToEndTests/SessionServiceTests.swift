@@ -121,45 +121,12 @@ import Testing
     let body = DownloadFixture.bytes(8192)
     let server = try FaultServer(body: body)
     defer { server.stop() }
-    // Something holds the service's socket: it answers the ping, then takes the handover and
-    // never answers, so that the command is stopped inside it, its tasks recorded.
-    let squatter = try ControlSocket.listen(f.socketName)
-    let handoverArrived = DispatchSemaphore(value: 0)
-    let held = Mutex<[FileDescriptor]>([])
-    let thread = Thread {
-      while let (connection, _, _) = ControlSocket.accept(squatter) {
-        guard let line = ControlSocket.readLine(connection) else { continue }
-        if line.contains("\"ping\"") {
-          _ = ControlSocket.writeLine(connection, "{\"pid\":\(getpid())}")
-          connection.close()
-        } else {
-          held.withLock { $0.append(connection) }
-          handoverArrived.signal()
-        }
-      }
-    }
-    thread.start()
-    let detach = Process()
-    detach.executableURL = URL(fileURLWithPath: Protfs.binary)
-    detach.arguments = [
-      "--device", f.t.root, "download", "--bundle", app, "--detach", server.url("a.bin").absoluteString,
-      server.url("b.bin").absoluteString,
-    ]
-    detach.standardOutput = FileHandle.nullDevice
-    detach.standardError = FileHandle.nullDevice
-    try detach.run()
-    // Waited for on a dispatch thread, not on the cooperative pool the other tests share.
-    let arrived = await withCheckedContinuation { continuation in
-      DispatchQueue.global().async {
-        continuation.resume(returning: handoverArrived.wait(timeout: .now() + 60) == .success)
-      }
-    }
-    #expect(arrived, "the command never handed its tasks over")
-    kill(detach.processIdentifier, SIGKILL)
-    detach.waitUntilExit()
-    ControlSocket.shutDown(squatter)
-    squatter.close()
-    for connection in held.withLock({ $0 }) { connection.close() }
+    try await killInHandover(
+      f,
+      [
+        "--device", f.t.root, "download", "--bundle", app, "--detach", server.url("a.bin").absoluteString,
+        server.url("b.bin").absoluteString,
+      ])
     let orphans = try f.tasks()
     #expect(orphans.map(\.state) == [.suspended, .suspended], "\(orphans)")
     // The real service, and another detach of the same session.
@@ -176,6 +143,94 @@ import Testing
         FileManager.default.contents(atPath: f.t.containerPath(app, "Documents/\(name)")) == Data(body), "\(name)")
     }
     #expect(try f.tasks().map(\.state) == [.completed, .completed, .completed])
+  }
+
+  /// Killed before its first handover reached any service: the session was marked as the
+  /// service's before the first task was recorded, so a service that starts runs the tasks
+  /// without another detach.
+  @Test func aServiceStartingAfterADetachKilledBeforeAnyHandoverRunsItsTasks() async throws {
+    let f = try SessionServiceFixture()
+    defer { f.stop() }
+    let body = DownloadFixture.bytes(8192)
+    let server = try FaultServer(body: body)
+    defer { server.stop() }
+    try await killInHandover(
+      f, ["--device", f.t.root, "download", "--bundle", app, "--detach", server.url("a.bin").absoluteString])
+    let orphans = try f.tasks()
+    #expect(orphans.map(\.state) == [.suspended], "\(orphans)")
+    try f.startInProcess()
+    let waited = try await runProtfs(["--device", f.t.root, "tasks", "wait"] + orphans.map { String($0.id) })
+    #expect(waited.status == 0, "\(waited)")
+    #expect(FileManager.default.contents(atPath: f.t.containerPath(app, "Documents/a.bin")) == Data(body))
+  }
+
+  /// The same for `upload --detach`: its task is recorded with the resume request too.
+  @Test func anUploadOfADetachKilledBeforeItsHandoverRunsAtTheNextOne() async throws {
+    let f = try SessionServiceFixture()
+    defer { f.stop() }
+    let uploads = try UploadServer()
+    defer { uploads.stop() }
+    let downloads = try FaultServer(body: DownloadFixture.bytes(8192))
+    defer { downloads.stop() }
+    try Data(DownloadFixture.bytes(5000)).write(to: URL(fileURLWithPath: f.t.containerPath(app, "Documents/up.bin")))
+    try await killInHandover(
+      f,
+      [
+        "--device", f.t.root, "upload", "--bundle", app, "--detach", "--from", "Documents/up.bin",
+        uploads.url("put").absoluteString,
+      ])
+    let orphans = try f.tasks()
+    #expect(orphans.map(\.state) == [.suspended], "\(orphans)")
+    try f.startInProcess()
+    let next = try await runProtfs([
+      "--device", f.t.root, "download", "--bundle", app, "--detach", downloads.url("d.bin").absoluteString,
+    ])
+    #expect(next.status == 0, "\(next)")
+    let ids = orphans.map { String($0.id) } + next.stdout.split(separator: "\n").map(String.init)
+    let waited = try await runProtfs(["--device", f.t.root, "tasks", "wait"] + ids)
+    #expect(waited.status == 0, "\(waited)")
+    #expect(uploads.requests.map(\.received) == [5000])
+    #expect(try f.tasks().map(\.state) == [.completed, .completed])
+  }
+
+  /// Runs protfs with `arguments` against something that holds the service's socket: it answers
+  /// the ping, takes the handover and never answers, so that the command is stopped (`kill -9`)
+  /// inside it, its tasks recorded.
+  private func killInHandover(_ f: SessionServiceFixture, _ arguments: [String]) async throws {
+    let squatter = try ControlSocket.listen(f.socketName)
+    let handoverArrived = DispatchSemaphore(value: 0)
+    let held = Mutex<[FileDescriptor]>([])
+    let thread = Thread {
+      while let (connection, _, _) = ControlSocket.accept(squatter) {
+        guard let line = ControlSocket.readLine(connection) else { continue }
+        if line.contains("\"ping\"") {
+          _ = ControlSocket.writeLine(connection, "{\"pid\":\(getpid())}")
+          connection.close()
+        } else {
+          held.withLock { $0.append(connection) }
+          handoverArrived.signal()
+        }
+      }
+    }
+    thread.start()
+    let command = Process()
+    command.executableURL = URL(fileURLWithPath: Protfs.binary)
+    command.arguments = arguments
+    command.standardOutput = FileHandle.nullDevice
+    command.standardError = FileHandle.nullDevice
+    try command.run()
+    // Waited for on a dispatch thread, not on the cooperative pool the other tests share.
+    let arrived = await withCheckedContinuation { continuation in
+      DispatchQueue.global().async {
+        continuation.resume(returning: handoverArrived.wait(timeout: .now() + 60) == .success)
+      }
+    }
+    #expect(arrived, "the command never handed its tasks over")
+    kill(command.processIdentifier, SIGKILL)
+    command.waitUntilExit()
+    ControlSocket.shutDown(squatter)
+    squatter.close()
+    for connection in held.withLock({ $0 }) { connection.close() }
   }
 
   @Test func eventsOfAnUnknownSessionFailClearly() async throws {

@@ -16,7 +16,8 @@ extension DownloadCommand {
   /// prints the ids handed over. When the service cannot take them, the tasks not handed over stay
   /// suspended in the store, resumable by `protfs tasks resume`, and one error says so. Tasks left
   /// so, or by a `download --detach` killed before its handover, go to the service with the next
-  /// one's. `next(n)` gives up to `n` more requests; the chunks
+  /// one's, or when the service next starts (the session is marked as the service's before the
+  /// first task is recorded). `next(n)` gives up to `n` more requests; the chunks
   /// double up to `chunk`, so that the service, done with a small first chunk in a few
   /// milliseconds, soon has the next.
   static func detach(
@@ -32,6 +33,7 @@ extension DownloadCommand {
     opening.recordsForService = true
     let session = try DownloadSession(configuration: opening)
     var handover = ServiceHandover(invocation, configuration: configuration)
+    try handover.register(in: session.store)
     var kept: [Int64] = []
     let reattached = session.allTasks
     let reattachedIDs = reattached.map(\.id)
@@ -125,6 +127,12 @@ struct ServiceHandover {
     for id in ids { Console.out(String(id)) }
   }
 
+  /// Marks the session as the service's in `store` before a task is recorded: a service that
+  /// starts later runs the tasks even if this command dies before handing any over.
+  func register(in store: DownloadStore) throws {
+    try SessionService.register(settings, destinationDirectory: destinationDirectory, in: store)
+  }
+
   /// Throws the one error naming the tasks not handed over, if any.
   func finish() throws {
     guard let failure else { return }
@@ -132,7 +140,7 @@ struct ServiceHandover {
     throw ProtFSError(
       .io, "The tasks (\(list)) were not handed to the session service: \(failure)",
       remedy: .advice(
-        "they stay suspended and go to the service with the next `download --detach` of the session; `protfs tasks resume ID` runs one here"
+        "they stay suspended and run when the session service next starts (`protfs sessions start`) or with the next `download --detach` of the session; `protfs tasks resume ID` runs one here"
       ))
   }
 }

@@ -105,8 +105,13 @@ package enum UploadCommand {
       throw invocation.usageError(
         "--response cannot go with --detach: the answer arrives after this command returns; drop one of them.")
     }
-    let session = try DownloadSession(configuration: configuration)
+    // A detached upload is recorded with a resume request for the service, so that it runs even
+    // if this command dies before handing it over (the next handover of the session takes it).
+    var opening = configuration
+    opening.recordsForService = detached
+    let session = try DownloadSession(configuration: opening)
     defer { session.invalidate() }
+    if detached { try ServiceHandover(invocation, configuration: configuration).register(in: session.store) }
     let task = try session.uploadTask(
       with: UploadRequest(
         url: target, method: method, headers: headers, taskDescription: invocation.value(DownloadCommand.description)),

@@ -87,6 +87,11 @@ package final class DownloadFinisher: @unchecked Sendable {
         exit.signal()
         return
       }
+      // The next transfers' temp files, made here rather than on the engine's thread.
+      if core.configuration.usesUnnamedTemporaryFiles {
+        core.engine.temporaryFiles.refill(
+          fileSystem: core.configuration.fileSystem, policy: core.configuration.accessPolicy)
+      }
     }
   }
 

@@ -68,13 +68,20 @@ extension TransferEngine {
     let opened: TemporaryFile.Opened
     do {
       held = try temporaryDirectory(directory)
-      opened = try TemporaryFile.open(
-        in: held, existingName: record.temporaryFileName,
-        canContinue: record.entityTag != nil || record.lastModified != nil,
-        unnamed: configuration.usesUnnamedTemporaryFiles,
-        label: { fd, isNew throws(ProtFSError) in
-          try isNew ? fileSystem.labelNew(file: fd, for: held) : fileSystem.label(file: fd, for: held)
-        })
+      if configuration.usesUnnamedTemporaryFiles, record.temporaryFileName == nil,
+        let file = temporaryFiles.take(in: held, path: directory)
+      {
+        // Made ahead by the finisher, unnamed and labelled (`TemporaryFileReserve`).
+        opened = TemporaryFile.Opened(file: file, name: TemporaryFile.randomName(), size: 0, isNamed: false)
+      } else {
+        opened = try TemporaryFile.open(
+          in: held, existingName: record.temporaryFileName,
+          canContinue: record.entityTag != nil || record.lastModified != nil,
+          unnamed: configuration.usesUnnamedTemporaryFiles,
+          label: { fd, isNew throws(ProtFSError) in
+            try isNew ? fileSystem.labelNew(file: fd, for: held) : fileSystem.label(file: fd, for: held)
+          })
+      }
     } catch {
       fail(task, error, deleting: nil)
       return

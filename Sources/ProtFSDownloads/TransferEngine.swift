@@ -58,6 +58,8 @@ package final class TransferEngine: @unchecked Sendable {
   package var idleHandles: [UnsafeMutableRawPointer] = []
   /// Staging buffers of ended transfers, reused by the next ones.
   package let stagingBuffers: StagingBuffers
+  /// New temp files the finisher makes ahead for the next transfers.
+  package let temporaryFiles: TemporaryFileReserve
   /// When running transfers' progress was last written to the store.
   package var lastPersist = Monotonic.now
   /// When the access policy was last asked about running transfers.
@@ -76,6 +78,9 @@ package final class TransferEngine: @unchecked Sendable {
     hosts = HostScheduler(connectionsPerHost: configuration.maximumConnectionsPerHost)
     retryPolicy = RetryPolicy(configuration)
     stagingBuffers = StagingBuffers(size: max(16 * 1024, min(configuration.receiveBufferSize, 10 << 20)))
+    // Enough for the transfers that start between two of the finisher's batches (up to 4 ms
+    // apart): small files from a fast server finish several per millisecond.
+    temporaryFiles = TemporaryFileReserve(capacity: 64, freshness: configuration.accessCheckInterval)
   }
 
   // The multi handle outlives the thread: a late `post` may still wake it.
@@ -229,6 +234,8 @@ package final class TransferEngine: @unchecked Sendable {
       // Finished transfers freed connections: start the next ones now rather than after a poll
       // that may have no socket left to wake it.
       let launched = startReady()
+      // Nothing left to start: the files made ahead are let go of.
+      if active.isEmpty && hosts.isIdle { temporaryFiles.drain() }
       protfs_curl_multi_poll(multi, nil, 0, launched ? 0 : pollTimeout(now), nil)
     }
   }
@@ -331,6 +338,7 @@ package final class TransferEngine: @unchecked Sendable {
       detach(transfer)
       transfer.closeKeepingFile()
     }
+    temporaryFiles.drain()
     hosts.removeAll()
     paused.removeAll()
   }

@@ -235,3 +235,48 @@ final class DirectoryNameWatch {
     }
   }
 }
+
+/// `TemporaryFileReserve`: new temp files the finisher makes ahead of the engine.
+@Suite struct TemporaryFileReserveTests {
+  let fixture: DownloadFixture
+  let directory: DirectoryHandle
+
+  init() throws {
+    fixture = try DownloadFixture()
+    directory = try DirectoryHandle(path: fixture.temporaryDirectory)
+  }
+
+  @Test func filesMadeAheadAreUnnamedAndGoToTheEngineThatAskedInTheirDirectory() throws {
+    let reserve = TemporaryFileReserve(capacity: 3, freshness: .seconds(60))
+    // Nothing is made before the engine names the directory it makes files in.
+    reserve.refill(fileSystem: PlainDownloadFileSystem(), policy: AllowAllDownloadAccess())
+    #expect(reserve.take(in: directory, path: fixture.temporaryDirectory) == nil)
+    reserve.refill(fileSystem: PlainDownloadFileSystem(), policy: AllowAllDownloadAccess())
+    var taken: [FileDescriptor] = []
+    while let file = reserve.take(in: directory, path: fixture.temporaryDirectory) { taken.append(file) }
+    #expect(taken.count == 3)
+    for file in taken {
+      var status = stat()
+      #expect(fstat(file.rawValue, &status) == 0 && status.st_nlink == 0 && status.st_size == 0)
+      file.close()
+    }
+    #expect(fixture.temporaryFiles.isEmpty)
+    // Another directory: what was made for the first is dropped.
+    reserve.refill(fileSystem: PlainDownloadFileSystem(), policy: AllowAllDownloadAccess())
+    let other = try DirectoryHandle(path: fixture.destinationDirectory)
+    #expect(reserve.take(in: other, path: fixture.destinationDirectory) == nil)
+  }
+
+  @Test func noneAreMadeWhereANewTempFileIsRefusedAndNoneIsTakenStale() throws {
+    let refusing = SwitchableAccessPolicy(temp: .deny(EPERM))
+    let reserve = TemporaryFileReserve(capacity: 2, freshness: .seconds(60))
+    _ = reserve.take(in: directory, path: fixture.temporaryDirectory)
+    reserve.refill(fileSystem: PlainDownloadFileSystem(), policy: refusing)
+    #expect(reserve.take(in: directory, path: fixture.temporaryDirectory) == nil)
+    // Made longer ago than its freshness: closed, not handed out.
+    let stale = TemporaryFileReserve(capacity: 2, freshness: .zero)
+    _ = stale.take(in: directory, path: fixture.temporaryDirectory)
+    stale.refill(fileSystem: PlainDownloadFileSystem(), policy: AllowAllDownloadAccess())
+    #expect(stale.take(in: directory, path: fixture.temporaryDirectory) == nil)
+  }
+}

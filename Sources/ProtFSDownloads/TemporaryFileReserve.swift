@@ -1,0 +1,113 @@
+import Foundation
+import ProtFS
+import ProtFSSystem
+import Synchronization
+
+/// New temp files made ahead of the transfers that take them, off the engine's thread: unnamed
+/// (`O_TMPFILE`), labelled and held open in the temp directory the engine last made one in. The
+/// finisher makes them after each batch, on a core the engine's network work leaves idle; the
+/// engine takes one per new transfer instead of making it (the largest part of a small file's
+/// launch).
+///
+/// A file is taken only within one access-check interval of its making, the window in which the
+/// engine already trusts a held directory, so its label is as fresh as the engine's own would be;
+/// the finisher makes none where the access policy would refuse a new temp file (a protected
+/// directory while locked), nor on a filesystem without unnamed files.
+package final class TemporaryFileReserve: Sendable {
+  private struct Made {
+    var fd: Int32
+    var made: UInt64
+  }
+
+  private struct State {
+    /// The held temp directory, and its path, the engine last made a new file in.
+    var directory: DirectoryHandle?
+    var path = ""
+    var ready: [Made] = []
+    /// Whether the engine has transfers to start: files are made only then, and an idle engine's
+    /// are closed (`drain()`), so that a session waiting for work holds none.
+    var wanted = false
+    /// Set once the filesystem refused an unnamed file: nothing is made ahead any more.
+    var unsupported = false
+  }
+
+  /// How many files are kept ready.
+  package let capacity: Int
+  /// How long a made file may wait, in nanoseconds.
+  private let freshness: UInt64
+  private let state = Mutex(State())
+
+  package init(capacity: Int, freshness: Duration) {
+    self.capacity = capacity
+    self.freshness = Monotonic.nanoseconds(freshness)
+  }
+
+  deinit { drain() }
+
+  /// A ready file in `directory` (the engine's held handle for `path`), made recently enough; nil
+  /// when there is none. Either way `directory` becomes the one files are made in from now on.
+  package func take(in directory: DirectoryHandle, path: String) -> FileDescriptor? {
+    let now = Monotonic.coarse
+    var stale: [Int32] = []
+    let fd = state.withLock { s -> Int32? in
+      s.wanted = true
+      if s.directory !== directory {
+        stale = s.ready.map(\.fd)
+        s.ready.removeAll()
+        s.directory = directory
+        s.path = path
+      }
+      while let last = s.ready.popLast() {
+        if now &- last.made < freshness { return last.fd }
+        stale.append(last.fd)
+      }
+      return nil
+    }
+    for old in stale { close(old) }
+    return fd.map { FileDescriptor(owning: $0) }
+  }
+
+  /// Makes files until `capacity` are ready in the engine's temp directory, where `policy` allows
+  /// a new temp file now, each labelled by `fileSystem` as the engine labels its own.
+  package func refill(fileSystem: any DownloadFileSystem, policy: any DownloadAccessPolicy) {
+    let (directory, path, missing) = state.withLock { s in
+      (s.directory, s.path, s.unsupported || !s.wanted ? 0 : capacity - s.ready.count)
+    }
+    guard let directory, missing > 0, policy.canWriteTemp(in: path) == .allow else { return }
+    for _ in 0..<missing {
+      let fd = Kernel.openUnnamed(in: directory.fd, mode: 0o644)
+      guard fd >= 0 else {
+        let e = errno
+        if e == EOPNOTSUPP || e == EISDIR || e == EINVAL { state.withLock { $0.unsupported = true } }
+        return
+      }
+      do {
+        try fileSystem.labelNew(file: fd, for: directory)
+      } catch {
+        close(fd)
+        return
+      }
+      TemporaryFileLock.hold(fd)
+      let kept = state.withLock { s -> Bool in
+        guard s.wanted, s.directory === directory, s.ready.count < capacity else { return false }
+        s.ready.append(Made(fd: fd, made: Monotonic.coarse))
+        return true
+      }
+      if !kept {
+        close(fd)
+        return
+      }
+    }
+  }
+
+  /// Closes every ready file (unnamed, they go with their descriptors) and makes no more until the
+  /// engine takes one again: it has nothing left to start.
+  package func drain() {
+    let fds = state.withLock { s -> [Int32] in
+      s.wanted = false
+      defer { s.ready.removeAll() }
+      return s.ready.map(\.fd)
+    }
+    for fd in fds { close(fd) }
+  }
+}

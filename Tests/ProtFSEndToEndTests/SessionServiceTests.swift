@@ -129,15 +129,7 @@ import Testing
       ])
     let orphans = try f.tasks()
     #expect(orphans.map(\.state) == [.suspended, .suspended], "\(orphans)")
-    // The real service, and another detach of the same session.
-    try f.startInProcess()
-    let next = try await runProtfs([
-      "--device", f.t.root, "download", "--bundle", app, "--detach", server.url("c.bin").absoluteString,
-    ])
-    #expect(next.status == 0, "\(next)")
-    let ids = orphans.map { String($0.id) } + next.stdout.split(separator: "\n").map(String.init)
-    let waited = try await runProtfs(["--device", f.t.root, "tasks", "wait"] + ids)
-    #expect(waited.status == 0, "\(waited)")
+    try await startServiceAndDetach(f, server.url("c.bin"), waitingFor: orphans)
     for name in ["a.bin", "b.bin", "c.bin"] {
       #expect(
         FileManager.default.contents(atPath: f.t.containerPath(app, "Documents/\(name)")) == Data(body), "\(name)")
@@ -181,16 +173,22 @@ import Testing
       ])
     let orphans = try f.tasks()
     #expect(orphans.map(\.state) == [.suspended], "\(orphans)")
+    try await startServiceAndDetach(f, downloads.url("d.bin"), waitingFor: orphans)
+    #expect(uploads.requests.map(\.received) == [5000])
+    #expect(try f.tasks().map(\.state) == [.completed, .completed])
+  }
+
+  /// Starts the real service, runs another `download --detach` of the session for `url`, and waits
+  /// for its task and the `orphans` a killed command left: all complete.
+  private func startServiceAndDetach(_ f: SessionServiceFixture, _ url: URL, waitingFor orphans: [DownloadTaskRecord])
+    async throws
+  {
     try f.startInProcess()
-    let next = try await runProtfs([
-      "--device", f.t.root, "download", "--bundle", app, "--detach", downloads.url("d.bin").absoluteString,
-    ])
+    let next = try await runProtfs(["--device", f.t.root, "download", "--bundle", app, "--detach", url.absoluteString])
     #expect(next.status == 0, "\(next)")
     let ids = orphans.map { String($0.id) } + next.stdout.split(separator: "\n").map(String.init)
     let waited = try await runProtfs(["--device", f.t.root, "tasks", "wait"] + ids)
     #expect(waited.status == 0, "\(waited)")
-    #expect(uploads.requests.map(\.received) == [5000])
-    #expect(try f.tasks().map(\.state) == [.completed, .completed])
   }
 
   /// Runs protfs with `arguments` against something that holds the service's socket: it answers

@@ -33,12 +33,24 @@ final class SessionServiceFixture: @unchecked Sendable {
     self.service = service
     let ready = DispatchSemaphore(value: 0)
     let ended = self.ended
+    // A service that cannot listen (another holds the socket) says so here, not by not answering.
+    let failure = Mutex<ProtFSError?>(nil)
     let thread = Thread {
-      do { try service.run { ready.signal() } } catch { ready.signal() }
+      do throws(ProtFSError) {
+        try service.run { ready.signal() }
+      } catch {
+        failure.withLock { $0 = error }
+        ready.signal()
+      }
       ended.signal()
     }
     thread.start()
     ready.wait()
+    if let error = failure.withLock({ $0 }) {
+      ended.wait()
+      self.service = nil
+      throw error
+    }
   }
 
   /// Stops whichever service runs and waits until it is gone.

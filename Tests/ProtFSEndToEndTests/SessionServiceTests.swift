@@ -198,7 +198,9 @@ import Testing
     let squatter = try ControlSocket.listen(f.socketName)
     let handoverArrived = DispatchSemaphore(value: 0)
     let held = Mutex<[FileDescriptor]>([])
+    let loopEnded = DispatchSemaphore(value: 0)
     let thread = Thread {
+      defer { loopEnded.signal() }
       while let (connection, _, _) = ControlSocket.accept(squatter) {
         guard let line = ControlSocket.readLine(connection) else { continue }
         if line.contains("\"ping\"") {
@@ -226,7 +228,12 @@ import Testing
     #expect(arrived, "the command never handed its tasks over")
     kill(command.processIdentifier, SIGKILL)
     command.waitUntilExit()
+    // The socket's name is free for the real service only once the squatter's accept has returned.
     ControlSocket.shutDown(squatter)
+    let ended = await withCheckedContinuation { continuation in
+      DispatchQueue.global().async { continuation.resume(returning: loopEnded.wait(timeout: .now() + 60) == .success) }
+    }
+    #expect(ended, "the squatter never stopped accepting")
     squatter.close()
     for connection in held.withLock({ $0 }) { connection.close() }
   }

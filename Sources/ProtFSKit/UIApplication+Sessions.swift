@@ -7,7 +7,6 @@ extension UIApplication {
   /// (made before or after this) calls `urlSessionDidFinishEvents` once they are delivered, and the
   /// delegate's completion handler tells the supervisor `events-handled` (once).
   func handleEvents(forBackgroundURLSession identifier: String) {
-    BackgroundSessionEvents.wake(identifier)
     let socket = socketName
     let once = Mutex(false)
     let completion: @Sendable () -> Void = {
@@ -24,5 +23,8 @@ extension UIApplication {
     } else {
       completion()
     }
+    // Only now, as on iOS: the app hears of the events before `urlSessionDidFinishEvents`, which a
+    // session whose deliveries are all done would otherwise call at once.
+    BackgroundSessionEvents.wake(identifier)
   }
 }

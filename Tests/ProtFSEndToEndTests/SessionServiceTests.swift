@@ -150,7 +150,7 @@ import Testing
       f, ["--device", f.t.root, "download", "--bundle", app, "--detach", server.url("a.bin").absoluteString])
     let orphans = try f.tasks()
     #expect(orphans.map(\.state) == [.suspended], "\(orphans)")
-    try f.startInProcess()
+    try startService(f)
     let waited = try await runProtfs(["--device", f.t.root, "tasks", "wait"] + orphans.map { String($0.id) })
     #expect(waited.status == 0, "\(waited)")
     #expect(FileManager.default.contents(atPath: f.t.containerPath(app, "Documents/a.bin")) == Data(body))
@@ -183,12 +183,31 @@ import Testing
   private func startServiceAndDetach(_ f: SessionServiceFixture, _ url: URL, waitingFor orphans: [DownloadTaskRecord])
     async throws
   {
-    try f.startInProcess()
+    try startService(f)
     let next = try await runProtfs(["--device", f.t.root, "download", "--bundle", app, "--detach", url.absoluteString])
     #expect(next.status == 0, "\(next)")
     let ids = orphans.map { String($0.id) } + next.stdout.split(separator: "\n").map(String.init)
     let waited = try await runProtfs(["--device", f.t.root, "tasks", "wait"] + ids)
     #expect(waited.status == 0, "\(waited)")
+  }
+
+  /// Starts the real service in this process, after stopping any other: on a loaded machine the
+  /// killed command may have started one itself (its ping of the stand-in timed out), which would
+  /// hold the socket and, started while the command lived, would not have taken its tasks.
+  /// A process another test is starting may still hold a copy of the stand-in's socket for the
+  /// moment between its fork and its exec: the name is retried for a few seconds.
+  private func startService(_ f: SessionServiceFixture) throws {
+    f.stop()
+    let deadline = Date().addingTimeInterval(10)
+    while true {
+      do {
+        try f.startInProcess()
+        return
+      } catch let error as ProtFSError where error.code == .alreadyExists && Date() < deadline {
+        f.stop()
+        usleep(50_000)
+      }
+    }
   }
 
   /// Runs protfs with `arguments` against something that holds the service's socket: it answers

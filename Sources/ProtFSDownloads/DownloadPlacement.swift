@@ -290,7 +290,7 @@ extension DownloadFinisher {
     guard status.st_mode & S_IFMT == S_IFREG, UInt64(status.st_nlink) == links else {
       throw ProtFSError(
         .invalidArgument,
-        "The temp file '\(path)' is not a regular file with a single link (another name was linked to it); protfs does not move it.",
+        "The temp file '\(path)' is not a regular file that only protfs names (another name was linked to it); protfs does not move it.",
         path: path, remedy: .advice("nothing was kept; download it again"))
     }
     return status

@@ -31,8 +31,9 @@ package enum TemporaryFile {
 
   /// Opens the task's temp file in the held `directory`: the existing one when `existingName` is
   /// still there, emptied unless `canContinue`, else a new one given its label by `label` before
-  /// any byte is written (told whether the file is new, so unlabelled and the process's own). A new one is made without a name when `unnamed` and the filesystem can
-  /// (`O_TMPFILE`; its name is reserved, not taken), else with `O_EXCL` under a fresh name.
+  /// any byte is written (told whether the file is new, so unlabelled and the process's own). A
+  /// new one is made without a name when `unnamed` and the filesystem can (`O_TMPFILE`; its name
+  /// is reserved, not taken), else with `O_EXCL` under a fresh name.
   package static func open(
     in directory: DirectoryHandle, existingName: String?, canContinue: Bool, unnamed: Bool,
     label: (_ fd: Int32, _ isNew: Bool) throws(ProtFSError) -> Void
@@ -74,7 +75,9 @@ package enum TemporaryFile {
         throw ProtFSError.system("open the temp file", path: directory.pathOf(existingName), errno: e.rawValue)
       }
     }
-    if unnamed, let opened = try openUnnamed(in: directory, label: label) { return opened }
+    if unnamed, let file = try makeUnnamed(in: directory, label: { fd throws(ProtFSError) in try label(fd, true) }) {
+      return Opened(file: file, name: randomName(), size: 0, isNamed: false)
+    }
     while true {
       let name = randomName()
       switch valueOrErrno(
@@ -101,25 +104,24 @@ package enum TemporaryFile {
     }
   }
 
-  /// A new temp file without a name in `directory`, labelled, with the name it will get when it
-  /// needs one; nil where the filesystem (or kernel) makes no unnamed files.
-  private static func openUnnamed(
-    in directory: DirectoryHandle, label: (_ fd: Int32, _ isNew: Bool) throws(ProtFSError) -> Void
-  )
-    throws(ProtFSError) -> Opened?
+  /// A new temp file without a name in `directory`, labelled by `label` and held (`flock`) as a
+  /// live temp file; nil where the filesystem (or kernel) makes no unnamed files. The engine makes
+  /// its own this way, and the finisher those it makes ahead (`TemporaryFileReserve`).
+  package static func makeUnnamed(in directory: DirectoryHandle, label: (Int32) throws(ProtFSError) -> Void)
+    throws(ProtFSError) -> FileDescriptor?
   {
     switch valueOrErrno(.tmpfile, { Kernel.openUnnamed(in: directory.fd, mode: 0o644) }) {
     case .success(let fd):
       let file = FileDescriptor(owning: fd)
       do {
-        try label(fd, true)
+        try label(fd)
       } catch {
         // Unnamed, it goes away with its descriptor.
         file.close()
         throw error
       }
       TemporaryFileLock.hold(fd)
-      return Opened(file: file, name: randomName(), size: 0, isNamed: false)
+      return file
     case .failure(let e) where e.rawValue == EOPNOTSUPP || e.rawValue == EISDIR || e.rawValue == EINVAL:
       return nil
     case .failure(let e):

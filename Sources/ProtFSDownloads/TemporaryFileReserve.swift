@@ -1,5 +1,4 @@
 import Foundation
-import ProtFS
 import ProtFSSystem
 import Synchronization
 
@@ -15,7 +14,7 @@ import Synchronization
 /// directory while locked), nor on a filesystem without unnamed files.
 package final class TemporaryFileReserve: Sendable {
   private struct Made {
-    var fd: Int32
+    var file: FileDescriptor
     var made: UInt64
   }
 
@@ -48,23 +47,23 @@ package final class TemporaryFileReserve: Sendable {
   /// when there is none. Either way `directory` becomes the one files are made in from now on.
   package func take(in directory: DirectoryHandle, path: String) -> FileDescriptor? {
     let now = Monotonic.coarse
-    var stale: [Int32] = []
-    let fd = state.withLock { s -> Int32? in
+    var stale: [FileDescriptor] = []
+    let file = state.withLock { s -> FileDescriptor? in
       s.wanted = true
       if s.directory !== directory {
-        stale = s.ready.map(\.fd)
+        stale = s.ready.map(\.file)
         s.ready.removeAll()
         s.directory = directory
         s.path = path
       }
       while let last = s.ready.popLast() {
-        if now &- last.made < freshness { return last.fd }
-        stale.append(last.fd)
+        if now &- last.made < freshness { return last.file }
+        stale.append(last.file)
       }
       return nil
     }
-    for old in stale { close(old) }
-    return fd.map { FileDescriptor(owning: $0) }
+    for old in stale { old.close() }
+    return file
   }
 
   /// Makes files until `capacity` are ready in the engine's temp directory, where `policy` allows
@@ -75,26 +74,26 @@ package final class TemporaryFileReserve: Sendable {
     }
     guard let directory, missing > 0, policy.canWriteTemp(in: path) == .allow else { return }
     for _ in 0..<missing {
-      let fd = Kernel.openUnnamed(in: directory.fd, mode: 0o644)
-      guard fd >= 0 else {
-        let e = errno
-        if e == EOPNOTSUPP || e == EISDIR || e == EINVAL { state.withLock { $0.unsupported = true } }
-        return
-      }
+      let made: FileDescriptor?
       do {
-        try fileSystem.labelNew(file: fd, for: directory)
+        made = try TemporaryFile.makeUnnamed(in: directory) { fd throws(ProtFSError) in
+          try fileSystem.labelNew(file: fd, for: directory)
+        }
       } catch {
-        close(fd)
+        // The engine meets the same failure making its own, and reports it with its task.
         return
       }
-      TemporaryFileLock.hold(fd)
+      guard let file = made else {
+        state.withLock { $0.unsupported = true }
+        return
+      }
       let kept = state.withLock { s -> Bool in
         guard s.wanted, s.directory === directory, s.ready.count < capacity else { return false }
-        s.ready.append(Made(fd: fd, made: Monotonic.coarse))
+        s.ready.append(Made(file: file, made: Monotonic.coarse))
         return true
       }
       if !kept {
-        close(fd)
+        file.close()
         return
       }
     }
@@ -103,11 +102,11 @@ package final class TemporaryFileReserve: Sendable {
   /// Closes every ready file (unnamed, they go with their descriptors) and makes no more until the
   /// engine takes one again: it has nothing left to start.
   package func drain() {
-    let fds = state.withLock { s -> [Int32] in
+    let files = state.withLock { s -> [FileDescriptor] in
       s.wanted = false
       defer { s.ready.removeAll() }
-      return s.ready.map(\.fd)
+      return s.ready.map(\.file)
     }
-    for fd in fds { close(fd) }
+    for file in files { file.close() }
   }
 }

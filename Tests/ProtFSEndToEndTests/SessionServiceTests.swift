@@ -150,7 +150,7 @@ import Testing
       f, ["--device", f.t.root, "download", "--bundle", app, "--detach", server.url("a.bin").absoluteString])
     let orphans = try f.tasks()
     #expect(orphans.map(\.state) == [.suspended], "\(orphans)")
-    try startService(f)
+    try await startService(f)
     let waited = try await runProtfs(["--device", f.t.root, "tasks", "wait"] + orphans.map { String($0.id) })
     #expect(waited.status == 0, "\(waited)")
     #expect(FileManager.default.contents(atPath: f.t.containerPath(app, "Documents/a.bin")) == Data(body))
@@ -183,7 +183,7 @@ import Testing
   private func startServiceAndDetach(_ f: SessionServiceFixture, _ url: URL, waitingFor orphans: [DownloadTaskRecord])
     async throws
   {
-    try startService(f)
+    try await startService(f)
     let next = try await runProtfs(["--device", f.t.root, "download", "--bundle", app, "--detach", url.absoluteString])
     #expect(next.status == 0, "\(next)")
     let ids = orphans.map { String($0.id) } + next.stdout.split(separator: "\n").map(String.init)
@@ -196,18 +196,24 @@ import Testing
   /// hold the socket and, started while the command lived, would not have taken its tasks.
   /// A process another test is starting may still hold a copy of the stand-in's socket for the
   /// moment between its fork and its exec: the name is retried for a few seconds.
-  private func startService(_ f: SessionServiceFixture) throws {
-    f.stop()
-    let deadline = Date().addingTimeInterval(10)
-    while true {
-      do {
-        try f.startInProcess()
-        return
-      } catch let error as ProtFSError where error.code == .alreadyExists && Date() < deadline {
-        f.stop()
-        usleep(50_000)
+  /// Blocking (a stop waits for the other service to end), so it runs off the cooperative pool.
+  private func startService(_ f: SessionServiceFixture) async throws {
+    let failure = await offPool { () -> (any Error)? in
+      f.stop()
+      let deadline = Date().addingTimeInterval(10)
+      while true {
+        do {
+          try f.startInProcess()
+          return nil
+        } catch let error as ProtFSError where error.code == .alreadyExists && Date() < deadline {
+          f.stop()
+          usleep(50_000)
+        } catch {
+          return error
+        }
       }
     }
+    if let failure { throw failure }
   }
 
   /// Runs protfs with `arguments` against something that holds the service's socket: it answers
@@ -238,20 +244,14 @@ import Testing
     command.standardOutput = FileHandle.nullDevice
     command.standardError = FileHandle.nullDevice
     try command.run()
-    // Waited for on a dispatch thread, not on the cooperative pool the other tests share.
-    let arrived = await withCheckedContinuation { continuation in
-      DispatchQueue.global().async {
-        continuation.resume(returning: handoverArrived.wait(timeout: .now() + 60) == .success)
-      }
-    }
+    // Waited for off the cooperative pool the other tests share.
+    let arrived = await offPool { handoverArrived.wait(timeout: .now() + 60) == .success }
     #expect(arrived, "the command never handed its tasks over")
     kill(command.processIdentifier, SIGKILL)
-    command.waitUntilExit()
+    await offPool { command.waitUntilExit() }
     // The socket's name is free for the real service only once the squatter's accept has returned.
     ControlSocket.shutDown(squatter)
-    let ended = await withCheckedContinuation { continuation in
-      DispatchQueue.global().async { continuation.resume(returning: loopEnded.wait(timeout: .now() + 60) == .success) }
-    }
+    let ended = await offPool { loopEnded.wait(timeout: .now() + 60) == .success }
     #expect(ended, "the squatter never stopped accepting")
     squatter.close()
     for connection in held.withLock({ $0 }) { connection.close() }

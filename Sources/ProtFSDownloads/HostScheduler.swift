@@ -15,6 +15,8 @@ package final class HostScheduler {
   private var known: Set<Int64> = []
   private var retrying: [(deadline: UInt64, task: DownloadTask)] = []
   private var activePerHost: [String: Int] = [:]
+  /// How many tasks wait in the queues for a connection (not those retrying later).
+  package private(set) var queued = 0
 
   /// A scheduler allowing `limit` connections per host (at least one).
   package init(connectionsPerHost limit: Int) { self.limit = max(1, limit) }
@@ -47,6 +49,7 @@ package final class HostScheduler {
       queues[key] = HostQueue()
     }
     queues[key]!.append(task)
+    queued += 1
   }
 
   /// Queues `task` again at `deadline` (monotonic nanoseconds).
@@ -58,7 +61,9 @@ package final class HostScheduler {
   /// Takes `task` out of the queues and retries.
   package func withdraw(_ task: DownloadTask) {
     retrying.removeAll { $0.task === task }
-    for key in queues.keys { queues[key]!.remove(task) }
+    for key in queues.keys {
+      if queues[key]!.remove(task) { queued -= 1 }
+    }
   }
 
   /// Forgets every queued and retrying task.
@@ -67,6 +72,7 @@ package final class HostScheduler {
     queues.removeAll()
     hostOrder.removeAll()
     known.removeAll()
+    queued = 0
   }
 
   /// A transfer to the host `key` opened a connection.
@@ -94,6 +100,7 @@ package final class HostScheduler {
     var launched = false
     for key in hostOrder {
       while activePerHost[key, default: 0] < limit, let task = queues[key]!.popFirst() {
+        queued -= 1
         launch(task, key)
         launched = true
       }
@@ -140,8 +147,11 @@ private struct HostQueue {
     return task
   }
 
-  /// Takes `task` out wherever it waits.
-  mutating func remove(_ task: DownloadTask) {
-    if let index = tasks[head...].firstIndex(where: { $0 === task }) { tasks.remove(at: index) }
+  /// Takes `task` out wherever it waits; returns whether it waited here.
+  @discardableResult
+  mutating func remove(_ task: DownloadTask) -> Bool {
+    guard let index = tasks[head...].firstIndex(where: { $0 === task }) else { return false }
+    tasks.remove(at: index)
+    return true
   }
 }

@@ -12,6 +12,11 @@ import Synchronization
 /// engine already trusts a held directory, so its label is as fresh as the engine's own would be;
 /// the finisher makes none where the access policy would refuse a new temp file (a protected
 /// directory while locked), nor on a filesystem without unnamed files.
+///
+/// Only as many are made as will be taken: no more than the transfers queued to start, nor than
+/// twice the launches since the last refill (slow transfers take few, and a file left to go stale
+/// is made in vain). A file made and never taken is freed unused, and on ext4 without a journal
+/// every inode freed in the last minutes is skipped, one by one, by each new file's allocation.
 package final class TemporaryFileReserve: Sendable {
   private struct Made {
     var file: FileDescriptor
@@ -23,9 +28,12 @@ package final class TemporaryFileReserve: Sendable {
     var directory: DirectoryHandle?
     var path = ""
     var ready: [Made] = []
-    /// Whether the engine has transfers to start: files are made only then, and an idle engine's
-    /// are closed (`drain()`), so that a session waiting for work holds none.
-    var wanted = false
+    /// How many transfers the engine has queued to start (`expect(_:)`): files are made only for
+    /// them, and an idle engine's are closed (`drain()`), so that a session waiting for work holds
+    /// none.
+    var queued = 0
+    /// Launches that asked for a file since the last refill.
+    var asked = 0
     /// Set once the filesystem refused an unnamed file: nothing is made ahead any more.
     var unsupported = false
   }
@@ -35,6 +43,14 @@ package final class TemporaryFileReserve: Sendable {
   /// How long a made file may wait, in nanoseconds.
   private let freshness: UInt64
   private let state = Mutex(State())
+  /// Files made ahead and taken by a transfer, and those closed without.
+  private let used = Atomic(0)
+  private let unused = Atomic(0)
+
+  /// How many files made ahead went to a transfer so far.
+  package var taken: Int { used.load(ordering: .relaxed) }
+  /// How many files were made ahead in vain so far: closed stale, for another directory, or idle.
+  package var discarded: Int { unused.load(ordering: .relaxed) }
 
   package init(capacity: Int, freshness: Duration) {
     self.capacity = capacity
@@ -49,7 +65,7 @@ package final class TemporaryFileReserve: Sendable {
     let now = Monotonic.coarse
     var stale: [FileDescriptor] = []
     let file = state.withLock { s -> FileDescriptor? in
-      s.wanted = true
+      s.asked += 1
       if s.directory !== directory {
         stale = s.ready.map(\.file)
         s.ready.removeAll()
@@ -62,15 +78,29 @@ package final class TemporaryFileReserve: Sendable {
       }
       return nil
     }
-    for old in stale { old.close() }
+    discard(stale)
+    if file != nil { used.add(1, ordering: .relaxed) }
     return file
   }
 
-  /// Makes files until `capacity` are ready in the engine's temp directory, where `policy` allows
-  /// a new temp file now, each labelled by `fileSystem` as the engine labels its own.
+  /// The engine has `count` transfers queued to start, which are all the files it will take.
+  package func expect(_ count: Int) {
+    state.withLock { $0.queued = count }
+  }
+
+  /// How many files `s` should have ready: no more than the transfers queued, nor than twice the
+  /// launches since the last refill, nor than `capacity`.
+  private func target(_ s: State) -> Int {
+    s.unsupported ? 0 : min(capacity, s.queued, 2 * s.asked)
+  }
+
+  /// Makes files until `target` are ready in the engine's temp directory, where `policy` allows a
+  /// new temp file now, each labelled by `fileSystem` as the engine labels its own.
   package func refill(fileSystem: any DownloadFileSystem, policy: any DownloadAccessPolicy) {
     let (directory, path, missing) = state.withLock { s in
-      (s.directory, s.path, s.unsupported || !s.wanted ? 0 : capacity - s.ready.count)
+      let missing = target(s) - s.ready.count
+      if missing > 0 { s.asked = 0 }
+      return (s.directory, s.path, missing)
     }
     guard let directory, missing > 0, policy.canWriteTemp(in: path) == .allow else { return }
     for _ in 0..<missing {
@@ -88,25 +118,32 @@ package final class TemporaryFileReserve: Sendable {
         return
       }
       let kept = state.withLock { s -> Bool in
-        guard s.wanted, s.directory === directory, s.ready.count < capacity else { return false }
+        guard s.directory === directory, s.ready.count < min(capacity, s.queued) else { return false }
         s.ready.append(Made(file: file, made: Monotonic.coarse))
         return true
       }
       if !kept {
-        file.close()
+        discard([file])
         return
       }
     }
   }
 
   /// Closes every ready file (unnamed, they go with their descriptors) and makes no more until the
-  /// engine takes one again: it has nothing left to start.
+  /// engine queues transfers again: it has nothing left to start.
   package func drain() {
     let files = state.withLock { s -> [FileDescriptor] in
-      s.wanted = false
+      s.queued = 0
+      s.asked = 0
       defer { s.ready.removeAll() }
       return s.ready.map(\.file)
     }
+    discard(files)
+  }
+
+  private func discard(_ files: [FileDescriptor]) {
+    guard !files.isEmpty else { return }
     for file in files { file.close() }
+    unused.add(files.count, ordering: .relaxed)
   }
 }

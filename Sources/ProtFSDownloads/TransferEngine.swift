@@ -212,6 +212,8 @@ package final class TransferEngine: @unchecked Sendable {
   /// The engine thread: commands, launches, libcurl, then the periodic checks, until shutdown.
   private func run() {
     var running: Int32 = 0
+    // The queued count last told to `temporaryFiles`.
+    var told = 0
     while true {
       let pending = takeCommands()
       for command in pending {
@@ -234,8 +236,14 @@ package final class TransferEngine: @unchecked Sendable {
       // Finished transfers freed connections: start the next ones now rather than after a poll
       // that may have no socket left to wake it.
       let launched = startReady()
-      // Nothing left to start: the files made ahead are let go of.
-      if active.isEmpty && hosts.isIdle { temporaryFiles.drain() }
+      if active.isEmpty && hosts.isIdle {
+        // Nothing left to start: the files made ahead are let go of.
+        temporaryFiles.drain()
+        told = 0
+      } else if hosts.queued != told {
+        told = hosts.queued
+        temporaryFiles.expect(told)
+      }
       protfs_curl_multi_poll(multi, nil, 0, launched ? 0 : pollTimeout(now), nil)
     }
   }

@@ -54,6 +54,17 @@ struct DownloadsUnnamedTempFileTests {
     }
   }
 
+  @Test func aRunOfSmallFilesTakesFilesMadeAheadAndLeavesFewUnused() async throws {
+    var configuration = configuration()
+    configuration.maximumConnectionsPerHost = 8
+    let session = try DownloadSession(configuration: configuration)
+    try await downloadSmallFiles(300, in: session)
+    session.invalidate()
+    let reserve = session.core.engine.temporaryFiles
+    #expect(reserve.taken > 0)
+    #expect(reserve.discarded <= 8, "made ahead and closed unused: \(reserve.discarded)")
+  }
+
   @Test func whereTheFilesystemMakesNoUnnamedFilesEachIsNamedFromTheStart() async throws {
     let watch = try DirectoryNameWatch(fixture.temporaryDirectory)
     let faults = SyscallFaults()
@@ -69,7 +80,7 @@ struct DownloadsUnnamedTempFileTests {
 
   @Test func aFileFromBeforeAtTheDestinationIsReplaced() async throws {
     // A link cannot replace a name, so this file is named in the temp directory and renamed over it.
-    FileManager.default.createFile(atPath: fixture.destinationDirectory + "/small-0.bin", contents: Data("old".utf8))
+    _ = FileManager.default.createFile(atPath: fixture.destinationDirectory + "/small-0.bin", contents: Data("old".utf8))
     let session = try DownloadSession(configuration: configuration())
     try await downloadSmallFiles(1, in: session)
     #expect(fixture.destinationFiles == ["small-0.bin"])
@@ -249,7 +260,9 @@ final class DirectoryNameWatch {
   @Test func filesMadeAheadAreUnnamedAndGoToTheEngineThatAskedInTheirDirectory() throws {
     let reserve = TemporaryFileReserve(capacity: 3, freshness: .seconds(60))
     // Nothing is made before the engine names the directory it makes files in.
+    reserve.expect(10)
     reserve.refill(fileSystem: PlainDownloadFileSystem(), policy: AllowAllDownloadAccess())
+    #expect(reserve.take(in: directory, path: fixture.temporaryDirectory) == nil)
     #expect(reserve.take(in: directory, path: fixture.temporaryDirectory) == nil)
     reserve.refill(fileSystem: PlainDownloadFileSystem(), policy: AllowAllDownloadAccess())
     var taken: [FileDescriptor] = []
@@ -270,13 +283,42 @@ final class DirectoryNameWatch {
   @Test func noneAreMadeWhereANewTempFileIsRefusedAndNoneIsTakenStale() throws {
     let refusing = SwitchableAccessPolicy(temp: .deny(EPERM))
     let reserve = TemporaryFileReserve(capacity: 2, freshness: .seconds(60))
+    reserve.expect(10)
     _ = reserve.take(in: directory, path: fixture.temporaryDirectory)
     reserve.refill(fileSystem: PlainDownloadFileSystem(), policy: refusing)
     #expect(reserve.take(in: directory, path: fixture.temporaryDirectory) == nil)
     // Made longer ago than its freshness: closed, not handed out.
     let stale = TemporaryFileReserve(capacity: 2, freshness: .zero)
+    stale.expect(10)
     _ = stale.take(in: directory, path: fixture.temporaryDirectory)
     stale.refill(fileSystem: PlainDownloadFileSystem(), policy: AllowAllDownloadAccess())
     #expect(stale.take(in: directory, path: fixture.temporaryDirectory) == nil)
+  }
+
+  @Test func noMoreAreMadeThanTransfersWaitToStartNorThanTwiceTheLaunchesSinceTheLastRefill() throws {
+    // A file made and never taken is freed unused, and each freed inode slows every new file's
+    // allocation for minutes on ext4 without a journal.
+    let reserve = TemporaryFileReserve(capacity: 64, freshness: .seconds(60))
+    func takeAll() -> Int {
+      var count = 0
+      while let file = reserve.take(in: directory, path: fixture.temporaryDirectory) {
+        file.close()
+        count += 1
+      }
+      return count
+    }
+    // Eleven launches asked, three transfers still queued: three are made.
+    for _ in 0..<11 { #expect(reserve.take(in: directory, path: fixture.temporaryDirectory) == nil) }
+    reserve.expect(3)
+    reserve.refill(fileSystem: PlainDownloadFileSystem(), policy: AllowAllDownloadAccess())
+    #expect(takeAll() == 3)
+    // A hundred queued, and the four launches since (three taken, one found none): eight.
+    reserve.expect(100)
+    reserve.refill(fileSystem: PlainDownloadFileSystem(), policy: AllowAllDownloadAccess())
+    #expect(takeAll() == 8)
+    // Nothing left to start: none.
+    reserve.drain()
+    reserve.refill(fileSystem: PlainDownloadFileSystem(), policy: AllowAllDownloadAccess())
+    #expect(takeAll() == 0)
   }
 }

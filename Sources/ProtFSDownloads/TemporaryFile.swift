@@ -1,6 +1,7 @@
 import Foundation
 import ProtFS
 import ProtFSSystem
+import Synchronization
 
 /// The `CFNetworkDownload_XXXXXX.tmp` files a download writes into, named as nsurlsessiond names them.
 package enum TemporaryFile {
@@ -17,10 +18,25 @@ package enum TemporaryFile {
 
   private static let alphabet = Array("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789")
 
-  /// A fresh name with six random alphanumerics (one `getrandom` for all six).
+  /// Random words from the system's generator, fetched 64 at a time: a name per small download
+  /// would otherwise cost a `getrandom` call of its own.
+  private static let randomWords = Mutex((words: [UInt64](repeating: 0, count: 64), next: 64))
+
+  private static func randomWord() -> UInt64 {
+    randomWords.withLock { pool in
+      if pool.next == pool.words.count {
+        var generator = SystemRandomNumberGenerator()
+        for index in pool.words.indices { pool.words[index] = generator.next() }
+        pool.next = 0
+      }
+      defer { pool.next += 1 }
+      return pool.words[pool.next]
+    }
+  }
+
+  /// A fresh name with six random alphanumerics (from one random word).
   package static func randomName() -> String {
-    var generator = SystemRandomNumberGenerator()
-    var bits = generator.next()
+    var bits = randomWord()
     var suffix = ""
     for _ in 0..<6 {
       suffix.append(alphabet[Int(bits % UInt64(alphabet.count))])
@@ -104,9 +120,11 @@ package enum TemporaryFile {
     }
   }
 
-  /// A new temp file without a name in `directory`, labelled by `label` and held (`flock`) as a
-  /// live temp file; nil where the filesystem (or kernel) makes no unnamed files. The engine makes
-  /// its own this way, and the finisher those it makes ahead (`TemporaryFileReserve`).
+  /// A new temp file without a name in `directory`, labelled by `label`; nil where the filesystem
+  /// (or kernel) makes no unnamed files. The engine makes its own this way, and the finisher those
+  /// it makes ahead (`TemporaryFileReserve`). It is held (`flock`) as a live temp file only when it
+  /// gets a name (`Transfer.giveName()`): until then `cache purge` cannot see it, and a small file
+  /// linked straight into its destination never needs the lock.
   package static func makeUnnamed(in directory: DirectoryHandle, label: (Int32) throws(ProtFSError) -> Void)
     throws(ProtFSError) -> FileDescriptor?
   {
@@ -120,7 +138,6 @@ package enum TemporaryFile {
         file.close()
         throw error
       }
-      TemporaryFileLock.hold(fd)
       return file
     case .failure(let e) where e.rawValue == EOPNOTSUPP || e.rawValue == EISDIR || e.rawValue == EINVAL:
       return nil

@@ -1,5 +1,6 @@
 import CCurl
 import Foundation
+import ProtFS
 import ProtFSSystem
 
 /// One attempt at moving a task's bytes: a libcurl easy handle writing into the temp file.
@@ -121,6 +122,8 @@ package final class Transfer: @unchecked Sendable {
   /// of a failure (the bytes then go with the descriptor). Called by the thread owning the transfer.
   @discardableResult
   package func giveName() -> Int32? {
+    // Held before it has a name, so that `cache purge` never finds it named and not held.
+    if !isNamed { TemporaryFileLock.hold(file.rawValue) }
     while !isNamed {
       switch valueOrErrno(.link, { Kernel.linkUnnamed(file.rawValue, in: directory.fd, as: temporaryFileName) }) {
       case .success:

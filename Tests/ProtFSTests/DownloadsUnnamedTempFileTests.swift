@@ -1,4 +1,5 @@
 import Foundation
+import ProtFS
 import ProtFSDownloads
 import ProtFSSystem
 import ProtFSTestSupport
@@ -52,6 +53,21 @@ struct DownloadsUnnamedTempFileTests {
       var status = stat()
       #expect(stat(fixture.destinationDirectory + "/small-\(index).bin", &status) == 0 && status.st_nlink == 1)
     }
+  }
+
+  @Test func aTransferNamedInTheTempDirectoryHoldsItsFileAgainstCachePurge() async throws {
+    // Larger than the staging buffer, so it is named before its first byte reaches the disk.
+    let server = try FaultServer(body: DownloadFixture.bytes(300_000), mode: .gateAfter(bytes: 200_000))
+    defer { server.stop() }
+    let session = try DownloadSession(configuration: configuration())
+    defer { session.invalidate() }
+    let task = try session.downloadTask(with: server.url("held.bin"))
+    task.resume()
+    await session.waitForProgress(of: task, atLeast: 1)
+    let name = try #require(fixture.temporaryFiles.first)
+    #expect(TemporaryFileLock.isHeld(name, in: try DirectoryHandle(path: fixture.temporaryDirectory)))
+    server.openGate()
+    #expect(await task.waitUntilSettled() == .completed, "\(String(describing: task.error))")
   }
 
   @Test func aRunOfSmallFilesTakesFilesMadeAheadAndLeavesFewUnused() async throws {

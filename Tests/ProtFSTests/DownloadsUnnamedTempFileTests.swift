@@ -96,7 +96,8 @@ struct DownloadsUnnamedTempFileTests {
 
   @Test func aFileFromBeforeAtTheDestinationIsReplaced() async throws {
     // A link cannot replace a name, so this file is named in the temp directory and renamed over it.
-    _ = FileManager.default.createFile(atPath: fixture.destinationDirectory + "/small-0.bin", contents: Data("old".utf8))
+    _ = FileManager.default.createFile(
+      atPath: fixture.destinationDirectory + "/small-0.bin", contents: Data("old".utf8))
     let session = try DownloadSession(configuration: configuration())
     try await downloadSmallFiles(1, in: session)
     #expect(fixture.destinationFiles == ["small-0.bin"])

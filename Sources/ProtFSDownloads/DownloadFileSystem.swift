@@ -27,6 +27,11 @@ public protocol DownloadFileSystem: Sendable {
   /// process's own, so neither is read first.
   func labelNew(file fd: Int32, for directory: DirectoryHandle) throws(ProtFSError)
 
+  /// The labelling of many files about to appear in `directory` in one operation (the files a
+  /// refill makes ahead, a batch of finished downloads placed there): what `labelNew(file:for:)`
+  /// and `label(file:status:for:)` read for each file, read once.
+  func labels(for directory: DirectoryHandle) throws(ProtFSError) -> FileLabels
+
   /// Opens the file at the absolute path `path` for reading, following no symbolic link (not even
   /// as its last component): an upload's source, which is then read through this descriptor only.
   func openSource(_ path: String) throws(ProtFSError) -> FileDescriptor
@@ -47,6 +52,13 @@ extension DownloadFileSystem {
     try label(file: fd, for: directory)
   }
 
+  /// Labels each file with `labelNew(file:for:)` or `label(file:status:for:)`.
+  public func labels(for directory: DirectoryHandle) throws(ProtFSError) -> FileLabels {
+    FileLabels(
+      new: { fd throws(ProtFSError) in try labelNew(file: fd, for: directory) },
+      placed: { fd, status throws(ProtFSError) in try label(file: fd, status: status, for: directory) })
+  }
+
   /// Opens (creating) `path`; outside a device there are no classes to follow.
   public func openUploadsDirectory(_ path: String, like downloads: String) throws(ProtFSError) -> DirectoryHandle {
     try openDirectory(path, creating: true)
@@ -59,6 +71,29 @@ extension DownloadFileSystem {
     let directory = try openDirectory(url.deletingLastPathComponent().path, creating: false)
     return try directory.openSourceFile(name)
   }
+}
+
+/// The labelling of files in one directory, worked out once for a batch of them
+/// (`DownloadFileSystem.labels(for:)`).
+public struct FileLabels: Sendable {
+  private let new: @Sendable (Int32) throws(ProtFSError) -> Void
+  private let placed: @Sendable (Int32, stat) throws(ProtFSError) -> Void
+
+  /// Labels that `new` writes to a file this process has just made, and `placed` to one it moves
+  /// there (given its `fstat`).
+  public init(
+    new: @escaping @Sendable (Int32) throws(ProtFSError) -> Void,
+    placed: @escaping @Sendable (Int32, stat) throws(ProtFSError) -> Void
+  ) {
+    self.new = new
+    self.placed = placed
+  }
+
+  /// Labels the file open as `fd` that this process has just made, as `labelNew(file:for:)` does.
+  public func labelNew(_ fd: Int32) throws(ProtFSError) { try new(fd) }
+
+  /// Labels the file open as `fd`, read with `fstat` as `status`, as `label(file:status:for:)` does.
+  public func label(_ fd: Int32, status: stat) throws(ProtFSError) { try placed(fd, status) }
 }
 
 /// A session outside a device: directories opened by path (their own symlinks followed, as the
@@ -232,23 +267,74 @@ public final class DeviceDownloadFileSystem: DownloadFileSystem {
     try applyLabel(file: fd, status: nil, for: directory, isNew: true)
   }
 
+  /// Reads what each file in `directory` gets once, and gives it to every file it is handed.
+  public func labels(for directory: DirectoryHandle) throws(ProtFSError) -> FileLabels {
+    let (value, owner) = try labelling(for: directory)
+    let path = directory.path
+    return FileLabels(
+      new: { fd throws(ProtFSError) in try Self.write(value, owner: owner, to: fd, path: path) },
+      placed: { fd, status throws(ProtFSError) in
+        try Self.relabel(fd, status: status, value: value, owner: owner, path: path)
+      })
+  }
+
+  /// The class value files in `directory` get, and the owner they are handed to (when protfs runs
+  /// as root and the directory is in a container).
+  private func labelling(for directory: DirectoryHandle) throws(ProtFSError)
+    -> (value: [UInt8], owner: (uid: UInt32, gid: UInt32)?)
+  {
+    let resolved = try resolve(directory.path)
+    // The directory's own class, read through the held descriptor, is its effective one; only an
+    // unlabelled directory needs the walk up its ancestors (one call per file instead of a dozen).
+    var protectionClass = try directory.protectionClass()
+    if protectionClass == nil { protectionClass = try device.effectiveClass(of: resolved.location).protectionClass }
+    guard runsAsRoot, let container = resolved.container else { return (protectionClass!.attributeValue, nil) }
+    if let known = containerOwners.withLock({ $0[container] }) { return (protectionClass!.attributeValue, known) }
+    let status = try open(container).status()
+    let owner = (status.uid, status.gid)
+    containerOwners.withLock { $0[container] = owner }
+    return (protectionClass!.attributeValue, owner)
+  }
+
+  /// Writes the label `value` to the new file `fd` in the directory at `path`, and hands it to
+  /// `owner`.
+  private static func write(_ value: [UInt8], owner: (uid: UInt32, gid: UInt32)?, to fd: Int32, path: String)
+    throws(ProtFSError)
+  {
+    _ = try value.withUnsafeBytes { raw in
+      Kernel.setAttribute(dirfd: fd, name: nil, attribute: AttributeName.protectionClass, value: raw)
+    }.orThrow("set the protection class of a new file in", path: path)
+    guard let owner else { return }
+    _ = try valueOrErrno(.chown) { fchown(fd, owner.uid, owner.gid) }.orThrow(
+      "give the container's owner a new file in", path: path)
+  }
+
   /// Labels the file; its owner and group come from `known`, or from an `fstat` when that is nil;
   /// a new file (`isNew`) is neither read nor compared, only written.
   private func applyLabel(
     file fd: Int32, status known: stat?, for directory: DirectoryHandle, isNew: Bool = false
   ) throws(ProtFSError) {
-    let resolved = try resolve(directory.path)
-    let location = resolved.location
-    // The directory's own class, read through the held descriptor, is its effective one; only an
-    // unlabelled directory needs the walk up its ancestors (one call per file instead of a dozen).
-    var protectionClass = try directory.protectionClass()
-    if protectionClass == nil { protectionClass = try device.effectiveClass(of: location).protectionClass }
-    let value = protectionClass!.attributeValue
+    let (value, owner) = try labelling(for: directory)
+    if isNew {
+      try Self.write(value, owner: owner, to: fd, path: directory.path)
+      return
+    }
+    var status = known ?? stat()
+    if known == nil, owner != nil {
+      _ = try valueOrErrno(.stat) { fstat(fd, &status) }.orThrow("read a new file in", path: directory.path)
+    }
+    try Self.relabel(fd, status: status, value: value, owner: owner, path: directory.path)
+  }
+
+  /// Gives the file `fd` (read as `status`) the label `value` unless it has it, and hands it to
+  /// `owner` unless it is theirs.
+  private static func relabel(
+    _ fd: Int32, status: stat, value: [UInt8], owner: (uid: UInt32, gid: UInt32)?, path: String
+  ) throws(ProtFSError) {
     // A file placed where its temp directory's class also applies has its label already: reading
     // it is cheaper than writing it again (a journalled inode change per file).
     let labelled =
-      !isNew
-      && withUnsafeTemporaryAllocation(byteCount: 64, alignment: 1) { buffer in
+      withUnsafeTemporaryAllocation(byteCount: 64, alignment: 1) { buffer in
         let read = Kernel.getAttribute(dirfd: fd, name: nil, attribute: AttributeName.protectionClass, into: buffer)
         guard case .success(let count) = read else { return false }
         return count == value.count
@@ -257,26 +343,11 @@ public final class DeviceDownloadFileSystem: DownloadFileSystem {
     if !labelled {
       _ = try value.withUnsafeBytes { raw in
         Kernel.setAttribute(dirfd: fd, name: nil, attribute: AttributeName.protectionClass, value: raw)
-      }.orThrow("set the protection class of a new file in", path: directory.path)
+      }.orThrow("set the protection class of a new file in", path: path)
     }
-    guard runsAsRoot, let container = resolved.container else { return }
-    let owner: (uid: UInt32, gid: UInt32)
-    if let known = containerOwners.withLock({ $0[container] }) {
-      owner = known
-    } else {
-      let status = try open(container).status()
-      owner = (status.uid, status.gid)
-      containerOwners.withLock { $0[container] = owner }
-    }
-    if !isNew {
-      var status = known ?? stat()
-      if known == nil {
-        _ = try valueOrErrno(.stat) { fstat(fd, &status) }.orThrow("read a new file in", path: directory.path)
-      }
-      guard status.st_uid != owner.uid || status.st_gid != owner.gid else { return }
-    }
+    guard let owner, status.st_uid != owner.uid || status.st_gid != owner.gid else { return }
     _ = try valueOrErrno(.chown) { fchown(fd, owner.uid, owner.gid) }.orThrow(
-      "give the container's owner a new file in", path: directory.path)
+      "give the container's owner a new file in", path: path)
   }
 }
 

@@ -32,8 +32,20 @@ extension DownloadFinisher {
     /// Held temp directories found to be the ones at their paths in this batch.
     fileprivate var verifiedSources: [(directory: DirectoryHandle, path: String)] = []
     fileprivate var pending: [PendingPlacement] = []
+    /// The labelling of each destination directory files were placed in, worked out once per batch.
+    private var labels: [(directory: DirectoryHandle, labels: FileLabels)] = []
 
     package init() {}
+
+    /// How files placed in `destination` are labelled, read once per batch from `fileSystem`.
+    fileprivate func labels(for destination: DirectoryHandle, in fileSystem: any DownloadFileSystem)
+      throws(ProtFSError) -> FileLabels
+    {
+      if let known = labels.first(where: { $0.directory === destination }) { return known.labels }
+      let made = try fileSystem.labels(for: destination)
+      labels.append((destination, made))
+      return made
+    }
 
     fileprivate func isVerified(_ directory: DirectoryHandle, at path: String) -> Bool {
       verifiedSources.contains { $0.directory === directory && $0.path == path }
@@ -182,7 +194,7 @@ extension DownloadFinisher {
   ) throws(ProtFSError) -> (DirectoryHandle, FileDescriptor) {
     let fileSystem = core.configuration.fileSystem
     if let transfer, !transfer.isNamed {
-      if let placed = try link(transfer, as: fileName, into: record.destinationDirectory) { return placed }
+      if let placed = try link(transfer, as: fileName, into: record.destinationDirectory, batch: batch) { return placed }
       // Named now, it takes the way of every named temp file.
     }
     let name = transfer?.temporaryFileName ?? record.temporaryFileName!
@@ -217,7 +229,7 @@ extension DownloadFinisher {
       file = try source.openDescriptor(name, flags: O_RDONLY | O_NONBLOCK)
     }
     let status = try Self.requirePrivateFile(file.rawValue, at: source.pathOf(name))
-    try fileSystem.label(file: file.rawValue, status: status, for: destination)
+    try batch.labels(for: destination, in: fileSystem).label(file.rawValue, status: status)
     switch valueOrErrno(.rename, { renameat(source.fd, name, destination.fd, fileName) }) {
     case .success:
       // The held destination may have been moved out of the device between its opening and the
@@ -250,13 +262,13 @@ extension DownloadFinisher {
   /// destination and the file, for the batch's check; nil, with the file named in its temp
   /// directory, where a link cannot place it: a file there from before (which the rename
   /// replaces, as the same download run again replaces its result) or another filesystem.
-  private func link(_ transfer: Transfer, as fileName: String, into path: String) throws(ProtFSError)
-    -> (DirectoryHandle, FileDescriptor)?
+  private func link(_ transfer: Transfer, as fileName: String, into path: String, batch: PlacementBatch)
+    throws(ProtFSError) -> (DirectoryHandle, FileDescriptor)?
   {
     let destination = try destinationDirectory(path)
     let file = transfer.file
     let status = try Self.requirePrivateFile(file.rawValue, at: transfer.temporaryPath, links: 0)
-    try core.configuration.fileSystem.label(file: file.rawValue, status: status, for: destination)
+    try batch.labels(for: destination, in: core.configuration.fileSystem).label(file.rawValue, status: status)
     switch valueOrErrno(.link, { Kernel.linkUnnamed(file.rawValue, in: destination.fd, as: fileName) }) {
     case .success:
       return (destination, file)

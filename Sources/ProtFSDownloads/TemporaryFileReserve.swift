@@ -103,12 +103,12 @@ package final class TemporaryFileReserve: Sendable {
       return (s.directory, s.path, missing)
     }
     guard let directory, missing > 0, policy.canWriteTemp(in: path) == .allow else { return }
+    // One refill is one operation: the directory's class and owner are read once for its files.
+    guard let labels = try? fileSystem.labels(for: directory) else { return }
     for _ in 0..<missing {
       let made: FileDescriptor?
       do {
-        made = try TemporaryFile.makeUnnamed(in: directory) { fd throws(ProtFSError) in
-          try fileSystem.labelNew(file: fd, for: directory)
-        }
+        made = try TemporaryFile.makeUnnamed(in: directory) { fd throws(ProtFSError) in try labels.labelNew(fd) }
       } catch {
         // The engine meets the same failure making its own, and reports it with its task.
         return

@@ -236,6 +236,32 @@ import Testing
     #expect(t.rawClass(t.containerPath(app, "Documents/data.bin")) == "NSFileProtectionComplete")
   }
 
+  @Test func smallFilesMadeAheadAndLinkedIntoPlaceCarryTheirDestinationsClassAndOwner() async throws {
+    // Temp files made in batches by the finisher (labelled none, as their Downloads directory) and
+    // linked straight into Documents (complete), placed in batches: each gets Documents' class.
+    let t = try TestDevice()
+    var (configuration, outside) = try setUp(t, defaultClass: .complete, downloadsClass: ProtectionClass.none)
+    TestDevice.removeTree(outside)
+    configuration.maximumConnectionsPerHost = 8
+    let asRoot = geteuid() == 0
+    if asRoot { #expect(chown(t.containerPath(app), 4321, 4322) == 0) }
+    let server = try FaultServer(body: DownloadFixture.bytes(10_000), mode: .normal)
+    defer { server.stop() }
+    let session = try DownloadSession(configuration: configuration)
+    defer { session.invalidate() }
+    let tasks = try (0..<120).map { try session.downloadTask(with: server.url("small-\($0).bin")) }
+    for task in tasks { task.resume() }
+    for task in tasks { #expect(await task.waitUntilSettled() == .completed, "\(String(describing: task.error))") }
+    #expect(session.core.engine.temporaryFiles.taken > 0)
+    for index in 0..<120 {
+      let path = t.containerPath(app, "Documents/small-\(index).bin")
+      #expect(t.rawClass(path) == "NSFileProtectionComplete", "\(path)")
+      var status = stat()
+      #expect(lstat(path, &status) == 0 && status.st_nlink == 1)
+      if asRoot { #expect(status.st_uid == 4321 && status.st_gid == 4322, "\(path)") }
+    }
+  }
+
   @Test func asRootTheFilesBelongToTheContainersOwner() async throws {
     try #require(geteuid() == 0, "needs root to hand files to another user")
     let t = try TestDevice()

@@ -194,7 +194,9 @@ extension DownloadFinisher {
   ) throws(ProtFSError) -> (DirectoryHandle, FileDescriptor) {
     let fileSystem = core.configuration.fileSystem
     if let transfer, !transfer.isNamed {
-      if let placed = try link(transfer, as: fileName, into: record.destinationDirectory, batch: batch) { return placed }
+      if let placed = try link(transfer, as: fileName, into: record.destinationDirectory, batch: batch) {
+        return placed
+      }
       // Named now, it takes the way of every named temp file.
     }
     let name = transfer?.temporaryFileName ?? record.temporaryFileName!

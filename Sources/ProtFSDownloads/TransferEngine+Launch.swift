@@ -5,6 +5,23 @@ import ProtFSSystem
 /// Launching an attempt: the temp file opened (or continued) in its held directory, a libcurl
 /// easy handle configured to write into it, and the transfer added to the multi handle.
 extension TransferEngine {
+  /// The access policy's answer for a new temp file in `directory`, asked once per pass of
+  /// `startReady()` (each time outside one).
+  private func canWriteTemp(in directory: String) -> DownloadAccessDecision {
+    if let known = passDecisions?[directory] { return known }
+    let decision = configuration.accessPolicy.canWriteTemp(in: directory)
+    passDecisions?[directory] = decision
+    return decision
+  }
+
+  /// The labelling of new files in `directory`, read once per pass of `startReady()`.
+  private func labels(for directory: DirectoryHandle) throws(ProtFSError) -> FileLabels {
+    if let known = passLabels?.first(where: { $0.directory === directory }) { return known.labels }
+    let made = try configuration.fileSystem.labels(for: directory)
+    passLabels?.append((directory, made))
+    return made
+  }
+
   /// Starts an attempt at `task` on a connection to `hostKey`, or fails the task when it cannot
   /// start (past its resource timeout, an unsupported scheme, a temp file that cannot be written).
   package func launch(_ task: DownloadTask, hostKey: String) {
@@ -51,7 +68,7 @@ extension TransferEngine {
       }
     }
     let directory = record.temporaryDirectory
-    guard configuration.accessPolicy.canWriteTemp(in: directory) == .allow else {
+    guard canWriteTemp(in: directory) == .allow else {
       fail(
         task,
         ProtFSError(
@@ -79,7 +96,7 @@ extension TransferEngine {
           canContinue: record.entityTag != nil || record.lastModified != nil,
           unnamed: configuration.usesUnnamedTemporaryFiles,
           label: { fd, isNew throws(ProtFSError) in
-            try isNew ? fileSystem.labelNew(file: fd, for: held) : fileSystem.label(file: fd, for: held)
+            try isNew ? labels(for: held).labelNew(fd) : fileSystem.label(file: fd, for: held)
           })
       }
     } catch {

@@ -71,6 +71,12 @@ package final class TransferEngine: @unchecked Sendable {
   /// handle instead of opening the directory again (an open per file): the exposure is the one
   /// every running transfer already has, a directory moved between two checks.
   package var heldTemporaryDirectories: [String: (handle: DirectoryHandle, confirmed: UInt64)] = [:]
+  /// Within one pass of `startReady()` (microseconds, one operation as a finisher batch is): the
+  /// access policy's answer for each temp directory and the labelling of its new files, shared by
+  /// the pass's launches instead of asked and read again for each.
+  /// Nil outside a pass.
+  package var passDecisions: [String: DownloadAccessDecision]?
+  package var passLabels: [(directory: DirectoryHandle, labels: FileLabels)]?
 
   package init(core: DownloadSessionCore) {
     self.core = core
@@ -252,7 +258,13 @@ package final class TransferEngine: @unchecked Sendable {
   /// whether it launched any.
   @discardableResult
   package func startReady() -> Bool {
-    hosts.startReady { task, key in launch(task, hostKey: key) }
+    passDecisions = [:]
+    passLabels = []
+    defer {
+      passDecisions = nil
+      passLabels = nil
+    }
+    return hosts.startReady { task, key in launch(task, hostKey: key) }
   }
 
   /// How long the thread may sleep in `curl_multi_poll`, in milliseconds.

@@ -304,17 +304,20 @@ struct DownloadsFaultTests {
   }
 
   @Test func cancelReturnsPromptlyAndRemovesTheTempFile() async throws {
-    let server = try FaultServer(body: body, mode: .slowDrip(chunk: 4096, interval: .milliseconds(50)))
+    // Two minutes of drip: far longer than the cooperative pool has ever been held by the other
+    // tests of a full run on two cores (about 30 s), so the transfer is still running when this
+    // test gets to cancel it. The test itself takes no longer for it.
+    let server = try FaultServer(body: body, mode: .slowDrip(chunk: 4096, interval: .milliseconds(250)))
     defer { server.stop() }
     let session = try DownloadSession(configuration: fixture.configuration())
     let task = try session.downloadTask(with: server.url())
     task.resume()
     await session.waitForProgress(of: task, atLeast: 4096)
-    // The server would need 25 s more; cancel must not wait for it.
+    // The server would need two minutes more; cancel must not wait for it.
     let started = ContinuousClock.now
     let startedWall = Date().timeIntervalSince1970
     task.cancel()
-    // Returning at all before the transfer's 25 s is the point; 2 s leaves room for a loaded machine.
+    // Returning at all before the transfer's end is the point; 2 s leaves room for a loaded machine.
     #expect(ContinuousClock.now - started < .seconds(2))
     #expect(await task.waitUntilSettled() == .failed)
     // Settled by the session well before the transfer would have ended (its own clock, not this

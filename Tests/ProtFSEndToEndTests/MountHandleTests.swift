@@ -144,7 +144,7 @@ import Testing
 
   @Test func killingTheDaemonMidReadLeavesTheBackingTreeIntactAndTheMountRecoverable() throws {
     let m = try MountedDevice { t in
-      try MountedDevice.file(t, "Documents/big.bin", .none, String(repeating: "0123456789abcdef", count: 1 << 16))
+      try MountedDevice.file(t, "Documents/big.bin", nil, String(repeating: "0123456789abcdef", count: 1 << 16))
     }
     let script = """
       import sys

@@ -68,7 +68,7 @@ package final class DownloadFinisher: @unchecked Sendable {
   }
 
   private func run() {
-    let window = core.configuration.settleGroupWindow
+    let window = core.configuration.effectiveGroupWindow
     while true {
       available.wait()
       // Group commit: files that finish within the window join this batch's flush and transaction.

@@ -59,6 +59,16 @@ struct DownloadsPersistenceTests {
     #expect(fixture.destinationContents("file.bin") == body)
   }
 
+  @Test func finishedFilesWaitForCompanyOnlyWhereTheyAreFlushed() {
+    // Without flushes a busy finisher gathers the next batch by itself; waiting only adds latency.
+    var configuration = fixture.configuration()
+    #expect(configuration.effectiveGroupWindow == .zero)
+    configuration.synchronizesFiles = true
+    #expect(configuration.effectiveGroupWindow == DownloadSessionConfiguration.flushGroupWindow)
+    configuration.settleGroupWindow = .milliseconds(9)
+    #expect(configuration.effectiveGroupWindow == .milliseconds(9))
+  }
+
   @Test func sameDownloadAgainReturnsTheReattachedTask() async throws {
     let server = try FaultServer(body: body, mode: .stallAfter(bytes: 256 * 1024))
     defer { server.stop() }

@@ -96,6 +96,24 @@ public struct FileLabels: Sendable {
   public func label(_ fd: Int32, status: stat) throws(ProtFSError) { try placed(fd, status) }
 }
 
+/// The labelling of each directory files go to during one step (a finisher batch, a launch pass),
+/// read from the file system once per directory.
+package struct FileLabelsByDirectory {
+  private var known: [(directory: DirectoryHandle, labels: FileLabels)] = []
+
+  package init() {}
+
+  /// How files in `directory` are labelled, read from `fileSystem` the first time it is asked for.
+  package mutating func labels(for directory: DirectoryHandle, in fileSystem: any DownloadFileSystem)
+    throws(ProtFSError) -> FileLabels
+  {
+    if let entry = known.first(where: { $0.directory === directory }) { return entry.labels }
+    let made = try fileSystem.labels(for: directory)
+    known.append((directory, made))
+    return made
+  }
+}
+
 /// A session outside a device: directories opened by path (their own symlinks followed, as the
 /// caller chose them), files left as the process makes them.
 public struct PlainDownloadFileSystem: DownloadFileSystem {

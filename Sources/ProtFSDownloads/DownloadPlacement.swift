@@ -33,19 +33,9 @@ extension DownloadFinisher {
     fileprivate var verifiedSources: [(directory: DirectoryHandle, path: String)] = []
     fileprivate var pending: [PendingPlacement] = []
     /// The labelling of each destination directory files were placed in, worked out once per batch.
-    private var labels: [(directory: DirectoryHandle, labels: FileLabels)] = []
+    fileprivate var destinationLabels = FileLabelsByDirectory()
 
     package init() {}
-
-    /// How files placed in `destination` are labelled, read once per batch from `fileSystem`.
-    fileprivate func labels(for destination: DirectoryHandle, in fileSystem: any DownloadFileSystem)
-      throws(ProtFSError) -> FileLabels
-    {
-      if let known = labels.first(where: { $0.directory === destination }) { return known.labels }
-      let made = try fileSystem.labels(for: destination)
-      labels.append((destination, made))
-      return made
-    }
 
     fileprivate func isVerified(_ directory: DirectoryHandle, at path: String) -> Bool {
       verifiedSources.contains { $0.directory === directory && $0.path == path }
@@ -231,7 +221,7 @@ extension DownloadFinisher {
       file = try source.openDescriptor(name, flags: O_RDONLY | O_NONBLOCK)
     }
     let status = try Self.requirePrivateFile(file.rawValue, at: source.pathOf(name))
-    try batch.labels(for: destination, in: fileSystem).label(file.rawValue, status: status)
+    try batch.destinationLabels.labels(for: destination, in: fileSystem).label(file.rawValue, status: status)
     switch valueOrErrno(.rename, { renameat(source.fd, name, destination.fd, fileName) }) {
     case .success:
       // The held destination may have been moved out of the device between its opening and the
@@ -270,7 +260,8 @@ extension DownloadFinisher {
     let destination = try destinationDirectory(path)
     let file = transfer.file
     let status = try Self.requirePrivateFile(file.rawValue, at: transfer.temporaryPath, links: 0)
-    try batch.labels(for: destination, in: core.configuration.fileSystem).label(file.rawValue, status: status)
+    try batch.destinationLabels.labels(for: destination, in: core.configuration.fileSystem).label(
+      file.rawValue, status: status)
     switch valueOrErrno(.link, { Kernel.linkUnnamed(file.rawValue, in: destination.fd, as: fileName) }) {
     case .success:
       return (destination, file)

@@ -14,6 +14,11 @@ package enum TemporaryFile {
     /// Whether the file has `name` in the directory; an unnamed one (`O_TMPFILE`) gets it from
     /// `Transfer.giveName()` when something must find it there.
     package var isNamed: Bool
+
+    /// A new, empty unnamed `file`, with the name it will take once it needs one.
+    package static func unnamed(_ file: FileDescriptor) -> Opened {
+      Opened(file: file, name: TemporaryFile.randomName(), size: 0, isNamed: false)
+    }
   }
 
   private static let alphabet = Array("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789")
@@ -92,7 +97,7 @@ package enum TemporaryFile {
       }
     }
     if unnamed, let file = try makeUnnamed(in: directory, label: { fd throws(ProtFSError) in try label(fd, true) }) {
-      return Opened(file: file, name: randomName(), size: 0, isNamed: false)
+      return .unnamed(file)
     }
     while true {
       let name = randomName()

@@ -14,12 +14,11 @@ extension TransferEngine {
     return decision
   }
 
-  /// The labelling of new files in `directory`, read once per pass of `startReady()`.
+  /// The labelling of new files in `directory`, read once per pass of `startReady()` (each time
+  /// outside one).
   private func labels(for directory: DirectoryHandle) throws(ProtFSError) -> FileLabels {
-    if let known = passLabels?.first(where: { $0.directory === directory }) { return known.labels }
-    let made = try configuration.fileSystem.labels(for: directory)
-    passLabels?.append((directory, made))
-    return made
+    guard passLabels != nil else { return try configuration.fileSystem.labels(for: directory) }
+    return try passLabels!.labels(for: directory, in: configuration.fileSystem)
   }
 
   /// Starts an attempt at `task` on a connection to `hostKey`, or fails the task when it cannot
@@ -89,7 +88,7 @@ extension TransferEngine {
         let file = temporaryFiles.take(in: held, path: directory)
       {
         // Made ahead by the finisher, unnamed and labelled (`TemporaryFileReserve`).
-        opened = TemporaryFile.Opened(file: file, name: TemporaryFile.randomName(), size: 0, isNamed: false)
+        opened = .unnamed(file)
       } else {
         opened = try TemporaryFile.open(
           in: held, existingName: record.temporaryFileName,

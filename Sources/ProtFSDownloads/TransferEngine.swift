@@ -76,7 +76,7 @@ package final class TransferEngine: @unchecked Sendable {
   /// the pass's launches instead of asked and read again for each.
   /// Nil outside a pass.
   package var passDecisions: [String: DownloadAccessDecision]?
-  package var passLabels: [(directory: DirectoryHandle, labels: FileLabels)]?
+  package var passLabels: FileLabelsByDirectory?
 
   package init(core: DownloadSessionCore) {
     self.core = core
@@ -259,7 +259,7 @@ package final class TransferEngine: @unchecked Sendable {
   @discardableResult
   package func startReady() -> Bool {
     passDecisions = [:]
-    passLabels = []
+    passLabels = FileLabelsByDirectory()
     defer {
       passDecisions = nil
       passLabels = nil

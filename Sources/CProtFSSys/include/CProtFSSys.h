@@ -5,7 +5,6 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <stdint.h>
-#include <stdio.h>
 #include <sys/prctl.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
@@ -180,11 +179,11 @@ static inline int protfs_open_unnamed(int dirfd, mode_t mode) {
    EEXIST when the name is taken. AT_EMPTY_PATH needs CAP_DAC_READ_SEARCH; without it the file is
    linked through /proc/self/fd, which any process may. */
 static inline int protfs_link_unnamed(int fd, int dirfd, const char *name) {
-  if (linkat(fd, "", dirfd, name, 0x1000 /* AT_EMPTY_PATH */) == 0) return 0;
+  if (linkat(fd, "", dirfd, name, AT_EMPTY_PATH) == 0) return 0;
   if (errno != ENOENT && errno != EPERM) return -1;
-  char path[64];
-  snprintf(path, sizeof(path), "/proc/self/fd/%d", fd);
-  return linkat(AT_FDCWD, path, dirfd, name, 0x400 /* AT_SYMLINK_FOLLOW */);
+  char path[32];
+  protfs_fd_path(fd, path);
+  return linkat(AT_FDCWD, path, dirfd, name, AT_SYMLINK_FOLLOW);
 }
 
 #endif

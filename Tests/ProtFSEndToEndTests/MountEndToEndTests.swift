@@ -33,7 +33,7 @@ import Testing
   }
 
   @Test func mountShowsTheContainersAndUnmountEndsTheDaemon() throws {
-    let m = try MountedDevice { t in try MountedDevice.file(t, "Documents/a.txt", .none, "hello\n") }
+    let m = try MountedDevice { t in try MountedDevice.file(t, "Documents/a.txt", nil, "hello\n") }
     let cat = try m.sh("cat '\(m.documents)/a.txt'")
     #expect(cat.stdout == "hello\n", "\(cat)")
     let status = try m.protfs(["status", "--json"])

@@ -83,7 +83,8 @@ let package = Package(
         "ProtFSTestSupport", "CAttr",
       ]),
     // ProtFSKit's URLSession against a fake backend, and its FileManager.
-    .testTarget(name: "ProtFSKitTests", dependencies: ["ProtFSKit", "ProtFSSessions", "ProtFSSystem"]),
+    .testTarget(
+      name: "ProtFSKitTests", dependencies: ["ProtFSKit", "ProtFSSessions", "ProtFSSystem", "ProtFSTestSupport"]),
     // The parser, help and exit statuses, in-process.
     .testTarget(name: "ProtFSCLITests", dependencies: ["ProtFSCLI", "ProtFS"]),
     // Depends on the executables so that `swift test` builds the binaries the tests run.

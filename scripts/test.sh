@@ -5,4 +5,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup.sh
 swift build --build-tests
-swift test "$@"
+# The tests wait for programs off Swift's thread pool, so a test that waits lets the next one start:
+# without a bound every test of the suite would be under way at once, each with its servers and
+# daemons. Eight at a time keeps both cores busy (the suite's fastest width on this 2-core machine).
+swift test --experimental-maximum-parallelization-width 8 "$@"

@@ -27,8 +27,8 @@ struct AppDevice {
   }
 
   /// Runs `protfs --device ROOT ARGS` and waits.
-  func protfs(_ arguments: [String], environment: [String: String] = [:]) throws -> RunResult {
-    try Protfs.run(["--device", root] + arguments, environment: environment)
+  func protfs(_ arguments: [String], environment: [String: String] = [:]) async throws -> RunResult {
+    try await Protfs.run(["--device", root] + arguments, environment: environment)
   }
 
   /// Writes an executable script; returns its path.
@@ -83,13 +83,6 @@ struct AppDevice {
   }
 }
 
-/// Runs a blocking wait on a thread of its own, so that the cooperative pool stays free.
-func offPool<T: Sendable>(_ body: @escaping @Sendable () -> T) async -> T {
-  await withCheckedContinuation { continuation in
-    Thread { continuation.resume(returning: body()) }.start()
-  }
-}
-
 /// A running `protfs app launch`, whose standard output (the app's) is read line by line.
 ///
 /// `@unchecked Sendable`: `lines` and `ended` are guarded by `condition`.
@@ -111,7 +104,7 @@ final class RunningApp: @unchecked Sendable {
     let output = Pipe()
     process.standardOutput = output
     process.standardInput = FileHandle.nullDevice
-    try process.run()
+    try process.start()
     let reader = output.fileHandleForReading
     Thread { [self] in
       var buffer = Data()

@@ -53,7 +53,7 @@ import Testing
     #expect(await app.line(containing: "handled com.example.s1") != nil, "\(app.output)")
     // A foreground app has no budget to end: it stays active.
     #expect(d.record()["state"] as? String == "active")
-    #expect(try d.protfs(["app", "terminate", AppDevice.bundle]).status == 0)
+    #expect(try await d.protfs(["app", "terminate", AppDevice.bundle]).status == 0)
     #expect(await app.exit().0 == 0)
   }
 
@@ -90,7 +90,7 @@ import Testing
     defer {
       let socket = SessionServiceClient.socketName(device: d.t.device)
       if let pid = SessionServiceClient.ping(socketName: socket) {
-        _ = try? d.protfs(["sessions", "stop"])
+        _ = try? Protfs.runBlocking(["--device", d.root, "sessions", "stop"])
         #expect(!DownloadStore.processIsAlive(pid), "the session service \(pid) is still running")
       }
     }
@@ -99,7 +99,7 @@ import Testing
     try Self.launcher(d).deliverEvents(of: "s2", to: AppDevice.bundle)
     let handled = await app.line(containing: "handled:")
     #expect(handled?.0 == #"handled: {"value":null,"error":null}"# || handled?.0 == #"handled: {}"#, "\(app.output)")
-    #expect(try d.protfs(["app", "terminate", AppDevice.bundle]).status == 0)
+    #expect(try await d.protfs(["app", "terminate", AppDevice.bundle]).status == 0)
     _ = await app.exit()
   }
 
@@ -111,16 +111,17 @@ import Testing
     let app = try d.launch(["--suspend-after", "200ms", "--background-time", "10s"], [script])
     defer { app.stop() }
     #expect(await app.line(containing: "ready") != nil)
-    #expect(try d.protfs(["app", "background", AppDevice.bundle]).status == 0)
+    #expect(try await d.protfs(["app", "background", AppDevice.bundle]).status == 0)
     #expect(await d.waitForState("suspended"))
     try Self.launcher(d).deliverEvents(of: "s3", to: AppDevice.bundle)
     #expect(await app.line(containing: "answering s3") != nil, "\(app.output)")
     // Suspended again once it answered (possibly before its helper printed the reply).
     #expect(await d.waitForState("suspended"))
-    #expect(try d.protfs(["app", "foreground", AppDevice.bundle]).status == 0)
+    #expect(try await d.protfs(["app", "foreground", AppDevice.bundle]).status == 0)
     #expect(await app.line(containing: "handled s3") != nil, "\(app.output)")
     #expect(d.crashReports().isEmpty)
-    #expect(try d.protfs(["app", "terminate", AppDevice.bundle]).status == 0)
+    let terminate = try await d.protfs(["app", "terminate", AppDevice.bundle])
+    #expect(terminate.status == 0, "\(terminate)")
     #expect(await app.exit().0 == 0)
   }
 
@@ -131,7 +132,7 @@ import Testing
     let app = try d.launch(["--suspend-after", "200ms", "--background-time", "1s"], [script])
     defer { app.stop() }
     #expect(await app.line(containing: "ready") != nil)
-    #expect(try d.protfs(["app", "background", AppDevice.bundle]).status == 0)
+    #expect(try await d.protfs(["app", "background", AppDevice.bundle]).status == 0)
     #expect(await d.waitForState("suspended"))
     try Self.launcher(d).deliverEvents(of: "s4", to: AppDevice.bundle)
     #expect(await app.line(containing: "handleEventsForBackgroundURLSession") != nil)
@@ -163,7 +164,7 @@ import Testing
         esac
       done
       """)
-    let first = try d.protfs(
+    let first = try await d.protfs(
       ["app", "launch", AppDevice.bundle, "--background-time", "10s", "--schedule", "terminate@50ms", "--", script])
     #expect(first.status == 0, "\(first)")
     try? FileManager.default.removeItem(atPath: seen + "/events")
@@ -196,20 +197,20 @@ import Testing
     let app = try d.launch([], [script])
     defer { app.stop() }
     #expect(await app.line(containing: "ready") != nil)
-    #expect(try d.protfs(["app", "terminate", AppDevice.bundle, "--user"]).status == 0)
+    #expect(try await d.protfs(["app", "terminate", AppDevice.bundle, "--user"]).status == 0)
     _ = await app.exit()
     #expect(launcher.isForceQuit(AppDevice.bundle))
     #expect(Self.message { try launcher.deliverEvents(of: "s6", to: AppDevice.bundle) }.contains("force-quit"))
     // The user launches it again (clearing the force-quit), then its program disappears.
-    #expect(try d.protfs(["app", "launch", AppDevice.bundle, "--", "/bin/true"]).status == 0)
+    #expect(try await d.protfs(["app", "launch", AppDevice.bundle, "--", "/bin/true"]).status == 0)
     #expect(!launcher.isForceQuit(AppDevice.bundle))
     let gone = try d.script("gone.sh", "#!/bin/sh\nexit 0\n")
-    #expect(try d.protfs(["app", "launch", AppDevice.bundle, "--", gone]).status == 0)
+    #expect(try await d.protfs(["app", "launch", AppDevice.bundle, "--", gone]).status == 0)
     try FileManager.default.removeItem(atPath: gone)
     #expect(
       Self.message { try launcher.deliverEvents(of: "s6", to: AppDevice.bundle) }.contains("not an executable file"))
     // A launcher whose `protfs app launch` fails before the app runs.
-    #expect(try d.protfs(["app", "launch", AppDevice.bundle, "--", "/bin/true"]).status == 0)
+    #expect(try await d.protfs(["app", "launch", AppDevice.bundle, "--", "/bin/true"]).status == 0)
     let failing = AppSessionLauncher(device: d.t.device, program: "/bin/false")
     #expect(
       Self.message { try failing.deliverEvents(of: "s6", to: "com.example.app") }.contains("ended with status 1"))

@@ -9,11 +9,11 @@ struct AuditEndToEndTests {
   let app = "com.example.app"
 
   /// A scratch device with one container made by `protfs init`.
-  func makeDevice() throws -> (AuditScratch, Device) {
+  func makeDevice() async throws -> (AuditScratch, Device) {
     let scratch = AuditScratch()
     defer { withExtendedLifetime(scratch) {} }
     let device = Device(root: scratch.path + "/device")
-    let result = try runProtfs(["--device", device.root, "init", app])
+    let result = try await runProtfs(["--device", device.root, "init", app])
     #expect(result.status == 0, "\(result.stderr)")
     return (scratch, device)
   }
@@ -24,38 +24,38 @@ struct AuditEndToEndTests {
     return path
   }
 
-  @Test func aCleanDeviceExitsZero() throws {
-    let (scratch, device) = try makeDevice()
+  @Test func aCleanDeviceExitsZero() async throws {
+    let (scratch, device) = try await makeDevice()
     defer { withExtendedLifetime(scratch) {} }
-    let result = try runProtfs(["audit"], environment: ["PROTFS_DEVICE": device.root])
+    let result = try await runProtfs(["audit"], environment: ["PROTFS_DEVICE": device.root])
     #expect(result.status == 0, "\(result.stderr)")
     #expect(result.stdout == "0 errors, 0 warnings, 0 notes in 1 container (6 items).\n")
     #expect(result.stderr.isEmpty)
   }
 
-  @Test func anErrorFindingExitsOne() throws {
-    let (scratch, device) = try makeDevice()
+  @Test func anErrorFindingExitsOne() async throws {
+    let (scratch, device) = try await makeDevice()
     defer { withExtendedLifetime(scratch) {} }
     try device.writeFile(app, "Documents/open.txt", class: ProtectionClass.none)
-    let result = try runProtfs(["--device", device.root, "audit"])
+    let result = try await runProtfs(["--device", device.root, "audit"])
     #expect(result.status == 1)
     #expect(result.stdout.contains("  error   DP004  Documents/open.txt: The class is none (own)"))
   }
 
-  @Test func failOnDecidesWhichLevelsFail() throws {
-    let (scratch, device) = try makeDevice()
+  @Test func failOnDecidesWhichLevelsFail() async throws {
+    let (scratch, device) = try await makeDevice()
     defer { withExtendedLifetime(scratch) {} }
     try device.writeFile(app, "Documents/world", class: .complete, mode: 0o644)  // a warning only
-    #expect(try runProtfs(["--device", device.root, "audit"]).status == 0)
-    #expect(try runProtfs(["--device", device.root, "audit", "--fail-on", "warning"]).status == 1)
-    #expect(try runProtfs(["--device", device.root, "audit", "--fail-on=note"]).status == 1)
-    let bad = try runProtfs(["--device", device.root, "audit", "--fail-on", "warn"])
+    #expect(try await runProtfs(["--device", device.root, "audit"]).status == 0)
+    #expect(try await runProtfs(["--device", device.root, "audit", "--fail-on", "warning"]).status == 1)
+    #expect(try await runProtfs(["--device", device.root, "audit", "--fail-on=note"]).status == 1)
+    let bad = try await runProtfs(["--device", device.root, "audit", "--fail-on", "warn"])
     #expect(bad.status == 64)
     #expect(bad.stderr.contains("Did you mean 'warning'?"))
   }
 
-  @Test func anUnknownFormatIsAUsageError() throws {
-    let result = try runProtfs(["audit", "--format", "sarf"])
+  @Test func anUnknownFormatIsAUsageError() async throws {
+    let result = try await runProtfs(["audit", "--format", "sarf"])
     #expect(result.status == 64)
     #expect(result.stderr.hasPrefix("Error: 'sarf' is not a valid value for '--format'"))
     #expect(result.stderr.contains("Did you mean 'sarif'?"))
@@ -64,15 +64,15 @@ struct AuditEndToEndTests {
   /// Read by sarif-tools (PyPI, installed by scripts/setup.sh), as a code-scanning consumer reads
   /// it, plus the structure SARIF 2.1.0 requires of every result. Nothing outside the clone: the
   /// test runs in a fresh clone with nothing beside it.
-  @Test func sarifOutputIsReadByARealConsumer() throws {
-    let (scratch, device) = try makeDevice()
+  @Test func sarifOutputIsReadByARealConsumer() async throws {
+    let (scratch, device) = try await makeDevice()
     defer { withExtendedLifetime(scratch) {} }
     try device.writeFile(app, "Documents/open.txt", class: ProtectionClass.none)
     try device.writeFile(app, "Documents/world", class: .complete, mode: 0o644)
     try FileManager.default.createSymbolicLink(
       atPath: device.containerPath(app, "Documents/out"), withDestinationPath: "/etc")
     let report = scratch.path + "/audit.sarif"
-    let result = try runProtfs(["--device", device.root, "audit", "--format", "sarif", "--output", report])
+    let result = try await runProtfs(["--device", device.root, "audit", "--format", "sarif", "--output", report])
     #expect(result.status == 1)
     #expect(result.stdout.isEmpty, "--output keeps standard output empty")
     let script = """
@@ -99,7 +99,7 @@ struct AuditEndToEndTests {
       for row in sorted(csv.DictReader(open(out)), key=lambda r: r["Location"]):
           print(row["Tool"], row["Severity"], row["Code"], row["Location"])
       """
-    let consumer = try runProcess("/usr/bin/env", ["python3", "-c", script, report])
+    let consumer = try await runProcess("/usr/bin/env", ["python3", "-c", script, report])
     #expect(consumer.status == 0, "sarif-tools could not read the report: \(consumer.stdout) \(consumer.stderr)")
     // sarif-tools says what it writes; the rows are the lines printed above, one per finding.
     let rows = consumer.stdout.split(separator: "\n").map(String.init).filter { !$0.hasPrefix("Writing ") }
@@ -109,12 +109,12 @@ struct AuditEndToEndTests {
   }
 
   /// Read by junitparser (PyPI, installed by scripts/setup.sh), as a test dashboard reads it.
-  @Test func junitOutputIsReadByARealConsumer() throws {
-    let (scratch, device) = try makeDevice()
+  @Test func junitOutputIsReadByARealConsumer() async throws {
+    let (scratch, device) = try await makeDevice()
     defer { withExtendedLifetime(scratch) {} }
     try device.writeFile(app, "Documents/open.txt", class: ProtectionClass.none)
     let report = scratch.path + "/audit.xml"
-    let result = try runProtfs(["--device", device.root, "audit", "--format", "junit", "--output", report])
+    let result = try await runProtfs(["--device", device.root, "audit", "--format", "junit", "--output", report])
     #expect(result.status == 1)
     let script = """
       import sys
@@ -130,7 +130,7 @@ struct AuditEndToEndTests {
                   if isinstance(outcome, Failure):
                       print("failure", case.name, outcome.type, outcome.message)
       """
-    let consumer = try runProcess("/usr/bin/env", ["python3", "-c", script, report])
+    let consumer = try await runProcess("/usr/bin/env", ["python3", "-c", script, report])
     #expect(consumer.status == 0, "junitparser could not read the report: \(consumer.stdout) \(consumer.stderr)")
     let lines = consumer.stdout.split(separator: "\n").map(String.init)
     let suite = try #require(lines.first { $0.hasPrefix("suite ") })
@@ -142,37 +142,37 @@ struct AuditEndToEndTests {
       ], "\(consumer.stdout)")
   }
 
-  @Test func jsonAndJUnitGoToStandardOutput() throws {
-    let (scratch, device) = try makeDevice()
+  @Test func jsonAndJUnitGoToStandardOutput() async throws {
+    let (scratch, device) = try await makeDevice()
     defer { withExtendedLifetime(scratch) {} }
     try device.writeFile(app, "Documents/open.txt", class: ProtectionClass.none)
-    let json = try runProtfs(["--device", device.root, "audit", "--format", "json"])
+    let json = try await runProtfs(["--device", device.root, "audit", "--format", "json"])
     #expect(json.status == 1)
     let object = try JSONSerialization.jsonObject(with: json.stdoutBytes) as? [String: Any]
     let findings = try #require(object?["findings"] as? [[String: Any]])
     #expect(findings.map { $0["path"] as? String } == ["Containers/\(app)/Documents/open.txt"])
-    let junit = try runProtfs(["--device", device.root, "audit", "--format", "junit"])
+    let junit = try await runProtfs(["--device", device.root, "audit", "--format", "junit"])
     #expect(junit.status == 1)
     #expect(junit.stdout.hasPrefix("<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n<testsuites"))
     #expect(junit.stdout.contains("<failure type=\"error\""))
   }
 
-  @Test func aContainerPathIsAuditedAlone() throws {
-    let (scratch, device) = try makeDevice()
+  @Test func aContainerPathIsAuditedAlone() async throws {
+    let (scratch, device) = try await makeDevice()
     defer { withExtendedLifetime(scratch) {} }
     try device.writeFile(app, "Documents/open.txt", class: ProtectionClass.none)
-    let result = try runProtfs(["audit", "--format", "json", device.containerPath(app)])
+    let result = try await runProtfs(["audit", "--format", "json", device.containerPath(app)])
     let object = try JSONSerialization.jsonObject(with: result.stdoutBytes) as? [String: Any]
     let findings = try #require(object?["findings"] as? [[String: Any]])
     #expect(findings.map { $0["path"] as? String } == ["Documents/open.txt"])
   }
 
-  @Test func severalPathsMakeOneReport() throws {
-    let (scratch, device) = try makeDevice()
+  @Test func severalPathsMakeOneReport() async throws {
+    let (scratch, device) = try await makeDevice()
     defer { withExtendedLifetime(scratch) {} }
-    _ = try runProtfs(["--device", device.root, "init", "com.example.second"])
+    _ = try await runProtfs(["--device", device.root, "init", "com.example.second"])
     try device.writeFile(app, "Documents/open.txt", class: ProtectionClass.none)
-    let result = try runProtfs([
+    let result = try await runProtfs([
       "audit", "--format", "json", device.containerPath(app), device.containerPath("com.example.second"),
     ])
     #expect(result.status == 1)
@@ -183,11 +183,11 @@ struct AuditEndToEndTests {
     #expect((object?["summary"] as? [String: Any])?["containers"] as? Int == 2)
   }
 
-  @Test func policySyntaxErrorsExitTwoWithFileLineAndColumn() throws {
-    let (scratch, device) = try makeDevice()
+  @Test func policySyntaxErrorsExitTwoWithFileLineAndColumn() async throws {
+    let (scratch, device) = try await makeDevice()
     defer { withExtendedLifetime(scratch) {} }
     let policy = try writePolicy(scratch, "bad.policy", "# ok\nrule R1 error \"Documents/**\" >= complet \"why\"\n")
-    let result = try runProtfs(["--device", device.root, "audit", "--policy", policy])
+    let result = try await runProtfs(["--device", device.root, "audit", "--policy", policy])
     #expect(result.status == 2)
     #expect(
       result.stderr
@@ -196,59 +196,59 @@ struct AuditEndToEndTests {
     #expect(result.stdout.isEmpty)
   }
 
-  @Test func aTenMegabytePolicyLineExitsTwoWithAShortMessage() throws {
-    let (scratch, device) = try makeDevice()
+  @Test func aTenMegabytePolicyLineExitsTwoWithAShortMessage() async throws {
+    let (scratch, device) = try await makeDevice()
     defer { withExtendedLifetime(scratch) {} }
     let policy = try writePolicy(
       scratch, "huge.policy", "rule R1 error \"" + String(repeating: "x", count: 10 << 20) + "\" any \"m\"\n")
-    let result = try runProtfs(["--device", device.root, "audit", "--policy", policy])
+    let result = try await runProtfs(["--device", device.root, "audit", "--policy", policy])
     #expect(result.status == 2)
     #expect(result.stderr.contains("\(policy):1:65537: expected a line of at most 65536 bytes"))
     #expect(result.stderr.count < 400)
   }
 
-  @Test func aPatternThatCanNeverMatchIsAWarningNotAFailure() throws {
-    let (scratch, device) = try makeDevice()
+  @Test func aPatternThatCanNeverMatchIsAWarningNotAFailure() async throws {
+    let (scratch, device) = try await makeDevice()
     defer { withExtendedLifetime(scratch) {} }
     let policy = try writePolicy(scratch, "w.policy", "rule R1 error \"../Documents\" = complete \"why\"\n")
-    let result = try runProtfs(["--device", device.root, "audit", "--policy", policy])
+    let result = try await runProtfs(["--device", device.root, "audit", "--policy", policy])
     #expect(result.status == 0)
     #expect(result.stderr.hasPrefix("\(policy):1:15: warning: the pattern \"../Documents\" can never match"))
   }
 
-  @Test func severalPoliciesApplyTogether() throws {
-    let (scratch, device) = try makeDevice()
+  @Test func severalPoliciesApplyTogether() async throws {
+    let (scratch, device) = try await makeDevice()
     defer { withExtendedLifetime(scratch) {} }
     try device.writeFile(app, "Documents/a", class: .completeUntilFirstUserAuthentication)
     let strict = RepositoryLayout.packageRoot + "/Policies/strict.policy"
     let downloads = RepositoryLayout.packageRoot + "/Policies/background-downloads.policy"
-    let result = try runProtfs([
+    let result = try await runProtfs([
       "--device", device.root, "audit", "--format", "json", "--policy", strict, "--policy", downloads,
     ])
     #expect(result.status == 1, "\(result.stderr)")
     #expect(result.stdout.contains("\"ruleId\": \"ST004\""))
     let same = try writePolicy(scratch, "dup.policy", "rule ST004 note \"x\" any \"m\"\n")
-    let duplicate = try runProtfs(["--device", device.root, "audit", "--policy", strict, "--policy", same])
+    let duplicate = try await runProtfs(["--device", device.root, "audit", "--policy", strict, "--policy", same])
     #expect(duplicate.status == 2)
     #expect(duplicate.stderr.contains("the rule id ST004 is already used at"))
   }
 
-  @Test func aMissingPathExitsTwo() throws {
-    let result = try runProtfs(["audit", "/nonexistent/protfs-device"])
+  @Test func aMissingPathExitsTwo() async throws {
+    let result = try await runProtfs(["audit", "/nonexistent/protfs-device"])
     #expect(result.status == 2)
     #expect(result.stderr.hasPrefix("Error: Cannot audit '/nonexistent/protfs-device': no such file or directory"))
   }
 
-  @Test func anUninitialisedDefaultDeviceExitsTwo() throws {
+  @Test func anUninitialisedDefaultDeviceExitsTwo() async throws {
     let scratch = AuditScratch()
     defer { withExtendedLifetime(scratch) {} }
-    let result = try runProtfs(["audit"], environment: ["PROTFS_DEVICE": scratch.path + "/none"])
+    let result = try await runProtfs(["audit"], environment: ["PROTFS_DEVICE": scratch.path + "/none"])
     #expect(result.status == 2)
     #expect(result.stderr.contains("has not been initialised"))
   }
 
-  @Test func anUnreadableDirectoryMakesTheAuditIncomplete() throws {
-    let (scratch, device) = try makeDevice()
+  @Test func anUnreadableDirectoryMakesTheAuditIncomplete() async throws {
+    let (scratch, device) = try await makeDevice()
     defer { withExtendedLifetime(scratch) {} }
     try device.makeDirectory(app, "Documents/secret", class: .complete)
     try device.writeFile(app, "Documents/secret/a", class: .complete)
@@ -257,10 +257,10 @@ struct AuditEndToEndTests {
     let arguments = ["--device", device.root, "audit", "--format", "json"]
     let result =
       getuid() == 0
-      ? try runProcess(
+      ? try await runProcess(
         "/usr/bin/setpriv",
         ["--bounding-set=-dac_override,-dac_read_search", RepositoryLayout.protfsBinary] + arguments)
-      : try runProtfs(arguments)
+      : try await runProtfs(arguments)
     #expect(result.status == 2, "\(result.stderr)")
     #expect(result.stderr.contains("the audit is incomplete"))
     let object = try JSONSerialization.jsonObject(with: result.stdoutBytes) as? [String: Any]
@@ -271,14 +271,14 @@ struct AuditEndToEndTests {
     #expect((object?["summary"] as? [String: Any])?["complete"] as? Bool == false)
   }
 
-  @Test func symlinkLoopsAreReportedWithoutHanging() throws {
-    let (scratch, device) = try makeDevice()
+  @Test func symlinkLoopsAreReportedWithoutHanging() async throws {
+    let (scratch, device) = try await makeDevice()
     defer { withExtendedLifetime(scratch) {} }
     let documents = device.containerPath(app, "Documents")
     try FileManager.default.createSymbolicLink(atPath: documents + "/a", withDestinationPath: "b")
     try FileManager.default.createSymbolicLink(atPath: documents + "/b", withDestinationPath: "a")
     try FileManager.default.createSymbolicLink(atPath: documents + "/self", withDestinationPath: "self/x")
-    let result = try runProtfs(["--device", device.root, "audit", "--format", "json", "--fail-on", "warning"])
+    let result = try await runProtfs(["--device", device.root, "audit", "--format", "json", "--fail-on", "warning"])
     #expect(result.status == 1)
     let object = try JSONSerialization.jsonObject(with: result.stdoutBytes) as? [String: Any]
     let loops = (object?["findings"] as? [[String: Any]] ?? []).filter { $0["ruleId"] as? String == "PFS010" }
@@ -287,8 +287,8 @@ struct AuditEndToEndTests {
         == ["a", "b", "self"].map { "Containers/\(app)/Documents/\($0)" })
   }
 
-  @Test func namesThatAreNotUTF8AreReportedInEveryFormat() throws {
-    let (scratch, device) = try makeDevice()
+  @Test func namesThatAreNotUTF8AreReportedInEveryFormat() async throws {
+    let (scratch, device) = try await makeDevice()
     defer { withExtendedLifetime(scratch) {} }
     let path = Array(device.containerPath(app, "tmp/caf").utf8) + [0xE9, 0]
     let fd = path.withUnsafeBufferPointer {
@@ -296,7 +296,7 @@ struct AuditEndToEndTests {
     }
     close(fd)
     for format in ["text", "json", "sarif", "junit"] {
-      let result = try runProtfs(["--device", device.root, "audit", "--format", format])
+      let result = try await runProtfs(["--device", device.root, "audit", "--format", format])
       #expect(result.status == 0, "\(format): \(result.stderr)")
       #expect(String(validating: result.stdoutBytes, as: UTF8.self) != nil, "\(format) output is valid UTF-8")
       #expect(
@@ -306,28 +306,28 @@ struct AuditEndToEndTests {
     }
   }
 
-  @Test func theDeviceLockStateDecidesWhatMayBeLockedOut() throws {
-    let (scratch, device) = try makeDevice()
+  @Test func theDeviceLockStateDecidesWhatMayBeLockedOut() async throws {
+    let (scratch, device) = try await makeDevice()
     defer { withExtendedLifetime(scratch) {} }
     try device.writeFile(app, "Documents/secret", class: .complete)
     try device.writeFile(app, "Documents/notes", class: .completeUntilFirstUserAuthentication)
-    #expect(try runProtfs(["--device", device.root, "lock"]).status == 0)
+    #expect(try await runProtfs(["--device", device.root, "lock"]).status == 0)
     #expect(TestDevice.rawAttribute(device.containerPath(app, "Documents/secret"), AttributeName.savedMode) != nil)
-    let locked = try runProtfs(["--device", device.root, "audit", "--fail-on", "note"])
+    let locked = try await runProtfs(["--device", device.root, "audit", "--fail-on", "note"])
     #expect(locked.status == 0, "a lock's own saved modes are expected: \(locked.stdout)")
-    #expect(try runProtfs(["--device", device.root, "unlock"]).status == 0)
-    #expect(try runProtfs(["--device", device.root, "audit", "--fail-on", "note"]).status == 0)
+    #expect(try await runProtfs(["--device", device.root, "unlock"]).status == 0)
+    #expect(try await runProtfs(["--device", device.root, "audit", "--fail-on", "note"]).status == 0)
     // A saved mode an interrupted unlock left behind.
     try device.setAttribute(device.containerPath(app, "Documents/notes"), AttributeName.savedMode, "0600")
-    let leftover = try runProtfs(["--device", device.root, "audit"])
+    let leftover = try await runProtfs(["--device", device.root, "audit"])
     #expect(leftover.status == 1)
     #expect(
       leftover.stdout.contains("  error   PFS002  Documents/notes: The item still carries user.protfs.saved-mode")
     )
   }
 
-  @Test func entitlementsAreComparedWithTheContainerDefault() throws {
-    let (scratch, device) = try makeDevice()
+  @Test func entitlementsAreComparedWithTheContainerDefault() async throws {
+    let (scratch, device) = try await makeDevice()
     defer { withExtendedLifetime(scratch) {} }
     let plist = """
       <?xml version="1.0" encoding="UTF-8"?>
@@ -337,7 +337,7 @@ struct AuditEndToEndTests {
       </dict></plist>
       """
     let entitlements = try writePolicy(scratch, "app.entitlements", plist)
-    let result = try runProtfs([
+    let result = try await runProtfs([
       "--device", device.root, "audit", "--entitlements", entitlements, "--fail-on", "warning",
     ])
     #expect(result.status == 1)

@@ -45,8 +45,8 @@ import Testing
       return false
     }
     let tasks = try store.tasks()
-    let sessions = try d.protfs(["sessions", "--json"])
-    let listing = try Protfs.runProgram(
+    let sessions = try await d.protfs(["sessions", "--json"])
+    let listing = try await Protfs.runProgram(
       "/bin/ls",
       ["-laR", d.t.containerPath(AppDevice.bundle, "Documents"), d.t.containerPath(AppDevice.bundle, "Library/Caches")])
     #expect(
@@ -70,7 +70,7 @@ import Testing
     defer { first.stop() }
     #expect(await first.line(containing: "didWriteData") != nil, "\(first.output)")
     // The user force-quits the app: the service cancels its download, keeping the bytes.
-    let quit = try d.protfs(["app", "terminate", AppDevice.bundle, "--user"])
+    let quit = try await d.protfs(["app", "terminate", AppDevice.bundle, "--user"])
     #expect(quit.status == 0, "\(quit)")
     _ = await first.exit()
     let store = try DownloadStore(path: d.t.device.downloadStorePath)

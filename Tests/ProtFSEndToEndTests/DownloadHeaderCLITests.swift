@@ -8,14 +8,14 @@ import Testing
 @Suite(.timeLimit(.minutes(2))) struct DownloadHeaderCLITests {
   let app = "com.example.app"
 
-  @Test func headersAreSentAndBadOnesAreUsageErrors() throws {
+  @Test func headersAreSentAndBadOnesAreUsageErrors() async throws {
     let t = try TestDevice()
-    let created = try Protfs.run(["--device", t.root, "init", app])
+    let created = try await Protfs.run(["--device", t.root, "init", app])
     try #require(created.status == 0, "\(created)")
     let body = DownloadFixture.bytes(300_000)
     let server = try FaultServer(body: body, mode: .dropMidBody(after: 100_000, times: 1))
     defer { server.stop() }
-    let result = try Protfs.run([
+    let result = try await Protfs.run([
       "--device", t.root, "download", "--bundle", app, "--progress", "none", "-H", "X-Token: t1", "-H",
       "Accept: application/octet-stream", server.url().absoluteString,
     ])
@@ -27,7 +27,7 @@ import Testing
     let saved = FileManager.default.contents(atPath: t.containerPath(app, "Documents/file.bin"))
     #expect(saved.map { [UInt8]($0) } == body)
     for bad in ["NoColon", "Bad Name: x"] {
-      let usage = try Protfs.run([
+      let usage = try await Protfs.run([
         "--device", t.root, "download", "--bundle", app, "-H", bad, server.url("other.bin").absoluteString,
       ])
       #expect(usage.status == 64, "\(usage)")

@@ -8,17 +8,17 @@ import Testing
 @Suite(.timeLimit(.minutes(2))) struct DownloadMessageTests {
   let app = "com.example.app"
 
-  func device() throws -> TestDevice {
+  func device() async throws -> TestDevice {
     let t = try TestDevice()
-    try #require(try Protfs.run(["--device", t.root, "init", app]).status == 0)
+    try #require(try await Protfs.run(["--device", t.root, "init", app]).status == 0)
     return t
   }
 
-  @Test func aRedirectToAFileURLSaysSoAndIsNotRetried() throws {
-    let t = try device()
+  @Test func aRedirectToAFileURLSaysSoAndIsNotRetried() async throws {
+    let t = try await device()
     let server = try FaultServer(body: DownloadFixture.bytes(10), mode: .redirect(to: "file:///etc/hostname"))
     defer { server.stop() }
-    let result = try Protfs.run(["--device", t.root, "download", "--bundle", app, server.url().absoluteString])
+    let result = try await Protfs.run(["--device", t.root, "download", "--bundle", app, server.url().absoluteString])
     #expect(result.status == 1, "\(result)")
     #expect(
       result.stderr.contains("to a file: URL (file:///etc/hostname), which protfs does not follow"),
@@ -27,24 +27,24 @@ import Testing
     #expect(server.requests.count == 1)
   }
 
-  @Test func anOversizedHeaderSaysSoAndIsNotRetried() throws {
-    let t = try device()
+  @Test func anOversizedHeaderSaysSoAndIsNotRetried() async throws {
+    let t = try await device()
     let server = try FaultServer(body: DownloadFixture.bytes(10), mode: .hugeHeader(bytes: 200_000))
     defer { server.stop() }
-    let result = try Protfs.run(["--device", t.root, "download", "--bundle", app, server.url().absoluteString])
+    let result = try await Protfs.run(["--device", t.root, "download", "--bundle", app, server.url().absoluteString])
     #expect(result.status == 1, "\(result)")
     #expect(result.stderr.contains("sent an oversized header"), "\(result)")
     #expect(!result.stderr.contains("Out of memory"), "\(result)")
     #expect(server.requests.count == 1)
   }
 
-  @Test func theProgressBarSurvivesServersAnnouncingTheLargestLength() throws {
-    let t = try device()
+  @Test func theProgressBarSurvivesServersAnnouncingTheLargestLength() async throws {
+    let t = try await device()
     let body = DownloadFixture.bytes(1000)
     // Content-Length: 9223372036854775807 on both: their sum overflows an Int64.
     let server = try FaultServer(body: body, mode: .announceThenStall(length: Int.max, bytes: 1000))
     defer { server.stop() }
-    let result = try Protfs.run([
+    let result = try await Protfs.run([
       "--device", t.root, "download", "--bundle", app, "--progress", "bar", "--timeout-resource", "2s",
       server.url("a.bin").absoluteString, server.url("b.bin").absoluteString,
     ])
@@ -52,63 +52,63 @@ import Testing
     #expect(result.stderr.contains("Error:"), "\(result)")
   }
 
-  @Test func aResumedTransferSurvivesTheLargestContentLength() throws {
-    let t = try device()
+  @Test func aResumedTransferSurvivesTheLargestContentLength() async throws {
+    let t = try await device()
     let body = DownloadFixture.bytes(1 << 20)
     let server = try FaultServer(body: body, entityTag: "\"r\"", mode: .stallAfter(bytes: 300_000))
     defer { server.stop() }
     let url = server.url("big.bin").absoluteString
     let process = try #require(
-      try Protfs.startDownload(
+      try await Protfs.startDownload(
         [
           "--device", t.root, "download", "--bundle", app, "--progress", "json", "--timeout-resource", "3s", url,
         ], untilWritten: 300_000),
       "protfs download ended before reporting progress")
     kill(process.processIdentifier, SIGKILL)
-    process.waitUntilExit()
+    await offPool { process.waitUntilExit() }
     // The resumed request gets a 206 without Content-Range whose length, added to the bytes the
     // task has, overflows an Int64.
     server.setMode(.partialWithoutRange(length: Int.max, bytes: 1000))
     // The rerun resumes the task, which keeps the 3 s it was created with.
-    let again = try Protfs.run(["--device", t.root, "download", "--bundle", app, url])
+    let again = try await Protfs.run(["--device", t.root, "download", "--bundle", app, url])
     #expect(again.status == 1, "\(again)")
     #expect(again.stderr.contains("resource timeout"), "\(again)")
   }
 
-  @Test func garbageNumbersInTheStoreDoNotTrap() throws {
-    let t = try device()
+  @Test func garbageNumbersInTheStoreDoNotTrap() async throws {
+    let t = try await device()
     let server = try FaultServer(body: DownloadFixture.bytes(1000), mode: .alwaysStatus(503))
     defer { server.stop() }
-    let failed = try Protfs.run([
+    let failed = try await Protfs.run([
       "--device", t.root, "download", "--bundle", app, "--timeout-resource", "1s", server.url().absoluteString,
     ])
     try #require(failed.status == 1, "\(failed)")
-    let edit = try Protfs.runProgram(
+    let edit = try await Protfs.runProgram(
       "/usr/bin/sqlite3",
       [
         t.device.downloadStorePath,
         "UPDATE tasks SET error_errno = 99999999999, request_timeout = 9e999, resource_timeout = 1e300",
       ])
     try #require(edit.status == 0, "\(edit)")
-    let list = try Protfs.run(["--device", t.root, "tasks"])
+    let list = try await Protfs.run(["--device", t.root, "tasks"])
     #expect(list.status == 0, "\(list)")
     server.setMode(.normal)
-    let resumed = try Protfs.run(["--device", t.root, "tasks", "resume", "1"])
+    let resumed = try await Protfs.run(["--device", t.root, "tasks", "resume", "1"])
     #expect(resumed.status == 0, "\(resumed)")
   }
 
-  @Test func aReadOnlyStoreNamesTheFileAndNotTheStatement() throws {
-    let t = try device()
+  @Test func aReadOnlyStoreNamesTheFileAndNotTheStatement() async throws {
+    let t = try await device()
     let server = try FaultServer(body: DownloadFixture.bytes(1000))
     defer { server.stop() }
     let url = server.url().absoluteString
-    try #require(try Protfs.run(["--device", t.root, "download", "--bundle", app, url]).status == 0)
+    try #require(try await Protfs.run(["--device", t.root, "download", "--bundle", app, url]).status == 0)
     let store = t.device.downloadStorePath
     // An immutable file: even root cannot write it, as on a read-only disk.
-    let immutable = try Protfs.runProgram("/usr/bin/chattr", ["+i", store])
+    let immutable = try await Protfs.runProgram("/usr/bin/chattr", ["+i", store])
     try #require(immutable.status == 0, "chattr +i is needed: \(immutable)")
-    defer { _ = try? Protfs.runProgram("/usr/bin/chattr", ["-i", store]) }
-    let result = try Protfs.run(["--device", t.root, "download", "--bundle", app, url + "?again"])
+    defer { _ = try? Protfs.runProgramBlocking("/usr/bin/chattr", ["-i", store]) }
+    let result = try await Protfs.run(["--device", t.root, "download", "--bundle", app, url + "?again"])
     #expect(result.status == 1, "\(result)")
     #expect(result.stderr.contains("Cannot use the download task store '\(store)'"), "\(result)")
     #expect(result.stderr.contains("writable"), "\(result)")
@@ -117,8 +117,8 @@ import Testing
     }
   }
 
-  @Test func aTaskWhoseOwnerIsAZombieIsReattached() throws {
-    let t = try device()
+  @Test func aTaskWhoseOwnerIsAZombieIsReattached() async throws {
+    let t = try await device()
     let body = DownloadFixture.bytes(1 << 20)
     let server = try FaultServer(body: body, entityTag: "\"z\"", mode: .stallAfter(bytes: 300_000))
     defer { server.stop() }
@@ -154,9 +154,9 @@ import Testing
     defer { waitpid(pid, nil, 0) }
 
     server.setMode(.normal)
-    let again = try Protfs.run(["--device", t.root, "download", "--bundle", app, url])
+    let again = try await Protfs.run(["--device", t.root, "download", "--bundle", app, url])
     #expect(again.status == 0, "\(again)")
-    let tasks = try Protfs.run(["--device", t.root, "tasks", "--json"])
+    let tasks = try await Protfs.run(["--device", t.root, "tasks", "--json"])
     let records = try JSONSerialization.jsonObject(with: Data(tasks.stdout.utf8)) as! [[String: Any]]
     #expect(records.count == 1, "\(tasks.stdout)")
     #expect(server.requests.last?.headers["if-range"] == "\"z\"")

@@ -10,14 +10,15 @@ import Testing
 
   /// Runs `sh -c script` under `protfs exec`.
   func confined(_ d: LockDevice, _ script: String, options: [String] = [], environment: [String: String] = [:])
+    async
     throws -> RunResult
   {
-    try d.protfs(["exec"] + options + ["--", "sh", "-c", script], environment: environment)
+    try await d.protfs(["exec"] + options + ["--", "sh", "-c", script], environment: environment)
   }
 
   /// `/proc/self/status` of a program run under exec, by field.
-  func status(_ d: LockDevice) throws -> [String: String] {
-    let result = try confined(d, "cat /proc/self/status")
+  func status(_ d: LockDevice) async throws -> [String: String] {
+    let result = try await confined(d, "cat /proc/self/status")
     #expect(result.status == 0, "\(result)")
     var fields: [String: String] = [:]
     for line in result.stdout.split(separator: "\n") {
@@ -27,9 +28,9 @@ import Testing
     return fields
   }
 
-  @Test func theProgramIsTheAppUserWithNoCapabilityAndNoNewPrivileges() throws {
+  @Test func theProgramIsTheAppUserWithNoCapabilityAndNoNewPrivileges() async throws {
     let d = try LockDevice()
-    let fields = try status(d)
+    let fields = try await status(d)
     #expect(fields["Uid"]?.split(separator: "\t") == ["501", "501", "501", "501"], "\(fields)")
     #expect(fields["Gid"]?.split(separator: "\t") == ["501", "501", "501", "501"], "\(fields)")
     #expect(fields["Groups"] == "", "\(fields)")
@@ -38,41 +39,41 @@ import Testing
     }
     #expect(fields["NoNewPrivs"] == "1")
     // Nor can it get root back: setuid programs do not raise it (no_new_privs), setuid(0) is refused.
-    #expect(try confined(d, "setpriv --reuid=0 true").status != 0)
-    #expect(try confined(d, "su -c true root </dev/null").status != 0)
+    #expect(try await confined(d, "setpriv --reuid=0 true").status != 0)
+    #expect(try await confined(d, "su -c true root </dev/null").status != 0)
   }
 
-  @Test func theProgramCannotChmodALockedRootOwnedFileBack() throws {
+  @Test func theProgramCannotChmodALockedRootOwnedFileBack() async throws {
     let d = try LockDevice()
-    try d.protfs(["lock"])
+    try await d.protfs(["lock"])
     let file = d.path("complete.txt")
-    let chmod = try confined(d, "chmod u+r '\(file)'")
+    let chmod = try await confined(d, "chmod u+r '\(file)'")
     #expect(chmod.status != 0 && chmod.stderr.contains("Operation not permitted"), "\(chmod)")
     #expect(d.t.mode(file) == 0)
-    #expect(try confined(d, "cat '\(file)'").status != 0)
+    #expect(try await confined(d, "cat '\(file)'").status != 0)
   }
 
   /// Needs the lock engine to hand locked items to root: before that, the app user still owns a file
   /// it made and can chmod it back.
-  @Test func theProgramCannotChmodBackALockedFileItMade() throws {
+  @Test func theProgramCannotChmodBackALockedFileItMade() async throws {
     let d = try LockDevice()
     let file = d.path("mine.txt")
-    let made = try confined(d, "echo secret > '\(file)'")
+    let made = try await confined(d, "echo secret > '\(file)'")
     #expect(made.status == 0, "\(made)")
-    #expect(try d.protfs(["set-class", "complete", file]).status == 0)
-    #expect(try d.protfs(["lock"]).status == 0)
-    let undo = try confined(d, "chmod u+rw '\(file)'; cat '\(file)'")
+    #expect(try await d.protfs(["set-class", "complete", file]).status == 0)
+    #expect(try await d.protfs(["lock"]).status == 0)
+    let undo = try await confined(d, "chmod u+rw '\(file)'; cat '\(file)'")
     #expect(undo.status != 0, "\(undo)")
     #expect(!undo.stdout.contains("secret"), "\(undo)")
-    #expect(try d.protfs(["unlock"]).status == 0)
-    let after = try confined(d, "cat '\(file)' && echo more >> '\(file)'")
+    #expect(try await d.protfs(["unlock"]).status == 0)
+    let after = try await confined(d, "cat '\(file)' && echo more >> '\(file)'")
     #expect(after.status == 0 && after.stdout == "secret\n", "\(after)")
   }
 
-  @Test func theProgramCannotTouchTheDeviceState() throws {
+  @Test func theProgramCannotTouchTheDeviceState() async throws {
     let d = try LockDevice()
-    try d.protfs(["passcode", "set", "--passcode", "1234"], environment: Self.cheap)
-    try d.protfs(["lock"])
+    try await d.protfs(["passcode", "set", "--passcode", "1234"], environment: Self.cheap)
+    try await d.protfs(["lock"])
     let state = d.root + "/.protfs"
     let before = try FileManager.default.contentsOfDirectory(atPath: state).sorted()
     let record = FileManager.default.contents(atPath: state + "/lock-state.json")
@@ -82,7 +83,7 @@ import Testing
       "echo '{}' > '\(state)/lock-state.json'", "touch '\(state)/forged'", "mv '\(state)' '\(d.root)/moved'",
       "chmod 777 '\(state)'",
     ] {
-      let result = try confined(d, script)
+      let result = try await confined(d, script)
       #expect(result.status != 0, "\(script): \(result)")
     }
     #expect(try FileManager.default.contentsOfDirectory(atPath: state).sorted() == before)
@@ -90,19 +91,19 @@ import Testing
     #expect(d.t.mode(state) == 0o700)
   }
 
-  @Test func aUserNamespaceGivesTheProgramNothingOverLockedFiles() throws {
+  @Test func aUserNamespaceGivesTheProgramNothingOverLockedFiles() async throws {
     let d = try LockDevice()
-    try d.protfs(["lock"])
+    try await d.protfs(["lock"])
     let file = d.path("complete.txt")
     // Whether or not the kernel lets it make the namespace, it must not read or chmod the file.
-    let read = try confined(d, "unshare -r cat '\(file)'")
+    let read = try await confined(d, "unshare -r cat '\(file)'")
     #expect(read.status != 0 && !read.stdout.contains("contents of"), "\(read)")
-    #expect(try confined(d, "unshare -r chmod 644 '\(file)'").status != 0)
-    #expect(try confined(d, "unshare -r touch '\(d.root)/.protfs/forged'").status != 0)
+    #expect(try await confined(d, "unshare -r chmod 644 '\(file)'").status != 0)
+    #expect(try await confined(d, "unshare -r touch '\(d.root)/.protfs/forged'").status != 0)
     #expect(d.t.mode(file) == 0)
   }
 
-  @Test func theProgramReadsAndWritesItsOwnContainerWhileDataIsAvailable() throws {
+  @Test func theProgramReadsAndWritesItsOwnContainerWhileDataIsAvailable() async throws {
     let d = try LockDevice()
     let container = d.t.containerPath(LockDevice.bundle)
     let script = """
@@ -112,34 +113,34 @@ import Testing
       echo cached > Library/Caches/c && cat Library/Caches/c && rm Library/Caches/c &&
       echo scratch > tmp/t && rm tmp/t && cat Documents/none.txt
       """
-    let result = try confined(d, script)
+    let result = try await confined(d, script)
     #expect(result.status == 0, "\(result)")
     #expect(result.stdout == "two\ncached\ncontents of none.txt\n")
     var info = stat()
     #expect(stat(container + "/Documents", &info) == 0 && info.st_uid == 501 && info.st_gid == 501)
     // Others' containers and the device's own directories stay closed to it.
-    #expect(try confined(d, "touch '\(d.root)/Containers/com.evil.app'").status != 0)
-    #expect(try confined(d, "touch '\(d.root)/planted'").status != 0)
+    #expect(try await confined(d, "touch '\(d.root)/Containers/com.evil.app'").status != 0)
+    #expect(try await confined(d, "touch '\(d.root)/planted'").status != 0)
   }
 
-  @Test func aDeviceTheAppUserCannotReachIsRefusedBeforeTheProgramRuns() throws {
+  @Test func aDeviceTheAppUserCannotReachIsRefusedBeforeTheProgramRuns() async throws {
     let d = try LockDevice()
     chmod(d.t.directory, 0o700)
-    let result = try confined(d, "echo ran")
+    let result = try await confined(d, "echo ran")
     #expect(result.status == 1, "\(result)")
     #expect(result.stdout.isEmpty, "\(result)")
     #expect(result.stderr.contains("'\(d.t.directory)'") && result.stderr.contains("chmod o+x"), "\(result)")
     #expect(result.stderr.split(separator: "\n").count == 1, "\(result)")
   }
 
-  @Test func theProgramSeesNoPasscode() throws {
+  @Test func theProgramSeesNoPasscode() async throws {
     let d = try LockDevice()
-    try d.protfs(["passcode", "set", "--passcode", "1234"], environment: Self.cheap)
+    try await d.protfs(["passcode", "set", "--passcode", "1234"], environment: Self.cheap)
     // The scheduled unlock needs the passcode, so exec holds it while the program runs.
     let secrets = ["secret-on-argv", "secret-after-equals", "secret-in-env", "secret-current"]
     let script = "env; tr '\\0' ' ' </proc/$PPID/cmdline; tr '\\0' ' ' </proc/$PPID/environ; true"
     for options in [["--passcode", secrets[0]], ["--passcode=\(secrets[1])"]] {
-      let result = try confined(
+      let result = try await confined(
         d, script, options: ["--schedule", "unlock@60s"] + options,
         environment: ["PROTFS_PASSCODE": secrets[2], "PROTFS_CURRENT_PASSCODE": secrets[3]])
       #expect(result.status == 0, "\(result)")
@@ -149,10 +150,10 @@ import Testing
     }
   }
 
-  @Test func theProgramCannotUnlockTheDeviceEvenKnowingThePasscode() throws {
+  @Test func theProgramCannotUnlockTheDeviceEvenKnowingThePasscode() async throws {
     let d = try LockDevice()
-    try d.protfs(["passcode", "set", "--passcode", "1234"], environment: Self.cheap)
-    try d.protfs(["lock"])
+    try await d.protfs(["passcode", "set", "--passcode", "1234"], environment: Self.cheap)
+    try await d.protfs(["lock"])
     // A copy the app user can run: the build directory may be in a place only root can enter (a
     // clone in a `mktemp -d` directory, or under /root).
     let copy = d.t.directory + "/protfs"
@@ -160,53 +161,55 @@ import Testing
     #expect(chmod(copy, 0o755) == 0)
     let protfs = "'\(copy)' --device '\(d.root)'"
     for command in ["unlock --passcode 1234", "passcode remove --current 1234", "reboot"] {
-      let result = try confined(d, "\(protfs) \(command)", environment: Self.cheap)
+      let result = try await confined(d, "\(protfs) \(command)", environment: Self.cheap)
       #expect(result.status == 1, "\(command): \(result)")
       #expect(result.stderr.contains("Cannot read the state of the device '\(d.root)'"), "\(command): \(result)")
     }
-    #expect(try d.protfs(["status", "--json"]).stdout.contains(#""state" : "locked""#))
-    #expect(try confined(d, "cat '\(d.path("complete.txt"))'").status != 0)
+    #expect(try await d.protfs(["status", "--json"]).stdout.contains(#""state" : "locked""#))
+    #expect(try await confined(d, "cat '\(d.path("complete.txt"))'").status != 0)
   }
 }
 
 /// `--passcode-file` and `--current-file`: the passcode from a file or standard input, never on argv.
 @Suite struct PasscodeFileTests {
-  @Test func passcodesComeFromAFileOrStandardInput() throws {
+  @Test func passcodesComeFromAFileOrStandardInput() async throws {
     let d = try LockDevice()
     let env = ExecConfinementTests.cheap
     let file = d.t.directory + "/passcode"
     try "2468\n".write(toFile: file, atomically: true, encoding: .utf8)
-    let set = try d.protfs(["passcode", "set", "--passcode-file", file], environment: env)
+    let set = try await d.protfs(["passcode", "set", "--passcode-file", file], environment: env)
     #expect(set.status == 0, "\(set)")
-    try d.protfs(["lock"])
-    let wrong = try Protfs.run(
+    try await d.protfs(["lock"])
+    let wrong = try await Protfs.run(
       ["--device", d.root, "unlock", "--passcode-file", "-"], environment: env, stdin: "1357\n")
     #expect(wrong.status == 1, "\(wrong)")
-    let right = try Protfs.run(
+    let right = try await Protfs.run(
       ["--device", d.root, "unlock", "--passcode-file", "-"], environment: env, stdin: "2468\n")
     #expect(right.status == 0, "\(right)")
-    let changed = try Protfs.run(
+    let changed = try await Protfs.run(
       ["--device", d.root, "passcode", "set", "--current-file", file, "--passcode-file", "-"], environment: env,
       stdin: "9753\r\n")
     #expect(changed.status == 0, "\(changed)")
-    try d.protfs(["lock"])
-    #expect(try d.protfs(["unlock", "--passcode", "9753"], environment: env).status == 0)
+    try await d.protfs(["lock"])
+    #expect(try await d.protfs(["unlock", "--passcode", "9753"], environment: env).status == 0)
   }
 
-  @Test func badPasscodeSourcesAreRefusedClearly() throws {
+  @Test func badPasscodeSourcesAreRefusedClearly() async throws {
     let d = try LockDevice()
     let env = ExecConfinementTests.cheap
-    try d.protfs(["passcode", "set", "--passcode", "2468"], environment: env)
-    try d.protfs(["lock"])
-    let both = try d.protfs(["unlock", "--passcode", "2468", "--passcode-file", "-"], environment: env)
+    try await d.protfs(["passcode", "set", "--passcode", "2468"], environment: env)
+    try await d.protfs(["lock"])
+    let both = try await d.protfs(["unlock", "--passcode", "2468", "--passcode-file", "-"], environment: env)
     #expect(both.status == 64 && both.stderr.contains("not both"), "\(both)")
     let missing = d.t.directory + "/nothing"
-    let absent = try d.protfs(["unlock", "--passcode-file", missing], environment: env)
+    let absent = try await d.protfs(["unlock", "--passcode-file", missing], environment: env)
     #expect(absent.status == 1 && absent.stderr.contains("'\(missing)'"), "\(absent)")
-    let empty = try Protfs.run(["--device", d.root, "unlock", "--passcode-file", "-"], environment: env, stdin: "")
+    let empty = try await Protfs.run(
+      ["--device", d.root, "unlock", "--passcode-file", "-"], environment: env, stdin: "")
     #expect(empty.status == 1 && empty.stderr.contains("holds no passcode"), "\(empty)")
-    let twice = try d.protfs(["passcode", "set", "--passcode-file", "-", "--current-file", "-"], environment: env)
+    let twice = try await d.protfs(
+      ["passcode", "set", "--passcode-file", "-", "--current-file", "-"], environment: env)
     #expect(twice.status == 64 && twice.stderr.contains("standard input"), "\(twice)")
-    #expect(try d.protfs(["status", "--json"]).stdout.contains(#""state" : "locked""#))
+    #expect(try await d.protfs(["status", "--json"]).stdout.contains(#""state" : "locked""#))
   }
 }

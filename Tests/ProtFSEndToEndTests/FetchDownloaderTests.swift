@@ -27,7 +27,7 @@ import Testing
     #expect(await d.waitForState("active"), "\(d.record())")
 
     // The fetch starts the download in the service; the gate holds it unfinished.
-    let fetch = try d.protfs(["app", "fetch", AppDevice.bundle])
+    let fetch = try await d.protfs(["app", "fetch", AppDevice.bundle])
     #expect(fetch.status == 0, "\(fetch)")
     let started = await Self.line(log, containing: "\"started\"")
     #expect(started?.contains("fetch-download") == true, "\(Self.lines(log))")
@@ -44,7 +44,7 @@ import Testing
     #expect(try store.tasks().first?.taskDescription == "fetch-download")
 
     // Suspended in the background, then killed.
-    #expect(try d.protfs(["app", "background", AppDevice.bundle]).status == 0)
+    #expect(try await d.protfs(["app", "background", AppDevice.bundle]).status == 0)
     #expect(await d.waitForState("suspended"), "\(d.record())")
     let pid = try #require(d.record()["pid"] as? Int)
     kill(-pid_t(pid), SIGKILL)
@@ -99,7 +99,7 @@ import Testing
     // The app's events-handled reached the service: its supervisor did not kill it for a missing
     // answer, nothing waits for delivery, and no relaunch failure is recorded.
     #expect(d.crashReports().isEmpty, "\(d.crashReports())")
-    let listed = try d.protfs(["sessions", "--json"])
+    let listed = try await d.protfs(["sessions", "--json"])
     let report = try JSONSerialization.jsonObject(with: Data(listed.stdout.utf8)) as? [String: Any]
     let session = (report?["sessions"] as? [[String: Any]])?.first {
       $0["identifier"] as? String == "com.example.FetchDownloader"

@@ -12,11 +12,11 @@ import Testing
 
   /// Runs the built binary with the dynamic loader reporting every library it loads on stderr.
   func runReportingLibraries(_ arguments: [String]) async throws -> RunResult {
-    try await runProtfs(arguments, environment: ["LD_DEBUG": "files"])
+    try await Protfs.run(arguments, environment: ["LD_DEBUG": "files"])
   }
 
   @Test func commandsThatTransferNothingDoNotLoadLibcurl() async throws {
-    let f = try SessionServiceFixture()
+    let f = try await SessionServiceFixture()
     defer { f.stop() }
     // The service runs in this process, so that only the commands' own loading is reported.
     try f.startInProcess()
@@ -48,10 +48,10 @@ import Testing
   }
 
   @Test func theSessionServiceHasLibcurlLoadedWhenItAnswers() async throws {
-    let f = try SessionServiceFixture()
+    let f = try await SessionServiceFixture()
     defer { f.stop() }
     // The service exists to transfer: its first download should not wait for the library.
-    let started = try await runProtfs(["--device", f.t.root, "sessions", "start"])
+    let started = try await Protfs.run(["--device", f.t.root, "sessions", "start"])
     #expect(started.status == 0, "\(started)")
     let pid = try #require(f.servicePID, "no service answers after `sessions start`: \(started)")
     // Read to the end: /proc files have no size for a reader that trusts one.
@@ -62,12 +62,12 @@ import Testing
 
   @Test func aLibcurlThatCannotBeLoadedFailsTheDownloadNamingIt() async throws {
     let t = try TestDevice()
-    try #require(try Protfs.run(["--device", t.root, "init", app]).status == 0)
+    try #require(try await Protfs.run(["--device", t.root, "init", app]).status == 0)
     let body = DownloadFixture.bytes(4096)
     let server = try FaultServer(body: body)
     defer { server.stop() }
     let missing = t.root + "/no-such-libcurl.so.4"
-    let result = try await runProtfs(
+    let result = try await Protfs.run(
       ["--device", t.root, "download", "--bundle", app, server.url().absoluteString],
       environment: ["PROTFS_LIBCURL": missing])
     #expect(result.status == 1, "\(result)")
@@ -79,10 +79,10 @@ import Testing
     let downloads = t.containerPath(app, "Library/Caches/com.apple.nsurlsessiond/Downloads/\(app)")
     #expect(((try? FileManager.default.contentsOfDirectory(atPath: downloads)) ?? []).isEmpty)
     #expect(!FileManager.default.fileExists(atPath: t.containerPath(app, "Documents/file.bin")))
-    let tasks = try Protfs.run(["--device", t.root, "tasks", "--json"])
+    let tasks = try await Protfs.run(["--device", t.root, "tasks", "--json"])
     #expect(tasks.stdout.contains("\"state\" : \"failed\""), "\(tasks)")
     // With the library back, the same download runs.
-    let again = try await runProtfs(["--device", t.root, "download", "--bundle", app, server.url().absoluteString])
+    let again = try await Protfs.run(["--device", t.root, "download", "--bundle", app, server.url().absoluteString])
     #expect(again.status == 0, "\(again)")
     #expect(FileManager.default.contents(atPath: t.containerPath(app, "Documents/file.bin")) == Data(body))
   }

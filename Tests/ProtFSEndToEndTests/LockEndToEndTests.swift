@@ -69,8 +69,8 @@ struct LockDevice {
   }
 
   @discardableResult
-  func protfs(_ arguments: [String], environment: [String: String] = [:]) throws -> RunResult {
-    try Protfs.run(["--device", root] + arguments, environment: environment)
+  func protfs(_ arguments: [String], environment: [String: String] = [:]) async throws -> RunResult {
+    try await Protfs.run(["--device", root] + arguments, environment: environment)
   }
 
   func path(_ name: String) -> String { documents + "/" + name }
@@ -79,46 +79,46 @@ struct LockDevice {
 let asNobody = ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups"]
 
 @Suite(.serialized) struct LockEndToEndTests {
-  @Test func programsUnderExecMeetTheLock() throws {
+  @Test func programsUnderExecMeetTheLock() async throws {
     let d = try LockDevice()
     let original = d.snapshot()
-    func readable(_ name: String) throws -> Bool {
-      try d.protfs(["exec", "--", "cat", d.path(name)]).status == 0
+    func readable(_ name: String) async throws -> Bool {
+      try await d.protfs(["exec", "--", "cat", d.path(name)]).status == 0
     }
-    #expect(try d.protfs(["unlock"]).status == 0)
-    #expect(try d.protfs(["lock"]).status == 0)
-    #expect(try !readable("complete.txt"))
-    #expect(try !readable("unless-open.txt"))
-    #expect(try !readable("Secret/inside.txt"))
-    #expect(try readable("until-first-auth.txt"))
-    #expect(try readable("none.txt"))
-    #expect(try readable("when-inactive.txt"))
+    #expect(try await d.protfs(["unlock"]).status == 0)
+    #expect(try await d.protfs(["lock"]).status == 0)
+    #expect(try await !readable("complete.txt"))
+    #expect(try await !readable("unless-open.txt"))
+    #expect(try await !readable("Secret/inside.txt"))
+    #expect(try await readable("until-first-auth.txt"))
+    #expect(try await readable("none.txt"))
+    #expect(try await readable("when-inactive.txt"))
     // Creating in a complete directory fails; in an unless-open one it works.
     let create = ["sh", "-c", "echo x > '\(d.path("Secret/new.txt"))'"]
-    #expect(try d.protfs(["exec", "--"] + create).status != 0)
-    let unlock = try d.protfs(["unlock"])
+    #expect(try await d.protfs(["exec", "--"] + create).status != 0)
+    let unlock = try await d.protfs(["unlock"])
     #expect(unlock.status == 0, "\(unlock)")
     #expect(d.snapshot() == original)
-    #expect(try readable("complete.txt"))
-    #expect(try d.protfs(["reboot"]).status == 0)
-    #expect(try !readable("complete.txt"))
-    #expect(try !readable("unless-open.txt"))
-    #expect(try !readable("until-first-auth.txt"))
-    #expect(try !readable("when-inactive.txt"))
-    #expect(try readable("none.txt"))
-    #expect(try d.protfs(["unlock"]).status == 0)
+    #expect(try await readable("complete.txt"))
+    #expect(try await d.protfs(["reboot"]).status == 0)
+    #expect(try await !readable("complete.txt"))
+    #expect(try await !readable("unless-open.txt"))
+    #expect(try await !readable("until-first-auth.txt"))
+    #expect(try await !readable("when-inactive.txt"))
+    #expect(try await readable("none.txt"))
+    #expect(try await d.protfs(["unlock"]).status == 0)
     #expect(d.snapshot() == original)
   }
 
-  @Test func rootOutsideExecIsNotBound() throws {
+  @Test func rootOutsideExecIsNotBound() async throws {
     let d = try LockDevice()
-    try d.protfs(["lock"])
+    try await d.protfs(["lock"])
     #expect(FileManager.default.contents(atPath: d.path("complete.txt")) != nil)  // CAP_DAC_OVERRIDE
-    #expect(try d.protfs(["exec", "--", "cat", d.path("complete.txt")]).status == 1)
+    #expect(try await d.protfs(["exec", "--", "cat", d.path("complete.txt")]).status == 1)
   }
 
   @Test(arguments: [["lock"], ["lock", "--inactive"], ["reboot"], ["unlock"], ["passcode", "remove"]])
-  func crashAtEveryStepIsFinishedByTheNextCommand(operation: [String]) throws {
+  func crashAtEveryStepIsFinishedByTheNextCommand(operation: [String]) async throws {
     var crashes = 0
     for step in 1...200 {
       let d = try LockDevice()
@@ -126,12 +126,12 @@ let asNobody = ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups"]
       // Reference: the same operation on an identical device, uninterrupted.
       let reference = try LockDevice()
       if operation == ["unlock"] {
-        try d.protfs(["lock", "--inactive"])
-        try reference.protfs(["lock", "--inactive"])
+        try await d.protfs(["lock", "--inactive"])
+        try await reference.protfs(["lock", "--inactive"])
       }
-      try reference.protfs(operation)
+      try await reference.protfs(operation)
       let expected = reference.snapshot()
-      let crashed = try d.protfs(operation, environment: ["PROTFS_CRASH_AFTER": String(step)])
+      let crashed = try await d.protfs(operation, environment: ["PROTFS_CRASH_AFTER": String(step)])
       if crashed.status == 0 {
         #expect(d.snapshot() == expected)
         break
@@ -141,12 +141,12 @@ let asNobody = ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups"]
       // Any command finishes it; `status` is the least intrusive. After the last step (the
       // journal's removal) there is nothing left to finish.
       let interrupted = FileManager.default.fileExists(atPath: d.root + "/.protfs/transition.json")
-      let next = try d.protfs(["status", "--json"])
+      let next = try await d.protfs(["status", "--json"])
       #expect(next.status == 0, "\(next)")
       #expect(next.stderr.contains("finished an interrupted") == interrupted, "step \(step): \(next)")
       #expect(d.snapshot() == expected, "step \(step)")
       #expect(!FileManager.default.fileExists(atPath: d.root + "/.protfs/transition.json"))
-      #expect(try d.protfs(["unlock"]).status == 0)
+      #expect(try await d.protfs(["unlock"]).status == 0)
       #expect(d.snapshot() == original, "step \(step)")
     }
     #expect(crashes >= 3)
@@ -160,18 +160,18 @@ let asNobody = ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups"]
     ]
     let statuses = try await withThrowingTaskGroup(of: Int32.self) { group in
       for operation in operations {
-        group.addTask { try d.protfs(operation).status }
+        group.addTask { try await d.protfs(operation).status }
       }
       return try await group.reduce(into: [Int32]()) { $0.append($1) }
     }
     #expect(statuses.allSatisfy { $0 == 0 })
-    let status = try d.protfs(["status", "--json"])
+    let status = try await d.protfs(["status", "--json"])
     #expect(status.stdout.contains(#""inconsistencyCount" : 0"#), "\(status)")
-    #expect(try d.protfs(["unlock"]).status == 0)
+    #expect(try await d.protfs(["unlock"]).status == 0)
     #expect(d.snapshot() == original)
   }
 
-  @Test func scheduleChangesTheStateWhileTheProgramRuns() throws {
+  @Test func scheduleChangesTheStateWhileTheProgramRuns() async throws {
     let d = try LockDevice()
     let script = """
       f='\(d.path("complete.txt"))'
@@ -182,76 +182,76 @@ let asNobody = ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups"]
       echo unlocked-seen
       exit 5
       """
-    let result = try d.protfs(["exec", "--schedule", "lock@200ms,unlock@3s", "--", "sh", "-c", script])
+    let result = try await d.protfs(["exec", "--schedule", "lock@200ms,unlock@3s", "--", "sh", "-c", script])
     #expect(result.status == 5, "\(result)")
     #expect(result.stdout == "locked-seen\nunlocked-seen\n")
-    #expect(try d.protfs(["status", "--json"]).stdout.contains(#""state" : "unlocked""#))
+    #expect(try await d.protfs(["status", "--json"]).stdout.contains(#""state" : "unlocked""#))
   }
 
-  @Test func exitStatusIsTheProgramsAndBadInputIsRefused() throws {
+  @Test func exitStatusIsTheProgramsAndBadInputIsRefused() async throws {
     let d = try LockDevice()
-    #expect(try d.protfs(["exec", "--", "sh", "-c", "exit 7"]).status == 7)
-    #expect(try d.protfs(["exec", "--", "sh", "-c", "kill -TERM $$"]).status == 128 + 15)
-    #expect(try d.protfs(["exec", "--", "/nonexistent/program"]).status == 127)
-    let bad = try d.protfs(["exec", "--schedule", "lock@soon", "--", "true"])
+    #expect(try await d.protfs(["exec", "--", "sh", "-c", "exit 7"]).status == 7)
+    #expect(try await d.protfs(["exec", "--", "sh", "-c", "kill -TERM $$"]).status == 128 + 15)
+    #expect(try await d.protfs(["exec", "--", "/nonexistent/program"]).status == 127)
+    let bad = try await d.protfs(["exec", "--schedule", "lock@soon", "--", "true"])
     #expect(bad.status == 64 && bad.stderr.contains("'soon' is not a time"))
     let before = d.snapshot()
     let never = try TestDevice(initialize: false)
-    let uninitialised = try Protfs.run(["--device", never.root, "lock"])
+    let uninitialised = try await Protfs.run(["--device", never.root, "lock"])
     #expect(uninitialised.status == 1 && uninitialised.stderr.contains("has not been initialised"))
     #expect(d.snapshot() == before)
   }
 
-  @Test func statusJSONAndText() throws {
+  @Test func statusJSONAndText() async throws {
     let d = try LockDevice()
-    try d.protfs(["lock"])
-    let json = try d.protfs(["status", "--json"])
+    try await d.protfs(["lock"])
+    let json = try await d.protfs(["status", "--json"])
     let object = try JSONSerialization.jsonObject(with: Data(json.stdout.utf8)) as? [String: Any]
     #expect(object?["state"] as? String == "locked")
     #expect(object?["protectedDataAvailable"] as? Bool == false)
     #expect(object?["passcode"] as? Bool == true)
     #expect((object?["classes"] as? [[String: Any]])?.count == 5)
-    let text = try d.protfs(["status"])
+    let text = try await d.protfs(["status"])
     #expect(text.stdout.contains("State:                     locked since"))
     #expect(text.stdout.contains("Inconsistencies:           none"))
   }
 
-  @Test func lockWarnsAboutCompleteFilesStillOpen() throws {
+  @Test func lockWarnsAboutCompleteFilesStillOpen() async throws {
     let d = try LockDevice()
     let fd = open(d.path("complete.txt"), O_RDONLY)
     defer { close(fd) }
-    let result = try d.protfs(["lock"])
+    let result = try await d.protfs(["lock"])
     #expect(result.status == 0)
     #expect(result.stderr.contains("'\(d.path("complete.txt"))' is still open in process \(getpid())"), "\(result)")
     #expect(!result.stderr.contains("none.txt"))
   }
 
-  @Test func passcodeSetUnlockAndBackoff() throws {
+  @Test func passcodeSetUnlockAndBackoff() async throws {
     let d = try LockDevice()
     let cheap = ["PROTFS_PBKDF2_ITERATIONS": "1000"]
-    #expect(try d.protfs(["passcode", "set", "--passcode", "1234"], environment: cheap).status == 0)
-    try d.protfs(["lock"])
-    let missing = try d.protfs(["unlock"])
+    #expect(try await d.protfs(["passcode", "set", "--passcode", "1234"], environment: cheap).status == 0)
+    try await d.protfs(["lock"])
+    let missing = try await d.protfs(["unlock"])
     #expect(missing.status == 1 && missing.stderr.contains("has a passcode, and none was given"))
-    for _ in 1...5 { #expect(try d.protfs(["unlock", "--passcode", "9999"]).status == 1) }
-    let refused = try d.protfs(["unlock"], environment: ["PROTFS_PASSCODE": "1234"])
+    for _ in 1...5 { #expect(try await d.protfs(["unlock", "--passcode", "9999"]).status == 1) }
+    let refused = try await d.protfs(["unlock"], environment: ["PROTFS_PASSCODE": "1234"])
     #expect(refused.status == 1 && refused.stderr.contains("refuses passcodes"), "\(refused)")
   }
 
-  @Test func passcodeFromEnvironmentAndRemoval() throws {
+  @Test func passcodeFromEnvironmentAndRemoval() async throws {
     let d = try LockDevice()
     let env = ["PROTFS_PBKDF2_ITERATIONS": "1000", "PROTFS_PASSCODE": "abcd"]
-    #expect(try d.protfs(["passcode", "set"], environment: env).status == 0)
-    try d.protfs(["lock"])
-    #expect(try d.protfs(["unlock"], environment: env).status == 0)
-    #expect(try d.protfs(["passcode", "remove", "--current", "abcd"], environment: env).status == 0)
+    #expect(try await d.protfs(["passcode", "set"], environment: env).status == 0)
+    try await d.protfs(["lock"])
+    #expect(try await d.protfs(["unlock"], environment: env).status == 0)
+    #expect(try await d.protfs(["passcode", "remove", "--current", "abcd"], environment: env).status == 0)
     let original = d.snapshot()
-    try d.protfs(["reboot"])
+    try await d.protfs(["reboot"])
     #expect(d.snapshot() == original)  // no passcode: nothing is stripped
-    #expect(try d.protfs(["exec", "--", "cat", d.path("complete.txt")]).status == 0)
+    #expect(try await d.protfs(["exec", "--", "cat", d.path("complete.txt")]).status == 0)
   }
 
-  @Test func watchPrintsOneLinePerEventUntilInterrupted() throws {
+  @Test func watchPrintsOneLinePerEventUntilInterrupted() async throws {
     let d = try LockDevice()
     let process = Process()
     process.executableURL = URL(fileURLWithPath: Protfs.binary)
@@ -260,88 +260,77 @@ let asNobody = ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups"]
     let err = Pipe()
     process.standardOutput = out
     process.standardError = err
-    try process.run()
+    try process.start()
+    let output = out.fileHandleForReading.fileDescriptor
+    let errors = err.fileHandleForReading.fileDescriptor
     // Ready once it says so on stderr.
-    var banner = Data()
-    while !String(decoding: banner, as: UTF8.self).contains("\n") {
-      let chunk = err.fileHandleForReading.availableData
-      if chunk.isEmpty { break }
-      banner += chunk
-    }
-    #expect(String(decoding: banner, as: UTF8.self).contains("Watching"))
-    var lines: [String] = []
-    var buffer = Data()
-    func nextLine() -> String {
-      while true {
-        if let newline = buffer.firstIndex(of: 0x0A) {
-          let line = String(decoding: buffer[..<newline], as: UTF8.self)
-          buffer = Data(buffer[(newline + 1)...])
-          return line
-        }
-        let chunk = out.fileHandleForReading.availableData
-        if chunk.isEmpty { return "" }
-        buffer += chunk
-      }
-    }
-    try d.protfs(["lock"])
-    lines.append(nextLine())
-    try d.protfs(["unlock"])
-    lines.append(nextLine())
+    #expect(await offPool { Self.line(from: errors) }.contains("Watching"))
+    try await d.protfs(["lock"])
+    let locked = await offPool { Self.line(from: output) }
+    try await d.protfs(["unlock"])
+    let unlocked = await offPool { Self.line(from: output) }
     process.interrupt()
-    process.waitUntilExit()
+    await offPool { process.waitUntilExit() }
     #expect(process.terminationStatus == 0)
-    #expect(lines.count == 2)
-    #expect(
-      lines[0].contains(#""event":"protectedDataWillBecomeUnavailable""#) && lines[0].contains(#""state":"locked""#))
-    #expect(lines[1].contains(#""event":"protectedDataDidBecomeAvailable""#) && lines[1].contains(#""time":"#))
+    #expect(locked.contains(#""event":"protectedDataWillBecomeUnavailable""#) && locked.contains(#""state":"locked""#))
+    #expect(unlocked.contains(#""event":"protectedDataDidBecomeAvailable""#) && unlocked.contains(#""time":"#))
+  }
+
+  /// The next line read from `fd` a byte at a time (so nothing after it is taken), without its
+  /// newline; what there was at the end of the stream.
+  private static func line(from fd: Int32) -> String {
+    var bytes: [UInt8] = []
+    var byte: UInt8 = 0
+    while read(fd, &byte, 1) == 1, byte != 0x0A { bytes.append(byte) }
+    return String(decoding: bytes, as: UTF8.self)
   }
 }
 
 /// protfs itself run by an unprivileged owner of the device, and the faults only such a user meets.
 @Suite(.serialized) struct LockUnprivilegedTests {
   /// A device owned by uid 65534 (nobody).
-  static func nobodyDevice() throws -> LockDevice {
+  static func nobodyDevice() async throws -> LockDevice {
     let d = try LockDevice()
-    let chown = try Protfs.runProgram("/bin/chown", ["-R", "65534:65534", d.root])
+    let chown = try await Protfs.runProgram("/bin/chown", ["-R", "65534:65534", d.root])
     #expect(chown.status == 0)
     return d
   }
 
-  static func protfsAsNobody(_ d: LockDevice, _ arguments: [String]) throws -> RunResult {
-    try Protfs.runProgram(
+  static func protfsAsNobody(_ d: LockDevice, _ arguments: [String]) async throws -> RunResult {
+    try await Protfs.runProgram(
       "/usr/bin/setpriv", Array(asNobody.dropFirst()) + [Protfs.binary, "--device", d.root] + arguments)
   }
 
-  @Test func ownerLocksAndUnlocksExactly() throws {
-    let d = try Self.nobodyDevice()
+  @Test func ownerLocksAndUnlocksExactly() async throws {
+    let d = try await Self.nobodyDevice()
     let original = d.snapshot()
-    let lock = try Self.protfsAsNobody(d, ["lock"])
+    let lock = try await Self.protfsAsNobody(d, ["lock"])
     #expect(lock.status == 0, "\(lock)")
     #expect(d.t.mode(d.path("readonly.txt")) == 0 && d.t.mode(d.path("complete.txt")) == 0)
-    let status = try Self.protfsAsNobody(d, ["status"])
+    let status = try await Self.protfsAsNobody(d, ["status"])
     #expect(status.status == 0 && status.stdout.contains("Not inspected:"), "\(status)")
     #expect(status.stdout.contains("Inconsistencies:           none"), "\(status)")
-    let reboot = try Self.protfsAsNobody(d, ["reboot"])
+    let reboot = try await Self.protfsAsNobody(d, ["reboot"])
     #expect(reboot.status == 0, "\(reboot)")
-    let unlock = try Self.protfsAsNobody(d, ["unlock"])
+    let unlock = try await Self.protfsAsNobody(d, ["unlock"])
     #expect(unlock.status == 0, "\(unlock)")
     #expect(d.snapshot() == original)
   }
 
   @Test(arguments: [["lock"], ["lock", "--inactive"], ["reboot"], ["unlock"]])
-  func ownerCrashAtEveryStepLosesNoMode(operation: [String]) throws {
+  func ownerCrashAtEveryStepLosesNoMode(operation: [String]) async throws {
     var crashes = 0
     for step in 1...300 {
-      let d = try Self.nobodyDevice()
+      let d = try await Self.nobodyDevice()
       let original = d.snapshot()
-      let reference = try Self.nobodyDevice()
+      let reference = try await Self.nobodyDevice()
       if operation == ["unlock"] {
-        #expect(try Self.protfsAsNobody(d, ["lock", "--inactive"]).status == 0)
-        #expect(try Self.protfsAsNobody(reference, ["lock", "--inactive"]).status == 0)
+        #expect(try await Self.protfsAsNobody(d, ["lock", "--inactive"]).status == 0)
+        #expect(try await Self.protfsAsNobody(reference, ["lock", "--inactive"]).status == 0)
       }
-      #expect(try Self.protfsAsNobody(reference, operation).status == 0)
+      #expect(try await Self.protfsAsNobody(reference, operation).status == 0)
       let expected = reference.snapshot()
-      let crashed = try Protfs.runProgram(
+      let crashed = try await Protfs.runProgram(
         "/usr/bin/setpriv",
         Array(asNobody.dropFirst()) + [Protfs.binary, "--device", d.root] + operation,
         environment: ["PROTFS_CRASH_AFTER": String(step)])
@@ -351,32 +340,32 @@ let asNobody = ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups"]
       }
       crashes += 1
       #expect(crashed.status == 137, "step \(step): \(crashed)")
-      let next = try Self.protfsAsNobody(d, ["get-class", d.path("none.txt")])
+      let next = try await Self.protfsAsNobody(d, ["get-class", d.path("none.txt")])
       #expect(next.status == 0, "step \(step): \(next)")
       #expect(d.snapshot() == expected, "step \(step)")
       #expect(!FileManager.default.fileExists(atPath: d.root + "/.protfs/owner-access.log"))
-      #expect(try Self.protfsAsNobody(d, ["unlock"]).status == 0)
+      #expect(try await Self.protfsAsNobody(d, ["unlock"]).status == 0)
       #expect(d.snapshot() == original, "step \(step)")
     }
     #expect(crashes >= 5)
   }
 
-  @Test func execRunByAnUnprivilegedUserWorks() throws {
-    let d = try Self.nobodyDevice()
-    #expect(try Self.protfsAsNobody(d, ["lock"]).status == 0)
-    let none = try Self.protfsAsNobody(d, ["exec", "--", "cat", d.path("none.txt")])
+  @Test func execRunByAnUnprivilegedUserWorks() async throws {
+    let d = try await Self.nobodyDevice()
+    #expect(try await Self.protfsAsNobody(d, ["lock"]).status == 0)
+    let none = try await Self.protfsAsNobody(d, ["exec", "--", "cat", d.path("none.txt")])
     #expect(none.status == 0, "\(none)")
     #expect(none.stderr.contains("confines a program fully only when run as root"), "\(none)")
-    #expect(try Self.protfsAsNobody(d, ["exec", "--", "cat", d.path("complete.txt")]).status == 1)
-    #expect(try Self.protfsAsNobody(d, ["unlock"]).status == 0)
+    #expect(try await Self.protfsAsNobody(d, ["exec", "--", "cat", d.path("complete.txt")]).status == 1)
+    #expect(try await Self.protfsAsNobody(d, ["unlock"]).status == 0)
   }
 
   /// Run by the same user, the program could read protfs's /proc/PID/environ and cmdline: protfs
   /// blanks the passcodes in both.
-  @Test func execRunByAnUnprivilegedUserHidesThePasscodeFromTheProgram() throws {
-    let d = try Self.nobodyDevice()
+  @Test func execRunByAnUnprivilegedUserHidesThePasscodeFromTheProgram() async throws {
+    let d = try await Self.nobodyDevice()
     let script = "tr '\\0' ' ' </proc/$PPID/environ && tr '\\0' ' ' </proc/$PPID/cmdline && env"
-    let result = try Protfs.runProgram(
+    let result = try await Protfs.runProgram(
       "/usr/bin/env",
       ["PROTFS_PASSCODE=secret-in-env"] + Array(asNobody) + [
         Protfs.binary, "--device", d.root, "exec", "--schedule", "unlock@60s", "--passcode", "secret-on-argv", "--",
@@ -387,23 +376,23 @@ let asNobody = ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups"]
     #expect(!result.stdout.contains("secret-in-env") && !result.stdout.contains("secret-on-argv"), "\(result)")
   }
 
-  @Test func aFileOfAnotherUserStopsTheLockAndChangesNothing() throws {
-    let d = try Self.nobodyDevice()
+  @Test func aFileOfAnotherUserStopsTheLockAndChangesNothing() async throws {
+    let d = try await Self.nobodyDevice()
     chown(d.path("complete.txt"), 0, 0)
     let original = d.snapshot()
-    let lock = try Self.protfsAsNobody(d, ["lock"])
+    let lock = try await Self.protfsAsNobody(d, ["lock"])
     #expect(lock.status == 1)
     #expect(lock.stderr.contains("belongs to uid 0") && lock.stderr.contains("Nothing was changed"), "\(lock)")
     #expect(d.snapshot() == original)
-    #expect(try d.protfs(["status", "--json"]).stdout.contains(#""state" : "unlocked""#))
+    #expect(try await d.protfs(["status", "--json"]).stdout.contains(#""state" : "unlocked""#))
   }
 
-  @Test func anUnreadableDirectoryStopsTheLockAndChangesNothing() throws {
-    let d = try Self.nobodyDevice()
+  @Test func anUnreadableDirectoryStopsTheLockAndChangesNothing() async throws {
+    let d = try await Self.nobodyDevice()
     let hidden = d.path("Hidden")
     mkdir(hidden, 0o700)  // root's, unreadable for nobody
     let original = d.snapshot()
-    let lock = try Self.protfsAsNobody(d, ["lock"])
+    let lock = try await Self.protfsAsNobody(d, ["lock"])
     #expect(lock.status == 1)
     #expect(lock.stderr.contains("'\(hidden)'") && lock.stderr.contains("Permission denied"), "\(lock)")
     #expect(d.snapshot() == original)

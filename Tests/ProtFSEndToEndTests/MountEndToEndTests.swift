@@ -23,8 +23,8 @@ import Testing
   ]
 
   /// A mounted device with `Documents/<name>.txt` and a directory `Documents/<name>/` per class.
-  static func classDevice() throws -> MountedDevice {
-    try MountedDevice { t in
+  static func classDevice() async throws -> MountedDevice {
+    try await MountedDevice { t in
       for (name, cls) in classes {
         try MountedDevice.file(t, "Documents/\(name).txt", cls, "contents of \(name)\n")
         try MountedDevice.directory(t, "Documents/\(name)", cls)
@@ -32,42 +32,42 @@ import Testing
     }
   }
 
-  @Test func mountShowsTheContainersAndUnmountEndsTheDaemon() throws {
-    let m = try MountedDevice { t in try MountedDevice.file(t, "Documents/a.txt", nil, "hello\n") }
-    let cat = try m.sh("cat '\(m.documents)/a.txt'")
+  @Test func mountShowsTheContainersAndUnmountEndsTheDaemon() async throws {
+    let m = try await MountedDevice { t in try MountedDevice.file(t, "Documents/a.txt", nil, "hello\n") }
+    let cat = try await m.sh("cat '\(m.documents)/a.txt'")
     #expect(cat.stdout == "hello\n", "\(cat)")
-    let status = try m.protfs(["status", "--json"])
+    let status = try await m.protfs(["status", "--json"])
     #expect(status.stdout.contains(m.mountpoint), "\(status)")
-    let text = try m.protfs(["status"])
+    let text = try await m.protfs(["status"])
     #expect(text.stdout.contains("Mounted at:") && text.stdout.contains(m.mountpoint), "\(text)")
     let records = MountRegistry(device: m.t.device).records()
     #expect(records.count == 1)
-    let again = try m.protfs(["mount", m.mountpoint])
+    let again = try await m.protfs(["mount", m.mountpoint])
     #expect(again.status == 1 && again.stderr.contains("already a protfs mount"), "\(again)")
-    let unmount = try m.protfs(["unmount", m.mountpoint])
+    let unmount = try await m.protfs(["unmount", m.mountpoint])
     #expect(unmount.status == 0 && unmount.stdout.contains("Unmounted"), "\(unmount)")
     #expect(!MountRegistry.protfsMountpoints().contains(m.mountpoint))
     #expect(MountRegistry(device: m.t.device).records().isEmpty)
     #expect(!MountedDevice.isRunning(records[0].pid), "the daemon still runs")
-    let twice = try m.protfs(["unmount", m.mountpoint])
+    let twice = try await m.protfs(["unmount", m.mountpoint])
     #expect(twice.status == 1 && twice.stderr.contains("is not a protfs mount"), "\(twice)")
   }
 
   @Test(arguments: ["unlocked", "locked", "inactive", "reboot"])
-  func everyCellOfTheTableAsRoot(_ state: String) throws {
-    let m = try Self.classDevice()
+  func everyCellOfTheTableAsRoot(_ state: String) async throws {
+    let m = try await Self.classDevice()
     switch state {
-    case "locked": #expect(try m.protfs(["lock"]).status == 0)
-    case "inactive": #expect(try m.protfs(["lock", "--inactive"]).status == 0)
-    case "reboot": #expect(try m.protfs(["reboot"]).status == 0)
+    case "locked": #expect(try await m.protfs(["lock"]).status == 0)
+    case "inactive": #expect(try await m.protfs(["lock", "--inactive"]).status == 0)
+    case "reboot": #expect(try await m.protfs(["reboot"]).status == 0)
     default: break
     }
     for (name, _) in Self.classes {
       let expected = Array(Self.table[name]![state]!)
       let file = "\(m.documents)/\(name).txt"
-      let read = try m.sh("cat '\(file)'")
-      let write = try m.sh("echo more >> '\(file)'")
-      let create = try m.sh("echo new > '\(m.documents)/\(name)/new.txt'")
+      let read = try await m.sh("cat '\(file)'")
+      let write = try await m.sh("echo more >> '\(file)'")
+      let create = try await m.sh("echo new > '\(m.documents)/\(name)/new.txt'")
       for (what, result, allowed) in [
         ("read", read, expected[0]), ("write", write, expected[1]), ("create", create, expected[2]),
       ] {
@@ -80,33 +80,33 @@ import Testing
         }
       }
       // Metadata is never gated: stat, listing, rename, chmod.
-      let metadata = try m.sh(
+      let metadata = try await m.sh(
         "stat '\(file)' >/dev/null && ls '\(m.documents)/\(name)' >/dev/null && mv '\(file)' '\(file).moved' && mv '\(file).moved' '\(file)' && chmod 640 '\(file)' && stat -c %a '\(file)'"
       )
       #expect(metadata.status == 0 && metadata.stdout == "640\n", "\(name) \(state) metadata: \(metadata)")
     }
   }
 
-  @Test func anUnprivilegedUserMeetsEPERMNotEACCES() throws {
-    let m = try Self.classDevice()
-    #expect(try m.protfs(["lock"]).status == 0)
-    let none = try m.sh("cat '\(m.documents)/none.txt'", as: 65534)
+  @Test func anUnprivilegedUserMeetsEPERMNotEACCES() async throws {
+    let m = try await Self.classDevice()
+    #expect(try await m.protfs(["lock"]).status == 0)
+    let none = try await m.sh("cat '\(m.documents)/none.txt'", as: 65534)
     #expect(none.status == 0 && none.stdout == "contents of none\n", "\(none)")
-    let complete = try m.sh("cat '\(m.documents)/complete.txt'", as: 65534)
+    let complete = try await m.sh("cat '\(m.documents)/complete.txt'", as: 65534)
     #expect(complete.stderr.contains("Operation not permitted"), "\(complete)")
     // The mount shows the modes the owner set, not the lock's: ls as anyone sees rw-r--r--.
-    let list = try m.sh("stat -c '%a %u' '\(m.documents)/complete.txt'", as: 65534)
+    let list = try await m.sh("stat -c '%a %u' '\(m.documents)/complete.txt'", as: 65534)
     #expect(list.stdout == "644 0\n", "\(list)")
     // Permission bits still bind: nobody cannot write into the app user's directory.
-    let denied = try m.sh("echo x > '\(m.documents)/none/x.txt'", as: 65534)
+    let denied = try await m.sh("echo x > '\(m.documents)/none/x.txt'", as: 65534)
     #expect(denied.stderr.contains("Permission denied"), "\(denied)")
-    #expect(try m.protfs(["unlock"]).status == 0)
-    let after = try m.sh("cat '\(m.documents)/complete.txt'", as: 65534)
+    #expect(try await m.protfs(["unlock"]).status == 0)
+    let after = try await m.sh("cat '\(m.documents)/complete.txt'", as: 65534)
     #expect(after.status == 0 && after.stdout == "contents of complete\n", "\(after)")
   }
 
-  @Test func itemsCreatedThroughTheMountGetTheirDirectorysClassAndBelongToTheirCreator() throws {
-    let m = try Self.classDevice()
+  @Test func itemsCreatedThroughTheMountGetTheirDirectorysClassAndBelongToTheirCreator() async throws {
+    let m = try await Self.classDevice()
     let script = """
       set -e
       cd '\(m.documents)/unless-open'
@@ -116,7 +116,7 @@ import Testing
       ln -s file.txt link
       python3 -c 'open("py.txt", "w").write("py")'
       """
-    let made = try m.sh(script, as: 501)
+    let made = try await m.sh(script, as: 501)
     #expect(made.status == 0, "\(made)")
     let backing = m.backingDocuments + "/unless-open"
     for item in ["file.txt", "sub", "sub/inner.txt", "py.txt"] {
@@ -129,7 +129,7 @@ import Testing
     lstat(backing + "/link", &link)
     #expect(link.st_uid == 501 && link.st_mode & S_IFMT == S_IFLNK)
     // cp and mv: a copy is a new item (the destination's class); a move keeps its class.
-    let copy = try m.sh(
+    let copy = try await m.sh(
       "cp '\(m.documents)/none.txt' '\(m.documents)/complete/copied.txt' && mv '\(m.documents)/until-first-auth.txt' '\(m.documents)/complete/moved.txt'"
     )
     #expect(copy.status == 0, "\(copy)")
@@ -139,55 +139,55 @@ import Testing
     )
   }
 
-  @Test func setfattrThroughTheMountSetsAClassAsSetClassDoes() throws {
-    let m = try Self.classDevice()
+  @Test func setfattrThroughTheMountSetsAClassAsSetClassDoes() async throws {
+    let m = try await Self.classDevice()
     let file = "\(m.documents)/none.txt"
-    let set = try m.sh(
+    let set = try await m.sh(
       "setfattr -n user.protfs.class -v complete '\(file)' && getfattr --only-values -n user.protfs.class '\(file)'")
     #expect(set.status == 0 && set.stdout == "NSFileProtectionComplete", "\(set)")
     #expect(m.t.rawClass(m.backingDocuments + "/none.txt") == "NSFileProtectionComplete")
-    let get = try m.protfs(["get-class", m.backingDocuments + "/none.txt"])
+    let get = try await m.protfs(["get-class", m.backingDocuments + "/none.txt"])
     #expect(get.stdout.hasPrefix("NSFileProtectionComplete "), "\(get)")
-    let garbage = try m.sh("setfattr -n user.protfs.class -v garbage '\(file)'")
+    let garbage = try await m.sh("setfattr -n user.protfs.class -v garbage '\(file)'")
     #expect(garbage.status != 0 && garbage.stderr.contains("Invalid argument"), "\(garbage)")
-    let forged = try m.sh("setfattr -n user.protfs.saved-mode -v '0644 0 0 00' '\(file)'")
+    let forged = try await m.sh("setfattr -n user.protfs.saved-mode -v '0644 0 0 00' '\(file)'")
     #expect(forged.status != 0 && forged.stderr.contains("Operation not permitted"), "\(forged)")
-    let other = try m.sh("setfattr -n user.note -v hi '\(file)' && getfattr --only-values -n user.note '\(file)'")
+    let other = try await m.sh("setfattr -n user.note -v hi '\(file)' && getfattr --only-values -n user.note '\(file)'")
     #expect(other.status == 0 && other.stdout == "hi", "\(other)")
     // The new class applies at once: locked, the file is complete now.
-    #expect(try m.protfs(["lock"]).status == 0)
-    let read = try m.sh("cat '\(file)'")
+    #expect(try await m.protfs(["lock"]).status == 0)
+    let read = try await m.sh("cat '\(file)'")
     #expect(read.stderr.contains("Operation not permitted"), "\(read)")
     // And cannot be taken away while its key is gone.
-    let downgrade = try m.sh("setfattr -n user.protfs.class -v none '\(file)'")
+    let downgrade = try await m.sh("setfattr -n user.protfs.class -v none '\(file)'")
     #expect(downgrade.stderr.contains("Operation not permitted"), "\(downgrade)")
     // A relabelled directory: what inherits follows it; what has its own class does not.
-    #expect(try m.protfs(["unlock"]).status == 0)
+    #expect(try await m.protfs(["unlock"]).status == 0)
     let dir = "\(m.documents)/none"
     #expect(
-      try m.sh(
+      try await m.sh(
         "echo x > '\(dir)/own.txt' && setfattr -x user.protfs.class '\(dir)/own.txt' && echo y > '\(dir)/labelled.txt'"
       ).status == 0)
-    #expect(try m.sh("setfattr -n user.protfs.class -v complete '\(dir)'").status == 0)
-    #expect(try m.protfs(["lock"]).status == 0)
-    #expect(try m.sh("cat '\(dir)/own.txt'").stderr.contains("Operation not permitted"))
-    #expect(try m.sh("cat '\(dir)/labelled.txt'").stdout == "y\n")
+    #expect(try await m.sh("setfattr -n user.protfs.class -v complete '\(dir)'").status == 0)
+    #expect(try await m.protfs(["lock"]).status == 0)
+    #expect(try await m.sh("cat '\(dir)/own.txt'").stderr.contains("Operation not permitted"))
+    #expect(try await m.sh("cat '\(dir)/labelled.txt'").stdout == "y\n")
   }
 
-  @Test func chmodOfALockedFileWaitsForTheUnlock() throws {
-    let m = try Self.classDevice()
-    #expect(try m.protfs(["lock"]).status == 0)
+  @Test func chmodOfALockedFileWaitsForTheUnlock() async throws {
+    let m = try await Self.classDevice()
+    #expect(try await m.protfs(["lock"]).status == 0)
     let file = "\(m.documents)/complete.txt"
-    let chmod = try m.sh("chmod 600 '\(file)' && stat -c %a '\(file)' && cat '\(file)'")
+    let chmod = try await m.sh("chmod 600 '\(file)' && stat -c %a '\(file)' && cat '\(file)'")
     #expect(chmod.stdout == "600\n" && chmod.stderr.contains("Operation not permitted"), "\(chmod)")
     #expect(m.t.mode(m.backingDocuments + "/complete.txt") == 0, "the backing file stays locked out")
-    #expect(try m.protfs(["unlock"]).status == 0)
+    #expect(try await m.protfs(["unlock"]).status == 0)
     #expect(m.t.mode(m.backingDocuments + "/complete.txt") == 0o600)
-    #expect(try m.sh("cat '\(file)'").stdout == "contents of complete\n")
+    #expect(try await m.sh("cat '\(file)'").stdout == "contents of complete\n")
   }
 
-  @Test func theAppUserCopiesMovesAndChmodsThroughTheMount() throws {
-    let m = try Self.classDevice()
+  @Test func theAppUserCopiesMovesAndChmodsThroughTheMount() async throws {
+    let m = try await Self.classDevice()
     let docs = m.documents
     let script = """
       set -e
@@ -198,20 +198,20 @@ import Testing
       stat -c '%a %u' '\(docs)/complete/moved.txt'
       cat '\(docs)/complete/moved.txt'
       """
-    let made = try m.sh(script, as: 501)
+    let made = try await m.sh(script, as: 501)
     #expect(made.stdout == "600 501\nmine\n", "\(made)")
     // The copy took the class of the directory it was made in (none) and kept it through the move.
     #expect(m.t.rawClass(m.backingDocuments + "/complete/moved.txt") == "NSFileProtectionNone")
-    #expect(try m.protfs(["lock"]).status == 0)
-    let locked = try m.sh(
+    #expect(try await m.protfs(["lock"]).status == 0)
+    let locked = try await m.sh(
       "cat '\(docs)/unless-open/mine.txt'; chmod 644 '\(docs)/unless-open/mine.txt' && mv '\(docs)/unless-open/mine.txt' '\(docs)/unless-open/renamed.txt' && echo moved",
       as: 501)
     #expect(locked.stderr.contains("Operation not permitted") && locked.stdout == "moved\n", "\(locked)")
-    let cp = try m.sh("cp '\(docs)/unless-open/renamed.txt' /tmp/protfs-mount-copy-$$", as: 501)
+    let cp = try await m.sh("cp '\(docs)/unless-open/renamed.txt' /tmp/protfs-mount-copy-$$", as: 501)
     #expect(cp.status != 0 && cp.stderr.contains("Operation not permitted"), "\(cp)")
   }
 
-  @Test func aForegroundMountServesUntilInterrupted() throws {
+  @Test func aForegroundMountServesUntilInterrupted() async throws {
     let t = try TestDevice(containers: [MountedDevice.bundle])
     let mountpoint = t.directory + "/mnt"
     mkdir(mountpoint, 0o755)
@@ -221,31 +221,35 @@ import Testing
     let errors = Pipe()
     daemon.standardError = errors
     daemon.standardOutput = FileHandle.nullDevice
-    try daemon.run()
+    try daemon.start()
     defer {
       if MountRegistry.protfsMountpoints().contains(mountpoint) { umount2(mountpoint, 2) }
       if daemon.isRunning { kill(daemon.processIdentifier, SIGKILL) }
     }
-    var said = Data()
-    while !String(decoding: said, as: UTF8.self).contains("\n") {
-      let chunk = errors.fileHandleForReading.availableData
-      if chunk.isEmpty { break }
-      said += chunk
+    let reader = errors.fileHandleForReading
+    let said = await offPool { () -> String in
+      var said = Data()
+      while !String(decoding: said, as: UTF8.self).contains("\n") {
+        let chunk = reader.availableData
+        if chunk.isEmpty { break }
+        said += chunk
+      }
+      return String(decoding: said, as: UTF8.self)
     }
-    #expect(String(decoding: said, as: UTF8.self).hasPrefix("Serving "), "\(String(decoding: said, as: UTF8.self))")
+    #expect(said.hasPrefix("Serving "), "\(said)")
     #expect(FileManager.default.fileExists(atPath: mountpoint + "/" + MountedDevice.bundle + "/Documents"))
     kill(daemon.processIdentifier, SIGTERM)
-    daemon.waitUntilExit()
+    await offPool { daemon.waitUntilExit() }
     #expect(daemon.terminationStatus == 0)
     #expect(!MountRegistry.protfsMountpoints().contains(mountpoint))
     #expect(MountRegistry(device: t.device).records().isEmpty)
   }
 
-  @Test func mountingWithoutRootIsOneClearError() throws {
+  @Test func mountingWithoutRootIsOneClearError() async throws {
     let t = try TestDevice(containers: [MountedDevice.bundle])
     chmod(t.directory, 0o755)
     mkdir(t.directory + "/mnt", 0o777)
-    let result = try Protfs.runProgram(
+    let result = try await Protfs.runProgram(
       "/usr/bin/setpriv",
       [
         "--reuid=65534", "--regid=65534", "--clear-groups", Protfs.binary, "--device", t.root, "mount",

@@ -13,20 +13,20 @@ final class MountedDevice {
   static let bundle = "com.example.app"
 
   /// Creates the device (with `setup` run before mounting) and mounts it.
-  init(setup: (TestDevice) throws -> Void = { _ in }) throws {
+  init(setup: (TestDevice) throws -> Void = { _ in }) async throws {
     t = try TestDevice(containers: [Self.bundle])
     chmod(t.directory, 0o755)  // other users must reach the mountpoint
     mountpoint = t.directory + "/mnt"
     mkdir(mountpoint, 0o755)
     try setup(t)
-    let result = try protfs(["mount", mountpoint])
+    let result = try await protfs(["mount", mountpoint])
     #expect(result.status == 0, "\(result)")
     #expect(result.stdout.contains("Mounted"), "\(result)")
   }
 
   deinit {
     if MountRegistry.protfsMountpoints().contains(mountpoint) {
-      _ = try? protfs(["unmount", mountpoint])
+      _ = try? Protfs.runBlocking(["--device", t.root, "unmount", mountpoint])
     }
     if MountRegistry.protfsMountpoints().contains(mountpoint) { umount2(mountpoint, 2 /* MNT_DETACH */) }
     for record in MountRegistry(device: t.device).records() { kill(record.pid, SIGKILL) }
@@ -49,14 +49,14 @@ final class MountedDevice {
   var backingDocuments: String { t.containerPath(Self.bundle, "Documents") }
 
   @discardableResult
-  func protfs(_ arguments: [String]) throws -> RunResult {
-    try Protfs.run(["--device", t.root] + arguments)
+  func protfs(_ arguments: [String]) async throws -> RunResult {
+    try await Protfs.run(["--device", t.root] + arguments)
   }
 
   /// Runs `script` with `/bin/sh -c`, as root or, with `user`, as that uid and gid.
-  func sh(_ script: String, as user: UInt32? = nil) throws -> RunResult {
-    guard let user else { return try Protfs.runProgram("/bin/sh", ["-c", script]) }
-    return try Protfs.runProgram(
+  func sh(_ script: String, as user: UInt32? = nil) async throws -> RunResult {
+    guard let user else { return try await Protfs.runProgram("/bin/sh", ["-c", script]) }
+    return try await Protfs.runProgram(
       "/usr/bin/setpriv", ["--reuid=\(user)", "--regid=\(user)", "--clear-groups", "/bin/sh", "-c", script])
   }
 
@@ -79,8 +79,11 @@ final class MountedDevice {
 }
 
 /// A program that keeps running while the test talks to it, one line at a time (no sleeps: each
-/// answer is awaited).
-final class Conversation {
+/// answer is awaited, off the pool).
+///
+/// `@unchecked Sendable`: one test talks to it, one line at a time; `buffered` is touched only by
+/// the read in flight.
+final class Conversation: @unchecked Sendable {
   let process = Process()
   private let input = Pipe()
   private let output = Pipe()
@@ -93,11 +96,15 @@ final class Conversation {
     process.standardInput = input
     process.standardOutput = output
     process.standardError = FileHandle.nullDevice
-    try process.run()
+    try process.start()
   }
 
   /// The next line the program prints; "" when it ended.
-  func line() -> String {
+  func line() async -> String {
+    await offPool { self.readLine() }
+  }
+
+  private func readLine() -> String {
     while !buffered.contains(UInt8(ascii: "\n")) {
       let chunk = output.fileHandleForReading.availableData
       if chunk.isEmpty { break }
@@ -110,9 +117,9 @@ final class Conversation {
   }
 
   /// Sends `command` and returns the answer.
-  func ask(_ command: String) -> String {
+  func ask(_ command: String) async -> String {
     input.fileHandleForWriting.write(Data((command + "\n").utf8))
-    return line()
+    return await line()
   }
 
   deinit {

@@ -8,103 +8,104 @@ import Testing
 /// python3 process holds a file open while the device changes state.
 @Suite(.serialized) struct MountHandleTests {
   /// A mounted device with `Documents/<name>.txt` and a directory `Documents/<name>/` per class.
-  static func device() throws -> MountedDevice { try MountEndToEndTests.classDevice() }
+  static func device() async throws -> MountedDevice { try await MountEndToEndTests.classDevice() }
 
-  @Test func aCompleteHandleFailsOnceLockedAndWorksAgainAfterUnlock() throws {
-    let m = try Self.device()
+  @Test func aCompleteHandleFailsOnceLockedAndWorksAgainAfterUnlock() async throws {
+    let m = try await Self.device()
     let held = try Conversation.holding("\(m.documents)/complete.txt")
-    #expect(held.line() == "opened")
-    #expect(held.ask("read") == "ok contents of complete")
-    #expect(try m.protfs(["lock"]).status == 0)
-    #expect(held.ask("read") == "err 1")
-    #expect(held.ask("write") == "err 1")
-    #expect(try m.protfs(["unlock"]).status == 0)
-    #expect(held.ask("write") == "ok")
-    #expect(held.ask("read") == "ok contents of complete|more")
+    #expect(await held.line() == "opened")
+    #expect(await held.ask("read") == "ok contents of complete")
+    #expect(try await m.protfs(["lock"]).status == 0)
+    #expect(await held.ask("read") == "err 1")
+    #expect(await held.ask("write") == "err 1")
+    #expect(try await m.protfs(["unlock"]).status == 0)
+    #expect(await held.ask("write") == "ok")
+    #expect(await held.ask("read") == "ok contents of complete|more")
   }
 
-  @Test func anUnlessOpenHandleKeepsWorkingAcrossALock() throws {
-    let m = try Self.device()
+  @Test func anUnlessOpenHandleKeepsWorkingAcrossALock() async throws {
+    let m = try await Self.device()
     let held = try Conversation.holding("\(m.documents)/unless-open.txt", user: 0)
-    #expect(held.line() == "opened")
-    #expect(try m.protfs(["lock"]).status == 0)
-    #expect(held.ask("write") == "ok")
-    #expect(held.ask("read") == "ok contents of unless-open|more")
-    let reopen = try m.sh("cat '\(m.documents)/unless-open.txt'")
+    #expect(await held.line() == "opened")
+    #expect(try await m.protfs(["lock"]).status == 0)
+    #expect(await held.ask("write") == "ok")
+    #expect(await held.ask("read") == "ok contents of unless-open|more")
+    let reopen = try await m.sh("cat '\(m.documents)/unless-open.txt'")
     #expect(reopen.stderr.contains("Operation not permitted"), "\(reopen)")
   }
 
-  @Test func anUnlessOpenFileCreatedWhileLockedWorksUntilClosedThenWaitsForUnlock() throws {
-    let m = try Self.device()
-    #expect(try m.protfs(["lock"]).status == 0)
+  @Test func anUnlessOpenFileCreatedWhileLockedWorksUntilClosedThenWaitsForUnlock() async throws {
+    let m = try await Self.device()
+    #expect(try await m.protfs(["lock"]).status == 0)
     let path = "\(m.documents)/unless-open/made-locked.txt"
     let made = try Conversation.holding(path, flags: "os.O_RDWR | os.O_CREAT | os.O_EXCL", user: 501)
-    #expect(made.line() == "opened")
-    #expect(made.ask("write") == "ok")
-    #expect(made.ask("read") == "ok more")
-    #expect(made.ask("close") == "ok")
+    #expect(await made.line() == "opened")
+    #expect(await made.ask("write") == "ok")
+    #expect(await made.ask("read") == "ok more")
+    #expect(await made.ask("close") == "ok")
     let backing = m.backingDocuments + "/unless-open/made-locked.txt"
     #expect(m.t.rawClass(backing) == "NSFileProtectionCompleteUnlessOpen")
     // Restricted in the backing tree as the lock would have, shown through the mount as made.
     var s = stat()
     lstat(backing, &s)
     #expect(s.st_mode & 0o7777 == 0 && s.st_uid == 0, "backing mode \(String(s.st_mode, radix: 8)) uid \(s.st_uid)")
-    #expect(try m.sh("stat -c '%a %u' '\(path)'").stdout == "644 501\n")
-    let status = try m.protfs(["status", "--json"])
+    #expect(try await m.sh("stat -c '%a %u' '\(path)'").stdout == "644 501\n")
+    let status = try await m.protfs(["status", "--json"])
     #expect(status.stdout.contains("\"inconsistencyCount\" : 0"), "\(status)")
     let again = try Conversation.holding(path, flags: "os.O_RDONLY", user: 501)
-    #expect(again.line() == "err 1")
-    #expect(try m.protfs(["unlock"]).status == 0)
-    #expect(try m.sh("cat '\(path)'", as: 501).stdout == "more\n")
+    #expect(await again.line() == "err 1")
+    #expect(try await m.protfs(["unlock"]).status == 0)
+    #expect(try await m.sh("cat '\(path)'", as: 501).stdout == "more\n")
     lstat(backing, &s)
     #expect(s.st_mode & 0o7777 == 0o644 && s.st_uid == 501)
   }
 
-  @Test func whenInactiveExpiresAtTheInactivityEvent() throws {
-    let m = try Self.device()
+  @Test func whenInactiveExpiresAtTheInactivityEvent() async throws {
+    let m = try await Self.device()
     let held = try Conversation.holding("\(m.documents)/when-inactive.txt")
-    #expect(held.line() == "opened")
-    #expect(try m.protfs(["lock"]).status == 0)
-    #expect(held.ask("read") == "ok contents of when-inactive")
-    #expect(try m.sh("cat '\(m.documents)/when-inactive.txt'").status == 0)
-    #expect(try m.protfs(["lock", "--inactive"]).status == 0)
-    #expect(held.ask("read") == "err 1")
-    #expect(try m.sh("cat '\(m.documents)/when-inactive.txt'").stderr.contains("Operation not permitted"))
+    #expect(await held.line() == "opened")
+    #expect(try await m.protfs(["lock"]).status == 0)
+    #expect(await held.ask("read") == "ok contents of when-inactive")
+    #expect(try await m.sh("cat '\(m.documents)/when-inactive.txt'").status == 0)
+    #expect(try await m.protfs(["lock", "--inactive"]).status == 0)
+    #expect(await held.ask("read") == "err 1")
+    #expect(try await m.sh("cat '\(m.documents)/when-inactive.txt'").stderr.contains("Operation not permitted"))
   }
 
-  @Test func aGracePeriodKeepsCompleteHandlesWorkingUntilItEnds() throws {
-    let m = try Self.device()
+  @Test func aGracePeriodKeepsCompleteHandlesWorkingUntilItEnds() async throws {
+    let m = try await Self.device()
     let held = try Conversation.holding("\(m.documents)/complete.txt")
-    #expect(held.line() == "opened")
+    #expect(await held.line() == "opened")
     let lock = Process()
     lock.executableURL = URL(fileURLWithPath: Protfs.binary)
     lock.arguments = ["--device", m.root, "lock", "--grace", "2"]
     lock.standardOutput = FileHandle.nullDevice
     lock.standardError = FileHandle.nullDevice
-    try lock.run()
+    try lock.start()
     defer { if lock.isRunning { lock.terminate() } }
     // Until the pending lock is recorded the state is plainly unlocked; from then on the grace runs.
-    while !(try m.protfs(["status", "--json"]).stdout.contains("pendingLockAt")) && lock.isRunning {}
-    #expect(held.ask("read") == "ok contents of complete")
-    lock.waitUntilExit()
+    while try await !m.protfs(["status", "--json"]).stdout.contains("pendingLockAt") && lock.isRunning {}
+    #expect(await held.ask("read") == "ok contents of complete")
+    await offPool { lock.waitUntilExit() }
     #expect(lock.terminationStatus == 0)
-    #expect(held.ask("read") == "err 1")
+    #expect(await held.ask("read") == "err 1")
   }
 
-  @Test func rebootLeavesOnlyClassNone() throws {
-    let m = try Self.device()
+  @Test func rebootLeavesOnlyClassNone() async throws {
+    let m = try await Self.device()
     let c = try Conversation.holding("\(m.documents)/until-first-auth.txt")
     let none = try Conversation.holding("\(m.documents)/none.txt")
-    #expect(c.line() == "opened" && none.line() == "opened")
-    #expect(try m.protfs(["reboot"]).status == 0)
-    #expect(c.ask("read") == "err 1")
-    #expect(none.ask("read") == "ok contents of none")
-    #expect(try m.protfs(["unlock"]).status == 0)
-    #expect(c.ask("read") == "ok contents of until-first-auth")
+    #expect(await c.line() == "opened")
+    #expect(await none.line() == "opened")
+    #expect(try await m.protfs(["reboot"]).status == 0)
+    #expect(await c.ask("read") == "err 1")
+    #expect(await none.ask("read") == "ok contents of none")
+    #expect(try await m.protfs(["unlock"]).status == 0)
+    #expect(await c.ask("read") == "ok contents of until-first-auth")
   }
 
-  @Test func aMappedCompleteFileLosesItsPagesAtTheLock() throws {
-    let m = try Self.device()
+  @Test func aMappedCompleteFileLosesItsPagesAtTheLock() async throws {
+    let m = try await Self.device()
     let script = """
       import mmap, sys
       f = open(sys.argv[1], "rb")
@@ -119,31 +120,31 @@ import Testing
       print(m[:8].decode(), flush=True)
       """
     let mapped = try Conversation("/usr/bin/python3", ["-c", script, "\(m.documents)/complete.txt"])
-    #expect(mapped.line() == "contents")
-    #expect(mapped.line() == "shared \(ENODEV)", "a shared mapping would bypass the daemon")
-    #expect(try m.protfs(["lock"]).status == 0)
+    #expect(await mapped.line() == "contents")
+    #expect(await mapped.line() == "shared \(ENODEV)", "a shared mapping would bypass the daemon")
+    #expect(try await m.protfs(["lock"]).status == 0)
     // The pages were dropped at the lock: touching them again asks the daemon, which refuses
     // (the kernel turns that into SIGBUS for a mapping).
-    #expect(mapped.ask("again") == "")
-    mapped.process.waitUntilExit()
+    #expect(await mapped.ask("again") == "")
+    await offPool { mapped.process.waitUntilExit() }
     #expect(mapped.process.terminationReason == .uncaughtSignal && mapped.process.terminationStatus == SIGBUS)
   }
 
-  @Test func unmountWithOpenFilesDetachesAndTheDaemonEndsWithTheLastOne() throws {
-    let m = try Self.device()
+  @Test func unmountWithOpenFilesDetachesAndTheDaemonEndsWithTheLastOne() async throws {
+    let m = try await Self.device()
     let held = try Conversation.holding("\(m.documents)/none.txt")
-    #expect(held.line() == "opened")
+    #expect(await held.line() == "opened")
     let pid = MountRegistry(device: m.t.device).records()[0].pid
-    let unmount = try m.protfs(["unmount", m.mountpoint])
+    let unmount = try await m.protfs(["unmount", m.mountpoint])
     #expect(unmount.status == 0 && unmount.stdout.contains("Detached"), "\(unmount)")
     #expect(!MountRegistry.protfsMountpoints().contains(m.mountpoint))
-    #expect(held.ask("read") == "ok contents of none")
-    #expect(held.ask("close") == "ok")
-    #expect(Kernel.waitForExit(of: pid, milliseconds: 10_000))
+    #expect(await held.ask("read") == "ok contents of none")
+    #expect(await held.ask("close") == "ok")
+    #expect(await offPool { Kernel.waitForExit(of: pid, milliseconds: 10_000) })
   }
 
-  @Test func killingTheDaemonMidReadLeavesTheBackingTreeIntactAndTheMountRecoverable() throws {
-    let m = try MountedDevice { t in
+  @Test func killingTheDaemonMidReadLeavesTheBackingTreeIntactAndTheMountRecoverable() async throws {
+    let m = try await MountedDevice { t in
       try MountedDevice.file(t, "Documents/big.bin", nil, String(repeating: "0123456789abcdef", count: 1 << 16))
     }
     let script = """
@@ -158,28 +159,28 @@ import Testing
           print("err", e.errno, flush=True)
       """
     let reader = try Conversation("/usr/bin/python3", ["-c", script, "\(m.documents)/big.bin"])
-    #expect(reader.line() == "4096")
+    #expect(await reader.line() == "4096")
     let pid = MountRegistry(device: m.t.device).records()[0].pid
     #expect(kill(pid, SIGKILL) == 0)
-    #expect(Kernel.waitForExit(of: pid, milliseconds: 10_000))
-    #expect(reader.ask("go") == "err \(ENOTCONN)")
-    let stat = try m.sh("stat '\(m.documents)'")
+    #expect(await offPool { Kernel.waitForExit(of: pid, milliseconds: 10_000) })
+    #expect(await reader.ask("go") == "err \(ENOTCONN)")
+    let stat = try await m.sh("stat '\(m.documents)'")
     #expect(stat.stderr.contains("Transport endpoint is not connected"), "\(stat)")
-    let unmount = try m.protfs(["unmount", m.mountpoint])
+    let unmount = try await m.protfs(["unmount", m.mountpoint])
     #expect(unmount.status == 0, "\(unmount)")
     #expect(!MountRegistry.protfsMountpoints().contains(m.mountpoint))
     let backing = try String(contentsOfFile: m.backingDocuments + "/big.bin", encoding: .utf8)
     #expect(backing == String(repeating: "0123456789abcdef", count: 1 << 16))
     // Mounting again works, and the status no longer lists the dead daemon.
-    let again = try m.protfs(["mount", m.mountpoint])
+    let again = try await m.protfs(["mount", m.mountpoint])
     #expect(again.status == 0, "\(again)")
-    #expect(try m.sh("head -c 4 '\(m.documents)/big.bin'").stdout == "0123")
-    let status = try m.protfs(["status", "--json"])
+    #expect(try await m.sh("head -c 4 '\(m.documents)/big.bin'").stdout == "0123")
+    let status = try await m.protfs(["status", "--json"])
     #expect(!status.stdout.contains("\"pid\" : \(pid)") && !status.stdout.contains("\"pid\":\(pid)"), "\(status)")
   }
 
-  @Test func anSQLiteDatabaseInAnUnlessOpenDirectoryKeepsWorkingWhileOpen() throws {
-    let m = try Self.device()
+  @Test func anSQLiteDatabaseInAnUnlessOpenDirectoryKeepsWorkingWhileOpen() async throws {
+    let m = try await Self.device()
     let script = """
       import sqlite3, sys
       db = sqlite3.connect(sys.argv[1])
@@ -196,27 +197,27 @@ import Testing
       """
     let path = "\(m.documents)/unless-open/app.sqlite"
     let open = try Conversation("/usr/bin/python3", ["-c", script, path])
-    #expect(open.line() == "opened")
-    #expect(open.ask("insert") == "ok 1")
-    #expect(try m.protfs(["lock"]).status == 0)
-    #expect(open.ask("insert") == "ok 2")
-    let fresh = try m.sh(
+    #expect(await open.line() == "opened")
+    #expect(await open.ask("insert") == "ok 1")
+    #expect(try await m.protfs(["lock"]).status == 0)
+    #expect(await open.ask("insert") == "ok 2")
+    let fresh = try await m.sh(
       "python3 -c 'import sqlite3,sys; print(sqlite3.connect(sys.argv[1]).execute(\"select count(*) from t\").fetchone()[0])' '\(path)'"
     )
     #expect(fresh.status != 0, "\(fresh)")
     // The sqlite3 shell, a new connection too, is refused while locked and reads it after unlock.
-    let shell = try m.sh("sqlite3 '\(path)' 'select count(*) from t'")
+    let shell = try await m.sh("sqlite3 '\(path)' 'select count(*) from t'")
     #expect(shell.status != 0, "\(shell)")
-    #expect(try m.protfs(["unlock"]).status == 0)
-    #expect(try m.sh("sqlite3 '\(path)' 'select count(*) from t'").stdout == "2\n")
-    #expect(open.ask("insert") == "ok 3")
+    #expect(try await m.protfs(["unlock"]).status == 0)
+    #expect(try await m.sh("sqlite3 '\(path)' 'select count(*) from t'").stdout == "2\n")
+    #expect(await open.ask("insert") == "ok 3")
   }
 }
 
 /// A lock while processes stream through the mount.
 @Suite(.serialized) struct MountStreamingTests {
-  @Test func aLockWhileEightProcessesStreamNeverCorruptsAByte() throws {
-    let m = try MountEndToEndTests.classDevice()
+  @Test func aLockWhileEightProcessesStreamNeverCorruptsAByte() async throws {
+    let m = try await MountEndToEndTests.classDevice()
     // Each writer appends 64 KiB chunks of its own pattern, prints the bytes written after each
     // chunk, and stops at the first error (printing it) or after 4 MiB.
     let script = """
@@ -241,14 +242,14 @@ import Testing
       let directory = index % 2 == 0 ? "until-first-auth" : "complete"
       let name = "\(directory)/stream-\(index).bin"
       let writer = try Conversation("/usr/bin/python3", ["-c", script, "\(m.documents)/\(name)", "\(index)"])
-      #expect(writer.line() == "wrote 65536")
+      #expect(await writer.line() == "wrote 65536")
       writers.append((writer, name, directory))
     }
-    #expect(try m.protfs(["lock"]).status == 0)
+    #expect(try await m.protfs(["lock"]).status == 0)
     for (writer, name, directory) in writers {
-      var last = writer.ask("go")
+      var last = await writer.ask("go")
       while true {
-        let line = writer.line()
+        let line = await writer.line()
         if line.isEmpty { break }
         last = line
       }

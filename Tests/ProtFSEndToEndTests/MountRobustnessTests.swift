@@ -5,16 +5,16 @@ import Testing
 
 /// The daemon against clients that misbehave, and the backing tree while mounted.
 @Suite(.serialized) struct MountRobustnessTests {
-  @Test func theDaemonOutlivesClientsThatHangOrDie() throws {
+  @Test func theDaemonOutlivesClientsThatHangOrDie() async throws {
     let big = String(repeating: "0123456789abcdef", count: 1 << 16)
-    let m = try MountedDevice { t in
+    let m = try await MountedDevice { t in
       try MountedDevice.file(t, "Documents/big.bin", .completeUntilFirstUserAuthentication, big)
       try MountedDevice.file(t, "Documents/small.txt", .complete, "small\n")
     }
     let daemon = MountRegistry(device: m.t.device).records()[0].pid
     // One client stopped while it holds a file open...
     let hung = try Conversation.holding("\(m.documents)/small.txt")
-    #expect(hung.line() == "opened")
+    #expect(await hung.line() == "opened")
     #expect(kill(hung.process.processIdentifier, SIGSTOP) == 0)
     // ...and one killed in the middle of reading, over and over, through the daemon (direct I/O).
     let script = """
@@ -27,50 +27,50 @@ import Testing
               pass
       """
     let reader = try Conversation("/usr/bin/python3", ["-c", script, "\(m.documents)/big.bin"])
-    #expect(reader.line() == "reading")
+    #expect(await reader.line() == "reading")
     #expect(kill(reader.process.processIdentifier, SIGKILL) == 0)
-    reader.process.waitUntilExit()
+    await offPool { reader.process.waitUntilExit() }
     // The daemon still serves everyone, and state changes still reach it.
     #expect(MountedDevice.isRunning(daemon))
-    #expect(try m.sh("cat '\(m.documents)/big.bin'").stdout == big)
-    #expect(try m.protfs(["lock"]).status == 0)
-    #expect(try m.sh("cat '\(m.documents)/small.txt'").stderr.contains("Operation not permitted"))
-    #expect(try m.protfs(["unlock"]).status == 0)
+    #expect(try await m.sh("cat '\(m.documents)/big.bin'").stdout == big)
+    #expect(try await m.protfs(["lock"]).status == 0)
+    #expect(try await m.sh("cat '\(m.documents)/small.txt'").stderr.contains("Operation not permitted"))
+    #expect(try await m.protfs(["unlock"]).status == 0)
     // The stopped client goes on where it was.
     #expect(kill(hung.process.processIdentifier, SIGCONT) == 0)
-    #expect(hung.ask("read") == "ok small")
+    #expect(await hung.ask("read") == "ok small")
     #expect(MountedDevice.isRunning(daemon))
   }
 
-  @Test func theBackingTreeStaysProtectedFromOtherUsersWhileMounted() throws {
-    let m = try MountedDevice { t in
+  @Test func theBackingTreeStaysProtectedFromOtherUsersWhileMounted() async throws {
+    let m = try await MountedDevice { t in
       try MountedDevice.file(t, "Documents/secret.txt", .complete, "secret\n")
       chmod(t.root, 0o755)
       chmod(t.root + "/Containers", 0o755)
     }
-    #expect(try m.protfs(["lock"]).status == 0)
-    let direct = try m.sh("cat '\(m.backingDocuments)/secret.txt'", as: 65534)
+    #expect(try await m.protfs(["lock"]).status == 0)
+    let direct = try await m.sh("cat '\(m.backingDocuments)/secret.txt'", as: 65534)
     #expect(direct.status != 0 && direct.stderr.contains("Permission denied"), "\(direct)")
-    let mounted = try m.sh("cat '\(m.documents)/secret.txt'", as: 65534)
+    let mounted = try await m.sh("cat '\(m.documents)/secret.txt'", as: 65534)
     #expect(mounted.status != 0 && mounted.stderr.contains("Operation not permitted"), "\(mounted)")
-    #expect(try m.protfs(["unlock"]).status == 0)
-    let after = try m.sh("cat '\(m.documents)/secret.txt'", as: 65534)
+    #expect(try await m.protfs(["unlock"]).status == 0)
+    let after = try await m.sh("cat '\(m.documents)/secret.txt'", as: 65534)
     #expect(after.stdout == "secret\n", "\(after)")
   }
 
-  @Test func withoutDevFuseMountingIsOneClearErrorAndTheRestWorks() throws {
+  @Test func withoutDevFuseMountingIsOneClearErrorAndTheRestWorks() async throws {
     let t = try TestDevice(containers: [MountedDevice.bundle])
     let mountpoint = t.directory + "/mnt"
     mkdir(mountpoint, 0o755)
     // In a mount namespace of its own whose /dev has no fuse device.
     let script = "mount -t tmpfs none /dev && exec '\(Protfs.binary)' --device '\(t.root)' mount '\(mountpoint)'"
-    let result = try Protfs.runProgram("/usr/bin/unshare", ["-m", "/bin/sh", "-c", script])
+    let result = try await Protfs.runProgram("/usr/bin/unshare", ["-m", "/bin/sh", "-c", script])
     #expect(result.status == 1, "\(result)")
     #expect(result.stderr.contains("FUSE is not available") && result.stderr.contains("/dev/fuse"), "\(result)")
     #expect(result.stderr.split(separator: "\n").count == 1, "one error: \(result)")
     #expect(!MountRegistry.protfsMountpoints().contains(mountpoint))
     #expect(MountRegistry(device: t.device).records().isEmpty)
-    #expect(try Protfs.run(["--device", t.root, "lock"]).status == 0)
-    #expect(try Protfs.run(["--device", t.root, "status"]).status == 0)
+    #expect(try await Protfs.run(["--device", t.root, "lock"]).status == 0)
+    #expect(try await Protfs.run(["--device", t.root, "status"]).status == 0)
   }
 }

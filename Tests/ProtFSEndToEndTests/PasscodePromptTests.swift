@@ -5,8 +5,9 @@ import Testing
 
 /// `protfs unlock` asking for the passcode on a terminal (a pty from util-linux `script`).
 @Suite(.timeLimit(.minutes(1))) struct PasscodePromptTests {
-  /// Runs `protfs ARGS` on a pty, types `typed` once the prompt shows, and returns status and screen.
-  func runOnTerminal(_ arguments: [String], typing typed: String) throws -> (Int32, String) {
+  /// Runs `protfs ARGS` on a pty, types `typed` once the prompt shows, and returns status and
+  /// screen; the waits are off the pool.
+  func runOnTerminal(_ arguments: [String], typing typed: String) async throws -> (Int32, String) {
     let process = Process()
     process.executableURL = URL(fileURLWithPath: "/usr/bin/script")
     process.arguments = ["-qec", ([Protfs.binary] + arguments).joined(separator: " "), "/dev/null"]
@@ -15,28 +16,33 @@ import Testing
     process.standardInput = input
     process.standardOutput = output
     process.standardError = output
-    try process.run()
-    var screen = Data()
-    // The prompt turns echo off with TCSAFLUSH, which drops what was typed before it: wait for it.
-    while !String(decoding: screen, as: UTF8.self).contains("Passcode: ") {
-      let chunk = output.fileHandleForReading.availableData
-      if chunk.isEmpty { break }
-      screen += chunk
+    try process.start()
+    let reader = output.fileHandleForReading
+    let writer = input.fileHandleForWriting
+    let screen = await offPool { () -> Data in
+      var screen = Data()
+      // The prompt turns echo off with TCSAFLUSH, which drops what was typed before it: wait for it.
+      while !String(decoding: screen, as: UTF8.self).contains("Passcode: ") {
+        let chunk = reader.availableData
+        if chunk.isEmpty { break }
+        screen += chunk
+      }
+      writer.write(Data((typed + "\n").utf8))
+      screen += reader.readDataToEndOfFile()
+      process.waitUntilExit()
+      return screen
     }
-    input.fileHandleForWriting.write(Data((typed + "\n").utf8))
-    screen += output.fileHandleForReading.readDataToEndOfFile()
-    process.waitUntilExit()
     return (process.terminationStatus, String(decoding: screen, as: UTF8.self))
   }
 
-  @Test func unlockPromptsWithoutEchoAndChecksThePasscode() throws {
+  @Test func unlockPromptsWithoutEchoAndChecksThePasscode() async throws {
     let t = try TestDevice(containers: ["com.example.app"])
-    #expect(try Protfs.run(["--device", t.root, "passcode", "set", "--passcode", "4321"]).status == 0)
-    #expect(try Protfs.run(["--device", t.root, "lock"]).status == 0)
-    let (wrongStatus, wrongScreen) = try runOnTerminal(["--device", t.root, "unlock"], typing: "1111")
+    #expect(try await Protfs.run(["--device", t.root, "passcode", "set", "--passcode", "4321"]).status == 0)
+    #expect(try await Protfs.run(["--device", t.root, "lock"]).status == 0)
+    let (wrongStatus, wrongScreen) = try await runOnTerminal(["--device", t.root, "unlock"], typing: "1111")
     #expect(wrongStatus == 1 && !wrongScreen.contains("1111"), "\(wrongScreen)")
     #expect(t.device.isProtectedDataAvailable == false)
-    let (status, screen) = try runOnTerminal(["--device", t.root, "unlock"], typing: "4321")
+    let (status, screen) = try await runOnTerminal(["--device", t.root, "unlock"], typing: "4321")
     #expect(status == 0, "\(screen)")
     #expect(screen.contains("Passcode: ") && !screen.contains("4321"))
     #expect(t.device.isProtectedDataAvailable)

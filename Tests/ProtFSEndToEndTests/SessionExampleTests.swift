@@ -12,9 +12,9 @@ import Testing
   let app = SessionServiceFixture.app
 
   /// Runs the built example `name` as root in app `app`'s name, with the service's socket.
-  func runExample(_ name: String, _ arguments: [String], on f: SessionServiceFixture) throws -> RunResult {
+  func runExample(_ name: String, _ arguments: [String], on f: SessionServiceFixture) async throws -> RunResult {
     let example = URL(fileURLWithPath: Protfs.binary).deletingLastPathComponent().appendingPathComponent(name).path
-    return try Protfs.runProgram(
+    return try await Protfs.runProgram(
       example, arguments,
       environment: [
         "PROTFS_DEVICE": f.t.root, "PROTFS_APP_BUNDLE": app, SessionServiceClient.socketEnvironment: f.socketName,
@@ -22,32 +22,32 @@ import Testing
   }
 
   @Test func aCompleteFileFailsWhileLockedAndUploadsAfterUnlockThroughTheService() async throws {
-    let f = try SessionServiceFixture()
+    let f = try await SessionServiceFixture()
     defer { f.stop() }
     let t = f.t
     let file = t.containerPath(app, "Documents/report.bin")
     let body = Data(DownloadFixture.bytes(300_000))
     try body.write(to: URL(fileURLWithPath: file))
-    #expect(try Protfs.run(["--device", t.root, "set-class", "complete", file]).status == 0)
+    #expect(try await Protfs.run(["--device", t.root, "set-class", "complete", file]).status == 0)
     let server = try UploadServer()
     defer { server.stop() }
-    #expect(try Protfs.run(["--device", t.root, "sessions", "start"]).status == 0)
-    let run = { () throws -> [[String: Any]] in
-      let result = try runExample("UploadSession", [server.url("reports/1").absoluteString, file], on: f)
+    #expect(try await Protfs.run(["--device", t.root, "sessions", "start"]).status == 0)
+    let run = { () async throws -> [[String: Any]] in
+      let result = try await runExample("UploadSession", [server.url("reports/1").absoluteString, file], on: f)
       #expect(result.status == 0, "\(result)")
       return result.stdout.split(separator: "\n").compactMap {
         try? JSONSerialization.jsonObject(with: Data($0.utf8)) as? [String: Any]
       }
     }
 
-    #expect(try Protfs.run(["--device", t.root, "lock"]).status == 0)
-    let locked = try run()
+    #expect(try await Protfs.run(["--device", t.root, "lock"]).status == 0)
+    let locked = try await run()
     let failure = locked.first { $0["event"] as? String == "didCompleteWithError" }
     #expect(failure?["domain"] as? String == NSURLErrorDomain, "\(locked)")
     #expect(server.requests.isEmpty)
 
-    #expect(try Protfs.run(["--device", t.root, "unlock"]).status == 0)
-    let unlocked = try run()
+    #expect(try await Protfs.run(["--device", t.root, "unlock"]).status == 0)
+    let unlocked = try await run()
     let events = unlocked.compactMap { $0["event"] as? String }
     #expect(events.contains("didReceive"), "\(unlocked)")
     #expect(unlocked.first { $0["event"] as? String == "didReceive" }?["json"] as? Bool == true, "\(unlocked)")
@@ -61,7 +61,7 @@ import Testing
   }
 
   @Test func pauseResumeContinuesFromItsResumeDataWithRangeAndMovesTheFile() async throws {
-    let f = try SessionServiceFixture()
+    let f = try await SessionServiceFixture()
     defer { f.stop() }
     let t = f.t
     let body = DownloadFixture.bytes(4 << 20)
@@ -69,8 +69,8 @@ import Testing
     let server = try FaultServer(
       body: body, entityTag: "\"e1\"", mode: .slowDrip(chunk: 256 * 1024, interval: .milliseconds(20)))
     defer { server.stop() }
-    #expect(try Protfs.run(["--device", t.root, "sessions", "start"]).status == 0)
-    let result = try runExample("PauseResume", [server.url("big.bin").absoluteString], on: f)
+    #expect(try await Protfs.run(["--device", t.root, "sessions", "start"]).status == 0)
+    let result = try await runExample("PauseResume", [server.url("big.bin").absoluteString], on: f)
     #expect(result.status == 0, "\(result)")
     let lines = result.stdout.split(separator: "\n").compactMap {
       try? JSONSerialization.jsonObject(with: Data($0.utf8)) as? [String: Any]

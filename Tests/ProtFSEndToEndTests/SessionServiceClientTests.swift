@@ -12,7 +12,7 @@ import Testing
   let app = SessionServiceFixture.app
 
   @Test func handedOverFilesAreDeletedOnAcknowledgementUnlessMoved() async throws {
-    let f = try SessionServiceFixture()
+    let f = try await SessionServiceFixture()
     try f.startInProcess()
     defer { f.stop() }
     let server = try NginxServer()
@@ -47,7 +47,7 @@ import Testing
   /// before its `didCompleteWithError` did gets that completion, alone, from its next session:
   /// each task completes to the app exactly once, and the file is not offered again.
   @Test func anAppDyingBetweenTheFileAndTheCompletionGetsTheCompletionAloneNextTime() async throws {
-    let f = try SessionServiceFixture()
+    let f = try await SessionServiceFixture()
     try f.startInProcess()
     defer { f.stop() }
     let server = try NginxServer()
@@ -72,7 +72,7 @@ import Testing
     await f.waitUntil { next.events.withLock { $0.contains(.queuedEventsDelivered) } }
     #expect(next.completed == [task.id], "\(next.events.withLock { $0 })")
     #expect(next.location(of: task.id) == nil, "the file was offered again")
-    let events = try await runProtfs(["--device", f.t.root, "tasks", "events", "--session", "\(app).bg", "--json"])
+    let events = try await Protfs.run(["--device", f.t.root, "tasks", "events", "--session", "\(app).bg", "--json"])
     #expect(events.status == 0, "\(events)")
     #expect(
       events.stdout.contains("didCompleteWithError") && !events.stdout.contains("didFinishDownloadingTo"), "\(events)")
@@ -87,7 +87,7 @@ import Testing
   }
 
   @Test func deliveriesSurviveARestartAndOneBatchLaunchesTheAppOnce() async throws {
-    let f = try SessionServiceFixture()
+    let f = try await SessionServiceFixture()
     let launcher = CountingLauncher()
     try f.startInProcess(launcher: launcher)
     defer { f.stop() }
@@ -119,7 +119,7 @@ import Testing
   }
 
   @Test func forceQuitCancelsTransfersWithResumeDataAndDoesNotRelaunch() async throws {
-    let f = try SessionServiceFixture()
+    let f = try await SessionServiceFixture()
     let launcher = CountingLauncher()
     try f.startInProcess(launcher: launcher)
     defer { f.stop() }
@@ -141,7 +141,7 @@ import Testing
   }
 
   @Test func aForceQuitAppOpeningItsSessionAgainGetsTheCancellationWithItsReasonAndResumeData() async throws {
-    let f = try SessionServiceFixture()
+    let f = try await SessionServiceFixture()
     try f.startInProcess(launcher: CountingLauncher())
     defer { f.stop() }
     let body = DownloadFixture.bytes(1 << 20)

@@ -12,12 +12,12 @@ import Testing
   let app = SessionServiceFixture.app
 
   @Test func aGarbledSessionConfigurationIsReportedAndTheServiceRunsOn() async throws {
-    let f = try SessionServiceFixture()
+    let f = try await SessionServiceFixture()
     defer { f.stop() }
     let body = DownloadFixture.bytes(1 << 20)
     let server = try FaultServer(body: body, entityTag: "\"g1\"", mode: .gateAfter(bytes: 300_000))
     defer { server.stop() }
-    let detached = try await runProtfs([
+    let detached = try await Protfs.run([
       "--device", f.t.root, "download", "--bundle", app, "--detach", server.url("first.bin").absoluteString,
     ])
     #expect(detached.status == 0, "\(detached)")
@@ -34,7 +34,7 @@ import Testing
     let service = try ForegroundService(root: f.t.root)
     defer { service.end() }
     try SessionServiceClient.waitUntilListening(f.socketName, timeout: 10)
-    let listed = try await runProtfs(["--device", f.t.root, "sessions", "--json"])
+    let listed = try await Protfs.run(["--device", f.t.root, "sessions", "--json"])
     #expect(listed.status == 0, "\(listed)")
     let report = try JSONSerialization.jsonObject(with: Data(listed.stdout.utf8)) as? [String: Any]
     #expect(report?["serviceRunning"] as? Bool == true, "\(listed.stdout)")
@@ -42,7 +42,7 @@ import Testing
     let problem = session?["configurationError"] as? String
     #expect(problem?.contains("'\(identifier)'") == true && problem?.contains("unreadable") == true, "\(listed)")
     #expect((session?["tasks"] as? [String: Int])?["running"] == 1, "\(listed.stdout)")
-    let table = try await runProtfs(["--device", f.t.root, "sessions"])
+    let table = try await Protfs.run(["--device", f.t.root, "sessions"])
     #expect(table.status == 0, "\(table)")
     #expect(table.stdout.contains("unreadable"), "\(table)")
     #expect(table.stderr.contains(identifier) && table.stderr.contains("unreadable"), "\(table)")
@@ -60,7 +60,7 @@ import Testing
       finished.map(\.state) == [.completed],
       "\(finished.map { ($0.id, $0.state, $0.url, $0.bytesReceived, $0.errorMessage as Any) })")
     #expect(FileManager.default.contents(atPath: f.t.containerPath(app, "Documents/first.bin")) == Data(body))
-    let healed = try await runProtfs(["--device", f.t.root, "sessions", "--json"])
+    let healed = try await Protfs.run(["--device", f.t.root, "sessions", "--json"])
     #expect(!healed.stdout.contains("configurationError"), "\(healed.stdout)")
 
     let stderr = service.end()
@@ -81,14 +81,14 @@ final class ForegroundService: @unchecked Sendable {
     process.standardOutput = FileHandle.nullDevice
     process.standardError = errors
     process.standardInput = FileHandle.nullDevice
-    try process.run()
+    try process.start()
   }
 
   /// Stops the service (if it still runs) and returns what it wrote on standard error.
   @discardableResult
   func end() -> String {
     if process.isRunning {
-      _ = try? Protfs.run(["--device", root, "sessions", "stop"])
+      _ = try? Protfs.runBlocking(["--device", root, "sessions", "stop"])
       let deadline = Date() + 10
       while process.isRunning, Date() < deadline { usleep(10_000) }
       if process.isRunning { kill(process.processIdentifier, SIGKILL) }

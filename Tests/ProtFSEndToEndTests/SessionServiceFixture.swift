@@ -17,9 +17,9 @@ final class SessionServiceFixture: @unchecked Sendable {
   private let ended = DispatchSemaphore(value: 0)
 
   /// A fixture on `device` (a fresh one by default).
-  init(device: TestDevice? = nil) throws {
+  init(device: TestDevice? = nil) async throws {
     t = try device ?? TestDevice()
-    try #require(try Protfs.run(["--device", t.root, "init", Self.app]).status == 0)
+    try #require(try await Protfs.run(["--device", t.root, "init", Self.app]).status == 0)
   }
 
   var socketName: String { SessionServiceClient.socketName(device: t.device) }
@@ -62,7 +62,7 @@ final class SessionServiceFixture: @unchecked Sendable {
       return
     }
     guard let pid = servicePID else { return }
-    _ = try? Protfs.run(["--device", t.root, "sessions", "stop"])
+    _ = try? Protfs.runBlocking(["--device", t.root, "sessions", "stop"])
     waitUntilBlocking(timeout: 10) { !DownloadStore.processIsAlive(pid) }
     if DownloadStore.processIsAlive(pid) { kill(pid, SIGKILL) }
     #expect(!DownloadStore.processIsAlive(pid), "the session service \(pid) is still running")
@@ -113,12 +113,6 @@ final class SessionServiceFixture: @unchecked Sendable {
   }
 }
 
-/// `protfs ARGS` with `environment` added, waited for off the cooperative pool (other tests'
-/// async work needs its threads).
-func runProtfs(_ arguments: [String], environment: [String: String] = [:]) async throws -> RunResult {
-  try await offPool { Result { try Protfs.run(arguments, environment: environment) } }.get()
-}
-
 /// A launcher that counts its calls.
 final class CountingLauncher: SessionAppLauncher {
   let calls = Mutex<[String]>([])
@@ -161,7 +155,7 @@ extension AppDevice {
     if let pid = record()["pid"] as? Int, pid > 0 { kill(-pid_t(pid), SIGKILL) }
     if let pid = record()["supervisorPID"] as? Int, pid > 0 { kill(pid_t(pid), SIGKILL) }
     if let pid = SessionServiceClient.ping(socketName: SessionServiceClient.socketName(device: t.device)) {
-      _ = try? protfs(["sessions", "stop"])
+      _ = try? Protfs.runBlocking(["--device", root, "sessions", "stop"])
       #expect(!DownloadStore.processIsAlive(pid), "the session service \(pid) is still running")
     }
   }

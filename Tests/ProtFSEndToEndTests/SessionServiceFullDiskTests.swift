@@ -11,14 +11,14 @@ import Testing
   let app = SessionServiceFixture.app
 
   @Test func aDownloadLargerThanTheDiskFailsClearlyAndTheServiceGoesOn() async throws {
-    let mountPoint = try Self.mountSmallDisk()
+    let mountPoint = try await Self.mountSmallDisk()
     defer { Self.unmount(mountPoint) }
-    let f = try SessionServiceFixture(device: TestDevice(directory: mountPoint, containers: []))
+    let f = try await SessionServiceFixture(device: TestDevice(directory: mountPoint, containers: []))
     defer { f.stop() }
     let big = DownloadFixture.bytes(4 << 20)
     let server = try FaultServer(body: big, entityTag: "\"b1\"", mode: .normal)
     defer { server.stop() }
-    let detached = try await runProtfs([
+    let detached = try await Protfs.run([
       "--device", f.t.root, "download", "--bundle", app, "--detach", server.url("big.bin").absoluteString,
     ])
     #expect(detached.status == 0, "\(detached)")
@@ -30,12 +30,12 @@ import Testing
     #expect(message.lowercased().contains("no space"), "\(message)")
 
     // The service answers; the destination holds nothing, not even part of the file.
-    let listed = try await runProtfs(["--device", f.t.root, "sessions", "--json"])
+    let listed = try await Protfs.run(["--device", f.t.root, "sessions", "--json"])
     #expect(listed.status == 0, "\(listed)")
     #expect(listed.stdout.contains("\"serviceRunning\" : true"), "\(listed)")
     let documents = f.t.containerPath(app, "Documents")
     #expect(((try? FileManager.default.contentsOfDirectory(atPath: documents)) ?? []).isEmpty)
-    let tasks = try await runProtfs(["--device", f.t.root, "tasks"])
+    let tasks = try await Protfs.run(["--device", f.t.root, "tasks"])
     #expect(tasks.status == 0 && tasks.stderr.contains("No space left on device"), "\(tasks)")
     // The failed task's temp file does not keep the disk full.
     let temps = (try? FileManager.default.contentsOfDirectory(atPath: f.downloads)) ?? []
@@ -44,7 +44,7 @@ import Testing
     // A file that fits goes through the same service.
     let small = DownloadFixture.bytes(256 << 10)
     server.setContent(small, entityTag: "\"s1\"")
-    let next = try await runProtfs([
+    let next = try await Protfs.run([
       "--device", f.t.root, "download", "--bundle", app, "--detach", server.url("small.bin").absoluteString,
     ])
     #expect(next.status == 0, "\(next)")
@@ -56,14 +56,14 @@ import Testing
   }
 
   @Test func aDiskThatFillsUpMidTransferFailsTheTaskAndTheServiceGoesOn() async throws {
-    let mountPoint = try Self.mountSmallDisk()
+    let mountPoint = try await Self.mountSmallDisk()
     defer { Self.unmount(mountPoint) }
-    let f = try SessionServiceFixture(device: TestDevice(directory: mountPoint, containers: []))
+    let f = try await SessionServiceFixture(device: TestDevice(directory: mountPoint, containers: []))
     defer { f.stop() }
     let body = DownloadFixture.bytes(1 << 20)
     let server = try FaultServer(body: body, entityTag: "\"m1\"", mode: .gateAfter(bytes: 100_000))
     defer { server.stop() }
-    let detached = try await runProtfs([
+    let detached = try await Protfs.run([
       "--device", f.t.root, "download", "--bundle", app, "--detach", server.url("mid.bin").absoluteString,
     ])
     #expect(detached.status == 0, "\(detached)")
@@ -71,13 +71,13 @@ import Testing
     // Another writer takes every free byte while the transfer waits at the gate: the store cannot
     // grow either.
     let filler = mountPoint + "/filler"
-    let filled = try Protfs.runProgram("/bin/dd", ["if=/dev/zero", "of=" + filler, "bs=4096"])
+    let filled = try await Protfs.runProgram("/bin/dd", ["if=/dev/zero", "of=" + filler, "bs=4096"])
     #expect(filled.stderr.contains("No space left on device"), "\(filled)")
     server.openGate()
     await f.waitUntil { (try? f.tasks())?.first.map { !$0.state.isUnfinished } == true }
     let failed = try #require(try f.tasks().first)
     #expect(failed.state == .failed && failed.errorNumber == ENOSPC, "\(failed)")
-    let listed = try await runProtfs(["--device", f.t.root, "sessions", "--json"])
+    let listed = try await Protfs.run(["--device", f.t.root, "sessions", "--json"])
     #expect(listed.status == 0 && listed.stdout.contains("\"serviceRunning\" : true"), "\(listed)")
     let documents = f.t.containerPath(app, "Documents")
     #expect(((try? FileManager.default.contentsOfDirectory(atPath: documents)) ?? []).isEmpty)
@@ -85,7 +85,7 @@ import Testing
     // Space freed, the same download goes through.
     unlink(filler)
     server.setMode(.normal)
-    let again = try await runProtfs([
+    let again = try await Protfs.run([
       "--device", f.t.root, "download", "--bundle", app, "--detach", server.url("mid.bin").absoluteString,
     ])
     #expect(again.status == 0, "\(again)")
@@ -95,9 +95,9 @@ import Testing
   }
 
   @Test func anAppsHandedOverTaskOnAFullDiskCompletesWithTheErrorAndTheServiceGoesOn() async throws {
-    let mountPoint = try Self.mountSmallDisk()
+    let mountPoint = try await Self.mountSmallDisk()
     defer { Self.unmount(mountPoint) }
-    let f = try SessionServiceFixture(device: TestDevice(directory: mountPoint, containers: []))
+    let f = try await SessionServiceFixture(device: TestDevice(directory: mountPoint, containers: []))
     try f.startInProcess()
     defer { f.stop() }
     let body = DownloadFixture.bytes(3 << 20)
@@ -119,7 +119,7 @@ import Testing
 
     // With not a byte free, a new task is refused with the reason; the service answers on.
     let filler = mountPoint + "/filler"
-    _ = try Protfs.runProgram("/bin/dd", ["if=/dev/zero", "of=" + filler, "bs=4096"])
+    _ = try await Protfs.runProgram("/bin/dd", ["if=/dev/zero", "of=" + filler, "bs=4096"])
     let small = DownloadFixture.bytes(64 << 10)
     server.setContent(small, entityTag: "\"h2\"")
     do {
@@ -147,9 +147,9 @@ import Testing
   }
 
   /// A fresh directory with a 2 MiB tmpfs mounted on it.
-  static func mountSmallDisk() throws -> String {
+  static func mountSmallDisk() async throws -> String {
     let mountPoint = try TestDevice.makeTemporaryDirectory(prefix: "protfs-full-disk")
-    let mounted = try Protfs.runProgram("/bin/mount", ["-t", "tmpfs", "-o", "size=2m", "none", mountPoint])
+    let mounted = try await Protfs.runProgram("/bin/mount", ["-t", "tmpfs", "-o", "size=2m", "none", mountPoint])
     guard mounted.status == 0 else {
       rmdir(mountPoint)
       throw ProtFSError(.io, "Cannot mount a tmpfs on '\(mountPoint)': \(mounted.stderr)")
@@ -159,7 +159,7 @@ import Testing
 
   /// Unmounts `mountSmallDisk()`'s tmpfs (lazily, should a file still be open) and removes the directory.
   static func unmount(_ mountPoint: String) {
-    _ = try? Protfs.runProgram("/bin/umount", ["-l", mountPoint])
+    _ = try? Protfs.runProgramBlocking("/bin/umount", ["-l", mountPoint])
     rmdir(mountPoint)
   }
 }

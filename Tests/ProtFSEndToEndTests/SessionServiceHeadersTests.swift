@@ -11,7 +11,7 @@ import Testing
   let app = SessionServiceFixture.app
 
   @Test func aDownloadTaskSendsItsRequestHeadersThroughTheService() async throws {
-    let f = try SessionServiceFixture()
+    let f = try await SessionServiceFixture()
     try f.startInProcess()
     defer { f.stop() }
     let body = DownloadFixture.bytes(200_000)

@@ -13,7 +13,7 @@ import Testing
   let app = SessionServiceFixture.app
 
   @Test func detachReturnsAtOnceAndTheServiceCompletesTheTask() async throws {
-    let f = try SessionServiceFixture()
+    let f = try await SessionServiceFixture()
     defer { f.stop() }
     let payload = Data(DownloadFixture.bytes(2 << 20))
     // The server holds the rest of the body until the gate opens: the command returns while the
@@ -21,7 +21,7 @@ import Testing
     let server = try FaultServer(body: Array(payload), entityTag: "\"e1\"", mode: .gateAfter(bytes: 300_000))
     defer { server.stop() }
     let url = server.url("big.bin")
-    let result = try await runProtfs([
+    let result = try await Protfs.run([
       "--device", f.t.root, "download", "--bundle", app, "--detach", url.absoluteString,
     ])
     #expect(result.status == 0, "\(result)")
@@ -30,7 +30,7 @@ import Testing
     server.openGate()
     await f.waitUntil { (try? f.tasks())?.first?.state == .completed }
     #expect(FileManager.default.contents(atPath: f.t.containerPath(app, "Documents/big.bin")) == payload)
-    let listed = try await runProtfs(["--device", f.t.root, "sessions", "--json"])
+    let listed = try await Protfs.run(["--device", f.t.root, "sessions", "--json"])
     #expect(listed.stdout.contains("\"serviceRunning\" : true"), "\(listed)")
   }
 
@@ -39,7 +39,7 @@ import Testing
   private func detachBigFileAndKillTheServiceMidTransfer(_ f: SessionServiceFixture, _ server: FaultServer)
     async throws
   {
-    let result = try await runProtfs([
+    let result = try await Protfs.run([
       "--device", f.t.root, "download", "--bundle", app, "--detach", server.url("big.bin").absoluteString,
     ])
     #expect(result.status == 0, "\(result)")
@@ -51,14 +51,14 @@ import Testing
   }
 
   @Test func aKilledServiceResumesItsTaskWithRangeWhenStartedAgain() async throws {
-    let f = try SessionServiceFixture()
+    let f = try await SessionServiceFixture()
     defer { f.stop() }
     let body = DownloadFixture.bytes(1 << 20)
     let server = try FaultServer(body: body, entityTag: "\"e1\"", mode: .stallAfter(bytes: 400_000))
     defer { server.stop() }
     try await detachBigFileAndKillTheServiceMidTransfer(f, server)
     server.setMode(.normal)
-    let restarted = try await runProtfs(["--device", f.t.root, "sessions", "start"])
+    let restarted = try await Protfs.run(["--device", f.t.root, "sessions", "start"])
     #expect(restarted.status == 0, "\(restarted)")
     await f.waitUntil { (try? f.tasks())?.first?.state == .completed }
     #expect(FileManager.default.contents(atPath: f.t.containerPath(app, "Documents/big.bin")) == Data(body))
@@ -68,7 +68,7 @@ import Testing
   }
 
   @Test func aDetachAfterAKilledServiceHandsOverTheTaskThatServiceLeftRunning() async throws {
-    let f = try SessionServiceFixture()
+    let f = try await SessionServiceFixture()
     defer { f.stop() }
     let body = DownloadFixture.bytes(1 << 20)
     let server = try FaultServer(body: body, entityTag: "\"e1\"", mode: .stallAfter(bytes: 400_000))
@@ -77,7 +77,7 @@ import Testing
     server.setMode(.normal)
     // The next detach opens the session first (claiming the stranded task) and starts the service
     // after: the stranded task must go to the service running, not be left suspended.
-    let second = try await runProtfs([
+    let second = try await Protfs.run([
       "--device", f.t.root, "download", "--bundle", app, "--detach", server.url("other.bin").absoluteString,
     ])
     #expect(second.status == 0, "\(second)")
@@ -91,7 +91,7 @@ import Testing
   }
 
   @Test func detachWhenTheServiceCannotStartLeavesTheTasksResumable() async throws {
-    let f = try SessionServiceFixture()
+    let f = try await SessionServiceFixture()
     defer { f.stop() }
     // Something else holds the service's socket and answers nothing.
     let squatter = try ControlSocket.listen(f.socketName)
@@ -103,7 +103,7 @@ import Testing
       ControlSocket.shutDown(squatter)
       squatter.close()
     }
-    let result = try await runProtfs([
+    let result = try await Protfs.run([
       "--device", f.t.root, "download", "--bundle", app, "--detach", "http://127.0.0.1:9/file.bin",
     ])
     #expect(result.status == 1, "\(result)")
@@ -116,7 +116,7 @@ import Testing
   /// carry the resume request they were recorded with, so the next handover to the service (any
   /// later `download --detach` of the session) runs them instead of leaving them suspended.
   @Test func tasksOfADetachKilledBeforeItsHandoverRunAtTheNextOne() async throws {
-    let f = try SessionServiceFixture()
+    let f = try await SessionServiceFixture()
     defer { f.stop() }
     let body = DownloadFixture.bytes(8192)
     let server = try FaultServer(body: body)
@@ -141,7 +141,7 @@ import Testing
   /// service's before the first task was recorded, so a service that starts runs the tasks
   /// without another detach.
   @Test func aServiceStartingAfterADetachKilledBeforeAnyHandoverRunsItsTasks() async throws {
-    let f = try SessionServiceFixture()
+    let f = try await SessionServiceFixture()
     defer { f.stop() }
     let body = DownloadFixture.bytes(8192)
     let server = try FaultServer(body: body)
@@ -151,14 +151,14 @@ import Testing
     let orphans = try f.tasks()
     #expect(orphans.map(\.state) == [.suspended], "\(orphans)")
     try await startService(f)
-    let waited = try await runProtfs(["--device", f.t.root, "tasks", "wait"] + orphans.map { String($0.id) })
+    let waited = try await Protfs.run(["--device", f.t.root, "tasks", "wait"] + orphans.map { String($0.id) })
     #expect(waited.status == 0, "\(waited)")
     #expect(FileManager.default.contents(atPath: f.t.containerPath(app, "Documents/a.bin")) == Data(body))
   }
 
   /// The same for `upload --detach`: its task is recorded with the resume request too.
   @Test func anUploadOfADetachKilledBeforeItsHandoverRunsAtTheNextOne() async throws {
-    let f = try SessionServiceFixture()
+    let f = try await SessionServiceFixture()
     defer { f.stop() }
     let uploads = try UploadServer()
     defer { uploads.stop() }
@@ -184,10 +184,10 @@ import Testing
     async throws
   {
     try await startService(f)
-    let next = try await runProtfs(["--device", f.t.root, "download", "--bundle", app, "--detach", url.absoluteString])
+    let next = try await Protfs.run(["--device", f.t.root, "download", "--bundle", app, "--detach", url.absoluteString])
     #expect(next.status == 0, "\(next)")
     let ids = orphans.map { String($0.id) } + next.stdout.split(separator: "\n").map(String.init)
-    let waited = try await runProtfs(["--device", f.t.root, "tasks", "wait"] + ids)
+    let waited = try await Protfs.run(["--device", f.t.root, "tasks", "wait"] + ids)
     #expect(waited.status == 0, "\(waited)")
   }
 
@@ -243,7 +243,7 @@ import Testing
     command.arguments = arguments
     command.standardOutput = FileHandle.nullDevice
     command.standardError = FileHandle.nullDevice
-    try command.run()
+    try command.start()
     // Waited for off the cooperative pool the other tests share.
     let arrived = await offPool { handoverArrived.wait(timeout: .now() + 60) == .success }
     #expect(arrived, "the command never handed its tasks over")
@@ -258,31 +258,27 @@ import Testing
   }
 
   @Test func eventsOfAnUnknownSessionFailClearly() async throws {
-    let f = try SessionServiceFixture()
-    let result = try await runProtfs(["--device", f.t.root, "tasks", "events", "--session", "nope", "--json"])
+    let f = try await SessionServiceFixture()
+    let result = try await Protfs.run(["--device", f.t.root, "tasks", "events", "--session", "nope", "--json"])
     #expect(result.status == 1)
     #expect(result.stderr.contains("no background session 'nope'"), "\(result)")
   }
 
   @Test func aNonRootPeerOutsideAnyAppIsRefused() async throws {
-    let f = try SessionServiceFixture()
+    let f = try await SessionServiceFixture()
     try f.startInProcess()
     defer { f.stop() }
     var configuration = SessionConfiguration(identifier: "\(app).background", bundleID: app)
     configuration.socketName = f.socketName
     _ = try SessionServiceClient.open(configuration)
-    let result = try await offPool {
-      Result {
-        try Protfs.runProgram(
-          "/usr/bin/setpriv",
-          [
-            "--reuid", "501", "--regid", "501", "--clear-groups", Protfs.binary, "--device", f.t.root, "tasks",
-            "events",
-            "--session", "\(app).background",
-          ],
-          environment: [SessionServiceClient.socketEnvironment: f.socketName])
-      }
-    }.get()
+    let result = try await Protfs.runProgram(
+      "/usr/bin/setpriv",
+      [
+        "--reuid", "501", "--regid", "501", "--clear-groups", Protfs.binary, "--device", f.t.root, "tasks",
+        "events",
+        "--session", "\(app).background",
+      ],
+      environment: [SessionServiceClient.socketEnvironment: f.socketName])
     #expect(result.status == 1, "\(result)")
     #expect(result.stderr.contains("only root or the app"), "\(result)")
   }
@@ -294,20 +290,20 @@ import Testing
   @Test func theServicePlacesWaitingDownloadsOnUnlock() async throws {
     let t = try TestDevice()
     let app = SessionServiceFixture.app
-    try #require(try await runProtfs(["--device", t.root, "init", app, "--default-class", "complete"]).status == 0)
-    try #require(try await runProtfs(["--device", t.root, "init-cache", app]).status == 0)
+    try #require(try await Protfs.run(["--device", t.root, "init", app, "--default-class", "complete"]).status == 0)
+    try #require(try await Protfs.run(["--device", t.root, "init-cache", app]).status == 0)
     let socket = SessionServiceClient.socketName(device: t.device)
     defer {
       if let pid = SessionServiceClient.ping(socketName: socket) {
-        _ = try? Protfs.run(["--device", t.root, "sessions", "stop"])
+        _ = try? Protfs.runBlocking(["--device", t.root, "sessions", "stop"])
         #expect(!DownloadStore.processIsAlive(pid), "the session service \(pid) is still running")
       }
     }
     let server = try NginxServer()
     defer { server.stop() }
     let url = try server.put(Data("report".utf8), at: "report.pdf").absoluteString
-    #expect(try await runProtfs(["--device", t.root, "lock"]).status == 0)
-    let detached = try await runProtfs(["--device", t.root, "download", "--bundle", app, "--detach", url])
+    #expect(try await Protfs.run(["--device", t.root, "lock"]).status == 0)
+    let detached = try await Protfs.run(["--device", t.root, "download", "--bundle", app, "--detach", url])
     #expect(detached.status == 0, "\(detached)")
     let store = try DownloadStore(path: t.device.downloadStorePath)
     let waitFor: @Sendable (DownloadState) async -> Void = { state in
@@ -319,7 +315,7 @@ import Testing
     }
     await waitFor(.waitingForUnlock)
     #expect(try store.tasks().first?.state == .waitingForUnlock)
-    #expect(try await runProtfs(["--device", t.root, "unlock"]).status == 0)
+    #expect(try await Protfs.run(["--device", t.root, "unlock"]).status == 0)
     await waitFor(.completed)
     #expect(try store.tasks().first?.state == .completed)
     #expect(FileManager.default.contents(atPath: t.containerPath(app, "Documents/report.pdf")) == Data("report".utf8))

@@ -11,13 +11,13 @@ import Testing
   let app = SessionServiceFixture.app
 
   @Test func waitReturnsOnceTheServiceHasPlacedEveryTask() async throws {
-    let f = try SessionServiceFixture()
+    let f = try await SessionServiceFixture()
     defer { f.stop() }
     let payload = Data(DownloadFixture.bytes(1 << 20))
     // The body stops until the gate opens: the tasks are unfinished when the wait begins.
     let server = try FaultServer(body: Array(payload), entityTag: "\"e1\"", mode: .gateAfter(bytes: 200_000))
     defer { server.stop() }
-    let detached = try await runProtfs([
+    let detached = try await Protfs.run([
       "--device", f.t.root, "download", "--bundle", app, "--detach", server.url("a.bin").absoluteString,
       server.url("b.bin").absoluteString,
     ])
@@ -26,7 +26,7 @@ import Testing
     #expect(ids == ["1", "2"])
     #expect(try f.tasks().allSatisfy { $0.state.isUnfinished })
     // With --session alone: the session's tasks unfinished when the wait begins.
-    async let waited = runProtfs(["--device", f.t.root, "tasks", "wait", "--session", "\(app).background"])
+    async let waited = Protfs.run(["--device", f.t.root, "tasks", "wait", "--session", "\(app).background"])
     server.openGate()
     let result = try await waited
     #expect(result.status == 0, "\(result)")
@@ -38,28 +38,28 @@ import Testing
     }
     // Settled tasks need no service: waiting again answers from the store.
     f.stop()
-    let again = try await runProtfs(
+    let again = try await Protfs.run(
       ["--device", f.t.root, "tasks", "wait", "--session", "\(app).background"] + ids)
     #expect(again.status == 0, "\(again)")
   }
 
   @Test func aFailedTaskMakesTheWaitFailWithItsError() async throws {
-    let f = try SessionServiceFixture()
+    let f = try await SessionServiceFixture()
     defer { f.stop() }
     let server = try FaultServer(body: Array(repeating: 7, count: 1000), mode: .alwaysStatus(404))
     defer { server.stop() }
-    let detached = try await runProtfs([
+    let detached = try await Protfs.run([
       "--device", f.t.root, "download", "--bundle", app, "--detach", server.url("gone.bin").absoluteString,
     ])
     #expect(detached.status == 0, "\(detached)")
-    let result = try await runProtfs(["--device", f.t.root, "tasks", "wait", detached.output])
+    let result = try await Protfs.run(["--device", f.t.root, "tasks", "wait", detached.output])
     #expect(result.status == 1, "\(result)")
     #expect(result.stderr.contains("task 1:") && result.stderr.contains("404"), "\(result)")
     #expect(try f.tasks().map(\.state) == [.failed])
   }
 
   @Test func aTaskTheServiceDoesNotRunIsRefusedByName() async throws {
-    let f = try SessionServiceFixture()
+    let f = try await SessionServiceFixture()
     defer { f.stop() }
     // A task recorded and held by this process's own session: nothing in the service would end a wait.
     let container = f.t.device.container(try BundleID(app))
@@ -69,27 +69,27 @@ import Testing
     let session = try DownloadSession(configuration: configuration)
     defer { session.invalidate() }
     let task = try session.downloadTask(with: URL(string: "http://127.0.0.1:9/held.bin")!)
-    let withoutService = try await runProtfs(["--device", f.t.root, "tasks", "wait", String(task.id)])
+    let withoutService = try await Protfs.run(["--device", f.t.root, "tasks", "wait", String(task.id)])
     #expect(withoutService.status == 1, "\(withoutService)")
     #expect(withoutService.stderr.contains("does not run"), "\(withoutService)")
     try f.startInProcess()
-    let refused = try await runProtfs(["--device", f.t.root, "tasks", "wait", String(task.id)])
+    let refused = try await Protfs.run(["--device", f.t.root, "tasks", "wait", String(task.id)])
     #expect(refused.status == 1, "\(refused)")
     #expect(refused.stderr.contains("Task \(task.id) is suspended"), "\(refused)")
   }
 
   @Test func badArgumentsAreNamed() async throws {
-    let f = try SessionServiceFixture()
-    let none = try await runProtfs(["--device", f.t.root, "tasks", "wait"])
+    let f = try await SessionServiceFixture()
+    let none = try await Protfs.run(["--device", f.t.root, "tasks", "wait"])
     #expect(none.status == 64, "\(none)")
     #expect(none.stderr.contains("--session <identifier>"), "\(none)")
-    let word = try await runProtfs(["--device", f.t.root, "tasks", "wait", "seven"])
+    let word = try await Protfs.run(["--device", f.t.root, "tasks", "wait", "seven"])
     #expect(word.status == 64, "\(word)")
     #expect(word.stderr.contains("'seven' is not a task number"), "\(word)")
-    let unknown = try await runProtfs(["--device", f.t.root, "tasks", "wait", "99"])
+    let unknown = try await Protfs.run(["--device", f.t.root, "tasks", "wait", "99"])
     #expect(unknown.status == 1, "\(unknown)")
     #expect(unknown.stderr.contains("no download task 99"), "\(unknown)")
-    let session = try await runProtfs(["--device", f.t.root, "tasks", "wait", "--session", "nope"])
+    let session = try await Protfs.run(["--device", f.t.root, "tasks", "wait", "--session", "nope"])
     #expect(session.status == 1, "\(session)")
     #expect(session.stderr.contains("no background session 'nope'"), "\(session)")
   }

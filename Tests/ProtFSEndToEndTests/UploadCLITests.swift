@@ -10,9 +10,9 @@ import Testing
   let app = "com.example.app"
 
   /// A device with the app's container and `bytes` in Documents/report.json.
-  func device(_ bytes: Data = Data(DownloadFixture.bytes(1 << 20))) throws -> TestDevice {
+  func device(_ bytes: Data = Data(DownloadFixture.bytes(1 << 20))) async throws -> TestDevice {
     let t = try TestDevice()
-    let result = try Protfs.run(["--device", t.root, "init", app])
+    let result = try await Protfs.run(["--device", t.root, "init", app])
     try #require(result.status == 0, "\(result)")
     try bytes.write(to: URL(fileURLWithPath: t.containerPath(app, "Documents/report.json")))
     return t
@@ -20,12 +20,12 @@ import Testing
 
   var uploads: String { "Library/Caches/com.apple.nsurlsessiond/Uploads/" + app }
 
-  @Test func aPutPrintsTheStatusWritesTheResponseAndIsListed() throws {
-    let t = try device()
+  @Test func aPutPrintsTheStatusWritesTheResponseAndIsListed() async throws {
+    let t = try await device()
     let server = try UploadServer(failFirst: 1)
     defer { server.stop() }
     let response = t.directory + "/response.json"
-    let result = try Protfs.run([
+    let result = try await Protfs.run([
       "--device", t.root, "upload", "--bundle", app, "--from", "Documents/report.json", "-H", "X-Note: hello",
       "--response", response, "--description", "nightly", server.url("put").absoluteString,
     ])
@@ -37,19 +37,19 @@ import Testing
     #expect(server.requests.map(\.status) == [500, 201])
     #expect(server.requests.last?.headers["x-note"] == "hello")
     #expect(try FileManager.default.contentsOfDirectory(atPath: t.containerPath(app, uploads)).isEmpty)
-    let tasks = try Protfs.run(["--device", t.root, "tasks", "--json"])
+    let tasks = try await Protfs.run(["--device", t.root, "tasks", "--json"])
     let records = try JSONSerialization.jsonObject(with: Data(tasks.stdout.utf8)) as! [[String: Any]]
     #expect(records.map { $0["kind"] as? String } == ["upload"])
     #expect(records.first?["taskDescription"] as? String == "nightly")
-    let table = try Protfs.run(["--device", t.root, "tasks"])
+    let table = try await Protfs.run(["--device", t.root, "tasks"])
     #expect(table.stdout.contains("upload") && table.stdout.contains("KIND"), "\(table)")
   }
 
-  @Test func aPostWritesTheResponseToStdout() throws {
-    let t = try device(Data("{\"a\":1}".utf8))
+  @Test func aPostWritesTheResponseToStdout() async throws {
+    let t = try await device(Data("{\"a\":1}".utf8))
     let server = try UploadServer()
     defer { server.stop() }
-    let result = try Protfs.run([
+    let result = try await Protfs.run([
       "--device", t.root, "upload", "--bundle", app, "--from", t.containerPath(app, "Documents/report.json"),
       "-X", "post", "--response", "-", "--progress", "none", server.url("post").absoluteString,
     ])
@@ -59,35 +59,35 @@ import Testing
     #expect(result.stderr.contains("200 "))
   }
 
-  @Test func aCompleteFileFailsWhileLockedAndUploadsAfterUnlock() throws {
-    let t = try device()
+  @Test func aCompleteFileFailsWhileLockedAndUploadsAfterUnlock() async throws {
+    let t = try await device()
     let server = try UploadServer()
     defer { server.stop() }
     let file = t.containerPath(app, "Documents/report.json")
-    #expect(try Protfs.run(["--device", t.root, "set-class", "complete", file]).status == 0)
-    #expect(try Protfs.run(["--device", t.root, "lock"]).status == 0)
+    #expect(try await Protfs.run(["--device", t.root, "set-class", "complete", file]).status == 0)
+    #expect(try await Protfs.run(["--device", t.root, "lock"]).status == 0)
     let arguments = [
       "--device", t.root, "upload", "--bundle", app, "--from", "Documents/report.json", server.url().absoluteString,
     ]
-    let locked = try Protfs.run(arguments)
+    let locked = try await Protfs.run(arguments)
     #expect(locked.status == 1, "\(locked)")
     #expect(locked.stderr.contains("Operation not permitted") || locked.stderr.contains(file), "\(locked)")
     #expect(locked.stderr.contains(file), "\(locked)")
     #expect(server.requests.isEmpty)
-    #expect(try Protfs.run(["--device", t.root, "unlock"]).status == 0)
-    let unlocked = try Protfs.run(arguments)
+    #expect(try await Protfs.run(["--device", t.root, "unlock"]).status == 0)
+    let unlocked = try await Protfs.run(arguments)
     #expect(unlocked.status == 0, "\(unlocked)")
   }
 
   @Test func aDetachedUploadIsSentByTheSessionServiceAfterTheCommandReturns() async throws {
-    let f = try SessionServiceFixture()
+    let f = try await SessionServiceFixture()
     defer { f.stop() }
     let t = f.t
     try Data(DownloadFixture.bytes(1 << 20)).write(
       to: URL(fileURLWithPath: t.containerPath(app, "Documents/report.json")))
     let server = try UploadServer()
     defer { server.stop() }
-    let result = try Protfs.run([
+    let result = try await Protfs.run([
       "--device", t.root, "upload", "--bundle", app, "--from", "Documents/report.json", "--detach",
       server.url("reports/7").absoluteString,
     ])
@@ -99,15 +99,15 @@ import Testing
     #expect(settled?.state == .completed, "\(String(describing: settled))")
     #expect(settled?.upload?.responseStatus == 200 || settled?.upload?.responseStatus == 201)
     #expect(server.requests.map(\.received) == [1 << 20])
-    let usage = try Protfs.run([
+    let usage = try await Protfs.run([
       "--device", t.root, "upload", "--bundle", app, "--from", "Documents/report.json", "--detach", "--response",
       "-", server.url().absoluteString,
     ])
     #expect(usage.status == 64 && usage.stderr.contains("--detach"), "\(usage)")
   }
 
-  @Test func badInputGetsOneClearErrorAndLeavesNothing() throws {
-    let t = try device()
+  @Test func badInputGetsOneClearErrorAndLeavesNothing() async throws {
+    let t = try await device()
     let documents = t.containerPath(app, "Documents")
     try FileManager.default.createSymbolicLink(atPath: documents + "/link", withDestinationPath: "/etc/hostname")
     let url = "http://127.0.0.1:9/upload"
@@ -122,14 +122,14 @@ import Testing
       ([url], 64, "--from"),
     ]
     for (arguments, status, words) in cases {
-      let result = try Protfs.run(["--device", t.root, "upload", "--bundle", app] + arguments)
+      let result = try await Protfs.run(["--device", t.root, "upload", "--bundle", app] + arguments)
       #expect(result.status == status, "\(arguments): \(result)")
       #expect(result.stderr.contains(words), "\(arguments): \(result)")
       #expect(result.stderr.components(separatedBy: "Error:").count == 2, "\(arguments): \(result)")
     }
     let snapshots = (try? FileManager.default.contentsOfDirectory(atPath: t.containerPath(app, uploads))) ?? []
     #expect(snapshots.isEmpty)
-    let tasks = try Protfs.run(["--device", t.root, "tasks", "--json"])
+    let tasks = try await Protfs.run(["--device", t.root, "tasks", "--json"])
     #expect(
       tasks.stdout.trimmingCharacters(in: .whitespacesAndNewlines) == "[\n\n]" || !tasks.stdout.contains("upload"))
   }

@@ -1,5 +1,6 @@
 import Foundation
 import ProtFSKit
+import ProtFSTestSupport
 import Synchronization
 
 /// A delegate that records every call (and on which queue), so tests can follow the order.
@@ -19,12 +20,14 @@ final class RecordingDelegate: NSObject, URLSessionDownloadDelegate, URLSessionD
     signal.signal()
   }
 
-  /// Waits until `count` calls were recorded (at most 10 s); returns the log.
-  func waitFor(_ count: Int) -> [String] {
-    while log.withLock({ $0.count }) < count {
-      if signal.wait(timeout: .now() + 10) == .timedOut { break }
+  /// Waits (off the pool) until `count` calls were recorded, at most 10 s; returns the log.
+  func waitFor(_ count: Int) async -> [String] {
+    await offPool { [self] in
+      while log.withLock({ $0.count }) < count {
+        if signal.wait(timeout: .now() + 10) == .timedOut { break }
+      }
+      return log.withLock { $0 }
     }
-    return log.withLock { $0 }
   }
 
   func urlSession(_ session: URLSession, downloadTask: URLSessionDownloadTask, didFinishDownloadingTo location: URL) {

@@ -2,6 +2,7 @@ import Foundation
 import ProtFSKit
 import ProtFSSessions
 import ProtFSSystem
+import ProtFSTestSupport
 import Synchronization
 import Testing
 
@@ -18,7 +19,7 @@ import Testing
       backend: backend)
   }
 
-  @Test func theCancelledReasonIsTypedNotReadFromTheMessage() {
+  @Test func theCancelledReasonIsTypedNotReadFromTheMessage() async {
     let backend = FakeSessionBackend(identifier: "fake.reason")
     let delegate = RecordingDelegate()
     let session = session(backend, delegate)
@@ -31,7 +32,7 @@ import Testing
     var snapshot = backend.completedSnapshot(b)
     snapshot.cancelledReason = .insufficientSystemResources
     backend.post(.completed(task: b, snapshot: snapshot, error: ProtFSError(.cancelled, "Cancelled.")))
-    _ = delegate.waitFor(2)
+    _ = await delegate.waitFor(2)
     let errors = delegate.errors.withLock { $0 }
     #expect(errors[Int(a)]?.code == NSURLErrorCancelled)
     #expect(errors[Int(a)]?.userInfo[NSURLErrorBackgroundTaskCancelledReasonKey] == nil)
@@ -43,7 +44,7 @@ import Testing
     #expect(BackgroundTaskCancelledReason.backgroundUpdatesDisabled.rawValue == 1)
   }
 
-  @Test func aForceQuitAppMakingItsSessionAgainGetsEachCancelledTaskWithResumeData() {
+  @Test func aForceQuitAppMakingItsSessionAgainGetsEachCancelledTaskWithResumeData() async {
     let backend = FakeSessionBackend(identifier: "fake.forcequit")
     // The tasks the service cancelled when the user force-quit the app, queued for its next launch.
     var ids: [Int64] = []
@@ -58,7 +59,7 @@ import Testing
     }
     let delegate = RecordingDelegate()
     let session = session(backend, delegate)
-    #expect(delegate.waitFor(2) == ids.map { "complete \($0) \(NSURLErrorCancelled)" })
+    #expect(await delegate.waitFor(2) == ids.map { "complete \($0) \(NSURLErrorCancelled)" })
     let errors = delegate.errors.withLock { $0 }
     for id in ids {
       let error = errors[Int(id)]
@@ -75,12 +76,13 @@ import Testing
     #expect(again.originalRequest?.url == URL(string: "http://example.test/b.bin"))
     let next = Int64(again.taskIdentifier)
     backend.post(.wroteData(task: next, bytesWritten: 8, totalBytesWritten: 2000, totalBytesExpectedToWrite: 4000))
-    #expect(Array(delegate.waitFor(4).suffix(2)) == ["resumeAt \(next) \(1000 + ids[1])", "write \(next) 2000/4000"])
+    #expect(
+      await Array(delegate.waitFor(4).suffix(2)) == ["resumeAt \(next) \(1000 + ids[1])", "write \(next) 2000/4000"])
     #expect(!backend.store.withLock { $0.calls }.contains { $0.hasPrefix("cancel") })
     #expect(backend.store.withLock { $0.acknowledged } == ids)
   }
 
-  @Test func theFileIsDeletedAndAcknowledgedWhenDidFinishDownloadingReturnsTheTaskAfterItsCompletion() throws {
+  @Test func theFileIsDeletedAndAcknowledgedWhenDidFinishDownloadingReturnsTheTaskAfterItsCompletion() async throws {
     let backend = FakeSessionBackend(identifier: "fake.finish")
     let delegate = RecordingDelegate()
     let directory = URL(fileURLWithPath: NSTemporaryDirectory()).appendingPathComponent("protfskit-\(UUID())")
@@ -108,7 +110,7 @@ import Testing
       backend.post(.finishedDownloading(task: id, location: location.path))
       backend.post(.completed(task: id, snapshot: backend.completedSnapshot(id), error: nil))
     }
-    _ = delegate.waitFor(4)
+    _ = await delegate.waitFor(4)
     let a = first.taskIdentifier
     let b = second.taskIdentifier
     // The file gone, and acknowledged, by the time didCompleteWithError runs; the task itself
@@ -118,15 +120,15 @@ import Testing
     #expect(seen.acknowledgedThen.withLock { $0[a] } == [])
     #expect(seen.filesThen.withLock { $0[b] } == [Int64(a), Int64(b)])
     #expect(seen.acknowledgedThen.withLock { $0[b] } == [Int64(a)])
-    #expect(backend.acknowledgement.wait(timeout: .now() + 10) == .success)
-    #expect(backend.acknowledgement.wait(timeout: .now() + 10) == .success)
+    #expect(await offPool { backend.acknowledgement.wait(timeout: .now() + 10) } == .success)
+    #expect(await offPool { backend.acknowledgement.wait(timeout: .now() + 10) } == .success)
     #expect(backend.store.withLock { $0.acknowledged } == [Int64(a), Int64(b)])
     #expect(backend.store.withLock { $0.filesAcknowledged } == [Int64(a), Int64(b)])
     #expect(Foundation.FileManager.default.fileExists(atPath: kept.path))
     #expect(!Foundation.FileManager.default.fileExists(atPath: left.path))
   }
 
-  @Test func finishTasksAndInvalidateLetsOutstandingTasksCompleteThenInvalidates() {
+  @Test func finishTasksAndInvalidateLetsOutstandingTasksCompleteThenInvalidates() async {
     let backend = FakeSessionBackend(identifier: "fake.finishing")
     let delegate = RecordingDelegate()
     let session = session(backend, delegate)
@@ -137,7 +139,7 @@ import Testing
     // The outstanding task goes on and makes its calls, then the session is invalid.
     backend.post(.wroteData(task: id, bytesWritten: 5, totalBytesWritten: 5, totalBytesExpectedToWrite: 5))
     backend.post(.completed(task: id, snapshot: backend.completedSnapshot(id), error: nil))
-    #expect(delegate.waitFor(3) == ["write \(id) 5/5", "complete \(id) ok", "invalid"])
+    #expect(await delegate.waitFor(3) == ["write \(id) 5/5", "complete \(id) ok", "invalid"])
     #expect(backend.store.withLock { $0.calls }.last == "invalidate false")
   }
 
@@ -171,12 +173,12 @@ import Testing
     }
   }
 
-  @Test func finishTasksAndInvalidateWithNothingOutstandingAndInvalidateAndCancelAreAtOnce() {
+  @Test func finishTasksAndInvalidateWithNothingOutstandingAndInvalidateAndCancelAreAtOnce() async {
     let idle = FakeSessionBackend(identifier: "fake.idle")
     let delegate = RecordingDelegate()
     let session = session(idle, delegate)
     session.finishTasksAndInvalidate()
-    #expect(delegate.waitFor(1) == ["invalid"])
+    #expect(await delegate.waitFor(1) == ["invalid"])
     #expect(idle.store.withLock { $0.calls } == ["invalidate false"])
     let busy = FakeSessionBackend(identifier: "fake.cancelled")
     let other = RecordingDelegate()
@@ -184,7 +186,7 @@ import Testing
     let task = cancelled.downloadTask(with: url)
     task.resume()
     cancelled.invalidateAndCancel()
-    #expect(other.waitFor(1) == ["invalid"])
+    #expect(await other.waitFor(1) == ["invalid"])
     #expect(busy.store.withLock { $0.calls }.last == "invalidate true")
   }
 }

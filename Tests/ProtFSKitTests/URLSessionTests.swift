@@ -2,6 +2,7 @@ import Foundation
 import ProtFSKit
 import ProtFSSessions
 import ProtFSSystem
+import ProtFSTestSupport
 import Testing
 
 /// ProtFSKit's URLSession over a fake backend: delegate calls, acknowledgements, errors.
@@ -15,7 +16,7 @@ import Testing
       backend: backend)
   }
 
-  @Test func downloadDelegateOrderTheFileAcknowledgedAfterTheFinishTheTaskAfterTheCompletion() {
+  @Test func downloadDelegateOrderTheFileAcknowledgedAfterTheFinishTheTaskAfterTheCompletion() async {
     let backend = FakeSessionBackend()
     let delegate = RecordingDelegate()
     delegate.onFinish = { _ in #expect(backend.store.withLock { $0.filesAcknowledged.isEmpty }) }
@@ -34,12 +35,12 @@ import Testing
     backend.post(.finishedDownloading(task: id, location: "/tmp/CFNetworkDownload_1.tmp"))
     backend.post(.completed(task: id, snapshot: backend.completedSnapshot(id), error: nil))
     backend.post(.completed(task: id, snapshot: backend.completedSnapshot(id), error: nil))
-    let log = delegate.waitFor(4)
+    let log = await delegate.waitFor(4)
     #expect(
       log == [
         "write \(id) 10/20", "write \(id) 20/20", "finish \(id) /tmp/CFNetworkDownload_1.tmp", "complete \(id) ok",
       ])
-    #expect(backend.acknowledgement.wait(timeout: .now() + 10) == .success)
+    #expect(await offPool { backend.acknowledgement.wait(timeout: .now() + 10) } == .success)
     #expect(backend.store.withLock { $0.acknowledged } == [id])
     #expect(backend.store.withLock { $0.filesAcknowledged } == [id])
     #expect(task.state == .completed)
@@ -47,7 +48,7 @@ import Testing
     #expect(task.taskDescription == "nightly")
   }
 
-  @Test func delegateCallsRunOnTheGivenQueue() {
+  @Test func delegateCallsRunOnTheGivenQueue() async {
     let backend = FakeSessionBackend()
     let delegate = RecordingDelegate()
     let queue = OperationQueue()
@@ -56,13 +57,13 @@ import Testing
     #expect(session.delegateQueue === queue)
     let task = session.downloadTask(with: url)
     backend.post(.completed(task: Int64(task.taskIdentifier), snapshot: backend.completedSnapshot(1), error: nil))
-    _ = delegate.waitFor(1)
+    _ = await delegate.waitFor(1)
     #expect(delegate.queues.withLock { $0 }.allSatisfy { $0 === queue })
     let own = self.session(FakeSessionBackend(identifier: "other"), RecordingDelegate())
     #expect(own.delegateQueue.maxConcurrentOperationCount == 1)
   }
 
-  @Test func resumeDataRoundTrip() {
+  @Test func resumeDataRoundTrip() async {
     let backend = FakeSessionBackend()
     let delegate = RecordingDelegate()
     let session = session(backend, delegate)
@@ -73,12 +74,12 @@ import Testing
     task.cancel(byProducingResumeData: {
       data = $0; got.signal()
     })
-    _ = got.wait(timeout: .now() + 10)
+    _ = await offPool { got.wait(timeout: .now() + 10) }
     #expect(data == Data("\(url.absoluteString) 42".utf8))
     let id = Int64(task.taskIdentifier)
     backend.post(
       .completed(task: id, snapshot: backend.completedSnapshot(id), error: ProtFSError(.cancelled, "Cancelled.")))
-    _ = delegate.waitFor(1)
+    _ = await delegate.waitFor(1)
     let error = delegate.errors.withLock { $0[Int(id)] }
     #expect(error?.domain == NSURLErrorDomain)
     #expect(error?.code == NSURLErrorCancelled)
@@ -87,10 +88,10 @@ import Testing
     #expect(again.originalRequest?.url == url)
     let next = Int64(again.taskIdentifier)
     backend.post(.wroteData(task: next, bytesWritten: 8, totalBytesWritten: 50, totalBytesExpectedToWrite: 100))
-    #expect(Array(delegate.waitFor(3).suffix(2)) == ["resumeAt \(next) 42", "write \(next) 50/100"])
+    #expect(await Array(delegate.waitFor(3).suffix(2)) == ["resumeAt \(next) 42", "write \(next) 50/100"])
   }
 
-  @Test func errorsAreNSURLErrorDomainWithUnderlyingPOSIX() {
+  @Test func errorsAreNSURLErrorDomainWithUnderlyingPOSIX() async {
     let backend = FakeSessionBackend()
     let delegate = RecordingDelegate()
     let session = session(backend, delegate)
@@ -99,7 +100,7 @@ import Testing
     request.httpMethod = "PUT"
     let upload = session.uploadTask(with: request, fromFile: file)
     upload.resume()
-    #expect(delegate.waitFor(1) == ["complete \(upload.taskIdentifier) \(NSURLErrorCannotCreateFile)"])
+    #expect(await delegate.waitFor(1) == ["complete \(upload.taskIdentifier) \(NSURLErrorCannotCreateFile)"])
     let error = delegate.errors.withLock { $0[upload.taskIdentifier] }
     #expect(error?.domain == NSURLErrorDomain)
     let underlying = error?.userInfo[NSUnderlyingErrorKey] as? NSError
@@ -111,7 +112,7 @@ import Testing
     quitSnapshot.cancelledReason = .userForceQuitApplication
     backend.post(
       .completed(task: id, snapshot: quitSnapshot, error: ProtFSError(.cancelled, "The download was cancelled.")))
-    _ = delegate.waitFor(2)
+    _ = await delegate.waitFor(2)
     let quit = delegate.errors.withLock { $0[Int(id)] }
     #expect(quit?.code == NSURLErrorCancelled)
     #expect(
@@ -120,7 +121,7 @@ import Testing
     #expect(quit?.userInfo[NSURLSessionDownloadTaskResumeData] as? Data != nil)
   }
 
-  @Test func dataUploadInABackgroundSessionIsRefused() {
+  @Test func dataUploadInABackgroundSessionIsRefused() async {
     let backend = FakeSessionBackend()
     let delegate = RecordingDelegate()
     let session = session(backend, delegate)
@@ -128,13 +129,13 @@ import Testing
     request.httpMethod = "POST"
     let task = session.uploadTask(with: request, from: Data("x".utf8))
     task.resume()
-    _ = delegate.waitFor(1)
+    _ = await delegate.waitFor(1)
     let error = delegate.errors.withLock { $0[task.taskIdentifier] }
     #expect(error?.localizedDescription == "Upload tasks from NSData are not supported in background sessions.")
     #expect(backend.store.withLock { $0.tasks.isEmpty })
   }
 
-  @Test func recreatedSessionGetsTasksAndQueuedCallsThenFinishEvents() {
+  @Test func recreatedSessionGetsTasksAndQueuedCallsThenFinishEvents() async {
     let backend = FakeSessionBackend(identifier: "fake.recreated")
     let first = session(backend, RecordingDelegate())
     let upload = first.uploadTask(with: URLRequest(url: url), fromFile: URL(fileURLWithPath: "/c/f"))
@@ -148,7 +149,7 @@ import Testing
     BackgroundSessionEvents.wake(backend.identifier)
     let delegate = RecordingDelegate()
     let again = session(backend, delegate)
-    let log = delegate.waitFor(4)
+    let log = await delegate.waitFor(4)
     #expect(log == ["sent \(id) 5/5", "data \(id) {\"ok\":true}", "complete \(id) ok", "finishEvents"])
     #expect(backend.store.withLock { $0.acknowledged } == [id])
     _ = again

@@ -20,8 +20,13 @@ public final class AuditScratch: @unchecked Sendable {
   deinit {
     // Unlike TestDevice.removeTree, which works on full paths, chmod and rm walk with fts and so also
     // remove the trees deeper than PATH_MAX that the audit tests build.
-    _ = try? Process.run(URL(fileURLWithPath: "/bin/chmod"), arguments: ["-R", "u+rwx", path]).waitUntilExit()
-    _ = try? Process.run(URL(fileURLWithPath: "/bin/rm"), arguments: ["-rf", path]).waitUntilExit()
+    for (program, arguments) in [("/bin/chmod", ["-R", "u+rwx", path]), ("/bin/rm", ["-rf", path])] {
+      let process = Process()
+      process.executableURL = URL(fileURLWithPath: program)
+      process.arguments = arguments
+      guard (try? process.start()) != nil else { continue }
+      process.waitUntilExit()
+    }
   }
 
   /// A device inside the scratch directory, initialised, with one container per bundle id.
@@ -139,11 +144,21 @@ public struct ProcessResult: Sendable {
   public var stdout: String { String(decoding: stdoutBytes, as: UTF8.self) }
 }
 
-/// Runs `executable` with `arguments` and waits; standard output and error are captured through files
-/// so that a large report cannot fill a pipe and block.
+/// Runs `executable` with `arguments` and waits for it off the pool (`offPool`); standard output
+/// and error are captured through files so that a large report cannot fill a pipe and block.
 public func runProcess(
   _ executable: String, _ arguments: [String], environment: [String: String] = [:],
   currentDirectory: String? = nil
+) async throws -> ProcessResult {
+  try await offPool {
+    try runProcessBlocking(executable, arguments, environment: environment, currentDirectory: currentDirectory)
+  }
+}
+
+/// As `runProcess`, waiting on the calling thread.
+private func runProcessBlocking(
+  _ executable: String, _ arguments: [String], environment: [String: String],
+  currentDirectory: String?
 ) throws -> ProcessResult {
   let scratch = AuditScratch()
   defer { withExtendedLifetime(scratch) {} }
@@ -163,7 +178,7 @@ public func runProcess(
   let err = try FileHandle(forWritingTo: URL(fileURLWithPath: errPath))
   process.standardOutput = out
   process.standardError = err
-  try process.run()
+  try process.start()
   process.waitUntilExit()
   try out.close()
   try err.close()
@@ -173,7 +188,7 @@ public func runProcess(
     stderr: String(decoding: try Data(contentsOf: URL(fileURLWithPath: errPath)), as: UTF8.self))
 }
 
-/// Runs the built `protfs` with `arguments`.
-public func runProtfs(_ arguments: [String], environment: [String: String] = [:]) throws -> ProcessResult {
-  try runProcess(RepositoryLayout.protfsBinary, arguments, environment: environment)
+/// Runs the built `protfs` with `arguments`, waiting for it off the pool.
+public func runProtfs(_ arguments: [String], environment: [String: String] = [:]) async throws -> ProcessResult {
+  try await runProcess(RepositoryLayout.protfsBinary, arguments, environment: environment)
 }

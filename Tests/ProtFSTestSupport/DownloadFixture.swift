@@ -115,12 +115,19 @@ public final class SwitchableAccessPolicy: DownloadAccessPolicy {
   }
 }
 
-/// Runs a blocking call (waitpid, a pipe read) on a Dispatch thread, so it does not hold one of the
-/// few threads Swift concurrency shares between all running tests.
+/// Runs a blocking call (waitpid, a pipe read) on a thread of its own, so that it does not hold one
+/// of the few threads Swift concurrency shares between all running tests (as many as the machine
+/// has cores). Not on a Dispatch global queue: on Linux, Swift concurrency runs its tasks on the
+/// same root queue, whose pool grows by about one thread a second when its threads block.
 public func offPool<T: Sendable>(_ body: @escaping @Sendable () -> T) async -> T {
   await withCheckedContinuation { continuation in
-    DispatchQueue.global().async { continuation.resume(returning: body()) }
+    Thread { continuation.resume(returning: body()) }.start()
   }
+}
+
+/// `offPool` for a body that throws.
+public func offPool<T: Sendable>(_ body: @escaping @Sendable () throws -> T) async throws -> T {
+  try await offPool { Result { try body() } }.get()
 }
 
 extension DownloadSession {

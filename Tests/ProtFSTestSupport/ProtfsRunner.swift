@@ -1,4 +1,5 @@
 import Foundation
+import Synchronization
 
 /// What a run of the `protfs` binary printed and returned.
 public struct RunResult: Sendable, CustomStringConvertible {
@@ -42,18 +43,30 @@ public enum Protfs {
     fatalError("The protfs binary was not found (looked in \(candidates)); run `swift build` or set PROTFS_BINARY.")
   }()
 
-  /// Runs `protfs ARGS` with `environment` added to a clean environment, and waits for it.
+  /// Runs `protfs ARGS` with `environment` added to a clean environment, and waits for it on a
+  /// thread of its own (`offPool`), so that other tests run meanwhile.
   @discardableResult
   public static func run(
     _ arguments: [String], environment: [String: String] = [:], stdin: String? = nil,
     currentDirectory: String? = nil
+  ) async throws -> RunResult {
+    try await runProgram(binary, arguments, environment: environment, stdin: stdin, currentDirectory: currentDirectory)
+  }
+
+  /// As `run`, waiting on the calling thread: only where `await` cannot go (a `defer`, a body
+  /// already run by `offPool`).
+  @discardableResult
+  public static func runBlocking(
+    _ arguments: [String], environment: [String: String] = [:], stdin: String? = nil,
+    currentDirectory: String? = nil
   ) throws -> RunResult {
-    try runProgram(binary, arguments, environment: environment, stdin: stdin, currentDirectory: currentDirectory)
+    try runProgramBlocking(
+      binary, arguments, environment: environment, stdin: stdin, currentDirectory: currentDirectory)
   }
 
   /// Starts `protfs ARGS`, a download with `--progress json`, in the background and returns it once
   /// it reported `bytes` written for a task; nil when it ended before that. Standard error is dropped.
-  public static func startDownload(_ arguments: [String], untilWritten bytes: Int) throws -> Process? {
+  public static func startDownload(_ arguments: [String], untilWritten bytes: Int) async throws -> Process? {
     let process = Process()
     process.executableURL = URL(fileURLWithPath: binary)
     process.arguments = arguments
@@ -61,14 +74,18 @@ public enum Protfs {
     let output = Pipe()
     process.standardOutput = output
     process.standardError = FileHandle.nullDevice
-    try process.run()
-    var buffered = Data()
-    while !String(decoding: buffered, as: UTF8.self).contains("\"written\":\(bytes)") {
-      let chunk = output.fileHandleForReading.availableData
-      if chunk.isEmpty { return nil }
-      buffered += chunk
+    try process.start()
+    let reader = output.fileHandleForReading
+    let reported = await offPool { () -> Bool in
+      var buffered = Data()
+      while !String(decoding: buffered, as: UTF8.self).contains("\"written\":\(bytes)") {
+        let chunk = reader.availableData
+        if chunk.isEmpty { return false }
+        buffered += chunk
+      }
+      return true
     }
-    return process
+    return reported ? process : nil
   }
 
   /// This process's environment with `extra` added, and without what would lead a test to the
@@ -81,8 +98,21 @@ public enum Protfs {
     return env
   }
 
-  /// Runs any program with captured output.
+  /// Runs any program with captured output, waiting for it off the pool.
+  @discardableResult
   public static func runProgram(
+    _ program: String, _ arguments: [String], environment: [String: String] = [:],
+    stdin: String? = nil, currentDirectory: String? = nil
+  ) async throws -> RunResult {
+    try await offPool {
+      try runProgramBlocking(
+        program, arguments, environment: environment, stdin: stdin, currentDirectory: currentDirectory)
+    }
+  }
+
+  /// As `runProgram`, waiting on the calling thread: only where `await` cannot go.
+  @discardableResult
+  public static func runProgramBlocking(
     _ program: String, _ arguments: [String], environment: [String: String] = [:],
     stdin: String? = nil, currentDirectory: String? = nil
   ) throws -> RunResult {
@@ -103,7 +133,7 @@ public enum Protfs {
     process.standardError = errHandle
     let input = Pipe()
     process.standardInput = stdin == nil ? FileHandle.nullDevice : input
-    try process.run()
+    try process.start()
     if let stdin {
       input.fileHandleForWriting.write(Data(stdin.utf8))
       try? input.fileHandleForWriting.close()
@@ -117,5 +147,17 @@ public enum Protfs {
       status: status,
       stdout: (try? String(contentsOfFile: outPath, encoding: .utf8)) ?? "",
       stderr: (try? String(contentsOfFile: errPath, encoding: .utf8)) ?? "")
+  }
+}
+
+/// One program started at a time in this test process.
+private let starting = Mutex<Void>(())
+
+extension Process {
+  /// `run()`, one at a time in this test process: Foundation's `Process.run()` crashed once (a bad
+  /// read while it copied its arguments) when dozens of tests started programs at the same moment.
+  /// Starting takes milliseconds; the programs still run, and are waited for, side by side.
+  public func start() throws {
+    try starting.withLock { _ in try run() }
   }
 }

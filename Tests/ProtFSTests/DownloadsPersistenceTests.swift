@@ -111,7 +111,7 @@ struct DownloadsPersistenceTests {
     first.arguments = arguments + ["--progress"]
     let output = Pipe()
     first.standardOutput = output
-    try first.run()
+    try first.start()
     // The first progress line says bytes arrived; the store has them once the engine's next
     // snapshot is committed, which only the store itself can tell.
     let reader = output.fileHandleForReading
@@ -143,7 +143,7 @@ struct DownloadsPersistenceTests {
     let second = Process()
     second.executableURL = tool
     second.arguments = arguments
-    try second.run()
+    try second.start()
     await offPool { second.waitUntilExit() }
     #expect(second.terminationStatus == 0)
     #expect(fixture.destinationContents("file.bin") == body)

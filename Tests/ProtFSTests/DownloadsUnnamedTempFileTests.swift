@@ -78,7 +78,9 @@ struct DownloadsUnnamedTempFileTests {
     session.invalidate()
     let reserve = session.core.engine.temporaryFiles
     #expect(reserve.taken > 0)
-    #expect(reserve.discarded <= 8, "made ahead and closed unused: \(reserve.discarded)")
+    // Sized to the transfers waiting to start, a few are left over at most, however the run's
+    // threads were scheduled (two connections' worth); sized to the reserve's capacity, 54–64 were.
+    #expect(reserve.discarded <= 16, "made ahead and closed unused: \(reserve.discarded)")
   }
 
   @Test func whereTheFilesystemMakesNoUnnamedFilesEachIsNamedFromTheStart() async throws {

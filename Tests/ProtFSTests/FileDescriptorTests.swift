@@ -111,7 +111,7 @@ struct FileDescriptorTests {
     let directory = try DirectoryHandle(path: path)
     // An existing temp file with a second link is refused after the open.
     let name = "CFNetworkDownload_linked.tmp"
-    FileManager.default.createFile(atPath: directory.pathOf(name), contents: Data("x".utf8))
+    _ = FileManager.default.createFile(atPath: directory.pathOf(name), contents: Data("x".utf8))
     #expect(link(directory.pathOf(name), directory.pathOf("elsewhere")) == 0)
     #expect(throws: ProtFSError.self) {
       _ = try TemporaryFile.open(

@@ -134,7 +134,7 @@ import Testing
             try AtomicFile.write(Array("x".utf8), named: "note-\(propagate)", in: DirectoryHandle(path: path))
           }
           do {
-            if propagate, let handedOn { try handedOn.during(write) } else { try write() }
+            if propagate, let handedOn { _ = try handedOn.during(write) } else { _ = try write() }
           } catch {
             failed.withLock { $0 = true }
           }

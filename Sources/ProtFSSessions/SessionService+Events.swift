@@ -119,11 +119,18 @@ extension SessionService {
   /// resume data (their temp files kept, resumable) and it is not relaunched until it opens a
   /// session again. Each such task records `userForceQuitApplication` first, so its completion,
   /// delivered when the app opens the session again, carries the reason and the resume data.
+  ///
+  /// The app's subscriptions end first: the process being killed (it may run a few moments more,
+  /// until the grace after `willTerminate`) gets none of these completions, as on iOS, where the
+  /// app learns of the cancellation only when it is launched again.
   func forceQuitApp(_ bundleID: String) {
-    let sessions = lock.withLock { () -> [HostedSession] in
+    let (sessions, ended) = lock.withLock { () -> ([HostedSession], [SessionSubscriber]) in
       forceQuit.insert(bundleID)
-      return hosted.values.filter { $0.bundleID == bundleID }
+      let sessions = hosted.values.filter { $0.bundleID == bundleID }
+      let ended = sessions.compactMap { subscribers.removeValue(forKey: $0.session.identifier) }
+      return (sessions, ended)
     }
+    for subscriber in ended { ControlSocket.shutDown(subscriber.connection) }
     for hosted in sessions {
       let stopping = hosted.session.allTasks.filter { $0.state == .running || $0.state == .suspended }
       try? store.setCancelledReason(

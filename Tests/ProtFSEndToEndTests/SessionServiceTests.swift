@@ -321,3 +321,54 @@ import Testing
     #expect(FileManager.default.contents(atPath: t.containerPath(app, "Documents/report.pdf")) == Data("report".utf8))
   }
 }
+
+/// `protfs app terminate --user` while the app's session streams its events.
+@Suite(.timeLimit(.minutes(2))) struct SessionServiceForceQuitTests {
+  @Test func theForceQuitAppsSubscriptionEndsBeforeItsTasksAreCancelledAndTheNextOneGetsTheCancellation()
+    async throws
+  {
+    let f = try await SessionServiceFixture()
+    try f.startInProcess()
+    defer { f.stop() }
+    let server = try FaultServer(
+      body: DownloadFixture.bytes(1 << 20), entityTag: "\"q\"", mode: .gateAfter(bytes: 300_000))
+    defer { server.stop() }
+    let client = try f.openClient(launchEvents: false)
+    defer { client.invalidate(cancelling: false) }
+    // The app's subscription, read as its process reads it, until the service ends it or a
+    // completion comes.
+    let connection = try ControlSocket.connect(f.socketName)
+    let request = SessionServiceRequest(.subscribe, session: "\(SessionServiceFixture.app).bg")
+    let line = try JSONEncoder().encode(request) + Data("\n".utf8)
+    #expect(line.withUnsafeBytes { send(connection.rawValue, $0.baseAddress, $0.count, 0) } == line.count)
+    async let streamed = offPool { () -> [SessionEvent] in
+      var events: [SessionEvent] = []
+      while let text = ControlSocket.readLine(connection) {
+        guard let event = try? JSONDecoder().decode(SessionEvent.self, from: Data(text.utf8)) else { continue }
+        events.append(event)
+        if case .completed = event { break }
+      }
+      return events
+    }
+    let task = try client.createDownloadTask(SessionRequest(url: server.url("big.bin")), resumeData: nil)
+    try client.resume(task.id)
+    await f.waitForTemporaryFile(bytes: 300_000)
+
+    try SessionServiceClient.forceQuit(bundleID: SessionServiceFixture.app, socketName: f.socketName)
+    let events = await streamed
+    #expect(events.contains(.queuedEventsDelivered), "\(events)")
+    #expect(!events.contains { if case .completed = $0 { true } else { false } }, "\(events)")
+    await f.waitUntil { (try? f.tasks())?.first?.state == .failed }
+    #expect(try f.tasks().first?.failure?.code == .cancelled)
+
+    // Launched again, the app subscribes and gets the cancellation, with its reason.
+    let log = EventLog()
+    try client.subscribe { log.add($0) }
+    await f.waitUntil { log.completed.contains(task.id) }
+    let snapshot = log.events.withLock { list in
+      list.lazy.compactMap { if case .completed(task.id, let snapshot, _) = $0 { snapshot } else { nil } }.first
+    }
+    #expect(snapshot?.cancelledReason == .userForceQuitApplication, "\(snapshot as Any)")
+    server.openGate()
+  }
+}

@@ -35,7 +35,7 @@ package final class SQLiteDatabase: @unchecked Sendable {
       throw ProtFSError(.io, "Cannot open the task store '\(path)': \(text).", path: path)
     }
     handle = db
-    sqlite3_busy_timeout(db, busyTimeoutMilliseconds)
+    _ = protfs_sqlite3_busy_timeout(db, busyTimeoutMilliseconds)
     // The log is not checkpointed on close (that costs two flushes at the end of every command);
     // it is checkpointed as it grows (every 1,000 pages), and by the next open when it is large.
     _ = protfs_sqlite3_no_checkpoint_on_close(db)
@@ -57,9 +57,9 @@ package final class SQLiteDatabase: @unchecked Sendable {
   private func checkpointLargeLog(busyTimeoutMilliseconds: Int32) {
     var info = stat()
     guard stat(path + "-wal", &info) == 0, Int(info.st_size) > Self.checkpointOnOpenBytes else { return }
-    sqlite3_busy_timeout(handle, 0)
+    _ = protfs_sqlite3_busy_timeout(handle, 0)
     _ = sqlite3_wal_checkpoint_v2(handle, nil, SQLITE_CHECKPOINT_TRUNCATE, nil, nil)
-    sqlite3_busy_timeout(handle, busyTimeoutMilliseconds)
+    _ = protfs_sqlite3_busy_timeout(handle, busyTimeoutMilliseconds)
   }
 
   /// Prepared statements by SQL text, reused across calls (parsing costs more than running the

@@ -200,6 +200,20 @@ struct DownloadsPersistenceTests {
     #expect(all.filter { $0.taskDescription != nil }.count == 40)
   }
 
+  @Test func aWriterWaitsForAnotherConnectionsLockOnlyUntilItsTimeout() throws {
+    let holder = try SQLiteDatabase(path: fixture.storePath)
+    try holder.execute("CREATE TABLE IF NOT EXISTS notes(text)")
+    try holder.execute("BEGIN IMMEDIATE")
+    let waiter = try SQLiteDatabase(path: fixture.storePath, busyTimeoutMilliseconds: 50)
+    #expect(throws: ProtFSError.self) { try waiter.execute("INSERT INTO notes VALUES ('waited')") }
+    try holder.execute("COMMIT")
+    try waiter.execute("INSERT INTO notes VALUES ('waited')")
+    let count = try waiter.transaction { connection throws(ProtFSError) in
+      try connection.query("SELECT count(*) FROM notes")
+    }
+    #expect(count.first?.first == .integer(1))
+  }
+
   @Test func aLargeLogLeftByEarlierProcessesIsCheckpointedByTheNextOpen() throws {
     let path = fixture.storePath
     do {

@@ -227,15 +227,7 @@ import Testing
       if daemon.isRunning { kill(daemon.processIdentifier, SIGKILL) }
     }
     let reader = errors.fileHandleForReading
-    let said = await offPool { () -> String in
-      var said = Data()
-      while !String(decoding: said, as: UTF8.self).contains("\n") {
-        let chunk = reader.availableData
-        if chunk.isEmpty { break }
-        said += chunk
-      }
-      return String(decoding: said, as: UTF8.self)
-    }
+    let said = await offPool { String(decoding: reader.read(until: "\n"), as: UTF8.self) }
     #expect(said.hasPrefix("Serving "), "\(said)")
     #expect(FileManager.default.fileExists(atPath: mountpoint + "/" + MountedDevice.bundle + "/Documents"))
     kill(daemon.processIdentifier, SIGTERM)

@@ -20,13 +20,8 @@ import Testing
     let reader = output.fileHandleForReading
     let writer = input.fileHandleForWriting
     let screen = await offPool { () -> Data in
-      var screen = Data()
       // The prompt turns echo off with TCSAFLUSH, which drops what was typed before it: wait for it.
-      while !String(decoding: screen, as: UTF8.self).contains("Passcode: ") {
-        let chunk = reader.availableData
-        if chunk.isEmpty { break }
-        screen += chunk
-      }
+      var screen = reader.read(until: "Passcode: ")
       writer.write(Data((typed + "\n").utf8))
       screen += reader.readDataToEndOfFile()
       process.waitUntilExit()

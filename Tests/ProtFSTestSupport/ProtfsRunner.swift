@@ -76,15 +76,8 @@ public enum Protfs {
     process.standardError = FileHandle.nullDevice
     try process.start()
     let reader = output.fileHandleForReading
-    let reported = await offPool { () -> Bool in
-      var buffered = Data()
-      while !String(decoding: buffered, as: UTF8.self).contains("\"written\":\(bytes)") {
-        let chunk = reader.availableData
-        if chunk.isEmpty { return false }
-        buffered += chunk
-      }
-      return true
-    }
+    let progress = "\"written\":\(bytes)"
+    let reported = await offPool { String(decoding: reader.read(until: progress), as: UTF8.self).contains(progress) }
     return reported ? process : nil
   }
 
@@ -159,5 +152,19 @@ extension Process {
   /// Starting takes milliseconds; the programs still run, and are waited for, side by side.
   public func start() throws {
     try starting.withLock { _ in try run() }
+  }
+}
+
+extension FileHandle {
+  /// Reads (blocking: call it from `offPool`) until what was read contains `text` or the stream
+  /// ends; returns all that was read.
+  public func read(until text: String) -> Data {
+    var read = Data()
+    while !String(decoding: read, as: UTF8.self).contains(text) {
+      let chunk = availableData
+      if chunk.isEmpty { break }
+      read += chunk
+    }
+    return read
   }
 }

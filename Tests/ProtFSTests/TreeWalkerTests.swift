@@ -56,9 +56,7 @@ private struct Recorder: TreeVisitor {
   final class Scratch {
     let path: String
     init() throws {
-      var template = Array((NSTemporaryDirectory() + "/protfs-walker-XXXXXX").utf8CString)
-      guard mkdtemp(&template) != nil else { throw POSIXError(.EIO) }
-      path = String(cString: template)
+      path = try TestDevice.makeTemporaryDirectory(prefix: "protfs-walker")
     }
     deinit { TestDevice.removeTree(path) }
 

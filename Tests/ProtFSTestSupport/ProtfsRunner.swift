@@ -148,7 +148,7 @@ private let starting = Mutex<Void>(())
 
 extension Process {
   /// `run()`, one at a time in this test process: Foundation's `Process.run()` crashed once (a bad
-  /// read while it copied its arguments) when dozens of tests started programs at the same moment.
+  /// memory read in a copy inside it) when dozens of tests started programs at the same moment.
   /// Starting takes milliseconds; the programs still run, and are waited for, side by side.
   public func start() throws {
     try starting.withLock { _ in try run() }

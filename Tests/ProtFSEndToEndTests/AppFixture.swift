@@ -26,6 +26,13 @@ struct AppDevice {
     chmod(protfsForApps, 0o755)
   }
 
+  /// Kills the app (its process group) and its supervisor, whatever state a test left them in, if
+  /// the pids the app's record kept are still this device's processes.
+  func endApp() {
+    if let pid = record()["pid"] as? Int { killIfStill(pid_t(pid), namedBy: root, group: true) }
+    if let pid = record()["supervisorPID"] as? Int { killIfStill(pid_t(pid), namedBy: root) }
+  }
+
   /// Runs `protfs --device ROOT ARGS` and waits.
   func protfs(_ arguments: [String], environment: [String: String] = [:]) async throws -> RunResult {
     try await Protfs.run(["--device", root] + arguments, environment: environment)
@@ -161,9 +168,7 @@ final class RunningApp: @unchecked Sendable {
   /// Ends the app and its supervisor if they still run (a failed test must leave nothing behind).
   func stop() {
     guard process.isRunning else { return }
-    if let pid = device.record()["pid"] as? Int, pid > 0 {
-      kill(-pid_t(pid), SIGKILL)
-    }
+    if let pid = device.record()["pid"] as? Int { killIfStill(pid_t(pid), namedBy: device.root, group: true) }
     kill(process.processIdentifier, SIGKILL)
     process.waitUntilExit()
   }

@@ -247,11 +247,8 @@ import Testing
     let fetch = try await d.protfs(["app", "fetch", AppDevice.bundle], environment: ["PROTFS": d.protfsForApps])
     #expect(fetch.status == 0, "\(fetch)")
     #expect(fetch.stdout.contains("in the background for a fetch"))
-    defer {
-      // Whatever happens, the detached supervisor and its app end with the test.
-      if let pid = d.record()["pid"] as? Int { kill(-pid_t(pid), SIGKILL) }
-      if let pid = d.record()["supervisorPID"] as? Int { kill(pid_t(pid), SIGKILL) }
-    }
+    // Whatever happens, the detached supervisor and its app end with the test.
+    defer { d.endApp() }
     let fetched = await offPool {
       let deadline = Date() + 20
       while Date() < deadline {

@@ -91,7 +91,7 @@ import Testing
       let socket = SessionServiceClient.socketName(device: d.t.device)
       if let pid = SessionServiceClient.ping(socketName: socket) {
         _ = try? Protfs.runBlocking(["--device", d.root, "sessions", "stop"])
-        #expect(!DownloadStore.processIsAlive(pid), "the session service \(pid) is still running")
+        #expect(!isProcess(pid, namedBy: d.root), "the session service \(pid) is still running")
       }
     }
     #expect(start?.0 == #"start: {"value":null,"error":null}"# || start?.0 == #"start: {}"#, "\(app.output)")
@@ -168,11 +168,8 @@ import Testing
       ["app", "launch", AppDevice.bundle, "--background-time", "10s", "--schedule", "terminate@50ms", "--", script])
     #expect(first.status == 0, "\(first)")
     try? FileManager.default.removeItem(atPath: seen + "/events")
-    defer {
-      // Whatever happens, the detached supervisor and its app end with the test.
-      if let pid = d.record()["pid"] as? Int { kill(-pid_t(pid), SIGKILL) }
-      if let pid = d.record()["supervisorPID"] as? Int { kill(pid_t(pid), SIGKILL) }
-    }
+    // Whatever happens, the detached supervisor and its app end with the test.
+    defer { d.endApp() }
     try Self.launcher(d).deliverEvents(of: "s5", to: AppDevice.bundle)
     // Answered, it is suspended (unanswered, it would have been kept running, then killed).
     #expect(await d.waitForState("suspended"))

@@ -29,7 +29,7 @@ final class MountedDevice {
       _ = try? Protfs.runBlocking(["--device", t.root, "unmount", mountpoint])
     }
     if MountRegistry.protfsMountpoints().contains(mountpoint) { umount2(mountpoint, 2 /* MNT_DETACH */) }
-    for record in MountRegistry(device: t.device).records() { kill(record.pid, SIGKILL) }
+    for record in MountRegistry(device: t.device).records() { killIfStill(record.pid, namedBy: t.root) }
   }
 
   var root: String { t.root }

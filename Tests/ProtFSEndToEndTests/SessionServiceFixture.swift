@@ -63,9 +63,9 @@ final class SessionServiceFixture: @unchecked Sendable {
     }
     guard let pid = servicePID else { return }
     _ = try? Protfs.runBlocking(["--device", t.root, "sessions", "stop"])
-    waitUntilBlocking(timeout: 10) { !DownloadStore.processIsAlive(pid) }
-    if DownloadStore.processIsAlive(pid) { kill(pid, SIGKILL) }
-    #expect(!DownloadStore.processIsAlive(pid), "the session service \(pid) is still running")
+    waitUntilBlocking(timeout: 10) { !isProcess(pid, namedBy: t.root) }
+    killIfStill(pid, namedBy: t.root)
+    #expect(!isProcess(pid, namedBy: t.root), "the session service \(pid) is still running")
   }
 
   /// A client of the service's background session `<app>.bg`.
@@ -152,11 +152,10 @@ extension AppDevice {
   /// Ends the app (its process group), its supervisor and the device's session service, whatever
   /// state a test left them in; checks the service is gone.
   func endAppAndSessionService() {
-    if let pid = record()["pid"] as? Int, pid > 0 { kill(-pid_t(pid), SIGKILL) }
-    if let pid = record()["supervisorPID"] as? Int, pid > 0 { kill(pid_t(pid), SIGKILL) }
+    endApp()
     if let pid = SessionServiceClient.ping(socketName: SessionServiceClient.socketName(device: t.device)) {
       _ = try? Protfs.runBlocking(["--device", root, "sessions", "stop"])
-      #expect(!DownloadStore.processIsAlive(pid), "the session service \(pid) is still running")
+      #expect(!isProcess(pid, namedBy: root), "the session service \(pid) is still running")
     }
   }
 }

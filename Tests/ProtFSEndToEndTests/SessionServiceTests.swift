@@ -46,7 +46,7 @@ import Testing
     let pid = try #require(f.servicePID)
     await f.waitForTemporaryFile(bytes: 400_000)
     kill(pid, SIGKILL)
-    await f.waitUntil(timeout: 10) { !DownloadStore.processIsAlive(pid) }
+    await f.waitUntil(timeout: 10) { !isProcess(pid, namedBy: f.t.root) }
     #expect(try f.tasks().first?.state == .running)
   }
 
@@ -296,7 +296,7 @@ import Testing
     defer {
       if let pid = SessionServiceClient.ping(socketName: socket) {
         _ = try? Protfs.runBlocking(["--device", t.root, "sessions", "stop"])
-        #expect(!DownloadStore.processIsAlive(pid), "the session service \(pid) is still running")
+        #expect(!isProcess(pid, namedBy: t.root), "the session service \(pid) is still running")
       }
     }
     let server = try NginxServer()

@@ -126,11 +126,8 @@ import Testing
     #expect(await d.waitForState("notRunning"), "\(d.record())")
     let fetch = try await d.protfs(["app", "fetch", AppDevice.bundle])
     #expect(fetch.status == 0, "\(fetch)")
-    defer {
-      // Whatever happens, the detached supervisor and its app end with the test.
-      if let pid = d.record()["pid"] as? Int { kill(-pid_t(pid), SIGKILL) }
-      if let pid = d.record()["supervisorPID"] as? Int { kill(pid_t(pid), SIGKILL) }
-    }
+    // Whatever happens, the detached supervisor and its app end with the test.
+    defer { d.endApp() }
     let fetched = await offPool {
       let deadline = Date() + 20
       while Date() < deadline {

@@ -168,3 +168,23 @@ extension FileHandle {
     return read
   }
 }
+
+/// Whether process `pid` is still one of a test's: its command line or its environment names
+/// `marker` (the test device's root, which every protfs command run on that device, and every app
+/// it launches, carries).
+public func isProcess(_ pid: pid_t, namedBy marker: String) -> Bool {
+  guard pid > 0 else { return false }
+  return ["cmdline", "environ"].contains { file in
+    FileManager.default.contents(atPath: "/proc/\(pid)/\(file)").map {
+      String(decoding: $0, as: UTF8.self).contains(marker)
+    } ?? false
+  }
+}
+
+/// Kills `pid` (with `group`, its process group) if it is still one of a test's
+/// (`isProcess(_:namedBy:)`). A pid that a record kept may belong to another test's process by
+/// the time a cleanup reads it: pids wrap at 32,768 on this machine, and the suite starts thousands.
+public func killIfStill(_ pid: pid_t, namedBy marker: String, group: Bool = false) {
+  guard isProcess(pid, namedBy: marker) else { return }
+  kill(group ? -pid : pid, SIGKILL)
+}

@@ -184,14 +184,16 @@ package final class DownloadFinisher: @unchecked Sendable {
       errno: failure)
   }
 
-  /// Persists the outcomes in one transaction, then wakes waiters and reports events.
+  /// Persists the outcomes in one transaction, queues the delegate's completions, then wakes
+  /// waiters and reports events: a waiter that then drains the delegate queue has seen its task's
+  /// `didCompleteWithError`.
   package func deliver(_ outcomes: [Outcome]) {
     core.persistSettled(outcomes.map(\.record))
+    core.notifyCompleted(outcomes.filter(\.notifyDelegate).map { ($0.task, $0.error) })
     for outcome in outcomes {
       outcome.waiters.wake()
       if let event = outcome.event { core.notify(event) }
     }
-    core.notifyCompleted(outcomes.filter(\.notifyDelegate).map { ($0.task, $0.error) })
   }
 
   /// The outcome of moving `task` to `state`, with the event and delegate call it brings.

@@ -13,7 +13,7 @@ package final class DownloadSessionCore: @unchecked Sendable {
   package let configuration: DownloadSessionConfiguration
   package let store: DownloadStore
   /// This session object's claim on its tasks in the store.
-  package let owner = "\(getpid())-\(UUID().uuidString)"
+  package let owner = DownloadStore.makeOwner()
   package let tasks = Mutex<[Int64: DownloadTask]>([:])
   package let invalidated = Mutex<Bool>(false)
   package let continuation: AsyncStream<DownloadEvent>.Continuation

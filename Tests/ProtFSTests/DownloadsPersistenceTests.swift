@@ -274,6 +274,28 @@ struct DownloadsPersistenceTests {
     #expect(throws: ProtFSError.self) { try other.request(.cancel, task: 999) }
   }
 
+  @Test func aTaskWhoseOwnersPidAnotherProcessNowHoldsIsReattached() throws {
+    let first = try DownloadSession(configuration: fixture.configuration())
+    let task = try first.downloadTask(with: URL(string: "http://127.0.0.1:9/a.bin")!)
+    first.invalidate()
+    let store = try DownloadStore(path: fixture.storePath)
+    let database = try SQLiteDatabase(path: fixture.storePath)
+    func claim(by owner: String) throws {
+      try database.execute("UPDATE tasks SET owner = '\(owner)', owner_pid = \(getpid()) WHERE id = \(task.id)")
+    }
+    // A claim by this (live) process as it is now, and one written before claims named a start time.
+    try claim(by: DownloadStore.makeOwner())
+    #expect(try store.isOwnedByLiveSession(task: task.id))
+    try claim(by: "\(getpid())-\(UUID().uuidString)")
+    #expect(try store.isOwnedByLiveSession(task: task.id))
+    // A session that died, whose pid this process now holds: it started at another time.
+    try claim(by: "\(getpid())-t1-\(UUID().uuidString)")
+    #expect(try !store.isOwnedByLiveSession(task: task.id))
+    let second = try DownloadSession(configuration: fixture.configuration())
+    defer { second.invalidate() }
+    #expect(second.task(id: task.id) != nil)
+  }
+
   @Test func requestLeftForAnUnownedTaskIsAppliedOnReattach() async throws {
     let first = try DownloadSession(configuration: fixture.configuration())
     let task = try first.downloadTask(with: URL(string: "http://127.0.0.1:9/a.bin")!)

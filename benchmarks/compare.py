@@ -1,8 +1,9 @@
 #!/usr/bin/env python3
 """Runs commands side by side, alternating, and prints medians, ratios and peak RSS.
 
-usage: compare.py --runs N --name NAME -- CMD ... [--name NAME -- CMD ...]
+usage: compare.py --runs N [--before SHELL-COMMAND] --name NAME -- CMD ... [--name NAME -- CMD ...]
 The first command is the one measured; every ratio is its median over the peer's median.
+--before runs (untimed, through sh) before every run, warm-ups included.
 """
 import os
 import resource
@@ -13,10 +14,12 @@ import time
 
 
 def parse(argv):
-    runs, commands, i = 5, [], 0
+    runs, before, commands, i = 5, None, [], 0
     while i < len(argv):
         if argv[i] == "--runs":
             runs = int(argv[i + 1]); i += 2
+        elif argv[i] == "--before":
+            before = argv[i + 1]; i += 2
         elif argv[i] == "--name":
             name = argv[i + 1]; assert argv[i + 2] == "--"; i += 3
             cmd = []
@@ -25,10 +28,12 @@ def parse(argv):
             commands.append((name, cmd))
         else:
             sys.exit(f"compare.py: unexpected {argv[i]!r}")
-    return runs, commands
+    return runs, before, commands
 
 
-def run_once(cmd):
+def run_once(cmd, before=None):
+    if before is not None:
+        subprocess.run(["sh", "-c", before], check=True)
     start = time.perf_counter()
     pid = os.fork()
     if pid == 0:
@@ -43,14 +48,14 @@ def run_once(cmd):
 
 
 def main():
-    runs, commands = parse(sys.argv[1:])
+    runs, before, commands = parse(sys.argv[1:])
     times = {name: [] for name, _ in commands}
     rss = {name: 0 for name, _ in commands}
     for name, cmd in commands:  # one warm-up each, not counted
-        run_once(cmd)
+        run_once(cmd, before)
     for _ in range(runs):
         for name, cmd in commands:
-            elapsed, maxrss = run_once(cmd)
+            elapsed, maxrss = run_once(cmd, before)
             times[name].append(elapsed)
             rss[name] = max(rss[name], maxrss)
     first = commands[0][0]

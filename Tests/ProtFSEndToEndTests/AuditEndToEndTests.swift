@@ -13,7 +13,7 @@ struct AuditEndToEndTests {
     let scratch = AuditScratch()
     defer { withExtendedLifetime(scratch) {} }
     let device = Device(root: scratch.path + "/device")
-    let result = try await runProtfs(["--device", device.root, "init", app])
+    let result = try await Protfs.run(["--device", device.root, "init", app])
     #expect(result.status == 0, "\(result.stderr)")
     return (scratch, device)
   }
@@ -27,7 +27,7 @@ struct AuditEndToEndTests {
   @Test func aCleanDeviceExitsZero() async throws {
     let (scratch, device) = try await makeDevice()
     defer { withExtendedLifetime(scratch) {} }
-    let result = try await runProtfs(["audit"], environment: ["PROTFS_DEVICE": device.root])
+    let result = try await Protfs.run(["audit"], environment: ["PROTFS_DEVICE": device.root])
     #expect(result.status == 0, "\(result.stderr)")
     #expect(result.stdout == "0 errors, 0 warnings, 0 notes in 1 container (6 items).\n")
     #expect(result.stderr.isEmpty)
@@ -37,7 +37,7 @@ struct AuditEndToEndTests {
     let (scratch, device) = try await makeDevice()
     defer { withExtendedLifetime(scratch) {} }
     try device.writeFile(app, "Documents/open.txt", class: ProtectionClass.none)
-    let result = try await runProtfs(["--device", device.root, "audit"])
+    let result = try await Protfs.run(["--device", device.root, "audit"])
     #expect(result.status == 1)
     #expect(result.stdout.contains("  error   DP004  Documents/open.txt: The class is none (own)"))
   }
@@ -46,16 +46,16 @@ struct AuditEndToEndTests {
     let (scratch, device) = try await makeDevice()
     defer { withExtendedLifetime(scratch) {} }
     try device.writeFile(app, "Documents/world", class: .complete, mode: 0o644)  // a warning only
-    #expect(try await runProtfs(["--device", device.root, "audit"]).status == 0)
-    #expect(try await runProtfs(["--device", device.root, "audit", "--fail-on", "warning"]).status == 1)
-    #expect(try await runProtfs(["--device", device.root, "audit", "--fail-on=note"]).status == 1)
-    let bad = try await runProtfs(["--device", device.root, "audit", "--fail-on", "warn"])
+    #expect(try await Protfs.run(["--device", device.root, "audit"]).status == 0)
+    #expect(try await Protfs.run(["--device", device.root, "audit", "--fail-on", "warning"]).status == 1)
+    #expect(try await Protfs.run(["--device", device.root, "audit", "--fail-on=note"]).status == 1)
+    let bad = try await Protfs.run(["--device", device.root, "audit", "--fail-on", "warn"])
     #expect(bad.status == 64)
     #expect(bad.stderr.contains("Did you mean 'warning'?"))
   }
 
   @Test func anUnknownFormatIsAUsageError() async throws {
-    let result = try await runProtfs(["audit", "--format", "sarf"])
+    let result = try await Protfs.run(["audit", "--format", "sarf"])
     #expect(result.status == 64)
     #expect(result.stderr.hasPrefix("Error: 'sarf' is not a valid value for '--format'"))
     #expect(result.stderr.contains("Did you mean 'sarif'?"))
@@ -72,7 +72,7 @@ struct AuditEndToEndTests {
     try FileManager.default.createSymbolicLink(
       atPath: device.containerPath(app, "Documents/out"), withDestinationPath: "/etc")
     let report = scratch.path + "/audit.sarif"
-    let result = try await runProtfs(["--device", device.root, "audit", "--format", "sarif", "--output", report])
+    let result = try await Protfs.run(["--device", device.root, "audit", "--format", "sarif", "--output", report])
     #expect(result.status == 1)
     #expect(result.stdout.isEmpty, "--output keeps standard output empty")
     let script = """
@@ -99,7 +99,7 @@ struct AuditEndToEndTests {
       for row in sorted(csv.DictReader(open(out)), key=lambda r: r["Location"]):
           print(row["Tool"], row["Severity"], row["Code"], row["Location"])
       """
-    let consumer = try await runProcess("/usr/bin/env", ["python3", "-c", script, report])
+    let consumer = try await Protfs.runProgram("/usr/bin/env", ["python3", "-c", script, report])
     #expect(consumer.status == 0, "sarif-tools could not read the report: \(consumer.stdout) \(consumer.stderr)")
     // sarif-tools says what it writes; the rows are the lines printed above, one per finding.
     let rows = consumer.stdout.split(separator: "\n").map(String.init).filter { !$0.hasPrefix("Writing ") }
@@ -114,7 +114,7 @@ struct AuditEndToEndTests {
     defer { withExtendedLifetime(scratch) {} }
     try device.writeFile(app, "Documents/open.txt", class: ProtectionClass.none)
     let report = scratch.path + "/audit.xml"
-    let result = try await runProtfs(["--device", device.root, "audit", "--format", "junit", "--output", report])
+    let result = try await Protfs.run(["--device", device.root, "audit", "--format", "junit", "--output", report])
     #expect(result.status == 1)
     let script = """
       import sys
@@ -130,7 +130,7 @@ struct AuditEndToEndTests {
                   if isinstance(outcome, Failure):
                       print("failure", case.name, outcome.type, outcome.message)
       """
-    let consumer = try await runProcess("/usr/bin/env", ["python3", "-c", script, report])
+    let consumer = try await Protfs.runProgram("/usr/bin/env", ["python3", "-c", script, report])
     #expect(consumer.status == 0, "junitparser could not read the report: \(consumer.stdout) \(consumer.stderr)")
     let lines = consumer.stdout.split(separator: "\n").map(String.init)
     let suite = try #require(lines.first { $0.hasPrefix("suite ") })
@@ -146,12 +146,12 @@ struct AuditEndToEndTests {
     let (scratch, device) = try await makeDevice()
     defer { withExtendedLifetime(scratch) {} }
     try device.writeFile(app, "Documents/open.txt", class: ProtectionClass.none)
-    let json = try await runProtfs(["--device", device.root, "audit", "--format", "json"])
+    let json = try await Protfs.run(["--device", device.root, "audit", "--format", "json"])
     #expect(json.status == 1)
     let object = try JSONSerialization.jsonObject(with: json.stdoutBytes) as? [String: Any]
     let findings = try #require(object?["findings"] as? [[String: Any]])
     #expect(findings.map { $0["path"] as? String } == ["Containers/\(app)/Documents/open.txt"])
-    let junit = try await runProtfs(["--device", device.root, "audit", "--format", "junit"])
+    let junit = try await Protfs.run(["--device", device.root, "audit", "--format", "junit"])
     #expect(junit.status == 1)
     #expect(junit.stdout.hasPrefix("<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n<testsuites"))
     #expect(junit.stdout.contains("<failure type=\"error\""))
@@ -161,7 +161,7 @@ struct AuditEndToEndTests {
     let (scratch, device) = try await makeDevice()
     defer { withExtendedLifetime(scratch) {} }
     try device.writeFile(app, "Documents/open.txt", class: ProtectionClass.none)
-    let result = try await runProtfs(["audit", "--format", "json", device.containerPath(app)])
+    let result = try await Protfs.run(["audit", "--format", "json", device.containerPath(app)])
     let object = try JSONSerialization.jsonObject(with: result.stdoutBytes) as? [String: Any]
     let findings = try #require(object?["findings"] as? [[String: Any]])
     #expect(findings.map { $0["path"] as? String } == ["Documents/open.txt"])
@@ -170,9 +170,9 @@ struct AuditEndToEndTests {
   @Test func severalPathsMakeOneReport() async throws {
     let (scratch, device) = try await makeDevice()
     defer { withExtendedLifetime(scratch) {} }
-    _ = try await runProtfs(["--device", device.root, "init", "com.example.second"])
+    _ = try await Protfs.run(["--device", device.root, "init", "com.example.second"])
     try device.writeFile(app, "Documents/open.txt", class: ProtectionClass.none)
-    let result = try await runProtfs([
+    let result = try await Protfs.run([
       "audit", "--format", "json", device.containerPath(app), device.containerPath("com.example.second"),
     ])
     #expect(result.status == 1)
@@ -187,7 +187,7 @@ struct AuditEndToEndTests {
     let (scratch, device) = try await makeDevice()
     defer { withExtendedLifetime(scratch) {} }
     let policy = try writePolicy(scratch, "bad.policy", "# ok\nrule R1 error \"Documents/**\" >= complet \"why\"\n")
-    let result = try await runProtfs(["--device", device.root, "audit", "--policy", policy])
+    let result = try await Protfs.run(["--device", device.root, "audit", "--policy", policy])
     #expect(result.status == 2)
     #expect(
       result.stderr
@@ -201,7 +201,7 @@ struct AuditEndToEndTests {
     defer { withExtendedLifetime(scratch) {} }
     let policy = try writePolicy(
       scratch, "huge.policy", "rule R1 error \"" + String(repeating: "x", count: 10 << 20) + "\" any \"m\"\n")
-    let result = try await runProtfs(["--device", device.root, "audit", "--policy", policy])
+    let result = try await Protfs.run(["--device", device.root, "audit", "--policy", policy])
     #expect(result.status == 2)
     #expect(result.stderr.contains("\(policy):1:65537: expected a line of at most 65536 bytes"))
     #expect(result.stderr.count < 400)
@@ -211,7 +211,7 @@ struct AuditEndToEndTests {
     let (scratch, device) = try await makeDevice()
     defer { withExtendedLifetime(scratch) {} }
     let policy = try writePolicy(scratch, "w.policy", "rule R1 error \"../Documents\" = complete \"why\"\n")
-    let result = try await runProtfs(["--device", device.root, "audit", "--policy", policy])
+    let result = try await Protfs.run(["--device", device.root, "audit", "--policy", policy])
     #expect(result.status == 0)
     #expect(result.stderr.hasPrefix("\(policy):1:15: warning: the pattern \"../Documents\" can never match"))
   }
@@ -222,19 +222,19 @@ struct AuditEndToEndTests {
     try device.writeFile(app, "Documents/a", class: .completeUntilFirstUserAuthentication)
     let strict = RepositoryLayout.packageRoot + "/Policies/strict.policy"
     let downloads = RepositoryLayout.packageRoot + "/Policies/background-downloads.policy"
-    let result = try await runProtfs([
+    let result = try await Protfs.run([
       "--device", device.root, "audit", "--format", "json", "--policy", strict, "--policy", downloads,
     ])
     #expect(result.status == 1, "\(result.stderr)")
     #expect(result.stdout.contains("\"ruleId\": \"ST004\""))
     let same = try writePolicy(scratch, "dup.policy", "rule ST004 note \"x\" any \"m\"\n")
-    let duplicate = try await runProtfs(["--device", device.root, "audit", "--policy", strict, "--policy", same])
+    let duplicate = try await Protfs.run(["--device", device.root, "audit", "--policy", strict, "--policy", same])
     #expect(duplicate.status == 2)
     #expect(duplicate.stderr.contains("the rule id ST004 is already used at"))
   }
 
   @Test func aMissingPathExitsTwo() async throws {
-    let result = try await runProtfs(["audit", "/nonexistent/protfs-device"])
+    let result = try await Protfs.run(["audit", "/nonexistent/protfs-device"])
     #expect(result.status == 2)
     #expect(result.stderr.hasPrefix("Error: Cannot audit '/nonexistent/protfs-device': no such file or directory"))
   }
@@ -242,7 +242,7 @@ struct AuditEndToEndTests {
   @Test func anUninitialisedDefaultDeviceExitsTwo() async throws {
     let scratch = AuditScratch()
     defer { withExtendedLifetime(scratch) {} }
-    let result = try await runProtfs(["audit"], environment: ["PROTFS_DEVICE": scratch.path + "/none"])
+    let result = try await Protfs.run(["audit"], environment: ["PROTFS_DEVICE": scratch.path + "/none"])
     #expect(result.status == 2)
     #expect(result.stderr.contains("has not been initialised"))
   }
@@ -257,10 +257,10 @@ struct AuditEndToEndTests {
     let arguments = ["--device", device.root, "audit", "--format", "json"]
     let result =
       getuid() == 0
-      ? try await runProcess(
+      ? try await Protfs.runProgram(
         "/usr/bin/setpriv",
         ["--bounding-set=-dac_override,-dac_read_search", RepositoryLayout.protfsBinary] + arguments)
-      : try await runProtfs(arguments)
+      : try await Protfs.run(arguments)
     #expect(result.status == 2, "\(result.stderr)")
     #expect(result.stderr.contains("the audit is incomplete"))
     let object = try JSONSerialization.jsonObject(with: result.stdoutBytes) as? [String: Any]
@@ -278,7 +278,7 @@ struct AuditEndToEndTests {
     try FileManager.default.createSymbolicLink(atPath: documents + "/a", withDestinationPath: "b")
     try FileManager.default.createSymbolicLink(atPath: documents + "/b", withDestinationPath: "a")
     try FileManager.default.createSymbolicLink(atPath: documents + "/self", withDestinationPath: "self/x")
-    let result = try await runProtfs(["--device", device.root, "audit", "--format", "json", "--fail-on", "warning"])
+    let result = try await Protfs.run(["--device", device.root, "audit", "--format", "json", "--fail-on", "warning"])
     #expect(result.status == 1)
     let object = try JSONSerialization.jsonObject(with: result.stdoutBytes) as? [String: Any]
     let loops = (object?["findings"] as? [[String: Any]] ?? []).filter { $0["ruleId"] as? String == "PFS010" }
@@ -296,7 +296,7 @@ struct AuditEndToEndTests {
     }
     close(fd)
     for format in ["text", "json", "sarif", "junit"] {
-      let result = try await runProtfs(["--device", device.root, "audit", "--format", format])
+      let result = try await Protfs.run(["--device", device.root, "audit", "--format", format])
       #expect(result.status == 0, "\(format): \(result.stderr)")
       #expect(String(validating: result.stdoutBytes, as: UTF8.self) != nil, "\(format) output is valid UTF-8")
       #expect(
@@ -311,15 +311,15 @@ struct AuditEndToEndTests {
     defer { withExtendedLifetime(scratch) {} }
     try device.writeFile(app, "Documents/secret", class: .complete)
     try device.writeFile(app, "Documents/notes", class: .completeUntilFirstUserAuthentication)
-    #expect(try await runProtfs(["--device", device.root, "lock"]).status == 0)
+    #expect(try await Protfs.run(["--device", device.root, "lock"]).status == 0)
     #expect(TestDevice.rawAttribute(device.containerPath(app, "Documents/secret"), AttributeName.savedMode) != nil)
-    let locked = try await runProtfs(["--device", device.root, "audit", "--fail-on", "note"])
+    let locked = try await Protfs.run(["--device", device.root, "audit", "--fail-on", "note"])
     #expect(locked.status == 0, "a lock's own saved modes are expected: \(locked.stdout)")
-    #expect(try await runProtfs(["--device", device.root, "unlock"]).status == 0)
-    #expect(try await runProtfs(["--device", device.root, "audit", "--fail-on", "note"]).status == 0)
+    #expect(try await Protfs.run(["--device", device.root, "unlock"]).status == 0)
+    #expect(try await Protfs.run(["--device", device.root, "audit", "--fail-on", "note"]).status == 0)
     // A saved mode an interrupted unlock left behind.
     try device.setAttribute(device.containerPath(app, "Documents/notes"), AttributeName.savedMode, "0600")
-    let leftover = try await runProtfs(["--device", device.root, "audit"])
+    let leftover = try await Protfs.run(["--device", device.root, "audit"])
     #expect(leftover.status == 1)
     #expect(
       leftover.stdout.contains("  error   PFS002  Documents/notes: The item still carries user.protfs.saved-mode")
@@ -337,7 +337,7 @@ struct AuditEndToEndTests {
       </dict></plist>
       """
     let entitlements = try writePolicy(scratch, "app.entitlements", plist)
-    let result = try await runProtfs([
+    let result = try await Protfs.run([
       "--device", device.root, "audit", "--entitlements", entitlements, "--fail-on", "warning",
     ])
     #expect(result.status == 1)

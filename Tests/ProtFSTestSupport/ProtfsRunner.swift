@@ -1,14 +1,17 @@
 import Foundation
 import Synchronization
 
-/// What a run of the `protfs` binary printed and returned.
+/// What a run of a program (the `protfs` binary, most often) printed and returned.
 public struct RunResult: Sendable, CustomStringConvertible {
   /// Exit status (or 128 + signal).
   public var status: Int32
-  /// Everything written to standard output.
-  public var stdout: String
+  /// Everything written to standard output, as bytes (a report is checked as the bytes it is).
+  public var stdoutBytes: Data
   /// Everything written to standard error.
   public var stderr: String
+
+  /// Everything written to standard output, as text.
+  public var stdout: String { String(decoding: stdoutBytes, as: UTF8.self) }
 
   /// Standard output without its final newline.
   public var output: String { stdout.hasSuffix("\n") ? String(stdout.dropLast()) : stdout }
@@ -91,7 +94,8 @@ public enum Protfs {
     return env
   }
 
-  /// Runs any program with captured output, waiting for it off the pool.
+  /// Runs any program with captured output (through files, so that a large report cannot fill a
+  /// pipe and block), waiting for it off the pool.
   @discardableResult
   public static func runProgram(
     _ program: String, _ arguments: [String], environment: [String: String] = [:],
@@ -138,7 +142,7 @@ public enum Protfs {
       process.terminationReason == .uncaughtSignal ? 128 + process.terminationStatus : process.terminationStatus
     return RunResult(
       status: status,
-      stdout: (try? String(contentsOfFile: outPath, encoding: .utf8)) ?? "",
+      stdoutBytes: FileManager.default.contents(atPath: outPath) ?? Data(),
       stderr: (try? String(contentsOfFile: errPath, encoding: .utf8)) ?? "")
   }
 }

@@ -271,18 +271,26 @@ public final class DeviceDownloadFileSystem: DownloadFileSystem {
   /// Writes `directory`'s effective class as the file's own, and hands it to the container's owner
   /// when protfs runs as root.
   public func label(file fd: Int32, for directory: DirectoryHandle) throws(ProtFSError) {
-    try applyLabel(file: fd, status: nil, for: directory)
+    let (value, owner) = try labelling(for: directory)
+    // Its owner and group matter only where it is handed to the container's owner.
+    var status = stat()
+    if owner != nil {
+      _ = try valueOrErrno(.stat) { fstat(fd, &status) }.orThrow("read a new file in", path: directory.path)
+    }
+    try Self.relabel(fd, status: status, value: value, owner: owner, path: directory.path)
   }
 
   /// Labels the file as `label(file:for:)` does, with its owner and group from `status`.
   public func label(file fd: Int32, status: stat, for directory: DirectoryHandle) throws(ProtFSError) {
-    try applyLabel(file: fd, status: status, for: directory)
+    let (value, owner) = try labelling(for: directory)
+    try Self.relabel(fd, status: status, value: value, owner: owner, path: directory.path)
   }
 
   /// Labels a file this process has just made without reading its label (it has none) or its
   /// owner (this process): two calls fewer for each file a download makes.
   public func labelNew(file fd: Int32, for directory: DirectoryHandle) throws(ProtFSError) {
-    try applyLabel(file: fd, status: nil, for: directory, isNew: true)
+    let (value, owner) = try labelling(for: directory)
+    try Self.write(value, owner: owner, to: fd, path: directory.path)
   }
 
   /// Reads what each file in `directory` gets once, and gives it to every file it is handed.
@@ -306,12 +314,13 @@ public final class DeviceDownloadFileSystem: DownloadFileSystem {
     // unlabelled directory needs the walk up its ancestors (one call per file instead of a dozen).
     var protectionClass = try directory.protectionClass()
     if protectionClass == nil { protectionClass = try device.effectiveClass(of: resolved.location).protectionClass }
-    guard runsAsRoot, let container = resolved.container else { return (protectionClass!.attributeValue, nil) }
-    if let known = containerOwners.withLock({ $0[container] }) { return (protectionClass!.attributeValue, known) }
+    let value = protectionClass!.attributeValue
+    guard runsAsRoot, let container = resolved.container else { return (value, nil) }
+    if let known = containerOwners.withLock({ $0[container] }) { return (value, known) }
     let status = try open(container).status()
     let owner = (status.uid, status.gid)
     containerOwners.withLock { $0[container] = owner }
-    return (protectionClass!.attributeValue, owner)
+    return (value, owner)
   }
 
   /// Writes the label `value` to the new file `fd` in the directory at `path`, and hands it to
@@ -325,23 +334,6 @@ public final class DeviceDownloadFileSystem: DownloadFileSystem {
     guard let owner else { return }
     _ = try valueOrErrno(.chown) { fchown(fd, owner.uid, owner.gid) }.orThrow(
       "give the container's owner a new file in", path: path)
-  }
-
-  /// Labels the file; its owner and group come from `known`, or from an `fstat` when that is nil;
-  /// a new file (`isNew`) is neither read nor compared, only written.
-  private func applyLabel(
-    file fd: Int32, status known: stat?, for directory: DirectoryHandle, isNew: Bool = false
-  ) throws(ProtFSError) {
-    let (value, owner) = try labelling(for: directory)
-    if isNew {
-      try Self.write(value, owner: owner, to: fd, path: directory.path)
-      return
-    }
-    var status = known ?? stat()
-    if known == nil, owner != nil {
-      _ = try valueOrErrno(.stat) { fstat(fd, &status) }.orThrow("read a new file in", path: directory.path)
-    }
-    try Self.relabel(fd, status: status, value: value, owner: owner, path: directory.path)
   }
 
   /// Gives the file `fd` (read as `status`) the label `value` unless it has it, and hands it to

@@ -7,16 +7,24 @@ import Testing
   @Test func onlyAProcessNamingTheMarkerIsKilled() async throws {
     let marker = "/tmp/protfs-test-\(UUID().uuidString)/device"
     let another = "/tmp/protfs-test-\(UUID().uuidString)/device"
-    func sleeper(_ environment: [String: String]) throws -> Process {
+    // A shell that says it runs, then waits on its standard input: until a process's exec is done,
+    // /proc shows it with an empty command line and environment (the parent of a spawn may run
+    // again before that), so the check waits for the word, which comes after the exec.
+    func sleeper(_ environment: [String: String]) async throws -> Process {
       let process = Process()
-      process.executableURL = URL(fileURLWithPath: "/bin/sleep")
-      process.arguments = ["60"]
+      process.executableURL = URL(fileURLWithPath: "/bin/sh")
+      process.arguments = ["-c", "echo running; read line"]
       process.environment = environment
+      let output = Pipe()
+      process.standardOutput = output
+      process.standardInput = Pipe()
       try process.start()
+      let said = await offPool { output.fileHandleForReading.read(until: "running\n") }
+      #expect(String(decoding: said, as: UTF8.self) == "running\n")
       return process
     }
-    let ours = try sleeper(["PROTFS_DEVICE": marker])
-    let theirs = try sleeper(["PROTFS_DEVICE": another])
+    let ours = try await sleeper(["PROTFS_DEVICE": marker])
+    let theirs = try await sleeper(["PROTFS_DEVICE": another])
     defer { kill(theirs.processIdentifier, SIGKILL) }
     #expect(isProcess(ours.processIdentifier, namedBy: marker))
     #expect(!isProcess(theirs.processIdentifier, namedBy: marker))

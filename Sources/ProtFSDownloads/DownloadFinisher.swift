@@ -31,8 +31,15 @@ package final class DownloadFinisher: @unchecked Sendable {
 
   package init(core: DownloadSessionCore) { self.core = core }
 
+  /// Starts the finisher's thread (in debug builds, with the starting thread's planned syscall
+  /// failures, as the engine's thread gets them).
   package func start() {
-    let thread = Thread { [self] in run() }
+    #if DEBUG
+      let faults = SyscallFaults.current
+      let thread = Thread { [self] in if let faults { faults.during { run() } } else { run() } }
+    #else
+      let thread = Thread { [self] in run() }
+    #endif
     thread.name = "protfs.download.finisher"
     thread.start()
   }
@@ -70,7 +77,13 @@ package final class DownloadFinisher: @unchecked Sendable {
   private func run() {
     let window = core.configuration.effectiveGroupWindow
     while true {
-      available.wait()
+      // Records the store could not take are written again while nothing else comes.
+      if core.unsaved.withLock({ $0.isEmpty }) {
+        available.wait()
+      } else if available.wait(timeout: .now() + DownloadSessionCore.unsavedRetryInterval) == .timedOut {
+        core.persistSettled([])
+        continue
+      }
       // Group commit: files that finish within the window join this batch's flush and transaction.
       // Only finished transfers wait; a stop, a failure or the end of the session goes at once.
       if window > .zero, isOnlyCompletions() {

@@ -191,6 +191,19 @@ public final class DownloadSession: Sendable {
     return task
   }
 
+  /// The tasks that settled while the store could not record it (a full disk), as they settled,
+  /// with their deliveries queued as the store would queue them; `ids` limits them. The store
+  /// shows them as they were until the session writes them (it keeps trying).
+  package func unsavedSettlements(_ ids: [Int64]? = nil) -> [DownloadTaskRecord] {
+    let records = core.unsaved.withLock { waiting in ids.map { $0.compactMap { waiting[$0] } } ?? Array(waiting.values)
+    }
+    return records.map { record in
+      var queued = record
+      if queued.handsOver && queued.delivery == nil { queued.delivery = .pending }
+      return queued
+    }.sorted { $0.id < $1.id }
+  }
+
   /// Applies the requests other processes left in the store for this session's tasks now, instead
   /// of at the next check: the service does so for the tasks it has just adopted, among them
   /// those a `download --detach` recorded and did not live to hand over.

@@ -54,7 +54,10 @@ package final class DownloadSessionCore: @unchecked Sendable {
       r.attempts = 0
       return true
     }
-    if start { engine.enqueue(task) }
+    guard start else { return }
+    // Running again, it is no longer the settled task the store may not have taken yet.
+    _ = unsaved.withLock { $0.removeValue(forKey: task.id) }
+    engine.enqueue(task)
   }
 
   package func stop(_ task: DownloadTask, _ reason: StopReason) {
@@ -89,10 +92,32 @@ package final class DownloadSessionCore: @unchecked Sendable {
     try? store.update(records)
   }
 
-  /// Writes settled records before their waiters are woken.
+  /// Writes settled records before their waiters are woken. A store that cannot take them (a full
+  /// disk) loses nothing: they wait in `unsaved`, the finisher writes them again (with its next
+  /// batch, and every `unsavedRetryInterval` until the store takes them), and the session service
+  /// delivers them from there meanwhile.
   package func persistSettled(_ records: [DownloadTaskRecord]) {
-    try? store.update(records)
+    let all = unsaved.withLock { waiting -> [DownloadTaskRecord] in
+      guard !waiting.isEmpty else { return records }
+      // A task settled again since (a resumed one) is written as it is now.
+      for record in records { waiting[record.id] = nil }
+      return waiting.values.sorted { $0.id < $1.id } + records
+    }
+    guard !all.isEmpty else { return }
+    // Only the finisher's thread writes settled records (and `invalidate`, once it has ended), so
+    // nothing settles between the update and the bookkeeping.
+    let taken = (try? store.update(all)) != nil
+    unsaved.withLock { waiting in
+      for record in all { waiting[record.id] = taken ? nil : record }
+    }
   }
+
+  /// Settled records the store did not take yet (by task id): the store still shows these tasks
+  /// as they were before they settled.
+  package let unsaved = Mutex<[Int64: DownloadTaskRecord]>([:])
+
+  /// How long the finisher waits before writing `unsaved` records again.
+  package static let unsavedRetryInterval = DispatchTimeInterval.milliseconds(200)
 
   /// Writes one record now, from the engine thread while the task transfers (the finisher does not
   /// touch it then, so this cannot undo a state it wrote).
@@ -178,7 +203,9 @@ package final class DownloadSessionCore: @unchecked Sendable {
       registry.removeAll()
       return values
     }
-    // Settled tasks were stored by the finisher before their waiters woke; the rest keep progress.
+    // Settled tasks were stored by the finisher before their waiters woke (those the store could
+    // not take get a last try); the rest keep progress.
+    persistSettled([])
     persist(all.map(\.record).filter { !$0.state.isSettled })
     try? store.release(owner: owner)
     // Nothing will settle these tasks in this session any more: their waiters get the state as it is.

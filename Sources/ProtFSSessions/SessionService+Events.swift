@@ -44,24 +44,34 @@ extension SessionService {
   /// tasks `ids` only, when given: reading every task of a session with thousands after each
   /// completion made them quadratic): a finished file's location (`didFinishDownloadingTo`),
   /// then the completion.
+  ///
+  /// Tasks that settled while the store could not record it (a full disk) come from the hosted
+  /// session's memory: the app hears how they ended although the store does not show it yet.
   func flushDeliveries(_ identifier: String, only ids: [Int64]? = nil) {
-    guard let subscriber = lock.withLock({ subscribers[identifier] }) else { return }
+    guard
+      let (subscriber, hosted) = lock.withLock({ () -> (SessionSubscriber, HostedSession?)? in
+        subscribers[identifier].map { ($0, hosted[identifier]) }
+      })
+    else { return }
+    let unsaved = hosted?.session.unsavedSettlements(ids).filter(\.awaitsDelivery) ?? []
     let found: [DownloadTaskRecord]?
     if let ids {
       found = (try? store.tasks(ids: ids))?.values.filter {
         $0.sessionIdentifier == identifier && $0.awaitsDelivery
-      }.sorted { $0.id < $1.id }
+      }
     } else {
       found = try? store.pendingDeliveries(session: identifier)
     }
-    guard let pending = found else { return }
+    let unsavedIDs = Set(unsaved.map(\.id))
+    let pending = ((found ?? []).filter { !unsavedIDs.contains($0.id) } + unsaved).sorted { $0.id < $1.id }
     let reasons = pending.isEmpty ? [:] : (try? store.cancelledReasons(session: identifier)) ?? [:]
     for record in pending {
       let fresh = lock.withLock { subscriber.sent.insert(record.id).inserted }
       guard fresh else { continue }
       if let upload = record.upload {
         // The server's answer (`dataTask(_:didReceive:)`), before the completion.
-        if let body = try? store.responseBody(of: record.id), !body.isEmpty {
+        let body = unsavedIDs.contains(record.id) ? record.responseBody : try? store.responseBody(of: record.id)
+        if let body, !body.isEmpty {
           subscriber.send(.receivedData(task: record.id, statusCode: upload.responseStatus ?? 0, body: body))
         }
       } else if let location = record.handedOverPath {
@@ -74,13 +84,41 @@ extension SessionService {
 
   /// Task `id` of session `identifier`'s completion is done with; with `fileOnly`, only its
   /// finished file (`didFinishDownloadingTo` returned; the completion is still to come).
+  ///
+  /// An acknowledgement the store cannot record now (the task's end is not in the store yet, or a
+  /// full disk refuses the write) is kept and recorded by `recordLateAcknowledgements()`: the app
+  /// said it, and a delivery it acknowledged is never sent again.
   func acknowledge(_ id: Int64, fileOnly: Bool = false, session identifier: String, peer: Peer) throws(ProtFSError) {
     try authorize(peer, bundleID: try bundleOf(identifier))
     guard let record = try store.task(id: id), record.sessionIdentifier == identifier else {
       throw ProtFSError(
         .notFound, "The session '\(identifier)' has no task \(id).", remedy: .listTasks)
     }
-    try store.acknowledge(task: id, fileOnly: fileOnly, fileSystem: fileSystem)
+    let hosted = lock.withLock { self.hosted[identifier] }
+    if hosted?.session.unsavedSettlements([id]).isEmpty == false
+      || (try? store.acknowledge(task: id, fileOnly: fileOnly, fileSystem: fileSystem)) == nil
+    {
+      lock.withLock {
+        // A full acknowledgement covers the file's.
+        let earlier = lateAcknowledgements[id]
+        lateAcknowledgements[id] = LateAcknowledgement(
+          session: identifier, fileOnly: fileOnly && earlier?.fileOnly != false)
+      }
+    }
+  }
+
+  /// Records the acknowledgements the store could not take when they came, once it can (the
+  /// idle watch calls this on every tick).
+  func recordLateAcknowledgements() {
+    let waiting = lock.withLock { lateAcknowledgements }
+    for (id, late) in waiting.sorted(by: { $0.key < $1.key }) {
+      let hosted = lock.withLock { self.hosted[late.session] }
+      guard hosted?.session.unsavedSettlements([id]).isEmpty != false else { continue }
+      guard (try? store.acknowledge(task: id, fileOnly: late.fileOnly, fileSystem: fileSystem)) != nil else { return }
+      lock.withLock {
+        if lateAcknowledgements[id] == late { lateAcknowledgements[id] = nil }
+      }
+    }
   }
 
   /// Tells session `identifier`'s app its events wait, when its tasks are all finished, some

@@ -42,6 +42,8 @@ public final class SessionService: @unchecked Sendable {
   var stopped = false
   var forceQuit: Set<String> = []
   var launchNotified: Set<String> = []
+  /// Acknowledgements the store could not record when they came, by task.
+  var lateAcknowledgements: [Int64: LateAcknowledgement] = [:]
   private var listener: FileDescriptor?
 
   /// A service for `device`; `run()` starts it.
@@ -162,11 +164,15 @@ public final class SessionService: @unchecked Sendable {
         Thread.sleep(forTimeInterval: step)
         let (done, quiet) = lock.withLock { () -> (Bool, Bool) in
           if stopped { return (true, false) }
-          let busy = connections > 0 || hosted.values.contains { $0.hasUnfinishedTasks }
+          // What the store could not take yet would be lost with the process.
+          let busy =
+            connections > 0 || !lateAcknowledgements.isEmpty
+            || hosted.values.contains { $0.hasUnfinishedTasks || !$0.session.unsavedSettlements().isEmpty }
           if busy { lastActivity = Date() }
           return (false, !busy && Date().timeIntervalSince(lastActivity) >= idleExit)
         }
         if done { return }
+        recordLateAcknowledgements()
         if quiet {
           stop()
           return
@@ -176,6 +182,14 @@ public final class SessionService: @unchecked Sendable {
     thread.name = "protfs.sessions.idle"
     thread.start()
   }
+}
+
+/// An app's acknowledgement of a task's delivery that waits for the store.
+struct LateAcknowledgement: Equatable {
+  /// The task's session.
+  var session: String
+  /// Whether only the finished file was acknowledged (`didFinishDownloadingTo` returned).
+  var fileOnly: Bool
 }
 
 /// The process at the other end of a connection (SO_PEERCRED).

@@ -146,10 +146,76 @@ import Testing
     try client.acknowledge(next.id)
   }
 
-  /// A fresh directory with a 2 MiB tmpfs mounted on it.
-  static func mountSmallDisk() async throws -> String {
+  /// The store is full when the transfer ends (its own 1 MiB tmpfs at `.protfs`, the container on
+  /// the test's disk, and the log checkpointed away before the disk fills, so no write of the store
+  /// finds room): the app still hears how its task ended, and the store records it once there is
+  /// space again.
+  @Test func aTaskWhoseEndTheFullStoreCannotRecordIsDeliveredAndRecordedOnceThereIsSpace() async throws {
+    let f = try await SessionServiceFixture()
+    // The device's state (the store among it) moves onto a 1 MiB tmpfs of its own.
+    let state = f.t.path(".protfs")
+    let small = try await Self.mountSmallDisk(size: "1m")
+    defer { Self.unmount(small) }
+    let copied = try await Protfs.runProgram("/bin/cp", ["-a", state + "/.", small])
+    try #require(copied.status == 0, "\(copied)")
+    let moved = try await Protfs.runProgram("/bin/mount", ["--move", small, state])
+    try #require(moved.status == 0, "\(moved)")
+    defer { Self.unmount(state) }
+    try f.startInProcess()
+    defer { f.stop() }
+    let body = DownloadFixture.bytes(256 << 10)
+    let server = try FaultServer(body: body, entityTag: "\"s1\"", mode: .gateAfter(bytes: 64 << 10))
+    defer { server.stop() }
+    let client = try f.openClient(launchEvents: false)
+    defer { client.invalidate(cancelling: false) }
+    let log = EventLog()
+    try client.subscribe { log.add($0) }
+    let task = try client.createDownloadTask(SessionRequest(url: server.url("kept.bin")), resumeData: nil)
+    try client.resume(task.id)
+    await f.waitUntil { ((try? f.tasks())?.first?.bytesReceived ?? 0) > 0 }
+
+    // The log is folded into the database, so that every later write of the store needs new space.
+    let checkpoint = try await Protfs.runProgram(
+      "/usr/bin/sqlite3", ["-cmd", ".timeout 10000", f.t.device.downloadStorePath, "PRAGMA wal_checkpoint(TRUNCATE);"])
+    #expect(checkpoint.stdout == "0|0|0\n", "\(checkpoint)")
+    let filler = state + "/filler"
+    let filled = try await Protfs.runProgram("/bin/dd", ["if=/dev/zero", "of=" + filler, "bs=4096"])
+    #expect(filled.stderr.contains("No space left on device"), "\(filled)")
+    server.openGate()
+
+    // The transfer ended well: the app hears so, and gets the file, while the store cannot say it.
+    await f.waitUntil { log.completed.contains(task.id) }
+    let location = try #require(log.location(of: task.id), "\(log.events.withLock { $0 })")
+    #expect(FileManager.default.contents(atPath: location) == Data(body))
+    let error = log.events.withLock { list in
+      list.lazy.compactMap { if case .completed(task.id, _, let error) = $0 { error } else { nil } }.first
+    }
+    #expect(error == nil, "\(error as Any)")
+    #expect(try f.tasks().first?.state == .running, "the store had room for the task's end")
+    // The app's acknowledgement is taken too, and recorded later.
+    try client.acknowledge(task.id)
+
+    unlink(filler)
+    await f.waitUntil { (try? f.tasks())?.first?.delivery == .delivered }
+    let recorded = try #require(try f.tasks().first)
+    #expect(recorded.state == .completed && recorded.bytesReceived == Int64(body.count), "\(recorded)")
+    #expect(recorded.delivery == .delivered, "\(recorded)")
+    // Delivered once: a new subscription is sent nothing of it.
+    let again = try f.openClient(launchEvents: false)
+    defer { again.invalidate(cancelling: false) }
+    let later = EventLog()
+    try again.subscribe { later.add($0) }
+    await f.waitUntil {
+      later.events.withLock { $0.contains { if case .queuedEventsDelivered = $0 { true } else { false } } }
+    }
+    #expect(later.completed.isEmpty, "\(later.events.withLock { $0 })")
+    #expect(f.servicePID == getpid())
+  }
+
+  /// A fresh directory with a tmpfs of `size` (2 MiB by default) mounted on it.
+  static func mountSmallDisk(size: String = "2m") async throws -> String {
     let mountPoint = try TestDevice.makeTemporaryDirectory(prefix: "protfs-full-disk")
-    let mounted = try await Protfs.runProgram("/bin/mount", ["-t", "tmpfs", "-o", "size=2m", "none", mountPoint])
+    let mounted = try await Protfs.runProgram("/bin/mount", ["-t", "tmpfs", "-o", "size=" + size, "none", mountPoint])
     guard mounted.status == 0 else {
       rmdir(mountPoint)
       throw ProtFSError(.io, "Cannot mount a tmpfs on '\(mountPoint)': \(mounted.stderr)")

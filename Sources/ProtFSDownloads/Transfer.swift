@@ -266,13 +266,15 @@ package final class Transfer: @unchecked Sendable {
     let fd = file.rawValue
     var written = 0
     while written < staged {
-      let result = pwrite(fd, staging.baseAddress! + written, staged - written, off_t(flushed + Int64(written)))
-      if result < 0 {
-        if errno == EINTR { continue }
-        writeErrno = errno
+      let result = valueOrErrno(.write) {
+        pwrite(fd, staging.baseAddress! + written, staged - written, off_t(flushed + Int64(written)))
+      }
+      switch result {
+      case .success(let count): written += count
+      case .failure(let error):
+        writeErrno = error.rawValue
         return false
       }
-      written += result
     }
     if writesBehind && staged == staging.count {
       _ = Kernel.startWriteback(fd, offset: flushed, length: Int64(staged))

@@ -21,7 +21,7 @@
   ///
   /// Release builds compile none of this, and `valueOrErrno` ignores the name there.
   package final class SyscallFaults: Sendable {
-    /// The errnos still to inject, per call, the next one first.
+    /// The errnos still to inject, per call, the next one first (0: let that call through).
     private let planned = Mutex<[Syscall: [Int32]]>([:])
     /// How many failures were injected, per call.
     private let injected = Mutex<[Syscall: Int]>([:])
@@ -34,8 +34,14 @@
       planned.withLock { $0[call, default: []] += Array(repeating: errno, count: times) }
     }
 
+    /// Lets the next `times` calls of `call` through (after anything planned before), so that a
+    /// failure planned after them reaches a later call.
+    package func pass(_ call: Syscall, times: Int) {
+      planned.withLock { $0[call, default: []] += Array(repeating: 0, count: times) }
+    }
+
     /// How many failures planned for `call` were not injected yet.
-    package func remaining(_ call: Syscall) -> Int { planned.withLock { $0[call]?.count ?? 0 } }
+    package func remaining(_ call: Syscall) -> Int { planned.withLock { $0[call]?.count { $0 != 0 } ?? 0 } }
 
     /// How many failures were injected into `call`.
     package func injectedCount(_ call: Syscall) -> Int { injected.withLock { $0[call] ?? 0 } }
@@ -62,7 +68,8 @@
         planned[call] = queue
         return next
       }
-      if errno != nil { faults.injected.withLock { $0[call, default: 0] += 1 } }
+      guard let errno, errno != 0 else { return nil }
+      faults.injected.withLock { $0[call, default: 0] += 1 }
       return errno
     }
 

@@ -99,6 +99,29 @@ public final class AppSupervisor: @unchecked Sendable {
     ]
   }
 
+  /// Records the launch before the app's process exists: the supervisor (this process, with its
+  /// start time) is what names the app's processes to the system services, so a request the app
+  /// makes at once, before `start`, is already answered as the app's. Call it right before the app
+  /// is started; `abandon()` undoes it when it could not be.
+  public func prepare() throws(ProtFSError) {
+    let prepared = queue.sync { () -> AppRecord in
+      record.state = .active
+      record.pid = nil
+      record.supervisor = .current
+      return record
+    }
+    try store.write(prepared)
+  }
+
+  /// Records that the prepared launch did not start the app.
+  public func abandon() {
+    queue.sync {
+      record.state = .notRunning
+      record.supervisor = nil
+      save()
+    }
+  }
+
   /// Takes charge of the started app `pid` (the leader of its process group), which reads events
   /// from the other end of `events`. Returns at once; `waitForExit` returns its exit status.
   public func start(pid: pid_t, events: FileDescriptor) throws(ProtFSError) {
@@ -108,7 +131,7 @@ public final class AppSupervisor: @unchecked Sendable {
       self.events = events
       record.state = .active
       record.pid = pid
-      record.supervisorPID = getpid()
+      record.supervisor = .current
     }
     let first = queue.sync { record }
     try store.write(first)
@@ -329,7 +352,7 @@ public final class AppSupervisor: @unchecked Sendable {
     status = code
     record.state = .notRunning
     record.pid = nil
-    record.supervisorPID = nil
+    record.supervisor = nil
     record.tasks = []
     record.backgroundSince = nil
     record.lastExitStatus = code

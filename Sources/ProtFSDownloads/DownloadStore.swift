@@ -412,20 +412,12 @@ public final class DownloadStore: Sendable {
     }
   }
 
-  /// Whether process `pid` exists and is not a zombie: a process killed but not yet reaped by its
-  /// parent still answers `kill(pid, 0)`, yet will never touch its tasks again.
-  package static func processIsAlive(_ pid: pid_t) -> Bool {
-    guard kill(pid, 0) == 0 || errno == EPERM else { return false }
-    guard let fields = statFields(pid) else { return true }
-    return fields.first != "Z" && fields.first != "X"
-  }
-
   /// A session's claim on its tasks: its process, that process's start time (so that another
   /// process given the same pid later is not taken for it) and a random part (so that two sessions
   /// of one process differ): "PID-tSTART-UUID".
   package static func makeOwner() -> String {
     let pid = getpid()
-    return "\(pid)-t\(startTime(of: pid) ?? 0)-\(UUID().uuidString)"
+    return "\(pid)-t\(ProcessIdentity.startTime(of: pid) ?? 0)-\(UUID().uuidString)"
   }
 
   /// Whether the session `owner` of process `pid` may still be at work: the process lives and, when
@@ -433,27 +425,11 @@ public final class DownloadStore: Sendable {
   /// reused (they wrap at 32,768 on many machines): a task whose owner died is claimable even
   /// while an unrelated process holds the pid.
   package static func ownerIsAlive(_ owner: String, pid: pid_t) -> Bool {
-    guard processIsAlive(pid) else { return false }
+    guard ProcessIdentity.isRunning(pid) else { return false }
     let parts = owner.split(separator: "-", maxSplits: 2)
     guard parts.count == 3, parts[1].first == "t", let recorded = UInt64(parts[1].dropFirst()), recorded != 0,
-      let current = startTime(of: pid)
+      let current = ProcessIdentity.startTime(of: pid)
     else { return true }
     return recorded == current
-  }
-
-  /// When process `pid` started, in clock ticks since boot (field 22 of /proc/PID/stat); nil when
-  /// it cannot be read.
-  static func startTime(of pid: pid_t) -> UInt64? {
-    guard let fields = statFields(pid), fields.count > 19 else { return nil }
-    return UInt64(fields[19])
-  }
-
-  /// The fields of /proc/PID/stat after "pid (comm)", from the state on (comm may hold spaces and
-  /// parentheses, so they follow its last ')').
-  private static func statFields(_ pid: pid_t) -> [Substring]? {
-    guard let stat = try? String(contentsOfFile: "/proc/\(pid)/stat", encoding: .utf8),
-      let close = stat.lastIndex(of: ")")
-    else { return nil }
-    return stat[stat.index(after: close)...].split(separator: " ")
   }
 }

@@ -189,26 +189,21 @@ extension SessionService {
     }
   }
 
-  /// The running app of which `peer` is the process or a descendant, if any.
+  /// The running app of which `peer` is a process: a descendant of the app's live supervisor
+  /// (every process below `protfs app launch` is the app's; the supervisor itself is root's). The
+  /// supervisor is known by its pid and start time, recorded before the app starts, so the app's
+  /// first request finds its record, and a record whose supervisor is gone (or whose pid another
+  /// process now has) names nobody.
   func appOf(_ peer: Peer) throws(ProtFSError) -> AppRecord? {
-    let running = try AppStore(device: device).records().filter { $0.state != .notRunning && $0.pid != nil }
+    let running = try AppStore(device: device).records().filter(\.isSupervised)
     guard !running.isEmpty else { return nil }
     var pid = peer.pid
     for _ in 0..<64 where pid > 1 {
-      if let app = running.first(where: { $0.pid == pid }) { return app }
-      guard let parent = Self.parent(of: pid) else { return nil }
+      guard let parent = ProcessIdentity.parent(of: pid) else { return nil }
+      if let app = running.first(where: { $0.supervisorPID == parent }) { return app }
       pid = parent
     }
     return nil
-  }
-
-  /// The parent of `pid`, from /proc/PID/stat ("pid (comm) S ppid …").
-  static func parent(of pid: pid_t) -> pid_t? {
-    guard let stat = try? String(contentsOfFile: "/proc/\(pid)/stat", encoding: .utf8),
-      let close = stat.lastIndex(of: ")")
-    else { return nil }
-    let fields = stat[stat.index(after: close)...].split(separator: " ")
-    return fields.count > 1 ? pid_t(fields[1]) : nil
   }
 }
 

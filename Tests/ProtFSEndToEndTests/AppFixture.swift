@@ -66,10 +66,11 @@ struct AppDevice {
     }
   }
 
-  /// Starts `protfs app launch BUNDLE OPTIONS -- CMD`.
-  func launch(_ options: [String], _ command: [String]) throws -> RunningApp {
+  /// Starts `protfs app launch BUNDLE OPTIONS -- CMD`, with `environment` added to this process's.
+  func launch(_ options: [String], _ command: [String], environment: [String: String] = [:]) throws -> RunningApp {
     try RunningApp(
-      device: self, arguments: ["--device", root, "app", "launch", Self.bundle] + options + ["--"] + command)
+      device: self, arguments: ["--device", root, "app", "launch", Self.bundle] + options + ["--"] + command,
+      environment: environment)
   }
 
   /// Polls the app's record until its state is `state` (the record is the only place it shows), at
@@ -100,13 +101,14 @@ final class RunningApp: @unchecked Sendable {
   private var lines: [(String, Date)] = []
   private var ended = false
 
-  init(device: AppDevice, arguments: [String]) throws {
+  init(device: AppDevice, arguments: [String], environment added: [String: String] = [:]) throws {
     self.device = device
     process.executableURL = URL(fileURLWithPath: Protfs.binary)
     process.arguments = arguments
     var environment = ProcessInfo.processInfo.environment
     environment["PROTFS_DEVICE"] = nil
     environment["PROTFS"] = device.protfsForApps
+    environment.merge(added) { $1 }
     process.environment = environment
     let output = Pipe()
     process.standardOutput = output

@@ -53,6 +53,9 @@ public struct AppRecord: Codable, Sendable, Equatable {
   public var pid: Int32?
   /// The supervising `protfs app launch`, while it runs.
   public var supervisorPID: Int32?
+  /// When the supervisor started (clock ticks since boot), so that a later process given its pid
+  /// is not taken for it; nil in records written before it was kept.
+  public var supervisorStartTime: UInt64?
   /// The background tasks it holds.
   public var tasks: [Task] = []
   /// The background budget in seconds.
@@ -74,6 +77,19 @@ public struct AppRecord: Codable, Sendable, Equatable {
     self.state = .notRunning
     self.backgroundTime = backgroundTime
   }
+
+  /// The supervising process, when the record names one with its start time.
+  public var supervisor: ProcessIdentity? {
+    get { supervisorPID.flatMap { pid in supervisorStartTime.map { ProcessIdentity(pid: pid, startTime: $0) } } }
+    set {
+      supervisorPID = newValue?.pid
+      supervisorStartTime = newValue?.startTime
+    }
+  }
+
+  /// Whether the app runs under a supervisor that is still alive: a record whose supervisor died
+  /// (kill -9, or a pid reused since) describes nobody, whatever its state says.
+  public var isSupervised: Bool { state != .notRunning && supervisor?.isAlive == true }
 
   /// Seconds of background time left at `now`; nil (infinite) in the foreground.
   public func timeRemaining(now: Date = Date()) -> Double? {

@@ -145,10 +145,10 @@ package enum AppStatusCommand {
     let entries = records.map { record -> Entry in
       var record = record
       // A supervisor that died without its last word (kill -9) leaves a stale "running" record.
-      if let supervisor = record.supervisorPID, kill(supervisor, 0) != 0, errno == ESRCH {
+      if record.state != .notRunning, !record.isSupervised {
         record.state = .notRunning
         record.pid = nil
-        record.supervisorPID = nil
+        record.supervisor = nil
         record.tasks = []
       }
       return Entry(

@@ -111,11 +111,21 @@ package enum AppLaunchCommand {
     environment[AppEnvironment.sessionsSocket] = sessionsSocket
     // The app's FileManager (ProtFSKit) and helper commands find the device it was launched on.
     environment["PROTFS_DEVICE"] = device.root
+    try supervisor.prepare()
     let spawned = Result {
       try spawn(command, device: device, events: readEnd.rawValue, environment: environment)
     }
     readEnd.close()
-    let pid = try spawned.get()
+    let pid: pid_t
+    do {
+      pid = try spawned.get()
+    } catch {
+      supervisor.abandon()
+      throw error
+    }
+    #if DEBUG
+      holdForTests()
+    #endif
     try supervisor.start(pid: pid, events: writeEnd)
     // Signals to protfs go to the whole app; the app is in its own group, away from the terminal's.
     var forwarders: [any DispatchSourceSignal] = []
@@ -147,6 +157,20 @@ package enum AppLaunchCommand {
     }
     return supervisor.waitForExit() ?? 1
   }
+
+  #if DEBUG
+    /// Debug builds: with `PROTFS_DEBUG_HOLD_LAUNCH` naming a FIFO, waits between starting the app
+    /// and writing its record until the test that opened the FIFO closes it, so that a test can
+    /// have the app act first.
+    private static func holdForTests() {
+      guard let fifo = ProcessInfo.processInfo.environment["PROTFS_DEBUG_HOLD_LAUNCH"] else { return }
+      let fd = open(fifo, O_RDONLY | O_CLOEXEC)
+      guard fd >= 0 else { return }
+      var byte: UInt8 = 0
+      while read(fd, &byte, 1) > 0 {}
+      close(fd)
+    }
+  #endif
 
   /// Passes the device's lock and unlock on to the app while it runs.
   private static func watchProtectedData(_ events: AsyncStream<ProtectedDataEvent>?, _ supervisor: AppSupervisor)

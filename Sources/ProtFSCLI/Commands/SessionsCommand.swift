@@ -88,7 +88,7 @@ package enum SessionsCommand {
     try SessionServiceClient.stop(socketName: name)
     // The reply comes before the process ends: wait for it to go (the socket closes with it).
     let deadline = Date().addingTimeInterval(10)
-    while DownloadStore.processIsAlive(pid), Date() < deadline { usleep(10_000) }
+    while ProcessIdentity.isRunning(pid), Date() < deadline { usleep(10_000) }
     Console.out("Stopped the session service (pid \(pid)).")
     return 0
   }
@@ -178,7 +178,7 @@ package enum SessionServiceStarter {
       try SessionServiceClient.waitUntilListening(name, timeout: 10)
     } catch {
       // A child that lost the race to bind exits; one that answers nothing in 10 s is not kept.
-      if DownloadStore.processIsAlive(child) { kill(child, SIGTERM) }
+      if ProcessIdentity.isRunning(child) { kill(child, SIGTERM) }
       var status: Int32 = 0
       waitpid(child, &status, WNOHANG)
       throw ProtFSError(

@@ -1,0 +1,67 @@
+import Foundation
+
+/// A process as the kernel knows it at one moment: its pid and the time it started (field 22 of
+/// `/proc/PID/stat`, clock ticks since boot). Pids are reused (they wrap at 32,768 on many
+/// machines); a pid and its start time together never are, so an identity kept in a record names
+/// that process and no later one.
+public struct ProcessIdentity: Codable, Sendable, Hashable, CustomStringConvertible {
+  /// The process id.
+  public var pid: pid_t
+  /// When it started, in clock ticks since boot.
+  public var startTime: UInt64
+
+  /// An identity as recorded.
+  public init(pid: pid_t, startTime: UInt64) {
+    self.pid = pid
+    self.startTime = startTime
+  }
+
+  /// The identity of the process that has `pid` now; nil when there is none (or it is a zombie).
+  public init?(pid: pid_t) {
+    guard pid > 0, let fields = Self.statFields(pid), fields.count > 19, fields[0] != "Z", fields[0] != "X",
+      let start = UInt64(fields[19])
+    else { return nil }
+    self.init(pid: pid, startTime: start)
+  }
+
+  /// This process.
+  public static var current: ProcessIdentity {
+    // Our own /proc entry is always there.
+    ProcessIdentity(pid: getpid()) ?? ProcessIdentity(pid: getpid(), startTime: 0)
+  }
+
+  /// Whether this process still runs: its pid is taken by a live process that started when it did.
+  public var isAlive: Bool { ProcessIdentity(pid: pid) == self }
+
+  /// The parent of the process that has `pid` now (field 4 of `/proc/PID/stat`).
+  public static func parent(of pid: pid_t) -> pid_t? {
+    guard let fields = statFields(pid), fields.count > 1 else { return nil }
+    return pid_t(fields[1])
+  }
+
+  /// When the process that has `pid` now started; nil when it cannot be read.
+  public static func startTime(of pid: pid_t) -> UInt64? {
+    guard let fields = statFields(pid), fields.count > 19 else { return nil }
+    return UInt64(fields[19])
+  }
+
+  /// Whether a process has `pid` and is not a zombie: a process killed but not yet reaped by its
+  /// parent still answers `kill(pid, 0)`, yet will never act again.
+  public static func isRunning(_ pid: pid_t) -> Bool {
+    guard kill(pid, 0) == 0 || errno == EPERM else { return false }
+    guard let fields = statFields(pid) else { return true }
+    return fields.first != "Z" && fields.first != "X"
+  }
+
+  /// "PID (started at TICKS)".
+  public var description: String { "\(pid) (started at \(startTime))" }
+
+  /// The fields of /proc/PID/stat after "pid (comm)", from the state on (comm may hold spaces and
+  /// parentheses, so they follow its last ')').
+  private static func statFields(_ pid: pid_t) -> [Substring]? {
+    guard let data = FileManager.default.contents(atPath: "/proc/\(pid)/stat") else { return nil }
+    let stat = String(decoding: data, as: UTF8.self)
+    guard let close = stat.lastIndex(of: ")") else { return nil }
+    return stat[stat.index(after: close)...].split(separator: " ")
+  }
+}

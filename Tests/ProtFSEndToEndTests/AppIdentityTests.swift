@@ -1,0 +1,57 @@
+import Foundation
+import ProtFS
+import ProtFSSessions
+import ProtFSSystem
+import ProtFSTestSupport
+import Testing
+
+/// How the system services know an app's processes (docs/semantics.md §11): by descent from the
+/// app's live supervisor, recorded before the app starts.
+@Suite(.serialized, .timeLimit(.minutes(2))) struct AppIdentityTests {
+  /// A client of a service's socket written as any program would talk to it: one JSON line out,
+  /// one back (Python, so that it is nothing of protfs's).
+  static let client = """
+    import socket, sys
+    connection = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    connection.connect("\\0" + sys.argv[1])
+    connection.sendall(sys.argv[2].encode() + b"\\n")
+    reply = b""
+    while not reply.endswith(b"\\n"):
+        chunk = connection.recv(65536)
+        if not chunk:
+            break
+        reply += chunk
+    print("reply: " + reply.decode().strip(), flush=True)
+    """
+
+  /// The JSON line of `request`.
+  static func line(_ request: SessionServiceRequest) throws -> String {
+    String(decoding: try JSONEncoder().encode(request), as: UTF8.self)
+  }
+
+  @Test func anAppThatOpensItsSessionBeforeItsProcessIsRecordedIsServedAsTheApp() async throws {
+    let d = try AppDevice()
+    defer { d.remove() }
+    defer { d.endAppAndSessionService() }
+    #expect(try await d.protfs(["sessions", "start"]).status == 0)
+    let client = try d.script("client.py", Self.client)
+    let app = try d.script("first-thing.sh", "#!/bin/sh\nexec /usr/bin/python3 \"$@\"\n")
+    var open = SessionServiceRequest(.openSession, session: "\(AppDevice.bundle).race")
+    open.configuration = SessionConfiguration(identifier: "\(AppDevice.bundle).race")
+    let socket = SessionServiceClient.socketName(device: d.t.device)
+    // The supervisor waits, between starting the app and writing the app's pid in its record,
+    // until this test closes the FIFO: the app's first request comes before that record.
+    let hold = d.scripts + "/hold"
+    #expect(mkfifo(hold, 0o600) == 0)
+    let running = try d.launch(
+      [], [app, client, socket, try Self.line(open)], environment: ["PROTFS_DEBUG_HOLD_LAUNCH": hold])
+    defer { running.stop() }
+    let writer = try #require(await offPool { () -> Int32 in Glibc.open(hold, O_WRONLY | O_CLOEXEC) }, "the hold")
+    let reply = await running.line(containing: "reply: ")
+    #expect(d.record()["pid"] == nil, "the record named the app's process already: \(d.record())")
+    close(writer)
+    let answer = try #require(reply?.0, "\(running.output)")
+    #expect(answer == "reply: {}", "\(answer)")
+    #expect(await running.exit().0 == 0)
+  }
+}

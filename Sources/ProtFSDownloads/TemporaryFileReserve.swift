@@ -43,14 +43,22 @@ package final class TemporaryFileReserve: Sendable {
   /// How long a made file may wait, in nanoseconds.
   private let freshness: UInt64
   private let state = Mutex(State())
-  /// Files made ahead and taken by a transfer, and those closed without.
+  /// Files made ahead and taken by a transfer, those closed without because they waited longer
+  /// than `freshness`, and those closed without for another reason.
   private let used = Atomic(0)
+  private let expired = Atomic(0)
   private let unused = Atomic(0)
 
   /// How many files made ahead went to a transfer so far.
   package var taken: Int { used.load(ordering: .relaxed) }
   /// How many files were made ahead in vain so far: closed stale, for another directory, or idle.
-  package var discarded: Int { unused.load(ordering: .relaxed) }
+  package var discarded: Int { stale + unneeded }
+  /// How many of those were closed stale: how many depends on how the threads were scheduled (a
+  /// file waits longer on a busy machine), not on how many were made.
+  package var stale: Int { expired.load(ordering: .relaxed) }
+  /// How many were closed for another directory or when the engine went idle: made beyond what
+  /// the transfers took.
+  package var unneeded: Int { unused.load(ordering: .relaxed) }
 
   package init(capacity: Int, freshness: Duration) {
     self.capacity = capacity
@@ -63,11 +71,12 @@ package final class TemporaryFileReserve: Sendable {
   /// when there is none. Either way `directory` becomes the one files are made in from now on.
   package func take(in directory: DirectoryHandle, path: String) -> FileDescriptor? {
     let now = Monotonic.coarse
+    var elsewhere: [FileDescriptor] = []
     var stale: [FileDescriptor] = []
     let file = state.withLock { s -> FileDescriptor? in
       s.asked += 1
       if s.directory !== directory {
-        stale = s.ready.map(\.file)
+        elsewhere = s.ready.map(\.file)
         s.ready.removeAll()
         s.directory = directory
         s.path = path
@@ -78,7 +87,8 @@ package final class TemporaryFileReserve: Sendable {
       }
       return nil
     }
-    discard(stale)
+    discard(elsewhere)
+    discard(stale, stale: true)
     if file != nil { used.add(1, ordering: .relaxed) }
     return file
   }
@@ -141,9 +151,9 @@ package final class TemporaryFileReserve: Sendable {
     discard(files)
   }
 
-  private func discard(_ files: [FileDescriptor]) {
+  private func discard(_ files: [FileDescriptor], stale: Bool = false) {
     guard !files.isEmpty else { return }
     for file in files { file.close() }
-    unused.add(files.count, ordering: .relaxed)
+    if stale { expired.add(files.count, ordering: .relaxed) } else { unused.add(files.count, ordering: .relaxed) }
   }
 }

@@ -144,7 +144,7 @@ public enum AppEnvironment {
 public enum AppClient {
   /// Sends `request` to the supervisor listening on `@socketName`; throws `.notFound` when none does.
   public static func send(_ request: AppRequest, to socketName: String) throws(ProtFSError) -> AppReply {
-    let connection = try ControlSocket.connect(socketName)
+    let connection = try ControlSocket.connect(socketName, servers: AppUser.trustedServices)
     defer { connection.close() }
     guard let data = try? JSONEncoder().encode(request),
       ControlSocket.writeLine(connection, String(decoding: data, as: UTF8.self)),

@@ -1,6 +1,7 @@
 import Foundation
 import ProtFS
 import ProtFSSystem
+import Synchronization
 
 /// Runs one app's life (docs/semantics.md §8): keeps its record, sends its events, suspends,
 /// resumes and kills it on time, and answers the commands that reach it through its socket.
@@ -75,6 +76,13 @@ public final class AppSupervisor: @unchecked Sendable {
     do {
       listener = try ControlSocket.listen(socketName)
     } catch  where error.code == .alreadyExists || error.errno == EADDRINUSE {
+      if let holder = ControlSocket.holder(of: socketName), !AppUser.trustedServices.contains(holder.uid) {
+        throw ProtFSError(
+          .permissionDenied,
+          "The app \(bundleID) cannot be launched: its supervisor's socket '@\(socketName)' is held by process \(holder.pid) of user \(holder.uid), which is not a protfs supervisor.",
+          path: "@" + socketName, errno: EADDRINUSE,
+          remedy: .advice("end process \(holder.pid), then launch the app again"))
+      }
       throw ProtFSError(
         .alreadyExists, "The app \(bundleID) is already running.",
         remedy: .advice("terminate it first, or bring it to the foreground"))
@@ -387,33 +395,79 @@ public final class AppSupervisor: @unchecked Sendable {
 
   // MARK: - The socket
 
+  /// The most connections the app user may hold open to this supervisor at once.
+  public static let connectionsPerAppUser = 32
+  /// Open connections by the peer's user.
+  private let openConnections = Mutex<[uid_t: Int]>([:])
+
   private func serve() {
-    while let (connection, uid, _) = ControlSocket.accept(listener) {
+    while let (connection, peer) = ControlSocket.accept(listener) {
+      // Checked before the peer gets a thread: whoever may not talk to the app is answered at once.
+      if let refusal = admit(peer) {
+        ControlSocket.refuse(connection, line: Self.line(.refused(refusal)))
+        continue
+      }
       Thread { [self] in
-        defer { connection.close() }
-        var timeout = timeval(tv_sec: 5, tv_usec: 0)
-        _ = setsockopt(connection.rawValue, SOL_SOCKET, SO_RCVTIMEO, &timeout, socklen_t(MemoryLayout<timeval>.size))
+        defer {
+          connection.close()
+          openConnections.withLock { $0[peer.uid, default: 1] -= 1 }
+        }
+        ControlSocket.limitWaits(connection)
         let reply: AppReply
-        if !controllers.contains(uid) && !appUsers.contains(uid) {
-          reply = .refused("User \(uid) may not control the app \(bundleID).")
-        } else if let line = ControlSocket.readLine(connection),
+        if let line = ControlSocket.readLine(connection),
           let request = try? JSONDecoder().decode(AppRequest.self, from: Data(line.utf8))
         {
-          if controllers.contains(uid) || request.isTheAppsOwn {
+          if controllers.contains(peer.uid) || request.isTheAppsOwn {
             reply = perform(request)
           } else {
             reply = .refused(
-              "An app cannot ask for \(request.kind.rawValue) itself (user \(uid) is the app's): the system and the user decide that."
+              "An app cannot ask for \(request.kind.rawValue) itself (user \(peer.uid) is the app's): the system and the user decide that."
             )
           }
         } else {
           reply = .refused("The request is not valid.")
         }
-        if let data = try? JSONEncoder().encode(reply) {
-          ControlSocket.writeLine(connection, String(decoding: data, as: UTF8.self))
-        }
+        ControlSocket.writeLine(connection, Self.line(reply))
       }.start()
     }
     listener.close()
+  }
+
+  /// Counts `peer`'s connection in, or says why it is refused: root and the supervisor's own user
+  /// control the app; the app user speaks for it only from one of the app's own processes (below
+  /// this supervisor: another app, which runs as the same user, may not), with at most
+  /// `connectionsPerAppUser` connections open.
+  private func admit(_ peer: PeerCredentials) -> String? {
+    if !controllers.contains(peer.uid) {
+      guard appUsers.contains(peer.uid) else { return "User \(peer.uid) may not control the app \(bundleID)." }
+      guard Self.descends(peer.pid, from: getpid()), peer.isStillConnectedProcess else {
+        return
+          "Process \(peer.pid) is not one of the app \(bundleID)'s; only the app itself, root and its user may speak to its supervisor."
+      }
+    }
+    return openConnections.withLock { counts -> String? in
+      if !controllers.contains(peer.uid), counts[peer.uid, default: 0] >= Self.connectionsPerAppUser {
+        return
+          "The app \(bundleID) holds \(Self.connectionsPerAppUser) connections to its supervisor already; close one first."
+      }
+      counts[peer.uid, default: 0] += 1
+      return nil
+    }
+  }
+
+  /// Whether process `pid` is a descendant of process `ancestor`.
+  static func descends(_ pid: pid_t, from ancestor: pid_t) -> Bool {
+    var current = pid
+    for _ in 0..<64 where current > 1 {
+      guard let parent = ProcessIdentity.parent(of: current) else { return false }
+      if parent == ancestor { return true }
+      current = parent
+    }
+    return false
+  }
+
+  /// `reply` as a JSON line's text.
+  private static func line(_ reply: AppReply) -> String {
+    (try? JSONEncoder().encode(reply)).map { String(decoding: $0, as: UTF8.self) } ?? #"{"error":"internal"}"#
   }
 }

@@ -10,7 +10,21 @@ extension SessionService {
   /// on which later lines are acknowledgements (answered by nothing).
   func serve(_ connection: FileDescriptor, peer: Peer) {
     var subscribed: String?
-    while let request = SessionWire.receive(SessionServiceRequest.self, on: connection) {
+    while let line = ControlSocket.readLine(connection) {
+      // A line that is no request gets one answer saying so, and the connection ends: a client
+      // that sends garbage is not one to go on reading.
+      let request: SessionServiceRequest
+      do {
+        request = try JSONDecoder().decode(SessionServiceRequest.self, from: Data(line.utf8))
+      } catch {
+        let reply = SessionServiceReply(
+          error: ProtFSError(
+            .invalidArgument,
+            "The session service cannot read the request: \(SessionWire.problem(error)); it takes one JSON object a line."
+          ))
+        if subscribed == nil { SessionWire.send(reply, on: connection) }
+        break
+      }
       if let session = subscribed {
         if request.kind == .acknowledge, let id = request.task {
           try? acknowledge(id, fileOnly: request.fileOnly == true, session: session, peer: peer)
@@ -24,6 +38,8 @@ extension SessionService {
         reply.error = error
       }
       if request.kind == .subscribe, reply.error == nil, let session = request.session {
+        // A subscription speaks only to acknowledge: its reads wait as long as it lasts.
+        ControlSocket.limitWaits(connection, reads: false)
         SessionWire.send(reply, on: connection)
         subscribed = session
         subscribe(session, connection: connection)

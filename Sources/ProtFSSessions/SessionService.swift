@@ -38,6 +38,8 @@ public final class SessionService: @unchecked Sendable {
   var hosted: [String: HostedSession] = [:]
   var subscribers: [String: SessionSubscriber] = [:]
   var connections = 0
+  /// Open connections by the peer's user.
+  var connectionsByUser: [uid_t: Int] = [:]
   var lastActivity = Date()
   var stopped = false
   var forceQuit: Set<String> = []
@@ -65,6 +67,13 @@ public final class SessionService: @unchecked Sendable {
     do {
       socket = try ControlSocket.listen(socketName)
     } catch  where error.errno == EADDRINUSE {
+      if let holder = ControlSocket.holder(of: socketName), !AppUser.trustedServices.contains(holder.uid) {
+        throw ProtFSError(
+          .permissionDenied,
+          "The session service of '\(device.root)' cannot listen: its socket '@\(socketName)' is held by process \(holder.pid) of user \(holder.uid), which is not a protfs service.",
+          path: "@" + socketName, errno: EADDRINUSE,
+          remedy: .advice("end process \(holder.pid), then start the service again"))
+      }
       throw ProtFSError(
         .alreadyExists, "The session service of '\(device.root)' already runs.", path: "@" + socketName,
         remedy: .restartSessionService)
@@ -76,20 +85,26 @@ public final class SessionService: @unchecked Sendable {
     restore()
     ready()
     startIdleWatch()
-    while let (connection, uid, pid) = ControlSocket.accept(socket) {
+    while let (connection, peer) = ControlSocket.accept(socket) {
       if lock.withLock({ stopped }) {
         connection.close()
         break
       }
-      lock.withLock {
-        connections += 1
-        lastActivity = Date()
+      // Checked before the peer gets a thread or a buffer: a user the service serves nothing is
+      // told so and let go at once, and the app user's connections are capped.
+      if let refusal = admit(peer) {
+        let reply = SessionServiceReply(error: ProtFSError(.permissionDenied, refusal, errno: EPERM))
+        ControlSocket.refuse(connection, line: SessionWire.line(reply))
+        continue
       }
       let thread = Thread { [self] in
-        serve(connection, peer: Peer(uid: uid, pid: pid))
+        ControlSocket.limitWaits(connection)
+        serve(connection, peer: peer)
         connection.close()
         lock.withLock {
           connections -= 1
+          connectionsByUser[peer.uid, default: 1] -= 1
+          if connectionsByUser[peer.uid] == 0 { connectionsByUser[peer.uid] = nil }
           lastActivity = Date()
         }
       }
@@ -97,6 +112,32 @@ public final class SessionService: @unchecked Sendable {
       thread.start()
     }
     shutdown()
+  }
+
+  /// The most connections the app user may hold open at once (every app's sessions, their
+  /// subscriptions and helper commands together); root and the service's own user are not counted.
+  public static let connectionsPerAppUser = 64
+
+  /// Counts `peer`'s connection in, or says why it is refused: root and the service's own user
+  /// may always talk to it, the app user (its apps) up to `connectionsPerAppUser` connections,
+  /// anyone else not at all.
+  private func admit(_ peer: PeerCredentials) -> String? {
+    lock.withLock { () -> String? in
+      let trusted = peer.uid == 0 || peer.uid == geteuid()
+      if !trusted {
+        guard peer.uid == AppUser.standard.uid else {
+          return "User \(peer.uid) may not use the session service of '\(device.root)': only root and its apps may."
+        }
+        guard connectionsByUser[peer.uid, default: 0] < Self.connectionsPerAppUser else {
+          return
+            "The apps of user \(peer.uid) hold \(Self.connectionsPerAppUser) connections to the session service already; close one first."
+        }
+      }
+      connections += 1
+      connectionsByUser[peer.uid, default: 0] += 1
+      lastActivity = Date()
+      return nil
+    }
   }
 
   /// Ends the service: no new connection is taken, transfers stop (their tasks stay in the store
@@ -192,13 +233,8 @@ struct LateAcknowledgement: Equatable {
   var fileOnly: Bool
 }
 
-/// The process at the other end of a connection (SO_PEERCRED).
-struct Peer {
-  /// Its user.
-  var uid: uid_t
-  /// Its process.
-  var pid: pid_t
-}
+/// The process at the other end of a connection.
+typealias Peer = PeerCredentials
 
 /// What the store keeps of a service session: the app's configuration and, for sessions of
 /// `download --detach`, the directory its tasks were made for.
@@ -267,13 +303,23 @@ final class SessionSubscriber: @unchecked Sendable {
   let connection: FileDescriptor
   /// Tasks whose completion this subscriber was sent (each at most once).
   var sent: Set<Int64> = []
-  /// Serialises writes.
+  /// Serialises writes; guards `broken`.
   let writeLock = NSLock()
+  /// Set once a write failed: nothing more is sent.
+  private var broken = false
 
   init(connection: FileDescriptor) { self.connection = connection }
 
-  /// Writes `event` as a JSON line.
+  /// Writes `event` as a JSON line. A subscriber that stops reading (its writes wait out
+  /// `ControlSocket.peerTimeout`) is let go: its connection is shut down, and its session's next
+  /// subscription gets what it missed from the store.
   func send(_ event: SessionEvent) {
-    writeLock.withLock { _ = SessionWire.send(event, on: connection) }
+    writeLock.withLock {
+      guard !broken else { return }
+      if !SessionWire.send(event, on: connection) {
+        broken = true
+        ControlSocket.shutDown(connection)
+      }
+    }
   }
 }

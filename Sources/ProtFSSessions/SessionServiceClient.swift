@@ -107,16 +107,38 @@ public final class SessionServiceClient: SessionBackend, Sendable {
     let deadline = Date().addingTimeInterval(timeout)
     var pause = 0.005
     while true {
-      if (try? SessionWire.call(SessionServiceRequest(.ping), socketName: socketName)) != nil { return }
+      if ping(socketName: socketName) != nil { return }
+      if let squatter = untrustedHolder(of: socketName) { throw squatter }
       guard Date() < deadline else { throw notRunning(socketName) }
       Thread.sleep(forTimeInterval: pause)
       pause = min(pause * 2, 0.2)
     }
   }
 
+  /// The error for a process that is not a protfs service holding `socketName`, if one does:
+  /// anyone may bind an abstract name first, and clients believe no answer of such a process.
+  public static func untrustedHolder(of socketName: String) -> ProtFSError? {
+    guard let holder = ControlSocket.holder(of: socketName), !AppUser.trustedServices.contains(holder.uid) else {
+      return nil
+    }
+    return ProtFSError(
+      .permissionDenied,
+      "The session service's socket '@\(socketName)' is held by process \(holder.pid) of user \(holder.uid), which is not a protfs service; protfs does not talk to it.",
+      path: "@" + socketName, errno: EPERM, remedy: .advice("end process \(holder.pid), then start the service again"))
+  }
+
   /// The pid of the service at `socketName`, nil when none answers.
+  ///
+  /// The answer counts only from a service of a user clients believe, and only when the pid it
+  /// claims is the one the kernel gives for the process that answered.
   public static func ping(socketName: String) -> Int32? {
-    (try? SessionWire.call(SessionServiceRequest(.ping), socketName: socketName))?.pid
+    guard let connection = try? ControlSocket.connect(socketName, servers: AppUser.trustedServices) else { return nil }
+    defer { connection.close() }
+    guard let server = PeerCredentials(of: connection),
+      let reply = try? SessionWire.exchange(SessionServiceRequest(.ping), on: connection, socketName: socketName),
+      reply.pid == server.pid
+    else { return nil }
+    return reply.pid
   }
 
   private func call(
@@ -170,7 +192,7 @@ public final class SessionServiceClient: SessionBackend, Sendable {
 
   /// Streams the session's events to `handler` on a thread of its own, queued completions first.
   public func subscribe(_ handler: @escaping @Sendable (SessionEvent) -> Void) throws(ProtFSError) {
-    let connection = try ControlSocket.connect(socketName)
+    let connection = try ControlSocket.connect(socketName, servers: AppUser.trustedServices)
     do {
       _ = try SessionWire.exchange(
         SessionServiceRequest(.subscribe, session: identifier), on: connection, socketName: socketName)

@@ -95,6 +95,11 @@ public struct SessionServiceReply: Sendable, Codable, Equatable {
 
 /// JSON lines on a connection, both ways.
 enum SessionWire {
+  /// `value` as a JSON line's text (without the newline).
+  static func line<T: Encodable>(_ value: T) -> String {
+    String(decoding: (try? JSONEncoder().encode(value)) ?? Data("{}".utf8), as: UTF8.self)
+  }
+
   /// Writes `value` as one line.
   @discardableResult
   static func send<T: Encodable>(_ value: T, on connection: FileDescriptor) -> Bool {
@@ -113,6 +118,17 @@ enum SessionWire {
     return true
   }
 
+  /// A decoding error in a few words, for a reply (never the line itself, which may be huge).
+  static func problem(_ error: any Error) -> String {
+    switch error as? DecodingError {
+    case .dataCorrupted: return "it is not JSON"
+    case .keyNotFound(let key, _): return "it has no '\(key.stringValue)'"
+    case .typeMismatch(_, let context), .valueNotFound(_, let context):
+      return "a wrong value at '\(context.codingPath.map(\.stringValue).joined(separator: "."))'"
+    default: return "it is not a request"
+    }
+  }
+
   /// Reads one line as `T`; nil at the end of the connection or for a line that is not one.
   static func receive<T: Decodable>(_ type: T.Type, on connection: FileDescriptor) -> T? {
     guard let line = ControlSocket.readLine(connection) else { return nil }
@@ -122,7 +138,7 @@ enum SessionWire {
   /// Sends `request` on a new connection to `@socketName` and returns the reply's content, throwing
   /// its error.
   static func call(_ request: SessionServiceRequest, socketName: String) throws(ProtFSError) -> SessionServiceReply {
-    let connection = try ControlSocket.connect(socketName)
+    let connection = try ControlSocket.connect(socketName, servers: AppUser.trustedServices)
     defer { connection.close() }
     return try exchange(request, on: connection, socketName: socketName)
   }

@@ -1,3 +1,4 @@
+import CProtFSSys
 import Foundation
 
 /// A Unix stream socket in the abstract namespace that carries one JSON line each way per
@@ -46,29 +47,69 @@ public enum ControlSocket {
     return socket
   }
 
-  /// Accepts the next connection; returns it with the peer's user id, or nil once `listener` was shut down.
-  public static func accept(_ listener: FileDescriptor) -> (FileDescriptor, uid_t, pid_t)? {
+  /// Accepts the next connection; returns it with its peer's credentials, or nil once `listener`
+  /// was shut down.
+  ///
+  /// A service must not die of load: when the process or the system is out of descriptors or
+  /// memory (`EMFILE`, `ENFILE`, `ENOBUFS`, `ENOMEM`) it waits a little, longer each time (1 ms
+  /// up to 100 ms), and goes on; a connection that went away before it was taken is skipped.
+  public static func accept(_ listener: FileDescriptor) -> (FileDescriptor, PeerCredentials)? {
+    var backoff: useconds_t = 1_000
     while true {
-      switch valueOrErrno(.accept, { Foundation.accept(listener.rawValue, nil, nil) }) {
+      switch valueOrErrno(.accept, { protfs_accept_cloexec(listener.rawValue) }) {
       case .success(let fd):
+        backoff = 1_000
         let connection = FileDescriptor(owning: fd)
-        _ = fcntl(fd, F_SETFD, FD_CLOEXEC)
-        // struct ucred (pid, uid, gid), which Glibc shows Swift only under _GNU_SOURCE.
-        var credentials = [Int32](repeating: -1, count: 3)
-        var size = socklen_t(MemoryLayout<Int32>.size * 3)
-        let asked = credentials.withUnsafeMutableBytes { raw in
-          valueOrErrno(.getsockopt) { getsockopt(fd, SOL_SOCKET, SO_PEERCRED, raw.baseAddress, &size) }
-        }
-        guard case .success = asked else { continue }
-        return (connection, uid_t(bitPattern: credentials[1]), credentials[0])
-      case .failure(let error) where error.rawValue == ECONNABORTED: continue
-      case .failure: return nil
+        guard let peer = PeerCredentials(of: connection) else { continue }
+        return (connection, peer)
+      case .failure(let error) where [EMFILE, ENFILE, ENOBUFS, ENOMEM].contains(error.rawValue):
+        usleep(backoff)
+        backoff = min(backoff * 2, 100_000)
+      case .failure(let error) where [ECONNABORTED, EPROTO, EPERM, EAGAIN].contains(error.rawValue):
+        continue
+      case .failure:
+        // EINVAL after `shutDown`, EBADF once closed: the listener is done.
+        return nil
       }
     }
   }
 
-  /// Connects to `@name`; throws `.notFound` when nobody listens there.
-  public static func connect(_ name: String) throws(ProtFSError) -> FileDescriptor {
+  /// Who a client believes: root, and the client's own user (a device run without root runs its
+  /// services as its user) unless that is `untrusted`, the user apps run as: an app's process
+  /// believes only root's services, never one another app (or it) bound first.
+  public static func trustedServers(untrusted: uid_t) -> Set<uid_t> {
+    let own = geteuid()
+    return own == untrusted ? [0] : [0, own]
+  }
+
+  /// Connects to `@name`; throws `.notFound` when nobody listens there, and `.permissionDenied`
+  /// when the process listening there runs as none of `servers` (anyone can bind an abstract
+  /// name first: a client must not believe what such a process answers).
+  public static func connect(_ name: String, servers: Set<uid_t>) throws(ProtFSError) -> FileDescriptor {
+    let socket = try connect(name)
+    guard let server = PeerCredentials(of: socket) else {
+      throw ProtFSError(.io, "The process at '@\(name)' went away as it was reached.", path: "@" + name)
+    }
+    guard servers.contains(server.uid) else {
+      socket.close()
+      throw ProtFSError(
+        .permissionDenied,
+        "The socket '@\(name)' is held by process \(server.pid) of user \(server.uid), not by a protfs service of user \(servers.sorted().map(String.init).joined(separator: " or ")); protfs does not talk to it.",
+        path: "@" + name, errno: EPERM,
+        remedy: .advice("end process \(server.pid), then start the service again"))
+    }
+    return socket
+  }
+
+  /// The process listening on `@name`, if one does (the one a failed `listen` met).
+  public static func holder(of name: String) -> PeerCredentials? {
+    guard let socket = try? connect(name) else { return nil }
+    defer { socket.close() }
+    return PeerCredentials(of: socket)
+  }
+
+  /// Connects to `@name` whoever listens there; throws `.notFound` when nobody does.
+  static func connect(_ name: String) throws(ProtFSError) -> FileDescriptor {
     let socket = try makeSocket(name)
     var (address, length) = address(name)
     let connected = withUnsafePointer(to: &address) { pointer in
@@ -116,6 +157,76 @@ public enum ControlSocket {
     (try? AtomicFile.writeAll(connection.rawValue, Array(line.utf8) + [0x0A], path: "socket")) != nil
   }
 
+  /// How long a service waits for a peer's next line, or for room to write its answer, before it
+  /// lets the connection go: an idle or stuck peer cannot hold a thread of the service for ever.
+  public static let peerTimeout = timeval(tv_sec: 10, tv_usec: 0)
+
+  /// Bounds how long reads and writes on `connection` may wait (`peerTimeout`; `reads: false`
+  /// lets reads wait without end, for a subscription whose peer speaks only now and then).
+  public static func limitWaits(_ connection: FileDescriptor, reads: Bool = true) {
+    var limit = peerTimeout
+    var read = reads ? peerTimeout : timeval(tv_sec: 0, tv_usec: 0)
+    let size = socklen_t(MemoryLayout<timeval>.size)
+    _ = setsockopt(connection.rawValue, SOL_SOCKET, SO_RCVTIMEO, &read, size)
+    _ = setsockopt(connection.rawValue, SOL_SOCKET, SO_SNDTIMEO, &limit, size)
+  }
+
+  /// Answers `connection` with `line` without waiting (a peer that does not read loses it) and
+  /// closes it: how a service turns a peer away before giving it anything.
+  public static func refuse(_ connection: FileDescriptor, line: String) {
+    let bytes = Array(line.utf8) + [0x0A]
+    _ = bytes.withUnsafeBytes { raw in
+      send(connection.rawValue, raw.baseAddress, raw.count, Int32(MSG_DONTWAIT) | Int32(MSG_NOSIGNAL))
+    }
+    connection.close()
+  }
+
   /// Stops `accept` on `listener` (from another thread).
   public static func shutDown(_ listener: FileDescriptor) { _ = shutdown(listener.rawValue, Int32(SHUT_RDWR)) }
+}
+
+/// The other end of a Unix socket connection, as the kernel recorded it when it connected
+/// (`SO_PEERCRED`), and that process itself as a descriptor (`SO_PEERPIDFD`) where the kernel
+/// gives one.
+public struct PeerCredentials: Sendable {
+  /// The peer's process id when it connected.
+  public var pid: pid_t
+  /// Its user.
+  public var uid: uid_t
+  /// Its group.
+  public var gid: gid_t
+  /// The process that connected (Linux 6.5+), which keeps its pid from being given to another
+  /// process until it is reaped; nil on older kernels.
+  public let process: FileDescriptor?
+
+  /// Credentials as given.
+  public init(pid: pid_t, uid: uid_t, gid: gid_t, process: FileDescriptor? = nil) {
+    self.pid = pid
+    self.uid = uid
+    self.gid = gid
+    self.process = process
+  }
+
+  /// The credentials of `connection`'s peer; nil when the kernel has none to give.
+  public init?(of connection: FileDescriptor) {
+    // struct ucred (pid, uid, gid), which Glibc shows Swift only under _GNU_SOURCE.
+    var credentials = [Int32](repeating: -1, count: 3)
+    var size = socklen_t(MemoryLayout<Int32>.size * 3)
+    let asked = credentials.withUnsafeMutableBytes { raw in
+      valueOrErrno(.getsockopt) { getsockopt(connection.rawValue, SOL_SOCKET, SO_PEERCRED, raw.baseAddress, &size) }
+    }
+    guard case .success = asked, credentials[0] > 0 else { return nil }
+    let pidfd = valueOrErrno(.getsockopt) { protfs_peer_pidfd(connection.rawValue) }
+    self.init(
+      pid: credentials[0], uid: uid_t(bitPattern: credentials[1]), gid: gid_t(bitPattern: credentials[2]),
+      process: (try? pidfd.get()).map { FileDescriptor(owning: $0) })
+  }
+
+  /// Whether `pid` is still the process that connected: what was read of `/proc/PID` before this
+  /// answered true was read of that process. Without a process descriptor, whether the pid is
+  /// taken at all (a weaker answer: the kernel gave no way to know more).
+  public var isStillConnectedProcess: Bool {
+    if let process, process.isOpen { return protfs_pidfd_alive(process.rawValue) == 0 }
+    return ProcessIdentity.isRunning(pid)
+  }
 }

@@ -22,6 +22,11 @@ final class SessionServiceFixture: @unchecked Sendable {
     try #require(try await Protfs.run(["--device", t.root, "init", Self.app]).status == 0)
   }
 
+  /// A fixture on `device`, whose container of `app` exists already.
+  init(existing device: TestDevice) {
+    t = device
+  }
+
   var socketName: String { SessionServiceClient.socketName(device: t.device) }
 
   /// The pid of the running service, if one answers.

@@ -96,7 +96,7 @@ import Testing
     // Something else holds the service's socket and answers nothing.
     let squatter = try ControlSocket.listen(f.socketName)
     let thread = Thread {
-      while let (connection, _, _) = ControlSocket.accept(squatter) { connection.close() }
+      while let (connection, _) = ControlSocket.accept(squatter) { connection.close() }
     }
     thread.start()
     defer {
@@ -226,7 +226,7 @@ import Testing
     let loopEnded = DispatchSemaphore(value: 0)
     let thread = Thread {
       defer { loopEnded.signal() }
-      while let (connection, _, _) = ControlSocket.accept(squatter) {
+      while let (connection, _) = ControlSocket.accept(squatter) {
         guard let line = ControlSocket.readLine(connection) else { continue }
         if line.contains("\"ping\"") {
           _ = ControlSocket.writeLine(connection, "{\"pid\":\(getpid())}")
@@ -337,7 +337,7 @@ import Testing
     defer { client.invalidate(cancelling: false) }
     // The app's subscription, read as its process reads it, until the service ends it or a
     // completion comes.
-    let connection = try ControlSocket.connect(f.socketName)
+    let connection = try ControlSocket.connect(f.socketName, servers: [0])
     let request = SessionServiceRequest(.subscribe, session: "\(SessionServiceFixture.app).bg")
     let line = try JSONEncoder().encode(request) + Data("\n".utf8)
     #expect(line.withUnsafeBytes { send(connection.rawValue, $0.baseAddress, $0.count, 0) } == line.count)

@@ -6,6 +6,7 @@
 #include <fcntl.h>
 #include <stdint.h>
 #include <sys/prctl.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
 #include <sys/types.h>
@@ -184,6 +185,28 @@ static inline int protfs_link_unnamed(int fd, int dirfd, const char *name) {
   char path[32];
   protfs_fd_path(fd, path);
   return linkat(AT_FDCWD, path, dirfd, name, AT_SYMLINK_FOLLOW);
+}
+
+/* The peer of a Unix socket as a process descriptor (SO_PEERPIDFD, Linux 6.5): it names the process
+   that connected and no later one given its pid. Returns the descriptor, or -1 with errno set
+   (ENOPROTOOPT on older kernels). */
+static inline int protfs_peer_pidfd(int socket) {
+  int pidfd = -1;
+  socklen_t size = sizeof(pidfd);
+  if (getsockopt(socket, SOL_SOCKET, 77 /* SO_PEERPIDFD */, &pidfd, &size) != 0) return -1;
+  return pidfd;
+}
+
+/* pidfd_send_signal(2) with signal 0: 0 while the process a pidfd names exists (until it is
+   reaped, its pid is given to no other process), else -1 with errno set (ESRCH). */
+static inline int protfs_pidfd_alive(int pidfd) {
+  return (int)syscall(424 /* SYS_pidfd_send_signal */, pidfd, 0, NULL, 0);
+}
+
+/* accept4(2) with SOCK_CLOEXEC, so that a connection never leaks into a program another thread
+   starts meanwhile (glibc declares accept4 only under _GNU_SOURCE). */
+static inline int protfs_accept_cloexec(int listener) {
+  return (int)syscall(SYS_accept4, listener, NULL, NULL, 02000000 /* SOCK_CLOEXEC */);
 }
 
 #endif

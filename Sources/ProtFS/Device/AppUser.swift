@@ -1,4 +1,5 @@
 import Foundation
+import ProtFSSystem
 
 /// The unprivileged identity an app's code runs as: it owns its container and nothing else on
 /// the device, as `mobile` (uid 501) owns an app's container on iOS.
@@ -23,6 +24,10 @@ public struct AppUser: Sendable, Hashable, CustomStringConvertible {
 
   /// `uid:gid`, as chown takes it.
   public var description: String { "\(uid):\(gid)" }
+
+  /// The users whose services (the session service, an app's supervisor) a protfs client believes:
+  /// root, and the client's own user unless it is the app user (`ControlSocket.trustedServers`).
+  public static var trustedServices: Set<uid_t> { ControlSocket.trustedServers(untrusted: standard.uid) }
 
   /// Whether protfs can hand items to the app user and run programs as it: only root can.
   public static var canAssume: Bool { geteuid() == 0 }

@@ -171,6 +171,7 @@ package enum SessionServiceStarter {
     try device.requireInitialized()
     let name = SessionServiceClient.socketName(device: device)
     if let pid = SessionServiceClient.ping(socketName: name) { return pid }
+    if let squatter = SessionServiceClient.untrustedHolder(of: name) { throw squatter }
     var arguments = ["--device", device.root, "sessions", "start", "--foreground"]
     if let idleExit { arguments += ["--idle-exit", idleExit] }
     let child = try DetachedLaunch.start(arguments)
@@ -185,6 +186,10 @@ package enum SessionServiceStarter {
         .io, "The session service of '\(device.root)' did not start.", path: device.root,
         remedy: .advice("run `protfs sessions start --foreground` to see why"))
     }
-    return SessionServiceClient.ping(socketName: name) ?? child
+    guard let pid = SessionServiceClient.ping(socketName: name) else {
+      throw SessionServiceClient.untrustedHolder(of: name)
+        ?? ProtFSError(.io, "The session service of '\(device.root)' did not start.", path: device.root)
+    }
+    return pid
   }
 }

@@ -1,0 +1,188 @@
+import Foundation
+import ProtFSTestSupport
+import Testing
+
+/// Hostile programs for the trust-boundary tests, run as the attacker would run them: Python
+/// (nothing of protfs's), as `nobody` or as the app user (501) outside any app, against root's
+/// services. The scripts live in a directory every user can read.
+struct Attacker {
+  /// `nobody`.
+  static let nobody: uid_t = 65534
+  /// The app user, as a process that is not an app's.
+  static let appUser: uid_t = 501
+
+  /// The scripts' directory.
+  let directory: String
+
+  init() throws {
+    directory = try TestDevice.makeTemporaryDirectory(prefix: "protfs-attacker")
+    chmod(directory, 0o755)
+    for (name, text) in [
+      ("client.py", Self.client), ("hold.py", Self.hold), ("squat.py", Self.squat), ("flood.py", Self.flood),
+    ] {
+      let path = directory + "/" + name
+      try text.write(toFile: path, atomically: true, encoding: .utf8)
+      chmod(path, 0o755)
+    }
+  }
+
+  func remove() { TestDevice.removeTree(directory) }
+
+  /// `python3 SCRIPT ARGS` as `uid`, through setpriv (no groups, no capabilities).
+  func command(as uid: uid_t, _ script: String, _ arguments: [String]) -> [String] {
+    [
+      "/usr/bin/setpriv", "--reuid=\(uid)", "--regid=\(uid)", "--clear-groups", "--inh-caps=-all",
+      "/usr/bin/python3", directory + "/" + script,
+    ] + arguments
+  }
+
+  /// Runs `script` as `uid` to its end.
+  func run(as uid: uid_t, _ script: String, _ arguments: [String], stdin: String? = nil) async throws -> RunResult {
+    let command = command(as: uid, script, arguments)
+    return try await Protfs.runProgram(command[0], Array(command.dropFirst()), stdin: stdin)
+  }
+
+  /// Starts `script` as `uid`; it runs until its standard input closes (`Running.stop()`).
+  func start(as uid: uid_t, _ script: String, _ arguments: [String]) throws -> Running {
+    try Running(command(as: uid, script, arguments))
+  }
+
+  /// A hostile program running in the background, read line by line.
+  final class Running: @unchecked Sendable {
+    let process = Process()
+    private let input = Pipe()
+    private let output = Pipe()
+
+    init(_ command: [String]) throws {
+      process.executableURL = URL(fileURLWithPath: command[0])
+      process.arguments = Array(command.dropFirst())
+      process.standardInput = input
+      process.standardOutput = output
+      try process.start()
+    }
+
+    /// Everything it printed up to a line containing `text` (or its end).
+    func read(until text: String) async -> String {
+      let reader = output.fileHandleForReading
+      return String(decoding: await offPool { reader.read(until: text) }, as: UTF8.self)
+    }
+
+    /// Tells it to go on (a line on its standard input).
+    func proceed() { input.fileHandleForWriting.write(Data("go\n".utf8)) }
+
+    /// Ends it and waits.
+    func stop() {
+      try? input.fileHandleForWriting.close()
+      if process.isRunning { kill(process.processIdentifier, SIGKILL) }
+      process.waitUntilExit()
+    }
+  }
+
+  /// One request line to `@NAME`, its answer printed as "reply: …"; with `--wait`, connects only
+  /// after a line on standard input.
+  static let client = """
+    import socket, sys
+    if "--wait" in sys.argv:
+        sys.argv.remove("--wait")
+        print("waiting", flush=True)
+        sys.stdin.readline()
+    connection = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    connection.connect("\\0" + sys.argv[1].lstrip("@"))
+    try:
+        connection.sendall(sys.argv[2].encode() + b"\\n")
+    except OSError:
+        pass  # turned away before it could send: the answer is there to read all the same
+    reply = b""
+    while not reply.endswith(b"\\n"):
+        chunk = connection.recv(65536)
+        if not chunk:
+            break
+        reply += chunk
+    print("reply: " + reply.decode(errors="replace").strip(), flush=True)
+    """
+
+  /// Opens COUNT connections to `@NAME` and holds them, sending nothing; prints how many it
+  /// holds, then how many were turned away at once with an answer ("refused N"), closed without
+  /// one ("closed N") and are still open a second later ("open N"); then holds the rest until it
+  /// is killed.
+  static let hold = """
+    import resource, select, signal, socket, sys, time
+    name, count = sys.argv[1].lstrip("@"), int(sys.argv[2])
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    resource.setrlimit(resource.RLIMIT_NOFILE, (min(hard, max(soft, count + 64)), hard))
+    held = []
+    for _ in range(count):
+        s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        try:
+            s.connect("\\0" + name)
+        except OSError:
+            s.close()
+            continue
+        held.append(s)
+    print("held %d" % len(held), flush=True)
+    refused, closed, pending = 0, 0, set(held)
+    deadline = time.monotonic() + 1
+    while pending and time.monotonic() < deadline:
+        ready, _, _ = select.select(list(pending), [], [], max(0, deadline - time.monotonic()))
+        for s in ready:
+            pending.discard(s)
+            if s.recv(65536):
+                refused += 1
+            else:
+                closed += 1
+    print("refused %d" % refused, flush=True)
+    print("closed %d" % closed, flush=True)
+    print("open %d" % len(pending), flush=True)
+    while True:
+        signal.pause()
+    """
+
+  /// Binds `@NAME` before the service and answers every line as a service would like to be
+  /// believed: its own pid to a ping, nothing wrong to anything else.
+  static let squat = """
+    import os, signal, socket, sys, threading
+    server = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    server.bind("\\0" + sys.argv[1])
+    server.listen(64)
+    print("bound %d" % os.getpid(), flush=True)
+    def answer(connection):
+        try:
+            data = connection.recv(65536)
+            reply = b'{"pid":%d}' % os.getpid() if b'"ping"' in data else b'{"notCompleted":[]}'
+            connection.sendall(reply + b"\\n")
+        finally:
+            connection.close()
+    def serve():
+        while True:
+            connection, _ = server.accept()
+            threading.Thread(target=answer, args=(connection,), daemon=True).start()
+    threading.Thread(target=serve, daemon=True).start()
+    while True:
+        signal.pause()
+    """
+
+  /// Sends `@NAME` one line of SIZE bytes of garbage (without a newline when `--unended`),
+  /// prints what came back ("answer: …"; empty when the service just closed the connection).
+  static let flood = """
+    import socket, sys
+    name, size = sys.argv[1], int(sys.argv[2])
+    connection = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    connection.connect("\\0" + name)
+    garbage = b"x" * size + (b"" if "--unended" in sys.argv else b"\\n")
+    try:
+        connection.sendall(garbage)
+    except OSError:
+        pass
+    connection.shutdown(socket.SHUT_WR) if "--unended" in sys.argv else None
+    reply = b""
+    try:
+        while not reply.endswith(b"\\n"):
+            chunk = connection.recv(65536)
+            if not chunk:
+                break
+            reply += chunk
+    except OSError:
+        pass
+    print("answer: " + reply.decode(errors="replace").strip(), flush=True)
+    """
+}

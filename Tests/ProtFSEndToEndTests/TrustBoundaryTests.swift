@@ -1,0 +1,176 @@
+import Foundation
+import ProtFS
+import ProtFSApp
+import ProtFSDownloads
+import ProtFSSessions
+import ProtFSSystem
+import ProtFSTestSupport
+import Testing
+
+/// The app and every other user are untrusted (docs/semantics.md §11): each test is an attack a
+/// uid-501 program or `nobody` makes on root's session service or an app's supervisor, and what
+/// the system does instead of giving in.
+@Suite(.serialized, .timeLimit(.minutes(3))) struct TrustBoundaryTests {
+  let app = SessionServiceFixture.app
+
+  /// The JSON line of `request`.
+  static func line(_ request: SessionServiceRequest) throws -> String {
+    String(decoding: try JSONEncoder().encode(request), as: UTF8.self)
+  }
+
+  // MARK: Floods and garbage
+
+  @Test func nobodyHoldingAThousandConnectionsStopsNoDownloadAndIsTurnedAwayAtOnce() async throws {
+    let f = try await SessionServiceFixture()
+    defer { f.stop() }
+    let attacker = try Attacker()
+    defer { attacker.remove() }
+    #expect(try await Protfs.run(["--device", f.t.root, "sessions", "start"]).status == 0)
+    // 1,019 idle connections: with the common limit of 1,024 descriptors, a service that gave
+    // each a thread and waited for its first line ran out of descriptors and shut down.
+    let holder = try attacker.start(as: Attacker.nobody, "hold.py", [f.socketName, "1019"])
+    defer { holder.stop() }
+    let report = await holder.read(until: "open ")
+    #expect(report.contains("held 1019") && report.contains("refused 1019"), "\(report)")
+
+    let body = DownloadFixture.bytes(512 << 10)
+    let server = try FaultServer(body: body, entityTag: "\"f1\"", mode: .normal)
+    defer { server.stop() }
+    let detached = try await Protfs.run([
+      "--device", f.t.root, "download", "--bundle", app, "--detach", server.url("after.bin").absoluteString,
+    ])
+    #expect(detached.status == 0, "\(detached)")
+    let waited = try await Protfs.run(["--device", f.t.root, "tasks", "wait", "1"])
+    #expect(waited.status == 0, "\(waited)")
+    #expect(FileManager.default.contents(atPath: f.t.containerPath(app, "Documents/after.bin")) == Data(body))
+  }
+
+  @Test func garbageOnTheServicesSocketGetsOneRefusalAndTheServiceServesOn() async throws {
+    let f = try await SessionServiceFixture()
+    defer { f.stop() }
+    let attacker = try Attacker()
+    defer { attacker.remove() }
+    try f.startInProcess()
+    // From nobody: refused before anything is read.
+    let fromNobody = try await attacker.run(as: Attacker.nobody, "flood.py", [f.socketName, "10000000"])
+    #expect(fromNobody.stdout.contains("may not use the session service"), "\(fromNobody)")
+    // From root: a line that is not JSON, one of the wrong shape, one too long, one never ended.
+    for (size, flag) in [(10, ""), (200_000, ""), (5_000_000, "--unended")] {
+      let sent = try await Protfs.runProgram(
+        "/usr/bin/python3",
+        [attacker.directory + "/flood.py", f.socketName, String(size)] + (flag.isEmpty ? [] : [flag]))
+      #expect(sent.status == 0, "\(sent)")
+      if size == 10 { #expect(sent.stdout.contains("cannot read the request: it is not JSON"), "\(sent)") }
+    }
+    let wrongShape = try await Protfs.runProgram(
+      "/usr/bin/python3",
+      [attacker.directory + "/client.py", f.socketName, #"{"kind":"createDownloadTask","task":"x"}"#])
+    #expect(wrongShape.stdout.contains("a wrong value at 'task'"), "\(wrongShape)")
+    let unknownKind = try await Protfs.runProgram(
+      "/usr/bin/python3", [attacker.directory + "/client.py", f.socketName, #"{"kind":"format-disk"}"#])
+    #expect(unknownKind.stdout.contains("cannot read the request"), "\(unknownKind)")
+    #expect(f.servicePID == getpid())
+  }
+
+  // MARK: Who the server is
+
+  @Test func nobodyBindingTheServicesSocketFirstIsNotBelieved() async throws {
+    let f = try await SessionServiceFixture()
+    defer { f.stop() }
+    let attacker = try Attacker()
+    defer { attacker.remove() }
+    let squatter = try attacker.start(as: Attacker.nobody, "squat.py", [f.socketName])
+    defer { squatter.stop() }
+    let bound = await squatter.read(until: "\n")
+    let pid = try #require(
+      bound.split(separator: " ").last.flatMap { Int32($0.trimmingCharacters(in: .whitespacesAndNewlines)) },
+      "\(bound)")
+
+    let listed = try await Protfs.run(["--device", f.t.root, "sessions", "--json"])
+    #expect(listed.stdout.contains("\"serviceRunning\" : false"), "\(listed)")
+    let started = try await Protfs.run(["--device", f.t.root, "sessions", "start"])
+    #expect(started.status == 1, "\(started)")
+    #expect(started.stderr.contains("held by process \(pid) of user 65534"), "\(started)")
+    // A task recorded for the service is not said to be done by the impostor.
+    let detached = try await Protfs.run([
+      "--device", f.t.root, "download", "--bundle", app, "--detach", "http://127.0.0.1:9/never.bin",
+    ])
+    #expect(detached.status != 0, "\(detached)")
+    let waited = try await Protfs.run(["--device", f.t.root, "tasks", "wait", "1"])
+    #expect(waited.status != 0, "\(waited)")
+  }
+
+  // MARK: Who the app is
+
+  @Test func aRecordWhoseSupervisorIsGoneOrWhosePidWasReusedNamesNobody() async throws {
+    let d = try AppDevice()
+    defer { d.remove() }
+    let attacker = try Attacker()
+    defer { attacker.remove() }
+    let f = try await SessionServiceFixture(existing: d.t)
+    try f.startInProcess()
+    defer { f.stop() }
+    var open = SessionServiceRequest(.openSession, session: "\(AppDevice.bundle).stolen")
+    open.configuration = SessionConfiguration(identifier: "\(AppDevice.bundle).stolen")
+    let request = try Self.line(open)
+    for stale in ["dead supervisor", "reused supervisor pid"] {
+      // A uid-501 process outside any app, whose pid the stale record names as the app's.
+      let thief = try attacker.start(as: Attacker.appUser, "client.py", [f.socketName, request, "--wait"])
+      defer { thief.stop() }
+      _ = await thief.read(until: "waiting")
+      var record = AppRecord(bundleID: AppDevice.bundle, backgroundTime: 30)
+      record.state = .background
+      record.pid = thief.process.processIdentifier
+      // The supervisor died (its pid taken by no one now), or its pid was given to the thief's
+      // parent since, which started at another time than the record says.
+      record.supervisor =
+        stale == "dead supervisor"
+        ? ProcessIdentity(pid: 4_194_000, startTime: 1) : ProcessIdentity(pid: getpid(), startTime: 1)
+      try AppStore(device: d.t.device).write(record)
+      thief.proceed()
+      let reply = await thief.read(until: "reply: ")
+      #expect(reply.contains("is not running as app"), "\(stale): \(reply)")
+    }
+  }
+
+  @Test func aProcessOfTheAppUserOutsideTheAppCannotSpeakForIt() async throws {
+    let d = try AppDevice()
+    defer { d.remove() }
+    defer { d.endApp() }
+    let attacker = try Attacker()
+    defer { attacker.remove() }
+    let script = try d.script("idle.sh", "#!/bin/sh\necho running\nexec sleep 60\n")
+    let running = try d.launch([], [script])
+    defer { running.stop() }
+    #expect(await running.line(containing: "running") != nil)
+    let socket = AppEnvironment.socketName(device: d.t.device, bundleID: try BundleID(AppDevice.bundle))
+    let asked = try await attacker.run(
+      as: Attacker.appUser, "client.py", [socket, #"{"kind":"beginTask","argument":"stolen"}"#])
+    #expect(asked.stdout.contains("is not one of the app"), "\(asked) \(asked.stderr)")
+    #expect((d.record()["tasks"] as? [Any])?.isEmpty == true, "\(d.record())")
+    let fromNobody = try await attacker.run(as: Attacker.nobody, "client.py", [socket, #"{"kind":"background"}"#])
+    #expect(fromNobody.stdout.contains("may not control the app"), "\(fromNobody)")
+  }
+
+  @Test func anAppFloodingItsSupervisorCannotStopItsSystemFromSuspendingAndEndingIt() async throws {
+    let d = try AppDevice()
+    defer { d.remove() }
+    defer { d.endApp() }
+    let attacker = try Attacker()
+    defer { attacker.remove() }
+    // The app itself opens a thousand connections to its supervisor and holds them.
+    let script = try d.script(
+      "flood.sh", "#!/bin/sh\nexec /usr/bin/python3 \(attacker.directory)/hold.py \"$PROTFS_APP_SOCKET\" 1000\n")
+    let running = try d.launch(["--suspend-after", "10s"], [script])
+    defer { running.stop() }
+    let held = await running.line(containing: "open ")
+    #expect(held != nil, "\(running.output)")
+    // Beyond the supervisor's 32 connections for the app user, each is answered and let go at once.
+    #expect(running.output.contains("refused 968") && running.output.contains("open 32"), "\(running.output)")
+    let background = try await d.protfs(["app", "background", AppDevice.bundle])
+    #expect(background.status == 0, "\(background)")
+    let terminate = try await d.protfs(["app", "terminate", AppDevice.bundle])
+    #expect(terminate.status == 0, "\(terminate)")
+    #expect(await running.exit().0 != 0)
+  }
+}

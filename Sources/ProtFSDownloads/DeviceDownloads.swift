@@ -33,10 +33,12 @@ public struct DeviceDownloadAccess: DownloadAccessPolicy {
     decide(destination, for: .create, whenUnavailable: { _ in .waitForUnlock })
   }
 
-  /// The lock table's answer for reading the file at `path`, as the error the device gives
-  /// (`.protectedDataUnavailable`, EPERM, naming the path).
-  public func checkRead(_ path: String) throws(ProtFSError) {
-    try device.checkAccess(atPath: path, for: .read)
+  /// The lock table's answer for reading the open file at `path` of class `protectionClass`, as
+  /// the error the device gives (`.protectionDataUnavailable`, EPERM, naming the path). Without
+  /// a class (a file opened outside a device's rules) it is read as class complete would be.
+  public func checkRead(_ path: String, protectionClass: ProtectionClass?) throws(ProtFSError) {
+    let state = try device.protectionState()
+    try device.checkAccess(try device.resolve(path), class: protectionClass ?? .complete, for: .read, in: state)
   }
 
   /// The lock table's answer for `access` to `path` (or to `child` inside it). A path outside the

@@ -1,3 +1,4 @@
+import ProtFS
 import ProtFSSystem
 
 /// Decides whether a download may write its temp file and place its result: the hook through which
@@ -26,17 +27,18 @@ public protocol DownloadAccessPolicy: Sendable {
   /// the task can be resumed; `.waitForUnlock` pauses the transfer until the answer is `.allow`.
   func canContinueWritingTemp(in directory: String) -> DownloadAccessDecision
 
-  /// Throws when the file at `path` (an absolute path), about to be snapshotted for an upload, may
-  /// not be read now: on a device, a complete file while locked fails with EPERM, as iOS refuses
-  /// to create an upload task from it.
-  func checkRead(_ path: String) throws(ProtFSError)
+  /// Throws when the file at `path` (an absolute path), open for an upload's snapshot with the
+  /// effective class `protectionClass` (read from the open file; nil outside a device), may not be
+  /// read now: on a device, a complete file while locked fails with EPERM, as iOS refuses to
+  /// create an upload task from it.
+  func checkRead(_ path: String, protectionClass: ProtectionClass?) throws(ProtFSError)
 }
 
 extension DownloadAccessPolicy {
   /// By default an open temp file stays writable, as for every class but complete (A).
   public func canContinueWritingTemp(in directory: String) -> DownloadAccessDecision { .allow }
   /// By default every file may be read.
-  public func checkRead(_ path: String) throws(ProtFSError) {}
+  public func checkRead(_ path: String, protectionClass: ProtectionClass?) throws(ProtFSError) {}
 }
 
 /// The policy of a device without data protection: everything is allowed.

@@ -27,6 +27,12 @@ public protocol DownloadFileSystem: Sendable {
   /// process's own, so neither is read first.
   func labelNew(file fd: Int32, for directory: DirectoryHandle) throws(ProtFSError)
 
+  /// Whether the existing file `fd` (read with `fstat` as `status`) in `directory` carries, as its
+  /// own, exactly the label and owner a new file made there now would get: only such a file is
+  /// continued as a temp file. Anything else (a file of another class moved there, one whose
+  /// label was removed) is never relabelled, chowned or written: the task starts a new one.
+  func isLabelledAsNew(file fd: Int32, status: stat, in directory: DirectoryHandle) -> Bool
+
   /// The labelling of many files about to appear in `directory` in one operation (the files a
   /// refill makes ahead, a batch of finished downloads placed there): what `labelNew(file:for:)`
   /// and `label(file:status:for:)` read for each file, read once.
@@ -34,7 +40,10 @@ public protocol DownloadFileSystem: Sendable {
 
   /// Opens the file at the absolute path `path` for reading, following no symbolic link (not even
   /// as its last component): an upload's source, which is then read through this descriptor only.
-  func openSource(_ path: String) throws(ProtFSError) -> FileDescriptor
+  /// Returns it with its effective class on a device, read from the items opened (the descriptor
+  /// and the directories held on the way), so that the class decides about the file that is read;
+  /// nil outside a device.
+  func openSource(_ path: String) throws(ProtFSError) -> (FileDescriptor, ProtectionClass?)
 
   /// Opens (creating) the Uploads directory at `path`, giving it the class the Downloads directory
   /// at `downloads` carries of its own, if any: `init-cache`'s fix covers upload snapshots too.
@@ -59,17 +68,21 @@ extension DownloadFileSystem {
       placed: { fd, status throws(ProtFSError) in try label(file: fd, status: status, for: directory) })
   }
 
+  /// Outside a device there are no labels: every file is as a new one would be.
+  public func isLabelledAsNew(file fd: Int32, status: stat, in directory: DirectoryHandle) -> Bool { true }
+
   /// Opens (creating) `path`; outside a device there are no classes to follow.
   public func openUploadsDirectory(_ path: String, like downloads: String) throws(ProtFSError) -> DirectoryHandle {
     try openDirectory(path, creating: true)
   }
 
-  /// Opens `path`'s directory with `openDirectory` and the file in it with `O_NOFOLLOW`.
-  public func openSource(_ path: String) throws(ProtFSError) -> FileDescriptor {
+  /// Opens `path`'s directory with `openDirectory` and the file in it with `O_NOFOLLOW`; no class
+  /// outside a device.
+  public func openSource(_ path: String) throws(ProtFSError) -> (FileDescriptor, ProtectionClass?) {
     let url = URL(fileURLWithPath: path)
     let name = url.lastPathComponent
     let directory = try openDirectory(url.deletingLastPathComponent().path, creating: false)
-    return try directory.openSourceFile(name)
+    return (try directory.openSourceFile(name), nil)
   }
 }
 
@@ -257,6 +270,15 @@ public final class DeviceDownloadFileSystem: DownloadFileSystem {
     }
   }
 
+  /// Opens the file through the device's held directories (`Device.openFile`) and reads its class
+  /// from what was opened.
+  public func openSource(_ path: String) throws(ProtFSError) -> (FileDescriptor, ProtectionClass?) {
+    let (file, effective) = try device.openFile(try device.resolve(path)) { directory, name throws(ProtFSError) in
+      try directory.openSourceFile(name)
+    }
+    return (file, effective.protectionClass)
+  }
+
   /// Opens (creating) the Uploads directory and gives it the Downloads directory's own class when
   /// that has one and the Uploads directory's differs.
   public func openUploadsDirectory(_ path: String, like downloads: String) throws(ProtFSError) -> DirectoryHandle {
@@ -291,6 +313,18 @@ public final class DeviceDownloadFileSystem: DownloadFileSystem {
   public func labelNew(file fd: Int32, for directory: DirectoryHandle) throws(ProtFSError) {
     let (value, owner) = try labelling(for: directory)
     try Self.write(value, owner: owner, to: fd, path: directory.path)
+  }
+
+  /// Compares the file's own label (and, as root, its owner) with what `labelNew(file:for:)`
+  /// would give a file made in `directory` now.
+  public func isLabelledAsNew(file fd: Int32, status: stat, in directory: DirectoryHandle) -> Bool {
+    guard let (value, owner) = try? labelling(for: directory) else { return false }
+    if let owner, status.st_uid != owner.uid || status.st_gid != owner.gid { return false }
+    return withUnsafeTemporaryAllocation(byteCount: 64, alignment: 1) { buffer in
+      let read = Kernel.getAttribute(dirfd: fd, name: nil, attribute: AttributeName.protectionClass, into: buffer)
+      guard case .success(let count) = read, count == value.count else { return false }
+      return value.withUnsafeBytes { memcmp($0.baseAddress!, buffer.baseAddress!, count) } == 0
+    }
   }
 
   /// Reads what each file in `directory` gets once, and gives it to every file it is handed.

@@ -204,6 +204,42 @@ public final class DownloadSession: Sendable {
     }.sorted { $0.id < $1.id }
   }
 
+  /// A suspended task continuing `data` for a caller not trusted with paths (the session service,
+  /// for an app): the temp directory and the destination are this session's own, whatever `data`
+  /// names, and the temp file `data` names is continued only while the store records it for the
+  /// failed task `source` of this session, which gives it up in the same transaction (so resume
+  /// data continues its file once); otherwise the task starts from byte 0. The temp file itself is
+  /// continued only when it is what the session would make there (`TemporaryFile.open`).
+  package func downloadTask(resuming data: DownloadResumeData, from source: Int64, handsOver: Bool)
+    throws(ProtFSError) -> DownloadTask
+  {
+    try checkUsable()
+    if let name = data.fileName { _ = try DownloadFileName.validate(name, source: "the resume data") }
+    _ = try DownloadFileName.validate(data.temporaryFileName, source: "the resume data")
+    let now = Date().timeIntervalSince1970
+    var record = DownloadTaskRecord(
+      id: 0, sessionIdentifier: identifier, url: data.url.absoluteString,
+      destinationDirectory: configuration.destinationDirectory, fileName: data.fileName,
+      temporaryDirectory: configuration.temporaryDirectory, temporaryFileName: data.temporaryFileName,
+      state: .suspended, bytesReceived: data.bytesReceived, bytesExpected: data.bytesExpected,
+      entityTag: data.entityTag, lastModified: data.lastModified, expectedSHA256: data.expectedSHA256,
+      errorMessage: nil, errorNumber: nil, taskDescription: data.taskDescription, createdAt: now, updatedAt: now)
+    record.requestTimeout = Monotonic.seconds(configuration.requestTimeout)
+    record.resourceTimeout = Monotonic.seconds(configuration.resourceTimeout)
+    record.handsOver = handsOver
+    record.requestHeaders = try (data.headers ?? []).map { header throws(ProtFSError) in try header.validated() }
+    let inserted = try core.store.insert(record, owner: core.owner, takingTemporaryFileFrom: source)
+    if let name = inserted.temporaryFileName {
+      // The task the file came from no longer has it, here as in the store.
+      core.task(id: source)?.runtime.withLock { r in
+        if r.record.temporaryFileName == name { r.record.temporaryFileName = nil }
+      }
+    }
+    let task = DownloadTask(record: inserted, url: data.url, fileNameIsExplicit: data.fileName != nil, core: core)
+    core.tasks.withLock { $0[task.id] = task }
+    return task
+  }
+
   /// Applies the requests other processes left in the store for this session's tasks now, instead
   /// of at the next check: the service does so for the tasks it has just adopted, among them
   /// those a `download --detach` recorded and did not live to hand over.

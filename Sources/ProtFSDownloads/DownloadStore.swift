@@ -213,30 +213,60 @@ public final class DownloadStore: Sendable {
     _ records: [DownloadTaskRecord], owner: String, requesting: DownloadTaskRequest? = nil
   ) throws(ProtFSError) -> [DownloadTaskRecord] {
     try database.transaction { db throws(ProtFSError) in
-      var result = records
-      for index in result.indices {
-        let r = result[index]
-        try db.query(
-          """
-          INSERT INTO tasks (session, url, destination_dir, file_name, temp_dir, temp_name, state, bytes_received,
-            bytes_expected, etag, last_modified, sha256, error_text, error_errno, description, owner, owner_pid,
-            created_at, updated_at, request_timeout, resource_timeout, error_json, upload_json, request_headers,
-            request)
-          VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
-          """,
-          Self.values(r) + [
-            .text(owner), .integer(Int64(getpid())), .real(r.createdAt), .real(r.updatedAt),
-            r.requestTimeout.map { .real($0) } ?? .null, r.resourceTimeout.map { .real($0) } ?? .null,
-            Self.failureJSON(r), Self.uploadJSON(r), Self.headersJSON(r),
-            requesting.map { .text($0.rawValue) } ?? .null,
-          ])
-        result[index].id = db.lastInsertRowID
-        if r.handsOver {
-          try db.query("UPDATE tasks SET hands_over = 1 WHERE id = ?", [.integer(result[index].id)])
-        }
-      }
-      return result
+      try Self.insert(records, owner: owner, requesting: requesting, db)
     }
+  }
+
+  /// Inserts `record`, which continues the temp file of the failed task `source` of its session:
+  /// in one transaction, the file is taken from `source` (its record no longer names it) if that
+  /// record still names it, else `record` starts with no temp file and no bytes. Returns the
+  /// record as stored.
+  package func insert(
+    _ record: DownloadTaskRecord, owner: String, takingTemporaryFileFrom source: Int64
+  ) throws(ProtFSError) -> DownloadTaskRecord {
+    try database.transaction { db throws(ProtFSError) -> DownloadTaskRecord in
+      var record = record
+      var taken = false
+      if let name = record.temporaryFileName {
+        try db.query(
+          "UPDATE tasks SET temp_name = NULL WHERE id = ? AND session = ? AND state = 'failed' AND temp_name = ?",
+          [.integer(source), .text(record.sessionIdentifier), .text(name)])
+        taken = db.changes == 1
+      }
+      if !taken {
+        record.temporaryFileName = nil
+        record.bytesReceived = 0
+      }
+      return try Self.insert([record], owner: owner, requesting: nil, db)[0]
+    }
+  }
+
+  private static func insert(
+    _ records: [DownloadTaskRecord], owner: String, requesting: DownloadTaskRequest?, _ db: SQLiteDatabase.Connection
+  ) throws(ProtFSError) -> [DownloadTaskRecord] {
+    var result = records
+    for index in result.indices {
+      let r = result[index]
+      try db.query(
+        """
+        INSERT INTO tasks (session, url, destination_dir, file_name, temp_dir, temp_name, state, bytes_received,
+          bytes_expected, etag, last_modified, sha256, error_text, error_errno, description, owner, owner_pid,
+          created_at, updated_at, request_timeout, resource_timeout, error_json, upload_json, request_headers,
+          request)
+        VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+        """,
+        Self.values(r) + [
+          .text(owner), .integer(Int64(getpid())), .real(r.createdAt), .real(r.updatedAt),
+          r.requestTimeout.map { .real($0) } ?? .null, r.resourceTimeout.map { .real($0) } ?? .null,
+          Self.failureJSON(r), Self.uploadJSON(r), Self.headersJSON(r),
+          requesting.map { .text($0.rawValue) } ?? .null,
+        ])
+      result[index].id = db.lastInsertRowID
+      if r.handsOver {
+        try db.query("UPDATE tasks SET hands_over = 1 WHERE id = ?", [.integer(result[index].id)])
+      }
+    }
+    return result
   }
 
   /// The task's error as JSON, so that another process can word its remedy (`Remedy`) its own way.

@@ -140,6 +140,8 @@ package final class SQLiteDatabase: @unchecked Sendable {
 
     /// The rowid of the last insert.
     var lastInsertRowID: Int64 { sqlite3_last_insert_rowid(database.handle) }
+    /// How many rows the last statement changed.
+    var changes: Int { Int(sqlite3_changes(database.handle)) }
   }
 
   private static let transient = unsafeBitCast(-1, to: sqlite3_destructor_type.self)

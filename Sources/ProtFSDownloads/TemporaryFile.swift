@@ -51,22 +51,27 @@ package enum TemporaryFile {
   }
 
   /// Opens the task's temp file in the held `directory`: the existing one when `existingName` is
-  /// still there, emptied unless `canContinue`, else a new one given its label by `label` before
-  /// any byte is written (told whether the file is new, so unlabelled and the process's own). A
-  /// new one is made without a name when `unnamed` and the filesystem can (`O_TMPFILE`; its name
-  /// is reserved, not taken), else with `O_EXCL` under a fresh name.
+  /// still there and is one protfs would continue (a regular file with a single link that
+  /// `accepts`, which checks its label and owner), continued when `canContinue`; else a new one,
+  /// given its label by `label` before any byte is written. An existing file that is not accepted
+  /// is left exactly as it is (never relabelled, handed to anyone, truncated or written): it may be
+  /// any file the app moved to that name. One that is accepted but cannot be continued (no
+  /// validator to ask the server with) is removed by name and a new file made. A new one is made
+  /// without a name when `unnamed` and the filesystem can (`O_TMPFILE`; its name is reserved, not
+  /// taken), else with `O_EXCL` under a fresh name.
   package static func open(
     in directory: DirectoryHandle, existingName: String?, canContinue: Bool, unnamed: Bool,
-    label: (_ fd: Int32, _ isNew: Bool) throws(ProtFSError) -> Void
+    accepts: (_ fd: Int32, _ status: stat) -> Bool, label: (_ fd: Int32) throws(ProtFSError) -> Void
   ) throws(ProtFSError) -> Opened {
     if let existingName {
       // Read-write: a resumed download with a digest to check reads back the bytes it has.
       switch valueOrErrno(.open, { Kernel.openAt(directory.fd, existingName, O_RDWR | O_NOFOLLOW | O_CLOEXEC, 0) }) {
       case .success(let fd):
-        // Closed when it goes away: every failure below lets go of it.
+        // Closed when it goes away: every path below that does not continue it lets go of it.
         let file = FileDescriptor(owning: fd)
         var status = stat()
-        fstat(fd, &status)
+        _ = try valueOrErrno(.stat) { fstat(fd, &status) }.orThrow(
+          "read the temp file", path: directory.pathOf(existingName))
         // Another link to the file could be outside the device: only a private regular file continues.
         guard status.st_mode & S_IFMT == S_IFREG, status.st_nlink == 1 else {
           file.close()
@@ -75,28 +80,22 @@ package enum TemporaryFile {
             "The temp file '\(directory.pathOf(existingName))' is not a regular file with a single link; protfs does not write to it.",
             path: directory.pathOf(existingName), remedy: .purgeCaches)
         }
-        // A temp file left by an older protfs may carry no label yet; the label is idempotent.
-        do {
-          try label(fd, false)
-        } catch {
-          file.close()
-          throw error
+        if accepts(fd, status) && canContinue {
+          TemporaryFileLock.hold(fd)  // tells `cache purge` in another process that this file is live
+          return Opened(file: file, name: existingName, size: Int64(status.st_size), isNamed: true)
         }
-        TemporaryFileLock.hold(fd)  // tells `cache purge` in another process that this file is live
-        var size = Int64(status.st_size)
-        if !canContinue && size > 0 {
-          // Without a validator the server cannot tell us whether these bytes are still good.
-          _ = ftruncate(fd, 0)
-          size = 0
+        if accepts(fd, status) {
+          // Without a validator the server cannot tell whether these bytes are still good.
+          directory.removeFile(existingName, ifStill: fd)
         }
-        return Opened(file: file, name: existingName, size: size, isNamed: true)
+        file.close()
       case .failure(let e) where e == .noSuchFile:
         break
       case .failure(let e):
         throw ProtFSError.system("open the temp file", path: directory.pathOf(existingName), errno: e.rawValue)
       }
     }
-    if unnamed, let file = try makeUnnamed(in: directory, label: { fd throws(ProtFSError) in try label(fd, true) }) {
+    if unnamed, let file = try makeUnnamed(in: directory, label: label) {
       return .unnamed(file)
     }
     while true {
@@ -110,7 +109,7 @@ package enum TemporaryFile {
       case .success(let fd):
         let file = FileDescriptor(owning: fd)
         do {
-          try label(fd, true)
+          try label(fd)
         } catch {
           unlinkat(directory.fd, name, 0)
           file.close()

@@ -94,9 +94,8 @@ extension TransferEngine {
           in: held, existingName: record.temporaryFileName,
           canContinue: record.entityTag != nil || record.lastModified != nil,
           unnamed: configuration.usesUnnamedTemporaryFiles,
-          label: { fd, isNew throws(ProtFSError) in
-            try isNew ? labels(for: held).labelNew(fd) : fileSystem.label(file: fd, for: held)
-          })
+          accepts: { fd, status in fileSystem.isLabelledAsNew(file: fd, status: status, in: held) },
+          label: { fd throws(ProtFSError) in try labels(for: held).labelNew(fd) })
       }
     } catch {
       fail(task, error, deleting: nil)

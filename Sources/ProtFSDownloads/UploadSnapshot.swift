@@ -21,10 +21,11 @@ package enum UploadSnapshot {
 
   /// Checks the source at `path` (absolute) against the session's rules and copies it.
   ///
-  /// The source must be inside `configuration.sourceDirectory` (when set), readable now by the
-  /// access policy (a complete file while the device is locked is not), reached without a symbolic
-  /// link, and a regular file; it is read only through the descriptor opened here, so a link
-  /// swapped in afterwards changes nothing. On failure nothing is left in the Uploads directory.
+  /// The source must be inside `configuration.sourceDirectory` (when set), reached without a
+  /// symbolic link, a regular file, and readable now by the access policy (a complete file while
+  /// the device is locked is not), judged by the class of the file opened; it is read only through
+  /// that descriptor, so a file or link swapped in afterwards changes nothing. On failure nothing
+  /// is left in the Uploads directory.
   package static func make(from path: String, configuration: DownloadSessionConfiguration) throws(ProtFSError)
     -> Made
   {
@@ -37,9 +38,11 @@ package enum UploadSnapshot {
           remedy: .advice("upload a file inside the container, such as Documents/report.json"))
       }
     }
-    try configuration.accessPolicy.checkRead(absolute)
     let fileSystem = configuration.fileSystem
-    let source = try fileSystem.openSource(absolute)
+    // The class is the opened file's, and decides about that file: nothing is checked by path and
+    // then opened again.
+    let (source, protectionClass) = try fileSystem.openSource(absolute)
+    try configuration.accessPolicy.checkRead(absolute, protectionClass: protectionClass)
     var status = stat()
     _ = try valueOrErrno(.stat) { fstat(source.rawValue, &status) }.orThrow("read the file to upload", path: absolute)
     guard status.st_mode & S_IFMT == S_IFREG else {

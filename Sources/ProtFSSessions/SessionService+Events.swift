@@ -77,7 +77,7 @@ extension SessionService {
       } else if let location = record.handedOverPath {
         subscriber.send(.finishedDownloading(task: record.id, location: location))
       }
-      let snapshot = Self.snapshot(record, cancelledReason: reasons[record.id])
+      let snapshot = snapshot(record, cancelledReason: reasons[record.id])
       subscriber.send(.completed(task: record.id, snapshot: snapshot, error: snapshot.error))
     }
   }
@@ -180,8 +180,9 @@ extension SessionService {
   /// Refuses a peer that may not touch `bundleID`'s sessions: root may; another user only from a
   /// running app of that bundle (the app's process or one of its descendants).
   func authorize(_ peer: Peer, bundleID: String) throws(ProtFSError) {
-    if peer.uid == 0 { return }
-    guard let app = try appOf(peer), app.bundleID == bundleID else {
+    if peer.isTrustedUser { return }
+    // The peer's pid is read in /proc only while it is still the process that connected.
+    guard let app = try appOf(peer), app.bundleID == bundleID, peer.isStillConnectedProcess else {
       throw ProtFSError(
         .permissionDenied,
         "Process \(peer.pid) (uid \(peer.uid)) is not running as app \(bundleID); only root or the app may use its sessions.",

@@ -70,6 +70,13 @@ extension SessionService {
         throw ProtFSError(.invalidArgument, "The session '\(configuration.identifier)' names no app.")
       }
       try authorize(peer, bundleID: bundle)
+      // An app's session hands its files over in its Downloads directory: it names no directory
+      // for the service to write in (`download --detach`, run by root, does).
+      if request.destinationDirectory != nil, !peer.isTrustedUser {
+        throw ProtFSError(
+          .permissionDenied, "An app's session cannot name a destination directory; its files are handed over.",
+          errno: EPERM)
+      }
       let settings = HostedSessionSettings(
         configuration: configuration, destinationDirectory: request.destinationDirectory)
       let hosted = try host(settings)
@@ -89,7 +96,10 @@ extension SessionService {
       guard let wanted = request.request else { throw Self.missing("request") }
       let task: DownloadTask
       if let data = request.resumeData {
-        task = try hosted.session.downloadTask(withResumeData: data, handsOver: true)
+        // Believed only when this service sealed it for this session; its directories are never
+        // used (the session's are), and its temp file only while the store keeps it for its task.
+        let (resume, source) = try SealedResumeData.open(data, session: hosted.session.identifier, key: resumeKey)
+        task = try hosted.session.downloadTask(resuming: resume, from: source, handsOver: true)
         if let text = wanted.taskDescription { task.taskDescription = text }
       } else {
         var download = DownloadRequest(
@@ -98,7 +108,7 @@ extension SessionService {
         task = try hosted.session.downloadTasks(with: [download])[0]
       }
       _ = lock.withLock { launchNotified.remove(hosted.session.identifier) }
-      reply.snapshot = Self.snapshot(task.record)
+      reply.snapshot = snapshot(task.record)
     case .createUploadTask:
       let hosted = try session(request, peer: peer)
       guard let wanted = request.request else { throw Self.missing("request") }
@@ -109,7 +119,7 @@ extension SessionService {
         taskDescription: wanted.taskDescription)
       let task = try hosted.session.uploadTask(with: upload, fromFile: path, handsOver: true)
       _ = lock.withLock { launchNotified.remove(hosted.session.identifier) }
-      reply.snapshot = Self.snapshot(task.record)
+      reply.snapshot = snapshot(task.record)
     case .resume, .suspend, .cancel, .setDescription:
       let hosted = try session(request, peer: peer)
       guard let id = request.task, let task = hosted.session.task(id: id) else {
@@ -126,7 +136,9 @@ extension SessionService {
       case .setDescription: task.taskDescription = request.text
       default:
         if request.producingResumeData == true {
-          reply.resumeData = Self.cancelProducingResumeData(task)
+          reply.resumeData = Self.cancelProducingResumeData(task).map {
+            SealedResumeData.seal($0, session: hosted.session.identifier, task: id, key: resumeKey)
+          }
         } else {
           task.cancel()
         }
@@ -136,7 +148,7 @@ extension SessionService {
       let reasons = (try? store.cancelledReasons(session: hosted.session.identifier)) ?? [:]
       reply.snapshots = try store.tasks(session: hosted.session.identifier)
         .filter { $0.state.isUnfinished || $0.awaitsDelivery }
-        .map { Self.snapshot($0, cancelledReason: reasons[$0.id]) }
+        .map { snapshot($0, cancelledReason: reasons[$0.id]) }
     case .subscribe:
       _ = try session(request, peer: peer)
     case .acknowledge:
@@ -262,8 +274,9 @@ extension SessionService {
   }
 
   /// The snapshot of `record` the app sees; `cancelledReason` is the reason the service recorded
-  /// for it (`BackgroundTaskCancelledReason`'s raw value), which a task cancelled counts.
-  static func snapshot(_ record: DownloadTaskRecord, cancelledReason: Int? = nil) -> SessionTaskSnapshot {
+  /// for it (`BackgroundTaskCancelledReason`'s raw value), which a task cancelled counts. Its
+  /// resume data is sealed for the session (`SealedResumeData`).
+  func snapshot(_ record: DownloadTaskRecord, cancelledReason: Int? = nil) -> SessionTaskSnapshot {
     let state: String
     switch record.state {
     case .running, .waitingForUnlock: state = "running"
@@ -294,7 +307,9 @@ extension SessionService {
       request: SessionRequest(url: url, headers: record.requestHeaders, taskDescription: record.taskDescription),
       state: state, bytesReceived: record.bytesReceived, bytesExpectedToReceive: record.bytesExpected,
       statusCode: record.state == .completed ? 200 : 0, error: error, cancelledReason: reason,
-      resumeData: error.flatMap { resumeData(record, $0) })
+      resumeData: error.flatMap { Self.resumeData(record, $0) }.map {
+        SealedResumeData.seal($0, session: record.sessionIdentifier, task: record.id, key: resumeKey)
+      })
   }
 
   /// The resume data of a download that failed keeping its temp file (cancelled, broken off, or

@@ -34,6 +34,8 @@ public final class SessionService: @unchecked Sendable {
   let launcher: (any SessionAppLauncher)?
   let store: DownloadStore
   let fileSystem: DeviceDownloadFileSystem
+  /// The device's secret, which seals the resume data handed to apps.
+  let resumeKey: ModeKey
   let lock = NSLock()
   var hosted: [String: HostedSession] = [:]
   var subscribers: [String: SessionSubscriber] = [:]
@@ -57,6 +59,7 @@ public final class SessionService: @unchecked Sendable {
     socketName = SessionServiceClient.socketName(device: device)
     store = try DownloadStore(path: device.downloadStorePath)
     fileSystem = DeviceDownloadFileSystem(device: device)
+    resumeKey = try ModeKey.loadOrCreate(in: try DirectoryHandle(path: device.stateDirectory))
   }
 
   /// Binds the socket (throwing `.alreadyExists` when another service has it), reopens the service
@@ -123,8 +126,7 @@ public final class SessionService: @unchecked Sendable {
   /// anyone else not at all.
   private func admit(_ peer: PeerCredentials) -> String? {
     lock.withLock { () -> String? in
-      let trusted = peer.uid == 0 || peer.uid == geteuid()
-      if !trusted {
+      if !peer.isTrustedUser {
         guard peer.uid == AppUser.standard.uid else {
           return "User \(peer.uid) may not use the session service of '\(device.root)': only root and its apps may."
         }
@@ -235,6 +237,11 @@ struct LateAcknowledgement: Equatable {
 
 /// The process at the other end of a connection.
 typealias Peer = PeerCredentials
+
+extension PeerCredentials {
+  /// Whether the peer is root or the service's own user, whom the service serves in full.
+  var isTrustedUser: Bool { uid == 0 || uid == geteuid() }
+}
 
 /// What the store keeps of a service session: the app's configuration and, for sessions of
 /// `download --detach`, the directory its tasks were made for.

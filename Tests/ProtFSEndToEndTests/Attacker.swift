@@ -19,6 +19,7 @@ struct Attacker {
     chmod(directory, 0o755)
     for (name, text) in [
       ("client.py", Self.client), ("hold.py", Self.hold), ("squat.py", Self.squat), ("flood.py", Self.flood),
+      ("resume.py", Self.resume), ("swap.py", Self.swap),
     ] {
       let path = directory + "/" + name
       try text.write(toFile: path, atomically: true, encoding: .utf8)
@@ -160,6 +161,97 @@ struct Attacker {
     while True:
         signal.pause()
     """
+
+  /// The session-service calls the app attacks make: one request a connection, the reply parsed.
+  static let calls = """
+    import base64, json, socket, sys, time
+    def call(name, request):
+        connection = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        connection.connect("\\0" + name.lstrip("@"))
+        connection.sendall(json.dumps(request).encode() + b"\\n")
+        reply = b""
+        while not reply.endswith(b"\\n"):
+            chunk = connection.recv(1 << 20)
+            if not chunk:
+                break
+            reply += chunk
+        connection.close()
+        return json.loads(reply or b"{}")
+    def say(**fields):
+        print(json.dumps(fields), flush=True)
+    """
+
+  /// As the app: opens its session (OPEN, a request line), then tries FORGED (base64 resume data
+  /// naming any directory and file) with TEMPLATE (a createDownloadTask line); then makes a real
+  /// task, waits until it has bytes, cancels it for its resume data, tries that data tampered with,
+  /// moves its own file SECRET (absolute) to the temp file's name in DOWNLOADS and resumes the
+  /// real data. Prints each outcome as a JSON line.
+  static let resume =
+    calls + "\n" + """
+      name, opened, template, forged, secret, downloads = sys.argv[1:7]
+      say(step="open", reply=call(name, json.loads(opened)))
+      request = json.loads(template)
+      request["resumeData"] = forged
+      say(step="forged", reply=call(name, request))
+      fresh = json.loads(template)
+      created = call(name, fresh)
+      task = created["snapshot"]["id"]
+      session = fresh["session"]
+      call(name, {"kind": "resume", "session": session, "task": task})
+      for _ in range(500):
+          listed = call(name, {"kind": "tasks", "session": session}).get("snapshots", [])
+          if any(t["id"] == task and t["bytesReceived"] > 0 for t in listed):
+              break
+          time.sleep(0.02)
+      data = call(name, {"kind": "cancel", "session": session, "task": task, "producingResumeData": True})["resumeData"]
+      sealed = json.loads(base64.b64decode(data))
+      inner = json.loads(base64.b64decode(sealed["data"]))
+      tampered = dict(inner, temporaryDirectory="/")
+      sealed["data"] = base64.b64encode(json.dumps(tampered).encode()).decode()
+      request = json.loads(template)
+      request["resumeData"] = base64.b64encode(json.dumps(sealed).encode()).decode()
+      say(step="tampered", reply=call(name, request))
+      import os
+      os.rename(secret, downloads + "/" + inner["temporaryFileName"])
+      request = json.loads(template)
+      request["resumeData"] = data
+      resumed = call(name, request)
+      say(step="swapped", reply=resumed, temporaryFileName=inner["temporaryFileName"])
+      call(name, {"kind": "resume", "session": session, "task": resumed["snapshot"]["id"]})
+      say(step="done")
+      while True:
+          time.sleep(3600)
+      """
+
+  /// As the app: while one thread swaps DECOY and SECRET (absolute paths, same directory) with
+  /// renameat2(RENAME_EXCHANGE) as fast as it can, asks for COUNT upload tasks of DECOY
+  /// (TEMPLATE: a createUploadTask line without its path); prints how many were made and refused.
+  static let swap =
+    calls + "\n" + """
+      import ctypes, threading
+      name, opened, template, decoy, secret, count = sys.argv[1:7]
+      call(name, json.loads(opened))
+      libc = ctypes.CDLL("libc.so.6", use_errno=True)
+      stop = threading.Event()
+      swaps = [0]
+      def swapping():
+          while not stop.is_set():
+              if libc.renameat2(-100, decoy.encode(), -100, secret.encode(), 2) == 0:
+                  swaps[0] += 1
+      threading.Thread(target=swapping, daemon=True).start()
+      made, refused = 0, 0
+      for _ in range(int(count)):
+          request = json.loads(template)
+          request["path"] = decoy
+          if "error" in call(name, request):
+              refused += 1
+          else:
+              made += 1
+      stop.set()
+      say(made=made, refused=refused, swaps=swaps[0])
+      while True:
+          time.sleep(3600)
+      """
 
   /// Sends `@NAME` one line of SIZE bytes of garbage (without a newline when `--unended`),
   /// prints what came back ("answer: …"; empty when the service just closed the connection).

@@ -72,6 +72,123 @@ import Testing
     #expect(f.servicePID == getpid())
   }
 
+  // MARK: What an app may name
+
+  /// The app's own file, of class complete, owned by the app user.
+  private static func secret(in d: AppDevice, _ name: String, _ text: String) throws -> String {
+    let path = d.t.containerPath(AppDevice.bundle, "Documents/" + name)
+    try d.t.writeFile(path, text)
+    chown(path, Attacker.appUser, Attacker.appUser)
+    try d.t.device.setClass(.complete, of: try d.t.device.resolve(path))
+    return path
+  }
+
+  /// An `openSession` line for session `identifier` of the app.
+  private static func openLine(_ identifier: String) throws -> String {
+    var open = SessionServiceRequest(.openSession, session: identifier)
+    open.configuration = SessionConfiguration(identifier: identifier)
+    return try line(open)
+  }
+
+  @Test func resumeDataTheAppForgesOrTampersWithIsRefusedAndAFileItSwapsInIsLeftAlone() async throws {
+    let d = try AppDevice()
+    defer { d.remove() }
+    defer { d.endApp() }
+    let attacker = try Attacker()
+    defer { attacker.remove() }
+    let f = SessionServiceFixture(existing: d.t)
+    try f.startInProcess()
+    defer { f.stop() }
+    let body = DownloadFixture.bytes(1 << 20)
+    let server = try FaultServer(body: body, entityTag: "\"r1\"", mode: .gateAfter(bytes: 200_000))
+    defer { server.stop() }
+    let secret = try Self.secret(in: d, "secret.txt", "the app's own complete file")
+    let lockState = d.t.device.stateDirectory + "/lock-state.json"
+    let stateBefore = FileManager.default.contents(atPath: lockState)
+    // Resume data as an app would forge it: the device's lock state as the temp file to continue.
+    let forged = DownloadResumeData(
+      url: server.url("forged.bin"), bytesReceived: 0, temporaryDirectory: d.t.device.stateDirectory,
+      temporaryFileName: "lock-state.json", destinationDirectory: d.t.device.stateDirectory
+    ).encoded().base64EncodedString()
+    let session = "\(AppDevice.bundle).resume"
+    var template = SessionServiceRequest(.createDownloadTask, session: session)
+    template.request = SessionRequest(url: server.url("resumed.bin"))
+    let downloads = d.t.containerPath(
+      AppDevice.bundle, "Library/Caches/com.apple.nsurlsessiond/Downloads/\(AppDevice.bundle)")
+    let running = try d.launch(
+      [],
+      [
+        "/usr/bin/python3", attacker.directory + "/resume.py", f.socketName, try Self.openLine(session),
+        try Self.line(template), forged, secret, downloads,
+      ])
+    defer { running.stop() }
+    #expect(await running.line(containing: #""step": "done""#) != nil, "\(running.output)")
+    let steps = Dictionary(
+      running.output.compactMap { line -> (String, [String: Any])? in
+        guard let object = try? JSONSerialization.jsonObject(with: Data(line.utf8)) as? [String: Any],
+          let step = object["step"] as? String
+        else { return nil }
+        return (step, object)
+      }, uniquingKeysWith: { first, _ in first })
+    func error(_ step: String) -> String {
+      ((steps[step]?["reply"] as? [String: Any])?["error"] as? [String: Any])?["message"] as? String ?? ""
+    }
+    #expect(error("forged").contains("not valid for the session"), "\(running.output)")
+    #expect(error("tampered").contains("not valid for the session"), "\(running.output)")
+    let swapped = try #require(
+      ((steps["swapped"]?["reply"] as? [String: Any])?["snapshot"] as? [String: Any])?["id"] as? Int,
+      "\(running.output)")
+    let temporaryName = try #require(steps["swapped"]?["temporaryFileName"] as? String)
+
+    // The real resume data still works, with a temp file of its own: the app's file is not touched.
+    server.openGate()
+    await f.waitUntil { (try? f.tasks())?.first { $0.id == Int64(swapped) }?.state == .completed }
+    let task = try #require(try f.tasks().first { $0.id == Int64(swapped) })
+    #expect(task.state == .completed && task.bytesReceived == Int64(body.count), "\(task)")
+    let moved = downloads + "/" + temporaryName
+    #expect(FileManager.default.contents(atPath: moved) == Data("the app's own complete file".utf8))
+    #expect(d.t.rawClass(moved) == "NSFileProtectionComplete")
+    var status = stat()
+    #expect(lstat(moved, &status) == 0 && status.st_uid == Attacker.appUser && status.st_nlink == 1)
+    #expect(FileManager.default.contents(atPath: lockState) == stateBefore)
+  }
+
+  @Test func anUploadOfAFileSwappedWithALockedOneNeverSnapshotsTheLockedBytes() async throws {
+    let d = try AppDevice()
+    defer { d.remove() }
+    defer { d.endApp() }
+    let attacker = try Attacker()
+    defer { attacker.remove() }
+    let f = SessionServiceFixture(existing: d.t)
+    try f.startInProcess()
+    defer { f.stop() }
+    let secret = try Self.secret(in: d, "secret.txt", "LOCKED-BYTES")
+    let decoy = d.t.containerPath(AppDevice.bundle, "Documents/decoy.txt")
+    try d.t.writeFile(decoy, "decoy")
+    chown(decoy, Attacker.appUser, Attacker.appUser)
+    try d.t.device.setClass(.none, of: try d.t.device.resolve(decoy))
+    #expect(try await d.protfs(["lock"]).status == 0)
+    let session = "\(AppDevice.bundle).swap"
+    var template = SessionServiceRequest(.createUploadTask, session: session)
+    template.request = SessionRequest(url: URL(string: "http://127.0.0.1:9/upload")!, method: "PUT")
+    let running = try d.launch(
+      [],
+      [
+        "/usr/bin/python3", attacker.directory + "/swap.py", f.socketName, try Self.openLine(session),
+        try Self.line(template), decoy, secret, "300",
+      ])
+    defer { running.stop() }
+    let report = try #require(await running.line(containing: #""made""#, timeout: 120)?.0, "\(running.output)")
+    let counts = try JSONSerialization.jsonObject(with: Data(report.utf8)) as? [String: Int]
+    #expect((counts?["swaps"] ?? 0) > 0 && (counts?["made"] ?? 0) + (counts?["refused"] ?? 0) == 300, "\(report)")
+    let uploads = d.t.containerPath(
+      AppDevice.bundle, "Library/Caches/com.apple.nsurlsessiond/Uploads/\(AppDevice.bundle)")
+    let snapshots = (try? FileManager.default.contentsOfDirectory(atPath: uploads)) ?? []
+    #expect(snapshots.count == counts?["made"], "\(snapshots.count) snapshots for \(report)")
+    let leaked = snapshots.filter { FileManager.default.contents(atPath: uploads + "/" + $0) != Data("decoy".utf8) }
+    #expect(leaked.isEmpty, "snapshots of something else than the decoy: \(leaked)")
+  }
+
   // MARK: Who the server is
 
   @Test func nobodyBindingTheServicesSocketFirstIsNotBelieved() async throws {

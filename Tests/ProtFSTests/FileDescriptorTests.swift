@@ -115,34 +115,39 @@ struct FileDescriptorTests {
     #expect(link(directory.pathOf(name), directory.pathOf("elsewhere")) == 0)
     #expect(throws: ProtFSError.self) {
       _ = try TemporaryFile.open(
-        in: directory, existingName: name, canContinue: true, unnamed: false, label: { _, _ in })
+        in: directory, existingName: name, canContinue: true, unnamed: false, accepts: { _, _ in true }, label: { _ in }
+      )
     }
     #expect(descriptors(on: directory.pathOf(name)).isEmpty)
     // A label that fails: the new file is removed and closed.
-    let refusing: (Int32, Bool) throws(ProtFSError) -> Void = { _, _ throws(ProtFSError) in
+    let refusing: (Int32) throws(ProtFSError) -> Void = { _ throws(ProtFSError) in
       throw ProtFSError(.io, "no label")
     }
     #expect(throws: ProtFSError.self) {
-      _ = try TemporaryFile.open(in: directory, existingName: nil, canContinue: false, unnamed: false, label: refusing)
+      _ = try TemporaryFile.open(
+        in: directory, existingName: nil, canContinue: false, unnamed: false, accepts: { _, _ in true }, label: refusing
+      )
     }
     // An unnamed one (O_TMPFILE, which /proc shows as `DIR/#INODE (deleted)`) is closed too.
     #expect(throws: ProtFSError.self) {
-      _ = try TemporaryFile.open(in: directory, existingName: nil, canContinue: false, unnamed: true, label: refusing)
+      _ = try TemporaryFile.open(
+        in: directory, existingName: nil, canContinue: false, unnamed: true, accepts: { _, _ in true }, label: refusing)
     }
     #expect(descriptors(on: directory.pathOf("#")).isEmpty)
     #expect(throws: ProtFSError.self) {
       _ = try TemporaryFile.open(
-        in: directory, existingName: "elsewhere", canContinue: false, unnamed: false, label: refusing)
+        in: directory, existingName: "elsewhere", canContinue: false, unnamed: false, accepts: { _, _ in true },
+        label: refusing)
     }
     #expect(descriptors(on: directory.pathOf("CFNetworkDownload_")).isEmpty)
     #expect(descriptors(on: directory.pathOf("elsewhere")).isEmpty)
     // One that passes is handed over open.
     unlink(directory.pathOf(name))
     let opened = try TemporaryFile.open(
-      in: directory, existingName: nil, canContinue: false, unnamed: false, label: { _, _ in })
+      in: directory, existingName: nil, canContinue: false, unnamed: false, accepts: { _, _ in true }, label: { _ in })
     #expect(descriptors(on: directory.pathOf(opened.name)) == [opened.file.rawValue])
     let unnamed = try TemporaryFile.open(
-      in: directory, existingName: nil, canContinue: false, unnamed: true, label: { _, _ in })
+      in: directory, existingName: nil, canContinue: false, unnamed: true, accepts: { _, _ in true }, label: { _ in })
     #expect(!unnamed.isNamed && descriptors(on: directory.pathOf("#")) == [unnamed.file.rawValue])
   }
 

@@ -34,8 +34,15 @@ extension Device {
   {
     guard !state.isProtectedDataAvailable else { return }
     let target = access == .create ? path.parent : path
-    let cls = try effectiveClass(of: target).protectionClass
-    guard !state.allows(cls, access) else { return }
+    try checkAccess(path, class: try effectiveClass(of: target).protectionClass, for: access, in: state)
+  }
+
+  /// As `checkAccess(_:for:in:)` for an item (or, for `.create`, a parent) whose effective class
+  /// `cls` the caller read from the item it holds open: the decision on a descriptor.
+  public func checkAccess(
+    _ path: DevicePath, class cls: ProtectionClass, for access: ProtectedDataAccess, in state: ProtectionState
+  ) throws(ProtFSError) {
+    guard !state.isProtectedDataAvailable, !state.allows(cls, access) else { return }
     let verb =
       switch access {
       case .read: "read"

@@ -237,6 +237,22 @@ package struct ModeKey: Sendable {
   /// Separates these MACs from any other use of the key.
   private static let domain = Array("protfs saved-mode 2\0".utf8)
 
+  /// HMAC-SHA256 of `message` under `domain` (a tag that no other use of the key shares, ending in
+  /// a NUL): how other records the device hands out and takes back are authenticated with the
+  /// same secret (the session service's resume data).
+  package func mac(domain: String, message: [UInt8]) -> [UInt8] {
+    var digest = [UInt8](repeating: 0, count: 32)
+    let tag = Array(domain.utf8) + [0]
+    var context = inner
+    SHA256_Update(&context, tag, tag.count)
+    SHA256_Update(&context, message, message.count)
+    SHA256_Final(&digest, &context)
+    context = outer
+    SHA256_Update(&context, digest, 32)
+    SHA256_Final(&digest, &context)
+    return digest
+  }
+
   /// The key in `directory` (the device's `.protfs/`), or nil when there is none yet.
   package static func load(from directory: DirectoryHandle) throws(ProtFSError) -> ModeKey? {
     let path = directory.pathOf(fileName)

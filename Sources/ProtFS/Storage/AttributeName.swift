@@ -42,6 +42,31 @@ extension DirectoryHandle {
   private func decodeClass(_ bytes: [UInt8]?, at path: String, attribute: String = AttributeName.protectionClass)
     throws(ProtFSError) -> ProtectionClass?
   {
+    try ProtectionClass.decode(bytes, at: path, attribute: attribute)
+  }
+}
+
+extension ProtectionClass {
+  /// The own class of the item open as `fd` (read from the descriptor, so from exactly that item),
+  /// or nil when it has none; `path` names it in errors.
+  ///
+  /// Throws `corruptAttribute` when the attribute holds something that is not a raw value.
+  public static func own(ofDescriptor fd: Int32, path: String) throws(ProtFSError) -> ProtectionClass? {
+    var buffer = [UInt8](repeating: 0, count: 128)
+    let result = buffer.withUnsafeMutableBytes { raw in
+      Kernel.getAttribute(dirfd: fd, name: nil, attribute: AttributeName.protectionClass, into: raw)
+    }
+    switch result {
+    case .success(let size): return try decode(Array(buffer.prefix(size)), at: path)
+    case .failure(let e) where e == .noData: return nil
+    case .failure(let e): throw ProtFSError.system("read the attributes of", path: path, errno: e.rawValue)
+    }
+  }
+
+  /// The class `bytes` (an attribute's value; nil when absent) holds.
+  fileprivate static func decode(_ bytes: [UInt8]?, at path: String, attribute: String = AttributeName.protectionClass)
+    throws(ProtFSError) -> ProtectionClass?
+  {
     guard let bytes else { return nil }
     guard let value = ProtectionClass(attributeValue: bytes) else {
       let shown = String(decoding: bytes.prefix(64), as: UTF8.self).debugDescription

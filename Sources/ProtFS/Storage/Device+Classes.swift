@@ -27,6 +27,23 @@ extension Device {
     try descend(to: path).inheritance
   }
 
+  /// Opens the file at `path` and tells its effective class, both decided from the same items:
+  /// each directory on the way is opened without following a link and held, the file is opened
+  /// relative to the last one by `open` (which gives its flags and words its errors), and its own
+  /// class is read from the opened descriptor. A name swapped between a check by path and an open
+  /// by path (`renameat2(RENAME_EXCHANGE)`) cannot make one item's class decide another's reading.
+  public func openFile(
+    _ path: DevicePath, _ open: (DirectoryHandle, String) throws(ProtFSError) -> FileDescriptor
+  ) throws(ProtFSError) -> (FileDescriptor, EffectiveClass) {
+    guard let name = path.name else {
+      throw ProtFSError(.invalidArgument, "'\(absolutePath(path))' is the device itself, not a file.", path: root)
+    }
+    let (parent, inheritance) = try descend(to: path.parent)
+    let file = try open(parent, name)
+    let own = try ProtectionClass.own(ofDescriptor: file.rawValue, path: absolutePath(path))
+    return (file, inheritance.effective(own: own))
+  }
+
   /// Opens the directory at `path` component by component, folding in each one's classes.
   private func descend(to path: DevicePath) throws(ProtFSError) -> (DirectoryHandle, inheritance: ClassInheritance) {
     var directory = try openRoot()

@@ -14,7 +14,7 @@ extension AppSupervisor {
     postedSessions.insert(session)
     if record.state != .active {
       if record.state == .suspended {
-        _ = valueOrErrno(.kill) { kill(-pid, SIGCONT) }
+        processes.resume()
         record.state = .background
         record.backgroundSince = Date()
         backgroundStart = .now()

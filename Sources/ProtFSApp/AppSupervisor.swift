@@ -7,7 +7,9 @@ import Synchronization
 /// resumes and kills it on time, and answers the commands that reach it through its socket.
 ///
 /// The process itself is started by the caller (confined as `protfs exec` confines a program), in
-/// a process group of its own, so that SIGSTOP, SIGCONT and SIGKILL reach every process of the app.
+/// a process group of its own and, where the kernel allows, a cgroup of its own that it joins
+/// before it runs (`AppProcesses`): every process of the app is suspended, resumed and killed
+/// with it.
 ///
 /// `@unchecked Sendable`: every mutable property is touched only on `queue`.
 public final class AppSupervisor: @unchecked Sendable {
@@ -29,6 +31,8 @@ public final class AppSupervisor: @unchecked Sendable {
   /// The device the app runs on.
   private let device: Device
   private let listener: FileDescriptor
+  /// Every process of the app.
+  package let processes: AppProcesses
   /// Who may control the app: root and the supervisor's own user.
   private let controllers: Set<uid_t>
   /// Who may speak for the app (its helper commands) and nothing more: the app user.
@@ -87,6 +91,7 @@ public final class AppSupervisor: @unchecked Sendable {
         .alreadyExists, "The app \(bundleID) is already running.",
         remedy: .advice("terminate it first, or bring it to the foreground"))
     }
+    processes = AppProcesses(key: String(socketName.split(separator: ".").last ?? ""))
     var record = (try? store.record(bundleID)) ?? nil ?? AppRecord(bundleID: bundleID.rawValue, backgroundTime: 0)
     record.backgroundTime = timings.backgroundTime
     record.lastLaunchCommand = command
@@ -97,14 +102,17 @@ public final class AppSupervisor: @unchecked Sendable {
     self.record = record
   }
 
-  /// The variables the app's environment gets.
+  /// The variables the app's environment gets (and, for its first process only, the cgroup to
+  /// join before it runs the app).
   public var environment: [String: String] {
-    [
+    var variables = [
       AppEnvironment.socket: "@" + socketName, AppEnvironment.bundle: bundleID.rawValue,
       AppEnvironment.eventsFD: String(AppEnvironment.eventsDescriptor),
       AppEnvironment.protectedData: device.isProtectedDataAvailable ? "available" : "unavailable",
       AppEnvironment.launchState: launchedInBackground ? "background" : "active",
     ]
+    if let cgroup = processes.cgroup { variables[AppProcesses.joinVariable] = cgroup }
+    return variables
   }
 
   /// Records the launch before the app's process exists: the supervisor (this process, with its
@@ -116,6 +124,7 @@ public final class AppSupervisor: @unchecked Sendable {
       record.state = .active
       record.pid = nil
       record.supervisor = .current
+      record.cgroup = processes.cgroup
       return record
     }
     try store.write(prepared)
@@ -126,8 +135,10 @@ public final class AppSupervisor: @unchecked Sendable {
     queue.sync {
       record.state = .notRunning
       record.supervisor = nil
+      record.cgroup = nil
       save()
     }
+    processes.end()
   }
 
   /// Takes charge of the started app `pid` (the leader of its process group), which reads events
@@ -140,7 +151,9 @@ public final class AppSupervisor: @unchecked Sendable {
       record.state = .active
       record.pid = pid
       record.supervisor = .current
+      record.cgroup = processes.cgroup
     }
+    processes.started(pid)
     let first = queue.sync { record }
     try store.write(first)
     Thread { [self] in
@@ -181,7 +194,7 @@ public final class AppSupervisor: @unchecked Sendable {
 
   /// Sends `signal` to every process of the app.
   public func signalApp(_ signal: Int32) {
-    queue.async { if self.pid > 0 { _ = valueOrErrno(.kill) { kill(-self.pid, signal) } } }
+    queue.async { if self.pid > 0 { self.processes.signal(signal) } }
   }
 
   // MARK: - On the queue
@@ -226,7 +239,7 @@ public final class AppSupervisor: @unchecked Sendable {
   private func enterForeground() -> AppReply {
     guard record.state != .active else { return .refused("The app \(bundleID) is already in the foreground.") }
     send(.willEnterForeground)
-    if record.state == .suspended { _ = valueOrErrno(.kill) { kill(-pid, SIGCONT) } }
+    if record.state == .suspended { processes.resume() }
     // In the foreground no watchdog waits for the sessions' answers (they are still expected).
     sessionWaits = [:]
     record.state = .active
@@ -238,7 +251,7 @@ public final class AppSupervisor: @unchecked Sendable {
   private func startFetch() -> AppReply {
     guard fetchStart == nil else { return .refused("A fetch of \(bundleID) is already under way.") }
     if record.state == .suspended {
-      _ = valueOrErrno(.kill) { kill(-pid, SIGCONT) }
+      processes.resume()
       record.state = .background
       record.backgroundSince = Date()
       backgroundStart = .now()
@@ -298,12 +311,12 @@ public final class AppSupervisor: @unchecked Sendable {
     save()
     // A suspended app is killed without notice, as on iOS.
     if record.state == .suspended {
-      _ = valueOrErrno(.kill) { kill(-pid, SIGKILL) }
+      processes.kill()
       return .ok()
     }
     send(.willTerminate)
     queue.asyncAfter(deadline: .now() + timings.terminateGrace) { [self] in
-      if pid > 0 { _ = valueOrErrno(.kill) { kill(-pid, SIGKILL) } }
+      if pid > 0 { processes.kill() }
     }
     return .ok()
   }
@@ -331,7 +344,7 @@ public final class AppSupervisor: @unchecked Sendable {
       let suspension = max(backgroundStart + timings.suspendAfter, .now())
       queue.asyncAfter(deadline: suspension) { [self] in
         guard generation == current, record.state == .background else { return }
-        _ = valueOrErrno(.kill) { kill(-pid, SIGSTOP) }
+        processes.suspend()
         record.state = .suspended
         generation += 1
         save()
@@ -348,12 +361,12 @@ public final class AppSupervisor: @unchecked Sendable {
       bundleID: bundleID.rawValue, time: Date(), reason: reason, openTasks: record.tasks.map(\.name), pid: pid)
     _ = try? store.write(report)
     save()
-    _ = valueOrErrno(.kill) { kill(-pid, SIGKILL) }
+    processes.kill()
   }
 
   private func finish(_ code: Int32) {
-    // Whatever the app left in its group goes with it.
-    _ = valueOrErrno(.kill) { kill(-pid, SIGKILL) }
+    // Whatever the app left goes with it, in its cgroup or its group.
+    processes.end()
     pid = 0
     generation += 1
     fetchGeneration += 1
@@ -361,6 +374,7 @@ public final class AppSupervisor: @unchecked Sendable {
     record.state = .notRunning
     record.pid = nil
     record.supervisor = nil
+    record.cgroup = nil
     record.tasks = []
     record.backgroundSince = nil
     record.lastExitStatus = code

@@ -86,6 +86,26 @@ struct AppDevice {
     }
   }
 
+  /// Whether every process of the app is stopped, waiting (at most 20 s) for the freezer to
+  /// finish: its cgroup (the record names it) says frozen, or, without one, its first process is
+  /// stopped (SIGSTOP).
+  func waitUntilFrozen() async -> Bool {
+    await offPool {
+      let deadline = Date() + 20
+      while Date() < deadline {
+        if let cgroup = record()["cgroup"] as? String {
+          let events = (try? String(contentsOfFile: cgroup + "/cgroup.events", encoding: .utf8)) ?? ""
+          if events.contains("frozen 1") { return true }
+        } else if let pid = record()["pid"] as? Int {
+          let stat = (try? String(contentsOfFile: "/proc/\(pid)/stat", encoding: .utf8)) ?? ""
+          if stat.split(separator: ")").last?.split(separator: " ").first == "T" { return true }
+        }
+        usleep(10_000)
+      }
+      return false
+    }
+  }
+
   func remove() {
     TestDevice.removeTree(scripts)
   }

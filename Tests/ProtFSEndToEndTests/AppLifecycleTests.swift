@@ -107,9 +107,7 @@ import Testing
     #expect(try await d.protfs(["app", "background", AppDevice.bundle]).status == 0)
     #expect(await app.line(containing: "ended 1") != nil, "\(app.output)")
     #expect(await d.waitForState("suspended"))
-    let pid = d.record()["pid"] as? Int ?? 0
-    let stat = (try? String(contentsOfFile: "/proc/\(pid)/stat", encoding: .utf8)) ?? ""
-    #expect(stat.split(separator: " ").dropFirst(2).first == "T", "\(stat)")
+    #expect(await d.waitUntilFrozen(), "\(d.record())")
     let status = try await d.protfs(["app", "status", AppDevice.bundle])
     #expect(status.stdout.contains("suspended"), "\(status)")
     #expect(try await d.protfs(["app", "foreground", AppDevice.bundle]).status == 0)

@@ -269,6 +269,55 @@ import Testing
     #expect(fromNobody.stdout.contains("may not control the app"), "\(fromNobody)")
   }
 
+  @Test func aSetsidChildOfTheAppIsSuspendedAndEndedWithItAndNoSignalResumesIt() async throws {
+    let d = try AppDevice()
+    defer { d.remove() }
+    defer { d.endApp() }
+    let attacker = try Attacker()
+    defer { attacker.remove() }
+    let tmp = d.t.containerPath(AppDevice.bundle, "tmp")
+    // The app starts a child in a session (and process group) of its own, then waits.
+    let script = try d.script(
+      "escape.sh",
+      "#!/bin/sh\nsetsid sh -c 'echo $$ > \(tmp)/child.pid; while :; do sleep 1; done' &\n"
+        + "while [ ! -s \(tmp)/child.pid ]; do sleep 0.01; done\necho ready\nexec sleep 600\n")
+    let running = try d.launch(["--suspend-after", "100ms"], [script])
+    defer { running.stop() }
+    #expect(await running.line(containing: "ready") != nil, "\(running.output)")
+    let child = try #require(
+      (try? String(contentsOfFile: tmp + "/child.pid", encoding: .utf8)).flatMap {
+        pid_t($0.trimmingCharacters(in: .whitespacesAndNewlines))
+      })
+    defer { killIfStill(child, namedBy: "while :") }
+    let leader = try #require(d.record()["pid"] as? Int)
+    #expect(getsid(child) != getsid(pid_t(leader)), "the child did not leave the app's session")
+    let cgroup = try #require(d.record()["cgroup"] as? String, "\(d.record())")
+    let members = (try? String(contentsOfFile: cgroup + "/cgroup.procs", encoding: .utf8)) ?? ""
+    #expect(members.split(separator: "\n").contains(Substring(String(child))), "\(members)")
+
+    #expect(try await d.protfs(["app", "background", AppDevice.bundle]).status == 0)
+    #expect(await d.waitForState("suspended"))
+    #expect(await d.waitUntilFrozen())
+    // The app user's own process outside the app sends SIGCONT to both: nothing runs again.
+    let sent = try await Protfs.runProgram(
+      "/usr/bin/setpriv",
+      ["--reuid=501", "--regid=501", "--clear-groups", "/bin/kill", "-CONT", String(leader), String(child)])
+    #expect(sent.status == 0, "\(sent)")
+    let events = (try? String(contentsOfFile: cgroup + "/cgroup.events", encoding: .utf8)) ?? ""
+    #expect(events.contains("frozen 1"), "\(events)")
+
+    let terminated = try await d.protfs(["app", "terminate", AppDevice.bundle])
+    #expect(terminated.status == 0, "\(terminated)")
+    _ = await running.exit()
+    let gone = await offPool { () -> Bool in
+      let deadline = Date() + 10
+      while kill(child, 0) == 0, Date() < deadline { usleep(10_000) }
+      return kill(child, 0) != 0
+    }
+    #expect(gone, "the setsid child \(child) outlived its app")
+    #expect(!FileManager.default.fileExists(atPath: cgroup), "the app's cgroup is left behind")
+  }
+
   @Test func anAppFloodingItsSupervisorCannotStopItsSystemFromSuspendingAndEndingIt() async throws {
     let d = try AppDevice()
     defer { d.remove() }

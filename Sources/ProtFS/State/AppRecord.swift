@@ -56,6 +56,9 @@ public struct AppRecord: Codable, Sendable, Equatable {
   /// When the supervisor started (clock ticks since boot), so that a later process given its pid
   /// is not taken for it; nil in records written before it was kept.
   public var supervisorStartTime: UInt64?
+  /// The cgroup that holds every process of the app while it runs (nil where its process group
+  /// does, or when it is not running).
+  public var cgroup: String?
   /// The background tasks it holds.
   public var tasks: [Task] = []
   /// The background budget in seconds.

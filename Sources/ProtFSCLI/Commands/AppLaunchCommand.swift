@@ -15,7 +15,8 @@ package enum AppLaunchCommand {
       CMD runs confined exactly as under `protfs exec` (through the mount when one is active), in a
       process group of its own, with $PROTFS_APP_EVENTS_FD (its events, one JSON object a line),
       $PROTFS_APP_SOCKET and $PROTFS_APP_BUNDLE in its environment. In the background it runs for
-      --suspend-after without tasks, then is stopped (SIGSTOP) until it returns to the foreground;
+      --suspend-after without tasks, then is frozen with every process it started (its cgroup, or
+      SIGSTOP to its process group where there is no cgroup v2) until it returns to the foreground;
       with tasks, for --background-time, with a backgroundTaskWillExpire event per task a fifth of
       the budget (at most 5 s) before the end; tasks still open at the end get it killed (exit 137)
       with a crash report in the device's .protfs/crash-reports/. A fetch must complete within

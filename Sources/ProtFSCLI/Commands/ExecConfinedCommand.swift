@@ -19,6 +19,12 @@ package enum ExecConfinedCommand {
     let device = invocation.device
     let parent = getppid()
     let mount = device.isInitialized ? MountRegistry(device: device).active().first : nil
+    // An app's first process joins the app's cgroup before anything of the app runs, so every
+    // process the app ever starts is held with it (while still root: the cgroup is root's).
+    if let cgroup = ProcessInfo.processInfo.environment[AppProcesses.joinVariable] {
+      try AppProcesses.join(cgroup)
+      unsetenv(AppProcesses.joinVariable)
+    }
     _ = try Confinement.confine(device: device, mountpoint: mount?.mountpoint)
     // An app ends with its supervisor (`protfs app launch`), killed or not, as an iOS app ends with
     // the system: set after the identity change, which clears the parent-death signal, and

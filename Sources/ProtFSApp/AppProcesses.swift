@@ -1,0 +1,183 @@
+import Foundation
+import ProtFSSystem
+import Synchronization
+
+/// Every process of one app, suspended, resumed, signalled and killed as one (docs/semantics.md
+/// §8, §11): an app is all of its processes, and none of them may escape the system's hold.
+///
+/// Where the kernel has a writable cgroup v2 hierarchy, the app gets a cgroup of its own, below
+/// the supervisor's (`…/protfs-app.<key>`), which its first process joins before it runs any of
+/// the app's code: every process it ever starts is in it, `setsid` and double forks included.
+/// Suspension is the cgroup freezer (`cgroup.freeze`), which no signal undoes (a SIGCONT from a
+/// process of the app, or from anyone, resumes nothing), and the end is `cgroup.kill`. Elsewhere
+/// the app is its process group (SIGSTOP, SIGCONT and SIGKILL to the group), which a `setsid`
+/// child leaves: `launch` warns of it.
+package final class AppProcesses: Sendable {
+  /// The app's cgroup (its directory), or nil where its process group stands for it.
+  package let cgroup: String?
+  /// The leader of the app's process group, once started.
+  private let leader = Mutex<pid_t>(0)
+
+  /// The environment variable through which the app's first process learns the cgroup to join.
+  package static let joinVariable = "PROTFS_APP_CGROUP"
+
+  /// A fresh cgroup named for `key` below this process's own, emptied of whatever an earlier
+  /// supervisor of the same app left (processes of a supervisor killed with SIGKILL); a process
+  /// group where there is no cgroup v2 this process may write.
+  package init(key: String) {
+    cgroup = Self.makeCgroup(named: "protfs-app." + key)
+  }
+
+  /// The app's first process is `pid`, the leader of its process group.
+  package func started(_ pid: pid_t) { leader.withLock { $0 = pid } }
+
+  /// Stops every process of the app (SIGSTOP's effect, which nothing but `resume` undoes).
+  package func suspend() {
+    if let cgroup {
+      Self.write("1", to: cgroup + "/cgroup.freeze")
+      return
+    }
+    signalGroup(SIGSTOP)
+  }
+
+  /// Lets every process of the app run again.
+  package func resume() {
+    if let cgroup {
+      Self.write("0", to: cgroup + "/cgroup.freeze")
+      return
+    }
+    signalGroup(SIGCONT)
+  }
+
+  /// Ends every process of the app at once (SIGKILL), frozen or not.
+  package func kill() {
+    if let cgroup {
+      Self.write("1", to: cgroup + "/cgroup.kill")
+      return
+    }
+    signalGroup(SIGKILL)
+  }
+
+  /// Sends `signal` to every process of the app.
+  package func signal(_ signal: Int32) {
+    guard let cgroup else {
+      signalGroup(signal)
+      return
+    }
+    for pid in Self.members(of: cgroup) { _ = valueOrErrno(.kill) { Glibc.kill(pid, signal) } }
+  }
+
+  /// Whether every process of the app is stopped now (frozen, or stopped by SIGSTOP).
+  package var isSuspended: Bool {
+    if let cgroup { return Self.events(of: cgroup)["frozen"] == "1" }
+    let pid = leader.withLock { $0 }
+    guard let stat = FileManager.default.contents(atPath: "/proc/\(pid)/stat") else { return false }
+    let text = String(decoding: stat, as: UTF8.self)
+    guard let close = text.lastIndex(of: ")") else { return false }
+    return text[text.index(after: close)...].split(separator: " ").first == "T"
+  }
+
+  /// After the app's first process ended: kills what it left, waits (up to `timeout` seconds)
+  /// until none is left, and removes the cgroup.
+  package func end(timeout: Double = 5) {
+    kill()
+    guard let cgroup else { return }
+    let deadline = Date().addingTimeInterval(timeout)
+    while Self.events(of: cgroup)["populated"] == "1", Date() < deadline { usleep(2_000) }
+    rmdir(cgroup)
+  }
+
+  private func signalGroup(_ signal: Int32) {
+    let pid = leader.withLock { $0 }
+    guard pid > 0 else { return }
+    _ = valueOrErrno(.kill) { Glibc.kill(-pid, signal) }
+  }
+
+  // MARK: The cgroup v2 hierarchy
+
+  /// Makes the cgroup `name` below this process's own, or nil where that cannot be done.
+  private static func makeCgroup(named name: String) -> String? {
+    guard let parent = ownCgroup() else { return nil }
+    let path = parent + "/" + name
+    if FileManager.default.fileExists(atPath: path) {
+      // Left by a supervisor that was killed: its processes go now, as they would have with it.
+      write("1", to: path + "/cgroup.kill")
+      let deadline = Date().addingTimeInterval(5)
+      while events(of: path)["populated"] == "1", Date() < deadline { usleep(2_000) }
+      rmdir(path)
+    }
+    guard mkdir(path, 0o755) == 0 else { return nil }
+    // A cgroup that cannot freeze or kill would not hold the app: use the process group instead.
+    guard access(path + "/cgroup.freeze", W_OK) == 0, access(path + "/cgroup.kill", W_OK) == 0,
+      access(path + "/cgroup.procs", W_OK) == 0
+    else {
+      rmdir(path)
+      return nil
+    }
+    return path
+  }
+
+  /// The directory of this process's cgroup in the cgroup v2 hierarchy, when one is mounted.
+  private static func ownCgroup() -> String? {
+    guard let mounts = FileManager.default.contents(atPath: "/proc/self/mountinfo"),
+      let groups = FileManager.default.contents(atPath: "/proc/self/cgroup")
+    else { return nil }
+    // mountinfo: "ID PARENT MAJ:MIN ROOT MOUNTPOINT OPTIONS ... - TYPE SOURCE SUPER".
+    var mountPoint: String?
+    var mountRoot = "/"
+    for line in String(decoding: mounts, as: UTF8.self).split(separator: "\n") {
+      let halves = line.components(separatedBy: " - ")
+      guard halves.count == 2, halves[1].hasPrefix("cgroup2 ") else { continue }
+      let fields = halves[0].split(separator: " ")
+      guard fields.count >= 5 else { continue }
+      mountRoot = String(fields[3])
+      mountPoint = String(fields[4])
+      break
+    }
+    guard let mountPoint else { return nil }
+    // The v2 line of /proc/self/cgroup: "0::/PATH".
+    guard
+      let own = String(decoding: groups, as: UTF8.self).split(separator: "\n").first(where: { $0.hasPrefix("0::") })
+    else { return nil }
+    var path = String(own.dropFirst(3))
+    if mountRoot != "/", path.hasPrefix(mountRoot) { path = String(path.dropFirst(mountRoot.count)) }
+    let directory = mountPoint + (path == "/" ? "" : path)
+    return access(directory, W_OK) == 0 ? directory : nil
+  }
+
+  /// The pids in `cgroup`.
+  private static func members(of cgroup: String) -> [pid_t] {
+    guard let data = FileManager.default.contents(atPath: cgroup + "/cgroup.procs") else { return [] }
+    return String(decoding: data, as: UTF8.self).split(separator: "\n").compactMap { pid_t($0) }
+  }
+
+  /// `cgroup.events` as keys and values ("populated 1", "frozen 0").
+  private static func events(of cgroup: String) -> [String: String] {
+    guard let data = FileManager.default.contents(atPath: cgroup + "/cgroup.events") else { return [:] }
+    var events: [String: String] = [:]
+    for line in String(decoding: data, as: UTF8.self).split(separator: "\n") {
+      let parts = line.split(separator: " ")
+      if parts.count == 2 { events[String(parts[0])] = String(parts[1]) }
+    }
+    return events
+  }
+
+  /// Writes `value` to the cgroup file `path`; whether it took.
+  @discardableResult
+  private static func write(_ value: String, to path: String) -> Bool {
+    let fd = open(path, O_WRONLY | O_CLOEXEC)
+    guard fd >= 0 else { return false }
+    defer { close(fd) }
+    let bytes = Array(value.utf8)
+    return Glibc.write(fd, bytes, bytes.count) == bytes.count
+  }
+
+  /// Moves the calling process into `cgroup` (its first process does this before it runs the
+  /// app's code); throws when it cannot, so that nothing of the app runs outside.
+  package static func join(_ cgroup: String) throws(ProtFSError) {
+    let procs = cgroup + "/cgroup.procs"
+    let fd = try valueOrErrno(.open) { open(procs, O_WRONLY | O_CLOEXEC) }.orThrow("join the app's cgroup", path: procs)
+    defer { close(fd) }
+    _ = try valueOrErrno(.write) { Glibc.write(fd, "0", 1) }.orThrow("join the app's cgroup", path: procs)
+  }
+}

@@ -19,6 +19,9 @@ public struct LockController: Sendable {
   public var crashHook: CrashHook
   /// PBKDF2 rounds for passcodes set through this controller.
   public var passcodeIterations: Int
+  /// Called with the state every transition committed (or went back to), once its record is
+  /// written: the CLI waits there until the device's mounts enforce it.
+  public var afterCommit: @Sendable (ProtectionState) -> Void = { _ in }
 
   /// A controller for `device`.
   public init(
@@ -229,11 +232,13 @@ public struct LockController: Sendable {
       try store.write(undo)
       _ = try? enforce(previous.protection, fullCheck: true, ownerAccess: ownerAccess, key: key)
       try store.write(previous)
+      afterCommit(previous.protection)
       ownerAccess.clear()
       try store.removeJournal()
       throw Self.failure(operation, tally.failures)
     }
     try store.write(next)
+    afterCommit(next.protection)
     crashHook.step()
     ownerAccess.clear()
     try store.removeJournal()

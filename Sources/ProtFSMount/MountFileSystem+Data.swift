@@ -87,9 +87,23 @@ extension MountFileSystem {
   }
 
   /// Throws `EPERM` unless a handle of `handle.node` may still read or write: the "descriptor
-  /// already open" column of the table, now.
+  /// already open" column of the table, now, for the class the item has now. While data is
+  /// unavailable the class is read again (the file's own, through the handle's descriptor, and
+  /// each ancestor's): a class set behind the mount since the handle was opened decides, not the
+  /// one remembered.
   func decideIO(_ handle: MountHandle) throws(Errno) {
-    try decide(handle.node, .openHandle)
+    let state = protectionState()
+    guard !state.isProtectedDataAvailable else { return }
+    if let own = try? readClass(handle.fd, AttributeName.protectionClass) {
+      nodes.setOwnClass(handle.node, own)
+    } else {
+      refreshOwnClass(handle.node)
+    }
+    if nodes.ownClass(of: handle.node) == nil {
+      for ancestor in nodes.ancestors(of: handle.node) { refreshOwnClass(ancestor) }
+    }
+    let cls = nodes.effectiveClass(of: handle.node)
+    guard cls == .none || state.allows(cls, .openHandle) else { throw .notPermitted }
   }
 
   /// `flush` (each `close` of a descriptor): closing a duplicate reports write-back errors.

@@ -60,6 +60,8 @@ extension MountFileSystem {
 
   /// `link`: a new name for `node` (metadata: not gated).
   func link(_ node: MountNode, _ parent: MountNode, _ name: String) throws(Errno) -> (MountNode, stat) {
+    // The new name must not give the file the class of its new directory.
+    try keepClass(node)
     _ = try node.withPath { (fd) throws(Errno) in
       try valueOrErrno(.link) { linkat(fd, "", parent.fd, name, PROTFS_MOUNT_AT_EMPTY_PATH) }.get()
     }
@@ -71,14 +73,54 @@ extension MountFileSystem {
     _ = try valueOrErrno(.unlink) { unlinkat(parent.fd, name, directory ? AT_REMOVEDIR : 0) }.get()
   }
 
-  /// `rename`, with renameat2(2)'s flags (metadata: not gated). Moved items keep their own class
-  /// and inherit from their new parent when they have none.
+  /// `rename`, with renameat2(2)'s flags (metadata: not gated). Moved items keep their class: an
+  /// item without a class of its own is first given the one it has where it is, as its own, so
+  /// that moving it (a file made behind the mount in a complete directory, into a class-none one)
+  /// never declassifies it, and a moved directory's children keep theirs.
   func rename(_ parent: MountNode, _ name: String, _ newParent: MountNode, _ newName: String, flags: UInt32)
     throws(Errno)
   {
+    try keepClass(name, in: parent)
+    if flags & UInt32(PROTFS_MOUNT_RENAME_EXCHANGE) != 0 { try keepClass(newName, in: newParent) }
     _ = try valueOrErrno(.rename) { Kernel.rename(parent.fd, name, newParent.fd, newName, flags: flags) }.get()
     reparent(newParent, newName)
     if flags & UInt32(PROTFS_MOUNT_RENAME_EXCHANGE) != 0 { reparent(parent, name) }
+  }
+
+  /// Gives the entry `name` of `parent` (a regular file or directory without a class of its own)
+  /// the class it has there now, as its own, before it moves.
+  private func keepClass(_ name: String, in parent: MountNode) throws(Errno) {
+    var s = stat()
+    guard fstatat(parent.fd, name, &s, AT_SYMLINK_NOFOLLOW) == 0 else { return }
+    let kind = s.st_mode & S_IFMT
+    guard kind == S_IFREG || kind == S_IFDIR else { return }
+    let own = withUnsafeTemporaryAllocation(byteCount: 64, alignment: 1) { buffer -> Bool in
+      switch Kernel.getAttribute(dirfd: parent.fd, name: name, attribute: AttributeName.protectionClass, into: buffer) {
+      case .success: return true
+      default: return false
+      }
+    }
+    guard !own else { return }
+    let cls = nodes.effectiveClass(of: parent)
+    try cls.attributeValue.withUnsafeBytes { raw in
+      Kernel.setAttribute(dirfd: parent.fd, name: name, attribute: AttributeName.protectionClass, value: raw)
+    }.get()
+    if let node = nodes.node(for: MountNode.Key(device: UInt64(s.st_dev), inode: UInt64(s.st_ino))) {
+      nodes.setOwnClass(node, cls)
+    }
+  }
+
+  /// Gives `node` (about to get another name) the class it has now as its own, when it has none.
+  private func keepClass(_ node: MountNode) throws(Errno) {
+    refreshOwnClass(node)
+    guard nodes.ownClass(of: node) == nil else { return }
+    let cls = nodes.effectiveClass(of: node)
+    try node.withPath { (fd) throws(Errno) in
+      try cls.attributeValue.withUnsafeBytes { raw in
+        Kernel.setAttribute(.descriptor(fd, pathOnly: true), attribute: AttributeName.protectionClass, value: raw)
+      }.get()
+    }
+    nodes.setOwnClass(node, cls)
   }
 
   /// Makes the node of the entry `name` of `parent`, if the kernel knows it, a child of `parent`.

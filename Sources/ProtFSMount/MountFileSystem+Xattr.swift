@@ -11,6 +11,13 @@ import ProtFSSystem
 extension MountFileSystem {
   /// `getxattr`: the value, or only its size when `size` is 0.
   func attribute(_ node: MountNode, _ name: String, size: Int) throws(Errno) -> [UInt8] {
+    if node === nodes.root, name == AttributeName.mountState {
+      guard let state = appliedState.withLock({ $0 }), let json = try? state.mountStateValue() else {
+        throw .noData
+      }
+      guard size == 0 || size >= json.count else { throw .range }
+      return size == 0 ? [UInt8](repeating: 0, count: json.count) : Array(json)
+    }
     var buffer = [UInt8](repeating: 0, count: size)
     let count = try node.withPath { (fd) throws(Errno) in
       try valueOrErrno(.getxattr) {

@@ -30,6 +30,9 @@ package final class MountFileSystem: Sendable {
   let cacheSeconds = 10.0
   /// The libfuse session (its address), for notifications to the kernel; 0 until it runs.
   let session = Mutex<UInt>(0)
+  /// The state whose classes and cached pages the mount has brought up to date
+  /// (`MountStateWatcher`), which `protfs lock` and the other transitions wait for.
+  let appliedState = Mutex<ProtectionState?>(nil)
 
   /// A file system for `device`, whose `Containers/` must exist.
   package init(device: Device) throws(ProtFSError) {

@@ -280,6 +280,22 @@ final class MountNodes: Sendable {
     }
   }
 
+  /// `node`'s ancestors, nearest first, up to the root (excluded).
+  func ancestors(of node: MountNode) -> [MountNode] {
+    table.withLock { _ in
+      var found: [MountNode] = []
+      var current = node.parent
+      while let item = current, item !== root {
+        found.append(item)
+        current = item.parent
+      }
+      return found
+    }
+  }
+
+  /// Every node, at this moment.
+  func all() -> [MountNode] { table.withLock { Array($0.byID.values) } }
+
   /// Every node that is not a directory, at this moment.
   func files() -> [MountNode] { table.withLock { $0.byID.values.filter { !$0.isDirectory } } }
 

@@ -3,10 +3,11 @@ import Foundation
 import ProtFS
 import ProtFSSystem
 
-/// Drops the kernel's cached pages of every protected file the mount knows when the device's state
-/// changes (docs/semantics.md §7): reads and writes of such files already go to the daemon each
-/// time (direct I/O), but a private `mmap` can still fill the page cache, and no page of a class
-/// the new state withdraws may be served from there.
+/// Reads the classes of the items the mount knows again and drops the kernel's cached pages of
+/// every file it knows when the device's state changes (docs/semantics.md §7): reads and writes
+/// of protected files already go to the daemon each time (direct I/O), but class none's are
+/// cached and a private `mmap` can fill the page cache, and no page of a class the new state
+/// withdraws may be served from there.
 enum MountStateWatcher {
   /// Watches `.protfs/` for replaced state files, on a thread of its own for the daemon's life.
   static func start(_ fs: MountFileSystem) {
@@ -17,14 +18,17 @@ enum MountStateWatcher {
       close(inotify)
       return
     }
+    let first = fs.protectionState()
+    fs.appliedState.withLock { $0 = first }
     Thread.detachNewThread {
-      var last = fs.protectionState()
+      var last = first
       var buffer = [UInt8](repeating: 0, count: 4096)
       while (try? valueOrErrno(.read) { read(inotify, &buffer, buffer.count) }.get()) ?? 0 > 0 {
         let now = fs.protectionState()
         guard now != last else { continue }
         last = now
         fs.invalidateProtectedFiles()
+        fs.appliedState.withLock { $0 = now }
       }
       close(inotify)
     }
@@ -32,11 +36,15 @@ enum MountStateWatcher {
 }
 
 extension MountFileSystem {
-  /// Asks the kernel to drop the cached pages of every known file whose class is not none.
+  /// Reads every known node's own class again (a class may have been set behind the mount since
+  /// it was looked up), then asks the kernel to drop the cached pages of every known file: any of
+  /// them may have become protected since its pages were read (a class-none file set to complete),
+  /// and none may be served from there once the new state withdraws its class.
   func invalidateProtectedFiles() {
+    for node in nodes.all() where node !== nodes.root { refreshOwnClass(node) }
     let address = session.withLock { $0 }
     guard address != 0 else { return }
-    for node in nodes.files() where nodes.effectiveClass(of: node) != .none {
+    for node in nodes.files() {
       _ = fuse_lowlevel_notify_inval_inode(OpaquePointer(bitPattern: address), fuse_ino_t(node.id), 0, 0)
     }
   }

@@ -102,3 +102,13 @@ public enum ProtectedDataAccess: String, Sendable, Codable, CaseIterable {
     }
   }
 }
+
+extension ProtectionState {
+  /// The state as a mount's root reports it in `user.protfs.mount-state`: JSON with sorted keys,
+  /// so that the daemon's answer and a command's expectation compare byte for byte.
+  public func mountStateValue() throws -> Data {
+    let encoder = JSONEncoder()
+    encoder.outputFormatting = [.sortedKeys]
+    return try encoder.encode(self)
+  }
+}

@@ -9,6 +9,9 @@ public enum AttributeName {
   public static let defaultClass = "user.protfs.default-class"
   /// The permission bits an item had before a lock removed them (octal ASCII, e.g. `0644`).
   public static let savedMode = "user.protfs.saved-mode"
+  /// On a mount's root only, answered by the mount's daemon: the device state (JSON of
+  /// `ProtectionState`) whose classes and cached pages it has brought up to date.
+  public static let mountState = "user.protfs.mount-state"
 }
 
 extension DirectoryHandle {

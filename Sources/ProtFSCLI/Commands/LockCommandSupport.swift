@@ -13,6 +13,8 @@ extension Invocation {
     if let iterations = environment["PROTFS_PBKDF2_ITERATIONS"].flatMap(Int.init), iterations > 0 {
       controller.passcodeIterations = iterations  // tests make hashing cheap; users never need this
     }
+    let device = device
+    controller.afterCommit = { state in MountSync.waitForMounts(of: device, toEnforce: state) }
     return controller
   }
 

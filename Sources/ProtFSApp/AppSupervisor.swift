@@ -80,7 +80,7 @@ public final class AppSupervisor: @unchecked Sendable {
     do {
       listener = try ControlSocket.listen(socketName)
     } catch  where error.code == .alreadyExists || error.errno == EADDRINUSE {
-      if let holder = ControlSocket.holder(of: socketName), !AppUser.trustedServices.contains(holder.uid) {
+      if let holder = ControlSocket.untrustedHolder(of: socketName, trusting: AppUser.trustedServices) {
         throw ProtFSError(
           .permissionDenied,
           "The app \(bundleID) cannot be launched: its supervisor's socket '@\(socketName)' is held by process \(holder.pid) of user \(holder.uid), which is not a protfs supervisor.",

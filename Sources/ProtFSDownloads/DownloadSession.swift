@@ -171,13 +171,24 @@ public final class DownloadSession: Sendable {
   {
     try checkUsable()
     let data = try DownloadResumeData(data: resumeData)
+    let record = try record(
+      resuming: data, temporaryDirectory: data.temporaryDirectory, destinationDirectory: data.destinationDirectory,
+      handsOver: handsOver)
+    return register(try core.store.insert([record], owner: core.owner)[0], resuming: data)
+  }
+
+  /// The record of a suspended task continuing `data` from `temporaryDirectory` into
+  /// `destinationDirectory`, with the session's timeouts; throws for a name in `data` that is not
+  /// a file name.
+  private func record(
+    resuming data: DownloadResumeData, temporaryDirectory: String, destinationDirectory: String, handsOver: Bool
+  ) throws(ProtFSError) -> DownloadTaskRecord {
     if let name = data.fileName { _ = try DownloadFileName.validate(name, source: "the resume data") }
     _ = try DownloadFileName.validate(data.temporaryFileName, source: "the resume data")
     let now = Date().timeIntervalSince1970
     var record = DownloadTaskRecord(
-      id: 0, sessionIdentifier: identifier, url: data.url.absoluteString,
-      destinationDirectory: data.destinationDirectory,
-      fileName: data.fileName, temporaryDirectory: data.temporaryDirectory, temporaryFileName: data.temporaryFileName,
+      id: 0, sessionIdentifier: identifier, url: data.url.absoluteString, destinationDirectory: destinationDirectory,
+      fileName: data.fileName, temporaryDirectory: temporaryDirectory, temporaryFileName: data.temporaryFileName,
       state: .suspended, bytesReceived: data.bytesReceived, bytesExpected: data.bytesExpected,
       entityTag: data.entityTag, lastModified: data.lastModified, expectedSHA256: data.expectedSHA256,
       errorMessage: nil, errorNumber: nil, taskDescription: data.taskDescription, createdAt: now, updatedAt: now)
@@ -185,8 +196,12 @@ public final class DownloadSession: Sendable {
     record.resourceTimeout = Monotonic.seconds(configuration.resourceTimeout)
     record.handsOver = handsOver
     record.requestHeaders = try (data.headers ?? []).map { header throws(ProtFSError) in try header.validated() }
-    let inserted = try core.store.insert([record], owner: core.owner)[0]
-    let task = DownloadTask(record: inserted, url: data.url, fileNameIsExplicit: data.fileName != nil, core: core)
+    return record
+  }
+
+  /// The task of the stored `record`, which continues `data`, known to the session from now on.
+  private func register(_ record: DownloadTaskRecord, resuming data: DownloadResumeData) -> DownloadTask {
+    let task = DownloadTask(record: record, url: data.url, fileNameIsExplicit: data.fileName != nil, core: core)
     core.tasks.withLock { $0[task.id] = task }
     return task
   }
@@ -214,20 +229,9 @@ public final class DownloadSession: Sendable {
     throws(ProtFSError) -> DownloadTask
   {
     try checkUsable()
-    if let name = data.fileName { _ = try DownloadFileName.validate(name, source: "the resume data") }
-    _ = try DownloadFileName.validate(data.temporaryFileName, source: "the resume data")
-    let now = Date().timeIntervalSince1970
-    var record = DownloadTaskRecord(
-      id: 0, sessionIdentifier: identifier, url: data.url.absoluteString,
-      destinationDirectory: configuration.destinationDirectory, fileName: data.fileName,
-      temporaryDirectory: configuration.temporaryDirectory, temporaryFileName: data.temporaryFileName,
-      state: .suspended, bytesReceived: data.bytesReceived, bytesExpected: data.bytesExpected,
-      entityTag: data.entityTag, lastModified: data.lastModified, expectedSHA256: data.expectedSHA256,
-      errorMessage: nil, errorNumber: nil, taskDescription: data.taskDescription, createdAt: now, updatedAt: now)
-    record.requestTimeout = Monotonic.seconds(configuration.requestTimeout)
-    record.resourceTimeout = Monotonic.seconds(configuration.resourceTimeout)
-    record.handsOver = handsOver
-    record.requestHeaders = try (data.headers ?? []).map { header throws(ProtFSError) in try header.validated() }
+    let record = try record(
+      resuming: data, temporaryDirectory: configuration.temporaryDirectory,
+      destinationDirectory: configuration.destinationDirectory, handsOver: handsOver)
     let inserted = try core.store.insert(record, owner: core.owner, takingTemporaryFileFrom: source)
     if let name = inserted.temporaryFileName {
       // The task the file came from no longer has it, here as in the store.
@@ -235,9 +239,7 @@ public final class DownloadSession: Sendable {
         if r.record.temporaryFileName == name { r.record.temporaryFileName = nil }
       }
     }
-    let task = DownloadTask(record: inserted, url: data.url, fileNameIsExplicit: data.fileName != nil, core: core)
-    core.tasks.withLock { $0[task.id] = task }
-    return task
+    return register(inserted, resuming: data)
   }
 
   /// Applies the requests other processes left in the store for this session's tasks now, instead

@@ -70,7 +70,7 @@ public final class SessionService: @unchecked Sendable {
     do {
       socket = try ControlSocket.listen(socketName)
     } catch  where error.errno == EADDRINUSE {
-      if let holder = ControlSocket.holder(of: socketName), !AppUser.trustedServices.contains(holder.uid) {
+      if let holder = ControlSocket.untrustedHolder(of: socketName, trusting: AppUser.trustedServices) {
         throw ProtFSError(
           .permissionDenied,
           "The session service of '\(device.root)' cannot listen: its socket '@\(socketName)' is held by process \(holder.pid) of user \(holder.uid), which is not a protfs service.",

@@ -118,7 +118,7 @@ public final class SessionServiceClient: SessionBackend, Sendable {
   /// The error for a process that is not a protfs service holding `socketName`, if one does:
   /// anyone may bind an abstract name first, and clients believe no answer of such a process.
   public static func untrustedHolder(of socketName: String) -> ProtFSError? {
-    guard let holder = ControlSocket.holder(of: socketName), !AppUser.trustedServices.contains(holder.uid) else {
+    guard let holder = ControlSocket.untrustedHolder(of: socketName, trusting: AppUser.trustedServices) else {
       return nil
     }
     return ProtFSError(

@@ -101,11 +101,13 @@ public enum ControlSocket {
     return socket
   }
 
-  /// The process listening on `@name`, if one does (the one a failed `listen` met).
-  public static func holder(of name: String) -> PeerCredentials? {
+  /// The process listening on `@name` when it runs as none of `servers` (a squatter that bound
+  /// a service's name first); nil when nobody listens or a trusted process does.
+  public static func untrustedHolder(of name: String, trusting servers: Set<uid_t>) -> PeerCredentials? {
     guard let socket = try? connect(name) else { return nil }
     defer { socket.close() }
-    return PeerCredentials(of: socket)
+    guard let holder = PeerCredentials(of: socket), !servers.contains(holder.uid) else { return nil }
+    return holder
   }
 
   /// Connects to `@name` whoever listens there; throws `.notFound` when nobody does.

@@ -8,22 +8,6 @@ import Testing
 /// How the system services know an app's processes (docs/semantics.md §11): by descent from the
 /// app's live supervisor, recorded before the app starts.
 @Suite(.serialized, .timeLimit(.minutes(2))) struct AppIdentityTests {
-  /// A client of a service's socket written as any program would talk to it: one JSON line out,
-  /// one back (Python, so that it is nothing of protfs's).
-  static let client = """
-    import socket, sys
-    connection = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-    connection.connect("\\0" + sys.argv[1])
-    connection.sendall(sys.argv[2].encode() + b"\\n")
-    reply = b""
-    while not reply.endswith(b"\\n"):
-        chunk = connection.recv(65536)
-        if not chunk:
-            break
-        reply += chunk
-    print("reply: " + reply.decode().strip(), flush=True)
-    """
-
   /// The JSON line of `request`.
   static func line(_ request: SessionServiceRequest) throws -> String {
     String(decoding: try JSONEncoder().encode(request), as: UTF8.self)
@@ -33,9 +17,11 @@ import Testing
     let d = try AppDevice()
     defer { d.remove() }
     defer { d.endAppAndSessionService() }
+    let attacker = try Attacker()
+    defer { attacker.remove() }
     #expect(try await d.protfs(["sessions", "start"]).status == 0)
-    let client = try d.script("client.py", Self.client)
-    let app = try d.script("first-thing.sh", "#!/bin/sh\nexec /usr/bin/python3 \"$@\"\n")
+    let client = attacker.directory + "/client.py"
+    let app = "/usr/bin/python3"
     var open = SessionServiceRequest(.openSession, session: "\(AppDevice.bundle).race")
     open.configuration = SessionConfiguration(identifier: "\(AppDevice.bundle).race")
     let socket = SessionServiceClient.socketName(device: d.t.device)

@@ -175,12 +175,12 @@ import Testing
       [],
       [
         "/usr/bin/python3", attacker.directory + "/swap.py", f.socketName, try Self.openLine(session),
-        try Self.line(template), decoy, secret, "300",
+        try Self.line(template), decoy, secret, "2000",
       ])
     defer { running.stop() }
     let report = try #require(await running.line(containing: #""made""#, timeout: 120)?.0, "\(running.output)")
     let counts = try JSONSerialization.jsonObject(with: Data(report.utf8)) as? [String: Int]
-    #expect((counts?["swaps"] ?? 0) > 0 && (counts?["made"] ?? 0) + (counts?["refused"] ?? 0) == 300, "\(report)")
+    #expect((counts?["swaps"] ?? 0) > 0 && (counts?["made"] ?? 0) + (counts?["refused"] ?? 0) == 2000, "\(report)")
     let uploads = d.t.containerPath(
       AppDevice.bundle, "Library/Caches/com.apple.nsurlsessiond/Uploads/\(AppDevice.bundle)")
     let snapshots = (try? FileManager.default.contentsOfDirectory(atPath: uploads)) ?? []

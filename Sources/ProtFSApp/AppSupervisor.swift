@@ -167,9 +167,15 @@ public final class AppSupervisor: @unchecked Sendable {
   }
 
   /// Waits until the app ended, or until `deadline`; returns its exit status, or nil at the deadline.
+  ///
+  /// Requests being answered when the app ended get their answers first (for up to a second): the
+  /// process that called this usually exits next, and a `terminate` whose kill ended the app at
+  /// once must still hear that it was done.
   public func waitForExit(until deadline: DispatchTime = .distantFuture) -> Int32? {
     guard exited.wait(timeout: deadline) == .success else { return nil }
     exited.signal()
+    let answered = Date().addingTimeInterval(1)
+    while answering.load(ordering: .acquiring) > 0, Date() < answered { usleep(1_000) }
     return queue.sync { status }
   }
 
@@ -413,6 +419,8 @@ public final class AppSupervisor: @unchecked Sendable {
   public static let connectionsPerAppUser = 32
   /// Open connections by the peer's user.
   private let openConnections = Mutex<[uid_t: Int]>([:])
+  /// Requests read and not answered yet.
+  private let answering = Atomic(0)
 
   private func serve() {
     while let (connection, peer) = ControlSocket.accept(listener) {
@@ -428,9 +436,13 @@ public final class AppSupervisor: @unchecked Sendable {
         }
         ControlSocket.limitWaits(connection)
         let reply: AppReply
+        var counted = false
         if let line = ControlSocket.readLine(connection),
           let request = try? JSONDecoder().decode(AppRequest.self, from: Data(line.utf8))
         {
+          // Counted until its answer is written (below): an exit waits for it.
+          answering.add(1, ordering: .acquiringAndReleasing)
+          counted = true
           if controllers.contains(peer.uid) || request.isTheAppsOwn {
             reply = perform(request)
           } else {
@@ -441,7 +453,14 @@ public final class AppSupervisor: @unchecked Sendable {
         } else {
           reply = .refused("The request is not valid.")
         }
+        #if DEBUG
+          // Debug builds: a test holds each answer back, so that the app ends before it is written.
+          if let delay = ProcessInfo.processInfo.environment["PROTFS_DEBUG_REPLY_DELAY_MS"].flatMap(UInt32.init) {
+            usleep(delay * 1000)
+          }
+        #endif
         ControlSocket.writeLine(connection, Self.line(reply))
+        if counted { answering.subtract(1, ordering: .acquiringAndReleasing) }
       }.start()
     }
     listener.close()

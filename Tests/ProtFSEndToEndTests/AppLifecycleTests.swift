@@ -97,6 +97,22 @@ import Testing
             sys.exit(0)
     """
 
+  @Test func terminatingASuspendedAppAnswersAlthoughTheAppEndsAtOnce() async throws {
+    let d = try AppDevice()
+    defer { d.remove() }
+    let script = try d.script("idle.sh", "#!/bin/sh\necho ready\nexec sleep 600\n")
+    // The supervisor holds each answer back 300 ms: the kill of a suspended app ends it (and
+    // `app launch` would exit) long before the answer to `terminate` is written.
+    let app = try d.launch(["--suspend-after", "100ms"], [script], environment: ["PROTFS_DEBUG_REPLY_DELAY_MS": "300"])
+    defer { app.stop() }
+    #expect(await app.line(containing: "ready") != nil)
+    #expect(try await d.protfs(["app", "background", AppDevice.bundle]).status == 0)
+    #expect(await d.waitForState("suspended"))
+    let terminated = try await d.protfs(["app", "terminate", AppDevice.bundle])
+    #expect(terminated.status == 0, "\(terminated)")
+    #expect(await app.exit().0 == 137)
+  }
+
   @Test func aTaskEndedInTimeLetsTheAppBeSuspendedThenResumedOnForeground() async throws {
     let d = try AppDevice()
     defer { d.remove() }

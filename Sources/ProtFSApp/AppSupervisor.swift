@@ -78,7 +78,7 @@ public final class AppSupervisor: @unchecked Sendable {
     self.controllers = [0, getuid()]
     self.appUsers = appUsers
     do {
-      listener = try ControlSocket.listen(socketName)
+      listener = try ControlSocket.listen(socketName, settling: 2, probe: #"{"kind":"timeRemaining"}"#)
     } catch  where error.code == .alreadyExists || error.errno == EADDRINUSE {
       if let holder = ControlSocket.untrustedHolder(of: socketName, trusting: AppUser.trustedServices) {
         throw ProtFSError(

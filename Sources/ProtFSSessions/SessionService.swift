@@ -68,7 +68,7 @@ public final class SessionService: @unchecked Sendable {
   public func run(ready: () -> Void = {}) throws(ProtFSError) {
     let socket: FileDescriptor
     do {
-      socket = try ControlSocket.listen(socketName)
+      socket = try ControlSocket.listen(socketName, settling: 2, probe: SessionWire.line(SessionServiceRequest(.ping)))
     } catch  where error.errno == EADDRINUSE {
       if let holder = ControlSocket.untrustedHolder(of: socketName, trusting: AppUser.trustedServices) {
         throw ProtFSError(

@@ -47,6 +47,35 @@ public enum ControlSocket {
     return socket
   }
 
+  /// Binds and listens on `@name`, as `listen(_:)`, when the name may still be held for a moment
+  /// by a listener that is going away: its descriptor lives on in a child that was being started
+  /// when it closed (a fork holds every descriptor until its `exec`), so the name stays bound a
+  /// few milliseconds after its owner let go. While `line` (a request the service answers) gets
+  /// no answer there within a short wait, the bind is tried again, for up to `settling` seconds;
+  /// a name that answers, or is still held after that, throws as `listen(_:)` does.
+  public static func listen(_ name: String, settling: Double, probe line: String) throws(ProtFSError) -> FileDescriptor
+  {
+    let deadline = Date().addingTimeInterval(settling)
+    while true {
+      do {
+        return try listen(name)
+      } catch  where error.errno == EADDRINUSE {
+        if Date() >= deadline || answers(name, line) { throw error }
+        usleep(20_000)
+      }
+    }
+  }
+
+  /// Whether whoever listens on `@name` answers `line` within 200 ms.
+  private static func answers(_ name: String, _ line: String) -> Bool {
+    guard let socket = try? connect(name) else { return false }
+    defer { socket.close() }
+    var wait = timeval(tv_sec: 0, tv_usec: 200_000)
+    _ = setsockopt(socket.rawValue, SOL_SOCKET, SO_RCVTIMEO, &wait, socklen_t(MemoryLayout<timeval>.size))
+    _ = setsockopt(socket.rawValue, SOL_SOCKET, SO_SNDTIMEO, &wait, socklen_t(MemoryLayout<timeval>.size))
+    return writeLine(socket, line) && readLine(socket) != nil
+  }
+
   /// Accepts the next connection; returns it with its peer's credentials, or nil once `listener`
   /// was shut down.
   ///

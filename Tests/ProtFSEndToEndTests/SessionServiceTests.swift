@@ -90,6 +90,26 @@ import Testing
     #expect(FileManager.default.contents(atPath: f.t.containerPath(app, "Documents/other.bin")) == Data(body))
   }
 
+  @Test func aServiceWhoseNameIsStillHeldByAListenerGoingAwayStartsOnceItIsFree() async throws {
+    let f = try await SessionServiceFixture()
+    defer { f.stop() }
+    // A listener that answers nothing holds the name, as a child being spawned holds a dup of a
+    // stopped service's listener until its exec: the new service must wait for it, not give up.
+    let holder = try ControlSocket.listen(f.socketName)
+    let started = Task {
+      // A service that gives up ends the wait for its probe too.
+      defer { ControlSocket.shutDown(holder) }
+      try await offPool { try f.startInProcess() }
+    }
+    // The service probes the name once its bind failed: then the holder goes.
+    let probe = await offPool { ControlSocket.accept(holder) }
+    #expect(probe != nil, "the service gave up without probing the name")
+    probe?.0.close()
+    holder.close()
+    try await started.value
+    #expect(f.servicePID == getpid())
+  }
+
   @Test func detachWhenTheServiceCannotStartLeavesTheTasksResumable() async throws {
     let f = try await SessionServiceFixture()
     defer { f.stop() }

@@ -182,10 +182,23 @@ public enum ControlSocket {
     return nil
   }
 
-  /// Writes `line` and a newline; returns whether all of it was written.
+  /// Writes `line` and a newline; returns whether all of it was written. A peer that went away
+  /// is a failed write (`MSG_NOSIGNAL`), never a SIGPIPE that ends the process: a service, or a
+  /// test process hosting one, must outlive any client.
   @discardableResult
   public static func writeLine(_ connection: FileDescriptor, _ line: String) -> Bool {
-    (try? AtomicFile.writeAll(connection.rawValue, Array(line.utf8) + [0x0A], path: "socket")) != nil
+    let bytes = Array(line.utf8) + [0x0A]
+    var sent = 0
+    while sent < bytes.count {
+      let result = bytes.withUnsafeBytes { raw in
+        valueOrErrno(.write) {
+          send(connection.rawValue, raw.baseAddress! + sent, raw.count - sent, Int32(MSG_NOSIGNAL))
+        }
+      }
+      guard case .success(let count) = result, count > 0 else { return false }
+      sent += count
+    }
+    return true
   }
 
   /// How long a service waits for a peer's next line, or for room to write its answer, before it

@@ -28,6 +28,38 @@ import Testing
     return fields
   }
 
+  @Test func aProgramSomeoneHoldsOpenForWritingForAMomentStillRuns() async throws {
+    let d = try AppDevice()
+    defer { d.remove() }
+    let script = try d.script("busy.sh", "#!/bin/sh\necho ran\n")
+    // Held open for writing, as a fork made while another thread wrote it holds it until its exec:
+    // exec(2) fails with ETXTBSY meanwhile.
+    let writer = open(script, O_WRONLY | O_CLOEXEC)
+    #expect(writer >= 0)
+    let run = Task { try await d.protfs(["exec", "--", script]) }
+    // The confined half waits between its tries (in nanosleep): then the writer lets go.
+    let waiting = await offPool { () -> Bool in
+      let deadline = Date() + 20
+      while Date() < deadline {
+        for entry in (try? FileManager.default.contentsOfDirectory(atPath: "/proc")) ?? [] where Int32(entry) != nil {
+          let cmdline = FileManager.default.contents(atPath: "/proc/\(entry)/cmdline") ?? Data()
+          let wchan = FileManager.default.contents(atPath: "/proc/\(entry)/wchan") ?? Data()
+          if String(decoding: cmdline, as: UTF8.self).contains("__exec-confined\u{0}--device\u{0}\(d.root)"),
+            String(decoding: wchan, as: UTF8.self).contains("nanosleep")
+          {
+            return true
+          }
+        }
+        usleep(2_000)
+      }
+      return false
+    }
+    close(writer)
+    let result = try await run.value
+    #expect(waiting, "the confined half never waited to try again: \(result)")
+    #expect(result.status == 0 && result.stdout == "ran\n", "\(result)")
+  }
+
   @Test func theProgramIsTheAppUserWithNoCapabilityAndNoNewPrivileges() async throws {
     let d = try LockDevice()
     let fields = try await status(d)

@@ -39,7 +39,16 @@ package enum ExecConfinedCommand {
     var argv: [UnsafeMutablePointer<CChar>?] = command.map { strdup($0) } + [nil]
     fflush(nil)
     execvp(command[0], &argv)
-    let code = errno
+    var code = errno
+    // ETXTBSY: some process holds the program open for writing. Most often that is a moment's
+    // state, not the user's (a fork made by another thread of whatever wrote the file holds a copy
+    // of its descriptor until its own exec): the exec is tried again for up to two seconds.
+    let deadline = Date().addingTimeInterval(2)
+    while code == ETXTBSY, Date() < deadline {
+      usleep(10_000)
+      execvp(command[0], &argv)
+      code = errno
+    }
     Console.err("Error: Cannot run '\(command[0])': \(String(cString: strerror(code))).")
     return code == ENOENT ? 127 : 126
   }

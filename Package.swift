@@ -59,6 +59,12 @@ let package = Package(
     .executableTarget(name: "UploadSession", dependencies: ["ProtFSKit"], path: "Examples/UploadSession"),
     .executableTarget(name: "FetchDownloader", dependencies: ["ProtFSKit"], path: "Examples/FetchDownloader"),
     .executableTarget(name: "PauseResume", dependencies: ["ProtFSKit"], path: "Examples/PauseResume"),
+    // iOS app delegates ported by their imports alone (issue 27): UIApplicationMain in the Swift 5
+    // language mode, and an `@main` delegate in the Swift 6 mode.
+    .executableTarget(
+      name: "PortedApp", dependencies: ["ProtFSKit"], path: "Examples/PortedApp",
+      swiftSettings: [.swiftLanguageMode(.v5)]),
+    .executableTarget(name: "PortedMainApp", dependencies: ["ProtFSKit"], path: "Examples/PortedMainApp"),
     // The device mount: libfuse3's low-level API, used by no other target.
     .target(name: "ProtFSMount", dependencies: ["ProtFSSystem", "ProtFS", "CFuse3"]),
     // The command-line layer (parser, help, commands), a library so tests can run it in-process.
@@ -94,7 +100,7 @@ let package = Package(
         "ProtFSSystem", "ProtFS", "ProtFSLock", "ProtFSDownloads", "ProtFSAudit", "ProtFSTestSupport", "protfs",
         "ProtFSApp", "ProtFSSessions", "ProtFSCLI",
         "BackgroundRunner", "FetchHelper", "ForgetfulApp", "BackgroundDownloader", "UploadSession", "FetchDownloader",
-        "PauseResume",
+        "PauseResume", "PortedApp", "PortedMainApp",
       ]
     ),
   ]

@@ -6,8 +6,6 @@
 import Foundation
 import ProtFSKit
 
-import class ProtFSKit.FileManager
-
 /// Prints one JSON line (a delegate call) at once.
 func say(_ fields: [String: Any]) {
   let data = (try? JSONSerialization.data(withJSONObject: fields, options: [.sortedKeys])) ?? Data()

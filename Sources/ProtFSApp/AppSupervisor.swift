@@ -112,7 +112,22 @@ public final class AppSupervisor: @unchecked Sendable {
       AppEnvironment.launchState: launchedInBackground ? "background" : "active",
     ]
     if let cgroup = processes.cgroup { variables[AppProcesses.joinVariable] = cgroup }
+    variables.merge(Self.sandbox(device.container(bundleID).absolutePath)) { _, sandbox in sandbox }
     return variables
+  }
+
+  /// The variables that make the container the app's sandbox, as on iOS: its home directory
+  /// (`NSHomeDirectory()`: `HOME`, and `CFFIXED_USER_HOME`, which Foundation reads first and also
+  /// for root), `NSTemporaryDirectory()` (`tmp/`), and the directories Linux Foundation's search
+  /// paths read (`NSSearchPathForDirectoriesInDomains` gives `Library/Caches` for caches and
+  /// `Library/Application Support` for application support; `Documents` follows from the home).
+  static func sandbox(_ container: String) -> [String: String] {
+    [
+      "HOME": container, "CFFIXED_USER_HOME": container, "TMPDIR": container + "/tmp/",
+      "XDG_CACHE_HOME": container + "/Library/Caches",
+      "XDG_DATA_HOME": container + "/Library/Application Support",
+      "XDG_CONFIG_HOME": container + "/Library/Preferences",
+    ]
   }
 
   /// Records the launch before the app's process exists: the supervisor (this process, with its

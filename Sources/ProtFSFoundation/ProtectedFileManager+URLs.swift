@@ -39,11 +39,13 @@ extension ProtectedFileManager {
     try copyItem(atPath: source.path, toPath: destination.path)
   }
 
-  /// Whether the item at `path` is a regular file the caller may execute (`access(2)` with
-  /// `X_OK`, never following a symlink); false for anything outside the device.
+  /// Whether the caller may execute the item at `path`, as Apple's `access(2)` with `X_OK`: a
+  /// regular file it may run, or a directory it may search (which iOS code tests before writing
+  /// into one). Never follows a symlink; false for anything outside the device.
   public func isExecutableFile(atPath path: String) -> Bool {
     guard let item = try? device.resolve(path), let name = item.name,
-      let parent = try? device.openDirectory(item.parent), (try? parent.status(name))?.kind == .file
+      let parent = try? device.openDirectory(item.parent),
+      let kind = (try? parent.status(name))?.kind, kind == .file || kind == .directory
     else { return false }
     return (try? valueOrErrno(.access, { faccessat(parent.fd, name, X_OK, AT_SYMLINK_NOFOLLOW) }).get()) != nil
   }

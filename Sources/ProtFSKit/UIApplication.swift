@@ -7,8 +7,10 @@ import Synchronization
 /// runs has one: its supervisor's socket and event descriptor come from the environment.
 ///
 /// Main-actor isolated, as on iOS. Its state changes only when events arrive, which
-/// `UIApplication.main(delegate:)` delivers on the main queue.
-@MainActor
+/// `UIApplication.main(delegate:)` delivers on the main thread. `@preconcurrency`, as UIKit is to
+/// Swift 5 code: reading `backgroundTimeRemaining` from a `DispatchQueue.global()` closure is a
+/// warning there, not an error.
+@preconcurrency @MainActor
 public final class UIApplication {
   /// The app. Outside `protfs app launch` touching it stops the program with a message naming the
   /// missing environment variable.
@@ -16,8 +18,9 @@ public final class UIApplication {
 
   /// The delegate `main(delegate:)` was given (held strongly: nothing else keeps it).
   public internal(set) var delegate: (any UIApplicationDelegate)?
-  /// Foreground (`active`), returning to it (`inactive`), or `background`.
-  public private(set) var applicationState: State = .active
+  /// Foreground (`active`), entering or leaving it (`inactive`: also while a foreground launch
+  /// runs `didFinishLaunchingWithOptions`, as on iOS), or `background`.
+  public private(set) var applicationState: State = .inactive
   /// Whether protected files are readable: false between the device locking and unlocking. An
   /// app starts with the device's state at its launch (a fetch may launch it while locked).
   public private(set) var isProtectedDataAvailable: Bool
@@ -114,6 +117,7 @@ extension UIApplication {
     let center = NotificationCenter.default
     switch AppEvent(rawValue: event.event) {
     case .didEnterBackground:
+      if applicationState == .active { resignActive() }
       applicationState = .background
       delegate?.applicationDidEnterBackground(self)
       center.post(name: Self.didEnterBackgroundNotification, object: nil)
@@ -121,7 +125,7 @@ extension UIApplication {
       applicationState = .inactive
       delegate?.applicationWillEnterForeground(self)
       center.post(name: Self.willEnterForegroundNotification, object: nil)
-      applicationState = .active
+      becomeActive()
     case .backgroundTaskWillExpire:
       guard let id = event.task, let entry = expirationHandlers[id] else { return }
       entry?()
@@ -142,6 +146,7 @@ extension UIApplication {
         completion(.noData)
       }
     case .willTerminate:
+      if applicationState == .active { resignActive() }
       delegate?.applicationWillTerminate(self)
       center.post(name: Self.willTerminateNotification, object: nil)
       exit(0)
@@ -158,5 +163,19 @@ extension UIApplication {
     case nil:
       return
     }
+  }
+
+  /// The app became active (after launching in the foreground, or returning to it).
+  func becomeActive() {
+    applicationState = .active
+    delegate?.applicationDidBecomeActive(self)
+    NotificationCenter.default.post(name: Self.didBecomeActiveNotification, object: nil)
+  }
+
+  /// The app is about to stop being active (leaving the foreground, or terminating from it).
+  private func resignActive() {
+    delegate?.applicationWillResignActive(self)
+    NotificationCenter.default.post(name: Self.willResignActiveNotification, object: nil)
+    applicationState = .inactive
   }
 }

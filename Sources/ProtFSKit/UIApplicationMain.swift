@@ -1,19 +1,83 @@
 import Foundation
 import ProtFSApp
+import ProtFSSystem
+
+/// Runs the app as UIKit's `UIApplicationMain` does, for the iOS `main.swift` that calls it:
+/// `UIApplicationMain(CommandLine.argc, CommandLine.unsafeArgv, nil,
+/// NSStringFromClass(AppDelegate.self))`. Makes an instance of the delegate class (which inherits
+/// from `UIResponder`, as Xcode's template does) and runs `UIApplication.main(delegate:)`.
+/// Never returns. Call it from the main thread; `principalClassName` must be nil or
+/// `UIApplication` (there are no subclasses here).
+@discardableResult
+public func UIApplicationMain(
+  _ argc: Int32, _ argv: UnsafeMutablePointer<UnsafeMutablePointer<CChar>?>, _ principalClassName: String?,
+  _ delegateClassName: String?
+) -> Int32 {
+  if let principalClassName, principalClassName != "UIApplication",
+    principalClassName != NSStringFromClass(UIApplication.self)
+  {
+    UIApplication.stop("the principal class \(principalClassName) is not UIApplication; pass nil")
+  }
+  guard let delegateClassName else {
+    UIApplication.stop(
+      "no delegate class was named (there is no storyboard to find one in); "
+        + "pass NSStringFromClass(AppDelegate.self)")
+  }
+  guard let found = NSClassFromString(delegateClassName) else {
+    UIApplication.stop(
+      "there is no class named \(delegateClassName); pass NSStringFromClass(AppDelegate.self), "
+        + "which names the class with its module")
+  }
+  guard let responder = found as? UIResponder.Type else {
+    UIApplication.stop(
+      "the delegate class \(delegateClassName) does not inherit from UIResponder "
+        + "(declare it `class AppDelegate: UIResponder, UIApplicationDelegate`)")
+  }
+  guard Thread.isMainThread else { UIApplication.stop("UIApplicationMain was called off the main thread") }
+  MainActor.assumeIsolated { () -> Never in
+    guard let delegate = responder.init() as? any UIApplicationDelegate else {
+      UIApplication.stop("the delegate class \(delegateClassName) does not conform to UIApplicationDelegate")
+    }
+    UIApplication.main(delegate: delegate)
+  }
+}
+
+extension UIApplicationDelegate {
+  /// The entry point of an `@main` app delegate, as UIKit's: runs `UIApplicationMain` with this
+  /// class as the delegate (which inherits from `UIResponder`, as Xcode's template does).
+  public static func main() {
+    UIApplicationMain(CommandLine.argc, CommandLine.unsafeArgv, nil, NSStringFromClass(self))
+  }
+}
 
 extension UIApplication {
-  /// Runs the app, as `UIApplicationMain` does: tells `delegate` it launched, then reads the
-  /// supervisor's events on a thread of their own and delivers each on the main queue (delegate
-  /// methods, notifications and expiration handlers all run there, as on iOS) while the main
-  /// queue runs. Never returns: the process ends with `exit(0)` after `applicationWillTerminate`,
-  /// or by the supervisor's SIGKILL.
+  /// Runs the app, as `UIApplicationMain` does: tells `delegate` it launched (and, for a
+  /// foreground launch, that it became active), reads the supervisor's events on a thread of
+  /// their own and runs the main run loop on this thread, the app's main thread. Every delegate
+  /// method, notification and expiration handler runs there, as does `DispatchQueue.main`,
+  /// `OperationQueue.main` and `Timer.scheduledTimer` work (which stops while the app is
+  /// suspended, and goes on when it resumes). Never returns: the process ends with `exit(0)`
+  /// after `applicationWillTerminate`, or by the supervisor's SIGKILL.
   public static func main(delegate: any UIApplicationDelegate) -> Never {
+    // The app's print() reaches `protfs app launch`'s output a line at a time, as Xcode's console.
+    Kernel.lineBufferStandardOutput()
     let app = shared
     app.delegate = delegate
     _ = delegate.application(app, didFinishLaunchingWithOptions: nil)
+    NotificationCenter.default.post(name: didFinishLaunchingNotification, object: nil)
+    if app.applicationState == .inactive { app.becomeActive() }
     let descriptor = app.eventsDescriptor
     Thread { AppEventReader.run(descriptor) }.start()
-    dispatchMain()
+    // The run loop returns when it has nothing to wait for; a timer that never fires keeps it.
+    RunLoop.main.add(Timer(timeInterval: .greatestFiniteMagnitude, repeats: false) { _ in }, forMode: .common)
+    while true { _ = RunLoop.main.run(mode: .default, before: .distantFuture) }
+  }
+
+  /// Stops a program that cannot run as an app, with `problem` on standard error (exit 70, as a
+  /// crash in launch would end it).
+  nonisolated static func stop(_ problem: String) -> Never {
+    FileHandle.standardError.write(Data("UIApplicationMain: \(problem)\n".utf8))
+    exit(70)
   }
 }
 
@@ -29,7 +93,7 @@ struct AppEventLine: Decodable, Sendable {
   var session: String?
 }
 
-/// Reads the events, one JSON line each, and hands them to the main queue in order.
+/// Reads the events, one JSON line each, and hands them to the main thread in order.
 enum AppEventReader {
   /// Reads `descriptor` until it ends (the supervisor is gone; its parent-death signal ends the app).
   static func run(_ descriptor: Int32) {

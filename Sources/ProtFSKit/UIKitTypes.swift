@@ -53,6 +53,15 @@ extension UIApplication {
   /// A fetch interval that means never: the default, as on iOS.
   public nonisolated static let backgroundFetchIntervalNever: TimeInterval = .greatestFiniteMagnitude
 
+  /// Posted when the app finished launching, after `didFinishLaunchingWithOptions` returned.
+  public nonisolated static let didFinishLaunchingNotification = Notification.Name(
+    "UIApplicationDidFinishLaunchingNotification")
+  /// Posted when the app became active, after the delegate was told.
+  public nonisolated static let didBecomeActiveNotification = Notification.Name(
+    "UIApplicationDidBecomeActiveNotification")
+  /// Posted when the app is about to stop being active, after the delegate was told.
+  public nonisolated static let willResignActiveNotification = Notification.Name(
+    "UIApplicationWillResignActiveNotification")
   /// Posted when the app entered the background, after the delegate was told.
   public nonisolated static let didEnterBackgroundNotification = Notification.Name(
     "UIApplicationDidEnterBackgroundNotification")
@@ -70,15 +79,25 @@ extension UIApplication {
     "UIApplicationProtectedDataDidBecomeAvailable")
 }
 
-/// What the app is told of its life. Every method has a default that does nothing (as Objective-C
-/// optional methods), except the fetch, whose default completes with `.noData` so that an app
-/// without a fetch handler is not killed for never completing one.
-@MainActor
+/// What the app is told of its life, in iOS's order: `didFinishLaunchingWithOptions`, then
+/// `applicationDidBecomeActive` (not for a background launch); leaving the foreground,
+/// `applicationWillResignActive` then `applicationDidEnterBackground`; returning,
+/// `applicationWillEnterForeground` then `applicationDidBecomeActive`; `applicationWillTerminate`
+/// only when the app is terminated while it runs (a suspended app is killed without a call).
+///
+/// Every method has a default that does nothing (as Objective-C optional methods), except the
+/// fetch, whose default completes with `.noData` so that an app without a fetch handler is not
+/// killed for never completing one. `@preconcurrency` as UIKit's is to Swift 5 code.
+@preconcurrency @MainActor
 public protocol UIApplicationDelegate: AnyObject {
   /// The app started, in the foreground; the place to set the fetch interval. Return value ignored.
   func application(
     _ application: UIApplication, didFinishLaunchingWithOptions options: [UIApplication.LaunchOptionsKey: Any]?
   ) -> Bool
+  /// The app became active: it is in the foreground and receives events.
+  func applicationDidBecomeActive(_ application: UIApplication)
+  /// The app is about to stop being active (it leaves the foreground, or is terminated there).
+  func applicationWillResignActive(_ application: UIApplication)
   /// The app entered the background: begin a background task here to keep working.
   func applicationDidEnterBackground(_ application: UIApplication)
   /// The app is about to return to the foreground.
@@ -107,6 +126,10 @@ extension UIApplicationDelegate {
     _ application: UIApplication, didFinishLaunchingWithOptions options: [UIApplication.LaunchOptionsKey: Any]?
   ) -> Bool { true }
   /// Does nothing.
+  public func applicationDidBecomeActive(_ application: UIApplication) {}
+  /// Does nothing.
+  public func applicationWillResignActive(_ application: UIApplication) {}
+  /// Does nothing.
   public func applicationDidEnterBackground(_ application: UIApplication) {}
   /// Does nothing.
   public func applicationWillEnterForeground(_ application: UIApplication) {}
@@ -127,3 +150,21 @@ extension UIApplicationDelegate {
     completionHandler: @escaping () -> Void
   ) { completionHandler() }
 }
+
+/// UIKit's responder base class, here so that an app delegate declared as Xcode's template
+/// declares it (`class AppDelegate: UIResponder, UIApplicationDelegate`) compiles and can be made
+/// by `UIApplicationMain` from its class name. There are no events to respond to.
+@preconcurrency @MainActor
+open class UIResponder: NSObject {
+  /// A responder (required: `UIApplicationMain` makes the delegate from its class).
+  public required override init() { super.init() }
+}
+
+/// A window, so that an app delegate's `var window: UIWindow?` compiles. There is no screen: it
+/// shows nothing, and nothing makes one.
+@preconcurrency @MainActor
+open class UIWindow: UIResponder {}
+
+/// The size of a transfer whose length is not known (no `Content-Length`), as Foundation's
+/// `countOfBytesExpectedToReceive` and `totalBytesExpectedToWrite` report it.
+public let NSURLSessionTransferSizeUnknown: Int64 = -1

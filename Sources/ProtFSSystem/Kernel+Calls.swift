@@ -31,6 +31,9 @@ extension Kernel {
     protfs_copy_file_range(input, output, length)
   }
 
+  /// Makes standard output line-buffered, also when it is a pipe.
+  package static func lineBufferStandardOutput() { protfs_line_buffer_stdout() }
+
   /// `syncfs(2)`: flushes the whole filesystem holding `fd`.
   package static func syncFilesystem(_ fd: Int32) -> Int32 { protfs_syncfs(fd) }
 

@@ -157,14 +157,16 @@ final class RunningApp: @unchecked Sendable {
     }.start()
   }
 
-  /// The first line containing `text` and when it was read, waiting up to `timeout` seconds.
-  func line(containing text: String, timeout: Double = 20) async -> (String, Date)? {
+  /// The first line containing `text` (after the first line containing `earlier`, when given) and
+  /// when it was read, waiting up to `timeout` seconds.
+  func line(containing text: String, after earlier: String? = nil, timeout: Double = 20) async -> (String, Date)? {
     await offPool { [self] in
       let deadline = Date() + timeout
       condition.lock()
       defer { condition.unlock() }
       while true {
-        if let found = lines.first(where: { $0.0.contains(text) }) { return found }
+        let start = earlier.map { earlier in lines.firstIndex { $0.0.contains(earlier) }.map { $0 + 1 } ?? lines.count }
+        if let found = lines[(start ?? 0)...].first(where: { $0.0.contains(text) }) { return found }
         if ended || !condition.wait(until: deadline) { return nil }
       }
     }

@@ -32,7 +32,8 @@ import Testing
     let running = try d.launch(
       [], [app, client, socket, try Self.line(open)], environment: ["PROTFS_DEBUG_HOLD_LAUNCH": hold])
     defer { running.stop() }
-    let writer = try #require(await offPool { () -> Int32 in Glibc.open(hold, O_WRONLY | O_CLOEXEC) }, "the hold")
+    let writer = await offPool { () -> Int32 in Glibc.open(hold, O_WRONLY | O_CLOEXEC) }
+    try #require(writer >= 0, "the hold")
     let reply = await running.line(containing: "reply: ")
     #expect(d.record()["pid"] == nil, "the record named the app's process already: \(d.record())")
     close(writer)

@@ -37,7 +37,7 @@ import Testing
     let app = try d.launch(
       ["--schedule", "lock@100ms,unlock@200ms,background@300ms"], [try d.installExample("BackgroundRunner")])
     defer { app.stop() }
-    #expect(await app.line(containing: "ready, state active, time unlimited") != nil, "\(app.output)")
+    #expect(await app.line(containing: "ready, state inactive, time unlimited") != nil, "\(app.output)")
     #expect(await app.line(containing: "done") != nil, "\(app.output)")
     let seen = app.output.filter {
       $0.hasPrefix("notified ") || $0.hasPrefix("protected ") || $0.hasPrefix("background ")
@@ -64,7 +64,7 @@ import Testing
     let app = try d.launch([], [try d.installExample("BackgroundRunner")])
     defer { app.stop() }
     #expect(
-      await app.line(containing: "ready, state active, time unlimited, protected data false") != nil, "\(app.output)")
+      await app.line(containing: "ready, state inactive, time unlimited, protected data false") != nil, "\(app.output)")
     #expect(try await d.protfs(["unlock"]).status == 0)
     #expect(await app.line(containing: "protected data available: true") != nil, "\(app.output)")
     #expect(try await d.protfs(["app", "terminate", AppDevice.bundle]).status == 0)

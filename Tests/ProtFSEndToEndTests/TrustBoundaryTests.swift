@@ -224,7 +224,7 @@ import Testing
     defer { d.remove() }
     let attacker = try Attacker()
     defer { attacker.remove() }
-    let f = try await SessionServiceFixture(existing: d.t)
+    let f = SessionServiceFixture(existing: d.t)
     try f.startInProcess()
     defer { f.stop() }
     var open = SessionServiceRequest(.openSession, session: "\(AppDevice.bundle).stolen")

@@ -38,7 +38,7 @@ import Testing
     #expect(throws: CocoaError.self) { try fm.removeItem(at: copy) }
   }
 
-  @Test func isExecutableFileFollowsTheModeAndNoLink() throws {
+  @Test func isExecutableFileFollowsTheModeAndNoLinkAndSearchableDirectoriesAreExecutable() throws {
     let t = try TestDevice(containers: [app])
     let fm = ProtectedFileManager(device: t.device)
     let tool = t.containerPath(app, "Documents/tool.sh")
@@ -49,7 +49,9 @@ import Testing
     #expect(fm.isExecutableFile(atPath: tool))
     #expect(!fm.isExecutableFile(atPath: data))
     #expect(!fm.isExecutableFile(atPath: t.containerPath(app, "Documents/link")))
-    #expect(!fm.isExecutableFile(atPath: t.containerPath(app, "Documents")))
+    // A directory the caller may search is executable, as Apple's access(X_OK) says (root may
+    // search any).
+    #expect(fm.isExecutableFile(atPath: t.containerPath(app, "Documents")))
     #expect(!fm.isExecutableFile(atPath: "/bin/sh"))
   }
 }

@@ -5,6 +5,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <sys/prctl.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
@@ -94,6 +95,11 @@ static inline int protfs_openat(int dirfd, const char *path, int flags, mode_t m
    files with one call instead of one fsync each. Through syscall(2), as glibc declares it only
    under _GNU_SOURCE. */
 static inline int protfs_syncfs(int fd) { return (int)syscall(SYS_syncfs, fd); }
+
+/* Makes standard output line-buffered, as a terminal's is, also when it is a pipe: an app's print()
+   then reaches whoever reads it line by line, as in Xcode's console. (Swift 6 cannot name `stdout`,
+   a mutable C global.) */
+static inline void protfs_line_buffer_stdout(void) { setvbuf(stdout, NULL, _IOLBF, 0); }
 
 /* sync_file_range(2) with SYNC_FILE_RANGE_WRITE: starts writing back a range of a file without
    waiting, so a download's final fsync has little left to do. Through syscall(2), as glibc declares

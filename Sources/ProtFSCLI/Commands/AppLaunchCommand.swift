@@ -26,9 +26,15 @@ package enum AppLaunchCommand {
       the app answers with events-handled within --background-time. $PROTFS_SESSIONS_SOCKET names
       the device's session service. The exit status is CMD's (128+N when a signal N
       ended it, so 137 when the system killed it).
+
+      A Swift CMD runs from the app's bundle on the device, Bundles/BUNDLE-ID.app/ (a hard link to
+      CMD, or a copy across file systems, made at every launch), beside its Info.plist: --info-plist's,
+      or the one installed by an earlier launch, with CFBundleIdentifier set to BUNDLE-ID. So
+      Foundation's Bundle.main is the app's bundle. Its home directory, $TMPDIR and the search paths
+      lead into its container.
       """,
     arguments: [AppCommand.bundleArgument],
-    options: [backgroundTime, suspendAfter, fetchTime, ExecCommand.schedule, forFetch, forSession]
+    options: [backgroundTime, suspendAfter, fetchTime, infoPlist, ExecCommand.schedule, forFetch, forSession]
       + ExecCommand.passcode.options,
     takesTrailingCommand: true,
     run: run
@@ -43,6 +49,10 @@ package enum AppLaunchCommand {
   package static let forSession = Option.value(
     "for-session", "session-id",
     help: "Launch in the background and post the events of this background session, as the session service does.")
+  /// `--info-plist FILE`.
+  package static let infoPlist = Option.value(
+    "info-plist", "file",
+    help: "The app's Info.plist (XML or binary), installed in its bundle; the last one given is kept.")
   /// `--background-time DURATION`.
   package static let backgroundTime = Option.value(
     "background-time", "duration", help: "Background time while the app holds tasks (default 30s).")
@@ -80,6 +90,7 @@ package enum AppLaunchCommand {
       passcode = try invocation.passcode(ExecCommand.passcode, prompt: nil)
     }
     let device = invocation.device
+    let bundle = try AppBundle(bundleID: bundleID, infoPlist: invocation.value(infoPlist), device: device)
     let supervisor = try AppSupervisor(
       device: device, bundleID: bundleID, timings: timings,
       command: [program.hasPrefix("/") ? program : FileManager.default.currentDirectoryPath + "/" + program]
@@ -112,9 +123,13 @@ package enum AppLaunchCommand {
     environment[AppEnvironment.sessionsSocket] = sessionsSocket
     // The app's FileManager (ProtFSKit) and helper commands find the device it was launched on.
     environment["PROTFS_DEVICE"] = device.root
+    // Only a Swift program is run from the bundle (where Foundation finds it): anything else keeps
+    // its path, which it may use to find what lies beside it.
+    let bundled =
+      AppBundle.isSwiftProgram(program) ? [try bundle.install(program, on: device)] + command.dropFirst() : command
     try supervisor.prepare()
     let spawned = Result {
-      try spawn(command, device: device, events: readEnd.rawValue, environment: environment)
+      try spawn(bundled, device: device, events: readEnd.rawValue, environment: environment)
     }
     readEnd.close()
     let pid: pid_t

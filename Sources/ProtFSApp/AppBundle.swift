@@ -1,0 +1,242 @@
+import Foundation
+import ProtFS
+import ProtFSSystem
+
+/// The app's bundle on the device, as iOS installs one: `Bundles/<bundle-id>.app/`, holding the
+/// app's program and its `Info.plist`, root's and read-only to the app (docs/semantics.md §8).
+///
+/// Foundation finds the main bundle from the running executable's directory, so a program run
+/// from its bundle gets `Bundle.main.bundleIdentifier`, `Bundle.main.infoDictionary` and the
+/// `UIBackgroundModes` the app declares, as on iOS. The program is a hard link to the one the user
+/// built (a copy when it lies on another file system), made again at every launch; the bundle is
+/// built under a temporary name and renamed into place, so a launch killed halfway leaves the last
+/// complete bundle, and its leftovers are removed by the next launch.
+public struct AppBundle: Sendable {
+  /// The directory of the device that holds the bundles.
+  public static let directoryName = "Bundles"
+  /// renameat2(2)'s `RENAME_EXCHANGE` (linux/fs.h).
+  private static let renameExchange: UInt32 = 1 << 1
+  /// The largest Info.plist accepted.
+  public static let infoPlistLimit = 1 << 20
+
+  /// The bundle id.
+  public let bundleID: BundleID
+  /// The keys of the bundle's Info.plist.
+  public let info: [String: any Sendable]
+
+  /// The bundle of `bundleID` on `device`, with the keys of `infoPlist` (an Info.plist the app
+  /// ships, XML or binary) or, without one, of the Info.plist installed before (an installed app
+  /// keeps its Info.plist, also when the system relaunches it), and the keys every bundle has: its
+  /// identifier, name and executable.
+  public init(bundleID: BundleID, infoPlist: String?, device: Device) throws(ProtFSError) {
+    self.bundleID = bundleID
+    var info: [String: any Sendable] = [:]
+    if let infoPlist {
+      info = try Self.read(infoPlist, bundleID: bundleID)
+    } else {
+      let installed = device.root + "/\(Self.directoryName)/\(bundleID).app/Info.plist"
+      if FileManager.default.fileExists(atPath: installed) {
+        info = (try? Self.read(installed, bundleID: bundleID)) ?? [:]
+      }
+    }
+    info["CFBundleIdentifier"] = bundleID.rawValue
+    info["CFBundleName"] = info["CFBundleName"] ?? (bundleID.rawValue.split(separator: ".").last.map(String.init) ?? "")
+    info["CFBundlePackageType"] = info["CFBundlePackageType"] ?? "APPL"
+    self.info = info
+  }
+
+  /// The background modes the app declares (`UIBackgroundModes`).
+  public var backgroundModes: [String] { (info["UIBackgroundModes"] as? [String]) ?? [] }
+
+  /// The keys of the Info.plist at `path`: a dictionary whose `CFBundleIdentifier`, if it has one,
+  /// is `bundleID`.
+  static func read(_ path: String, bundleID: BundleID) throws(ProtFSError) -> [String: any Sendable] {
+    let remedy = Remedy.advice("give --info-plist an XML or binary property list holding a dictionary")
+    let data: Data
+    do {
+      let handle = try FileHandle(forReadingFrom: URL(fileURLWithPath: path))
+      defer { try? handle.close() }
+      data = try handle.read(upToCount: infoPlistLimit + 1) ?? Data()
+    } catch {
+      throw ProtFSError(
+        .notFound, "Cannot read the Info.plist '\(path)': \((error as NSError).localizedDescription).", path: path,
+        remedy: remedy)
+    }
+    guard data.count <= infoPlistLimit else {
+      throw ProtFSError(
+        .invalidArgument, "The Info.plist '\(path)' is larger than \(infoPlistLimit) bytes.", path: path, remedy: remedy
+      )
+    }
+    let parsed: Any
+    do {
+      parsed = try PropertyListSerialization.propertyList(from: data, options: [], format: nil)
+    } catch {
+      throw ProtFSError(
+        .invalidArgument,
+        "The Info.plist '\(path)' is not a property list: \((error as NSError).localizedDescription).",
+        path: path, remedy: remedy)
+    }
+    guard let dictionary = parsed as? [String: Any] else {
+      throw ProtFSError(
+        .invalidArgument, "The Info.plist '\(path)' holds a \(type(of: parsed)), not a dictionary.", path: path,
+        remedy: remedy)
+    }
+    if let named = dictionary["CFBundleIdentifier"], (named as? String) != bundleID.rawValue {
+      throw ProtFSError(
+        .invalidArgument, "The Info.plist '\(path)' names the bundle '\(named)', not '\(bundleID)'.", path: path,
+        remedy: .advice("launch the app whose Info.plist it is, or correct its CFBundleIdentifier"))
+    }
+    if let modes = dictionary["UIBackgroundModes"], !(modes is [String]) {
+      throw ProtFSError(
+        .invalidArgument, "The Info.plist '\(path)' has a UIBackgroundModes that is not an array of strings.",
+        path: path, remedy: remedy)
+    }
+    // Property-list values are strings, numbers, dates, data, arrays and dictionaries: Sendable.
+    return dictionary.mapValues { SendablePlistValue($0).value }
+  }
+
+  /// Builds the bundle on `device` around `program` (an executable file outside it) and returns the
+  /// path of the program inside it, which is what the app is to run.
+  public func install(_ program: String, on device: Device) throws(ProtFSError) -> String {
+    let root = try device.openRoot()
+    try root.makeDirectory(Self.directoryName, permissions: FilePermissions(rawValue: 0o755))
+    let bundles = try root.openDirectory(Self.directoryName)
+    let name = bundleID.rawValue + ".app"
+    for leftover in (try? bundles.entries()) ?? [] where leftover.name.hasPrefix("." + name + ".") {
+      Self.remove(leftover.name, in: bundles)
+    }
+    let staging = ".\(name).\(getpid())"
+    try bundles.makeDirectory(staging, permissions: FilePermissions(rawValue: 0o755))
+    do {
+      let directory = try bundles.openDirectory(staging)
+      let executable = String(program.split(separator: "/").last ?? "app")
+      try Self.place(program, as: executable, in: directory)
+      var info = self.info
+      info["CFBundleExecutable"] = executable
+      let plist = try Self.serialize(info, path: directory.pathOf("Info.plist"))
+      try Self.write(plist, as: "Info.plist", in: directory)
+      // Renamed into place in one step: over the last bundle, whose remains are then removed.
+      if Kernel.renameNoReplace(bundles.fd, staging, bundles.fd, name) != 0 {
+        _ = try valueOrErrno(.rename) {
+          Kernel.rename(bundles.fd, staging, bundles.fd, name, flags: Self.renameExchange)
+        }.orThrow("install the app's bundle at", path: bundles.pathOf(name))
+        Self.remove(staging, in: bundles)
+      }
+      return bundles.pathOf(name) + "/" + executable
+    } catch {
+      Self.remove(staging, in: bundles)
+      throw error
+    }
+  }
+
+  /// Whether `program` is a compiled Swift program (a 64-bit ELF file with the `swift5_` sections
+  /// the Swift compiler emits), which is what is run from the bundle: Foundation finds its main
+  /// bundle from the executable's directory. Any other program keeps its path, which it may need
+  /// (an interpreter such as python3 finds its library from it; a script's own executable is its
+  /// interpreter).
+  public static func isSwiftProgram(_ program: String) -> Bool {
+    let fd = open(program, O_RDONLY | O_CLOEXEC)
+    guard fd >= 0 else { return false }
+    defer { close(fd) }
+    func read(_ count: Int, at offset: Int) -> [UInt8]? {
+      guard count >= 0, count <= 1 << 20, offset >= 0 else { return nil }
+      var bytes = [UInt8](repeating: 0, count: count)
+      let got = bytes.withUnsafeMutableBytes { pread(fd, $0.baseAddress, count, off_t(offset)) }
+      return got == count ? bytes : nil
+    }
+    func integer(_ bytes: [UInt8], _ at: Int, _ size: Int) -> Int {
+      (0..<size).reduce(0) { value, index in value | Int(bytes[at + index]) << (8 * index) }
+    }
+    // The header: magic, ELFCLASS64, little-endian; then the section headers' table and the index
+    // of the one holding the section names.
+    guard let header = read(64, at: 0), header[0..<6] == [0x7F, 0x45, 0x4C, 0x46, 2, 1] else { return false }
+    let sections = integer(header, 0x28, 8)
+    let entrySize = integer(header, 0x3A, 2)
+    let names = integer(header, 0x3E, 2)
+    guard entrySize >= 64, names < integer(header, 0x3C, 2),
+      let entry = read(64, at: sections + names * entrySize),
+      let table = read(integer(entry, 0x20, 8), at: integer(entry, 0x18, 8))
+    else { return false }
+    let marker = Array("swift5_".utf8)
+    return table.indices.contains { start in
+      start + marker.count <= table.count && Array(table[start..<(start + marker.count)]) == marker
+    }
+  }
+
+  /// Links `program` into `directory` as `name`, or copies it there (0755) when it lies on another
+  /// file system or may not be linked.
+  private static func place(_ program: String, as name: String, in directory: DirectoryHandle) throws(ProtFSError) {
+    // The file itself, not a symlink to it: a linked symlink would run from where it points.
+    guard let resolved = realpath(program, nil) else {
+      throw ProtFSError.system("find the program", path: program, errno: errno)
+    }
+    let program = String(cString: resolved)
+    free(resolved)
+    if linkat(AT_FDCWD, program, directory.fd, name, 0) == 0 { return }
+    let source = try valueOrErrno(.open) { open(program, O_RDONLY | O_CLOEXEC) }.orThrow(
+      "read the program", path: program)
+    defer { close(source) }
+    let target = try directory.openFile(
+      name, flags: O_WRONLY | O_CREAT | O_EXCL, permissions: FilePermissions(rawValue: 0o755))
+    defer { close(target) }
+    while true {
+      let copied = try valueOrErrno(.copyFileRange) { Kernel.copyFileRange(source, target, 1 << 30) }
+        .orThrow("copy the program into the bundle at", path: directory.pathOf(name))
+      if copied == 0 { break }
+    }
+    _ = try valueOrErrno(.chmod) { fchmod(target, 0o755) }.orThrow("make executable", path: directory.pathOf(name))
+  }
+
+  /// `info` as an XML property list.
+  private static func serialize(_ info: [String: any Sendable], path: String) throws(ProtFSError) -> Data {
+    do {
+      return try PropertyListSerialization.data(fromPropertyList: info, format: .xml, options: 0)
+    } catch {
+      throw ProtFSError(
+        .io, "Cannot write the Info.plist '\(path)': \((error as NSError).localizedDescription).", path: path)
+    }
+  }
+
+  /// Writes `data` to the new file `name` (0644) in `directory`.
+  private static func write(_ data: Data, as name: String, in directory: DirectoryHandle) throws(ProtFSError) {
+    let fd = try directory.openFile(
+      name, flags: O_WRONLY | O_CREAT | O_EXCL, permissions: FilePermissions(rawValue: 0o644))
+    defer { close(fd) }
+    var offset = 0
+    let bytes = [UInt8](data)
+    while offset < bytes.count {
+      let written = bytes.withUnsafeBytes { buffer in
+        valueOrErrno(.write) { Glibc.write(fd, buffer.baseAddress! + offset, buffer.count - offset) }
+      }
+      offset += try written.orThrow("write", path: directory.pathOf(name))
+    }
+  }
+
+  /// Removes the bundle directory `name` of `directory` with the files in it (a bundle holds only
+  /// files), best effort: what is left is removed by the next launch.
+  private static func remove(_ name: String, in directory: DirectoryHandle) {
+    if let bundle = try? directory.openDirectory(name) {
+      for entry in (try? bundle.entries()) ?? [] { unlinkat(bundle.fd, entry.name, 0) }
+    }
+    unlinkat(directory.fd, name, AT_REMOVEDIR)
+  }
+}
+
+/// A property-list value, carried as `Sendable` (property lists hold only value types and the
+/// Foundation classes that bridge them).
+private struct SendablePlistValue: @unchecked Sendable {
+  let value: any Sendable
+  init(_ value: Any) {
+    switch value {
+    case let array as [Any]: self.value = array.map { SendablePlistValue($0).value }
+    case let dictionary as [String: Any]: self.value = dictionary.mapValues { SendablePlistValue($0).value }
+    case let string as String: self.value = string
+    case let bool as Bool: self.value = bool
+    case let int as Int: self.value = int
+    case let double as Double: self.value = double
+    case let date as Date: self.value = date
+    case let data as Data: self.value = data
+    default: self.value = String(describing: value)
+    }
+  }
+}

@@ -1,0 +1,150 @@
+import Foundation
+import ProtFS
+import ProtFSTestSupport
+import Testing
+
+/// iOS app delegates ported by changing their imports alone (Examples/PortedApp in the Swift 5
+/// language mode with `UIApplicationMain`, Examples/PortedMainApp in the Swift 6 mode with
+/// `@main`), run with `protfs app launch`: that they build at all is half the test; these check
+/// that they then see what a phone shows them (docs/semantics.md §8).
+@Suite(.serialized) struct PortedAppTests {
+  @Test func aPortedDelegateSeesTheMainThreadTheLifecycleInOrderTheSandboxAndMainThreadTimers() async throws {
+    let d = try AppDevice()
+    defer { d.remove() }
+    let container = d.t.containerPath(AppDevice.bundle)
+    let app = try d.launch(
+      ["--background-time", "2s", "--suspend-after", "300ms"], [try d.installExample("PortedApp")])
+    defer { app.stop() }
+    #expect(await app.line(containing: "didBecomeActive state=0") != nil, "\(app.output)")
+    #expect(await app.line(containing: "main operation main=true") != nil, "\(app.output)")
+    let launch = Array(app.output.prefix(while: { !$0.hasPrefix("didBecomeActive") }))
+    #expect(
+      launch == [
+        "didFinishLaunching main=true state=1",
+        "home \(container)",
+        "tmp \(container)/tmp/",
+        "bundle \(AppDevice.bundle)",
+        "caches \(container)/Library/Caches",
+        "documents \(container)/Documents",
+        "support \(container)/Library/Application Support",
+        "downloads class NSFileProtectionNone",
+        "searchable true",
+        "size unknown is -1",
+      ], "\(app.output)")
+    // The directory the app made is class none on the device, as the CLI reads it.
+    let downloads = container + "/Library/Caches/com.apple.nsurlsessiond/Downloads/" + AppDevice.bundle
+    let shown = try await d.protfs(["get-class", downloads])
+    #expect(shown.stdout.hasPrefix("NSFileProtectionNone  own "), "\(shown.stdout)\(shown.stderr)")
+
+    #expect(try await d.protfs(["app", "background", AppDevice.bundle]).status == 0)
+    #expect(await app.line(containing: "remaining read off the main thread: true") != nil, "\(app.output)")
+    #expect(await app.line(containing: "expiring") != nil, "\(app.output)")
+    #expect(await d.waitForState("suspended"), "\(app.output)")
+    let background = app.output.drop(while: { !$0.hasPrefix("willResignActive") })
+    #expect(background.first == "willResignActive", "\(app.output)")
+    #expect(background.dropFirst().first == "didEnterBackground main=true", "\(app.output)")
+    let ticks = background.filter { $0.hasPrefix("timer ") }
+    // The timer fires every 200 ms on the main thread for the 2 s of background time (fewer on a
+    // busy machine), with the time left going down.
+    #expect(ticks.count >= 3, "\(app.output)")
+    #expect(ticks.allSatisfy { $0.hasPrefix("timer main=true remaining ") }, "\(app.output)")
+    let left = ticks.compactMap { Double($0.split(separator: " ").last ?? "") }
+    #expect(left == left.sorted(by: >) && (left.first ?? 0) <= 2, "\(app.output)")
+
+    #expect(try await d.protfs(["app", "foreground", AppDevice.bundle]).status == 0)
+    #expect(await app.line(containing: "willEnterForeground") != nil, "\(app.output)")
+    #expect(await app.line(containing: "didBecomeActive state=0", after: "willEnterForeground") != nil, "\(app.output)")
+    #expect(try await d.protfs(["app", "terminate", AppDevice.bundle]).status == 0)
+    let (status, _) = await app.exit()
+    #expect(status == 0, "\(app.output)")
+    let end = Array(app.output.drop(while: { $0 != "willEnterForeground" }).filter { !$0.hasPrefix("timer ") })
+    #expect(
+      end == ["willEnterForeground", "didBecomeActive state=0", "willResignActive", "willTerminate"], "\(app.output)")
+  }
+
+  @Test func anAtMainDelegateRunsFromItsBundleWithTheInfoPlistItShips() async throws {
+    let d = try AppDevice()
+    defer { d.remove() }
+    let plist = d.scripts + "/Info.plist"
+    let info: [String: Any] = [
+      "CFBundleIdentifier": AppDevice.bundle, "CFBundleShortVersionString": "1.2", "UIBackgroundModes": ["fetch"],
+    ]
+    try PropertyListSerialization.data(fromPropertyList: info, format: .binary, options: 0).write(
+      to: URL(fileURLWithPath: plist))
+    let example = try d.installExample("PortedMainApp")
+    let app = try d.launch(["--info-plist", plist], [example])
+    defer { app.stop() }
+    #expect(
+      await app.line(containing: "didFinishLaunching main=true bundle \(AppDevice.bundle)") != nil, "\(app.output)")
+    #expect(await app.line(containing: "main queue main=true") != nil, "\(app.output)")
+    #expect(await app.line(containing: "didBecomeActive") != nil, "\(app.output)")
+    #expect(app.output.contains("library \(d.t.containerPath(AppDevice.bundle))/Library"), "\(app.output)")
+    let installed = d.root + "/Bundles/\(AppDevice.bundle).app/Info.plist"
+    let read = FileManager.default.contents(atPath: installed).flatMap {
+      try? PropertyListSerialization.propertyList(from: $0, format: nil) as? [String: Any]
+    }
+    #expect(read?["CFBundleShortVersionString"] as? String == "1.2")
+    #expect(read?["UIBackgroundModes"] as? [String] == ["fetch"])
+    #expect(read?["CFBundleExecutable"] as? String == "PortedMainApp")
+    #expect(try await d.protfs(["app", "terminate", AppDevice.bundle]).status == 0)
+    let (status, _) = await app.exit()
+    #expect(status == 0, "\(app.output)")
+    #expect(app.output.last == "willTerminate", "\(app.output)")
+
+    // A later launch without --info-plist keeps the installed one, as an installed app keeps its own.
+    // It is started through a symlink, and after a launch killed while it built the bundle: the
+    // bundle holds the program itself, and the leftovers are gone.
+    let leftover = d.root + "/Bundles/.\(AppDevice.bundle).app.99999"
+    try FileManager.default.createDirectory(atPath: leftover, withIntermediateDirectories: false)
+    try Data("partial".utf8).write(to: URL(fileURLWithPath: leftover + "/PortedMainApp"))
+    let link = d.scripts + "/ported-link"
+    try FileManager.default.createSymbolicLink(atPath: link, withDestinationPath: example)
+    let again = try d.launch([], [link])
+    defer { again.stop() }
+    #expect(await again.line(containing: "didBecomeActive") != nil, "\(again.output)")
+    #expect(try await d.protfs(["app", "terminate", AppDevice.bundle]).status == 0)
+    _ = await again.exit()
+    let kept = FileManager.default.contents(atPath: installed).flatMap {
+      try? PropertyListSerialization.propertyList(from: $0, format: nil) as? [String: Any]
+    }
+    #expect(kept?["CFBundleShortVersionString"] as? String == "1.2")
+    // Nothing of the staging is left beside the bundle.
+    let entries = try FileManager.default.contentsOfDirectory(atPath: d.root + "/Bundles")
+    #expect(entries == ["\(AppDevice.bundle).app"])
+    let program = d.root + "/Bundles/\(AppDevice.bundle).app/ported-link"
+    #expect((try? FileManager.default.destinationOfSymbolicLink(atPath: program)) == nil)
+    #expect(FileManager.default.contents(atPath: program) == FileManager.default.contents(atPath: example))
+  }
+
+  @Test(arguments: [
+    ("garbage", "not a property list"),
+    ("array", "not a dictionary"),
+    ("other-bundle", "names the bundle 'com.example.other', not 'com.example.app'"),
+    ("missing", "Cannot read the Info.plist"),
+    ("modes", "UIBackgroundModes that is not an array of strings"),
+  ])
+  func aBadInfoPlistIsRefusedNamingItAndNothingIsInstalled(kind: String, message: String) async throws {
+    let d = try AppDevice()
+    defer { d.remove() }
+    let plist = d.scripts + "/Info.plist"
+    let contents: Data? =
+      switch kind {
+      case "garbage": Data("<plist><dict><key>x</key>".utf8)
+      case "array": try PropertyListSerialization.data(fromPropertyList: ["a"], format: .xml, options: 0)
+      case "other-bundle":
+        try PropertyListSerialization.data(
+          fromPropertyList: ["CFBundleIdentifier": "com.example.other"], format: .xml, options: 0)
+      case "modes":
+        try PropertyListSerialization.data(fromPropertyList: ["UIBackgroundModes": "fetch"], format: .xml, options: 0)
+      default: nil
+      }
+    if let contents { try contents.write(to: URL(fileURLWithPath: plist)) }
+    let result = try await d.protfs(
+      ["app", "launch", AppDevice.bundle, "--info-plist", plist, "--", try d.installExample("PortedMainApp")])
+    #expect(result.status != 0)
+    #expect(result.stderr.contains(message), "\(result.stderr)")
+    #expect(result.stderr.contains(plist), "\(result.stderr)")
+    #expect(!FileManager.default.fileExists(atPath: d.root + "/Bundles"))
+    #expect(d.record()["state"] as? String != "active")
+  }
+}

@@ -17,8 +17,12 @@ extension URLSession {
     // An ended session takes nothing more: its successor gets the calls, and the wake.
     guard !state.withLock({ $0.ended }) else { return }
     if case .queuedEventsDelivered = event {
-      state.withLock { $0.queuedDelivered = true }
-      if BackgroundSessionEvents.takeWake(identifier) { finishEvents() }
+      let finishing = state.withLock { state -> Bool in
+        state.queuedDelivered = true
+        defer { state.woken = false }
+        return state.woken
+      }
+      if finishing { finishEvents() }
       return
     }
     guard let id = event.taskID.map(Int.init), !state.withLock({ $0.completed.contains(id) }) else { return }
@@ -54,15 +58,26 @@ extension URLSession {
   }
 
   /// The app was woken for this session's events: once what the service queued was delivered,
-  /// `urlSessionDidFinishEvents` follows.
+  /// `urlSessionDidFinishEvents` follows. A session subscribed before (the app was suspended, not
+  /// relaunched) may not have read yet what the service sent while it was frozen: it asks for a
+  /// new mark, which comes after all of it, and finishes then.
+  ///
+  /// Taken in the pipeline's order, after every event read before it: a mark read earlier ends
+  /// nothing.
   func wokenForEvents() {
     pipeline.async {
-      guard self.state.withLock({ $0.queuedDelivered && !$0.ended }),
-        BackgroundSessionEvents.takeWake(self.identifier)
-      else {
-        return
+      let subscribedBefore = self.state.withLock { state -> Bool? in
+        guard !state.ended else { return nil }
+        state.woken = true
+        defer { state.queuedDelivered = false }
+        return state.queuedDelivered
       }
-      self.finishEvents()
+      guard subscribedBefore == true else { return }
+      let backend = self.backend
+      DispatchQueue.global().async {
+        // The service gone, the events end with what was read.
+        if (try? backend?.markDelivered()) == nil { self.receive(.queuedEventsDelivered) }
+      }
     }
   }
 
@@ -167,10 +182,11 @@ extension URLSession {
   }
 }
 
-/// Which background sessions the app was woken for (`handleEventsForBackgroundURLSession`), and
-/// the live sessions by identifier, so that a wake reaches a session made before or after it.
+/// Which background sessions the app was woken for (`handleEventsForBackgroundURLSession`) before
+/// a session with that identifier was made, and the live sessions by identifier, so that a wake
+/// reaches a session made before or after it.
 package enum BackgroundSessionEvents {
-  /// Weak references to live sessions, and the identifiers woken and not yet finished.
+  /// Weak references to live sessions, and the identifiers woken while no session was live.
   private struct Registry: Sendable {
     var sessions: [String: WeakSession] = [:]
     var woken: Set<String> = []
@@ -178,29 +194,32 @@ package enum BackgroundSessionEvents {
   private struct WeakSession: @unchecked Sendable { weak var session: URLSession? }
   private static let registry = Mutex(Registry())
 
-  /// The app was woken for session `identifier`'s events.
+  /// The app was woken for session `identifier`'s events: the live session takes the wake (in the
+  /// order of its events), or the next one made with that identifier.
   package static func wake(_ identifier: String) {
-    let live = registry.withLock { registry in
-      registry.woken.insert(identifier)
-      return registry.sessions[identifier]?.session
+    let live = registry.withLock { registry -> URLSession? in
+      guard let live = registry.sessions[identifier]?.session else {
+        registry.woken.insert(identifier)
+        return nil
+      }
+      return live
     }
     live?.wokenForEvents()
   }
 
-  /// Whether the app was woken for `identifier` (and forgets it: `urlSessionDidFinishEvents` once).
-  static func takeWake(_ identifier: String) -> Bool {
-    registry.withLock { $0.woken.remove(identifier) != nil }
+  /// Records a live session; true when a wake for its identifier waited for it (it takes it).
+  static func register(_ session: URLSession) -> Bool {
+    registry.withLock { registry in
+      registry.sessions[session.identifier] = WeakSession(session: session)
+      return registry.woken.remove(session.identifier) != nil
+    }
   }
 
-  /// Records a live session.
-  static func register(_ session: URLSession) {
-    registry.withLock { $0.sessions[session.identifier] = WeakSession(session: session) }
-  }
-
-  /// Forgets an invalidated session.
-  static func unregister(_ session: URLSession) {
+  /// Forgets an invalidated session; a wake it had not finished waits for its successor.
+  static func unregister(_ session: URLSession, woken: Bool) {
     registry.withLock { registry in
       if registry.sessions[session.identifier]?.session === session { registry.sessions[session.identifier] = nil }
+      if woken { registry.woken.insert(session.identifier) }
     }
   }
 }

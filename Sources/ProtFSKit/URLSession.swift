@@ -43,6 +43,9 @@ open class URLSession: NSObject, @unchecked Sendable {
     var completed: Set<Int> = []
     var resumedAt: [Int: Int64] = [:]
     var queuedDelivered = false
+    /// The app was woken for this session's events: the next `queuedEventsDelivered` mark (which
+    /// comes after everything the service sent before it) ends them with `urlSessionDidFinishEvents`.
+    var woken = false
     /// Finished downloads whose file was acknowledged, whose completion is still to come.
     var acknowledged: Set<Int> = []
     /// No new task may be created (`finishTasksAndInvalidate` or `invalidateAndCancel` was called).
@@ -105,7 +108,8 @@ open class URLSession: NSObject, @unchecked Sendable {
     super.init()
     guard let backend else { return }
     for snapshot in (try? backend.tasks()) ?? [] { _ = task(for: snapshot) }
-    BackgroundSessionEvents.register(self)
+    // A wake that came before this session was made is this session's.
+    if BackgroundSessionEvents.register(self) { state.withLock { $0.woken = true } }
     do {
       try backend.subscribe { [weak self] event in self?.receive(event) }
     } catch {
@@ -278,15 +282,16 @@ open class URLSession: NSObject, @unchecked Sendable {
   /// Ends the session: it leaves the service (with `cancelling`, cancelling its unfinished tasks)
   /// and the delegate gets `didBecomeInvalidWithError(nil)`, then is released.
   func end(cancelling: Bool) {
-    let first = state.withLock { state in
+    let (first, woken) = state.withLock { state in
       defer {
         state.invalidated = true
         state.ended = true
+        state.woken = false
       }
-      return !state.ended
+      return (!state.ended, state.woken)
     }
     guard first else { return }
-    BackgroundSessionEvents.unregister(self)
+    BackgroundSessionEvents.unregister(self, woken: woken)
     backend?.invalidate(cancelling: cancelling)
     pipeline.async {
       self.onDelegateQueue {

@@ -46,6 +46,9 @@ public protocol SessionBackend: AnyObject, Sendable {
   /// A finished download's `didFinishDownloadingTo` returned: its handed-over temp file still
   /// there is deleted, and its completion stays queued, without the file, until `acknowledge`.
   func acknowledgeFile(_ id: Int64) throws(ProtFSError)
+  /// Asks for `queuedEventsDelivered` on the subscription once every waiting delivery went out
+  /// there (after a wake from suspension).
+  func markDelivered() throws(ProtFSError)
 
   /// Detaches this object from the session; with `cancelling`, cancels its unfinished tasks first
   /// (`invalidateAndCancel`). Transfers of a service session otherwise go on.

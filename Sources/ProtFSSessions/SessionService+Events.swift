@@ -122,18 +122,19 @@ extension SessionService {
   }
 
   /// Tells session `identifier`'s app its events wait, when its tasks are all finished, some
-  /// completions wait for it, nobody subscribes and it wants launch events. A failure is recorded
-  /// for `protfs sessions`; the next completion or start tries again.
+  /// completions wait for it, it wants launch events, and nobody subscribes or the subscriber is a
+  /// suspended app (which its supervisor then resumes in the background, as iOS wakes a
+  /// suspended app). A failure is recorded for `protfs sessions`; the next completion or start
+  /// tries again.
   func checkRelaunch(_ identifier: String) {
     guard let launcher else { return }
-    let state = lock.withLock { () -> (HostedSession, Bool)? in
+    let state = lock.withLock { () -> (HostedSession, Bool, Bool)? in
       guard let hosted = hosted[identifier] else { return nil }
-      let blocked =
-        subscribers[identifier] != nil || launchNotified.contains(identifier) || forceQuit.contains(hosted.bundleID)
-      return (hosted, blocked)
+      let blocked = launchNotified.contains(identifier) || forceQuit.contains(hosted.bundleID)
+      return (hosted, blocked, subscribers[identifier] != nil)
     }
-    guard let (hosted, blocked) = state, !blocked, hosted.settings.configuration.sendsLaunchEvents,
-      !launcher.isForceQuit(hosted.bundleID)
+    guard let (hosted, blocked, subscribed) = state, !blocked, hosted.settings.configuration.sendsLaunchEvents,
+      !subscribed || launcher.isSuspended(hosted.bundleID), !launcher.isForceQuit(hosted.bundleID)
     else { return }
     // Asked after every completion: while the session still runs tasks, the store (every task of
     // the session, read whole) is not read at all.
@@ -151,6 +152,20 @@ extension SessionService {
       _ = lock.withLock { launchNotified.remove(identifier) }
       try? store.setRelaunchError(error.message, session: identifier)
     }
+  }
+
+  /// Wakes the suspended apps whose subscribed sessions have deliveries waiting (the idle watch
+  /// calls this on every tick): a batch that completed while the app was still running in the
+  /// background, and was suspended before it read it, is not left unread until the user returns.
+  func wakeSuspendedSubscribers() {
+    guard let launcher else { return }
+    let candidates = lock.withLock { () -> [(String, String)] in
+      subscribers.keys.compactMap { identifier in
+        guard !launchNotified.contains(identifier), let hosted = hosted[identifier] else { return nil }
+        return (identifier, hosted.bundleID)
+      }
+    }
+    for (identifier, bundleID) in candidates where launcher.isSuspended(bundleID) { checkRelaunch(identifier) }
   }
 
   /// The user force-quit `bundleID`: its running and suspended transfers are cancelled producing

@@ -163,6 +163,12 @@ extension SessionService {
         try store.acknowledge(task: record.id, fileSystem: fileSystem)
       }
       try store.setRelaunchError(nil, session: session)
+      // Answered: the next batch of the session may wake or launch the app again.
+      _ = lock.withLock { launchNotified.remove(session) }
+    case .markDelivered:
+      let hosted = try self.session(request, peer: peer)
+      flushDeliveries(hosted.session.identifier)
+      lock.withLock { subscribers[hosted.session.identifier] }?.send(.queuedEventsDelivered)
     case .forceQuit:
       guard let bundle = request.bundleID else { throw Self.missing("bundleID") }
       try authorize(peer, bundleID: bundle)

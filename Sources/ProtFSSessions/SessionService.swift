@@ -216,6 +216,7 @@ public final class SessionService: @unchecked Sendable {
         }
         if done { return }
         recordLateAcknowledgements()
+        wakeSuspendedSubscribers()
         if quiet {
           stop()
           return

@@ -218,6 +218,9 @@ public final class SessionServiceClient: SessionBackend, Sendable {
   /// Task `id`'s finished file is done with; its completion is still to come.
   public func acknowledgeFile(_ id: Int64) throws(ProtFSError) { try acknowledge(id, fileOnly: true) }
 
+  /// Asks the service to mark the end of the deliveries waiting for the subscription.
+  public func markDelivered() throws(ProtFSError) { _ = try call(.markDelivered) }
+
   private func acknowledge(_ id: Int64, fileOnly: Bool) throws(ProtFSError) {
     var request = SessionServiceRequest(.acknowledge, session: identifier, task: id)
     if fileOnly { request.fileOnly = true }
@@ -326,4 +329,12 @@ public protocol SessionAppLauncher: Sendable {
   func deliverEvents(of session: String, to bundleID: String) throws(ProtFSError)
   /// Whether the user force-quit app `bundleID` (its transfers stop until its next launch).
   func isForceQuit(_ bundleID: String) -> Bool
+  /// Whether app `bundleID` is suspended: its sessions' subscriptions are open, but it reads none
+  /// of them until the system wakes it.
+  func isSuspended(_ bundleID: String) -> Bool
+}
+
+extension SessionAppLauncher {
+  /// No app is ever suspended (a launcher that knows of no supervisor).
+  public func isSuspended(_ bundleID: String) -> Bool { false }
 }

@@ -27,6 +27,10 @@ public struct SessionServiceRequest: Sendable, Codable, Equatable {
     case acknowledge
     /// The app handled session `session`'s events (`protfs app events-handled`).
     case eventsHandled
+    /// Sends `queuedEventsDelivered` to session `session`'s subscriber once every delivery the
+    /// service holds for it is written there: an app woken from suspension for its events asks,
+    /// so that `urlSessionDidFinishEvents` follows the calls that were waiting.
+    case markDelivered
     /// The user force-quit app `bundleID`.
     case forceQuit
     /// Moves finished downloads waiting for unlock into place now.

@@ -58,6 +58,49 @@ import Testing
     #expect(tasks.count == 1, "\(tasks.map(\.id))")
   }
 
+  @Test func aSuspendedAppIsWokenWhenItsDownloadFinishesGetsTheFileAndIsSuspendedAgain() async throws {
+    let d = try AppDevice()
+    defer { d.remove() }
+    let body = DownloadFixture.bytes(1 << 20)
+    let server = try FaultServer(body: body, entityTag: "\"e1\"", mode: .gateAfter(bytes: 300_000))
+    defer { server.stop() }
+    let example = try d.installExample("BackgroundDownloader")
+    defer { d.endAppAndSessionService() }
+    let app = try d.launch(["--suspend-after", "300ms"], [example, server.url("big.bin").absoluteString])
+    defer { app.stop() }
+    #expect(await app.line(containing: "didWriteData") != nil, "\(app.output)")
+    let pid = try #require(d.record()["pid"] as? Int)
+    #expect(try await d.protfs(["app", "background", AppDevice.bundle]).status == 0)
+    #expect(await d.waitForState("suspended"), "\(d.record())")
+    #expect(await d.waitUntilFrozen())
+
+    // The download finishes while the app is frozen: the system resumes it in the background.
+    server.openGate()
+    let finished = await app.line(containing: "urlSessionDidFinishEvents", timeout: 60)
+    #expect(finished != nil, "\(app.output)\n\(d.record())")
+    let events = app.output.compactMap { line in
+      (try? JSONSerialization.jsonObject(with: Data(line.utf8)) as? [String: Any])?["event"] as? String
+    }.filter { $0 != "didWriteData" }
+    // The calls that waited come before urlSessionDidFinishEvents, and the handler was kept first.
+    let handled = events.firstIndex(of: "handleEventsForBackgroundURLSession")
+    let moved = events.firstIndex(of: "didFinishDownloadingTo")
+    let completed = events.firstIndex(of: "didCompleteWithError")
+    let end = events.firstIndex(of: "urlSessionDidFinishEvents")
+    #expect(handled != nil && moved != nil && completed != nil && end != nil, "\(events)")
+    if let handled, let moved, let completed, let end {
+      #expect(handled < end && moved < completed && completed < end, "\(events)")
+    }
+    #expect(events.filter { $0 == "didFinishDownloadingTo" }.count == 1, "\(events)")
+    let documents = d.t.containerPath(AppDevice.bundle, "Documents/big.bin")
+    #expect(FileManager.default.contents(atPath: documents) == Data(body))
+    // Woken, not relaunched: the same process, suspended again once it called the handler.
+    #expect(d.record()["pid"] as? Int == pid)
+    #expect(await d.waitForState("suspended"), "\(d.record())")
+    #expect(d.crashReports().isEmpty, "\(d.crashReports())")
+    let store = try DownloadStore(path: d.t.device.downloadStorePath)
+    #expect(try store.tasks().map(\.delivery) == [.delivered])
+  }
+
   @Test func aForceQuitAppLaunchedAgainGetsTheCancellationAndContinuesFromItsResumeData() async throws {
     let d = try AppDevice()
     defer { d.remove() }

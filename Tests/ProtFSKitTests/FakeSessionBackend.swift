@@ -11,6 +11,9 @@ final class FakeSessionBackend: SessionBackend, @unchecked Sendable {
     var nextID: Int64 = 1
     var subscriber: (@Sendable (SessionEvent) -> Void)?
     var queued: [SessionEvent] = []
+    /// Events written to the subscription that the app has not read yet (it was frozen): they
+    /// reach it before the next `queuedEventsDelivered` mark.
+    var unread: [SessionEvent] = []
     var calls: [String] = []
     var acknowledged: [Int64] = []
     /// The downloads whose file was acknowledged (`didFinishDownloadingTo` returned).
@@ -91,6 +94,16 @@ final class FakeSessionBackend: SessionBackend, @unchecked Sendable {
       store.queued.removeAll { $0.taskID == id }
     }
     acknowledgement.signal()
+  }
+
+  func markDelivered() throws(ProtFSError) {
+    let (subscriber, unread) = store.withLock { store in
+      store.calls.append("mark delivered")
+      defer { store.unread = [] }
+      return (store.subscriber, store.unread)
+    }
+    for event in unread { subscriber?(event) }
+    subscriber?(.queuedEventsDelivered)
   }
 
   func acknowledgeFile(_ id: Int64) throws(ProtFSError) {

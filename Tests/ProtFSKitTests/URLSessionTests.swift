@@ -155,6 +155,22 @@ import Testing
     _ = again
   }
 
+  @Test func aSessionWokenFromSuspensionFinishesItsEventsOnlyAfterWhatItHadNotReadYet() async {
+    let backend = FakeSessionBackend(identifier: "fake.woken")
+    let delegate = RecordingDelegate()
+    let session = session(backend, delegate)
+    let upload = session.uploadTask(with: URLRequest(url: url), fromFile: URL(fileURLWithPath: "/c/f"))
+    let id = Int64(upload.taskIdentifier)
+    // The session subscribed long ago. While the app was frozen the service wrote the task's
+    // completion to the subscription; the app is woken before it read it.
+    let completion = SessionEvent.completed(task: id, snapshot: backend.completedSnapshot(id), error: nil)
+    backend.store.withLock { $0.unread = [completion] }
+    BackgroundSessionEvents.wake(backend.identifier)
+    let log = await delegate.waitFor(2)
+    #expect(log == ["complete \(id) ok", "finishEvents"])
+    #expect(backend.store.withLock { $0.calls }.contains("mark delivered"))
+  }
+
   @Test func requestHeaders() {
     var request = URLRequest(url: url)
     request.setValue("a", forHTTPHeaderField: "X-One")

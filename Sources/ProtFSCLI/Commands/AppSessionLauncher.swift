@@ -73,6 +73,14 @@ package struct AppSessionLauncher: SessionAppLauncher {
     return record.forceQuit
   }
 
+  /// Whether app `bundleID` is suspended by a supervisor that still runs (its record says so).
+  package func isSuspended(_ bundleID: String) -> Bool {
+    guard let app = try? BundleID(bundleID), let record = try? AppStore(device: device).record(app) else {
+      return false
+    }
+    return record.state == .suspended && record.supervisor?.isAlive == true
+  }
+
   /// Waits until the launched supervisor `pid` runs the app (its record names it) or ends; a launch
   /// that ends before the app ran (the record is still `before`) with a failure, or shows nothing
   /// within `launchTimeout`, is thrown. The launch is this process's child: it is reaped whatever

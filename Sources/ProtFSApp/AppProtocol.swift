@@ -12,6 +12,9 @@ public struct AppTimings: Sendable, Equatable {
   public var fetchTime: Double = 30
   /// How long an app may take to exit after `willTerminate`.
   public var terminateGrace: Double = 2
+  /// The shortest time between two fetches the system schedules, whatever interval the app asks
+  /// for: iOS decides it (rarely less than 15 minutes); tests make it short.
+  public var fetchMinimum: Double = 900
   /// The longest any of them may be: an hour.
   public static let maximum: Double = 3600
 
@@ -72,6 +75,9 @@ public struct AppRequest: Codable, Sendable, Equatable {
     case eventsHandled = "events-handled"
     /// Start the device's session service (an app cannot start it itself: the service runs as root).
     case startSessionService
+    /// The app's minimum background fetch interval (`setMinimumBackgroundFetchInterval`): `argument`
+    /// is seconds, or `never`.
+    case setFetchInterval
   }
 
   /// What is asked.
@@ -82,7 +88,9 @@ public struct AppRequest: Codable, Sendable, Equatable {
   /// that could ask them would escape its background budget and suspension.
   public var isTheAppsOwn: Bool {
     switch kind {
-    case .beginTask, .endTask, .timeRemaining, .fetchCompleted, .eventsHandled, .startSessionService: true
+    case .beginTask, .endTask, .timeRemaining, .fetchCompleted, .eventsHandled, .startSessionService,
+      .setFetchInterval:
+      true
     case .background, .foreground, .fetch, .terminate, .sessionEvents: false
     }
   }

@@ -49,6 +49,15 @@ public final class AppSupervisor: @unchecked Sendable {
   private var nextTask = 1
   private var fetchStart: DispatchTime?
   private var fetchGeneration = 0
+  /// The background modes the app's Info.plist declares (`UIBackgroundModes`): the system
+  /// schedules fetches only for an app that lists `fetch`. Set it before `start`.
+  public var backgroundModes: [String] = []
+  /// The interval the app asked for with `setFetchInterval`, nil for never (the default, as on iOS).
+  private var fetchInterval: Double?
+  /// When the next scheduled fetch is due, while fetches are scheduled.
+  private var nextFetch: DispatchTime?
+  /// Bumped whenever the planned fetch no longer applies.
+  private var fetchPlan = 0
   /// The sessions whose `handleEventsForBackgroundURLSession` the app has not answered yet.
   var postedSessions: Set<String> = []
   /// The sessions whose answer the app's background time waits for, each with the token of its
@@ -238,6 +247,7 @@ public final class AppSupervisor: @unchecked Sendable {
     case .sessionEvents: return postSessionEvents(request.argument ?? "")
     case .eventsHandled: return endSessionEvents(request.argument ?? "")
     case .startSessionService: return .ok()
+    case .setFetchInterval: return setFetchInterval(request.argument ?? "")
     }
   }
 
@@ -303,6 +313,43 @@ public final class AppSupervisor: @unchecked Sendable {
     fetchGeneration += 1
     reschedule()
     return .ok()
+  }
+
+  /// Records the app's minimum fetch interval and plans the fetches it allows.
+  private func setFetchInterval(_ text: String) -> AppReply {
+    if text == "never" {
+      fetchInterval = nil
+    } else if let seconds = Double(text), seconds.isFinite, seconds >= 0 {
+      fetchInterval = seconds
+    } else {
+      return .refused("'\(text)' is not a fetch interval: give seconds (0 for the minimum) or never.")
+    }
+    nextFetch = nil
+    planFetch()
+    return .ok(
+      backgroundModes.contains("fetch") ? nil : "the app's Info.plist does not list fetch in UIBackgroundModes")
+  }
+
+  /// Plans the next fetch the system makes by itself, as iOS does: only for an app that asked (an
+  /// interval other than never, and `fetch` in `UIBackgroundModes`), no sooner than the interval
+  /// (or `fetchMinimum`, if longer) after the last one, and only while the app is in the
+  /// background or suspended (one due in the foreground waits for the next period).
+  private func planFetch() {
+    fetchPlan += 1
+    guard let interval = fetchInterval, backgroundModes.contains("fetch"), pid > 0, !terminating else {
+      nextFetch = nil
+      return
+    }
+    let period = max(interval, timings.fetchMinimum, 0.05)
+    let due = max(nextFetch ?? (.now() + period), .now())
+    nextFetch = due
+    let plan = fetchPlan
+    queue.asyncAfter(deadline: due) { [self] in
+      guard fetchPlan == plan, pid > 0, !terminating else { return }
+      if record.state != .active && fetchStart == nil { _ = startFetch() }
+      nextFetch = .now() + period
+      planFetch()
+    }
   }
 
   private func beginTask(_ name: String) -> AppReply {
@@ -391,6 +438,7 @@ public final class AppSupervisor: @unchecked Sendable {
     pid = 0
     generation += 1
     fetchGeneration += 1
+    fetchPlan += 1
     status = code
     record.state = .notRunning
     record.pid = nil

@@ -24,8 +24,7 @@ public final class UIApplication {
   /// Whether protected files are readable: false between the device locking and unlocking. An
   /// app starts with the device's state at its launch (a fetch may launch it while locked).
   public private(set) var isProtectedDataAvailable: Bool
-  /// The interval last given to `setMinimumBackgroundFetchInterval(_:)`. The supervisor wakes the
-  /// app only for `protfs app fetch` (a simulated fetch, as Xcode's), whatever the interval.
+  /// The interval last given to `setMinimumBackgroundFetchInterval(_:)`.
   public private(set) var minimumBackgroundFetchInterval = UIApplication.backgroundFetchIntervalNever
 
   /// The supervisor's abstract socket name, without its `@`.
@@ -91,9 +90,17 @@ public final class UIApplication {
     return value
   }
 
-  /// Records how often the app would like to be woken for a background fetch.
+  /// Asks to be woken for background fetches no more often than every
+  /// `minimumBackgroundFetchInterval` seconds (`backgroundFetchIntervalMinimum`: as often as the
+  /// system allows; `backgroundFetchIntervalNever`, the default: never). As on iOS the system
+  /// fetches only for an app whose Info.plist lists `fetch` in `UIBackgroundModes`, and only while
+  /// it is in the background or suspended.
   public func setMinimumBackgroundFetchInterval(_ minimumBackgroundFetchInterval: TimeInterval) {
     self.minimumBackgroundFetchInterval = minimumBackgroundFetchInterval
+    let never =
+      !minimumBackgroundFetchInterval.isFinite || minimumBackgroundFetchInterval >= Self.backgroundFetchIntervalNever
+    let argument = never ? "never" : String(max(0, minimumBackgroundFetchInterval))
+    _ = send(AppRequest(.setFetchInterval, argument))
   }
 
   /// Sends `request` to the supervisor; the reply's value, or nil when it refused or is gone.

@@ -20,7 +20,7 @@ package enum AppCommand {
       AppLaunchCommand.command, AppControlCommands.background, AppControlCommands.foreground,
       AppControlCommands.fetch, AppControlCommands.terminate, AppStatusCommand.command,
       AppHelperCommands.beginTask, AppHelperCommands.endTask, AppHelperCommands.timeRemaining,
-      AppHelperCommands.fetchCompleted, AppHelperCommands.eventsHandled,
+      AppHelperCommands.fetchCompleted, AppHelperCommands.eventsHandled, AppHelperCommands.setFetchInterval,
     ]
   )
 

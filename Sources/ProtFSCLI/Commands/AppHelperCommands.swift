@@ -29,6 +29,18 @@ package enum AppHelperCommands {
       """,
     arguments: [session], run: runEventsHandled)
 
+  package static let setFetchInterval = Command(
+    name: "set-fetch-interval",
+    abstract: "Ask for background fetches no more often than every SECONDS, or never (inside an app).",
+    discussion: """
+      setMinimumBackgroundFetchInterval for a program that is not written in Swift: 0 asks for the
+      minimum the system allows, never (the default) for none. The system fetches only for an app
+      whose Info.plist lists fetch in UIBackgroundModes (`protfs app launch --info-plist`).
+      """,
+    arguments: [interval], run: runSetFetchInterval)
+
+  /// `<seconds>`.
+  static let interval = Argument(name: "seconds", help: "The interval in seconds, or never.")
   /// `<session-id>`.
   static let session = Argument(
     name: "session-id", help: "The session's identifier, as the handleEventsForBackgroundURLSession event gave it.")
@@ -61,6 +73,15 @@ package enum AppHelperCommands {
       throw invocation.usageError("'\(value)' is not a fetch result: give newData, noData or failed.")
     }
     _ = try send(invocation, AppRequest(.fetchCompleted, value))
+    return 0
+  }
+
+  static func runSetFetchInterval(_ invocation: Invocation) throws -> Int32 {
+    let value = invocation.required(interval)
+    guard value == "never" || (Double(value).map { $0.isFinite && $0 >= 0 } ?? false) else {
+      throw invocation.usageError("'\(value)' is not a fetch interval: give seconds (0 for the minimum) or never.")
+    }
+    if let warning = try send(invocation, AppRequest(.setFetchInterval, value)) { Console.err("Warning: \(warning).") }
     return 0
   }
 

@@ -27,6 +27,11 @@ package enum AppLaunchCommand {
       the device's session service. The exit status is CMD's (128+N when a signal N
       ended it, so 137 when the system killed it).
 
+      The system fetches by itself only for an app that asked: an interval set with
+      setMinimumBackgroundFetchInterval (or `protfs app set-fetch-interval`) and fetch in its
+      Info.plist's UIBackgroundModes; then while it is in the background or suspended, no more
+      often than the interval or --fetch-minimum. `protfs app fetch` forces one, as Xcode does.
+
       A Swift CMD runs from the app's bundle on the device, Bundles/BUNDLE-ID.app/ (a hard link to
       CMD, or a copy across file systems, made at every launch), beside its Info.plist: --info-plist's,
       or the one installed by an earlier launch, with CFBundleIdentifier set to BUNDLE-ID. So
@@ -34,7 +39,9 @@ package enum AppLaunchCommand {
       lead into its container.
       """,
     arguments: [AppCommand.bundleArgument],
-    options: [backgroundTime, suspendAfter, fetchTime, infoPlist, ExecCommand.schedule, forFetch, forSession]
+    options: [
+      backgroundTime, suspendAfter, fetchTime, fetchMinimum, infoPlist, ExecCommand.schedule, forFetch, forSession,
+    ]
       + ExecCommand.passcode.options,
     takesTrailingCommand: true,
     run: run
@@ -49,6 +56,10 @@ package enum AppLaunchCommand {
   package static let forSession = Option.value(
     "for-session", "session-id",
     help: "Launch in the background and post the events of this background session, as the session service does.")
+  /// `--fetch-minimum DURATION`.
+  package static let fetchMinimum = Option.value(
+    "fetch-minimum", "duration",
+    help: "The shortest time between the fetches the system schedules, whatever the app asks (default 15m).")
   /// `--info-plist FILE`.
   package static let infoPlist = Option.value(
     "info-plist", "file",
@@ -68,6 +79,7 @@ package enum AppLaunchCommand {
     timings.backgroundTime = try duration(invocation, backgroundTime) ?? timings.backgroundTime
     timings.suspendAfter = try duration(invocation, suspendAfter) ?? timings.suspendAfter
     timings.fetchTime = try duration(invocation, fetchTime) ?? timings.fetchTime
+    timings.fetchMinimum = try duration(invocation, fetchMinimum) ?? timings.fetchMinimum
     var schedule = LockSchedule(steps: [])
     if let text = invocation.value(ExecCommand.schedule) {
       do {
@@ -97,6 +109,7 @@ package enum AppLaunchCommand {
         + command.dropFirst(),
       userLaunch: !invocation.flag(forFetch) && session == nil,
       appUsers: AppUser.canAssume ? [AppUser.standard.uid] : [])
+    supervisor.backgroundModes = bundle.backgroundModes
     let sessionsSocket = SessionServiceClient.socketName(device: device)
     supervisor.onEventsHandled = { (session: String) throws(ProtFSError) in
       try SessionServiceClient.eventsHandled(session: session, bundleID: bundleID.rawValue, socketName: sessionsSocket)

@@ -65,6 +65,8 @@ let package = Package(
       name: "PortedApp", dependencies: ["ProtFSKit"], path: "Examples/PortedApp",
       swiftSettings: [.swiftLanguageMode(.v5)]),
     .executableTarget(name: "PortedMainApp", dependencies: ["ProtFSKit"], path: "Examples/PortedMainApp"),
+    // A background session asked for a data or stream upload, which iOS answers with an exception.
+    .executableTarget(name: "MisusedUpload", dependencies: ["ProtFSKit"], path: "Examples/MisusedUpload"),
     // The device mount: libfuse3's low-level API, used by no other target.
     .target(name: "ProtFSMount", dependencies: ["ProtFSSystem", "ProtFS", "CFuse3"]),
     // The command-line layer (parser, help, commands), a library so tests can run it in-process.
@@ -100,7 +102,7 @@ let package = Package(
         "ProtFSSystem", "ProtFS", "ProtFSLock", "ProtFSDownloads", "ProtFSAudit", "ProtFSTestSupport", "protfs",
         "ProtFSApp", "ProtFSSessions", "ProtFSCLI",
         "BackgroundRunner", "FetchHelper", "ForgetfulApp", "BackgroundDownloader", "UploadSession", "FetchDownloader",
-        "PauseResume", "PortedApp", "PortedMainApp",
+        "PauseResume", "PortedApp", "PortedMainApp", "MisusedUpload",
       ]
     ),
   ]

@@ -75,6 +75,9 @@ public struct AppRequest: Codable, Sendable, Equatable {
     case eventsHandled = "events-handled"
     /// Start the device's session service (an app cannot start it itself: the service runs as root).
     case startSessionService
+    /// The app is about to abort on an exception nothing caught (`argument`: iOS's line, as
+    /// ProtFSKit raises it); its crash report carries it if the app then ends with SIGABRT.
+    case uncaughtException
     /// The app's minimum background fetch interval (`setMinimumBackgroundFetchInterval`): `argument`
     /// is seconds, or `never`.
     case setFetchInterval
@@ -89,7 +92,7 @@ public struct AppRequest: Codable, Sendable, Equatable {
   public var isTheAppsOwn: Bool {
     switch kind {
     case .beginTask, .endTask, .timeRemaining, .fetchCompleted, .eventsHandled, .startSessionService,
-      .setFetchInterval:
+      .setFetchInterval, .uncaughtException:
       true
     case .background, .foreground, .fetch, .terminate, .sessionEvents: false
     }

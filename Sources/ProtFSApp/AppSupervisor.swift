@@ -58,6 +58,8 @@ public final class AppSupervisor: @unchecked Sendable {
   private var nextFetch: DispatchTime?
   /// Bumped whenever the planned fetch no longer applies.
   private var fetchPlan = 0
+  /// The exception the app said it is aborting on (`uncaughtException`), for its crash report.
+  private var exception: String?
   /// The sessions whose `handleEventsForBackgroundURLSession` the app has not answered yet.
   var postedSessions: Set<String> = []
   /// The sessions whose answer the app's background time waits for, each with the token of its
@@ -248,6 +250,10 @@ public final class AppSupervisor: @unchecked Sendable {
     case .eventsHandled: return endSessionEvents(request.argument ?? "")
     case .startSessionService: return .ok()
     case .setFetchInterval: return setFetchInterval(request.argument ?? "")
+    case .uncaughtException:
+      // Believed only when the app then dies of SIGABRT; bounded, as everything the app sends.
+      exception = String((request.argument ?? "").prefix(4096))
+      return .ok()
     }
   }
 
@@ -433,6 +439,12 @@ public final class AppSupervisor: @unchecked Sendable {
   }
 
   private func finish(_ code: Int32) {
+    if let exception, code == 128 + SIGABRT, !terminating {
+      let report = AppCrashReport(
+        bundleID: bundleID.rawValue, time: Date(), reason: exception, openTasks: record.tasks.map(\.name), pid: pid,
+        terminationReason: AppCrashReport.uncaughtException)
+      _ = try? store.write(report)
+    }
     // Whatever the app left goes with it, in its cgroup or its group.
     processes.end()
     pid = 0

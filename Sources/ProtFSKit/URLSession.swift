@@ -152,15 +152,15 @@ open class URLSession: NSObject, @unchecked Sendable {
 
   /// Apple's message for a data upload in a background session.
   static let dataUploadRefused = "Upload tasks from NSData are not supported in background sessions."
+  /// Apple's message for a streamed upload in a background session.
+  static let streamUploadRefused = "Upload tasks in background sessions must be from a file"
 
-  /// An upload of `bodyData`. A background session refuses it, as iOS does (which raises): here
-  /// the task fails as soon as it is resumed, with Apple's message, and the message is logged.
-  /// Another session writes the data to a temporary file and uploads that.
+  /// An upload of `bodyData`. A background session refuses it as iOS does: NSGenericException,
+  /// which nothing catches, so the app stops with a crash report naming it. Another session
+  /// writes the data to a temporary file and uploads that.
   open func uploadTask(with request: URLRequest, from bodyData: Data) -> URLSessionUploadTask {
     if configuration.isBackground {
-      FileHandle.standardError.write(Data("URLSession: \(Self.dataUploadRefused)\n".utf8))
-      return failedTask(request, .upload, ProtFSError(.invalidArgument, Self.dataUploadRefused))
-        as! URLSessionUploadTask
+      UncaughtException.raise("NSGenericException", reason: Self.dataUploadRefused)
     }
     let file = URL(fileURLWithPath: NSTemporaryDirectory()).appendingPathComponent("protfskit-upload-\(UUID())")
     do {
@@ -170,6 +170,20 @@ open class URLSession: NSObject, @unchecked Sendable {
         as! URLSessionUploadTask
     }
     return uploadTask(with: request, fromFile: file)
+  }
+
+  /// An upload whose body a stream gives. A background session refuses it as iOS does
+  /// (NSGenericException: the app stops with a crash report). Another session has no stream to
+  /// read here (a request carries none, and the session asks no delegate for one): resuming the
+  /// task fails it (`NSURLErrorUnsupportedURL`, with the reason); upload from a file instead.
+  open func uploadTask(withStreamedRequest request: URLRequest) -> URLSessionUploadTask {
+    if configuration.isBackground {
+      UncaughtException.raise("NSGenericException", reason: Self.streamUploadRefused)
+    }
+    return failedTask(
+      request, .upload,
+      ProtFSError(.invalidArgument, "The upload's body stream cannot be read here: upload from a file instead."))
+      as! URLSessionUploadTask
   }
 
   /// `request` with the configuration's timeout and additional headers.
@@ -195,8 +209,7 @@ open class URLSession: NSObject, @unchecked Sendable {
     _ create: (any SessionBackend) throws(ProtFSError) -> SessionTaskSnapshot
   ) -> URLSessionTask {
     if state.withLock({ $0.invalidated }) {
-      fatalError(
-        "*** Terminating app due to uncaught exception 'NSGenericException', reason: '\(Self.invalidatedRefusal)'")
+      UncaughtException.raise("NSGenericException", reason: Self.invalidatedRefusal)
     }
     guard let backend else {
       return failedTask(request, kind, openError ?? ProtFSError(.io, "The session service is unavailable."))

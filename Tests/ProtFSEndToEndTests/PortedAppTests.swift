@@ -117,6 +117,29 @@ import Testing
   }
 
   @Test(arguments: [
+    ("data", "Upload tasks from NSData are not supported in background sessions."),
+    ("stream", "Upload tasks in background sessions must be from a file"),
+  ])
+  func aDataOrStreamUploadInABackgroundSessionStopsTheAppWithACrashReportAsOnIOS(kind: String, reason: String)
+    async throws
+  {
+    let d = try AppDevice()
+    defer { d.remove() }
+    defer { d.endAppAndSessionService() }
+    let app = try d.launch([], [try d.installExample("MisusedUpload"), kind])
+    defer { app.stop() }
+    let (status, _) = await app.exit()
+    #expect(status == 128 + SIGABRT, "\(app.output)")
+    #expect(app.output.contains("uploading from \(kind)") && !app.output.contains("not reached"), "\(app.output)")
+    let report = try #require(d.crashReports().first, "no crash report")
+    #expect(report["terminationReason"] as? String == "EXC_CRASH (SIGABRT)")
+    #expect(
+      report["reason"] as? String
+        == "*** Terminating app due to uncaught exception 'NSGenericException', reason: '\(reason)'", "\(report)")
+    #expect(d.record()["state"] as? String == "notRunning")
+  }
+
+  @Test(arguments: [
     ("garbage", "not a property list"),
     ("array", "not a dictionary"),
     ("other-bundle", "names the bundle 'com.example.other', not 'com.example.app'"),

@@ -121,20 +121,6 @@ import Testing
     #expect(quit?.userInfo[NSURLSessionDownloadTaskResumeData] as? Data != nil)
   }
 
-  @Test func dataUploadInABackgroundSessionIsRefused() async {
-    let backend = FakeSessionBackend()
-    let delegate = RecordingDelegate()
-    let session = session(backend, delegate)
-    var request = URLRequest(url: url)
-    request.httpMethod = "POST"
-    let task = session.uploadTask(with: request, from: Data("x".utf8))
-    task.resume()
-    _ = await delegate.waitFor(1)
-    let error = delegate.errors.withLock { $0[task.taskIdentifier] }
-    #expect(error?.localizedDescription == "Upload tasks from NSData are not supported in background sessions.")
-    #expect(backend.store.withLock { $0.tasks.isEmpty })
-  }
-
   @Test func recreatedSessionGetsTasksAndQueuedCallsThenFinishEvents() async {
     let backend = FakeSessionBackend(identifier: "fake.recreated")
     let first = session(backend, RecordingDelegate())

@@ -118,12 +118,17 @@ public struct AppCrashReport: Codable, Sendable, Equatable {
 
   /// The watchdog's termination reason.
   public static let watchdog = "0x8badf00d"
+  /// The termination reason of an app that raised an exception nothing caught, as iOS reports it.
+  public static let uncaughtException = "EXC_CRASH (SIGABRT)"
 
-  /// Creates a report.
-  public init(bundleID: String, time: Date, reason: String, openTasks: [String], pid: Int32) {
+  /// Creates a report (the watchdog's unless `terminationReason` says otherwise).
+  public init(
+    bundleID: String, time: Date, reason: String, openTasks: [String], pid: Int32,
+    terminationReason: String = Self.watchdog
+  ) {
     self.bundleID = bundleID
     self.time = time
-    self.terminationReason = Self.watchdog
+    self.terminationReason = terminationReason
     self.reason = reason
     self.openTasks = openTasks
     self.pid = pid

@@ -29,4 +29,24 @@ import Testing
     #expect(containers.uid == 0 && containers.mode & 0o022 == 0)
     #expect(owner(t.root).uid == 0)
   }
+
+  @Test(.enabled(if: geteuid() == 0, "only root can hand directories to another user"))
+  func theCacheDirectoriesInitCacheMakesBelongToTheAppUserAndKeepTheirClass() throws {
+    let t = try TestDevice()
+    let bundle = try BundleID("com.example.cached")
+    let made = try t.device.initCache(bundle)
+    let container = t.containerPath("com.example.cached")
+    for relative in [
+      "Library/Caches/com.apple.nsurlsessiond", "Library/Caches/com.apple.nsurlsessiond/Downloads",
+      "Library/Caches/com.apple.nsurlsessiond/Downloads/com.example.cached",
+    ] {
+      let found = owner(container + "/" + relative)
+      #expect(found.uid == AppUser.standard.uid && found.gid == AppUser.standard.gid, "\(relative)")
+      #expect(found.mode == 0o755, "\(relative)")
+    }
+    #expect(made.path == container + "/Library/Caches/com.apple.nsurlsessiond/Downloads/com.example.cached")
+    #expect(try t.device.effectiveClass(of: t.device.resolve(made.path)).protectionClass == .none)
+    // What existed before keeps its owner: only what init-cache made is handed over.
+    #expect(owner(t.path("Containers")).uid == 0)
+  }
 }

@@ -147,9 +147,11 @@ extension Device {
     let creation = try createContainer(bundleID)
     let container = self.container(bundleID)
     let target = container.downloadsPath
-    try createDirectories(target.parent)
+    // Made for the app, as the container's own directories are: the app user may write in them.
+    let owner = AppUser.canAssume ? AppUser.standard : nil
+    try createDirectories(target.parent, owner: owner)
     var previous: EffectiveClass?
-    let created = try createDirectory(target, protectionClass: protectionClass)
+    let created = try createDirectory(target, protectionClass: protectionClass, owner: owner)
     if !created {
       let before = try effectiveClass(of: target)
       if before.protectionClass != protectionClass || before.source != .own {
@@ -177,11 +179,12 @@ extension Device {
 }
 
 extension DirectoryHandle {
-  /// Gives `name` (this directory when nil) to `user`, never following a symlink. Used only inside
-  /// the root-only staging directory, where nobody else can swap the item.
+  /// Gives `name` (this directory when nil) to `user`, never following a symlink. By name only
+  /// inside the root-only staging directory, where nobody else can swap the item; elsewhere through
+  /// a descriptor of the item (`nil`).
   ///
   /// The corresponding C calls are `fchownat(2)` and `fchown(2)`.
-  fileprivate func handOver(_ name: String?, to user: AppUser) throws(ProtFSError) {
+  func handOver(_ name: String?, to user: AppUser) throws(ProtFSError) {
     if let name {
       _ = try valueOrErrno(.chown) { fchownat(fd, name, user.uid, user.gid, AT_SYMLINK_NOFOLLOW) }.orThrow(
         "give the app user \(user)", path: pathOf(name))

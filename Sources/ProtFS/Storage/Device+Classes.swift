@@ -102,10 +102,11 @@ extension Device {
   ///
   /// The directory appears with its class already set (made under a temporary name, then renamed),
   /// so no reader ever sees it unlabelled. Returns false when it already existed.
+  /// With `owner`, the directory is handed over to that user before it appears.
   @discardableResult
   public func createDirectory(
     _ path: DevicePath, protectionClass: ProtectionClass? = nil,
-    permissions: FilePermissions = FilePermissions(rawValue: 0o755)
+    permissions: FilePermissions = FilePermissions(rawValue: 0o755), owner: AppUser? = nil
   ) throws(ProtFSError) -> Bool {
     guard let name = path.name else { return false }
     let parent = try openDirectory(path.parent)
@@ -120,29 +121,35 @@ extension Device {
     }
     var cls = protectionClass
     if cls == nil { cls = try effectiveClass(of: path.parent).protectionClass }
-    return try Device.makeLabelledDirectory(name, in: parent, protectionClass: cls!, permissions: permissions)
+    return try Device.makeLabelledDirectory(
+      name, in: parent, protectionClass: cls!, permissions: permissions, owner: owner)
   }
 
   /// Creates `path` and every missing ancestor, each taking its parent's effective class, the last
-  /// one `protectionClass` when given.
-  public func createDirectories(_ path: DevicePath, protectionClass: ProtectionClass? = nil) throws(ProtFSError) {
+  /// one `protectionClass` when given; those it creates belong to `owner` when given.
+  public func createDirectories(
+    _ path: DevicePath, protectionClass: ProtectionClass? = nil, owner: AppUser? = nil
+  ) throws(ProtFSError) {
     var current = DevicePath.root
     for (index, component) in path.components.enumerated() {
       current = current.appending(component)
       let isLast = index == path.components.count - 1
-      try createDirectory(current, protectionClass: isLast ? protectionClass : nil)
+      try createDirectory(current, protectionClass: isLast ? protectionClass : nil, owner: owner)
     }
   }
 
   /// mkdir under a temporary name, label, then rename into place without replacing anything.
   package static func makeLabelledDirectory(
     _ name: String, in parent: DirectoryHandle, protectionClass: ProtectionClass,
-    permissions: FilePermissions
+    permissions: FilePermissions, owner: AppUser? = nil
   ) throws(ProtFSError) -> Bool {
     let temporary = AtomicFile.temporaryName(for: name)
     try parent.makeDirectory(temporary, permissions: permissions)
     do throws(ProtFSError) {
       try parent.setProtectionClass(protectionClass, of: temporary)
+      // Through a descriptor of the directory (never following a link): the parent may be the
+      // app's, which could put something else under the temporary name.
+      if let owner { try parent.openDirectory(temporary).handOver(nil, to: owner) }
       switch valueOrErrno(.rename, { Kernel.renameNoReplace(parent.fd, temporary, parent.fd, name) }) {
       case .success:
         return true

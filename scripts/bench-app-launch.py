@@ -1,0 +1,94 @@
+#!/usr/bin/env python3
+"""Benchmark: starting an app under `protfs app launch` until its first event is delivered, against
+starting the same binary bare.
+
+The app is Examples/BackgroundRunner, which prints "ready, ..." from didFinishLaunchingWithOptions:
+under protfs that line is the first event delivered to the app's delegate. Bare, the same binary
+runs until ProtFSKit finds it is not an app and says so on standard error: the binary's own start
+(loader, Swift runtime, Foundation) up to its first line, which is the peer's "first event".
+
+Rounds alternate between the two; each prints its times and the medians and their ratio at the end.
+Run as root from the repository after `swift build` (or give --build DIR):
+
+    python3 scripts/bench-app-launch.py [--rounds N] [--build DIR]
+"""
+
+import argparse
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+
+
+def first_line(command, env, stream):
+    """Seconds from spawning `command` until it writes its first line on `stream`; then kills it."""
+    start = time.monotonic()
+    process = subprocess.Popen(
+        command, env=env, stdin=subprocess.DEVNULL,
+        stdout=subprocess.PIPE if stream == "stdout" else subprocess.DEVNULL,
+        stderr=subprocess.PIPE if stream == "stderr" else subprocess.DEVNULL,
+        start_new_session=True)
+    pipe = process.stdout if stream == "stdout" else process.stderr
+    line = pipe.readline()
+    elapsed = time.monotonic() - start
+    try:
+        os.killpg(process.pid, 9)
+    except ProcessLookupError:
+        pass
+    process.wait()
+    if not line:
+        sys.exit(f"bench-app-launch: {command[0]} wrote nothing on {stream}")
+    return elapsed, line.decode(errors="replace").strip()
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--rounds", type=int, default=15, help="alternating rounds (default 15)")
+    parser.add_argument("--build", default=".build/debug", help="the build directory (default .build/debug)")
+    options = parser.parse_args()
+    if os.geteuid() != 0:
+        sys.exit("bench-app-launch: run it as root (protfs app launch confines the app as the app user)")
+    protfs = os.path.abspath(os.path.join(options.build, "protfs"))
+    runner = os.path.abspath(os.path.join(options.build, "BackgroundRunner"))
+    for path in (protfs, runner):
+        if not os.access(path, os.X_OK):
+            sys.exit(f"bench-app-launch: {path} is missing: run `swift build` first")
+
+    work = tempfile.mkdtemp(prefix="protfs-bench-")
+    try:
+        os.chmod(work, 0o755)
+        device = os.path.join(work, "device")
+        app = os.path.join(work, "BackgroundRunner")
+        shutil.copy(runner, app)
+        os.chmod(app, 0o755)
+        subprocess.run([protfs, "--device", device, "init", "com.example.bench"], check=True,
+                       stdout=subprocess.DEVNULL)
+        env = dict(os.environ)
+        env.pop("PROTFS_DEVICE", None)
+        launch = [protfs, "--device", device, "app", "launch", "com.example.bench", "--", app]
+        bare, launched = [], []
+        # One of each first, not counted: the page cache and the bundle are warm for both.
+        first_line([app], env, "stderr")
+        first_line(launch, env, "stdout")
+        for round_number in range(1, options.rounds + 1):
+            seconds, _ = first_line([app], env, "stderr")
+            bare.append(seconds)
+            seconds, line = first_line(launch, env, "stdout")
+            if not line.startswith("ready"):
+                sys.exit(f"bench-app-launch: the app's first line was {line!r}")
+            launched.append(seconds)
+            print(f"round {round_number}: bare {bare[-1] * 1000:.1f} ms, app launch {launched[-1] * 1000:.1f} ms")
+        bare_median = statistics.median(bare)
+        launch_median = statistics.median(launched)
+        print(f"median: bare {bare_median * 1000:.1f} ms, app launch {launch_median * 1000:.1f} ms, "
+              f"ratio {launch_median / bare_median:.2f} (target 1.5)")
+    finally:
+        subprocess.run(["pkill", "-9", "-f", work], stderr=subprocess.DEVNULL)
+        shutil.rmtree(work, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main()

@@ -25,7 +25,7 @@ package final class AppProcesses: Sendable {
   /// supervisor of the same app left (processes of a supervisor killed with SIGKILL); a process
   /// group where there is no cgroup v2 this process may write.
   package init(key: String) {
-    cgroup = Self.makeCgroup(named: "protfs-app." + key)
+    cgroup = Self.makeCgroup(named: Self.prefix + key)
   }
 
   /// The app's first process is `pid`, the leader of its process group.
@@ -95,6 +95,9 @@ package final class AppProcesses: Sendable {
 
   // MARK: The cgroup v2 hierarchy
 
+  /// The start of every app cgroup's name.
+  static let prefix = "protfs-app."
+
   /// Makes the cgroup `name` below this process's own, or nil where that cannot be done.
   private static func makeCgroup(named name: String) -> String? {
     guard let parent = ownCgroup() else { return nil }
@@ -106,6 +109,7 @@ package final class AppProcesses: Sendable {
       while events(of: path)["populated"] == "1", Date() < deadline { usleep(2_000) }
       rmdir(path)
     }
+    removeAbandonedCgroups(in: parent)
     guard mkdir(path, 0o755) == 0 else { return nil }
     // A cgroup that cannot freeze or kill would not hold the app: use the process group instead.
     guard access(path + "/cgroup.freeze", W_OK) == 0, access(path + "/cgroup.kill", W_OK) == 0,
@@ -117,8 +121,25 @@ package final class AppProcesses: Sendable {
     return path
   }
 
+  /// Removes the empty app cgroups that supervisors killed before they could remove them left in
+  /// `parent` (each launch on another device or of another app makes one of its own, so nothing
+  /// else would). Only those empty for a minute: a cgroup just made waits for its app to join it.
+  /// The kernel refuses to remove one that holds a process.
+  private static func removeAbandonedCgroups(in parent: String) {
+    guard let names = try? FileManager.default.contentsOfDirectory(atPath: parent) else { return }
+    let old = Date().addingTimeInterval(-60).timeIntervalSince1970
+    for name in names where name.hasPrefix(prefix) {
+      let path = parent + "/" + name
+      var info = stat()
+      guard lstat(path, &info) == 0, info.st_mode & S_IFMT == S_IFDIR, Double(info.st_mtim.tv_sec) < old,
+        events(of: path)["populated"] == "0"
+      else { continue }
+      rmdir(path)
+    }
+  }
+
   /// The directory of this process's cgroup in the cgroup v2 hierarchy, when one is mounted.
-  private static func ownCgroup() -> String? {
+  package static func ownCgroup() -> String? {
     guard let mounts = FileManager.default.contents(atPath: "/proc/self/mountinfo"),
       let groups = FileManager.default.contents(atPath: "/proc/self/cgroup")
     else { return nil }

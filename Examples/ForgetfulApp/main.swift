@@ -1,7 +1,8 @@
 // ForgetfulApp: the mistake the source documents warn about. It begins a background task on
 // entering the background and never ends it, not even in its expiration handler, so when the
 // background time runs out the system kills it (exit 137) and writes a crash report with
-// `0x8badf00d` and the task's name.
+// `0x8badf00d` and the task's name. With the argument `block-main` it makes the other mistake: its
+// main thread never returns from applicationDidEnterBackground, so the watchdog kills it.
 import Foundation
 import ProtFSKit
 
@@ -11,6 +12,10 @@ func say(_ line: String) { FileHandle.standardOutput.write(Data((line + "\n").ut
 /// The app's delegate: begins a task it forgets.
 @MainActor final class Forgetful: UIApplicationDelegate {
   func applicationDidEnterBackground(_ application: UIApplication) {
+    if CommandLine.arguments.dropFirst().first == "block-main" {
+      say("blocking the main thread")
+      while true { sleep(1) }
+    }
     let task = application.beginBackgroundTask(withName: "upload") {
       // Should call endBackgroundTask here; it only complains.
       say("expiring, still not ending the task")

@@ -12,6 +12,9 @@ public struct AppTimings: Sendable, Equatable {
   public var fetchTime: Double = 30
   /// How long an app may take to exit after `willTerminate`.
   public var terminateGrace: Double = 2
+  /// How long the app's main thread may take to answer an event (twice that for its launch) before
+  /// the watchdog kills it, for an app that asked to be watched (ProtFSKit's apps do).
+  public var watchdog: Double = 10
   /// The shortest time between two fetches the system schedules, whatever interval the app asks
   /// for: iOS decides it (rarely less than 15 minutes); tests make it short.
   public var fetchMinimum: Double = 900
@@ -75,6 +78,12 @@ public struct AppRequest: Codable, Sendable, Equatable {
     case eventsHandled = "events-handled"
     /// Start the device's session service (an app cannot start it itself: the service runs as root).
     case startSessionService
+    /// The app's main thread is watched from now on (`argument` nil): every event it is sent carries
+    /// a number, which it answers with `mainThreadAnswered` once its main thread handled it.
+    case watchMainThread
+    /// The app's main thread handled event `argument` (its number, or `launch` for
+    /// `didFinishLaunchingWithOptions`).
+    case mainThreadAnswered
     /// The app is about to abort on an exception nothing caught (`argument`: iOS's line, as
     /// ProtFSKit raises it); its crash report carries it if the app then ends with SIGABRT.
     case uncaughtException
@@ -92,7 +101,7 @@ public struct AppRequest: Codable, Sendable, Equatable {
   public var isTheAppsOwn: Bool {
     switch kind {
     case .beginTask, .endTask, .timeRemaining, .fetchCompleted, .eventsHandled, .startSessionService,
-      .setFetchInterval, .uncaughtException:
+      .setFetchInterval, .uncaughtException, .watchMainThread, .mainThreadAnswered:
       true
     case .background, .foreground, .fetch, .terminate, .sessionEvents: false
     }

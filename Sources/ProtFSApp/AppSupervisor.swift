@@ -58,6 +58,12 @@ public final class AppSupervisor: @unchecked Sendable {
   private var nextFetch: DispatchTime?
   /// Bumped whenever the planned fetch no longer applies.
   private var fetchPlan = 0
+  /// Whether the app asked for its main thread to be watched (`watchMainThread`).
+  private var watched = false
+  /// The events the watched main thread has not answered yet, by number, with their names.
+  private var unanswered: [Int: String] = [:]
+  /// The last number given to an event.
+  private var eventNumber = 0
   /// The exception the app said it is aborting on (`uncaughtException`), for its crash report.
   private var exception: String?
   /// The sessions whose `handleEventsForBackgroundURLSession` the app has not answered yet.
@@ -250,6 +256,18 @@ public final class AppSupervisor: @unchecked Sendable {
     case .eventsHandled: return endSessionEvents(request.argument ?? "")
     case .startSessionService: return .ok()
     case .setFetchInterval: return setFetchInterval(request.argument ?? "")
+    case .watchMainThread:
+      guard !watched else { return .ok() }
+      watched = true
+      expectAnswer(0, "didFinishLaunchingWithOptions", within: timings.watchdog * 2)
+      return .ok()
+    case .mainThreadAnswered:
+      let number = request.argument == "launch" ? 0 : Int(request.argument ?? "")
+      guard let number, unanswered.removeValue(forKey: number) != nil else {
+        return .refused("No event \(request.argument ?? "") waits for the main thread's answer.")
+      }
+      reschedule()
+      return .ok()
     case .uncaughtException:
       // Believed only when the app then dies of SIGABRT; bounded, as everything the app sends.
       exception = String((request.argument ?? "").prefix(4096))
@@ -414,7 +432,7 @@ public final class AppSupervisor: @unchecked Sendable {
         killApp(
           "background tasks were still open when the background time (\(Self.seconds(timings.backgroundTime))) ran out")
       }
-    } else if fetchStart == nil && sessionWaits.isEmpty {
+    } else if fetchStart == nil && sessionWaits.isEmpty && unanswered.isEmpty {
       let suspension = max(backgroundStart + timings.suspendAfter, .now())
       queue.asyncAfter(deadline: suspension) { [self] in
         guard generation == current, record.state == .background else { return }
@@ -470,6 +488,11 @@ public final class AppSupervisor: @unchecked Sendable {
   func send(_ event: AppEvent, task: AppRecord.Task? = nil, session: String? = nil) {
     guard let events else { return }
     var line = #"{"event":""# + event.rawValue + "\""
+    if watched && event != .willTerminate {
+      eventNumber += 1
+      line += #","number":\#(eventNumber)"#
+      expectAnswer(eventNumber, event.rawValue, within: timings.watchdog)
+    }
     if let task {
       line += #","task":\#(task.id),"name":\#(Self.jsonString(task.name))"#
     }
@@ -477,6 +500,23 @@ public final class AppSupervisor: @unchecked Sendable {
     line += "}\n"
     // Non-blocking: an app that never reads loses events rather than stalling its supervisor.
     _ = try? AtomicFile.writeAll(events.rawValue, Array(line.utf8), path: "events")
+  }
+
+  /// The watchdog: event `number` (`name`) must be answered by the app's main thread `within`
+  /// seconds of the app running, or the app is killed with a crash report, as iOS's watchdog kills
+  /// an app whose main thread is blocked. Time frozen does not count: a deadline met while the app
+  /// is suspended waits for it to run again.
+  private func expectAnswer(_ number: Int, _ name: String, within seconds: Double) {
+    unanswered[number] = name
+    queue.asyncAfter(deadline: .now() + seconds) { [self] in
+      guard unanswered[number] != nil, pid > 0, !terminating else { return }
+      if record.state == .suspended {
+        unanswered[number] = nil
+        expectAnswer(number, name, within: seconds)
+        return
+      }
+      killApp("the main thread did not return from \(name) within \(Self.seconds(seconds)) (it is blocked)")
+    }
   }
 
   /// `text` as a JSON string.

@@ -104,7 +104,7 @@ public final class UIApplication {
   }
 
   /// Sends `request` to the supervisor; the reply's value, or nil when it refused or is gone.
-  private func send(_ request: AppRequest) -> String?? {
+  func send(_ request: AppRequest) -> String?? {
     Self.send(request, to: socketName)
   }
 

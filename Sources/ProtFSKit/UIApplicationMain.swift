@@ -63,7 +63,11 @@ extension UIApplication {
     Kernel.lineBufferStandardOutput()
     let app = shared
     app.delegate = delegate
+    // The system's watchdog watches the main thread from here: a launch, and every event after it,
+    // must return in time, or the app is killed as iOS kills an app whose main thread is blocked.
+    _ = app.send(AppRequest(.watchMainThread))
     _ = delegate.application(app, didFinishLaunchingWithOptions: nil)
+    _ = app.send(AppRequest(.mainThreadAnswered, "launch"))
     NotificationCenter.default.post(name: didFinishLaunchingNotification, object: nil)
     if app.applicationState == .inactive { app.becomeActive() }
     let descriptor = app.eventsDescriptor
@@ -91,6 +95,8 @@ struct AppEventLine: Decodable, Sendable {
   var name: String?
   /// The background session whose events wait (`handleEventsForBackgroundURLSession`).
   var session: String?
+  /// The event's number, which the main thread answers once it handled the event.
+  var number: Int?
 }
 
 /// Reads the events, one JSON line each, and hands them to the main thread in order.
@@ -114,7 +120,13 @@ enum AppEventReader {
         let line = Data(pending[..<newline])
         pending.removeSubrange(...newline)
         guard let event = try? JSONDecoder().decode(AppEventLine.self, from: line) else { continue }
-        DispatchQueue.main.async { MainActor.assumeIsolated { UIApplication.shared.handle(event) } }
+        DispatchQueue.main.async {
+          MainActor.assumeIsolated {
+            let app = UIApplication.shared
+            app.handle(event)
+            if let number = event.number { _ = app.send(AppRequest(.mainThreadAnswered, String(number))) }
+          }
+        }
       }
     }
   }

@@ -159,6 +159,31 @@ import Testing
     #expect(report["openTasks"] as? [String] == ["upload"])
   }
 
+  @Test func anAppWhoseMainThreadNeverReturnsIsKilledByTheWatchdogNotSuspended() async throws {
+    let d = try AppDevice()
+    defer { d.remove() }
+    let app = try d.launch(
+      ["--watchdog", "1s", "--suspend-after", "100ms"], [try d.installExample("ForgetfulApp"), "block-main"])
+    defer { app.stop() }
+    #expect(await app.line(containing: "ready") != nil, "\(app.output)")
+    #expect(try await d.protfs(["app", "background", AppDevice.bundle]).status == 0)
+    #expect(await app.line(containing: "blocking the main thread") != nil, "\(app.output)")
+    // A measured window: past --suspend-after, before the watchdog's second, the app still runs.
+    try await Task.sleep(for: .milliseconds(400))
+    #expect(d.record()["state"] as? String == "background", "\(d.record())")
+    // Waited for in the record, so that an app left frozen fails the test instead of hanging it.
+    guard await d.waitForState("notRunning") else {
+      Issue.record("the app was not killed: \(d.record())")
+      return
+    }
+    let (status, _) = await app.exit()
+    #expect(status == 137, "\(app.output)")
+    let report = try #require(d.crashReports().first, "no crash report")
+    #expect(report["terminationReason"] as? String == "0x8badf00d")
+    let reason = report["reason"] as? String ?? ""
+    #expect(reason.contains("the main thread did not return from didEnterBackground within 1"), "\(reason)")
+  }
+
   @Test func aSwiftAppOutsideProtfsAppStopsWithAMessageNamingTheVariable() async throws {
     let d = try AppDevice()
     defer { d.remove() }

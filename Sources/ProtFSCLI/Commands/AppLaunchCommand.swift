@@ -27,6 +27,11 @@ package enum AppLaunchCommand {
       the device's session service. The exit status is CMD's (128+N when a signal N
       ended it, so 137 when the system killed it).
 
+      A Swift app (ProtFSKit) is watched as iOS's watchdog watches apps: its main thread must return
+      from didFinishLaunchingWithOptions within twice --watchdog and from every later event within
+      --watchdog, or the app is killed (exit 137) with a crash report; it is not suspended while
+      its main thread has not returned.
+
       The system fetches by itself only for an app that asked: an interval set with
       setMinimumBackgroundFetchInterval (or `protfs app set-fetch-interval`) and fetch in its
       Info.plist's UIBackgroundModes; then while it is in the background or suspended, no more
@@ -40,7 +45,8 @@ package enum AppLaunchCommand {
       """,
     arguments: [AppCommand.bundleArgument],
     options: [
-      backgroundTime, suspendAfter, fetchTime, fetchMinimum, infoPlist, ExecCommand.schedule, forFetch, forSession,
+      backgroundTime, suspendAfter, fetchTime, fetchMinimum, watchdog, infoPlist, ExecCommand.schedule, forFetch,
+      forSession,
     ]
       + ExecCommand.passcode.options,
     takesTrailingCommand: true,
@@ -56,6 +62,10 @@ package enum AppLaunchCommand {
   package static let forSession = Option.value(
     "for-session", "session-id",
     help: "Launch in the background and post the events of this background session, as the session service does.")
+  /// `--watchdog DURATION`.
+  package static let watchdog = Option.value(
+    "watchdog", "duration",
+    help: "How long a Swift app's main thread may take to answer an event, twice that its launch (default 10s).")
   /// `--fetch-minimum DURATION`.
   package static let fetchMinimum = Option.value(
     "fetch-minimum", "duration",
@@ -80,6 +90,7 @@ package enum AppLaunchCommand {
     timings.suspendAfter = try duration(invocation, suspendAfter) ?? timings.suspendAfter
     timings.fetchTime = try duration(invocation, fetchTime) ?? timings.fetchTime
     timings.fetchMinimum = try duration(invocation, fetchMinimum) ?? timings.fetchMinimum
+    timings.watchdog = try duration(invocation, watchdog) ?? timings.watchdog
     var schedule = LockSchedule(steps: [])
     if let text = invocation.value(ExecCommand.schedule) {
       do {

@@ -11,7 +11,10 @@ import ProtFSSystem
 /// built (a copy when it lies on another file system), made again at every launch; the bundle is
 /// built under a temporary name and renamed into place, so a launch killed halfway leaves the last
 /// complete bundle, and its leftovers are removed by the next launch.
-public struct AppBundle: Sendable {
+///
+/// `@unchecked Sendable`: `info` holds what PropertyListSerialization parsed (strings, numbers,
+/// dates, data, arrays and dictionaries of them), never mutated once made.
+public struct AppBundle: @unchecked Sendable {
   /// The directory of the device that holds the bundles.
   public static let directoryName = "Bundles"
   /// renameat2(2)'s `RENAME_EXCHANGE` (linux/fs.h).
@@ -22,7 +25,7 @@ public struct AppBundle: Sendable {
   /// The bundle id.
   public let bundleID: BundleID
   /// The keys of the bundle's Info.plist.
-  public let info: [String: any Sendable]
+  public let info: [String: Any]
 
   /// The bundle of `bundleID` on `device`, with the keys of `infoPlist` (an Info.plist the app
   /// ships, XML or binary) or, without one, of the Info.plist installed before (an installed app
@@ -30,14 +33,12 @@ public struct AppBundle: Sendable {
   /// identifier, name and executable.
   public init(bundleID: BundleID, infoPlist: String?, device: Device) throws(ProtFSError) {
     self.bundleID = bundleID
-    var info: [String: any Sendable] = [:]
+    var info: [String: Any] = [:]
     if let infoPlist {
       info = try Self.read(infoPlist, bundleID: bundleID)
     } else {
       let installed = device.root + "/\(Self.directoryName)/\(bundleID).app/Info.plist"
-      if FileManager.default.fileExists(atPath: installed) {
-        info = (try? Self.read(installed, bundleID: bundleID)) ?? [:]
-      }
+      info = (try? Self.read(installed, bundleID: bundleID)) ?? [:]
     }
     info["CFBundleIdentifier"] = bundleID.rawValue
     info["CFBundleName"] = info["CFBundleName"] ?? (bundleID.rawValue.split(separator: ".").last.map(String.init) ?? "")
@@ -50,7 +51,7 @@ public struct AppBundle: Sendable {
 
   /// The keys of the Info.plist at `path`: a dictionary whose `CFBundleIdentifier`, if it has one,
   /// is `bundleID`.
-  static func read(_ path: String, bundleID: BundleID) throws(ProtFSError) -> [String: any Sendable] {
+  static func read(_ path: String, bundleID: BundleID) throws(ProtFSError) -> [String: Any] {
     let remedy = Remedy.advice("give --info-plist an XML or binary property list holding a dictionary")
     let data: Data
     do {
@@ -91,8 +92,7 @@ public struct AppBundle: Sendable {
         .invalidArgument, "The Info.plist '\(path)' has a UIBackgroundModes that is not an array of strings.",
         path: path, remedy: remedy)
     }
-    // Property-list values are strings, numbers, dates, data, arrays and dictionaries: Sendable.
-    return dictionary.mapValues { SendablePlistValue($0).value }
+    return dictionary
   }
 
   /// Builds the bundle on `device` around `program` (an executable file outside it) and returns the
@@ -102,8 +102,9 @@ public struct AppBundle: Sendable {
     try root.makeDirectory(Self.directoryName, permissions: FilePermissions(rawValue: 0o755))
     let bundles = try root.openDirectory(Self.directoryName)
     let name = bundleID.rawValue + ".app"
+    // Best effort: what is left is removed by the next launch.
     for leftover in (try? bundles.entries()) ?? [] where leftover.name.hasPrefix("." + name + ".") {
-      Self.remove(leftover.name, in: bundles)
+      try? bundles.removeTree(leftover.name)
     }
     let staging = ".\(name).\(getpid())"
     try bundles.makeDirectory(staging, permissions: FilePermissions(rawValue: 0o755))
@@ -120,11 +121,11 @@ public struct AppBundle: Sendable {
         _ = try valueOrErrno(.rename) {
           Kernel.rename(bundles.fd, staging, bundles.fd, name, flags: Self.renameExchange)
         }.orThrow("install the app's bundle at", path: bundles.pathOf(name))
-        Self.remove(staging, in: bundles)
+        try? bundles.removeTree(staging)
       }
       return bundles.pathOf(name) + "/" + executable
     } catch {
-      Self.remove(staging, in: bundles)
+      try? bundles.removeTree(staging)
       throw error
     }
   }
@@ -179,16 +180,12 @@ public struct AppBundle: Sendable {
     let target = try directory.openFile(
       name, flags: O_WRONLY | O_CREAT | O_EXCL, permissions: FilePermissions(rawValue: 0o755))
     defer { close(target) }
-    while true {
-      let copied = try valueOrErrno(.copyFileRange) { Kernel.copyFileRange(source, target, 1 << 30) }
-        .orThrow("copy the program into the bundle at", path: directory.pathOf(name))
-      if copied == 0 { break }
-    }
+    try ItemCopier.copyContents(from: source, to: target, path: directory.pathOf(name))
     _ = try valueOrErrno(.chmod) { fchmod(target, 0o755) }.orThrow("make executable", path: directory.pathOf(name))
   }
 
   /// `info` as an XML property list.
-  private static func serialize(_ info: [String: any Sendable], path: String) throws(ProtFSError) -> Data {
+  private static func serialize(_ info: [String: Any], path: String) throws(ProtFSError) -> Data {
     do {
       return try PropertyListSerialization.data(fromPropertyList: info, format: .xml, options: 0)
     } catch {
@@ -202,41 +199,6 @@ public struct AppBundle: Sendable {
     let fd = try directory.openFile(
       name, flags: O_WRONLY | O_CREAT | O_EXCL, permissions: FilePermissions(rawValue: 0o644))
     defer { close(fd) }
-    var offset = 0
-    let bytes = [UInt8](data)
-    while offset < bytes.count {
-      let written = bytes.withUnsafeBytes { buffer in
-        valueOrErrno(.write) { Glibc.write(fd, buffer.baseAddress! + offset, buffer.count - offset) }
-      }
-      offset += try written.orThrow("write", path: directory.pathOf(name))
-    }
-  }
-
-  /// Removes the bundle directory `name` of `directory` with the files in it (a bundle holds only
-  /// files), best effort: what is left is removed by the next launch.
-  private static func remove(_ name: String, in directory: DirectoryHandle) {
-    if let bundle = try? directory.openDirectory(name) {
-      for entry in (try? bundle.entries()) ?? [] { unlinkat(bundle.fd, entry.name, 0) }
-    }
-    unlinkat(directory.fd, name, AT_REMOVEDIR)
-  }
-}
-
-/// A property-list value, carried as `Sendable` (property lists hold only value types and the
-/// Foundation classes that bridge them).
-private struct SendablePlistValue: @unchecked Sendable {
-  let value: any Sendable
-  init(_ value: Any) {
-    switch value {
-    case let array as [Any]: self.value = array.map { SendablePlistValue($0).value }
-    case let dictionary as [String: Any]: self.value = dictionary.mapValues { SendablePlistValue($0).value }
-    case let string as String: self.value = string
-    case let bool as Bool: self.value = bool
-    case let int as Int: self.value = int
-    case let double as Double: self.value = double
-    case let date as Date: self.value = date
-    case let data as Data: self.value = data
-    default: self.value = String(describing: value)
-    }
+    try AtomicFile.writeAll(fd, data, path: directory.pathOf(name))
   }
 }

@@ -68,6 +68,7 @@ import Testing
     let plist = d.scripts + "/Info.plist"
     let info: [String: Any] = [
       "CFBundleIdentifier": AppDevice.bundle, "CFBundleShortVersionString": "1.2", "UIBackgroundModes": ["fetch"],
+      "UIDeviceFamily": [1, 2],
     ]
     try PropertyListSerialization.data(fromPropertyList: info, format: .binary, options: 0).write(
       to: URL(fileURLWithPath: plist))
@@ -86,6 +87,9 @@ import Testing
     #expect(read?["CFBundleShortVersionString"] as? String == "1.2")
     #expect(read?["UIBackgroundModes"] as? [String] == ["fetch"])
     #expect(read?["CFBundleExecutable"] as? String == "PortedMainApp")
+    // Installed as it was given: the integers stay integers (1 is not true).
+    let text = String(decoding: FileManager.default.contents(atPath: installed) ?? Data(), as: UTF8.self)
+    #expect(text.contains("<integer>1</integer>") && text.contains("<integer>2</integer>"), "\(text)")
     #expect(try await d.protfs(["app", "terminate", AppDevice.bundle]).status == 0)
     let (status, _) = await app.exit()
     #expect(status == 0, "\(app.output)")

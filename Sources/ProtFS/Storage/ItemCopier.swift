@@ -67,7 +67,8 @@ package enum ItemCopier {
     }
   }
 
-  private static func copyContents(from input: Int32, to output: Int32, path: String) throws(ProtFSError) {
+  /// Copies the rest of `input` to `output` (`path` names the destination in errors).
+  package static func copyContents(from input: Int32, to output: Int32, path: String) throws(ProtFSError) {
     // copy_file_range works within and across filesystems (Linux 5.3+); fall back to read/write.
     while true {
       switch valueOrErrno(.copyFileRange, { Kernel.copyFileRange(input, output, 1 << 30) }) {

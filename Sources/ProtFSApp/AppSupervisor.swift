@@ -511,7 +511,6 @@ public final class AppSupervisor: @unchecked Sendable {
     queue.asyncAfter(deadline: .now() + seconds) { [self] in
       guard unanswered[number] != nil, pid > 0, !terminating else { return }
       if record.state == .suspended {
-        unanswered[number] = nil
         expectAnswer(number, name, within: seconds)
         return
       }

@@ -157,15 +157,10 @@ extension SessionService {
   /// Wakes the suspended apps whose subscribed sessions have deliveries waiting (the idle watch
   /// calls this on every tick): a batch that completed while the app was still running in the
   /// background, and was suspended before it read it, is not left unread until the user returns.
+  /// `checkRelaunch` decides: a subscribed session counts only when its app is suspended, which
+  /// it asks before it reads the store.
   func wakeSuspendedSubscribers() {
-    guard let launcher else { return }
-    let candidates = lock.withLock { () -> [(String, String)] in
-      subscribers.keys.compactMap { identifier in
-        guard !launchNotified.contains(identifier), let hosted = hosted[identifier] else { return nil }
-        return (identifier, hosted.bundleID)
-      }
-    }
-    for (identifier, bundleID) in candidates where launcher.isSuspended(bundleID) { checkRelaunch(identifier) }
+    for identifier in lock.withLock({ Array(subscribers.keys) }) { checkRelaunch(identifier) }
   }
 
   /// The user force-quit `bundleID`: its running and suspended transfers are cancelled producing

@@ -86,6 +86,19 @@ struct AppDevice {
     }
   }
 
+  /// The result of the app's last fetch once its record shows one (polled, at most 20 s, off the
+  /// cooperative pool), or nil.
+  func waitForFetchResult() async -> String? {
+    await offPool {
+      let deadline = Date() + 20
+      while Date() < deadline {
+        if let fetch = record()["lastFetch"] as? [String: Any] { return fetch["result"] as? String }
+        usleep(10_000)
+      }
+      return nil
+    }
+  }
+
   /// Whether every process of the app is stopped, waiting (at most 20 s) for the freezer to
   /// finish: its cgroup (the record names it) says frozen, or, without one, its first process is
   /// stopped (SIGSTOP).

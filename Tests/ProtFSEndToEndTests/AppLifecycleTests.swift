@@ -263,14 +263,7 @@ import Testing
     #expect(fetch.stdout.contains("in the background for a fetch"))
     // Whatever happens, the detached supervisor and its app end with the test.
     defer { d.endApp() }
-    let fetched = await offPool {
-      let deadline = Date() + 20
-      while Date() < deadline {
-        if (d.record()["lastFetch"] as? [String: Any])?["result"] as? String == "newData" { return true }
-        usleep(20_000)
-      }
-      return false
-    }
+    let fetched = await d.waitForFetchResult() == "newData"
     #expect(fetched)
     #expect(d.record()["state"] as? String == "background")
     #expect(try await d.protfs(["app", "terminate", AppDevice.bundle, "--user"]).status == 0)

@@ -75,15 +75,7 @@ import Testing
     // Xcode's Simulate Background Fetch works whatever the app declared.
     #expect(try await d.protfs(["app", "fetch", AppDevice.bundle]).status == 0)
     #expect(await app.line(containing: "fetching") != nil, "\(app.output)")
-    let result = await offPool { () -> String? in
-      let deadline = Date() + 20
-      while Date() < deadline {
-        if let fetch = d.record()["lastFetch"] as? [String: Any] { return fetch["result"] as? String }
-        usleep(10_000)
-      }
-      return nil
-    }
-    #expect(result == "newData", "\(d.record())")
+    #expect(await d.waitForFetchResult() == "newData", "\(d.record())")
     #expect(try await d.protfs(["app", "terminate", AppDevice.bundle]).status == 0)
     _ = await app.exit()
   }

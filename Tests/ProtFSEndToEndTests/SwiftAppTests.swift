@@ -101,15 +101,7 @@ import Testing
     #expect(try await d.protfs(["app", "fetch", AppDevice.bundle]).status == 0)
     #expect(await app.line(containing: "fetching (state background)") != nil, "\(app.output)")
     #expect(await app.line(containing: "fetched newData") != nil, "\(app.output)")
-    let fetch = await offPool {
-      let deadline = Date() + 20
-      while Date() < deadline {
-        if let fetch = d.record()["lastFetch"] as? [String: Any] { return fetch["result"] as? String }
-        usleep(20_000)
-      }
-      return nil
-    }
-    #expect(fetch == "newData")
+    #expect(await d.waitForFetchResult() == "newData")
     #expect(try await d.protfs(["app", "terminate", AppDevice.bundle]).status == 0)
     let (status, _) = await app.exit()
     #expect(status == 0, "\(app.output)")
@@ -128,14 +120,7 @@ import Testing
     #expect(fetch.status == 0, "\(fetch)")
     // Whatever happens, the detached supervisor and its app end with the test.
     defer { d.endApp() }
-    let fetched = await offPool {
-      let deadline = Date() + 20
-      while Date() < deadline {
-        if (d.record()["lastFetch"] as? [String: Any])?["result"] as? String == "newData" { return true }
-        usleep(20_000)
-      }
-      return false
-    }
+    let fetched = await d.waitForFetchResult() == "newData"
     #expect(fetched, "\(d.record())")
     #expect(d.record()["state"] as? String == "background")
     #expect(try await d.protfs(["app", "terminate", AppDevice.bundle]).status == 0)

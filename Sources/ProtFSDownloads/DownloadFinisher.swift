@@ -288,8 +288,9 @@ package final class DownloadFinisher: @unchecked Sendable {
     let record = task.record
     let cancelled = ProtFSError(
       .cancelled, "The \(record.kind) of '\(task.url.absoluteString)' was cancelled.", errno: ECANCELED)
-    if record.upload != nil, case .cancelProducingResumeData(let reply) = reason {
-      // An upload starts over from byte 0 whatever it sent: there is no resume data to give.
+    if !record.isResumable, case .cancelProducingResumeData(let reply) = reason {
+      // An upload, or a download with another method than GET, starts over from byte 0 whatever
+      // it sent or received: there is no resume data to give (iOS gives none either).
       replies.append((reply, nil))
       guard !(record.state == .completed || record.state == .failed) else { return nil }
       TemporaryRemoval(task, in: core.configuration.fileSystem)?.remove()

@@ -1,4 +1,5 @@
 import Foundation
+import ProtFSSystem
 
 /// What to download and where: the argument of `DownloadSession.downloadTasks(with:)`.
 public struct DownloadRequest: Sendable, Equatable {
@@ -19,11 +20,21 @@ public struct DownloadRequest: Sendable, Equatable {
   /// Extra request headers, in order: sent with every request of the task, a resumed one (with
   /// `Range`) included, and kept in the task store and in its resume data.
   public var headers: [UploadHeader]
+  /// The HTTP method, uppercase (GET by default). Only a GET continues from its temp file with
+  /// `Range` and gives resume data, as on iOS; any other method starts over on each attempt.
+  public var method: String = "GET"
+  /// The request body, sent with a method other than GET or HEAD (ignored with those, as
+  /// Foundation does); at most `DownloadRequest.maximumBodySize` bytes.
+  public var body: Data?
+
+  /// The largest body a download's request may carry here (1 MiB): it is kept in the task store
+  /// with the task, and crosses the session service's socket in one message.
+  public static let maximumBodySize = 1 << 20
 
   /// Creates a request.
   public init(
     url: URL, destinationDirectory: String? = nil, fileName: String? = nil, expectedSHA256: String? = nil,
-    taskDescription: String? = nil, headers: [UploadHeader] = []
+    taskDescription: String? = nil, headers: [UploadHeader] = [], method: String = "GET", body: Data? = nil
   ) {
     self.url = url
     self.destinationDirectory = destinationDirectory
@@ -31,5 +42,22 @@ public struct DownloadRequest: Sendable, Equatable {
     self.expectedSHA256 = expectedSHA256
     self.taskDescription = taskDescription
     self.headers = headers
+    self.method = method
+    self.body = body
+  }
+
+  /// `method` uppercased when it is an HTTP token, or an error naming it.
+  public static func validatedMethod(_ method: String) throws(ProtFSError) -> String {
+    let allowed = Set("!#$%&'*+-.^_`|~0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZ")
+    let upper = method.uppercased()
+    guard !upper.isEmpty, upper.count <= 32, upper.allSatisfy({ allowed.contains($0) }) else {
+      throw ProtFSError(
+        .invalidArgument, "'\(method)' is not an HTTP method; use a word such as GET or POST.",
+        remedy: .advice("give the request's method as letters, such as POST"))
+    }
+    guard upper != "CONNECT" else {
+      throw ProtFSError(.invalidArgument, "A download cannot use the method CONNECT; use GET or POST.")
+    }
+    return upper
   }
 }

@@ -120,7 +120,7 @@ public final class DownloadSession: Sendable {
     var unfinished: [Key: [(fileName: String?, task: DownloadTask)]] = [:]
     for task in allTasks {
       let r = task.record
-      guard r.state.isUnfinished && r.state != .waitingForUnlock && !r.handsOver, r.upload == nil else { continue }
+      guard r.state.isUnfinished && r.state != .waitingForUnlock && !r.handsOver, r.isResumable else { continue }
       unfinished[Key(url: r.url, directory: r.destinationDirectory), default: []].append((r.fileName, task))
     }
     for (index, request) in requests.enumerated() {
@@ -131,8 +131,17 @@ public final class DownloadSession: Sendable {
       }
       let digest = try request.expectedSHA256.map(Self.normalizedDigest)
       let headers = try request.headers.map { header throws(ProtFSError) in try header.validated() }
+      let method = try DownloadRequest.validatedMethod(request.method)
+      // Foundation sends no body with GET or HEAD.
+      let body = method == "GET" || method == "HEAD" ? nil : request.body
+      if let body, body.count > DownloadRequest.maximumBodySize {
+        throw ProtFSError(
+          .invalidArgument,
+          "The request body for '\(url)' has \(body.count) bytes; a download's may have at most \(DownloadRequest.maximumBodySize) here.",
+          remedy: .advice("send a large body as an upload task from a file"))
+      }
       // A handed-over task is the app's own: each request makes one.
-      if !request.handsOver,
+      if !request.handsOver, method == "GET",
         let match = unfinished[Key(url: url, directory: directory)]?.first(where: {
           request.fileName == nil || request.fileName == $0.fileName
         })
@@ -150,6 +159,8 @@ public final class DownloadSession: Sendable {
       record.resourceTimeout = Monotonic.seconds(configuration.resourceTimeout)
       record.handsOver = request.handsOver
       record.requestHeaders = headers
+      record.requestMethod = method == "GET" ? nil : method
+      record.requestBody = body
       fresh.append((index, record, request))
     }
     let inserted = try core.store.insert(

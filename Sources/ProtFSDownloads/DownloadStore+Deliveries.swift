@@ -17,6 +17,9 @@ extension DownloadStore {
       }
       // A download's request headers came later still: JSON, NULL for none.
       if !tasks.contains("request_headers") { try db.query("ALTER TABLE tasks ADD COLUMN request_headers TEXT") }
+      // And a download's method (NULL for GET) and body after them.
+      if !tasks.contains("request_method") { try db.query("ALTER TABLE tasks ADD COLUMN request_method TEXT") }
+      if !tasks.contains("request_body") { try db.query("ALTER TABLE tasks ADD COLUMN request_body BLOB") }
       let sessions = Set(try db.query("PRAGMA table_info(sessions)").compactMap { $0[1].string })
       if !sessions.contains("service_configuration") {
         try db.query("ALTER TABLE sessions ADD COLUMN service_configuration TEXT")

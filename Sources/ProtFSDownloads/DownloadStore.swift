@@ -104,11 +104,12 @@ public final class DownloadStore: Sendable {
   static let columns = """
     id, session, url, destination_dir, file_name, temp_dir, temp_name, state, bytes_received, \
     bytes_expected, etag, last_modified, sha256, error_text, error_errno, description, created_at, updated_at, \
-    request_timeout, resource_timeout, error_json, upload_json, hands_over, delivery, request_headers
+    request_timeout, resource_timeout, error_json, upload_json, hands_over, delivery, request_headers, \
+    request_method, request_body
     """
 
   /// How many values `columns` selects; what a query adds after them starts here.
-  private static let columnCount = 25
+  private static let columnCount = 27
 
   static func record(_ row: [SQLiteValue]) -> DownloadTaskRecord {
     var record = DownloadTaskRecord(
@@ -127,6 +128,8 @@ public final class DownloadStore: Sendable {
     record.delivery = row[23].string.flatMap(DownloadDelivery.init(rawValue:))
     record.requestHeaders =
       row[24].string.flatMap { try? JSONDecoder().decode([UploadHeader].self, from: Data($0.utf8)) } ?? []
+    record.requestMethod = row[25].string
+    record.requestBody = row[26].data
     return record
   }
 
@@ -252,14 +255,15 @@ public final class DownloadStore: Sendable {
         INSERT INTO tasks (session, url, destination_dir, file_name, temp_dir, temp_name, state, bytes_received,
           bytes_expected, etag, last_modified, sha256, error_text, error_errno, description, owner, owner_pid,
           created_at, updated_at, request_timeout, resource_timeout, error_json, upload_json, request_headers,
-          request)
-        VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+          request, request_method, request_body)
+        VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
         """,
         Self.values(r) + [
           .text(owner), .integer(Int64(getpid())), .real(r.createdAt), .real(r.updatedAt),
           r.requestTimeout.map { .real($0) } ?? .null, r.resourceTimeout.map { .real($0) } ?? .null,
           Self.failureJSON(r), Self.uploadJSON(r), Self.headersJSON(r),
-          requesting.map { .text($0.rawValue) } ?? .null,
+          requesting.map { .text($0.rawValue) } ?? .null, SQLiteValue(r.requestMethod),
+          r.requestBody.map { .blob($0) } ?? .null,
         ])
       result[index].id = db.lastInsertRowID
       if r.handsOver {

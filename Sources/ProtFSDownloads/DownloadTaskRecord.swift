@@ -63,13 +63,22 @@ public struct DownloadTaskRecord: Sendable, Equatable, Codable {
   /// A download task's extra request headers (`DownloadRequest.headers`); not part of the JSON
   /// form, as they may hold credentials.
   public var requestHeaders: [UploadHeader] = []
+  /// A download task's HTTP method when it is not GET (`DownloadRequest.method`); nil for GET.
+  public var requestMethod: String?
+  /// A download task's request body (`DownloadRequest.body`), sent with its method; not part of the
+  /// JSON form, as it may hold credentials.
+  public var requestBody: Data?
+
+  /// Whether the task can continue from its temp file (`Range`, `If-Range`) and give resume data:
+  /// only a GET download can, as on iOS. An upload, or another method, starts over.
+  public var isResumable: Bool { upload == nil && requestMethod == nil }
 
   /// The fields a task's JSON form (`protfs tasks --json`) shows: all but `failure`, whose text is
   /// `errorMessage` already, and `responseBody`.
   private enum CodingKeys: String, CodingKey {
     case id, sessionIdentifier, url, destinationDirectory, fileName, temporaryDirectory, temporaryFileName, state
     case bytesReceived, bytesExpected, entityTag, lastModified, expectedSHA256, errorMessage, errorNumber
-    case taskDescription, createdAt, updatedAt, requestTimeout, resourceTimeout, upload, delivery
+    case taskDescription, createdAt, updatedAt, requestTimeout, resourceTimeout, upload, delivery, requestMethod
   }
 
   /// Whether the task was handed over and its completion (or part of it) still waits for the app.

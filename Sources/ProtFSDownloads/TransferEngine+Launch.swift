@@ -92,7 +92,7 @@ extension TransferEngine {
       } else {
         opened = try TemporaryFile.open(
           in: held, existingName: record.temporaryFileName,
-          canContinue: record.entityTag != nil || record.lastModified != nil,
+          canContinue: record.isResumable && (record.entityTag != nil || record.lastModified != nil),
           unnamed: configuration.usesUnnamedTemporaryFiles,
           accepts: { fd, status in fileSystem.isLabelledAsNew(file: fd, status: status, in: held) },
           label: { fd throws(ProtFSError) in try labels(for: held).labelNew(fd) })
@@ -153,6 +153,7 @@ extension TransferEngine {
     var list: UnsafeMutablePointer<curl_slist>?
     if transfer.isHTTP {
       for header in record.requestHeaders { list = protfs_curl_slist_append(list, "\(header.name): \(header.value)") }
+      configureMethod(easy, record: record)
     }
     if transfer.offset > 0 {
       protfs_curl_easy_setopt_string(easy, CURLOPT_RANGE, "\(transfer.offset)-")
@@ -163,6 +164,29 @@ extension TransferEngine {
     if let list {
       transfer.headerList = list
       protfs_curl_easy_setopt_slist(easy, CURLOPT_HTTPHEADER, list)
+    }
+  }
+
+  /// A download's method and body: a POST as libcurl's own (so a 301, 302 or 303 redirect turns it
+  /// into a GET, as Foundation does), HEAD without a body, any other method by name. The body is
+  /// copied into the handle.
+  private func configureMethod(_ easy: UnsafeMutableRawPointer, record: DownloadTaskRecord) {
+    switch record.requestMethod {
+    case nil: break
+    case "HEAD": protfs_curl_easy_setopt_long(easy, CURLOPT_NOBODY, 1)
+    case "POST": protfs_curl_easy_setopt_long(easy, CURLOPT_POST, 1)
+    case let method?: protfs_curl_easy_setopt_string(easy, CURLOPT_CUSTOMREQUEST, method)
+    }
+    guard record.requestMethod != nil, record.requestMethod != "HEAD" else { return }
+    let body = record.requestBody ?? Data()
+    protfs_curl_easy_setopt_off_t(easy, CURLOPT_POSTFIELDSIZE_LARGE, curl_off_t(body.count))
+    guard !body.isEmpty else {
+      // An empty body still needs a pointer, or libcurl would read one from a callback.
+      protfs_curl_easy_setopt_string(easy, CURLOPT_COPYPOSTFIELDS, "")
+      return
+    }
+    body.withUnsafeBytes { raw in
+      protfs_curl_easy_setopt_pointer(easy, CURLOPT_COPYPOSTFIELDS, UnsafeMutableRawPointer(mutating: raw.baseAddress!))
     }
   }
 

@@ -59,11 +59,13 @@ public struct URLRequest: Sendable, Equatable, Hashable {
     setValue(self.value(forHTTPHeaderField: field).map { $0 + "," + value } ?? value, forHTTPHeaderField: field)
   }
 
-  /// The session service's form of the request.
+  /// The session service's form of the request, with the body where Foundation sends one (not
+  /// with GET or HEAD).
   var sessionRequest: SessionRequest {
     SessionRequest(
       url: url ?? URL(fileURLWithPath: "/"), method: method,
-      headers: fields.map { SessionHeader(name: $0.name, value: $0.value) })
+      headers: fields.map { SessionHeader(name: $0.name, value: $0.value) },
+      body: method == "GET" || method == "HEAD" ? nil : httpBody)
   }
 
   /// The request a snapshot's `SessionRequest` describes.
@@ -71,6 +73,7 @@ public struct URLRequest: Sendable, Equatable, Hashable {
     self.init(url: request.url)
     method = request.method
     fields = request.headers.map { ($0.name, $0.value) }
+    httpBody = request.body
   }
 
   /// Two requests are equal when their URL, method, timeout, body and fields are.

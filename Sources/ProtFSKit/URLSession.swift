@@ -146,7 +146,10 @@ open class URLSession: NSObject, @unchecked Sendable {
   /// file is read now under the lock rules and snapshotted, so the app may delete it afterwards.
   open func uploadTask(with request: URLRequest, fromFile fileURL: URL) -> URLSessionUploadTask {
     makeTask(request, kind: .upload) { backend throws(ProtFSError) in
-      try backend.createUploadTask(self.prepared(request), fromFile: fileURL.path)
+      // The file is the body: a request's own is ignored, as Foundation does.
+      var sent = self.prepared(request)
+      sent.body = nil
+      return try backend.createUploadTask(sent, fromFile: fileURL.path)
     } as! URLSessionUploadTask
   }
 

@@ -4,10 +4,9 @@ import ProtFSSystem
 
 /// What an app's background session asks of whoever runs its transfers (docs/semantics.md §9).
 ///
-/// Two implementations: `LocalSessionBackend` runs the transfers in this process (a
-/// `DownloadSession`), `SessionServiceClient` hands them to the device's session service over its
-/// socket, so that they go on while the app is suspended or gone. ProtFSKit's `URLSession` is
-/// written against this protocol only.
+/// `SessionServiceClient` hands the transfers to the device's session service over its socket, so
+/// that they go on while the app is suspended or gone; the tests have a fake of their own.
+/// ProtFSKit's `URLSession` is written against this protocol only.
 public protocol SessionBackend: AnyObject, Sendable {
   /// The session's identifier.
   var identifier: String { get }
@@ -65,13 +64,20 @@ public struct SessionRequest: Sendable, Equatable, Codable {
   public var headers: [SessionHeader]
   /// The task's description (`taskDescription`).
   public var taskDescription: String?
+  /// A download's body (`httpBody`), sent with a method other than GET or HEAD; an upload's body
+  /// is its file. Snapshots carry none back.
+  public var body: Data?
 
   /// Creates a request.
-  public init(url: URL, method: String = "GET", headers: [SessionHeader] = [], taskDescription: String? = nil) {
+  public init(
+    url: URL, method: String = "GET", headers: [SessionHeader] = [], taskDescription: String? = nil,
+    body: Data? = nil
+  ) {
     self.url = url
     self.method = method
     self.headers = headers
     self.taskDescription = taskDescription
+    self.body = body
   }
 }
 

@@ -10,7 +10,7 @@ extension SessionService {
   /// on which later lines are acknowledgements (answered by nothing).
   func serve(_ connection: FileDescriptor, peer: Peer) {
     var subscribed: String?
-    while let line = ControlSocket.readLine(connection) {
+    while let line = ControlSocket.readLine(connection, limit: SessionWire.maximumRequestLine) {
       // A line that is no request gets one answer saying so, and the connection ends: a client
       // that sends garbage is not one to go on reading.
       let request: SessionServiceRequest
@@ -103,7 +103,8 @@ extension SessionService {
         if let text = wanted.taskDescription { task.taskDescription = text }
       } else {
         var download = DownloadRequest(
-          url: wanted.url, taskDescription: wanted.taskDescription, headers: wanted.headers)
+          url: wanted.url, taskDescription: wanted.taskDescription, headers: wanted.headers, method: wanted.method,
+          body: wanted.body)
         download.handsOver = true
         task = try hosted.session.downloadTasks(with: [download])[0]
       }
@@ -310,7 +311,9 @@ extension SessionService {
     }
     return SessionTaskSnapshot(
       id: record.id, kind: .download,
-      request: SessionRequest(url: url, headers: record.requestHeaders, taskDescription: record.taskDescription),
+      request: SessionRequest(
+        url: url, method: record.requestMethod ?? "GET", headers: record.requestHeaders,
+        taskDescription: record.taskDescription),
       state: state, bytesReceived: record.bytesReceived, bytesExpectedToReceive: record.bytesExpected,
       statusCode: record.state == .completed ? 200 : 0, error: error, cancelledReason: reason,
       resumeData: error.flatMap { Self.resumeData(record, $0) }.map {
@@ -321,7 +324,7 @@ extension SessionService {
   /// The resume data of a download that failed keeping its temp file (cancelled, broken off, or
   /// stopped by the lock), as `cancel(byProducingResumeData:)` would have made it; nil otherwise.
   static func resumeData(_ record: DownloadTaskRecord, _ error: ProtFSError) -> Data? {
-    guard record.state == .failed, record.upload == nil, let temporary = record.temporaryFileName,
+    guard record.state == .failed, record.isResumable, let temporary = record.temporaryFileName,
       [.cancelled, .network, .protectedDataUnavailable].contains(error.code), let url = URL(string: record.url)
     else { return nil }
     return DownloadResumeData(record: record, url: url, temporaryFileName: temporary).encoded()

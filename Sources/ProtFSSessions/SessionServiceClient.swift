@@ -1,6 +1,7 @@
 import Foundation
 import ProtFS
 import ProtFSApp
+import ProtFSDownloads
 import ProtFSSystem
 import Synchronization
 
@@ -155,6 +156,14 @@ public final class SessionServiceClient: SessionBackend, Sendable {
   public func createDownloadTask(_ request: SessionRequest, resumeData: Data?) throws(ProtFSError)
     -> SessionTaskSnapshot
   {
+    // Refused here too, so that a body too long for the service's socket gets this error, not a
+    // connection closed.
+    if let body = request.body, body.count > DownloadRequest.maximumBodySize {
+      throw ProtFSError(
+        .invalidArgument,
+        "The request body for '\(request.url.absoluteString)' has \(body.count) bytes; a download's may have at most \(DownloadRequest.maximumBodySize) here.",
+        remedy: .advice("send a large body as an upload task from a file"))
+    }
     let reply = try call(.createDownloadTask) {
       $0.request = request
       $0.resumeData = resumeData

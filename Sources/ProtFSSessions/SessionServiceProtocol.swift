@@ -99,6 +99,10 @@ public struct SessionServiceReply: Sendable, Codable, Equatable {
 
 /// JSON lines on a connection, both ways.
 enum SessionWire {
+  /// The longest request line the service reads (2 MiB): room for a download's body of
+  /// `DownloadRequest.maximumBodySize` in base64, with its headers.
+  static let maximumRequestLine = 2 << 20
+
   /// `value` as a JSON line's text (without the newline).
   static func line<T: Encodable>(_ value: T) -> String {
     String(decoding: (try? JSONEncoder().encode(value)) ?? Data("{}".utf8), as: UTF8.self)

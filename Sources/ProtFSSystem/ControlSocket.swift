@@ -155,14 +155,15 @@ public enum ControlSocket {
     return socket
   }
 
-  /// Reads one line (without its newline); nil at end of file or on an error.
+  /// Reads one line (without its newline) of at most `limit` bytes; nil at end of file, on an
+  /// error, or for a longer line.
   ///
   /// Looks at what has arrived (`MSG_PEEK`) and takes it up to the newline: a line of thousands of
   /// bytes costs a few calls instead of one per byte, and what follows it stays for the next read.
-  public static func readLine(_ connection: FileDescriptor) -> String? {
+  public static func readLine(_ connection: FileDescriptor, limit: Int = maximumLine) -> String? {
     var line: [UInt8] = []
     var buffer = [UInt8](repeating: 0, count: 16 * 1024)
-    while line.count < maximumLine {
+    while line.count < limit {
       let peeked = buffer.withUnsafeMutableBytes { raw in
         valueOrErrno(.read) { recv(connection.rawValue, raw.baseAddress, raw.count, Int32(MSG_PEEK)) }
       }
@@ -175,7 +176,7 @@ public enum ControlSocket {
       guard case .success(let count) = taken, count == wanted else { return nil }
       if let newline {
         line += buffer[..<newline]
-        return line.count <= maximumLine ? String(decoding: line, as: UTF8.self) : nil
+        return line.count <= limit ? String(decoding: line, as: UTF8.self) : nil
       }
       line += buffer[..<count]
     }

@@ -32,4 +32,47 @@ import Testing
     #expect(request.headers["x-a"] == "1")
     client.invalidate(cancelling: false)
   }
+
+  @Test func aDownloadTaskSendsItsMethodAndBodyAndGivesNoResumeData() async throws {
+    let f = try await SessionServiceFixture()
+    try f.startInProcess()
+    defer { f.stop() }
+    let server = try UploadServer()
+    defer { server.stop() }
+    let client = try f.openClient(launchEvents: false)
+    let body = Data("{\"report\":\"weekly\"}".utf8)
+    let task = try client.createDownloadTask(
+      SessionRequest(
+        url: server.url("report"), method: "POST",
+        headers: [SessionHeader(name: "Content-Type", value: "application/json")], body: body),
+      resumeData: nil)
+    #expect(task.request.method == "POST")
+    try client.resume(task.id)
+    await f.waitUntil { (try? f.tasks())?.first?.state == .completed }
+    let record = try #require(try f.tasks().first)
+    #expect(record.requestMethod == "POST")
+    #expect(record.requestBody == body)
+    let request = try #require(server.requests.first)
+    #expect(request.method == "POST")
+    #expect(request.received == body.count)
+    #expect(request.headers["content-type"] == "application/json")
+    // What the server answered is the downloaded file: its digest of the body it took.
+    let file = try #require(record.handedOverPath)
+    let reply = try JSONSerialization.jsonObject(with: Data(contentsOf: URL(fileURLWithPath: file))) as? [String: Any]
+    let digest = SHA256Digest()
+    body.withUnsafeBytes { digest.update($0.baseAddress!, count: $0.count) }
+    #expect(reply?["sha256"] as? String == digest.finalizeHex())
+
+    // Only a GET continues from its bytes (as iOS): a cancelled POST gives no resume data.
+    let again = try client.createDownloadTask(
+      SessionRequest(url: server.url("status/200"), method: "PUT", body: body), resumeData: nil)
+    #expect(try client.cancel(again.id, producingResumeData: true) == nil)
+    // A body the service could not carry is refused, naming its size.
+    #expect(throws: ProtFSError.self) {
+      try client.createDownloadTask(
+        SessionRequest(url: server.url("x"), method: "POST", body: Data(count: DownloadRequest.maximumBodySize + 1)),
+        resumeData: nil)
+    }
+    client.invalidate(cancelling: false)
+  }
 }

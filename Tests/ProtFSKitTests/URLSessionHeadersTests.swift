@@ -21,4 +21,22 @@ import Testing
     #expect(!sent.contains { $0.value == "ignored" })
     #expect(task.originalRequest?.value(forHTTPHeaderField: "Authorization") == "Bearer t")
   }
+
+  @Test func aDownloadRequestsMethodAndBodyGoToTheBackendAndGetSendsNoBody() {
+    let backend = FakeSessionBackend()
+    let session = URLSession(
+      configuration: .background(withIdentifier: backend.identifier), delegate: RecordingDelegate(),
+      delegateQueue: nil, backend: backend)
+    var post = URLRequest(url: URL(string: "http://example.test/report")!)
+    post.httpMethod = "post"
+    post.httpBody = Data("{\"q\":1}".utf8)
+    _ = session.downloadTask(with: post)
+    var get = URLRequest(url: URL(string: "http://example.test/file.bin")!)
+    get.httpBody = Data("dropped".utf8)
+    _ = session.downloadTask(with: get)
+    let sent = backend.store.withLock { $0.tasks.map(\.request) }
+    #expect(sent.map(\.method) == ["POST", "GET"])
+    #expect(sent.first?.body == Data("{\"q\":1}".utf8))
+    #expect(sent.last?.body == nil)
+  }
 }

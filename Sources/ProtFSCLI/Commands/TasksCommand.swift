@@ -163,7 +163,7 @@ package enum TasksCommand {
       guard let url = URL(string: record.url) else {
         throw ProtFSError(.malformed, "Download task \(id) has the invalid URL '\(record.url)'.")
       }
-      if let temporary = record.temporaryFileName {
+      if let temporary = record.temporaryFileName, record.isResumable {
         let data = DownloadResumeData(record: record, url: url, temporaryFileName: temporary)
         task = try session.downloadTask(withResumeData: data.encoded())
       } else {
@@ -171,7 +171,7 @@ package enum TasksCommand {
           DownloadRequest(
             url: url, destinationDirectory: record.destinationDirectory, fileName: record.fileName,
             expectedSHA256: record.expectedSHA256, taskDescription: record.taskDescription,
-            headers: record.requestHeaders)
+            headers: record.requestHeaders, method: record.requestMethod ?? "GET", body: record.requestBody)
         ])[0]
       }
       Console.err("Download task \(id) had \(record.state.rawValue); retrying it as task \(task.id).")

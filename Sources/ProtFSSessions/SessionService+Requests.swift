@@ -150,6 +150,8 @@ extension SessionService {
       reply.snapshots = try store.tasks(session: hosted.session.identifier)
         .filter { $0.state.isUnfinished || $0.awaitsDelivery }
         .map { snapshot($0, cancelledReason: reasons[$0.id]) }
+    case .appTasks:
+      reply.records = try appTasks(request, peer: peer)
     case .subscribe:
       _ = try session(request, peer: peer)
     case .acknowledge:
@@ -196,6 +198,31 @@ extension SessionService {
     let json = try store.serviceSessions().first { $0.identifier == identifier }?.configuration
     guard let json else { throw Self.unknownSession(identifier) }
     return try host(HostedSessionSettings.decode(json, session: identifier).get())
+  }
+
+  /// The tasks of the peer's app's sessions, or of `request.session` when it is one of them; root
+  /// names the app with `request.bundleID`, or sees every app's.
+  private func appTasks(_ request: SessionServiceRequest, peer: Peer) throws(ProtFSError) -> [DownloadTaskRecord] {
+    let bundle: String?
+    if peer.isTrustedUser {
+      bundle = request.bundleID
+    } else {
+      guard let app = try appOf(peer), peer.isStillConnectedProcess else {
+        throw ProtFSError(
+          .permissionDenied,
+          "Process \(peer.pid) (uid \(peer.uid)) is not running as an app; only root or an app may list tasks here.",
+          errno: EPERM, remedy: .useSessionFromItsApp)
+      }
+      bundle = app.bundleID
+    }
+    let sessions = try store.sessions().filter { bundle == nil || $0.bundleID == bundle }.map(\.identifier)
+    if let wanted = request.session {
+      // Another app's session is as unknown as one that does not exist.
+      guard sessions.contains(wanted) else { throw Self.unknownSession(wanted) }
+      return try store.tasks(session: wanted)
+    }
+    let mine = Set(sessions)
+    return try store.tasks().filter { mine.contains($0.sessionIdentifier) }
   }
 
   /// The app of session `identifier`, throwing when the store has no such session.

@@ -318,6 +318,20 @@ public final class SessionServiceClient: SessionBackend, Sendable {
     return notCompleted
   }
 
+  /// The task records of the calling app's sessions (root: of `bundleID`'s, or every app's), or of
+  /// `session` only, from the service at `socketName`.
+  public static func appTasks(session: String?, bundleID: String? = nil, socketName: String) throws(ProtFSError)
+    -> [DownloadTaskRecord]
+  {
+    var request = SessionServiceRequest(.appTasks, session: session)
+    request.bundleID = bundleID
+    do {
+      return try SessionWire.call(request, socketName: socketName).records ?? []
+    } catch  where error.errno == ENOENT && error.path == "@" + socketName {
+      throw notRunning(socketName)
+    }
+  }
+
   /// Asks the service at `socketName` to end.
   public static func stop(socketName: String) throws(ProtFSError) {
     _ = try SessionWire.call(SessionServiceRequest(.stop), socketName: socketName)

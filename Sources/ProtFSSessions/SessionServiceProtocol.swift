@@ -1,5 +1,6 @@
 import Foundation
 import ProtFS
+import ProtFSDownloads
 import ProtFSSystem
 
 /// One request to the session service: a JSON line on its socket (docs/semantics.md §9).
@@ -21,6 +22,9 @@ public struct SessionServiceRequest: Sendable, Codable, Equatable {
     case resume, suspend, cancel, setDescription
     /// The session's tasks not yet completed to the app.
     case tasks
+    /// Every task of the peer's app's sessions (root: of `bundleID`'s, or of every app), or of
+    /// `session` only, as the task store keeps them (`protfs tasks` inside an app).
+    case appTasks
     /// Turns the connection into a stream of `SessionEvent` lines.
     case subscribe
     /// The app is done with task `task`'s completion.
@@ -87,6 +91,8 @@ public struct SessionServiceReply: Sendable, Codable, Equatable {
   public var snapshot: SessionTaskSnapshot?
   /// Tasks (`tasks`).
   public var snapshots: [SessionTaskSnapshot]?
+  /// Task records (`appTasks`), in their JSON form (no request headers or body).
+  public var records: [DownloadTaskRecord]?
   /// Resume data (`cancel` producing it).
   public var resumeData: Data?
   /// The tasks waited for that did not complete (`wait`): failed, waiting for unlock, or left
@@ -102,6 +108,9 @@ enum SessionWire {
   /// The longest request line the service reads (2 MiB): room for a download's body of
   /// `DownloadRequest.maximumBodySize` in base64, with its headers.
   static let maximumRequestLine = 2 << 20
+  /// The longest reply line a client reads (64 MiB): a listing of many tasks. Clients talk only to
+  /// a service whose user they believe.
+  static let maximumReplyLine = 64 << 20
 
   /// `value` as a JSON line's text (without the newline).
   static func line<T: Encodable>(_ value: T) -> String {
@@ -138,8 +147,10 @@ enum SessionWire {
   }
 
   /// Reads one line as `T`; nil at the end of the connection or for a line that is not one.
-  static func receive<T: Decodable>(_ type: T.Type, on connection: FileDescriptor) -> T? {
-    guard let line = ControlSocket.readLine(connection) else { return nil }
+  static func receive<T: Decodable>(
+    _ type: T.Type, on connection: FileDescriptor, limit: Int = ControlSocket.maximumLine
+  ) -> T? {
+    guard let line = ControlSocket.readLine(connection, limit: limit) else { return nil }
     return try? JSONDecoder().decode(T.self, from: Data(line.utf8))
   }
 
@@ -155,7 +166,8 @@ enum SessionWire {
   static func exchange(_ request: SessionServiceRequest, on connection: FileDescriptor, socketName: String)
     throws(ProtFSError) -> SessionServiceReply
   {
-    guard send(request, on: connection), let reply = receive(SessionServiceReply.self, on: connection) else {
+    guard send(request, on: connection), let reply = receive(SessionServiceReply.self, on: connection, limit: maximumReplyLine)
+    else {
       throw ProtFSError(
         .io, "The session service at '@\(socketName)' did not answer.", path: "@" + socketName,
         remedy: .restartSessionService)

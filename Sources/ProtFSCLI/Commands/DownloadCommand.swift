@@ -27,6 +27,9 @@ package enum DownloadCommand {
 
       With --detach the tasks go to the device's session service (started if needed) and the
       command prints one task id per line and returns at once; `protfs tasks` follows them.
+      Inside an app (below `protfs app launch`, as the app user), --bundle may be left out and
+      --detach is required: the tasks join the app's background session in the service, and each
+      finished file is handed over in its Downloads directory (`protfs tasks events` names it).
       -H 'Name: value' (repeatable) adds a request header to every request of every task, a
       resumed one included; the task store keeps it with the task.
 
@@ -80,12 +83,16 @@ package enum DownloadCommand {
       "Flush each file to disk before moving it into place, so that a power cut cannot leave a partial file (slower).")
 
   package static func run(_ invocation: Invocation) throws -> Int32 {
+    var texts = invocation.arguments(Self.urls)
+    if let list = invocation.value(Self.inputFile) { texts += try readList(list) }
+    if let app = AppTransfers.app(invocation) {
+      if texts.isEmpty { throw invocation.usageError("Give at least one URL, or -i FILE.") }
+      return try AppTransfers.download(invocation, app: app, urls: texts)
+    }
     guard let bundleText = invocation.value(Self.bundle) else {
       throw invocation.usageError("Missing '--bundle <bundle-id>': downloads belong to an app's container.")
     }
     let bundleID = try invocation.bundleID(bundleText)
-    var texts = invocation.arguments(Self.urls)
-    if let list = invocation.value(Self.inputFile) { texts += try readList(list) }
     if texts.isEmpty { throw invocation.usageError("Give at least one URL, or -i FILE.") }
     let mode = invocation.value(Self.progress) ?? "auto"
     guard ["auto", "bar", "json", "none"].contains(mode) else {

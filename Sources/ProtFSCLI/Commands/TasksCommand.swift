@@ -12,7 +12,8 @@ package enum TasksCommand {
       Tasks live in <device>/.protfs/downloads.sqlite and outlive the process that started them.
       States: running, suspended, canceling, completed, failed, waitingForUnlock. KIND is download
       or upload (for an upload RECEIVED and EXPECTED count bytes sent). With --json: an array of
-      tasks, each with its "kind".
+      tasks, each with its "kind". Inside an app (below `protfs app launch`, as the app user) the
+      session service answers, with the app's own tasks only.
       """,
     options: [session, CommonOptions.json],
     subcommands: [resume, suspend, cancel, TasksWaitCommand.command, TasksEventsCommand.command],
@@ -53,7 +54,13 @@ package enum TasksCommand {
   }
 
   package static func list(_ invocation: Invocation) throws -> Int32 {
-    var records = try store(invocation.device)?.tasks(session: invocation.value(Self.session)) ?? []
+    var records: [DownloadTaskRecord]
+    if AppTransfers.app(invocation) != nil {
+      // An app sees its own sessions' tasks, from the service.
+      records = try AppTransfers.records(invocation, session: invocation.value(Self.session))
+    } else {
+      records = try store(invocation.device)?.tasks(session: invocation.value(Self.session)) ?? []
+    }
     records.sort { $0.id < $1.id }
     if invocation.flag(CommonOptions.json) {
       try Console.json(records.map(ListedTask.init))
@@ -82,15 +89,21 @@ package enum TasksCommand {
   package static func namedTask(_ invocation: Invocation) throws -> (
     id: Int64, store: DownloadStore, record: DownloadTaskRecord
   ) {
-    let text = invocation.required(Self.taskID)
-    guard let id = Int64(text) else {
-      throw invocation.usageError("'\(text)' is not a task number; `protfs tasks` lists them.")
-    }
+    let id = try taskNumber(invocation)
     let device = invocation.device
     guard let store = try store(device), let record = try store.task(id: id) else {
       throw noSuchTask(id, on: device)
     }
     return (id, store, record)
+  }
+
+  /// The number `<task-id>` gives, or a usage error.
+  static func taskNumber(_ invocation: Invocation) throws -> Int64 {
+    let text = invocation.required(Self.taskID)
+    guard let id = Int64(text) else {
+      throw invocation.usageError("'\(text)' is not a task number; `protfs tasks` lists them.")
+    }
+    return id
   }
 
   /// The error for task `id`, which `device`'s task store does not have.
@@ -103,6 +116,9 @@ package enum TasksCommand {
   /// `tasks suspend ID`: the process that runs the task suspends it (asked through the store); a
   /// task whose process is gone is recorded as suspended.
   package static func suspendTask(_ invocation: Invocation) throws -> Int32 {
+    if AppTransfers.app(invocation) != nil {
+      return try AppTransfers.act(invocation, id: try taskNumber(invocation), .suspend)
+    }
     let (id, store, record) = try namedTask(invocation)
     switch record.state {
     case .suspended:
@@ -138,6 +154,9 @@ package enum TasksCommand {
   }
 
   package static func act(_ invocation: Invocation, cancel: Bool) throws -> Int32 {
+    if AppTransfers.app(invocation) != nil {
+      return try AppTransfers.act(invocation, id: try taskNumber(invocation), cancel ? .cancel : .resume)
+    }
     let (id, store, record) = try namedTask(invocation)
     let device = invocation.device
     guard let bundle = try store.sessions().first(where: { $0.identifier == record.sessionIdentifier })?.bundleID else {

@@ -44,6 +44,9 @@ package enum TasksWaitCommand {
     if ids.isEmpty && identifier == nil {
       throw invocation.usageError("Give the task numbers to wait for, or '--session <identifier>'.")
     }
+    if AppTransfers.app(invocation) != nil {
+      return try AppTransfers.wait(invocation, ids: ids, session: identifier)
+    }
     let device = invocation.device
     guard let store = try TasksCommand.store(device) else {
       if let id = ids.first { throw TasksCommand.noSuchTask(id, on: device) }
@@ -76,16 +79,16 @@ package enum TasksWaitCommand {
         ?? SessionServiceClient.socketName(device: device)
       toRead = try SessionServiceClient.waitUntilSettled(ids, socketName: socketName)
     }
-    return try outcome(of: toRead, in: store)
+    guard !toRead.isEmpty else { return 0 }
+    // Only the tasks that did not complete are read whole, for their errors.
+    return outcome(of: toRead, records: try store.tasks(ids: toRead, excluding: .completed))
   }
 
-  /// The exit status of the settled tasks `ids`, their failures on stderr.
-  private static func outcome(of ids: [Int64], in store: DownloadStore) throws -> Int32 {
+  /// The exit status of the settled tasks `ids`, their failures on stderr; `stored` has their
+  /// records (a completed one may be missing).
+  static func outcome(of ids: [Int64], records stored: [Int64: DownloadTaskRecord]) -> Int32 {
     var failed = false
     var waiting = false
-    guard !ids.isEmpty else { return 0 }
-    // Only the tasks that did not complete are read whole, for their errors.
-    let stored = try store.tasks(ids: ids, excluding: .completed)
     for id in ids {
       guard let record = stored[id] else { continue }
       switch record.state {

@@ -63,7 +63,8 @@ package enum UploadCommand {
   }
 
   package static func run(_ invocation: Invocation) throws -> Int32 {
-    guard let bundleText = invocation.value(Self.bundle) else {
+    let app = AppTransfers.app(invocation)
+    guard let bundleText = invocation.value(Self.bundle) ?? app else {
       throw invocation.usageError("Missing '--bundle <bundle-id>': uploads belong to an app's container.")
     }
     let bundleID = try invocation.bundleID(bundleText)
@@ -87,6 +88,14 @@ package enum UploadCommand {
       throw ProtFSError(.invalidArgument, "'\(text)' is not a URL.", remedy: .advice("give an http or https URL"))
     }
     try DownloadSession.checkUploadURL(target)
+    if let app {
+      if invocation.value(Self.response) != nil {
+        throw invocation.usageError(
+          "--response cannot be used inside an app: the answer arrives after this command returns.")
+      }
+      return try AppTransfers.upload(
+        invocation, app: app, source: source, target: target, method: method, headers: headers)
+    }
 
     let device = invocation.device
     try device.requireInitialized()

@@ -166,7 +166,8 @@ enum SessionWire {
   static func exchange(_ request: SessionServiceRequest, on connection: FileDescriptor, socketName: String)
     throws(ProtFSError) -> SessionServiceReply
   {
-    guard send(request, on: connection), let reply = receive(SessionServiceReply.self, on: connection, limit: maximumReplyLine)
+    guard send(request, on: connection),
+      let reply = receive(SessionServiceReply.self, on: connection, limit: maximumReplyLine)
     else {
       throw ProtFSError(
         .io, "The session service at '@\(socketName)' did not answer.", path: "@" + socketName,

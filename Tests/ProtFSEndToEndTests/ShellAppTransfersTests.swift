@@ -65,11 +65,15 @@ import Testing
     #expect(uploads.requests.first?.method == "POST")
     #expect(uploads.requests.first?.received == "hello, upload".utf8.count)
     // What it may not do: another app's transfers, a download in its own process, a task not its own.
-    #expect(output.contains { $0.hasPrefix("other: ") && $0.contains("cannot start transfers for 'com.example.other'") })
+    #expect(
+      output.contains { $0.hasPrefix("other: ") && $0.contains("cannot start transfers for 'com.example.other'") })
     #expect(output.contains { $0.hasPrefix("foreground: ") && $0.contains("add --detach") }, "\(output)")
     #expect(output.contains { $0.hasPrefix("unknown: ") && $0.contains("no download task 999999") }, "\(output)")
     // Every task is the app's session's.
     let store = try DownloadStore(path: d.t.device.downloadStorePath)
-    #expect(try store.tasks().map(\.sessionIdentifier) == ["\(AppDevice.bundle).background", "\(AppDevice.bundle).background"])
+    #expect(
+      try store.tasks().map(\.sessionIdentifier) == [
+        "\(AppDevice.bundle).background", "\(AppDevice.bundle).background",
+      ])
   }
 }

@@ -67,10 +67,13 @@ enum AppTransfers {
         "Inside an app, downloads run in the session service: add --detach, then follow them with `protfs tasks wait`.")
     }
     let why = "an app's downloads are handed over in its Downloads directory, and it moves them itself"
-    if invocation.value(DownloadCommand.destination) != nil { throw refuse(invocation, DownloadCommand.destination, why) }
+    if invocation.value(DownloadCommand.destination) != nil {
+      throw refuse(invocation, DownloadCommand.destination, why)
+    }
     if invocation.flag(DownloadCommand.sync) { throw refuse(invocation, DownloadCommand.sync, why) }
     if invocation.value(DownloadCommand.sha256) != nil {
-      throw refuse(invocation, DownloadCommand.sha256, "URLSession has no such check; check the file once it is handed over")
+      throw refuse(
+        invocation, DownloadCommand.sha256, "URLSession has no such check; check the file once it is handed over")
     }
     let headers = try UploadCommand.headers(invocation)
     let client = try openSession(invocation, app: app)

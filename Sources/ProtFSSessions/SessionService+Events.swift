@@ -29,7 +29,7 @@ extension SessionService {
 
   /// Makes `connection` session `identifier`'s subscriber (replacing an earlier one) and sends it
   /// the completions queued for the app, then `queuedEventsDelivered`.
-  func subscribe(_ identifier: String, connection: FileDescriptor) {
+  func subscribe(_ identifier: String, connection: FileDescriptor) -> SessionSubscriber {
     let subscriber = SessionSubscriber(connection: connection)
     let previous = lock.withLock { () -> SessionSubscriber? in
       defer { subscribers[identifier] = subscriber }
@@ -38,6 +38,7 @@ extension SessionService {
     if let previous { ControlSocket.shutDown(previous.connection) }
     flushDeliveries(identifier)
     subscriber.send(.queuedEventsDelivered)
+    return subscriber
   }
 
   /// Sends session `identifier`'s subscriber every pending delivery it was not sent yet (of the

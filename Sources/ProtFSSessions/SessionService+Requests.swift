@@ -10,6 +10,7 @@ extension SessionService {
   /// on which later lines are acknowledgements (answered by nothing).
   func serve(_ connection: FileDescriptor, peer: Peer) {
     var subscribed: String?
+    var subscriber: SessionSubscriber?
     while let line = ControlSocket.readLine(connection, limit: SessionWire.maximumRequestLine) {
       // A line that is no request gets one answer saying so, and the connection ends: a client
       // that sends garbage is not one to go on reading.
@@ -42,7 +43,7 @@ extension SessionService {
         ControlSocket.limitWaits(connection, reads: false)
         SessionWire.send(reply, on: connection)
         subscribed = session
-        subscribe(session, connection: connection)
+        subscriber = subscribe(session, connection: connection)
         continue
       }
       SessionWire.send(reply, on: connection)
@@ -53,6 +54,8 @@ extension SessionService {
         if subscribers[session]?.connection === connection { subscribers[session] = nil }
       }
     }
+    // Its writer lets go of the connection before the caller closes it.
+    subscriber?.finish()
   }
 
   private func answer(_ request: SessionServiceRequest, peer: Peer) throws(ProtFSError) -> SessionServiceReply {

@@ -16,6 +16,13 @@ class AppDelegate: UIResponder, UIApplicationDelegate {
   var timer: Timer?
 
   func application(
+    _ application: UIApplication, willFinishLaunchingWithOptions launchOptions: [UIApplication.LaunchOptionsKey: Any]?
+  ) -> Bool {
+    say("willFinishLaunching options=\(launchOptions?.count ?? 0)")
+    return true
+  }
+
+  func application(
     _ application: UIApplication, didFinishLaunchingWithOptions launchOptions: [UIApplication.LaunchOptionsKey: Any]?
   ) -> Bool {
     say("didFinishLaunching main=\(Thread.isMainThread) state=\(application.applicationState.rawValue)")

@@ -66,6 +66,9 @@ extension UIApplication {
     // The system's watchdog watches the main thread from here: a launch, and every event after it,
     // must return in time, or the app is killed as iOS kills an app whose main thread is blocked.
     _ = app.send(AppRequest(.watchMainThread))
+    // No options, as iOS gives none for a user's launch or a background launch for a session's
+    // events or a fetch.
+    _ = delegate.application(app, willFinishLaunchingWithOptions: nil)
     _ = delegate.application(app, didFinishLaunchingWithOptions: nil)
     _ = app.send(AppRequest(.mainThreadAnswered, "launch"))
     NotificationCenter.default.post(name: didFinishLaunchingNotification, object: nil)

@@ -40,12 +40,27 @@ extension UIApplication {
     case background
   }
 
-  /// The keys of `application(_:didFinishLaunchingWithOptions:)`'s options (none are sent today).
+  /// The keys of `application(_:didFinishLaunchingWithOptions:)`'s options, with Apple's names.
+  /// As on iOS, a launch by the user and a background launch for a session's events or a fetch
+  /// carry no options (nil): the delegate learns why it runs from `applicationState` and the call
+  /// that follows (`handleEventsForBackgroundURLSession`, `performFetchWithCompletionHandler`).
   public struct LaunchOptionsKey: RawRepresentable, Hashable, Sendable {
     /// The key's name.
     public var rawValue: String
     /// Wraps a key name.
     public init(rawValue: String) { self.rawValue = rawValue }
+    /// The app was launched to open a URL.
+    public static let url = LaunchOptionsKey(rawValue: "UIApplicationLaunchOptionsURLKey")
+    /// The bundle id of the app that asked for the URL.
+    public static let sourceApplication = LaunchOptionsKey(rawValue: "UIApplicationLaunchOptionsSourceApplicationKey")
+    /// The app was launched for a remote (push) notification; the value is its payload.
+    public static let remoteNotification = LaunchOptionsKey(rawValue: "UIApplicationLaunchOptionsRemoteNotificationKey")
+    /// The app was launched for a location event.
+    public static let location = LaunchOptionsKey(rawValue: "UIApplicationLaunchOptionsLocationKey")
+    /// The app was launched from a Home Screen quick action.
+    public static let shortcutItem = LaunchOptionsKey(rawValue: "UIApplicationLaunchOptionsShortcutItemKey")
+    /// The app was launched to continue a user activity of this type.
+    public static let userActivityType = LaunchOptionsKey(rawValue: "UIApplicationLaunchOptionsUserActivityTypeKey")
   }
 
   /// The smallest fetch interval the system allows: fetch as often as it is willing to.
@@ -90,7 +105,13 @@ extension UIApplication {
 /// killed for never completing one. `@preconcurrency` as UIKit's is to Swift 5 code.
 @preconcurrency @MainActor
 public protocol UIApplicationDelegate: AnyObject {
-  /// The app started, in the foreground; the place to set the fetch interval. Return value ignored.
+  /// The app is starting, before its state is restored; `didFinishLaunchingWithOptions` follows.
+  /// Return value ignored.
+  func application(
+    _ application: UIApplication, willFinishLaunchingWithOptions options: [UIApplication.LaunchOptionsKey: Any]?
+  ) -> Bool
+  /// The app started (state `inactive`, or `background` for a background launch); the place to
+  /// set the fetch interval. Return value ignored.
   func application(
     _ application: UIApplication, didFinishLaunchingWithOptions options: [UIApplication.LaunchOptionsKey: Any]?
   ) -> Bool
@@ -121,6 +142,10 @@ public protocol UIApplicationDelegate: AnyObject {
 }
 
 extension UIApplicationDelegate {
+  /// Does nothing and returns true.
+  public func application(
+    _ application: UIApplication, willFinishLaunchingWithOptions options: [UIApplication.LaunchOptionsKey: Any]?
+  ) -> Bool { true }
   /// Does nothing and returns true.
   public func application(
     _ application: UIApplication, didFinishLaunchingWithOptions options: [UIApplication.LaunchOptionsKey: Any]?

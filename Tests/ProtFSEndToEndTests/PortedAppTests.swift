@@ -20,6 +20,7 @@ import Testing
     let launch = Array(app.output.prefix(while: { !$0.hasPrefix("didBecomeActive") }))
     #expect(
       launch == [
+        "willFinishLaunching options=0",
         "didFinishLaunching main=true state=1",
         "home \(container)",
         "tmp \(container)/tmp/",

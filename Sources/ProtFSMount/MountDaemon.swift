@@ -32,15 +32,19 @@ package enum MountDaemon {
     close(fd)
   }
 
-  /// Checks that `mountpoint` is an empty-or-not directory outside the device, not mounted already.
-  package static func checkMountpoint(_ mountpoint: String, device: Device) throws(ProtFSError) {
+  /// Checks that `mountpoint` is an empty-or-not directory outside the device (or, for an app's
+  /// own mount, its directory in the device's state), not mounted already.
+  package static func checkMountpoint(_ mountpoint: String, device: Device, forApp: String? = nil)
+    throws(ProtFSError)
+  {
     var s = stat()
     guard stat(mountpoint, &s) == 0, s.st_mode & S_IFMT == S_IFDIR else {
       throw ProtFSError(
         .notFound, "Cannot mount at '\(mountpoint)': it is not a directory.", path: mountpoint, errno: ENOTDIR,
         remedy: .advice("create the directory first (mkdir -p)"))
     }
-    if device.contains(mountpoint) || Device(root: mountpoint).contains(device.root) {
+    let appMount = forApp.map { mountpoint == HostedMount.mountpoint(of: $0, on: device) } ?? false
+    if !appMount && (device.contains(mountpoint) || Device(root: mountpoint).contains(device.root)) {
       throw ProtFSError(
         .invalidArgument, "Cannot mount the device '\(device.root)' at '\(mountpoint)': one is inside the other.",
         path: mountpoint, remedy: .advice("choose a mountpoint outside the device"))
@@ -57,14 +61,29 @@ package enum MountDaemon {
   package static func serve(device: Device, at mountpoint: String, ready: @escaping @Sendable () -> Void)
     throws(ProtFSError)
   {
+    try serve(device: device, at: mountpoint, forApp: nil, handlingSignals: true, ready: ready)
+  }
+
+  /// As `serve(device:at:ready:)`; `forApp` names the app whose supervisor serves the mount for its
+  /// app alone (kept in the registry), and without `handlingSignals` the process's signals stay its
+  /// own: the loop ends when the mount is unmounted (`HostedMount.stop()`).
+  static func serve(
+    device: Device, at mountpoint: String, forApp: String?, handlingSignals: Bool,
+    ready: @escaping @Sendable () -> Void
+  ) throws(ProtFSError) {
     try checkAvailable()
-    try checkMountpoint(mountpoint, device: device)
+    try checkMountpoint(mountpoint, device: device, forApp: forApp)
     raiseDescriptorLimit()
-    protfs_mount_tune_memory()
+    // A supervisor's memory is the app's system's, not a daemon's to tune.
+    if handlingSignals { protfs_mount_tune_memory() }
     let fs = try MountFileSystem(device: device)
     var ops = MountOperations.table()
     // nosuid, nodev: a container holds data; no program in it gains rights, no node in it opens a device.
-    let arguments = ["protfs", "-o", "allow_other,default_permissions,nosuid,nodev,fsname=protfs,subtype=protfs"]
+    var options = "allow_other,default_permissions,nosuid,nodev,fsname=protfs,subtype=protfs"
+    // An app's mount ends with its supervisor, also one killed with SIGKILL: fusermount3 watches
+    // the connection and unmounts when it closes.
+    if !handlingSignals { options += ",auto_unmount" }
+    let arguments = ["protfs", "-o", options]
     var argv: [UnsafeMutablePointer<CChar>?] = arguments.map { strdup($0) }
     defer { for pointer in argv { free(pointer) } }
     let userdata = Unmanaged.passUnretained(fs).toOpaque()
@@ -75,16 +94,18 @@ package enum MountDaemon {
     defer { fuse_session_destroy(session) }
     fs.session.withLock { $0 = UInt(bitPattern: session) }
     defer { fs.session.withLock { $0 = 0 } }
-    // A parent may have left these blocked (a spawned child inherits its signal mask): then
-    // Ctrl-C or a `kill` would never reach libfuse's handlers, which end the loop.
-    var signals = sigset_t()
-    sigemptyset(&signals)
-    for signal in [SIGINT, SIGTERM, SIGHUP] { sigaddset(&signals, signal) }
-    pthread_sigmask(SIG_UNBLOCK, &signals, nil)
-    guard fuse_set_signal_handlers(session) == 0 else {
-      throw ProtFSError(.io, "Cannot install the FUSE signal handlers.", path: mountpoint)
+    if handlingSignals {
+      // A parent may have left these blocked (a spawned child inherits its signal mask): then
+      // Ctrl-C or a `kill` would never reach libfuse's handlers, which end the loop.
+      var signals = sigset_t()
+      sigemptyset(&signals)
+      for signal in [SIGINT, SIGTERM, SIGHUP] { sigaddset(&signals, signal) }
+      pthread_sigmask(SIG_UNBLOCK, &signals, nil)
+      guard fuse_set_signal_handlers(session) == 0 else {
+        throw ProtFSError(.io, "Cannot install the FUSE signal handlers.", path: mountpoint)
+      }
     }
-    defer { fuse_remove_signal_handlers(session) }
+    defer { if handlingSignals { fuse_remove_signal_handlers(session) } }
     guard fuse_session_mount(session, mountpoint) == 0 else {
       throw ProtFSError(
         .permissionDenied, "Cannot mount the device at '\(mountpoint)' (libfuse printed why above).",
@@ -96,7 +117,9 @@ package enum MountDaemon {
     Thread.detachNewThread {
       // statfs is answered by the loop: once it reports FUSE, the mount is up and serving.
       guard protfs_filesystem_type(mountpoint) == fuseMagic else { return }
-      try? registry.register(MountRecord(mountpoint: mountpoint, pid: pid, since: Date()))
+      var record = MountRecord(mountpoint: mountpoint, pid: pid, since: Date())
+      record.forApp = forApp
+      try? registry.register(record)
       ready()
     }
     MountStateWatcher.start(fs)

@@ -31,6 +31,12 @@ extension Kernel {
     protfs_copy_file_range(input, output, length)
   }
 
+  /// Has a `posix_spawn` child close every descriptor from `from` on (glibc's
+  /// `posix_spawn_file_actions_addclosefrom_np`).
+  package static func spawnClosing(from: Int32, _ actions: inout posix_spawn_file_actions_t) -> Int32 {
+    protfs_spawn_close_from(&actions, from)
+  }
+
   /// Makes standard output line-buffered, also when it is a pipe.
   package static func lineBufferStandardOutput() { protfs_line_buffer_stdout() }
 

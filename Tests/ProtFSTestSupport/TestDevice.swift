@@ -83,12 +83,21 @@ public final class TestDevice: @unchecked Sendable {
 
   /// Removes a tree even when a lock left modes at 0 (restores write/search bits first).
   public static func removeTree(_ path: String) {
+    // An app's mount inside the tree (its supervisor may have been killed a moment ago, and
+    // fusermount3 not yet have unmounted it) is detached first: nothing is removed through it.
+    for mountpoint in MountRegistry.protfsMountpoints() where mountpoint.hasPrefix(path + "/") {
+      _ = umount2(mountpoint, Int32(MNT_DETACH))
+    }
+    removeTreeBelowMounts(path)
+  }
+
+  private static func removeTreeBelowMounts(_ path: String) {
     var s = stat()
     guard lstat(path, &s) == 0 else { return }
     if s.st_mode & S_IFMT == S_IFDIR {
       chmod(path, 0o700)
       if let entries = try? FileManager.default.contentsOfDirectory(atPath: path) {
-        for entry in entries { removeTree(path + "/" + entry) }
+        for entry in entries { removeTreeBelowMounts(path + "/" + entry) }
       }
       rmdir(path)
     } else {

@@ -2,6 +2,7 @@
 #define CPROTFSSYS_H
 
 #include <dirent.h>
+#include <spawn.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <stdint.h>
@@ -213,6 +214,13 @@ static inline int protfs_pidfd_alive(int pidfd) {
    starts meanwhile (glibc declares accept4 only under _GNU_SOURCE). */
 static inline int protfs_accept_cloexec(int listener) {
   return (int)syscall(SYS_accept4, listener, NULL, NULL, 02000000 /* SOCK_CLOEXEC */);
+}
+
+/* glibc 2.34's posix_spawn_file_actions_addclosefrom_np, declared again because the Swift module
+   is not built with _GNU_SOURCE: the child closes every descriptor from `from` on. */
+extern int posix_spawn_file_actions_addclosefrom_np(posix_spawn_file_actions_t *actions, int from);
+static inline int protfs_spawn_close_from(posix_spawn_file_actions_t *actions, int from) {
+  return posix_spawn_file_actions_addclosefrom_np(actions, from);
 }
 
 #endif

@@ -9,6 +9,9 @@ public struct MountRecord: Sendable, Equatable, Codable {
   public var pid: Int32
   /// When the mount started answering.
   public var since: Date
+  /// The app whose supervisor serves this mount for that app alone (`protfs app launch`); nil for
+  /// a mount of the device (`protfs mount`), which `protfs exec` and other apps use.
+  public var forApp: String?
 
   /// Creates a value from its parts.
   public init(mountpoint: String, pid: Int32, since: Date) {
@@ -78,6 +81,10 @@ public struct MountRegistry: Sendable {
     return result
   }
 
+  /// The active mounts of the device itself (`protfs mount`), not those an app's supervisor
+  /// serves for its app alone.
+  public func deviceMounts() -> [MountRecord] { active().filter { $0.forApp == nil } }
+
   /// Every recorded mount, live or not, sorted by mountpoint.
   public func records() -> [MountRecord] {
     guard let directory = try? openDirectory(creating: false), let entries = try? directory.entries() else { return [] }
@@ -95,7 +102,12 @@ public struct MountRegistry: Sendable {
 
   /// The mountpoints of every protfs mount the kernel lists, unescaped.
   public static func protfsMountpoints() -> Set<String> {
-    guard let text = try? String(contentsOfFile: "/proc/self/mountinfo", encoding: .utf8) else { return [] }
+    // Read to its end: a /proc file reports no size, and a reader that trusts one page misses the
+    // mounts listed after it (tens of mounts fill a page).
+    guard let file = FileHandle(forReadingAtPath: "/proc/self/mountinfo") else { return [] }
+    defer { try? file.close() }
+    guard let data = try? file.readToEnd() else { return [] }
+    let text = String(decoding: data, as: UTF8.self)
     var result: Set<String> = []
     for line in text.split(separator: "\n") {
       // Fields: id parent major:minor root mountpoint options [optional…] - fstype source options.

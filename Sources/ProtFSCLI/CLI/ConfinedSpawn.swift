@@ -12,10 +12,12 @@ enum ConfinedSpawn {
   /// Starts the confined half for `command` and returns its pid. `alsoResetting` adds signals to
   /// `resetSignals`; `newProcessGroup` makes the child the leader of a group of its own;
   /// `descriptor` is dup2'd in the child (`from` onto `to`); `environment` ("NAME=value" entries)
-  /// replaces the inherited one when given.
+  /// replaces the inherited one when given. With `closingOthers`, the child keeps only its standard
+  /// streams and `descriptor`: an app inherits nothing else of its supervisor (a mount's
+  /// connection to fusermount3, which would keep the mount alive after the supervisor ended).
   static func start(
     _ command: [String], device: Device, alsoResetting: [Int32] = [], newProcessGroup: Bool = false,
-    descriptor: (from: Int32, to: Int32)? = nil, environment: [String]? = nil
+    descriptor: (from: Int32, to: Int32)? = nil, environment: [String]? = nil, closingOthers: Bool = false
   ) throws -> pid_t {
     let arguments = ["protfs", ExecConfinedCommand.command.name, "--device", device.root, "--"] + command
     var argv: [UnsafeMutablePointer<CChar>?] = arguments.map { strdup($0) } + [nil]
@@ -26,6 +28,9 @@ enum ConfinedSpawn {
     posix_spawn_file_actions_init(&actions)
     defer { posix_spawn_file_actions_destroy(&actions) }
     if let descriptor { posix_spawn_file_actions_adddup2(&actions, descriptor.from, descriptor.to) }
+    if closingOthers {
+      _ = Kernel.spawnClosing(from: max(3, (descriptor?.to ?? 2) + 1), &actions)
+    }
     var attributes = posix_spawnattr_t()
     posix_spawnattr_init(&attributes)
     defer { posix_spawnattr_destroy(&attributes) }

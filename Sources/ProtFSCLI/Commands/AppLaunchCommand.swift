@@ -2,6 +2,7 @@ import Foundation
 import ProtFS
 import ProtFSApp
 import ProtFSLock
+import ProtFSMount
 import ProtFSSessions
 import ProtFSSystem
 
@@ -12,8 +13,11 @@ package enum AppLaunchCommand {
     name: "launch",
     abstract: "Run a program as the app, in the foreground, until it ends.",
     discussion: """
-      CMD runs confined exactly as under `protfs exec` (through the mount when one is active), in a
-      process group of its own, with $PROTFS_APP_EVENTS_FD (its events, one JSON object a line),
+      CMD runs confined exactly as under `protfs exec`, through a mount of the device served for it
+      while it runs (or the device's mount when one is active), so that the class decides every
+      open, create and write as on a phone, refusals being "Operation not permitted" (EPERM).
+      Where FUSE is not there (or with --no-mount) it runs under permission modes alone, with a
+      warning: refusals are then "Permission denied". It runs in a process group of its own, with $PROTFS_APP_EVENTS_FD (its events, one JSON object a line),
       $PROTFS_APP_SOCKET and $PROTFS_APP_BUNDLE in its environment. In the background it runs for
       --suspend-after without tasks, then is frozen with every process it started (its cgroup, or
       SIGSTOP to its process group where there is no cgroup v2) until it returns to the foreground;
@@ -45,8 +49,8 @@ package enum AppLaunchCommand {
       """,
     arguments: [AppCommand.bundleArgument],
     options: [
-      backgroundTime, suspendAfter, fetchTime, fetchMinimum, watchdog, infoPlist, ExecCommand.schedule, forFetch,
-      forSession,
+      backgroundTime, suspendAfter, fetchTime, fetchMinimum, watchdog, infoPlist, noMount, ExecCommand.schedule,
+      forFetch, forSession,
     ]
       + ExecCommand.passcode.options,
     takesTrailingCommand: true,
@@ -62,6 +66,10 @@ package enum AppLaunchCommand {
   package static let forSession = Option.value(
     "for-session", "session-id",
     help: "Launch in the background and post the events of this background session, as the session service does.")
+  /// `--no-mount`.
+  package static let noMount = Option.flag(
+    "no-mount",
+    help: "Run without a mount of the app's own: permission modes alone (refusals are EACCES, not EPERM).")
   /// `--watchdog DURATION`.
   package static let watchdog = Option.value(
     "watchdog", "duration",
@@ -152,6 +160,12 @@ package enum AppLaunchCommand {
     let bundled =
       AppBundle.isSwiftProgram(program) ? [try bundle.install(program, on: device)] + command.dropFirst() : command
     try supervisor.prepare()
+    let mount = mountForApp(invocation, device: device, bundleID: bundleID.rawValue)
+    defer { mount?.stop() }
+    if let mount {
+      environment[HostedMount.variable] = mount.mountpoint
+      environment[HostedMount.descriptorLimitVariable] = String(HostedMount.originalDescriptorLimit)
+    }
     let spawned = Result {
       try spawn(bundled, device: device, events: readEnd.rawValue, environment: environment)
     }
@@ -196,6 +210,21 @@ package enum AppLaunchCommand {
       }
     }
     return supervisor.waitForExit() ?? 1
+  }
+
+  /// The mount the app runs through: none when the device's own mount is active (the app uses
+  /// it) or with --no-mount; otherwise one served here for the app alone, or, where this process
+  /// cannot mount, none and a warning.
+  private static func mountForApp(_ invocation: Invocation, device: Device, bundleID: String) -> HostedMount? {
+    if invocation.flag(noMount) || !MountRegistry(device: device).deviceMounts().isEmpty { return nil }
+    do throws(ProtFSError) {
+      return try HostedMount.start(device: device, bundleID: bundleID)
+    } catch {
+      Console.err(
+        "warning: \(error.message) The app runs under permission modes alone: refusals are \"Permission denied\", not iOS's \"Operation not permitted\"."
+      )
+      return nil
+    }
   }
 
   #if DEBUG
@@ -289,6 +318,6 @@ package enum AppLaunchCommand {
     variables += environment.map { "\($0.key)=\($0.value)" }
     return try ConfinedSpawn.start(
       command, device: device, alsoResetting: [SIGHUP], newProcessGroup: true,
-      descriptor: (events, AppEnvironment.eventsDescriptor), environment: variables)
+      descriptor: (events, AppEnvironment.eventsDescriptor), environment: variables, closingOthers: true)
   }
 }

@@ -56,7 +56,7 @@ package enum ExecCommand {
       passcode = try invocation.passcode(Self.passcode, prompt: nil)
     }
     if !AppUser.canAssume, controller.device.isInitialized,
-      let mount = MountRegistry(device: controller.device).active().first
+      let mount = MountRegistry(device: controller.device).deviceMounts().first
     {
       Console.err(
         "warning: the device is mounted at \(mount.mountpoint), but only root can run a program through the mount; "

@@ -2,6 +2,7 @@ import Foundation
 import ProtFS
 import ProtFSApp
 import ProtFSLock
+import ProtFSMount
 import ProtFSSystem
 
 /// `protfs __exec-confined CMD…`: the hidden second half of `exec`. Takes every privilege from
@@ -18,7 +19,16 @@ package enum ExecConfinedCommand {
   package static func run(_ invocation: Invocation) throws -> Int32 {
     let device = invocation.device
     let parent = getppid()
-    let mount = device.isInitialized ? MountRegistry(device: device).active().first : nil
+    // An app runs through the mount its supervisor serves for it, when there is one (named in the
+    // environment by the supervisor, and believed only as an active mount of this device).
+    let registry = MountRegistry(device: device)
+    let wanted = ProcessInfo.processInfo.environment[HostedMount.variable]
+    unsetenv(HostedMount.variable)
+    HostedMount.restoreDescriptorLimit()
+    let mount =
+      !device.isInitialized
+      ? nil
+      : wanted.flatMap { name in registry.active().first { $0.mountpoint == name } } ?? registry.deviceMounts().first
     // An app's first process joins the app's cgroup before anything of the app runs, so every
     // process the app ever starts is held with it (while still root: the cgroup is root's).
     if let cgroup = ProcessInfo.processInfo.environment[AppProcesses.joinVariable] {

@@ -1,0 +1,106 @@
+import CFuse3
+import Foundation
+import ProtFS
+import ProtFSSystem
+import Synchronization
+
+/// A mount of the device served by threads of this process for one app: `protfs app launch`
+/// starts it before the app and stops it once the app ended, so that the class decides every open
+/// of the app as on a phone (refusals are EPERM), whatever the modes (docs/semantics.md §7, §8).
+///
+/// Its mountpoint is `<device>/.protfs/app-mounts/<bundle-id>`, which only root reaches; the app's
+/// first process sees the mount over the device's `Containers/` in a mount namespace of its own
+/// (`Confinement`). It is registered with `forApp`, so `protfs exec` and other apps do not use it.
+/// A supervisor killed with SIGKILL leaves a dead mount there: the next start of the same app
+/// detaches it first.
+package final class HostedMount: Sendable {
+  /// The environment variable naming the mount to the app's first process (`__exec-confined`),
+  /// which uses it only when it is an active mount of the device.
+  package static let variable = "PROTFS_APP_MOUNT"
+  /// The directory of app mounts inside `.protfs/`.
+  package static let directoryName = "app-mounts"
+  /// The environment variable giving the app's first process the descriptor limit the supervisor
+  /// had before the mount raised its own (one descriptor per item the kernel knows), which it
+  /// takes back: the app's limit is the one it was launched with.
+  package static let descriptorLimitVariable = "PROTFS_APP_NOFILE"
+  /// The soft descriptor limit of this process before any mount raised it.
+  package static let originalDescriptorLimit: rlim_t = {
+    var limit = rlimit()
+    return getrlimit(__rlimit_resource_t(RLIMIT_NOFILE.rawValue), &limit) == 0 ? limit.rlim_cur : 1024
+  }()
+
+  /// The mountpoint.
+  package let mountpoint: String
+  private let finished: DispatchSemaphore
+
+  private init(mountpoint: String, finished: DispatchSemaphore) {
+    self.mountpoint = mountpoint
+    self.finished = finished
+  }
+
+  /// The mountpoint of `bundleID`'s mount on `device`.
+  package static func mountpoint(of bundleID: String, on device: Device) -> String {
+    device.stateDirectory + "/" + directoryName + "/" + bundleID
+  }
+
+  /// Starts serving `device` for `bundleID`; returns once the mount answers. Throws when this
+  /// process cannot mount (not root, no FUSE) or the mount does not answer within 10 s.
+  package static func start(device: Device, bundleID: String) throws(ProtFSError) -> HostedMount {
+    try MountDaemon.checkAvailable()
+    _ = originalDescriptorLimit
+    let state = try DirectoryHandle(path: device.stateDirectory)
+    _ = try state.makeDirectory(directoryName, permissions: FilePermissions(rawValue: 0o700))
+    let parent = try state.openDirectory(directoryName)
+    _ = try parent.makeDirectory(bundleID, permissions: FilePermissions(rawValue: 0o700))
+    let mountpoint = mountpoint(of: bundleID, on: device)
+    // Left by a supervisor that was killed: its serving threads died with it.
+    if MountRegistry.protfsMountpoints().contains(mountpoint) {
+      _ = umount2(mountpoint, Int32(PROTFS_MOUNT_MNT_DETACH))
+    }
+    let answered = DispatchSemaphore(value: 0)
+    let finished = DispatchSemaphore(value: 0)
+    let failure = Mutex<ProtFSError?>(nil)
+    let thread = Thread {
+      do throws(ProtFSError) {
+        try MountDaemon.serve(device: device, at: mountpoint, forApp: bundleID, handlingSignals: false) {
+          answered.signal()
+        }
+      } catch {
+        failure.withLock { $0 = error }
+        answered.signal()
+      }
+      finished.signal()
+    }
+    thread.name = "protfs-app-mount"
+    thread.start()
+    let mount = HostedMount(mountpoint: mountpoint, finished: finished)
+    guard answered.wait(timeout: .now() + 10) == .success else {
+      mount.stop()
+      throw ProtFSError(
+        .io, "The app's mount at '\(mountpoint)' did not answer within 10 s.", path: mountpoint,
+        remedy: .enableFuse)
+    }
+    if let error = failure.withLock({ $0 }) { throw error }
+    return mount
+  }
+
+  /// Unmounts and waits (at most 5 s) for the serving threads to end; a file some process still
+  /// holds open through the mount keeps it until it is closed.
+  package func stop() {
+    _ = umount2(mountpoint, Int32(PROTFS_MOUNT_MNT_DETACH))
+    _ = finished.wait(timeout: .now() + 5)
+  }
+
+  /// Sets this process's soft descriptor limit to what `descriptorLimitVariable` says, if it says,
+  /// and removes the variable (the app's first process, before it executes the app).
+  package static func restoreDescriptorLimit() {
+    guard let text = ProcessInfo.processInfo.environment[descriptorLimitVariable] else { return }
+    unsetenv(descriptorLimitVariable)
+    var limit = rlimit()
+    guard let wanted = rlim_t(text), getrlimit(__rlimit_resource_t(RLIMIT_NOFILE.rawValue), &limit) == 0 else {
+      return
+    }
+    limit.rlim_cur = min(wanted, limit.rlim_max)
+    _ = setrlimit(__rlimit_resource_t(RLIMIT_NOFILE.rawValue), &limit)
+  }
+}

@@ -1,0 +1,110 @@
+import Foundation
+import ProtFS
+import ProtFSTestSupport
+import Testing
+
+/// `protfs app launch` runs the app through a mount served for it (docs/semantics.md §8): the
+/// class decides as on a phone, every refusal is EPERM, and the mount ends with the app.
+@Suite(.serialized, .timeLimit(.minutes(2))) struct AppMountTests {
+  /// The app: reads its complete file, makes a class-none temp file, waits for the test to lock
+  /// the device (the file `go` beside the script), then tries again.
+  static func script(_ d: AppDevice) -> String {
+    """
+    #!/bin/sh
+    cd "$HOME" || exit 1
+    cat Documents/secret.txt
+    echo "mounts $(grep -c fuse.protfs /proc/self/mountinfo)"
+    echo staged > tmp/upload.part
+    echo ready
+    while [ ! -e "\(d.scripts)/go" ]; do sleep 0.05; done
+    cat Documents/secret.txt 2>&1 | sed 's/^/read: /'
+    (echo new > Documents/new.txt) 2>&1 | sed 's/^/create: /'
+    mv tmp/upload.part Documents/upload.part && echo "moved"
+    cat Documents/upload.part
+    echo done
+    while read -r line <&3; do :; done
+    """
+  }
+
+  static func prepare(_ d: AppDevice) async throws {
+    let container = d.t.containerPath(AppDevice.bundle)
+    try d.t.writeFile(container + "/Documents/secret.txt", "secret\n")
+    try FileManager.default.createDirectory(atPath: container + "/tmp", withIntermediateDirectories: true)
+    _ = chown(container + "/tmp", 501, 501)
+    for (protection, path) in [("complete", "Documents"), ("complete", "Documents/secret.txt"), ("none", "tmp")] {
+      let set = try await d.protfs(["set-class", protection, container + "/" + path])
+      #expect(set.status == 0, "\(set)")
+    }
+  }
+
+  @Test func theClassDecidesThroughTheAppsMountAndEveryRefusalIsEPERM() async throws {
+    let d = try AppDevice()
+    defer { d.remove() }
+    defer { d.endApp() }
+    try await Self.prepare(d)
+    let app = try d.launch([], [try d.script("mounted.sh", Self.script(d))])
+    defer { app.stop() }
+    #expect(await app.line(containing: "ready") != nil, "\(app.output)")
+    #expect(app.output.contains("secret"), "\(app.output)")
+    let mountpoint = d.root + "/.protfs/app-mounts/" + AppDevice.bundle
+    #expect(MountRegistry.protfsMountpoints().contains(mountpoint))
+    // `lock` returns once every mount of the device, the app's included, enforces the lock.
+    #expect(try await d.protfs(["lock"]).status == 0)
+    FileManager.default.createFile(atPath: d.scripts + "/go", contents: nil)
+    #expect(await app.line(containing: "done") != nil, "\(app.output)")
+    let output = app.output
+    #expect(output.contains { $0.hasPrefix("read: ") && $0.contains("Operation not permitted") }, "\(output)")
+    #expect(output.contains { $0.hasPrefix("create: ") && $0.contains("Operation not permitted") }, "\(output)")
+    // The locked move of a class-none file into complete Documents works, and it keeps its class.
+    #expect(output.contains("moved") && output.contains("staged"), "\(output)")
+    let moved = d.t.containerPath(AppDevice.bundle, "Documents/upload.part")
+    let shown = try await d.protfs(["get-class", moved])
+    #expect(shown.stdout.hasPrefix("NSFileProtectionNone  own "), "\(shown)")
+    #expect(try await d.protfs(["app", "terminate", AppDevice.bundle]).status == 0)
+    _ = await app.exit()
+    // The mount ended with the app.
+    #expect(!MountRegistry.protfsMountpoints().contains(mountpoint))
+    #expect(MountRegistry(device: d.t.device).active().isEmpty)
+  }
+
+  @Test func withoutTheMountThePermissionModesRefuseWithEACCES() async throws {
+    let d = try AppDevice()
+    defer { d.remove() }
+    defer { d.endApp() }
+    try await Self.prepare(d)
+    let app = try d.launch(["--no-mount"], [try d.script("unmounted.sh", Self.script(d))])
+    defer { app.stop() }
+    #expect(await app.line(containing: "ready") != nil, "\(app.output)")
+    #expect(app.output.contains("mounts 0"), "\(app.output)")
+    #expect(try await d.protfs(["lock"]).status == 0)
+    FileManager.default.createFile(atPath: d.scripts + "/go", contents: nil)
+    #expect(await app.line(containing: "done") != nil, "\(app.output)")
+    #expect(app.output.contains { $0.hasPrefix("read: ") && $0.contains("Permission denied") }, "\(app.output)")
+    #expect(try await d.protfs(["app", "terminate", AppDevice.bundle]).status == 0)
+    _ = await app.exit()
+  }
+
+  @Test func aKilledSupervisorsMountGoesWithIt() async throws {
+    let d = try AppDevice()
+    defer { d.remove() }
+    defer { d.endApp() }
+    let app = try d.launch([], [try d.script("idle.sh", "#!/bin/sh\necho ready\nwhile read -r line <&3; do :; done\n")])
+    defer { app.stop() }
+    #expect(await app.line(containing: "ready") != nil, "\(app.output)")
+    let mountpoint = d.root + "/.protfs/app-mounts/" + AppDevice.bundle
+    #expect(MountRegistry.protfsMountpoints().contains(mountpoint))
+    let supervisor = try #require(d.record()["supervisorPID"] as? Int)
+    #expect(kill(pid_t(supervisor), SIGKILL) == 0)
+    _ = await app.exit()
+    // fusermount3 unmounts once the supervisor's connection closes.
+    let gone = await offPool { () -> Bool in
+      let deadline = Date() + 10
+      while Date() < deadline {
+        if !MountRegistry.protfsMountpoints().contains(mountpoint) { return true }
+        usleep(20_000)
+      }
+      return false
+    }
+    #expect(gone)
+  }
+}

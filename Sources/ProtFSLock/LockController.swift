@@ -45,49 +45,39 @@ public struct LockController: Sendable {
   /// Locks the device; from before-first-unlock it stays there. `inactive` also makes the CX
   /// inactivity expiry happen, so complete-when-user-inactive behaves like complete until unlock.
   /// Locking a locked device applies the table again to items created meanwhile.
+  ///
+  /// With a `grace` (seconds), an unlocked device locks at once (protected data becomes
+  /// unavailable, class B closes) but keeps the class A keys (and those of an expired CX) until
+  /// the grace ends, as iOS keeps them about 10 s: `endGraceIfDue()` withdraws them then, and
+  /// whoever locks must have it called (the CLI leaves a process that waits for it). Locking
+  /// again during a grace does not lengthen it; locking again without one ends it now.
   @discardableResult
-  public func lock(inactive: Bool = false) throws(ProtFSError) -> TransitionReport {
+  public func lock(grace: TimeInterval = 0, inactive: Bool = false) throws(ProtFSError) -> TransitionReport {
     try transaction("lock") { (current: LockRecord) throws -> LockRecord in
       var next = current
-      next.pendingLockAt = nil
       if current.state == .unlocked {
         next.state = .locked
         next.since = clock()
+        next.classKeysUntil = grace > 0 ? clock().addingTimeInterval(grace) : nil
+      } else if grace <= 0 {
+        next.classKeysUntil = nil
       }
       if inactive && next.state == .locked { next.userInactive = true }
       return next
     }
   }
 
-  /// Locks after `grace`: records the pending lock, calls `wait` with the deadline (it returns once
-  /// the deadline passed), then locks unless another transition happened meanwhile.
-  /// Returns nil when the pending lock was cancelled (for example by an unlock).
+  /// Withdraws the class A keys once the lock's grace has ended: the table of the locked state
+  /// then applies in full. Nil when there is nothing to do (no grace, not ended yet, or another
+  /// transition came first).
   @discardableResult
-  public func lock(grace: TimeInterval, inactive: Bool = false, wait: (Date) -> Void) throws(ProtFSError)
-    -> TransitionReport?
-  {
-    let store = try LockStore(device)
-    let deadline = clock().addingTimeInterval(grace)
-    // The marker as stored (the file keeps whole seconds), to recognise it after the wait.
-    let pending = try store.exclusively { () throws(ProtFSError) -> LockRecord? in
-      var record = try store.record(now: clock())
-      guard record.state == .unlocked else { return nil }
-      record.pendingLockAt = deadline
-      try store.write(record)
-      return try store.record(now: clock())
-    }
-    guard let pending else { return try lock(inactive: inactive) }
-    wait(deadline)
-    // Checked under the same flock as the lock itself, so no transition can slip in between.
-    return try transactionUnlessChanged("lock") { (current: LockRecord) throws -> LockRecord? in
-      guard current.generation == pending.generation, current.pendingLockAt == pending.pendingLockAt else {
-        return nil
-      }
+  public func endGraceIfDue() throws(ProtFSError) -> TransitionReport? {
+    // Read without the flock first: nearly always there is no grace, and nothing to wait for.
+    guard let until = try record().classKeysUntil, until <= clock() else { return nil }
+    return try transactionUnlessChanged("end of the lock's grace") { (current: LockRecord) throws -> LockRecord? in
+      guard current.state == .locked, let until = current.classKeysUntil, until <= clock() else { return nil }
       var next = current
-      next.pendingLockAt = nil
-      next.state = .locked
-      next.since = clock()
-      next.userInactive = inactive
+      next.classKeysUntil = nil
       return next
     }
   }
@@ -104,7 +94,7 @@ public struct LockController: Sendable {
       if current.state != .unlocked { next.since = clock() }
       next.state = .unlocked
       next.userInactive = false
-      next.pendingLockAt = nil
+      next.classKeysUntil = nil
       next.failedAttempts = 0
       next.retryAfter = nil
       return next
@@ -119,7 +109,7 @@ public struct LockController: Sendable {
       next.state = .beforeFirstUnlock
       next.since = clock()
       next.userInactive = false
-      next.pendingLockAt = nil
+      next.classKeysUntil = nil
       return next
     }
   }

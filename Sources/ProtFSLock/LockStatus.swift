@@ -21,8 +21,9 @@ public struct LockStatus: Sendable, Codable {
   public var failedAttempts: Int
   /// Unlock attempts are refused until then.
   public var retryAfter: Date?
-  /// When a graceful lock takes effect.
-  public var pendingLockAt: Date?
+  /// While locked, the end of the lock's grace: until then class A (and an expired CX) stays
+  /// available.
+  public var classKeysUntil: Date?
   /// A transition a crash interrupted and no command finished yet.
   public var interruptedTransition: String?
   /// One row per class, weakest first.
@@ -109,7 +110,7 @@ extension LockController {
       state: record.state, since: record.since, passcode: record.passcodeEnabled,
       passcodeRequired: record.passcodeHash != nil, protectedDataAvailable: state.isProtectedDataAvailable,
       userInactive: record.userInactive, failedAttempts: record.failedAttempts, retryAfter: record.retryAfter,
-      pendingLockAt: record.pendingLockAt, interruptedTransition: journal?.operation, classes: classes,
+      classKeysUntil: record.state == .locked ? record.classKeysUntil : nil, interruptedTransition: journal?.operation, classes: classes,
       inconsistencies: Array(sorted.prefix(100)), inconsistencyCount: sorted.count,
       hardLinked: Array(total.hardLinked.sorted().prefix(100)), hardLinkedCount: total.hardLinked.count,
       uninspectable: total.uninspectable)

@@ -37,6 +37,9 @@ extension Kernel {
     protfs_spawn_close_from(&actions, from)
   }
 
+  /// `POSIX_SPAWN_SETSID`: a `posix_spawn` child starts a session of its own.
+  package static var spawnNewSession: Int16 { protfs_spawn_setsid_flag() }
+
   /// Makes standard output line-buffered, also when it is a pipe.
   package static func lineBufferStandardOutput() { protfs_line_buffer_stdout() }
 

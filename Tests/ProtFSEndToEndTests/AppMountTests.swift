@@ -13,7 +13,7 @@ import Testing
     #!/bin/sh
     cd "$HOME" || exit 1
     cat Documents/secret.txt
-    echo "mounts $(grep -c fuse.protfs /proc/self/mountinfo)"
+    echo "mounts $(grep -c " $PROTFS_DEVICE/Containers " /proc/self/mountinfo)"
     echo staged > tmp/upload.part
     echo ready
     while [ ! -e "\(d.scripts)/go" ]; do sleep 0.05; done
@@ -46,10 +46,11 @@ import Testing
     defer { app.stop() }
     #expect(await app.line(containing: "ready") != nil, "\(app.output)")
     #expect(app.output.contains("secret"), "\(app.output)")
+    #expect(app.output.contains("mounts 1"), "\(app.output)")
     let mountpoint = d.root + "/.protfs/app-mounts/" + AppDevice.bundle
     #expect(MountRegistry.protfsMountpoints().contains(mountpoint))
     // `lock` returns once every mount of the device, the app's included, enforces the lock.
-    #expect(try await d.protfs(["lock"]).status == 0)
+    #expect(try await d.protfs(["lock", "--grace", "0"]).status == 0)
     FileManager.default.createFile(atPath: d.scripts + "/go", contents: nil)
     #expect(await app.line(containing: "done") != nil, "\(app.output)")
     let output = app.output
@@ -76,7 +77,7 @@ import Testing
     defer { app.stop() }
     #expect(await app.line(containing: "ready") != nil, "\(app.output)")
     #expect(app.output.contains("mounts 0"), "\(app.output)")
-    #expect(try await d.protfs(["lock"]).status == 0)
+    #expect(try await d.protfs(["lock", "--grace", "0"]).status == 0)
     FileManager.default.createFile(atPath: d.scripts + "/go", contents: nil)
     #expect(await app.line(containing: "done") != nil, "\(app.output)")
     #expect(app.output.contains { $0.hasPrefix("read: ") && $0.contains("Permission denied") }, "\(app.output)")

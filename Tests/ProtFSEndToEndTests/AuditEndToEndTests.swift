@@ -311,7 +311,7 @@ struct AuditEndToEndTests {
     defer { withExtendedLifetime(scratch) {} }
     try device.writeFile(app, "Documents/secret", class: .complete)
     try device.writeFile(app, "Documents/notes", class: .completeUntilFirstUserAuthentication)
-    #expect(try await Protfs.run(["--device", device.root, "lock"]).status == 0)
+    #expect(try await Protfs.run(["--device", device.root, "lock", "--grace", "0"]).status == 0)
     #expect(TestDevice.rawAttribute(device.containerPath(app, "Documents/secret"), AttributeName.savedMode) != nil)
     let locked = try await Protfs.run(["--device", device.root, "audit", "--fail-on", "note"])
     #expect(locked.status == 0, "a lock's own saved modes are expected: \(locked.stdout)")

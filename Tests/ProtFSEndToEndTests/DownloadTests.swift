@@ -45,7 +45,7 @@ import Testing
     let server = try NginxServer()
     defer { server.stop() }
     let url = try server.put(Data("report".utf8), at: "report.pdf").absoluteString
-    #expect(try await Protfs.run(["--device", t.root, "lock"]).status == 0)
+    #expect(try await Protfs.run(["--device", t.root, "lock", "--grace", "0"]).status == 0)
     let broken = try await Protfs.run(["--device", t.root, "download", "--bundle", app, url])
     #expect(broken.status == 1, "\(broken)")
     #expect(broken.stderr.contains("Operation not permitted") && broken.stderr.contains("protfs init-cache"))
@@ -247,7 +247,7 @@ import Testing
     defer { server.stop() }
     let url = try server.put(Data("report".utf8), at: "report.pdf").absoluteString
     #expect(try await Protfs.run(["--device", t.root, "init-cache", app]).status == 0)
-    #expect(try await Protfs.run(["--device", t.root, "lock"]).status == 0)
+    #expect(try await Protfs.run(["--device", t.root, "lock", "--grace", "0"]).status == 0)
     let waiting = try await Protfs.run(["--device", t.root, "download", "--bundle", app, url])
     try #require(waiting.status == 75, "\(waiting)")
     let outside = try TestDevice.makeTemporaryDirectory(prefix: "protfs-outside")
@@ -325,7 +325,7 @@ import Testing
     let server = try NginxServer()
     defer { server.stop() }
     let url = try server.put(Data("later".utf8), at: "later.txt").absoluteString
-    _ = try await Protfs.run(["--device", t.root, "lock"])
+    _ = try await Protfs.run(["--device", t.root, "lock", "--grace", "0"])
     let failed = try await Protfs.run(["--device", t.root, "download", "--bundle", app, url])
     #expect(failed.status == 1)
     _ = try await Protfs.run(["--device", t.root, "unlock"])

@@ -77,7 +77,7 @@ import Testing
 
   @Test func theProgramCannotChmodALockedRootOwnedFileBack() async throws {
     let d = try LockDevice()
-    try await d.protfs(["lock"])
+    try await d.protfs(["lock", "--grace", "0"])
     let file = d.path("complete.txt")
     let chmod = try await confined(d, "chmod u+r '\(file)'")
     #expect(chmod.status != 0 && chmod.stderr.contains("Operation not permitted"), "\(chmod)")
@@ -93,7 +93,7 @@ import Testing
     let made = try await confined(d, "echo secret > '\(file)'")
     #expect(made.status == 0, "\(made)")
     #expect(try await d.protfs(["set-class", "complete", file]).status == 0)
-    #expect(try await d.protfs(["lock"]).status == 0)
+    #expect(try await d.protfs(["lock", "--grace", "0"]).status == 0)
     let undo = try await confined(d, "chmod u+rw '\(file)'; cat '\(file)'")
     #expect(undo.status != 0, "\(undo)")
     #expect(!undo.stdout.contains("secret"), "\(undo)")
@@ -105,7 +105,7 @@ import Testing
   @Test func theProgramCannotTouchTheDeviceState() async throws {
     let d = try LockDevice()
     try await d.protfs(["passcode", "set", "--passcode", "1234"], environment: Self.cheap)
-    try await d.protfs(["lock"])
+    try await d.protfs(["lock", "--grace", "0"])
     let state = d.root + "/.protfs"
     let before = try FileManager.default.contentsOfDirectory(atPath: state).sorted()
     let record = FileManager.default.contents(atPath: state + "/lock-state.json")
@@ -125,7 +125,7 @@ import Testing
 
   @Test func aUserNamespaceGivesTheProgramNothingOverLockedFiles() async throws {
     let d = try LockDevice()
-    try await d.protfs(["lock"])
+    try await d.protfs(["lock", "--grace", "0"])
     let file = d.path("complete.txt")
     // Whether or not the kernel lets it make the namespace, it must not read or chmod the file.
     let read = try await confined(d, "unshare -r cat '\(file)'")
@@ -185,7 +185,7 @@ import Testing
   @Test func theProgramCannotUnlockTheDeviceEvenKnowingThePasscode() async throws {
     let d = try LockDevice()
     try await d.protfs(["passcode", "set", "--passcode", "1234"], environment: Self.cheap)
-    try await d.protfs(["lock"])
+    try await d.protfs(["lock", "--grace", "0"])
     // A copy the app user can run: the build directory may be in a place only root can enter (a
     // clone in a `mktemp -d` directory, or under /root).
     let copy = d.t.directory + "/protfs"
@@ -211,7 +211,7 @@ import Testing
     try "2468\n".write(toFile: file, atomically: true, encoding: .utf8)
     let set = try await d.protfs(["passcode", "set", "--passcode-file", file], environment: env)
     #expect(set.status == 0, "\(set)")
-    try await d.protfs(["lock"])
+    try await d.protfs(["lock", "--grace", "0"])
     let wrong = try await Protfs.run(
       ["--device", d.root, "unlock", "--passcode-file", "-"], environment: env, stdin: "1357\n")
     #expect(wrong.status == 1, "\(wrong)")
@@ -222,7 +222,7 @@ import Testing
       ["--device", d.root, "passcode", "set", "--current-file", file, "--passcode-file", "-"], environment: env,
       stdin: "9753\r\n")
     #expect(changed.status == 0, "\(changed)")
-    try await d.protfs(["lock"])
+    try await d.protfs(["lock", "--grace", "0"])
     #expect(try await d.protfs(["unlock", "--passcode", "9753"], environment: env).status == 0)
   }
 
@@ -230,7 +230,7 @@ import Testing
     let d = try LockDevice()
     let env = ExecConfinementTests.cheap
     try await d.protfs(["passcode", "set", "--passcode", "2468"], environment: env)
-    try await d.protfs(["lock"])
+    try await d.protfs(["lock", "--grace", "0"])
     let both = try await d.protfs(["unlock", "--passcode", "2468", "--passcode-file", "-"], environment: env)
     #expect(both.status == 64 && both.stderr.contains("not both"), "\(both)")
     let missing = d.t.directory + "/nothing"

@@ -1,5 +1,6 @@
 import Foundation
 import ProtFS
+import ProtFSLock
 import ProtFSTestSupport
 import Testing
 
@@ -86,7 +87,7 @@ let asNobody = ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups"]
       try await d.protfs(["exec", "--", "cat", d.path(name)]).status == 0
     }
     #expect(try await d.protfs(["unlock"]).status == 0)
-    #expect(try await d.protfs(["lock"]).status == 0)
+    #expect(try await d.protfs(["lock", "--grace", "0"]).status == 0)
     #expect(try await !readable("complete.txt"))
     #expect(try await !readable("unless-open.txt"))
     #expect(try await !readable("Secret/inside.txt"))
@@ -112,12 +113,12 @@ let asNobody = ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups"]
 
   @Test func rootOutsideExecIsNotBound() async throws {
     let d = try LockDevice()
-    try await d.protfs(["lock"])
+    try await d.protfs(["lock", "--grace", "0"])
     #expect(FileManager.default.contents(atPath: d.path("complete.txt")) != nil)  // CAP_DAC_OVERRIDE
     #expect(try await d.protfs(["exec", "--", "cat", d.path("complete.txt")]).status == 1)
   }
 
-  @Test(arguments: [["lock"], ["lock", "--inactive"], ["reboot"], ["unlock"], ["passcode", "remove"]])
+  @Test(arguments: [["lock", "--grace", "0"], ["lock", "--grace", "0", "--inactive"], ["reboot"], ["unlock"], ["passcode", "remove"]])
   func crashAtEveryStepIsFinishedByTheNextCommand(operation: [String]) async throws {
     var crashes = 0
     for step in 1...200 {
@@ -126,8 +127,8 @@ let asNobody = ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups"]
       // Reference: the same operation on an identical device, uninterrupted.
       let reference = try LockDevice()
       if operation == ["unlock"] {
-        try await d.protfs(["lock", "--inactive"])
-        try await reference.protfs(["lock", "--inactive"])
+        try await d.protfs(["lock", "--grace", "0", "--inactive"])
+        try await reference.protfs(["lock", "--grace", "0", "--inactive"])
       }
       try await reference.protfs(operation)
       let expected = reference.snapshot()
@@ -156,7 +157,7 @@ let asNobody = ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups"]
     let d = try LockDevice()
     let original = d.snapshot()
     let operations: [[String]] = [
-      ["lock"], ["unlock"], ["reboot"], ["lock", "--inactive"], ["unlock"], ["lock"], ["reboot"], ["unlock"],
+      ["lock", "--grace", "0"], ["unlock"], ["reboot"], ["lock", "--grace", "0", "--inactive"], ["unlock"], ["lock", "--grace", "0"], ["reboot"], ["unlock"],
     ]
     let statuses = try await withThrowingTaskGroup(of: Int32.self) { group in
       for operation in operations {
@@ -197,14 +198,14 @@ let asNobody = ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups"]
     #expect(bad.status == 64 && bad.stderr.contains("'soon' is not a time"))
     let before = d.snapshot()
     let never = try TestDevice(initialize: false)
-    let uninitialised = try await Protfs.run(["--device", never.root, "lock"])
+    let uninitialised = try await Protfs.run(["--device", never.root, "lock", "--grace", "0"])
     #expect(uninitialised.status == 1 && uninitialised.stderr.contains("has not been initialised"))
     #expect(d.snapshot() == before)
   }
 
   @Test func statusJSONAndText() async throws {
     let d = try LockDevice()
-    try await d.protfs(["lock"])
+    try await d.protfs(["lock", "--grace", "0"])
     let json = try await d.protfs(["status", "--json"])
     let object = try JSONSerialization.jsonObject(with: Data(json.stdout.utf8)) as? [String: Any]
     #expect(object?["state"] as? String == "locked")
@@ -216,11 +217,69 @@ let asNobody = ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups"]
     #expect(text.stdout.contains("Inconsistencies:           none"))
   }
 
+  @Test func aLockKeepsClassAForItsGraceAsIOSDoesAndAKilledWaiterIsMadeUpFor() async throws {
+    let d = try LockDevice()
+    let complete = d.path("complete.txt")
+    // The default grace is iOS's 10 s: locked at once, class B closed, class A still readable.
+    let lock = try await d.protfs(["lock"])
+    #expect(lock.status == 0 && lock.stderr.contains("stays readable for 10 s"), "\(lock)")
+    #expect(d.t.mode(complete) == 0o644 && d.t.mode(d.path("unless-open.txt")) == 0)
+    let status = try await d.protfs(["status"])
+    #expect(status.stdout.contains("State:                     locked since"), "\(status)")
+    #expect(status.stdout.contains("Class A keys held until:"), "\(status)")
+    // `lock --grace 0` during the grace withdraws the keys now.
+    #expect(try await d.protfs(["lock", "--grace", "0"]).status == 0)
+    #expect(d.t.mode(complete) == 0)
+    #expect(try await d.protfs(["unlock"]).status == 0)
+
+    // The process a lock leaves ends a short grace by itself.
+    #expect(try await d.protfs(["lock", "--grace", "1"]).status == 0)
+    #expect(d.t.mode(complete) == 0o644)
+    let withdrawn = await offPool { () -> Bool in
+      let deadline = Date() + 20
+      while Date() < deadline {
+        if d.t.mode(complete) == 0 { return true }
+        usleep(20_000)
+      }
+      return false
+    }
+    #expect(withdrawn)
+    #expect(try await d.protfs(["unlock"]).status == 0)
+
+    // Killed, it is made up for by the next command run as root once the grace is over.
+    #expect(try await d.protfs(["lock", "--grace", "1"]).status == 0)
+    let waiters = Self.processes(containing: ["--device", d.root, "__end-grace"])
+    #expect(!waiters.isEmpty)
+    for pid in waiters { kill(pid, SIGKILL) }
+    let until = try #require(try LockController(device: d.t.device).record().classKeysUntil)
+    let wait = until.timeIntervalSinceNow
+    // The grace is the thing waited for here: time itself, for which there is no other signal.
+    if wait > 0 { try await Task.sleep(for: .milliseconds(Int(wait * 1000) + 100)) }
+    #expect(d.t.mode(complete) == 0o644)
+    #expect(try await d.protfs(["status"]).status == 0)
+    #expect(d.t.mode(complete) == 0)
+  }
+
+  /// The pids of the processes whose command line holds `words` in a row.
+  static func processes(containing words: [String]) -> [pid_t] {
+    let entries = (try? FileManager.default.contentsOfDirectory(atPath: "/proc")) ?? []
+    return entries.compactMap { entry -> pid_t? in
+      guard let pid = pid_t(entry), let data = FileManager.default.contents(atPath: "/proc/\(entry)/cmdline") else {
+        return nil
+      }
+      let arguments = data.split(separator: 0).map { String(decoding: $0, as: UTF8.self) }
+      let found = arguments.indices.contains { start in
+        start + words.count <= arguments.count && Array(arguments[start..<start + words.count]) == words
+      }
+      return found ? pid : nil
+    }
+  }
+
   @Test func lockWarnsAboutCompleteFilesStillOpen() async throws {
     let d = try LockDevice()
     let fd = open(d.path("complete.txt"), O_RDONLY)
     defer { close(fd) }
-    let result = try await d.protfs(["lock"])
+    let result = try await d.protfs(["lock", "--grace", "0"])
     #expect(result.status == 0)
     #expect(result.stderr.contains("'\(d.path("complete.txt"))' is still open in process \(getpid())"), "\(result)")
     #expect(!result.stderr.contains("none.txt"))
@@ -230,7 +289,7 @@ let asNobody = ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups"]
     let d = try LockDevice()
     let cheap = ["PROTFS_PBKDF2_ITERATIONS": "1000"]
     #expect(try await d.protfs(["passcode", "set", "--passcode", "1234"], environment: cheap).status == 0)
-    try await d.protfs(["lock"])
+    try await d.protfs(["lock", "--grace", "0"])
     let missing = try await d.protfs(["unlock"])
     #expect(missing.status == 1 && missing.stderr.contains("has a passcode, and none was given"))
     for _ in 1...5 { #expect(try await d.protfs(["unlock", "--passcode", "9999"]).status == 1) }
@@ -242,7 +301,7 @@ let asNobody = ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups"]
     let d = try LockDevice()
     let env = ["PROTFS_PBKDF2_ITERATIONS": "1000", "PROTFS_PASSCODE": "abcd"]
     #expect(try await d.protfs(["passcode", "set"], environment: env).status == 0)
-    try await d.protfs(["lock"])
+    try await d.protfs(["lock", "--grace", "0"])
     #expect(try await d.protfs(["unlock"], environment: env).status == 0)
     #expect(try await d.protfs(["passcode", "remove", "--current", "abcd"], environment: env).status == 0)
     let original = d.snapshot()
@@ -265,7 +324,7 @@ let asNobody = ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups"]
     let errors = err.fileHandleForReading.fileDescriptor
     // Ready once it says so on stderr.
     #expect(await offPool { Self.line(from: errors) }.contains("Watching"))
-    try await d.protfs(["lock"])
+    try await d.protfs(["lock", "--grace", "0"])
     let locked = await offPool { Self.line(from: output) }
     try await d.protfs(["unlock"])
     let unlocked = await offPool { Self.line(from: output) }
@@ -304,7 +363,7 @@ let asNobody = ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups"]
   @Test func ownerLocksAndUnlocksExactly() async throws {
     let d = try await Self.nobodyDevice()
     let original = d.snapshot()
-    let lock = try await Self.protfsAsNobody(d, ["lock"])
+    let lock = try await Self.protfsAsNobody(d, ["lock", "--grace", "0"])
     #expect(lock.status == 0, "\(lock)")
     #expect(d.t.mode(d.path("readonly.txt")) == 0 && d.t.mode(d.path("complete.txt")) == 0)
     let status = try await Self.protfsAsNobody(d, ["status"])
@@ -317,7 +376,7 @@ let asNobody = ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups"]
     #expect(d.snapshot() == original)
   }
 
-  @Test(arguments: [["lock"], ["lock", "--inactive"], ["reboot"], ["unlock"]])
+  @Test(arguments: [["lock", "--grace", "0"], ["lock", "--grace", "0", "--inactive"], ["reboot"], ["unlock"]])
   func ownerCrashAtEveryStepLosesNoMode(operation: [String]) async throws {
     var crashes = 0
     for step in 1...300 {
@@ -325,8 +384,8 @@ let asNobody = ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups"]
       let original = d.snapshot()
       let reference = try await Self.nobodyDevice()
       if operation == ["unlock"] {
-        #expect(try await Self.protfsAsNobody(d, ["lock", "--inactive"]).status == 0)
-        #expect(try await Self.protfsAsNobody(reference, ["lock", "--inactive"]).status == 0)
+        #expect(try await Self.protfsAsNobody(d, ["lock", "--grace", "0", "--inactive"]).status == 0)
+        #expect(try await Self.protfsAsNobody(reference, ["lock", "--grace", "0", "--inactive"]).status == 0)
       }
       #expect(try await Self.protfsAsNobody(reference, operation).status == 0)
       let expected = reference.snapshot()
@@ -352,7 +411,7 @@ let asNobody = ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups"]
 
   @Test func execRunByAnUnprivilegedUserWorks() async throws {
     let d = try await Self.nobodyDevice()
-    #expect(try await Self.protfsAsNobody(d, ["lock"]).status == 0)
+    #expect(try await Self.protfsAsNobody(d, ["lock", "--grace", "0"]).status == 0)
     let none = try await Self.protfsAsNobody(d, ["exec", "--", "cat", d.path("none.txt")])
     #expect(none.status == 0, "\(none)")
     #expect(none.stderr.contains("confines a program fully only when run as root"), "\(none)")
@@ -380,7 +439,7 @@ let asNobody = ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups"]
     let d = try await Self.nobodyDevice()
     chown(d.path("complete.txt"), 0, 0)
     let original = d.snapshot()
-    let lock = try await Self.protfsAsNobody(d, ["lock"])
+    let lock = try await Self.protfsAsNobody(d, ["lock", "--grace", "0"])
     #expect(lock.status == 1)
     #expect(lock.stderr.contains("belongs to uid 0") && lock.stderr.contains("Nothing was changed"), "\(lock)")
     #expect(d.snapshot() == original)
@@ -392,7 +451,7 @@ let asNobody = ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups"]
     let hidden = d.path("Hidden")
     mkdir(hidden, 0o700)  // root's, unreadable for nobody
     let original = d.snapshot()
-    let lock = try await Self.protfsAsNobody(d, ["lock"])
+    let lock = try await Self.protfsAsNobody(d, ["lock", "--grace", "0"])
     #expect(lock.status == 1)
     #expect(lock.stderr.contains("'\(hidden)'") && lock.stderr.contains("Permission denied"), "\(lock)")
     #expect(d.snapshot() == original)

@@ -23,7 +23,7 @@ import Testing
     let d = try LockDevice()
     let app = d.path("App")
     let original = d.snapshot()
-    #expect(try await d.protfs(["lock"]).status == 0)
+    #expect(try await d.protfs(["lock", "--grace", "0"]).status == 0)
     // Handed to root, the group kept; the directory keeps its owner's r-x in the group bits.
     #expect(Self.owner(app + "/mine.txt") == "0:501" && d.t.mode(app + "/mine.txt") == 0)
     #expect(Self.owner(app + "/tool") == "0:501" && d.t.mode(app + "/tool") == 0)
@@ -62,7 +62,7 @@ import Testing
     }
     // Before the lock: lock must not take the planted value for the original.
     try await plant(locked)
-    let lock = try await d.protfs(["lock"])
+    let lock = try await d.protfs(["lock", "--grace", "0"])
     #expect(lock.status == 0 && lock.stderr.contains("'\(locked)' carried a saved-mode record"), "\(lock)")
     #expect(d.t.mode(locked) == 0)
     // While locked, on an item the lock left alone: status names it, unlock ignores it.
@@ -88,7 +88,7 @@ import Testing
       (try? await Protfs.runProgram("/usr/bin/getfattr", ["-d", "-m", "-", outside]).stdout) ?? "unreadable"
     }
     let before = await attributes()
-    let lock = try await d.protfs(["lock"])
+    let lock = try await d.protfs(["lock", "--grace", "0"])
     #expect(lock.status == 0, "\(lock)")
     #expect(lock.stderr.contains("Warning: '\(linked)' has more than one link"), "\(lock)")
     #expect(d.t.mode(outside) == 0o644 && Self.owner(outside) == "1234:1234")

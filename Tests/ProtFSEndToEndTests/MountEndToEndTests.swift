@@ -57,8 +57,8 @@ import Testing
   func everyCellOfTheTableAsRoot(_ state: String) async throws {
     let m = try await Self.classDevice()
     switch state {
-    case "locked": #expect(try await m.protfs(["lock"]).status == 0)
-    case "inactive": #expect(try await m.protfs(["lock", "--inactive"]).status == 0)
+    case "locked": #expect(try await m.protfs(["lock", "--grace", "0"]).status == 0)
+    case "inactive": #expect(try await m.protfs(["lock", "--grace", "0", "--inactive"]).status == 0)
     case "reboot": #expect(try await m.protfs(["reboot"]).status == 0)
     default: break
     }
@@ -89,7 +89,7 @@ import Testing
 
   @Test func anUnprivilegedUserMeetsEPERMNotEACCES() async throws {
     let m = try await Self.classDevice()
-    #expect(try await m.protfs(["lock"]).status == 0)
+    #expect(try await m.protfs(["lock", "--grace", "0"]).status == 0)
     let none = try await m.sh("cat '\(m.documents)/none.txt'", as: 65534)
     #expect(none.status == 0 && none.stdout == "contents of none\n", "\(none)")
     let complete = try await m.sh("cat '\(m.documents)/complete.txt'", as: 65534)
@@ -155,7 +155,7 @@ import Testing
     let other = try await m.sh("setfattr -n user.note -v hi '\(file)' && getfattr --only-values -n user.note '\(file)'")
     #expect(other.status == 0 && other.stdout == "hi", "\(other)")
     // The new class applies at once: locked, the file is complete now.
-    #expect(try await m.protfs(["lock"]).status == 0)
+    #expect(try await m.protfs(["lock", "--grace", "0"]).status == 0)
     let read = try await m.sh("cat '\(file)'")
     #expect(read.stderr.contains("Operation not permitted"), "\(read)")
     // And cannot be taken away while its key is gone.
@@ -169,14 +169,14 @@ import Testing
         "echo x > '\(dir)/own.txt' && setfattr -x user.protfs.class '\(dir)/own.txt' && echo y > '\(dir)/labelled.txt'"
       ).status == 0)
     #expect(try await m.sh("setfattr -n user.protfs.class -v complete '\(dir)'").status == 0)
-    #expect(try await m.protfs(["lock"]).status == 0)
+    #expect(try await m.protfs(["lock", "--grace", "0"]).status == 0)
     #expect(try await m.sh("cat '\(dir)/own.txt'").stderr.contains("Operation not permitted"))
     #expect(try await m.sh("cat '\(dir)/labelled.txt'").stdout == "y\n")
   }
 
   @Test func chmodOfALockedFileWaitsForTheUnlock() async throws {
     let m = try await Self.classDevice()
-    #expect(try await m.protfs(["lock"]).status == 0)
+    #expect(try await m.protfs(["lock", "--grace", "0"]).status == 0)
     let file = "\(m.documents)/complete.txt"
     let chmod = try await m.sh("chmod 600 '\(file)' && stat -c %a '\(file)' && cat '\(file)'")
     #expect(chmod.stdout == "600\n" && chmod.stderr.contains("Operation not permitted"), "\(chmod)")
@@ -202,7 +202,7 @@ import Testing
     #expect(made.stdout == "600 501\nmine\n", "\(made)")
     // The copy took the class of the directory it was made in (none) and kept it through the move.
     #expect(m.t.rawClass(m.backingDocuments + "/complete/moved.txt") == "NSFileProtectionNone")
-    #expect(try await m.protfs(["lock"]).status == 0)
+    #expect(try await m.protfs(["lock", "--grace", "0"]).status == 0)
     let locked = try await m.sh(
       "cat '\(docs)/unless-open/mine.txt'; chmod 644 '\(docs)/unless-open/mine.txt' && mv '\(docs)/unless-open/mine.txt' '\(docs)/unless-open/renamed.txt' && echo moved",
       as: 501)

@@ -23,7 +23,7 @@ import Testing
     let host = try String(contentsOfFile: "/proc/self/mountinfo", encoding: .utf8)
     #expect(!host.contains(" \(m.root)/Containers "))
 
-    #expect(try await m.protfs(["lock"]).status == 0)
+    #expect(try await m.protfs(["lock", "--grace", "0"]).status == 0)
     let locked = try await m.protfs(["exec", "--", "cat", secret])
     #expect(locked.status == 1 && locked.stderr.contains("Operation not permitted"), "\(locked)")
     // The owner cannot chmod its way back in: modes never grant what the class forbids.
@@ -59,7 +59,7 @@ import Testing
   @Test func withoutAMountExecMeetsTheModes() async throws {
     let t = try TestDevice(containers: [MountedDevice.bundle])
     try MountedDevice.file(t, "Documents/secret.txt", .complete, "secret\n")
-    #expect(try await Protfs.run(["--device", t.root, "lock"]).status == 0)
+    #expect(try await Protfs.run(["--device", t.root, "lock", "--grace", "0"]).status == 0)
     let locked = try await Protfs.run(
       ["--device", t.root, "exec", "--", "cat", t.containerPath(MountedDevice.bundle, "Documents/secret.txt")])
     #expect(locked.status == 1 && locked.stderr.contains("Permission denied"), "\(locked)")

@@ -15,7 +15,7 @@ import Testing
     let held = try Conversation.holding("\(m.documents)/complete.txt")
     #expect(await held.line() == "opened")
     #expect(await held.ask("read") == "ok contents of complete")
-    #expect(try await m.protfs(["lock"]).status == 0)
+    #expect(try await m.protfs(["lock", "--grace", "0"]).status == 0)
     #expect(await held.ask("read") == "err 1")
     #expect(await held.ask("write") == "err 1")
     #expect(try await m.protfs(["unlock"]).status == 0)
@@ -27,7 +27,7 @@ import Testing
     let m = try await Self.device()
     let held = try Conversation.holding("\(m.documents)/unless-open.txt", user: 0)
     #expect(await held.line() == "opened")
-    #expect(try await m.protfs(["lock"]).status == 0)
+    #expect(try await m.protfs(["lock", "--grace", "0"]).status == 0)
     #expect(await held.ask("write") == "ok")
     #expect(await held.ask("read") == "ok contents of unless-open|more")
     let reopen = try await m.sh("cat '\(m.documents)/unless-open.txt'")
@@ -36,7 +36,7 @@ import Testing
 
   @Test func anUnlessOpenFileCreatedWhileLockedWorksUntilClosedThenWaitsForUnlock() async throws {
     let m = try await Self.device()
-    #expect(try await m.protfs(["lock"]).status == 0)
+    #expect(try await m.protfs(["lock", "--grace", "0"]).status == 0)
     let path = "\(m.documents)/unless-open/made-locked.txt"
     let made = try Conversation.holding(path, flags: "os.O_RDWR | os.O_CREAT | os.O_EXCL", user: 501)
     #expect(await made.line() == "opened")
@@ -64,10 +64,10 @@ import Testing
     let m = try await Self.device()
     let held = try Conversation.holding("\(m.documents)/when-inactive.txt")
     #expect(await held.line() == "opened")
-    #expect(try await m.protfs(["lock"]).status == 0)
+    #expect(try await m.protfs(["lock", "--grace", "0"]).status == 0)
     #expect(await held.ask("read") == "ok contents of when-inactive")
     #expect(try await m.sh("cat '\(m.documents)/when-inactive.txt'").status == 0)
-    #expect(try await m.protfs(["lock", "--inactive"]).status == 0)
+    #expect(try await m.protfs(["lock", "--grace", "0", "--inactive"]).status == 0)
     #expect(await held.ask("read") == "err 1")
     #expect(try await m.sh("cat '\(m.documents)/when-inactive.txt'").stderr.contains("Operation not permitted"))
   }
@@ -76,19 +76,33 @@ import Testing
     let m = try await Self.device()
     let held = try Conversation.holding("\(m.documents)/complete.txt")
     #expect(await held.line() == "opened")
-    let lock = Process()
-    lock.executableURL = URL(fileURLWithPath: Protfs.binary)
-    lock.arguments = ["--device", m.root, "lock", "--grace", "2"]
-    lock.standardOutput = FileHandle.nullDevice
-    lock.standardError = FileHandle.nullDevice
-    try lock.start()
-    defer { if lock.isRunning { lock.terminate() } }
-    // Until the pending lock is recorded the state is plainly unlocked; from then on the grace runs.
-    while try await !m.protfs(["status", "--json"]).stdout.contains("pendingLockAt") && lock.isRunning {}
+    let unlessOpen = try Conversation.holding("\(m.documents)/unless-open.txt")
+    #expect(await unlessOpen.line() == "opened")
+    // The device locks at once; only the class A keys wait for the grace to end.
+    let lock = try await m.protfs(["lock", "--grace", "2"])
+    #expect(lock.status == 0, "\(lock)")
+    #expect(try await m.protfs(["status", "--json"]).stdout.contains("classKeysUntil"))
     #expect(await held.ask("read") == "ok contents of complete")
-    await offPool { lock.waitUntilExit() }
-    #expect(lock.terminationStatus == 0)
+    #expect(try await m.sh("cat '\(m.documents)/complete.txt'").stdout == "contents of complete\n")
+    // Class B closes at once: a new open is refused, the open handle goes on.
+    #expect(try await m.sh("cat '\(m.documents)/unless-open.txt'").stderr.contains("Operation not permitted"))
+    // The process `lock` left ends the grace; the mount then refuses class A, the held handle too.
+    let root = m.root
+    let ended = await offPool { () -> Bool in
+      let deadline = Date() + 20
+      while Date() < deadline {
+        if let status = try? Protfs.runBlocking(["--device", root, "status", "--json"]),
+          !status.stdout.contains("classKeysUntil")
+        {
+          return true
+        }
+        usleep(50_000)
+      }
+      return false
+    }
+    #expect(ended)
     #expect(await held.ask("read") == "err 1")
+    #expect(await unlessOpen.ask("read") == "ok contents of unless-open")
   }
 
   @Test func rebootLeavesOnlyClassNone() async throws {
@@ -122,7 +136,7 @@ import Testing
     let mapped = try Conversation("/usr/bin/python3", ["-c", script, "\(m.documents)/complete.txt"])
     #expect(await mapped.line() == "contents")
     #expect(await mapped.line() == "shared \(ENODEV)", "a shared mapping would bypass the daemon")
-    #expect(try await m.protfs(["lock"]).status == 0)
+    #expect(try await m.protfs(["lock", "--grace", "0"]).status == 0)
     // The pages were dropped at the lock: touching them again asks the daemon, which refuses
     // (the kernel turns that into SIGBUS for a mapping).
     #expect(await mapped.ask("again") == "")
@@ -199,7 +213,7 @@ import Testing
     let open = try Conversation("/usr/bin/python3", ["-c", script, path])
     #expect(await open.line() == "opened")
     #expect(await open.ask("insert") == "ok 1")
-    #expect(try await m.protfs(["lock"]).status == 0)
+    #expect(try await m.protfs(["lock", "--grace", "0"]).status == 0)
     #expect(await open.ask("insert") == "ok 2")
     let fresh = try await m.sh(
       "python3 -c 'import sqlite3,sys; print(sqlite3.connect(sys.argv[1]).execute(\"select count(*) from t\").fetchone()[0])' '\(path)'"
@@ -245,7 +259,7 @@ import Testing
       #expect(await writer.line() == "wrote 65536")
       writers.append((writer, name, directory))
     }
-    #expect(try await m.protfs(["lock"]).status == 0)
+    #expect(try await m.protfs(["lock", "--grace", "0"]).status == 0)
     for (writer, name, directory) in writers {
       var last = await writer.ask("go")
       while true {

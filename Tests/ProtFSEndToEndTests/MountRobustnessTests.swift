@@ -33,7 +33,7 @@ import Testing
     // The daemon still serves everyone, and state changes still reach it.
     #expect(MountedDevice.isRunning(daemon))
     #expect(try await m.sh("cat '\(m.documents)/big.bin'").stdout == big)
-    #expect(try await m.protfs(["lock"]).status == 0)
+    #expect(try await m.protfs(["lock", "--grace", "0"]).status == 0)
     #expect(try await m.sh("cat '\(m.documents)/small.txt'").stderr.contains("Operation not permitted"))
     #expect(try await m.protfs(["unlock"]).status == 0)
     // The stopped client goes on where it was.
@@ -48,7 +48,7 @@ import Testing
       chmod(t.root, 0o755)
       chmod(t.root + "/Containers", 0o755)
     }
-    #expect(try await m.protfs(["lock"]).status == 0)
+    #expect(try await m.protfs(["lock", "--grace", "0"]).status == 0)
     let direct = try await m.sh("cat '\(m.backingDocuments)/secret.txt'", as: 65534)
     #expect(direct.status != 0 && direct.stderr.contains("Permission denied"), "\(direct)")
     let mounted = try await m.sh("cat '\(m.documents)/secret.txt'", as: 65534)
@@ -70,7 +70,7 @@ import Testing
     #expect(result.stderr.split(separator: "\n").count == 1, "one error: \(result)")
     #expect(!MountRegistry.protfsMountpoints().contains(mountpoint))
     #expect(MountRegistry(device: t.device).records().isEmpty)
-    #expect(try await Protfs.run(["--device", t.root, "lock"]).status == 0)
+    #expect(try await Protfs.run(["--device", t.root, "lock", "--grace", "0"]).status == 0)
     #expect(try await Protfs.run(["--device", t.root, "status"]).status == 0)
   }
 }

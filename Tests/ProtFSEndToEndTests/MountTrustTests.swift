@@ -17,7 +17,7 @@ import Testing
     #expect(await held.ask("read") == "ok first class none, then complete")
     let set = try await m.protfs(["set-class", "complete", m.backingDocuments + "/notes.txt"])
     #expect(set.status == 0, "\(set)")
-    #expect(try await m.protfs(["lock"]).status == 0)
+    #expect(try await m.protfs(["lock", "--grace", "0"]).status == 0)
     #expect(await held.ask("read") == "err 1", "a stale class or cached pages served a locked complete file")
     #expect(try await m.protfs(["unlock"]).status == 0)
     #expect(await held.ask("read") == "ok first class none, then complete")
@@ -34,7 +34,7 @@ import Testing
       chown(path, 501, 501)
     }
     #expect(m.t.rawClass(m.backingDocuments + "/vault/diary.txt") == nil)
-    #expect(try await m.protfs(["lock"]).status == 0)
+    #expect(try await m.protfs(["lock", "--grace", "0"]).status == 0)
     let verb = how == "rename" ? "mv" : "ln"
     let moved = try await m.sh("\(verb) '\(m.documents)/vault/diary.txt' '\(m.documents)/open/diary.txt'", as: 501)
     #expect(moved.status == 0, "\(moved)")
@@ -55,7 +55,7 @@ import Testing
       try t.writeFile(inner + "/letter.txt", "locked letter\n")
       chown(inner + "/letter.txt", 501, 501)
     }
-    #expect(try await m.protfs(["lock"]).status == 0)
+    #expect(try await m.protfs(["lock", "--grace", "0"]).status == 0)
     let moved = try await m.sh("mv '\(m.documents)/vault/box' '\(m.documents)/open/box'", as: 501)
     #expect(moved.status == 0, "\(moved)")
     let read = try await m.sh("cat '\(m.documents)/open/box/letter.txt'", as: 501)

@@ -33,7 +33,7 @@ import Testing
   @Test func unlockPromptsWithoutEchoAndChecksThePasscode() async throws {
     let t = try TestDevice(containers: ["com.example.app"])
     #expect(try await Protfs.run(["--device", t.root, "passcode", "set", "--passcode", "4321"]).status == 0)
-    #expect(try await Protfs.run(["--device", t.root, "lock"]).status == 0)
+    #expect(try await Protfs.run(["--device", t.root, "lock", "--grace", "0"]).status == 0)
     let (wrongStatus, wrongScreen) = try await runOnTerminal(["--device", t.root, "unlock"], typing: "1111")
     #expect(wrongStatus == 1 && !wrongScreen.contains("1111"), "\(wrongScreen)")
     #expect(t.device.isProtectedDataAvailable == false)

@@ -40,7 +40,7 @@ import Testing
       }
     }
 
-    #expect(try await Protfs.run(["--device", t.root, "lock"]).status == 0)
+    #expect(try await Protfs.run(["--device", t.root, "lock", "--grace", "0"]).status == 0)
     let locked = try await run()
     let failure = locked.first { $0["event"] as? String == "didCompleteWithError" }
     #expect(failure?["domain"] as? String == NSURLErrorDomain, "\(locked)")

@@ -322,7 +322,7 @@ import Testing
     let server = try NginxServer()
     defer { server.stop() }
     let url = try server.put(Data("report".utf8), at: "report.pdf").absoluteString
-    #expect(try await Protfs.run(["--device", t.root, "lock"]).status == 0)
+    #expect(try await Protfs.run(["--device", t.root, "lock", "--grace", "0"]).status == 0)
     let detached = try await Protfs.run(["--device", t.root, "download", "--bundle", app, "--detach", url])
     #expect(detached.status == 0, "\(detached)")
     let store = try DownloadStore(path: t.device.downloadStorePath)

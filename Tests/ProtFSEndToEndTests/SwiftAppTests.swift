@@ -60,7 +60,7 @@ import Testing
   @Test func anAppLaunchedWhileLockedStartsWithoutProtectedData() async throws {
     let d = try AppDevice()
     defer { d.remove() }
-    #expect(try await d.protfs(["lock"]).status == 0)
+    #expect(try await d.protfs(["lock", "--grace", "0"]).status == 0)
     let app = try d.launch([], [try d.installExample("BackgroundRunner")])
     defer { app.stop() }
     #expect(

@@ -167,7 +167,7 @@ import Testing
     try d.t.writeFile(decoy, "decoy")
     chown(decoy, Attacker.appUser, Attacker.appUser)
     try d.t.device.setClass(.none, of: try d.t.device.resolve(decoy))
-    #expect(try await d.protfs(["lock"]).status == 0)
+    #expect(try await d.protfs(["lock", "--grace", "0"]).status == 0)
     let session = "\(AppDevice.bundle).swap"
     var template = SessionServiceRequest(.createUploadTask, session: session)
     template.request = SessionRequest(url: URL(string: "http://127.0.0.1:9/upload")!, method: "PUT")

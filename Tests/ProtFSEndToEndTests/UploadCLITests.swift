@@ -65,7 +65,7 @@ import Testing
     defer { server.stop() }
     let file = t.containerPath(app, "Documents/report.json")
     #expect(try await Protfs.run(["--device", t.root, "set-class", "complete", file]).status == 0)
-    #expect(try await Protfs.run(["--device", t.root, "lock"]).status == 0)
+    #expect(try await Protfs.run(["--device", t.root, "lock", "--grace", "0"]).status == 0)
     let arguments = [
       "--device", t.root, "upload", "--bundle", app, "--from", "Documents/report.json", server.url().absoluteString,
     ]

@@ -52,18 +52,36 @@ final class ManualClock: Sendable {
     #expect(try controller.record().passcodeEnabled == false)
   }
 
-  @Test func graceLocksAfterTheWaitUnlessAnUnlockCameFirst() throws {
+  @Test func aGraceLocksAtOnceAndWithdrawsClassAOnlyWhenItEnds() throws {
     let t = try TestDevice(containers: ["com.example.app"])
-    let controller = LockController(device: t.device)
-    var sawPending = false
-    let report = try controller.lock(grace: 10) { _ in
-      sawPending = (try? controller.record().pendingLockAt) != nil
-    }
-    #expect(sawPending && report?.to.lockState == .locked)
+    let complete = t.containerPath("com.example.app", "Documents/a.txt")
+    let unlessOpen = t.containerPath("com.example.app", "Documents/b.txt")
+    try t.writeFile(complete)
+    try t.writeFile(unlessOpen)
+    try t.device.setClass(.complete, of: try t.device.resolve(complete))
+    try t.device.setClass(.completeUnlessOpen, of: try t.device.resolve(unlessOpen))
+    let clock = ManualClock()
+    let controller = LockController(device: t.device, clock: { clock.read() })
+    let report = try controller.lock(grace: 10)
+    // Locked at once: protected data is unavailable, class B is closed; class A is not yet.
+    #expect(report.to.lockState == .locked && !report.to.isProtectedDataAvailable && report.to.classKeysHeld)
+    #expect(t.mode(unlessOpen) == 0 && t.mode(complete) == 0o644)
+    #expect(try controller.endGraceIfDue() == nil)
+    // Locking again during the grace does not lengthen it.
+    clock.advance(6)
+    try controller.lock(grace: 10)
+    clock.advance(4)
+    let ended = try controller.endGraceIfDue()
+    #expect(ended?.to.classKeysHeld == false && t.mode(complete) == 0)
+    #expect(try controller.record().classKeysUntil == nil)
+    // An unlock during a grace ends it; a lock without one withdraws the keys at once.
     try controller.unlock()
-    let cancelled = try controller.lock(grace: 10) { _ in _ = try? controller.unlock() }
-    #expect(cancelled == nil)
-    #expect(try controller.record().state == .unlocked)
+    try controller.lock(grace: 10)
+    try controller.unlock()
+    #expect(try controller.record().classKeysUntil == nil && t.mode(complete) == 0o644)
+    try controller.lock(grace: 10)
+    try controller.lock()
+    #expect(t.mode(complete) == 0)
   }
 
   @Test func inactiveExpiryLocksWhenInactiveClassUntilUnlock() throws {

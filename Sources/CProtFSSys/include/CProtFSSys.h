@@ -219,6 +219,16 @@ static inline int protfs_accept_cloexec(int listener) {
 /* glibc 2.34's posix_spawn_file_actions_addclosefrom_np, declared again because the Swift module
    is not built with _GNU_SOURCE: the child closes every descriptor from `from` on. */
 extern int posix_spawn_file_actions_addclosefrom_np(posix_spawn_file_actions_t *actions, int from);
+/* glibc's POSIX_SPAWN_SETSID (a GNU extension, hidden without _GNU_SOURCE): the child starts a
+   session of its own. */
+static inline short protfs_spawn_setsid_flag(void) {
+#ifdef POSIX_SPAWN_SETSID
+  return POSIX_SPAWN_SETSID;
+#else
+  return 0x80;
+#endif
+}
+
 static inline int protfs_spawn_close_from(posix_spawn_file_actions_t *actions, int from) {
   return posix_spawn_file_actions_addclosefrom_np(actions, from);
 }

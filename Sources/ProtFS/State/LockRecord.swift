@@ -22,8 +22,9 @@ public struct LockRecord: Sendable, Equatable, Codable {
   public var failedAttempts: Int
   /// Unlock attempts are refused until then (after five wrong passcodes).
   public var retryAfter: Date?
-  /// A lock waiting for its grace period to end (`protfs lock --grace`).
-  public var pendingLockAt: Date?
+  /// While locked: the end of the lock's grace, until which the class A keys (and those of an
+  /// expired CX) are still held (`protfs lock --grace`); nil when they are not.
+  public var classKeysUntil: Date?
   /// Increases with every transition, so watchers and graceful locks can tell them apart.
   public var generation: Int
   /// The latest changes of protected-data availability, oldest first, at most
@@ -39,12 +40,14 @@ public struct LockRecord: Sendable, Equatable, Codable {
   public static func initial(at date: Date) -> LockRecord {
     LockRecord(
       state: .unlocked, since: date, passcodeEnabled: true, passcodeHash: nil, userInactive: false,
-      failedAttempts: 0, retryAfter: nil, pendingLockAt: nil, generation: 0)
+      failedAttempts: 0, retryAfter: nil, classKeysUntil: nil, generation: 0)
   }
 
   /// The state whose table applies to files.
   public var protection: ProtectionState {
-    ProtectionState(lockState: state, passcodeEnabled: passcodeEnabled, userInactive: userInactive)
+    ProtectionState(
+      lockState: state, passcodeEnabled: passcodeEnabled, userInactive: userInactive,
+      classKeysHeld: state == .locked && classKeysUntil != nil)
   }
 
   /// Logs the availability change from `previous` to this record, made at `time`, if there is one.

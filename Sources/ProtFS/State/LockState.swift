@@ -31,12 +31,30 @@ public struct ProtectionState: Sendable, Hashable, Codable {
   public var passcodeEnabled: Bool
   /// Whether the CX expiry has happened (`protfs lock --inactive`); cleared by the next unlock.
   public var userInactive: Bool
+  /// Whether the class A keys (and those of an expired CX) are still held: the grace after a lock,
+  /// during which the device is locked and everything else of the lock applies (iOS drops them
+  /// about 10 s after the lock).
+  public var classKeysHeld: Bool
 
   /// Creates a state.
-  public init(lockState: LockState, passcodeEnabled: Bool = true, userInactive: Bool = false) {
+  public init(
+    lockState: LockState, passcodeEnabled: Bool = true, userInactive: Bool = false, classKeysHeld: Bool = false
+  ) {
     self.lockState = lockState
     self.passcodeEnabled = passcodeEnabled
     self.userInactive = userInactive
+    self.classKeysHeld = classKeysHeld
+  }
+
+  private enum CodingKeys: String, CodingKey { case lockState, passcodeEnabled, userInactive, classKeysHeld }
+
+  /// Decodes a state; one written before the grace existed holds no keys.
+  public init(from decoder: any Decoder) throws {
+    let container = try decoder.container(keyedBy: CodingKeys.self)
+    lockState = try container.decode(LockState.self, forKey: .lockState)
+    passcodeEnabled = try container.decode(Bool.self, forKey: .passcodeEnabled)
+    userInactive = try container.decode(Bool.self, forKey: .userInactive)
+    classKeysHeld = try container.decodeIfPresent(Bool.self, forKey: .classKeysHeld) ?? false
   }
 
   /// iOS's `UIApplication.isProtectedDataAvailable`: true when unlocked or when no passcode is set.
@@ -53,9 +71,9 @@ public struct ProtectionState: Sendable, Hashable, Codable {
     case .locked:
       switch protectionClass {
       case .none, .completeUntilFirstUserAuthentication: return true
-      case .complete: return false
+      case .complete: return classKeysHeld
       case .completeUnlessOpen: return access == .create || access == .openHandle
-      case .completeWhenUserInactive: return !userInactive
+      case .completeWhenUserInactive: return !userInactive || classKeysHeld
       }
     }
   }

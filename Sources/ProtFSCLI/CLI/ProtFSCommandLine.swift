@@ -45,6 +45,10 @@ public enum ProtFSCommandLine {
           } catch {
             Console.err("warning: \(error.commandLineDescription)")
           }
+          // And a lock's grace that ended while nobody was there to end it (its process was killed).
+          if geteuid() == 0, command.name != EndGraceCommand.command.name {
+            _ = try? invocation.lockController.endGraceIfDue()
+          }
         }
         return try command.run!(invocation)
       }

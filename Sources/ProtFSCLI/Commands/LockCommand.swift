@@ -23,40 +23,44 @@ package enum LockCommand {
 
   /// `--grace SECONDS`.
   package static let grace = Option.value(
-    "grace", "seconds", help: "Wait this long before the lock takes effect (iOS keeps class A keys ~10 s).")
+    "grace", "seconds",
+    help: "How long class A (complete) data stays readable after the lock (default 10, as iOS keeps its keys).")
   /// `--inactive`.
   package static let inactive = Option.flag(
     "inactive", help: "Also end the user-inactivity period: complete-when-user-inactive behaves like complete.")
 
+  /// iOS drops the class A keys about 10 s after the lock.
+  package static let defaultGrace: TimeInterval = 10
+
   package static func run(_ invocation: Invocation) throws -> Int32 {
     let controller = invocation.lockController
-    let report: TransitionReport?
+    var grace = defaultGrace
     if let text = invocation.value(Self.grace) {
-      guard let grace = TimeInterval(text), grace.isFinite else {
+      guard let value = TimeInterval(text), value.isFinite else {
         throw invocation.usageError("The grace period '\(text)' is not a number of seconds.")
       }
-      guard (0...LockController.maximumGrace).contains(grace) else {
+      guard (0...LockController.maximumGrace).contains(value) else {
         throw invocation.usageError(
           "The grace period '\(text)' is out of range: give 0 to \(Int(LockController.maximumGrace)) seconds (iOS keeps class A keys about 10 s)."
         )
       }
-      Console.err("Locking \(controller.device.root) in \(text) seconds…")
-      report = try controller.lock(grace: grace, inactive: invocation.flag(Self.inactive)) { deadline in
-        let wait = deadline.timeIntervalSinceNow
-        if wait > 0 { Thread.sleep(forTimeInterval: wait) }
-      }
-    } else {
-      report = try controller.lock(inactive: invocation.flag(Self.inactive))
+      grace = value
     }
-    guard let report else {
-      Console.err("The lock was cancelled: the device changed state during the grace period.")
-      return 1
-    }
+    let report = try controller.lock(grace: grace, inactive: invocation.flag(Self.inactive))
     Console.out(TransitionText.summary(report, device: controller.device))
     TransitionText.warnings(report)
     for file in try controller.openFilesStillReachable() {
       Console.err(
         "warning: '\(file.path)' is still open in process \(file.pid) (\(file.command)); its data stays reachable through that descriptor until it is closed."
+      )
+    }
+    if try controller.record().classKeysUntil != nil {
+      // Someone must withdraw the keys when the grace ends: a process of its own waits for it (and
+      // any later protfs command run as root does it, should that process be gone).
+      try EndGraceCommand.start(device: controller.device)
+      let seconds = grace == grace.rounded() ? String(Int(grace)) : String(grace)
+      Console.err(
+        "note: complete (class A) data stays readable for \(seconds) s, as iOS keeps its keys after a lock; `--grace 0` withdraws them at once."
       )
     }
     return 0

@@ -38,7 +38,9 @@ package enum StatusCommand {
     if status.userInactive {
       Console.out("User inactive:             yes (complete-when-user-inactive behaves like complete)")
     }
-    if let pending = status.pendingLockAt { Console.out("Lock pending:              at \(format(pending))") }
+    if let until = status.classKeysUntil {
+      Console.out("Class A keys held until:   \(format(until)) (the lock's grace)")
+    }
     if status.failedAttempts > 0 {
       let until = status.retryAfter.map { "; unlock refused until \(format($0))" } ?? ""
       Console.out("Wrong passcodes:           \(status.failedAttempts)\(until)")

@@ -110,7 +110,8 @@ extension LockController {
       state: record.state, since: record.since, passcode: record.passcodeEnabled,
       passcodeRequired: record.passcodeHash != nil, protectedDataAvailable: state.isProtectedDataAvailable,
       userInactive: record.userInactive, failedAttempts: record.failedAttempts, retryAfter: record.retryAfter,
-      classKeysUntil: record.state == .locked ? record.classKeysUntil : nil, interruptedTransition: journal?.operation, classes: classes,
+      classKeysUntil: record.state == .locked ? record.classKeysUntil : nil, interruptedTransition: journal?.operation,
+      classes: classes,
       inconsistencies: Array(sorted.prefix(100)), inconsistencyCount: sorted.count,
       hardLinked: Array(total.hardLinked.sorted().prefix(100)), hardLinkedCount: total.hardLinked.count,
       uninspectable: total.uninspectable)

@@ -118,7 +118,9 @@ let asNobody = ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups"]
     #expect(try await d.protfs(["exec", "--", "cat", d.path("complete.txt")]).status == 1)
   }
 
-  @Test(arguments: [["lock", "--grace", "0"], ["lock", "--grace", "0", "--inactive"], ["reboot"], ["unlock"], ["passcode", "remove"]])
+  @Test(arguments: [
+    ["lock", "--grace", "0"], ["lock", "--grace", "0", "--inactive"], ["reboot"], ["unlock"], ["passcode", "remove"],
+  ])
   func crashAtEveryStepIsFinishedByTheNextCommand(operation: [String]) async throws {
     var crashes = 0
     for step in 1...200 {
@@ -157,7 +159,8 @@ let asNobody = ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups"]
     let d = try LockDevice()
     let original = d.snapshot()
     let operations: [[String]] = [
-      ["lock", "--grace", "0"], ["unlock"], ["reboot"], ["lock", "--grace", "0", "--inactive"], ["unlock"], ["lock", "--grace", "0"], ["reboot"], ["unlock"],
+      ["lock", "--grace", "0"], ["unlock"], ["reboot"], ["lock", "--grace", "0", "--inactive"], ["unlock"],
+      ["lock", "--grace", "0"], ["reboot"], ["unlock"],
     ]
     let statuses = try await withThrowingTaskGroup(of: Int32.self) { group in
       for operation in operations {

@@ -3,7 +3,8 @@
 //
 // On entering the background it begins a task and prints a counter every 200 ms; after TICKS
 // ticks (the first argument, 5 by default: one second, well inside the budget) the work is done
-// and it ends the task, after which the system suspends the app. If the time runs out first, the
+// and it ends the task, after which the system suspends the app. Meanwhile a main-thread timer
+// logs the background time left, as the source documents' runner does with an NSTimer. If the time runs out first, the
 // expiration handler stops the work and ends the task, so the app is suspended rather than killed.
 import Foundation
 import ProtFSKit
@@ -19,6 +20,8 @@ func say(_ line: String) { FileHandle.standardOutput.write(Data((line + "\n").ut
   var task = UIBackgroundTaskIdentifier.invalid
   /// Ticks done so far in this background period.
   var count = 0
+  /// Logs the background time left while the task is open.
+  var timer: Timer?
 
   func application(
     _ application: UIApplication, didFinishLaunchingWithOptions options: [UIApplication.LaunchOptionsKey: Any]?
@@ -57,6 +60,11 @@ func say(_ line: String) { FileHandle.standardOutput.write(Data((line + "\n").ut
     }
     count = 0
     say("background task \(task.rawValue), remaining \(String(format: "%.1f", application.backgroundTimeRemaining))")
+    timer = Timer.scheduledTimer(withTimeInterval: 0.25, repeats: true) { _ in
+      MainActor.assumeIsolated {
+        say("time remaining \(String(format: "%.1f", UIApplication.shared.backgroundTimeRemaining))")
+      }
+    }
     tick()
   }
 
@@ -75,8 +83,10 @@ func say(_ line: String) { FileHandle.standardOutput.write(Data((line + "\n").ut
     }
   }
 
-  /// Ends the task (once).
+  /// Ends the task (once), and its timer.
   func finish() {
+    timer?.invalidate()
+    timer = nil
     UIApplication.shared.endBackgroundTask(task)
     task = .invalid
   }

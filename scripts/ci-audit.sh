@@ -41,7 +41,7 @@ p set-class unless-open "$c/tmp/upload.part" >/dev/null
 
 # A lock and an unlock must leave every mode as it was (PFS002), when the lock simulator is built in.
 if has_command lock && has_command unlock; then
-  p lock >/dev/null
+  p lock --grace 0 >/dev/null
   p unlock >/dev/null
   echo "ci-audit: locked and unlocked the device" >&2
 else

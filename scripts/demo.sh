@@ -51,9 +51,9 @@ container="$PROTFS_DEVICE/Containers/com.example.app"
 say "An app whose files default to NSFileProtectionComplete (its entitlement says so)."
 step protfs init com.example.app --default-class complete
 protfs init com.example.app --default-class complete
-say "The phone locks."
-step protfs lock
-protfs lock
+say "The phone locks (a phone drops the class A keys 10 s after the lock; --grace 0: at once)."
+step protfs lock --grace 0
+protfs lock --grace 0
 say "A background download now dies: its temp directory inherited the complete class."
 step protfs download --bundle com.example.app "$url"
 protfs download --bundle com.example.app "$url" || echo "(exit status $?)"
@@ -77,8 +77,8 @@ say "Other programs meet the lock too: protfs exec runs them as the app user 501
 echo "secret" > "$container/Documents/notes.txt"
 echo "public" > "$container/Library/Caches/readme.txt"
 protfs set-class none "$container/Library/Caches/readme.txt"
-step protfs lock
-protfs lock
+step protfs lock --grace 0
+protfs lock --grace 0
 step protfs exec -- cat "$container/Documents/notes.txt"
 protfs exec -- cat "$container/Documents/notes.txt" || echo "(exit status $?)"
 step protfs exec -- chmod u+r "$container/Documents/notes.txt"

@@ -47,7 +47,9 @@ package enum StatusCommand {
     }
     for mount in status.mounts {
       Console.out(
-        "Mounted at:                \(mount.mountpoint) (daemon pid \(mount.pid), since \(format(mount.since)))")
+        mount.forApp.map {
+          "Mounted at:                \(mount.mountpoint) (for app \($0), by its supervisor, pid \(mount.pid))"
+        } ?? "Mounted at:                \(mount.mountpoint) (daemon pid \(mount.pid), since \(format(mount.since)))")
     }
     if let interrupted = status.interruptedTransition {
       Console.out("Interrupted transition:    \(interrupted) (the next protfs command finishes it)")

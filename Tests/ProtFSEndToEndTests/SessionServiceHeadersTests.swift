@@ -73,6 +73,12 @@ import Testing
         SessionRequest(url: server.url("x"), method: "POST", body: Data(count: DownloadRequest.maximumBodySize + 1)),
         resumeData: nil)
     }
+    // A method that is no HTTP token (a header smuggled after a line break) is refused, naming it.
+    let smuggled = #expect(throws: ProtFSError.self) {
+      try client.createDownloadTask(
+        SessionRequest(url: server.url("x"), method: "GET /x HTTP/1.1\r\nX-Evil: 1\r\n"), resumeData: nil)
+    }
+    #expect(smuggled?.message.contains("is not an HTTP method") == true, "\(String(describing: smuggled))")
     client.invalidate(cancelling: false)
   }
 }

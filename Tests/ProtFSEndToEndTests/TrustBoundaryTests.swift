@@ -72,6 +72,25 @@ import Testing
     #expect(f.servicePID == getpid())
   }
 
+  @Test func theAppUserOutsideAnyAppListsNoTasksWhateverAppItNames() async throws {
+    let f = try await SessionServiceFixture()
+    defer { f.stop() }
+    let attacker = try Attacker()
+    defer { attacker.remove() }
+    try f.startInProcess()
+    for line in [#"{"kind":"appTasks"}"#, #"{"kind":"appTasks","bundleID":"com.example.app"}"#] {
+      let asked = try await attacker.run(as: Attacker.appUser, "client.py", [f.socketName, line])
+      #expect(asked.stdout.contains("is not running as an app"), "\(asked)")
+      #expect(!asked.stdout.contains("records"), "\(asked)")
+    }
+    // A body the service could not carry in one message is no way in either: the line is cut off
+    // at its limit and the connection ends, and the service serves on.
+    let huge = try await Protfs.runProgram(
+      "/usr/bin/python3", [attacker.directory + "/flood.py", f.socketName, String(3 << 20)])
+    #expect(huge.status == 0, "\(huge)")
+    #expect(f.servicePID == getpid())
+  }
+
   // MARK: What an app may name
 
   /// The app's own file, of class complete, owned by the app user.

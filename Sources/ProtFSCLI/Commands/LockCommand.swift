@@ -16,6 +16,12 @@ package enum LockCommand {
       Locking a locked device applies the table again to items created meanwhile.
       Files of unavailable classes that processes still hold open are reported. Without a
       passcode nothing changes (data protection is off).
+
+      As on a phone, the device locks at once (protected data becomes unavailable, complete-unless-
+      open files close) but complete (class A) data, and complete-when-user-inactive data after
+      --inactive, stays readable for the grace: 10 s by default, as iOS keeps its class A keys;
+      --grace 0 withdraws them at once. A process the lock leaves behind withdraws them when the
+      grace ends (or the next protfs command run as root, should it be gone).
       """,
     options: [grace, inactive],
     run: run

@@ -157,11 +157,21 @@ import Testing
     #expect(await app.line(containing: "ready") != nil, "\(app.output)")
     #expect(try await d.protfs(["app", "background", AppDevice.bundle]).status == 0)
     #expect(await app.line(containing: "blocking the main thread") != nil, "\(app.output)")
-    // A measured window: past --suspend-after, before the watchdog's second, the app still runs.
-    try await Task.sleep(for: .milliseconds(400))
-    #expect(d.record()["state"] as? String == "background", "\(d.record())")
-    // Waited for in the record, so that an app left frozen fails the test instead of hanging it.
-    guard await d.waitForState("notRunning") else {
+    // From here to the watchdog's kill (a second, ten times --suspend-after), the record must never
+    // say suspended: every state it shows is watched, not a moment chosen by a sleep.
+    let seen = await offPool { () -> [String] in
+      var states: [String] = []
+      let deadline = Date() + 20
+      while Date() < deadline {
+        let state = d.record()["state"] as? String ?? ""
+        if states.last != state { states.append(state) }
+        if state == "notRunning" { break }
+        usleep(5_000)
+      }
+      return states
+    }
+    #expect(!seen.contains("suspended"), "\(seen)")
+    guard seen.last == "notRunning" else {
       Issue.record("the app was not killed: \(d.record())")
       return
     }

@@ -21,7 +21,10 @@ func say(_ line: String) { FileHandle.standardOutput.write(Data((line + "\n").ut
     _ application: UIApplication,
     performFetchWithCompletionHandler completionHandler: @escaping @Sendable (UIBackgroundFetchResult) -> Void
   ) {
-    say("fetching (state \(application.applicationState))")
+    // With the system's uptime, so that a reader can tell the fetches' spacing from the app's side.
+    say(
+      "fetching (state \(application.applicationState)) at \(String(format: "%.3f", ProcessInfo.processInfo.systemUptime))"
+    )
     // The download would go here; the handler may be called from any thread, once.
     DispatchQueue.global().asyncAfter(deadline: .now() + 0.1) {
       completionHandler(.newData)

@@ -126,10 +126,16 @@ import Testing
     defer { d.endApp() }
     let fetched = await d.waitForFetchResult() == "newData"
     #expect(fetched, "\(d.record())")
-    #expect(d.record()["state"] as? String == "background")
+    // Launched in the background, it never became active: still in the background, or, once its
+    // --suspend-after (5 s) passed on a loaded machine, suspended.
+    let state = d.record()["state"] as? String
+    #expect(state == "background" || state == "suspended", "\(d.record())")
     #expect(try await d.protfs(["app", "terminate", AppDevice.bundle]).status == 0)
     #expect(await d.waitForState("notRunning"))
-    #expect(d.record()["lastExitStatus"] as? Int == 0)  // it exited after applicationWillTerminate
+    // From the background it exits after applicationWillTerminate; a suspended app is killed
+    // without notice, as on iOS.
+    let status = d.record()["lastExitStatus"] as? Int
+    #expect(status == 0 || (status == 137 && state == "suspended"), "\(d.record())")
   }
 
   @Test func forgetfulAppIsKilledWithACrashReportNamingItsTask() async throws {

@@ -81,6 +81,12 @@ package final class HostedMount: Sendable {
         remedy: .enableFuse)
     }
     if let error = failure.withLock({ $0 }) { throw error }
+    // libfuse leaves /dev/fuse and its socket to fusermount3 inheritable: a child this process
+    // started later would keep the mount's connection alive after the supervisor (and keep
+    // auto_unmount from acting). No descriptor of this process is meant for a child's exec.
+    for name in (try? FileManager.default.contentsOfDirectory(atPath: "/proc/self/fd")) ?? [] {
+      if let fd = Int32(name), fd > STDERR_FILENO { _ = fcntl(fd, F_SETFD, FD_CLOEXEC) }
+    }
     return mount
   }
 

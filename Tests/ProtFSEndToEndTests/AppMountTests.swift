@@ -99,13 +99,30 @@ import Testing
     _ = await app.exit()
     // fusermount3 unmounts once the supervisor's connection closes.
     let gone = await offPool { () -> Bool in
-      let deadline = Date() + 10
+      let deadline = Date() + 30
       while Date() < deadline {
         if !MountRegistry.protfsMountpoints().contains(mountpoint) { return true }
         usleep(20_000)
       }
       return false
     }
-    #expect(gone)
+    #expect(gone, "still mounted; processes holding /dev/fuse: \(Self.fuseHolders())")
+  }
+
+  /// The processes that hold /dev/fuse open, with their command lines: who keeps a mount alive.
+  static func fuseHolders() -> [String] {
+    let entries = (try? FileManager.default.contentsOfDirectory(atPath: "/proc")) ?? []
+    return entries.compactMap { pid -> String? in
+      guard Int(pid) != nil,
+        let fds = try? FileManager.default.contentsOfDirectory(atPath: "/proc/\(pid)/fd"),
+        fds.contains(where: {
+          (try? FileManager.default.destinationOfSymbolicLink(atPath: "/proc/\(pid)/fd/\($0)")) == "/dev/fuse"
+        })
+      else { return nil }
+      let command = FileManager.default.contents(atPath: "/proc/\(pid)/cmdline").map {
+        String(decoding: $0.map { $0 == 0 ? 0x20 : $0 }, as: UTF8.self)
+      }
+      return "\(pid): \(command ?? "?")"
+    }
   }
 }

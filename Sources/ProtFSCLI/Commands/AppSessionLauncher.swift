@@ -129,15 +129,16 @@ package struct AppSessionLauncher: SessionAppLauncher {
   }
 }
 
-/// Starts protfs detached from the caller: the launches of `app fetch` and of session events.
+/// Starts protfs detached from the caller: the launches of `app fetch` and of session events, the
+/// session service, and the process that ends a lock's grace.
 package enum DetachedLaunch {
-  /// Starts `program ARGS` (protfs) in a session of its own with /dev/null as its standard streams.
-  package static func start(program: String = "/proc/self/exe", _ arguments: [String]) throws(ProtFSError) -> pid_t {
-    // The supervisor outlives this command: it must hold none of the descriptors it inherited
-    // (a caller waiting for this command's pipes or its exit socket would wait for the app too).
-    for name in (try? FileManager.default.contentsOfDirectory(atPath: "/proc/self/fd")) ?? [] {
-      if let fd = Int32(name), fd > STDERR_FILENO { _ = fcntl(fd, F_SETFD, FD_CLOEXEC) }
-    }
+  /// Starts `program ARGS` (protfs) in a session of its own with /dev/null as its standard streams
+  /// and no other descriptor: it outlives this command, and must hold none of the descriptors this
+  /// process has (a caller waiting for this command's pipes or its exit socket would wait for it
+  /// too; a supervisor's mount connection would stay alive with it). `purpose` words the error.
+  package static func start(
+    program: String = "/proc/self/exe", _ arguments: [String], purpose: String = "launch the app with"
+  ) throws(ProtFSError) -> pid_t {
     var argv: [UnsafeMutablePointer<CChar>?] = (["protfs"] + arguments).map { strdup($0) } + [nil]
     defer { for pointer in argv { free(pointer) } }
     var actions = posix_spawn_file_actions_t()
@@ -146,15 +147,14 @@ package enum DetachedLaunch {
     for fd in [STDIN_FILENO, STDOUT_FILENO, STDERR_FILENO] {
       posix_spawn_file_actions_addopen(&actions, fd, "/dev/null", fd == STDIN_FILENO ? O_RDONLY : O_WRONLY, 0)
     }
+    _ = Kernel.spawnClosing(from: STDERR_FILENO + 1, &actions)
     var attributes = posix_spawnattr_t()
     posix_spawnattr_init(&attributes)
     defer { posix_spawnattr_destroy(&attributes) }
-    // POSIX_SPAWN_SETSID (glibc 2.26), which Glibc shows Swift only under _GNU_SOURCE.
-    let setSessionID: Int16 = 0x80
-    posix_spawnattr_setflags(&attributes, setSessionID)
+    posix_spawnattr_setflags(&attributes, Kernel.spawnNewSession)
     var pid: pid_t = 0
     let status = posix_spawn(&pid, program, &actions, &attributes, &argv, environ)
-    guard status == 0 else { throw ProtFSError.system("launch the app with", path: program, errno: status) }
+    guard status == 0 else { throw ProtFSError.system(purpose, path: program, errno: status) }
     return pid
   }
 }

@@ -29,30 +29,9 @@ package enum EndGraceCommand {
     }
   }
 
-  /// Starts the process for `device`, detached (a session of its own, standard streams on
-  /// /dev/null, no other descriptor), and returns at once.
+  /// Starts the process for `device`, detached, and returns at once.
   static func start(device: Device) throws {
-    let arguments = ["protfs", "--device", device.root, command.name]
-    var argv: [UnsafeMutablePointer<CChar>?] = arguments.map { strdup($0) } + [nil]
-    defer { for pointer in argv { free(pointer) } }
-    var actions = posix_spawn_file_actions_t()
-    posix_spawn_file_actions_init(&actions)
-    defer { posix_spawn_file_actions_destroy(&actions) }
-    for fd in Int32(0)...2 {
-      posix_spawn_file_actions_addopen(&actions, fd, "/dev/null", fd == 0 ? O_RDONLY : O_WRONLY, 0)
-    }
-    _ = Kernel.spawnClosing(from: 3, &actions)
-    var attributes = posix_spawnattr_t()
-    posix_spawnattr_init(&attributes)
-    defer { posix_spawnattr_destroy(&attributes) }
-    var empty = sigset_t()
-    sigemptyset(&empty)
-    posix_spawnattr_setsigmask(&attributes, &empty)
-    posix_spawnattr_setflags(&attributes, Kernel.spawnNewSession | Int16(POSIX_SPAWN_SETSIGMASK))
-    var pid: pid_t = 0
-    let status = posix_spawn(&pid, "/proc/self/exe", &actions, &attributes, &argv, environ)
-    guard status == 0 else {
-      throw ProtFSError.system("start the process that ends the lock's grace for", path: device.root, errno: status)
-    }
+    _ = try DetachedLaunch.start(
+      ["--device", device.root, command.name], purpose: "start the process that ends the lock's grace with")
   }
 }

@@ -18,6 +18,9 @@ packages=(
   e2fsprogs             # chattr: tests make the task store immutable, as on a read-only disk
   libfuse3-dev          # the device mount (protfs mount), libfuse3 low-level API
   fuse3                 # fusermount3: unmounting, also after a killed daemon
+  bash-completion       # the completion tests load protfs's bash completion as users do
+  zsh                   # the completion tests check the zsh script in a real zsh
+  fish                  # ... and the fish script in a real fish
 )
 
 missing=()

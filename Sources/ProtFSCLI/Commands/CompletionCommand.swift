@@ -1,0 +1,256 @@
+import Foundation
+import ProtFS
+
+/// `protfs completion bash|zsh|fish`: a shell completion script, generated from the command tree
+/// the parser uses, so it never drifts from the commands.
+package enum CompletionCommand {
+  package static let command = Command(
+    name: "completion",
+    abstract: "Print a shell completion script for bash, zsh or fish.",
+    discussion: """
+      Completes subcommands, options, protection class names, the device's bundle ids (from the
+      device --device or $PROTFS_DEVICE names) and paths where a command takes them.
+
+      EXAMPLES
+        protfs completion bash > /etc/bash_completion.d/protfs
+        protfs completion zsh > "${fpath[1]}/_protfs"
+        protfs completion fish > ~/.config/fish/completions/protfs.fish
+        source <(protfs completion bash)          # this shell only
+      """,
+    arguments: [shell],
+    run: run
+  )
+
+  /// `<shell>`.
+  package static let shell = Argument(name: "shell", help: "bash, zsh or fish.")
+
+  package static func run(_ invocation: Invocation) throws -> Int32 {
+    let text = invocation.required(Self.shell)
+    switch text {
+    case "bash": Console.out(bash(), terminator: "")
+    case "zsh": Console.out(zsh(), terminator: "")
+    case "fish": Console.out(fish(), terminator: "")
+    default:
+      throw invocation.usageError("'\(text)' is not a shell protfs completes; use bash, zsh or fish.")
+    }
+    return 0
+  }
+
+  // MARK: The tree
+
+  /// What a value or argument completes to.
+  enum Kind: String {
+    case directory, file, protectionClass, bundleID, none
+  }
+
+  /// The kind of values `option` takes.
+  static func kind(of option: Option) -> Kind {
+    switch option.valueName {
+    case "dir": .directory
+    case "file", "path": .file
+    case "class": .protectionClass
+    case "bundle-id": .bundleID
+    default: .none
+    }
+  }
+
+  /// The kind of values `argument` takes.
+  static func kind(of argument: Argument) -> Kind {
+    switch argument.name {
+    case "class": .protectionClass
+    case "bundle-id": .bundleID
+    case "path", "file": .file
+    case "mountpoint": .directory
+    default: .none
+    }
+  }
+
+  /// One command of the tree with the words that lead to it (`["protfs", "app", "launch"]`).
+  struct Node {
+    var path: [String]
+    var command: Command
+  }
+
+  /// Every visible command, depth first.
+  static func nodes(_ command: Command = Commands.root, path: [String] = ["protfs"]) -> [Node] {
+    [Node(path: path, command: command)]
+      + command.subcommands.filter { !$0.isHidden }.flatMap { nodes($0, path: path + [$0.name]) }
+  }
+
+  /// The options `command` accepts, `--device` and `--help` included (`--version` at the top).
+  static func options(of node: Node) -> [Option] {
+    var options = node.command.options + [CommonOptions.device, CommonOptions.help]
+    if node.path.count == 1 { options.append(CommonOptions.version) }
+    return options
+  }
+
+  /// Every protection class spelling the command line takes.
+  static var classNames: [String] {
+    ProtectionClass.allCases.flatMap { [$0.name] + ($0.alias.map { [$0] } ?? []) }
+  }
+
+  // MARK: bash
+
+  /// The bash script: a `_protfs` function and `complete -F _protfs protfs`.
+  static func bash() -> String {
+    let all = nodes()
+    let valueOptions = Set(all.flatMap { options(of: $0) }.filter { !$0.isFlag }.flatMap(words))
+    var cases = ""
+    for node in all {
+      let subcommands = node.command.subcommands.filter { !$0.isHidden }.map(\.name)
+      let argument = node.command.arguments.first.map(kind(of:)) ?? .none
+      cases += """
+            "\(node.path.joined(separator: " "))")
+              subcommands="\(subcommands.joined(separator: " "))"
+              flags="\(options(of: node).flatMap(words).joined(separator: " "))"
+              argument=\(argument.rawValue)
+              trailing=\(node.command.takesTrailingCommand ? 1 : 0) ;;
+
+        """
+    }
+    var values = ""
+    let grouped = Dictionary(grouping: all.flatMap { options(of: $0) }.filter { !$0.isFlag }, by: kind(of:))
+    for (kind, group) in grouped.sorted(by: { $0.key.rawValue < $1.key.rawValue }) where kind != .none {
+      let names = Set(group.flatMap(words)).sorted()
+      values += "    \(names.joined(separator: "|"))) _protfs_values \(kind.rawValue); return ;;\n"
+    }
+    return """
+      # bash completion for protfs, made by `protfs completion bash` from its command tree.
+      _protfs_values() {
+        case "$1" in
+          directory) COMPREPLY=($(compgen -d -- "$cur")) ;;
+          file) COMPREPLY=($(compgen -f -- "$cur")) ;;
+          protectionClass) COMPREPLY=($(compgen -W "\(classNames.joined(separator: " "))" -- "$cur")) ;;
+          bundleID)
+            local root="${device:-${PROTFS_DEVICE:-${XDG_DATA_HOME:-$HOME/.local/share}/protfs/device}}"
+            local names=""
+            [ -d "$root/Containers" ] && names=$(ls "$root/Containers" 2>/dev/null)
+            COMPREPLY=($(compgen -W "$names" -- "$cur")) ;;
+          *) COMPREPLY=() ;;
+        esac
+      }
+
+      _protfs() {
+        local cur="${COMP_WORDS[COMP_CWORD]}" prev="${COMP_WORDS[COMP_CWORD-1]}"
+        local path="protfs" device="" i word subcommands flags argument trailing positional=0
+        for ((i = 1; i < COMP_CWORD; i++)); do
+          word="${COMP_WORDS[i]}"
+          if [ "$word" = "--" ]; then
+            COMPREPLY=($(compgen -c -- "$cur"))
+            return
+          fi
+          case " \(valueOptions.sorted().joined(separator: " ")) " in
+            *" $word "*)
+              [ "$word" = "--device" ] && device="${COMP_WORDS[i+1]}"
+              i=$((i + 1))
+              continue ;;
+          esac
+          case "$word" in
+            -*) continue ;;
+          esac
+          _protfs_node "$path"
+          case " $subcommands " in
+            *" $word "*) path="$path $word" ;;
+            *) positional=$((positional + 1)) ;;
+          esac
+        done
+        case "$prev" in
+      \(values)  esac
+        _protfs_node "$path"
+        if [[ "$cur" == -* ]]; then
+          COMPREPLY=($(compgen -W "$flags" -- "$cur"))
+        elif [ -n "$subcommands" ]; then
+          COMPREPLY=($(compgen -W "$subcommands" -- "$cur"))
+        elif [ "$positional" -eq 0 ] && [ "$argument" != none ]; then
+          _protfs_values "$argument"
+        else
+          COMPREPLY=($(compgen -f -- "$cur"))
+        fi
+      }
+
+      _protfs_node() {
+        case "$1" in
+      \(cases)    *) subcommands="" flags="" argument=none trailing=0 ;;
+        esac
+      }
+
+      complete -F _protfs protfs
+
+      """
+  }
+
+  /// `--long` and `-s` of `option`.
+  static func words(_ option: Option) -> [String] {
+    ["--" + option.long] + (option.short.map { ["-\($0)"] } ?? [])
+  }
+
+  // MARK: zsh
+
+  /// The zsh script: zsh's own bash completion layer running the bash script, so both shells
+  /// complete alike.
+  static func zsh() -> String {
+    """
+    #compdef protfs
+    # zsh completion for protfs, made by `protfs completion zsh`: the bash completion, run by
+    # zsh's bashcompinit.
+    autoload -U +X bashcompinit && bashcompinit
+
+    """ + bash()
+  }
+
+  // MARK: fish
+
+  /// The fish script: one `complete` line per subcommand and option, each under the condition
+  /// that the words before it lead to its command.
+  static func fish() -> String {
+    var lines = [
+      "# fish completion for protfs, made by `protfs completion fish` from its command tree.",
+      "complete -c protfs -f",
+    ]
+    for node in nodes() {
+      let condition = fishCondition(node)
+      for sub in node.command.subcommands where !sub.isHidden {
+        lines.append(
+          "complete -c protfs -n \(quote(condition)) -a \(quote(sub.name)) -d \(quote(sub.abstract))")
+      }
+      for option in options(of: node) {
+        var line = "complete -c protfs -n \(quote(condition)) -l \(option.long)"
+        if let short = option.short { line += " -s \(short)" }
+        if !option.isFlag { line += " -r" + fishValues(kind(of: option)) }
+        lines.append(line + " -d \(quote(option.help))")
+      }
+      if node.command.subcommands.isEmpty, let argument = node.command.arguments.first {
+        let values = fishValues(kind(of: argument))
+        if !values.isEmpty { lines.append("complete -c protfs -n \(quote(condition))\(values)") }
+      }
+    }
+    return lines.joined(separator: "\n") + "\n"
+  }
+
+  /// The condition under which `node`'s words complete: its path was typed, and no deeper one.
+  static func fishCondition(_ node: Node) -> String {
+    let names = node.path.dropFirst()
+    guard !names.isEmpty else { return "__fish_use_subcommand" }
+    var parts = names.map { "__fish_seen_subcommand_from \($0)" }
+    let deeper = node.command.subcommands.filter { !$0.isHidden }.map(\.name)
+    if !deeper.isEmpty { parts.append("not __fish_seen_subcommand_from \(deeper.joined(separator: " "))") }
+    return parts.joined(separator: "; and ")
+  }
+
+  /// fish's `-a`/`-F` for values of `kind`.
+  static func fishValues(_ kind: Kind) -> String {
+    switch kind {
+    case .directory: " -a '(__fish_complete_directories)'"
+    case .file: " -F"
+    case .protectionClass: " -a \(quote(classNames.joined(separator: " ")))"
+    case .bundleID:
+      " -a '(ls (set -q PROTFS_DEVICE; and echo $PROTFS_DEVICE; or echo ~/.local/share/protfs/device)/Containers 2>/dev/null)'"
+    case .none: ""
+    }
+  }
+
+  /// `text` in single quotes for fish (a quote inside becomes `\'`).
+  static func quote(_ text: String) -> String {
+    "'" + text.replacingOccurrences(of: "\\", with: "\\\\").replacingOccurrences(of: "'", with: "\\'") + "'"
+  }
+}

@@ -15,6 +15,10 @@ package struct Parser {
     case help([Command])
     /// Print the version.
     case version
+    /// Print the manual page (roff) of the last command of the chain (`protfs help --man CMD…`).
+    case manual([Command])
+    /// Print every visible command's words, one command a line (`protfs help --commands`).
+    case commandList
   }
 
   /// Reads `words` (the command line without the program name); throws a `UsageError` for words
@@ -26,7 +30,10 @@ package struct Parser {
     var index = 0
     // `protfs help CMD…` is `protfs CMD… --help`.
     if words.first == "help" && root.subcommand(named: "help") == nil {
-      return .help(try helpTarget(words.dropFirst(), from: [root]))
+      let rest = words.dropFirst()
+      if rest.first == "--man" { return .manual(try helpTarget(rest.dropFirst(), from: [root])) }
+      if rest.first == "--commands" && rest.count == 1 { return .commandList }
+      return .help(try helpTarget(rest, from: [root]))
     }
     while index < words.count {
       let word = words[index]

@@ -31,6 +31,12 @@ public enum ProtFSCommandLine {
       case .version:
         Console.out("protfs \(ProtFSVersion.current)")
         return 0
+      case .manual(let chain):
+        Console.out(ManualPage.roff(chain), terminator: "")
+        return 0
+      case .commandList:
+        for chain in ManualPage.chains() { Console.out(chain.map(\.name).joined(separator: " ")) }
+        return 0
       case .run(let command, let invocation):
         // Whatever the command, first finish a lock transition a crash interrupted (one stat when none
         // was). Should that fail, the command still runs: transitions retry it, status shows it.

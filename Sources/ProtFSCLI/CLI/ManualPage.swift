@@ -1,0 +1,108 @@
+import Foundation
+import ProtFS
+
+/// A command's manual page in roff (man(7) macros), generated from the same description as its
+/// `--help`: `protfs help --man [COMMAND ...]` prints it, `scripts/man.sh` writes every page.
+/// Pages are named as git's are: `protfs(1)`, `protfs-app-launch(1)`.
+package enum ManualPage {
+  /// The page's name for `chain`, for example `protfs-app-launch`.
+  package static func name(_ chain: [Command]) -> String { chain.map(\.name).joined(separator: "-") }
+
+  /// Every visible command's chain, depth first: one page each.
+  package static func chains(_ chain: [Command] = [Commands.root]) -> [[Command]] {
+    [chain] + chain.last!.subcommands.filter { !$0.isHidden }.flatMap { chains(chain + [$0]) }
+  }
+
+  /// The page of the last command of `chain`.
+  package static func roff(_ chain: [Command]) -> String {
+    let command = chain.last!
+    let page = name(chain)
+    var out = """
+      .TH "\(page.uppercased())" "1" "" "protfs \(ProtFSVersion.current)" "protfs Manual"
+      .SH NAME
+      \(escape(page)) \\- \(escape(command.abstract))
+      .SH SYNOPSIS
+      \(escape(Help.usage(chain)))
+
+      """
+    if let discussion = command.discussion {
+      out += ".SH DESCRIPTION\n" + paragraphs(discussion)
+    }
+    if !command.arguments.isEmpty {
+      out += ".SH ARGUMENTS\n"
+      for argument in command.arguments {
+        let variadic = argument.isVariadic ? " ..." : ""
+        out += ".TP\n\\fI<\(escape(argument.name))>\\fR\(variadic)\n\(escape(argument.help))\n"
+      }
+    }
+    out += ".SH OPTIONS\n"
+    var options = command.options + [CommonOptions.device]
+    if chain.count == 1 { options.append(CommonOptions.version) }
+    options.append(CommonOptions.help)
+    for option in options {
+      var label = option.short.map { "\\fB\\-\($0)\\fR, " } ?? ""
+      label += "\\fB\\-\\-\(escape(option.long))\\fR"
+      if let value = option.valueName { label += " \\fI<\(escape(value))>\\fR" }
+      out += ".TP\n\(label)\n\(escape(option.help))\n"
+    }
+    let visible = command.subcommands.filter { !$0.isHidden }
+    if !visible.isEmpty {
+      out += ".SH COMMANDS\n"
+      for sub in visible {
+        out += ".TP\n\\fB\(escape(name(chain + [sub])))\\fR(1)\n\(escape(sub.abstract))\n"
+      }
+    }
+    out +=
+      ".SH EXIT STATUS\n0 on success, 1 on a runtime error, 64 on a usage error, unless the description above says more.\n"
+    var related = chain.count > 1 ? [name(Array(chain.dropLast()))] : []
+    related += visible.map { name(chain + [$0]) }
+    if !related.isEmpty {
+      out += ".SH SEE ALSO\n" + related.map { "\\fB\(escape($0))\\fR(1)" }.joined(separator: ", ") + "\n"
+    }
+    return out
+  }
+
+  /// The discussion's paragraphs (separated by blank lines) as roff: a paragraph that is one
+  /// upper-case line is a subsection heading, an indented one is shown as it is written.
+  static func paragraphs(_ text: String) -> String {
+    var out = ""
+    var first = true
+    for paragraph in text.components(separatedBy: "\n\n") {
+      var lines = paragraph.split(separator: "\n", omittingEmptySubsequences: false).map(String.init)
+      guard !lines.isEmpty else { continue }
+      if let heading = lines.first, heading == heading.uppercased(), heading.contains(where: \.isLetter),
+        !heading.hasPrefix(" ")
+      {
+        out += ".SS \(escape(heading))\n"
+        lines.removeFirst()
+        first = true
+        if lines.isEmpty { continue }
+      }
+      if !first { out += ".PP\n" }
+      first = false
+      if lines.allSatisfy({ $0.hasPrefix("  ") || $0.isEmpty }) {
+        out += ".nf\n" + lines.map { escape(String($0.dropFirst(2))) }.joined(separator: "\n") + "\n.fi\n"
+      } else {
+        out += lines.map(escape).joined(separator: "\n") + "\n"
+      }
+    }
+    return out
+  }
+
+  /// `text` safe as roff text: backslashes escaped, hyphens as `\-` (so they stay hyphens a user
+  /// can copy), and a line never starting with a control character.
+  static func escape(_ text: String) -> String {
+    var escaped = ""
+    for scalar in text.unicodeScalars {
+      switch scalar {
+      case "\\": escaped += "\\e"
+      case "-": escaped += "\\-"
+      case _ where scalar.isASCII: escaped.unicodeScalars.append(scalar)
+      // Anything else by its code point, which groff renders on every device.
+      default: escaped += "\\[u" + String(format: "%04X", scalar.value) + "]"
+      }
+    }
+    if escaped.hasPrefix(".") || escaped.hasPrefix("'") { escaped = "\\&" + escaped }
+    return escaped
+  }
+}

@@ -1,3 +1,4 @@
+import Foundation
 import Testing
 
 @testable import ProtFSCLI
@@ -157,5 +158,30 @@ func usageError(_ words: [String], sourceLocation: SourceLocation = #_sourceLoca
 
   @Test func hiddenCommandsAreNeverSuggested() {
     #expect(usageError(["__exec-confine"])?.message == "Unknown command '__exec-confine'.")
+  }
+}
+
+/// Every command's help shows examples, and every example that is one plain command parses.
+@Suite struct CommandExampleTests {
+  /// Every visible command's words, depth first.
+  static func paths(_ command: Command = Commands.root, _ path: [String] = ["protfs"]) -> [[String]] {
+    [path] + command.subcommands.filter { !$0.isHidden }.flatMap { paths($0, path + [$0.name]) }
+  }
+
+  @Test func everyVisibleCommandHasExamplesThatNameItAndParse() throws {
+    for path in Self.paths() {
+      let name = path.joined(separator: " ")
+      let examples = CommandExamples.of(name)
+      #expect(!examples.isEmpty, "\(name) has no EXAMPLES")
+      #expect(examples.allSatisfy { $0.contains(name) }, "\(name): \(examples)")
+      for example in examples {
+        let command = example.split(separator: "#", maxSplits: 1)[0].trimmingCharacters(in: .whitespaces)
+        // Only one plain command is parsed here; pipes, lists and substitutions are shell's.
+        guard command.rangeOfCharacter(from: CharacterSet(charactersIn: "|;&$'\"<>*()")) == nil else { continue }
+        let words = command.split(separator: " ").map(String.init).dropFirst()
+        #expect(throws: Never.self, "\(example)") { _ = try parse(Array(words)) }
+      }
+    }
+    #expect(Set(CommandExamples.all.keys).isSubset(of: Set(Self.paths().map { $0.joined(separator: " ") })))
   }
 }

@@ -54,6 +54,7 @@ package enum Help {
       for sub in visible { out += row(sub.name, sub.abstract) }
       out += "\n  See '\(chain.map(\.name).joined(separator: " ")) help <subcommand>' for detailed help.\n"
     }
+    out += CommandExamples.text(chain.map(\.name).joined(separator: " "))
     return out
   }
 

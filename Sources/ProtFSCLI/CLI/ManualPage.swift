@@ -52,6 +52,10 @@ package enum ManualPage {
         out += ".TP\n\\fB\(escape(name(chain + [sub])))\\fR(1)\n\(escape(sub.abstract))\n"
       }
     }
+    let examples = CommandExamples.of(chain.map(\.name).joined(separator: " "))
+    if !examples.isEmpty {
+      out += ".SH EXAMPLES\n.nf\n" + examples.map(escape).joined(separator: "\n") + "\n.fi\n"
+    }
     out +=
       ".SH EXIT STATUS\n0 on success, 1 on a runtime error, 64 on a usage error, unless the description above says more.\n"
     var related = chain.count > 1 ? [name(Array(chain.dropLast()))] : []

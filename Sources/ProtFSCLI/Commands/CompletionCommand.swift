@@ -10,12 +10,6 @@ package enum CompletionCommand {
     discussion: """
       Completes subcommands, options, protection class names, the device's bundle ids (from the
       device --device or $PROTFS_DEVICE names) and paths where a command takes them.
-
-      EXAMPLES
-        protfs completion bash > /etc/bash_completion.d/protfs
-        protfs completion zsh > "${fpath[1]}/_protfs"
-        protfs completion fish > ~/.config/fish/completions/protfs.fish
-        source <(protfs completion bash)          # this shell only
       """,
     arguments: [shell],
     run: run

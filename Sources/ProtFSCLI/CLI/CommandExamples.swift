@@ -1,0 +1,137 @@
+/// The EXAMPLES of every command's help and manual page, by the command's words: each line a
+/// command as a user types it, then what it does after `#`. The tests hold every visible command
+/// to having some, each naming its own command.
+package enum CommandExamples {
+  /// The examples of the command `path` (`"protfs app launch"`), or none.
+  package static func of(_ path: String) -> [String] { all[path] ?? [] }
+
+  /// The EXAMPLES section as `--help` prints it, or "" when there are none.
+  package static func text(_ path: String) -> String {
+    let lines = of(path)
+    guard !lines.isEmpty else { return "" }
+    return "\nEXAMPLES:\n" + lines.map { "  " + $0 + "\n" }.joined()
+  }
+
+  static let all: [String: [String]] = [
+    "protfs": [
+      "protfs init com.example.app                # a device with one app container",
+      "protfs lock; protfs status                 # lock it and see what is available",
+      "protfs help app launch                     # the help of a command",
+    ],
+    "protfs init": [
+      "protfs init com.example.app",
+      "protfs init com.example.app --default-class complete   # as the entitlement would",
+      "protfs init com.example.app --entitlements App.entitlements",
+    ],
+    "protfs init-cache": [
+      "protfs init-cache com.example.app          # nsurlsessiond's Downloads directory, class none"
+    ],
+    "protfs set-class": [
+      "protfs set-class complete Containers/com.example.app/Documents/notes.txt",
+      "protfs set-class -r none Containers/com.example.app/Library/Caches",
+    ],
+    "protfs get-class": [
+      "protfs get-class Containers/com.example.app/Documents/notes.txt",
+      "protfs get-class --json Containers/com.example.app/Documents/*",
+    ],
+    "protfs ls": [
+      "protfs ls -R Containers/com.example.app    # every item with its class",
+      "protfs ls --json Containers/com.example.app/Documents",
+    ],
+    "protfs lock": [
+      "protfs lock                                # class B now, class A after 10 s, as a phone",
+      "protfs lock --grace 0                      # everything the lock takes, at once",
+      "protfs lock --inactive                     # and the user-inactivity expiry of class CX",
+    ],
+    "protfs unlock": [
+      "protfs unlock",
+      "protfs unlock --passcode-file passcode.txt",
+    ],
+    "protfs reboot": ["protfs reboot                              # before first unlock: only class none"],
+    "protfs status": [
+      "protfs status",
+      "protfs status --json | jq .protectedDataAvailable",
+    ],
+    "protfs watch": ["protfs watch                               # one line per lock, unlock and inactivity event"],
+    "protfs exec": [
+      "protfs exec -- cat Containers/com.example.app/Documents/notes.txt",
+      "protfs exec --schedule lock@2s,unlock@5s -- ./my-test",
+    ],
+    "protfs app": [
+      "protfs app launch com.example.app -- ./MyApp &",
+      "protfs app background com.example.app; protfs app status",
+    ],
+    "protfs app launch": [
+      "protfs app launch com.example.app -- .build/debug/BackgroundDownloader https://example.com/big.iso",
+      "protfs app launch com.example.app --background-time 5s --schedule background@1s -- ./app.sh",
+      "protfs app launch com.example.app --info-plist Info.plist --no-mount -- ./MyApp",
+    ],
+    "protfs app background": ["protfs app background com.example.app      # didEnterBackground, then suspended"],
+    "protfs app foreground": ["protfs app foreground com.example.app      # willEnterForeground, didBecomeActive"],
+    "protfs app fetch": ["protfs app fetch com.example.app           # as Xcode's Simulate Background Fetch"],
+    "protfs app terminate": [
+      "protfs app terminate com.example.app",
+      "protfs app terminate com.example.app --user   # a force-quit: its transfers stop",
+    ],
+    "protfs app status": [
+      "protfs app status",
+      "protfs app status com.example.app --json",
+    ],
+    "protfs app begin-task": ["id=$(protfs app begin-task upload)        # inside the app: a background task"],
+    "protfs app end-task": ["protfs app end-task \"$id\"                 # inside the app: the task is done"],
+    "protfs app time-remaining": ["protfs app time-remaining                  # inside the app: seconds left"],
+    "protfs app fetch-completed": ["protfs app fetch-completed newData          # inside the app: the fetch's result"],
+    "protfs app events-handled": [
+      "protfs app events-handled com.example.bg   # inside the app: the session's completion handler"
+    ],
+    "protfs app set-fetch-interval": [
+      "protfs app set-fetch-interval 900          # inside the app: fetch at most every 15 minutes",
+      "protfs app set-fetch-interval never",
+    ],
+    "protfs mount": ["mkdir -p /mnt/device && protfs mount /mnt/device"],
+    "protfs unmount": ["protfs unmount /mnt/device"],
+    "protfs passcode": ["protfs passcode set; protfs passcode remove"],
+    "protfs passcode set": ["protfs passcode set --passcode-file new.txt"],
+    "protfs passcode remove": ["protfs passcode remove --current-file old.txt"],
+    "protfs download": [
+      "protfs download --bundle com.example.app https://example.com/report.pdf",
+      "protfs download --bundle com.example.app --detach -i urls.txt   # run by the session service",
+      "protfs download --detach https://example.com/a.bin   # inside an app: its own session",
+    ],
+    "protfs upload": [
+      "protfs upload --bundle com.example.app --from Documents/report.txt https://example.com/upload",
+      "protfs upload --bundle com.example.app -X POST -H 'Content-Type: text/plain' --from a.txt --detach URL",
+    ],
+    "protfs tasks": [
+      "protfs tasks",
+      "protfs tasks --session com.example.app.background --json",
+    ],
+    "protfs tasks resume": ["protfs tasks resume 12"],
+    "protfs tasks suspend": ["protfs tasks suspend 12"],
+    "protfs tasks cancel": ["protfs tasks cancel 12"],
+    "protfs tasks wait": [
+      "protfs tasks wait 12 13",
+      "protfs tasks wait --session com.example.app.background",
+    ],
+    "protfs tasks events": ["protfs tasks events --session com.example.app.background --json"],
+    "protfs sessions": ["protfs sessions                            # the service's sessions and tasks"],
+    "protfs sessions start": ["protfs sessions start --idle-exit 5m"],
+    "protfs sessions stop": ["protfs sessions stop"],
+    "protfs cache": ["protfs cache du; protfs cache purge --older-than 7d"],
+    "protfs cache du": ["protfs cache du com.example.app"],
+    "protfs cache ls": ["protfs cache ls com.example.app --json"],
+    "protfs cache purge": [
+      "protfs cache purge --older-than 7d -n      # what would go",
+      "protfs cache purge com.example.app --max-size 100M",
+    ],
+    "protfs simulate-storage-pressure": ["protfs simulate-storage-pressure --free 1G -n"],
+    "protfs audit": [
+      "protfs audit",
+      "protfs audit Containers/com.example.app --policy Policies/strict.policy --format sarif -o audit.sarif",
+    ],
+    "protfs completion": [
+      "protfs completion bash > /etc/bash_completion.d/protfs",
+      "source <(protfs completion bash)",
+    ],
+  ]
+}

@@ -78,29 +78,19 @@ import Testing
     #expect(await held.line() == "opened")
     let unlessOpen = try Conversation.holding("\(m.documents)/unless-open.txt")
     #expect(await unlessOpen.line() == "opened")
-    // The device locks at once; only the class A keys wait for the grace to end.
-    let lock = try await m.protfs(["lock", "--grace", "2"])
+    // The device locks at once; only the class A keys wait for the grace (iOS's 10 s, long enough
+    // for what follows on a loaded machine) to end.
+    let lock = try await m.protfs(["lock"])
     #expect(lock.status == 0, "\(lock)")
     #expect(try await m.protfs(["status", "--json"]).stdout.contains("classKeysUntil"))
     #expect(await held.ask("read") == "ok contents of complete")
     #expect(try await m.sh("cat '\(m.documents)/complete.txt'").stdout == "contents of complete\n")
     // Class B closes at once: a new open is refused, the open handle goes on.
     #expect(try await m.sh("cat '\(m.documents)/unless-open.txt'").stderr.contains("Operation not permitted"))
-    // The process `lock` left ends the grace; the mount then refuses class A, the held handle too.
-    let root = m.root
-    let ended = await offPool { () -> Bool in
-      let deadline = Date() + 20
-      while Date() < deadline {
-        if let status = try? Protfs.runBlocking(["--device", root, "status", "--json"]),
-          !status.stdout.contains("classKeysUntil")
-        {
-          return true
-        }
-        usleep(50_000)
-      }
-      return false
-    }
-    #expect(ended)
+    // When the keys go (here a lock without grace ends it; the process the lock left does the
+    // same at its end, as LockEndToEndTests shows), the mount refuses class A, the held handle too.
+    #expect(try await m.protfs(["lock", "--grace", "0"]).status == 0)
+    #expect(!(try await m.protfs(["status", "--json"]).stdout.contains("classKeysUntil")))
     #expect(await held.ask("read") == "err 1")
     #expect(await unlessOpen.ask("read") == "ok contents of unless-open")
   }

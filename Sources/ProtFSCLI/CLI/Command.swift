@@ -29,6 +29,12 @@ package struct Command: Sendable {
   /// `--device`, which every command accepts (`--help` and `--version` never reach a command).
   package func declares(_ option: Option) -> Bool { option == CommonOptions.device || options.contains(option) }
 
+  /// Every option an invocation of this command accepts, in the order help lists them: its own,
+  /// then `--device`, `--version` for the top command (`isTop`), and `--help`.
+  package func acceptedOptions(isTop: Bool) -> [Option] {
+    options + [CommonOptions.device] + (isTop ? [CommonOptions.version] : []) + [CommonOptions.help]
+  }
+
   /// Whether `argument` is one of this command's positional arguments.
   package func declares(_ argument: Argument) -> Bool { arguments.contains(argument) }
 }

@@ -39,10 +39,7 @@ package enum Help {
       }
     }
     out += "\nOPTIONS:\n"
-    var options = command.options + [CommonOptions.device]
-    if chain.count == 1 { options.append(CommonOptions.version) }
-    options.append(CommonOptions.help)
-    for option in options {
+    for option in command.acceptedOptions(isTop: chain.count == 1) {
       var label = option.short.map { "-\($0), " } ?? ""
       label += "--\(option.long)"
       if let value = option.valueName { label += " <\(value)>" }

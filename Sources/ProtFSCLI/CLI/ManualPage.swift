@@ -36,10 +36,7 @@ package enum ManualPage {
       }
     }
     out += ".SH OPTIONS\n"
-    var options = command.options + [CommonOptions.device]
-    if chain.count == 1 { options.append(CommonOptions.version) }
-    options.append(CommonOptions.help)
-    for option in options {
+    for option in command.acceptedOptions(isTop: chain.count == 1) {
       var label = option.short.map { "\\fB\\-\($0)\\fR, " } ?? ""
       label += "\\fB\\-\\-\(escape(option.long))\\fR"
       if let value = option.valueName { label += " \\fI<\(escape(value))>\\fR" }

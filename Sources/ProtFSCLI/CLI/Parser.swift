@@ -144,11 +144,7 @@ package struct Parser {
   }
 
   /// The options the last command of `chain` accepts: its own, then the common ones.
-  private func options(of chain: [Command]) -> [Option] {
-    var all = chain.last!.options + [CommonOptions.device, CommonOptions.help]
-    if chain.count == 1 { all.append(CommonOptions.version) }
-    return all
-  }
+  private func options(of chain: [Command]) -> [Option] { chain.last!.acceptedOptions(isTop: chain.count == 1) }
 
   /// `name=value` split at the first `=`; the value is nil without one.
   private func split(_ body: Substring) -> (String, String?) {

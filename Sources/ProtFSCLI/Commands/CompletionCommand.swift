@@ -71,12 +71,8 @@ package enum CompletionCommand {
       + command.subcommands.filter { !$0.isHidden }.flatMap { nodes($0, path: path + [$0.name]) }
   }
 
-  /// The options `command` accepts, `--device` and `--help` included (`--version` at the top).
-  static func options(of node: Node) -> [Option] {
-    var options = node.command.options + [CommonOptions.device, CommonOptions.help]
-    if node.path.count == 1 { options.append(CommonOptions.version) }
-    return options
-  }
+  /// The options `node`'s command accepts, `--device` and `--help` included (`--version` at the top).
+  static func options(of node: Node) -> [Option] { node.command.acceptedOptions(isTop: node.path.count == 1) }
 
   /// Every protection class spelling the command line takes.
   static var classNames: [String] {

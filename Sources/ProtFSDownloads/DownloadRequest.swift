@@ -48,9 +48,8 @@ public struct DownloadRequest: Sendable, Equatable {
 
   /// `method` uppercased when it is an HTTP token, or an error naming it.
   public static func validatedMethod(_ method: String) throws(ProtFSError) -> String {
-    let allowed = Set("!#$%&'*+-.^_`|~0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZ")
     let upper = method.uppercased()
-    guard !upper.isEmpty, upper.count <= 32, upper.allSatisfy({ allowed.contains($0) }) else {
+    guard !upper.isEmpty, upper.count <= 32, upper.allSatisfy({ UploadHeader.tokenCharacters.contains($0) }) else {
       throw ProtFSError(
         .invalidArgument, "'\(method)' is not an HTTP method; use a word such as GET or POST.",
         remedy: .advice("give the request's method as letters, such as POST"))
@@ -59,5 +58,18 @@ public struct DownloadRequest: Sendable, Equatable {
       throw ProtFSError(.invalidArgument, "A download cannot use the method CONNECT; use GET or POST.")
     }
     return upper
+  }
+
+  /// Whether a request with `method` (uppercase) carries its body: not a GET or a HEAD, as
+  /// Foundation sends none with those.
+  public static func sendsBody(_ method: String) -> Bool { method != "GET" && method != "HEAD" }
+
+  /// Throws, naming the request's URL, when `body` is longer than `maximumBodySize`.
+  public static func checkBodySize(_ body: Data, url: String) throws(ProtFSError) {
+    guard body.count > maximumBodySize else { return }
+    throw ProtFSError(
+      .invalidArgument,
+      "The request body for '\(url)' has \(body.count) bytes; a download's may have at most \(maximumBodySize) here.",
+      remedy: .advice("send a large body as an upload task from a file"))
   }
 }

@@ -132,14 +132,8 @@ public final class DownloadSession: Sendable {
       let digest = try request.expectedSHA256.map(Self.normalizedDigest)
       let headers = try request.headers.map { header throws(ProtFSError) in try header.validated() }
       let method = try DownloadRequest.validatedMethod(request.method)
-      // Foundation sends no body with GET or HEAD.
-      let body = method == "GET" || method == "HEAD" ? nil : request.body
-      if let body, body.count > DownloadRequest.maximumBodySize {
-        throw ProtFSError(
-          .invalidArgument,
-          "The request body for '\(url)' has \(body.count) bytes; a download's may have at most \(DownloadRequest.maximumBodySize) here.",
-          remedy: .advice("send a large body as an upload task from a file"))
-      }
+      let body = DownloadRequest.sendsBody(method) ? request.body : nil
+      if let body { try DownloadRequest.checkBodySize(body, url: url) }
       // A handed-over task is the app's own: each request makes one.
       if !request.handsOver, method == "GET",
         let match = unfinished[Key(url: url, directory: directory)]?.first(where: {

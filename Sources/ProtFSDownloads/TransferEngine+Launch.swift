@@ -171,13 +171,13 @@ extension TransferEngine {
   /// into a GET, as Foundation does), HEAD without a body, any other method by name. The body is
   /// copied into the handle.
   private func configureMethod(_ easy: UnsafeMutableRawPointer, record: DownloadTaskRecord) {
-    switch record.requestMethod {
-    case nil: break
+    guard let method = record.requestMethod else { return }
+    switch method {
     case "HEAD": protfs_curl_easy_setopt_long(easy, CURLOPT_NOBODY, 1)
     case "POST": protfs_curl_easy_setopt_long(easy, CURLOPT_POST, 1)
-    case let method?: protfs_curl_easy_setopt_string(easy, CURLOPT_CUSTOMREQUEST, method)
+    default: protfs_curl_easy_setopt_string(easy, CURLOPT_CUSTOMREQUEST, method)
     }
-    guard record.requestMethod != nil, record.requestMethod != "HEAD" else { return }
+    guard DownloadRequest.sendsBody(method) else { return }
     let body = record.requestBody ?? Data()
     protfs_curl_easy_setopt_off_t(easy, CURLOPT_POSTFIELDSIZE_LARGE, curl_off_t(body.count))
     guard !body.isEmpty else {

@@ -44,8 +44,8 @@ public struct UploadHeader: Sendable, Equatable, Codable {
     return try UploadHeader(name: name, value: value).validated()
   }
 
-  /// The characters RFC 9110 allows in a header name (a token).
-  private static let tokenCharacters = Set(
+  /// The characters RFC 9110 allows in a token: a header name, or a method.
+  static let tokenCharacters = Set(
     "!#$%&'*+-.^_`|~0123456789abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ")
 
   /// The header itself when its name is a token and its value holds no line break or NUL.

@@ -65,7 +65,7 @@ public struct URLRequest: Sendable, Equatable, Hashable {
     SessionRequest(
       url: url ?? URL(fileURLWithPath: "/"), method: method,
       headers: fields.map { SessionHeader(name: $0.name, value: $0.value) },
-      body: method == "GET" || method == "HEAD" ? nil : httpBody)
+      body: SessionRequest.sendsBody(method) ? httpBody : nil)
   }
 
   /// The request a snapshot's `SessionRequest` describes.

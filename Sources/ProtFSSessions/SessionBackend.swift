@@ -81,6 +81,11 @@ public struct SessionRequest: Sendable, Equatable, Codable {
   }
 }
 
+extension SessionRequest {
+  /// Whether a request with `method` (uppercase) carries its body: the download layer's rule.
+  public static func sendsBody(_ method: String) -> Bool { DownloadRequest.sendsBody(method) }
+}
+
 /// One header field: the download layer's, which the service hands to the engine as it is.
 public typealias SessionHeader = UploadHeader
 

@@ -158,12 +158,7 @@ public final class SessionServiceClient: SessionBackend, Sendable {
   {
     // Refused here too, so that a body too long for the service's socket gets this error, not a
     // connection closed.
-    if let body = request.body, body.count > DownloadRequest.maximumBodySize {
-      throw ProtFSError(
-        .invalidArgument,
-        "The request body for '\(request.url.absoluteString)' has \(body.count) bytes; a download's may have at most \(DownloadRequest.maximumBodySize) here.",
-        remedy: .advice("send a large body as an upload task from a file"))
-    }
+    if let body = request.body { try DownloadRequest.checkBodySize(body, url: request.url.absoluteString) }
     let reply = try call(.createDownloadTask) {
       $0.request = request
       $0.resumeData = resumeData

@@ -401,24 +401,10 @@ final class SessionSubscriber: @unchecked Sendable {
   }
 
   /// Writes `line` and its newline; false when the connection failed or the subscription ended.
+  /// A write that waited out the send limit with the app reading nothing (it is frozen) waits
+  /// again, unless the subscription ended meanwhile.
   private func writeWhole(_ line: String) -> Bool {
-    let bytes = Array(line.utf8) + [0x0A]
-    var written = 0
-    while written < bytes.count {
-      let n = bytes.withUnsafeBytes { raw in
-        Glibc.send(connection.rawValue, raw.baseAddress! + written, raw.count - written, Int32(MSG_NOSIGNAL))
-      }
-      if n > 0 {
-        written += n
-        continue
-      }
-      let failure = errno
-      guard n < 0, failure == EAGAIN || failure == EWOULDBLOCK || failure == EINTR else { return false }
-      // The send limit passed with the app reading nothing (it is frozen): wait again, unless the
-      // subscription ended meanwhile.
-      if condition.withLock({ ended }) { return false }
-    }
-    return true
+    ControlSocket.writeAll(Array(line.utf8) + [0x0A], on: connection) { !condition.withLock { ended } }
   }
 
   /// The task of a progress event, nil for any other.

@@ -121,18 +121,7 @@ enum SessionWire {
   @discardableResult
   static func send<T: Encodable>(_ value: T, on connection: FileDescriptor) -> Bool {
     guard let data = try? JSONEncoder().encode(value) else { return false }
-    // MSG_NOSIGNAL: a peer that went away is an error here, not a SIGPIPE that ends the process.
-    let bytes = Array(data) + [0x0A]
-    var sent = 0
-    while sent < bytes.count {
-      let n = bytes.withUnsafeBytes { raw in
-        Glibc.send(connection.rawValue, raw.baseAddress! + sent, raw.count - sent, Int32(MSG_NOSIGNAL))
-      }
-      if n < 0 && errno == EINTR { continue }
-      guard n > 0 else { return false }
-      sent += n
-    }
-    return true
+    return ControlSocket.writeAll(Array(data) + [0x0A], on: connection)
   }
 
   /// A decoding error in a few words, for a reply (never the line itself, which may be huge).

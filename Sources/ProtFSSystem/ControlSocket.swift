@@ -188,7 +188,16 @@ public enum ControlSocket {
   /// test process hosting one, must outlive any client.
   @discardableResult
   public static func writeLine(_ connection: FileDescriptor, _ line: String) -> Bool {
-    let bytes = Array(line.utf8) + [0x0A]
+    writeAll(Array(line.utf8) + [0x0A], on: connection)
+  }
+
+  /// Writes all of `bytes` on `connection`; returns whether it did. A send that waited out the
+  /// socket's send limit (`limitWaits`: the peer reads nothing) is given up, unless `waitAgain`
+  /// says to go on waiting (a subscription's writer, whose app may be frozen); any other failure,
+  /// a peer gone included (`MSG_NOSIGNAL`: never a SIGPIPE), ends it.
+  public static func writeAll(_ bytes: [UInt8], on connection: FileDescriptor, waitAgain: () -> Bool = { false })
+    -> Bool
+  {
     var sent = 0
     while sent < bytes.count {
       let result = bytes.withUnsafeBytes { raw in
@@ -196,8 +205,12 @@ public enum ControlSocket {
           send(connection.rawValue, raw.baseAddress! + sent, raw.count - sent, Int32(MSG_NOSIGNAL))
         }
       }
-      guard case .success(let count) = result, count > 0 else { return false }
-      sent += count
+      switch result {
+      case .success(let count) where count > 0: sent += count
+      case .failure(let error) where (error.rawValue == EAGAIN || error.rawValue == EWOULDBLOCK) && waitAgain():
+        continue
+      default: return false
+      }
     }
     return true
   }

@@ -224,8 +224,10 @@ extension SessionService {
       guard sessions.contains(wanted) else { throw Self.unknownSession(wanted) }
       return try store.tasks(session: wanted)
     }
-    let mine = Set(sessions)
-    return try store.tasks().filter { mine.contains($0.sessionIdentifier) }
+    // Session by session: another app's records (request bodies included) are never read.
+    var records: [DownloadTaskRecord] = []
+    for session in sessions { records += try store.tasks(session: session) }
+    return records.sorted { $0.id < $1.id }
   }
 
   /// The app of session `identifier`, throwing when the store has no such session.

@@ -44,12 +44,12 @@ enum AppTransfers {
       identifier: invocation.value(DownloadCommand.session) ?? "\(app).background", bundleID: app)
     configuration.socketName = socketName(invocation)
     if let timeout = try DownloadCommand.timeout(invocation, DownloadCommand.requestTimeout, within: 1...86400) {
-      configuration.requestTimeout = Double(timeout.components.seconds)
+      configuration.requestTimeout = Monotonic.seconds(timeout)
     }
     if let timeout = try DownloadCommand.timeout(
       invocation, DownloadCommand.resourceTimeout, within: 1...(365 * 86400))
     {
-      configuration.resourceTimeout = Double(timeout.components.seconds)
+      configuration.resourceTimeout = Monotonic.seconds(timeout)
     }
     return try SessionServiceClient.open(configuration)
   }

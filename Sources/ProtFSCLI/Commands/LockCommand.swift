@@ -60,7 +60,7 @@ package enum LockCommand {
         "warning: '\(file.path)' is still open in process \(file.pid) (\(file.command)); its data stays reachable through that descriptor until it is closed."
       )
     }
-    if try controller.record().classKeysUntil != nil {
+    if report.to.classKeysHeld {
       // Someone must withdraw the keys when the grace ends: a process of its own waits for it (and
       // any later protfs command run as root does it, should that process be gone).
       try EndGraceCommand.start(device: controller.device)

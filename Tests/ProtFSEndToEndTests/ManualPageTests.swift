@@ -7,10 +7,9 @@ import Testing
 @Suite struct ManualPageTests {
   @Test func everyCommandHasAPageThatManRendersWithoutAWarning() async throws {
     let t = try TestDevice(containers: [])
-    let root = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
-      .deletingLastPathComponent()
+    let root = RepositoryLayout.packageRoot
     let out = t.directory + "/man"
-    let written = try await Protfs.runProgram("/bin/bash", [root.path + "/scripts/man.sh", out, Protfs.binary])
+    let written = try await Protfs.runProgram("/bin/bash", [root + "/scripts/man.sh", out, Protfs.binary])
     #expect(written.status == 0, "\(written)")
     let commands = try await Protfs.run(["help", "--commands"])
     let paths = commands.stdout.split(separator: "\n").map(String.init)

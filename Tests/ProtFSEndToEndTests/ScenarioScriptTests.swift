@@ -6,11 +6,10 @@ import Testing
 /// runs end to end with this build, and says what the README says it says.
 @Suite(.timeLimit(.minutes(3))) struct ScenarioScriptTests {
   @Test func theWholeScenarioRunsAsTheReadmeShowsIt() async throws {
-    let root = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
-      .deletingLastPathComponent()
+    let root = RepositoryLayout.packageRoot
     let build = URL(fileURLWithPath: Protfs.binary).deletingLastPathComponent().path
     let result = try await Protfs.runProgram(
-      "/bin/bash", [root.path + "/scripts/scenario.sh"], environment: ["PROTFS_BUILD": build, "PROTFS_DEVICE": ""])
+      "/bin/bash", [root + "/scripts/scenario.sh"], environment: ["PROTFS_BUILD": build, "PROTFS_DEVICE": ""])
     let output = result.stdout
     #expect(result.status == 0, "\(result)")
     // 1. Background time running out, and a task ended in time while a timer logs the time left.

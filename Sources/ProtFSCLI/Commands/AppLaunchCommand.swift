@@ -17,8 +17,9 @@ package enum AppLaunchCommand {
       while it runs (or the device's mount when one is active), so that the class decides every
       open, create and write as on a phone, refusals being "Operation not permitted" (EPERM).
       Where FUSE is not there (or with --no-mount) it runs under permission modes alone, with a
-      warning: refusals are then "Permission denied". It runs in a process group of its own, with $PROTFS_APP_EVENTS_FD (its events, one JSON object a line),
-      $PROTFS_APP_SOCKET and $PROTFS_APP_BUNDLE in its environment. In the background it runs for
+      warning: refusals are then "Permission denied". It runs in a process group of its own, with
+      $PROTFS_APP_EVENTS_FD (its events, one JSON object a line), $PROTFS_APP_SOCKET and
+      $PROTFS_APP_BUNDLE in its environment. In the background it runs for
       --suspend-after without tasks, then is frozen with every process it started (its cgroup, or
       SIGSTOP to its process group where there is no cgroup v2) until it returns to the foreground;
       with tasks, for --background-time, with a backgroundTaskWillExpire event per task a fifth of

@@ -51,12 +51,13 @@ package final class HostedMount: Sendable {
     let state = try DirectoryHandle(path: device.stateDirectory)
     _ = try state.makeDirectory(directoryName, permissions: FilePermissions(rawValue: 0o700))
     let parent = try state.openDirectory(directoryName)
-    _ = try parent.makeDirectory(bundleID, permissions: FilePermissions(rawValue: 0o700))
     let mountpoint = mountpoint(of: bundleID, on: device)
-    // Left by a supervisor that was killed: its serving threads died with it.
+    // Left by a supervisor that was killed: its serving threads died with it, and the dead mount
+    // answers every look at the mountpoint with ENOTCONN until it is detached.
     if MountRegistry.protfsMountpoints().contains(mountpoint) {
       _ = umount2(mountpoint, Int32(PROTFS_MOUNT_MNT_DETACH))
     }
+    _ = try parent.makeDirectory(bundleID, permissions: FilePermissions(rawValue: 0o700))
     let answered = DispatchSemaphore(value: 0)
     let finished = DispatchSemaphore(value: 0)
     let failure = Mutex<ProtFSError?>(nil)

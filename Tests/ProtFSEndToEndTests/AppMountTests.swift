@@ -123,6 +123,65 @@ import Testing
     }
   }
 
+  @Test func aDeadMountLeftByAKilledSupervisorIsDetachedByTheAppsNextLaunch() async throws {
+    let d = try AppDevice()
+    defer { d.remove() }
+    defer { d.endApp() }
+    let idle = "#!/bin/sh\necho ready\nwhile read -r line <&3; do :; done\n"
+    let app = try d.launch([], [try d.script("idle.sh", idle)])
+    defer { app.stop() }
+    #expect(await app.line(containing: "ready") != nil, "\(app.output)")
+    let mountpoint = d.root + "/.protfs/app-mounts/" + AppDevice.bundle
+    // fusermount3's auto_unmount helper dies first, then the supervisor: nothing is left to
+    // unmount, and the dead mount answers every look at the mountpoint with ENOTCONN.
+    let helpers = Self.processes(where: { $0.hasPrefix("fusermount3") && $0.contains(mountpoint) })
+    #expect(!helpers.isEmpty)
+    for pid in helpers { kill(pid, SIGKILL) }
+    let supervisor = try #require(d.record()["supervisorPID"] as? Int)
+    #expect(kill(pid_t(supervisor), SIGKILL) == 0)
+    _ = await app.exit()
+    d.endApp()
+    // Opening asks the mount (a stat may be answered from the kernel's cache).
+    let answers = { () -> Int32 in
+      let fd = open(mountpoint, O_RDONLY | O_DIRECTORY | O_CLOEXEC)
+      if fd < 0 { return errno }
+      close(fd)
+      return 0
+    }
+    #expect(answers() == ENOTCONN)
+    // A stat of the mountpoint is answered from the kernel's cache for the mount's 10 s attribute
+    // timeout; once that expires it meets ENOTCONN too, as the next launch's look at it does.
+    let expired = await offPool { () -> Bool in
+      let deadline = Date() + 20
+      var status = stat()
+      while Date() < deadline {
+        if stat(mountpoint, &status) == -1 && errno == ENOTCONN { return true }
+        usleep(100_000)
+      }
+      return false
+    }
+    #expect(expired)
+    let again = try d.launch([], [try d.script("again.sh", idle.replacingOccurrences(of: "ready", with: "again"))])
+    defer { again.stop() }
+    #expect(await again.line(containing: "again") != nil, "\(again.output)")
+    let answer = answers()
+    #expect(answer == 0, "the mountpoint answers \(String(cString: strerror(answer)))")
+    #expect(try await d.protfs(["app", "terminate", AppDevice.bundle]).status == 0)
+    _ = await again.exit()
+    #expect(!MountRegistry.protfsMountpoints().contains(mountpoint))
+  }
+
+  /// The pids of the processes whose command line (arguments joined by spaces) satisfies `test`.
+  static func processes(where test: (String) -> Bool) -> [pid_t] {
+    let entries = (try? FileManager.default.contentsOfDirectory(atPath: "/proc")) ?? []
+    return entries.compactMap { name -> pid_t? in
+      guard let pid = pid_t(name), let data = FileManager.default.contents(atPath: "/proc/\(name)/cmdline") else {
+        return nil
+      }
+      return test(String(decoding: data.map { $0 == 0 ? 0x20 : $0 }, as: UTF8.self)) ? pid : nil
+    }
+  }
+
   /// The processes that hold /dev/fuse open, with their command lines: who keeps a mount alive.
   static func fuseHolders() -> [String] {
     let entries = (try? FileManager.default.contentsOfDirectory(atPath: "/proc")) ?? []

@@ -1,2 +1,238 @@
-// The wrappers are header-only (static inline); SwiftPM needs one source file per C target.
+// Most wrappers are header-only (static inline); SwiftPM needs one source file per C target. The
+// confined spawn lives here: it is too long to inline, and the forked child must run C alone.
+#define _GNU_SOURCE
 #include "CProtFSSys.h"
+#include "CProtFSSpawn.h"
+
+#include <grp.h>
+#include <signal.h>
+#include <string.h>
+#include <sys/mount.h>
+#include <sys/resource.h>
+#include <sys/wait.h>
+#include <time.h>
+
+#ifndef SYS_close_range
+#define SYS_close_range 436
+#endif
+#ifndef SYS_clone3
+#define SYS_clone3 435
+#endif
+#define PROTFS_CLONE_INTO_CGROUP 0x200000000ULL
+
+/* struct clone_args of <linux/sched.h> up to its `cgroup` member (Linux 5.7). */
+struct protfs_clone_args {
+  uint64_t flags;
+  uint64_t pidfd;
+  uint64_t child_tid;
+  uint64_t parent_tid;
+  uint64_t exit_signal;
+  uint64_t stack;
+  uint64_t stack_size;
+  uint64_t tls;
+  uint64_t set_tid;
+  uint64_t set_tid_size;
+  uint64_t cgroup;
+};
+
+/* Reports the failed step to the parent and ends the child. Only system calls from here on. */
+static void protfs_spawn_fail(int report, int step, int error, int detail) {
+  struct protfs_spawn_failure failure = {step, error, detail};
+  ssize_t ignored = write(report, &failure, sizeof(failure));
+  (void)ignored;
+  _exit(127);
+}
+
+/* Closes every descriptor from `from` on but `keep`. */
+static int protfs_spawn_close_others(int from, int keep) {
+  if (keep >= from) {
+    if (keep > from && syscall(SYS_close_range, (unsigned)from, (unsigned)(keep - 1), 0U) != 0) return -1;
+    return (int)syscall(SYS_close_range, (unsigned)(keep + 1), ~0U, 0U);
+  }
+  return (int)syscall(SYS_close_range, (unsigned)from, ~0U, 0U);
+}
+
+/* Sleeps `milliseconds` (nanosleep, which a forked child may call). */
+static void protfs_spawn_pause(long milliseconds) {
+  struct timespec pause = {0, milliseconds * 1000000L};
+  while (nanosleep(&pause, &pause) != 0 && errno == EINTR) {}
+}
+
+/* The child: every step of `spawn`, then the exec. Never returns. */
+static void protfs_spawn_child(const struct protfs_spawn *spawn, int report, int in_cgroup) {
+  /* The report descriptor moves above the one passed on, so that neither dup2 nor close_range
+     takes it; it stays close-on-exec, so a successful exec closes it. */
+  int floor = spawn->descriptor_to > 2 ? spawn->descriptor_to + 1 : 3;
+  if (report < floor) {
+    int moved = fcntl(report, F_DUPFD_CLOEXEC, floor);
+    if (moved < 0) protfs_spawn_fail(report, PROTFS_SPAWN_DESCRIPTORS, errno, 0);
+    report = moved;
+  }
+
+  struct sigaction defaults;
+  memset(&defaults, 0, sizeof(defaults));
+  defaults.sa_handler = SIG_DFL;
+  for (int i = 0; i < spawn->default_signal_count; i++) {
+    if (sigaction(spawn->default_signals[i], &defaults, NULL) != 0) {
+      protfs_spawn_fail(report, PROTFS_SPAWN_SIGNALS, errno, spawn->default_signals[i]);
+    }
+  }
+  sigset_t empty;
+  sigemptyset(&empty);
+  if (sigprocmask(SIG_SETMASK, &empty, NULL) != 0) protfs_spawn_fail(report, PROTFS_SPAWN_SIGNALS, errno, 0);
+
+  if (spawn->new_process_group && setpgid(0, 0) != 0) {
+    protfs_spawn_fail(report, PROTFS_SPAWN_PROCESS_GROUP, errno, 0);
+  }
+
+  if (spawn->descriptor_from >= 0) {
+    if (spawn->descriptor_from == spawn->descriptor_to) {
+      if (fcntl(spawn->descriptor_to, F_SETFD, 0) != 0) protfs_spawn_fail(report, PROTFS_SPAWN_DESCRIPTORS, errno, 0);
+    } else if (dup2(spawn->descriptor_from, spawn->descriptor_to) < 0) {
+      protfs_spawn_fail(report, PROTFS_SPAWN_DESCRIPTORS, errno, 0);
+    }
+  }
+
+  if (spawn->descriptor_limit >= 0) {
+    struct rlimit limit;
+    if (getrlimit(RLIMIT_NOFILE, &limit) != 0) protfs_spawn_fail(report, PROTFS_SPAWN_DESCRIPTOR_LIMIT, errno, 0);
+    rlim_t wanted = (rlim_t)spawn->descriptor_limit;
+    limit.rlim_cur = wanted < limit.rlim_max ? wanted : limit.rlim_max;
+    if (setrlimit(RLIMIT_NOFILE, &limit) != 0) protfs_spawn_fail(report, PROTFS_SPAWN_DESCRIPTOR_LIMIT, errno, 0);
+  }
+
+  /* Joined while still root (the cgroup is root's), before anything of the program runs, so that
+     every process it ever starts is held with it. */
+  if (spawn->cgroup >= 0 && !in_cgroup) {
+    int procs = openat(spawn->cgroup, "cgroup.procs", O_WRONLY | O_CLOEXEC);
+    if (procs < 0 || write(procs, "0", 1) != 1) protfs_spawn_fail(report, PROTFS_SPAWN_CGROUP, errno, 0);
+    close(procs);
+  }
+
+  /* The descriptors go only now: the cgroup's was one of them. */
+  if (spawn->close_from >= 0 && protfs_spawn_close_others(spawn->close_from, report) != 0) {
+    protfs_spawn_fail(report, PROTFS_SPAWN_DESCRIPTORS, errno, 0);
+  }
+
+  if (spawn->mount_source != NULL) {
+    if (protfs_enter_mount(spawn->mount_source, spawn->mount_target) != 0) {
+      protfs_spawn_fail(report, PROTFS_SPAWN_MOUNT, errno, 0);
+    }
+    /* A working directory inside the containers still names the backing directory: take it again
+       by its path, which now leads through the mount. */
+    if (spawn->working_directory != NULL) {
+      int ignored = chdir(spawn->working_directory);
+      (void)ignored;
+    }
+  }
+
+  /* Without CAP_SETPCAP the bounding set cannot shrink; no_new_privs and the empty permitted set
+     then keep the program from gaining anything through it. */
+  if (spawn->privileged && protfs_capbset_drop_all() != 0) {
+    protfs_spawn_fail(report, PROTFS_SPAWN_BOUNDING_SET, errno, 0);
+  }
+  if (protfs_cap_ambient_clear() != 0) protfs_spawn_fail(report, PROTFS_SPAWN_AMBIENT, errno, 0);
+  if (protfs_set_no_new_privs() != 0) protfs_spawn_fail(report, PROTFS_SPAWN_NO_NEW_PRIVS, errno, 0);
+  if (spawn->privileged) {
+    /* The raw calls: glibc's wrappers would signal the parent's other threads to change theirs. */
+    if (syscall(SYS_setgroups, 0, NULL) != 0) protfs_spawn_fail(report, PROTFS_SPAWN_GROUPS, errno, 0);
+    if (syscall(SYS_setresgid, spawn->gid, spawn->gid, spawn->gid) != 0) {
+      protfs_spawn_fail(report, PROTFS_SPAWN_GID, errno, 0);
+    }
+    if (syscall(SYS_setresuid, spawn->uid, spawn->uid, spawn->uid) != 0) {
+      protfs_spawn_fail(report, PROTFS_SPAWN_UID, errno, 0);
+    }
+  }
+  /* setuid from root to another uid already empties permitted and effective; inheritable stays. */
+  if (protfs_cap_clear_all() != 0) protfs_spawn_fail(report, PROTFS_SPAWN_CAPABILITIES, errno, 0);
+
+  /* A failed step the kernel did not report must not let the program run with more. */
+  int failed = 0;
+  if (protfs_cap_sets_are_empty() != 1) failed |= PROTFS_SPAWN_CHECK_CAPABILITIES;
+  if (protfs_cap_ambient_is_empty() != 1) failed |= PROTFS_SPAWN_CHECK_AMBIENT;
+  if (protfs_no_new_privs() != 1) failed |= PROTFS_SPAWN_CHECK_NO_NEW_PRIVS;
+  if (spawn->privileged) {
+    if (protfs_ids_are(spawn->uid, spawn->gid) != 1) failed |= PROTFS_SPAWN_CHECK_IDS;
+    if (syscall(SYS_getgroups, 0, NULL) != 0) failed |= PROTFS_SPAWN_CHECK_GROUPS;
+    if (protfs_capbset_is_empty() != 1) failed |= PROTFS_SPAWN_CHECK_BOUNDING_SET;
+  }
+  if (failed != 0) protfs_spawn_fail(report, PROTFS_SPAWN_VERIFY, 0, failed);
+
+  /* As the user now: every directory down to the device must let it through. A missing one ends
+     the check (the program meets it and says so itself). */
+  for (int i = 0; i < spawn->reachable_count; i++) {
+    if (access(spawn->reachable[i], X_OK) != 0) {
+      if (errno == ENOENT) break;
+      protfs_spawn_fail(report, PROTFS_SPAWN_REACH, errno, i);
+    }
+  }
+
+  /* Set after the identity change, which clears the parent-death signal; kept across the exec. A
+     parent already gone is caught by the parent check. */
+  if (spawn->parent > 0) {
+    if (protfs_set_pdeathsig(SIGKILL) != 0) protfs_spawn_fail(report, PROTFS_SPAWN_PARENT, errno, 0);
+    if (getppid() != spawn->parent) protfs_spawn_fail(report, PROTFS_SPAWN_PARENT, ESRCH, 0);
+  }
+
+  /* ETXTBSY: some process holds the program open for writing. Most often that is a moment's state,
+     not the user's (a fork made by another thread of whatever wrote the file holds a copy of its
+     descriptor until its own exec): the exec is tried again for up to two seconds. */
+  for (int attempt = 0;; attempt++) {
+    execve(spawn->path, spawn->argv, spawn->envp);
+    if (errno == ENOEXEC && spawn->shell_argv != NULL) {
+      execve("/bin/sh", spawn->shell_argv, spawn->envp);
+    }
+    if (errno != ETXTBSY || attempt >= 200) break;
+    protfs_spawn_pause(10);
+  }
+  protfs_spawn_fail(report, PROTFS_SPAWN_EXEC, errno, 0);
+}
+
+pid_t protfs_spawn_confined(const struct protfs_spawn *spawn, struct protfs_spawn_failure *failure) {
+  memset(failure, 0, sizeof(*failure));
+  int report[2];
+  if (pipe2(report, O_CLOEXEC) != 0) return -1;
+  pid_t pid = -1;
+  int in_cgroup = 0;
+  if (spawn->cgroup >= 0) {
+    /* The raw clone3 copies this thread as fork does, without glibc's bookkeeping for the child,
+       which makes only system calls before its exec. */
+    struct protfs_clone_args args;
+    memset(&args, 0, sizeof(args));
+    args.flags = PROTFS_CLONE_INTO_CGROUP;
+    args.exit_signal = SIGCHLD;
+    args.cgroup = (uint64_t)spawn->cgroup;
+    pid = (pid_t)syscall(SYS_clone3, &args, sizeof(args));
+    in_cgroup = pid >= 0;
+  }
+  if (pid < 0) pid = fork();
+  if (pid < 0) {
+    int error = errno;
+    close(report[0]);
+    close(report[1]);
+    errno = error;
+    return -1;
+  }
+  if (pid == 0) {
+    close(report[0]);
+    protfs_spawn_child(spawn, report[1], in_cgroup);
+  }
+  close(report[1]);
+  struct protfs_spawn_failure reported;
+  ssize_t count;
+  do {
+    count = read(report[0], &reported, sizeof(reported));
+  } while (count < 0 && errno == EINTR);
+  close(report[0]);
+  if (count == 0) return pid;
+  if (count == (ssize_t)sizeof(reported)) {
+    *failure = reported;
+  } else {
+    failure->step = PROTFS_SPAWN_EXEC;
+    failure->error = count < 0 ? errno : EIO;
+  }
+  int status;
+  while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {}
+  errno = failure->error;
+  return -1;
+}

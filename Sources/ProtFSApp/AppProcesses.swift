@@ -18,9 +18,6 @@ package final class AppProcesses: Sendable {
   /// The leader of the app's process group, once started.
   private let leader = Mutex<pid_t>(0)
 
-  /// The environment variable through which the app's first process learns the cgroup to join.
-  package static let joinVariable = "PROTFS_APP_CGROUP"
-
   /// A fresh cgroup named for `key` below this process's own, emptied of whatever an earlier
   /// supervisor of the same app left (processes of a supervisor killed with SIGKILL); a process
   /// group where there is no cgroup v2 this process may write.
@@ -191,14 +188,5 @@ package final class AppProcesses: Sendable {
     defer { close(fd) }
     let bytes = Array(value.utf8)
     return Glibc.write(fd, bytes, bytes.count) == bytes.count
-  }
-
-  /// Moves the calling process into `cgroup` (its first process does this before it runs the
-  /// app's code); throws when it cannot, so that nothing of the app runs outside.
-  package static func join(_ cgroup: String) throws(ProtFSError) {
-    let procs = cgroup + "/cgroup.procs"
-    let fd = try valueOrErrno(.open) { open(procs, O_WRONLY | O_CLOEXEC) }.orThrow("join the app's cgroup", path: procs)
-    defer { close(fd) }
-    _ = try valueOrErrno(.write) { Glibc.write(fd, "0", 1) }.orThrow("join the app's cgroup", path: procs)
   }
 }

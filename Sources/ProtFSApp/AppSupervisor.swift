@@ -119,8 +119,11 @@ public final class AppSupervisor: @unchecked Sendable {
     self.record = record
   }
 
-  /// The variables the app's environment gets (and, for its first process only, the cgroup to
-  /// join before it runs the app).
+  /// The app's cgroup, which its first process joins before it runs the app (nil where its process
+  /// group stands for it).
+  public var cgroup: String? { processes.cgroup }
+
+  /// The variables the app's environment gets.
   public var environment: [String: String] {
     var variables = [
       AppEnvironment.socket: "@" + socketName, AppEnvironment.bundle: bundleID.rawValue,
@@ -128,7 +131,6 @@ public final class AppSupervisor: @unchecked Sendable {
       AppEnvironment.protectedData: device.isProtectedDataAvailable ? "available" : "unavailable",
       AppEnvironment.launchState: launchedInBackground ? "background" : "active",
     ]
-    if let cgroup = processes.cgroup { variables[AppProcesses.joinVariable] = cgroup }
     variables.merge(Self.sandbox(device.container(bundleID).absolutePath)) { _, sandbox in sandbox }
     return variables
   }

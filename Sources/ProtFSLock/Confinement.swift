@@ -1,3 +1,4 @@
+import CProtFSSys
 import Foundation
 import ProtFS
 import ProtFSSystem
@@ -12,7 +13,47 @@ import ProtFSSystem
 /// it does not own. Run by another user, protfs cannot change identity: the program keeps that
 /// user's identity, without capabilities and with `no_new_privs`.
 public enum Confinement {
-  /// What `confine` did.
+  /// What the child of a confined start does before it executes the program, and what a failed
+  /// step of it means (`ConfinedSpawn` forks the child; the steps are C between fork and exec).
+  ///
+  /// As root the child becomes `user`: no supplementary groups, every capability set empty
+  /// (bounding and ambient included) and `no_new_privs`, then checks, as the user, that every
+  /// directory from `/` down to the device's `Containers/` can be searched. Any failed step stops
+  /// everything before the program runs: a half-confined process must not run it. The C calls are
+  /// `prctl(PR_CAPBSET_DROP)`, `prctl(PR_SET_NO_NEW_PRIVS)`, `setgroups(2)`, `setresgid(2)`,
+  /// `setresuid(2)` and `capset(2)`.
+  ///
+  /// With a mountpoint (an active protfs mount of the device) and as root, the child first enters
+  /// a mount namespace of its own in which that mount covers the device's `Containers/`: the
+  /// program then meets the class at every open, by the containers' usual paths, whatever the
+  /// modes (docs/semantics.md §7).
+  public struct Plan: Sendable, Equatable {
+    /// Whether the child changes identity (protfs runs as root).
+    public var privileged: Bool
+    /// The identity it takes then.
+    public var user: AppUser
+    /// The directories the user must be able to search, `/` first, down to the device's
+    /// `Containers/` (checked only when privileged).
+    public var reachable: [String]
+
+    /// The plan for a program on `device`: as `user` when this process may assume it.
+    public init(device: Device, user: AppUser = .standard) {
+      privileged = AppUser.canAssume
+      self.user = user
+      var ancestors = ["/"]
+      var prefix = ""
+      for component in (device.root + "/" + Device.containersDirectoryName).split(separator: "/") {
+        prefix += "/" + component
+        ancestors.append(prefix)
+      }
+      reachable = privileged ? ancestors : []
+    }
+
+    /// What the program runs as.
+    public var outcome: Outcome { privileged ? .appUser(user) : .sameUser(getuid()) }
+  }
+
+  /// What a confined start did.
   public enum Outcome: Sendable, Equatable {
     /// The process is now the app user, with no capability and `no_new_privs`.
     case appUser(AppUser)
@@ -20,108 +61,67 @@ public enum Confinement {
     case sameUser(uid_t)
   }
 
-  /// Confines the current process; the next `execve` runs the program under it.
-  ///
-  /// As root, first checks, as the app user, that every directory from `/` down to the device's
-  /// `Containers/` can be searched, and throws naming the first that cannot (nothing is executed
-  /// then). Throws when any step fails: a half-confined process must not run the program.
-  ///
-  /// The corresponding C calls are `prctl(PR_CAPBSET_DROP)`, `prctl(PR_SET_NO_NEW_PRIVS)`,
-  /// `setgroups(2)`, `setgid(2)`, `setuid(2)` and `capset(2)`.
-  ///
-  /// With `mountpoint` (an active `protfs mount` of the device) and as root, the process first
-  /// enters a mount namespace of its own in which that mount covers the device's `Containers/`:
-  /// the program then meets the class at every open, by the containers' usual paths, whatever
-  /// the modes (docs/semantics.md §7).
-  public static func confine(device: Device, user: AppUser = .standard, mountpoint: String? = nil)
-    throws(ProtFSError) -> Outcome
-  {
-    let privileged = AppUser.canAssume
-    if privileged, let mountpoint {
-      let workingDirectory = FileManager.default.currentDirectoryPath
-      try check("see the device's containers through its mount at '\(mountpoint)'") {
-        Credentials.enterMount(mountpoint, over: device.root + "/" + Device.containersDirectoryName)
-      }
-      // A working directory inside the containers still names the backing directory: take it again
-      // by its path, which now leads through the mount.
-      _ = chdir(workingDirectory)
-    }
-    // Without CAP_SETPCAP the bounding set cannot shrink; no_new_privs and the empty permitted set
-    // then keep the program from gaining anything through it.
-    if privileged {
-      try check("empty the capability bounding set") { Credentials.dropBoundingSet() }
-    }
-    try check("clear the ambient capabilities") { Credentials.clearAmbient() }
-    try check("set no_new_privs") { Credentials.setNoNewPrivileges() }
-    if privileged {
-      try check("drop the supplementary groups") { Credentials.clearGroups() }
-      try check("switch to the app user's group \(user.gid)") { setgid(user.gid) }
-      try check("switch to the app user \(user)") { setuid(user.uid) }
-    }
-    // setuid from root to another uid already empties permitted and effective; inheritable stays.
-    try check("drop every capability") { Credentials.clearCapabilities() }
-    try verify(privileged ? user : nil)
-    if privileged {
-      try requireReachable(device, as: user)
-      return .appUser(user)
-    }
-    return .sameUser(getuid())
-  }
-
-  /// Throws unless the process is exactly as confined as promised: a failed step the kernel did not
-  /// report must not let the program run with more.
-  private static func verify(_ user: AppUser?) throws(ProtFSError) {
-    var problems: [String] = []
-    if Credentials.capabilitiesAreEmpty() != 1 { problems.append("capabilities remain") }
-    if Credentials.ambientIsEmpty() != 1 { problems.append("ambient capabilities remain") }
-    if Credentials.noNewPrivileges() != 1 { problems.append("no_new_privs is not set") }
-    if let user {
-      if Credentials.idsAre(user.uid, user.gid) != 1 { problems.append("the user and group ids are not all \(user)") }
-      if getgroups(0, nil) != 0 { problems.append("supplementary groups remain") }
-      if Credentials.boundingSetIsEmpty() != 1 { problems.append("the bounding set is not empty") }
-    }
-    guard problems.isEmpty else {
-      throw ProtFSError(
-        .permissionDenied,
-        "Cannot confine the program: \(problems.joined(separator: ", ")); it was not run.",
+  /// The error for the child's failed `step` (a `protfs_spawn_step`), with errno `code` and the
+  /// step's `detail`, on `device`.
+  public static func failure(step: UInt32, code: Int32, detail: Int32, plan: Plan, device: Device) -> ProtFSError {
+    let error = Errno(code)
+    func refused(_ operation: String) -> ProtFSError {
+      ProtFSError(
+        .permissionDenied, "Cannot \(operation) before running the program: \(error).", errno: code,
         remedy: .confineAsRoot)
     }
+    switch step {
+    case PROTFS_SPAWN_SIGNALS.rawValue: return refused("reset the signal handlers")
+    case PROTFS_SPAWN_PROCESS_GROUP.rawValue: return refused("start a process group")
+    case PROTFS_SPAWN_DESCRIPTORS.rawValue: return refused("pass on the descriptors")
+    case PROTFS_SPAWN_DESCRIPTOR_LIMIT.rawValue: return refused("restore the descriptor limit")
+    case PROTFS_SPAWN_CGROUP.rawValue: return refused("join the app's cgroup")
+    case PROTFS_SPAWN_MOUNT.rawValue: return refused("see the device's containers through its mount")
+    case PROTFS_SPAWN_BOUNDING_SET.rawValue: return refused("empty the capability bounding set")
+    case PROTFS_SPAWN_AMBIENT.rawValue: return refused("clear the ambient capabilities")
+    case PROTFS_SPAWN_NO_NEW_PRIVS.rawValue: return refused("set no_new_privs")
+    case PROTFS_SPAWN_GROUPS.rawValue: return refused("drop the supplementary groups")
+    case PROTFS_SPAWN_GID.rawValue: return refused("switch to the app user's group \(plan.user.gid)")
+    case PROTFS_SPAWN_UID.rawValue: return refused("switch to the app user \(plan.user)")
+    case PROTFS_SPAWN_CAPABILITIES.rawValue: return refused("drop every capability")
+    case PROTFS_SPAWN_VERIFY.rawValue:
+      let checks: [(protfs_spawn_check, String)] = [
+        (PROTFS_SPAWN_CHECK_CAPABILITIES, "capabilities remain"),
+        (PROTFS_SPAWN_CHECK_AMBIENT, "ambient capabilities remain"),
+        (PROTFS_SPAWN_CHECK_NO_NEW_PRIVS, "no_new_privs is not set"),
+        (PROTFS_SPAWN_CHECK_IDS, "the user and group ids are not all \(plan.user)"),
+        (PROTFS_SPAWN_CHECK_GROUPS, "supplementary groups remain"),
+        (PROTFS_SPAWN_CHECK_BOUNDING_SET, "the bounding set is not empty"),
+      ]
+      let problems = checks.filter { detail & Int32($0.0.rawValue) != 0 }.map(\.1)
+      return ProtFSError(
+        .permissionDenied, "Cannot confine the program: \(problems.joined(separator: ", ")); it was not run.",
+        remedy: .confineAsRoot)
+    case PROTFS_SPAWN_REACH.rawValue where plan.reachable.indices.contains(Int(detail)):
+      return unreachable(device, plan.reachable[Int(detail)], error, as: plan.user)
+    case PROTFS_SPAWN_PARENT.rawValue:
+      return ProtFSError(.io, "The app's supervisor ended before the app started.", errno: code)
+    default:
+      return refused("start the program")
+    }
   }
 
-  /// Throws naming the first directory on the way to the device's containers that the (already
-  /// assumed) app user cannot search.
-  package static func requireReachable(_ device: Device, as user: AppUser) throws(ProtFSError) {
-    let target = device.root + "/" + Device.containersDirectoryName
-    var ancestors = ["/"]
-    var prefix = ""
-    for component in target.split(separator: "/") {
-      prefix += "/" + component
-      ancestors.append(prefix)
-    }
-    for prefix in ancestors {
-      // The errno is the one access(2) set, taken before any other call can overwrite it.
-      guard case .failure(let reason) = valueOrErrno(.access, { access(prefix, X_OK) }) else { continue }
-      if reason == .noSuchFile { return }  // the program gets its own clear error on a missing device
-      var status = stat()
-      let detail =
-        lstat(prefix, &status) == 0
-        ? " (mode 0\(String(status.st_mode & 0o7777, radix: 8)), owner \(status.st_uid):\(status.st_gid))" : ""
-      throw ProtFSError(
-        .permissionDenied,
-        "The app user \(user) that protfs exec runs programs as cannot reach the device '\(device.root)': "
-          + "it may not enter '\(prefix)'\(detail): \(reason).",
-        path: prefix, errno: reason.rawValue,
-        remedy: .advice(
-          "let other users through with `chmod o+x '\(prefix)'`, or keep the device where every user can reach it (for example under /srv)"
-        ))
-    }
-  }
-
-  /// Runs one confinement step; any failure stops everything before the program runs.
-  private static func check(_ operation: String, _ call: () -> Int32) throws(ProtFSError) {
-    guard case .failure(let error) = valueOrErrno(.confine, call) else { return }
-    throw ProtFSError(
-      .permissionDenied, "Cannot \(operation) before running the program: \(error).", errno: error.rawValue,
-      remedy: .confineAsRoot)
+  /// The error for a directory on the way to the device's containers that the app user cannot
+  /// search.
+  package static func unreachable(_ device: Device, _ prefix: String, _ reason: Errno, as user: AppUser)
+    -> ProtFSError
+  {
+    var status = stat()
+    let detail =
+      lstat(prefix, &status) == 0
+      ? " (mode 0\(String(status.st_mode & 0o7777, radix: 8)), owner \(status.st_uid):\(status.st_gid))" : ""
+    return ProtFSError(
+      .permissionDenied,
+      "The app user \(user) that protfs exec runs programs as cannot reach the device '\(device.root)': "
+        + "it may not enter '\(prefix)'\(detail): \(reason).",
+      path: prefix, errno: reason.rawValue,
+      remedy: .advice(
+        "let other users through with `chmod o+x '\(prefix)'`, or keep the device where every user can reach it (for example under /srv)"
+      ))
   }
 }

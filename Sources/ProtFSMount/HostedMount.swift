@@ -14,15 +14,8 @@ import Synchronization
 /// A supervisor killed with SIGKILL leaves a dead mount there: the next start of the same app
 /// detaches it first.
 package final class HostedMount: Sendable {
-  /// The environment variable naming the mount to the app's first process (`__exec-confined`),
-  /// which uses it only when it is an active mount of the device.
-  package static let variable = "PROTFS_APP_MOUNT"
   /// The directory of app mounts inside `.protfs/`.
   package static let directoryName = "app-mounts"
-  /// The environment variable giving the app's first process the descriptor limit the supervisor
-  /// had before the mount raised its own (one descriptor per item the kernel knows), which it
-  /// takes back: the app's limit is the one it was launched with.
-  package static let descriptorLimitVariable = "PROTFS_APP_NOFILE"
   /// The soft descriptor limit of this process before any mount raised it.
   package static let originalDescriptorLimit: rlim_t = {
     var limit = rlimit()
@@ -96,18 +89,5 @@ package final class HostedMount: Sendable {
   package func stop() {
     _ = umount2(mountpoint, Int32(PROTFS_MOUNT_MNT_DETACH))
     _ = finished.wait(timeout: .now() + 5)
-  }
-
-  /// Sets this process's soft descriptor limit to what `descriptorLimitVariable` says, if it says,
-  /// and removes the variable (the app's first process, before it executes the app).
-  package static func restoreDescriptorLimit() {
-    guard let text = ProcessInfo.processInfo.environment[descriptorLimitVariable] else { return }
-    unsetenv(descriptorLimitVariable)
-    var limit = rlimit()
-    guard let wanted = rlim_t(text), getrlimit(__rlimit_resource_t(RLIMIT_NOFILE.rawValue), &limit) == 0 else {
-      return
-    }
-    limit.rlim_cur = min(wanted, limit.rlim_max)
-    _ = setrlimit(__rlimit_resource_t(RLIMIT_NOFILE.rawValue), &limit)
   }
 }

@@ -12,6 +12,11 @@ public enum AtomicFile {
     /// Enough where the directory's metadata is journalled in order (ext4, xfs) and syncing it
     /// would cost more than the guarantee is worth (the lock simulator's state).
     case contents
+    /// Nothing synced: for a record of running processes, rewritten at every change of their state
+    /// (an app's). A `kill -9` still sees the old or the new file; a power cut, which ends the
+    /// processes too, may keep the old one (or, where the file system does not flush a file
+    /// renamed over another as ext4 does, leave it empty, which its readers take as damaged).
+    case unsynced
   }
 
   /// How `write` creates the file.
@@ -62,6 +67,7 @@ public enum AtomicFile {
       case .full: _ = try valueOrErrno(.fsync) { fsync(fd) }.orThrow("sync", path: directory.pathOf(temporary))
       case .contents:
         _ = try valueOrErrno(.fdatasync) { fdatasync(fd) }.orThrow("sync", path: directory.pathOf(temporary))
+      case .unsynced: break
       }
       let renamed =
         options.replacing

@@ -1,3 +1,4 @@
+import CProtFSSys
 import Foundation
 import ProtFSTestSupport
 import Synchronization
@@ -156,15 +157,14 @@ import Testing
     done.wait()
   }
 
-  @Test func confinementNamesTheErrnoAccessFailedWith() throws {
+  @Test func confinementNamesTheDirectoryTheAppUserCannotSearchAndItsErrno() throws {
     let t = try TestDevice()
-    let faults = SyscallFaults()
-    faults.fail(.access, with: EACCES)
-    let error = #expect(throws: ProtFSError.self) {
-      try faults.during { () throws(ProtFSError) in try Confinement.requireReachable(t.device, as: .standard) }
-    }
-    #expect(faults.injectedCount(.access) == 1)
-    #expect(error?.errno == EACCES && error?.path == "/")
-    #expect(error?.message.contains(String(cString: strerror(EACCES))) == true)
+    var plan = Confinement.Plan(device: t.device)
+    plan.reachable = ["/", t.device.root]
+    let error = Confinement.failure(
+      step: PROTFS_SPAWN_REACH.rawValue, code: EACCES, detail: 1, plan: plan, device: t.device)
+    #expect(error.errno == EACCES && error.path == t.device.root)
+    #expect(error.message.contains(String(cString: strerror(EACCES))), "\(error.message)")
+    #expect(error.message.contains("may not enter '\(t.device.root)' (mode 0"), "\(error.message)")
   }
 }

@@ -227,12 +227,13 @@ public struct AppStore: Sendable {
     return (result.sorted { $0.bundleID < $1.bundleID }, unreadable)
   }
 
-  /// Replaces the record (atomically).
+  /// Replaces the record (atomically, unsynced: it describes running processes, and a launch
+  /// writes it twice before the app's first line).
   public func write(_ record: AppRecord) throws(ProtFSError) {
     guard let directory = try directory(Self.directoryName, creating: true) else { return }
     try AtomicFile.write(
       Self.encode(record), named: record.bundleID + ".json", in: directory,
-      options: AtomicFile.Options(durability: .contents))
+      options: AtomicFile.Options(durability: .unsynced))
   }
 
   /// Writes a crash report; returns its path.

@@ -48,7 +48,8 @@ public struct MountRegistry: Sendable {
     }
   }
 
-  /// Records `record`, replacing an entry of the same daemon.
+  /// Records `record`, replacing an entry of the same daemon (unsynced: it describes a running
+  /// daemon, and an app's launch waits for it).
   public func register(_ record: MountRecord) throws(ProtFSError) {
     guard let directory = try openDirectory(creating: true) else { return }
     let encoder = JSONEncoder()
@@ -57,7 +58,7 @@ public struct MountRegistry: Sendable {
     guard let data = try? encoder.encode(record) else { return }
     try AtomicFile.write(
       Array(data) + [0x0A], named: "\(record.pid).json", in: directory,
-      options: AtomicFile.Options(durability: .contents))
+      options: AtomicFile.Options(durability: .unsynced))
   }
 
   /// Removes the entry of the daemon `pid`, if there is one.

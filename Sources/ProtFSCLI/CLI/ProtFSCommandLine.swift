@@ -40,21 +40,19 @@ public enum ProtFSCommandLine {
       case .run(let command, let invocation):
         // Whatever the command, first finish a lock transition a crash interrupted (one stat when none
         // was). Should that fail, the command still runs: transitions retry it, status shows it.
-        if command.name != ExecConfinedCommand.command.name {
-          do {
-            if let report = try invocation.lockController.recoverInterruptedTransition() {
-              Console.err(
-                "note: finished an interrupted \(report.operation) of \(invocation.device.root) (\(report.to.lockState))."
-              )
-              TransitionText.warnings(report)
-            }
-          } catch {
-            Console.err("warning: \(error.commandLineDescription)")
+        do {
+          if let report = try invocation.lockController.recoverInterruptedTransition() {
+            Console.err(
+              "note: finished an interrupted \(report.operation) of \(invocation.device.root) (\(report.to.lockState))."
+            )
+            TransitionText.warnings(report)
           }
-          // And a lock's grace that ended while nobody was there to end it (its process was killed).
-          if geteuid() == 0, command.name != EndGraceCommand.command.name {
-            _ = try? invocation.lockController.endGraceIfDue()
-          }
+        } catch {
+          Console.err("warning: \(error.commandLineDescription)")
+        }
+        // And a lock's grace that ended while nobody was there to end it (its process was killed).
+        if geteuid() == 0, command.name != EndGraceCommand.command.name {
+          _ = try? invocation.lockController.endGraceIfDue()
         }
         return try command.run!(invocation)
       }

@@ -163,13 +163,13 @@ package enum AppLaunchCommand {
     try supervisor.prepare()
     let mount = mountForApp(invocation, device: device, bundleID: bundleID.rawValue)
     defer { mount?.stop() }
-    if let mount {
-      environment[HostedMount.variable] = mount.mountpoint
-      environment[HostedMount.descriptorLimitVariable] = String(HostedMount.originalDescriptorLimit)
-    }
-    let spawned = Result {
-      try spawn(bundled, device: device, events: readEnd.rawValue, environment: environment)
-    }
+    var options = ConfinedSpawn.Options(
+      mountpoint: mount?.mountpoint ?? MountRegistry(device: device).deviceMounts().first?.mountpoint,
+      alsoResetting: [SIGHUP], newProcessGroup: true, descriptor: (readEnd.rawValue, AppEnvironment.eventsDescriptor),
+      environment: nil, closingOthers: true, descriptorLimit: mount.map { _ in HostedMount.originalDescriptorLimit },
+      cgroup: supervisor.cgroup, endsWithParent: true)
+    options.environment = appEnvironment(environment)
+    let spawned = Result { try ConfinedSpawn.start(bundled, device: device, options) }
     readEnd.close()
     let pid: pid_t
     do {
@@ -304,21 +304,15 @@ package enum AppLaunchCommand {
     return nil
   }
 
-  /// Starts `protfs __exec-confined CMD…` as the leader of a new process group, with the event
-  /// pipe's read end as descriptor 3 and the app's variables added to the environment.
-  private static func spawn(_ command: [String], device: Device, events: Int32, environment: [String: String])
-    throws -> pid_t
-  {
+  /// This process's environment with `added` in place of any variable of the same name.
+  private static func appEnvironment(_ added: [String: String]) -> [String] {
     var variables: [String] = []
     var index = 0
     while let entry = environ[index] {
       let text = String(cString: entry)
-      if !environment.keys.contains(where: { text.hasPrefix($0 + "=") }) { variables.append(text) }
+      if !added.keys.contains(where: { text.hasPrefix($0 + "=") }) { variables.append(text) }
       index += 1
     }
-    variables += environment.map { "\($0.key)=\($0.value)" }
-    return try ConfinedSpawn.start(
-      command, device: device, alsoResetting: [SIGHUP], newProcessGroup: true,
-      descriptor: (events, AppEnvironment.eventsDescriptor), environment: variables, closingOthers: true)
+    return variables + added.map { "\($0.key)=\($0.value)" }
   }
 }

@@ -20,7 +20,7 @@ package enum Commands {
       StatusCommand.command,
       WatchCommand.command,
       ExecCommand.command,
-      ExecConfinedCommand.command, EndGraceCommand.command,
+      EndGraceCommand.command,
       AppCommand.command,
       MountCommand.command,
       UnmountCommand.command,

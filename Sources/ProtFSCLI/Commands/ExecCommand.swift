@@ -119,11 +119,13 @@ package enum ExecCommand {
     }
   }
 
-  /// Starts `protfs __exec-confined CMD…`, which confines itself and then executes CMD: doing that
-  /// in a re-executed protfs keeps the unsafe work out of a forked child. The child inherits the
-  /// environment without the passcode variables, which protfs removed when it started.
+  /// Starts CMD confined, through the device's mount when it has one (and protfs runs as root).
+  /// The child inherits the environment without the passcode variables, which protfs removed
+  /// when it started.
   private static func spawnConfined(_ command: [String], invocation: Invocation) throws -> pid_t {
-    try ConfinedSpawn.start(command, device: invocation.device)
+    let device = invocation.device
+    let mount = device.isInitialized ? MountRegistry(device: device).deviceMounts().first : nil
+    return try ConfinedSpawn.start(command, device: device, ConfinedSpawn.Options(mountpoint: mount?.mountpoint))
   }
 }
 

@@ -1,0 +1,85 @@
+#ifndef CPROTFSSPAWN_H
+#define CPROTFSSPAWN_H
+
+/* Starting a program confined, as `protfs exec` and `protfs app launch` do: a forked child takes
+   every privilege from itself and then executes the program, with nothing but system calls
+   between the fork and the exec (the child of a multithreaded process may do no more). */
+
+#include <sys/types.h>
+
+/* The steps of the child, in the order it takes them; a failure names its step. */
+enum protfs_spawn_step {
+  PROTFS_SPAWN_SIGNALS = 1,      /* default dispositions and an empty mask */
+  PROTFS_SPAWN_PROCESS_GROUP,    /* setpgid(0, 0) */
+  PROTFS_SPAWN_DESCRIPTORS,      /* dup2 of the one passed descriptor, close_range of the rest */
+  PROTFS_SPAWN_DESCRIPTOR_LIMIT, /* the soft RLIMIT_NOFILE */
+  PROTFS_SPAWN_CGROUP,           /* "0" written to the app's cgroup.procs (where clone3 cannot) */
+  PROTFS_SPAWN_MOUNT,            /* a mount namespace of its own, the mount bound over the target */
+  PROTFS_SPAWN_BOUNDING_SET,     /* every capability dropped from the bounding set */
+  PROTFS_SPAWN_AMBIENT,          /* the ambient set cleared */
+  PROTFS_SPAWN_NO_NEW_PRIVS,     /* no_new_privs set */
+  PROTFS_SPAWN_GROUPS,           /* no supplementary group */
+  PROTFS_SPAWN_GID,              /* the app user's group */
+  PROTFS_SPAWN_UID,              /* the app user */
+  PROTFS_SPAWN_CAPABILITIES,     /* permitted, effective and inheritable emptied */
+  PROTFS_SPAWN_VERIFY,           /* the checks after the drop; `detail` has a bit per failed check */
+  PROTFS_SPAWN_REACH,            /* `detail` is the index of the directory the user cannot search */
+  PROTFS_SPAWN_PARENT,           /* the parent ended before the program started */
+  PROTFS_SPAWN_EXEC,             /* execve failed */
+};
+
+/* The checks of PROTFS_SPAWN_VERIFY, as bits of `detail`. */
+enum protfs_spawn_check {
+  PROTFS_SPAWN_CHECK_CAPABILITIES = 1,
+  PROTFS_SPAWN_CHECK_AMBIENT = 2,
+  PROTFS_SPAWN_CHECK_NO_NEW_PRIVS = 4,
+  PROTFS_SPAWN_CHECK_IDS = 8,
+  PROTFS_SPAWN_CHECK_GROUPS = 16,
+  PROTFS_SPAWN_CHECK_BOUNDING_SET = 32,
+};
+
+/* Why the child did not execute the program: its step, errno there (0 for a failed check) and
+   the step's detail. */
+struct protfs_spawn_failure {
+  int step;
+  int error;
+  int detail;
+};
+
+/* What the child does before it executes `path`. Strings and arrays belong to the caller; every
+   optional member is NULL or negative when not wanted. */
+struct protfs_spawn {
+  const char *path;              /* the program */
+  char *const *argv;
+  char *const *envp;
+  char *const *shell_argv;       /* `/bin/sh path args…`, run when execve says ENOEXEC (as execvp) */
+  const int *default_signals;    /* signals given their default disposition */
+  int default_signal_count;
+  int new_process_group;         /* nonzero: the leader of a group of its own */
+  int descriptor_from;           /* dup2'd onto descriptor_to, or -1 */
+  int descriptor_to;
+  int close_from;                /* every descriptor from here on is closed, or -1 */
+  long long descriptor_limit;    /* the soft RLIMIT_NOFILE to take, or -1 */
+  int cgroup;                    /* the app's cgroup directory, opened, to start in, or -1 */
+  const char *mount_source;      /* bind-mounted over mount_target in a namespace of its own */
+  const char *mount_target;
+  const char *working_directory; /* entered again after the mount, or NULL */
+  int privileged;                /* nonzero: drop the bounding set and become uid/gid */
+  uid_t uid;
+  gid_t gid;
+  const char *const *reachable;  /* directories the user must be able to search, outermost first */
+  int reachable_count;
+  pid_t parent;                  /* > 0: SIGKILL when the parent thread ends, refused if it has */
+};
+
+/* Forks a child that confines itself as `spawn` says and executes the program. Returns the
+   child's pid once the program runs (the exec closed the child's end of a close-on-exec pipe);
+   or -1 with `failure` filled in (the child has been reaped), and errno for a failed fork.
+
+   With a cgroup the child is created in it (clone3 with CLONE_INTO_CGROUP, Linux 5.7): a process
+   that moves itself there by writing cgroup.procs waits for the kernel to quiesce every reader
+   of the cgroups' thread-group lock, 10 to 20 ms on this kind of machine. Where clone3 cannot,
+   the child does just that. */
+pid_t protfs_spawn_confined(const struct protfs_spawn *spawn, struct protfs_spawn_failure *failure);
+
+#endif

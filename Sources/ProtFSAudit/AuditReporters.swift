@@ -94,57 +94,86 @@ public final class JSONAuditReporter: AuditReporter {
   }
 }
 
-/// SARIF 2.1.0: one run, the rules with help text, results with `partialFingerprints`, streamed.
+/// SARIF 2.1.0 as code scanning reads it (GitHub's required fields included): one run, the rules
+/// with help text and help URIs, results with a file-level region and `partialFingerprints`,
+/// streamed. Locations are relative to the audited root (`AUDITROOT`), or to a `SARIFRoot` (`SRCROOT`,
+/// the repository checkout) so that an alert points at the file in the repository.
 public final class SARIFAuditReporter: AuditReporter {
   private let output: AuditOutput
+  private let root: SARIFRoot?
   private var first = true
   private var ruleIndex: [String: Int] = [:]
+  /// The audited root's path below the base, as bytes, prefixed to every finding's path.
+  private let prefix: [UInt8]
+  private let baseID: String
 
-  /// Writes to `output`.
-  public init(_ output: AuditOutput) { self.output = output }
+  /// GitHub's limits on rule texts; longer ones make it reject the upload.
+  private static let maxNameLength = 255
+  private static let maxDescriptionLength = 1024
+
+  /// Writes to `output`; locations are relative to `root` when given, else to the audited root.
+  public init(_ output: AuditOutput, root: SARIFRoot? = nil) {
+    self.output = output
+    self.root = root
+    prefix = Array((root?.auditedRootPrefix ?? "").utf8)
+    baseID = root == nil ? "AUDITROOT" : "SRCROOT"
+  }
 
   /// The log, the tool with its rules, and the opening of `results`.
   public func begin(target: AuditTarget, rules: [AuditRuleDescription]) {
     output.write("{\n  \"$schema\": \"https://json.schemastore.org/sarif-2.1.0.json\",\n  \"version\": \"2.1.0\",\n")
     output.write("  \"runs\": [\n    {\n      \"tool\": {\n        \"driver\": {\n")
     output.write("          \"name\": \"protfs\",\n          \"version\": \(Escape.json(ProtFSVersion.current)),\n")
+    output.write("          \"semanticVersion\": \(Escape.json(ProtFSVersion.current)),\n")
+    output.write("          \"informationUri\": \(Escape.json(ProtFSVersion.homepage)),\n")
     output.write("          \"rules\": [")
     for (index, rule) in rules.enumerated() {
       ruleIndex[rule.id] = index
       output.write(index == 0 ? "\n" : ",\n")
       output.write(
-        "            {\"id\": \(Escape.json(rule.id)), \"name\": \(Escape.json(rule.name)), "
-          + "\"shortDescription\": {\"text\": \(Escape.json(rule.summary))}, "
-          + "\"fullDescription\": {\"text\": \(Escape.json(rule.help))}, "
-          + "\"help\": {\"text\": \(Escape.json(rule.help))}, "
+        "            {\"id\": \(Escape.json(rule.id)), \"name\": \(text(rule.name, Self.maxNameLength)), "
+          + "\"shortDescription\": {\"text\": \(text(rule.summary, Self.maxDescriptionLength))}, "
+          + "\"fullDescription\": {\"text\": \(text(rule.help, Self.maxDescriptionLength))}, "
+          + "\"help\": {\"text\": \(Escape.json(rule.help))}, \"helpUri\": \(Escape.json(rule.helpURI)), "
           + "\"defaultConfiguration\": {\"level\": \"\(rule.level.rawValue)\"}, "
           + "\"properties\": {\"origin\": \(Escape.json(rule.origin))}}")
     }
     output.write("\n          ]\n        }\n      },\n")
-    let base = target.root.hasSuffix("/") ? target.root : target.root + "/"
+    let (base, description) =
+      if let root {
+        (root.path, "The repository checkout the locations are relative to (--sarif-root).")
+      } else {
+        (target.root, "The audited directory.")
+      }
+    let directory = base.hasSuffix("/") ? base : base + "/"
     output.write(
-      "      \"originalUriBaseIds\": {\"AUDITROOT\": {\"uri\": \(Escape.json("file://" + Escape.uri(Array(base.utf8))))}},\n"
-    )
+      "      \"originalUriBaseIds\": {\"\(baseID)\": {\"uri\": \(Escape.json("file://" + Escape.uri(Array(directory.utf8)))), "
+        + "\"description\": {\"text\": \(Escape.json(description))}}},\n")
     output.write("      \"columnKind\": \"unicodeCodePoints\",\n      \"results\": [")
   }
 
   /// Nothing: locations say where.
   public func beginContainer(_ unit: AuditTarget.Unit) {}
 
-  /// One result.
+  /// One result. Every finding is about a whole item, so its region is the item's first line.
   public func report(_ finding: AuditFinding) {
     output.write(first ? "\n        " : ",\n        ")
     first = false
     var properties = "\"container\": \(Escape.json(finding.container))"
     if let expected = finding.expected { properties += ", \"expected\": \(Escape.json(expected))" }
     if let actual = finding.actual { properties += ", \"actual\": \(Escape.json(actual))" }
-    let uri = finding.pathBytes.isEmpty ? "./" : Escape.uri(finding.pathBytes)
+    let path = prefix + finding.pathBytes
+    let uri = path.isEmpty ? "./" : Escape.uri(path)
+    let fingerprint = finding.fingerprint
     var result = "{\"ruleId\": \(Escape.json(finding.ruleID)), "
     if let index = ruleIndex[finding.ruleID] { result += "\"ruleIndex\": \(index), " }
     result +=
       "\"level\": \"\(finding.level.rawValue)\", \"message\": {\"text\": \(Escape.json(finding.message))}, "
-      + "\"locations\": [{\"physicalLocation\": {\"artifactLocation\": {\"uri\": \(Escape.json(uri)), \"uriBaseId\": \"AUDITROOT\"}}}], "
-      + "\"partialFingerprints\": {\"protfsItem/v1\": \"\(finding.fingerprint)\"}, "
+      + "\"locations\": [{\"physicalLocation\": {\"artifactLocation\": {\"uri\": \(Escape.json(uri)), \"uriBaseId\": \"\(baseID)\"}, "
+      + "\"region\": {\"startLine\": 1, \"startColumn\": 1, \"endLine\": 1, \"endColumn\": 1}}}], "
+      // GitHub matches alerts across runs by primaryLocationLineHash: the item's fingerprint, so that
+      // editing the file does not close the alert and open another.
+      + "\"partialFingerprints\": {\"primaryLocationLineHash\": \"\(fingerprint):1\", \"protfsItem/v1\": \"\(fingerprint)\"}, "
       + "\"properties\": {\(properties)}}"
     output.write(result)
   }
@@ -157,58 +186,125 @@ public final class SARIFAuditReporter: AuditReporter {
         + "      \"properties\": {\"containers\": \(summary.containers), \"items\": \(summary.items)}\n    }\n  ]\n}\n")
     output.flush()
   }
+
+  /// `text` as a JSON string of at most `limit` characters, cut with an ellipsis.
+  private func text(_ text: String, _ limit: Int) -> String {
+    Escape.json(text.count <= limit ? text : text.prefix(limit - 1) + "…")
+  }
 }
 
-/// JUnit XML: a test case per rule (passing when it found nothing), a failure per finding.
+/// JUnit XML as test dashboards read it: a test suite per container, holding a failing test case per
+/// finding at or above `--fail-on` (an error case per part of the tree that could not be read) and
+/// a passing case per checked rule with nothing to fail. Notes, and findings below `--fail-on`, are
+/// that passing case's `<system-out>`: the suites are red exactly when the audit fails.
 ///
-/// JUnit needs each rule's failures together, so this reporter keeps the findings (not the tree) in memory.
+/// The totals open the document, so this reporter keeps the findings (not the tree) in memory.
 public final class JUnitAuditReporter: AuditReporter {
-  private let output: AuditOutput
-  private var rules: [AuditRuleDescription] = []
-  private var findings: [String: [AuditFinding]] = [:]
+  private struct Suite {
+    var unit: AuditTarget.Unit
+    var findings: [String: [AuditFinding]] = [:]
+  }
 
-  /// Writes to `output`.
-  public init(_ output: AuditOutput) { self.output = output }
+  private let output: AuditOutput
+  private let options: AuditReportOptions
+  private var rules: [AuditRuleDescription] = []
+  private var suites: [Suite] = []
+
+  /// Writes to `output`; `options.failOn` decides which findings fail their test case.
+  public init(_ output: AuditOutput, options: AuditReportOptions = AuditReportOptions()) {
+    self.output = output
+    self.options = options
+  }
 
   /// Remembers the rules.
   public func begin(target: AuditTarget, rules: [AuditRuleDescription]) { self.rules = rules }
 
-  /// Nothing: each failure names its container.
-  public func beginContainer(_ unit: AuditTarget.Unit) {}
+  /// Opens the container's suite.
+  public func beginContainer(_ unit: AuditTarget.Unit) { suites.append(Suite(unit: unit)) }
 
-  /// Keeps the finding for its rule's test case.
-  public func report(_ finding: AuditFinding) { findings[finding.ruleID, default: []].append(finding) }
+  /// Keeps the finding in its container's suite.
+  public func report(_ finding: AuditFinding) {
+    guard !suites.isEmpty else { return }
+    suites[suites.count - 1].findings[finding.ruleID, default: []].append(finding)
+  }
 
   /// Writes the whole document.
   public func finish(_ summary: AuditSummary) {
-    let failures = findings.values.reduce(0) { $0 + $1.count }
-    let errors = summary.incomplete ? 1 : 0
+    var tests = 0
+    var failures = 0
+    var errors = 0
+    var body = ""
+    for suite in suites {
+      let (text, counts) = render(suite)
+      body += text
+      tests += counts.tests
+      failures += counts.failures
+      errors += counts.errors
+    }
     output.write("<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n")
     output.write(
-      "<testsuites name=\"protfs audit\" tests=\"\(rules.count)\" failures=\"\(failures)\" errors=\"\(errors)\">\n")
-    output.write(
-      "  <testsuite name=\"protfs audit\" tests=\"\(rules.count)\" failures=\"\(failures)\" errors=\"\(errors)\" skipped=\"0\">\n"
+      "<testsuites name=\"protfs audit\" tests=\"\(tests)\" failures=\"\(failures)\" errors=\"\(errors)\" skipped=\"0\">\n"
     )
-    for rule in rules {
-      let name = Escape.xml("\(rule.id) \(rule.name)")
-      let classname = rule.origin == "built-in" ? "protfs.builtin" : "protfs.policy"
-      let found = findings[rule.id] ?? []
-      if found.isEmpty {
-        output.write("    <testcase classname=\"\(classname)\" name=\"\(name)\"/>\n")
+    output.write(body)
+    output.write("</testsuites>\n")
+    output.flush()
+  }
+
+  /// One container's suite and its counts.
+  private func render(_ suite: Suite) -> (String, (tests: Int, failures: Int, errors: Int)) {
+    let unit = suite.unit
+    // The rules checked in this container, and any other rule that reported there all the same.
+    let checked = rules.filter { rule in
+      BuiltInCheck(rawValue: rule.id)?.applies(to: unit) ?? unit.isDirectory || suite.findings[rule.id] != nil
+    }
+    let classname = Escape.xml(unit.name)
+    var cases = ""
+    var tests = 0
+    var failures = 0
+    var errors = 0
+    for rule in checked {
+      let found = suite.findings[rule.id] ?? []
+      // A part of the tree that could not be read is a check that could not run: a JUnit error.
+      let isError = rule.id == BuiltInCheck.unreadable.rawValue
+      let failing = found.filter { isError || options.fails($0.level) }
+      let quiet = found.filter { !(isError || options.fails($0.level)) }
+      var output = ""
+      if !quiet.isEmpty {
+        let lines = quiet.map { "\($0.level.rawValue): \($0.containerPath): \($0.message)\n" }.joined()
+        output = "      <system-out>\(Escape.xml(lines))</system-out>\n"
+      }
+      if failing.isEmpty {
+        tests += 1
+        let name = Escape.xml("\(rule.id) \(rule.name)")
+        cases +=
+          output.isEmpty
+          ? "    <testcase classname=\"\(classname)\" name=\"\(name)\"/>\n"
+          : "    <testcase classname=\"\(classname)\" name=\"\(name)\">\n\(output)    </testcase>\n"
         continue
       }
-      output.write("    <testcase classname=\"\(classname)\" name=\"\(name)\">\n")
-      for finding in found {
-        var body = "\(finding.container): \(finding.containerPath)\n\(finding.message)"
-        if let expected = finding.expected { body += "\nexpected: \(expected)" }
-        if let actual = finding.actual { body += "\nactual: \(actual)" }
-        output.write(
-          "      <failure type=\"\(finding.level.rawValue)\" message=\"\(Escape.xml(finding.path))\">\(Escape.xml(body))</failure>\n"
-        )
+      for (index, finding) in failing.enumerated() {
+        tests += 1
+        if isError { errors += 1 } else { failures += 1 }
+        var text = "\(rule.id) \(rule.name) at \(finding.path)\n\(finding.message)"
+        if let expected = finding.expected { text += "\nexpected: \(expected)" }
+        if let actual = finding.actual { text += "\nactual: \(actual)" }
+        // A policy rule's message is its help already; a built-in check's help says how to fix it.
+        if !finding.message.contains(rule.help) { text += "\n\n\(rule.help)" }
+        let element = isError ? "error" : "failure"
+        cases +=
+          "    <testcase classname=\"\(classname)\" name=\"\(Escape.xml("\(rule.id) \(finding.containerPath)"))\">\n"
+        cases +=
+          "      <\(element) type=\"\(finding.level.rawValue)\" message=\"\(Escape.xml(finding.message))\">"
+          + "\(Escape.xml(text))</\(element)>\n"
+        if index == 0 { cases += output }
+        cases += "    </testcase>\n"
       }
-      output.write("    </testcase>\n")
     }
-    output.write("  </testsuite>\n</testsuites>\n")
-    output.flush()
+    let location = unit.displayPrefix.isEmpty ? unit.absolutePath : String(unit.displayPrefix.dropLast())
+    var text =
+      "  <testsuite name=\"\(classname)\" tests=\"\(tests)\" failures=\"\(failures)\" errors=\"\(errors)\" skipped=\"0\">\n"
+    text += "    <properties><property name=\"path\" value=\"\(Escape.xml(location))\"/></properties>\n"
+    text += cases + "  </testsuite>\n"
+    return (text, (tests, failures, errors))
   }
 }

@@ -70,9 +70,11 @@ public struct AuditConfiguration: Sendable {
     self.threads = max(1, threads)
   }
 
-  /// Every rule reports can mention: the built-in checks, then each policy's rules.
+  /// Every rule this audit checks, so every rule reports can mention: the built-in checks (the
+  /// entitlements' default only when one is given), then each policy's rules.
   public var rules: [AuditRuleDescription] {
-    BuiltInCheck.allCases.map(\.description) + policies.flatMap { $0.rules.map(\.description) }
+    let checks = BuiltInCheck.allCases.filter { $0 != .defaultClassMismatch || entitlementsDefault != nil }
+    return checks.map(\.description) + policies.flatMap { $0.rules.map(\.description) }
   }
 
   /// Throws when two policies use the same rule id, which would make findings ambiguous.

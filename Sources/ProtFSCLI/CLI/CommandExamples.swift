@@ -128,6 +128,8 @@ package enum CommandExamples {
     "protfs audit": [
       "protfs audit",
       "protfs audit Containers/com.example.app --policy Policies/strict.policy --format sarif -o audit.sarif",
+      "protfs audit fixtures/device --format sarif --sarif-root . -o audit.sarif   # paths relative to the repository",
+      "protfs audit --format junit --fail-on warning -o audit.xml   # a failing test case per warning or error",
     ],
     "protfs completion": [
       "protfs completion bash > /etc/bash_completion.d/protfs",

@@ -17,11 +17,17 @@ package enum AuditCommand {
       background-download temp files, names that are not UTF-8, and items with no class of their
       own. The policy format and the check ids are described in Policies/README.md.
 
+      --format sarif writes SARIF 2.1.0 for code scanning: every finding is at line 1 of its item,
+      and locations are relative to the audited directory, or with --sarif-root DIR to DIR (a
+      repository checkout that holds the audited tree), so that alerts point at the repository's
+      files. --format junit writes a test suite per container: a failing test case per finding at
+      or above --fail-on, a passing one per rule with nothing to fail (notes go in its output).
+
       Exit status: 0 when no finding is at or above --fail-on, 1 when one is, 2 when the audit
       could not run or could not read the whole tree.
       """,
     arguments: [paths],
-    options: [policy, entitlements, format, output, failOn],
+    options: [policy, entitlements, format, output, failOn, sarifRoot],
     run: run
   )
 
@@ -43,21 +49,49 @@ package enum AuditCommand {
   /// `--fail-on LEVEL`.
   package static let failOn = Option.value(
     "fail-on", "level", help: "Exit 1 for findings at this level or above: error, warning or note (default: error).")
+  /// `--sarif-root DIR`.
+  package static let sarifRoot = Option.value(
+    "sarif-root", "dir",
+    help: "SARIF locations relative to this directory: the repository checkout that holds the audited tree.")
 
   package static func run(_ invocation: Invocation) throws -> Int32 {
     let format = try parse(Self.format, default: "text", as: AuditFormat.self, invocation)
     let failOn = try parse(Self.failOn, default: "error", as: AuditLevel.self, invocation)
+    let sarifRoot = invocation.value(Self.sarifRoot)
+    if sarifRoot != nil, format != .sarif {
+      throw invocation.usageError(
+        "'--sarif-root' applies to '--format sarif' only; add '--format sarif' or leave it out.")
+    }
+    let audit: PreparedAudit
     do {
-      return try audit(invocation, format: format, failOn: failOn)
+      audit = try prepare(invocation)
     } catch {
       // Whatever stopped the audit, CI must tell it apart from findings: exit status 2.
       throw ExitStatus(code: 2, message: error.commandLineDescription)
     }
+    var options = AuditReportOptions(failOn: failOn)
+    if let sarifRoot {
+      // Checked before the report is opened, so that a bad root leaves no half-written file.
+      do {
+        options.sarifRoot = try SARIFRoot(sarifRoot, containing: audit.target)
+      } catch {
+        throw invocation.usageError(error.commandLineDescription)
+      }
+    }
+    do {
+      return try run(audit, invocation, format: format, options: options)
+    } catch {
+      throw ExitStatus(code: 2, message: error.commandLineDescription)
+    }
   }
 
-  private static func audit(_ invocation: Invocation, format: AuditFormat, failOn: AuditLevel) throws(ProtFSError)
-    -> Int32
-  {
+  /// What an audit runs on, read from the command line: the configuration and the target.
+  private struct PreparedAudit {
+    var configuration: AuditConfiguration
+    var target: AuditTarget
+  }
+
+  private static func prepare(_ invocation: Invocation) throws(ProtFSError) -> PreparedAudit {
     var policies: [Policy] = []
     for path in invocation.values(Self.policy) {
       let policy = try Policy(contentsOf: path)
@@ -89,7 +123,12 @@ package enum AuditCommand {
       // The same hook the cache commands use: wiring the task store there wires it here too.
       downloadTasks: { device in DownloadTasks.directory(for: device) }, threads: min(max(threads, 1), 64))
     try configuration.validate()
+    return PreparedAudit(configuration: configuration, target: target)
+  }
 
+  private static func run(
+    _ audit: PreparedAudit, _ invocation: Invocation, format: AuditFormat, options: AuditReportOptions
+  ) throws(ProtFSError) -> Int32 {
     let fd: Int32
     let outputName: String
     if let path = invocation.value(Self.output) {
@@ -104,7 +143,7 @@ package enum AuditCommand {
     defer { if fd != STDOUT_FILENO { close(fd) } }
 
     let output = AuditOutput(fileDescriptor: fd, description: outputName)
-    let total = try Auditor(configuration).run(target, reporter: format.reporter(output))
+    let total = try Auditor(audit.configuration).run(audit.target, reporter: format.reporter(output, options: options))
     if let error = output.writeError { throw error }
     if total.incomplete {
       Console.err(
@@ -112,7 +151,7 @@ package enum AuditCommand {
       )
       return 2
     }
-    return total.count(atLeast: failOn) > 0 ? 1 : 0
+    return total.count(atLeast: options.failOn) > 0 ? 1 : 0
   }
 
   /// The value of `option` (`defaultText` when not given) as one of `T`'s cases, or a usage error

@@ -1,7 +1,8 @@
 /// What shapes a machine-readable report besides its findings.
 public struct AuditReportOptions: Sendable, Equatable {
   /// The lowest level that fails the audit: JUnit fails the test cases of these findings only, so
-  /// that a dashboard is red exactly when the job is (notes never fail).
+  /// that a dashboard is red exactly when the job is (a note fails only under `--fail-on note`,
+  /// which makes the job fail for it too).
   public var failOn: AuditLevel
   /// Where SARIF locations are relative to; nil: the audited root (`AUDITROOT`).
   public var sarifRoot: SARIFRoot?
@@ -13,5 +14,5 @@ public struct AuditReportOptions: Sendable, Equatable {
   }
 
   /// Whether a finding at `level` fails its JUnit test case.
-  public func fails(_ level: AuditLevel) -> Bool { level != .note && level >= failOn }
+  public func fails(_ level: AuditLevel) -> Bool { level >= failOn }
 }

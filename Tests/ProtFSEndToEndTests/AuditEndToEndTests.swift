@@ -237,11 +237,16 @@ struct AuditEndToEndTests {
       lines.filter { $0.hasPrefix("failed ") } == [
         "failed \(app) PFS004 Documents/out error", "failed \(app) DP004 Documents/open.txt error",
       ], "\(lines)")
-    // The warning fails too when --fail-on says so; the note never does.
+    // The warning fails too when --fail-on says so, and the note under --fail-on note: each fails
+    // the job then, and only then.
+    let (failingOnWarnings, warningLines) = try await checkJUnit(
+      ["--device", device.root, "audit", "--fail-on", "warning"], in: scratch)
+    #expect(failingOnWarnings == 1)
+    #expect(warningLines.first == "total 20 3 0", "\(warningLines)")
     let (strict, strictLines) = try await checkJUnit(
       ["--device", device.root, "audit", "--fail-on", "note"], in: scratch)
     #expect(strict == 1)
-    #expect(strictLines.first == "total 20 3 0", "\(strictLines)")
+    #expect(strictLines.first == "total 20 4 0", "\(strictLines)")
   }
 
   /// A warning and a note only: the audit passes, and so does every test case (issue 28: a note

@@ -21,7 +21,8 @@ package enum AuditCommand {
       and locations are relative to the audited directory, or with --sarif-root DIR to DIR (a
       repository checkout that holds the audited tree), so that alerts point at the repository's
       files. --format junit writes a test suite per container: a failing test case per finding at
-      or above --fail-on, a passing one per rule with nothing to fail (notes go in its output).
+      or above --fail-on, a passing one per rule with nothing to fail (findings below --fail-on
+      go in its output), so that the dashboard is red exactly when the exit status is 1.
 
       Exit status: 0 when no finding is at or above --fail-on, 1 when one is, 2 when the audit
       could not run or could not read the whole tree.

@@ -127,7 +127,7 @@ package enum CommandExamples {
     "protfs simulate-storage-pressure": ["protfs simulate-storage-pressure --free 1G -n"],
     "protfs audit": [
       "protfs audit",
-      "protfs audit Containers/com.example.app --policy Policies/strict.policy --format sarif -o audit.sarif",
+      "protfs audit Containers/com.example.app --policy strict --format sarif -o audit.sarif",
     ],
     "protfs completion": [
       "protfs completion bash > /etc/bash_completion.d/protfs",

@@ -17,6 +17,10 @@ package enum AuditCommand {
       background-download temp files, names that are not UTF-8, and items with no class of their
       own. The policy format and the check ids are described in Policies/README.md.
 
+      --policy takes a path, or the name of a policy installed with protfs (strict,
+      background-downloads, default), which is read from share/protfs beside the binary's bin
+      directory (/usr/share/protfs for /usr/bin/protfs).
+
       Exit status: 0 when no finding is at or above --fail-on, 1 when one is, 2 when the audit
       could not run or could not read the whole tree.
       """,
@@ -30,7 +34,8 @@ package enum AuditCommand {
     name: "path", help: "A container or device directory (default: the current device).", arity: .zeroOrMore)
   /// `--policy FILE`, repeatable.
   package static let policy = Option.value(
-    "policy", "file", help: "A policy file; repeat to apply several (default: the built-in default policy).",
+    "policy", "file",
+    help: "A policy file or an installed policy's name; repeat to apply several (default: the built-in default).",
     repeatable: true)
   /// `--entitlements FILE`.
   package static let entitlements = Option.value(
@@ -59,7 +64,10 @@ package enum AuditCommand {
     -> Int32
   {
     var policies: [Policy] = []
-    for path in invocation.values(Self.policy) {
+    let installed = InstalledPolicies(
+      executable: (try? FileManager.default.destinationOfSymbolicLink(atPath: "/proc/self/exe")) ?? "/usr/bin/protfs")
+    for argument in invocation.values(Self.policy) {
+      let path = installed.path(for: argument, exists: { FileManager.default.fileExists(atPath: $0) })
       let policy = try Policy(contentsOf: path)
       for warning in policy.warnings { Console.err(warning.description) }
       policies.append(policy)

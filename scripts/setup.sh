@@ -21,6 +21,10 @@ packages=(
   bash-completion       # the completion tests load protfs's bash completion as users do
   zsh                   # the completion tests check the zsh script in a real zsh
   fish                  # ... and the fish script in a real fish
+  man-db                # man -l: the tests render every manual page as users read them
+  groff-base            # ... and groff checks them for warnings
+  dpkg-dev              # dpkg-shlibdeps: scripts/package.sh works out the package's Depends
+  binutils              # strip: scripts/package.sh ships a stripped binary
 )
 
 missing=()

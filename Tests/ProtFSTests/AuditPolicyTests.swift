@@ -193,6 +193,26 @@ struct AuditPolicyTests {
     #expect(policy.rules.allSatisfy { !$0.message.isEmpty })
   }
 
+  @Test(arguments: [
+    ("/usr/bin/protfs", "/usr/share/protfs"), ("/usr/local/bin/protfs", "/usr/local/share/protfs"),
+    ("/opt/p/bin/protfs", "/opt/p/share/protfs"), ("/bin/protfs", "/share/protfs"),
+  ])
+  func installedPoliciesLieInTheShareDirectoryBesideTheBinarysBin(_ executable: String, _ directory: String) {
+    #expect(InstalledPolicies(executable: executable).directory == directory)
+  }
+
+  @Test func aBareNameIsAnInstalledPolicyAndAnythingElseAPath() {
+    let installed = InstalledPolicies(directory: "/usr/share/protfs")
+    let here: Set<String> = ["mine.policy"]
+    let path = { (argument: String) in installed.path(for: argument, exists: { here.contains($0) }) }
+    #expect(path("strict") == "/usr/share/protfs/strict.policy")
+    #expect(path("background-downloads.policy") == "/usr/share/protfs/background-downloads.policy")
+    #expect(path("mine.policy") == "mine.policy", "a file in the current directory stays a path")
+    #expect(path("./strict") == "./strict")
+    #expect(path("Policies/strict.policy") == "Policies/strict.policy")
+    #expect(path("/etc/x.policy") == "/etc/x.policy")
+  }
+
   @Test func aPolicyFileThatIsNotUTF8IsRefusedWithItsPosition() throws {
     let scratch = AuditScratch()
     defer { withExtendedLifetime(scratch) {} }

@@ -127,7 +127,7 @@ package enum CommandExamples {
     "protfs simulate-storage-pressure": ["protfs simulate-storage-pressure --free 1G -n"],
     "protfs audit": [
       "protfs audit",
-      "protfs audit Containers/com.example.app --policy Policies/strict.policy --format sarif -o audit.sarif",
+      "protfs audit Containers/com.example.app --policy strict --format sarif -o audit.sarif",
       "protfs audit fixtures/device --format sarif --sarif-root . -o audit.sarif   # paths relative to the repository",
       "protfs audit --format junit --fail-on warning -o audit.xml   # a failing test case per warning or error",
     ],

@@ -64,7 +64,8 @@ package enum ManualPage {
   }
 
   /// The discussion's paragraphs (separated by blank lines) as roff: a paragraph that is one
-  /// upper-case line is a subsection heading, an indented one is shown as it is written.
+  /// upper-case line is a subsection heading, and indented lines are shown as they are written,
+  /// also inside a paragraph (filled, a long path there overflows the line and groff warns).
   static func paragraphs(_ text: String) -> String {
     var out = ""
     var first = true
@@ -81,11 +82,14 @@ package enum ManualPage {
       }
       if !first { out += ".PP\n" }
       first = false
-      if lines.allSatisfy({ $0.hasPrefix("  ") || $0.isEmpty }) {
-        out += ".nf\n" + lines.map { escape(String($0.dropFirst(2))) }.joined(separator: "\n") + "\n.fi\n"
-      } else {
-        out += lines.map(escape).joined(separator: "\n") + "\n"
+      var verbatim = false
+      for line in lines {
+        let indented = line.hasPrefix("  ") || (line.isEmpty && verbatim)
+        if indented != verbatim { out += indented ? ".nf\n" : ".fi\n" }
+        verbatim = indented
+        out += escape(indented ? String(line.dropFirst(2)) : line) + "\n"
       }
+      if verbatim { out += ".fi\n" }
     }
     return out
   }

@@ -17,6 +17,10 @@ package enum AuditCommand {
       background-download temp files, names that are not UTF-8, and items with no class of their
       own. The policy format and the check ids are described in Policies/README.md.
 
+      --policy takes a path, or the name of a policy installed with protfs (strict,
+      background-downloads, default), which is read from share/protfs beside the binary's bin
+      directory (/usr/share/protfs for /usr/bin/protfs).
+
       --format sarif writes SARIF 2.1.0 for code scanning: every finding is at line 1 of its item,
       and locations are relative to the audited directory, or with --sarif-root DIR to DIR (a
       repository checkout that holds the audited tree), so that alerts point at the repository's
@@ -37,7 +41,8 @@ package enum AuditCommand {
     name: "path", help: "A container or device directory (default: the current device).", arity: .zeroOrMore)
   /// `--policy FILE`, repeatable.
   package static let policy = Option.value(
-    "policy", "file", help: "A policy file; repeat to apply several (default: the built-in default policy).",
+    "policy", "file",
+    help: "A policy file or an installed policy's name; repeat to apply several (default: the built-in default).",
     repeatable: true)
   /// `--entitlements FILE`.
   package static let entitlements = Option.value(
@@ -94,7 +99,10 @@ package enum AuditCommand {
 
   private static func prepare(_ invocation: Invocation) throws(ProtFSError) -> PreparedAudit {
     var policies: [Policy] = []
-    for path in invocation.values(Self.policy) {
+    let installed = InstalledPolicies(
+      executable: (try? FileManager.default.destinationOfSymbolicLink(atPath: "/proc/self/exe")) ?? "/usr/bin/protfs")
+    for argument in invocation.values(Self.policy) {
+      let path = installed.path(for: argument, exists: { FileManager.default.fileExists(atPath: $0) })
       let policy = try Policy(contentsOf: path)
       for warning in policy.warnings { Console.err(warning.description) }
       policies.append(policy)

@@ -185,7 +185,12 @@ package enum CompletionCommand {
     # zsh's bashcompinit.
     autoload -U +X bashcompinit && bashcompinit
 
-    """ + bash()
+    """ + bash() + """
+      # Installed in $fpath (share/zsh/site-functions/_protfs), this file is the body of `_protfs`
+      # that compinit calls for the first Tab, which the lines above only set up: complete it too.
+      if [[ ${funcstack[1]-} == _protfs ]]; then _bash_complete -F _protfs; fi
+
+      """
   }
 
   // MARK: fish

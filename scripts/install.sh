@@ -1,0 +1,141 @@
+#!/usr/bin/env bash
+# Installs a built protfs and its files under a prefix; see `usage` below. The Debian package
+# (scripts/package.sh) is this same layout, staged with --destdir under the prefix /usr.
+set -euo pipefail
+repo=$(cd "$(dirname "$0")/.." && pwd)
+
+usage() {
+  cat <<'TEXT'
+OVERVIEW: Install protfs (or remove it) under a prefix.
+
+USAGE: scripts/install.sh [--prefix DIR] [--binary FILE] [--destdir DIR] [--uninstall]
+
+Installs, replacing what an earlier run installed:
+  PREFIX/bin/protfs
+  PREFIX/share/man/man1/protfs.1, protfs-*.1         (protfs help --man)
+  PREFIX/share/bash-completion/completions/protfs     (protfs completion bash)
+  PREFIX/share/zsh/site-functions/_protfs             (protfs completion zsh)
+  PREFIX/share/fish/vendor_completions.d/protfs.fish  (protfs completion fish)
+  PREFIX/share/protfs/*.policy, README.md             (audit --policy NAME reads them)
+  PREFIX/share/doc/protfs/README.md, CHANGELOG.md, LICENSE
+
+Apps call `protfs app begin-task` and the like by name, as the app user (uid 501): the
+installed binary must be on the PATH `protfs app launch` runs with, and every directory
+down to it must let other users through. The install checks both and warns.
+
+OPTIONS:
+  --prefix DIR     Where to install (default: /usr/local).
+  --binary FILE    The protfs binary to install (default: .build/release/protfs, which
+                   `bash scripts/build.sh` makes).
+  --destdir DIR    Stage the files under DIR/PREFIX, for a package (no checks).
+  --uninstall      Remove what an install under PREFIX put there.
+  -h, --help       Show this help.
+TEXT
+}
+
+usage_error() {
+  echo "Error: $1" >&2
+  echo "Usage: scripts/install.sh [--prefix DIR] [--binary FILE] [--destdir DIR] [--uninstall]" >&2
+  echo "  See 'scripts/install.sh --help'." >&2
+  exit 64
+}
+
+prefix=/usr/local
+binary=$repo/.build/release/protfs
+destdir=""
+uninstall=false
+while (($#)); do
+  case "$1" in
+    -h | --help) usage; exit 0 ;;
+    --prefix | --binary | --destdir)
+      (($# >= 2)) || usage_error "missing value for '$1'"
+      option=$1 value=$2
+      shift 2
+      ;;
+    --prefix=* | --binary=* | --destdir=*) option=${1%%=*} value=${1#*=}; shift ;;
+    --uninstall) uninstall=true; shift; continue ;;
+    *) usage_error "unknown argument '$1'" ;;
+  esac
+  [ -n "$value" ] || usage_error "empty value for '$option'"
+  case "$option" in
+    --prefix) prefix=$value ;;
+    --binary) binary=$value ;;
+    --destdir) destdir=$value ;;
+  esac
+done
+[[ "$prefix" == /* ]] || usage_error "the prefix must be an absolute path, not '$prefix'"
+prefix=${prefix%/}
+
+root=$destdir$prefix
+bin=$root/bin
+man1=$root/share/man/man1
+bash_dir=$root/share/bash-completion/completions
+zsh_dir=$root/share/zsh/site-functions
+fish_dir=$root/share/fish/vendor_completions.d
+share=$root/share/protfs
+doc=$root/share/doc/protfs
+
+# The manual pages of an earlier install: the set of commands changes between versions.
+remove_pages() {
+  [ -d "$man1" ] || return 0
+  find "$man1" -maxdepth 1 -type f \
+    \( -name 'protfs.1' -o -name 'protfs-*.1' -o -name 'protfs.1.gz' -o -name 'protfs-*.1.gz' \) -delete
+}
+
+if $uninstall; then
+  rm -f "$bin/protfs" "$bash_dir/protfs" "$zsh_dir/_protfs" "$fish_dir/protfs.fish"
+  remove_pages
+  rm -rf "$share" "$doc"
+  echo "install.sh: removed protfs from $root"
+  exit 0
+fi
+
+if [ ! -f "$binary" ] || [ ! -x "$binary" ]; then
+  echo "Error: no protfs binary at '$binary'; run \`bash scripts/build.sh\` first, or give one with --binary FILE." >&2
+  exit 1
+fi
+if ! "$binary" --version >/dev/null; then
+  echo "Error: '$binary' does not run ('$binary --version' failed); rebuild it with \`bash scripts/build.sh\`." >&2
+  exit 1
+fi
+
+# Everything is made from the binary being installed, in a scratch directory, then copied.
+work=$(mktemp -d "${TMPDIR:-/tmp}/protfs-install.XXXXXX")
+trap 'rm -rf "$work"' EXIT
+bash "$repo/scripts/man.sh" "$work/man" "$binary" >/dev/null
+for shell in bash zsh fish; do "$binary" completion "$shell" >"$work/completion.$shell"; done
+
+install -d -m 0755 "$bin" "$man1" "$bash_dir" "$zsh_dir" "$fish_dir" "$share" "$doc"
+# A new file renamed over the old one: protfs processes still running (supervisors, the session
+# service) keep their binary, and nothing sees a half-written one.
+install -m 0755 "$binary" "$bin/.protfs.new"
+mv -f "$bin/.protfs.new" "$bin/protfs"
+remove_pages
+install -m 0644 "$work/man"/*.1 "$man1/"
+install -m 0644 "$work/completion.bash" "$bash_dir/protfs"
+install -m 0644 "$work/completion.zsh" "$zsh_dir/_protfs"
+install -m 0644 "$work/completion.fish" "$fish_dir/protfs.fish"
+rm -f "$share"/*.policy
+install -m 0644 "$repo"/Policies/*.policy "$repo/Policies/README.md" "$share/"
+install -m 0644 "$repo/README.md" "$repo/CHANGELOG.md" "$repo/LICENSE" "$doc/"
+echo "install.sh: installed $("$bin/protfs" --version) in $root"
+[ -z "$destdir" ] || exit 0
+
+# The app user must reach the binary: every directory on the way lets others search it.
+path=$bin
+while :; do
+  if [ "$(($(stat -c '0%a' "$path") & 01))" -eq 0 ]; then
+    echo "install.sh: warning: '$path' does not let other users through (mode $(stat -c %a "$path")), so apps" \
+      "(uid 501) cannot run $bin/protfs; \`chmod o+x '$path'\` or choose another --prefix." >&2
+  fi
+  [ "$path" != / ] || break
+  path=$(dirname "$path")
+done
+# ... and finds it by name: `protfs app launch` hands the app the PATH it was started with.
+case ":$PATH:" in
+  *":$bin:"*) ;;
+  *)
+    echo "install.sh: warning: '$bin' is not on PATH; apps call \`protfs\` by name with the PATH of" \
+      "\`protfs app launch\`: add it (sudo's secure_path too if you launch apps with sudo)." >&2
+    ;;
+esac

@@ -308,7 +308,7 @@ import Testing
     let unknown = try await Protfs.run([
       "--device", t.root, "download", "--bundle", "com.example.other", "http://127.0.0.1:9/x",
     ])
-    #expect(unknown.status == 1 && unknown.stderr.contains("no container for 'com.example.other'"), "\(unknown)")
+    #expect(unknown.status == 1 && unknown.stderr.contains("The app com.example.other has no container"), "\(unknown)")
     for to in ["../com.example.other", "/etc", "Documents/../../x"] {
       let outside = try await Protfs.run([
         "--device", t.root, "download", "--bundle", app, "--to", to, "http://127.0.0.1:9/x",

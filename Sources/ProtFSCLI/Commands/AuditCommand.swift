@@ -51,7 +51,7 @@ package enum AuditCommand {
       return try audit(invocation, format: format, failOn: failOn)
     } catch {
       // Whatever stopped the audit, CI must tell it apart from findings: exit status 2.
-      throw ExitStatus(code: 2, message: error.commandLineDescription)
+      throw ExitStatus(code: 2, message: invocation.describe(error))
     }
   }
 

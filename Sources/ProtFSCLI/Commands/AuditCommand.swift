@@ -9,8 +9,8 @@ package enum AuditCommand {
     name: "audit",
     abstract: "Check containers against protection-class policies (for CI).",
     discussion: """
-      Walks each container (PATH may be a container directory or a whole device; default: the
-      current device) and checks every item's effective protection class against the policies
+      Walks each container (PATH may be a container directory or a whole device; --bundle ID: that
+      app's container on the device; default: the whole device) and checks every item's effective protection class against the policies
       (default: the built-in Policies/default.policy), plus built-in checks: corrupt classes, items
       still locked out although the device's lock state makes their class available, protected
       files readable by others, symlinks leaving the container or looping, orphan
@@ -21,13 +21,16 @@ package enum AuditCommand {
       could not run or could not read the whole tree.
       """,
     arguments: [paths],
-    options: [policy, entitlements, format, output, failOn],
+    options: [bundle, policy, entitlements, format, output, failOn],
     run: run
   )
 
   /// `[<path> ...]`.
   package static let paths = Argument(
     name: "path", help: "A container or device directory (default: the current device).", arity: .zeroOrMore)
+  /// `--bundle BUNDLE-ID`: the app's container on the device, instead of PATHs.
+  package static let bundle = Option.value(
+    "bundle", "bundle-id", help: "Audit this app's container on the device (instead of PATHs).")
   /// `--policy FILE`, repeatable.
   package static let policy = Option.value(
     "policy", "file", help: "A policy file; repeat to apply several (default: the built-in default policy).",
@@ -47,16 +50,21 @@ package enum AuditCommand {
   package static func run(_ invocation: Invocation) throws -> Int32 {
     let format = try parse(Self.format, default: "text", as: AuditFormat.self, invocation)
     let failOn = try parse(Self.failOn, default: "error", as: AuditLevel.self, invocation)
+    let bundleID = try invocation.value(Self.bundle).map(invocation.bundleID)
+    if bundleID != nil && !invocation.arguments(Self.paths).isEmpty {
+      throw invocation.usageError("Give either --bundle or PATHs to audit, not both.")
+    }
     do {
-      return try audit(invocation, format: format, failOn: failOn)
+      return try audit(invocation, bundleID: bundleID, format: format, failOn: failOn)
     } catch {
       // Whatever stopped the audit, CI must tell it apart from findings: exit status 2.
       throw ExitStatus(code: 2, message: invocation.describe(error))
     }
   }
 
-  private static func audit(_ invocation: Invocation, format: AuditFormat, failOn: AuditLevel) throws(ProtFSError)
-    -> Int32
+  /// Audits `bundleID`'s container, else the PATHs, else the device.
+  private static func audit(_ invocation: Invocation, bundleID: BundleID?, format: AuditFormat, failOn: AuditLevel)
+    throws(ProtFSError) -> Int32
   {
     var policies: [Policy] = []
     for path in invocation.values(Self.policy) {
@@ -75,7 +83,13 @@ package enum AuditCommand {
     }
 
     var paths = invocation.arguments(Self.paths)
-    if paths.isEmpty {
+    if let bundleID {
+      let device = invocation.device
+      try device.requireInitialized()
+      let container = device.container(bundleID)
+      try container.requireExists()
+      paths = [container.absolutePath]
+    } else if paths.isEmpty {
       let device = invocation.device
       try device.requireInitialized()
       paths = [device.root]

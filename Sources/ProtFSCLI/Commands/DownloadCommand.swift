@@ -340,17 +340,13 @@ package enum DownloadCommand {
   package static func resolveDestination(_ text: String, in container: Container, device: Device) throws -> DevicePath {
     try device.requireInitialized()
     try container.requireExists()
-    let path: DevicePath
-    if text.hasPrefix("/") {
-      path = try device.resolve(text)
-    } else {
-      path = try container.path.appending(path: text)
-    }
-    guard path.hasPrefix(container.path) else {
+    do {
+      return try container.resolve(text)
+    } catch {
+      guard error.code == .outsideDevice else { throw error }
       throw ProtFSError(
         .outsideDevice, "The destination '\(text)' is outside the container of \(container.bundleID).", path: text,
         remedy: .advice("give --to a directory inside the container, such as Documents"))
     }
-    return path
   }
 }

@@ -49,7 +49,7 @@ import Testing
     #expect(audit.status != 2 && audit.stdout.contains(Self.app), "\(audit)")
   }
 
-  @Test func relativePathsAreReadFromTheCurrentDirectoryWithoutBundle() async throws {
+  @Test func relativePathsFromInsideAContainerStillWorkAndBundleOverridesThem() async throws {
     let (t, _) = try setUp()
     let documents = t.containerPath(Self.app, "Documents")
     let inside = try await Protfs.run(
@@ -64,6 +64,14 @@ import Testing
     let fromRoot = try await Protfs.run(
       ["--device", t.root, "get-class", "Containers/\(Self.app)/Documents/a.txt"], currentDirectory: t.root)
     #expect(fromRoot.status == 0, "\(fromRoot)")
+    // With --bundle, the container it names is the base, wherever the command runs.
+    let other = "com.example.other"
+    try t.device.createContainer(try BundleID(other))
+    let elsewhere = try await Protfs.run(
+      ["--device", t.root, "set-class", "--bundle", other, "complete", "Documents"], currentDirectory: documents)
+    #expect(elsewhere.status == 0, "\(elsewhere)")
+    #expect(t.rawClass(t.containerPath(other, "Documents")) == "NSFileProtectionComplete")
+    #expect(t.rawClass(documents) != "NSFileProtectionComplete")
   }
 
   @Test func theErrorOfARelativePathNamesItsBase() async throws {

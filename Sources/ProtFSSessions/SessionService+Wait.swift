@@ -34,7 +34,7 @@ extension SessionService {
         throw ProtFSError(
           .invalidArgument,
           "Task \(id) is \(record.state.rawValue) and the session service does not run it, so nothing would end the wait.",
-          remedy: .advice("`protfs tasks resume \(id)` runs it in the foreground"))
+          remedy: .resumeTask(id: id))
       }
       if record.state != .completed { notCompleted.append(id) }
     }

@@ -150,6 +150,8 @@ public enum Remedy: Sendable, Equatable, Hashable, Codable {
   case restartSessionService
   /// Use the session from its app (launched as an app), or as root.
   case useSessionFromItsApp
+  /// Resume task `id` in the foreground, where nothing else runs it.
+  case resumeTask(id: Int64)
   /// Anything else, as the words of a sentence that name no command.
   case advice(String)
 
@@ -177,6 +179,7 @@ public enum Remedy: Sendable, Equatable, Hashable, Codable {
     case .startSessionService: "start the device's session service as root"
     case .restartSessionService: "stop the device's session service and start it again"
     case .useSessionFromItsApp: "run it as root, or from the app the session belongs to"
+    case .resumeTask(let id): "resume task \(id) in the foreground"
     case .enableFuse:
       "make /dev/fuse available (load the fuse module; in a container, pass /dev/fuse in) and mount as root"
     case .unmount(let mountpoint): "unmount '\(mountpoint)' first"

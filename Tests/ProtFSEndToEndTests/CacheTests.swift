@@ -52,7 +52,7 @@ import Testing
   @Test func unknownBundle() async throws {
     let t = try TestDevice(containers: [app])
     let result = try await Protfs.run(["--device", t.root, "cache", "purge", "com.example.missing"])
-    #expect(result.status == 1 && result.stderr.contains("no container for 'com.example.missing'"), "\(result)")
+    #expect(result.status == 1 && result.stderr.contains("The app com.example.missing has no container"), "\(result)")
   }
 }
 

@@ -37,6 +37,26 @@ import Testing
       ], "\(result)")
   }
 
+  @Test func bashCompletesPathsInTheContainerThatBundleNames() async throws {
+    let t = try TestDevice(containers: ["com.example.app"])
+    let script = try await Self.script("bash", in: t)
+    let probe = """
+      source '\(script)'
+      cd /
+      t() { COMP_WORDS=("$@"); COMP_CWORD=$((${#COMP_WORDS[@]} - 1)); COMPREPLY=(); _protfs; echo "${COMPREPLY[*]}"; }
+      t protfs --device '\(t.root)' get-class --bundle com.example.app Docu
+      t protfs --device '\(t.root)' set-class --bundle com.example.app none Library/Pref
+      t protfs --device '\(t.root)' download --bundle com.example.app --to Library/Cach
+      t protfs --device '\(t.root)' get-class et
+      """
+    let result = try await Protfs.runProgram("/bin/bash", ["--norc", "-c", probe])
+    #expect(result.status == 0, "\(result)")
+    #expect(
+      result.stdout.split(separator: "\n", omittingEmptySubsequences: false).map(String.init) == [
+        "Documents", "Library/Preferences", "Library/Caches", "etc", "",
+      ], "\(result)")
+  }
+
   @Test func fishCompletesFromItsOwnScript() async throws {
     let t = try TestDevice(containers: [])
     let script = try await Self.script("fish", in: t)

@@ -48,18 +48,19 @@ import Testing
     #expect(try await Protfs.run(["--device", t.root, "lock", "--grace", "0"]).status == 0)
     let broken = try await Protfs.run(["--device", t.root, "download", "--bundle", app, url])
     #expect(broken.status == 1, "\(broken)")
-    #expect(broken.stderr.contains("Operation not permitted") && broken.stderr.contains("protfs init-cache"))
+    // The fix, spelled to be pasted: for this device and this app.
+    let fix = "`protfs --device \(t.root) init-cache \(app)`"
+    #expect(broken.stderr.contains("Operation not permitted") && broken.stderr.contains(fix), "\(broken)")
     // Another process lists the failed task with the same remedy, in the command line's words.
     let listed = try await Protfs.run(["--device", t.root, "tasks"])
-    #expect(
-      listed.stderr.contains("Operation not permitted") && listed.stderr.contains("`protfs init-cache`"), "\(listed)")
+    #expect(listed.stderr.contains("Operation not permitted") && listed.stderr.contains(fix), "\(listed)")
     // The fix: an unprotected Downloads directory. The transfer now succeeds while locked and waits
     // for the unlock to move the file into the still-protected Documents.
     let cache = try await Protfs.run(["--device", t.root, "init-cache", app])
     #expect(cache.status == 0)
     let fixed = try await Protfs.run(["--device", t.root, "download", "--bundle", app, url])
     #expect(fixed.status == 75, "\(fixed)")
-    #expect(fixed.stderr.contains("waits for `protfs unlock`"))
+    #expect(fixed.stderr.contains("waits for `protfs --device \(t.root) unlock`"), "\(fixed)")
     let destination = t.containerPath(app, "Documents/report.pdf")
     #expect(!FileManager.default.fileExists(atPath: destination))
     let waiting = try await Protfs.run(["--device", t.root, "tasks", "--json"])
@@ -308,7 +309,7 @@ import Testing
     let unknown = try await Protfs.run([
       "--device", t.root, "download", "--bundle", "com.example.other", "http://127.0.0.1:9/x",
     ])
-    #expect(unknown.status == 1 && unknown.stderr.contains("no container for 'com.example.other'"), "\(unknown)")
+    #expect(unknown.status == 1 && unknown.stderr.contains("The app com.example.other has no container"), "\(unknown)")
     for to in ["../com.example.other", "/etc", "Documents/../../x"] {
       let outside = try await Protfs.run([
         "--device", t.root, "download", "--bundle", app, "--to", to, "http://127.0.0.1:9/x",

@@ -12,7 +12,7 @@ struct RemedyTests {
     .retry(operation: "lock"),
     .inspectJournal, .runAsRoot(orChown: true), .runAsRoot(orChown: false), .runAsDeviceOwner, .confineAsRoot,
     .enableFuse, .unmount(mountpoint: "/mnt/device"), .listSessions, .startSessionService, .restartSessionService,
-    .useSessionFromItsApp,
+    .useSessionFromItsApp, .resumeTask(id: 12),
   ]
 
   @Test(arguments: all)

@@ -44,13 +44,90 @@ public struct Container: Sendable, Hashable {
     try device.openDirectory(path).defaultClass()
   }
 
-  /// Throws a clear error when the container does not exist.
-  public func requireExists() throws(ProtFSError) {
-    guard exists else {
-      throw ProtFSError(
-        .notFound, "The device '\(device.root)' has no container for '\(bundleID)'.", path: absolutePath,
-        remedy: .createContainer(bundleID: bundleID.rawValue))
+  /// The device path of `userPath` read in this container: a relative path from the container's
+  /// root, an absolute one as it stands. Throws when the path leaves the container.
+  ///
+  /// `..` is resolved by the words alone, as `Device.resolve` does, since opening the path walks its
+  /// components without following a link: "Documents/link/.." is Documents, whatever the link names.
+  public func resolve(_ userPath: String) throws(ProtFSError) -> DevicePath {
+    var resolved = path
+    var leaves = false
+    if userPath.hasPrefix("/") {
+      if let inside = try? device.resolve(userPath), inside.hasPrefix(path) { resolved = inside } else { leaves = true }
+    } else {
+      var components = path.components
+      for part in userPath.split(separator: "/") where part != "." {
+        if part != ".." {
+          components.append(String(part))
+        } else if components.count > path.components.count {
+          components.removeLast()
+        } else {
+          leaves = true
+          break
+        }
+      }
+      resolved = DevicePath(validated: components)
     }
+    guard !leaves else {
+      throw ProtFSError(
+        .outsideDevice,
+        "The path '\(userPath)' is outside the container of \(bundleID) ('\(absolutePath)').", path: userPath,
+        remedy: .advice("give a path inside the container"))
+    }
+    return resolved
+  }
+
+  /// Throws a clear error when the container does not exist: one that names the device, and the
+  /// device's container the bundle id was likely meant to be, or its containers when they are few.
+  /// Something else at the container's name (a symbolic link, a file) is named as what it is.
+  public func requireExists() throws(ProtFSError) {
+    if let status = try? device.status(path) {
+      guard status.kind != .directory else { return }
+      let isLink = status.kind == .symlink
+      throw ProtFSError(
+        isLink ? .symlink : .invalidArgument,
+        "'\(absolutePath)' is \(isLink ? "a symbolic link" : "a \(status.kind.rawValue)"), not a container"
+          + (isLink ? ": protfs does not follow it." : "."),
+        path: absolutePath, remedy: .advice("remove it, then create the container"))
+    }
+    var message = "The app \(bundleID) has no container on the device '\(device.root)'."
+    let others = (try? device.containers().map(\.bundleID)) ?? []
+    if let near = device.nearestContainer(to: bundleID, among: others) {
+      message += " Did you mean \(near)?"
+    } else if others.isEmpty {
+      message = "The app \(bundleID) has no container on the device '\(device.root)', which has none yet."
+    } else if others.count == 1 {
+      message = "The app \(bundleID) has no container on the device '\(device.root)', whose only one is \(others[0])."
+    } else if others.count <= Container.fewContainers {
+      let list = others.dropLast().map(\.rawValue).joined(separator: ", ") + " and \(others.last!)"
+      message = "The app \(bundleID) has no container on the device '\(device.root)', whose containers are \(list)."
+    }
+    throw ProtFSError(
+      .notFound, message, path: absolutePath, remedy: .createContainer(bundleID: bundleID.rawValue))
+  }
+
+  /// Up to how many containers a "has no container" error lists.
+  static let fewContainers = 5
+}
+
+extension Device {
+  /// The container among `candidates` (default: the device's) that `bundleID` is most likely a
+  /// mistyped or shortened spelling of: the same letters in another case, the start or the end of
+  /// just one ("com.example" or "example.app" for "com.example.app"), or the nearest within two
+  /// edits. Bundle ids share long prefixes (com.example.), so a looser distance would offer an
+  /// unrelated app.
+  public func nearestContainer(to bundleID: BundleID, among candidates: [BundleID]? = nil) -> BundleID? {
+    let others = (candidates ?? (try? containers().map(\.bundleID)) ?? []).filter { $0 != bundleID }
+    let word = bundleID.rawValue.lowercased()
+    func only(_ matches: (String) -> Bool) -> BundleID? {
+      let found = others.filter { matches($0.rawValue.lowercased()) }
+      return found.count == 1 ? found[0] : nil
+    }
+    if let same = only({ $0 == word }) { return same }
+    if let part = only({ $0.hasPrefix(word + ".") || $0.hasSuffix("." + word) }) { return part }
+    let distances = others.map { ($0, Suggestion.editDistance(word, $0.rawValue.lowercased())) }
+    guard let best = distances.min(by: { $0.1 < $1.1 }), best.1 <= 2 else { return nil }
+    return best.0
   }
 }
 
@@ -127,8 +204,10 @@ extension Device {
         _ = fsync(containers.fd)
         return ContainerCreation(created: true, previousDefault: nil, defaultClass: chosen)
       case .failure(let e) where e == .exists || e == Errno(ENOTEMPTY):
-        // Another protfs process created it first: theirs stands.
+        // Another protfs process created it first: theirs stands. Something else at its name (a
+        // symbolic link) is refused, never taken for a container nor tried again.
         try staging.removeTree(temporary)
+        try container.requireExists()
         return try createContainer(bundleID, defaultClass: defaultClass)
       case .failure(let e):
         throw ProtFSError.system("create the container", path: container.absolutePath, errno: e.rawValue)

@@ -102,6 +102,10 @@ package enum CommonOptions {
   /// `--follow`, `-L`, for the commands that take item paths.
   package static let follow = Option.flag(
     "follow", short: "L", help: "Follow symbolic links given as PATH (never out of the device).")
+  /// `--bundle BUNDLE-ID`, for the commands that take item paths: relative PATHs are read in the
+  /// app's container instead of the current directory.
+  package static let bundle = Option.value(
+    "bundle", "bundle-id", help: "Read PATHs in this app's container (default: from the current directory).")
   /// The device directory, for every command.
   package static let device = Option.value(
     "device", "dir",

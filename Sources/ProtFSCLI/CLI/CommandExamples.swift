@@ -27,16 +27,16 @@ package enum CommandExamples {
       "protfs init-cache com.example.app          # nsurlsessiond's Downloads directory, class none"
     ],
     "protfs set-class": [
-      "protfs set-class complete Containers/com.example.app/Documents/notes.txt",
-      "protfs set-class -r none Containers/com.example.app/Library/Caches",
+      "protfs set-class --bundle com.example.app complete Documents/notes.txt   # from any directory",
+      "protfs set-class -r none Library/Caches    # inside the container: relative to the current directory",
     ],
     "protfs get-class": [
-      "protfs get-class Containers/com.example.app/Documents/notes.txt",
-      "protfs get-class --json Containers/com.example.app/Documents/*",
+      "protfs get-class --bundle com.example.app Documents/notes.txt",
+      "protfs get-class --json Documents/*        # inside the container",
     ],
     "protfs ls": [
-      "protfs ls -R Containers/com.example.app    # every item with its class",
-      "protfs ls --json Containers/com.example.app/Documents",
+      "protfs ls -R --bundle com.example.app      # every item of the container with its class",
+      "protfs ls --json --bundle com.example.app Documents",
     ],
     "protfs lock": [
       "protfs lock                                # class B now, class A after 10 s, as a phone",
@@ -127,7 +127,7 @@ package enum CommandExamples {
     "protfs simulate-storage-pressure": ["protfs simulate-storage-pressure --free 1G -n"],
     "protfs audit": [
       "protfs audit",
-      "protfs audit Containers/com.example.app --policy strict --format sarif -o audit.sarif",
+      "protfs audit --bundle com.example.app --policy strict --format sarif -o audit.sarif",
       "protfs audit fixtures/device --format sarif --sarif-root . -o audit.sarif   # paths relative to the repository",
       "protfs audit --format junit --fail-on warning -o audit.xml   # a failing test case per warning or error",
     ],

@@ -1,5 +1,6 @@
 import Foundation
 import ProtFS
+import ProtFSSystem
 
 /// What the parser found for one command: its values, and the environment it runs in.
 ///
@@ -116,6 +117,21 @@ package struct Invocation: Sendable {
   /// The device chosen by `--device`, `PROTFS_DEVICE` or the XDG default.
   package var device: Device { Device.locate(explicit: value(CommonOptions.device), environment: environment) }
 
+  /// How the commands this one suggests are spelled: with `--device` when the user gave one or the
+  /// device is not the default, and the app the command is about (its `--bundle` or bundle id).
+  package var spelling: CommandSpelling {
+    var defaults = environment
+    defaults["PROTFS_DEVICE"] = nil
+    let root = device.root
+    let named =
+      !(value(CommonOptions.device) ?? "").isEmpty || root != Device.locate(explicit: nil, environment: defaults).root
+    let app = (optionValues["bundle"]?.last ?? positionals["bundle-id"]?.first).flatMap { try? BundleID($0) }
+    return CommandSpelling(device: named ? root : nil, bundleID: app?.rawValue)
+  }
+
+  /// `error` as the command line prints it: its message, then its remedy spelled for this command.
+  package func describe(_ error: ProtFSError) -> String { error.commandLineDescription(spelling) }
+
   /// A usage error for this command.
   package func usageError(_ message: String) -> UsageError { UsageError(message: message, commandPath: commandPath) }
 
@@ -124,7 +140,7 @@ package struct Invocation: Sendable {
     do {
       return try ProtectionClass.parse(text)
     } catch {
-      throw usageError(error.commandLineDescription)
+      throw usageError(describe(error))
     }
   }
 
@@ -133,7 +149,7 @@ package struct Invocation: Sendable {
     do {
       return try BundleID(text)
     } catch {
-      throw usageError(error.commandLineDescription)
+      throw usageError(describe(error))
     }
   }
 }

@@ -15,8 +15,12 @@ package final class ProgressPrinter: @unchecked Sendable {
   private var linesDrawn = 0
   private var lastDraw = Date.distantPast
   private let started = Date()
+  /// How a failure's remedy spells the commands it suggests.
+  private let spelling: CommandSpelling
 
-  package init(mode: String) {
+  /// A printer in `mode` (auto, bar, json or none) whose failures suggest commands spelled by `spelling`.
+  package init(mode: String, spelling: CommandSpelling) {
+    self.spelling = spelling
     switch mode {
     case "auto": self.mode = Console.stderrIsTerminal ? "bar" : "none"
     default: self.mode = mode
@@ -55,7 +59,7 @@ package final class ProgressPrinter: @unchecked Sendable {
         if mode == "json" { emit(["event": "waitingForUnlock", "task": id, "temporaryLocation": temporary.path]) }
       case .failed(let id, let error):
         states[id] = "failed"
-        if mode == "json" { emit(["event": "failed", "task": id, "error": error.commandLineDescription]) }
+        if mode == "json" { emit(["event": "failed", "task": id, "error": error.commandLineDescription(spelling)]) }
       case .suspended(let id):
         states[id] = "suspended"
         if mode == "json" { emit(["event": "suspended", "task": id]) }

@@ -23,6 +23,8 @@ public enum ProtFSCommandLine {
   /// error, 64 usage error (EX_USAGE), or the status a command chose.
   public static func run(_ words: [String], environment: [String: String]) -> Int32 {
     let parser = Parser(root: Commands.root, environment: environment)
+    // The spelling of the commands an error suggests: the device and app of the command that failed.
+    var spelling = CommandSpelling()
     do {
       switch try parser.parse(words) {
       case .help(let chain):
@@ -38,6 +40,7 @@ public enum ProtFSCommandLine {
         for chain in ManualPage.chains() { Console.out(chain.map(\.name).joined(separator: " ")) }
         return 0
       case .run(let command, let invocation):
+        spelling = invocation.spelling
         // Whatever the command, first finish a lock transition a crash interrupted (one stat when none
         // was). Should that fail, the command still runs: transitions retry it, status shows it.
         do {
@@ -48,7 +51,7 @@ public enum ProtFSCommandLine {
             TransitionText.warnings(report)
           }
         } catch {
-          Console.err("warning: \(error.commandLineDescription)")
+          Console.err("warning: \(invocation.describe(error))")
         }
         // And a lock's grace that ended while nobody was there to end it (its process was killed).
         if geteuid() == 0, command.name != EndGraceCommand.command.name {
@@ -66,7 +69,7 @@ public enum ProtFSCommandLine {
       Console.err("  See '\(chain.map(\.name).joined(separator: " ")) --help' for more information.")
       return 64
     } catch let error as ProtFSError {
-      Console.err("Error: \(error.commandLineDescription)")
+      Console.err("Error: \(error.commandLineDescription(spelling))")
       return 1
     } catch let error as ExitStatus {
       if let message = error.message { Console.err("Error: \(message)") }

@@ -1,46 +1,67 @@
+import ProtFS
 import ProtFSDownloads
 import ProtFSSystem
 
 /// The command line's words for a remedy: the library names the action, the CLI names the command.
 extension Remedy {
-  /// The remedy as a sentence fragment that names the protfs command to run.
-  package var commandLine: String {
+  /// The remedy as a sentence fragment that names the protfs command to run, spelled by `spelling`
+  /// so that it acts on the device (and the app) the failed command did.
+  package func commandLine(_ spelling: CommandSpelling) -> String {
+    func run(_ words: String) -> String { spelling.command(words) }
     switch self {
-    case .unlock: "run `protfs unlock` first"
-    case .setClass(let path): "set a class with `protfs set-class CLASS '\(path)'`"
-    case .createContainer(let bundleID): "create it with `protfs init \(bundleID)`"
-    case .initializeDevice(let root): "run `protfs --device \(root) init BUNDLE-ID` first"
-    case .initializeDownloadsDirectory: "run `protfs init-cache` to give it NSFileProtectionNone"
-    case .resumeAfterUnlock: "unlock it and resume the task, or run `protfs init-cache`"
-    case .purgeCaches: "remove it with `protfs cache purge`, then download again"
-    case .listTasks: "list the tasks with `protfs tasks`"
+    case .unlock: return "run \(run("unlock")) first"
+    case .setClass(let path): return "set a class with \(run("set-class CLASS '\(path)'"))"
+    case .createContainer(let bundleID): return "create it with \(run("init \(bundleID)"))"
+    case .initializeDevice(let root):
+      return "run \(CommandSpelling(device: root).command("init \(spelling.bundleArgument)")) first"
+    case .initializeDownloadsDirectory:
+      return "run \(run("init-cache \(spelling.bundleArgument)")) to give it NSFileProtectionNone"
+    case .resumeAfterUnlock:
+      return "unlock it and resume the task, or run \(run("init-cache \(spelling.bundleArgument)"))"
+    case .purgeCaches:
+      return "remove it with \(run("cache purge" + (spelling.bundleID.map { " \($0)" } ?? ""))), then download again"
+    case .listTasks: return "list the tasks with \(run("tasks"))"
     case .resetPasscode:
-      "remove the passcode hash from .protfs/lock-state.json and set a new one with `protfs passcode set`"
-    case .retry(let operation): "fix the item, then run `protfs \(operation)` again"
-    case .inspectJournal: "inspect it; removing it abandons the interrupted transition (run `protfs unlock` afterwards)"
+      return "remove the passcode hash from .protfs/lock-state.json and set a new one with \(run("passcode set"))"
+    case .retry(let operation): return "fix the item, then run \(run(operation)) again"
+    case .inspectJournal:
+      return "inspect it; removing it abandons the interrupted transition (run \(run("unlock")) afterwards)"
     case .runAsRoot(let orChown):
-      orChown ? "run protfs as root, or give the item to the device's owner with chown" : "run protfs as root"
-    case .runAsDeviceOwner: "run protfs as the device's owner"
-    case .listSessions: "`protfs sessions` lists them"
-    case .startSessionService: "check `protfs sessions`; `protfs sessions start` as root starts it"
-    case .restartSessionService: "check `protfs sessions`; `protfs sessions stop`, then start it again"
-    case .useSessionFromItsApp: "run it as root, or from the app (`protfs app launch`)"
+      return orChown ? "run protfs as root, or give the item to the device's owner with chown" : "run protfs as root"
+    case .runAsDeviceOwner: return "run protfs as the device's owner"
+    case .listSessions: return "\(run("sessions")) lists them"
+    case .startSessionService: return "check \(run("sessions")); \(run("sessions start")) as root starts it"
+    case .restartSessionService: return "check \(run("sessions")); \(run("sessions stop")), then start it again"
+    case .useSessionFromItsApp:
+      return "run it as root, or from the app (\(run("app launch" + (spelling.bundleID.map { " \($0)" } ?? ""))))"
+    case .resumeTask(let id): return "\(run("tasks resume \(id)")) runs it in the foreground"
     case .confineAsRoot:
-      "run protfs exec as root, outside a container or user namespace that restricts setuid and prctl"
+      return "run protfs exec as root, outside a container or user namespace that restricts setuid and prctl"
     case .enableFuse:
-      "make /dev/fuse available (`modprobe fuse`; in a container, pass /dev/fuse in) and run `protfs mount` as root"
-    case .unmount(let mountpoint): "run `protfs unmount '\(mountpoint)'` first"
-    case .advice(let text): text
+      return
+        "make /dev/fuse available (`modprobe fuse`; in a container, pass /dev/fuse in) and run \(run("mount")) as root"
+    case .unmount(let mountpoint): return "run \(run("unmount '\(mountpoint)'")) first"
+    case .advice(let text): return text
     }
   }
 }
 
 extension ProtFSError {
-  /// The message followed by the remedy in the command line's words: what the CLI prints.
-  package var commandLineDescription: String { description(advice: \.commandLine) }
+  /// The message followed by the remedy in the command line's words, spelled by `spelling`: what
+  /// the CLI prints.
+  package func commandLineDescription(_ spelling: CommandSpelling) -> String {
+    description(advice: { $0.commandLine(spelling) })
+  }
 }
 
 extension DownloadTaskRecord {
-  /// Why the task failed, its remedy in the command line's words when the store kept the error whole.
-  package var commandLineErrorText: String? { failure?.commandLineDescription ?? errorMessage }
+  /// Why the task failed, its remedy in the command line's words when the store kept the error
+  /// whole: spelled by `spelling`, for the task's own app (its temp directory is named after it).
+  package func commandLineErrorText(_ spelling: CommandSpelling) -> String? {
+    var spelling = spelling
+    if let name = temporaryDirectory.split(separator: "/").last, let app = try? BundleID(String(name)) {
+      spelling.bundleID = app.rawValue
+    }
+    return failure?.commandLineDescription(spelling) ?? errorMessage
+  }
 }

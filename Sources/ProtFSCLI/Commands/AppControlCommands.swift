@@ -73,7 +73,7 @@ package enum AppControlCommands {
         try SessionServiceClient.forceQuit(
           bundleID: bundleID.rawValue, socketName: SessionServiceClient.socketName(device: device))
       } catch  where error.code != .notFound {
-        Console.err("warning: the session service was not told of the force-quit: \(error.commandLineDescription)")
+        Console.err("warning: the session service was not told of the force-quit: \(invocation.describe(error))")
       } catch {}
     }
     return 0
@@ -139,7 +139,7 @@ package enum AppStatusCommand {
       let read = try store.readRecords()
       records = read.records
       // Listed, not fatal: the other apps' records are still worth showing.
-      for problem in read.unreadable { Console.err("warning: \(problem.commandLineDescription)") }
+      for problem in read.unreadable { Console.err("warning: \(invocation.describe(problem))") }
     }
     let now = Date()
     let entries = records.map { record -> Entry in

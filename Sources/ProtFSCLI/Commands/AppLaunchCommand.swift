@@ -105,7 +105,7 @@ package enum AppLaunchCommand {
       do {
         schedule = try LockSchedule(parsing: text)
       } catch {
-        throw invocation.usageError(error.commandLineDescription)
+        throw invocation.usageError(invocation.describe(error))
       }
     }
     let session = invocation.value(forSession)
@@ -206,7 +206,7 @@ package enum AppLaunchCommand {
     let start = DispatchTime.now()
     for step in schedule.steps {
       if supervisor.waitForExit(until: start + step.offset) != nil { break }
-      if let failure = perform(step.action, supervisor, controller, passcode: passcode) {
+      if let failure = perform(step.action, supervisor, controller, passcode: passcode, spelling: invocation.spelling) {
         Console.err("warning: the scheduled \(step.action.rawValue) failed: \(failure)")
       }
     }
@@ -260,13 +260,15 @@ package enum AppLaunchCommand {
     do {
       return try AppTimings.duration(text, option: option.long)
     } catch {
-      throw invocation.usageError(error.commandLineDescription)
+      throw invocation.usageError(invocation.describe(error))
     }
   }
 
-  /// Makes one scheduled change; returns why it failed instead of throwing, as the app keeps running.
+  /// Makes one scheduled change; returns why it failed (its remedy spelled by `spelling`) instead of
+  /// throwing, as the app keeps running.
   private static func perform(
-    _ action: LockSchedule.Action, _ supervisor: AppSupervisor, _ controller: LockController, passcode: String?
+    _ action: LockSchedule.Action, _ supervisor: AppSupervisor, _ controller: LockController, passcode: String?,
+    spelling: CommandSpelling
   ) -> String? {
     let request: AppRequest
     switch action {
@@ -284,7 +286,7 @@ package enum AppLaunchCommand {
         }
         return nil
       } catch {
-        return error.commandLineDescription
+        return error.commandLineDescription(spelling)
       }
     }
     return supervisor.perform(request).error

@@ -64,7 +64,8 @@ enum AppTransfers {
     try checkBundle(invocation, DownloadCommand.bundle, app: app)
     guard invocation.flag(DownloadCommand.detach) else {
       throw invocation.usageError(
-        "Inside an app, downloads run in the session service: add --detach, then follow them with `protfs tasks wait`.")
+        "Inside an app, downloads run in the session service: add --detach, then follow them with "
+          + "\(invocation.spelling.command("tasks wait")).")
     }
     let why = "an app's downloads are handed over in its Downloads directory, and it moves them itself"
     if invocation.value(DownloadCommand.destination) != nil {
@@ -92,11 +93,11 @@ enum AppTransfers {
           try client.resume(task.id)
           Console.out(String(task.id))
         } catch {
-          Console.err("Error: \(error.commandLineDescription)")
+          Console.err("Error: \(invocation.describe(error))")
           failed = true
         }
       case .failure(let error):
-        Console.err("Error: \(error.commandLineDescription)")
+        Console.err("Error: \(invocation.describe(error))")
         failed = true
       }
     }
@@ -112,7 +113,8 @@ enum AppTransfers {
     try checkBundle(invocation, UploadCommand.bundle, app: app)
     guard invocation.flag(DownloadCommand.detach) else {
       throw invocation.usageError(
-        "Inside an app, uploads run in the session service: add --detach, then follow them with `protfs tasks wait`.")
+        "Inside an app, uploads run in the session service: add --detach, then follow them with "
+          + "\(invocation.spelling.command("tasks wait")).")
     }
     let path = source.hasPrefix("/") ? source : FileManager.default.currentDirectoryPath + "/" + source
     let client = try openSession(invocation, app: app)
@@ -181,6 +183,6 @@ enum AppTransfers {
     }
     guard !toRead.isEmpty else { return 0 }
     let settled = Dictionary(uniqueKeysWithValues: try records(invocation, session: session).map { ($0.id, $0) })
-    return TasksWaitCommand.outcome(of: toRead, records: settled)
+    return TasksWaitCommand.outcome(of: toRead, records: settled, spelling: invocation.spelling)
   }
 }

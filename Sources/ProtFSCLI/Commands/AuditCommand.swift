@@ -32,13 +32,16 @@ package enum AuditCommand {
       could not run or could not read the whole tree.
       """,
     arguments: [paths],
-    options: [policy, entitlements, format, output, failOn, sarifRoot],
+    options: [bundle, policy, entitlements, format, output, failOn, sarifRoot],
     run: run
   )
 
   /// `[<path> ...]`.
   package static let paths = Argument(
     name: "path", help: "A container or device directory (default: the current device).", arity: .zeroOrMore)
+  /// `--bundle BUNDLE-ID`: the app's container on the device, instead of PATHs.
+  package static let bundle = Option.value(
+    "bundle", "bundle-id", help: "Audit this app's container on the device (instead of PATHs).")
   /// `--policy FILE`, repeatable.
   package static let policy = Option.value(
     "policy", "file",
@@ -68,12 +71,16 @@ package enum AuditCommand {
       throw invocation.usageError(
         "'--sarif-root' applies to '--format sarif' only; add '--format sarif' or leave it out.")
     }
+    let bundleID = try invocation.value(Self.bundle).map(invocation.bundleID)
+    if bundleID != nil && !invocation.arguments(Self.paths).isEmpty {
+      throw invocation.usageError("Give either --bundle or PATHs to audit, not both.")
+    }
     let audit: PreparedAudit
     do {
-      audit = try prepare(invocation)
+      audit = try prepare(invocation, bundleID: bundleID)
     } catch {
       // Whatever stopped the audit, CI must tell it apart from findings: exit status 2.
-      throw ExitStatus(code: 2, message: error.commandLineDescription)
+      throw ExitStatus(code: 2, message: invocation.describe(error))
     }
     var options = AuditReportOptions(failOn: failOn)
     if let sarifRoot {
@@ -81,13 +88,13 @@ package enum AuditCommand {
       do {
         options.sarifRoot = try SARIFRoot(sarifRoot, containing: audit.target)
       } catch {
-        throw invocation.usageError(error.commandLineDescription)
+        throw invocation.usageError(invocation.describe(error))
       }
     }
     do {
       return try run(audit, invocation, format: format, options: options)
     } catch {
-      throw ExitStatus(code: 2, message: error.commandLineDescription)
+      throw ExitStatus(code: 2, message: invocation.describe(error))
     }
   }
 
@@ -97,7 +104,8 @@ package enum AuditCommand {
     var target: AuditTarget
   }
 
-  private static func prepare(_ invocation: Invocation) throws(ProtFSError) -> PreparedAudit {
+  /// Reads what to audit: `bundleID`'s container, else the PATHs, else the device.
+  private static func prepare(_ invocation: Invocation, bundleID: BundleID?) throws(ProtFSError) -> PreparedAudit {
     var policies: [Policy] = []
     let installed = InstalledPolicies(
       executable: (try? FileManager.default.destinationOfSymbolicLink(atPath: "/proc/self/exe")) ?? "/usr/bin/protfs")
@@ -118,7 +126,13 @@ package enum AuditCommand {
     }
 
     var paths = invocation.arguments(Self.paths)
-    if paths.isEmpty {
+    if let bundleID {
+      let device = invocation.device
+      try device.requireInitialized()
+      let container = device.container(bundleID)
+      try container.requireExists()
+      paths = [container.absolutePath]
+    } else if paths.isEmpty {
       let device = invocation.device
       try device.requireInitialized()
       paths = [device.root]

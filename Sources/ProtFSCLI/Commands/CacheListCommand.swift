@@ -40,7 +40,8 @@ package enum CacheListCommand {
           )
         }
         for orphan in downloads.orphans {
-          Console.out("  orphan \(orphan) (no task owns it; `protfs cache purge --orphans`)")
+          let purge = invocation.spelling.command("cache purge \(report.bundleID) --orphans")
+          Console.out("  orphan \(orphan) (no task owns it; \(purge))")
         }
       }
     }

@@ -41,7 +41,7 @@ package enum CachePurgeCommand {
       }
       criteria.maxSize = try invocation.value(Self.maxSize).map { text throws(ProtFSError) in try ByteSize.parse(text) }
     } catch {
-      throw invocation.usageError(error.commandLineDescription)
+      throw invocation.usageError(invocation.describe(error))
     }
     let report = try CacheCommand.manager(invocation).purge(
       bundleID, criteria: criteria, dryRun: invocation.flag(CommonOptions.dryRun))

@@ -9,7 +9,8 @@ package enum CompletionCommand {
     abstract: "Print a shell completion script for bash, zsh or fish.",
     discussion: """
       Completes subcommands, options, protection class names, the device's bundle ids (from the
-      device --device or $PROTFS_DEVICE names) and paths where a command takes them.
+      device --device or $PROTFS_DEVICE names) and paths where a command takes them (in bash,
+      after --bundle ID, relative ones inside that app's container).
       """,
     arguments: [shell],
     run: run
@@ -106,13 +107,26 @@ package enum CompletionCommand {
     }
     return """
       # bash completion for protfs, made by `protfs completion bash` from its command tree.
+      _protfs_device() {
+        echo "${device:-${PROTFS_DEVICE:-${XDG_DATA_HOME:-$HOME/.local/share}/protfs/device}}"
+      }
+
+      # Paths (compgen -f or -d): after --bundle ID, a relative one inside that app's container.
+      _protfs_paths() {
+        if [ -n "$bundle" ] && [[ "$cur" != /* ]]; then
+          COMPREPLY=($(cd "$(_protfs_device)/Containers/$bundle" 2>/dev/null && compgen "$1" -- "$cur"))
+        else
+          COMPREPLY=($(compgen "$1" -- "$cur"))
+        fi
+      }
+
       _protfs_values() {
         case "$1" in
-          directory) COMPREPLY=($(compgen -d -- "$cur")) ;;
-          file) COMPREPLY=($(compgen -f -- "$cur")) ;;
+          directory) _protfs_paths -d ;;
+          file) _protfs_paths -f ;;
           protectionClass) COMPREPLY=($(compgen -W "\(classNames.joined(separator: " "))" -- "$cur")) ;;
           bundleID)
-            local root="${device:-${PROTFS_DEVICE:-${XDG_DATA_HOME:-$HOME/.local/share}/protfs/device}}"
+            local root="$(_protfs_device)"
             local names=""
             [ -d "$root/Containers" ] && names=$(ls "$root/Containers" 2>/dev/null)
             COMPREPLY=($(compgen -W "$names" -- "$cur")) ;;
@@ -122,7 +136,7 @@ package enum CompletionCommand {
 
       _protfs() {
         local cur="${COMP_WORDS[COMP_CWORD]}" prev="${COMP_WORDS[COMP_CWORD-1]}"
-        local path="protfs" device="" i word subcommands flags argument trailing positional=0
+        local path="protfs" device="" bundle="" i word subcommands flags argument trailing positional=0
         for ((i = 1; i < COMP_CWORD; i++)); do
           word="${COMP_WORDS[i]}"
           if [ "$word" = "--" ]; then
@@ -132,6 +146,7 @@ package enum CompletionCommand {
           case " \(valueOptions.sorted().joined(separator: " ")) " in
             *" $word "*)
               [ "$word" = "--device" ] && device="${COMP_WORDS[i+1]}"
+              [ "$word" = "--bundle" ] && bundle="${COMP_WORDS[i+1]}"
               i=$((i + 1))
               continue ;;
           esac
@@ -154,7 +169,7 @@ package enum CompletionCommand {
         elif [ "$positional" -eq 0 ] && [ "$argument" != none ]; then
           _protfs_values "$argument"
         else
-          COMPREPLY=($(compgen -f -- "$cur"))
+          _protfs_paths -f
         fi
       }
 

@@ -145,7 +145,7 @@ package enum DownloadCommand {
               url: url, destinationDirectory: configuration.destinationDirectory, expectedSHA256: digest,
               taskDescription: taskDescription, headers: headers))
         case .failure(let error):
-          Console.err("Error: \(error.commandLineDescription)")
+          Console.err("Error: \(invocation.describe(error))")
           failed = true
         }
       }
@@ -164,7 +164,8 @@ package enum DownloadCommand {
     // Running the same download again picks up its unfinished task instead of starting over. Tasks
     // are recorded and started a chunk at a time, so the first transfers run while the rest of a
     // long list is still being recorded.
-    let (tasks, outcome) = try runInForeground(of: session, progress: mode) { () throws(ProtFSError) in
+    let (tasks, outcome) = try runInForeground(of: session, progress: mode, spelling: invocation.spelling) {
+      () throws(ProtFSError) in
       let requests = first ?? nextRequests(chunk)
       first = nil
       return requests.isEmpty ? nil : try session.downloadTasks(with: requests)
@@ -182,12 +183,12 @@ package enum DownloadCommand {
       case .waitingForUnlock:
         waiting = true
         Console.err(
-          "note: \(task.url.absoluteString) finished; it waits for `protfs unlock` to move it to \(task.record.destinationPath ?? "its destination")."
+          "note: \(task.url.absoluteString) finished; it waits for \(invocation.spelling.command("unlock")) to move it to \(task.record.destinationPath ?? "its destination")."
         )
       default:
         failed = true
         Console.err(
-          "Error: \(task.error?.commandLineDescription ?? "the download of \(task.url.absoluteString) did not finish.")"
+          "Error: \(task.error.map(invocation.describe) ?? "the download of \(task.url.absoluteString) did not finish.")"
         )
       }
     }
@@ -204,7 +205,7 @@ package enum DownloadCommand {
       let seconds = try HumanDuration.parse(text, in: range)
       return .milliseconds(Int64((seconds * 1000).rounded()))
     } catch {
-      throw invocation.usageError("--\(option.long): \(error.commandLineDescription)")
+      throw invocation.usageError("--\(option.long): \(invocation.describe(error))")
     }
   }
 
@@ -213,14 +214,17 @@ package enum DownloadCommand {
   package static let firstChunk = 32
   package static let chunk = 512
 
-  /// Resumes `tasks`, shows their progress in `mode` until every one settles, then ends the session's
-  /// event stream once everything it held is printed. Returns the state each task settled in.
-  package static func runInForeground(_ tasks: [DownloadTask], of session: DownloadSession, progress mode: String)
+  /// Resumes `tasks`, shows their progress in `mode` until every one settles (a failure's remedy
+  /// spelled by `spelling`), then ends the session's event stream once everything it held is
+  /// printed. Returns the state each task settled in.
+  package static func runInForeground(
+    _ tasks: [DownloadTask], of session: DownloadSession, progress mode: String, spelling: CommandSpelling
+  )
     -> [Int64: DownloadState]
   {
     var given: [DownloadTask]? = tasks
     // Cannot throw: the only chunk is given.
-    let result = try? runInForeground(of: session, progress: mode) { () throws(ProtFSError) in
+    let result = try? runInForeground(of: session, progress: mode, spelling: spelling) { () throws(ProtFSError) in
       defer { given = nil }
       return given
     }
@@ -231,9 +235,10 @@ package enum DownloadCommand {
   /// (nil when there are no more); each chunk starts as soon as it comes. When `next` throws, the
   /// tasks already started are still waited for before the error is passed on.
   package static func runInForeground(
-    of session: DownloadSession, progress mode: String, _ next: () throws(ProtFSError) -> [DownloadTask]?
+    of session: DownloadSession, progress mode: String, spelling: CommandSpelling,
+    _ next: () throws(ProtFSError) -> [DownloadTask]?
   ) throws(ProtFSError) -> (tasks: [DownloadTask], outcome: [Int64: DownloadState]) {
-    let progress = ProgressPrinter(mode: mode)
+    let progress = ProgressPrinter(mode: mode, spelling: spelling)
     // Without output nobody reads the events, and the session makes none.
     var printer: Task<Void, Never>?
     if !progress.isSilent {
@@ -335,17 +340,13 @@ package enum DownloadCommand {
   package static func resolveDestination(_ text: String, in container: Container, device: Device) throws -> DevicePath {
     try device.requireInitialized()
     try container.requireExists()
-    let path: DevicePath
-    if text.hasPrefix("/") {
-      path = try device.resolve(text)
-    } else {
-      path = try container.path.appending(path: text)
-    }
-    guard path.hasPrefix(container.path) else {
+    do {
+      return try container.resolve(text)
+    } catch {
+      guard error.code == .outsideDevice else { throw error }
       throw ProtFSError(
         .outsideDevice, "The destination '\(text)' is outside the container of \(container.bundleID).", path: text,
         remedy: .advice("give --to a directory inside the container, such as Documents"))
     }
-    return path
   }
 }

@@ -85,6 +85,8 @@ struct ServiceHandover {
   /// The service's settings for the session.
   private let settings: SessionConfiguration
   private let device: Device
+  /// How the error's remedy spells the commands it suggests.
+  private let spelling: CommandSpelling
   private let destinationDirectory: String
   private var started = false
   /// Why the service did not take a part, after the first failure.
@@ -100,6 +102,7 @@ struct ServiceHandover {
     settings.sendsLaunchEvents = false
     self.settings = settings
     device = invocation.device
+    spelling = invocation.spelling
     destinationDirectory = configuration.destinationDirectory
   }
 
@@ -140,7 +143,7 @@ struct ServiceHandover {
     throw ProtFSError(
       .io, "The tasks (\(list)) were not handed to the session service: \(failure)",
       remedy: .advice(
-        "they stay suspended and run when the session service next starts (`protfs sessions start`) or with the next `download --detach` of the session; `protfs tasks resume ID` runs one here"
+        "they stay suspended and run when the session service next starts (\(spelling.command("sessions start"))) or with the next `download --detach` of the session; \(spelling.command("tasks resume ID")) runs one here"
       ))
   }
 }

@@ -41,11 +41,12 @@ package enum ExecCommand {
       do {
         schedule = try LockSchedule(parsing: text)
       } catch {
-        throw invocation.usageError(error.commandLineDescription)
+        throw invocation.usageError(invocation.describe(error))
       }
       if let step = schedule.steps.first(where: { $0.action.isAppAction }) {
         throw invocation.usageError(
-          "The step \(step.action.rawValue) needs an app: run the program with protfs app launch BUNDLE-ID instead.")
+          "The step \(step.action.rawValue) needs an app: run the program with \(invocation.spelling.command("app launch BUNDLE-ID -- CMD")) instead."
+        )
       }
     }
     let controller = invocation.lockController
@@ -94,7 +95,7 @@ package enum ExecCommand {
         break
       }
       if let failure = perform(step.action, controller, passcode: passcode) {
-        Console.err("warning: the scheduled \(step.action.rawValue) failed: \(failure.commandLineDescription)")
+        Console.err("warning: the scheduled \(step.action.rawValue) failed: \(invocation.describe(failure))")
       }
     }
     exited.wait()

@@ -1,6 +1,6 @@
 import ProtFS
 
-/// `protfs get-class PATH...`.
+/// `protfs get-class [--bundle ID] PATH...`.
 package enum GetClassCommand {
   package static let command = Command(
     name: "get-class",
@@ -9,14 +9,19 @@ package enum GetClassCommand {
       Prints one line per item: the raw value (as iOS names it), the source (own: the item's own
       attribute; inherited: the nearest ancestor directory's; default: the container's default),
       and the path. With --json: an array of {path, class, name, source}.
+
+      A relative PATH is read from the current directory, or with --bundle from the app's
+      container (Documents/notes.txt), which it must not leave; an absolute PATH from anywhere.
       """,
     arguments: [path],
-    options: [CommonOptions.json, CommonOptions.follow],
+    options: [CommonOptions.json, CommonOptions.follow, CommonOptions.bundle],
     run: run
   )
 
   /// `<path> ...`.
-  package static let path = Argument(name: "path", help: "Items inside the device.", arity: .oneOrMore)
+  package static let path = Argument(
+    name: "path", help: "Items inside the device (relative: to the current directory, or the --bundle container).",
+    arity: .oneOrMore)
 
   package struct Row: Encodable {
     var path: String
@@ -28,9 +33,10 @@ package enum GetClassCommand {
   package static func run(_ invocation: Invocation) throws -> Int32 {
     let device = invocation.device
     try device.requireInitialized()
+    let base = try Paths.base(invocation, on: device)
     var rows: [Row] = []
     for shown in invocation.arguments(Self.path) {
-      let path = try Paths.item(shown, on: device, follow: invocation.flag(CommonOptions.follow))
+      let path = try Paths.item(shown, from: base, on: device, follow: invocation.flag(CommonOptions.follow))
       let effective = try device.effectiveClass(of: path)
       rows.append(
         Row(

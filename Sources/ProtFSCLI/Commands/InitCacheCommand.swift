@@ -26,7 +26,10 @@ package enum InitCacheCommand {
     let bundleID = try invocation.bundleID(invocation.required(InitCommand.bundleID))
     let protectionClass = try invocation.value(Self.protectionClass).map(invocation.protectionClass) ?? .none
     let result = try invocation.device.initCache(bundleID, protectionClass: protectionClass)
-    if result.containerCreated { Console.err("Created container \(bundleID).") }
+    if result.containerCreated {
+      Console.err("Created container \(bundleID).")
+      InitCommand.noteNearMiss(bundleID, on: invocation.device)
+    }
     if let previous = result.previousClass {
       Console.err(
         "Changed the class of \(result.path) from \(previous.protectionClass.name) (\(previous.source.rawValue)) to \(result.protectionClass.name)."

@@ -48,6 +48,7 @@ package enum InitCommand {
     let container = device.container(bundleID)
     if result.created {
       Console.err("Created container \(bundleID) (default class \(result.defaultClass.name)).")
+      noteNearMiss(bundleID, on: device)
     } else if let previous = result.previousDefault {
       Console.err(
         "Container \(bundleID) exists; default class changed from \(previous.name) to \(result.defaultClass.name).")
@@ -56,5 +57,12 @@ package enum InitCommand {
     }
     Console.out(container.absolutePath)
     return 0
+  }
+
+  /// Points out, after `bundleID`'s container was created, another container of `device` whose
+  /// bundle id it is likely a misspelling of: creating is what a mistyped id does here.
+  static func noteNearMiss(_ bundleID: BundleID, on device: Device) {
+    guard let near = device.nearestContainer(to: bundleID) else { return }
+    Console.err("note: the device also has the container \(near); did you mean that app?")
   }
 }

@@ -2,7 +2,7 @@ import Foundation
 import ProtFS
 import ProtFSSystem
 
-/// `protfs ls [--recursive] PATH`: one row per item, as objection's `ls` shows an app's files.
+/// `protfs ls [--recursive] [--bundle ID] [PATH]`: one row per item, as objection's `ls` shows an app's files.
 package enum ListCommand {
   package static let command = Command(
     name: "ls",
@@ -10,15 +10,19 @@ package enum ListCommand {
     discussion: """
       With --json: an array of items, each with path, kind, mode and size, and class, name and
       source (files and directories) or target (symbolic links).
+
+      A relative PATH is read from the current directory, or with --bundle from the app's
+      container, which it must not leave (no PATH: the container); an absolute PATH from anywhere.
       """,
     arguments: [path],
-    options: [recursive, CommonOptions.json],
+    options: [recursive, CommonOptions.json, CommonOptions.bundle],
     run: run
   )
 
   /// `[<path>]`.
   package static let path = Argument(
-    name: "path", help: "A directory inside the device (default: the device).", arity: .optional)
+    name: "path", help: "A directory inside the device (default: the device, or the --bundle container).",
+    arity: .optional)
   /// `--recursive`, `-R`.
   package static let recursive = Option.flag("recursive", short: "R", help: "List everything below the directory.")
 
@@ -36,9 +40,13 @@ package enum ListCommand {
   package static func run(_ invocation: Invocation) throws -> Int32 {
     let device = invocation.device
     try device.requireInitialized()
-    let shown = invocation.argument(Self.path) ?? device.root
-    let start = try device.resolve(shown)
-    let status = try device.status(start)
+    let base = try Paths.base(invocation, on: device)
+    let shown: String
+    switch base {
+    case .container(let container): shown = invocation.argument(Self.path) ?? container.absolutePath
+    case .currentDirectory: shown = invocation.argument(Self.path) ?? device.root
+    }
+    let (start, status) = try Paths.existing(shown, from: base, on: device)
     var rows: [Row] = []
     if status.kind != .directory {
       rows.append(try row(device, start, display: start.name ?? ".", status: status))

@@ -45,7 +45,8 @@ package enum MountCommand {
     }
     if invocation.flag(Self.foreground) {
       try MountDaemon.serve(device: device, at: mountpoint) {
-        Console.err("Serving \(device.root)/Containers at \(mountpoint); Ctrl-C or `protfs unmount` ends it.")
+        let unmount = invocation.spelling.command("unmount \(CommandSpelling.shellWord(mountpoint))")
+        Console.err("Serving \(device.root)/Containers at \(mountpoint); Ctrl-C or \(unmount) ends it.")
       }
       return 0
     }

@@ -56,7 +56,7 @@ package enum SessionsCommand {
       do {
         idle = try HumanDuration.parse(text, in: 0.01...86400)
       } catch {
-        throw invocation.usageError("--idle-exit: \(error.commandLineDescription)")
+        throw invocation.usageError("--idle-exit: \(invocation.describe(error))")
       }
     }
     guard invocation.flag(foreground) else {
@@ -184,7 +184,8 @@ package enum SessionServiceStarter {
       waitpid(child, &status, WNOHANG)
       throw ProtFSError(
         .io, "The session service of '\(device.root)' did not start.", path: device.root,
-        remedy: .advice("run `protfs sessions start --foreground` to see why"))
+        remedy: .advice(
+          "run \(CommandSpelling(device: device.root).command("sessions start --foreground")) to see why"))
     }
     guard let pid = SessionServiceClient.ping(socketName: name) else {
       throw SessionServiceClient.untrustedHolder(of: name)

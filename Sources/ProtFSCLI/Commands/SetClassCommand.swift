@@ -1,6 +1,6 @@
 import ProtFS
 
-/// `protfs set-class CLASS PATH...`.
+/// `protfs set-class [--bundle ID] CLASS PATH...`.
 package enum SetClassCommand {
   package static let command = Command(
     name: "set-class",
@@ -9,9 +9,12 @@ package enum SetClassCommand {
       Writes CLASS into the item's user.protfs.class attribute. Changing a directory's class does
       not relabel what is already inside it unless --recursive is given; items created later
       inherit it. Symbolic links are never followed.
+
+      A relative PATH is read from the current directory, or with --bundle from the app's
+      container (Documents/notes.txt), which it must not leave; an absolute PATH from anywhere.
       """,
     arguments: [protectionClass, GetClassCommand.path],
-    options: [recursive, CommonOptions.follow],
+    options: [recursive, CommonOptions.follow, CommonOptions.bundle],
     run: run
   )
 
@@ -26,9 +29,10 @@ package enum SetClassCommand {
     let protectionClass = try invocation.protectionClass(invocation.required(Self.protectionClass))
     let device = invocation.device
     try device.requireInitialized()
+    let base = try Paths.base(invocation, on: device)
     // Resolve every path before changing anything, so one bad path changes nothing.
     let paths = try invocation.arguments(GetClassCommand.path).map {
-      try (Paths.item($0, on: device, follow: invocation.flag(CommonOptions.follow)), $0)
+      try (Paths.item($0, from: base, on: device, follow: invocation.flag(CommonOptions.follow)), $0)
     }
     for (path, shown) in paths {
       let result = try device.setClass(protectionClass, of: path, recursive: invocation.flag(Self.recursive))

@@ -25,7 +25,7 @@ package enum StoragePressureCommand {
     do {
       free = try invocation.value(Self.free).map { text throws(ProtFSError) in try ByteSize.parse(text) }
     } catch {
-      throw invocation.usageError(error.commandLineDescription)
+      throw invocation.usageError(invocation.describe(error))
     }
     let report = try CacheCommand.manager(invocation).simulateStoragePressure(
       free: free, includeResumable: invocation.flag(CacheCommand.includeResumable),

@@ -80,7 +80,7 @@ package enum TasksCommand {
     }
     Console.table(rows, right: [0, 4, 5])
     for r in records where r.state == .failed {
-      if let message = r.commandLineErrorText { Console.err("task \(r.id): \(message)") }
+      if let message = r.commandLineErrorText(invocation.spelling) { Console.err("task \(r.id): \(message)") }
     }
     return 0
   }
@@ -101,7 +101,8 @@ package enum TasksCommand {
   static func taskNumber(_ invocation: Invocation) throws -> Int64 {
     let text = invocation.required(Self.taskID)
     guard let id = Int64(text) else {
-      throw invocation.usageError("'\(text)' is not a task number; `protfs tasks` lists them.")
+      throw invocation.usageError(
+        "'\(text)' is not a task number; \(invocation.spelling.command("tasks")) lists them.")
     }
     return id
   }
@@ -109,8 +110,7 @@ package enum TasksCommand {
   /// The error for task `id`, which `device`'s task store does not have.
   package static func noSuchTask(_ id: Int64, on device: Device) -> ProtFSError {
     ProtFSError(
-      .notFound, "There is no download task \(id) on the device '\(device.root)'.",
-      remedy: .advice("`protfs tasks` lists them"))
+      .notFound, "There is no download task \(id) on the device '\(device.root)'.", remedy: .listTasks)
   }
 
   /// `tasks suspend ID`: the process that runs the task suspends it (asked through the store); a
@@ -149,7 +149,9 @@ package enum TasksCommand {
       suspended.updatedAt = Date().timeIntervalSince1970
       try store.update([suspended])
     }
-    Console.err("Suspended download task \(id) (\(record.url)); `protfs tasks resume \(id)` goes on from there.")
+    Console.err(
+      "Suspended download task \(id) (\(record.url)); \(invocation.spelling.command("tasks resume \(id)")) goes on from there."
+    )
     return 0
   }
 
@@ -205,17 +207,19 @@ package enum TasksCommand {
       _ = session.completeWaitingTasks()
     } else {
       _ = DownloadCommand.runInForeground(
-        [task], of: session, progress: invocation.value(DownloadCommand.progress) ?? "auto")
+        [task], of: session, progress: invocation.value(DownloadCommand.progress) ?? "auto",
+        spelling: invocation.spelling)
     }
     switch task.state {
     case .completed:
       Console.out(task.location?.path ?? task.record.destinationPath ?? "")
       return DownloadCommand.exitCompleted
     case .waitingForUnlock:
-      Console.err("note: the download finished; it waits for `protfs unlock` to move it into place.")
+      Console.err(
+        "note: the download finished; it waits for \(invocation.spelling.command("unlock")) to move it into place.")
       return DownloadCommand.exitWaitingForUnlock
     default:
-      Console.err("Error: \(task.error?.commandLineDescription ?? "download task \(id) is \(task.state.rawValue).")")
+      Console.err("Error: \(task.error.map(invocation.describe) ?? "download task \(id) is \(task.state.rawValue).")")
       return DownloadCommand.exitFailed
     }
   }

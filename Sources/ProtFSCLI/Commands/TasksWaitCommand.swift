@@ -37,7 +37,8 @@ package enum TasksWaitCommand {
     var ids: [Int64] = []
     for text in invocation.arguments(taskIDs) {
       guard let id = Int64(text), id > 0 else {
-        throw invocation.usageError("'\(text)' is not a task number; `protfs tasks` lists them.")
+        throw invocation.usageError(
+          "'\(text)' is not a task number; \(invocation.spelling.command("tasks")) lists them.")
       }
       ids.append(id)
     }
@@ -81,12 +82,15 @@ package enum TasksWaitCommand {
     }
     guard !toRead.isEmpty else { return 0 }
     // Only the tasks that did not complete are read whole, for their errors.
-    return outcome(of: toRead, records: try store.tasks(ids: toRead, excluding: .completed))
+    return outcome(
+      of: toRead, records: try store.tasks(ids: toRead, excluding: .completed), spelling: invocation.spelling)
   }
 
-  /// The exit status of the settled tasks `ids`, their failures on stderr; `stored` has their
-  /// records (a completed one may be missing).
-  static func outcome(of ids: [Int64], records stored: [Int64: DownloadTaskRecord]) -> Int32 {
+  /// The exit status of the settled tasks `ids`, their failures on stderr (remedies spelled by
+  /// `spelling`); `stored` has their records (a completed one may be missing).
+  static func outcome(of ids: [Int64], records stored: [Int64: DownloadTaskRecord], spelling: CommandSpelling)
+    -> Int32
+  {
     var failed = false
     var waiting = false
     for id in ids {
@@ -95,10 +99,11 @@ package enum TasksWaitCommand {
       case .completed: continue
       case .failed:
         failed = true
-        Console.err("task \(id): \(record.commandLineErrorText ?? "failed")")
+        Console.err("task \(id): \(record.commandLineErrorText(spelling) ?? "failed")")
       case .waitingForUnlock:
         waiting = true
-        Console.err("task \(id): the download finished; it waits for `protfs unlock` to move it into place.")
+        Console.err(
+          "task \(id): the download finished; it waits for \(spelling.command("unlock")) to move it into place.")
       case .running, .suspended, .canceling:
         // The service ended before the task settled: it goes on at its next start.
         failed = true

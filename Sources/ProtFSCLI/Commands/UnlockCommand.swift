@@ -39,7 +39,7 @@ package enum UnlockCommand {
       default:
         placementFailed = true
         Console.err(
-          "Error: the device is unlocked, but the download of \(task.url) could not be moved into place: \(task.commandLineErrorText ?? task.state.rawValue)"
+          "Error: the device is unlocked, but the download of \(task.url) could not be moved into place: \(task.commandLineErrorText(invocation.spelling) ?? task.state.rawValue)"
         )
       }
     }

@@ -130,7 +130,8 @@ package enum UploadCommand {
       try DownloadCommand.handToService(invocation, configuration: configuration, ids: [task.id])
       return DownloadCommand.exitCompleted
     }
-    let outcome = DownloadCommand.runInForeground([task], of: session, progress: mode)
+    let outcome = DownloadCommand.runInForeground(
+      [task], of: session, progress: mode, spelling: invocation.spelling)
     let state = outcome[task.id] ?? task.state
     let status = task.responseStatus
     let responseToStdout = invocation.value(Self.response) == "-"
@@ -143,7 +144,7 @@ package enum UploadCommand {
     }
     guard state == .completed else {
       Console.err(
-        "Error: \(task.error?.commandLineDescription ?? "the upload to \(task.url.absoluteString) did not finish.")")
+        "Error: \(task.error.map(invocation.describe) ?? "the upload to \(task.url.absoluteString) did not finish.")")
       return DownloadCommand.exitFailed
     }
     return DownloadCommand.exitCompleted

@@ -1,4 +1,3 @@
-import CProtFSSys
 import Foundation
 import ProtFS
 import ProtFSSystem
@@ -48,60 +47,46 @@ public enum Confinement {
       }
       reachable = privileged ? ancestors : []
     }
-
-    /// What the program runs as.
-    public var outcome: Outcome { privileged ? .appUser(user) : .sameUser(getuid()) }
   }
 
-  /// What a confined start did.
-  public enum Outcome: Sendable, Equatable {
-    /// The process is now the app user, with no capability and `no_new_privs`.
-    case appUser(AppUser)
-    /// The process kept its (unprivileged) identity; capabilities are gone and `no_new_privs` is set.
-    case sameUser(uid_t)
-  }
-
-  /// The error for the child's failed `step` (a `protfs_spawn_step`), with errno `code` and the
-  /// step's `detail`, on `device`.
-  public static func failure(step: UInt32, code: Int32, detail: Int32, plan: Plan, device: Device) -> ProtFSError {
-    let error = Errno(code)
+  /// The error for the child's failed step on `device`.
+  package static func failure(_ failure: ConfinedLaunch.Failure, plan: Plan, device: Device) -> ProtFSError {
+    let error = Errno(failure.errno)
     func refused(_ operation: String) -> ProtFSError {
       ProtFSError(
-        .permissionDenied, "Cannot \(operation) before running the program: \(error).", errno: code,
+        .permissionDenied, "Cannot \(operation) before running the program: \(error).", errno: failure.errno,
         remedy: .confineAsRoot)
     }
-    switch step {
-    case PROTFS_SPAWN_SIGNALS.rawValue: return refused("reset the signal handlers")
-    case PROTFS_SPAWN_PROCESS_GROUP.rawValue: return refused("start a process group")
-    case PROTFS_SPAWN_DESCRIPTORS.rawValue: return refused("pass on the descriptors")
-    case PROTFS_SPAWN_DESCRIPTOR_LIMIT.rawValue: return refused("restore the descriptor limit")
-    case PROTFS_SPAWN_CGROUP.rawValue: return refused("join the app's cgroup")
-    case PROTFS_SPAWN_MOUNT.rawValue: return refused("see the device's containers through its mount")
-    case PROTFS_SPAWN_BOUNDING_SET.rawValue: return refused("empty the capability bounding set")
-    case PROTFS_SPAWN_AMBIENT.rawValue: return refused("clear the ambient capabilities")
-    case PROTFS_SPAWN_NO_NEW_PRIVS.rawValue: return refused("set no_new_privs")
-    case PROTFS_SPAWN_GROUPS.rawValue: return refused("drop the supplementary groups")
-    case PROTFS_SPAWN_GID.rawValue: return refused("switch to the app user's group \(plan.user.gid)")
-    case PROTFS_SPAWN_UID.rawValue: return refused("switch to the app user \(plan.user)")
-    case PROTFS_SPAWN_CAPABILITIES.rawValue: return refused("drop every capability")
-    case PROTFS_SPAWN_VERIFY.rawValue:
-      let checks: [(protfs_spawn_check, String)] = [
-        (PROTFS_SPAWN_CHECK_CAPABILITIES, "capabilities remain"),
-        (PROTFS_SPAWN_CHECK_AMBIENT, "ambient capabilities remain"),
-        (PROTFS_SPAWN_CHECK_NO_NEW_PRIVS, "no_new_privs is not set"),
-        (PROTFS_SPAWN_CHECK_IDS, "the user and group ids are not all \(plan.user)"),
-        (PROTFS_SPAWN_CHECK_GROUPS, "supplementary groups remain"),
-        (PROTFS_SPAWN_CHECK_BOUNDING_SET, "the bounding set is not empty"),
+    switch failure.step {
+    case .signals: return refused("reset the signal handlers")
+    case .processGroup: return refused("start a process group")
+    case .descriptors: return refused("pass on the descriptors")
+    case .descriptorLimit: return refused("restore the descriptor limit")
+    case .cgroup: return refused("join the app's cgroup")
+    case .mount: return refused("see the device's containers through its mount")
+    case .boundingSet: return refused("empty the capability bounding set")
+    case .ambient: return refused("clear the ambient capabilities")
+    case .noNewPrivileges: return refused("set no_new_privs")
+    case .groups: return refused("drop the supplementary groups")
+    case .gid: return refused("switch to the app user's group \(plan.user.gid)")
+    case .uid: return refused("switch to the app user \(plan.user)")
+    case .capabilities: return refused("drop every capability")
+    case .verify:
+      let failed = ConfinedLaunch.Checks(rawValue: failure.detail)
+      let checks: [(ConfinedLaunch.Checks, String)] = [
+        (.capabilities, "capabilities remain"), (.ambient, "ambient capabilities remain"),
+        (.noNewPrivileges, "no_new_privs is not set"), (.ids, "the user and group ids are not all \(plan.user)"),
+        (.groups, "supplementary groups remain"), (.boundingSet, "the bounding set is not empty"),
       ]
-      let problems = checks.filter { detail & Int32($0.0.rawValue) != 0 }.map(\.1)
+      let problems = checks.filter { failed.contains($0.0) }.map(\.1)
       return ProtFSError(
         .permissionDenied, "Cannot confine the program: \(problems.joined(separator: ", ")); it was not run.",
         remedy: .confineAsRoot)
-    case PROTFS_SPAWN_REACH.rawValue where plan.reachable.indices.contains(Int(detail)):
-      return unreachable(device, plan.reachable[Int(detail)], error, as: plan.user)
-    case PROTFS_SPAWN_PARENT.rawValue:
-      return ProtFSError(.io, "The app's supervisor ended before the app started.", errno: code)
-    default:
+    case .reach where plan.reachable.indices.contains(Int(failure.detail)):
+      return unreachable(device, plan.reachable[Int(failure.detail)], error, as: plan.user)
+    case .parent:
+      return ProtFSError(.io, "The app's supervisor ended before the app started.", errno: failure.errno)
+    case .reach, .exec, nil:
       return refused("start the program")
     }
   }

@@ -1,4 +1,3 @@
-import CProtFSSys
 import Foundation
 import ProtFSTestSupport
 import Synchronization
@@ -162,7 +161,7 @@ import Testing
     var plan = Confinement.Plan(device: t.device)
     plan.reachable = ["/", t.device.root]
     let error = Confinement.failure(
-      step: PROTFS_SPAWN_REACH.rawValue, code: EACCES, detail: 1, plan: plan, device: t.device)
+      ConfinedLaunch.Failure(step: .reach, errno: EACCES, detail: 1), plan: plan, device: t.device)
     #expect(error.errno == EACCES && error.path == t.device.root)
     #expect(error.message.contains(String(cString: strerror(EACCES))), "\(error.message)")
     #expect(error.message.contains("may not enter '\(t.device.root)' (mode 0"), "\(error.message)")

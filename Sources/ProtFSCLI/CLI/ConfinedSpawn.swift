@@ -1,12 +1,10 @@
-import CProtFSSys
 import Foundation
 import ProtFS
 import ProtFSLock
 import ProtFSSystem
 
 /// Starts a program confined, for `exec` and `app launch`: a forked child takes every privilege
-/// from itself as `Confinement` describes and executes the program. The child runs C alone
-/// (`protfs_spawn_confined`), system calls only, and reports a failed step through a pipe; so a
+/// from itself as `Confinement` describes and executes the program (`ConfinedLaunch`). A
 /// confinement that fails is this process's error, and a program that runs is the child itself,
 /// with no second protfs started in between.
 enum ConfinedSpawn {
@@ -47,53 +45,37 @@ enum ConfinedSpawn {
     guard let path = programPath(command[0], searchPath: searchPath) else {
       throw ExitStatus(code: 127, message: "Cannot run '\(command[0])': \(Errno(ENOENT)).")
     }
-    var cgroupDirectory: Int32 = -1
-    if let cgroup = options.cgroup {
-      cgroupDirectory = try valueOrErrno(.open) { open(cgroup, O_RDONLY | O_DIRECTORY | O_CLOEXEC) }
-        .orThrow("open the app's cgroup", path: cgroup)
+    var cgroup: Int32?
+    if let directory = options.cgroup {
+      cgroup = try valueOrErrno(.open) { open(directory, O_RDONLY | O_DIRECTORY | O_CLOEXEC) }
+        .orThrow("open the app's cgroup", path: directory)
     }
-    defer { if cgroupDirectory >= 0 { close(cgroupDirectory) } }
-    let mountTarget = device.root + "/" + Device.containersDirectoryName
-    let mounted = plan.privileged ? options.mountpoint : nil
-    let strings = CStrings()
-    defer { strings.free() }
-    let signals = Self.resetSignals + options.alsoResetting
-    var failure = protfs_spawn_failure()
-    let pid = signals.withUnsafeBufferPointer { signalBuffer in
-      var spawn = protfs_spawn()
-      spawn.path = strings.pointer(path)
-      spawn.argv = strings.array(command)
-      spawn.envp = strings.array(environment)
-      spawn.shell_argv = strings.array(["/bin/sh", path] + command.dropFirst())
-      spawn.default_signals = signalBuffer.baseAddress
-      spawn.default_signal_count = Int32(signalBuffer.count)
-      spawn.new_process_group = options.newProcessGroup ? 1 : 0
-      spawn.descriptor_from = options.descriptor?.from ?? -1
-      spawn.descriptor_to = options.descriptor?.to ?? -1
-      spawn.close_from = options.closingOthers ? max(3, (options.descriptor?.to ?? 2) + 1) : -1
-      spawn.descriptor_limit = options.descriptorLimit.map { Int64($0) } ?? -1
-      spawn.cgroup = cgroupDirectory
-      spawn.mount_source = mounted.map { strings.pointer($0) }
-      spawn.mount_target = mounted.map { _ in strings.pointer(mountTarget) }
-      spawn.working_directory = mounted.map { _ in strings.pointer(FileManager.default.currentDirectoryPath) }
-      spawn.privileged = plan.privileged ? 1 : 0
-      spawn.uid = plan.user.uid
-      spawn.gid = plan.user.gid
-      spawn.reachable = strings.constArray(plan.reachable)
-      spawn.reachable_count = Int32(plan.reachable.count)
-      spawn.parent = options.endsWithParent ? getpid() : 0
-      return protfs_spawn_confined(&spawn, &failure)
+    defer { if let cgroup { close(cgroup) } }
+    var launch = ConfinedLaunch(path: path, arguments: command, environment: environment)
+    launch.defaultSignals = Self.resetSignals + options.alsoResetting
+    launch.newProcessGroup = options.newProcessGroup
+    launch.descriptor = options.descriptor
+    launch.closeFrom = options.closingOthers ? max(3, (options.descriptor?.to ?? 2) + 1) : nil
+    launch.descriptorLimit = options.descriptorLimit
+    launch.cgroup = cgroup
+    if plan.privileged, let mountpoint = options.mountpoint {
+      launch.mount = (
+        mountpoint, device.root + "/" + Device.containersDirectoryName, FileManager.default.currentDirectoryPath
+      )
     }
-    guard pid < 0 else { return pid }
-    switch UInt32(failure.step) {
-    case 0:
-      throw ProtFSError.system("start a process for", path: command[0], errno: failure.error)
-    case PROTFS_SPAWN_EXEC.rawValue:
+    launch.identity = plan.privileged ? (plan.user.uid, plan.user.gid) : nil
+    launch.reachable = plan.reachable
+    launch.endsWithParent = options.endsWithParent
+    switch launch.start() {
+    case .success(let pid):
+      return pid
+    case .failure(let failure) where failure.step == nil:
+      throw ProtFSError.system("start a process for", path: command[0], errno: failure.errno)
+    case .failure(let failure) where failure.step == .exec:
       throw ExitStatus(
-        code: failure.error == ENOENT ? 127 : 126, message: "Cannot run '\(command[0])': \(Errno(failure.error)).")
-    default:
-      throw Confinement.failure(
-        step: UInt32(failure.step), code: failure.error, detail: failure.detail, plan: plan, device: device)
+        code: failure.errno == ENOENT ? 127 : 126, message: "Cannot run '\(command[0])': \(Errno(failure.errno)).")
+    case .failure(let failure):
+      throw Confinement.failure(failure, plan: plan, device: device)
     }
   }
 
@@ -118,45 +100,5 @@ enum ConfinedSpawn {
       index += 1
     }
     return entries
-  }
-}
-
-/// C strings and NULL-terminated arrays of them that live until `free()`: the child of a fork may
-/// not allocate, so everything it reads is made before.
-///
-/// `@unchecked Sendable` is not claimed: one caller uses it on one thread.
-private final class CStrings {
-  private var strings: [UnsafeMutablePointer<CChar>] = []
-  private var arrays: [UnsafeMutablePointer<UnsafeMutablePointer<CChar>?>] = []
-
-  /// A copy of `text`.
-  func pointer(_ text: String) -> UnsafePointer<CChar> { UnsafePointer(copy(text)) }
-
-  /// A NULL-terminated array of copies of `texts` (C's `char *const *`).
-  func array<S: Collection<String>>(_ texts: S) -> UnsafePointer<UnsafeMutablePointer<CChar>?> {
-    let array = UnsafeMutablePointer<UnsafeMutablePointer<CChar>?>.allocate(capacity: texts.count + 1)
-    for (index, text) in texts.enumerated() { array[index] = copy(text) }
-    array[texts.count] = nil
-    arrays.append(array)
-    return UnsafePointer(array)
-  }
-
-  /// The same array, typed as C's `const char *const *`.
-  func constArray(_ texts: [String]) -> UnsafePointer<UnsafePointer<CChar>?> {
-    UnsafeRawPointer(array(texts)).assumingMemoryBound(to: UnsafePointer<CChar>?.self)
-  }
-
-  private func copy(_ text: String) -> UnsafeMutablePointer<CChar> {
-    let copy = strdup(text)!
-    strings.append(copy)
-    return copy
-  }
-
-  /// Frees every string and array made.
-  func free() {
-    for string in strings { Glibc.free(string) }
-    for array in arrays { array.deallocate() }
-    strings = []
-    arrays = []
   }
 }

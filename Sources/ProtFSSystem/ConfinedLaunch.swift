@@ -1,0 +1,145 @@
+import CProtFSSys
+import Foundation
+
+/// A program started by a forked child that confines itself first (`protfs_spawn_confined`): the
+/// child runs C alone, system calls only, between the fork and the exec, and reports a failed
+/// step through a close-on-exec pipe. What the steps mean for the lock is `Confinement`'s
+/// (ProtFSLock); this is the system call layer's half.
+package struct ConfinedLaunch {
+  /// The program's path (no `PATH` lookup happens in the child).
+  package var path: String
+  /// Its arguments, `arguments[0]` included.
+  package var arguments: [String]
+  /// Its environment, "NAME=value" entries.
+  package var environment: [String]
+  /// Signals given their default disposition (the mask is emptied too).
+  package var defaultSignals: [Int32] = []
+  /// Whether the child leads a process group of its own.
+  package var newProcessGroup = false
+  /// A descriptor dup2'd in the child (`from` onto `to`).
+  package var descriptor: (from: Int32, to: Int32)?
+  /// Every descriptor from here on is closed in the child.
+  package var closeFrom: Int32?
+  /// The soft descriptor limit the child takes.
+  package var descriptorLimit: rlim_t?
+  /// An open descriptor of the cgroup directory the child starts in.
+  package var cgroup: Int32?
+  /// A mount bound over `target` in a mount namespace of the child's own, and the working
+  /// directory entered again after it (so that it leads through the mount).
+  package var mount: (source: String, target: String, workingDirectory: String)?
+  /// The identity the child takes (it drops the bounding set and supplementary groups first);
+  /// nil keeps the caller's (an unprivileged protfs).
+  package var identity: (uid: uid_t, gid: gid_t)?
+  /// Directories the child, as its new identity, must be able to search.
+  package var reachable: [String] = []
+  /// Whether the child is killed when the calling thread ends, and refused if it already has.
+  package var endsWithParent = false
+
+  /// A launch of `path` with `arguments` and `environment`.
+  package init(path: String, arguments: [String], environment: [String]) {
+    self.path = path
+    self.arguments = arguments
+    self.environment = environment
+  }
+
+  /// The child's steps, in its order.
+  package enum Step: Int32, Sendable {
+    case signals = 1, processGroup, descriptors, descriptorLimit, cgroup, mount, boundingSet, ambient,
+      noNewPrivileges, groups, gid, uid, capabilities, verify, reach, parent, exec
+  }
+
+  /// The checks after the drop that found more than promised.
+  package struct Checks: OptionSet, Sendable {
+    package let rawValue: Int32
+    package init(rawValue: Int32) { self.rawValue = rawValue }
+    package static let capabilities = Checks(rawValue: 1)
+    package static let ambient = Checks(rawValue: 2)
+    package static let noNewPrivileges = Checks(rawValue: 4)
+    package static let ids = Checks(rawValue: 8)
+    package static let groups = Checks(rawValue: 16)
+    package static let boundingSet = Checks(rawValue: 32)
+  }
+
+  /// Why the program did not run: the failed step (nil when the fork itself failed), its errno
+  /// (0 for a failed check) and the step's detail (the failed `Checks`, the index in `reachable`).
+  package struct Failure: Error, Sendable {
+    package var step: Step?
+    package var errno: Int32
+    package var detail: Int32
+  }
+
+  /// Forks the child; returns its pid once the program runs.
+  package func start() -> Result<pid_t, Failure> {
+    let strings = CStrings()
+    defer { strings.free() }
+    var failure = protfs_spawn_failure()
+    let pid = defaultSignals.withUnsafeBufferPointer { signals in
+      var spawn = protfs_spawn()
+      spawn.path = strings.pointer(path)
+      spawn.argv = strings.array(arguments)
+      spawn.envp = strings.array(environment)
+      // What execvp does with a file the kernel cannot execute: run it as a shell script.
+      spawn.shell_argv = strings.array(["/bin/sh", path] + arguments.dropFirst())
+      spawn.default_signals = signals.baseAddress
+      spawn.default_signal_count = Int32(signals.count)
+      spawn.new_process_group = newProcessGroup ? 1 : 0
+      spawn.descriptor_from = descriptor?.from ?? -1
+      spawn.descriptor_to = descriptor?.to ?? -1
+      spawn.close_from = closeFrom ?? -1
+      spawn.descriptor_limit = descriptorLimit.map { Int64($0) } ?? -1
+      spawn.cgroup = cgroup ?? -1
+      if let mount {
+        spawn.mount_source = strings.pointer(mount.source)
+        spawn.mount_target = strings.pointer(mount.target)
+        spawn.working_directory = strings.pointer(mount.workingDirectory)
+      }
+      spawn.privileged = identity == nil ? 0 : 1
+      spawn.uid = identity?.uid ?? 0
+      spawn.gid = identity?.gid ?? 0
+      spawn.reachable = strings.constArray(reachable)
+      spawn.reachable_count = Int32(reachable.count)
+      spawn.parent = endsWithParent ? getpid() : 0
+      return protfs_spawn_confined(&spawn, &failure)
+    }
+    guard pid < 0 else { return .success(pid) }
+    return .failure(Failure(step: Step(rawValue: failure.step), errno: failure.error, detail: failure.detail))
+  }
+}
+
+/// C strings and NULL-terminated arrays of them that live until `free()`: the child of a fork may
+/// not allocate, so everything it reads is made before.
+private final class CStrings {
+  private var strings: [UnsafeMutablePointer<CChar>] = []
+  private var arrays: [UnsafeMutablePointer<UnsafeMutablePointer<CChar>?>] = []
+
+  /// A copy of `text`.
+  func pointer(_ text: String) -> UnsafePointer<CChar> { UnsafePointer(copy(text)) }
+
+  /// A NULL-terminated array of copies of `texts` (C's `char *const *`).
+  func array<S: Collection<String>>(_ texts: S) -> UnsafePointer<UnsafeMutablePointer<CChar>?> {
+    let array = UnsafeMutablePointer<UnsafeMutablePointer<CChar>?>.allocate(capacity: texts.count + 1)
+    for (index, text) in texts.enumerated() { array[index] = copy(text) }
+    array[texts.count] = nil
+    arrays.append(array)
+    return UnsafePointer(array)
+  }
+
+  /// The same array, typed as C's `const char *const *`.
+  func constArray(_ texts: [String]) -> UnsafePointer<UnsafePointer<CChar>?> {
+    UnsafeRawPointer(array(texts)).assumingMemoryBound(to: UnsafePointer<CChar>?.self)
+  }
+
+  private func copy(_ text: String) -> UnsafeMutablePointer<CChar> {
+    let copy = strdup(text)!
+    strings.append(copy)
+    return copy
+  }
+
+  /// Frees every string and array made.
+  func free() {
+    for string in strings { Glibc.free(string) }
+    for array in arrays { array.deallocate() }
+    strings = []
+    arrays = []
+  }
+}

@@ -24,21 +24,22 @@ package final class HostedMount: Sendable {
 
   /// The mountpoint.
   package let mountpoint: String
-  private let finished: DispatchSemaphore
+  private let answered = DispatchSemaphore(value: 0)
+  private let finished = DispatchSemaphore(value: 0)
+  private let failure = Mutex<ProtFSError?>(nil)
 
-  private init(mountpoint: String, finished: DispatchSemaphore) {
-    self.mountpoint = mountpoint
-    self.finished = finished
-  }
+  private init(mountpoint: String) { self.mountpoint = mountpoint }
 
   /// The mountpoint of `bundleID`'s mount on `device`.
   package static func mountpoint(of bundleID: String, on device: Device) -> String {
     device.stateDirectory + "/" + directoryName + "/" + bundleID
   }
 
-  /// Starts serving `device` for `bundleID`; returns once the mount answers. Throws when this
-  /// process cannot mount (not root, no FUSE) or the mount does not answer within 10 s.
-  package static func start(device: Device, bundleID: String) throws(ProtFSError) -> HostedMount {
+  /// Starts serving `device` for `bundleID` on a thread of its own and returns at once, so that
+  /// the launch prepares the rest meanwhile; `waitUntilServing()` waits for the mount to answer.
+  /// Throws when this process cannot mount (not root, no FUSE). Call it only as the app's one
+  /// supervisor: a mount already at the mountpoint is taken for a dead one and detached.
+  package static func begin(device: Device, bundleID: String) throws(ProtFSError) -> HostedMount {
     try MountDaemon.checkAvailable()
     _ = originalDescriptorLimit
     let state = try DirectoryHandle(path: device.stateDirectory)
@@ -51,29 +52,33 @@ package final class HostedMount: Sendable {
       _ = umount2(mountpoint, Int32(PROTFS_MOUNT_MNT_DETACH))
     }
     _ = try parent.makeDirectory(bundleID, permissions: FilePermissions(rawValue: 0o700))
-    let answered = DispatchSemaphore(value: 0)
-    let finished = DispatchSemaphore(value: 0)
-    let failure = Mutex<ProtFSError?>(nil)
+    let mount = HostedMount(mountpoint: mountpoint)
     let thread = Thread {
       do throws(ProtFSError) {
         try MountDaemon.serve(device: device, at: mountpoint, forApp: bundleID, handlingSignals: false) {
-          answered.signal()
+          mount.answered.signal()
         }
       } catch {
-        failure.withLock { $0 = error }
-        answered.signal()
+        mount.failure.withLock { $0 = error }
+        mount.answered.signal()
       }
-      finished.signal()
+      mount.finished.signal()
     }
     thread.name = "protfs-app-mount"
     thread.start()
-    let mount = HostedMount(mountpoint: mountpoint, finished: finished)
+    return mount
+  }
+
+  /// Returns once the mount answers; throws when it failed or did not answer within 10 s (and it
+  /// is stopped then).
+  package func waitUntilServing() throws(ProtFSError) {
     guard answered.wait(timeout: .now() + 10) == .success else {
-      mount.stop()
+      stop()
       throw ProtFSError(
         .io, "The app's mount at '\(mountpoint)' did not answer within 10 s.", path: mountpoint,
         remedy: .enableFuse)
     }
+    answered.signal()  // a second wait returns at once
     if let error = failure.withLock({ $0 }) { throw error }
     // libfuse leaves /dev/fuse and its socket to fusermount3 inheritable: a child this process
     // started later would keep the mount's connection alive after the supervisor (and keep
@@ -81,7 +86,6 @@ package final class HostedMount: Sendable {
     for name in (try? FileManager.default.contentsOfDirectory(atPath: "/proc/self/fd")) ?? [] {
       if let fd = Int32(name), fd > STDERR_FILENO { _ = fcntl(fd, F_SETFD, FD_CLOEXEC) }
     }
-    return mount
   }
 
   /// Unmounts and waits (at most 5 s) for the serving threads to end; a file some process still

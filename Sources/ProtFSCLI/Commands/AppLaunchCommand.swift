@@ -130,6 +130,11 @@ package enum AppLaunchCommand {
       userLaunch: !invocation.flag(forFetch) && session == nil,
       appUsers: AppUser.canAssume ? [AppUser.standard.uid] : [])
     supervisor.backgroundModes = bundle.backgroundModes
+    // The app's mount comes up while the rest is prepared (this process is now the app's one
+    // supervisor: its socket is bound).
+    let pendingMount = beginMount(invocation, device: device, bundleID: bundleID.rawValue)
+    var mountStopped = false
+    defer { if !mountStopped { pendingMount?.stop() } }
     let sessionsSocket = SessionServiceClient.socketName(device: device)
     supervisor.onEventsHandled = { (session: String) throws(ProtFSError) in
       try SessionServiceClient.eventsHandled(session: session, bundleID: bundleID.rawValue, socketName: sessionsSocket)
@@ -161,8 +166,8 @@ package enum AppLaunchCommand {
     let bundled =
       AppBundle.isSwiftProgram(program) ? [try bundle.install(program, on: device)] + command.dropFirst() : command
     try supervisor.prepare()
-    let mount = mountForApp(invocation, device: device, bundleID: bundleID.rawValue)
-    defer { mount?.stop() }
+    let mount = serving(pendingMount)
+    mountStopped = mount == nil
     var options = ConfinedSpawn.Options(
       mountpoint: mount?.mountpoint ?? MountRegistry(device: device).deviceMounts().first?.mountpoint,
       alsoResetting: [SIGHUP], newProcessGroup: true, descriptor: (readEnd.rawValue, AppEnvironment.eventsDescriptor),
@@ -213,19 +218,34 @@ package enum AppLaunchCommand {
     return supervisor.waitForExit() ?? 1
   }
 
-  /// The mount the app runs through: none when the device's own mount is active (the app uses
-  /// it) or with --no-mount; otherwise one served here for the app alone, or, where this process
-  /// cannot mount, none and a warning.
-  private static func mountForApp(_ invocation: Invocation, device: Device, bundleID: String) -> HostedMount? {
+  /// The mount the app runs through, begun: none when the device's own mount is active (the app
+  /// uses it) or with --no-mount; otherwise one served here for the app alone, or, where this
+  /// process cannot mount, none and a warning.
+  private static func beginMount(_ invocation: Invocation, device: Device, bundleID: String) -> HostedMount? {
     if invocation.flag(noMount) || !MountRegistry(device: device).deviceMounts().isEmpty { return nil }
     do throws(ProtFSError) {
-      return try HostedMount.start(device: device, bundleID: bundleID)
+      return try HostedMount.begin(device: device, bundleID: bundleID)
     } catch {
-      Console.err(
-        "warning: \(error.message) The app runs under permission modes alone: refusals are \"Permission denied\", not iOS's \"Operation not permitted\"."
-      )
+      warnWithoutMount(error)
       return nil
     }
+  }
+
+  /// `mount` once it serves, or nil and a warning when it does not.
+  private static func serving(_ mount: HostedMount?) -> HostedMount? {
+    do throws(ProtFSError) {
+      try mount?.waitUntilServing()
+      return mount
+    } catch {
+      warnWithoutMount(error)
+      return nil
+    }
+  }
+
+  private static func warnWithoutMount(_ error: ProtFSError) {
+    Console.err(
+      "warning: \(error.message) The app runs under permission modes alone: refusals are \"Permission denied\", not iOS's \"Operation not permitted\"."
+    )
   }
 
   #if DEBUG

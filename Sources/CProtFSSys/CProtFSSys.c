@@ -58,6 +58,29 @@ static void protfs_spawn_pause(long milliseconds) {
   while (nanosleep(&pause, &pause) != 0 && errno == EINTR) {}
 }
 
+/* Executes the first of `spawn->paths` that runs, as the user the child now is, the way execvp
+   searches PATH: a file the kernel cannot execute runs as a shell script; a missing one, or one
+   this user may not execute, is passed over; any other failure ends the search. Returns the errno
+   that ended it (EACCES when a file was found but none could be executed). */
+static int protfs_spawn_search(const struct protfs_spawn *spawn) {
+  int denied = 0;
+  for (int i = 0; i < spawn->path_count; i++) {
+    execve(spawn->paths[i], spawn->argv, spawn->envp);
+    int error = errno;
+    if (error == ENOEXEC && spawn->shell_argv != NULL) {
+      spawn->shell_argv[1] = (char *)spawn->paths[i];
+      execve("/bin/sh", spawn->shell_argv, spawn->envp);
+      error = errno;
+    }
+    switch (error) {
+    case EACCES: denied = 1; break;
+    case ENOENT: case ENOTDIR: case ESTALE: case ENODEV: case ETIMEDOUT: break;
+    default: return error;
+    }
+  }
+  return denied ? EACCES : ENOENT;
+}
+
 /* The child: every step of `spawn`, then the exec. Never returns. */
 static void protfs_spawn_child(const struct protfs_spawn *spawn, int report, int in_cgroup) {
   /* The report descriptor moves above the one passed on, so that neither dup2 nor close_range
@@ -177,15 +200,13 @@ static void protfs_spawn_child(const struct protfs_spawn *spawn, int report, int
   /* ETXTBSY: some process holds the program open for writing. Most often that is a moment's state,
      not the user's (a fork made by another thread of whatever wrote the file holds a copy of its
      descriptor until its own exec): the exec is tried again for up to two seconds. */
+  int error = ENOENT;
   for (int attempt = 0;; attempt++) {
-    execve(spawn->path, spawn->argv, spawn->envp);
-    if (errno == ENOEXEC && spawn->shell_argv != NULL) {
-      execve("/bin/sh", spawn->shell_argv, spawn->envp);
-    }
-    if (errno != ETXTBSY || attempt >= 200) break;
+    error = protfs_spawn_search(spawn);
+    if (error != ETXTBSY || attempt >= 200) break;
     protfs_spawn_pause(10);
   }
-  protfs_spawn_fail(report, PROTFS_SPAWN_EXEC, errno, 0);
+  protfs_spawn_fail(report, PROTFS_SPAWN_EXEC, error, 0);
 }
 
 pid_t protfs_spawn_confined(const struct protfs_spawn *spawn, struct protfs_spawn_failure *failure) {

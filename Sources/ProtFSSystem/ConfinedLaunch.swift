@@ -6,8 +6,9 @@ import Foundation
 /// step through a close-on-exec pipe. What the steps mean for the lock is `Confinement`'s
 /// (ProtFSLock); this is the system call layer's half.
 package struct ConfinedLaunch {
-  /// The program's path (no `PATH` lookup happens in the child).
-  package var path: String
+  /// Where the program may be, tried in order by the child (as its new identity) the way execvp
+  /// tries the directories of `PATH`.
+  package var paths: [String]
   /// Its arguments, `arguments[0]` included.
   package var arguments: [String]
   /// Its environment, "NAME=value" entries.
@@ -35,9 +36,9 @@ package struct ConfinedLaunch {
   /// Whether the child is killed when the calling thread ends, and refused if it already has.
   package var endsWithParent = false
 
-  /// A launch of `path` with `arguments` and `environment`.
-  package init(path: String, arguments: [String], environment: [String]) {
-    self.path = path
+  /// A launch of the first of `paths` that runs, with `arguments` and `environment`.
+  package init(paths: [String], arguments: [String], environment: [String]) {
+    self.paths = paths
     self.arguments = arguments
     self.environment = environment
   }
@@ -75,11 +76,13 @@ package struct ConfinedLaunch {
     var failure = protfs_spawn_failure()
     let pid = defaultSignals.withUnsafeBufferPointer { signals in
       var spawn = protfs_spawn()
-      spawn.path = strings.pointer(path)
+      spawn.paths = strings.constArray(paths)
+      spawn.path_count = Int32(paths.count)
       spawn.argv = strings.array(arguments)
       spawn.envp = strings.array(environment)
-      // What execvp does with a file the kernel cannot execute: run it as a shell script.
-      spawn.shell_argv = strings.array(["/bin/sh", path] + arguments.dropFirst())
+      // What execvp does with a file the kernel cannot execute: run it as a shell script (the
+      // child puts the path it found in place of the "-").
+      spawn.shell_argv = strings.mutableArray(["/bin/sh", "-"] + arguments.dropFirst())
       spawn.default_signals = signals.baseAddress
       spawn.default_signal_count = Int32(signals.count)
       spawn.new_process_group = newProcessGroup ? 1 : 0
@@ -122,6 +125,11 @@ private final class CStrings {
     array[texts.count] = nil
     arrays.append(array)
     return UnsafePointer(array)
+  }
+
+  /// The same array, for C's `char **` (the child writes one entry of its own copy).
+  func mutableArray<S: Collection<String>>(_ texts: S) -> UnsafeMutablePointer<UnsafeMutablePointer<CChar>?> {
+    UnsafeMutablePointer(mutating: array(texts))
   }
 
   /// The same array, typed as C's `const char *const *`.

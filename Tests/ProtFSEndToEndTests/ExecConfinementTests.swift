@@ -62,6 +62,27 @@ import Testing
     #expect(result.status == 0 && result.stdout == "ran\n", "\(result)")
   }
 
+  /// The program is found as execvp finds it, by the app user: a file in PATH the app user may not
+  /// execute is passed over, a file without `#!` runs as a shell script, and a name found nowhere
+  /// is status 127.
+  @Test func theProgramIsSearchedForAsTheAppUserAsExecvpDoes() async throws {
+    let d = try AppDevice()
+    defer { d.remove() }
+    let hidden = d.scripts + "/hidden", visible = d.scripts + "/visible"
+    for directory in [hidden, visible] { mkdir(directory, 0o755) }
+    try "#!/bin/sh\necho from hidden\n".write(toFile: hidden + "/tool", atomically: true, encoding: .utf8)
+    chmod(hidden + "/tool", 0o700)  // root's: the app user may not execute it
+    try "echo from visible as $(id -u)\n".write(toFile: visible + "/tool", atomically: true, encoding: .utf8)
+    chmod(visible + "/tool", 0o755)
+    let path = "\(hidden):\(visible):/usr/bin:/bin"
+    let found = try await d.protfs(["exec", "--", "tool"], environment: ["PATH": path])
+    #expect(found.status == 0 && found.stdout == "from visible as 501\n", "\(found)")
+    let denied = try await d.protfs(["exec", "--", "tool"], environment: ["PATH": hidden])
+    #expect(denied.status == 126 && denied.stderr.contains("Cannot run 'tool': Permission denied"), "\(denied)")
+    let missing = try await d.protfs(["exec", "--", "no-such-tool"], environment: ["PATH": path])
+    #expect(missing.status == 127 && missing.stderr.contains("No such file or directory"), "\(missing)")
+  }
+
   @Test func theProgramIsTheAppUserWithNoCapabilityAndNoNewPrivileges() async throws {
     let d = try LockDevice()
     let fields = try await status(d)

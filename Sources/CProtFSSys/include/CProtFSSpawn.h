@@ -49,10 +49,12 @@ struct protfs_spawn_failure {
 /* What the child does before it executes `path`. Strings and arrays belong to the caller; every
    optional member is NULL or negative when not wanted. */
 struct protfs_spawn {
-  const char *path;              /* the program */
+  const char *const *paths;      /* where the program may be, tried in order as execvp tries PATH */
+  int path_count;
   char *const *argv;
   char *const *envp;
-  char *const *shell_argv;       /* `/bin/sh path args…`, run when execve says ENOEXEC (as execvp) */
+  char **shell_argv;             /* `/bin/sh - args…`: with the path found at [1], run when execve
+                                    says ENOEXEC (as execvp) */
   const int *default_signals;    /* signals given their default disposition */
   int default_signal_count;
   int new_process_group;         /* nonzero: the leader of a group of its own */

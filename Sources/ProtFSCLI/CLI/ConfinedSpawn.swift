@@ -42,16 +42,14 @@ enum ConfinedSpawn {
     let plan = Confinement.Plan(device: device)
     let environment = options.environment ?? currentEnvironment()
     let searchPath = environment.last { $0.hasPrefix("PATH=") }.map { String($0.dropFirst(5)) }
-    guard let path = programPath(command[0], searchPath: searchPath) else {
-      throw ExitStatus(code: 127, message: "Cannot run '\(command[0])': \(Errno(ENOENT)).")
-    }
     var cgroup: Int32?
     if let directory = options.cgroup {
       cgroup = try valueOrErrno(.open) { open(directory, O_RDONLY | O_DIRECTORY | O_CLOEXEC) }
         .orThrow("open the app's cgroup", path: directory)
     }
     defer { if let cgroup { close(cgroup) } }
-    var launch = ConfinedLaunch(path: path, arguments: command, environment: environment)
+    var launch = ConfinedLaunch(
+      paths: candidates(command[0], searchPath: searchPath), arguments: command, environment: environment)
     launch.defaultSignals = Self.resetSignals + options.alsoResetting
     launch.newProcessGroup = options.newProcessGroup
     launch.descriptor = options.descriptor
@@ -79,16 +77,13 @@ enum ConfinedSpawn {
     }
   }
 
-  /// The file `name` runs, looked up in `searchPath` as execvp does when it has no slash: the
-  /// first executable regular file of that name.
-  static func programPath(_ name: String, searchPath: String?) -> String? {
-    if name.contains("/") { return name }
-    for directory in (searchPath ?? "/usr/bin:/bin").split(separator: ":", omittingEmptySubsequences: false) {
-      let path = (directory.isEmpty ? "." : String(directory)) + "/" + name
-      var status = stat()
-      if stat(path, &status) == 0, status.st_mode & S_IFMT == S_IFREG, status.st_mode & 0o111 != 0 { return path }
+  /// Where `name` may be, in the order execvp tries: itself when it has a slash, else in each
+  /// directory of `searchPath` (glibc's default without one).
+  static func candidates(_ name: String, searchPath: String?) -> [String] {
+    if name.contains("/") { return [name] }
+    return (searchPath ?? "/bin:/usr/bin").split(separator: ":", omittingEmptySubsequences: false).map {
+      ($0.isEmpty ? "." : String($0)) + "/" + name
     }
-    return nil
   }
 
   /// This process's environment as "NAME=value" entries.

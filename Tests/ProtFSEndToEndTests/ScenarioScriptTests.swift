@@ -2,7 +2,7 @@ import Foundation
 import ProtFSTestSupport
 import Testing
 
-/// `scripts/scenario.sh`, whose output the README shows: the source documents' whole scenario
+/// `scripts/scenario.sh`, whose story the README tells: the source documents' whole scenario
 /// runs end to end with this build, and says what the README says it says.
 @Suite(.timeLimit(.minutes(3))) struct ScenarioScriptTests {
   @Test func theWholeScenarioRunsAsTheReadmeShowsIt() async throws {

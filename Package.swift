@@ -1,7 +1,7 @@
 // swift-tools-version: 6.0
 import PackageDescription
 
-// The targets form a chain; each may import only what its `dependencies` list (README "Layout"):
+// The targets form a chain; each may import only what its `dependencies` list (docs/architecture.md):
 //
 //   ProtFSSystem  the syscall layer: the only target that imports the C shims
 //   ProtFS        the model: classes, device layout, lock state, the walker and the class resolver

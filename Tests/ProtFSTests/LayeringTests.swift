@@ -2,9 +2,9 @@ import Foundation
 import ProtFSTestSupport
 import Testing
 
-/// The targets form a chain, and each source file imports only what its target may (README
-/// "Layout"). SwiftPM alone does not enforce this: a module built in the same directory can be
-/// imported without being a declared dependency, so this test reads every `import`.
+/// The targets form a chain, and each source file imports only what its target may
+/// (docs/architecture.md). SwiftPM alone does not enforce this: a module built in the same
+/// directory can be imported without being a declared dependency, so this test reads every `import`.
 @Suite("Layering")
 struct LayeringTests {
   /// The system and toolchain modules any target may import.

@@ -19,6 +19,8 @@ package struct Parser {
     case manual([Command])
     /// Print every visible command's words, one command a line (`protfs help --commands`).
     case commandList
+    /// Print the command reference in Markdown, every visible command (`protfs help --markdown`).
+    case markdownReference
   }
 
   /// Reads `words` (the command line without the program name); throws a `UsageError` for words
@@ -33,6 +35,7 @@ package struct Parser {
       let rest = words.dropFirst()
       if rest.first == "--man" { return .manual(try helpTarget(rest.dropFirst(), from: [root])) }
       if rest.first == "--commands" && rest.count == 1 { return .commandList }
+      if rest.first == "--markdown" && rest.count == 1 { return .markdownReference }
       return .help(try helpTarget(rest, from: [root]))
     }
     while index < words.count {

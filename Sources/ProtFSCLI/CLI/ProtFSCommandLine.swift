@@ -39,6 +39,9 @@ public enum ProtFSCommandLine {
       case .commandList:
         for chain in ManualPage.chains() { Console.out(chain.map(\.name).joined(separator: " ")) }
         return 0
+      case .markdownReference:
+        Console.out(CommandReference.markdown(), terminator: "")
+        return 0
       case .run(let command, let invocation):
         spelling = invocation.spelling
         // Whatever the command, first finish a lock transition a crash interrupted (one stat when none

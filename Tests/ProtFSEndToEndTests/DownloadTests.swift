@@ -58,6 +58,11 @@ import Testing
     // for the unlock to move the file into the still-protected Documents.
     let cache = try await Protfs.run(["--device", t.root, "init-cache", app])
     #expect(cache.status == 0)
+    // The Downloads directory above took complete from the failed download: given none
+    // too, so that the default policy's rule for it (DP005) holds.
+    #expect(cache.stderr.contains("com.apple.nsurlsessiond/Downloads from complete"), "\(cache)")
+    let audit = try await Protfs.run(["--device", t.root, "audit", "--bundle", app])
+    #expect(!audit.stdout.contains("DP005"), "\(audit)")
     let fixed = try await Protfs.run(["--device", t.root, "download", "--bundle", app, url])
     #expect(fixed.status == 75, "\(fixed)")
     #expect(fixed.stderr.contains("waits for `protfs --device \(t.root) unlock`"), "\(fixed)")

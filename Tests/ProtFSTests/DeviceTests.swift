@@ -103,6 +103,29 @@ import Testing
     #expect(t.rawClass(expected) == "NSFileProtectionCompleteUntilFirstUserAuthentication")
   }
 
+  /// nsurlsessiond's Downloads directory itself: made with the class, and given it when it had
+  /// taken one too strong for background downloads (a container whose default is complete,
+  /// where a download made the directories before init-cache ran).
+  @Test func initCacheUnprotectsTheDownloadsDirectoryAboveTheSessionDirectory() throws {
+    let t = try TestDevice()
+    let app = try BundleID("com.example.app")
+    let downloads = "Library/Caches/com.apple.nsurlsessiond/Downloads"
+    let fresh = try t.device.initCache(app)
+    #expect(t.rawClass(t.containerPath(app.rawValue, downloads)) == "NSFileProtectionNone")
+    #expect(fresh.downloadsParentPreviousClass == nil)
+    let other = try BundleID("com.example.complete")
+    try t.device.createContainer(other, defaultClass: .complete)
+    _ = try t.device.createDirectories(t.device.container(other).downloadsPath)
+    let fixed = try t.device.initCache(other)
+    #expect(fixed.downloadsParentPreviousClass?.protectionClass == .complete)
+    #expect(t.rawClass(t.containerPath(other.rawValue, downloads)) == "NSFileProtectionNone")
+    // A class that is weak enough stays.
+    let weak = try BundleID("com.example.weak")
+    try t.device.createContainer(weak, defaultClass: .completeUntilFirstUserAuthentication)
+    _ = try t.device.createDirectories(t.device.container(weak).downloadsPath)
+    #expect(try t.device.initCache(weak).downloadsParentPreviousClass == nil)
+  }
+
   @Test func entitlementsInXMLAndBinary() throws {
     let t = try TestDevice()
     let plist: [String: Any] = [

@@ -153,6 +153,9 @@ public struct CacheInitialization: Sendable, Equatable {
   public var previousClass: EffectiveClass?
   /// Its class now.
   public var protectionClass: ProtectionClass
+  /// The effective class the `Downloads` directory above it had, when init-cache gave it the new
+  /// class because that one was too strong for background downloads.
+  public var downloadsParentPreviousClass: EffectiveClass? = nil
 }
 
 extension Device {
@@ -228,7 +231,18 @@ extension Device {
     let target = container.downloadsPath
     // Made for the app, as the container's own directories are: the app user may write in them.
     let owner = AppUser.canAssume ? AppUser.standard : nil
-    try createDirectories(target.parent, owner: owner)
+    // nsurlsessiond's Downloads directory holds only session directories: made with the class
+    // given, or given it when the one it has makes background downloads fail while locked (more
+    // than until-first-auth, what the default policy's DP005 allows).
+    try createDirectories(target.parent, protectionClass: protectionClass, owner: owner)
+    var parentPrevious: EffectiveClass?
+    let parentClass = try effectiveClass(of: target.parent)
+    if protectionClass <= .completeUntilFirstUserAuthentication,
+      parentClass.protectionClass > .completeUntilFirstUserAuthentication
+    {
+      parentPrevious = parentClass
+      try setClass(protectionClass, of: target.parent)
+    }
     var previous: EffectiveClass?
     let created = try createDirectory(target, protectionClass: protectionClass, owner: owner)
     if !created {
@@ -240,7 +254,7 @@ extension Device {
     }
     return CacheInitialization(
       path: absolutePath(target), containerCreated: creation.created, created: created, previousClass: previous,
-      protectionClass: protectionClass)
+      protectionClass: protectionClass, downloadsParentPreviousClass: parentPrevious)
   }
 
   /// Opens `.protfs/staging/`, first removing what crashed protfs processes left there.

@@ -10,8 +10,10 @@ package enum InitCacheCommand {
       their temp files into:
         <container>/Library/Caches/com.apple.nsurlsessiond/Downloads/<bundle-id>
       with protection class none (or --class), so that downloads keep working while the device is
-      locked. Prints the directory's absolute path as the only line on standard output. Running it
-      again is safe; a class change is reported on standard error.
+      locked. The Downloads directory above it, which holds only such directories, is made with
+      the same class, or given it when its own is stronger than until-first-auth. Prints the
+      directory's absolute path as the only line on standard output. Running it again is safe; a
+      class change is reported on standard error.
       """,
     arguments: [InitCommand.bundleID],
     options: [protectionClass],
@@ -29,6 +31,12 @@ package enum InitCacheCommand {
     if result.containerCreated {
       Console.err("Created container \(bundleID).")
       InitCommand.noteNearMiss(bundleID, on: invocation.device)
+    }
+    if let previous = result.downloadsParentPreviousClass {
+      let parent = String(result.path[..<(result.path.lastIndex(of: "/") ?? result.path.endIndex)])
+      Console.err(
+        "Changed the class of \(parent) from \(previous.protectionClass.name) (\(previous.source.rawValue)) to \(result.protectionClass.name)."
+      )
     }
     if let previous = result.previousClass {
       Console.err(

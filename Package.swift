@@ -15,6 +15,9 @@ import PackageDescription
 //   protfs        the executable: it only starts ProtFSCLI
 let package = Package(
   name: "protfs",
+  // The API reference (scripts/docs.sh, docs/api-reference.md) documents every target of the
+  // library products: a target added here goes into the script's `layers` too (APIReferenceTests
+  // fails until it does).
   products: [
     .library(
       name: "ProtFS",

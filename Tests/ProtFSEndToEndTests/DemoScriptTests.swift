@@ -65,7 +65,7 @@ import Testing
     let processes = ((try? FileManager.default.contentsOfDirectory(atPath: "/proc")) ?? []).compactMap(Int32.init)
       .filter { isProcess($0, namedBy: scratch) }
     #expect(processes.isEmpty, "\(processes.map { Self.commandLine($0) })")
-    let mounts = try String(contentsOfFile: "/proc/self/mountinfo", encoding: .utf8)
+    let mounts = currentMountInfo()
     #expect(!mounts.contains(scratch), "\(mounts)")
   }
 

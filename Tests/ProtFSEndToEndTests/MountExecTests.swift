@@ -20,7 +20,7 @@ import Testing
     ])
     #expect(view.stdout == "1\n", "\(view)")
     // The host's view is unchanged: the backing tree is still the backing tree.
-    let host = try String(contentsOfFile: "/proc/self/mountinfo", encoding: .utf8)
+    let host = currentMountInfo()
     #expect(!host.contains(" \(m.root)/Containers "))
 
     #expect(try await m.protfs(["lock", "--grace", "0"]).status == 0)
@@ -46,7 +46,7 @@ import Testing
 
   @Test func theMountGrantsNoSetIDAndOpensNoDevice() async throws {
     let m = try await MountedDevice()
-    let info = try String(contentsOfFile: "/proc/self/mountinfo", encoding: .utf8)
+    let info = currentMountInfo()
     let line = try #require(info.split(separator: "\n").first { $0.contains(" \(m.mountpoint) ") })
     let options = line.split(separator: " ")[5].split(separator: ",")
     #expect(options.contains("nosuid") && options.contains("nodev"), "\(line)")

@@ -105,3 +105,12 @@ public final class TestDevice: @unchecked Sendable {
     }
   }
 }
+
+/// The whole of `/proc/self/mountinfo`. Read to its end: a /proc file reports no size, and
+/// `String(contentsOfFile:)` stops after its first page, which the mounts of tests running side by
+/// side overflow.
+public func currentMountInfo() -> String {
+  guard let file = FileHandle(forReadingAtPath: "/proc/self/mountinfo") else { return "" }
+  defer { try? file.close() }
+  return String(decoding: (try? file.readToEnd()) ?? Data(), as: UTF8.self)
+}

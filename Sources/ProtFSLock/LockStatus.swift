@@ -59,6 +59,11 @@ public struct LockStatus: Sendable, Codable {
     public var creatable: Bool
     /// Whether handles opened before the lock still work.
     public var openHandlesWork: Bool
+
+    /// The class is `className` and `classRawValue` here, as in `ls --json` and `get-class --json`.
+    private enum CodingKeys: String, CodingKey {
+      case name = "className", rawValue = "classRawValue", files, directories, available, creatable, openHandlesWork
+    }
   }
 
   /// An item out of line with the state.

@@ -165,12 +165,16 @@ package enum Console {
     FileHandle.standardError.write(Data((text + "\n").utf8))
   }
 
-  /// Encodes a value as pretty, key-sorted JSON on standard output.
+  /// Writes `value` on standard output as one pretty, key-sorted JSON document (`JSONOutput`).
   package static func json<T: Encodable>(_ value: T) throws {
-    let encoder = JSONEncoder()
-    encoder.outputFormatting = [.prettyPrinted, .sortedKeys, .withoutEscapingSlashes]
-    encoder.dateEncodingStrategy = .iso8601
-    out(String(decoding: try encoder.encode(value), as: UTF8.self))
+    out(String(decoding: try JSONOutput.documentEncoder().encode(value), as: UTF8.self))
+  }
+
+  /// Writes `value` on standard output as one compact JSON line (`JSONOutput`), flushed at once so
+  /// that a reader of the stream sees it as it happens.
+  package static func jsonLine<T: Encodable>(_ value: T) throws {
+    out(String(decoding: try JSONOutput.lineEncoder().encode(value), as: UTF8.self))
+    fflush(nil)
   }
 
   /// Whether standard output is a terminal.

@@ -86,16 +86,18 @@ package enum Paths {
     }
   }
 
-  /// The existing item `shown` names, read from `base`. A symlink is refused unless `follow`,
-  /// which resolves it inside the device only.
-  package static func item(_ shown: String, from base: Base, on device: Device, follow: Bool) throws -> DevicePath {
+  /// The existing item `shown` names, read from `base`, and its status. A symlink is refused
+  /// unless `follow`, which resolves it inside the device only.
+  package static func item(_ shown: String, from base: Base, on device: Device, follow: Bool) throws -> (
+    DevicePath, FileStatus
+  ) {
     let (path, status) = try existing(shown, from: base, on: device, follow: follow)
     if status.kind == .symlink {
       throw ProtFSError(
         .symlink, "'\(shown)' is a symbolic link, which has no protection class of its own.", path: shown,
         remedy: .advice("give --follow to use its target"))
     }
-    return path
+    return (path, status)
   }
 
   /// How to name the relative path `shown`, which was read from the current directory, on `device`:

@@ -8,8 +8,9 @@ package enum ListCommand {
     name: "ls",
     abstract: "List a directory with each item's protection class, source, mode and size.",
     discussion: """
-      With --json: an array of items, each with path, kind, mode and size, and class, name and
-      source (files and directories) or target (symbolic links).
+      With --json: an array of items, each with path, kind, mode and size, and className,
+      classRawValue and source (files and directories) or target (symbolic links): the keys
+      get-class and status use for the same things.
 
       A relative PATH is read from the current directory, or with --bundle from the app's
       container, which it must not leave (no PATH: the container); an absolute PATH from anywhere.
@@ -26,14 +27,23 @@ package enum ListCommand {
   /// `--recursive`, `-R`.
   package static let recursive = Option.flag("recursive", short: "R", help: "List everything below the directory.")
 
+  /// One listed item; its keys name what `get-class` and `status` name alike.
   package struct Row: Encodable {
+    /// The path below the listed directory.
     var path: String
+    /// file, directory, symlink, …
     var kind: String
-    var `class`: String?
-    var name: String?
+    /// The effective class's protfs name (`complete`); nil for a symbolic link or special file.
+    var className: String?
+    /// The effective class's raw value (`NSFileProtectionComplete`).
+    var classRawValue: String?
+    /// own, inherited or default.
     var source: String?
+    /// The permission bits, as `ls -l` shows them.
     var mode: String
+    /// The size in bytes.
     var size: Int64
+    /// A symbolic link's target.
     var target: String?
   }
 
@@ -70,7 +80,7 @@ package enum ListCommand {
     for r in rows {
       var name = r.path + (r.kind == "directory" ? "/" : "")
       if let target = r.target { name += " -> \(target)" }
-      table.append([r.name ?? "-", r.source ?? "-", r.mode, String(r.size), name])
+      table.append([r.className ?? "-", r.source ?? "-", r.mode, String(r.size), name])
     }
     Console.table(table, right: [3])
     return 0
@@ -86,8 +96,9 @@ package enum ListCommand {
   private static func row(_ device: Device, _ path: DevicePath, display: String, status: FileStatus) throws -> Row {
     let effective = try device.effectiveClass(of: path)
     return Row(
-      path: display, kind: status.kind.rawValue, class: effective.protectionClass.rawValue,
-      name: effective.protectionClass.name, source: effective.source.rawValue, mode: status.permissions.description,
+      path: display, kind: status.kind.rawValue, className: effective.protectionClass.name,
+      classRawValue: effective.protectionClass.rawValue, source: effective.source.rawValue,
+      mode: status.permissions.description,
       size: status.size)
   }
 }
@@ -130,8 +141,8 @@ private struct ListVisitor: TreeVisitor {
         }
         entry.ownClass = try entry.directory.protectionClass(of: name)
         let effective = entry.effectiveClass
-        row.class = effective.protectionClass.rawValue
-        row.name = effective.protectionClass.name
+        row.className = effective.protectionClass.name
+        row.classRawValue = effective.protectionClass.rawValue
         row.source = effective.source.rawValue
       default:
         break

@@ -32,7 +32,7 @@ package enum SetClassCommand {
     let base = try Paths.base(invocation, on: device)
     // Resolve every path before changing anything, so one bad path changes nothing.
     let paths = try invocation.arguments(GetClassCommand.path).map {
-      try (Paths.item($0, from: base, on: device, follow: invocation.flag(CommonOptions.follow)), $0)
+      try (Paths.item($0, from: base, on: device, follow: invocation.flag(CommonOptions.follow)).0, $0)
     }
     for (path, shown) in paths {
       let result = try device.setClass(protectionClass, of: path, recursive: invocation.flag(Self.recursive))

@@ -225,17 +225,52 @@ package enum TasksCommand {
   }
 }
 
-/// A task as `tasks --json` shows it: the record's fields and its `kind` (download or upload).
-struct ListedTask: Encodable {
+/// A task as `tasks --json` shows it: the record's fields (`DownloadTaskRecord`'s JSON form, whose
+/// keys it keeps), `kind` (download or upload), and the timestamps as dates.
+///
+/// The task store keeps `createdAt` and `updatedAt` as seconds since 1970, and so does the record
+/// the session service sends; only the printed form turns them into dates, as every JSON output of
+/// the command line writes them (`JSONOutput`).
+package struct ListedTask: Encodable {
   /// The task.
-  let record: DownloadTaskRecord
+  package let record: DownloadTaskRecord
 
-  private enum Key: String, CodingKey { case kind }
+  /// A listed `record`.
+  package init(_ record: DownloadTaskRecord) { self.record = record }
 
-  /// The record's fields, then `kind` in the same object.
-  func encode(to encoder: any Encoder) throws {
-    try record.encode(to: encoder)
-    var container = encoder.container(keyedBy: Key.self)
-    try container.encode(record.kind, forKey: .kind)
+  private enum Key: String, CodingKey {
+    case id, kind, sessionIdentifier, url, destinationDirectory, fileName, temporaryDirectory, temporaryFileName, state
+    case bytesReceived, bytesExpected, entityTag, lastModified, expectedSHA256, errorMessage, errorNumber
+    case taskDescription, createdAt, updatedAt, requestTimeout, resourceTimeout, upload, delivery, requestMethod
+  }
+
+  /// The record's fields (those without a value left out, as the record's own form leaves them).
+  package func encode(to encoder: any Encoder) throws {
+    var c = encoder.container(keyedBy: Key.self)
+    let r = record
+    try c.encode(r.id, forKey: .id)
+    try c.encode(r.kind, forKey: .kind)
+    try c.encode(r.sessionIdentifier, forKey: .sessionIdentifier)
+    try c.encode(r.url, forKey: .url)
+    try c.encode(r.destinationDirectory, forKey: .destinationDirectory)
+    try c.encodeIfPresent(r.fileName, forKey: .fileName)
+    try c.encode(r.temporaryDirectory, forKey: .temporaryDirectory)
+    try c.encodeIfPresent(r.temporaryFileName, forKey: .temporaryFileName)
+    try c.encode(r.state, forKey: .state)
+    try c.encode(r.bytesReceived, forKey: .bytesReceived)
+    try c.encode(r.bytesExpected, forKey: .bytesExpected)
+    try c.encodeIfPresent(r.entityTag, forKey: .entityTag)
+    try c.encodeIfPresent(r.lastModified, forKey: .lastModified)
+    try c.encodeIfPresent(r.expectedSHA256, forKey: .expectedSHA256)
+    try c.encodeIfPresent(r.errorMessage, forKey: .errorMessage)
+    try c.encodeIfPresent(r.errorNumber, forKey: .errorNumber)
+    try c.encodeIfPresent(r.taskDescription, forKey: .taskDescription)
+    try c.encode(JSONOutput.date(secondsSince1970: r.createdAt), forKey: .createdAt)
+    try c.encode(JSONOutput.date(secondsSince1970: r.updatedAt), forKey: .updatedAt)
+    try c.encodeIfPresent(r.requestTimeout, forKey: .requestTimeout)
+    try c.encodeIfPresent(r.resourceTimeout, forKey: .resourceTimeout)
+    try c.encodeIfPresent(r.upload, forKey: .upload)
+    try c.encodeIfPresent(r.delivery, forKey: .delivery)
+    try c.encodeIfPresent(r.requestMethod, forKey: .requestMethod)
   }
 }

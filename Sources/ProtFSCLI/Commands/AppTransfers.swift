@@ -91,7 +91,7 @@ enum AppTransfers {
               url: url, headers: headers, taskDescription: invocation.value(DownloadCommand.description)),
             resumeData: nil)
           try client.resume(task.id)
-          Console.out(String(task.id))
+          printHandedOver(invocation, id: task.id, kind: .download, session: client.identifier)
         } catch {
           Console.err("Error: \(invocation.describe(error))")
           failed = true
@@ -125,8 +125,19 @@ enum AppTransfers {
         taskDescription: invocation.value(DownloadCommand.description)),
       fromFile: path)
     try client.resume(task.id)
-    Console.out(String(task.id))
+    printHandedOver(invocation, id: task.id, kind: .upload, session: client.identifier)
     return DownloadCommand.exitCompleted
+  }
+
+  /// Prints a task the service took: its id, or with --json its JSON line, as `--detach` outside
+  /// an app prints it.
+  private static func printHandedOver(_ invocation: Invocation, id: Int64, kind: TaskKind, session: String) {
+    if invocation.flag(CommonOptions.json) {
+      // Encoding a few numbers and words cannot fail.
+      try? Console.jsonLine(HandedOverTask(id: id, kind: kind, sessionIdentifier: session))
+    } else {
+      Console.out(String(id))
+    }
   }
 
   // MARK: tasks

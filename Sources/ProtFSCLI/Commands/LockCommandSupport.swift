@@ -86,6 +86,48 @@ package enum Terminal {
   }
 }
 
+/// A transition's result as `lock --json` and `unlock --json` print it: one document.
+struct TransitionJSON: Encodable {
+  /// The device root.
+  var device: String
+  /// lock or unlock.
+  var operation: String
+  /// The lock state after it.
+  var state: LockState
+  /// iOS's `isProtectedDataAvailable` after it.
+  var protectedDataAvailable: Bool
+  /// Items looked at.
+  var visited: Int
+  /// Items whose permission bits were taken away.
+  var restricted: Int
+  /// Items whose original mode came back.
+  var restored: Int
+  /// Files left unchanged because they have more than one link.
+  var hardLinked: [String]
+  /// Items whose saved-mode record protfs had not written (ignored).
+  var unauthenticated: [String]
+  /// lock: until when complete (class A) data stays readable (the grace); absent without one.
+  var classKeysUntil: Date?
+  /// lock: files of unavailable classes that processes still hold open.
+  var openFiles: [OpenFile]?
+  /// unlock: the finished downloads that waited for it, as it left them.
+  var downloads: [TaskOutcome]?
+
+  /// The result of `report` on `device`, in the state `record` is in now.
+  init(_ report: TransitionReport, device: Device, record: LockRecord) {
+    self.device = device.root
+    operation = report.operation
+    state = report.to.lockState
+    protectedDataAvailable = report.to.isProtectedDataAvailable
+    visited = report.visited
+    restricted = report.restricted
+    restored = report.restored
+    hardLinked = report.hardLinked
+    unauthenticated = report.unauthenticated
+    classKeysUntil = report.to.classKeysHeld ? record.classKeysUntil : nil
+  }
+}
+
 /// Words for a transition's result, shared by lock, unlock, reboot and passcode remove.
 package enum TransitionText {
   package static func summary(_ report: TransitionReport, device: Device) -> String {

@@ -147,6 +147,12 @@ enum AppTransfers {
     try SessionServiceClient.appTasks(session: session, socketName: socketName(invocation)).sorted { $0.id < $1.id }
   }
 
+  /// `tasks prune` inside an app: the service removes the app's own finished tasks (of `session`
+  /// only, when given) unchanged for `age` seconds, every finished one when nil.
+  static func prune(_ invocation: Invocation, olderThan age: Double?, session: String?) throws -> [Int64] {
+    try SessionServiceClient.prune(olderThan: age, session: session, socketName: socketName(invocation))
+  }
+
   /// The app's task `id`, or "no such task" (another app's is as unknown).
   static func record(_ invocation: Invocation, id: Int64) throws -> DownloadTaskRecord {
     guard let record = try records(invocation, session: nil).first(where: { $0.id == id }) else {

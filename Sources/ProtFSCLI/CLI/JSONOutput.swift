@@ -12,7 +12,9 @@ package enum JSONOutput {
   package static let dateStyle = Date.ISO8601FormatStyle(includingFractionalSeconds: true)
 
   /// An encoder for one pretty, key-sorted document (`--json`).
-  package static func documentEncoder() -> JSONEncoder { encoder([.prettyPrinted, .sortedKeys, .withoutEscapingSlashes]) }
+  package static func documentEncoder() -> JSONEncoder {
+    encoder([.prettyPrinted, .sortedKeys, .withoutEscapingSlashes])
+  }
 
   /// An encoder for one compact, key-sorted line (JSON Lines).
   package static func lineEncoder() -> JSONEncoder { encoder([.sortedKeys, .withoutEscapingSlashes]) }

@@ -61,7 +61,9 @@ package final class ProgressPrinter: @unchecked Sendable {
         if mode == "json" { emit(ProgressLine(event: "waitingForUnlock", task: id, temporaryLocation: temporary.path)) }
       case .failed(let id, let error):
         states[id] = "failed"
-        if mode == "json" { emit(ProgressLine(event: "failed", task: id, error: error.commandLineDescription(spelling))) }
+        if mode == "json" {
+          emit(ProgressLine(event: "failed", task: id, error: error.commandLineDescription(spelling)))
+        }
       case .suspended(let id):
         states[id] = "suspended"
         if mode == "json" { emit(ProgressLine(event: "suspended", task: id)) }
@@ -71,7 +73,9 @@ package final class ProgressPrinter: @unchecked Sendable {
       case .receivedResponse(let id, let status, let body):
         if mode == "json" { emit(ProgressLine(event: "response", task: id, status: status, bytes: body.count)) }
       case .finishedDownloading(let id, let temporary):
-        if mode == "json" { emit(ProgressLine(event: "finishedDownloading", task: id, temporaryLocation: temporary.path)) }
+        if mode == "json" {
+          emit(ProgressLine(event: "finishedDownloading", task: id, temporaryLocation: temporary.path))
+        }
       }
       if mode == "bar", Date().timeIntervalSince(lastDraw) > 0.1 { draw() }
     }

@@ -104,6 +104,14 @@ extension LockController {
     for failure in summary.failures {
       total.problems.append(.init(path: failure.path ?? device.root, problem: failure.description))
     }
+    for path in summary.notUTF8 {
+      total.problems.append(
+        .init(
+          path: path,
+          problem:
+            "Its name is not UTF-8, which the lock does not handle: transitions leave it (and what is below it) unchanged; rename it."
+        ))
+    }
     let classes = ProtectionClass.byStrength.map { cls in
       LockStatus.ClassStatus(
         name: cls.name, rawValue: cls.rawValue, files: total.files[cls, default: 0],

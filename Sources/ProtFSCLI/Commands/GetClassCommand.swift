@@ -1,4 +1,5 @@
 import ProtFS
+import ProtFSSystem
 
 /// `protfs get-class [--bundle ID] PATH...`.
 package enum GetClassCommand {
@@ -43,9 +44,11 @@ package enum GetClassCommand {
     try device.requireInitialized()
     let base = try Paths.base(invocation, on: device)
     var rows: [Row] = []
-    for shown in invocation.arguments(Self.path) {
+    // The paths as their bytes: a name that is not UTF-8 is read as it is, and shown escaped.
+    for given in invocation.argumentBytes(Self.path) {
+      let shown = DisplayText.escaping(given)
       let (path, status) = try Paths.item(
-        shown, from: base, on: device, follow: invocation.flag(CommonOptions.follow))
+        bytes: given, from: base, on: device, follow: invocation.flag(CommonOptions.follow))
       let effective = try device.effectiveClass(of: path)
       rows.append(
         Row(

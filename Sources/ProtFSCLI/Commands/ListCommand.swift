@@ -51,15 +51,17 @@ package enum ListCommand {
     let device = invocation.device
     try device.requireInitialized()
     let base = try Paths.base(invocation, on: device)
-    let shown: String
+    // The path as its bytes: a name that is not UTF-8 is read as it is.
+    let given: [UInt8]
     switch base {
-    case .container(let container): shown = invocation.argument(Self.path) ?? container.absolutePath
-    case .currentDirectory: shown = invocation.argument(Self.path) ?? device.root
+    case .container(let container):
+      given = invocation.argumentByteValue(Self.path) ?? Array(container.absolutePath.utf8)
+    case .currentDirectory: given = invocation.argumentByteValue(Self.path) ?? Array(device.root.utf8)
     }
-    let (start, status) = try Paths.existing(shown, from: base, on: device)
+    let (start, status) = try Paths.existing(bytes: given, from: base, on: device)
     var rows: [Row] = []
     if status.kind != .directory {
-      rows.append(try row(device, start, display: start.name ?? ".", status: status))
+      rows.append(try row(device, start, display: start.fileName?.description ?? ".", status: status))
     } else {
       let root = TreeWalker.Root(
         try device.openDirectory(start), ListVisitor.Place(path: start, prefix: ""),
@@ -86,11 +88,12 @@ package enum ListCommand {
     return 0
   }
 
-  package static func readLink(_ directory: DirectoryHandle, _ name: String) -> String {
+  /// The target of the link `name` of `directory`, shown escaped as names are.
+  package static func readLink(_ directory: DirectoryHandle, _ name: FileName) -> String {
     var buffer = [CChar](repeating: 0, count: 4097)
-    let count = readlinkat(directory.fd, name, &buffer, 4096)
+    let count = readlinkat(directory.fd, name.cString, &buffer, 4096)
     guard count >= 0 else { return "?" }
-    return String(decoding: buffer[0..<count].map { UInt8(bitPattern: $0) }, as: UTF8.self)
+    return DisplayText.escaping(buffer[0..<count].map { UInt8(bitPattern: $0) })
   }
 
   private static func row(_ device: Device, _ path: DevicePath, display: String, status: FileStatus) throws -> Row {
@@ -125,11 +128,12 @@ private struct ListVisitor: TreeVisitor {
 
   /// Makes the entry's row; walks a directory when recursive.
   mutating func visit(_ entry: inout TreeEntry, in place: Place) -> TreeStep<Place> {
-    let name = entry.nameString
-    if place.path.isRoot && name == Device.stateDirectoryName { return .skip }
+    // The name as the kernel has it, shown escaped (`\xFF`) when it is not UTF-8.
+    let name = entry.fileName
+    if place.path.isRoot && name == FileName(Device.stateDirectoryName) { return .skip }
     do throws(ProtFSError) {
       let status = try entry.directory.status(name)
-      let display = place.prefix + name
+      let display = place.prefix + name.description
       var row = ListCommand.Row(
         path: display, kind: status.kind.rawValue, mode: status.permissions.description, size: status.size)
       switch status.kind {

@@ -106,6 +106,8 @@ struct TransitionJSON: Encodable {
   var hardLinked: [String]
   /// Items whose saved-mode record protfs had not written (ignored).
   var unauthenticated: [String]
+  /// Items left unchanged because their name is not UTF-8 (escaped `\xNN`).
+  var notUTF8: [String]
   /// lock: until when complete (class A) data stays readable (the grace); absent without one.
   var classKeysUntil: Date?
   /// lock: files of unavailable classes that processes still hold open.
@@ -124,6 +126,7 @@ struct TransitionJSON: Encodable {
     restored = report.restored
     hardLinked = report.hardLinked
     unauthenticated = report.unauthenticated
+    notUTF8 = report.notUTF8
     classKeysUntil = report.to.classKeysHeld ? record.classKeysUntil : nil
   }
 }
@@ -141,6 +144,11 @@ package enum TransitionText {
 
   /// Warns on stderr about the items the transition left alone or whose record it ignored.
   package static func warnings(_ report: TransitionReport) {
+    for path in report.notUTF8 {
+      Console.err(
+        "Warning: '\(path)' has a name that is not UTF-8, which the lock does not handle; it (and anything below it) was left unchanged. Rename it."
+      )
+    }
     for path in report.hardLinked {
       Console.err(
         "Warning: '\(path)' has more than one link, so it may also be reachable from outside the device; it was left unchanged (not locked). Copy it instead of linking it."

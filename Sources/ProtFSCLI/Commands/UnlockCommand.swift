@@ -12,9 +12,10 @@ package enum UnlockCommand {
       row, attempts are refused for 1, 5, 15 and then 60 minutes, as on iOS.
 
       With --json: one object with device, operation, state, protectedDataAvailable, visited,
-      restricted, restored, hardLinked, unauthenticated and downloads (the finished downloads that
-      waited for the unlock, each with id, kind, url, state, destinationPath and, when it could
-      not be placed, error); warnings and errors still go to stderr, with the same exit status.
+      restricted, restored, hardLinked, unauthenticated, notUTF8 and downloads (the finished
+      downloads that waited for the unlock, each with id, kind, url, state, destinationPath and,
+      when it could not be placed, error); warnings and errors still go to stderr, with the same
+      exit status.
       """,
     options: passcode.options + [CommonOptions.json],
     run: run

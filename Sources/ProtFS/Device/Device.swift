@@ -296,8 +296,8 @@ public struct Device: Sendable, Hashable {
 
   /// The container that `path` lies in, if any.
   public func containerContaining(_ path: DevicePath) -> Container? {
-    guard path.components.count >= 2, path.components[0] == Device.containersDirectoryName,
-      let id = try? BundleID(path.components[1])
+    guard path.count >= 2, path.names[0] == FileName(Device.containersDirectoryName),
+      let name = path.names[1].text, let id = try? BundleID(name)
     else { return nil }
     return container(id)
   }

@@ -30,6 +30,7 @@ package enum CommandExamples {
     "protfs set-class": [
       "protfs set-class --bundle com.example.app complete Documents/notes.txt   # from any directory",
       "protfs set-class -r none Library/Caches    # inside the container: relative to the current directory",
+      "protfs set-class --json complete Documents/*   # what it changed, for a script",
     ],
     "protfs get-class": [
       "protfs get-class --bundle com.example.app Documents/notes.txt",

@@ -1,5 +1,6 @@
 import Foundation
 import ProtFS
+import ProtFSSystem
 
 /// One thing the audit found wrong (or worth noting) about one item.
 public struct AuditFinding: Sendable, Equatable {
@@ -243,37 +244,13 @@ package enum DisplayPath {
     return bytes.isEmpty ? "." : text(bytes)
   }
 
-  /// UTF-8 as is, except control characters and bytes that are not UTF-8, which become `\xNN`.
-  package static func text(_ bytes: some Collection<UInt8>) -> String {
-    if bytes.allSatisfy({ $0 >= 0x20 && $0 < 0x7F }) { return String(decoding: bytes, as: UTF8.self) }
-    var out = ""
-    // Decode scalar by scalar, keeping the bytes of each so that an invalid sequence is shown byte for byte.
-    var index = bytes.startIndex
-    while index != bytes.endIndex {
-      guard let (scalar, next) = PathPattern.decodeScalar(bytes, at: index) else { break }
-      let count = bytes.distance(from: index, to: next)
-      if scalar & 0x8000_0000 != 0 || (scalar >= 0xD800 && scalar <= 0xDFFF) || scalar > 0x10FFFF
-        || (count == 3 && scalar < 0x800) || (count == 4 && scalar < 0x10000)
-      {
-        for byte in bytes[index..<next] { out += "\\x" + hex(byte) }
-      } else if scalar < 0x20 || scalar == 0x7F {
-        out += "\\x" + hex(UInt8(scalar))
-      } else {
-        out.unicodeScalars.append(Unicode.Scalar(scalar)!)
-      }
-      index = next
-    }
-    return out
-  }
+  /// UTF-8 as is, except control characters and bytes that are not UTF-8, which become `\xNN`
+  /// (`DisplayText.escaping`, as every command shows such names).
+  package static func text(_ bytes: some Collection<UInt8>) -> String { DisplayText.escaping(bytes) }
 
   /// Whether `bytes` are valid UTF-8.
   package static func isValidUTF8(_ bytes: some Collection<UInt8>) -> Bool {
     if bytes.allSatisfy({ $0 < 0x80 }) { return true }
     return String(validating: Array(bytes), as: UTF8.self) != nil
-  }
-
-  private static func hex(_ byte: UInt8) -> String {
-    let digits = Array("0123456789ABCDEF")
-    return String([digits[Int(byte >> 4)], digits[Int(byte & 0xF)]])
   }
 }

@@ -1,3 +1,5 @@
+import ProtFSSystem
+
 /// A path pattern with `.gitignore` syntax, matched against paths relative to a container root.
 ///
 /// `*` matches any run of characters but `/`, `?` one character but `/`, `[...]` one character of a
@@ -213,28 +215,10 @@ public struct PathPattern: Sendable, Hashable, CustomStringConvertible {
     return (.set(CharacterSet(ranges: ranges), negated: negated), i + 1)
   }
 
-  /// Decodes one UTF-8 scalar at `index`; a byte that does not start valid UTF-8 counts as itself.
+  /// Decodes one UTF-8 scalar at `index`; a byte that does not start valid UTF-8 counts as itself
+  /// (`UTF8Scalar.decode`, which the display of names shares).
   package static func decodeScalar<C: Collection<UInt8>>(_ bytes: C, at index: C.Index) -> (UInt32, C.Index)? {
-    guard index < bytes.endIndex else { return nil }
-    let lead = bytes[index]
-    let length: Int
-    switch lead {
-    case 0..<0x80: return (UInt32(lead), bytes.index(after: index))
-    case 0xC2..<0xE0: length = 2
-    case 0xE0..<0xF0: length = 3
-    case 0xF0..<0xF5: length = 4
-    default: return (UInt32(lead) | 0x8000_0000, bytes.index(after: index))  // a lone byte, outside Unicode
-    }
-    var value = UInt32(lead) & (0xFF >> (length + 1))
-    var i = bytes.index(after: index)
-    for _ in 1..<length {
-      guard i < bytes.endIndex, bytes[i] & 0xC0 == 0x80 else {
-        return (UInt32(lead) | 0x8000_0000, bytes.index(after: index))
-      }
-      value = value << 6 | UInt32(bytes[i] & 0x3F)
-      i = bytes.index(after: i)
-    }
-    return (value, i)
+    UTF8Scalar.decode(bytes, at: index)
   }
 
   // MARK: Matching

@@ -347,6 +347,39 @@ public final class DownloadStore: Sendable {
     }
   }
 
+  /// Removes the finished tasks (completed or failed, cancelled ones included) whose record last
+  /// changed before `cutoff` (every finished one when nil), of `sessions` only when given, and
+  /// returns their ids, oldest first (`protfs tasks prune`).
+  ///
+  /// Never removed: a task that is running, suspended, cancelling or waiting for unlock; one with a
+  /// request waiting for the process that runs it; and a handed-over task whose completion its app
+  /// has not acknowledged (the session service still owes the app that event). A failed task's
+  /// temp file stays where it is, no task's any more: `protfs cache purge --orphans` removes it.
+  public func prune(finishedBefore cutoff: Date?, sessions: [String]? = nil) throws(ProtFSError) -> [Int64] {
+    try database.transaction { db throws(ProtFSError) in
+      var sql = """
+        SELECT id FROM tasks
+        WHERE state IN ('\(DownloadState.completed.rawValue)', '\(DownloadState.failed.rawValue)')
+          AND request IS NULL
+          AND NOT (hands_over != 0 AND delivery IN ('\(DownloadDelivery.pending.rawValue)', '\(DownloadDelivery.fileDelivered.rawValue)'))
+        """
+      var values: [SQLiteValue] = []
+      if let cutoff {
+        sql += " AND updated_at < ?"
+        values.append(.real(cutoff.timeIntervalSince1970))
+      }
+      if let sessions {
+        sql += " AND session IN (SELECT value FROM json_each(?))"
+        values.append(.text(String(decoding: (try? JSONEncoder().encode(sessions)) ?? Data("[]".utf8), as: UTF8.self)))
+      }
+      let ids = try db.query(sql + " ORDER BY id", values).compactMap { $0[0].int64 }
+      if !ids.isEmpty {
+        try db.query("DELETE FROM tasks WHERE id IN (SELECT value FROM json_each(?))", [Self.idList(ids)])
+      }
+      return ids
+    }
+  }
+
   /// Sets the description of task `id`.
   package func updateDescription(_ description: String?, of id: Int64) throws(ProtFSError) {
     try database.read { db throws(ProtFSError) in

@@ -38,6 +38,9 @@ package struct DeviceWalker {
     var failures: [ProtFSError] = []
     /// Symlinks and special files left alone.
     var skipped = 0
+    /// Items whose name is not UTF-8, left alone (and not walked below), absolute and escaped:
+    /// the lock works on names as text, which would not find them.
+    var notUTF8: [String] = []
   }
 
   /// Walks the device, giving each worker thread its own `Accumulator` (made by `make`), and returns them.
@@ -60,6 +63,7 @@ package struct DeviceWalker {
     for visitor in visitors {
       summary.failures += visitor.failures
       summary.skipped += visitor.skipped
+      summary.notUTF8 += visitor.notUTF8
     }
     return (visitors.map(\.accumulator), summary)
   }
@@ -95,6 +99,8 @@ private struct DeviceVisitor<Accumulator: Sendable>: TreeVisitor {
   var failures: [ProtFSError] = []
   /// Symlinks and special files left alone.
   var skipped = 0
+  /// Items whose name is not UTF-8, left alone, absolute and escaped.
+  var notUTF8: [String] = []
   /// Set when `Containers/` itself cannot be listed: the walk then fails.
   var rootFailure: ProtFSError?
 
@@ -104,7 +110,12 @@ private struct DeviceVisitor<Accumulator: Sendable>: TreeVisitor {
       skipped += 1
       return .skip
     }
-    let name = entry.nameString
+    // The lock's operations take names as text; one that is not UTF-8 would reach another name
+    // (or none): it is left alone and reported, never acted on by a decoded look-alike.
+    guard let name = entry.fileName.text else {
+      notUTF8.append(entry.directory.pathOf(entry.fileName))
+      return .skip
+    }
     var item = WalkEntry(parent: entry.directory, name: name, kind: entry.kind)
     if readsClasses {
       if isContainers, ContainersEntry.isContainer(name: name, kind: entry.kind), entry.inheritance.ancestor == nil {

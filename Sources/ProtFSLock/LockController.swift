@@ -236,7 +236,7 @@ public struct LockController: Sendable {
     return TransitionReport(
       operation: operation, from: previous.protection, to: next.protection, visited: tally.visited,
       restricted: tally.restricted, restored: tally.restored, recovered: false, hardLinked: tally.hardLinked.sorted(),
-      unauthenticated: tally.unauthenticated.sorted())
+      unauthenticated: tally.unauthenticated.sorted(), notUTF8: tally.notUTF8.sorted())
   }
 
   /// Applies `target`'s table to every item of every container.
@@ -255,6 +255,7 @@ public struct LockController: Sendable {
     var total = ModeEnforcer.Tally()
     for tally in tallies { total.add(tally) }
     total.failures += summary.failures
+    total.notUTF8 += summary.notUTF8
     // An item removed while the walk ran is no failure: there is nothing left to protect.
     total.failures.removeAll { $0.errno == ENOENT }
     return total
@@ -338,4 +339,6 @@ public struct TransitionReport: Sendable, Equatable {
   /// Items whose saved-mode record protfs had not written: it was ignored, and at unlock the
   /// item got mode 0600 (0700 for a directory) instead.
   public var unauthenticated: [String] = []
+  /// Items left unchanged because their name is not UTF-8 (shown escaped), and what is below them.
+  public var notUTF8: [String] = []
 }

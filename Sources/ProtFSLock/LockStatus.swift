@@ -59,6 +59,11 @@ public struct LockStatus: Sendable, Codable {
     public var creatable: Bool
     /// Whether handles opened before the lock still work.
     public var openHandlesWork: Bool
+
+    /// The class is `className` and `classRawValue` here, as in `ls --json` and `get-class --json`.
+    private enum CodingKeys: String, CodingKey {
+      case name = "className", rawValue = "classRawValue", files, directories, available, creatable, openHandlesWork
+    }
   }
 
   /// An item out of line with the state.
@@ -98,6 +103,14 @@ extension LockController {
     for tally in tallies { total.add(tally) }
     for failure in summary.failures {
       total.problems.append(.init(path: failure.path ?? device.root, problem: failure.description))
+    }
+    for path in summary.notUTF8 {
+      total.problems.append(
+        .init(
+          path: path,
+          problem:
+            "Its name is not UTF-8, which the lock does not handle: transitions leave it (and what is below it) unchanged; rename it."
+        ))
     }
     let classes = ProtectionClass.byStrength.map { cls in
       LockStatus.ClassStatus(

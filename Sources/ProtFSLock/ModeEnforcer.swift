@@ -71,6 +71,8 @@ package struct ModeEnforcer: Sendable {
     var hardLinked: [String] = []
     /// Items whose saved-mode record protfs did not write; it was ignored.
     var unauthenticated: [String] = []
+    /// Items left unchanged because their name is not UTF-8.
+    var notUTF8: [String] = []
 
     mutating func add(_ other: Tally) {
       restricted += other.restricted
@@ -79,6 +81,7 @@ package struct ModeEnforcer: Sendable {
       failures += other.failures
       hardLinked += other.hardLinked
       unauthenticated += other.unauthenticated
+      notUTF8 += other.notUTF8
     }
   }
 

@@ -154,7 +154,18 @@ extension SessionService {
         .filter { $0.state.isUnfinished || $0.awaitsDelivery }
         .map { snapshot($0, cancelledReason: reasons[$0.id]) }
     case .appTasks:
-      reply.records = try appTasks(request, peer: peer)
+      // Session by session: another app's records (request bodies included) are never read.
+      var records: [DownloadTaskRecord] = []
+      for session in try sessions(request, peer: peer) { records += try store.tasks(session: session) }
+      reply.records = records.sorted { $0.id < $1.id }
+    case .prune:
+      let cutoff = try request.olderThan.map { seconds throws(ProtFSError) in
+        guard seconds.isFinite, seconds >= 0 else {
+          throw ProtFSError(.invalidArgument, "The request to the session service has an age (olderThan) below zero.")
+        }
+        return Date().addingTimeInterval(-seconds)
+      }
+      reply.pruned = try store.prune(finishedBefore: cutoff, sessions: try sessions(request, peer: peer))
     case .subscribe:
       _ = try session(request, peer: peer)
     case .acknowledge:
@@ -203,9 +214,10 @@ extension SessionService {
     return try host(HostedSessionSettings.decode(json, session: identifier).get())
   }
 
-  /// The tasks of the peer's app's sessions, or of `request.session` when it is one of them; root
-  /// names the app with `request.bundleID`, or sees every app's.
-  private func appTasks(_ request: SessionServiceRequest, peer: Peer) throws(ProtFSError) -> [DownloadTaskRecord] {
+  /// The sessions whose tasks `peer` may list and prune: its app's, or `request.session` alone
+  /// when it is one of them; root names the app with `request.bundleID`, or has every app's. A
+  /// process that is no app and not root has none: it is refused.
+  private func sessions(_ request: SessionServiceRequest, peer: Peer) throws(ProtFSError) -> [String] {
     let bundle: String?
     if peer.isTrustedUser {
       bundle = request.bundleID
@@ -213,7 +225,7 @@ extension SessionService {
       guard let app = try appOf(peer), peer.isStillConnectedProcess else {
         throw ProtFSError(
           .permissionDenied,
-          "Process \(peer.pid) (uid \(peer.uid)) is not running as an app; only root or an app may list tasks here.",
+          "Process \(peer.pid) (uid \(peer.uid)) is not running as an app; only root or an app may list or prune tasks here.",
           errno: EPERM, remedy: .useSessionFromItsApp)
       }
       bundle = app.bundleID
@@ -222,12 +234,9 @@ extension SessionService {
     if let wanted = request.session {
       // Another app's session is as unknown as one that does not exist.
       guard sessions.contains(wanted) else { throw Self.unknownSession(wanted) }
-      return try store.tasks(session: wanted)
+      return [wanted]
     }
-    // Session by session: another app's records (request bodies included) are never read.
-    var records: [DownloadTaskRecord] = []
-    for session in sessions { records += try store.tasks(session: session) }
-    return records.sorted { $0.id < $1.id }
+    return sessions
   }
 
   /// The app of session `identifier`, throwing when the store has no such session.

@@ -327,6 +327,22 @@ public final class SessionServiceClient: SessionBackend, Sendable {
     }
   }
 
+  /// Asks the service at `socketName` to remove the finished tasks unchanged for `olderThan`
+  /// seconds (every finished one when nil) of the caller's app (root: of `bundleID`'s, or of
+  /// every app), or of `session` only; returns their ids (`protfs tasks prune`).
+  public static func prune(
+    olderThan: Double?, session: String?, bundleID: String? = nil, socketName: String
+  ) throws(ProtFSError) -> [Int64] {
+    var request = SessionServiceRequest(.prune, session: session)
+    request.olderThan = olderThan
+    request.bundleID = bundleID
+    do {
+      return try SessionWire.call(request, socketName: socketName).pruned ?? []
+    } catch  where error.errno == ENOENT && error.path == "@" + socketName {
+      throw notRunning(socketName)
+    }
+  }
+
   /// Asks the service at `socketName` to end.
   public static func stop(socketName: String) throws(ProtFSError) {
     _ = try SessionWire.call(SessionServiceRequest(.stop), socketName: socketName)

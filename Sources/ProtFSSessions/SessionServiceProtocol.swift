@@ -25,6 +25,10 @@ public struct SessionServiceRequest: Sendable, Codable, Equatable {
     /// Every task of the peer's app's sessions (root: of `bundleID`'s, or of every app), or of
     /// `session` only, as the task store keeps them (`protfs tasks` inside an app).
     case appTasks
+    /// Removes the finished tasks of the peer's app's sessions (root: of `bundleID`'s, or of every
+    /// app), or of `session` only, that have not changed for `olderThan` seconds (every finished
+    /// one without it): `protfs tasks prune`.
+    case prune
     /// Turns the connection into a stream of `SessionEvent` lines.
     case subscribe
     /// The app is done with task `task`'s completion.
@@ -72,6 +76,8 @@ public struct SessionServiceRequest: Sendable, Codable, Equatable {
   public var fileOnly: Bool?
   /// The app (`forceQuit`, `eventsHandled`).
   public var bundleID: String?
+  /// How many seconds a finished task must have gone unchanged to be pruned (`prune`).
+  public var olderThan: Double?
 
   /// Creates a request of `kind`.
   public init(_ kind: Kind, session: String? = nil, task: Int64? = nil) {
@@ -93,6 +99,8 @@ public struct SessionServiceReply: Sendable, Codable, Equatable {
   public var snapshots: [SessionTaskSnapshot]?
   /// Task records (`appTasks`), in their JSON form (no request headers or body).
   public var records: [DownloadTaskRecord]?
+  /// The tasks removed (`prune`).
+  public var pruned: [Int64]?
   /// Resume data (`cancel` producing it).
   public var resumeData: Data?
   /// The tasks waited for that did not complete (`wait`): failed, waiting for unlock, or left

@@ -38,22 +38,38 @@ public final class DirectoryHandle: @unchecked Sendable {
     path.hasSuffix("/") ? path + name : path + "/" + name
   }
 
+  /// The path of the entry `name` inside this directory, for messages (shown escaped when it is
+  /// not UTF-8).
+  public func pathOf(_ name: FileName) -> String { pathOf(name.description) }
+
   /// Opens the subdirectory `name`, refusing a symlink (ELOOP) or a non-directory (ENOTDIR).
   public func openDirectory(_ name: String) throws(ProtFSError) -> DirectoryHandle {
-    switch valueOrErrno(.open, { openat(fd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC) }) {
+    try openDirectory(cName: name, shown: pathOf(name)) { () throws(ProtFSError) in try status(name).kind }
+  }
+
+  /// Opens the subdirectory `name`, which may not be UTF-8, as `openDirectory(_:)` does.
+  public func openDirectory(_ name: FileName) throws(ProtFSError) -> DirectoryHandle {
+    try openDirectory(cName: name.cString, shown: pathOf(name)) { () throws(ProtFSError) in try status(name).kind }
+  }
+
+  /// Opens the subdirectory whose C name is `cName` (`shown` in messages); `kind` tells what the
+  /// entry is when it is no directory.
+  private func openDirectory(
+    cName: UnsafePointer<CChar>, shown: String, kind: () throws(ProtFSError) -> FileKind
+  ) throws(ProtFSError) -> DirectoryHandle {
+    switch valueOrErrno(.open, { openat(fd, cName, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC) }) {
     case .success(let child):
-      return DirectoryHandle(fd: child, path: pathOf(name))
+      return DirectoryHandle(fd: child, path: shown)
     case .failure(let e) where e == .tooManySymlinks || e == .notDirectory:
       // O_DIRECTORY makes the kernel report a symlink as ENOTDIR; say which it really is.
-      if (try? status(name))?.kind == .symlink {
+      if (try? kind()) == .symlink {
         throw ProtFSError(
-          .symlink, "Cannot open '\(pathOf(name))': it is a symbolic link, which protfs does not follow.",
-          path: pathOf(name), errno: ELOOP)
+          .symlink, "Cannot open '\(shown)': it is a symbolic link, which protfs does not follow.", path: shown,
+          errno: ELOOP)
       }
-      throw ProtFSError(
-        .invalidArgument, "Cannot open '\(pathOf(name))': it is not a directory.", path: pathOf(name), errno: ENOTDIR)
+      throw ProtFSError(.invalidArgument, "Cannot open '\(shown)': it is not a directory.", path: shown, errno: ENOTDIR)
     case .failure(let e):
-      throw ProtFSError.system("open the directory", path: pathOf(name), errno: e.rawValue)
+      throw ProtFSError.system("open the directory", path: shown, errno: e.rawValue)
     }
   }
 
@@ -71,6 +87,14 @@ public final class DirectoryHandle: @unchecked Sendable {
     } else {
       _ = try valueOrErrno(.stat) { fstat(fd, &s) }.orThrow("read", path: path)
     }
+    return FileStatus(s)
+  }
+
+  /// `stat` of the entry `name`, which may not be UTF-8, never following a symlink.
+  public func status(_ name: FileName) throws(ProtFSError) -> FileStatus {
+    var s = stat()
+    let cName = name.cString
+    _ = try valueOrErrno(.stat) { fstatat(fd, cName, &s, AT_SYMLINK_NOFOLLOW) }.orThrow("read", path: pathOf(name))
     return FileStatus(s)
   }
 
@@ -194,6 +218,12 @@ public final class DirectoryHandle: @unchecked Sendable {
 
   /// The value of attribute `attribute` of `name` (this directory when nil); `nil` when it has none.
   public func attribute(_ attribute: String, of name: String? = nil) throws(ProtFSError) -> [UInt8]? {
+    try self.attribute(attribute, of: name.map(FileName.init))
+  }
+
+  /// The value of attribute `attribute` of the entry `name`, which may not be UTF-8 (this
+  /// directory when nil); `nil` when it has none.
+  public func attribute(_ attribute: String, of name: FileName?) throws(ProtFSError) -> [UInt8]? {
     switch attributeResult(attribute, of: name) {
     case .success(let value): return value
     case .failure(let e):
@@ -203,10 +233,16 @@ public final class DirectoryHandle: @unchecked Sendable {
 
   /// As `attribute(_:of:)`, returning the errno instead of throwing.
   public func attributeResult(_ attribute: String, of name: String? = nil) -> Result<[UInt8]?, Errno> {
+    attributeResult(attribute, of: name.map(FileName.init))
+  }
+
+  /// As `attribute(_:of:)`, returning the errno instead of throwing.
+  public func attributeResult(_ attribute: String, of name: FileName?) -> Result<[UInt8]?, Errno> {
+    let target = Kernel.AttributeTarget(dirfd: fd, name: name)
     var buffer = [UInt8](repeating: 0, count: 128)
     while true {
       let result = buffer.withUnsafeMutableBytes { raw in
-        Kernel.getAttribute(dirfd: fd, name: name, attribute: attribute, into: raw)
+        Kernel.getAttribute(target, attribute: attribute, into: raw)
       }
       switch result {
       case .success(let size): return .success(Array(buffer.prefix(size)))
@@ -219,14 +255,25 @@ public final class DirectoryHandle: @unchecked Sendable {
 
   /// Sets attribute `attribute` of `name` (this directory when nil).
   public func setAttribute(_ attribute: String, to value: [UInt8], of name: String? = nil) throws(ProtFSError) {
+    try setAttribute(attribute, to: value, of: name.map(FileName.init))
+  }
+
+  /// Sets attribute `attribute` of the entry `name`, which may not be UTF-8 (this directory when nil).
+  public func setAttribute(_ attribute: String, to value: [UInt8], of name: FileName?) throws(ProtFSError) {
     try value.withUnsafeBytes { raw in
-      Kernel.setAttribute(dirfd: fd, name: name, attribute: attribute, value: raw)
+      Kernel.setAttribute(Kernel.AttributeTarget(dirfd: fd, name: name), attribute: attribute, value: raw)
     }.orThrow("set the attributes of", path: name.map(pathOf) ?? path)
   }
 
   /// Removes attribute `attribute` of `name` (this directory when nil); no error when it is absent.
   public func removeAttribute(_ attribute: String, of name: String? = nil) throws(ProtFSError) {
-    switch Kernel.removeAttribute(dirfd: fd, name: name, attribute: attribute) {
+    try removeAttribute(attribute, of: name.map(FileName.init))
+  }
+
+  /// Removes attribute `attribute` of the entry `name`, which may not be UTF-8 (this directory when
+  /// nil); no error when it is absent.
+  public func removeAttribute(_ attribute: String, of name: FileName?) throws(ProtFSError) {
+    switch Kernel.removeAttribute(Kernel.AttributeTarget(dirfd: fd, name: name), attribute: attribute) {
     case .success, .failure(.noData): return
     case .failure(let e):
       throw ProtFSError.system("remove the attributes of", path: name.map(pathOf) ?? path, errno: e.rawValue)

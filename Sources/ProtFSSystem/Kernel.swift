@@ -21,21 +21,28 @@ package enum Kernel {
     return !(result == -1 && errno == ENOSYS)
   }()
 
-  private static func procPath(_ dirfd: Int32, _ name: String?) -> String {
-    name.map { "/proc/self/fd/\(dirfd)/\($0)" } ?? "/proc/self/fd/\(dirfd)"
+  /// `/proc/self/fd/<dirfd>/<name>` (or without the name), NUL-terminated: the name's bytes go in
+  /// as they are, UTF-8 or not.
+  private static func procPath(_ dirfd: Int32, _ name: FileName?) -> [CChar] {
+    var bytes = Array("/proc/self/fd/\(dirfd)".utf8)
+    if let name { bytes += [UInt8(ascii: "/")] + name.bytes }
+    return bytes.map { CChar(bitPattern: $0) } + [0]
   }
 
   /// What an attribute call acts on.
   package enum AttributeTarget {
     /// The entry `name` of the directory `dirfd`, not following a symlink: `*xattrat`, else the
     /// `l*xattr` calls on `/proc/self/fd/<dirfd>/<name>`.
-    case entry(dirfd: Int32, name: String)
+    case entry(dirfd: Int32, name: FileName)
     /// The inode `fd` holds: the `f*xattr` calls, or, for an `O_PATH` descriptor (which they
     /// refuse with EBADF), the `*xattr` calls on `/proc/self/fd/<fd>`, whose magic link leads to it.
     case descriptor(Int32, pathOnly: Bool)
 
     /// The entry `name` of `dirfd`, or `dirfd` itself when `name` is nil.
-    init(dirfd: Int32, name: String?) {
+    init(dirfd: Int32, name: String?) { self.init(dirfd: dirfd, name: name.map(FileName.init)) }
+
+    /// The entry `name` of `dirfd` (which may not be UTF-8), or `dirfd` itself when `name` is nil.
+    init(dirfd: Int32, name: FileName?) {
       self = name.map { .entry(dirfd: dirfd, name: $0) } ?? .descriptor(dirfd, pathOnly: false)
     }
   }
@@ -49,9 +56,7 @@ package enum Kernel {
     let (base, count) = (buffer.baseAddress, buffer.count)
     switch target {
     case .entry(let dirfd, let name):
-      return name.withCString { name in
-        attribute.withCString { getAttribute(dirfd: dirfd, rawName: name, attribute: $0, into: buffer) }
-      }
+      return attribute.withCString { getAttribute(dirfd: dirfd, rawName: name.cString, attribute: $0, into: buffer) }
     case .descriptor(let fd, pathOnly: false):
       return valueOrErrno(.getxattr) { fgetxattr(fd, attribute, base, count) }.map { Int($0) }
     case .descriptor(let fd, pathOnly: true):
@@ -73,7 +78,7 @@ package enum Kernel {
         protfs_getxattrat(dirfd, name, UInt32(AT_SYMLINK_NOFOLLOW), attribute, base, count)
       }.map { Int($0) }
     }
-    let proc = "/proc/self/fd/\(dirfd)/" + String(cString: name)
+    let proc = procPath(dirfd, FileName(cString: name))
     return valueOrErrno(.getxattr) { lgetxattr(proc, attribute, base, count) }.map { Int($0) }
   }
 
@@ -84,8 +89,9 @@ package enum Kernel {
     let (base, count) = (value.baseAddress, value.count)
     switch target {
     case .entry(let dirfd, let name) where hasXattrAt:
+      let cName = name.cString
       return valueOrErrno(.setxattr) {
-        protfs_setxattrat(dirfd, name, UInt32(AT_SYMLINK_NOFOLLOW), attribute, base, count, UInt32(flags))
+        protfs_setxattrat(dirfd, cName, UInt32(AT_SYMLINK_NOFOLLOW), attribute, base, count, UInt32(flags))
       }.map { _ in () }
     case .entry(let dirfd, let name):
       return valueOrErrno(.setxattr) { lsetxattr(procPath(dirfd, name), attribute, base, count, flags) }.map { _ in
@@ -102,7 +108,8 @@ package enum Kernel {
   package static func removeAttribute(_ target: AttributeTarget, attribute: String) -> Result<Void, Errno> {
     switch target {
     case .entry(let dirfd, let name) where hasXattrAt:
-      return valueOrErrno(.removexattr) { protfs_removexattrat(dirfd, name, UInt32(AT_SYMLINK_NOFOLLOW), attribute) }
+      let cName = name.cString
+      return valueOrErrno(.removexattr) { protfs_removexattrat(dirfd, cName, UInt32(AT_SYMLINK_NOFOLLOW), attribute) }
         .map { _ in () }
     case .entry(let dirfd, let name):
       return valueOrErrno(.removexattr) { lremovexattr(procPath(dirfd, name), attribute) }.map { _ in () }

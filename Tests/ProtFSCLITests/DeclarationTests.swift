@@ -42,7 +42,9 @@ func allCommands(_ command: Command = Commands.root, path: [String] = []) -> [([
         users[option.long, default: 0] += 1
       }
     }
-    #expect(users["json"] == 11)  // app status is the ninth, sessions and tasks events the last two
+    // app status is the ninth, sessions and tasks events the next two, then lock, unlock, init,
+    // download, upload, tasks prune and set-class
+    #expect(users["json"] == 18)
     #expect(users["dry-run"] == 2 && users["follow"] == 2 && users["include-resumable"] == 2)
     #expect(users["progress"] == 3)  // download, tasks resume and upload
   }

@@ -219,7 +219,10 @@ import Testing
     let rows = try JSONSerialization.jsonObject(with: Data(json.stdout.utf8)) as! [[String: String]]
     #expect(
       rows == [
-        ["path": documents + "/a.txt", "class": "NSFileProtectionComplete", "name": "complete", "source": "inherited"]
+        [
+          "path": documents + "/a.txt", "kind": "file", "classRawValue": "NSFileProtectionComplete",
+          "className": "complete", "source": "inherited",
+        ]
       ])
   }
 
@@ -326,7 +329,8 @@ import Testing
     let recursive = try await Protfs.run(["--device", t.root, "ls", "-R", "--json", t.containerPath("com.example.app")])
     let rows = try JSONSerialization.jsonObject(with: Data(recursive.stdout.utf8)) as! [[String: Any]]
     let notes = rows.first { $0["path"] as? String == "Documents/notes.txt" }
-    #expect(notes?["class"] as? String == "NSFileProtectionComplete" && notes?["size"] as? Int == 5)
+    #expect(notes?["classRawValue"] as? String == "NSFileProtectionComplete" && notes?["size"] as? Int == 5)
+    #expect(notes?["className"] as? String == "complete")
     let tmp = rows.first { $0["path"] as? String == "tmp" }
     #expect(tmp?["source"] as? String == "own" && tmp?["kind"] as? String == "directory")
   }
@@ -343,7 +347,7 @@ import Testing
     let listing = try await Protfs.run(["--device", t.root, "ls", "--json", t.path("Containers")])
     let rows = try JSONSerialization.jsonObject(with: Data(listing.stdout.utf8)) as! [[String: Any]]
     let root = rows.first { $0["path"] as? String == "com.example.app" }
-    #expect(root?["class"] as? String == "NSFileProtectionComplete" && root?["source"] as? String == "default")
+    #expect(root?["classRawValue"] as? String == "NSFileProtectionComplete" && root?["source"] as? String == "default")
     let got = try await Protfs.run(["--device", t.root, "get-class", "--json", app])
     #expect(got.stdout.contains("NSFileProtectionComplete") && got.stdout.contains("default"), "\(got)")
   }

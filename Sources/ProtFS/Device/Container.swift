@@ -50,28 +50,39 @@ public struct Container: Sendable, Hashable {
   /// `..` is resolved by the words alone, as `Device.resolve` does, since opening the path walks its
   /// components without following a link: "Documents/link/.." is Documents, whatever the link names.
   public func resolve(_ userPath: String) throws(ProtFSError) -> DevicePath {
+    try resolve(bytes: Array(userPath.utf8))
+  }
+
+  /// As `resolve(_:)`, for a path given as bytes, which may not be UTF-8 (a command-line
+  /// argument): its names stay as they are. Messages show it escaped.
+  public func resolve(bytes userPath: [UInt8]) throws(ProtFSError) -> DevicePath {
     var resolved = path
     var leaves = false
-    if userPath.hasPrefix("/") {
-      if let inside = try? device.resolve(userPath), inside.hasPrefix(path) { resolved = inside } else { leaves = true }
+    if userPath.first == UInt8(ascii: "/") {
+      if let inside = try? device.resolve(bytes: userPath), inside.hasPrefix(path) {
+        resolved = inside
+      } else {
+        leaves = true
+      }
     } else {
-      var components = path.components
-      for part in userPath.split(separator: "/") where part != "." {
-        if part != ".." {
-          components.append(String(part))
-        } else if components.count > path.components.count {
-          components.removeLast()
+      var names = path.names
+      for part in userPath.split(separator: UInt8(ascii: "/")) where !part.elementsEqual(".".utf8) {
+        if !part.elementsEqual("..".utf8) {
+          names.append(FileName(bytes: part))
+        } else if names.count > path.count {
+          names.removeLast()
         } else {
           leaves = true
           break
         }
       }
-      resolved = DevicePath(validated: components)
+      resolved = DevicePath(names: names)
     }
     guard !leaves else {
+      let shown = DisplayText.escaping(userPath)
       throw ProtFSError(
         .outsideDevice,
-        "The path '\(userPath)' is outside the container of \(bundleID) ('\(absolutePath)').", path: userPath,
+        "The path '\(shown)' is outside the container of \(bundleID) ('\(absolutePath)').", path: shown,
         remedy: .advice("give a path inside the container"))
     }
     return resolved

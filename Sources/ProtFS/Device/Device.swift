@@ -36,36 +36,44 @@ public struct Device: Sendable, Hashable {
   /// `path` made absolute against `base`, with `.`, `..` and repeated slashes resolved lexically.
   public static func normalize(_ path: String, relativeTo base: String) -> String {
     let absolute = path.hasPrefix("/") ? path : base + "/" + path
-    if isNormalAbsolute(absolute) { return absolute }
-    var parts: [Substring] = []
-    for part in absolute.split(separator: "/") {
-      switch part {
-      case ".": continue
-      case "..": _ = parts.popLast()
-      default: parts.append(part)
-      }
-    }
-    return "/" + parts.joined(separator: "/")
+    if absolute.utf8.withContiguousStorageIfAvailable(isNormalAbsolute) == true { return absolute }
+    return String(decoding: normalize(bytes: Array(absolute.utf8), relativeTo: []), as: UTF8.self)
   }
 
-  /// Whether `path` (which starts with "/") has no empty, `.` or `..` component and no trailing
-  /// slash, so that `normalize` would return it unchanged: one pass over its bytes.
-  private static func isNormalAbsolute(_ path: String) -> Bool {
-    path.utf8.withContiguousStorageIfAvailable { bytes in
-      guard bytes.count > 1 else { return true }
-      var componentStart = 1
-      for i in 1...bytes.count where i == bytes.count || bytes[i] == UInt8(ascii: "/") {
-        let length = i - componentStart
-        if length == 0 { return false }
-        if length <= 2 && bytes[componentStart] == UInt8(ascii: ".")
-          && (length == 1 || bytes[componentStart + 1] == UInt8(ascii: "."))
-        {
-          return false
-        }
-        componentStart = i + 1
+  /// `path`, bytes that may not be UTF-8, made absolute against `base` and resolved lexically as
+  /// `normalize(_:relativeTo:)` does.
+  public static func normalize(bytes path: [UInt8], relativeTo base: [UInt8]) -> [UInt8] {
+    let slash = UInt8(ascii: "/")
+    let absolute = path.first == slash ? path : base + [slash] + path
+    if absolute.withUnsafeBufferPointer(isNormalAbsolute) { return absolute }
+    var parts: [ArraySlice<UInt8>] = []
+    for part in absolute.split(separator: slash) {
+      if part.elementsEqual(".".utf8) { continue }
+      if part.elementsEqual("..".utf8) {
+        _ = parts.popLast()
+      } else {
+        parts.append(part)
       }
-      return true
-    } ?? false
+    }
+    return [slash] + Array(parts.joined(separator: [slash]))
+  }
+
+  /// Whether `bytes` (a path starting with "/") have no empty, `.` or `..` component and no
+  /// trailing slash, so that `normalize` would return them unchanged: one pass.
+  private static func isNormalAbsolute(_ bytes: UnsafeBufferPointer<UInt8>) -> Bool {
+    guard bytes.count > 1 else { return true }
+    var componentStart = 1
+    for i in 1...bytes.count where i == bytes.count || bytes[i] == UInt8(ascii: "/") {
+      let length = i - componentStart
+      if length == 0 { return false }
+      if length <= 2 && bytes[componentStart] == UInt8(ascii: ".")
+        && (length == 1 || bytes[componentStart + 1] == UInt8(ascii: "."))
+      {
+        return false
+      }
+      componentStart = i + 1
+    }
+    return true
   }
 
   // MARK: Paths
@@ -75,18 +83,36 @@ public struct Device: Sendable, Hashable {
     path.isRoot ? root : (root == "/" ? "" : root) + "/" + path.components.joined(separator: "/")
   }
 
+  /// The absolute path of `path` as bytes, its names as they are (UTF-8 or not).
+  public func absolutePathBytes(_ path: DevicePath) -> [UInt8] {
+    var bytes = Array(root.utf8)
+    for name in path.names {
+      if bytes.last != UInt8(ascii: "/") { bytes.append(UInt8(ascii: "/")) }
+      bytes += name.bytes
+    }
+    return bytes
+  }
+
   /// The device path of a user-supplied path (absolute, or relative to `currentDirectory`).
   ///
   /// Throws when the path, once `..` is resolved, is not inside the device.
   public func resolve(_ userPath: String, currentDirectory: String? = nil) throws(ProtFSError) -> DevicePath {
+    try resolve(bytes: Array(userPath.utf8), currentDirectory: currentDirectory)
+  }
+
+  /// The device path of a user-supplied path given as bytes, which may not be UTF-8 (a
+  /// command-line argument): its names stay as they are. Messages show it escaped.
+  public func resolve(bytes userPath: [UInt8], currentDirectory: String? = nil) throws(ProtFSError) -> DevicePath {
     // The current directory and the canonical root cost system calls: ask only when needed.
-    let absolute = Device.normalize(
-      userPath, relativeTo: userPath.hasPrefix("/") ? "" : currentDirectory ?? FileManager.default.currentDirectoryPath)
+    let isAbsolute = userPath.first == UInt8(ascii: "/")
+    let base = isAbsolute ? [] : Array((currentDirectory ?? FileManager.default.currentDirectoryPath).utf8)
+    let absolute = Device.normalize(bytes: userPath, relativeTo: base)
     if let path = Device.relative(absolute, to: root) { return path }
     let canonical = canonicalRoot
     if canonical != root, let path = Device.relative(absolute, to: canonical) { return path }
+    let shown = DisplayText.escaping(userPath)
     throw ProtFSError(
-      .outsideDevice, "The path '\(userPath)' is outside the device '\(root)'.", path: userPath,
+      .outsideDevice, "The path '\(shown)' is outside the device '\(root)'.", path: shown,
       remedy: .advice("give a path inside the device, or choose the device with --device DIR"))
   }
 
@@ -100,20 +126,22 @@ public struct Device: Sendable, Hashable {
   }
 
   /// Whether the normalised absolute path `absolute` is `root` or below it (compared as bytes).
-  private static func isWithin(_ absolute: String, _ root: String) -> Bool {
-    let (path, prefix) = (absolute.utf8, root.utf8)
+  private static func isWithin(_ absolute: String, _ root: String) -> Bool { isWithin(absolute.utf8, root) }
+
+  /// As `isWithin(_:_:)`, for a path given as bytes.
+  private static func isWithin(_ path: some Collection<UInt8>, _ root: String) -> Bool {
+    let prefix = root.utf8
     guard prefix.count > 1 else { return true }  // the root is "/"
     return path.starts(with: prefix)
       && (path.count == prefix.count || path.dropFirst(prefix.count).first == UInt8(ascii: "/"))
   }
 
-  /// The device path of the normalised absolute path `absolute` under `root`, if it is there.
-  private static func relative(_ absolute: String, to root: String) -> DevicePath? {
+  /// The device path of the normalised absolute path `absolute` (bytes) under `root`, if it is there.
+  private static func relative(_ absolute: [UInt8], to root: String) -> DevicePath? {
     guard isWithin(absolute, root) else { return nil }
     let prefix = root == "/" ? 1 : root.utf8.count + 1
-    guard absolute.utf8.count > prefix else { return .root }
-    return DevicePath(
-      validated: absolute.utf8.dropFirst(prefix).split(separator: UInt8(ascii: "/")).map { String(Substring($0)) })
+    guard absolute.count > prefix else { return .root }
+    return DevicePath(names: absolute.dropFirst(prefix).split(separator: UInt8(ascii: "/")).map(FileName.init(bytes:)))
   }
 
   /// The root with its own symlinks resolved, for recognising paths that came through `realpath`.
@@ -215,19 +243,41 @@ public struct Device: Sendable, Hashable {
   /// Opens the directory at `path`, walking each component without following a symlink.
   public func openDirectory(_ path: DevicePath) throws(ProtFSError) -> DirectoryHandle {
     var current = try openRoot()
-    for component in path.components { current = try current.openDirectory(component) }
+    for name in path.names { current = try current.openDirectory(name) }
     return current
   }
 
-  /// Opens the parent directory of `path` and returns it with the final name (nil for the root).
+  /// Opens the parent directory of `path` and returns it with the final name (nil for the root),
+  /// as text for the calls that take a `String`; throws for a name that is not UTF-8, which those
+  /// calls would not find (`openParentEntry` gives it as it is).
   public func openParent(_ path: DevicePath) throws(ProtFSError) -> (DirectoryHandle, String?) {
-    guard let name = path.name else { return (try openRoot(), nil) }
+    let name = try textName(of: path)
+    return (try openDirectory(path.parent), name)
+  }
+
+  /// The last name of `path` as text (nil for the root), for the calls that take a `String`;
+  /// throws for a name that is not UTF-8, which those calls would not find.
+  package func textName(of path: DevicePath) throws(ProtFSError) -> String? {
+    guard let name = path.fileName else { return nil }
+    guard let text = name.text else {
+      throw ProtFSError(
+        .invalidArgument, "The name '\(name)' of '\(absolutePath(path))' is not UTF-8, which this operation needs.",
+        path: absolutePath(path), errno: EILSEQ, remedy: .advice("rename the item to a UTF-8 name"))
+    }
+    return text
+  }
+
+  /// Opens the parent directory of `path` and returns it with the final name as the kernel has it
+  /// (nil for the root).
+  public func openParentEntry(_ path: DevicePath) throws(ProtFSError) -> (DirectoryHandle, FileName?) {
+    guard let name = path.fileName else { return (try openRoot(), nil) }
     return (try openDirectory(path.parent), name)
   }
 
   /// The status of the item at `path`, never following a symlink.
   public func status(_ path: DevicePath) throws(ProtFSError) -> FileStatus {
-    let (parent, name) = try openParent(path)
+    let (parent, name) = try openParentEntry(path)
+    guard let name else { return try parent.status() }
     return try parent.status(name)
   }
 
@@ -246,8 +296,8 @@ public struct Device: Sendable, Hashable {
 
   /// The container that `path` lies in, if any.
   public func containerContaining(_ path: DevicePath) -> Container? {
-    guard path.components.count >= 2, path.components[0] == Device.containersDirectoryName,
-      let id = try? BundleID(path.components[1])
+    guard path.count >= 2, path.names[0] == FileName(Device.containersDirectoryName),
+      let name = path.names[1].text, let id = try? BundleID(name)
     else { return nil }
     return container(id)
   }
@@ -260,11 +310,11 @@ extension Device {
   /// ones from the link's directory), but a target that leaves the device is refused rather than
   /// followed, and more than 40 links is a loop.
   public func resolvingSymlinks(_ path: DevicePath) throws(ProtFSError) -> DevicePath {
-    var pending = path.components[...]
-    var resolved: [String] = []
+    var pending = path.names[...]
+    var resolved: [FileName] = []
     var hops = 0
     while let component = pending.popFirst() {
-      let parent = try openDirectory(DevicePath(validated: resolved))
+      let parent = try openDirectory(DevicePath(names: resolved))
       let status = try parent.status(component)
       guard status.kind == .symlink else {
         resolved.append(component)
@@ -277,23 +327,23 @@ extension Device {
           path: absolutePath(path), errno: ELOOP)
       }
       var buffer = [CChar](repeating: 0, count: Int(PATH_MAX) + 1)
-      let count = try valueOrErrno(.readlink) { readlinkat(parent.fd, component, &buffer, Int(PATH_MAX)) }.orThrow(
+      let cName = component.cString
+      let count = try valueOrErrno(.readlink) { readlinkat(parent.fd, cName, &buffer, Int(PATH_MAX)) }.orThrow(
         "read the link", path: parent.pathOf(component))
-      let target = String(decoding: buffer[0..<count].map { UInt8(bitPattern: $0) }, as: UTF8.self)
-      let base = absolutePath(DevicePath(validated: resolved))
-      let absolute = Device.normalize(target, relativeTo: base)
+      let target = buffer[0..<count].map { UInt8(bitPattern: $0) }
+      let base = absolutePathBytes(DevicePath(names: resolved))
       let inside: DevicePath
       do {
-        inside = try resolve(absolute, currentDirectory: base)
+        inside = try resolve(bytes: Device.normalize(bytes: target, relativeTo: base))
       } catch {
         throw ProtFSError(
           .outsideDevice,
-          "The symbolic link '\(parent.pathOf(component))' points to '\(target)', outside the device; protfs does not follow it.",
+          "The symbolic link '\(parent.pathOf(component))' points to '\(DisplayText.escaping(target))', outside the device; protfs does not follow it.",
           path: parent.pathOf(component))
       }
-      pending = (inside.components + pending)[...]
+      pending = (inside.names + pending)[...]
       resolved = []
     }
-    return DevicePath(validated: resolved)
+    return DevicePath(names: resolved)
   }
 }

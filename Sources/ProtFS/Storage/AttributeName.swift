@@ -19,6 +19,12 @@ extension DirectoryHandle {
   ///
   /// Throws `corruptAttribute` when the attribute holds something that is not a raw value.
   public func protectionClass(of name: String? = nil) throws(ProtFSError) -> ProtectionClass? {
+    try protectionClass(of: name.map(FileName.init))
+  }
+
+  /// The own class of the entry `name`, which may not be UTF-8 (this directory when nil), or nil
+  /// when it has none.
+  public func protectionClass(of name: FileName?) throws(ProtFSError) -> ProtectionClass? {
     try decodeClass(attribute(AttributeName.protectionClass, of: name), at: name.map(pathOf) ?? path)
   }
 
@@ -29,6 +35,12 @@ extension DirectoryHandle {
 
   /// Writes `protectionClass` as the own class of `name` (this directory when nil).
   public func setProtectionClass(_ protectionClass: ProtectionClass, of name: String? = nil) throws(ProtFSError) {
+    try setProtectionClass(protectionClass, of: name.map(FileName.init))
+  }
+
+  /// Writes `protectionClass` as the own class of the entry `name`, which may not be UTF-8 (this
+  /// directory when nil).
+  public func setProtectionClass(_ protectionClass: ProtectionClass, of name: FileName?) throws(ProtFSError) {
     do {
       try setAttribute(AttributeName.protectionClass, to: protectionClass.attributeValue, of: name)
     } catch  where error.errno == EPERM {

@@ -4,14 +4,16 @@ import ProtFSSystem
 extension Device {
   /// The own class of the item at `path`, or nil when it has none.
   public func ownClass(of path: DevicePath) throws(ProtFSError) -> ProtectionClass? {
-    let (parent, name) = try openParent(path)
+    let (parent, name) = try openParentEntry(path)
     return try parent.protectionClass(of: name)
   }
 
   /// The effective class of the item at `path` and where it came from (docs/semantics.md §2): its own
   /// attribute, else the nearest ancestor's inside the device, else its container's default, else class C.
   public func effectiveClass(of path: DevicePath) throws(ProtFSError) -> EffectiveClass {
-    guard let name = path.name else { return ClassInheritance().effective(own: try openRoot().protectionClass()) }
+    guard let name = path.fileName else {
+      return ClassInheritance().effective(own: try openRoot().protectionClass())
+    }
     var (parent, inheritance) = try descend(to: path.parent)
     let own = try parent.protectionClass(of: name)
     if own == nil && Device.isContainerRoot(path) {
@@ -35,7 +37,7 @@ extension Device {
   public func openFile(
     _ path: DevicePath, _ open: (DirectoryHandle, String) throws(ProtFSError) -> FileDescriptor
   ) throws(ProtFSError) -> (FileDescriptor, EffectiveClass) {
-    guard let name = path.name else {
+    guard let name = try textName(of: path) else {
       throw ProtFSError(.invalidArgument, "'\(absolutePath(path))' is the device itself, not a file.", path: root)
     }
     let (parent, inheritance) = try descend(to: path.parent)
@@ -49,7 +51,7 @@ extension Device {
     var directory = try openRoot()
     var inheritance = ClassInheritance(ancestor: try directory.protectionClass())
     var current = DevicePath.root
-    for component in path.components {
+    for component in path.names {
       directory = try directory.openDirectory(component)
       current = current.appending(component)
       let own = try directory.protectionClass()
@@ -64,8 +66,10 @@ extension Device {
   /// Whether `path`, a directory, is a container root: directly inside `Containers/` and named by a
   /// valid bundle id (`ContainersEntry.isContainer`).
   public static func isContainerRoot(_ path: DevicePath) -> Bool {
-    path.components.count == 2 && path.components[0] == containersDirectoryName
-      && ContainersEntry.isContainer(name: path.components[1], kind: .directory)
+    guard path.count == 2, path.names[0] == FileName(containersDirectoryName), let name = path.names[1].text else {
+      return false
+    }
+    return ContainersEntry.isContainer(name: name, kind: .directory)
   }
 
   /// Sets the own class of the item at `path`; with `recursive`, of everything below it too.
@@ -75,12 +79,12 @@ extension Device {
   public func setClass(_ protectionClass: ProtectionClass, of path: DevicePath, recursive: Bool = false)
     throws(ProtFSError) -> SetClassResult
   {
-    let (parent, name) = try openParent(path)
+    let (parent, name) = try openParentEntry(path)
     var result = SetClassResult()
     try parent.setProtectionClass(protectionClass, of: name)
     result.changed += 1
     guard recursive else { return result }
-    let status = try parent.status(name)
+    let status = if let name { try parent.status(name) } else { try parent.status() }
     guard status.kind == .directory else { return result }
     let directory = if let name { try parent.openDirectory(name) } else { parent }
     let (visitors, _) = TreeWalker(threads: 1).walk(
@@ -94,7 +98,7 @@ extension Device {
 
   /// Removes the own class of the item at `path`, so that it inherits again.
   public func removeClass(of path: DevicePath) throws(ProtFSError) {
-    let (parent, name) = try openParent(path)
+    let (parent, name) = try openParentEntry(path)
     try parent.removeAttribute(AttributeName.protectionClass, of: name)
   }
 
@@ -108,7 +112,7 @@ extension Device {
     _ path: DevicePath, protectionClass: ProtectionClass? = nil,
     permissions: FilePermissions = FilePermissions(rawValue: 0o755), owner: AppUser? = nil
   ) throws(ProtFSError) -> Bool {
-    guard let name = path.name else { return false }
+    guard let name = try textName(of: path) else { return false }
     let parent = try openDirectory(path.parent)
     if let existing = try? parent.status(name) {
       guard existing.kind == .directory else {
@@ -131,9 +135,9 @@ extension Device {
     _ path: DevicePath, protectionClass: ProtectionClass? = nil, owner: AppUser? = nil
   ) throws(ProtFSError) {
     var current = DevicePath.root
-    for (index, component) in path.components.enumerated() {
+    for (index, component) in path.names.enumerated() {
       current = current.appending(component)
-      let isLast = index == path.components.count - 1
+      let isLast = index == path.count - 1
       try createDirectory(current, protectionClass: isLast ? protectionClass : nil, owner: owner)
     }
   }
@@ -186,8 +190,9 @@ private struct ClassSetter: TreeVisitor {
 
   /// Labels a file or directory (and walks the directory); records anything else as skipped.
   mutating func visit(_ entry: inout TreeEntry, in path: DevicePath) -> TreeStep<DevicePath> {
-    let name = entry.nameString
-    if path.isRoot && name == Device.stateDirectoryName { return .skip }
+    // The name as the kernel has it: one that is not UTF-8 is labelled as any other.
+    let name = entry.fileName
+    if path.isRoot && name == FileName(Device.stateDirectoryName) { return .skip }
     guard entry.kind == .file || entry.kind == .directory else {
       result.skipped.append(path.appending(name))
       return .skip

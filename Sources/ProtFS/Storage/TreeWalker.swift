@@ -17,8 +17,10 @@ public struct TreeEntry {
   /// The entry's own class, when the visitor read it: its children inherit it.
   public var ownClass: ProtectionClass?
 
-  /// The name as a `String`.
+  /// The name as a `String` (a name that is not UTF-8 is decoded with replacement characters).
   public var nameString: String { String(cString: name) }
+  /// The name as the kernel has it, UTF-8 or not.
+  public var fileName: FileName { FileName(cString: name) }
   /// The entry's effective class and where it came from, from `ownClass` and `inheritance`.
   public var effectiveClass: EffectiveClass { inheritance.effective(own: ownClass) }
 
@@ -180,12 +182,13 @@ public struct TreeWalker: Sendable {
           throw ProtFSError(.invalidArgument, "The walk was stopped.")
         case .descend(let context):
           guard kind == .directory else { return }
-          let childName = String(cString: name)
+          // Opened by its bytes: a name that is not UTF-8 is walked as any other.
+          let childName = FileName(cString: name)
           children.append(
             TreeWork(
               opened: nil, parent: directory, name: childName, root: work.root, context: context,
               inheritance: entry.inheritance.below(own: entry.ownClass),
-              frame: work.frame.map { TreeFrame(parent: $0, name: childName, in: directory, context) }))
+              frame: work.frame.map { TreeFrame(parent: $0, name: String(cString: name), in: directory, context) }))
         }
       }
     } catch {
@@ -212,8 +215,8 @@ package struct TreeWork<Context>: @unchecked Sendable {
   package var opened: DirectoryHandle?
   /// The directory holding it (not a root).
   package var parent: DirectoryHandle?
-  /// Its name in `parent` (not a root).
-  package var name: String?
+  /// Its name in `parent` (not a root), as the kernel has it.
+  package var name: FileName?
   /// Which root it is under.
   package var root: Int
   /// The visitor's context for its entries.

@@ -22,6 +22,7 @@ package enum CommandExamples {
       "protfs init com.example.app",
       "protfs init com.example.app --default-class complete   # as the entitlement would",
       "protfs init com.example.app --entitlements App.entitlements",
+      "protfs init com.example.app --json | jq -r .path",
     ],
     "protfs init-cache": [
       "protfs init-cache com.example.app          # nsurlsessiond's Downloads directory, class none"
@@ -29,6 +30,7 @@ package enum CommandExamples {
     "protfs set-class": [
       "protfs set-class --bundle com.example.app complete Documents/notes.txt   # from any directory",
       "protfs set-class -r none Library/Caches    # inside the container: relative to the current directory",
+      "protfs set-class --json complete Documents/*   # what it changed, for a script",
     ],
     "protfs get-class": [
       "protfs get-class --bundle com.example.app Documents/notes.txt",
@@ -42,10 +44,12 @@ package enum CommandExamples {
       "protfs lock                                # class B now, class A after 10 s, as a phone",
       "protfs lock --grace 0                      # everything the lock takes, at once",
       "protfs lock --inactive                     # and the user-inactivity expiry of class CX",
+      "protfs lock --json | jq .classKeysUntil    # when the grace ends",
     ],
     "protfs unlock": [
       "protfs unlock",
       "protfs unlock --passcode-file passcode.txt",
+      "protfs unlock --json | jq '.downloads[].destinationPath'   # the downloads it moved into place",
     ],
     "protfs reboot": ["protfs reboot                              # before first unlock: only class none"],
     "protfs status": [
@@ -97,14 +101,17 @@ package enum CommandExamples {
       "protfs download --bundle com.example.app https://example.com/report.pdf",
       "protfs download --bundle com.example.app --detach -i urls.txt   # run by the session service",
       "protfs download --detach https://example.com/a.bin   # inside an app: its own session",
+      "protfs download --bundle com.example.app --json URL | jq '.tasks[].state'",
     ],
     "protfs upload": [
       "protfs upload --bundle com.example.app --from Documents/report.txt https://example.com/upload",
       "protfs upload --bundle com.example.app -X POST -H 'Content-Type: text/plain' --from a.txt --detach URL",
+      "protfs upload --bundle com.example.app --from a.txt --json URL | jq .responseStatus",
     ],
     "protfs tasks": [
       "protfs tasks",
       "protfs tasks --session com.example.app.background --json",
+      "protfs tasks --all                         # with the tasks that finished more than a day ago",
     ],
     "protfs tasks resume": ["protfs tasks resume 12"],
     "protfs tasks suspend": ["protfs tasks suspend 12"],
@@ -112,6 +119,11 @@ package enum CommandExamples {
     "protfs tasks wait": [
       "protfs tasks wait 12 13",
       "protfs tasks wait --session com.example.app.background",
+    ],
+    "protfs tasks prune": [
+      "protfs tasks prune                         # finished tasks older than 7 days",
+      "protfs tasks prune --older-than 1d --session com.example.app.background",
+      "protfs tasks prune --all --json            # every finished task",
     ],
     "protfs tasks events": ["protfs tasks events --session com.example.app.background --json"],
     "protfs sessions": ["protfs sessions                            # the service's sessions and tasks"],

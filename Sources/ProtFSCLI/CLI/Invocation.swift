@@ -20,6 +20,8 @@ package struct Invocation: Sendable {
   private var flags: Set<String> = []
   /// Values of positional arguments, by name.
   private var positionals: [String: [String]] = [:]
+  /// The same values as the process got them, bytes that may not be UTF-8, by name.
+  private var positionalBytes: [String: [[UInt8]]] = [:]
   /// Everything after `--`, for commands that take a trailing command.
   package var trailing: [String] = []
   /// The process environment.
@@ -49,8 +51,11 @@ package struct Invocation: Sendable {
   /// Whether `option` was already given a value.
   package func isGiven(_ option: Option) -> Bool { optionValues[option.long] != nil }
 
-  /// Records the values of positional `argument`.
-  package mutating func assign(_ values: [String], to argument: Argument) { positionals[argument.name] = values }
+  /// Records the values of positional `argument`: each as text and as the bytes it was given as.
+  package mutating func assign(_ values: [(String, [UInt8])], to argument: Argument) {
+    positionals[argument.name] = values.map(\.0)
+    positionalBytes[argument.name] = values.map(\.1)
+  }
 
   // MARK: Reading (the commands)
 
@@ -91,6 +96,21 @@ package struct Invocation: Sendable {
   package func arguments(_ argument: Argument) -> [String] {
     check(argument, arities: [.zeroOrMore, .oneOrMore])
     return positionals[argument.name] ?? []
+  }
+
+  /// The values of a variadic positional argument as the process got them: bytes, which may not be
+  /// UTF-8 (file names), where `arguments(_:)` has them decoded (a byte that is not UTF-8 becomes
+  /// U+FFFD there).
+  package func argumentBytes(_ argument: Argument) -> [[UInt8]] {
+    check(argument, arities: [.zeroOrMore, .oneOrMore])
+    return positionalBytes[argument.name] ?? []
+  }
+
+  /// The value of an optional (or required) positional argument as the process got it, bytes
+  /// that may not be UTF-8; nil when it was not given.
+  package func argumentByteValue(_ argument: Argument) -> [UInt8]? {
+    check(argument, arities: [.required, .optional])
+    return positionalBytes[argument.name]?.first
   }
 
   /// Traps unless `command` declares `option`, as a flag when `isFlag` and with a value otherwise.
@@ -165,12 +185,16 @@ package enum Console {
     FileHandle.standardError.write(Data((text + "\n").utf8))
   }
 
-  /// Encodes a value as pretty, key-sorted JSON on standard output.
+  /// Writes `value` on standard output as one pretty, key-sorted JSON document (`JSONOutput`).
   package static func json<T: Encodable>(_ value: T) throws {
-    let encoder = JSONEncoder()
-    encoder.outputFormatting = [.prettyPrinted, .sortedKeys, .withoutEscapingSlashes]
-    encoder.dateEncodingStrategy = .iso8601
-    out(String(decoding: try encoder.encode(value), as: UTF8.self))
+    out(String(decoding: try JSONOutput.documentEncoder().encode(value), as: UTF8.self))
+  }
+
+  /// Writes `value` on standard output as one compact JSON line (`JSONOutput`), flushed at once so
+  /// that a reader of the stream sees it as it happens.
+  package static func jsonLine<T: Encodable>(_ value: T) throws {
+    out(String(decoding: try JSONOutput.lineEncoder().encode(value), as: UTF8.self))
+    fflush(nil)
   }
 
   /// Whether standard output is a terminal.

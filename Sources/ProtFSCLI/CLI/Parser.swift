@@ -24,11 +24,13 @@ package struct Parser {
   }
 
   /// Reads `words` (the command line without the program name); throws a `UsageError` for words
-  /// that do not fit the commands' declarations.
-  package func parse(_ words: [String]) throws -> Outcome {
+  /// that do not fit the commands' declarations. `bytes` are the words as the process got them,
+  /// when one may not be UTF-8 (a file name): positional arguments keep them (`argumentBytes`).
+  package func parse(_ words: [String], bytes: [[UInt8]]? = nil) throws -> Outcome {
     var chain = [root]
     var invocation = Invocation(command: root, environment: environment)
-    var positionals: [String] = []
+    // The positions of the positional words in `words`, so that each keeps its bytes.
+    var positionals: [Int] = []
     var index = 0
     // `protfs help CMD…` is `protfs CMD… --help`.
     if words.first == "help" && root.subcommand(named: "help") == nil {
@@ -46,7 +48,7 @@ package struct Parser {
         if command.takesTrailingCommand {
           invocation.trailing = Array(words[index...])
         } else {
-          positionals += words[index...]
+          positionals += words.indices[index...]
         }
         break
       }
@@ -109,11 +111,12 @@ package struct Parser {
         invocation.trailing = Array(words[(index - 1)...])
         break
       }
-      positionals.append(word)
+      positionals.append(index - 1)
     }
     let command = chain.last!
     guard command.run != nil else { return .help(chain) }
-    try assign(positionals, to: command, &invocation)
+    let given = bytes?.count == words.count ? bytes! : words.map { Array($0.utf8) }
+    try assign(positionals.map { (words[$0], given[$0]) }, to: command, &invocation)
     if command.takesTrailingCommand && invocation.trailing.isEmpty {
       throw invocation.usageError("Missing the command to run after '--'.")
     }
@@ -168,7 +171,7 @@ package struct Parser {
 
   /// Hands the positional words to the command's arguments, in order, leaving later required
   /// arguments their share.
-  private func assign(_ values: [String], to command: Command, _ invocation: inout Invocation) throws {
+  private func assign(_ values: [(String, [UInt8])], to command: Command, _ invocation: inout Invocation) throws {
     var remaining = values[...]
     for (position, argument) in command.arguments.enumerated() {
       let laterRequired = command.arguments[(position + 1)...].filter {
@@ -195,7 +198,7 @@ package struct Parser {
       }
     }
     if let extra = remaining.first {
-      throw invocation.usageError("Unexpected argument '\(extra)'.")
+      throw invocation.usageError("Unexpected argument '\(extra.0)'.")
     }
   }
 

@@ -30,10 +30,17 @@ package enum Paths {
   /// The device path `shown` names, read from `base`. With a container for base, a path that
   /// leaves it (by `..`, or absolute elsewhere) is refused.
   package static func resolve(_ shown: String, from base: Base, on device: Device) throws -> DevicePath {
+    try resolve(bytes: Array(shown.utf8), from: base, on: device)
+  }
+
+  /// As `resolve(_:from:on:)`, for a PATH given as bytes, which may not be UTF-8 (as the command
+  /// line gave it): its names stay as they are, and messages show it escaped.
+  package static func resolve(bytes given: [UInt8], from base: Base, on device: Device) throws -> DevicePath {
+    let shown = DisplayText.escaping(given)
     switch base {
     case .container(let container):
       do {
-        return try container.resolve(shown)
+        return try container.resolve(bytes: given)
       } catch {
         guard error.code == .outsideDevice else { throw error }
         var refused = error
@@ -43,9 +50,9 @@ package enum Paths {
       }
     case .currentDirectory(let directory):
       do {
-        return try device.resolve(shown, currentDirectory: directory)
+        return try device.resolve(bytes: given, currentDirectory: directory)
       } catch {
-        guard error.code == .outsideDevice, !shown.hasPrefix("/") else { throw error }
+        guard error.code == .outsideDevice, given.first != UInt8(ascii: "/") else { throw error }
         throw ProtFSError(
           .outsideDevice,
           "The path '\(shown)' is relative to the current directory '\(directory)', which is outside the device '\(device.root)'.",
@@ -59,7 +66,15 @@ package enum Paths {
   package static func existing(_ shown: String, from base: Base, on device: Device, follow: Bool = false) throws
     -> (DevicePath, FileStatus)
   {
-    var path = try resolve(shown, from: base, on: device)
+    try existing(bytes: Array(shown.utf8), from: base, on: device, follow: follow)
+  }
+
+  /// As `existing(_:from:on:follow:)`, for a PATH given as bytes, which may not be UTF-8.
+  package static func existing(bytes given: [UInt8], from base: Base, on device: Device, follow: Bool = false)
+    throws -> (DevicePath, FileStatus)
+  {
+    let shown = DisplayText.escaping(given)
+    var path = try resolve(bytes: given, from: base, on: device)
     if follow {
       path = try device.resolvingSymlinks(path)
       if case .container(let container) = base, !path.hasPrefix(container.path) {
@@ -76,7 +91,7 @@ package enum Paths {
     } catch {
       // Read from a directory of the device outside every container (its root, most likely),
       // a path such as Documents/a was surely meant inside an app's container.
-      guard error.code == .notFound, !shown.hasPrefix("/"), case .currentDirectory(let directory) = base,
+      guard error.code == .notFound, given.first != UInt8(ascii: "/"), case .currentDirectory(let directory) = base,
         device.containerContaining(path) == nil
       else { throw error }
       throw ProtFSError(
@@ -86,16 +101,26 @@ package enum Paths {
     }
   }
 
-  /// The existing item `shown` names, read from `base`. A symlink is refused unless `follow`,
-  /// which resolves it inside the device only.
-  package static func item(_ shown: String, from base: Base, on device: Device, follow: Bool) throws -> DevicePath {
-    let (path, status) = try existing(shown, from: base, on: device, follow: follow)
+  /// The existing item `shown` names, read from `base`, and its status. A symlink is refused
+  /// unless `follow`, which resolves it inside the device only.
+  package static func item(_ shown: String, from base: Base, on device: Device, follow: Bool) throws -> (
+    DevicePath, FileStatus
+  ) {
+    try item(bytes: Array(shown.utf8), from: base, on: device, follow: follow)
+  }
+
+  /// As `item(_:from:on:follow:)`, for a PATH given as bytes, which may not be UTF-8.
+  package static func item(bytes given: [UInt8], from base: Base, on device: Device, follow: Bool) throws -> (
+    DevicePath, FileStatus
+  ) {
+    let (path, status) = try existing(bytes: given, from: base, on: device, follow: follow)
     if status.kind == .symlink {
+      let shown = DisplayText.escaping(given)
       throw ProtFSError(
         .symlink, "'\(shown)' is a symbolic link, which has no protection class of its own.", path: shown,
         remedy: .advice("give --follow to use its target"))
     }
-    return path
+    return (path, status)
   }
 
   /// How to name the relative path `shown`, which was read from the current directory, on `device`:

@@ -17,6 +17,8 @@ package final class ProgressPrinter: @unchecked Sendable {
   private let started = Date()
   /// How a failure's remedy spells the commands it suggests.
   private let spelling: CommandSpelling
+  /// The encoder of `--progress json`'s lines.
+  private let encoder = JSONOutput.lineEncoder()
 
   /// A printer in `mode` (auto, bar, json or none) whose failures suggest commands spelled by `spelling`.
   package init(mode: String, spelling: CommandSpelling) {
@@ -49,27 +51,31 @@ package final class ProgressPrinter: @unchecked Sendable {
         written[id] = bytes
         expected[id] = total
         if mode == "json" {
-          emit(["event": "progress", "task": id, "written": bytes, "expected": total])
+          emit(ProgressLine(event: "progress", task: id, written: bytes, expected: total))
         }
       case .completed(let id, let location):
         states[id] = "done"
-        if mode == "json" { emit(["event": "completed", "task": id, "location": location.path]) }
+        if mode == "json" { emit(ProgressLine(event: "completed", task: id, location: location.path)) }
       case .waitingForUnlock(let id, let temporary):
         states[id] = "waiting for unlock"
-        if mode == "json" { emit(["event": "waitingForUnlock", "task": id, "temporaryLocation": temporary.path]) }
+        if mode == "json" { emit(ProgressLine(event: "waitingForUnlock", task: id, temporaryLocation: temporary.path)) }
       case .failed(let id, let error):
         states[id] = "failed"
-        if mode == "json" { emit(["event": "failed", "task": id, "error": error.commandLineDescription(spelling)]) }
+        if mode == "json" {
+          emit(ProgressLine(event: "failed", task: id, error: error.commandLineDescription(spelling)))
+        }
       case .suspended(let id):
         states[id] = "suspended"
-        if mode == "json" { emit(["event": "suspended", "task": id]) }
+        if mode == "json" { emit(ProgressLine(event: "suspended", task: id)) }
       case .pausedForLock(let id):
         states[id] = "paused (device locked)"
-        if mode == "json" { emit(["event": "pausedForLock", "task": id]) }
+        if mode == "json" { emit(ProgressLine(event: "pausedForLock", task: id)) }
       case .receivedResponse(let id, let status, let body):
-        if mode == "json" { emit(["event": "response", "task": id, "status": status, "bytes": body.count]) }
+        if mode == "json" { emit(ProgressLine(event: "response", task: id, status: status, bytes: body.count)) }
       case .finishedDownloading(let id, let temporary):
-        if mode == "json" { emit(["event": "finishedDownloading", "task": id, "temporaryLocation": temporary.path]) }
+        if mode == "json" {
+          emit(ProgressLine(event: "finishedDownloading", task: id, temporaryLocation: temporary.path))
+        }
       }
       if mode == "bar", Date().timeIntervalSince(lastDraw) > 0.1 { draw() }
     }
@@ -79,8 +85,10 @@ package final class ProgressPrinter: @unchecked Sendable {
     lock.withLock { if mode == "bar" { draw() } }
   }
 
-  private func emit(_ object: [String: Any]) {
-    guard let data = try? JSONSerialization.data(withJSONObject: object, options: [.sortedKeys]) else { return }
+  /// Writes one JSON line straight to the descriptor: the events come from the session's thread,
+  /// while the command's own output waits for the transfers to settle.
+  private func emit(_ line: ProgressLine) {
+    guard let data = try? encoder.encode(line) else { return }
     FileHandle.standardOutput.write(data + Data("\n".utf8))
   }
 
@@ -133,4 +141,17 @@ package final class ProgressPrinter: @unchecked Sendable {
     return
       "\(label) [\(bar)] \(String(format: "%3.0f%%", fraction * 100)) \(size)/\(ByteSize.format(total)) \(ByteSize.format(Self.whole(rate)))/s ETA \(eta)s \(state ?? "")"
   }
+}
+
+/// One line of `--progress json`: the event, the task, and the fields of that event.
+private struct ProgressLine: Encodable {
+  var event: String
+  var task: Int64
+  var written: Int64?
+  var expected: Int64?
+  var location: String?
+  var temporaryLocation: String?
+  var error: String?
+  var status: Int?
+  var bytes: Int?
 }

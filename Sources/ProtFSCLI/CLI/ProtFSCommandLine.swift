@@ -9,24 +9,32 @@ public enum ProtFSCommandLine {
   /// runs the command and flushes the output. Returns the exit status.
   public static func main() -> Int32 {
     let words = Array(CommandLine.arguments.dropFirst())
+    // The words as bytes too, before the passcodes are hidden in them: a file name need not be
+    // UTF-8, and `CommandLine.arguments` has replaced what is not.
+    let bytes = (1..<Int(CommandLine.argc)).map { index in
+      CommandLine.unsafeArgv[index].map { Array(UnsafeBufferPointer(start: $0, count: strlen($0))) }?.map {
+        UInt8(bitPattern: $0)
+      } ?? []
+    }
     let environment = ProcessInfo.processInfo.environment
     Secrets.hideArguments()
     Secrets.hideEnvironment()
     ProcessTuning.keepFreedMemory()
-    let status = run(words, environment: environment)
+    let status = run(words, environment: environment, bytes: bytes)
     fflush(nil)
     return status
   }
 
   /// Parses `words` (the command line without the program name) and runs the command in
   /// `environment`. Returns the exit status (the README's CLI contract): 0 success, 1 runtime
-  /// error, 64 usage error (EX_USAGE), or the status a command chose.
-  public static func run(_ words: [String], environment: [String: String]) -> Int32 {
+  /// error, 64 usage error (EX_USAGE), or the status a command chose. `bytes` are the words as the
+  /// process got them, when one may not be UTF-8.
+  public static func run(_ words: [String], environment: [String: String], bytes: [[UInt8]]? = nil) -> Int32 {
     let parser = Parser(root: Commands.root, environment: environment)
     // The spelling of the commands an error suggests: the device and app of the command that failed.
     var spelling = CommandSpelling()
     do {
-      switch try parser.parse(words) {
+      switch try parser.parse(words, bytes: bytes) {
       case .help(let chain):
         Console.out(Help.text(chain), terminator: "")
         return 0

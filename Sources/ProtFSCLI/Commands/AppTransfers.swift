@@ -91,7 +91,7 @@ enum AppTransfers {
               url: url, headers: headers, taskDescription: invocation.value(DownloadCommand.description)),
             resumeData: nil)
           try client.resume(task.id)
-          Console.out(String(task.id))
+          printHandedOver(invocation, id: task.id, kind: .download, session: client.identifier)
         } catch {
           Console.err("Error: \(invocation.describe(error))")
           failed = true
@@ -125,8 +125,19 @@ enum AppTransfers {
         taskDescription: invocation.value(DownloadCommand.description)),
       fromFile: path)
     try client.resume(task.id)
-    Console.out(String(task.id))
+    printHandedOver(invocation, id: task.id, kind: .upload, session: client.identifier)
     return DownloadCommand.exitCompleted
+  }
+
+  /// Prints a task the service took: its id, or with --json its JSON line, as `--detach` outside
+  /// an app prints it.
+  private static func printHandedOver(_ invocation: Invocation, id: Int64, kind: TaskKind, session: String) {
+    if invocation.flag(CommonOptions.json) {
+      // Encoding a few numbers and words cannot fail.
+      try? Console.jsonLine(HandedOverTask(id: id, kind: kind, sessionIdentifier: session))
+    } else {
+      Console.out(String(id))
+    }
   }
 
   // MARK: tasks
@@ -134,6 +145,12 @@ enum AppTransfers {
   /// The app's tasks (of `session` only, when given), oldest first.
   static func records(_ invocation: Invocation, session: String?) throws -> [DownloadTaskRecord] {
     try SessionServiceClient.appTasks(session: session, socketName: socketName(invocation)).sorted { $0.id < $1.id }
+  }
+
+  /// `tasks prune` inside an app: the service removes the app's own finished tasks (of `session`
+  /// only, when given) unchanged for `age` seconds, every finished one when nil.
+  static func prune(_ invocation: Invocation, olderThan age: Double?, session: String?) throws -> [Int64] {
+    try SessionServiceClient.prune(olderThan: age, session: session, socketName: socketName(invocation))
   }
 
   /// The app's task `id`, or "no such task" (another app's is as unknown).

@@ -33,13 +33,19 @@ package enum DownloadCommand {
       -H 'Name: value' (repeatable) adds a request header to every request of every task, a
       resumed one included; the task store keeps it with the task.
 
+      With --json: once every task settled, one object with tasks (each with id, kind, url,
+      state, destinationPath and, as needed, renamedFrom and error, keyed as `tasks --json`
+      keys them) and rejected (each URL refused before it became a task, with its error); with
+      --detach, JSON lines instead, one {"id", "kind", "sessionIdentifier"} per task as the
+      service takes it. Errors still go to stderr too. --json does not go with --progress json.
+
       Exit status: 0 every task completed (with --detach: handed over); 1 a task failed; 75 a task waits for unlock;
       64 a usage error.
       """,
     arguments: [urls],
     options: [
       inputFile, bundle, session, destination, sha256, description, UploadCommand.header, connections, progress,
-      requestTimeout, resourceTimeout, sync, detach,
+      requestTimeout, resourceTimeout, sync, detach, CommonOptions.json,
     ],
     run: run
   )
@@ -94,10 +100,8 @@ package enum DownloadCommand {
     }
     let bundleID = try invocation.bundleID(bundleText)
     if texts.isEmpty { throw invocation.usageError("Give at least one URL, or -i FILE.") }
-    let mode = invocation.value(Self.progress) ?? "auto"
-    guard ["auto", "bar", "json", "none"].contains(mode) else {
-      throw invocation.usageError("'\(mode)' is not a progress mode; use auto, bar, json or none.")
-    }
+    let mode = try progressMode(invocation)
+    let json = invocation.flag(CommonOptions.json)
     var connections = 6
     if let text = invocation.value(Self.connections) {
       guard let n = Int(text), (1...64).contains(n) else {
@@ -130,6 +134,7 @@ package enum DownloadCommand {
     // Each bad URL is one task's error; the others go ahead. A URL given twice is downloaded once.
     // URLs are checked a chunk at a time as tasks are made, so that a long list starts at once.
     var failed = false
+    var rejected: [Rejected] = []
     var remaining = texts[...]
     var seen = Set<String>()
     let digest = invocation.value(Self.sha256)?.lowercased()
@@ -146,6 +151,7 @@ package enum DownloadCommand {
               taskDescription: taskDescription, headers: headers))
         case .failure(let error):
           Console.err("Error: \(invocation.describe(error))")
+          rejected.append(Rejected(url: text, error: invocation.describe(error)))
           failed = true
         }
       }
@@ -153,7 +159,10 @@ package enum DownloadCommand {
     }
     // Nothing is recorded when no URL is good.
     var first: [DownloadRequest]? = nextRequests(firstChunk)
-    guard first?.isEmpty == false else { return exitFailed }
+    guard first?.isEmpty == false else {
+      if json && !invocation.flag(Self.detach) { try Console.json(Outcome(tasks: [], rejected: rejected)) }
+      return exitFailed
+    }
 
     if invocation.flag(Self.detach) {
       let status = try detach(invocation, configuration: configuration, first: first ?? [], next: nextRequests)
@@ -171,15 +180,18 @@ package enum DownloadCommand {
       return requests.isEmpty ? nil : try session.downloadTasks(with: requests)
     }
     var waiting = false
+    var outcomes: [TaskOutcome] = []
     for task in tasks {
-      switch outcome[task.id] ?? task.state {
+      let state = outcome[task.id] ?? task.state
+      outcomes.append(TaskOutcome(task, state: state, spelling: invocation.spelling))
+      switch state {
       case .completed:
         if let original = task.renamedFrom {
           Console.err(
             "note: \(task.url.absoluteString) was saved as '\(task.record.fileName ?? "")': another download of this run already wrote '\(original)'."
           )
         }
-        if mode != "json" { Console.out(task.record.destinationPath ?? "") }
+        if mode != "json" && !json { Console.out(task.record.destinationPath ?? "") }
       case .waitingForUnlock:
         waiting = true
         Console.err(
@@ -192,7 +204,38 @@ package enum DownloadCommand {
         )
       }
     }
+    if json { try Console.json(Outcome(tasks: outcomes, rejected: rejected)) }
     return failed ? exitFailed : waiting ? exitWaitingForUnlock : exitCompleted
+  }
+
+  /// What `download --json` prints once every task settled.
+  struct Outcome: Encodable {
+    /// Every task of the run, in the order of its URLs.
+    var tasks: [TaskOutcome]
+    /// The URLs that did not become tasks.
+    var rejected: [Rejected]
+  }
+
+  /// A URL refused before it became a task.
+  struct Rejected: Encodable {
+    /// The URL as given.
+    var url: String
+    /// Why, with its remedy.
+    var error: String
+  }
+
+  /// The `--progress` mode (auto, bar, json or none), refusing `--progress json` with `--json`:
+  /// both would write JSON on standard output (download and upload).
+  package static func progressMode(_ invocation: Invocation) throws -> String {
+    let mode = invocation.value(Self.progress) ?? "auto"
+    guard ["auto", "bar", "json", "none"].contains(mode) else {
+      throw invocation.usageError("'\(mode)' is not a progress mode; use auto, bar, json or none.")
+    }
+    if mode == "json" && invocation.flag(CommonOptions.json) {
+      throw invocation.usageError(
+        "Give --json (one result when the transfers end) or --progress json (a line per event), not both.")
+    }
+    return mode
   }
 
   /// The duration given to `option`, if any, checked against `range` (in seconds) before it

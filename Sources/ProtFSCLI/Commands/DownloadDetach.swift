@@ -34,7 +34,7 @@ extension DownloadCommand {
     let session = try DownloadSession(configuration: opening)
     var handover = ServiceHandover(invocation, configuration: configuration)
     try handover.register(in: session.store)
-    var kept: [Int64] = []
+    var kept: [DownloadTask] = []
     let reattached = session.allTasks
     let reattachedIDs = reattached.map(\.id)
     let requested = try session.store.pendingRequests(ids: reattachedIDs)
@@ -42,7 +42,7 @@ extension DownloadCommand {
     let stranded = reattachedIDs.filter { states[$0]?.state == .running || requested[$0] == .resume }
     if !stranded.isEmpty {
       let wanted = Set(stranded)
-      handover.hand(try session.release(reattached.filter { wanted.contains($0.id) }).map(\.id))
+      handover.hand(try session.release(reattached.filter { wanted.contains($0.id) }))
     }
     var requests = first
     var size = max(first.count, 1)
@@ -53,9 +53,9 @@ extension DownloadCommand {
         size = min(size * 2, chunk)
         requests = next(size)
         // A task this session cannot let go of yet (not suspended) is handed over once it is closed.
-        let released = handover.failure == nil ? try session.release(tasks).map(\.id) : []
-        let handed = Set(released)
-        kept += tasks.map(\.id).filter { !handed.contains($0) }
+        let released = handover.failure == nil ? try session.release(tasks) : []
+        let handed = Set(released.map(\.id))
+        kept += tasks.filter { !handed.contains($0.id) }
         handover.hand(released)
       }
     }
@@ -66,21 +66,21 @@ extension DownloadCommand {
     return exitCompleted
   }
 
-  /// Hands the recorded tasks `ids` of `configuration`'s session (suspended, released) to the
+  /// Hands the recorded `tasks` of `configuration`'s session (suspended, released) to the
   /// device's session service, starting it if needed, and prints their ids; when the service cannot
   /// take them they stay suspended in the store and one error says so. `upload --detach` too.
-  static func handToService(_ invocation: Invocation, configuration: DownloadSessionConfiguration, ids: [Int64])
-    throws
-  {
+  static func handToService(
+    _ invocation: Invocation, configuration: DownloadSessionConfiguration, tasks: [DownloadTask]
+  ) throws {
     var handover = ServiceHandover(invocation, configuration: configuration)
-    handover.hand(ids)
+    handover.hand(tasks)
     try handover.finish()
   }
 }
 
 /// Tasks handed to the session service in parts: the service is started (if needed) before the
-/// first, each part's ids are printed once the service took it, and after the first failure the
-/// rest are only collected for the error.
+/// first, each part's ids are printed once the service took it (with --json, a JSON line per
+/// task), and after the first failure the rest are only collected for the error.
 struct ServiceHandover {
   /// The service's settings for the session.
   private let settings: SessionConfiguration
@@ -88,6 +88,8 @@ struct ServiceHandover {
   /// How the error's remedy spells the commands it suggests.
   private let spelling: CommandSpelling
   private let destinationDirectory: String
+  /// Whether each task is printed as a JSON line (`--json`) instead of its bare id.
+  private let json: Bool
   private var started = false
   /// Why the service did not take a part, after the first failure.
   private(set) var failure: String?
@@ -104,11 +106,13 @@ struct ServiceHandover {
     device = invocation.device
     spelling = invocation.spelling
     destinationDirectory = configuration.destinationDirectory
+    json = invocation.flag(CommonOptions.json)
   }
 
-  /// Hands `ids` (recorded and released) to the service and prints them; keeps them for the error
-  /// instead once a part failed.
-  mutating func hand(_ ids: [Int64]) {
+  /// Hands `tasks` (recorded and released) to the service and prints them; keeps them for the
+  /// error instead once a part failed.
+  mutating func hand(_ tasks: [DownloadTask]) {
+    let ids = tasks.map(\.id)
     guard !ids.isEmpty else { return }
     guard failure == nil else {
       kept += ids
@@ -127,7 +131,14 @@ struct ServiceHandover {
       kept += ids
       return
     }
-    for id in ids { Console.out(String(id)) }
+    for task in tasks {
+      if json {
+        try? Console.jsonLine(
+          HandedOverTask(id: task.id, kind: task.kind, sessionIdentifier: settings.identifier))
+      } else {
+        Console.out(String(task.id))
+      }
+    }
   }
 
   /// Marks the session as the service's in `store` before a task is recorded: a service that

@@ -1,4 +1,5 @@
 import ProtFS
+import ProtFSSystem
 
 /// `protfs get-class [--bundle ID] PATH...`.
 package enum GetClassCommand {
@@ -8,7 +9,8 @@ package enum GetClassCommand {
     discussion: """
       Prints one line per item: the raw value (as iOS names it), the source (own: the item's own
       attribute; inherited: the nearest ancestor directory's; default: the container's default),
-      and the path. With --json: an array of {path, class, name, source}.
+      and the path. With --json: an array of {path, kind, className, classRawValue, source}, the
+      keys ls and status use for the same things.
 
       A relative PATH is read from the current directory, or with --bundle from the app's
       container (Documents/notes.txt), which it must not leave; an absolute PATH from anywhere.
@@ -23,10 +25,17 @@ package enum GetClassCommand {
     name: "path", help: "Items inside the device (relative: to the current directory, or the --bundle container).",
     arity: .oneOrMore)
 
+  /// One item; its keys name what `ls` and `status` name alike.
   package struct Row: Encodable {
+    /// The path as given.
     var path: String
-    var `class`: String
-    var name: String
+    /// file or directory.
+    var kind: String
+    /// The effective class's protfs name (`complete`).
+    var className: String
+    /// The effective class's raw value (`NSFileProtectionComplete`), as the line shows it.
+    var classRawValue: String
+    /// own, inherited or default.
     var source: String
   }
 
@@ -35,20 +44,23 @@ package enum GetClassCommand {
     try device.requireInitialized()
     let base = try Paths.base(invocation, on: device)
     var rows: [Row] = []
-    for shown in invocation.arguments(Self.path) {
-      let path = try Paths.item(shown, from: base, on: device, follow: invocation.flag(CommonOptions.follow))
+    // The paths as their bytes: a name that is not UTF-8 is read as it is, and shown escaped.
+    for given in invocation.argumentBytes(Self.path) {
+      let shown = DisplayText.escaping(given)
+      let (path, status) = try Paths.item(
+        bytes: given, from: base, on: device, follow: invocation.flag(CommonOptions.follow))
       let effective = try device.effectiveClass(of: path)
       rows.append(
         Row(
-          path: shown, class: effective.protectionClass.rawValue, name: effective.protectionClass.name,
-          source: effective.source.rawValue))
+          path: shown, kind: status.kind.rawValue, className: effective.protectionClass.name,
+          classRawValue: effective.protectionClass.rawValue, source: effective.source.rawValue))
     }
     if invocation.flag(CommonOptions.json) {
       try Console.json(rows)
     } else {
-      let width = rows.map(\.class.count).max() ?? 0
+      let width = rows.map(\.classRawValue.count).max() ?? 0
       for row in rows {
-        let padded = row.class + String(repeating: " ", count: width - row.class.count)
+        let padded = row.classRawValue + String(repeating: " ", count: width - row.classRawValue.count)
         let source = row.source + String(repeating: " ", count: 9 - row.source.count)
         Console.out("\(padded)  \(source)  \(row.path)")
       }

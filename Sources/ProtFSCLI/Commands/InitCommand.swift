@@ -11,10 +11,14 @@ package enum InitCommand {
       complete-until-first-user-authentication unless --default-class or the
       com.apple.developer.default-data-protection entitlement says otherwise. The device directory
       is created too if needed. Running it again on an existing container changes nothing but a
-      default class given explicitly.
+      default class given explicitly. Prints the container's path.
+
+      With --json: one object with bundleID, path, created (false when it existed), className and
+      classRawValue (its default class, keyed as ls and get-class key a class) and, when this run
+      changed the default, previousClassName.
       """,
     arguments: [bundleID],
-    options: [defaultClass, entitlements],
+    options: [defaultClass, entitlements, CommonOptions.json],
     run: run
   )
 
@@ -55,8 +59,32 @@ package enum InitCommand {
     } else {
       Console.err("Container \(bundleID) already exists (default class \(result.defaultClass.name)).")
     }
-    Console.out(container.absolutePath)
+    if invocation.flag(CommonOptions.json) {
+      try Console.json(
+        Outcome(
+          bundleID: bundleID.rawValue, path: container.absolutePath, created: result.created,
+          className: result.defaultClass.name, classRawValue: result.defaultClass.rawValue,
+          previousClassName: result.previousDefault?.name))
+    } else {
+      Console.out(container.absolutePath)
+    }
     return 0
+  }
+
+  /// What `init --json` prints.
+  struct Outcome: Encodable {
+    /// The app.
+    var bundleID: String
+    /// The container's absolute path.
+    var path: String
+    /// Whether this run created it.
+    var created: Bool
+    /// The container's default class, protfs's name.
+    var className: String
+    /// The container's default class, its raw value.
+    var classRawValue: String
+    /// The default class before this run changed it.
+    var previousClassName: String?
   }
 
   /// Points out, after `bundleID`'s container was created, another container of `device` whose

@@ -8,8 +8,9 @@ package enum ListCommand {
     name: "ls",
     abstract: "List a directory with each item's protection class, source, mode and size.",
     discussion: """
-      With --json: an array of items, each with path, kind, mode and size, and class, name and
-      source (files and directories) or target (symbolic links).
+      With --json: an array of items, each with path, kind, mode and size, and className,
+      classRawValue and source (files and directories) or target (symbolic links): the keys
+      get-class and status use for the same things.
 
       A relative PATH is read from the current directory, or with --bundle from the app's
       container, which it must not leave (no PATH: the container); an absolute PATH from anywhere.
@@ -26,14 +27,23 @@ package enum ListCommand {
   /// `--recursive`, `-R`.
   package static let recursive = Option.flag("recursive", short: "R", help: "List everything below the directory.")
 
+  /// One listed item; its keys name what `get-class` and `status` name alike.
   package struct Row: Encodable {
+    /// The path below the listed directory.
     var path: String
+    /// file, directory, symlink, …
     var kind: String
-    var `class`: String?
-    var name: String?
+    /// The effective class's protfs name (`complete`); nil for a symbolic link or special file.
+    var className: String?
+    /// The effective class's raw value (`NSFileProtectionComplete`).
+    var classRawValue: String?
+    /// own, inherited or default.
     var source: String?
+    /// The permission bits, as `ls -l` shows them.
     var mode: String
+    /// The size in bytes.
     var size: Int64
+    /// A symbolic link's target.
     var target: String?
   }
 
@@ -41,15 +51,17 @@ package enum ListCommand {
     let device = invocation.device
     try device.requireInitialized()
     let base = try Paths.base(invocation, on: device)
-    let shown: String
+    // The path as its bytes: a name that is not UTF-8 is read as it is.
+    let given: [UInt8]
     switch base {
-    case .container(let container): shown = invocation.argument(Self.path) ?? container.absolutePath
-    case .currentDirectory: shown = invocation.argument(Self.path) ?? device.root
+    case .container(let container):
+      given = invocation.argumentByteValue(Self.path) ?? Array(container.absolutePath.utf8)
+    case .currentDirectory: given = invocation.argumentByteValue(Self.path) ?? Array(device.root.utf8)
     }
-    let (start, status) = try Paths.existing(shown, from: base, on: device)
+    let (start, status) = try Paths.existing(bytes: given, from: base, on: device)
     var rows: [Row] = []
     if status.kind != .directory {
-      rows.append(try row(device, start, display: start.name ?? ".", status: status))
+      rows.append(try row(device, start, display: start.fileName?.description ?? ".", status: status))
     } else {
       let root = TreeWalker.Root(
         try device.openDirectory(start), ListVisitor.Place(path: start, prefix: ""),
@@ -70,24 +82,26 @@ package enum ListCommand {
     for r in rows {
       var name = r.path + (r.kind == "directory" ? "/" : "")
       if let target = r.target { name += " -> \(target)" }
-      table.append([r.name ?? "-", r.source ?? "-", r.mode, String(r.size), name])
+      table.append([r.className ?? "-", r.source ?? "-", r.mode, String(r.size), name])
     }
     Console.table(table, right: [3])
     return 0
   }
 
-  package static func readLink(_ directory: DirectoryHandle, _ name: String) -> String {
+  /// The target of the link `name` of `directory`, shown escaped as names are.
+  package static func readLink(_ directory: DirectoryHandle, _ name: FileName) -> String {
     var buffer = [CChar](repeating: 0, count: 4097)
-    let count = readlinkat(directory.fd, name, &buffer, 4096)
+    let count = readlinkat(directory.fd, name.cString, &buffer, 4096)
     guard count >= 0 else { return "?" }
-    return String(decoding: buffer[0..<count].map { UInt8(bitPattern: $0) }, as: UTF8.self)
+    return DisplayText.escaping(buffer[0..<count].map { UInt8(bitPattern: $0) })
   }
 
   private static func row(_ device: Device, _ path: DevicePath, display: String, status: FileStatus) throws -> Row {
     let effective = try device.effectiveClass(of: path)
     return Row(
-      path: display, kind: status.kind.rawValue, class: effective.protectionClass.rawValue,
-      name: effective.protectionClass.name, source: effective.source.rawValue, mode: status.permissions.description,
+      path: display, kind: status.kind.rawValue, className: effective.protectionClass.name,
+      classRawValue: effective.protectionClass.rawValue, source: effective.source.rawValue,
+      mode: status.permissions.description,
       size: status.size)
   }
 }
@@ -114,11 +128,12 @@ private struct ListVisitor: TreeVisitor {
 
   /// Makes the entry's row; walks a directory when recursive.
   mutating func visit(_ entry: inout TreeEntry, in place: Place) -> TreeStep<Place> {
-    let name = entry.nameString
-    if place.path.isRoot && name == Device.stateDirectoryName { return .skip }
+    // The name as the kernel has it, shown escaped (`\xFF`) when it is not UTF-8.
+    let name = entry.fileName
+    if place.path.isRoot && name == FileName(Device.stateDirectoryName) { return .skip }
     do throws(ProtFSError) {
       let status = try entry.directory.status(name)
-      let display = place.prefix + name
+      let display = place.prefix + name.description
       var row = ListCommand.Row(
         path: display, kind: status.kind.rawValue, mode: status.permissions.description, size: status.size)
       switch status.kind {
@@ -130,8 +145,8 @@ private struct ListVisitor: TreeVisitor {
         }
         entry.ownClass = try entry.directory.protectionClass(of: name)
         let effective = entry.effectiveClass
-        row.class = effective.protectionClass.rawValue
-        row.name = effective.protectionClass.name
+        row.className = effective.protectionClass.name
+        row.classRawValue = effective.protectionClass.rawValue
         row.source = effective.source.rawValue
       default:
         break

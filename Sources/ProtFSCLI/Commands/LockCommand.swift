@@ -22,8 +22,13 @@ package enum LockCommand {
       --inactive, stays readable for the grace: 10 s by default, as iOS keeps its class A keys;
       --grace 0 withdraws them at once. A process the lock leaves behind withdraws them when the
       grace ends (or the next protfs command run as root, should it be gone).
+
+      With --json: one object with device, operation, state, protectedDataAvailable, visited,
+      restricted, restored, hardLinked, unauthenticated, notUTF8 (items whose name is not UTF-8,
+      which the lock leaves unchanged), openFiles (each with pid, command and path) and, during a
+      grace, classKeysUntil; warnings and notes still go to stderr.
       """,
-    options: [grace, inactive],
+    options: [grace, inactive, CommonOptions.json],
     run: run
   )
 
@@ -53,9 +58,11 @@ package enum LockCommand {
       grace = value
     }
     let report = try controller.lock(grace: grace, inactive: invocation.flag(Self.inactive))
-    Console.out(TransitionText.summary(report, device: controller.device))
+    let json = invocation.flag(CommonOptions.json)
+    if !json { Console.out(TransitionText.summary(report, device: controller.device)) }
     TransitionText.warnings(report)
-    for file in try controller.openFilesStillReachable() {
+    let openFiles = try controller.openFilesStillReachable()
+    for file in openFiles {
       Console.err(
         "warning: '\(file.path)' is still open in process \(file.pid) (\(file.command)); its data stays reachable through that descriptor until it is closed."
       )
@@ -68,6 +75,11 @@ package enum LockCommand {
       Console.err(
         "note: complete (class A) data stays readable for \(seconds) s, as iOS keeps its keys after a lock; `--grace 0` withdraws them at once."
       )
+    }
+    if json {
+      var result = TransitionJSON(report, device: controller.device, record: try controller.record())
+      result.openFiles = openFiles
+      try Console.json(result)
     }
     return 0
   }

@@ -86,6 +86,51 @@ package enum Terminal {
   }
 }
 
+/// A transition's result as `lock --json` and `unlock --json` print it: one document.
+struct TransitionJSON: Encodable {
+  /// The device root.
+  var device: String
+  /// lock or unlock.
+  var operation: String
+  /// The lock state after it.
+  var state: LockState
+  /// iOS's `isProtectedDataAvailable` after it.
+  var protectedDataAvailable: Bool
+  /// Items looked at.
+  var visited: Int
+  /// Items whose permission bits were taken away.
+  var restricted: Int
+  /// Items whose original mode came back.
+  var restored: Int
+  /// Files left unchanged because they have more than one link.
+  var hardLinked: [String]
+  /// Items whose saved-mode record protfs had not written (ignored).
+  var unauthenticated: [String]
+  /// Items left unchanged because their name is not UTF-8 (escaped `\xNN`).
+  var notUTF8: [String]
+  /// lock: until when complete (class A) data stays readable (the grace); absent without one.
+  var classKeysUntil: Date?
+  /// lock: files of unavailable classes that processes still hold open.
+  var openFiles: [OpenFile]?
+  /// unlock: the finished downloads that waited for it, as it left them.
+  var downloads: [TaskOutcome]?
+
+  /// The result of `report` on `device`, in the state `record` is in now.
+  init(_ report: TransitionReport, device: Device, record: LockRecord) {
+    self.device = device.root
+    operation = report.operation
+    state = report.to.lockState
+    protectedDataAvailable = report.to.isProtectedDataAvailable
+    visited = report.visited
+    restricted = report.restricted
+    restored = report.restored
+    hardLinked = report.hardLinked
+    unauthenticated = report.unauthenticated
+    notUTF8 = report.notUTF8
+    classKeysUntil = report.to.classKeysHeld ? record.classKeysUntil : nil
+  }
+}
+
 /// Words for a transition's result, shared by lock, unlock, reboot and passcode remove.
 package enum TransitionText {
   package static func summary(_ report: TransitionReport, device: Device) -> String {
@@ -99,6 +144,11 @@ package enum TransitionText {
 
   /// Warns on stderr about the items the transition left alone or whose record it ignored.
   package static func warnings(_ report: TransitionReport) {
+    for path in report.notUTF8 {
+      Console.err(
+        "Warning: '\(path)' has a name that is not UTF-8, which the lock does not handle; it (and anything below it) was left unchanged. Rename it."
+      )
+    }
     for path in report.hardLinked {
       Console.err(
         "Warning: '\(path)' has more than one link, so it may also be reachable from outside the device; it was left unchanged (not locked). Copy it instead of linking it."

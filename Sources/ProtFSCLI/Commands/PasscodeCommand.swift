@@ -7,8 +7,8 @@ package enum PasscodeCommand {
     name: "passcode",
     abstract: "Set or remove the device passcode.",
     discussion: """
-      A new device has a passcode that unlock does not ask for. `passcode set` makes unlock ask for
-      one (stored only as a salted PBKDF2-HMAC-SHA256 hash); `passcode remove` turns data
+      A new device has data protection on and no passcode set: unlock asks for none. `passcode
+      set` makes unlock ask for one (stored only as a salted PBKDF2-HMAC-SHA256 hash); `passcode remove` turns data
       protection off, so every class stays available in every state. Both need the device
       unlocked, and the current passcode when one was set.
       """,

@@ -1,5 +1,6 @@
 import Foundation
 import ProtFS
+import ProtFSLock
 
 /// `protfs status`: the lock state, the passcode, per class what is available, and what is out of line.
 package enum StatusCommand {
@@ -12,8 +13,11 @@ package enum StatusCommand {
       transition; running that transition again applies the table to them), saved-mode records
       protfs did not write, and files with more than one link, which lock leaves unchanged.
       Lists the device's active mounts (`protfs mount`).
-      With --json: an object with state, protectedDataAvailable, since, passcode, classes,
-      inconsistencies, hardLinked and mounts.
+      With --json: an object with state, protectedDataAvailable, since, passcode (data
+      protection on), passcodeRequired (a passcode was set, so unlock asks for it), classes (each
+      with className and classRawValue, the keys ls and get-class use), inconsistencies (each
+      with path and problem), hardLinked and mounts. A new device has data protection on and no
+      passcode set: passcode true, passcodeRequired false.
       """,
     options: [CommonOptions.json],
     run: run
@@ -29,11 +33,7 @@ package enum StatusCommand {
     let yesNo = { (value: Bool) in value ? "yes" : "no" }
     Console.out("Device:                    \(controller.device.root)")
     Console.out("State:                     \(status.state) since \(format(status.since))")
-    let passcode =
-      !status.passcode
-      ? "off (data protection inactive: every class stays available)"
-      : status.passcodeRequired ? "on (unlock asks for it)" : "on (unlock does not ask for it)"
-    Console.out("Passcode:                  \(passcode)")
+    Console.out("Passcode:                  \(passcodeLine(status, invocation.spelling))")
     Console.out("Protected data available:  \(yesNo(status.protectedDataAvailable))")
     if status.userInactive {
       Console.out("User inactive:             yes (complete-when-user-inactive behaves like complete)")
@@ -80,6 +80,14 @@ package enum StatusCommand {
       for item in status.inconsistencies { Console.out("  \(item.path): \(item.problem)") }
     }
     return 0
+  }
+
+  /// The passcode line: a new device has data protection on and no passcode that unlock asks for
+  /// (docs/semantics.md §3); "on" would read as a passcode someone set.
+  static func passcodeLine(_ status: LockStatus, _ spelling: CommandSpelling) -> String {
+    if !status.passcode { return "off (data protection inactive: every class stays available)" }
+    if status.passcodeRequired { return "set (unlock asks for it)" }
+    return "not set (data protection on; unlock asks for none until \(spelling.command("passcode set")) sets one)"
   }
 
   private static func pad(_ text: String, _ width: Int) -> String {

@@ -11,12 +11,17 @@ package enum TasksCommand {
     discussion: """
       Tasks live in <device>/.protfs/downloads.sqlite and outlive the process that started them.
       States: running, suspended, canceling, completed, failed, waitingForUnlock. KIND is download
-      or upload (for an upload RECEIVED and EXPECTED count bytes sent). With --json: an array of
-      tasks, each with its "kind". Inside an app (below `protfs app launch`, as the app user) the
-      session service answers, with the app's own tasks only.
+      or upload (for an upload RECEIVED and EXPECTED count bytes sent). The table shows the
+      unfinished tasks and those that finished in the last day, with the errors of those that
+      failed; one line on stderr counts the older finished ones, which --all lists too and
+      `protfs tasks prune` removes. With --json: an array of every task, --all or not (each with
+      its "kind"; createdAt and updatedAt are ISO 8601 dates). Inside an app (below `protfs app
+      launch`, as the app user) the session service answers, with the app's own tasks only.
       """,
-    options: [session, CommonOptions.json],
-    subcommands: [resume, suspend, cancel, TasksWaitCommand.command, TasksEventsCommand.command],
+    options: [session, all, CommonOptions.json],
+    subcommands: [
+      resume, suspend, cancel, TasksWaitCommand.command, TasksEventsCommand.command, TasksPruneCommand.command,
+    ],
     run: list
   )
 
@@ -44,6 +49,11 @@ package enum TasksCommand {
 
   /// `--session IDENTIFIER` of the list.
   package static let session = Option.value("session", "identifier", help: "Only this session's tasks.")
+  /// `--all` of the list.
+  package static let all = Option.flag(
+    "all", help: "Also list the tasks that finished more than a day ago (--json always lists them).")
+  /// How long a finished task stays in the table without --all: a day.
+  package static let recentlyFinished: TimeInterval = 86_400
   /// `<task-id>` of resume and cancel.
   package static let taskID = Argument(name: "task-id", help: "The task's number, as `protfs tasks` shows it.")
 
@@ -70,17 +80,34 @@ package enum TasksCommand {
       Console.err("No download tasks.")
       return 0
     }
+    // The old finished tasks are counted, not listed: their errors were read the day they failed.
+    let since = Date().timeIntervalSince1970 - recentlyFinished
+    let shown =
+      invocation.flag(Self.all)
+      ? records : records.filter { $0.state.isUnfinished || $0.awaitsDelivery || $0.updatedAt >= since }
     // For an upload, RECEIVED and EXPECTED are the bytes sent and to send.
-    var rows = [["ID", "KIND", "SESSION", "STATE", "RECEIVED", "EXPECTED", "URL"]]
-    for r in records {
-      rows.append([
-        String(r.id), r.kind.rawValue, r.sessionIdentifier, r.state.rawValue, ByteSize.format(r.bytesReceived),
-        r.bytesExpected < 0 ? "-" : ByteSize.format(r.bytesExpected), r.url,
-      ])
+    if !shown.isEmpty {
+      var rows = [["ID", "KIND", "SESSION", "STATE", "RECEIVED", "EXPECTED", "URL"]]
+      for r in shown {
+        rows.append([
+          String(r.id), r.kind.rawValue, r.sessionIdentifier, r.state.rawValue, ByteSize.format(r.bytesReceived),
+          r.bytesExpected < 0 ? "-" : ByteSize.format(r.bytesExpected), r.url,
+        ])
+      }
+      Console.table(rows, right: [0, 4, 5])
     }
-    Console.table(rows, right: [0, 4, 5])
-    for r in records where r.state == .failed {
+    for r in shown where r.state == .failed {
       if let message = r.commandLineErrorText(invocation.spelling) { Console.err("task \(r.id): \(message)") }
+    }
+    let hidden = records.count - shown.count
+    if hidden > 0 {
+      let failed = records.filter { $0.state == .failed }.count - shown.filter { $0.state == .failed }.count
+      let spelling = invocation.spelling
+      Console.err(
+        "\(hidden) task\(hidden == 1 ? "" : "s") finished more than a day ago\(failed > 0 ? " (\(failed) failed)" : "")"
+          + " \(hidden == 1 ? "is" : "are") not listed: \(spelling.command("tasks --all")) lists"
+          + " \(hidden == 1 ? "it" : "them"), \(spelling.command("tasks prune")) removes those older than"
+          + " \(HumanDuration.format(TasksPruneCommand.defaultAge)).")
     }
     return 0
   }
@@ -225,17 +252,52 @@ package enum TasksCommand {
   }
 }
 
-/// A task as `tasks --json` shows it: the record's fields and its `kind` (download or upload).
-struct ListedTask: Encodable {
+/// A task as `tasks --json` shows it: the record's fields (`DownloadTaskRecord`'s JSON form, whose
+/// keys it keeps), `kind` (download or upload), and the timestamps as dates.
+///
+/// The task store keeps `createdAt` and `updatedAt` as seconds since 1970, and so does the record
+/// the session service sends; only the printed form turns them into dates, as every JSON output of
+/// the command line writes them (`JSONOutput`).
+package struct ListedTask: Encodable {
   /// The task.
-  let record: DownloadTaskRecord
+  package let record: DownloadTaskRecord
 
-  private enum Key: String, CodingKey { case kind }
+  /// A listed `record`.
+  package init(_ record: DownloadTaskRecord) { self.record = record }
 
-  /// The record's fields, then `kind` in the same object.
-  func encode(to encoder: any Encoder) throws {
-    try record.encode(to: encoder)
-    var container = encoder.container(keyedBy: Key.self)
-    try container.encode(record.kind, forKey: .kind)
+  private enum Key: String, CodingKey {
+    case id, kind, sessionIdentifier, url, destinationDirectory, fileName, temporaryDirectory, temporaryFileName, state
+    case bytesReceived, bytesExpected, entityTag, lastModified, expectedSHA256, errorMessage, errorNumber
+    case taskDescription, createdAt, updatedAt, requestTimeout, resourceTimeout, upload, delivery, requestMethod
+  }
+
+  /// The record's fields (those without a value left out, as the record's own form leaves them).
+  package func encode(to encoder: any Encoder) throws {
+    var c = encoder.container(keyedBy: Key.self)
+    let r = record
+    try c.encode(r.id, forKey: .id)
+    try c.encode(r.kind, forKey: .kind)
+    try c.encode(r.sessionIdentifier, forKey: .sessionIdentifier)
+    try c.encode(r.url, forKey: .url)
+    try c.encode(r.destinationDirectory, forKey: .destinationDirectory)
+    try c.encodeIfPresent(r.fileName, forKey: .fileName)
+    try c.encode(r.temporaryDirectory, forKey: .temporaryDirectory)
+    try c.encodeIfPresent(r.temporaryFileName, forKey: .temporaryFileName)
+    try c.encode(r.state, forKey: .state)
+    try c.encode(r.bytesReceived, forKey: .bytesReceived)
+    try c.encode(r.bytesExpected, forKey: .bytesExpected)
+    try c.encodeIfPresent(r.entityTag, forKey: .entityTag)
+    try c.encodeIfPresent(r.lastModified, forKey: .lastModified)
+    try c.encodeIfPresent(r.expectedSHA256, forKey: .expectedSHA256)
+    try c.encodeIfPresent(r.errorMessage, forKey: .errorMessage)
+    try c.encodeIfPresent(r.errorNumber, forKey: .errorNumber)
+    try c.encodeIfPresent(r.taskDescription, forKey: .taskDescription)
+    try c.encode(JSONOutput.date(secondsSince1970: r.createdAt), forKey: .createdAt)
+    try c.encode(JSONOutput.date(secondsSince1970: r.updatedAt), forKey: .updatedAt)
+    try c.encodeIfPresent(r.requestTimeout, forKey: .requestTimeout)
+    try c.encodeIfPresent(r.resourceTimeout, forKey: .resourceTimeout)
+    try c.encodeIfPresent(r.upload, forKey: .upload)
+    try c.encodeIfPresent(r.delivery, forKey: .delivery)
+    try c.encodeIfPresent(r.requestMethod, forKey: .requestMethod)
   }
 }

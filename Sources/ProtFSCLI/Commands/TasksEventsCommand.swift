@@ -67,11 +67,9 @@ package enum TasksEventsCommand {
       lines = try fromService(identifier, device: device)
     }
     let json = invocation.flag(CommonOptions.json)
-    let encoder = JSONEncoder()
-    encoder.outputFormatting = [.sortedKeys, .withoutEscapingSlashes]
     for line in lines {
       if json {
-        Console.out(String(decoding: try encoder.encode(line), as: UTF8.self))
+        try Console.jsonLine(line)
       } else if let location = line.location {
         Console.out("task \(line.task): didFinishDownloadingTo \(location)")
       } else {

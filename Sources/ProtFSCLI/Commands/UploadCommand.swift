@@ -20,13 +20,18 @@ package enum UploadCommand {
       the device's session service (started if needed), its id printed, and the command returns at
       once; the service sends it even after the app or this shell is gone.
 
+      With --json: once the task settled, one object with id, kind, url, state, responseStatus
+      and, when it failed, error (keyed as `tasks --json` keys them); with --detach, one JSON line
+      {"id", "kind", "sessionIdentifier"} once the service took the task. Errors still go to
+      stderr too. --json does not go with --progress json or --response -.
+
       Exit status: 0 the server answered 2xx; 1 the task failed (or a 4xx answer); 64 a usage error.
       """,
     arguments: [url],
     options: [
       bundle, from, method, header, response, DownloadCommand.session, DownloadCommand.description,
       DownloadCommand.progress, DownloadCommand.requestTimeout, DownloadCommand.resourceTimeout,
-      DownloadCommand.detach,
+      DownloadCommand.detach, CommonOptions.json,
     ],
     run: run
   )
@@ -76,9 +81,12 @@ package enum UploadCommand {
       throw invocation.usageError("'\(methodText)' is not an upload method; use -X PUT or -X POST.")
     }
     let headers = try Self.headers(invocation)
-    let mode = invocation.value(DownloadCommand.progress) ?? "auto"
-    guard ["auto", "bar", "json", "none"].contains(mode) else {
-      throw invocation.usageError("'\(mode)' is not a progress mode; use auto, bar, json or none.")
+    let mode = try DownloadCommand.progressMode(invocation)
+    let json = invocation.flag(CommonOptions.json)
+    if json && invocation.value(Self.response) == "-" {
+      throw invocation.usageError(
+        "--response - writes the server's answer on standard output, where --json writes the result; give --response FILE."
+      )
     }
     let requestTimeout = try DownloadCommand.timeout(invocation, DownloadCommand.requestTimeout, within: 1...86400)
     let resourceTimeout = try DownloadCommand.timeout(
@@ -127,7 +135,7 @@ package enum UploadCommand {
       fromFile: path)
     if detached {
       session.invalidate()
-      try DownloadCommand.handToService(invocation, configuration: configuration, ids: [task.id])
+      try DownloadCommand.handToService(invocation, configuration: configuration, tasks: [task])
       return DownloadCommand.exitCompleted
     }
     let outcome = DownloadCommand.runInForeground(
@@ -137,11 +145,12 @@ package enum UploadCommand {
     let responseToStdout = invocation.value(Self.response) == "-"
     if let status {
       let line = "\(status) \(task.url.absoluteString)"
-      if responseToStdout || mode == "json" { Console.err(line) } else { Console.out(line) }
+      if responseToStdout || mode == "json" || json { Console.err(line) } else { Console.out(line) }
     }
     if let file = invocation.value(Self.response), let body = task.responseBody {
       try write(body, to: file)
     }
+    if json { try Console.json(TaskOutcome(task, state: state, spelling: invocation.spelling)) }
     guard state == .completed else {
       Console.err(
         "Error: \(task.error.map(invocation.describe) ?? "the upload to \(task.url.absoluteString) did not finish.")")

@@ -29,14 +29,7 @@ package enum WatchCommand {
       sources.append(source)
     }
     let printer = Task {
-      let encoder = JSONEncoder()
-      encoder.outputFormatting = [.sortedKeys]
-      encoder.dateEncodingStrategy = .iso8601
-      for await event in events {
-        guard let data = try? encoder.encode(event) else { continue }
-        Console.out(String(decoding: data, as: UTF8.self))
-        fflush(nil)
-      }
+      for await event in events { try? Console.jsonLine(event) }
       stop.signal()
     }
     stop.wait()

@@ -98,7 +98,9 @@ import Testing
   @Test func fetchHelperCompletesAFetchWithNewData() async throws {
     let d = try AppDevice()
     defer { d.remove() }
-    let app = try d.launch([], [try d.installExample("FetchHelper")])
+    // Kept in the background past its fetch (not suspended 5 s after it got there, which a fetch
+    // under load can outlast), so that terminate finds it running and it ends itself.
+    let app = try d.launch(["--suspend-after", "60s"], [try d.installExample("FetchHelper")])
     defer { app.stop() }
     #expect(await app.line(containing: "ready, fetch interval 0.0") != nil, "\(app.output)")
     #expect(try await d.protfs(["app", "background", AppDevice.bundle]).status == 0)

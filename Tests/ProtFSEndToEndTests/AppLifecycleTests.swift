@@ -117,7 +117,10 @@ import Testing
     let d = try AppDevice()
     defer { d.remove() }
     let script = try d.script("saver.py", Self.python)
-    let app = try d.launch(["--suspend-after", "300ms"], [script])
+    // The app begins its task from didEnterBackground by starting `protfs app begin-task`, which a
+    // loaded machine was seen to take longer than 300 ms to start: suspended before the task
+    // began, the app never ended it. 2 s leaves it the time; the suspension still follows the end.
+    let app = try d.launch(["--suspend-after", "2s"], [script])
     defer { app.stop() }
     #expect(await app.line(containing: "ready") != nil)
     #expect(try await d.protfs(["app", "background", AppDevice.bundle]).status == 0)

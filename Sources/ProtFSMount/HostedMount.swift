@@ -27,6 +27,7 @@ package final class HostedMount: Sendable {
   private let answered = DispatchSemaphore(value: 0)
   private let finished = DispatchSemaphore(value: 0)
   private let failure = Mutex<ProtFSError?>(nil)
+  private let stopped = Mutex(false)
 
   private init(mountpoint: String) { self.mountpoint = mountpoint }
 
@@ -78,7 +79,6 @@ package final class HostedMount: Sendable {
         .io, "The app's mount at '\(mountpoint)' did not answer within 10 s.", path: mountpoint,
         remedy: .enableFuse)
     }
-    answered.signal()  // a second wait returns at once
     if let error = failure.withLock({ $0 }) { throw error }
     // libfuse leaves /dev/fuse and its socket to fusermount3 inheritable: a child this process
     // started later would keep the mount's connection alive after the supervisor (and keep
@@ -89,8 +89,14 @@ package final class HostedMount: Sendable {
   }
 
   /// Unmounts and waits (at most 5 s) for the serving threads to end; a file some process still
-  /// holds open through the mount keeps it until it is closed.
+  /// holds open through the mount keeps it until it is closed. Only the first call does anything,
+  /// so an owner may call it on every path out.
   package func stop() {
+    let first = stopped.withLock { done in
+      defer { done = true }
+      return !done
+    }
+    guard first else { return }
     _ = umount2(mountpoint, Int32(PROTFS_MOUNT_MNT_DETACH))
     _ = finished.wait(timeout: .now() + 5)
   }

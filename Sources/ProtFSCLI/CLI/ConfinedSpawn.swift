@@ -86,14 +86,16 @@ enum ConfinedSpawn {
     }
   }
 
-  /// This process's environment as "NAME=value" entries.
-  private static func currentEnvironment() -> [String] {
+  /// This process's environment as "NAME=value" entries, with `replacing` in place of any
+  /// variable of the same name.
+  static func currentEnvironment(replacing: [String: String] = [:]) -> [String] {
     var entries: [String] = []
     var index = 0
     while let entry = environ[index] {
-      entries.append(String(cString: entry))
+      let text = String(cString: entry)
+      if !replacing.keys.contains(where: { text.hasPrefix($0 + "=") }) { entries.append(text) }
       index += 1
     }
-    return entries
+    return entries + replacing.map { "\($0.key)=\($0.value)" }
   }
 }

@@ -133,8 +133,7 @@ package enum AppLaunchCommand {
     // The app's mount comes up while the rest is prepared (this process is now the app's one
     // supervisor: its socket is bound).
     let pendingMount = beginMount(invocation, device: device, bundleID: bundleID.rawValue)
-    var mountStopped = false
-    defer { if !mountStopped { pendingMount?.stop() } }
+    defer { pendingMount?.stop() }
     let sessionsSocket = SessionServiceClient.socketName(device: device)
     supervisor.onEventsHandled = { (session: String) throws(ProtFSError) in
       try SessionServiceClient.eventsHandled(session: session, bundleID: bundleID.rawValue, socketName: sessionsSocket)
@@ -167,13 +166,12 @@ package enum AppLaunchCommand {
       AppBundle.isSwiftProgram(program) ? [try bundle.install(program, on: device)] + command.dropFirst() : command
     try supervisor.prepare()
     let mount = serving(pendingMount)
-    mountStopped = mount == nil
-    var options = ConfinedSpawn.Options(
+    let options = ConfinedSpawn.Options(
       mountpoint: mount?.mountpoint ?? MountRegistry(device: device).deviceMounts().first?.mountpoint,
       alsoResetting: [SIGHUP], newProcessGroup: true, descriptor: (readEnd.rawValue, AppEnvironment.eventsDescriptor),
-      environment: nil, closingOthers: true, descriptorLimit: mount.map { _ in HostedMount.originalDescriptorLimit },
-      cgroup: supervisor.cgroup, endsWithParent: true)
-    options.environment = appEnvironment(environment)
+      environment: ConfinedSpawn.currentEnvironment(replacing: environment), closingOthers: true,
+      descriptorLimit: mount.map { _ in HostedMount.originalDescriptorLimit }, cgroup: supervisor.cgroup,
+      endsWithParent: true)
     let spawned = Result { try ConfinedSpawn.start(bundled, device: device, options) }
     readEnd.close()
     let pid: pid_t
@@ -324,17 +322,5 @@ package enum AppLaunchCommand {
       return path
     }
     return nil
-  }
-
-  /// This process's environment with `added` in place of any variable of the same name.
-  private static func appEnvironment(_ added: [String: String]) -> [String] {
-    var variables: [String] = []
-    var index = 0
-    while let entry = environ[index] {
-      let text = String(cString: entry)
-      if !added.keys.contains(where: { text.hasPrefix($0 + "=") }) { variables.append(text) }
-      index += 1
-    }
-    return variables + added.map { "\($0.key)=\($0.value)" }
   }
 }

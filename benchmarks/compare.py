@@ -1,9 +1,11 @@
 #!/usr/bin/env python3
-"""Runs commands side by side, alternating, and prints medians, ratios and peak RSS.
+"""Runs commands side by side, alternating, and prints medians, ratios (of the medians, and the
+median of the per-round ratios) and peak RSS.
 
 usage: compare.py --runs N [--before SHELL-COMMAND] --name NAME -- CMD ... [--name NAME -- CMD ...]
 The first command is the one measured; every ratio is its median over the peer's median.
 --before runs (untimed, through sh) before every run, warm-ups included.
+COMPARE_TIMES=1 also prints every run's time, in order.
 """
 import os
 import resource
@@ -65,8 +67,15 @@ def main():
         med = statistics.median(times[name])
         ratio = base / med if name != first else 1.0
         print(f"{name:<28}{med:>10.3f}{min(times[name]):>10.3f}{rss[name] / 1024:>14.1f}{ratio:>10.2f}")
+    if os.environ.get("COMPARE_TIMES") == "1":  # every run, in order, for a closer look
+        for name, _ in commands:
+            print(f"TIMES {name}: " + " ".join(f"{t:.3f}" for t in times[name]))
     for name, _ in commands[1:]:
         print(f"RATIO {first} / {name} = {base / statistics.median(times[name]):.2f}")
+        # Rounds alternate, so a round's two runs met the same host: the median of their ratios
+        # is less moved by a host that was busy for a while.
+        rounds = [a / b for a, b in zip(times[first], times[name])]
+        print(f"ROUND RATIO {first} / {name} = {statistics.median(rounds):.2f} (median of {len(rounds)} rounds)")
 
 
 main()

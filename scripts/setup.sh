@@ -15,7 +15,9 @@ packages=(
   openssl               # self-signed certificates for the HTTPS download tests
   util-linux            # setpriv, for running test programs without CAP_DAC_OVERRIDE
   sqlite3               # the sqlite3 shell: tests put garbage into the task store
-  e2fsprogs             # chattr: tests make the task store immutable, as on a read-only disk
+  e2fsprogs             # chattr: tests make the task store immutable, as on a read-only disk;
+                        # filefrag: tests and benchmarks/upload.sh see that a snapshot shares extents
+  xfsprogs              # mkfs.xfs: an XFS with reflinks on a loop device, where snapshots are clones
   libfuse3-dev          # the device mount (protfs mount), libfuse3 low-level API
   fuse3                 # fusermount3: unmounting, also after a killed daemon
   bash-completion       # the completion tests load protfs's bash completion as users do

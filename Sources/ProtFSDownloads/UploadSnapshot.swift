@@ -62,6 +62,10 @@ package enum UploadSnapshot {
     let (name, copy) = try create(in: directory)
     do {
       try fileSystem.label(file: copy.rawValue, for: directory)
+      if let size = try clone(source.rawValue, into: copy.rawValue, path: absolute) {
+        copy.close()
+        return Made(directory: directoryPath, name: name, size: size)
+      }
       let length = Int64(status.st_size)
       if length > backgroundThreshold {
         // The source stays open (deleting it changes nothing) until every byte is copied.
@@ -75,6 +79,25 @@ package enum UploadSnapshot {
     } catch {
       directory.removeFile(name, ifStill: copy.rawValue)
       throw error
+    }
+  }
+
+  /// Makes `output` a clone of `source` where the file system can (XFS with reflink, btrfs): the
+  /// two share their extents until either is written, so a snapshot of any size costs no copy and,
+  /// taken at one instant (the kernel holds both files while it clones), is consistent by itself,
+  /// as APFS's clone is for nsurlsessiond. Returns the snapshot's size, or nil where the file
+  /// system cannot clone (ext4, tmpfs, or the two on different file systems): the caller copies.
+  /// The class is the snapshot's own attribute, never shared: a clone shares data, not attributes.
+  package static func clone(_ source: Int32, into output: Int32, path: String) throws(ProtFSError) -> Int64? {
+    switch valueOrErrno(.cloneFile, { Kernel.cloneFile(source, into: output) }) {
+    case .success:
+      var status = stat()
+      _ = try valueOrErrno(.stat) { fstat(output, &status) }.orThrow("read the upload snapshot of", path: path)
+      return Int64(status.st_size)
+    case .failure(let e) where [EOPNOTSUPP, ENOTTY, EXDEV, EINVAL, ENOSYS, EPERM].contains(e.rawValue):
+      return nil
+    case .failure(let e):
+      throw ProtFSError.system("clone the file to upload", path: path, errno: e.rawValue)
     }
   }
 

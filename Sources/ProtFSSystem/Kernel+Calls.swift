@@ -31,6 +31,14 @@ extension Kernel {
     protfs_copy_file_range(input, output, length)
   }
 
+  /// `ioctl(2)` with `FICLONE`: `output` becomes a clone of all of `input`, its extents shared with
+  /// the input's until either file is written, so no byte is copied. Only where the file system
+  /// can (XFS with reflink, btrfs): elsewhere `EOPNOTSUPP` (ext4, tmpfs), `EXDEV` (two file
+  /// systems) or `EINVAL`.
+  package static func cloneFile(_ input: Int32, into output: Int32) -> Int32 {
+    protfs_clone_file(input, output)
+  }
+
   /// Has a `posix_spawn` child close every descriptor from `from` on (glibc's
   /// `posix_spawn_file_actions_addclosefrom_np`).
   package static func spawnClosing(from: Int32, _ actions: inout posix_spawn_file_actions_t) -> Int32 {

@@ -56,6 +56,8 @@ package enum Syscall: String, Sendable, Hashable {
   case mkdir
   /// `copy_file_range(2)`.
   case copyFileRange
+  /// `ioctl(2)` with `FICLONE` (a reflink).
+  case cloneFile
   /// The calls that confine a process before it runs a program (`setresuid(2)`, `setgroups(2)`,
   /// `prctl(2)`, `capset(2)`, ...).
   case confine

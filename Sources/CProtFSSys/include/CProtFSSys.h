@@ -130,6 +130,13 @@ static inline long protfs_copy_file_range(int fd_in, int fd_out, size_t len) {
   return syscall(SYS_copy_file_range, fd_in, NULL, fd_out, NULL, len, 0U);
 }
 
+/* ioctl(2) FICLONE of <linux/fs.h> (not included: it clashes with <sys/mount.h>): `fd_out` becomes
+   a clone of all of `fd_in`, sharing its extents until either is written (XFS with reflink,
+   btrfs). */
+#include <sys/ioctl.h>
+#define PROTFS_FICLONE _IOW(0x94, 9, int)
+static inline int protfs_clone_file(int fd_in, int fd_out) { return ioctl(fd_out, PROTFS_FICLONE, fd_in); }
+
 /* openat2(2) (Linux 5.6) with RESOLVE_* flags: the audit resolves a symlink with RESOLVE_BENEATH to
    learn whether it leaves its container (EXDEV), and opens directories with RESOLVE_NO_SYMLINKS. */
 #ifndef SYS_openat2

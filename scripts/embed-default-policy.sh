@@ -1,11 +1,11 @@
 #!/usr/bin/env bash
-# Regenerates Sources/ProtFSAudit/DefaultPolicyText.swift from Policies/default.policy, so that an
+# Regenerates Sources/ProtFSAudit/Policy/DefaultPolicyText.swift from Policies/default.policy, so that an
 # installed protfs carries its default policy. A test fails when the two differ: run this after
 # editing the policy.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 policy=Policies/default.policy
-out=Sources/ProtFSAudit/DefaultPolicyText.swift
+out=Sources/ProtFSAudit/Policy/DefaultPolicyText.swift
 [ -z "$(tail -c1 "$policy")" ] || { echo "embed-default-policy: $policy must end with a newline" >&2; exit 1; }
 if grep -q '"""#' "$policy"; then
   echo "embed-default-policy: $policy must not contain '\"\"\"#'" >&2

@@ -86,6 +86,20 @@ struct AppDevice {
     }
   }
 
+  /// The app's pid once its record names it (polled, at most 20 s, off the cooperative pool), or
+  /// nil. The supervisor writes it just after the app starts, so an app's first output can come
+  /// before it: a test that saw that output still waits here.
+  func recordedPID() async -> Int? {
+    await offPool {
+      let deadline = Date() + 20
+      while Date() < deadline {
+        if let pid = record()["pid"] as? Int { return pid }
+        usleep(5_000)
+      }
+      return nil
+    }
+  }
+
   /// The result of the app's last fetch once its record shows one (polled, at most 20 s, off the
   /// cooperative pool), or nil.
   func waitForFetchResult() async -> String? {

@@ -216,7 +216,7 @@ import Testing
     let app = try d.launch([], [script])
     defer { app.stop() }
     #expect(await app.line(containing: "ready") != nil)
-    let pid = try #require(d.record()["pid"] as? Int)
+    let pid = try #require(await d.recordedPID(), "\(d.record())")
     #expect(kill(app.process.processIdentifier, SIGKILL) == 0)
     let ended = await offPool { Kernel.waitForExit(of: pid_t(pid), milliseconds: 10_000) }
     #expect(ended, "the app outlived its supervisor")

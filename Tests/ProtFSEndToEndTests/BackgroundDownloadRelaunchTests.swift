@@ -25,7 +25,7 @@ import Testing
     let app = try d.launch([], [example, server.url("big.bin").absoluteString])
     defer { app.stop() }
     #expect(await app.line(containing: "didWriteData") != nil, "\(app.output)")
-    let pid = try #require(d.record()["pid"] as? Int)
+    let pid = try #require(await d.recordedPID(), "\(d.record())")
     kill(-pid_t(pid), SIGKILL)
     _ = await app.exit()
     #expect(SessionServiceClient.ping(socketName: socket) != nil, "the download's service is gone")
@@ -69,7 +69,7 @@ import Testing
     let app = try d.launch(["--suspend-after", "300ms"], [example, server.url("big.bin").absoluteString])
     defer { app.stop() }
     #expect(await app.line(containing: "didWriteData") != nil, "\(app.output)")
-    let pid = try #require(d.record()["pid"] as? Int)
+    let pid = try #require(await d.recordedPID(), "\(d.record())")
     #expect(try await d.protfs(["app", "background", AppDevice.bundle]).status == 0)
     #expect(await d.waitForState("suspended"), "\(d.record())")
     #expect(await d.waitUntilFrozen())

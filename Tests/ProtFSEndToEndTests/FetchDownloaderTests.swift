@@ -46,7 +46,7 @@ import Testing
     // Suspended in the background, then killed.
     #expect(try await d.protfs(["app", "background", AppDevice.bundle]).status == 0)
     #expect(await d.waitForState("suspended"), "\(d.record())")
-    let pid = try #require(d.record()["pid"] as? Int)
+    let pid = try #require(await d.recordedPID(), "\(d.record())")
     kill(-pid_t(pid), SIGKILL)
     _ = await app.exit()
     #expect(SessionServiceClient.ping(socketName: socket) != nil, "the download's service is gone")

@@ -308,7 +308,7 @@ import Testing
         pid_t($0.trimmingCharacters(in: .whitespacesAndNewlines))
       })
     defer { killIfStill(child, namedBy: "while :") }
-    let leader = try #require(d.record()["pid"] as? Int)
+    let leader = try #require(await d.recordedPID(), "\(d.record())")
     #expect(getsid(child) != getsid(pid_t(leader)), "the child did not leave the app's session")
     let cgroup = try #require(d.record()["cgroup"] as? String, "\(d.record())")
     let members = (try? String(contentsOfFile: cgroup + "/cgroup.procs", encoding: .utf8)) ?? ""

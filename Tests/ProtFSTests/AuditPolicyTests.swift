@@ -179,7 +179,8 @@ struct AuditPolicyTests {
     #expect(Policy.builtInDefault.rules.map(\.id) == builtIn.rules.map(\.id))
     // The embedded text itself: regenerate with scripts/embed-default-policy.sh when this fails.
     let embedded = try String(
-      contentsOfFile: RepositoryLayout.packageRoot + "/Sources/ProtFSAudit/DefaultPolicyText.swift", encoding: .utf8)
+      contentsOfFile: RepositoryLayout.packageRoot + "/Sources/ProtFSAudit/Policy/DefaultPolicyText.swift",
+      encoding: .utf8)
     let start = embedded.range(of: "#\"\"\"\n")!.upperBound
     let end = embedded.range(of: "\"\"\"# + \"\\n\"")!.lowerBound
     #expect(Array(embedded[start..<end].utf8) == Array(shipped))

@@ -41,11 +41,11 @@ let package = Package(
     .target(name: "CProtFSSys"),
     .target(name: "ProtFSSystem", dependencies: ["CAttr", "CProtFSSys"]),
     .target(name: "ProtFS", dependencies: ["ProtFSSystem", "CCrypto"]),
-    .target(name: "ProtFSLock", dependencies: ["ProtFS", "CCrypto"]),
-    .target(name: "ProtFSCache", dependencies: ["ProtFS"]),
-    .target(name: "ProtFSDownloads", dependencies: ["ProtFS", "CCurl", "CSQLite", "CCrypto"]),
-    .target(name: "ProtFSAudit", dependencies: ["ProtFS"]),
-    .target(name: "ProtFSFoundation", dependencies: ["ProtFS"]),
+    .target(name: "ProtFSLock", dependencies: ["ProtFSSystem", "ProtFS", "CCrypto"]),
+    .target(name: "ProtFSCache", dependencies: ["ProtFSSystem", "ProtFS"]),
+    .target(name: "ProtFSDownloads", dependencies: ["ProtFSSystem", "ProtFS", "CCurl", "CSQLite", "CCrypto"]),
+    .target(name: "ProtFSAudit", dependencies: ["ProtFSSystem", "ProtFS"]),
+    .target(name: "ProtFSFoundation", dependencies: ["ProtFSSystem", "ProtFS"]),
     .target(name: "ProtFSApp", dependencies: ["ProtFSSystem", "ProtFS"]),
     // The UIKit-shaped API of Swift apps run by `protfs app launch` (UIApplication and its delegate).
     // Background sessions (docs/semantics.md §9): the session service that owns transfers out of
@@ -76,8 +76,8 @@ let package = Package(
     .target(
       name: "ProtFSCLI",
       dependencies: [
-        "ProtFSSystem", "ProtFS", "ProtFSLock", "ProtFSCache", "ProtFSDownloads", "ProtFSAudit", "ProtFSFoundation",
-        "ProtFSMount", "ProtFSApp", "ProtFSSessions",
+        "ProtFSSystem", "ProtFS", "ProtFSLock", "ProtFSCache", "ProtFSDownloads", "ProtFSAudit", "ProtFSMount",
+        "ProtFSApp", "ProtFSSessions",
       ]),
     .executableTarget(name: "protfs", dependencies: ["ProtFSCLI"]),
     .target(
@@ -91,13 +91,13 @@ let package = Package(
       name: "ProtFSTests",
       dependencies: [
         "ProtFSSystem", "ProtFS", "ProtFSLock", "ProtFSCache", "ProtFSDownloads", "ProtFSAudit", "ProtFSFoundation",
-        "ProtFSTestSupport", "CAttr",
+        "ProtFSMount", "ProtFSTestSupport", "CAttr",
       ]),
     // ProtFSKit's URLSession against a fake backend, and its FileManager.
     .testTarget(
       name: "ProtFSKitTests", dependencies: ["ProtFSKit", "ProtFSSessions", "ProtFSSystem", "ProtFSTestSupport"]),
     // The parser, help and exit statuses, in-process.
-    .testTarget(name: "ProtFSCLITests", dependencies: ["ProtFSCLI", "ProtFS"]),
+    .testTarget(name: "ProtFSCLITests", dependencies: ["ProtFSCLI", "ProtFSSystem", "ProtFS"]),
     // Depends on the executables so that `swift test` builds the binaries the tests run.
     .testTarget(
       name: "ProtFSEndToEndTests",

@@ -186,30 +186,3 @@ struct FixedTasks: DownloadTaskDirectory {
     }
   }
 }
-
-@Suite struct QuantityParsingTests {
-  @Test(
-    arguments: [
-      ("500", 500), ("64K", 65536), ("10MiB", 10_485_760), ("1.5G", 1_610_612_736), ("100MB", 100_000_000),
-      ("2 kb", 2000), ("0", 0),
-    ] as [(String, Int64)])
-  func sizes(text: String, bytes: Int64) throws { #expect(try ByteSize.parse(text) == bytes) }
-
-  @Test(arguments: ["", "ten", "5X", "-1K", "1.2.3M", "K"])
-  func badSizesSayWhatIsRight(text: String) {
-    #expect { try ByteSize.parse(text) } throws: { ($0 as! ProtFSError).description.contains("for example 500, 64K") }
-  }
-
-  @Test(
-    arguments: [
-      ("30s", 30), ("15m", 900), ("2h", 7200), ("7d", 604_800), ("1w", 604_800), ("1h30m", 5400), ("1.5h", 5400),
-    ] as [(String, Double)])
-  func durations(text: String, seconds: Double) throws { #expect(try HumanDuration.parse(text) == seconds) }
-
-  @Test(arguments: ["", "5", "5x", "h", "1h30", "-2d"])
-  func badDurationsSayWhatIsRight(text: String) {
-    #expect { try HumanDuration.parse(text) } throws: {
-      ($0 as! ProtFSError).description.contains("for example 30s, 15m")
-    }
-  }
-}

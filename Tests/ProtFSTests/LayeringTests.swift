@@ -10,25 +10,37 @@ struct LayeringTests {
   /// The system and toolchain modules any target may import.
   static let toolchain: Set<String> = ["Foundation", "FoundationNetworking", "Glibc", "Dispatch", "Synchronization"]
 
-  /// What each target may import besides the toolchain, lowest first.
-  static let allowed: [String: Set<String>] = [
-    "ProtFSSystem": ["CProtFSSys", "CAttr"],
-    "ProtFS": ["ProtFSSystem", "CCrypto"],
-    "ProtFSLock": ["ProtFSSystem", "ProtFS", "CCrypto"],
-    "ProtFSCache": ["ProtFSSystem", "ProtFS"],
-    "ProtFSDownloads": ["ProtFSSystem", "ProtFS", "CCurl", "CSQLite", "CCrypto"],
-    "ProtFSAudit": ["ProtFSSystem", "ProtFS"],
-    "ProtFSFoundation": ["ProtFSSystem", "ProtFS"],
-    "ProtFSMount": ["ProtFSSystem", "ProtFS", "CFuse3"],
-    "ProtFSApp": ["ProtFSSystem", "ProtFS"],
-    "ProtFSSessions": ["ProtFSSystem", "ProtFS", "ProtFSDownloads", "ProtFSApp"],
-    "ProtFSKit": ["ProtFSSystem", "ProtFS", "ProtFSApp", "ProtFSSessions", "ProtFSFoundation"],
-    "ProtFSCLI": [
-      "ProtFSSystem", "ProtFS", "ProtFSLock", "ProtFSCache", "ProtFSDownloads", "ProtFSAudit", "ProtFSFoundation",
-      "ProtFSMount", "ProtFSApp", "ProtFSSessions",
-    ],
-    "protfs": ["ProtFSCLI"],
-  ]
+  /// What each source target may import besides the toolchain: the `dependencies` Package.swift
+  /// gives it, read from Package.swift itself, so that the manifest is the one statement of the
+  /// layers (both directions are checked: a target imports nothing it does not list, and lists
+  /// nothing it does not import).
+  static let allowed: [String: Set<String>] = {
+    let manifest = (try? String(contentsOfFile: RepositoryLayout.packageRoot + "/Package.swift", encoding: .utf8)) ?? ""
+    let sources = Set(
+      (try? FileManager.default.contentsOfDirectory(atPath: RepositoryLayout.packageRoot + "/Sources")) ?? [])
+    return ((try? packageDependencies(manifest)) ?? [:]).filter { sources.contains($0.key) && !$0.key.hasPrefix("C") }
+  }()
+
+  /// The `dependencies` of every `.target` and `.executableTarget` in a manifest's text, by name
+  /// (a target without them maps to the empty set).
+  static func packageDependencies(_ manifest: String) throws -> [String: Set<String>] {
+    let pattern = #"\.(?:target|executableTarget)\(\s*name:\s*"([^"]+)"(?:,\s*dependencies:\s*\[([^\]]*)\])?"#
+    let regex = try NSRegularExpression(pattern: pattern)
+    let text = manifest as NSString
+    var result: [String: Set<String>] = [:]
+    for match in regex.matches(in: manifest, range: NSRange(location: 0, length: text.length)) {
+      let name = text.substring(with: match.range(at: 1))
+      var dependencies: Set<String> = []
+      if match.range(at: 2).location != NSNotFound {
+        let list = text.substring(with: match.range(at: 2))
+        dependencies = Set(
+          list.split(separator: ",").map { $0.trimmingCharacters(in: .whitespacesAndNewlines.union(["\""])) }
+            .filter { !$0.isEmpty })
+      }
+      result[name] = dependencies
+    }
+    return result
+  }
 
   /// The example apps under Examples/: each imports only ProtFSKit, as an iOS app imports UIKit.
   static let examples = [
@@ -62,6 +74,21 @@ struct LayeringTests {
     for (file, module) in found where !Self.toolchain.contains(module) {
       #expect(Self.allowed[target]!.contains(module), "\(file) imports \(module)")
     }
+  }
+
+  @Test(arguments: allowed.keys.sorted())
+  func eachTargetImportsEveryDependencyItLists(_ target: String) throws {
+    let imported = Set(try Self.imports(of: target).map(\.module))
+    for dependency in Self.allowed[target]!.subtracting(imported) {
+      Issue.record("Package.swift lists \(dependency) as a dependency of \(target), which no file of it imports")
+    }
+  }
+
+  @Test func theManifestIsRead() {
+    // A manifest the pattern stopped matching would leave every check above with nothing to do.
+    #expect(Self.allowed.count >= 12, "\(Self.allowed.keys.sorted())")
+    #expect(Self.allowed["ProtFSSystem"] == ["CAttr", "CProtFSSys"])
+    #expect(Self.allowed["protfs"] == ["ProtFSCLI"])
   }
 
   @Test(arguments: examples)

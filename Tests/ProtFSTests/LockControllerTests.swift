@@ -139,20 +139,6 @@ final class ManualClock: Sendable {
     #expect(seen == [.protectedDataWillBecomeUnavailable, .protectedDataDidBecomeAvailable])
   }
 
-  @Test(arguments: [
-    ("lock@2s,unlock@5s", [LockSchedule.Step(action: .lock, offset: 2), .init(action: .unlock, offset: 5)]),
-    ("unlock@1.5, lock@250ms", [.init(action: .lock, offset: 0.25), .init(action: .unlock, offset: 1.5)]),
-    ("reboot@1m,inactive@0s", [.init(action: .inactive, offset: 0), .init(action: .reboot, offset: 60)]),
-  ])
-  func schedulesParse(text: String, steps: [LockSchedule.Step]) throws {
-    #expect(try LockSchedule(parsing: text).steps == steps)
-  }
-
-  @Test(arguments: ["", "lock", "lock@", "open@2s", "lock@-1s", "lock@2h", "lock@2s,,unlock@3s"])
-  func badSchedulesSayWhy(text: String) {
-    let error = #expect(throws: ProtFSError.self) { try LockSchedule(parsing: text) }
-    #expect(error?.message.contains("does not parse") == true)
-  }
 }
 
 /// Faults: each leaves everything as it was, with a clear error.

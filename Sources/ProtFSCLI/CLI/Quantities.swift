@@ -5,9 +5,9 @@ import ProtFSSystem
 ///
 /// A bare K, M, G or T (and KiB, MiB, …) is binary (1024), as `du -h` and `ls -h` print; KB, MB, …
 /// are decimal (1000).
-public enum ByteSize {
+package enum ByteSize {
   /// Parses a size, or throws an error with examples of the right format.
-  public static func parse(_ text: String) throws(ProtFSError) -> Int64 {
+  package static func parse(_ text: String) throws(ProtFSError) -> Int64 {
     let trimmed = text.trimmingCharacters(in: .whitespaces)
     let number = trimmed.prefix { $0.isNumber || $0 == "." }
     let unit = trimmed.dropFirst(number.count).trimmingCharacters(in: .whitespaces).lowercased()
@@ -27,7 +27,7 @@ public enum ByteSize {
   }
 
   /// `1.5 MiB`-style text.
-  public static func format(_ bytes: Int64) -> String {
+  package static func format(_ bytes: Int64) -> String {
     let units = ["B", "KiB", "MiB", "GiB", "TiB"]
     var value = Double(bytes)
     var index = 0
@@ -40,15 +40,15 @@ public enum ByteSize {
 }
 
 /// Durations as people write them: `30s`, `15m`, `2h`, `7d`, `1w`, `1h30m`.
-public enum HumanDuration {
+package enum HumanDuration {
   /// The longest duration accepted: 100 years. Longer is a typo, and would overflow the
   /// nanosecond and date arithmetic it feeds.
-  public static let maximum: TimeInterval = 100 * 365.25 * 86_400
+  package static let maximum: TimeInterval = 100 * 365.25 * 86_400
 
   /// Parses a duration into seconds, or throws an error with examples of the right format.
   ///
   /// `range` bounds the value (default: 0 to ``maximum``); outside it is an error naming the range.
-  public static func parse(_ text: String, in range: ClosedRange<TimeInterval> = 0...maximum) throws(ProtFSError)
+  package static func parse(_ text: String, in range: ClosedRange<TimeInterval> = 0...maximum) throws(ProtFSError)
     -> TimeInterval
   {
     let units: [Character: TimeInterval] = ["s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604_800]
@@ -81,7 +81,7 @@ public enum HumanDuration {
   }
 
   /// `90s`, `15m`, `2h`, `7d`-style text: the largest unit that divides `seconds` exactly.
-  public static func format(_ seconds: TimeInterval) -> String {
+  package static func format(_ seconds: TimeInterval) -> String {
     for (unit, size) in [("y", 365.25 * 86_400), ("d", 86_400.0), ("h", 3600.0), ("m", 60.0)]
     where seconds >= size && (seconds / size).rounded() == seconds / size {
       return unit == "y" ? "\(Int(seconds / size)) years" : "\(Int(seconds / size))\(unit)"

@@ -3,9 +3,9 @@ import ProtFSSystem
 
 /// State changes to make at set times while `protfs exec` runs a program, for example
 /// `lock@2s,unlock@5s`; while an app runs, its own changes too (`background@1s,foreground@5s`).
-public struct LockSchedule: Sendable, Equatable {
+package struct LockSchedule: Sendable, Equatable {
   /// What to do at a step.
-  public enum Action: String, Sendable, CaseIterable {
+  package enum Action: String, Sendable, CaseIterable {
     /// `protfs lock`.
     case lock
     /// `protfs lock --inactive`: the CX inactivity expiry.
@@ -24,7 +24,7 @@ public struct LockSchedule: Sendable, Equatable {
     case terminate
 
     /// Whether the step changes an app's state rather than the device's (it needs an app).
-    public var isAppAction: Bool {
+    package var isAppAction: Bool {
       switch self {
       case .lock, .inactive, .unlock, .reboot: false
       case .background, .foreground, .fetch, .terminate: true
@@ -33,32 +33,32 @@ public struct LockSchedule: Sendable, Equatable {
   }
 
   /// One change and when it happens, in seconds after the program started.
-  public struct Step: Sendable, Equatable {
+  package struct Step: Sendable, Equatable {
     /// The change.
-    public var action: Action
+    package var action: Action
     /// Seconds after the start.
-    public var offset: TimeInterval
+    package var offset: TimeInterval
     /// Creates a step.
-    public init(action: Action, offset: TimeInterval) {
+    package init(action: Action, offset: TimeInterval) {
       self.action = action
       self.offset = offset
     }
   }
 
   /// The steps, earliest first.
-  public var steps: [Step]
+  package var steps: [Step]
 
   /// The latest a step may happen: a week after the start. Anything later is a typo (and a huge
   /// offset would overflow the nanosecond deadline it becomes).
-  public static let maximumOffset: TimeInterval = 7 * 86_400
+  package static let maximumOffset: TimeInterval = 7 * 86_400
   /// The most steps a schedule may have.
-  public static let maximumSteps = 10_000
+  package static let maximumSteps = 10_000
 
   /// A schedule of `steps` (sorted by time).
-  public init(steps: [Step]) { self.steps = steps.sorted { $0.offset < $1.offset } }
+  package init(steps: [Step]) { self.steps = steps.sorted { $0.offset < $1.offset } }
 
   /// Parses `ACTION@TIME[,ACTION@TIME…]`, TIME being a number with `ms`, `s` or `m` (seconds when bare).
-  public init(parsing text: String) throws(ProtFSError) {
+  package init(parsing text: String) throws(ProtFSError) {
     // A long schedule is quoted by its start only, so that the message stays one line.
     let shown = text.count > 80 ? text.prefix(77) + "..." : text
     func invalid(_ part: String, _ why: String) -> ProtFSError {

@@ -65,7 +65,7 @@ public struct CacheManager: Sendable {
   }
 
   /// A purgeable directory of a container, open.
-  package struct Root: @unchecked Sendable {
+  package struct Root: Sendable {
     var container: Container
     var area: String
     var handle: DirectoryHandle

@@ -5,7 +5,7 @@ import ProtFSSystem
 /// A `FileHandle` for a file on a protfs device, with iOS's rule for open files (docs/semantics.md §3): opening
 /// needs the class available; afterwards, a handle on a complete-unless-open file keeps working
 /// while the device is locked, one on a complete file does not (iOS fails its I/O).
-public final class ProtectedFileHandle: @unchecked Sendable {
+public final class ProtectedFileHandle: Sendable {
   /// The file.
   public let path: String
   private let item: DevicePath

@@ -16,6 +16,9 @@ import ProtFSSystem
 /// file whose class is unavailable, or creating one in a directory whose class is, fails with EPERM,
 /// as `CocoaError` 257 (`NSFileReadNoPermissionError`) or 513 (`NSFileWriteNoPermissionError`).
 /// Metadata (attributes, listing, moves within a filesystem, removal) is never gated.
+///
+/// `@unchecked Sendable`: everything is immutable but `beforeAtomicRename`, a test hook set before
+/// the manager is first used and only read afterwards.
 public final class ProtectedFileManager: @unchecked Sendable {
   /// The device whose files this manager works on.
   public let device: Device

@@ -14,6 +14,9 @@ import ProtFSFoundation
 /// `FileManager.default` is this subclass. Swift prefers the static property of this extension,
 /// whose type is the more specific one, and every method iOS code calls is an override, so it is
 /// reached through any `FileManager` reference. Nothing shadows a Foundation name.
+///
+/// `@unchecked Sendable`: it adds only the immutable `protected` to Foundation's `FileManager`,
+/// which is `@unchecked Sendable` itself.
 public final class ProtectionAwareFileManager: Foundation.FileManager, @unchecked Sendable {
   /// The protection-aware manager underneath.
   public let protected: ProtectedFileManager

@@ -90,6 +90,9 @@ public struct URLRequest: Sendable, Equatable, Hashable {
 }
 
 /// A response's metadata, as Foundation's `URLResponse`.
+///
+/// `@unchecked Sendable`: its properties are set by the initialiser alone (`private(set)`); the class
+/// is open, as Foundation's, so the compiler cannot prove it.
 open class URLResponse: NSObject, @unchecked Sendable {
   /// The URL it answers.
   open private(set) var url: URL?
@@ -104,6 +107,8 @@ open class URLResponse: NSObject, @unchecked Sendable {
 }
 
 /// An HTTP response, as Foundation's `HTTPURLResponse`.
+///
+/// `@unchecked Sendable`: as `URLResponse`, its properties are set by the initialiser alone.
 open class HTTPURLResponse: URLResponse, @unchecked Sendable {
   /// The HTTP status code.
   open private(set) var statusCode: Int

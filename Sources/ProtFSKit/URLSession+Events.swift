@@ -191,6 +191,7 @@ package enum BackgroundSessionEvents {
     var sessions: [String: WeakSession] = [:]
     var woken: Set<String> = []
   }
+  /// `@unchecked Sendable`: a weak reference, read and written only inside `registry`'s lock.
   private struct WeakSession: @unchecked Sendable { weak var session: URLSession? }
   private static let registry = Mutex(Registry())
 

@@ -12,6 +12,9 @@ import Synchronization
 /// deleted then unless the delegate moved it (Apple: "move it before returning"); every task's
 /// completion once `didCompleteWithError` returned. Each task completes to the app exactly once,
 /// even when the app dies between the two calls (its next session gets the completion alone).
+///
+/// `@unchecked Sendable`: what changes lives in `state` (a `Mutex`), delegate calls go through
+/// `pipeline` and `delegateQueue`, and the rest is immutable; the class is open, as Foundation's.
 open class URLSession: NSObject, @unchecked Sendable {
   /// A copy of the configuration the session was made with.
   public let configuration: URLSessionConfiguration
@@ -36,6 +39,9 @@ open class URLSession: NSObject, @unchecked Sendable {
   let state: Mutex<SessionState>
 
   /// What the session tracks; guarded by `state`.
+  ///
+  /// `@unchecked Sendable`: it holds the delegate and the tasks, which are not Sendable, and is only
+  /// ever touched inside `state`'s lock.
   struct SessionState: @unchecked Sendable {
     var delegate: (any URLSessionDelegate)?
     var description: String?

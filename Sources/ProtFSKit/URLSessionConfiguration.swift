@@ -4,6 +4,9 @@ import ProtFSSessions
 /// A session's settings, as Foundation's `URLSessionConfiguration`. Every session's transfers run in
 /// the device's session service (docs/semantics.md §9); a background one keeps its identifier, so a
 /// relaunched app that recreates it gets its tasks and their queued delegate calls.
+///
+/// `@unchecked Sendable` as Foundation's: it is set up by one thread before a session is made with
+/// it, and the session keeps its own copy; it is open, so the compiler cannot check a subclass.
 open class URLSessionConfiguration: NSObject, @unchecked Sendable {
   /// The background session's identifier; nil for `default` and `ephemeral`.
   open private(set) var identifier: String?

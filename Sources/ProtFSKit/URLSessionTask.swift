@@ -5,6 +5,9 @@ import Synchronization
 
 /// A transfer of a session, as Foundation's `URLSessionTask`: created suspended, started by
 /// `resume()`. Its state and counts follow the session service's events.
+///
+/// `@unchecked Sendable`: what changes lives in `lock` (a `Mutex`), the rest is immutable; the class
+/// is open, as Foundation's, so the compiler cannot prove it.
 open class URLSessionTask: NSObject, @unchecked Sendable {
   /// Where a task is in its life, as Foundation's.
   public enum State: Int, Sendable {
@@ -154,12 +157,18 @@ extension SessionTaskSnapshot.Kind {
 }
 
 /// A task whose response body is delivered to the app (`dataTask(_:didReceive:)`).
+///
+/// `@unchecked Sendable`: adds nothing to `URLSessionTask`.
 open class URLSessionDataTask: URLSessionTask, @unchecked Sendable {}
 
 /// A task sending a file (a data task, as on iOS: the server's reply arrives as data).
+///
+/// `@unchecked Sendable`: adds nothing to `URLSessionDataTask`.
 open class URLSessionUploadTask: URLSessionDataTask, @unchecked Sendable {}
 
 /// A task downloading to a file handed to `didFinishDownloadingTo`.
+///
+/// `@unchecked Sendable`: adds only `resumeData`, a `Mutex`.
 open class URLSessionDownloadTask: URLSessionTask, @unchecked Sendable {
   /// Resume data handed out by `cancel(byProducingResumeData:)`, attached to the cancellation's error.
   let resumeData = Mutex<Data?>(nil)

@@ -5,6 +5,10 @@ import ProtFSSystem
 
 /// An open file or directory of the mount: the backing descriptor and the node whose class decides
 /// what the handle may still do (docs/semantics.md §7: per handle, at each read and write).
+///
+/// `@unchecked Sendable`: `directory` and `offset` are used only by the readdir and releasedir
+/// requests of this handle, which the kernel sends one at a time (it holds the open file's
+/// position lock across getdents); the rest is immutable.
 final class MountHandle: @unchecked Sendable {
   /// The backing descriptor, opened as the caller asked (without following links).
   let fd: Int32

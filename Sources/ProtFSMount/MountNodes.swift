@@ -11,6 +11,9 @@ import Synchronization
 /// in, and is opened by handle when needed: a descriptor per file would cap the mount at the
 /// process's descriptor limit. The mutable fields belong to `MountNodes` and are only touched
 /// under its lock.
+///
+/// `@unchecked Sendable`: see above: the mutable fields are only touched under `MountNodes`'s lock,
+/// the rest is immutable.
 final class MountNode: @unchecked Sendable {
   /// The backing inode: device and inode number.
   struct Key: Hashable {

@@ -220,6 +220,9 @@ extension SessionService {
 }
 
 /// A hosted session's delegate: hands its calls to the service.
+///
+/// `@unchecked Sendable`: `service` is weak only so as not to keep the service alive; it is set in
+/// the initialiser and never written again, and `identifier` is immutable.
 final class ServiceSessionDelegate: DownloadSessionDelegate, @unchecked Sendable {
   /// Weak: the service owns the session, which owns this delegate.
   weak var service: SessionService?

@@ -3,6 +3,7 @@ import ProtFS
 import ProtFSApp
 import ProtFSDownloads
 import ProtFSSystem
+import Synchronization
 
 /// The service's answers to its requests.
 extension SessionService {
@@ -312,13 +313,13 @@ extension SessionService {
   /// Cancels `task` producing resume data, waiting for it.
   static func cancelProducingResumeData(_ task: DownloadTask) -> Data? {
     let done = DispatchSemaphore(value: 0)
-    let box = DataBox()
+    let box = Mutex<Data?>(nil)
     task.cancel { data in
-      box.data = data
+      box.withLock { $0 = data }
       done.signal()
     }
     done.wait()
-    return box.data
+    return box.withLock { $0 }
   }
 
   /// The snapshot of `record` the app sees; `cancelledReason` is the reason the service recorded
@@ -370,10 +371,4 @@ extension SessionService {
     else { return nil }
     return DownloadResumeData(record: record, url: url, temporaryFileName: temporary).encoded()
   }
-}
-
-/// Carries resume data out of a callback.
-final class DataBox: @unchecked Sendable {
-  /// The data.
-  var data: Data?
 }

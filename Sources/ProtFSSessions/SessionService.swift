@@ -287,7 +287,7 @@ struct HostedSessionSettings: Codable, Sendable {
 }
 
 /// A session the service hosts.
-final class HostedSession: @unchecked Sendable {
+final class HostedSession: Sendable {
   /// The transfers.
   let session: DownloadSession
   /// How it was opened.

@@ -9,7 +9,7 @@ import Synchronization
 /// the safe one: a name is looked up in this directory only, and a final symlink is never followed.
 /// On kernels older than 6.13 the `*xattrat` calls fall back to `l*xattr` on `/proc/self/fd/N/name`,
 /// which has the same no-follow behaviour.
-public final class DirectoryHandle: @unchecked Sendable {
+public final class DirectoryHandle: Sendable {
   /// The descriptor, open for reading with `O_DIRECTORY`.
   public let fd: Int32
   /// The directory's absolute path, for messages only.

@@ -100,6 +100,36 @@ struct LayeringTests {
     }
   }
 
+  /// Every Swift file under `folder`, relative to the package root, with its lines.
+  static func sourceFiles(in folder: String = "Sources") throws -> [(path: String, lines: [Substring])] {
+    let root = RepositoryLayout.packageRoot
+    guard let walker = FileManager.default.enumerator(atPath: root + "/" + folder) else { return [] }
+    var files: [(String, [Substring])] = []
+    for case let file as String in walker where file.hasSuffix(".swift") {
+      let text = try String(contentsOfFile: root + "/" + folder + "/" + file, encoding: .utf8)
+      files.append((folder + "/" + file, text.split(separator: "\n", omittingEmptySubsequences: false)))
+    }
+    return files
+  }
+
+  @Test func everyUncheckedSendableSaysWhatMakesItSafe() throws {
+    // The compiler cannot check these: the comment just above the declaration (or in its first
+    // lines) states the invariant, starting with "`@unchecked Sendable`:" or "// @unchecked:".
+    var count = 0
+    for (path, lines) in try Self.sourceFiles() {
+      for (index, line) in lines.enumerated() where line.contains("@unchecked Sendable") {
+        guard !line.trimmingCharacters(in: .whitespaces).hasPrefix("//") else { continue }
+        count += 1
+        let around = lines[max(0, index - 8)..<index] + lines[(index + 1)..<min(lines.count, index + 4)]
+        let stated = around.contains {
+          $0.trimmingCharacters(in: .whitespaces).hasPrefix("//") && $0.contains("@unchecked")
+        }
+        #expect(stated, "\(path):\(index + 1) is @unchecked Sendable without saying why it is safe")
+      }
+    }
+    #expect(count > 0, "no @unchecked Sendable found: the search is broken")
+  }
+
   @Test func onlyTheSystemLayerImportsTheCShims() throws {
     for target in Self.allowed.keys where target != "ProtFSSystem" {
       for (file, module) in try Self.imports(of: target) {

@@ -109,7 +109,7 @@ package enum ItemCopier {
 /// copied (so the copying does not change its times). Stops at the first error.
 private struct TreeCopier: TreeVisitor {
   /// A directory being copied: its source, its copy and the source's status.
-  struct Place: @unchecked Sendable {
+  struct Place: Sendable {
     /// The directory copied from.
     var source: DirectoryHandle
     /// Its copy.

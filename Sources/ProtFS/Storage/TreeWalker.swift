@@ -72,7 +72,7 @@ public enum TreeStep<Context> {
 /// The class a directory passes down (`ClassInheritance`) travels with it.
 public struct TreeWalker: Sendable {
   /// A directory where a walk starts.
-  public struct Root<Context: Sendable>: @unchecked Sendable {
+  public struct Root<Context: Sendable>: Sendable {
     /// The directory, open.
     public var directory: DirectoryHandle
     /// The visitor's context for its entries.
@@ -210,6 +210,10 @@ public struct TreeWalker: Sendable {
 
 /// One directory still to walk: a root (already open) or a subdirectory that the worker taking
 /// it opens relative to its parent, so that pending work holds no descriptor of its own.
+///
+/// `@unchecked Sendable`: a work item is owned by one thread at a time, handed between workers
+/// through `TreeWorkStack` under its condition; `Context` is not required to be Sendable because
+/// a walk's contexts are values its visitor makes and only reads.
 package struct TreeWork<Context>: @unchecked Sendable {
   /// The directory when it is a root.
   package var opened: DirectoryHandle?
@@ -228,6 +232,9 @@ package struct TreeWork<Context>: @unchecked Sendable {
 }
 
 /// A directory whose subtree is not done yet: its own listing and each child's subtree count one.
+///
+/// `@unchecked Sendable`: everything is immutable but `remaining`, an `Atomic`; `context` is only
+/// read, as in `TreeWork`.
 package final class TreeFrame<Context>: @unchecked Sendable {
   /// The frame of the directory holding this one.
   package let up: TreeFrame<Context>?

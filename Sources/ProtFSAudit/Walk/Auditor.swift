@@ -179,6 +179,9 @@ public struct Auditor: Sendable {
 }
 
 /// Serialises reporter calls from the workers.
+///
+/// `@unchecked Sendable`: the reporter, which is not thread-safe, is only called while `lock` is
+/// held.
 package final class FindingSink: @unchecked Sendable {
   private let lock = NSLock()
   private let reporter: any AuditReporter

@@ -4,6 +4,8 @@ import ProtFSDownloads
 
 /// Shows download progress: a bar per active task and a total on a terminal, JSON lines for
 /// machines, or nothing.
+///
+/// `@unchecked Sendable`: every mutable property is read and written only while `lock` is held.
 package final class ProgressPrinter: @unchecked Sendable {
   private let lock = NSLock()
   private let mode: String

@@ -2,6 +2,7 @@ import Foundation
 import ProtFS
 import ProtFSDownloads
 import ProtFSSystem
+import Synchronization
 
 /// `protfs download`: background downloads into a container, as nsurlsessiond makes them.
 package enum DownloadCommand {
@@ -330,11 +331,10 @@ package enum DownloadCommand {
     done.wait()
   }
 
-  package final class ResultBox: @unchecked Sendable {
-    private let lock = NSLock()
-    private var states: [Int64: DownloadState] = [:]
-    func set(_ id: Int64, _ state: DownloadState) { lock.withLock { states[id] = state } }
-    var value: [Int64: DownloadState] { lock.withLock { states } }
+  package final class ResultBox: Sendable {
+    private let states = Mutex<[Int64: DownloadState]>([:])
+    func set(_ id: Int64, _ state: DownloadState) { states.withLock { $0[id] = state } }
+    var value: [Int64: DownloadState] { states.withLock { $0 } }
   }
 
   package static func readList(_ path: String) throws -> [String] {

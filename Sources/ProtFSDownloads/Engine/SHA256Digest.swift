@@ -3,6 +3,9 @@ import CCrypto
 /// An incremental SHA-256, through libcrypto (which uses the CPU's SHA instructions).
 ///
 /// Used from one thread at a time: the engine thread while bytes arrive, then the finisher.
+///
+/// `@unchecked Sendable`: the libcrypto context is used by one thread at a time, handed from the
+/// engine thread to the finisher with the transfer that owns it.
 package final class SHA256Digest: @unchecked Sendable {
   private let context: OpaquePointer
 

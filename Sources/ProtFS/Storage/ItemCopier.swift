@@ -67,24 +67,13 @@ package enum ItemCopier {
     }
   }
 
-  /// Copies the rest of `input` to `output` (`path` names the destination in errors).
+  /// Copies the rest of `input` to `output` (`ByteCopy`); `path` names the destination in errors.
   package static func copyContents(from input: Int32, to output: Int32, path: String) throws(ProtFSError) {
-    // copy_file_range works within and across filesystems (Linux 5.3+); fall back to read/write.
-    while true {
-      switch valueOrErrno(.copyFileRange, { Kernel.copyFileRange(input, output, 1 << 30) }) {
-      case .success(0): return
-      case .success: continue
-      case .failure(let e) where e == .crossDevice || e == Errno(EINVAL) || e == .noSystemCall || e == .notSupported:
-        var buffer = [UInt8](repeating: 0, count: 1 << 20)
-        while true {
-          let count = try buffer.withUnsafeMutableBytes { raw in
-            valueOrErrno(.read) { read(input, raw.baseAddress, raw.count) }
-          }.orThrow("read", path: path)
-          if count == 0 { return }
-          try AtomicFile.writeAll(output, buffer[0..<count], path: path)
-        }
-      case .failure(let e): throw ProtFSError.system("copy into", path: path, errno: e.rawValue)
-      }
+    switch ByteCopy.copy(from: input, to: output) {
+    case .success: return
+    case .failure(.reading(let e)): throw ProtFSError.system("read the source of", path: path, errno: e.rawValue)
+    case .failure(.writing(let e)): throw ProtFSError.system("write", path: path, errno: e.rawValue)
+    case .failure(.copying(let e)): throw ProtFSError.system("copy into", path: path, errno: e.rawValue)
     }
   }
 

@@ -72,7 +72,7 @@ public struct MountRegistry: Sendable {
     let mounted = Self.protfsMountpoints()
     var result: [MountRecord] = []
     for record in records() {
-      let alive = kill(record.pid, 0) == 0 || errno == EPERM
+      let alive = ProcessIdentity.isRunning(record.pid)
       if alive && mounted.contains(record.mountpoint) {
         result.append(record)
       } else if !alive {

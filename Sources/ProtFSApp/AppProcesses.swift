@@ -67,11 +67,7 @@ package final class AppProcesses: Sendable {
   /// Whether every process of the app is stopped now (frozen, or stopped by SIGSTOP).
   package var isSuspended: Bool {
     if let cgroup { return Self.events(of: cgroup)["frozen"] == "1" }
-    let pid = leader.withLock { $0 }
-    guard let stat = FileManager.default.contents(atPath: "/proc/\(pid)/stat") else { return false }
-    let text = String(decoding: stat, as: UTF8.self)
-    guard let close = text.lastIndex(of: ")") else { return false }
-    return text[text.index(after: close)...].split(separator: " ").first == "T"
+    return ProcessIdentity.isStopped(leader.withLock { $0 })
   }
 
   /// After the app's first process ended: kills what it left, waits (up to `timeout` seconds)

@@ -191,10 +191,9 @@ public final class AppSupervisor: @unchecked Sendable {
     let first = queue.sync { record }
     try store.write(first)
     Thread { [self] in
-      var raw: Int32 = 0
-      while waitpid(pid, &raw, 0) == -1 && errno == EINTR {}
-      let signal = raw & 0x7f
-      let code = signal == 0 ? (raw >> 8) & 0xff : 128 + signal
+      // A wait that fails (no such child: never so for the app this process started) reads as
+      // status 0, as the raw status it left untouched always did.
+      let code = (try? Kernel.waitForChild(pid).get()) ?? 0
       queue.async { self.finish(code) }
     }.start()
     Thread { [self] in serve() }.start()

@@ -262,8 +262,7 @@ public final class ProtectedFileManager: @unchecked Sendable {
         // Across filesystems the contents are read and written again, so the table applies.
         try device.checkAccess(try device.resolve(source), for: .read)
         try device.checkAccess(try device.resolve(destination), for: .create)
-        try ItemCopier.copy(fromName, in: from, to: toName, in: to)
-        try from.removeTree(fromName)
+        try ItemCopier.move(fromName, in: from, to: toName, in: to)
       case .failure(let e):
         throw ProtFSError.system("move '\(source)' to", path: destination, errno: e.rawValue)
       }

@@ -16,7 +16,8 @@ public struct ProcessIdentity: Codable, Sendable, Hashable, CustomStringConverti
     self.startTime = startTime
   }
 
-  /// The identity of the process that has `pid` now; nil when there is none (or it is a zombie).
+  /// The identity of the process that has `pid` now; nil when there is none or it is a zombie (not
+  /// alive, as `isRunning(_:)` has it).
   public init?(pid: pid_t) {
     guard pid > 0, let fields = Self.statFields(pid), fields.count > 19, fields[0] != "Z", fields[0] != "X",
       let start = UInt64(fields[19])
@@ -30,7 +31,8 @@ public struct ProcessIdentity: Codable, Sendable, Hashable, CustomStringConverti
     ProcessIdentity(pid: getpid()) ?? ProcessIdentity(pid: getpid(), startTime: 0)
   }
 
-  /// Whether this process still runs: its pid is taken by a live process that started when it did.
+  /// Whether this process still runs: its pid is taken by a live process (not a zombie) that
+  /// started when it did.
   public var isAlive: Bool { ProcessIdentity(pid: pid) == self }
 
   /// The parent of the process that has `pid` now (field 4 of `/proc/PID/stat`).
@@ -45,12 +47,25 @@ public struct ProcessIdentity: Codable, Sendable, Hashable, CustomStringConverti
     return UInt64(fields[19])
   }
 
-  /// Whether a process has `pid` and is not a zombie: a process killed but not yet reaped by its
-  /// parent still answers `kill(pid, 0)`, yet will never act again.
+  /// Whether a process has `pid` and is alive: the one alive check of protfs. A zombie (a process
+  /// that ended but was not yet reaped by its parent) is not alive: it still answers
+  /// `kill(pid, 0)`, yet will never act again. A process of another user whose `/proc` entry is
+  /// hidden counts as alive (`kill` answers `EPERM`: it exists). A pid of 0 or less names no
+  /// process (`kill` would take it for a process group).
   public static func isRunning(_ pid: pid_t) -> Bool {
-    guard kill(pid, 0) == 0 || errno == EPERM else { return false }
-    guard let fields = statFields(pid) else { return true }
-    return fields.first != "Z" && fields.first != "X"
+    guard pid > 0 else { return false }
+    switch valueOrErrno(.kill, { kill(pid, 0) }) {
+    case .success, .failure(.notPermitted): break
+    case .failure: return false
+    }
+    guard let state = statFields(pid)?.first else { return true }
+    return state != "Z" && state != "X"
+  }
+
+  /// Whether the process that has `pid` now is stopped (state `T` of `/proc/PID/stat`: `SIGSTOP`
+  /// and the like); false when there is none.
+  public static func isStopped(_ pid: pid_t) -> Bool {
+    pid > 0 && statFields(pid)?.first == "T"
   }
 
   /// "PID (started at TICKS)".

@@ -89,6 +89,8 @@ package enum Syscall: String, Sendable, Hashable {
   case getsockopt
   /// `kill(2)`.
   case kill
+  /// `waitpid(2)`.
+  case wait
 }
 
 /// Runs a system call, retrying on EINTR, and returns its value or the errno it failed with.

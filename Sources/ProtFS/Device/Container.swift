@@ -276,7 +276,7 @@ extension Device {
     for (name, _) in try staging.entries() {
       let parts = name.split(separator: ".")
       guard parts.count >= 3, let pid = Int32(parts[parts.count - 2]) else { continue }
-      if kill(pid, 0) == -1 && errno == ESRCH { try? staging.removeTree(name) }
+      if !ProcessIdentity.isRunning(pid) { try? staging.removeTree(name) }
     }
     return staging
   }

@@ -160,52 +160,28 @@ public struct AppStore: Sendable {
     }
   }
 
-  private static func encode<T: Encodable>(_ value: T) -> [UInt8] {
-    let encoder = JSONEncoder()
-    encoder.outputFormatting = [.sortedKeys]
-    // Milliseconds: the kill times the crash reports record are checked to 100 ms.
-    encoder.dateEncodingStrategy = .custom { date, encoder in
-      var container = encoder.singleValueContainer()
-      try container.encode(AppStore.timestamp(date))
-    }
-    return ((try? encoder.encode(value)).map(Array.init) ?? []) + [0x0A]
-  }
+  /// What to do about a record that cannot be read.
+  private static let unreadableRecord = Remedy.advice(
+    "remove it: the app's next launch writes a new one")
 
   /// The record of `bundleID`, if one was written.
   public func record(_ bundleID: BundleID) throws(ProtFSError) -> AppRecord? {
     guard let directory = try directory(Self.directoryName, creating: false) else { return nil }
-    let bytes: [UInt8]
-    do {
-      bytes = try AtomicFile.read(named: bundleID.rawValue + ".json", in: directory)
-    } catch  where error.code == .notFound {
-      return nil
-    }
-    let decoder = JSONDecoder()
-    decoder.dateDecodingStrategy = .custom { decoder in
-      let text = try decoder.singleValueContainer().decode(String.self)
-      guard let date = AppStore.formatter().date(from: text) else {
-        throw DecodingError.dataCorrupted(.init(codingPath: decoder.codingPath, debugDescription: "not a time"))
-      }
-      return date
-    }
-    guard let record = try? decoder.decode(AppRecord.self, from: Data(bytes)), record.bundleID == bundleID.rawValue
-    else {
-      throw ProtFSError(
-        .malformed, "The app record '\(directory.pathOf(bundleID.rawValue + ".json"))' is not valid.",
-        path: directory.pathOf(bundleID.rawValue + ".json"))
+    let name = bundleID.rawValue + ".json"
+    guard
+      let record = try JSONStateFile.read(
+        AppRecord.self, named: name, in: directory, what: "app record", remedy: Self.unreadableRecord)
+    else { return nil }
+    guard record.bundleID == bundleID.rawValue else {
+      throw JSONStateFile.malformed(
+        path: directory.pathOf(name), what: "app record", remedy: Self.unreadableRecord,
+        detail: "it is the record of '\(record.bundleID)'")
     }
     return record
   }
 
-  /// An ISO 8601 formatter with milliseconds (a new one each time: formatters are not thread-safe).
-  static func formatter() -> ISO8601DateFormatter {
-    let formatter = ISO8601DateFormatter()
-    formatter.formatOptions = [.withInternetDateTime, .withFractionalSeconds]
-    return formatter
-  }
-
-  /// `2026-11-30T20:10:35.123Z`.
-  public static func timestamp(_ date: Date) -> String { formatter().string(from: date) }
+  /// `2026-11-30T20:10:35.123Z`, as the records and crash reports write times (`JSONStateFile`).
+  public static func timestamp(_ date: Date) -> String { JSONStateFile.timestamp(date) }
 
   /// Every record, sorted by bundle id; unreadable ones are skipped.
   public func records() throws(ProtFSError) -> [AppRecord] { try readRecords().records }
@@ -231,9 +207,8 @@ public struct AppStore: Sendable {
   /// writes it twice before the app's first line).
   public func write(_ record: AppRecord) throws(ProtFSError) {
     guard let directory = try directory(Self.directoryName, creating: true) else { return }
-    try AtomicFile.write(
-      Self.encode(record), named: record.bundleID + ".json", in: directory,
-      options: AtomicFile.Options(durability: .unsynced))
+    try JSONStateFile.write(
+      record, named: record.bundleID + ".json", in: directory, options: AtomicFile.Options(durability: .unsynced))
   }
 
   /// Writes a crash report; returns its path.
@@ -242,7 +217,7 @@ public struct AppStore: Sendable {
     guard let directory = try directory(Self.crashReportsDirectoryName, creating: true) else { return "" }
     let stamp = Int(report.time.timeIntervalSince1970 * 1000)
     let name = "\(report.bundleID)-\(stamp)-\(report.pid).json"
-    try AtomicFile.write(Self.encode(report), named: name, in: directory)
+    try JSONStateFile.write(report, named: name, in: directory)
     return directory.pathOf(name)
   }
 }

@@ -55,39 +55,18 @@ package struct LockStore {
     return try body()
   }
 
+  /// The file `name` decoded (`JSONStateFile`); nil when there is none.
   private func read<T: Decodable>(_ name: String) throws(ProtFSError) -> T? {
-    let bytes: [UInt8]
-    do {
-      bytes = try AtomicFile.read(named: name, in: directory, limit: 64 << 10)
-    } catch  where error.code == .notFound {
-      return nil
-    }
-    let decoder = JSONDecoder()
-    decoder.dateDecodingStrategy = .iso8601
-    do {
-      return try decoder.decode(T.self, from: Data(bytes))
-    } catch {
-      let path = directory.pathOf(name)
-      throw ProtFSError(
-        .malformed, "The lock simulator's file '\(path)' is not valid JSON of the expected shape: \(error).",
-        path: path,
-        remedy: name == Self.stateFileName
-          ? .advice("restore it from a backup, or remove it to start over as a new, unlocked device")
-          : .inspectJournal)
-    }
+    try JSONStateFile.read(
+      T.self, named: name, in: directory, limit: 64 << 10, what: "lock simulator's file",
+      remedy: name == Self.stateFileName
+        ? .advice("restore it from a backup, or remove it to start over as a new, unlocked device")
+        : .inspectJournal)
   }
 
+  /// Replaces the file `name` with `value` encoded (`JSONStateFile`).
   private func write<T: Encodable>(_ value: T, to name: String) throws(ProtFSError) {
-    let encoder = JSONEncoder()
-    encoder.outputFormatting = [.prettyPrinted, .sortedKeys]
-    encoder.dateEncodingStrategy = .iso8601
-    let data: Data
-    do {
-      data = try encoder.encode(value)
-    } catch {
-      throw ProtFSError(.io, "Cannot encode '\(directory.pathOf(name))': \(error).", path: directory.pathOf(name))
-    }
-    try Self.replace(name, in: directory, with: Array(data) + [0x0A])
+    try Self.replace(name, in: directory, with: JSONStateFile.encode(value, path: directory.pathOf(name)))
   }
 
   /// Temp file, `fdatasync`, rename (`AtomicFile.write`): readers and a `kill -9` see the old or

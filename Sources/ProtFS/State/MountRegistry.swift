@@ -52,13 +52,8 @@ public struct MountRegistry: Sendable {
   /// daemon, and an app's launch waits for it).
   public func register(_ record: MountRecord) throws(ProtFSError) {
     guard let directory = try openDirectory(creating: true) else { return }
-    let encoder = JSONEncoder()
-    encoder.outputFormatting = [.sortedKeys]
-    encoder.dateEncodingStrategy = .iso8601
-    guard let data = try? encoder.encode(record) else { return }
-    try AtomicFile.write(
-      Array(data) + [0x0A], named: "\(record.pid).json", in: directory,
-      options: AtomicFile.Options(durability: .unsynced))
+    try JSONStateFile.write(
+      record, named: "\(record.pid).json", in: directory, options: AtomicFile.Options(durability: .unsynced))
   }
 
   /// Removes the entry of the daemon `pid`, if there is one.
@@ -72,7 +67,7 @@ public struct MountRegistry: Sendable {
     let mounted = Self.protfsMountpoints()
     var result: [MountRecord] = []
     for record in records() {
-      let alive = kill(record.pid, 0) == 0 || errno == EPERM
+      let alive = ProcessIdentity.isRunning(record.pid)
       if alive && mounted.contains(record.mountpoint) {
         result.append(record)
       } else if !alive {
@@ -86,19 +81,31 @@ public struct MountRegistry: Sendable {
   /// serves for its app alone.
   public func deviceMounts() -> [MountRecord] { active().filter { $0.forApp == nil } }
 
-  /// Every recorded mount, live or not, sorted by mountpoint.
-  public func records() -> [MountRecord] {
-    guard let directory = try? openDirectory(creating: false), let entries = try? directory.entries() else { return [] }
-    let decoder = JSONDecoder()
-    decoder.dateDecodingStrategy = .iso8601
-    var result: [MountRecord] = []
-    for (name, kind) in entries where kind == .file && name.hasSuffix(".json") {
-      guard let bytes = try? AtomicFile.read(named: name, in: directory, limit: 16 << 10),
-        let record = try? decoder.decode(MountRecord.self, from: Data(bytes))
-      else { continue }
-      result.append(record)
+  /// Every recorded mount, live or not, sorted by mountpoint; unreadable entries are skipped.
+  public func records() -> [MountRecord] { readRecords().records }
+
+  /// Every recorded mount, live or not, sorted by mountpoint, and the errors of the entries that
+  /// could not be read (each names its file and says to remove it), so that a listing can say
+  /// which it left out.
+  public func readRecords() -> (records: [MountRecord], unreadable: [ProtFSError]) {
+    guard let directory = try? openDirectory(creating: false), let entries = try? directory.entries() else {
+      return ([], [])
     }
-    return result.sorted { $0.mountpoint < $1.mountpoint }
+    var result: [MountRecord] = []
+    var unreadable: [ProtFSError] = []
+    for (name, kind) in entries where kind == .file && name.hasSuffix(".json") && !name.hasPrefix(".") {
+      do throws(ProtFSError) {
+        if let record = try JSONStateFile.read(
+          MountRecord.self, named: name, in: directory, limit: 16 << 10, what: "mount entry",
+          remedy: .advice("remove it; a mount whose daemon still runs is listed again once the daemon is restarted"))
+        {
+          result.append(record)
+        }
+      } catch {
+        unreadable.append(error)
+      }
+    }
+    return (result.sorted { $0.mountpoint < $1.mountpoint }, unreadable)
   }
 
   /// The mountpoints of every protfs mount the kernel lists, unescaped.

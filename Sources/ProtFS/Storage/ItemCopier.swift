@@ -4,23 +4,57 @@ import ProtFSSystem
 /// Copies files and directory trees between directory handles, carrying every extended attribute
 /// (libattr's `attr_copy_fd`), the mode and the times, never following a symlink.
 ///
-/// Used for copies and for moves that cross a filesystem boundary, where rename(2) fails with EXDEV.
+/// Used for copies and for the one move across a filesystem boundary (`move`), where rename(2)
+/// fails with EXDEV.
 package enum ItemCopier {
+  /// A label for a file's copy: given the copy's descriptor before the copy is placed.
+  package typealias Label = (Int32) throws(ProtFSError) -> Void
+
   /// Copies `name` in `source` to `destinationName` in `destination`. The copy appears whole: it is
   /// built under a temporary name and renamed into place without replacing anything.
   package static func copy(
     _ name: String, in source: DirectoryHandle, to destinationName: String,
     in destination: DirectoryHandle
   ) throws(ProtFSError) {
+    try place(name, in: source, to: destinationName, in: destination, replacing: false, label: nil)
+  }
+
+  /// Moves `name` in `source` to `destinationName` in `destination` on another filesystem (where
+  /// renameat(2) fails with EXDEV): the item is copied whole (`copy`), renamed into place, and only
+  /// then is the source removed, so the destination never holds a partial copy and a failure
+  /// leaves the source where it was. `replacing` lets the copy replace an item at the destination.
+  /// With a `label`, only a regular file is moved (anything else put in its place is refused), and
+  /// its copy is labelled and flushed before it is placed, so it is never seen unlabelled.
+  package static func move(
+    _ name: String, in source: DirectoryHandle, to destinationName: String, in destination: DirectoryHandle,
+    replacing: Bool = false, label: Label? = nil
+  ) throws(ProtFSError) {
+    try place(name, in: source, to: destinationName, in: destination, replacing: replacing, label: label)
+    try source.removeTree(name)
+  }
+
+  /// Copies `name` under a temporary name next to `destinationName` and renames the copy into place.
+  private static func place(
+    _ name: String, in source: DirectoryHandle, to destinationName: String, in destination: DirectoryHandle,
+    replacing: Bool, label: Label?
+  ) throws(ProtFSError) {
     let temporary = AtomicFile.temporaryName(for: destinationName)
     do throws(ProtFSError) {
-      try copyItem(name, in: source, as: temporary, in: destination)
-      switch valueOrErrno(
-        .rename, { Kernel.renameNoReplace(destination.fd, temporary, destination.fd, destinationName) })
-      {
+      if label != nil, try source.status(name).kind != .file {
+        throw ProtFSError(
+          .invalidArgument, "Cannot move '\(source.pathOf(name))': it is not a regular file.",
+          path: source.pathOf(name))
+      }
+      try copyItem(name, in: source, as: temporary, in: destination, label: label)
+      let renamed =
+        replacing
+        ? valueOrErrno(.rename) { renameat(destination.fd, temporary, destination.fd, destinationName) }
+        : valueOrErrno(.rename) { Kernel.renameNoReplace(destination.fd, temporary, destination.fd, destinationName) }
+      switch renamed {
       case .success: _ = fsync(destination.fd)
       case .failure(let e):
-        throw ProtFSError.system("create", path: destination.pathOf(destinationName), errno: e.rawValue)
+        throw ProtFSError.system(
+          replacing ? "replace" : "create", path: destination.pathOf(destinationName), errno: e.rawValue)
       }
     } catch {
       try? destination.removeTree(temporary)
@@ -28,9 +62,11 @@ package enum ItemCopier {
     }
   }
 
+  /// Copies the item `name` of `source` to `newName` in `destination`, a directory with all it
+  /// holds; `label` gets a file's copy before it is flushed.
   package static func copyItem(
     _ name: String, in source: DirectoryHandle, as newName: String,
-    in destination: DirectoryHandle
+    in destination: DirectoryHandle, label: Label? = nil
   ) throws(ProtFSError) {
     let status = try source.status(name)
     switch status.kind {
@@ -43,6 +79,7 @@ package enum ItemCopier {
       let (input, output) = (inputFile.rawValue, outputFile.rawValue)
       try copyContents(from: input, to: output, path: destination.pathOf(newName))
       try copyMetadata(from: input, source.pathOf(name), to: output, destination.pathOf(newName), status)
+      try label?(output)
       _ = try valueOrErrno(.fsync) { fsync(output) }.orThrow("sync", path: destination.pathOf(newName))
     case .directory:
       try destination.makeDirectory(newName, permissions: FilePermissions(rawValue: 0o700))
@@ -67,24 +104,13 @@ package enum ItemCopier {
     }
   }
 
-  /// Copies the rest of `input` to `output` (`path` names the destination in errors).
+  /// Copies the rest of `input` to `output` (`ByteCopy`); `path` names the destination in errors.
   package static func copyContents(from input: Int32, to output: Int32, path: String) throws(ProtFSError) {
-    // copy_file_range works within and across filesystems (Linux 5.3+); fall back to read/write.
-    while true {
-      switch valueOrErrno(.copyFileRange, { Kernel.copyFileRange(input, output, 1 << 30) }) {
-      case .success(0): return
-      case .success: continue
-      case .failure(let e) where e == .crossDevice || e == Errno(EINVAL) || e == .noSystemCall || e == .notSupported:
-        var buffer = [UInt8](repeating: 0, count: 1 << 20)
-        while true {
-          let count = try buffer.withUnsafeMutableBytes { raw in
-            valueOrErrno(.read) { read(input, raw.baseAddress, raw.count) }
-          }.orThrow("read", path: path)
-          if count == 0 { return }
-          try AtomicFile.writeAll(output, buffer[0..<count], path: path)
-        }
-      case .failure(let e): throw ProtFSError.system("copy into", path: path, errno: e.rawValue)
-      }
+    switch ByteCopy.copy(from: input, to: output) {
+    case .success: return
+    case .failure(.reading(let e)): throw ProtFSError.system("read the source of", path: path, errno: e.rawValue)
+    case .failure(.writing(let e)): throw ProtFSError.system("write", path: path, errno: e.rawValue)
+    case .failure(.copying(let e)): throw ProtFSError.system("copy into", path: path, errno: e.rawValue)
     }
   }
 

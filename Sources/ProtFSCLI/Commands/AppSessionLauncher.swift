@@ -92,11 +92,7 @@ package struct AppSessionLauncher: SessionAppLauncher {
     let store = AppStore(device: device)
     var delay: useconds_t = 2_000
     while true {
-      var raw: Int32 = 0
-      let waited = waitpid(pid, &raw, WNOHANG)
-      if waited == pid {
-        let signal = raw & 0x7f
-        let code = signal == 0 ? (raw >> 8) & 0xff : 128 + signal
+      if case .success(let code?) = Kernel.reapChildIfEnded(pid) {
         // A launch that ran the app ended with the app's status, and its record changed.
         if code == 0 || (try? store.record(app)) ?? nil != before { return }
         throw ProtFSError(
@@ -122,10 +118,7 @@ package struct AppSessionLauncher: SessionAppLauncher {
 
   /// Reaps the launch `pid` whenever it ends, on a thread of its own.
   private func reap(_ pid: pid_t) {
-    Thread {
-      var raw: Int32 = 0
-      while waitpid(pid, &raw, 0) == -1 && errno == EINTR {}
-    }.start()
+    Thread { _ = Kernel.waitForChild(pid) }.start()
   }
 }
 

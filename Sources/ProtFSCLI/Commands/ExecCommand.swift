@@ -76,7 +76,7 @@ package enum ExecCommand {
     for signalNumber in [SIGTERM, SIGHUP] {
       signal(signalNumber, SIG_IGN)
       let source = DispatchSource.makeSignalSource(signal: signalNumber, queue: .global())
-      source.setEventHandler { kill(child, signalNumber) }
+      source.setEventHandler { _ = valueOrErrno(.kill) { kill(child, signalNumber) } }
       source.resume()
       forwarders.append(source)
     }
@@ -140,9 +140,6 @@ private final class ChildWaiter: @unchecked Sendable {
   init(pid: pid_t) { self.pid = pid }
 
   func wait() {
-    var status: Int32 = 0
-    while waitpid(pid, &status, 0) == -1 && errno == EINTR {}
-    let signal = status & 0x7f
-    exitStatus = signal == 0 ? (status >> 8) & 0xff : 128 + signal
+    if case .success(let status) = Kernel.waitForChild(pid) { exitStatus = status }
   }
 }

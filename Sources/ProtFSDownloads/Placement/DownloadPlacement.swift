@@ -1,4 +1,5 @@
 import Foundation
+import ProtFS
 import ProtFSSystem
 
 /// Placing a finished download: the temp file checked, labelled with its destination's class and
@@ -228,16 +229,14 @@ extension DownloadFinisher {
       // rename: the batch's check (`settle(_:)`) takes the file back out of it then.
       return (destination, file)
     case .failure(let e) where e == .crossDevice:
-      let failure = TemporaryFile.moveAcrossFilesystems(name, in: source, to: fileName, in: destination) { fd in
-        do throws(ProtFSError) {
-          try fileSystem.label(file: fd, for: destination)
-          return nil
-        } catch {
-          return error.errno ?? EIO
+      // A copy next to the destination, labelled and flushed before it takes the name, so the
+      // destination still never holds a partial or unlabelled file.
+      do throws(ProtFSError) {
+        try ItemCopier.move(name, in: source, to: fileName, in: destination, replacing: true) {
+          fd throws(ProtFSError) in try fileSystem.label(file: fd, for: destination)
         }
-      }
-      if let failure {
-        throw ProtFSError.system("move the download to", path: destination.pathOf(fileName), errno: failure)
+      } catch {
+        throw ProtFSError.system("move the download to", path: destination.pathOf(fileName), errno: error.errno ?? EIO)
       }
       // The copy is a new file: the check must look for it, not for the temp file.
       return (

@@ -166,45 +166,4 @@ package enum TemporaryFile {
     }
     return nil
   }
-
-  /// Moves `name` from the held directory `source` to `destinationName` in the held `destination`
-  /// on another filesystem (where renameat(2) fails with EXDEV): copies into a new temp file next
-  /// to the destination, labels and flushes it and renames it into place, so the destination still
-  /// never holds a partial or unlabelled file. Returns the errno of a failure.
-  package static func moveAcrossFilesystems(
-    _ name: String, in source: DirectoryHandle, to destinationName: String, in destination: DirectoryHandle,
-    label: (Int32) -> Int32?
-  ) -> Int32? {
-    let opened = Kernel.openAt(source.fd, name, O_RDONLY | O_NOFOLLOW | O_CLOEXEC, 0)
-    guard opened >= 0 else { return errno }
-    let input = FileDescriptor(owning: opened)
-    defer { input.close() }
-    var status = stat()
-    guard fstat(input.rawValue, &status) == 0 else { return errno }
-    var created: Int32 = -1
-    var staging = ""
-    while created < 0 {
-      staging = randomName()
-      created = Kernel.openAt(destination.fd, staging, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0o644)
-      if created < 0 && errno != EEXIST { return errno }
-    }
-    let output = FileDescriptor(owning: created)
-    var failure: Int32? = label(created)
-    var remaining = Int(status.st_size)
-    while remaining > 0 && failure == nil {
-      let sent = sendfile(created, input.rawValue, nil, min(remaining, 1 << 30))
-      if sent < 0 && errno == EINTR { continue }
-      if sent <= 0 { failure = sent < 0 ? errno : EIO } else { remaining -= sent }
-    }
-    if failure == nil && fsync(created) != 0 { failure = errno }
-    // A delayed write error shows at the close: the copy is then not placed.
-    if case .failure(let e) = output.close(), failure == nil { failure = e.rawValue }
-    if failure == nil && renameat(destination.fd, staging, destination.fd, destinationName) != 0 { failure = errno }
-    if let failure {
-      unlinkat(destination.fd, staging, 0)
-      return failure
-    }
-    unlinkat(source.fd, name, 0)
-    return nil
-  }
 }

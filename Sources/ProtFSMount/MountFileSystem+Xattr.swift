@@ -20,9 +20,7 @@ extension MountFileSystem {
     }
     var buffer = [UInt8](repeating: 0, count: size)
     let count = try node.withPath { (fd) throws(Errno) in
-      try valueOrErrno(.getxattr) {
-        buffer.withUnsafeMutableBytes { getxattr(procPath(fd), name, $0.baseAddress, size) }
-      }.get()
+      try buffer.withUnsafeMutableBytes { Kernel.getAttribute(ofDescriptor: fd, attribute: name, into: $0) }.get()
     }
     return size == 0 ? [UInt8](repeating: 0, count: count) : Array(buffer.prefix(count))
   }

@@ -76,7 +76,7 @@ package enum ExecCommand {
     for signalNumber in [SIGTERM, SIGHUP] {
       signal(signalNumber, SIG_IGN)
       let source = DispatchSource.makeSignalSource(signal: signalNumber, queue: .global())
-      source.setEventHandler { kill(child, signalNumber) }
+      source.setEventHandler { _ = valueOrErrno(.kill) { kill(child, signalNumber) } }
       source.resume()
       forwarders.append(source)
     }

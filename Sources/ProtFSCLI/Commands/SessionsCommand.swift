@@ -179,7 +179,7 @@ package enum SessionServiceStarter {
       try SessionServiceClient.waitUntilListening(name, timeout: 10)
     } catch {
       // A child that lost the race to bind exits; one that answers nothing in 10 s is not kept.
-      if ProcessIdentity.isRunning(child) { kill(child, SIGTERM) }
+      if ProcessIdentity.isRunning(child) { _ = valueOrErrno(.kill) { kill(child, SIGTERM) } }
       var status: Int32 = 0
       waitpid(child, &status, WNOHANG)
       throw ProtFSError(

@@ -53,30 +53,6 @@ static inline int protfs_open_by_handle(int mount_fd, const void *handle, int fl
   return (int)syscall(SYS_open_by_handle_at, mount_fd, handle, flags);
 }
 
-/* getxattr of the item `fd` holds (an O_PATH descriptor is fine) without a path: getxattrat(2)
-   with AT_EMPTY_PATH (Linux 6.13), else getxattr(2) on its /proc/self/fd magic link. */
-#ifndef SYS_getxattrat
-#define SYS_getxattrat 464
-#endif
-struct protfs_mount_xattr_args {
-  unsigned long long value;
-  unsigned int size;
-  unsigned int flags;
-};
-static inline long protfs_fd_getxattr(int fd, const char *name, void *value, size_t size) {
-  static int missing = 0;
-  if (!missing) {
-    struct protfs_mount_xattr_args args = {(unsigned long long)(uintptr_t)value, (unsigned int)size, 0};
-    long result = syscall(SYS_getxattrat, fd, "", PROTFS_MOUNT_AT_EMPTY_PATH, name, &args, sizeof(args));
-    /* EBADF: an O_PATH descriptor, which getxattrat refuses; the /proc path below takes it. */
-    if (result >= 0 || (errno != ENOSYS && errno != EBADF)) return result;
-    if (errno == ENOSYS) missing = 1;
-  }
-  char path[32];
-  snprintf(path, sizeof path, "/proc/self/fd/%d", fd);
-  return getxattr(path, name, value, size);
-}
-
 /* The daemon's heap: few arenas (its worker threads allocate small nodes, which per-thread arenas
    would scatter) and freed memory given back, undoing what the CLI sets for downloads. */
 #include <malloc.h>

@@ -117,7 +117,7 @@ public struct AppBundle: @unchecked Sendable {
       let plist = try Self.serialize(info, path: directory.pathOf("Info.plist"))
       try Self.write(plist, as: "Info.plist", in: directory)
       // Renamed into place in one step: over the last bundle, whose remains are then removed.
-      if Kernel.renameNoReplace(bundles.fd, staging, bundles.fd, name) != 0 {
+      if case .failure = valueOrErrno(.rename, { Kernel.renameNoReplace(bundles.fd, staging, bundles.fd, name) }) {
         _ = try valueOrErrno(.rename) {
           Kernel.rename(bundles.fd, staging, bundles.fd, name, flags: Self.renameExchange)
         }.orThrow("install the app's bundle at", path: bundles.pathOf(name))
@@ -136,13 +136,14 @@ public struct AppBundle: @unchecked Sendable {
   /// (an interpreter such as python3 finds its library from it; a script's own executable is its
   /// interpreter).
   public static func isSwiftProgram(_ program: String) -> Bool {
-    let fd = open(program, O_RDONLY | O_CLOEXEC)
-    guard fd >= 0 else { return false }
-    defer { close(fd) }
+    guard case .success(let fd) = valueOrErrno(.open, { open(program, O_RDONLY | O_CLOEXEC) }) else { return false }
+    defer { closeDescriptor(fd) }
     func read(_ count: Int, at offset: Int) -> [UInt8]? {
       guard count >= 0, count <= 1 << 20, offset >= 0 else { return nil }
       var bytes = [UInt8](repeating: 0, count: count)
-      let got = bytes.withUnsafeMutableBytes { pread(fd, $0.baseAddress, count, off_t(offset)) }
+      let got = bytes.withUnsafeMutableBytes { raw in
+        try? valueOrErrno(.read) { pread(fd, raw.baseAddress, count, off_t(offset)) }.get()
+      }
       return got == count ? bytes : nil
     }
     func integer(_ bytes: [UInt8], _ at: Int, _ size: Int) -> Int {
@@ -173,13 +174,13 @@ public struct AppBundle: @unchecked Sendable {
     }
     let program = String(cString: resolved)
     free(resolved)
-    if linkat(AT_FDCWD, program, directory.fd, name, 0) == 0 { return }
+    if case .success = valueOrErrno(.link, { linkat(AT_FDCWD, program, directory.fd, name, 0) }) { return }
     let source = try valueOrErrno(.open) { open(program, O_RDONLY | O_CLOEXEC) }.orThrow(
       "read the program", path: program)
-    defer { close(source) }
+    defer { closeDescriptor(source) }
     let target = try directory.openFile(
       name, flags: O_WRONLY | O_CREAT | O_EXCL, permissions: FilePermissions(rawValue: 0o755))
-    defer { close(target) }
+    defer { closeDescriptor(target) }
     try ItemCopier.copyContents(from: source, to: target, path: directory.pathOf(name))
     _ = try valueOrErrno(.chmod) { fchmod(target, 0o755) }.orThrow("make executable", path: directory.pathOf(name))
   }
@@ -198,7 +199,7 @@ public struct AppBundle: @unchecked Sendable {
   private static func write(_ data: Data, as name: String, in directory: DirectoryHandle) throws(ProtFSError) {
     let fd = try directory.openFile(
       name, flags: O_WRONLY | O_CREAT | O_EXCL, permissions: FilePermissions(rawValue: 0o644))
-    defer { close(fd) }
+    defer { closeDescriptor(fd) }
     try AtomicFile.writeAll(fd, data, path: directory.pathOf(name))
   }
 }

@@ -77,7 +77,7 @@ package final class AppProcesses: Sendable {
     guard let cgroup else { return }
     let deadline = Date().addingTimeInterval(timeout)
     while Self.events(of: cgroup)["populated"] == "1", Date() < deadline { usleep(2_000) }
-    rmdir(cgroup)
+    _ = valueOrErrno(.unlink) { rmdir(cgroup) }
   }
 
   private func signalGroup(_ signal: Int32) {
@@ -100,15 +100,16 @@ package final class AppProcesses: Sendable {
       write("1", to: path + "/cgroup.kill")
       let deadline = Date().addingTimeInterval(5)
       while events(of: path)["populated"] == "1", Date() < deadline { usleep(2_000) }
-      rmdir(path)
+      _ = valueOrErrno(.unlink) { rmdir(path) }
     }
     removeAbandonedCgroups(in: parent)
-    guard mkdir(path, 0o755) == 0 else { return nil }
+    guard case .success = valueOrErrno(.mkdir, { mkdir(path, 0o755) }) else { return nil }
     // A cgroup that cannot freeze or kill would not hold the app: use the process group instead.
-    guard access(path + "/cgroup.freeze", W_OK) == 0, access(path + "/cgroup.kill", W_OK) == 0,
-      access(path + "/cgroup.procs", W_OK) == 0
+    guard case .success = valueOrErrno(.access, { access(path + "/cgroup.freeze", W_OK) }),
+      case .success = valueOrErrno(.access, { access(path + "/cgroup.kill", W_OK) }),
+      case .success = valueOrErrno(.access, { access(path + "/cgroup.procs", W_OK) })
     else {
-      rmdir(path)
+      _ = valueOrErrno(.unlink) { rmdir(path) }
       return nil
     }
     return path
@@ -124,10 +125,11 @@ package final class AppProcesses: Sendable {
     for name in names where name.hasPrefix(prefix) {
       let path = parent + "/" + name
       var info = stat()
-      guard lstat(path, &info) == 0, info.st_mode & S_IFMT == S_IFDIR, Double(info.st_mtim.tv_sec) < old,
+      guard case .success = valueOrErrno(.stat, { lstat(path, &info) }), info.st_mode & S_IFMT == S_IFDIR,
+        Double(info.st_mtim.tv_sec) < old,
         events(of: path)["populated"] == "0"
       else { continue }
-      rmdir(path)
+      _ = valueOrErrno(.unlink) { rmdir(path) }
     }
   }
 
@@ -156,7 +158,7 @@ package final class AppProcesses: Sendable {
     var path = String(own.dropFirst(3))
     if mountRoot != "/", path.hasPrefix(mountRoot) { path = String(path.dropFirst(mountRoot.count)) }
     let directory = mountPoint + (path == "/" ? "" : path)
-    return access(directory, W_OK) == 0 ? directory : nil
+    return (try? valueOrErrno(.access) { access(directory, W_OK) }.get()) != nil ? directory : nil
   }
 
   /// The pids in `cgroup`.
@@ -179,10 +181,9 @@ package final class AppProcesses: Sendable {
   /// Writes `value` to the cgroup file `path`; whether it took.
   @discardableResult
   private static func write(_ value: String, to path: String) -> Bool {
-    let fd = open(path, O_WRONLY | O_CLOEXEC)
-    guard fd >= 0 else { return false }
-    defer { close(fd) }
+    guard case .success(let fd) = valueOrErrno(.open, { open(path, O_WRONLY | O_CLOEXEC) }) else { return false }
+    defer { closeDescriptor(fd) }
     let bytes = Array(value.utf8)
-    return Glibc.write(fd, bytes, bytes.count) == bytes.count
+    return (try? valueOrErrno(.write) { Glibc.write(fd, bytes, bytes.count) }.get()) == bytes.count
   }
 }

@@ -178,7 +178,7 @@ public final class AppSupervisor: @unchecked Sendable {
   /// Takes charge of the started app `pid` (the leader of its process group), which reads events
   /// from the other end of `events`. Returns at once; `waitForExit` returns its exit status.
   public func start(pid: pid_t, events: FileDescriptor) throws(ProtFSError) {
-    _ = fcntl(events.rawValue, F_SETFL, O_NONBLOCK)
+    _ = valueOrErrno(.fcntl) { fcntl(events.rawValue, F_SETFL, O_NONBLOCK) }
     queue.sync {
       self.pid = pid
       self.events = events

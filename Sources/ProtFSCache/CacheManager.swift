@@ -86,7 +86,8 @@ public struct CacheManager: Sendable {
   /// Reads the stat of an entry straight from its `dirent` name (no `String`, no `Date` boxing).
   package static func stat(_ entry: TreeEntry) -> stat? {
     var s = Foundation.stat()
-    return fstatat(entry.directory.fd, entry.name, &s, AT_SYMLINK_NOFOLLOW) == 0 ? s : nil
+    let statted = valueOrErrno(.stat) { fstatat(entry.directory.fd, entry.name, &s, AT_SYMLINK_NOFOLLOW) }
+    return (try? statted.get()) != nil ? s : nil
   }
 
   package static func lastUsed(_ s: stat) -> Date {

@@ -205,10 +205,10 @@ public final class ProtectedFileManager: @unchecked Sendable {
           ? valueOrErrno(.rename) { Kernel.renameNoReplace(parent.fd, temporary, parent.fd, name) }
           : valueOrErrno(.rename) { renameat(parent.fd, temporary, parent.fd, name) }
         _ = try renamed.orThrow("write", path: parent.pathOf(name))
-        _ = fsync(parent.fd)
+        _ = valueOrErrno(.fsync) { fsync(parent.fd) }
       } catch {
         file.close()
-        unlinkat(parent.fd, temporary, 0)
+        _ = valueOrErrno(.unlink) { unlinkat(parent.fd, temporary, 0) }
         throw error
       }
       return

@@ -1,6 +1,7 @@
 @_exported import Foundation
 import ProtFS
 import ProtFSFoundation
+import ProtFSSystem
 
 /// Foundation's `FileManager.default`, protection-aware as on iOS, so that iOS code compiles and
 /// behaves unchanged: `FileManager.default.createDirectory(atPath:…, attributes:
@@ -50,7 +51,8 @@ public final class ProtectionAwareFileManager: Foundation.FileManager, @unchecke
   /// `access(2)` with `X_OK` answers on Apple's platforms (Linux Foundation's is false for a
   /// directory).
   public override func isExecutableFile(atPath path: String) -> Bool {
-    onDevice(path) ? protected.isExecutableFile(atPath: path) : access(path, X_OK) == 0
+    onDevice(path)
+      ? protected.isExecutableFile(atPath: path) : (try? valueOrErrno(.access) { access(path, X_OK) }.get()) != nil
   }
 
   /// Creates a directory; `.protectionKey` in `attributes` sets its class, otherwise its parent's.

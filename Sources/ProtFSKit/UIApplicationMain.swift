@@ -109,13 +109,14 @@ enum AppEventReader {
     var pending: [UInt8] = []
     var chunk = [UInt8](repeating: 0, count: 4096)
     while true {
-      let count = read(descriptor, &chunk, chunk.count)
-      if count < 0 {
-        if errno == EINTR { continue }
-        guard errno == EAGAIN else { return }
+      let count: Int
+      switch valueOrErrno(.read, { read(descriptor, &chunk, chunk.count) }) {
+      case .success(let read): count = read
+      case .failure(let e) where e.rawValue == EAGAIN:
         var waiting = pollfd(fd: descriptor, events: Int16(POLLIN), revents: 0)
-        _ = poll(&waiting, 1, -1)
+        _ = valueOrErrno(.poll) { poll(&waiting, 1, -1) }
         continue
+      case .failure: return
       }
       if count == 0 { return }
       pending += chunk[..<count]

@@ -32,7 +32,7 @@ extension URLSession {
     case .finishedDownloading(_, let location):
       // As Apple documents, the delegate had to move the file before returning: what is left at
       // the location is deleted now (the name itself, never what a link there points to).
-      _ = unlink(location)
+      _ = valueOrErrno(.unlink) { unlink(location) }
       let first = state.withLock { $0.acknowledged.insert(id).inserted }
       if first { try? backend?.acknowledgeFile(Int64(id)) }
     case .completed:

@@ -98,7 +98,7 @@ public enum Confinement {
   {
     var status = stat()
     let detail =
-      lstat(prefix, &status) == 0
+      (try? valueOrErrno(.stat) { lstat(prefix, &status) }.get()) != nil
       ? " (mode 0\(String(status.st_mode & 0o7777, radix: 8)), owner \(status.st_uid):\(status.st_gid))" : ""
     return ProtFSError(
       .permissionDenied,

@@ -26,7 +26,8 @@ extension Device {
       var command: String?
       for fd in fds {
         var buffer = [CChar](repeating: 0, count: Int(PATH_MAX) + 1)
-        let length = readlink(fdDirectory + "/" + fd, &buffer, buffer.count - 1)
+        let link = fdDirectory + "/" + fd
+        let length = (try? valueOrErrno(.readlink) { readlink(link, &buffer, buffer.count - 1) }.get()) ?? 0
         guard length > 0 else { continue }
         let target = String(decoding: buffer[..<length].map { UInt8(bitPattern: $0) }, as: UTF8.self)
         guard prefixes.contains(where: target.hasPrefix), !target.hasSuffix(" (deleted)") else { continue }

@@ -91,6 +91,6 @@ package final class OwnerAccessLog: Sendable {
       state.file = nil
       state.entries = [:]
     }
-    unlinkat(directory.fd, Self.fileName, 0)
+    _ = valueOrErrno(.unlink) { unlinkat(directory.fd, Self.fileName, 0) }
   }
 }

@@ -42,7 +42,7 @@ extension Device {
     if case .failure(let e) = valueOrErrno(.pipe, { pipe(&pipeFDs) }) {
       throw ProtFSError.system("watch", path: stateDirectory, errno: e.rawValue)
     }
-    for fd in pipeFDs { _ = fcntl(fd, F_SETFD, FD_CLOEXEC) }
+    for fd in pipeFDs { _ = valueOrErrno(.fcntl) { fcntl(fd, F_SETFD, FD_CLOEXEC) } }
     let wakeRead = FileDescriptor(owning: pipeFDs[0])
     let wakeWrite = FileDescriptor(owning: pipeFDs[1])
     let store = try LockStore(self)
@@ -56,7 +56,7 @@ extension Device {
     // the same number).
     continuation.onTermination = { _ in
       var byte: UInt8 = 1
-      _ = write(wakeWrite.rawValue, &byte, 1)
+      _ = valueOrErrno(.write) { write(wakeWrite.rawValue, &byte, 1) }
     }
     let thread = Thread { watcher.run() }
     thread.start()
@@ -139,7 +139,9 @@ package final class EventWatcher: @unchecked Sendable {
       ]
       // valueOrErrno retries EINTR; any other failure ends the watch.
       guard case .success = valueOrErrno(.poll, { poll(&fds, 2, -1) }), fds[1].revents == 0 else { return }
-      let count = buffer.withUnsafeMutableBytes { read(inotify, $0.baseAddress, $0.count) }
+      let count = buffer.withUnsafeMutableBytes { raw in
+        (try? valueOrErrno(.read) { read(inotify, raw.baseAddress, raw.count) }.get()) ?? -1
+      }
       guard count > 0 else { continue }
       var names: Set<String> = []
       buffer.withUnsafeBytes { raw in

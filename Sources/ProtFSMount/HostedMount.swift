@@ -50,7 +50,7 @@ package final class HostedMount: Sendable {
     // Left by a supervisor that was killed: its serving threads died with it, and the dead mount
     // answers every look at the mountpoint with ENOTCONN until it is detached.
     if MountRegistry.protfsMountpoints().contains(mountpoint) {
-      _ = umount2(mountpoint, Int32(PROTFS_MOUNT_MNT_DETACH))
+      _ = valueOrErrno(.umount) { umount2(mountpoint, Int32(PROTFS_MOUNT_MNT_DETACH)) }
     }
     _ = try parent.makeDirectory(bundleID, permissions: FilePermissions(rawValue: 0o700))
     let mount = HostedMount(mountpoint: mountpoint)
@@ -84,7 +84,7 @@ package final class HostedMount: Sendable {
     // started later would keep the mount's connection alive after the supervisor (and keep
     // auto_unmount from acting). No descriptor of this process is meant for a child's exec.
     for name in (try? FileManager.default.contentsOfDirectory(atPath: "/proc/self/fd")) ?? [] {
-      if let fd = Int32(name), fd > STDERR_FILENO { _ = fcntl(fd, F_SETFD, FD_CLOEXEC) }
+      if let fd = Int32(name), fd > STDERR_FILENO { _ = valueOrErrno(.fcntl) { fcntl(fd, F_SETFD, FD_CLOEXEC) } }
     }
   }
 
@@ -97,7 +97,7 @@ package final class HostedMount: Sendable {
       return !done
     }
     guard first else { return }
-    _ = umount2(mountpoint, Int32(PROTFS_MOUNT_MNT_DETACH))
+    _ = valueOrErrno(.umount) { umount2(mountpoint, Int32(PROTFS_MOUNT_MNT_DETACH)) }
     _ = finished.wait(timeout: .now() + 5)
   }
 }

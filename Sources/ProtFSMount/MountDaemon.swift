@@ -22,14 +22,13 @@ package enum MountDaemon {
         .permissionDenied, "Cannot mount: only root can serve a device to every user and process.",
         errno: EPERM, remedy: .runAsRoot(orChown: false))
     }
-    let fd = open("/dev/fuse", O_RDWR | O_CLOEXEC)
-    if fd < 0 {
-      let e = errno
+    switch valueOrErrno(.open, { open("/dev/fuse", O_RDWR | O_CLOEXEC) }) {
+    case .success(let fd): closeDescriptor(fd)
+    case .failure(let e):
       throw ProtFSError(
-        .io, "Cannot mount: FUSE is not available here ('/dev/fuse': \(String(cString: strerror(e)))).",
-        path: "/dev/fuse", errno: e, remedy: .enableFuse)
+        .io, "Cannot mount: FUSE is not available here ('/dev/fuse': \(e.description)).",
+        path: "/dev/fuse", errno: e.rawValue, remedy: .enableFuse)
     }
-    close(fd)
   }
 
   /// Checks that `mountpoint` is an empty-or-not directory outside the device (or, for an app's
@@ -38,7 +37,7 @@ package enum MountDaemon {
     throws(ProtFSError)
   {
     var s = stat()
-    guard stat(mountpoint, &s) == 0, s.st_mode & S_IFMT == S_IFDIR else {
+    guard case .success = valueOrErrno(.stat, { stat(mountpoint, &s) }), s.st_mode & S_IFMT == S_IFDIR else {
       throw ProtFSError(
         .notFound, "Cannot mount at '\(mountpoint)': it is not a directory.", path: mountpoint, errno: ENOTDIR,
         remedy: .advice("create the directory first (mkdir -p)"))

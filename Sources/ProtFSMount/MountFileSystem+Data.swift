@@ -26,7 +26,7 @@ final class MountHandle: @unchecked Sendable {
   }
 
   deinit {
-    if let directory { closedir(directory) } else { close(fd) }
+    if let directory { closedir(directory) } else { closeDescriptor(fd) }
   }
 }
 
@@ -81,8 +81,8 @@ extension MountFileSystem {
     do {
       try adopt(fd, class: cls, uid: caller.uid, gid: caller.gid, parent: parent)
     } catch {
-      close(fd)
-      unlinkat(parent.fd, name, 0)
+      closeDescriptor(fd)
+      _ = valueOrErrno(.unlink) { unlinkat(parent.fd, name, 0) }
       throw error
     }
     let (node, s) = try entry(parent, name)
@@ -113,8 +113,9 @@ extension MountFileSystem {
   /// `flush` (each `close` of a descriptor): closing a duplicate reports write-back errors.
   func flush(_ handle: MountHandle) throws(Errno) {
     let copy = try valueOrErrno(.fcntl, { fcntl(handle.fd, F_DUPFD_CLOEXEC, 0) }).get()
-    // Never retried: after EINTR the descriptor is already closed (and its number may be reused).
-    if close(copy) != 0 { throw Errno(errno) }
+    // Its close reports a delayed write error; never retried (`closeDescriptor`): after EINTR the
+    // descriptor is already closed (and its number may be reused).
+    try closeDescriptor(copy).get()
   }
 
   /// `fsync`.
@@ -128,7 +129,7 @@ extension MountFileSystem {
     let handle = MountHandle(fd: fd, node: node)
     guard let stream = fdopendir(fd) else {
       let e = Errno(errno)
-      close(fd)
+      closeDescriptor(fd)
       throw e
     }
     handle.directory = stream

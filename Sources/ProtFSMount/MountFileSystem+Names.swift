@@ -54,7 +54,7 @@ extension MountFileSystem {
   {
     let flags = PROTFS_MOUNT_O_PATH | O_NOFOLLOW | O_CLOEXEC | (directory ? O_DIRECTORY : 0)
     let fd = try valueOrErrno(.open) { openat(parent.fd, name, flags) }.get()
-    defer { close(fd) }
+    defer { closeDescriptor(fd) }
     try adopt(fd, class: cls, uid: caller.uid, gid: caller.gid, parent: parent)
   }
 
@@ -91,7 +91,7 @@ extension MountFileSystem {
   /// the class it has there now, as its own, before it moves.
   private func keepClass(_ name: String, in parent: MountNode) throws(Errno) {
     var s = stat()
-    guard fstatat(parent.fd, name, &s, AT_SYMLINK_NOFOLLOW) == 0 else { return }
+    guard case .success = valueOrErrno(.stat, { fstatat(parent.fd, name, &s, AT_SYMLINK_NOFOLLOW) }) else { return }
     let kind = s.st_mode & S_IFMT
     guard kind == S_IFREG || kind == S_IFDIR else { return }
     let own = withUnsafeTemporaryAllocation(byteCount: 64, alignment: 1) { buffer -> Bool in
@@ -126,7 +126,7 @@ extension MountFileSystem {
   /// Makes the node of the entry `name` of `parent`, if the kernel knows it, a child of `parent`.
   private func reparent(_ parent: MountNode, _ name: String) {
     var s = stat()
-    guard fstatat(parent.fd, name, &s, AT_SYMLINK_NOFOLLOW) == 0,
+    guard case .success = valueOrErrno(.stat, { fstatat(parent.fd, name, &s, AT_SYMLINK_NOFOLLOW) }),
       let node = nodes.node(for: MountNode.Key(device: UInt64(s.st_dev), inode: UInt64(s.st_ino)))
     else { return }
     nodes.reparent(node, to: parent)

@@ -19,9 +19,10 @@ extension MountFileSystem {
       return size == 0 ? [UInt8](repeating: 0, count: json.count) : Array(json)
     }
     var buffer = [UInt8](repeating: 0, count: size)
+    // Through /proc at once, as before: `withPath` gives an `O_PATH` descriptor for most nodes.
     let count = try node.withPath { (fd) throws(Errno) in
-      try valueOrErrno(.getxattr) {
-        buffer.withUnsafeMutableBytes { getxattr(procPath(fd), name, $0.baseAddress, size) }
+      try buffer.withUnsafeMutableBytes {
+        Kernel.getAttribute(ofDescriptor: fd, attribute: name, into: $0, pathOnly: true)
       }.get()
     }
     return size == 0 ? [UInt8](repeating: 0, count: count) : Array(buffer.prefix(count))

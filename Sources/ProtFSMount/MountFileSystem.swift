@@ -93,7 +93,7 @@ package final class MountFileSystem: Sendable {
   /// table then treats as inherited; `protfs status` and the audit report it).
   func readClass(_ fd: Int32, _ name: String) throws(Errno) -> ProtectionClass? {
     try withUnsafeTemporaryAllocation(byteCount: 64, alignment: 1) { (buffer) throws(Errno) -> ProtectionClass? in
-      switch valueOrErrno(.getxattr, { protfs_fd_getxattr(fd, name, buffer.baseAddress, buffer.count) }) {
+      switch Kernel.getAttribute(ofDescriptor: fd, attribute: name, into: buffer) {
       case .success(let count):
         return ProtectionClass(attributeBytes: UnsafeRawBufferPointer(rebasing: buffer[..<Int(count)]))
       case .failure(let e) where e == .noData || e == .range || e == .notSupported || e == .notPermitted: return nil
@@ -122,8 +122,8 @@ package final class MountFileSystem: Sendable {
   /// The authentic saved-mode record of the item `fd` holds, if it has one.
   func savedMode(_ fd: Int32, isDirectory: Bool) -> SavedModeRecord? {
     withUnsafeTemporaryAllocation(byteCount: SavedModeRecord.maximumLength, alignment: 1) { buffer in
-      let count = protfs_fd_getxattr(fd, AttributeName.savedMode, buffer.baseAddress, buffer.count)
-      guard count > 0, let key = currentModeKey() else { return nil }
+      let read = Kernel.getAttribute(ofDescriptor: fd, attribute: AttributeName.savedMode, into: buffer)
+      guard case .success(let count) = read, count > 0, let key = currentModeKey() else { return nil }
       let identity = ItemIdentity(inode: 0, birthSeconds: 0, birthNanoseconds: 0, isDirectory: isDirectory)
       guard
         case .authentic(let record) = SavedModeRecord.decode(
@@ -178,7 +178,7 @@ package final class MountFileSystem: Sendable {
     do {
       s = try attributes(fd)
     } catch {
-      close(fd)
+      closeDescriptor(fd)
       throw error
     }
     let kind = s.st_mode & S_IFMT
@@ -204,7 +204,7 @@ package final class MountFileSystem: Sendable {
     if isRoot, uid != 0 || gid != 0 {
       // A set-group-ID directory gives its group to new items, as the kernel does.
       var p = stat()
-      let keepGroup = fstat(parent.fd, &p) == 0 && p.st_mode & S_ISGID != 0
+      let keepGroup = (try? valueOrErrno(.stat) { fstat(parent.fd, &p) }.get()) != nil && p.st_mode & S_ISGID != 0
       _ = try valueOrErrno(.chown) {
         fchownat(fd, "", uid, keepGroup ? gid_t.max : gid, PROTFS_MOUNT_AT_EMPTY_PATH | AT_SYMLINK_NOFOLLOW)
       }.get()

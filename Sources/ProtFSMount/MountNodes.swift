@@ -67,12 +67,12 @@ final class MountNode: @unchecked Sendable {
     if handleLength == 0 {
       self.fd = fd
     } else {
-      if fd >= 0 { close(fd) }
+      if fd >= 0 { closeDescriptor(fd) }
       self.fd = -1
     }
   }
 
-  deinit { if fd >= 0 { close(fd) } }
+  deinit { if fd >= 0 { closeDescriptor(fd) } }
 
   /// Opens the item anew with `flags` (no name is resolved: the `/proc` magic link of the
   /// descriptor, or the file handle, leads to exactly this inode).
@@ -84,8 +84,10 @@ final class MountNode: @unchecked Sendable {
     }.get()
     // A handle taken by name could name another inode if the name changed meanwhile: check.
     var s = stat()
-    guard fstat(opened, &s) == 0, UInt64(s.st_dev) == key.device, UInt64(s.st_ino) == key.inode else {
-      close(opened)
+    guard case .success = valueOrErrno(.stat, { fstat(opened, &s) }), UInt64(s.st_dev) == key.device,
+      UInt64(s.st_ino) == key.inode
+    else {
+      closeDescriptor(opened)
       throw Errno(ESTALE)
     }
     return opened
@@ -95,7 +97,7 @@ final class MountNode: @unchecked Sendable {
   func withPath<T>(_ body: (Int32) throws(Errno) -> T) throws(Errno) -> T {
     if fd >= 0 { return try body(fd) }
     let opened = try reopen(PROTFS_MOUNT_O_PATH)
-    defer { close(opened) }
+    defer { closeDescriptor(opened) }
     return try body(opened)
   }
 }
@@ -195,11 +197,11 @@ final class MountNodes: Sendable {
           mountFD = known
         } else if let opened = try? parent.reopen(O_RDONLY | O_DIRECTORY), opened >= 0 {
           var s = stat()
-          if fstat(opened, &s) == 0, UInt64(s.st_dev) == key.device {
+          if case .success = valueOrErrno(.stat, { fstat(opened, &s) }), UInt64(s.st_dev) == key.device {
             table.mountFDs[key.device] = opened
             mountFD = opened
           } else {
-            close(opened)
+            closeDescriptor(opened)
           }
         }
       }
@@ -215,7 +217,7 @@ final class MountNodes: Sendable {
       table.byKey[key] = node
       return (node, true)
     }
-    if !isNew && fd >= 0 { close(fd) }
+    if !isNew && fd >= 0 { closeDescriptor(fd) }
     return node
   }
 

@@ -11,11 +11,11 @@ import ProtFSSystem
 enum MountStateWatcher {
   /// Watches `.protfs/` for replaced state files, on a thread of its own for the daemon's life.
   static func start(_ fs: MountFileSystem) {
-    let inotify = inotify_init1(Int32(IN_CLOEXEC))
-    guard inotify >= 0 else { return }
+    guard case .success(let inotify) = valueOrErrno(.inotifyInit, { inotify_init1(Int32(IN_CLOEXEC)) }) else { return }
     let mask = UInt32(IN_MOVED_TO | IN_CLOSE_WRITE | IN_CREATE)
-    guard inotify_add_watch(inotify, fs.device.stateDirectory, mask) >= 0 else {
-      close(inotify)
+    let directory = fs.device.stateDirectory
+    guard case .success = valueOrErrno(.inotifyAddWatch, { inotify_add_watch(inotify, directory, mask) }) else {
+      closeDescriptor(inotify)
       return
     }
     let first = fs.protectionState()
@@ -30,7 +30,7 @@ enum MountStateWatcher {
         fs.invalidateProtectedFiles()
         fs.appliedState.withLock { $0 = now }
       }
-      close(inotify)
+      closeDescriptor(inotify)
     }
   }
 }

@@ -32,17 +32,14 @@ public final class FileDescriptor: Sendable {
 
   /// Closes the descriptor, once: later calls do nothing and succeed.
   ///
-  /// On Linux `close(2)` releases the descriptor even when it fails, so it is never retried: an
-  /// EINTR means it is closed (a retry could close another thread's new descriptor of the same
-  /// number). Other errors (EIO, ENOSPC, EDQUOT from a delayed write) are returned for callers
+  /// Never retried (`closeDescriptor(_:)`): on Linux `close(2)` releases the descriptor even when
+  /// it fails. Other errors (EIO, ENOSPC, EDQUOT from a delayed write) are returned for callers
   /// that must know the data reached the file.
   @discardableResult
   public func close() -> Result<Void, Errno> {
     let fd = take()
     guard fd >= 0 else { return .success(()) }
-    guard Foundation.close(fd) != 0 else { return .success(()) }
-    let code = errno
-    return code == EINTR ? .success(()) : .failure(Errno(code))
+    return closeDescriptor(fd)
   }
 }
 

@@ -82,6 +82,30 @@ package enum Kernel {
     return valueOrErrno(.getxattr) { lgetxattr(proc, attribute, base, count) }.map { Int($0) }
   }
 
+  /// Reads `attribute` of the inode `fd` holds, which may be an `O_PATH` descriptor, with nothing
+  /// allocated on the heap: for the FUSE daemon, which asks this on every open and attribute
+  /// request. `fgetxattr(2)`, which takes any other descriptor on every kernel; for an `O_PATH`
+  /// one, which it (and `getxattrat(2)` with `AT_EMPTY_PATH`) refuses with EBADF, `getxattr(2)`
+  /// on the descriptor's `/proc/self/fd` magic link, built in a stack buffer. `pathOnly` goes
+  /// there at once, saving the refused call when the caller may hold an `O_PATH` descriptor.
+  package static func getAttribute(
+    ofDescriptor fd: Int32, attribute: UnsafePointer<CChar>, into buffer: UnsafeMutableRawBufferPointer,
+    pathOnly: Bool = false
+  ) -> Result<Int, Errno> {
+    let (base, count) = (buffer.baseAddress, buffer.count)
+    if !pathOnly {
+      switch valueOrErrno(.getxattr, { fgetxattr(fd, attribute, base, count) }) {
+      case .success(let length): return .success(length)
+      case .failure(let e) where e.rawValue != EBADF: return .failure(e)
+      case .failure: break
+      }
+    }
+    return withUnsafeTemporaryAllocation(of: CChar.self, capacity: 32) { path in
+      protfs_fd_path(fd, path.baseAddress!)
+      return valueOrErrno(.getxattr) { getxattr(path.baseAddress!, attribute, base, count) }
+    }
+  }
+
   /// Writes `attribute` of `target`; `flags` as setxattr(2)'s (`XATTR_CREATE`, `XATTR_REPLACE`).
   package static func setAttribute(
     _ target: AttributeTarget, attribute: String, value: UnsafeRawBufferPointer, flags: Int32 = 0

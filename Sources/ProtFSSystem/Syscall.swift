@@ -10,19 +10,25 @@ package enum Syscall: String, Sendable, Hashable {
   case access
   /// `open(2)` and `openat(2)`.
   case open
-  /// `read(2)`.
+  /// `close(2)`, through `closeDescriptor(_:)`, which never retries it.
+  case close
+  /// `read(2)` and `pread(2)`.
   case read
-  /// `write(2)`.
+  /// `write(2)` and `pwrite(2)`.
   case write
   /// `fsync(2)`.
   case fsync
   /// `fdatasync(2)`.
   case fdatasync
+  /// `syncfs(2)`.
+  case syncfs
+  /// `sync_file_range(2)`.
+  case syncFileRange
   /// `renameat(2)` and `renameat2(2)`.
   case rename
-  /// `unlinkat(2)`.
+  /// `unlink(2)`, `unlinkat(2)` and `rmdir(2)`.
   case unlink
-  /// `fstat(2)`, `fstatat(2)` and `statx(2)`.
+  /// `stat(2)`, `lstat(2)`, `fstat(2)`, `fstatat(2)` and `statx(2)`.
   case stat
   /// `fchown(2)` and `fchownat(2)`.
   case chown
@@ -63,7 +69,13 @@ package enum Syscall: String, Sendable, Hashable {
   case confine
   /// `umount2(2)`.
   case umount
-  /// `fstatvfs(2)`.
+  /// `dup2(2)`.
+  case dup
+  /// `setsid(2)`.
+  case setsid
+  /// `chdir(2)`.
+  case chdir
+  /// `fstatvfs(2)` and `statfs(2)`.
   case statfs
   /// `mknodat(2)`.
   case mknod
@@ -116,6 +128,26 @@ package func valueOrErrno<T: FixedWidthInteger>(_ name: Syscall, _ call: () -> T
     #endif
     if code != EINTR { return .failure(Errno(code)) }
   }
+}
+
+/// Closes `fd` and returns the errno it failed with, if any. The corresponding C function is
+/// `close(2)`.
+///
+/// Unlike `valueOrErrno`, never retries: on Linux `close(2)` releases the descriptor even when it
+/// fails, so an EINTR means it is closed, and a retry could close another thread's new descriptor
+/// of the same number. Other errors (EIO, ENOSPC, EDQUOT from a delayed write) are returned for
+/// callers that must know the data reached the file. An error injected by debug builds
+/// (`SyscallFaults`, `.close`) is returned after the descriptor is closed, as the kernel's would be.
+@inline(__always)
+@discardableResult
+package func closeDescriptor(_ fd: Int32) -> Result<Void, Errno> {
+  let status = close(fd)
+  #if DEBUG
+    if let injected = SyscallFaults.take(.close) { return injected == EINTR ? .success(()) : .failure(Errno(injected)) }
+  #endif
+  guard status != 0 else { return .success(()) }
+  let code = Foundation.errno
+  return code == EINTR ? .success(()) : .failure(Errno(code))
 }
 
 /// A POSIX error number.

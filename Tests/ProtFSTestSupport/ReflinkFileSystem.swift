@@ -38,13 +38,30 @@ public final class ReflinkFileSystem: @unchecked Sendable {
   }
 
   /// Whether the file at `path` shares all its data with another file, as `filefrag -v` (FIEMAP)
-  /// shows it: every extent flagged `shared`, and at least one extent.
+  /// shows it: every extent that holds the file's bytes flagged `shared`, and at least one. Extents
+  /// that start past the end of the file are not counted: XFS preallocates there after a write,
+  /// for a while, and those blocks hold none of the file.
   public static func sharesAllExtents(_ path: String) async throws -> Bool {
     let result = try await Protfs.runProgram("/usr/sbin/filefrag", ["-v", path])
-    let extents = result.stdout.split(separator: "\n").filter {
-      $0.range(of: #"^\s*\d+:"#, options: .regularExpression) != nil
+    guard result.status == 0 else { return false }
+    let lines = result.stdout.split(separator: "\n")
+    // "File size of P is N (B blocks of 4096 bytes)".
+    guard let header = lines.first(where: { $0.hasPrefix("File size of ") }),
+      let open = header.lastIndex(of: "("),
+      let blocks = Int(header[header.index(after: open)...].prefix { $0.isNumber })
+    else { return false }
+    var extents = 0
+    for line in lines {
+      // "   0:        0..   16895:      24..  16919:  16896:             last,shared,eof".
+      let fields = line.split(separator: ":", maxSplits: 2)
+      guard fields.count == 3, Int(fields[0].trimmingCharacters(in: .whitespaces)) != nil,
+        let start = Int(fields[1].split(separator: ".").first?.trimmingCharacters(in: .whitespaces) ?? "")
+      else { continue }
+      guard start < blocks else { continue }
+      extents += 1
+      if !line.contains("shared") { return false }
     }
-    return result.status == 0 && !extents.isEmpty && extents.allSatisfy { $0.contains("shared") }
+    return extents > 0
   }
 
   /// Unmounts (lazily, so a file still open cannot keep it) and removes the image.

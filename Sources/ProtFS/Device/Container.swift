@@ -215,7 +215,7 @@ extension Device {
       switch valueOrErrno(.rename, { Kernel.renameNoReplace(staging.fd, temporary, containers.fd, bundleID.rawValue) })
       {
       case .success:
-        _ = fsync(containers.fd)
+        _ = valueOrErrno(.fsync) { fsync(containers.fd) }
         return ContainerCreation(created: true, previousDefault: nil, defaultClass: chosen)
       case .failure(let e) where e == .exists || e == Errno(ENOTEMPTY):
         // Another protfs process created it first: theirs stands. Something else at its name (a

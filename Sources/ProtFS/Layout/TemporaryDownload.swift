@@ -28,12 +28,12 @@ public enum TemporaryFileLock {
     defer { file.close() }
     switch valueOrErrno(.flock, { flock(file.rawValue, LOCK_EX | LOCK_NB) }) {
     case .success:
-      flock(file.rawValue, LOCK_UN)
+      _ = valueOrErrno(.flock) { flock(file.rawValue, LOCK_UN) }
       return false
     case .failure(let e): return e == Errno(EWOULDBLOCK)
     }
   }
 
   /// Takes the shared lock on an open temp file; it lasts until the descriptor is closed.
-  public static func hold(_ fd: Int32) { _ = flock(fd, LOCK_SH) }
+  public static func hold(_ fd: Int32) { _ = valueOrErrno(.flock) { flock(fd, LOCK_SH) } }
 }

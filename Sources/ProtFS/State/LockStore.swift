@@ -42,7 +42,7 @@ package struct LockStore {
   /// Whether a journal exists: one `fstatat`, what every command pays when nothing was interrupted.
   package static func hasJournal(_ device: Device) -> Bool {
     var s = stat()
-    return stat(device.stateDirectory + "/" + journalFileName, &s) == 0
+    return (try? valueOrErrno(.stat, { stat(device.stateDirectory + "/" + journalFileName, &s) }).get()) != nil
   }
 
   /// Runs `body` holding the exclusive `flock` on `.protfs/lock`; waits for another holder to finish.

@@ -58,7 +58,7 @@ public struct MountRegistry: Sendable {
 
   /// Removes the entry of the daemon `pid`, if there is one.
   public func remove(pid: Int32) {
-    unlink(directoryPath + "/\(pid).json")
+    _ = valueOrErrno(.unlink) { unlink(directoryPath + "/\(pid).json") }
   }
 
   /// The mounts whose daemon still runs and whose mountpoint is still a protfs mount, sorted by

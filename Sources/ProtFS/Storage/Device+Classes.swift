@@ -158,13 +158,13 @@ extension Device {
       case .success:
         return true
       case .failure(let e) where e == .exists:
-        unlinkat(parent.fd, temporary, AT_REMOVEDIR)
+        _ = valueOrErrno(.unlink) { unlinkat(parent.fd, temporary, AT_REMOVEDIR) }
         return false
       case .failure(let e):
         throw ProtFSError.system("create the directory", path: parent.pathOf(name), errno: e.rawValue)
       }
     } catch {
-      unlinkat(parent.fd, temporary, AT_REMOVEDIR)
+      _ = valueOrErrno(.unlink) { unlinkat(parent.fd, temporary, AT_REMOVEDIR) }
       throw error
     }
   }

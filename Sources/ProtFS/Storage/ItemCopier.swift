@@ -51,7 +51,7 @@ package enum ItemCopier {
         ? valueOrErrno(.rename) { renameat(destination.fd, temporary, destination.fd, destinationName) }
         : valueOrErrno(.rename) { Kernel.renameNoReplace(destination.fd, temporary, destination.fd, destinationName) }
       switch renamed {
-      case .success: _ = fsync(destination.fd)
+      case .success: _ = valueOrErrno(.fsync) { fsync(destination.fd) }
       case .failure(let e):
         throw ProtFSError.system(
           replacing ? "replace" : "create", path: destination.pathOf(destinationName), errno: e.rawValue)
@@ -126,7 +126,7 @@ package enum ItemCopier {
     var times = [timespec](repeating: timespec(), count: 2)
     times[0] = timespec(tv_sec: Int(status.accessed.timeIntervalSince1970), tv_nsec: 0)
     times[1] = timespec(tv_sec: Int(status.modified.timeIntervalSince1970), tv_nsec: 0)
-    _ = futimens(output, times)
+    _ = valueOrErrno(.utimens) { futimens(output, times) }
   }
 }
 

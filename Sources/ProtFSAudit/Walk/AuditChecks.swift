@@ -72,7 +72,8 @@ extension Worker {
     }
 
     var st = stat()
-    let statted = kind == .file && fstatat(dirfd, name, &st, AT_SYMLINK_NOFOLLOW) == 0
+    let statted =
+      kind == .file && (try? valueOrErrno(.stat) { fstatat(dirfd, name, &st, AT_SYMLINK_NOFOLLOW) }.get()) != nil
     if statted {
       if st.st_nlink > 1 {
         emit(
@@ -209,16 +210,21 @@ extension Worker {
   /// Reports a link that leaves the container or loops. The kernel resolves it with `RESOLVE_BENEATH`,
   /// which fails with EXDEV exactly when resolution would leave the container root.
   private mutating func checkSymlink(dirfd: Int32, name: UnsafePointer<CChar>) {
-    let fd = (path + [0]).withUnsafeBufferPointer { bytes in
+    let opened = (path + [0]).withUnsafeBufferPointer { bytes in
       bytes.withMemoryRebound(to: CChar.self) { relative in
-        Kernel.openAt2(rootFD, relative.baseAddress!, Kernel.pathOnly | O_CLOEXEC, resolve: [.beneath, .noMagicLinks])
+        valueOrErrno(.open) {
+          Kernel.openAt2(
+            rootFD, relative.baseAddress!, Kernel.pathOnly | O_CLOEXEC, resolve: [.beneath, .noMagicLinks])
+        }
       }
     }
-    if fd >= 0 {
-      close(fd)
+    let code: Int32
+    switch opened {
+    case .success(let fd):
+      closeDescriptor(fd)
       return
+    case .failure(let e): code = e.rawValue
     }
-    let code = errno
     let target = readLink(dirfd: dirfd, name: name)
     switch code {
     case ELOOP:
@@ -252,7 +258,9 @@ extension Worker {
   private func readLink(dirfd: Int32, name: UnsafePointer<CChar>) -> [UInt8] {
     var buffer = [UInt8](repeating: 0, count: 4096)
     let count = buffer.withUnsafeMutableBufferPointer { raw in
-      raw.withMemoryRebound(to: CChar.self) { readlinkat(dirfd, name, $0.baseAddress!, $0.count) }
+      raw.withMemoryRebound(to: CChar.self) { target in
+        (try? valueOrErrno(.readlink) { readlinkat(dirfd, name, target.baseAddress!, target.count) }.get()) ?? -1
+      }
     }
     return count > 0 ? Array(buffer.prefix(count)) : []
   }

@@ -47,7 +47,7 @@ enum ConfinedSpawn {
       cgroup = try valueOrErrno(.open) { open(directory, O_RDONLY | O_DIRECTORY | O_CLOEXEC) }
         .orThrow("open the app's cgroup", path: directory)
     }
-    defer { if let cgroup { close(cgroup) } }
+    defer { if let cgroup { closeDescriptor(cgroup) } }
     var launch = ConfinedLaunch(
       paths: candidates(command[0], searchPath: searchPath), arguments: command, environment: environment)
     launch.defaultSignals = Self.resetSignals + options.alsoResetting

@@ -153,7 +153,7 @@ package enum AppLaunchCommand {
     signal(SIGPIPE, SIG_IGN)
     var pipeFDs: [Int32] = [0, 0]
     _ = try valueOrErrno(.pipe) { pipe(&pipeFDs) }.orThrow("create the event pipe for", path: program)
-    for fd in pipeFDs { _ = fcntl(fd, F_SETFD, FD_CLOEXEC) }
+    for fd in pipeFDs { _ = valueOrErrno(.fcntl) { fcntl(fd, F_SETFD, FD_CLOEXEC) } }
     let readEnd = FileDescriptor(owning: pipeFDs[0])
     let writeEnd = FileDescriptor(owning: pipeFDs[1])
     var environment = supervisor.environment
@@ -252,11 +252,10 @@ package enum AppLaunchCommand {
     /// have the app act first.
     private static func holdForTests() {
       guard let fifo = ProcessInfo.processInfo.environment["PROTFS_DEBUG_HOLD_LAUNCH"] else { return }
-      let fd = open(fifo, O_RDONLY | O_CLOEXEC)
-      guard fd >= 0 else { return }
+      guard case .success(let fd) = valueOrErrno(.open, { open(fifo, O_RDONLY | O_CLOEXEC) }) else { return }
       var byte: UInt8 = 0
-      while read(fd, &byte, 1) > 0 {}
-      close(fd)
+      while (try? valueOrErrno(.read) { read(fd, &byte, 1) }.get()) ?? 0 > 0 {}
+      closeDescriptor(fd)
     }
   #endif
 
@@ -318,7 +317,9 @@ package enum AppLaunchCommand {
       : (ProcessInfo.processInfo.environment["PATH"] ?? "/usr/bin:/bin").split(separator: ":").map { "\($0)/\(name)" }
     for path in candidates {
       var status = stat()
-      guard stat(path, &status) == 0, status.st_mode & S_IFMT == S_IFREG, status.st_mode & 0o111 != 0 else { continue }
+      guard case .success = valueOrErrno(.stat, { stat(path, &status) }), status.st_mode & S_IFMT == S_IFREG,
+        status.st_mode & 0o111 != 0
+      else { continue }
       return path
     }
     return nil

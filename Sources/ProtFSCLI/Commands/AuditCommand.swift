@@ -155,15 +155,15 @@ package enum AuditCommand {
     let fd: Int32
     let outputName: String
     if let path = invocation.value(Self.output) {
-      fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0o644)
-      if fd < 0 { throw ProtFSError.system("write the report to", path: path, errno: errno) }
+      fd = try valueOrErrno(.open) { open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0o644) }.orThrow(
+        "write the report to", path: path)
       outputName = path
     } else {
       fflush(nil)
       fd = STDOUT_FILENO
       outputName = "standard output"
     }
-    defer { if fd != STDOUT_FILENO { close(fd) } }
+    defer { if fd != STDOUT_FILENO { closeDescriptor(fd) } }
 
     let output = AuditOutput(fileDescriptor: fd, description: outputName)
     let total = try Auditor(audit.configuration).run(audit.target, reporter: format.reporter(output, options: options))

@@ -91,8 +91,10 @@ package enum ListCommand {
   /// The target of the link `name` of `directory`, shown escaped as names are.
   package static func readLink(_ directory: DirectoryHandle, _ name: FileName) -> String {
     var buffer = [CChar](repeating: 0, count: 4097)
-    let count = readlinkat(directory.fd, name.cString, &buffer, 4096)
-    guard count >= 0 else { return "?" }
+    let cName = name.cString
+    guard case .success(let count) = valueOrErrno(.readlink, { readlinkat(directory.fd, cName, &buffer, 4096) }) else {
+      return "?"
+    }
     return DisplayText.escaping(buffer[0..<count].map { UInt8(bitPattern: $0) })
   }
 

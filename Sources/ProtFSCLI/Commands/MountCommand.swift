@@ -56,16 +56,15 @@ package enum MountCommand {
   /// The daemon side of a background mount: a session of its own, "ready" on standard output once
   /// the mount answers, then standard output and error go to /dev/null.
   private static func serveDetached(_ device: Device, _ mountpoint: String) throws -> Int32 {
-    _ = setsid()
-    _ = chdir("/")
+    _ = valueOrErrno(.setsid) { setsid() }
+    _ = valueOrErrno(.chdir) { chdir("/") }
     try MountDaemon.serve(device: device, at: mountpoint) {
       let line = "ready \(getpid())\n"
-      _ = line.withCString { write(1, $0, strlen($0)) }
-      let null = open("/dev/null", O_RDWR)
-      if null >= 0 {
-        dup2(null, 1)
-        dup2(null, 2)
-        close(null)
+      _ = line.withCString { text in valueOrErrno(.write) { write(1, text, strlen(text)) } }
+      if case .success(let null) = valueOrErrno(.open, { open("/dev/null", O_RDWR) }) {
+        _ = valueOrErrno(.dup) { dup2(null, 1) }
+        _ = valueOrErrno(.dup) { dup2(null, 2) }
+        closeDescriptor(null)
       }
     }
     return 0

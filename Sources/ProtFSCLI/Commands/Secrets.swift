@@ -88,8 +88,7 @@ package enum PasscodeFile {
     var line: [UInt8] = []
     var byte: UInt8 = 0
     while line.count <= maximumSize {
-      let count = Foundation.read(STDIN_FILENO, &byte, 1)
-      if count == -1 && errno == EINTR { continue }
+      let count = (try? valueOrErrno(.read) { Foundation.read(STDIN_FILENO, &byte, 1) }.get()) ?? -1
       guard count == 1, byte != 0x0A else { break }
       line.append(byte)
     }
@@ -97,15 +96,16 @@ package enum PasscodeFile {
   }
 
   private static func readFile(_ path: String) throws -> [UInt8] {
-    let fd = open(path, O_RDONLY | O_CLOEXEC | O_NOCTTY)
-    guard fd >= 0 else { throw ProtFSError.system("read the passcode file", path: path, errno: errno) }
-    defer { close(fd) }
+    let fd = try valueOrErrno(.open) { open(path, O_RDONLY | O_CLOEXEC | O_NOCTTY) }.orThrow(
+      "read the passcode file", path: path)
+    defer { closeDescriptor(fd) }
     var bytes = [UInt8](repeating: 0, count: maximumSize + 1)
     var filled = 0
     while filled < bytes.count {
-      let count = bytes.withUnsafeMutableBytes { Foundation.read(fd, $0.baseAddress! + filled, $0.count - filled) }
-      if count == -1 && errno == EINTR { continue }
-      guard count >= 0 else { throw ProtFSError.system("read the passcode file", path: path, errno: errno) }
+      let count = try bytes.withUnsafeMutableBytes { raw throws(ProtFSError) in
+        try valueOrErrno(.read) { Foundation.read(fd, raw.baseAddress! + filled, raw.count - filled) }.orThrow(
+          "read the passcode file", path: path)
+      }
       if count == 0 { break }
       filled += count
     }

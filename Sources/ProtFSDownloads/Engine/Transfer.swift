@@ -277,7 +277,7 @@ package final class Transfer: @unchecked Sendable {
       }
     }
     if writesBehind && staged == staging.count {
-      _ = Kernel.startWriteback(fd, offset: flushed, length: Int64(staged))
+      _ = valueOrErrno(.syncFileRange) { Kernel.startWriteback(fd, offset: flushed, length: Int64(staged)) }
     }
     flushed += Int64(staged)
     staged = 0
@@ -345,7 +345,7 @@ package final class Transfer: @unchecked Sendable {
 
   /// Empties the temp file, for a server that sent the whole entity again.
   package func restartFile() {
-    _ = ftruncate(file.rawValue, 0)
+    _ = valueOrErrno(.truncate) { ftruncate(file.rawValue, 0) }
     flushed = 0
     staged = 0
     digest?.reset()

@@ -44,7 +44,8 @@ extension TransferEngine {
       }
       var status = stat()
       let linkedElsewhere =
-        fstat(transfer.file.rawValue, &status) == 0 && UInt64(status.st_nlink) != transfer.ownLinkCount
+        (try? valueOrErrno(.stat) { fstat(transfer.file.rawValue, &status) }.get()) != nil
+        && UInt64(status.st_nlink) != transfer.ownLinkCount
       if let held = heldTemporaryDirectories[path], let found = current[path]!, held.handle.isSameDirectory(as: found) {
         heldTemporaryDirectories[path]!.confirmed = now
       }

@@ -425,10 +425,11 @@ extension DirectoryHandle {
     if let fd {
       var open = stat()
       var named = stat()
-      guard fstat(fd, &open) == 0, fstatat(self.fd, name, &named, AT_SYMLINK_NOFOLLOW) == 0,
+      guard case .success = valueOrErrno(.stat, { fstat(fd, &open) }),
+        case .success = valueOrErrno(.stat, { fstatat(self.fd, name, &named, AT_SYMLINK_NOFOLLOW) }),
         open.st_dev == named.st_dev, open.st_ino == named.st_ino
       else { return }
     }
-    unlinkat(self.fd, name, 0)
+    _ = valueOrErrno(.unlink) { unlinkat(self.fd, name, 0) }
   }
 }

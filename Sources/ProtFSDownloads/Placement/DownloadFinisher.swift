@@ -273,9 +273,9 @@ package final class DownloadFinisher: @unchecked Sendable {
     if core.configuration.synchronizesFiles {
       // One syncfs flushes a batch of small files in one journal commit; a lone file needs only fsync.
       if passed.count >= 4 {
-        _ = Kernel.syncFilesystem(passed[0].file.rawValue)
+        _ = valueOrErrno(.syncfs) { Kernel.syncFilesystem(passed[0].file.rawValue) }
       } else {
-        for t in passed { _ = fsync(t.file.rawValue) }
+        for t in passed { _ = valueOrErrno(.fsync) { fsync(t.file.rawValue) } }
       }
     }
     // The descriptors stay open until placement, which labels the file through them.

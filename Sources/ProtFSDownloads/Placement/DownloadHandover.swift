@@ -50,7 +50,9 @@ extension DirectoryHandle {
   package func stillNames(_ name: String, fd: Int32) -> Bool {
     var open = stat()
     var named = stat()
-    guard fstat(fd, &open) == 0, fstatat(self.fd, name, &named, AT_SYMLINK_NOFOLLOW) == 0 else { return false }
+    guard case .success = valueOrErrno(.stat, { fstat(fd, &open) }),
+      case .success = valueOrErrno(.stat, { fstatat(self.fd, name, &named, AT_SYMLINK_NOFOLLOW) })
+    else { return false }
     return open.st_dev == named.st_dev && open.st_ino == named.st_ino
   }
 }

@@ -111,7 +111,7 @@ package enum TemporaryFile {
         do {
           try label(fd)
         } catch {
-          unlinkat(directory.fd, name, 0)
+          _ = valueOrErrno(.unlink) { unlinkat(directory.fd, name, 0) }
           file.close()
           throw error
         }
@@ -158,9 +158,12 @@ package enum TemporaryFile {
     defer { buffer.deallocate() }
     var done: Int64 = 0
     while done < count {
-      let n = pread(fd, buffer, min(chunk, Int(count - done)), off_t(done))
-      if n < 0 && errno == EINTR { continue }
-      guard n > 0 else { return ProtFSError.system("read the temp file", path: path, errno: n < 0 ? errno : EIO) }
+      let n: Int
+      switch valueOrErrno(.read, { pread(fd, buffer, min(chunk, Int(count - done)), off_t(done)) }) {
+      case .success(let read) where read > 0: n = read
+      case .success: return ProtFSError.system("read the temp file", path: path, errno: EIO)
+      case .failure(let e): return ProtFSError.system("read the temp file", path: path, errno: e.rawValue)
+      }
       digest.update(buffer, count: n)
       done += Int64(n)
     }

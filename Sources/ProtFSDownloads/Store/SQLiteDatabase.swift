@@ -56,7 +56,9 @@ package final class SQLiteDatabase: @unchecked Sendable {
   /// without waiting: while another process is in a transaction the log is left for a later open.
   private func checkpointLargeLog(busyTimeoutMilliseconds: Int32) {
     var info = stat()
-    guard stat(path + "-wal", &info) == 0, Int(info.st_size) > Self.checkpointOnOpenBytes else { return }
+    guard case .success = valueOrErrno(.stat, { stat(path + "-wal", &info) }),
+      Int(info.st_size) > Self.checkpointOnOpenBytes
+    else { return }
     _ = protfs_sqlite3_busy_timeout(handle, 0)
     _ = sqlite3_wal_checkpoint_v2(handle, nil, SQLITE_CHECKPOINT_TRUNCATE, nil, nil)
     _ = protfs_sqlite3_busy_timeout(handle, busyTimeoutMilliseconds)

@@ -56,14 +56,12 @@ package final class UploadAttempt: @unchecked Sendable {
         return Int(CURL_READFUNC_ABORT)
       }
     }
-    while true {
-      let n = pread(fd, buffer, min(capacity, Int(max(0, end - sent))), off_t(sent))
-      if n >= 0 {
-        sent += Int64(n)
-        return n
-      }
-      if errno == EINTR { continue }
-      readErrno = errno
+    switch valueOrErrno(.read, { pread(fd, buffer, min(capacity, Int(max(0, end - sent))), off_t(sent)) }) {
+    case .success(let n):
+      sent += Int64(n)
+      return n
+    case .failure(let error):
+      readErrno = error.rawValue
       return Int(CURL_READFUNC_ABORT)
     }
   }

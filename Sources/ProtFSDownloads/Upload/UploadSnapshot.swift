@@ -154,9 +154,9 @@ package enum UploadSnapshot {
 
   /// Empties the snapshot `output` and puts both files back at byte 0, for another pass.
   private static func rewind(_ source: Int32, _ output: Int32, path: String) throws(ProtFSError) {
-    guard ftruncate(output, 0) == 0, lseek(output, 0, SEEK_SET) == 0, lseek(source, 0, SEEK_SET) == 0 else {
-      throw ProtFSError.system("snapshot the file to upload", path: path, errno: errno)
-    }
+    _ = try valueOrErrno(.truncate) { ftruncate(output, 0) }.orThrow("snapshot the file to upload", path: path)
+    _ = try valueOrErrno(.seek) { lseek(output, 0, SEEK_SET) }.orThrow("snapshot the file to upload", path: path)
+    _ = try valueOrErrno(.seek) { lseek(source, 0, SEEK_SET) }.orThrow("snapshot the file to upload", path: path)
   }
 
   /// A new, empty snapshot file made with `O_EXCL` in `directory`.

@@ -23,7 +23,7 @@ import Testing
     // 1. The expiration handler, the kill and its crash report; the task ended in time, suspended.
     #expect(step[1].contains("expiring, still not ending the task"), "\(step[1])")
     #expect(step[1].contains("exit status 137 (killed by the system)"), "\(step[1])")
-    #expect(step[1].contains(#""terminationReason":"0x8badf00d""#), "\(step[1])")
+    #expect(step[1].contains(#""terminationReason" : "0x8badf00d""#), "\(step[1])")
     #expect(step[1].contains("com.example.app: suspended; pid "), "\(step[1])")
     // 2–3. The download dies once the phone locks; the Downloads directory made class none.
     #expect(step[2].contains("Operation not permitted (the device locked during the download)"), "\(step[2])")

@@ -15,7 +15,7 @@ import Testing
     #expect(result.status == 0, "\(result)")
     // 1. Background time running out, and a task ended in time while a timer logs the time left.
     #expect(output.contains("exit status 137 (killed by the system)"), "\(output)")
-    #expect(output.contains(#""terminationReason":"0x8badf00d""#), "\(output)")
+    #expect(output.contains(#""terminationReason" : "0x8badf00d""#), "\(output)")
     #expect(output.contains("time remaining 2"), "\(output)")
     #expect(output.contains("tick 1\n"), "\(output)")
     // 2. Operation not permitted while locked, without the fix.

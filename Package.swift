@@ -52,7 +52,8 @@ let package = Package(
     // process, its client, and the backend protocol ProtFSKit's URLSession is written against.
     .target(name: "ProtFSSessions", dependencies: ["ProtFSSystem", "ProtFS", "ProtFSDownloads", "ProtFSApp"]),
     .target(
-      name: "ProtFSKit", dependencies: ["ProtFSSystem", "ProtFS", "ProtFSApp", "ProtFSSessions", "ProtFSFoundation"]),
+      name: "ProtFSKit",
+      dependencies: ["ProtFSSystem", "ProtFS", "ProtFSDownloads", "ProtFSApp", "ProtFSSessions", "ProtFSFoundation"]),
     // Example apps (the source documents' background logic in Swift), run by the end-to-end tests.
     .executableTarget(name: "BackgroundRunner", dependencies: ["ProtFSKit"], path: "Examples/BackgroundRunner"),
     .executableTarget(name: "FetchHelper", dependencies: ["ProtFSKit"], path: "Examples/FetchHelper"),
@@ -97,7 +98,11 @@ let package = Package(
     .testTarget(
       name: "ProtFSKitTests", dependencies: ["ProtFSKit", "ProtFSSessions", "ProtFSSystem", "ProtFSTestSupport"]),
     // The parser, help and exit statuses, in-process.
-    .testTarget(name: "ProtFSCLITests", dependencies: ["ProtFSCLI", "ProtFSSystem", "ProtFS"]),
+    .testTarget(
+      name: "ProtFSCLITests",
+      dependencies: [
+        "ProtFSCLI", "ProtFSSystem", "ProtFS", "ProtFSLock", "ProtFSMount", "ProtFSDownloads", "ProtFSSessions",
+      ]),
     // Depends on the executables so that `swift test` builds the binaries the tests run.
     .testTarget(
       name: "ProtFSEndToEndTests",

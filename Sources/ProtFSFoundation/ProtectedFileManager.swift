@@ -264,7 +264,7 @@ public final class ProtectedFileManager: @unchecked Sendable {
         try device.checkAccess(try device.resolve(destination), for: .create)
         try ItemCopier.move(fromName, in: from, to: toName, in: to)
       case .failure(let e):
-        throw ProtFSError.system("move '\(source)' to", path: destination, errno: e.rawValue)
+        throw ProtFSError.system("move '\(source)' to", path: destination, errno: e)
       }
     }
   }

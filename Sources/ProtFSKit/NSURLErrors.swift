@@ -1,4 +1,5 @@
 import Foundation
+import ProtFSDownloads
 import ProtFSSessions
 import ProtFSSystem
 

@@ -104,7 +104,7 @@ public enum Confinement {
       .permissionDenied,
       "The app user \(user) that protfs exec runs programs as cannot reach the device '\(device.root)': "
         + "it may not enter '\(prefix)'\(detail): \(reason).",
-      path: prefix, errno: reason.rawValue,
+      path: prefix, syscall: reason.call, errno: reason.rawValue,
       remedy: .advice(
         "let other users through with `chmod o+x '\(prefix)'`, or keep the device where every user can reach it (for example under /srv)"
       ))

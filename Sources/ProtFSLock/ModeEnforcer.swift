@@ -175,7 +175,7 @@ package struct ModeEnforcer: Sendable {
         original = current
       }
     case .failure(let e):
-      throw ProtFSError.system("save the mode of", path: path, errno: e.rawValue)
+      throw ProtFSError.system("save the mode of", path: path, errno: e)
     }
     // The mode first, then the owner: so every state between the steps is one `fits` accepts,
     // and none gives the owner a window with its bits still there once it is no longer the owner.
@@ -240,7 +240,7 @@ package struct ModeEnforcer: Sendable {
     }
     switch removed {
     case .success, .failure(.noData): break
-    case .failure(let e): throw ProtFSError.system("remove the saved mode of", path: path, errno: e.rawValue)
+    case .failure(let e): throw ProtFSError.system("remove the saved mode of", path: path, errno: e)
     }
     crash.step()
     return true
@@ -304,7 +304,7 @@ package struct ModeEnforcer: Sendable {
         "Cannot change the mode of '\(path)': it belongs to \(owner), and protfs runs as uid \(geteuid()).",
         path: path, errno: EPERM, remedy: .runAsRoot(orChown: true))
     case .failure(let e):
-      throw ProtFSError.system("change the mode of", path: path, errno: e.rawValue)
+      throw ProtFSError.system("change the mode of", path: path, errno: e)
     }
   }
 
@@ -318,7 +318,7 @@ package struct ModeEnforcer: Sendable {
         "Cannot give '\(path)' to uid \(uid), gid \(gid): protfs runs as uid \(geteuid()) without the right to chown.",
         path: path, errno: EPERM, remedy: .runAsRoot(orChown: false))
     case .failure(let e):
-      throw ProtFSError.system("change the owner of", path: path, errno: e.rawValue)
+      throw ProtFSError.system("change the owner of", path: path, errno: e)
     }
   }
 

@@ -36,11 +36,11 @@ extension Device {
     if case .failure(let e) = valueOrErrno(
       .inotifyAddWatch, { inotify_add_watch(inotify.rawValue, stateDirectory, mask) })
     {
-      throw ProtFSError.system("watch", path: stateDirectory, errno: e.rawValue)
+      throw ProtFSError.system("watch", path: stateDirectory, errno: e)
     }
     var pipeFDs: [Int32] = [0, 0]
     if case .failure(let e) = valueOrErrno(.pipe, { pipe(&pipeFDs) }) {
-      throw ProtFSError.system("watch", path: stateDirectory, errno: e.rawValue)
+      throw ProtFSError.system("watch", path: stateDirectory, errno: e)
     }
     for fd in pipeFDs { _ = valueOrErrno(.fcntl) { fcntl(fd, F_SETFD, FD_CLOEXEC) } }
     let wakeRead = FileDescriptor(owning: pipeFDs[0])

@@ -27,7 +27,7 @@ package enum MountDaemon {
     case .failure(let e):
       throw ProtFSError(
         .io, "Cannot mount: FUSE is not available here ('/dev/fuse': \(e.description)).",
-        path: "/dev/fuse", errno: e.rawValue, remedy: .enableFuse)
+        path: "/dev/fuse", syscall: e.call, errno: e.rawValue, remedy: .enableFuse)
     }
   }
 
@@ -164,7 +164,7 @@ package enum MountDaemon {
     case .failure(let e) where e == .notPermitted:
       try fusermount(mountpoint)
     case .failure(let e):
-      throw ProtFSError.system("unmount", path: mountpoint, errno: e.rawValue)
+      throw ProtFSError.system("unmount", path: mountpoint, errno: e)
     }
     let registry = MountRegistry(device: device)
     for record in registry.records() where record.mountpoint == mountpoint {

@@ -78,7 +78,7 @@ public enum AtomicFile {
       case .failure(.exists) where !options.replacing: break
       case .failure(let e):
         throw ProtFSError.system(
-          options.replacing ? "replace" : "create", path: directory.pathOf(name), errno: e.rawValue)
+          options.replacing ? "replace" : "create", path: directory.pathOf(name), errno: e)
       }
     } catch {
       unlinkat(directory.fd, temporary, 0)

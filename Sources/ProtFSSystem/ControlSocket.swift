@@ -41,7 +41,7 @@ public enum ControlSocket {
       }
     }
     if case .failure(let error) = bound {
-      throw ProtFSError.system("bind the socket", path: "@" + name, errno: error.rawValue)
+      throw ProtFSError.system("bind the socket", path: "@" + name, errno: error)
     }
     _ = try valueOrErrno(.listen) { Foundation.listen(socket.rawValue, 16) }.orThrow("listen on", path: "@" + name)
     return socket

@@ -69,7 +69,7 @@ public final class DirectoryHandle: Sendable {
       }
       throw ProtFSError(.invalidArgument, "Cannot open '\(shown)': it is not a directory.", path: shown, errno: ENOTDIR)
     case .failure(let e):
-      throw ProtFSError.system("open the directory", path: shown, errno: e.rawValue)
+      throw ProtFSError.system("open the directory", path: shown, errno: e)
     }
   }
 
@@ -188,7 +188,7 @@ public final class DirectoryHandle: Sendable {
           path: pathOf(name), errno: EEXIST)
       }
       return false
-    case .failure(let e): throw ProtFSError.system("create the directory", path: pathOf(name), errno: e.rawValue)
+    case .failure(let e): throw ProtFSError.system("create the directory", path: pathOf(name), errno: e)
     }
   }
 
@@ -227,7 +227,7 @@ public final class DirectoryHandle: Sendable {
     switch attributeResult(attribute, of: name) {
     case .success(let value): return value
     case .failure(let e):
-      throw ProtFSError.system("read the attributes of", path: name.map(pathOf) ?? path, errno: e.rawValue)
+      throw ProtFSError.system("read the attributes of", path: name.map(pathOf) ?? path, errno: e)
     }
   }
 
@@ -276,7 +276,7 @@ public final class DirectoryHandle: Sendable {
     switch Kernel.removeAttribute(Kernel.AttributeTarget(dirfd: fd, name: name), attribute: attribute) {
     case .success, .failure(.noData): return
     case .failure(let e):
-      throw ProtFSError.system("remove the attributes of", path: name.map(pathOf) ?? path, errno: e.rawValue)
+      throw ProtFSError.system("remove the attributes of", path: name.map(pathOf) ?? path, errno: e)
     }
   }
 }

@@ -51,7 +51,7 @@ package final class ItemHandle {
       self.fd = fd
       isPathOnly = false
     case .failure(let e) where e == .noSuchFile || e == .tooManySymlinks:
-      throw ProtFSError.system("open", path: parent.pathOf(name), errno: e.rawValue)
+      throw ProtFSError.system("open", path: parent.pathOf(name), errno: e)
     case .failure:
       // An unprivileged owner's locked item (EACCES), a socket (ENXIO), a lease (EWOULDBLOCK):
       // O_PATH needs no permission on the item and never runs a driver's or a lease's code.

@@ -4,8 +4,9 @@ import Foundation
 /// The name of a system call as `valueOrErrno` knows it: what debug builds' error injection
 /// (`SyscallFaults`) matches on.
 ///
-/// A name covers a family (`.getxattr` stands for `fgetxattr`, `lgetxattr` and `getxattrat`).
-package enum Syscall: String, Sendable, Hashable {
+/// A name covers a family (`.getxattr` stands for `fgetxattr`, `lgetxattr` and `getxattrat`). A
+/// `ProtFSError` from a failed call names it (`syscall`), encoded as its raw value.
+public enum Syscall: String, Sendable, Hashable, Codable {
   /// `access(2)`.
   case access
   /// `open(2)` and `openat(2)`.
@@ -126,7 +127,7 @@ package func valueOrErrno<T: FixedWidthInteger>(_ name: Syscall, _ call: () -> T
       if value != -1 { return .success(value) }
       code = Foundation.errno
     #endif
-    if code != EINTR { return .failure(Errno(code)) }
+    if code != EINTR { return .failure(Errno(code, call: name)) }
   }
 }
 
@@ -143,19 +144,36 @@ package func valueOrErrno<T: FixedWidthInteger>(_ name: Syscall, _ call: () -> T
 package func closeDescriptor(_ fd: Int32) -> Result<Void, Errno> {
   let status = close(fd)
   #if DEBUG
-    if let injected = SyscallFaults.take(.close) { return injected == EINTR ? .success(()) : .failure(Errno(injected)) }
+    if let injected = SyscallFaults.take(.close) {
+      return injected == EINTR ? .success(()) : .failure(Errno(injected, call: .close))
+    }
   #endif
   guard status != 0 else { return .success(()) }
   let code = Foundation.errno
-  return code == EINTR ? .success(()) : .failure(Errno(code))
+  return code == EINTR ? .success(()) : .failure(Errno(code, call: .close))
 }
 
-/// A POSIX error number.
+/// A POSIX error number, and the system call that returned it when it came from one.
+///
+/// Two errnos are equal when their numbers are (`result == .failure(.noData)` does not ask which
+/// call failed).
 public struct Errno: Error, Sendable, Equatable, Hashable, CustomStringConvertible {
   /// The raw errno value.
   public var rawValue: Int32
+  /// The system call that failed with it, if `valueOrErrno` ran it.
+  public var call: Syscall?
   /// Wraps a raw errno value.
   public init(_ rawValue: Int32) { self.rawValue = rawValue }
+  /// Wraps a raw errno value that `call` failed with.
+  public init(_ rawValue: Int32, call: Syscall?) {
+    self.rawValue = rawValue
+    self.call = call
+  }
+
+  /// Whether the numbers are equal, whichever call failed.
+  public static func == (lhs: Errno, rhs: Errno) -> Bool { lhs.rawValue == rhs.rawValue }
+  /// Hashes the number alone, as `==` compares it.
+  public func hash(into hasher: inout Hasher) { hasher.combine(rawValue) }
   /// strerror(3)'s text.
   public var description: String { String(cString: strerror(rawValue)) }
 
@@ -192,7 +210,8 @@ extension Result where Failure == Errno {
   {
     switch self {
     case .success(let value): return value
-    case .failure(let error): throw ProtFSError.system(operation(), path: path(), errno: error.rawValue)
+    case .failure(let error):
+      throw ProtFSError.system(operation(), path: path(), errno: error.rawValue, syscall: error.call)
     }
   }
 }

@@ -224,7 +224,7 @@ extension Device {
         try container.requireExists()
         return try createContainer(bundleID, defaultClass: defaultClass)
       case .failure(let e):
-        throw ProtFSError.system("create the container", path: container.absolutePath, errno: e.rawValue)
+        throw ProtFSError.system("create the container", path: container.absolutePath, errno: e)
       }
     } catch {
       try? staging.removeTree(temporary)

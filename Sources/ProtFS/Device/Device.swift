@@ -210,7 +210,7 @@ public struct Device: Sendable, Hashable {
   package static func checkExtendedAttributes(_ directory: DirectoryHandle) throws(ProtFSError) {
     let probe = "user.protfs.probe"
     if case .failure(let e) = directory.attributeResult(probe), e == .notSupported {
-      throw ProtFSError.system("use", path: directory.path, errno: e.rawValue)
+      throw ProtFSError.system("use", path: directory.path, errno: e)
     }
     do {
       try directory.setAttribute(probe, to: [0x31])

@@ -35,7 +35,7 @@ package struct LockStore {
     case .success, .failure(.noSuchFile): return
     case .failure(let e):
       throw ProtFSError.system(
-        "remove the transition journal", path: directory.pathOf(Self.journalFileName), errno: e.rawValue)
+        "remove the transition journal", path: directory.pathOf(Self.journalFileName), errno: e)
     }
   }
 

@@ -74,7 +74,7 @@ extension ProtectionClass {
     switch result {
     case .success(let size): return try decode(Array(buffer.prefix(size)), at: path)
     case .failure(let e) where e == .noData: return nil
-    case .failure(let e): throw ProtFSError.system("read the attributes of", path: path, errno: e.rawValue)
+    case .failure(let e): throw ProtFSError.system("read the attributes of", path: path, errno: e)
     }
   }
 

@@ -161,7 +161,7 @@ extension Device {
         _ = valueOrErrno(.unlink) { unlinkat(parent.fd, temporary, AT_REMOVEDIR) }
         return false
       case .failure(let e):
-        throw ProtFSError.system("create the directory", path: parent.pathOf(name), errno: e.rawValue)
+        throw ProtFSError.system("create the directory", path: parent.pathOf(name), errno: e)
       }
     } catch {
       _ = valueOrErrno(.unlink) { unlinkat(parent.fd, temporary, AT_REMOVEDIR) }

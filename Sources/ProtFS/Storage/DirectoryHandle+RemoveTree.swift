@@ -30,7 +30,7 @@ private struct TreeRemover: TreeVisitor {
     if error != nil { return .stop }
     if entry.kind == .directory { return .descend(place) }
     if case .failure(let e) = valueOrErrno(.unlink, { unlinkat(entry.directory.fd, entry.name, 0) }) {
-      error = ProtFSError.system("remove", path: entry.directory.pathOf(entry.nameString), errno: e.rawValue)
+      error = ProtFSError.system("remove", path: entry.directory.pathOf(entry.nameString), errno: e)
       return .stop
     }
     return .skip
@@ -40,7 +40,7 @@ private struct TreeRemover: TreeVisitor {
   mutating func leave(_ name: String?, in parent: DirectoryHandle?, _ place: Place) {
     guard let name, let parent, error == nil else { return }
     if case .failure(let e) = valueOrErrno(.unlink, { unlinkat(parent.fd, name, AT_REMOVEDIR) }) {
-      error = ProtFSError.system("remove", path: parent.pathOf(name), errno: e.rawValue)
+      error = ProtFSError.system("remove", path: parent.pathOf(name), errno: e)
     }
   }
 

@@ -54,7 +54,7 @@ package enum ItemCopier {
       case .success: _ = valueOrErrno(.fsync) { fsync(destination.fd) }
       case .failure(let e):
         throw ProtFSError.system(
-          replacing ? "replace" : "create", path: destination.pathOf(destinationName), errno: e.rawValue)
+          replacing ? "replace" : "create", path: destination.pathOf(destinationName), errno: e)
       }
     } catch {
       try? destination.removeTree(temporary)
@@ -108,9 +108,9 @@ package enum ItemCopier {
   package static func copyContents(from input: Int32, to output: Int32, path: String) throws(ProtFSError) {
     switch ByteCopy.copy(from: input, to: output) {
     case .success: return
-    case .failure(.reading(let e)): throw ProtFSError.system("read the source of", path: path, errno: e.rawValue)
-    case .failure(.writing(let e)): throw ProtFSError.system("write", path: path, errno: e.rawValue)
-    case .failure(.copying(let e)): throw ProtFSError.system("copy into", path: path, errno: e.rawValue)
+    case .failure(.reading(let e)): throw ProtFSError.system("read the source of", path: path, errno: e)
+    case .failure(.writing(let e)): throw ProtFSError.system("write", path: path, errno: e)
+    case .failure(.copying(let e)): throw ProtFSError.system("copy into", path: path, errno: e)
     }
   }
 

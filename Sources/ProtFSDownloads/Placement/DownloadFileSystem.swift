@@ -266,7 +266,7 @@ public final class DeviceDownloadFileSystem: DownloadFileSystem {
         .symlink, "Cannot open '\(absolute)': it passes through a symbolic link, which protfs does not follow.",
         path: absolute, errno: ELOOP)
     case .failure(let e):
-      throw ProtFSError.system("open the directory", path: absolute, errno: e.rawValue)
+      throw ProtFSError.system("open the directory", path: absolute, errno: e)
     }
   }
 
@@ -409,7 +409,7 @@ extension DirectoryHandle {
     case .failure(let e) where e.rawValue == ENOENT:
       throw ProtFSError(.notFound, "Cannot upload '\(path)': there is no such file.", path: path, errno: ENOENT)
     case .failure(let e):
-      throw ProtFSError.system("open the file to upload", path: path, errno: e.rawValue)
+      throw ProtFSError.system("open the file to upload", path: path, errno: e)
     }
   }
 

@@ -243,7 +243,7 @@ extension DownloadFinisher {
         destination, (try? destination.openDescriptor(fileName, flags: O_RDONLY | O_NONBLOCK | O_NOFOLLOW)) ?? file
       )
     case .failure(let e):
-      throw ProtFSError.system("move the download to", path: destination.pathOf(fileName), errno: e.rawValue)
+      throw ProtFSError.system("move the download to", path: destination.pathOf(fileName), errno: e)
     }
   }
 
@@ -268,7 +268,7 @@ extension DownloadFinisher {
       if let failure = Self.name(transfer) { throw failure }
       return nil
     case .failure(let e):
-      throw ProtFSError.system("move the download to", path: destination.pathOf(fileName), errno: e.rawValue)
+      throw ProtFSError.system("move the download to", path: destination.pathOf(fileName), errno: e)
     }
   }
 

@@ -92,7 +92,7 @@ package enum TemporaryFile {
       case .failure(let e) where e == .noSuchFile:
         break
       case .failure(let e):
-        throw ProtFSError.system("open the temp file", path: directory.pathOf(existingName), errno: e.rawValue)
+        throw ProtFSError.system("open the temp file", path: directory.pathOf(existingName), errno: e)
       }
     }
     if unnamed, let file = try makeUnnamed(in: directory, label: label) {
@@ -119,7 +119,7 @@ package enum TemporaryFile {
         return Opened(file: file, name: name, size: 0, isNamed: true)
       case .failure(let e) where e == .exists: continue
       case .failure(let e):
-        throw ProtFSError.system("create the temp file", path: directory.pathOf(name), errno: e.rawValue)
+        throw ProtFSError.system("create the temp file", path: directory.pathOf(name), errno: e)
       }
     }
   }
@@ -146,7 +146,7 @@ package enum TemporaryFile {
     case .failure(let e) where e.rawValue == EOPNOTSUPP || e.rawValue == EISDIR || e.rawValue == EINVAL:
       return nil
     case .failure(let e):
-      throw ProtFSError.system("create the temp file", path: directory.path, errno: e.rawValue)
+      throw ProtFSError.system("create the temp file", path: directory.path, errno: e)
     }
   }
 
@@ -162,7 +162,7 @@ package enum TemporaryFile {
       switch valueOrErrno(.read, { pread(fd, buffer, min(chunk, Int(count - done)), off_t(done)) }) {
       case .success(let read) where read > 0: n = read
       case .success: return ProtFSError.system("read the temp file", path: path, errno: EIO)
-      case .failure(let e): return ProtFSError.system("read the temp file", path: path, errno: e.rawValue)
+      case .failure(let e): return ProtFSError.system("read the temp file", path: path, errno: e)
       }
       digest.update(buffer, count: n)
       done += Int64(n)

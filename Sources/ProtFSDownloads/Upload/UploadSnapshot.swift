@@ -97,7 +97,7 @@ package enum UploadSnapshot {
     case .failure(let e) where [EOPNOTSUPP, ENOTTY, EXDEV, EINVAL, ENOSYS, EPERM].contains(e.rawValue):
       return nil
     case .failure(let e):
-      throw ProtFSError.system("clone the file to upload", path: path, errno: e.rawValue)
+      throw ProtFSError.system("clone the file to upload", path: path, errno: e)
     }
   }
 
@@ -169,7 +169,7 @@ package enum UploadSnapshot {
       case .success(let fd): return (name, FileDescriptor(owning: fd))
       case .failure(let e) where e == .exists: continue
       case .failure(let e):
-        throw ProtFSError.system("create the upload snapshot in", path: directory.path, errno: e.rawValue)
+        throw ProtFSError.system("create the upload snapshot in", path: directory.path, errno: e)
       }
     }
   }
@@ -182,10 +182,10 @@ package enum UploadSnapshot {
     switch ByteCopy.copy(from: input, to: output, limit: limit, progress: progress) {
     case .success(let total): return total
     case .failure(.copying(let e)):
-      throw ProtFSError.system("snapshot the file to upload", path: path, errno: e.rawValue)
-    case .failure(.reading(let e)): throw ProtFSError.system("read the file to upload", path: path, errno: e.rawValue)
+      throw ProtFSError.system("snapshot the file to upload", path: path, errno: e)
+    case .failure(.reading(let e)): throw ProtFSError.system("read the file to upload", path: path, errno: e)
     case .failure(.writing(let e)):
-      throw ProtFSError.system("write the upload snapshot of", path: path, errno: e.rawValue)
+      throw ProtFSError.system("write the upload snapshot of", path: path, errno: e)
     }
   }
 }

@@ -82,7 +82,7 @@ enum AppTransfers {
     var failed = false
     var seen = Set<String>()
     for text in texts {
-      switch DownloadCommand.validate(text) {
+      switch DownloadRequest.url(from: text) {
       case .success(let url):
         guard seen.insert(url.absoluteString).inserted else { continue }
         do throws(ProtFSError) {

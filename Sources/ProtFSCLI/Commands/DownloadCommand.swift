@@ -112,7 +112,7 @@ package enum DownloadCommand {
     }
     let requestTimeout = try timeout(invocation, Self.requestTimeout, within: 1...86400)
     let resourceTimeout = try timeout(invocation, Self.resourceTimeout, within: 1...(365 * 86400))
-    if let digest = invocation.value(Self.sha256), digest.count != 64 || !digest.allSatisfy(\.isHexDigit) {
+    if let digest = invocation.value(Self.sha256), DownloadRequest.normalizedSHA256(digest) == nil {
       throw invocation.usageError("'\(digest)' is not a SHA-256 digest; give 64 hexadecimal digits.")
     }
 
@@ -143,7 +143,7 @@ package enum DownloadCommand {
     func nextRequests(_ count: Int) -> [DownloadRequest] {
       var requests: [DownloadRequest] = []
       while requests.count < count, let text = remaining.popFirst() {
-        switch validate(text) {
+        switch DownloadRequest.url(from: text) {
         case .success(let url):
           guard seen.insert(url.absoluteString).inserted else { continue }
           requests.append(
@@ -356,27 +356,6 @@ package enum DownloadCommand {
       while let last = trimmed.last, isSpace(last) { trimmed = trimmed.dropLast() }
       return trimmed.isEmpty || trimmed.first == UInt8(ascii: "#") ? nil : String(Substring(trimmed))
     }
-  }
-
-  package static func validate(_ text: String) -> Result<URL, ProtFSError> {
-    guard let url = URL(string: text), let scheme = url.scheme?.lowercased() else {
-      return .failure(
-        ProtFSError(
-          .invalidArgument, "'\(text)' is not a URL.",
-          remedy: .advice("give an absolute URL such as https://example.com/file.zip")
-        ))
-    }
-    guard ["http", "https", "file"].contains(scheme) else {
-      return .failure(
-        ProtFSError(
-          .invalidArgument, "The URL '\(text)' has the unsupported scheme '\(scheme)'.",
-          remedy: .advice("use http, https or file")
-        ))
-    }
-    if scheme != "file" && (url.host ?? "").isEmpty {
-      return .failure(ProtFSError(.invalidArgument, "The URL '\(text)' has no host."))
-    }
-    return .success(url)
   }
 
   /// `--to` is a directory inside the container: relative to its root, or an absolute path inside it.

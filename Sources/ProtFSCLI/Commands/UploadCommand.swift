@@ -92,10 +92,7 @@ package enum UploadCommand {
     let resourceTimeout = try DownloadCommand.timeout(
       invocation, DownloadCommand.resourceTimeout, within: 1...(365 * 86400))
     let text = invocation.required(Self.url)
-    guard let target = URL(string: text) else {
-      throw ProtFSError(.invalidArgument, "'\(text)' is not a URL.", remedy: .advice("give an http or https URL"))
-    }
-    try DownloadSession.checkUploadURL(target)
+    let target = try DownloadSession.uploadURL(text)
     if let app {
       if invocation.value(Self.response) != nil {
         throw invocation.usageError(

@@ -46,6 +46,36 @@ public struct DownloadRequest: Sendable, Equatable {
     self.body = body
   }
 
+  /// The URL `text` names when a download can fetch it (http or https with a host, or file), or an
+  /// error naming it: the one check of a download's URL, for the command line and the library.
+  public static func url(from text: String) -> Result<URL, ProtFSError> {
+    guard let url = URL(string: text), let scheme = url.scheme?.lowercased() else {
+      return .failure(
+        ProtFSError(
+          .invalidArgument, "'\(text)' is not a URL.",
+          remedy: .advice("give an absolute URL such as https://example.com/file.zip")))
+    }
+    guard ["http", "https", "file"].contains(scheme) else {
+      return .failure(
+        ProtFSError(
+          .invalidArgument, "The URL '\(text)' has the unsupported scheme '\(scheme)'.",
+          remedy: .advice("use http, https or file")))
+    }
+    if scheme != "file" && (url.host ?? "").isEmpty {
+      return .failure(ProtFSError(.invalidArgument, "The URL '\(text)' has no host."))
+    }
+    return .success(url)
+  }
+
+  /// `text` in lowercase when it is a SHA-256 digest (64 hexadecimal digits), or nil: the one check
+  /// of an expected digest, for the command line and the library.
+  public static func normalizedSHA256(_ text: String) -> String? {
+    let lower = text.lowercased()
+    guard lower.utf8.count == 64, lower.utf8.allSatisfy({ (0x30...0x39).contains($0) || (0x61...0x66).contains($0) })
+    else { return nil }
+    return lower
+  }
+
   /// `method` uppercased when it is an HTTP token, or an error naming it.
   public static func validatedMethod(_ method: String) throws(ProtFSError) -> String {
     let upper = method.uppercased()

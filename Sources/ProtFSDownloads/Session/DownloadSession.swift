@@ -307,8 +307,7 @@ public final class DownloadSession: Sendable {
   }
 
   private static func normalizedDigest(_ text: String) throws(ProtFSError) -> String {
-    let lower = text.lowercased()
-    guard lower.count == 64, lower.allSatisfy({ $0.isHexDigit }) else {
+    guard let lower = DownloadRequest.normalizedSHA256(text) else {
       throw ProtFSError(
         .invalidArgument, "The SHA-256 digest '\(text)' is not 64 hexadecimal digits.",
         remedy: .advice("give the digest as `sha256sum` prints it"))

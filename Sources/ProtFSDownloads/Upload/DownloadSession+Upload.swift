@@ -58,6 +58,15 @@ extension DownloadSession {
     return task
   }
 
+  /// The URL `text` names when an upload can go to it, or an error naming it.
+  package static func uploadURL(_ text: String) throws(ProtFSError) -> URL {
+    guard let url = URL(string: text) else {
+      throw ProtFSError(.invalidArgument, "'\(text)' is not a URL.", remedy: .advice("give an http or https URL"))
+    }
+    try checkUploadURL(url)
+    return url
+  }
+
   /// Throws unless `url` is an http or https URL with a host: the only ones an upload can go to.
   package static func checkUploadURL(_ url: URL) throws(ProtFSError) {
     let scheme = url.scheme?.lowercased() ?? ""

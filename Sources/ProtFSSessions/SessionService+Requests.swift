@@ -59,6 +59,19 @@ extension SessionService {
     subscriber?.finish()
   }
 
+  /// Throws unless the service may fetch `url` for `peer`. The service runs as root, and libcurl
+  /// reads a `file:` URL with the service's rights: fetched for an app, it would copy whatever root
+  /// can read into the app's container. An app's session takes http and https only, as an iOS
+  /// background session does; root (`download --detach`) may name a file.
+  static func checkFetchable(_ url: URL, for peer: Peer) throws(ProtFSError) {
+    let scheme = url.scheme?.lowercased() ?? ""
+    if scheme == "http" || scheme == "https" || (scheme == "file" && peer.isTrustedUser) { return }
+    throw ProtFSError(
+      .permissionDenied,
+      "A background session downloads only http and https URLs, not '\(url.absoluteString)'.", errno: EPERM,
+      remedy: .advice("give an http or https URL"))
+  }
+
   private func answer(_ request: SessionServiceRequest, peer: Peer) throws(ProtFSError) -> SessionServiceReply {
     var reply = SessionServiceReply()
     switch request.kind {
@@ -106,6 +119,7 @@ extension SessionService {
         task = try hosted.session.downloadTask(resuming: resume, from: source, handsOver: true)
         if let text = wanted.taskDescription { task.taskDescription = text }
       } else {
+        try Self.checkFetchable(wanted.url, for: peer)
         var download = DownloadRequest(
           url: wanted.url, taskDescription: wanted.taskDescription, headers: wanted.headers, method: wanted.method,
           body: wanted.body)

@@ -19,7 +19,7 @@ struct Attacker {
     chmod(directory, 0o755)
     for (name, text) in [
       ("client.py", Self.client), ("hold.py", Self.hold), ("squat.py", Self.squat), ("flood.py", Self.flood),
-      ("resume.py", Self.resume), ("swap.py", Self.swap),
+      ("resume.py", Self.resume), ("swap.py", Self.swap), ("sequence.py", Self.sequence),
     ] {
       let path = directory + "/" + name
       try text.write(toFile: path, atomically: true, encoding: .utf8)
@@ -180,6 +180,15 @@ struct Attacker {
     def say(**fields):
         print(json.dumps(fields), flush=True)
     """
+
+  /// Sends each request line after NAME on a connection of its own, in order; prints each reply as
+  /// a JSON line `{"step": N, "reply": …}`, then `{"step": "done"}`.
+  static let sequence =
+    calls + "\n" + """
+      for step, line in enumerate(sys.argv[2:]):
+          say(step=step, reply=call(sys.argv[1], json.loads(line)))
+      say(step="done")
+      """
 
   /// As the app: opens its session (OPEN, a request line), then tries FORGED (base64 resume data
   /// naming any directory and file) with TEMPLATE (a createDownloadTask line); then makes a real

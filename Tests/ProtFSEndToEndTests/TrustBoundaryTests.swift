@@ -172,6 +172,42 @@ import Testing
     #expect(FileManager.default.contents(atPath: lockState) == stateBefore)
   }
 
+  /// The service runs as root: a `file:` URL it fetched for an app would read whatever root can
+  /// (another app's files, the device's state, /etc/shadow) into the app's container. An app's
+  /// session takes http and https only, as an iOS background session does; root's own
+  /// `download --detach` still takes `file:`.
+  @Test(arguments: ["file", "FILE", "ftp", "gopher"])
+  func anAppsSessionFetchesNoURLButHttpAndHttps(scheme: String) async throws {
+    let d = try AppDevice()
+    defer { d.remove() }
+    defer { d.endApp() }
+    let attacker = try Attacker()
+    defer { attacker.remove() }
+    let f = SessionServiceFixture(existing: d.t)
+    try f.startInProcess()
+    defer { f.stop() }
+    let secret = d.t.device.stateDirectory + "/root-only.txt"
+    try "root's secret".write(toFile: secret, atomically: true, encoding: .utf8)
+    chmod(secret, 0o600)
+    let session = "\(AppDevice.bundle).files"
+    var create = SessionServiceRequest(.createDownloadTask, session: session)
+    create.request = SessionRequest(url: try #require(URL(string: "\(scheme)://localhost\(secret)")))
+    let running = try d.launch(
+      [],
+      [
+        "/usr/bin/python3", attacker.directory + "/sequence.py", f.socketName, try Self.openLine(session),
+        try Self.line(create),
+      ])
+    defer { running.stop() }
+    #expect(await running.line(containing: #""step": "done""#) != nil, "\(running.output)")
+    let replies = running.output.filter { $0.contains(#""step": 1"#) }
+    #expect(replies.count == 1 && replies[0].contains("only http and https"), "\(running.output)")
+    #expect(try f.tasks().isEmpty)
+    let downloads = d.t.containerPath(
+      AppDevice.bundle, "Library/Caches/com.apple.nsurlsessiond/Downloads/\(AppDevice.bundle)")
+    #expect(((try? FileManager.default.contentsOfDirectory(atPath: downloads)) ?? []).isEmpty)
+  }
+
   @Test func anUploadOfAFileSwappedWithALockedOneNeverSnapshotsTheLockedBytes() async throws {
     let d = try AppDevice()
     defer { d.remove() }

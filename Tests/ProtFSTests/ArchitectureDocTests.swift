@@ -1,0 +1,87 @@
+import Foundation
+import ProtFSTestSupport
+import Testing
+
+/// docs/architecture.md says which target may import which, and where each one is: it must say
+/// what Package.swift says, so that a newcomer who reads it learns the layers as they are.
+@Suite("Architecture page")
+struct ArchitectureDocTests {
+  static let page =
+    (try? String(contentsOfFile: RepositoryLayout.packageRoot + "/docs/architecture.md", encoding: .utf8)) ?? ""
+
+  /// The source targets of Package.swift (the C shims, the examples and the tests' aside) and what
+  /// each lists.
+  static let manifest: [String: Set<String>] = {
+    let text = (try? String(contentsOfFile: RepositoryLayout.packageRoot + "/Package.swift", encoding: .utf8)) ?? ""
+    let sources = Set(
+      (try? FileManager.default.contentsOfDirectory(atPath: RepositoryLayout.packageRoot + "/Sources")) ?? [])
+    return ((try? LayeringTests.packageDependencies(text)) ?? [:]).filter {
+      sources.contains($0.key) && !$0.key.hasPrefix("C")
+    }
+  }()
+
+  /// Each target's bullet in the Targets section, by name: its text up to the next bullet.
+  static let bullets: [String: String] = {
+    guard let start = page.range(of: "## Targets"),
+      let end = page.range(of: "\n## ", range: start.upperBound..<page.endIndex)
+    else { return [:] }
+    var result: [String: String] = [:]
+    for item in page[start.upperBound..<end.lowerBound].components(separatedBy: "\n- `").dropFirst() {
+      guard let close = item.firstIndex(of: "`") else { continue }
+      result[String(item[..<close])] = item.split(whereSeparator: \.isWhitespace).joined(separator: " ")
+    }
+    return result
+  }()
+
+  /// What a bullet's "May import:" names: backquoted targets, and "the model" for ProtFS and
+  /// ProtFSSystem.
+  static func mayImport(_ bullet: String) -> Set<String>? {
+    guard let range = bullet.range(of: "May import:") else { return nil }
+    var sentence = bullet[range.upperBound...]
+    if let stop = sentence.range(of: ". ") ?? sentence.range(of: ".", options: .backwards) {
+      sentence = sentence[..<stop.lowerBound]
+    }
+    var names = Set<String>()
+    if sentence.contains("the model") { names.formUnion(["ProtFS", "ProtFSSystem"]) }
+    let parts = sentence.components(separatedBy: "`")
+    for index in stride(from: 1, to: parts.count, by: 2) { names.insert(parts[index]) }
+    return names.filter { $0.lowercased().hasPrefix("protfs") }
+  }
+
+  @Test func theManifestAndThePageAreRead() {
+    #expect(Self.manifest.count >= 12)
+    #expect(Self.bullets.count >= 12)
+  }
+
+  @Test func everyLibraryTargetHasABulletAndEveryBulletATarget() {
+    let targets = Set(Self.manifest.keys)
+    #expect(Set(Self.bullets.keys) == targets)
+  }
+
+  @Test func eachBulletSaysWhatItsTargetMayImport() {
+    for (target, bullet) in Self.bullets {
+      guard let listed = Self.manifest[target] else { continue }
+      let said = Self.mayImport(bullet)
+      #expect(
+        said == listed.filter { !$0.hasPrefix("C") }, "\(target): the page says \(said ?? []), Package.swift \(listed)")
+    }
+  }
+
+  @Test func theCountOfTargetsIsTheManifests() {
+    let words = [
+      9: "nine", 10: "ten", 11: "eleven", 12: "twelve", 13: "thirteen", 14: "fourteen", 15: "fifteen",
+    ]
+    let count = Self.manifest.count
+    let text = Self.page.split(whereSeparator: \.isWhitespace).joined(separator: " ")
+    #expect(text.contains("is \(words[count] ?? "\(count)") SwiftPM targets"), "\(count) targets")
+  }
+
+  @Test func theLayoutNamesEverySourceDirectory() throws {
+    let sources = try FileManager.default.contentsOfDirectory(atPath: RepositoryLayout.packageRoot + "/Sources")
+    let start = try #require(Self.page.range(of: "## Repository layout"))
+    let layout = Self.page[start.upperBound...]
+    for name in sources where !name.hasPrefix(".") {
+      #expect(layout.range(of: #"\b\#(name)\b"#, options: .regularExpression) != nil, "\(name)")
+    }
+  }
+}

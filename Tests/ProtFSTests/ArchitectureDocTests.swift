@@ -84,4 +84,18 @@ struct ArchitectureDocTests {
       #expect(layout.range(of: #"\b\#(name)\b"#, options: .regularExpression) != nil, "\(name)")
     }
   }
+
+  /// A target of more than 15 files keeps them in folders that name its parts (`Engine/`,
+  /// `Store/`), with at most three at its top, so that a newcomer finds a behaviour by its folder.
+  @Test func aLargeTargetIsInFolders() throws {
+    let sources = RepositoryLayout.packageRoot + "/Sources"
+    for target in try FileManager.default.contentsOfDirectory(atPath: sources) where !target.hasPrefix(".") {
+      let files = (FileManager.default.subpaths(atPath: sources + "/" + target) ?? []).filter {
+        $0.hasSuffix(".swift")
+      }
+      guard files.count > 15 else { continue }
+      let top = files.filter { !$0.contains("/") }
+      #expect(top.count <= 3, "\(target): \(files.count) files, \(top.count) outside a folder: \(top)")
+    }
+  }
 }

@@ -94,20 +94,16 @@ public final class AppSupervisor: @unchecked Sendable {
     self.socketName = AppEnvironment.socketName(device: device, bundleID: bundleID)
     self.controllers = [0, getuid()]
     self.appUsers = appUsers
-    do {
-      listener = try ControlSocket.listen(socketName, settling: 2, probe: #"{"kind":"timeRemaining"}"#)
-    } catch  where error.code == .alreadyExists || error.errno == EADDRINUSE {
-      if let holder = ControlSocket.untrustedHolder(of: socketName, trusting: AppUser.trustedServices) {
-        throw ProtFSError(
-          .permissionDenied,
-          "The app \(bundleID) cannot be launched: its supervisor's socket '@\(socketName)' is held by process \(holder.pid) of user \(holder.uid), which is not a protfs supervisor.",
-          path: "@" + socketName, errno: EADDRINUSE,
-          remedy: .advice("end process \(holder.pid), then launch the app again"))
-      }
+    guard
+      let listener = try ControlSocket.listenAsService(
+        socketName, settling: 2, probe: #"{"kind":"timeRemaining"}"#, trusting: AppUser.trustedServices,
+        subject: "The app \(bundleID) cannot be launched", service: "supervisor", retry: "launch the app again")
+    else {
       throw ProtFSError(
         .alreadyExists, "The app \(bundleID) is already running.",
         remedy: .advice("terminate it first, or bring it to the foreground"))
     }
+    self.listener = listener
     processes = AppProcesses(key: String(socketName.split(separator: ".").last ?? ""))
     var record = (try? store.record(bundleID)) ?? nil ?? AppRecord(bundleID: bundleID.rawValue, backgroundTime: 0)
     record.backgroundTime = timings.backgroundTime

@@ -66,17 +66,12 @@ public final class SessionService: @unchecked Sendable {
   /// sessions of the store (their unfinished tasks resume), then answers connections until `stop()`
   /// or the idle timeout. `ready` is called once the socket accepts connections.
   public func run(ready: () -> Void = {}) throws(ProtFSError) {
-    let socket: FileDescriptor
-    do {
-      socket = try ControlSocket.listen(socketName, settling: 2, probe: SessionWire.line(SessionServiceRequest(.ping)))
-    } catch  where error.errno == EADDRINUSE {
-      if let holder = ControlSocket.untrustedHolder(of: socketName, trusting: AppUser.trustedServices) {
-        throw ProtFSError(
-          .permissionDenied,
-          "The session service of '\(device.root)' cannot listen: its socket '@\(socketName)' is held by process \(holder.pid) of user \(holder.uid), which is not a protfs service.",
-          path: "@" + socketName, errno: EADDRINUSE,
-          remedy: .advice("end process \(holder.pid), then start the service again"))
-      }
+    guard
+      let socket = try ControlSocket.listenAsService(
+        socketName, settling: 2, probe: SessionWire.line(SessionServiceRequest(.ping)),
+        trusting: AppUser.trustedServices, subject: "The session service of '\(device.root)' cannot listen",
+        service: "service", retry: "start the service again")
+    else {
       throw ProtFSError(
         .alreadyExists, "The session service of '\(device.root)' already runs.", path: "@" + socketName,
         remedy: .restartSessionService)

@@ -272,6 +272,37 @@ import Testing
     #expect(waited.status != 0, "\(waited)")
   }
 
+  /// The supervisor's socket is the app's name on the device: a launch that finds it held by a
+  /// protfs supervisor says the app runs; held by anyone else, it names the squatter and starts
+  /// nothing (an app whose supervisor is an impostor would take orders from it).
+  @Test func aLaunchFindingTheSupervisorsSocketHeldNamesWhoHoldsIt() async throws {
+    let d = try AppDevice()
+    defer { d.remove() }
+    defer { d.endApp() }
+    let attacker = try Attacker()
+    defer { attacker.remove() }
+    let socket = AppEnvironment.socketName(device: d.t.device, bundleID: try BundleID(AppDevice.bundle))
+    let squatter = try attacker.start(as: Attacker.nobody, "squat.py", [socket])
+    let bound = await squatter.read(until: "\n")
+    let pid = try #require(
+      bound.split(separator: " ").last.flatMap { Int32($0.trimmingCharacters(in: .whitespacesAndNewlines)) },
+      "\(bound)")
+    let marker = d.scripts + "/started"
+    let script = try d.script("mark.sh", "#!/bin/sh\ntouch '\(marker)'\necho running\nexec sleep 60\n")
+    let refused = try await d.protfs(["app", "launch", AppDevice.bundle, "--", script])
+    squatter.stop()
+    #expect(refused.status == 1, "\(refused)")
+    #expect(
+      refused.stderr.contains("held by process \(pid) of user 65534, which is not a protfs supervisor"), "\(refused)")
+    #expect(!FileManager.default.fileExists(atPath: marker))
+
+    let running = try d.launch([], [script])
+    defer { running.stop() }
+    #expect(await running.line(containing: "running") != nil, "\(running.output)")
+    let again = try await d.protfs(["app", "launch", AppDevice.bundle, "--", script])
+    #expect(again.status == 1 && again.stderr.contains("is already running"), "\(again)")
+  }
+
   // MARK: Who the app is
 
   @Test func aRecordWhoseSupervisorIsGoneOrWhosePidWasReusedNamesNobody() async throws {

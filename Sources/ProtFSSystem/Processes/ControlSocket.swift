@@ -66,6 +66,26 @@ public enum ControlSocket {
     }
   }
 
+  /// Listens on `@name` as one of protfs's services, as `listen(_:settling:probe:)`; returns nil
+  /// when the name is held by a process of a user in `servers` (the service already runs), and
+  /// throws naming the process when anyone else holds it (a squatter, who must not be taken for
+  /// the service). `subject` says what could not start ("The app X cannot be launched"),
+  /// `service` what the socket's owner should be ("supervisor"), `retry` how to start again.
+  public static func listenAsService(
+    _ name: String, settling: Double, probe line: String, trusting servers: Set<uid_t>, subject: String,
+    service: String, retry: String
+  ) throws(ProtFSError) -> FileDescriptor? {
+    do {
+      return try listen(name, settling: settling, probe: line)
+    } catch  where error.code == .alreadyExists || error.errno == EADDRINUSE {
+      guard let holder = untrustedHolder(of: name, trusting: servers) else { return nil }
+      throw ProtFSError(
+        .permissionDenied,
+        "\(subject): its socket '@\(name)' is held by process \(holder.pid) of user \(holder.uid), which is not a protfs \(service).",
+        path: "@" + name, errno: EADDRINUSE, remedy: .advice("end process \(holder.pid), then \(retry)"))
+    }
+  }
+
   /// Whether whoever listens on `@name` answers `line` within 200 ms.
   private static func answers(_ name: String, _ line: String) -> Bool {
     guard let socket = try? connect(name) else { return false }

@@ -1,4 +1,5 @@
 import Foundation
+import ProtFSLock
 import ProtFSTestSupport
 import Testing
 

@@ -1,4 +1,5 @@
 import Foundation
+import ProtFSApp
 import ProtFSLock
 import ProtFSTestSupport
 import Testing

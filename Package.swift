@@ -83,16 +83,16 @@ let package = Package(
     .executableTarget(name: "protfs", dependencies: ["ProtFSCLI"]),
     .target(
       name: "ProtFSTestSupport",
-      dependencies: ["ProtFSSystem", "ProtFS", "ProtFSLock", "ProtFSDownloads", "ProtFSAudit", "CAttr"],
+      dependencies: ["ProtFSSystem", "ProtFS", "ProtFSDownloads", "ProtFSAudit", "CAttr"],
       path: "Tests/ProtFSTestSupport"),
     // Drives the download engine without the CLI, for the engine's kill -9 tests and benchmark.
     .executableTarget(
-      name: "protfs-fetch", dependencies: ["ProtFS", "ProtFSDownloads"], path: "Tests/ProtFSFetch"),
+      name: "protfs-fetch", dependencies: ["ProtFSSystem", "ProtFS", "ProtFSDownloads"], path: "Tests/ProtFSFetch"),
     .testTarget(
       name: "ProtFSTests",
       dependencies: [
         "ProtFSSystem", "ProtFS", "ProtFSLock", "ProtFSCache", "ProtFSDownloads", "ProtFSAudit", "ProtFSFoundation",
-        "ProtFSMount", "ProtFSTestSupport", "CAttr",
+        "ProtFSMount", "ProtFSApp", "ProtFSTestSupport", "CAttr",
       ]),
     // ProtFSKit's URLSession against a fake backend, and its FileManager.
     .testTarget(
@@ -107,7 +107,7 @@ let package = Package(
     .testTarget(
       name: "ProtFSEndToEndTests",
       dependencies: [
-        "ProtFSSystem", "ProtFS", "ProtFSLock", "ProtFSDownloads", "ProtFSAudit", "ProtFSTestSupport", "protfs",
+        "ProtFSSystem", "ProtFS", "ProtFSLock", "ProtFSDownloads", "ProtFSTestSupport", "protfs",
         "ProtFSApp", "ProtFSSessions", "ProtFSCLI",
         "BackgroundRunner", "FetchHelper", "ForgetfulApp", "BackgroundDownloader", "UploadSession", "FetchDownloader",
         "PauseResume", "PortedApp", "PortedMainApp", "MisusedUpload",

@@ -1,7 +1,9 @@
 import ProtFSSystem
 
-/// The lock's remedies: a passcode to reset, a program to confine as root.
+/// The lock's remedies: a passcode to reset, a program to confine as root, a journal to inspect.
 extension Remedy.Action {
+  /// Inspect the transition journal; removing it abandons the transition, after which unlock.
+  public static let inspectJournal = Self("inspectJournal")
   /// The stored passcode hash is unusable: remove it and set a new passcode.
   public static let resetPasscode = Self("resetPasscode")
   /// Run `protfs exec` as root, where setuid and prctl are not restricted.
@@ -9,6 +11,10 @@ extension Remedy.Action {
 }
 
 extension Remedy {
+  /// Inspect the transition journal; removing it abandons the transition, after which unlock.
+  public static let inspectJournal = Remedy(
+    .inspectJournal, advice: "inspect it; removing it abandons the interrupted transition (unlock afterwards)")
+
   /// The stored passcode hash is unusable: remove it and set a new passcode.
   public static let resetPasscode = Remedy(
     .resetPasscode, advice: "remove the stored passcode hash and set a new passcode")

@@ -98,4 +98,49 @@ struct ArchitectureDocTests {
       #expect(top.count <= 3, "\(target): \(files.count) files, \(top.count) outside a folder: \(top)")
     }
   }
+
+  /// The targets under Tests/ say what they import too: each lists the modules its files import
+  /// and nothing else, but for the executables it lists so that `swift test` builds them.
+  @Test func everyTestTargetListsWhatItImports() throws {
+    let root = RepositoryLayout.packageRoot
+    let manifest = try String(contentsOfFile: root + "/Package.swift", encoding: .utf8)
+    let pattern =
+      #"\.(target|executableTarget|testTarget)\(\s*name:\s*"([^"]+)"(?:,\s*dependencies:\s*\[([^\]]*)\])?(?:,\s*path:\s*"([^"]+)")?"#
+    let regex = try NSRegularExpression(pattern: pattern)
+    let text = manifest as NSString
+    var executables = Set<String>()
+    var tests: [(name: String, directory: String, listed: Set<String>)] = []
+    for match in regex.matches(in: manifest, range: NSRange(location: 0, length: text.length)) {
+      func group(_ index: Int) -> String? {
+        match.range(at: index).location == NSNotFound ? nil : text.substring(with: match.range(at: index))
+      }
+      let kind = group(1)!
+      let name = group(2)!
+      if kind == "executableTarget" { executables.insert(name) }
+      let directory = group(4) ?? (kind == "testTarget" ? "Tests/\(name)" : "Sources/\(name)")
+      guard directory.hasPrefix("Tests/") else { continue }
+      let listed = Set(
+        (group(3) ?? "").components(separatedBy: "\"").enumerated().filter { $0.offset % 2 == 1 }.map(\.element))
+      tests.append((name, directory, listed))
+    }
+    #expect(tests.count >= 6)
+    let toolchain: Set<String> = [
+      "Foundation", "FoundationXML", "FoundationNetworking", "Dispatch", "Synchronization", "Glibc", "Testing",
+      "XCTest",
+    ]
+    for test in tests {
+      var imported = Set<String>()
+      for file in FileManager.default.subpaths(atPath: root + "/" + test.directory) ?? [] where file.hasSuffix(".swift")
+      {
+        let source = try String(contentsOfFile: root + "/" + test.directory + "/" + file, encoding: .utf8)
+        // A Swift import starts its line; a Python one inside a test's script is indented.
+        for line in source.split(separator: "\n") where line.hasPrefix("import ") || line.hasPrefix("@testable import ")
+        {
+          imported.insert(String(line.split(separator: " ").last!))
+        }
+      }
+      imported.subtract(toolchain)
+      #expect(imported == test.listed.subtracting(executables), "\(test.name)")
+    }
+  }
 }

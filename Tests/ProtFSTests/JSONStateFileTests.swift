@@ -1,4 +1,7 @@
 import Foundation
+import ProtFSApp
+import ProtFSLock
+import ProtFSMount
 import ProtFSTestSupport
 import Testing
 

@@ -1,4 +1,5 @@
 import Foundation
+import ProtFSMount
 import ProtFSTestSupport
 import Testing
 

@@ -21,9 +21,13 @@ public struct MountRecord: Sendable, Equatable, Codable {
   }
 }
 
-/// The mounts of a device: one file per daemon under `<device>/.protfs/mounts/`, written when a
-/// mount answers and removed when its daemon ends. A daemon that was killed leaves its file behind;
-/// `active()` drops such entries (dead process, or the mountpoint no longer a protfs mount).
+/// The mounts of a device: one file per daemon under `<device>/.protfs/mounts/`, as any target
+/// reads them.
+///
+/// ProtFSMount writes an entry when a mount answers and removes it when its daemon ends (its
+/// `MountRegistry` extension). A daemon that was killed leaves its file behind; `active()` skips
+/// such entries (dead process, or the mountpoint no longer a protfs mount) and removes those of
+/// dead processes.
 public struct MountRegistry: Sendable {
   /// The directory's name inside `.protfs/`.
   package static let directoryName = "mounts"
@@ -36,29 +40,17 @@ public struct MountRegistry: Sendable {
   /// The registry of `device`.
   public init(device: Device) { self.device = device }
 
-  private var directoryPath: String { device.stateDirectory + "/" + Self.directoryName }
+  /// The path of the entry of the daemon `pid`.
+  package func entryPath(pid: Int32) -> String { device.stateDirectory + "/" + Self.directoryName + "/\(pid).json" }
 
-  private func openDirectory(creating: Bool) throws(ProtFSError) -> DirectoryHandle? {
+  /// The registry's directory; nil when no mount was ever registered.
+  package func openDirectory() throws(ProtFSError) -> DirectoryHandle? {
     let state = try DirectoryHandle(path: device.stateDirectory)
-    if creating { try state.makeDirectory(Self.directoryName, permissions: FilePermissions(rawValue: 0o700)) }
     do {
       return try state.openDirectory(Self.directoryName)
     } catch  where error.code == .notFound {
       return nil
     }
-  }
-
-  /// Records `record`, replacing an entry of the same daemon (unsynced: it describes a running
-  /// daemon, and an app's launch waits for it).
-  public func register(_ record: MountRecord) throws(ProtFSError) {
-    guard let directory = try openDirectory(creating: true) else { return }
-    try JSONStateFile.write(
-      record, named: "\(record.pid).json", in: directory, options: AtomicFile.Options(durability: .unsynced))
-  }
-
-  /// Removes the entry of the daemon `pid`, if there is one.
-  public func remove(pid: Int32) {
-    _ = valueOrErrno(.unlink) { unlink(directoryPath + "/\(pid).json") }
   }
 
   /// The mounts whose daemon still runs and whose mountpoint is still a protfs mount, sorted by
@@ -71,7 +63,8 @@ public struct MountRegistry: Sendable {
       if alive && mounted.contains(record.mountpoint) {
         result.append(record)
       } else if !alive {
-        remove(pid: record.pid)
+        // A killed daemon cannot remove its entry: the first reader that finds it dead does.
+        _ = valueOrErrno(.unlink) { unlink(entryPath(pid: record.pid)) }
       }
     }
     return result
@@ -88,7 +81,7 @@ public struct MountRegistry: Sendable {
   /// could not be read (each names its file and says to remove it), so that a listing can say
   /// which it left out.
   public func readRecords() -> (records: [MountRecord], unreadable: [ProtFSError]) {
-    guard let directory = try? openDirectory(creating: false), let entries = try? directory.entries() else {
+    guard let directory = try? openDirectory(), let entries = try? directory.entries() else {
       return ([], [])
     }
     var result: [MountRecord] = []

@@ -22,8 +22,6 @@ extension Remedy.Action {
   public static let createContainer = Self("createContainer")
   /// Initialise the device at argument `root` by creating a first container.
   public static let initializeDevice = Self("initializeDevice")
-  /// Inspect the transition journal; removing it abandons the transition, after which unlock.
-  public static let inspectJournal = Self("inspectJournal")
 }
 
 extension Remedy {
@@ -44,8 +42,4 @@ extension Remedy {
   public static func initializeDevice(root: String) -> Remedy {
     Remedy(.initializeDevice, ["root": .text(root)], advice: "initialise the device by creating a first container")
   }
-
-  /// Inspect the transition journal; removing it abandons the transition, after which unlock.
-  public static let inspectJournal = Remedy(
-    .inspectJournal, advice: "inspect it; removing it abandons the interrupted transition (unlock afterwards)")
 }

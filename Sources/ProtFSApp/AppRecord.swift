@@ -1,4 +1,5 @@
 import Foundation
+import ProtFS
 import ProtFSSystem
 
 /// What protfs knows of one app's life: the record its supervisor keeps under

@@ -7,7 +7,7 @@ import ProtFSSystem
 /// `SessionServiceClient` hands the transfers to the device's session service over its socket, so
 /// that they go on while the app is suspended or gone; the tests have a fake of their own.
 /// ProtFSKit's `URLSession` is written against this protocol only.
-public protocol SessionBackend: AnyObject, Sendable {
+package protocol SessionBackend: AnyObject, Sendable {
   /// The session's identifier.
   var identifier: String { get }
 
@@ -55,21 +55,21 @@ public protocol SessionBackend: AnyObject, Sendable {
 }
 
 /// A task's request as the app built it (`URLRequest`'s parts protfs uses).
-public struct SessionRequest: Sendable, Equatable, Codable {
+package struct SessionRequest: Sendable, Equatable, Codable {
   /// The URL.
-  public var url: URL
+  package var url: URL
   /// The HTTP method: GET for downloads; PUT or POST for uploads.
-  public var method: String
+  package var method: String
   /// Header fields, in order.
-  public var headers: [SessionHeader]
+  package var headers: [SessionHeader]
   /// The task's description (`taskDescription`).
-  public var taskDescription: String?
+  package var taskDescription: String?
   /// A download's body (`httpBody`), sent with a method other than GET or HEAD; an upload's body
   /// is its file. Snapshots carry none back.
-  public var body: Data?
+  package var body: Data?
 
   /// Creates a request.
-  public init(
+  package init(
     url: URL, method: String = "GET", headers: [SessionHeader] = [], taskDescription: String? = nil,
     body: Data? = nil
   ) {
@@ -83,44 +83,44 @@ public struct SessionRequest: Sendable, Equatable, Codable {
 
 extension SessionRequest {
   /// Whether a request with `method` (uppercase) carries its body: the download layer's rule.
-  public static func sendsBody(_ method: String) -> Bool { DownloadRequest.sendsBody(method) }
+  package static func sendsBody(_ method: String) -> Bool { DownloadRequest.sendsBody(method) }
 }
 
 /// One header field: the download layer's, which the service hands to the engine as it is.
-public typealias SessionHeader = UploadHeader
+package typealias SessionHeader = UploadHeader
 
 /// A task as the app sees it.
-public struct SessionTaskSnapshot: Sendable, Equatable, Codable {
+package struct SessionTaskSnapshot: Sendable, Equatable, Codable {
   /// Download or upload.
-  public enum Kind: String, Sendable, Codable { case download, upload }
+  package enum Kind: String, Sendable, Codable { case download, upload }
   /// The task's id (`taskIdentifier`), unique on the device.
-  public var id: Int64
+  package var id: Int64
   /// Download or upload.
-  public var kind: Kind
+  package var kind: Kind
   /// The request it was created with.
-  public var request: SessionRequest
+  package var request: SessionRequest
   /// Running, suspended, canceling or completed, as URLSessionTask.State's names.
-  public var state: String
+  package var state: String
   /// Bytes received (download) or of the response body (upload).
-  public var bytesReceived: Int64
+  package var bytesReceived: Int64
   /// Bytes expected to receive, -1 when unknown.
-  public var bytesExpectedToReceive: Int64
+  package var bytesExpectedToReceive: Int64
   /// Bytes of the body sent (upload).
-  public var bytesSent: Int64
+  package var bytesSent: Int64
   /// Bytes of the body to send (upload), 0 for a download.
-  public var bytesExpectedToSend: Int64
+  package var bytesExpectedToSend: Int64
   /// The HTTP status of the last response, 0 before one.
-  public var statusCode: Int
+  package var statusCode: Int
   /// The failure of a completed task, nil when it succeeded or has not completed.
-  public var error: ProtFSError?
+  package var error: ProtFSError?
   /// Why the system (not the app) cancelled the task, nil when it did not.
-  public var cancelledReason: BackgroundTaskCancelledReason?
+  package var cancelledReason: BackgroundTaskCancelledReason?
   /// What `createDownloadTask` takes to continue a failed download from the bytes it kept, nil
   /// when it cannot be continued.
-  public var resumeData: Data?
+  package var resumeData: Data?
 
   /// Creates a snapshot.
-  public init(
+  package init(
     id: Int64, kind: Kind, request: SessionRequest, state: String, bytesReceived: Int64 = 0,
     bytesExpectedToReceive: Int64 = -1, bytesSent: Int64 = 0, bytesExpectedToSend: Int64 = 0, statusCode: Int = 0,
     error: ProtFSError? = nil, cancelledReason: BackgroundTaskCancelledReason? = nil, resumeData: Data? = nil
@@ -142,7 +142,7 @@ public struct SessionTaskSnapshot: Sendable, Equatable, Codable {
 
 /// Why the system cancelled a background task, as Apple's `NSURLErrorCancelledReason…` values
 /// (`NSURLErrorBackgroundTaskCancelledReasonKey`'s value in the task's error).
-public enum BackgroundTaskCancelledReason: Int, Sendable, Codable {
+package enum BackgroundTaskCancelledReason: Int, Sendable, Codable {
   /// The user force-quit the app (`NSURLErrorCancelledReasonUserForceQuitApplication`).
   case userForceQuitApplication = 0
   /// Background transfers are disabled (`NSURLErrorCancelledReasonBackgroundUpdatesDisabled`).
@@ -153,7 +153,7 @@ public enum BackgroundTaskCancelledReason: Int, Sendable, Codable {
 
 /// One delegate call to make, as the session's runner reports it. Codable: the service sends them
 /// as JSON lines, and `protfs tasks events` prints them.
-public enum SessionEvent: Sendable, Equatable, Codable {
+package enum SessionEvent: Sendable, Equatable, Codable {
   /// Bytes arrived for a download (`didWriteData`).
   case wroteData(task: Int64, bytesWritten: Int64, totalBytesWritten: Int64, totalBytesExpectedToWrite: Int64)
   /// Body bytes went out for an upload (`didSendBodyData`).
@@ -170,7 +170,7 @@ public enum SessionEvent: Sendable, Equatable, Codable {
   case queuedEventsDelivered
 
   /// The task the event is about, if any.
-  public var taskID: Int64? {
+  package var taskID: Int64? {
     switch self {
     case .wroteData(let task, _, _, _), .sentBodyData(let task, _, _, _), .finishedDownloading(let task, _),
       .receivedData(let task, _, _), .completed(let task, _, _):

@@ -263,7 +263,7 @@ extension SessionService {
   }
 
   /// The error for a session nobody opened.
-  public static func unknownSession(_ identifier: String) -> ProtFSError {
+  package static func unknownSession(_ identifier: String) -> ProtFSError {
     ProtFSError(
       .notFound, "There is no background session '\(identifier)' on this device.",
       remedy: .listSessions)

@@ -13,12 +13,12 @@ import ProtFSSystem
 /// `SessionAppLauncher`. Binding the socket is the "already running" check.
 ///
 /// `@unchecked Sendable`: every mutable field is guarded by `lock`.
-public final class SessionService: @unchecked Sendable {
+package final class SessionService: @unchecked Sendable {
   /// Marks session `configuration.identifier` in `store` as one the service runs, with
   /// `configuration` and its `destinationDirectory`, as a handover would: `download --detach` does
   /// so before recording its first task, so that a service started after the command died
   /// before any handover still opens the session and runs the tasks it recorded.
-  public static func register(
+  package static func register(
     _ configuration: SessionConfiguration, destinationDirectory: String?, in store: DownloadStore
   ) throws(ProtFSError) {
     try HostedSessionSettings(configuration: configuration, destinationDirectory: destinationDirectory)
@@ -26,11 +26,11 @@ public final class SessionService: @unchecked Sendable {
   }
 
   /// The device.
-  public let device: Device
+  package let device: Device
   /// The socket's abstract name.
-  public let socketName: String
+  package let socketName: String
   /// The quiet time after which a service with no unfinished task and no connection exits.
-  public let idleExit: Double
+  package let idleExit: Double
   let launcher: (any SessionAppLauncher)?
   let store: DownloadStore
   let fileSystem: DeviceDownloadFileSystem
@@ -51,7 +51,7 @@ public final class SessionService: @unchecked Sendable {
   private var listener: FileDescriptor?
 
   /// A service for `device`; `run()` starts it.
-  public init(device: Device, launcher: (any SessionAppLauncher)?, idleExit: Double = 30) throws(ProtFSError) {
+  package init(device: Device, launcher: (any SessionAppLauncher)?, idleExit: Double = 30) throws(ProtFSError) {
     try device.requireInitialized()
     self.device = device
     self.launcher = launcher
@@ -65,7 +65,7 @@ public final class SessionService: @unchecked Sendable {
   /// Binds the socket (throwing `.alreadyExists` when another service has it), reopens the service
   /// sessions of the store (their unfinished tasks resume), then answers connections until `stop()`
   /// or the idle timeout. `ready` is called once the socket accepts connections.
-  public func run(ready: () -> Void = {}) throws(ProtFSError) {
+  package func run(ready: () -> Void = {}) throws(ProtFSError) {
     guard
       let socket = try ControlSocket.listenAsService(
         socketName, settling: 2, probe: SessionWire.line(SessionServiceRequest(.ping)),
@@ -114,7 +114,7 @@ public final class SessionService: @unchecked Sendable {
 
   /// The most connections the app user may hold open at once (every app's sessions, their
   /// subscriptions and helper commands together); root and the service's own user are not counted.
-  public static let connectionsPerAppUser = 64
+  package static let connectionsPerAppUser = 64
 
   /// Counts `peer`'s connection in, or says why it is refused: root and the service's own user
   /// may always talk to it, the app user (its apps) up to `connectionsPerAppUser` connections,
@@ -139,7 +139,7 @@ public final class SessionService: @unchecked Sendable {
 
   /// Ends the service: no new connection is taken, transfers stop (their tasks stay in the store
   /// for the next start).
-  public func stop() {
+  package func stop() {
     let socket = lock.withLock { () -> FileDescriptor? in
       stopped = true
       return listener
@@ -148,7 +148,7 @@ public final class SessionService: @unchecked Sendable {
   }
 
   /// Moves finished downloads that waited for unlock into place (the device unlocked).
-  public func completeWaitingTasks() {
+  package func completeWaitingTasks() {
     for hosted in lock.withLock({ Array(hosted.values) }) { hosted.session.completeWaitingTasks() }
   }
 
@@ -189,7 +189,7 @@ public final class SessionService: @unchecked Sendable {
 
   /// Why the service cannot reopen session `identifier`, whose stored configuration is `json` (nil
   /// when it can): the text `protfs sessions` shows for a damaged store row.
-  public static func storedConfigurationProblem(_ json: String, session identifier: String) -> String? {
+  package static func storedConfigurationProblem(_ json: String, session identifier: String) -> String? {
     if case .failure(let problem) = HostedSessionSettings.decode(json, session: identifier) { return problem.message }
     return nil
   }

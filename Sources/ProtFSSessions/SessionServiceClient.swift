@@ -7,26 +7,26 @@ import Synchronization
 
 /// How an app opens a background session: what `URLSessionConfiguration.background(withIdentifier:)`
 /// carries to the session service.
-public struct SessionConfiguration: Sendable, Equatable, Codable {
+package struct SessionConfiguration: Sendable, Equatable, Codable {
   /// The session's identifier.
-  public var identifier: String
+  package var identifier: String
   /// The app it belongs to; nil for the app this process runs as (`PROTFS_APP_BUNDLE`).
-  public var bundleID: String?
+  package var bundleID: String?
   /// Connections per host (`httpMaximumConnectionsPerHost`, 6 by default as on iOS).
-  public var connectionsPerHost: Int = 6
+  package var connectionsPerHost: Int = 6
   /// `timeoutIntervalForRequest`, seconds.
-  public var requestTimeout: Double = 60
+  package var requestTimeout: Double = 60
   /// `timeoutIntervalForResource`, seconds (7 days by default).
-  public var resourceTimeout: Double = 7 * 24 * 3600
+  package var resourceTimeout: Double = 7 * 24 * 3600
   /// `isDiscretionary`: kept and shown, it does not delay transfers here.
-  public var isDiscretionary: Bool = false
+  package var isDiscretionary: Bool = false
   /// `sessionSendsLaunchEvents`: whether finished tasks relaunch the app.
-  public var sendsLaunchEvents: Bool = true
+  package var sendsLaunchEvents: Bool = true
   /// The service's socket; nil for the one `PROTFS_SESSIONS_SOCKET` names.
-  public var socketName: String?
+  package var socketName: String?
 
   /// Creates a configuration.
-  public init(identifier: String, bundleID: String? = nil) {
+  package init(identifier: String, bundleID: String? = nil) {
     self.identifier = identifier
     self.bundleID = bundleID
   }
@@ -36,11 +36,11 @@ public struct SessionConfiguration: Sendable, Equatable, Codable {
 ///
 /// Every request is one connection, except the subscription, which stays open and carries the
 /// acknowledgements back.
-public final class SessionServiceClient: SessionBackend, Sendable {
+package final class SessionServiceClient: SessionBackend, Sendable {
   /// The session's identifier.
-  public let identifier: String
+  package let identifier: String
   /// The service's socket.
-  public let socketName: String
+  package let socketName: String
   private let subscription = Mutex<FileDescriptor?>(nil)
 
   private init(identifier: String, socketName: String) {
@@ -49,14 +49,14 @@ public final class SessionServiceClient: SessionBackend, Sendable {
   }
 
   /// The environment variable naming the service's socket inside apps.
-  public static let socketEnvironment = AppEnvironment.sessionsSocket
+  package static let socketEnvironment = AppEnvironment.sessionsSocket
 
   /// Connects to the service and opens the session `configuration.identifier`.
   ///
   /// The socket is `configuration.socketName`, else `PROTFS_SESSIONS_SOCKET`. When nothing listens
   /// there and this process runs inside an app (`PROTFS_APP_SOCKET`), the app's supervisor is asked
   /// to start the service; a root caller starts it with the CLI's `SessionServiceStarter` first.
-  public static func open(_ configuration: SessionConfiguration) throws(ProtFSError) -> SessionServiceClient {
+  package static func open(_ configuration: SessionConfiguration) throws(ProtFSError) -> SessionServiceClient {
     let environment = ProcessInfo.processInfo.environment
     guard let socketName = configuration.socketName ?? environment[socketEnvironment] else {
       throw ProtFSError(
@@ -79,7 +79,7 @@ public final class SessionServiceClient: SessionBackend, Sendable {
 
   /// A client of the existing session `identifier` at `socketName`, without opening it (the
   /// service checks the session and the caller at each request): `protfs tasks events`.
-  public static func attach(identifier: String, socketName: String) -> SessionServiceClient {
+  package static func attach(identifier: String, socketName: String) -> SessionServiceClient {
     SessionServiceClient(identifier: identifier, socketName: socketName)
   }
 
@@ -104,7 +104,7 @@ public final class SessionServiceClient: SessionBackend, Sendable {
 
   /// Waits until the service at `socketName` answers a ping, polling with a growing pause (an
   /// abstract socket gives no signal of its binding), for at most `timeout` seconds.
-  public static func waitUntilListening(_ socketName: String, timeout: Double) throws(ProtFSError) {
+  package static func waitUntilListening(_ socketName: String, timeout: Double) throws(ProtFSError) {
     let deadline = Date().addingTimeInterval(timeout)
     var pause = 0.005
     while true {
@@ -118,7 +118,7 @@ public final class SessionServiceClient: SessionBackend, Sendable {
 
   /// The error for a process that is not a protfs service holding `socketName`, if one does:
   /// anyone may bind an abstract name first, and clients believe no answer of such a process.
-  public static func untrustedHolder(of socketName: String) -> ProtFSError? {
+  package static func untrustedHolder(of socketName: String) -> ProtFSError? {
     guard let holder = ControlSocket.untrustedHolder(of: socketName, trusting: AppUser.trustedServices) else {
       return nil
     }
@@ -132,7 +132,7 @@ public final class SessionServiceClient: SessionBackend, Sendable {
   ///
   /// The answer counts only from a service of a user clients believe, and only when the pid it
   /// claims is the one the kernel gives for the process that answered.
-  public static func ping(socketName: String) -> Int32? {
+  package static func ping(socketName: String) -> Int32? {
     guard let connection = try? ControlSocket.connect(socketName, servers: AppUser.trustedServices) else { return nil }
     defer { connection.close() }
     guard let server = PeerCredentials(of: connection),
@@ -153,7 +153,7 @@ public final class SessionServiceClient: SessionBackend, Sendable {
   }
 
   /// A suspended handed-over download task.
-  public func createDownloadTask(_ request: SessionRequest, resumeData: Data?) throws(ProtFSError)
+  package func createDownloadTask(_ request: SessionRequest, resumeData: Data?) throws(ProtFSError)
     -> SessionTaskSnapshot
   {
     // Refused here too, so that a body too long for the service's socket gets this error, not a
@@ -168,7 +168,7 @@ public final class SessionServiceClient: SessionBackend, Sendable {
   }
 
   /// A suspended upload task; the service reads `path` under the lock rules and snapshots it now.
-  public func createUploadTask(_ request: SessionRequest, fromFile path: String) throws(ProtFSError)
+  package func createUploadTask(_ request: SessionRequest, fromFile path: String) throws(ProtFSError)
     -> SessionTaskSnapshot
   {
     let reply = try call(.createUploadTask) {
@@ -180,22 +180,22 @@ public final class SessionServiceClient: SessionBackend, Sendable {
   }
 
   /// Starts or continues task `id`.
-  public func resume(_ id: Int64) throws(ProtFSError) { _ = try call(.resume, task: id) }
+  package func resume(_ id: Int64) throws(ProtFSError) { _ = try call(.resume, task: id) }
   /// Pauses task `id`.
-  public func suspend(_ id: Int64) throws(ProtFSError) { _ = try call(.suspend, task: id) }
+  package func suspend(_ id: Int64) throws(ProtFSError) { _ = try call(.suspend, task: id) }
   /// Cancels task `id`, producing resume data when asked.
-  public func cancel(_ id: Int64, producingResumeData: Bool) throws(ProtFSError) -> Data? {
+  package func cancel(_ id: Int64, producingResumeData: Bool) throws(ProtFSError) -> Data? {
     try call(.cancel, task: id) { $0.producingResumeData = producingResumeData }.resumeData
   }
   /// Sets task `id`'s description.
-  public func setDescription(_ description: String?, of id: Int64) throws(ProtFSError) {
+  package func setDescription(_ description: String?, of id: Int64) throws(ProtFSError) {
     _ = try call(.setDescription, task: id) { $0.text = description }
   }
   /// The session's tasks not yet completed to the app.
-  public func tasks() throws(ProtFSError) -> [SessionTaskSnapshot] { try call(.tasks).snapshots ?? [] }
+  package func tasks() throws(ProtFSError) -> [SessionTaskSnapshot] { try call(.tasks).snapshots ?? [] }
 
   /// Streams the session's events to `handler` on a thread of its own, queued completions first.
-  public func subscribe(_ handler: @escaping @Sendable (SessionEvent) -> Void) throws(ProtFSError) {
+  package func subscribe(_ handler: @escaping @Sendable (SessionEvent) -> Void) throws(ProtFSError) {
     let connection = try ControlSocket.connect(socketName, servers: AppUser.trustedServices)
     do {
       _ = try SessionWire.exchange(
@@ -217,13 +217,13 @@ public final class SessionServiceClient: SessionBackend, Sendable {
   }
 
   /// Task `id`'s completion is done with (on the subscription when there is one).
-  public func acknowledge(_ id: Int64) throws(ProtFSError) { try acknowledge(id, fileOnly: false) }
+  package func acknowledge(_ id: Int64) throws(ProtFSError) { try acknowledge(id, fileOnly: false) }
 
   /// Task `id`'s finished file is done with; its completion is still to come.
-  public func acknowledgeFile(_ id: Int64) throws(ProtFSError) { try acknowledge(id, fileOnly: true) }
+  package func acknowledgeFile(_ id: Int64) throws(ProtFSError) { try acknowledge(id, fileOnly: true) }
 
   /// Asks the service to mark the end of the deliveries waiting for the subscription.
-  public func markDelivered() throws(ProtFSError) { _ = try call(.markDelivered) }
+  package func markDelivered() throws(ProtFSError) { _ = try call(.markDelivered) }
 
   private func acknowledge(_ id: Int64, fileOnly: Bool) throws(ProtFSError) {
     var request = SessionServiceRequest(.acknowledge, session: identifier, task: id)
@@ -236,7 +236,7 @@ public final class SessionServiceClient: SessionBackend, Sendable {
   }
 
   /// Ends the subscription; with `cancelling`, cancels the session's unfinished tasks first.
-  public func invalidate(cancelling: Bool) {
+  package func invalidate(cancelling: Bool) {
     if cancelling, let tasks = try? tasks() {
       for task in tasks where task.state != "completed" { _ = try? cancel(task.id, producingResumeData: false) }
     }
@@ -249,7 +249,7 @@ public final class SessionServiceClient: SessionBackend, Sendable {
 
   /// The name of the abstract socket the service of `device` listens on: a hash of its root, so
   /// that any path length fits and two devices never share a name.
-  public static func socketName(device: Device) -> String {
+  package static func socketName(device: Device) -> String {
     var hash: UInt64 = 0xcbf2_9ce4_8422_2325
     for byte in Array(device.canonicalRoot.utf8) {
       hash ^= UInt64(byte)
@@ -261,7 +261,7 @@ public final class SessionServiceClient: SessionBackend, Sendable {
   /// The app acknowledged session `session`'s events (`protfs app events-handled`, the completion
   /// handler of `handleEventsForBackgroundURLSession`): the completions it was given are done.
   /// Nothing to do when the service does not run.
-  public static func eventsHandled(session: String, bundleID: String, socketName: String) throws(ProtFSError) {
+  package static func eventsHandled(session: String, bundleID: String, socketName: String) throws(ProtFSError) {
     var request = SessionServiceRequest(.eventsHandled, session: session)
     request.bundleID = bundleID
     // No service, nothing it could have queued: the app's answer needs nothing more.
@@ -272,7 +272,7 @@ public final class SessionServiceClient: SessionBackend, Sendable {
 
   /// The user force-quit app `bundleID`: its transfers stop (resumable) and it is not relaunched
   /// until its next launch. Nothing to do when the service does not run.
-  public static func forceQuit(bundleID: String, socketName: String) throws(ProtFSError) {
+  package static func forceQuit(bundleID: String, socketName: String) throws(ProtFSError) {
     var request = SessionServiceRequest(.forceQuit)
     request.bundleID = bundleID
     do {
@@ -282,7 +282,7 @@ public final class SessionServiceClient: SessionBackend, Sendable {
 
   /// Asks the service at `socketName` to adopt the tasks another process recorded for session
   /// `configuration.identifier` (`download --detach`) and to resume `tasks`.
-  public static func adopt(
+  package static func adopt(
     _ configuration: SessionConfiguration, destinationDirectory: String?, resuming tasks: [Int64], socketName: String
   ) throws(ProtFSError) {
     var request = SessionServiceRequest(.adopt, session: configuration.identifier)
@@ -298,7 +298,7 @@ public final class SessionServiceClient: SessionBackend, Sendable {
   /// Returns the tasks of `ids` that did not complete (failed, waiting for unlock, or unfinished
   /// when the service stopped).
   @discardableResult
-  public static func waitUntilSettled(_ ids: [Int64], socketName: String) throws(ProtFSError) -> [Int64] {
+  package static func waitUntilSettled(_ ids: [Int64], socketName: String) throws(ProtFSError) -> [Int64] {
     var notCompleted: [Int64] = []
     // In parts, so that each request stays well within a line's limit: all settled is each part settled.
     for start in stride(from: 0, to: ids.count, by: 4096) {
@@ -315,7 +315,7 @@ public final class SessionServiceClient: SessionBackend, Sendable {
 
   /// The task records of the calling app's sessions (root: of `bundleID`'s, or every app's), or of
   /// `session` only, from the service at `socketName`.
-  public static func appTasks(session: String?, bundleID: String? = nil, socketName: String) throws(ProtFSError)
+  package static func appTasks(session: String?, bundleID: String? = nil, socketName: String) throws(ProtFSError)
     -> [DownloadTaskRecord]
   {
     var request = SessionServiceRequest(.appTasks, session: session)
@@ -330,7 +330,7 @@ public final class SessionServiceClient: SessionBackend, Sendable {
   /// Asks the service at `socketName` to remove the finished tasks unchanged for `olderThan`
   /// seconds (every finished one when nil) of the caller's app (root: of `bundleID`'s, or of
   /// every app), or of `session` only; returns their ids (`protfs tasks prune`).
-  public static func prune(
+  package static func prune(
     olderThan: Double?, session: String?, bundleID: String? = nil, socketName: String
   ) throws(ProtFSError) -> [Int64] {
     var request = SessionServiceRequest(.prune, session: session)
@@ -344,12 +344,12 @@ public final class SessionServiceClient: SessionBackend, Sendable {
   }
 
   /// Asks the service at `socketName` to end.
-  public static func stop(socketName: String) throws(ProtFSError) {
+  package static func stop(socketName: String) throws(ProtFSError) {
     _ = try SessionWire.call(SessionServiceRequest(.stop), socketName: socketName)
   }
 
   /// Asks the service at `socketName` to place finished downloads that waited for unlock.
-  public static func wake(socketName: String) throws(ProtFSError) {
+  package static func wake(socketName: String) throws(ProtFSError) {
     _ = try SessionWire.call(SessionServiceRequest(.wake), socketName: socketName)
   }
 }
@@ -357,7 +357,7 @@ public final class SessionServiceClient: SessionBackend, Sendable {
 /// Tells the app a session's events wait (docs/semantics.md §9), for the service: ProtFSCLI
 /// implements it with `protfs app`'s supervisor (post `handleEventsForBackgroundURLSession` to a
 /// running app, or launch it in the background with the command it was last launched with).
-public protocol SessionAppLauncher: Sendable {
+package protocol SessionAppLauncher: Sendable {
   /// Delivers "session `session`'s events wait" to app `bundleID`, launching it when it is not
   /// running. Throws when it cannot: the user force-quit it, it was never launched, the launch failed.
   func deliverEvents(of session: String, to bundleID: String) throws(ProtFSError)
@@ -370,5 +370,5 @@ public protocol SessionAppLauncher: Sendable {
 
 extension SessionAppLauncher {
   /// No app is ever suspended (a launcher that knows of no supervisor).
-  public func isSuspended(_ bundleID: String) -> Bool { false }
+  package func isSuspended(_ bundleID: String) -> Bool { false }
 }

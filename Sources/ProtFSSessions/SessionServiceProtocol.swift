@@ -4,9 +4,9 @@ import ProtFSDownloads
 import ProtFSSystem
 
 /// One request to the session service: a JSON line on its socket (docs/semantics.md §9).
-public struct SessionServiceRequest: Sendable, Codable, Equatable {
+package struct SessionServiceRequest: Sendable, Codable, Equatable {
   /// What is asked.
-  public enum Kind: String, Sendable, Codable {
+  package enum Kind: String, Sendable, Codable {
     /// Is the service there? (the reply carries its pid)
     case ping
     /// Opens (registers) the session `configuration` as a service session.
@@ -51,36 +51,36 @@ public struct SessionServiceRequest: Sendable, Codable, Equatable {
   }
 
   /// What is asked.
-  public var kind: Kind
+  package var kind: Kind
   /// The session it is about.
-  public var session: String?
+  package var session: String?
   /// The session's configuration (`openSession`, `adopt`).
-  public var configuration: SessionConfiguration?
+  package var configuration: SessionConfiguration?
   /// The destination directory of a session's placed (not handed-over) tasks, for `adopt`.
-  public var destinationDirectory: String?
+  package var destinationDirectory: String?
   /// The request of a new task.
-  public var request: SessionRequest?
+  package var request: SessionRequest?
   /// Resume data to continue (`createDownloadTask`).
-  public var resumeData: Data?
+  package var resumeData: Data?
   /// The file an upload sends (`createUploadTask`), as the app names it.
-  public var path: String?
+  package var path: String?
   /// The task it is about.
-  public var task: Int64?
+  package var task: Int64?
   /// Tasks to resume (`adopt`) or to wait for (`wait`).
-  public var tasks: [Int64]?
+  package var tasks: [Int64]?
   /// A description (`setDescription`).
-  public var text: String?
+  package var text: String?
   /// Whether a cancel produces resume data.
-  public var producingResumeData: Bool?
+  package var producingResumeData: Bool?
   /// With `acknowledge`: only the finished file is done with (`didFinishDownloadingTo` returned).
-  public var fileOnly: Bool?
+  package var fileOnly: Bool?
   /// The app (`forceQuit`, `eventsHandled`).
-  public var bundleID: String?
+  package var bundleID: String?
   /// How many seconds a finished task must have gone unchanged to be pruned (`prune`).
-  public var olderThan: Double?
+  package var olderThan: Double?
 
   /// Creates a request of `kind`.
-  public init(_ kind: Kind, session: String? = nil, task: Int64? = nil) {
+  package init(_ kind: Kind, session: String? = nil, task: Int64? = nil) {
     self.kind = kind
     self.session = session
     self.task = task
@@ -88,27 +88,27 @@ public struct SessionServiceRequest: Sendable, Codable, Equatable {
 }
 
 /// The service's answer to one request.
-public struct SessionServiceReply: Sendable, Codable, Equatable {
+package struct SessionServiceReply: Sendable, Codable, Equatable {
   /// The failure, nil on success.
-  public var error: ProtFSError?
+  package var error: ProtFSError?
   /// The service's pid (`ping`).
-  public var pid: Int32?
+  package var pid: Int32?
   /// A task (`createDownloadTask`).
-  public var snapshot: SessionTaskSnapshot?
+  package var snapshot: SessionTaskSnapshot?
   /// Tasks (`tasks`).
-  public var snapshots: [SessionTaskSnapshot]?
+  package var snapshots: [SessionTaskSnapshot]?
   /// Task records (`appTasks`), in their JSON form (no request headers or body).
-  public var records: [DownloadTaskRecord]?
+  package var records: [DownloadTaskRecord]?
   /// The tasks removed (`prune`).
-  public var pruned: [Int64]?
+  package var pruned: [Int64]?
   /// Resume data (`cancel` producing it).
-  public var resumeData: Data?
+  package var resumeData: Data?
   /// The tasks waited for that did not complete (`wait`): failed, waiting for unlock, or left
   /// unfinished by a service that stopped.
-  public var notCompleted: [Int64]?
+  package var notCompleted: [Int64]?
 
   /// A reply.
-  public init(error: ProtFSError? = nil) { self.error = error }
+  package init(error: ProtFSError? = nil) { self.error = error }
 }
 
 /// JSON lines on a connection, both ways.

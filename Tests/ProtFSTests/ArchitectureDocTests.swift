@@ -143,4 +143,32 @@ struct ArchitectureDocTests {
       #expect(imported == test.listed.subtracting(executables), "\(test.name)")
     }
   }
+
+  /// Public API only in products: a target no library product lists declares nothing `public`
+  /// (what the package shares between its own targets is `package`), so that the API reference
+  /// and the products are the whole public surface.
+  @Test func onlyTheProductsTargetsDeclarePublicAPI() throws {
+    let root = RepositoryLayout.packageRoot
+    let manifest = try String(contentsOfFile: root + "/Package.swift", encoding: .utf8)
+    let regex = try NSRegularExpression(pattern: #"\.library\(\s*name:\s*"[^"]+",\s*targets:\s*\[([^\]]*)\]"#)
+    let text = manifest as NSString
+    var inProducts = Set<String>()
+    for match in regex.matches(in: manifest, range: NSRange(location: 0, length: text.length)) {
+      let list = text.substring(with: match.range(at: 1)).components(separatedBy: "\"")
+      inProducts.formUnion(list.enumerated().filter { $0.offset % 2 == 1 }.map(\.element))
+    }
+    #expect(inProducts.contains("ProtFSKit") && inProducts.contains("ProtFSSystem"))
+    for target in Self.manifest.keys where !inProducts.contains(target) {
+      for file in FileManager.default.subpaths(atPath: root + "/Sources/" + target) ?? [] where file.hasSuffix(".swift")
+      {
+        let source = try String(contentsOfFile: root + "/Sources/\(target)/\(file)", encoding: .utf8)
+        let lines = source.split(separator: "\n").filter {
+          $0.drop(while: { $0 == " " || $0 == "@" }).hasPrefix("public ")
+            || $0.contains(" public ")
+              && !$0.trimmingCharacters(in: .whitespaces).hasPrefix("//")
+        }
+        #expect(lines.isEmpty, "\(target)/\(file) is in no product but declares: \(lines.first ?? "")")
+      }
+    }
+  }
 }

@@ -3,11 +3,11 @@ import ProtFS
 import ProtFSSystem
 
 /// The `protfs` program: what its `main.swift` starts.
-public enum ProtFSCommandLine {
+package enum ProtFSCommandLine {
   /// Runs `protfs` as a process: copies the arguments and the environment, hides the passcodes in
   /// them from other processes (the process list, /proc/PID/environ, the program `exec` runs),
   /// runs the command and flushes the output. Returns the exit status.
-  public static func main() -> Int32 {
+  package static func main() -> Int32 {
     let words = Array(CommandLine.arguments.dropFirst())
     // The words as bytes too, before the passcodes are hidden in them: a file name need not be
     // UTF-8, and `CommandLine.arguments` has replaced what is not.
@@ -29,7 +29,7 @@ public enum ProtFSCommandLine {
   /// `environment`. Returns the exit status (the README's CLI contract): 0 success, 1 runtime
   /// error, 64 usage error (EX_USAGE), or the status a command chose. `bytes` are the words as the
   /// process got them, when one may not be UTF-8.
-  public static func run(_ words: [String], environment: [String: String], bytes: [[UInt8]]? = nil) -> Int32 {
+  package static func run(_ words: [String], environment: [String: String], bytes: [[UInt8]]? = nil) -> Int32 {
     let parser = Parser(root: Commands.root, environment: environment)
     // The spelling of the commands an error suggests: the device and app of the command that failed.
     var spelling = CommandSpelling()

@@ -8,14 +8,14 @@ import ProtFSSystem
 extension SessionService {
   /// Forwards a hosted session's progress to its subscriber.
   func progress(of identifier: String, task id: Int64, written: Int64, total: Int64, expected: Int64) {
-    guard let subscriber = lock.withLock({ subscribers[identifier] }) else { return }
+    guard let subscriber = state.withLock({ $0.subscribers[identifier] }) else { return }
     subscriber.send(
       .wroteData(task: id, bytesWritten: written, totalBytesWritten: total, totalBytesExpectedToWrite: expected))
   }
 
   /// Forwards a hosted session's upload progress to its subscriber.
   func sent(of identifier: String, task id: Int64, sent: Int64, total: Int64, expected: Int64) {
-    guard let subscriber = lock.withLock({ subscribers[identifier] }) else { return }
+    guard let subscriber = state.withLock({ $0.subscribers[identifier] }) else { return }
     subscriber.send(
       .sentBodyData(task: id, bytesSent: sent, totalBytesSent: total, totalBytesExpectedToSend: expected))
   }
@@ -31,9 +31,9 @@ extension SessionService {
   /// the completions queued for the app, then `queuedEventsDelivered`.
   func subscribe(_ identifier: String, connection: FileDescriptor) -> SessionSubscriber {
     let subscriber = SessionSubscriber(connection: connection)
-    let previous = lock.withLock { () -> SessionSubscriber? in
-      defer { subscribers[identifier] = subscriber }
-      return subscribers[identifier]
+    let previous = state.withLock { state -> SessionSubscriber? in
+      defer { state.subscribers[identifier] = subscriber }
+      return state.subscribers[identifier]
     }
     if let previous { ControlSocket.shutDown(previous.connection) }
     flushDeliveries(identifier)
@@ -50,8 +50,8 @@ extension SessionService {
   /// session's memory: the app hears how they ended although the store does not show it yet.
   func flushDeliveries(_ identifier: String, only ids: [Int64]? = nil) {
     guard
-      let (subscriber, hosted) = lock.withLock({ () -> (SessionSubscriber, HostedSession?)? in
-        subscribers[identifier].map { ($0, hosted[identifier]) }
+      let (subscriber, hosted) = state.withLock({ state -> (SessionSubscriber, HostedSession?)? in
+        state.subscribers[identifier].map { ($0, state.hosted[identifier]) }
       })
     else { return }
     let unsaved = hosted?.session.unsavedSettlements(ids).filter(\.awaitsDelivery) ?? []
@@ -67,7 +67,7 @@ extension SessionService {
     let pending = ((found ?? []).filter { !unsavedIDs.contains($0.id) } + unsaved).sorted { $0.id < $1.id }
     let reasons = pending.isEmpty ? [:] : (try? store.cancelledReasons(session: identifier)) ?? [:]
     for record in pending {
-      let fresh = lock.withLock { subscriber.sent.insert(record.id).inserted }
+      let fresh = state.withLock { _ in subscriber.sent.insert(record.id).inserted }
       guard fresh else { continue }
       if let upload = record.upload {
         // The server's answer (`dataTask(_:didReceive:)`), before the completion.
@@ -95,14 +95,14 @@ extension SessionService {
       throw ProtFSError(
         .notFound, "The session '\(identifier)' has no task \(id).", remedy: .listTasks)
     }
-    let hosted = lock.withLock { self.hosted[identifier] }
+    let hosted = state.withLock { $0.hosted[identifier] }
     if hosted?.session.unsavedSettlements([id]).isEmpty == false
       || (try? store.acknowledge(task: id, fileOnly: fileOnly, fileSystem: fileSystem)) == nil
     {
-      lock.withLock {
+      state.withLock { state in
         // A full acknowledgement covers the file's.
-        let earlier = lateAcknowledgements[id]
-        lateAcknowledgements[id] = LateAcknowledgement(
+        let earlier = state.lateAcknowledgements[id]
+        state.lateAcknowledgements[id] = LateAcknowledgement(
           session: identifier, fileOnly: fileOnly && earlier?.fileOnly != false)
       }
     }
@@ -111,13 +111,13 @@ extension SessionService {
   /// Records the acknowledgements the store could not take when they came, once it can (the
   /// idle watch calls this on every tick).
   func recordLateAcknowledgements() {
-    let waiting = lock.withLock { lateAcknowledgements }
+    let waiting = state.withLock { $0.lateAcknowledgements }
     for (id, late) in waiting.sorted(by: { $0.key < $1.key }) {
-      let hosted = lock.withLock { self.hosted[late.session] }
+      let hosted = state.withLock { $0.hosted[late.session] }
       guard hosted?.session.unsavedSettlements([id]).isEmpty != false else { continue }
       guard (try? store.acknowledge(task: id, fileOnly: late.fileOnly, fileSystem: fileSystem)) != nil else { return }
-      lock.withLock {
-        if lateAcknowledgements[id] == late { lateAcknowledgements[id] = nil }
+      state.withLock { state in
+        if state.lateAcknowledgements[id] == late { state.lateAcknowledgements[id] = nil }
       }
     }
   }
@@ -129,12 +129,12 @@ extension SessionService {
   /// tries again.
   func checkRelaunch(_ identifier: String) {
     guard let launcher else { return }
-    let state = lock.withLock { () -> (HostedSession, Bool, Bool)? in
-      guard let hosted = hosted[identifier] else { return nil }
-      let blocked = launchNotified.contains(identifier) || forceQuit.contains(hosted.bundleID)
-      return (hosted, blocked, subscribers[identifier] != nil)
+    let found = state.withLock { state -> (HostedSession, Bool, Bool)? in
+      guard let hosted = state.hosted[identifier] else { return nil }
+      let blocked = state.launchNotified.contains(identifier) || state.forceQuit.contains(hosted.bundleID)
+      return (hosted, blocked, state.subscribers[identifier] != nil)
     }
-    guard let (hosted, blocked, subscribed) = state, !blocked, hosted.settings.configuration.sendsLaunchEvents,
+    guard let (hosted, blocked, subscribed) = found, !blocked, hosted.settings.configuration.sendsLaunchEvents,
       !subscribed || launcher.isSuspended(hosted.bundleID), !launcher.isForceQuit(hosted.bundleID)
     else { return }
     // Asked after every completion: while the session still runs tasks, the store (every task of
@@ -144,13 +144,13 @@ extension SessionService {
       records.contains(where: \.awaitsDelivery)
     else { return }
     // Claimed before the call: the completions of one batch make one launch.
-    let first = lock.withLock { launchNotified.insert(identifier).inserted }
+    let first = state.withLock { $0.launchNotified.insert(identifier).inserted }
     guard first else { return }
     do {
       try launcher.deliverEvents(of: identifier, to: hosted.bundleID)
       try? store.setRelaunchError(nil, session: identifier)
     } catch {
-      _ = lock.withLock { launchNotified.remove(identifier) }
+      _ = state.withLock { $0.launchNotified.remove(identifier) }
       try? store.setRelaunchError(error.message, session: identifier)
     }
   }
@@ -161,7 +161,7 @@ extension SessionService {
   /// `checkRelaunch` decides: a subscribed session counts only when its app is suspended, which
   /// it asks before it reads the store.
   func wakeSuspendedSubscribers() {
-    for identifier in lock.withLock({ Array(subscribers.keys) }) { checkRelaunch(identifier) }
+    for identifier in state.withLock({ Array($0.subscribers.keys) }) { checkRelaunch(identifier) }
   }
 
   /// The user force-quit `bundleID`: its running and suspended transfers are cancelled producing
@@ -173,10 +173,10 @@ extension SessionService {
   /// until the grace after `willTerminate`) gets none of these completions, as on iOS, where the
   /// app learns of the cancellation only when it is launched again.
   func forceQuitApp(_ bundleID: String) {
-    let (sessions, ended) = lock.withLock { () -> ([HostedSession], [SessionSubscriber]) in
-      forceQuit.insert(bundleID)
-      let sessions = hosted.values.filter { $0.bundleID == bundleID }
-      let ended = sessions.compactMap { subscribers.removeValue(forKey: $0.session.identifier) }
+    let (sessions, ended) = state.withLock { state -> ([HostedSession], [SessionSubscriber]) in
+      state.forceQuit.insert(bundleID)
+      let sessions = state.hosted.values.filter { $0.bundleID == bundleID }
+      let ended = sessions.compactMap { state.subscribers.removeValue(forKey: $0.session.identifier) }
       return (sessions, ended)
     }
     for subscriber in ended { ControlSocket.shutDown(subscriber.connection) }

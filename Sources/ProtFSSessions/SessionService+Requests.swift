@@ -51,8 +51,8 @@ extension SessionService {
       if request.kind == .stop, reply.error == nil { stop() }
     }
     if let session = subscribed {
-      lock.withLock {
-        if subscribers[session]?.connection === connection { subscribers[session] = nil }
+      state.withLock { state in
+        if state.subscribers[session]?.connection === connection { state.subscribers[session] = nil }
       }
     }
     // Its writer lets go of the connection before the caller closes it.
@@ -97,9 +97,9 @@ extension SessionService {
       let settings = HostedSessionSettings(
         configuration: configuration, destinationDirectory: request.destinationDirectory)
       let hosted = try host(settings)
-      lock.withLock {
-        _ = forceQuit.remove(bundle)
-        launchNotified.remove(configuration.identifier)
+      state.withLock { state in
+        _ = state.forceQuit.remove(bundle)
+        _ = state.launchNotified.remove(configuration.identifier)
       }
       if request.kind == .adopt {
         _ = try hosted.session.adoptUnfinished()
@@ -126,7 +126,7 @@ extension SessionService {
         download.handsOver = true
         task = try hosted.session.downloadTasks(with: [download])[0]
       }
-      _ = lock.withLock { launchNotified.remove(hosted.session.identifier) }
+      _ = state.withLock { $0.launchNotified.remove(hosted.session.identifier) }
       reply.snapshot = snapshot(task.record)
     case .createUploadTask:
       let hosted = try session(request, peer: peer)
@@ -137,7 +137,7 @@ extension SessionService {
         headers: wanted.headers,
         taskDescription: wanted.taskDescription)
       let task = try hosted.session.uploadTask(with: upload, fromFile: path, handsOver: true)
-      _ = lock.withLock { launchNotified.remove(hosted.session.identifier) }
+      _ = state.withLock { $0.launchNotified.remove(hosted.session.identifier) }
       reply.snapshot = snapshot(task.record)
     case .resume, .suspend, .cancel, .setDescription:
       let hosted = try session(request, peer: peer)
@@ -196,11 +196,11 @@ extension SessionService {
       }
       try store.setRelaunchError(nil, session: session)
       // Answered: the next batch of the session may wake or launch the app again.
-      _ = lock.withLock { launchNotified.remove(session) }
+      _ = state.withLock { $0.launchNotified.remove(session) }
     case .markDelivered:
       let hosted = try self.session(request, peer: peer)
       flushDeliveries(hosted.session.identifier)
-      lock.withLock { subscribers[hosted.session.identifier] }?.send(.queuedEventsDelivered)
+      state.withLock { $0.subscribers[hosted.session.identifier] }?.send(.queuedEventsDelivered)
     case .forceQuit:
       guard let bundle = request.bundleID else { throw Self.missing("bundleID") }
       try authorize(peer, bundleID: bundle)
@@ -223,7 +223,7 @@ extension SessionService {
     guard let identifier = request.session else { throw Self.missing("session") }
     let bundle = try bundleOf(identifier)
     try authorize(peer, bundleID: bundle)
-    if let existing = lock.withLock({ hosted[identifier] }) { return existing }
+    if let existing = state.withLock({ $0.hosted[identifier] }) { return existing }
     let json = try store.serviceSessions().first { $0.identifier == identifier }?.configuration
     guard let json else { throw Self.unknownSession(identifier) }
     return try host(HostedSessionSettings.decode(json, session: identifier).get())
@@ -277,7 +277,7 @@ extension SessionService {
   @discardableResult
   func host(_ settings: HostedSessionSettings) throws(ProtFSError) -> HostedSession {
     let configuration = settings.configuration
-    if let existing = lock.withLock({ self.hosted[configuration.identifier] }) { return existing }
+    if let existing = state.withLock({ $0.hosted[configuration.identifier] }) { return existing }
     guard let bundleText = configuration.bundleID else { throw Self.missing("bundle id") }
     let bundle = try BundleID(bundleText)
     let destination =
@@ -296,9 +296,9 @@ extension SessionService {
     let delegate = ServiceSessionDelegate(service: self, identifier: configuration.identifier)
     let session = try DownloadSession(configuration: download, delegate: delegate)
     let hosted = HostedSession(session: session, settings: settings, bundleID: bundleText)
-    let raced = lock.withLock { () -> HostedSession? in
-      if let other = self.hosted[configuration.identifier] { return other }
-      self.hosted[configuration.identifier] = hosted
+    let raced = state.withLock { state -> HostedSession? in
+      if let other = state.hosted[configuration.identifier] { return other }
+      state.hosted[configuration.identifier] = hosted
       return nil
     }
     if let raced {

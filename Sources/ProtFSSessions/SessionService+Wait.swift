@@ -2,6 +2,7 @@ import Foundation
 import ProtFS
 import ProtFSDownloads
 import ProtFSSystem
+import Synchronization
 
 /// `protfs tasks wait`: the service answers once tasks have settled, without anyone polling.
 extension SessionService {
@@ -15,7 +16,7 @@ extension SessionService {
   /// that did not complete, so that the caller reads only those from the store.
   func waitUntilSettled(_ ids: [Int64], peer: Peer) throws(ProtFSError) -> [Int64] {
     var notCompleted: [Int64] = []
-    let sessions = lock.withLock { Array(hosted.values) }
+    let sessions = state.withLock { Array($0.hosted.values) }
     var allowed: Set<String> = []
     var waiting: [DownloadTask] = []
     for id in ids {

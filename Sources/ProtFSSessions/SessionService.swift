@@ -3,6 +3,7 @@ import ProtFS
 import ProtFSApp
 import ProtFSDownloads
 import ProtFSSystem
+import Synchronization
 
 /// The device's session service (docs/semantics.md §9): one process that owns every background
 /// session's transfers, so that they go on while their app is suspended or gone.
@@ -12,8 +13,10 @@ import ProtFSSystem
 /// socket, hands finished files to subscribers, and tells apps their events wait through a
 /// `SessionAppLauncher`. Binding the socket is the "already running" check.
 ///
-/// `@unchecked Sendable`: every mutable field is guarded by `lock`.
-package final class SessionService: @unchecked Sendable {
+/// Its mutable state is one `State` behind one `Mutex` (docs/architecture.md, "Isolation of
+/// long-lived services"); everything else it holds is immutable or Sendable, so it is Sendable
+/// without an unchecked promise.
+package final class SessionService: Sendable {
   /// Marks session `configuration.identifier` in `store` as one the service runs, with
   /// `configuration` and its `destinationDirectory`, as a handover would: `download --detach` does
   /// so before recording its first task, so that a service started after the command died
@@ -36,19 +39,34 @@ package final class SessionService: @unchecked Sendable {
   let fileSystem: DeviceDownloadFileSystem
   /// The device's secret, which seals the resume data handed to apps.
   let resumeKey: ModeKey
-  let lock = NSLock()
-  var hosted: [String: HostedSession] = [:]
-  var subscribers: [String: SessionSubscriber] = [:]
-  var connections = 0
-  /// Open connections by the peer's user.
-  var connectionsByUser: [uid_t: Int] = [:]
-  var lastActivity = Date()
-  var stopped = false
-  var forceQuit: Set<String> = []
-  var launchNotified: Set<String> = []
-  /// Acknowledgements the store could not record when they came, by task.
-  var lateAcknowledgements: [Int64: LateAcknowledgement] = [:]
-  private var listener: FileDescriptor?
+  /// Everything about the service that changes, behind `state`: taken for no longer than it takes
+  /// to read or change these fields, never across a socket write, a store transaction or a call
+  /// into an app.
+  struct State {
+    /// The sessions the service runs, by identifier.
+    var hosted: [String: HostedSession] = [:]
+    /// The subscribed event stream of each session, by identifier.
+    var subscribers: [String: SessionSubscriber] = [:]
+    /// Open connections.
+    var connections = 0
+    /// Open connections by the peer's user.
+    var connectionsByUser: [uid_t: Int] = [:]
+    /// The last time a connection came or went, or a task was unfinished.
+    var lastActivity = Date()
+    /// Set by `stop()`.
+    var stopped = false
+    /// The apps force-quit since they last opened a session, by bundle id.
+    var forceQuit: Set<String> = []
+    /// The sessions whose app was told its events wait and has not answered yet.
+    var launchNotified: Set<String> = []
+    /// Acknowledgements the store could not record when they came, by task.
+    var lateAcknowledgements: [Int64: LateAcknowledgement] = [:]
+    /// The listening socket, once bound.
+    var listener: FileDescriptor?
+  }
+
+  /// The service's mutable state.
+  let state = Mutex(State())
 
   /// A service for `device`; `run()` starts it.
   package init(device: Device, launcher: (any SessionAppLauncher)?, idleExit: Double = 30) throws(ProtFSError) {
@@ -76,7 +94,7 @@ package final class SessionService: @unchecked Sendable {
         .alreadyExists, "The session service of '\(device.root)' already runs.", path: "@" + socketName,
         remedy: .restartSessionService)
     }
-    lock.withLock { listener = socket }
+    state.withLock { $0.listener = socket }
     // Loaded before anything is transferred or accepted, so that the first download does not
     // pay for it (a command that only records tasks never loads it).
     TransferEngine.loadLibcurl()
@@ -84,7 +102,7 @@ package final class SessionService: @unchecked Sendable {
     ready()
     startIdleWatch()
     while let (connection, peer) = ControlSocket.accept(socket) {
-      if lock.withLock({ stopped }) {
+      if state.withLock({ $0.stopped }) {
         connection.close()
         break
       }
@@ -99,11 +117,11 @@ package final class SessionService: @unchecked Sendable {
         ControlSocket.limitWaits(connection)
         serve(connection, peer: peer)
         connection.close()
-        lock.withLock {
-          connections -= 1
-          connectionsByUser[peer.uid, default: 1] -= 1
-          if connectionsByUser[peer.uid] == 0 { connectionsByUser[peer.uid] = nil }
-          lastActivity = Date()
+        state.withLock { state in
+          state.connections -= 1
+          state.connectionsByUser[peer.uid, default: 1] -= 1
+          if state.connectionsByUser[peer.uid] == 0 { state.connectionsByUser[peer.uid] = nil }
+          state.lastActivity = Date()
         }
       }
       thread.name = "protfs.sessions.connection"
@@ -120,19 +138,19 @@ package final class SessionService: @unchecked Sendable {
   /// may always talk to it, the app user (its apps) up to `connectionsPerAppUser` connections,
   /// anyone else not at all.
   private func admit(_ peer: PeerCredentials) -> String? {
-    lock.withLock { () -> String? in
+    state.withLock { state -> String? in
       if !peer.isTrustedUser {
         guard peer.uid == AppUser.standard.uid else {
           return "User \(peer.uid) may not use the session service of '\(device.root)': only root and its apps may."
         }
-        guard connectionsByUser[peer.uid, default: 0] < Self.connectionsPerAppUser else {
+        guard state.connectionsByUser[peer.uid, default: 0] < Self.connectionsPerAppUser else {
           return
             "The apps of user \(peer.uid) hold \(Self.connectionsPerAppUser) connections to the session service already; close one first."
         }
       }
-      connections += 1
-      connectionsByUser[peer.uid, default: 0] += 1
-      lastActivity = Date()
+      state.connections += 1
+      state.connectionsByUser[peer.uid, default: 0] += 1
+      state.lastActivity = Date()
       return nil
     }
   }
@@ -140,29 +158,29 @@ package final class SessionService: @unchecked Sendable {
   /// Ends the service: no new connection is taken, transfers stop (their tasks stay in the store
   /// for the next start).
   package func stop() {
-    let socket = lock.withLock { () -> FileDescriptor? in
-      stopped = true
-      return listener
+    let socket = state.withLock { state -> FileDescriptor? in
+      state.stopped = true
+      return state.listener
     }
     if let socket { ControlSocket.shutDown(socket) }
   }
 
   /// Moves finished downloads that waited for unlock into place (the device unlocked).
   package func completeWaitingTasks() {
-    for hosted in lock.withLock({ Array(hosted.values) }) { hosted.session.completeWaitingTasks() }
+    for hosted in state.withLock({ Array($0.hosted.values) }) { hosted.session.completeWaitingTasks() }
   }
 
   private func shutdown() {
-    let all = lock.withLock { () -> [HostedSession] in
-      defer { hosted.removeAll() }
-      return Array(hosted.values)
+    let all = state.withLock { state -> [HostedSession] in
+      defer { state.hosted.removeAll() }
+      return Array(state.hosted.values)
     }
     for hosted in all {
       hosted.session.invalidate()
     }
-    let subscribed = lock.withLock { Array(subscribers.values) }
+    let subscribed = state.withLock { Array($0.subscribers.values) }
     for subscriber in subscribed { ControlSocket.shutDown(subscriber.connection) }
-    _ = lock.withLock { listener?.close() }
+    state.withLock { $0.listener?.close() }
   }
 
   /// Reopens every service session of the store; one that cannot be opened is reported and skipped.
@@ -184,7 +202,7 @@ package final class SessionService: @unchecked Sendable {
         FileHandle.standardError.write(Data("protfs sessions: cannot reopen '\(identifier)': \(error.message)\n".utf8))
       }
     }
-    for identifier in lock.withLock({ Array(hosted.keys) }) { checkRelaunch(identifier) }
+    for identifier in state.withLock({ Array($0.hosted.keys) }) { checkRelaunch(identifier) }
   }
 
   /// Why the service cannot reopen session `identifier`, whose stored configuration is `json` (nil
@@ -200,14 +218,14 @@ package final class SessionService: @unchecked Sendable {
       let step = max(0.05, min(1, idleExit / 4))
       while true {
         Thread.sleep(forTimeInterval: step)
-        let (done, quiet) = lock.withLock { () -> (Bool, Bool) in
-          if stopped { return (true, false) }
+        let (done, quiet) = state.withLock { state -> (Bool, Bool) in
+          if state.stopped { return (true, false) }
           // What the store could not take yet would be lost with the process.
           let busy =
-            connections > 0 || !lateAcknowledgements.isEmpty
-            || hosted.values.contains { $0.hasUnfinishedTasks || !$0.session.unsavedSettlements().isEmpty }
-          if busy { lastActivity = Date() }
-          return (false, !busy && Date().timeIntervalSince(lastActivity) >= idleExit)
+            state.connections > 0 || !state.lateAcknowledgements.isEmpty
+            || state.hosted.values.contains { $0.hasUnfinishedTasks || !$0.session.unsavedSettlements().isEmpty }
+          if busy { state.lastActivity = Date() }
+          return (false, !busy && Date().timeIntervalSince(state.lastActivity) >= idleExit)
         }
         if done { return }
         recordLateAcknowledgements()
@@ -308,9 +326,9 @@ final class HostedSession: Sendable {
 /// waits for a frozen app is at most one progress entry and one completion a task. Completions
 /// are never dropped or merged: they go out in the order they came, after the task's progress.
 ///
-/// `@unchecked Sendable`: `sent` is guarded by the service's lock; the queue and its state by
-/// `condition`; `connection` is written only by the writer thread, and closed by the service only
-/// after `finish()` returned.
+/// `@unchecked Sendable`: `sent` is touched only inside the service's `state.withLock`; the queue
+/// and its state by `condition`; `connection` is written only by the writer thread, and closed by
+/// the service only after `finish()` returned.
 final class SessionSubscriber: @unchecked Sendable {
   /// The connection.
   let connection: FileDescriptor

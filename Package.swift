@@ -92,7 +92,7 @@ let package = Package(
       name: "ProtFSTests",
       dependencies: [
         "ProtFSSystem", "ProtFS", "ProtFSLock", "ProtFSCache", "ProtFSDownloads", "ProtFSAudit", "ProtFSFoundation",
-        "ProtFSMount", "ProtFSApp", "ProtFSTestSupport", "CAttr",
+        "ProtFSMount", "ProtFSApp", "ProtFSSessions", "ProtFSTestSupport", "CAttr",
       ]),
     // ProtFSKit's URLSession against a fake backend, and its FileManager.
     .testTarget(

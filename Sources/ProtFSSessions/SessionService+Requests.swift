@@ -72,7 +72,9 @@ extension SessionService {
       remedy: .advice("give an http or https URL"))
   }
 
-  private func answer(_ request: SessionServiceRequest, peer: Peer) throws(ProtFSError) -> SessionServiceReply {
+  /// The reply to `request` from `peer`, or the error it gets: every check of who may ask what is
+  /// here, before anything is opened or changed (the unit tests call it without a socket).
+  func answer(_ request: SessionServiceRequest, peer: Peer) throws(ProtFSError) -> SessionServiceReply {
     var reply = SessionServiceReply()
     switch request.kind {
     case .ping:

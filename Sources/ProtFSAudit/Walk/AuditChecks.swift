@@ -244,7 +244,7 @@ extension Worker {
           "The symbolic link points outside its container, to '\(DisplayPath.text(target))' (which does not exist).",
           expected: "a target inside the container", actual: DisplayPath.text(target))
       }
-    case ENOSYS, ENAMETOOLONG:
+    case ENOSYS, ENAMETOOLONG, EAGAIN:
       if !lexicallyInside(target) {
         emit(
           .symlinkLeavesContainer, "The symbolic link points outside its container, to '\(DisplayPath.text(target))'.",

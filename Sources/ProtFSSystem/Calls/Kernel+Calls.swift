@@ -93,10 +93,20 @@ extension Kernel {
   }
 
   /// `openat2(2)` (Linux 5.6) with `resolve`; `ENOSYS` on older kernels.
+  ///
+  /// With `RESOLVE_BENEATH` the kernel answers `EAGAIN` when a `..` component was resolved while a
+  /// rename or mount happened anywhere on the system, and asks the caller to try again; this does,
+  /// up to 100 times, so that a busy machine never turns into a wrong answer. Only a hundred
+  /// consecutive races give `EAGAIN` back.
   package static func openAt2(_ directory: Int32, _ path: UnsafePointer<CChar>, _ flags: Int32, resolve: Resolve)
     -> Int32
   {
-    protfs_openat2(directory, path, flags, resolve.rawValue)
+    var attempts = 0
+    while true {
+      let fd = protfs_openat2(directory, path, flags, resolve.rawValue)
+      guard fd < 0, errno == EAGAIN || errno == EINTR, attempts < 100 else { return fd }
+      attempts += 1
+    }
   }
 
   /// Whether capability number `capability` is in this process's effective set.

@@ -39,44 +39,18 @@ public final class AppSupervisor: @unchecked Sendable {
   private let appUsers: Set<uid_t>
   let queue = DispatchQueue(label: "protfs.app.supervisor")
   private let exited = DispatchSemaphore(value: 0)
-  var record: AppRecord
+  /// The app's life: what it is in, and what each request and deadline does (`AppLifecycle`).
+  private var lifecycle: AppLifecycle
   private var events: FileDescriptor?
-  var pid: pid_t = 0
-  /// Bumped whenever the pending suspension, warning or kill no longer applies.
-  private var generation = 0
-  var backgroundStart = DispatchTime.now()
-  var warned: Set<Int> = []
-  private var nextTask = 1
-  private var fetchStart: DispatchTime?
-  private var fetchGeneration = 0
-  /// The background modes the app's Info.plist declares (`UIBackgroundModes`): the system
-  /// schedules fetches only for an app that lists `fetch`. Set it before `start`.
-  public var backgroundModes: [String] = []
-  /// The interval the app asked for with `setFetchInterval`, nil for never (the default, as on iOS).
-  private var fetchInterval: Double?
-  /// When the next scheduled fetch is due, while fetches are scheduled.
-  private var nextFetch: DispatchTime?
-  /// Bumped whenever the planned fetch no longer applies.
-  private var fetchPlan = 0
-  /// Whether the app asked for its main thread to be watched (`watchMainThread`).
-  private var watched = false
-  /// The events the watched main thread has not answered yet, by number, with their names.
-  private var unanswered: [Int: String] = [:]
-  /// The last number given to an event.
-  private var eventNumber = 0
-  /// The exception the app said it is aborting on (`uncaughtException`), for its crash report.
-  private var exception: String?
-  /// The sessions whose `handleEventsForBackgroundURLSession` the app has not answered yet.
-  var postedSessions: Set<String> = []
-  /// The sessions whose answer the app's background time waits for, each with the token of its
-  /// pending kill (a later token or none: the kill no longer applies).
-  var sessionWaits: [String: Int] = [:]
-  /// The last token given in `sessionWaits`.
-  var sessionToken = 0
-  private var terminating = false
   private var status: Int32 = 1
   /// Whether the system launched the app in the background (for a fetch or session events).
   private let launchedInBackground: Bool
+  /// The background modes the app's Info.plist declares (`UIBackgroundModes`): the system
+  /// schedules fetches only for an app that lists `fetch`. Set it before `start`.
+  public var backgroundModes: [String] {
+    get { queue.sync { lifecycle.backgroundModes } }
+    set { queue.sync { lifecycle.backgroundModes = newValue } }
+  }
 
   /// Claims `bundleID`'s socket; throws `.alreadyExists` when a supervisor of that app runs.
   ///
@@ -112,7 +86,7 @@ public final class AppSupervisor: @unchecked Sendable {
     launchedInBackground = !userLaunch
     record.tasks = []
     record.backgroundSince = nil
-    self.record = record
+    lifecycle = AppLifecycle(bundleID: bundleID, timings: timings, record: record)
   }
 
   /// The app's cgroup, which its first process joins before it runs the app (nil where its process
@@ -151,11 +125,11 @@ public final class AppSupervisor: @unchecked Sendable {
   /// is started; `abandon()` undoes it when it could not be.
   public func prepare() throws(ProtFSError) {
     let prepared = queue.sync { () -> AppRecord in
-      record.state = .active
-      record.pid = nil
-      record.supervisor = .current
-      record.cgroup = processes.cgroup
-      return record
+      lifecycle.record.state = .active
+      lifecycle.record.pid = nil
+      lifecycle.record.supervisor = .current
+      lifecycle.record.cgroup = processes.cgroup
+      return lifecycle.record
     }
     try store.write(prepared)
   }
@@ -163,9 +137,9 @@ public final class AppSupervisor: @unchecked Sendable {
   /// Records that the prepared launch did not start the app.
   public func abandon() {
     queue.sync {
-      record.state = .notRunning
-      record.supervisor = nil
-      record.cgroup = nil
+      lifecycle.record.state = .notRunning
+      lifecycle.record.supervisor = nil
+      lifecycle.record.cgroup = nil
       save()
     }
     processes.end()
@@ -176,15 +150,13 @@ public final class AppSupervisor: @unchecked Sendable {
   public func start(pid: pid_t, events: FileDescriptor) throws(ProtFSError) {
     _ = valueOrErrno(.fcntl) { fcntl(events.rawValue, F_SETFL, O_NONBLOCK) }
     queue.sync {
-      self.pid = pid
       self.events = events
-      record.state = .active
-      record.pid = pid
-      record.supervisor = .current
-      record.cgroup = processes.cgroup
+      lifecycle.started(pid)
+      lifecycle.record.supervisor = .current
+      lifecycle.record.cgroup = processes.cgroup
     }
     processes.started(pid)
-    let first = queue.sync { record }
+    let first = queue.sync { lifecycle.record }
     try store.write(first)
     Thread { [self] in
       // A wait that fails (no such child: never so for the app this process started) reads as
@@ -210,7 +182,11 @@ public final class AppSupervisor: @unchecked Sendable {
 
   /// Carries out `request` (from the socket, a schedule or a signal).
   public func perform(_ request: AppRequest) -> AppReply {
-    let reply = queue.sync { handle(request) }
+    let reply = queue.sync { () -> AppReply in
+      let (reply, effects) = lifecycle.handle(request, at: .now)
+      carryOut(effects)
+      return reply
+    }
     // The hooks speak to the session service: off the queue, which the service may need meanwhile.
     guard reply.error == nil else { return reply }
     switch request.kind {
@@ -222,297 +198,59 @@ public final class AppSupervisor: @unchecked Sendable {
 
   /// Tells the app that protected data became unavailable or available.
   public func protectedData(available: Bool) {
-    queue.async {
-      self.send(available ? .protectedDataDidBecomeAvailable : .protectedDataWillBecomeUnavailable)
-    }
+    queue.async { self.carryOut(self.lifecycle.protectedData(available: available, at: .now)) }
   }
 
   /// Sends `signal` to every process of the app.
   public func signalApp(_ signal: Int32) {
-    queue.async { if self.pid > 0 { self.processes.signal(signal) } }
+    queue.async { if self.lifecycle.pid > 0 { self.processes.signal(signal) } }
   }
 
   // MARK: - On the queue
 
-  private func handle(_ request: AppRequest) -> AppReply {
-    guard pid > 0, !terminating || request.kind == .timeRemaining else {
-      return .refused("The app \(bundleID) is terminating.")
-    }
-    switch request.kind {
-    case .background: return enterBackground()
-    case .foreground: return enterForeground()
-    case .fetch: return startFetch()
-    case .terminate: return terminate(user: request.argument == "user")
-    case .beginTask: return beginTask(request.argument ?? "")
-    case .endTask: return endTask(request.argument ?? "")
-    case .timeRemaining:
-      guard record.state != .active else { return .ok("inf") }
-      return .ok(String(format: "%.3f", remaining()))
-    case .fetchCompleted: return completeFetch(request.argument ?? "")
-    case .sessionEvents: return postSessionEvents(request.argument ?? "")
-    case .eventsHandled: return endSessionEvents(request.argument ?? "")
-    case .startSessionService: return .ok()
-    case .setFetchInterval: return setFetchInterval(request.argument ?? "")
-    case .watchMainThread:
-      guard !watched else { return .ok() }
-      watched = true
-      expectAnswer(0, "didFinishLaunchingWithOptions", within: timings.watchdog * 2)
-      return .ok()
-    case .mainThreadAnswered:
-      let number = request.argument == "launch" ? 0 : Int(request.argument ?? "")
-      guard let number, unanswered.removeValue(forKey: number) != nil else {
-        return .refused("No event \(request.argument ?? "") waits for the main thread's answer.")
-      }
-      reschedule()
-      return .ok()
-    case .uncaughtException:
-      // Believed only when the app then dies of SIGABRT; bounded, as everything the app sends.
-      exception = String((request.argument ?? "").prefix(4096))
-      return .ok()
-    }
-  }
-
-  func remaining() -> Double {
-    let elapsed = Double(DispatchTime.now().uptimeNanoseconds - backgroundStart.uptimeNanoseconds) / 1e9
-    return max(0, timings.backgroundTime - elapsed)
-  }
-
-  private func enterBackground() -> AppReply {
-    guard record.state == .active else { return .refused("The app \(bundleID) is already in the background.") }
-    record.state = .background
-    record.backgroundSince = Date()
-    backgroundStart = .now()
-    warned = []
-    send(.didEnterBackground)
-    reschedule()
-    return .ok()
-  }
-
-  private func enterForeground() -> AppReply {
-    guard record.state != .active else { return .refused("The app \(bundleID) is already in the foreground.") }
-    send(.willEnterForeground)
-    if record.state == .suspended { processes.resume() }
-    // In the foreground no watchdog waits for the sessions' answers (they are still expected).
-    sessionWaits = [:]
-    record.state = .active
-    record.backgroundSince = nil
-    reschedule()
-    return .ok()
-  }
-
-  private func startFetch() -> AppReply {
-    guard fetchStart == nil else { return .refused("A fetch of \(bundleID) is already under way.") }
-    if record.state == .suspended {
-      processes.resume()
-      record.state = .background
-      record.backgroundSince = Date()
-      backgroundStart = .now()
-      warned = []
-    }
-    let start = DispatchTime.now()
-    fetchStart = start
-    fetchGeneration += 1
-    let current = fetchGeneration
-    send(.performFetch)
-    queue.asyncAfter(deadline: start + timings.fetchTime) { [self] in
-      guard fetchGeneration == current, fetchStart != nil else { return }
-      record.lastFetch = AppRecord.Fetch(result: "timedOut", duration: timings.fetchTime, time: Date())
-      killApp("the background fetch did not complete within \(Self.seconds(timings.fetchTime))")
-    }
-    reschedule()
-    return .ok()
-  }
-
-  private func completeFetch(_ result: String) -> AppReply {
-    guard ["newData", "noData", "failed"].contains(result) else {
-      return .refused("'\(result)' is not a fetch result: give newData, noData or failed.")
-    }
-    guard let start = fetchStart else { return .refused("No background fetch of \(bundleID) is under way.") }
-    let duration = Double(DispatchTime.now().uptimeNanoseconds - start.uptimeNanoseconds) / 1e9
-    record.lastFetch = AppRecord.Fetch(result: result, duration: duration, time: Date())
-    fetchStart = nil
-    fetchGeneration += 1
-    reschedule()
-    return .ok()
-  }
-
-  /// Records the app's minimum fetch interval and plans the fetches it allows.
-  private func setFetchInterval(_ text: String) -> AppReply {
-    if text == "never" {
-      fetchInterval = nil
-    } else if let seconds = Double(text), seconds.isFinite, seconds >= 0 {
-      fetchInterval = seconds
-    } else {
-      return .refused("'\(text)' is not a fetch interval: give seconds (0 for the minimum) or never.")
-    }
-    nextFetch = nil
-    planFetch()
-    return .ok(
-      backgroundModes.contains("fetch") ? nil : "the app's Info.plist does not list fetch in UIBackgroundModes")
-  }
-
-  /// Plans the next fetch the system makes by itself, as iOS does: only for an app that asked (an
-  /// interval other than never, and `fetch` in `UIBackgroundModes`), no sooner than the interval
-  /// (or `fetchMinimum`, if longer) after the last one, and only while the app is in the
-  /// background or suspended (one due in the foreground waits for the next period).
-  private func planFetch() {
-    fetchPlan += 1
-    guard let interval = fetchInterval, backgroundModes.contains("fetch"), pid > 0, !terminating else {
-      nextFetch = nil
-      return
-    }
-    let period = max(interval, timings.fetchMinimum, 0.05)
-    let due = max(nextFetch ?? (.now() + period), .now())
-    nextFetch = due
-    let plan = fetchPlan
-    queue.asyncAfter(deadline: due) { [self] in
-      guard fetchPlan == plan, pid > 0, !terminating else { return }
-      if record.state != .active && fetchStart == nil { _ = startFetch() }
-      nextFetch = .now() + period
-      planFetch()
-    }
-  }
-
-  private func beginTask(_ name: String) -> AppReply {
-    if record.state != .active && remaining() <= 0 {
-      return .refused("The app \(bundleID) has no background time left.")
-    }
-    let id = nextTask
-    nextTask += 1
-    record.tasks.append(AppRecord.Task(id: id, name: name))
-    reschedule()
-    return .ok(String(id))
-  }
-
-  private func endTask(_ text: String) -> AppReply {
-    guard let id = Int(text), let index = record.tasks.firstIndex(where: { $0.id == id }) else {
-      return .refused("'\(text)' is not an open background task of \(bundleID).")
-    }
-    record.tasks.remove(at: index)
-    reschedule()
-    return .ok()
-  }
-
-  private func terminate(user: Bool) -> AppReply {
-    record.forceQuit = user
-    terminating = true
-    generation += 1
-    save()
-    // A suspended app is killed without notice, as on iOS.
-    if record.state == .suspended {
-      processes.kill()
-      return .ok()
-    }
-    send(.willTerminate)
-    queue.asyncAfter(deadline: .now() + timings.terminateGrace) { [self] in
-      if pid > 0 { processes.kill() }
-    }
-    return .ok()
-  }
-
-  /// Plans what happens next in the background: the suspension, or the warnings and the kill.
-  func reschedule() {
-    generation += 1
-    save()
-    guard record.state == .background else { return }
-    let current = generation
-    if !record.tasks.isEmpty {
-      let warning = backgroundStart + max(0, timings.backgroundTime - timings.warningLead)
-      queue.asyncAfter(deadline: warning) { [self] in
-        guard generation == current else { return }
-        for task in record.tasks where warned.insert(task.id).inserted {
-          send(.backgroundTaskWillExpire, task: task)
+  /// Carries out what a change of the app's life requires, in order.
+  private func carryOut(_ effects: [AppLifecycle.Effect]) {
+    for effect in effects {
+      switch effect {
+      case .send(let line): send(line)
+      case .suspend: processes.suspend()
+      case .resume: processes.resume()
+      case .kill: processes.kill()
+      case .writeCrashReport(let report): _ = try? store.write(report)
+      case .save: save()
+      case .schedule(let timer, let deadline):
+        queue.asyncAfter(deadline: DispatchTime(uptimeNanoseconds: UInt64(max(0, deadline) * 1e9))) { [self] in
+          carryOut(lifecycle.fire(timer, at: .now))
         }
       }
-      queue.asyncAfter(deadline: backgroundStart + timings.backgroundTime) { [self] in
-        guard generation == current, !record.tasks.isEmpty else { return }
-        killApp(
-          "background tasks were still open when the background time (\(Self.seconds(timings.backgroundTime))) ran out")
-      }
-    } else if fetchStart == nil && sessionWaits.isEmpty && unanswered.isEmpty {
-      let suspension = max(backgroundStart + timings.suspendAfter, .now())
-      queue.asyncAfter(deadline: suspension) { [self] in
-        guard generation == current, record.state == .background else { return }
-        processes.suspend()
-        record.state = .suspended
-        generation += 1
-        save()
-      }
     }
-  }
-
-  /// The watchdog's kill: a crash report, then SIGKILL to the whole app.
-  func killApp(_ reason: String) {
-    guard pid > 0, !terminating else { return }
-    terminating = true
-    generation += 1
-    let report = AppCrashReport(
-      bundleID: bundleID.rawValue, time: Date(), reason: reason, openTasks: record.tasks.map(\.name), pid: pid)
-    _ = try? store.write(report)
-    save()
-    processes.kill()
   }
 
   private func finish(_ code: Int32) {
-    if let exception, code == 128 + SIGABRT, !terminating {
-      let report = AppCrashReport(
-        bundleID: bundleID.rawValue, time: Date(), reason: exception, openTasks: record.tasks.map(\.name), pid: pid,
-        terminationReason: AppCrashReport.uncaughtException)
-      _ = try? store.write(report)
-    }
     // Whatever the app left goes with it, in its cgroup or its group.
     processes.end()
-    pid = 0
-    generation += 1
-    fetchGeneration += 1
-    fetchPlan += 1
     status = code
-    record.state = .notRunning
-    record.pid = nil
-    record.supervisor = nil
-    record.cgroup = nil
-    record.tasks = []
-    record.backgroundSince = nil
-    record.lastExitStatus = code
-    save()
+    carryOut(lifecycle.exited(code, at: .now))
     events?.close()
+    events = nil
     ControlSocket.shutDown(listener)
     exited.signal()
   }
 
-  private func save() { _ = try? store.write(record) }
+  private func save() { _ = try? store.write(lifecycle.record) }
 
-  func send(_ event: AppEvent, task: AppRecord.Task? = nil, session: String? = nil) {
+  /// Writes `line` on the app's events pipe.
+  private func send(_ line: AppLifecycle.EventLine) {
     guard let events else { return }
-    var line = #"{"event":""# + event.rawValue + "\""
-    if watched && event != .willTerminate {
-      eventNumber += 1
-      line += #","number":\#(eventNumber)"#
-      expectAnswer(eventNumber, event.rawValue, within: timings.watchdog)
+    var text = #"{"event":""# + line.event.rawValue + "\""
+    if let number = line.number { text += #","number":\#(number)"# }
+    if let task = line.task {
+      text += #","task":\#(task.id),"name":\#(Self.jsonString(task.name))"#
     }
-    if let task {
-      line += #","task":\#(task.id),"name":\#(Self.jsonString(task.name))"#
-    }
-    if let session { line += #","session":\#(Self.jsonString(session))"# }
-    line += "}\n"
+    if let session = line.session { text += #","session":\#(Self.jsonString(session))"# }
+    text += "}\n"
     // Non-blocking: an app that never reads loses events rather than stalling its supervisor.
-    _ = try? AtomicFile.writeAll(events.rawValue, Array(line.utf8), path: "events")
-  }
-
-  /// The watchdog: event `number` (`name`) must be answered by the app's main thread `within`
-  /// seconds of the app running, or the app is killed with a crash report, as iOS's watchdog kills
-  /// an app whose main thread is blocked. Time frozen does not count: a deadline met while the app
-  /// is suspended waits for it to run again.
-  private func expectAnswer(_ number: Int, _ name: String, within seconds: Double) {
-    unanswered[number] = name
-    queue.asyncAfter(deadline: .now() + seconds) { [self] in
-      guard unanswered[number] != nil, pid > 0, !terminating else { return }
-      if record.state == .suspended {
-        expectAnswer(number, name, within: seconds)
-        return
-      }
-      killApp("the main thread did not return from \(name) within \(Self.seconds(seconds)) (it is blocked)")
-    }
+    _ = try? AtomicFile.writeAll(events.rawValue, Array(text.utf8), path: "events")
   }
 
   /// `text` as a JSON string.
@@ -520,8 +258,14 @@ public final class AppSupervisor: @unchecked Sendable {
     (try? JSONEncoder().encode(text)).map { String(decoding: $0, as: UTF8.self) } ?? "\"\""
   }
 
-  static func seconds(_ value: Double) -> String {
-    value == value.rounded() ? "\(Int(value)) s" : String(format: "%.3g s", value)
+  /// Runs a hook: its error becomes the reply's.
+  static func hook(_ body: () throws(ProtFSError) -> Void) -> AppReply {
+    do {
+      try body()
+      return .ok()
+    } catch {
+      return .refused(error.message)
+    }
   }
 
   // MARK: - The socket
@@ -613,5 +357,12 @@ public final class AppSupervisor: @unchecked Sendable {
   /// `reply` as a JSON line's text.
   private static func line(_ reply: AppReply) -> String {
     (try? JSONEncoder().encode(reply)).map { String(decoding: $0, as: UTF8.self) } ?? #"{"error":"internal"}"#
+  }
+}
+
+extension AppLifecycle.Moment {
+  /// This moment, on the clock `DispatchQueue.asyncAfter` schedules by.
+  fileprivate static var now: Self {
+    Self(uptime: Double(DispatchTime.now().uptimeNanoseconds) / 1e9, date: Date())
   }
 }

@@ -1,0 +1,527 @@
+import Foundation
+import ProtFS
+
+/// An app's life as iOS's system runs it (docs/semantics.md §8 and §9), as a value: no process,
+/// socket, file or clock.
+///
+/// Every change comes in as a call (a request, a timer that fired, the app's exit) with the
+/// moment it happens, and goes out as a list of `Effect`s in the order they must happen: events
+/// for the app, the suspension, resumption and kill of its processes, crash reports, saving its
+/// record, and timers to start. `AppSupervisor` owns one, calls it on its queue and carries the
+/// effects out; tests drive one through any sequence of moments without waiting for any.
+///
+/// A timer is never cancelled: each carries the generation it was planned in, and one that fires
+/// after its generation ended (the task ended, the app came to the foreground) does nothing.
+package struct AppLifecycle {
+  /// A moment: monotonic seconds (never going back, for deadlines) and the wall-clock date (for
+  /// the record).
+  package struct Moment: Sendable, Equatable {
+    /// Seconds on a monotonic clock (the supervisor's: `DispatchTime`'s uptime).
+    package var uptime: Double
+    /// The date, as the record shows it.
+    package var date: Date
+
+    /// A moment at `uptime` seconds, dated `date`.
+    package init(uptime: Double, date: Date) {
+      self.uptime = uptime
+      self.date = date
+    }
+
+    /// `seconds` later.
+    package func adding(_ seconds: Double) -> Moment {
+      Moment(uptime: uptime + seconds, date: date.addingTimeInterval(seconds))
+    }
+  }
+
+  /// What must happen, in order, after a change.
+  package enum Effect: Equatable, Sendable {
+    /// Write `event` on the app's events pipe.
+    case send(EventLine)
+    /// Stop every process of the app (SIGSTOP or the cgroup's freezer).
+    case suspend
+    /// Let them run again.
+    case resume
+    /// Kill every process of the app.
+    case kill
+    /// Write `report` to the device's crash reports.
+    case writeCrashReport(AppCrashReport)
+    /// Write the record as it is now.
+    case save
+    /// Call `fire(timer, at:)` at monotonic second `deadline` (at once if it has passed).
+    case schedule(Timer, deadline: Double)
+  }
+
+  /// One event for the app, as its line on the events pipe says it.
+  package struct EventLine: Equatable, Sendable {
+    /// The event.
+    package var event: AppEvent
+    /// The number the watched main thread answers it with (`mainThreadAnswered`), if watched.
+    package var number: Int?
+    /// The background task it is about.
+    package var task: AppRecord.Task?
+    /// The session it is about.
+    package var session: String?
+
+    /// `event`, with the number, task and session it carries.
+    package init(event: AppEvent, number: Int? = nil, task: AppRecord.Task? = nil, session: String? = nil) {
+      self.event = event
+      self.number = number
+      self.task = task
+      self.session = session
+    }
+  }
+
+  /// A deadline the lifecycle planned, with what it needs to tell whether it still applies.
+  package enum Timer: Hashable, Sendable {
+    /// The expiration warnings of the open background tasks.
+    case expirationWarning(generation: Int)
+    /// The end of the background time with tasks still open: the kill.
+    case backgroundTimeEnd(generation: Int)
+    /// The suspension of an app in the background with nothing to finish.
+    case suspension(generation: Int)
+    /// The end of the time a background fetch may take.
+    case fetchTimeout(fetch: Int)
+    /// A fetch the system makes by itself.
+    case scheduledFetch(plan: Int, period: Double)
+    /// The end of the time the app has to answer a session's events.
+    case sessionTimeout(session: String, token: Int)
+    /// The watchdog's deadline for the main thread's answer to event `number`.
+    case watchdog(number: Int, name: String, within: Double)
+    /// The end of the grace an app has to exit after `willTerminate`.
+    case terminateGrace
+  }
+
+  /// The app.
+  package let bundleID: BundleID
+  /// Its budgets and graces.
+  package let timings: AppTimings
+  /// Its record, as the device's app store keeps it.
+  package var record: AppRecord
+  /// The app's process, 0 while none runs (before the start and after the exit).
+  package private(set) var pid: pid_t = 0
+  /// The background modes the app's Info.plist declares (`UIBackgroundModes`): the system
+  /// schedules fetches only for an app that lists `fetch`.
+  package var backgroundModes: [String] = []
+  /// Whether the app is being terminated (by the user, the system or a watchdog).
+  package private(set) var terminating = false
+
+  /// Bumped whenever the pending suspension, warning or kill no longer applies.
+  private var generation = 0
+  /// When the current stay in the background began (monotonic seconds).
+  private var backgroundStart: Double = 0
+  /// The tasks whose expiration warning went out.
+  private var warned: Set<Int> = []
+  private var nextTask = 1
+  /// When the fetch under way began, while one is.
+  private var fetchStart: Double?
+  /// Bumped whenever the fetch timeout no longer applies.
+  private var fetchGeneration = 0
+  /// The interval the app asked for with `setFetchInterval`, nil for never (the default, as on iOS).
+  private var fetchInterval: Double?
+  /// When the next scheduled fetch is due, while fetches are scheduled.
+  private var nextFetch: Double?
+  /// Bumped whenever the planned fetch no longer applies.
+  private var fetchPlan = 0
+  /// Whether the app asked for its main thread to be watched (`watchMainThread`).
+  private var watched = false
+  /// The events the watched main thread has not answered yet, by number, with their names.
+  private var unanswered: [Int: String] = [:]
+  /// The last number given to an event.
+  private var eventNumber = 0
+  /// The exception the app said it is aborting on (`uncaughtException`), for its crash report.
+  private var exception: String?
+  /// The sessions whose `handleEventsForBackgroundURLSession` the app has not answered yet.
+  private var postedSessions: Set<String> = []
+  /// The sessions whose answer the app's background time waits for, each with the token of its
+  /// pending kill (a later token or none: the kill no longer applies).
+  private var sessionWaits: [String: Int] = [:]
+  /// The last token given in `sessionWaits`.
+  private var sessionToken = 0
+  /// The moment of the change being made.
+  private var now = Moment(uptime: 0, date: Date(timeIntervalSince1970: 0))
+  /// The effects of the change being made.
+  private var effects: [Effect] = []
+
+  /// The lifecycle of `bundleID`, whose record is `record`.
+  package init(bundleID: BundleID, timings: AppTimings, record: AppRecord) {
+    self.bundleID = bundleID
+    self.timings = timings
+    self.record = record
+  }
+
+  // MARK: - Changes
+
+  /// The app's process `pid` started, in the foreground.
+  package mutating func started(_ pid: pid_t) {
+    self.pid = pid
+    record.state = .active
+    record.pid = pid
+  }
+
+  /// Carries out `request` at `moment`: the reply and what must happen.
+  package mutating func handle(_ request: AppRequest, at moment: Moment) -> (AppReply, [Effect]) {
+    begin(moment)
+    let reply = handle(request)
+    return (reply, end())
+  }
+
+  /// `timer` fired at `moment`: what must happen (nothing when it no longer applies).
+  package mutating func fire(_ timer: Timer, at moment: Moment) -> [Effect] {
+    begin(moment)
+    fire(timer)
+    return end()
+  }
+
+  /// Protected data became available or unavailable: the app hears of it.
+  package mutating func protectedData(available: Bool, at moment: Moment) -> [Effect] {
+    begin(moment)
+    send(available ? .protectedDataDidBecomeAvailable : .protectedDataWillBecomeUnavailable)
+    return end()
+  }
+
+  /// The app's process exited with `status` (128 + the signal for a signal): what must happen.
+  package mutating func exited(_ status: Int32, at moment: Moment) -> [Effect] {
+    begin(moment)
+    if let exception, status == 128 + SIGABRT, !terminating {
+      effects.append(
+        .writeCrashReport(
+          AppCrashReport(
+            bundleID: bundleID.rawValue, time: now.date, reason: exception, openTasks: record.tasks.map(\.name),
+            pid: pid, terminationReason: AppCrashReport.uncaughtException)))
+    }
+    pid = 0
+    generation += 1
+    fetchGeneration += 1
+    fetchPlan += 1
+    record.state = .notRunning
+    record.pid = nil
+    record.supervisor = nil
+    record.cgroup = nil
+    record.tasks = []
+    record.backgroundSince = nil
+    record.lastExitStatus = status
+    save()
+    return end()
+  }
+
+  /// The background time left at `moment`, in seconds (the whole of it in the foreground).
+  package func remaining(at moment: Moment) -> Double {
+    max(0, timings.backgroundTime - (moment.uptime - backgroundStart))
+  }
+
+  private mutating func begin(_ moment: Moment) {
+    now = moment
+    effects = []
+  }
+
+  private mutating func end() -> [Effect] {
+    defer { effects = [] }
+    return effects
+  }
+
+  // MARK: - Requests
+
+  private mutating func handle(_ request: AppRequest) -> AppReply {
+    guard pid > 0, !terminating || request.kind == .timeRemaining else {
+      return .refused("The app \(bundleID) is terminating.")
+    }
+    switch request.kind {
+    case .background: return enterBackground()
+    case .foreground: return enterForeground()
+    case .fetch: return startFetch()
+    case .terminate: return terminate(user: request.argument == "user")
+    case .beginTask: return beginTask(request.argument ?? "")
+    case .endTask: return endTask(request.argument ?? "")
+    case .timeRemaining:
+      guard record.state != .active else { return .ok("inf") }
+      return .ok(String(format: "%.3f", remaining(at: now)))
+    case .fetchCompleted: return completeFetch(request.argument ?? "")
+    case .sessionEvents: return postSessionEvents(request.argument ?? "")
+    case .eventsHandled: return endSessionEvents(request.argument ?? "")
+    case .startSessionService: return .ok()
+    case .setFetchInterval: return setFetchInterval(request.argument ?? "")
+    case .watchMainThread:
+      guard !watched else { return .ok() }
+      watched = true
+      expectAnswer(0, "didFinishLaunchingWithOptions", within: timings.watchdog * 2)
+      return .ok()
+    case .mainThreadAnswered:
+      let number = request.argument == "launch" ? 0 : Int(request.argument ?? "")
+      guard let number, unanswered.removeValue(forKey: number) != nil else {
+        return .refused("No event \(request.argument ?? "") waits for the main thread's answer.")
+      }
+      reschedule()
+      return .ok()
+    case .uncaughtException:
+      // Believed only when the app then dies of SIGABRT; bounded, as everything the app sends.
+      exception = String((request.argument ?? "").prefix(4096))
+      return .ok()
+    }
+  }
+
+  private mutating func enterBackground() -> AppReply {
+    guard record.state == .active else { return .refused("The app \(bundleID) is already in the background.") }
+    record.state = .background
+    startBackgroundTime()
+    send(.didEnterBackground)
+    reschedule()
+    return .ok()
+  }
+
+  private mutating func enterForeground() -> AppReply {
+    guard record.state != .active else { return .refused("The app \(bundleID) is already in the foreground.") }
+    send(.willEnterForeground)
+    if record.state == .suspended { effects.append(.resume) }
+    // In the foreground no watchdog waits for the sessions' answers (they are still expected).
+    sessionWaits = [:]
+    record.state = .active
+    record.backgroundSince = nil
+    reschedule()
+    return .ok()
+  }
+
+  /// The background time starts (again) now, with no warning sent yet.
+  private mutating func startBackgroundTime() {
+    record.backgroundSince = now.date
+    backgroundStart = now.uptime
+    warned = []
+  }
+
+  /// A suspended app is resumed in the background, with its background time from now, as iOS
+  /// wakes an app for a fetch or a session's events.
+  private mutating func wakeIfSuspended() {
+    guard record.state == .suspended else { return }
+    effects.append(.resume)
+    record.state = .background
+    startBackgroundTime()
+  }
+
+  private mutating func startFetch() -> AppReply {
+    guard fetchStart == nil else { return .refused("A fetch of \(bundleID) is already under way.") }
+    wakeIfSuspended()
+    fetchStart = now.uptime
+    fetchGeneration += 1
+    send(.performFetch)
+    effects.append(.schedule(.fetchTimeout(fetch: fetchGeneration), deadline: now.uptime + timings.fetchTime))
+    reschedule()
+    return .ok()
+  }
+
+  private mutating func completeFetch(_ result: String) -> AppReply {
+    guard ["newData", "noData", "failed"].contains(result) else {
+      return .refused("'\(result)' is not a fetch result: give newData, noData or failed.")
+    }
+    guard let start = fetchStart else { return .refused("No background fetch of \(bundleID) is under way.") }
+    record.lastFetch = AppRecord.Fetch(result: result, duration: now.uptime - start, time: now.date)
+    fetchStart = nil
+    fetchGeneration += 1
+    reschedule()
+    return .ok()
+  }
+
+  /// Records the app's minimum fetch interval and plans the fetches it allows.
+  private mutating func setFetchInterval(_ text: String) -> AppReply {
+    if text == "never" {
+      fetchInterval = nil
+    } else if let seconds = Double(text), seconds.isFinite, seconds >= 0 {
+      fetchInterval = seconds
+    } else {
+      return .refused("'\(text)' is not a fetch interval: give seconds (0 for the minimum) or never.")
+    }
+    nextFetch = nil
+    planFetch()
+    return .ok(
+      backgroundModes.contains("fetch") ? nil : "the app's Info.plist does not list fetch in UIBackgroundModes")
+  }
+
+  /// Plans the next fetch the system makes by itself, as iOS does: only for an app that asked (an
+  /// interval other than never, and `fetch` in `UIBackgroundModes`), no sooner than the interval
+  /// (or `fetchMinimum`, if longer) after the last one, and only while the app is in the
+  /// background or suspended (one due in the foreground waits for the next period).
+  private mutating func planFetch() {
+    fetchPlan += 1
+    guard let interval = fetchInterval, backgroundModes.contains("fetch"), pid > 0, !terminating else {
+      nextFetch = nil
+      return
+    }
+    let period = max(interval, timings.fetchMinimum, 0.05)
+    let due = max(nextFetch ?? (now.uptime + period), now.uptime)
+    nextFetch = due
+    effects.append(.schedule(.scheduledFetch(plan: fetchPlan, period: period), deadline: due))
+  }
+
+  private mutating func beginTask(_ name: String) -> AppReply {
+    if record.state != .active && remaining(at: now) <= 0 {
+      return .refused("The app \(bundleID) has no background time left.")
+    }
+    let id = nextTask
+    nextTask += 1
+    record.tasks.append(AppRecord.Task(id: id, name: name))
+    reschedule()
+    return .ok(String(id))
+  }
+
+  private mutating func endTask(_ text: String) -> AppReply {
+    guard let id = Int(text), let index = record.tasks.firstIndex(where: { $0.id == id }) else {
+      return .refused("'\(text)' is not an open background task of \(bundleID).")
+    }
+    record.tasks.remove(at: index)
+    reschedule()
+    return .ok()
+  }
+
+  private mutating func terminate(user: Bool) -> AppReply {
+    record.forceQuit = user
+    terminating = true
+    generation += 1
+    save()
+    // A suspended app is killed without notice, as on iOS.
+    if record.state == .suspended {
+      effects.append(.kill)
+      return .ok()
+    }
+    send(.willTerminate)
+    effects.append(.schedule(.terminateGrace, deadline: now.uptime + timings.terminateGrace))
+    return .ok()
+  }
+
+  /// Posts session `session`'s events to the app. In the foreground it only gets the event; in the
+  /// background, or suspended (then it is resumed), it gets the background time to answer, as for a
+  /// fetch: no suspension meanwhile, and a kill with a crash report when no answer comes in time.
+  private mutating func postSessionEvents(_ session: String) -> AppReply {
+    guard !session.isEmpty else { return .refused("Give the identifier of the session whose events wait.") }
+    postedSessions.insert(session)
+    if record.state != .active {
+      wakeIfSuspended()
+      if sessionWaits[session] == nil {
+        sessionToken += 1
+        sessionWaits[session] = sessionToken
+        effects.append(
+          .schedule(
+            .sessionTimeout(session: session, token: sessionToken), deadline: now.uptime + timings.backgroundTime))
+      }
+    }
+    send(.handleEventsForBackgroundURLSession, session: session)
+    reschedule()
+    return .ok()
+  }
+
+  /// The app answered session `session`'s events: its wait ends (suspension follows as after a
+  /// fetch). Refused for a session whose events were not posted.
+  private mutating func endSessionEvents(_ session: String) -> AppReply {
+    guard postedSessions.remove(session) != nil else {
+      return .refused(
+        "No handleEventsForBackgroundURLSession for the session '\(session)' waits for an answer from the app \(bundleID)."
+      )
+    }
+    sessionWaits[session] = nil
+    reschedule()
+    return .ok()
+  }
+
+  // MARK: - Timers
+
+  private mutating func fire(_ timer: Timer) {
+    switch timer {
+    case .expirationWarning(let planned):
+      guard generation == planned else { return }
+      for task in record.tasks where warned.insert(task.id).inserted {
+        send(.backgroundTaskWillExpire, task: task)
+      }
+    case .backgroundTimeEnd(let planned):
+      guard generation == planned, !record.tasks.isEmpty else { return }
+      kill(
+        "background tasks were still open when the background time (\(Self.seconds(timings.backgroundTime))) ran out")
+    case .suspension(let planned):
+      guard generation == planned, record.state == .background else { return }
+      effects.append(.suspend)
+      record.state = .suspended
+      generation += 1
+      save()
+    case .fetchTimeout(let fetch):
+      guard fetchGeneration == fetch, fetchStart != nil else { return }
+      record.lastFetch = AppRecord.Fetch(result: "timedOut", duration: timings.fetchTime, time: now.date)
+      kill("the background fetch did not complete within \(Self.seconds(timings.fetchTime))")
+    case .scheduledFetch(let plan, let period):
+      guard fetchPlan == plan, pid > 0, !terminating else { return }
+      if record.state != .active && fetchStart == nil { _ = startFetch() }
+      nextFetch = now.uptime + period
+      planFetch()
+    case .sessionTimeout(let session, let token):
+      guard sessionWaits[session] == token else { return }
+      kill(
+        "the app did not call the completion handler of handleEventsForBackgroundURLSession for session '\(session)' within \(Self.seconds(timings.backgroundTime))"
+      )
+    case .watchdog(let number, let name, let within):
+      guard unanswered[number] != nil, pid > 0, !terminating else { return }
+      // Time frozen does not count: a deadline met while the app is suspended waits for it to run.
+      if record.state == .suspended {
+        expectAnswer(number, name, within: within)
+        return
+      }
+      kill("the main thread did not return from \(name) within \(Self.seconds(within)) (it is blocked)")
+    case .terminateGrace:
+      if pid > 0 { effects.append(.kill) }
+    }
+  }
+
+  /// Plans what happens next in the background: the suspension, or the warnings and the kill.
+  private mutating func reschedule() {
+    generation += 1
+    save()
+    guard record.state == .background else { return }
+    if !record.tasks.isEmpty {
+      let warning = backgroundStart + max(0, timings.backgroundTime - timings.warningLead)
+      effects.append(.schedule(.expirationWarning(generation: generation), deadline: warning))
+      effects.append(
+        .schedule(.backgroundTimeEnd(generation: generation), deadline: backgroundStart + timings.backgroundTime))
+    } else if fetchStart == nil && sessionWaits.isEmpty && unanswered.isEmpty {
+      let suspension = max(backgroundStart + timings.suspendAfter, now.uptime)
+      effects.append(.schedule(.suspension(generation: generation), deadline: suspension))
+    }
+  }
+
+  /// The watchdog's kill: a crash report, then SIGKILL to the whole app.
+  private mutating func kill(_ reason: String) {
+    guard pid > 0, !terminating else { return }
+    terminating = true
+    generation += 1
+    effects.append(
+      .writeCrashReport(
+        AppCrashReport(
+          bundleID: bundleID.rawValue, time: now.date, reason: reason, openTasks: record.tasks.map(\.name), pid: pid)))
+    save()
+    effects.append(.kill)
+  }
+
+  /// The watchdog: event `number` (`name`) must be answered by the app's main thread `within`
+  /// seconds of the app running, or the app is killed with a crash report, as iOS's watchdog kills
+  /// an app whose main thread is blocked.
+  private mutating func expectAnswer(_ number: Int, _ name: String, within seconds: Double) {
+    unanswered[number] = name
+    effects.append(.schedule(.watchdog(number: number, name: name, within: seconds), deadline: now.uptime + seconds))
+  }
+
+  /// Sends `event` to a running app; a watched app's events but `willTerminate` carry the number
+  /// its main thread answers with, and the watchdog waits for the answer.
+  private mutating func send(_ event: AppEvent, task: AppRecord.Task? = nil, session: String? = nil) {
+    guard pid > 0 else { return }
+    var number: Int?
+    if watched && event != .willTerminate {
+      eventNumber += 1
+      number = eventNumber
+      expectAnswer(eventNumber, event.rawValue, within: timings.watchdog)
+    }
+    effects.append(.send(EventLine(event: event, number: number, task: task, session: session)))
+  }
+
+  /// The record is to be written (once for a run of changes with nothing else between them).
+  private mutating func save() {
+    if effects.last != .save { effects.append(.save) }
+  }
+
+  /// `value` seconds as a message says it.
+  package static func seconds(_ value: Double) -> String {
+    value == value.rounded() ? "\(Int(value)) s" : String(format: "%.3g s", value)
+  }
+}

@@ -1,0 +1,361 @@
+import Foundation
+import ProtFS
+import ProtFSApp
+import Testing
+
+/// An app's lifecycle run on a simulated clock: requests at chosen moments, and every timer the
+/// lifecycle plans fired at its deadline, in order. No process, socket or wait: a day of
+/// background fetches takes microseconds, and iOS's own budgets (30 s, 15 minutes) are used as
+/// they are.
+private struct Simulation {
+  var life: AppLifecycle
+  /// The simulated monotonic clock, in seconds.
+  private(set) var clock: Double = 1_000
+  /// The timers planned and not fired yet, in the order they were planned.
+  private var timers: [(deadline: Double, timer: AppLifecycle.Timer)] = []
+
+  init(timings: AppTimings = AppTimings(), modes: [String] = []) throws {
+    let bundleID = try BundleID("com.example.app")
+    life = AppLifecycle(
+      bundleID: bundleID, timings: timings, record: AppRecord(bundleID: bundleID.rawValue, backgroundTime: 30))
+    life.backgroundModes = modes
+    life.started(4242)
+  }
+
+  var moment: AppLifecycle.Moment { AppLifecycle.Moment(uptime: clock, date: Date(timeIntervalSince1970: clock)) }
+
+  /// What the lifecycle asked for, timers kept aside to be fired by `wait`.
+  private mutating func take(_ effects: [AppLifecycle.Effect]) -> [AppLifecycle.Effect] {
+    effects.filter { effect in
+      guard case .schedule(let timer, let deadline) = effect else { return true }
+      timers.append((deadline, timer))
+      return false
+    }
+  }
+
+  /// Sends `kind` with `argument` now: the reply, and the effects it had (timers aside).
+  mutating func ask(_ kind: AppRequest.Kind, _ argument: String? = nil) -> (AppReply, [AppLifecycle.Effect]) {
+    let (reply, effects) = life.handle(AppRequest(kind, argument), at: moment)
+    return (reply, take(effects))
+  }
+
+  /// Sends `kind`; records an issue unless it is carried out. Returns the effects.
+  @discardableResult
+  mutating func expectOK(
+    _ kind: AppRequest.Kind, _ argument: String? = nil, sourceLocation: SourceLocation = #_sourceLocation
+  ) -> [AppLifecycle.Effect] {
+    let (reply, effects) = ask(kind, argument)
+    #expect(reply.error == nil, "\(kind): \(reply.error ?? "")", sourceLocation: sourceLocation)
+    return effects
+  }
+
+  /// Lets `seconds` pass, firing every timer due meanwhile at its deadline (earliest first, then
+  /// in the order planned); returns what they did.
+  mutating func wait(_ seconds: Double) -> [AppLifecycle.Effect] {
+    let end = clock + seconds
+    var done: [AppLifecycle.Effect] = []
+    while let next = timers.indices.filter({ timers[$0].deadline <= end }).min(by: {
+      (timers[$0].deadline, $0) < (timers[$1].deadline, $1)
+    }) {
+      let (deadline, timer) = timers.remove(at: next)
+      clock = max(clock, deadline)
+      done += take(life.fire(timer, at: moment))
+    }
+    clock = end
+    return done
+  }
+
+  /// The app exits with `status` now.
+  mutating func exit(_ status: Int32) -> [AppLifecycle.Effect] { take(life.exited(status, at: moment)) }
+}
+
+/// The events among `effects`.
+private func events(_ effects: [AppLifecycle.Effect]) -> [AppEvent] {
+  effects.compactMap { if case .send(let line) = $0 { line.event } else { nil } }
+}
+
+/// The crash report among `effects`, if any.
+private func crashReport(_ effects: [AppLifecycle.Effect]) -> AppCrashReport? {
+  effects.lazy.compactMap { if case .writeCrashReport(let report) = $0 { report } else { nil } }.first
+}
+
+/// Whether `effects` are the watchdog's kill: a crash report, the record saved, the processes killed.
+private func isKill(_ effects: [AppLifecycle.Effect]) -> Bool {
+  effects.count == 3 && crashReport(effects) != nil && effects[1] == .save && effects[2] == .kill
+}
+
+@Suite("App lifecycle, without processes")
+struct AppLifecycleStateTests {
+  @Test func anAppWithNothingToFinishIsSuspendedAfterItsGrace() throws {
+    var app = try Simulation()
+    #expect(events(app.expectOK(.background)) == [.didEnterBackground])
+    #expect(app.life.record.state == .background)
+    #expect(app.life.record.backgroundSince == app.moment.date)
+    #expect(app.wait(4.9).isEmpty)
+    #expect(app.ask(.timeRemaining).0 == .ok("25.100"))
+    #expect(app.wait(0.1) == [.suspend, .save])
+    #expect(app.life.record.state == .suspended)
+    #expect(app.wait(3_600).isEmpty)
+    #expect(app.ask(.background).0.error?.contains("already in the background") == true)
+  }
+
+  @Test func openTasksAreWarnedThenKilledWithACrashReportWhenTheTimeRunsOut() throws {
+    var app = try Simulation()
+    app.expectOK(.background)
+    #expect(app.ask(.beginTask, "upload").0 == .ok("1"))
+    #expect(app.ask(.beginTask, "").0 == .ok("2"))
+    #expect(app.wait(24.9).isEmpty)
+    let warnings = app.wait(0.1)
+    #expect(events(warnings) == [.backgroundTaskWillExpire, .backgroundTaskWillExpire])
+    #expect(warnings.compactMap { if case .send(let line) = $0 { line.task?.id } else { nil } } == [1, 2])
+    let end = app.wait(5)
+    #expect(isKill(end), "\(end)")
+    let report = try #require(crashReport(end))
+    #expect(report.openTasks == ["upload", ""] && report.pid == 4242)
+    #expect(report.terminationReason == AppCrashReport.watchdog)
+    #expect(report.reason.contains("background time (30 s) ran out"), "\(report.reason)")
+    #expect(app.life.terminating)
+    #expect(app.ask(.endTask, "1").0.error?.contains("terminating") == true)
+    #expect(app.ask(.timeRemaining).0 == .ok("0.000"))
+  }
+
+  @Test func endingTheLastTaskCancelsTheKillAndTheAppIsSuspendedInstead() throws {
+    var app = try Simulation()
+    app.expectOK(.background)
+    app.expectOK(.beginTask, "sync")
+    #expect(app.wait(10).isEmpty)
+    app.expectOK(.endTask, "1")
+    // Its grace (5 s after entering the background) is over: the suspension comes at once.
+    #expect(app.wait(0) == [.suspend, .save])
+    #expect(app.wait(3_600).isEmpty)
+  }
+
+  @Test func aTaskEndedTwiceOrNeverBegunIsRefused() throws {
+    var app = try Simulation()
+    app.expectOK(.beginTask, "a")
+    app.expectOK(.endTask, "1")
+    for text in ["1", "2", "-1", "1e99", "", "one", String(repeating: "9", count: 400)] {
+      #expect(app.ask(.endTask, text).0.error?.contains("is not an open background task") == true, "\(text)")
+    }
+  }
+
+  @Test func aTaskBegunWithNoBackgroundTimeLeftIsRefused() throws {
+    var timings = AppTimings()
+    timings.backgroundTime = 10
+    var app = try Simulation(timings: timings)
+    app.expectOK(.background)
+    // A fetch under way keeps the app from being suspended; its own time (30 s) outlasts the 10.
+    app.expectOK(.fetch)
+    #expect(app.wait(10.5).isEmpty)
+    #expect(app.ask(.beginTask, "late").0.error?.contains("no background time left") == true)
+  }
+
+  @Test func theForegroundResumesASuspendedAppAndItsOldDeadlinesDoNothing() throws {
+    var app = try Simulation()
+    app.expectOK(.background)
+    app.expectOK(.beginTask, "a")
+    app.expectOK(.endTask, "1")
+    #expect(app.wait(5) == [.suspend, .save])
+    let foreground = app.expectOK(.foreground)
+    #expect(foreground == [.send(.init(event: .willEnterForeground)), .resume, .save])
+    #expect(app.life.record.state == .active && app.life.record.backgroundSince == nil)
+    #expect(app.ask(.timeRemaining).0 == .ok("inf"))
+    // The task's warning and kill, planned for 25 s and 30 s, no longer apply.
+    #expect(app.wait(3_600).isEmpty)
+    #expect(app.ask(.foreground).0.error?.contains("already in the foreground") == true)
+    app.expectOK(.background)
+    #expect(app.wait(5) == [.suspend, .save])
+  }
+
+  @Test func aFetchWakesASuspendedAppAndKillsItWhenItIsNotCompletedInTime() throws {
+    var app = try Simulation()
+    app.expectOK(.background)
+    _ = app.wait(5)
+    #expect(app.expectOK(.fetch) == [.resume, .send(.init(event: .performFetch)), .save])
+    #expect(app.life.record.state == .background)
+    #expect(app.ask(.fetch).0.error?.contains("already under way") == true)
+    #expect(app.wait(29.9).isEmpty)
+    let timeout = app.wait(0.1)
+    #expect(isKill(timeout), "\(timeout)")
+    #expect(crashReport(timeout)?.reason.contains("fetch did not complete within 30 s") == true)
+    #expect(app.life.record.lastFetch?.result == "timedOut")
+  }
+
+  @Test func aCompletedFetchIsRecordedAndTheAppIsSuspendedAgain() throws {
+    var app = try Simulation()
+    app.expectOK(.background)
+    _ = app.wait(5)
+    app.expectOK(.fetch)
+    _ = app.wait(2)
+    #expect(app.ask(.fetchCompleted, "lots").0.error?.contains("'lots' is not a fetch result") == true)
+    app.expectOK(.fetchCompleted, "newData")
+    #expect(app.life.record.lastFetch == AppRecord.Fetch(result: "newData", duration: 2, time: app.moment.date))
+    #expect(app.ask(.fetchCompleted, "newData").0.error?.contains("No background fetch") == true)
+    // Woken 2 s ago, it has 3 s of its grace left; the fetch's timeout no longer applies.
+    #expect(app.wait(2.9).isEmpty)
+    #expect(app.wait(0.1) == [.suspend, .save])
+    #expect(app.wait(3_600).isEmpty)
+  }
+
+  @Test func theSystemFetchesOnlyForAnAppThatAskedAndDeclaredFetch() throws {
+    // Declared, never asked (iOS's default interval is never).
+    var declared = try Simulation(modes: ["fetch"])
+    declared.expectOK(.background)
+    #expect(!events(declared.wait(86_400)).contains(.performFetch))
+
+    // Asked, not declared: told why nothing will come.
+    var undeclared = try Simulation()
+    let (reply, _) = undeclared.ask(.setFetchInterval, "0")
+    #expect(reply.value?.contains("does not list fetch in UIBackgroundModes") == true)
+    undeclared.expectOK(.background)
+    #expect(!events(undeclared.wait(86_400)).contains(.performFetch))
+
+    // Both: every fetchMinimum (15 minutes), however short the interval asked for.
+    var app = try Simulation(modes: ["fetch"])
+    #expect(app.ask(.setFetchInterval, "0").0 == .ok())
+    app.expectOK(.background)
+    #expect(!events(app.wait(899)).contains(.performFetch))
+    let first = app.wait(1)
+    #expect(first.first == .resume && events(first) == [.performFetch], "\(first)")
+    app.expectOK(.fetchCompleted, "noData")
+    #expect(events(app.wait(900)) == [.performFetch])
+  }
+
+  @Test func aScheduledFetchDueInTheForegroundWaitsForTheNextPeriod() throws {
+    var app = try Simulation(modes: ["fetch"])
+    app.expectOK(.setFetchInterval, "1800")
+    #expect(app.wait(1_800).isEmpty)
+    app.expectOK(.background)
+    #expect(events(app.wait(1_799)) == [])
+    #expect(events(app.wait(1)) == [.performFetch])
+    app.expectOK(.fetchCompleted, "newData")
+    app.expectOK(.setFetchInterval, "never")
+    #expect(!events(app.wait(86_400)).contains(.performFetch))
+  }
+
+  @Test func aFetchIntervalThatIsNoNumberOfSecondsIsRefused() throws {
+    var app = try Simulation(modes: ["fetch"])
+    for text in ["nan", "-1", "inf", "-inf", "", "soon", "1e400"] {
+      #expect(app.ask(.setFetchInterval, text).0.error?.contains("is not a fetch interval") == true, "\(text)")
+    }
+  }
+
+  @Test func sessionEventsWakeASuspendedAppAndHoldOffItsSuspensionUntilAnswered() throws {
+    var app = try Simulation()
+    app.expectOK(.background)
+    _ = app.wait(5)
+    let posted = app.expectOK(.sessionEvents, "com.example.bg")
+    #expect(
+      posted == [.resume, .send(.init(event: .handleEventsForBackgroundURLSession, session: "com.example.bg")), .save])
+    #expect(app.wait(29).isEmpty)
+    #expect(app.ask(.eventsHandled, "com.example.other").0.error?.contains("No handleEvents") == true)
+    app.expectOK(.eventsHandled, "com.example.bg")
+    #expect(app.wait(0) == [.suspend, .save])
+    #expect(app.ask(.eventsHandled, "com.example.bg").0.error != nil)
+    #expect(app.wait(3_600).isEmpty)
+  }
+
+  @Test func sessionEventsLeftUnansweredKillTheAppWhenItsBackgroundTimeEnds() throws {
+    var app = try Simulation()
+    app.expectOK(.background)
+    app.expectOK(.sessionEvents, "s1")
+    // Posted again before the answer: still one wait, from the first post.
+    _ = app.wait(10)
+    app.expectOK(.sessionEvents, "s1")
+    let end = app.wait(20)
+    #expect(isKill(end), "\(end)")
+    #expect(crashReport(end)?.reason.contains("for session 's1' within 30 s") == true)
+    #expect(app.ask(.sessionEvents, "").0.error != nil)
+  }
+
+  @Test func sessionEventsInTheForegroundAreOnlyDelivered() throws {
+    var app = try Simulation()
+    let posted = app.expectOK(.sessionEvents, "s1")
+    #expect(events(posted) == [.handleEventsForBackgroundURLSession])
+    #expect(app.wait(3_600).isEmpty)
+    app.expectOK(.eventsHandled, "s1")
+  }
+
+  @Test func terminateKillsASuspendedAppAtOnceAndARunningOneAfterItsGrace() throws {
+    var suspended = try Simulation()
+    suspended.expectOK(.background)
+    _ = suspended.wait(5)
+    #expect(suspended.expectOK(.terminate, "user") == [.save, .kill])
+    #expect(suspended.life.record.forceQuit)
+
+    var running = try Simulation()
+    #expect(running.expectOK(.terminate) == [.save, .send(.init(event: .willTerminate))])
+    #expect(!running.life.record.forceQuit)
+    #expect(running.wait(1.9).isEmpty)
+    #expect(running.wait(0.1) == [.kill])
+    for kind in [AppRequest.Kind.background, .foreground, .fetch, .terminate, .beginTask, .sessionEvents] {
+      #expect(running.ask(kind, "1").0.error?.contains("is terminating") == true, "\(kind)")
+    }
+    #expect(running.ask(.timeRemaining).0 == .ok("inf"))
+  }
+
+  @Test func theWatchdogKillsAnAppWhoseMainThreadDoesNotAnswer() throws {
+    var app = try Simulation()
+    app.expectOK(.watchMainThread)
+    _ = app.wait(19)
+    app.expectOK(.mainThreadAnswered, "launch")
+    #expect(app.ask(.mainThreadAnswered, "launch").0.error != nil)
+    let background = app.expectOK(.background)
+    #expect(background.first == .send(.init(event: .didEnterBackground, number: 1)))
+    // An event not answered holds off the suspension, and then kills the app.
+    let end = app.wait(10)
+    #expect(isKill(end), "\(end)")
+    #expect(crashReport(end)?.reason.contains("did not return from didEnterBackground within 10 s") == true)
+  }
+
+  @Test func theWatchdogDoesNotCountTheTimeTheAppIsSuspended() throws {
+    var app = try Simulation()
+    app.expectOK(.watchMainThread)
+    app.expectOK(.mainThreadAnswered, "launch")
+    app.expectOK(.background)
+    app.expectOK(.mainThreadAnswered, "1")
+    #expect(app.wait(5) == [.suspend, .save])
+    let lock = app.take(protectedDataAvailable: false)
+    #expect(lock == [.send(.init(event: .protectedDataWillBecomeUnavailable, number: 2))])
+    #expect(app.wait(3_600).isEmpty)
+    #expect(events(app.expectOK(.foreground)) == [.willEnterForeground])
+    app.expectOK(.mainThreadAnswered, "3")
+    // Running again, it has the watchdog's time to answer event 2, which it does not.
+    let end = app.wait(10)
+    #expect(isKill(end), "\(end)")
+    #expect(crashReport(end)?.reason.contains("protectedDataWillBecomeUnavailable") == true)
+  }
+
+  @Test func anUncaughtExceptionIsReportedOnlyWhenTheAppDiesOfSIGABRT() throws {
+    var aborted = try Simulation()
+    aborted.expectOK(.uncaughtException, "NSInvalidArgumentException: " + String(repeating: "x", count: 10_000))
+    let report = try #require(crashReport(aborted.exit(128 + SIGABRT)))
+    #expect(report.terminationReason == AppCrashReport.uncaughtException)
+    #expect(report.reason.count == 4096 && report.reason.hasPrefix("NSInvalidArgumentException: "))
+
+    var exited = try Simulation()
+    exited.expectOK(.uncaughtException, "claimed")
+    #expect(crashReport(exited.exit(0)) == nil)
+  }
+
+  @Test func theExitEndsEveryDeadlineAndEveryRequest() throws {
+    var app = try Simulation(modes: ["fetch"])
+    app.expectOK(.setFetchInterval, "0")
+    app.expectOK(.background)
+    app.expectOK(.beginTask, "a")
+    app.expectOK(.fetch)
+    #expect(app.exit(9) == [.save])
+    #expect(app.life.record.state == .notRunning && app.life.record.tasks.isEmpty)
+    #expect(app.life.record.lastExitStatus == 9 && app.life.record.pid == nil)
+    #expect(app.wait(86_400).isEmpty)
+    #expect(app.ask(.background).0.error?.contains("is terminating") == true)
+    #expect(app.take(protectedDataAvailable: true).isEmpty)
+  }
+}
+
+extension Simulation {
+  /// Protected data became available or not, now: the effects.
+  fileprivate mutating func take(protectedDataAvailable available: Bool) -> [AppLifecycle.Effect] {
+    take(life.protectedData(available: available, at: moment))
+  }
+}

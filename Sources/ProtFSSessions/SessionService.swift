@@ -180,7 +180,7 @@ package final class SessionService: Sendable {
     }
     let subscribed = state.withLock { Array($0.subscribers.values) }
     for subscriber in subscribed { ControlSocket.shutDown(subscriber.connection) }
-    state.withLock { $0.listener?.close() }
+    state.withLock { state in if let listener = state.listener { listener.close() } }
   }
 
   /// Reopens every service session of the store; one that cannot be opened is reported and skipped.

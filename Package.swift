@@ -35,7 +35,9 @@ let package = Package(
     // libcurl4-openssl-dev (scripts/setup.sh) gives its header.
     .target(name: "CCurl"),
     .systemLibrary(name: "CSQLite", providers: [.apt(["libsqlite3-dev"])]),
-    .systemLibrary(name: "CCrypto", providers: [.apt(["libssl-dev"])]),
+    // libcrypto is loaded with dlopen when first used (Sources/CCrypto/include/CCrypto.h);
+    // libssl-dev (scripts/setup.sh) gives its headers.
+    .target(name: "CCrypto"),
     .systemLibrary(name: "CFuse3", pkgConfig: "fuse3", providers: [.apt(["libfuse3-dev"])]),
     // Thin wrappers for syscalls Swift cannot call directly (variadic syscall(2), prctl(2)).
     .target(name: "CProtFSSys"),

@@ -109,8 +109,9 @@ License: Apache-2.0
 TEXT
 
 # Depends: the linked libraries with the versions their symbols need (dpkg-shlibdeps, which wants
-# a debian/control to read), libcurl, which the download engine loads with dlopen when the first
-# transfer starts (libcurl.so.4, from where the binary finds libc), and fusermount3.
+# a debian/control to read), the two protfs loads with dlopen when first needed (from where the
+# binary finds libc): libcurl (libcurl.so.4, the first transfer) and libcrypto (libcrypto.so.3,
+# the first hash), and fusermount3.
 mkdir "$work/debian"
 printf 'Source: protfs\n\nPackage: protfs\nArchitecture: %s\n' "$arch" >"$work/debian/control"
 if ! shlibs=$(cd "$work" && dpkg-shlibdeps -O "${shlibdeps_flags[@]}" "$stage/usr/bin/protfs" 2>"$work/log"); then
@@ -124,11 +125,15 @@ curl_package=$(owner "$libdir/libcurl.so.4") || {
   echo "Error: $libdir/libcurl.so.4 is not installed, so the package cannot name it; run \`bash scripts/setup.sh\`." >&2
   exit 1
 }
+crypto_package=$(owner "$libdir/libcrypto.so.3") || {
+  echo "Error: $libdir/libcrypto.so.3 is not installed, so the package cannot name it; run \`bash scripts/setup.sh\`." >&2
+  exit 1
+}
 fuse_package=$(owner "$(command -v fusermount3)") || {
   echo "Error: fusermount3 is not installed; run \`bash scripts/setup.sh\`." >&2
   exit 1
 }
-depends="$linked, $curl_package, $fuse_package"
+depends="$linked, $curl_package, $crypto_package, $fuse_package"
 
 install -d -m 0755 "$stage/DEBIAN"
 (cd "$stage" && find usr -type f -print0 | sort -z | xargs -0 md5sum) >"$stage/DEBIAN/md5sums"

@@ -209,6 +209,8 @@ public struct LockController: Sendable {
     _ store: LockStore, _ operation: String, from previous: LockRecord, to next: LockRecord,
     fullCheck: Bool
   ) throws(ProtFSError) -> TransitionReport {
+    // The saved modes are authenticated with libcrypto: without it, nothing is begun.
+    try ProtFSError.requireLibcrypto()
     let journal = TransitionJournal(
       operation: operation, previous: previous, next: next, pid: getpid(), started: clock())
     try store.write(journal)

@@ -9,8 +9,9 @@ extension PasscodeHash {
 
   /// Hashes `passcode` with a fresh random salt.
   public static func make(_ passcode: String, iterations: Int = defaultIterations) throws(ProtFSError) -> PasscodeHash {
+    try ProtFSError.requireLibcrypto()
     var salt = [UInt8](repeating: 0, count: 16)
-    guard RAND_bytes(&salt, Int32(salt.count)) == 1 else {
+    guard protfs_rand_bytes(&salt, Int32(salt.count)) == 1 else {
       throw ProtFSError(.io, "Cannot draw a random salt for the passcode from OpenSSL.")
     }
     let key = try derive(passcode, salt: salt, iterations: iterations)
@@ -28,9 +29,10 @@ extension PasscodeHash {
         .malformed, "The stored passcode hash is not a PBKDF2-HMAC-SHA256 hash protfs can check.",
         remedy: .resetPasscode)
     }
+    try ProtFSError.requireLibcrypto()
     let key = try Self.derive(passcode, salt: Array(salt), iterations: iterations)
     return key.withUnsafeBytes { a in
-      Array(expected).withUnsafeBytes { b in CRYPTO_memcmp(a.baseAddress, b.baseAddress, 32) == 0 }
+      Array(expected).withUnsafeBytes { b in protfs_crypto_memcmp(a.baseAddress, b.baseAddress, 32) == 0 }
     }
   }
 
@@ -38,9 +40,9 @@ extension PasscodeHash {
     var key = [UInt8](repeating: 0, count: 32)
     let bytes = Array(passcode.utf8) + [0]  // never an empty buffer with a nil base address
     let ok = bytes.withUnsafeBufferPointer { pass in
-      PKCS5_PBKDF2_HMAC(
+      protfs_pbkdf2_hmac_sha256(
         UnsafeRawPointer(pass.baseAddress!).assumingMemoryBound(to: CChar.self), Int32(pass.count - 1), salt,
-        Int32(salt.count), Int32(iterations), EVP_sha256(), Int32(key.count), &key)
+        Int32(salt.count), Int32(iterations), Int32(key.count), &key)
     }
     guard ok == 1 else { throw ProtFSError(.io, "OpenSSL could not derive the passcode hash.") }
     return key

@@ -51,7 +51,7 @@ import Testing
     #expect(MountRegistry.protfsMountpoints().contains(mountpoint))
     // `lock` returns once every mount of the device, the app's included, enforces the lock.
     #expect(try await d.protfs(["lock", "--grace", "0"]).status == 0)
-    FileManager.default.createFile(atPath: d.scripts + "/go", contents: nil)
+    _ = FileManager.default.createFile(atPath: d.scripts + "/go", contents: nil)
     #expect(await app.line(containing: "done") != nil, "\(app.output)")
     let output = app.output
     #expect(output.contains { $0.hasPrefix("read: ") && $0.contains("Operation not permitted") }, "\(output)")
@@ -78,7 +78,7 @@ import Testing
     #expect(await app.line(containing: "ready") != nil, "\(app.output)")
     #expect(app.output.contains("mounts 0"), "\(app.output)")
     #expect(try await d.protfs(["lock", "--grace", "0"]).status == 0)
-    FileManager.default.createFile(atPath: d.scripts + "/go", contents: nil)
+    _ = FileManager.default.createFile(atPath: d.scripts + "/go", contents: nil)
     #expect(await app.line(containing: "done") != nil, "\(app.output)")
     #expect(app.output.contains { $0.hasPrefix("read: ") && $0.contains("Permission denied") }, "\(app.output)")
     #expect(try await d.protfs(["app", "terminate", AppDevice.bundle]).status == 0)

@@ -212,8 +212,8 @@ import Testing
     let depends = dependsLine.dropFirst(" Depends: ".count).split(separator: ",").map {
       String($0.trimmingCharacters(in: .whitespaces).prefix { $0 != " " })
     }
-    // What the binary links (libfuse3-3 or -4, libssl3 or libssl3t64 as the release names them),
-    // the libcurl it loads and fusermount3.
+    // What the binary links (libfuse3-3 or -4 as the release names it), the libcurl and libcrypto
+    // (libssl3 or libssl3t64) it loads, and fusermount3.
     for needed in ["libattr1", "libc6", "libsqlite3-0", "libssl3", "libfuse3-", "libcurl4", "fuse3"] {
       #expect(depends.contains { $0.hasPrefix(needed) }, "\(needed) in \(depends)")
     }

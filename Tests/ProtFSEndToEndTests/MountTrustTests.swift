@@ -9,7 +9,7 @@ import Testing
 @Suite(.serialized) struct MountTrustTests {
   @Test func aHandleOpenedWhileTheFileWasClassNoneReadsNothingOnceItIsCompleteAndLocked() async throws {
     let m = try await MountedDevice { t in
-      try MountedDevice.file(t, "Documents/notes.txt", .none, "first class none, then complete\n")
+      try MountedDevice.file(t, "Documents/notes.txt", ProtectionClass.none, "first class none, then complete\n")
     }
     let held = try Conversation.holding("\(m.documents)/notes.txt", flags: "os.O_RDONLY", user: 501)
     #expect(await held.line() == "opened")

@@ -189,12 +189,12 @@ package struct ModeKey: Sendable {
     var block = key + [UInt8](repeating: 0, count: 64 - key.count)
     var inner = SHA256_CTX()
     var outer = SHA256_CTX()
-    SHA256_Init(&inner)
-    SHA256_Init(&outer)
+    protfs_sha256_init(&inner)
+    protfs_sha256_init(&outer)
     for index in block.indices { block[index] ^= 0x36 }
-    SHA256_Update(&inner, block, 64)
+    protfs_sha256_update(&inner, block, 64)
     for index in block.indices { block[index] ^= 0x36 ^ 0x5c }
-    SHA256_Update(&outer, block, 64)
+    protfs_sha256_update(&outer, block, 64)
     self.inner = inner
     self.outer = outer
   }
@@ -225,11 +225,11 @@ package struct ModeKey: Sendable {
       append(record.gid)
       var digest = [UInt8](repeating: 0, count: 32)
       var context = inner
-      SHA256_Update(&context, message.baseAddress, length)
-      SHA256_Final(&digest, &context)
+      protfs_sha256_update(&context, message.baseAddress, length)
+      protfs_sha256_final(&digest, &context)
       context = outer
-      SHA256_Update(&context, digest, 32)
-      SHA256_Final(&digest, &context)
+      protfs_sha256_update(&context, digest, 32)
+      protfs_sha256_final(&digest, &context)
       return digest
     }
   }
@@ -244,17 +244,18 @@ package struct ModeKey: Sendable {
     var digest = [UInt8](repeating: 0, count: 32)
     let tag = Array(domain.utf8) + [0]
     var context = inner
-    SHA256_Update(&context, tag, tag.count)
-    SHA256_Update(&context, message, message.count)
-    SHA256_Final(&digest, &context)
+    protfs_sha256_update(&context, tag, tag.count)
+    protfs_sha256_update(&context, message, message.count)
+    protfs_sha256_final(&digest, &context)
     context = outer
-    SHA256_Update(&context, digest, 32)
-    SHA256_Final(&digest, &context)
+    protfs_sha256_update(&context, digest, 32)
+    protfs_sha256_final(&digest, &context)
     return digest
   }
 
   /// The key in `directory` (the device's `.protfs/`), or nil when there is none yet.
   package static func load(from directory: DirectoryHandle) throws(ProtFSError) -> ModeKey? {
+    try ProtFSError.requireLibcrypto()
     let path = directory.pathOf(fileName)
     let file: FileDescriptor
     switch valueOrErrno(.open, { Kernel.openAt(directory.fd, fileName, O_RDONLY | O_NOFOLLOW | O_CLOEXEC, 0) }) {
@@ -286,7 +287,7 @@ package struct ModeKey: Sendable {
   package static func loadOrCreate(in directory: DirectoryHandle) throws(ProtFSError) -> ModeKey {
     if let key = try load(from: directory) { return key }
     var secret = [UInt8](repeating: 0, count: length)
-    guard RAND_bytes(&secret, Int32(length)) == 1 else {
+    guard protfs_rand_bytes(&secret, Int32(length)) == 1 else {
       throw ProtFSError(.io, "Cannot make a secret for saved modes: the system's random generator failed.")
     }
     // Not replacing: when another process placed its key first, that one is used.
@@ -324,5 +325,16 @@ private final class MACMemo: Sendable {
     values.withLock { values in
       if values.count < Self.capacity { values[input] = mac }
     }
+  }
+}
+
+extension ProtFSError {
+  /// Throws when libcrypto, which protfs loads on first use, cannot be loaded: before any work
+  /// that needs it begins, so that nothing is left half-done.
+  package static func requireLibcrypto() throws(ProtFSError) {
+    guard let failure = protfs_crypto_load() else { return }
+    throw ProtFSError(
+      .io, "libcrypto cannot be loaded (\(String(cString: failure))).",
+      remedy: .advice("install Debian's libssl3 package (scripts/setup.sh does), then run the command again"))
   }
 }

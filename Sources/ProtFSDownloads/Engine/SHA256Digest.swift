@@ -10,24 +10,23 @@ package final class SHA256Digest: @unchecked Sendable {
   private let context: OpaquePointer
 
   package init() {
-    // EVP_MD_CTX_new only fails when out of memory, where nothing else could go on either.
-    context = EVP_MD_CTX_new()!
-    EVP_DigestInit_ex(context, EVP_sha256(), nil)
+    // The context is only missing when out of memory, where nothing else could go on either.
+    context = protfs_sha256_context_new()!
   }
 
-  deinit { EVP_MD_CTX_free(context) }
+  deinit { protfs_sha256_context_free(context) }
 
   /// Starts over, for a transfer that restarts from byte 0.
-  package func reset() { EVP_DigestInit_ex(context, EVP_sha256(), nil) }
+  package func reset() { protfs_sha256_context_reset(context) }
 
   /// Adds `count` bytes.
-  package func update(_ bytes: UnsafeRawPointer, count: Int) { EVP_DigestUpdate(context, bytes, count) }
+  package func update(_ bytes: UnsafeRawPointer, count: Int) { protfs_sha256_context_update(context, bytes, count) }
 
   /// The digest as lowercase hex; the digest cannot be updated afterwards.
   package func finalizeHex() -> String {
     var out = [UInt8](repeating: 0, count: 32)
     var length: UInt32 = 0
-    EVP_DigestFinal_ex(context, &out, &length)
+    protfs_sha256_context_final(context, &out, &length)
     let digits = Array("0123456789abcdef".utf8)
     var text = [UInt8]()
     text.reserveCapacity(64)

@@ -66,6 +66,15 @@ extension TransferEngine {
         return
       }
     }
+    if record.expectedSHA256 != nil {
+      // The checksum needs libcrypto: checked before anything is written.
+      do throws(ProtFSError) {
+        try ProtFSError.requireLibcrypto()
+      } catch {
+        fail(task, error, deleting: nil)
+        return
+      }
+    }
     let directory = record.temporaryDirectory
     guard canWriteTemp(in: directory) == .allow else {
       fail(
@@ -185,7 +194,7 @@ extension TransferEngine {
       protfs_curl_easy_setopt_string(easy, CURLOPT_COPYPOSTFIELDS, "")
       return
     }
-    body.withUnsafeBytes { raw in
+    _ = body.withUnsafeBytes { raw in
       protfs_curl_easy_setopt_pointer(easy, CURLOPT_COPYPOSTFIELDS, UnsafeMutableRawPointer(mutating: raw.baseAddress!))
     }
   }

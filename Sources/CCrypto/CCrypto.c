@@ -1,0 +1,134 @@
+#define _GNU_SOURCE /* secure_getenv */
+
+#include "CCrypto.h"
+
+#include <dlfcn.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <unistd.h>
+
+/* The soname Debian's libssl3 package installs (the version the headers come from);
+   $PROTFS_LIBCRYPTO names another (the tests name a missing one). */
+#define LIBCRYPTO "libcrypto.so.3"
+
+/* libcrypto's entry points, filled in once by load(). */
+static struct {
+  int (*sha256_init)(SHA256_CTX *);
+  int (*sha256_update)(SHA256_CTX *, const void *, size_t);
+  int (*sha256_final)(unsigned char *, SHA256_CTX *);
+  EVP_MD_CTX *(*md_ctx_new)(void);
+  void (*md_ctx_free)(EVP_MD_CTX *);
+  const EVP_MD *(*sha256)(void);
+  int (*digest_init_ex)(EVP_MD_CTX *, const EVP_MD *, ENGINE *);
+  int (*digest_update)(EVP_MD_CTX *, const void *, size_t);
+  int (*digest_final_ex)(EVP_MD_CTX *, unsigned char *, unsigned int *);
+  int (*rand_bytes)(unsigned char *, int);
+  int (*memcmp)(const void *, const void *, size_t);
+  int (*pbkdf2_hmac)(const char *, int, const unsigned char *, int, int, const EVP_MD *, int, unsigned char *);
+} crypto;
+
+static pthread_once_t once = PTHREAD_ONCE_INIT;
+static int ready;
+static char failure[512];
+
+static int resolve(void *library, void **slot, const char *symbol) {
+  *slot = dlsym(library, symbol);
+  if (*slot) return 1;
+  snprintf(failure, sizeof failure, "the library has no %s", symbol);
+  return 0;
+}
+
+static void load(void) {
+  const char *name = secure_getenv("PROTFS_LIBCRYPTO");
+  if (!name || !*name) name = LIBCRYPTO;
+  void *library = dlopen(name, RTLD_NOW | RTLD_LOCAL);
+  if (!library) {
+    const char *reason = dlerror();
+    snprintf(failure, sizeof failure, "%s", reason ? reason : "dlopen failed");
+    return;
+  }
+#define RESOLVE(field, symbol) \
+  if (!resolve(library, (void **)&crypto.field, symbol)) return
+  RESOLVE(sha256_init, "SHA256_Init");
+  RESOLVE(sha256_update, "SHA256_Update");
+  RESOLVE(sha256_final, "SHA256_Final");
+  RESOLVE(md_ctx_new, "EVP_MD_CTX_new");
+  RESOLVE(md_ctx_free, "EVP_MD_CTX_free");
+  RESOLVE(sha256, "EVP_sha256");
+  RESOLVE(digest_init_ex, "EVP_DigestInit_ex");
+  RESOLVE(digest_update, "EVP_DigestUpdate");
+  RESOLVE(digest_final_ex, "EVP_DigestFinal_ex");
+  RESOLVE(rand_bytes, "RAND_bytes");
+  RESOLVE(memcmp, "CRYPTO_memcmp");
+  RESOLVE(pbkdf2_hmac, "PKCS5_PBKDF2_HMAC");
+#undef RESOLVE
+  ready = 1;
+}
+
+const char *protfs_crypto_load(void) {
+  pthread_once(&once, load);
+  return ready ? NULL : failure;
+}
+
+/* Every entry point: the library, or the process ends saying why (see the header). */
+static void require(void) {
+  if (__builtin_expect(protfs_crypto_load() == NULL, 1)) return;
+  dprintf(STDERR_FILENO, "protfs: libcrypto cannot be loaded (%s); install libssl3.\n", failure);
+  _exit(127);
+}
+
+int protfs_sha256_init(SHA256_CTX *context) {
+  require();
+  return crypto.sha256_init(context);
+}
+int protfs_sha256_update(SHA256_CTX *context, const void *bytes, size_t count) {
+  require();
+  return crypto.sha256_update(context, bytes, count);
+}
+int protfs_sha256_final(unsigned char *digest, SHA256_CTX *context) {
+  require();
+  return crypto.sha256_final(digest, context);
+}
+
+EVP_MD_CTX *protfs_sha256_context_new(void) {
+  require();
+  EVP_MD_CTX *context = crypto.md_ctx_new();
+  if (context && crypto.digest_init_ex(context, crypto.sha256(), NULL) != 1) {
+    crypto.md_ctx_free(context);
+    return NULL;
+  }
+  return context;
+}
+int protfs_sha256_context_reset(EVP_MD_CTX *context) {
+  require();
+  return crypto.digest_init_ex(context, crypto.sha256(), NULL);
+}
+int protfs_sha256_context_update(EVP_MD_CTX *context, const void *bytes, size_t count) {
+  require();
+  return crypto.digest_update(context, bytes, count);
+}
+int protfs_sha256_context_final(EVP_MD_CTX *context, unsigned char *digest, unsigned int *length) {
+  require();
+  return crypto.digest_final_ex(context, digest, length);
+}
+void protfs_sha256_context_free(EVP_MD_CTX *context) {
+  require();
+  crypto.md_ctx_free(context);
+}
+
+int protfs_rand_bytes(unsigned char *bytes, int count) {
+  require();
+  return crypto.rand_bytes(bytes, count);
+}
+int protfs_crypto_memcmp(const void *a, const void *b, size_t count) {
+  require();
+  return crypto.memcmp(a, b, count);
+}
+int protfs_pbkdf2_hmac_sha256(
+    const char *password, int passwordLength, const unsigned char *salt, int saltLength, int iterations,
+    int keyLength, unsigned char *key) {
+  require();
+  return crypto.pbkdf2_hmac(
+      password, passwordLength, salt, saltLength, iterations, crypto.sha256(), keyLength, key);
+}

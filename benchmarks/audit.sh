@@ -7,6 +7,7 @@
 # Trees are built once under .benchmarks/ (gitignored) and reused.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+. benchmarks/lib.sh
 repo=$PWD
 runs=7
 million=1
@@ -63,6 +64,7 @@ echo "Building the 100,000-file tree (once)..." >&2
 build_tree "$small" 200 500
 container=$small/Containers/com.bench.app
 
+quiet_machine
 # Warm the cache with one run of each.
 "$protfs" audit --format json "$container" >/dev/null || true
 getfattr -R -n user.protfs.class --absolute-names "$container" >/dev/null 2>&1 || true

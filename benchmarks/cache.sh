@@ -3,6 +3,7 @@
 # Target (issue 6): protfs cache du <= 1.0x the time of du -s.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+. benchmarks/lib.sh
 bash scripts/setup.sh
 bash scripts/build.sh >/dev/null
 protfs=$PWD/.build/release/protfs
@@ -14,6 +15,7 @@ device=$work/device
 caches=$device/Containers/com.example.bench/Library/Caches
 python3 benchmarks/make_tree.py "$caches/tree" "$dirs" "$files"
 sync
+quiet_machine
 python3 benchmarks/compare.py --runs "$runs" \
   --name "protfs cache du" -- "$protfs" --device "$device" cache du com.example.bench \
   --name "du -s" -- du -s "$device/Containers/com.example.bench/Library/Caches" "$device/Containers/com.example.bench/tmp"

@@ -5,6 +5,8 @@ median of the per-round ratios) and peak RSS.
 usage: compare.py --runs N [--before SHELL-COMMAND] --name NAME -- CMD ... [--name NAME -- CMD ...]
 The first command is the one measured; every ratio is its median over the peer's median.
 --before runs (untimed, through sh) before every run, warm-ups included.
+On a busy machine it waits or refuses to measure (benchmarks/quiet.py), unless the calling script
+checked already (BENCH_QUIET_CHECKED=1, set by lib.sh's quiet_machine).
 COMPARE_TIMES=1 also prints every run's time, in order.
 """
 import os
@@ -51,6 +53,10 @@ def run_once(cmd, before=None):
 
 def main():
     runs, before, commands = parse(sys.argv[1:])
+    if os.environ.get("BENCH_QUIET_CHECKED") != "1":  # the script did not check already
+        sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+        from quiet import require_quiet
+        require_quiet()
     times = {name: [] for name, _ in commands}
     rss = {name: 0 for name, _ in commands}
     for name, cmd in commands:  # one warm-up each, not counted

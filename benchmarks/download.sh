@@ -174,6 +174,7 @@ small_aria2() {
 # several times slower, runs in rounds of its own after them, each after a protfs run.
 # One untimed round first: the first runs on a cold machine pay for memory the VM has to back,
 # whichever tool makes them.
+quiet_machine
 echo "Warm-up round (not counted)..." >&2
 for case in ${CASES:-big small}; do
   for tool in protfs curl aria2; do "${case}_$tool"; done

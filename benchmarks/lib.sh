@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# What the benchmarks share, sourced by download.sh and upload.sh: a free loopback port, nginx
+# What the benchmarks share, sourced by every benchmark script: a free loopback port, nginx
 # started in a directory of its own, the wait for a server to listen, and a fresh device with the
 # benchmark's app. Each function says what it sets.
 
@@ -68,4 +68,12 @@ stop_process() {
 init_device() {
   mkdir -p "$2"
   "$1" --device "$2" init "$BENCH_BUNDLE" >/dev/null
+}
+
+# quiet_machine: call before a benchmark's first measured round. Prints the load average it
+# measures under, waits for a busy machine to settle or exits 75 (benchmarks/quiet.py says how,
+# and BENCH_BUSY=1 measures anyway); compare.py does not check again after it.
+quiet_machine() {
+  python3 "$(dirname "${BASH_SOURCE[0]}")/quiet.py" || exit $?
+  export BENCH_QUIET_CHECKED=1
 }

@@ -8,6 +8,7 @@
 #   ROUNDS=9 DIRS=20 benchmarks/lock.sh
 set -euo pipefail
 cd "$(dirname "$0")/.."
+. benchmarks/lib.sh
 
 ROUNDS=${ROUNDS:-5}
 DIRS=${DIRS:-200}
@@ -56,6 +57,7 @@ timed() {
 
 median() { sort -n | awk '{ v[NR] = $1 } END { print (NR % 2) ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2 }'; }
 
+quiet_machine
 # Warm the cache once.
 "${P[@]}" lock --grace 0 >/dev/null; "${P[@]}" unlock >/dev/null
 chmod -R go-rwx "$DOCS"; chmod -R go+r "$DOCS"

@@ -11,6 +11,7 @@
 # The tree is built once under .benchmarks/ (gitignored) and reused.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+. benchmarks/lib.sh
 repo=$PWD
 runs=5
 protfs=""
@@ -54,6 +55,7 @@ trap cleanup EXIT
 "$protfs" --device "$device" mount "$mnt" >/dev/null
 through=$mnt/com.bench.app/Documents
 
+quiet_machine
 echo "== sequential read, 1 GiB, class none (warm)"
 python3 benchmarks/compare.py --runs "$runs" \
   --name mount -- cat "$through/big.bin" \

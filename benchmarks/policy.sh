@@ -4,6 +4,7 @@
 # 1 s; the ratio shows what the rules cost on top of an audit's fixed start-up.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+. benchmarks/lib.sh
 bash scripts/setup.sh
 bash scripts/build.sh >/dev/null
 protfs=$PWD/.build/release/protfs
@@ -17,6 +18,7 @@ import sys
 for i in range(int(sys.argv[1])):
     print(f'rule R{i} error "Documents/dir{i}/**" "Library/x{i}" = complete "rule {i}"')
 PY
+quiet_machine
 python3 benchmarks/compare.py --runs "$runs" \
   --name "audit, $rules rules" -- "$protfs" --device "$device" audit --policy "$work/many.policy" \
   --name "audit, default policy" -- "$protfs" --device "$device" audit

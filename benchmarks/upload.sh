@@ -139,6 +139,7 @@ s.bind(("127.0.0.1", int(sys.argv[1]))); s.listen(1); c = s.accept(); time.sleep
   return "$verdict"
 }
 
+quiet_machine
 echo "Upload of $UPLOAD_MIB MiB to $SERVER on 127.0.0.1, $RUNS runs each (medians):"
 for case in $CASES; do
   case "$case" in

@@ -70,6 +70,9 @@ def main():
         env.pop("PROTFS_DEVICE", None)
         launch = [protfs, "--device", device, "app", "launch", "com.example.bench", "--", app]
         bare, launched = [], []
+        sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "benchmarks"))
+        from quiet import require_quiet
+        require_quiet()
         # One of each first, not counted: the page cache and the bundle are warm for both.
         first_line([app], env, "stderr")
         first_line(launch, env, "stdout")

@@ -2,8 +2,9 @@ import Foundation
 import ProtFS
 import ProtFSSystem
 
-/// What only the mount daemon does with the registry: adding its entry once the mount answers,
-/// and removing it when the daemon ends.
+/// What only the mount daemon does with the registry: adding its entry once the mount answers
+/// (and removing those of daemons that were killed, which could not remove their own), and
+/// removing it when the daemon ends. Every change is relative to the registry's directory.
 extension MountRegistry {
   /// Records `record`, replacing an entry of the same daemon (unsynced: it describes a running
   /// daemon, and an app's launch waits for it).
@@ -17,11 +18,19 @@ extension MountRegistry {
       return
     }
     try JSONStateFile.write(
-      record, named: "\(record.pid).json", in: directory, options: AtomicFile.Options(durability: .unsynced))
+      record, named: Self.entryName(pid: record.pid), in: directory, options: AtomicFile.Options(durability: .unsynced))
+    for dead in records() where dead.pid != record.pid && !ProcessIdentity.isRunning(dead.pid) {
+      Self.removeEntry(pid: dead.pid, in: directory)
+    }
   }
 
   /// Removes the entry of the daemon `pid`, if there is one.
   package func remove(pid: Int32) {
-    _ = valueOrErrno(.unlink) { unlink(entryPath(pid: pid)) }
+    guard let directory = try? openDirectory() else { return }
+    Self.removeEntry(pid: pid, in: directory)
+  }
+
+  private static func removeEntry(pid: Int32, in directory: DirectoryHandle) {
+    _ = valueOrErrno(.unlink) { unlinkat(directory.fd, entryName(pid: pid), 0) }
   }
 }

@@ -50,6 +50,12 @@ import Testing
     try registry.register(MountRecord(mountpoint: t.directory + "/mnt", pid: child, since: Date()))
     #expect(registry.records().count == 1)
     #expect(registry.active().isEmpty)
+    // Reading changes nothing (the model's reader writes no state); the next daemon to register
+    // removes the dead one's entry, and keeps its own.
+    #expect(registry.records().map(\.pid) == [child])
+    try registry.register(MountRecord(mountpoint: t.directory + "/mnt2", pid: getpid(), since: Date()))
+    #expect(registry.records().map(\.pid) == [getpid()])
+    registry.remove(pid: getpid())
     #expect(registry.records().isEmpty)
   }
 }

@@ -40,8 +40,8 @@ public struct MountRegistry: Sendable {
   /// The registry of `device`.
   public init(device: Device) { self.device = device }
 
-  /// The path of the entry of the daemon `pid`.
-  package func entryPath(pid: Int32) -> String { device.stateDirectory + "/" + Self.directoryName + "/\(pid).json" }
+  /// The name of the entry of the daemon `pid` in the registry's directory.
+  package static func entryName(pid: Int32) -> String { "\(pid).json" }
 
   /// The registry's directory; nil when no mount was ever registered.
   package func openDirectory() throws(ProtFSError) -> DirectoryHandle? {
@@ -54,20 +54,11 @@ public struct MountRegistry: Sendable {
   }
 
   /// The mounts whose daemon still runs and whose mountpoint is still a protfs mount, sorted by
-  /// mountpoint; entries of dead daemons are removed on the way.
+  /// mountpoint. Reading changes nothing: the entries of daemons that were killed are passed over
+  /// here and removed by the next daemon that registers (ProtFSMount).
   public func active() -> [MountRecord] {
     let mounted = Self.protfsMountpoints()
-    var result: [MountRecord] = []
-    for record in records() {
-      let alive = ProcessIdentity.isRunning(record.pid)
-      if alive && mounted.contains(record.mountpoint) {
-        result.append(record)
-      } else if !alive {
-        // A killed daemon cannot remove its entry: the first reader that finds it dead does.
-        _ = valueOrErrno(.unlink) { unlink(entryPath(pid: record.pid)) }
-      }
-    }
-    return result
+    return records().filter { ProcessIdentity.isRunning($0.pid) && mounted.contains($0.mountpoint) }
   }
 
   /// The active mounts of the device itself (`protfs mount`), not those an app's supervisor

@@ -151,7 +151,8 @@ struct DownloadsAccessPolicyTests {
     let small = fixture.directory.appendingPathComponent("full").path
     try FileManager.default.createDirectory(atPath: small, withIntermediateDirectories: true)
     try #require(mount("none", small, "tmpfs", 0, "size=64k") == 0, "mount tmpfs: \(String(cString: strerror(errno)))")
-    defer { umount(small) }
+    // Detached: the session may still hold a descriptor of the directory, which a plain umount refuses.
+    defer { umount2(small, Int32(MNT_DETACH)) }
     let url = try nginx.put(Data(DownloadFixture.bytes(1 << 20)), at: "large.bin")
     let fits = try nginx.put(Data(DownloadFixture.bytes(10_000)), at: "fits.bin")
     var configuration = fixture.configuration()

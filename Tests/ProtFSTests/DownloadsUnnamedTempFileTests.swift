@@ -173,7 +173,8 @@ struct DownloadsUnnamedTempFileTests {
     let full = fixture.directory.appendingPathComponent("full").path
     try FileManager.default.createDirectory(atPath: full, withIntermediateDirectories: true)
     try #require(mount("none", full, "tmpfs", 0, "size=64k") == 0, "mount tmpfs: \(String(cString: strerror(errno)))")
-    defer { umount(full) }
+    // Detached: the session may still hold a descriptor of the directory, which a plain umount refuses.
+    defer { umount2(full, Int32(MNT_DETACH)) }
     var configuration = configuration()
     configuration.temporaryDirectory = full
     let session = try DownloadSession(configuration: configuration)

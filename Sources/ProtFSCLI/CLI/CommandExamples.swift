@@ -81,6 +81,14 @@ package enum CommandExamples {
       "protfs app status",
       "protfs app status com.example.app --json",
     ],
+    "protfs app list": [
+      "protfs app list                            # the apps on the device, their states and containers",
+      "protfs app list --json | jq -r '.[].bundleID'",
+    ],
+    "protfs app container": [
+      "cd \"$(protfs app container com.example.app documents)\"   # as simctl get_app_container",
+      "ls \"$(protfs app container com.example.app downloads)\"   # nsurlsessiond's temp files",
+    ],
     "protfs app begin-task": ["id=$(protfs app begin-task upload)        # inside the app: a background task"],
     "protfs app end-task": ["protfs app end-task \"$id\"                 # inside the app: the task is done"],
     "protfs app time-remaining": ["protfs app time-remaining                  # inside the app: seconds left"],

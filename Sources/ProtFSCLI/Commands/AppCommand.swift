@@ -18,7 +18,8 @@ package enum AppCommand {
       """,
     subcommands: [
       AppLaunchCommand.command, AppControlCommands.background, AppControlCommands.foreground,
-      AppControlCommands.fetch, AppControlCommands.terminate, AppStatusCommand.command,
+      AppControlCommands.fetch, AppControlCommands.terminate, AppStatusCommand.command, AppListCommand.command,
+      AppContainerCommand.command,
       AppHelperCommands.beginTask, AppHelperCommands.endTask, AppHelperCommands.timeRemaining,
       AppHelperCommands.fetchCompleted, AppHelperCommands.eventsHandled, AppHelperCommands.setFetchInterval,
     ]

@@ -98,6 +98,16 @@ func say(_ line: String) { FileHandle.standardOutput.write(Data((line + "\n").ut
   func applicationWillTerminate(_ application: UIApplication) {
     say("terminating")
   }
+
+  /// A remote notification (`protfs app push`): a silent one wakes the app in the background.
+  func application(
+    _ application: UIApplication, didReceiveRemoteNotification userInfo: [AnyHashable: Any],
+    fetchCompletionHandler completionHandler: @escaping @Sendable (UIBackgroundFetchResult) -> Void
+  ) {
+    let state = application.applicationState == .active ? "active" : "background"
+    say("push \(userInfo["url"] as? String ?? "-"), \(state), main thread \(Thread.isMainThread)")
+    completionHandler(.newData)
+  }
 }
 
 UIApplication.main(delegate: Runner())

@@ -61,13 +61,19 @@ package struct AppLifecycle {
     package var task: AppRecord.Task?
     /// The session it is about.
     package var session: String?
+    /// The remote notification's payload, as checked JSON text (`RemoteNotification.json`).
+    package var userInfo: String?
 
-    /// `event`, with the number, task and session it carries.
-    package init(event: AppEvent, number: Int? = nil, task: AppRecord.Task? = nil, session: String? = nil) {
+    /// `event`, with the number, task, session and payload it carries.
+    package init(
+      event: AppEvent, number: Int? = nil, task: AppRecord.Task? = nil, session: String? = nil,
+      userInfo: String? = nil
+    ) {
       self.event = event
       self.number = number
       self.task = task
       self.session = session
+      self.userInfo = userInfo
     }
   }
 
@@ -89,6 +95,8 @@ package struct AppLifecycle {
     case watchdog(number: Int, name: String, within: Double)
     /// The end of the grace an app has to exit after `willTerminate`.
     case terminateGrace
+    /// The end of the background time the app has to handle a remote notification.
+    case pushTimeout(push: Int)
   }
 
   /// The app.
@@ -116,6 +124,10 @@ package struct AppLifecycle {
   private var fetchStart: Double?
   /// Bumped whenever the fetch timeout no longer applies.
   private var fetchGeneration = 0
+  /// When the remote notification being handled arrived, while one is.
+  private var pushStart: Double?
+  /// Bumped whenever the push timeout no longer applies.
+  private var pushGeneration = 0
   /// The interval the app asked for with `setFetchInterval`, nil for never (the default, as on iOS).
   private var fetchInterval: Double?
   /// When the next scheduled fetch is due, while fetches are scheduled.
@@ -192,6 +204,7 @@ package struct AppLifecycle {
     pid = 0
     generation += 1
     fetchGeneration += 1
+    pushGeneration += 1
     fetchPlan += 1
     record.state = .notRunning
     record.pid = nil
@@ -240,6 +253,8 @@ package struct AppLifecycle {
     case .eventsHandled: return endSessionEvents(request.argument ?? "")
     case .startSessionService: return .ok()
     case .setFetchInterval: return setFetchInterval(request.argument ?? "")
+    case .push: return startPush(request.argument ?? "")
+    case .pushCompleted: return completePush(request.argument ?? "")
     case .watchMainThread:
       guard !watched else { return .ok() }
       watched = true
@@ -315,6 +330,43 @@ package struct AppLifecycle {
     record.lastFetch = AppRecord.Fetch(result: result, duration: now.uptime - start, time: now.date)
     fetchStart = nil
     fetchGeneration += 1
+    reschedule()
+    return .ok()
+  }
+
+  /// Delivers the remote notification `payload` (docs/semantics.md §8). A silent one
+  /// (`content-available` 1) wakes a suspended or backgrounded app with background time, as a
+  /// fetch does, and the app is killed with a crash report if it does not call `pushCompleted`
+  /// within the fetch time; a visible one reaches only an active app (otherwise the notification
+  /// is shown, and the reply says so: "shown").
+  private mutating func startPush(_ payload: String) -> AppReply {
+    let notification: RemoteNotification
+    do {
+      notification = try RemoteNotification(payload: Data(payload.utf8))
+    } catch {
+      return .refused(error.message)
+    }
+    guard notification.isContentAvailable || record.state == .active else { return .ok("shown") }
+    guard pushStart == nil else {
+      return .refused(
+        "A remote notification to \(bundleID) is still being handled: it has not called push-completed yet.")
+    }
+    wakeIfSuspended()
+    pushStart = now.uptime
+    pushGeneration += 1
+    send(.didReceiveRemoteNotification, userInfo: notification.json)
+    effects.append(.schedule(.pushTimeout(push: pushGeneration), deadline: now.uptime + timings.fetchTime))
+    reschedule()
+    return .ok()
+  }
+
+  private mutating func completePush(_ result: String) -> AppReply {
+    guard ["newData", "noData", "failed"].contains(result) else {
+      return .refused("'\(result)' is not a result of a remote notification: give newData, noData or failed.")
+    }
+    guard pushStart != nil else { return .refused("No remote notification to \(bundleID) waits for its completion.") }
+    pushStart = nil
+    pushGeneration += 1
     reschedule()
     return .ok()
   }
@@ -462,6 +514,17 @@ package struct AppLifecycle {
       kill("the main thread did not return from \(name) within \(Self.seconds(within)) (it is blocked)")
     case .terminateGrace:
       if pid > 0 { effects.append(.kill) }
+    case .pushTimeout(let push):
+      guard pushGeneration == push, pushStart != nil else { return }
+      // In the foreground no watchdog waits for the handler.
+      guard record.state != .active else {
+        pushStart = nil
+        reschedule()
+        return
+      }
+      kill(
+        "the app did not call the completion handler of didReceiveRemoteNotification within \(Self.seconds(timings.fetchTime))"
+      )
     }
   }
 
@@ -475,7 +538,7 @@ package struct AppLifecycle {
       effects.append(.schedule(.expirationWarning(generation: generation), deadline: warning))
       effects.append(
         .schedule(.backgroundTimeEnd(generation: generation), deadline: backgroundStart + timings.backgroundTime))
-    } else if fetchStart == nil && sessionWaits.isEmpty && unanswered.isEmpty {
+    } else if fetchStart == nil && pushStart == nil && sessionWaits.isEmpty && unanswered.isEmpty {
       let suspension = max(backgroundStart + timings.suspendAfter, now.uptime)
       effects.append(.schedule(.suspension(generation: generation), deadline: suspension))
     }
@@ -504,7 +567,9 @@ package struct AppLifecycle {
 
   /// Sends `event` to a running app; a watched app's events but `willTerminate` carry the number
   /// its main thread answers with, and the watchdog waits for the answer.
-  private mutating func send(_ event: AppEvent, task: AppRecord.Task? = nil, session: String? = nil) {
+  private mutating func send(
+    _ event: AppEvent, task: AppRecord.Task? = nil, session: String? = nil, userInfo: String? = nil
+  ) {
     guard pid > 0 else { return }
     var number: Int?
     if watched && event != .willTerminate {
@@ -512,7 +577,7 @@ package struct AppLifecycle {
       number = eventNumber
       expectAnswer(eventNumber, event.rawValue, within: timings.watchdog)
     }
-    effects.append(.send(EventLine(event: event, number: number, task: task, session: session)))
+    effects.append(.send(EventLine(event: event, number: number, task: task, session: session, userInfo: userInfo)))
   }
 
   /// The record is to be written (once for a run of changes with nothing else between them).

@@ -48,6 +48,9 @@ public enum AppEvent: String, Sendable, CaseIterable {
   /// A background session's events wait (the line carries the session's identifier): recreate the
   /// session, take its events, then call `events-handled` (docs/semantics.md §9).
   case handleEventsForBackgroundURLSession
+  /// A remote notification arrived (the line carries its payload as `userInfo`): handle it, then
+  /// call `push-completed` within the background time (30 s).
+  case didReceiveRemoteNotification
 }
 
 /// One request to an app's supervisor.
@@ -78,6 +81,12 @@ public struct AppRequest: Codable, Sendable, Equatable {
     case eventsHandled = "events-handled"
     /// Start the device's session service (an app cannot start it itself: the service runs as root).
     case startSessionService
+    /// A remote notification arrived; `argument` is its payload (an APNs JSON object with an `aps`
+    /// dictionary). With `aps.content-available` 1 it wakes a suspended or backgrounded app with
+    /// background time, as a fetch does; without, only an active app is told.
+    case push
+    /// The app handled the remote notification with `argument` (newData, noData or failed).
+    case pushCompleted
     /// The app's main thread is watched from now on (`argument` nil): every event it is sent carries
     /// a number, which it answers with `mainThreadAnswered` once its main thread handled it.
     case watchMainThread
@@ -101,9 +110,9 @@ public struct AppRequest: Codable, Sendable, Equatable {
   public var isTheAppsOwn: Bool {
     switch kind {
     case .beginTask, .endTask, .timeRemaining, .fetchCompleted, .eventsHandled, .startSessionService,
-      .setFetchInterval, .uncaughtException, .watchMainThread, .mainThreadAnswered:
+      .setFetchInterval, .uncaughtException, .watchMainThread, .mainThreadAnswered, .pushCompleted:
       true
-    case .background, .foreground, .fetch, .terminate, .sessionEvents: false
+    case .background, .foreground, .fetch, .terminate, .sessionEvents, .push: false
     }
   }
   /// Its argument, if any.

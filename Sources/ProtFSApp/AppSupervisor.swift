@@ -248,6 +248,8 @@ public final class AppSupervisor: @unchecked Sendable {
       text += #","task":\#(task.id),"name":\#(Self.jsonString(task.name))"#
     }
     if let session = line.session { text += #","session":\#(Self.jsonString(session))"# }
+    // Checked JSON text (RemoteNotification), written as it is.
+    if let userInfo = line.userInfo { text += #","userInfo":"# + userInfo }
     text += "}\n"
     // Non-blocking: an app that never reads loses events rather than stalling its supervisor.
     _ = try? AtomicFile.writeAll(events.rawValue, Array(text.utf8), path: "events")

@@ -167,6 +167,24 @@ extension UIApplication {
       center.post(name: Self.protectedDataDidBecomeAvailableNotification, object: nil)
     case .handleEventsForBackgroundURLSession:
       if let session = event.session { handleEvents(forBackgroundURLSession: session) }
+    case .didReceiveRemoteNotification:
+      let socket = socketName
+      let once = Mutex(false)
+      let completion: @Sendable (UIBackgroundFetchResult) -> Void = { result in
+        guard
+          once.withLock({ done in
+            defer { done = true }; return !done
+          })
+        else { return }
+        _ = UIApplication.send(AppRequest(.pushCompleted, result.protocolName), to: socket)
+      }
+      let payload = event.userInfo.flatMap { try? JSONSerialization.jsonObject(with: $0) as? [String: Any] } ?? [:]
+      let userInfo = Dictionary(uniqueKeysWithValues: payload.map { (AnyHashable($0.key), $0.value) })
+      if let delegate {
+        delegate.application(self, didReceiveRemoteNotification: userInfo, fetchCompletionHandler: completion)
+      } else {
+        completion(.noData)
+      }
     case nil:
       return
     }

@@ -100,6 +100,23 @@ struct AppEventLine: Decodable, Sendable {
   var session: String?
   /// The event's number, which the main thread answers once it handled the event.
   var number: Int?
+  /// A remote notification's payload (`didReceiveRemoteNotification`), as JSON; read apart from
+  /// the rest, since it is any JSON object.
+  var userInfo: Data?
+
+  enum CodingKeys: String, CodingKey { case event, task, name, session, number }
+
+  /// Decodes `line`, its payload included.
+  static func decode(_ line: Data) -> AppEventLine? {
+    guard var event = try? JSONDecoder().decode(AppEventLine.self, from: line) else { return nil }
+    if event.event == AppEvent.didReceiveRemoteNotification.rawValue,
+      let object = try? JSONSerialization.jsonObject(with: line) as? [String: Any],
+      let payload = object["userInfo"] as? [String: Any]
+    {
+      event.userInfo = try? JSONSerialization.data(withJSONObject: payload)
+    }
+    return event
+  }
 }
 
 /// Reads the events, one JSON line each, and hands them to the main thread in order.
@@ -123,7 +140,7 @@ enum AppEventReader {
       while let newline = pending.firstIndex(of: 0x0A) {
         let line = Data(pending[..<newline])
         pending.removeSubrange(...newline)
-        guard let event = try? JSONDecoder().decode(AppEventLine.self, from: line) else { continue }
+        guard let event = AppEventLine.decode(line) else { continue }
         DispatchQueue.main.async {
           MainActor.assumeIsolated {
             let app = UIApplication.shared

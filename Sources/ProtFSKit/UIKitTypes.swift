@@ -129,6 +129,12 @@ public protocol UIApplicationDelegate: AnyObject {
   func application(
     _ application: UIApplication,
     performFetchWithCompletionHandler completionHandler: @escaping @Sendable (UIBackgroundFetchResult) -> Void)
+  /// A remote notification arrived (`protfs app push`): handle `userInfo`, its payload, and call
+  /// `completionHandler` (from any thread) within the background time; a silent one
+  /// (`content-available` 1) woke the app in the background for it.
+  func application(
+    _ application: UIApplication, didReceiveRemoteNotification userInfo: [AnyHashable: Any],
+    fetchCompletionHandler completionHandler: @escaping @Sendable (UIBackgroundFetchResult) -> Void)
   /// The device is locking: protected files become unreadable.
   func applicationProtectedDataWillBecomeUnavailable(_ application: UIApplication)
   /// The device unlocked: protected files are readable again.
@@ -164,6 +170,11 @@ extension UIApplicationDelegate {
   public func application(
     _ application: UIApplication,
     performFetchWithCompletionHandler completionHandler: @escaping @Sendable (UIBackgroundFetchResult) -> Void
+  ) { completionHandler(.noData) }
+  /// Completes with `.noData`.
+  public func application(
+    _ application: UIApplication, didReceiveRemoteNotification userInfo: [AnyHashable: Any],
+    fetchCompletionHandler completionHandler: @escaping @Sendable (UIBackgroundFetchResult) -> Void
   ) { completionHandler(.noData) }
   /// Does nothing.
   public func applicationProtectedDataWillBecomeUnavailable(_ application: UIApplication) {}

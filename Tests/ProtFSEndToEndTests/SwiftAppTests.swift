@@ -35,6 +35,25 @@ import Testing
     #expect(d.crashReports().isEmpty)
   }
 
+  @Test func aSilentPushWakesTheSuspendedSwiftAppOnItsMainThreadWithItsUserInfo() async throws {
+    let d = try AppDevice()
+    defer { d.remove() }
+    let app = try d.launch(["--suspend-after", "300ms"], [try d.installExample("BackgroundRunner"), "1"])
+    defer { app.stop() }
+    #expect(await app.line(containing: "ready") != nil)
+    #expect(try await d.protfs(["app", "background", AppDevice.bundle]).status == 0)
+    #expect(await d.waitForState("suspended"), "\(app.output)")
+    let payload = d.scripts + "/silent.json"
+    try Data(#"{"aps": {"content-available": 1}, "url": "https://example.com/new"}"#.utf8)
+      .write(to: URL(fileURLWithPath: payload))
+    #expect(try await d.protfs(["app", "push", AppDevice.bundle, payload]).status == 0)
+    let line = await app.line(containing: "push ")
+    #expect(line?.0 == "push https://example.com/new, background, main thread true", "\(app.output)")
+    // Its completion handler called, the app is suspended again.
+    #expect(await d.waitForState("suspended"), "\(d.record())")
+    #expect(d.crashReports().isEmpty)
+  }
+
   @Test func theDelegateAndTheNotificationsFollowTheLockAndTheBackgroundInOrder() async throws {
     let d = try AppDevice()
     defer { d.remove() }

@@ -359,3 +359,75 @@ extension Simulation {
     take(life.protectedData(available: available, at: moment))
   }
 }
+
+/// Remote notifications (`protfs app push`), on the simulated clock.
+@Suite("Remote notifications, without processes")
+struct AppPushStateTests {
+  static let silent = #"{"aps":{"content-available":1},"url":"https://example.com/new"}"#
+  static let visible = #"{"aps":{"alert":"Hello"}}"#
+
+  @Test func aSilentPushWakesASuspendedAppAndHoldsOffItsSuspensionUntilCompleted() throws {
+    var app = try Simulation()
+    app.expectOK(.background)
+    #expect(app.wait(5) == [.suspend, .save])
+    let pushed = app.expectOK(.push, Self.silent)
+    let line = AppLifecycle.EventLine(
+      event: .didReceiveRemoteNotification,
+      userInfo: #"{"aps":{"content-available":1},"url":"https://example.com/new"}"#)
+    #expect(pushed == [.resume, .send(line), .save], "\(pushed)")
+    #expect(app.life.record.state == .background)
+    #expect(app.ask(.push, Self.silent).0.error?.contains("still being handled") == true)
+    #expect(app.wait(29).isEmpty)
+    #expect(app.ask(.pushCompleted, "lots").0.error?.contains("'lots' is not a result") == true)
+    app.expectOK(.pushCompleted, "newData")
+    #expect(app.ask(.pushCompleted, "newData").0.error?.contains("No remote notification") == true)
+    #expect(app.wait(0) == [.suspend, .save])
+    #expect(app.wait(3_600).isEmpty)
+  }
+
+  @Test func aSilentPushLeftUncompletedKillsTheAppWhenItsTimeEnds() throws {
+    var app = try Simulation()
+    app.expectOK(.background)
+    app.expectOK(.push, Self.silent)
+    #expect(app.wait(29.9).isEmpty)
+    let end = app.wait(0.1)
+    #expect(isKill(end), "\(end)")
+    #expect(crashReport(end)?.reason.contains("didReceiveRemoteNotification within 30 s") == true)
+  }
+
+  @Test func aVisiblePushReachesOnlyAnActiveApp() throws {
+    var app = try Simulation()
+    #expect(events(app.expectOK(.push, Self.visible)) == [.didReceiveRemoteNotification])
+    // In the foreground nothing waits for the handler: no kill when the time is up.
+    let later = app.wait(3_600)
+    #expect(!later.contains(.kill) && crashReport(later) == nil, "\(later)")
+    app.expectOK(.background)
+    _ = app.wait(5)
+    let (reply, effects) = app.ask(.push, Self.visible)
+    #expect(reply == .ok("shown") && effects.isEmpty, "\(reply) \(effects)")
+    #expect(app.life.record.state == .suspended)
+  }
+
+  @Test func aPayloadThatIsNoAPNsPayloadIsRefused() throws {
+    var app = try Simulation()
+    let cases = [
+      "": "is not JSON", "nope": "is not JSON", "[1]": "needs an \"aps\" dictionary",
+      #"{"aps":1}"#: "needs an \"aps\" dictionary", #"{"x":{}}"#: "needs an \"aps\" dictionary",
+      #"{"aps":{},"pad":""# + String(repeating: "x", count: 5_000) + #""}"#: "at most 4096 bytes",
+    ]
+    for (payload, message) in cases {
+      let (reply, effects) = app.ask(.push, payload)
+      #expect(reply.error?.contains(message) == true && effects.isEmpty, "\(payload.prefix(40)): \(reply)")
+    }
+  }
+
+  @Test func onlyTheNumberOneMakesAPushSilent() throws {
+    for (aps, silent) in [
+      #"{"content-available":1}"#: true, #"{"content-available":1.0}"#: true, #"{"content-available":true}"#: false,
+      #"{"content-available":"1"}"#: false, #"{"content-available":0}"#: false, "{}": false,
+    ] {
+      let notification = try RemoteNotification(payload: Data(#"{"aps":\#(aps)}"#.utf8))
+      #expect(notification.isContentAvailable == silent, "\(aps)")
+    }
+  }
+}

@@ -81,6 +81,13 @@ package enum CommandExamples {
       "protfs app status",
       "protfs app status com.example.app --json",
     ],
+    "protfs app push": [
+      "protfs app push com.example.app silent.json  # {\"aps\": {\"content-available\": 1}}: wakes the app",
+      "echo '{\"aps\": {\"alert\": \"Hi\"}}' | protfs app push com.example.app -",
+    ],
+    "protfs app push-completed": [
+      "protfs app push-completed newData            # inside the app: the notification is handled"
+    ],
     "protfs app list": [
       "protfs app list                            # the apps on the device, their states and containers",
       "protfs app list --json | jq -r '.[].bundleID'",

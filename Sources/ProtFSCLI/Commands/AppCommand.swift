@@ -18,10 +18,12 @@ package enum AppCommand {
       """,
     subcommands: [
       AppLaunchCommand.command, AppControlCommands.background, AppControlCommands.foreground,
-      AppControlCommands.fetch, AppControlCommands.terminate, AppStatusCommand.command, AppListCommand.command,
+      AppControlCommands.fetch, AppControlCommands.push, AppControlCommands.terminate, AppStatusCommand.command,
+      AppListCommand.command,
       AppContainerCommand.command,
       AppHelperCommands.beginTask, AppHelperCommands.endTask, AppHelperCommands.timeRemaining,
-      AppHelperCommands.fetchCompleted, AppHelperCommands.eventsHandled, AppHelperCommands.setFetchInterval,
+      AppHelperCommands.fetchCompleted, AppHelperCommands.pushCompleted, AppHelperCommands.eventsHandled,
+      AppHelperCommands.setFetchInterval,
     ]
   )
 

@@ -34,8 +34,88 @@ package enum AppControlCommands {
     run: runTerminate
   )
 
+  package static let push = Command(
+    name: "push",
+    abstract: "Send the app a remote notification, as `xcrun simctl push` does (PAYLOAD: a file, or - for stdin).",
+    discussion: """
+      PAYLOAD is an APNs payload of at most 4096 bytes: a JSON object with an "aps" dictionary.
+      A silent push ("content-available": 1) wakes a suspended or backgrounded app with 30 s of
+      background time, or launches an app that is not running in the background with the command
+      it was last launched with (not one the user force-quit), and delivers
+      didReceiveRemoteNotification with the payload as userInfo; the app must call push-completed
+      in time. A push without content-available reaches only an active app; otherwise iOS shows
+      it and does not wake the app, and so does this, saying so.
+      """,
+    arguments: [AppCommand.bundleArgument, payload],
+    run: runPush)
+
+  /// `<payload>`.
+  static let payload = Argument(name: "payload", help: "The payload's JSON file, or - for standard input.")
+
   /// `--user`.
   package static let user = Option.flag("user", help: "A force-quit by the user (remembered until the next launch).")
+
+  /// The payload named by the invocation, checked.
+  static func readPayload(_ invocation: Invocation) throws -> RemoteNotification {
+    let path = invocation.required(payload)
+    let data: Data
+    if path == "-" {
+      data = FileHandle.standardInput.readData(ofLength: RemoteNotification.sizeLimit + 1)
+    } else {
+      let handle: FileHandle
+      do {
+        handle = try FileHandle(forReadingFrom: URL(fileURLWithPath: path))
+      } catch {
+        throw ExitStatus(
+          code: 1, message: "Cannot read the payload '\(path)': \((error as NSError).localizedDescription)")
+      }
+      defer { try? handle.close() }
+      // At most one byte past the limit: a huge file is refused without being read whole.
+      data = handle.readData(ofLength: RemoteNotification.sizeLimit + 1)
+    }
+    do {
+      return try RemoteNotification(payload: data, source: path == "-" ? "The payload on standard input" : "'\(path)'")
+    } catch {
+      throw ExitStatus(code: 1, message: invocation.describe(error))
+    }
+  }
+
+  static func runPush(_ invocation: Invocation) throws -> Int32 {
+    let bundleID = try AppCommand.existingApp(invocation)
+    let notification = try readPayload(invocation)
+    let device = invocation.device
+    do {
+      let reply = try AppCommand.send(AppRequest(.push, notification.json), to: bundleID, device: device)
+      if reply.value == "shown" {
+        Console.out(
+          "The app \(bundleID) is not active: the notification is shown, and without \"content-available\": 1 the app is not woken."
+        )
+      }
+      return 0
+    } catch let status as ExitStatus where status.message == AppCommand.notRunning(bundleID) {
+      guard notification.isContentAvailable else {
+        Console.out(
+          "The app \(bundleID) is not running: the notification is shown, and without \"content-available\": 1 the app is not launched."
+        )
+        return 0
+      }
+      guard let record = try AppStore(device: device).record(bundleID), !record.lastLaunchCommand.isEmpty else {
+        throw ExitStatus(code: 1, message: "The app \(bundleID) is not running and was never launched.")
+      }
+      guard !record.forceQuit else {
+        throw ExitStatus(
+          code: 1,
+          message: "The app \(bundleID) is not running: the user force-quit it, so a push does not launch it.")
+      }
+      let pid = try DetachedLaunch.start(
+        [
+          "--device", device.root, "app", "launch", bundleID.rawValue, "--for-push", notification.json,
+          "--background-time", "\(Int((record.backgroundTime * 1000).rounded()))ms", "--",
+        ] + record.lastLaunchCommand)
+      Console.out("Launched \(bundleID) in the background for the notification (supervisor pid \(pid)).")
+      return 0
+    }
+  }
 
   static func runFetch(_ invocation: Invocation) throws -> Int32 {
     let bundleID = try AppCommand.existingApp(invocation)

@@ -19,6 +19,16 @@ package enum AppHelperCommands {
     abstract: "Report the result of a background fetch: newData, noData or failed (inside an app).",
     arguments: [result], run: runFetchCompleted)
 
+  package static let pushCompleted = Command(
+    name: "push-completed",
+    abstract: "Report the result of handling a remote notification: newData, noData or failed (inside an app).",
+    discussion: """
+      The completion handler of didReceiveRemoteNotification: call it once the notification the
+      didReceiveRemoteNotification event carried (as userInfo) is handled, within the background
+      time (30 s), or the app is killed with a crash report.
+      """,
+    arguments: [result], run: runPushCompleted)
+
   package static let eventsHandled = Command(
     name: "events-handled",
     abstract: "Report that a background session's events were handled (inside an app).",
@@ -64,6 +74,15 @@ package enum AppHelperCommands {
 
   static func runTimeRemaining(_ invocation: Invocation) throws -> Int32 {
     Console.out(try send(invocation, AppRequest(.timeRemaining)) ?? "")
+    return 0
+  }
+
+  static func runPushCompleted(_ invocation: Invocation) throws -> Int32 {
+    let value = invocation.required(result)
+    guard ["newData", "noData", "failed"].contains(value) else {
+      throw invocation.usageError("'\(value)' is not a result: give newData, noData or failed.")
+    }
+    _ = try send(invocation, AppRequest(.pushCompleted, value))
     return 0
   }
 

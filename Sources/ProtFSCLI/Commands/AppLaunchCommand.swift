@@ -51,7 +51,7 @@ package enum AppLaunchCommand {
     arguments: [AppCommand.bundleArgument],
     options: [
       backgroundTime, suspendAfter, fetchTime, fetchMinimum, watchdog, infoPlist, noMount, ExecCommand.schedule,
-      forFetch, forSession,
+      forFetch, forSession, forPush,
     ]
       + ExecCommand.passcode.options,
     takesTrailingCommand: true,
@@ -67,6 +67,13 @@ package enum AppLaunchCommand {
   package static let forSession = Option.value(
     "for-session", "session-id",
     help: "Launch in the background and post the events of this background session, as the session service does.")
+  /// `--for-push PAYLOAD` (`app push` gives it): the system launches the app in the background for
+  /// a silent remote notification; not a user launch, so a force-quit stays remembered.
+  package static let forPush = Option.value(
+    "for-push", "payload",
+    help:
+      "Launch in the background and deliver this remote notification, as `protfs app push` does for an app not running."
+  )
   /// `--no-mount`.
   package static let noMount = Option.flag(
     "no-mount",
@@ -109,8 +116,9 @@ package enum AppLaunchCommand {
       }
     }
     let session = invocation.value(forSession)
-    if session != nil && invocation.flag(forFetch) {
-      throw invocation.usageError("--for-fetch and --for-session cannot be given together.")
+    let push = invocation.value(forPush)
+    if [session != nil, invocation.flag(forFetch), push != nil].filter({ $0 }).count > 1 {
+      throw invocation.usageError("--for-fetch, --for-session and --for-push cannot be given together.")
     }
     let bundleID = try AppCommand.existingApp(invocation)
     let command = invocation.trailing
@@ -127,7 +135,7 @@ package enum AppLaunchCommand {
       device: device, bundleID: bundleID, timings: timings,
       command: [program.hasPrefix("/") ? program : FileManager.default.currentDirectoryPath + "/" + program]
         + command.dropFirst(),
-      userLaunch: !invocation.flag(forFetch) && session == nil,
+      userLaunch: !invocation.flag(forFetch) && session == nil && push == nil,
       appUsers: AppUser.canAssume ? [AppUser.standard.uid] : [])
     supervisor.backgroundModes = bundle.backgroundModes
     // The app's mount comes up while the rest is prepared (this process is now the app's one
@@ -198,7 +206,8 @@ package enum AppLaunchCommand {
     let systemLaunch =
       invocation.flag(forFetch)
       ? [AppRequest(.background), AppRequest(.fetch)]
-      : session.map { [AppRequest(.background), AppRequest(.sessionEvents, $0)] } ?? []
+      : session.map { [AppRequest(.background), AppRequest(.sessionEvents, $0)] }
+        ?? push.map { [AppRequest(.background), AppRequest(.push, $0)] } ?? []
     for request in systemLaunch {
       if let failure = supervisor.perform(request).error { Console.err("warning: \(failure)") }
     }

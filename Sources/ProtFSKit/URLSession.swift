@@ -274,6 +274,22 @@ open class URLSession: NSObject, @unchecked Sendable {
     delegateQueue.addOperation { completionHandler(all) }
   }
 
+  /// Every task not yet completed to the app (`getAllTasks`, for async code), as Apple's
+  /// `allTasks`.
+  open var allTasks: [URLSessionTask] {
+    get async { await withCheckedContinuation { done in getAllTasks { done.resume(returning: $0) } } }
+  }
+
+  /// The session's tasks not yet completed to the app, by kind (`getTasksWithCompletionHandler`,
+  /// for async code), as Apple's `tasks`.
+  open var tasks: ([URLSessionDataTask], [URLSessionUploadTask], [URLSessionDownloadTask]) {
+    get async {
+      await withCheckedContinuation { done in
+        getTasksWithCompletionHandler { data, uploads, downloads in done.resume(returning: (data, uploads, downloads)) }
+      }
+    }
+  }
+
   /// The service's list, as task objects (the same objects each time).
   func currentTasks() -> [URLSessionTask] {
     guard let backend, let snapshots = try? backend.tasks() else { return [] }

@@ -48,6 +48,25 @@ import Testing
     #expect(task.taskDescription == "nightly")
   }
 
+  @Test func allTasksAndTasksAwaitTheTasksNotYetCompletedAsApplesAsyncAPIDoes() async throws {
+    let backend = FakeSessionBackend()
+    let delegate = RecordingDelegate()
+    let session = session(backend, delegate)
+    #expect(await session.allTasks.isEmpty)
+    let download = session.downloadTask(with: url)
+    let file = FileManager.default.temporaryDirectory.appendingPathComponent("protfs-kit-\(UUID().uuidString)")
+    try Data("body".utf8).write(to: file)
+    defer { try? FileManager.default.removeItem(at: file) }
+    let upload = session.uploadTask(with: URLRequest(url: url), fromFile: file)
+    let all = await session.allTasks
+    #expect(all.map(\.taskIdentifier) == [download.taskIdentifier, upload.taskIdentifier])
+    // The same objects the app made, as on iOS.
+    #expect(all.first === download && all.last === upload)
+    let (data, uploads, downloads) = await session.tasks
+    #expect(data.isEmpty && uploads.map(\.taskIdentifier) == [upload.taskIdentifier])
+    #expect(downloads.map(\.taskIdentifier) == [download.taskIdentifier])
+  }
+
   @Test func delegateCallsRunOnTheGivenQueue() async {
     let backend = FakeSessionBackend()
     let delegate = RecordingDelegate()

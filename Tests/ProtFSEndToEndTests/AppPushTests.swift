@@ -74,6 +74,18 @@ import Testing
     #expect(refused.status == 1 && refused.stderr.contains("force-quit"), "\(refused)")
   }
 
+  @Test func aScheduledPushIsASilentOneAtItsTime() async throws {
+    let d = try AppDevice()
+    defer { d.remove() }
+    let app = try d.launch(["--schedule", "background@50ms,push@400ms"], [try pushApp(d)])
+    defer { app.stop() }
+    let line = await app.line(containing: "didReceiveRemoteNotification")
+    #expect(line?.0.contains(#""userInfo":{"aps":{"content-available":1}}"#) == true, "\(app.output)")
+    #expect(await app.line(containing: "completed") != nil, "\(app.output)")
+    let exec = try await d.protfs(["exec", "--schedule", "push@1s", "--", "/bin/true"])
+    #expect(exec.status == 64 && exec.stderr.contains("needs an app"), "\(exec)")
+  }
+
   @Test func aPayloadThatIsNoAPNsPayloadIsOneClearErrorNamingIt() async throws {
     let d = try AppDevice()
     defer { d.remove() }

@@ -22,12 +22,18 @@ package struct LockSchedule: Sendable, Equatable {
     case fetch
     /// The app is terminated.
     case terminate
+    /// The app receives a silent remote notification (`{"aps":{"content-available":1}}`), as
+    /// `protfs app push` sends one.
+    case push
+
+    /// The payload of a scheduled `push`.
+    package static let silentPushPayload = #"{"aps":{"content-available":1}}"#
 
     /// Whether the step changes an app's state rather than the device's (it needs an app).
     package var isAppAction: Bool {
       switch self {
       case .lock, .inactive, .unlock, .reboot: false
-      case .background, .foreground, .fetch, .terminate: true
+      case .background, .foreground, .fetch, .terminate, .push: true
       }
     }
   }

@@ -25,8 +25,9 @@ package enum AppLaunchCommand {
       with tasks, for --background-time, with a backgroundTaskWillExpire event per task a fifth of
       the budget (at most 5 s) before the end; tasks still open at the end get it killed (exit 137)
       with a crash report in the device's .protfs/crash-reports/. A fetch must complete within
-      --fetch-time. --schedule takes exec's steps and background, foreground, fetch and terminate,
-      for example background@1s,foreground@5s. --for-session ID launches it in the background (as
+      --fetch-time. --schedule takes exec's steps and background, foreground, fetch, terminate and
+      push (a silent remote notification), for example background@1s,foreground@5s,push@6s.
+      --for-session ID launches it in the background (as
       the session service does) and posts handleEventsForBackgroundURLSession for session ID, which
       the app answers with events-handled within --background-time. $PROTFS_SESSIONS_SOCKET names
       the device's session service. The exit status is CMD's (128+N when a signal N
@@ -302,6 +303,7 @@ package enum AppLaunchCommand {
     case .foreground: request = AppRequest(.foreground)
     case .fetch: request = AppRequest(.fetch)
     case .terminate: request = AppRequest(.terminate)
+    case .push: request = AppRequest(.push, LockSchedule.Action.silentPushPayload)
     case .lock, .inactive, .unlock, .reboot:
       do {
         switch action {

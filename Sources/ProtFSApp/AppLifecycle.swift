@@ -323,7 +323,7 @@ package struct AppLifecycle {
   }
 
   private mutating func completeFetch(_ result: String) -> AppReply {
-    guard ["newData", "noData", "failed"].contains(result) else {
+    guard AppRequest.completionResults.contains(result) else {
       return .refused("'\(result)' is not a fetch result: give newData, noData or failed.")
     }
     guard let start = fetchStart else { return .refused("No background fetch of \(bundleID) is under way.") }
@@ -361,7 +361,7 @@ package struct AppLifecycle {
   }
 
   private mutating func completePush(_ result: String) -> AppReply {
-    guard ["newData", "noData", "failed"].contains(result) else {
+    guard AppRequest.completionResults.contains(result) else {
       return .refused("'\(result)' is not a result of a remote notification: give newData, noData or failed.")
     }
     guard pushStart != nil else { return .refused("No remote notification to \(bundleID) waits for its completion.") }

@@ -118,6 +118,9 @@ public struct AppRequest: Codable, Sendable, Equatable {
   /// Its argument, if any.
   public var argument: String?
 
+  /// What `fetchCompleted` and `pushCompleted` may report (UIBackgroundFetchResult's cases).
+  package static let completionResults: Set<String> = ["newData", "noData", "failed"]
+
   /// Creates a request.
   public init(_ kind: Kind, _ argument: String? = nil) {
     self.kind = kind

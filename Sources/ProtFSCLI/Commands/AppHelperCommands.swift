@@ -78,20 +78,22 @@ package enum AppHelperCommands {
   }
 
   static func runPushCompleted(_ invocation: Invocation) throws -> Int32 {
-    let value = invocation.required(result)
-    guard ["newData", "noData", "failed"].contains(value) else {
-      throw invocation.usageError("'\(value)' is not a result: give newData, noData or failed.")
-    }
-    _ = try send(invocation, AppRequest(.pushCompleted, value))
-    return 0
+    try reportCompletion(invocation, .pushCompleted, "a result")
   }
 
   static func runFetchCompleted(_ invocation: Invocation) throws -> Int32 {
+    try reportCompletion(invocation, .fetchCompleted, "a fetch result")
+  }
+
+  /// Sends `kind` with the invocation's result (`what` names it in the usage error).
+  private static func reportCompletion(_ invocation: Invocation, _ kind: AppRequest.Kind, _ what: String) throws
+    -> Int32
+  {
     let value = invocation.required(result)
-    guard ["newData", "noData", "failed"].contains(value) else {
-      throw invocation.usageError("'\(value)' is not a fetch result: give newData, noData or failed.")
+    guard AppRequest.completionResults.contains(value) else {
+      throw invocation.usageError("'\(value)' is not \(what): give newData, noData or failed.")
     }
-    _ = try send(invocation, AppRequest(.fetchCompleted, value))
+    _ = try send(invocation, AppRequest(kind, value))
     return 0
   }
 

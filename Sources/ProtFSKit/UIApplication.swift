@@ -137,16 +137,7 @@ extension UIApplication {
       guard let id = event.task, let entry = expirationHandlers[id] else { return }
       entry?()
     case .performFetch:
-      let socket = socketName
-      let once = Mutex(false)
-      let completion: @Sendable (UIBackgroundFetchResult) -> Void = { result in
-        guard
-          once.withLock({ done in
-            defer { done = true }; return !done
-          })
-        else { return }
-        _ = UIApplication.send(AppRequest(.fetchCompleted, result.protocolName), to: socket)
-      }
+      let completion = completionHandler(reporting: .fetchCompleted)
       if let delegate {
         delegate.application(self, performFetchWithCompletionHandler: completion)
       } else {
@@ -168,16 +159,7 @@ extension UIApplication {
     case .handleEventsForBackgroundURLSession:
       if let session = event.session { handleEvents(forBackgroundURLSession: session) }
     case .didReceiveRemoteNotification:
-      let socket = socketName
-      let once = Mutex(false)
-      let completion: @Sendable (UIBackgroundFetchResult) -> Void = { result in
-        guard
-          once.withLock({ done in
-            defer { done = true }; return !done
-          })
-        else { return }
-        _ = UIApplication.send(AppRequest(.pushCompleted, result.protocolName), to: socket)
-      }
+      let completion = completionHandler(reporting: .pushCompleted)
       let payload = event.userInfo.flatMap { try? JSONSerialization.jsonObject(with: $0) as? [String: Any] } ?? [:]
       let userInfo = Dictionary(uniqueKeysWithValues: payload.map { (AnyHashable($0.key), $0.value) })
       if let delegate {
@@ -187,6 +169,21 @@ extension UIApplication {
       }
     case nil:
       return
+    }
+  }
+
+  /// A completion handler that reports its result to the supervisor as `kind`, from any thread,
+  /// once: later calls do nothing.
+  func completionHandler(reporting kind: AppRequest.Kind) -> @Sendable (UIBackgroundFetchResult) -> Void {
+    let socket = socketName
+    let once = Mutex(false)
+    return { result in
+      guard
+        once.withLock({ done in
+          defer { done = true }; return !done
+        })
+      else { return }
+      _ = UIApplication.send(AppRequest(kind, result.protocolName), to: socket)
     }
   }
 

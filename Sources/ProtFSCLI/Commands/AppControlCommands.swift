@@ -99,22 +99,31 @@ package enum AppControlCommands {
         )
         return 0
       }
-      guard let record = try AppStore(device: device).record(bundleID), !record.lastLaunchCommand.isEmpty else {
-        throw ExitStatus(code: 1, message: "The app \(bundleID) is not running and was never launched.")
-      }
-      guard !record.forceQuit else {
-        throw ExitStatus(
-          code: 1,
-          message: "The app \(bundleID) is not running: the user force-quit it, so a push does not launch it.")
-      }
-      let pid = try DetachedLaunch.start(
-        [
-          "--device", device.root, "app", "launch", bundleID.rawValue, "--for-push", notification.json,
-          "--background-time", "\(Int((record.backgroundTime * 1000).rounded()))ms", "--",
-        ] + record.lastLaunchCommand)
-      Console.out("Launched \(bundleID) in the background for the notification (supervisor pid \(pid)).")
+      try launchInBackground(
+        bundleID, device: device, options: ["--for-push", notification.json], refusal: "a push does not launch it",
+        purpose: "the notification")
       return 0
     }
+  }
+
+  /// Launches `bundleID`, which is not running, in the background as the system does (with the
+  /// command and background budget of its last launch, and the launch `options` saying what for),
+  /// detached from this shell; refused for an app never launched, or force-quit by the user
+  /// (`refusal` says what that prevents). `purpose` ends the line that reports it.
+  static func launchInBackground(
+    _ bundleID: BundleID, device: Device, options: [String], refusal: String, purpose: String
+  ) throws {
+    guard let record = try AppStore(device: device).record(bundleID), !record.lastLaunchCommand.isEmpty else {
+      throw ExitStatus(code: 1, message: "The app \(bundleID) is not running and was never launched.")
+    }
+    guard !record.forceQuit else {
+      throw ExitStatus(code: 1, message: "The app \(bundleID) is not running: the user force-quit it, so \(refusal).")
+    }
+    let pid = try DetachedLaunch.start(
+      ["--device", device.root, "app", "launch", bundleID.rawValue] + options
+        + ["--background-time", "\(Int((record.backgroundTime * 1000).rounded()))ms", "--"]
+        + record.lastLaunchCommand)
+    Console.out("Launched \(bundleID) in the background for \(purpose) (supervisor pid \(pid)).")
   }
 
   static func runFetch(_ invocation: Invocation) throws -> Int32 {
@@ -124,20 +133,9 @@ package enum AppControlCommands {
       _ = try AppCommand.send(AppRequest(.fetch), to: bundleID, device: device)
       return 0
     } catch let status as ExitStatus where status.message == AppCommand.notRunning(bundleID) {
-      guard let record = try AppStore(device: device).record(bundleID), !record.lastLaunchCommand.isEmpty else {
-        throw ExitStatus(code: 1, message: "The app \(bundleID) is not running and was never launched.")
-      }
-      guard !record.forceQuit else {
-        throw ExitStatus(
-          code: 1,
-          message: "The app \(bundleID) is not running: the user force-quit it, so it is not launched for a fetch.")
-      }
-      let pid = try DetachedLaunch.start(
-        [
-          "--device", device.root, "app", "launch", bundleID.rawValue, "--for-fetch", "--background-time",
-          "\(Int((record.backgroundTime * 1000).rounded()))ms", "--",
-        ] + record.lastLaunchCommand)
-      Console.out("Launched \(bundleID) in the background for a fetch (supervisor pid \(pid)).")
+      try launchInBackground(
+        bundleID, device: device, options: ["--for-fetch"], refusal: "it is not launched for a fetch",
+        purpose: "a fetch")
       return 0
     }
   }

@@ -95,6 +95,18 @@ public struct AppRecord: Codable, Sendable, Equatable {
   /// (kill -9, or a pid reused since) describes nobody, whatever its state says.
   public var isSupervised: Bool { state != .notRunning && supervisor?.isAlive == true }
 
+  /// The record as it stands now: one whose supervisor died without its last word (kill -9)
+  /// describes an app that is not running, without a process, supervisor or open tasks.
+  public var settled: AppRecord {
+    guard state != .notRunning, !isSupervised else { return self }
+    var record = self
+    record.state = .notRunning
+    record.pid = nil
+    record.supervisor = nil
+    record.tasks = []
+    return record
+  }
+
   /// Seconds of background time left at `now`; nil (infinite) in the foreground.
   public func timeRemaining(now: Date = Date()) -> Double? {
     guard let backgroundSince, state != .active, state != .notRunning else { return nil }

@@ -100,9 +100,7 @@ package enum AppListCommand {
     let records = Dictionary(read.records.map { ($0.bundleID, $0) }, uniquingKeysWith: { first, _ in first })
     let entries = try device.containers().map { container -> Entry in
       let id = container.bundleID.rawValue
-      var state = records[id]?.state ?? .notRunning
-      // A supervisor that died without its last word (kill -9) leaves a stale "running" record.
-      if let record = records[id], record.state != .notRunning, !record.isSupervised { state = .notRunning }
+      let state = records[id]?.settled.state ?? .notRunning
       let bundle = DevicePath.root.appending(AppBundle.directoryName).appending(id + ".app")
       let hasBundle = (try? device.status(bundle))?.kind == .directory
       return Entry(

@@ -220,16 +220,8 @@ package enum AppStatusCommand {
       for problem in read.unreadable { Console.err("warning: \(invocation.describe(problem))") }
     }
     let now = Date()
-    let entries = records.map { record -> Entry in
-      var record = record
-      // A supervisor that died without its last word (kill -9) leaves a stale "running" record.
-      if record.state != .notRunning, !record.isSupervised {
-        record.state = .notRunning
-        record.pid = nil
-        record.supervisor = nil
-        record.tasks = []
-      }
-      return Entry(
+    let entries = records.map(\.settled).map { record -> Entry in
+      Entry(
         bundleID: record.bundleID, state: record.state, pid: record.pid, supervisorPID: record.supervisorPID,
         tasks: record.tasks, timeRemaining: record.timeRemaining(now: now), backgroundTime: record.backgroundTime,
         lastFetch: record.lastFetch, forceQuit: record.forceQuit, lastExitStatus: record.lastExitStatus,

@@ -71,6 +71,10 @@ let package = Package(
       name: "PortedApp", dependencies: ["ProtFSKit"], path: "Examples/PortedApp",
       swiftSettings: [.swiftLanguageMode(.v5)]),
     .executableTarget(name: "PortedMainApp", dependencies: ["ProtFSKit"], path: "Examples/PortedMainApp"),
+    // BGTaskScheduler as Apple's sample uses it, in the Swift 5 language mode (issue 32).
+    .executableTarget(
+      name: "TaskScheduler", dependencies: ["ProtFSKit"], path: "Examples/TaskScheduler",
+      swiftSettings: [.swiftLanguageMode(.v5)]),
     // A background session asked for a data or stream upload, which iOS answers with an exception.
     .executableTarget(name: "MisusedUpload", dependencies: ["ProtFSKit"], path: "Examples/MisusedUpload"),
     // The device mount: libfuse3's low-level API, used by no other target.

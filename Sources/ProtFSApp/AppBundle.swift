@@ -48,6 +48,10 @@ public struct AppBundle: @unchecked Sendable {
 
   /// The background modes the app declares (`UIBackgroundModes`).
   public var backgroundModes: [String] { (info["UIBackgroundModes"] as? [String]) ?? [] }
+  /// The BGTask identifiers the app may register and submit (`BGTaskSchedulerPermittedIdentifiers`).
+  public var permittedTaskIdentifiers: [String] {
+    (info["BGTaskSchedulerPermittedIdentifiers"] as? [String]) ?? []
+  }
 
   /// The keys of the Info.plist at `path`: a dictionary whose `CFBundleIdentifier`, if it has one,
   /// is `bundleID`.
@@ -87,17 +91,22 @@ public struct AppBundle: @unchecked Sendable {
         .invalidArgument, "The Info.plist '\(path)' names the bundle '\(named)', not '\(bundleID)'.", path: path,
         remedy: .advice("launch the app whose Info.plist it is, or correct its CFBundleIdentifier"))
     }
-    if let modes = dictionary["UIBackgroundModes"], !(modes is [String]) {
-      throw ProtFSError(
-        .invalidArgument, "The Info.plist '\(path)' has a UIBackgroundModes that is not an array of strings.",
-        path: path, remedy: remedy)
+    for key in ["UIBackgroundModes", "BGTaskSchedulerPermittedIdentifiers"] {
+      if let value = dictionary[key], !(value is [String]) {
+        throw ProtFSError(
+          .invalidArgument, "The Info.plist '\(path)' has a \(key) that is not an array of strings.",
+          path: path, remedy: remedy)
+      }
     }
     return dictionary
   }
 
   /// Builds the bundle on `device` around `program` (an executable file outside it) and returns the
-  /// path of the program inside it, which is what the app is to run.
-  public func install(_ program: String, on device: Device) throws(ProtFSError) -> String {
+  /// path of the program inside it, which is what the app is to run. Without a program (one that
+  /// keeps its own path: a script), the bundle holds the Info.plist alone, which the app's next
+  /// launches (the system's among them) read.
+  @discardableResult
+  public func install(_ program: String?, on device: Device) throws(ProtFSError) -> String {
     let root = try device.openRoot()
     try root.makeDirectory(Self.directoryName, permissions: FilePermissions(rawValue: 0o755))
     let bundles = try root.openDirectory(Self.directoryName)
@@ -110,10 +119,12 @@ public struct AppBundle: @unchecked Sendable {
     try bundles.makeDirectory(staging, permissions: FilePermissions(rawValue: 0o755))
     do {
       let directory = try bundles.openDirectory(staging)
-      let executable = String(program.split(separator: "/").last ?? "app")
-      try Self.place(program, as: executable, in: directory)
       var info = self.info
-      info["CFBundleExecutable"] = executable
+      let executable = program.map { String($0.split(separator: "/").last ?? "app") } ?? ""
+      if let program {
+        try Self.place(program, as: executable, in: directory)
+        info["CFBundleExecutable"] = executable
+      }
       let plist = try Self.serialize(info, path: directory.pathOf("Info.plist"))
       try Self.write(plist, as: "Info.plist", in: directory)
       // Renamed into place in one step: over the last bundle, whose remains are then removed.

@@ -63,17 +63,23 @@ package struct AppLifecycle {
     package var session: String?
     /// The remote notification's payload, as checked JSON text (`RemoteNotification.json`).
     package var userInfo: String?
+    /// The BGTask it is about (`bgTaskLaunch`, `bgTaskExpiration`), and its kind.
+    package var identifier: String?
+    /// The BGTask's kind (`bgTaskLaunch`).
+    package var taskType: BackgroundTaskRequest.Kind?
 
     /// `event`, with the number, task, session and payload it carries.
     package init(
       event: AppEvent, number: Int? = nil, task: AppRecord.Task? = nil, session: String? = nil,
-      userInfo: String? = nil
+      userInfo: String? = nil, identifier: String? = nil, taskType: BackgroundTaskRequest.Kind? = nil
     ) {
       self.event = event
       self.number = number
       self.task = task
       self.session = session
       self.userInfo = userInfo
+      self.identifier = identifier
+      self.taskType = taskType
     }
   }
 
@@ -97,6 +103,10 @@ package struct AppLifecycle {
     case terminateGrace
     /// The end of the background time the app has to handle a remote notification.
     case pushTimeout(push: Int)
+    /// The expiration of BGTask `identifier`'s run `token`, shortly before its time ends.
+    case bgTaskExpiration(identifier: String, token: Int)
+    /// The end of BGTask `identifier`'s run `token`: the kill, if it is not completed.
+    case bgTaskEnd(identifier: String, token: Int)
   }
 
   /// The app.
@@ -110,8 +120,30 @@ package struct AppLifecycle {
   /// The background modes the app's Info.plist declares (`UIBackgroundModes`): the system
   /// schedules fetches only for an app that lists `fetch`.
   package var backgroundModes: [String] = []
+  /// The BGTask identifiers the app's Info.plist permits (`BGTaskSchedulerPermittedIdentifiers`).
+  package var permittedTaskIdentifiers: [String] = []
   /// Whether the app is being terminated (by the user, the system or a watchdog).
   package private(set) var terminating = false
+
+  /// A BGTask the system launched and the app has not completed.
+  private struct RunningTask {
+    var type: BackgroundTaskRequest.Kind
+    /// When it was launched (monotonic seconds).
+    var start: Double
+    /// The run's token: a timer of another run does nothing.
+    var token: Int
+    /// Whether its expiration went out.
+    var expired = false
+  }
+  /// The BGTask identifiers whose launch handlers the app registered.
+  private var registeredTasks: Set<String> = []
+  /// Whether a watched app's launch finished (its main thread returned from
+  /// `didFinishLaunchingWithOptions`): no launch handler may be registered after it.
+  private var launchFinished = false
+  /// The BGTasks running, by identifier.
+  private var runningTasks: [String: RunningTask] = [:]
+  /// The last token given to a BGTask's run.
+  private var taskToken = 0
 
   /// Bumped whenever the pending suspension, warning or kill no longer applies.
   private var generation = 0
@@ -202,6 +234,7 @@ package struct AppLifecycle {
             pid: pid, terminationReason: AppCrashReport.uncaughtException)))
     }
     pid = 0
+    runningTasks = [:]
     generation += 1
     fetchGeneration += 1
     pushGeneration += 1
@@ -265,8 +298,16 @@ package struct AppLifecycle {
       guard let number, unanswered.removeValue(forKey: number) != nil else {
         return .refused("No event \(request.argument ?? "") waits for the main thread's answer.")
       }
+      if number == 0 { launchFinished = true }
       reschedule()
       return .ok()
+    case .bgTaskRegister: return registerTask(request.argument ?? "")
+    case .bgTaskSubmit: return submitTask(request.argument ?? "")
+    case .bgTaskCancel: return cancelTasks(request.argument)
+    case .bgTaskRequests: return .ok(BackgroundTaskMessage.list(record.taskRequests))
+    case .bgTaskCompleted: return completeTask(request.argument ?? "")
+    case .bgTaskLaunch: return launchTask(request.argument ?? "")
+    case .bgTaskExpire: return expireTask(request.argument ?? "")
     case .uncaughtException:
       // Believed only when the app then dies of SIGABRT; bounded, as everything the app sends.
       exception = String((request.argument ?? "").prefix(4096))
@@ -367,6 +408,134 @@ package struct AppLifecycle {
     guard pushStart != nil else { return .refused("No remote notification to \(bundleID) waits for its completion.") }
     pushStart = nil
     pushGeneration += 1
+    reschedule()
+    return .ok()
+  }
+
+  // MARK: - BGTaskScheduler
+
+  /// Registers the launch handler of `identifier`: refused (as `register` returns false) for an
+  /// identifier the Info.plist does not permit, and (as iOS raises an exception) for one
+  /// registered before or after a watched app's launch finished.
+  private mutating func registerTask(_ identifier: String) -> AppReply {
+    guard permittedTaskIdentifiers.contains(identifier) else {
+      return .refused(
+        "The task identifier '\(identifier)' is not in the BGTaskSchedulerPermittedIdentifiers of \(bundleID)'s Info.plist.",
+        .notPermitted)
+    }
+    guard !launchFinished else {
+      return .refused(
+        "All launch handlers must be registered before application finishes launching ('\(identifier)' came after).",
+        .programmingError)
+    }
+    guard registeredTasks.insert(identifier).inserted else {
+      return .refused(
+        "Launch handler for task with identifier \(identifier) has already been registered.", .programmingError)
+    }
+    return .ok()
+  }
+
+  /// Submits the request `text` describes, as `BGTaskScheduler.submit` does: only a permitted
+  /// identifier of an app that declares the kind's background mode, at most one refresh and ten
+  /// processing requests pending; one of the same identifier is replaced.
+  private mutating func submitTask(_ text: String) -> AppReply {
+    guard let message = BackgroundTaskMessage.parse(text), let identifier = message.identifier,
+      BackgroundTaskRequest.isValidIdentifier(identifier), let type = message.type
+    else { return .refused("The task request is not valid: it needs an identifier and a type.") }
+    guard permittedTaskIdentifiers.contains(identifier) else {
+      return .refused(
+        "The task identifier '\(identifier)' is not in the BGTaskSchedulerPermittedIdentifiers of \(bundleID)'s Info.plist.",
+        .notPermitted)
+    }
+    guard backgroundModes.contains(type.requiredMode) else {
+      return .refused(
+        "A \(type.rawValue) task needs '\(type.requiredMode)' in the UIBackgroundModes of \(bundleID)'s Info.plist.",
+        .notPermitted)
+    }
+    var requests = record.taskRequests.filter { $0.identifier != identifier }
+    guard requests.filter({ $0.type == type }).count < type.pendingLimit else {
+      return .refused(
+        "\(bundleID) already has \(type.pendingLimit) \(type.rawValue) task request\(type.pendingLimit == 1 ? "" : "s") pending.",
+        .tooManyPendingTaskRequests)
+    }
+    requests.append(
+      BackgroundTaskRequest(
+        identifier: identifier, type: type, earliestBeginDate: message.earliestBeginDate,
+        requiresNetworkConnectivity: type == .processing ? (message.requiresNetworkConnectivity ?? false) : nil,
+        requiresExternalPower: type == .processing ? (message.requiresExternalPower ?? false) : nil))
+    record.taskRequests = requests
+    save()
+    return .ok()
+  }
+
+  /// Cancels the pending request `identifier`, or every one (nil); cancelling none does nothing.
+  private mutating func cancelTasks(_ identifier: String?) -> AppReply {
+    record.taskRequests = identifier.map { name in record.taskRequests.filter { $0.identifier != name } } ?? []
+    save()
+    return .ok()
+  }
+
+  /// Runs a pending request as the system does when it decides to: the one `text` names, or the
+  /// first of its kind that is due, never before its earliest begin date unless `now`. A
+  /// suspended app is resumed; the request leaves the pending ones; the app has the kind's time
+  /// to complete it, gets `bgTaskExpiration` a fifth of it (at most 5 s) before the end, and is
+  /// killed with a crash report if it has not completed it by then.
+  private mutating func launchTask(_ text: String) -> AppReply {
+    guard let message = BackgroundTaskMessage.parse(text), let type = message.type else {
+      return .refused("The launch is not valid: it needs the task's type.")
+    }
+    let request: BackgroundTaskRequest
+    switch BackgroundTaskRequest.choose(
+      from: record.taskRequests, for: message, type: type, at: now.date, app: bundleID.rawValue)
+    {
+    case .success(let chosen): request = chosen
+    case .failure(let reason): return .refused(reason.message)
+    }
+    guard runningTasks[request.identifier] == nil else {
+      return .refused("The task '\(request.identifier)' of \(bundleID) is already running.")
+    }
+    record.taskRequests.removeAll { $0.identifier == request.identifier }
+    if record.state != .active { wakeIfSuspended() }
+    taskToken += 1
+    runningTasks[request.identifier] = RunningTask(type: type, start: now.uptime, token: taskToken)
+    send(.bgTaskLaunch, identifier: request.identifier, taskType: type)
+    let time = type == .refresh ? timings.refreshTime : timings.processingTime
+    let end = now.uptime + time
+    effects.append(
+      .schedule(
+        .bgTaskExpiration(identifier: request.identifier, token: taskToken),
+        deadline: end - min(5, time * 0.2)))
+    effects.append(.schedule(.bgTaskEnd(identifier: request.identifier, token: taskToken), deadline: end))
+    reschedule()
+    return .ok(request.identifier)
+  }
+
+  /// Expires the running task `identifier` now: its expiration handler runs, and it must be
+  /// completed within a fifth of its time (at most 5 s).
+  private mutating func expireTask(_ identifier: String) -> AppReply {
+    guard let task = runningTasks[identifier] else {
+      return .refused("No background task '\(identifier)' of \(bundleID) is running.")
+    }
+    taskToken += 1
+    runningTasks[identifier] = RunningTask(type: task.type, start: task.start, token: taskToken, expired: true)
+    send(.bgTaskExpiration, identifier: identifier)
+    let time = task.type == .refresh ? timings.refreshTime : timings.processingTime
+    effects.append(
+      .schedule(.bgTaskEnd(identifier: identifier, token: taskToken), deadline: now.uptime + min(5, time * 0.2)))
+    return .ok()
+  }
+
+  /// The app completed the task `text` names (`setTaskCompleted(success:)`).
+  private mutating func completeTask(_ text: String) -> AppReply {
+    guard let message = BackgroundTaskMessage.parse(text), let identifier = message.identifier,
+      let success = message.success
+    else { return .refused("The completion is not valid: it needs the task's identifier and its success.") }
+    guard let task = runningTasks.removeValue(forKey: identifier) else {
+      return .refused("No background task '\(identifier)' of \(bundleID) is running.")
+    }
+    record.lastBackgroundTask = AppRecord.BackgroundTaskResult(
+      identifier: identifier, type: task.type, result: success ? "success" : "failure",
+      duration: now.uptime - task.start, time: now.date)
     reschedule()
     return .ok()
   }
@@ -525,6 +694,16 @@ package struct AppLifecycle {
       kill(
         "the app did not call the completion handler of didReceiveRemoteNotification within \(Self.seconds(timings.fetchTime))"
       )
+    case .bgTaskExpiration(let identifier, let token):
+      guard let task = runningTasks[identifier], task.token == token, !task.expired else { return }
+      runningTasks[identifier]?.expired = true
+      send(.bgTaskExpiration, identifier: identifier)
+    case .bgTaskEnd(let identifier, let token):
+      guard let task = runningTasks[identifier], task.token == token else { return }
+      record.lastBackgroundTask = AppRecord.BackgroundTaskResult(
+        identifier: identifier, type: task.type, result: "timedOut", duration: now.uptime - task.start,
+        time: now.date)
+      kill("the background task '\(identifier)' was not completed (setTaskCompleted) within its time")
     }
   }
 
@@ -538,7 +717,9 @@ package struct AppLifecycle {
       effects.append(.schedule(.expirationWarning(generation: generation), deadline: warning))
       effects.append(
         .schedule(.backgroundTimeEnd(generation: generation), deadline: backgroundStart + timings.backgroundTime))
-    } else if fetchStart == nil && pushStart == nil && sessionWaits.isEmpty && unanswered.isEmpty {
+    } else if fetchStart == nil && pushStart == nil && sessionWaits.isEmpty && unanswered.isEmpty
+      && runningTasks.isEmpty
+    {
       let suspension = max(backgroundStart + timings.suspendAfter, now.uptime)
       effects.append(.schedule(.suspension(generation: generation), deadline: suspension))
     }
@@ -568,7 +749,8 @@ package struct AppLifecycle {
   /// Sends `event` to a running app; a watched app's events but `willTerminate` carry the number
   /// its main thread answers with, and the watchdog waits for the answer.
   private mutating func send(
-    _ event: AppEvent, task: AppRecord.Task? = nil, session: String? = nil, userInfo: String? = nil
+    _ event: AppEvent, task: AppRecord.Task? = nil, session: String? = nil, userInfo: String? = nil,
+    identifier: String? = nil, taskType: BackgroundTaskRequest.Kind? = nil
   ) {
     guard pid > 0 else { return }
     var number: Int?
@@ -577,7 +759,11 @@ package struct AppLifecycle {
       number = eventNumber
       expectAnswer(eventNumber, event.rawValue, within: timings.watchdog)
     }
-    effects.append(.send(EventLine(event: event, number: number, task: task, session: session, userInfo: userInfo)))
+    effects.append(
+      .send(
+        EventLine(
+          event: event, number: number, task: task, session: session, userInfo: userInfo, identifier: identifier,
+          taskType: taskType)))
   }
 
   /// The record is to be written (once for a run of changes with nothing else between them).

@@ -18,6 +18,10 @@ public struct AppTimings: Sendable, Equatable {
   /// The shortest time between two fetches the system schedules, whatever interval the app asks
   /// for: iOS decides it (rarely less than 15 minutes); tests make it short.
   public var fetchMinimum: Double = 900
+  /// How long a BGAppRefreshTask may run.
+  public var refreshTime: Double = 30
+  /// How long a BGProcessingTask may run.
+  public var processingTime: Double = 180
   /// The longest any of them may be: an hour.
   public static let maximum: Double = 3600
 
@@ -51,6 +55,12 @@ public enum AppEvent: String, Sendable, CaseIterable {
   /// A remote notification arrived (the line carries its payload as `userInfo`): handle it, then
   /// call `push-completed` within the background time (30 s).
   case didReceiveRemoteNotification
+  /// The system runs a BGTaskScheduler request (the line carries its `identifier` and `type`):
+  /// run the registered launch handler, then call `bgtask-completed` within the task's time.
+  case bgTaskLaunch
+  /// A running BGTask's time is about to run out (the line carries its `identifier`): stop, and
+  /// call `bgtask-completed` at once.
+  case bgTaskExpiration
 }
 
 /// One request to an app's supervisor.
@@ -99,6 +109,24 @@ public struct AppRequest: Codable, Sendable, Equatable {
     /// The app's minimum background fetch interval (`setMinimumBackgroundFetchInterval`): `argument`
     /// is seconds, or `never`.
     case setFetchInterval
+    /// Register the launch handler of BGTask `argument` (its identifier), as
+    /// `BGTaskScheduler.register` does: only identifiers the Info.plist permits, once each, and
+    /// (for an app whose main thread is watched) only before its launch finished.
+    case bgTaskRegister
+    /// Submit the request `argument` describes (`BackgroundTaskMessage`), as `BGTaskScheduler.submit`.
+    case bgTaskSubmit
+    /// Cancel the pending request `argument` names (its identifier), or every one (nil).
+    case bgTaskCancel
+    /// The pending requests, as a JSON array (`BackgroundTaskMessage.requests`).
+    case bgTaskRequests
+    /// BGTask `argument` (a `BackgroundTaskMessage` with its identifier and success) is completed.
+    case bgTaskCompleted
+    /// Run a pending request now (`BackgroundTaskMessage`: its type, and optionally its identifier
+    /// and `now` to run it before its earliest begin date), as the debugger's
+    /// `_simulateLaunchForTaskWithIdentifier` does.
+    case bgTaskLaunch
+    /// Expire running BGTask `argument` (its identifier), as `_simulateExpirationForTaskWithIdentifier`.
+    case bgTaskExpire
   }
 
   /// What is asked.
@@ -110,9 +138,10 @@ public struct AppRequest: Codable, Sendable, Equatable {
   public var isTheAppsOwn: Bool {
     switch kind {
     case .beginTask, .endTask, .timeRemaining, .fetchCompleted, .eventsHandled, .startSessionService,
-      .setFetchInterval, .uncaughtException, .watchMainThread, .mainThreadAnswered, .pushCompleted:
+      .setFetchInterval, .uncaughtException, .watchMainThread, .mainThreadAnswered, .pushCompleted, .bgTaskRegister,
+      .bgTaskSubmit, .bgTaskCancel, .bgTaskRequests, .bgTaskCompleted:
       true
-    case .background, .foreground, .fetch, .terminate, .sessionEvents, .push: false
+    case .background, .foreground, .fetch, .terminate, .sessionEvents, .push, .bgTaskLaunch, .bgTaskExpire: false
     }
   }
   /// Its argument, if any.
@@ -134,11 +163,17 @@ public struct AppReply: Codable, Sendable, Equatable {
   public var value: String?
   /// Why the request was refused, or nil when it was carried out.
   public var error: String?
+  /// What kind of refusal it is, where the caller tells them apart (a `BackgroundTaskRefusal`).
+  public var code: String?
 
   /// A success.
   public static func ok(_ value: String? = nil) -> AppReply { AppReply(value: value, error: nil) }
   /// A refusal.
   public static func refused(_ why: String) -> AppReply { AppReply(value: nil, error: why) }
+  /// A refusal of BGTaskScheduler's kind `code`.
+  public static func refused(_ why: String, _ code: BackgroundTaskRefusal) -> AppReply {
+    AppReply(value: nil, error: why, code: code.rawValue)
+  }
 }
 
 /// The environment through which an app and its helper commands find the supervisor.

@@ -46,6 +46,21 @@ public struct AppRecord: Codable, Sendable, Equatable {
     }
   }
 
+  /// How the last BGTask ended.
+  public struct BackgroundTaskResult: Codable, Sendable, Equatable {
+    /// The task's identifier.
+    public var identifier: String
+    /// Its kind.
+    public var type: BackgroundTaskRequest.Kind
+    /// `success` or `failure` (`setTaskCompleted(success:)`), or `timedOut` when the app was killed
+    /// for not completing it.
+    public var result: String
+    /// Seconds from its launch to its end.
+    public var duration: Double
+    /// When it ended.
+    public var time: Date
+  }
+
   /// The app.
   public var bundleID: String
   /// Its state.
@@ -68,6 +83,11 @@ public struct AppRecord: Codable, Sendable, Equatable {
   public var backgroundSince: Date?
   /// The last background fetch.
   public var lastFetch: Fetch?
+  /// The BGTaskScheduler requests the app submitted and the system has not run (nil in records
+  /// written before there were any: read through `taskRequests`).
+  public var backgroundTaskRequests: [BackgroundTaskRequest]?
+  /// The last BGTask that ended.
+  public var lastBackgroundTask: BackgroundTaskResult?
   /// The command it was last launched with.
   public var lastLaunchCommand: [String] = []
   /// Whether the user force-quit it (`terminate --user`); cleared by the next launch.
@@ -105,6 +125,12 @@ public struct AppRecord: Codable, Sendable, Equatable {
     record.supervisor = nil
     record.tasks = []
     return record
+  }
+
+  /// The pending BGTaskScheduler requests, in the order submitted.
+  public var taskRequests: [BackgroundTaskRequest] {
+    get { backgroundTaskRequests ?? [] }
+    set { backgroundTaskRequests = newValue.isEmpty ? nil : newValue }
   }
 
   /// Seconds of background time left at `now`; nil (infinite) in the foreground.

@@ -51,6 +51,12 @@ public final class AppSupervisor: @unchecked Sendable {
     get { queue.sync { lifecycle.backgroundModes } }
     set { queue.sync { lifecycle.backgroundModes = newValue } }
   }
+  /// The BGTask identifiers the app's Info.plist permits (`BGTaskSchedulerPermittedIdentifiers`).
+  /// Set it before `start`.
+  public var permittedTaskIdentifiers: [String] {
+    get { queue.sync { lifecycle.permittedTaskIdentifiers } }
+    set { queue.sync { lifecycle.permittedTaskIdentifiers = newValue } }
+  }
 
   /// Claims `bundleID`'s socket; throws `.alreadyExists` when a supervisor of that app runs.
   ///
@@ -248,6 +254,8 @@ public final class AppSupervisor: @unchecked Sendable {
       text += #","task":\#(task.id),"name":\#(Self.jsonString(task.name))"#
     }
     if let session = line.session { text += #","session":\#(Self.jsonString(session))"# }
+    if let identifier = line.identifier { text += #","identifier":\#(Self.jsonString(identifier))"# }
+    if let type = line.taskType { text += #","type":"\#(type.rawValue)""# }
     // Checked JSON text (RemoteNotification), written as it is.
     if let userInfo = line.userInfo { text += #","userInfo":"# + userInfo }
     text += "}\n"

@@ -167,6 +167,13 @@ extension UIApplication {
       } else {
         completion(.noData)
       }
+    case .bgTaskLaunch:
+      guard let identifier = event.identifier, let type = event.type.flatMap(BackgroundTaskRequest.Kind.init) else {
+        return
+      }
+      BGTaskScheduler.shared.launch(identifier, type: type)
+    case .bgTaskExpiration:
+      if let identifier = event.identifier { BGTaskScheduler.shared.expire(identifier) }
     case nil:
       return
     }

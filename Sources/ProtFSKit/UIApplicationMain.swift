@@ -100,11 +100,15 @@ struct AppEventLine: Decodable, Sendable {
   var session: String?
   /// The event's number, which the main thread answers once it handled the event.
   var number: Int?
+  /// The BGTask it is about (`bgTaskLaunch`, `bgTaskExpiration`).
+  var identifier: String?
+  /// The BGTask's kind (`refresh`, `processing`).
+  var type: String?
   /// A remote notification's payload (`didReceiveRemoteNotification`), as JSON; read apart from
   /// the rest, since it is any JSON object.
   var userInfo: Data?
 
-  enum CodingKeys: String, CodingKey { case event, task, name, session, number }
+  enum CodingKeys: String, CodingKey { case event, task, name, session, number, identifier, type }
 
   /// Decodes `line`, its payload included.
   static func decode(_ line: Data) -> AppEventLine? {

@@ -431,3 +431,147 @@ struct AppPushStateTests {
     }
   }
 }
+
+/// BGTaskScheduler's rules (`protfs app refresh`, `process`, `expire` and the `bgtask-*` helpers),
+/// on the simulated clock.
+@Suite("Background tasks, without processes")
+struct AppBackgroundTaskStateTests {
+  static let refresh = "com.example.refresh"
+  static let cleanup = "com.example.cleanup"
+
+  /// An app that permits both identifiers and declares `modes`.
+  fileprivate func app(modes: [String] = ["fetch", "processing"]) throws -> Simulation {
+    var app = try Simulation(modes: modes)
+    app.life.permittedTaskIdentifiers = [Self.refresh, Self.cleanup] + (0..<12).map { "com.example.p\($0)" }
+    return app
+  }
+
+  func submit(_ identifier: String, _ type: BackgroundTaskRequest.Kind, earliest: Date? = nil) -> String {
+    BackgroundTaskMessage(identifier: identifier, type: type, earliestBeginDate: earliest).json
+  }
+
+  func launch(_ type: BackgroundTaskRequest.Kind, _ identifier: String? = nil, now: Bool = false) -> String {
+    BackgroundTaskMessage(identifier: identifier, type: type, now: now ? true : nil).json
+  }
+
+  func completion(_ identifier: String, _ success: Bool) -> String {
+    BackgroundTaskMessage(identifier: identifier, success: success).json
+  }
+
+  @Test func registrationNeedsAPermittedIdentifierOnceAndBeforeTheLaunchFinished() throws {
+    var app = try app()
+    #expect(app.ask(.bgTaskRegister, "com.example.other").0.code == "notPermitted")
+    app.expectOK(.bgTaskRegister, Self.refresh)
+    let twice = app.ask(.bgTaskRegister, Self.refresh).0
+    #expect(twice.code == "programmingError" && twice.error?.contains("already been registered") == true)
+    app.expectOK(.watchMainThread)
+    app.expectOK(.mainThreadAnswered, "launch")
+    let late = app.ask(.bgTaskRegister, Self.cleanup).0
+    #expect(late.code == "programmingError" && late.error?.contains("before application finishes launching") == true)
+  }
+
+  @Test func aSubmissionNeedsThePermittedIdentifierAndTheModeAndRespectsTheLimits() throws {
+    var app = try app(modes: ["fetch"])
+    #expect(app.ask(.bgTaskSubmit, submit("com.example.other", .refresh)).0.code == "notPermitted")
+    let noMode = app.ask(.bgTaskSubmit, submit(Self.cleanup, .processing)).0
+    #expect(noMode.code == "notPermitted" && noMode.error?.contains("'processing' in the UIBackgroundModes") == true)
+    app.expectOK(.bgTaskSubmit, submit(Self.refresh, .refresh))
+    // The same identifier replaces its request; another refresh is one too many.
+    app.expectOK(.bgTaskSubmit, submit(Self.refresh, .refresh, earliest: Date(timeIntervalSince1970: 5_000)))
+    #expect(app.life.record.taskRequests.map(\.earliestBeginDate) == [Date(timeIntervalSince1970: 5_000)])
+    #expect(app.ask(.bgTaskSubmit, submit(Self.cleanup, .refresh)).0.code == "tooManyPendingTaskRequests")
+    #expect(app.ask(.bgTaskSubmit, "{nope").0.error?.contains("not valid") == true)
+    #expect(app.ask(.bgTaskSubmit, #"{"identifier":"a b","type":"refresh"}"#).0.error?.contains("not valid") == true)
+
+    var processing = try self.app()
+    for index in 0..<10 { processing.expectOK(.bgTaskSubmit, submit("com.example.p\(index)", .processing)) }
+    #expect(
+      processing.ask(.bgTaskSubmit, submit("com.example.p10", .processing)).0.code == "tooManyPendingTaskRequests")
+    processing.expectOK(.bgTaskCancel, "com.example.p3")
+    processing.expectOK(.bgTaskSubmit, submit("com.example.p10", .processing))
+    #expect(BackgroundTaskMessage.requests(processing.expectOKValue(.bgTaskRequests)).count == 10)
+    processing.expectOK(.bgTaskCancel)
+    #expect(processing.life.record.taskRequests.isEmpty)
+  }
+
+  @Test func aRefreshWakesASuspendedAppWhenDueAndItsCompletionLetsItBeSuspendedAgain() throws {
+    var app = try app()
+    app.expectOK(.bgTaskSubmit, submit(Self.refresh, .refresh, earliest: app.moment.date.addingTimeInterval(900)))
+    app.expectOK(.background)
+    #expect(app.wait(5) == [.suspend, .save])
+    let early = app.ask(.bgTaskLaunch, launch(.refresh)).0
+    #expect(early.error?.contains("may not begin before") == true && early.error?.contains("--now") == true)
+    #expect(app.ask(.bgTaskLaunch, launch(.processing)).0.error?.contains("No processing task request") == true)
+    _ = app.wait(900)
+    let (reply, effects) = app.ask(.bgTaskLaunch, launch(.refresh))
+    #expect(reply == .ok(Self.refresh))
+    let line = AppLifecycle.EventLine(event: .bgTaskLaunch, identifier: Self.refresh, taskType: .refresh)
+    #expect(effects == [.resume, .send(line), .save], "\(effects)")
+    #expect(app.life.record.taskRequests.isEmpty && app.life.record.state == .background)
+    // Running, the app is not suspended; completed, it is.
+    #expect(app.wait(20).isEmpty)
+    app.expectOK(.bgTaskCompleted, completion(Self.refresh, true))
+    #expect(app.life.record.lastBackgroundTask?.result == "success")
+    #expect(app.ask(.bgTaskCompleted, completion(Self.refresh, true)).0.error?.contains("is running") == true)
+    #expect(app.wait(0) == [.suspend, .save])
+    #expect(app.wait(3_600).isEmpty)
+  }
+
+  @Test func aTaskNotCompletedIsExpiredThenKilledWithACrashReport() throws {
+    var app = try app()
+    app.expectOK(.bgTaskSubmit, submit(Self.refresh, .refresh, earliest: app.moment.date.addingTimeInterval(900)))
+    app.expectOK(.background)
+    app.expectOK(.bgTaskLaunch, launch(.refresh, Self.refresh, now: true))
+    #expect(app.ask(.bgTaskLaunch, launch(.refresh, now: true)).0.error?.contains("No refresh task request") == true)
+    #expect(app.wait(24.9).isEmpty)
+    #expect(events(app.wait(0.1)) == [.bgTaskExpiration])
+    let end = app.wait(5)
+    #expect(isKill(end), "\(end)")
+    #expect(crashReport(end)?.reason.contains("'\(Self.refresh)' was not completed") == true)
+    #expect(app.life.record.lastBackgroundTask?.result == "timedOut")
+  }
+
+  @Test func anExpirationOnDemandLeavesAFifthOfTheTimeToComplete() throws {
+    var app = try app()
+    app.expectOK(.bgTaskSubmit, submit(Self.cleanup, .processing))
+    app.expectOK(.background)
+    app.expectOK(.bgTaskLaunch, launch(.processing))
+    #expect(app.wait(60).isEmpty)
+    #expect(app.ask(.bgTaskExpire, "com.example.none").0.error?.contains("No background task") == true)
+    let expired = app.expectOK(.bgTaskExpire, Self.cleanup)
+    #expect(events(expired) == [.bgTaskExpiration])
+    #expect(app.wait(4.9).isEmpty)
+    #expect(isKill(app.wait(0.1)))
+  }
+
+  @Test func anAppCompletedAfterItsExpirationIsNotKilled() throws {
+    var app = try app()
+    app.expectOK(.bgTaskSubmit, submit(Self.cleanup, .processing))
+    app.expectOK(.background)
+    app.expectOK(.bgTaskLaunch, launch(.processing))
+    app.expectOK(.bgTaskExpire, Self.cleanup)
+    app.expectOK(.bgTaskCompleted, completion(Self.cleanup, false))
+    #expect(app.life.record.lastBackgroundTask?.result == "failure")
+    let later = app.wait(3_600)
+    #expect(!isKill(later) && crashReport(later) == nil, "\(later)")
+    #expect(app.life.record.state == .suspended)
+  }
+
+  @Test func theAppAsksOnlyItsOwnAndTheSystemRunsAndExpires() {
+    for kind in [AppRequest.Kind.bgTaskRegister, .bgTaskSubmit, .bgTaskCancel, .bgTaskRequests, .bgTaskCompleted] {
+      #expect(AppRequest(kind).isTheAppsOwn, "\(kind)")
+    }
+    #expect(!AppRequest(.bgTaskLaunch).isTheAppsOwn && !AppRequest(.bgTaskExpire).isTheAppsOwn)
+  }
+}
+
+extension Simulation {
+  /// Sends `kind`; records an issue unless it is carried out. Returns the reply's value.
+  fileprivate mutating func expectOKValue(
+    _ kind: AppRequest.Kind, _ argument: String? = nil, sourceLocation: SourceLocation = #_sourceLocation
+  ) -> String {
+    let (reply, _) = ask(kind, argument)
+    #expect(reply.error == nil, "\(kind): \(reply.error ?? "")", sourceLocation: sourceLocation)
+    return reply.value ?? ""
+  }
+}

@@ -88,6 +88,34 @@ package enum CommandExamples {
     "protfs app push-completed": [
       "protfs app push-completed newData            # inside the app: the notification is handled"
     ],
+    "protfs app refresh": [
+      "protfs app refresh com.example.app                 # the app's refresh request, once it is due",
+      "protfs app refresh com.example.app com.example.app.refresh --now",
+    ],
+    "protfs app process": [
+      "protfs app process com.example.app com.example.app.cleanup  # a BGProcessingTask, woken or launched"
+    ],
+    "protfs app expire": [
+      "protfs app expire com.example.app com.example.app.cleanup   # its expirationHandler runs"
+    ],
+    "protfs app requests": [
+      "protfs app requests com.example.app",
+      "protfs app requests com.example.app --json | jq -r '.[].identifier'",
+    ],
+    "protfs app bgtask-register": [
+      "protfs app bgtask-register com.example.app.refresh   # inside the app, while it launches"
+    ],
+    "protfs app bgtask-submit": [
+      "protfs app bgtask-submit com.example.app.refresh --refresh --earliest 15m",
+      "protfs app bgtask-submit com.example.app.cleanup --processing --requires-power",
+    ],
+    "protfs app bgtask-completed": [
+      "protfs app bgtask-completed com.example.app.refresh --success   # inside the app, after bgTaskLaunch"
+    ],
+    "protfs app bgtask-cancel": [
+      "protfs app bgtask-cancel com.example.app.refresh",
+      "protfs app bgtask-cancel --all",
+    ],
     "protfs app list": [
       "protfs app list                            # the apps on the device, their states and containers",
       "protfs app list --json | jq -r '.[].bundleID'",

@@ -25,6 +25,10 @@ package struct LockSchedule: Sendable, Equatable {
     /// The app receives a silent remote notification (`{"aps":{"content-available":1}}`), as
     /// `protfs app push` sends one.
     case push
+    /// The system runs the app's first due BGAppRefreshTask request, as `protfs app refresh` does.
+    case refresh
+    /// The system runs the app's first due BGProcessingTask request, as `protfs app process` does.
+    case process
 
     /// The payload of a scheduled `push`.
     package static let silentPushPayload = #"{"aps":{"content-available":1}}"#
@@ -33,7 +37,7 @@ package struct LockSchedule: Sendable, Equatable {
     package var isAppAction: Bool {
       switch self {
       case .lock, .inactive, .unlock, .reboot: false
-      case .background, .foreground, .fetch, .terminate, .push: true
+      case .background, .foreground, .fetch, .terminate, .push, .refresh, .process: true
       }
     }
   }

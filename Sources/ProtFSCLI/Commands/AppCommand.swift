@@ -24,6 +24,9 @@ package enum AppCommand {
       AppHelperCommands.beginTask, AppHelperCommands.endTask, AppHelperCommands.timeRemaining,
       AppHelperCommands.fetchCompleted, AppHelperCommands.pushCompleted, AppHelperCommands.eventsHandled,
       AppHelperCommands.setFetchInterval,
+      AppBackgroundTaskCommands.refresh, AppBackgroundTaskCommands.process, AppBackgroundTaskCommands.expire,
+      AppBackgroundTaskCommands.requests, AppBackgroundTaskCommands.register, AppBackgroundTaskCommands.submit,
+      AppBackgroundTaskCommands.completed, AppBackgroundTaskCommands.cancel,
     ]
   )
 

@@ -112,7 +112,7 @@ package enum AppHelperCommands {
   }
 
   /// Sends `request` to the app's supervisor named by the environment; returns the reply's value.
-  private static func send(_ invocation: Invocation, _ request: AppRequest) throws -> String? {
+  static func send(_ invocation: Invocation, _ request: AppRequest) throws -> String? {
     guard let socket = invocation.environment[AppEnvironment.socket], socket.hasPrefix("@"), socket.count > 1 else {
       let name = invocation.commandPath.joined(separator: " ")
       throw ExitStatus(

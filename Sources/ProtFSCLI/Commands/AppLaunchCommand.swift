@@ -25,8 +25,10 @@ package enum AppLaunchCommand {
       with tasks, for --background-time, with a backgroundTaskWillExpire event per task a fifth of
       the budget (at most 5 s) before the end; tasks still open at the end get it killed (exit 137)
       with a crash report in the device's .protfs/crash-reports/. A fetch must complete within
-      --fetch-time. --schedule takes exec's steps and background, foreground, fetch, terminate and
-      push (a silent remote notification), for example background@1s,foreground@5s,push@6s.
+      --fetch-time. --schedule takes exec's steps and background, foreground, fetch, terminate,
+      push (a silent remote notification), refresh and process (the first BGTaskScheduler request
+      of the kind that is due), for example background@1s,foreground@5s,push@6s. A BGTask has
+      --refresh-time or --processing-time to be completed.
       --for-session ID launches it in the background (as
       the session service does) and posts handleEventsForBackgroundURLSession for session ID, which
       the app answers with events-handled within --background-time. $PROTFS_SESSIONS_SOCKET names
@@ -51,8 +53,8 @@ package enum AppLaunchCommand {
       """,
     arguments: [AppCommand.bundleArgument],
     options: [
-      backgroundTime, suspendAfter, fetchTime, fetchMinimum, watchdog, infoPlist, noMount, ExecCommand.schedule,
-      forFetch, forSession, forPush,
+      backgroundTime, suspendAfter, fetchTime, fetchMinimum, refreshTime, processingTime, watchdog, infoPlist,
+      noMount, ExecCommand.schedule, forFetch, forSession, forPush, forBackgroundTask,
     ]
       + ExecCommand.passcode.options,
     takesTrailingCommand: true,
@@ -75,6 +77,19 @@ package enum AppLaunchCommand {
     help:
       "Launch in the background and deliver this remote notification, as `protfs app push` does for an app not running."
   )
+  /// `--for-bgtask MESSAGE` (`app refresh` and `app process` give it): the system launches the app
+  /// in the background to run a BGTaskScheduler request; not a user launch.
+  package static let forBackgroundTask = Option.value(
+    "for-bgtask", "request",
+    help:
+      "Launch in the background and run this BGTaskScheduler request, as `protfs app refresh` does for an app not running."
+  )
+  /// `--refresh-time DURATION`.
+  package static let refreshTime = Option.value(
+    "refresh-time", "duration", help: "Time a BGAppRefreshTask may run (default 30s).")
+  /// `--processing-time DURATION`.
+  package static let processingTime = Option.value(
+    "processing-time", "duration", help: "Time a BGProcessingTask may run (default 3m).")
   /// `--no-mount`.
   package static let noMount = Option.flag(
     "no-mount",
@@ -108,6 +123,8 @@ package enum AppLaunchCommand {
     timings.fetchTime = try duration(invocation, fetchTime) ?? timings.fetchTime
     timings.fetchMinimum = try duration(invocation, fetchMinimum) ?? timings.fetchMinimum
     timings.watchdog = try duration(invocation, watchdog) ?? timings.watchdog
+    timings.refreshTime = try duration(invocation, refreshTime) ?? timings.refreshTime
+    timings.processingTime = try duration(invocation, processingTime) ?? timings.processingTime
     var schedule = LockSchedule(steps: [])
     if let text = invocation.value(ExecCommand.schedule) {
       do {
@@ -118,8 +135,9 @@ package enum AppLaunchCommand {
     }
     let session = invocation.value(forSession)
     let push = invocation.value(forPush)
-    if [session != nil, invocation.flag(forFetch), push != nil].filter({ $0 }).count > 1 {
-      throw invocation.usageError("--for-fetch, --for-session and --for-push cannot be given together.")
+    let backgroundTask = invocation.value(forBackgroundTask)
+    if [session != nil, invocation.flag(forFetch), push != nil, backgroundTask != nil].filter({ $0 }).count > 1 {
+      throw invocation.usageError("--for-fetch, --for-session, --for-push and --for-bgtask cannot be given together.")
     }
     let bundleID = try AppCommand.existingApp(invocation)
     let command = invocation.trailing
@@ -136,9 +154,10 @@ package enum AppLaunchCommand {
       device: device, bundleID: bundleID, timings: timings,
       command: [program.hasPrefix("/") ? program : FileManager.default.currentDirectoryPath + "/" + program]
         + command.dropFirst(),
-      userLaunch: !invocation.flag(forFetch) && session == nil && push == nil,
+      userLaunch: !invocation.flag(forFetch) && session == nil && push == nil && backgroundTask == nil,
       appUsers: AppUser.canAssume ? [AppUser.standard.uid] : [])
     supervisor.backgroundModes = bundle.backgroundModes
+    supervisor.permittedTaskIdentifiers = bundle.permittedTaskIdentifiers
     // The app's mount comes up while the rest is prepared (this process is now the app's one
     // supervisor: its socket is bound).
     let pendingMount = beginMount(invocation, device: device, bundleID: bundleID.rawValue)
@@ -171,8 +190,14 @@ package enum AppLaunchCommand {
     environment["PROTFS_DEVICE"] = device.root
     // Only a Swift program is run from the bundle (where Foundation finds it): anything else keeps
     // its path, which it may use to find what lies beside it.
-    let bundled =
-      AppBundle.isSwiftProgram(program) ? [try bundle.install(program, on: device)] + command.dropFirst() : command
+    let bundled: [String]
+    if AppBundle.isSwiftProgram(program) {
+      bundled = [try bundle.install(program, on: device)] + command.dropFirst()
+    } else {
+      // The Info.plist alone is installed, for the launches that do not give one.
+      try bundle.install(nil, on: device)
+      bundled = command
+    }
     try supervisor.prepare()
     let mount = serving(pendingMount)
     let options = ConfinedSpawn.Options(
@@ -208,7 +233,8 @@ package enum AppLaunchCommand {
       invocation.flag(forFetch)
       ? [AppRequest(.background), AppRequest(.fetch)]
       : session.map { [AppRequest(.background), AppRequest(.sessionEvents, $0)] }
-        ?? push.map { [AppRequest(.background), AppRequest(.push, $0)] } ?? []
+        ?? push.map { [AppRequest(.background), AppRequest(.push, $0)] }
+        ?? backgroundTask.map { [AppRequest(.background), AppRequest(.bgTaskLaunch, $0)] } ?? []
     for request in systemLaunch {
       if let failure = supervisor.perform(request).error { Console.err("warning: \(failure)") }
     }
@@ -304,6 +330,8 @@ package enum AppLaunchCommand {
     case .fetch: request = AppRequest(.fetch)
     case .terminate: request = AppRequest(.terminate)
     case .push: request = AppRequest(.push, LockSchedule.Action.silentPushPayload)
+    case .refresh, .process:
+      request = AppRequest(.bgTaskLaunch, BackgroundTaskMessage(type: action == .refresh ? .refresh : .processing).json)
     case .lock, .inactive, .unlock, .reboot:
       do {
         switch action {

@@ -112,7 +112,8 @@ package enum ExecCommand {
       case .inactive: try controller.lock(inactive: true)
       case .unlock: try controller.unlock(passcode: passcode)
       case .reboot: try controller.reboot()
-      case .background, .foreground, .fetch, .terminate, .push: break  // refused before the program started
+      // Refused before the program started.
+      case .background, .foreground, .fetch, .terminate, .push, .refresh, .process: break
       }
       return nil
     } catch {

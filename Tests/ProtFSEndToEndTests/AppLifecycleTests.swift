@@ -189,6 +189,8 @@ import Testing
           if "didEnterBackground" in line:
               print("foreground:", ask("foreground"), flush=True)
               print("fetch:", ask("fetch"), flush=True)
+              print("launch-own:", ask("bgTaskLaunch", json.dumps({"type": "refresh", "now": True})), flush=True)
+              print("expire-own:", ask("bgTaskExpire", "com.example.refresh"), flush=True)
               print("task:", ask("beginTask", "escape"), flush=True)
       """)
     let app = try d.launch([], [script])
@@ -199,6 +201,9 @@ import Testing
     #expect(foreground?.0.contains("cannot ask for foreground") == true, "\(app.output)")
     let fetch = await app.line(containing: "fetch:")
     #expect(fetch?.0.contains("cannot ask for fetch") == true, "\(app.output)")
+    // When a BGTask runs, and when it expires, is the system's to decide too.
+    #expect(await app.line(containing: "launch-own:")?.0.contains("cannot ask for bgTaskLaunch") == true, "\(app.output)")
+    #expect(await app.line(containing: "expire-own:")?.0.contains("cannot ask for bgTaskExpire") == true, "\(app.output)")
     // Its own requests still work.
     let task = await app.line(containing: "task:")
     #expect(task != nil && task?.0.contains("cannot") == false, "\(app.output)")

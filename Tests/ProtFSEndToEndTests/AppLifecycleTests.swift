@@ -202,8 +202,10 @@ import Testing
     let fetch = await app.line(containing: "fetch:")
     #expect(fetch?.0.contains("cannot ask for fetch") == true, "\(app.output)")
     // When a BGTask runs, and when it expires, is the system's to decide too.
-    #expect(await app.line(containing: "launch-own:")?.0.contains("cannot ask for bgTaskLaunch") == true, "\(app.output)")
-    #expect(await app.line(containing: "expire-own:")?.0.contains("cannot ask for bgTaskExpire") == true, "\(app.output)")
+    #expect(
+      await app.line(containing: "launch-own:")?.0.contains("cannot ask for bgTaskLaunch") == true, "\(app.output)")
+    #expect(
+      await app.line(containing: "expire-own:")?.0.contains("cannot ask for bgTaskExpire") == true, "\(app.output)")
     // Its own requests still work.
     let task = await app.line(containing: "task:")
     #expect(task != nil && task?.0.contains("cannot") == false, "\(app.output)")

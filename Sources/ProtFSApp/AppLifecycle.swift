@@ -103,6 +103,8 @@ package struct AppLifecycle {
     case terminateGrace
     /// The end of the background time the app has to handle a remote notification.
     case pushTimeout(push: Int)
+    /// The throttle lets the held silent push through.
+    case heldPush(token: Int)
     /// The expiration of BGTask `identifier`'s run `token`, shortly before its time ends.
     case bgTaskExpiration(identifier: String, token: Int)
     /// The end of BGTask `identifier`'s run `token`: the kill, if it is not completed.
@@ -160,6 +162,12 @@ package struct AppLifecycle {
   private var pushStart: Double?
   /// Bumped whenever the push timeout no longer applies.
   private var pushGeneration = 0
+  /// When the silent pushes of the last hour were delivered (monotonic seconds), for `pushLimit`.
+  private var pushDeliveries: [Double] = []
+  /// The newest silent push held back by the throttle, while one is.
+  private var heldPush: String?
+  /// Bumped whenever the held push's delivery no longer applies.
+  private var heldPushToken = 0
   /// The interval the app asked for with `setFetchInterval`, nil for never (the default, as on iOS).
   private var fetchInterval: Double?
   /// When the next scheduled fetch is due, while fetches are scheduled.
@@ -388,12 +396,23 @@ package struct AppLifecycle {
       return .refused(error.message)
     }
     guard notification.isContentAvailable || record.state == .active else { return .ok("shown") }
+    if notification.isContentAvailable, let limit = timings.pushLimit {
+      pushDeliveries.removeAll { $0 <= now.uptime - 3600 }
+      if pushDeliveries.count >= limit {
+        // Held, as iOS holds background pushes over its budget: the newest replaces an older one.
+        heldPush = notification.json
+        heldPushToken += 1
+        effects.append(.schedule(.heldPush(token: heldPushToken), deadline: pushDeliveries[0] + 3600))
+        return .ok("throttled")
+      }
+    }
     guard pushStart == nil else {
       return .refused(
         "A remote notification to \(bundleID) is still being handled: it has not called push-completed yet.")
     }
     wakeIfSuspended()
     pushStart = now.uptime
+    if notification.isContentAvailable { pushDeliveries.append(now.uptime) }
     pushGeneration += 1
     send(.didReceiveRemoteNotification, userInfo: notification.json)
     effects.append(.schedule(.pushTimeout(push: pushGeneration), deadline: now.uptime + timings.fetchTime))
@@ -694,6 +713,15 @@ package struct AppLifecycle {
       kill(
         "the app did not call the completion handler of didReceiveRemoteNotification within \(Self.seconds(timings.fetchTime))"
       )
+    case .heldPush(let token):
+      guard heldPushToken == token, let payload = heldPush, pid > 0, !terminating else { return }
+      heldPush = nil
+      if startPush(payload).error != nil {
+        // One is still being handled: the held one waits for it.
+        heldPush = payload
+        heldPushToken += 1
+        effects.append(.schedule(.heldPush(token: heldPushToken), deadline: now.uptime + 1))
+      }
     case .bgTaskExpiration(let identifier, let token):
       guard let task = runningTasks[identifier], task.token == token, !task.expired else { return }
       runningTasks[identifier]?.expired = true

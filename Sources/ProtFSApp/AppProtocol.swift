@@ -18,6 +18,10 @@ public struct AppTimings: Sendable, Equatable {
   /// The shortest time between two fetches the system schedules, whatever interval the app asks
   /// for: iOS decides it (rarely less than 15 minutes); tests make it short.
   public var fetchMinimum: Double = 900
+  /// The most silent pushes delivered to the app in an hour, as iOS throttles background pushes;
+  /// one over the limit is held (a newer one replacing it) until the budget allows. Nil: every one
+  /// is delivered at once.
+  public var pushLimit: Int?
   /// How long a BGAppRefreshTask may run.
   public var refreshTime: Double = 30
   /// How long a BGProcessingTask may run.

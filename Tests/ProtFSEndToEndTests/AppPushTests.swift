@@ -74,6 +74,22 @@ import Testing
     #expect(refused.status == 1 && refused.stderr.contains("force-quit"), "\(refused)")
   }
 
+  @Test func withAPushLimitTheSystemHoldsTheSilentPushesOverIt() async throws {
+    let d = try AppDevice()
+    defer { d.remove() }
+    let app = try d.launch(["--push-limit", "1"], [try pushApp(d)])
+    defer { app.stop() }
+    #expect(await app.line(containing: "ready") != nil)
+    #expect(try await d.protfs(["app", "background", AppDevice.bundle]).status == 0)
+    let silent = try payload(d, "silent.json", #"{"aps": {"content-available": 1}}"#)
+    #expect(try await d.protfs(["app", "push", AppDevice.bundle, silent]).status == 0)
+    #expect(await app.line(containing: "completed") != nil, "\(app.output)")
+    let held = try await d.protfs(["app", "push", AppDevice.bundle, silent])
+    #expect(held.status == 0 && held.stdout.contains("the notification is held"), "\(held)")
+    let bad = try await d.protfs(["app", "launch", AppDevice.bundle, "--push-limit", "0", "--", "/bin/true"])
+    #expect(bad.status == 64 && bad.stderr.contains("'0' is not a count"), "\(bad)")
+  }
+
   @Test func aScheduledPushIsASilentOneAtItsTime() async throws {
     let d = try AppDevice()
     defer { d.remove() }

@@ -421,6 +421,39 @@ struct AppPushStateTests {
     }
   }
 
+  @Test func theThrottleHoldsSilentPushesOverItsBudgetAndDeliversTheNewestLater() throws {
+    var timings = AppTimings()
+    timings.pushLimit = 2
+    var app = try Simulation(timings: timings)
+    app.expectOK(.background)
+    for _ in 0..<2 {
+      #expect(events(app.expectOK(.push, Self.silent)) == [.didReceiveRemoteNotification])
+      app.expectOK(.pushCompleted, "newData")
+      _ = app.wait(60)
+    }
+    // The third and fourth within the hour are held; only the newest is delivered, once the first
+    // delivery is an hour old.
+    #expect(app.ask(.push, Self.silent) == (.ok("throttled"), []))
+    let newest = #"{"aps":{"content-available":1},"n":4}"#
+    #expect(app.ask(.push, newest).0 == .ok("throttled"))
+    // Visible notifications are not throttled.
+    #expect(app.ask(.push, Self.visible).0 == .ok("shown"))
+    let later = app.wait(3_600)
+    let delivered = later.compactMap { effect -> String? in
+      guard case .send(let line) = effect, line.event == .didReceiveRemoteNotification else { return nil }
+      return line.userInfo
+    }
+    #expect(delivered == [newest], "\(later)")
+  }
+
+  @Test func withoutALimitEveryPushIsDelivered() throws {
+    var app = try Simulation()
+    for _ in 0..<20 {
+      #expect(events(app.expectOK(.push, Self.silent)) == [.didReceiveRemoteNotification])
+      app.expectOK(.pushCompleted, "noData")
+    }
+  }
+
   @Test func onlyTheNumberOneMakesAPushSilent() throws {
     for (aps, silent) in [
       #"{"content-available":1}"#: true, #"{"content-available":1.0}"#: true, #"{"content-available":true}"#: false,

@@ -17,6 +17,8 @@ package struct Command: Sendable {
   package var subcommands: [Command] = []
   /// Whether everything after `--` is passed through untouched (for `exec`).
   package var takesTrailingCommand: Bool = false
+  /// Whether the trailing command may be left out (`app launch` of an installed app).
+  package var trailingCommandIsOptional: Bool = false
   /// Whether to hide the command from its parent's help.
   package var isHidden: Bool = false
   /// The action; nil for a command that only groups subcommands.

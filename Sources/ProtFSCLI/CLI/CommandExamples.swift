@@ -69,6 +69,11 @@ package enum CommandExamples {
       "protfs app launch com.example.app -- .build/debug/BackgroundDownloader https://example.com/big.iso",
       "protfs app launch com.example.app --background-time 5s --schedule background@1s -- ./app.sh",
       "protfs app launch com.example.app --info-plist Info.plist --no-mount -- ./MyApp",
+      "protfs app launch com.example.app           # the installed app, detached: prints com.example.app: PID",
+    ],
+    "protfs app install": [
+      "protfs app install com.example.app --info-plist Info.plist -- .build/debug/MyApp",
+      "protfs app install com.example.app -- ./app.sh && protfs app launch com.example.app",
     ],
     "protfs app background": ["protfs app background com.example.app      # didEnterBackground, then suspended"],
     "protfs app foreground": ["protfs app foreground com.example.app      # willEnterForeground, didBecomeActive"],

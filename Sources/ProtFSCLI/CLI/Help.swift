@@ -20,7 +20,10 @@ package enum Help {
         let name = option.short.map { "-\($0)" } ?? "--\(option.long)"
         parts.append(option.isFlag ? "[\(name)]" : "[\(name) <\(option.valueName!)>]")
       }
-      if command.takesTrailingCommand { parts.append("-- <command> [<argument> ...]") }
+      if command.takesTrailingCommand {
+        parts.append(
+          command.trailingCommandIsOptional ? "[-- <command> [<argument> ...]]" : "-- <command> [<argument> ...]")
+      }
     }
     return parts.joined(separator: " ")
   }

@@ -117,7 +117,7 @@ package struct Parser {
     guard command.run != nil else { return .help(chain) }
     let given = bytes?.count == words.count ? bytes! : words.map { Array($0.utf8) }
     try assign(positionals.map { (words[$0], given[$0]) }, to: command, &invocation)
-    if command.takesTrailingCommand && invocation.trailing.isEmpty {
+    if command.takesTrailingCommand && invocation.trailing.isEmpty && !command.trailingCommandIsOptional {
       throw invocation.usageError("Missing the command to run after '--'.")
     }
     return .run(command, invocation)

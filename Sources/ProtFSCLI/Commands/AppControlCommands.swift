@@ -86,6 +86,11 @@ package enum AppControlCommands {
     let device = invocation.device
     do {
       let reply = try AppCommand.send(AppRequest(.push, notification.json), to: bundleID, device: device)
+      if reply.value == "throttled" {
+        Console.out(
+          "The app \(bundleID) had its share of background pushes this hour (--push-limit): the notification is held and delivered when the budget allows (a newer one replaces it)."
+        )
+      }
       if reply.value == "shown" {
         Console.out(
           "The app \(bundleID) is not active: the notification is shown, and without \"content-available\": 1 the app is not woken."

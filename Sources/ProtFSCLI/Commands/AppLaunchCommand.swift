@@ -11,8 +11,13 @@ import ProtFSSystem
 package enum AppLaunchCommand {
   package static let command = Command(
     name: "launch",
-    abstract: "Run a program as the app, in the foreground, until it ends.",
+    abstract: "Run a program as the app, in the foreground, until it ends; or start the installed app (simctl launch).",
     discussion: """
+      Without CMD, the app installed with `protfs app install` (or launched before) is started
+      detached from this shell, as `simctl launch` starts one: the command returns once the app
+      runs, printing BUNDLE-ID: PID; its output goes to the device's .protfs/logs/BUNDLE-ID.log.
+      With --wait it runs here until it ends, as with CMD.
+
       CMD runs confined exactly as under `protfs exec`, through a mount of the device served for it
       while it runs (or the device's mount when one is active), so that the class decides every
       open, create and write as on a phone, refusals being "Operation not permitted" (EPERM).
@@ -54,10 +59,11 @@ package enum AppLaunchCommand {
     arguments: [AppCommand.bundleArgument],
     options: [
       backgroundTime, suspendAfter, fetchTime, fetchMinimum, refreshTime, processingTime, watchdog, infoPlist,
-      noMount, ExecCommand.schedule, forFetch, forSession, forPush, forBackgroundTask,
+      noMount, ExecCommand.schedule, pushLimit, forFetch, forSession, forPush, forBackgroundTask, wait,
     ]
       + ExecCommand.passcode.options,
     takesTrailingCommand: true,
+    trailingCommandIsOptional: true,
     run: run
   )
 
@@ -84,6 +90,13 @@ package enum AppLaunchCommand {
     help:
       "Launch in the background and run this BGTaskScheduler request, as `protfs app refresh` does for an app not running."
   )
+  /// `--push-limit COUNT`.
+  package static let pushLimit = Option.value(
+    "push-limit", "count",
+    help: "Throttle silent pushes as iOS does: at most COUNT an hour, one over it held (default: no throttle).")
+  /// `--wait`.
+  package static let wait = Option.flag(
+    "wait", help: "Without CMD: run the installed app here until it ends, as with CMD, instead of detached.")
   /// `--refresh-time DURATION`.
   package static let refreshTime = Option.value(
     "refresh-time", "duration", help: "Time a BGAppRefreshTask may run (default 30s).")
@@ -123,6 +136,12 @@ package enum AppLaunchCommand {
     timings.fetchTime = try duration(invocation, fetchTime) ?? timings.fetchTime
     timings.fetchMinimum = try duration(invocation, fetchMinimum) ?? timings.fetchMinimum
     timings.watchdog = try duration(invocation, watchdog) ?? timings.watchdog
+    if let text = invocation.value(pushLimit) {
+      guard let count = Int(text), (1...1000).contains(count) else {
+        throw invocation.usageError("The push limit '\(text)' is not a count between 1 and 1000 an hour.")
+      }
+      timings.pushLimit = count
+    }
     timings.refreshTime = try duration(invocation, refreshTime) ?? timings.refreshTime
     timings.processingTime = try duration(invocation, processingTime) ?? timings.processingTime
     var schedule = LockSchedule(steps: [])
@@ -140,7 +159,21 @@ package enum AppLaunchCommand {
       throw invocation.usageError("--for-fetch, --for-session, --for-push and --for-bgtask cannot be given together.")
     }
     let bundleID = try AppCommand.existingApp(invocation)
-    let command = invocation.trailing
+    var command = invocation.trailing
+    if command.isEmpty {
+      // The installed app (`app install`, or its last launch): detached unless --wait.
+      guard let installed = try AppStore(device: invocation.device).record(bundleID)?.lastLaunchCommand,
+        !installed.isEmpty
+      else {
+        throw ExitStatus(
+          code: 1,
+          message:
+            "The app \(bundleID) is not installed: give its command (\(invocation.spelling.command("app launch \(bundleID) -- CMD"))) or install it (\(invocation.spelling.command("app install \(bundleID) -- CMD")))."
+        )
+      }
+      if !invocation.flag(wait) { return try AppInstallCommand.launchDetached(invocation, bundleID, installed) }
+      command = installed
+    }
     guard let program = executablePath(command[0]) else {
       throw ExitStatus(code: 1, message: "Cannot run '\(command[0])': it is not an executable file.")
     }
@@ -346,6 +379,15 @@ package enum AppLaunchCommand {
       }
     }
     return supervisor.perform(request).error
+  }
+
+  /// `command` with its program looked up and made absolute, as the app's record keeps it.
+  static func absoluteCommand(_ command: [String]) throws -> [String] {
+    guard let program = executablePath(command[0]) else {
+      throw ExitStatus(code: 1, message: "Cannot run '\(command[0])': it is not an executable file.")
+    }
+    return [program.hasPrefix("/") ? program : FileManager.default.currentDirectoryPath + "/" + program]
+      + command.dropFirst()
   }
 
   /// The file `name` runs, looked up in $PATH as execvp does, when it is an executable regular file.

@@ -129,8 +129,10 @@ package enum DetachedLaunch {
   /// and no other descriptor: it outlives this command, and must hold none of the descriptors this
   /// process has (a caller waiting for this command's pipes or its exit socket would wait for it
   /// too; a supervisor's mount connection would stay alive with it). `purpose` words the error.
+  /// `output`: a descriptor its standard output and error go to instead.
   package static func start(
-    program: String = "/proc/self/exe", _ arguments: [String], purpose: String = "launch the app with"
+    program: String = "/proc/self/exe", _ arguments: [String], purpose: String = "launch the app with",
+    output: Int32? = nil
   ) throws(ProtFSError) -> pid_t {
     var argv: [UnsafeMutablePointer<CChar>?] = (["protfs"] + arguments).map { strdup($0) } + [nil]
     defer { for pointer in argv { free(pointer) } }
@@ -138,7 +140,11 @@ package enum DetachedLaunch {
     posix_spawn_file_actions_init(&actions)
     defer { posix_spawn_file_actions_destroy(&actions) }
     for fd in [STDIN_FILENO, STDOUT_FILENO, STDERR_FILENO] {
-      posix_spawn_file_actions_addopen(&actions, fd, "/dev/null", fd == STDIN_FILENO ? O_RDONLY : O_WRONLY, 0)
+      if let output, fd != STDIN_FILENO {
+        posix_spawn_file_actions_adddup2(&actions, output, fd)
+      } else {
+        posix_spawn_file_actions_addopen(&actions, fd, "/dev/null", fd == STDIN_FILENO ? O_RDONLY : O_WRONLY, 0)
+      }
     }
     _ = Kernel.spawnClosing(from: STDERR_FILENO + 1, &actions)
     var attributes = posix_spawnattr_t()

@@ -1,0 +1,115 @@
+import Foundation
+import ProtFS
+import ProtFSApp
+import ProtFSSystem
+
+/// `protfs app install BUNDLE-ID [--info-plist FILE] -- CMD`, simctl's `install`: the app's
+/// command and Info.plist are kept, so that `protfs app launch BUNDLE-ID` (simctl's `launch`) and
+/// the system's launches (a fetch, a push, a BGTask, a session's events) start it without being
+/// told the command again.
+package enum AppInstallCommand {
+  package static let command = Command(
+    name: "install",
+    abstract: "Install a program as the app, for `app launch BUNDLE-ID` and the system's launches (simctl install).",
+    discussion: """
+      Keeps CMD (its program made absolute) as the command the app is launched with, and builds its
+      bundle on the device (Bundles/BUNDLE-ID.app/) with --info-plist's Info.plist (or the one
+      installed before) and, for a Swift program, the program. An app the user force-quit may be
+      launched by the system again. A running app is not replaced: terminate it first.
+      """,
+    arguments: [AppCommand.bundleArgument],
+    options: [AppLaunchCommand.infoPlist],
+    takesTrailingCommand: true,
+    run: run)
+
+  package static func run(_ invocation: Invocation) throws -> Int32 {
+    let bundleID = try AppCommand.existingApp(invocation)
+    let command = try AppLaunchCommand.absoluteCommand(invocation.trailing)
+    let device = invocation.device
+    let store = AppStore(device: device)
+    var record = try store.record(bundleID)?.settled ?? AppRecord(bundleID: bundleID.rawValue, backgroundTime: 30)
+    guard record.state == .notRunning else {
+      throw ExitStatus(
+        code: 1,
+        message:
+          "The app \(bundleID) is running: terminate it before installing it again (\(invocation.spelling.command("app terminate \(bundleID)")))."
+      )
+    }
+    let bundle = try AppBundle(
+      bundleID: bundleID, infoPlist: invocation.value(AppLaunchCommand.infoPlist), device: device)
+    try bundle.install(AppBundle.isSwiftProgram(command[0]) ? command[0] : nil, on: device)
+    record.lastLaunchCommand = command
+    record.forceQuit = false
+    try store.write(record)
+    Console.out("Installed \(bundleID): \(command.joined(separator: " "))")
+    return 0
+  }
+
+  /// The log of an app launched detached: `.protfs/logs/BUNDLE-ID.log` in the device, made anew at
+  /// every such launch.
+  static func logPath(_ device: Device, _ bundleID: BundleID) -> String {
+    device.stateDirectory + "/logs/\(bundleID).log"
+  }
+
+  /// The last line written to `log` (read from its last 4 KiB), if any.
+  private static func lastLine(of log: Int32) -> String? {
+    guard let size = try? valueOrErrno(.seek, { lseek(log, 0, SEEK_END) }).get(), size > 0 else { return nil }
+    var bytes = [UInt8](repeating: 0, count: Int(min(size, 4096)))
+    let count = bytes.withUnsafeMutableBytes { raw in
+      (try? valueOrErrno(.read) { pread(log, raw.baseAddress, raw.count, off_t(size) - off_t(raw.count)) }.get()) ?? 0
+    }
+    return String(decoding: bytes[..<count], as: UTF8.self).split(separator: "\n").last.map(String.init)
+  }
+
+  /// Launches the installed `command` of `bundleID` as `app launch` does, detached from this shell
+  /// (its output goes to the app's log), with the options the invocation gave; returns once the
+  /// app runs, printing `BUNDLE-ID: PID` as `simctl launch` does.
+  static func launchDetached(_ invocation: Invocation, _ bundleID: BundleID, _ command: [String]) throws -> Int32 {
+    let device = invocation.device
+    if try AppStore(device: device).record(bundleID)?.isSupervised == true {
+      throw ExitStatus(
+        code: 1, message: "The app \(bundleID) is already running; terminate it first, or bring it to the foreground.")
+    }
+    var forwarded: [String] = []
+    for option in AppLaunchCommand.command.options where option != AppLaunchCommand.wait {
+      if option.isFlag {
+        if invocation.flag(option) { forwarded.append("--" + option.long) }
+      } else {
+        for value in invocation.values(option) { forwarded += ["--" + option.long, value] }
+      }
+    }
+    let state = try DirectoryHandle(path: device.stateDirectory)
+    try state.makeDirectory("logs", permissions: FilePermissions(rawValue: 0o700))
+    let logs = try state.openDirectory("logs")
+    let log = try logs.openFile(
+      "\(bundleID).log", flags: O_RDWR | O_CREAT | O_TRUNC, permissions: FilePermissions(rawValue: 0o600))
+    defer { closeDescriptor(log) }
+    let supervisor = try DetachedLaunch.start(
+      ["--device", device.root, "app", "launch", bundleID.rawValue] + forwarded + ["--"] + command, output: log)
+    let path = logPath(device, bundleID)
+    let store = AppStore(device: device)
+    let deadline = Date().addingTimeInterval(60)
+    while Date() < deadline {
+      if case .success(let code?) = Kernel.reapChildIfEnded(supervisor) {
+        // The launch's own error, when it wrote one, says best what went wrong.
+        let said =
+          lastLine(of: log).map { line in
+            ": " + (line.hasPrefix("Error: ") ? String(line.dropFirst(7)) : line)
+          } ?? ""
+        throw ExitStatus(
+          code: 1,
+          message:
+            "The app \(bundleID) ended before it ran (its launch exited with status \(code))\(said) Its output is in \(path)."
+        )
+      }
+      if let record = try? store.record(bundleID), record.supervisorPID == supervisor, let pid = record.pid,
+        record.state != .notRunning
+      {
+        Console.out("\(bundleID): \(pid)")
+        return 0
+      }
+      usleep(2_000)
+    }
+    throw ExitStatus(code: 1, message: "The app \(bundleID) did not start within 60 s; its output is in \(path).")
+  }
+}

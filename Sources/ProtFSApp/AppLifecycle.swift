@@ -67,12 +67,16 @@ package struct AppLifecycle {
     package var identifier: String?
     /// The BGTask's kind (`bgTaskLaunch`).
     package var taskType: BackgroundTaskRequest.Kind?
+    /// The location (`didUpdateLocations`).
+    package var coordinate: Coordinate?
 
     /// `event`, with the number, task, session and payload it carries.
     package init(
       event: AppEvent, number: Int? = nil, task: AppRecord.Task? = nil, session: String? = nil,
-      userInfo: String? = nil, identifier: String? = nil, taskType: BackgroundTaskRequest.Kind? = nil
+      userInfo: String? = nil, identifier: String? = nil, taskType: BackgroundTaskRequest.Kind? = nil,
+      coordinate: Coordinate? = nil
     ) {
+      self.coordinate = coordinate
       self.event = event
       self.number = number
       self.task = task
@@ -81,6 +85,34 @@ package struct AppLifecycle {
       self.identifier = identifier
       self.taskType = taskType
     }
+  }
+
+  /// A place on Earth, in degrees.
+  package struct Coordinate: Equatable, Sendable {
+    /// -90 to 90.
+    package var latitude: Double
+    /// -180 to 180.
+    package var longitude: Double
+
+    /// The coordinate `text` ("LATITUDE,LONGITUDE") names, or nil when it names none.
+    package init?(_ text: String) {
+      let parts = text.split(separator: ",", omittingEmptySubsequences: false)
+      guard parts.count == 2, parts.allSatisfy({ $0.count <= 32 }),
+        let latitude = Double(parts[0].trimmingCharacters(in: .whitespaces)),
+        let longitude = Double(parts[1].trimmingCharacters(in: .whitespaces)), (-90...90).contains(latitude),
+        (-180...180).contains(longitude)
+      else { return nil }
+      self.latitude = latitude
+      self.longitude = longitude
+    }
+  }
+
+  /// How an app updates its location.
+  private enum LocationUpdates {
+    /// While it runs in the foreground (and, without the mode, until it is suspended).
+    case foreground
+    /// Also in the background (`allowsBackgroundLocationUpdates`).
+    case background
   }
 
   /// A deadline the lifecycle planned, with what it needs to tell whether it still applies.
@@ -137,6 +169,10 @@ package struct AppLifecycle {
     /// Whether its expiration went out.
     var expired = false
   }
+  /// Whether the app plays audio with an active playback session.
+  private var playingAudio = false
+  /// How the app updates its location, while it does.
+  private var locationUpdates: LocationUpdates?
   /// The BGTask identifiers whose launch handlers the app registered.
   private var registeredTasks: Set<String> = []
   /// Whether a watched app's launch finished (its main thread returned from
@@ -294,6 +330,9 @@ package struct AppLifecycle {
     case .eventsHandled: return endSessionEvents(request.argument ?? "")
     case .startSessionService: return .ok()
     case .setFetchInterval: return setFetchInterval(request.argument ?? "")
+    case .audio: return setAudio(request.argument ?? "")
+    case .locationUpdates: return setLocationUpdates(request.argument ?? "")
+    case .location: return deliverLocation(request.argument ?? "")
     case .push: return startPush(request.argument ?? "")
     case .pushCompleted: return completePush(request.argument ?? "")
     case .watchMainThread:
@@ -559,6 +598,55 @@ package struct AppLifecycle {
     return .ok()
   }
 
+  // MARK: - Audio and location
+
+  /// Whether a background mode keeps the app running in the background: audio playing with
+  /// `audio` declared, or background location updates with `location` declared.
+  private var keptRunning: Bool {
+    (playingAudio && backgroundModes.contains("audio"))
+      || (locationUpdates == .background && backgroundModes.contains("location"))
+  }
+
+  /// The app plays audio ("play") or stopped ("stop"). The reply says when its Info.plist does not
+  /// declare the mode that would keep it running.
+  private mutating func setAudio(_ text: String) -> AppReply {
+    guard text == "play" || text == "stop" else { return .refused("'\(text)' is not play or stop.") }
+    playingAudio = text == "play"
+    reschedule()
+    return .ok(
+      playingAudio && !backgroundModes.contains("audio")
+        ? "the app's Info.plist does not list audio in UIBackgroundModes: it is suspended in the background as any app"
+        : nil)
+  }
+
+  /// The app updates its location ("foreground", "background") or stopped ("stop").
+  private mutating func setLocationUpdates(_ text: String) -> AppReply {
+    switch text {
+    case "foreground": locationUpdates = .foreground
+    case "background": locationUpdates = .background
+    case "stop": locationUpdates = nil
+    default: return .refused("'\(text)' is not foreground, background or stop.")
+    }
+    reschedule()
+    return .ok(
+      locationUpdates == .background && !backgroundModes.contains("location")
+        ? "the app's Info.plist does not list location in UIBackgroundModes: it is suspended in the background as any app"
+        : nil)
+  }
+
+  /// The device is at `text`: an app updating its location and not suspended gets it; the reply
+  /// says "not updating" or "suspended" when it does not.
+  private mutating func deliverLocation(_ text: String) -> AppReply {
+    guard let coordinate = Coordinate(text) else {
+      return .refused(
+        "'\(text.prefix(80))' is not a location: give LATITUDE,LONGITUDE in degrees, such as 48.8584,2.2945.")
+    }
+    guard locationUpdates != nil else { return .ok("not updating") }
+    guard record.state != .suspended else { return .ok("suspended") }
+    send(.didUpdateLocations, coordinate: coordinate)
+    return .ok()
+  }
+
   /// Records the app's minimum fetch interval and plans the fetches it allows.
   private mutating func setFetchInterval(_ text: String) -> AppReply {
     if text == "never" {
@@ -746,7 +834,7 @@ package struct AppLifecycle {
       effects.append(
         .schedule(.backgroundTimeEnd(generation: generation), deadline: backgroundStart + timings.backgroundTime))
     } else if fetchStart == nil && pushStart == nil && sessionWaits.isEmpty && unanswered.isEmpty
-      && runningTasks.isEmpty
+      && runningTasks.isEmpty && !keptRunning
     {
       let suspension = max(backgroundStart + timings.suspendAfter, now.uptime)
       effects.append(.schedule(.suspension(generation: generation), deadline: suspension))
@@ -778,7 +866,7 @@ package struct AppLifecycle {
   /// its main thread answers with, and the watchdog waits for the answer.
   private mutating func send(
     _ event: AppEvent, task: AppRecord.Task? = nil, session: String? = nil, userInfo: String? = nil,
-    identifier: String? = nil, taskType: BackgroundTaskRequest.Kind? = nil
+    identifier: String? = nil, taskType: BackgroundTaskRequest.Kind? = nil, coordinate: Coordinate? = nil
   ) {
     guard pid > 0 else { return }
     var number: Int?
@@ -791,7 +879,7 @@ package struct AppLifecycle {
       .send(
         EventLine(
           event: event, number: number, task: task, session: session, userInfo: userInfo, identifier: identifier,
-          taskType: taskType)))
+          taskType: taskType, coordinate: coordinate)))
   }
 
   /// The record is to be written (once for a run of changes with nothing else between them).

@@ -65,6 +65,8 @@ public enum AppEvent: String, Sendable, CaseIterable {
   /// A running BGTask's time is about to run out (the line carries its `identifier`): stop, and
   /// call `bgtask-completed` at once.
   case bgTaskExpiration
+  /// A new location for an app updating its location (the line carries `latitude` and `longitude`).
+  case didUpdateLocations
 }
 
 /// One request to an app's supervisor.
@@ -131,6 +133,16 @@ public struct AppRequest: Codable, Sendable, Equatable {
     case bgTaskLaunch
     /// Expire running BGTask `argument` (its identifier), as `_simulateExpirationForTaskWithIdentifier`.
     case bgTaskExpire
+    /// The app plays audio (`argument` "play") with an active playback session, or stopped ("stop"):
+    /// with `audio` in its UIBackgroundModes, it keeps running in the background while it plays.
+    case audio
+    /// The app updates its location (`argument` "foreground", or "background" with
+    /// `allowsBackgroundLocationUpdates`), or stopped ("stop"): with `location` in its
+    /// UIBackgroundModes, background updates keep it running in the background.
+    case locationUpdates
+    /// The device is at `argument` ("LATITUDE,LONGITUDE"), as `simctl location set` says: an app
+    /// updating its location, and running, gets `didUpdateLocations`.
+    case location
   }
 
   /// What is asked.
@@ -143,9 +155,11 @@ public struct AppRequest: Codable, Sendable, Equatable {
     switch kind {
     case .beginTask, .endTask, .timeRemaining, .fetchCompleted, .eventsHandled, .startSessionService,
       .setFetchInterval, .uncaughtException, .watchMainThread, .mainThreadAnswered, .pushCompleted, .bgTaskRegister,
-      .bgTaskSubmit, .bgTaskCancel, .bgTaskRequests, .bgTaskCompleted:
+      .bgTaskSubmit, .bgTaskCancel, .bgTaskRequests, .bgTaskCompleted, .audio, .locationUpdates:
       true
-    case .background, .foreground, .fetch, .terminate, .sessionEvents, .push, .bgTaskLaunch, .bgTaskExpire: false
+    case .background, .foreground, .fetch, .terminate, .sessionEvents, .push, .bgTaskLaunch, .bgTaskExpire,
+      .location:
+      false
     }
   }
   /// Its argument, if any.

@@ -256,6 +256,9 @@ public final class AppSupervisor: @unchecked Sendable {
     if let session = line.session { text += #","session":\#(Self.jsonString(session))"# }
     if let identifier = line.identifier { text += #","identifier":\#(Self.jsonString(identifier))"# }
     if let type = line.taskType { text += #","type":"\#(type.rawValue)""# }
+    if let coordinate = line.coordinate {
+      text += #","latitude":\#(coordinate.latitude),"longitude":\#(coordinate.longitude)"#
+    }
     // Checked JSON text (RemoteNotification), written as it is.
     if let userInfo = line.userInfo { text += #","userInfo":"# + userInfo }
     text += "}\n"

@@ -174,6 +174,10 @@ extension UIApplication {
       BGTaskScheduler.shared.launch(identifier, type: type)
     case .bgTaskExpiration:
       if let identifier = event.identifier { BGTaskScheduler.shared.expire(identifier) }
+    case .didUpdateLocations:
+      if let latitude = event.latitude, let longitude = event.longitude {
+        CLLocationManager.deliver(latitude: latitude, longitude: longitude)
+      }
     case nil:
       return
     }

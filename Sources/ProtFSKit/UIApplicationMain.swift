@@ -104,11 +104,15 @@ struct AppEventLine: Decodable, Sendable {
   var identifier: String?
   /// The BGTask's kind (`refresh`, `processing`).
   var type: String?
+  /// A location's latitude (`didUpdateLocations`).
+  var latitude: Double?
+  /// Its longitude.
+  var longitude: Double?
   /// A remote notification's payload (`didReceiveRemoteNotification`), as JSON; read apart from
   /// the rest, since it is any JSON object.
   var userInfo: Data?
 
-  enum CodingKeys: String, CodingKey { case event, task, name, session, number, identifier, type }
+  enum CodingKeys: String, CodingKey { case event, task, name, session, number, identifier, type, latitude, longitude }
 
   /// Decodes `line`, its payload included.
   static func decode(_ line: Data) -> AppEventLine? {

@@ -608,3 +608,54 @@ extension Simulation {
     return reply.value ?? ""
   }
 }
+
+/// The background modes that keep an app running (`audio`, `location`), on the simulated clock.
+@Suite("Audio and location, without processes")
+struct AppBackgroundModeStateTests {
+  @Test func playingAudioKeepsAnAppWithTheModeRunningAndStoppingLetsItBeSuspended() throws {
+    var app = try Simulation(modes: ["audio"])
+    app.expectOK(.audio, "play")
+    app.expectOK(.background)
+    #expect(app.wait(3_600).isEmpty)
+    #expect(app.life.record.state == .background)
+    app.expectOK(.audio, "stop")
+    #expect(app.wait(5) == [.suspend, .save])
+  }
+
+  @Test func withoutTheModeAudioKeepsNothingRunningAndTheReplySaysSo() throws {
+    var app = try Simulation()
+    let (reply, _) = app.ask(.audio, "play")
+    #expect(reply.error == nil && reply.value?.contains("does not list audio") == true, "\(reply)")
+    app.expectOK(.background)
+    #expect(app.wait(5) == [.suspend, .save])
+    #expect(app.ask(.audio, "loud").0.error?.contains("not play or stop") == true)
+  }
+
+  @Test func backgroundLocationUpdatesKeepTheAppRunningAndLocationsReachOnlyARunningUpdatingApp() throws {
+    var app = try Simulation(modes: ["location"])
+    #expect(app.ask(.location, "48.8584,2.2945").0 == .ok("not updating"))
+    app.expectOK(.locationUpdates, "foreground")
+    let delivered = app.expectOK(.location, "48.8584,2.2945")
+    let coordinate = try #require(AppLifecycle.Coordinate("48.8584,2.2945"))
+    #expect(delivered == [.send(AppLifecycle.EventLine(event: .didUpdateLocations, coordinate: coordinate))])
+    // Foreground updates keep nothing running: suspended, the app gets no location.
+    app.expectOK(.background)
+    #expect(app.wait(5) == [.suspend, .save])
+    #expect(app.ask(.location, "1,2") == (.ok("suspended"), []))
+    app.expectOK(.foreground)
+    app.expectOK(.locationUpdates, "background")
+    app.expectOK(.background)
+    #expect(app.wait(3_600).isEmpty)
+    #expect(events(app.expectOK(.location, "-33.8568, 151.2153")) == [.didUpdateLocations])
+    app.expectOK(.locationUpdates, "stop")
+    #expect(app.wait(0) == [.suspend, .save])
+  }
+
+  @Test func aLocationThatIsNoLocationIsRefused() throws {
+    var app = try Simulation()
+    for text in ["", "1", "91,0", "0,181", "a,b", "1,2,3", "nan,0", String(repeating: "1", count: 100) + ",0"] {
+      #expect(app.ask(.location, text).0.error?.contains("is not a location") == true, "\(text)")
+    }
+    #expect(!AppRequest(.location).isTheAppsOwn && AppRequest(.audio).isTheAppsOwn)
+  }
+}

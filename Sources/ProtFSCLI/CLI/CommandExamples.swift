@@ -121,6 +121,14 @@ package enum CommandExamples {
       "protfs app bgtask-cancel com.example.app.refresh",
       "protfs app bgtask-cancel --all",
     ],
+    "protfs app location": [
+      "protfs app location com.example.app 48.8584,2.2945     # didUpdateLocations, as simctl location set",
+      "protfs app location com.example.app --file route.csv --every 500ms",
+    ],
+    "protfs app audio": ["protfs app audio play     # inside the app: keeps it running in the background"],
+    "protfs app location-updates": [
+      "protfs app location-updates background   # inside the app: startUpdatingLocation in the background"
+    ],
     "protfs app list": [
       "protfs app list                            # the apps on the device, their states and containers",
       "protfs app list --json | jq -r '.[].bundleID'",

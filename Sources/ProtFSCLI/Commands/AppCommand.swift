@@ -26,7 +26,8 @@ package enum AppCommand {
       AppHelperCommands.setFetchInterval,
       AppBackgroundTaskCommands.refresh, AppBackgroundTaskCommands.process, AppBackgroundTaskCommands.expire,
       AppBackgroundTaskCommands.requests, AppBackgroundTaskCommands.register, AppBackgroundTaskCommands.submit,
-      AppBackgroundTaskCommands.completed, AppBackgroundTaskCommands.cancel,
+      AppBackgroundTaskCommands.completed, AppBackgroundTaskCommands.cancel, AppBackgroundModeCommands.location,
+      AppBackgroundModeCommands.audio, AppBackgroundModeCommands.locationUpdates,
     ]
   )
 

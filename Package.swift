@@ -71,6 +71,8 @@ let package = Package(
       name: "PortedApp", dependencies: ["ProtFSKit"], path: "Examples/PortedApp",
       swiftSettings: [.swiftLanguageMode(.v5)]),
     .executableTarget(name: "PortedMainApp", dependencies: ["ProtFSKit"], path: "Examples/PortedMainApp"),
+    // A silent push that starts a background download (issue 32).
+    .executableTarget(name: "PushDownloader", dependencies: ["ProtFSKit"], path: "Examples/PushDownloader"),
     // Audio and location keeping an app running in the background (issue 32).
     .executableTarget(name: "KeepAlive", dependencies: ["ProtFSKit"], path: "Examples/KeepAlive"),
     // BGTaskScheduler as Apple's sample uses it, in the Swift 5 language mode (issue 32).

@@ -45,7 +45,7 @@ struct LayeringTests {
   /// The example apps under Examples/: each imports only ProtFSKit, as an iOS app imports UIKit.
   static let examples = [
     "BackgroundRunner", "FetchHelper", "ForgetfulApp", "BackgroundDownloader", "UploadSession", "FetchDownloader",
-    "PauseResume", "PortedApp", "PortedMainApp", "MisusedUpload", "TaskScheduler", "KeepAlive",
+    "PauseResume", "PortedApp", "PortedMainApp", "MisusedUpload", "TaskScheduler", "KeepAlive", "PushDownloader",
   ]
 
   /// The imports of every Swift file under `folder/target`, with the file's path.

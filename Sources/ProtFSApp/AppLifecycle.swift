@@ -494,7 +494,8 @@ package struct AppLifecycle {
   }
 
   /// Submits the request `text` describes, as `BGTaskScheduler.submit` does: only a permitted
-  /// identifier of an app that declares the kind's background mode, at most one refresh and ten
+  /// identifier of an app that declares the kind's background mode and registered its launch
+  /// handler (else iOS's exception), at most one refresh and ten
   /// processing requests pending; one of the same identifier is replaced.
   private mutating func submitTask(_ text: String) -> AppReply {
     guard let message = BackgroundTaskMessage.parse(text), let identifier = message.identifier,
@@ -509,6 +510,9 @@ package struct AppLifecycle {
       return .refused(
         "A \(type.rawValue) task needs '\(type.requiredMode)' in the UIBackgroundModes of \(bundleID)'s Info.plist.",
         .notPermitted)
+    }
+    guard registeredTasks.contains(identifier) else {
+      return .refused("No launch handler registered for task with identifier \(identifier)", .programmingError)
     }
     var requests = record.taskRequests.filter { $0.identifier != identifier }
     guard requests.filter({ $0.type == type }).count < type.pendingLimit else {

@@ -472,10 +472,13 @@ struct AppBackgroundTaskStateTests {
   static let refresh = "com.example.refresh"
   static let cleanup = "com.example.cleanup"
 
-  /// An app that permits both identifiers and declares `modes`.
-  fileprivate func app(modes: [String] = ["fetch", "processing"]) throws -> Simulation {
+  /// An app that permits both identifiers and declares `modes`, with their launch handlers
+  /// registered (unless `registering` is false).
+  fileprivate func app(modes: [String] = ["fetch", "processing"], registering: Bool = true) throws -> Simulation {
     var app = try Simulation(modes: modes)
-    app.life.permittedTaskIdentifiers = [Self.refresh, Self.cleanup] + (0..<12).map { "com.example.p\($0)" }
+    let identifiers = [Self.refresh, Self.cleanup] + (0..<12).map { "com.example.p\($0)" }
+    app.life.permittedTaskIdentifiers = identifiers
+    if registering { for identifier in identifiers { app.expectOK(.bgTaskRegister, identifier) } }
     return app
   }
 
@@ -492,7 +495,10 @@ struct AppBackgroundTaskStateTests {
   }
 
   @Test func registrationNeedsAPermittedIdentifierOnceAndBeforeTheLaunchFinished() throws {
-    var app = try app()
+    var app = try app(registering: false)
+    // A request before its launch handler is registered is iOS's exception.
+    let early = app.ask(.bgTaskSubmit, submit(Self.refresh, .refresh)).0
+    #expect(early.code == "programmingError" && early.error?.contains("No launch handler registered") == true)
     #expect(app.ask(.bgTaskRegister, "com.example.other").0.code == "notPermitted")
     app.expectOK(.bgTaskRegister, Self.refresh)
     let twice = app.ask(.bgTaskRegister, Self.refresh).0

@@ -52,7 +52,7 @@ package enum AppBackgroundTaskCommands {
     discussion: """
       BGTaskScheduler.submit: --refresh (BGAppRefreshTaskRequest; fetch in UIBackgroundModes) or
       --processing (BGProcessingTaskRequest; processing in UIBackgroundModes), for an identifier
-      in BGTaskSchedulerPermittedIdentifiers. At most one refresh and ten processing requests are
+      in BGTaskSchedulerPermittedIdentifiers registered with bgtask-register. At most one refresh and ten processing requests are
       pending; a request of the same identifier replaces the last. It is run by `protfs app
       refresh` or `protfs app process` (or a scheduled refresh@ or process@ step), never before
       --earliest from now.

@@ -26,6 +26,8 @@ public final class BGTaskScheduler: @unchecked Sendable {
       /// The identifier is not in `BGTaskSchedulerPermittedIdentifiers`, or the app does not
       /// declare the kind's background mode (`fetch`, `processing`).
       case notPermitted = 3
+      /// The system cannot run the task at once.
+      case immediateRunIneligible = 4
     }
 
     /// The code.
@@ -87,7 +89,32 @@ public final class BGTaskScheduler: @unchecked Sendable {
     return true
   }
 
-  /// Submits `taskRequest`; a pending request of the same identifier is replaced.
+  /// Submits `taskRequest`, then calls `completionHandler` with the error, if any, on an arbitrary
+  /// queue.
+  public func submitTaskRequest(
+    _ taskRequest: BGTaskRequest, completionHandler: @escaping @Sendable ((any Swift.Error)?) -> Void
+  ) {
+    DispatchQueue.global().async {
+      do {
+        try self.submit(taskRequest)
+        completionHandler(nil)
+      } catch {
+        completionHandler(error)
+      }
+    }
+  }
+
+  /// Submits `taskRequest`, from async code.
+  public func submitTaskRequest(_ taskRequest: BGTaskRequest) async throws {
+    try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<Void, any Swift.Error>) in
+      submitTaskRequest(taskRequest) { error in
+        if let error { continuation.resume(throwing: error) } else { continuation.resume() }
+      }
+    }
+  }
+
+  /// Submits `taskRequest`; a pending request of the same identifier is replaced. An identifier
+  /// whose launch handler was not registered is iOS's exception.
   public func submit(_ taskRequest: BGTaskRequest) throws {
     let type: BackgroundTaskRequest.Kind = taskRequest is BGProcessingTaskRequest ? .processing : .refresh
     let processing = taskRequest as? BGProcessingTaskRequest
@@ -97,6 +124,9 @@ public final class BGTaskScheduler: @unchecked Sendable {
       requiresExternalPower: processing?.requiresExternalPower)
     let reply = Self.send(AppRequest(.bgTaskSubmit, message.json))
     guard let error = reply.error else { return }
+    if reply.code == BackgroundTaskRefusal.programmingError.rawValue {
+      UncaughtException.raise("NSInternalInconsistencyException", reason: error)
+    }
     let code: Error.Code =
       switch BackgroundTaskRefusal(rawValue: reply.code ?? "") {
       case .tooManyPendingTaskRequests: .tooManyPendingTaskRequests

@@ -43,8 +43,9 @@ class AppDelegate: UIResponder, UIApplicationDelegate, CLLocationManagerDelegate
     guard let location = locations.last else { return }
     print("location \(location.coordinate.latitude),\(location.coordinate.longitude)")
     if location.coordinate.latitude == 0 && location.coordinate.longitude == 0 {
-      player?.stop()
+      // Said first: once nothing plays, the app is suspended at once.
       print("stopped playing")
+      player?.stop()
     }
   }
 }

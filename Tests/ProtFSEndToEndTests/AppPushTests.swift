@@ -16,7 +16,7 @@ import Testing
       echo ready
       while read -r line <&3; do
         case "$line" in
-          *didReceiveRemoteNotification*) echo "$line"; "$PROTFS" app push-completed newData && echo completed ;;
+          *didReceiveRemoteNotification*) echo "$line"; echo completing; "$PROTFS" app push-completed newData ;;
           *willTerminate*) exit 0 ;;
         esac
       done
@@ -44,7 +44,7 @@ import Testing
     #expect(
       line?.0.contains(#""userInfo":{"aps":{"content-available":1},"url":"https://example.com/new"}"#) == true,
       "\(app.output)")
-    #expect(await app.line(containing: "completed") != nil, "\(app.output)")
+    #expect(await app.line(containing: "completing") != nil, "\(app.output)")
     #expect(await d.waitForState("suspended"), "\(d.record())")
     // Without content-available the notification is shown, and the suspended app stays so.
     let visible = try payload(d, "visible.json", #"{"aps": {"alert": "Hello"}}"#)
@@ -83,7 +83,7 @@ import Testing
     #expect(try await d.protfs(["app", "background", AppDevice.bundle]).status == 0)
     let silent = try payload(d, "silent.json", #"{"aps": {"content-available": 1}}"#)
     #expect(try await d.protfs(["app", "push", AppDevice.bundle, silent]).status == 0)
-    #expect(await app.line(containing: "completed") != nil, "\(app.output)")
+    #expect(await app.line(containing: "completing") != nil, "\(app.output)")
     let held = try await d.protfs(["app", "push", AppDevice.bundle, silent])
     #expect(held.status == 0 && held.stdout.contains("the notification is held"), "\(held)")
     let bad = try await d.protfs(["app", "launch", AppDevice.bundle, "--push-limit", "0", "--", "/bin/true"])
@@ -97,7 +97,7 @@ import Testing
     defer { app.stop() }
     let line = await app.line(containing: "didReceiveRemoteNotification")
     #expect(line?.0.contains(#""userInfo":{"aps":{"content-available":1}}"#) == true, "\(app.output)")
-    #expect(await app.line(containing: "completed") != nil, "\(app.output)")
+    #expect(await app.line(containing: "completing") != nil, "\(app.output)")
     let exec = try await d.protfs(["exec", "--schedule", "push@1s", "--", "/bin/true"])
     #expect(exec.status == 64 && exec.stderr.contains("needs an app"), "\(exec)")
   }

@@ -16,7 +16,9 @@ func say(_ fields: [String: Any]) {
 nonisolated(unsafe) var backgroundCompletionHandler: (() -> Void)?
 
 /// The download session's delegate.
-final class Downloader: NSObject, URLSessionDownloadDelegate {
+// `@unchecked Sendable`, as Foundation's URLSessionDelegate (Sendable) asks of a delegate with a lazy
+// session: it is made once, on the main thread, before any delegate call reads it.
+final class Downloader: NSObject, URLSessionDownloadDelegate, @unchecked Sendable {
   static let identifier = "com.example.BackgroundDownloader"
   lazy var session: URLSession = {
     let configuration = URLSessionConfiguration.background(withIdentifier: Downloader.identifier)

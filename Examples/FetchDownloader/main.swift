@@ -15,7 +15,9 @@ func say(_ fields: [String: Any]) {
 nonisolated(unsafe) var sessionCompletionHandler: (() -> Void)?
 
 /// The fetch helper: owns the background session.
-final class FetchDownloader: NSObject, URLSessionDownloadDelegate {
+// `@unchecked Sendable`, as Foundation's URLSessionDelegate (Sendable) asks of a delegate with a lazy
+// session: it is made once, on the main thread, before any delegate call reads it.
+final class FetchDownloader: NSObject, URLSessionDownloadDelegate, @unchecked Sendable {
   static let identifier = "com.example.FetchDownloader"
   static let description = "fetch-download"
   lazy var session = URLSession(

@@ -14,7 +14,9 @@ func say(_ text: String) {
 nonisolated(unsafe) var backgroundCompletionHandler: (() -> Void)?
 
 /// The background session's delegate.
-final class ContentDownloader: NSObject, URLSessionDownloadDelegate {
+// `@unchecked Sendable`, as Foundation's URLSessionDelegate (Sendable) asks of a delegate with a lazy
+// session: it is made once, on the main thread, before any delegate call reads it.
+final class ContentDownloader: NSObject, URLSessionDownloadDelegate, @unchecked Sendable {
   static let identifier = "com.example.PushDownloader"
   lazy var session: URLSession = {
     let configuration = URLSessionConfiguration.background(withIdentifier: ContentDownloader.identifier)

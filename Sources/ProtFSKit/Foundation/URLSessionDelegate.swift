@@ -2,7 +2,7 @@ import Foundation
 
 /// The session's own events, as Foundation's `URLSessionDelegate`. Every method but
 /// `didFinishDownloadingTo` has a default that does nothing (Objective-C optional methods).
-public protocol URLSessionDelegate: NSObjectProtocol {
+public protocol URLSessionDelegate: NSObjectProtocol, Sendable {
   /// The session was invalidated: at once for `invalidateAndCancel`, after the last outstanding
   /// task's calls for `finishTasksAndInvalidate`.
   func urlSession(_ session: URLSession, didBecomeInvalidWithError error: (any Error)?)

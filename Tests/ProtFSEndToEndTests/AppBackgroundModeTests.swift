@@ -97,5 +97,9 @@ import Testing
     }
     let missing = try await d.protfs(["app", "location", AppDevice.bundle, "--file", d.scripts + "/none.csv"])
     #expect(missing.status == 1 && missing.stderr.contains("Cannot read the route"), "\(missing)")
+    let huge = d.scripts + "/huge.csv"
+    try Data(repeating: 0x30, count: 9 << 20).write(to: URL(fileURLWithPath: huge))
+    let tooBig = try await d.protfs(["app", "location", AppDevice.bundle, "--file", huge])
+    #expect(tooBig.status == 1 && tooBig.stderr.contains("is larger than"), "\(tooBig.stderr)")
   }
 }

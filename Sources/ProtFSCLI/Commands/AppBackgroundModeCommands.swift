@@ -55,6 +55,8 @@ package enum AppBackgroundModeCommands {
   /// `<foreground|background|stop>`.
   static let updates = Argument(name: "foreground|background|stop", help: "foreground, background or stop.")
 
+  /// The largest route file read.
+  static let routeBytes = 8 << 20
   /// The most locations a route may hold.
   static let routeLimit = 100_000
 
@@ -95,7 +97,18 @@ package enum AppBackgroundModeCommands {
   static func route(_ path: String) throws -> [String] {
     let text: String
     do {
-      text = try String(contentsOfFile: path, encoding: .utf8)
+      // At most a few MiB: a route of the most locations is far smaller; a huge file is refused
+      // without being read whole.
+      let handle = try FileHandle(forReadingFrom: URL(fileURLWithPath: path))
+      defer { try? handle.close() }
+      let data = try handle.read(upToCount: routeBytes + 1) ?? Data()
+      guard data.count <= routeBytes else {
+        throw ExitStatus(
+          code: 1, message: "The route '\(path)' is larger than \(routeBytes) bytes; give a shorter one.")
+      }
+      text = String(decoding: data, as: UTF8.self)
+    } catch let status as ExitStatus {
+      throw status
     } catch {
       throw ExitStatus(code: 1, message: "Cannot read the route '\(path)': \((error as NSError).localizedDescription)")
     }

@@ -88,6 +88,9 @@ package enum AppInstallCommand {
       ["--device", device.root, "app", "launch", bundleID.rawValue] + forwarded + ["--"] + command, output: log)
     let path = logPath(device, bundleID)
     let store = AppStore(device: device)
+    // The supervisor by its start time too: a record left by an earlier one whose pid was reused
+    // is not taken for it.
+    let identity = ProcessIdentity(pid: supervisor)
     let deadline = Date().addingTimeInterval(60)
     while Date() < deadline {
       if case .success(let code?) = Kernel.reapChildIfEnded(supervisor) {
@@ -102,7 +105,7 @@ package enum AppInstallCommand {
             "The app \(bundleID) ended before it ran (its launch exited with status \(code))\(said) Its output is in \(path)."
         )
       }
-      if let record = try? store.record(bundleID), record.supervisorPID == supervisor, let pid = record.pid,
+      if let record = try? store.record(bundleID), let identity, record.supervisor == identity, let pid = record.pid,
         record.state != .notRunning
       {
         Console.out("\(bundleID): \(pid)")

@@ -83,6 +83,10 @@ import Testing
     #expect(requests.first?["earliestBeginDate"] is String && requests.last?["earliestBeginDate"] is NSNull)
     #expect(
       requests.last?["requiresExternalPower"] as? Bool == true && requests.first?["requiresExternalPower"] is NSNull)
+    let status = try await d.protfs(["app", "status", AppDevice.bundle, "--json"])
+    let entry = (try JSONSerialization.jsonObject(with: Data(status.stdout.utf8)) as? [[String: Any]])?.first
+    #expect(
+      (entry?["taskRequests"] as? [[String: Any]])?.count == 2 && entry?["lastBackgroundTask"] is NSNull, "\(status)")
     #expect(await d.waitForState("suspended"), "\(d.record())")
 
     // Not before its earliest begin date, unless --now.

@@ -183,7 +183,9 @@ package enum AppStatusCommand {
     discussion: """
       With --json: an array of objects with bundleID, state, pid, supervisorPID, tasks,
       timeRemaining (seconds; null in the foreground and when not running), backgroundTime,
-      lastFetch, forceQuit, lastExitStatus and lastLaunchCommand.
+      lastFetch, forceQuit, lastExitStatus, lastLaunchCommand, taskRequests (the pending
+      BGTaskScheduler requests, as `app requests --json` lists them) and lastBackgroundTask (the
+      last BGTask's identifier, type, result, duration and time, or null).
       """,
     arguments: [bundleArgument],
     options: [CommonOptions.json],
@@ -207,6 +209,31 @@ package enum AppStatusCommand {
     var forceQuit: Bool
     var lastExitStatus: Int32?
     var lastLaunchCommand: [String]
+    var taskRequests: [AppBackgroundTaskCommands.Entry]
+    var lastBackgroundTask: AppRecord.BackgroundTaskResult?
+
+    // Every key is written, absent values as null.
+    func encode(to encoder: Encoder) throws {
+      var keys = encoder.container(keyedBy: CodingKeys.self)
+      try keys.encode(bundleID, forKey: .bundleID)
+      try keys.encode(state, forKey: .state)
+      try keys.encode(pid, forKey: .pid)
+      try keys.encode(supervisorPID, forKey: .supervisorPID)
+      try keys.encode(tasks, forKey: .tasks)
+      try keys.encode(timeRemaining, forKey: .timeRemaining)
+      try keys.encode(backgroundTime, forKey: .backgroundTime)
+      try keys.encode(lastFetch, forKey: .lastFetch)
+      try keys.encode(forceQuit, forKey: .forceQuit)
+      try keys.encode(lastExitStatus, forKey: .lastExitStatus)
+      try keys.encode(lastLaunchCommand, forKey: .lastLaunchCommand)
+      try keys.encode(taskRequests, forKey: .taskRequests)
+      try keys.encode(lastBackgroundTask, forKey: .lastBackgroundTask)
+    }
+
+    enum CodingKeys: String, CodingKey {
+      case bundleID, state, pid, supervisorPID, tasks, timeRemaining, backgroundTime, lastFetch, forceQuit
+      case lastExitStatus, lastLaunchCommand, taskRequests, lastBackgroundTask
+    }
   }
 
   package static func run(_ invocation: Invocation) throws -> Int32 {
@@ -230,7 +257,9 @@ package enum AppStatusCommand {
         bundleID: record.bundleID, state: record.state, pid: record.pid, supervisorPID: record.supervisorPID,
         tasks: record.tasks, timeRemaining: record.timeRemaining(now: now), backgroundTime: record.backgroundTime,
         lastFetch: record.lastFetch, forceQuit: record.forceQuit, lastExitStatus: record.lastExitStatus,
-        lastLaunchCommand: record.lastLaunchCommand)
+        lastLaunchCommand: record.lastLaunchCommand,
+        taskRequests: record.taskRequests.map(AppBackgroundTaskCommands.Entry.init),
+        lastBackgroundTask: record.lastBackgroundTask)
     }
     if invocation.flag(CommonOptions.json) {
       try Console.json(entries)
@@ -251,6 +280,10 @@ package enum AppStatusCommand {
       if let fetch = entry.lastFetch {
         parts.append("last fetch: \(fetch.result) in \(String(format: "%.3f", fetch.duration)) s")
       }
+      if !entry.taskRequests.isEmpty {
+        parts.append("task requests: " + entry.taskRequests.map(\.request.identifier).joined(separator: ", "))
+      }
+      if let task = entry.lastBackgroundTask { parts.append("last task: \(task.identifier) \(task.result)") }
       if entry.forceQuit { parts.append("force-quit by the user") }
       if entry.state == .notRunning, let status = entry.lastExitStatus { parts.append("last exit status \(status)") }
       Console.out("\(entry.bundleID): " + parts.joined(separator: "; "))

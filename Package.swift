@@ -5,7 +5,7 @@ import PackageDescription
 //
 //   ProtFSSystem  the syscall layer: the only target that imports the C shims
 //   ProtFS        the model: classes, device layout, lock state, the walker and the class resolver
-//   ProtFSLock, ProtFSCache, ProtFSDownloads, ProtFSAudit   features, each on the model only
+//   ProtFSLock, ProtFSCache, ProtFSDownloads, ProtFSAudit, ProtFSBackup   features, each on the model only
 //   ProtFSFoundation   the Foundation-shaped API (FileManager, FileHandle, URLSession)
 //   ProtFSApp     the app lifecycle: the supervisor of `protfs app launch`, its socket protocol
 //   ProtFSSessions  background sessions out of process: the session service and its client
@@ -81,6 +81,8 @@ let package = Package(
       swiftSettings: [.swiftLanguageMode(.v5)]),
     // A background session asked for a data or stream upload, which iOS answers with an exception.
     .executableTarget(name: "MisusedUpload", dependencies: ["ProtFSKit"], path: "Examples/MisusedUpload"),
+    // iOS backups turned into containers (`protfs import-backup`): Manifest.db through SQLite.
+    .target(name: "ProtFSBackup", dependencies: ["ProtFSSystem", "ProtFS", "CSQLite"]),
     // The device mount: libfuse3's low-level API, used by no other target.
     .target(name: "ProtFSMount", dependencies: ["ProtFSSystem", "ProtFS", "CFuse3"]),
     // The command-line layer (parser, help, commands), a library so tests can run it in-process.
@@ -88,7 +90,7 @@ let package = Package(
       name: "ProtFSCLI",
       dependencies: [
         "ProtFSSystem", "ProtFS", "ProtFSLock", "ProtFSCache", "ProtFSDownloads", "ProtFSAudit", "ProtFSMount",
-        "ProtFSApp", "ProtFSSessions",
+        "ProtFSApp", "ProtFSSessions", "ProtFSBackup",
       ]),
     .executableTarget(name: "protfs", dependencies: ["ProtFSCLI"]),
     .target(

@@ -44,7 +44,7 @@ func allCommands(_ command: Command = Commands.root, path: [String] = []) -> [([
     }
     // app status is the ninth, sessions and tasks events the next two, then lock, unlock, init,
     // download, upload, tasks prune, set-class and app list
-    #expect(users["json"] == 20)
+    #expect(users["json"] == 21)
     #expect(users["dry-run"] == 2 && users["follow"] == 2 && users["include-resumable"] == 2)
     #expect(users["progress"] == 3)  // download, tasks resume and upload
   }

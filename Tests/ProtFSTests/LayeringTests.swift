@@ -153,6 +153,7 @@ struct LayeringTests {
     }
     let features = [
       "ProtFSLock", "ProtFSCache", "ProtFSDownloads", "ProtFSAudit", "ProtFSFoundation", "ProtFSMount", "ProtFSApp",
+      "ProtFSBackup",
     ]
     for feature in features {
       #expect(Self.allowed[feature]!.isDisjoint(with: features), "\(feature) imports another feature")

@@ -129,6 +129,10 @@ package enum CommandExamples {
     "protfs app location-updates": [
       "protfs app location-updates background   # inside the app: startUpdatingLocation in the background"
     ],
+    "protfs import-backup": [
+      "protfs import-backup ~/Backups/00008101-001A2B3C --bundle com.example.app   # one app, with its classes",
+      "protfs import-backup backup/ --metadata-only --json | jq '.containers[].unknownClasses'",
+    ],
     "protfs app list": [
       "protfs app list                            # the apps on the device, their states and containers",
       "protfs app list --json | jq -r '.[].bundleID'",

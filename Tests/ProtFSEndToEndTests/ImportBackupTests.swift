@@ -1,0 +1,134 @@
+import Foundation
+import ProtFS
+import ProtFSTestSupport
+import Testing
+
+/// `protfs import-backup` on backups the tests write (scripts/make-backup.py: Manifest.db, MBFile
+/// archives, the file store): every class number, a symlink, absent contents, hostile paths, a
+/// domain that is no app's, an encrypted backup and garbage metadata; then the audit on the result.
+@Suite struct ImportBackupTests {
+  static let app = "com.example.notes"
+
+  /// A fresh device and a backup written by the script (`--encrypted` when asked).
+  func make(encrypted: Bool = false) async throws -> (TestDevice, String) {
+    let t = try TestDevice()
+    let backup = t.directory + "/backup"
+    let script = RepositoryLayout.packageRoot + "/scripts/make-backup.py"
+    let made = try await Protfs.runProgram("/usr/bin/python3", [script, backup] + (encrypted ? ["--encrypted"] : []))
+    #expect(made.status == 0, "\(made)")
+    return (t, backup)
+  }
+
+  @Test func everyClassNumberSymlinkAndAbsentFileIsImportedAndNothingLeavesTheContainer() async throws {
+    let (t, backup) = try await make()
+    let result = try await Protfs.run(["--device", t.root, "import-backup", backup, "--json"])
+    #expect(result.status == 0, "\(result)")
+    let report = try #require(try JSONSerialization.jsonObject(with: Data(result.stdout.utf8)) as? [String: Any])
+    let containers = report["containers"] as? [[String: Any]] ?? []
+    #expect(containers.map { $0["bundleID"] as? String } == [Self.app, "group.com.example.shared"], "\(report)")
+    let notes = containers.first ?? [:]
+    #expect(notes["files"] as? Int == 6 && notes["directories"] as? Int == 3 && notes["symlinks"] as? Int == 1)
+    #expect(notes["missingContents"] as? [String] == ["Documents/missing.bin"])
+    #expect(notes["unknownClasses"] as? [String] == ["tmp/odd.bin: 7"])
+    #expect((notes["skipped"] as? [String])?.count == 2, "\(notes)")
+    #expect(report["skippedDomains"] as? [String: Int] == ["HomeDomain": 1])
+    #expect((report["unreadable"] as? [String])?.first?.contains("flags 8") == true)
+
+    let root = t.containerPath(Self.app) + "/"
+    #expect(t.rawClass(root + "Documents/secret.txt") == "NSFileProtectionComplete")
+    #expect(t.rawClass(root + "Library/Preferences/com.example.notes.plist") == "NSFileProtectionCompleteUnlessOpen")
+    #expect(t.rawClass(root + "Documents/notes.sqlite") == "NSFileProtectionCompleteUntilFirstUserAuthentication")
+    #expect(t.rawClass(root + "Library/Caches/cache.bin") == "NSFileProtectionNone")
+    #expect(t.rawClass(root + "Library/Caches") == "NSFileProtectionNone")
+    #expect(t.rawClass(root + "tmp/odd.bin") == nil)
+    #expect(FileManager.default.contents(atPath: root + "Documents/secret.txt") == Data("the passcode is 1234\n".utf8))
+    #expect(try FileManager.default.destinationOfSymbolicLink(atPath: root + "Documents/latest") == "notes.sqlite")
+    var status = stat()
+    #expect(lstat(root + "Documents/secret.txt", &status) == 0)
+    #expect(status.st_mode & 0o7777 == 0o600 && status.st_mtim.tv_sec == 1_700_000_000)
+    #expect(status.st_uid == (geteuid() == 0 ? 501 : geteuid()))
+    #expect(stat(root + "Documents/missing.bin", &status) == 0 && status.st_size == 5000 && status.st_blocks == 0)
+    #expect(stat(root + "Documents", &status) == 0 && status.st_mtim.tv_sec == 1_700_000_000)
+    for escaped in ["escaped", "escaped2"] {
+      for directory in [t.directory, t.root, t.root + "/Containers", root] {
+        #expect(!FileManager.default.fileExists(atPath: directory + "/" + escaped), "\(directory)/\(escaped)")
+      }
+    }
+    // Nothing is left in staging.
+    let staging = (try? FileManager.default.contentsOfDirectory(atPath: t.root + "/.protfs/staging")) ?? []
+    #expect(staging.isEmpty, "\(staging)")
+
+    // The audit runs on the imported containers as on any: the unless-open plist is world-readable.
+    let audit = try await Protfs.run(["--device", t.root, "audit", "--format", "json"])
+    #expect(audit.stdout.contains("PFS003") && audit.stdout.contains("com.example.notes.plist"), "\(audit)")
+  }
+
+  @Test func anExistingContainerIsRefusedUnlessReplacedAndBundleAndMetadataOnlyLimitTheImport() async throws {
+    let (t, backup) = try await make()
+    let first = try await Protfs.run(["--device", t.root, "import-backup", backup, "--bundle", Self.app])
+    #expect(first.status == 0 && first.stdout.contains("Imported \(Self.app)"), "\(first)")
+    #expect(!FileManager.default.fileExists(atPath: t.root + "/Containers/group.com.example.shared"))
+    let again = try await Protfs.run(["--device", t.root, "import-backup", backup, "--bundle", Self.app])
+    #expect(again.status == 1 && again.stderr.contains("exists on the device") && again.stderr.contains("--replace"))
+    let replaced = try await Protfs.run(
+      ["--device", t.root, "import-backup", backup, "--bundle", Self.app, "--replace", "--metadata-only"])
+    #expect(replaced.status == 0 && replaced.stdout.contains("(replaced)"), "\(replaced)")
+    let notes = t.containerPath(Self.app, "Documents/notes.sqlite")
+    var status = stat()
+    #expect(stat(notes, &status) == 0 && status.st_size == 4016 && status.st_blocks == 0)
+    let unknown = try await Protfs.run(["--device", t.root, "import-backup", backup, "--bundle", "com.example.none"])
+    #expect(unknown.status == 1 && unknown.stderr.contains("holds no app domain for 'com.example.none'"))
+  }
+
+  @Test func anEncryptedBackupOrNoBackupIsOneClearErrorAndNothingIsWritten() async throws {
+    let (t, backup) = try await make(encrypted: true)
+    let encrypted = try await Protfs.run(["--device", t.root, "import-backup", backup])
+    #expect(encrypted.status == 1 && encrypted.stderr.contains("is encrypted"), "\(encrypted)")
+    let none = try await Protfs.run(["--device", t.root, "import-backup", t.directory + "/nothing"])
+    #expect(none.status == 1 && none.stderr.contains("has no Manifest.db"), "\(none)")
+    let containers = (try? FileManager.default.contentsOfDirectory(atPath: t.root + "/Containers")) ?? []
+    #expect(containers.isEmpty, "\(containers)")
+  }
+
+  @Test func garbageMetadataIsReportedWithoutStoppingTheImport() async throws {
+    let (t, backup) = try await make()
+    let database = backup + "/Manifest.db"
+    let garbage = try await Protfs.runProgram(
+      "/usr/bin/python3",
+      [
+        "-c",
+        """
+        import sqlite3, plistlib, os
+        db = sqlite3.connect('\(database)')
+        rows = [
+            ('a' * 40, os.urandom(300)),
+            ('b' * 40, plistlib.dumps({'$archiver': 'NSKeyedArchiver'}, fmt=plistlib.FMT_BINARY)),
+            ('c' * 40, plistlib.dumps({'$archiver': 'NSKeyedArchiver', '$top': {'root': plistlib.UID(9)},
+                                       '$objects': ['$null']}, fmt=plistlib.FMT_BINARY)),
+            ('d' * 40, b''),
+        ]
+        import importlib.util
+        spec = importlib.util.spec_from_file_location('make_backup', '\(RepositoryLayout.packageRoot)/scripts/make-backup.py')
+        make = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(make)
+        # A symlink out of the container, then a file below it: never followed.
+        db.execute('INSERT INTO Files VALUES (?, ?, ?, ?, ?)', ('e' * 40, 'AppDomain-com.example.notes', 'Library/out', 4,
+                   make.archive('Library/out', 0o120755, 0, 0, '/tmp')))
+        db.execute('INSERT INTO Files VALUES (?, ?, ?, ?, ?)', ('1' * 40, 'AppDomain-com.example.notes',
+                   'Library/out/planted', 1, make.archive('Library/out/planted', 0o100644, 3, 4, None)))
+        for file_id, blob in rows:
+            db.execute('INSERT INTO Files VALUES (?, ?, ?, ?, ?)',
+                       (file_id, 'AppDomain-com.example.notes', 'Documents/' + file_id[:1], 1, blob))
+        db.commit()
+        """,
+      ])
+    #expect(garbage.status == 0, "\(garbage)")
+    let result = try await Protfs.run(["--device", t.root, "import-backup", backup])
+    #expect(result.status == 0 && result.stdout.contains("Imported \(Self.app)"), "\(result)")
+    #expect(result.stderr.components(separatedBy: "is not an MBFile archive").count - 1 == 4, "\(result.stderr)")
+    #expect(result.stdout.contains("skipped: Library/out/planted"), "\(result.stdout)")
+    #expect(!FileManager.default.fileExists(atPath: "/tmp/planted"))
+    #expect(
+      try FileManager.default.destinationOfSymbolicLink(atPath: t.containerPath(Self.app, "Library/out")) == "/tmp")
+  }
+}

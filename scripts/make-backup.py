@@ -1,0 +1,98 @@
+#!/usr/bin/env python3
+"""Writes an iOS backup folder, as Finder, iTunes and idevicebackup2 do, for the tests of
+`protfs import-backup`: Manifest.db (SQLite, a Files table), each file's metadata as an
+NSKeyedArchiver binary plist (an MBFile with ProtectionClass, Mode, Size, times, Target), the
+file store xx/<fileID> (fileID = SHA-1 of "domain-relativePath"), Manifest.plist and Info.plist.
+
+    python3 scripts/make-backup.py OUT-DIR [--encrypted]
+
+The backup holds an app with every class number (1-4, and 7, which names none), a symlink, a file
+whose contents are missing, paths that try to leave the container, an app group, a domain that is
+no app's and a row whose flags name nothing. --encrypted marks Manifest.plist as encrypted (the
+importer refuses it; nothing in it is encrypted).
+"""
+
+import hashlib
+import os
+import plistlib
+import sqlite3
+import sys
+
+MTIME = 1_700_000_000
+
+# (domain, relativePath, flags (1 file, 2 directory, 4 symlink), class number, mode, contents or
+# None (absent from the store), symlink target)
+ENTRIES = [
+    ("AppDomain-com.example.notes", "", 2, 0, 0o40755, None, None),
+    ("AppDomain-com.example.notes", "Documents", 2, 0, 0o40755, None, None),
+    ("AppDomain-com.example.notes", "Documents/notes.sqlite", 1, 3, 0o100644, b"SQLite format 3\0" + b"n" * 4000, None),
+    ("AppDomain-com.example.notes", "Documents/secret.txt", 1, 1, 0o100600, b"the passcode is 1234\n", None),
+    ("AppDomain-com.example.notes", "Documents/missing.bin", 1, 3, 0o100644, None, None),
+    ("AppDomain-com.example.notes", "Documents/latest", 4, 0, 0o120755, None, "notes.sqlite"),
+    ("AppDomain-com.example.notes", "Library", 2, 0, 0o40755, None, None),
+    ("AppDomain-com.example.notes", "Library/Caches", 2, 4, 0o40755, None, None),
+    ("AppDomain-com.example.notes", "Library/Caches/cache.bin", 1, 4, 0o100644, b"cache" * 100, None),
+    ("AppDomain-com.example.notes", "Library/Preferences/com.example.notes.plist", 1, 2, 0o100644, b"<plist/>", None),
+    ("AppDomain-com.example.notes", "tmp/odd.bin", 1, 7, 0o100644, b"odd", None),
+    ("AppDomain-com.example.notes", "../../../escaped", 1, 4, 0o100644, b"out", None),
+    ("AppDomain-com.example.notes", "Documents/../../escaped2", 1, 4, 0o100644, b"out", None),
+    ("AppDomainGroup-group.com.example.shared", "Shared.db", 1, 3, 0o100644, b"shared", None),
+    ("HomeDomain", "Library/Preferences/com.apple.springboard.plist", 1, 3, 0o100644, b"home", None),
+]
+
+
+def archive(relative, mode, size, protection, target):
+    """The MBFile of one entry, as an NSKeyedArchiver binary plist."""
+    objects = ["$null"]
+    mbfile = {
+        "$class": None, "Mode": mode, "Size": size, "ProtectionClass": protection, "UserID": 501,
+        "GroupID": 501, "LastModified": MTIME, "LastStatusChange": MTIME, "Birth": MTIME - 86_400,
+        "InodeNumber": 1234, "Flags": 0,
+    }
+    objects.append(mbfile)
+    objects.append(relative)
+    mbfile["RelativePath"] = plistlib.UID(2)
+    if target is not None:
+        objects.append(target)
+        mbfile["Target"] = plistlib.UID(len(objects) - 1)
+    objects.append({"$classname": "MBFile", "$classes": ["MBFile", "NSObject"]})
+    mbfile["$class"] = plistlib.UID(len(objects) - 1)
+    return plistlib.dumps(
+        {"$version": 100000, "$archiver": "NSKeyedArchiver", "$top": {"root": plistlib.UID(1)}, "$objects": objects},
+        fmt=plistlib.FMT_BINARY)
+
+
+def main():
+    if len(sys.argv) < 2:
+        sys.exit(__doc__)
+    out = sys.argv[1]
+    encrypted = "--encrypted" in sys.argv[2:]
+    os.makedirs(out, exist_ok=True)
+    database = sqlite3.connect(os.path.join(out, "Manifest.db"))
+    database.execute(
+        "CREATE TABLE Files (fileID TEXT PRIMARY KEY, domain TEXT, relativePath TEXT, flags INTEGER, file BLOB)")
+    database.execute("CREATE TABLE Properties (key TEXT PRIMARY KEY, value BLOB)")
+    for domain, relative, flags, protection, mode, contents, target in ENTRIES:
+        file_id = hashlib.sha1(f"{domain}-{relative}".encode()).hexdigest()
+        size = len(contents) if contents is not None else (5000 if flags == 1 else 0)
+        database.execute(
+            "INSERT INTO Files VALUES (?, ?, ?, ?, ?)",
+            (file_id, domain, relative, flags, archive(relative, mode, size, protection, target)))
+        if contents is not None:
+            os.makedirs(os.path.join(out, file_id[:2]), exist_ok=True)
+            with open(os.path.join(out, file_id[:2], file_id), "wb") as handle:
+                handle.write(contents)
+    database.execute(
+        "INSERT INTO Files VALUES (?, ?, ?, ?, ?)",
+        ("f" * 40, "AppDomain-com.example.notes", "Documents/strange", 8,
+         archive("Documents/strange", 0o100644, 0, 3, None)))
+    database.commit()
+    database.close()
+    with open(os.path.join(out, "Manifest.plist"), "wb") as handle:
+        plistlib.dump({"IsEncrypted": encrypted, "Version": "10.0", "Applications": {}}, handle, fmt=plistlib.FMT_BINARY)
+    with open(os.path.join(out, "Info.plist"), "wb") as handle:
+        plistlib.dump({"Device Name": "protfs test iPhone", "Product Version": "18.0"}, handle)
+
+
+if __name__ == "__main__":
+    main()

@@ -104,7 +104,7 @@ let package = Package(
       name: "ProtFSTests",
       dependencies: [
         "ProtFSSystem", "ProtFS", "ProtFSLock", "ProtFSCache", "ProtFSDownloads", "ProtFSAudit", "ProtFSFoundation",
-        "ProtFSMount", "ProtFSApp", "ProtFSSessions", "ProtFSTestSupport", "CAttr",
+        "ProtFSMount", "ProtFSApp", "ProtFSSessions", "ProtFSBackup", "ProtFSTestSupport", "CAttr",
       ]),
     // ProtFSKit's URLSession against a fake backend, and its FileManager.
     .testTarget(

@@ -47,6 +47,9 @@ package struct BackupImport: Sendable {
     package var unreadable: [String] = []
   }
 
+  /// Errors of the device rather than of an entry (a full disk, an I/O error): they end the import.
+  static let fatalErrnos: Set<Int32> = [ENOSPC, EDQUOT, EIO, EROFS, ENOMEM]
+
   /// The domain prefixes that become containers.
   package static let appDomainPrefixes = ["AppDomain-", "AppDomainGroup-", "AppDomainPlugin-"]
 
@@ -163,6 +166,7 @@ package struct BackupImport: Sendable {
       do {
         directory = try openDirectories(parts.dropLast(), in: root, owner: owner)
       } catch {
+        if let code = error.errno, Self.fatalErrnos.contains(code) { throw error }
         report.skipped.append("\(entry.relativePath): \(error.message)")
         continue
       }
@@ -204,6 +208,8 @@ package struct BackupImport: Sendable {
           report.symlinks += 1
         }
       } catch {
+        // The disk, not the entry: the whole import fails, and nothing of it stays.
+        if let code = error.errno, Self.fatalErrnos.contains(code) { throw error }
         report.skipped.append("\(entry.relativePath): \(error.message)")
       }
     }

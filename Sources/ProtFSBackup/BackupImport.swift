@@ -241,8 +241,11 @@ package struct BackupImport: Sendable {
       name, flags: O_WRONLY | O_CREAT | O_EXCL, permissions: FilePermissions(rawValue: 0o600))
     defer { closeDescriptor(fd) }
     var copied = false
-    if !metadataOnly, let source = manifest.contentsPath(entry),
-      case .success(let input) = valueOrErrno(.open, { open(source, O_RDONLY | O_CLOEXEC | O_NOFOLLOW) })
+    // The store's file through descriptors opened without following links: a hostile backup's
+    // symlinked `xx/` or file would have root copy what it points to into the app's container.
+    if !metadataOnly, manifest.contentsPath(entry) != nil, let store = try? DirectoryHandle(path: manifest.path),
+      let bucket = try? store.openDirectory(String(entry.fileID.prefix(2))),
+      let input = try? bucket.openFile(entry.fileID, flags: O_RDONLY)
     {
       defer { closeDescriptor(input) }
       var status = stat()

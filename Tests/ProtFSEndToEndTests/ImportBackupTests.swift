@@ -116,6 +116,12 @@ import Testing
                    make.archive('Library/out', 0o120755, 0, 0, '/tmp')))
         db.execute('INSERT INTO Files VALUES (?, ?, ?, ?, ?)', ('1' * 40, 'AppDomain-com.example.notes',
                    'Library/out/planted', 1, make.archive('Library/out/planted', 0o100644, 3, 4, None)))
+        # A file whose store bucket is a symlink to a directory outside the backup.
+        os.makedirs('\(t.directory)/outside', exist_ok=True)
+        open('\(t.directory)/outside/' + '9' * 40, 'w').write('root only')
+        os.symlink('\(t.directory)/outside', '\(backup)/99')
+        db.execute('INSERT INTO Files VALUES (?, ?, ?, ?, ?)', ('9' * 40, 'AppDomain-com.example.notes',
+                   'Documents/d', 1, make.archive('Documents/d', 0o100644, 9, 4, None)))
         for file_id, blob in rows:
             db.execute('INSERT INTO Files VALUES (?, ?, ?, ?, ?)',
                        (file_id, 'AppDomain-com.example.notes', 'Documents/' + file_id[:1], 1, blob))
@@ -127,6 +133,10 @@ import Testing
     #expect(result.status == 0 && result.stdout.contains("Imported \(Self.app)"), "\(result)")
     #expect(result.stderr.components(separatedBy: "is not an MBFile archive").count - 1 == 4, "\(result.stderr)")
     #expect(result.stdout.contains("skipped: Library/out/planted"), "\(result.stdout)")
+    // A store whose bucket is a symlink out of the backup is not followed: that file is sparse.
+    #expect(result.stdout.contains("(sparse): Documents/d"), "\(result.stdout)")
+    let planted = t.containerPath(Self.app, "Documents/d")
+    #expect(FileManager.default.contents(atPath: planted).map { $0.allSatisfy { $0 == 0 } } == true)
     #expect(!FileManager.default.fileExists(atPath: "/tmp/planted"))
     #expect(
       try FileManager.default.destinationOfSymbolicLink(atPath: t.containerPath(Self.app, "Library/out")) == "/tmp")

@@ -476,11 +476,7 @@ package struct AppLifecycle {
   /// identifier the Info.plist does not permit, and (as iOS raises an exception) for one
   /// registered before or after a watched app's launch finished.
   private mutating func registerTask(_ identifier: String) -> AppReply {
-    guard permittedTaskIdentifiers.contains(identifier) else {
-      return .refused(
-        "The task identifier '\(identifier)' is not in the BGTaskSchedulerPermittedIdentifiers of \(bundleID)'s Info.plist.",
-        .notPermitted)
-    }
+    guard permittedTaskIdentifiers.contains(identifier) else { return unpermitted(identifier) }
     guard !launchFinished else {
       return .refused(
         "All launch handlers must be registered before application finishes launching ('\(identifier)' came after).",
@@ -493,6 +489,13 @@ package struct AppLifecycle {
     return .ok()
   }
 
+  /// The refusal of an identifier the Info.plist does not permit (`notPermitted`).
+  private func unpermitted(_ identifier: String) -> AppReply {
+    .refused(
+      "The task identifier '\(identifier)' is not in the BGTaskSchedulerPermittedIdentifiers of \(bundleID)'s Info.plist.",
+      .notPermitted)
+  }
+
   /// Submits the request `text` describes, as `BGTaskScheduler.submit` does: only a permitted
   /// identifier of an app that declares the kind's background mode and registered its launch
   /// handler (else iOS's exception), at most one refresh and ten
@@ -501,11 +504,7 @@ package struct AppLifecycle {
     guard let message = BackgroundTaskMessage.parse(text), let identifier = message.identifier,
       BackgroundTaskRequest.isValidIdentifier(identifier), let type = message.type
     else { return .refused("The task request is not valid: it needs an identifier and a type.") }
-    guard permittedTaskIdentifiers.contains(identifier) else {
-      return .refused(
-        "The task identifier '\(identifier)' is not in the BGTaskSchedulerPermittedIdentifiers of \(bundleID)'s Info.plist.",
-        .notPermitted)
-    }
+    guard permittedTaskIdentifiers.contains(identifier) else { return unpermitted(identifier) }
     guard backgroundModes.contains(type.requiredMode) else {
       return .refused(
         "A \(type.rawValue) task needs '\(type.requiredMode)' in the UIBackgroundModes of \(bundleID)'s Info.plist.",
@@ -561,12 +560,12 @@ package struct AppLifecycle {
     taskToken += 1
     runningTasks[request.identifier] = RunningTask(type: type, start: now.uptime, token: taskToken)
     send(.bgTaskLaunch, identifier: request.identifier, taskType: type)
-    let time = type == .refresh ? timings.refreshTime : timings.processingTime
+    let time = timings.time(for: type)
     let end = now.uptime + time
     effects.append(
       .schedule(
         .bgTaskExpiration(identifier: request.identifier, token: taskToken),
-        deadline: end - min(5, time * 0.2)))
+        deadline: end - AppTimings.lead(of: time)))
     effects.append(.schedule(.bgTaskEnd(identifier: request.identifier, token: taskToken), deadline: end))
     reschedule()
     return .ok(request.identifier)
@@ -581,9 +580,8 @@ package struct AppLifecycle {
     taskToken += 1
     runningTasks[identifier] = RunningTask(type: task.type, start: task.start, token: taskToken, expired: true)
     send(.bgTaskExpiration, identifier: identifier)
-    let time = task.type == .refresh ? timings.refreshTime : timings.processingTime
-    effects.append(
-      .schedule(.bgTaskEnd(identifier: identifier, token: taskToken), deadline: now.uptime + min(5, time * 0.2)))
+    let lead = AppTimings.lead(of: timings.time(for: task.type))
+    effects.append(.schedule(.bgTaskEnd(identifier: identifier, token: taskToken), deadline: now.uptime + lead))
     return .ok()
   }
 

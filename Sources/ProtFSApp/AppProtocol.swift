@@ -34,7 +34,16 @@ public struct AppTimings: Sendable, Equatable {
 
   /// How long before the budget ends the expiration warnings go out: a fifth of the budget, at
   /// most 5 s (so 5 s before the end of the default 30 s).
-  public var warningLead: Double { min(5, backgroundTime * 0.2) }
+  public var warningLead: Double { Self.lead(of: backgroundTime) }
+
+  /// How long before the end of `budget` its expiration comes: a fifth of it, at most 5 s. After
+  /// an expiration asked for on demand (`app expire`), the time left to complete.
+  public static func lead(of budget: Double) -> Double { min(5, budget * 0.2) }
+
+  /// How long a BGTask of `kind` may run.
+  public func time(for kind: BackgroundTaskRequest.Kind) -> Double {
+    kind == .refresh ? refreshTime : processingTime
+  }
 }
 
 /// An event the app reads as one JSON line on `PROTFS_APP_EVENTS_FD`.

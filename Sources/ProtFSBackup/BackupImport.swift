@@ -148,7 +148,7 @@ package struct BackupImport: Sendable {
     let root = try parent.openDirectory(name)
     try root.setAttribute(AttributeName.defaultClass, to: ProtectionClass.containerDefault.attributeValue)
     let owner = AppUser.canAssume ? AppUser.standard : nil
-    if let owner { _ = valueOrErrno(.chown) { fchown(root.fd, owner.uid, owner.gid) } }
+    if let owner { try root.handOver(nil, to: owner) }
     // Directories' times are set last: making their entries changes them.
     var directoryTimes: [(DirectoryHandle, String, Int64)] = []
     for entry in entries {
@@ -183,7 +183,7 @@ package struct BackupImport: Sendable {
           try directory.setPermissions(FilePermissions(rawValue: UInt32(mode)), of: leaf)
           try label(entry, leaf, in: directory, &report)
           if let owner {
-            _ = valueOrErrno(.chown) { fchownat(directory.fd, leaf, owner.uid, owner.gid, AT_SYMLINK_NOFOLLOW) }
+            try directory.handOver(leaf, to: owner)
           }
           directoryTimes.append((directory, leaf, entry.metadata.lastModified))
           report.directories += 1
@@ -191,7 +191,7 @@ package struct BackupImport: Sendable {
           try writeFile(entry, leaf, in: directory, mode: mode, metadataOnly: metadataOnly, &report)
           try label(entry, leaf, in: directory, &report)
           if let owner {
-            _ = valueOrErrno(.chown) { fchownat(directory.fd, leaf, owner.uid, owner.gid, AT_SYMLINK_NOFOLLOW) }
+            try directory.handOver(leaf, to: owner)
           }
           Self.setTimes(directory, leaf, entry.metadata.lastModified)
           report.files += 1
@@ -202,7 +202,7 @@ package struct BackupImport: Sendable {
           _ = try valueOrErrno(.symlink) { symlinkat(target, directory.fd, leaf) }.orThrow(
             "create the symlink", path: directory.pathOf(leaf))
           if let owner {
-            _ = valueOrErrno(.chown) { fchownat(directory.fd, leaf, owner.uid, owner.gid, AT_SYMLINK_NOFOLLOW) }
+            try directory.handOver(leaf, to: owner)
           }
           Self.setTimes(directory, leaf, entry.metadata.lastModified)
           report.symlinks += 1
@@ -225,7 +225,7 @@ package struct BackupImport: Sendable {
     var current = root
     for part in parts {
       if try current.makeDirectory(part, permissions: FilePermissions(rawValue: 0o755)), let owner {
-        _ = valueOrErrno(.chown) { fchownat(current.fd, part, owner.uid, owner.gid, AT_SYMLINK_NOFOLLOW) }
+        try current.handOver(part, to: owner)
       }
       current = try current.openDirectory(part)
     }
@@ -243,9 +243,9 @@ package struct BackupImport: Sendable {
     var copied = false
     // The store's file through descriptors opened without following links: a hostile backup's
     // symlinked `xx/` or file would have root copy what it points to into the app's container.
-    if !metadataOnly, manifest.contentsPath(entry) != nil, let store = try? DirectoryHandle(path: manifest.path),
-      let bucket = try? store.openDirectory(String(entry.fileID.prefix(2))),
-      let input = try? bucket.openFile(entry.fileID, flags: O_RDONLY)
+    if !metadataOnly, let stored = manifest.storeName(entry), let store = try? DirectoryHandle(path: manifest.path),
+      let bucket = try? store.openDirectory(stored.bucket),
+      let input = try? bucket.openFile(stored.name, flags: O_RDONLY)
     {
       defer { closeDescriptor(input) }
       var status = stat()

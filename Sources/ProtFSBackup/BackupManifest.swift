@@ -115,12 +115,13 @@ package struct BackupManifest: Sendable {
     self.unreadable = unreadable
   }
 
-  /// The path of `entry`'s contents in the file store, when its file ID names one.
-  package func contentsPath(_ entry: Entry) -> String? {
+  /// Where `entry`'s contents are in the file store (`bucket/name`, below the backup folder), when
+  /// its file ID names a place there: 40 lowercase hexadecimal digits.
+  package func storeName(_ entry: Entry) -> (bucket: String, name: String)? {
     guard entry.fileID.utf8.count == 40,
       entry.fileID.utf8.allSatisfy({ ($0 >= 0x30 && $0 <= 0x39) || ($0 >= 0x61 && $0 <= 0x66) })
     else { return nil }
-    return path + "/" + entry.fileID.prefix(2) + "/" + entry.fileID
+    return (String(entry.fileID.prefix(2)), entry.fileID)
   }
 }
 

@@ -8,17 +8,10 @@ import Testing
 /// Info.plist's UIBackgroundModes; `protfs app location` sets the device's location as
 /// `simctl location set` does.
 @Suite struct AppBackgroundModeTests {
-  static func infoPlist(_ d: AppDevice, modes: [String]) throws -> String {
-    let path = d.scripts + "/Info.plist"
-    try PropertyListSerialization.data(fromPropertyList: ["UIBackgroundModes": modes], format: .xml, options: 0)
-      .write(to: URL(fileURLWithPath: path))
-    return path
-  }
-
   @Test func aSwiftAppPlayingSilentAudioRunsInTheBackgroundUntilItStops() async throws {
     let d = try AppDevice()
     defer { d.remove() }
-    let plist = try Self.infoPlist(d, modes: ["audio"])
+    let plist = try d.infoPlist(modes: ["audio"])
     let app = try d.launch(
       ["--info-plist", plist, "--suspend-after", "200ms"], [try d.installExample("KeepAlive")])
     defer { app.stop() }
@@ -59,7 +52,7 @@ import Testing
   @Test func backgroundLocationUpdatesKeepAShellAppRunningAndGetARoute() async throws {
     let d = try AppDevice()
     defer { d.remove() }
-    let plist = try Self.infoPlist(d, modes: ["location"])
+    let plist = try d.infoPlist(modes: ["location"])
     let app = try d.launch(["--info-plist", plist, "--suspend-after", "200ms"], [try locatedApp(d, "background")])
     defer { app.stop() }
     #expect(await app.line(containing: "ready") != nil, "\(app.output)")

@@ -13,13 +13,7 @@ import Testing
 
   /// An Info.plist permitting both identifiers, with `modes`.
   static func infoPlist(_ d: AppDevice, modes: [String] = ["fetch", "processing"]) throws -> String {
-    let path = d.scripts + "/Info.plist"
-    let info: [String: Any] = [
-      "UIBackgroundModes": modes, "BGTaskSchedulerPermittedIdentifiers": [refresh, cleanup],
-    ]
-    try PropertyListSerialization.data(fromPropertyList: info, format: .xml, options: 0)
-      .write(to: URL(fileURLWithPath: path))
-    return path
+    try d.infoPlist(modes: modes, ["BGTaskSchedulerPermittedIdentifiers": [refresh, cleanup]])
   }
 
   /// A shell app that registers both tasks, submits them when it enters the background, completes

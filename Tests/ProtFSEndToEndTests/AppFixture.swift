@@ -38,6 +38,17 @@ struct AppDevice {
     try await Protfs.run(["--device", root] + arguments, environment: environment)
   }
 
+  /// Writes an XML Info.plist of `keys` (`UIBackgroundModes: modes` among them) to the scripts
+  /// directory; returns its path.
+  func infoPlist(modes: [String], _ keys: [String: Any] = [:]) throws -> String {
+    let path = scripts + "/Info.plist"
+    var info = keys
+    info["UIBackgroundModes"] = modes
+    try PropertyListSerialization.data(fromPropertyList: info, format: .xml, options: 0)
+      .write(to: URL(fileURLWithPath: path))
+    return path
+  }
+
   /// Writes an executable script; returns its path.
   func script(_ name: String, _ text: String) throws -> String {
     let path = scripts + "/" + name

@@ -74,9 +74,7 @@ import Testing
   @Test func anInstalledInfoPlistServesTheSystemsLaunches() async throws {
     let d = try AppDevice()
     defer { d.remove() }
-    let plist = d.scripts + "/Info.plist"
-    try PropertyListSerialization.data(fromPropertyList: ["UIBackgroundModes": ["fetch"]], format: .xml, options: 0)
-      .write(to: URL(fileURLWithPath: plist))
+    let plist = try d.infoPlist(modes: ["fetch"])
     let script = try loopingApp(d)
     #expect(try await d.protfs(["app", "install", AppDevice.bundle, "--info-plist", plist, "--", script]).status == 0)
     let info = try PropertyListSerialization.propertyList(

@@ -7,18 +7,10 @@ import Testing
 /// that asked (an interval, and `fetch` in its Info.plist's `UIBackgroundModes`), only in the
 /// background, and no more often than the interval or `--fetch-minimum`.
 @Suite(.serialized) struct FetchScheduleTests {
-  /// Writes an Info.plist with `modes` as its background modes; returns its path.
-  static func infoPlist(_ d: AppDevice, modes: [String]) throws -> String {
-    let path = d.scripts + "/Info.plist"
-    try PropertyListSerialization.data(fromPropertyList: ["UIBackgroundModes": modes], format: .xml, options: 0)
-      .write(to: URL(fileURLWithPath: path))
-    return path
-  }
-
   @Test func anAppThatAskedIsFetchedInTheBackgroundAtMostOncePerMinimumAndNeverInTheForeground() async throws {
     let d = try AppDevice()
     defer { d.remove() }
-    let plist = try Self.infoPlist(d, modes: ["fetch"])
+    let plist = try d.infoPlist(modes: ["fetch"])
     // FetchHelper asks for the minimum interval: --fetch-minimum decides the period.
     let app = try d.launch(
       ["--info-plist", plist, "--fetch-minimum", "400ms", "--suspend-after", "100ms"],
@@ -63,7 +55,7 @@ import Testing
   {
     let d = try AppDevice()
     defer { d.remove() }
-    let plist = try Self.infoPlist(d, modes: modes)
+    let plist = try d.infoPlist(modes: modes)
     let app = try d.launch(
       ["--info-plist", plist, "--fetch-minimum", "100ms", "--suspend-after", "100ms"],
       [try d.installExample("FetchHelper")])
@@ -85,7 +77,7 @@ import Testing
   @Test func aShellAppSetsItsIntervalWithTheHelperCommandAndABadOneIsRefused() async throws {
     let d = try AppDevice()
     defer { d.remove() }
-    let plist = try Self.infoPlist(d, modes: ["fetch"])
+    let plist = try d.infoPlist(modes: ["fetch"])
     let script = try d.script(
       "fetcher.sh",
       """

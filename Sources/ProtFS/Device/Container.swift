@@ -288,7 +288,7 @@ extension DirectoryHandle {
   /// a descriptor of the item (`nil`).
   ///
   /// The corresponding C calls are `fchownat(2)` and `fchown(2)`.
-  func handOver(_ name: String?, to user: AppUser) throws(ProtFSError) {
+  package func handOver(_ name: String?, to user: AppUser) throws(ProtFSError) {
     if let name {
       _ = try valueOrErrno(.chown) { fchownat(fd, name, user.uid, user.gid, AT_SYMLINK_NOFOLLOW) }.orThrow(
         "give the app user \(user)", path: pathOf(name))

@@ -124,9 +124,7 @@ package enum AppBackgroundModeCommands {
   static func runAudio(_ invocation: Invocation) throws -> Int32 {
     let value = invocation.required(playOrStop)
     guard value == "play" || value == "stop" else { throw invocation.usageError("'\(value)' is not play or stop.") }
-    if let warning = try AppHelperCommands.send(invocation, AppRequest(.audio, value)) {
-      Console.err("Warning: \(warning).")
-    }
+    try AppHelperCommands.sendWarning(invocation, AppRequest(.audio, value))
     return 0
   }
 
@@ -135,9 +133,7 @@ package enum AppBackgroundModeCommands {
     guard ["foreground", "background", "stop"].contains(value) else {
       throw invocation.usageError("'\(value)' is not foreground, background or stop.")
     }
-    if let warning = try AppHelperCommands.send(invocation, AppRequest(.locationUpdates, value)) {
-      Console.err("Warning: \(warning).")
-    }
+    try AppHelperCommands.sendWarning(invocation, AppRequest(.locationUpdates, value))
     return 0
   }
 }

@@ -164,7 +164,8 @@ package enum AppBackgroundTaskCommands {
       var keys = encoder.container(keyedBy: CodingKeys.self)
       try keys.encode(request.identifier, forKey: .identifier)
       try keys.encode(request.type, forKey: .type)
-      try keys.encode(request.earliestBeginDate.map(AppStore.timestamp), forKey: .earliestBeginDate)
+      // A date as every --json date is written (JSONOutput).
+      try keys.encode(request.earliestBeginDate, forKey: .earliestBeginDate)
       try keys.encode(request.requiresNetworkConnectivity, forKey: .requiresNetworkConnectivity)
       try keys.encode(request.requiresExternalPower, forKey: .requiresExternalPower)
     }

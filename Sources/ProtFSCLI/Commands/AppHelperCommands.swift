@@ -102,13 +102,19 @@ package enum AppHelperCommands {
     guard value == "never" || (Double(value).map { $0.isFinite && $0 >= 0 } ?? false) else {
       throw invocation.usageError("'\(value)' is not a fetch interval: give seconds (0 for the minimum) or never.")
     }
-    if let warning = try send(invocation, AppRequest(.setFetchInterval, value)) { Console.err("Warning: \(warning).") }
+    try sendWarning(invocation, AppRequest(.setFetchInterval, value))
     return 0
   }
 
   static func runEventsHandled(_ invocation: Invocation) throws -> Int32 {
     _ = try send(invocation, AppRequest(.eventsHandled, invocation.required(session)))
     return 0
+  }
+
+  /// Sends `request`, whose reply's value, if any, is a warning for the app (a background mode its
+  /// Info.plist does not declare): printed on standard error.
+  static func sendWarning(_ invocation: Invocation, _ request: AppRequest) throws {
+    if let warning = try send(invocation, request) { Console.err("Warning: \(warning).") }
   }
 
   /// Sends `request` to the app's supervisor named by the environment; returns the reply's value.

@@ -174,9 +174,9 @@ package enum AppLaunchCommand {
       if !invocation.flag(wait) { return try AppInstallCommand.launchDetached(invocation, bundleID, installed) }
       command = installed
     }
-    guard let program = executablePath(command[0]) else {
-      throw ExitStatus(code: 1, message: "Cannot run '\(command[0])': it is not an executable file.")
-    }
+    // The command as the record keeps it, its program found and made absolute.
+    let absolute = try absoluteCommand(command)
+    let program = absolute[0]
     var passcode: String?
     if schedule.steps.contains(where: { $0.action == .unlock }) {
       passcode = try invocation.passcode(ExecCommand.passcode, prompt: nil)
@@ -185,8 +185,7 @@ package enum AppLaunchCommand {
     let bundle = try AppBundle(bundleID: bundleID, infoPlist: invocation.value(infoPlist), device: device)
     let supervisor = try AppSupervisor(
       device: device, bundleID: bundleID, timings: timings,
-      command: [program.hasPrefix("/") ? program : FileManager.default.currentDirectoryPath + "/" + program]
-        + command.dropFirst(),
+      command: absolute,
       userLaunch: !invocation.flag(forFetch) && session == nil && push == nil && backgroundTask == nil,
       appUsers: AppUser.canAssume ? [AppUser.standard.uid] : [])
     supervisor.backgroundModes = bundle.backgroundModes

@@ -85,7 +85,7 @@ public final class AVAudioSession: @unchecked Sendable {
       current.told = playing
       return playing ? "play" : "stop"
     }
-    if let message { _ = BGTaskScheduler.send(AppRequest(.audio, message)) }
+    if let message { _ = Supervisor.send(AppRequest(.audio, message)) }
   }
 }
 

@@ -77,7 +77,7 @@ public final class BGTaskScheduler: @unchecked Sendable {
     forTaskWithIdentifier identifier: String, using queue: DispatchQueue?,
     launchHandler: @escaping @Sendable (BGTask) -> Void
   ) -> Bool {
-    let reply = Self.send(AppRequest(.bgTaskRegister, identifier))
+    let reply = Supervisor.send(AppRequest(.bgTaskRegister, identifier))
     if let error = reply.error {
       if reply.code == BackgroundTaskRefusal.programmingError.rawValue {
         UncaughtException.raise("NSInternalInconsistencyException", reason: error)
@@ -122,7 +122,7 @@ public final class BGTaskScheduler: @unchecked Sendable {
       identifier: taskRequest.identifier, type: type, earliestBeginDate: taskRequest.earliestBeginDate,
       requiresNetworkConnectivity: processing?.requiresNetworkConnectivity,
       requiresExternalPower: processing?.requiresExternalPower)
-    let reply = Self.send(AppRequest(.bgTaskSubmit, message.json))
+    let reply = Supervisor.send(AppRequest(.bgTaskSubmit, message.json))
     guard let error = reply.error else { return }
     if reply.code == BackgroundTaskRefusal.programmingError.rawValue {
       UncaughtException.raise("NSInternalInconsistencyException", reason: error)
@@ -138,12 +138,12 @@ public final class BGTaskScheduler: @unchecked Sendable {
 
   /// Cancels the pending request of `identifier`.
   public func cancel(taskRequestWithIdentifier identifier: String) {
-    _ = Self.send(AppRequest(.bgTaskCancel, identifier))
+    _ = Supervisor.send(AppRequest(.bgTaskCancel, identifier))
   }
 
   /// Cancels every pending request.
   public func cancelAllTaskRequests() {
-    _ = Self.send(AppRequest(.bgTaskCancel))
+    _ = Supervisor.send(AppRequest(.bgTaskCancel))
   }
 
   /// Calls `completionHandler` with the requests submitted and not run yet.
@@ -159,7 +159,7 @@ public final class BGTaskScheduler: @unchecked Sendable {
   }
 
   private func fetchPendingRequests() -> [BGTaskRequest] {
-    guard let value = Self.send(AppRequest(.bgTaskRequests)).value else { return [] }
+    guard let value = Supervisor.send(AppRequest(.bgTaskRequests)).value else { return [] }
     return BackgroundTaskMessage.requests(value).map { request -> BGTaskRequest in
       switch request.type {
       case .refresh:
@@ -203,15 +203,6 @@ public final class BGTaskScheduler: @unchecked Sendable {
   /// Task `identifier` was completed.
   func completed(_ identifier: String) {
     running.withLock { _ = $0.removeValue(forKey: identifier) }
-  }
-
-  /// Sends `request` to the app's supervisor (any thread).
-  static func send(_ request: AppRequest) -> AppReply {
-    guard let socket = ProcessInfo.processInfo.environment[AppEnvironment.socket], socket.hasPrefix("@") else {
-      return .refused("The program is not running as an app.", .unavailable)
-    }
-    return (try? AppClient.send(request, to: String(socket.dropFirst())))
-      ?? .refused("The app's supervisor did not answer.", .unavailable)
   }
 }
 
@@ -292,7 +283,7 @@ public class BGTask: @unchecked Sendable {
     }
     guard first else { return }
     BGTaskScheduler.shared.completed(identifier)
-    _ = BGTaskScheduler.send(
+    _ = Supervisor.send(
       AppRequest(.bgTaskCompleted, BackgroundTaskMessage(identifier: identifier, success: success).json))
   }
 }

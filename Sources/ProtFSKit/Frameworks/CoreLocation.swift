@@ -109,7 +109,7 @@ public final class CLLocationManager {
     let managers = updatingManagers.values
     let state =
       managers.isEmpty ? "stop" : managers.contains { $0.allowsBackgroundLocationUpdates } ? "background" : "foreground"
-    _ = BGTaskScheduler.send(AppRequest(.locationUpdates, state))
+    _ = Supervisor.send(AppRequest(.locationUpdates, state))
   }
 
   /// A location arrived (`didUpdateLocations`): every updating manager's delegate gets it.

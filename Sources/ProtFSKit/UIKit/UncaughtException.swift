@@ -10,9 +10,7 @@ enum UncaughtException {
   static func raise(_ name: String, reason: String) -> Never {
     let line = "*** Terminating app due to uncaught exception '\(name)', reason: '\(reason)'"
     FileHandle.standardError.write(Data((line + "\n").utf8))
-    if let socket = ProcessInfo.processInfo.environment[AppEnvironment.socket], socket.hasPrefix("@") {
-      _ = UIApplication.send(AppRequest(.uncaughtException, line), to: String(socket.dropFirst()))
-    }
+    _ = Supervisor.send(AppRequest(.uncaughtException, line))
     abort()
   }
 }

@@ -81,8 +81,9 @@ let package = Package(
       swiftSettings: [.swiftLanguageMode(.v5)]),
     // A background session asked for a data or stream upload, which iOS answers with an exception.
     .executableTarget(name: "MisusedUpload", dependencies: ["ProtFSKit"], path: "Examples/MisusedUpload"),
-    // iOS backups turned into containers (`protfs import-backup`): Manifest.db through SQLite.
-    .target(name: "ProtFSBackup", dependencies: ["ProtFSSystem", "ProtFS", "CSQLite"]),
+    // iOS backups turned into containers (`protfs import-backup`): Manifest.db through SQLite, the
+    // contents' digests through libcrypto.
+    .target(name: "ProtFSBackup", dependencies: ["ProtFSSystem", "ProtFS", "CSQLite", "CCrypto"]),
     // The device mount: libfuse3's low-level API, used by no other target.
     .target(name: "ProtFSMount", dependencies: ["ProtFSSystem", "ProtFS", "CFuse3"]),
     // The command-line layer (parser, help, commands), a library so tests can run it in-process.

@@ -1,13 +1,14 @@
 #!/usr/bin/env python3
 """Writes an iOS backup folder, as Finder, iTunes and idevicebackup2 do, for the tests of
 `protfs import-backup`: Manifest.db (SQLite, a Files table), each file's metadata as an
-NSKeyedArchiver binary plist (an MBFile with ProtectionClass, Mode, Size, times, Target), the
+NSKeyedArchiver binary plist (an MBFile with ProtectionClass, Mode, Size, times, Target, Digest), the
 file store xx/<fileID> (fileID = SHA-1 of "domain-relativePath"), Manifest.plist and Info.plist.
 
     python3 scripts/make-backup.py OUT-DIR [--encrypted]
 
 The backup holds an app with every class number (1-4, and 7, which names none), a symlink, a file
-whose contents are missing, paths that try to leave the container, an app group, a domain that is
+whose contents are missing, one whose stored contents do not have the digest its MBFile records
+(and one whose MBFile records none), paths that try to leave the container, an app group, a domain that is
 no app's and a row whose flags name nothing. --encrypted marks Manifest.plist as encrypted (the
 importer refuses it; nothing in it is encrypted).
 """
@@ -33,6 +34,7 @@ ENTRIES = [
     ("AppDomain-com.example.notes", "Library/Caches", 2, 4, 0o40755, None, None),
     ("AppDomain-com.example.notes", "Library/Caches/cache.bin", 1, 4, 0o100644, b"cache" * 100, None),
     ("AppDomain-com.example.notes", "Library/Preferences/com.example.notes.plist", 1, 2, 0o100644, b"<plist/>", None),
+    ("AppDomain-com.example.notes", "Documents/tampered.db", 1, 1, 0o100644, b"the original bytes", None),
     ("AppDomain-com.example.notes", "tmp/odd.bin", 1, 7, 0o100644, b"odd", None),
     ("AppDomain-com.example.notes", "../../../escaped", 1, 4, 0o100644, b"out", None),
     ("AppDomain-com.example.notes", "Documents/../../escaped2", 1, 4, 0o100644, b"out", None),
@@ -40,8 +42,13 @@ ENTRIES = [
     ("HomeDomain", "Library/Preferences/com.apple.springboard.plist", 1, 3, 0o100644, b"home", None),
 ]
 
+# Stored with other bytes than those its digest was taken of (a damaged or altered backup).
+TAMPERED = "Documents/tampered.db"
+# Recorded without a Digest, as some backups record files.
+UNDIGESTED = "Library/Caches/cache.bin"
 
-def archive(relative, mode, size, protection, target):
+
+def archive(relative, mode, size, protection, target, digest=None):
     """The MBFile of one entry, as an NSKeyedArchiver binary plist."""
     objects = ["$null"]
     mbfile = {
@@ -55,6 +62,9 @@ def archive(relative, mode, size, protection, target):
     if target is not None:
         objects.append(target)
         mbfile["Target"] = plistlib.UID(len(objects) - 1)
+    if digest is not None:
+        objects.append(digest)
+        mbfile["Digest"] = plistlib.UID(len(objects) - 1)
     objects.append({"$classname": "MBFile", "$classes": ["MBFile", "NSObject"]})
     mbfile["$class"] = plistlib.UID(len(objects) - 1)
     return plistlib.dumps(
@@ -75,13 +85,14 @@ def main():
     for domain, relative, flags, protection, mode, contents, target in ENTRIES:
         file_id = hashlib.sha1(f"{domain}-{relative}".encode()).hexdigest()
         size = len(contents) if contents is not None else (5000 if flags == 1 else 0)
+        digest = hashlib.sha1(contents).digest() if contents is not None and relative != UNDIGESTED else None
         database.execute(
             "INSERT INTO Files VALUES (?, ?, ?, ?, ?)",
-            (file_id, domain, relative, flags, archive(relative, mode, size, protection, target)))
+            (file_id, domain, relative, flags, archive(relative, mode, size, protection, target, digest)))
         if contents is not None:
             os.makedirs(os.path.join(out, file_id[:2]), exist_ok=True)
             with open(os.path.join(out, file_id[:2], file_id), "wb") as handle:
-                handle.write(contents)
+                handle.write(contents if relative != TAMPERED else contents.upper())
     database.execute(
         "INSERT INTO Files VALUES (?, ?, ?, ?, ?)",
         ("f" * 40, "AppDomain-com.example.notes", "Documents/strange", 8,

@@ -20,6 +20,7 @@ static struct {
   EVP_MD_CTX *(*md_ctx_new)(void);
   void (*md_ctx_free)(EVP_MD_CTX *);
   const EVP_MD *(*sha256)(void);
+  const EVP_MD *(*sha1)(void);
   int (*digest_init_ex)(EVP_MD_CTX *, const EVP_MD *, ENGINE *);
   int (*digest_update)(EVP_MD_CTX *, const void *, size_t);
   int (*digest_final_ex)(EVP_MD_CTX *, unsigned char *, unsigned int *);
@@ -56,6 +57,7 @@ static void load(void) {
   RESOLVE(md_ctx_new, "EVP_MD_CTX_new");
   RESOLVE(md_ctx_free, "EVP_MD_CTX_free");
   RESOLVE(sha256, "EVP_sha256");
+  RESOLVE(sha1, "EVP_sha1");
   RESOLVE(digest_init_ex, "EVP_DigestInit_ex");
   RESOLVE(digest_update, "EVP_DigestUpdate");
   RESOLVE(digest_final_ex, "EVP_DigestFinal_ex");
@@ -95,6 +97,15 @@ EVP_MD_CTX *protfs_sha256_context_new(void) {
   require();
   EVP_MD_CTX *context = crypto.md_ctx_new();
   if (context && crypto.digest_init_ex(context, crypto.sha256(), NULL) != 1) {
+    crypto.md_ctx_free(context);
+    return NULL;
+  }
+  return context;
+}
+EVP_MD_CTX *protfs_sha1_context_new(void) {
+  require();
+  EVP_MD_CTX *context = crypto.md_ctx_new();
+  if (context && crypto.digest_init_ex(context, crypto.sha1(), NULL) != 1) {
     crypto.md_ctx_free(context);
     return NULL;
   }

@@ -27,6 +27,9 @@ package struct BackupImport: Sendable {
     package var symlinks = 0
     /// Files made sparse because the backup holds no contents for them (paths).
     package var missingContents: [String] = []
+    /// Files whose contents in the file store do not have the manifest's digest (a damaged or
+    /// altered backup): made sparse, as the contents cannot be trusted (paths).
+    package var mismatchedContents: [String] = []
     /// Files and directories whose class number names no class, with it (`path: number`).
     package var unknownClasses: [String] = []
     /// Entries left out, each with why (a hostile path, an item in the way).
@@ -95,6 +98,10 @@ package struct BackupImport: Sendable {
       } catch {
         report.skippedDomains[domains[id] ?? id, default: 0] += byContainer[id]?.count ?? 0
       }
+    }
+    // The digests are checked through libcrypto: missing, it is one error before anything is written.
+    if !metadataOnly, manifest.entries.contains(where: { $0.metadata.digest != nil }) {
+      try ProtFSError.requireLibcrypto()
     }
     try device.initialize()
     // Refused before anything is built: an existing container stays unless --replace.
@@ -232,7 +239,8 @@ package struct BackupImport: Sendable {
     return current
   }
 
-  /// Writes the file `name`: its contents from the store (or a sparse file of its size).
+  /// Writes the file `name`: its contents from the store, when they have the manifest's digest
+  /// (where it records one); otherwise a sparse file of its size.
   private func writeFile(
     _ entry: BackupManifest.Entry, _ name: String, in directory: DirectoryHandle, mode: mode_t, metadataOnly: Bool,
     _ report: inout ContainerReport
@@ -241,6 +249,7 @@ package struct BackupImport: Sendable {
       name, flags: O_WRONLY | O_CREAT | O_EXCL, permissions: FilePermissions(rawValue: 0o600))
     defer { closeDescriptor(fd) }
     var copied = false
+    var mismatched = false
     // The store's file through descriptors opened without following links: a hostile backup's
     // symlinked `xx/` or file would have root copy what it points to into the app's container.
     if !metadataOnly, let stored = manifest.storeName(entry), let store = try? DirectoryHandle(path: manifest.path),
@@ -250,14 +259,19 @@ package struct BackupImport: Sendable {
       defer { closeDescriptor(input) }
       var status = stat()
       if case .success = valueOrErrno(.stat, { fstat(input, &status) }), status.st_mode & S_IFMT == S_IFREG {
-        try ItemCopier.copyContents(from: input, to: fd, path: directory.pathOf(name))
-        copied = true
+        if let digest = entry.metadata.digest, ContentDigest.matches(input, digest) == false {
+          report.mismatchedContents.append(entry.relativePath)
+          mismatched = true
+        } else {
+          try ItemCopier.copyContents(from: input, to: fd, path: directory.pathOf(name))
+          copied = true
+        }
       }
     }
     if !copied {
       _ = try valueOrErrno(.truncate) { ftruncate(fd, off_t(entry.metadata.size)) }.orThrow(
         "make the sparse file", path: directory.pathOf(name))
-      if !metadataOnly { report.missingContents.append(entry.relativePath) }
+      if !metadataOnly && !mismatched { report.missingContents.append(entry.relativePath) }
     }
     _ = try valueOrErrno(.chmod) { fchmod(fd, mode) }.orThrow("set the mode of", path: directory.pathOf(name))
   }

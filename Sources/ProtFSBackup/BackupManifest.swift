@@ -140,6 +140,8 @@ package struct BackupFileMetadata: Sendable, Equatable {
   package var birth: Int64
   /// A symlink's target.
   package var target: String?
+  /// The digest of the contents (SHA-1, or SHA-256), where the manifest records one.
+  package var digest: Data?
 
   /// The metadata in `archive`, or nil when it holds none.
   init?(archive: Data) {
@@ -164,6 +166,7 @@ package struct BackupFileMetadata: Sendable, Equatable {
     lastModified = file.lastModified
     birth = file.birth
     target = file.target
+    digest = file.digest
   }
 
   /// The class `protectionClass` names, or nil for a number that names none.
@@ -186,6 +189,7 @@ final class MBFileArchive: NSObject, NSCoding {
   let lastModified: Int64
   let birth: Int64
   let target: String?
+  let digest: Data?
 
   init?(coder: NSCoder) {
     mode = coder.decodeInt64(forKey: "Mode")
@@ -195,6 +199,7 @@ final class MBFileArchive: NSObject, NSCoding {
     birth = coder.decodeInt64(forKey: "Birth")
     // Read only where present: a missing key is an error to this unarchiver.
     target = coder.containsValue(forKey: "Target") ? coder.decodeObject(forKey: "Target") as? String : nil
+    digest = coder.containsValue(forKey: "Digest") ? coder.decodeObject(forKey: "Digest") as? Data : nil
   }
 
   func encode(with coder: NSCoder) {}

@@ -4,7 +4,8 @@ import ProtFSTestSupport
 import Testing
 
 /// `protfs import-backup` on backups the tests write (scripts/make-backup.py: Manifest.db, MBFile
-/// archives, the file store): every class number, a symlink, absent contents, hostile paths, a
+/// archives, the file store): every class number, a symlink, absent contents, contents that do not
+/// have their digest, hostile paths, a
 /// domain that is no app's, an encrypted backup and garbage metadata; then the audit on the result.
 @Suite struct ImportBackupTests {
   static let app = "com.example.notes"
@@ -27,8 +28,9 @@ import Testing
     let containers = report["containers"] as? [[String: Any]] ?? []
     #expect(containers.map { $0["bundleID"] as? String } == [Self.app, "group.com.example.shared"], "\(report)")
     let notes = containers.first ?? [:]
-    #expect(notes["files"] as? Int == 6 && notes["directories"] as? Int == 3 && notes["symlinks"] as? Int == 1)
+    #expect(notes["files"] as? Int == 7 && notes["directories"] as? Int == 3 && notes["symlinks"] as? Int == 1)
     #expect(notes["missingContents"] as? [String] == ["Documents/missing.bin"])
+    #expect(notes["mismatchedContents"] as? [String] == ["Documents/tampered.db"], "\(notes)")
     #expect(notes["unknownClasses"] as? [String] == ["tmp/odd.bin: 7"])
     #expect((notes["skipped"] as? [String])?.count == 2, "\(notes)")
     #expect(report["skippedDomains"] as? [String: Int] == ["HomeDomain": 1])
@@ -48,6 +50,14 @@ import Testing
     #expect(status.st_mode & 0o7777 == 0o600 && status.st_mtim.tv_sec == 1_700_000_000)
     #expect(status.st_uid == (geteuid() == 0 ? 501 : geteuid()))
     #expect(stat(root + "Documents/missing.bin", &status) == 0 && status.st_size == 5000 && status.st_blocks == 0)
+    // Contents that do not have their digest are not trusted: the file is sparse, of the recorded size.
+    #expect(stat(root + "Documents/tampered.db", &status) == 0 && status.st_size == 18 && status.st_blocks == 0)
+    #expect(t.rawClass(root + "Documents/tampered.db") == "NSFileProtectionComplete")
+    // Contents with their digest, and contents whose MBFile records none, are copied.
+    #expect(FileManager.default.contents(atPath: root + "Documents/notes.sqlite")?.count == 4016)
+    #expect(
+      FileManager.default.contents(atPath: root + "Library/Caches/cache.bin")
+        == Data(String(repeating: "cache", count: 100).utf8))
     #expect(stat(root + "Documents", &status) == 0 && status.st_mtim.tv_sec == 1_700_000_000)
     for escaped in ["escaped", "escaped2"] {
       for directory in [t.directory, t.root, t.root + "/Containers", root] {
@@ -67,6 +77,7 @@ import Testing
     let (t, backup) = try await make()
     let first = try await Protfs.run(["--device", t.root, "import-backup", backup, "--bundle", Self.app])
     #expect(first.status == 0 && first.stdout.contains("Imported \(Self.app)"), "\(first)")
+    #expect(first.stdout.contains("contents do not match the manifest's digest (sparse): Documents/tampered.db"))
     #expect(!FileManager.default.fileExists(atPath: t.root + "/Containers/group.com.example.shared"))
     let again = try await Protfs.run(["--device", t.root, "import-backup", backup, "--bundle", Self.app])
     #expect(again.status == 1 && again.stderr.contains("exists on the device") && again.stderr.contains("--replace"))

@@ -35,6 +35,10 @@ int protfs_sha256_context_reset(EVP_MD_CTX *context);
 int protfs_sha256_context_update(EVP_MD_CTX *context, const void *bytes, size_t count);
 int protfs_sha256_context_final(EVP_MD_CTX *context, unsigned char *digest, unsigned int *length);
 void protfs_sha256_context_free(EVP_MD_CTX *context);
+/* An EVP SHA-1 context (the digests of iOS backups), initialised; update, final and free it with
+   the protfs_sha256_context_ functions above, which serve any EVP digest. NULL only when out of
+   memory. */
+EVP_MD_CTX *protfs_sha1_context_new(void);
 
 int protfs_rand_bytes(unsigned char *bytes, int count);
 int protfs_crypto_memcmp(const void *a, const void *b, size_t count);

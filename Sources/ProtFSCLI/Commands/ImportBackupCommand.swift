@@ -18,14 +18,16 @@ package enum ImportBackupCommand {
       2 complete-unless-open, 3 complete-until-first-user-authentication, 4 none; another number is
       reported with the file, never guessed). Symlinks stay symlinks to where the backup says.
       A file whose contents the backup lacks (every file with --metadata-only, for a fast audit)
-      is a sparse file of its recorded size, and is listed. Paths that would leave the container
-      are skipped and listed.
+      is a sparse file of its recorded size, and is listed. Where the manifest records a digest of
+      a file's contents (SHA-1, or SHA-256), the contents are copied only when they have it; a file
+      whose contents do not is made sparse too, and listed as mismatched. Paths that would leave
+      the container are skipped and listed.
 
       The containers are built under .protfs/staging/ and renamed into place once all are
       complete; an existing container is refused unless --replace. Encrypted backups are not read
       yet. With --json: an object with containers (each with bundleID, domain, files, directories,
-      symlinks, classes, missingContents, unknownClasses, skipped and replaced), skippedDomains and
-      unreadable.
+      symlinks, classes, missingContents, mismatchedContents, unknownClasses, skipped and
+      replaced), skippedDomains and unreadable.
       """,
     arguments: [backup],
     options: [bundle, metadataOnly, replace, CommonOptions.json],
@@ -60,6 +62,9 @@ package enum ImportBackupCommand {
         "Imported \(container.bundleID)\(container.replaced ? " (replaced)" : ""): \(container.files) files, \(container.directories) directories, \(container.symlinks) symlinks"
           + (classes.isEmpty ? "" : " (\(classes))"))
       for missing in container.missingContents { Console.out("  no contents in the backup (sparse): \(missing)") }
+      for mismatched in container.mismatchedContents {
+        Console.out("  contents do not match the manifest's digest (sparse): \(mismatched)")
+      }
       for unknown in container.unknownClasses { Console.out("  unknown protection class, none set: \(unknown)") }
       for skipped in container.skipped { Console.out("  skipped: \(skipped)") }
     }

@@ -5,12 +5,18 @@ NSKeyedArchiver binary plist (an MBFile with ProtectionClass, Mode, Size, times,
 file store xx/<fileID> (fileID = SHA-1 of "domain-relativePath"), Manifest.plist and Info.plist.
 
     python3 scripts/make-backup.py OUT-DIR [--encrypted]
+    python3 scripts/make-backup.py OUT-DIR --bulk N     (benchmarks/import-backup.sh)
 
 The backup holds an app with every class number (1-4, and 7, which names none), a symlink, a file
 whose contents are missing, one whose stored contents do not have the digest its MBFile records
 (and one whose MBFile records none), paths that try to leave the container, an app group, a domain that is
 no app's and a row whose flags name nothing. --encrypted marks Manifest.plist as encrypted (the
 importer refuses it; nothing in it is encrypted).
+
+--bulk N writes instead one app (com.example.bench) of N files of 4,096 bytes in directories of
+500, a third of each class 1, 3 and 4, with no contents in the store (for --metadata-only), and
+beside the backup the tree as lists for its peer: OUT-DIR.dirs (the directories, parents first)
+and OUT-DIR.files (the files), one path a line relative to the container.
 """
 
 import hashlib
@@ -72,10 +78,47 @@ def archive(relative, mode, size, protection, target, digest=None):
         fmt=plistlib.FMT_BINARY)
 
 
+def bulk(out, count):
+    """The --bulk backup: `count` files in directories of 500, and the peer's lists."""
+    os.makedirs(out, exist_ok=True)
+    database = sqlite3.connect(os.path.join(out, "Manifest.db"))
+    database.execute(
+        "CREATE TABLE Files (fileID TEXT PRIMARY KEY, domain TEXT, relativePath TEXT, flags INTEGER, file BLOB)")
+    domain = "AppDomain-com.example.bench"
+    rows, directories, files = [], ["Documents"], []
+    rows.append((hashlib.sha1(f"{domain}-".encode()).hexdigest(), domain, "", 2, archive("", 0o40755, 0, 0, None)))
+    rows.append((hashlib.sha1(f"{domain}-Documents".encode()).hexdigest(), domain, "Documents", 2,
+                 archive("Documents", 0o40755, 0, 0, None)))
+    for index in range(count):
+        if index % 500 == 0:
+            directory = f"Documents/d{index // 500:04d}"
+            directories.append(directory)
+            rows.append((hashlib.sha1(f"{domain}-{directory}".encode()).hexdigest(), domain, directory, 2,
+                         archive(directory, 0o40755, 0, 3, None)))
+        relative = f"{directory}/f{index:06d}.dat"
+        files.append(relative)
+        rows.append((hashlib.sha1(f"{domain}-{relative}".encode()).hexdigest(), domain, relative, 1,
+                     archive(relative, 0o100644, 4096, (1, 3, 4)[index % 3], None)))
+    database.executemany("INSERT INTO Files VALUES (?, ?, ?, ?, ?)", rows)
+    database.commit()
+    database.close()
+    with open(os.path.join(out, "Manifest.plist"), "wb") as handle:
+        plistlib.dump({"IsEncrypted": False, "Version": "10.0"}, handle, fmt=plistlib.FMT_BINARY)
+    with open(os.path.join(out, "Info.plist"), "wb") as handle:
+        plistlib.dump({"Device Name": "protfs benchmark iPhone"}, handle)
+    with open(out + ".dirs", "w") as handle:
+        handle.write("".join(d + "\n" for d in directories))
+    with open(out + ".files", "w") as handle:
+        handle.write("".join(f + "\n" for f in files))
+
+
 def main():
     if len(sys.argv) < 2:
         sys.exit(__doc__)
     out = sys.argv[1]
+    if "--bulk" in sys.argv[2:]:
+        bulk(out, int(sys.argv[sys.argv.index("--bulk") + 1]))
+        return
     encrypted = "--encrypted" in sys.argv[2:]
     os.makedirs(out, exist_ok=True)
     database = sqlite3.connect(os.path.join(out, "Manifest.db"))

@@ -1,16 +1,16 @@
 #!/usr/bin/env python3
 """Writes an iOS backup folder, as Finder, iTunes and idevicebackup2 do, for the tests of
 `protfs import-backup`: Manifest.db (SQLite, a Files table), each file's metadata as an
-NSKeyedArchiver binary plist (an MBFile with ProtectionClass, Mode, Size, times, Target, Digest), the
-file store xx/<fileID> (fileID = SHA-1 of "domain-relativePath"), Manifest.plist and Info.plist.
+NSKeyedArchiver binary plist (an MBFile with ProtectionClass, Mode, Size, times, Target,
+Digest), the file store xx/<fileID> (fileID = SHA-1 of "domain-relativePath"), Manifest.plist and Info.plist.
 
     python3 scripts/make-backup.py OUT-DIR [--encrypted]
     python3 scripts/make-backup.py OUT-DIR --bulk N     (benchmarks/import-backup.sh)
 
 The backup holds an app with every class number (1-4, and 7, which names none), a symlink, a file
 whose contents are missing, one whose stored contents do not have the digest its MBFile records
-(and one whose MBFile records none), paths that try to leave the container, an app group, a domain that is
-no app's and a row whose flags name nothing. --encrypted marks Manifest.plist as encrypted (the
+(and one whose MBFile records none), paths that try to leave the container, an app group, a
+domain that is no app's and a row whose flags name nothing. --encrypted marks Manifest.plist as encrypted (the
 importer refuses it; nothing in it is encrypted).
 
 --bulk N writes instead one app (com.example.bench) of N files of 4,096 bytes in directories of
@@ -78,34 +78,49 @@ def archive(relative, mode, size, protection, target, digest=None):
         fmt=plistlib.FMT_BINARY)
 
 
-def bulk(out, count):
-    """The --bulk backup: `count` files in directories of 500, and the peer's lists."""
+def file_id(domain, relative):
+    """The row's fileID, also the contents' name in the store: the SHA-1 of "domain-relativePath"."""
+    return hashlib.sha1(f"{domain}-{relative}".encode()).hexdigest()
+
+
+def new_manifest(out):
+    """OUT-DIR made, and its Manifest.db opened with an empty Files table."""
     os.makedirs(out, exist_ok=True)
     database = sqlite3.connect(os.path.join(out, "Manifest.db"))
     database.execute(
         "CREATE TABLE Files (fileID TEXT PRIMARY KEY, domain TEXT, relativePath TEXT, flags INTEGER, file BLOB)")
+    return database
+
+
+def write_plists(out, manifest, info):
+    """Manifest.plist (binary) and Info.plist (XML), as a backup has them."""
+    with open(os.path.join(out, "Manifest.plist"), "wb") as handle:
+        plistlib.dump(manifest, handle, fmt=plistlib.FMT_BINARY)
+    with open(os.path.join(out, "Info.plist"), "wb") as handle:
+        plistlib.dump(info, handle)
+
+
+def bulk(out, count):
+    """The --bulk backup: `count` files in directories of 500, and the peer's lists."""
+    database = new_manifest(out)
     domain = "AppDomain-com.example.bench"
-    rows, directories, files = [], ["Documents"], []
-    rows.append((hashlib.sha1(f"{domain}-".encode()).hexdigest(), domain, "", 2, archive("", 0o40755, 0, 0, None)))
-    rows.append((hashlib.sha1(f"{domain}-Documents".encode()).hexdigest(), domain, "Documents", 2,
-                 archive("Documents", 0o40755, 0, 0, None)))
+
+    def row(relative, flags, mode, size, protection):
+        return (file_id(domain, relative), domain, relative, flags, archive(relative, mode, size, protection, None))
+
+    rows, directories, files = [row("", 2, 0o40755, 0, 0), row("Documents", 2, 0o40755, 0, 0)], ["Documents"], []
     for index in range(count):
         if index % 500 == 0:
             directory = f"Documents/d{index // 500:04d}"
             directories.append(directory)
-            rows.append((hashlib.sha1(f"{domain}-{directory}".encode()).hexdigest(), domain, directory, 2,
-                         archive(directory, 0o40755, 0, 3, None)))
+            rows.append(row(directory, 2, 0o40755, 0, 3))
         relative = f"{directory}/f{index:06d}.dat"
         files.append(relative)
-        rows.append((hashlib.sha1(f"{domain}-{relative}".encode()).hexdigest(), domain, relative, 1,
-                     archive(relative, 0o100644, 4096, (1, 3, 4)[index % 3], None)))
+        rows.append(row(relative, 1, 0o100644, 4096, (1, 3, 4)[index % 3]))
     database.executemany("INSERT INTO Files VALUES (?, ?, ?, ?, ?)", rows)
     database.commit()
     database.close()
-    with open(os.path.join(out, "Manifest.plist"), "wb") as handle:
-        plistlib.dump({"IsEncrypted": False, "Version": "10.0"}, handle, fmt=plistlib.FMT_BINARY)
-    with open(os.path.join(out, "Info.plist"), "wb") as handle:
-        plistlib.dump({"Device Name": "protfs benchmark iPhone"}, handle)
+    write_plists(out, {"IsEncrypted": False, "Version": "10.0"}, {"Device Name": "protfs benchmark iPhone"})
     with open(out + ".dirs", "w") as handle:
         handle.write("".join(d + "\n" for d in directories))
     with open(out + ".files", "w") as handle:
@@ -120,21 +135,18 @@ def main():
         bulk(out, int(sys.argv[sys.argv.index("--bulk") + 1]))
         return
     encrypted = "--encrypted" in sys.argv[2:]
-    os.makedirs(out, exist_ok=True)
-    database = sqlite3.connect(os.path.join(out, "Manifest.db"))
-    database.execute(
-        "CREATE TABLE Files (fileID TEXT PRIMARY KEY, domain TEXT, relativePath TEXT, flags INTEGER, file BLOB)")
+    database = new_manifest(out)
     database.execute("CREATE TABLE Properties (key TEXT PRIMARY KEY, value BLOB)")
     for domain, relative, flags, protection, mode, contents, target in ENTRIES:
-        file_id = hashlib.sha1(f"{domain}-{relative}".encode()).hexdigest()
+        name = file_id(domain, relative)
         size = len(contents) if contents is not None else (5000 if flags == 1 else 0)
         digest = hashlib.sha1(contents).digest() if contents is not None and relative != UNDIGESTED else None
         database.execute(
             "INSERT INTO Files VALUES (?, ?, ?, ?, ?)",
-            (file_id, domain, relative, flags, archive(relative, mode, size, protection, target, digest)))
+            (name, domain, relative, flags, archive(relative, mode, size, protection, target, digest)))
         if contents is not None:
-            os.makedirs(os.path.join(out, file_id[:2]), exist_ok=True)
-            with open(os.path.join(out, file_id[:2], file_id), "wb") as handle:
+            os.makedirs(os.path.join(out, name[:2]), exist_ok=True)
+            with open(os.path.join(out, name[:2], name), "wb") as handle:
                 handle.write(contents if relative != TAMPERED else contents.upper())
     database.execute(
         "INSERT INTO Files VALUES (?, ?, ?, ?, ?)",
@@ -142,10 +154,8 @@ def main():
          archive("Documents/strange", 0o100644, 0, 3, None)))
     database.commit()
     database.close()
-    with open(os.path.join(out, "Manifest.plist"), "wb") as handle:
-        plistlib.dump({"IsEncrypted": encrypted, "Version": "10.0", "Applications": {}}, handle, fmt=plistlib.FMT_BINARY)
-    with open(os.path.join(out, "Info.plist"), "wb") as handle:
-        plistlib.dump({"Device Name": "protfs test iPhone", "Product Version": "18.0"}, handle)
+    write_plists(out, {"IsEncrypted": encrypted, "Version": "10.0", "Applications": {}},
+                 {"Device Name": "protfs test iPhone", "Product Version": "18.0"})
 
 
 if __name__ == "__main__":

@@ -93,23 +93,22 @@ int protfs_sha256_final(unsigned char *digest, SHA256_CTX *context) {
   return crypto.sha256_final(digest, context);
 }
 
-EVP_MD_CTX *protfs_sha256_context_new(void) {
-  require();
+/* A context of `digest`, initialised; NULL when out of memory. */
+static EVP_MD_CTX *context_new(const EVP_MD *(*digest)(void)) {
   EVP_MD_CTX *context = crypto.md_ctx_new();
-  if (context && crypto.digest_init_ex(context, crypto.sha256(), NULL) != 1) {
+  if (context && crypto.digest_init_ex(context, digest(), NULL) != 1) {
     crypto.md_ctx_free(context);
     return NULL;
   }
   return context;
 }
+EVP_MD_CTX *protfs_sha256_context_new(void) {
+  require();
+  return context_new(crypto.sha256);
+}
 EVP_MD_CTX *protfs_sha1_context_new(void) {
   require();
-  EVP_MD_CTX *context = crypto.md_ctx_new();
-  if (context && crypto.digest_init_ex(context, crypto.sha1(), NULL) != 1) {
-    crypto.md_ctx_free(context);
-    return NULL;
-  }
-  return context;
+  return context_new(crypto.sha1);
 }
 int protfs_sha256_context_reset(EVP_MD_CTX *context) {
   require();

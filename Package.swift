@@ -94,7 +94,7 @@ let package = Package(
         "ProtFSApp", "ProtFSSessions", "ProtFSBackup",
       ]),
     // Linked as a position-dependent executable in release builds: the loader then has none of
-    // the 80,000 relocations of a position-independent one to apply at every start.
+    // the some 80,000 relocations of a position-independent one to apply at every start.
     .executableTarget(
       name: "protfs", dependencies: ["ProtFSCLI"],
       linkerSettings: [.unsafeFlags(["-Xclang-linker", "-no-pie"], .when(configuration: .release))]),

@@ -8,13 +8,14 @@ packages=(
   attr                  # getfattr/setfattr (tests, benchmarks, users)
   libcurl4-openssl-dev  # the download engine
   libsqlite3-dev        # the persistent task store
-  libssl-dev            # libcrypto: SHA-256 (downloads), PBKDF2 (passcode hash)
+  libssl-dev            # libcrypto: SHA-256 (downloads), PBKDF2 (passcode hash), AES (backups)
   nginx-light           # the loopback server the download tests start
   curl                  # benchmark peer
   aria2                 # benchmark peer
   openssl               # self-signed certificates for the HTTPS download tests
   util-linux            # setpriv, for running test programs without CAP_DAC_OVERRIDE
   sqlite3               # the sqlite3 shell: tests put garbage into the task store
+  python3-cryptography  # AES key wrap and CBC: scripts/make-backup.py encrypts backups as iOS does
   e2fsprogs             # chattr: tests make the task store immutable, as on a read-only disk;
                         # filefrag: tests and benchmarks/upload.sh see that a snapshot shares extents
   xfsprogs              # mkfs.xfs: an XFS with reflinks on a loop device, where snapshots are clones

@@ -27,6 +27,15 @@ static struct {
   int (*rand_bytes)(unsigned char *, int);
   int (*memcmp)(const void *, const void *, size_t);
   int (*pbkdf2_hmac)(const char *, int, const unsigned char *, int, int, const EVP_MD *, int, unsigned char *);
+  EVP_CIPHER_CTX *(*cipher_ctx_new)(void);
+  void (*cipher_ctx_free)(EVP_CIPHER_CTX *);
+  void (*cipher_ctx_set_flags)(EVP_CIPHER_CTX *, int);
+  int (*cipher_ctx_set_padding)(EVP_CIPHER_CTX *, int);
+  const EVP_CIPHER *(*aes_256_wrap)(void);
+  const EVP_CIPHER *(*aes_256_cbc)(void);
+  int (*decrypt_init_ex)(EVP_CIPHER_CTX *, const EVP_CIPHER *, ENGINE *, const unsigned char *, const unsigned char *);
+  int (*decrypt_update)(EVP_CIPHER_CTX *, unsigned char *, int *, const unsigned char *, int);
+  int (*decrypt_final_ex)(EVP_CIPHER_CTX *, unsigned char *, int *);
 } crypto;
 
 static pthread_once_t once = PTHREAD_ONCE_INIT;
@@ -64,6 +73,15 @@ static void load(void) {
   RESOLVE(rand_bytes, "RAND_bytes");
   RESOLVE(memcmp, "CRYPTO_memcmp");
   RESOLVE(pbkdf2_hmac, "PKCS5_PBKDF2_HMAC");
+  RESOLVE(cipher_ctx_new, "EVP_CIPHER_CTX_new");
+  RESOLVE(cipher_ctx_free, "EVP_CIPHER_CTX_free");
+  RESOLVE(cipher_ctx_set_flags, "EVP_CIPHER_CTX_set_flags");
+  RESOLVE(cipher_ctx_set_padding, "EVP_CIPHER_CTX_set_padding");
+  RESOLVE(aes_256_wrap, "EVP_aes_256_wrap");
+  RESOLVE(aes_256_cbc, "EVP_aes_256_cbc");
+  RESOLVE(decrypt_init_ex, "EVP_DecryptInit_ex");
+  RESOLVE(decrypt_update, "EVP_DecryptUpdate");
+  RESOLVE(decrypt_final_ex, "EVP_DecryptFinal_ex");
 #undef RESOLVE
   ready = 1;
 }
@@ -141,4 +159,52 @@ int protfs_pbkdf2_hmac_sha256(
   require();
   return crypto.pbkdf2_hmac(
       password, passwordLength, salt, saltLength, iterations, crypto.sha256(), keyLength, key);
+}
+
+int protfs_pbkdf2_hmac_sha1(
+    const unsigned char *password, int passwordLength, const unsigned char *salt, int saltLength, int iterations,
+    int keyLength, unsigned char *key) {
+  require();
+  return crypto.pbkdf2_hmac(
+      (const char *)password, passwordLength, salt, saltLength, iterations, crypto.sha1(), keyLength, key);
+}
+
+int protfs_aes256_unwrap(const unsigned char *kek, const unsigned char *wrapped, int wrappedLength, unsigned char *key) {
+  require();
+  if (wrappedLength < 24 || wrappedLength > 72 || wrappedLength % 8 != 0) return -1;
+  EVP_CIPHER_CTX *context = crypto.cipher_ctx_new();
+  if (!context) return -1;
+  int length = 0, last = 0, ok = 0;
+  crypto.cipher_ctx_set_flags(context, EVP_CIPHER_CTX_FLAG_WRAP_ALLOW);
+  /* RFC 3394's default initial value (A6A6A6A6A6A6A6A6) is the check: a wrong key fails here. */
+  if (crypto.decrypt_init_ex(context, crypto.aes_256_wrap(), NULL, kek, NULL) == 1
+      && crypto.decrypt_update(context, key, &length, wrapped, wrappedLength) == 1
+      && crypto.decrypt_final_ex(context, key + length, &last) == 1)
+    ok = 1;
+  crypto.cipher_ctx_free(context);
+  return ok ? length + last : -1;
+}
+
+EVP_CIPHER_CTX *protfs_aes256_cbc_decryptor(const unsigned char *key) {
+  require();
+  static const unsigned char zero[16];
+  EVP_CIPHER_CTX *context = crypto.cipher_ctx_new();
+  if (!context) return NULL;
+  if (crypto.decrypt_init_ex(context, crypto.aes_256_cbc(), NULL, key, zero) != 1) {
+    crypto.cipher_ctx_free(context);
+    return NULL;
+  }
+  crypto.cipher_ctx_set_padding(context, 0);
+  return context;
+}
+
+int protfs_cipher_update(EVP_CIPHER_CTX *context, const unsigned char *input, int count, unsigned char *output) {
+  require();
+  int length = 0;
+  return crypto.decrypt_update(context, output, &length, input, count) == 1 ? length : -1;
+}
+
+void protfs_cipher_free(EVP_CIPHER_CTX *context) {
+  require();
+  crypto.cipher_ctx_free(context);
 }

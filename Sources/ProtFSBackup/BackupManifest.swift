@@ -5,9 +5,13 @@ import ProtFSSystem
 
 /// An iOS backup folder, as Finder, iTunes and `idevicebackup2` write one (docs/import-backup.md):
 /// `Manifest.db`, an SQLite database with one row a file (`Files`: `fileID`, `domain`,
-/// `relativePath`, `flags`, and `file`, the file's metadata as an NSKeyedArchiver plist), and the
-/// file store `xx/<fileID>`. Read only, never followed out of the folder.
-package struct BackupManifest: Sendable {
+/// `relativePath`, `flags`, and `file`, the file's metadata as an NSKeyedArchiver plist), the
+/// file store `xx/<fileID>`, and `Manifest.plist`, which says whether the backup is encrypted and
+/// then holds its keybag and the key of `Manifest.db`. Read only, never followed out of the folder.
+///
+/// The rows are read as they are used (`forEachEntry`), not held: an import's memory does not grow
+/// with the number of files.
+package final class BackupManifest {
   /// What a row describes (the `flags` column).
   package enum Kind: Int, Sendable {
     case file = 1
@@ -31,88 +35,219 @@ package struct BackupManifest: Sendable {
 
   /// The backup folder.
   package let path: String
-  /// Every row, in the order of their paths (parents first).
-  package let entries: [Entry]
-  /// Rows that could not be read, each with why.
-  package let unreadable: [String]
+  /// The backup's keys, when it is encrypted (unlocked with its password).
+  package let keys: BackupKeys?
+  /// The key of the encrypted `Manifest.db`.
+  private let databaseKey: [UInt8]?
+  /// The open database; for an encrypted backup, once `open(decryptingInto:)` has decrypted it.
+  private var database: OpaquePointer?
+  /// Where the database is read from (for messages).
+  private var databasePath: String
+  /// Rows that could not be read, each with why (the first `unreadableLimit`).
+  package private(set) var unreadable: [String] = []
 
   /// The most rows read: a real phone's backup holds a few hundred thousand.
   package static let rowLimit = 5_000_000
+  /// The most unreadable rows listed one by one; the rest are counted.
+  static let unreadableLimit = 1_000
+  private var unreadableCount = 0
 
-  /// Reads the backup at `path`; throws when it is no backup, or an encrypted one.
-  package init(path: String) throws(ProtFSError) {
+  /// Reads the backup at `path`; `password` opens an encrypted one. Throws when it is no backup,
+  /// an encrypted one without its password or with a wrong one, or its database cannot be opened.
+  /// Nothing is written.
+  package init(path: String, password: [UInt8]? = nil) throws(ProtFSError) {
     self.path = path
-    let manifestPlist = path + "/Manifest.plist"
-    if let data = FileManager.default.contents(atPath: manifestPlist),
-      let plist = try? PropertyListSerialization.propertyList(from: data, format: nil) as? [String: Any],
-      (plist["IsEncrypted"] as? Bool) == true
-    {
-      throw ProtFSError(
-        .invalidArgument, "The backup '\(path)' is encrypted; protfs imports unencrypted backups only so far.",
-        path: path,
-        remedy: .advice(
-          "make an unencrypted backup (turn off \"Encrypt local backup\" in Finder, or idevicebackup2 encryption off)"))
-    }
-    let database = path + "/Manifest.db"
+    let databasePath = path + "/Manifest.db"
+    self.databasePath = databasePath
     var status = stat()
-    guard case .success = valueOrErrno(.stat, { lstat(database, &status) }), status.st_mode & S_IFMT == S_IFREG else {
+    guard case .success = valueOrErrno(.stat, { lstat(databasePath, &status) }), status.st_mode & S_IFMT == S_IFREG
+    else {
       throw ProtFSError(
         .notFound, "'\(path)' is not an iOS backup: it has no Manifest.db.", path: path,
         remedy: .advice("give the folder that holds Manifest.db, Manifest.plist and Info.plist"))
     }
+    let manifestPlist = path + "/Manifest.plist"
+    guard let plist = Self.encryption(manifestPlist) else {
+      keys = nil
+      databaseKey = nil
+      try openDatabase()
+      return
+    }
+    guard let password else {
+      throw ProtFSError(
+        .invalidArgument, "The backup '\(path)' is encrypted; protfs needs its password to read it.", path: path,
+        remedy: .advice(
+          "give the password in a file with --password-file FILE, or on standard input with --password-file -"))
+    }
+    guard let keybag = plist["BackupKeyBag"] as? Data, let wrapped = plist["ManifestKey"] as? Data else {
+      throw ProtFSError(
+        .malformed, "The encrypted backup's '\(manifestPlist)' has no BackupKeyBag or no ManifestKey.",
+        path: manifestPlist)
+    }
+    let keys = try BackupKeys(keybag: Array(keybag), password: password, where: manifestPlist, backup: path)
+    guard let databaseKey = keys.key(Array(wrapped)) else {
+      throw ProtFSError(
+        .malformed, "The encrypted backup's ManifestKey in '\(manifestPlist)' does not unwrap with its class key.",
+        path: manifestPlist)
+    }
+    self.keys = keys
+    self.databaseKey = databaseKey
+  }
+
+  /// Whether `path`'s `Manifest.plist` says the backup is encrypted.
+  package static func isEncrypted(path: String) -> Bool {
+    encryption(path + "/Manifest.plist") != nil
+  }
+
+  /// The `Manifest.plist` at `path`, when it says the backup is encrypted.
+  private static func encryption(_ path: String) -> [String: Any]? {
+    let plist = FileManager.default.contents(atPath: path).flatMap {
+      try? PropertyListSerialization.propertyList(from: $0, format: nil) as? [String: Any]
+    }
+    guard let plist, (plist["IsEncrypted"] as? Bool) == true else { return nil }
+    return plist
+  }
+
+  deinit {
+    if let database { sqlite3_close_v2(database) }
+  }
+
+  /// Makes the database readable: an encrypted backup's `Manifest.db` is decrypted into `scratch`
+  /// (a file of `name`, which the caller removes with its directory); an unencrypted one is open.
+  package func open(decryptingInto scratch: DirectoryHandle, name: String) throws(ProtFSError) {
+    guard database == nil, let databaseKey else { return }
+    let store = try DirectoryHandle(path: path)
+    let input = try store.openFile("Manifest.db", flags: O_RDONLY)
+    defer { closeDescriptor(input) }
+    let output = try scratch.openFile(
+      name, flags: O_RDWR | O_CREAT | O_EXCL, permissions: FilePermissions(rawValue: 0o600))
+    defer { closeDescriptor(output) }
+    switch BackupCipher.decrypt(input, into: output, key: databaseKey, path: scratch.pathOf(name)) {
+    case .success(let length):
+      // PKCS#7 padding (a whole block for a database of whole pages) is taken off where it is.
+      var last = [UInt8](repeating: 0, count: 16)
+      if length >= 16, case .success(16) = valueOrErrno(.read, { pread(output, &last, 16, off_t(length - 16)) }),
+        let pad = last.last, (1...16).contains(pad), last.suffix(Int(pad)).allSatisfy({ $0 == pad })
+      {
+        _ = try valueOrErrno(.truncate) { ftruncate(output, off_t(length - Int(pad))) }.orThrow(
+          "trim the decrypted database", path: scratch.pathOf(name))
+      }
+    case .failure(.notWholeBlocks):
+      throw ProtFSError(
+        .malformed, "The encrypted backup's Manifest.db '\(databasePath)' is not whole AES blocks: it is damaged.",
+        path: databasePath)
+    case .failure(.failed(let error)):
+      throw error
+    }
+    databasePath = scratch.pathOf(name)
+    try openDatabase()
+  }
+
+  private func openDatabase() throws(ProtFSError) {
     var db: OpaquePointer?
     let uri =
-      "file:" + (database.addingPercentEncoding(withAllowedCharacters: .urlPathAllowed) ?? database)
+      "file:" + (databasePath.addingPercentEncoding(withAllowedCharacters: .urlPathAllowed) ?? databasePath)
       + "?mode=ro&immutable=1"
     guard sqlite3_open_v2(uri, &db, SQLITE_OPEN_READONLY | SQLITE_OPEN_URI, nil) == SQLITE_OK, let db else {
       if let db { sqlite3_close_v2(db) }
-      throw ProtFSError(.malformed, "Cannot open the backup's Manifest.db '\(database)'.", path: database)
+      throw ProtFSError(.malformed, "Cannot open the backup's Manifest.db '\(databasePath)'.", path: databasePath)
     }
-    defer { sqlite3_close_v2(db) }
+    database = db
+    // A query that fails here (not SQLite, no Files table) fails before anything is built.
+    _ = try statement("SELECT fileID, domain, relativePath, flags, file FROM Files LIMIT 0")
+  }
+
+  private func statement(_ query: String) throws(ProtFSError) -> OpaquePointer {
     var statement: OpaquePointer?
-    let query = "SELECT fileID, domain, relativePath, flags, file FROM Files ORDER BY domain, relativePath"
-    guard sqlite3_prepare_v2(db, query, -1, &statement, nil) == SQLITE_OK, let statement else {
+    guard let database, sqlite3_prepare_v2(database, query, -1, &statement, nil) == SQLITE_OK, let statement else {
+      let why = database.map { String(cString: sqlite3_errmsg($0)) } ?? "it is not open"
       throw ProtFSError(
-        .malformed,
-        "The backup's Manifest.db '\(database)' has no Files table as iOS writes it: \(String(cString: sqlite3_errmsg(db))).",
-        path: database)
+        .malformed, "The backup's Manifest.db '\(databasePath)' has no Files table as iOS writes it: \(why).",
+        path: databasePath)
     }
-    defer { sqlite3_finalize(statement) }
-    var entries: [Entry] = []
-    var unreadable: [String] = []
-    func text(_ column: Int32) -> String? {
-      guard let raw = sqlite3_column_text(statement, column) else { return nil }
-      return String(cString: raw)
-    }
+    return statement
+  }
+
+  /// The domains of the backup and how many rows each has, in the order of their names.
+  package func domains() throws(ProtFSError) -> [(domain: String, rows: Int)] {
+    let query = try statement("SELECT domain, count(*) FROM Files GROUP BY domain ORDER BY domain")
+    defer { sqlite3_finalize(query) }
+    var domains: [(String, Int)] = []
+    var total = 0
     while true {
-      let step = sqlite3_step(statement)
+      let step = sqlite3_step(query)
       if step == SQLITE_DONE { break }
-      guard step == SQLITE_ROW else {
-        throw ProtFSError(.malformed, "Cannot read the backup's Manifest.db '\(database)'.", path: database)
-      }
-      guard entries.count + unreadable.count < Self.rowLimit else {
+      guard step == SQLITE_ROW else { throw unreadableDatabase() }
+      let rows = Int(sqlite3_column_int64(query, 1))
+      total += rows
+      guard total <= Self.rowLimit else {
         throw ProtFSError(
-          .malformed, "The backup's Manifest.db '\(database)' holds more than \(Self.rowLimit) files.", path: database)
+          .malformed, "The backup's Manifest.db '\(databasePath)' holds more than \(Self.rowLimit) files.",
+          path: databasePath)
       }
-      let fileID = text(0) ?? ""
-      let domain = text(1) ?? ""
-      let relativePath = text(2) ?? ""
-      let where_ = "\(domain)/\(relativePath)"
-      guard let kind = Kind(rawValue: Int(sqlite3_column_int64(statement, 3))) else {
-        unreadable.append("\(where_): flags \(sqlite3_column_int64(statement, 3)) name no file, directory or symlink")
-        continue
-      }
-      let count = Int(sqlite3_column_bytes(statement, 4))
-      let blob = sqlite3_column_blob(statement, 4).map { Data(bytes: $0, count: count) } ?? Data()
-      guard let metadata = BackupFileMetadata(archive: blob) else {
-        unreadable.append("\(where_): its metadata is not an MBFile archive")
-        continue
-      }
-      entries.append(
-        Entry(fileID: fileID, domain: domain, relativePath: relativePath, kind: kind, metadata: metadata))
+      domains.append((sqlite3_column_text(query, 0).map { String(cString: $0) } ?? "", rows))
     }
-    self.entries = entries
-    self.unreadable = unreadable
+    return domains
+  }
+
+  private func unreadableDatabase() -> ProtFSError {
+    ProtFSError(.malformed, "Cannot read the backup's Manifest.db '\(databasePath)'.", path: databasePath)
+  }
+
+  /// Calls `body` with every row of the app domains (`AppDomain…`), ordered by domain and then by
+  /// path (parents before what they hold), one at a time. A row that cannot be read is listed in
+  /// `unreadable` instead. Rows of domains that `include` refuses are passed over unread.
+  package func forEachEntry(
+    including include: (String) -> Bool = { _ in true }, _ body: (Entry) throws(ProtFSError) -> Void
+  ) throws(ProtFSError) {
+    let query = try statement(
+      "SELECT fileID, domain, relativePath, flags, file FROM Files WHERE domain GLOB 'AppDomain*' "
+        + "ORDER BY domain, relativePath")
+    defer { sqlite3_finalize(query) }
+    func text(_ column: Int32) -> String {
+      sqlite3_column_text(query, column).map { String(cString: $0) } ?? ""
+    }
+    var domain = ""
+    var domainBytes: [UInt8] = []
+    var included = false
+    while true {
+      let step = sqlite3_step(query)
+      if step == SQLITE_DONE { break }
+      guard step == SQLITE_ROW else { throw unreadableDatabase() }
+      // The domain is the same as the last row's for all but a few rows: compared, not copied.
+      let length = Int(sqlite3_column_bytes(query, 1))
+      if let raw = sqlite3_column_text(query, 1),
+        length != domainBytes.count || memcmp(raw, domainBytes, length) != 0
+      {
+        domainBytes = Array(UnsafeBufferPointer(start: raw, count: length))
+        domain = String(decoding: domainBytes, as: UTF8.self)
+        included = include(domain)
+      }
+      guard included else { continue }
+      let relativePath = text(2)
+      let flags = sqlite3_column_int64(query, 3)
+      guard let kind = Kind(rawValue: Int(flags)) else {
+        noteUnreadable("\(domain)/\(relativePath): flags \(flags) name no file, directory or symlink")
+        continue
+      }
+      let count = Int(sqlite3_column_bytes(query, 4))
+      let metadata = sqlite3_column_blob(query, 4).flatMap {
+        BackupFileMetadata(archive: UnsafeRawBufferPointer(start: $0, count: count))
+      }
+      guard let metadata else {
+        noteUnreadable("\(domain)/\(relativePath): its metadata is not an MBFile archive")
+        continue
+      }
+      try body(Entry(fileID: text(0), domain: domain, relativePath: relativePath, kind: kind, metadata: metadata))
+    }
+    if unreadableCount > Self.unreadableLimit {
+      unreadable.append("and \(unreadableCount - Self.unreadableLimit) more rows")
+    }
+  }
+
+  private func noteUnreadable(_ problem: String) {
+    unreadableCount += 1
+    if unreadableCount <= Self.unreadableLimit { unreadable.append(problem) }
   }
 
   /// Where `entry`'s contents are in the file store (`bucket/name`, below the backup folder), when
@@ -143,30 +278,40 @@ package struct BackupFileMetadata: Sendable, Equatable {
   /// The digest of the contents (SHA-1, or SHA-256), where the manifest records one.
   package var digest: Data?
 
-  /// The metadata in `archive`, or nil when it holds none.
-  init?(archive: Data) {
-    // Parsed first by PropertyListSerialization, which answers any bytes with an error: only an
-    // archive of the expected shape reaches NSKeyedUnarchiver, which stops the process on some
-    // inconsistencies unless told to fail softly (below).
-    guard !archive.isEmpty, archive.count <= 1 << 20,
-      let plist = try? PropertyListSerialization.propertyList(from: archive, format: nil) as? [String: Any],
-      plist["$archiver"] as? String == "NSKeyedArchiver", let objects = plist["$objects"] as? [Any],
-      objects.count <= 4096, plist["$top"] is [String: Any],
-      let unarchiver = try? NSKeyedUnarchiver(forReadingFrom: archive)
+  /// A file's own key, wrapped (encrypted backups): four bytes naming its class, then the key.
+  package var encryptionKey: [UInt8]?
+
+  /// The metadata in `archive` (an NSKeyedArchiver binary plist whose root object is an
+  /// `MBFile`), or nil when it holds none. Integers missing from the `MBFile` are 0, as
+  /// NSKeyedUnarchiver answers; objects (`Target`, `Digest`, `EncryptionKey`) are followed one
+  /// `UID` into `$objects`, data either itself or an `NSData`'s `NS.data`.
+  init?(archive: UnsafeRawBufferPointer) {
+    guard archive.count <= 1 << 20, let plist = BinaryPropertyList(archive), let root = plist.dictionary(plist.top),
+      let archiver = plist.value(root, "$archiver"), plist.isString(archiver, "NSKeyedArchiver"),
+      let objects = plist.value(root, "$objects").flatMap(plist.array),
+      let top = plist.value(root, "$top").flatMap(plist.dictionary),
+      let file = plist.value(top, "root").flatMap(plist.uid).flatMap({ plist.element(objects, $0) })
+        .flatMap(plist.dictionary),
+      let type = plist.value(file, "$class").flatMap(plist.uid).flatMap({ plist.element(objects, $0) })
+        .flatMap(plist.dictionary),
+      let name = plist.value(type, "$classname"), plist.isString(name, "MBFile")
     else { return nil }
-    unarchiver.decodingFailurePolicy = .setErrorAndReturn
-    unarchiver.requiresSecureCoding = false
-    unarchiver.setClass(MBFileArchive.self, forClassName: "MBFile")
-    guard let file = unarchiver.decodeObject(forKey: NSKeyedArchiveRootObjectKey) as? MBFileArchive,
-      unarchiver.error == nil
-    else { return nil }
-    mode = UInt32(truncatingIfNeeded: file.mode)
-    size = max(0, file.size)
-    protectionClass = file.protectionClass
-    lastModified = file.lastModified
-    birth = file.birth
-    target = file.target
-    digest = file.digest
+    func integer(_ key: StaticString) -> Int64 { plist.value(file, key).flatMap(plist.integer) ?? 0 }
+    func object(_ key: StaticString) -> Int? {
+      plist.value(file, key).flatMap(plist.uid).flatMap { plist.element(objects, $0) }
+    }
+    func bytes(_ key: StaticString) -> [UInt8]? {
+      guard let object = object(key) else { return nil }
+      return plist.data(object) ?? plist.dictionary(object).flatMap { plist.value($0, "NS.data") }.flatMap(plist.data)
+    }
+    mode = UInt32(truncatingIfNeeded: integer("Mode"))
+    size = max(0, integer("Size"))
+    protectionClass = integer("ProtectionClass")
+    lastModified = integer("LastModified")
+    birth = integer("Birth")
+    target = object("Target").flatMap(plist.string).flatMap { $0 == "$null" ? nil : $0 }
+    digest = bytes("Digest").map { Data($0) }
+    encryptionKey = bytes("EncryptionKey")
   }
 
   /// The class `protectionClass` names, or nil for a number that names none.
@@ -179,28 +324,4 @@ package struct BackupFileMetadata: Sendable, Equatable {
     default: nil
     }
   }
-}
-
-/// The `MBFile` class of a backup's archives, for NSKeyedUnarchiver.
-final class MBFileArchive: NSObject, NSCoding {
-  let mode: Int64
-  let size: Int64
-  let protectionClass: Int64
-  let lastModified: Int64
-  let birth: Int64
-  let target: String?
-  let digest: Data?
-
-  init?(coder: NSCoder) {
-    mode = coder.decodeInt64(forKey: "Mode")
-    size = coder.decodeInt64(forKey: "Size")
-    protectionClass = coder.decodeInt64(forKey: "ProtectionClass")
-    lastModified = coder.decodeInt64(forKey: "LastModified")
-    birth = coder.decodeInt64(forKey: "Birth")
-    // Read only where present: a missing key is an error to this unarchiver.
-    target = coder.containsValue(forKey: "Target") ? coder.decodeObject(forKey: "Target") as? String : nil
-    digest = coder.containsValue(forKey: "Digest") ? coder.decodeObject(forKey: "Digest") as? Data : nil
-  }
-
-  func encode(with coder: NSCoder) {}
 }

@@ -5,8 +5,8 @@ import Testing
 
 /// `protfs import-backup` on backups the tests write (scripts/make-backup.py: Manifest.db, MBFile
 /// archives, the file store): every class number, a symlink, absent contents, contents that do not
-/// have their digest, hostile paths, a
-/// domain that is no app's, an encrypted backup and garbage metadata; then the audit on the result.
+/// have their digest, hostile paths, a domain that is no app's, encrypted backups (the right, a
+/// wrong and no password; hostile keybags) and garbage metadata; then the audit on the result.
 @Suite struct ImportBackupTests {
   static let app = "com.example.notes"
 
@@ -91,14 +91,98 @@ import Testing
     #expect(unknown.status == 1 && unknown.stderr.contains("holds no app domain for 'com.example.none'"))
   }
 
-  @Test func anEncryptedBackupOrNoBackupIsOneClearErrorAndNothingIsWritten() async throws {
+  @Test func anEncryptedBackupImportsWithItsPasswordFromAFileOrStandardInput() async throws {
     let (t, backup) = try await make(encrypted: true)
-    let encrypted = try await Protfs.run(["--device", t.root, "import-backup", backup])
-    #expect(encrypted.status == 1 && encrypted.stderr.contains("is encrypted"), "\(encrypted)")
+    let password = t.directory + "/password"
+    try "protfs test password\n".write(toFile: password, atomically: true, encoding: .utf8)
+    let result = try await Protfs.run([
+      "--device", t.root, "import-backup", backup, "--password-file", password, "--json",
+    ])
+    #expect(result.status == 0, "\(result)")
+    let report = try #require(try JSONSerialization.jsonObject(with: Data(result.stdout.utf8)) as? [String: Any])
+    let notes = (report["containers"] as? [[String: Any]])?.first ?? [:]
+    #expect(notes["files"] as? Int == 8 && notes["directories"] as? Int == 3, "\(notes)")
+    #expect(notes["undecryptableContents"] as? [String] == ["Documents/unopenable.bin"], "\(notes)")
+    #expect(notes["mismatchedContents"] as? [String] == ["Documents/tampered.db"], "\(notes)")
+    #expect(notes["missingContents"] as? [String] == ["Documents/missing.bin"], "\(notes)")
+    let root = t.containerPath(Self.app) + "/"
+    // Each file decrypted with its own key and cut to its size; its class is the manifest's.
+    #expect(FileManager.default.contents(atPath: root + "Documents/secret.txt") == Data("the passcode is 1234\n".utf8))
+    #expect(
+      FileManager.default.contents(atPath: root + "Library/Caches/cache.bin")
+        == Data(String(repeating: "cache", count: 100).utf8))
+    #expect(FileManager.default.contents(atPath: root + "Documents/notes.sqlite")?.count == 4016)
+    #expect(t.rawClass(root + "Documents/secret.txt") == "NSFileProtectionComplete")
+    var status = stat()
+    #expect(stat(root + "Documents/unopenable.bin", &status) == 0 && status.st_size == 6 && status.st_blocks == 0)
+    // The decrypted Manifest.db was staging's only, and is gone.
+    let staging = (try? FileManager.default.contentsOfDirectory(atPath: t.root + "/.protfs/staging")) ?? []
+    #expect(staging.isEmpty, "\(staging)")
+
+    let piped = try await Protfs.run(
+      ["--device", t.root, "import-backup", backup, "--password-file", "-", "--replace", "--bundle", Self.app],
+      stdin: "protfs test password\n")
+    #expect(
+      piped.status == 0 && piped.stdout.contains("contents cannot be decrypted (sparse): Documents/unopenable.bin"))
+  }
+
+  @Test func anEncryptedBackupWithoutItsPasswordOrWithAWrongOneIsOneClearErrorAndNothingIsWritten() async throws {
+    let (t, backup) = try await make(encrypted: true)
+    let missing = try await Protfs.run(["--device", t.root, "import-backup", backup], stdin: "")
+    #expect(
+      missing.status == 1 && missing.stderr.contains("is encrypted") && missing.stderr.contains("--password-file"))
+    let wrong = try await Protfs.run(
+      ["--device", t.root, "import-backup", backup, "--password-file", "-"], stdin: "not the password\n")
+    #expect(wrong.status != 0 && wrong.stderr.contains("The password does not open the encrypted backup '\(backup)'"))
+    let empty = try await Protfs.run(
+      ["--device", t.root, "import-backup", backup, "--password-file", "-"], stdin: "\n")
+    #expect(empty.status == 2 || empty.status == 1, "\(empty)")
+    #expect(empty.stderr.contains("holds no password"), "\(empty)")
     let none = try await Protfs.run(["--device", t.root, "import-backup", t.directory + "/nothing"])
     #expect(none.status == 1 && none.stderr.contains("has no Manifest.db"), "\(none)")
-    let containers = (try? FileManager.default.contentsOfDirectory(atPath: t.root + "/Containers")) ?? []
-    #expect(containers.isEmpty, "\(containers)")
+    // Nothing of the device was made by any of them.
+    #expect(!FileManager.default.fileExists(atPath: t.root + "/Containers/" + Self.app))
+    #expect(!FileManager.default.fileExists(atPath: t.root + "/.protfs/staging"))
+  }
+
+  @Test func aHostileEncryptedBackupIsRefusedNamingWhatIsWrong() async throws {
+    let (t, backup) = try await make(encrypted: true)
+    let password = t.directory + "/password"
+    try "protfs test password\n".write(toFile: password, atomically: true, encoding: .utf8)
+    let plistPath = backup + "/Manifest.plist"
+    let original = try #require(FileManager.default.contents(atPath: plistPath))
+    let plist = try #require(try PropertyListSerialization.propertyList(from: original, format: nil) as? [String: Any])
+    let keybag = try #require(plist["BackupKeyBag"] as? Data)
+    func importing(_ changed: [String: Any]) async throws -> RunResult {
+      let data = try PropertyListSerialization.data(fromPropertyList: changed, format: .binary, options: 0)
+      try data.write(to: URL(fileURLWithPath: plistPath))
+      return try await Protfs.run(["--device", t.root, "import-backup", backup, "--password-file", password])
+    }
+    // A keybag that asks for more rounds than protfs runs (a hold of hours), cut short, or with
+    // a ManifestKey no class key unwraps.
+    var rounds = Array(keybag)
+    let at = try #require((0..<rounds.count - 12).first { Array(rounds[$0..<$0 + 4]) == Array("DPIC".utf8) })
+    rounds.replaceSubrange(at + 8..<at + 12, with: [0x7F, 0xFF, 0xFF, 0xFF])
+    var changed = plist
+    changed["BackupKeyBag"] = Data(rounds)
+    let slow = try await importing(changed)
+    #expect(slow.status == 1 && slow.stderr.contains("rounds of PBKDF2"), "\(slow)")
+    changed["BackupKeyBag"] = keybag.prefix(keybag.count - 3)
+    let cut = try await importing(changed)
+    #expect(cut.status == 1 && cut.stderr.contains("keybag") && cut.stderr.contains("damaged"), "\(cut)")
+    changed["BackupKeyBag"] = keybag
+    changed["ManifestKey"] = Data([4, 0, 0, 0] + [UInt8](repeating: 7, count: 40))
+    let manifestKey = try await importing(changed)
+    #expect(manifestKey.status == 1 && manifestKey.stderr.contains("ManifestKey"), "\(manifestKey)")
+    // A Manifest.db that is not whole AES blocks.
+    try original.write(to: URL(fileURLWithPath: plistPath))
+    let database = try #require(FileManager.default.contents(atPath: backup + "/Manifest.db"))
+    try database.prefix(database.count - 5).write(to: URL(fileURLWithPath: backup + "/Manifest.db"))
+    let blocks = try await importing(plist)
+    #expect(blocks.status == 1 && blocks.stderr.contains("not whole AES blocks"), "\(blocks)")
+    #expect(!FileManager.default.fileExists(atPath: t.root + "/Containers/" + Self.app))
+    let staging = (try? FileManager.default.contentsOfDirectory(atPath: t.root + "/.protfs/staging")) ?? []
+    #expect(staging.isEmpty, "\(staging)")
   }
 
   @Test func garbageMetadataIsReportedWithoutStoppingTheImport() async throws {

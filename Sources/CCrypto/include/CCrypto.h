@@ -6,9 +6,10 @@
    Linked, libcrypto (its 17,000 relocations and its constructors) cost every protfs command
    about 1.5 ms of a 6 ms start, though most commands never use it. It serves SHA-256 for download
    verification (the CPU's SHA extensions where present), PBKDF2-HMAC-SHA256 and random salts for
-   the passcode hash, and the HMAC that authenticates saved modes. That HMAC keeps a keyed
-   SHA256_CTX and copies it per item: the EVP interface allocates per copy, which would double the
-   cost of a lock, so the plain SHA-256 calls (deprecated in OpenSSL 3, not removed) are used.
+   the passcode hash, the keys and ciphers of encrypted iOS backups, and the HMAC that
+   authenticates saved modes. That HMAC keeps a keyed SHA256_CTX and copies it per item: the EVP
+   interface allocates per copy, which would double the cost of a lock, so the plain SHA-256
+   calls (deprecated in OpenSSL 3, not removed) are used.
 
    The header still gives the types. Every function below loads the library on its first call
    (once per process, from any thread); where it cannot be loaded, the process cannot go on
@@ -45,5 +46,24 @@ int protfs_crypto_memcmp(const void *a, const void *b, size_t count);
 int protfs_pbkdf2_hmac_sha256(
     const char *password, int passwordLength, const unsigned char *salt, int saltLength, int iterations,
     int keyLength, unsigned char *key);
+
+
+/* PBKDF2-HMAC-SHA1 (the second derivation of an iOS backup's passcode key). */
+int protfs_pbkdf2_hmac_sha1(
+    const unsigned char *password, int passwordLength, const unsigned char *salt, int saltLength, int iterations,
+    int keyLength, unsigned char *key);
+
+/* AES key unwrap (RFC 3394) of `wrapped` (24 to 72 bytes, a multiple of 8) with the 256-bit `kek`
+   into `key` (wrappedLength - 8 bytes): the key's length, or -1 when `kek` does not unwrap it (the
+   integrity check fails: a wrong password or a damaged key). */
+int protfs_aes256_unwrap(const unsigned char *kek, const unsigned char *wrapped, int wrappedLength, unsigned char *key);
+
+/* An AES-256-CBC decryption with a zero IV and no padding removed (iOS backups' files and
+   Manifest.db; the caller trims to the recorded size); NULL when out of memory. Feed it with
+   protfs_cipher_update (whole 16-byte blocks give as many bytes back; `output` holds count + 16),
+   then protfs_cipher_free. */
+EVP_CIPHER_CTX *protfs_aes256_cbc_decryptor(const unsigned char *key);
+int protfs_cipher_update(EVP_CIPHER_CTX *context, const unsigned char *input, int count, unsigned char *output);
+void protfs_cipher_free(EVP_CIPHER_CTX *context);
 
 #endif

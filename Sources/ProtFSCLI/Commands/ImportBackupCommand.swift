@@ -3,8 +3,9 @@ import ProtFS
 import ProtFSBackup
 import ProtFSSystem
 
-/// `protfs import-backup BACKUP-DIR [--bundle ID]… [--metadata-only] [--replace] [--json]`: a real
-/// iPhone's app containers, with every file's Data Protection class, on the device.
+/// `protfs import-backup BACKUP-DIR [--bundle ID]… [--password-file FILE|-] [--metadata-only]
+/// [--replace] [--json]`: a real iPhone's app containers, with every file's Data Protection class,
+/// on the device.
 package enum ImportBackupCommand {
   package static let command = Command(
     name: "import-backup",
@@ -23,14 +24,20 @@ package enum ImportBackupCommand {
       whose contents do not is made sparse too, and listed as mismatched. Paths that would leave
       the container are skipped and listed.
 
+      An encrypted backup ("Encrypt local backup") is read with its password: from the first
+      line of the file --password-file names (- reads standard input), or asked for on the
+      terminal. Its keybag is unlocked, Manifest.db decrypted (into staging) and each file with
+      its own key; a wrong password is one error, and nothing is written. Files whose contents
+      cannot be decrypted are made sparse and listed.
+
       The containers are built under .protfs/staging/ and renamed into place once all are
-      complete; an existing container is refused unless --replace. Encrypted backups are not read
-      yet. With --json: an object with containers (each with bundleID, domain, files, directories,
-      symlinks, classes, missingContents, mismatchedContents, unknownClasses, skipped and
+      complete; an existing container is refused unless --replace. With --json: an object with
+      containers (each with bundleID, domain, files, directories, symlinks, classes,
+      missingContents, mismatchedContents, undecryptableContents, unknownClasses, skipped and
       replaced), skippedDomains and unreadable.
       """,
     arguments: [backup],
-    options: [bundle, metadataOnly, replace, CommonOptions.json],
+    options: [bundle, passwordFile, metadataOnly, replace, CommonOptions.json],
     run: run)
 
   /// `<backup-dir>`.
@@ -38,6 +45,9 @@ package enum ImportBackupCommand {
   /// `--bundle ID`, repeatable.
   static let bundle = Option.value(
     "bundle", "id", help: "Import only this app's domains (repeat for more).", repeatable: true)
+  /// `--password-file FILE|-`.
+  static let passwordFile = Option.value(
+    "password-file", "file", help: "Read an encrypted backup's password from FILE's first line (- for standard input).")
   /// `--metadata-only`.
   static let metadataOnly = Option.flag(
     "metadata-only", help: "Make every file a sparse file of its size, without copying contents.")
@@ -47,7 +57,16 @@ package enum ImportBackupCommand {
   package static func run(_ invocation: Invocation) throws -> Int32 {
     let path = invocation.required(backup)
     let device = invocation.device
-    let manifest = try BackupManifest(path: path)
+    var password: String?
+    if let file = invocation.value(passwordFile) {
+      password = try PasscodeFile.read(file, option: passwordFile.long, what: "password")
+    } else if BackupManifest.isEncrypted(path: path), isatty(STDIN_FILENO) == 1 {
+      password = Terminal.readSecret("Password of the encrypted backup: ")
+    }
+    let manifest = try BackupManifest(path: path, password: password.map { Array($0.utf8) })
+    if password != nil, manifest.keys == nil, invocation.value(passwordFile) != nil {
+      Console.err("warning: the backup '\(path)' is not encrypted; --password-file is not needed.")
+    }
     let report = try BackupImport(device: device, manifest: manifest).run(
       only: Set(invocation.values(bundle)), metadataOnly: invocation.flag(metadataOnly),
       replace: invocation.flag(replace))
@@ -64,6 +83,9 @@ package enum ImportBackupCommand {
       for missing in container.missingContents { Console.out("  no contents in the backup (sparse): \(missing)") }
       for mismatched in container.mismatchedContents {
         Console.out("  contents do not match the manifest's digest (sparse): \(mismatched)")
+      }
+      for undecryptable in container.undecryptableContents {
+        Console.out("  contents cannot be decrypted (sparse): \(undecryptable)")
       }
       for unknown in container.unknownClasses { Console.out("  unknown protection class, none set: \(unknown)") }
       for skipped in container.skipped { Console.out("  skipped: \(skipped)") }

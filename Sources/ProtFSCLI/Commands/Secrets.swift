@@ -60,24 +60,26 @@ package enum Secrets {
   }
 }
 
-/// Reading a passcode from a file or standard input (`--passcode-file`, `--current-file`).
+/// Reading a passcode (or a backup's password) from a file or standard input (`--passcode-file`,
+/// `--current-file`, `--password-file`).
 package enum PasscodeFile {
   /// More than this is not a passcode file.
   package static let maximumSize = 4096
 
-  /// The first line of `path` (`-`: one line of standard input), without its line ending.
-  package static func read(_ path: String, option: String) throws -> String {
-    let bytes = path == "-" ? readLineOfStandardInput() : try readFile(path)
+  /// The first line of `path` (`-`: one line of standard input), without its line ending; `what`
+  /// names the secret in messages.
+  package static func read(_ path: String, option: String, what: String = "passcode") throws -> String {
+    let bytes = path == "-" ? readLineOfStandardInput() : try readFile(path, what: what)
     var line = bytes.split(separator: 0x0A, maxSplits: 1, omittingEmptySubsequences: false).first ?? []
     if line.last == 0x0D { line = line.dropLast() }
     guard !line.isEmpty else {
-      let source = path == "-" ? "Standard input" : "The passcode file '\(path)'"
+      let source = path == "-" ? "Standard input" : "The \(what) file '\(path)'"
       throw ProtFSError(
-        .invalidArgument, "\(source) (--\(option)) holds no passcode.",
-        remedy: .advice("put the passcode on its first line"))
+        .invalidArgument, "\(source) (--\(option)) holds no \(what).",
+        remedy: .advice("put the \(what) on its first line"))
     }
     guard let passcode = String(validating: line, as: UTF8.self) else {
-      throw ProtFSError(.invalidArgument, "The passcode given with --\(option) is not UTF-8 text.")
+      throw ProtFSError(.invalidArgument, "The \(what) given with --\(option) is not UTF-8 text.")
     }
     return passcode
   }
@@ -95,24 +97,24 @@ package enum PasscodeFile {
     return line
   }
 
-  private static func readFile(_ path: String) throws -> [UInt8] {
+  private static func readFile(_ path: String, what: String) throws -> [UInt8] {
     let fd = try valueOrErrno(.open) { open(path, O_RDONLY | O_CLOEXEC | O_NOCTTY) }.orThrow(
-      "read the passcode file", path: path)
+      "read the \(what) file", path: path)
     defer { closeDescriptor(fd) }
     var bytes = [UInt8](repeating: 0, count: maximumSize + 1)
     var filled = 0
     while filled < bytes.count {
       let count = try bytes.withUnsafeMutableBytes { raw throws(ProtFSError) in
         try valueOrErrno(.read) { Foundation.read(fd, raw.baseAddress! + filled, raw.count - filled) }.orThrow(
-          "read the passcode file", path: path)
+          "read the \(what) file", path: path)
       }
       if count == 0 { break }
       filled += count
     }
     guard filled <= maximumSize || bytes.prefix(filled).contains(0x0A) else {
       throw ProtFSError(
-        .invalidArgument, "The passcode file '\(path)' is longer than \(maximumSize) bytes without a line break.",
-        path: path, remedy: .advice("put the passcode alone on the file's first line"))
+        .invalidArgument, "The \(what) file '\(path)' is longer than \(maximumSize) bytes without a line break.",
+        path: path, remedy: .advice("put the \(what) alone on the file's first line"))
     }
     return Array(bytes.prefix(filled))
   }

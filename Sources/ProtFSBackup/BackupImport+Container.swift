@@ -1,0 +1,241 @@
+import Foundation
+import ProtFS
+import ProtFSSystem
+
+/// One domain's rows made into its container, as they are read: each file, directory and
+/// symlink at its path with its mode and time, the app user's, files and directories with their
+/// own class. The directories along the last entry's path stay open (the rows come in the order of
+/// their paths, so most entries reuse them); a file's attributes are set through its own
+/// descriptor, never by name.
+struct ContainerBuilder {
+  /// The domain being read.
+  let domain: String
+  /// Its container's place in the report.
+  let index: Int
+  /// What has been done so far.
+  private(set) var report: BackupImport.ContainerReport
+  /// The container's root, in staging.
+  let root: DirectoryHandle
+  let manifest: BackupManifest
+  let metadataOnly: Bool
+  /// Who the entries are given to (nil when protfs cannot give files away).
+  let owner: AppUser? = AppUser.canAssume ? AppUser.standard : nil
+  /// The directories open below the root along the last entry's path.
+  private var open: [(name: String, handle: DirectoryHandle)] = []
+  /// The directories made, with their times: set when the domain is done, since making their
+  /// entries changes them.
+  private var directoryTimes: [([String], Int64)] = []
+  /// The backup folder and its store's buckets, opened once each.
+  private let store: DirectoryHandle?
+  private var buckets: [String: DirectoryHandle?] = [:]
+
+  init(
+    domain: String, index: Int, report: BackupImport.ContainerReport, root: DirectoryHandle,
+    manifest: BackupManifest, metadataOnly: Bool
+  ) {
+    self.domain = domain
+    self.index = index
+    self.report = report
+    self.root = root
+    self.manifest = manifest
+    self.metadataOnly = metadataOnly
+    store = metadataOnly ? nil : try? DirectoryHandle(path: manifest.path)
+  }
+
+  /// Adds `entry` to the container; an entry's own problem skips it (listed), the device's ends the
+  /// import.
+  mutating func add(_ entry: BackupManifest.Entry) throws(ProtFSError) {
+    guard let parts = BackupImport.components(entry.relativePath) else {
+      report.skipped.append("\(entry.relativePath): not a relative path inside the container")
+      return
+    }
+    if parts.isEmpty {
+      // The domain's own directory: the container root.
+      if let known = entry.metadata.knownClass { try root.setProtectionClass(known, of: nil as String?) }
+      directoryTimes.append(([], entry.metadata.lastModified))
+      return
+    }
+    do throws(ProtFSError) {
+      let directory = try parent(of: parts, making: true)
+      let leaf = parts[parts.count - 1]
+      let mode = mode_t(entry.metadata.mode & 0o7777)
+      switch entry.kind {
+      case .directory:
+        if !(try directory.makeDirectory(leaf, permissions: FilePermissions(rawValue: 0o700))) {
+          guard try directory.status(leaf).kind == .directory else {
+            throw ProtFSError(.alreadyExists, "an item of that name is in the way")
+          }
+        }
+        if let owner { try directory.handOver(leaf, to: owner) }
+        try directory.setPermissions(FilePermissions(rawValue: UInt32(mode)), of: leaf)
+        if let known = label(entry) { try directory.setProtectionClass(known, of: leaf) }
+        directoryTimes.append((parts, entry.metadata.lastModified))
+        report.directories += 1
+      case .file:
+        try writeFile(entry, leaf, in: directory, mode: mode)
+        report.files += 1
+      case .symlink:
+        guard let target = entry.metadata.target, !target.isEmpty, !target.utf8.contains(0) else {
+          throw ProtFSError(.malformed, "the symlink has no target")
+        }
+        _ = try valueOrErrno(.symlink) { symlinkat(target, directory.fd, leaf) }.orThrow(
+          "create the symlink", path: directory.pathOf(leaf))
+        if let owner { try directory.handOver(leaf, to: owner) }
+        BackupImport.setTimes(directory, leaf, entry.metadata.lastModified)
+        report.symlinks += 1
+      }
+    } catch {
+      // The disk, not the entry: the whole import fails, and nothing of it stays.
+      if let code = error.errno, BackupImport.fatalErrnos.contains(code) { throw error }
+      report.skipped.append("\(entry.relativePath): \(error.message)")
+    }
+  }
+
+  /// The domain done: its directories get their times, deepest first. The container's report.
+  mutating func finish() throws(ProtFSError) -> BackupImport.ContainerReport {
+    for (parts, time) in directoryTimes.reversed() {
+      if parts.isEmpty {
+        BackupImport.setTimes(root, ".", time)
+      } else if let directory = try? parent(of: parts, making: false) {
+        BackupImport.setTimes(directory, parts[parts.count - 1], time)
+      }
+    }
+    open = []
+    return report
+  }
+
+  /// The directory that holds `parts`' last component, opened without following a symlink from
+  /// the directories already open; missing ones are made (0755, the app user's) when `making`.
+  private mutating func parent(of parts: [String], making: Bool) throws(ProtFSError) -> DirectoryHandle {
+    let wanted = parts.count - 1
+    var common = 0
+    while common < open.count, common < wanted, open[common].name == parts[common] { common += 1 }
+    open.removeLast(open.count - common)
+    var current = open.last?.handle ?? root
+    for part in parts[common..<wanted] {
+      if making, try current.makeDirectory(part, permissions: FilePermissions(rawValue: 0o755)), let owner {
+        try current.handOver(part, to: owner)
+      }
+      current = try current.openDirectory(part)
+      open.append((part, current))
+    }
+    return current
+  }
+
+  /// The class `entry` gets, or nil (a number that names none is listed, for files and for
+  /// directories that have a number at all: iOS records 0 for directories without a class).
+  private mutating func label(_ entry: BackupManifest.Entry) -> ProtectionClass? {
+    guard let known = entry.metadata.knownClass else {
+      if entry.kind == .file || entry.metadata.protectionClass != 0 {
+        report.unknownClasses.append("\(entry.relativePath): \(entry.metadata.protectionClass)")
+      }
+      return nil
+    }
+    if entry.kind == .file { report.classes[known.name, default: 0] += 1 }
+    return known
+  }
+
+  /// Writes the file `name`: its contents from the store (decrypted with the file's own key in an
+  /// encrypted backup), when they have the manifest's digest where it records one; otherwise a
+  /// sparse file of its size. Its class, owner, mode and times through its descriptor.
+  private mutating func writeFile(
+    _ entry: BackupManifest.Entry, _ name: String, in directory: DirectoryHandle, mode: mode_t
+  )
+    throws(ProtFSError)
+  {
+    let path = directory.pathOf(name)
+    let fd = try directory.openFile(
+      name, flags: O_RDWR | O_CREAT | O_EXCL, permissions: FilePermissions(rawValue: 0o600))
+    defer { closeDescriptor(fd) }
+    let copied = metadataOnly ? false : try copyContents(entry, into: fd, path: path)
+    if !copied {
+      _ = try valueOrErrno(.truncate) { ftruncate(fd, off_t(entry.metadata.size)) }.orThrow(
+        "make the sparse file", path: path)
+    }
+    if let known = label(entry) {
+      _ = try known.attributeValue.withUnsafeBytes { value in
+        Kernel.setAttribute(.descriptor(fd, pathOnly: false), attribute: AttributeName.protectionClass, value: value)
+      }.orThrow("set the protection class of", path: path)
+    }
+    // Owner before mode: a change of owner clears the set-user-ID and set-group-ID bits.
+    if let owner {
+      _ = try valueOrErrno(.chown) { fchown(fd, owner.uid, owner.gid) }.orThrow(
+        "give the app user \(owner)", path: path)
+    }
+    _ = try valueOrErrno(.chmod) { fchmod(fd, mode) }.orThrow("set the mode of", path: path)
+    let seconds = Int(entry.metadata.lastModified)
+    var times = [timespec(tv_sec: seconds, tv_nsec: 0), timespec(tv_sec: seconds, tv_nsec: 0)]
+    _ = valueOrErrno(.utimens) { futimens(fd, &times) }
+  }
+
+  /// Copies `entry`'s contents from the store into `fd` (empty, at its start), when they are there
+  /// and have the manifest's digest; lists the file as missing, mismatched or undecryptable (and
+  /// leaves `fd` empty) when not. Whether it copied them.
+  private mutating func copyContents(_ entry: BackupManifest.Entry, into fd: Int32, path: String) throws(ProtFSError)
+    -> Bool
+  {
+    // The store's file through descriptors opened without following links: a hostile backup's
+    // symlinked `xx/` or file would have root copy what it points to into the app's container.
+    guard let stored = manifest.storeName(entry),
+      let input = bucket(stored.bucket).flatMap({
+        try? $0.openFile(stored.name, flags: O_RDONLY)
+      })
+    else {
+      report.missingContents.append(entry.relativePath)
+      return false
+    }
+    defer { closeDescriptor(input) }
+    var status = stat()
+    guard case .success = valueOrErrno(.stat, { fstat(input, &status) }), status.st_mode & S_IFMT == S_IFREG else {
+      report.missingContents.append(entry.relativePath)
+      return false
+    }
+    guard let keys = manifest.keys else {
+      if let digest = entry.metadata.digest, ContentDigest.matches(input, digest) == false {
+        report.mismatchedContents.append(entry.relativePath)
+        return false
+      }
+      try ItemCopier.copyContents(from: input, to: fd, path: path)
+      return true
+    }
+    // Encrypted: the file's own key, the contents decrypted and cut to the recorded size (the
+    // rest is padding). Which bytes the phone's digest covers is not documented: the decrypted
+    // contents or the stored ones may have it.
+    guard let wrapped = entry.metadata.encryptionKey, let key = keys.key(wrapped) else {
+      report.undecryptableContents.append(entry.relativePath)
+      return false
+    }
+    switch BackupCipher.decrypt(input, into: fd, key: key, path: path) {
+    case .success(let length) where length >= entry.metadata.size && length - Int(entry.metadata.size) <= 16:
+      _ = try valueOrErrno(.truncate) { ftruncate(fd, off_t(entry.metadata.size)) }.orThrow("trim", path: path)
+      if let digest = entry.metadata.digest, ContentDigest.matches(fd, digest) == false,
+        ContentDigest.matches(input, digest) == false
+      {
+        try empty(fd, path: path)
+        report.mismatchedContents.append(entry.relativePath)
+        return false
+      }
+      return true
+    case .success, .failure(.notWholeBlocks):
+      try empty(fd, path: path)
+      report.undecryptableContents.append(entry.relativePath)
+      return false
+    case .failure(.failed(let error)):
+      throw error
+    }
+  }
+
+  /// `fd` emptied and back at its start.
+  private func empty(_ fd: Int32, path: String) throws(ProtFSError) {
+    _ = try valueOrErrno(.truncate) { ftruncate(fd, 0) }.orThrow("empty", path: path)
+    _ = try valueOrErrno(.seek) { lseek(fd, 0, SEEK_SET) }.orThrow("rewind", path: path)
+  }
+
+  /// The store's bucket `name` (`xx`), opened once without following a link; nil when absent.
+  private mutating func bucket(_ name: String) -> DirectoryHandle? {
+    if let known = buckets[name] { return known }
+    let handle = try? store?.openDirectory(name)
+    buckets[name] = handle
+    return handle
+  }
+}

@@ -178,7 +178,8 @@ struct ContainerBuilder {
     // symlinked `xx/` or file would have root copy what it points to into the app's container.
     guard let stored = manifest.storeName(entry),
       let input = bucket(stored.bucket).flatMap({
-        try? $0.openFile(stored.name, flags: O_RDONLY)
+        // Not blocking: a FIFO planted in the store would hold the open, and the import, forever.
+        try? $0.openFile(stored.name, flags: O_RDONLY | O_NONBLOCK)
       })
     else {
       report.missingContents.append(entry.relativePath)

@@ -117,8 +117,13 @@ package final class BackupManifest {
   package func open(decryptingInto scratch: DirectoryHandle, name: String) throws(ProtFSError) {
     guard database == nil, let databaseKey else { return }
     let store = try DirectoryHandle(path: path)
-    let input = try store.openFile("Manifest.db", flags: O_RDONLY)
+    let input = try store.openFile("Manifest.db", flags: O_RDONLY | O_NONBLOCK)
     defer { closeDescriptor(input) }
+    var status = stat()
+    guard case .success = valueOrErrno(.stat, { fstat(input, &status) }), status.st_mode & S_IFMT == S_IFREG else {
+      throw ProtFSError(
+        .malformed, "The backup's Manifest.db '\(databasePath)' is not a regular file.", path: databasePath)
+    }
     let output = try scratch.openFile(
       name, flags: O_RDWR | O_CREAT | O_EXCL, permissions: FilePermissions(rawValue: 0o600))
     defer { closeDescriptor(output) }

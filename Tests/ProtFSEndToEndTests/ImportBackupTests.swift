@@ -217,6 +217,11 @@ import Testing
         os.symlink('\(t.directory)/outside', '\(backup)/99')
         db.execute('INSERT INTO Files VALUES (?, ?, ?, ?, ?)', ('9' * 40, 'AppDomain-com.example.notes',
                    'Documents/d', 1, make.archive('Documents/d', 0o100644, 9, 4, None)))
+        # A FIFO in the store: opened without blocking, never read; that file is sparse.
+        os.makedirs('\(backup)/88', exist_ok=True)
+        os.mkfifo('\(backup)/88/' + '8' * 40)
+        db.execute('INSERT INTO Files VALUES (?, ?, ?, ?, ?)', ('8' * 40, 'AppDomain-com.example.notes',
+                   'Documents/fifo', 1, make.archive('Documents/fifo', 0o100644, 9, 4, None)))
         for file_id, blob in rows:
             db.execute('INSERT INTO Files VALUES (?, ?, ?, ?, ?)',
                        (file_id, 'AppDomain-com.example.notes', 'Documents/' + file_id[:1], 1, blob))
@@ -229,7 +234,8 @@ import Testing
     #expect(result.stderr.components(separatedBy: "is not an MBFile archive").count - 1 == 4, "\(result.stderr)")
     #expect(result.stdout.contains("skipped: Library/out/planted"), "\(result.stdout)")
     // A store whose bucket is a symlink out of the backup is not followed: that file is sparse.
-    #expect(result.stdout.contains("(sparse): Documents/d"), "\(result.stdout)")
+    #expect(result.stdout.contains("(sparse): Documents/d\n"), "\(result.stdout)")
+    #expect(result.stdout.contains("(sparse): Documents/fifo"), "\(result.stdout)")
     let planted = t.containerPath(Self.app, "Documents/d")
     #expect(FileManager.default.contents(atPath: planted).map { $0.allSatisfy { $0 == 0 } } == true)
     #expect(!FileManager.default.fileExists(atPath: "/tmp/planted"))

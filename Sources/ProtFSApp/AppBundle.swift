@@ -111,6 +111,15 @@ public struct AppBundle: @unchecked Sendable {
     try root.makeDirectory(Self.directoryName, permissions: FilePermissions(rawValue: 0o755))
     let bundles = try root.openDirectory(Self.directoryName)
     let name = bundleID.rawValue + ".app"
+    var info = self.info
+    let executable = program.map { String($0.split(separator: "/").last ?? "app") } ?? ""
+    if program != nil { info["CFBundleExecutable"] = executable }
+    let plist = try Self.serialize(info, path: bundles.pathOf(name + "/Info.plist"))
+    // Most launches run what the last one installed: a bundle that already holds this program
+    // (the same file, linked) and these Info.plist bytes, and nothing else, is kept as it is.
+    if Self.holds(bundles, name, program: program, as: executable, plist: plist) {
+      return bundles.pathOf(name) + "/" + executable
+    }
     // Best effort: what is left is removed by the next launch.
     for leftover in (try? bundles.entries()) ?? [] where leftover.name.hasPrefix("." + name + ".") {
       try? bundles.removeTree(leftover.name)
@@ -119,13 +128,7 @@ public struct AppBundle: @unchecked Sendable {
     try bundles.makeDirectory(staging, permissions: FilePermissions(rawValue: 0o755))
     do {
       let directory = try bundles.openDirectory(staging)
-      var info = self.info
-      let executable = program.map { String($0.split(separator: "/").last ?? "app") } ?? ""
-      if let program {
-        try Self.place(program, as: executable, in: directory)
-        info["CFBundleExecutable"] = executable
-      }
-      let plist = try Self.serialize(info, path: directory.pathOf("Info.plist"))
+      if let program { try Self.place(program, as: executable, in: directory) }
       try Self.write(plist, as: "Info.plist", in: directory)
       // Renamed into place in one step: over the last bundle, whose remains are then removed.
       if case .failure = valueOrErrno(.rename, { Kernel.renameNoReplace(bundles.fd, staging, bundles.fd, name) }) {
@@ -174,6 +177,26 @@ public struct AppBundle: @unchecked Sendable {
     return table.indices.contains { start in
       start + marker.count <= table.count && Array(table[start..<(start + marker.count)]) == marker
     }
+  }
+
+  /// Whether the bundle `name` in `bundles` is what `install` would make: `plist` as its Info.plist
+  /// and, with a program, that very file (device and inode) linked as `executable`, nothing else.
+  /// Read without following a link; any doubt answers no, and the bundle is made again.
+  private static func holds(
+    _ bundles: DirectoryHandle, _ name: String, program: String?, as executable: String, plist: Data
+  ) -> Bool {
+    guard let bundle = try? bundles.openDirectory(name), let entries = try? bundle.entries(),
+      entries.count == (program == nil ? 1 : 2),
+      let stored = try? AtomicFile.read(named: "Info.plist", in: bundle, limit: plist.count + 1),
+      stored.elementsEqual(plist)
+    else { return false }
+    guard let program else { return true }
+    var source = stat()
+    var linked = stat()
+    guard case .success = valueOrErrno(.stat, { stat(program, &source) }),
+      case .success = valueOrErrno(.stat, { fstatat(bundle.fd, executable, &linked, AT_SYMLINK_NOFOLLOW) })
+    else { return false }
+    return linked.st_mode & S_IFMT == S_IFREG && source.st_dev == linked.st_dev && source.st_ino == linked.st_ino
   }
 
   /// Links `program` into `directory` as `name`, or copies it there (0755) when it lies on another

@@ -162,15 +162,22 @@ public final class AppSupervisor: @unchecked Sendable {
       lifecycle.record.cgroup = processes.cgroup
     }
     processes.started(pid)
-    let first = queue.sync { lifecycle.record }
-    try store.write(first)
+    queue.async { [self] in
+      signalsReachTheApp = true
+      for signal in pendingSignals { processes.signal(signal) }
+      pendingSignals = []
+    }
     Thread { [self] in
       // A wait that fails (no such child: never so for the app this process started) reads as
       // status 0, as the raw status it left untouched always did.
       let code = (try? Kernel.waitForChild(pid).get()) ?? 0
       queue.async { self.finish(code) }
     }.start()
+    // Serving first: the app's first request (it asks at once) is accepted while the record is
+    // written. The record is read and written on the queue, so a request's own save cannot be
+    // overwritten by an older state.
     Thread { [self] in serve() }.start()
+    try queue.sync { Result { () throws(ProtFSError) in try store.write(lifecycle.record) } }.get()
   }
 
   /// Waits until the app ended, or until `deadline`; returns its exit status, or nil at the deadline.
@@ -209,8 +216,20 @@ public final class AppSupervisor: @unchecked Sendable {
 
   /// Sends `signal` to every process of the app.
   public func signalApp(_ signal: Int32) {
-    queue.async { if self.lifecycle.pid > 0 { self.processes.signal(signal) } }
+    queue.async {
+      if self.signalsReachTheApp {
+        self.processes.signal(signal)
+      } else {
+        // Before the app runs: it gets the signal as soon as it does.
+        self.pendingSignals.append(signal)
+      }
+    }
   }
+
+  /// Signals that reached the supervisor before the app was started.
+  private var pendingSignals: [Int32] = []
+  /// Whether the app's processes are known, so that a signal reaches them.
+  private var signalsReachTheApp = false
 
   // MARK: - On the queue
 

@@ -81,7 +81,9 @@ struct protfs_spawn {
    With a cgroup the child is created in it (clone3 with CLONE_INTO_CGROUP, Linux 5.7): a process
    that moves itself there by writing cgroup.procs waits for the kernel to quiesce every reader
    of the cgroups' thread-group lock, 10 to 20 ms on this kind of machine. Where clone3 cannot,
-   the child does just that. */
+   the child does just that. On x86-64 the clone also shares this process's memory until the
+   child's exec (CLONE_VM | CLONE_VFORK, on a stack of its own, as posix_spawn does): a fork of
+   protfs would copy some 100 MB of page tables. */
 pid_t protfs_spawn_confined(const struct protfs_spawn *spawn, struct protfs_spawn_failure *failure);
 
 #endif

@@ -243,4 +243,11 @@ static inline int protfs_spawn_close_from(posix_spawn_file_actions_t *actions, i
   return posix_spawn_file_actions_addclosefrom_np(actions, from);
 }
 
+/* Signals handed over through a pipe (the self-pipe pattern): from now on each of `signals`
+   (`count` of them) that reaches this process writes its number, one byte, to `write_end`
+   (non-blocking; a full pipe drops it), whichever thread it interrupts. Installed synchronously,
+   unlike a dispatch source, whose handler libdispatch installs later on a thread of its own: a
+   signal sent in between is lost. One set of forwarded signals per process; 0, or -1 and errno. */
+int protfs_forward_signals(int write_end, const int *signals, int count);
+
 #endif

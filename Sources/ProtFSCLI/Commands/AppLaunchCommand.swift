@@ -231,6 +231,9 @@ package enum AppLaunchCommand {
       bundled = command
     }
     try supervisor.prepare()
+    // Signals to protfs go to the whole app; the app is in its own group, away from the terminal's.
+    // Forwarded from before the spawn: one that arrives before the app runs is held for it.
+    try SignalForwarding.forward([SIGINT, SIGTERM, SIGHUP]) { supervisor.signalApp($0) }
     let mount = serving(pendingMount)
     let options = ConfinedSpawn.Options(
       mountpoint: mount?.mountpoint ?? MountRegistry(device: device).deviceMounts().first?.mountpoint,
@@ -251,16 +254,6 @@ package enum AppLaunchCommand {
       holdForTests()
     #endif
     try supervisor.start(pid: pid, events: writeEnd)
-    // Signals to protfs go to the whole app; the app is in its own group, away from the terminal's.
-    var forwarders: [any DispatchSourceSignal] = []
-    for signalNumber in [SIGINT, SIGTERM, SIGHUP] {
-      signal(signalNumber, SIG_IGN)
-      let source = DispatchSource.makeSignalSource(signal: signalNumber, queue: .global())
-      source.setEventHandler { supervisor.signalApp(signalNumber) }
-      source.resume()
-      forwarders.append(source)
-    }
-    defer { forwarders.forEach { $0.cancel() } }
     let systemLaunch =
       invocation.flag(forFetch)
       ? [AppRequest(.background), AppRequest(.fetch)]

@@ -55,8 +55,10 @@ public enum Syscall: String, Sendable, Hashable, Codable {
   case inotifyInit
   /// `inotify_add_watch(2)`.
   case inotifyAddWatch
-  /// `pipe(2)`.
+  /// `pipe(2)` and `pipe2(2)`.
   case pipe
+  /// `sigaction(2)`, through `protfs_forward_signals`.
+  case sigaction
   /// `poll(2)`.
   case poll
   /// `mkdir(2)` and `mkdirat(2)`.

@@ -1,0 +1,30 @@
+import Foundation
+import ProtFSTestSupport
+import Testing
+
+/// Signals to `protfs app launch` reach the app however early they come: one sent while the
+/// supervisor has started the app but not yet taken charge of it is held and passed on, never
+/// lost (a supervisor that lost it would wait for the app forever) and never fatal to the
+/// supervisor (which would leave the app's record and mount behind).
+@Suite(.serialized, .timeLimit(.minutes(2))) struct AppLaunchSignalTests {
+  @Test func aSIGTERMBeforeTheSupervisorTakesChargeReachesTheApp() async throws {
+    let d = try AppDevice()
+    defer { d.remove() }
+    defer { d.endAppAndSessionService() }
+    // The supervisor waits, between starting the app and taking charge of it, until this test
+    // closes the FIFO; the SIGTERM is sent in that window.
+    let hold = d.scripts + "/hold"
+    #expect(mkfifo(hold, 0o600) == 0)
+    let app = "trap 'echo got TERM; exit 7' TERM; echo started; while :; do sleep 0.05; done"
+    let running = try d.launch([], ["/bin/sh", "-c", app], environment: ["PROTFS_DEBUG_HOLD_LAUNCH": hold])
+    defer { running.stop() }
+    let writer = await offPool { () -> Int32 in open(hold, O_WRONLY | O_CLOEXEC) }
+    try #require(writer >= 0, "the hold")
+    #expect(await running.line(containing: "started") != nil, "\(running.output)")
+    #expect(kill(running.process.processIdentifier, SIGTERM) == 0)
+    close(writer)
+    #expect(await running.line(containing: "got TERM") != nil, "\(running.output)")
+    #expect(await running.exit().0 == 7, "\(running.output)")
+    #expect(d.record()["state"] as? String == "notRunning", "\(d.record())")
+  }
+}

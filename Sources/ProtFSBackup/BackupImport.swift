@@ -165,8 +165,8 @@ package struct BackupImport {
         report.skippedDomains[domain, default: 0] += rows
         continue
       }
-      ids.insert(id)
-      if !chosen.contains(bundleID) { chosen.append(bundleID) }
+      // AppDomain-, AppDomainGroup- and AppDomainPlugin- of one id share its container.
+      if ids.insert(id).inserted { chosen.append(bundleID) }
     }
     for id in only.sorted() where !ids.contains(id) {
       throw ProtFSError(

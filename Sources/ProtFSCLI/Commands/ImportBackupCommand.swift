@@ -64,7 +64,7 @@ package enum ImportBackupCommand {
       password = Terminal.readSecret("Password of the encrypted backup: ")
     }
     let manifest = try BackupManifest(path: path, password: password.map { Array($0.utf8) })
-    if password != nil, manifest.keys == nil, invocation.value(passwordFile) != nil {
+    if manifest.keys == nil, invocation.value(passwordFile) != nil {
       Console.err("warning: the backup '\(path)' is not encrypted; --password-file is not needed.")
     }
     let report = try BackupImport(device: device, manifest: manifest).run(

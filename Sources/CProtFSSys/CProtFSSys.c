@@ -145,6 +145,11 @@ static void protfs_spawn_child(const struct protfs_spawn *spawn, int report, int
     if (protfs_enter_mount(spawn->mount_source, spawn->mount_target) != 0) {
       protfs_spawn_fail(report, PROTFS_SPAWN_MOUNT, errno, 0);
     }
+    /* Each copy the namespace holds keeps its filesystem alive: its daemon would serve it, after
+       its own unmount, for as long as the program runs. One already gone is no failure. */
+    for (int i = 0; i < spawn->detached_mount_count; i++) {
+      (void)umount2(spawn->detached_mounts[i], MNT_DETACH | UMOUNT_NOFOLLOW);
+    }
     /* A working directory inside the containers still names the backing directory: take it again
        by its path, which now leads through the mount. */
     if (spawn->working_directory != NULL) {

@@ -44,6 +44,18 @@ import Testing
     #expect(again.status == 0 && again.stdout == "secret\n", "\(again)")
   }
 
+  /// A copy of another device's mount in the program's namespace would keep that mount's daemon
+  /// serving after its unmount, for as long as the program runs: the namespace holds none.
+  @Test func theProgramsNamespaceHoldsNoOtherProtfsMount() async throws {
+    let m = try await MountedDevice()
+    let other = try await MountedDevice()
+    let view = try await m.protfs(["exec", "--", "cat", "/proc/self/mountinfo"])
+    #expect(view.status == 0, "\(view)")
+    #expect(view.stdout.contains(" \(m.root)/Containers "), "\(view)")
+    #expect(!view.stdout.contains(" \(other.mountpoint) "), "\(view)")
+    #expect(currentMountInfo().contains(" \(other.mountpoint) "), "the host keeps the other mount")
+  }
+
   @Test func theMountGrantsNoSetIDAndOpensNoDevice() async throws {
     let m = try await MountedDevice()
     let info = currentMountInfo()

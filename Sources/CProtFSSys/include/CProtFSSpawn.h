@@ -66,6 +66,8 @@ struct protfs_spawn {
   const char *mount_source;      /* bind-mounted over mount_target in a namespace of its own */
   const char *mount_target;
   const char *working_directory; /* entered again after the mount, or NULL */
+  const char *const *detached_mounts; /* other mounts whose copies leave that namespace (lazily) */
+  int detached_mount_count;
   int privileged;                /* nonzero: drop the bounding set and become uid/gid */
   uid_t uid;
   gid_t gid;

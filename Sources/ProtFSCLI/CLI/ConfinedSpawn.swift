@@ -60,6 +60,8 @@ enum ConfinedSpawn {
       launch.mount = (
         mountpoint, device.root + "/" + Device.containersDirectoryName, FileManager.default.currentDirectoryPath
       )
+      // Other protfs mounts (other devices', other apps') have nothing for the program.
+      launch.detachedMounts = MountRegistry.protfsMountpoints().filter { $0 != mountpoint }.sorted()
     }
     launch.identity = plan.privileged ? (plan.user.uid, plan.user.gid) : nil
     launch.reachable = plan.reachable

@@ -28,6 +28,9 @@ package struct ConfinedLaunch {
   /// A mount bound over `target` in a mount namespace of the child's own, and the working
   /// directory entered again after it (so that it leads through the mount).
   package var mount: (source: String, target: String, workingDirectory: String)?
+  /// Mounts the child's namespace drops (lazily) after binding `mount`: a copy kept there would
+  /// keep another mount's filesystem, and its daemon, alive after that mount's own unmount.
+  package var detachedMounts: [String] = []
   /// The identity the child takes (it drops the bounding set and supplementary groups first);
   /// nil keeps the caller's (an unprivileged protfs).
   package var identity: (uid: uid_t, gid: gid_t)?
@@ -95,6 +98,8 @@ package struct ConfinedLaunch {
         spawn.mount_source = strings.pointer(mount.source)
         spawn.mount_target = strings.pointer(mount.target)
         spawn.working_directory = strings.pointer(mount.workingDirectory)
+        spawn.detached_mounts = strings.constArray(detachedMounts)
+        spawn.detached_mount_count = Int32(detachedMounts.count)
       }
       spawn.privileged = identity == nil ? 0 : 1
       spawn.uid = identity?.uid ?? 0

@@ -122,8 +122,10 @@ static inline void protfs_fuse_init_connection(struct fuse_conn_info *conn) {
   /* Writes arrive as large as the kernel allows (big writes are the default in FUSE 3). */
   conn->max_write = 1 << 20;
   conn->max_readahead = 1 << 20;
-  /* The daemon keeps no writeback cache: every write is decided when it happens. */
-  conn->want &= ~FUSE_CAP_WRITEBACK_CACHE;
+  /* Writes of class none go to the kernel's page cache and are written back to the daemon behind
+     the writer (files of every other class are opened for direct I/O: each of their writes still
+     reaches the daemon, which decides it when it happens). */
+  if (conn->capable & FUSE_CAP_WRITEBACK_CACHE) conn->want |= FUSE_CAP_WRITEBACK_CACHE;
 }
 
 #endif

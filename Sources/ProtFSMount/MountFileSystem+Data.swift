@@ -48,13 +48,23 @@ extension MountFileSystem {
   /// the daemon at each I/O, so nothing it could no longer serve stays in the page cache.
   private func directIO(_ node: MountNode) -> Bool { nodes.effectiveClass(of: node) != .none }
 
+  /// The flags the backing file of a page-cached handle is opened with: the kernel's writeback
+  /// reads the rest of a partly written page through a write-only handle too, and places appended
+  /// data itself (it knows the size), at the offsets it sends.
+  static func backingFlags(_ flags: Int32, cached: Bool) -> Int32 {
+    guard cached else { return flags }
+    let readable = flags & O_ACCMODE == O_WRONLY ? (flags & ~O_ACCMODE) | O_RDWR : flags
+    return readable & ~O_APPEND
+  }
+
   /// `open`: decided by the "open a closed file" column of the table.
   func open(_ node: MountNode, flags: Int32) throws(Errno) -> OpenedHandle {
     refreshOwnClass(node)
     try decide(node, access(for: flags))
+    let direct = directIO(node)
     // The /proc magic link leads to exactly the inode the node holds (no name is resolved again).
-    let fd = try node.reopen(flags & ~(O_CREAT | O_EXCL | O_NOCTTY))
-    return OpenedHandle(handle: MountHandle(fd: fd, node: node), directIO: directIO(node))
+    let fd = try node.reopen(Self.backingFlags(flags & ~(O_CREAT | O_EXCL | O_NOCTTY), cached: !direct))
+    return OpenedHandle(handle: MountHandle(fd: fd, node: node), directIO: direct)
   }
 
   /// `create`: decided by the "create" column for the parent's class; the file gets that class.
@@ -62,7 +72,7 @@ extension MountFileSystem {
     OpenedHandle, stat
   ) {
     let cls = try classForNewItem(in: parent)
-    let clean = (flags & ~O_NOCTTY) | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW
+    let clean = Self.backingFlags(flags & ~O_NOCTTY, cached: cls == .none) | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW
     let fd: Int32
     switch valueOrErrno(.open, { openat(parent.fd, name, clean, mode) }) {
     case .success(let opened): fd = opened

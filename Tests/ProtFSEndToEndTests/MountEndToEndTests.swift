@@ -139,6 +139,36 @@ import Testing
     )
   }
 
+  /// Class none's writes go to the kernel's page cache and are written back to the daemon later:
+  /// a write-only handle's partial page is completed by reading the backing file, appends land
+  /// where the kernel places them, and a write-only file (mode 0200) takes a partial write.
+  @Test func classNoneWritesThroughThePageCacheReachTheBackingFileAsWritten() async throws {
+    let m = try await Self.classDevice()
+    let script = """
+      import os
+      path = "\(m.documents)/none/cached.bin"
+      with open(path, "wb") as f: f.write(bytes(range(256)) * 40)
+      fd = os.open(path, os.O_WRONLY)
+      os.pwrite(fd, b"XYZ", 5000); os.close(fd)
+      fd = os.open(path, os.O_WRONLY | os.O_APPEND)
+      os.write(fd, b"END"); os.close(fd)
+      os.chmod(path, 0o200)
+      fd = os.open(path, os.O_WRONLY)
+      os.pwrite(fd, b"Q", 100); os.fsync(fd); os.close(fd)
+      os.chmod(path, 0o644)
+      """
+    let wrote = try await m.sh("python3 -c '\(script)'", as: 501)
+    #expect(wrote.status == 0, "\(wrote)")
+    var expected = [UInt8]((0..<40).flatMap { _ in 0...255 })
+    expected.replaceSubrange(5000..<5003, with: Array("XYZ".utf8))
+    expected += Array("END".utf8)
+    expected[100] = UInt8(ascii: "Q")
+    let backing = FileManager.default.contents(atPath: m.backingDocuments + "/none/cached.bin")
+    #expect(backing.map { [UInt8]($0) } == expected, "backing size \(backing?.count ?? -1)")
+    let through = try await m.sh("cmp '\(m.documents)/none/cached.bin' '\(m.backingDocuments)/none/cached.bin'")
+    #expect(through.status == 0, "\(through)")
+  }
+
   @Test func setfattrThroughTheMountSetsAClassAsSetClassDoes() async throws {
     let m = try await Self.classDevice()
     let file = "\(m.documents)/none.txt"

@@ -75,6 +75,8 @@ static inline void protfs_fuse_set_direct_io(struct fuse_file_info *fi, int on) 
 
 static inline void protfs_fuse_set_keep_cache(struct fuse_file_info *fi, int on) { fi->keep_cache = on ? 1 : 0; }
 
+static inline void protfs_fuse_set_cache_readdir(struct fuse_file_info *fi, int on) { fi->cache_readdir = on ? 1 : 0; }
+
 /* The multithreaded loop: fuse_session_loop_mt is a macro over a versioned symbol. */
 static inline int protfs_fuse_loop_mt(struct fuse_session *se, unsigned int max_idle_threads) {
   struct fuse_loop_config config;

@@ -18,6 +18,10 @@ final class MountHandle: @unchecked Sendable {
   var directory: OpaquePointer?
   /// Where the stream stands, as the kernel counts offsets (`telldir` values).
   var offset: Int = 0
+  /// Whether this handle's listing has gone out from its start, entry after entry.
+  var listedFromStart = false
+  /// When the oldest entry of that listing was sent to the kernel (`DispatchTime` nanoseconds).
+  var oldestEntrySent: UInt64 = .max
 
   /// A handle owning `fd`.
   init(fd: Int32, node: MountNode) {

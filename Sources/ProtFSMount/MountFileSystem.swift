@@ -28,6 +28,9 @@ package final class MountFileSystem: Sendable {
   /// backing tree directly, which see their changes through the mount this much later; a lock
   /// changes nothing shown (the mount shows saved modes).
   let cacheSeconds = 10.0
+  /// How long after sending an entry the daemon counts on the kernel still holding it: the cache
+  /// time less a second (the kernel's own clock starts when it receives the reply).
+  var entryValidity: UInt64 { UInt64((cacheSeconds - 1) * 1e9) }
   /// The libfuse session (its address), for notifications to the kernel; 0 until it runs.
   let session = Mutex<UInt>(0)
   /// The state whose classes and cached pages the mount has brought up to date
@@ -76,6 +79,7 @@ package final class MountFileSystem: Sendable {
   func invalidateCache(_ node: MountNode) {
     let address = session.withLock { $0 }
     guard address != 0 else { return }
+    nodes.noteAttributesDropped([node])
     let id = node.id
     DispatchQueue.global().async {
       _ = fuse_lowlevel_notify_inval_inode(OpaquePointer(bitPattern: address), fuse_ino_t(id), 0, 0)

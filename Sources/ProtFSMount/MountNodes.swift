@@ -45,6 +45,12 @@ final class MountNode: @unchecked Sendable {
   var ownClass: ProtectionClass?
   /// A container root's `user.protfs.default-class`.
   var containerDefault: ProtectionClass?
+  /// When (`DispatchTime` nanoseconds) the last entry reply for it was sent, from which the
+  /// kernel keeps its name and attributes for the cache time; 0 once they may be gone.
+  var entrySentAt: UInt64 = 0
+  /// For a directory: when the oldest entry of its last whole listing was sent (0: none since
+  /// its entries may have gone), so that the kernel still holds every entry of that listing.
+  var listingSentAt: UInt64 = 0
 
   /// A node for `fd`, which it owns from now on: kept for a directory; for anything else replaced
   /// by its file handle (and closed) when the filesystem gives one.
@@ -247,6 +253,43 @@ final class MountNodes: Sendable {
       }
     }
     _ = released
+  }
+
+  /// Notes that an entry reply for `node` is sent at `now`.
+  func noteEntrySent(_ node: MountNode, at now: UInt64) { table.withLock { _ in node.entrySentAt = now } }
+
+  /// Notes that the kernel may no longer hold the attributes of `nodes` (they were invalidated).
+  func noteAttributesDropped(_ nodes: [MountNode]) {
+    table.withLock { _ in
+      for node in nodes {
+        node.entrySentAt = 0
+        node.listingSentAt = 0
+        node.parent?.listingSentAt = 0
+      }
+    }
+  }
+
+  /// When the entry of `parent` for the inode `inode` (on `parent`'s filesystem) was sent to the
+  /// kernel, if less than `validFor` nanoseconds before `now`, as an entry of `parent`, and not
+  /// invalidated since: then the kernel still holds its name and attributes. Nil otherwise.
+  func entryStillCached(inode: UInt64, in parent: MountNode, now: UInt64, validFor: UInt64) -> UInt64? {
+    table.withLock { table in
+      guard let node = table.byKey[MountNode.Key(device: parent.key.device, inode: inode)], node.parent === parent,
+        node.entrySentAt != 0, now &- node.entrySentAt < validFor
+      else { return nil }
+      return node.entrySentAt
+    }
+  }
+
+  /// Notes that a whole listing of `directory` went out, its oldest entry sent at `oldest`.
+  func noteListingSent(_ directory: MountNode, oldest: UInt64) {
+    table.withLock { _ in directory.listingSentAt = oldest }
+  }
+
+  /// Whether the kernel still holds every entry of the last whole listing of `directory`: its
+  /// oldest entry was sent less than `validFor` nanoseconds before `now`, and none was dropped.
+  func listingStillCached(_ directory: MountNode, now: UInt64, validFor: UInt64) -> Bool {
+    table.withLock { _ in directory.listingSentAt != 0 && now &- directory.listingSentAt < validFor }
   }
 
   /// The node of the backing inode `key`, if the kernel knows it.

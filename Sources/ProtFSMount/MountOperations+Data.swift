@@ -69,7 +69,15 @@ extension MountOperations {
     ops.opendir = { req, ino, fi in
       let fs = MountOperations.fileSystem(req)
       MountOperations.reply(req) { () throws(Errno) in
-        MountOperations.store(try fs.openDirectory(try fs.nodes.node(UInt64(ino))), in: fi)
+        let node = try fs.nodes.node(UInt64(ino))
+        MountOperations.store(try fs.openDirectory(node), in: fi)
+        // The kernel keeps the listing in its cache (which it drops itself when the directory
+        // changes through the mount, or its modification time does), and may list from there
+        // while it still holds every entry of the last listing: no request, and no lookup per
+        // entry after it. Otherwise its cache starts anew from this listing.
+        let now = DispatchTime.now().uptimeNanoseconds
+        protfs_fuse_set_cache_readdir(fi, 1)
+        protfs_fuse_set_keep_cache(fi, fs.nodes.listingStillCached(node, now: now, validFor: fs.entryValidity) ? 1 : 0)
         if fuse_reply_open(req, fi) != 0 { MountOperations.release(fi) }
       }
     }
@@ -100,9 +108,20 @@ extension MountOperations {
   }
 
   /// Fills one `readdir` or `readdirplus` reply from the directory stream of `handle`. Entries of
-  /// `readdirplus` other than `.` and `..` are looked up (one lookup each, as the kernel counts).
+  /// `readdirplus` other than `.` and `..` are looked up (one lookup each, as the kernel counts),
+  /// except those whose name and attributes the kernel still holds from an entry sent within the
+  /// cache time (a second to spare): they go without attributes (node 0), which the kernel takes
+  /// as a plain entry, keeping what it has. A listing repeated within the cache time then costs
+  /// no `stat` per entry; what changed behind the mount still shows within the cache time.
   static func readDirectory(_ req: fuse_req_t?, _ handle: MountHandle, size: Int, offset: off_t, plus: Bool) {
     let fs = MountOperations.fileSystem(req)
+    let now = DispatchTime.now().uptimeNanoseconds
+    let validFor = fs.entryValidity
+    if offset == 0 {
+      handle.listedFromStart = plus
+      handle.oldestEntrySent = .max
+    }
+    var ended = false
     guard let stream = handle.directory else {
       fuse_reply_err(req, EBADF)
       return
@@ -115,7 +134,10 @@ extension MountOperations {
     var used = 0
     while true {
       errno = 0
-      guard let item = readdir(stream) else { break }
+      guard let item = readdir(stream) else {
+        ended = errno == 0
+        break
+      }
       let next = off_t(item.pointee.d_off)
       let added = withUnsafePointer(to: &item.pointee.d_name) { namePointer -> Int? in
         namePointer.withMemoryRebound(to: CChar.self, capacity: 256) { name -> Int? in
@@ -132,11 +154,18 @@ extension MountOperations {
           }
           guard fuse_add_direntry_plus(req, nil, 0, name, nil, 0) <= remaining else { return nil }
           var e = fuse_entry_param()
-          if isDot {
+          let cached =
+            isDot || item.pointee.d_type == 0
+            ? nil
+            : fs.nodes.entryStillCached(
+              inode: UInt64(item.pointee.d_ino), in: handle.node, now: now, validFor: validFor)
+          if isDot || cached != nil {
             e.attr.st_ino = item.pointee.d_ino
             e.attr.st_mode = mode_t(item.pointee.d_type) << 12
+            if let cached { handle.oldestEntrySent = min(handle.oldestEntrySent, cached) }
           } else if let found = try? fs.lookup(handle.node, String(cString: name)) {
-            e = MountOperations.entry(fs, found.0, found.1)
+            e = MountOperations.entry(fs, found.0, found.1, at: now)
+            handle.oldestEntrySent = min(handle.oldestEntrySent, now)
           } else {
             return 0  // gone meanwhile
           }
@@ -151,6 +180,9 @@ extension MountOperations {
       }
       used += added
       handle.offset = Int(next)
+    }
+    if ended && handle.listedFromStart {
+      fs.nodes.noteListingSent(handle.node, oldest: handle.oldestEntrySent == .max ? now : handle.oldestEntrySent)
     }
     fuse_reply_buf(req, buffer, used)
   }

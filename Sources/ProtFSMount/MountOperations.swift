@@ -45,12 +45,15 @@ enum MountOperations {
   }
 
   /// The entry reply for `node`.
-  static func entry(_ fs: MountFileSystem, _ node: MountNode, _ attributes: stat) -> fuse_entry_param {
+  static func entry(
+    _ fs: MountFileSystem, _ node: MountNode, _ attributes: stat, at now: UInt64 = DispatchTime.now().uptimeNanoseconds
+  ) -> fuse_entry_param {
     var e = fuse_entry_param()
     e.ino = fuse_ino_t(node.id)
     e.attr = attributes
     e.attr_timeout = fs.cacheSeconds
     e.entry_timeout = fs.cacheSeconds
+    fs.nodes.noteEntrySent(node, at: now)
     return e
   }
 

@@ -44,7 +44,9 @@ extension MountFileSystem {
     for node in nodes.all() where node !== nodes.root { refreshOwnClass(node) }
     let address = session.withLock { $0 }
     guard address != 0 else { return }
-    for node in nodes.files() {
+    let files = nodes.files()
+    nodes.noteAttributesDropped(files)
+    for node in files {
       _ = fuse_lowlevel_notify_inval_inode(OpaquePointer(bitPattern: address), fuse_ino_t(node.id), 0, 0)
     }
   }

@@ -169,6 +169,35 @@ import Testing
     #expect(through.status == 0, "\(through)")
   }
 
+  /// The kernel may list a directory again from its cache: changes through the mount show at
+  /// once, and one made behind it within the cache time (10 s).
+  @Test func aRepeatedListingShowsEveryChange() async throws {
+    let m = try await Self.classDevice()
+    let directory = "\(m.documents)/none"
+    func listing() async throws -> [String] {
+      let result = try await m.sh("ls -1 '\(directory)'")
+      #expect(result.status == 0, "\(result)")
+      return result.stdout.split(separator: "\n").map(String.init)
+    }
+    #expect(try await listing() == [])
+    #expect(try await listing() == [])
+    #expect(try await m.sh("touch '\(directory)/a' '\(directory)/b'", as: 501).status == 0)
+    #expect(try await listing() == ["a", "b"])
+    #expect(try await m.sh("mv '\(directory)/a' '\(directory)/c' && rm '\(directory)/b'", as: 501).status == 0)
+    #expect(try await listing() == ["c"])
+    // Behind the mount: the kernel's cache is not told, and keeps the listing for the cache time.
+    try MountedDevice.file(m.t, "Documents/none/behind", nil)
+    let deadline = ContinuousClock.now + .seconds(15)
+    var seen = try await listing()
+    while seen != ["behind", "c"] && ContinuousClock.now < deadline {
+      try await Task.sleep(for: .milliseconds(200))
+      seen = try await listing()
+    }
+    #expect(seen == ["behind", "c"])
+    let size = try await m.sh("stat -c %s '\(directory)/behind'")
+    #expect(size.stdout == "5\n", "\(size)")
+  }
+
   @Test func setfattrThroughTheMountSetsAClassAsSetClassDoes() async throws {
     let m = try await Self.classDevice()
     let file = "\(m.documents)/none.txt"

@@ -86,6 +86,31 @@ static int protfs_spawn_search(const struct protfs_spawn *spawn) {
 }
 
 /* The child: every step of `spawn`, then the exec. Never returns. */
+/* Detaches, in this process's mount namespace, the mounts at `paths` (lazily). Each is taken by a
+   descriptor first, and spared when it is the mount bound at `target` (same device): a path
+   whose directories were swapped for links after the parent read it cannot lead the detach to
+   the program's own mount. A dead mount (its attributes unreadable) goes too. No allocation. */
+static void protfs_spawn_detach(const char *const *paths, int count, const char *target) {
+  struct stat bound;
+  if (stat(target, &bound) != 0) return;
+  for (int i = 0; i < count; i++) {
+    int fd = open(paths[i], O_PATH | O_DIRECTORY | O_CLOEXEC);
+    if (fd < 0) continue;
+    struct stat s;
+    if (fstat(fd, &s) != 0 || s.st_dev != bound.st_dev) {
+      char link[32] = "/proc/self/fd/";
+      char digits[12];
+      int n = 0;
+      for (int value = fd; n == 0 || value > 0; value /= 10) digits[n++] = (char)('0' + value % 10);
+      int at = 14;
+      while (n > 0) link[at++] = digits[--n];
+      link[at] = 0;
+      (void)umount2(link, MNT_DETACH);
+    }
+    close(fd);
+  }
+}
+
 static void protfs_spawn_child(const struct protfs_spawn *spawn, int report, int in_cgroup) {
   /* The report descriptor moves above the one passed on, so that neither dup2 nor close_range
      takes it; it stays close-on-exec, so a successful exec closes it. */
@@ -147,9 +172,7 @@ static void protfs_spawn_child(const struct protfs_spawn *spawn, int report, int
     }
     /* Each copy the namespace holds keeps its filesystem alive: its daemon would serve it, after
        its own unmount, for as long as the program runs. One already gone is no failure. */
-    for (int i = 0; i < spawn->detached_mount_count; i++) {
-      (void)umount2(spawn->detached_mounts[i], MNT_DETACH | UMOUNT_NOFOLLOW);
-    }
+    protfs_spawn_detach(spawn->detached_mounts, spawn->detached_mount_count, spawn->mount_target);
     /* A working directory inside the containers still names the backing directory: take it again
        by its path, which now leads through the mount. */
     if (spawn->working_directory != NULL) {

@@ -65,9 +65,18 @@ extension MountFileSystem {
   func open(_ node: MountNode, flags: Int32) throws(Errno) -> OpenedHandle {
     refreshOwnClass(node)
     try decide(node, access(for: flags))
-    let direct = directIO(node)
+    var direct = directIO(node)
+    let asked = flags & ~(O_CREAT | O_EXCL | O_NOCTTY)
     // The /proc magic link leads to exactly the inode the node holds (no name is resolved again).
-    let fd = try node.reopen(Self.backingFlags(flags & ~(O_CREAT | O_EXCL | O_NOCTTY), cached: !direct))
+    let fd: Int32
+    do {
+      fd = try node.reopen(Self.backingFlags(asked, cached: !direct))
+    } catch  where !direct && error == .notPermitted && asked & O_ACCMODE != O_RDONLY {
+      // An append-only file (chattr +a) opens for writing only to append, which the kernel's
+      // writeback cannot do: it is written through the daemon, as asked.
+      fd = try node.reopen(asked)
+      direct = true
+    }
     return OpenedHandle(handle: MountHandle(fd: fd, node: node), directIO: direct)
   }
 

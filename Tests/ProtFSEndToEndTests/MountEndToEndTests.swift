@@ -169,6 +169,22 @@ import Testing
     #expect(through.status == 0, "\(through)")
   }
 
+  /// An append-only file (chattr +a) cannot be opened read-write, as the writeback cache would
+  /// open it: its appends go through the daemon, each exactly once.
+  @Test func anAppendOnlyFileTakesAppendsThroughTheMount() async throws {
+    let m = try await Self.classDevice()
+    let backing = m.backingDocuments + "/none.txt"
+    #expect(try await m.sh("chattr +a '\(backing)'").status == 0)
+    let appended = try await m.sh(
+      "printf one >> '\(m.documents)/none.txt' && printf two >> '\(m.documents)/none.txt'")
+    let overwrite = try await m.sh("printf x > '\(m.documents)/none.txt'")
+    #expect(try await m.sh("chattr -a '\(backing)'").status == 0)
+    #expect(appended.status == 0, "\(appended)")
+    #expect(overwrite.status != 0 && overwrite.stderr.contains("Operation not permitted"), "\(overwrite)")
+    let contents = try String(contentsOfFile: backing, encoding: .utf8)
+    #expect(contents == "contents of none\nonetwo", "\(contents)")
+  }
+
   /// The kernel may list a directory again from its cache: changes through the mount show at
   /// once, and one made behind it within the cache time (10 s).
   @Test func aRepeatedListingShowsEveryChange() async throws {

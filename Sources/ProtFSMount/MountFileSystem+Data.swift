@@ -61,11 +61,21 @@ extension MountFileSystem {
     return readable & ~O_APPEND
   }
 
+  /// Whether the backing filesystem has room enough for the writeback cache: with less free, a
+  /// write is made through the daemon, so that a full disk fails the `write` itself (as on the
+  /// phone) rather than the `close` after it. The kernel holds at most some 50 MiB of a mount's
+  /// writes unwritten; other programs may fill the disk meanwhile, hence the margin.
+  func roomForWriteback() -> Bool {
+    var s = statvfs()
+    guard case .success = valueOrErrno(.statfs, { fstatvfs(nodes.root.fd, &s) }) else { return false }
+    return UInt64(s.f_bavail) * UInt64(s.f_frsize) >= 256 << 20
+  }
+
   /// `open`: decided by the "open a closed file" column of the table.
   func open(_ node: MountNode, flags: Int32) throws(Errno) -> OpenedHandle {
     refreshOwnClass(node)
     try decide(node, access(for: flags))
-    var direct = directIO(node)
+    var direct = directIO(node) || (flags & O_ACCMODE != O_RDONLY && !roomForWriteback())
     let asked = flags & ~(O_CREAT | O_EXCL | O_NOCTTY)
     // The /proc magic link leads to exactly the inode the node holds (no name is resolved again).
     let fd: Int32
@@ -85,7 +95,8 @@ extension MountFileSystem {
     OpenedHandle, stat
   ) {
     let cls = try classForNewItem(in: parent)
-    let clean = Self.backingFlags(flags & ~O_NOCTTY, cached: cls == .none) | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW
+    let cached = cls == .none && roomForWriteback()
+    let clean = Self.backingFlags(flags & ~O_NOCTTY, cached: cached) | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW
     let fd: Int32
     switch valueOrErrno(.open, { openat(parent.fd, name, clean, mode) }) {
     case .success(let opened): fd = opened
@@ -110,7 +121,7 @@ extension MountFileSystem {
     }
     let (node, s) = try entry(parent, name)
     nodes.setOwnClass(node, cls)
-    return (OpenedHandle(handle: MountHandle(fd: fd, node: node), directIO: cls != .none), s)
+    return (OpenedHandle(handle: MountHandle(fd: fd, node: node), directIO: !cached), s)
   }
 
   /// Throws `EPERM` unless a handle of `handle.node` may still read or write: the "descriptor

@@ -169,6 +169,26 @@ import Testing
     #expect(through.status == 0, "\(through)")
   }
 
+  /// On a nearly full disk class none is written through the daemon: the `write` that finds no
+  /// room fails (as on the phone), not the `close` after it, which a program may not check.
+  @Test func aFullDiskFailsTheWriteItself() async throws {
+    let small = try await SessionServiceFullDiskTests.mountSmallDisk(size: "16m")
+    defer { SessionServiceFullDiskTests.unmount(small) }
+    let m = try await MountedDevice(in: small) { t in try MountedDevice.directory(t, "Documents/none", .none) }
+    let script = """
+      import os
+      fd = os.open("\(m.documents)/none/fill", os.O_WRONLY | os.O_CREAT)
+      try:
+          for i in range(32): os.write(fd, bytes(1 << 20))
+          print("written")
+      except OSError as e: print("write", e.errno)
+      os.close(fd)
+      """
+    let run = try await m.sh("python3 -c '\(script)'")
+    #expect(run.stdout == "write \(ENOSPC)\n", "\(run)")
+    #expect(try await m.protfs(["unmount", m.mountpoint]).status == 0)
+  }
+
   /// An append-only file (chattr +a) cannot be opened read-write, as the writeback cache would
   /// open it: its appends go through the daemon, each exactly once.
   @Test func anAppendOnlyFileTakesAppendsThroughTheMount() async throws {

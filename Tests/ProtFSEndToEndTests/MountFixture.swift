@@ -13,8 +13,12 @@ final class MountedDevice {
   static let bundle = "com.example.app"
 
   /// Creates the device (with `setup` run before mounting) and mounts it.
-  init(setup: (TestDevice) throws -> Void = { _ in }) async throws {
-    t = try TestDevice(containers: [Self.bundle])
+  /// Creates the device (in `directory`, or a new temporary one; with `setup` run before
+  /// mounting) and mounts it.
+  init(in directory: String? = nil, setup: (TestDevice) throws -> Void = { _ in }) async throws {
+    t =
+      try directory.map { try TestDevice(directory: $0, containers: [Self.bundle]) }
+      ?? TestDevice(containers: [Self.bundle])
     chmod(t.directory, 0o755)  // other users must reach the mountpoint
     mountpoint = t.directory + "/mnt"
     mkdir(mountpoint, 0o755)

@@ -85,7 +85,6 @@ static int protfs_spawn_search(const struct protfs_spawn *spawn) {
   return denied ? EACCES : ENOENT;
 }
 
-/* The child: every step of `spawn`, then the exec. Never returns. */
 /* Detaches, in this process's mount namespace, the mounts at `paths` (lazily). Each is taken by a
    descriptor first, and spared when it is the mount bound at `target` (same device): a path
    whose directories were swapped for links after the parent read it cannot lead the detach to
@@ -111,6 +110,7 @@ static void protfs_spawn_detach(const char *const *paths, int count, const char 
   }
 }
 
+/* The child: every step of `spawn`, then the exec. Never returns. */
 static void protfs_spawn_child(const struct protfs_spawn *spawn, int report, int in_cgroup) {
   /* The report descriptor moves above the one passed on, so that neither dup2 nor close_range
      takes it; it stays close-on-exec, so a successful exec closes it. */

@@ -250,9 +250,7 @@ package enum AppLaunchCommand {
       supervisor.abandon()
       throw error
     }
-    #if DEBUG
-      holdForTests()
-    #endif
+    DebugHold.wait("PROTFS_DEBUG_HOLD_LAUNCH")
     try supervisor.start(pid: pid, events: writeEnd)
     let systemLaunch =
       invocation.flag(forFetch)
@@ -306,19 +304,6 @@ package enum AppLaunchCommand {
       "warning: \(error.message) The app runs under permission modes alone: refusals are \"Permission denied\", not iOS's \"Operation not permitted\"."
     )
   }
-
-  #if DEBUG
-    /// Debug builds: with `PROTFS_DEBUG_HOLD_LAUNCH` naming a FIFO, waits between starting the app
-    /// and writing its record until the test that opened the FIFO closes it, so that a test can
-    /// have the app act first.
-    private static func holdForTests() {
-      guard let fifo = ProcessInfo.processInfo.environment["PROTFS_DEBUG_HOLD_LAUNCH"] else { return }
-      guard case .success(let fd) = valueOrErrno(.open, { open(fifo, O_RDONLY | O_CLOEXEC) }) else { return }
-      var byte: UInt8 = 0
-      while (try? valueOrErrno(.read) { read(fd, &byte, 1) }.get()) ?? 0 > 0 {}
-      closeDescriptor(fd)
-    }
-  #endif
 
   /// Passes the device's lock and unlock on to the app while it runs.
   private static func watchProtectedData(_ events: AsyncStream<ProtectedDataEvent>?, _ supervisor: AppSupervisor)

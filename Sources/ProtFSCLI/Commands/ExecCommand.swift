@@ -2,6 +2,7 @@ import Foundation
 import ProtFS
 import ProtFSLock
 import ProtFSSystem
+import Synchronization
 
 /// `protfs exec -- CMD`: runs a program as an app runs on a phone, so that it meets the lock and
 /// cannot undo it, optionally changing the lock state while it runs.
@@ -68,23 +69,22 @@ package enum ExecCommand {
         "warning: protfs exec confines a program fully only when run as root: \(invocation.trailing[0]) runs as uid "
           + "\(getuid()) (without capabilities) and can chmod back any locked item that uid owns.")
     }
-    let child = try spawnConfined(invocation.trailing, invocation: invocation)
-    // A terminal's Ctrl-C reaches the program itself (same process group): protfs waits for it.
-    // SIGTERM and SIGHUP, sent to protfs alone, are passed on, so the program is never orphaned.
+    // A terminal's Ctrl-C reaches the program itself (same process group): protfs waits for it
+    // (the program starts with SIGINT at its default). SIGTERM and SIGHUP, sent to protfs alone,
+    // are passed on, so the program is never orphaned: caught from before the program starts,
+    // and held until it has, so that none is lost or kills protfs in between.
     signal(SIGINT, SIG_IGN)
-    var forwarders: [any DispatchSourceSignal] = []
-    for signalNumber in [SIGTERM, SIGHUP] {
-      signal(signalNumber, SIG_IGN)
-      let source = DispatchSource.makeSignalSource(signal: signalNumber, queue: .global())
-      source.setEventHandler { _ = valueOrErrno(.kill) { kill(child, signalNumber) } }
-      source.resume()
-      forwarders.append(source)
-    }
-    defer { forwarders.forEach { $0.cancel() } }
+    let target = SignalTarget()
+    try SignalForwarding.forward([SIGTERM, SIGHUP]) { target.deliver($0) }
+    let child = try spawnConfined(invocation.trailing, invocation: invocation)
+    DebugHold.wait("PROTFS_DEBUG_HOLD_EXEC")
+    target.start(child)
     let exited = DispatchSemaphore(value: 0)
     let waiter = ChildWaiter(pid: child)
     Thread {
       waiter.wait()
+      // Reaped: its pid may be another process's soon, which no signal of protfs's may reach.
+      target.stop()
       exited.signal()
     }.start()
     let start = DispatchTime.now()
@@ -142,5 +142,33 @@ private final class ChildWaiter: @unchecked Sendable {
 
   func wait() {
     if case .success(let status) = Kernel.waitForChild(pid) { exitStatus = status }
+  }
+}
+
+/// The process signals go to once it runs, and those that came before it did.
+private final class SignalTarget: Sendable {
+  private let state = Mutex<(pid: pid_t, pending: [Int32])>((0, []))
+
+  /// Passes `signal` on to the process, or holds it until there is one.
+  func deliver(_ signal: Int32) {
+    state.withLock { state in
+      if state.pid > 0 {
+        _ = valueOrErrno(.kill) { kill(state.pid, signal) }
+      } else if state.pid == 0 {
+        state.pending.append(signal)
+      }
+    }
+  }
+
+  /// No signal goes anywhere from now on (the process has been reaped).
+  func stop() { state.withLock { $0.pid = -1 } }
+
+  /// From now on signals go to `pid`; those held go first.
+  func start(_ pid: pid_t) {
+    state.withLock { state in
+      state.pid = pid
+      for signal in state.pending { _ = valueOrErrno(.kill) { kill(pid, signal) } }
+      state.pending = []
+    }
   }
 }

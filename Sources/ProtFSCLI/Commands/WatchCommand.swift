@@ -1,5 +1,6 @@
 import Foundation
 import ProtFS
+import ProtFSSystem
 
 /// `protfs watch`: one JSON line per protected-data notification, until interrupted.
 package enum WatchCommand {
@@ -18,23 +19,19 @@ package enum WatchCommand {
     let device = invocation.device
     let events = try device.protectedDataEvents()
     let state = try device.protectionState()
-    Console.err("Watching \(device.root) (\(state.lockState)); press Ctrl-C to stop.")
     let stop = DispatchSemaphore(value: 0)
-    var sources: [any DispatchSourceSignal] = []
-    for signalNumber in [SIGINT, SIGTERM] {
-      signal(signalNumber, SIG_IGN)
-      let source = DispatchSource.makeSignalSource(signal: signalNumber, queue: .global())
-      source.setEventHandler { stop.signal() }
-      source.resume()
-      sources.append(source)
-    }
+    // Caught before anything is said: from the moment the user is told to press Ctrl-C, it stops
+    // the watch with status 0 (an ignored signal whose dispatch source was not yet in place would
+    // be lost, and the watch would go on).
+    try SignalForwarding.forward([SIGINT, SIGTERM]) { _ in stop.signal() }
+    DebugHold.wait("PROTFS_DEBUG_HOLD_WATCH")
+    Console.err("Watching \(device.root) (\(state.lockState)); press Ctrl-C to stop.")
     let printer = Task {
       for await event in events { try? Console.jsonLine(event) }
       stop.signal()
     }
     stop.wait()
     printer.cancel()
-    _ = sources
     return 0
   }
 }

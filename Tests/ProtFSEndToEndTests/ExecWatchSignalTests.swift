@@ -1,0 +1,45 @@
+import Foundation
+import ProtFSTestSupport
+import Testing
+
+/// Signals to `protfs exec` and `protfs watch` count from the moment the command has started:
+/// one that comes while exec has just started its program is passed on to it (not fatal to exec,
+/// which would orphan the program, nor lost, which would leave exec waiting), and one that comes
+/// before the watch has said anything stops it with status 0.
+@Suite(.serialized, .timeLimit(.minutes(2))) struct ExecWatchSignalTests {
+  @Test func aSIGTERMRightAfterExecStartsItsProgramReachesTheProgram() async throws {
+    let d = try AppDevice()
+    defer { d.remove() }
+    // exec waits, between starting the program and passing signals on to it, until this test
+    // closes the FIFO; the SIGTERM is sent in that window.
+    let hold = d.scripts + "/hold"
+    #expect(mkfifo(hold, 0o600) == 0)
+    let program = "trap 'echo got TERM; exit 7' TERM; echo started; while :; do sleep 0.05; done"
+    let running = try RunningApp(
+      device: d, arguments: ["--device", d.root, "exec", "--", "/bin/sh", "-c", program],
+      environment: ["PROTFS_DEBUG_HOLD_EXEC": hold])
+    defer { running.stop() }
+    let writer = await offPool { () -> Int32 in open(hold, O_WRONLY | O_CLOEXEC) }
+    try #require(writer >= 0, "the hold")
+    #expect(await running.line(containing: "started") != nil, "\(running.output)")
+    #expect(kill(running.process.processIdentifier, SIGTERM) == 0)
+    close(writer)
+    #expect(await running.line(containing: "got TERM") != nil, "\(running.output)")
+    #expect(await running.exit().0 == 7, "\(running.output)")
+  }
+
+  @Test func aSIGTERMBeforeTheWatchSaysAnythingStopsItWithStatusZero() async throws {
+    let d = try AppDevice()
+    defer { d.remove() }
+    let hold = d.scripts + "/hold"
+    #expect(mkfifo(hold, 0o600) == 0)
+    let running = try RunningApp(
+      device: d, arguments: ["--device", d.root, "watch"], environment: ["PROTFS_DEBUG_HOLD_WATCH": hold])
+    defer { running.stop() }
+    let writer = await offPool { () -> Int32 in open(hold, O_WRONLY | O_CLOEXEC) }
+    try #require(writer >= 0, "the hold")
+    #expect(kill(running.process.processIdentifier, SIGTERM) == 0)
+    close(writer)
+    #expect(await running.exit().0 == 0, "\(running.output)")
+  }
+}

@@ -1,5 +1,6 @@
 import Foundation
 import ProtFS
+import ProtFSSystem
 import ProtFSTestSupport
 
 /// A fresh device with one container that the app user can reach, and scripts to run as apps.
@@ -233,5 +234,34 @@ final class RunningApp: @unchecked Sendable {
     if let pid = device.record()["pid"] as? Int { killIfStill(pid_t(pid), namedBy: device.root, group: true) }
     kill(process.processIdentifier, SIGKILL)
     process.waitUntilExit()
+  }
+}
+
+/// A point where a debug build of protfs waits (`DebugHold`, its environment variable naming this
+/// FIFO) while the test holds the FIFO open: the test acts in that window, then lets it go on.
+struct DebugHoldPoint {
+  /// The FIFO, for the environment variable.
+  let path: String
+  private var writer: Int32 = -1
+
+  /// A FIFO in `directory`.
+  init(in directory: String) throws {
+    path = directory + "/hold"
+    guard mkfifo(path, 0o600) == 0 else {
+      throw ProtFSError(.io, "Cannot make the FIFO '\(path)': \(String(cString: strerror(errno))).")
+    }
+  }
+
+  /// Returns once protfs waits at the point (it opened the FIFO); false when it cannot be held.
+  mutating func reached() async -> Bool {
+    let path = path
+    writer = await offPool { () -> Int32 in open(path, O_WRONLY | O_CLOEXEC) }
+    return writer >= 0
+  }
+
+  /// Lets protfs go on.
+  mutating func release() {
+    if writer >= 0 { close(writer) }
+    writer = -1
   }
 }

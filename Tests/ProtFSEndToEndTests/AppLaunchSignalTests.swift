@@ -13,16 +13,14 @@ import Testing
     defer { d.endAppAndSessionService() }
     // The supervisor waits, between starting the app and taking charge of it, until this test
     // closes the FIFO; the SIGTERM is sent in that window.
-    let hold = d.scripts + "/hold"
-    #expect(mkfifo(hold, 0o600) == 0)
+    var hold = try DebugHoldPoint(in: d.scripts)
     let app = "trap 'echo got TERM; exit 7' TERM; echo started; while :; do sleep 0.05; done"
-    let running = try d.launch([], ["/bin/sh", "-c", app], environment: ["PROTFS_DEBUG_HOLD_LAUNCH": hold])
+    let running = try d.launch([], ["/bin/sh", "-c", app], environment: ["PROTFS_DEBUG_HOLD_LAUNCH": hold.path])
     defer { running.stop() }
-    let writer = await offPool { () -> Int32 in open(hold, O_WRONLY | O_CLOEXEC) }
-    try #require(writer >= 0, "the hold")
+    try #require(await hold.reached(), "the hold")
     #expect(await running.line(containing: "started") != nil, "\(running.output)")
     #expect(kill(running.process.processIdentifier, SIGTERM) == 0)
-    close(writer)
+    hold.release()
     #expect(await running.line(containing: "got TERM") != nil, "\(running.output)")
     #expect(await running.exit().0 == 7, "\(running.output)")
     #expect(d.record()["state"] as? String == "notRunning", "\(d.record())")

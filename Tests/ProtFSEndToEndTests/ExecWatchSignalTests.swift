@@ -12,18 +12,16 @@ import Testing
     defer { d.remove() }
     // exec waits, between starting the program and passing signals on to it, until this test
     // closes the FIFO; the SIGTERM is sent in that window.
-    let hold = d.scripts + "/hold"
-    #expect(mkfifo(hold, 0o600) == 0)
+    var hold = try DebugHoldPoint(in: d.scripts)
     let program = "trap 'echo got TERM; exit 7' TERM; echo started; while :; do sleep 0.05; done"
     let running = try RunningApp(
       device: d, arguments: ["--device", d.root, "exec", "--", "/bin/sh", "-c", program],
-      environment: ["PROTFS_DEBUG_HOLD_EXEC": hold])
+      environment: ["PROTFS_DEBUG_HOLD_EXEC": hold.path])
     defer { running.stop() }
-    let writer = await offPool { () -> Int32 in open(hold, O_WRONLY | O_CLOEXEC) }
-    try #require(writer >= 0, "the hold")
+    try #require(await hold.reached(), "the hold")
     #expect(await running.line(containing: "started") != nil, "\(running.output)")
     #expect(kill(running.process.processIdentifier, SIGTERM) == 0)
-    close(writer)
+    hold.release()
     #expect(await running.line(containing: "got TERM") != nil, "\(running.output)")
     #expect(await running.exit().0 == 7, "\(running.output)")
   }
@@ -31,15 +29,13 @@ import Testing
   @Test func aSIGTERMBeforeTheWatchSaysAnythingStopsItWithStatusZero() async throws {
     let d = try AppDevice()
     defer { d.remove() }
-    let hold = d.scripts + "/hold"
-    #expect(mkfifo(hold, 0o600) == 0)
+    var hold = try DebugHoldPoint(in: d.scripts)
     let running = try RunningApp(
-      device: d, arguments: ["--device", d.root, "watch"], environment: ["PROTFS_DEBUG_HOLD_WATCH": hold])
+      device: d, arguments: ["--device", d.root, "watch"], environment: ["PROTFS_DEBUG_HOLD_WATCH": hold.path])
     defer { running.stop() }
-    let writer = await offPool { () -> Int32 in open(hold, O_WRONLY | O_CLOEXEC) }
-    try #require(writer >= 0, "the hold")
+    try #require(await hold.reached(), "the hold")
     #expect(kill(running.process.processIdentifier, SIGTERM) == 0)
-    close(writer)
+    hold.release()
     #expect(await running.exit().0 == 0, "\(running.output)")
   }
 }

@@ -31,6 +31,47 @@ import Testing
     #expect(JSONStateFile.date(JSONStateFile.timestamp(since)).map { abs($0.timeIntervalSince(since)) < 0.001 } == true)
   }
 
+  /// The timestamps are written and read by hand (the format style costs each command about a
+  /// millisecond at its first use): the same text as `Date.ISO8601FormatStyle`, before 1970 and at
+  /// the edges of a second too, and the same time read back; what the hand-written reader does not
+  /// take (a day that does not exist, another zone) goes to the format style, as before.
+  @Test func handWrittenTimestampsAreTheFormatStylesOwn() {
+    let style = Date.ISO8601FormatStyle(includingFractionalSeconds: true)
+    var generator = SystemRandomNumberGenerator()
+    var intervals: [Double] = [0, -0.0005, 0.9995, 1.0005, -1.5, 1_000_000_000.0009999, 1_796_308_132.9999]
+    // A thousand: enough to meet every kind of second, cheap enough not to hold a thread of the
+    // cooperative pool that the end-to-end tests wait on (20,000 held one for 40 s in the suite).
+    for _ in 0..<1_000 {
+      let whole = Double(Int64.random(in: -2_000_000_000...4_000_000_000, using: &generator))
+      intervals.append(whole + Double(Int.random(in: 0...999, using: &generator)) / 1000)
+    }
+    var written: [String] = []
+    var read: [String] = []
+    for interval in intervals {
+      let date = Date(timeIntervalSince1970: interval)
+      let text = JSONStateFile.timestamp(date)
+      if text != date.formatted(style) { written.append("\(interval): \(text), not \(date.formatted(style))") }
+      guard let mine = JSONStateFile.utcDate(text), let theirs = try? style.parse(text),
+        abs(mine.timeIntervalSince(theirs)) < 1e-6
+      else {
+        read.append(text)
+        continue
+      }
+    }
+    #expect(written.isEmpty, "\(written.prefix(5))")
+    #expect(read.isEmpty, "\(read.prefix(5))")
+    #expect(
+      JSONStateFile.utcDate("2026-12-03T10:00:00Z") == (try? Date.ISO8601FormatStyle().parse("2026-12-03T10:00:00Z")))
+    for other in [
+      "2026-02-30T00:00:00Z", "2026-12-03T24:00:00Z", "2026-12-03T10:00:00+00:00", "2026-12-03T10:00:00.5Z",
+    ] {
+      #expect(JSONStateFile.utcDate(other) == nil, "\(other)")
+      #expect(JSONStateFile.date(other) == (try? style.parse(other)) ?? (try? Date.ISO8601FormatStyle().parse(other)))
+    }
+    #expect(JSONStateFile.date("2026-13-01T00:00:00Z") == nil)
+    #expect(JSONStateFile.date("garbage") == nil)
+  }
+
   @Test func theLockStateAndMountsOfAnOlderProtfsAreStillRead() throws {
     let t = try TestDevice()
     let store = try LockStore(t.device)

@@ -95,14 +95,83 @@ package enum JSONStateFile {
       try encode(value, path: directory.pathOf(name)), named: name, in: directory, options: options)
   }
 
-  /// `date` as the state files write it: `2026-11-30T20:10:35.123Z`.
+  /// `date` as the state files write it: `2026-11-30T20:10:35.123Z`, in UTC, the milliseconds cut
+  /// (not rounded), as `Date.ISO8601FormatStyle(includingFractionalSeconds: true)` writes it.
+  /// Formatted by hand: the format style's first use costs a command about a millisecond (its
+  /// calendar is made), and every launch writes dates.
   package static func timestamp(_ date: Date) -> String {
-    date.formatted(withMilliseconds)
+    let interval = date.timeIntervalSince1970
+    let whole = interval.rounded(.down)
+    var parts = tm()
+    guard whole.magnitude < 2.5e11, case var seconds = time_t(whole), gmtime_r(&seconds, &parts) != nil,
+      (-1900...8099).contains(parts.tm_year)
+    else { return date.formatted(withMilliseconds) }
+    let millis = min(999, Int32(((interval - whole) * 1000).rounded(.down)))
+    var text: [UInt8] = []
+    text.reserveCapacity(24)
+    func append(_ value: Int32, digits: Int, then separator: UInt8) {
+      var divisor: Int32 = 1
+      for _ in 1..<digits { divisor *= 10 }
+      while divisor > 0 {
+        text.append(UInt8(truncatingIfNeeded: 0x30 + value / divisor % 10))
+        divisor /= 10
+      }
+      text.append(separator)
+    }
+    append(parts.tm_year + 1900, digits: 4, then: 0x2D)  // -
+    append(parts.tm_mon + 1, digits: 2, then: 0x2D)
+    append(parts.tm_mday, digits: 2, then: 0x54)  // T
+    append(parts.tm_hour, digits: 2, then: 0x3A)  // :
+    append(parts.tm_min, digits: 2, then: 0x3A)
+    append(parts.tm_sec, digits: 2, then: 0x2E)  // .
+    append(millis, digits: 3, then: 0x5A)  // Z
+    return String(decoding: text, as: UTF8.self)
   }
 
   /// The time `text` gives, with milliseconds or (as older files have it) without.
   package static func date(_ text: String) -> Date? {
-    (try? withMilliseconds.parse(text)) ?? (try? withoutFraction.parse(text))
+    if let date = utcDate(text) { return date }
+    return (try? withMilliseconds.parse(text)) ?? (try? withoutFraction.parse(text))
+  }
+
+  /// `text` read without the format style when it is exactly what protfs writes
+  /// (`YYYY-MM-DDTHH:MM:SS.mmmZ` or `YYYY-MM-DDTHH:MM:SSZ`) and names a time that exists; nil for
+  /// anything else, which the format style decides.
+  static func utcDate(_ text: String) -> Date? {
+    let bytes = Array(text.utf8)
+    guard bytes.count == 20 || bytes.count == 24, bytes[4] == 0x2D, bytes[7] == 0x2D, bytes[10] == 0x54,
+      bytes[13] == 0x3A, bytes[16] == 0x3A, bytes.last == 0x5A, bytes.count == 20 || bytes[19] == 0x2E
+    else { return nil }
+    func number(_ range: Range<Int>) -> Int32? {
+      var value: Int32 = 0
+      for index in range {
+        let digit = bytes[index] &- 0x30
+        guard digit < 10 else { return nil }
+        value = value * 10 + Int32(digit)
+      }
+      return value
+    }
+    guard let year = number(0..<4), let month = number(5..<7), let day = number(8..<10),
+      let hour = number(11..<13), let minute = number(14..<16), let second = number(17..<19),
+      let millis = bytes.count == 24 ? number(20..<23) : 0
+    else { return nil }
+    var parts = tm()
+    parts.tm_year = year - 1900
+    parts.tm_mon = month - 1
+    parts.tm_mday = day
+    parts.tm_hour = hour
+    parts.tm_min = minute
+    parts.tm_sec = second
+    var seconds = timegm(&parts)
+    // timegm carries over (February 30 is March 2); only a time that exists as written is taken.
+    var check = tm()
+    guard gmtime_r(&seconds, &check) != nil, check.tm_year == year - 1900, check.tm_mon == month - 1,
+      check.tm_mday == day, check.tm_hour == hour, check.tm_min == minute, check.tm_sec == second
+    else { return nil }
+    // From the reference date, as Foundation counts.
+    return Date(
+      timeIntervalSinceReferenceDate: Double(seconds) - Date.timeIntervalBetween1970AndReferenceDate
+        + Double(millis) / 1000)
   }
 
   /// ISO 8601 with milliseconds, in UTC.

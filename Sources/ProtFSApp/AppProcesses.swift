@@ -135,22 +135,11 @@ package final class AppProcesses: Sendable {
 
   /// The directory of this process's cgroup in the cgroup v2 hierarchy, when one is mounted.
   package static func ownCgroup() -> String? {
-    guard let mounts = FileManager.default.contents(atPath: "/proc/self/mountinfo"),
-      let groups = FileManager.default.contents(atPath: "/proc/self/cgroup")
+    guard let cgroup2 = MountInfo.entries().first(where: { $0.type == "cgroup2" }),
+      let groups = Kernel.readKernelFile("/proc/self/cgroup")
     else { return nil }
-    // mountinfo: "ID PARENT MAJ:MIN ROOT MOUNTPOINT OPTIONS ... - TYPE SOURCE SUPER".
-    var mountPoint: String?
-    var mountRoot = "/"
-    for line in String(decoding: mounts, as: UTF8.self).split(separator: "\n") {
-      let halves = line.components(separatedBy: " - ")
-      guard halves.count == 2, halves[1].hasPrefix("cgroup2 ") else { continue }
-      let fields = halves[0].split(separator: " ")
-      guard fields.count >= 5 else { continue }
-      mountRoot = String(fields[3])
-      mountPoint = String(fields[4])
-      break
-    }
-    guard let mountPoint else { return nil }
+    let mountPoint = cgroup2.mountpoint
+    let mountRoot = cgroup2.root
     // The v2 line of /proc/self/cgroup: "0::/PATH".
     guard
       let own = String(decoding: groups, as: UTF8.self).split(separator: "\n").first(where: { $0.hasPrefix("0::") })
@@ -163,13 +152,13 @@ package final class AppProcesses: Sendable {
 
   /// The pids in `cgroup`.
   private static func members(of cgroup: String) -> [pid_t] {
-    guard let data = FileManager.default.contents(atPath: cgroup + "/cgroup.procs") else { return [] }
+    guard let data = Kernel.readKernelFile(cgroup + "/cgroup.procs") else { return [] }
     return String(decoding: data, as: UTF8.self).split(separator: "\n").compactMap { pid_t($0) }
   }
 
   /// `cgroup.events` as keys and values ("populated 1", "frozen 0").
   private static func events(of cgroup: String) -> [String: String] {
-    guard let data = FileManager.default.contents(atPath: cgroup + "/cgroup.events") else { return [:] }
+    guard let data = Kernel.readKernelFile(cgroup + "/cgroup.events") else { return [:] }
     var events: [String: String] = [:]
     for line in String(decoding: data, as: UTF8.self).split(separator: "\n") {
       let parts = line.split(separator: " ")

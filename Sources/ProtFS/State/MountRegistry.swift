@@ -94,39 +94,6 @@ public struct MountRegistry: Sendable {
 
   /// The mountpoints of every protfs mount the kernel lists, unescaped.
   public static func protfsMountpoints() -> Set<String> {
-    // Read to its end: a /proc file reports no size, and a reader that trusts one page misses the
-    // mounts listed after it (tens of mounts fill a page).
-    guard let file = FileHandle(forReadingAtPath: "/proc/self/mountinfo") else { return [] }
-    defer { try? file.close() }
-    guard let data = try? file.readToEnd() else { return [] }
-    let text = String(decoding: data, as: UTF8.self)
-    var result: Set<String> = []
-    for line in text.split(separator: "\n") {
-      // Fields: id parent major:minor root mountpoint options [optional…] - fstype source options.
-      let fields = line.split(separator: " ")
-      guard fields.count > 4, let dash = fields.firstIndex(of: "-"), dash + 1 < fields.count,
-        fields[dash + 1] == Substring(filesystemType)
-      else { continue }
-      result.insert(unescape(String(fields[4])))
-    }
-    return result
-  }
-
-  /// mountinfo writes space, tab, newline and backslash as `\ooo` octal escapes.
-  private static func unescape(_ text: String) -> String {
-    guard text.contains("\\") else { return text }
-    var bytes: [UInt8] = []
-    var input = Array(text.utf8)[...]
-    while let byte = input.popFirst() {
-      if byte == UInt8(ascii: "\\"), input.count >= 3,
-        let value = UInt8(String(decoding: input.prefix(3), as: UTF8.self), radix: 8)
-      {
-        bytes.append(value)
-        input = input.dropFirst(3)
-      } else {
-        bytes.append(byte)
-      }
-    }
-    return String(decoding: bytes, as: UTF8.self)
+    Set(MountInfo.entries().lazy.filter { $0.type == filesystemType }.map(\.mountpoint))
   }
 }

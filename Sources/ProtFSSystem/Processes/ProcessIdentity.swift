@@ -74,8 +74,8 @@ public struct ProcessIdentity: Codable, Sendable, Hashable, CustomStringConverti
   /// The fields of /proc/PID/stat after "pid (comm)", from the state on (comm may hold spaces and
   /// parentheses, so they follow its last ')').
   private static func statFields(_ pid: pid_t) -> [Substring]? {
-    guard let data = FileManager.default.contents(atPath: "/proc/\(pid)/stat") else { return nil }
-    let stat = String(decoding: data, as: UTF8.self)
+    guard let bytes = Kernel.readKernelFile("/proc/\(pid)/stat", limit: 1 << 16) else { return nil }
+    let stat = String(decoding: bytes, as: UTF8.self)
     guard let close = stat.lastIndex(of: ")") else { return nil }
     return stat[stat.index(after: close)...].split(separator: " ")
   }

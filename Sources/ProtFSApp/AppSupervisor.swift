@@ -62,10 +62,12 @@ public final class AppSupervisor: @unchecked Sendable {
   ///
   /// `userLaunch`: false when the system launches the app (for a fetch), which keeps a force-quit.
   /// `appUsers`: who may send the app's own requests (`AppRequest.isTheAppsOwn`), the app user;
-  /// root and the caller's own user may send any.
+  /// root and the caller's own user may send any. `claimed` runs as soon as the socket is this
+  /// process's (it is then the app's one supervisor), before the rest is read: work that only the
+  /// one supervisor may do (the app's mount) starts there, beside the rest of the launch.
   public init(
     device: Device, bundleID: BundleID, timings: AppTimings, command: [String], userLaunch: Bool = true,
-    appUsers: Set<uid_t>
+    appUsers: Set<uid_t>, claimed: () -> Void = {}
   ) throws(ProtFSError) {
     self.bundleID = bundleID
     self.timings = timings
@@ -84,6 +86,7 @@ public final class AppSupervisor: @unchecked Sendable {
         remedy: .advice("terminate it first, or bring it to the foreground"))
     }
     self.listener = listener
+    claimed()
     processes = AppProcesses(key: String(socketName.split(separator: ".").last ?? ""))
     var record = (try? store.record(bundleID)) ?? nil ?? AppRecord(bundleID: bundleID.rawValue, backgroundTime: 0)
     record.backgroundTime = timings.backgroundTime
@@ -310,6 +313,10 @@ public final class AppSupervisor: @unchecked Sendable {
   private let answering = Atomic(0)
 
   private func serve() {
+    // The codec's first use costs about a millisecond (the runtime makes its types' metadata):
+    // spent here while the app starts, not on the app's first request.
+    _ = try? JSONDecoder().decode(AppRequest.self, from: Data(#"{"kind":"timeRemaining"}"#.utf8))
+    _ = Self.line(.refused("The request is not valid."))
     while let (connection, peer) = ControlSocket.accept(listener) {
       // Checked before the peer gets a thread: whoever may not talk to the app is answered at once.
       if let refusal = admit(peer) {

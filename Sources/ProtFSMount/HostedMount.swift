@@ -47,15 +47,15 @@ package final class HostedMount: Sendable {
     _ = try state.makeDirectory(directoryName, permissions: FilePermissions(rawValue: 0o700))
     let parent = try state.openDirectory(directoryName)
     let mountpoint = mountpoint(of: bundleID, on: device)
-    // Left by a supervisor that was killed: its serving threads died with it, and the dead mount
-    // answers every look at the mountpoint with ENOTCONN until it is detached.
-    if MountRegistry.protfsMountpoints().contains(mountpoint) {
-      _ = valueOrErrno(.umount) { umount2(mountpoint, Int32(PROTFS_MOUNT_MNT_DETACH)) }
-    }
-    _ = try parent.makeDirectory(bundleID, permissions: FilePermissions(rawValue: 0o700))
     let mount = HostedMount(mountpoint: mountpoint)
     let thread = Thread {
+      // Left by a supervisor that was killed: its serving threads died with it, and the dead mount
+      // answers every look at the mountpoint with ENOTCONN until it is detached.
+      if MountRegistry.protfsMountpoints().contains(mountpoint) {
+        _ = valueOrErrno(.umount) { umount2(mountpoint, Int32(PROTFS_MOUNT_MNT_DETACH)) }
+      }
       do throws(ProtFSError) {
+        _ = try parent.makeDirectory(bundleID, permissions: FilePermissions(rawValue: 0o700))
         try MountDaemon.serve(device: device, at: mountpoint, forApp: bundleID, handlingSignals: false) {
           mount.answered.signal()
         }
@@ -83,7 +83,8 @@ package final class HostedMount: Sendable {
     // libfuse leaves /dev/fuse and its socket to fusermount3 inheritable: a child this process
     // started later would keep the mount's connection alive after the supervisor (and keep
     // auto_unmount from acting). No descriptor of this process is meant for a child's exec.
-    for name in (try? FileManager.default.contentsOfDirectory(atPath: "/proc/self/fd")) ?? [] {
+    // (The listing's own descriptor is among them: marking it too does no harm.)
+    for (name, _) in (try? DirectoryHandle(path: "/proc/self/fd").entries()) ?? [] {
       if let fd = Int32(name), fd > STDERR_FILENO { _ = valueOrErrno(.fcntl) { fcntl(fd, F_SETFD, FD_CLOEXEC) } }
     }
   }

@@ -113,13 +113,18 @@ package enum MountDaemon {
     let registry = MountRegistry(device: device)
     let pid = getpid()
     defer { registry.remove(pid: pid) }
+    // An app's mount is its supervisor's, which starts the app once the mount answers: it is
+    // ready as soon as the kernel's connection is set up, and recorded after (only `status` reads
+    // an app mount's record; one of a mount gone by then is passed over). The device's mount is
+    // ready once it is recorded, since `exec` finds it there.
+    if forApp != nil { fs.onConnected.withLock { $0 = ready } }
     Thread.detachNewThread {
       // statfs is answered by the loop: once it reports FUSE, the mount is up and serving.
       guard protfs_filesystem_type(mountpoint) == fuseMagic else { return }
       var record = MountRecord(mountpoint: mountpoint, pid: pid, since: Date())
       record.forApp = forApp
       try? registry.register(record)
-      ready()
+      if forApp == nil { ready() }
     }
     MountStateWatcher.start(fs)
     _ = protfs_fuse_loop_mt(session, 16)

@@ -36,6 +36,17 @@ package final class MountFileSystem: Sendable {
   /// The state whose classes and cached pages the mount has brought up to date
   /// (`MountStateWatcher`), which `protfs lock` and the other transitions wait for.
   let appliedState = Mutex<ProtectionState?>(nil)
+  /// Called once, when the kernel's connection is set up (FUSE's `init`, just before its reply):
+  /// from then on every request is answered.
+  let onConnected = Mutex<(@Sendable () -> Void)?>(nil)
+
+  /// The kernel's connection is set up: runs `onConnected`, once.
+  func connected() {
+    onConnected.withLock { action in
+      defer { action = nil }
+      return action
+    }?()
+  }
 
   /// A file system for `device`, whose `Containers/` must exist.
   package init(device: Device) throws(ProtFSError) {

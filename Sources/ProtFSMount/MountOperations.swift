@@ -74,7 +74,10 @@ enum MountOperations {
   /// The callbacks.
   static func table() -> fuse_lowlevel_ops {
     var ops = fuse_lowlevel_ops()
-    ops.`init` = { _, conn in if let conn { protfs_fuse_init_connection(conn) } }
+    ops.`init` = { userdata, conn in
+      if let conn { protfs_fuse_init_connection(conn) }
+      if let userdata { Unmanaged<MountFileSystem>.fromOpaque(userdata).takeUnretainedValue().connected() }
+    }
     ops.lookup = { req, parent, name in
       let fs = MountOperations.fileSystem(req)
       MountOperations.reply(req) { () throws(Errno) in

@@ -182,18 +182,25 @@ package enum AppLaunchCommand {
       passcode = try invocation.passcode(ExecCommand.passcode, prompt: nil)
     }
     let device = invocation.device
-    let bundle = try AppBundle(bundleID: bundleID, infoPlist: invocation.value(infoPlist), device: device)
+    // The app's mount comes up while the rest is prepared: it takes longer than the rest, so it is
+    // begun first, once this process is the app's one supervisor (its socket is bound).
+    var pendingMount: HostedMount?
+    defer { pendingMount?.stop() }
     let supervisor = try AppSupervisor(
       device: device, bundleID: bundleID, timings: timings,
       command: absolute,
       userLaunch: !invocation.flag(forFetch) && session == nil && push == nil && backgroundTask == nil,
-      appUsers: AppUser.canAssume ? [AppUser.standard.uid] : [])
+      appUsers: AppUser.canAssume ? [AppUser.standard.uid] : []
+    ) { pendingMount = beginMount(invocation, device: device, bundleID: bundleID.rawValue) }
+    let bundle: AppBundle
+    do {
+      bundle = try AppBundle(bundleID: bundleID, infoPlist: invocation.value(infoPlist), device: device)
+    } catch {
+      supervisor.processes.end()
+      throw error
+    }
     supervisor.backgroundModes = bundle.backgroundModes
     supervisor.permittedTaskIdentifiers = bundle.permittedTaskIdentifiers
-    // The app's mount comes up while the rest is prepared (this process is now the app's one
-    // supervisor: its socket is bound).
-    let pendingMount = beginMount(invocation, device: device, bundleID: bundleID.rawValue)
-    defer { pendingMount?.stop() }
     let sessionsSocket = SessionServiceClient.socketName(device: device)
     supervisor.onEventsHandled = { (session: String) throws(ProtFSError) in
       try SessionServiceClient.eventsHandled(session: session, bundleID: bundleID.rawValue, socketName: sessionsSocket)

@@ -65,11 +65,14 @@ extension UIApplication {
     app.delegate = delegate
     // The system's watchdog watches the main thread from here: a launch, and every event after it,
     // must return in time, or the app is killed as iOS kills an app whose main thread is blocked.
-    _ = app.send(AppRequest(.watchMainThread))
+    // The launch runs while the supervisor takes the request; its answer is waited for before the
+    // launch is reported done, so that the supervisor takes the two in order.
+    let watching = try? AppClient.begin(AppRequest(.watchMainThread), to: app.socketName)
     // No options, as iOS gives none for a user's launch or a background launch for a session's
     // events or a fetch.
     _ = delegate.application(app, willFinishLaunchingWithOptions: nil)
     _ = delegate.application(app, didFinishLaunchingWithOptions: nil)
+    _ = try? watching?.reply()
     _ = app.send(AppRequest(.mainThreadAnswered, "launch"))
     NotificationCenter.default.post(name: didFinishLaunchingNotification, object: nil)
     if app.applicationState == .inactive { app.becomeActive() }

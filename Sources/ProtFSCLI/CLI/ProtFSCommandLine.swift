@@ -16,7 +16,7 @@ package enum ProtFSCommandLine {
         UInt8(bitPattern: $0)
       } ?? []
     }
-    let environment = ProcessInfo.processInfo.environment
+    let environment = ProcessEnvironment.all()
     Secrets.hideArguments()
     Secrets.hideEnvironment()
     ProcessTuning.keepFreedMemory()

@@ -349,7 +349,7 @@ public final class AppSupervisor: @unchecked Sendable {
         }
         #if DEBUG
           // Debug builds: a test holds each answer back, so that the app ends before it is written.
-          if let delay = ProcessInfo.processInfo.environment["PROTFS_DEBUG_REPLY_DELAY_MS"].flatMap(UInt32.init) {
+          if let delay = ProcessEnvironment.value("PROTFS_DEBUG_REPLY_DELAY_MS").flatMap(UInt32.init) {
             usleep(delay * 1000)
           }
         #endif

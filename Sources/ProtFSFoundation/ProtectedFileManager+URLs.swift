@@ -28,7 +28,7 @@ extension ProtectedFileManager {
   /// The bundle id `urls(for:in:)` answers for.
   private var appBundleID: BundleID? {
     if let bundleID { return bundleID }
-    return ProcessInfo.processInfo.environment["PROTFS_APP_BUNDLE"].flatMap { try? BundleID($0) }
+    return ProcessEnvironment.value("PROTFS_APP_BUNDLE").flatMap { try? BundleID($0) }
   }
 
   /// As `removeItem(atPath:)`, for a file URL.

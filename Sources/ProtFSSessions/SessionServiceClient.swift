@@ -57,20 +57,19 @@ package final class SessionServiceClient: SessionBackend, Sendable {
   /// there and this process runs inside an app (`PROTFS_APP_SOCKET`), the app's supervisor is asked
   /// to start the service; a root caller starts it with the CLI's `SessionServiceStarter` first.
   package static func open(_ configuration: SessionConfiguration) throws(ProtFSError) -> SessionServiceClient {
-    let environment = ProcessInfo.processInfo.environment
-    guard let socketName = configuration.socketName ?? environment[socketEnvironment] else {
+    guard let socketName = configuration.socketName ?? ProcessEnvironment.value(socketEnvironment) else {
       throw ProtFSError(
         .notFound, "No session service is known to this process (\(socketEnvironment) is not set).",
         remedy: .advice("run the program as an app, or give the configuration its socketName"))
     }
     var request = SessionServiceRequest(.openSession, session: configuration.identifier)
     var configuration = configuration
-    if configuration.bundleID == nil { configuration.bundleID = environment[AppEnvironment.bundle] }
+    if configuration.bundleID == nil { configuration.bundleID = ProcessEnvironment.value(AppEnvironment.bundle) }
     request.configuration = configuration
     do {
       _ = try SessionWire.call(request, socketName: socketName)
     } catch  where error.errno == ENOENT {
-      guard let supervisor = environment[AppEnvironment.socket] else { throw notRunning(socketName) }
+      guard let supervisor = ProcessEnvironment.value(AppEnvironment.socket) else { throw notRunning(socketName) }
       try askSupervisorToStart(supervisor: supervisor, socketName: socketName)
       _ = try SessionWire.call(request, socketName: socketName)
     }

@@ -8,7 +8,7 @@ enum DebugHold {
   /// Waits at this point while the FIFO that `variable` names is held open for writing.
   static func wait(_ variable: String) {
     #if DEBUG
-      guard let fifo = ProcessInfo.processInfo.environment[variable] else { return }
+      guard let fifo = ProcessEnvironment.value(variable) else { return }
       guard case .success(let fd) = valueOrErrno(.open, { open(fifo, O_RDONLY | O_CLOEXEC) }) else { return }
       var byte: UInt8 = 0
       while (try? valueOrErrno(.read) { read(fd, &byte, 1) }.get()) ?? 0 > 0 {}

@@ -379,7 +379,7 @@ package enum AppLaunchCommand {
     let candidates =
       name.contains("/")
       ? [name]
-      : (ProcessInfo.processInfo.environment["PATH"] ?? "/usr/bin:/bin").split(separator: ":").map { "\($0)/\(name)" }
+      : (ProcessEnvironment.value("PATH") ?? "/usr/bin:/bin").split(separator: ":").map { "\($0)/\(name)" }
     for path in candidates {
       var status = stat()
       guard case .success = valueOrErrno(.stat, { stat(path, &status) }), status.st_mode & S_IFMT == S_IFREG,

@@ -83,7 +83,7 @@ package enum TasksEventsCommand {
   /// The queued events, from the service (a subscription read up to `queuedEventsDelivered`).
   private static func fromService(_ identifier: String, device: Device) throws -> [Line] {
     let socketName =
-      ProcessInfo.processInfo.environment[SessionServiceClient.socketEnvironment]
+      ProcessEnvironment.value(SessionServiceClient.socketEnvironment)
       ?? SessionServiceClient.socketName(device: device)
     let client = SessionServiceClient.attach(identifier: identifier, socketName: socketName)
     defer { client.invalidate(cancelling: false) }

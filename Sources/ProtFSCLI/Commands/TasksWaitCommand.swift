@@ -76,7 +76,7 @@ package enum TasksWaitCommand {
     var toRead = ids
     if unsettled {
       let socketName =
-        ProcessInfo.processInfo.environment[SessionServiceClient.socketEnvironment]
+        ProcessEnvironment.value(SessionServiceClient.socketEnvironment)
         ?? SessionServiceClient.socketName(device: device)
       toRead = try SessionServiceClient.waitUntilSettled(ids, socketName: socketName)
     }

@@ -145,4 +145,4 @@ extension Foundation.FileManager {
 
 /// The one manager `FileManager.default` gives.
 private let protectionAwareManager = ProtectionAwareFileManager(
-  ProtectedFileManager(device: Device.locate(explicit: nil, environment: ProcessInfo.processInfo.environment)))
+  ProtectedFileManager(device: Device.locate(explicit: nil, environment: ProcessEnvironment.all())))

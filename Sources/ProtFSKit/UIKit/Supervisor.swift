@@ -1,5 +1,6 @@
 import Foundation
 import ProtFSApp
+import ProtFSSystem
 
 /// The supervisor of the app this program runs as (`protfs app launch`), reached from any thread:
 /// what BGTaskScheduler, AVAudioSession, CLLocationManager and an uncaught exception tell the
@@ -7,7 +8,7 @@ import ProtFSApp
 enum Supervisor {
   /// Its socket's abstract name (without the `@`), when the program runs as an app.
   static let socketName: String? = {
-    guard let socket = ProcessInfo.processInfo.environment[AppEnvironment.socket], socket.hasPrefix("@"),
+    guard let socket = ProcessEnvironment.value(AppEnvironment.socket), socket.hasPrefix("@"),
       socket.count > 1
     else { return nil }
     return String(socket.dropFirst())

@@ -1,5 +1,6 @@
 import Foundation
 import ProtFSApp
+import ProtFSSystem
 import Synchronization
 
 /// The running app, shaped like UIKit's: background tasks, background time, the app's state and
@@ -35,17 +36,16 @@ public final class UIApplication {
   private var expirationHandlers: [Int: (@MainActor @Sendable () -> Void)?] = [:]
 
   private init() {
-    let environment = ProcessInfo.processInfo.environment
-    guard let socket = environment[AppEnvironment.socket], socket.hasPrefix("@"), socket.count > 1 else {
+    guard let socket = ProcessEnvironment.value(AppEnvironment.socket), socket.hasPrefix("@"), socket.count > 1 else {
       fatalError(Self.missing(AppEnvironment.socket))
     }
-    guard let events = environment[AppEnvironment.eventsFD].flatMap({ Int32($0) }), events >= 0 else {
+    guard let events = ProcessEnvironment.value(AppEnvironment.eventsFD).flatMap({ Int32($0) }), events >= 0 else {
       fatalError(Self.missing(AppEnvironment.eventsFD))
     }
     socketName = String(socket.dropFirst())
     eventsDescriptor = events
-    isProtectedDataAvailable = environment[AppEnvironment.protectedData] != "unavailable"
-    if environment[AppEnvironment.launchState] == "background" { applicationState = .background }
+    isProtectedDataAvailable = ProcessEnvironment.value(AppEnvironment.protectedData) != "unavailable"
+    if ProcessEnvironment.value(AppEnvironment.launchState) == "background" { applicationState = .background }
   }
 
   /// The message of a program that is not run as an app.

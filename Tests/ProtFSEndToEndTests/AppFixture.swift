@@ -2,6 +2,7 @@ import Foundation
 import ProtFS
 import ProtFSSystem
 import ProtFSTestSupport
+import Testing
 
 /// A fresh device with one container that the app user can reach, and scripts to run as apps.
 struct AppDevice {
@@ -263,5 +264,20 @@ struct DebugHoldPoint {
   mutating func release() {
     if writer >= 0 { close(writer) }
     writer = -1
+  }
+
+  /// A shell program that says `started`, then runs until a SIGTERM, on which it says `got TERM`
+  /// and exits with status 7.
+  static let trappingProgram = "trap 'echo got TERM; exit 7' TERM; echo started; while :; do sleep 0.05; done"
+
+  /// Sends protfs (`running`, which runs `trappingProgram`) a SIGTERM while it waits here, once
+  /// the program has started, then lets protfs go on: the program must get the signal and end.
+  mutating func expectSIGTERMWhileHeldReachesTheProgram(_ running: RunningApp) async throws {
+    try #require(await reached(), "the hold")
+    #expect(await running.line(containing: "started") != nil, "\(running.output)")
+    #expect(kill(running.process.processIdentifier, SIGTERM) == 0)
+    release()
+    #expect(await running.line(containing: "got TERM") != nil, "\(running.output)")
+    #expect(await running.exit().0 == 7, "\(running.output)")
   }
 }

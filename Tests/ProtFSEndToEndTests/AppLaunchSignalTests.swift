@@ -14,15 +14,10 @@ import Testing
     // The supervisor waits, between starting the app and taking charge of it, until this test
     // closes the FIFO; the SIGTERM is sent in that window.
     var hold = try DebugHoldPoint(in: d.scripts)
-    let app = "trap 'echo got TERM; exit 7' TERM; echo started; while :; do sleep 0.05; done"
-    let running = try d.launch([], ["/bin/sh", "-c", app], environment: ["PROTFS_DEBUG_HOLD_LAUNCH": hold.path])
+    let running = try d.launch(
+      [], ["/bin/sh", "-c", DebugHoldPoint.trappingProgram], environment: ["PROTFS_DEBUG_HOLD_LAUNCH": hold.path])
     defer { running.stop() }
-    try #require(await hold.reached(), "the hold")
-    #expect(await running.line(containing: "started") != nil, "\(running.output)")
-    #expect(kill(running.process.processIdentifier, SIGTERM) == 0)
-    hold.release()
-    #expect(await running.line(containing: "got TERM") != nil, "\(running.output)")
-    #expect(await running.exit().0 == 7, "\(running.output)")
+    try await hold.expectSIGTERMWhileHeldReachesTheProgram(running)
     #expect(d.record()["state"] as? String == "notRunning", "\(d.record())")
   }
 }

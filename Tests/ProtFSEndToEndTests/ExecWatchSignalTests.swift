@@ -13,17 +13,11 @@ import Testing
     // exec waits, between starting the program and passing signals on to it, until this test
     // closes the FIFO; the SIGTERM is sent in that window.
     var hold = try DebugHoldPoint(in: d.scripts)
-    let program = "trap 'echo got TERM; exit 7' TERM; echo started; while :; do sleep 0.05; done"
     let running = try RunningApp(
-      device: d, arguments: ["--device", d.root, "exec", "--", "/bin/sh", "-c", program],
+      device: d, arguments: ["--device", d.root, "exec", "--", "/bin/sh", "-c", DebugHoldPoint.trappingProgram],
       environment: ["PROTFS_DEBUG_HOLD_EXEC": hold.path])
     defer { running.stop() }
-    try #require(await hold.reached(), "the hold")
-    #expect(await running.line(containing: "started") != nil, "\(running.output)")
-    #expect(kill(running.process.processIdentifier, SIGTERM) == 0)
-    hold.release()
-    #expect(await running.line(containing: "got TERM") != nil, "\(running.output)")
-    #expect(await running.exit().0 == 7, "\(running.output)")
+    try await hold.expectSIGTERMWhileHeldReachesTheProgram(running)
   }
 
   @Test func aSIGTERMBeforeTheWatchSaysAnythingStopsItWithStatusZero() async throws {

@@ -63,7 +63,9 @@ import Testing
     let d = try AppDevice()
     defer { d.remove() }
     let plist = try Self.infoPlist(d)
-    let app = try d.launch(["--info-plist", plist, "--suspend-after", "200ms"], [try shellApp(d)])
+    // Two seconds in the background for the shell app's two submissions (two starts of protfs),
+    // which a loaded machine can stretch past a shorter time before it is suspended mid-way.
+    let app = try d.launch(["--info-plist", plist, "--suspend-after", "2s"], [try shellApp(d)])
     defer { app.stop() }
     #expect(await app.line(containing: "ready") != nil, "\(app.output)")
     #expect(

@@ -39,24 +39,24 @@ import Testing
     let run = Task { try await d.protfs(["exec", "--", script]) }
     // The forked child waits between its tries (in nanosleep): then the writer lets go. It has
     // protfs's command line (it is a fork of it); protfs itself waits in a read of the child's
-    // report.
+    // report. The writer is closed on the thread that saw the wait: resuming on the cooperative
+    // pool first could take longer than the child's tries while other tests hold its threads.
+    let commandLine = Data("\(d.root)\u{0}exec\u{0}--\u{0}\(script)".utf8)
     let waiting = await offPool { () -> Bool in
+      defer { close(writer) }
       let deadline = Date() + 20
       while Date() < deadline {
         for entry in (try? FileManager.default.contentsOfDirectory(atPath: "/proc")) ?? [] where Int32(entry) != nil {
-          let cmdline = FileManager.default.contents(atPath: "/proc/\(entry)/cmdline") ?? Data()
+          guard let cmdline = FileManager.default.contents(atPath: "/proc/\(entry)/cmdline"),
+            cmdline.range(of: commandLine) != nil
+          else { continue }
           let wchan = FileManager.default.contents(atPath: "/proc/\(entry)/wchan") ?? Data()
-          if String(decoding: cmdline, as: UTF8.self).contains("\(d.root)\u{0}exec\u{0}--\u{0}\(script)"),
-            String(decoding: wchan, as: UTF8.self).contains("nanosleep")
-          {
-            return true
-          }
+          if String(decoding: wchan, as: UTF8.self).contains("nanosleep") { return true }
         }
         usleep(2_000)
       }
       return false
     }
-    close(writer)
     let result = try await run.value
     #expect(waiting, "the child never waited to try again: \(result)")
     #expect(result.status == 0 && result.stdout == "ran\n", "\(result)")

@@ -101,11 +101,16 @@ import Testing
       defer { ControlSocket.shutDown(holder) }
       try await offPool { try f.startInProcess() }
     }
-    // The service probes the name once its bind failed: then the holder goes.
-    let probe = await offPool { ControlSocket.accept(holder) }
-    #expect(probe != nil, "the service gave up without probing the name")
-    probe?.0.close()
-    holder.close()
+    // The service probes the name once its bind failed: then the holder goes, on the thread that
+    // saw the probe. Waiting to be resumed on the cooperative pool first would let the service's
+    // settling time run out while other tests hold the pool's threads.
+    let probed = await offPool { () -> Bool in
+      let probe = ControlSocket.accept(holder)
+      probe?.0.close()
+      holder.close()
+      return probe != nil
+    }
+    #expect(probed, "the service gave up without probing the name")
     try await started.value
     #expect(f.servicePID == getpid())
   }

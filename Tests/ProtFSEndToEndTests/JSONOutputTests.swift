@@ -158,6 +158,19 @@ import Testing
     return String(decoding: bytes, as: UTF8.self)
   }
 
+  /// A device that never changed state has been unlocked since `init` made it, not since each
+  /// `status` asked: the date is its marker's, and the same on every run.
+  @Test func aNewDevicesStateIsDatedFromItsInitialisation() async throws {
+    let t = try await Self.device()
+    let made = Date(timeIntervalSince1970: 1_767_323_045)  // 2026-01-02T03:04:05Z
+    try FileManager.default.setAttributes(
+      [.modificationDate: made], ofItemAtPath: t.device.stateDirectory + "/" + Device.markerName)
+    let first = try Self.object(try await Protfs.run(["--device", t.root, "status", "--json"]))
+    let second = try Self.object(try await Protfs.run(["--device", t.root, "status", "--json"]))
+    #expect(first["since"] as? String == "2026-01-02T03:04:05.000Z", "\(first)")
+    #expect(second["since"] as? String == first["since"] as? String, "\(second)")
+  }
+
   // MARK: Keys
 
   /// ls, get-class and status name a class, a path and a kind with the same keys.

@@ -20,10 +20,15 @@ package struct LockStore {
     directory = try device.openDirectory(DevicePath(validated: [Device.stateDirectoryName]))
   }
 
-  /// The stored record, or the new-device record when none was written yet.
+  /// The stored record, or the new-device record when none was written yet: unlocked since the
+  /// device was initialised (its marker's time, which `init` writes once), or since `now` when
+  /// that cannot be read.
   package func record(now: Date) throws(ProtFSError) -> LockRecord {
     let remedy = Remedy.advice("restore it from a backup, or remove it to start over as a new, unlocked device")
-    guard let record: LockRecord = try read(Self.stateFileName, remedy: remedy) else { return .initial(at: now) }
+    guard let record: LockRecord = try read(Self.stateFileName, remedy: remedy) else {
+      let initialised = (try? directory.status(Device.markerName))?.modified
+      return .initial(at: min(initialised ?? now, now))
+    }
     return record
   }
 

@@ -78,7 +78,7 @@ extension BackgroundTaskRequest {
     }
     if message.now == true { return .success(first) }
     if let due = candidates.first(where: { ($0.earliestBeginDate ?? .distantPast) <= date }) { return .success(due) }
-    let earliest = first.earliestBeginDate.map(JSONStateFile.timestamp) ?? ""
+    let earliest = first.earliestBeginDate.map { JSONStateFile.timestamp($0) } ?? ""
     return .failure(
       NotRunnable(
         message:

@@ -38,7 +38,9 @@ import Testing
   @Test func handWrittenTimestampsAreTheFormatStylesOwn() {
     let style = Date.ISO8601FormatStyle(includingFractionalSeconds: true)
     var generator = SystemRandomNumberGenerator()
-    var intervals: [Double] = [0, -0.0005, 0.9995, 1.0005, -1.5, 1_000_000_000.0009999, 1_796_308_132.9999]
+    var intervals: [Double] = [
+      0, -0.0005, 0.9995, 1.0005, -1.5, 1_000_000_000.0009999, 1_796_308_132.9999, 0.5, -0.5, 2.5, 1.4999, -2.5,
+    ]
     // A thousand: enough to meet every kind of second, cheap enough not to hold a thread of the
     // cooperative pool that the end-to-end tests wait on (20,000 held one for 40 s in the suite).
     for _ in 0..<1_000 {
@@ -47,10 +49,16 @@ import Testing
     }
     var written: [String] = []
     var read: [String] = []
+    // To the second, as `status` prints its dates. (ISO8601DateFormatter, which it used before,
+    // rounds to the millisecond first: it differs where a fraction is within half of one of a
+    // whole second.)
+    let seconds = Date.ISO8601FormatStyle()
     for interval in intervals {
       let date = Date(timeIntervalSince1970: interval)
       let text = JSONStateFile.timestamp(date)
       if text != date.formatted(style) { written.append("\(interval): \(text), not \(date.formatted(style))") }
+      let short = JSONStateFile.timestamp(date, milliseconds: false)
+      if short != date.formatted(seconds) { written.append("\(interval): \(short), not \(date.formatted(seconds))") }
       guard let mine = JSONStateFile.utcDate(text), let theirs = try? style.parse(text),
         abs(mine.timeIntervalSince(theirs)) < 1e-6
       else {

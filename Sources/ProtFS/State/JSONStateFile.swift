@@ -98,14 +98,15 @@ package enum JSONStateFile {
   /// `date` as the state files write it: `2026-11-30T20:10:35.123Z`, in UTC, the milliseconds cut
   /// (not rounded), as `Date.ISO8601FormatStyle(includingFractionalSeconds: true)` writes it.
   /// Formatted by hand: the format style's first use costs a command about a millisecond (its
-  /// calendar is made), and every launch writes dates.
-  package static func timestamp(_ date: Date) -> String {
+  /// calendar is made), and every launch writes dates. Without `milliseconds`, the seconds end
+  /// it (`2026-11-30T20:10:35Z`), the fraction cut, as `ISO8601FormatStyle()` writes it.
+  package static func timestamp(_ date: Date, milliseconds: Bool = true) -> String {
     let interval = date.timeIntervalSince1970
     let whole = interval.rounded(.down)
     var parts = tm()
     guard whole.magnitude < 2.5e11, case var seconds = time_t(whole), gmtime_r(&seconds, &parts) != nil,
       (-1900...8099).contains(parts.tm_year)
-    else { return date.formatted(withMilliseconds) }
+    else { return date.formatted(milliseconds ? withMilliseconds : withoutFraction) }
     let millis = min(999, Int32(((interval - whole) * 1000).rounded(.down)))
     var text: [UInt8] = []
     text.reserveCapacity(24)
@@ -123,8 +124,12 @@ package enum JSONStateFile {
     append(parts.tm_mday, digits: 2, then: 0x54)  // T
     append(parts.tm_hour, digits: 2, then: 0x3A)  // :
     append(parts.tm_min, digits: 2, then: 0x3A)
-    append(parts.tm_sec, digits: 2, then: 0x2E)  // .
-    append(millis, digits: 3, then: 0x5A)  // Z
+    if milliseconds {
+      append(parts.tm_sec, digits: 2, then: 0x2E)  // .
+      append(millis, digits: 3, then: 0x5A)  // Z
+    } else {
+      append(parts.tm_sec, digits: 2, then: 0x5A)
+    }
     return String(decoding: text, as: UTF8.self)
   }
 

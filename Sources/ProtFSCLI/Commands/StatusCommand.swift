@@ -94,9 +94,9 @@ package enum StatusCommand {
     text + String(repeating: " ", count: max(1, width - text.count))
   }
 
+  /// `date` in UTC to the second (`2026-12-03T17:25:08Z`), written by hand: the formatters'
+  /// first use loads ICU's data, which took about half of a `status`.
   private static func format(_ date: Date) -> String {
-    let formatter = ISO8601DateFormatter()
-    formatter.formatOptions = [.withInternetDateTime]
-    return formatter.string(from: date)
+    JSONStateFile.timestamp(date, milliseconds: false)
   }
 }

@@ -40,13 +40,9 @@ extension SessionService {
       if record.state != .completed { notCompleted.append(id) }
     }
     guard !waiting.isEmpty else { return notCompleted }
-    let done = DispatchSemaphore(value: 0)
-    // Each task wakes its waiters once its outcome is stored; the connection's thread sleeps until then.
-    Task.detached {
-      for task in waiting { await task.waitUntilSettled() }
-      done.signal()
-    }
-    done.wait()
+    // Each task wakes its waiters once its outcome is stored; the connection's thread sleeps until
+    // the last one has.
+    _ = DownloadTask.waitUntilAllSettled(waiting)
     return notCompleted + waiting.filter { $0.state != .completed }.map(\.id)
   }
 

@@ -86,8 +86,9 @@ do {
   }
   for task in tasks { task.resume() }
   var status: Int32 = 0
+  let settled = DownloadTask.waitUntilAllSettled(tasks)
   for task in tasks {
-    switch await task.waitUntilSettled() {
+    switch settled[task.id] ?? task.state {
     case .completed: break
     case .waitingForUnlock: status = max(status, 2)
     default:

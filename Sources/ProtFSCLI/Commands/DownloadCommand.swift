@@ -307,16 +307,9 @@ package enum DownloadCommand {
     return (tasks, outcome)
   }
 
-  /// Waits on a plain thread, so that `Console` output stays in order and no executor is blocked.
+  /// Waits on this plain thread, so that `Console` output stays in order and no executor is blocked.
   package static func waitForAll(_ tasks: [DownloadTask]) -> [Int64: DownloadState] {
-    let done = DispatchSemaphore(value: 0)
-    let results = ResultBox()
-    Task.detached {
-      for task in tasks { results.set(task.id, await task.waitUntilSettled()) }
-      done.signal()
-    }
-    done.wait()
-    return results.value
+    DownloadTask.waitUntilAllSettled(tasks)
   }
 
   /// Ends the session's event stream and waits until every event it held has been printed.
@@ -329,12 +322,6 @@ package enum DownloadCommand {
       done.signal()
     }
     done.wait()
-  }
-
-  package final class ResultBox: Sendable {
-    private let states = Mutex<[Int64: DownloadState]>([:])
-    func set(_ id: Int64, _ state: DownloadState) { states.withLock { $0[id] = state } }
-    var value: [Int64: DownloadState] { states.withLock { $0 } }
   }
 
   package static func readList(_ path: String) throws -> [String] {

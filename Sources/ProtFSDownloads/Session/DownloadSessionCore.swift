@@ -211,10 +211,13 @@ package final class DownloadSessionCore: @unchecked Sendable {
     // Nothing will settle these tasks in this session any more: their waiters get the state as it is.
     for task in all {
       let (state, waiters) = task.runtime.withLock { r in
-        defer { r.waiters.removeAll() }
+        defer {
+          r.waiters.removeAll()
+          r.waitersReleased = true
+        }
         return (r.record.state, r.waiters)
       }
-      for waiter in waiters { waiter.resume(returning: state) }
+      for waiter in waiters { waiter(state) }
     }
     continuation.finish()
   }

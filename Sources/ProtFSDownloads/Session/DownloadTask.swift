@@ -17,7 +17,11 @@ public final class DownloadTask: Sendable {
     var renamedFrom: String?
     /// An upload's snapshot still being copied by this process.
     var snapshotCopy: SnapshotCopy?
-    var waiters: [CheckedContinuation<DownloadState, Never>] = []
+    /// Called with the settled state once it is persisted (or with the state left when the
+    /// session is invalidated first).
+    var waiters: [@Sendable (DownloadState) -> Void] = []
+    /// Set by an invalidated session once it woke the waiters: nothing wakes a later one.
+    var waitersReleased = false
   }
 
   package let runtime: Mutex<Runtime>
@@ -103,13 +107,41 @@ public final class DownloadTask: Sendable {
   @discardableResult
   public func waitUntilSettled() async -> DownloadState {
     await withCheckedContinuation { continuation in
-      let settled: DownloadState? = runtime.withLock { r in
-        if r.record.state.isSettled { return r.record.state }
-        r.waiters.append(continuation)
-        return nil
-      }
-      if let settled { continuation.resume(returning: settled) }
+      whenSettled { continuation.resume(returning: $0) }
     }
+  }
+
+  /// Waits on the calling thread, not on an executor, until every one of `tasks` is completed,
+  /// failed or waiting for unlock (or left by an invalidated session), and returns their states
+  /// by id. The thread wakes once, when the last one settles: awaiting each task in turn resumes
+  /// the waiter once per task, a thread handoff each, which for thousands of small downloads cost
+  /// more than their files.
+  public static func waitUntilAllSettled(_ tasks: [DownloadTask]) -> [Int64: DownloadState] {
+    guard !tasks.isEmpty else { return [:] }
+    let states = Mutex<[Int64: DownloadState]>([:])
+    let remaining = Atomic<Int>(tasks.count)
+    let done = DispatchSemaphore(value: 0)
+    for task in tasks {
+      let id = task.id
+      task.whenSettled { state in
+        states.withLock { $0[id] = state }
+        if remaining.subtract(1, ordering: .acquiringAndReleasing).newValue == 0 { done.signal() }
+      }
+    }
+    done.wait()
+    return states.withLock { $0 }
+  }
+
+  /// Calls `body` with the settled state: now, when the task is settled already or its session
+  /// was invalidated (with the state it was left in), else once its outcome is persisted or the
+  /// session is invalidated.
+  private func whenSettled(_ body: @escaping @Sendable (DownloadState) -> Void) {
+    let settled: DownloadState? = runtime.withLock { r in
+      if r.record.state.isSettled || r.waitersReleased { return r.record.state }
+      r.waiters.append(body)
+      return nil
+    }
+    if let settled { body(settled) }
   }
 
   /// Sets the state and error; returns the new record and the waiters to wake once it is persisted.
@@ -124,16 +156,16 @@ public final class DownloadTask: Sendable {
       r.record.failure = error
       update(&r.record)
       r.record.updatedAt = Date().timeIntervalSince1970
-      var waiters: [CheckedContinuation<DownloadState, Never>] = []
+      var waiters: [@Sendable (DownloadState) -> Void] = []
       if state.isSettled { swap(&waiters, &r.waiters) }
-      return (r.record, Waiters(continuations: waiters, state: state))
+      return (r.record, Waiters(callbacks: waiters, state: state))
     }
   }
 
   /// The callers of `waitUntilSettled()` to wake after a transition has been persisted.
   package struct Waiters: Sendable {
-    var continuations: [CheckedContinuation<DownloadState, Never>]
+    var callbacks: [@Sendable (DownloadState) -> Void]
     var state: DownloadState
-    func wake() { for c in continuations { c.resume(returning: state) } }
+    func wake() { for callback in callbacks { callback(state) } }
   }
 }

@@ -136,20 +136,12 @@ public enum AtomicFile {
   {
     let file = try directory.openDescriptor(name, flags: O_RDONLY)
     defer { file.close() }
-    let fd = file.rawValue
-    var result: [UInt8] = []
-    var chunk = [UInt8](repeating: 0, count: 65536)
-    while true {
-      let count = try chunk.withUnsafeMutableBytes { raw in
-        valueOrErrno(.read) { Foundation.read(fd, raw.baseAddress, raw.count) }
-      }.orThrow("read", path: directory.pathOf(name))
-      if count == 0 { return result }
-      result += chunk.prefix(count)
-      if result.count > limit {
-        throw ProtFSError(
-          .malformed, "The file '\(directory.pathOf(name))' is larger than \(limit) bytes.",
-          path: directory.pathOf(name))
-      }
+    guard let bytes = try Kernel.readToEnd(file.rawValue, limit: limit).orThrow("read", path: directory.pathOf(name))
+    else {
+      throw ProtFSError(
+        .malformed, "The file '\(directory.pathOf(name))' is larger than \(limit) bytes.",
+        path: directory.pathOf(name))
     }
+    return bytes
   }
 }

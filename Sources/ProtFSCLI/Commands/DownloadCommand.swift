@@ -300,16 +300,12 @@ package enum DownloadCommand {
     } catch {
       failure = error
     }
-    let outcome = waitForAll(tasks)
+    // On this plain thread, so that `Console` output stays in order and no executor is blocked.
+    let outcome = DownloadTask.waitUntilAllSettled(tasks)
     drain(session, printer)
     progress.finish()
     if let failure { throw failure }
     return (tasks, outcome)
-  }
-
-  /// Waits on this plain thread, so that `Console` output stays in order and no executor is blocked.
-  package static func waitForAll(_ tasks: [DownloadTask]) -> [Int64: DownloadState] {
-    DownloadTask.waitUntilAllSettled(tasks)
   }
 
   /// Ends the session's event stream and waits until every event it held has been printed.

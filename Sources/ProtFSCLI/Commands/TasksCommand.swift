@@ -226,7 +226,7 @@ package enum TasksCommand {
     }
     if cancel {
       task.cancel()
-      _ = DownloadCommand.waitForAll([task])
+      _ = DownloadTask.waitUntilAllSettled([task])
       Console.err("Cancelled download task \(id) (\(record.url)).")
       return 0
     }

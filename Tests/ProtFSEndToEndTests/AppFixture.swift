@@ -89,10 +89,15 @@ struct AppDevice {
   /// Polls the app's record until its state is `state` (the record is the only place it shows), at
   /// most 20 s, off the cooperative pool.
   func waitForState(_ state: String) async -> Bool {
+    await waitForRecord { $0["state"] as? String == state }
+  }
+
+  /// Polls the app's record until `matches` accepts it, at most 20 s, off the cooperative pool.
+  func waitForRecord(_ matches: @escaping @Sendable ([String: Any]) -> Bool) async -> Bool {
     await offPool {
       let deadline = Date() + 20
       while Date() < deadline {
-        if record()["state"] as? String == state { return true }
+        if matches(record()) { return true }
         usleep(20_000)
       }
       return false

@@ -86,15 +86,7 @@ import Testing
     #expect(fetched.status == 0 && fetched.stdout.contains("in the background for a fetch"), "\(fetched)")
     // Running in the background for the fetch; or, when this test is resumed only after the
     // fetch's 30 s ran out (the cooperative pool of a loaded machine), the fetch it timed out.
-    let launched = await offPool { () -> Bool in
-      let deadline = Date() + 20
-      while Date() < deadline {
-        let record = d.record()
-        if record["state"] as? String == "background" || record["lastFetch"] != nil { return true }
-        usleep(20_000)
-      }
-      return false
-    }
+    let launched = await d.waitForRecord { $0["state"] as? String == "background" || $0["lastFetch"] != nil }
     #expect(launched, "\(d.record())")
     #expect(d.record()["lastLaunchCommand"] as? [String] == [script])
   }

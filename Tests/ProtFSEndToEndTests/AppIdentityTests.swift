@@ -34,7 +34,10 @@ import Testing
     defer { running.stop() }
     let writer = await offPool { () -> Int32 in Glibc.open(hold, O_WRONLY | O_CLOEXEC) }
     try #require(writer >= 0, "the hold")
-    let reply = await running.line(containing: "reply: ")
+    // The service answers only once it has opened the session (written in its store);
+    // under a bare `swift test`, with every test writing at once, the answer once took longer
+    // than the 20 s default. A hang still fails, after 90 s.
+    let reply = await running.line(containing: "reply: ", timeout: 90)
     #expect(d.record()["pid"] == nil, "the record named the app's process already: \(d.record())")
     close(writer)
     let answer = try #require(reply?.0, "\(running.output)")

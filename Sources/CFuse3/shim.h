@@ -77,6 +77,9 @@ static inline void protfs_fuse_set_keep_cache(struct fuse_file_info *fi, int on)
 
 static inline void protfs_fuse_set_cache_readdir(struct fuse_file_info *fi, int on) { fi->cache_readdir = on ? 1 : 0; }
 
+/* Whether a write request carries the kernel's page cache being written back (FUSE_WRITE_CACHE). */
+static inline int protfs_fuse_is_writeback(const struct fuse_file_info *fi) { return fi->writepage; }
+
 /* The multithreaded loop: fuse_session_loop_mt is a macro over a versioned symbol. */
 static inline int protfs_fuse_loop_mt(struct fuse_session *se, unsigned int max_idle_threads) {
   struct fuse_loop_config config;

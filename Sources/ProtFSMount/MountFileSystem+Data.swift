@@ -22,11 +22,15 @@ final class MountHandle: @unchecked Sendable {
   var listedFromStart = false
   /// When the oldest entry of that listing was sent to the kernel (`DispatchTime` nanoseconds).
   var oldestEntrySent: UInt64 = .max
+  /// Whether the kernel takes this handle's writes into its page cache (a class-none file opened
+  /// for writing), where no write request reaches the daemon until the pages are written back.
+  let writesThroughCache: Bool
 
   /// A handle owning `fd`.
-  init(fd: Int32, node: MountNode) {
+  init(fd: Int32, node: MountNode, writesThroughCache: Bool = false) {
     self.fd = fd
     self.node = node
+    self.writesThroughCache = writesThroughCache
   }
 
   deinit {
@@ -87,7 +91,8 @@ extension MountFileSystem {
       fd = try node.reopen(asked)
       direct = true
     }
-    return OpenedHandle(handle: MountHandle(fd: fd, node: node), directIO: direct)
+    let cachedWrites = !direct && asked & O_ACCMODE != O_RDONLY
+    return OpenedHandle(handle: MountHandle(fd: fd, node: node, writesThroughCache: cachedWrites), directIO: direct)
   }
 
   /// `create`: decided by the "create" column for the parent's class; the file gets that class.
@@ -121,7 +126,8 @@ extension MountFileSystem {
     }
     let (node, s) = try entry(parent, name)
     nodes.setOwnClass(node, cls)
-    return (OpenedHandle(handle: MountHandle(fd: fd, node: node), directIO: !cached), s)
+    let handle = MountHandle(fd: fd, node: node, writesThroughCache: cached && flags & O_ACCMODE != O_RDONLY)
+    return (OpenedHandle(handle: handle, directIO: !cached), s)
   }
 
   /// Throws `EPERM` unless a handle of `handle.node` may still read or write: the "descriptor
@@ -142,6 +148,26 @@ extension MountFileSystem {
     }
     let cls = nodes.effectiveClass(of: handle.node)
     guard cls == .none || state.allows(cls, .openHandle) else { throw .notPermitted }
+  }
+
+  /// Writes pages the kernel writes back from its cache at `offset`. The kernel sends them through
+  /// any handle open for writing, the newest first: one opened to append (direct, a class that
+  /// became protected) would put them at the end of the file again, so they go through a
+  /// descriptor of their own then.
+  func writeBack(_ buffers: UnsafeMutablePointer<fuse_bufvec>?, _ handle: MountHandle, at offset: off_t)
+    throws(Errno) -> Int
+  {
+    func write(to fd: Int32) throws(Errno) -> Int {
+      let written = protfs_fuse_write_to_fd(buffers, fd, offset)
+      if written < 0 { throw Errno(Int32(-written)) }
+      return written
+    }
+    guard !handle.writesThroughCache,
+      try valueOrErrno(.fcntl, { fcntl(handle.fd, F_GETFL) }).get() & O_APPEND != 0
+    else { return try write(to: handle.fd) }
+    let own = try handle.node.reopen(O_WRONLY)
+    defer { closeDescriptor(own) }
+    return try write(to: own)
   }
 
   /// `flush` (each `close` of a descriptor): closing a duplicate reports write-back errors.

@@ -38,10 +38,19 @@ extension MountOperations {
       let fs = MountOperations.fileSystem(req)
       MountOperations.reply(req) { () throws(Errno) in
         let handle = MountOperations.handle(fi)!
-        try fs.decideIO(handle)
-        let written = protfs_fuse_write_to_fd(buffers, handle.fd, offset)
-        if written < 0 { throw Errno(Int32(-written)) }
-        fuse_reply_write(req, Int(written))
+        let written: Int
+        if protfs_fuse_is_writeback(fi) != 0 {
+          // Pages written back were taken by write(2) while the daemon allowed it (a later write
+          // is refused at its attributes, in getattr): refusing them now would lose what the app
+          // was told it wrote.
+          written = try fs.writeBack(buffers, handle, at: offset)
+        } else {
+          try fs.decideIO(handle)
+          let result = protfs_fuse_write_to_fd(buffers, handle.fd, offset)
+          if result < 0 { throw Errno(Int32(-result)) }
+          written = result
+        }
+        fuse_reply_write(req, written)
       }
     }
     ops.flush = { req, _, fi in

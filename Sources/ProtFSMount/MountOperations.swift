@@ -93,9 +93,13 @@ enum MountOperations {
       for i in 0..<count { fs.nodes.forget(UInt64(forgets![i].ino), forgets![i].nlookup) }
       fuse_reply_none(req)
     }
-    ops.getattr = { req, ino, _ in
+    ops.getattr = { req, ino, fi in
       let fs = MountOperations.fileSystem(req)
       MountOperations.reply(req) { () throws(Errno) in
+        // A write(2) into the page cache asks for the file's attributes through its handle once
+        // the daemon has dropped them (at each change of state or of class): the one request of
+        // such a write, and so where a handle whose class no longer allows writing is refused.
+        if let handle = MountOperations.handle(fi), handle.writesThroughCache { try fs.decideIO(handle) }
         var s = try fs.nodes.node(UInt64(ino)).withPath { (fd) throws(Errno) in try fs.attributes(fd) }
         fuse_reply_attr(req, &s, fs.cacheSeconds)
       }

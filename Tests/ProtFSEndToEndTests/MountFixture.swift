@@ -133,7 +133,8 @@ final class Conversation: @unchecked Sendable {
   }
 
   /// A python3 process holding `path` open (`os.open` with `flags`, e.g. `os.O_RDWR`) that answers
-  /// `read`, `write` and `close` with `ok …` or `err ERRNO`; its first line is `opened` or `err ERRNO`.
+  /// `read`, `write` (appends a line), `write-at OFFSET` (a line there), `sync` and `close` with `ok …` or
+  /// `err ERRNO`; its first line is `opened` or `err ERRNO`.
   static func holding(_ path: String, flags: String = "os.O_RDWR", user: UInt32? = nil) throws -> Conversation {
     let script = """
       import os, sys
@@ -152,6 +153,12 @@ final class Conversation: @unchecked Sendable {
               elif command == "write":
                   os.lseek(fd, 0, 2)
                   os.write(fd, b"more\\n")
+                  print("ok", flush=True)
+              elif command.startswith("write-at "):
+                  os.pwrite(fd, b"far\\n", int(command.split()[1]))
+                  print("ok", flush=True)
+              elif command == "sync":
+                  os.fsync(fd)
                   print("ok", flush=True)
               elif command == "close":
                   os.close(fd)

@@ -23,6 +23,47 @@ import Testing
     #expect(await held.ask("read") == "ok first class none, then complete")
   }
 
+  @Test func aHandleWritingWhileTheFileWasClassNoneFailsItsWritesOnceItIsCompleteAndLocked() async throws {
+    let m = try await MountedDevice { t in
+      try MountedDevice.file(t, "Documents/notes.txt", ProtectionClass.none, "first class none, then complete\n")
+    }
+    // Root: the mount decides for it as for any process, and the file is root's 0644.
+    let held = try Conversation.holding("\(m.documents)/notes.txt")
+    try #require(await held.line() == "opened")
+    // Written into the kernel's page cache, as class none may be; not yet written back.
+    #expect(await held.ask("write") == "ok")
+    let set = try await m.protfs(["set-class", "complete", m.backingDocuments + "/notes.txt"])
+    #expect(set.status == 0, "\(set)")
+    #expect(try await m.protfs(["lock", "--grace", "0"]).status == 0)
+    #expect(await held.ask("write") == "err 1", "a write into the page cache went on after the lock")
+    // Past the last page: the kernel reads nothing before taking it into its cache.
+    #expect(await held.ask("write-at 8192") == "err 1", "a write into the page cache went on after the lock")
+    // The write made before the lock was written back when the lock dropped the file's pages.
+    let backing = try String(contentsOfFile: m.backingDocuments + "/notes.txt", encoding: .utf8)
+    #expect(backing == "first class none, then complete\nmore\n", "the write made before the lock was lost")
+    #expect(try await m.protfs(["unlock"]).status == 0)
+    #expect(await held.ask("write") == "ok")
+    #expect(await held.ask("read") == "ok first class none, then complete|more|more")
+  }
+
+  @Test func pagesWrittenBackThroughAnAppendingHandleLandWhereTheyWereWritten() async throws {
+    let m = try await MountedDevice { t in
+      try MountedDevice.file(t, "Documents/notes.txt", ProtectionClass.none, "first\n")
+    }
+    let cached = try Conversation.holding("\(m.documents)/notes.txt")
+    try #require(await cached.line() == "opened")
+    #expect(await cached.ask("write") == "ok")
+    // Complete now: the next open is direct, and appends. The kernel writes the first handle's
+    // pages back through the newest handle open for writing: this one.
+    let set = try await m.protfs(["set-class", "complete", m.backingDocuments + "/notes.txt"])
+    #expect(set.status == 0, "\(set)")
+    let appending = try Conversation.holding("\(m.documents)/notes.txt", flags: "os.O_WRONLY | os.O_APPEND")
+    try #require(await appending.line() == "opened")
+    #expect(await cached.ask("sync") == "ok")
+    let backing = try String(contentsOfFile: m.backingDocuments + "/notes.txt", encoding: .utf8)
+    #expect(backing == "first\nmore\n", "pages written back were appended again")
+  }
+
   @Test(arguments: ["rename", "link"])
   func aFileWithoutAClassOfItsOwnKeepsItsClassWhenMovedIntoAClassNoneDirectory(_ how: String) async throws {
     let m = try await MountedDevice { t in

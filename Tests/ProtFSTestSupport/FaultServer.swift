@@ -41,6 +41,9 @@ public final class FaultServer: Sendable {
     case redirect(to: String)
     /// Every response carries a header line of `bytes` bytes before its body.
     case hugeHeader(bytes: Int)
+    /// Sends the whole entity without a Content-Length (`Connection: close`): its end is the
+    /// connection's.
+    case unknownLength
   }
 
   /// A request the server received.
@@ -260,6 +263,10 @@ public final class FaultServer: Sendable {
       return false
     case .redirect(let location):
       return send(fd, "HTTP/1.1 302 Found\r\nLocation: \(location)\r\nContent-Length: 0\r\n\r\n")
+    case .unknownLength:
+      guard send(fd, "HTTP/1.1 200 OK\r\nETag: \(entityTag)\r\nConnection: close\r\n\r\n") else { return false }
+      if request.method != "HEAD" { _ = send(fd, body[...]) }
+      return false
     default:
       break
     }

@@ -109,6 +109,13 @@ static inline int protfs_start_writeback(int fd, long long offset, long long nby
   return (int)syscall(SYS_sync_file_range, fd, offset, nbytes, 2 /* SYNC_FILE_RANGE_WRITE */);
 }
 
+/* fallocate(2) with FALLOC_FL_KEEP_SIZE (1): reserves blocks for a range of a file without changing
+   its size, so that writes into it find their space allocated. Through syscall(2), as glibc
+   declares fallocate only under _GNU_SOURCE. */
+static inline int protfs_reserve_space(int fd, long long offset, long long length) {
+  return (int)syscall(SYS_fallocate, fd, 1 /* FALLOC_FL_KEEP_SIZE */, offset, length);
+}
+
 /* The d_type of a dirent, as Swift cannot reach the bit-field-free struct portably. */
 static inline unsigned char protfs_dirent_type(const struct dirent *entry) { return entry->d_type; }
 static inline const char *protfs_dirent_name(const struct dirent *entry) { return entry->d_name; }

@@ -44,6 +44,20 @@ package final class Transfer: @unchecked Sendable {
 
   /// Bytes in the temp file: where the staged bytes go.
   private var flushed: Int64
+  /// Where the blocks reserved for the body end (`reserveSpace(through:)`): up to
+  /// `reservationWindow` ahead of the bytes written, never past the announced length.
+  private var reservedEnd: Int64
+  /// Whether to go on reserving: false once `fallocate` failed (unsupported, or a full disk, which
+  /// the writes then report themselves).
+  private var reserves = true
+  /// Whether the kept file this attempt continues may hold blocks past its end that an earlier
+  /// attempt reserved and, killed, never gave back: `releaseReservation` frees them too.
+  private var mayHoldEarlierReservation: Bool
+  /// How far ahead of its bytes a large body's blocks are reserved. On ext4 a 1 GiB body written
+  /// in 128 KiB pieces into reserved blocks took 0.11 s against 0.18 s (medians of 16 alternating
+  /// rounds), and whole-file and 64 MiB reservations measured the same; the window bounds what a
+  /// server announcing more than it sends, or a process killed mid-body, leaves reserved.
+  package static let reservationWindow: Int64 = 64 << 20
   /// Bytes received so far, written or staged: where the next byte goes in the temp file; for an
   /// upload, the bytes of the snapshot sent so far.
   package var position: Int64 { upload == nil ? flushed + Int64(staged) : upload!.sent }
@@ -98,6 +112,8 @@ package final class Transfer: @unchecked Sendable {
     self.isNamed = isNamed
     self.offset = offset
     flushed = offset
+    reservedEnd = offset
+    mayHoldEarlierReservation = offset > 0
     reportedPosition = offset
     self.isHTTP = isHTTP
     self.hostKey = hostKey
@@ -139,9 +155,11 @@ package final class Transfer: @unchecked Sendable {
     return nil
   }
 
-  /// Ends the attempt keeping its temp file for the next one: named, then closed.
+  /// Ends the attempt keeping its temp file for the next one: named, its reservation given back,
+  /// then closed.
   package func closeKeepingFile() {
     giveName()
+    releaseReservation()
     file.close()
   }
 
@@ -264,6 +282,8 @@ package final class Transfer: @unchecked Sendable {
   package func flush() -> Bool {
     guard staged > 0, writeErrno == nil, !stagingReturned else { return writeErrno == nil }
     let fd = file.rawValue
+    // A full buffer means a body larger than the buffer: its blocks are reserved ahead of it.
+    if staged == staging.count { reserveSpace(through: flushed + Int64(staged)) }
     var written = 0
     while written < staged {
       let result = valueOrErrno(.write) {
@@ -282,6 +302,31 @@ package final class Transfer: @unchecked Sendable {
     flushed += Int64(staged)
     staged = 0
     return true
+  }
+
+  /// Reserves the temp file's blocks from the end of the last reservation to `reservationWindow`
+  /// past its bytes (or to the announced length, if nearer) once a write would reach beyond it.
+  private func reserveSpace(through end: Int64) {
+    guard reserves, end > reservedEnd else { return }
+    var target = Self.sum(flushed, Self.reservationWindow)
+    if bytesExpected > flushed { target = min(target, bytesExpected) }
+    guard target > end else { return }
+    let start = max(reservedEnd, flushed)
+    let result = valueOrErrno(.fallocate) { Kernel.reserveSpace(file.rawValue, offset: start, length: target - start) }
+    // Even a failed call may have reserved part of the range: `releaseReservation` covers it.
+    reservedEnd = target
+    if case .failure = result { reserves = false }
+  }
+
+  /// Gives back the blocks reserved past the file's last byte (a body that ended short of its
+  /// announced length, or of unknown length, or an earlier attempt's): a truncate to its own size
+  /// frees them. Called before
+  /// a kept file is closed and before a finished one is placed.
+  package func releaseReservation() {
+    guard reservedEnd > flushed || mayHoldEarlierReservation else { return }
+    _ = valueOrErrno(.truncate) { ftruncate(file.rawValue, off_t(flushed)) }
+    reservedEnd = flushed
+    mayHoldEarlierReservation = false
   }
 
   /// Decides, on the first body bytes, whether they continue the temp file or replace it.
@@ -347,6 +392,8 @@ package final class Transfer: @unchecked Sendable {
   package func restartFile() {
     _ = valueOrErrno(.truncate) { ftruncate(file.rawValue, 0) }
     flushed = 0
+    reservedEnd = 0
+    mayHoldEarlierReservation = false
     staged = 0
     digest?.reset()
   }

@@ -244,6 +244,7 @@ package final class DownloadFinisher: @unchecked Sendable {
       // The engine left a finished download's staged bytes to this thread.
       t.flush()
       t.returnStaging()
+      t.releaseReservation()
       if let error = t.writeError {
         t.directory.removeFile(t.temporaryFileName, ifStill: t.file.rawValue)
         t.file.close()

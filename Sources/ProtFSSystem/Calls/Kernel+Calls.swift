@@ -59,6 +59,12 @@ extension Kernel {
     protfs_start_writeback(fd, offset, length)
   }
 
+  /// `fallocate(2)` with `FALLOC_FL_KEEP_SIZE`: reserves blocks for `length` bytes at `offset`
+  /// without changing the file's size. Blocks reserved past the end stay until a truncate.
+  package static func reserveSpace(_ fd: Int32, offset: Int64, length: Int64) -> Int32 {
+    protfs_reserve_space(fd, offset, length)
+  }
+
   /// `openat(2)` with a mode (`open` is variadic in C).
   package static func openAt(_ directory: Int32, _ path: UnsafePointer<CChar>, _ flags: Int32, _ mode: mode_t) -> Int32
   {

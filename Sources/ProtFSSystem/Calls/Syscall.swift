@@ -25,6 +25,8 @@ public enum Syscall: String, Sendable, Hashable, Codable {
   case syncfs
   /// `sync_file_range(2)`.
   case syncFileRange
+  /// `fallocate(2)`.
+  case fallocate
   /// `renameat(2)` and `renameat2(2)`.
   case rename
   /// `unlink(2)`, `unlinkat(2)` and `rmdir(2)`.

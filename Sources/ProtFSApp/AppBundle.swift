@@ -37,8 +37,7 @@ public struct AppBundle: @unchecked Sendable {
     if let infoPlist {
       info = try Self.read(infoPlist, bundleID: bundleID)
     } else {
-      let installed = device.root + "/\(Self.directoryName)/\(bundleID).app/Info.plist"
-      info = (try? Self.read(installed, bundleID: bundleID)) ?? [:]
+      info = (try? Self.readInstalled(bundleID, on: device)) ?? [:]
     }
     info["CFBundleIdentifier"] = bundleID.rawValue
     info["CFBundleName"] = info["CFBundleName"] ?? (bundleID.rawValue.split(separator: ".").last.map(String.init) ?? "")
@@ -72,6 +71,21 @@ public struct AppBundle: @unchecked Sendable {
         .invalidArgument, "The Info.plist '\(path)' is larger than \(infoPlistLimit) bytes.", path: path, remedy: remedy
       )
     }
+    return try parse(data, path: path, bundleID: bundleID)
+  }
+
+  /// The keys of the Info.plist installed in the app's bundle on `device`, read through
+  /// descriptors that follow no link.
+  static func readInstalled(_ bundleID: BundleID, on device: Device) throws(ProtFSError) -> [String: Any] {
+    let bundle = try device.openRoot().openDirectory(Self.directoryName).openDirectory(bundleID.rawValue + ".app")
+    let bytes = try AtomicFile.read(named: "Info.plist", in: bundle, limit: infoPlistLimit)
+    return try parse(Data(bytes), path: bundle.pathOf("Info.plist"), bundleID: bundleID)
+  }
+
+  /// The keys of the property list `data` read from `path`: a dictionary whose
+  /// `CFBundleIdentifier`, if it has one, is `bundleID`.
+  private static func parse(_ data: Data, path: String, bundleID: BundleID) throws(ProtFSError) -> [String: Any] {
+    let remedy = Remedy.advice("give --info-plist an XML or binary property list holding a dictionary")
     let parsed: Any
     do {
       parsed = try PropertyListSerialization.propertyList(from: data, options: [], format: nil)

@@ -1,0 +1,57 @@
+import Foundation
+import ProtFS
+import ProtFSApp
+import ProtFSTestSupport
+import Testing
+
+/// The app's bundle on the device: the Info.plist it was installed with serves its later launches,
+/// read through descriptors that follow no link.
+@Suite struct AppBundleTests {
+  let t: TestDevice
+  let bundleID: BundleID
+
+  init() throws {
+    t = try TestDevice(containers: ["com.example.app"])
+    bundleID = try BundleID("com.example.app")
+  }
+
+  /// Writes `info` as an XML property list at `path`.
+  func writePlist(_ info: [String: Any], to path: String) throws {
+    try PropertyListSerialization.data(fromPropertyList: info, format: .xml, options: 0)
+      .write(to: URL(fileURLWithPath: path))
+  }
+
+  @Test func anInstalledInfoPlistServesTheNextLaunch() throws {
+    let shipped = t.directory + "/Info.plist"
+    try writePlist(["UIBackgroundModes": ["fetch"]], to: shipped)
+    try AppBundle(bundleID: bundleID, infoPlist: shipped, device: t.device).install(nil, on: t.device)
+    let later = try AppBundle(bundleID: bundleID, infoPlist: nil, device: t.device)
+    #expect(later.backgroundModes == ["fetch"])
+    #expect(later.info["CFBundleIdentifier"] as? String == "com.example.app")
+  }
+
+  @Test func anInstalledInfoPlistSwappedForASymlinkIsNotFollowed() throws {
+    let shipped = t.directory + "/Info.plist"
+    try writePlist(["UIBackgroundModes": ["fetch"]], to: shipped)
+    try AppBundle(bundleID: bundleID, infoPlist: shipped, device: t.device).install(nil, on: t.device)
+    // A property list outside the device, granting what the app never declared.
+    let outside = t.directory + "/granted.plist"
+    try writePlist(["UIBackgroundModes": ["audio", "location"]], to: outside)
+    let installed = t.path("Bundles/com.example.app.app/Info.plist")
+    try FileManager.default.removeItem(atPath: installed)
+    try #require(symlink(outside, installed) == 0)
+    let later = try AppBundle(bundleID: bundleID, infoPlist: nil, device: t.device)
+    #expect(later.backgroundModes == [], "\(later.info)")
+    #expect(later.info["CFBundleIdentifier"] as? String == "com.example.app")
+  }
+
+  @Test func aBundleDirectorySwappedForASymlinkIsNotFollowed() throws {
+    let elsewhere = t.directory + "/elsewhere.app"
+    try FileManager.default.createDirectory(atPath: elsewhere, withIntermediateDirectories: false)
+    try writePlist(["UIBackgroundModes": ["audio"]], to: elsewhere + "/Info.plist")
+    try FileManager.default.createDirectory(atPath: t.path("Bundles"), withIntermediateDirectories: false)
+    try #require(symlink(elsewhere, t.path("Bundles/com.example.app.app")) == 0)
+    let launched = try AppBundle(bundleID: bundleID, infoPlist: nil, device: t.device)
+    #expect(launched.backgroundModes == [], "\(launched.info)")
+  }
+}

@@ -24,19 +24,25 @@ struct DownloadsSpaceReservationTests {
     get throws { fixture.temporaryDirectory + "/" + (try #require(fixture.temporaryFiles.first)) }
   }
 
+  /// Past 4 MiB of an 8 MiB body (and a staging buffer more): the reservations, each as far ahead
+  /// as the bytes already written, have reached the announced length.
+  static let pastHalf = (4 << 20) + (256 << 10)
+  /// Past 1 MiB and a staging buffer: the file's blocks are reserved to 2 MiB.
+  static let pastOne = (1 << 20) + (256 << 10)
+
   @Test func aLargeBodyHasItsBlocksReservedUpToItsAnnouncedLength() async throws {
     let body = DownloadFixture.bytes(8 << 20)
-    let server = try FaultServer(body: body, mode: .gateAfter(bytes: 1 << 20))
+    let server = try FaultServer(body: body, mode: .gateAfter(bytes: Self.pastHalf))
     defer { server.stop() }
     let session = try DownloadSession(configuration: fixture.configuration())
     defer { session.invalidate() }
     let task = try session.downloadTask(with: server.url())
     task.resume()
-    await session.waitForProgress(of: task, atLeast: 1 << 20)
+    await session.waitForProgress(of: task, atLeast: Int64(Self.pastHalf))
     let during = try allocation(try temporaryFilePath)
-    // Without the reservation only the bytes written so far (1 MiB at most) would be allocated.
+    // Without the reservation only the bytes written so far would be allocated.
     #expect(during.allocated >= Int64(body.count), "\(during)")
-    #expect(during.size <= 1 << 20)
+    #expect(during.size <= Self.pastHalf)
     server.openGate()
     #expect(await task.waitUntilSettled() == .completed, "\(String(describing: task.error))")
     #expect(fixture.destinationContents("file.bin") == body)
@@ -45,21 +51,64 @@ struct DownloadsSpaceReservationTests {
     #expect(placed.allocated <= Int64(body.count) + 64 * 1024, "nothing reserved beyond the announced length")
   }
 
-  @Test func aBodyCutShortGivesBackWhatWasReservedForItsRest() async throws {
-    let body = DownloadFixture.bytes(8 << 20)
-    let server = try FaultServer(body: body, mode: .stallAfter(bytes: 1 << 20))
+  @Test func aServerAnnouncingMoreThanItSendsMakesNoMoreThanTwiceItsBytesReserved() async throws {
+    // 32 MiB announced, 1.25 MiB sent: a reservation to the announced length would hold 32.
+    let body = DownloadFixture.bytes(32 << 20)
+    let server = try FaultServer(body: body, mode: .stallAfter(bytes: Self.pastOne))
     defer { server.stop() }
     let session = try DownloadSession(configuration: fixture.configuration())
     defer { session.invalidate() }
     let task = try session.downloadTask(with: server.url())
     task.resume()
-    await session.waitForProgress(of: task, atLeast: 1 << 20)
-    #expect(try allocation(try temporaryFilePath).allocated >= Int64(body.count))
+    await session.waitForProgress(of: task, atLeast: Int64(Self.pastOne))
+    let during = try allocation(try temporaryFilePath)
+    #expect(during.allocated > during.size, "reserved ahead: \(during)")
+    #expect(during.allocated <= 2 * Int64(Self.pastOne) + 64 * 1024, "\(during)")
+    task.cancel()
+    #expect(await task.waitUntilSettled() == .failed)
+  }
+
+  @Test func aFilesystemWithLittleFreeHasNothingReservedOnIt() async throws {
+    // 64 MiB, under the margin a reservation must leave free.
+    let small = fixture.directory.appendingPathComponent("small").path
+    try FileManager.default.createDirectory(atPath: small, withIntermediateDirectories: true)
+    try #require(mount("none", small, "tmpfs", 0, "size=64m") == 0, "mount tmpfs: \(String(cString: strerror(errno)))")
+    defer { umount2(small, Int32(MNT_DETACH)) }
+    try #require(Transfer.reservationMargin > 64 << 20)
+    var configuration = fixture.configuration()
+    configuration.temporaryDirectory = small
+    let body = DownloadFixture.bytes(8 << 20)
+    let server = try FaultServer(body: body, mode: .gateAfter(bytes: Self.pastHalf))
+    defer { server.stop() }
+    let session = try DownloadSession(configuration: configuration)
+    defer { session.invalidate() }
+    let task = try session.downloadTask(with: server.url())
+    task.resume()
+    await session.waitForProgress(of: task, atLeast: Int64(Self.pastHalf))
+    let name = try #require(try FileManager.default.contentsOfDirectory(atPath: small).first)
+    let during = try allocation(small + "/" + name)
+    #expect(during.allocated <= during.size + 256 * 1024, "\(during)")
+    server.openGate()
+    #expect(await task.waitUntilSettled() == .completed, "\(String(describing: task.error))")
+    #expect(fixture.destinationContents("file.bin") == body)
+  }
+
+  @Test func aBodyCutShortGivesBackWhatWasReservedForItsRest() async throws {
+    let body = DownloadFixture.bytes(8 << 20)
+    let server = try FaultServer(body: body, mode: .stallAfter(bytes: Self.pastOne))
+    defer { server.stop() }
+    let session = try DownloadSession(configuration: fixture.configuration())
+    defer { session.invalidate() }
+    let task = try session.downloadTask(with: server.url())
+    task.resume()
+    await session.waitForProgress(of: task, atLeast: Int64(Self.pastOne))
+    let during = try allocation(try temporaryFilePath)
+    #expect(during.allocated >= 2 << 20, "\(during)")
     let data = try #require(await task.cancelByProducingResumeData())
     let resume = try DownloadResumeData(data: data)
     let kept = try allocation(fixture.temporaryDirectory + "/" + resume.temporaryFileName)
     #expect(kept.size == resume.bytesReceived)
-    // The 7 MiB reserved for the rest went back with the truncate to the file's own size.
+    // What was reserved for the rest went back with the truncate to the file's own size.
     #expect(kept.allocated <= kept.size + 64 * 1024, "\(kept)")
     server.setMode(.normal)
     let resumed = try session.downloadTask(withResumeData: data)

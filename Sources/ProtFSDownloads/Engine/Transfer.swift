@@ -56,7 +56,7 @@ package final class Transfer: @unchecked Sendable {
   /// How far ahead of its bytes a large body's blocks are reserved. On ext4 a 1 GiB body written
   /// in 128 KiB pieces into reserved blocks took 0.11 s against 0.18 s (medians of 16 alternating
   /// rounds), and whole-file and 64 MiB reservations measured the same; the window bounds what a
-  /// server announcing more than it sends, or a process killed mid-body, leaves reserved.
+  /// process killed mid-body leaves reserved.
   package static let reservationWindow: Int64 = 64 << 20
   /// Bytes received so far, written or staged: where the next byte goes in the temp file; for an
   /// upload, the bytes of the snapshot sent so far.
@@ -304,14 +304,34 @@ package final class Transfer: @unchecked Sendable {
     return true
   }
 
+  /// The free space a reservation must leave on the temp file's filesystem: below it nothing more
+  /// is reserved, so that what is reserved and not yet written never fills a disk.
+  package static let reservationMargin: Int64 = 256 << 20
+
   /// Reserves the temp file's blocks from the end of the last reservation to `reservationWindow`
   /// past its bytes (or to the announced length, if nearer) once a write would reach beyond it.
+  ///
+  /// Never further ahead than the bytes already in the file, so a server that announces a large
+  /// body and sends little makes a transfer hold at most as much disk again as it sent (the
+  /// reservations grow with the body: 256 KiB, 512 KiB, … up to the window); and never what would
+  /// leave less than `reservationMargin` free.
   private func reserveSpace(through end: Int64) {
     guard reserves, end > reservedEnd else { return }
-    var target = Self.sum(flushed, Self.reservationWindow)
+    var target = Self.sum(flushed, min(Self.reservationWindow, flushed))
     if bytesExpected > flushed { target = min(target, bytesExpected) }
     guard target > end else { return }
     let start = max(reservedEnd, flushed)
+    var space = statvfs()
+    guard case .success = valueOrErrno(.statfs, { fstatvfs(file.rawValue, &space) }) else {
+      reserves = false
+      return
+    }
+    let (bytes, overflow) = UInt64(space.f_bavail).multipliedReportingOverflow(by: UInt64(space.f_frsize))
+    let free = overflow ? Int64.max : Int64(clamping: bytes)
+    guard free >= Self.sum(target - start, Self.reservationMargin) else {
+      reserves = false
+      return
+    }
     let result = valueOrErrno(.fallocate) { Kernel.reserveSpace(file.rawValue, offset: start, length: target - start) }
     // Even a failed call may have reserved part of the range: `releaseReservation` covers it.
     reservedEnd = target

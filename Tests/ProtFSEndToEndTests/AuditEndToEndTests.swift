@@ -136,10 +136,12 @@ struct AuditEndToEndTests {
                 assert not urllib.parse.urlsplit(uri).scheme and not uri.startswith("/"), uri
                 item = os.path.join(repository, urllib.parse.unquote(uri))
                 assert os.path.lexists(item), f"{uri} names no file in the repository"
-    out = os.path.join(tempfile.mkdtemp(), "findings.csv")
-    csv_op.generate_csv(loader.load_sarif_files(path), out, output_multiple_files=False)
-    for row in sorted(csv.DictReader(open(out)), key=lambda r: (r["Code"], r["Location"])):
-        print(row["Tool"], row["Severity"], row["Code"], row["Location"])
+    with tempfile.TemporaryDirectory() as scratch:
+        out = os.path.join(scratch, "findings.csv")
+        csv_op.generate_csv(loader.load_sarif_files(path), out, output_multiple_files=False)
+        with open(out) as f:
+            for row in sorted(csv.DictReader(f), key=lambda r: (r["Code"], r["Location"])):
+                print(row["Tool"], row["Severity"], row["Code"], row["Location"])
     """
 
   /// The rows `sarifCheck` printed for the findings, after its schema line.

@@ -92,17 +92,31 @@ public final class TestDevice: @unchecked Sendable {
   }
 
   private static func removeTreeBelowMounts(_ path: String) {
+    removeTreeBelowMounts(bytes: Array(path.utf8))
+  }
+
+  /// `path` as bytes, so that names which are not UTF-8 (tests make them) are removed too.
+  private static func removeTreeBelowMounts(bytes path: [UInt8]) {
+    let cPath = path.map { CChar(bitPattern: $0) } + [0]
     var s = stat()
-    guard lstat(path, &s) == 0 else { return }
-    if s.st_mode & S_IFMT == S_IFDIR {
-      chmod(path, 0o700)
-      if let entries = try? FileManager.default.contentsOfDirectory(atPath: path) {
-        for entry in entries { removeTreeBelowMounts(path + "/" + entry) }
-      }
-      rmdir(path)
-    } else {
-      unlink(path)
+    guard lstat(cPath, &s) == 0 else { return }
+    guard s.st_mode & S_IFMT == S_IFDIR else {
+      unlink(cPath)
+      return
     }
+    chmod(cPath, 0o700)
+    var names: [[UInt8]] = []
+    if let directory = opendir(cPath) {
+      while let entry = readdir(directory) {
+        let name = withUnsafeBytes(of: entry.pointee.d_name) { raw in
+          Array(raw.prefix { $0 != 0 })
+        }
+        if name != [0x2E] && name != [0x2E, 0x2E] { names.append(name) }
+      }
+      closedir(directory)
+    }
+    for name in names { removeTreeBelowMounts(bytes: path + [0x2F] + name) }
+    rmdir(cPath)
   }
 }
 

@@ -97,6 +97,9 @@ triple=$(basename "$(dirname "$bin")")
 
 work=$(mktemp -d "${TMPDIR:-/tmp}/protfs-docs.XXXXXX")
 trap 'rm -rf "$work"' EXIT
+# docc leaves an empty directory in the temporary directory at each run; given one of its own
+# inside the work directory, it leaves nothing behind.
+mkdir "$work/tmp" && export TMPDIR="$work/tmp"
 
 # The C modules the Swift modules import, found as the build found them: a system library's
 # module map in its source directory, a C target's in its build directory.

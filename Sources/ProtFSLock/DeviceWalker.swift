@@ -6,8 +6,8 @@ import ProtFSSystem
 package struct WalkEntry: Sendable {
   /// The directory holding the item; every operation on the item is relative to it.
   package var parent: DirectoryHandle
-  /// The item's name in `parent`.
-  package var name: String
+  /// The item's name in `parent`, as the kernel has it: UTF-8 or not, every call takes it as is.
+  package var name: FileName
   /// `.file` or `.directory` (symlinks and special files are never handed out).
   package var kind: FileKind
   /// The effective class (docs/semantics.md §2); nil when the walk was asked not to read classes.
@@ -38,9 +38,6 @@ package struct DeviceWalker {
     var failures: [ProtFSError] = []
     /// Symlinks and special files left alone.
     var skipped = 0
-    /// Items whose name is not UTF-8, left alone (and not walked below), absolute and escaped:
-    /// the lock works on names as text, which would not find them.
-    var notUTF8: [String] = []
   }
 
   /// Walks the device, giving each worker thread its own `Accumulator` (made by `make`), and returns them.
@@ -63,14 +60,13 @@ package struct DeviceWalker {
     for visitor in visitors {
       summary.failures += visitor.failures
       summary.skipped += visitor.skipped
-      summary.notUTF8 += visitor.notUTF8
     }
     return (visitors.map(\.accumulator), summary)
   }
 
   /// The own class of `name`, reading it with temporary owner access when its mode forbids reading
   /// attributes (an unprivileged owner of a locked file).
-  package static func ownClass(_ parent: DirectoryHandle, _ name: String, _ ownerAccess: OwnerAccessLog?)
+  package static func ownClass(_ parent: DirectoryHandle, _ name: FileName, _ ownerAccess: OwnerAccessLog?)
     throws(ProtFSError) -> ProtectionClass?
   {
     do {
@@ -99,8 +95,6 @@ private struct DeviceVisitor<Accumulator: Sendable>: TreeVisitor {
   var failures: [ProtFSError] = []
   /// Symlinks and special files left alone.
   var skipped = 0
-  /// Items whose name is not UTF-8, left alone, absolute and escaped.
-  var notUTF8: [String] = []
   /// Set when `Containers/` itself cannot be listed: the walk then fails.
   var rootFailure: ProtFSError?
 
@@ -110,15 +104,14 @@ private struct DeviceVisitor<Accumulator: Sendable>: TreeVisitor {
       skipped += 1
       return .skip
     }
-    // The lock's operations take names as text; one that is not UTF-8 would reach another name
-    // (or none): it is left alone and reported, never acted on by a decoded look-alike.
-    guard let name = entry.fileName.text else {
-      notUTF8.append(entry.directory.pathOf(entry.fileName))
-      return .skip
-    }
+    // Every call below takes the name's bytes: a name that is not UTF-8 (which an app can make)
+    // is locked like any other, never left readable nor reached through a decoded look-alike.
+    let name = entry.fileName
     var item = WalkEntry(parent: entry.directory, name: name, kind: entry.kind)
     if readsClasses {
-      if isContainers, ContainersEntry.isContainer(name: name, kind: entry.kind), entry.inheritance.ancestor == nil {
+      if isContainers, let text = name.text, ContainersEntry.isContainer(name: text, kind: entry.kind),
+        entry.inheritance.ancestor == nil
+      {
         // A container root: what nothing above it decides, its stored default does.
         do {
           try entry.readContainerDefault()

@@ -238,7 +238,8 @@ public struct LockController: Sendable {
     return TransitionReport(
       operation: operation, from: previous.protection, to: next.protection, visited: tally.visited,
       restricted: tally.restricted, restored: tally.restored, recovered: false, hardLinked: tally.hardLinked.sorted(),
-      unauthenticated: tally.unauthenticated.sorted(), notUTF8: tally.notUTF8.sorted())
+      unauthenticated: tally.unauthenticated.sorted(), notUTF8: [],
+      garbageClass: tally.garbageClass.sorted())
   }
 
   /// Applies `target`'s table to every item of every container.
@@ -257,7 +258,6 @@ public struct LockController: Sendable {
     var total = ModeEnforcer.Tally()
     for tally in tallies { total.add(tally) }
     total.failures += summary.failures
-    total.notUTF8 += summary.notUTF8
     // An item removed while the walk ran is no failure: there is nothing left to protect.
     total.failures.removeAll { $0.errno == ENOENT }
     return total
@@ -341,6 +341,10 @@ public struct TransitionReport: Sendable, Equatable {
   /// Items whose saved-mode record protfs had not written: it was ignored, and at unlock the
   /// item got mode 0600 (0700 for a directory) instead.
   public var unauthenticated: [String] = []
-  /// Items left unchanged because their name is not UTF-8 (shown escaped), and what is below them.
+  /// Items left unchanged because their name is not UTF-8 (shown escaped). Always empty: such
+  /// items are locked like any other; kept for the readers of `lock --json`.
   public var notUTF8: [String] = []
+  /// Items whose class attribute holds garbage (a value no class has): a lock treats them as
+  /// class complete, the strictest, instead of refusing to lock.
+  public var garbageClass: [String] = []
 }

@@ -104,14 +104,6 @@ extension LockController {
     for failure in summary.failures {
       total.problems.append(.init(path: failure.path ?? device.root, problem: failure.description))
     }
-    for path in summary.notUTF8 {
-      total.problems.append(
-        .init(
-          path: path,
-          problem:
-            "Its name is not UTF-8, which the lock does not handle: transitions leave it (and what is below it) unchanged; rename it."
-        ))
-    }
     let classes = ProtectionClass.byStrength.map { cls in
       LockStatus.ClassStatus(
         name: cls.name, rawValue: cls.rawValue, files: total.files[cls, default: 0],
@@ -151,14 +143,22 @@ private struct Inspection: Sendable {
 
   mutating func inspect(_ entry: WalkEntry, _ state: ProtectionState, key: ModeKey?, verifies: Bool) {
     let path = entry.path
+    var protectionClass = entry.protectionClass
     if let error = entry.classError {
       if error.errno == EACCES {
         uninspectable += 1
         return
       }
-      problems.append(.init(path: path, problem: error.description))
+      if error.code == .corruptAttribute {
+        // As the lock treats it (`ModeEnforcer.apply`): the strictest class.
+        protectionClass = .complete
+        problems.append(
+          .init(path: path, problem: error.description + " Transitions treat it as class complete; set its class."))
+      } else {
+        problems.append(.init(path: path, problem: error.description))
+      }
     }
-    guard let cls = entry.protectionClass else { return }
+    guard let cls = protectionClass else { return }
     if entry.kind == .directory { directories[cls, default: 0] += 1 } else { files[cls, default: 0] += 1 }
     let mode: UInt32
     var saved: SavedModeRecord?

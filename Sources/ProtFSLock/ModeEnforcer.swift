@@ -71,8 +71,8 @@ package struct ModeEnforcer: Sendable {
     var hardLinked: [String] = []
     /// Items whose saved-mode record protfs did not write; it was ignored.
     var unauthenticated: [String] = []
-    /// Items left unchanged because their name is not UTF-8.
-    var notUTF8: [String] = []
+    /// Items whose class attribute holds garbage: locked as class complete, the strictest.
+    var garbageClass: [String] = []
 
     mutating func add(_ other: Tally) {
       restricted += other.restricted
@@ -81,19 +81,27 @@ package struct ModeEnforcer: Sendable {
       failures += other.failures
       hardLinked += other.hardLinked
       unauthenticated += other.unauthenticated
-      notUTF8 += other.notUTF8
+      garbageClass += other.garbageClass
     }
   }
 
   package func apply(_ entry: WalkEntry, _ tally: inout Tally) {
     tally.visited += 1
+    var protectionClass = entry.protectionClass
     if let error = entry.classError {
-      tally.failures.append(error)
-      return
+      // An app can write any bytes into its own file's class attribute. Refusing the lock for it
+      // would let the app keep the device unlocked, and the inherited class may be weaker than
+      // the one it meant: the item is locked as the strictest class, and reported.
+      guard error.code == .corruptAttribute else {
+        tally.failures.append(error)
+        return
+      }
+      protectionClass = .complete
+      tally.garbageClass.append(entry.path)
     }
     do {
       if let ownerAccess, !ownerAccess.isEmpty { try repairWidened(entry, ownerAccess) }
-      if let cls = entry.protectionClass, target.restricts(entry.kind, cls) {
+      if let cls = protectionClass, target.restricts(entry.kind, cls) {
         if try restrict(entry, &tally) { tally.restricted += 1 }
       } else if checksAvailableItems {
         if try restore(entry, &tally) { tally.restored += 1 }
@@ -357,7 +365,7 @@ package struct ModeEnforcer: Sendable {
   }
 
   /// chmod of `name` in `parent`, through a descriptor that follows no symlink.
-  package static func chmod(_ parent: DirectoryHandle, _ name: String, _ mode: UInt32) throws(ProtFSError) {
+  package static func chmod(_ parent: DirectoryHandle, _ name: FileName, _ mode: UInt32) throws(ProtFSError) {
     try chmod(ItemHandle(parent, name), parent.pathOf(name), mode)
   }
 
@@ -367,7 +375,7 @@ package struct ModeEnforcer: Sendable {
   /// the permission bits, and a locked file has none. The original mode is logged first, so a
   /// crash while widened loses nothing; without a log (outside a transition) nothing is widened.
   package static func withOwnerAccess<T>(
-    _ parent: DirectoryHandle, _ name: String, _ log: OwnerAccessLog?, _ body: () throws(ProtFSError) -> T
+    _ parent: DirectoryHandle, _ name: FileName, _ log: OwnerAccessLog?, _ body: () throws(ProtFSError) -> T
   ) throws(ProtFSError) -> T {
     let path = parent.pathOf(name)
     let item = try ItemHandle(parent, name)

@@ -29,7 +29,7 @@ package final class OwnerAccessLog: Sendable {
     self.directory = directory
     self.crash = crash
     var entries: [FileID: UInt32] = [:]
-    if let bytes = try? AtomicFile.read(named: Self.fileName, in: directory, limit: 16 << 20) {
+    if let bytes = try? AtomicFile.read(named: Self.fileName, in: directory, limit: 16 << 20, stateFile: true) {
       // Replayed in order: "DEV INO MODE" opens a widening, "DEV INO -" closes it once the mode is
       // back. Only widenings left open by the crash matter.
       for line in String(decoding: bytes, as: UTF8.self).split(separator: "\n") {

@@ -159,20 +159,58 @@ final class ManualClock: Sendable {
     #expect(t.device.mode(t.file) == 0o640)
   }
 
-  @Test func garbageClassStopsTheLockAndChangesNothing() throws {
-    let t = try LockFixture(fileClass: .complete)
+  /// An app can write any bytes into its own file's class attribute: that must neither keep the
+  /// device from locking nor leave the file readable under a weaker inherited class.
+  @Test func garbageClassIsLockedAsCompleteAndReported() throws {
+    let t = try LockFixture(fileClass: .none)
     let bad = t.directory + "/bad.txt"
-    try t.device.writeFile(bad, "x", mode: 0o600)
+    try t.device.writeFile(bad, "x", mode: 0o640)
     try DirectoryHandle(path: t.directory).setAttribute(
       AttributeName.protectionClass, to: Array("garbage!".utf8), of: "bad.txt")
     let controller = LockController(device: t.device.device)
-    let error = #expect(throws: ProtFSError.self) { try controller.lock() }
-    #expect(error?.code == .corruptAttribute && error?.path == bad)
-    #expect(error?.description.contains("Nothing was changed") == true)
-    #expect(try controller.record().state == .unlocked)
-    #expect(t.device.mode(t.file) == 0o640 && t.device.mode(t.directory) == 0o751)
-    #expect(TestDevice.rawAttribute(t.file, AttributeName.savedMode) == nil)
+    let report = try controller.lock()
+    #expect(try controller.record().state == .locked)
+    #expect(report.garbageClass == [bad])
+    #expect(t.device.mode(bad) == 0)
+    #expect(t.device.mode(t.file) == 0o640, "class none next to it stays available")
     #expect(try controller.status().inconsistencies.map(\.path) == [bad])
+    try controller.unlock()
+    #expect(t.device.mode(bad) == 0o640)
+    #expect(TestDevice.rawAttribute(bad, AttributeName.savedMode) == nil)
+  }
+
+  /// An app can name its files with bytes that are not UTF-8; a lock reaches them by those bytes,
+  /// a directory's subtree too, and never touches a decoded look-alike.
+  @Test func namesThatAreNotUTF8AreLockedLikeAnyOther() throws {
+    let t = try LockFixture(fileClass: .complete)
+    func raw(_ parts: [UInt8]...) -> [CChar] { parts.joined().map { CChar(bitPattern: $0) } + [0] }
+    let base = Array(t.directory.utf8)
+    let file = raw(base, Array("/n".utf8), [0xFF])
+    let directory = raw(base, Array("/dir".utf8), [0xFE])
+    let inner = raw(base, Array("/dir".utf8), [0xFE], Array("/inner".utf8))
+    let lookAlike = t.directory + "/n\u{FFFD}"
+    try t.device.writeFile(lookAlike, "decoy", mode: 0o644)
+    let fd = open(file, O_CREAT | O_WRONLY | O_CLOEXEC, 0o644)
+    #expect(fd >= 0)
+    close(fd)
+    #expect(mkdir(directory, 0o755) == 0)
+    let innerFD = open(inner, O_CREAT | O_WRONLY | O_CLOEXEC, 0o644)
+    #expect(innerFD >= 0)
+    close(innerFD)
+    try t.device.device.setClass(.none, of: try t.device.device.resolve(lookAlike), recursive: false)
+    func mode(_ path: [CChar]) -> UInt32 {
+      var s = stat()
+      return lstat(path, &s) == 0 ? UInt32(s.st_mode) & 0o7777 : 0o7777
+    }
+    let controller = LockController(device: t.device.device)
+    let report = try controller.lock()
+    #expect(report.notUTF8.isEmpty)
+    #expect(mode(file) == 0 && mode(inner) == 0)
+    #expect(mode(directory) & 0o222 == 0, "a locked directory has no write bits")
+    #expect(t.device.mode(lookAlike) == 0o644, "the look-alike is class none")
+    #expect(try controller.status().inconsistencies.isEmpty)
+    try controller.unlock()
+    #expect(mode(file) == 0o644 && mode(inner) == 0o644 && mode(directory) == 0o755)
   }
 
   @Test(arguments: ["rw-r", "0644", "06777 0 0 " + String(repeating: "0", count: 64)])
@@ -367,5 +405,20 @@ final class ManualClock: Sendable {
     #expect(try probe.state() == ProtectionState(lockState: .locked, userInactive: true))
     try FileManager.default.removeItem(atPath: t.device.stateDirectory + "/lock-state.json")
     #expect(try probe.state().lockState == .unlocked)
+  }
+
+  /// Only root can put anything in `.protfs/`, but a FIFO there must give an error, not hang
+  /// every command in `open`.
+  @Test(.timeLimit(.minutes(1)), arguments: ["lock-state.json", "transition.json"])
+  func aFIFOInPlaceOfAStateFileIsAnErrorNamingIt(name: String) throws {
+    let t = try TestDevice(containers: ["com.example.app"])
+    let controller = LockController(device: t.device)
+    try controller.lock()
+    let path = t.device.stateDirectory + "/" + name
+    unlink(path)
+    #expect(mkfifo(path, 0o600) == 0)
+    let error = #expect(throws: ProtFSError.self) { try controller.unlock() }
+    #expect(error?.code == .malformed && error?.path == path, "\(String(describing: error))")
+    #expect(error?.description.contains("not a regular file") == true)
   }
 }

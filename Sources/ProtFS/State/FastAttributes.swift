@@ -40,7 +40,7 @@ package enum FastAttributes {
   /// Whether `name` in `parent` may carry a saved-mode record: false only when the kernel says
   /// it has none, so anything unusual (EACCES, a value too long) goes to the reader that works
   /// around permission bits. Unlock asks this of every item, and most have no record.
-  package static func hasSavedMode(_ parent: DirectoryHandle, _ name: String) -> Bool {
+  package static func hasSavedMode(_ parent: DirectoryHandle, _ name: FileName) -> Bool {
     switch name.withCString({ SavedModeRecord.presence(dirfd: parent.fd, name: $0) }) {
     case .success(let present): present
     case .failure(let e): e != .noSuchFile

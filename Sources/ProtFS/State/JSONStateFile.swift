@@ -80,7 +80,7 @@ package enum JSONStateFile {
   ) throws(ProtFSError) -> T? {
     let bytes: [UInt8]
     do {
-      bytes = try AtomicFile.read(named: name, in: directory, limit: limit)
+      bytes = try AtomicFile.read(named: name, in: directory, limit: limit, stateFile: true)
     } catch  where error.code == .notFound {
       return nil
     }

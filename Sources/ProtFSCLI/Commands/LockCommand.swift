@@ -24,9 +24,10 @@ package enum LockCommand {
       grace ends (or the next protfs command run as root, should it be gone).
 
       With --json: one object with device, operation, state, protectedDataAvailable, visited,
-      restricted, restored, hardLinked, unauthenticated, notUTF8 (items whose name is not UTF-8,
-      which the lock leaves unchanged), openFiles (each with pid, command and path) and, during a
-      grace, classKeysUntil; warnings and notes still go to stderr.
+      restricted, restored, hardLinked, unauthenticated, notUTF8 (always empty: an item whose
+      name is not UTF-8 is locked like any other), garbageClass (items whose class attribute
+      holds no class, locked as complete), openFiles (each with pid, command and path) and, during
+      a grace, classKeysUntil; warnings and notes still go to stderr.
       """,
     options: [grace, inactive, CommonOptions.json],
     run: run

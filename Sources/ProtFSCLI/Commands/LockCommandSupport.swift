@@ -107,8 +107,11 @@ struct TransitionJSON: Encodable {
   var hardLinked: [String]
   /// Items whose saved-mode record protfs had not written (ignored).
   var unauthenticated: [String]
-  /// Items left unchanged because their name is not UTF-8 (escaped `\xNN`).
+  /// Items left unchanged because their name is not UTF-8 (escaped `\xNN`): always empty now,
+  /// such items are locked like any other.
   var notUTF8: [String]
+  /// Items whose class attribute holds garbage, locked as class complete.
+  var garbageClass: [String]
   /// lock: until when complete (class A) data stays readable (the grace); absent without one.
   var classKeysUntil: Date?
   /// lock: files of unavailable classes that processes still hold open.
@@ -128,6 +131,7 @@ struct TransitionJSON: Encodable {
     hardLinked = report.hardLinked
     unauthenticated = report.unauthenticated
     notUTF8 = report.notUTF8
+    garbageClass = report.garbageClass
     classKeysUntil = report.to.classKeysHeld ? record.classKeysUntil : nil
   }
 }
@@ -145,9 +149,9 @@ package enum TransitionText {
 
   /// Warns on stderr about the items the transition left alone or whose record it ignored.
   package static func warnings(_ report: TransitionReport) {
-    for path in report.notUTF8 {
+    for path in report.garbageClass where report.to.lockState != .unlocked {
       Console.err(
-        "Warning: '\(path)' has a name that is not UTF-8, which the lock does not handle; it (and anything below it) was left unchanged. Rename it."
+        "Warning: '\(path)' has a class attribute (user.protfs.class) that holds no protection class; it was treated as class complete, the strictest. Set its class with `protfs set-class`."
       )
     }
     for path in report.hardLinked {

@@ -57,11 +57,6 @@ package enum SetClassCommand {
           "Set \(protectionClass.name) on \(result.changed) item\(result.changed == 1 ? "" : "s") under \(shown).")
       }
       items.append(Item(path: shown, changed: result.changed, skipped: result.skipped.map(device.absolutePath)))
-      if path.names.contains(where: { $0.text == nil }) {
-        Console.err(
-          "note: '\(shown)' has a name that is not UTF-8: it has its class, but lock and unlock leave such items unchanged; rename it to have the class enforced."
-        )
-      }
     }
     if invocation.flag(CommonOptions.json) {
       try Console.json(

@@ -12,7 +12,7 @@ package enum UnlockCommand {
       row, attempts are refused for 1, 5, 15 and then 60 minutes, as on iOS.
 
       With --json: one object with device, operation, state, protectedDataAvailable, visited,
-      restricted, restored, hardLinked, unauthenticated, notUTF8 and downloads (the finished
+      restricted, restored, hardLinked, unauthenticated, notUTF8, garbageClass and downloads (the finished
       downloads that waited for the unlock, each with id, kind, url, state, destinationPath and,
       when it could not be placed, error); warnings and errors still go to stderr, with the same
       exit status.

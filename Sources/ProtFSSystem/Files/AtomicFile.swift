@@ -131,11 +131,24 @@ public enum AtomicFile {
   }
 
   /// Reads a whole small file, refusing symlinks and anything over `limit` bytes.
-  public static func read(named name: String, in directory: DirectoryHandle, limit: Int = 1 << 20)
-    throws(ProtFSError) -> [UInt8]
-  {
-    let file = try directory.openDescriptor(name, flags: O_RDONLY)
+  public static func read(
+    named name: String, in directory: DirectoryHandle, limit: Int = 1 << 20, stateFile: Bool = false
+  ) throws(ProtFSError) -> [UInt8] {
+    // A state file (`stateFile`) is one protfs wrote, so only a regular file is one; opened
+    // O_NONBLOCK, a FIFO put in its place cannot hang every command in `open`. Other files (a
+    // policy given as `<(...)`) may be pipes.
+    let file = try directory.openDescriptor(name, flags: O_RDONLY | (stateFile ? O_NONBLOCK : 0))
     defer { file.close() }
+    if stateFile {
+      var s = stat()
+      _ = try valueOrErrno(.stat) { fstat(file.rawValue, &s) }.orThrow("inspect", path: directory.pathOf(name))
+      guard s.st_mode & S_IFMT == S_IFREG else {
+        throw ProtFSError(
+          .malformed,
+          "'\(directory.pathOf(name))' is not a regular file, which protfs writes there; put the file it should be in its place, or remove it.",
+          path: directory.pathOf(name))
+      }
+    }
     guard let bytes = try Kernel.readToEnd(file.rawValue, limit: limit).orThrow("read", path: directory.pathOf(name))
     else {
       throw ProtFSError(

@@ -31,6 +31,19 @@ public struct FileName: Hashable, Sendable, Comparable, CustomStringConvertible 
   /// The name NUL-terminated, for a system call's `const char *`.
   public var cString: [CChar] { bytes.map { CChar(bitPattern: $0) } + [0] }
 
+  /// Calls `body` with the name NUL-terminated, in temporary memory (on the stack for a name of
+  /// the usual length): no allocation per call, for the hot paths of a walk.
+  public func withCString<R, E: Error>(_ body: (UnsafePointer<CChar>) throws(E) -> R) throws(E) -> R {
+    let count = bytes.count
+    return try withUnsafeTemporaryAllocation(of: CChar.self, capacity: count + 1) { (buffer) throws(E) -> R in
+      bytes.withUnsafeBufferPointer { source in
+        for index in 0..<count { buffer[index] = CChar(bitPattern: source[index]) }
+      }
+      buffer[count] = 0
+      return try body(UnsafePointer(buffer.baseAddress!))
+    }
+  }
+
   /// Orders byte by byte, as `ls` in the C locale does.
   public static func < (lhs: FileName, rhs: FileName) -> Bool { lhs.bytes.lexicographicallyPrecedes(rhs.bytes) }
 }

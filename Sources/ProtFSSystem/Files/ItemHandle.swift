@@ -41,12 +41,19 @@ package final class ItemHandle {
   }
 
   /// Opens `name` in `parent` without following a symlink (ELOOP when it is one).
+  package convenience init(_ parent: DirectoryHandle, _ name: String) throws(ProtFSError) {
+    try self.init(parent, FileName(name))
+  }
+
+  /// Opens `name`, which may not be UTF-8, in `parent` without following a symlink (ELOOP when
+  /// it is one).
   ///
   /// `O_NONBLOCK` keeps a FIFO swapped in for the file from blocking the open; the type is checked
   /// on the descriptor right after.
-  package init(_ parent: DirectoryHandle, _ name: String) throws(ProtFSError) {
+  package init(_ parent: DirectoryHandle, _ name: FileName) throws(ProtFSError) {
     let flags = O_RDONLY | O_NONBLOCK | O_NOCTTY | O_NOFOLLOW | O_CLOEXEC
-    switch valueOrErrno(.open, { protfs_openat(parent.fd, name, flags, 0) }) {
+    let opened = name.withCString { raw in valueOrErrno(.open, { protfs_openat(parent.fd, raw, flags, 0) }) }
+    switch opened {
     case .success(let fd):
       self.fd = fd
       isPathOnly = false
@@ -56,8 +63,8 @@ package final class ItemHandle {
       // An unprivileged owner's locked item (EACCES), a socket (ENXIO), a lease (EWOULDBLOCK):
       // O_PATH needs no permission on the item and never runs a driver's or a lease's code.
       let pathFlags = PROTFS_O_PATH | O_NOFOLLOW | O_CLOEXEC
-      fd = try valueOrErrno(.open) { protfs_openat(parent.fd, name, pathFlags, 0) }.orThrow(
-        "open", path: parent.pathOf(name))
+      fd = try name.withCString { raw in valueOrErrno(.open) { protfs_openat(parent.fd, raw, pathFlags, 0) } }
+        .orThrow("open", path: parent.pathOf(name))
       isPathOnly = true
     }
   }

@@ -104,14 +104,19 @@ package final class MountFileSystem: Sendable {
     }
   }
 
-  /// A class attribute of the item `fd` holds; nil when it has none or holds garbage (which the
-  /// table then treats as inherited; `protfs status` and the audit report it).
+  /// A class attribute of the item `fd` holds; nil when it has none. Garbage in an item's own
+  /// class (an app may write any bytes there, straight into the backing directory) is class
+  /// complete, the strictest, as the lock treats it; garbage in a container default is none
+  /// (`protfs status` and the audit report both).
   func readClass(_ fd: Int32, _ name: String) throws(Errno) -> ProtectionClass? {
-    try withUnsafeTemporaryAllocation(byteCount: 64, alignment: 1) { (buffer) throws(Errno) -> ProtectionClass? in
+    let garbage: ProtectionClass? = name == AttributeName.protectionClass ? .complete : nil
+    return try withUnsafeTemporaryAllocation(byteCount: 64, alignment: 1) {
+      (buffer) throws(Errno) -> ProtectionClass? in
       switch Kernel.getAttribute(ofDescriptor: fd, attribute: name, into: buffer) {
       case .success(let count):
-        return ProtectionClass(attributeBytes: UnsafeRawBufferPointer(rebasing: buffer[..<Int(count)]))
-      case .failure(let e) where e == .noData || e == .range || e == .notSupported || e == .notPermitted: return nil
+        return ProtectionClass(attributeBytes: UnsafeRawBufferPointer(rebasing: buffer[..<Int(count)])) ?? garbage
+      case .failure(.range): return garbage  // longer than any class
+      case .failure(let e) where e == .noData || e == .notSupported || e == .notPermitted: return nil
       case .failure(let e): throw e
       }
     }

@@ -99,6 +99,24 @@ import Testing
     #expect(refused { () throws(Errno) in try fileSystem.decideIO(opened.handle) })
   }
 
+  /// An app may write any bytes into its own file's class attribute in the backing directory:
+  /// garbage is the strictest class through the mount, as it is for the lock, never the weaker
+  /// one the file would inherit.
+  @Test func garbageInAnItemsClassIsClassComplete() throws {
+    let (t, fileSystem, documents) = try setUp()
+    let path = t.containerPath(app, "Documents/a.txt")
+    try t.writeFile(path)
+    try t.device.setClass(.none, of: try t.device.resolve(t.containerPath(app, "Documents")))
+    try DirectoryHandle(path: t.containerPath(app, "Documents")).setAttribute(
+      AttributeName.protectionClass, to: Array("garbage!".utf8), of: "a.txt")
+    let node = try fileSystem.lookup(documents, "a.txt").0
+    _ = try LockController(device: t.device).lock()
+    // Unchanged by the lock (class none inherited then), it would open; its class is read at open.
+    chmod(path, 0o644)
+    #expect(refused { () throws(Errno) in _ = try fileSystem.open(node, flags: O_RDONLY) })
+    #expect(fileSystem.nodes.effectiveClass(of: node) == .complete)
+  }
+
   @Test func aStateThatCannotBeReadAllowsLeast() throws {
     let (t, fileSystem, _) = try setUp()
     #expect(fileSystem.protectionState().lockState == .unlocked)

@@ -19,7 +19,7 @@ extension MountOperations {
       let fs = MountOperations.fileSystem(req)
       MountOperations.reply(req) { () throws(Errno) in
         let (opened, attributes) = try fs.create(
-          try fs.nodes.node(UInt64(parent)), String(cString: name!), mode: mode, flags: fi!.pointee.flags,
+          try fs.nodes.node(UInt64(parent)), try MountOperations.name(name!), mode: mode, flags: fi!.pointee.flags,
           caller: MountOperations.caller(req))
         MountOperations.configure(fi, opened)
         var e = MountOperations.entry(fs, opened.handle.node, attributes)
@@ -168,11 +168,13 @@ extension MountOperations {
             ? nil
             : fs.nodes.entryStillCached(
               inode: UInt64(item.pointee.d_ino), in: handle.node, now: now, validFor: validFor)
-          if isDot || cached != nil {
+          // A name that is not UTF-8 is listed as a plain entry; its lookup is refused (EILSEQ).
+          let text = isDot || cached != nil ? nil : try? MountOperations.name(name)
+          if isDot || cached != nil || text == nil {
             e.attr.st_ino = item.pointee.d_ino
             e.attr.st_mode = mode_t(item.pointee.d_type) << 12
             if let cached { handle.oldestEntrySent = min(handle.oldestEntrySent, cached) }
-          } else if let found = try? fs.lookup(handle.node, String(cString: name)) {
+          } else if let text, let found = try? fs.lookup(handle.node, text) {
             e = MountOperations.entry(fs, found.0, found.1, at: now)
             handle.oldestEntrySent = min(handle.oldestEntrySent, now)
           } else {
@@ -201,7 +203,7 @@ extension MountOperations {
     ops.getxattr = { req, ino, name, size in
       let fs = MountOperations.fileSystem(req)
       MountOperations.reply(req) { () throws(Errno) in
-        let value = try fs.attribute(try fs.nodes.node(UInt64(ino)), String(cString: name!), size: size)
+        let value = try fs.attribute(try fs.nodes.node(UInt64(ino)), try MountOperations.name(name!), size: size)
         if size == 0 { fuse_reply_xattr(req, value.count) } else { fuse_reply_buf(req, value, value.count) }
       }
     }
@@ -216,14 +218,14 @@ extension MountOperations {
       let fs = MountOperations.fileSystem(req)
       MountOperations.reply(req) { () throws(Errno) in
         let bytes = UnsafeRawBufferPointer(start: value, count: size).map { $0 }
-        try fs.setAttribute(try fs.nodes.node(UInt64(ino)), String(cString: name!), bytes, flags: flags)
+        try fs.setAttribute(try fs.nodes.node(UInt64(ino)), try MountOperations.name(name!), bytes, flags: flags)
         fuse_reply_err(req, 0)
       }
     }
     ops.removexattr = { req, ino, name in
       let fs = MountOperations.fileSystem(req)
       MountOperations.reply(req) { () throws(Errno) in
-        try fs.removeAttribute(try fs.nodes.node(UInt64(ino)), String(cString: name!))
+        try fs.removeAttribute(try fs.nodes.node(UInt64(ino)), try MountOperations.name(name!))
         fuse_reply_err(req, 0)
       }
     }

@@ -11,6 +11,14 @@ enum MountOperations {
     Unmanaged<MountFileSystem>.fromOpaque(fuse_req_userdata(req)!).takeUnretainedValue()
   }
 
+  /// A name (or link target, or attribute name) the kernel sent: one that is not UTF-8 is
+  /// refused with EILSEQ, as a `String` would decode it to another name, a look-alike that may
+  /// be another item.
+  static func name(_ pointer: UnsafePointer<CChar>) throws(Errno) -> String {
+    guard let text = String(validatingCString: pointer) else { throw Errno(EILSEQ) }
+    return text
+  }
+
   /// The uid and gid of the process that made `req`.
   static func caller(_ req: fuse_req_t?) -> MountFileSystem.Caller {
     let context = fuse_req_ctx(req)!.pointee
@@ -81,7 +89,8 @@ enum MountOperations {
     ops.lookup = { req, parent, name in
       let fs = MountOperations.fileSystem(req)
       MountOperations.reply(req) { () throws(Errno) in
-        MountOperations.replyEntry(req, fs, try fs.lookup(try fs.nodes.node(UInt64(parent)), String(cString: name!)))
+        MountOperations.replyEntry(
+          req, fs, try fs.lookup(try fs.nodes.node(UInt64(parent)), try MountOperations.name(name!)))
       }
     }
     ops.forget = { req, ino, count in
@@ -123,7 +132,7 @@ enum MountOperations {
       let fs = MountOperations.fileSystem(req)
       MountOperations.reply(req) { () throws(Errno) in
         let made = try fs.makeNode(
-          try fs.nodes.node(UInt64(parent)), String(cString: name!), mode: mode, device: rdev,
+          try fs.nodes.node(UInt64(parent)), try MountOperations.name(name!), mode: mode, device: rdev,
           caller: MountOperations.caller(req))
         MountOperations.replyEntry(req, fs, made)
       }
@@ -132,7 +141,8 @@ enum MountOperations {
       let fs = MountOperations.fileSystem(req)
       MountOperations.reply(req) { () throws(Errno) in
         let made = try fs.makeDirectory(
-          try fs.nodes.node(UInt64(parent)), String(cString: name!), mode: mode, caller: MountOperations.caller(req))
+          try fs.nodes.node(UInt64(parent)), try MountOperations.name(name!), mode: mode,
+          caller: MountOperations.caller(req))
         MountOperations.replyEntry(req, fs, made)
       }
     }
@@ -140,7 +150,7 @@ enum MountOperations {
       let fs = MountOperations.fileSystem(req)
       MountOperations.reply(req) { () throws(Errno) in
         let made = try fs.makeSymlink(
-          String(cString: target!), try fs.nodes.node(UInt64(parent)), String(cString: name!),
+          try MountOperations.name(target!), try fs.nodes.node(UInt64(parent)), try MountOperations.name(name!),
           caller: MountOperations.caller(req))
         MountOperations.replyEntry(req, fs, made)
       }
@@ -149,21 +159,21 @@ enum MountOperations {
       let fs = MountOperations.fileSystem(req)
       MountOperations.reply(req) { () throws(Errno) in
         let made = try fs.link(
-          try fs.nodes.node(UInt64(ino)), try fs.nodes.node(UInt64(parent)), String(cString: name!))
+          try fs.nodes.node(UInt64(ino)), try fs.nodes.node(UInt64(parent)), try MountOperations.name(name!))
         MountOperations.replyEntry(req, fs, made)
       }
     }
     ops.unlink = { req, parent, name in
       let fs = MountOperations.fileSystem(req)
       MountOperations.reply(req) { () throws(Errno) in
-        try fs.remove(try fs.nodes.node(UInt64(parent)), String(cString: name!), directory: false)
+        try fs.remove(try fs.nodes.node(UInt64(parent)), try MountOperations.name(name!), directory: false)
         fuse_reply_err(req, 0)
       }
     }
     ops.rmdir = { req, parent, name in
       let fs = MountOperations.fileSystem(req)
       MountOperations.reply(req) { () throws(Errno) in
-        try fs.remove(try fs.nodes.node(UInt64(parent)), String(cString: name!), directory: true)
+        try fs.remove(try fs.nodes.node(UInt64(parent)), try MountOperations.name(name!), directory: true)
         fuse_reply_err(req, 0)
       }
     }
@@ -171,8 +181,8 @@ enum MountOperations {
       let fs = MountOperations.fileSystem(req)
       MountOperations.reply(req) { () throws(Errno) in
         try fs.rename(
-          try fs.nodes.node(UInt64(parent)), String(cString: name!), try fs.nodes.node(UInt64(newParent)),
-          String(cString: newName!), flags: flags)
+          try fs.nodes.node(UInt64(parent)), try MountOperations.name(name!), try fs.nodes.node(UInt64(newParent)),
+          try MountOperations.name(newName!), flags: flags)
         fuse_reply_err(req, 0)
       }
     }

@@ -234,6 +234,21 @@ import Testing
     #expect(size.stdout == "5\n", "\(size)")
   }
 
+  /// A name that is not UTF-8 never reaches its decoded look-alike (another item, with its own
+  /// class): it is listed, and its lookup is refused.
+  @Test func aNameThatIsNotUTF8IsNeverServedAsItsLookAlike() async throws {
+    let m = try await MountedDevice { t in
+      try MountedDevice.file(t, "Documents/n\u{FFFD}", .none, "decoy\n")
+    }
+    let made = try await m.sh("printf 'secret\\n' > \"\(m.backingDocuments)/$(printf 'n\\377')\"")
+    #expect(made.status == 0, "\(made)")
+    let read = try await m.sh("cat \"\(m.documents)/$(printf 'n\\377')\"")
+    #expect(read.status != 0 && !read.stdout.contains("decoy"), "\(read)")
+    #expect(read.stderr.contains("Invalid or incomplete multibyte"), "\(read)")
+    let listed = try await m.sh("ls '\(m.documents)' | od -c")
+    #expect(listed.status == 0 && listed.stdout.contains("377"), "\(listed)")
+  }
+
   @Test func setfattrThroughTheMountSetsAClassAsSetClassDoes() async throws {
     let m = try await Self.classDevice()
     let file = "\(m.documents)/none.txt"

@@ -12,7 +12,8 @@ package struct WalkEntry: Sendable {
   package var kind: FileKind
   /// The effective class (docs/semantics.md §2); nil when the walk was asked not to read classes.
   package var protectionClass: ProtectionClass?
-  /// Set when the item's own class attribute holds garbage; `protectionClass` is then the inherited one.
+  /// Set when the item's own class attribute cannot be read or holds garbage. For garbage
+  /// (`corruptAttribute`) `protectionClass` is complete, the strictest; else the inherited one.
   package var classError: ProtFSError?
 
   package var path: String { parent.pathOf(name) }
@@ -129,7 +130,12 @@ private struct DeviceVisitor<Accumulator: Sendable>: TreeVisitor {
           item.classError = error
         }
       }
-      item.protectionClass = entry.inheritance.effectiveClass(own: entry.ownClass)
+      // An app can write any bytes into its own file's class attribute: garbage must neither
+      // stop a lock nor leave the item the weaker class it would inherit. Its children still
+      // inherit from above it, as they would from an item without a class.
+      item.protectionClass =
+        item.classError?.code == .corruptAttribute
+        ? .complete : entry.inheritance.effectiveClass(own: entry.ownClass)
     }
     body(&accumulator, item)
     return .descend(false)

@@ -238,8 +238,7 @@ public struct LockController: Sendable {
     return TransitionReport(
       operation: operation, from: previous.protection, to: next.protection, visited: tally.visited,
       restricted: tally.restricted, restored: tally.restored, recovered: false, hardLinked: tally.hardLinked.sorted(),
-      unauthenticated: tally.unauthenticated.sorted(), notUTF8: [],
-      garbageClass: tally.garbageClass.sorted())
+      unauthenticated: tally.unauthenticated.sorted(), garbageClass: tally.garbageClass.sorted())
   }
 
   /// Applies `target`'s table to every item of every container.

@@ -143,22 +143,15 @@ private struct Inspection: Sendable {
 
   mutating func inspect(_ entry: WalkEntry, _ state: ProtectionState, key: ModeKey?, verifies: Bool) {
     let path = entry.path
-    var protectionClass = entry.protectionClass
     if let error = entry.classError {
       if error.errno == EACCES {
         uninspectable += 1
         return
       }
-      if error.code == .corruptAttribute {
-        // As the lock treats it (`ModeEnforcer.apply`): the strictest class.
-        protectionClass = .complete
-        problems.append(
-          .init(path: path, problem: error.description + " Transitions treat it as class complete; set its class."))
-      } else {
-        problems.append(.init(path: path, problem: error.description))
-      }
+      let treatment = error.code == .corruptAttribute ? " Transitions treat it as class complete; set its class." : ""
+      problems.append(.init(path: path, problem: error.description + treatment))
     }
-    guard let cls = protectionClass else { return }
+    guard let cls = entry.protectionClass else { return }
     if entry.kind == .directory { directories[cls, default: 0] += 1 } else { files[cls, default: 0] += 1 }
     let mode: UInt32
     var saved: SavedModeRecord?

@@ -87,21 +87,18 @@ package struct ModeEnforcer: Sendable {
 
   package func apply(_ entry: WalkEntry, _ tally: inout Tally) {
     tally.visited += 1
-    var protectionClass = entry.protectionClass
     if let error = entry.classError {
-      // An app can write any bytes into its own file's class attribute. Refusing the lock for it
-      // would let the app keep the device unlocked, and the inherited class may be weaker than
-      // the one it meant: the item is locked as the strictest class, and reported.
+      // Garbage is enforced as the walk decided (class complete) and reported; a class that
+      // cannot be read stops the transition.
       guard error.code == .corruptAttribute else {
         tally.failures.append(error)
         return
       }
-      protectionClass = .complete
       tally.garbageClass.append(entry.path)
     }
     do {
       if let ownerAccess, !ownerAccess.isEmpty { try repairWidened(entry, ownerAccess) }
-      if let cls = protectionClass, target.restricts(entry.kind, cls) {
+      if let cls = entry.protectionClass, target.restricts(entry.kind, cls) {
         if try restrict(entry, &tally) { tally.restricted += 1 }
       } else if checksAvailableItems {
         if try restore(entry, &tally) { tally.restored += 1 }

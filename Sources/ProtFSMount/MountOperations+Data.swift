@@ -169,16 +169,14 @@ extension MountOperations {
             : fs.nodes.entryStillCached(
               inode: UInt64(item.pointee.d_ino), in: handle.node, now: now, validFor: validFor)
           // A name that is not UTF-8 is listed as a plain entry; its lookup is refused (EILSEQ).
-          let text = isDot || cached != nil ? nil : try? MountOperations.name(name)
-          if isDot || cached != nil || text == nil {
-            e.attr.st_ino = item.pointee.d_ino
-            e.attr.st_mode = mode_t(item.pointee.d_type) << 12
-            if let cached { handle.oldestEntrySent = min(handle.oldestEntrySent, cached) }
-          } else if let text, let found = try? fs.lookup(handle.node, text) {
+          if let text = isDot || cached != nil ? nil : try? MountOperations.name(name) {
+            guard let found = try? fs.lookup(handle.node, text) else { return 0 }  // gone meanwhile
             e = MountOperations.entry(fs, found.0, found.1, at: now)
             handle.oldestEntrySent = min(handle.oldestEntrySent, now)
           } else {
-            return 0  // gone meanwhile
+            e.attr.st_ino = item.pointee.d_ino
+            e.attr.st_mode = mode_t(item.pointee.d_type) << 12
+            if let cached { handle.oldestEntrySent = min(handle.oldestEntrySent, cached) }
           }
           return buffer.withUnsafeMutableBufferPointer {
             fuse_add_direntry_plus(req, $0.baseAddress! + used, remaining, name, &e, next)

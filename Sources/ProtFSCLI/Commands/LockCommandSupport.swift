@@ -149,7 +149,7 @@ package enum TransitionText {
 
   /// Warns on stderr about the items the transition left alone or whose record it ignored.
   package static func warnings(_ report: TransitionReport) {
-    for path in report.garbageClass where report.to.lockState != .unlocked {
+    for path in report.garbageClass {
       Console.err(
         "Warning: '\(path)' has a class attribute (user.protfs.class) that holds no protection class; it was treated as class complete, the strictest. Set its class with `protfs set-class`."
       )

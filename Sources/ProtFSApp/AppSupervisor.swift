@@ -331,7 +331,7 @@ public final class AppSupervisor: @unchecked Sendable {
         ControlSocket.limitWaits(connection)
         let reply: AppReply
         var counted = false
-        if let line = ControlSocket.readLine(connection),
+        if let line = ControlSocket.readLine(connection, within: ControlSocket.lineTimeout),
           let request = try? JSONDecoder().decode(AppRequest.self, from: Data(line.utf8))
         {
           // Counted until its answer is written (below): an exit waits for it.

@@ -12,7 +12,9 @@ extension SessionService {
   func serve(_ connection: FileDescriptor, peer: Peer) {
     var subscribed: String?
     var subscriber: SessionSubscriber?
-    while let line = ControlSocket.readLine(connection, limit: SessionWire.maximumRequestLine) {
+    while let line = ControlSocket.readLine(
+      connection, limit: SessionWire.maximumRequestLine, within: lineTimeout)
+    {
       // A line that is no request gets one answer saying so, and the connection ends: a client
       // that sends garbage is not one to go on reading.
       let request: SessionServiceRequest
@@ -81,14 +83,20 @@ extension SessionService {
       reply.pid = getpid()
     case .openSession, .adopt:
       guard var configuration = request.configuration else { throw Self.missing("configuration") }
-      if configuration.bundleID == nil {
-        configuration.bundleID = try appOf(peer)?.bundleID ?? (try? bundleOf(configuration.identifier))
-      }
+      try configuration.validate()
+      // The app the store has the session under, if any: what the app says is checked against it.
+      let owner = try store.sessions().first { $0.identifier == configuration.identifier }?.bundleID
+      if configuration.bundleID == nil { configuration.bundleID = try appOf(peer)?.bundleID ?? owner }
       guard let bundle = configuration.bundleID else {
         try authorize(peer, bundleID: "(none)")
         throw ProtFSError(.invalidArgument, "The session '\(configuration.identifier)' names no app.")
       }
       try authorize(peer, bundleID: bundle)
+      // An app that names its own bundle and another app's session identifier reaches nothing of
+      // that session: it is told the identifier is taken, without whose it is.
+      if let owner, owner != bundle {
+        throw Self.takenIdentifier(configuration.identifier, owner: peer.isTrustedUser ? owner : nil)
+      }
       // An app's session hands its files over in its Downloads directory: it names no directory
       // for the service to write in (`download --detach`, run by root, does).
       if request.destinationDirectory != nil, !peer.isTrustedUser {
@@ -271,6 +279,15 @@ extension SessionService {
       remedy: .listSessions)
   }
 
+  /// The error for an identifier another app's session has, naming that app when `owner` is
+  /// given (to root alone).
+  static func takenIdentifier(_ identifier: String, owner: String?) -> ProtFSError {
+    let whose = owner.map { "the app '\($0)'" } ?? "another app"
+    return ProtFSError(
+      .alreadyExists, "The session identifier '\(identifier)' belongs to \(whose) on this device.",
+      remedy: .advice("give the session an identifier of its own, such as one starting with the app's bundle id"))
+  }
+
   private static func missing(_ what: String) -> ProtFSError {
     ProtFSError(.invalidArgument, "The request to the session service has no \(what).")
   }
@@ -279,8 +296,15 @@ extension SessionService {
   @discardableResult
   func host(_ settings: HostedSessionSettings) throws(ProtFSError) -> HostedSession {
     let configuration = settings.configuration
-    if let existing = state.withLock({ $0.hosted[configuration.identifier] }) { return existing }
     guard let bundleText = configuration.bundleID else { throw Self.missing("bundle id") }
+    if let existing = state.withLock({ $0.hosted[configuration.identifier] }) {
+      // A hosted session is returned only for its own app, whoever asks.
+      guard existing.bundleID == bundleText else {
+        throw Self.takenIdentifier(configuration.identifier, owner: nil)
+      }
+      return existing
+    }
+    try configuration.validate()
     let bundle = try BundleID(bundleText)
     let destination =
       try settings.destinationDirectory.map { path throws(ProtFSError) in try device.resolve(path) }

@@ -34,6 +34,8 @@ package final class SessionService: Sendable {
   package let socketName: String
   /// The quiet time after which a service with no unfinished task and no connection exits.
   package let idleExit: Double
+  /// How long a peer has to finish a request line it has begun, in seconds.
+  package let lineTimeout: Double
   let launcher: (any SessionAppLauncher)?
   let store: DownloadStore
   let fileSystem: DeviceDownloadFileSystem
@@ -49,8 +51,8 @@ package final class SessionService: Sendable {
     var subscribers: [String: SessionSubscriber] = [:]
     /// Open connections.
     var connections = 0
-    /// Open connections by the peer's user.
-    var connectionsByUser: [uid_t: Int] = [:]
+    /// Open connections of each app, by bundle id.
+    var connectionsByApp: [String: Int] = [:]
     /// The last time a connection came or went, or a task was unfinished.
     var lastActivity = Date()
     /// Set by `stop()`.
@@ -69,11 +71,15 @@ package final class SessionService: Sendable {
   let state = Mutex(State())
 
   /// A service for `device`; `run()` starts it.
-  package init(device: Device, launcher: (any SessionAppLauncher)?, idleExit: Double = 30) throws(ProtFSError) {
+  package init(
+    device: Device, launcher: (any SessionAppLauncher)?, idleExit: Double = 30,
+    lineTimeout: Double = ControlSocket.lineTimeout
+  ) throws(ProtFSError) {
     try device.requireInitialized()
     self.device = device
     self.launcher = launcher
     self.idleExit = idleExit
+    self.lineTimeout = lineTimeout
     socketName = SessionServiceClient.socketName(device: device)
     store = try DownloadStore(path: device.downloadStorePath)
     fileSystem = DeviceDownloadFileSystem(device: device)
@@ -108,9 +114,11 @@ package final class SessionService: Sendable {
       }
       // Checked before the peer gets a thread or a buffer: a user the service serves nothing is
       // told so and let go at once, and the app user's connections are capped.
-      if let refusal = admit(peer) {
-        let reply = SessionServiceReply(error: ProtFSError(.permissionDenied, refusal, errno: EPERM))
-        ControlSocket.refuse(connection, line: SessionWire.line(reply))
+      let app: String?
+      switch admit(peer) {
+      case .success(let admitted): app = admitted
+      case .failure(let refusal):
+        ControlSocket.refuse(connection, line: SessionWire.line(SessionServiceReply(error: refusal)))
         continue
       }
       let thread = Thread { [self] in
@@ -119,8 +127,10 @@ package final class SessionService: Sendable {
         connection.close()
         state.withLock { state in
           state.connections -= 1
-          state.connectionsByUser[peer.uid, default: 1] -= 1
-          if state.connectionsByUser[peer.uid] == 0 { state.connectionsByUser[peer.uid] = nil }
+          if let app {
+            state.connectionsByApp[app, default: 1] -= 1
+            if state.connectionsByApp[app] == 0 { state.connectionsByApp[app] = nil }
+          }
           state.lastActivity = Date()
         }
       }
@@ -130,28 +140,49 @@ package final class SessionService: Sendable {
     shutdown()
   }
 
-  /// The most connections the app user may hold open at once (every app's sessions, their
-  /// subscriptions and helper commands together); root and the service's own user are not counted.
-  package static let connectionsPerAppUser = 64
+  /// The most connections one app may hold open at once (its sessions, their subscriptions and
+  /// its helper commands together); root and the service's own user are not counted.
+  package static let connectionsPerApp = 64
 
-  /// Counts `peer`'s connection in, or says why it is refused: root and the service's own user
-  /// may always talk to it, the app user (its apps) up to `connectionsPerAppUser` connections,
-  /// anyone else not at all.
-  private func admit(_ peer: PeerCredentials) -> String? {
-    state.withLock { state -> String? in
-      if !peer.isTrustedUser {
-        guard peer.uid == AppUser.standard.uid else {
-          return "User \(peer.uid) may not use the session service of '\(device.root)': only root and its apps may."
+  /// Counts `peer`'s connection in, giving the app it is counted under (nil for root and the
+  /// service's own user, who may always talk to it), or says why it is refused: a process of the
+  /// app user is served only while it runs as an app, each app up to `connectionsPerApp`
+  /// connections; anyone else not at all. A process of the app user outside every app (which
+  /// every request would refuse anyway) is let go at once, so that it cannot hold the slots apps
+  /// need.
+  private func admit(_ peer: PeerCredentials) -> Result<String?, ProtFSError> {
+    var app: String?
+    if !peer.isTrustedUser {
+      guard peer.uid == AppUser.standard.uid else {
+        return .failure(
+          ProtFSError(
+            .permissionDenied,
+            "User \(peer.uid) may not use the session service of '\(device.root)': only root and its apps may.",
+            errno: EPERM))
+      }
+      guard let bundle = (try? appOf(peer))?.bundleID else {
+        return .failure(
+          ProtFSError(
+            .permissionDenied,
+            "Process \(peer.pid) (uid \(peer.uid)) is not running as an app; only root or the app a session belongs to may use the session service.",
+            errno: EPERM, remedy: .useSessionFromItsApp))
+      }
+      app = bundle
+    }
+    return state.withLock { state -> Result<String?, ProtFSError> in
+      if let app {
+        guard state.connectionsByApp[app, default: 0] < Self.connectionsPerApp else {
+          return .failure(
+            ProtFSError(
+              .permissionDenied,
+              "The app \(app) holds \(Self.connectionsPerApp) connections to the session service already; close one first.",
+              errno: EPERM))
         }
-        guard state.connectionsByUser[peer.uid, default: 0] < Self.connectionsPerAppUser else {
-          return
-            "The apps of user \(peer.uid) hold \(Self.connectionsPerAppUser) connections to the session service already; close one first."
-        }
+        state.connectionsByApp[app, default: 0] += 1
       }
       state.connections += 1
-      state.connectionsByUser[peer.uid, default: 0] += 1
       state.lastActivity = Date()
-      return nil
+      return .success(app)
     }
   }
 

@@ -163,8 +163,11 @@ enum SessionWire {
   static func exchange(_ request: SessionServiceRequest, on connection: FileDescriptor, socketName: String)
     throws(ProtFSError) -> SessionServiceReply
   {
-    guard send(request, on: connection),
-      let reply = receive(SessionServiceReply.self, on: connection, limit: maximumReplyLine)
+    // A service that turns the peer away answers before it reads anything and closes the
+    // connection, so the send may fail with the refusal there to read.
+    let sent = send(request, on: connection)
+    guard let reply = receive(SessionServiceReply.self, on: connection, limit: maximumReplyLine),
+      sent || reply.error != nil
     else {
       throw ProtFSError(
         .io, "The session service at '@\(socketName)' did not answer.", path: "@" + socketName,

@@ -20,6 +20,7 @@ struct Attacker {
     for (name, text) in [
       ("client.py", Self.client), ("hold.py", Self.hold), ("squat.py", Self.squat), ("flood.py", Self.flood),
       ("resume.py", Self.resume), ("swap.py", Self.swap), ("sequence.py", Self.sequence),
+      ("trickle.py", Self.trickle),
     ] {
       let path = directory + "/" + name
       try text.write(toFile: path, atomically: true, encoding: .utf8)
@@ -136,6 +137,30 @@ struct Attacker {
     print("open %d" % len(pending), flush=True)
     while True:
         signal.pause()
+    """
+
+  /// Sends `@NAME` the start of a request line and then one byte every INTERVAL seconds, COUNT
+  /// bytes at most, never a newline; prints "closed after N" once the service has let the
+  /// connection go (N bytes sent), else "sent N".
+  static let trickle = """
+    import select, socket, sys, time
+    name, count, interval = sys.argv[1].lstrip("@"), int(sys.argv[2]), float(sys.argv[3])
+    connection = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    connection.connect("\\0" + name)
+    connection.sendall(b'{"kind":"ping"')
+    sent = 0
+    for _ in range(count):
+        readable, _, _ = select.select([connection], [], [], interval)
+        if readable and not connection.recv(65536):
+            print("closed after %d" % sent, flush=True)
+            sys.exit(0)
+        try:
+            connection.sendall(b" ")
+        except OSError:
+            print("closed after %d" % sent, flush=True)
+            sys.exit(0)
+        sent += 1
+    print("sent %d" % sent, flush=True)
     """
 
   /// Binds `@NAME` before the service and answers every line as a service would like to be

@@ -33,8 +33,10 @@ final class SessionServiceFixture: @unchecked Sendable {
   var servicePID: Int32? { SessionServiceClient.ping(socketName: socketName) }
 
   /// Starts a service in this process with `launcher`.
-  func startInProcess(launcher: (any SessionAppLauncher)? = nil, idleExit: Double = 600) throws {
-    let service = try SessionService(device: t.device, launcher: launcher, idleExit: idleExit)
+  func startInProcess(
+    launcher: (any SessionAppLauncher)? = nil, idleExit: Double = 600, lineTimeout: Double = ControlSocket.lineTimeout
+  ) throws {
+    let service = try SessionService(device: t.device, launcher: launcher, idleExit: idleExit, lineTimeout: lineTimeout)
     self.service = service
     let ready = DispatchSemaphore(value: 0)
     let ended = self.ended

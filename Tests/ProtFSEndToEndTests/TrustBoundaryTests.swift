@@ -91,6 +91,41 @@ import Testing
     #expect(f.servicePID == getpid())
   }
 
+  /// A process of the app user outside every app once held the 64 connections the app user's
+  /// apps shared, sending a byte every few seconds (each wait was bounded, the line was not), and
+  /// every app was refused. Now such a process is let go at once, each app counts its own
+  /// connections, and a line that has begun must end within the service's line timeout.
+  @Test func theAppUserOutsideAnyAppHoldsNoConnectionAndATrickledLineIsCutOff() async throws {
+    let d = try AppDevice()
+    defer { d.remove() }
+    defer { d.endApp() }
+    let attacker = try Attacker()
+    defer { attacker.remove() }
+    let f = SessionServiceFixture(existing: d.t)
+    try f.startInProcess(lineTimeout: 1)
+    defer { f.stop() }
+    let holder = try attacker.start(as: Attacker.appUser, "hold.py", [f.socketName, "100"])
+    defer { holder.stop() }
+    let report = await holder.read(until: "open ")
+    #expect(report.contains("held 100") && report.contains("refused 100"), "\(report)")
+    // The app opens its session while the holder runs.
+    let session = "\(AppDevice.bundle).meanwhile"
+    let running = try d.launch(
+      [], ["/usr/bin/python3", attacker.directory + "/sequence.py", f.socketName, try Self.openLine(session)])
+    defer { running.stop() }
+    #expect(await running.line(containing: #""step": "done""#) != nil, "\(running.output)")
+    #expect(!running.output.contains(#""error""#), "\(running.output)")
+    #expect(try DownloadStore(path: d.t.device.downloadStorePath).serviceSessions().map(\.identifier) == [session])
+    // A line trickled a byte every 0.1 s is let go a second after it began, whoever sends it.
+    let trickled = try await Protfs.runProgram(
+      "/usr/bin/python3", [attacker.directory + "/trickle.py", f.socketName, "60", "0.1"])
+    let sent = trickled.stdout.split(separator: " ").last.flatMap {
+      Int($0.trimmingCharacters(in: .whitespacesAndNewlines))
+    }
+    #expect(trickled.stdout.contains("closed after") && (sent ?? 60) < 40, "\(trickled)")
+    #expect(f.servicePID == getpid())
+  }
+
   // MARK: What an app may name
 
   /// The app's own file, of class complete, owned by the app user.
@@ -332,7 +367,8 @@ import Testing
       try AppStore(device: d.t.device).write(record)
       thief.proceed()
       let reply = await thief.read(until: "reply: ")
-      #expect(reply.contains("is not running as app"), "\(stale): \(reply)")
+      // Turned away when it connects, before its request is read.
+      #expect(reply.contains("is not running as an app"), "\(stale): \(reply)")
     }
   }
 

@@ -154,4 +154,73 @@ import Testing
     #expect(error?.message.contains("not valid for the session") == true, "\(String(describing: error))")
     #expect(try service.store.tasks(session: "\(Self.app).s").isEmpty)
   }
+
+  /// What an app may put in a configuration is checked before anything is opened: a timeout of
+  /// `1e300` seconds, converted to milliseconds, trapped the root service (every session's
+  /// transfers stopped), as a connection count near `Int.max` would have.
+  @Test(arguments: [
+    ("requestTimeout", 1e300), ("resourceTimeout", 1e300), ("requestTimeout", -1), ("resourceTimeout", 0),
+    ("requestTimeout", .nan), ("resourceTimeout", .infinity), ("connectionsPerHost", Double(Int.max)),
+    ("connectionsPerHost", 0), ("identifier", 0), ("identifier", 1), ("identifier", 2),
+  ])
+  func aConfigurationWithValuesTheServiceCannotRunIsRefusedAndTheServiceGoesOn(field: String, value: Double) throws {
+    let (t, service) = try service()
+    defer { withExtendedLifetime(t) {} }
+    try run(Self.app, on: t)
+    var request = open("\(Self.app).s")
+    switch field {
+    case "requestTimeout": request.configuration?.requestTimeout = value
+    case "resourceTimeout": request.configuration?.resourceTimeout = value
+    case "connectionsPerHost": request.configuration?.connectionsPerHost = value > 1e18 ? Int.max : Int(value)
+    default:
+      let identifier = ["", "\(Self.app).a\nforged line", String(repeating: "x", count: 5000)][Int(value)]
+      request.session = identifier
+      request.configuration?.identifier = identifier
+    }
+    for peer in [appUser, root] {
+      let error = refusal { () throws(ProtFSError) in try service.answer(request, peer: peer) }
+      #expect(error?.code == .invalidArgument, "\(field) \(value): \(String(describing: error))")
+    }
+    #expect(try service.store.serviceSessions().isEmpty)
+    // ProtFSKit brings what an iOS app sets into range instead (iOS bounds it itself).
+    let clamped = try #require(request.configuration).clamped()
+    if field != "identifier" { #expect(throws: Never.self) { try clamped.validate() } }
+    _ = try service.answer(open("\(Self.app).s"), peer: appUser)
+    #expect(try service.store.serviceSessions().map(\.identifier) == ["\(Self.app).s"])
+  }
+
+  /// App B once reached app A's hosted session by naming B's own bundle and A's session
+  /// identifier: the service authorised B for B, then returned the session it hosted under that
+  /// identifier, resumed A's tasks for B and cleared A's pending wake.
+  @Test(arguments: [false, true]) func anAppNamingAnotherAppsSessionIdentifierReachesNothingOfIt(adopt: Bool) throws {
+    let (t, service) = try service()
+    defer { withExtendedLifetime(t) {} }
+    let theirs = "\(Self.other).s"
+    _ = try service.answer(open(theirs, bundleID: Self.other), peer: root)
+    let created = try service.answer(create(theirs, "http://127.0.0.1:9/x"), peer: root)
+    let id = try #require(created.snapshot?.id)
+    _ = service.state.withLock { $0.launchNotified.insert(theirs) }
+    try run(Self.app, on: t)
+    for bundleID in [Self.app, nil] {
+      var request = open(theirs, bundleID: bundleID)
+      if adopt {
+        request.kind = .adopt
+        request.tasks = [id]
+      }
+      let error = refusal { () throws(ProtFSError) in try service.answer(request, peer: appUser) }
+      #expect(error?.code == .alreadyExists, "\(String(describing: error))")
+      #expect(error?.message.contains("belongs to another app") == true, "\(String(describing: error))")
+      #expect(error?.message.contains("'\(Self.other)'") == false, "another app's bundle id is not told")
+    }
+    #expect(try service.store.task(id: id)?.state == .suspended)
+    #expect(service.state.withLock { $0.launchNotified.contains(theirs) })
+    // Nor by the service's own call: a hosted session is returned to its app only.
+    var settings = HostedSessionSettings(
+      configuration: SessionConfiguration(identifier: theirs), destinationDirectory: nil)
+    settings.configuration.bundleID = Self.app
+    #expect(throws: ProtFSError.self) { try service.host(settings) }
+    // Root is told whose it is.
+    let toRoot = refusal { () throws(ProtFSError) in try service.answer(open(theirs, bundleID: Self.app), peer: root) }
+    #expect(toRoot?.message.contains("the app '\(Self.other)'") == true, "\(String(describing: toRoot))")
+  }
 }

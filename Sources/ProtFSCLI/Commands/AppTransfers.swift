@@ -41,7 +41,7 @@ enum AppTransfers {
   /// The session `configuration` opened in the service, with the command's timeouts.
   private static func openSession(_ invocation: Invocation, app: String) throws -> SessionServiceClient {
     var configuration = SessionConfiguration(
-      identifier: invocation.value(DownloadCommand.session) ?? "\(app).background", bundleID: app)
+      identifier: try DownloadCommand.sessionIdentifier(invocation, bundleID: app), bundleID: app)
     configuration.socketName = socketName(invocation)
     if let timeout = try DownloadCommand.timeout(invocation, DownloadCommand.requestTimeout, within: 1...86400) {
       configuration.requestTimeout = Monotonic.seconds(timeout)

@@ -1,6 +1,7 @@
 import Foundation
 import ProtFS
 import ProtFSDownloads
+import ProtFSSessions
 import ProtFSSystem
 import Synchronization
 
@@ -123,7 +124,7 @@ package enum DownloadCommand {
     let destinationText = invocation.value(Self.destination) ?? "Documents"
     let destination = try resolveDestination(destinationText, in: container, device: device)
     var configuration = try device.downloadConfiguration(
-      bundleID: bundleID, identifier: invocation.value(Self.session) ?? "\(bundleID).background",
+      bundleID: bundleID, identifier: try sessionIdentifier(invocation, bundleID: bundleID.rawValue),
       destination: destination)
     configuration.maximumConnectionsPerHost = connections
     configuration.synchronizesFiles = invocation.flag(Self.sync)
@@ -241,6 +242,14 @@ package enum DownloadCommand {
 
   /// The duration given to `option`, if any, checked against `range` (in seconds) before it
   /// becomes a `Duration`.
+  /// The session `--session` names, else the bundle's background session; a usage error for an
+  /// identifier the session service would refuse.
+  package static func sessionIdentifier(_ invocation: Invocation, bundleID: String) throws -> String {
+    guard let text = invocation.value(session) else { return "\(bundleID).background" }
+    if let problem = SessionConfiguration.identifierProblem(text) { throw invocation.usageError(problem) }
+    return text
+  }
+
   package static func timeout(_ invocation: Invocation, _ option: Option, within range: ClosedRange<Double>) throws
     -> Duration?
   {

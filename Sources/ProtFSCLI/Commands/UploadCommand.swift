@@ -108,7 +108,7 @@ package enum UploadCommand {
     try container.requireExists()
     let path = source.hasPrefix("/") ? source : container.absolutePath + "/" + source
     var configuration = try device.downloadConfiguration(
-      bundleID: bundleID, identifier: invocation.value(DownloadCommand.session) ?? "\(bundleID).background",
+      bundleID: bundleID, identifier: try DownloadCommand.sessionIdentifier(invocation, bundleID: bundleID.rawValue),
       destination: try container.path("Documents"))
     if let requestTimeout { configuration.requestTimeout = requestTimeout }
     if let resourceTimeout { configuration.resourceTimeout = resourceTimeout }

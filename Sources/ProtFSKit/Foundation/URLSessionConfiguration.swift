@@ -69,7 +69,9 @@ open class URLSessionConfiguration: NSObject, @unchecked Sendable {
   /// Whether this is a background configuration.
   var isBackground: Bool { identifier != nil }
 
-  /// What the session service is told.
+  /// What the session service is told: the limits an app set, brought into the ranges the
+  /// service takes (an app that asks for 100 connections per host, or a timeout of zero, gets a
+  /// session, as on iOS, which bounds them itself).
   func sessionConfiguration(identifier: String) -> SessionConfiguration {
     var result = SessionConfiguration(identifier: identifier)
     result.connectionsPerHost = httpMaximumConnectionsPerHost
@@ -77,6 +79,6 @@ open class URLSessionConfiguration: NSObject, @unchecked Sendable {
     result.resourceTimeout = timeoutIntervalForResource
     result.isDiscretionary = isDiscretionary
     result.sendsLaunchEvents = isBackground && sessionSendsLaunchEvents
-    return result
+    return result.clamped()
   }
 }

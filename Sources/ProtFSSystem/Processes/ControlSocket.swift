@@ -176,14 +176,29 @@ public enum ControlSocket {
   }
 
   /// Reads one line (without its newline) of at most `limit` bytes; nil at end of file, on an
-  /// error, or for a longer line.
+  /// error, for a longer line, or for one whose rest does not come within `within` seconds of its
+  /// first bytes.
   ///
   /// Looks at what has arrived (`MSG_PEEK`) and takes it up to the newline: a line of thousands of
   /// bytes costs a few calls instead of one per byte, and what follows it stays for the next read.
-  public static func readLine(_ connection: FileDescriptor, limit: Int = maximumLine) -> String? {
+  /// The wait for a line's first bytes is the socket's own (`limitWaits`); `within` bounds the
+  /// rest, so that a peer sending a byte now and then cannot hold the connection for ever.
+  public static func readLine(_ connection: FileDescriptor, limit: Int = maximumLine, within: Double? = nil)
+    -> String?
+  {
     var line: [UInt8] = []
     var buffer = [UInt8](repeating: 0, count: 16 * 1024)
+    var deadline: ContinuousClock.Instant?
     while line.count < limit {
+      if let deadline {
+        // The line has begun: its rest must come before the deadline.
+        let left = (deadline - .now).components
+        let milliseconds = left.seconds * 1000 + left.attoseconds / 1_000_000_000_000_000 + 1
+        guard milliseconds > 1 else { return nil }
+        var entry = pollfd(fd: connection.rawValue, events: Int16(POLLIN), revents: 0)
+        let waited = valueOrErrno(.poll) { poll(&entry, 1, Int32(min(milliseconds, 3_600_000))) }
+        guard case .success(let ready) = waited, ready == 1 else { return nil }
+      }
       let peeked = buffer.withUnsafeMutableBytes { raw in
         valueOrErrno(.read) { recv(connection.rawValue, raw.baseAddress, raw.count, Int32(MSG_PEEK)) }
       }
@@ -199,6 +214,7 @@ public enum ControlSocket {
         return line.count <= limit ? String(decoding: line, as: UTF8.self) : nil
       }
       line += buffer[..<count]
+      if deadline == nil, let within { deadline = .now + .seconds(within) }
     }
     return nil
   }
@@ -238,6 +254,10 @@ public enum ControlSocket {
   /// How long a service waits for a peer's next line, or for room to write its answer, before it
   /// lets the connection go: an idle or stuck peer cannot hold a thread of the service for ever.
   public static let peerTimeout = timeval(tv_sec: 10, tv_usec: 0)
+
+  /// How long a service gives a peer to finish a line it has begun (`readLine(within:)`), in
+  /// seconds: `peerTimeout` bounds each wait, this the whole line.
+  public static let lineTimeout = 10.0
 
   /// Bounds how long reads and writes on `connection` may wait (`peerTimeout`; `reads: false`
   /// lets reads wait without end, for a subscription whose peer speaks only now and then).

@@ -235,8 +235,11 @@ public struct AppBundle: @unchecked Sendable {
 
   /// `info` as an XML property list.
   private static func serialize(_ info: [String: Any], path: String) throws(ProtFSError) -> Data {
+    guard let value = PropertyListValue(info) else {
+      throw ProtFSError(.io, "The Info.plist '\(path)' holds a value a property list cannot.", path: path)
+    }
     do {
-      return try PropertyListSerialization.data(fromPropertyList: info, format: .xml, options: 0)
+      return try value.xml()
     } catch {
       throw ProtFSError(
         .io, "Cannot write the Info.plist '\(path)': \((error as NSError).localizedDescription).", path: path)

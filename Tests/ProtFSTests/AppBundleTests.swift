@@ -30,6 +30,33 @@ import Testing
     #expect(later.info["CFBundleIdentifier"] as? String == "com.example.app")
   }
 
+  /// The installed Info.plist is written by protfs's own encoder (the static Foundation protfs
+  /// ships with could not write an array through PropertyListSerialization;
+  /// `scripts/release-check.sh` runs that build): every kind of value comes back as given, and a
+  /// 1 stays an integer, never a `<true/>`.
+  @Test func everyKindOfValueIsInstalledAsGiven() throws {
+    let shipped = t.directory + "/Info.plist"
+    let when = Date(timeIntervalSince1970: 1_767_225_600)
+    let info: [String: Any] = [
+      "UIBackgroundModes": ["fetch", "processing"], "CFBundleURLTypes": [["CFBundleURLSchemes": ["x"]]],
+      "One": 1, "Zero": 0, "Ratio": 1.5, "Flag": true, "Off": false, "When": when, "Blob": Data([0, 1, 2]),
+      "Empty": [Any](),
+    ]
+    try writePlist(info, to: shipped)
+    try AppBundle(bundleID: bundleID, infoPlist: shipped, device: t.device).install(nil, on: t.device)
+    let installed = try String(contentsOfFile: t.root + "/Bundles/com.example.app.app/Info.plist", encoding: .utf8)
+    #expect(installed.contains("<key>One</key>\n\t<integer>1</integer>"), "\(installed)")
+    #expect(installed.contains("<key>Flag</key>\n\t<true/>"), "\(installed)")
+    let later = try AppBundle(bundleID: bundleID, infoPlist: nil, device: t.device).info
+    #expect(later["UIBackgroundModes"] as? [String] == ["fetch", "processing"])
+    #expect((later["CFBundleURLTypes"] as? [[String: Any]])?.first?["CFBundleURLSchemes"] as? [String] == ["x"])
+    #expect(
+      (later["One"] as? NSNumber)?.int64Value == 1 && !(later["One"] is Bool && type(of: later["One"]!) == Bool.self))
+    #expect(later["Ratio"] as? Double == 1.5 && later["Flag"] as? Bool == true && later["Off"] as? Bool == false)
+    #expect(later["When"] as? Date == when && later["Blob"] as? Data == Data([0, 1, 2]))
+    #expect((later["Empty"] as? [Any])?.isEmpty == true)
+  }
+
   @Test func anInstalledInfoPlistSwappedForASymlinkIsNotFollowed() throws {
     let shipped = t.directory + "/Info.plist"
     try writePlist(["UIBackgroundModes": ["fetch"]], to: shipped)

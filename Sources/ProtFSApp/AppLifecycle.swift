@@ -680,15 +680,38 @@ package struct AppLifecycle {
     effects.append(.schedule(.scheduledFetch(plan: fetchPlan, period: period), deadline: due))
   }
 
+  /// The most background tasks an app may hold open at once: each is kept in the app's record,
+  /// which every command reads, so an app that begins them without end is refused (UIKit's
+  /// `beginBackgroundTask` gives `.invalid`) rather than growing it past what can be read.
+  public static let maximumOpenTasks = 1000
+  /// The longest task name kept, in bytes; a longer one is cut there (names are for people).
+  public static let maximumTaskName = 256
+
   private mutating func beginTask(_ name: String) -> AppReply {
     if record.state != .active && remaining(at: now) <= 0 {
       return .refused("The app \(bundleID) has no background time left.")
     }
+    guard record.tasks.count < Self.maximumOpenTasks else {
+      return .refused(
+        "The app \(bundleID) has \(Self.maximumOpenTasks) background tasks open already; end one (endBackgroundTask) first."
+      )
+    }
     let id = nextTask
     nextTask += 1
-    record.tasks.append(AppRecord.Task(id: id, name: name))
+    record.tasks.append(AppRecord.Task(id: id, name: Self.shortened(name)))
     reschedule()
     return .ok(String(id))
+  }
+
+  /// `name` cut to at most `maximumTaskName` bytes, at a character's end.
+  static func shortened(_ name: String) -> String {
+    guard name.utf8.count > maximumTaskName else { return name }
+    var result = ""
+    for character in name {
+      guard result.utf8.count + character.utf8.count <= maximumTaskName else { break }
+      result.append(character)
+    }
+    return result
   }
 
   private mutating func endTask(_ text: String) -> AppReply {

@@ -119,6 +119,23 @@ struct AppLifecycleStateTests {
     #expect(app.ask(.timeRemaining).0 == .ok("0.000"))
   }
 
+  /// An app once began background tasks without end, with names up to a request line long: its
+  /// record passed 1 MiB, after which `app status` said no app was launched, and its crash
+  /// report was 1.2 MB. Open tasks are capped and names cut.
+  @Test func anAppBeginsAtMostAThousandTasksWithNamesOfAtMost256Bytes() throws {
+    var app = try Simulation()
+    let long = String(repeating: "é", count: 40_000)
+    #expect(app.ask(.beginTask, long).0 == .ok("1"))
+    #expect(app.life.record.tasks[0].name == String(repeating: "é", count: 128))
+    for n in 2...AppLifecycle.maximumOpenTasks { #expect(app.ask(.beginTask, long).0 == .ok(String(n))) }
+    let refused = app.ask(.beginTask, "one more").0
+    #expect(refused.error?.contains("1000 background tasks open already") == true, "\(refused)")
+    #expect(try JSONEncoder().encode(app.life.record).count < 400_000)
+    // Ending one makes room again.
+    app.expectOK(.endTask, "7")
+    #expect(app.ask(.beginTask, "again").0 == .ok("1001"))
+  }
+
   @Test func endingTheLastTaskCancelsTheKillAndTheAppIsSuspendedInstead() throws {
     var app = try Simulation()
     app.expectOK(.background)

@@ -287,6 +287,7 @@ package struct AppLifecycle {
     record.pid = nil
     record.supervisor = nil
     record.cgroup = nil
+    record.supervisorSocket = nil
     record.tasks = []
     record.backgroundSince = nil
     record.lastExitStatus = status

@@ -115,6 +115,31 @@ package final class AppProcesses: Sendable {
     return path
   }
 
+  /// Ends every process in the app cgroup `path`, which a supervisor killed with SIGKILL left
+  /// (its `setsid` and double-forked children run on there, unsupervised), waits until it is
+  /// empty (5 s at most) and removes it; returns how many processes it held. Only a directory of
+  /// the cgroup v2 hierarchy named as an app's cgroup is touched: the path comes from the app's
+  /// record, which names it, and nothing else is killed on its word.
+  package static func endAbandoned(cgroup path: String) -> Int {
+    guard let cgroup2 = MountInfo.entries().first(where: { $0.type == "cgroup2" }),
+      path.hasPrefix(cgroup2.mountpoint + "/"),
+      !path.split(separator: "/").contains(where: { $0 == ".." || $0 == "." }),
+      path.split(separator: "/").last?.hasPrefix(prefix) == true
+    else { return 0 }
+    var info = stat()
+    guard case .success = valueOrErrno(.stat, { lstat(path, &info) }), info.st_mode & S_IFMT == S_IFDIR else {
+      return 0
+    }
+    let held = members(of: path).count
+    if held > 0 {
+      write("1", to: path + "/cgroup.kill")
+      let deadline = Date().addingTimeInterval(5)
+      while events(of: path)["populated"] == "1", Date() < deadline { usleep(2_000) }
+    }
+    _ = valueOrErrno(.unlink) { rmdir(path) }
+    return held
+  }
+
   /// Removes the empty app cgroups that supervisors killed before they could remove them left in
   /// `parent` (each launch on another device or of another app makes one of its own, so nothing
   /// else would). Only those empty for a minute: a cgroup just made waits for its app to join it.

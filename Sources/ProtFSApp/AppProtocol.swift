@@ -222,15 +222,16 @@ public enum AppEnvironment {
   /// The descriptor number the events come on.
   public static let eventsDescriptor: Int32 = 3
 
-  /// The abstract socket name of `bundleID`'s supervisor on `device`: a hash of both, so that any
-  /// path length fits and two devices never share a name.
-  public static func socketName(device: Device, bundleID: BundleID) -> String {
+  /// The key of `bundleID` on `device`: a hash of both, so that any path length fits and two
+  /// devices never share one. It names the app's cgroup and starts its supervisor's socket name
+  /// (which ends in random bits: `AppRecord.supervisorSocket`).
+  public static func key(device: Device, bundleID: BundleID) -> String {
     var hash: UInt64 = 0xcbf2_9ce4_8422_2325
     for byte in Array(device.canonicalRoot.utf8) + [0] + Array(bundleID.rawValue.utf8) {
       hash ^= UInt64(byte)
       hash = hash &* 0x100_0000_01b3
     }
-    return "protfs-app." + String(hash, radix: 16)
+    return String(hash, radix: 16)
   }
 }
 

@@ -75,6 +75,9 @@ public struct AppRecord: Codable, Sendable, Equatable {
   /// The cgroup that holds every process of the app while it runs (nil where its process group
   /// does, or when it is not running).
   public var cgroup: String?
+  /// The abstract name of the supervisor's socket while it runs: chosen at random at each launch,
+  /// so that no other process can bind it first (nil in records written before it was kept).
+  public var supervisorSocket: String?
   /// The background tasks it holds.
   public var tasks: [Task] = []
   /// The background budget in seconds.
@@ -248,6 +251,51 @@ public struct AppStore: Sendable {
     guard let directory = try directory(Self.directoryName, creating: true) else { return }
     try JSONStateFile.write(
       record, named: record.bundleID + ".json", in: directory, options: AtomicFile.Options(durability: .unsynced))
+  }
+
+  /// Claims `bundleID` for one supervisor: an exclusive lock (`flock`) on
+  /// `.protfs/apps/<bundle-id>.lock`, held until the returned descriptor closes, which the
+  /// process's end does whatever ends it (its children do not inherit it). Nil while another
+  /// process holds it.
+  public func claim(_ bundleID: BundleID) throws(ProtFSError) -> FileDescriptor? {
+    guard let directory = try directory(Self.directoryName, creating: true) else { return nil }
+    let lock = FileDescriptor(
+      owning: try directory.openFile(
+        bundleID.rawValue + ".lock", flags: O_RDWR | O_CREAT, permissions: FilePermissions(rawValue: 0o600)))
+    switch valueOrErrno(.flock, { flock(lock.rawValue, LOCK_EX | LOCK_NB) }) {
+    case .success: return lock
+    case .failure(let error) where error.rawValue == EWOULDBLOCK: return nil
+    case .failure(let error):
+      throw ProtFSError.system("lock", path: directory.pathOf(bundleID.rawValue + ".lock"), errno: error)
+    }
+  }
+
+  /// The socket of `bundleID`'s supervisor, while its record names one that lives.
+  public func supervisorSocket(_ bundleID: BundleID) throws(ProtFSError) -> String? {
+    guard let record = try record(bundleID), record.isSupervised else { return nil }
+    return record.supervisorSocket
+  }
+
+  /// Ends what a supervisor killed with SIGKILL left of `bundleID`: the processes still in the
+  /// cgroup its record names (`setsid` and double-forked children, which would run on
+  /// unsupervised and unseen), and writes the record as it stands (`settled`). The app is claimed
+  /// meanwhile, so no supervisor runs or starts while it is done. Returns how many processes
+  /// were ended; 0 when a supervisor runs or nothing was left.
+  @discardableResult
+  public func endAbandoned(_ bundleID: BundleID) throws(ProtFSError) -> Int {
+    guard let current = try record(bundleID), current.state != .notRunning || current.cgroup != nil,
+      !current.isSupervised
+    else { return 0 }
+    guard let claimed = try claim(bundleID) else { return 0 }
+    defer { claimed.close() }
+    // Read again under the claim: a launch may have finished in between.
+    guard let record = try record(bundleID), !record.isSupervised else { return 0 }
+    let ended = record.cgroup.map { AppProcesses.endAbandoned(cgroup: $0) } ?? 0
+    var settled = record.settled
+    settled.cgroup = nil
+    settled.supervisorSocket = nil
+    try write(settled)
+    return ended
   }
 
   /// Writes a crash report; returns its path.

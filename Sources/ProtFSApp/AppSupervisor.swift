@@ -31,6 +31,8 @@ public final class AppSupervisor: @unchecked Sendable {
   /// The device the app runs on.
   private let device: Device
   private let listener: FileDescriptor
+  /// The app's claim (`AppStore.claim`), held as long as this process lives.
+  private let claim: FileDescriptor
   /// Every process of the app.
   package let processes: AppProcesses
   /// Who may control the app: root and the supervisor's own user.
@@ -73,21 +75,35 @@ public final class AppSupervisor: @unchecked Sendable {
     self.timings = timings
     self.store = AppStore(device: device)
     self.device = device
-    self.socketName = AppEnvironment.socketName(device: device, bundleID: bundleID)
     self.controllers = [0, getuid()]
     self.appUsers = appUsers
-    guard
-      let listener = try ControlSocket.listenAsService(
-        socketName, settling: 2, probe: #"{"kind":"timeRemaining"}"#, trusting: AppUser.trustedServices,
-        subject: "The app \(bundleID) cannot be launched", service: "supervisor", retry: "launch the app again")
-    else {
+    guard let claim = try Self.claim(bundleID, in: store, settling: 2) else {
       throw ProtFSError(
         .alreadyExists, "The app \(bundleID) is already running.",
         remedy: .advice("terminate it first, or bring it to the foreground"))
     }
+    self.claim = claim
+    // Chosen at random at each launch: anyone may bind an abstract name first, and a name known in
+    // advance could be taken before the launch (which would then be refused). The app learns it
+    // from its environment, the system's commands from the app's record.
+    let key = AppEnvironment.key(device: device, bundleID: bundleID)
+    var bound: (String, FileDescriptor)?
+    for _ in 0..<4 where bound == nil {
+      let name = "protfs-app.\(key).\(Self.randomHex())"
+      do {
+        bound = (name, try ControlSocket.listen(name))
+      } catch  where error.errno == EADDRINUSE {
+        continue
+      }
+    }
+    guard let (socketName, listener) = bound else {
+      throw ProtFSError(
+        .io, "The app \(bundleID) cannot be launched: no socket name for its supervisor could be bound.")
+    }
+    self.socketName = socketName
     self.listener = listener
     claimed()
-    processes = AppProcesses(key: String(socketName.split(separator: ".").last ?? ""))
+    processes = AppProcesses(key: key)
     var record = (try? store.record(bundleID)) ?? nil ?? AppRecord(bundleID: bundleID.rawValue, backgroundTime: 0)
     record.backgroundTime = timings.backgroundTime
     record.lastLaunchCommand = command
@@ -96,6 +112,30 @@ public final class AppSupervisor: @unchecked Sendable {
     record.tasks = []
     record.backgroundSince = nil
     lifecycle = AppLifecycle(bundleID: bundleID, timings: timings, record: record)
+  }
+
+  /// The app's claim, nil while another supervisor holds it. A claim still held for a moment by
+  /// a supervisor going away (its descriptor lives on in a child being started, until its
+  /// `exec`) is waited for, up to `settling` seconds; one held by a supervisor the record shows
+  /// alive is not.
+  private static func claim(_ bundleID: BundleID, in store: AppStore, settling: Double) throws(ProtFSError)
+    -> FileDescriptor?
+  {
+    let deadline = Date().addingTimeInterval(settling)
+    while true {
+      if let claim = try store.claim(bundleID) { return claim }
+      if Date() >= deadline || (try? store.record(bundleID))??.isSupervised == true { return nil }
+      usleep(20_000)
+    }
+  }
+
+  /// 128 random bits in hexadecimal.
+  private static func randomHex() -> String {
+    var generator = SystemRandomNumberGenerator()
+    return (0..<2).map { _ in
+      let text = String(generator.next() as UInt64, radix: 16)
+      return String(repeating: "0", count: 16 - text.count) + text
+    }.joined()
   }
 
   /// The app's cgroup, which its first process joins before it runs the app (nil where its process
@@ -138,6 +178,7 @@ public final class AppSupervisor: @unchecked Sendable {
       lifecycle.record.pid = nil
       lifecycle.record.supervisor = .current
       lifecycle.record.cgroup = processes.cgroup
+      lifecycle.record.supervisorSocket = socketName
       return lifecycle.record
     }
     try store.write(prepared)
@@ -149,6 +190,7 @@ public final class AppSupervisor: @unchecked Sendable {
       lifecycle.record.state = .notRunning
       lifecycle.record.supervisor = nil
       lifecycle.record.cgroup = nil
+      lifecycle.record.supervisorSocket = nil
       save()
     }
     processes.end()
@@ -163,6 +205,7 @@ public final class AppSupervisor: @unchecked Sendable {
       lifecycle.started(pid)
       lifecycle.record.supervisor = .current
       lifecycle.record.cgroup = processes.cgroup
+      lifecycle.record.supervisorSocket = socketName
     }
     processes.started(pid)
     queue.async { [self] in

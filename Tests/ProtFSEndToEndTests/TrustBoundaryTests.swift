@@ -307,35 +307,75 @@ import Testing
     #expect(waited.status != 0, "\(waited)")
   }
 
-  /// The supervisor's socket is the app's name on the device: a launch that finds it held by a
-  /// protfs supervisor says the app runs; held by anyone else, it names the squatter and starts
-  /// nothing (an app whose supervisor is an impostor would take orders from it).
-  @Test func aLaunchFindingTheSupervisorsSocketHeldNamesWhoHoldsIt() async throws {
+  /// Anyone may bind an abstract socket name first. The supervisor's name was the app's key on
+  /// the device, known in advance, so a process of any user could bind it before a launch and
+  /// every launch (the system's relaunches and fetches too) was refused. It now ends in 128
+  /// random bits chosen at each launch, and the system's commands read it from the app's record.
+  @Test func nobodyBindingTheAppsSocketNameFirstCannotStopItsLaunch() async throws {
     let d = try AppDevice()
     defer { d.remove() }
     defer { d.endApp() }
     let attacker = try Attacker()
     defer { attacker.remove() }
-    let socket = AppEnvironment.socketName(device: d.t.device, bundleID: try BundleID(AppDevice.bundle))
-    let squatter = try attacker.start(as: Attacker.nobody, "squat.py", [socket])
-    let bound = await squatter.read(until: "\n")
-    let pid = try #require(
-      bound.split(separator: " ").last.flatMap { Int32($0.trimmingCharacters(in: .whitespacesAndNewlines)) },
-      "\(bound)")
-    let marker = d.scripts + "/started"
-    let script = try d.script("mark.sh", "#!/bin/sh\ntouch '\(marker)'\necho running\nexec sleep 60\n")
-    let refused = try await d.protfs(["app", "launch", AppDevice.bundle, "--", script])
-    squatter.stop()
-    #expect(refused.status == 1, "\(refused)")
-    #expect(
-      refused.stderr.contains("held by process \(pid) of user 65534, which is not a protfs supervisor"), "\(refused)")
-    #expect(!FileManager.default.fileExists(atPath: marker))
-
+    let key = AppEnvironment.key(device: d.t.device, bundleID: try BundleID(AppDevice.bundle))
+    let squatter = try attacker.start(as: Attacker.nobody, "squat.py", ["protfs-app." + key])
+    defer { squatter.stop() }
+    #expect(await squatter.read(until: "\n").contains("bound"))
+    let script = try d.script("idle.sh", "#!/bin/sh\necho running\nexec sleep 60\n")
     let running = try d.launch([], [script])
     defer { running.stop() }
     #expect(await running.line(containing: "running") != nil, "\(running.output)")
+    let socket = try #require(d.record()["supervisorSocket"] as? String, "\(d.record())")
+    #expect(socket.hasPrefix("protfs-app.\(key).") && socket.count == "protfs-app.\(key).".count + 32, "\(socket)")
+    // The system's commands reach the supervisor through the record.
+    #expect(try await d.protfs(["app", "background", AppDevice.bundle]).status == 0)
+    #expect(await d.waitForState("background") || d.record()["state"] as? String == "suspended")
     let again = try await d.protfs(["app", "launch", AppDevice.bundle, "--", script])
     #expect(again.status == 1 && again.stderr.contains("is already running"), "\(again)")
+  }
+
+  /// `protfs app launch` killed with SIGKILL left the app's `setsid` and double-forked children
+  /// running as the app user in its cgroup, unsupervised, while `app status` said not running and
+  /// `app terminate` that it was not running. Both now end what was left.
+  @Test(arguments: ["status", "terminate"])
+  func aSupervisorKilledWithSIGKILLLeavesNothingOfTheAppRunning(command: String) async throws {
+    let d = try AppDevice()
+    defer { d.remove() }
+    defer { d.endApp() }
+    let tmp = d.t.containerPath(AppDevice.bundle, "tmp")
+    let script = try d.script(
+      "escape.sh",
+      "#!/bin/sh\nsetsid sh -c 'echo $$ > \(tmp)/child.pid; while :; do sleep 1; done' &\n"
+        + "while [ ! -s \(tmp)/child.pid ]; do sleep 0.01; done\necho ready\nexec sleep 600\n")
+    let running = try d.launch([], [script])
+    defer { running.stop() }
+    #expect(await running.line(containing: "ready") != nil, "\(running.output)")
+    let child = try #require(
+      (try? String(contentsOfFile: tmp + "/child.pid", encoding: .utf8)).flatMap {
+        pid_t($0.trimmingCharacters(in: .whitespacesAndNewlines))
+      })
+    defer { killIfStill(child, namedBy: "while :") }
+    let cgroup = try #require(d.record()["cgroup"] as? String, "\(d.record())")
+    kill(running.process.processIdentifier, SIGKILL)
+    _ = await running.exit()
+    #expect(kill(child, 0) == 0, "the child should have outlived its supervisor until now")
+
+    let asked = try await d.protfs(["app", command, AppDevice.bundle])
+    #expect(asked.status == 0, "\(asked)")
+    #expect((asked.stdout + asked.stderr).contains("that its killed supervisor left running"), "\(asked)")
+    if command == "status" { #expect(asked.stdout.contains("notRunning"), "\(asked)") }
+    // Ended; reaped by whoever adopted it, a moment later.
+    let gone = await offPool { () -> Bool in
+      let deadline = Date() + 10
+      while kill(child, 0) == 0, Date() < deadline { usleep(10_000) }
+      return kill(child, 0) != 0
+    }
+    #expect(gone, "the setsid child \(child) still runs")
+    #expect(!FileManager.default.fileExists(atPath: cgroup), "the app's cgroup is left behind")
+    #expect(d.record()["cgroup"] == nil && d.record()["supervisorSocket"] == nil, "\(d.record())")
+    // The app launches again as usual.
+    let again = try await d.protfs(["app", "launch", AppDevice.bundle, "--", "/bin/true"])
+    #expect(again.status == 0, "\(again)")
   }
 
   // MARK: Who the app is
@@ -382,7 +422,7 @@ import Testing
     let running = try d.launch([], [script])
     defer { running.stop() }
     #expect(await running.line(containing: "running") != nil)
-    let socket = AppEnvironment.socketName(device: d.t.device, bundleID: try BundleID(AppDevice.bundle))
+    let socket = try #require(d.record()["supervisorSocket"] as? String, "\(d.record())")
     let asked = try await attacker.run(
       as: Attacker.appUser, "client.py", [socket, #"{"kind":"beginTask","argument":"stolen"}"#])
     #expect(asked.stdout.contains("is not one of the app"), "\(asked) \(asked.stderr)")

@@ -49,8 +49,12 @@ package enum AppCommand {
   /// Sends `request` to the supervisor of `bundleID`; a refusal becomes an error (exit 1).
   package static func send(_ request: AppRequest, to bundleID: BundleID, device: Device) throws -> AppReply {
     let reply: AppReply
-    do {
-      reply = try AppClient.send(request, to: AppEnvironment.socketName(device: device, bundleID: bundleID))
+    do throws(ProtFSError) {
+      // The supervisor's socket is in the app's record while it runs (its name is not known in advance).
+      guard let socket = try AppStore(device: device).supervisorSocket(bundleID) else {
+        throw ProtFSError(.notFound, notRunning(bundleID))
+      }
+      reply = try AppClient.send(request, to: socket)
     } catch {
       if error.code == .notFound { throw ExitStatus(code: 1, message: notRunning(bundleID)) }
       throw error

@@ -27,7 +27,9 @@ package enum AppControlCommands {
     discussion: """
       A suspended app is killed without notice. With --user, the termination is a force-quit from
       the app switcher, which the app's record keeps until its next launch: the session service
-      stops its transfers (resumable) and does not launch it for its sessions' events.
+      stops its transfers (resumable) and does not launch it for its sessions' events. Of an app
+      whose supervisor was killed with SIGKILL, the processes it left running are ended (as
+      `app status` does).
       """,
     arguments: [AppCommand.bundleArgument],
     options: [user],
@@ -149,6 +151,13 @@ package enum AppControlCommands {
     let bundleID = try AppCommand.existingApp(invocation)
     let device = invocation.device
     let request = AppRequest(.terminate, invocation.flag(user) ? "user" : nil)
+    // A supervisor killed with SIGKILL left no one to ask: what it left running is ended here.
+    let ended = try AppStore(device: device).endAbandoned(bundleID)
+    if ended > 0 {
+      Console.out(
+        "Ended \(ended) process\(ended == 1 ? "" : "es") of \(bundleID) that its killed supervisor left running.")
+      return 0
+    }
     _ = try AppCommand.send(request, to: bundleID, device: device)
     if invocation.flag(user) {
       // The session service stops the app's transfers (resumable) and relaunches it no more.
@@ -250,6 +259,15 @@ package enum AppStatusCommand {
       records = read.records
       // Listed, not fatal: the other apps' records are still worth showing.
       for problem in read.unreadable { Console.err("warning: \(invocation.describe(problem))") }
+    }
+    // An app whose supervisor was killed with SIGKILL is shown not running: what it left running
+    // (setsid and double-forked children) is ended, so that nothing of it runs unseen.
+    for record in records where record.cgroup != nil && !record.isSupervised {
+      guard let bundleID = try? BundleID(record.bundleID),
+        let ended = try? store.endAbandoned(bundleID), ended > 0
+      else { continue }
+      Console.err(
+        "note: ended \(ended) process\(ended == 1 ? "" : "es") of \(bundleID) that its killed supervisor left running.")
     }
     let now = Date()
     let entries = records.map(\.settled).map { record -> Entry in

@@ -26,9 +26,11 @@ package struct AppSessionLauncher: SessionAppLauncher {
   /// launching it in the background with its last command; throws when it cannot.
   package func deliverEvents(of session: String, to bundleID: String) throws(ProtFSError) {
     let app = try BundleID(bundleID)
-    let socket = AppEnvironment.socketName(device: device, bundleID: app)
     let reply: AppReply?
-    do {
+    do throws(ProtFSError) {
+      guard let socket = try AppStore(device: device).supervisorSocket(app) else {
+        throw ProtFSError(.notFound, "The app \(bundleID) is not running.")
+      }
       reply = try AppClient.send(AppRequest(.sessionEvents, session), to: socket)
     } catch  where error.code == .notFound {
       reply = nil

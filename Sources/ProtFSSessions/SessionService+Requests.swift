@@ -37,7 +37,7 @@ extension SessionService {
       }
       var reply = SessionServiceReply()
       do throws(ProtFSError) {
-        reply = try answer(request, peer: peer)
+        reply = try answer(request, peer: peer) { ControlSocket.hasHungUp(connection) }
       } catch {
         reply.error = error
       }
@@ -75,8 +75,11 @@ extension SessionService {
   }
 
   /// The reply to `request` from `peer`, or the error it gets: every check of who may ask what is
-  /// here, before anything is opened or changed (the unit tests call it without a socket).
-  func answer(_ request: SessionServiceRequest, peer: Peer) throws(ProtFSError) -> SessionServiceReply {
+  /// here, before anything is opened or changed (the unit tests call it without a socket). A
+  /// request that waits stops waiting once `hungUp` says the peer closed its connection.
+  func answer(_ request: SessionServiceRequest, peer: Peer, hungUp: () -> Bool = { false }) throws(ProtFSError)
+    -> SessionServiceReply
+  {
     var reply = SessionServiceReply()
     switch request.kind {
     case .ping:
@@ -96,6 +99,16 @@ extension SessionService {
       // that session: it is told the identifier is taken, without whose it is.
       if let owner, owner != bundle {
         throw Self.takenIdentifier(configuration.identifier, owner: peer.isTrustedUser ? owner : nil)
+      }
+      // Each session the service hosts holds a thread and descriptors, and the store reopens it at
+      // every start: an app opens a bounded number (reopening one of its own is always allowed).
+      if owner == nil, !peer.isTrustedUser,
+        try store.sessions().count(where: { $0.bundleID == bundle }) >= Self.maximumSessionsPerApp
+      {
+        throw ProtFSError(
+          .permissionDenied,
+          "The app \(bundle) has \(Self.maximumSessionsPerApp) background sessions on this device already; reuse one of their identifiers.",
+          errno: EPERM)
       }
       // An app's session hands its files over in its Downloads directory: it names no directory
       // for the service to write in (`download --detach`, run by root, does).
@@ -121,6 +134,7 @@ extension SessionService {
     case .createDownloadTask:
       let hosted = try session(request, peer: peer)
       guard let wanted = request.request else { throw Self.missing("request") }
+      try checkNewTask(wanted, in: hosted, peer: peer)
       let task: DownloadTask
       if let data = request.resumeData {
         // Believed only when this service sealed it for this session; its directories are never
@@ -141,6 +155,7 @@ extension SessionService {
     case .createUploadTask:
       let hosted = try session(request, peer: peer)
       guard let wanted = request.request else { throw Self.missing("request") }
+      try checkNewTask(wanted, in: hosted, peer: peer)
       guard let path = request.path else { throw Self.missing("path") }
       let upload = UploadRequest(
         url: wanted.url, method: try UploadMethod.parse(wanted.method),
@@ -162,7 +177,9 @@ extension SessionService {
         try? store.setCancelledReason(nil, tasks: [id])
         task.resume()
       case .suspend: task.suspend()
-      case .setDescription: task.taskDescription = request.text
+      case .setDescription:
+        try Self.checkDescription(request.text)
+        task.taskDescription = request.text
       default:
         if request.producingResumeData == true {
           reply.resumeData = Self.cancelProducingResumeData(task).map {
@@ -218,13 +235,57 @@ extension SessionService {
     case .wake:
       completeWaitingTasks()
     case .wait:
-      reply.notCompleted = try waitUntilSettled(request.tasks ?? [], peer: peer)
+      reply.notCompleted = try waitUntilSettled(request.tasks ?? [], peer: peer, unless: hungUp)
     case .stop:
       guard peer.uid == 0 else {
         throw ProtFSError(.permissionDenied, "Only root stops the session service.", errno: EPERM)
       }
     }
     return reply
+  }
+
+  /// The most sessions one app may have on the device.
+  package static let maximumSessionsPerApp = 32
+  /// The most unfinished tasks one app may have in all its sessions: each is kept in the store
+  /// (root's, shared by every app) and listed whole by `tasks`.
+  package static let maximumUnfinishedTasksPerApp = 10_000
+  /// The longest task description kept, in bytes.
+  package static let maximumDescriptionLength = 4096
+  /// The longest URL a task may have, in bytes.
+  package static let maximumURLLength = 16 << 10
+  /// The most bytes a task's header names and values may have together.
+  package static let maximumHeaderBytes = 64 << 10
+
+  /// Throws unless `request` may become a new task of `hosted` for `peer`: its description,
+  /// URL and headers within their limits, and (for an app) its app below its task limit.
+  private func checkNewTask(_ request: SessionRequest, in hosted: HostedSession, peer: Peer) throws(ProtFSError) {
+    try Self.checkDescription(request.taskDescription)
+    let url = request.url.absoluteString
+    guard url.utf8.count <= Self.maximumURLLength else {
+      throw ProtFSError(
+        .invalidArgument, "The URL '\(url.prefix(80))…' is longer than \(Self.maximumURLLength) bytes.")
+    }
+    guard request.headers.reduce(0, { $0 + $1.name.utf8.count + $1.value.utf8.count }) <= Self.maximumHeaderBytes
+    else {
+      throw ProtFSError(.invalidArgument, "The request's headers are longer than \(Self.maximumHeaderBytes) bytes.")
+    }
+    guard !peer.isTrustedUser else { return }
+    let sessions = try store.sessions().filter { $0.bundleID == hosted.bundleID }.map(\.identifier)
+    guard try store.unfinishedTaskCount(sessions: sessions) < Self.maximumUnfinishedTasksPerApp else {
+      throw ProtFSError(
+        .permissionDenied,
+        "The app \(hosted.bundleID) has \(Self.maximumUnfinishedTasksPerApp) unfinished background tasks already; cancel some or wait for them.",
+        errno: EPERM)
+    }
+  }
+
+  /// Throws for a task description longer than `maximumDescriptionLength` bytes.
+  private static func checkDescription(_ text: String?) throws(ProtFSError) {
+    guard let text, text.utf8.count > maximumDescriptionLength else { return }
+    throw ProtFSError(
+      .invalidArgument,
+      "The task description is \(text.utf8.count) bytes long; the session service keeps at most \(maximumDescriptionLength)."
+    )
   }
 
   /// The hosted session the request names, opened from the store when it is a service session

@@ -13,8 +13,11 @@ extension SessionService {
   /// does not have, one the peer may not see, or one that is unfinished and not run by the service
   /// (a foreground `protfs download` or `tasks resume` runs it, or nobody does). The service
   /// stopping ends the wait early, leaving the tasks unfinished in the store. Returns the tasks
-  /// that did not complete, so that the caller reads only those from the store.
-  func waitUntilSettled(_ ids: [Int64], peer: Peer) throws(ProtFSError) -> [Int64] {
+  /// that did not complete, so that the caller reads only those from the store. Throws once
+  /// `hungUp` says the peer went away.
+  func waitUntilSettled(_ ids: [Int64], peer: Peer, unless hungUp: () -> Bool = { false }) throws(ProtFSError)
+    -> [Int64]
+  {
     var notCompleted: [Int64] = []
     let sessions = state.withLock { Array($0.hosted.values) }
     var allowed: Set<String> = []
@@ -42,7 +45,11 @@ extension SessionService {
     guard !waiting.isEmpty else { return notCompleted }
     // Each task wakes its waiters once its outcome is stored; the connection's thread sleeps until
     // the last one has.
-    _ = DownloadTask.waitUntilAllSettled(waiting)
+    // A peer that hung up waits no longer: its connection (one of its app's few) and this thread
+    // are let go.
+    guard DownloadTask.waitUntilAllSettled(waiting, unless: hungUp) != nil else {
+      throw ProtFSError(.io, "The peer that waited for the tasks went away.")
+    }
     return notCompleted + waiting.filter { $0.state != .completed }.map(\.id)
   }
 

@@ -223,4 +223,48 @@ import Testing
     let toRoot = refusal { () throws(ProtFSError) in try service.answer(open(theirs, bundleID: Self.app), peer: root) }
     #expect(toRoot?.message.contains("the app '\(Self.other)'") == true, "\(String(describing: toRoot))")
   }
+
+  /// One app opened sessions without end (each holds a thread and descriptors, and every start
+  /// reopens them all) until the service ran out of descriptors for every app; another made
+  /// tasks with 1.5 MB descriptions until root's shared store was 304 MB. Both are bounded.
+  @Test func anAppsSessionsTasksAndDescriptionsAreBounded() throws {
+    let (t, service) = try service()
+    defer { withExtendedLifetime(t) {} }
+    try run(Self.app, on: t)
+    for n in 0..<SessionService.maximumSessionsPerApp {
+      _ = try service.answer(open("\(Self.app).s\(n)"), peer: appUser)
+    }
+    let more = refusal { () throws(ProtFSError) in try service.answer(open("\(Self.app).more"), peer: appUser) }
+    #expect(more?.message.contains("32 background sessions") == true, "\(String(describing: more))")
+    // Its own sessions open again; root is not counted.
+    _ = try service.answer(open("\(Self.app).s0"), peer: appUser)
+    _ = try service.answer(open("\(Self.app).root", bundleID: Self.app), peer: root)
+
+    var long = create("\(Self.app).s0", "http://127.0.0.1:9/x")
+    long.request?.taskDescription = String(repeating: "d", count: SessionService.maximumDescriptionLength + 1)
+    let described = refusal { () throws(ProtFSError) in try service.answer(long, peer: appUser) }
+    #expect(described?.code == .invalidArgument, "\(String(describing: described))")
+    var huge = create("\(Self.app).s0", "http://127.0.0.1:9/" + String(repeating: "u", count: 20_000))
+    huge.request?.headers = []
+    #expect(refusal { () throws(ProtFSError) in try service.answer(huge, peer: appUser) }?.code == .invalidArgument)
+    let id = try #require(
+      try service.answer(create("\(Self.app).s0", "http://127.0.0.1:9/x"), peer: appUser).snapshot?.id)
+    var set = SessionServiceRequest(.setDescription, session: "\(Self.app).s0", task: id)
+    set.text = String(repeating: "d", count: 5000)
+    #expect(refusal { () throws(ProtFSError) in try service.answer(set, peer: appUser) }?.code == .invalidArgument)
+    #expect(try service.store.unfinishedTaskCount(sessions: ["\(Self.app).s0"]) == 1)
+  }
+
+  /// A `wait` held its connection (one of the app's few) and a thread after the app hung up,
+  /// until the task settled; it now ends once the peer is gone.
+  @Test(.timeLimit(.minutes(1))) func aWaitWhosePeerHungUpEnds() throws {
+    let (t, service) = try service()
+    defer { withExtendedLifetime(t) {} }
+    _ = try service.answer(open("\(Self.app).s", bundleID: Self.app), peer: root)
+    let id = try #require(try service.answer(create("\(Self.app).s", "http://127.0.0.1:9/x"), peer: root).snapshot?.id)
+    var wait = SessionServiceRequest(.wait)
+    wait.tasks = [id]
+    let error = refusal { () throws(ProtFSError) in try service.answer(wait, peer: root) { true } }
+    #expect(error?.message.contains("went away") == true, "\(String(describing: error))")
+  }
 }

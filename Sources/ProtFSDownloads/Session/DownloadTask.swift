@@ -117,6 +117,13 @@ public final class DownloadTask: Sendable {
   /// the waiter once per task, a thread handoff each, which for thousands of small downloads cost
   /// more than their files.
   public static func waitUntilAllSettled(_ tasks: [DownloadTask]) -> [Int64: DownloadState] {
+    waitUntilAllSettled(tasks, unless: { false }) ?? [:]
+  }
+
+  /// As `waitUntilAllSettled(_:)`, asking `giveUp` every half second meanwhile: nil once it says
+  /// to stop waiting (whoever waited went away).
+  public static func waitUntilAllSettled(_ tasks: [DownloadTask], unless giveUp: () -> Bool) -> [Int64: DownloadState]?
+  {
     guard !tasks.isEmpty else { return [:] }
     let states = Mutex<[Int64: DownloadState]>([:])
     let remaining = Atomic<Int>(tasks.count)
@@ -128,7 +135,9 @@ public final class DownloadTask: Sendable {
         if remaining.subtract(1, ordering: .acquiringAndReleasing).newValue == 0 { done.signal() }
       }
     }
-    done.wait()
+    while done.wait(timeout: .now() + .milliseconds(500)) == .timedOut {
+      if giveUp() { return nil }
+    }
     return states.withLock { $0 }
   }
 

@@ -99,6 +99,18 @@ public final class DownloadStore: Sendable {
     }
   }
 
+  /// How many tasks of `sessions` are not finished (neither completed nor failed).
+  public func unfinishedTaskCount(sessions: [String]) throws(ProtFSError) -> Int {
+    guard !sessions.isEmpty else { return 0 }
+    return try database.read { db throws(ProtFSError) in
+      let marks = Array(repeating: "?", count: sessions.count).joined(separator: ", ")
+      let rows = try db.query(
+        "SELECT COUNT(*) FROM tasks WHERE session IN (\(marks)) AND state NOT IN ('completed', 'failed')",
+        sessions.map { .text($0) })
+      return Int(rows.first?.first?.int64 ?? 0)
+    }
+  }
+
   // MARK: Tasks
 
   static let columns = """

@@ -279,6 +279,14 @@ public enum ControlSocket {
     connection.close()
   }
 
+  /// Whether the peer of `connection` has closed it (`POLLHUP`; a peer that only ended its
+  /// writing still waits for the answer).
+  public static func hasHungUp(_ connection: FileDescriptor) -> Bool {
+    var entry = pollfd(fd: connection.rawValue, events: 0, revents: 0)
+    guard case .success(let ready) = valueOrErrno(.poll, { poll(&entry, 1, 0) }), ready == 1 else { return false }
+    return entry.revents & Int16(POLLHUP | POLLERR) != 0
+  }
+
   /// Stops `accept` on `listener` (from another thread).
   public static func shutDown(_ listener: FileDescriptor) { _ = shutdown(listener.rawValue, Int32(SHUT_RDWR)) }
 }

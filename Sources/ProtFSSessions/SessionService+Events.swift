@@ -90,7 +90,7 @@ extension SessionService {
   /// full disk refuses the write) is kept and recorded by `recordLateAcknowledgements()`: the app
   /// said it, and a delivery it acknowledged is never sent again.
   func acknowledge(_ id: Int64, fileOnly: Bool = false, session identifier: String, peer: Peer) throws(ProtFSError) {
-    try authorize(peer, bundleID: try bundleOf(identifier))
+    try authorize(peer, bundleID: try bundleOf(identifier), session: identifier)
     guard let record = try store.task(id: id), record.sessionIdentifier == identifier else {
       throw ProtFSError(
         .notFound, "The session '\(identifier)' has no task \(id).", remedy: .listTasks)
@@ -189,11 +189,18 @@ extension SessionService {
   }
 
   /// Refuses a peer that may not touch `bundleID`'s sessions: root may; another user only from a
-  /// running app of that bundle (the app's process or one of its descendants).
-  func authorize(_ peer: Peer, bundleID: String) throws(ProtFSError) {
+  /// running app of that bundle (the app's process or one of its descendants). Another app asking
+  /// for session `session` (or task `task`) is told there is no such session (or task), as for one
+  /// that does not exist: the refusal would tell it the session exists and whose it is.
+  func authorize(_ peer: Peer, bundleID: String, session: String? = nil, task: Int64? = nil) throws(ProtFSError) {
     if peer.isTrustedUser { return }
     // The peer's pid is read in /proc only while it is still the process that connected.
-    guard let app = try appOf(peer), app.bundleID == bundleID, peer.isStillConnectedProcess else {
+    let app = try appOf(peer)
+    guard let app, app.bundleID == bundleID, peer.isStillConnectedProcess else {
+      if app != nil, let session { throw Self.unknownSession(session) }
+      if app != nil, let task {
+        throw ProtFSError(.notFound, "There is no task \(task) on the device '\(device.root)'.", remedy: .listTasks)
+      }
       throw ProtFSError(
         .permissionDenied,
         "Process \(peer.pid) (uid \(peer.uid)) is not running as app \(bundleID); only root or the app may use its sessions.",

@@ -217,7 +217,7 @@ extension SessionService {
       guard let session = request.session else { throw Self.missing("session") }
       // A session the store does not know has nothing queued: the answer needs nothing more.
       guard let bundle = try? bundleOf(session) else { return reply }
-      try authorize(peer, bundleID: bundle)
+      try authorize(peer, bundleID: bundle, session: session)
       for record in try store.pendingDeliveries(session: session) {
         try store.acknowledge(task: record.id, fileSystem: fileSystem)
       }
@@ -293,7 +293,7 @@ extension SessionService {
   private func session(_ request: SessionServiceRequest, peer: Peer) throws(ProtFSError) -> HostedSession {
     guard let identifier = request.session else { throw Self.missing("session") }
     let bundle = try bundleOf(identifier)
-    try authorize(peer, bundleID: bundle)
+    try authorize(peer, bundleID: bundle, session: identifier)
     if let existing = state.withLock({ $0.hosted[identifier] }) { return existing }
     let json = try store.serviceSessions().first { $0.identifier == identifier }?.configuration
     guard let json else { throw Self.unknownSession(identifier) }

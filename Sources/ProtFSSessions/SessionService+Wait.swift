@@ -24,7 +24,9 @@ extension SessionService {
     var waiting: [DownloadTask] = []
     for id in ids {
       if let (hosted, task) = Self.find(id, in: sessions) {
-        if allowed.insert(hosted.session.identifier).inserted { try authorize(peer, bundleID: hosted.bundleID) }
+        if allowed.insert(hosted.session.identifier).inserted {
+          try authorize(peer, bundleID: hosted.bundleID, task: id)
+        }
         waiting.append(task)
         continue
       }
@@ -32,7 +34,7 @@ extension SessionService {
         throw ProtFSError(.notFound, "There is no task \(id) on the device '\(device.root)'.", remedy: .listTasks)
       }
       if allowed.insert(record.sessionIdentifier).inserted {
-        try authorize(peer, bundleID: try bundleOf(record.sessionIdentifier))
+        try authorize(peer, bundleID: try bundleOf(record.sessionIdentifier), task: id)
       }
       guard record.state.isSettled else {
         throw ProtFSError(

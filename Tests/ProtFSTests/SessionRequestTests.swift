@@ -96,7 +96,10 @@ import Testing
     let error = refusal { () throws(ProtFSError) in
       try service.answer(create("\(Self.other).s", "http://127.0.0.1:9/x"), peer: appUser)
     }
-    #expect(error?.message.contains("is not running as app \(Self.other)") == true, "\(String(describing: error))")
+    // Told there is no such session, as for one nobody opened: not that it exists, nor whose it is.
+    #expect(
+      error?.code == .notFound && error?.message.contains(Self.other + "'") == false, "\(String(describing: error))")
+    #expect(error?.message == SessionService.unknownSession("\(Self.other).s").message)
     #expect(try service.store.tasks(session: "\(Self.other).s").isEmpty)
   }
 

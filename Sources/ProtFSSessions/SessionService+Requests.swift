@@ -67,7 +67,15 @@ extension SessionService {
   /// background session does; root (`download --detach`) may name a file.
   static func checkFetchable(_ url: URL, for peer: Peer) throws(ProtFSError) {
     let scheme = url.scheme?.lowercased() ?? ""
-    if scheme == "http" || scheme == "https" || (scheme == "file" && peer.isTrustedUser) { return }
+    if scheme == "http" || scheme == "https" {
+      guard let host = url.host, !host.isEmpty else {
+        throw ProtFSError(
+          .invalidArgument, "The URL '\(url.absoluteString)' names no host.",
+          remedy: .advice("give an http or https URL with a host"))
+      }
+      return
+    }
+    if scheme == "file" && peer.isTrustedUser { return }
     throw ProtFSError(
       .permissionDenied,
       "A background session downloads only http and https URLs, not '\(url.absoluteString)'.", errno: EPERM,

@@ -128,6 +128,10 @@ import Testing
     #expect(throws: Never.self) {
       try SessionService.checkFetchable(URL(string: "https://127.0.0.1/x")!, for: appUser)
     }
+    // An http URL without a host is no request at all.
+    for hostless in ["http:///etc/passwd", "https:"] {
+      #expect(throws: ProtFSError.self) { try SessionService.checkFetchable(URL(string: hostless)!, for: appUser) }
+    }
   }
 
   @Test func aRequestMissingWhatItNeedsNamesIt() throws {

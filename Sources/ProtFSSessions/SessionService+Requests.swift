@@ -385,7 +385,12 @@ extension SessionService {
     download.resourceTimeout = .milliseconds(Int64((configuration.resourceTimeout * 1000).rounded()))
     download.resumesReattachedTasks = true
     if settings.destinationDirectory == nil { try giveDownloadsToTheApp(bundle) }
-    try settings.register(in: store)
+    do {
+      try settings.register(in: store)
+    } catch  where error.code == .alreadyExists {
+      // Another app registered the identifier since it was checked (two apps raced for it).
+      throw Self.takenIdentifier(configuration.identifier, owner: nil)
+    }
     // Reported through a delegate: its calls come on a dispatch queue, never waiting for a
     // thread of the cooperative pool (which a busy caller may hold).
     let delegate = ServiceSessionDelegate(service: self, identifier: configuration.identifier)

@@ -274,4 +274,21 @@ import Testing
     let error = refusal { () throws(ProtFSError) in try service.answer(wait, peer: root) { true } }
     #expect(error?.message.contains("went away") == true, "\(String(describing: error))")
   }
+
+  /// Two apps racing for one identifier: the loser was told the winner's bundle id by the store.
+  @Test func theAppLosingARaceForAnIdentifierIsNotToldTheWinner() throws {
+    let (t, service) = try service()
+    defer { withExtendedLifetime(t) {} }
+    try service.store.registerSession(identifier: "shared", bundleID: Self.other)
+    var settings = HostedSessionSettings(
+      configuration: SessionConfiguration(identifier: "shared"), destinationDirectory: nil)
+    settings.configuration.bundleID = Self.app
+    do {
+      try service.host(settings)
+      Issue.record("hosted another app's identifier")
+    } catch {
+      #expect(error.code == .alreadyExists && error.message.contains("belongs to another app"), "\(error)")
+      #expect(!error.message.contains(Self.other), "\(error)")
+    }
+  }
 }

@@ -307,6 +307,37 @@ import Testing
     #expect(waited.status != 0, "\(waited)")
   }
 
+  /// Launches the app with `options` running a script that starts a child in a session (and
+  /// process group) of its own, then waits; returns the launch and the child's pid once both run.
+  /// The caller stops the launch and kills the child (`killIfStill`, named by "while :").
+  private static func launchWithSetsidChild(_ d: AppDevice, _ options: [String]) async throws -> (RunningApp, pid_t) {
+    let tmp = d.t.containerPath(AppDevice.bundle, "tmp")
+    let script = try d.script(
+      "escape.sh",
+      "#!/bin/sh\nsetsid sh -c 'echo $$ > \(tmp)/child.pid; while :; do sleep 1; done' &\n"
+        + "while [ ! -s \(tmp)/child.pid ]; do sleep 0.01; done\necho ready\nexec sleep 600\n")
+    let running = try d.launch(options, [script])
+    guard await running.line(containing: "ready") != nil,
+      let child = (try? String(contentsOfFile: tmp + "/child.pid", encoding: .utf8)).flatMap({
+        pid_t($0.trimmingCharacters(in: .whitespacesAndNewlines))
+      })
+    else {
+      running.stop()
+      throw ProtFSError(.io, "The app with a setsid child did not start: \(running.output)")
+    }
+    return (running, child)
+  }
+
+  /// Whether process `pid` is gone within 10 s (an ended process is reaped by whoever adopted
+  /// it a moment later).
+  private static func isGone(_ pid: pid_t) async -> Bool {
+    await offPool { () -> Bool in
+      let deadline = Date() + 10
+      while kill(pid, 0) == 0, Date() < deadline { usleep(10_000) }
+      return kill(pid, 0) != 0
+    }
+  }
+
   /// Anyone may bind an abstract socket name first. The supervisor's name was the app's key on
   /// the device, known in advance, so a process of any user could bind it before a launch and
   /// every launch (the system's relaunches and fetches too) was refused. It now ends in 128
@@ -342,18 +373,8 @@ import Testing
     let d = try AppDevice()
     defer { d.remove() }
     defer { d.endApp() }
-    let tmp = d.t.containerPath(AppDevice.bundle, "tmp")
-    let script = try d.script(
-      "escape.sh",
-      "#!/bin/sh\nsetsid sh -c 'echo $$ > \(tmp)/child.pid; while :; do sleep 1; done' &\n"
-        + "while [ ! -s \(tmp)/child.pid ]; do sleep 0.01; done\necho ready\nexec sleep 600\n")
-    let running = try d.launch([], [script])
+    let (running, child) = try await Self.launchWithSetsidChild(d, [])
     defer { running.stop() }
-    #expect(await running.line(containing: "ready") != nil, "\(running.output)")
-    let child = try #require(
-      (try? String(contentsOfFile: tmp + "/child.pid", encoding: .utf8)).flatMap {
-        pid_t($0.trimmingCharacters(in: .whitespacesAndNewlines))
-      })
     defer { killIfStill(child, namedBy: "while :") }
     let cgroup = try #require(d.record()["cgroup"] as? String, "\(d.record())")
     kill(running.process.processIdentifier, SIGKILL)
@@ -364,13 +385,7 @@ import Testing
     #expect(asked.status == 0, "\(asked)")
     #expect((asked.stdout + asked.stderr).contains("that its killed supervisor left running"), "\(asked)")
     if command == "status" { #expect(asked.stdout.contains("notRunning"), "\(asked)") }
-    // Ended; reaped by whoever adopted it, a moment later.
-    let gone = await offPool { () -> Bool in
-      let deadline = Date() + 10
-      while kill(child, 0) == 0, Date() < deadline { usleep(10_000) }
-      return kill(child, 0) != 0
-    }
-    #expect(gone, "the setsid child \(child) still runs")
+    #expect(await Self.isGone(child), "the setsid child \(child) still runs")
     #expect(!FileManager.default.fileExists(atPath: cgroup), "the app's cgroup is left behind")
     #expect(d.record()["cgroup"] == nil && d.record()["supervisorSocket"] == nil, "\(d.record())")
     // The app launches again as usual.
@@ -437,19 +452,8 @@ import Testing
     defer { d.endApp() }
     let attacker = try Attacker()
     defer { attacker.remove() }
-    let tmp = d.t.containerPath(AppDevice.bundle, "tmp")
-    // The app starts a child in a session (and process group) of its own, then waits.
-    let script = try d.script(
-      "escape.sh",
-      "#!/bin/sh\nsetsid sh -c 'echo $$ > \(tmp)/child.pid; while :; do sleep 1; done' &\n"
-        + "while [ ! -s \(tmp)/child.pid ]; do sleep 0.01; done\necho ready\nexec sleep 600\n")
-    let running = try d.launch(["--suspend-after", "100ms"], [script])
+    let (running, child) = try await Self.launchWithSetsidChild(d, ["--suspend-after", "100ms"])
     defer { running.stop() }
-    #expect(await running.line(containing: "ready") != nil, "\(running.output)")
-    let child = try #require(
-      (try? String(contentsOfFile: tmp + "/child.pid", encoding: .utf8)).flatMap {
-        pid_t($0.trimmingCharacters(in: .whitespacesAndNewlines))
-      })
     defer { killIfStill(child, namedBy: "while :") }
     let leader = try #require(await d.recordedPID(), "\(d.record())")
     #expect(getsid(child) != getsid(pid_t(leader)), "the child did not leave the app's session")
@@ -471,12 +475,7 @@ import Testing
     let terminated = try await d.protfs(["app", "terminate", AppDevice.bundle])
     #expect(terminated.status == 0, "\(terminated)")
     _ = await running.exit()
-    let gone = await offPool { () -> Bool in
-      let deadline = Date() + 10
-      while kill(child, 0) == 0, Date() < deadline { usleep(10_000) }
-      return kill(child, 0) != 0
-    }
-    #expect(gone, "the setsid child \(child) outlived its app")
+    #expect(await Self.isGone(child), "the setsid child \(child) outlived its app")
     #expect(!FileManager.default.fileExists(atPath: cgroup), "the app's cgroup is left behind")
   }
 

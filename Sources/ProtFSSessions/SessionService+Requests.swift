@@ -96,7 +96,8 @@ extension SessionService {
       guard var configuration = request.configuration else { throw Self.missing("configuration") }
       try configuration.validate()
       // The app the store has the session under, if any: what the app says is checked against it.
-      let owner = try store.sessions().first { $0.identifier == configuration.identifier }?.bundleID
+      let known = try store.sessions()
+      let owner = known.first { $0.identifier == configuration.identifier }?.bundleID
       if configuration.bundleID == nil { configuration.bundleID = try appOf(peer)?.bundleID ?? owner }
       guard let bundle = configuration.bundleID else {
         try authorize(peer, bundleID: "(none)")
@@ -110,8 +111,7 @@ extension SessionService {
       }
       // Each session the service hosts holds a thread and descriptors, and the store reopens it at
       // every start: an app opens a bounded number (reopening one of its own is always allowed).
-      if owner == nil, !peer.isTrustedUser,
-        try store.sessions().count(where: { $0.bundleID == bundle }) >= Self.maximumSessionsPerApp
+      if owner == nil, !peer.isTrustedUser, known.count(where: { $0.bundleID == bundle }) >= Self.maximumSessionsPerApp
       {
         throw ProtFSError(
           .permissionDenied,

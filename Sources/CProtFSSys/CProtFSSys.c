@@ -85,29 +85,104 @@ static int protfs_spawn_search(const struct protfs_spawn *spawn) {
   return denied ? EACCES : ENOENT;
 }
 
+#ifndef STATX_MNT_ID
+#define STATX_MNT_ID 0x00001000U
+#endif
+
+/* The id of the mount `fd` is on (statx STATX_MNT_ID, Linux 5.8), or 0. */
+static uint64_t protfs_mount_id(int fd) {
+  struct statx sx;
+  if (syscall(SYS_statx, fd, "", AT_EMPTY_PATH | AT_SYMLINK_NOFOLLOW, STATX_MNT_ID, &sx) != 0) return 0;
+  return (sx.stx_mask & STATX_MNT_ID) ? sx.stx_mnt_id : 0;
+}
+
 /* Detaches, in this process's mount namespace, the mounts at `paths` (lazily). Each is taken by a
-   descriptor first, and spared when it is the mount bound at `target` (same device): a path
-   whose directories were swapped for links after the parent read it cannot lead the detach to
-   the program's own mount. A dead mount (its attributes unreadable) goes too. No allocation. */
-static void protfs_spawn_detach(const char *const *paths, int count, const char *target) {
+   descriptor first, and spared when it is the mount bound at `target`: on its device, or with
+   `same_mount` that very mount (an app's sandbox keeps its own container's bind and drops the
+   protfs mount it was bound from, which is on the same device). So a path whose directories were
+   swapped for links after the parent read it cannot lead the detach to the program's own mount.
+   A dead mount (its attributes unreadable) goes too. No allocation. */
+static void protfs_spawn_detach(const char *const *paths, int count, const char *target, int same_mount) {
+  int kept = open(target, O_PATH | O_DIRECTORY | O_CLOEXEC);
+  if (kept < 0) return;
   struct stat bound;
-  if (stat(target, &bound) != 0) return;
+  uint64_t bound_id = same_mount ? protfs_mount_id(kept) : 0;
+  int known = fstat(kept, &bound) == 0 && (!same_mount || bound_id != 0);
+  close(kept);
+  if (!known) return;
   for (int i = 0; i < count; i++) {
     int fd = open(paths[i], O_PATH | O_DIRECTORY | O_CLOEXEC);
     if (fd < 0) continue;
     struct stat s;
-    if (fstat(fd, &s) != 0 || s.st_dev != bound.st_dev) {
-      char link[32] = "/proc/self/fd/";
-      char digits[12];
-      int n = 0;
-      for (int value = fd; n == 0 || value > 0; value /= 10) digits[n++] = (char)('0' + value % 10);
-      int at = 14;
-      while (n > 0) link[at++] = digits[--n];
-      link[at] = 0;
+    int spared = fstat(fd, &s) == 0 && s.st_dev == bound.st_dev && (!same_mount || protfs_mount_id(fd) == bound_id);
+    if (!spared) {
+      char link[32];
+      protfs_fd_path(fd, link);
       (void)umount2(link, MNT_DETACH);
     }
     close(fd);
   }
+}
+
+/* An app's sandbox (`spawn->sandbox_source`): enters a mount namespace of its own in which
+   `mount_target`, the device's Containers/, is a read-only tmpfs with the app's own container
+   alone at `sandbox_point`, bound from `sandbox_source` (taken by a descriptor before the tmpfs
+   covers it, without following a link at its end). No other app's container has a path there.
+   0, or -1 with errno set. No allocation. */
+static int protfs_spawn_sandbox(const struct protfs_spawn *spawn) {
+  if (syscall(SYS_unshare, PROTFS_CLONE_NEWNS) != 0) return -1;
+  if (mount(NULL, "/", NULL, MS_REC | MS_SLAVE, NULL) != 0) return -1;
+  int container = open(spawn->sandbox_source, O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+  if (container < 0) return -1;
+  const unsigned long flags = MS_NOSUID | MS_NODEV | MS_NOEXEC;
+  char link[32];
+  protfs_fd_path(container, link);
+  int result = -1;
+  if (mount("protfs-sandbox", spawn->mount_target, "tmpfs", flags, "mode=0755,size=4k,nr_inodes=4") == 0
+      && mkdir(spawn->sandbox_point, 0755) == 0
+      && mount(link, spawn->sandbox_point, NULL, MS_BIND, NULL) == 0
+      && mount(NULL, spawn->mount_target, NULL, MS_REMOUNT | MS_BIND | MS_RDONLY | flags, NULL) == 0) {
+    result = 0;
+  }
+  int error = errno;
+  close(container);
+  errno = error;
+  return result;
+}
+
+/* Puts this process in a Landlock domain of its own, where the kernel has Landlock with reparenting
+   (ABI 2, Linux 5.19): the kernel then refuses it ptrace access (the /proc/PID files root, cwd,
+   fd, mem, environ…) to every process outside the domain, which its own children join, and with
+   ABI 6 (6.12) signals to them too. A domain must handle some file right, and any that handles one
+   refuses every rename and link into another directory (EXDEV) unless a rule grants it: this one
+   handles making block devices (which the app user may not do anyway) and reparenting, and grants
+   both beneath `/`. Needs no_new_privs. 0 (also without Landlock, or with ABI 1, which cannot grant
+   reparenting), or -1 with errno set. No allocation. */
+static int protfs_enter_landlock_domain(void) {
+  enum { create_ruleset = 444, add_rule = 445, restrict_self = 446, version = 1, path_beneath = 1 };
+  const uint64_t make_block = 1ULL << 11, refer = 1ULL << 13, scope_signal = 1ULL << 1;
+  long abi = syscall(create_ruleset, NULL, 0, version);
+  if (abi < 2) return 0;
+  struct {
+    uint64_t handled_access_fs, handled_access_net, scoped;
+  } ruleset = {make_block | refer, 0, abi >= 6 ? scope_signal : 0};
+  size_t size = abi >= 6 ? sizeof(ruleset) : abi >= 4 ? 2 * sizeof(uint64_t) : sizeof(uint64_t);
+  struct __attribute__((packed)) {
+    uint64_t allowed_access;
+    int32_t parent_fd;
+  } beneath = {make_block | refer, -1};
+  int fd = (int)syscall(create_ruleset, &ruleset, size, 0);
+  if (fd < 0) return -1;
+  int result = -1;
+  beneath.parent_fd = open("/", O_PATH | O_DIRECTORY | O_CLOEXEC);
+  if (beneath.parent_fd >= 0 && syscall(add_rule, fd, path_beneath, &beneath, 0) == 0) {
+    result = (int)syscall(restrict_self, fd, 0);
+  }
+  int error = errno;
+  if (beneath.parent_fd >= 0) close(beneath.parent_fd);
+  close(fd);
+  errno = error;
+  return result;
 }
 
 /* The child: every step of `spawn`, then the exec. Never returns. */
@@ -166,13 +241,24 @@ static void protfs_spawn_child(const struct protfs_spawn *spawn, int report, int
     protfs_spawn_fail(report, PROTFS_SPAWN_DESCRIPTORS, errno, 0);
   }
 
-  if (spawn->mount_source != NULL) {
+  if (spawn->sandbox_source != NULL) {
+    if (protfs_spawn_sandbox(spawn) != 0) protfs_spawn_fail(report, PROTFS_SPAWN_SANDBOX, errno, 0);
+    /* Every protfs mount leaves, the one the container was bound from too: a path to it would
+       lead to every other container. */
+    protfs_spawn_detach(spawn->detached_mounts, spawn->detached_mount_count, spawn->sandbox_point, 1);
+    /* A working directory inside the containers still names the backing directory, perhaps of
+       another app: it is taken again by its path, which now leads through the sandbox, or, where
+       that path leads nowhere, the app starts in its own container. */
+    if (spawn->working_directory == NULL || chdir(spawn->working_directory) != 0) {
+      if (chdir(spawn->sandbox_point) != 0) protfs_spawn_fail(report, PROTFS_SPAWN_SANDBOX, errno, 0);
+    }
+  } else if (spawn->mount_source != NULL) {
     if (protfs_enter_mount(spawn->mount_source, spawn->mount_target) != 0) {
       protfs_spawn_fail(report, PROTFS_SPAWN_MOUNT, errno, 0);
     }
     /* Each copy the namespace holds keeps its filesystem alive: its daemon would serve it, after
        its own unmount, for as long as the program runs. One already gone is no failure. */
-    protfs_spawn_detach(spawn->detached_mounts, spawn->detached_mount_count, spawn->mount_target);
+    protfs_spawn_detach(spawn->detached_mounts, spawn->detached_mount_count, spawn->mount_target, 0);
     /* A working directory inside the containers still names the backing directory: take it again
        by its path, which now leads through the mount. */
     if (spawn->working_directory != NULL) {
@@ -200,6 +286,7 @@ static void protfs_spawn_child(const struct protfs_spawn *spawn, int report, int
   }
   /* setuid from root to another uid already empties permitted and effective; inheritable stays. */
   if (protfs_cap_clear_all() != 0) protfs_spawn_fail(report, PROTFS_SPAWN_CAPABILITIES, errno, 0);
+  if (spawn->isolated && protfs_enter_landlock_domain() != 0) protfs_spawn_fail(report, PROTFS_SPAWN_DOMAIN, errno, 0);
 
   /* A failed step the kernel did not report must not let the program run with more. */
   int failed = 0;

@@ -64,6 +64,7 @@ public enum Confinement {
     case .descriptorLimit: return refused("restore the descriptor limit")
     case .cgroup: return refused("join the app's cgroup")
     case .mount: return refused("see the device's containers through its mount")
+    case .sandbox: return refused("keep the app to its own container")
     case .boundingSet: return refused("empty the capability bounding set")
     case .ambient: return refused("clear the ambient capabilities")
     case .noNewPrivileges: return refused("set no_new_privs")
@@ -71,6 +72,7 @@ public enum Confinement {
     case .gid: return refused("switch to the app user's group \(plan.user.gid)")
     case .uid: return refused("switch to the app user \(plan.user)")
     case .capabilities: return refused("drop every capability")
+    case .domain: return refused("give the app a Landlock domain of its own")
     case .verify:
       let failed = ConfinedLaunch.Checks(rawValue: failure.detail)
       let checks: [(ConfinedLaunch.Checks, String)] = [

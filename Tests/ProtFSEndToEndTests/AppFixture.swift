@@ -16,8 +16,9 @@ struct AppDevice {
   /// is linked (or copied) into the scripts directory.
   let protfsForApps: String
 
-  init() throws {
-    t = try TestDevice(containers: [Self.bundle])
+  /// The device, with the containers of `neighbours` (other apps) beside the app's.
+  init(neighbours: [String] = []) throws {
+    t = try TestDevice(containers: [Self.bundle] + neighbours)
     chmod(t.directory, 0o755)  // the app user must reach the device
     scripts = try TestDevice.makeTemporaryDirectory(prefix: "protfs-app-scripts")
     chmod(scripts, 0o755)
@@ -59,9 +60,9 @@ struct AppDevice {
     return path
   }
 
-  /// The app's record as JSON.
-  func record() -> [String: Any] {
-    let path = root + "/.protfs/apps/\(Self.bundle).json"
+  /// The record of the app (or of `bundle`) as JSON.
+  func record(_ bundle: String = Self.bundle) -> [String: Any] {
+    let path = root + "/.protfs/apps/\(bundle).json"
     guard let data = FileManager.default.contents(atPath: path),
       let object = try? JSONSerialization.jsonObject(with: data) as? [String: Any]
     else { return [:] }
@@ -79,11 +80,15 @@ struct AppDevice {
     }
   }
 
-  /// Starts `protfs app launch BUNDLE OPTIONS -- CMD`, with `environment` added to this process's.
-  func launch(_ options: [String], _ command: [String], environment: [String: String] = [:]) throws -> RunningApp {
+  /// Starts `protfs app launch BUNDLE OPTIONS -- CMD` (BUNDLE the app's, or `bundle`), with
+  /// `environment` added to this process's, in `directory` when given.
+  func launch(
+    _ options: [String], _ command: [String], environment: [String: String] = [:], bundle: String = Self.bundle,
+    directory: String? = nil
+  ) throws -> RunningApp {
     try RunningApp(
-      device: self, arguments: ["--device", root, "app", "launch", Self.bundle] + options + ["--"] + command,
-      environment: environment)
+      device: self, arguments: ["--device", root, "app", "launch", bundle] + options + ["--"] + command,
+      environment: environment, bundle: bundle, directory: directory)
   }
 
   /// Polls the app's record until its state is `state` (the record is the only place it shows), at
@@ -166,9 +171,17 @@ final class RunningApp: @unchecked Sendable {
   private var lines: [(String, Date)] = []
   private var ended = false
 
-  init(device: AppDevice, arguments: [String], environment added: [String: String] = [:]) throws {
+  /// The app it runs.
+  let bundle: String
+
+  init(
+    device: AppDevice, arguments: [String], environment added: [String: String] = [:],
+    bundle: String = AppDevice.bundle, directory: String? = nil
+  ) throws {
     self.device = device
+    self.bundle = bundle
     process.executableURL = URL(fileURLWithPath: Protfs.binary)
+    if let directory { process.currentDirectoryURL = URL(fileURLWithPath: directory) }
     process.arguments = arguments
     var environment = ProcessInfo.processInfo.environment
     environment["PROTFS_DEVICE"] = nil
@@ -237,7 +250,7 @@ final class RunningApp: @unchecked Sendable {
   /// Ends the app and its supervisor if they still run (a failed test must leave nothing behind).
   func stop() {
     guard process.isRunning else { return }
-    if let pid = device.record()["pid"] as? Int { killIfStill(pid_t(pid), namedBy: device.root, group: true) }
+    if let pid = device.record(bundle)["pid"] as? Int { killIfStill(pid_t(pid), namedBy: device.root, group: true) }
     kill(process.processIdentifier, SIGKILL)
     process.waitUntilExit()
   }

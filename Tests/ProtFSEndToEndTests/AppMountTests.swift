@@ -13,7 +13,7 @@ import Testing
     #!/bin/sh
     cd "$HOME" || exit 1
     cat Documents/secret.txt
-    echo "mounts $(grep -c " $PROTFS_DEVICE/Containers " /proc/self/mountinfo)"
+    echo "mounts $(grep -c " - fuse.protfs " /proc/self/mountinfo)"
     echo staged > tmp/upload.part
     echo ready
     while [ ! -e "\(d.scripts)/go" ]; do sleep 0.05; done

@@ -10,6 +10,7 @@
 #include <stdint.h>
 #include <stdio.h>
 #include <sys/stat.h>
+#include <string.h>
 #include <sys/syscall.h>
 #include <sys/xattr.h>
 #include <unistd.h>
@@ -57,7 +58,16 @@ static inline int protfs_item_status(int fd, struct protfs_item_status *out) {
 }
 
 /* "/proc/self/fd/N": the way to reach an O_PATH descriptor's inode with calls that take a path. */
-static inline void protfs_fd_path(int fd, char buffer[32]) { snprintf(buffer, 32, "/proc/self/fd/%d", fd); }
+static inline void protfs_fd_path(int fd, char buffer[32]) {
+  /* By hand: a forked child, which may not call into stdio, builds these too. */
+  memcpy(buffer, "/proc/self/fd/", 14);
+  char digits[12];
+  int n = 0;
+  for (unsigned value = (unsigned)fd; n == 0 || value > 0; value /= 10) digits[n++] = (char)('0' + value % 10);
+  int at = 14;
+  while (n > 0) buffer[at++] = digits[--n];
+  buffer[at] = 0;
+}
 
 /* chmod of the descriptor's inode: fchmodat2(fd, "", AT_EMPTY_PATH) (Linux 6.6), else chmod of /proc/self/fd/N. */
 static inline int protfs_item_chmod(int fd, mode_t mode) {

@@ -15,6 +15,7 @@ enum protfs_spawn_step {
   PROTFS_SPAWN_DESCRIPTOR_LIMIT, /* the soft RLIMIT_NOFILE */
   PROTFS_SPAWN_CGROUP,           /* "0" written to the app's cgroup.procs (where clone3 cannot) */
   PROTFS_SPAWN_MOUNT,            /* a mount namespace of its own, the mount bound over the target */
+  PROTFS_SPAWN_SANDBOX,          /* an app's: the target holds its own container alone */
   PROTFS_SPAWN_BOUNDING_SET,     /* every capability dropped from the bounding set */
   PROTFS_SPAWN_AMBIENT,          /* the ambient set cleared */
   PROTFS_SPAWN_NO_NEW_PRIVS,     /* no_new_privs set */
@@ -22,6 +23,7 @@ enum protfs_spawn_step {
   PROTFS_SPAWN_GID,              /* the app user's group */
   PROTFS_SPAWN_UID,              /* the app user */
   PROTFS_SPAWN_CAPABILITIES,     /* permitted, effective and inheritable emptied */
+  PROTFS_SPAWN_DOMAIN,           /* an app's: a Landlock domain of its own */
   PROTFS_SPAWN_VERIFY,           /* the checks after the drop; `detail` has a bit per failed check */
   PROTFS_SPAWN_REACH,            /* `detail` is the index of the directory the user cannot search */
   PROTFS_SPAWN_PARENT,           /* the parent ended before the program started */
@@ -68,6 +70,15 @@ struct protfs_spawn {
   const char *working_directory; /* entered again after the mount, or NULL */
   const char *const *detached_mounts; /* other mounts whose copies leave that namespace (lazily) */
   int detached_mount_count;
+  /* An app's sandbox, instead of the bind of mount_source: in a namespace of its own mount_target
+     becomes a read-only tmpfs holding at sandbox_point (mount_target/BUNDLE-ID) one directory
+     alone, sandbox_source (the app's container through the protfs mount, or its backing
+     directory); every mount in detached_mounts leaves that namespace, the protfs mount too. */
+  const char *sandbox_source;
+  const char *sandbox_point;
+  int isolated;                  /* nonzero: an app's Landlock domain of its own, where the kernel
+                                    has Landlock: no ptrace access (/proc/PID/root, mem, fd…) nor
+                                    signal (Landlock ABI 6) reaches a process outside it */
   int privileged;                /* nonzero: drop the bounding set and become uid/gid */
   uid_t uid;
   gid_t gid;

@@ -34,6 +34,10 @@ enum ConfinedSpawn {
     var cgroup: String?
     /// Whether the program is killed when this process ends, as an app ends with its system.
     var endsWithParent = false
+    /// The app (its bundle id) whose sandbox the program runs in: as root, of the device's
+    /// containers it sees its own alone (through `mountpoint`, else the backing directory), and
+    /// no protfs mount; its processes are a Landlock domain of their own (docs/semantics.md §10).
+    var sandbox: String?
   }
 
   /// Starts `command` confined on `device`; returns its pid once it runs. Throws the failed step's
@@ -56,13 +60,19 @@ enum ConfinedSpawn {
     launch.closeFrom = options.closingOthers ? max(3, (options.descriptor?.to ?? 2) + 1) : nil
     launch.descriptorLimit = options.descriptorLimit
     launch.cgroup = cgroup
-    if plan.privileged, let mountpoint = options.mountpoint {
-      launch.mount = (
-        mountpoint, device.root + "/" + Device.containersDirectoryName, FileManager.default.currentDirectoryPath
-      )
+    let containers = device.root + "/" + Device.containersDirectoryName
+    if plan.privileged, let bundleID = options.sandbox {
+      let source = options.mountpoint ?? containers
+      launch.mount = (source, containers, FileManager.default.currentDirectoryPath)
+      launch.sandbox = (source + "/" + bundleID, containers + "/" + bundleID)
+      // Every protfs mount shows every container, the one the app's is bound from included.
+      launch.detachedMounts = MountRegistry.protfsMountpoints().sorted()
+    } else if plan.privileged, let mountpoint = options.mountpoint {
+      launch.mount = (mountpoint, containers, FileManager.default.currentDirectoryPath)
       // Other protfs mounts (other devices', other apps') have nothing for the program.
       launch.detachedMounts = MountRegistry.protfsMountpoints().filter { $0 != mountpoint }.sorted()
     }
+    launch.isolated = options.sandbox != nil
     launch.identity = plan.privileged ? (plan.user.uid, plan.user.gid) : nil
     launch.reachable = plan.reachable
     launch.endsWithParent = options.endsWithParent

@@ -31,6 +31,14 @@ package struct ConfinedLaunch {
   /// Mounts the child's namespace drops (lazily) after binding `mount`: a copy kept there would
   /// keep another mount's filesystem, and its daemon, alive after that mount's own unmount.
   package var detachedMounts: [String] = []
+  /// An app's sandbox, in place of `mount`'s bind: `mount.target` becomes a read-only tmpfs
+  /// holding `source` (its own container, through the protfs mount or the backing directory)
+  /// alone, at `point` (`mount.target/BUNDLE-ID`); every mount of `detachedMounts` leaves the
+  /// namespace, the protfs mount the container was bound from included.
+  package var sandbox: (source: String, point: String)?
+  /// Whether the child enters a Landlock domain of its own (where the kernel has Landlock): no
+  /// ptrace access and, with Landlock ABI 6, no signal of its processes reaches one outside it.
+  package var isolated = false
   /// The identity the child takes (it drops the bounding set and supplementary groups first);
   /// nil keeps the caller's (an unprivileged protfs).
   package var identity: (uid: uid_t, gid: gid_t)?
@@ -48,8 +56,8 @@ package struct ConfinedLaunch {
 
   /// The child's steps, in its order.
   package enum Step: Int32, Sendable {
-    case signals = 1, processGroup, descriptors, descriptorLimit, cgroup, mount, boundingSet, ambient,
-      noNewPrivileges, groups, gid, uid, capabilities, verify, reach, parent, exec
+    case signals = 1, processGroup, descriptors, descriptorLimit, cgroup, mount, sandbox, boundingSet, ambient,
+      noNewPrivileges, groups, gid, uid, capabilities, domain, verify, reach, parent, exec
   }
 
   /// The checks after the drop that found more than promised.
@@ -100,7 +108,12 @@ package struct ConfinedLaunch {
         spawn.working_directory = strings.pointer(mount.workingDirectory)
         spawn.detached_mounts = strings.constArray(detachedMounts)
         spawn.detached_mount_count = Int32(detachedMounts.count)
+        if let sandbox {
+          spawn.sandbox_source = strings.pointer(sandbox.source)
+          spawn.sandbox_point = strings.pointer(sandbox.point)
+        }
       }
+      spawn.isolated = isolated ? 1 : 0
       spawn.privileged = identity == nil ? 0 : 1
       spawn.uid = identity?.uid ?? 0
       spawn.gid = identity?.gid ?? 0

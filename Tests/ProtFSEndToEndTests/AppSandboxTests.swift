@@ -1,0 +1,143 @@
+import Foundation
+import ProtFS
+import ProtFSTestSupport
+import Testing
+
+/// Each app is kept to its own container and its own processes, as iOS's sandbox keeps it
+/// (docs/semantics.md §10, §11): every app runs as the app user (uid 501), so each test is an
+/// attack one app makes on a neighbour that permission bits alone would let through.
+@Suite(.serialized, .timeLimit(.minutes(3))) struct AppSandboxTests {
+  static let neighbour = "com.example.neighbour"
+
+  /// How the apps reach the device: through a mount served for the app (where FUSE is), under
+  /// permission modes alone (`--no-mount`), or through the device's own mount (`protfs mount`).
+  enum Route: String, CaseIterable, Sendable {
+    case appMount, permissionModes, deviceMount
+  }
+
+  /// The neighbour's secret: class none, so that only the sandbox can keep it.
+  private static func plantSecret(_ d: AppDevice) throws -> String {
+    let documents = d.t.containerPath(neighbour, "Documents")
+    try d.t.writeFile(documents + "/secret.txt", "the neighbour's secret\n")
+    chown(documents + "/secret.txt", 501, 501)
+    try d.t.device.setClass(.none, of: try d.t.device.resolve(documents + "/secret.txt"))
+    return documents
+  }
+
+  @Test(arguments: Route.allCases) func anAppReachesNoOtherAppsContainer(_ route: Route) async throws {
+    let d = try AppDevice(neighbours: [Self.neighbour])
+    defer { d.remove() }
+    defer { d.endApp() }
+    let documents = try Self.plantSecret(d)
+    let neighbourContainer = d.t.containerPath(Self.neighbour)
+    var mountpoint = ""
+    if route == .deviceMount {
+      mountpoint = d.t.directory + "/mnt"
+      mkdir(mountpoint, 0o755)
+      let mounted = try await d.protfs(["mount", mountpoint])
+      #expect(mounted.status == 0, "\(mounted)")
+    }
+    defer { if route == .deviceMount { _ = try? Protfs.runBlocking(["--device", d.root, "unmount", mountpoint]) } }
+    let script = try d.script(
+      "neighbourly.sh",
+      """
+      #!/bin/sh
+      cat '\(neighbourContainer)/Documents/secret.txt' 2>&1 | sed 's/^/read: /'
+      (echo planted > '\(neighbourContainer)/Documents/planted.txt') 2>&1 | sed 's/^/write: /'
+      (cd '\(neighbourContainer)' && echo "entered: $(pwd)") 2>&1 | sed 's/^/cd: /'
+      echo "listed: $(ls "$PROTFS_DEVICE/Containers" | tr '\\n' ' ')"
+      if [ -n "\(mountpoint)" ]; then
+        cat '\(mountpoint)/\(Self.neighbour)/Documents/secret.txt' 2>&1 | sed 's/^/through the mount: /'
+      fi
+      echo mine > "$HOME/Documents/mine.txt" && echo "own: written"
+      echo done
+      """)
+    let app = try d.launch(route == .permissionModes ? ["--no-mount"] : [], [script])
+    defer { app.stop() }
+    #expect(await app.line(containing: "done") != nil, "\(app.output)")
+    let output = app.output
+    #expect(!output.contains { $0.contains("the neighbour's secret") }, "\(output)")
+    #expect(output.contains { $0.hasPrefix("read: ") && $0.contains("No such file or directory") }, "\(output)")
+    #expect(output.contains { $0.hasPrefix("write: ") }, "\(output)")
+    #expect(output.contains { $0.hasPrefix("cd: ") && !$0.contains("entered") }, "\(output)")
+    #expect(output.contains("listed: \(AppDevice.bundle) "), "\(output)")
+    if route == .deviceMount {
+      #expect(
+        output.contains { $0.hasPrefix("through the mount: ") && $0.contains("No such file or directory") },
+        "\(output)")
+    }
+    #expect(output.contains("own: written"), "\(output)")
+    #expect(!FileManager.default.fileExists(atPath: documents + "/planted.txt"))
+    #expect(FileManager.default.contents(atPath: d.t.containerPath(AppDevice.bundle, "Documents/mine.txt")) != nil)
+    _ = await app.exit()
+  }
+
+  /// Launched from inside the neighbour's container, the app does not keep that directory (which
+  /// the sandbox no longer names) as its working directory: it starts in its own container.
+  @Test func anAppLaunchedFromAnotherAppsContainerStartsInItsOwn() async throws {
+    let d = try AppDevice(neighbours: [Self.neighbour])
+    defer { d.remove() }
+    defer { d.endApp() }
+    _ = try Self.plantSecret(d)
+    let script = try d.script(
+      "where.sh",
+      """
+      #!/bin/sh
+      echo "cwd: $(pwd)"
+      cat Documents/secret.txt 2>&1 | sed 's/^/read: /'
+      echo "listed: $(ls | tr '\\n' ' ')"
+      echo done
+      """)
+    let app = try d.launch([], [script], directory: d.t.containerPath(Self.neighbour))
+    defer { app.stop() }
+    #expect(await app.line(containing: "done") != nil, "\(app.output)")
+    #expect(app.output.contains("cwd: \(d.t.containerPath(AppDevice.bundle))"), "\(app.output)")
+    #expect(!app.output.contains { $0.contains("the neighbour's secret") }, "\(app.output)")
+    _ = await app.exit()
+  }
+
+  /// The neighbour's processes run as the same user, which the kernel would otherwise let the app
+  /// trace, inspect through /proc and signal: its Landlock domain refuses each.
+  @Test func anAppReachesNoOtherAppsProcesses() async throws {
+    let d = try AppDevice(neighbours: [Self.neighbour])
+    defer { d.remove() }
+    defer { d.endApp() }
+    let neighbour = try d.launch(
+      [], ["/bin/sh", "-c", "echo \"pid $$\"; while :; do sleep 0.05; done"], bundle: Self.neighbour)
+    defer { neighbour.stop() }
+    let said = try #require(await neighbour.line(containing: "pid "), "\(neighbour.output)")
+    let pid = try #require(Int32(said.0.dropFirst(4)), "\(said.0)")
+    let script = try d.script(
+      "prying.sh",
+      """
+      #!/bin/sh
+      ls "/proc/$NEIGHBOUR/root$HOME/.." 2>&1 | sed 's/^/root: /'
+      cat "/proc/$NEIGHBOUR/environ" 2>&1 | tr '\\0' ' ' | sed 's/^/environ: /'
+      readlink -v "/proc/$NEIGHBOUR/fd/1" 2>&1 | sed 's/^/fd: /'
+      readlink -v "/proc/$NEIGHBOUR/cwd" 2>&1 | sed 's/^/cwd: /'
+      kill -STOP "$NEIGHBOUR" 2>&1 | sed 's/^/stop: /'
+      kill -KILL "$NEIGHBOUR" 2>&1 | sed 's/^/kill: /'
+      sleep 30 & child=$!
+      kill "$child" && wait "$child"; echo "own child: $?"
+      echo done
+      """)
+    let app = try d.launch([], [script], environment: ["NEIGHBOUR": String(pid)])
+    defer { app.stop() }
+    #expect(await app.line(containing: "done") != nil, "\(app.output)")
+    let output = app.output
+    for (prefix, refusal) in [
+      ("root: ", "Permission denied"), ("environ: ", "Permission denied"), ("fd: ", "Permission denied"),
+      ("cwd: ", "Permission denied"),
+      ("stop: ", "Operation not permitted"), ("kill: ", "Operation not permitted"),
+    ] {
+      #expect(output.contains { $0.hasPrefix(prefix) && $0.contains(refusal) }, "\(prefix) \(output)")
+    }
+    // Its own processes it still signals (143: its child ended by SIGTERM).
+    #expect(output.contains("own child: 143"), "\(output)")
+    // The neighbour runs on, neither stopped nor killed.
+    #expect(MountedDevice.isRunning(pid))
+    let state = try String(contentsOfFile: "/proc/\(pid)/stat", encoding: .utf8)
+    #expect(state.split(separator: ")").last?.split(separator: " ").first != "T", "\(state)")
+    _ = await app.exit()
+  }
+}

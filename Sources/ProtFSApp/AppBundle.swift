@@ -56,22 +56,17 @@ public struct AppBundle: @unchecked Sendable {
   /// is `bundleID`.
   static func read(_ path: String, bundleID: BundleID) throws(ProtFSError) -> [String: Any] {
     let remedy = Remedy.advice("give --info-plist an XML or binary property list holding a dictionary")
-    let data: Data
-    do {
-      let handle = try FileHandle(forReadingFrom: URL(fileURLWithPath: path))
-      defer { try? handle.close() }
-      data = try handle.read(upToCount: infoPlistLimit + 1) ?? Data()
-    } catch {
-      throw ProtFSError(
-        .notFound, "Cannot read the Info.plist '\(path)': \((error as NSError).localizedDescription).", path: path,
-        remedy: remedy)
-    }
-    guard data.count <= infoPlistLimit else {
+    switch Kernel.readNamedFile(path, limit: infoPlistLimit) {
+    case .success(let bytes):
+      return try parse(Data(bytes), path: path, bundleID: bundleID)
+    case .failure(.tooLarge):
       throw ProtFSError(
         .invalidArgument, "The Info.plist '\(path)' is larger than \(infoPlistLimit) bytes.", path: path, remedy: remedy
       )
+    case .failure(let failure):
+      throw ProtFSError(
+        .notFound, "Cannot read the Info.plist '\(path)': \(failure.reason).", path: path, remedy: remedy)
     }
-    return try parse(data, path: path, bundleID: bundleID)
   }
 
   /// The keys of the Info.plist installed in the app's bundle on `device`, read through
@@ -86,6 +81,9 @@ public struct AppBundle: @unchecked Sendable {
   /// `CFBundleIdentifier`, if it has one, is `bundleID`.
   private static func parse(_ data: Data, path: String, bundleID: BundleID) throws(ProtFSError) -> [String: Any] {
     let remedy = Remedy.advice("give --info-plist an XML or binary property list holding a dictionary")
+    guard !data.isEmpty else {
+      throw ProtFSError(.invalidArgument, "The Info.plist '\(path)' is empty.", path: path, remedy: remedy)
+    }
     let parsed: Any
     do {
       parsed = try PropertyListSerialization.propertyList(from: data, options: [], format: nil)

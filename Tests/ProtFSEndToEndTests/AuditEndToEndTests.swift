@@ -464,6 +464,28 @@ struct AuditEndToEndTests {
     #expect(duplicate.stderr.contains("the rule id ST004 is already used at"))
   }
 
+  /// The policy is the user's own file: a link to it and a pipe are read as it, and a FIFO that
+  /// no program writes to ends the audit with exit 2 instead of keeping it for ever.
+  @Test func aPolicyIsReadThroughALinkOrAPipeAndAFIFONoOneWritesIsAnError() async throws {
+    let (scratch, device) = try await makeDevice()
+    defer { withExtendedLifetime(scratch) {} }
+    try device.writeFile(app, "Documents/a", class: .completeUntilFirstUserAuthentication)
+    let strict = RepositoryLayout.packageRoot + "/Policies/strict.policy"
+    let link = scratch.path + "/linked.policy"
+    #expect(symlink(strict, link) == 0)
+    let linked = try await Protfs.run(["--device", device.root, "audit", "--format", "json", "--policy", link])
+    #expect(linked.status == 1 && linked.stdout.contains("\"ruleId\": \"ST004\""), "\(linked)")
+    let piped = try await Protfs.runProgram(
+      "/bin/bash",
+      ["-c", "\"$0\" --device \"$1\" audit --format json --policy <(cat \"$2\")", Protfs.binary, device.root, strict])
+    #expect(piped.status == 1 && piped.stdout.contains("\"ruleId\": \"ST004\""), "\(piped)")
+    let fifo = scratch.path + "/fifo.policy"
+    #expect(mkfifo(fifo, 0o600) == 0)
+    let silent = try await Protfs.run(["--device", device.root, "audit", "--policy", fifo])
+    #expect(silent.status == 2, "\(silent)")
+    #expect(silent.stderr.contains("Cannot read the policy file '\(fifo)': nothing came through it"), "\(silent)")
+  }
+
   @Test func aMissingPathExitsTwo() async throws {
     let result = try await Protfs.run(["audit", "/nonexistent/protfs-device"])
     #expect(result.status == 2)

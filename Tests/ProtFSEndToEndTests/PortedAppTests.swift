@@ -150,6 +150,10 @@ import Testing
     ("other-bundle", "names the bundle 'com.example.other', not 'com.example.app'"),
     ("missing", "Cannot read the Info.plist"),
     ("modes", "UIBackgroundModes that is not an array of strings"),
+    ("empty", "is empty"),
+    ("directory", "Is a directory"),
+    // A FIFO that no program writes to once kept the launch waiting in open(2) for ever.
+    ("fifo", "nothing came through it within 10 s"),
   ])
   func aBadInfoPlistIsRefusedNamingItAndNothingIsInstalled(kind: String, message: String) async throws {
     let d = try AppDevice()
@@ -164,9 +168,12 @@ import Testing
           fromPropertyList: ["CFBundleIdentifier": "com.example.other"], format: .xml, options: 0)
       case "modes":
         try PropertyListSerialization.data(fromPropertyList: ["UIBackgroundModes": "fetch"], format: .xml, options: 0)
+      case "empty": Data()
       default: nil
       }
     if let contents { try contents.write(to: URL(fileURLWithPath: plist)) }
+    if kind == "directory" { mkdir(plist, 0o755) }
+    if kind == "fifo" { mkfifo(plist, 0o600) }
     let result = try await d.protfs(
       ["app", "launch", AppDevice.bundle, "--info-plist", plist, "--", try d.installExample("PortedMainApp")])
     #expect(result.status != 0)

@@ -9,17 +9,19 @@ public struct Entitlements: Sendable, Equatable {
   /// The class the entitlement asks for, or nil when the plist does not set it.
   public var defaultDataProtection: ProtectionClass?
 
+  /// The largest entitlements file read (Xcode's are a few KiB).
+  public static let sizeLimit = 1 << 20
+
   /// Parses the entitlements at `path`.
   public init(contentsOf path: String) throws(ProtFSError) {
-    let data: Data
-    do {
-      data = try Data(contentsOf: URL(fileURLWithPath: path))
-    } catch {
+    switch Kernel.readNamedFile(path, limit: Self.sizeLimit) {
+    case .success(let bytes):
+      try self.init(data: Data(bytes), path: path)
+    case .failure(let failure):
       throw ProtFSError(
-        .notFound, "Cannot read the entitlements file '\(path)': \(Device.reason(error)).", path: path,
+        .notFound, "Cannot read the entitlements file '\(path)': \(failure.reason).", path: path,
         remedy: .advice("give the path of an .entitlements or .plist file"))
     }
-    try self.init(data: data, path: path)
   }
 
   /// Parses entitlements from `data`; `path` is used in messages.

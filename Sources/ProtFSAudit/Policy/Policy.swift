@@ -166,15 +166,17 @@ public struct Policy: Sendable {
 
   /// Reads and parses the policy file at `path`.
   public init(contentsOf path: String) throws(ProtFSError) {
+    // The user's own file: a link to it, or a pipe (`<(...)`), is read like the file itself.
     let bytes: [UInt8]
-    do {
-      let directory = try DirectoryHandle(path: Self.directoryOf(path))
-      bytes = try AtomicFile.read(named: Self.nameOf(path), in: directory, limit: Self.maximumFileSize)
-    } catch {
+    switch Kernel.readNamedFile(path, limit: Self.maximumFileSize) {
+    case .success(let read): bytes = read
+    case .failure(let failure):
+      var errno: Errno?
+      if case .unreadable(let error) = failure { errno = error }
       throw ProtFSError(
-        error.code == .malformed ? .malformed : error.code,
-        "Cannot read the policy file '\(path)': \(error.reasonText).",
-        path: path, errno: error.errno, remedy: .advice("give the path of a .policy file (see Policies/README.md)"))
+        errno.map { ProtFSError.system("read", path: path, errno: $0).code } ?? .malformed,
+        "Cannot read the policy file '\(path)': \(failure.reason).", path: path, errno: errno?.rawValue,
+        remedy: .advice("give the path of a .policy file (see Policies/README.md)"))
     }
     guard let text = String(validating: bytes, as: UTF8.self) else {
       let offset = Self.firstInvalidUTF8Offset(bytes)
@@ -188,16 +190,6 @@ public struct Policy: Sendable {
     } catch {
       throw ProtFSError(.malformed, error.description, path: path)
     }
-  }
-
-  private static func directoryOf(_ path: String) -> String {
-    guard let slash = path.lastIndex(of: "/") else { return "." }
-    return slash == path.startIndex ? "/" : String(path[..<slash])
-  }
-
-  private static func nameOf(_ path: String) -> String {
-    guard let slash = path.lastIndex(of: "/") else { return path }
-    return String(path[path.index(after: slash)...])
   }
 
   private static func firstInvalidUTF8Offset(_ bytes: [UInt8]) -> Int {

@@ -95,22 +95,15 @@ package enum AppBackgroundModeCommands {
 
   /// The locations of the route in `path`.
   static func route(_ path: String) throws -> [String] {
+    // At most a few MiB: a route of the most locations is far smaller; a huge file is refused
+    // without being read whole.
     let text: String
-    do {
-      // At most a few MiB: a route of the most locations is far smaller; a huge file is refused
-      // without being read whole.
-      let handle = try FileHandle(forReadingFrom: URL(fileURLWithPath: path))
-      defer { try? handle.close() }
-      let data = try handle.read(upToCount: routeBytes + 1) ?? Data()
-      guard data.count <= routeBytes else {
-        throw ExitStatus(
-          code: 1, message: "The route '\(path)' is larger than \(routeBytes) bytes; give a shorter one.")
-      }
-      text = String(decoding: data, as: UTF8.self)
-    } catch let status as ExitStatus {
-      throw status
-    } catch {
-      throw ExitStatus(code: 1, message: "Cannot read the route '\(path)': \((error as NSError).localizedDescription)")
+    switch Kernel.readNamedFile(path, limit: routeBytes) {
+    case .success(let bytes): text = String(decoding: bytes, as: UTF8.self)
+    case .failure(.tooLarge):
+      throw ExitStatus(code: 1, message: "The route '\(path)' is larger than \(routeBytes) bytes; give a shorter one.")
+    case .failure(let failure):
+      throw ExitStatus(code: 1, message: "Cannot read the route '\(path)': \(failure.reason).")
     }
     let points = text.split(whereSeparator: \.isNewline).map { $0.trimmingCharacters(in: .whitespaces) }
       .filter { !$0.isEmpty && !$0.hasPrefix("#") }

@@ -64,16 +64,19 @@ package enum AppControlCommands {
     if path == "-" {
       data = FileHandle.standardInput.readData(ofLength: RemoteNotification.sizeLimit + 1)
     } else {
-      let handle: FileHandle
-      do {
-        handle = try FileHandle(forReadingFrom: URL(fileURLWithPath: path))
-      } catch {
+      // At most one byte past the limit, which the payload's check then refuses by its size: a
+      // huge file is not read whole.
+      switch Kernel.readNamedFile(path, limit: RemoteNotification.sizeLimit + 1) {
+      case .success(let bytes): data = Data(bytes)
+      case .failure(.tooLarge):
         throw ExitStatus(
-          code: 1, message: "Cannot read the payload '\(path)': \((error as NSError).localizedDescription)")
+          code: 1,
+          message:
+            "'\(path)' holds more than \(RemoteNotification.sizeLimit) bytes; APNs delivers at most \(RemoteNotification.sizeLimit) bytes a notification."
+        )
+      case .failure(let failure):
+        throw ExitStatus(code: 1, message: "Cannot read the payload '\(path)': \(failure.reason).")
       }
-      defer { try? handle.close() }
-      // At most one byte past the limit: a huge file is refused without being read whole.
-      data = handle.readData(ofLength: RemoteNotification.sizeLimit + 1)
     }
     do {
       return try RemoteNotification(payload: data, source: path == "-" ? "The payload on standard input" : "'\(path)'")

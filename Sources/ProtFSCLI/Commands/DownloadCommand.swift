@@ -329,15 +329,19 @@ package enum DownloadCommand {
     done.wait()
   }
 
+  /// The largest URL list read: far more than the most URLs a download takes.
+  static let urlListBytes = 256 << 20
+
   package static func readList(_ path: String) throws -> [String] {
     let text: String
     if path == "-" {
       text = String(decoding: FileHandle.standardInput.readDataToEndOfFile(), as: UTF8.self)
     } else {
-      guard let data = FileManager.default.contents(atPath: path) else {
-        throw ProtFSError(.notFound, "Cannot read the URL list '\(path)'.", path: path)
+      switch Kernel.readNamedFile(path, limit: urlListBytes) {
+      case .success(let bytes): text = String(decoding: bytes, as: UTF8.self)
+      case .failure(let failure):
+        throw ProtFSError(.notFound, "Cannot read the URL list '\(path)': \(failure.reason).", path: path)
       }
-      text = String(decoding: data, as: UTF8.self)
     }
     // aria2 and wget skip blank lines and lines starting with '#'.
     // Lines split and trimmed as bytes (ASCII space, tab, CR, LF, FF, VT): lists run to thousands

@@ -30,3 +30,79 @@ extension Kernel {
     }
   }
 }
+
+/// Why a file a user named (an Info.plist, a payload, a list) could not be read whole.
+package enum NamedFileFailure: Error, Sendable, Equatable {
+  /// It could not be opened or read.
+  case unreadable(Errno)
+  /// It holds more than `limit` bytes.
+  case tooLarge(limit: Int)
+  /// A FIFO, pipe or device that gave nothing more, and no end, within `seconds`.
+  case silent(seconds: Int)
+
+  /// The reason, for a message that says "Cannot read '…': REASON.".
+  package var reason: String {
+    switch self {
+    case .unreadable(let error): return error.description
+    case .tooLarge(let limit): return "it holds more than \(limit) bytes"
+    case .silent(let seconds):
+      return "nothing came through it within \(seconds) s (a FIFO or pipe that no program writes to, or ends)"
+    }
+  }
+}
+
+extension Kernel {
+  /// How long a FIFO, pipe or device a user named may keep a command waiting for its next bytes.
+  package static let namedFileSilence = 10
+
+  /// The bytes of the file a user named at `path`, at most `limit`. A regular file is read to its
+  /// end; a FIFO, a pipe (`<(...)`) or a device is opened without waiting for a writer and read
+  /// until it ends (a FIFO once a writer came and went), as long as each wait, for a writer or
+  /// for more bytes, lasts less than `namedFileSilence` seconds: a FIFO that no program ever
+  /// writes to is an error, not a command that never returns.
+  package static func readNamedFile(_ path: String, limit: Int) -> Result<[UInt8], NamedFileFailure> {
+    let opened = valueOrErrno(.open) { open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC | O_NOCTTY) }
+    guard case .success(let fd) = opened else { return .failure(.unreadable(opened.failure!)) }
+    defer { _ = closeDescriptor(fd) }
+    var status = stat()
+    if case .failure(let error) = valueOrErrno(.stat, { fstat(fd, &status) }) { return .failure(.unreadable(error)) }
+    // A FIFO no writer has opened yet reads as ended: it is waited for, once, as a blocking open
+    // would wait.
+    var awaitingWriter = status.st_mode & S_IFMT == S_IFIFO
+    var bytes: [UInt8] = []
+    var chunk = [UInt8](repeating: 0, count: 64 << 10)
+    while true {
+      let result = chunk.withUnsafeMutableBytes { buffer in
+        valueOrErrno(.read) { read(fd, buffer.baseAddress, buffer.count) }
+      }
+      switch result {
+      case .success(0) where !awaitingWriter:
+        return .success(bytes)
+      case .success(let count) where count > 0:
+        guard bytes.count + count <= limit else { return .failure(.tooLarge(limit: limit)) }
+        bytes += chunk[..<count]
+        awaitingWriter = false
+        continue
+      case .success, .failure(Errno(EAGAIN)):
+        // Nothing yet: wait for a writer, bytes, or the writer's leaving (POLLHUP), then read again.
+        awaitingWriter = false
+        var entry = pollfd(fd: fd, events: Int16(POLLIN), revents: 0)
+        switch valueOrErrno(.poll, { poll(&entry, 1, Int32(namedFileSilence * 1000)) }) {
+        case .success(0): return .failure(.silent(seconds: namedFileSilence))
+        case .success: continue
+        case .failure(let error): return .failure(.unreadable(error))
+        }
+      case .failure(let error):
+        return .failure(.unreadable(error))
+      }
+    }
+  }
+}
+
+extension Result {
+  /// The failure, if this is one.
+  fileprivate var failure: Failure? {
+    if case .failure(let error) = self { return error }
+    return nil
+  }
+}

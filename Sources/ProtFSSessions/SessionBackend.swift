@@ -49,8 +49,10 @@ package protocol SessionBackend: AnyObject, Sendable {
   /// there (after a wake from suspension).
   func markDelivered() throws(ProtFSError)
 
-  /// Detaches this object from the session; with `cancelling`, cancels its unfinished tasks first
-  /// (`invalidateAndCancel`). Transfers of a service session otherwise go on.
+  /// The app invalidated the session: with `cancelling` (`invalidateAndCancel`) its unfinished
+  /// tasks are cancelled; once none is unfinished (`finishTasksAndInvalidate` calls this after the
+  /// last one completed) the session is gone, its identifier free for a new one. This object is
+  /// detached from it either way.
   func invalidate(cancelling: Bool)
 }
 

@@ -290,11 +290,17 @@ package final class SessionServiceClient: SessionBackend, Sendable {
     if !sent { _ = try SessionWire.call(request, socketName: socketName) }
   }
 
-  /// Ends the subscription; with `cancelling`, cancels the session's unfinished tasks first.
+  /// The app invalidated the session (`invalidateAndCancel`, `finishTasksAndInvalidate`): the
+  /// service cancels its unfinished tasks with `cancelling` and forgets it once none is unfinished
+  /// (`SessionServiceRequest.Kind.invalidate`); then the subscription ends.
   package func invalidate(cancelling: Bool) {
-    if cancelling, let tasks = try? tasks() {
-      for task in tasks where task.state != "completed" { _ = try? cancel(task.id, producingResumeData: false) }
-    }
+    _ = try? call(.invalidate) { $0.cancelling = cancelling }
+    detach()
+  }
+
+  /// Ends the subscription: this object is done with the session, whose transfers go on in the
+  /// service (a shell app's `download --detach`, `tasks events`).
+  package func detach() {
     let connection = subscription.withLock { current -> FileDescriptor? in
       defer { current = nil }
       return current

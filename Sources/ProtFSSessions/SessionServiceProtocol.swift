@@ -31,6 +31,11 @@ package struct SessionServiceRequest: Sendable, Codable, Equatable {
     case prune
     /// Turns the connection into a stream of `SessionEvent` lines.
     case subscribe
+    /// The app is done with session `session` (`invalidateAndCancel`, `finishTasksAndInvalidate`):
+    /// with `cancelling`, its unfinished tasks are cancelled; once none is unfinished, the service
+    /// forgets the session (it stops running it and its records leave the store), so that its
+    /// identifier names a new session and it no longer counts among the app's.
+    case invalidate
     /// The app is done with task `task`'s completion.
     case acknowledge
     /// The app handled session `session`'s events (`protfs app events-handled`).
@@ -72,6 +77,8 @@ package struct SessionServiceRequest: Sendable, Codable, Equatable {
   package var text: String?
   /// Whether a cancel produces resume data.
   package var producingResumeData: Bool?
+  /// With `invalidate`: the session's unfinished tasks are cancelled first.
+  package var cancelling: Bool?
   /// With `acknowledge`: only the finished file is done with (`didFinishDownloadingTo` returned).
   package var fileOnly: Bool?
   /// The app (`forceQuit`, `eventsHandled`).

@@ -40,7 +40,7 @@ import Testing
     #expect(!FileManager.default.fileExists(atPath: dropped))
     #expect(FileManager.default.fileExists(atPath: moved))
     #expect(label != nil && f.t.rawClass(moved) == label)
-    client.invalidate(cancelling: false)
+    client.detach()
   }
 
   /// An app that dies after its `didFinishDownloadingTo` returned (the file acknowledged) and
@@ -62,7 +62,7 @@ import Testing
     let location = try #require(log.location(of: task.id))
     // didFinishDownloadingTo returned, leaving the file; then the app died.
     try client.acknowledgeFile(task.id)
-    client.invalidate(cancelling: false)
+    client.detach()
     await f.waitUntil { !FileManager.default.fileExists(atPath: location) }
     #expect(try f.tasks().first?.delivery == .fileDelivered)
     // The next run of the app: the completion, without the file.
@@ -79,7 +79,7 @@ import Testing
     try again.acknowledge(task.id)
     await f.waitUntil { (try? f.tasks().first?.delivery) == .delivered }
     #expect(try store(f).pendingDeliveries(session: "\(app).bg").isEmpty)
-    again.invalidate(cancelling: false)
+    again.detach()
   }
 
   func store(_ f: SessionServiceFixture) throws -> DownloadStore {
@@ -115,7 +115,31 @@ import Testing
     await f.waitUntil { log.events.withLock { $0.contains(.queuedEventsDelivered) } }
     #expect(Set(log.completed) == Set(tasks))
     #expect(tasks.allSatisfy { log.location(of: $0) != nil })
-    again.invalidate(cancelling: false)
+    again.detach()
+  }
+
+  /// `invalidateAndCancel` reaches the service through the client: its tasks, running or not yet
+  /// resumed, are cancelled and the session is gone from the store with them; a later session of
+  /// that identifier starts empty.
+  @Test func anInvalidatedSessionIsCancelledAndForgotten() async throws {
+    let f = try await SessionServiceFixture()
+    try f.startInProcess()
+    defer { f.stop() }
+    let server = try NginxServer()
+    defer { server.stop() }
+    let client = try f.openClient(launchEvents: false)
+    try client.subscribe { _ in }
+    let url = try server.put(Data(DownloadFixture.bytes(50_000)), at: "a.bin")
+    let running = try client.createDownloadTask(SessionRequest(url: url), resumeData: nil)
+    let waiting = try client.createDownloadTask(SessionRequest(url: url), resumeData: nil)
+    try client.resume(running.id)
+    client.invalidate(cancelling: true)
+    #expect(try store(f).sessions().isEmpty)
+    #expect(try f.tasks().isEmpty, "\((try? f.tasks()) ?? [])")
+    let again = try f.openClient(launchEvents: false)
+    defer { again.detach() }
+    #expect(try again.tasks().isEmpty)
+    #expect(try store(f).task(id: waiting.id) == nil)
   }
 
   @Test func forceQuitCancelsTransfersWithResumeDataAndDoesNotRelaunch() async throws {
@@ -153,7 +177,7 @@ import Testing
     try client.resume(task.id)
     await f.waitUntil { ((try? f.tasks())?.first?.bytesReceived ?? 0) >= 300_000 }
     // The app is gone (its subscription with it), then the user force-quits it.
-    client.invalidate(cancelling: false)
+    client.detach()
     try SessionServiceClient.forceQuit(bundleID: app, socketName: f.socketName)
     server.openGate()
     // Launched again, it opens the session: the cancellation comes, typed, with resume data.
@@ -187,6 +211,6 @@ import Testing
     }
     #expect(finished?.cancelledReason == nil)
     try again.acknowledge(resumed.id)
-    again.invalidate(cancelling: false)
+    again.detach()
   }
 }

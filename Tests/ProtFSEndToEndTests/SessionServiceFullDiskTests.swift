@@ -104,7 +104,7 @@ import Testing
     let server = try FaultServer(body: body, entityTag: "\"h1\"", mode: .normal)
     defer { server.stop() }
     let client = try f.openClient(launchEvents: false)
-    defer { client.invalidate(cancelling: false) }
+    defer { client.detach() }
     let log = EventLog()
     try client.subscribe { log.add($0) }
     let task = try client.createDownloadTask(SessionRequest(url: server.url("big.bin")), resumeData: nil)
@@ -167,7 +167,7 @@ import Testing
     let server = try FaultServer(body: body, entityTag: "\"s1\"", mode: .gateAfter(bytes: 64 << 10))
     defer { server.stop() }
     let client = try f.openClient(launchEvents: false)
-    defer { client.invalidate(cancelling: false) }
+    defer { client.detach() }
     let log = EventLog()
     try client.subscribe { log.add($0) }
     let task = try client.createDownloadTask(SessionRequest(url: server.url("kept.bin")), resumeData: nil)
@@ -202,7 +202,7 @@ import Testing
     #expect(recorded.delivery == .delivered, "\(recorded)")
     // Delivered once: a new subscription is sent nothing of it.
     let again = try f.openClient(launchEvents: false)
-    defer { again.invalidate(cancelling: false) }
+    defer { again.detach() }
     let later = EventLog()
     try again.subscribe { later.add($0) }
     await f.waitUntil {

@@ -30,7 +30,7 @@ import Testing
     let request = try #require(server.requests.first)
     #expect(request.headers["authorization"] == "Bearer s3cret")
     #expect(request.headers["x-a"] == "1")
-    client.invalidate(cancelling: false)
+    client.detach()
   }
 
   @Test func aDownloadTaskSendsItsMethodAndBodyAndGivesNoResumeData() async throws {
@@ -79,6 +79,6 @@ import Testing
         SessionRequest(url: server.url("x"), method: "GET /x HTTP/1.1\r\nX-Evil: 1\r\n"), resumeData: nil)
     }
     #expect(smuggled?.message.contains("is not an HTTP method") == true, "\(String(describing: smuggled))")
-    client.invalidate(cancelling: false)
+    client.detach()
   }
 }

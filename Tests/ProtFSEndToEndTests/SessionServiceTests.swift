@@ -359,7 +359,7 @@ import Testing
       body: DownloadFixture.bytes(1 << 20), entityTag: "\"q\"", mode: .gateAfter(bytes: 300_000))
     defer { server.stop() }
     let client = try f.openClient(launchEvents: false)
-    defer { client.invalidate(cancelling: false) }
+    defer { client.detach() }
     // The app's subscription, read as its process reads it, until the service ends it or a
     // completion comes.
     let connection = try ControlSocket.connect(f.socketName, servers: [0])

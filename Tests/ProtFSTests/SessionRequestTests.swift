@@ -238,8 +238,10 @@ import Testing
     let (t, service) = try service()
     defer { withExtendedLifetime(t) {} }
     try run(Self.app, on: t)
+    // Each with a task it has not finished: a session that holds nothing makes room (below).
     for n in 0..<SessionService.maximumSessionsPerApp {
       _ = try service.answer(open("\(Self.app).s\(n)"), peer: appUser)
+      _ = try service.answer(create("\(Self.app).s\(n)", "http://127.0.0.1:9/x"), peer: appUser)
     }
     let more = refusal { () throws(ProtFSError) in try service.answer(open("\(Self.app).more"), peer: appUser) }
     #expect(more?.message.contains("32 background sessions") == true, "\(String(describing: more))")
@@ -259,7 +261,66 @@ import Testing
     var set = SessionServiceRequest(.setDescription, session: "\(Self.app).s0", task: id)
     set.text = String(repeating: "d", count: 5000)
     #expect(refusal { () throws(ProtFSError) in try service.answer(set, peer: appUser) }?.code == .invalidArgument)
-    #expect(try service.store.unfinishedTaskCount(sessions: ["\(Self.app).s0"]) == 1)
+    #expect(try service.store.unfinishedTaskCount(sessions: ["\(Self.app).s0"]) == 2)
+  }
+
+  /// An app that invalidates a session (`invalidateAndCancel`, `finishTasksAndInvalidate`) is done
+  /// with it, as on iOS: its unfinished tasks are cancelled when asked, and once none is left the
+  /// service forgets it, so that its identifier names a new, empty session and it no longer counts
+  /// among the app's 32. Before, nothing reached the service, and an app that gave each launch's
+  /// session a new identifier was refused every session from its 33rd launch on.
+  @Test func anInvalidatedSessionIsForgottenAndFreesItsPlace() throws {
+    let (t, service) = try service()
+    defer { withExtendedLifetime(t) {} }
+    try run(Self.app, on: t)
+    var tasks: [Int64] = []
+    for n in 0..<SessionService.maximumSessionsPerApp {
+      _ = try service.answer(open("\(Self.app).s\(n)"), peer: appUser)
+      tasks.append(
+        try #require(
+          try service.answer(create("\(Self.app).s\(n)", "http://127.0.0.1:9/x"), peer: appUser).snapshot?.id))
+    }
+    // Without cancelling, a session whose task is unfinished stays, task and all.
+    var finishing = SessionServiceRequest(.invalidate, session: "\(Self.app).s1")
+    finishing.cancelling = false
+    _ = try service.answer(finishing, peer: appUser)
+    #expect(try service.store.task(id: tasks[1])?.state == .suspended)
+    #expect(try service.store.sessions().contains { $0.identifier == "\(Self.app).s1" })
+    // Cancelling: the task ends, and the session goes from the service and the store.
+    var cancelling = SessionServiceRequest(.invalidate, session: "\(Self.app).s0")
+    cancelling.cancelling = true
+    _ = try service.answer(cancelling, peer: appUser)
+    #expect(service.state.withLock { $0.hosted["\(Self.app).s0"] } == nil)
+    #expect(try !service.store.sessions().contains { $0.identifier == "\(Self.app).s0" })
+    #expect(try service.store.task(id: tasks[0]) == nil)
+    // Its place is free, and its identifier names a new session without the old task.
+    _ = try service.answer(open("\(Self.app).more"), peer: appUser)
+    _ = try service.answer(open("\(Self.app).s0"), peer: appUser)
+    #expect(try service.answer(SessionServiceRequest(.tasks, session: "\(Self.app).s0"), peer: appUser).snapshots == [])
+    // Nor can it invalidate another app's session: it is as unknown to it as any other.
+    _ = try service.answer(open("\(Self.other).s", bundleID: Self.other), peer: root)
+    let their = try #require(
+      try service.answer(create("\(Self.other).s", "http://127.0.0.1:9/x"), peer: root).snapshot?.id)
+    var theirs = SessionServiceRequest(.invalidate, session: "\(Self.other).s")
+    theirs.cancelling = true
+    let refused = refusal { () throws(ProtFSError) in try service.answer(theirs, peer: appUser) }
+    #expect(refused?.code == .notFound, "\(String(describing: refused))")
+    #expect(try service.store.task(id: their)?.state == .suspended)
+  }
+
+  /// An app at its limit whose sessions hold nothing (no unfinished task, no completion owed to
+  /// it) and that it does not follow now opens a new one: the oldest idle session makes room.
+  @Test func anIdleSessionMakesRoomForANewOne() throws {
+    let (t, service) = try service()
+    defer { withExtendedLifetime(t) {} }
+    try run(Self.app, on: t)
+    for n in 0..<SessionService.maximumSessionsPerApp {
+      _ = try service.answer(open("\(Self.app).s\(n)"), peer: appUser)
+    }
+    _ = try service.answer(open("\(Self.app).new"), peer: appUser)
+    let identifiers = try service.store.sessions().map(\.identifier)
+    #expect(identifiers.count == SessionService.maximumSessionsPerApp)
+    #expect(identifiers.contains("\(Self.app).new") && !identifiers.contains("\(Self.app).s0"), "\(identifiers)")
   }
 
   /// A `wait` held its connection (one of the app's few) and a thread after the app hung up,

@@ -78,7 +78,7 @@ enum AppTransfers {
     }
     let headers = try UploadCommand.headers(invocation)
     let client = try openSession(invocation, app: app)
-    defer { client.invalidate(cancelling: false) }
+    defer { client.detach() }
     var failed = false
     var seen = Set<String>()
     for text in texts {
@@ -118,7 +118,7 @@ enum AppTransfers {
     }
     let path = source.hasPrefix("/") ? source : FileManager.default.currentDirectoryPath + "/" + source
     let client = try openSession(invocation, app: app)
-    defer { client.invalidate(cancelling: false) }
+    defer { client.detach() }
     let task = try client.createUploadTask(
       SessionRequest(
         url: target, method: method.rawValue, headers: headers,

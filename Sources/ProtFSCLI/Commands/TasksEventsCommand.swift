@@ -86,7 +86,7 @@ package enum TasksEventsCommand {
       ProcessEnvironment.value(SessionServiceClient.socketEnvironment)
       ?? SessionServiceClient.socketName(device: device)
     let client = SessionServiceClient.attach(identifier: identifier, socketName: socketName)
-    defer { client.invalidate(cancelling: false) }
+    defer { client.detach() }
     let collected = Mutex<[Line]>([])
     let done = DispatchSemaphore(value: 0)
     try client.subscribe { event in

@@ -124,6 +124,32 @@ extension DownloadStore {
     }
   }
 
+  /// Removes session `identifier` and every record of its tasks (their temp files stay, for
+  /// `protfs cache purge --orphans`): its identifier then names no session.
+  public func forgetSession(_ identifier: String) throws(ProtFSError) {
+    try database.transaction { db throws(ProtFSError) in
+      // Its tasks go with it (ON DELETE CASCADE).
+      try db.query("DELETE FROM sessions WHERE identifier = ?", [.text(identifier)])
+    }
+  }
+
+  /// The sessions of `bundleID` that hold nothing for anyone, oldest first: no task of theirs is
+  /// unfinished (waiting for unlock counts as unfinished), and no handed-over task's completion is
+  /// still owed to the app.
+  public func idleSessions(of bundleID: String) throws(ProtFSError) -> [String] {
+    try database.read { db throws(ProtFSError) in
+      try db.query(
+        """
+        SELECT identifier FROM sessions s WHERE bundle_id = ? AND NOT EXISTS (
+          SELECT 1 FROM tasks t WHERE t.session = s.identifier AND (
+            t.state NOT IN ('\(DownloadState.completed.rawValue)', '\(DownloadState.failed.rawValue)')
+            OR (t.hands_over != 0 AND t.delivery IN ('\(DownloadDelivery.pending.rawValue)', '\(DownloadDelivery.fileDelivered.rawValue)'))))
+        ORDER BY created_at, identifier
+        """, [.text(bundleID)]
+      ).compactMap { $0[0].string }
+    }
+  }
+
   /// The sessions the session service owns: identifier, bundle and configuration (JSON).
   public func serviceSessions() throws(ProtFSError) -> [(identifier: String, bundleID: String, configuration: String)] {
     try database.read { db throws(ProtFSError) in

@@ -69,8 +69,6 @@ package final class Transfer: @unchecked Sendable {
   package var refusedStatus: Int?
   /// The errno of a failed write (ENOSPC on a full disk).
   package var writeErrno: Int32?
-  /// An error found while reading headers (a bad Content-Disposition name).
-  package var headerError: ProtFSError?
   /// The server answered 206 for another range than asked: start over from byte 0.
   package var rangeMismatch = false
   package var lastActivity: UInt64
@@ -372,15 +370,10 @@ package final class Transfer: @unchecked Sendable {
     } else {
       bytesExpected = contentLength >= 0 ? Self.sum(offset, contentLength) : -1
     }
-    if let value = contentDisposition, !task.runtime.withLock({ $0.fileNameIsExplicit }) {
-      do {
-        if let name = try DownloadFileName.fromContentDisposition(value, url: task.url) {
-          task.runtime.withLock { $0.record.fileName = name }
-        }
-      } catch {
-        headerError = error
-        return false
-      }
+    if let value = contentDisposition, !task.runtime.withLock({ $0.fileNameIsExplicit }),
+      let name = DownloadFileName.fromContentDisposition(value)
+    {
+      task.runtime.withLock { $0.record.fileName = name }
     }
     let (etag, modified) = (entityTag, lastModified)
     let expected = bytesExpected

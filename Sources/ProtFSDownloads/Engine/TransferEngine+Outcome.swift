@@ -31,13 +31,9 @@ extension TransferEngine {
     let detail = t.curlErrorDetail ?? String(cString: protfs_curl_easy_strerror(result))
     // An attempt libcurl ended well needs its staged bytes only if it completes: the finisher
     // writes them then, off this thread (every other ending of such an attempt discards them:
-    // a refused body stages nothing, a header error or a range mismatch starts over). One that
+    // a refused body stages nothing, a range mismatch starts over). One that
     // ended on an error keeps them for the retry.
     detach(t, writingStagedBytes: result != CURLE_OK)
-    if let error = t.headerError {
-      fail(t, error)
-      return
-    }
     if let error = t.writeError {
       fail(t, error)
       return

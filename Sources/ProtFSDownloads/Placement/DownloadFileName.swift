@@ -15,8 +15,11 @@ public enum DownloadFileName {
     return try validate(name, source: "the URL '\(url.absoluteString)'")
   }
 
-  /// The `filename` parameter of a Content-Disposition header value, validated; nil when absent.
-  public static func fromContentDisposition(_ value: String, url: URL) throws(ProtFSError) -> String? {
+  /// The file name a Content-Disposition header value names: its `filename*` (RFC 5987) or
+  /// `filename` parameter, of which only the last path segment counts (RFC 6266 §4.3: a recipient
+  /// uses no directory information; curl -J and wget do the same). Nil when the header names
+  /// none, or nothing that is a plain name remains (`..`, a NUL): the URL's name is used then.
+  public static func fromContentDisposition(_ value: String) -> String? {
     var found: String?
     for part in value.split(separator: ";") {
       let pair = part.split(separator: "=", maxSplits: 1).map { $0.trimmingCharacters(in: .whitespaces) }
@@ -38,7 +41,10 @@ public enum DownloadFileName {
       }
     }
     guard let found else { return nil }
-    return try validate(found, source: "the Content-Disposition header from '\(url.absoluteString)'")
+    let last =
+      found.split(separator: "/", omittingEmptySubsequences: false).last?
+      .split(separator: "\\", omittingEmptySubsequences: false).last.map(String.init) ?? found
+    return isPlain(last) ? last : nil
   }
 
   /// Returns `name` if it is a plain file name: not empty, no `/`, no NUL, not `.` and no `..`.

@@ -226,6 +226,8 @@ import Testing
       (documents + "/../../../outside.bin", .outsideDevice, "outside the app's container"),
       (documents + "/out", .symlink, "symbolic link"),
       (documents + "/dir/hostname", .symlink, "symbolic link"),
+      // A file named with a trailing slash, which open(2) refuses (it names a directory).
+      (path + "/", .io, "Not a directory"),
     ]
     for (source, code, words) in cases {
       let error = #expect(throws: ProtFSError.self) {

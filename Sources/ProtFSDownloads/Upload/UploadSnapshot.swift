@@ -29,6 +29,8 @@ package enum UploadSnapshot {
   package static func make(from path: String, configuration: DownloadSessionConfiguration) throws(ProtFSError)
     -> Made
   {
+    // A trailing slash names a directory, as open(2) takes it, though standardizing drops it.
+    guard !path.hasSuffix("/") else { throw ProtFSError.system("open the file to upload", path: path, errno: ENOTDIR) }
     let absolute = URL(fileURLWithPath: path).standardizedFileURL.path
     if let container = configuration.sourceDirectory {
       let root = URL(fileURLWithPath: container).standardizedFileURL.path

@@ -12,9 +12,21 @@ extension SessionService {
   func serve(_ connection: FileDescriptor, peer: Peer) {
     var subscribed: String?
     var subscriber: SessionSubscriber?
-    while let line = ControlSocket.readLine(
-      connection, limit: SessionWire.maximumRequestLine, within: lineTimeout)
-    {
+    reading: while true {
+      let line: String
+      switch ControlSocket.nextLine(connection, limit: SessionWire.maximumRequestLine, within: lineTimeout) {
+      case .line(let read): line = read
+      case .ended: break reading
+      case .tooLong:
+        // Told once, before the connection ends (the rest of the line is never read).
+        let reply = SessionServiceReply(
+          error: ProtFSError(
+            .invalidArgument,
+            "The session service takes request lines of at most \(SessionWire.maximumRequestLine) bytes; this one is longer."
+          ))
+        if subscribed == nil { SessionWire.send(reply, on: connection) }
+        break reading
+      }
       // A line that is no request gets one answer saying so, and the connection ends: a client
       // that sends garbage is not one to go on reading.
       let request: SessionServiceRequest

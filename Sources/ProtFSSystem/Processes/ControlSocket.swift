@@ -186,6 +186,25 @@ public enum ControlSocket {
   public static func readLine(_ connection: FileDescriptor, limit: Int = maximumLine, within: Double? = nil)
     -> String?
   {
+    guard case .line(let line) = nextLine(connection, limit: limit, within: within) else { return nil }
+    return line
+  }
+
+  /// What `nextLine` read.
+  public enum LineRead: Equatable, Sendable {
+    /// A whole line, without its newline.
+    case line(String)
+    /// More than the limit came without a newline: the peer is to be told, and let go.
+    case tooLong
+    /// End of file, an error, or a line whose rest did not come in time.
+    case ended
+  }
+
+  /// As `readLine`, telling a line longer than `limit` from the end of the connection, so that a
+  /// service can answer it before it lets the peer go.
+  public static func nextLine(_ connection: FileDescriptor, limit: Int = maximumLine, within: Double? = nil)
+    -> LineRead
+  {
     var line: [UInt8] = []
     var buffer = [UInt8](repeating: 0, count: 16 * 1024)
     var deadline: ContinuousClock.Instant?
@@ -194,29 +213,29 @@ public enum ControlSocket {
         // The line has begun: its rest must come before the deadline.
         let left = (deadline - .now).components
         let milliseconds = left.seconds * 1000 + left.attoseconds / 1_000_000_000_000_000 + 1
-        guard milliseconds > 1 else { return nil }
+        guard milliseconds > 1 else { return .ended }
         var entry = pollfd(fd: connection.rawValue, events: Int16(POLLIN), revents: 0)
         let waited = valueOrErrno(.poll) { poll(&entry, 1, Int32(min(milliseconds, 3_600_000))) }
-        guard case .success(let ready) = waited, ready == 1 else { return nil }
+        guard case .success(let ready) = waited, ready == 1 else { return .ended }
       }
       let peeked = buffer.withUnsafeMutableBytes { raw in
         valueOrErrno(.read) { recv(connection.rawValue, raw.baseAddress, raw.count, Int32(MSG_PEEK)) }
       }
-      guard case .success(let available) = peeked, available > 0 else { return nil }
+      guard case .success(let available) = peeked, available > 0 else { return .ended }
       let newline = buffer[..<available].firstIndex(of: 0x0A)
       let wanted = newline.map { $0 + 1 } ?? available
       let taken = buffer.withUnsafeMutableBytes { raw in
         valueOrErrno(.read) { recv(connection.rawValue, raw.baseAddress, wanted, 0) }
       }
-      guard case .success(let count) = taken, count == wanted else { return nil }
+      guard case .success(let count) = taken, count == wanted else { return .ended }
       if let newline {
         line += buffer[..<newline]
-        return line.count <= limit ? String(decoding: line, as: UTF8.self) : nil
+        return line.count <= limit ? .line(String(decoding: line, as: UTF8.self)) : .tooLong
       }
       line += buffer[..<count]
       if deadline == nil, let within { deadline = .now + .seconds(within) }
     }
-    return nil
+    return .tooLong
   }
 
   /// Writes `line` and a newline; returns whether all of it was written. A peer that went away

@@ -124,30 +124,22 @@ static void protfs_spawn_detach(const char *const *paths, int count, const char 
   }
 }
 
-/* An app's sandbox (`spawn->sandbox_source`): enters a mount namespace of its own in which
+/* An app's sandbox (`spawn->sandbox_tree`): enters a mount namespace of its own in which
    `mount_target`, the device's Containers/, is a read-only tmpfs with the app's own container
-   alone at `sandbox_point`, bound from `sandbox_source` (taken by a descriptor before the tmpfs
-   covers it, without following a link at its end). No other app's container has a path there.
-   0, or -1 with errno set. No allocation. */
+   alone at `sandbox_point`: the detached copy the parent took of it by descriptors, so that no
+   path to the container is resolved here. No other app's container has a path there. 0, or -1
+   with errno set. No allocation. */
 static int protfs_spawn_sandbox(const struct protfs_spawn *spawn) {
   if (syscall(SYS_unshare, PROTFS_CLONE_NEWNS) != 0) return -1;
   if (mount(NULL, "/", NULL, MS_REC | MS_SLAVE, NULL) != 0) return -1;
-  int container = open(spawn->sandbox_source, O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-  if (container < 0) return -1;
   const unsigned long flags = MS_NOSUID | MS_NODEV | MS_NOEXEC;
-  char link[32];
-  protfs_fd_path(container, link);
-  int result = -1;
-  if (mount("protfs-sandbox", spawn->mount_target, "tmpfs", flags, "mode=0755,size=4k,nr_inodes=4") == 0
-      && mkdir(spawn->sandbox_point, 0755) == 0
-      && mount(link, spawn->sandbox_point, NULL, MS_BIND, NULL) == 0
-      && mount(NULL, spawn->mount_target, NULL, MS_REMOUNT | MS_BIND | MS_RDONLY | flags, NULL) == 0) {
-    result = 0;
+  if (mount("protfs-sandbox", spawn->mount_target, "tmpfs", flags, "mode=0755,size=4k,nr_inodes=4") != 0) return -1;
+  if (mkdir(spawn->sandbox_point, 0755) != 0) return -1;
+  if (syscall(429 /* move_mount */, spawn->sandbox_tree, "", AT_FDCWD, spawn->sandbox_point,
+        0x04 /* MOVE_MOUNT_F_EMPTY_PATH */) != 0) {
+    return -1;
   }
-  int error = errno;
-  close(container);
-  errno = error;
-  return result;
+  return mount(NULL, spawn->mount_target, NULL, MS_REMOUNT | MS_BIND | MS_RDONLY | flags, NULL);
 }
 
 /* Puts this process in a Landlock domain of its own, where the kernel has Landlock with reparenting
@@ -208,6 +200,20 @@ static void protfs_spawn_child(const struct protfs_spawn *spawn, int report, int
   sigemptyset(&empty);
   if (sigprocmask(SIG_SETMASK, &empty, NULL) != 0) protfs_spawn_fail(report, PROTFS_SPAWN_SIGNALS, errno, 0);
 
+  /* First, before any descriptor is passed on or closed: the container's copy is one of them. */
+  if (spawn->sandbox_tree >= 0) {
+    if (protfs_spawn_sandbox(spawn) != 0) protfs_spawn_fail(report, PROTFS_SPAWN_SANDBOX, errno, 0);
+    /* Every protfs mount leaves, the one the container was bound from too: a path to it would
+       lead to every other container. */
+    protfs_spawn_detach(spawn->detached_mounts, spawn->detached_mount_count, spawn->sandbox_point, 1);
+    /* A working directory inside the containers still names the backing directory, perhaps of
+       another app: it is taken again by its path, which now leads through the sandbox, or, where
+       that path leads nowhere, the app starts in its own container. */
+    if (spawn->working_directory == NULL || chdir(spawn->working_directory) != 0) {
+      if (chdir(spawn->sandbox_point) != 0) protfs_spawn_fail(report, PROTFS_SPAWN_SANDBOX, errno, 0);
+    }
+  }
+
   if (spawn->new_process_group && setpgid(0, 0) != 0) {
     protfs_spawn_fail(report, PROTFS_SPAWN_PROCESS_GROUP, errno, 0);
   }
@@ -241,18 +247,7 @@ static void protfs_spawn_child(const struct protfs_spawn *spawn, int report, int
     protfs_spawn_fail(report, PROTFS_SPAWN_DESCRIPTORS, errno, 0);
   }
 
-  if (spawn->sandbox_source != NULL) {
-    if (protfs_spawn_sandbox(spawn) != 0) protfs_spawn_fail(report, PROTFS_SPAWN_SANDBOX, errno, 0);
-    /* Every protfs mount leaves, the one the container was bound from too: a path to it would
-       lead to every other container. */
-    protfs_spawn_detach(spawn->detached_mounts, spawn->detached_mount_count, spawn->sandbox_point, 1);
-    /* A working directory inside the containers still names the backing directory, perhaps of
-       another app: it is taken again by its path, which now leads through the sandbox, or, where
-       that path leads nowhere, the app starts in its own container. */
-    if (spawn->working_directory == NULL || chdir(spawn->working_directory) != 0) {
-      if (chdir(spawn->sandbox_point) != 0) protfs_spawn_fail(report, PROTFS_SPAWN_SANDBOX, errno, 0);
-    }
-  } else if (spawn->mount_source != NULL) {
+  if (spawn->sandbox_tree < 0 && spawn->mount_source != NULL) {
     if (protfs_enter_mount(spawn->mount_source, spawn->mount_target) != 0) {
       protfs_spawn_fail(report, PROTFS_SPAWN_MOUNT, errno, 0);
     }

@@ -154,6 +154,24 @@ static inline void protfs_crash_now(void) {
 #ifndef PROTFS_CLONE_NEWNS
 #define PROTFS_CLONE_NEWNS 0x00020000
 #endif
+/* A detached copy of the mount at `fd`, from `fd`'s directory down and without the mounts below
+   it (open_tree(2) with OPEN_TREE_CLONE, Linux 5.2), close-on-exec: a process in another mount
+   namespace puts it in place with move_mount(2), resolving no path to it. The descriptor, or -1
+   with errno set. */
+#include <fcntl.h>
+static inline int protfs_clone_mount_tree(int fd) {
+  return (int)syscall(428 /* open_tree */, fd, "", 0x1000 /* AT_EMPTY_PATH */ | 1 /* OPEN_TREE_CLONE */ | O_CLOEXEC);
+}
+
+/* Whether `fd` is on a FUSE file system (fstatfs(2) f_type FUSE_SUPER_MAGIC): 1, 0, or -1 with
+   errno set. */
+#include <sys/vfs.h>
+static inline int protfs_is_on_fuse(int fd) {
+  struct statfs s;
+  if (fstatfs(fd, &s) != 0) return -1;
+  return s.f_type == 0x65735546;
+}
+
 static inline int protfs_enter_mount(const char *source, const char *target) {
   if (syscall(SYS_unshare, PROTFS_CLONE_NEWNS) != 0) return -1;
   if (mount(NULL, "/", NULL, MS_REC | MS_SLAVE, NULL) != 0) return -1;

@@ -10,12 +10,12 @@
 /* The steps of the child, in the order it takes them; a failure names its step. */
 enum protfs_spawn_step {
   PROTFS_SPAWN_SIGNALS = 1,      /* default dispositions and an empty mask */
+  PROTFS_SPAWN_SANDBOX,          /* an app's: the target holds its own container alone */
   PROTFS_SPAWN_PROCESS_GROUP,    /* setpgid(0, 0) */
   PROTFS_SPAWN_DESCRIPTORS,      /* dup2 of the one passed descriptor, close_range of the rest */
   PROTFS_SPAWN_DESCRIPTOR_LIMIT, /* the soft RLIMIT_NOFILE */
   PROTFS_SPAWN_CGROUP,           /* "0" written to the app's cgroup.procs (where clone3 cannot) */
   PROTFS_SPAWN_MOUNT,            /* a mount namespace of its own, the mount bound over the target */
-  PROTFS_SPAWN_SANDBOX,          /* an app's: the target holds its own container alone */
   PROTFS_SPAWN_BOUNDING_SET,     /* every capability dropped from the bounding set */
   PROTFS_SPAWN_AMBIENT,          /* the ambient set cleared */
   PROTFS_SPAWN_NO_NEW_PRIVS,     /* no_new_privs set */
@@ -71,10 +71,11 @@ struct protfs_spawn {
   const char *const *detached_mounts; /* other mounts whose copies leave that namespace (lazily) */
   int detached_mount_count;
   /* An app's sandbox, instead of the bind of mount_source: in a namespace of its own mount_target
-     becomes a read-only tmpfs holding at sandbox_point (mount_target/BUNDLE-ID) one directory
-     alone, sandbox_source (the app's container through the protfs mount, or its backing
-     directory); every mount in detached_mounts leaves that namespace, the protfs mount too. */
-  const char *sandbox_source;
+     becomes a read-only tmpfs holding at sandbox_point (mount_target/BUNDLE-ID) one mount alone,
+     sandbox_tree (a detached copy of the app's container, through the protfs mount or its backing
+     directory, from protfs_clone_mount_tree), or -1; every mount in detached_mounts leaves that
+     namespace, the protfs mount too. */
+  int sandbox_tree;
   const char *sandbox_point;
   int isolated;                  /* nonzero: an app's Landlock domain of its own, where the kernel
                                     has Landlock: no ptrace access (/proc/PID/root, mem, fd…) nor

@@ -61,11 +61,13 @@ enum ConfinedSpawn {
     launch.descriptorLimit = options.descriptorLimit
     launch.cgroup = cgroup
     let containers = device.root + "/" + Device.containersDirectoryName
+    var sandboxTree: FileDescriptor?
+    defer { sandboxTree?.close() }
     if plan.privileged, let bundleID = options.sandbox {
-      let source = options.mountpoint ?? containers
-      launch.mount = (source, containers, FileManager.default.currentDirectoryPath)
-      launch.sandbox = (source + "/" + bundleID, containers + "/" + bundleID)
-      // Every protfs mount shows every container, the one the app's is bound from included.
+      sandboxTree = try containerTree(bundleID, mountpoint: options.mountpoint, device: device)
+      launch.mount = (options.mountpoint ?? containers, containers, FileManager.default.currentDirectoryPath)
+      launch.sandbox = (sandboxTree!.rawValue, containers + "/" + bundleID)
+      // Every protfs mount shows every container, the one the app's was taken from included.
       launch.detachedMounts = MountRegistry.protfsMountpoints().sorted()
     } else if plan.privileged, let mountpoint = options.mountpoint {
       launch.mount = (mountpoint, containers, FileManager.default.currentDirectoryPath)
@@ -87,6 +89,29 @@ enum ConfinedSpawn {
     case .failure(let failure):
       throw Confinement.failure(failure, plan: plan, device: device)
     }
+  }
+
+  /// A detached copy of app `bundleID`'s container for its sandbox, taken through descriptors:
+  /// through `mountpoint` (checked to be a FUSE mount) and, without one, from the backing
+  /// directory, each walked without following a link at the container, so that whatever the paths
+  /// lead to later, the app gets its own container.
+  private static func containerTree(_ bundleID: String, mountpoint: String?, device: Device) throws(ProtFSError)
+    -> FileDescriptor
+  {
+    let container: DirectoryHandle
+    if let mountpoint {
+      let mount = try DirectoryHandle(path: mountpoint)
+      guard case .success(true) = ConfinedLaunch.isOnFUSE(mount.fd) else {
+        throw ProtFSError(
+          .io, "'\(mountpoint)' is no longer the device's mount, which the app was to see its container through.",
+          path: mountpoint, remedy: .advice("launch the app again"))
+      }
+      container = try mount.openDirectory(bundleID)
+    } else {
+      container = try device.openDirectory(device.container(try BundleID(bundleID)).path)
+    }
+    return try ConfinedLaunch.cloneMountTree(container.fd).orThrow(
+      "take a copy of the container's mount for the app's sandbox from", path: container.path)
   }
 
   /// Where `name` may be, in the order execvp tries: itself when it has a slash, else in each

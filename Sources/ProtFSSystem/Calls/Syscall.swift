@@ -108,6 +108,8 @@ public enum Syscall: String, Sendable, Hashable, Codable {
   case kill
   /// `waitpid(2)`.
   case wait
+  /// `open_tree(2)`.
+  case openTree
 }
 
 /// Runs a system call, retrying on EINTR, and returns its value or the errno it failed with.

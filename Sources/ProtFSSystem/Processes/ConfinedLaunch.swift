@@ -32,10 +32,11 @@ package struct ConfinedLaunch {
   /// keep another mount's filesystem, and its daemon, alive after that mount's own unmount.
   package var detachedMounts: [String] = []
   /// An app's sandbox, in place of `mount`'s bind: `mount.target` becomes a read-only tmpfs
-  /// holding `source` (its own container, through the protfs mount or the backing directory)
-  /// alone, at `point` (`mount.target/BUNDLE-ID`); every mount of `detachedMounts` leaves the
-  /// namespace, the protfs mount the container was bound from included.
-  package var sandbox: (source: String, point: String)?
+  /// holding `tree` (a detached copy of its own container, through the protfs mount or the
+  /// backing directory: `ConfinedLaunch.cloneMountTree`) alone, at `point`
+  /// (`mount.target/BUNDLE-ID`); every mount of `detachedMounts` leaves the namespace, the protfs
+  /// mount the container was taken from included.
+  package var sandbox: (tree: Int32, point: String)?
   /// Whether the child enters a Landlock domain of its own (where the kernel has Landlock): no
   /// ptrace access and, with Landlock ABI 6, no signal of its processes reaches one outside it.
   package var isolated = false
@@ -56,7 +57,7 @@ package struct ConfinedLaunch {
 
   /// The child's steps, in its order.
   package enum Step: Int32, Sendable {
-    case signals = 1, processGroup, descriptors, descriptorLimit, cgroup, mount, sandbox, boundingSet, ambient,
+    case signals = 1, sandbox, processGroup, descriptors, descriptorLimit, cgroup, mount, boundingSet, ambient,
       noNewPrivileges, groups, gid, uid, capabilities, domain, verify, reach, parent, exec
   }
 
@@ -78,6 +79,18 @@ package struct ConfinedLaunch {
     package var step: Step?
     package var errno: Int32
     package var detail: Int32
+  }
+
+  /// A detached copy of the mount `directory` is on, from `directory` down (`open_tree(2)`,
+  /// `OPEN_TREE_CLONE`): the sandbox's `tree`, which the child puts in place without resolving a
+  /// path. The corresponding C function is `open_tree(2)`.
+  package static func cloneMountTree(_ directory: Int32) -> Result<FileDescriptor, Errno> {
+    valueOrErrno(.openTree) { protfs_clone_mount_tree(directory) }.map { FileDescriptor(owning: $0) }
+  }
+
+  /// Whether `fd` is on a FUSE file system (`fstatfs(2)`).
+  package static func isOnFUSE(_ fd: Int32) -> Result<Bool, Errno> {
+    valueOrErrno(.statfs) { protfs_is_on_fuse(fd) }.map { $0 == 1 }
   }
 
   /// Forks the child; returns its pid once the program runs.
@@ -102,6 +115,7 @@ package struct ConfinedLaunch {
       spawn.close_from = closeFrom ?? -1
       spawn.descriptor_limit = descriptorLimit.map { Int64($0) } ?? -1
       spawn.cgroup = cgroup ?? -1
+      spawn.sandbox_tree = -1
       if let mount {
         spawn.mount_source = strings.pointer(mount.source)
         spawn.mount_target = strings.pointer(mount.target)
@@ -109,7 +123,7 @@ package struct ConfinedLaunch {
         spawn.detached_mounts = strings.constArray(detachedMounts)
         spawn.detached_mount_count = Int32(detachedMounts.count)
         if let sandbox {
-          spawn.sandbox_source = strings.pointer(sandbox.source)
+          spawn.sandbox_tree = sandbox.tree
           spawn.sandbox_point = strings.pointer(sandbox.point)
         }
       }

@@ -247,7 +247,7 @@ static void protfs_spawn_child(const struct protfs_spawn *spawn, int report, int
     protfs_spawn_fail(report, PROTFS_SPAWN_DESCRIPTORS, errno, 0);
   }
 
-  if (spawn->sandbox_tree < 0 && spawn->mount_source != NULL) {
+  if (spawn->mount_source != NULL) {
     if (protfs_enter_mount(spawn->mount_source, spawn->mount_target) != 0) {
       protfs_spawn_fail(report, PROTFS_SPAWN_MOUNT, errno, 0);
     }

@@ -34,9 +34,9 @@ enum ConfinedSpawn {
     var cgroup: String?
     /// Whether the program is killed when this process ends, as an app ends with its system.
     var endsWithParent = false
-    /// The app (its bundle id) whose sandbox the program runs in: as root, of the device's
-    /// containers it sees its own alone (through `mountpoint`, else the backing directory), and
-    /// no protfs mount; its processes are a Landlock domain of their own (docs/semantics.md §10).
+    /// The app (its bundle id) whose sandbox the program runs in: its processes are a Landlock
+    /// domain of their own and, as root, of the device's containers it sees its own alone (through
+    /// `mountpoint`, else the backing directory) and no protfs mount (docs/semantics.md §10).
     var sandbox: String?
   }
 
@@ -61,16 +61,19 @@ enum ConfinedSpawn {
     launch.descriptorLimit = options.descriptorLimit
     launch.cgroup = cgroup
     let containers = device.root + "/" + Device.containersDirectoryName
+    let workingDirectory = FileManager.default.currentDirectoryPath
     var sandboxTree: FileDescriptor?
     defer { sandboxTree?.close() }
     if plan.privileged, let bundleID = options.sandbox {
-      sandboxTree = try containerTree(bundleID, mountpoint: options.mountpoint, device: device)
-      launch.mount = (options.mountpoint ?? containers, containers, FileManager.default.currentDirectoryPath)
-      launch.sandbox = (sandboxTree!.rawValue, containers + "/" + bundleID)
+      let tree = try containerTree(bundleID, mountpoint: options.mountpoint, device: device)
+      sandboxTree = tree
+      launch.containers = (
+        containers, .sandbox(tree: tree.rawValue, point: containers + "/" + bundleID), workingDirectory
+      )
       // Every protfs mount shows every container, the one the app's was taken from included.
       launch.detachedMounts = MountRegistry.protfsMountpoints().sorted()
     } else if plan.privileged, let mountpoint = options.mountpoint {
-      launch.mount = (mountpoint, containers, FileManager.default.currentDirectoryPath)
+      launch.containers = (containers, .mount(source: mountpoint), workingDirectory)
       // Other protfs mounts (other devices', other apps') have nothing for the program.
       launch.detachedMounts = MountRegistry.protfsMountpoints().filter { $0 != mountpoint }.sorted()
     }

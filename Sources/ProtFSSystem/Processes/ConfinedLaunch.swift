@@ -25,18 +25,25 @@ package struct ConfinedLaunch {
   package var descriptorLimit: rlim_t?
   /// An open descriptor of the cgroup directory the child starts in.
   package var cgroup: Int32?
-  /// A mount bound over `target` in a mount namespace of the child's own, and the working
-  /// directory entered again after it (so that it leads through the mount).
-  package var mount: (source: String, target: String, workingDirectory: String)?
-  /// Mounts the child's namespace drops (lazily) after binding `mount`: a copy kept there would
-  /// keep another mount's filesystem, and its daemon, alive after that mount's own unmount.
+  /// The containers as the child shows them to the program, in a mount namespace of its own: the
+  /// containers' directory (`Containers/`), what is seen there, and the working directory entered
+  /// again after (so that it leads through what is seen).
+  package var containers: (directory: String, view: ContainersView, workingDirectory: String)?
+  /// Mounts the child's namespace drops (lazily) after setting up `containers`: a copy kept there
+  /// would keep another mount's filesystem, and its daemon, alive after that mount's own unmount.
   package var detachedMounts: [String] = []
-  /// An app's sandbox, in place of `mount`'s bind: `mount.target` becomes a read-only tmpfs
-  /// holding `tree` (a detached copy of its own container, through the protfs mount or the
-  /// backing directory: `ConfinedLaunch.cloneMountTree`) alone, at `point`
-  /// (`mount.target/BUNDLE-ID`); every mount of `detachedMounts` leaves the namespace, the protfs
-  /// mount the container was taken from included.
-  package var sandbox: (tree: Int32, point: String)?
+
+  /// What the program sees at the containers' directory.
+  package enum ContainersView {
+    /// A protfs mount, bound over it from its mountpoint (`protfs exec`): every container through
+    /// the mount.
+    case mount(source: String)
+    /// An app's sandbox: a read-only tmpfs holding `tree` (a detached copy of the app's container,
+    /// through the protfs mount or the backing directory: `cloneMountTree`) alone, at `point`
+    /// (the directory's `BUNDLE-ID`); every mount of `detachedMounts` leaves, the protfs mount the
+    /// container was taken from included.
+    case sandbox(tree: Int32, point: String)
+  }
   /// Whether the child enters a Landlock domain of its own (where the kernel has Landlock): no
   /// ptrace access and, with Landlock ABI 6, no signal of its processes reaches one outside it.
   package var isolated = false
@@ -116,15 +123,16 @@ package struct ConfinedLaunch {
       spawn.descriptor_limit = descriptorLimit.map { Int64($0) } ?? -1
       spawn.cgroup = cgroup ?? -1
       spawn.sandbox_tree = -1
-      if let mount {
-        spawn.mount_source = strings.pointer(mount.source)
-        spawn.mount_target = strings.pointer(mount.target)
-        spawn.working_directory = strings.pointer(mount.workingDirectory)
+      if let containers {
+        spawn.mount_target = strings.pointer(containers.directory)
+        spawn.working_directory = strings.pointer(containers.workingDirectory)
         spawn.detached_mounts = strings.constArray(detachedMounts)
         spawn.detached_mount_count = Int32(detachedMounts.count)
-        if let sandbox {
-          spawn.sandbox_tree = sandbox.tree
-          spawn.sandbox_point = strings.pointer(sandbox.point)
+        switch containers.view {
+        case .mount(let source): spawn.mount_source = strings.pointer(source)
+        case .sandbox(let tree, let point):
+          spawn.sandbox_tree = tree
+          spawn.sandbox_point = strings.pointer(point)
         }
       }
       spawn.isolated = isolated ? 1 : 0

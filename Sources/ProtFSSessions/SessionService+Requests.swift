@@ -273,43 +273,6 @@ extension SessionService {
   /// The most sessions one app may have on the device.
   package static let maximumSessionsPerApp = 32
 
-  /// Ends `hosted` for its app, which invalidated it: with `cancelling`, its unfinished tasks are
-  /// cancelled and waited for (until `giveUp`); once none is unfinished, the session is forgotten.
-  /// One with tasks still running (another process of the app gave it more) stays until its app
-  /// invalidates it again, or it holds nothing and makes room for another.
-  func invalidate(_ hosted: HostedSession, cancelling: Bool, unless giveUp: () -> Bool) {
-    var unfinished = hosted.session.allTasks.filter { $0.state.isUnfinished }
-    if cancelling, !unfinished.isEmpty {
-      for task in unfinished { task.cancel() }
-      guard DownloadTask.waitUntilAllSettled(unfinished, unless: giveUp) != nil else { return }
-      unfinished = unfinished.filter { $0.state.isUnfinished }
-    }
-    if unfinished.isEmpty { forget(hosted.session.identifier) }
-  }
-
-  /// Forgets the oldest session of `bundleID` that holds nothing (no unfinished task, no
-  /// completion owed to the app) and that no app follows now; false when there is none.
-  func forgetIdleSession(of bundleID: String) -> Bool {
-    let followed = state.withLock { Set($0.subscribers.keys) }
-    guard let idle = (try? store.idleSessions(of: bundleID))?.first(where: { !followed.contains($0) }) else {
-      return false
-    }
-    forget(idle)
-    return true
-  }
-
-  /// Stops running session `identifier` and removes it from the store: its subscriber is let go,
-  /// its transfers end, and its records go (`DownloadStore.forgetSession`).
-  func forget(_ identifier: String) {
-    let (hosted, subscriber) = state.withLock { state in
-      _ = state.launchNotified.remove(identifier)
-      return (state.hosted.removeValue(forKey: identifier), state.subscribers.removeValue(forKey: identifier))
-    }
-    // Its connection's own thread then ends the subscription, as after a force-quit.
-    if let subscriber { ControlSocket.shutDown(subscriber.connection) }
-    hosted?.session.invalidate()
-    try? store.forgetSession(identifier)
-  }
   /// The most unfinished tasks one app may have in all its sessions: each is kept in the store
   /// (root's, shared by every app) and listed whole by `tasks`.
   package static let maximumUnfinishedTasksPerApp = 10_000
@@ -350,6 +313,44 @@ extension SessionService {
       .invalidArgument,
       "The task description is \(text.utf8.count) bytes long; the session service keeps at most \(maximumDescriptionLength)."
     )
+  }
+
+  /// Ends `hosted` for its app, which invalidated it: with `cancelling`, its unfinished tasks are
+  /// cancelled and waited for (until `giveUp`); once none is unfinished, the session is forgotten.
+  /// One with tasks still running (another process of the app gave it more) stays until its app
+  /// invalidates it again, or it holds nothing and makes room for another.
+  func invalidate(_ hosted: HostedSession, cancelling: Bool, unless giveUp: () -> Bool) {
+    var unfinished = hosted.session.allTasks.filter { $0.state.isUnfinished }
+    if cancelling, !unfinished.isEmpty {
+      for task in unfinished { task.cancel() }
+      guard DownloadTask.waitUntilAllSettled(unfinished, unless: giveUp) != nil else { return }
+      unfinished = unfinished.filter { $0.state.isUnfinished }
+    }
+    if unfinished.isEmpty { forget(hosted.session.identifier) }
+  }
+
+  /// Forgets the oldest session of `bundleID` that holds nothing (no unfinished task, no
+  /// completion owed to the app) and that no app follows now; false when there is none.
+  func forgetIdleSession(of bundleID: String) -> Bool {
+    let followed = state.withLock { Set($0.subscribers.keys) }
+    guard let idle = (try? store.idleSessions(of: bundleID))?.first(where: { !followed.contains($0) }) else {
+      return false
+    }
+    forget(idle)
+    return true
+  }
+
+  /// Stops running session `identifier` and removes it from the store: its subscriber is let go,
+  /// its transfers end, and its records go (`DownloadStore.forgetSession`).
+  func forget(_ identifier: String) {
+    let (hosted, subscriber) = state.withLock { state in
+      _ = state.launchNotified.remove(identifier)
+      return (state.hosted.removeValue(forKey: identifier), state.subscribers.removeValue(forKey: identifier))
+    }
+    // Its connection's own thread then ends the subscription, as after a force-quit.
+    if let subscriber { ControlSocket.shutDown(subscriber.connection) }
+    hosted?.session.invalidate()
+    try? store.forgetSession(identifier)
   }
 
   /// The hosted session the request names, opened from the store when it is a service session

@@ -61,8 +61,11 @@ extension Kernel {
   /// for more bytes, lasts less than `namedFileSilence` seconds: a FIFO that no program ever
   /// writes to is an error, not a command that never returns.
   package static func readNamedFile(_ path: String, limit: Int) -> Result<[UInt8], NamedFileFailure> {
-    let opened = valueOrErrno(.open) { open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC | O_NOCTTY) }
-    guard case .success(let fd) = opened else { return .failure(.unreadable(opened.failure!)) }
+    let fd: Int32
+    switch valueOrErrno(.open, { open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC | O_NOCTTY) }) {
+    case .success(let opened): fd = opened
+    case .failure(let error): return .failure(.unreadable(error))
+    }
     defer { _ = closeDescriptor(fd) }
     var status = stat()
     if case .failure(let error) = valueOrErrno(.stat, { fstat(fd, &status) }) { return .failure(.unreadable(error)) }
@@ -96,13 +99,5 @@ extension Kernel {
         return .failure(.unreadable(error))
       }
     }
-  }
-}
-
-extension Result {
-  /// The failure, if this is one.
-  fileprivate var failure: Failure? {
-    if case .failure(let error) = self { return error }
-    return nil
   }
 }

@@ -93,8 +93,8 @@ package typealias SessionHeader = UploadHeader
 
 /// A task as the app sees it.
 package struct SessionTaskSnapshot: Sendable, Equatable, Codable {
-  /// Download or upload.
-  package enum Kind: String, Sendable, Codable { case download, upload }
+  /// Download, upload, or data (a data task, run in the app's process: never the service's).
+  package enum Kind: String, Sendable, Codable { case download, upload, data }
   /// The task's id (`taskIdentifier`), unique on the device.
   package var id: Int64
   /// Download or upload.
@@ -163,7 +163,11 @@ package enum SessionEvent: Sendable, Equatable, Codable {
   /// A download's file is complete at `location` (`didFinishDownloadingTo`); the file stays until
   /// the task is acknowledged.
   case finishedDownloading(task: Int64, location: String)
-  /// The response body of an upload (`dataTask(_:didReceive:)`), with its HTTP status.
+  /// The final response of a data task, before its body (`dataTask(_:didReceive:completionHandler:)`):
+  /// where it came from after redirects, its HTTP status and its header fields.
+  case receivedResponse(task: Int64, url: String, statusCode: Int, headers: [SessionHeader])
+  /// The response body of an upload, or a piece of a data task's (`dataTask(_:didReceive:)`), with
+  /// its HTTP status.
   case receivedData(task: Int64, statusCode: Int, body: Data)
   /// The task completed, with its error if it failed (`didCompleteWithError`); sent once per task.
   case completed(task: Int64, snapshot: SessionTaskSnapshot, error: ProtFSError?)
@@ -175,7 +179,7 @@ package enum SessionEvent: Sendable, Equatable, Codable {
   package var taskID: Int64? {
     switch self {
     case .wroteData(let task, _, _, _), .sentBodyData(let task, _, _, _), .finishedDownloading(let task, _),
-      .receivedData(let task, _, _), .completed(let task, _, _):
+      .receivedResponse(let task, _, _, _), .receivedData(let task, _, _), .completed(let task, _, _):
       task
     case .queuedEventsDelivered: nil
     }

@@ -5,8 +5,8 @@
 
    Linking it made every protfs command load libcurl and the forty libraries it depends on (TLS,
    Kerberos, LDAP, SSH...) before main, about three quarters of a command's start-up, though most
-   commands never transfer anything. Only the download engine calls these functions, on its own
-   thread, after protfs_curl_load() succeeded; libcurl's header still gives the types and
+   commands never transfer anything. Only the download engine and a data task's transfer
+   (DataTransfer) call these functions, each on its own thread, after protfs_curl_load() succeeded; libcurl's header still gives the types and
    constants. curl_easy_setopt, curl_multi_setopt and curl_easy_getinfo are variadic, which Swift
    cannot call: each has one typed wrapper per argument type the engine passes. */
 

@@ -162,7 +162,7 @@ extension TransferEngine {
     var list: UnsafeMutablePointer<curl_slist>?
     if transfer.isHTTP {
       for header in record.requestHeaders { list = protfs_curl_slist_append(list, "\(header.name): \(header.value)") }
-      configureMethod(easy, record: record)
+      if let method = record.requestMethod { Self.configureMethod(easy, method: method, body: record.requestBody) }
     }
     if transfer.offset > 0 {
       protfs_curl_easy_setopt_string(easy, CURLOPT_RANGE, "\(transfer.offset)-")
@@ -176,18 +176,17 @@ extension TransferEngine {
     }
   }
 
-  /// A download's method and body: a POST as libcurl's own (so a 301, 302 or 303 redirect turns it
-  /// into a GET, as Foundation does), HEAD without a body, any other method by name. The body is
-  /// copied into the handle.
-  private func configureMethod(_ easy: UnsafeMutableRawPointer, record: DownloadTaskRecord) {
-    guard let method = record.requestMethod else { return }
+  /// A request's method and body (a download's, a data task's): a POST as libcurl's own (so a 301,
+  /// 302 or 303 redirect turns it into a GET, as Foundation does), HEAD without a body, any other
+  /// method by name. The body is copied into the handle.
+  package static func configureMethod(_ easy: UnsafeMutableRawPointer, method: String, body: Data?) {
     switch method {
     case "HEAD": protfs_curl_easy_setopt_long(easy, CURLOPT_NOBODY, 1)
     case "POST": protfs_curl_easy_setopt_long(easy, CURLOPT_POST, 1)
     default: protfs_curl_easy_setopt_string(easy, CURLOPT_CUSTOMREQUEST, method)
     }
     guard DownloadRequest.sendsBody(method) else { return }
-    let body = record.requestBody ?? Data()
+    let body = body ?? Data()
     protfs_curl_easy_setopt_off_t(easy, CURLOPT_POSTFIELDSIZE_LARGE, curl_off_t(body.count))
     guard !body.isEmpty else {
       // An empty body still needs a pointer, or libcurl would read one from a callback.
@@ -206,7 +205,9 @@ extension TransferEngine {
     _ transfer: Transfer, url: URL, write: curl_write_callback, header: curl_write_callback
   ) {
     let easy = transfer.easy
-    protfs_curl_easy_setopt_string(easy, CURLOPT_URL, url.absoluteString)
+    Self.configureRequest(
+      easy, url: url, userAgent: configuration.userAgent, certificates: configuration.trustedCertificatesPath,
+      connectTimeout: configuration.connectTimeout)
     let context = Unmanaged.passUnretained(transfer).toOpaque()
     protfs_curl_easy_setopt_pointer(easy, CURLOPT_PRIVATE, context)
     protfs_curl_easy_setopt_write_callback(easy, CURLOPT_WRITEFUNCTION, write)
@@ -214,13 +215,19 @@ extension TransferEngine {
     protfs_curl_easy_setopt_write_callback(easy, CURLOPT_HEADERFUNCTION, header)
     protfs_curl_easy_setopt_pointer(easy, CURLOPT_HEADERDATA, context)
     protfs_curl_easy_setopt_pointer(easy, CURLOPT_ERRORBUFFER, transfer.errorBuffer)
+  }
+
+  /// What every request's easy handle gets (a download's, an upload's, a data task's): the URL,
+  /// the connect timeout, no signals, the user agent and the trusted certificates.
+  package static func configureRequest(
+    _ easy: UnsafeMutableRawPointer, url: URL, userAgent: String, certificates: String?, connectTimeout: Duration
+  ) {
+    protfs_curl_easy_setopt_string(easy, CURLOPT_URL, url.absoluteString)
     protfs_curl_easy_setopt_long(
-      easy, CURLOPT_CONNECTTIMEOUT_MS, Int(Monotonic.nanoseconds(configuration.connectTimeout) / 1_000_000))
+      easy, CURLOPT_CONNECTTIMEOUT_MS, Int(Monotonic.nanoseconds(connectTimeout) / 1_000_000))
     protfs_curl_easy_setopt_long(easy, CURLOPT_NOSIGNAL, 1)
-    protfs_curl_easy_setopt_string(easy, CURLOPT_USERAGENT, configuration.userAgent)
-    if let bundle = configuration.trustedCertificatesPath {
-      protfs_curl_easy_setopt_string(easy, CURLOPT_CAINFO, bundle)
-    }
+    protfs_curl_easy_setopt_string(easy, CURLOPT_USERAGENT, userAgent)
+    if let certificates { protfs_curl_easy_setopt_string(easy, CURLOPT_CAINFO, certificates) }
   }
 
   /// libcurl accepts 1 KiB to 10 MiB.

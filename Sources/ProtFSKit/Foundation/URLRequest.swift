@@ -15,6 +15,8 @@ public struct URLRequest: Sendable, Equatable, Hashable {
   public var timeoutInterval: TimeInterval
   /// Whether the request may use a cellular network (kept; there is none here).
   public var allowsCellularAccess = true
+  /// How the request uses the URL cache (kept: there is no cache here, every request loads).
+  public var cachePolicy = CachePolicy.useProtocolCachePolicy
   /// The body (a background session refuses data bodies: upload from a file instead).
   public var httpBody: Data?
   /// The header fields, names in the case they were first set.
@@ -22,9 +24,28 @@ public struct URLRequest: Sendable, Equatable, Hashable {
   private var method = "GET"
 
   /// A GET request for `url`.
-  public init(url: URL, timeoutInterval: TimeInterval = 60) {
+  public init(url: URL, cachePolicy: CachePolicy = .useProtocolCachePolicy, timeoutInterval: TimeInterval = 60) {
     self.url = url
+    self.cachePolicy = cachePolicy
     self.timeoutInterval = timeoutInterval
+  }
+
+  /// How a request uses the URL cache, as Foundation's `NSURLRequest.CachePolicy`.
+  public enum CachePolicy: UInt, Sendable {
+    /// The protocol's rules.
+    case useProtocolCachePolicy = 0
+    /// Load, ignoring what is cached here.
+    case reloadIgnoringLocalCacheData = 1
+    /// Load, ignoring every cache on the way.
+    case reloadIgnoringLocalAndRemoteCacheData = 4
+    /// What is cached, else load.
+    case returnCacheDataElseLoad = 2
+    /// What is cached, never load.
+    case returnCacheDataDontLoad = 3
+    /// What is cached once the server says it is current.
+    case reloadRevalidatingCacheData = 5
+    /// `reloadIgnoringLocalCacheData`'s other name.
+    public static let reloadIgnoringCacheData = CachePolicy.reloadIgnoringLocalCacheData
   }
 
   /// Every header field, or nil when there is none.
@@ -115,12 +136,33 @@ open class HTTPURLResponse: URLResponse, @unchecked Sendable {
   /// The header fields the service kept (none today).
   open private(set) var allHeaderFields: [AnyHashable: Any]
 
-  /// A response with status `statusCode`; nil for a status outside 100...599, as Foundation.
+  /// A response with status `statusCode`; nil for a status outside 100...599, as Foundation. Its
+  /// expected length is the `Content-Length` field's, -1 without one.
   public init?(url: URL, statusCode: Int, httpVersion: String?, headerFields: [String: String]?) {
     guard (100...599).contains(statusCode) else { return nil }
     self.statusCode = statusCode
     allHeaderFields = headerFields ?? [:]
-    super.init(url: url, expectedContentLength: -1)
+    let length = headerFields?.first { $0.key.caseInsensitiveCompare("Content-Length") == .orderedSame }?.value
+    super.init(url: url, expectedContentLength: length.flatMap { Int64($0.trimmingCharacters(in: .whitespaces)) } ?? -1)
+  }
+
+  /// The header field `field`'s value (names compare case-insensitively), or nil.
+  open func value(forHTTPHeaderField field: String) -> String? {
+    allHeaderFields.first { ($0.key as? String)?.caseInsensitiveCompare(field) == .orderedSame }?.value as? String
+  }
+
+  /// The body's MIME type, from `Content-Type`, lowercased; nil without one.
+  open var mimeType: String? {
+    value(forHTTPHeaderField: "Content-Type")?.split(separator: ";").first
+      .map { $0.trimmingCharacters(in: .whitespaces).lowercased() }
+  }
+
+  /// The body's character set, from `Content-Type`'s `charset`; nil without one.
+  open var textEncodingName: String? {
+    value(forHTTPHeaderField: "Content-Type")?.split(separator: ";").dropFirst()
+      .map { $0.trimmingCharacters(in: .whitespaces) }
+      .first { $0.lowercased().hasPrefix("charset=") }
+      .map { String($0.dropFirst(8)).trimmingCharacters(in: CharacterSet(charactersIn: "\"")).lowercased() }
   }
 
   /// The status's usual phrase, lowercased as Foundation's.

@@ -14,8 +14,12 @@ extension URLSession {
   /// deleted), and every task's completion once `didCompleteWithError` returned: an app that dies
   /// between the two gets the completion again, without the file, when it makes its session again.
   func deliver(_ event: SessionEvent) {
-    // An ended session takes nothing more: its successor gets the calls, and the wake.
-    guard !state.withLock({ $0.ended }) else { return }
+    // An ended session takes nothing more: its successor gets the calls, and the wake. A data
+    // task of its own that waits for an answer to its response is cancelled instead.
+    guard !state.withLock({ $0.ended }) else {
+      if case .receivedResponse(let id, _, _, _) = event { state.withLock { $0.tasks[Int(id)] }?.cancel() }
+      return
+    }
     if case .queuedEventsDelivered = event {
       let finishing = state.withLock { state -> Bool in
         state.queuedDelivered = true
@@ -27,29 +31,39 @@ extension URLSession {
     }
     guard let id = event.taskID.map(Int.init), !state.withLock({ $0.completed.contains(id) }) else { return }
     let task = knownTask(id, event)
+    // A convenience download's file waits for its completion handler, which comes last.
+    let handlerTakesFile = task.completion.withLock { $0 } != nil
     onDelegateQueue { self.call(event, task) }
     switch event {
-    case .finishedDownloading(_, let location):
-      // As Apple documents, the delegate had to move the file before returning: what is left at
-      // the location is deleted now (the name itself, never what a link there points to).
-      _ = valueOrErrno(.unlink) { unlink(location) }
-      let first = state.withLock { $0.acknowledged.insert(id).inserted }
-      if first { try? backend?.acknowledgeFile(Int64(id)) }
+    case .finishedDownloading(_, let location) where !handlerTakesFile:
+      fileHandled(id, at: location)
     case .completed:
+      if let location = task.lock.withLock({ $0.location }) { fileHandled(id, at: location) }
       let finished = state.withLock { state -> Bool in
         state.completed.insert(id)
         state.tasks[id] = nil
+        state.keep(self)
         state.acknowledged.remove(id)
         guard state.outstanding != nil else { return false }
         state.outstanding?.remove(id)
         return state.outstanding?.isEmpty == true
       }
-      try? backend?.acknowledge(Int64(id))
+      // A data task's (below zero) ran here: the service never had it.
+      if id > 0 { try? backend?.acknowledge(Int64(id)) }
       // `finishTasksAndInvalidate`: the last outstanding task made its last delegate call.
       if finished { end(cancelling: false) }
     default:
       break
     }
+  }
+
+  /// A download's file at `location` was handed to the app, which had to move it before the call
+  /// returned (Apple): what is left there is deleted now (the name itself, never what a link there
+  /// points to), and the file acknowledged.
+  private func fileHandled(_ id: Int, at location: String) {
+    _ = valueOrErrno(.unlink) { unlink(location) }
+    let first = state.withLock { $0.acknowledged.insert(id).inserted }
+    if first { try? backend?.acknowledgeFile(Int64(id)) }
   }
 
   /// `urlSessionDidFinishEvents`, on the delegate queue, after what is queued.
@@ -98,9 +112,11 @@ extension URLSession {
         id: Int64(id), kind: kind, request: SessionRequest(url: URL(fileURLWithPath: "/")), state: "running"))
   }
 
-  /// The delegate call for `event` (on the delegate queue).
+  /// The delegate call for `event` (on the delegate queue), or for a convenience task what its
+  /// completion handler is given, at its end.
   private func call(_ event: SessionEvent, _ task: URLSessionTask) {
     let delegate = self.delegate
+    let completion = task.completion.withLock { $0 }
     switch event {
     case .wroteData(_, let written, let total, let expected):
       task.lock.withLock { values in
@@ -125,24 +141,56 @@ extension URLSession {
       (delegate as? URLSessionTaskDelegate)?.urlSession(
         self, task: task, didSendBodyData: sent, totalBytesSent: total, totalBytesExpectedToSend: expected)
     case .finishedDownloading(_, let location):
+      guard completion == nil else {
+        task.lock.withLock { $0.location = location }
+        return
+      }
       guard let download = task as? URLSessionDownloadTask else { return }
       (delegate as? URLSessionDownloadDelegate)?.urlSession(
         self, downloadTask: download, didFinishDownloadingTo: URL(fileURLWithPath: location))
+    case .receivedResponse(_, let url, let status, let headers):
+      let fields = Dictionary(headers.map { ($0.name, $0.value) }) { first, next in first + ", " + next }
+      let response = URL(string: url).flatMap {
+        HTTPURLResponse(url: $0, statusCode: status, httpVersion: "HTTP/1.1", headerFields: fields)
+      }
+      task.lock.withLock { $0.response = response }
+      // The transfer waits for the answer: the delegate's, or at once without one to ask.
+      let transfer = (task as? InProcessDataTask)?.transfer
+      guard completion == nil, let response, let dataTask = task as? URLSessionDataTask,
+        let delegate = delegate as? URLSessionDataDelegate
+      else {
+        transfer?.proceed()
+        return
+      }
+      delegate.urlSession(self, dataTask: dataTask, didReceive: response) { disposition in
+        if disposition == .cancel { dataTask.cancel() } else { transfer?.proceed() }
+      }
     case .receivedData(_, let status, let body):
-      if let url = task.originalRequest?.url {
+      // An upload's reply carries its status; a data task's response came before its body.
+      if status != 0, let url = task.originalRequest?.url {
         let response = HTTPURLResponse(url: url, statusCode: status, httpVersion: "HTTP/1.1", headerFields: nil)
         task.lock.withLock { $0.response = response }
       }
-      guard let dataTask = task as? URLSessionDataTask else { return }
+      task.lock.withLock { values in
+        values.received += Int64(body.count)
+        if completion != nil { values.body.append(body) }
+      }
+      guard completion == nil, task.state != .canceling, let dataTask = task as? URLSessionDataTask else { return }
       (delegate as? URLSessionDataDelegate)?.urlSession(self, dataTask: dataTask, didReceive: body)
     case .completed(_, let snapshot, let failure):
       task.update(snapshot)
       let error = failure.map { completionError($0, task, snapshot) }
-      task.lock.withLock { values in
+      let (body, response, location) = task.lock.withLock { values in
         values.state = .completed
         values.error = error
+        return (values.body, values.response, values.location)
       }
-      (delegate as? URLSessionTaskDelegate)?.urlSession(self, task: task, didCompleteWithError: error)
+      switch completion {
+      case .data(let handler)?: handler(error == nil ? body : nil, response, error)
+      case .download(let handler)?:
+        handler(error == nil ? location.map(URL.init(fileURLWithPath:)) : nil, response, error)
+      case nil: (delegate as? URLSessionTaskDelegate)?.urlSession(self, task: task, didCompleteWithError: error)
+      }
     case .queuedEventsDelivered:
       return
     }

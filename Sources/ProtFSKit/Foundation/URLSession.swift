@@ -30,10 +30,28 @@ open class URLSession: NSObject, @unchecked Sendable {
 
   /// The session's identifier in the service.
   let identifier: String
-  /// The service's session; nil when it could not be opened (`openError`).
-  let backend: (any SessionBackend)?
+  /// The service's session: opened with a background session, and with another session when its
+  /// first download or upload is made (its data tasks never need it).
+  private let connection: Mutex<Connection>
+  /// The service's session; nil before it is opened, or when it could not be (`openError`).
+  var backend: (any SessionBackend)? {
+    if case .opened(let backend) = connection.withLock({ $0 }) { return backend }
+    return nil
+  }
   /// Why the service could not be reached: every task fails with it when resumed.
-  let openError: ProtFSError?
+  var openError: ProtFSError? {
+    if case .failed(let error) = connection.withLock({ $0 }) { return error }
+    return nil
+  }
+
+  /// Where the session stands with the service.
+  enum Connection: @unchecked Sendable {
+    // @unchecked: the backends are Sendable; the enum holds them behind the Mutex alone.
+    /// Not asked yet (a session that is not a background one, before its first download or upload).
+    case deferred
+    case opened(any SessionBackend)
+    case failed(ProtFSError)
+  }
   /// Hands events to `delegateQueue` one at a time, in arrival order.
   let pipeline = DispatchQueue(label: "ProtFSKit.URLSession")
   let state: Mutex<SessionState>
@@ -61,23 +79,25 @@ open class URLSession: NSObject, @unchecked Sendable {
     /// The session is over: `didBecomeInvalidWithError` is on its way and events are dropped.
     var ended = false
     var nextLocalID = -1
+    /// The session itself while it has tasks, as Foundation's tasks keep their session: code that
+    /// makes a session only to run a task (`URLSession(configuration: .default).dataTask(with:…)`)
+    /// keeps no reference to it. Let go when the last task completes.
+    var keptWhileRunning: URLSession?
+
+    /// Sets `keptWhileRunning` from whether `tasks` holds any.
+    mutating func keep(_ session: URLSession) { keptWhileRunning = tasks.isEmpty ? nil : session }
   }
 
   /// A session with `configuration`, whose delegate calls run on `queue` (a new serial queue when nil).
+  /// A background session reaches the service at once, for the tasks and events waiting for it.
   public convenience init(
     configuration: URLSessionConfiguration, delegate: (any URLSessionDelegate)?, delegateQueue queue: OperationQueue?
   ) {
     let identifier = configuration.identifier ?? "ProtFSKit.\(ProcessInfo.processInfo.processIdentifier).\(UUID())"
-    var backend: (any SessionBackend)?
-    var openError: ProtFSError?
-    do {
-      backend = try SessionServiceClient.open(configuration.sessionConfiguration(identifier: identifier))
-    } catch {
-      openError = error
-    }
     self.init(
-      configuration: configuration, delegate: delegate, delegateQueue: queue, identifier: identifier, backend: backend,
-      openError: openError)
+      configuration: configuration, delegate: delegate, delegateQueue: queue, identifier: identifier,
+      connection: .deferred)
+    if configuration.isBackground { _ = openedBackend() }
   }
 
   /// A session without a delegate.
@@ -92,12 +112,13 @@ open class URLSession: NSObject, @unchecked Sendable {
   ) {
     self.init(
       configuration: configuration, delegate: delegate, delegateQueue: queue, identifier: backend.identifier,
-      backend: backend, openError: nil)
+      connection: .deferred)
+    attach(backend)
   }
 
   init(
     configuration: URLSessionConfiguration, delegate: (any URLSessionDelegate)?, delegateQueue queue: OperationQueue?,
-    identifier: String, backend: (any SessionBackend)?, openError: ProtFSError?
+    identifier: String, connection: Connection
   ) {
     self.configuration = configuration.copied()
     if let queue {
@@ -108,11 +129,36 @@ open class URLSession: NSObject, @unchecked Sendable {
       delegateQueue.name = "URLSession " + identifier
     }
     self.identifier = identifier
-    self.backend = backend
-    self.openError = openError
+    self.connection = Mutex(connection)
     state = Mutex(SessionState(delegate: delegate))
     super.init()
-    guard let backend else { return }
+  }
+
+  /// The service's session, opened now if it was not: the same one every time, or why there is none.
+  func openedBackend() -> Result<any SessionBackend, ProtFSError> {
+    Self.opening.withLock { _ in
+      switch connection.withLock({ $0 }) {
+      case .opened(let backend): return .success(backend)
+      case .failed(let error): return .failure(error)
+      case .deferred:
+        do throws(ProtFSError) {
+          let backend = try SessionServiceClient.open(configuration.sessionConfiguration(identifier: identifier))
+          attach(backend)
+          return .success(backend)
+        } catch {
+          connection.withLock { $0 = .failed(error) }
+          return .failure(error)
+        }
+      }
+    }
+  }
+
+  /// One session is opened at a time, so that two first tasks of one session open it once.
+  private static let opening = Mutex(())
+
+  /// Takes `backend` as the service's session: its tasks, a wake that came before, its events.
+  private func attach(_ backend: any SessionBackend) {
+    connection.withLock { $0 = .opened(backend) }
     for snapshot in (try? backend.tasks()) ?? [] { _ = task(for: snapshot) }
     // A wake that came before this session was made is this session's.
     if BackgroundSessionEvents.register(self) { state.withLock { $0.woken = true } }
@@ -195,6 +241,92 @@ open class URLSession: NSObject, @unchecked Sendable {
       as! URLSessionUploadTask
   }
 
+  // MARK: Data tasks
+
+  /// A data task for `url`: its response and body go to the delegate (`URLSessionDataDelegate`).
+  open func dataTask(with url: URL) -> URLSessionDataTask { dataTask(with: URLRequest(url: url)) }
+
+  /// A data task for `request` (its method, headers and body), run in the app's own process as iOS
+  /// runs a standard session's: its answer stays in memory, so the lock never stops it. In a
+  /// background session too (iOS runs those only while the app is not suspended).
+  open func dataTask(with request: URLRequest) -> URLSessionDataTask {
+    if state.withLock({ $0.invalidated }) {
+      UncaughtException.raise("NSGenericException", reason: Self.invalidatedRefusal)
+    }
+    return state.withLock { state in
+      defer { state.nextLocalID -= 1 }
+      let task = InProcessDataTask(id: state.nextLocalID, request: request, session: self)
+      state.tasks[task.taskIdentifier] = task
+      state.keep(self)
+      return task
+    }
+  }
+
+  /// A data task for `url` whose body, response and error go to `completionHandler` (on the
+  /// delegate queue) instead of the delegate. A background session refuses it as iOS does.
+  open func dataTask(
+    with url: URL, completionHandler: @escaping @Sendable (Data?, URLResponse?, (any Error)?) -> Void
+  ) -> URLSessionDataTask {
+    dataTask(with: URLRequest(url: url), completionHandler: completionHandler)
+  }
+
+  /// A data task for `request` whose body, response and error go to `completionHandler`.
+  open func dataTask(
+    with request: URLRequest, completionHandler: @escaping @Sendable (Data?, URLResponse?, (any Error)?) -> Void
+  ) -> URLSessionDataTask {
+    refuseConvenienceTaskInBackground()
+    let task = dataTask(with: request)
+    task.completion.withLock { $0 = .data(completionHandler) }
+    return task
+  }
+
+  // MARK: Downloads and uploads with a completion handler
+
+  /// A download of `url` whose file (there while the handler runs), response and error go to
+  /// `completionHandler`. A background session refuses it as iOS does.
+  open func downloadTask(
+    with url: URL, completionHandler: @escaping @Sendable (URL?, URLResponse?, (any Error)?) -> Void
+  ) -> URLSessionDownloadTask {
+    downloadTask(with: URLRequest(url: url), completionHandler: completionHandler)
+  }
+
+  /// A download of `request` whose file, response and error go to `completionHandler`.
+  open func downloadTask(
+    with request: URLRequest, completionHandler: @escaping @Sendable (URL?, URLResponse?, (any Error)?) -> Void
+  ) -> URLSessionDownloadTask {
+    refuseConvenienceTaskInBackground()
+    let task = downloadTask(with: request)
+    task.completion.withLock { $0 = .download(completionHandler) }
+    return task
+  }
+
+  /// An upload of the file at `fileURL` whose reply, response and error go to `completionHandler`.
+  open func uploadTask(
+    with request: URLRequest, fromFile fileURL: URL,
+    completionHandler: @escaping @Sendable (Data?, URLResponse?, (any Error)?) -> Void
+  ) -> URLSessionUploadTask {
+    refuseConvenienceTaskInBackground()
+    let task = uploadTask(with: request, fromFile: fileURL)
+    task.completion.withLock { $0 = .data(completionHandler) }
+    return task
+  }
+
+  /// An upload of `bodyData` whose reply, response and error go to `completionHandler`.
+  open func uploadTask(
+    with request: URLRequest, from bodyData: Data?,
+    completionHandler: @escaping @Sendable (Data?, URLResponse?, (any Error)?) -> Void
+  ) -> URLSessionUploadTask {
+    refuseConvenienceTaskInBackground()
+    let task = uploadTask(with: request, from: bodyData ?? Data())
+    task.completion.withLock { $0 = .data(completionHandler) }
+    return task
+  }
+
+  /// The shared session: the default configuration, no delegate, completion handlers on a queue of
+  /// its own, as Foundation's. Its data tasks run in the app's process; its downloads and uploads,
+  /// as every session's, in the session service.
+  open class var shared: URLSession { sharedSession }
+
   /// `request` with the configuration's timeout and additional headers.
   func prepared(_ request: URLRequest) -> SessionRequest {
     var request = request
@@ -220,13 +352,14 @@ open class URLSession: NSObject, @unchecked Sendable {
     if state.withLock({ $0.invalidated }) {
       UncaughtException.raise("NSGenericException", reason: Self.invalidatedRefusal)
     }
-    guard let backend else {
-      return failedTask(request, kind, openError ?? ProtFSError(.io, "The session service is unavailable."))
-    }
-    do {
-      return task(for: try create(backend))
-    } catch {
-      return failedTask(request, kind, error)
+    switch openedBackend() {
+    case .failure(let error): return failedTask(request, kind, error)
+    case .success(let backend):
+      do {
+        return task(for: try create(backend))
+      } catch {
+        return failedTask(request, kind, error)
+      }
     }
   }
 
@@ -247,6 +380,7 @@ open class URLSession: NSObject, @unchecked Sendable {
       if let existing = state.tasks[id] { return existing }
       let made = snapshot.kind.makeTask(id: id, request: URLRequest(snapshot.request), backend: backend)
       state.tasks[id] = made
+      state.keep(self)
       return made
     }
     task.update(snapshot)
@@ -264,7 +398,8 @@ open class URLSession: NSObject, @unchecked Sendable {
     let all = currentTasks()
     delegateQueue.addOperation {
       let uploads = all.compactMap { $0 as? URLSessionUploadTask }
-      completionHandler([], uploads, all.compactMap { $0 as? URLSessionDownloadTask })
+      let data = all.compactMap { $0 as? URLSessionDataTask }.filter { !($0 is URLSessionUploadTask) }
+      completionHandler(data, uploads, all.compactMap { $0 as? URLSessionDownloadTask })
     }
   }
 
@@ -290,11 +425,17 @@ open class URLSession: NSObject, @unchecked Sendable {
     }
   }
 
-  /// The service's list, as task objects (the same objects each time).
+  /// The service's list, as task objects (the same objects each time), then the data tasks running
+  /// in this process.
   func currentTasks() -> [URLSessionTask] {
-    guard let backend, let snapshots = try? backend.tasks() else { return [] }
-    let done = state.withLock { $0.completed }
-    return snapshots.filter { !done.contains(Int($0.id)) }.map { task(for: $0) }
+    let (done, inProcess) = state.withLock { state in
+      (
+        state.completed,
+        state.tasks.values.filter { $0 is InProcessDataTask }.sorted { $0.taskIdentifier > $1.taskIdentifier }
+      )
+    }
+    guard let backend, let snapshots = try? backend.tasks() else { return inProcess }
+    return snapshots.filter { !done.contains(Int($0.id)) }.map { task(for: $0) } + inProcess
   }
 
   /// Cancels every task and invalidates the session: `didBecomeInvalidWithError(nil)` comes last.
@@ -330,6 +471,9 @@ open class URLSession: NSObject, @unchecked Sendable {
     }
     guard first else { return }
     BackgroundSessionEvents.unregister(self, woken: woken)
+    if cancelling {
+      for task in state.withLock({ $0.tasks.values.filter { $0 is InProcessDataTask } }) { task.cancel() }
+    }
     backend?.invalidate(cancelling: cancelling)
     pipeline.async {
       self.onDelegateQueue {
@@ -348,3 +492,6 @@ open class URLSession: NSObject, @unchecked Sendable {
     }
   }
 }
+
+/// The one shared session (`URLSession.shared`).
+private let sharedSession = URLSession(configuration: .default)

@@ -1,9 +1,10 @@
 import Foundation
 import ProtFSSessions
 
-/// A session's settings, as Foundation's `URLSessionConfiguration`. Every session's transfers run in
-/// the device's session service (docs/semantics.md §9); a background one keeps its identifier, so a
-/// relaunched app that recreates it gets its tasks and their queued delegate calls.
+/// A session's settings, as Foundation's `URLSessionConfiguration`. Every session's downloads and
+/// uploads run in the device's session service (docs/semantics.md §9), its data tasks in the app's
+/// process; a background one keeps its identifier, so a relaunched app that recreates it gets its
+/// tasks and their queued delegate calls.
 ///
 /// `@unchecked Sendable` as Foundation's: it is set up by one thread before a session is made with
 /// it, and the session keeps its own copy; it is open, so the compiler cannot check a subclass.
@@ -54,7 +55,8 @@ open class URLSessionConfiguration: NSObject, @unchecked Sendable {
     return copy
   }
 
-  /// The default configuration (its tasks still run in the service, under a session of their own).
+  /// The default configuration (its downloads and uploads still run in the service, under a session
+  /// of their own, which the session opens with its first one).
   open class var `default`: URLSessionConfiguration { URLSessionConfiguration() }
   /// As `default`.
   open class var ephemeral: URLSessionConfiguration { URLSessionConfiguration() }

@@ -38,6 +38,11 @@ public protocol URLSessionDownloadDelegate: URLSessionTaskDelegate {
 /// A data or upload task's events, as Foundation's `URLSessionDataDelegate` (an upload task is a
 /// data task: its server's reply arrives here).
 public protocol URLSessionDataDelegate: URLSessionTaskDelegate {
+  /// A data task's final response arrived, before its body: say with `completionHandler` whether
+  /// the task goes on (`.allow`, the default) or ends (`.cancel`: `NSURLErrorCancelled`).
+  func urlSession(
+    _ session: URLSession, dataTask: URLSessionDataTask, didReceive response: URLResponse,
+    completionHandler: @escaping @Sendable (URLSession.ResponseDisposition) -> Void)
   /// Bytes of the response body arrived.
   func urlSession(_ session: URLSession, dataTask: URLSessionDataTask, didReceive data: Data)
 }
@@ -73,6 +78,11 @@ extension URLSessionDownloadDelegate {
 }
 
 extension URLSessionDataDelegate {
+  /// Lets the task go on.
+  public func urlSession(
+    _ session: URLSession, dataTask: URLSessionDataTask, didReceive response: URLResponse,
+    completionHandler: @escaping @Sendable (URLSession.ResponseDisposition) -> Void
+  ) { completionHandler(.allow) }
   /// Does nothing.
   public func urlSession(_ session: URLSession, dataTask: URLSessionDataTask, didReceive data: Data) {}
 }

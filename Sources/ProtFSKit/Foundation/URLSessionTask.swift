@@ -1,4 +1,5 @@
 import Foundation
+import ProtFSDownloads
 import ProtFSSessions
 import ProtFSSystem
 import Synchronization
@@ -31,6 +32,22 @@ open class URLSessionTask: NSObject, @unchecked Sendable {
     var expectedToSend: Int64 = 0
     var response: URLResponse?
     var error: (any Error)?
+    /// For a task made with a completion handler: the body so far (a data or upload task's), and
+    /// where a download's file waits for the handler.
+    var body = Data()
+    var location: String?
+    /// The app's hints (`priority`, `countOfBytesClientExpectsTo…`), kept and never acted on.
+    var priority = URLSessionTask.defaultPriority
+    var expectsToSend = NSURLSessionTransferSizeUnknown
+    var expectsToReceive = NSURLSessionTransferSizeUnknown
+  }
+
+  /// What a task made with a completion handler (a "convenience" task) hands its result to,
+  /// instead of the delegate's data and completion calls: a data or upload task its body, a
+  /// download its file (which exists while the handler runs).
+  enum Completion: Sendable {
+    case data(@Sendable (Data?, URLResponse?, (any Error)?) -> Void)
+    case download(@Sendable (URL?, URLResponse?, (any Error)?) -> Void)
   }
 
   /// The task's id in the session service, unique on the device.
@@ -46,6 +63,8 @@ open class URLSessionTask: NSObject, @unchecked Sendable {
   let creationError: ProtFSError?
   /// Called with the task when it is resumed and its creation had failed.
   let failNow: (@Sendable (URLSessionTask) -> Void)?
+  /// The completion handler of a convenience task, set once as it is made (nil for a delegate's).
+  let completion = Mutex<Completion?>(nil)
 
   init(
     id: Int, request: URLRequest?, backend: (any SessionBackend)?, creationError: ProtFSError? = nil,
@@ -56,6 +75,29 @@ open class URLSessionTask: NSObject, @unchecked Sendable {
     self.backend = backend
     self.creationError = creationError
     self.failNow = failNow
+  }
+
+  /// `priority`'s usual value.
+  public static let defaultPriority: Float = 0.5
+  /// `priority`'s low value.
+  public static let lowPriority: Float = 0.25
+  /// `priority`'s high value.
+  public static let highPriority: Float = 0.75
+
+  /// The app's hint of the task's importance, 0 to 1 (kept: the service runs tasks in order).
+  open var priority: Float {
+    get { lock.withLock { $0.priority } }
+    set { lock.withLock { $0.priority = min(1, max(0, newValue)) } }
+  }
+  /// The app's estimate of the bytes the task sends (kept: a hint, as on iOS).
+  open var countOfBytesClientExpectsToSend: Int64 {
+    get { lock.withLock { $0.expectsToSend } }
+    set { lock.withLock { $0.expectsToSend = newValue } }
+  }
+  /// The app's estimate of the bytes the task receives (kept: a hint, as on iOS).
+  open var countOfBytesClientExpectsToReceive: Int64 {
+    get { lock.withLock { $0.expectsToReceive } }
+    set { lock.withLock { $0.expectsToReceive = newValue } }
   }
 
   /// Running, suspended, canceling or completed.
@@ -152,6 +194,8 @@ extension SessionTaskSnapshot.Kind {
       URLSessionDownloadTask(id: id, request: request, backend: backend, creationError: creationError, failNow: failNow)
     case .upload:
       URLSessionUploadTask(id: id, request: request, backend: backend, creationError: creationError, failNow: failNow)
+    case .data:
+      URLSessionDataTask(id: id, request: request, backend: backend, creationError: creationError, failNow: failNow)
     }
   }
 }
@@ -160,6 +204,62 @@ extension SessionTaskSnapshot.Kind {
 ///
 /// `@unchecked Sendable`: adds nothing to `URLSessionTask`.
 open class URLSessionDataTask: URLSessionTask, @unchecked Sendable {}
+
+/// A data task (`dataTask(with:)`), run in the app's own process as iOS runs a standard session's:
+/// its request by `DataTransfer`, its answer in memory, so the lock never stops it. Its events take
+/// the session's way to the delegate, with ids of their own (below zero, as the service's are not).
+///
+/// `@unchecked Sendable`: adds only `transfer`, immutable and Sendable.
+final class InProcessDataTask: URLSessionDataTask, @unchecked Sendable {
+  /// The transfer, made with the task.
+  let transfer: DataTransfer
+
+  init(id: Int, request: URLRequest, session: URLSession) {
+    let configuration = session.configuration
+    let prepared = session.prepared(request)
+    let timeout = request.timeoutInterval > 0 ? request.timeoutInterval : configuration.timeoutIntervalForRequest
+    transfer = DataTransfer(
+      url: prepared.url, method: prepared.method, headers: prepared.headers.map { ($0.name, $0.value) },
+      body: prepared.body, requestTimeout: timeout, resourceTimeout: configuration.timeoutIntervalForResource
+    ) { [weak session] event in session?.receive(Self.event(event, task: Int64(id), url: prepared.url)) }
+    super.init(id: id, request: request, backend: nil)
+  }
+
+  /// The session's event for the transfer's `event`.
+  private static func event(_ event: DataTransfer.Event, task: Int64, url: URL) -> SessionEvent {
+    switch event {
+    case .response(let response):
+      return .receivedResponse(
+        task: task, url: response.url.absoluteString, statusCode: response.statusCode,
+        headers: response.headers.map { SessionHeader(name: $0.name, value: $0.value) })
+    case .data(let body):
+      return .receivedData(task: task, statusCode: 0, body: body)
+    case .completed(let failure):
+      return .completed(
+        task: task,
+        snapshot: SessionTaskSnapshot(
+          id: task, kind: .data, request: SessionRequest(url: url), state: "completed", error: failure),
+        error: failure)
+    }
+  }
+
+  /// Starts the request (once).
+  override func resume() {
+    guard state == .suspended else { return }
+    lock.withLock { $0.state = .running }
+    transfer.start()
+  }
+
+  /// Nothing: a data task's request, once begun, runs to its end here (iOS may pause its reads).
+  override func suspend() {}
+
+  /// Stops the request: the task completes with `NSURLErrorCancelled`.
+  override func cancel() {
+    guard state != .completed else { return }
+    lock.withLock { $0.state = .canceling }
+    transfer.cancel()
+  }
+}
 
 /// A task sending a file (a data task, as on iOS: the server's reply arrives as data).
 ///

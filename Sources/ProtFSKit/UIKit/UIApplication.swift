@@ -27,6 +27,10 @@ public final class UIApplication {
   public private(set) var isProtectedDataAvailable: Bool
   /// The interval last given to `setMinimumBackgroundFetchInterval(_:)`.
   public private(set) var minimumBackgroundFetchInterval = UIApplication.backgroundFetchIntervalNever
+  /// Whether the user lets the app refresh in the background (Settings, Background App Refresh):
+  /// `.available`, since a device here has no such switch; what the app declares decides, as
+  /// `UIBackgroundModes` and the fetch interval do.
+  public var backgroundRefreshStatus: UIBackgroundRefreshStatus { .available }
 
   /// The supervisor's abstract socket name, without its `@`.
   let socketName: String

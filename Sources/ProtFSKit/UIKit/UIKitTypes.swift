@@ -10,6 +10,16 @@ public struct UIBackgroundTaskIdentifier: RawRepresentable, Hashable, Sendable {
   public static let invalid = UIBackgroundTaskIdentifier(rawValue: 0)
 }
 
+/// Whether the user lets apps refresh in the background, as UIKit's `UIBackgroundRefreshStatus`.
+public enum UIBackgroundRefreshStatus: Int, Sendable {
+  /// Not allowed, and the user cannot allow it (parental controls).
+  case restricted
+  /// Turned off by the user.
+  case denied
+  /// Allowed.
+  case available
+}
+
 /// What a background fetch found, passed to `performFetchWithCompletionHandler`'s handler.
 public enum UIBackgroundFetchResult: Int, Sendable {
   /// New data was downloaded.

@@ -1,0 +1,292 @@
+import CCurl
+import Foundation
+import ProtFSSystem
+import Synchronization
+
+/// A request whose answer stays in memory, run on a thread of its own: an app's data task, which
+/// iOS runs in the app's own process and which touches no file (so the lock never stops it).
+///
+/// libcurl is loaded as the engine loads it; the request is made as the engine makes a download's
+/// (`TransferEngine.configureRequest`, `configureMethod`), redirects to http and https followed,
+/// and the body is decoded as Foundation decodes it (gzip, deflate). Its events come in order on the
+/// transfer's thread: the final response once its headers are read (then it waits for
+/// `proceed()`), its body in pieces as they arrive, then the end, once.
+///
+/// `@unchecked Sendable`: what `start()` and `cancel()` share with the thread is in `state` (a
+/// `Mutex`); the response being read (`statusCode`, `headerLines`, `responseReported`, `easy`) is
+/// the thread's alone, touched by it and by libcurl's callbacks, which run on it.
+package final class DataTransfer: @unchecked Sendable {
+  /// The final response (after redirects).
+  package struct Response: Sendable, Equatable {
+    /// Where it came from: the last URL of the redirects.
+    package var url: URL
+    /// Its HTTP status.
+    package var statusCode: Int
+    /// Its header fields, in order (a repeated name keeps each line).
+    package var headers: [(name: String, value: String)]
+
+    package static func == (a: Response, b: Response) -> Bool {
+      a.url == b.url && a.statusCode == b.statusCode && a.headers.elementsEqual(b.headers) { $0 == $1 }
+    }
+  }
+
+  /// What the transfer reports.
+  package enum Event: Sendable, Equatable {
+    /// The final response's status and headers, before any of its body.
+    case response(Response)
+    /// Bytes of the body.
+    case data(Data)
+    /// The end: nil when the server answered (whatever its status), else why not.
+    case completed(ProtFSError?)
+  }
+
+  /// The request.
+  private let url: URL
+  private let method: String
+  private let headers: [(name: String, value: String)]
+  private let body: Data?
+  /// Seconds without a byte before the request fails (`timeoutIntervalForRequest`), and in all
+  /// (`timeoutIntervalForResource`).
+  private let requestTimeout: Double
+  private let resourceTimeout: Double
+  private let events: @Sendable (Event) -> Void
+  private let state = Mutex(State())
+
+  private struct State: Sendable {
+    var started = false
+    var cancelled = false
+    var ended = false
+    /// Whether the app let the transfer go on past its response (`proceed()`).
+    var proceeding = false
+    /// The running transfer's multi handle, which `cancel()` wakes.
+    var multi: UInt?
+  }
+  /// Signalled by `proceed()` and `cancel()`: the response is answered.
+  private let answered = DispatchSemaphore(value: 0)
+
+  /// A transfer of `method` (GET when nil) to `url` with `headers` and `body`; `events` gets what
+  /// it reports once `start()`ed.
+  package init(
+    url: URL, method: String?, headers: [(name: String, value: String)], body: Data?, requestTimeout: Double,
+    resourceTimeout: Double, events: @escaping @Sendable (Event) -> Void
+  ) {
+    self.url = url
+    self.method = method ?? "GET"
+    self.headers = headers
+    self.body = body
+    self.requestTimeout = requestTimeout
+    self.resourceTimeout = resourceTimeout
+    self.events = events
+  }
+
+  /// Starts the transfer on a thread of its own; a second call does nothing.
+  package func start() {
+    let first = state.withLock { state in
+      defer { state.started = true }
+      return !state.started && !state.ended
+    }
+    guard first else { return }
+    let thread = Thread { [self] in run() }
+    thread.name = "protfs-data-transfer"
+    thread.start()
+  }
+
+  /// Lets the transfer go on past the response it reported, as the app's answer to it: until then
+  /// it reads no more of the body and does not end (Foundation waits for the delegate's
+  /// `completionHandler` likewise).
+  package func proceed() {
+    let first = state.withLock { state in
+      defer { state.proceeding = true }
+      return !state.proceeding
+    }
+    if first { answered.signal() }
+  }
+
+  /// Stops the transfer: it ends with `.cancelled` at once, and its thread lets go of the
+  /// connection; nothing is reported after.
+  package func cancel() {
+    let multi = state.withLock { state -> UInt? in
+      state.cancelled = true
+      return state.multi
+    }
+    answered.signal()
+    if let multi, let pointer = UnsafeMutableRawPointer(bitPattern: multi) { protfs_curl_multi_wakeup(pointer) }
+    end(
+      ProtFSError(.cancelled, "The request to '\(url.absoluteString)' was cancelled.", remedy: nil))
+  }
+
+  /// Reports the end, once; nothing is reported after it.
+  private func end(_ failure: ProtFSError?) {
+    let first = state.withLock { state in
+      defer { state.ended = true }
+      return !state.ended
+    }
+    if first { events(.completed(failure)) }
+  }
+
+  /// Reports `event` unless the transfer has ended.
+  fileprivate func report(_ event: Event) {
+    guard !state.withLock({ $0.ended }) else { return }
+    events(event)
+  }
+
+  fileprivate var isCancelled: Bool { state.withLock { $0.cancelled } }
+
+  // MARK: The transfer's thread
+
+  /// Header lines of the response being read; a new status line (a redirect's next response, a
+  /// 100 Continue) starts them over.
+  fileprivate var statusCode = 0
+  fileprivate var headerLines: [(name: String, value: String)] = []
+  fileprivate var responseReported = false
+  /// The easy handle, while the transfer runs.
+  fileprivate var easy: UnsafeMutableRawPointer?
+
+  private func run() {
+    let scheme = url.scheme?.lowercased() ?? ""
+    guard scheme == "http" || scheme == "https", url.host?.isEmpty == false else {
+      end(
+        ProtFSError(
+          .invalidArgument, "The URL '\(url.absoluteString)' is not an http or https URL with a host.",
+          remedy: .advice("give an http or https URL")))
+      return
+    }
+    if let failure = protfs_curl_load() {
+      end(.libcurlUnavailable(String(cString: failure)))
+      return
+    }
+    guard let multi = protfs_curl_multi_init(), let easy = protfs_curl_easy_init() else {
+      end(ProtFSError(.io, "libcurl could not make a handle for '\(url.absoluteString)'."))
+      return
+    }
+    self.easy = easy
+    defer {
+      self.easy = nil
+      protfs_curl_multi_remove_handle(multi, easy)
+      protfs_curl_easy_cleanup(easy)
+      protfs_curl_multi_cleanup(multi)
+    }
+    let context = Unmanaged.passRetained(self)
+    defer { context.release() }
+    var list: UnsafeMutablePointer<curl_slist>?
+    defer { if let list { protfs_curl_slist_free_all(list) } }
+    configure(easy, context: context.toOpaque(), headers: &list)
+    let alreadyCancelled = state.withLock { state -> Bool in
+      state.multi = UInt(bitPattern: multi)
+      return state.cancelled
+    }
+    defer { state.withLock { $0.multi = nil } }
+    guard !alreadyCancelled else { return }
+    protfs_curl_multi_add_handle(multi, easy)
+    var running: Int32 = 1
+    while running > 0, !isCancelled {
+      protfs_curl_multi_perform(multi, &running)
+      if running == 0 { break }
+      var ready: Int32 = 0
+      protfs_curl_multi_poll(multi, nil, 0, 1000, &ready)
+    }
+    guard !isCancelled else { return }
+    var left: Int32 = 0
+    var result = CURLE_OK
+    if let message = protfs_curl_multi_info_read(multi, &left) { result = protfs_curlmsg_result(message) }
+    if result == CURLE_OK {
+      // A response without a body is answered before the end too.
+      guard reportResponse() else { return }
+      end(nil)
+    } else {
+      end(failure(result))
+    }
+  }
+
+  private func configure(
+    _ easy: UnsafeMutableRawPointer, context: UnsafeMutableRawPointer,
+    headers list: inout UnsafeMutablePointer<curl_slist>?
+  ) {
+    TransferEngine.configureRequest(
+      easy, url: url, userAgent: Self.userAgent, certificates: nil,
+      connectTimeout: .milliseconds(Int64(max(1, requestTimeout) * 1000)))
+    protfs_curl_easy_setopt_write_callback(easy, CURLOPT_WRITEFUNCTION, dataWriteCallback)
+    protfs_curl_easy_setopt_pointer(easy, CURLOPT_WRITEDATA, context)
+    protfs_curl_easy_setopt_write_callback(easy, CURLOPT_HEADERFUNCTION, dataHeaderCallback)
+    protfs_curl_easy_setopt_pointer(easy, CURLOPT_HEADERDATA, context)
+    protfs_curl_easy_setopt_long(easy, CURLOPT_FOLLOWLOCATION, 1)
+    protfs_curl_easy_setopt_long(easy, CURLOPT_MAXREDIRS, TransferEngine.maximumRedirects)
+    protfs_curl_easy_setopt_string(easy, CURLOPT_PROTOCOLS_STR, "http,https")
+    protfs_curl_easy_setopt_string(easy, CURLOPT_REDIR_PROTOCOLS_STR, "http,https")
+    // Foundation asks for compressed bodies and hands them over decoded.
+    protfs_curl_easy_setopt_string(easy, CURLOPT_ACCEPT_ENCODING, "")
+    // timeoutIntervalForRequest is the longest wait for the next bytes, not for the whole answer.
+    protfs_curl_easy_setopt_long(easy, CURLOPT_LOW_SPEED_LIMIT, 1)
+    protfs_curl_easy_setopt_long(easy, CURLOPT_LOW_SPEED_TIME, Int(max(1, requestTimeout.rounded(.up))))
+    protfs_curl_easy_setopt_long(easy, CURLOPT_TIMEOUT_MS, Int(min(resourceTimeout, 365 * 86400) * 1000))
+    for header in headers { list = protfs_curl_slist_append(list, "\(header.name): \(header.value)") }
+    if let list { protfs_curl_easy_setopt_slist(easy, CURLOPT_HTTPHEADER, list) }
+    if method != "GET" || body != nil { TransferEngine.configureMethod(easy, method: method, body: body) }
+  }
+
+  /// What a data task says it is.
+  static let userAgent = "protfs (ProtFSKit)"
+
+  /// Reports the final response once, before the first byte of its body or at the end of one
+  /// without a body, and waits for the app's answer: false when the transfer was cancelled.
+  @discardableResult
+  fileprivate func reportResponse() -> Bool {
+    guard !responseReported, let easy else { return !isCancelled }
+    responseReported = true
+    var effective: UnsafeMutableRawPointer?
+    protfs_curl_easy_getinfo_pointer(easy, CURLINFO_EFFECTIVE_URL, &effective)
+    let last =
+      effective.flatMap { URL(string: String(cString: $0.assumingMemoryBound(to: CChar.self))) } ?? url
+    report(.response(Response(url: last, statusCode: statusCode, headers: headerLines)))
+    answered.wait()
+    return !isCancelled
+  }
+
+  /// A header line of a response.
+  fileprivate func header(_ bytes: UnsafeRawBufferPointer) {
+    let line = String(decoding: bytes, as: UTF8.self).trimmingCharacters(in: .whitespacesAndNewlines)
+    if line.hasPrefix("HTTP/") {
+      let parts = line.split(separator: " ", maxSplits: 2)
+      statusCode = parts.count > 1 ? Int(parts[1]) ?? 0 : 0
+      headerLines = []
+      return
+    }
+    guard let colon = line.firstIndex(of: ":") else { return }
+    headerLines.append(
+      (String(line[..<colon]), String(line[line.index(after: colon)...]).trimmingCharacters(in: .whitespaces)))
+  }
+
+  /// The failure libcurl's `result` stands for, with the errno Foundation's error codes follow
+  /// (`URLErrorMapping` in ProtFSKit): a timeout, a refused or unreachable server, a connection lost.
+  private func failure(_ result: CURLcode) -> ProtFSError {
+    let detail = String(cString: protfs_curl_easy_strerror(result))
+    let errno: Int32?
+    switch result {
+    case CURLE_OPERATION_TIMEDOUT: errno = ETIMEDOUT
+    case CURLE_COULDNT_CONNECT, CURLE_COULDNT_RESOLVE_HOST, CURLE_COULDNT_RESOLVE_PROXY: errno = ECONNREFUSED
+    case CURLE_RECV_ERROR, CURLE_SEND_ERROR, CURLE_GOT_NOTHING, CURLE_PARTIAL_FILE: errno = ECONNRESET
+    default: errno = nil
+    }
+    return ProtFSError(
+      .network, "The request to '\(url.absoluteString)' failed: \(detail).", errno: errno,
+      remedy: TransferClassification.hint(for: result).map(Remedy.advice))
+  }
+}
+
+private let dataWriteCallback: curl_write_callback = { data, size, count, context in
+  guard let context, let data else { return 0 }
+  let transfer = Unmanaged<DataTransfer>.fromOpaque(context).takeUnretainedValue()
+  // A cancelled transfer stops taking bytes: libcurl ends it.
+  guard !transfer.isCancelled else { return 0 }
+  let length = size * count
+  guard transfer.reportResponse() else { return 0 }
+  transfer.report(.data(Data(bytes: data, count: length)))
+  return length
+}
+
+private let dataHeaderCallback: curl_write_callback = { data, size, count, context in
+  guard let context, let data else { return 0 }
+  let transfer = Unmanaged<DataTransfer>.fromOpaque(context).takeUnretainedValue()
+  transfer.header(UnsafeRawBufferPointer(start: data, count: size * count))
+  return size * count
+}

@@ -1,0 +1,130 @@
+import Foundation
+import ProtFSSessions
+import Synchronization
+
+/// Data tasks, the shared session, and the tasks made with a completion handler or awaited
+/// (Foundation's "convenience" tasks).
+extension URLSession {
+  /// What the delegate answers to a data task's response (`dataTask(_:didReceive:completionHandler:)`).
+  public enum ResponseDisposition: Int, Sendable {
+    /// The task ends: it completes with `NSURLErrorCancelled`.
+    case cancel = 0
+    /// The task goes on.
+    case allow = 1
+    /// As `allow` (a data task is not turned into a download here).
+    case becomeDownload = 2
+    /// As `allow` (no stream task here).
+    case becomeStream = 3
+  }
+
+  /// Apple's message for a task made with a completion handler (or awaited) in a background session.
+  static let completionHandlerRefused =
+    "Completion handler blocks are not supported in background sessions. Use a delegate instead."
+
+  /// Ends the process as iOS does for a convenience task asked of a background session.
+  func refuseConvenienceTaskInBackground() {
+    if configuration.isBackground {
+      UncaughtException.raise("NSGenericException", reason: Self.completionHandlerRefused)
+    }
+  }
+
+  // MARK: Awaited tasks
+
+  /// The body and response of `url` (a data task); throws the task's error (`URLError`).
+  public func data(from url: URL, delegate: (any URLSessionTaskDelegate)? = nil) async throws -> (Data, URLResponse) {
+    try await data(for: URLRequest(url: url), delegate: delegate)
+  }
+
+  /// The body and response of `request` (a data task). Cancelling the awaiting task cancels it.
+  /// `delegate` is accepted as Apple's is, and not called.
+  public func data(for request: URLRequest, delegate: (any URLSessionTaskDelegate)? = nil) async throws -> (
+    Data, URLResponse
+  ) {
+    try await awaiting { done in
+      dataTask(with: request) { data, response, error in done(Self.outcome(error, data, response)) }
+    }
+  }
+
+  /// The reply and response of uploading the file at `fileURL` with `request`.
+  public func upload(
+    for request: URLRequest, fromFile fileURL: URL, delegate: (any URLSessionTaskDelegate)? = nil
+  ) async throws -> (Data, URLResponse) {
+    try await awaiting { done in
+      uploadTask(with: request, fromFile: fileURL) { data, response, error in done(Self.outcome(error, data, response))
+      }
+    }
+  }
+
+  /// The reply and response of uploading `bodyData` with `request`.
+  public func upload(
+    for request: URLRequest, from bodyData: Data, delegate: (any URLSessionTaskDelegate)? = nil
+  ) async throws -> (Data, URLResponse) {
+    try await awaiting { done in
+      uploadTask(with: request, from: bodyData) { data, response, error in done(Self.outcome(error, data, response)) }
+    }
+  }
+
+  /// The file and response of downloading `url`: the file is the caller's, in the app's temporary
+  /// directory (moved there with its class); move or delete it.
+  public func download(from url: URL, delegate: (any URLSessionTaskDelegate)? = nil) async throws -> (URL, URLResponse)
+  {
+    try await download(for: URLRequest(url: url), delegate: delegate)
+  }
+
+  /// The file and response of downloading `request`, as `download(from:delegate:)`.
+  public func download(for request: URLRequest, delegate: (any URLSessionTaskDelegate)? = nil) async throws -> (
+    URL, URLResponse
+  ) {
+    try await awaiting { done in
+      downloadTask(with: request) { location, response, error in
+        guard let location, let response, error == nil else {
+          return done(.failure(error ?? URLError(.badServerResponse)))
+        }
+        // The handed-over file goes when the handler returns: it is kept in the app's tmp/.
+        let kept = URL(fileURLWithPath: NSTemporaryDirectory()).appendingPathComponent(
+          "CFNetworkDownload_\(UUID().uuidString.prefix(6)).tmp")
+        do {
+          try FileManager.default.moveItem(at: location, to: kept)
+          done(.success((kept, response)))
+        } catch {
+          done(.failure(URLError(.cannotMoveFile, userInfo: [NSUnderlyingErrorKey: error])))
+        }
+      }
+    }
+  }
+
+  /// A data or upload task's result: its body and response, or its error.
+  private static func outcome(_ error: (any Error)?, _ data: Data?, _ response: URLResponse?) -> Result<
+    (Data, URLResponse), any Error
+  > {
+    guard let response, error == nil else { return .failure(error ?? URLError(.badServerResponse)) }
+    return .success((data ?? Data(), response))
+  }
+
+  /// Runs the convenience task `make` gives (resumed here) to its end: its handler calls `done`
+  /// with the task's result. Cancelling the awaiting Swift task cancels it; an error is thrown as
+  /// `URLError`, as Foundation throws.
+  private func awaiting<Value: Sendable>(
+    _ make: (@escaping @Sendable (Result<Value, any Error>) -> Void) -> URLSessionTask
+  ) async throws -> Value {
+    let made = Mutex<URLSessionTask?>(nil)
+    return try await withTaskCancellationHandler {
+      try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<Value, any Error>) in
+        let task = make { result in continuation.resume(with: result.mapError { Self.urlError($0) }) }
+        made.withLock { $0 = task }
+        task.resume()
+        if Task.isCancelled { task.cancel() }
+      }
+    } onCancel: {
+      made.withLock { $0 }?.cancel()
+    }
+  }
+
+  /// `error` as the `URLError` Foundation's async methods throw.
+  static func urlError(_ error: any Error) -> any Error {
+    if error is URLError { return error }
+    let nsError = error as NSError
+    guard nsError.domain == NSURLErrorDomain else { return error }
+    return URLError(URLError.Code(rawValue: nsError.code) ?? .unknown, userInfo: nsError.userInfo)
+  }
+}

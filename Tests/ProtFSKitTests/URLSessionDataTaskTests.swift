@@ -1,0 +1,315 @@
+import Foundation
+import ProtFSKit
+import ProtFSSessions
+import ProtFSTestSupport
+import Synchronization
+import Testing
+
+/// ProtFSKit's data tasks, run in the app's own process as iOS runs a standard session's, against
+/// servers on loopback: the delegate's calls in order, completion handlers, awaited results, the
+/// shared session, and Foundation's error codes.
+@Suite(.timeLimit(.minutes(2))) struct URLSessionDataTaskTests {
+  /// A data delegate that records what it is told, and answers the response with `disposition`.
+  final class DataDelegate: NSObject, URLSessionDataDelegate, @unchecked Sendable {
+    let calls = Mutex<[String]>([])
+    let body = Mutex(Data())
+    let response = Mutex<HTTPURLResponse?>(nil)
+    let error = Mutex<NSError?>(nil)
+    let onMainQueue = Mutex<[Bool]>([])
+    let done = DispatchSemaphore(value: 0)
+    let disposition: URLSession.ResponseDisposition
+    let queue: OperationQueue
+
+    init(disposition: URLSession.ResponseDisposition = .allow, queue: OperationQueue) {
+      self.disposition = disposition
+      self.queue = queue
+    }
+
+    func urlSession(
+      _ session: URLSession, dataTask: URLSessionDataTask, didReceive response: URLResponse,
+      completionHandler: @escaping @Sendable (URLSession.ResponseDisposition) -> Void
+    ) {
+      calls.withLock { $0.append("response") }
+      self.response.withLock { $0 = response as? HTTPURLResponse }
+      onMainQueue.withLock { $0.append(OperationQueue.current === queue) }
+      completionHandler(disposition)
+    }
+
+    func urlSession(_ session: URLSession, dataTask: URLSessionDataTask, didReceive data: Data) {
+      if calls.withLock({ $0.last }) != "data" { calls.withLock { $0.append("data") } }
+      body.withLock { $0.append(data) }
+    }
+
+    func urlSession(_ session: URLSession, task: URLSessionTask, didCompleteWithError error: (any Error)?) {
+      calls.withLock { $0.append("complete") }
+      self.error.withLock { $0 = error.map { $0 as NSError } }
+      onMainQueue.withLock { $0.append(OperationQueue.current === queue) }
+      done.signal()
+    }
+
+    /// Waits (off the cooperative pool) for the completion, at most 20 s.
+    func waitForCompletion() async -> Bool { await offPool { [self] in done.wait(timeout: .now() + 20) == .success } }
+  }
+
+  /// A standard session with `delegate` on `queue` (over a fake service: data tasks never use it).
+  func session(_ delegate: (any URLSessionDelegate)?, queue: OperationQueue? = nil) -> URLSession {
+    URLSession(
+      configuration: .default, delegate: delegate, delegateQueue: queue,
+      backend: FakeSessionBackend(identifier: "fake.data.\(UUID())"))
+  }
+
+  /// Runs `make`'s completion-handler task and returns what its handler got.
+  func completed(
+    _ make: (@escaping @Sendable (Data?, URLResponse?, (any Error)?) -> Void) -> URLSessionTask
+  ) async -> (Data?, HTTPURLResponse?, NSError?) {
+    let result = Mutex<(Data?, HTTPURLResponse?, NSError?)>((nil, nil, nil))
+    let done = DispatchSemaphore(value: 0)
+    let task = make { data, response, error in
+      result.withLock { $0 = (data, response as? HTTPURLResponse, error.map { $0 as NSError }) }
+      done.signal()
+    }
+    task.resume()
+    _ = await offPool { done.wait(timeout: .now() + 20) }
+    return result.withLock { $0 }
+  }
+
+  @Test func theDelegateGetsTheResponseWithItsHeadersThenTheBodyThenTheEndOnItsQueue() async throws {
+    let body = DownloadFixture.bytes(300_000)
+    let server = try FaultServer(body: body, entityTag: "\"e1\"")
+    defer { server.stop() }
+    let queue = OperationQueue()
+    queue.maxConcurrentOperationCount = 1
+    let delegate = DataDelegate(queue: queue)
+    let task = session(delegate, queue: queue).dataTask(with: server.url("report.json"))
+    #expect(task.state == .suspended)
+    task.resume()
+    #expect(await delegate.waitForCompletion())
+    #expect(delegate.calls.withLock { $0 } == ["response", "data", "complete"])
+    #expect(delegate.body.withLock { $0 } == Data(body))
+    #expect(delegate.error.withLock { $0 } == nil)
+    #expect(delegate.onMainQueue.withLock { $0 } == [true, true])
+    let response = try #require(delegate.response.withLock { $0 })
+    #expect(response.statusCode == 200)
+    #expect(response.value(forHTTPHeaderField: "etag") == "\"e1\"")
+    #expect(response.expectedContentLength == Int64(body.count))
+    #expect(response.url == server.url("report.json"))
+    #expect(task.state == .completed)
+    #expect((task.response as? HTTPURLResponse)?.statusCode == 200)
+    #expect(task.countOfBytesReceived == Int64(body.count))
+    #expect(task.taskIdentifier < 0)
+  }
+
+  @Test func aCompletionHandlerGetsTheBodyTheResponseAndNoErrorForAnyStatus() async throws {
+    let server = try FaultServer(body: Array("hello".utf8))
+    defer { server.stop() }
+    let delegate = DataDelegate(queue: OperationQueue())
+    let session = session(delegate)
+    let (data, response, error) = await completed { handler in
+      session.dataTask(with: server.url(), completionHandler: handler)
+    }
+    #expect(data == Data("hello".utf8))
+    #expect(response?.statusCode == 200 && error == nil)
+    // The delegate is told nothing of a task that has a completion handler.
+    #expect(delegate.calls.withLock { $0 }.isEmpty)
+    // A 404 is the server's answer, not a failure of the task.
+    server.setMode(.alwaysStatus(404))
+    let (_, missing, noError) = await completed { handler in
+      session.dataTask(with: URLRequest(url: server.url("gone")), completionHandler: handler)
+    }
+    #expect(missing?.statusCode == 404 && noError == nil)
+  }
+
+  @Test func aRedirectIsFollowedAndTheResponseNamesWhereItEnded() async throws {
+    let target = try FaultServer(body: Array("moved here".utf8))
+    defer { target.stop() }
+    let server = try FaultServer(body: [], mode: .redirect(to: target.url("new").absoluteString))
+    defer { server.stop() }
+    let (data, response, error) = await completed { handler in
+      session(nil).dataTask(with: server.url("old"), completionHandler: handler)
+    }
+    #expect(error == nil && data == Data("moved here".utf8))
+    #expect(response?.url == target.url("new"))
+  }
+
+  @Test func aPOSTSendsItsMethodHeadersAndBody() async throws {
+    let server = try UploadServer()
+    defer { server.stop() }
+    var request = URLRequest(url: server.url("items"))
+    request.httpMethod = "POST"
+    request.setValue("application/json", forHTTPHeaderField: "Content-Type")
+    request.setValue("yes", forHTTPHeaderField: "X-Ported")
+    request.httpBody = Data(repeating: 0x41, count: 5000)
+    let (data, response, error) = await completed { handler in
+      session(nil).dataTask(with: request, completionHandler: handler)
+    }
+    #expect(error == nil && response?.statusCode == 200)
+    let reply = try #require(try JSONSerialization.jsonObject(with: data ?? Data()) as? [String: Any])
+    #expect(reply["received"] as? Int == 5000 && reply["method"] as? String == "POST", "\(reply)")
+    let recorded = try #require(server.requests.last)
+    #expect(recorded.headers["x-ported"] == "yes" && recorded.headers["content-type"] == "application/json")
+  }
+
+  @Test func failuresAreFoundationsErrorCodes() async throws {
+    // Nothing listens on the discard port.
+    let (_, _, refused) = await completed { handler in
+      session(nil).dataTask(with: URL(string: "http://127.0.0.1:9/x")!, completionHandler: handler)
+    }
+    #expect(
+      refused?.domain == NSURLErrorDomain && refused?.code == NSURLErrorCannotConnectToHost,
+      "\(String(describing: refused))")
+    let silent = try FaultServer(body: [], mode: .neverAnswer)
+    defer { silent.stop() }
+    let (_, _, timedOut) = await completed { handler in
+      session(nil).dataTask(with: URLRequest(url: silent.url(), timeoutInterval: 1), completionHandler: handler)
+    }
+    #expect(timedOut?.code == NSURLErrorTimedOut, "\(String(describing: timedOut))")
+    let (_, _, unsupported) = await completed { handler in
+      session(nil).dataTask(with: URL(string: "ftp://127.0.0.1/x")!, completionHandler: handler)
+    }
+    #expect(unsupported?.code == NSURLErrorUnsupportedURL, "\(String(describing: unsupported))")
+  }
+
+  /// A cancel ends the task at once with `NSURLErrorCancelled`, however long the server would take;
+  /// so does a delegate that answers the response with `.cancel`, before any of the body.
+  @Test func aCancelEndsTheTaskAtOnce() async throws {
+    let server = try FaultServer(body: DownloadFixture.bytes(1 << 20), mode: .stallAfter(bytes: 1000))
+    defer { server.stop() }
+    let delegate = DataDelegate(queue: OperationQueue())
+    let task = session(delegate).dataTask(with: server.url())
+    task.resume()
+    _ = await offPool {
+      let deadline = Date() + 10
+      while delegate.calls.withLock({ !$0.contains("data") }), Date() < deadline { usleep(5_000) }
+    }
+    let cancelled = Date()
+    task.cancel()
+    #expect(await delegate.waitForCompletion())
+    #expect(Date().timeIntervalSince(cancelled) < 2)
+    #expect(delegate.error.withLock { $0 }?.code == NSURLErrorCancelled)
+    let refusing = DataDelegate(disposition: .cancel, queue: OperationQueue())
+    server.setMode(.normal)
+    session(refusing).dataTask(with: server.url()).resume()
+    #expect(await refusing.waitForCompletion())
+    #expect(refusing.calls.withLock { $0 } == ["response", "complete"])
+    #expect(refusing.error.withLock { $0 }?.code == NSURLErrorCancelled)
+  }
+
+  @Test func awaitedDataAndItsURLErrors() async throws {
+    let server = try FaultServer(body: Array("{\"ok\":true}".utf8))
+    defer { server.stop() }
+    let (data, response) = try await session(nil).data(from: server.url())
+    #expect(data == Data("{\"ok\":true}".utf8))
+    #expect((response as? HTTPURLResponse)?.statusCode == 200)
+    do {
+      _ = try await session(nil).data(for: URLRequest(url: URL(string: "http://127.0.0.1:9/x")!))
+      Issue.record("a refused connection returned")
+    } catch let error as URLError {
+      #expect(error.code == .cannotConnectToHost)
+    }
+    // Cancelling the awaiting Swift task cancels the data task.
+    let silent = try FaultServer(body: [], mode: .neverAnswer)
+    defer { silent.stop() }
+    let session = session(nil)
+    let awaiting = Task { try await session.data(from: silent.url()) }
+    try await Task.sleep(for: .milliseconds(200))
+    awaiting.cancel()
+    do {
+      _ = try await awaiting.value
+      Issue.record("a cancelled request returned")
+    } catch let error as URLError {
+      #expect(error.code == .cancelled)
+    }
+  }
+
+  @Test func theSharedSessionRunsDataTasksAndListsThemWhileTheyRun() async throws {
+    let server = try FaultServer(body: DownloadFixture.bytes(100_000), mode: .gateAfter(bytes: 1000))
+    defer { server.stop() }
+    #expect(URLSession.shared === URLSession.shared)
+    let done = DispatchSemaphore(value: 0)
+    let task = URLSession.shared.dataTask(with: server.url()) { data, _, error in
+      #expect(error == nil && data?.count == 100_000)
+      done.signal()
+    }
+    task.resume()
+    let listed = await URLSession.shared.allTasks
+    #expect(listed.contains { $0 === task })
+    let (running, _, _) = await URLSession.shared.tasks
+    #expect(running.contains { $0 === task })
+    server.openGate()
+    #expect(await offPool { done.wait(timeout: .now() + 20) } == .success)
+    #expect(!(await URLSession.shared.allTasks).contains { $0 === task })
+  }
+
+  @Test func theTaskHintsAndTheRequestsCachePolicyAreKept() {
+    let task = session(nil).dataTask(with: URL(string: "http://127.0.0.1:9/x")!)
+    #expect(task.priority == URLSessionTask.defaultPriority)
+    task.priority = URLSessionTask.highPriority
+    #expect(task.priority == 0.75)
+    task.priority = 7
+    #expect(task.priority == 1)
+    #expect(task.countOfBytesClientExpectsToReceive == NSURLSessionTransferSizeUnknown)
+    task.countOfBytesClientExpectsToSend = 80
+    #expect(task.countOfBytesClientExpectsToSend == 80)
+    let request = URLRequest(url: URL(string: "http://127.0.0.1:9/x")!, cachePolicy: .reloadIgnoringLocalCacheData)
+    #expect(request.cachePolicy == .reloadIgnoringCacheData)
+    let response = HTTPURLResponse(
+      url: URL(string: "http://a.test/x")!, statusCode: 200, httpVersion: nil,
+      headerFields: ["Content-Type": "application/json; charset=UTF-8", "content-length": "42"])
+    #expect(response?.mimeType == "application/json" && response?.textEncodingName == "utf-8")
+    #expect(response?.expectedContentLength == 42)
+    #expect(response?.value(forHTTPHeaderField: "CONTENT-TYPE") == "application/json; charset=UTF-8")
+  }
+
+  /// A download made with a completion handler, in a session nobody keeps (the session lives while
+  /// its tasks do, as Foundation's): the handler gets the file, which exists while it runs, then
+  /// the file goes and is acknowledged, and the task too; the delegate is told nothing.
+  @Test func aConvenienceDownloadHandsItsFileToTheHandlerInASessionNobodyKeeps() async throws {
+    let backend = FakeSessionBackend(identifier: "fake.convenience.download")
+    let directory = try TestDevice.makeTemporaryDirectory()
+    defer { TestDevice.removeTree(directory) }
+    let location = URL(fileURLWithPath: directory + "/CFNetworkDownload_x.tmp")
+    try Data("downloaded".utf8).write(to: location)
+    let seen = Mutex<(String?, Bool, [Int64])>((nil, false, []))
+    let done = DispatchSemaphore(value: 0)
+    let delegate = DataDelegate(queue: OperationQueue())
+    weak var released: URLSession?
+    let task: URLSessionDownloadTask = {
+      let session = URLSession(configuration: .default, delegate: delegate, delegateQueue: nil, backend: backend)
+      released = session
+      return session.downloadTask(with: URL(string: "http://example.test/a.bin")!) { file, response, error in
+        let text = file.flatMap { try? String(contentsOf: $0, encoding: .utf8) }
+        seen.withLock { $0 = (text, error == nil, backend.store.withLock { $0.filesAcknowledged }) }
+        done.signal()
+      }
+    }()
+    task.resume()
+    #expect(released != nil, "the session went before its task ended")
+    let id = Int64(task.taskIdentifier)
+    backend.post(.finishedDownloading(task: id, location: location.path))
+    backend.post(.completed(task: id, snapshot: backend.completedSnapshot(id), error: nil))
+    #expect(await offPool { done.wait(timeout: .now() + 10) } == .success)
+    let (text, succeeded, filesThen) = seen.withLock { $0 }
+    #expect(text == "downloaded" && succeeded)
+    #expect(filesThen.isEmpty, "the file was acknowledged before the handler ran")
+    #expect(await offPool { backend.acknowledgement.wait(timeout: .now() + 10) } == .success)
+    #expect(!Foundation.FileManager.default.fileExists(atPath: location.path))
+    #expect(backend.store.withLock { ($0.filesAcknowledged, $0.acknowledged) } == ([id], [id]))
+    #expect(delegate.calls.withLock { $0 }.isEmpty)
+  }
+
+  /// iOS raises an NSGenericException for a task made with a completion handler (or awaited) in
+  /// a background session, which ends the app: so does ProtFSKit, with Apple's words.
+  @Test func aBackgroundSessionRefusesCompletionHandlersAsIOSDoes() async {
+    let result = await #expect(processExitsWith: .failure, observing: [\.standardErrorContent]) {
+      let session = URLSession(
+        configuration: .background(withIdentifier: "fake.convenience"), delegate: nil, delegateQueue: nil,
+        backend: FakeSessionBackend(identifier: "fake.convenience"))
+      _ = session.dataTask(with: URL(string: "http://127.0.0.1:9/x")!) { _, _, _ in }
+    }
+    let output = result.map { String(decoding: $0.standardErrorContent, as: UTF8.self) } ?? ""
+    #expect(
+      output.contains(
+        "Terminating app due to uncaught exception 'NSGenericException', reason: 'Completion handler blocks are not supported in background sessions. Use a delegate instead.'"
+      ), "\(output)")
+  }
+}

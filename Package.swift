@@ -71,6 +71,10 @@ let package = Package(
       name: "PortedApp", dependencies: ["ProtFSKit"], path: "Examples/PortedApp",
       swiftSettings: [.swiftLanguageMode(.v5)]),
     .executableTarget(name: "PortedMainApp", dependencies: ["ProtFSKit"], path: "Examples/PortedMainApp"),
+    // Background fetch with URLSession.shared, as Apple's documentation writes it (Swift 5 mode).
+    .executableTarget(
+      name: "SharedSessionFetch", dependencies: ["ProtFSKit"], path: "Examples/SharedSessionFetch",
+      swiftSettings: [.swiftLanguageMode(.v5)]),
     // A silent push that starts a background download (issue 32).
     .executableTarget(name: "PushDownloader", dependencies: ["ProtFSKit"], path: "Examples/PushDownloader"),
     // Audio and location keeping an app running in the background (issue 32).

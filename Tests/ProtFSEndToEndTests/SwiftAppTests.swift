@@ -1,5 +1,6 @@
 import Foundation
 import ProtFS
+import ProtFSSessions
 import ProtFSTestSupport
 import Testing
 
@@ -130,6 +131,44 @@ import Testing
     #expect(try await d.protfs(["app", "terminate", AppDevice.bundle]).status == 0)
     let (status, _) = await app.exit()
     #expect(status == 0, "\(app.output)")
+  }
+
+  /// Background fetch as Apple's documentation writes it: the handler asks `URLSession.shared` for
+  /// the data and keeps it in Documents as a complete file. Locked, the request still succeeds (a
+  /// data task touches no file), but the complete file cannot be made, so the fetch fails, as on a
+  /// phone.
+  @Test func aFetchThroughTheSharedSessionGetsItsDataLockedOrNotAndKeepsItOnlyUnlocked() async throws {
+    let d = try AppDevice()
+    defer { d.remove() }
+    defer { d.endApp() }
+    let body = #"{"headlines": ["Protected data", "Background time"]}"#
+    let server = try FaultServer(body: Array(body.utf8))
+    defer { server.stop() }
+    let app = try d.launch(
+      ["--suspend-after", "60s"],
+      [try d.installExample("SharedSessionFetch"), server.url("latest.json").absoluteString])
+    defer { app.stop() }
+    #expect(await app.line(containing: "ready") != nil, "\(app.output)")
+    #expect(try await d.protfs(["app", "background", AppDevice.bundle]).status == 0)
+    #expect(try await d.protfs(["app", "fetch", AppDevice.bundle]).status == 0)
+    #expect(await app.line(containing: "fetched \(body.utf8.count) bytes, kept in Documents") != nil, "\(app.output)")
+    #expect(await d.waitForFetchResult() == "newData")
+    let kept = d.t.containerPath(AppDevice.bundle, "Documents/latest.json")
+    #expect(FileManager.default.contents(atPath: kept) == Data(body.utf8))
+    let shown = try await d.protfs(["get-class", kept])
+    #expect(shown.stdout.hasPrefix("NSFileProtectionComplete  own"), "\(shown)")
+    #expect(try await d.protfs(["lock", "--grace", "0"]).status == 0)
+    #expect(try await d.protfs(["app", "fetch", AppDevice.bundle]).status == 0)
+    #expect(
+      await app.line(containing: "fetched \(body.utf8.count) bytes, cannot keep them", after: "kept in Documents")
+        != nil,
+      "\(app.output)")
+    #expect(await d.waitForRecord { ($0["lastFetch"] as? [String: Any])?["result"] as? String == "failed" })
+    #expect(server.requests.count == 2)
+    // Data tasks run in the app: the shared session never asked for the session service.
+    #expect(SessionServiceClient.ping(socketName: SessionServiceClient.socketName(device: d.t.device)) == nil)
+    #expect(try await d.protfs(["app", "terminate", AppDevice.bundle]).status == 0)
+    _ = await app.exit()
   }
 
   @Test func fetchHelperLaunchedInTheBackgroundForAFetchCompletesIt() async throws {

@@ -194,6 +194,53 @@ import Testing
     #expect(refusing.error.withLock { $0 }?.code == NSURLErrorCancelled)
   }
 
+  /// A session opens at most `httpMaximumConnectionsPerHost` connections to one host: further
+  /// tasks to it wait, in order, for a running one to end, while tasks to other hosts go on; a
+  /// waiting task that is cancelled ends at once and never reaches the server.
+  @Test func tasksPastTheConnectionsPerHostWaitForARunningOneToEnd() async throws {
+    let server = try FaultServer(body: DownloadFixture.bytes(100_000), mode: .gateAfter(bytes: 1000))
+    defer { server.stop() }
+    let other = try FaultServer(body: Array("elsewhere".utf8))
+    defer { other.stop() }
+    let configuration = URLSessionConfiguration.default
+    configuration.httpMaximumConnectionsPerHost = 1
+    let session = URLSession(
+      configuration: configuration, delegate: nil, delegateQueue: nil,
+      backend: FakeSessionBackend(identifier: "fake.hosts.\(UUID())"))
+    let finished = Mutex<[String: NSError?]>([:])
+    let done = DispatchSemaphore(value: 0)
+    func task(_ name: String, _ url: URL) -> URLSessionDataTask {
+      session.dataTask(with: url) { data, _, error in
+        finished.withLock { _ = $0.updateValue(error.map { $0 as NSError }, forKey: name) }
+        done.signal()
+      }
+    }
+    let first = task("first", server.url("first"))
+    let second = task("second", server.url("second"))
+    let third = task("third", server.url("third"))
+    first.resume()
+    _ = await offPool {
+      let deadline = Date() + 10
+      while server.requests.isEmpty, Date() < deadline { usleep(5_000) }
+    }
+    second.resume()
+    third.resume()
+    // A task to another host is not held back, and by the time it ends the second task would
+    // have reached the server had it not waited.
+    task("other", other.url()).resume()
+    #expect(await offPool { done.wait(timeout: .now() + 20) } == .success)
+    third.cancel()
+    #expect(await offPool { done.wait(timeout: .now() + 5) } == .success)
+    #expect(finished.withLock { $0["other"] } == .some(nil))
+    #expect(finished.withLock { $0["third"] }??.code == NSURLErrorCancelled)
+    #expect(server.requests.map(\.path) == ["/first"])
+    #expect(second.state == .running)
+    server.openGate()
+    for _ in 0..<2 { #expect(await offPool { done.wait(timeout: .now() + 20) } == .success) }
+    #expect(finished.withLock { $0["first"] } == .some(nil) && finished.withLock { $0["second"] } == .some(nil))
+    #expect(server.requests.map(\.path) == ["/first", "/second"])
+  }
+
   @Test func awaitedDataAndItsURLErrors() async throws {
     let server = try FaultServer(body: Array("{\"ok\":true}".utf8))
     defer { server.stop() }

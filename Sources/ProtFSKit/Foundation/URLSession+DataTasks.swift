@@ -1,4 +1,5 @@
 import Foundation
+import ProtFSDownloads
 import ProtFSSessions
 import Synchronization
 
@@ -126,5 +127,53 @@ extension URLSession {
     let nsError = error as NSError
     guard nsError.domain == NSURLErrorDomain else { return error }
     return URLError(URLError.Code(rawValue: nsError.code) ?? .unknown, userInfo: nsError.userInfo)
+  }
+}
+
+/// A session's data tasks by host: at most `limit` run at once to one host (its configuration's
+/// `httpMaximumConnectionsPerHost`, 6 as on iOS), the rest waiting in the order they were
+/// resumed, as Foundation queues requests past its connections. Tasks are known by their
+/// identifiers, unique in their session.
+final class DataTransferGate: Sendable {
+  private let limit: Int
+  private let hosts = Mutex<[String: Host]>([:])
+
+  private struct Host: Sendable {
+    var running: Set<Int> = []
+    var waiting: [(task: Int, transfer: DataTransfer)] = []
+  }
+
+  init(limit: Int) { self.limit = max(1, limit) }
+
+  /// Starts `transfer` (task `task`) to `host` now, or once one of the host's running tasks ends.
+  func start(_ transfer: DataTransfer, task: Int, host: String) {
+    let now = hosts.withLock { hosts in
+      var entry = hosts[host, default: Host()]
+      defer { hosts[host] = entry }
+      guard entry.running.count < limit else {
+        entry.waiting.append((task, transfer))
+        return false
+      }
+      entry.running.insert(task)
+      return true
+    }
+    if now { transfer.start() }
+  }
+
+  /// Task `task` to `host` ended (or was cancelled while it waited): its place goes to the next.
+  func ended(task: Int, host: String) {
+    let next = hosts.withLock { hosts -> DataTransfer? in
+      guard var entry = hosts[host] else { return nil }
+      defer { hosts[host] = entry.running.isEmpty && entry.waiting.isEmpty ? nil : entry }
+      guard entry.running.remove(task) != nil else {
+        entry.waiting.removeAll { $0.task == task }
+        return nil
+      }
+      guard !entry.waiting.isEmpty else { return nil }
+      let next = entry.waiting.removeFirst()
+      entry.running.insert(next.task)
+      return next.transfer
+    }
+    next?.start()
   }
 }

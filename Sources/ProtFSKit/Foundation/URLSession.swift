@@ -30,6 +30,8 @@ open class URLSession: NSObject, @unchecked Sendable {
 
   /// The session's identifier in the service.
   let identifier: String
+  /// The session's data tasks by host, `httpMaximumConnectionsPerHost` at a time.
+  let dataTransfers: DataTransferGate
   /// The service's session: opened with a background session, and with another session when its
   /// first download or upload is made (its data tasks never need it).
   private let connection: Mutex<Connection>
@@ -130,6 +132,7 @@ open class URLSession: NSObject, @unchecked Sendable {
     }
     self.identifier = identifier
     self.connection = Mutex(connection)
+    dataTransfers = DataTransferGate(limit: configuration.httpMaximumConnectionsPerHost)
     state = Mutex(SessionState(delegate: delegate))
     super.init()
   }

@@ -213,15 +213,26 @@ open class URLSessionDataTask: URLSessionTask, @unchecked Sendable {}
 final class InProcessDataTask: URLSessionDataTask, @unchecked Sendable {
   /// The transfer, made with the task.
   let transfer: DataTransfer
+  /// The session's gate of connections per host, and this task's host there.
+  private let gate: DataTransferGate
+  private let host: String
 
   init(id: Int, request: URLRequest, session: URLSession) {
     let configuration = session.configuration
     let prepared = session.prepared(request)
     let timeout = request.timeoutInterval > 0 ? request.timeoutInterval : configuration.timeoutIntervalForRequest
+    let url = prepared.url
+    let port = url.port ?? (url.scheme?.lowercased() == "https" ? 443 : 80)
+    let (gate, host) = (session.dataTransfers, "\(url.host?.lowercased() ?? ""):\(port)")
     transfer = DataTransfer(
       url: prepared.url, method: prepared.method, headers: prepared.headers.map { ($0.name, $0.value) },
       body: prepared.body, requestTimeout: timeout, resourceTimeout: configuration.timeoutIntervalForResource
-    ) { [weak session] event in session?.receive(Self.event(event, task: Int64(id), url: prepared.url)) }
+    ) { [weak session] event in
+      if case .completed = event { gate.ended(task: id, host: host) }
+      session?.receive(Self.event(event, task: Int64(id), url: prepared.url))
+    }
+    self.gate = gate
+    self.host = host
     super.init(id: id, request: request, backend: nil)
   }
 
@@ -243,11 +254,11 @@ final class InProcessDataTask: URLSessionDataTask, @unchecked Sendable {
     }
   }
 
-  /// Starts the request (once).
+  /// Starts the request (once), when the session's connections to its host allow.
   override func resume() {
     guard state == .suspended else { return }
     lock.withLock { $0.state = .running }
-    transfer.start()
+    gate.start(transfer, task: taskIdentifier, host: host)
   }
 
   /// Nothing: a data task's request, once begun, runs to its end here (iOS may pause its reads).

@@ -11,6 +11,8 @@
 #include <sys/mman.h>
 #include <sys/mount.h>
 #include <sys/resource.h>
+#include <sys/stat.h>
+#include <sys/sysmacros.h>
 #include <sys/wait.h>
 #include <time.h>
 
@@ -85,43 +87,173 @@ static int protfs_spawn_search(const struct protfs_spawn *spawn) {
   return denied ? EACCES : ENOENT;
 }
 
-#ifndef STATX_MNT_ID
-#define STATX_MNT_ID 0x00001000U
-#endif
-
-/* The id of the mount `fd` is on (statx STATX_MNT_ID, Linux 5.8), or 0. */
-static uint64_t protfs_mount_id(int fd) {
-  struct statx sx;
-  if (syscall(SYS_statx, fd, "", AT_EMPTY_PATH | AT_SYMLINK_NOFOLLOW, STATX_MNT_ID, &sx) != 0) return 0;
-  return (sx.stx_mask & STATX_MNT_ID) ? sx.stx_mnt_id : 0;
+/* The id of the mount `fd` is on, as /proc/self/fdinfo gives it (which asks nothing of the file
+   system, so a dead FUSE mount has one too), or 0. No allocation. */
+static uint64_t protfs_fd_mount_id(int fd) {
+  char path[40];
+  protfs_fd_path(fd, path); /* "/proc/self/fd/N" becomes "/proc/self/fdinfo/N" */
+  char info[40] = "/proc/self/fdinfo/";
+  memcpy(info + 18, path + 14, strlen(path + 14) + 1);
+  int file = open(info, O_RDONLY | O_CLOEXEC);
+  if (file < 0) return 0;
+  char text[512];
+  ssize_t length = read(file, text, sizeof(text) - 1);
+  close(file);
+  if (length <= 0) return 0;
+  text[length] = 0;
+  const char *found = strstr(text, "mnt_id:");
+  if (found == NULL) return 0;
+  found += 7;
+  while (*found == ' ' || *found == '\t') found++;
+  uint64_t id = 0;
+  for (; *found >= '0' && *found <= '9'; found++) id = id * 10 + (uint64_t)(*found - '0');
+  return id;
 }
 
-/* Detaches, in this process's mount namespace, the mounts at `paths` (lazily). Each is taken by a
-   descriptor first, and spared when it is the mount bound at `target`: on its device, or with
-   `same_mount` that very mount (an app's sandbox keeps its own container's bind and drops the
-   protfs mount it was bound from, which is on the same device). So a path whose directories were
-   swapped for links after the parent read it cannot lead the detach to the program's own mount.
-   A dead mount (its attributes unreadable) goes too. No allocation. */
-static void protfs_spawn_detach(const char *const *paths, int count, const char *target, int same_mount) {
-  int kept = open(target, O_PATH | O_DIRECTORY | O_CLOEXEC);
-  if (kept < 0) return;
-  struct stat bound;
-  uint64_t bound_id = same_mount ? protfs_mount_id(kept) : 0;
-  int known = fstat(kept, &bound) == 0 && (!same_mount || bound_id != 0);
-  close(kept);
-  if (!known) return;
-  for (int i = 0; i < count; i++) {
-    int fd = open(paths[i], O_PATH | O_DIRECTORY | O_CLOEXEC);
-    if (fd < 0) continue;
-    struct stat s;
-    int spared = fstat(fd, &s) == 0 && s.st_dev == bound.st_dev && (!same_mount || protfs_mount_id(fd) == bound_id);
-    if (!spared) {
-      char link[32];
-      protfs_fd_path(fd, link);
-      (void)umount2(link, MNT_DETACH);
+/* One line of /proc/self/mountinfo, as much of it as the detach needs. */
+struct protfs_mount_line {
+  uint64_t id;
+  unsigned major, minor;
+  char mountpoint[4096]; /* decoded (the kernel writes space, tab, newline and \ as \ooo) */
+  int too_long;
+  char type[64];
+};
+
+/* Reads the fields of mountinfo's lines from `file` one character at a time (no allocation, no
+   line too long for it), calling `each` with every whole line. -1 when the file cannot be read. */
+static int protfs_each_mount(int file, void (*each)(const struct protfs_mount_line *, void *), void *context) {
+  struct protfs_mount_line line;
+  char field[64];
+  int field_length = 0, index = 0, after_dash = 0, escape = 0, escaped = 0, length = 0;
+  memset(&line, 0, sizeof(line));
+  char buffer[4096];
+  for (;;) {
+    ssize_t count = read(file, buffer, sizeof(buffer));
+    if (count < 0 && errno == EINTR) continue;
+    if (count < 0) return -1;
+    if (count == 0) return 0;
+    for (ssize_t i = 0; i < count; i++) {
+      char c = buffer[i];
+      if (c == ' ' || c == '\n') {
+        field[field_length < (int)sizeof(field) ? field_length : (int)sizeof(field) - 1] = 0;
+        if (index == 0) {
+          line.id = 0;
+          for (int k = 0; k < field_length && field[k] >= '0' && field[k] <= '9'; k++) {
+            line.id = line.id * 10 + (uint64_t)(field[k] - '0');
+          }
+        } else if (index == 2) {
+          unsigned *part = &line.major;
+          line.major = line.minor = 0;
+          for (int k = 0; k < field_length && field[k] != 0; k++) {
+            if (field[k] == ':') part = &line.minor;
+            else if (field[k] >= '0' && field[k] <= '9') *part = *part * 10 + (unsigned)(field[k] - '0');
+          }
+        } else if (index == 4) {
+          line.mountpoint[length] = 0;
+        } else if (index >= 6 && after_dash == 0 && field_length == 1 && field[0] == '-') {
+          after_dash = 1;
+        } else if (after_dash == 1) {
+          /* A type as long as the field's room is none the detach looks for. */
+          if (field_length < (int)sizeof(field)) memcpy(line.type, field, (size_t)field_length + 1);
+          after_dash = 2;
+        }
+        index++;
+        field_length = 0;
+        if (c == '\n') {
+          if (after_dash == 2) each(&line, context);
+          memset(&line, 0, sizeof(line));
+          index = after_dash = escape = length = 0;
+        }
+        continue;
+      }
+      if (index == 4) {
+        if (escape > 0) {
+          escaped = escaped * 8 + (c - '0');
+          if (++escape == 4) {
+            c = (char)escaped;
+            escape = 0;
+          } else {
+            continue;
+          }
+        } else if (c == '\\') {
+          escape = 1;
+          escaped = 0;
+          continue;
+        }
+        if (length < (int)sizeof(line.mountpoint) - 1) line.mountpoint[length++] = c;
+        else line.too_long = 1;
+      } else if (field_length < (int)sizeof(field)) {
+        field[field_length++] = c;
+      } else {
+        field_length = (int)sizeof(field); /* longer than any field read here: ignored */
+      }
     }
-    close(fd);
   }
+}
+
+/* What a pass of the detach spares and how far it got. */
+struct protfs_detach_pass {
+  uint64_t spared_id;     /* a mount kept by its id, or 0 */
+  dev_t spared_device;    /* mounts of this file system kept, or 0 */
+  int detached;
+};
+
+/* Detaches the mount of `line` when it is a protfs mount the pass does not spare: taken by a
+   descriptor first, and detached only when that descriptor is on that very mount (its id), so a
+   path swapped for a link after the kernel wrote it leads the detach nowhere else. */
+static void protfs_detach_one(const struct protfs_mount_line *line, void *context) {
+  struct protfs_detach_pass *pass = context;
+  if (strcmp(line->type, "fuse.protfs") != 0 || line->too_long) return;
+  if (line->id == pass->spared_id) return;
+  if (pass->spared_device != 0 && makedev(line->major, line->minor) == pass->spared_device) return;
+  int fd = open(line->mountpoint, O_PATH | O_DIRECTORY | O_CLOEXEC);
+  if (fd < 0) return;
+  if (protfs_fd_mount_id(fd) == line->id) {
+    char link[32];
+    protfs_fd_path(fd, link);
+    if (umount2(link, MNT_DETACH) == 0) pass->detached++;
+  }
+  close(fd);
+}
+
+/* Detaches from this process's mount namespace, which must take nothing more from the system's,
+   every protfs mount (other devices', other apps', the device's own) but those it is told to
+   keep: `keep_mount`, the mount at `target` by its id (an app's sandbox keeps its container's copy
+   and drops the mount it was taken from), or else every mount of the file system at `target`
+   (`protfs exec` keeps its device's mount). The namespace's own table says which mounts there are,
+   read after the namespace was made, so none made since the parent looked is missed; the table is
+   read again until a pass detaches nothing (stacked mounts come off one at a time). A mount that
+   no path reaches (covered by another) stays, out of reach. 0, or -1 with errno set. No
+   allocation. */
+static int protfs_spawn_detach(const char *target, int keep_mount) {
+  int kept = open(target, O_PATH | O_DIRECTORY | O_CLOEXEC);
+  if (kept < 0) return -1;
+  struct protfs_detach_pass pass = {0, 0, 0};
+  struct stat bound;
+  if (keep_mount) {
+    pass.spared_id = protfs_fd_mount_id(kept);
+  } else if (fstat(kept, &bound) == 0) {
+    pass.spared_device = bound.st_dev;
+  }
+  close(kept);
+  if (pass.spared_id == 0 && pass.spared_device == 0) {
+    errno = EIO;
+    return -1;
+  }
+  for (int round = 0; round < 64; round++) {
+    int table = open("/proc/self/mountinfo", O_RDONLY | O_CLOEXEC);
+    if (table < 0) return -1;
+    pass.detached = 0;
+    int read_all = protfs_each_mount(table, protfs_detach_one, &pass);
+    int error = errno;
+    close(table);
+    if (read_all != 0) {
+      errno = error;
+      return -1;
+    }
+    if (pass.detached == 0) return 0;
+  }
+  return 0;
 }
 
 /* An app's sandbox (`spawn->sandbox_tree`): enters a mount namespace of its own in which
@@ -131,7 +263,8 @@ static void protfs_spawn_detach(const char *const *paths, int count, const char 
    with errno set. No allocation. */
 static int protfs_spawn_sandbox(const struct protfs_spawn *spawn) {
   if (syscall(SYS_unshare, PROTFS_CLONE_NEWNS) != 0) return -1;
-  if (mount(NULL, "/", NULL, MS_REC | MS_SLAVE, NULL) != 0) return -1;
+  /* Private: a mount made later elsewhere (another protfs mount, say) never shows here. */
+  if (mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) != 0) return -1;
   const unsigned long flags = MS_NOSUID | MS_NODEV | MS_NOEXEC;
   if (mount("protfs-sandbox", spawn->mount_target, "tmpfs", flags, "mode=0755,size=4k,nr_inodes=4") != 0) return -1;
   if (mkdir(spawn->sandbox_point, 0755) != 0) return -1;
@@ -203,9 +336,9 @@ static void protfs_spawn_child(const struct protfs_spawn *spawn, int report, int
   /* First, before any descriptor is passed on or closed: the container's copy is one of them. */
   if (spawn->sandbox_tree >= 0) {
     if (protfs_spawn_sandbox(spawn) != 0) protfs_spawn_fail(report, PROTFS_SPAWN_SANDBOX, errno, 0);
-    /* Every protfs mount leaves, the one the container was bound from too: a path to it would
+    /* Every protfs mount leaves, the one the container was taken from too: a path to it would
        lead to every other container. */
-    protfs_spawn_detach(spawn->detached_mounts, spawn->detached_mount_count, spawn->sandbox_point, 1);
+    if (protfs_spawn_detach(spawn->sandbox_point, 1) != 0) protfs_spawn_fail(report, PROTFS_SPAWN_SANDBOX, errno, 0);
     /* A working directory inside the containers still names the backing directory, perhaps of
        another app: it is taken again by its path, which now leads through the sandbox, or, where
        that path leads nowhere, the app starts in its own container. */
@@ -252,8 +385,8 @@ static void protfs_spawn_child(const struct protfs_spawn *spawn, int report, int
       protfs_spawn_fail(report, PROTFS_SPAWN_MOUNT, errno, 0);
     }
     /* Each copy the namespace holds keeps its filesystem alive: its daemon would serve it, after
-       its own unmount, for as long as the program runs. One already gone is no failure. */
-    protfs_spawn_detach(spawn->detached_mounts, spawn->detached_mount_count, spawn->mount_target, 0);
+       its own unmount, for as long as the program runs. */
+    if (protfs_spawn_detach(spawn->mount_target, 0) != 0) protfs_spawn_fail(report, PROTFS_SPAWN_MOUNT, errno, 0);
     /* A working directory inside the containers still names the backing directory: take it again
        by its path, which now leads through the mount. */
     if (spawn->working_directory != NULL) {
@@ -489,4 +622,36 @@ int protfs_forward_signals(int write_end, const int *signals, int count) {
   }
   /* A parent may have left them blocked (a child inherits its signal mask). */
   return pthread_sigmask(SIG_UNBLOCK, &unblock, NULL) == 0 ? 0 : -1;
+}
+
+int protfs_spawn_plain(pid_t *pid, const char *path, char *const argv[], char *const envp[], int input, int output,
+                       int error, const char *directory) {
+  posix_spawn_file_actions_t actions;
+  int result = posix_spawn_file_actions_init(&actions);
+  if (result != 0) return result;
+  posix_spawnattr_t attributes;
+  result = posix_spawnattr_init(&attributes);
+  if (result != 0) {
+    posix_spawn_file_actions_destroy(&actions);
+    return result;
+  }
+  const int from[3] = {input, output, error};
+  for (int i = 0; i < 3 && result == 0; i++) result = posix_spawn_file_actions_adddup2(&actions, from[i], i);
+  if (result == 0) result = posix_spawn_file_actions_addclosefrom_np(&actions, 3);
+  if (result == 0 && directory != NULL) result = posix_spawn_file_actions_addchdir_np(&actions, directory);
+  sigset_t none, pipe;
+  sigemptyset(&none);
+  sigemptyset(&pipe);
+  sigaddset(&pipe, SIGPIPE);
+  if (result == 0) result = posix_spawnattr_setsigmask(&attributes, &none);
+  if (result == 0) result = posix_spawnattr_setsigdefault(&attributes, &pipe);
+  if (result == 0) result = posix_spawnattr_setpgroup(&attributes, 0);
+  if (result == 0) {
+    const short flags = POSIX_SPAWN_SETPGROUP | POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF;
+    result = posix_spawnattr_setflags(&attributes, flags);
+  }
+  if (result == 0) result = posix_spawn(pid, path, &actions, &attributes, argv, envp);
+  posix_spawnattr_destroy(&attributes);
+  posix_spawn_file_actions_destroy(&actions);
+  return result;
 }

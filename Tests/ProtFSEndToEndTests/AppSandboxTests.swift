@@ -32,7 +32,8 @@ import Testing
     let neighbourContainer = d.t.containerPath(Self.neighbour)
     var mountpoint = ""
     if route == .deviceMount {
-      mountpoint = d.t.directory + "/mnt"
+      // A space and a backslash, which the mount table writes as octal escapes.
+      mountpoint = d.t.directory + "/the mount\\point"
       mkdir(mountpoint, 0o755)
       let mounted = try await d.protfs(["mount", mountpoint])
       #expect(mounted.status == 0, "\(mounted)")
@@ -69,6 +70,54 @@ import Testing
     #expect(output.contains("own: written"), "\(output)")
     #expect(!FileManager.default.fileExists(atPath: documents + "/planted.txt"))
     #expect(FileManager.default.contents(atPath: d.t.containerPath(AppDevice.bundle, "Documents/mine.txt")) != nil)
+    _ = await app.exit()
+  }
+
+  /// A mount made after the app started (the device's own, here, beneath a shared mount) does not
+  /// reach into the app's sandbox: its mount namespace takes nothing more from the system's, so
+  /// the neighbour's container stays out of reach and the app's mounts stay what they were.
+  @Test(arguments: [Route.appMount, .permissionModes])
+  func aMountMadeAfterTheLaunchDoesNotReachTheApp(_ route: Route) async throws {
+    let d = try AppDevice(neighbours: [Self.neighbour])
+    defer { d.remove() }
+    defer { d.endApp() }
+    _ = try Self.plantSecret(d)
+    // A shared mount around the mountpoint, as systemd makes `/`: what is mounted beneath it
+    // later propagates to every namespace that takes mounts from this one.
+    let shared = d.t.directory + "/shared"
+    let mountpoint = shared + "/mnt"
+    mkdir(shared, 0o755)
+    #expect(mount(shared, shared, nil, UInt(MS_BIND), nil) == 0, "errno \(errno)")
+    defer { umount2(shared, Int32(MNT_DETACH)) }
+    #expect(mount(nil, shared, nil, UInt(MS_SHARED), nil) == 0, "errno \(errno)")
+    mkdir(mountpoint, 0o755)
+    let script = try d.script(
+      "later.sh",
+      """
+      #!/bin/sh
+      echo "mounts $(grep -c " - fuse.protfs " /proc/self/mountinfo)"
+      echo ready
+      while [ ! -e "\(d.scripts)/go" ]; do sleep 0.05; done
+      cat '\(mountpoint)/\(Self.neighbour)/Documents/secret.txt' 2>&1 | sed 's/^/through the mount: /'
+      echo "mounts now $(grep -c " - fuse.protfs " /proc/self/mountinfo)"
+      echo done
+      """)
+    let app = try d.launch(route == .permissionModes ? ["--no-mount"] : [], [script])
+    defer { app.stop() }
+    #expect(await app.line(containing: "ready") != nil, "\(app.output)")
+    let mounted = try await d.protfs(["mount", mountpoint])
+    #expect(mounted.status == 0, "\(mounted)")
+    defer { _ = try? Protfs.runBlocking(["--device", d.root, "unmount", mountpoint]) }
+    _ = FileManager.default.createFile(atPath: d.scripts + "/go", contents: nil)
+    #expect(await app.line(containing: "done") != nil, "\(app.output)")
+    let output = app.output
+    let before = try #require(output.first { $0.hasPrefix("mounts ") && !$0.hasPrefix("mounts now") })
+    #expect(before == (route == .appMount ? "mounts 1" : "mounts 0"), "\(output)")
+    #expect(output.contains("mounts now \(before.dropFirst(7))"), "\(output)")
+    #expect(!output.contains { $0.contains("the neighbour's secret") }, "\(output)")
+    #expect(
+      output.contains { $0.hasPrefix("through the mount: ") && $0.contains("No such file or directory") },
+      "\(output)")
     _ = await app.exit()
   }
 

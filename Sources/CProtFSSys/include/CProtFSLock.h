@@ -174,7 +174,7 @@ static inline int protfs_is_on_fuse(int fd) {
 
 static inline int protfs_enter_mount(const char *source, const char *target) {
   if (syscall(SYS_unshare, PROTFS_CLONE_NEWNS) != 0) return -1;
-  if (mount(NULL, "/", NULL, MS_REC | MS_SLAVE, NULL) != 0) return -1;
+  if (mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) != 0) return -1;
   return mount(source, target, NULL, MS_BIND, NULL);
 }
 

@@ -68,13 +68,12 @@ struct protfs_spawn {
   const char *mount_source;      /* bind-mounted over mount_target in a namespace of its own */
   const char *mount_target;
   const char *working_directory; /* entered again after the mount, or NULL */
-  const char *const *detached_mounts; /* other mounts whose copies leave that namespace (lazily) */
-  int detached_mount_count;
   /* An app's sandbox, instead of the bind of mount_source: in a namespace of its own mount_target
      becomes a read-only tmpfs holding at sandbox_point (mount_target/BUNDLE-ID) one mount alone,
      sandbox_tree (a detached copy of the app's container, through the protfs mount or its backing
-     directory, from protfs_clone_mount_tree), or -1; every mount in detached_mounts leaves that
-     namespace, the protfs mount too. */
+     directory, from protfs_clone_mount_tree), or -1. Either way the namespace takes no later mount
+     from the system's, and every other protfs mount in it leaves (lazily), the one the container
+     was taken from too: the child reads which from the namespace's own mount table. */
   int sandbox_tree;
   const char *sandbox_point;
   int isolated;                  /* nonzero: an app's Landlock domain of its own, where the kernel
@@ -99,5 +98,12 @@ struct protfs_spawn {
    child's exec (CLONE_VM | CLONE_VFORK, on a stack of its own, as posix_spawn does): a fork of
    protfs would copy some 100 MB of page tables. */
 pid_t protfs_spawn_confined(const struct protfs_spawn *spawn, struct protfs_spawn_failure *failure);
+
+/* posix_spawn of `path`, unconfined, with standard input, output and error dup'd from `input`,
+   `output` and `error`, every other descriptor closed (whether close-on-exec or not), in
+   `directory` unless NULL, leading a process group of its own, with an empty signal mask and
+   SIGPIPE's default disposition (as a shell starts a program). 0 with `pid` set, or an errno. */
+int protfs_spawn_plain(pid_t *pid, const char *path, char *const argv[], char *const envp[], int input, int output,
+                       int error, const char *directory);
 
 #endif

@@ -70,12 +70,8 @@ enum ConfinedSpawn {
       launch.containers = (
         containers, .sandbox(tree: tree.rawValue, point: containers + "/" + bundleID), workingDirectory
       )
-      // Every protfs mount shows every container, the one the app's was taken from included.
-      launch.detachedMounts = MountRegistry.protfsMountpoints().sorted()
     } else if plan.privileged, let mountpoint = options.mountpoint {
       launch.containers = (containers, .mount(source: mountpoint), workingDirectory)
-      // Other protfs mounts (other devices', other apps') have nothing for the program.
-      launch.detachedMounts = MountRegistry.protfsMountpoints().filter { $0 != mountpoint }.sorted()
     }
     launch.isolated = options.sandbox != nil
     launch.identity = plan.privileged ? (plan.user.uid, plan.user.gid) : nil

@@ -27,11 +27,10 @@ package struct ConfinedLaunch {
   package var cgroup: Int32?
   /// The containers as the child shows them to the program, in a mount namespace of its own: the
   /// containers' directory (`Containers/`), what is seen there, and the working directory entered
-  /// again after (so that it leads through what is seen).
+  /// again after (so that it leads through what is seen). That namespace takes no later mount from
+  /// the system's, and every other protfs mount leaves it (lazily): a copy kept there would show
+  /// other containers, and keep another mount's daemon serving after that mount's own unmount.
   package var containers: (directory: String, view: ContainersView, workingDirectory: String)?
-  /// Mounts the child's namespace drops (lazily) after setting up `containers`: a copy kept there
-  /// would keep another mount's filesystem, and its daemon, alive after that mount's own unmount.
-  package var detachedMounts: [String] = []
 
   /// What the program sees at the containers' directory.
   package enum ContainersView {
@@ -40,8 +39,7 @@ package struct ConfinedLaunch {
     case mount(source: String)
     /// An app's sandbox: a read-only tmpfs holding `tree` (a detached copy of the app's container,
     /// through the protfs mount or the backing directory: `cloneMountTree`) alone, at `point`
-    /// (the directory's `BUNDLE-ID`); every mount of `detachedMounts` leaves, the protfs mount the
-    /// container was taken from included.
+    /// (the directory's `BUNDLE-ID`); the protfs mount the container was taken from leaves too.
     case sandbox(tree: Int32, point: String)
   }
   /// Whether the child enters a Landlock domain of its own (where the kernel has Landlock): no
@@ -126,8 +124,6 @@ package struct ConfinedLaunch {
       if let containers {
         spawn.mount_target = strings.pointer(containers.directory)
         spawn.working_directory = strings.pointer(containers.workingDirectory)
-        spawn.detached_mounts = strings.constArray(detachedMounts)
-        spawn.detached_mount_count = Int32(detachedMounts.count)
         switch containers.view {
         case .mount(let source): spawn.mount_source = strings.pointer(source)
         case .sandbox(let tree, let point):
@@ -151,7 +147,7 @@ package struct ConfinedLaunch {
 
 /// C strings and NULL-terminated arrays of them that live until `free()`: the child of a fork may
 /// not allocate, so everything it reads is made before.
-private final class CStrings {
+final class CStrings {
   private var strings: [UnsafeMutablePointer<CChar>] = []
   private var arrays: [UnsafeMutablePointer<UnsafeMutablePointer<CChar>?>] = []
 

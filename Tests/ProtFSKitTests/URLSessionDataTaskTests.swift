@@ -181,10 +181,11 @@ import Testing
       let deadline = Date() + 10
       while delegate.calls.withLock({ !$0.contains("data") }), Date() < deadline { usleep(5_000) }
     }
-    let cancelled = Date()
     task.cancel()
+    // The server holds the connection without a byte more, and the request would time out only
+    // after 60 s: the completion, within the 20 s waited for, is the cancel's. (No bound on the
+    // time itself: a loaded machine was seen to take 9 s to run the delegate's queue.)
     #expect(await delegate.waitForCompletion())
-    #expect(Date().timeIntervalSince(cancelled) < 2)
     #expect(delegate.error.withLock { $0 }?.code == NSURLErrorCancelled)
     let refusing = DataDelegate(disposition: .cancel, queue: OperationQueue())
     server.setMode(.normal)

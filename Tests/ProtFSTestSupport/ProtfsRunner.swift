@@ -1,4 +1,5 @@
 import Foundation
+import ProtFSSystem
 import Synchronization
 
 /// What a run of a program (the `protfs` binary, most often) printed and returned.
@@ -113,33 +114,31 @@ public enum Protfs {
     _ program: String, _ arguments: [String], environment: [String: String] = [:],
     stdin: String? = nil, currentDirectory: String? = nil
   ) throws -> RunResult {
-    let process = Process()
-    process.executableURL = URL(fileURLWithPath: program)
-    process.arguments = arguments
-    process.environment = testEnvironment(adding: environment)
-    if let currentDirectory { process.currentDirectoryURL = URL(fileURLWithPath: currentDirectory) }
     let scratch = try TestDevice.makeTemporaryDirectory(prefix: "protfs-run")
     defer { TestDevice.removeTree(scratch) }
-    let outPath = scratch + "/stdout"
-    let errPath = scratch + "/stderr"
-    _ = FileManager.default.createFile(atPath: outPath, contents: nil)
-    _ = FileManager.default.createFile(atPath: errPath, contents: nil)
-    let outHandle = try FileHandle(forWritingTo: URL(fileURLWithPath: outPath))
-    let errHandle = try FileHandle(forWritingTo: URL(fileURLWithPath: errPath))
-    process.standardOutput = outHandle
-    process.standardError = errHandle
-    let input = Pipe()
-    process.standardInput = stdin == nil ? FileHandle.nullDevice : input
-    try process.start()
-    if let stdin {
-      input.fileHandleForWriting.write(Data(stdin.utf8))
-      try? input.fileHandleForWriting.close()
+    let (inPath, outPath, errPath) = (scratch + "/stdin", scratch + "/stdout", scratch + "/stderr")
+    // Standard input is a file holding `stdin` (or /dev/null): nothing to feed, nothing to block on.
+    if let stdin { _ = FileManager.default.createFile(atPath: inPath, contents: Data(stdin.utf8)) }
+    let input = open(stdin == nil ? "/dev/null" : inPath, O_RDONLY | O_CLOEXEC)
+    let output = open(outPath, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0o644)
+    let error = open(errPath, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0o644)
+    defer { for fd in [input, output, error] where fd >= 0 { close(fd) } }
+    guard input >= 0, output >= 0, error >= 0 else {
+      throw CocoaError(.fileWriteUnknown, userInfo: [NSFilePathErrorKey: scratch])
     }
-    process.waitUntilExit()
-    try? outHandle.close()
-    try? errHandle.close()
-    let status =
-      process.terminationReason == .uncaughtSignal ? 128 + process.terminationStatus : process.terminationStatus
+    var launch = PlainLaunch(
+      path: program, arguments: [program] + arguments,
+      environment: testEnvironment(adding: environment).map { "\($0.key)=\($0.value)" })
+    (launch.input, launch.output, launch.error) = (input, output, error)
+    launch.directory = currentDirectory
+    let pid: pid_t
+    switch launch.start() {
+    case .success(let started): pid = started
+    case .failure(let failure):
+      throw CocoaError(
+        .fileReadNoSuchFile, userInfo: [NSFilePathErrorKey: program, NSUnderlyingErrorKey: failure as NSError])
+    }
+    let status = try Kernel.waitForChild(pid).get()
     return RunResult(
       status: status,
       stdoutBytes: FileManager.default.contents(atPath: outPath) ?? Data(),

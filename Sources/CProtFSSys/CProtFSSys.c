@@ -120,7 +120,9 @@ struct protfs_mount_line {
 };
 
 /* Reads the fields of mountinfo's lines from `file` one character at a time (no allocation, no
-   line too long for it), calling `each` with every whole line. -1 when the file cannot be read. */
+   line too long for it), calling `each` with every whole line. -1 when the file cannot be read.
+   ProtFSSystem's MountInfo reads the same table in Swift; the forked child cannot call it (it
+   allocates), hence this reader. */
 static int protfs_each_mount(int file, void (*each)(const struct protfs_mount_line *, void *), void *context) {
   struct protfs_mount_line line;
   char field[64];
@@ -203,6 +205,7 @@ struct protfs_detach_pass {
    path swapped for a link after the kernel wrote it leads the detach nowhere else. */
 static void protfs_detach_one(const struct protfs_mount_line *line, void *context) {
   struct protfs_detach_pass *pass = context;
+  /* MountRegistry.filesystemType, the type every protfs mount has. */
   if (strcmp(line->type, "fuse.protfs") != 0 || line->too_long) return;
   if (line->id == pass->spared_id) return;
   if (pass->spared_device != 0 && makedev(line->major, line->minor) == pass->spared_device) return;

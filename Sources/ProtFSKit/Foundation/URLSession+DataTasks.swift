@@ -130,7 +130,8 @@ extension URLSession {
   }
 }
 
-/// A session's data tasks by host: at most `limit` run at once to one host (its configuration's
+/// A session's data tasks by host (`HostScheduler.hostKey`, as the session service counts its
+/// transfers): at most `limit` run at once to one host (its configuration's
 /// `httpMaximumConnectionsPerHost`, 6 as on iOS), the rest waiting in the order they were
 /// resumed, as Foundation queues requests past its connections. Tasks are known by their
 /// identifiers, unique in their session.

@@ -80,11 +80,19 @@ open class URLSession: NSObject, @unchecked Sendable {
     var outstanding: Set<Int>?
     /// The session is over: `didBecomeInvalidWithError` is on its way and events are dropped.
     var ended = false
+    /// The id the next task made here (never by the service) takes: negative, so that it is no
+    /// service task's.
     var nextLocalID = -1
     /// The session itself while it has tasks, as Foundation's tasks keep their session: code that
     /// makes a session only to run a task (`URLSession(configuration: .default).dataTask(with:…)`)
     /// keeps no reference to it. Let go when the last task completes.
     var keptWhileRunning: URLSession?
+
+    /// A new id for a task made here.
+    mutating func takeLocalID() -> Int {
+      defer { nextLocalID -= 1 }
+      return nextLocalID
+    }
 
     /// Sets `keptWhileRunning` from whether `tasks` holds any.
     mutating func keep(_ session: URLSession) { keptWhileRunning = tasks.isEmpty ? nil : session }
@@ -257,8 +265,7 @@ open class URLSession: NSObject, @unchecked Sendable {
       UncaughtException.raise("NSGenericException", reason: Self.invalidatedRefusal)
     }
     return state.withLock { state in
-      defer { state.nextLocalID -= 1 }
-      let task = InProcessDataTask(id: state.nextLocalID, request: request, session: self)
+      let task = InProcessDataTask(id: state.takeLocalID(), request: request, session: self)
       state.tasks[task.taskIdentifier] = task
       state.keep(self)
       return task
@@ -368,10 +375,7 @@ open class URLSession: NSObject, @unchecked Sendable {
 
   /// A task that never reached the service: resuming it completes it with `error`.
   func failedTask(_ request: URLRequest?, _ kind: SessionTaskSnapshot.Kind, _ error: ProtFSError) -> URLSessionTask {
-    let id = state.withLock { state in
-      defer { state.nextLocalID -= 1 }
-      return state.nextLocalID
-    }
+    let id = state.withLock { $0.takeLocalID() }
     let fail: @Sendable (URLSessionTask) -> Void = { [weak self] task in self?.failLocally(task, error) }
     return kind.makeTask(id: id, request: request, backend: nil, creationError: error, failNow: fail)
   }

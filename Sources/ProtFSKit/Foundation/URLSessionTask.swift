@@ -221,9 +221,7 @@ final class InProcessDataTask: URLSessionDataTask, @unchecked Sendable {
     let configuration = session.configuration
     let prepared = session.prepared(request)
     let timeout = request.timeoutInterval > 0 ? request.timeoutInterval : configuration.timeoutIntervalForRequest
-    let url = prepared.url
-    let port = url.port ?? (url.scheme?.lowercased() == "https" ? 443 : 80)
-    let (gate, host) = (session.dataTransfers, "\(url.host?.lowercased() ?? ""):\(port)")
+    let (gate, host) = (session.dataTransfers, HostScheduler.hostKey(prepared.url))
     transfer = DataTransfer(
       url: prepared.url, method: prepared.method, headers: prepared.headers.map { ($0.name, $0.value) },
       body: prepared.body, requestTimeout: timeout, resourceTimeout: configuration.timeoutIntervalForResource

@@ -182,17 +182,14 @@ package enum MountDaemon {
 
   /// `fusermount3 -u -z`, for a user who may not call umount2 but mounted through fusermount3.
   private static func fusermount(_ mountpoint: String) throws(ProtFSError) {
-    let process = Process()
-    process.executableURL = URL(fileURLWithPath: "/usr/bin/fusermount3")
-    process.arguments = ["-u", "-z", mountpoint]
-    do {
-      try process.run()
-    } catch {
+    let program = "/usr/bin/fusermount3"
+    var launch = PlainLaunch(
+      path: program, arguments: [program, "-u", "-z", mountpoint], environment: ["PATH=/usr/sbin:/usr/bin:/sbin:/bin"])
+    guard case .success(let pid) = launch.start() else {
       throw ProtFSError(
         .io, "Cannot run fusermount3 to unmount '\(mountpoint)'.", path: mountpoint, remedy: .enableFuse)
     }
-    process.waitUntilExit()
-    guard process.terminationStatus == 0 else {
+    guard case .success(0) = Kernel.waitForChild(pid) else {
       throw ProtFSError(
         .permissionDenied, "fusermount3 could not unmount '\(mountpoint)'.", path: mountpoint, errno: EPERM,
         remedy: .runAsRoot(orChown: false))

@@ -165,7 +165,7 @@ struct AppDevice {
 ///
 /// `@unchecked Sendable`: `lines` and `ended` are guarded by `condition`.
 final class RunningApp: @unchecked Sendable {
-  let process = Process()
+  let process = TestProcess()
   let device: AppDevice
   private let condition = NSCondition()
   private var lines: [(String, Date)] = []

@@ -51,7 +51,7 @@ struct Attacker {
 
   /// A hostile program running in the background, read line by line.
   final class Running: @unchecked Sendable {
-    let process = Process()
+    let process = TestProcess()
     private let input = Pipe()
     private let output = Pipe()
 

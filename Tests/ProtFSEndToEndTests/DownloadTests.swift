@@ -360,7 +360,7 @@ struct StalledDownload {
   let body: [UInt8]
   let server: FaultServer
   let url: String
-  let process: Process
+  let process: TestProcess
 
   init() async throws {
     t = try TestDevice()

@@ -129,7 +129,7 @@ import Testing
 
   /// The first line `protfs watch` prints for a lock of the device at `root`, parsed.
   static func watchLine(_ root: String) async throws -> [String: Any] {
-    let process = Process()
+    let process = TestProcess()
     process.executableURL = URL(fileURLWithPath: Protfs.binary)
     process.arguments = ["--device", root, "watch"]
     let out = Pipe()

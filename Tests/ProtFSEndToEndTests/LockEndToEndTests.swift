@@ -316,7 +316,7 @@ let asNobody = ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups"]
 
   @Test func watchPrintsOneLinePerEventUntilInterrupted() async throws {
     let d = try LockDevice()
-    let process = Process()
+    let process = TestProcess()
     process.executableURL = URL(fileURLWithPath: Protfs.binary)
     process.arguments = ["--device", d.root, "watch"]
     let out = Pipe()

@@ -325,7 +325,7 @@ import Testing
     let t = try TestDevice(containers: [MountedDevice.bundle])
     let mountpoint = t.directory + "/mnt"
     mkdir(mountpoint, 0o755)
-    let daemon = Process()
+    let daemon = TestProcess()
     daemon.executableURL = URL(fileURLWithPath: Protfs.binary)
     daemon.arguments = ["--device", t.root, "mount", "--foreground", mountpoint]
     let errors = Pipe()

@@ -88,7 +88,7 @@ final class MountedDevice {
 /// `@unchecked Sendable`: one test talks to it, one line at a time; `buffered` is touched only by
 /// the read in flight.
 final class Conversation: @unchecked Sendable {
-  let process = Process()
+  let process = TestProcess()
   private let input = Pipe()
   private let output = Pipe()
   private var buffered = Data()

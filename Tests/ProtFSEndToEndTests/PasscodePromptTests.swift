@@ -8,7 +8,7 @@ import Testing
   /// Runs `protfs ARGS` on a pty, types `typed` once the prompt shows, and returns status and
   /// screen; the waits are off the pool.
   func runOnTerminal(_ arguments: [String], typing typed: String) async throws -> (Int32, String) {
-    let process = Process()
+    let process = TestProcess()
     process.executableURL = URL(fileURLWithPath: "/usr/bin/script")
     process.arguments = ["-qec", ([Protfs.binary] + arguments).joined(separator: " "), "/dev/null"]
     let input = Pipe()

@@ -70,7 +70,7 @@ import Testing
 
 /// `protfs sessions start --foreground`, whose standard error the test reads once it ended.
 final class ForegroundService: @unchecked Sendable {
-  let process = Process()
+  let process = TestProcess()
   let root: String
   private let errors = Pipe()
 

@@ -263,7 +263,7 @@ import Testing
       }
     }
     thread.start()
-    let command = Process()
+    let command = TestProcess()
     command.executableURL = URL(fileURLWithPath: Protfs.binary)
     command.arguments = arguments
     command.standardOutput = FileHandle.nullDevice

@@ -252,7 +252,7 @@ import Testing
   @Test func aSwiftAppOutsideProtfsAppStopsWithAMessageNamingTheVariable() async throws {
     let d = try AppDevice()
     defer { d.remove() }
-    let process = Process()
+    let process = TestProcess()
     process.executableURL = URL(fileURLWithPath: try d.installExample("ForgetfulApp"))
     var environment = ProcessInfo.processInfo.environment
     environment["PROTFS_APP_SOCKET"] = nil

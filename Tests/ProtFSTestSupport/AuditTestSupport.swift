@@ -21,7 +21,7 @@ public final class AuditScratch: @unchecked Sendable {
     // Unlike TestDevice.removeTree, which works on full paths, chmod and rm walk with fts and so also
     // remove the trees deeper than PATH_MAX that the audit tests build.
     for (program, arguments) in [("/bin/chmod", ["-R", "u+rwx", path]), ("/bin/rm", ["-rf", path])] {
-      let process = Process()
+      let process = TestProcess()
       process.executableURL = URL(fileURLWithPath: program)
       process.arguments = arguments
       guard (try? process.start()) != nil else { continue }

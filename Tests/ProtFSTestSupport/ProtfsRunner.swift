@@ -1,6 +1,5 @@
 import Foundation
 import ProtFSSystem
-import Synchronization
 
 /// What a run of a program (the `protfs` binary, most often) printed and returned.
 public struct RunResult: Sendable, CustomStringConvertible {
@@ -70,8 +69,8 @@ public enum Protfs {
 
   /// Starts `protfs ARGS`, a download with `--progress json`, in the background and returns it once
   /// it reported `bytes` written for a task; nil when it ended before that. Standard error is dropped.
-  public static func startDownload(_ arguments: [String], untilWritten bytes: Int) async throws -> Process? {
-    let process = Process()
+  public static func startDownload(_ arguments: [String], untilWritten bytes: Int) async throws -> TestProcess? {
+    let process = TestProcess()
     process.executableURL = URL(fileURLWithPath: binary)
     process.arguments = arguments
     process.environment = testEnvironment(adding: [:])
@@ -143,18 +142,6 @@ public enum Protfs {
       status: status,
       stdoutBytes: FileManager.default.contents(atPath: outPath) ?? Data(),
       stderr: (try? String(contentsOfFile: errPath, encoding: .utf8)) ?? "")
-  }
-}
-
-/// One program started at a time in this test process.
-private let starting = Mutex<Void>(())
-
-extension Process {
-  /// `run()`, one at a time in this test process: Foundation's `Process.run()` crashed once (a bad
-  /// memory read in a copy inside it) when dozens of tests started programs at the same moment.
-  /// Starting takes milliseconds; the programs still run, and are waited for, side by side.
-  public func start() throws {
-    try starting.withLock { _ in try run() }
   }
 }
 

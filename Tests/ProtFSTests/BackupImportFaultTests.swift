@@ -12,7 +12,7 @@ import Testing
   /// A backup written by scripts/make-backup.py into `t`'s directory.
   func backup(in t: TestDevice) throws -> BackupManifest {
     let path = t.directory + "/backup"
-    let process = Process()
+    let process = TestProcess()
     process.executableURL = URL(fileURLWithPath: "/usr/bin/python3")
     process.arguments = [RepositoryLayout.packageRoot + "/scripts/make-backup.py", path]
     try process.run()

@@ -106,7 +106,7 @@ struct DownloadsPersistenceTests {
       "--store", fixture.storePath, "--temp", fixture.temporaryDirectory, "--to", fixture.destinationDirectory,
       "--session", "killed", "--persist-ms", "0", server.url().absoluteString,
     ]
-    let first = Process()
+    let first = TestProcess()
     first.executableURL = tool
     first.arguments = arguments + ["--progress"]
     let output = Pipe()
@@ -140,7 +140,7 @@ struct DownloadsPersistenceTests {
     #expect(fixture.temporaryFiles.count == 1)
 
     server.setMode(.normal)
-    let second = Process()
+    let second = TestProcess()
     second.executableURL = tool
     second.arguments = arguments
     try second.start()

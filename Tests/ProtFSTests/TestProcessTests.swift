@@ -10,8 +10,8 @@ import Testing
     // A shell that says it runs, then waits on its standard input: until a process's exec is done,
     // /proc shows it with an empty command line and environment (the parent of a spawn may run
     // again before that), so the check waits for the word, which comes after the exec.
-    func sleeper(_ environment: [String: String]) async throws -> Process {
-      let process = Process()
+    func sleeper(_ environment: [String: String]) async throws -> TestProcess {
+      let process = TestProcess()
       process.executableURL = URL(fileURLWithPath: "/bin/sh")
       process.arguments = ["-c", "echo running; read line"]
       process.environment = environment

@@ -72,20 +72,29 @@ package enum MountCommand {
 
   /// Starts `protfs mount --foreground` as a daemon and waits until it reports the mount answers.
   private static func startDaemon(_ invocation: Invocation, _ device: Device, _ mountpoint: String) throws -> Int32 {
-    let process = Process()
     let executable =
       (try? FileManager.default.destinationOfSymbolicLink(atPath: "/proc/self/exe")) ?? CommandLine.arguments[0]
-    process.executableURL = URL(fileURLWithPath: executable)
-    process.arguments = ["--device", device.root, "mount", mountpoint]
     var environment = invocation.environment
     environment[Self.notifyKey] = "1"
-    process.environment = environment
     let output = Pipe()
     let errors = Pipe()
-    process.standardInput = FileHandle.nullDevice
-    process.standardOutput = output
-    process.standardError = errors
-    try process.run()
+    var launch = PlainLaunch(
+      path: executable, arguments: [executable, "--device", device.root, "mount", mountpoint],
+      environment: environment.map { "\($0.key)=\($0.value)" })
+    guard case .success(let null) = valueOrErrno(.open, { open("/dev/null", O_RDONLY | O_CLOEXEC) }) else {
+      throw ProtFSError(.io, "Cannot open /dev/null to start the mount daemon.")
+    }
+    defer { closeDescriptor(null) }
+    (launch.input, launch.output, launch.error) =
+      (null, output.fileHandleForWriting.fileDescriptor, errors.fileHandleForWriting.fileDescriptor)
+    let daemon: pid_t
+    switch launch.start() {
+    case .success(let pid): daemon = pid
+    case .failure(let e): throw ProtFSError.system("start the mount daemon", path: executable, errno: e)
+    }
+    // Only the daemon holds the writing ends now: its exit ends both streams.
+    try? output.fileHandleForWriting.close()
+    try? errors.fileHandleForWriting.close()
     var received = Data()
     while !received.contains(UInt8(ascii: "\n")) {
       let chunk = output.fileHandleForReading.availableData
@@ -94,10 +103,10 @@ package enum MountCommand {
     }
     let line = String(decoding: received, as: UTF8.self)
     guard line.hasPrefix("ready ") else {
-      process.waitUntilExit()
       let message = String(decoding: errors.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
+      let status = (try? Kernel.waitForChild(daemon).get()) ?? 1
       FileHandle.standardError.write(Data(message.utf8))
-      return process.terminationStatus == 0 ? 1 : process.terminationStatus
+      return status == 0 ? 1 : status
     }
     let pid = line.dropFirst(6).prefix { $0.isNumber }
     Console.out("Mounted \(device.root)/Containers at \(mountpoint) (daemon pid \(pid)).")

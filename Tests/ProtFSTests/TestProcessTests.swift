@@ -34,4 +34,25 @@ import Testing
     #expect(ours.terminationReason == .uncaughtSignal && ours.terminationStatus == SIGKILL)
     #expect(theirs.isRunning)
   }
+
+  /// A test's program is reaped when it ends (a zombie left behind makes Swift Testing's exit-test
+  /// monitor spin), reports its status, and takes /dev/null for `FileHandle.nullDevice`.
+  @Test func aProgramIsReapedWhenItEndsAndReportsItsStatus() async throws {
+    let process = TestProcess()
+    process.executableURL = URL(fileURLWithPath: "/bin/sh")
+    process.arguments = ["-c", "read line || echo empty; exit 3"]
+    process.standardInput = FileHandle.nullDevice
+    let output = Pipe()
+    process.standardOutput = output
+    try process.run()
+    let said = await offPool { output.fileHandleForReading.readDataToEndOfFile() }
+    #expect(String(decoding: said, as: UTF8.self) == "empty\n")
+    await offPool { process.waitUntilExit() }
+    #expect(!process.isRunning)
+    #expect(process.terminationReason == .exit && process.terminationStatus == 3)
+    // Gone from /proc, or (its pid reused already) no zombie child of this process.
+    let stat = FileManager.default.contents(atPath: "/proc/\(process.processIdentifier)/stat")
+    let fields = stat.map { String(decoding: $0, as: UTF8.self) }?.split(separator: ")").last?.split(separator: " ")
+    #expect(fields == nil || !(fields?.first == "Z" && fields?.dropFirst().first == "\(getpid())"))
+  }
 }

@@ -259,23 +259,33 @@ static int protfs_spawn_detach(const char *target, int keep_mount) {
   return 0;
 }
 
+/* Makes `target` a read-only tmpfs holding `tree` (a detached mount) alone at `point`, or nothing
+   when `tree` is -1. The tmpfs allows no exec; a program in `tree` runs, as its own mount allows.
+   0, or -1 with errno set. No allocation. */
+static int protfs_spawn_sole_mount(const char *target, int tree, const char *point) {
+  const unsigned long flags = MS_NOSUID | MS_NODEV | MS_NOEXEC;
+  if (mount("protfs-sandbox", target, "tmpfs", flags, "mode=0755,size=4k,nr_inodes=4") != 0) return -1;
+  if (tree >= 0) {
+    if (mkdir(point, 0755) != 0) return -1;
+    if (syscall(429 /* move_mount */, tree, "", AT_FDCWD, point, 0x04 /* MOVE_MOUNT_F_EMPTY_PATH */) != 0) {
+      return -1;
+    }
+  }
+  return mount(NULL, target, NULL, MS_REMOUNT | MS_BIND | MS_RDONLY | flags, NULL);
+}
+
 /* An app's sandbox (`spawn->sandbox_tree`): enters a mount namespace of its own in which
    `mount_target`, the device's Containers/, is a read-only tmpfs with the app's own container
    alone at `sandbox_point`: the detached copy the parent took of it by descriptors, so that no
-   path to the container is resolved here. No other app's container has a path there. 0, or -1
-   with errno set. No allocation. */
+   path to the container is resolved here. No other app's container has a path there, nor (with
+   `bundles_target`) another app's bundle. 0, or -1 with errno set. No allocation. */
 static int protfs_spawn_sandbox(const struct protfs_spawn *spawn) {
   if (syscall(SYS_unshare, PROTFS_CLONE_NEWNS) != 0) return -1;
   /* Private: a mount made later elsewhere (another protfs mount, say) never shows here. */
   if (mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) != 0) return -1;
-  const unsigned long flags = MS_NOSUID | MS_NODEV | MS_NOEXEC;
-  if (mount("protfs-sandbox", spawn->mount_target, "tmpfs", flags, "mode=0755,size=4k,nr_inodes=4") != 0) return -1;
-  if (mkdir(spawn->sandbox_point, 0755) != 0) return -1;
-  if (syscall(429 /* move_mount */, spawn->sandbox_tree, "", AT_FDCWD, spawn->sandbox_point,
-        0x04 /* MOVE_MOUNT_F_EMPTY_PATH */) != 0) {
-    return -1;
-  }
-  return mount(NULL, spawn->mount_target, NULL, MS_REMOUNT | MS_BIND | MS_RDONLY | flags, NULL);
+  if (protfs_spawn_sole_mount(spawn->mount_target, spawn->sandbox_tree, spawn->sandbox_point) != 0) return -1;
+  if (spawn->bundles_target == NULL) return 0;
+  return protfs_spawn_sole_mount(spawn->bundles_target, spawn->bundle_tree, spawn->bundle_point);
 }
 
 /* Puts this process in a Landlock domain of its own, where the kernel has Landlock with reparenting

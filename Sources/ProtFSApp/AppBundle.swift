@@ -17,6 +17,8 @@ import ProtFSSystem
 public struct AppBundle: @unchecked Sendable {
   /// The directory of the device that holds the bundles.
   public static let directoryName = "Bundles"
+  /// What a bundle's directory name ends with, after the bundle id.
+  public static let directoryExtension = ".app"
   /// renameat2(2)'s `RENAME_EXCHANGE` (linux/fs.h).
   private static let renameExchange: UInt32 = 1 << 1
   /// The largest Info.plist accepted.
@@ -72,7 +74,8 @@ public struct AppBundle: @unchecked Sendable {
   /// The keys of the Info.plist installed in the app's bundle on `device`, read through
   /// descriptors that follow no link.
   static func readInstalled(_ bundleID: BundleID, on device: Device) throws(ProtFSError) -> [String: Any] {
-    let bundle = try device.openRoot().openDirectory(Self.directoryName).openDirectory(bundleID.rawValue + ".app")
+    let bundle = try device.openRoot().openDirectory(Self.directoryName).openDirectory(
+      bundleID.rawValue + Self.directoryExtension)
     let bytes = try AtomicFile.read(named: "Info.plist", in: bundle, limit: infoPlistLimit)
     return try parse(Data(bytes), path: bundle.pathOf("Info.plist"), bundleID: bundleID)
   }
@@ -122,7 +125,7 @@ public struct AppBundle: @unchecked Sendable {
     let root = try device.openRoot()
     try root.makeDirectory(Self.directoryName, permissions: FilePermissions(rawValue: 0o755))
     let bundles = try root.openDirectory(Self.directoryName)
-    let name = bundleID.rawValue + ".app"
+    let name = bundleID.rawValue + Self.directoryExtension
     var info = self.info
     let executable = program.map { String($0.split(separator: "/").last ?? "app") } ?? ""
     if program != nil { info["CFBundleExecutable"] = executable }

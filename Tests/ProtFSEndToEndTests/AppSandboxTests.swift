@@ -30,6 +30,13 @@ import Testing
     defer { d.endApp() }
     let documents = try Self.plantSecret(d)
     let neighbourContainer = d.t.containerPath(Self.neighbour)
+    // The neighbour's bundle, readable by all as an installed one is (root's, 0755 and 0644).
+    let neighbourBundle = d.root + "/Bundles/\(Self.neighbour).app"
+    try FileManager.default.createDirectory(atPath: neighbourBundle, withIntermediateDirectories: true)
+    try d.t.writeFile(neighbourBundle + "/Info.plist", "the neighbour's bundle\n")
+    chmod(d.root + "/Bundles", 0o755)
+    chmod(neighbourBundle, 0o755)
+    chmod(neighbourBundle + "/Info.plist", 0o644)
     var mountpoint = ""
     if route == .deviceMount {
       // A space and a backslash, which the mount table writes as octal escapes.
@@ -47,6 +54,8 @@ import Testing
       (echo planted > '\(neighbourContainer)/Documents/planted.txt') 2>&1 | sed 's/^/write: /'
       (cd '\(neighbourContainer)' && echo "entered: $(pwd)") 2>&1 | sed 's/^/cd: /'
       echo "listed: $(ls "$PROTFS_DEVICE/Containers" | tr '\\n' ' ')"
+      cat '\(neighbourBundle)/Info.plist' 2>&1 | sed 's/^/bundle: /'
+      echo "bundles: $(ls "$PROTFS_DEVICE/Bundles" | tr '\\n' ' ')."
       if [ -n "\(mountpoint)" ]; then
         cat '\(mountpoint)/\(Self.neighbour)/Documents/secret.txt' 2>&1 | sed 's/^/through the mount: /'
       fi
@@ -62,6 +71,9 @@ import Testing
     #expect(output.contains { $0.hasPrefix("write: ") }, "\(output)")
     #expect(output.contains { $0.hasPrefix("cd: ") && !$0.contains("entered") }, "\(output)")
     #expect(output.contains("listed: \(AppDevice.bundle) "), "\(output)")
+    #expect(!output.contains { $0.contains("the neighbour's bundle") }, "\(output)")
+    #expect(output.contains { $0.hasPrefix("bundle: ") && $0.contains("No such file or directory") }, "\(output)")
+    #expect(output.contains("bundles: \(AppDevice.bundle).app ."), "\(output)")
     if route == .deviceMount {
       #expect(
         output.contains { $0.hasPrefix("through the mount: ") && $0.contains("No such file or directory") },

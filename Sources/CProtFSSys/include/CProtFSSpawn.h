@@ -76,6 +76,12 @@ struct protfs_spawn {
      was taken from too: the child reads which from the namespace's own mount table. */
   int sandbox_tree;
   const char *sandbox_point;
+  /* The bundles' directory (Bundles/) in the sandbox, or NULL: likewise a read-only tmpfs, holding
+     at bundle_point (bundles_target/BUNDLE-ID.app) bundle_tree alone (a detached copy of the app's
+     own bundle), or nothing when it is -1: no app reads another's program or Info.plist. */
+  const char *bundles_target;
+  int bundle_tree;
+  const char *bundle_point;
   int isolated;                  /* nonzero: an app's Landlock domain of its own, where the kernel
                                     has Landlock: no ptrace access (/proc/PID/root, mem, fd…) nor
                                     signal (Landlock ABI 6) reaches a process outside it */

@@ -1,5 +1,6 @@
 import Foundation
 import ProtFS
+import ProtFSApp
 import ProtFSLock
 import ProtFSSystem
 
@@ -36,7 +37,7 @@ enum ConfinedSpawn {
     var endsWithParent = false
     /// The app (its bundle id) whose sandbox the program runs in: its processes are a Landlock
     /// domain of their own and, as root, of the device's containers it sees its own alone (through
-    /// `mountpoint`, else the backing directory) and no protfs mount (docs/semantics.md §10).
+    /// `mountpoint`, else the backing directory), of its bundles its own alone, and no protfs mount (docs/semantics.md §10).
     var sandbox: String?
   }
 
@@ -63,13 +64,21 @@ enum ConfinedSpawn {
     let containers = device.root + "/" + Device.containersDirectoryName
     let workingDirectory = FileManager.default.currentDirectoryPath
     var sandboxTree: FileDescriptor?
-    defer { sandboxTree?.close() }
+    var ownBundle: FileDescriptor?
+    defer {
+      sandboxTree?.close()
+      ownBundle?.close()
+    }
     if plan.privileged, let bundleID = options.sandbox {
       let tree = try containerTree(bundleID, mountpoint: options.mountpoint, device: device)
       sandboxTree = tree
       launch.containers = (
         containers, .sandbox(tree: tree.rawValue, point: containers + "/" + bundleID), workingDirectory
       )
+      if let (bundles, bundle) = try bundleTree(bundleID, device: device) {
+        ownBundle = bundle
+        launch.bundles = (bundles, bundle?.rawValue, bundles + "/" + bundleID + AppBundle.directoryExtension)
+      }
     } else if plan.privileged, let mountpoint = options.mountpoint {
       launch.containers = (containers, .mount(source: mountpoint), workingDirectory)
     }
@@ -111,6 +120,30 @@ enum ConfinedSpawn {
     }
     return try ConfinedLaunch.cloneMountTree(container.fd).orThrow(
       "take a copy of the container's mount for the app's sandbox from", path: container.path)
+  }
+
+  /// The device's bundles' directory and a detached copy of app `bundleID`'s own bundle (nil when
+  /// it has none) for its sandbox, taken through descriptors as `containerTree` takes the
+  /// container; nil when the device has no bundles at all.
+  private static func bundleTree(_ bundleID: String, device: Device) throws(ProtFSError)
+    -> (String, FileDescriptor?)?
+  {
+    let bundles: DirectoryHandle
+    do {
+      bundles = try device.openRoot().openDirectory(AppBundle.directoryName)
+    } catch  where error.code == .notFound {
+      return nil
+    }
+    let path = device.root + "/" + AppBundle.directoryName
+    let bundle: DirectoryHandle
+    do {
+      bundle = try bundles.openDirectory(bundleID + AppBundle.directoryExtension)
+    } catch  where error.code == .notFound {
+      return (path, nil)
+    }
+    let tree = try ConfinedLaunch.cloneMountTree(bundle.fd).orThrow(
+      "take a copy of the bundle's mount for the app's sandbox from", path: bundle.path)
+    return (path, tree)
   }
 
   /// Where `name` may be, in the order execvp tries: itself when it has a slash, else in each

@@ -23,9 +23,9 @@ package enum AppLaunchCommand {
       open, create and write as on a phone, refusals being "Operation not permitted" (EPERM).
       Where FUSE is not there (or with --no-mount) it runs under permission modes alone, with a
       warning: refusals are then "Permission denied". As iOS's sandbox keeps an app, it sees its
-      own container alone of the device's Containers/, and its processes reach no other app's
-      (through /proc or a signal), though every app runs as the app user. It runs in a process
-      group of its own, with
+      own container alone of the device's Containers/ and its own bundle alone of Bundles/, and its
+      processes reach no other app's (through /proc or a signal), though every app runs as the app
+      user. It runs in a process group of its own, with
       $PROTFS_APP_EVENTS_FD (its events, one JSON object a line), $PROTFS_APP_SOCKET and
       $PROTFS_APP_BUNDLE in its environment. In the background it runs for
       --suspend-after without tasks, then is frozen with every process it started (its cgroup, or

@@ -42,6 +42,10 @@ package struct ConfinedLaunch {
     /// (the directory's `BUNDLE-ID`); the protfs mount the container was taken from leaves too.
     case sandbox(tree: Int32, point: String)
   }
+  /// With an app's sandbox, the device's bundles as the app sees them: the bundles' directory
+  /// (`Bundles/`) a read-only tmpfs holding `tree` (a detached copy of the app's own bundle,
+  /// `cloneMountTree`) alone at `point` (its `BUNDLE-ID.app`), or nothing when `tree` is nil.
+  package var bundles: (directory: String, tree: Int32?, point: String)?
   /// Whether the child enters a Landlock domain of its own (where the kernel has Landlock): no
   /// ptrace access and, with Landlock ABI 6, no signal of its processes reaches one outside it.
   package var isolated = false
@@ -130,6 +134,12 @@ package struct ConfinedLaunch {
           spawn.sandbox_tree = tree
           spawn.sandbox_point = strings.pointer(point)
         }
+      }
+      spawn.bundle_tree = -1
+      if let bundles, case .sandbox = containers?.view {
+        spawn.bundles_target = strings.pointer(bundles.directory)
+        spawn.bundle_tree = bundles.tree ?? -1
+        spawn.bundle_point = strings.pointer(bundles.point)
       }
       spawn.isolated = isolated ? 1 : 0
       spawn.privileged = identity == nil ? 0 : 1

@@ -20,8 +20,9 @@ package protocol SessionBackend: AnyObject, Sendable {
   /// now, so the app may delete it afterwards) with `request`'s method and headers.
   func createUploadTask(_ request: SessionRequest, fromFile path: String) throws(ProtFSError) -> SessionTaskSnapshot
 
-  /// Starts or continues task `id`.
-  func resume(_ id: Int64) throws(ProtFSError)
+  /// Starts or continues task `id`; a suspended task that has not begun waits until `notBefore`
+  /// (`earliestBeginDate`), kept with it, when one is given.
+  func resume(_ id: Int64, notBefore: Date?) throws(ProtFSError)
   /// Pauses task `id`, keeping what it has.
   func suspend(_ id: Int64) throws(ProtFSError)
   /// Cancels task `id`; with `producingResumeData`, returns the data `createDownloadTask` takes to
@@ -54,6 +55,11 @@ package protocol SessionBackend: AnyObject, Sendable {
   /// last one completed) the session is gone, its identifier free for a new one. This object is
   /// detached from it either way.
   func invalidate(cancelling: Bool)
+}
+
+extension SessionBackend {
+  /// Starts or continues task `id` at once.
+  package func resume(_ id: Int64) throws(ProtFSError) { try resume(id, notBefore: nil) }
 }
 
 /// A task's request as the app built it (`URLRequest`'s parts protfs uses).

@@ -196,6 +196,11 @@ extension SessionService {
       }
       switch request.kind {
       case .resume:
+        // A date the app gave (`earliestBeginDate`) counts for a task that has not begun yet; one
+        // that ran already is resumed as it is.
+        if let beginsAt = request.beginsAt, task.record.state == .suspended, task.record.bytesReceived == 0 {
+          try task.setEarliestBeginDate(Date(timeIntervalSince1970: beginsAt))
+        }
         // Running again, it is no longer one the system cancelled.
         try? store.setCancelledReason(nil, tasks: [id])
         task.resume()

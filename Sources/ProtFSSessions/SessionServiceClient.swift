@@ -234,8 +234,10 @@ package final class SessionServiceClient: SessionBackend, Sendable {
     return snapshot
   }
 
-  /// Starts or continues task `id`.
-  package func resume(_ id: Int64) throws(ProtFSError) { _ = try call(.resume, task: id) }
+  /// Starts or continues task `id`, not before `notBefore` when given.
+  package func resume(_ id: Int64, notBefore: Date?) throws(ProtFSError) {
+    _ = try call(.resume, task: id) { $0.beginsAt = notBefore?.timeIntervalSince1970 }
+  }
   /// Pauses task `id`.
   package func suspend(_ id: Int64) throws(ProtFSError) { _ = try call(.suspend, task: id) }
   /// Cancels task `id`, producing resume data when asked.

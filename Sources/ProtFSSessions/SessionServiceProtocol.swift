@@ -85,6 +85,9 @@ package struct SessionServiceRequest: Sendable, Codable, Equatable {
   package var bundleID: String?
   /// How many seconds a finished task must have gone unchanged to be pruned (`prune`).
   package var olderThan: Double?
+  /// With `resume` of a task not yet begun: it begins no earlier than this, in seconds since 1970
+  /// (`earliestBeginDate`).
+  package var beginsAt: Double?
 
   /// Creates a request of `kind`.
   package init(_ kind: Kind, session: String? = nil, task: Int64? = nil) {

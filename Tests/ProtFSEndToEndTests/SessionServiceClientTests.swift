@@ -213,4 +213,40 @@ import Testing
     try again.acknowledge(resumed.id)
     again.detach()
   }
+
+  /// A task resumed with an earliest begin date (`earliestBeginDate`) is not begun before it, also
+  /// by a service started again meanwhile (the date is kept with the task), and completes after;
+  /// `tasks --json` shows the date. A task that has begun keeps going when resumed with a date.
+  @Test func aTaskWithAnEarliestBeginDateBeginsNoSoonerAlsoAfterARestart() async throws {
+    let f = try await SessionServiceFixture()
+    try f.startInProcess()
+    defer { f.stop() }
+    let server = try FaultServer(body: DownloadFixture.bytes(20_000))
+    defer { server.stop() }
+    let client = try f.openClient(launchEvents: false)
+    let task = try client.createDownloadTask(SessionRequest(url: server.url()), resumeData: nil)
+    let notBefore = Date().addingTimeInterval(2)
+    try client.resume(task.id, notBefore: notBefore)
+    #expect(try f.tasks().first?.earliestBegin == notBefore.timeIntervalSince1970)
+    let listed = try await Protfs.run(["--device", f.t.root, "tasks", "--json"])
+    #expect(listed.status == 0 && listed.stdout.contains("\"earliestBeginDate\""), "\(listed)")
+    // A date no printed form can show is refused, and the task stays as it was.
+    let other = try client.createDownloadTask(SessionRequest(url: server.url()), resumeData: nil)
+    #expect(throws: ProtFSError.self) { try client.resume(other.id, notBefore: Date(timeIntervalSince1970: 1e300)) }
+    #expect(try f.tasks().first { $0.id == other.id }?.state == .suspended)
+    try client.cancel(other.id, producingResumeData: false)
+    client.detach()
+    // A service started again reads the date from the store.
+    f.stop()
+    try f.startInProcess()
+    let again = try f.openClient(launchEvents: false)
+    let log = EventLog()
+    try again.subscribe { log.add($0) }
+    await f.waitUntil { log.completed.contains(task.id) }
+    #expect(log.completed.contains(task.id), "\(log.events.withLock { $0 })")
+    #expect(try f.tasks().first { $0.id == task.id }?.state == .completed)
+    let first = try #require(server.requests.first)
+    #expect(first.receivedAt >= notBefore.addingTimeInterval(-0.05), "began \(first.receivedAt), date \(notBefore)")
+    again.detach()
+  }
 }

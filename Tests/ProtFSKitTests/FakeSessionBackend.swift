@@ -61,7 +61,9 @@ final class FakeSessionBackend: SessionBackend, @unchecked Sendable {
     }
   }
 
-  func resume(_ id: Int64) throws(ProtFSError) { log("resume \(id)") }
+  func resume(_ id: Int64, notBefore: Date?) throws(ProtFSError) {
+    log(notBefore.map { "resume \(id) not before \($0.timeIntervalSince1970)" } ?? "resume \(id)")
+  }
   func suspend(_ id: Int64) throws(ProtFSError) { log("suspend \(id)") }
   func cancel(_ id: Int64, producingResumeData: Bool) throws(ProtFSError) -> Data? {
     log("cancel \(id)")

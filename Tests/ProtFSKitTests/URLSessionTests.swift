@@ -16,6 +16,25 @@ import Testing
       backend: backend)
   }
 
+  /// `earliestBeginDate` goes to the session service with a background task's resume, and does
+  /// nothing in another session, as Foundation's.
+  @Test func anEarliestBeginDateReachesTheServiceFromABackgroundSessionOnly() {
+    let date = Date(timeIntervalSince1970: 2_000_000_000)
+    let background = FakeSessionBackend()
+    let task = session(background, RecordingDelegate()).downloadTask(with: url)
+    #expect(task.earliestBeginDate == nil)
+    task.earliestBeginDate = date
+    #expect(task.earliestBeginDate == date)
+    task.resume()
+    #expect(background.store.withLock { $0.calls }.contains("resume \(task.taskIdentifier) not before 2000000000.0"))
+    let standard = FakeSessionBackend(identifier: "fake.standard")
+    let plain = URLSession(configuration: .default, delegate: nil, delegateQueue: nil, backend: standard)
+      .downloadTask(with: url)
+    plain.earliestBeginDate = date
+    plain.resume()
+    #expect(standard.store.withLock { $0.calls }.contains("resume \(plain.taskIdentifier)"))
+  }
+
   @Test func downloadDelegateOrderTheFileAcknowledgedAfterTheFinishTheTaskAfterTheCompletion() async {
     let backend = FakeSessionBackend()
     let delegate = RecordingDelegate()

@@ -54,6 +54,8 @@ public final class FaultServer: Sendable {
     public var path: String
     /// Headers, keys lowercased.
     public var headers: [String: String]
+    /// When its request line had been read.
+    public var receivedAt = Date()
   }
 
   private struct State {

@@ -15,7 +15,8 @@ package enum TasksCommand {
       unfinished tasks and those that finished in the last day, with the errors of those that
       failed; one line on stderr counts the older finished ones, which --all lists too and
       `protfs tasks prune` removes. With --json: an array of every task, --all or not (each with
-      its "kind"; createdAt and updatedAt are ISO 8601 dates). Inside an app (below `protfs app
+      its "kind"; createdAt, updatedAt and, for a task that waits for it, earliestBeginDate are
+      ISO 8601 dates). Inside an app (below `protfs app
       launch`, as the app user) the session service answers, with the app's own tasks only.
       """,
     options: [session, all, CommonOptions.json],
@@ -269,6 +270,7 @@ package struct ListedTask: Encodable {
     case id, kind, sessionIdentifier, url, destinationDirectory, fileName, temporaryDirectory, temporaryFileName, state
     case bytesReceived, bytesExpected, entityTag, lastModified, expectedSHA256, errorMessage, errorNumber
     case taskDescription, createdAt, updatedAt, requestTimeout, resourceTimeout, upload, delivery, requestMethod
+    case earliestBeginDate
   }
 
   /// The record's fields (those without a value left out, as the record's own form leaves them).
@@ -299,5 +301,6 @@ package struct ListedTask: Encodable {
     try c.encodeIfPresent(r.upload, forKey: .upload)
     try c.encodeIfPresent(r.delivery, forKey: .delivery)
     try c.encodeIfPresent(r.requestMethod, forKey: .requestMethod)
+    try c.encodeIfPresent(r.earliestBegin.map { JSONOutput.date(secondsSince1970: $0) }, forKey: .earliestBeginDate)
   }
 }

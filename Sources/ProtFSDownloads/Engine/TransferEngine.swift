@@ -224,7 +224,12 @@ package final class TransferEngine: @unchecked Sendable {
       let pending = takeCommands()
       for command in pending {
         switch command {
-        case .start(let task): hosts.accept(task)
+        case .start(let task):
+          if let wait = Self.waitBeforeBeginning(task) {
+            hosts.retry(task, at: Monotonic.now + wait)
+          } else {
+            hosts.accept(task)
+          }
         case .stop(let task, let reason): stopTransfer(of: task, reason)
         case .shutdown(let done):
           stopAll()
@@ -252,6 +257,16 @@ package final class TransferEngine: @unchecked Sendable {
       }
       protfs_curl_multi_poll(multi, nil, 0, launched ? 0 : pollTimeout(now), nil)
     }
+  }
+
+  /// Nanoseconds task `task` waits before it begins (its `earliestBeginDate`, on the wall clock,
+  /// taken now onto the monotonic one); nil when it may begin now.
+  private static func waitBeforeBeginning(_ task: DownloadTask) -> UInt64? {
+    guard let begin = task.runtime.withLock({ $0.record.earliestBegin }) else { return nil }
+    let seconds = begin - Date().timeIntervalSince1970
+    guard seconds > 0 else { return nil }
+    // A century at most, so that the deadline cannot overflow.
+    return UInt64(min(seconds, 100 * 365 * 86_400) * 1e9)
   }
 
   /// Launches queued tasks while their hosts have free connections, and due retries; returns

@@ -131,6 +131,10 @@ package final class DownloadSessionCore: @unchecked Sendable {
     try? store.updateDescription(description, of: task.id)
   }
 
+  package func persistEarliestBegin(_ time: Double?, of task: DownloadTask) throws(ProtFSError) {
+    try store.updateEarliestBegin(time, of: task.id)
+  }
+
   // MARK: Reporting
 
   /// Whether anyone reads the events.

@@ -77,6 +77,24 @@ public final class DownloadTask: Sendable {
     }
   }
 
+  /// The time before which the task does not begin (`URLSessionTask.earliestBeginDate`), kept with
+  /// it: a resumed task waits for it, also in a later session; nil begins as soon as it is
+  /// resumed. Set before `resume()`.
+  public var earliestBeginDate: Date? {
+    runtime.withLock { $0.record.earliestBegin.map { Date(timeIntervalSince1970: $0) } }
+  }
+
+  /// Sets `earliestBeginDate` and stores it with the task.
+  public func setEarliestBeginDate(_ date: Date?) throws(ProtFSError) {
+    let time = date?.timeIntervalSince1970
+    // Years 1 to 9999 and a little more, which every printed form of a date can show.
+    if let time, !time.isFinite || time.magnitude >= 2.5e11 {
+      throw ProtFSError(.invalidArgument, "A task's earliest begin date \(time) is not a time protfs can keep.")
+    }
+    try core.persistEarliestBegin(time, of: self)
+    runtime.withLock { $0.record.earliestBegin = time }
+  }
+
   /// Starts or continues the transfer from the bytes already in the temp file. Besides a suspended
   /// task, a failed one that kept its temp file (stopped when the device locked, or cancelled with
   /// resume data) can be resumed.

@@ -20,6 +20,8 @@ extension DownloadStore {
       // And a download's method (NULL for GET) and body after them.
       if !tasks.contains("request_method") { try db.query("ALTER TABLE tasks ADD COLUMN request_method TEXT") }
       if !tasks.contains("request_body") { try db.query("ALTER TABLE tasks ADD COLUMN request_body BLOB") }
+      // And the time before which a task does not begin (`earliestBeginDate`; NULL: at once).
+      if !tasks.contains("begins_at") { try db.query("ALTER TABLE tasks ADD COLUMN begins_at REAL") }
       let sessions = Set(try db.query("PRAGMA table_info(sessions)").compactMap { $0[1].string })
       if !sessions.contains("service_configuration") {
         try db.query("ALTER TABLE sessions ADD COLUMN service_configuration TEXT")

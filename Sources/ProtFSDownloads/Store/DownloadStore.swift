@@ -117,11 +117,11 @@ public final class DownloadStore: Sendable {
     id, session, url, destination_dir, file_name, temp_dir, temp_name, state, bytes_received, \
     bytes_expected, etag, last_modified, sha256, error_text, error_errno, description, created_at, updated_at, \
     request_timeout, resource_timeout, error_json, upload_json, hands_over, delivery, request_headers, \
-    request_method, request_body
+    request_method, request_body, begins_at
     """
 
   /// How many values `columns` selects; what a query adds after them starts here.
-  private static let columnCount = 27
+  private static let columnCount = 28
 
   static func record(_ row: [SQLiteValue]) -> DownloadTaskRecord {
     var record = DownloadTaskRecord(
@@ -142,6 +142,7 @@ public final class DownloadStore: Sendable {
       row[24].string.flatMap { try? JSONDecoder().decode([UploadHeader].self, from: Data($0.utf8)) } ?? []
     record.requestMethod = row[25].string
     record.requestBody = row[26].data
+    record.earliestBegin = row[27].double
     return record
   }
 
@@ -267,15 +268,15 @@ public final class DownloadStore: Sendable {
         INSERT INTO tasks (session, url, destination_dir, file_name, temp_dir, temp_name, state, bytes_received,
           bytes_expected, etag, last_modified, sha256, error_text, error_errno, description, owner, owner_pid,
           created_at, updated_at, request_timeout, resource_timeout, error_json, upload_json, request_headers,
-          request, request_method, request_body)
-        VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+          request, request_method, request_body, begins_at)
+        VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
         """,
         Self.values(r) + [
           .text(owner), .integer(Int64(getpid())), .real(r.createdAt), .real(r.updatedAt),
           r.requestTimeout.map { .real($0) } ?? .null, r.resourceTimeout.map { .real($0) } ?? .null,
           Self.failureJSON(r), Self.uploadJSON(r), Self.headersJSON(r),
           requesting.map { .text($0.rawValue) } ?? .null, SQLiteValue(r.requestMethod),
-          r.requestBody.map { .blob($0) } ?? .null,
+          r.requestBody.map { .blob($0) } ?? .null, r.earliestBegin.map { .real($0) } ?? .null,
         ])
       result[index].id = db.lastInsertRowID
       if r.handsOver {
@@ -396,6 +397,13 @@ public final class DownloadStore: Sendable {
   package func updateDescription(_ description: String?, of id: Int64) throws(ProtFSError) {
     try database.read { db throws(ProtFSError) in
       try db.query("UPDATE tasks SET description = ? WHERE id = ?", [SQLiteValue(description), .integer(id)])
+    }
+  }
+
+  /// Sets when task `id` may begin (seconds since 1970), or that it begins at once (nil).
+  package func updateEarliestBegin(_ time: Double?, of id: Int64) throws(ProtFSError) {
+    try database.read { db throws(ProtFSError) in
+      try db.query("UPDATE tasks SET begins_at = ? WHERE id = ?", [time.map { .real($0) } ?? .null, .integer(id)])
     }
   }
 

@@ -68,6 +68,9 @@ public struct DownloadTaskRecord: Sendable, Equatable, Codable {
   /// A download task's request body (`DownloadRequest.body`), sent with its method; not part of the
   /// JSON form, as it may hold credentials.
   public var requestBody: Data?
+  /// When the task may begin, in seconds since 1970 (`earliestBeginDate`); nil: as soon as it is
+  /// resumed.
+  public var earliestBegin: Double?
 
   /// Whether the task can continue from its temp file (`Range`, `If-Range`) and give resume data:
   /// only a GET download can, as on iOS. An upload, or another method, starts over.
@@ -79,6 +82,7 @@ public struct DownloadTaskRecord: Sendable, Equatable, Codable {
     case id, sessionIdentifier, url, destinationDirectory, fileName, temporaryDirectory, temporaryFileName, state
     case bytesReceived, bytesExpected, entityTag, lastModified, expectedSHA256, errorMessage, errorNumber
     case taskDescription, createdAt, updatedAt, requestTimeout, resourceTimeout, upload, delivery, requestMethod
+    case earliestBegin
   }
 
   /// Whether the task was handed over and its completion (or part of it) still waits for the app.

@@ -386,6 +386,7 @@ open class URLSession: NSObject, @unchecked Sendable {
     let task = state.withLock { state in
       if let existing = state.tasks[id] { return existing }
       let made = snapshot.kind.makeTask(id: id, request: URLRequest(snapshot.request), backend: backend)
+      made.delaysBegin.store(configuration.isBackground, ordering: .relaxed)
       state.tasks[id] = made
       state.keep(self)
       return made

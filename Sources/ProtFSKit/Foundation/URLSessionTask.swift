@@ -40,6 +40,8 @@ open class URLSessionTask: NSObject, @unchecked Sendable {
     var priority = URLSessionTask.defaultPriority
     var expectsToSend = NSURLSessionTransferSizeUnknown
     var expectsToReceive = NSURLSessionTransferSizeUnknown
+    /// `earliestBeginDate`, given to the service with the first `resume()` of a background task.
+    var earliestBeginDate: Date?
   }
 
   /// What a task made with a completion handler (a "convenience" task) hands its result to,
@@ -100,6 +102,18 @@ open class URLSessionTask: NSObject, @unchecked Sendable {
     set { lock.withLock { $0.expectsToReceive = newValue } }
   }
 
+  /// Whether the task belongs to a background session, where `earliestBeginDate` counts; set by
+  /// the session as it makes the task.
+  let delaysBegin = Atomic<Bool>(false)
+
+  /// The earliest time the transfer may begin, as Foundation's: for a background session's task
+  /// resumed for the first time, the session service begins it no earlier (also while the app is
+  /// suspended or gone); no effect in another session. Set it before `resume()`.
+  open var earliestBeginDate: Date? {
+    get { lock.withLock { $0.earliestBeginDate } }
+    set { lock.withLock { $0.earliestBeginDate = newValue } }
+  }
+
   /// Running, suspended, canceling or completed.
   public var state: State { lock.withLock { $0.state } }
   /// The server's response, once one arrived.
@@ -131,7 +145,10 @@ open class URLSessionTask: NSObject, @unchecked Sendable {
       failNow?(self)
       return
     }
-    if (try? backend.resume(Int64(taskIdentifier))) != nil { lock.withLock { $0.state = .running } }
+    let notBefore = delaysBegin.load(ordering: .relaxed) ? earliestBeginDate : nil
+    if (try? backend.resume(Int64(taskIdentifier), notBefore: notBefore)) != nil {
+      lock.withLock { $0.state = .running }
+    }
   }
 
   /// Pauses the task.

@@ -7,14 +7,15 @@ import ProtFSTestSupport
 import Testing
 
 /// A shell app (below `protfs app launch`, as the app user) starts, lists and follows its own
-/// background downloads and uploads through the session service, and nothing else.
+/// background downloads (one not before a time it gives) and uploads through the session service,
+/// and nothing else.
 @Suite(.serialized, .timeLimit(.minutes(3))) struct ShellAppTransfersTests {
   /// The app: one download and one upload, each followed to its end, then what it may not do.
   static let script = #"""
     #!/bin/sh
     P="$PROTFS"
     cd "$HOME" || exit 1
-    id=$("$P" download --detach --description nightly "$1" 2>&1) || { echo "download-failed $id"; exit 1; }
+    id=$("$P" download --detach --description nightly --earliest-begin 1s "$1" 2>&1) || { echo "download-failed $id"; exit 1; }
     echo "started $id"
     "$P" tasks wait "$id"; echo "waited $?"
     echo "listed $("$P" tasks --json | tr -d '\n ')"
@@ -41,6 +42,7 @@ import Testing
     let uploads = try UploadServer()
     defer { uploads.stop() }
     let script = try d.script("transfers.sh", Self.script)
+    let asked = Date()
     let app = try d.launch(
       [], [script, downloads.url("report.bin").absoluteString, uploads.url("upload").absoluteString])
     defer { app.stop() }
@@ -55,6 +57,9 @@ import Testing
     #expect(tasks?.first?["id"] as? Int == Int(id), "\(listed)")
     #expect(tasks?.first?["taskDescription"] as? String == "nightly")
     #expect(tasks?.first?["state"] as? String == "completed")
+    // Begun no sooner than the app asked (`--earliest-begin 1s`: earliestBeginDate).
+    #expect(tasks?.first?["earliestBeginDate"] is String, "\(listed)")
+    #expect((downloads.requests.first?.receivedAt ?? .distantPast) >= asked.addingTimeInterval(1))
     #expect(output.contains { $0.hasPrefix("event ") && $0.contains("didFinishDownloadingTo") }, "\(output)")
     // The app moved the handed-over file into its Documents.
     #expect(output.contains("moved"), "\(output)")

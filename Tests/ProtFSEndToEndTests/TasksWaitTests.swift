@@ -43,6 +43,32 @@ import Testing
     #expect(again.status == 0, "\(again)")
   }
 
+  /// `download --detach --earliest-begin`: the service begins the task no sooner than the time
+  /// given (`earliestBeginDate`), `tasks --json` shows it, and a time that is neither a duration
+  /// nor an ISO 8601 date is a usage error that records nothing.
+  @Test func aDetachedDownloadBeginsNoSoonerThanItsEarliestBegin() async throws {
+    let f = try await SessionServiceFixture()
+    defer { f.stop() }
+    let server = try FaultServer(body: DownloadFixture.bytes(10_000))
+    defer { server.stop() }
+    let url = server.url("late.bin").absoluteString
+    let bad = try await Protfs.run(
+      ["--device", f.t.root, "download", "--bundle", app, "--detach", "--earliest-begin", "tomorrow", url])
+    #expect(bad.status == 64 && bad.stderr.contains("'tomorrow' is neither a duration"), "\(bad)")
+    #expect(try f.tasks().isEmpty)
+    let asked = Date()
+    let detached = try await Protfs.run(
+      ["--device", f.t.root, "download", "--bundle", app, "--detach", "--earliest-begin", "1.5s", url])
+    #expect(detached.status == 0, "\(detached)")
+    let listed = try await Protfs.run(["--device", f.t.root, "tasks", "--json"])
+    #expect(listed.stdout.contains("\"earliestBeginDate\""), "\(listed)")
+    let waited = try await Protfs.run(["--device", f.t.root, "tasks", "wait", detached.output])
+    #expect(waited.status == 0, "\(waited)")
+    let first = try #require(server.requests.first)
+    #expect(first.receivedAt >= asked.addingTimeInterval(1.5), "began \(first.receivedAt), asked \(asked)")
+    #expect(FileManager.default.contents(atPath: f.t.containerPath(app, "Documents/late.bin"))?.count == 10_000)
+  }
+
   @Test func aFailedTaskMakesTheWaitFailWithItsError() async throws {
     let f = try await SessionServiceFixture()
     defer { f.stop() }

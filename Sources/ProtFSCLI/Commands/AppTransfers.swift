@@ -81,6 +81,7 @@ enum AppTransfers {
     defer { client.detach() }
     var failed = false
     var seen = Set<String>()
+    let notBefore = try DownloadCommand.earliestBegin(invocation).map { Date(timeIntervalSince1970: $0) }
     for text in texts {
       switch DownloadRequest.url(from: text) {
       case .success(let url):
@@ -90,7 +91,7 @@ enum AppTransfers {
             SessionRequest(
               url: url, headers: headers, taskDescription: invocation.value(DownloadCommand.description)),
             resumeData: nil)
-          try client.resume(task.id)
+          try client.resume(task.id, notBefore: notBefore)
           printHandedOver(invocation, id: task.id, kind: .download, session: client.identifier)
         } catch {
           Console.err("Error: \(invocation.describe(error))")
@@ -124,7 +125,8 @@ enum AppTransfers {
         url: target, method: method.rawValue, headers: headers,
         taskDescription: invocation.value(DownloadCommand.description)),
       fromFile: path)
-    try client.resume(task.id)
+    let notBefore = try DownloadCommand.earliestBegin(invocation).map { Date(timeIntervalSince1970: $0) }
+    try client.resume(task.id, notBefore: notBefore)
     printHandedOver(invocation, id: task.id, kind: .upload, session: client.identifier)
     return DownloadCommand.exitCompleted
   }

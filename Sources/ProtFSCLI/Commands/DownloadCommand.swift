@@ -47,7 +47,7 @@ package enum DownloadCommand {
     arguments: [urls],
     options: [
       inputFile, bundle, session, destination, sha256, description, UploadCommand.header, connections, progress,
-      requestTimeout, resourceTimeout, sync, detach, CommonOptions.json,
+      requestTimeout, resourceTimeout, earliestBegin, sync, detach, CommonOptions.json,
     ],
     run: run
   )
@@ -84,6 +84,10 @@ package enum DownloadCommand {
   package static let resourceTimeout = Option.value(
     "timeout-resource", "duration",
     help: "Fail a task not finished this long after it was created, resumes included (default: 7d; 1s to 365d).")
+  /// `--earliest-begin WHEN`: each task's `earliestBeginDate`.
+  package static let earliestBegin = Option.value(
+    "earliest-begin", "when",
+    help: "Begin no sooner than WHEN: a duration from now (90s, 2h) or an ISO 8601 date (earliestBeginDate).")
   /// `--sync`.
   package static let sync = Option.flag(
     "sync",
@@ -141,16 +145,18 @@ package enum DownloadCommand {
     var seen = Set<String>()
     let digest = invocation.value(Self.sha256)?.lowercased()
     let taskDescription = invocation.value(Self.description)
+    let beginning = try earliestBegin(invocation)
     func nextRequests(_ count: Int) -> [DownloadRequest] {
       var requests: [DownloadRequest] = []
       while requests.count < count, let text = remaining.popFirst() {
         switch DownloadRequest.url(from: text) {
         case .success(let url):
           guard seen.insert(url.absoluteString).inserted else { continue }
-          requests.append(
-            DownloadRequest(
-              url: url, destinationDirectory: configuration.destinationDirectory, expectedSHA256: digest,
-              taskDescription: taskDescription, headers: headers))
+          var request = DownloadRequest(
+            url: url, destinationDirectory: configuration.destinationDirectory, expectedSHA256: digest,
+            taskDescription: taskDescription, headers: headers)
+          request.earliestBegin = beginning
+          requests.append(request)
         case .failure(let error):
           Console.err("Error: \(invocation.describe(error))")
           rejected.append(Rejected(url: text, error: invocation.describe(error)))
@@ -248,6 +254,27 @@ package enum DownloadCommand {
     guard let text = invocation.value(session) else { return "\(bundleID).background" }
     if let problem = SessionConfiguration.identifierProblem(text) { throw invocation.usageError(problem) }
     return text
+  }
+
+  /// `--earliest-begin`'s time, in seconds since 1970: now plus a duration, or an ISO 8601 date.
+  package static func earliestBegin(_ invocation: Invocation) throws -> Double? {
+    guard let text = invocation.value(Self.earliestBegin) else { return nil }
+    if let seconds = try? HumanDuration.parse(text, in: 0...(100 * 365 * 86_400)) {
+      return Date().timeIntervalSince1970 + seconds
+    }
+    let formatter = ISO8601DateFormatter()
+    let forms: [ISO8601DateFormatter.Options] = [
+      .withInternetDateTime, [.withInternetDateTime, .withFractionalSeconds],
+    ]
+    for options in forms {
+      formatter.formatOptions = options
+      if let date = formatter.date(from: text), date.timeIntervalSince1970.magnitude < 2.5e11 {
+        return date.timeIntervalSince1970
+      }
+    }
+    throw invocation.usageError(
+      "--earliest-begin: '\(text)' is neither a duration (90s, 2h, 1d) nor an ISO 8601 date with its zone "
+        + "(2026-12-24T03:00:00Z).")
   }
 
   package static func timeout(_ invocation: Invocation, _ option: Option, within range: ClosedRange<Double>) throws

@@ -31,7 +31,7 @@ package enum UploadCommand {
     options: [
       bundle, from, method, header, response, DownloadCommand.session, DownloadCommand.description,
       DownloadCommand.progress, DownloadCommand.requestTimeout, DownloadCommand.resourceTimeout,
-      DownloadCommand.detach, CommonOptions.json,
+      DownloadCommand.earliestBegin, DownloadCommand.detach, CommonOptions.json,
     ],
     run: run
   )
@@ -126,10 +126,10 @@ package enum UploadCommand {
     let session = try DownloadSession(configuration: opening)
     defer { session.invalidate() }
     if detached { try ServiceHandover(invocation, configuration: configuration).register(in: session.store) }
-    let task = try session.uploadTask(
-      with: UploadRequest(
-        url: target, method: method, headers: headers, taskDescription: invocation.value(DownloadCommand.description)),
-      fromFile: path)
+    var upload = UploadRequest(
+      url: target, method: method, headers: headers, taskDescription: invocation.value(DownloadCommand.description))
+    upload.earliestBegin = try DownloadCommand.earliestBegin(invocation)
+    let task = try session.uploadTask(with: upload, fromFile: path)
     if detached {
       session.invalidate()
       try DownloadCommand.handToService(invocation, configuration: configuration, tasks: [task])

@@ -13,6 +13,8 @@ public struct DownloadRequest: Sendable, Equatable {
   public var expectedSHA256: String?
   /// The task's description.
   public var taskDescription: String?
+  /// When the task may begin, in seconds since 1970 (`earliestBeginDate`); nil: when resumed.
+  public var earliestBegin: Double?
   /// Whether the finished file is handed over rather than placed (a background session's task,
   /// created without a destination): the task completes keeping its temp file, owned by the
   /// container's owner, and a delivery is queued in the store until `DownloadStore.acknowledge`.

@@ -155,6 +155,7 @@ public final class DownloadSession: Sendable {
       record.requestHeaders = headers
       record.requestMethod = method == "GET" ? nil : method
       record.requestBody = body
+      record.earliestBegin = request.earliestBegin
       fresh.append((index, record, request))
     }
     let inserted = try core.store.insert(

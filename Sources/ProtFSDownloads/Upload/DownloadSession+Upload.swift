@@ -41,6 +41,7 @@ extension DownloadSession {
     record.resourceTimeout = Monotonic.seconds(configuration.resourceTimeout)
     record.upload = UploadDetails(method: request.method, headers: headers, sourcePath: path)
     record.handsOver = handsOver
+    record.earliestBegin = request.earliestBegin
     let inserted: DownloadTaskRecord
     do {
       inserted = try core.store.insert(

@@ -73,6 +73,8 @@ public struct UploadRequest: Sendable, Equatable {
   public var headers: [UploadHeader]
   /// The task's description.
   public var taskDescription: String?
+  /// When the task may begin, in seconds since 1970 (`earliestBeginDate`); nil: when resumed.
+  public var earliestBegin: Double?
 
   /// Creates a request.
   public init(url: URL, method: UploadMethod = .put, headers: [UploadHeader] = [], taskDescription: String? = nil) {

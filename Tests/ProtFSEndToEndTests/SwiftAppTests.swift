@@ -135,8 +135,8 @@ import Testing
 
   /// Background fetch as Apple's documentation writes it: the handler asks `URLSession.shared` for
   /// the data and keeps it in Documents as a complete file. Locked, the request still succeeds (a
-  /// data task touches no file), but the complete file cannot be made, so the fetch fails, as on a
-  /// phone.
+  /// data task touches no file), and so does a download of it into the app's tmp/, written by the
+  /// app itself, but the complete file cannot be made, so the fetch fails, as on a phone.
   @Test func aFetchThroughTheSharedSessionGetsItsDataLockedOrNotAndKeepsItOnlyUnlocked() async throws {
     let d = try AppDevice()
     defer { d.remove() }
@@ -152,6 +152,7 @@ import Testing
     #expect(try await d.protfs(["app", "background", AppDevice.bundle]).status == 0)
     #expect(try await d.protfs(["app", "fetch", AppDevice.bundle]).status == 0)
     #expect(await app.line(containing: "fetched \(body.utf8.count) bytes, kept in Documents") != nil, "\(app.output)")
+    #expect(app.output.contains("downloaded \(body.utf8.count) bytes into tmp"), "\(app.output)")
     #expect(await d.waitForFetchResult() == "newData")
     let kept = d.t.containerPath(AppDevice.bundle, "Documents/latest.json")
     #expect(FileManager.default.contents(atPath: kept) == Data(body.utf8))
@@ -164,8 +165,10 @@ import Testing
         != nil,
       "\(app.output)")
     #expect(await d.waitForRecord { ($0["lastFetch"] as? [String: Any])?["result"] as? String == "failed" })
-    #expect(server.requests.count == 2)
-    // Data tasks run in the app: the shared session never asked for the session service.
+    #expect(app.output.filter { $0.contains("downloaded \(body.utf8.count) bytes into tmp") }.count == 2)
+    #expect(server.requests.count == 4)
+    // Data tasks and a standard session's downloads run in the app: the shared session never asked
+    // for the session service.
     #expect(SessionServiceClient.ping(socketName: SessionServiceClient.socketName(device: d.t.device)) == nil)
     #expect(try await d.protfs(["app", "terminate", AppDevice.bundle]).status == 0)
     _ = await app.exit()

@@ -309,40 +309,113 @@ import Testing
   }
 
   /// A download made with a completion handler, in a session nobody keeps (the session lives while
-  /// its tasks do, as Foundation's): the handler gets the file, which exists while it runs, then
-  /// the file goes and is acknowledged, and the task too; the delegate is told nothing.
+  /// its tasks do, as Foundation's): it runs in this process, as a standard session's does on iOS
+  /// (the session service is never asked), the handler gets the file in the app's temporary
+  /// directory, which exists while it runs, then the file goes; the delegate is told nothing.
   @Test func aConvenienceDownloadHandsItsFileToTheHandlerInASessionNobodyKeeps() async throws {
+    let server = try FaultServer(body: Array("downloaded".utf8))
+    defer { server.stop() }
     let backend = FakeSessionBackend(identifier: "fake.convenience.download")
-    let directory = try TestDevice.makeTemporaryDirectory()
-    defer { TestDevice.removeTree(directory) }
-    let location = URL(fileURLWithPath: directory + "/CFNetworkDownload_x.tmp")
-    try Data("downloaded".utf8).write(to: location)
-    let seen = Mutex<(String?, Bool, [Int64])>((nil, false, []))
+    let seen = Mutex<(String?, String?, Bool)>((nil, nil, false))
     let done = DispatchSemaphore(value: 0)
     let delegate = DataDelegate(queue: OperationQueue())
     weak var released: URLSession?
     let task: URLSessionDownloadTask = {
       let session = URLSession(configuration: .default, delegate: delegate, delegateQueue: nil, backend: backend)
       released = session
-      return session.downloadTask(with: URL(string: "http://example.test/a.bin")!) { file, response, error in
+      return session.downloadTask(with: server.url("a.bin")) { file, response, error in
         let text = file.flatMap { try? String(contentsOf: $0, encoding: .utf8) }
-        seen.withLock { $0 = (text, error == nil, backend.store.withLock { $0.filesAcknowledged }) }
+        seen.withLock { $0 = (text, file?.path, error == nil && (response as? HTTPURLResponse)?.statusCode == 200) }
         done.signal()
       }
     }()
     task.resume()
     #expect(released != nil, "the session went before its task ended")
-    let id = Int64(task.taskIdentifier)
-    backend.post(.finishedDownloading(task: id, location: location.path))
-    backend.post(.completed(task: id, snapshot: backend.completedSnapshot(id), error: nil))
     #expect(await offPool { done.wait(timeout: .now() + 10) } == .success)
-    let (text, succeeded, filesThen) = seen.withLock { $0 }
+    let (text, path, succeeded) = seen.withLock { $0 }
     #expect(text == "downloaded" && succeeded)
-    #expect(filesThen.isEmpty, "the file was acknowledged before the handler ran")
-    #expect(await offPool { backend.acknowledgement.wait(timeout: .now() + 10) } == .success)
-    #expect(!Foundation.FileManager.default.fileExists(atPath: location.path))
-    #expect(backend.store.withLock { ($0.filesAcknowledged, $0.acknowledged) } == ([id], [id]))
+    let location = try #require(path)
+    #expect(location.hasPrefix(NSTemporaryDirectory()) || location.hasPrefix("/tmp/"), "\(location)")
+    #expect(URL(fileURLWithPath: location).lastPathComponent.hasPrefix("CFNetworkDownload_"))
+    #expect(await eventually { !Foundation.FileManager.default.fileExists(atPath: location) })
+    #expect(task.taskIdentifier < 0 && task.countOfBytesReceived == 10)
+    #expect(backend.store.withLock { $0.calls }.isEmpty, "the session service was asked")
     #expect(delegate.calls.withLock { $0 }.isEmpty)
+  }
+
+  /// A standard session's download tells its delegate of its bytes and hands it the file, which is
+  /// gone once `didFinishDownloadingTo` returned, begins at once whatever its `earliestBeginDate`;
+  /// a cancelled one ends with NSURLErrorCancelled and leaves no file.
+  @Test func aStandardSessionsDownloadRunsHereWithItsProgressAndItsFile() async throws {
+    final class Delegate: NSObject, URLSessionDownloadDelegate, @unchecked Sendable {
+      let written = Mutex<[Int64]>([])
+      let file = Mutex<(String, Data?)?>(nil)
+      let error = Mutex<NSError?>(nil)
+      let done = DispatchSemaphore(value: 0)
+      func urlSession(
+        _ session: URLSession, downloadTask: URLSessionDownloadTask, didWriteData bytesWritten: Int64,
+        totalBytesWritten: Int64, totalBytesExpectedToWrite: Int64
+      ) {
+        written.withLock { $0.append(totalBytesWritten) }
+      }
+      func urlSession(_ session: URLSession, downloadTask: URLSessionDownloadTask, didFinishDownloadingTo location: URL)
+      {
+        file.withLock { $0 = (location.path, try? Data(contentsOf: location)) }
+      }
+      func urlSession(_ session: URLSession, task: URLSessionTask, didCompleteWithError error: (any Error)?) {
+        self.error.withLock { $0 = error.map { $0 as NSError } }
+        done.signal()
+      }
+    }
+    let body = DownloadFixture.bytes(400_000)
+    let server = try FaultServer(body: body)
+    defer { server.stop() }
+    let delegate = Delegate()
+    let session = URLSession(
+      configuration: .default, delegate: delegate, delegateQueue: nil,
+      backend: FakeSessionBackend(identifier: "fake.download.\(UUID())"))
+    let task = session.downloadTask(with: server.url("report.bin"))
+    // Nothing in a standard session, as Foundation's: the download begins now.
+    task.earliestBeginDate = Date(timeIntervalSince1970: 2_000_000_000)
+    task.resume()
+    #expect(await offPool { delegate.done.wait(timeout: .now() + 20) } == .success)
+    #expect(delegate.error.withLock { $0 } == nil)
+    let (location, contents) = try #require(delegate.file.withLock { $0 })
+    #expect(contents == Data(body))
+    #expect(delegate.written.withLock { $0 }.last == Int64(body.count))
+    #expect(task.countOfBytesExpectedToReceive == Int64(body.count))
+    #expect(await eventually { !Foundation.FileManager.default.fileExists(atPath: location) })
+
+    let gated = try FaultServer(body: body, mode: .gateAfter(bytes: 1000))
+    defer { gated.stop() }
+    let stopped = Delegate()
+    let cancelling = URLSession(
+      configuration: .default, delegate: stopped, delegateQueue: nil,
+      backend: FakeSessionBackend(identifier: "fake.download.\(UUID())"))
+    let cancelled = cancelling.downloadTask(with: gated.url("slow.bin"))
+    cancelled.resume()
+    #expect(await eventually { !stopped.written.withLock { $0 }.isEmpty })
+    let before = Set((try? Foundation.FileManager.default.contentsOfDirectory(atPath: NSTemporaryDirectory())) ?? [])
+    cancelled.cancel()
+    #expect(await offPool { stopped.done.wait(timeout: .now() + 20) } == .success)
+    #expect(stopped.error.withLock { $0 }?.code == NSURLErrorCancelled)
+    #expect(stopped.file.withLock { $0 } == nil)
+    let after = Set((try? Foundation.FileManager.default.contentsOfDirectory(atPath: NSTemporaryDirectory())) ?? [])
+    #expect(before.filter { $0.hasPrefix("CFNetworkDownload_") }.allSatisfy { !after.contains($0) }, "\(after)")
+    gated.openGate()
+  }
+
+  /// Whether `condition` holds within 10 s (checked every 10 ms, off the pool): for what has no
+  /// signal of its own, such as a file the session deletes after a delegate call returned.
+  func eventually(_ condition: @escaping @Sendable () -> Bool) async -> Bool {
+    await offPool {
+      let deadline = Date() + 10
+      while !condition() {
+        if Date() > deadline { return false }
+        usleep(10_000)
+      }
+      return true
+    }
   }
 
   /// iOS raises an NSGenericException for a task made with a completion handler (or awaited) in

@@ -16,9 +16,9 @@ import Testing
       backend: backend)
   }
 
-  /// `earliestBeginDate` goes to the session service with a background task's resume, and does
-  /// nothing in another session, as Foundation's.
-  @Test func anEarliestBeginDateReachesTheServiceFromABackgroundSessionOnly() {
+  /// `earliestBeginDate` goes to the session service with a background task's resume (in another
+  /// session it does nothing: URLSessionDataTaskTests).
+  @Test func anEarliestBeginDateReachesTheServiceWithABackgroundTasksResume() {
     let date = Date(timeIntervalSince1970: 2_000_000_000)
     let background = FakeSessionBackend()
     let task = session(background, RecordingDelegate()).downloadTask(with: url)
@@ -27,12 +27,6 @@ import Testing
     #expect(task.earliestBeginDate == date)
     task.resume()
     #expect(background.store.withLock { $0.calls }.contains("resume \(task.taskIdentifier) not before 2000000000.0"))
-    let standard = FakeSessionBackend(identifier: "fake.standard")
-    let plain = URLSession(configuration: .default, delegate: nil, delegateQueue: nil, backend: standard)
-      .downloadTask(with: url)
-    plain.earliestBeginDate = date
-    plain.resume()
-    #expect(standard.store.withLock { $0.calls }.contains("resume \(plain.taskIdentifier)"))
   }
 
   @Test func downloadDelegateOrderTheFileAcknowledgedAfterTheFinishTheTaskAfterTheCompletion() async {

@@ -63,7 +63,8 @@ extension URLSession {
   private func fileHandled(_ id: Int, at location: String) {
     _ = valueOrErrno(.unlink) { unlink(location) }
     let first = state.withLock { $0.acknowledged.insert(id).inserted }
-    if first { try? backend?.acknowledgeFile(Int64(id)) }
+    // A task below zero ran in this process: the service never had it.
+    if first, id > 0 { try? backend?.acknowledgeFile(Int64(id)) }
   }
 
   /// `urlSessionDidFinishEvents`, on the delegate queue, after what is queued.
@@ -205,7 +206,7 @@ extension URLSession {
     var resumeData: Data?
     if let download = task as? URLSessionDownloadTask, URLErrorMapping.isResumable(failure) {
       resumeData = download.resumeData.withLock { $0 } ?? snapshot.resumeData
-      if resumeData == nil {
+      if resumeData == nil, task.taskIdentifier > 0 {
         resumeData = (try? backend?.cancel(Int64(task.taskIdentifier), producingResumeData: true)) ?? nil
       }
     }

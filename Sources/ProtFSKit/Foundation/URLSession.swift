@@ -187,9 +187,22 @@ open class URLSession: NSObject, @unchecked Sendable {
     downloadTask(with: URLRequest(url: url))
   }
 
-  /// A download of `request`.
+  /// A download of `request`: a background session's runs in the session service, out of the
+  /// app's process; another session's runs in the app's own process, as on iOS
+  /// (`InProcessDownloadTask`: it stops while the app is suspended and ends with it).
   open func downloadTask(with request: URLRequest) -> URLSessionDownloadTask {
-    makeTask(request) { backend throws(ProtFSError) in
+    if !configuration.isBackground {
+      if state.withLock({ $0.invalidated }) {
+        UncaughtException.raise("NSGenericException", reason: Self.invalidatedRefusal)
+      }
+      return state.withLock { state in
+        let task = InProcessDownloadTask(id: state.takeLocalID(), request: request, session: self)
+        state.tasks[task.taskIdentifier] = task
+        state.keep(self)
+        return task
+      }
+    }
+    return makeTask(request) { backend throws(ProtFSError) in
       try backend.createDownloadTask(self.prepared(request), resumeData: nil)
     } as! URLSessionDownloadTask
   }

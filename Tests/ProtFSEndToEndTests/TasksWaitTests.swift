@@ -62,6 +62,8 @@ import Testing
     #expect(detached.status == 0, "\(detached)")
     let listed = try await Protfs.run(["--device", f.t.root, "tasks", "--json"])
     #expect(listed.stdout.contains("\"earliestBeginDate\""), "\(listed)")
+    let table = try await Protfs.run(["--device", f.t.root, "tasks"])
+    #expect(table.stderr.contains("task \(detached.output): begins no sooner than "), "\(table)")
     let waited = try await Protfs.run(["--device", f.t.root, "tasks", "wait", detached.output])
     #expect(waited.status == 0, "\(waited)")
     let first = try #require(server.requests.first)

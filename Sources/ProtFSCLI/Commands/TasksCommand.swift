@@ -100,6 +100,16 @@ package enum TasksCommand {
     for r in shown where r.state == .failed {
       if let message = r.commandLineErrorText(invocation.spelling) { Console.err("task \(r.id): \(message)") }
     }
+    // A task with nothing received yet (running, or still to be resumed by the service) may be
+    // waiting for its earliest begin date.
+    let now = Date().timeIntervalSince1970
+    let waiting = shown.filter {
+      [.running, .suspended].contains($0.state) && $0.bytesReceived == 0 && ($0.earliestBegin ?? 0) > now
+    }
+    for r in waiting {
+      let date = JSONOutput.string(Date(timeIntervalSince1970: r.earliestBegin ?? now))
+      Console.err("task \(r.id): begins no sooner than \(date) (its earliestBeginDate).")
+    }
     let hidden = records.count - shown.count
     if hidden > 0 {
       let failed = records.filter { $0.state == .failed }.count - shown.filter { $0.state == .failed }.count

@@ -13,11 +13,11 @@ package enum TasksCommand {
       States: running, suspended, canceling, completed, failed, waitingForUnlock. KIND is download
       or upload (for an upload RECEIVED and EXPECTED count bytes sent). The table shows the
       unfinished tasks and those that finished in the last day, with the errors of those that
-      failed; one line on stderr counts the older finished ones, which --all lists too and
-      `protfs tasks prune` removes. With --json: an array of every task, --all or not (each with
-      its "kind"; createdAt, updatedAt and, for a task that waits for it, earliestBeginDate are
-      ISO 8601 dates). Inside an app (below `protfs app
-      launch`, as the app user) the session service answers, with the app's own tasks only.
+      failed and when those held back by --earliest-begin begin; one line on stderr counts the
+      older finished ones, which --all lists too and `protfs tasks prune` removes. With --json: an
+      array of every task, --all or not (each with its "kind"; createdAt, updatedAt and, for a task
+      held back, earliestBeginDate are ISO 8601 dates). Inside an app (below `protfs app launch`,
+      as the app user) the session service answers, with the app's own tasks only.
       """,
     options: [session, all, CommonOptions.json],
     subcommands: [

@@ -135,8 +135,9 @@ import Testing
 
   /// Background fetch as Apple's documentation writes it: the handler asks `URLSession.shared` for
   /// the data and keeps it in Documents as a complete file. Locked, the request still succeeds (a
-  /// data task touches no file), and so does a download of it into the app's tmp/, written by the
-  /// app itself, but the complete file cannot be made, so the fetch fails, as on a phone.
+  /// data task touches no file), but the complete file cannot be made, so the fetch fails, as on a
+  /// phone; a download of it, written by the app itself into its tmp/, succeeds unlocked and fails
+  /// locked once tmp/ is complete.
   @Test func aFetchThroughTheSharedSessionGetsItsDataLockedOrNotAndKeepsItOnlyUnlocked() async throws {
     let d = try AppDevice()
     defer { d.remove() }
@@ -158,14 +159,18 @@ import Testing
     #expect(FileManager.default.contents(atPath: kept) == Data(body.utf8))
     let shown = try await d.protfs(["get-class", kept])
     #expect(shown.stdout.hasPrefix("NSFileProtectionComplete  own"), "\(shown)")
+    // tmp/ made complete: locked, the download's file cannot be made there, as on a phone.
+    let tmp = d.t.containerPath(AppDevice.bundle, "tmp")
+    #expect(try await d.protfs(["set-class", "NSFileProtectionComplete", tmp]).status == 0)
     #expect(try await d.protfs(["lock", "--grace", "0"]).status == 0)
     #expect(try await d.protfs(["app", "fetch", AppDevice.bundle]).status == 0)
     #expect(
       await app.line(containing: "fetched \(body.utf8.count) bytes, cannot keep them", after: "kept in Documents")
         != nil,
       "\(app.output)")
+    #expect(app.output.contains { $0.hasPrefix("download failed: ") && $0.contains("-3000") }, "\(app.output)")
     #expect(await d.waitForRecord { ($0["lastFetch"] as? [String: Any])?["result"] as? String == "failed" })
-    #expect(app.output.filter { $0.contains("downloaded \(body.utf8.count) bytes into tmp") }.count == 2)
+    #expect(app.output.filter { $0.contains("downloaded \(body.utf8.count) bytes into tmp") }.count == 1)
     #expect(server.requests.count == 4)
     // Data tasks and a standard session's downloads run in the app: the shared session never asked
     // for the session service.

@@ -126,11 +126,21 @@ private final class TransferControls: Sendable {
 }
 
 /// The file a download writes, in `directory` (the app's `tmp/`): made when the response comes,
-/// written as the body arrives, kept for the app when it is complete, removed otherwise. Used by
-/// the transfer's thread alone, but the task reads its counts.
+/// written as the body arrives, kept for the app when it is complete, removed otherwise.
+///
+/// Written on the transfer's thread, but a cancel ends the transfer (and so closes the file) on the
+/// thread that cancels: every step holds the lock, so that no write reaches a descriptor closed
+/// (and perhaps reused) meanwhile, and no file is made once the download has ended.
 private final class DownloadFile: Sendable {
+  private struct State {
+    var fd: Int32 = -1
+    var path: String?
+    var written: Int64 = 0
+    var expected: Int64 = -1
+    var ended = false
+  }
   private let directory: String
-  private let state = Mutex<(fd: Int32, path: String?, written: Int64, expected: Int64)>((-1, nil, 0, -1))
+  private let state = Mutex(State())
 
   init(directory: String) { self.directory = directory.hasSuffix("/") ? String(directory.dropLast()) : directory }
 
@@ -139,38 +149,49 @@ private final class DownloadFile: Sendable {
 
   /// Makes the file (a new name, mode 0600), expecting `length` bytes (-1: unknown).
   func create(expecting length: Int64) throws(ProtFSError) {
-    var template = Array((directory + "/CFNetworkDownload_XXXXXX.tmp").utf8CString)
-    let fd = template.withUnsafeMutableBufferPointer { mkstemps($0.baseAddress!, 4) }
-    let path = String(cString: template)
-    // No program the app starts inherits it.
-    if fd >= 0 { _ = valueOrErrno(.fcntl) { fcntl(fd, F_SETFD, FD_CLOEXEC) } }
-    guard fd >= 0 else {
-      throw ProtFSError.system("create the download's file", path: path, errno: Errno(errno))
+    let directory = self.directory
+    try state.withLock { (state: inout State) throws(ProtFSError) in
+      guard !state.ended else { throw Self.ended }
+      var template = Array((directory + "/CFNetworkDownload_XXXXXX.tmp").utf8CString)
+      let fd = template.withUnsafeMutableBufferPointer { mkstemps($0.baseAddress!, 4) }
+      let path = String(cString: template)
+      guard fd >= 0 else {
+        throw ProtFSError.system("create the download's file", path: path, errno: Errno(errno))
+      }
+      // No program the app starts inherits it.
+      _ = valueOrErrno(.fcntl) { fcntl(fd, F_SETFD, FD_CLOEXEC) }
+      state.fd = fd
+      state.path = path
+      state.expected = length
     }
-    state.withLock { $0 = (fd, path, 0, length) }
   }
 
   /// Appends `bytes`; returns the bytes written so far and those expected.
   func append(_ bytes: Data) throws(ProtFSError) -> (Int64, Int64) {
-    let (fd, path) = state.withLock { ($0.fd, $0.path ?? directory) }
-    try AtomicFile.writeAll(fd, bytes, path: path)
-    return state.withLock { state in
+    let directory = self.directory
+    return try state.withLock { (state: inout State) throws(ProtFSError) -> (Int64, Int64) in
+      guard !state.ended, state.fd >= 0 else { throw Self.ended }
+      try AtomicFile.writeAll(state.fd, bytes, path: state.path ?? directory)
       state.written += Int64(bytes.count)
       return (state.written, state.expected)
     }
   }
 
-  /// Closes the complete file; its path (nil when it was never made).
+  /// Ends the file: closes it and returns its path (nil when it was never made).
   func close() -> String? {
     state.withLock { state in
+      state.ended = true
       if state.fd >= 0 { closeDescriptor(state.fd) }
       state.fd = -1
       return state.path
     }
   }
 
-  /// Closes and removes the file, if there is one.
+  /// Ends the file and removes it, if there is one.
   func discard() {
     if let path = close() { _ = valueOrErrno(.unlink) { unlink(path) } }
   }
+
+  /// The error of a step taken after the download ended.
+  private static let ended = ProtFSError(.cancelled, "The download has ended.")
 }

@@ -130,6 +130,53 @@ extension URLSession {
   }
 }
 
+/// The transfer of a task run in the app's own process (a data task, a standard session's
+/// download): its request as the session prepares it, made by `DataTransfer` with the session's
+/// timeouts, and started when the session's gate lets its host have one more connection.
+struct InProcessTransfer: Sendable {
+  /// The transfer.
+  let transfer: DataTransfer
+  /// The session's gate of connections per host, and the task's host there.
+  private let gate: DataTransferGate
+  private let host: String
+
+  /// The transfer of task `id` for `request` in `session`; `events` gets what it reports, with the
+  /// URL requested (after the session's preparation), once the gate has let go of its connection
+  /// at its end.
+  init(
+    id: Int, request: URLRequest, session: URLSession,
+    events: @escaping @Sendable (DataTransfer.Event, _ url: URL) -> Void
+  ) {
+    let configuration = session.configuration
+    let prepared = session.prepared(request)
+    let timeout = request.timeoutInterval > 0 ? request.timeoutInterval : configuration.timeoutIntervalForRequest
+    let (gate, host) = (session.dataTransfers, HostScheduler.hostKey(prepared.url))
+    transfer = DataTransfer(
+      url: prepared.url, method: prepared.method, headers: prepared.headers.map { ($0.name, $0.value) },
+      body: prepared.body, requestTimeout: timeout, resourceTimeout: configuration.timeoutIntervalForResource
+    ) { event in
+      if case .completed = event { gate.ended(task: id, host: host) }
+      events(event, prepared.url)
+    }
+    self.gate = gate
+    self.host = host
+  }
+
+  /// Starts `task`'s transfer (once), when the gate allows.
+  func resume(_ task: URLSessionTask) {
+    guard task.state == .suspended else { return }
+    task.lock.withLock { $0.state = .running }
+    gate.start(transfer, task: task.taskIdentifier, host: host)
+  }
+
+  /// Stops `task`'s transfer: the task completes with `NSURLErrorCancelled`.
+  func cancel(_ task: URLSessionTask) {
+    guard task.state != .completed else { return }
+    task.lock.withLock { $0.state = .canceling }
+    transfer.cancel()
+  }
+}
+
 /// A session's data tasks by host (`HostScheduler.hostKey`, as the session service counts its
 /// transfers): at most `limit` run at once to one host (its configuration's
 /// `httpMaximumConnectionsPerHost`, 6 as on iOS), the rest waiting in the order they were

@@ -11,27 +11,16 @@ import Synchronization
 /// suspended and ends with it. The file is handed to `didFinishDownloadingTo` (or the completion
 /// handler) and deleted when that returns, as a background session's is.
 ///
-/// `@unchecked Sendable`: adds only immutable, Sendable members.
+/// `@unchecked Sendable`: adds only `run`, immutable and Sendable.
 final class InProcessDownloadTask: URLSessionDownloadTask, @unchecked Sendable {
   /// The transfer, made with the task.
-  let transfer: DataTransfer
-  /// The session's gate of connections per host, and this task's host there.
-  private let gate: DataTransferGate
-  private let host: String
+  let run: InProcessTransfer
 
   init(id: Int, request: URLRequest, session: URLSession) {
-    let configuration = session.configuration
-    let prepared = session.prepared(request)
-    let timeout = request.timeoutInterval > 0 ? request.timeoutInterval : configuration.timeoutIntervalForRequest
-    let (gate, host) = (session.dataTransfers, HostScheduler.hostKey(prepared.url))
     let file = DownloadFile(directory: NSTemporaryDirectory())
     let controls = TransferControls()
     let task = Int64(id)
-    let url = prepared.url
-    transfer = DataTransfer(
-      url: url, method: prepared.method, headers: prepared.headers.map { ($0.name, $0.value) },
-      body: prepared.body, requestTimeout: timeout, resourceTimeout: configuration.timeoutIntervalForResource
-    ) { [weak session] event in
+    run = InProcessTransfer(id: id, request: request, session: session) { [weak session] event, url in
       switch event {
       case .response(let response):
         let length = response.headers.last { $0.name.lowercased() == "content-length" }.flatMap { Int64($0.value) }
@@ -57,43 +46,31 @@ final class InProcessDownloadTask: URLSessionDownloadTask, @unchecked Sendable {
           controls.fail(error)
         }
       case .completed(let failure):
-        gate.ended(task: id, host: host)
         let error = controls.failure ?? failure
         let (written, expected) = file.counts
-        var snapshot = SessionTaskSnapshot(
+        let snapshot = SessionTaskSnapshot(
           id: task, kind: .download, request: SessionRequest(url: url), state: "completed", bytesReceived: written,
           bytesExpectedToReceive: expected, error: error)
         if error == nil, let location = file.close() {
           session?.receive(.finishedDownloading(task: task, location: location))
         } else {
           file.discard()
-          snapshot.error = error
         }
         session?.receive(.completed(task: task, snapshot: snapshot, error: error))
       }
     }
-    controls.transfer = transfer
-    self.gate = gate
-    self.host = host
+    controls.transfer = run.transfer
     super.init(id: id, request: request, backend: nil)
   }
 
   /// Starts the download (once), when the session's connections to its host allow.
-  override func resume() {
-    guard state == .suspended else { return }
-    lock.withLock { $0.state = .running }
-    gate.start(transfer, task: taskIdentifier, host: host)
-  }
+  override func resume() { run.resume(self) }
 
   /// Nothing: the download, once begun, runs to its end here (iOS may pause its reads).
   override func suspend() {}
 
   /// Stops the download: the task completes with `NSURLErrorCancelled` and its file goes.
-  override func cancel() {
-    guard state != .completed else { return }
-    lock.withLock { $0.state = .canceling }
-    transfer.cancel()
-  }
+  override func cancel() { run.cancel(self) }
 
   /// Cancels the download; there is no resume data for it (the handler gets nil), as for any
   /// download that cannot be continued.

@@ -192,15 +192,7 @@ open class URLSession: NSObject, @unchecked Sendable {
   /// (`InProcessDownloadTask`: it stops while the app is suspended and ends with it).
   open func downloadTask(with request: URLRequest) -> URLSessionDownloadTask {
     if !configuration.isBackground {
-      if state.withLock({ $0.invalidated }) {
-        UncaughtException.raise("NSGenericException", reason: Self.invalidatedRefusal)
-      }
-      return state.withLock { state in
-        let task = InProcessDownloadTask(id: state.takeLocalID(), request: request, session: self)
-        state.tasks[task.taskIdentifier] = task
-        state.keep(self)
-        return task
-      }
+      return inProcessTask { InProcessDownloadTask(id: $0, request: request, session: self) }
     }
     return makeTask(request) { backend throws(ProtFSError) in
       try backend.createDownloadTask(self.prepared(request), resumeData: nil)
@@ -274,11 +266,17 @@ open class URLSession: NSObject, @unchecked Sendable {
   /// runs a standard session's: its answer stays in memory, so the lock never stops it. In a
   /// background session too (iOS runs those only while the app is not suspended).
   open func dataTask(with request: URLRequest) -> URLSessionDataTask {
+    inProcessTask { InProcessDataTask(id: $0, request: request, session: self) }
+  }
+
+  /// A task run in this process, `make` given its id (below zero, the session's own), kept by the
+  /// session until it completes. Asked of an invalidated session it ends the process, as on iOS.
+  private func inProcessTask<Made: URLSessionTask>(_ make: (Int) -> Made) -> Made {
     if state.withLock({ $0.invalidated }) {
       UncaughtException.raise("NSGenericException", reason: Self.invalidatedRefusal)
     }
     return state.withLock { state in
-      let task = InProcessDataTask(id: state.takeLocalID(), request: request, session: self)
+      let task = make(state.takeLocalID())
       state.tasks[task.taskIdentifier] = task
       state.keep(self)
       return task

@@ -226,28 +226,17 @@ open class URLSessionDataTask: URLSessionTask, @unchecked Sendable {}
 /// its request by `DataTransfer`, its answer in memory, so the lock never stops it. Its events take
 /// the session's way to the delegate, with ids of their own (below zero, as the service's are not).
 ///
-/// `@unchecked Sendable`: adds only `transfer`, immutable and Sendable.
+/// `@unchecked Sendable`: adds only `run`, immutable and Sendable.
 final class InProcessDataTask: URLSessionDataTask, @unchecked Sendable {
   /// The transfer, made with the task.
-  let transfer: DataTransfer
-  /// The session's gate of connections per host, and this task's host there.
-  private let gate: DataTransferGate
-  private let host: String
+  let run: InProcessTransfer
+  /// The transfer itself, which waits for the app's answer to its response.
+  var transfer: DataTransfer { run.transfer }
 
   init(id: Int, request: URLRequest, session: URLSession) {
-    let configuration = session.configuration
-    let prepared = session.prepared(request)
-    let timeout = request.timeoutInterval > 0 ? request.timeoutInterval : configuration.timeoutIntervalForRequest
-    let (gate, host) = (session.dataTransfers, HostScheduler.hostKey(prepared.url))
-    transfer = DataTransfer(
-      url: prepared.url, method: prepared.method, headers: prepared.headers.map { ($0.name, $0.value) },
-      body: prepared.body, requestTimeout: timeout, resourceTimeout: configuration.timeoutIntervalForResource
-    ) { [weak session] event in
-      if case .completed = event { gate.ended(task: id, host: host) }
-      session?.receive(Self.event(event, task: Int64(id), url: prepared.url))
+    run = InProcessTransfer(id: id, request: request, session: session) { [weak session] event, url in
+      session?.receive(Self.event(event, task: Int64(id), url: url))
     }
-    self.gate = gate
-    self.host = host
     super.init(id: id, request: request, backend: nil)
   }
 
@@ -270,21 +259,13 @@ final class InProcessDataTask: URLSessionDataTask, @unchecked Sendable {
   }
 
   /// Starts the request (once), when the session's connections to its host allow.
-  override func resume() {
-    guard state == .suspended else { return }
-    lock.withLock { $0.state = .running }
-    gate.start(transfer, task: taskIdentifier, host: host)
-  }
+  override func resume() { run.resume(self) }
 
   /// Nothing: a data task's request, once begun, runs to its end here (iOS may pause its reads).
   override func suspend() {}
 
   /// Stops the request: the task completes with `NSURLErrorCancelled`.
-  override func cancel() {
-    guard state != .completed else { return }
-    lock.withLock { $0.state = .canceling }
-    transfer.cancel()
-  }
+  override func cancel() { run.cancel(self) }
 }
 
 /// A task sending a file (a data task, as on iOS: the server's reply arrives as data).

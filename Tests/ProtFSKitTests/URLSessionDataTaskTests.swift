@@ -308,6 +308,41 @@ import Testing
     #expect(response?.value(forHTTPHeaderField: "CONTENT-TYPE") == "application/json; charset=UTF-8")
   }
 
+  /// A download delegate that records the bytes written, the file handed over (its path and
+  /// contents), each completion's error and the session's end.
+  final class DownloadDelegate: NSObject, URLSessionDownloadDelegate, @unchecked Sendable {
+    let written = Mutex<[Int64]>([])
+    let file = Mutex<(String, Data?)?>(nil)
+    let completed = Mutex<[NSError?]>([])
+    let done = DispatchSemaphore(value: 0)
+    let invalid = DispatchSemaphore(value: 0)
+
+    func urlSession(
+      _ session: URLSession, downloadTask: URLSessionDownloadTask, didWriteData bytesWritten: Int64,
+      totalBytesWritten: Int64, totalBytesExpectedToWrite: Int64
+    ) {
+      written.withLock { $0.append(totalBytesWritten) }
+    }
+
+    func urlSession(_ session: URLSession, downloadTask: URLSessionDownloadTask, didFinishDownloadingTo location: URL) {
+      file.withLock { $0 = (location.path, try? Data(contentsOf: location)) }
+    }
+
+    func urlSession(_ session: URLSession, task: URLSessionTask, didCompleteWithError error: (any Error)?) {
+      completed.withLock { $0.append(error.map { $0 as NSError }) }
+      done.signal()
+    }
+
+    func urlSession(_ session: URLSession, didBecomeInvalidWithError error: (any Error)?) { invalid.signal() }
+  }
+
+  /// A standard session with `delegate` (over a fake service: its downloads never use it).
+  func standardSession(_ delegate: DownloadDelegate) -> URLSession {
+    URLSession(
+      configuration: .default, delegate: delegate, delegateQueue: nil,
+      backend: FakeSessionBackend(identifier: "fake.download.\(UUID())"))
+  }
+
   /// A download made with a completion handler, in a session nobody keeps (the session lives while
   /// its tasks do, as Foundation's): it runs in this process, as a standard session's does on iOS
   /// (the session service is never asked), the handler gets the file in the app's temporary
@@ -347,39 +382,16 @@ import Testing
   /// gone once `didFinishDownloadingTo` returned, begins at once whatever its `earliestBeginDate`;
   /// a cancelled one ends with NSURLErrorCancelled and leaves no file.
   @Test func aStandardSessionsDownloadRunsHereWithItsProgressAndItsFile() async throws {
-    final class Delegate: NSObject, URLSessionDownloadDelegate, @unchecked Sendable {
-      let written = Mutex<[Int64]>([])
-      let file = Mutex<(String, Data?)?>(nil)
-      let error = Mutex<NSError?>(nil)
-      let done = DispatchSemaphore(value: 0)
-      func urlSession(
-        _ session: URLSession, downloadTask: URLSessionDownloadTask, didWriteData bytesWritten: Int64,
-        totalBytesWritten: Int64, totalBytesExpectedToWrite: Int64
-      ) {
-        written.withLock { $0.append(totalBytesWritten) }
-      }
-      func urlSession(_ session: URLSession, downloadTask: URLSessionDownloadTask, didFinishDownloadingTo location: URL)
-      {
-        file.withLock { $0 = (location.path, try? Data(contentsOf: location)) }
-      }
-      func urlSession(_ session: URLSession, task: URLSessionTask, didCompleteWithError error: (any Error)?) {
-        self.error.withLock { $0 = error.map { $0 as NSError } }
-        done.signal()
-      }
-    }
     let body = DownloadFixture.bytes(400_000)
     let server = try FaultServer(body: body)
     defer { server.stop() }
-    let delegate = Delegate()
-    let session = URLSession(
-      configuration: .default, delegate: delegate, delegateQueue: nil,
-      backend: FakeSessionBackend(identifier: "fake.download.\(UUID())"))
-    let task = session.downloadTask(with: server.url("report.bin"))
+    let delegate = DownloadDelegate()
+    let task = standardSession(delegate).downloadTask(with: server.url("report.bin"))
     // Nothing in a standard session, as Foundation's: the download begins now.
     task.earliestBeginDate = Date(timeIntervalSince1970: 2_000_000_000)
     task.resume()
     #expect(await offPool { delegate.done.wait(timeout: .now() + 20) } == .success)
-    #expect(delegate.error.withLock { $0 } == nil)
+    #expect(delegate.completed.withLock { $0 } == [nil])
     let (location, contents) = try #require(delegate.file.withLock { $0 })
     #expect(contents == Data(body))
     #expect(delegate.written.withLock { $0 }.last == Int64(body.count))
@@ -388,20 +400,47 @@ import Testing
 
     let gated = try FaultServer(body: body, mode: .gateAfter(bytes: 1000))
     defer { gated.stop() }
-    let stopped = Delegate()
-    let cancelling = URLSession(
-      configuration: .default, delegate: stopped, delegateQueue: nil,
-      backend: FakeSessionBackend(identifier: "fake.download.\(UUID())"))
-    let cancelled = cancelling.downloadTask(with: gated.url("slow.bin"))
+    let stopped = DownloadDelegate()
+    let cancelled = standardSession(stopped).downloadTask(with: gated.url("slow.bin"))
     cancelled.resume()
     #expect(await eventually { !stopped.written.withLock { $0 }.isEmpty })
     let before = Set((try? Foundation.FileManager.default.contentsOfDirectory(atPath: NSTemporaryDirectory())) ?? [])
     cancelled.cancel()
     #expect(await offPool { stopped.done.wait(timeout: .now() + 20) } == .success)
-    #expect(stopped.error.withLock { $0 }?.code == NSURLErrorCancelled)
+    #expect(stopped.completed.withLock { $0.map { $0?.code } } == [NSURLErrorCancelled])
     #expect(stopped.file.withLock { $0 } == nil)
     let after = Set((try? Foundation.FileManager.default.contentsOfDirectory(atPath: NSTemporaryDirectory())) ?? [])
     #expect(before.filter { $0.hasPrefix("CFNetworkDownload_") }.allSatisfy { !after.contains($0) }, "\(after)")
+    gated.openGate()
+  }
+
+  /// A standard session's download runs in this process, and the session knows it as it knows its
+  /// data tasks: `allTasks` lists it, `finishTasksAndInvalidate` waits for it (without, its
+  /// completion was lost), and `invalidateAndCancel` cancels it.
+  @Test func aStandardSessionsDownloadIsListedWaitedForAndCancelledWithItsSession() async throws {
+    let server = try FaultServer(body: DownloadFixture.bytes(100_000), mode: .gateAfter(bytes: 1000))
+    defer { server.stop() }
+    // Finishing waits for the download, which then completes.
+    let finishing = DownloadDelegate()
+    let waited = standardSession(finishing)
+    let first = waited.downloadTask(with: server.url("first.bin"))
+    first.resume()
+    #expect(await waited.allTasks.contains { $0 === first })
+    waited.finishTasksAndInvalidate()
+    server.openGate()
+    #expect(await offPool { finishing.done.wait(timeout: .now() + 20) } == .success)
+    #expect(finishing.completed.withLock { $0 } == [nil])
+    #expect(await offPool { finishing.invalid.wait(timeout: .now() + 20) } == .success)
+    // Cancelling the session cancels the download (the session, ended, delivers nothing more).
+    let gated = try FaultServer(body: DownloadFixture.bytes(100_000), mode: .gateAfter(bytes: 1000))
+    defer { gated.stop() }
+    let cancelling = DownloadDelegate()
+    let cancelled = standardSession(cancelling)
+    let second = cancelled.downloadTask(with: gated.url("second.bin"))
+    second.resume()
+    cancelled.invalidateAndCancel()
+    #expect(second.state == .canceling)
+    #expect(await offPool { cancelling.invalid.wait(timeout: .now() + 20) } == .success)
     gated.openGate()
   }
 

@@ -130,6 +130,13 @@ extension URLSession {
   }
 }
 
+/// A task run in the app's own process rather than the session service: the session lists it with
+/// the service's tasks, waits for it when finishing, and cancels it when cancelling.
+protocol RunsInProcess: URLSessionTask {
+  /// Its transfer.
+  var run: InProcessTransfer { get }
+}
+
 /// The transfer of a task run in the app's own process (a data task, a standard session's
 /// download): its request as the session prepares it, made by `DataTransfer` with the session's
 /// timeouts, and started when the session's gate lets its host have one more connection.

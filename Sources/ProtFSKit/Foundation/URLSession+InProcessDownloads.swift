@@ -12,7 +12,7 @@ import Synchronization
 /// handler) and deleted when that returns, as a background session's is.
 ///
 /// `@unchecked Sendable`: adds only `run`, immutable and Sendable.
-final class InProcessDownloadTask: URLSessionDownloadTask, @unchecked Sendable {
+final class InProcessDownloadTask: URLSessionDownloadTask, RunsInProcess, @unchecked Sendable {
   /// The transfer, made with the task.
   let run: InProcessTransfer
 

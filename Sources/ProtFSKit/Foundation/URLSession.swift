@@ -444,13 +444,13 @@ open class URLSession: NSObject, @unchecked Sendable {
     }
   }
 
-  /// The service's list, as task objects (the same objects each time), then the data tasks running
-  /// in this process.
+  /// The service's list, as task objects (the same objects each time), then the tasks running in
+  /// this process (data tasks, a standard session's downloads).
   func currentTasks() -> [URLSessionTask] {
     let (done, inProcess) = state.withLock { state in
       (
         state.completed,
-        state.tasks.values.filter { $0 is InProcessDataTask }.sorted { $0.taskIdentifier > $1.taskIdentifier }
+        state.tasks.values.filter { $0 is any RunsInProcess }.sorted { $0.taskIdentifier > $1.taskIdentifier }
       )
     }
     guard let backend, let snapshots = try? backend.tasks() else { return inProcess }
@@ -491,7 +491,7 @@ open class URLSession: NSObject, @unchecked Sendable {
     guard first else { return }
     BackgroundSessionEvents.unregister(self, woken: woken)
     if cancelling {
-      for task in state.withLock({ $0.tasks.values.filter { $0 is InProcessDataTask } }) { task.cancel() }
+      for task in state.withLock({ $0.tasks.values.filter { $0 is any RunsInProcess } }) { task.cancel() }
     }
     backend?.invalidate(cancelling: cancelling)
     pipeline.async {

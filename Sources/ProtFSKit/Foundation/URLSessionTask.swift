@@ -227,7 +227,7 @@ open class URLSessionDataTask: URLSessionTask, @unchecked Sendable {}
 /// the session's way to the delegate, with ids of their own (below zero, as the service's are not).
 ///
 /// `@unchecked Sendable`: adds only `run`, immutable and Sendable.
-final class InProcessDataTask: URLSessionDataTask, @unchecked Sendable {
+final class InProcessDataTask: URLSessionDataTask, RunsInProcess, @unchecked Sendable {
   /// The transfer, made with the task.
   let run: InProcessTransfer
   /// The transfer itself, which waits for the app's answer to its response.

@@ -100,11 +100,15 @@ package enum JSONStateFile {
   /// Formatted by hand: the format style's first use costs a command about a millisecond (its
   /// calendar is made), and every launch writes dates. Without `milliseconds`, the seconds end
   /// it (`2026-11-30T20:10:35Z`), the fraction cut, as `ISO8601FormatStyle()` writes it.
+  /// The seconds from 1970, either way, within which `timestamp` writes a date by hand: the years
+  /// 1 to 9999 and a little more. Times protfs keeps stay within it.
+  package static let timestampLimit: Double = 2.5e11
+
   package static func timestamp(_ date: Date, milliseconds: Bool = true) -> String {
     let interval = date.timeIntervalSince1970
     let whole = interval.rounded(.down)
     var parts = tm()
-    guard whole.magnitude < 2.5e11, case var seconds = time_t(whole), gmtime_r(&seconds, &parts) != nil,
+    guard whole.magnitude < timestampLimit, case var seconds = time_t(whole), gmtime_r(&seconds, &parts) != nil,
       (-1900...8099).contains(parts.tm_year)
     else { return date.formatted(milliseconds ? withMilliseconds : withoutFraction) }
     let millis = min(999, Int32(((interval - whole) * 1000).rounded(.down)))

@@ -268,7 +268,7 @@ package enum DownloadCommand {
     ]
     for options in forms {
       formatter.formatOptions = options
-      if let date = formatter.date(from: text), date.timeIntervalSince1970.magnitude < 2.5e11 {
+      if let date = formatter.date(from: text), date.timeIntervalSince1970.magnitude < JSONStateFile.timestampLimit {
         return date.timeIntervalSince1970
       }
     }

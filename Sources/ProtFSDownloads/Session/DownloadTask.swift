@@ -1,4 +1,5 @@
 import Foundation
+import ProtFS
 import ProtFSSystem
 import Synchronization
 
@@ -87,8 +88,8 @@ public final class DownloadTask: Sendable {
   /// Sets `earliestBeginDate` and stores it with the task.
   public func setEarliestBeginDate(_ date: Date?) throws(ProtFSError) {
     let time = date?.timeIntervalSince1970
-    // Years 1 to 9999 and a little more, which every printed form of a date can show.
-    if let time, !time.isFinite || time.magnitude >= 2.5e11 {
+    // Only a time every printed form of a date can show.
+    if let time, !time.isFinite || time.magnitude >= JSONStateFile.timestampLimit {
       throw ProtFSError(.invalidArgument, "A task's earliest begin date \(time) is not a time protfs can keep.")
     }
     try core.persistEarliestBegin(time, of: self)

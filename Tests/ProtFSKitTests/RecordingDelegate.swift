@@ -30,6 +30,16 @@ final class RecordingDelegate: NSObject, URLSessionDownloadDelegate, URLSessionD
     }
   }
 
+  /// Waits (off the pool) until a call `line` was recorded, at most 10 s; returns the log.
+  func waitFor(_ line: String) async -> [String] {
+    await offPool { [self] in
+      while !log.withLock({ $0.contains(line) }) {
+        if signal.wait(timeout: .now() + 10) == .timedOut { break }
+      }
+      return log.withLock { $0 }
+    }
+  }
+
   func urlSession(_ session: URLSession, downloadTask: URLSessionDownloadTask, didFinishDownloadingTo location: URL) {
     onFinish?(location)
     record("finish \(downloadTask.taskIdentifier) \(location.path)")

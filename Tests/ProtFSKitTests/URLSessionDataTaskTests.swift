@@ -431,7 +431,7 @@ import Testing
     #expect(await offPool { finishing.done.wait(timeout: .now() + 20) } == .success)
     #expect(finishing.completed.withLock { $0 } == [nil])
     #expect(await offPool { finishing.invalid.wait(timeout: .now() + 20) } == .success)
-    // Cancelling the session cancels the download (the session, ended, delivers nothing more).
+    // Cancelling the session cancels the download, which completes with NSURLErrorCancelled.
     let gated = try FaultServer(body: DownloadFixture.bytes(100_000), mode: .gateAfter(bytes: 1000))
     defer { gated.stop() }
     let cancelling = DownloadDelegate()
@@ -439,9 +439,34 @@ import Testing
     let second = cancelled.downloadTask(with: gated.url("second.bin"))
     second.resume()
     cancelled.invalidateAndCancel()
-    #expect(second.state == .canceling)
     #expect(await offPool { cancelling.invalid.wait(timeout: .now() + 20) } == .success)
+    #expect(second.state == .completed)
+    #expect(cancelling.completed.withLock { $0.map { $0?.code } } == [NSURLErrorCancelled])
     gated.openGate()
+  }
+
+  /// `invalidateAndCancel` ends each task of the app's own (running, waiting for its response's
+  /// answer, or never resumed) with `didCompleteWithError(NSURLErrorCancelled)`, and only then
+  /// the session with `didBecomeInvalidWithError`, as on iOS; nothing else comes after.
+  @Test func invalidateAndCancelCompletesEveryTaskCancelledBeforeTheSessionEnds() async throws {
+    let server = try FaultServer(body: DownloadFixture.bytes(100_000), mode: .gateAfter(bytes: 1000))
+    defer { server.stop() }
+    let delegate = RecordingDelegate()
+    let session = URLSession(
+      configuration: .default, delegate: delegate, delegateQueue: nil,
+      backend: FakeSessionBackend(identifier: "fake.cancel.all.\(UUID())"))
+    let download = session.downloadTask(with: server.url("download.bin"))
+    let data = session.dataTask(with: server.url("data.bin"))
+    let idle = session.dataTask(with: server.url("idle.bin"))
+    download.resume()
+    data.resume()
+    session.invalidateAndCancel()
+    let log = await delegate.waitFor("invalid").filter { $0.hasPrefix("complete") || $0 == "invalid" }
+    server.openGate()
+    let ids = [download, data, idle].map(\.taskIdentifier)
+    #expect(Set(log.dropLast()) == Set(ids.map { "complete \($0) \(NSURLErrorCancelled)" }), "\(log)")
+    #expect(log.last == "invalid", "\(log)")
+    #expect([download, data, idle].allSatisfy { $0.state == .completed })
   }
 
   /// Whether `condition` holds within 10 s (checked every 10 ms, off the pool): for what has no

@@ -15,8 +15,14 @@ extension URLSession {
   /// between the two gets the completion again, without the file, when it makes its session again.
   func deliver(_ event: SessionEvent) {
     // An ended session takes nothing more: its successor gets the calls, and the wake. A data
-    // task of its own that waits for an answer to its response is cancelled instead.
-    guard !state.withLock({ $0.ended }) else {
+    // task of its own that waits for an answer to its response is cancelled instead. A task of this
+    // process that the end cancelled still gets its completion, the last call before the session's.
+    let endsCancelled = state.withLock { state -> Bool? in
+      guard state.ended else { return nil }
+      guard case .completed(let id, _, _) = event else { return false }
+      return state.cancelledByEnd.remove(Int(id)) != nil
+    }
+    if let endsCancelled, !endsCancelled {
       if case .receivedResponse(let id, _, _, _) = event { state.withLock { $0.tasks[Int(id)] }?.cancel() }
       return
     }

@@ -78,8 +78,12 @@ open class URLSession: NSObject, @unchecked Sendable {
     var invalidated = false
     /// After `finishTasksAndInvalidate`: the tasks whose completion the session still waits for.
     var outstanding: Set<Int>?
-    /// The session is over: `didBecomeInvalidWithError` is on its way and events are dropped.
+    /// The session is over: `didBecomeInvalidWithError` is on its way and events are dropped,
+    /// except the completions of `cancelledByEnd`.
     var ended = false
+    /// The tasks of this process that `invalidateAndCancel` cancelled: each still gets its
+    /// `didCompleteWithError` (`NSURLErrorCancelled`), before `didBecomeInvalidWithError`, as on iOS.
+    var cancelledByEnd: Set<Int> = []
     /// The id the next task made here (never by the service) takes: negative, so that it is no
     /// service task's.
     var nextLocalID = -1
@@ -491,7 +495,14 @@ open class URLSession: NSObject, @unchecked Sendable {
     guard first else { return }
     BackgroundSessionEvents.unregister(self, woken: woken)
     if cancelling {
-      for task in state.withLock({ $0.tasks.values.filter { $0 is any RunsInProcess } }) { task.cancel() }
+      // Their completions come through the pipeline ahead of `didBecomeInvalidWithError`, queued
+      // below: each transfer reports its end as it is cancelled.
+      let running = state.withLock { state in
+        let running = state.tasks.values.filter { $0 is any RunsInProcess && $0.state != .completed }
+        state.cancelledByEnd = Set(running.map(\.taskIdentifier))
+        return running
+      }
+      for task in running { task.cancel() }
     }
     backend?.invalidate(cancelling: cancelling)
     pipeline.async {

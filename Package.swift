@@ -117,7 +117,8 @@ let package = Package(
       ]),
     // ProtFSKit's URLSession against a fake backend, and its FileManager.
     .testTarget(
-      name: "ProtFSKitTests", dependencies: ["ProtFSKit", "ProtFSSessions", "ProtFSSystem", "ProtFSTestSupport"]),
+      name: "ProtFSKitTests",
+      dependencies: ["ProtFSKit", "ProtFSDownloads", "ProtFSSessions", "ProtFSSystem", "ProtFSTestSupport"]),
     // The parser, help and exit statuses, in-process.
     .testTarget(
       name: "ProtFSCLITests",

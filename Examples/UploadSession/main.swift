@@ -1,7 +1,8 @@
 // UploadSession: the source documents' background upload, ported from iOS with only its imports
 // changed: PUT of a file in the container (argument 2 or $UPLOAD_FILE) to the URL given as argument
 // 1 (or $UPLOAD_URL), reading the server's JSON reply in dataTask(_:didReceive:) and finishing in
-// didCompleteWithError. One JSON line per delegate call.
+// didCompleteWithError. One JSON line per delegate call. A third argument `standard` makes the session
+// a standard one (`.default`), whose upload runs in the app itself, reading the file as the app.
 import Foundation
 import ProtFSKit
 
@@ -16,8 +17,11 @@ final class UploadSession: NSObject, URLSessionDataDelegate, @unchecked Sendable
   var responseData = Data()
   let done = DispatchSemaphore(value: 0)
 
-  func upload(_ file: URL, to url: URL) {
-    let configuration = URLSessionConfiguration.background(withIdentifier: "com.example.UploadSession")
+  func upload(_ file: URL, to url: URL, standard: Bool = false) {
+    let configuration =
+      standard
+      ? URLSessionConfiguration.default
+      : URLSessionConfiguration.background(withIdentifier: "com.example.UploadSession")
     let session = URLSession(configuration: configuration, delegate: self, delegateQueue: nil)
     var request = URLRequest(url: url)
     request.httpMethod = "PUT"
@@ -58,7 +62,7 @@ let arguments = Array(CommandLine.arguments.dropFirst())
 guard let target = (arguments.first ?? environment["UPLOAD_URL"]).flatMap(URL.init(string:)),
   let path = arguments.dropFirst().first ?? environment["UPLOAD_FILE"]
 else {
-  FileHandle.standardError.write(Data("usage: UploadSession URL FILE\n".utf8))
+  FileHandle.standardError.write(Data("usage: UploadSession URL FILE [standard]\n".utf8))
   exit(64)
 }
-UploadSession().upload(URL(fileURLWithPath: path), to: target)
+UploadSession().upload(URL(fileURLWithPath: path), to: target, standard: arguments.dropFirst(2).first == "standard")

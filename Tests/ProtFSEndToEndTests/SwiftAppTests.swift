@@ -179,6 +179,44 @@ import Testing
     _ = await app.exit()
   }
 
+  /// A standard session's upload runs in the app, which reads the file itself through its mount:
+  /// locked, a complete file cannot be read and the task fails with
+  /// `NSURLErrorNoPermissionsToReadFile` (EPERM underneath), nothing sent; unlocked it goes, with
+  /// the server's reply, and the session service is never asked.
+  @Test func aStandardUploadReadsTheFileAsTheAppSoItsClassDecides() async throws {
+    let d = try AppDevice()
+    defer { d.remove() }
+    defer { d.endApp() }
+    let server = try UploadServer()
+    defer { server.stop() }
+    let file = d.t.containerPath(AppDevice.bundle, "Documents/report.bin")
+    let body = Data(DownloadFixture.bytes(200_000))
+    try body.write(to: URL(fileURLWithPath: file))
+    #expect(try await d.protfs(["set-class", "complete", file]).status == 0)
+    let example = try d.installExample("UploadSession")
+    let run = { () async throws -> [[String: Any]] in
+      let result = try await d.protfs(
+        ["app", "launch", AppDevice.bundle, "--", example, server.url("reports/1").absoluteString, file, "standard"])
+      #expect(result.status == 0, "\(result)")
+      return result.stdout.split(separator: "\n").compactMap {
+        try? JSONSerialization.jsonObject(with: Data($0.utf8)) as? [String: Any]
+      }
+    }
+    #expect(try await d.protfs(["lock", "--grace", "0"]).status == 0)
+    let locked = try await run()
+    let failure = locked.first { $0["event"] as? String == "didCompleteWithError" }
+    #expect(failure?["code"] as? Int == NSURLErrorNoPermissionsToReadFile, "\(locked)")
+    #expect(server.requests.isEmpty)
+    #expect(try await d.protfs(["unlock"]).status == 0)
+    let unlocked = try await run()
+    #expect(unlocked.first { $0["event"] as? String == "didReceive" }?["json"] as? Bool == true, "\(unlocked)")
+    let done = unlocked.first { $0["event"] as? String == "didCompleteWithError" }
+    #expect(done != nil && done?["code"] == nil && done?["status"] as? Int == 201, "\(unlocked)")
+    #expect(unlocked.last { $0["event"] as? String == "didSendBodyData" }?["sent"] as? Int == body.count)
+    #expect(server.requests.map(\.received) == [body.count])
+    #expect(SessionServiceClient.ping(socketName: SessionServiceClient.socketName(device: d.t.device)) == nil)
+  }
+
   @Test func fetchHelperLaunchedInTheBackgroundForAFetchCompletesIt() async throws {
     let d = try AppDevice()
     defer { d.remove() }

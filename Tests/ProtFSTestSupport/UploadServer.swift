@@ -183,6 +183,7 @@ public final class UploadServer: @unchecked Sendable {
         do_PUT = answer
         do_POST = answer
         do_GET = answer
+        do_PATCH = answer
 
     class Server(socketserver.ThreadingMixIn, http.server.HTTPServer):
         daemon_threads = True

@@ -36,6 +36,8 @@ package final class DataTransfer: @unchecked Sendable {
     case response(Response)
     /// Bytes of the body.
     case data(Data)
+    /// Bytes of an upload's body went out (`bytes` now, `total` in all, of `expected`).
+    case sent(bytes: Int64, total: Int64, expected: Int64)
     /// The end: nil when the server answered (whatever its status), else why not.
     case completed(ProtFSError?)
   }
@@ -45,6 +47,8 @@ package final class DataTransfer: @unchecked Sendable {
   private let method: String
   private let headers: [(name: String, value: String)]
   private let body: Data?
+  /// An upload's body, sent as libcurl reads it (instead of `body`), or nil.
+  private let upload: UploadSource?
   /// Seconds without a byte before the request fails (`timeoutIntervalForRequest`), and in all
   /// (`timeoutIntervalForResource`).
   private let requestTimeout: Double
@@ -64,16 +68,17 @@ package final class DataTransfer: @unchecked Sendable {
   /// Signalled by `proceed()` and `cancel()`: the response is answered.
   private let answered = DispatchSemaphore(value: 0)
 
-  /// A transfer of `method` (GET when nil) to `url` with `headers` and `body`; `events` gets what
-  /// it reports once `start()`ed.
+  /// A transfer of `method` (GET when nil) to `url` with `headers` and `body`, or with `upload`'s
+  /// bytes as its body (reported as they go out); `events` gets what it reports once `start()`ed.
   package init(
-    url: URL, method: String?, headers: [(name: String, value: String)], body: Data?, requestTimeout: Double,
-    resourceTimeout: Double, events: @escaping @Sendable (Event) -> Void
+    url: URL, method: String?, headers: [(name: String, value: String)], body: Data?, upload: UploadBody? = nil,
+    requestTimeout: Double, resourceTimeout: Double, events: @escaping @Sendable (Event) -> Void
   ) {
     self.url = url
     self.method = method ?? "GET"
     self.headers = headers
-    self.body = body
+    self.body = upload == nil ? body : nil
+    self.upload = upload.map(UploadSource.init)
     self.requestTimeout = requestTimeout
     self.resourceTimeout = resourceTimeout
     self.events = events
@@ -132,6 +137,9 @@ package final class DataTransfer: @unchecked Sendable {
 
   fileprivate var isCancelled: Bool { state.withLock { $0.cancelled } }
 
+  /// The upload's body, for libcurl's callbacks.
+  fileprivate var uploadSource: UploadSource? { upload }
+
   // MARK: The transfer's thread
 
   /// Header lines of the response being read; a new status line (a redirect's next response, a
@@ -143,12 +151,18 @@ package final class DataTransfer: @unchecked Sendable {
   fileprivate var easy: UnsafeMutableRawPointer?
 
   private func run() {
+    // An upload's file is let go with the transfer, not with the task the app may keep.
+    defer { upload?.close() }
     let scheme = url.scheme?.lowercased() ?? ""
     guard scheme == "http" || scheme == "https", url.host?.isEmpty == false else {
       end(
         ProtFSError(
           .invalidArgument, "The URL '\(url.absoluteString)' is not an http or https URL with a host.",
           remedy: .advice("give an http or https URL")))
+      return
+    }
+    if let failure = upload?.failure {
+      end(failure)
       return
     }
     if let failure = protfs_curl_load() {
@@ -189,7 +203,9 @@ package final class DataTransfer: @unchecked Sendable {
     var left: Int32 = 0
     var result = CURLE_OK
     if let message = protfs_curl_multi_info_read(multi, &left) { result = protfs_curlmsg_result(message) }
-    if result == CURLE_OK {
+    if let failure = upload?.readFailure {
+      end(failure)
+    } else if result == CURLE_OK {
       // A response without a body is answered before the end too.
       guard reportResponse() else { return }
       end(nil)
@@ -221,7 +237,37 @@ package final class DataTransfer: @unchecked Sendable {
     protfs_curl_easy_setopt_long(easy, CURLOPT_TIMEOUT_MS, Int(min(resourceTimeout, 365 * 86400) * 1000))
     for header in headers { list = protfs_curl_slist_append(list, "\(header.name): \(header.value)") }
     if let list { protfs_curl_easy_setopt_slist(easy, CURLOPT_HTTPHEADER, list) }
-    if method != "GET" || body != nil { TransferEngine.configureMethod(easy, method: method, body: body) }
+    if let upload {
+      configureUpload(easy, upload, context: context, headers: &list)
+    } else if method != "GET" || body != nil {
+      TransferEngine.configureMethod(easy, method: method, body: body)
+    }
+  }
+
+  /// Sends `upload` as the body, read as libcurl asks for it, with the request's method: a POST
+  /// as libcurl's own (a 301, 302 or 303 redirect turns it into a GET, as Foundation does), any
+  /// other method as an upload under its own name. A 307 or 308 sends it again from its start.
+  private func configureUpload(
+    _ easy: UnsafeMutableRawPointer, _ upload: UploadSource, context: UnsafeMutableRawPointer,
+    headers list: inout UnsafeMutablePointer<curl_slist>?
+  ) {
+    if method == "POST" {
+      protfs_curl_easy_setopt_long(easy, CURLOPT_POST, 1)
+      protfs_curl_easy_setopt_off_t(easy, CURLOPT_POSTFIELDSIZE_LARGE, curl_off_t(upload.size))
+    } else {
+      protfs_curl_easy_setopt_long(easy, CURLOPT_UPLOAD, 1)
+      protfs_curl_easy_setopt_off_t(easy, CURLOPT_INFILESIZE_LARGE, curl_off_t(upload.size))
+      if method != "PUT" { protfs_curl_easy_setopt_string(easy, CURLOPT_CUSTOMREQUEST, method) }
+    }
+    // curl_read_callback and curl_write_callback have the same C type.
+    protfs_curl_easy_setopt_write_callback(easy, CURLOPT_READFUNCTION, uploadSourceReadCallback)
+    protfs_curl_easy_setopt_pointer(easy, CURLOPT_READDATA, context)
+    protfs_curl_easy_setopt_seek_callback(easy, uploadSourceSeekCallback)
+    protfs_curl_easy_setopt_pointer(easy, CURLOPT_SEEKDATA, context)
+    protfs_curl_easy_setopt_long(easy, CURLOPT_POSTREDIR, 0)
+    // The body goes at once, not after a `100 Continue` round trip, as Foundation sends it.
+    list = protfs_curl_slist_append(list, "Expect:")
+    protfs_curl_easy_setopt_slist(easy, CURLOPT_HTTPHEADER, list)
   }
 
   /// What a data task says it is.
@@ -289,4 +335,89 @@ private let dataHeaderCallback: curl_write_callback = { data, size, count, conte
   let transfer = Unmanaged<DataTransfer>.fromOpaque(context).takeUnretainedValue()
   transfer.header(UnsafeRawBufferPointer(start: data, count: size * count))
   return size * count
+}
+
+/// An upload's body as the app hands it over: bytes, or a file already open (read as it is sent,
+/// so the app may remove its name meanwhile), or why the file could not be opened.
+package enum UploadBody: Sendable {
+  case data(Data)
+  case file(FileDescriptor, size: Int64, path: String)
+  case failed(ProtFSError)
+}
+
+/// The body of an upload as libcurl reads it, on the transfer's thread only: what was sent so far
+/// and what stopped the reading.
+///
+/// `@unchecked Sendable`: made with its transfer and then read and written on the transfer's
+/// thread alone (libcurl's read and seek callbacks run on it).
+private final class UploadSource: @unchecked Sendable {
+  let body: UploadBody
+  let size: Int64
+  var offset: Int64 = 0
+  var readFailure: ProtFSError?
+
+  init(_ body: UploadBody) {
+    self.body = body
+    switch body {
+    case .data(let data): size = Int64(data.count)
+    case .file(_, let size, _): self.size = size
+    case .failed: size = 0
+    }
+  }
+
+  /// Closes the file, if it is one (on the transfer's thread, once it reads no more).
+  func close() {
+    if case .file(let file, _, _) = body { _ = file.close() }
+  }
+
+  /// Why the upload cannot begin, if it cannot.
+  var failure: ProtFSError? {
+    if case .failed(let error) = body { return error }
+    return nil
+  }
+
+  /// Fills `buffer` with the next bytes; 0 at the end, or libcurl's abort when the file fails.
+  func read(into buffer: UnsafeMutableRawPointer, capacity: Int) -> Int {
+    let wanted = min(capacity, Int(max(0, size - offset)))
+    guard wanted > 0 else { return 0 }
+    switch body {
+    case .data(let data):
+      let start = Int(offset)
+      data.withUnsafeBytes { raw in buffer.copyMemory(from: raw.baseAddress! + start, byteCount: wanted) }
+      offset += Int64(wanted)
+      return wanted
+    case .file(let file, _, let path):
+      switch valueOrErrno(.read, { pread(file.rawValue, buffer, wanted, off_t(offset)) }) {
+      case .success(let count):
+        offset += Int64(count)
+        return count
+      case .failure(let error):
+        readFailure = ProtFSError.system("read the file to upload", path: path, errno: error)
+        return Int(CURL_READFUNC_ABORT)
+      }
+    case .failed:
+      return Int(CURL_READFUNC_ABORT)
+    }
+  }
+}
+
+private let uploadSourceReadCallback: curl_write_callback = { buffer, size, count, context in
+  guard let context, let buffer else { return Int(CURL_READFUNC_ABORT) }
+  let transfer = Unmanaged<DataTransfer>.fromOpaque(context).takeUnretainedValue()
+  guard !transfer.isCancelled, let upload = transfer.uploadSource else { return Int(CURL_READFUNC_ABORT) }
+  let count = upload.read(into: buffer, capacity: size * count)
+  if count > 0, count != Int(CURL_READFUNC_ABORT) {
+    transfer.report(.sent(bytes: Int64(count), total: upload.offset, expected: upload.size))
+  }
+  return count
+}
+
+/// libcurl rewinds the body to send it again after a 307 or 308 (to byte 0).
+private let uploadSourceSeekCallback: curl_seek_callback = { context, offset, origin in
+  guard let context, origin == SEEK_SET, offset >= 0 else { return Int32(CURL_SEEKFUNC_CANTSEEK) }
+  guard let upload = Unmanaged<DataTransfer>.fromOpaque(context).takeUnretainedValue().uploadSource,
+    Int64(offset) <= upload.size
+  else { return Int32(CURL_SEEKFUNC_FAIL) }
+  upload.offset = Int64(offset)
+  return Int32(CURL_SEEKFUNC_OK)
 }

@@ -40,8 +40,12 @@ enum URLErrorMapping {
   /// the POSIX error underneath (EPERM for a protection failure), the resume data of a resumable
   /// download, and for a task the system cancelled (a force-quit) its reason under
   /// `NSURLErrorBackgroundTaskCancelledReasonKey`.
+  ///
+  /// With `reading` (an upload's own file), a file the app may not read is
+  /// `NSURLErrorNoPermissionsToReadFile` rather than a file it cannot create.
   static func nsError(
-    _ error: ProtFSError, url: URL?, resumeData: Data? = nil, cancelledReason: BackgroundTaskCancelledReason? = nil
+    _ error: ProtFSError, url: URL?, resumeData: Data? = nil, cancelledReason: BackgroundTaskCancelledReason? = nil,
+    reading: Bool = false
   ) -> NSError {
     var info: [String: Any] = [NSLocalizedDescriptionKey: error.message]
     if let url {
@@ -55,7 +59,9 @@ enum URLErrorMapping {
     if let cancelledReason, error.code == .cancelled {
       info[NSURLErrorBackgroundTaskCancelledReasonKey] = value(of: cancelledReason)
     }
-    return NSError(domain: NSURLErrorDomain, code: code(of: error), userInfo: info)
+    let unreadable = reading && [.permissionDenied, .protectedDataUnavailable].contains(error.code)
+    return NSError(
+      domain: NSURLErrorDomain, code: unreadable ? NSURLErrorNoPermissionsToReadFile : code(of: error), userInfo: info)
   }
 
   /// Foundation's `NSURLErrorCancelledReason…` constant for `reason`.

@@ -151,7 +151,7 @@ struct InProcessTransfer: Sendable {
   /// URL requested (after the session's preparation), once the gate has let go of its connection
   /// at its end.
   init(
-    id: Int, request: URLRequest, session: URLSession,
+    id: Int, request: URLRequest, session: URLSession, upload: UploadBody? = nil,
     events: @escaping @Sendable (DataTransfer.Event, _ url: URL) -> Void
   ) {
     let configuration = session.configuration
@@ -160,7 +160,8 @@ struct InProcessTransfer: Sendable {
     let (gate, host) = (session.dataTransfers, HostScheduler.hostKey(prepared.url))
     transfer = DataTransfer(
       url: prepared.url, method: prepared.method, headers: prepared.headers.map { ($0.name, $0.value) },
-      body: prepared.body, requestTimeout: timeout, resourceTimeout: configuration.timeoutIntervalForResource
+      body: prepared.body, upload: upload, requestTimeout: timeout,
+      resourceTimeout: configuration.timeoutIntervalForResource
     ) { event in
       if case .completed = event { gate.ended(task: id, host: host) }
       events(event, prepared.url)

@@ -162,7 +162,7 @@ extension URLSession {
       }
       task.lock.withLock { $0.response = response }
       // The transfer waits for the answer: the delegate's, or at once without one to ask.
-      let transfer = (task as? InProcessDataTask)?.transfer
+      let transfer = (task as? InProcessDataTask)?.transfer ?? (task as? InProcessUploadTask)?.transfer
       guard completion == nil, let response, let dataTask = task as? URLSessionDataTask,
         let delegate = delegate as? URLSessionDataDelegate
       else {
@@ -217,7 +217,8 @@ extension URLSession {
       }
     }
     return URLErrorMapping.nsError(
-      failure, url: task.originalRequest?.url, resumeData: resumeData, cancelledReason: snapshot.cancelledReason)
+      failure, url: task.originalRequest?.url, resumeData: resumeData, cancelledReason: snapshot.cancelledReason,
+      reading: task is InProcessUploadTask)
   }
 
   /// Completes a task the service never had with `error` (on the delegate queue, in order).

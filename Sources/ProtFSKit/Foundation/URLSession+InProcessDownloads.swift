@@ -45,6 +45,8 @@ final class InProcessDownloadTask: URLSessionDownloadTask, RunsInProcess, @unche
         } catch {
           controls.fail(error)
         }
+      case .sent:
+        break  // A download's request body goes out whole; only an upload reports it.
       case .completed(let failure):
         let error = controls.failure ?? failure
         let (written, expected) = file.counts

@@ -214,10 +214,18 @@ open class URLSession: NSObject, @unchecked Sendable {
     return task
   }
 
-  /// An upload of the file at `fileURL` with `request`'s method (PUT or POST) and headers. The
-  /// file is read now under the lock rules and snapshotted, so the app may delete it afterwards.
+  /// An upload of the file at `fileURL` with `request`'s method and headers. A background
+  /// session's (PUT or POST) goes to the session service, which reads the file now under the lock
+  /// rules and snapshots it; another session's runs in the app, from the file opened now. Either
+  /// way the app may delete the file afterwards.
   open func uploadTask(with request: URLRequest, fromFile fileURL: URL) -> URLSessionUploadTask {
-    makeTask(request, kind: .upload) { backend throws(ProtFSError) in
+    guard configuration.isBackground else {
+      return inProcessTask {
+        InProcessUploadTask(
+          id: $0, request: request, body: InProcessUploadTask.body(fromFile: fileURL.path), session: self)
+      }
+    }
+    return makeTask(request, kind: .upload) { backend throws(ProtFSError) in
       // The file is the body: a request's own is ignored, as Foundation does.
       var sent = self.prepared(request)
       sent.body = nil
@@ -231,20 +239,13 @@ open class URLSession: NSObject, @unchecked Sendable {
   static let streamUploadRefused = "Upload tasks in background sessions must be from a file"
 
   /// An upload of `bodyData`. A background session refuses it as iOS does: NSGenericException,
-  /// which nothing catches, so the app stops with a crash report naming it. Another session
-  /// writes the data to a temporary file and uploads that.
+  /// which nothing catches, so the app stops with a crash report naming it. Another session sends
+  /// it from memory, in the app.
   open func uploadTask(with request: URLRequest, from bodyData: Data) -> URLSessionUploadTask {
     if configuration.isBackground {
       UncaughtException.raise("NSGenericException", reason: Self.dataUploadRefused)
     }
-    let file = URL(fileURLWithPath: NSTemporaryDirectory()).appendingPathComponent("protfskit-upload-\(UUID())")
-    do {
-      try bodyData.write(to: file)
-    } catch {
-      return failedTask(request, .upload, ProtFSError(.io, "Cannot keep the upload's body: \(error)."))
-        as! URLSessionUploadTask
-    }
-    return uploadTask(with: request, fromFile: file)
+    return inProcessTask { InProcessUploadTask(id: $0, request: request, body: .data(bodyData), session: self) }
   }
 
   /// An upload whose body a stream gives. A background session refuses it as iOS does

@@ -445,6 +445,90 @@ import Testing
     gated.openGate()
   }
 
+  /// A standard session's download cancelled for resume data keeps its file in the app's `tmp/`
+  /// and hands out Apple-shaped resume data (also in the cancellation's error); a task made from it
+  /// continues the file with `Range` and `If-Range` (`didResumeAtOffset` first), or, when the
+  /// entity changed meanwhile, starts over from 0. A broken connection leaves resume data in the
+  /// error too.
+  @Test func aStandardDownloadContinuesFromItsResumeDataInTheApp() async throws {
+    let body = DownloadFixture.bytes(100_000)
+    let server = try FaultServer(body: body, mode: .gateAfter(bytes: 40_000))
+    defer { server.stop() }
+    let delegate = RecordingDelegate()
+    let kept = Mutex<[Data]>([])
+    delegate.onFinish = { url in kept.withLock { $0.append((try? Data(contentsOf: url)) ?? Data()) } }
+    let session = URLSession(
+      configuration: .default, delegate: delegate, delegateQueue: nil,
+      backend: FakeSessionBackend(identifier: "fake.resume.\(UUID())"))
+    let first = session.downloadTask(with: server.url("big.bin"))
+    first.resume()
+    _ = await delegate.waitFor("write \(first.taskIdentifier) 40000/100000")
+    let produced = await withCheckedContinuation { done in
+      first.cancel(byProducingResumeData: { done.resume(returning: $0) })
+    }
+    let data = try #require(produced, "\(delegate.log.withLock { $0 })")
+    server.setMode(.normal)
+    server.openGate()
+    _ = await delegate.waitFor("complete \(first.taskIdentifier) \(NSURLErrorCancelled)")
+    #expect(
+      delegate.errors.withLock { $0[first.taskIdentifier] }?.userInfo[NSURLSessionDownloadTaskResumeData] as? Data
+        == data)
+    let plist = try #require(
+      try PropertyListSerialization.propertyList(from: data, options: [], format: nil) as? [String: Any])
+    #expect(plist["NSURLSessionDownloadURL"] as? String == server.url("big.bin").absoluteString)
+    #expect(plist["NSURLSessionResumeBytesReceived"] as? Int == 40_000)
+    #expect(plist["NSURLSessionResumeEntityTag"] as? String == "\"v1\"")
+    let name = try #require(plist["NSURLSessionResumeInfoTempFileName"] as? String)
+    let partial = NSTemporaryDirectory() + "/" + name
+    #expect(FileManager.default.contents(atPath: partial) == Data(body.prefix(40_000)))
+
+    let again = session.downloadTask(withResumeData: data)
+    #expect(again.originalRequest?.url == server.url("big.bin"))
+    again.resume()
+    let log = await delegate.waitFor("complete \(again.taskIdentifier) ok")
+    let own = log.filter { $0.contains(" \(again.taskIdentifier) ") }
+    #expect(own.first == "resumeAt \(again.taskIdentifier) 40000", "\(log)")
+    #expect(own.contains("write \(again.taskIdentifier) 100000/100000"), "\(log)")
+    #expect(kept.withLock { $0 } == [Data(body)])
+    let continued = try #require(server.requests.last)
+    #expect(continued.headers["range"] == "bytes=40000-" && continued.headers["if-range"] == "\"v1\"")
+    #expect(await eventually { !FileManager.default.fileExists(atPath: partial) })
+
+    // The entity changed since: If-Range fails, the server sends it whole, the task starts over.
+    let changing = try FaultServer(body: body, mode: .gateAfter(bytes: 30_000))
+    defer { changing.stop() }
+    let second = session.downloadTask(with: changing.url("big.bin"))
+    second.resume()
+    _ = await delegate.waitFor("write \(second.taskIdentifier) 30000/100000")
+    let stale = await withCheckedContinuation { done in
+      second.cancel(byProducingResumeData: { done.resume(returning: $0) })
+    }
+    let newer = DownloadFixture.bytes(60_000).reversed() as [UInt8]
+    changing.setContent(newer, entityTag: "\"v2\"")
+    changing.setMode(.normal)
+    changing.openGate()
+    let over = session.downloadTask(withResumeData: try #require(stale))
+    over.resume()
+    let overLog = await delegate.waitFor("complete \(over.taskIdentifier) ok")
+    #expect(overLog.contains("resumeAt \(over.taskIdentifier) 0"), "\(overLog)")
+    #expect(kept.withLock { $0.last } == Data(newer))
+
+    // A connection broken mid-body: the error carries resume data, which continues the file.
+    let dropping = try FaultServer(body: body, mode: .dropMidBody(after: 25_000, times: 1))
+    defer { dropping.stop() }
+    let third = session.downloadTask(with: dropping.url("big.bin"))
+    third.resume()
+    let broken = await delegate.waitFor("complete \(third.taskIdentifier) \(NSURLErrorNetworkConnectionLost)")
+    let error = try #require(delegate.errors.withLock { $0[third.taskIdentifier] }, "\(broken)")
+    let fromError = try #require(error.userInfo[NSURLSessionDownloadTaskResumeData] as? Data)
+    let last = session.downloadTask(withResumeData: fromError)
+    last.resume()
+    let lastLog = await delegate.waitFor("complete \(last.taskIdentifier) ok")
+    #expect(lastLog.contains("resumeAt \(last.taskIdentifier) 25000"), "\(lastLog)")
+    #expect(kept.withLock { $0.last } == Data(body))
+    session.finishTasksAndInvalidate()
+  }
+
   /// `invalidateAndCancel` ends each task of the app's own (running, waiting for its response's
   /// answer, or never resumed) with `didCompleteWithError(NSURLErrorCancelled)`, and only then
   /// the session with `didBecomeInvalidWithError`, as on iOS; nothing else comes after.

@@ -15,22 +15,39 @@ import Synchronization
 final class InProcessDownloadTask: URLSessionDownloadTask, RunsInProcess, @unchecked Sendable {
   /// The transfer, made with the task.
   let run: InProcessTransfer
+  /// What the transfer's events share with the task.
+  private let controls: TransferControls
 
-  init(id: Int, request: URLRequest, session: URLSession) {
+  /// A download of `request`, or, with `resuming`, one continuing that resume data's file in the
+  /// app's `tmp/` from its bytes (`Range`, with `If-Range` so that a changed entity starts over).
+  init(id: Int, request: URLRequest, session: URLSession, resuming: InProcessResumeData? = nil) {
     let file = DownloadFile(directory: NSTemporaryDirectory())
     let controls = TransferControls()
     let task = Int64(id)
-    run = InProcessTransfer(id: id, request: request, session: session) { [weak session] event, url in
+    let method = request.httpMethod ?? "GET"
+    // The resume data's file, when it is still there with its bytes: else the download starts over.
+    let continuing = resuming.flatMap { file.existing($0.temporaryFileName, holding: $0.bytesReceived) }
+    let headers = request.allHTTPHeaderFields ?? [:]
+    var sent = request
+    if let continuing, let resuming {
+      sent.setValue("bytes=\(continuing.bytes)-", forHTTPHeaderField: "Range")
+      sent.setValue(resuming.entityTag ?? resuming.lastModified, forHTTPHeaderField: "If-Range")
+    }
+    run = InProcessTransfer(id: id, request: sent, session: session) { [weak session] event, url in
       switch event {
       case .response(let response):
         let length = response.headers.last { $0.name.lowercased() == "content-length" }.flatMap { Int64($0.value) }
+        controls.response = response
         session?.receive(
           .receivedResponse(
             task: task, url: response.url.absoluteString, statusCode: response.statusCode,
             headers: response.headers.map { SessionHeader(name: $0.name, value: $0.value) }))
-        // A download asks the delegate nothing about its response: its file is made, and it goes on.
+        // A download asks the delegate nothing about its response: its file is made (or the resume
+        // data's continued, when the server sends the rest), and it goes on.
         do throws(ProtFSError) {
-          try file.create(expecting: length ?? -1)
+          let offset = response.statusCode == 206 ? continuing : nil
+          try file.create(expecting: length, continuing: offset, reusing: resuming?.temporaryFileName)
+          if resuming != nil { session?.resumes(task: id, at: offset?.bytes ?? 0) }
           controls.transfer?.proceed()
         } catch {
           controls.fail(error)
@@ -50,11 +67,19 @@ final class InProcessDownloadTask: URLSessionDownloadTask, RunsInProcess, @unche
       case .completed(let failure):
         let error = controls.failure ?? failure
         let (written, expected) = file.counts
-        let snapshot = SessionTaskSnapshot(
+        var snapshot = SessionTaskSnapshot(
           id: task, kind: .download, request: SessionRequest(url: url), state: "completed", bytesReceived: written,
           bytesExpectedToReceive: expected, error: error)
         if error == nil, let location = file.close() {
           session?.receive(.finishedDownloading(task: task, location: location))
+        } else if let error,
+          let resume = controls.resumeData(
+            after: error, method: method, url: url, headers: headers, file: file)
+        {
+          // The file stays in tmp/ for the task made from the resume data.
+          _ = file.close()
+          snapshot.resumeData = resume
+          controls.resumeDataMade(resume)
         } else {
           file.discard()
         }
@@ -62,6 +87,7 @@ final class InProcessDownloadTask: URLSessionDownloadTask, RunsInProcess, @unche
       }
     }
     controls.transfer = run.transfer
+    self.controls = controls
     super.init(id: id, request: request, backend: nil)
   }
 
@@ -74,18 +100,109 @@ final class InProcessDownloadTask: URLSessionDownloadTask, RunsInProcess, @unche
   /// Stops the download: the task completes with `NSURLErrorCancelled` and its file goes.
   override func cancel() { run.cancel(self) }
 
-  /// Cancels the download; there is no resume data for it (the handler gets nil), as for any
-  /// download that cannot be continued.
+  /// Cancels the download, keeping its file in `tmp/`, and hands `completionHandler` the data
+  /// `downloadTask(withResumeData:)` continues it from, as iOS does: only for a GET whose server
+  /// named the entity (`ETag` or `Last-Modified`), sent it unencoded, and sent some of it;
+  /// otherwise nil, and the file goes.
   override func cancel(byProducingResumeData completionHandler: @escaping @Sendable (Data?) -> Void) {
-    cancel()
-    completionHandler(nil)
+    guard state != .completed else {
+      completionHandler(nil)
+      return
+    }
+    controls.producesResumeData()
+    // The transfer ends, and its completion makes the resume data, before `cancel` returns.
+    run.cancel(self)
+    let data = controls.madeResumeData
+    resumeData.withLock { $0 = data }
+    completionHandler(data)
   }
 }
 
-/// What the transfer's events need of the transfer itself, set once it is made, and the error
-/// that stopped it from here (the file could not be made or written).
+/// The resume data of a download run in the app, as iOS's: a property list with Apple's keys (the
+/// URL, the bytes received, the temp file's name in `tmp/`, the entity's `ETag` or date), and the
+/// request's header fields under a key of protfs's own.
+struct InProcessResumeData: Sendable, Equatable {
+  var url: URL
+  var bytesReceived: Int64
+  var temporaryFileName: String
+  var entityTag: String?
+  var lastModified: String?
+  var headers: [String: String]
+
+  /// Apple's keys, and protfs's own for the header fields.
+  private enum Key {
+    static let version = "NSURLSessionResumeInfoVersion"
+    static let url = "NSURLSessionDownloadURL"
+    static let bytes = "NSURLSessionResumeBytesReceived"
+    static let file = "NSURLSessionResumeInfoTempFileName"
+    static let entityTag = "NSURLSessionResumeEntityTag"
+    static let date = "NSURLSessionResumeServerDownloadDate"
+    static let headers = "ProtFSKitResumeRequestHeaders"
+  }
+
+  init(
+    url: URL, bytesReceived: Int64, temporaryFileName: String, entityTag: String?, lastModified: String?,
+    headers: [String: String]
+  ) {
+    self.url = url
+    self.bytesReceived = bytesReceived
+    self.temporaryFileName = temporaryFileName
+    self.entityTag = entityTag
+    self.lastModified = lastModified
+    self.headers = headers
+  }
+
+  /// The resume data in `data`, when it is one of these (the session service's are not): an http or
+  /// https URL, a count of bytes, and a file name of a download's own in `tmp/`, no path.
+  init?(_ data: Data) {
+    guard
+      let plist = try? PropertyListSerialization.propertyList(from: data, options: [], format: nil)
+        as? [String: Any],
+      let text = plist[Key.url] as? String, let url = URL(string: text),
+      ["http", "https"].contains(url.scheme?.lowercased() ?? ""),
+      let bytes = (plist[Key.bytes] as? NSNumber)?.int64Value, bytes >= 0,
+      let name = plist[Key.file] as? String, name.hasPrefix("CFNetworkDownload_"), name.hasSuffix(".tmp"),
+      !name.contains("/"), name.utf8.count <= 255
+    else { return nil }
+    self.url = url
+    bytesReceived = bytes
+    temporaryFileName = name
+    entityTag = plist[Key.entityTag] as? String
+    lastModified = plist[Key.date] as? String
+    headers = plist[Key.headers] as? [String: String] ?? [:]
+  }
+
+  /// As a property list (XML, as Apple's are).
+  var data: Data {
+    var plist: [String: Any] = [
+      Key.version: 2, Key.url: url.absoluteString, Key.bytes: NSNumber(value: bytesReceived),
+      Key.file: temporaryFileName, Key.headers: headers,
+    ]
+    if let entityTag { plist[Key.entityTag] = entityTag }
+    if let lastModified { plist[Key.date] = lastModified }
+    return (try? PropertyListSerialization.data(fromPropertyList: plist, format: .xml, options: 0)) ?? Data()
+  }
+
+  /// The request it continues (without its `Range`, which the task adds).
+  var request: URLRequest {
+    var request = URLRequest(url: url)
+    for (name, value) in headers.sorted(by: { $0.key < $1.key }) { request.setValue(value, forHTTPHeaderField: name) }
+    return request
+  }
+}
+
+/// What the transfer's events need of the transfer itself, set once it is made, the error that
+/// stopped it from here (the file could not be made or written), its response, and the resume data
+/// its end made when the app asked for it.
 private final class TransferControls: Sendable {
-  private let state = Mutex<(transfer: DataTransfer?, failure: ProtFSError?)>((nil, nil))
+  private struct State {
+    var transfer: DataTransfer?
+    var failure: ProtFSError?
+    var response: DataTransfer.Response?
+    var producesResumeData = false
+    var resumeData: Data?
+  }
+  private let state = Mutex(State())
 
   var transfer: DataTransfer? {
     get { state.withLock { $0.transfer } }
@@ -93,6 +210,11 @@ private final class TransferControls: Sendable {
   }
 
   var failure: ProtFSError? { state.withLock { $0.failure } }
+
+  var response: DataTransfer.Response? {
+    get { state.withLock { $0.response } }
+    set { state.withLock { $0.response = newValue } }
+  }
 
   /// Stops the transfer with `error`, which its completion carries.
   func fail(_ error: ProtFSError) {
@@ -102,15 +224,51 @@ private final class TransferControls: Sendable {
     }
     transfer?.cancel()
   }
+
+  /// The app asked for resume data (`cancel(byProducingResumeData:)`).
+  func producesResumeData() { state.withLock { $0.producesResumeData = true } }
+
+  /// The resume data the end made.
+  var madeResumeData: Data? { state.withLock { $0.resumeData } }
+  func resumeDataMade(_ data: Data) { state.withLock { $0.resumeData = data } }
+
+  /// The resume data of a download that ended with `error` having written `file`'s bytes: after a
+  /// cancel that asked for it or a broken connection (not a failure of the app's own file), when
+  /// the request was a GET whose answer (200 or 206) named its entity and was not encoded.
+  func resumeData(
+    after error: ProtFSError, method: String, url: URL, headers: [String: String], file: DownloadFile
+  ) -> Data? {
+    let (asked, failedHere, response) = state.withLock { ($0.producesResumeData, $0.failure != nil, $0.response) }
+    guard (error.code == .cancelled && asked) || (error.code == .network && !failedHere), method == "GET",
+      let response, [200, 206].contains(response.statusCode), let name = file.name
+    else { return nil }
+    func header(_ name: String) -> String? { response.headers.last { $0.name.lowercased() == name }?.value }
+    let encoding = header("content-encoding")?.lowercased()
+    let (written, _) = file.counts
+    guard written > 0, encoding == nil || encoding == "identity",
+      header("etag") != nil || header("last-modified") != nil
+    else { return nil }
+    return InProcessResumeData(
+      url: url, bytesReceived: written, temporaryFileName: name, entityTag: header("etag"),
+      lastModified: header("last-modified"), headers: headers
+    ).data
+  }
 }
 
-/// The file a download writes, in `directory` (the app's `tmp/`): made when the response comes,
-/// written as the body arrives, kept for the app when it is complete, removed otherwise.
+/// The file a download writes, in `directory` (the app's `tmp/`): made when the response comes (or
+/// the resume data's, continued or started over), written as the body arrives, kept for the app
+/// when it is complete (or for its resume data), removed otherwise.
 ///
 /// Written on the transfer's thread, but a cancel ends the transfer (and so closes the file) on the
 /// thread that cancels: every step holds the lock, so that no write reaches a descriptor closed
 /// (and perhaps reused) meanwhile, and no file is made once the download has ended.
-private final class DownloadFile: Sendable {
+final class DownloadFile: Sendable {
+  /// A file of an earlier download to continue: its name in the directory, and the bytes it keeps.
+  struct Continuation: Sendable, Equatable {
+    var name: String
+    var bytes: Int64
+  }
+
   private struct State {
     var fd: Int32 = -1
     var path: String?
@@ -126,11 +284,48 @@ private final class DownloadFile: Sendable {
   /// Bytes written and expected.
   var counts: (Int64, Int64) { state.withLock { ($0.written, $0.expected) } }
 
-  /// Makes the file (a new name, mode 0600), expecting `length` bytes (-1: unknown).
-  func create(expecting length: Int64) throws(ProtFSError) {
+  /// The file's name in the directory, once it is made.
+  var name: String? { state.withLock { $0.path.map { String($0[$0.index(after: $0.lastIndex(of: "/")!)...]) } } }
+
+  /// `name`, when it is a regular file in the directory holding at least `bytes` (of which the first
+  /// `bytes` are continued).
+  func existing(_ name: String, holding bytes: Int64) -> Continuation? {
+    var status = stat()
+    guard bytes > 0, case .success = valueOrErrno(.stat, { lstat(directory + "/" + name, &status) }),
+      status.st_mode & S_IFMT == S_IFREG, Int64(status.st_size) >= bytes
+    else { return nil }
+    return Continuation(name: name, bytes: bytes)
+  }
+
+  /// Makes the file, expecting `length` bytes of body (nil: unknown): a new name (mode 0600), or
+  /// `continuing`'s file, cut to its bytes and written after them, or, when the server sent the
+  /// whole entity again, `reusing`'s file emptied (a new one when it is gone).
+  func create(expecting length: Int64?, continuing: Continuation? = nil, reusing: String? = nil) throws(ProtFSError) {
     let directory = self.directory
     try state.withLock { (state: inout State) throws(ProtFSError) in
       guard !state.ended else { throw Self.ended }
+      let offset = continuing?.bytes ?? 0
+      if let name = continuing?.name ?? reusing {
+        let path = directory + "/" + name
+        let flags = O_WRONLY | O_CLOEXEC | O_NOFOLLOW | (continuing == nil ? O_TRUNC : 0)
+        switch valueOrErrno(.open, { open(path, flags) }) {
+        case .success(let fd):
+          state.fd = fd
+          state.path = path
+          if continuing != nil {
+            _ = try valueOrErrno(.write) { ftruncate(fd, off_t(offset)) }.orThrow(
+              "continue the download's file", path: path)
+            _ = try valueOrErrno(.seek) { lseek(fd, off_t(offset), SEEK_SET) }.orThrow(
+              "continue the download's file", path: path)
+          }
+          state.written = offset
+          state.expected = length.map { $0 + offset } ?? -1
+          return
+        case .failure(let error):
+          // Gone since: a continuation cannot go on; a download starting over makes a new file.
+          if continuing != nil { throw ProtFSError.system("continue the download's file", path: path, errno: error) }
+        }
+      }
       var template = Array((directory + "/CFNetworkDownload_XXXXXX.tmp").utf8CString)
       let fd = template.withUnsafeMutableBufferPointer { mkstemps($0.baseAddress!, 4) }
       let path = String(cString: template)
@@ -141,7 +336,7 @@ private final class DownloadFile: Sendable {
       _ = valueOrErrno(.fcntl) { fcntl(fd, F_SETFD, FD_CLOEXEC) }
       state.fd = fd
       state.path = path
-      state.expected = length
+      state.expected = length ?? -1
     }
   }
 

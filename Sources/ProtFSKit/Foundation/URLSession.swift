@@ -205,7 +205,13 @@ open class URLSession: NSObject, @unchecked Sendable {
 
   /// A download continuing where `cancel(byProducingResumeData:)` (or a failure's
   /// `NSURLSessionDownloadTaskResumeData`) left off; `didResumeAtOffset` tells where.
+  /// A standard session's own resume data continues in the app, from the file it left in `tmp/`.
   open func downloadTask(withResumeData resumeData: Data) -> URLSessionDownloadTask {
+    if !configuration.isBackground, let resume = InProcessResumeData(resumeData) {
+      return inProcessTask {
+        InProcessDownloadTask(id: $0, request: resume.request, session: self, resuming: resume)
+      }
+    }
     let task =
       makeTask(nil, kind: .download) { backend throws(ProtFSError) in
         try backend.createDownloadTask(SessionRequest(url: URL(fileURLWithPath: "/")), resumeData: resumeData)
@@ -460,6 +466,12 @@ open class URLSession: NSObject, @unchecked Sendable {
     }
     guard let backend, let snapshots = try? backend.tasks() else { return inProcess }
     return snapshots.filter { !done.contains(Int($0.id)) }.map { task(for: $0) } + inProcess
+  }
+
+  /// A download of this process continuing resume data (task `id`) got its answer: the next
+  /// `didWriteData` is preceded by `didResumeAtOffset(offset)` (0 when it starts over).
+  func resumes(task id: Int, at offset: Int64) {
+    state.withLock { $0.resumedAt[id] = offset }
   }
 
   /// Cancels every task and invalidates the session: `didBecomeInvalidWithError(nil)` comes last.

@@ -403,14 +403,19 @@ import Testing
     let stopped = DownloadDelegate()
     let cancelled = standardSession(stopped).downloadTask(with: gated.url("slow.bin"))
     cancelled.resume()
-    #expect(await eventually { !stopped.written.withLock { $0 }.isEmpty })
-    let before = Set((try? Foundation.FileManager.default.contentsOfDirectory(atPath: NSTemporaryDirectory())) ?? [])
+    #expect(await eventually { stopped.written.withLock { $0 }.last == 1000 })
+    // Its file, known by its 1,000 bytes: other tests' downloads share the process's tmp/.
+    let temporary = NSTemporaryDirectory()
+    let ours = ((try? Foundation.FileManager.default.contentsOfDirectory(atPath: temporary)) ?? []).filter {
+      $0.hasPrefix("CFNetworkDownload_")
+        && (try? Foundation.FileManager.default.attributesOfItem(atPath: temporary + "/" + $0)[.size] as? Int) == 1000
+    }
+    #expect(!ours.isEmpty)
     cancelled.cancel()
     #expect(await offPool { stopped.done.wait(timeout: .now() + 20) } == .success)
     #expect(stopped.completed.withLock { $0.map { $0?.code } } == [NSURLErrorCancelled])
     #expect(stopped.file.withLock { $0 } == nil)
-    let after = Set((try? Foundation.FileManager.default.contentsOfDirectory(atPath: NSTemporaryDirectory())) ?? [])
-    #expect(before.filter { $0.hasPrefix("CFNetworkDownload_") }.allSatisfy { !after.contains($0) }, "\(after)")
+    #expect(ours.allSatisfy { !Foundation.FileManager.default.fileExists(atPath: temporary + "/" + $0) }, "\(ours)")
     gated.openGate()
   }
 

@@ -2,8 +2,9 @@ import Foundation
 
 /// A small Python HTTP server on 127.0.0.1 that takes PUT and POST uploads, for the upload tests
 /// and benchmark. It answers `{"received": N, "sha256": "...", "method": "PUT"}` (201 for PUT, 200
-/// for POST), can fail the first requests with 500, answers `/status/CODE` with that status, and
-/// records each request's method, path and headers. Started by `init`, stopped (SIGKILL, waitpid)
+/// for POST), can fail the first requests with 500, answers `/status/CODE` with that status, asks
+/// for HTTP Basic or Digest credentials under `/auth/basic|digest/USER/PASS/`, and records each
+/// request's method, path and headers. Started by `init`, stopped (SIGKILL, waitpid)
 /// by `stop()` or when released.
 public final class UploadServer: @unchecked Sendable {
   // @unchecked: `pid` is written by `stop()` under `lock` only.
@@ -99,7 +100,7 @@ public final class UploadServer: @unchecked Sendable {
 
   /// The server (also run by benchmarks/upload.sh): `server.py PORT-FILE LOG FAIL-FIRST`.
   public static let script = #"""
-    import hashlib, http.server, json, os, signal, socketserver, sys, threading
+    import base64, hashlib, http.server, json, os, re, signal, socketserver, sys, threading
 
     port_file, log_file, fail_first = sys.argv[1], sys.argv[2], int(sys.argv[3])
     lock = threading.Lock()
@@ -154,9 +155,43 @@ public final class UploadServer: @unchecked Sendable {
             self.end_headers()
             return True
 
+        def authorized(self, received):
+            # /auth/basic/USER/PASS/REST and /auth/digest/USER/PASS/REST answer 401, with a challenge
+            # of realm "protfs", until the request carries that credential.
+            parts = self.path.split("/")
+            if len(parts) < 5 or parts[1] != "auth":
+                return True
+            kind, user, password = parts[2], parts[3], parts[4]
+            header = self.headers.get("Authorization", "")
+            nonce = "protfs-nonce-1"
+            if kind == "basic":
+                ok = header == "Basic " + base64.b64encode(f"{user}:{password}".encode()).decode()
+                challenge = 'Basic realm="protfs"'
+            else:
+                fields = dict(re.findall(r'(\w+)="?([^",]*)"?', header[7:])) if header.startswith("Digest ") else {}
+                md5 = lambda text: hashlib.md5(text.encode()).hexdigest()
+                ha1 = md5(f"{user}:protfs:{password}")
+                ha2 = md5(f"{self.command}:{fields.get('uri', '')}")
+                expected = md5(f"{ha1}:{nonce}:{fields.get('nc', '')}:{fields.get('cnonce', '')}:{fields.get('qop', '')}:{ha2}")
+                ok = fields.get("username") == user and fields.get("nonce") == nonce and fields.get("response") == expected
+                challenge = f'Digest realm="protfs", qop="auth", nonce="{nonce}", algorithm=MD5'
+            if ok:
+                return True
+            data = b"unauthorized"
+            with lock, open(log_file, "a") as log:
+                headers = {k.lower(): v for k, v in self.headers.items()}
+                log.write(json.dumps({"method": self.command, "path": self.path, "headers": headers,
+                                      "received": received, "status": 401}) + "\n")
+            self.send_response(401)
+            self.send_header("WWW-Authenticate", challenge)
+            self.send_header("Content-Length", str(len(data)))
+            self.end_headers()
+            self.wfile.write(data)
+            return False
+
         def answer(self):
             received, sha = self.body()
-            if self.redirect(received):
+            if self.redirect(received) or not self.authorized(received):
                 return
             with lock:
                 state["count"] += 1

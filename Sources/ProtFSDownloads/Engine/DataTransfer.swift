@@ -42,6 +42,43 @@ package final class DataTransfer: @unchecked Sendable {
     case completed(ProtFSError?)
   }
 
+  /// A server's demand for credentials: a final response of 401 naming a scheme libcurl can answer
+  /// (`WWW-Authenticate: Basic` or `Digest`).
+  package struct Challenge: Sendable {
+    /// The schemes answered.
+    package enum Scheme: String, Sendable { case basic = "Basic", digest = "Digest" }
+    /// The scheme asked for (the first the server names that is answered here).
+    package var scheme: Scheme
+    /// Its realm, if the server named one.
+    package var realm: String?
+    /// The URL that demanded it (after redirects).
+    package var url: URL
+    /// How many credentials this task gave before that the server refused.
+    package var previousFailureCount: Int
+    /// The user of the credential refused last, if any.
+    package var proposedUser: String?
+    /// The 401 response itself.
+    package var response: Response
+  }
+
+  /// What answers a challenge.
+  package enum ChallengeAnswer: Sendable {
+    /// Send the request again with this user and password.
+    case credential(user: String, password: String)
+    /// Go on with the 401 as the answer.
+    case answerWithResponse
+    /// Cancel the transfer.
+    case cancel
+  }
+
+  /// Asks for the answer to a challenge; the answer comes through the closure, once, from any
+  /// thread (the transfer waits for it, or for `cancel()`).
+  package typealias Authenticator =
+    @Sendable (Challenge, _ answer: @escaping @Sendable (ChallengeAnswer) -> Void) -> Void
+
+  /// At most this many credentials are sent for one transfer; then the 401 is the answer.
+  static let credentialAttempts = 100
+
   /// The request.
   private let url: URL
   private let method: String
@@ -54,6 +91,7 @@ package final class DataTransfer: @unchecked Sendable {
   private let requestTimeout: Double
   private let resourceTimeout: Double
   private let events: @Sendable (Event) -> Void
+  private let authenticate: Authenticator?
   private let state = Mutex(State())
 
   private struct State: Sendable {
@@ -64,16 +102,22 @@ package final class DataTransfer: @unchecked Sendable {
     var proceeding = false
     /// The running transfer's multi handle, which `cancel()` wakes.
     var multi: UInt?
+    /// The answer to the challenge being asked, once it came.
+    var challengeAnswer: ChallengeAnswer?
   }
   /// Signalled by `proceed()` and `cancel()`: the response is answered.
   private let answered = DispatchSemaphore(value: 0)
+  /// Signalled by a challenge's answer and by `cancel()`.
+  private let challengeAnswered = DispatchSemaphore(value: 0)
 
   /// A transfer of `method` (GET when nil) to `url` with `headers` and `body`, or with `upload`'s
   /// bytes as its body (reported as they go out); `events` gets what it reports once `start()`ed.
   package init(
     url: URL, method: String?, headers: [(name: String, value: String)], body: Data?, upload: UploadBody? = nil,
-    requestTimeout: Double, resourceTimeout: Double, events: @escaping @Sendable (Event) -> Void
+    requestTimeout: Double, resourceTimeout: Double, authenticate: Authenticator? = nil,
+    events: @escaping @Sendable (Event) -> Void
   ) {
+    self.authenticate = authenticate
     self.url = url
     self.method = method ?? "GET"
     self.headers = headers
@@ -115,6 +159,7 @@ package final class DataTransfer: @unchecked Sendable {
       return state.multi
     }
     answered.signal()
+    challengeAnswered.signal()
     if let multi, let pointer = UnsafeMutableRawPointer(bitPattern: multi) { protfs_curl_multi_wakeup(pointer) }
     end(
       ProtFSError(.cancelled, "The request to '\(url.absoluteString)' was cancelled.", remedy: nil))
@@ -149,6 +194,11 @@ package final class DataTransfer: @unchecked Sendable {
   fileprivate var responseReported = false
   /// The easy handle, while the transfer runs.
   fileprivate var easy: UnsafeMutableRawPointer?
+  /// The credential to send the request again with, once a challenge was answered with one; the
+  /// credentials sent so far (each refused, when a challenge comes again), and the user of the last.
+  private var retryCredential: (user: String, password: String, scheme: Challenge.Scheme)?
+  private var credentialsSent = 0
+  private var lastUser: String?
 
   private func run() {
     // An upload's file is let go with the transfer, not with the task the app may keep.
@@ -191,26 +241,106 @@ package final class DataTransfer: @unchecked Sendable {
     }
     defer { state.withLock { $0.multi = nil } }
     guard !alreadyCancelled else { return }
-    protfs_curl_multi_add_handle(multi, easy)
-    var running: Int32 = 1
-    while running > 0, !isCancelled {
-      protfs_curl_multi_perform(multi, &running)
-      if running == 0 { break }
-      var ready: Int32 = 0
-      protfs_curl_multi_poll(multi, nil, 0, 1000, &ready)
+    // One attempt, and one more each time a challenge is answered with a credential.
+    while true {
+      protfs_curl_multi_add_handle(multi, easy)
+      var running: Int32 = 1
+      while running > 0, !isCancelled {
+        protfs_curl_multi_perform(multi, &running)
+        if running == 0 { break }
+        var ready: Int32 = 0
+        protfs_curl_multi_poll(multi, nil, 0, 1000, &ready)
+      }
+      guard !isCancelled else { return }
+      var left: Int32 = 0
+      var result = CURLE_OK
+      if let message = protfs_curl_multi_info_read(multi, &left) { result = protfs_curlmsg_result(message) }
+      protfs_curl_multi_remove_handle(multi, easy)
+      // A response without a body is answered (or challenged) at its end.
+      let answered = result == CURLE_OK && upload?.readFailure == nil ? reportResponse() : true
+      if let credential = retryCredential {
+        retryCredential = nil
+        prepareRetry(easy, with: credential)
+        continue
+      }
+      if let failure = upload?.readFailure {
+        end(failure)
+      } else if result == CURLE_OK {
+        guard answered else { return }
+        end(nil)
+      } else {
+        end(failure(result))
+      }
+      return
     }
-    guard !isCancelled else { return }
-    var left: Int32 = 0
-    var result = CURLE_OK
-    if let message = protfs_curl_multi_info_read(multi, &left) { result = protfs_curlmsg_result(message) }
-    if let failure = upload?.readFailure {
-      end(failure)
-    } else if result == CURLE_OK {
-      // A response without a body is answered before the end too.
-      guard reportResponse() else { return }
-      end(nil)
-    } else {
-      end(failure(result))
+  }
+
+  /// Sets the handle up to send the request again with `credential`, its body from the start.
+  private func prepareRetry(
+    _ easy: UnsafeMutableRawPointer, with credential: (user: String, password: String, scheme: Challenge.Scheme)
+  ) {
+    protfs_curl_easy_setopt_string(easy, CURLOPT_USERNAME, credential.user)
+    protfs_curl_easy_setopt_string(easy, CURLOPT_PASSWORD, credential.password)
+    // CURLAUTH_BASIC is 1, CURLAUTH_DIGEST 2 (macros with casts, which Swift does not import).
+    protfs_curl_easy_setopt_long(easy, CURLOPT_HTTPAUTH, credential.scheme == .basic ? 1 : 2)
+    statusCode = 0
+    headerLines = []
+    responseReported = false
+    upload?.offset = 0
+  }
+
+  /// The challenge in `response`, when it is a 401 naming a scheme answered here (Digest before
+  /// Basic when it names both), and this transfer may still send a credential.
+  private func challenge(in response: Response) -> Challenge? {
+    guard response.statusCode == 401, credentialsSent < Self.credentialAttempts else { return nil }
+    var found: [(Challenge.Scheme, String?)] = []
+    for header in response.headers where header.name.lowercased() == "www-authenticate" {
+      let value = header.value.trimmingCharacters(in: .whitespaces)
+      let name = String(value.prefix { !$0.isWhitespace && $0 != "," }).lowercased()
+      guard let scheme = name == "basic" ? Challenge.Scheme.basic : name == "digest" ? .digest : nil else { continue }
+      found.append((scheme, Self.realm(in: value)))
+    }
+    guard let (scheme, realm) = found.first(where: { $0.0 == .digest }) ?? found.first else { return nil }
+    return Challenge(
+      scheme: scheme, realm: realm, url: response.url, previousFailureCount: credentialsSent,
+      proposedUser: lastUser, response: response)
+  }
+
+  /// The `realm="…"` parameter of a `WWW-Authenticate` value.
+  private static func realm(in value: String) -> String? {
+    guard let start = value.range(of: "realm=", options: .caseInsensitive)?.upperBound else { return nil }
+    let rest = value[start...]
+    if rest.first == "\"" {
+      let inner = rest.dropFirst()
+      return String(inner.prefix { $0 != "\"" })
+    }
+    return String(rest.prefix { $0 != "," && !$0.isWhitespace })
+  }
+
+  /// Asks the authenticator about `challenge` and waits for the answer (or a cancel): true when
+  /// the transfer is to send the request again (`retryCredential` set) or end cancelled.
+  private func ask(_ challenge: Challenge, _ authenticate: Authenticator) -> Bool {
+    state.withLock { $0.challengeAnswer = nil }
+    authenticate(challenge) { [self] answer in
+      let first = state.withLock { state in
+        defer { if state.challengeAnswer == nil { state.challengeAnswer = answer } }
+        return state.challengeAnswer == nil
+      }
+      if first { challengeAnswered.signal() }
+    }
+    challengeAnswered.wait()
+    guard !isCancelled else { return true }
+    switch state.withLock({ $0.challengeAnswer }) {
+    case .credential(let user, let password)?:
+      credentialsSent += 1
+      lastUser = user
+      retryCredential = (user, password, challenge.scheme)
+      return true
+    case .cancel?:
+      cancel()
+      return true
+    case .answerWithResponse?, nil:
+      return false
     }
   }
 
@@ -283,7 +413,11 @@ package final class DataTransfer: @unchecked Sendable {
     protfs_curl_easy_getinfo_pointer(easy, CURLINFO_EFFECTIVE_URL, &effective)
     let last =
       effective.flatMap { URL(string: String(cString: $0.assumingMemoryBound(to: CChar.self))) } ?? url
-    report(.response(Response(url: last, statusCode: statusCode, headers: headerLines)))
+    let response = Response(url: last, statusCode: statusCode, headers: headerLines)
+    // A demand for credentials goes to the authenticator first: answered with one, this attempt
+    // ends here (its body unread) and the request goes again.
+    if let authenticate, let challenge = challenge(in: response), ask(challenge, authenticate) { return false }
+    report(.response(response))
     answered.wait()
     return !isCancelled
   }

@@ -161,7 +161,11 @@ struct InProcessTransfer: Sendable {
     transfer = DataTransfer(
       url: prepared.url, method: prepared.method, headers: prepared.headers.map { ($0.name, $0.value) },
       body: prepared.body, upload: upload, requestTimeout: timeout,
-      resourceTimeout: configuration.timeoutIntervalForResource
+      resourceTimeout: configuration.timeoutIntervalForResource,
+      authenticate: { [weak session] challenge, answer in
+        guard let session else { return answer(.answerWithResponse) }
+        session.authenticate(task: id, challenge, answer)
+      }
     ) { event in
       if case .completed = event { gate.ended(task: id, host: host) }
       events(event, prepared.url)

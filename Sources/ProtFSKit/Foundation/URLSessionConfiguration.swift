@@ -33,6 +33,9 @@ open class URLSessionConfiguration: NSObject, @unchecked Sendable {
   open var httpAdditionalHeaders: [AnyHashable: Any]?
   /// The app group whose container a background session shares (kept).
   open var sharedContainerIdentifier: String?
+  /// Where the session's tasks find credentials for a 401 the delegate leaves to the default
+  /// handling, and keep those it gives (`URLCredentialStorage.shared`; nil: none).
+  open var urlCredentialStorage: URLCredentialStorage? = .shared
 
   /// A configuration with Foundation's defaults.
   public override init() {}
@@ -52,14 +55,18 @@ open class URLSessionConfiguration: NSObject, @unchecked Sendable {
     copy.waitsForConnectivity = waitsForConnectivity
     copy.httpAdditionalHeaders = httpAdditionalHeaders
     copy.sharedContainerIdentifier = sharedContainerIdentifier
+    copy.urlCredentialStorage = urlCredentialStorage
     return copy
   }
 
-  /// The default configuration (its downloads and uploads still run in the service, under a session
-  /// of their own, which the session opens with its first one).
+  /// The default configuration: its session's tasks run in the app, as on iOS.
   open class var `default`: URLSessionConfiguration { URLSessionConfiguration() }
-  /// As `default`.
-  open class var ephemeral: URLSessionConfiguration { URLSessionConfiguration() }
+  /// As `default`, with credentials kept by the session alone.
+  open class var ephemeral: URLSessionConfiguration {
+    let configuration = URLSessionConfiguration()
+    configuration.urlCredentialStorage = URLCredentialStorage()
+    return configuration
+  }
 
   /// A background configuration whose session is `identifier`.
   open class func background(withIdentifier identifier: String) -> URLSessionConfiguration {

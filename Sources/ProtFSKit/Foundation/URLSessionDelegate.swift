@@ -9,6 +9,11 @@ public protocol URLSessionDelegate: NSObjectProtocol, Sendable {
   /// Every event queued for this background session was delivered, after the app was woken with
   /// `handleEventsForBackgroundURLSession`: call the completion handler it was given.
   func urlSessionDidFinishEvents(forBackgroundURLSession session: URLSession)
+  /// A session-wide demand for credentials (server trust, client certificates, NTLM, Negotiate).
+  /// A task run here meets none of these: its HTTP Basic and Digest demands go to the task's method.
+  func urlSession(
+    _ session: URLSession, didReceive challenge: URLAuthenticationChallenge,
+    completionHandler: @escaping @Sendable (URLSession.AuthChallengeDisposition, URLCredential?) -> Void)
 }
 
 /// A task's events, as Foundation's `URLSessionTaskDelegate`.
@@ -19,6 +24,12 @@ public protocol URLSessionTaskDelegate: URLSessionDelegate {
   func urlSession(
     _ session: URLSession, task: URLSessionTask, didSendBodyData bytesSent: Int64, totalBytesSent: Int64,
     totalBytesExpectedToSend: Int64)
+  /// The server asked a task for credentials (HTTP Basic or Digest: a 401): answer with
+  /// `completionHandler`, once. Only for the tasks the app runs itself (data tasks, a standard
+  /// session's downloads and uploads); a background task's 401 is its answer.
+  func urlSession(
+    _ session: URLSession, task: URLSessionTask, didReceive challenge: URLAuthenticationChallenge,
+    completionHandler: @escaping @Sendable (URLSession.AuthChallengeDisposition, URLCredential?) -> Void)
 }
 
 /// A download task's events, as Foundation's `URLSessionDownloadDelegate`.
@@ -52,6 +63,11 @@ extension URLSessionDelegate {
   public func urlSession(_ session: URLSession, didBecomeInvalidWithError error: (any Error)?) {}
   /// Does nothing.
   public func urlSessionDidFinishEvents(forBackgroundURLSession session: URLSession) {}
+  /// The default handling.
+  public func urlSession(
+    _ session: URLSession, didReceive challenge: URLAuthenticationChallenge,
+    completionHandler: @escaping @Sendable (URLSession.AuthChallengeDisposition, URLCredential?) -> Void
+  ) { completionHandler(.performDefaultHandling, nil) }
 }
 
 extension URLSessionTaskDelegate {
@@ -62,6 +78,11 @@ extension URLSessionTaskDelegate {
     _ session: URLSession, task: URLSessionTask, didSendBodyData bytesSent: Int64, totalBytesSent: Int64,
     totalBytesExpectedToSend: Int64
   ) {}
+  /// The default handling: a credential the storage holds for the space, else the 401 stands.
+  public func urlSession(
+    _ session: URLSession, task: URLSessionTask, didReceive challenge: URLAuthenticationChallenge,
+    completionHandler: @escaping @Sendable (URLSession.AuthChallengeDisposition, URLCredential?) -> Void
+  ) { completionHandler(.performDefaultHandling, nil) }
 }
 
 extension URLSessionDownloadDelegate {

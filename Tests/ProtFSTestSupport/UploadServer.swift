@@ -3,8 +3,9 @@ import Foundation
 /// A small Python HTTP server on 127.0.0.1 that takes PUT and POST uploads, for the upload tests
 /// and benchmark. It answers `{"received": N, "sha256": "...", "method": "PUT"}` (201 for PUT, 200
 /// for POST), can fail the first requests with 500, answers `/status/CODE` with that status, asks
-/// for HTTP Basic or Digest credentials under `/auth/basic|digest/USER/PASS/`, and records each
-/// request's method, path and headers. Started by `init`, stopped (SIGKILL, waitpid)
+/// for HTTP Basic or Digest credentials under `/auth/basic|digest/USER/PASS/`, sets a cookie for
+/// `/cookie/NAME/VALUE/` (and answers the `Cookie` it got), and records each request's method,
+/// path and headers. Started by `init`, stopped (SIGKILL, waitpid)
 /// by `stop()` or when released.
 public final class UploadServer: @unchecked Sendable {
   // @unchecked: `pid` is written by `stop()` under `lock` only.
@@ -201,7 +202,7 @@ public final class UploadServer: @unchecked Sendable {
                 status = 500
             elif self.path.startswith("/status/"):
                 status = int(self.path.split("/")[2])
-            reply = {"received": received, "sha256": sha, "method": self.command}
+            reply = {"received": received, "sha256": sha, "method": self.command, "cookie": self.headers.get("Cookie")}
             if failing:
                 reply = {"error": "failing on purpose"}
             data = json.dumps(reply).encode()
@@ -210,6 +211,10 @@ public final class UploadServer: @unchecked Sendable {
                 log.write(json.dumps({"method": self.command, "path": self.path, "headers": headers,
                                       "received": received, "status": status}) + "\n")
             self.send_response(status)
+            # /cookie/NAME/VALUE/REST sets that cookie for the whole server.
+            parts = self.path.split("/")
+            if len(parts) > 3 and parts[1] == "cookie":
+                self.send_header("Set-Cookie", f"{parts[2]}={parts[3]}; Path=/")
             self.send_header("Content-Type", "application/json")
             self.send_header("Content-Length", str(len(data)))
             self.end_headers()

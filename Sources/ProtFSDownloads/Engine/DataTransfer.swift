@@ -24,6 +24,8 @@ package final class DataTransfer: @unchecked Sendable {
     package var statusCode: Int
     /// Its header fields, in order (a repeated name keeps each line).
     package var headers: [(name: String, value: String)]
+    /// The redirects followed to it.
+    package var redirectCount = 0
 
     package static func == (a: Response, b: Response) -> Bool {
       a.url == b.url && a.statusCode == b.statusCode && a.headers.elementsEqual(b.headers) { $0 == $1 }
@@ -413,7 +415,9 @@ package final class DataTransfer: @unchecked Sendable {
     protfs_curl_easy_getinfo_pointer(easy, CURLINFO_EFFECTIVE_URL, &effective)
     let last =
       effective.flatMap { URL(string: String(cString: $0.assumingMemoryBound(to: CChar.self))) } ?? url
-    let response = Response(url: last, statusCode: statusCode, headers: headerLines)
+    var redirects = 0
+    protfs_curl_easy_getinfo_long(easy, CURLINFO_REDIRECT_COUNT, &redirects)
+    let response = Response(url: last, statusCode: statusCode, headers: headerLines, redirectCount: redirects)
     // A demand for credentials goes to the authenticator first: answered with one, this attempt
     // ends here (its body unread) and the request goes again.
     if let authenticate, let challenge = challenge(in: response), ask(challenge, authenticate) { return false }

@@ -19,6 +19,18 @@ public struct URLRequest: Sendable, Equatable, Hashable {
   public var cachePolicy = CachePolicy.useProtocolCachePolicy
   /// The body (a background session refuses data bodies: upload from a file instead).
   public var httpBody: Data?
+  /// Whether the session sends its kept cookies with the request and keeps those of its response.
+  public var httpShouldHandleCookies = true
+  /// The URL of the page the request belongs to, for the cookie accept policy.
+  public var mainDocumentURL: URL?
+  /// The kind of traffic (kept: a hint, as on iOS).
+  public var networkServiceType = NetworkServiceType.default
+  /// Whether the request may use an expensive network (kept: there is one network here).
+  public var allowsExpensiveNetworkAccess = true
+  /// Whether the request may use a constrained network (kept).
+  public var allowsConstrainedNetworkAccess = true
+  /// Whether the request may be pipelined (kept).
+  public var httpShouldUsePipelining = false
   /// The header fields, names in the case they were first set.
   private var fields: [(name: String, value: String)] = []
   private var method = "GET"
@@ -28,6 +40,28 @@ public struct URLRequest: Sendable, Equatable, Hashable {
     self.url = url
     self.cachePolicy = cachePolicy
     self.timeoutInterval = timeoutInterval
+  }
+
+  /// The kind of traffic a request carries, as Foundation's `NSURLRequest.NetworkServiceType`.
+  public enum NetworkServiceType: UInt, Sendable {
+    /// Ordinary traffic.
+    case `default` = 0
+    /// Voice over IP control traffic.
+    case voip = 1
+    /// Video.
+    case video = 2
+    /// Background traffic.
+    case background = 3
+    /// Voice.
+    case voice = 4
+    /// Data the user waits for.
+    case responsiveData = 6
+    /// Audio and video streaming.
+    case avStreaming = 8
+    /// Interactive audio and video.
+    case responsiveAV = 9
+    /// Call signalling.
+    case callSignaling = 11
   }
 
   /// How a request uses the URL cache, as Foundation's `NSURLRequest.CachePolicy`.
@@ -119,11 +153,35 @@ open class URLResponse: NSObject, @unchecked Sendable {
   open private(set) var url: URL?
   /// The length the server announced, -1 when unknown.
   open private(set) var expectedContentLength: Int64
+  private let givenMIMEType: String?
+  private let givenTextEncodingName: String?
 
   /// A response for `url`.
   public init(url: URL?, expectedContentLength: Int64) {
     self.url = url
     self.expectedContentLength = expectedContentLength
+    givenMIMEType = nil
+    givenTextEncodingName = nil
+  }
+
+  /// A response for `url` of `mimeType`, as Foundation's.
+  public init(url: URL, mimeType: String?, expectedContentLength length: Int, textEncodingName name: String?) {
+    self.url = url
+    expectedContentLength = Int64(length)
+    givenMIMEType = mimeType
+    givenTextEncodingName = name
+  }
+
+  /// The body's MIME type, nil when unknown.
+  open var mimeType: String? { givenMIMEType }
+  /// The body's character set, nil when unknown.
+  open var textEncodingName: String? { givenTextEncodingName }
+
+  /// A name to save the body under, as Foundation's: the `Content-Disposition` field's file name,
+  /// else the URL's last component, else "Unknown".
+  open var suggestedFilename: String? {
+    let last = url?.lastPathComponent ?? ""
+    return last.isEmpty || last == "/" ? "Unknown" : last
   }
 }
 
@@ -151,14 +209,30 @@ open class HTTPURLResponse: URLResponse, @unchecked Sendable {
     allHeaderFields.first { ($0.key as? String)?.caseInsensitiveCompare(field) == .orderedSame }?.value as? String
   }
 
+  /// The file name `Content-Disposition` gives (its `filename` parameter, without a path), else
+  /// the URL's last component, else "Unknown".
+  open override var suggestedFilename: String? {
+    if let disposition = value(forHTTPHeaderField: "Content-Disposition"),
+      let range = disposition.range(of: "filename=", options: .caseInsensitive)
+    {
+      var name = disposition[range.upperBound...].prefix { $0 != ";" }.trimmingCharacters(in: .whitespaces)
+      name = name.trimmingCharacters(in: CharacterSet(charactersIn: "\""))
+      if let slash = name.lastIndex(where: { $0 == "/" || $0 == "\\" }) {
+        name = String(name[name.index(after: slash)...])
+      }
+      if !name.isEmpty, name != ".", name != ".." { return name }
+    }
+    return super.suggestedFilename
+  }
+
   /// The body's MIME type, from `Content-Type`, lowercased; nil without one.
-  open var mimeType: String? {
+  open override var mimeType: String? {
     value(forHTTPHeaderField: "Content-Type")?.split(separator: ";").first
       .map { $0.trimmingCharacters(in: .whitespaces).lowercased() }
   }
 
   /// The body's character set, from `Content-Type`'s `charset`; nil without one.
-  open var textEncodingName: String? {
+  open override var textEncodingName: String? {
     value(forHTTPHeaderField: "Content-Type")?.split(separator: ";").dropFirst()
       .map { $0.trimmingCharacters(in: .whitespaces) }
       .first { $0.lowercased().hasPrefix("charset=") }

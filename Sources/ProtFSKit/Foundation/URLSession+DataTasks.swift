@@ -166,8 +166,12 @@ struct InProcessTransfer: Sendable {
         guard let session else { return answer(.answerWithResponse) }
         session.authenticate(task: id, challenge, answer)
       }
-    ) { event in
+    ) { [weak session] event in
       if case .completed = event { gate.ended(task: id, host: host) }
+      if case .response(let response) = event {
+        session?.state.withLock { $0.tasks[id] }?.lock.withLock { $0.redirects = response.redirectCount }
+        session?.storeCookies(response.headers, from: response.url, request: request)
+      }
       events(event, prepared.url)
     }
     self.gate = gate
@@ -178,6 +182,7 @@ struct InProcessTransfer: Sendable {
   func resume(_ task: URLSessionTask) {
     guard task.state == .suspended else { return }
     task.lock.withLock { $0.state = .running }
+    task.noteResumed()
     gate.start(transfer, task: task.taskIdentifier, host: host)
   }
 

@@ -131,6 +131,7 @@ extension URLSession {
         values.expectedToReceive = expected
         values.state = .running
       }
+      task.refreshProgress()
       guard let download = task as? URLSessionDownloadTask, let delegate = delegate as? URLSessionDownloadDelegate
       else { return }
       if let offset = state.withLock({ $0.resumedAt.removeValue(forKey: task.taskIdentifier) }) {
@@ -145,6 +146,7 @@ extension URLSession {
         values.expectedToSend = expected
         values.state = .running
       }
+      task.refreshProgress()
       (delegate as? URLSessionTaskDelegate)?.urlSession(
         self, task: task, didSendBodyData: sent, totalBytesSent: total, totalBytesExpectedToSend: expected)
     case .finishedDownloading(_, let location):
@@ -160,7 +162,16 @@ extension URLSession {
       let response = URL(string: url).flatMap {
         HTTPURLResponse(url: $0, statusCode: status, httpVersion: "HTTP/1.1", headerFields: fields)
       }
-      task.lock.withLock { $0.response = response }
+      task.lock.withLock { values in
+        values.response = response
+        // A data task's body length is the response's, when it says.
+        if task is InProcessDataTask || task is InProcessUploadTask, let response,
+          response.expectedContentLength >= 0
+        {
+          values.expectedToReceive = response.expectedContentLength
+        }
+      }
+      task.refreshProgress()
       // The transfer waits for the answer: the delegate's, or at once without one to ask.
       let transfer = (task as? InProcessDataTask)?.transfer ?? (task as? InProcessUploadTask)?.transfer
       guard completion == nil, let response, let dataTask = task as? URLSessionDataTask,
@@ -182,6 +193,7 @@ extension URLSession {
         values.received += Int64(body.count)
         if completion != nil { values.body.append(body) }
       }
+      task.refreshProgress()
       guard completion == nil, task.state != .canceling, let dataTask = task as? URLSessionDataTask else { return }
       (delegate as? URLSessionDataDelegate)?.urlSession(self, dataTask: dataTask, didReceive: body)
     case .completed(_, let snapshot, let failure):
@@ -190,8 +202,11 @@ extension URLSession {
       let (body, response, location) = task.lock.withLock { values in
         values.state = .completed
         values.error = error
+        values.completedAt = Date()
         return (values.body, values.response, values.location)
       }
+      task.refreshProgress()
+      (delegate as? URLSessionTaskDelegate)?.urlSession(self, task: task, didFinishCollecting: task.metrics())
       switch completion {
       case .data(let handler)?: handler(error == nil ? body : nil, response, error)
       case .download(let handler)?:

@@ -359,7 +359,7 @@ open class URLSession: NSObject, @unchecked Sendable {
   /// as every session's, in the session service.
   open class var shared: URLSession { sharedSession }
 
-  /// `request` with the configuration's timeout and additional headers.
+  /// `request` with the configuration's additional headers and the cookies kept for its URL.
   func prepared(_ request: URLRequest) -> SessionRequest {
     var request = request
     for (name, value) in configuration.httpAdditionalHeaders ?? [:] {
@@ -367,7 +367,29 @@ open class URLSession: NSObject, @unchecked Sendable {
         request.setValue("\(value)", forHTTPHeaderField: name)
       }
     }
+    if let cookies = cookieField(for: request) { request.setValue(cookies, forHTTPHeaderField: "Cookie") }
     return request.sessionRequest
+  }
+
+  /// Tells the delegate queue's `completionHandler` once what the session wrote is written (it
+  /// keeps nothing unwritten: the cookie storage writes as it goes).
+  open func flush(completionHandler: @escaping @Sendable () -> Void) {
+    delegateQueue.addOperation(completionHandler)
+  }
+
+  /// Empties the configuration's cookies, credentials and cache, then calls `completionHandler` on
+  /// the delegate queue, as Foundation's `reset`.
+  open func reset(completionHandler: @escaping @Sendable () -> Void) {
+    if let storage = configuration.httpCookieStorage {
+      for cookie in storage.cookies ?? [] { storage.deleteCookie(cookie) }
+    }
+    if let storage = configuration.urlCredentialStorage {
+      for (space, credentials) in storage.allCredentials {
+        for credential in credentials.values { storage.remove(credential, for: space) }
+      }
+    }
+    configuration.urlCache?.removeAllCachedResponses()
+    delegateQueue.addOperation(completionHandler)
   }
 
   /// Apple's message for a task created after the session was invalidated.

@@ -1,4 +1,5 @@
 import Foundation
+import FoundationNetworking
 import ProtFSSessions
 
 /// A session's settings, as Foundation's `URLSessionConfiguration`. Every session's downloads and
@@ -36,6 +37,36 @@ open class URLSessionConfiguration: NSObject, @unchecked Sendable {
   /// Where the session's tasks find credentials for a 401 the delegate leaves to the default
   /// handling, and keep those it gives (`URLCredentialStorage.shared`; nil: none).
   open var urlCredentialStorage: URLCredentialStorage? = .shared
+  /// Where the session keeps cookies and finds those it sends (`HTTPCookieStorage.shared`; nil: none).
+  /// The shared storage is reached at the first request, not before: Foundation makes its folder in
+  /// the app's Application Support then.
+  open var httpCookieStorage: HTTPCookieStorage? {
+    get {
+      switch cookieStorage {
+      case .none: .shared
+      case .some(let storage): storage
+      }
+    }
+    set { cookieStorage = .some(newValue) }
+  }
+  /// nil: the shared storage, not yet reached; `.some(nil)`: none.
+  private var cookieStorage: HTTPCookieStorage??
+  /// Whether requests send the kept cookies and responses' cookies are kept.
+  open var httpShouldSetCookies = true
+  /// Which cookies are kept (`.never`: none).
+  open var httpCookieAcceptPolicy = HTTPCookie.AcceptPolicy.onlyFromMainDocumentDomain
+  /// The requests' cache policy (kept: there is no cache here, every request loads).
+  open var requestCachePolicy = URLRequest.CachePolicy.useProtocolCachePolicy
+  /// The session's cache (`URLCache.shared`): the session neither reads nor fills it.
+  open var urlCache: URLCache? = .shared
+  /// The kind of traffic (kept: a hint, as on iOS).
+  open var networkServiceType = URLRequest.NetworkServiceType.default
+  /// Proxies (kept: there is no proxy here).
+  open var connectionProxyDictionary: [AnyHashable: Any]?
+  /// Whether requests may be pipelined (kept).
+  open var httpShouldUsePipelining = false
+  /// Whether sockets stay up longer in the background (kept).
+  open var shouldUseExtendedBackgroundIdleMode = false
 
   /// A configuration with Foundation's defaults.
   public override init() {}
@@ -56,15 +87,27 @@ open class URLSessionConfiguration: NSObject, @unchecked Sendable {
     copy.httpAdditionalHeaders = httpAdditionalHeaders
     copy.sharedContainerIdentifier = sharedContainerIdentifier
     copy.urlCredentialStorage = urlCredentialStorage
+    copy.cookieStorage = cookieStorage
+    copy.httpShouldSetCookies = httpShouldSetCookies
+    copy.httpCookieAcceptPolicy = httpCookieAcceptPolicy
+    copy.requestCachePolicy = requestCachePolicy
+    copy.urlCache = urlCache
+    copy.networkServiceType = networkServiceType
+    copy.connectionProxyDictionary = connectionProxyDictionary
+    copy.httpShouldUsePipelining = httpShouldUsePipelining
+    copy.shouldUseExtendedBackgroundIdleMode = shouldUseExtendedBackgroundIdleMode
     return copy
   }
 
   /// The default configuration: its session's tasks run in the app, as on iOS.
   open class var `default`: URLSessionConfiguration { URLSessionConfiguration() }
-  /// As `default`, with credentials kept by the session alone.
+  /// As `default`, with cookies, credentials and cache kept in memory by the session alone.
   open class var ephemeral: URLSessionConfiguration {
     let configuration = URLSessionConfiguration()
     configuration.urlCredentialStorage = URLCredentialStorage()
+    // Foundation's own in-memory cookie storage, which only its ephemeral configuration makes.
+    configuration.httpCookieStorage = FoundationNetworking.URLSessionConfiguration.ephemeral.httpCookieStorage
+    configuration.urlCache = URLCache(memoryCapacity: 512 * 1024, diskCapacity: 0, diskPath: nil)
     return configuration
   }
 

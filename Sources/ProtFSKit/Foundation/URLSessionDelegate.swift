@@ -24,6 +24,8 @@ public protocol URLSessionTaskDelegate: URLSessionDelegate {
   func urlSession(
     _ session: URLSession, task: URLSessionTask, didSendBodyData bytesSent: Int64, totalBytesSent: Int64,
     totalBytesExpectedToSend: Int64)
+  /// The task's metrics, just before its `didCompleteWithError`.
+  func urlSession(_ session: URLSession, task: URLSessionTask, didFinishCollecting metrics: URLSessionTaskMetrics)
   /// The server asked a task for credentials (HTTP Basic or Digest: a 401): answer with
   /// `completionHandler`, once. Only for the tasks the app runs itself (data tasks, a standard
   /// session's downloads and uploads); a background task's 401 is its answer.
@@ -56,6 +58,11 @@ public protocol URLSessionDataDelegate: URLSessionTaskDelegate {
     completionHandler: @escaping @Sendable (URLSession.ResponseDisposition) -> Void)
   /// Bytes of the response body arrived.
   func urlSession(_ session: URLSession, dataTask: URLSessionDataTask, didReceive data: Data)
+  /// Never called: the session keeps no response in a cache (declared so that code answering it
+  /// compiles).
+  func urlSession(
+    _ session: URLSession, dataTask: URLSessionDataTask, willCacheResponse proposedResponse: CachedURLResponse,
+    completionHandler: @escaping @Sendable (CachedURLResponse?) -> Void)
 }
 
 extension URLSessionDelegate {
@@ -77,6 +84,10 @@ extension URLSessionTaskDelegate {
   public func urlSession(
     _ session: URLSession, task: URLSessionTask, didSendBodyData bytesSent: Int64, totalBytesSent: Int64,
     totalBytesExpectedToSend: Int64
+  ) {}
+  /// Does nothing.
+  public func urlSession(
+    _ session: URLSession, task: URLSessionTask, didFinishCollecting metrics: URLSessionTaskMetrics
   ) {}
   /// The default handling: a credential the storage holds for the space, else the 401 stands.
   public func urlSession(
@@ -106,4 +117,9 @@ extension URLSessionDataDelegate {
   ) { completionHandler(.allow) }
   /// Does nothing.
   public func urlSession(_ session: URLSession, dataTask: URLSessionDataTask, didReceive data: Data) {}
+  /// Keeps the proposed response.
+  public func urlSession(
+    _ session: URLSession, dataTask: URLSessionDataTask, willCacheResponse proposedResponse: CachedURLResponse,
+    completionHandler: @escaping @Sendable (CachedURLResponse?) -> Void
+  ) { completionHandler(proposedResponse) }
 }

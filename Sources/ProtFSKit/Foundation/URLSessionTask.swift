@@ -42,6 +42,12 @@ open class URLSessionTask: NSObject, @unchecked Sendable {
     var expectsToReceive = NSURLSessionTransferSizeUnknown
     /// `earliestBeginDate`, given to the service with the first `resume()` of a background task.
     var earliestBeginDate: Date?
+    /// When the task was made, first resumed and completed, for its metrics.
+    var createdAt = Date()
+    var resumedAt: Date?
+    var completedAt: Date?
+    /// The redirects its request followed, when it ran here.
+    var redirects = 0
   }
 
   /// What a task made with a completion handler (a "convenience" task) hands its result to,
@@ -77,6 +83,45 @@ open class URLSessionTask: NSObject, @unchecked Sendable {
     self.backend = backend
     self.creationError = creationError
     self.failNow = failNow
+    super.init()
+    // As Foundation's: cancelling, pausing or resuming the progress does so to the task.
+    progress.cancellationHandler = { [weak self] in self?.cancel() }
+    progress.pausingHandler = { [weak self] in self?.suspend() }
+    progress.resumingHandler = { [weak self] in self?.resume() }
+  }
+
+  /// The task's progress, as Foundation's: bytes of the body received (an upload's: sent) out of
+  /// those expected (-1 while unknown), the same object for the task's whole life, complete when
+  /// the task succeeded. Cancelling it cancels the task.
+  public let progress = Progress(totalUnitCount: -1)
+
+  /// Brings `progress` up to the task's counts.
+  func refreshProgress() {
+    let (state, sent, toSend, received, toReceive, failed) = lock.withLock {
+      ($0.state, $0.sent, $0.expectedToSend, $0.received, $0.expectedToReceive, $0.error != nil)
+    }
+    let uploading = self is URLSessionUploadTask
+    var total = uploading ? toSend : toReceive
+    let done = uploading ? sent : received
+    if state == .completed, !failed, total < done || total < 0 { total = done }
+    if progress.totalUnitCount != total { progress.totalUnitCount = total }
+    if progress.completedUnitCount != done { progress.completedUnitCount = done }
+  }
+
+  /// Notes the first `resume()`, for the metrics.
+  func noteResumed() { lock.withLock { $0.resumedAt = $0.resumedAt ?? Date() } }
+
+  /// What the task's metrics say, once it completed.
+  func metrics() -> URLSessionTaskMetrics {
+    let values = lock.withLock { $0 }
+    let end = values.completedAt ?? Date()
+    let start = values.resumedAt ?? values.createdAt
+    let transaction = URLSessionTaskTransactionMetrics(
+      request: originalRequest, response: values.response, fetchStartDate: start,
+      responseEndDate: values.response == nil ? nil : end, sent: values.sent, received: values.received)
+    return URLSessionTaskMetrics(
+      taskInterval: DateInterval(start: min(values.createdAt, start), end: max(end, start)),
+      redirectCount: values.redirects, transactionMetrics: [transaction])
   }
 
   /// `priority`'s usual value.
@@ -148,6 +193,7 @@ open class URLSessionTask: NSObject, @unchecked Sendable {
     let notBefore = delaysBegin.load(ordering: .relaxed) ? earliestBeginDate : nil
     if (try? backend.resume(Int64(taskIdentifier), notBefore: notBefore)) != nil {
       lock.withLock { $0.state = .running }
+      noteResumed()
     }
   }
 
@@ -300,6 +346,7 @@ final class InProcessUploadTask: URLSessionUploadTask, RunsInProcess, @unchecked
     case .file(_, let size, _): lock.withLock { $0.expectedToSend = size }
     case .failed: break
     }
+    refreshProgress()
   }
 
   /// The body of an upload from the file at `path`, opened now by the app itself (without
@@ -346,5 +393,68 @@ open class URLSessionDownloadTask: URLSessionTask, @unchecked Sendable {
     let data = try? backend.cancel(Int64(taskIdentifier), producingResumeData: true)
     resumeData.withLock { $0 = data ?? nil }
     completionHandler(data ?? nil)
+  }
+}
+
+/// What a task's transfer took, as Foundation's `URLSessionTaskMetrics`, given to the delegate's
+/// `didFinishCollecting` before `didCompleteWithError`: from the task's creation to its end, the
+/// redirects followed (counted for the tasks run in the app; 0 for the session service's), and
+/// one transaction for the request.
+public final class URLSessionTaskMetrics: NSObject, @unchecked Sendable {
+  // @unchecked: immutable; its transactions hold requests and responses made once.
+  /// From the task's creation to its completion.
+  public let taskInterval: DateInterval
+  /// The redirects the request followed.
+  public let redirectCount: Int
+  /// The request and its response.
+  public let transactionMetrics: [URLSessionTaskTransactionMetrics]
+
+  init(taskInterval: DateInterval, redirectCount: Int, transactionMetrics: [URLSessionTaskTransactionMetrics]) {
+    self.taskInterval = taskInterval
+    self.redirectCount = redirectCount
+    self.transactionMetrics = transactionMetrics
+  }
+}
+
+/// One request and its response, as Foundation's `URLSessionTaskTransactionMetrics`: when it was
+/// begun and answered, and its body's bytes. What libcurl does not report here (DNS, connection
+/// and TLS times) is nil.
+public final class URLSessionTaskTransactionMetrics: NSObject, @unchecked Sendable {
+  // @unchecked: immutable after init.
+  /// The request.
+  public let request: URLRequest?
+  /// Its response, if one came.
+  public let response: URLResponse?
+  /// When the task began fetching.
+  public let fetchStartDate: Date?
+  /// When the response's last byte arrived.
+  public let responseEndDate: Date?
+  /// Not measured here.
+  public let domainLookupStartDate: Date? = nil
+  /// Not measured here.
+  public let connectStartDate: Date? = nil
+  /// Not measured here.
+  public let requestStartDate: Date? = nil
+  /// Not measured here.
+  public let responseStartDate: Date? = nil
+  /// The protocol, `http/1.1`.
+  public let networkProtocolName: String? = "http/1.1"
+  /// Whether the connection was reused (not known here: false).
+  public let isReusedConnection = false
+  /// Bytes of the request body sent.
+  public let countOfRequestBodyBytesSent: Int64
+  /// Bytes of the response body received.
+  public let countOfResponseBodyBytesReceived: Int64
+
+  init(
+    request: URLRequest?, response: URLResponse?, fetchStartDate: Date?, responseEndDate: Date?, sent: Int64,
+    received: Int64
+  ) {
+    self.request = request
+    self.response = response
+    self.fetchStartDate = fetchStartDate
+    self.responseEndDate = responseEndDate
+    countOfRequestBodyBytesSent = sent
+    countOfResponseBodyBytesReceived = received
   }
 }

@@ -1,0 +1,88 @@
+import Foundation
+import ProtFSKit
+import ProtFSSessions
+import ProtFSTestSupport
+import Synchronization
+import Testing
+
+/// The rest of Foundation's URL loading API that iOS code uses around its tasks: cookies, the
+/// cache, `reset`, and what a response suggests.
+@Suite(.timeLimit(.minutes(2))) struct URLSessionFoundationAPITests {
+  func session(_ configuration: URLSessionConfiguration) -> URLSession {
+    URLSession(
+      configuration: configuration, delegate: nil, delegateQueue: nil,
+      backend: FakeSessionBackend(identifier: "fake.api.\(UUID())"))
+  }
+
+  /// The `Cookie` the server got, from its JSON reply.
+  func cookieSent(_ session: URLSession, _ request: URLRequest) async throws -> String? {
+    let (data, _) = try await session.data(for: request)
+    let reply = try JSONSerialization.jsonObject(with: data) as? [String: Any]
+    return reply?["cookie"] as? String
+  }
+
+  /// A cookie a response sets is sent with the session's next requests to that server, as on iOS;
+  /// not by another ephemeral session (each keeps its own), nor when the session or the request
+  /// handles no cookies; `reset` forgets it.
+  @Test func cookiesGoBackToTheServerThatSetThem() async throws {
+    let server = try UploadServer()
+    defer { server.stop() }
+    let one = session(.ephemeral)
+    #expect(try await cookieSent(one, URLRequest(url: server.url("cookie/sid/abc/login"))) == nil)
+    #expect(try await cookieSent(one, URLRequest(url: server.url("items"))) == "sid=abc")
+    #expect(try await cookieSent(session(.ephemeral), URLRequest(url: server.url("items"))) == nil)
+    var plain = URLRequest(url: server.url("items"))
+    plain.httpShouldHandleCookies = false
+    #expect(try await cookieSent(one, plain) == nil)
+    let stored = try #require(one.configuration.httpCookieStorage?.cookies(for: server.url("items")))
+    #expect(stored.map(\.name) == ["sid"] && stored.first?.value == "abc")
+
+    let refusing = URLSessionConfiguration.ephemeral
+    refusing.httpShouldSetCookies = false
+    let other = session(refusing)
+    _ = try await other.data(from: server.url("cookie/sid/xyz/login"))
+    #expect(other.configuration.httpCookieStorage?.cookies?.isEmpty == true)
+
+    // A default configuration's storage is Foundation's shared one; none is none.
+    #expect(URLSessionConfiguration.default.httpCookieStorage === HTTPCookieStorage.shared)
+    let none = URLSessionConfiguration.default
+    none.httpCookieStorage = nil
+    #expect(session(none).configuration.httpCookieStorage == nil)
+
+    await withCheckedContinuation { done in one.reset { done.resume() } }
+    #expect(try await cookieSent(one, URLRequest(url: server.url("items"))) == nil)
+  }
+
+  /// A response's suggested file name: `Content-Disposition`'s (without a path), else the URL's
+  /// last component; a plain response's MIME type is the one it was made with.
+  @Test func aResponseSuggestsAFileName() throws {
+    let url = URL(string: "http://127.0.0.1/files/report.json")!
+    let named = try #require(
+      HTTPURLResponse(
+        url: url, statusCode: 200, httpVersion: nil,
+        headerFields: ["Content-Disposition": "attachment; filename=\"../../etc/passwd.pdf\""]))
+    #expect(named.suggestedFilename == "passwd.pdf")
+    let plain = try #require(HTTPURLResponse(url: url, statusCode: 200, httpVersion: nil, headerFields: nil))
+    #expect(plain.suggestedFilename == "report.json")
+    let made = URLResponse(url: url, mimeType: "text/plain", expectedContentLength: 5, textEncodingName: "utf-8")
+    #expect(made.mimeType == "text/plain" && made.textEncodingName == "utf-8" && made.expectedContentLength == 5)
+  }
+
+  /// The cache keeps what the app stores in it (never what the session loads), by URL and method.
+  @Test func theCacheKeepsWhatTheAppStores() throws {
+    let cache = URLCache(memoryCapacity: 1000, diskCapacity: 0, directory: nil)
+    let request = URLRequest(url: URL(string: "http://127.0.0.1/a")!)
+    let response = CachedURLResponse(
+      response: URLResponse(url: request.url!, mimeType: nil, expectedContentLength: 3, textEncodingName: nil),
+      data: Data("abc".utf8))
+    cache.storeCachedResponse(response, for: request)
+    #expect(cache.cachedResponse(for: request)?.data == Data("abc".utf8))
+    #expect(cache.currentMemoryUsage == 3)
+    let refused = CachedURLResponse(response: response.response, data: Data(), storagePolicy: .notAllowed)
+    let other = URLRequest(url: URL(string: "http://127.0.0.1/b")!)
+    cache.storeCachedResponse(refused, for: other)
+    #expect(cache.cachedResponse(for: other) == nil)
+    cache.removeAllCachedResponses()
+    #expect(cache.cachedResponse(for: request) == nil)
+  }
+}

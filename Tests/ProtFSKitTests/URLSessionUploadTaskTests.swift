@@ -17,6 +17,18 @@ import Testing
     let responses = Mutex<[Int]>([])
     let error = Mutex<NSError?>(nil)
     let done = DispatchSemaphore(value: 0)
+    /// The body `needNewBodyStream` hands over a stream of (none when nil), and how often it was asked.
+    let streamed: Data?
+    let asked = Mutex(0)
+
+    init(streaming body: Data? = nil) { streamed = body }
+
+    func urlSession(
+      _ session: URLSession, task: URLSessionTask, needNewBodyStream completionHandler: @escaping (InputStream?) -> Void
+    ) {
+      asked.withLock { $0 += 1 }
+      completionHandler(streamed.map { InputStream(data: $0) })
+    }
 
     func urlSession(
       _ session: URLSession, task: URLSessionTask, didSendBodyData bytesSent: Int64, totalBytesSent: Int64,
@@ -145,6 +157,42 @@ import Testing
     #expect(delegate.json["received"] as? Int == 200_000 && delegate.json["sha256"] as? String == sha256(bytes))
     #expect(server.requests.map(\.path) == ["/redirect/307/moved", "/moved"])
     #expect(server.requests.last?.method == "PUT")
+  }
+
+  /// A streamed upload in a standard session runs in the app: its body comes from the delegate's
+  /// `needNewBodyStream`, sent chunked (the length unknown, so progress expects
+  /// `NSURLSessionTransferSizeUnknown`), asked again when a 307 sends it once more.
+  @Test func aStreamedUploadReadsTheDelegatesStream() async throws {
+    let server = try UploadServer()
+    defer { server.stop() }
+    let body = Data(DownloadFixture.bytes(150_000))
+    let delegate = UploadDelegate(streaming: body)
+    var request = URLRequest(url: server.url("redirect/307/streamed"))
+    request.httpMethod = "PUT"
+    let task = session(delegate, FakeSessionBackend(identifier: "fake.upload.stream.\(UUID())"))
+      .uploadTask(withStreamedRequest: request)
+    #expect(task.countOfBytesExpectedToSend == NSURLSessionTransferSizeUnknown)
+    task.resume()
+    #expect(await offPool { delegate.done.wait(timeout: .now() + 20) } == .success)
+    #expect(delegate.error.withLock { $0 } == nil, "\(String(describing: delegate.error.withLock { $0 }))")
+    #expect(delegate.json["received"] as? Int == 150_000 && delegate.json["sha256"] as? String == sha256(body))
+    #expect(delegate.asked.withLock { $0 } == 2)
+    #expect(server.requests.last?.headers["transfer-encoding"] == "chunked")
+    #expect(delegate.sent.withLock { $0 }.allSatisfy { $0.2 == NSURLSessionTransferSizeUnknown })
+
+    // Without a stream the task fails, naming why; a data task's own httpBodyStream is its body.
+    let none = UploadDelegate()
+    var post = URLRequest(url: server.url("items"))
+    post.httpMethod = "POST"
+    session(none, FakeSessionBackend(identifier: "fake.upload.nostream.\(UUID())"))
+      .uploadTask(withStreamedRequest: post).resume()
+    #expect(await offPool { none.done.wait(timeout: .now() + 20) } == .success)
+    #expect(none.error.withLock { $0 }?.localizedDescription.contains("needNewBodyStream") == true)
+    post.httpBodyStream = InputStream(data: Data("streamed body".utf8))
+    let (data, _) = try await session(nil, FakeSessionBackend(identifier: "fake.data.stream.\(UUID())"))
+      .data(for: post)
+    let reply = try #require(try JSONSerialization.jsonObject(with: data) as? [String: Any])
+    #expect(reply["received"] as? Int == 13 && reply["method"] as? String == "POST", "\(reply)")
   }
 
   /// A file that is not there fails the task when it runs with `NSURLErrorFileDoesNotExist`, naming

@@ -128,6 +128,7 @@ package final class DataTransfer: @unchecked Sendable {
     self.requestTimeout = requestTimeout
     self.resourceTimeout = resourceTimeout
     self.events = events
+    self.upload?.waitForStream = { [unowned self] provider in waitForStream(provider) }
   }
 
   /// Starts the transfer on a thread of its own; a second call does nothing.
@@ -288,7 +289,7 @@ package final class DataTransfer: @unchecked Sendable {
     statusCode = 0
     headerLines = []
     responseReported = false
-    upload?.offset = 0
+    upload?.rewind()
   }
 
   /// The challenge in `response`, when it is a 401 naming a scheme answered here (Digest before
@@ -317,6 +318,20 @@ package final class DataTransfer: @unchecked Sendable {
       return String(inner.prefix { $0 != "\"" })
     }
     return String(rest.prefix { $0 != "," && !$0.isWhitespace })
+  }
+
+  /// Asks `provider` for a body stream and waits for it (or a cancel): nil when none came.
+  private func waitForStream(_ provider: BodyStreamProvider) -> BodyStream? {
+    let given = Mutex<(answered: Bool, stream: BodyStream?)>((false, nil))
+    provider { [self] stream in
+      let first = given.withLock { given in
+        defer { given = (true, given.answered ? given.stream : stream) }
+        return !given.answered
+      }
+      if first { challengeAnswered.signal() }
+    }
+    challengeAnswered.wait()
+    return isCancelled ? nil : given.withLock { $0.stream }
   }
 
   /// Asks the authenticator about `challenge` and waits for the answer (or a cancel): true when
@@ -386,6 +401,8 @@ package final class DataTransfer: @unchecked Sendable {
     if method == "POST" {
       protfs_curl_easy_setopt_long(easy, CURLOPT_POST, 1)
       protfs_curl_easy_setopt_off_t(easy, CURLOPT_POSTFIELDSIZE_LARGE, curl_off_t(upload.size))
+      // A POST of unknown length goes chunked only when asked (a PUT's does by itself).
+      if upload.size < 0 { list = protfs_curl_slist_append(list, "Transfer-Encoding: chunked") }
     } else {
       protfs_curl_easy_setopt_long(easy, CURLOPT_UPLOAD, 1)
       protfs_curl_easy_setopt_off_t(easy, CURLOPT_INFILESIZE_LARGE, curl_off_t(upload.size))
@@ -480,7 +497,23 @@ private let dataHeaderCallback: curl_write_callback = { data, size, count, conte
 package enum UploadBody: Sendable {
   case data(Data)
   case file(FileDescriptor, size: Int64, path: String)
+  /// A stream of unknown length (sent chunked), asked of `provider` when the body is first sent
+  /// and again whenever it must be sent from its start (a 307 or 308, a credential).
+  case stream(provider: BodyStreamProvider)
   case failed(ProtFSError)
+}
+
+/// Hands over a body stream (nil: there is none) through `answer`, once, from any thread.
+package typealias BodyStreamProvider = @Sendable (_ answer: @escaping @Sendable (BodyStream?) -> Void) -> Void
+
+/// An upload's body as a stream the app hands over (Foundation's `InputStream`), read on the
+/// transfer's thread alone.
+///
+/// `@unchecked Sendable`: the stream is handed over once and then only touched by the transfer.
+package final class BodyStream: @unchecked Sendable {
+  let stream: InputStream
+  /// Wraps `stream`.
+  package init(_ stream: InputStream) { self.stream = stream }
 }
 
 /// The body of an upload as libcurl reads it, on the transfer's thread only: what was sent so far
@@ -490,22 +523,60 @@ package enum UploadBody: Sendable {
 /// thread alone (libcurl's read and seek callbacks run on it).
 private final class UploadSource: @unchecked Sendable {
   let body: UploadBody
+  /// The body's length, -1 for a stream's.
   let size: Int64
   var offset: Int64 = 0
   var readFailure: ProtFSError?
+  /// The stream being read, and how to wait for the provider's next one (set by the transfer).
+  private var stream: InputStream?
+  var waitForStream: ((BodyStreamProvider) -> BodyStream?)?
 
   init(_ body: UploadBody) {
     self.body = body
     switch body {
     case .data(let data): size = Int64(data.count)
     case .file(_, let size, _): self.size = size
+    case .stream: size = -1
     case .failed: size = 0
     }
   }
 
-  /// Closes the file, if it is one (on the transfer's thread, once it reads no more).
+  /// Closes the file or the stream (on the transfer's thread, once it reads no more).
   func close() {
     if case .file(let file, _, _) = body { _ = file.close() }
+    stream?.close()
+    stream = nil
+  }
+
+  /// Sends the body again from its start: a stream is asked for anew.
+  func rewind() {
+    offset = 0
+    stream?.close()
+    stream = nil
+  }
+
+  /// The next bytes of a stream into `buffer`: 0 at its end, libcurl's abort when there is no
+  /// stream or it fails.
+  private func readStream(_ provider: BodyStreamProvider, into buffer: UnsafeMutableRawPointer, capacity: Int) -> Int {
+    if stream == nil {
+      guard let given = waitForStream?(provider)?.stream else {
+        readFailure = ProtFSError(
+          .invalidArgument, "The upload's body stream was not given: the delegate's needNewBodyStream handed over none."
+        )
+        return Int(CURL_READFUNC_ABORT)
+      }
+      if given.streamStatus == .notOpen { given.open() }
+      stream = given
+    }
+    guard let stream else { return Int(CURL_READFUNC_ABORT) }
+    let count = stream.read(buffer.assumingMemoryBound(to: UInt8.self), maxLength: capacity)
+    guard count >= 0 else {
+      readFailure = ProtFSError(
+        .io, "The upload's body stream failed: \(stream.streamError.map { "\($0)" } ?? "a read error").")
+      return Int(CURL_READFUNC_ABORT)
+    }
+    offset += Int64(count)
+    return count
   }
 
   /// Why the upload cannot begin, if it cannot.
@@ -516,6 +587,7 @@ private final class UploadSource: @unchecked Sendable {
 
   /// Fills `buffer` with the next bytes; 0 at the end, or libcurl's abort when the file fails.
   func read(into buffer: UnsafeMutableRawPointer, capacity: Int) -> Int {
+    if case .stream(let provider) = body { return readStream(provider, into: buffer, capacity: capacity) }
     let wanted = min(capacity, Int(max(0, size - offset)))
     guard wanted > 0 else { return 0 }
     switch body {
@@ -533,7 +605,7 @@ private final class UploadSource: @unchecked Sendable {
         readFailure = ProtFSError.system("read the file to upload", path: path, errno: error)
         return Int(CURL_READFUNC_ABORT)
       }
-    case .failed:
+    case .stream, .failed:
       return Int(CURL_READFUNC_ABORT)
     }
   }
@@ -553,9 +625,16 @@ private let uploadSourceReadCallback: curl_write_callback = { buffer, size, coun
 /// libcurl rewinds the body to send it again after a 307 or 308 (to byte 0).
 private let uploadSourceSeekCallback: curl_seek_callback = { context, offset, origin in
   guard let context, origin == SEEK_SET, offset >= 0 else { return Int32(CURL_SEEKFUNC_CANTSEEK) }
-  guard let upload = Unmanaged<DataTransfer>.fromOpaque(context).takeUnretainedValue().uploadSource,
-    Int64(offset) <= upload.size
-  else { return Int32(CURL_SEEKFUNC_FAIL) }
+  guard let upload = Unmanaged<DataTransfer>.fromOpaque(context).takeUnretainedValue().uploadSource else {
+    return Int32(CURL_SEEKFUNC_FAIL)
+  }
+  // A stream goes again from its start only (a new one); other bodies from anywhere in them.
+  if upload.size < 0 {
+    guard offset == 0 else { return Int32(CURL_SEEKFUNC_CANTSEEK) }
+    upload.rewind()
+    return Int32(CURL_SEEKFUNC_OK)
+  }
+  guard Int64(offset) <= upload.size else { return Int32(CURL_SEEKFUNC_FAIL) }
   upload.offset = Int64(offset)
   return Int32(CURL_SEEKFUNC_OK)
 }

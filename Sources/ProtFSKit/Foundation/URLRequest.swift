@@ -19,6 +19,19 @@ public struct URLRequest: Sendable, Equatable, Hashable {
   public var cachePolicy = CachePolicy.useProtocolCachePolicy
   /// The body (a background session refuses data bodies: upload from a file instead).
   public var httpBody: Data?
+  /// A stream the body is read from instead (`httpBody` set clears it, and it clears `httpBody`);
+  /// sent chunked, its length unknown. A data task reads it; an upload of a streamed request asks
+  /// its delegate's `needNewBodyStream` instead, as Foundation.
+  public var httpBodyStream: InputStream? {
+    get { bodyStream?.stream }
+    set { bodyStream = newValue.map(StreamBox.init) }
+  }
+  private var bodyStream: StreamBox?
+  /// `@unchecked Sendable`: a request hands its stream to one task, which alone reads it.
+  private final class StreamBox: @unchecked Sendable {
+    let stream: InputStream
+    init(_ stream: InputStream) { self.stream = stream }
+  }
   /// Whether the session sends its kept cookies with the request and keeps those of its response.
   public var httpShouldHandleCookies = true
   /// The URL of the page the request belongs to, for the cookie accept policy.

@@ -1,4 +1,5 @@
 import Foundation
+import ProtFSDownloads
 import ProtFSSessions
 import ProtFSSystem
 import Synchronization
@@ -255,17 +256,42 @@ open class URLSession: NSObject, @unchecked Sendable {
   }
 
   /// An upload whose body a stream gives. A background session refuses it as iOS does
-  /// (NSGenericException: the app stops with a crash report). Another session has no stream to
-  /// read here (a request carries none, and the session asks no delegate for one): resuming the
-  /// task fails it (`NSURLErrorUnsupportedURL`, with the reason); upload from a file instead.
+  /// (NSGenericException: the app stops with a crash report). Another session runs it in the app
+  /// and, as Foundation, ignores the request's body and asks the delegate's `needNewBodyStream` for
+  /// the stream when it sends the body (again after a 307, 308 or a credential); sent chunked.
   open func uploadTask(withStreamedRequest request: URLRequest) -> URLSessionUploadTask {
     if configuration.isBackground {
       UncaughtException.raise("NSGenericException", reason: Self.streamUploadRefused)
     }
-    return failedTask(
-      request, .upload,
-      ProtFSError(.invalidArgument, "The upload's body stream cannot be read here: upload from a file instead."))
-      as! URLSessionUploadTask
+    var sent = request
+    sent.httpBody = nil
+    sent.httpBodyStream = nil
+    return inProcessTask {
+      InProcessUploadTask(
+        id: $0, request: sent, body: .stream(provider: bodyStreams(task: $0, first: nil)), session: self)
+    }
+  }
+
+  /// The body streams of task `id`: `first` (a request's own) the first time, then those the
+  /// delegate's `needNewBodyStream` hands over, asked on the delegate queue in order with the
+  /// task's other calls.
+  func bodyStreams(task id: Int, first: InputStream?) -> BodyStreamProvider {
+    let own = Mutex<BodyStream?>(first.map(BodyStream.init))
+    return { [weak self] answer in
+      if let stream = own.withLock({ own in
+        defer { own = nil }; return own
+      }) {
+        return answer(stream)
+      }
+      guard let self, let task = self.state.withLock({ $0.tasks[id] }),
+        let delegate = self.delegate as? URLSessionTaskDelegate
+      else { return answer(nil) }
+      self.pipeline.async {
+        self.onDelegateQueue {
+          delegate.urlSession(self, task: task) { stream in answer(stream.map(BodyStream.init)) }
+        }
+      }
+    }
   }
 
   // MARK: Data tasks
@@ -277,7 +303,13 @@ open class URLSession: NSObject, @unchecked Sendable {
   /// runs a standard session's: its answer stays in memory, so the lock never stops it. In a
   /// background session too (iOS runs those only while the app is not suspended).
   open func dataTask(with request: URLRequest) -> URLSessionDataTask {
-    inProcessTask { InProcessDataTask(id: $0, request: request, session: self) }
+    inProcessTask { id in
+      // A body stream is read as it is sent (then, sent again, asked of needNewBodyStream).
+      let streamed = request.httpBody == nil ? request.httpBodyStream : nil
+      return InProcessDataTask(
+        id: id, request: request, session: self,
+        upload: streamed.map { .stream(provider: bodyStreams(task: id, first: $0)) })
+    }
   }
 
   /// A task run in this process, `make` given its id (below zero, the session's own), kept by the

@@ -24,6 +24,11 @@ public protocol URLSessionTaskDelegate: URLSessionDelegate {
   func urlSession(
     _ session: URLSession, task: URLSessionTask, didSendBodyData bytesSent: Int64, totalBytesSent: Int64,
     totalBytesExpectedToSend: Int64)
+  /// A streamed upload (or a request sent again from its start) needs its body: hand a new
+  /// stream to `completionHandler` (nil: none, and the task fails).
+  func urlSession(
+    _ session: URLSession, task: URLSessionTask,
+    needNewBodyStream completionHandler: @escaping @Sendable (InputStream?) -> Void)
   /// The task's metrics, just before its `didCompleteWithError`.
   func urlSession(_ session: URLSession, task: URLSessionTask, didFinishCollecting metrics: URLSessionTaskMetrics)
   /// The server asked a task for credentials (HTTP Basic or Digest: a 401): answer with
@@ -89,6 +94,11 @@ extension URLSessionTaskDelegate {
   public func urlSession(
     _ session: URLSession, task: URLSessionTask, didFinishCollecting metrics: URLSessionTaskMetrics
   ) {}
+  /// Hands over no stream.
+  public func urlSession(
+    _ session: URLSession, task: URLSessionTask,
+    needNewBodyStream completionHandler: @escaping @Sendable (InputStream?) -> Void
+  ) { completionHandler(nil) }
   /// The default handling: a credential the storage holds for the space, else the 401 stands.
   public func urlSession(
     _ session: URLSession, task: URLSessionTask, didReceive challenge: URLAuthenticationChallenge,

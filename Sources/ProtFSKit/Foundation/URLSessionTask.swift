@@ -279,8 +279,9 @@ final class InProcessDataTask: URLSessionDataTask, RunsInProcess, @unchecked Sen
   /// The transfer itself, which waits for the app's answer to its response.
   var transfer: DataTransfer { run.transfer }
 
-  init(id: Int, request: URLRequest, session: URLSession) {
-    run = InProcessTransfer(id: id, request: request, session: session) { [weak session] event, url in
+  init(id: Int, request: URLRequest, session: URLSession, upload: UploadBody? = nil) {
+    run = InProcessTransfer(id: id, request: request, session: session, upload: upload) {
+      [weak session] event, url in
       session?.receive(Self.event(event, task: Int64(id), url: url))
     }
     super.init(id: id, request: request, backend: nil)
@@ -344,6 +345,7 @@ final class InProcessUploadTask: URLSessionUploadTask, RunsInProcess, @unchecked
     switch body {
     case .data(let data): lock.withLock { $0.expectedToSend = Int64(data.count) }
     case .file(_, let size, _): lock.withLock { $0.expectedToSend = size }
+    case .stream: lock.withLock { $0.expectedToSend = NSURLSessionTransferSizeUnknown }
     case .failed: break
     }
     refreshProgress()

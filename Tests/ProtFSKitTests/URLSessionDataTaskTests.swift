@@ -534,6 +534,72 @@ import Testing
     session.finishTasksAndInvalidate()
   }
 
+  /// A delegate that answers the response `.becomeDownload` and records what follows.
+  final class BecomingDelegate: NSObject, URLSessionDataDelegate, URLSessionDownloadDelegate, @unchecked Sendable {
+    let calls = Mutex<[String]>([])
+    let became = Mutex<URLSessionDownloadTask?>(nil)
+    let completedTask = Mutex<URLSessionTask?>(nil)
+    let file = Mutex<Data?>(nil)
+    let done = DispatchSemaphore(value: 0)
+
+    func urlSession(
+      _ session: URLSession, dataTask: URLSessionDataTask, didReceive response: URLResponse,
+      completionHandler: @escaping @Sendable (URLSession.ResponseDisposition) -> Void
+    ) {
+      calls.withLock { $0.append("response") }
+      completionHandler(.becomeDownload)
+    }
+    func urlSession(_ session: URLSession, dataTask: URLSessionDataTask, didReceive data: Data) {
+      calls.withLock { $0.append("data") }
+    }
+    func urlSession(
+      _ session: URLSession, dataTask: URLSessionDataTask, didBecome downloadTask: URLSessionDownloadTask
+    ) {
+      calls.withLock { $0.append("became") }
+      became.withLock { $0 = downloadTask }
+    }
+    func urlSession(
+      _ session: URLSession, downloadTask: URLSessionDownloadTask, didWriteData bytesWritten: Int64,
+      totalBytesWritten: Int64, totalBytesExpectedToWrite: Int64
+    ) {
+      if calls.withLock({ $0.last }) != "write" { calls.withLock { $0.append("write") } }
+    }
+    func urlSession(_ session: URLSession, downloadTask: URLSessionDownloadTask, didFinishDownloadingTo location: URL) {
+      calls.withLock { $0.append("finish") }
+      file.withLock { $0 = try? Data(contentsOf: location) }
+    }
+    func urlSession(_ session: URLSession, task: URLSessionTask, didCompleteWithError error: (any Error)?) {
+      calls.withLock { $0.append(error == nil ? "complete" : "failed") }
+      completedTask.withLock { $0 = task }
+      done.signal()
+    }
+  }
+
+  /// A data task whose delegate answers its response `.becomeDownload` becomes a download task, as
+  /// on iOS: `didBecome downloadTask:`, then the body goes to a file (`didWriteData`,
+  /// `didFinishDownloadingTo`) and the download task completes; the data task hears no more.
+  @Test func aDataTaskBecomesADownload() async throws {
+    let body = DownloadFixture.bytes(200_000)
+    let server = try FaultServer(body: body)
+    defer { server.stop() }
+    let delegate = BecomingDelegate()
+    let session = URLSession(
+      configuration: .default, delegate: delegate, delegateQueue: nil,
+      backend: FakeSessionBackend(identifier: "fake.become.\(UUID())"))
+    let task = session.dataTask(with: server.url("big.bin"))
+    task.resume()
+    #expect(await offPool { delegate.done.wait(timeout: .now() + 20) } == .success)
+    #expect(delegate.calls.withLock { $0 } == ["response", "became", "write", "finish", "complete"])
+    let download = try #require(delegate.became.withLock { $0 })
+    #expect(delegate.completedTask.withLock { $0 } === download)
+    #expect(download.taskIdentifier != task.taskIdentifier && download.state == .completed)
+    #expect(download.countOfBytesReceived == 200_000 && download.countOfBytesExpectedToReceive == 200_000)
+    #expect(delegate.file.withLock { $0 } == Data(body))
+    #expect(task.state == .completed)
+    let all = await session.allTasks
+    #expect(all.isEmpty)
+  }
+
   /// `invalidateAndCancel` ends each task of the app's own (running, waiting for its response's
   /// answer, or never resumed) with `didCompleteWithError(NSURLErrorCancelled)`, and only then
   /// the session with `didBecomeInvalidWithError`, as on iOS; nothing else comes after.

@@ -12,7 +12,8 @@ extension URLSession {
     case cancel = 0
     /// The task goes on.
     case allow = 1
-    /// As `allow` (a data task is not turned into a download here).
+    /// The rest of the body goes to a file: the delegate's `didBecome downloadTask:` gets the
+    /// download task that carries on (a task run in the app; a background session's: as `allow`).
     case becomeDownload = 2
     /// As `allow` (no stream task here).
     case becomeStream = 3

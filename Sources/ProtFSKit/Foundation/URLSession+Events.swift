@@ -181,7 +181,16 @@ extension URLSession {
         return
       }
       delegate.urlSession(self, dataTask: dataTask, didReceive: response) { disposition in
-        if disposition == .cancel { dataTask.cancel() } else { transfer?.proceed() }
+        switch disposition {
+        case .cancel: dataTask.cancel()
+        case .becomeDownload:
+          if let task = dataTask as? InProcessDataTask {
+            self.becomeDownload(task, response: response)
+          } else {
+            transfer?.proceed()
+          }
+        default: transfer?.proceed()
+        }
       }
     case .receivedData(_, let status, let body):
       // An upload's reply carries its status; a data task's response came before its body.
@@ -215,6 +224,41 @@ extension URLSession {
       }
     case .queuedEventsDelivered:
       return
+    }
+  }
+
+  /// Turns data task `task` into a download (`.becomeDownload`), on the pipeline: the download task
+  /// takes its place, its file is made in the app's `tmp/`, the delegate hears `didBecome
+  /// downloadTask:`, and only then does the transfer go past its response.
+  func becomeDownload(_ task: InProcessDataTask, response: HTTPURLResponse) {
+    pipeline.async {
+      let download = self.state.withLock { state in
+        let made = InProcessBecameDownloadTask(
+          id: state.takeLocalID(), request: task.originalRequest, run: task.run)
+        state.tasks[task.taskIdentifier] = nil
+        state.tasks[made.taskIdentifier] = made
+        return made
+      }
+      let length = response.expectedContentLength
+      download.lock.withLock { values in
+        values.response = response
+        values.expectedToReceive = length
+      }
+      task.lock.withLock { $0.state = .completed }
+      let file = DownloadFile(directory: NSTemporaryDirectory())
+      let failure: ProtFSError?
+      do throws(ProtFSError) {
+        try file.create(expecting: length >= 0 ? length : nil)
+        failure = nil
+      } catch {
+        failure = error
+      }
+      task.becameDownload.become(download.taskIdentifier, writing: file, failure: failure)
+      self.onDelegateQueue {
+        (self.delegate as? URLSessionDataDelegate)?.urlSession(self, dataTask: task, didBecome: download)
+      }
+      // A file that could not be made ends the download with its error.
+      if failure == nil { task.run.transfer.proceed() } else { task.run.transfer.cancel() }
     }
   }
 

@@ -63,6 +63,9 @@ public protocol URLSessionDataDelegate: URLSessionTaskDelegate {
     completionHandler: @escaping @Sendable (URLSession.ResponseDisposition) -> Void)
   /// Bytes of the response body arrived.
   func urlSession(_ session: URLSession, dataTask: URLSessionDataTask, didReceive data: Data)
+  /// The data task became `downloadTask` (the delegate answered its response `.becomeDownload`):
+  /// the rest of its calls are the download task's.
+  func urlSession(_ session: URLSession, dataTask: URLSessionDataTask, didBecome downloadTask: URLSessionDownloadTask)
   /// Never called: the session keeps no response in a cache (declared so that code answering it
   /// compiles).
   func urlSession(
@@ -127,6 +130,10 @@ extension URLSessionDataDelegate {
   ) { completionHandler(.allow) }
   /// Does nothing.
   public func urlSession(_ session: URLSession, dataTask: URLSessionDataTask, didReceive data: Data) {}
+  /// Does nothing.
+  public func urlSession(
+    _ session: URLSession, dataTask: URLSessionDataTask, didBecome downloadTask: URLSessionDownloadTask
+  ) {}
   /// Keeps the proposed response.
   public func urlSession(
     _ session: URLSession, dataTask: URLSessionDataTask, willCacheResponse proposedResponse: CachedURLResponse,

@@ -279,10 +279,18 @@ final class InProcessDataTask: URLSessionDataTask, RunsInProcess, @unchecked Sen
   /// The transfer itself, which waits for the app's answer to its response.
   var transfer: DataTransfer { run.transfer }
 
+  /// Where the body goes once the delegate answered the response with `.becomeDownload`.
+  let becameDownload = BecameDownload()
+
   init(id: Int, request: URLRequest, session: URLSession, upload: UploadBody? = nil) {
+    let becameDownload = self.becameDownload
     run = InProcessTransfer(id: id, request: request, session: session, upload: upload) {
       [weak session] event, url in
-      session?.receive(Self.event(event, task: Int64(id), url: url))
+      if let download = becameDownload.target {
+        becameDownload.carry(event, to: download, url: url, session: session)
+      } else {
+        session?.receive(Self.event(event, task: Int64(id), url: url))
+      }
     }
     super.init(id: id, request: request, backend: nil)
   }
@@ -458,5 +466,79 @@ public final class URLSessionTaskTransactionMetrics: NSObject, @unchecked Sendab
     self.responseEndDate = responseEndDate
     countOfRequestBodyBytesSent = sent
     countOfResponseBodyBytesReceived = received
+  }
+}
+
+/// A data task's body turned into a download (`.becomeDownload`): the download task that carries
+/// on and the file in the app's `tmp/` the rest of the body goes to, set before the transfer goes
+/// past its response.
+final class BecameDownload: Sendable {
+  private let state = Mutex<(id: Int, file: DownloadFile, failure: ProtFSError?)?>(nil)
+
+  /// The download task's id and file, once the data task became one.
+  var target: (id: Int, file: DownloadFile)? { state.withLock { $0.map { ($0.id, $0.file) } } }
+
+  /// The data task becomes download task `id`, writing `file` (or failing with `failure`, which
+  /// its completion carries, when the file could not be made).
+  func become(_ id: Int, writing file: DownloadFile, failure: ProtFSError? = nil) {
+    state.withLock { $0 = (id, file, failure) }
+  }
+
+  /// The session's events for the transfer's `event`, as the download task's.
+  func carry(
+    _ event: DataTransfer.Event, to download: (id: Int, file: DownloadFile), url: URL, session: URLSession?
+  ) {
+    let task = Int64(download.id)
+    switch event {
+    case .data(let body):
+      do throws(ProtFSError) {
+        let (total, expected) = try download.file.append(body)
+        session?.receive(
+          .wroteData(
+            task: task, bytesWritten: Int64(body.count), totalBytesWritten: total, totalBytesExpectedToWrite: expected))
+      } catch {
+        state.withLock { if $0?.failure == nil { $0?.failure = error } }
+        (session?.state.withLock { $0.tasks[download.id] } as? RunsInProcess)?.run.transfer.cancel()
+      }
+    case .completed(let failure):
+      let error = state.withLock { $0?.failure } ?? failure
+      let (written, expected) = download.file.counts
+      let snapshot = SessionTaskSnapshot(
+        id: task, kind: .download, request: SessionRequest(url: url), state: "completed", bytesReceived: written,
+        bytesExpectedToReceive: expected, error: error)
+      if error == nil, let location = download.file.close() {
+        session?.receive(.finishedDownloading(task: task, location: location))
+      } else {
+        download.file.discard()
+      }
+      session?.receive(.completed(task: task, snapshot: snapshot, error: error))
+    case .response, .sent:
+      break
+    }
+  }
+}
+
+/// The download task a data task became (`.becomeDownload`), carrying on its transfer.
+///
+/// `@unchecked Sendable`: adds only `run`, immutable and Sendable.
+final class InProcessBecameDownloadTask: URLSessionDownloadTask, RunsInProcess, @unchecked Sendable {
+  let run: InProcessTransfer
+
+  init(id: Int, request: URLRequest?, run: InProcessTransfer) {
+    self.run = run
+    super.init(id: id, request: request, backend: nil)
+    lock.withLock { $0.state = .running }
+  }
+
+  /// Nothing: it runs already.
+  override func resume() {}
+  /// Nothing: the transfer, once begun, runs to its end here.
+  override func suspend() {}
+  /// Stops the transfer: the task completes with `NSURLErrorCancelled`.
+  override func cancel() { run.cancel(self) }
+  /// Cancels; no resume data (the data task's request may not be a GET that continues).
+  override func cancel(byProducingResumeData completionHandler: @escaping @Sendable (Data?) -> Void) {
+    cancel()
+    completionHandler(nil)
   }
 }

@@ -53,6 +53,28 @@ import Testing
     #expect(try await cookieSent(one, URLRequest(url: server.url("items"))) == nil)
   }
 
+  /// `bytes(from:)` hands over the response, then the body while it arrives: its bytes, or its
+  /// lines; a server that cannot be reached throws, as Foundation's.
+  @Test func bytesArriveAsTheyComeAndSplitIntoLines() async throws {
+    let text = "one\ntwo\r\nthree\rfour"
+    let server = try FaultServer(body: Array(text.utf8), mode: .slowDrip(chunk: 5, interval: .milliseconds(5)))
+    defer { server.stop() }
+    let shared = session(.default)
+    let (bytes, response) = try await shared.bytes(from: server.url("lines.txt"))
+    #expect((response as? HTTPURLResponse)?.statusCode == 200)
+    var lines: [String] = []
+    for try await line in bytes.lines { lines.append(line) }
+    #expect(lines == ["one", "two", "three", "four"])
+    let (again, _) = try await shared.bytes(from: server.url("lines.txt"))
+    var count = 0
+    for try await _ in again { count += 1 }
+    #expect(count == text.utf8.count)
+    #expect(again.task.state == .completed)
+    await #expect(throws: URLError.self) {
+      _ = try await shared.bytes(from: URL(string: "http://127.0.0.1:9/nothing")!)
+    }
+  }
+
   /// A response's suggested file name: `Content-Disposition`'s (without a path), else the URL's
   /// last component; a plain response's MIME type is the one it was made with.
   @Test func aResponseSuggestsAFileName() throws {

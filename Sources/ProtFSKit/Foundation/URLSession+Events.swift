@@ -174,6 +174,7 @@ extension URLSession {
       task.refreshProgress()
       // The transfer waits for the answer: the delegate's, or at once without one to ask.
       let transfer = (task as? InProcessDataTask)?.transfer ?? (task as? InProcessUploadTask)?.transfer
+      if case .stream(let sink)? = completion, let response { sink.respond(response) }
       guard completion == nil, let response, let dataTask = task as? URLSessionDataTask,
         let delegate = delegate as? URLSessionDataDelegate
       else {
@@ -198,11 +199,13 @@ extension URLSession {
         let response = HTTPURLResponse(url: url, statusCode: status, httpVersion: "HTTP/1.1", headerFields: nil)
         task.lock.withLock { $0.response = response }
       }
+      let streamed: ByteStreamSink? = if case .stream(let sink)? = completion { sink } else { nil }
       task.lock.withLock { values in
         values.received += Int64(body.count)
-        if completion != nil { values.body.append(body) }
+        if completion != nil, streamed == nil { values.body.append(body) }
       }
       task.refreshProgress()
+      streamed?.yield(body)
       guard completion == nil, task.state != .canceling, let dataTask = task as? URLSessionDataTask else { return }
       (delegate as? URLSessionDataDelegate)?.urlSession(self, dataTask: dataTask, didReceive: body)
     case .completed(_, let snapshot, let failure):
@@ -220,6 +223,7 @@ extension URLSession {
       case .data(let handler)?: handler(error == nil ? body : nil, response, error)
       case .download(let handler)?:
         handler(error == nil ? location.map(URL.init(fileURLWithPath:)) : nil, response, error)
+      case .stream(let sink)?: sink.finish(error)
       case nil: (delegate as? URLSessionTaskDelegate)?.urlSession(self, task: task, didCompleteWithError: error)
       }
     case .queuedEventsDelivered:

@@ -328,7 +328,7 @@ final class DownloadFile: Sendable {
       }
       var template = Array((directory + "/CFNetworkDownload_XXXXXX.tmp").utf8CString)
       let fd = template.withUnsafeMutableBufferPointer { mkstemps($0.baseAddress!, 4) }
-      let path = String(cString: template)
+      let path = String(decoding: template.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self)
       guard fd >= 0 else {
         throw ProtFSError.system("create the download's file", path: path, errno: Errno(errno))
       }

@@ -56,6 +56,8 @@ open class URLSessionTask: NSObject, @unchecked Sendable {
   enum Completion: Sendable {
     case data(@Sendable (Data?, URLResponse?, (any Error)?) -> Void)
     case download(@Sendable (URL?, URLResponse?, (any Error)?) -> Void)
+    /// `bytes(for:)`: the response, then the body's pieces as they come, then the end.
+    case stream(ByteStreamSink)
   }
 
   /// The task's id in the session service, unique on the device.

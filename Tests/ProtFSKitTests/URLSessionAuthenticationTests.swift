@@ -120,6 +120,29 @@ import Testing
     #expect(server.requests.last?.received == 50_000 && server.requests.last?.status == 200)
   }
 
+  /// A task's own delegate (iOS 15's `task.delegate`, and `data(for:delegate:)`'s) gets its calls
+  /// in place of the session's: its challenge, and for a delegate task its data and completion.
+  @Test func aTasksOwnDelegateTakesItsCalls() async throws {
+    let server = try UploadServer()
+    defer { server.stop() }
+    let sessionDelegate = ChallengeDelegate([(.cancelAuthenticationChallenge, nil)])
+    let shared = session(sessionDelegate)
+    let own = ChallengeDelegate([(.useCredential, URLCredential(user: "dora", password: "pw", persistence: .none))])
+    let (data, response) = try await shared.data(
+      for: URLRequest(url: server.url("auth/basic/dora/pw/items")), delegate: own)
+    #expect((response as? HTTPURLResponse)?.statusCode == 200, "\(String(decoding: data, as: UTF8.self))")
+    #expect(own.asked.withLock { $0.count } == 1 && sessionDelegate.asked.withLock { $0 }.isEmpty)
+
+    let other = ChallengeDelegate([(.useCredential, URLCredential(user: "dora", password: "pw", persistence: .none))])
+    let task = shared.dataTask(with: server.url("auth/basic/dora/pw/again"))
+    task.delegate = other
+    task.resume()
+    #expect(await other.waitForCompletion())
+    #expect(other.json["method"] as? String == "GET" && other.completed.withLock { $0.1 } == nil)
+    #expect(sessionDelegate.asked.withLock { $0 }.isEmpty && !sessionDelegate.completed.withLock { $0.0 })
+    #expect(task.delegate == nil)
+  }
+
   /// Without a delegate method (or left to the default handling) the credential storage answers,
   /// once: with nothing stored the 401 is the answer, as iOS gives it; a credential stored for the
   /// space is sent; a refused one is not sent again. Cancelling the challenge cancels the task.

@@ -51,8 +51,8 @@ extension URLSession {
   }
 
   /// The body of `request` as bytes while they arrive, once its response came (a data task run in
-  /// the app). Throws the task's error (`URLError`) when no response came. `delegate` is accepted
-  /// as Apple's is, and not called.
+  /// the app). Throws the task's error (`URLError`) when no response came. `delegate` becomes the
+  /// task's own, as Apple's.
   public func bytes(for request: URLRequest, delegate: (any URLSessionTaskDelegate)? = nil) async throws -> (
     AsyncBytes, URLResponse
   ) {
@@ -61,6 +61,7 @@ extension URLSession {
     let sink = ByteStreamSink(continuation)
     let task = dataTask(with: request)
     task.completion.withLock { $0 = .stream(sink) }
+    if let delegate { task.delegate = delegate }
     let response = try await withTaskCancellationHandler {
       try await withCheckedThrowingContinuation { (answer: CheckedContinuation<URLResponse, any Error>) in
         sink.onResponse(answer)

@@ -19,7 +19,8 @@ extension URLSession {
       else { return answer(.answerWithResponse) }
       answer(.credential(user: user, password: password))
     }
-    guard let task = state.withLock({ $0.tasks[id] }), let delegate = delegate as? URLSessionTaskDelegate else {
+    guard let task = state.withLock({ $0.tasks[id] }), let delegate = taskDelegate(task) as? URLSessionTaskDelegate
+    else {
       return byDefault()
     }
     let proposed =

@@ -38,11 +38,12 @@ extension URLSession {
   }
 
   /// The body and response of `request` (a data task). Cancelling the awaiting task cancels it.
-  /// `delegate` is accepted as Apple's is, and not called.
+  /// `delegate` becomes the task's own (its challenges, metrics and progress calls; the result is
+  /// returned, not delivered), as Apple's.
   public func data(for request: URLRequest, delegate: (any URLSessionTaskDelegate)? = nil) async throws -> (
     Data, URLResponse
   ) {
-    try await awaiting { done in
+    try await awaiting(delegate) { done in
       dataTask(with: request) { data, response, error in done(Self.outcome(error, data, response)) }
     }
   }
@@ -51,7 +52,7 @@ extension URLSession {
   public func upload(
     for request: URLRequest, fromFile fileURL: URL, delegate: (any URLSessionTaskDelegate)? = nil
   ) async throws -> (Data, URLResponse) {
-    try await awaiting { done in
+    try await awaiting(delegate) { done in
       uploadTask(with: request, fromFile: fileURL) { data, response, error in done(Self.outcome(error, data, response))
       }
     }
@@ -61,7 +62,7 @@ extension URLSession {
   public func upload(
     for request: URLRequest, from bodyData: Data, delegate: (any URLSessionTaskDelegate)? = nil
   ) async throws -> (Data, URLResponse) {
-    try await awaiting { done in
+    try await awaiting(delegate) { done in
       uploadTask(with: request, from: bodyData) { data, response, error in done(Self.outcome(error, data, response)) }
     }
   }
@@ -77,7 +78,7 @@ extension URLSession {
   public func download(for request: URLRequest, delegate: (any URLSessionTaskDelegate)? = nil) async throws -> (
     URL, URLResponse
   ) {
-    try await awaiting { done in
+    try await awaiting(delegate) { done in
       downloadTask(with: request) { location, response, error in
         guard let location, let response, error == nil else {
           return done(.failure(error ?? URLError(.badServerResponse)))
@@ -107,12 +108,14 @@ extension URLSession {
   /// with the task's result. Cancelling the awaiting Swift task cancels it; an error is thrown as
   /// `URLError`, as Foundation throws.
   private func awaiting<Value: Sendable>(
+    _ delegate: (any URLSessionTaskDelegate)? = nil,
     _ make: (@escaping @Sendable (Result<Value, any Error>) -> Void) -> URLSessionTask
   ) async throws -> Value {
     let made = Mutex<URLSessionTask?>(nil)
     return try await withTaskCancellationHandler {
       try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<Value, any Error>) in
         let task = make { result in continuation.resume(with: result.mapError { Self.urlError($0) }) }
+        if let delegate { task.delegate = delegate }
         made.withLock { $0 = task }
         task.resume()
         if Task.isCancelled { task.cancel() }

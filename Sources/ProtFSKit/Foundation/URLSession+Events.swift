@@ -122,7 +122,7 @@ extension URLSession {
   /// The delegate call for `event` (on the delegate queue), or for a convenience task what its
   /// completion handler is given, at its end.
   private func call(_ event: SessionEvent, _ task: URLSessionTask) {
-    let delegate = self.delegate
+    let delegate = taskDelegate(task)
     let completion = task.completion.withLock { $0 }
     switch event {
     case .wroteData(_, let written, let total, let expected):
@@ -226,6 +226,7 @@ extension URLSession {
       case .stream(let sink)?: sink.finish(error)
       case nil: (delegate as? URLSessionTaskDelegate)?.urlSession(self, task: task, didCompleteWithError: error)
       }
+      task.delegate = nil
     case .queuedEventsDelivered:
       return
     }
@@ -259,7 +260,7 @@ extension URLSession {
       }
       task.becameDownload.become(download.taskIdentifier, writing: file, failure: failure)
       self.onDelegateQueue {
-        (self.delegate as? URLSessionDataDelegate)?.urlSession(self, dataTask: task, didBecome: download)
+        (self.taskDelegate(task) as? URLSessionDataDelegate)?.urlSession(self, dataTask: task, didBecome: download)
       }
       // A file that could not be made ends the download with its error.
       if failure == nil { task.run.transfer.proceed() } else { task.run.transfer.cancel() }
@@ -295,7 +296,8 @@ extension URLSession {
       let failure = URLErrorMapping.nsError(error, url: task.originalRequest?.url)
       task.lock.withLock { $0.error = failure }
       self.onDelegateQueue {
-        (self.delegate as? URLSessionTaskDelegate)?.urlSession(self, task: task, didCompleteWithError: failure)
+        (self.taskDelegate(task) as? URLSessionTaskDelegate)?.urlSession(
+          self, task: task, didCompleteWithError: failure)
       }
     }
   }

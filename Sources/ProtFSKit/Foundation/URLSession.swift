@@ -284,7 +284,7 @@ open class URLSession: NSObject, @unchecked Sendable {
         return answer(stream)
       }
       guard let self, let task = self.state.withLock({ $0.tasks[id] }),
-        let delegate = self.delegate as? URLSessionTaskDelegate
+        let delegate = self.taskDelegate(task) as? URLSessionTaskDelegate
       else { return answer(nil) }
       self.pipeline.async {
         self.onDelegateQueue {
@@ -527,6 +527,9 @@ open class URLSession: NSObject, @unchecked Sendable {
   func resumes(task id: Int, at offset: Int64) {
     state.withLock { $0.resumedAt[id] = offset }
   }
+
+  /// The delegate that gets `task`'s calls: its own, else the session's.
+  func taskDelegate(_ task: URLSessionTask) -> (any URLSessionDelegate)? { task.delegate ?? delegate }
 
   /// Cancels every task and invalidates the session: `didBecomeInvalidWithError(nil)` comes last.
   open func invalidateAndCancel() { end(cancelling: true) }

@@ -48,6 +48,8 @@ open class URLSessionTask: NSObject, @unchecked Sendable {
     var completedAt: Date?
     /// The redirects its request followed, when it ran here.
     var redirects = 0
+    /// The task's own delegate, held until it completes.
+    var delegate: (any URLSessionTaskDelegate)?
   }
 
   /// What a task made with a completion handler (a "convenience" task) hands its result to,
@@ -159,6 +161,14 @@ open class URLSessionTask: NSObject, @unchecked Sendable {
   open var earliestBeginDate: Date? {
     get { lock.withLock { $0.earliestBeginDate } }
     set { lock.withLock { $0.earliestBeginDate = newValue } }
+  }
+
+  /// The task's own delegate, as Foundation's (iOS 15): it gets the task's calls in place of the
+  /// session's delegate (ProtFSKit cannot tell which methods it implements, so it gets them all),
+  /// held until the task completes.
+  open var delegate: (any URLSessionTaskDelegate)? {
+    get { lock.withLock { $0.delegate } }
+    set { lock.withLock { $0.delegate = newValue } }
   }
 
   /// Running, suspended, canceling or completed.

@@ -133,6 +133,16 @@ public final class URLAuthenticationChallenge: NSObject, Sendable {
 }
 
 extension URLSession {
+  /// How the delegate answers `willBeginDelayedRequest` (which is never asked here).
+  public enum DelayedRequestDisposition: Int, Sendable {
+    /// Begin with the request as it is.
+    case continueLoading = 0
+    /// Begin with the request given.
+    case useNewRequest = 1
+    /// Cancel the task.
+    case cancel = 2
+  }
+
   /// How the delegate answers an authentication challenge.
   public enum AuthChallengeDisposition: Int, Sendable {
     /// Use the credential given (none: go on without one, the 401 is the answer).

@@ -31,6 +31,11 @@ public protocol URLSessionTaskDelegate: URLSessionDelegate {
     needNewBodyStream completionHandler: @escaping @Sendable (InputStream?) -> Void)
   /// The task's metrics, just before its `didCompleteWithError`.
   func urlSession(_ session: URLSession, task: URLSessionTask, didFinishCollecting metrics: URLSessionTaskMetrics)
+  /// Never called here: a background task delayed by `earliestBeginDate` begins with its request as
+  /// it was (declared so that code answering it compiles).
+  func urlSession(
+    _ session: URLSession, task: URLSessionTask, willBeginDelayedRequest request: URLRequest,
+    completionHandler: @escaping @Sendable (URLSession.DelayedRequestDisposition, URLRequest?) -> Void)
   /// The server asked a task for credentials (HTTP Basic or Digest: a 401): answer with
   /// `completionHandler`, once. Only for the tasks the app runs itself (data tasks, a standard
   /// session's downloads and uploads); a background task's 401 is its answer.
@@ -97,6 +102,11 @@ extension URLSessionTaskDelegate {
   public func urlSession(
     _ session: URLSession, task: URLSessionTask, didFinishCollecting metrics: URLSessionTaskMetrics
   ) {}
+  /// Lets the request begin as it is.
+  public func urlSession(
+    _ session: URLSession, task: URLSessionTask, willBeginDelayedRequest request: URLRequest,
+    completionHandler: @escaping @Sendable (URLSession.DelayedRequestDisposition, URLRequest?) -> Void
+  ) { completionHandler(.continueLoading, nil) }
   /// Hands over no stream.
   public func urlSession(
     _ session: URLSession, task: URLSessionTask,

@@ -75,6 +75,10 @@ let package = Package(
     .executableTarget(
       name: "SharedSessionFetch", dependencies: ["ProtFSKit"], path: "Examples/SharedSessionFetch",
       swiftSettings: [.swiftLanguageMode(.v5)]),
+    // Networking code as iOS apps write it: challenges, cookies, progress, lines, becomeDownload.
+    .executableTarget(
+      name: "NetworkClient", dependencies: ["ProtFSKit"], path: "Examples/NetworkClient",
+      swiftSettings: [.swiftLanguageMode(.v5)]),
     // A silent push that starts a background download (issue 32).
     .executableTarget(name: "PushDownloader", dependencies: ["ProtFSKit"], path: "Examples/PushDownloader"),
     // Audio and location keeping an app running in the background (issue 32).
@@ -132,7 +136,7 @@ let package = Package(
         "ProtFSSystem", "ProtFS", "ProtFSLock", "ProtFSDownloads", "ProtFSTestSupport", "protfs",
         "ProtFSApp", "ProtFSSessions", "ProtFSCLI",
         "BackgroundRunner", "FetchHelper", "ForgetfulApp", "BackgroundDownloader", "UploadSession", "FetchDownloader",
-        "PauseResume", "PortedApp", "PortedMainApp", "MisusedUpload",
+        "PauseResume", "PortedApp", "PortedMainApp", "MisusedUpload", "NetworkClient",
       ]
     ),
   ]

@@ -182,4 +182,30 @@ import Testing
     #expect(!FileManager.default.fileExists(atPath: d.root + "/Bundles"))
     #expect(d.record()["state"] as? String != "active")
   }
+
+  /// Networking code as iOS apps write it (Examples/NetworkClient, Swift 5 mode, ported by its
+  /// imports) runs as on a phone against a loopback server: its delegate answers the Basic
+  /// challenge, the login's cookie goes back, the upload reports its progress, the body's lines
+  /// arrive, the archive becomes a download, and every task's metrics come.
+  @Test func networkingCodeAsIOSAppsWriteItRunsUnchanged() async throws {
+    let server = try UploadServer()
+    defer { server.stop() }
+    let example = URL(fileURLWithPath: Protfs.binary).deletingLastPathComponent().appendingPathComponent(
+      "NetworkClient")
+    let result = try await Protfs.runProgram(example.path, [server.url("").absoluteString])
+    #expect(result.status == 0, "\(result)")
+    let lines = result.stdout.split(separator: "\n").map(String.init)
+    #expect(lines.first == "profile 200 after 1 challenge(s)", "\(lines)")
+    #expect(lines.contains("cookie sent: session=s3cr3t"), "\(lines)")
+    let uploaded = lines.first { $0.hasPrefix("uploaded ") } ?? ""
+    let parts = uploaded.split(separator: " ")
+    #expect(parts.count > 3 && parts[1] == parts[3] && uploaded.hasSuffix("progress 1.0"), "\(lines)")
+    #expect(lines.contains("event lines: 1"), "\(lines)")
+    #expect(lines.contains("became a download"), "\(lines)")
+    #expect(lines.contains { $0.hasPrefix("archive ") && $0 != "archive 0 bytes" && $0 != "archive -1 bytes" })
+    // The profile, login, me, upload and archive tasks (the data task that became a download ends
+    // as the download); the lines were read through the shared session, which has no delegate.
+    #expect(lines.last == "metrics for 5 tasks", "\(lines)")
+    #expect(!lines.contains { $0.hasPrefix("failed") }, "\(lines)")
+  }
 }

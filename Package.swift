@@ -79,6 +79,10 @@ let package = Package(
     .executableTarget(
       name: "NetworkClient", dependencies: ["ProtFSKit"], path: "Examples/NetworkClient",
       swiftSettings: [.swiftLanguageMode(.v5)]),
+    // Xcode's UIKit app template: an @main app delegate and a scene delegate (Swift 5 mode).
+    .executableTarget(
+      name: "SceneApp", dependencies: ["ProtFSKit"], path: "Examples/SceneApp",
+      swiftSettings: [.swiftLanguageMode(.v5)]),
     // A silent push that starts a background download (issue 32).
     .executableTarget(name: "PushDownloader", dependencies: ["ProtFSKit"], path: "Examples/PushDownloader"),
     // Audio and location keeping an app running in the background (issue 32).
@@ -136,7 +140,7 @@ let package = Package(
         "ProtFSSystem", "ProtFS", "ProtFSLock", "ProtFSDownloads", "ProtFSTestSupport", "protfs",
         "ProtFSApp", "ProtFSSessions", "ProtFSCLI",
         "BackgroundRunner", "FetchHelper", "ForgetfulApp", "BackgroundDownloader", "UploadSession", "FetchDownloader",
-        "PauseResume", "PortedApp", "PortedMainApp", "MisusedUpload", "NetworkClient",
+        "PauseResume", "PortedApp", "PortedMainApp", "MisusedUpload", "NetworkClient", "SceneApp",
       ]
     ),
   ]

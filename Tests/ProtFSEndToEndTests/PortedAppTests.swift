@@ -208,4 +208,68 @@ import Testing
     #expect(lines.last == "metrics for 5 tasks", "\(lines)")
     #expect(!lines.contains { $0.hasPrefix("failed") }, "\(lines)")
   }
+
+  /// Xcode's UIKit template (Examples/SceneApp: an @main app delegate and a scene delegate its
+  /// Info.plist names, `$(PRODUCT_MODULE_NAME)` and all) runs as a scene-based app on iOS 13 and
+  /// later: launched in the foreground it connects its scene, whose delegate gets the lifecycle
+  /// (the app delegate's active and background calls are not made); launched in the background
+  /// (a fetch) it gets its scene only when it first comes to the foreground.
+  @Test func xcodesSceneTemplateGetsTheSceneLifecycle() async throws {
+    let d = try AppDevice()
+    defer { d.remove() }
+    let manifest: [String: Any] = [
+      "UIApplicationSupportsMultipleScenes": false,
+      "UISceneConfigurations": [
+        "UIWindowSceneSessionRoleApplication": [
+          [
+            "UISceneConfigurationName": "Default Configuration",
+            "UISceneDelegateClassName": "$(PRODUCT_MODULE_NAME).SceneDelegate",
+          ]
+        ]
+      ],
+    ]
+    let plist = try d.infoPlist(modes: ["fetch"], ["UIApplicationSceneManifest": manifest])
+    let example = try d.installExample("SceneApp")
+    let app = try d.launch(["--info-plist", plist, "--suspend-after", "60s"], [example])
+    defer { app.stop() }
+    #expect(await app.line(containing: "sceneDidBecomeActive") != nil, "\(app.output)")
+    let launch = app.output.filter { !$0.hasPrefix("device token") }
+    #expect(
+      launch == [
+        "didFinishLaunching state=1", "configurationForConnecting",
+        "willConnectTo UIWindowSceneSessionRoleApplication windows=1", "sceneWillEnterForeground",
+        "sceneDidBecomeActive state=0",
+      ], "\(app.output)")
+    #expect(await app.line(containing: "device token of 32 bytes") != nil, "\(app.output)")
+    #expect(try await d.protfs(["app", "background", AppDevice.bundle]).status == 0)
+    #expect(await app.line(containing: "saving, expired=false") != nil, "\(app.output)")
+    let background = Array(app.output.drop { !$0.hasPrefix("sceneWillResignActive") }.prefix(3))
+    #expect(
+      background == ["sceneWillResignActive", "sceneDidEnterBackground", "notification didEnterBackground"],
+      "\(app.output)")
+    #expect(try await d.protfs(["app", "foreground", AppDevice.bundle]).status == 0)
+    #expect(await app.line(containing: "sceneDidBecomeActive", after: "sceneWillEnterForeground") != nil)
+    #expect(try await d.protfs(["app", "terminate", AppDevice.bundle]).status == 0)
+    #expect(await app.line(containing: "applicationWillTerminate") != nil, "\(app.output)")
+    _ = await app.exit()
+    #expect(!app.output.contains { $0.hasPrefix("application") && $0 != "applicationWillTerminate" }, "\(app.output)")
+
+    // Launched in the background for a fetch: no scene until the app comes to the foreground.
+    let fetched = try d.launch(
+      ["--info-plist", plist, "--for-fetch", "--suspend-after", "60s"], [example])
+    defer { fetched.stop() }
+    #expect(await fetched.line(containing: "didFinishLaunching state=2") != nil, "\(fetched.output)")
+    #expect(await d.waitForFetchResult() != nil, "\(d.record())")
+    #expect(!fetched.output.contains { $0.hasPrefix("willConnectTo") || $0.hasPrefix("scene") }, "\(fetched.output)")
+    #expect(try await d.protfs(["app", "foreground", AppDevice.bundle]).status == 0)
+    #expect(await fetched.line(containing: "sceneDidBecomeActive") != nil, "\(fetched.output)")
+    let connected = Array(fetched.output.drop { !$0.hasPrefix("configurationForConnecting") }.prefix(4))
+    #expect(
+      connected == [
+        "configurationForConnecting", "willConnectTo UIWindowSceneSessionRoleApplication windows=1",
+        "sceneWillEnterForeground", "sceneDidBecomeActive state=0",
+      ], "\(fetched.output)")
+    #expect(try await d.protfs(["app", "terminate", AppDevice.bundle]).status == 0)
+    _ = await fetched.exit()
+  }
 }

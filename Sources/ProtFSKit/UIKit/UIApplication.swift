@@ -38,6 +38,13 @@ public final class UIApplication {
   let eventsDescriptor: Int32
   /// The expiration handlers of the open tasks, by task id.
   private var expirationHandlers: [Int: (@MainActor @Sendable () -> Void)?] = [:]
+  /// The app's scene, once connected (an app that uses scenes, in the foreground once).
+  var scene: UIScene?
+  /// Whether the app was asked for its scene configuration (once: an app without scenes is not
+  /// asked again).
+  var scenesChecked = false
+  /// Whether the app registered for remote notifications.
+  var registeredForRemoteNotifications = false
 
   private init() {
     guard let socket = ProcessEnvironment.value(AppEnvironment.socket), socket.hasPrefix("@"), socket.count > 1 else {
@@ -130,12 +137,19 @@ extension UIApplication {
     case .didEnterBackground:
       if applicationState == .active { resignActive() }
       applicationState = .background
-      delegate?.applicationDidEnterBackground(self)
+      if let scene {
+        scene.activationState = .background
+        scene.delegate?.sceneDidEnterBackground(scene)
+        center.post(name: UIScene.didEnterBackgroundNotification, object: scene)
+      } else {
+        delegate?.applicationDidEnterBackground(self)
+      }
       center.post(name: Self.didEnterBackgroundNotification, object: nil)
     case .willEnterForeground:
       applicationState = .inactive
-      delegate?.applicationWillEnterForeground(self)
-      center.post(name: Self.willEnterForegroundNotification, object: nil)
+      // An app launched in the background gets its scene the first time it comes to the foreground.
+      connectSceneIfNeeded()
+      enterForeground()
       becomeActive()
     case .backgroundTaskWillExpire:
       guard let id = event.task, let entry = expirationHandlers[id] else { return }
@@ -202,16 +216,41 @@ extension UIApplication {
     }
   }
 
-  /// The app became active (after launching in the foreground, or returning to it).
+  /// The app is coming to the foreground: its scene's delegate is told, or, without a scene, its own.
+  func enterForeground() {
+    if let scene {
+      scene.activationState = .foregroundInactive
+      scene.delegate?.sceneWillEnterForeground(scene)
+      NotificationCenter.default.post(name: UIScene.willEnterForegroundNotification, object: scene)
+    } else {
+      delegate?.applicationWillEnterForeground(self)
+    }
+    NotificationCenter.default.post(name: Self.willEnterForegroundNotification, object: nil)
+  }
+
+  /// The app became active (after launching in the foreground, or returning to it): its scene's
+  /// delegate is told, or, without a scene, its own, as on iOS.
   func becomeActive() {
     applicationState = .active
-    delegate?.applicationDidBecomeActive(self)
+    if let scene {
+      scene.activationState = .foregroundActive
+      scene.delegate?.sceneDidBecomeActive(scene)
+      NotificationCenter.default.post(name: UIScene.didActivateNotification, object: scene)
+    } else {
+      delegate?.applicationDidBecomeActive(self)
+    }
     NotificationCenter.default.post(name: Self.didBecomeActiveNotification, object: nil)
   }
 
   /// The app is about to stop being active (leaving the foreground, or terminating from it).
   private func resignActive() {
-    delegate?.applicationWillResignActive(self)
+    if let scene {
+      scene.delegate?.sceneWillResignActive(scene)
+      NotificationCenter.default.post(name: UIScene.willDeactivateNotification, object: scene)
+      scene.activationState = .foregroundInactive
+    } else {
+      delegate?.applicationWillResignActive(self)
+    }
     NotificationCenter.default.post(name: Self.willResignActiveNotification, object: nil)
     applicationState = .inactive
   }

@@ -75,7 +75,13 @@ extension UIApplication {
     _ = try? watching?.reply()
     _ = app.send(AppRequest(.mainThreadAnswered, "launch"))
     NotificationCenter.default.post(name: didFinishLaunchingNotification, object: nil)
-    if app.applicationState == .inactive { app.becomeActive() }
+    if app.applicationState == .inactive {
+      // A foreground launch connects the app's scene (if it uses scenes), which then enters the
+      // foreground, as iOS 13 and later launch a scene-based app.
+      app.connectSceneIfNeeded()
+      if app.scene != nil { app.enterForeground() }
+      app.becomeActive()
+    }
     let descriptor = app.eventsDescriptor
     Thread { AppEventReader.run(descriptor) }.start()
     // The run loop returns when it has nothing to wait for; a timer that never fires keeps it.

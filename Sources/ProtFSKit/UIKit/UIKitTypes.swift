@@ -155,6 +155,18 @@ public protocol UIApplicationDelegate: AnyObject {
   func application(
     _ application: UIApplication, handleEventsForBackgroundURLSession identifier: String,
     completionHandler: @escaping () -> Void)
+  /// The configuration of the scene being connected (iOS 13): its name picks the Info.plist's
+  /// entry (`UIApplicationSceneManifest`), which names the scene delegate's class.
+  func application(
+    _ application: UIApplication, configurationForConnecting connectingSceneSession: UISceneSession,
+    options: UIScene.ConnectionOptions
+  ) -> UISceneConfiguration
+  /// The user discarded scene sessions (never here: the one scene stays).
+  func application(_ application: UIApplication, didDiscardSceneSessions sceneSessions: Set<UISceneSession>)
+  /// `registerForRemoteNotifications()` succeeded: `deviceToken` is the app's.
+  func application(_ application: UIApplication, didRegisterForRemoteNotificationsWithDeviceToken deviceToken: Data)
+  /// `registerForRemoteNotifications()` failed (never here).
+  func application(_ application: UIApplication, didFailToRegisterForRemoteNotificationsWithError error: any Error)
 }
 
 extension UIApplicationDelegate {
@@ -195,6 +207,25 @@ extension UIApplicationDelegate {
     _ application: UIApplication, handleEventsForBackgroundURLSession identifier: String,
     completionHandler: @escaping () -> Void
   ) { completionHandler() }
+  /// The Info.plist's first configuration for the session's role, if it declares scenes.
+  public func application(
+    _ application: UIApplication, configurationForConnecting connectingSceneSession: UISceneSession,
+    options: UIScene.ConnectionOptions
+  ) -> UISceneConfiguration {
+    let configuration = UISceneConfiguration(name: nil, sessionRole: connectingSceneSession.role)
+    configuration.isDefault = true
+    return configuration
+  }
+  /// Does nothing.
+  public func application(_ application: UIApplication, didDiscardSceneSessions sceneSessions: Set<UISceneSession>) {}
+  /// Does nothing.
+  public func application(
+    _ application: UIApplication, didRegisterForRemoteNotificationsWithDeviceToken deviceToken: Data
+  ) {}
+  /// Does nothing.
+  public func application(
+    _ application: UIApplication, didFailToRegisterForRemoteNotificationsWithError error: any Error
+  ) {}
 }
 
 /// UIKit's responder base class, here so that an app delegate declared as Xcode's template

@@ -119,6 +119,8 @@ package struct SessionTaskSnapshot: Sendable, Equatable, Codable {
   package var bytesExpectedToSend: Int64
   /// The HTTP status of the last response, 0 before one.
   package var statusCode: Int
+  /// The header fields of a completed download's response, nil when not known.
+  package var responseHeaders: [SessionHeader]?
   /// The failure of a completed task, nil when it succeeded or has not completed.
   package var error: ProtFSError?
   /// Why the system (not the app) cancelled the task, nil when it did not.
@@ -131,8 +133,10 @@ package struct SessionTaskSnapshot: Sendable, Equatable, Codable {
   package init(
     id: Int64, kind: Kind, request: SessionRequest, state: String, bytesReceived: Int64 = 0,
     bytesExpectedToReceive: Int64 = -1, bytesSent: Int64 = 0, bytesExpectedToSend: Int64 = 0, statusCode: Int = 0,
-    error: ProtFSError? = nil, cancelledReason: BackgroundTaskCancelledReason? = nil, resumeData: Data? = nil
+    error: ProtFSError? = nil, cancelledReason: BackgroundTaskCancelledReason? = nil, resumeData: Data? = nil,
+    responseHeaders: [SessionHeader]? = nil
   ) {
+    self.responseHeaders = responseHeaders
     self.id = id
     self.kind = kind
     self.request = request

@@ -76,6 +76,12 @@ extension SessionService {
           subscriber.send(.receivedData(task: record.id, statusCode: upload.responseStatus ?? 0, body: body))
         }
       } else if let location = record.handedOverPath {
+        // Its response first, so that the app reads its status in `didFinishDownloadingTo`.
+        if let response = record.response {
+          subscriber.send(
+            .receivedResponse(
+              task: record.id, url: record.url, statusCode: response.status, headers: response.headers))
+        }
         subscriber.send(.finishedDownloading(task: record.id, location: location))
       }
       let snapshot = snapshot(record, cancelledReason: reasons[record.id])

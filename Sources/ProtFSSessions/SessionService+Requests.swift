@@ -533,10 +533,11 @@ extension SessionService {
         url: url, method: record.requestMethod ?? "GET", headers: record.requestHeaders,
         taskDescription: record.taskDescription),
       state: state, bytesReceived: record.bytesReceived, bytesExpectedToReceive: record.bytesExpected,
-      statusCode: record.state == .completed ? 200 : 0, error: error, cancelledReason: reason,
+      statusCode: record.response?.status ?? (record.state == .completed ? 200 : 0), error: error,
+      cancelledReason: reason,
       resumeData: error.flatMap { Self.resumeData(record, $0) }.map {
         SealedResumeData.seal($0, session: record.sessionIdentifier, task: record.id, key: resumeKey)
-      })
+      }, responseHeaders: record.response?.headers)
   }
 
   /// The resume data of a download that failed keeping its temp file (cancelled, broken off, or

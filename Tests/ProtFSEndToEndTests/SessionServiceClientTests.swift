@@ -43,6 +43,44 @@ import Testing
     client.detach()
   }
 
+  /// An app's background download takes the server's answer whatever its status, as nsurlsessiond
+  /// does: a 404's body is the file handed over, and the task completes without an error, its
+  /// response carrying the status and the header fields, for the app to check.
+  @Test func aBackgroundDownloadOfAnErrorPageHandsItOverWithItsStatus() async throws {
+    let f = try await SessionServiceFixture()
+    try f.startInProcess()
+    defer { f.stop() }
+    let server = try FaultServer(body: Array("found".utf8), mode: .alwaysStatus(404))
+    defer { server.stop() }
+    let client = try f.openClient(launchEvents: false)
+    let log = EventLog()
+    try client.subscribe { log.add($0) }
+    let task = try client.createDownloadTask(SessionRequest(url: server.url("missing.json")), resumeData: nil)
+    try client.resume(task.id)
+    await f.waitUntil { log.completed.contains(task.id) }
+    let location = try #require(log.location(of: task.id), "\(log.events.withLock { $0 })")
+    let page = try #require(FileManager.default.contents(atPath: location))
+    #expect(String(decoding: page, as: UTF8.self).contains("404"), "\(String(decoding: page, as: UTF8.self))")
+    let completion = log.events.withLock { $0 }.compactMap { event -> SessionTaskSnapshot? in
+      if case .completed(let id, let snapshot, let error) = event, id == task.id, error == nil { return snapshot }
+      return nil
+    }.first
+    let snapshot = try #require(completion, "\(log.events.withLock { $0 })")
+    #expect(snapshot.statusCode == 404)
+    #expect(snapshot.responseHeaders?.contains { $0.name.lowercased() == "content-type" } == true)
+    // The response comes before the file, so that didFinishDownloadingTo can read its status.
+    let kinds = log.events.withLock { $0 }.compactMap { event -> String? in
+      switch event {
+      case .receivedResponse(task.id, _, 404, _): "response"
+      case .finishedDownloading(task.id, _): "file"
+      case .completed(task.id, _, _): "completed"
+      default: nil
+      }
+    }
+    #expect(kinds == ["response", "file", "completed"], "\(log.events.withLock { $0 })")
+    client.detach()
+  }
+
   /// An app that dies after its `didFinishDownloadingTo` returned (the file acknowledged) and
   /// before its `didCompleteWithError` did gets that completion, alone, from its next session:
   /// each task completes to the app exactly once, and the file is not offered again.

@@ -91,6 +91,11 @@ package final class Transfer: @unchecked Sendable {
   package var contentRange: String?
   /// The last redirect's target, to explain a redirect that was refused.
   package var location: String?
+  /// A handed-over task's (an app's background download, as nsurlsessiond's): every status is an
+  /// answer whose body is the file, and the response's header fields are kept for the app.
+  package let answersEveryStatus: Bool
+  /// Those header fields, of the current response.
+  package var responseHeaders: [UploadHeader] = []
 
   package init(
     task: DownloadTask, easy: UnsafeMutableRawPointer, file: FileDescriptor, temporaryDirectory: String,
@@ -114,6 +119,7 @@ package final class Transfer: @unchecked Sendable {
     mayHoldEarlierReservation = offset > 0
     reportedPosition = offset
     self.isHTTP = isHTTP
+    answersEveryStatus = isHTTP && task.runtime.withLock { $0.record.handsOver && $0.record.upload == nil }
     self.hostKey = hostKey
     self.digest = digest
     lastActivity = Monotonic.now
@@ -194,8 +200,10 @@ package final class Transfer: @unchecked Sendable {
       lastModified = nil
       contentDisposition = nil
       contentRange = nil
+      if answersEveryStatus { responseHeaders = [] }
       return
     }
+    if answersEveryStatus { keepHeader(line) }
     if Self.hasPrefix(line, "location:") {
       location = Self.value(line, after: 9)
       return
@@ -209,6 +217,16 @@ package final class Transfer: @unchecked Sendable {
     } else if Self.hasPrefix(line, "content-disposition:") {
       contentDisposition = Self.value(line, after: 20)
     }
+  }
+
+  /// Keeps a header line of a handed-over task's response (at most 100 fields of 8 KiB: what a
+  /// server sends beyond is not kept).
+  private func keepHeader(_ line: UnsafeRawBufferPointer) {
+    guard responseHeaders.count < 100, line.count <= 8192, let colon = line.firstIndex(of: 0x3A) else { return }
+    let name = String(decoding: UnsafeRawBufferPointer(rebasing: line[..<colon]), as: UTF8.self)
+      .trimmingCharacters(in: .whitespaces)
+    guard !name.isEmpty else { return }
+    responseHeaders.append(UploadHeader(name: name, value: Self.value(line, after: colon + 1)))
   }
 
   /// Whether `line` starts with `prefix` (lowercase ASCII), ignoring case.
@@ -364,8 +382,15 @@ package final class Transfer: @unchecked Sendable {
         if offset > 0 { restartFile() }
         bytesExpected = contentLength
       default:
-        refusedStatus = code
-        return false
+        // An app's background download takes any answer as nsurlsessiond does: the error page is
+        // the file, and the app reads the status from the task's response.
+        // (A 416 to a range from the end of a complete file still means "nothing left to get".)
+        guard answersEveryStatus, !(code == 416 && offset > 0) else {
+          refusedStatus = code
+          return false
+        }
+        if offset > 0 { restartFile() }
+        bytesExpected = contentLength
       }
     } else {
       bytesExpected = contentLength >= 0 ? Self.sum(offset, contentLength) : -1

@@ -43,7 +43,13 @@ extension TransferEngine {
       restartFromZero(t, because: ProtFSError(.network, "The server sent the wrong byte range for '\(url)'."))
       return
     }
-    let status = t.refusedStatus ?? (t.isHTTP && result == CURLE_OK ? code : 200)
+    // A handed-over download keeps its response (status and fields) for the app, whatever it says.
+    let answered = t.answersEveryStatus && result == CURLE_OK && t.refusedStatus == nil
+    if answered {
+      let headers = t.responseHeaders
+      t.task.runtime.withLock { $0.record.response = DownloadResponse(status: code, headers: headers) }
+    }
+    let status = answered ? 200 : t.refusedStatus ?? (t.isHTTP && result == CURLE_OK ? code : 200)
     if status == 416, t.offset > 0 {
       // A 416 for a range starting at the end of a complete file: there is nothing left to get.
       let total = t.contentRange.flatMap(ContentRange.init)?.total

@@ -22,6 +22,8 @@ extension DownloadStore {
       if !tasks.contains("request_body") { try db.query("ALTER TABLE tasks ADD COLUMN request_body BLOB") }
       // And the time before which a task does not begin (`earliestBeginDate`; NULL: at once).
       if !tasks.contains("begins_at") { try db.query("ALTER TABLE tasks ADD COLUMN begins_at REAL") }
+      // And a handed-over download's final response (status and header fields, JSON).
+      if !tasks.contains("response_json") { try db.query("ALTER TABLE tasks ADD COLUMN response_json TEXT") }
       let sessions = Set(try db.query("PRAGMA table_info(sessions)").compactMap { $0[1].string })
       if !sessions.contains("service_configuration") {
         try db.query("ALTER TABLE sessions ADD COLUMN service_configuration TEXT")

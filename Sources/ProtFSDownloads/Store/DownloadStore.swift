@@ -117,11 +117,11 @@ public final class DownloadStore: Sendable {
     id, session, url, destination_dir, file_name, temp_dir, temp_name, state, bytes_received, \
     bytes_expected, etag, last_modified, sha256, error_text, error_errno, description, created_at, updated_at, \
     request_timeout, resource_timeout, error_json, upload_json, hands_over, delivery, request_headers, \
-    request_method, request_body, begins_at
+    request_method, request_body, begins_at, response_json
     """
 
   /// How many values `columns` selects; what a query adds after them starts here.
-  private static let columnCount = 28
+  private static let columnCount = 29
 
   static func record(_ row: [SQLiteValue]) -> DownloadTaskRecord {
     var record = DownloadTaskRecord(
@@ -143,6 +143,7 @@ public final class DownloadStore: Sendable {
     record.requestMethod = row[25].string
     record.requestBody = row[26].data
     record.earliestBegin = row[27].double
+    record.response = row[28].string.flatMap { try? JSONDecoder().decode(DownloadResponse.self, from: Data($0.utf8)) }
     return record
   }
 
@@ -355,7 +356,15 @@ public final class DownloadStore: Sendable {
             "UPDATE tasks SET upload_json = ?, response = ? WHERE id = ?",
             [Self.uploadJSON(r), r.responseBody.map { .blob($0) } ?? .null, .integer(r.id)])
         }
-        if r.handsOver { try Self.queueDelivery(r, in: db) }
+        if r.handsOver {
+          // A handed-over download's response is written once, when it completes.
+          if r.state == .completed, let response = r.response, let data = try? JSONEncoder().encode(response) {
+            try db.query(
+              "UPDATE tasks SET response_json = ? WHERE id = ?",
+              [.text(String(decoding: data, as: UTF8.self)), .integer(r.id)])
+          }
+          try Self.queueDelivery(r, in: db)
+        }
       }
     }
   }

@@ -58,6 +58,8 @@ public struct DownloadTaskRecord: Sendable, Equatable, Codable {
   public var kind: TaskKind { upload == nil ? .download : .upload }
   /// Whether the finished file is handed over (kept at its temp name for the app) instead of placed.
   public var handsOver: Bool = false
+  /// A handed-over download's final response (its status and header fields), once it completed.
+  public var response: DownloadResponse?
   /// The delivery of a handed-over task's completion to its app (nil before it settles).
   public var delivery: DownloadDelivery?
   /// A download task's extra request headers (`DownloadRequest.headers`); not part of the JSON
@@ -139,4 +141,19 @@ public enum DownloadDelivery: String, Sendable, Equatable, Codable {
 
   /// Whether something of it still waits for the app.
   public var isOutstanding: Bool { self != .delivered }
+}
+
+/// The response a handed-over download completed with: the app reads its status and header fields
+/// from the task's `response`, as iOS gives them (a 404's body is the file, as nsurlsessiond's).
+public struct DownloadResponse: Sendable, Equatable, Codable {
+  /// The HTTP status.
+  public var status: Int
+  /// The header fields, in order.
+  public var headers: [UploadHeader]
+
+  /// A response of `status` with `headers`.
+  public init(status: Int, headers: [UploadHeader]) {
+    self.status = status
+    self.headers = headers
+  }
 }

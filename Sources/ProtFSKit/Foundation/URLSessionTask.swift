@@ -235,8 +235,14 @@ open class URLSessionTask: NSObject, @unchecked Sendable {
       if snapshot.bytesExpectedToSend > 0 { values.expectedToSend = snapshot.bytesExpectedToSend }
       if snapshot.request.taskDescription != nil { values.description = snapshot.request.taskDescription }
       if snapshot.statusCode != 0, let url = snapshot.request.url as URL? {
-        values.response = HTTPURLResponse(
-          url: url, statusCode: snapshot.statusCode, httpVersion: nil, headerFields: nil)
+        let fields = snapshot.responseHeaders.map {
+          Dictionary($0.map { ($0.name, $0.value) }) { first, next in first + ", " + next }
+        }
+        // A response of this process (with its fields) is not replaced by the bare one.
+        if fields != nil || (values.response as? HTTPURLResponse)?.allHeaderFields.isEmpty != false {
+          values.response = HTTPURLResponse(
+            url: url, statusCode: snapshot.statusCode, httpVersion: "HTTP/1.1", headerFields: fields)
+        }
       }
       if values.state != .completed {
         values.state = State(serviceName: snapshot.state) ?? values.state

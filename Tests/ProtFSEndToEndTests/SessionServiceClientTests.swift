@@ -78,6 +78,19 @@ import Testing
       }
     }
     #expect(kinds == ["response", "file", "completed"], "\(log.events.withLock { $0 })")
+    // A server's header fields are kept up to 16 KiB: a hostile one cannot swell the store.
+    let padded = try FaultServer(body: Array("ok".utf8), mode: .hugeHeader(bytes: 60_000))
+    defer { padded.stop() }
+    let big = try client.createDownloadTask(SessionRequest(url: padded.url("padded.bin")), resumeData: nil)
+    try client.resume(big.id)
+    await f.waitUntil { log.completed.contains(big.id) }
+    let kept = log.events.withLock { $0 }.compactMap { event -> [SessionHeader]? in
+      if case .completed(big.id, let snapshot, nil) = event { return snapshot.responseHeaders }
+      return nil
+    }.first
+    let fields = try #require(kept, "\(log.events.withLock { $0 })")
+    #expect(!fields.isEmpty && !fields.contains { $0.name == "X-Padding" }, "\(fields.map(\.name))")
+    #expect(fields.reduce(0) { $0 + $1.name.utf8.count + $1.value.utf8.count } <= 16384)
     client.detach()
   }
 

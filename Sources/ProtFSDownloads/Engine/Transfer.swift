@@ -94,8 +94,9 @@ package final class Transfer: @unchecked Sendable {
   /// A handed-over task's (an app's background download, as nsurlsessiond's): every status is an
   /// answer whose body is the file, and the response's header fields are kept for the app.
   package let answersEveryStatus: Bool
-  /// Those header fields, of the current response.
+  /// Those header fields, of the current response, and their bytes.
   package var responseHeaders: [UploadHeader] = []
+  private var keptHeaderBytes = 0
 
   package init(
     task: DownloadTask, easy: UnsafeMutableRawPointer, file: FileDescriptor, temporaryDirectory: String,
@@ -200,7 +201,10 @@ package final class Transfer: @unchecked Sendable {
       lastModified = nil
       contentDisposition = nil
       contentRange = nil
-      if answersEveryStatus { responseHeaders = [] }
+      if answersEveryStatus {
+        responseHeaders = []
+        keptHeaderBytes = 0
+      }
       return
     }
     if answersEveryStatus { keepHeader(line) }
@@ -219,10 +223,12 @@ package final class Transfer: @unchecked Sendable {
     }
   }
 
-  /// Keeps a header line of a handed-over task's response (at most 100 fields of 8 KiB: what a
-  /// server sends beyond is not kept).
+  /// Keeps a header line of a handed-over task's response (at most 100 fields and 16 KiB in all,
+  /// so that a hostile server cannot swell the store: what it sends beyond is not kept).
   private func keepHeader(_ line: UnsafeRawBufferPointer) {
-    guard responseHeaders.count < 100, line.count <= 8192, let colon = line.firstIndex(of: 0x3A) else { return }
+    guard responseHeaders.count < 100, keptHeaderBytes + line.count <= 16384, let colon = line.firstIndex(of: 0x3A)
+    else { return }
+    keptHeaderBytes += line.count
     let name = String(decoding: UnsafeRawBufferPointer(rebasing: line[..<colon]), as: UTF8.self)
       .trimmingCharacters(in: .whitespaces)
     guard !name.isEmpty else { return }

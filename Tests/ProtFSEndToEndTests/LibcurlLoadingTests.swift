@@ -15,6 +15,18 @@ import Testing
     try await Protfs.run(arguments, environment: ["LD_DEBUG": "files"])
   }
 
+  /// A ProtFSKit app starts without libcurl and Foundation's networking library (and the forty
+  /// libraries they bring): its transfers load libcurl when they begin, as protfs's commands do.
+  @Test func aProtFSKitAppStartsWithoutLibcurl() async throws {
+    let example = URL(fileURLWithPath: Protfs.binary).deletingLastPathComponent().appendingPathComponent(
+      "BackgroundRunner")
+    // Bare, it says it is not an app and ends: its start alone.
+    let bare = try await Protfs.runProgram(example.path, [], environment: ["LD_DEBUG": "files"])
+    #expect(bare.stderr.contains("not running as an app"), "\(bare.stderr.suffix(400))")
+    #expect(!bare.stderr.contains("file=libcurl"), "the app loaded libcurl at start")
+    #expect(!bare.stderr.contains("file=libFoundationNetworking"), "the app loaded FoundationNetworking at start")
+  }
+
   @Test func commandsThatTransferNothingDoNotLoadLibcurl() async throws {
     let f = try await SessionServiceFixture()
     defer { f.stop() }

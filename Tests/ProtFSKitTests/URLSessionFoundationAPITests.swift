@@ -75,6 +75,37 @@ import Testing
     }
   }
 
+  /// Cookies parse and match as RFC 6265 and Foundation say: several in one field (an `Expires`
+  /// date's comma is not a separator), the default path, `Domain` (refused for another site),
+  /// `Max-Age`, `Secure`, and the longest path first.
+  @Test func cookiesParseAndMatchAsFoundationsDo() throws {
+    let url = URL(string: "http://api.example.com/v1/login")!
+    let cookies = HTTPCookie.cookies(
+      withResponseHeaderFields: [
+        "Set-Cookie":
+          "a=1; Expires=Wed, 09 Jun 2100 10:18:14 GMT, b=2; Path=/; Domain=example.com, c=3; Max-Age=0, "
+          + "d=4; Domain=other.org, e=5; Secure; HttpOnly"
+      ], for: url)
+    #expect(cookies.map(\.name) == ["a", "b", "c", "e"])
+    let a = try #require(cookies.first)
+    #expect(a.path == "/v1" && a.domain == "api.example.com" && !a.isSessionOnly)
+    #expect(a.expiresDate == Date(timeIntervalSince1970: 4_116_219_494))
+    #expect(cookies[1].domain == ".example.com" && cookies[1].path == "/")
+    #expect(cookies[3].isSecure && cookies[3].isHTTPOnly && cookies[3].isSessionOnly)
+    let storage = HTTPCookieStorage.sharedCookieStorage(forGroupContainerIdentifier: "protfs.test.\(UUID())")
+    storage.setCookies(cookies, for: url, mainDocumentURL: nil)
+    // c expired at once (Max-Age=0); e is secure, so not over http.
+    let sent = storage.cookies(for: URL(string: "http://www.example.com/v1/items")!)?.map(\.name)
+    #expect(sent == ["b"])
+    let here = storage.cookies(for: URL(string: "https://api.example.com/v1/items")!)?.map(\.name)
+    #expect(here == ["a", "b", "e"] || here == ["a", "e", "b"], "\(String(describing: here))")
+    #expect(storage.cookies(for: URL(string: "http://api.example.com/v10")!)?.map(\.name) == ["b"])
+    #expect(HTTPCookie.requestHeaderFields(with: Array(cookies.prefix(2)))["Cookie"] == "a=1; b=2")
+    let removed = try #require(cookies.first)
+    storage.deleteCookie(removed)
+    #expect(storage.cookies?.count == 2)
+  }
+
   /// A response's suggested file name: `Content-Disposition`'s (without a path), else the URL's
   /// last component; a plain response's MIME type is the one it was made with.
   @Test func aResponseSuggestsAFileName() throws {

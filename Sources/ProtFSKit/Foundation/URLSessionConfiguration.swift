@@ -1,5 +1,4 @@
 import Foundation
-import FoundationNetworking
 import ProtFSSessions
 
 /// A session's settings, as Foundation's `URLSessionConfiguration`. Every session's downloads and
@@ -38,8 +37,8 @@ open class URLSessionConfiguration: NSObject, @unchecked Sendable {
   /// handling, and keep those it gives (`URLCredentialStorage.shared`; nil: none).
   open var urlCredentialStorage: URLCredentialStorage? = .shared
   /// Where the session keeps cookies and finds those it sends (`HTTPCookieStorage.shared`; nil: none).
-  /// The shared storage is reached at the first request, not before: Foundation makes its folder in
-  /// the app's Application Support then.
+  /// The shared storage is reached at the first request, not before: it reads the app's kept
+  /// cookies then.
   open var httpCookieStorage: HTTPCookieStorage? {
     get {
       switch cookieStorage {
@@ -105,8 +104,7 @@ open class URLSessionConfiguration: NSObject, @unchecked Sendable {
   open class var ephemeral: URLSessionConfiguration {
     let configuration = URLSessionConfiguration()
     configuration.urlCredentialStorage = URLCredentialStorage()
-    // Foundation's own in-memory cookie storage, which only its ephemeral configuration makes.
-    configuration.httpCookieStorage = FoundationNetworking.URLSessionConfiguration.ephemeral.httpCookieStorage
+    configuration.httpCookieStorage = HTTPCookieStorage.ephemeral()
     configuration.urlCache = URLCache(memoryCapacity: 512 * 1024, diskCapacity: 0, diskPath: nil)
     return configuration
   }

@@ -120,6 +120,26 @@ import Testing
     #expect(server.requests.last?.received == 50_000 && server.requests.last?.status == 200)
   }
 
+  /// A delegate that keeps answering with a wrong credential does not loop for ever against a
+  /// server that keeps refusing: after 100 credentials the 401 is the task's answer.
+  @Test func credentialsRefusedOverAndOverEndWithThe401() async throws {
+    let server = try UploadServer()
+    defer { server.stop() }
+    let wrong = (
+      URLSession.AuthChallengeDisposition.useCredential,
+      Optional(
+        URLCredential(user: "eve", password: "guess", persistence: .none))
+    )
+    let delegate = ChallengeDelegate(Array(repeating: wrong, count: 500))
+    let task = session(delegate).dataTask(with: server.url("auth/basic/eve/secret/items"))
+    task.resume()
+    #expect(await delegate.waitForCompletion())
+    #expect(delegate.completed.withLock { $0.1 } == nil)
+    #expect((task.response as? HTTPURLResponse)?.statusCode == 401)
+    #expect(delegate.asked.withLock { $0.count } == 100)
+    #expect(server.requests.count == 101)
+  }
+
   /// A task's own delegate (iOS 15's `task.delegate`, and `data(for:delegate:)`'s) gets its calls
   /// in place of the session's: its challenge, and for a delegate task its data and completion.
   @Test func aTasksOwnDelegateTakesItsCalls() async throws {

@@ -7,10 +7,25 @@ import Testing
 /// Local notifications as UserNotifications posts them, with no screen: authorization is granted
 /// when asked, a notification is a line on standard error and is listed as delivered.
 @Suite(.serialized, .timeLimit(.minutes(1))) struct UserNotificationsTests {
+  /// A delegate as apps write one (its methods are never called here: no user taps).
+  final class Presenter: NSObject, UNUserNotificationCenterDelegate {
+    func userNotificationCenter(
+      _ center: UNUserNotificationCenter, willPresent notification: UNNotification,
+      withCompletionHandler completionHandler: @escaping (UNNotificationPresentationOptions) -> Void
+    ) { completionHandler([.banner, .sound]) }
+    func userNotificationCenter(
+      _ center: UNUserNotificationCenter, didReceive response: UNNotificationResponse,
+      withCompletionHandler completionHandler: @escaping () -> Void
+    ) { completionHandler() }
+  }
+
   /// A download app's "finished" notification, as iOS code posts it: nothing before authorization,
   /// at once without a trigger, after its interval with one, and a pending one can be cancelled.
   @Test func aNotificationIsDeliveredOnceAuthorizedAndItsTriggerFires() async throws {
     let center = UNUserNotificationCenter.current()
+    let presenter = Presenter()
+    center.delegate = presenter
+    try await center.setBadgeCount(2)
     center.removeAllDeliveredNotifications()
     let content = UNMutableNotificationContent()
     content.title = "Download complete"
@@ -46,6 +61,7 @@ import Testing
       center.getPendingNotificationRequests { done.resume(returning: $0.map(\.identifier)) }
     }
     #expect(pending.isEmpty)
+    #expect(center.delegate === presenter)
   }
 
   /// The notification is "shown" as a line on the app's standard error.

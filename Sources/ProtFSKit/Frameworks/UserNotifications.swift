@@ -183,9 +183,49 @@ public struct UNNotificationPresentationOptions: OptionSet, Sendable {
   public static let banner = UNNotificationPresentationOptions(rawValue: 1 << 4)
 }
 
-/// The notification center's delegate (no user sees or taps a notification here: never called;
-/// declared so that code implementing it compiles).
-public protocol UNUserNotificationCenterDelegate: AnyObject {}
+/// The identifier of the action of a user who opened a notification.
+public let UNNotificationDefaultActionIdentifier = "com.apple.UNNotificationDefaultActionIdentifier"
+/// The identifier of the action of a user who dismissed a notification.
+public let UNNotificationDismissActionIdentifier = "com.apple.UNNotificationDismissActionIdentifier"
+
+/// A user's answer to a notification, as `UNNotificationResponse` (no user answers here).
+public class UNNotificationResponse: NSObject, @unchecked Sendable {
+  // @unchecked: immutable.
+  /// The notification answered.
+  public let notification: UNNotification
+  /// The action taken.
+  public let actionIdentifier: String
+  init(notification: UNNotification, actionIdentifier: String) {
+    self.notification = notification
+    self.actionIdentifier = actionIdentifier
+  }
+}
+
+/// The notification center's delegate, as UserNotifications'. No user sees or taps a notification
+/// here, so neither method is ever called; declared so that code implementing them compiles.
+public protocol UNUserNotificationCenterDelegate: AnyObject {
+  /// A notification arrives while the app is in the foreground: how to present it.
+  func userNotificationCenter(
+    _ center: UNUserNotificationCenter, willPresent notification: UNNotification,
+    withCompletionHandler completionHandler: @escaping @Sendable (UNNotificationPresentationOptions) -> Void)
+  /// The user answered a notification.
+  func userNotificationCenter(
+    _ center: UNUserNotificationCenter, didReceive response: UNNotificationResponse,
+    withCompletionHandler completionHandler: @escaping @Sendable () -> Void)
+}
+
+extension UNUserNotificationCenterDelegate {
+  /// Presents nothing.
+  public func userNotificationCenter(
+    _ center: UNUserNotificationCenter, willPresent notification: UNNotification,
+    withCompletionHandler completionHandler: @escaping @Sendable (UNNotificationPresentationOptions) -> Void
+  ) { completionHandler([]) }
+  /// Calls the handler.
+  public func userNotificationCenter(
+    _ center: UNUserNotificationCenter, didReceive response: UNNotificationResponse,
+    withCompletionHandler completionHandler: @escaping @Sendable () -> Void
+  ) { completionHandler() }
+}
 
 /// The app's local notifications, as UserNotifications' `UNUserNotificationCenter`. There is no
 /// screen: authorization is granted when asked, and a notification is "shown" as one line on the
@@ -293,6 +333,17 @@ public final class UNUserNotificationCenter: NSObject, @unchecked Sendable {
 
   /// Forgets every delivered notification.
   public func removeAllDeliveredNotifications() { state.withLock { $0.delivered.removeAll() } }
+
+  /// Sets the app's badge number (kept: there is no icon to show it on).
+  public func setBadgeCount(
+    _ newBadgeCount: Int, withCompletionHandler completionHandler: (@Sendable ((any Error)?) -> Void)? = nil
+  ) {
+    state.withLock { $0.badge = newBadgeCount }
+    if let completionHandler { DispatchQueue.global().async { completionHandler(nil) } }
+  }
+
+  /// Sets the app's badge number.
+  public func setBadgeCount(_ newBadgeCount: Int) async throws { state.withLock { $0.badge = newBadgeCount } }
 
   /// Shows `request` (a line on standard error) and lists it as delivered, if authorized.
   private func deliver(_ request: UNNotificationRequest) {

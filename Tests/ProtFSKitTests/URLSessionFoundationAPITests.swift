@@ -36,6 +36,10 @@ import Testing
     #expect(try await cookieSent(one, plain) == nil)
     let stored = try #require(one.configuration.httpCookieStorage?.cookies(for: server.url("items")))
     #expect(stored.map(\.name) == ["sid"] && stored.first?.value == "abc")
+    // A cookie a redirect sets (a login's 302) is kept too, and goes with the next request.
+    let redirected = session(.ephemeral)
+    _ = try await redirected.data(from: server.url("redirect/302/home?cookie=rid=42"))
+    #expect(try await cookieSent(redirected, URLRequest(url: server.url("items"))) == "rid=42")
 
     let refusing = URLSessionConfiguration.ephemeral
     refusing.httpShouldSetCookies = false

@@ -4,8 +4,8 @@ import Foundation
 /// and benchmark. It answers `{"received": N, "sha256": "...", "method": "PUT"}` (201 for PUT, 200
 /// for POST), can fail the first requests with 500, answers `/status/CODE` with that status, asks
 /// for HTTP Basic or Digest credentials under `/auth/basic|digest/USER/PASS/`, sets a cookie for
-/// `/cookie/NAME/VALUE/` (and answers the `Cookie` it got), and records each request's method,
-/// path and headers. Started by `init`, stopped (SIGKILL, waitpid)
+/// `/cookie/NAME/VALUE/` and on a redirect with `?cookie=NAME=VALUE` (and answers the `Cookie` it
+/// got), and records each request's method, path and headers. Started by `init`, stopped (SIGKILL, waitpid)
 /// by `stop()` or when released.
 public final class UploadServer: @unchecked Sendable {
   // @unchecked: `pid` is written by `stop()` under `lock` only.
@@ -151,6 +151,10 @@ public final class UploadServer: @unchecked Sendable {
                 log.write(json.dumps({"method": self.command, "path": self.path, "headers": headers,
                                       "received": received, "status": status}) + "\n")
             self.send_response(status)
+            # ?cookie=NAME=VALUE: the redirect sets that cookie (a login's 302 does).
+            if "?cookie=" in self.path:
+                self.send_header("Set-Cookie", self.path.split("?cookie=", 1)[1] + "; Path=/")
+                location = location.split("?", 1)[0]
             self.send_header("Location", location)
             self.send_header("Content-Length", "0")
             self.end_headers()

@@ -26,6 +26,8 @@ package final class DataTransfer: @unchecked Sendable {
     package var headers: [(name: String, value: String)]
     /// The redirects followed to it.
     package var redirectCount = 0
+    /// The cookies its responses set (the redirects' too), with the URL of each.
+    package var setCookies: [(url: URL, value: String)] = []
 
     package static func == (a: Response, b: Response) -> Bool {
       a.url == b.url && a.statusCode == b.statusCode && a.headers.elementsEqual(b.headers) { $0 == $1 }
@@ -195,6 +197,8 @@ package final class DataTransfer: @unchecked Sendable {
   fileprivate var statusCode = 0
   fileprivate var headerLines: [(name: String, value: String)] = []
   fileprivate var responseReported = false
+  /// The `Set-Cookie` fields of every response so far (redirects included), with their URLs.
+  fileprivate var setCookies: [(url: URL, value: String)] = []
   /// The easy handle, while the transfer runs.
   fileprivate var easy: UnsafeMutableRawPointer?
   /// The credential to send the request again with, once a challenge was answered with one; the
@@ -434,7 +438,8 @@ package final class DataTransfer: @unchecked Sendable {
       effective.flatMap { URL(string: String(cString: $0.assumingMemoryBound(to: CChar.self))) } ?? url
     var redirects = 0
     protfs_curl_easy_getinfo_long(easy, CURLINFO_REDIRECT_COUNT, &redirects)
-    let response = Response(url: last, statusCode: statusCode, headers: headerLines, redirectCount: redirects)
+    let response = Response(
+      url: last, statusCode: statusCode, headers: headerLines, redirectCount: redirects, setCookies: setCookies)
     // A demand for credentials goes to the authenticator first: answered with one, this attempt
     // ends here (its body unread) and the request goes again.
     if let authenticate, let challenge = challenge(in: response), ask(challenge, authenticate) { return false }
@@ -453,8 +458,17 @@ package final class DataTransfer: @unchecked Sendable {
       return
     }
     guard let colon = line.firstIndex(of: ":") else { return }
-    headerLines.append(
-      (String(line[..<colon]), String(line[line.index(after: colon)...]).trimmingCharacters(in: .whitespaces)))
+    let name = String(line[..<colon])
+    let value = String(line[line.index(after: colon)...]).trimmingCharacters(in: .whitespaces)
+    headerLines.append((name, value))
+    // Every response's cookies, a redirect's too, with the URL that answered (the effective URL
+    // while its headers arrive).
+    if name.caseInsensitiveCompare("Set-Cookie") == .orderedSame, let easy {
+      var effective: UnsafeMutableRawPointer?
+      protfs_curl_easy_getinfo_pointer(easy, CURLINFO_EFFECTIVE_URL, &effective)
+      let answering = effective.flatMap { URL(string: String(cString: $0.assumingMemoryBound(to: CChar.self))) } ?? url
+      setCookies.append((answering, value))
+    }
   }
 
   /// The failure libcurl's `result` stands for, with the errno Foundation's error codes follow

@@ -400,15 +400,17 @@ extension URLSession {
     return HTTPCookie.requestHeaderFields(with: cookies)["Cookie"]
   }
 
-  /// Keeps the cookies `headers` (a response from `url`) set, as Foundation does, unless the
-  /// session keeps none (`httpShouldSetCookies`, the accept policy `.never`).
-  func storeCookies(_ headers: [(name: String, value: String)], from url: URL, request: URLRequest?) {
-    guard configuration.httpShouldSetCookies, request?.httpShouldHandleCookies ?? true,
+  /// Keeps the cookies a request's responses set (`Set-Cookie` values with the URL of the
+  /// response, a redirect's included), as Foundation does, unless the session keeps none
+  /// (`httpShouldSetCookies`, the accept policy `.never`).
+  func storeCookies(_ fields: [(url: URL, value: String)], request: URLRequest?) {
+    guard !fields.isEmpty, configuration.httpShouldSetCookies, request?.httpShouldHandleCookies ?? true,
       configuration.httpCookieAcceptPolicy != .never, let storage = configuration.httpCookieStorage
     else { return }
-    let cookies = headers.filter { $0.name.caseInsensitiveCompare("Set-Cookie") == .orderedSame }
-      .compactMap { HTTPCookie.cookie(from: $0.value, for: url) }
-    guard !cookies.isEmpty else { return }
-    storage.setCookies(cookies, for: url, mainDocumentURL: request?.mainDocumentURL)
+    for (url, value) in fields {
+      guard let cookie = HTTPCookie.cookie(from: value, for: url) else { continue }
+      storage.setCookies([cookie], for: url, mainDocumentURL: request?.mainDocumentURL)
+    }
   }
+
 }

@@ -174,7 +174,7 @@ struct InProcessTransfer: Sendable {
       if case .completed = event { gate.ended(task: id, host: host) }
       if case .response(let response) = event {
         session?.state.withLock { $0.tasks[id] }?.lock.withLock { $0.redirects = response.redirectCount }
-        session?.storeCookies(response.headers, from: response.url, request: request)
+        session?.storeCookies(response.setCookies, request: request)
       }
       events(event, prepared.url)
     }

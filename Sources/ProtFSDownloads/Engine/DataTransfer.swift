@@ -106,13 +106,11 @@ package final class DataTransfer: @unchecked Sendable {
     var proceeding = false
     /// The running transfer's multi handle, which `cancel()` wakes.
     var multi: UInt?
-    /// The answer to the challenge being asked, once it came.
-    var challengeAnswer: ChallengeAnswer?
   }
   /// Signalled by `proceed()` and `cancel()`: the response is answered.
   private let answered = DispatchSemaphore(value: 0)
-  /// Signalled by a challenge's answer and by `cancel()`.
-  private let challengeAnswered = DispatchSemaphore(value: 0)
+  /// Signalled by the answer `waitForAnswer` waits for (a challenge's, a body stream) and by `cancel()`.
+  private let answerCame = DispatchSemaphore(value: 0)
 
   /// A transfer of `method` (GET when nil) to `url` with `headers` and `body`, or with `upload`'s
   /// bytes as its body (reported as they go out); `events` gets what it reports once `start()`ed.
@@ -164,7 +162,7 @@ package final class DataTransfer: @unchecked Sendable {
       return state.multi
     }
     answered.signal()
-    challengeAnswered.signal()
+    answerCame.signal()
     if let multi, let pointer = UnsafeMutableRawPointer(bitPattern: multi) { protfs_curl_multi_wakeup(pointer) }
     end(
       ProtFSError(.cancelled, "The request to '\(url.absoluteString)' was cancelled.", remedy: nil))
@@ -324,34 +322,34 @@ package final class DataTransfer: @unchecked Sendable {
     return String(rest.prefix { $0 != "," && !$0.isWhitespace })
   }
 
+  /// Asks `question` for an answer (given once, from any thread: a later one is ignored) and waits
+  /// for it on the transfer's thread, or for `cancel()`: nil when cancelled.
+  private func waitForAnswer<Answer: Sendable>(
+    _ question: (_ answer: @escaping @Sendable (Answer) -> Void) -> Void
+  ) -> Answer? {
+    let given = Mutex<Answer?>(nil)
+    question { [self] answer in
+      let first = given.withLock { given in
+        defer { if given == nil { given = answer } }
+        return given == nil
+      }
+      if first { answerCame.signal() }
+    }
+    answerCame.wait()
+    return isCancelled ? nil : given.withLock { $0 }
+  }
+
   /// Asks `provider` for a body stream and waits for it (or a cancel): nil when none came.
   private func waitForStream(_ provider: BodyStreamProvider) -> BodyStream? {
-    let given = Mutex<(answered: Bool, stream: BodyStream?)>((false, nil))
-    provider { [self] stream in
-      let first = given.withLock { given in
-        defer { given = (true, given.answered ? given.stream : stream) }
-        return !given.answered
-      }
-      if first { challengeAnswered.signal() }
-    }
-    challengeAnswered.wait()
-    return isCancelled ? nil : given.withLock { $0.stream }
+    waitForAnswer { answer in provider(answer) } ?? nil
   }
 
   /// Asks the authenticator about `challenge` and waits for the answer (or a cancel): true when
   /// the transfer is to send the request again (`retryCredential` set) or end cancelled.
   private func ask(_ challenge: Challenge, _ authenticate: Authenticator) -> Bool {
-    state.withLock { $0.challengeAnswer = nil }
-    authenticate(challenge) { [self] answer in
-      let first = state.withLock { state in
-        defer { if state.challengeAnswer == nil { state.challengeAnswer = answer } }
-        return state.challengeAnswer == nil
-      }
-      if first { challengeAnswered.signal() }
-    }
-    challengeAnswered.wait()
+    let answer = waitForAnswer { answer in authenticate(challenge, answer) }
     guard !isCancelled else { return true }
-    switch state.withLock({ $0.challengeAnswer }) {
+    switch answer {
     case .credential(let user, let password)?:
       credentialsSent += 1
       lastUser = user

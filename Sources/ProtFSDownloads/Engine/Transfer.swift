@@ -383,18 +383,17 @@ package final class Transfer: @unchecked Sendable {
           return false
         }
         bytesExpected = range?.total ?? (contentLength >= 0 ? Self.sum(offset, contentLength) : -1)
-      case 200..<300:
-        // 200 to a Range request: the server ignored it or the entity changed (If-Range): start over.
-        if offset > 0 { restartFile() }
-        bytesExpected = contentLength
       default:
-        // An app's background download takes any answer as nsurlsessiond does: the error page is
-        // the file, and the app reads the status from the task's response.
-        // (A 416 to a range from the end of a complete file still means "nothing left to get".)
-        guard answersEveryStatus, !(code == 416 && offset > 0) else {
+        // Another status is refused, except by an app's background download, which takes any
+        // answer as nsurlsessiond does: the error page is the file, and the app reads the status
+        // from the task's response. (A 416 to a range from the end of a complete file still means
+        // "nothing left to get".)
+        guard (200..<300).contains(code) || (answersEveryStatus && !(code == 416 && offset > 0)) else {
           refusedStatus = code
           return false
         }
+        // A whole answer to a Range request (the server ignored it, the entity changed, If-Range,
+        // or an error page): start over.
         if offset > 0 { restartFile() }
         bytesExpected = contentLength
       }

@@ -204,8 +204,14 @@ open class URLResponse: NSObject, @unchecked Sendable {
 open class HTTPURLResponse: URLResponse, @unchecked Sendable {
   /// The HTTP status code.
   open private(set) var statusCode: Int
-  /// The header fields the service kept (none today).
+  /// The response's header fields (a repeated name's values joined by commas).
   open private(set) var allHeaderFields: [AnyHashable: Any]
+
+  /// The header fields of `lines` (name and value, in order), a repeated name's values joined by
+  /// commas, as Foundation joins them.
+  static func fields(_ lines: some Sequence<(String, String)>) -> [String: String] {
+    Dictionary(lines.map { ($0.0, $0.1) }) { first, next in first + ", " + next }
+  }
 
   /// A response with status `statusCode`; nil for a status outside 100...599, as Foundation. Its
   /// expected length is the `Content-Length` field's, -1 without one.

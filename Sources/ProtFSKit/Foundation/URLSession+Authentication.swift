@@ -26,8 +26,7 @@ extension URLSession {
     let proposed =
       challenge.proposedUser.flatMap { storage?.credentials(for: space)?[$0] }
       ?? challenge.proposedUser.map { URLCredential(user: $0, password: "", persistence: .none) } ?? stored
-    let fields = Dictionary(challenge.response.headers.map { ($0.name, $0.value) }) { first, next in first + ", " + next
-    }
+    let fields = HTTPURLResponse.fields(challenge.response.headers.map { ($0.name, $0.value) })
     let asked = URLAuthenticationChallenge(
       protectionSpace: space, proposedCredential: proposed, previousFailureCount: challenge.previousFailureCount,
       failureResponse: HTTPURLResponse(

@@ -141,6 +141,16 @@ protocol RunsInProcess: URLSessionTask {
   var run: InProcessTransfer { get }
 }
 
+/// A task of this process whose transfer waits, at its response, for the app's answer (the data
+/// delegate's disposition): a data task, a standard session's upload. Such a task's body length is
+/// its response's. (A standard session's download answers its own response.)
+protocol AnswersItsResponse: RunsInProcess {}
+
+extension AnswersItsResponse {
+  /// The transfer, which waits for the answer to its response.
+  var transfer: DataTransfer { run.transfer }
+}
+
 /// The transfer of a task run in the app's own process (a data task, a standard session's
 /// download): its request as the session prepares it, made by `DataTransfer` with the session's
 /// timeouts, and started when the session's gate lets its host have one more connection.

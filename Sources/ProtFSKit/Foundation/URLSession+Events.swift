@@ -158,22 +158,20 @@ extension URLSession {
       (delegate as? URLSessionDownloadDelegate)?.urlSession(
         self, downloadTask: download, didFinishDownloadingTo: URL(fileURLWithPath: location))
     case .receivedResponse(_, let url, let status, let headers):
-      let fields = Dictionary(headers.map { ($0.name, $0.value) }) { first, next in first + ", " + next }
+      let fields = HTTPURLResponse.fields(headers.map { ($0.name, $0.value) })
       let response = URL(string: url).flatMap {
         HTTPURLResponse(url: $0, statusCode: status, httpVersion: "HTTP/1.1", headerFields: fields)
       }
       task.lock.withLock { values in
         values.response = response
         // A data task's body length is the response's, when it says.
-        if task is InProcessDataTask || task is InProcessUploadTask, let response,
-          response.expectedContentLength >= 0
-        {
+        if task is any AnswersItsResponse, let response, response.expectedContentLength >= 0 {
           values.expectedToReceive = response.expectedContentLength
         }
       }
       task.refreshProgress()
       // The transfer waits for the answer: the delegate's, or at once without one to ask.
-      let transfer = (task as? InProcessDataTask)?.transfer ?? (task as? InProcessUploadTask)?.transfer
+      let transfer = (task as? any AnswersItsResponse)?.transfer
       if case .stream(let sink)? = completion, let response { sink.respond(response) }
       guard completion == nil, let response, let dataTask = task as? URLSessionDataTask,
         let delegate = delegate as? URLSessionDataDelegate

@@ -235,9 +235,7 @@ open class URLSessionTask: NSObject, @unchecked Sendable {
       if snapshot.bytesExpectedToSend > 0 { values.expectedToSend = snapshot.bytesExpectedToSend }
       if snapshot.request.taskDescription != nil { values.description = snapshot.request.taskDescription }
       if snapshot.statusCode != 0, let url = snapshot.request.url as URL? {
-        let fields = snapshot.responseHeaders.map {
-          Dictionary($0.map { ($0.name, $0.value) }) { first, next in first + ", " + next }
-        }
+        let fields = snapshot.responseHeaders.map { HTTPURLResponse.fields($0.map { ($0.name, $0.value) }) }
         // A response of this process (with its fields) is not replaced by the bare one.
         if fields != nil || (values.response as? HTTPURLResponse)?.allHeaderFields.isEmpty != false {
           values.response = HTTPURLResponse(
@@ -291,11 +289,9 @@ open class URLSessionDataTask: URLSessionTask, @unchecked Sendable {}
 /// the session's way to the delegate, with ids of their own (below zero, as the service's are not).
 ///
 /// `@unchecked Sendable`: adds only `run`, immutable and Sendable.
-final class InProcessDataTask: URLSessionDataTask, RunsInProcess, @unchecked Sendable {
+final class InProcessDataTask: URLSessionDataTask, RunsInProcess, AnswersItsResponse, @unchecked Sendable {
   /// The transfer, made with the task.
   let run: InProcessTransfer
-  /// The transfer itself, which waits for the app's answer to its response.
-  var transfer: DataTransfer { run.transfer }
 
   /// Where the body goes once the delegate answered the response with `.becomeDownload`.
   let becameDownload = BecameDownload()
@@ -357,11 +353,9 @@ open class URLSessionUploadTask: URLSessionDataTask, @unchecked Sendable {}
 /// with the app, as a data task does.
 ///
 /// `@unchecked Sendable`: adds only `run`, immutable and Sendable.
-final class InProcessUploadTask: URLSessionUploadTask, RunsInProcess, @unchecked Sendable {
+final class InProcessUploadTask: URLSessionUploadTask, RunsInProcess, AnswersItsResponse, @unchecked Sendable {
   /// The transfer, made with the task.
   let run: InProcessTransfer
-  /// The transfer itself, which waits for the app's answer to its response.
-  var transfer: DataTransfer { run.transfer }
 
   init(id: Int, request: URLRequest, body: UploadBody, session: URLSession) {
     run = InProcessTransfer(id: id, request: request, session: session, upload: body) { [weak session] event, url in

@@ -257,4 +257,15 @@ static inline int protfs_spawn_close_from(posix_spawn_file_actions_t *actions, i
    signal sent in between is lost. One set of forwarded signals per process; 0, or -1 and errno. */
 int protfs_forward_signals(int write_end, const int *signals, int count);
 
+/* Descriptors handed over on a Unix socket (SCM_RIGHTS). Sends `length` bytes of `bytes` with the
+   `count` descriptors of `fds` (at most 8) attached; the bytes sent, or -1 and errno. Never raises
+   SIGPIPE. */
+ssize_t protfs_send_descriptors(int socket, const void *bytes, size_t length, const int *fds, int count);
+
+/* Receives up to `length` bytes into `bytes` and the descriptors that came with them (close-on-exec,
+   at most `capacity`, their number in `*count`); the bytes received (0 at end of file), or -1 and
+   errno. Descriptors beyond `capacity` are closed; a message cut short (MSG_CTRUNC) fails with
+   EMSGSIZE after closing what did arrive. */
+ssize_t protfs_receive_descriptors(int socket, void *bytes, size_t length, int *fds, int capacity, int *count);
+
 #endif

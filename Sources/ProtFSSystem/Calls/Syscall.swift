@@ -110,6 +110,12 @@ public enum Syscall: String, Sendable, Hashable, Codable {
   case wait
   /// `open_tree(2)`.
   case openTree
+  /// `socketpair(2)`.
+  case socketpair
+  /// `sendmsg(2)`, with descriptors attached.
+  case sendmsg
+  /// `recvmsg(2)`, with descriptors attached.
+  case recvmsg
 }
 
 /// Runs a system call, retrying on EINTR, and returns its value or the errno it failed with.

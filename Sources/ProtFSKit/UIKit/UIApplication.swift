@@ -94,6 +94,8 @@ public final class UIApplication {
 
   /// The background time left, in seconds; `.greatestFiniteMagnitude` in the foreground, as on iOS.
   public var backgroundTimeRemaining: TimeInterval {
+    // In the foreground there is no budget to ask about (the supervisor would answer the same).
+    guard applicationState == .background else { return .greatestFiniteMagnitude }
     guard let reply = send(AppRequest(.timeRemaining)), let text = reply else {
       return applicationState == .background ? 0 : .greatestFiniteMagnitude
     }

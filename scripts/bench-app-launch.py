@@ -8,9 +8,12 @@ runs until ProtFSKit finds it is not an app and says so on standard error: the b
 (loader, Swift runtime, Foundation) up to its first line, which is the peer's "first event".
 
 Rounds alternate between the two; each prints its times and the medians and their ratio at the end.
-Run as root from the repository after `swift build` (or give --build DIR):
+A third case runs in each round too: the launch of the same app prewarmed (`protfs app prewarm`,
+run untimed before it, as iOS prewarms an app before the user launches it), whose time is from
+the launch's spawn to the app's first line, as for the others. Run as root from the repository
+after `swift build` (or give --build DIR):
 
-    python3 scripts/bench-app-launch.py [--rounds N] [--build DIR]
+    python3 scripts/bench-app-launch.py [--rounds N] [--build DIR] [--no-prewarm]
 """
 
 import argparse
@@ -59,6 +62,7 @@ def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--rounds", type=int, default=15, help="alternating rounds (default 15)")
     parser.add_argument("--build", default=".build/debug", help="the build directory (default .build/debug)")
+    parser.add_argument("--no-prewarm", action="store_true", help="leave out the prewarmed launches")
     options = parser.parse_args()
     if os.geteuid() != 0:
         sys.exit("bench-app-launch: run it as root (protfs app launch confines the app as the app user)")
@@ -80,13 +84,17 @@ def main():
         env = dict(os.environ)
         env.pop("PROTFS_DEVICE", None)
         launch = [protfs, "--device", device, "app", "launch", "com.example.bench", "--", app]
-        bare, launched = [], []
+        prewarm = [protfs, "--device", device, "app", "prewarm", "com.example.bench", "--", app]
+        bare, launched, prewarmed = [], [], []
         sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "benchmarks"))
         from quiet import require_quiet
         require_quiet()
         # One of each first, not counted: the page cache and the bundle are warm for both.
         first_line([app], env, "stderr")
         first_line(launch, env, "stdout", graceful=True)
+        if not options.no_prewarm:
+            subprocess.run(prewarm, env=env, check=True, stdout=subprocess.DEVNULL)
+            first_line(launch, env, "stdout", graceful=True)
         for round_number in range(1, options.rounds + 1):
             seconds, _ = first_line([app], env, "stderr")
             bare.append(seconds)
@@ -94,11 +102,24 @@ def main():
             if not line.startswith("ready"):
                 sys.exit(f"bench-app-launch: the app's first line was {line!r}")
             launched.append(seconds)
-            print(f"round {round_number}: bare {bare[-1] * 1000:.1f} ms, app launch {launched[-1] * 1000:.1f} ms")
+            text = f"round {round_number}: bare {bare[-1] * 1000:.1f} ms, app launch {launched[-1] * 1000:.1f} ms"
+            if not options.no_prewarm:
+                # Prewarmed untimed, as iOS does before the user's launch; then the same launch.
+                subprocess.run(prewarm, env=env, check=True, stdout=subprocess.DEVNULL)
+                seconds, line = first_line(launch, env, "stdout", graceful=True)
+                if not line.startswith("ready"):
+                    sys.exit(f"bench-app-launch: the prewarmed app's first line was {line!r}")
+                prewarmed.append(seconds)
+                text += f", prewarmed {prewarmed[-1] * 1000:.1f} ms"
+            print(text)
         bare_median = statistics.median(bare)
         launch_median = statistics.median(launched)
-        print(f"median: bare {bare_median * 1000:.1f} ms, app launch {launch_median * 1000:.1f} ms, "
-              f"ratio {launch_median / bare_median:.2f} (target 1.5)")
+        text = (f"median: bare {bare_median * 1000:.1f} ms, app launch {launch_median * 1000:.1f} ms, "
+                f"ratio {launch_median / bare_median:.2f}")
+        if prewarmed:
+            prewarmed_median = statistics.median(prewarmed)
+            text += (f"; prewarmed {prewarmed_median * 1000:.1f} ms, ratio {prewarmed_median / bare_median:.2f}")
+        print(text + " (target 1.5)")
     finally:
         subprocess.run(["pkill", "-9", "-f", work], stderr=subprocess.DEVNULL)
         shutil.rmtree(work, ignore_errors=True)

@@ -277,6 +277,8 @@ package struct AppLifecycle {
             bundleID: bundleID.rawValue, time: now.date, reason: exception, openTasks: record.tasks.map(\.name),
             pid: pid, terminationReason: AppCrashReport.uncaughtException)))
     }
+    // A prewarmed app that ends was never launched: its last run's status stands.
+    if record.state != .prewarmed { record.lastExitStatus = status }
     pid = 0
     runningTasks = [:]
     generation += 1
@@ -290,7 +292,7 @@ package struct AppLifecycle {
     record.supervisorSocket = nil
     record.tasks = []
     record.backgroundSince = nil
-    record.lastExitStatus = status
+    record.prewarmSocket = nil
     save()
     return end()
   }

@@ -219,6 +219,10 @@ public enum AppEnvironment {
   /// `background` when the system launched the app in the background (for a fetch or a session's
   /// events): its `applicationState` is `.background` from the start, as on iOS; else `active`.
   public static let launchState = "PROTFS_APP_LAUNCH_STATE"
+  /// `1` when the app is prewarmed (`protfs app prewarm`): ProtFSKit holds it before
+  /// `UIApplicationMain` until the launch hands it its standard streams on the events descriptor
+  /// (a socket then), with an `activate` line.
+  public static let prewarm = "PROTFS_APP_PREWARM"
   /// The descriptor number the events come on.
   public static let eventsDescriptor: Int32 = 3
 

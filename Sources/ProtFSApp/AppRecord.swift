@@ -15,6 +15,10 @@ public struct AppRecord: Codable, Sendable, Equatable {
     case background
     /// Stopped (SIGSTOP) in the background.
     case suspended
+    /// Started ahead of its launch and held before `UIApplicationMain` (`protfs app prewarm`, as
+    /// iOS 15 prewarms apps): not running as far as the system and the app know, until a launch
+    /// with the same command takes it.
+    case prewarmed
   }
 
   /// A background task the app holds.
@@ -78,6 +82,9 @@ public struct AppRecord: Codable, Sendable, Equatable {
   /// The abstract name of the supervisor's socket while it runs: chosen at random at each launch,
   /// so that no other process can bind it first (nil in records written before it was kept).
   public var supervisorSocket: String?
+  /// While it is prewarmed and held (`State.prewarmed`), the abstract name of the socket its
+  /// supervisor takes the launch on; nil until the app is held, and after.
+  public var prewarmSocket: String?
   /// The background tasks it holds.
   public var tasks: [Task] = []
   /// The background budget in seconds.
@@ -245,6 +252,36 @@ public struct AppStore: Sendable {
     return (result.sorted { $0.bundleID < $1.bundleID }, unreadable)
   }
 
+  /// The name of the file that names a held prewarmed app's launch socket.
+  static func prewarmFileName(_ bundleID: BundleID) -> String { bundleID.rawValue + ".prewarm" }
+
+  /// The socket on which the prewarmed app `bundleID` is taken by a launch, while it is held
+  /// (`.protfs/apps/<bundle-id>.prewarm`, beside its record): what every launch looks at first,
+  /// so that the usual case, no prewarmed app, costs one failed open and no record's decoding.
+  /// Nil when there is none (or the file is not one protfs wrote).
+  public func prewarmSocket(_ bundleID: BundleID) -> String? {
+    guard let directory = try? directory(Self.directoryName, creating: false),
+      let bytes = try? AtomicFile.read(
+        named: Self.prewarmFileName(bundleID), in: directory, limit: 256, stateFile: true),
+      let name = String(validating: bytes, as: UTF8.self), name.hasPrefix("protfs-prewarm."),
+      name.utf8.allSatisfy({ $0 > 0x20 && $0 < 0x7F })
+    else { return nil }
+    return name
+  }
+
+  /// Names (or, with nil, forgets) the socket on which the prewarmed app `bundleID` is taken.
+  public func setPrewarmSocket(_ bundleID: BundleID, _ name: String?) {
+    guard let directory = try? directory(Self.directoryName, creating: name != nil) else { return }
+    if let name {
+      _ = try? AtomicFile.write(
+        Array(name.utf8), named: Self.prewarmFileName(bundleID), in: directory,
+        options: AtomicFile.Options(permissions: FilePermissions(rawValue: 0o600), durability: .unsynced))
+    } else {
+      let name = Self.prewarmFileName(bundleID)
+      _ = valueOrErrno(.unlink) { unlinkat(directory.fd, name, 0) }
+    }
+  }
+
   /// Replaces the record (atomically, unsynced: it describes running processes, and a launch
   /// writes it twice before the app's first line).
   public func write(_ record: AppRecord) throws(ProtFSError) {
@@ -270,9 +307,10 @@ public struct AppStore: Sendable {
     }
   }
 
-  /// The socket of `bundleID`'s supervisor, while its record names one that lives.
+  /// The socket of `bundleID`'s supervisor, while its record names one that lives and the app was
+  /// launched: a prewarmed app is not running for the system's requests (a launch takes it).
   public func supervisorSocket(_ bundleID: BundleID) throws(ProtFSError) -> String? {
-    guard let record = try record(bundleID), record.isSupervised else { return nil }
+    guard let record = try record(bundleID), record.isSupervised, record.state != .prewarmed else { return nil }
     return record.supervisorSocket
   }
 

@@ -83,6 +83,9 @@ public final class AppSupervisor: @unchecked Sendable {
         remedy: .advice("terminate it first, or bring it to the foreground"))
     }
     self.claim = claim
+    // Holding the claim, this is the app's one supervisor: a prewarmed app's socket file left by a
+    // supervisor killed with SIGKILL names nobody.
+    store.setPrewarmSocket(bundleID, nil)
     // Chosen at random at each launch: anyone may bind an abstract name first, and a name known in
     // advance could be taken before the launch (which would then be refused). The app learns it
     // from its environment, the system's commands from the app's record.
@@ -122,10 +125,13 @@ public final class AppSupervisor: @unchecked Sendable {
     -> FileDescriptor?
   {
     let deadline = Date().addingTimeInterval(settling)
+    // Short waits first: a supervisor that just ended lets go within a millisecond or two.
+    var delay: useconds_t = 500
     while true {
       if let claim = try store.claim(bundleID) { return claim }
       if Date() >= deadline || (try? store.record(bundleID))??.isSupervised == true { return nil }
-      usleep(20_000)
+      usleep(delay)
+      delay = min(delay * 2, 20_000)
     }
   }
 
@@ -142,6 +148,11 @@ public final class AppSupervisor: @unchecked Sendable {
   /// group stands for it).
   public var cgroup: String? { processes.cgroup }
 
+  /// Whether the app is started ahead of its launch and held (`protfs app prewarm`) until
+  /// `activate`: its record says `prewarmed`, the system's requests are refused, and it reads its
+  /// events from a socket (`AppEnvironment.prewarm`). Set it before `environment` and `prepare`.
+  public var prewarm = false
+
   /// The variables the app's environment gets.
   public var environment: [String: String] {
     var variables = [
@@ -151,6 +162,7 @@ public final class AppSupervisor: @unchecked Sendable {
       AppEnvironment.launchState: launchedInBackground ? "background" : "active",
     ]
     variables.merge(Self.sandbox(device.container(bundleID).absolutePath)) { _, sandbox in sandbox }
+    if prewarm { variables[AppEnvironment.prewarm] = "1" }
     return variables
   }
 
@@ -174,7 +186,7 @@ public final class AppSupervisor: @unchecked Sendable {
   /// is started; `abandon()` undoes it when it could not be.
   public func prepare() throws(ProtFSError) {
     let prepared = queue.sync { () -> AppRecord in
-      lifecycle.record.state = .active
+      lifecycle.record.state = prewarm ? .prewarmed : .active
       lifecycle.record.pid = nil
       lifecycle.record.supervisor = .current
       lifecycle.record.cgroup = processes.cgroup
@@ -203,6 +215,7 @@ public final class AppSupervisor: @unchecked Sendable {
     queue.sync {
       self.events = events
       lifecycle.started(pid)
+      if prewarm { lifecycle.record.state = .prewarmed }
       lifecycle.record.supervisor = .current
       lifecycle.record.cgroup = processes.cgroup
       lifecycle.record.supervisorSocket = socketName
@@ -239,8 +252,60 @@ public final class AppSupervisor: @unchecked Sendable {
     return queue.sync { status }
   }
 
+  /// Records that the prewarmed app is held before `UIApplicationMain` and that its launch is taken
+  /// on the socket `name` (`AppRecord.prewarmSocket`).
+  public func held(launchSocket name: String) {
+    queue.sync {
+      lifecycle.record.prewarmSocket = name
+      save()
+      store.setPrewarmSocket(bundleID, name)
+    }
+  }
+
+  /// Launches the prewarmed app: hands it `descriptors` (its standard input, output and error) with
+  /// an `activate` line on its events socket, and from then on it runs as an app launched by the
+  /// user. Throws when the app cannot be handed them (it is gone).
+  public func activate(standardStreams descriptors: [Int32]) throws(ProtFSError) {
+    try queue.sync {
+      Result { () throws(ProtFSError) in try handOver(descriptors) }
+    }.get()
+  }
+
+  /// `activate`'s work, on the queue.
+  private func handOver(_ descriptors: [Int32]) throws(ProtFSError) {
+    guard let events, lifecycle.record.state == .prewarmed else {
+      throw ProtFSError(.notFound, "The prewarmed app \(bundleID) is gone.")
+    }
+    let available = device.isProtectedDataAvailable ? "available" : "unavailable"
+    let line = #"{"event":"activate","protectedData":"\#(available)"}"# + "\n"
+    try DescriptorPassing.send(Array(line.utf8), descriptors: descriptors, on: events)
+    store.setPrewarmSocket(bundleID, nil)
+    lifecycle.record.state = .active
+    lifecycle.record.prewarmSocket = nil
+    lifecycle.record.forceQuit = false
+    save()
+  }
+
+  /// Lets go of the app's claim once the app has ended, so that the next launch finds it free at
+  /// once: at a process's exit the kernel may release its files a few milliseconds after its
+  /// sockets report the end (a launch that took a prewarmed app learns of the end on one).
+  public func releaseClaim() {
+    guard waitForExit(until: .now()) != nil else { return }
+    claim.close()
+  }
+
+  /// Ends the prewarmed app (as iOS discards a prewarmed process: no event, no crash report).
+  public func discard() {
+    queue.async { self.processes.kill() }
+  }
+
   /// Carries out `request` (from the socket, a schedule or a signal).
   public func perform(_ request: AppRequest) -> AppReply {
+    if queue.sync(execute: { lifecycle.record.state == .prewarmed }) {
+      return .refused(
+        "The app \(bundleID) is prewarmed, not launched: launch it (protfs app launch), or end it (protfs app terminate)."
+      )
+    }
     let reply = queue.sync { () -> AppReply in
       let (reply, effects) = lifecycle.handle(request, at: .now)
       carryOut(effects)
@@ -298,6 +363,7 @@ public final class AppSupervisor: @unchecked Sendable {
   }
 
   private func finish(_ code: Int32) {
+    if prewarm { store.setPrewarmSocket(bundleID, nil) }
     // Whatever the app left goes with it, in its cgroup or its group.
     processes.end()
     status = code

@@ -71,6 +71,10 @@ package enum CommandExamples {
       "protfs app launch com.example.app --info-plist Info.plist --no-mount -- ./MyApp",
       "protfs app launch com.example.app           # the installed app, detached: prints com.example.app: PID",
     ],
+    "protfs app prewarm": [
+      "protfs app prewarm com.example.app -- .build/debug/MyApp   # held before UIApplicationMain",
+      "protfs app prewarm com.example.app -- ./MyApp && protfs app launch com.example.app -- ./MyApp",
+    ],
     "protfs app install": [
       "protfs app install com.example.app --info-plist Info.plist -- .build/debug/MyApp",
       "protfs app install com.example.app -- ./app.sh && protfs app launch com.example.app",

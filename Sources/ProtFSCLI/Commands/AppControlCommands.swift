@@ -161,6 +161,12 @@ package enum AppControlCommands {
         "Ended \(ended) process\(ended == 1 ? "" : "es") of \(bundleID) that its killed supervisor left running.")
       return 0
     }
+    // A prewarmed app was never launched: it is discarded, as iOS discards one, without events.
+    if let record = try AppStore(device: device).record(bundleID), record.isSupervised, record.state == .prewarmed {
+      try PrewarmedLaunch.discard(bundleID, device: device)
+      Console.out("Ended the prewarmed app \(bundleID).")
+      return 0
+    }
     _ = try AppCommand.send(request, to: bundleID, device: device)
     if invocation.flag(user) {
       // The session service stops the app's transfers (resumable) and relaunches it no more.

@@ -52,7 +52,7 @@ package enum AppInstallCommand {
   }
 
   /// The last line written to `log` (read from its last 4 KiB), if any.
-  private static func lastLine(of log: Int32) -> String? {
+  static func lastLine(of log: Int32) -> String? {
     guard let size = try? valueOrErrno(.seek, { lseek(log, 0, SEEK_END) }).get(), size > 0 else { return nil }
     var bytes = [UInt8](repeating: 0, count: Int(min(size, 4096)))
     let count = bytes.withUnsafeMutableBytes { raw in
@@ -66,18 +66,14 @@ package enum AppInstallCommand {
   /// app runs, printing `BUNDLE-ID: PID` as `simctl launch` does.
   static func launchDetached(_ invocation: Invocation, _ bundleID: BundleID, _ command: [String]) throws -> Int32 {
     let device = invocation.device
+    // A prewarmed app has no terminal to take here: it is ended, and the app started anew.
+    try PrewarmedLaunch.discard(bundleID, device: device)
     if try AppStore(device: device).record(bundleID)?.isSupervised == true {
       throw ExitStatus(
         code: 1, message: "The app \(bundleID) is already running; terminate it first, or bring it to the foreground.")
     }
-    var forwarded: [String] = []
-    for option in AppLaunchCommand.command.options where option != AppLaunchCommand.wait {
-      if option.isFlag {
-        if invocation.flag(option) { forwarded.append("--" + option.long) }
-      } else {
-        for value in invocation.values(option) { forwarded += ["--" + option.long, value] }
-      }
-    }
+    let forwarded = AppLaunchCommand.givenOptions(
+      invocation, among: AppLaunchCommand.command.options.filter { $0 != AppLaunchCommand.wait })
     let state = try DirectoryHandle(path: device.stateDirectory)
     try state.makeDirectory("logs", permissions: FilePermissions(rawValue: 0o700))
     let logs = try state.openDirectory("logs")

@@ -62,7 +62,7 @@ package enum AppLaunchCommand {
     arguments: [AppCommand.bundleArgument],
     options: [
       backgroundTime, suspendAfter, fetchTime, fetchMinimum, refreshTime, processingTime, watchdog, infoPlist,
-      noMount, ExecCommand.schedule, pushLimit, forFetch, forSession, forPush, forBackgroundTask, wait,
+      noMount, ExecCommand.schedule, pushLimit, forFetch, forSession, forPush, forBackgroundTask, wait, prewarm,
     ]
       + ExecCommand.passcode.options,
     takesTrailingCommand: true,
@@ -93,6 +93,11 @@ package enum AppLaunchCommand {
     help:
       "Launch in the background and run this BGTaskScheduler request, as `protfs app refresh` does for an app not running."
   )
+  /// `--prewarm` (`app prewarm` gives it): start the app and hold it before UIApplicationMain until
+  /// a launch takes it (`PrewarmedLaunch`).
+  package static let prewarm = Option.flag(
+    "prewarm",
+    help: "Start the app and hold it before UIApplicationMain for a later launch, as `protfs app prewarm` does.")
   /// `--push-limit COUNT`.
   package static let pushLimit = Option.value(
     "push-limit", "count",
@@ -161,6 +166,11 @@ package enum AppLaunchCommand {
     if [session != nil, invocation.flag(forFetch), push != nil, backgroundTask != nil].filter({ $0 }).count > 1 {
       throw invocation.usageError("--for-fetch, --for-session, --for-push and --for-bgtask cannot be given together.")
     }
+    let prewarming = invocation.flag(prewarm)
+    let systemLaunch = session != nil || invocation.flag(forFetch) || push != nil || backgroundTask != nil
+    if prewarming && (systemLaunch || invocation.flag(wait)) {
+      throw invocation.usageError("--prewarm is for a user's launch: it cannot be given with --wait or a --for option.")
+    }
     let bundleID = try AppCommand.existingApp(invocation)
     var command = invocation.trailing
     if command.isEmpty {
@@ -180,11 +190,26 @@ package enum AppLaunchCommand {
     // The command as the record keeps it, its program found and made absolute.
     let absolute = try absoluteCommand(command)
     let program = absolute[0]
+    let device = invocation.device
+    let givesPasscode = ExecCommand.passcode.options.contains { invocation.isGiven($0) }
+    if prewarming && givesPasscode {
+      throw invocation.usageError(
+        "A prewarmed app's launch cannot take a passcode: give it to the launch that takes the app.")
+    }
+    // The key a launch must match to take this prewarmed app, made before anything here changes.
+    let prewarmKey = prewarming ? PrewarmedLaunch.key(invocation, command: absolute) : ""
+    if !prewarming {
+      // A prewarmed app: a user's launch with its command and surroundings takes it; any other
+      // launch ends it first.
+      let outcome = try PrewarmedLaunch.take(bundleID, device: device) {
+        systemLaunch || givesPasscode ? nil : PrewarmedLaunch.key(invocation, command: absolute)
+      }
+      if case .ran(let status) = outcome { return status }
+    }
     var passcode: String?
     if schedule.steps.contains(where: { $0.action == .unlock }) {
       passcode = try invocation.passcode(ExecCommand.passcode, prompt: nil)
     }
-    let device = invocation.device
     // The app's mount comes up while the rest is prepared: it takes longer than the rest, so it is
     // begun first, once this process is the app's one supervisor (its socket is bound).
     var pendingMount: HostedMount?
@@ -192,9 +217,10 @@ package enum AppLaunchCommand {
     let supervisor = try AppSupervisor(
       device: device, bundleID: bundleID, timings: timings,
       command: absolute,
-      userLaunch: !invocation.flag(forFetch) && session == nil && push == nil && backgroundTask == nil,
+      userLaunch: !systemLaunch,
       appUsers: AppUser.canAssume ? [AppUser.standard.uid] : []
     ) { pendingMount = beginMount(invocation, device: device, bundleID: bundleID.rawValue) }
+    supervisor.prewarm = prewarming
     let bundle: AppBundle
     do {
       bundle = try AppBundle(bundleID: bundleID, infoPlist: invocation.value(infoPlist), device: device)
@@ -221,11 +247,18 @@ package enum AppLaunchCommand {
     // An app that closes its event descriptor must not kill its supervisor: the next event's write
     // fails with EPIPE (and is dropped) instead of raising SIGPIPE here.
     signal(SIGPIPE, SIG_IGN)
-    var pipeFDs: [Int32] = [0, 0]
-    _ = try valueOrErrno(.pipe) { pipe(&pipeFDs) }.orThrow("create the event pipe for", path: program)
-    for fd in pipeFDs { _ = valueOrErrno(.fcntl) { fcntl(fd, F_SETFD, FD_CLOEXEC) } }
-    let readEnd = FileDescriptor(owning: pipeFDs[0])
-    let writeEnd = FileDescriptor(owning: pipeFDs[1])
+    let readEnd: FileDescriptor
+    let writeEnd: FileDescriptor
+    if prewarming {
+      // A socket: the launch's standard streams reach the held app on it.
+      (writeEnd, readEnd) = try DescriptorPassing.socketPair()
+    } else {
+      var pipeFDs: [Int32] = [0, 0]
+      _ = try valueOrErrno(.pipe) { pipe(&pipeFDs) }.orThrow("create the event pipe for", path: program)
+      for fd in pipeFDs { _ = valueOrErrno(.fcntl) { fcntl(fd, F_SETFD, FD_CLOEXEC) } }
+      readEnd = FileDescriptor(owning: pipeFDs[0])
+      writeEnd = FileDescriptor(owning: pipeFDs[1])
+    }
     var environment = supervisor.environment
     environment[AppEnvironment.sessionsSocket] = sessionsSocket
     // The app's FileManager (ProtFSKit) and helper commands find the device it was launched on.
@@ -262,13 +295,20 @@ package enum AppLaunchCommand {
     }
     DebugHold.wait("PROTFS_DEBUG_HOLD_LAUNCH")
     try supervisor.start(pid: pid, events: writeEnd)
-    let systemLaunch =
+    var launcher: PrewarmedLaunch.Launcher?
+    if prewarming {
+      switch try PrewarmedLaunch.hold(supervisor, device: device, events: writeEnd, key: prewarmKey) {
+      case .ended(let status): return status
+      case .launched(let taken): launcher = taken
+      }
+    }
+    let systemRequests =
       invocation.flag(forFetch)
       ? [AppRequest(.background), AppRequest(.fetch)]
       : session.map { [AppRequest(.background), AppRequest(.sessionEvents, $0)] }
         ?? push.map { [AppRequest(.background), AppRequest(.push, $0)] }
         ?? backgroundTask.map { [AppRequest(.background), AppRequest(.bgTaskLaunch, $0)] } ?? []
-    for request in systemLaunch {
+    for request in systemRequests {
       if let failure = supervisor.perform(request).error { Console.err("warning: \(failure)") }
     }
     // Watching starts before the first scheduled step can lock the device.
@@ -282,7 +322,29 @@ package enum AppLaunchCommand {
         Console.err("warning: the scheduled \(step.action.rawValue) failed: \(failure)")
       }
     }
-    return supervisor.waitForExit() ?? 1
+    let status = supervisor.waitForExit() ?? 1
+    if let launcher {
+      // The launch that took the prewarmed app returns once this process is gone, its mount and
+      // claim with it, as a launch that supervised the app itself does: the next finds them free.
+      pendingMount?.stop()
+      pendingMount = nil
+      supervisor.releaseClaim()
+      launcher.finish(status)
+    }
+    return status
+  }
+
+  /// The options given to `invocation` among `options`, as arguments that give them again.
+  static func givenOptions(_ invocation: Invocation, among options: [Option]) -> [String] {
+    var given: [String] = []
+    for option in options {
+      if option.isFlag {
+        if invocation.flag(option) { given.append("--" + option.long) }
+      } else {
+        for value in invocation.values(option) { given += ["--" + option.long, value] }
+      }
+    }
+    return given
   }
 
   /// The mount the app runs through, begun: none when the device's own mount is active (the app

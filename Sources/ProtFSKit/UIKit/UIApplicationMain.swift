@@ -13,6 +13,7 @@ public func UIApplicationMain(
   _ argc: Int32, _ argv: UnsafeMutablePointer<UnsafeMutablePointer<CChar>?>, _ principalClassName: String?,
   _ delegateClassName: String?
 ) -> Int32 {
+  PrewarmHold.waitForLaunch()
   if let principalClassName, principalClassName != "UIApplication",
     principalClassName != NSStringFromClass(UIApplication.self)
   {
@@ -59,6 +60,7 @@ extension UIApplication {
   /// suspended, and goes on when it resumes). Never returns: the process ends with `exit(0)`
   /// after `applicationWillTerminate`, or by the supervisor's SIGKILL.
   public static func main(delegate: any UIApplicationDelegate) -> Never {
+    PrewarmHold.waitForLaunch()
     // The app's print() reaches `protfs app launch`'s output a line at a time, as Xcode's console.
     Kernel.lineBufferStandardOutput()
     let app = shared
@@ -166,6 +168,52 @@ enum AppEventReader {
           }
         }
       }
+    }
+  }
+}
+
+/// A step of prewarming (its name is printed once, for the runtime's reflection to be ready).
+private enum PrewarmStep { case held, launched }
+
+/// iOS 15's prewarming: a process started ahead of its launch (`protfs app prewarm`) runs up to
+/// `UIApplicationMain` and is held there, before the delegate is made, until a launch takes it.
+enum PrewarmHold {
+  /// Returns at once unless the app is prewarmed. Then tells the supervisor that the app is held (a
+  /// `held` line on the events socket) and waits for the launch: an `activate` line carrying the
+  /// launch's standard input, output and error, which become this process's. Ends the process
+  /// quietly when the supervisor goes away first (the prewarmed app was discarded).
+  ///
+  /// Before it waits it does what any launch does first and no app code sees: the first use of the
+  /// supervisor's codec and of the notification center.
+  static func waitForLaunch() {
+    guard ProcessEnvironment.value(AppEnvironment.prewarm) == "1" else { return }
+    unsetenv(AppEnvironment.prewarm)
+    // Done while held, as iOS has its frameworks ready in a prewarmed process: the first use of the
+    // codec (which makes its types' metadata), of block observers, and of the runtime's
+    // reflection (which `"\(state)"` of an enum uses), a few hundred microseconds each.
+    _ = try? JSONEncoder().encode(AppRequest(.watchMainThread))
+    _ = try? JSONDecoder().decode(AppReply.self, from: Data(#"{"value":"1"}"#.utf8))
+    let observer = NotificationCenter.default.addObserver(
+      forName: Notification.Name("ProtFSKitPrewarm"), object: nil, queue: nil
+    ) { _ in }
+    NotificationCenter.default.removeObserver(observer)
+    _ = String(describing: PrewarmStep.held)
+    let events = FileDescriptor(owning: AppEnvironment.eventsDescriptor)
+    defer { _ = events.take() }
+    guard ControlSocket.writeAll(Array("held\n".utf8), on: events) else { exit(0) }
+    while true {
+      guard let (bytes, descriptors) = try? DescriptorPassing.receive(on: events, limit: 256), !bytes.isEmpty else {
+        exit(0)
+      }
+      guard descriptors.count == 3, let line = String(validating: bytes, as: UTF8.self),
+        line.hasPrefix(#"{"event":"activate""#)
+      else { continue }
+      for (number, descriptor) in descriptors.enumerated() {
+        _ = valueOrErrno(.dup) { dup2(descriptor.rawValue, Int32(number)) }
+      }
+      setenv(
+        AppEnvironment.protectedData, line.contains(#""protectedData":"unavailable""#) ? "unavailable" : "available", 1)
+      return
     }
   }
 }

@@ -1,0 +1,410 @@
+import Foundation
+import ProtFS
+import ProtFSApp
+import ProtFSSystem
+
+/// `protfs app prewarm BUNDLE-ID [-- CMD]`: starts a Swift app ahead of its launch and holds it
+/// before `UIApplicationMain`, as iOS 15 prewarms apps (docs/semantics.md §8); the next
+/// `protfs app launch` with the same command, options, environment and directory takes it.
+package enum AppPrewarmCommand {
+  package static let command = Command(
+    name: "prewarm",
+    abstract: "Start a Swift app ahead of its launch and hold it before UIApplicationMain, as iOS prewarms apps.",
+    discussion: """
+      The app is started as `protfs app launch` starts it (confined, in its sandbox, through its
+      mount), with this shell's environment, directory and umask, and the launch options given
+      here; it runs its program's start (the loader, the Swift runtime, its static initialisers
+      and main.swift's code before UIApplicationMain) and is held there, before its delegate is
+      made, as iOS 15 holds a prewarmed app. The command returns once it is held, printing
+      BUNDLE-ID: PID; `protfs app list` shows it as prewarmed.
+
+      The next `protfs app launch BUNDLE-ID` run in the foreground with the same command, launch
+      options, environment, directory and umask takes it: it gets that launch's standard input,
+      output and error, its launch options and schedule apply from then, and it runs as an app
+      launched then (didFinishLaunchingWithOptions comes at the launch, not before). The launch
+      forwards SIGINT, SIGTERM and SIGHUP to it and exits with its status, as it does for an app
+      it starts. Any other launch of the app, by the user or the system (a fetch, a session's
+      events), first ends the prewarmed process, as iOS discards one, and then starts the app
+      anew. So does `protfs app terminate`. Unlike an app started by its launch, a prewarmed app
+      has no controlling terminal.
+
+      Without CMD, the installed app's command (`protfs app install`) is used. Only a Swift
+      program that runs UIApplicationMain (ProtFSKit) can be held; the command fails for any other
+      (within 10 s) and ends it. Prewarming an app that is prewarmed already ends that one first.
+      """,
+    arguments: [AppCommand.bundleArgument],
+    options: prewarmOptions,
+    takesTrailingCommand: true,
+    trailingCommandIsOptional: true,
+    run: run
+  )
+
+  /// The launch options a prewarm takes: those of a user's launch in the foreground.
+  static var prewarmOptions: [Option] {
+    let excluded = [
+      AppLaunchCommand.forFetch, AppLaunchCommand.forSession, AppLaunchCommand.forPush,
+      AppLaunchCommand.forBackgroundTask, AppLaunchCommand.wait, AppLaunchCommand.prewarm,
+    ]
+    return AppLaunchCommand.command.options.filter { option in
+      !excluded.contains(option) && !ExecCommand.passcode.options.contains(option)
+    }
+  }
+
+  /// How long the app may take to be held.
+  static let holdTimeout: Double = 10
+
+  static func run(_ invocation: Invocation) throws -> Int32 {
+    let bundleID = try AppCommand.existingApp(invocation)
+    let device = invocation.device
+    let store = AppStore(device: device)
+    var command = invocation.trailing
+    if command.isEmpty {
+      guard let installed = try store.record(bundleID)?.lastLaunchCommand, !installed.isEmpty else {
+        throw ExitStatus(
+          code: 1,
+          message:
+            "The app \(bundleID) is not installed: give its command (\(invocation.spelling.command("app prewarm \(bundleID) -- CMD"))) or install it (\(invocation.spelling.command("app install \(bundleID) -- CMD")))."
+        )
+      }
+      command = installed
+    }
+    let absolute = try AppLaunchCommand.absoluteCommand(command)
+    guard AppBundle.isSwiftProgram(absolute[0]) else {
+      throw ExitStatus(
+        code: 1,
+        message:
+          "Cannot prewarm \(bundleID): '\(absolute[0])' is not a Swift program. An app is held before UIApplicationMain, which only a Swift app (ProtFSKit) runs; launch it with \(invocation.spelling.command("app launch \(bundleID) -- CMD"))."
+      )
+    }
+    if let record = try store.record(bundleID), record.isSupervised {
+      guard record.state == .prewarmed else {
+        throw ExitStatus(
+          code: 1, message: "The app \(bundleID) is already running; terminate it first, or bring it to the foreground."
+        )
+      }
+      try PrewarmedLaunch.discard(bundleID, device: device)
+    }
+    let state = try DirectoryHandle(path: device.stateDirectory)
+    try state.makeDirectory("logs", permissions: FilePermissions(rawValue: 0o700))
+    let logs = try state.openDirectory("logs")
+    let log = try logs.openFile(
+      "\(bundleID).log", flags: O_RDWR | O_CREAT | O_TRUNC, permissions: FilePermissions(rawValue: 0o600))
+    defer { closeDescriptor(log) }
+    let forwarded = AppLaunchCommand.givenOptions(invocation, among: prewarmOptions)
+    let supervisor = try DetachedLaunch.start(
+      ["--device", device.root, "app", "launch", "--" + AppLaunchCommand.prewarm.long, bundleID.rawValue] + forwarded
+        + ["--"] + absolute,
+      purpose: "prewarm the app with", output: log)
+    let path = AppInstallCommand.logPath(device, bundleID)
+    let identity = ProcessIdentity(pid: supervisor)
+    let deadline = Date().addingTimeInterval(holdTimeout)
+    var delay: useconds_t = 1_000
+    while Date() < deadline {
+      if case .success(let code?) = Kernel.reapChildIfEnded(supervisor) {
+        let said =
+          AppInstallCommand.lastLine(of: log).map { line in
+            ": " + (line.hasPrefix("Error: ") ? String(line.dropFirst(7)) : line)
+          } ?? "."
+        throw ExitStatus(
+          code: 1,
+          message:
+            "The app \(bundleID) ended before it was held (its prewarm exited with status \(code))\(said) Its output is in \(path)."
+        )
+      }
+      if let record = try? store.record(bundleID), let identity, record.supervisor == identity, let pid = record.pid,
+        record.state == .prewarmed, record.prewarmSocket != nil
+      {
+        Console.out("\(bundleID): \(pid)")
+        return 0
+      }
+      usleep(delay)
+      delay = min(delay * 2, 20_000)
+    }
+    try? PrewarmedLaunch.discard(bundleID, device: device)
+    throw ExitStatus(
+      code: 1,
+      message:
+        "The app \(bundleID) did not reach UIApplicationMain within \(Int(holdTimeout)) s, so it was ended: only a Swift app that runs UIApplicationMain (ProtFSKit) can be prewarmed. Its output is in \(path)."
+    )
+  }
+}
+
+/// How a prewarmed app is held by its supervisor, taken by a launch, or discarded.
+///
+/// The supervisor (`protfs app launch --prewarm`) listens on a socket of its own, named at random
+/// and kept in the app's record (`AppRecord.prewarmSocket`) once the app is held. A launch, as root
+/// or as the supervisor's user, connects and sends `launch LENGTH` with its standard input, output
+/// and error attached (`SCM_RIGHTS`), then LENGTH bytes: its launch key (`key`). The supervisor
+/// answers `launched` and hands the streams to the app when the keys are equal; otherwise
+/// `declined`, and it ends the app and itself. After `launched` the launch sends `signal N` for
+/// each signal it forwards, and the supervisor ends with `exit STATUS`; a launch that goes away
+/// (its connection ends) takes the app with it, as a killed `protfs app launch` does.
+package enum PrewarmedLaunch {
+  /// The most bytes a launch key may have.
+  static let keyLimit = 1 << 20
+
+  /// What decides whether a launch may take a prewarmed app: its launch options, command,
+  /// directory, umask and environment, as text. Two launches with equal keys start the same app in
+  /// the same way.
+  static func key(_ invocation: Invocation, command: [String]) -> String {
+    var parts = ["options"] + AppLaunchCommand.givenOptions(invocation, among: AppPrewarmCommand.prewarmOptions)
+    parts += ["command"] + command
+    parts += ["directory", currentDirectory(), "umask", currentUmask()]
+    // `_` is the shell's note of the command it ran last (this protfs's path, or a wrapper's), not
+    // something the app is given to work with.
+    parts +=
+      ["environment"] + ProcessEnvironment.all().filter { $0.key != "_" }.map { "\($0.key)=\($0.value)" }.sorted()
+    // Each part's length first: no two lists of parts make the same text.
+    return parts.map { "\($0.utf8.count):\($0)" }.joined(separator: "\n")
+  }
+
+  /// The working directory (`getcwd`), or an empty string when it cannot be named.
+  private static func currentDirectory() -> String {
+    var buffer = [CChar](repeating: 0, count: Int(PATH_MAX) + 1)
+    guard getcwd(&buffer, buffer.count) != nil else { return "" }
+    return String(cString: buffer)
+  }
+
+  /// The process's umask as `/proc/self/status` shows it (reading it with `umask(2)` would change it
+  /// for a moment, under the feet of other threads).
+  private static func currentUmask() -> String {
+    guard let status = Kernel.readKernelFile("/proc/self/status", limit: 1 << 16) else { return "" }
+    for line in String(decoding: status, as: UTF8.self).split(separator: "\n") where line.hasPrefix("Umask:") {
+      return String(line.dropFirst(6).drop { $0 == "\t" || $0 == " " })
+    }
+    return ""
+  }
+
+  // MARK: - The launch's side
+
+  /// What a launch found of a prewarmed app.
+  enum Outcome {
+    /// None is prewarmed (or it ended meanwhile), or it was discarded: start the app anew.
+    case none
+    /// The prewarmed app ran as this launch, and ended with this status.
+    case ran(Int32)
+  }
+
+  /// Takes app `bundleID`'s prewarmed process for a launch whose key `key` gives (nil: a launch that
+  /// may not take one, which discards it). Returns `.none` when there is none, or when it was
+  /// discarded and has ended.
+  static func take(_ bundleID: BundleID, device: Device, key: () -> String?) throws -> Outcome {
+    // The usual case, no prewarmed app, costs one failed open.
+    guard let socket = AppStore(device: device).prewarmSocket(bundleID) else { return .none }
+    guard let key = key() else {
+      try discard(bundleID, device: device)
+      return .none
+    }
+    // Gone meanwhile (or killed, its file left): the launch starts the app anew.
+    guard let connection = try connect(socket), let server = PeerCredentials(of: connection),
+      let supervisor = ProcessIdentity(pid: server.pid)
+    else { return .none }
+    ControlSocket.limitWaits(connection, reads: false)
+    let text = Array(key.utf8)
+    try DescriptorPassing.send(
+      Array("launch \(text.count)\n".utf8), descriptors: [STDIN_FILENO, STDOUT_FILENO, STDERR_FILENO], on: connection)
+    let answer = ControlSocket.writeAll(text, on: connection) ? ControlSocket.readLine(connection) : nil
+    guard answer == "launched" else {
+      // Declined (another command or surroundings): once it has ended, the launch starts the app
+      // anew. Gone without an answer (it ended, or another launch took it first): the launch goes
+      // on as if there had been none, and finds the app running if it was taken.
+      if answer == "declined" { try waitForEnd(of: supervisor, bundleID) }
+      return .none
+    }
+    try SignalForwarding.forward([SIGINT, SIGTERM, SIGHUP]) { signal in
+      _ = ControlSocket.writeLine(connection, "signal \(signal)")
+    }
+    while let line = ControlSocket.readLine(connection) {
+      guard line.hasPrefix("exit "), let status = Int32(line.dropFirst(5)) else { continue }
+      // Returns once the supervisor is gone, its mount and claim with it, as a launch that
+      // supervised the app itself does: the next launch finds them free.
+      ControlSocket.limitWaits(connection)
+      while ControlSocket.readLine(connection) != nil {}
+      return .ran(status)
+    }
+    throw ExitStatus(
+      code: 1, message: "The supervisor of the app \(bundleID) ended without telling how the app ended.")
+  }
+
+  /// A connection to the supervisor at `@socket`, nil when nobody listens there any more.
+  private static func connect(_ socket: String) throws(ProtFSError) -> FileDescriptor? {
+    do {
+      return try ControlSocket.connect(socket, servers: [0, getuid()])
+    } catch {
+      if error.code == .notFound { return nil }
+      throw error
+    }
+  }
+
+  /// Ends app `bundleID`'s prewarmed process, and waits until its supervisor is gone (its claim
+  /// free for the next launch).
+  static func discard(_ bundleID: BundleID, device: Device) throws {
+    guard let record = try AppStore(device: device).record(bundleID), record.isSupervised,
+      record.state == .prewarmed, let supervisor = record.supervisor
+    else { return }
+    // SIGTERM reaches the held app through its supervisor, which then ends.
+    _ = valueOrErrno(.kill) { kill(supervisor.pid, SIGTERM) }
+    try waitForEnd(of: supervisor, bundleID)
+  }
+
+  /// Waits until `supervisor` is gone.
+  private static func waitForEnd(of supervisor: ProcessIdentity, _ bundleID: BundleID) throws {
+    let deadline = Date().addingTimeInterval(10)
+    while supervisor.isAlive {
+      guard Date() < deadline else {
+        throw ExitStatus(
+          code: 1,
+          message:
+            "The prewarmed app \(bundleID) did not end within 10 s (its supervisor is process \(supervisor.pid)); end it with kill, then launch again."
+        )
+      }
+      usleep(500)
+    }
+  }
+
+  // MARK: - The supervisor's side
+
+  /// What holding the prewarmed app came to.
+  enum Held {
+    /// The app ended (or was discarded) before a launch took it, with this status.
+    case ended(Int32)
+    /// A launch took it: tell it the app's status with `finish`.
+    case launched(Launcher)
+  }
+
+  /// The launch that took the app, on its connection.
+  final class Launcher: Sendable {
+    let connection: FileDescriptor
+
+    init(_ connection: FileDescriptor) { self.connection = connection }
+
+    /// Tells the launch how the app ended. The connection stays open until this process exits,
+    /// which the launch waits for.
+    func finish(_ status: Int32) {
+      _ = ControlSocket.writeLine(connection, "exit \(status)")
+      _ = connection.take()
+    }
+  }
+
+  /// Holds the started app (prewarmed, reading `events`) until a launch whose key is `key` takes
+  /// it, or it ends. The supervisor's own standard output and error become the launch's.
+  static func hold(_ supervisor: AppSupervisor, device: Device, events: FileDescriptor, key: String) throws -> Held {
+    // The app's end, as a byte on a pipe that a poll sees beside the sockets.
+    var ends: [Int32] = [0, 0]
+    _ = try valueOrErrno(.pipe) { pipe(&ends) }.orThrow("create the pipe for", path: "the prewarmed app")
+    for end in ends { _ = valueOrErrno(.fcntl) { fcntl(end, F_SETFD, FD_CLOEXEC) } }
+    let ended = FileDescriptor(owning: ends[0])
+    let endedWriter = FileDescriptor(owning: ends[1])
+    Thread {
+      _ = supervisor.waitForExit()
+      var byte: UInt8 = 1
+      _ = valueOrErrno(.write) { write(endedWriter.rawValue, &byte, 1) }
+    }.start()
+    // Held: the app says so on its events socket.
+    var said: [UInt8] = []
+    while !said.contains(0x0A) {
+      guard wait(for: events, or: ended) else { return .ended(supervisor.waitForExit() ?? 1) }
+      var chunk = [UInt8](repeating: 0, count: 64)
+      guard case .success(let count) = valueOrErrno(.read, { read(events.rawValue, &chunk, chunk.count) }) else {
+        continue
+      }
+      if count == 0 { return .ended(supervisor.waitForExit() ?? 1) }
+      said += chunk[..<count]
+      if said.count > 64 { break }
+    }
+    guard said.starts(with: Array("held\n".utf8)) else {
+      supervisor.discard()
+      return .ended(supervisor.waitForExit() ?? 1)
+    }
+    let name =
+      "protfs-prewarm.\(AppEnvironment.key(device: device, bundleID: supervisor.bundleID)).\(UUID().uuidString)"
+    let listener = try ControlSocket.listen(name)
+    supervisor.held(launchSocket: name)
+    while true {
+      guard wait(for: listener, or: ended) else { return .ended(supervisor.waitForExit() ?? 1) }
+      guard let (connection, peer) = ControlSocket.accept(listener) else { continue }
+      // Root and the supervisor's own user launch apps; nobody else may take one.
+      guard peer.uid == 0 || peer.uid == getuid() else {
+        ControlSocket.refuse(
+          connection, line: "refused: user \(peer.uid) may not launch the app \(supervisor.bundleID)")
+        continue
+      }
+      ControlSocket.limitWaits(connection)
+      guard let (header, streams) = try? DescriptorPassing.receive(on: connection, limit: 64),
+        let line = String(validating: header, as: UTF8.self), line.hasPrefix("launch "), line.hasSuffix("\n"),
+        let length = Int(line.dropFirst(7).dropLast()), (0...keyLimit).contains(length), streams.count == 3,
+        let given = readExactly(length, from: connection)
+      else {
+        ControlSocket.refuse(connection, line: "refused: not a launch")
+        continue
+      }
+      guard given == Array(key.utf8) else {
+        // Another launch of the app: it starts the app anew once this one is gone.
+        _ = ControlSocket.writeLine(connection, "declined")
+        supervisor.discard()
+        return .ended(supervisor.waitForExit() ?? 1)
+      }
+      do {
+        try supervisor.activate(standardStreams: streams.map(\.rawValue))
+      } catch {
+        _ = ControlSocket.writeLine(connection, "declined")
+        return .ended(supervisor.waitForExit() ?? 1)
+      }
+      // From here the launch's terminal is this supervisor's too: its warnings reach the user.
+      for (number, stream) in streams.enumerated() where number > 0 {
+        _ = valueOrErrno(.dup) { dup2(stream.rawValue, Int32(number)) }
+      }
+      listener.close()
+      guard ControlSocket.writeLine(connection, "launched") else {
+        supervisor.signalApp(SIGKILL)
+        return .ended(supervisor.waitForExit() ?? 1)
+      }
+      relaySignals(from: connection, to: supervisor)
+      return .launched(Launcher(connection))
+    }
+  }
+
+  /// Sends on to the app the signals the launch forwards; when the launch goes away (killed), the
+  /// app goes too, as it does when its own `protfs app launch` is killed.
+  private static func relaySignals(from connection: FileDescriptor, to supervisor: AppSupervisor) {
+    // The launch speaks only when it forwards a signal.
+    ControlSocket.limitWaits(connection, reads: false)
+    Thread {
+      while let line = ControlSocket.readLine(connection) {
+        guard line.hasPrefix("signal "), let signal = Int32(line.dropFirst(7)),
+          [SIGINT, SIGTERM, SIGHUP].contains(signal)
+        else { continue }
+        supervisor.signalApp(signal)
+      }
+      if supervisor.waitForExit(until: .now()) == nil { supervisor.signalApp(SIGKILL) }
+    }.start()
+  }
+
+  /// Waits until `descriptor` can be read; false when `ended` can be read first.
+  private static func wait(for descriptor: FileDescriptor, or ended: FileDescriptor) -> Bool {
+    var polled = [
+      pollfd(fd: descriptor.rawValue, events: Int16(POLLIN), revents: 0),
+      pollfd(fd: ended.rawValue, events: Int16(POLLIN), revents: 0),
+    ]
+    while true {
+      guard case .success = valueOrErrno(.poll, { poll(&polled, 2, -1) }) else { return false }
+      if polled[1].revents != 0 { return false }
+      if polled[0].revents != 0 { return true }
+    }
+  }
+
+  /// Exactly `count` bytes from `connection`, or nil when it ends or stalls first.
+  private static func readExactly(_ count: Int, from connection: FileDescriptor) -> [UInt8]? {
+    var bytes = [UInt8](repeating: 0, count: count)
+    var filled = 0
+    while filled < count {
+      let offset = filled
+      let result = bytes.withUnsafeMutableBytes { buffer in
+        valueOrErrno(.read) { read(connection.rawValue, buffer.baseAddress! + offset, count - offset) }
+      }
+      guard case .success(let read) = result, read > 0 else { return nil }
+      filled += read
+    }
+    return bytes
+  }
+}

@@ -41,6 +41,8 @@ let package = Package(
     .systemLibrary(name: "CFuse3", pkgConfig: "fuse3", providers: [.apt(["libfuse3-dev"])]),
     // Thin wrappers for syscalls Swift cannot call directly (variadic syscall(2), prctl(2)).
     .target(name: "CProtFSSys"),
+    // The protfs program's fast way into a prewarmed app: a constructor, linked into protfs alone.
+    .target(name: "CProtFSLaunch"),
     .target(name: "ProtFSSystem", dependencies: ["CAttr", "CProtFSSys"]),
     .target(name: "ProtFS", dependencies: ["ProtFSSystem", "CCrypto"]),
     .target(name: "ProtFSLock", dependencies: ["ProtFSSystem", "ProtFS", "CCrypto"]),
@@ -108,7 +110,7 @@ let package = Package(
     // Linked as a position-dependent executable in release builds: the loader then has none of
     // the some 80,000 relocations of a position-independent one to apply at every start.
     .executableTarget(
-      name: "protfs", dependencies: ["ProtFSCLI"],
+      name: "protfs", dependencies: ["ProtFSCLI", "CProtFSLaunch"],
       linkerSettings: [.unsafeFlags(["-Xclang-linker", "-no-pie"], .when(configuration: .release))]),
     .target(
       name: "ProtFSTestSupport",
@@ -132,6 +134,7 @@ let package = Package(
       name: "ProtFSCLITests",
       dependencies: [
         "ProtFSCLI", "ProtFSSystem", "ProtFS", "ProtFSLock", "ProtFSMount", "ProtFSDownloads", "ProtFSSessions",
+        "CProtFSLaunch",
       ]),
     // Depends on the executables so that `swift test` builds the binaries the tests run.
     .testTarget(

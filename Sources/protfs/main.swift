@@ -1,3 +1,6 @@
+// CProtFSLaunch's constructor has run before this: it takes `protfs app launch` of a prewarmed app
+// (and exits with the app's status) before the Swift part starts.
+import CProtFSLaunch
 import Foundation
 import ProtFSCLI
 

@@ -89,7 +89,7 @@ struct LayeringTests {
     // A manifest the pattern stopped matching would leave every check above with nothing to do.
     #expect(Self.allowed.count >= 12, "\(Self.allowed.keys.sorted())")
     #expect(Self.allowed["ProtFSSystem"] == ["CAttr", "CProtFSSys"])
-    #expect(Self.allowed["protfs"] == ["ProtFSCLI"])
+    #expect(Self.allowed["protfs"] == ["ProtFSCLI", "CProtFSLaunch"])
   }
 
   @Test(arguments: examples)

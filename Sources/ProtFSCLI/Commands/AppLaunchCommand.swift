@@ -191,19 +191,23 @@ package enum AppLaunchCommand {
     let absolute = try absoluteCommand(command)
     let program = absolute[0]
     let device = invocation.device
-    let givesPasscode = ExecCommand.passcode.options.contains { invocation.isGiven($0) }
+    let givesPasscode = ExecCommand.passcode.options.contains { isGiven($0, in: invocation) }
     if prewarming && givesPasscode {
       throw invocation.usageError(
         "A prewarmed app's launch cannot take a passcode: give it to the launch that takes the app.")
     }
-    // The key a launch must match to take this prewarmed app, made before anything here changes.
-    let prewarmKey = prewarming ? PrewarmedLaunch.key(invocation, command: absolute) : ""
-    if !prewarming {
+    // What a launch must be to take this prewarmed app, made before anything here changes.
+    var prewarmKey: PrewarmedLaunch.LaunchKey?
+    if prewarming {
+      prewarmKey = PrewarmedLaunch.key(
+        of: PrewarmedLaunch.LaunchRequest.current(words: Array(CommandLine.arguments.dropFirst())))
+      guard prewarmKey != nil else {
+        throw ExitStatus(code: 70, message: "The prewarmed app \(bundleID) cannot know its own launch.")
+      }
+    } else {
       // A prewarmed app: a user's launch with its command and surroundings takes it; any other
       // launch ends it first.
-      let outcome = try PrewarmedLaunch.take(bundleID, device: device) {
-        systemLaunch || givesPasscode ? nil : PrewarmedLaunch.key(invocation, command: absolute)
-      }
+      let outcome = try PrewarmedLaunch.take(bundleID, device: device, mayTake: !systemLaunch && !givesPasscode)
       if case .ran(let status) = outcome { return status }
     }
     var passcode: String?
@@ -297,7 +301,7 @@ package enum AppLaunchCommand {
     try supervisor.start(pid: pid, events: writeEnd)
     var launcher: PrewarmedLaunch.Launcher?
     if prewarming {
-      switch try PrewarmedLaunch.hold(supervisor, device: device, events: writeEnd, key: prewarmKey) {
+      switch try PrewarmedLaunch.hold(supervisor, device: device, events: writeEnd, key: prewarmKey!) {
       case .ended(let status): return status
       case .launched(let taken): launcher = taken
       }
@@ -332,6 +336,11 @@ package enum AppLaunchCommand {
       launcher.finish(status)
     }
     return status
+  }
+
+  /// Whether `option` (a flag or one with a value) was given to `invocation`.
+  static func isGiven(_ option: Option, in invocation: Invocation) -> Bool {
+    option.isFlag ? invocation.flag(option) : invocation.isGiven(option)
   }
 
   /// The options given to `invocation` among `options`, as arguments that give them again.

@@ -132,31 +132,125 @@ package enum AppPrewarmCommand {
 /// How a prewarmed app is held by its supervisor, taken by a launch, or discarded.
 ///
 /// The supervisor (`protfs app launch --prewarm`) listens on a socket of its own, named at random
-/// and kept in the app's record (`AppRecord.prewarmSocket`) once the app is held. A launch, as root
-/// or as the supervisor's user, connects and sends `launch LENGTH` with its standard input, output
-/// and error attached (`SCM_RIGHTS`), then LENGTH bytes: its launch key (`key`). The supervisor
-/// answers `launched` and hands the streams to the app when the keys are equal; otherwise
-/// `declined`, and it ends the app and itself. After `launched` the launch sends `signal N` for
-/// each signal it forwards, and the supervisor ends with `exit STATUS`; a launch that goes away
-/// (its connection ends) takes the app with it, as a killed `protfs app launch` does.
+/// and kept in `.protfs/apps/<bundle-id>.prewarm` once the app is held. A launch, as root or as the
+/// supervisor's user, connects and sends `launch LENGTH` with its standard input, output and error
+/// attached (`SCM_RIGHTS`), then LENGTH bytes: its `LaunchRequest` (its words, directory, umask and
+/// environment). The supervisor parses the words as it parsed its own and answers `launched`, handing
+/// the streams to the app, when the two launches are the same (`LaunchKey`); otherwise `declined`,
+/// and it ends the app and itself. After `launched` the launch sends `signal N` for each signal it
+/// forwards, and the supervisor ends with `exit STATUS`; a launch that goes away (its connection
+/// ends) takes the app with it, as a killed `protfs app launch` does.
+///
+/// The protfs program makes the same request from a C constructor (`CProtFSLaunch`) before its
+/// Swift part starts, for the usual form of the command; this is the way of every other form.
 package enum PrewarmedLaunch {
-  /// The most bytes a launch key may have.
-  static let keyLimit = 1 << 20
+  /// The most bytes a request may have.
+  static let requestLimit = 1 << 20
 
-  /// What decides whether a launch may take a prewarmed app: its launch options, command,
-  /// directory, umask and environment, as text. Two launches with equal keys start the same app in
-  /// the same way.
-  static func key(_ invocation: Invocation, command: [String]) -> String {
-    var parts = ["options"] + AppLaunchCommand.givenOptions(invocation, among: AppPrewarmCommand.prewarmOptions)
-    parts += ["command"] + command
-    parts += ["directory", currentDirectory(), "umask", currentUmask()]
-    // `_` is the shell's note of the command it ran last (this protfs's path, or a wrapper's), not
-    // something the app is given to work with.
-    parts +=
-      ["environment"] + ProcessEnvironment.all().filter { $0.key != "_" }.map { "\($0.key)=\($0.value)" }.sorted()
-    // Each part's length first: no two lists of parts make the same text.
-    return parts.map { "\($0.utf8.count):\($0)" }.joined(separator: "\n")
+  /// What a launch sends to take a prewarmed app: its words (the command line after the program),
+  /// its working directory, its umask (as `/proc/self/status` shows it) and its environment, the
+  /// passcodes' variables left out. Encoded as entries `LENGTH:BYTES\n`: the number of words, the
+  /// words, the directory, the umask, then the environment's entries.
+  struct LaunchRequest: Equatable {
+    var words: [String]
+    var directory: String
+    var umask: String
+    var environment: [String]
+
+    /// This process's request, with `words`.
+    static func current(words: [String]) -> LaunchRequest {
+      LaunchRequest(
+        words: words, directory: currentDirectory(), umask: currentUmask(),
+        environment: ProcessEnvironment.entries().filter { entry in
+          !Secrets.environmentKeys.contains { entry.hasPrefix($0 + "=") }
+        })
+    }
+
+    /// The request as it is sent.
+    var encoded: [UInt8] {
+      var bytes: [UInt8] = []
+      for entry in [String(words.count)] + words + [directory, umask] + environment {
+        bytes += Array("\(entry.utf8.count):".utf8) + Array(entry.utf8) + [0x0A]
+      }
+      return bytes
+    }
+
+    /// The request `bytes` encode, or nil when they are not one.
+    static func decode(_ bytes: [UInt8]) -> LaunchRequest? {
+      var entries: [String] = []
+      var index = 0
+      while index < bytes.count {
+        guard let colon = bytes[index...].firstIndex(of: UInt8(ascii: ":")), colon - index <= 8,
+          let length = Int(String(decoding: bytes[index..<colon], as: UTF8.self)), length >= 0,
+          colon + 1 + length < bytes.count, bytes[colon + 1 + length] == 0x0A,
+          let entry = String(validating: bytes[(colon + 1)..<(colon + 1 + length)], as: UTF8.self)
+        else { return nil }
+        entries.append(entry)
+        index = colon + 2 + length
+      }
+      guard let count = entries.first.flatMap({ Int($0) }), count >= 0, entries.count >= count + 3 else { return nil }
+      return LaunchRequest(
+        words: Array(entries[1...count]), directory: entries[count + 1], umask: entries[count + 2],
+        environment: Array(entries[(count + 3)...]))
+    }
   }
+
+  /// The launch a request asks for, as a prewarmed app's supervisor compares it with its own: two
+  /// launches with equal keys start the same app in the same way.
+  struct LaunchKey: Equatable {
+    var device: String
+    var bundleID: String
+    /// The launch options given (but `--prewarm`), as arguments.
+    var options: [String]
+    /// The command, its program made absolute (the installed app's for `--wait` without one).
+    var command: [String]
+    var directory: String
+    var umask: String
+    /// The environment's entries but the shell's bookkeeping (`shellNotes`), sorted.
+    var environment: [String]
+  }
+
+  /// The key of `request`: nil when its words are not an `app launch` of a user (a `--for` launch,
+  /// a passcode) or do not parse.
+  static func key(of request: LaunchRequest) -> LaunchKey? {
+    var variables: [String: String] = [:]
+    for entry in request.environment {
+      guard let equals = entry.firstIndex(of: "=") else { continue }
+      let name = String(entry[..<equals])
+      if variables[name] == nil { variables[name] = String(entry[entry.index(after: equals)...]) }
+    }
+    guard
+      case .run(let command, let invocation)? = try? Parser(root: Commands.root, environment: variables)
+        .parse(request.words),
+      command.name == AppLaunchCommand.command.name, invocation.commandPath.suffix(2) == ["app", "launch"],
+      let bundleID = try? invocation.bundleID(invocation.required(AppCommand.bundleArgument))
+    else { return nil }
+    let excluded = [
+      AppLaunchCommand.forFetch, AppLaunchCommand.forSession, AppLaunchCommand.forPush,
+      AppLaunchCommand.forBackgroundTask,
+    ]
+    guard !(excluded + ExecCommand.passcode.options).contains(where: { AppLaunchCommand.isGiven($0, in: invocation) })
+    else { return nil }
+    let device = invocation.device
+    var words = invocation.trailing
+    if words.isEmpty {
+      guard invocation.flag(AppLaunchCommand.wait),
+        let installed = (try? AppStore(device: device).record(bundleID))??.lastLaunchCommand, !installed.isEmpty
+      else { return nil }
+      words = installed
+    }
+    guard let absolute = try? AppLaunchCommand.absoluteCommand(words) else { return nil }
+    return LaunchKey(
+      device: device.canonicalRoot, bundleID: bundleID.rawValue,
+      options: AppLaunchCommand.givenOptions(invocation, among: AppPrewarmCommand.prewarmOptions), command: absolute,
+      directory: request.directory, umask: request.umask,
+      environment: request.environment.filter { entry in !shellNotes.contains { entry.hasPrefix($0) } }.sorted())
+  }
+
+  /// The variables a shell keeps for itself and changes from one command to the next, which do not
+  /// make two launches different: `_` (the command it ran last: this protfs's path, or a wrapper's),
+  /// `SHLVL` (one more in a script) and `OLDPWD`.
+  static let shellNotes = ["_=", "SHLVL=", "OLDPWD="]
 
   /// The working directory (`getcwd`), or an empty string when it cannot be named.
   private static func currentDirectory() -> String {
@@ -185,13 +279,13 @@ package enum PrewarmedLaunch {
     case ran(Int32)
   }
 
-  /// Takes app `bundleID`'s prewarmed process for a launch whose key `key` gives (nil: a launch that
-  /// may not take one, which discards it). Returns `.none` when there is none, or when it was
-  /// discarded and has ended.
-  static func take(_ bundleID: BundleID, device: Device, key: () -> String?) throws -> Outcome {
+  /// Takes app `bundleID`'s prewarmed process for this launch, when `mayTake` (a user's launch in
+  /// the foreground without a passcode; any other discards it). Returns `.none` when there is none,
+  /// or when it was declined or discarded and has ended.
+  static func take(_ bundleID: BundleID, device: Device, mayTake: Bool) throws -> Outcome {
     // The usual case, no prewarmed app, costs one failed open.
     guard let socket = AppStore(device: device).prewarmSocket(bundleID) else { return .none }
-    guard let key = key() else {
+    guard mayTake else {
       try discard(bundleID, device: device)
       return .none
     }
@@ -200,10 +294,11 @@ package enum PrewarmedLaunch {
       let supervisor = ProcessIdentity(pid: server.pid)
     else { return .none }
     ControlSocket.limitWaits(connection, reads: false)
-    let text = Array(key.utf8)
+    let request = LaunchRequest.current(words: Array(CommandLine.arguments.dropFirst())).encoded
     try DescriptorPassing.send(
-      Array("launch \(text.count)\n".utf8), descriptors: [STDIN_FILENO, STDOUT_FILENO, STDERR_FILENO], on: connection)
-    let answer = ControlSocket.writeAll(text, on: connection) ? ControlSocket.readLine(connection) : nil
+      Array("launch \(request.count)\n".utf8), descriptors: [STDIN_FILENO, STDOUT_FILENO, STDERR_FILENO],
+      on: connection)
+    let answer = ControlSocket.writeAll(request, on: connection) ? ControlSocket.readLine(connection) : nil
     guard answer == "launched" else {
       // Declined (another command or surroundings): once it has ended, the launch starts the app
       // anew. Gone without an answer (it ended, or another launch took it first): the launch goes
@@ -217,7 +312,7 @@ package enum PrewarmedLaunch {
     while let line = ControlSocket.readLine(connection) {
       guard line.hasPrefix("exit "), let status = Int32(line.dropFirst(5)) else { continue }
       // Returns once the supervisor is gone, its mount and claim with it, as a launch that
-      // supervised the app itself does: the next launch finds them free.
+      // supervised the app itself does: the next finds them free.
       ControlSocket.limitWaits(connection)
       while ControlSocket.readLine(connection) != nil {}
       return .ran(status)
@@ -288,7 +383,7 @@ package enum PrewarmedLaunch {
 
   /// Holds the started app (prewarmed, reading `events`) until a launch whose key is `key` takes
   /// it, or it ends. The supervisor's own standard output and error become the launch's.
-  static func hold(_ supervisor: AppSupervisor, device: Device, events: FileDescriptor, key: String) throws -> Held {
+  static func hold(_ supervisor: AppSupervisor, device: Device, events: FileDescriptor, key: LaunchKey) throws -> Held {
     // The app's end, as a byte on a pipe that a poll sees beside the sockets.
     var ends: [Int32] = [0, 0]
     _ = try valueOrErrno(.pipe) { pipe(&ends) }.orThrow("create the pipe for", path: "the prewarmed app")
@@ -332,13 +427,13 @@ package enum PrewarmedLaunch {
       ControlSocket.limitWaits(connection)
       guard let (header, streams) = try? DescriptorPassing.receive(on: connection, limit: 64),
         let line = String(validating: header, as: UTF8.self), line.hasPrefix("launch "), line.hasSuffix("\n"),
-        let length = Int(line.dropFirst(7).dropLast()), (0...keyLimit).contains(length), streams.count == 3,
-        let given = readExactly(length, from: connection)
+        let length = Int(line.dropFirst(7).dropLast()), (1...requestLimit).contains(length), streams.count == 3,
+        let body = readExactly(length, from: connection), let request = LaunchRequest.decode(body)
       else {
         ControlSocket.refuse(connection, line: "refused: not a launch")
         continue
       }
-      guard given == Array(key.utf8) else {
+      guard Self.key(of: request) == key else {
         // Another launch of the app: it starts the app anew once this one is gone.
         _ = ControlSocket.writeLine(connection, "declined")
         supervisor.discard()

@@ -10,6 +10,17 @@ package enum ProcessEnvironment {
     getenv(name).map { String(cString: $0) }
   }
 
+  /// Every entry (`NAME=VALUE`) as it stands, in order.
+  package static func entries() -> [String] {
+    var entries: [String] = []
+    var index = 0
+    while let entry = environ[index] {
+      entries.append(String(cString: entry))
+      index += 1
+    }
+    return entries
+  }
+
   /// Every variable, by name; of two entries with one name the first counts, as for `getenv`.
   /// Entries without `=` are passed over.
   package static func all() -> [String: String] {

@@ -9,11 +9,11 @@ import Testing
   /// Runs `protfs app prewarm BUNDLE -- CMD` with the environment `RunningApp` gives a
   /// launch (a prewarmed app is taken only by a launch in the same environment); returns its exit
   /// status and output.
-  static func prewarm(_ d: AppDevice, _ command: [String]) async throws -> (Int32, String) {
+  static func prewarm(_ d: AppDevice, _ command: [String], options: [String] = []) async throws -> (Int32, String) {
     try await offPool {
       let process = TestProcess()
       process.executableURL = URL(fileURLWithPath: Protfs.binary)
-      process.arguments = ["--device", d.root, "app", "prewarm", AppDevice.bundle, "--"] + command
+      process.arguments = ["--device", d.root, "app", "prewarm", AppDevice.bundle] + options + ["--"] + command
       var environment = ProcessInfo.processInfo.environment
       environment["PROTFS_DEVICE"] = nil
       environment["PROTFS"] = d.protfsForApps
@@ -85,6 +85,35 @@ import Testing
     let (exit, _) = await app.exit()
     #expect(exit == 0, "\(app.output)")
     #expect(d.record()["state"] as? String == "notRunning")
+  }
+
+  @Test func theUsualFormIsTakenBeforeProtfssSwiftPartStartsAndAnyOtherFormByIt() async throws {
+    let d = try AppDevice()
+    defer { d.remove() }
+    defer { d.endApp() }
+    let runner = try d.installExample("BackgroundRunner")
+    // `app launch BUNDLE-ID -- CMD`: the C constructor takes it, and the Swift part never starts,
+    // so the launch is one thread, waiting for the app's end.
+    let held = try #require(Self.printedPID(try await Self.prewarm(d, [runner]).1))
+    let app = try d.launch([], [runner])
+    defer { app.stop() }
+    #expect(await app.line(containing: "ready") != nil, "\(app.output)")
+    #expect(d.record()["pid"] as? Int == held)
+    let threads = (try? FileManager.default.contentsOfDirectory(atPath: "/proc/\(app.process.processIdentifier)/task"))
+    #expect(threads?.count == 1, "\(threads ?? [])")
+    #expect(try await d.protfs(["app", "terminate", AppDevice.bundle]).status == 0)
+    #expect(await app.exit().0 == 0, "\(app.output)")
+
+    // Options before the bundle id: the constructor leaves the launch to the Swift part, which
+    // takes the held app all the same.
+    let second = try #require(Self.printedPID(try await Self.prewarm(d, [runner], options: ["--no-mount"]).1))
+    let other = try RunningApp(
+      device: d, arguments: ["--device", d.root, "app", "launch", "--no-mount", AppDevice.bundle, "--", runner])
+    defer { other.stop() }
+    #expect(await other.line(containing: "ready") != nil, "\(other.output)")
+    #expect(d.record()["pid"] as? Int == second)
+    #expect(try await d.protfs(["app", "terminate", AppDevice.bundle]).status == 0)
+    #expect(await other.exit().0 == 0, "\(other.output)")
   }
 
   @Test func aLaunchWithOtherOptionsEndsTheHeldAppAndStartsItAnew() async throws {

@@ -74,41 +74,61 @@ package enum AppInstallCommand {
     }
     let forwarded = AppLaunchCommand.givenOptions(
       invocation, among: AppLaunchCommand.command.options.filter { $0 != AppLaunchCommand.wait })
+    let started = try startSupervisor(
+      device, bundleID, ["app", "launch", bundleID.rawValue] + forwarded + ["--"] + command, within: 60,
+      purpose: "launch the app with", endedBefore: "it ran (its launch"
+    ) { $0.state != .notRunning }
+    guard started else {
+      throw ExitStatus(
+        code: 1,
+        message: "The app \(bundleID) did not start within 60 s; its output is in \(logPath(device, bundleID)).")
+    }
+    return 0
+  }
+
+  /// Starts `protfs --device DEVICE ARGUMENTS` (an `app launch` of `bundleID`) detached from this
+  /// shell, its output in the app's log, and waits until the app's record names it (by its start
+  /// time too: a record left by an earlier one whose pid was reused is not taken for it) and
+  /// `ready` accepts the record; then prints `BUNDLE-ID: PID`, as `simctl launch` does, and returns
+  /// true. False when `within` seconds passed first; throws when the launch ended first, with its
+  /// own error (`endedBefore` words what it did not get to).
+  static func startSupervisor(
+    _ device: Device, _ bundleID: BundleID, _ arguments: [String], within timeout: Double, purpose: String,
+    endedBefore: String, ready: (AppRecord) -> Bool
+  ) throws -> Bool {
     let state = try DirectoryHandle(path: device.stateDirectory)
     try state.makeDirectory("logs", permissions: FilePermissions(rawValue: 0o700))
     let logs = try state.openDirectory("logs")
     let log = try logs.openFile(
       "\(bundleID).log", flags: O_RDWR | O_CREAT | O_TRUNC, permissions: FilePermissions(rawValue: 0o600))
     defer { closeDescriptor(log) }
-    let supervisor = try DetachedLaunch.start(
-      ["--device", device.root, "app", "launch", bundleID.rawValue] + forwarded + ["--"] + command, output: log)
-    let path = logPath(device, bundleID)
+    let supervisor = try DetachedLaunch.start(["--device", device.root] + arguments, purpose: purpose, output: log)
     let store = AppStore(device: device)
-    // The supervisor by its start time too: a record left by an earlier one whose pid was reused
-    // is not taken for it.
     let identity = ProcessIdentity(pid: supervisor)
-    let deadline = Date().addingTimeInterval(60)
+    let deadline = Date().addingTimeInterval(timeout)
+    var delay: useconds_t = 1_000
     while Date() < deadline {
       if case .success(let code?) = Kernel.reapChildIfEnded(supervisor) {
         // The launch's own error, when it wrote one, says best what went wrong.
         let said =
           lastLine(of: log).map { line in
             ": " + (line.hasPrefix("Error: ") ? String(line.dropFirst(7)) : line)
-          } ?? ""
+          } ?? "."
         throw ExitStatus(
           code: 1,
           message:
-            "The app \(bundleID) ended before it ran (its launch exited with status \(code))\(said) Its output is in \(path)."
+            "The app \(bundleID) ended before \(endedBefore) exited with status \(code))\(said) Its output is in \(logPath(device, bundleID))."
         )
       }
       if let record = try? store.record(bundleID), let identity, record.supervisor == identity, let pid = record.pid,
-        record.state != .notRunning
+        ready(record)
       {
         Console.out("\(bundleID): \(pid)")
-        return 0
+        return true
       }
-      usleep(2_000)
+      usleep(delay)
+      delay = min(delay * 2, 20_000)
     }
-    throw ExitStatus(code: 1, message: "The app \(bundleID) did not start within 60 s; its output is in \(path).")
+    return false
   }
 }

@@ -84,42 +84,14 @@ package enum AppPrewarmCommand {
       }
       try PrewarmedLaunch.discard(bundleID, device: device)
     }
-    let state = try DirectoryHandle(path: device.stateDirectory)
-    try state.makeDirectory("logs", permissions: FilePermissions(rawValue: 0o700))
-    let logs = try state.openDirectory("logs")
-    let log = try logs.openFile(
-      "\(bundleID).log", flags: O_RDWR | O_CREAT | O_TRUNC, permissions: FilePermissions(rawValue: 0o600))
-    defer { closeDescriptor(log) }
     let forwarded = AppLaunchCommand.givenOptions(invocation, among: prewarmOptions)
-    let supervisor = try DetachedLaunch.start(
-      ["--device", device.root, "app", "launch", "--" + AppLaunchCommand.prewarm.long, bundleID.rawValue] + forwarded
-        + ["--"] + absolute,
-      purpose: "prewarm the app with", output: log)
+    let held = try AppInstallCommand.startSupervisor(
+      device, bundleID,
+      ["app", "launch", "--" + AppLaunchCommand.prewarm.long, bundleID.rawValue] + forwarded + ["--"] + absolute,
+      within: holdTimeout, purpose: "prewarm the app with", endedBefore: "it was held (its prewarm"
+    ) { $0.state == .prewarmed && $0.prewarmSocket != nil }
+    if held { return 0 }
     let path = AppInstallCommand.logPath(device, bundleID)
-    let identity = ProcessIdentity(pid: supervisor)
-    let deadline = Date().addingTimeInterval(holdTimeout)
-    var delay: useconds_t = 1_000
-    while Date() < deadline {
-      if case .success(let code?) = Kernel.reapChildIfEnded(supervisor) {
-        let said =
-          AppInstallCommand.lastLine(of: log).map { line in
-            ": " + (line.hasPrefix("Error: ") ? String(line.dropFirst(7)) : line)
-          } ?? "."
-        throw ExitStatus(
-          code: 1,
-          message:
-            "The app \(bundleID) ended before it was held (its prewarm exited with status \(code))\(said) Its output is in \(path)."
-        )
-      }
-      if let record = try? store.record(bundleID), let identity, record.supervisor == identity, let pid = record.pid,
-        record.state == .prewarmed, record.prewarmSocket != nil
-      {
-        Console.out("\(bundleID): \(pid)")
-        return 0
-      }
-      usleep(delay)
-      delay = min(delay * 2, 20_000)
-    }
     try? PrewarmedLaunch.discard(bundleID, device: device)
     throw ExitStatus(
       code: 1,

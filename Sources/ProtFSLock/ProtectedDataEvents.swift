@@ -38,13 +38,7 @@ extension Device {
     {
       throw ProtFSError.system("watch", path: stateDirectory, errno: e)
     }
-    var pipeFDs: [Int32] = [0, 0]
-    if case .failure(let e) = valueOrErrno(.pipe, { pipe(&pipeFDs) }) {
-      throw ProtFSError.system("watch", path: stateDirectory, errno: e)
-    }
-    for fd in pipeFDs { _ = valueOrErrno(.fcntl) { fcntl(fd, F_SETFD, FD_CLOEXEC) } }
-    let wakeRead = FileDescriptor(owning: pipeFDs[0])
-    let wakeWrite = FileDescriptor(owning: pipeFDs[1])
+    let (wakeRead, wakeWrite) = try FileDescriptor.pipe().orThrow("watch", path: stateDirectory)
     let store = try LockStore(self)
     let initial = try store.record(now: Date())
     let (stream, continuation) = AsyncStream<ProtectedDataEvent>.makeStream()

@@ -48,8 +48,8 @@ package struct Invocation: Sendable {
   /// Records one `value` of `option`.
   package mutating func record(_ option: Option, value: String) { optionValues[option.long, default: []].append(value) }
 
-  /// Whether `option` was already given a value.
-  package func isGiven(_ option: Option) -> Bool { optionValues[option.long] != nil }
+  /// Whether `option` was given: a flag, or one with a value (already given one).
+  package func isGiven(_ option: Option) -> Bool { optionValues[option.long] != nil || flags.contains(option.long) }
 
   /// Records the values of positional `argument`: each as text and as the bytes it was given as.
   package mutating func assign(_ values: [(String, [UInt8])], to argument: Argument) {

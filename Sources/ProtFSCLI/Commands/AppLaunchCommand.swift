@@ -70,6 +70,10 @@ package enum AppLaunchCommand {
     run: run
   )
 
+  /// The options with which the system launches the app in the background (a fetch, a session's
+  /// events, a push, a BGTask), not the user: at most one at a time.
+  package static var systemLaunchOptions: [Option] { [forFetch, forSession, forPush, forBackgroundTask] }
+
   /// `--for-fetch` (hidden in effect: `app fetch` gives it): the system launches the app in the
   /// background for a fetch; not a user launch, so a force-quit stays remembered.
   package static let forFetch = Option.flag(
@@ -163,11 +167,12 @@ package enum AppLaunchCommand {
     let session = invocation.value(forSession)
     let push = invocation.value(forPush)
     let backgroundTask = invocation.value(forBackgroundTask)
-    if [session != nil, invocation.flag(forFetch), push != nil, backgroundTask != nil].filter({ $0 }).count > 1 {
+    let systemLaunches = systemLaunchOptions.filter { invocation.isGiven($0) }.count
+    if systemLaunches > 1 {
       throw invocation.usageError("--for-fetch, --for-session, --for-push and --for-bgtask cannot be given together.")
     }
     let prewarming = invocation.flag(prewarm)
-    let systemLaunch = session != nil || invocation.flag(forFetch) || push != nil || backgroundTask != nil
+    let systemLaunch = systemLaunches == 1
     if prewarming && (systemLaunch || invocation.flag(wait)) {
       throw invocation.usageError("--prewarm is for a user's launch: it cannot be given with --wait or a --for option.")
     }
@@ -191,7 +196,7 @@ package enum AppLaunchCommand {
     let absolute = try absoluteCommand(command)
     let program = absolute[0]
     let device = invocation.device
-    let givesPasscode = ExecCommand.passcode.options.contains { isGiven($0, in: invocation) }
+    let givesPasscode = ExecCommand.passcode.options.contains { invocation.isGiven($0) }
     if prewarming && givesPasscode {
       throw invocation.usageError(
         "A prewarmed app's launch cannot take a passcode: give it to the launch that takes the app.")
@@ -257,11 +262,7 @@ package enum AppLaunchCommand {
       // A socket: the launch's standard streams reach the held app on it.
       (writeEnd, readEnd) = try DescriptorPassing.socketPair()
     } else {
-      var pipeFDs: [Int32] = [0, 0]
-      _ = try valueOrErrno(.pipe) { pipe(&pipeFDs) }.orThrow("create the event pipe for", path: program)
-      for fd in pipeFDs { _ = valueOrErrno(.fcntl) { fcntl(fd, F_SETFD, FD_CLOEXEC) } }
-      readEnd = FileDescriptor(owning: pipeFDs[0])
-      writeEnd = FileDescriptor(owning: pipeFDs[1])
+      (readEnd, writeEnd) = try FileDescriptor.pipe().orThrow("create the event pipe for", path: program)
     }
     var environment = supervisor.environment
     environment[AppEnvironment.sessionsSocket] = sessionsSocket
@@ -336,11 +337,6 @@ package enum AppLaunchCommand {
       launcher.finish(status)
     }
     return status
-  }
-
-  /// Whether `option` (a flag or one with a value) was given to `invocation`.
-  static func isGiven(_ option: Option, in invocation: Invocation) -> Bool {
-    option.isFlag ? invocation.flag(option) : invocation.isGiven(option)
   }
 
   /// The options given to `invocation` among `options`, as arguments that give them again.

@@ -41,10 +41,7 @@ package enum AppPrewarmCommand {
 
   /// The launch options a prewarm takes: those of a user's launch in the foreground.
   static var prewarmOptions: [Option] {
-    let excluded = [
-      AppLaunchCommand.forFetch, AppLaunchCommand.forSession, AppLaunchCommand.forPush,
-      AppLaunchCommand.forBackgroundTask, AppLaunchCommand.wait, AppLaunchCommand.prewarm,
-    ]
+    let excluded = AppLaunchCommand.systemLaunchOptions + [AppLaunchCommand.wait, AppLaunchCommand.prewarm]
     return AppLaunchCommand.command.options.filter { option in
       !excluded.contains(option) && !ExecCommand.passcode.options.contains(option)
     }
@@ -185,23 +182,14 @@ package enum PrewarmedLaunch {
   /// The key of `request`: nil when its words are not an `app launch` of a user (a `--for` launch,
   /// a passcode) or do not parse.
   static func key(of request: LaunchRequest) -> LaunchKey? {
-    var variables: [String: String] = [:]
-    for entry in request.environment {
-      guard let equals = entry.firstIndex(of: "=") else { continue }
-      let name = String(entry[..<equals])
-      if variables[name] == nil { variables[name] = String(entry[entry.index(after: equals)...]) }
-    }
+    let variables = ProcessEnvironment.variables(request.environment)
     guard
       case .run(let command, let invocation)? = try? Parser(root: Commands.root, environment: variables)
         .parse(request.words),
       command.name == AppLaunchCommand.command.name, invocation.commandPath.suffix(2) == ["app", "launch"],
       let bundleID = try? invocation.bundleID(invocation.required(AppCommand.bundleArgument))
     else { return nil }
-    let excluded = [
-      AppLaunchCommand.forFetch, AppLaunchCommand.forSession, AppLaunchCommand.forPush,
-      AppLaunchCommand.forBackgroundTask,
-    ]
-    guard !(excluded + ExecCommand.passcode.options).contains(where: { AppLaunchCommand.isGiven($0, in: invocation) })
+    guard !(AppLaunchCommand.systemLaunchOptions + ExecCommand.passcode.options).contains(where: invocation.isGiven)
     else { return nil }
     let device = invocation.device
     var words = invocation.trailing
@@ -357,11 +345,7 @@ package enum PrewarmedLaunch {
   /// it, or it ends. The supervisor's own standard output and error become the launch's.
   static func hold(_ supervisor: AppSupervisor, device: Device, events: FileDescriptor, key: LaunchKey) throws -> Held {
     // The app's end, as a byte on a pipe that a poll sees beside the sockets.
-    var ends: [Int32] = [0, 0]
-    _ = try valueOrErrno(.pipe) { pipe(&ends) }.orThrow("create the pipe for", path: "the prewarmed app")
-    for end in ends { _ = valueOrErrno(.fcntl) { fcntl(end, F_SETFD, FD_CLOEXEC) } }
-    let ended = FileDescriptor(owning: ends[0])
-    let endedWriter = FileDescriptor(owning: ends[1])
+    let (ended, endedWriter) = try FileDescriptor.pipe().orThrow("create the pipe for", path: "the prewarmed app")
     Thread {
       _ = supervisor.waitForExit()
       var byte: UInt8 = 1

@@ -52,3 +52,14 @@ extension DirectoryHandle {
     FileDescriptor(owning: try openFile(name, flags: flags, permissions: permissions))
   }
 }
+
+extension FileDescriptor {
+  /// A pipe, both ends close-on-exec: one a process keeps to itself (an app's events, a thread's
+  /// wake-up), which no program it starts inherits.
+  package static func pipe() -> Result<(read: FileDescriptor, write: FileDescriptor), Errno> {
+    var ends: [Int32] = [0, 0]
+    if case .failure(let e) = valueOrErrno(.pipe, { Foundation.pipe(&ends) }) { return .failure(e) }
+    for end in ends { _ = valueOrErrno(.fcntl) { fcntl(end, F_SETFD, FD_CLOEXEC) } }
+    return .success((FileDescriptor(owning: ends[0]), FileDescriptor(owning: ends[1])))
+  }
+}

@@ -23,12 +23,13 @@ package enum ProcessEnvironment {
 
   /// Every variable, by name; of two entries with one name the first counts, as for `getenv`.
   /// Entries without `=` are passed over.
-  package static func all() -> [String: String] {
+  package static func all() -> [String: String] { variables(entries()) }
+
+  /// The variables of `entries` (`NAME=VALUE`, an environment's, such as another process sent), by
+  /// name, as `all()` makes them of this process's.
+  package static func variables(_ entries: [String]) -> [String: String] {
     var variables: [String: String] = [:]
-    var index = 0
-    while let entry = environ[index] {
-      index += 1
-      let text = String(cString: entry)
+    for text in entries {
       guard let equals = text.utf8.firstIndex(of: UInt8(ascii: "=")) else { continue }
       let name = String(text[..<equals])
       if variables[name] == nil { variables[name] = String(text[text.utf8.index(after: equals)...]) }

@@ -292,7 +292,6 @@ package struct AppLifecycle {
     record.supervisorSocket = nil
     record.tasks = []
     record.backgroundSince = nil
-    record.prewarmSocket = nil
     save()
     return end()
   }

@@ -82,9 +82,6 @@ public struct AppRecord: Codable, Sendable, Equatable {
   /// The abstract name of the supervisor's socket while it runs: chosen at random at each launch,
   /// so that no other process can bind it first (nil in records written before it was kept).
   public var supervisorSocket: String?
-  /// While it is prewarmed and held (`State.prewarmed`), the abstract name of the socket its
-  /// supervisor takes the launch on; nil until the app is held, and after.
-  public var prewarmSocket: String?
   /// The background tasks it holds.
   public var tasks: [Task] = []
   /// The background budget in seconds.

@@ -253,13 +253,9 @@ public final class AppSupervisor: @unchecked Sendable {
   }
 
   /// Records that the prewarmed app is held before `UIApplicationMain` and that its launch is taken
-  /// on the socket `name` (`AppRecord.prewarmSocket`).
+  /// on the socket `name` (`AppStore.prewarmSocket`).
   public func held(launchSocket name: String) {
-    queue.sync {
-      lifecycle.record.prewarmSocket = name
-      save()
-      store.setPrewarmSocket(bundleID, name)
-    }
+    queue.sync { store.setPrewarmSocket(bundleID, name) }
   }
 
   /// Launches the prewarmed app: hands it `descriptors` (its standard input, output and error) with
@@ -281,7 +277,6 @@ public final class AppSupervisor: @unchecked Sendable {
     try DescriptorPassing.send(Array(line.utf8), descriptors: descriptors, on: events)
     store.setPrewarmSocket(bundleID, nil)
     lifecycle.record.state = .active
-    lifecycle.record.prewarmSocket = nil
     lifecycle.record.forceQuit = false
     save()
   }
@@ -301,12 +296,12 @@ public final class AppSupervisor: @unchecked Sendable {
 
   /// Carries out `request` (from the socket, a schedule or a signal).
   public func perform(_ request: AppRequest) -> AppReply {
-    if queue.sync(execute: { lifecycle.record.state == .prewarmed }) {
-      return .refused(
-        "The app \(bundleID) is prewarmed, not launched: launch it (protfs app launch), or end it (protfs app terminate)."
-      )
-    }
     let reply = queue.sync { () -> AppReply in
+      guard lifecycle.record.state != .prewarmed else {
+        return .refused(
+          "The app \(bundleID) is prewarmed, not launched: launch it (protfs app launch), or end it (protfs app terminate)."
+        )
+      }
       let (reply, effects) = lifecycle.handle(request, at: .now)
       carryOut(effects)
       return reply

@@ -35,6 +35,12 @@ import Testing
       .flatMap { Int($0.dropFirst(AppDevice.bundle.count + 2)) }
   }
 
+  /// The socket a held app's launch is taken on, as its supervisor names it
+  /// (`.protfs/apps/BUNDLE-ID.prewarm`); nil when none is held.
+  static func launchSocket(_ d: AppDevice) -> String? {
+    try? String(contentsOfFile: d.root + "/.protfs/apps/\(AppDevice.bundle).prewarm", encoding: .utf8)
+  }
+
   /// The app's log (its output while it was held).
   static func log(_ d: AppDevice) -> String {
     (try? String(contentsOfFile: d.root + "/.protfs/logs/\(AppDevice.bundle).log", encoding: .utf8)) ?? ""
@@ -76,7 +82,7 @@ import Testing
     #expect(await app.line(containing: "ready, state inactive") != nil, "\(app.output)")
     #expect(d.record()["pid"] as? Int == held)
     #expect(await d.waitForState("active"))
-    #expect(d.record()["prewarmSocket"] == nil)
+    #expect(Self.launchSocket(d) == nil)
     // From here it is an app like any other: driven, and its end is the launch's.
     #expect(try await d.protfs(["app", "background", AppDevice.bundle]).status == 0)
     #expect(await app.line(containing: "background task ") != nil, "\(app.output)")
@@ -168,12 +174,12 @@ import Testing
     let supervisor = try #require(d.record()["supervisorPID"] as? Int)
     kill(pid_t(supervisor), SIGKILL)
     #expect(await Self.isGone(second))
-    #expect(FileManager.default.fileExists(atPath: d.root + "/.protfs/apps/\(AppDevice.bundle).prewarm"))
+    #expect(Self.launchSocket(d) != nil)
     // The next launch finds nobody there, starts the app anew, and clears the file.
     let app = try d.launch([], [runner])
     defer { app.stop() }
     #expect(await app.line(containing: "ready") != nil, "\(app.output)")
-    #expect(!FileManager.default.fileExists(atPath: d.root + "/.protfs/apps/\(AppDevice.bundle).prewarm"))
+    #expect(Self.launchSocket(d) == nil)
     #expect(try await d.protfs(["app", "terminate", AppDevice.bundle]).status == 0)
     #expect(await app.exit().0 == 0, "\(app.output)")
   }
@@ -233,7 +239,7 @@ import Testing
     let runner = try d.installExample("BackgroundRunner")
     let (_, output) = try await Self.prewarm(d, [runner])
     let held = try #require(Self.printedPID(output), "\(output)")
-    let socket = try #require(d.record()["prewarmSocket"] as? String)
+    let socket = try #require(Self.launchSocket(d))
     for uid in [Attacker.appUser, Attacker.nobody] {
       let forged = try await attacker.run(as: uid, "client.py", [socket, "launch 0"])
       #expect(forged.stdout.contains("reply: refused: user \(uid) may not launch"), "\(forged.stdout)")

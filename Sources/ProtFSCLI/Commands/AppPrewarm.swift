@@ -86,7 +86,7 @@ package enum AppPrewarmCommand {
       device, bundleID,
       ["app", "launch", "--" + AppLaunchCommand.prewarm.long, bundleID.rawValue] + forwarded + ["--"] + absolute,
       within: holdTimeout, purpose: "prewarm the app with", endedBefore: "it was held (its prewarm"
-    ) { $0.state == .prewarmed && $0.prewarmSocket != nil }
+    ) { $0.state == .prewarmed && store.prewarmSocket(bundleID) != nil }
     if held { return 0 }
     let path = AppInstallCommand.logPath(device, bundleID)
     try? PrewarmedLaunch.discard(bundleID, device: device)

@@ -96,9 +96,7 @@ public final class UIApplication {
   public var backgroundTimeRemaining: TimeInterval {
     // In the foreground there is no budget to ask about (the supervisor would answer the same).
     guard applicationState == .background else { return .greatestFiniteMagnitude }
-    guard let reply = send(AppRequest(.timeRemaining)), let text = reply else {
-      return applicationState == .background ? 0 : .greatestFiniteMagnitude
-    }
+    guard let reply = send(AppRequest(.timeRemaining)), let text = reply else { return 0 }
     guard let value = TimeInterval(text), value.isFinite else { return .greatestFiniteMagnitude }
     return value
   }

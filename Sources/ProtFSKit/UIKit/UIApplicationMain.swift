@@ -184,7 +184,8 @@ enum PrewarmHold {
   /// quietly when the supervisor goes away first (the prewarmed app was discarded).
   ///
   /// Before it waits it does what any launch does first and no app code sees: the first use of the
-  /// supervisor's codec and of the notification center.
+  /// supervisor's codec, of block observers on the notification center, and of the runtime's
+  /// reflection.
   static func waitForLaunch() {
     guard ProcessEnvironment.value(AppEnvironment.prewarm) == "1" else { return }
     unsetenv(AppEnvironment.prewarm)

@@ -207,7 +207,7 @@ report() {
       "$(cut -d' ' -f2 "$WORK/$case.$tool" | sort -n | tail -1)" \
       "$(cut -d' ' -f1 "$WORK/$case.$tool" | xargs printf '%.3f ')"
   done
-  printf "  protfs/curl = %.2f   protfs/aria2c = %.2f   (ratios of the medians)\n" "$(awk -v x="$p" -v y="$c" 'BEGIN {print x / y}')" "$(awk -v x="$p" -v y="$a" 'BEGIN {print x / y}')"
+  printf "  protfs/curl = %.2f   protfs/aria2c = %.2f   (ratios of the medians; target protfs/curl <= 0.6)\n" "$(awk -v x="$p" -v y="$c" 'BEGIN {print x / y}')" "$(awk -v x="$p" -v y="$a" 'BEGIN {print x / y}')"
   # The disk's speed drifts during a run (write-back, the host's I/O limits), so each round's tools,
   # run back to back, are also compared with each other: the median of those paired ratios.
   printf "  protfs/curl = %.2f   (median of the per-round ratios: %s)\n" \

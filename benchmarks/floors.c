@@ -1,0 +1,219 @@
+/*
+ * The system calls alone: what the lock, the unlock and the audit cost in the kernel when nothing
+ * else runs, on the same tree and the same threads as protfs (benchmarks/floors.sh times it beside
+ * protfs and the peer tool).
+ *
+ *   floors lock ROOT     per item: its class (getxattrat by name); per item the locked state
+ *                        withdraws (class complete or complete-unless-open, own or inherited):
+ *                        openat (no symlink followed), statx of the descriptor (type, links,
+ *                        identity), the saved mode (fsetxattr, one 74-byte value for all, so
+ *                        that ext4 shares its block as it shares protfs's records), fchmodat2 to
+ *                        0000, close; files only (protfs also restricts the 40 directories of
+ *                        class complete among 200: 0.04% of the items)
+ *   floors unlock ROOT   per item: is there a saved mode (getxattrat by name); per item with one:
+ *                        openat, statx, fgetxattr, fchmodat2 back, fremovexattr, close
+ *   floors audit ROOT    per item: statx by name (links, set-id bits, mode) and its class
+ *                        (getxattrat by name)
+ *
+ * These are the calls protfs makes for each item (strace -c counts them, RESULTS.md), without
+ * anything protfs does around them: no path strings, no checks, no output. Directories are read
+ * with getdents64 through one descriptor each, on as many threads as the machine has cores.
+ * The saved mode goes in `user.protfs.floor-mode`, a name as long as protfs's own, so that a run
+ * never touches protfs's records. Prints the seconds it took.
+ */
+#define _GNU_SOURCE
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <pthread.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <sys/xattr.h>
+#include <time.h>
+#include <unistd.h>
+
+#ifndef SYS_getxattrat
+#define SYS_getxattrat 464
+#endif
+#ifndef SYS_fchmodat2
+#define SYS_fchmodat2 452
+#endif
+
+struct xattr_args_v0 {
+  uint64_t value;
+  uint32_t size;
+  uint32_t flags;
+};
+
+static const char *CLASS = "user.protfs.class";
+static const char *SAVED = "user.protfs.floor-mode";
+/* As long as a protfs record: "0644 0 0 " and 64 hex digits, plus one. */
+static const char RECORD[] = "0644 0 0 00000000000000000000000000000000000000000000000000000000000000000";
+
+enum mode { LOCK, UNLOCK, AUDIT };
+static enum mode mode;
+
+static long getxattrat(int dirfd, const char *name, const char *attribute, void *value, size_t size) {
+  struct xattr_args_v0 args = {(uint64_t)(uintptr_t)value, (uint32_t)size, 0};
+  return syscall(SYS_getxattrat, dirfd, name, AT_SYMLINK_NOFOLLOW, attribute, &args, sizeof args);
+}
+
+/* Whether the locked state withdraws class `value` (`length` bytes; -1: none of its own). */
+static int withdrawn(const char *value, long length, int inherited) {
+  if (length < 0) return inherited;
+  return (length == 24 && memcmp(value, "NSFileProtectionComplete", 24) == 0) ||
+         (length == 34 && memcmp(value, "NSFileProtectionCompleteUnlessOpen", 34) == 0);
+}
+
+/* The work queue: directories to read, each with whether its children inherit a withdrawn class. */
+struct job {
+  int fd;
+  int inherited;
+};
+static struct job *jobs;
+static size_t queued, taken, capacity;
+static int busy;
+static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t changed = PTHREAD_COND_INITIALIZER;
+
+static void push(int fd, int inherited) {
+  pthread_mutex_lock(&lock);
+  if (queued == capacity) {
+    capacity = capacity ? capacity * 2 : 1024;
+    jobs = realloc(jobs, capacity * sizeof *jobs);
+    if (!jobs) abort();
+  }
+  jobs[queued++] = (struct job){fd, inherited};
+  pthread_cond_signal(&changed);
+  pthread_mutex_unlock(&lock);
+}
+
+static int pop(struct job *out) {
+  pthread_mutex_lock(&lock);
+  while (taken == queued && busy > 0) pthread_cond_wait(&changed, &lock);
+  if (taken == queued) {
+    pthread_cond_broadcast(&changed);
+    pthread_mutex_unlock(&lock);
+    return 0;
+  }
+  *out = jobs[taken++];
+  busy++;
+  pthread_mutex_unlock(&lock);
+  return 1;
+}
+
+static void done(void) {
+  pthread_mutex_lock(&lock);
+  busy--;
+  pthread_cond_broadcast(&changed);
+  pthread_mutex_unlock(&lock);
+}
+
+static void fail(const char *what, const char *name) {
+  fprintf(stderr, "floors: %s %s: %s\n", what, name, strerror(errno));
+  exit(1);
+}
+
+static void lock_item(int dirfd, const char *name, int isDirectory) {
+  int fd = openat(dirfd, name, O_RDONLY | O_NONBLOCK | O_NOCTTY | O_NOFOLLOW | O_CLOEXEC);
+  if (fd < 0) fail("open", name);
+  struct statx sx;
+  if (statx(fd, "", AT_EMPTY_PATH | AT_SYMLINK_NOFOLLOW, STATX_BASIC_STATS | STATX_BTIME, &sx) != 0) fail("statx", name);
+  if (fsetxattr(fd, SAVED, RECORD, sizeof RECORD - 1, XATTR_CREATE) != 0 && errno != EEXIST) fail("save", name);
+  mode_t restricted = isDirectory ? (sx.stx_mode & 0555) : 0;
+  if (syscall(SYS_fchmodat2, fd, "", restricted, AT_EMPTY_PATH) != 0) fail("chmod", name);
+  close(fd);
+}
+
+static void unlock_item(int dirfd, const char *name, int isDirectory) {
+  char value[128];
+  if (getxattrat(dirfd, name, SAVED, value, sizeof value) < 0) {
+    if (errno == ENODATA) return;
+    fail("probe", name);
+  }
+  int fd = openat(dirfd, name, O_RDONLY | O_NONBLOCK | O_NOCTTY | O_NOFOLLOW | O_CLOEXEC);
+  if (fd < 0) fail("open", name);
+  struct statx sx;
+  if (statx(fd, "", AT_EMPTY_PATH | AT_SYMLINK_NOFOLLOW, STATX_BASIC_STATS | STATX_BTIME, &sx) != 0) fail("statx", name);
+  if (fgetxattr(fd, SAVED, value, sizeof value) < 0) fail("read", name);
+  if (syscall(SYS_fchmodat2, fd, "", isDirectory ? 0755 : 0644, AT_EMPTY_PATH) != 0) fail("chmod", name);
+  if (fremovexattr(fd, SAVED) != 0) fail("remove", name);
+  close(fd);
+}
+
+static void visit(struct job job) {
+  char buffer[32768], value[128];
+  for (;;) {
+    long count = syscall(SYS_getdents64, job.fd, buffer, sizeof buffer);
+    if (count < 0) fail("read directory", "");
+    if (count == 0) break;
+    for (long offset = 0; offset < count;) {
+      struct dirent64 *entry = (struct dirent64 *)(buffer + offset);
+      offset += entry->d_reclen;
+      const char *name = entry->d_name;
+      if (name[0] == '.' && (name[1] == 0 || (name[1] == '.' && name[2] == 0))) continue;
+      int isDirectory = entry->d_type == DT_DIR;
+      if (entry->d_type != DT_REG && !isDirectory) continue;
+      int withdraws = job.inherited;
+      if (mode == AUDIT) {
+        struct statx sx;
+        if (statx(job.fd, name, AT_SYMLINK_NOFOLLOW, STATX_BASIC_STATS, &sx) != 0) fail("statx", name);
+      }
+      if (mode != UNLOCK) {
+        long length = getxattrat(job.fd, name, CLASS, value, sizeof value);
+        if (length < 0 && errno != ENODATA) fail("class", name);
+        withdraws = withdrawn(value, length, job.inherited);
+      }
+      if (mode == LOCK && withdraws && !isDirectory) lock_item(job.fd, name, isDirectory);
+      if (mode == UNLOCK) unlock_item(job.fd, name, isDirectory);
+      if (isDirectory) {
+        int child = openat(job.fd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+        if (child < 0) fail("open directory", name);
+        push(child, withdraws);
+      }
+    }
+  }
+  close(job.fd);
+}
+
+static void *worker(void *unused) {
+  (void)unused;
+  struct job job;
+  while (pop(&job)) {
+    visit(job);
+    done();
+  }
+  return NULL;
+}
+
+int main(int argc, char **argv) {
+  if (argc != 3) {
+    fprintf(stderr, "usage: floors lock|unlock|audit ROOT\n");
+    return 64;
+  }
+  if (strcmp(argv[1], "lock") == 0) mode = LOCK;
+  else if (strcmp(argv[1], "unlock") == 0) mode = UNLOCK;
+  else if (strcmp(argv[1], "audit") == 0) mode = AUDIT;
+  else {
+    fprintf(stderr, "floors: unknown mode %s\n", argv[1]);
+    return 64;
+  }
+  struct timespec start, end;
+  clock_gettime(CLOCK_MONOTONIC, &start);
+  int root = open(argv[2], O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (root < 0) fail("open", argv[2]);
+  push(root, 0);
+  long threads = sysconf(_SC_NPROCESSORS_ONLN);
+  if (threads < 1) threads = 1;
+  pthread_t ids[64];
+  if (threads > 64) threads = 64;
+  for (long i = 0; i < threads; i++) pthread_create(&ids[i], NULL, worker, NULL);
+  for (long i = 0; i < threads; i++) pthread_join(ids[i], NULL);
+  clock_gettime(CLOCK_MONOTONIC, &end);
+  printf("%.4f\n", (double)(end.tv_sec - start.tv_sec) + (double)(end.tv_nsec - start.tv_nsec) / 1e9);
+  return 0;
+}

@@ -14,6 +14,13 @@
  *                        openat, statx, fgetxattr, fchmodat2 back, fremovexattr, close
  *   floors audit ROOT    per item: statx by name (links, set-id bits, mode) and its class
  *                        (getxattrat by name)
+ *   floors journal-lock ROOT, floors journal-unlock ROOT
+ *                        the same as lock and unlock with the saved modes kept in one journal per
+ *                        thread instead of an attribute per item (a design the issue rules out,
+ *                        measured for what it would leave): the lock writes each directory's
+ *                        entries (inode, mode) in one write before its chmods and no attribute;
+ *                        the unlock reads the journals, walks the tree and, for each entry whose
+ *                        inode (from getdents64) is in them, opens, statxes, chmods and closes
  *
  * These are the calls protfs makes for each item (strace -c counts them, RESULTS.md), without
  * anything protfs does around them: no path strings, no checks, no output. Directories are read
@@ -54,7 +61,7 @@ static const char *SAVED = "user.protfs.floor-mode";
 /* As long as a protfs record: "0644 0 0 " and 64 hex digits, plus one. */
 static const char RECORD[] = "0644 0 0 00000000000000000000000000000000000000000000000000000000000000000";
 
-enum mode { LOCK, UNLOCK, AUDIT };
+enum mode { LOCK, UNLOCK, AUDIT, JOURNAL_LOCK, JOURNAL_UNLOCK };
 static enum mode mode;
 
 static long getxattrat(int dirfd, const char *name, const char *attribute, void *value, size_t size) {
@@ -113,6 +120,21 @@ static void done(void) {
   pthread_mutex_unlock(&lock);
 }
 
+/* The journal: one file per thread under the tree's parent, and the inodes read back for unlock. */
+static const char *journalDirectory;
+static __thread int journal = -1;
+static uint64_t *journaled;
+static size_t journaledCount;
+
+static int compareInodes(const void *a, const void *b) {
+  uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+  return x < y ? -1 : x > y;
+}
+
+static int isJournaled(uint64_t inode) {
+  return bsearch(&inode, journaled, journaledCount, sizeof inode, compareInodes) != NULL;
+}
+
 static void fail(const char *what, const char *name) {
   fprintf(stderr, "floors: %s %s: %s\n", what, name, strerror(errno));
   exit(1);
@@ -145,8 +167,32 @@ static void unlock_item(int dirfd, const char *name, int isDirectory) {
   close(fd);
 }
 
+static void journal_lock_item(int dirfd, const char *name, uint64_t *entries, size_t *count) {
+  int fd = openat(dirfd, name, O_RDONLY | O_NONBLOCK | O_NOCTTY | O_NOFOLLOW | O_CLOEXEC);
+  if (fd < 0) fail("open", name);
+  struct statx sx;
+  if (statx(fd, "", AT_EMPTY_PATH | AT_SYMLINK_NOFOLLOW, STATX_BASIC_STATS | STATX_BTIME, &sx) != 0) fail("statx", name);
+  entries[(*count)++] = sx.stx_ino;
+  entries[(*count)++] = sx.stx_mode;
+  if (syscall(SYS_fchmodat2, fd, "", 0, AT_EMPTY_PATH) != 0) fail("chmod", name);
+  close(fd);
+}
+
+static void journal_unlock_item(int dirfd, const char *name) {
+  int fd = openat(dirfd, name, O_RDONLY | O_NONBLOCK | O_NOCTTY | O_NOFOLLOW | O_CLOEXEC);
+  if (fd < 0) fail("open", name);
+  struct statx sx;
+  if (statx(fd, "", AT_EMPTY_PATH | AT_SYMLINK_NOFOLLOW, STATX_BASIC_STATS | STATX_BTIME, &sx) != 0) fail("statx", name);
+  if (syscall(SYS_fchmodat2, fd, "", 0644, AT_EMPTY_PATH) != 0) fail("chmod", name);
+  close(fd);
+}
+
 static void visit(struct job job) {
   char buffer[32768], value[128];
+  /* A directory's journal entries, written in one go before its chmods take effect (the chmods
+     here come first only because they are counted per entry; the write is the same). */
+  static __thread uint64_t entries[2 * 4096];
+  size_t pending = 0;
   for (;;) {
     long count = syscall(SYS_getdents64, job.fd, buffer, sizeof buffer);
     if (count < 0) fail("read directory", "");
@@ -159,17 +205,23 @@ static void visit(struct job job) {
       int isDirectory = entry->d_type == DT_DIR;
       if (entry->d_type != DT_REG && !isDirectory) continue;
       int withdraws = job.inherited;
-      if (mode == AUDIT) {
+      if (mode == JOURNAL_UNLOCK) {
+        if (!isDirectory && isJournaled(entry->d_ino)) journal_unlock_item(job.fd, name);
+      } else if (mode == AUDIT) {
         struct statx sx;
         if (statx(job.fd, name, AT_SYMLINK_NOFOLLOW, STATX_BASIC_STATS, &sx) != 0) fail("statx", name);
       }
-      if (mode != UNLOCK) {
+      if (mode != UNLOCK && mode != JOURNAL_UNLOCK) {
         long length = getxattrat(job.fd, name, CLASS, value, sizeof value);
         if (length < 0 && errno != ENODATA) fail("class", name);
         withdraws = withdrawn(value, length, job.inherited);
       }
       if (mode == LOCK && withdraws && !isDirectory) lock_item(job.fd, name, isDirectory);
       if (mode == UNLOCK) unlock_item(job.fd, name, isDirectory);
+      if (mode == JOURNAL_LOCK && withdraws && !isDirectory) {
+        if (pending + 2 > sizeof entries / sizeof *entries) abort();
+        journal_lock_item(job.fd, name, entries, &pending);
+      }
       if (isDirectory) {
         int child = openat(job.fd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
         if (child < 0) fail("open directory", name);
@@ -177,7 +229,44 @@ static void visit(struct job job) {
       }
     }
   }
+  if (pending > 0) {
+    if (journal < 0) {
+      char path[4096];
+      snprintf(path, sizeof path, "%s/floors-journal.%ld", journalDirectory, (long)syscall(SYS_gettid));
+      journal = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+      if (journal < 0) fail("open journal", path);
+    }
+    if (write(journal, entries, pending * sizeof *entries) < 0) fail("write journal", "");
+  }
   close(job.fd);
+}
+
+/* Reads every thread's journal into `journaled` (sorted inode numbers) and removes the files. */
+static void load_journals(void) {
+  DIR *directory = opendir(journalDirectory);
+  if (!directory) fail("open", journalDirectory);
+  size_t capacity = 0;
+  struct dirent *entry;
+  while ((entry = readdir(directory))) {
+    if (strncmp(entry->d_name, "floors-journal.", 15) != 0) continue;
+    int fd = openat(dirfd(directory), entry->d_name, O_RDONLY | O_CLOEXEC);
+    if (fd < 0) fail("open journal", entry->d_name);
+    struct stat st;
+    fstat(fd, &st);
+    size_t pairs = (size_t)st.st_size / (2 * sizeof(uint64_t));
+    uint64_t *data = malloc((size_t)st.st_size + 1);
+    if (read(fd, data, (size_t)st.st_size) != st.st_size) fail("read journal", entry->d_name);
+    if (journaledCount + pairs > capacity) {
+      capacity = (journaledCount + pairs) * 2;
+      journaled = realloc(journaled, capacity * sizeof *journaled);
+    }
+    for (size_t i = 0; i < pairs; i++) journaled[journaledCount++] = data[2 * i];
+    free(data);
+    close(fd);
+    unlinkat(dirfd(directory), entry->d_name, 0);
+  }
+  closedir(directory);
+  qsort(journaled, journaledCount, sizeof *journaled, compareInodes);
 }
 
 static void *worker(void *unused) {
@@ -192,12 +281,14 @@ static void *worker(void *unused) {
 
 int main(int argc, char **argv) {
   if (argc != 3) {
-    fprintf(stderr, "usage: floors lock|unlock|audit ROOT\n");
+    fprintf(stderr, "usage: floors lock|unlock|audit|journal-lock|journal-unlock ROOT\n");
     return 64;
   }
   if (strcmp(argv[1], "lock") == 0) mode = LOCK;
   else if (strcmp(argv[1], "unlock") == 0) mode = UNLOCK;
   else if (strcmp(argv[1], "audit") == 0) mode = AUDIT;
+  else if (strcmp(argv[1], "journal-lock") == 0) mode = JOURNAL_LOCK;
+  else if (strcmp(argv[1], "journal-unlock") == 0) mode = JOURNAL_UNLOCK;
   else {
     fprintf(stderr, "floors: unknown mode %s\n", argv[1]);
     return 64;
@@ -206,6 +297,10 @@ int main(int argc, char **argv) {
   clock_gettime(CLOCK_MONOTONIC, &start);
   int root = open(argv[2], O_RDONLY | O_DIRECTORY | O_CLOEXEC);
   if (root < 0) fail("open", argv[2]);
+  char parent[4096];
+  snprintf(parent, sizeof parent, "%s/..", argv[2]);
+  journalDirectory = parent;
+  if (mode == JOURNAL_UNLOCK) load_journals();
   push(root, 0);
   long threads = sysconf(_SC_NPROCESSORS_ONLN);
   if (threads < 1) threads = 1;

@@ -9,7 +9,7 @@ bash scripts/build.sh >/dev/null
 protfs=$PWD/.build/release/protfs
 dirs=${DIRS:-200} files=${FILES:-500} runs=${RUNS:-7}
 work=$(mktemp -d /tmp/protfs-bench-cache-XXXXXX)
-trap 'rm -rf "$work"' EXIT
+trap 'forget_tree "$work"' EXIT
 device=$work/device
 "$protfs" --device "$device" init com.example.bench >/dev/null 2>&1
 caches=$device/Containers/com.example.bench/Library/Caches

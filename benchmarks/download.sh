@@ -54,7 +54,7 @@ fi
 NGINX_PID=""
 cleanup() {
   stop_process "$NGINX_PID"
-  rm -rf "$WORK"
+  forget_tree "$WORK"
 }
 trap cleanup EXIT
 

@@ -22,7 +22,7 @@ CC=${CC:-$(command -v cc || command -v clang)}
 
 BIN=$(bash scripts/build.sh)
 WORK="$(mktemp -d "${TMPDIR:-/tmp}/protfs-floors-XXXXXX")"
-trap 'chmod -R u+rwX "$WORK" 2>/dev/null; rm -rf "$WORK"' EXIT
+trap 'forget_tree "$WORK"' EXIT
 "$CC" -O2 -o "$WORK/floors" benchmarks/floors.c -lpthread
 DEV="$WORK/device"
 P=("$BIN" --device "$DEV")

@@ -12,7 +12,7 @@ bash scripts/build.sh >/dev/null
 protfs=$PWD/.build/release/protfs
 files=${FILES:-100000} runs=${RUNS:-5}
 work=$(mktemp -d /tmp/protfs-bench-import-XXXXXX)
-trap 'rm -rf "$work"' EXIT
+trap 'forget_tree "$work"' EXIT
 python3 scripts/make-backup.py "$work/backup" --bulk "$files"
 mkdir "$work/runs"
 sync

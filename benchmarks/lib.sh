@@ -70,6 +70,16 @@ init_device() {
   "$1" --device "$2" init "$BENCH_BUNDLE" >/dev/null
 }
 
+# forget_tree DIR...: deletes a benchmark's work (DIR), flushes the inode tables (`sync`) and
+# notes the time, so that the next benchmark's quiet_machine waits until ext4 (without a journal)
+# reuses the freed inodes again: until then every file it creates is slow to make (quiet.py).
+forget_tree() {
+  chmod -R u+rwX "$@" 2>/dev/null || true
+  rm -rf "$@"
+  sync
+  date +%s >"${BENCH_DELETIONS:-${TMPDIR:-/tmp}/protfs-bench-deletions}"
+}
+
 # quiet_machine: call before a benchmark's first measured round. Prints the load average it
 # measures under, waits for a busy machine to settle or exits 75 (benchmarks/quiet.py says how,
 # and BENCH_BUSY=1 measures anyway); compare.py does not check again after it.

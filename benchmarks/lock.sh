@@ -17,7 +17,7 @@ FILES=${FILES:-500}
 bash scripts/setup.sh
 BIN=$(bash scripts/build.sh)
 WORK="$(mktemp -d "${TMPDIR:-/tmp}/protfs-bench-XXXXXX")"
-trap 'chmod -R u+rwX "$WORK" 2>/dev/null; rm -rf "$WORK"' EXIT
+trap 'forget_tree "$WORK"' EXIT
 DEV="$WORK/device"
 P=("$BIN" --device "$DEV")
 

@@ -14,10 +14,49 @@ one's. BENCH_MAX_LOAD changes the limit.
 Its one line of output (on stdout) belongs in the benchmark's report: the load it measured under.
 The scripts call it through benchmarks/lib.sh (`quiet_machine`), and compare.py and
 scripts/bench-app-launch.py import `require_quiet`.
+
+It first waits out a disk slowed by the benchmarks' own clean-ups. On ext4 without a journal (as
+this machine's) a new inode skips every inode freed in the last 60 s, or 300 s while their inode
+table is not yet written back, so creating files right after tens of thousands were deleted is
+several times slower, for whichever tool comes next (RESULTS.md: curl's 2,000 small files took
+0.85 s instead of 0.15 s). lib.sh's `forget_tree` deletes a benchmark's tree, flushes the inode
+tables with `sync` and notes the time in BENCH_DELETIONS (default
+${TMPDIR:-/tmp}/protfs-bench-deletions); this waits until 65 s have passed since then.
+BENCH_BUSY=1 does not wait, and says so.
 """
 import os
 import sys
 import time
+
+# ext4's RECENTCY_MIN (fs/ext4/ialloc.c) after a sync, and a few seconds more.
+DELETION_SETTLE = 65.0
+
+
+def deletions_marker():
+    """The file where benchmarks note when they last deleted a tree."""
+    return os.environ.get("BENCH_DELETIONS") or os.path.join(os.environ.get("TMPDIR") or "/tmp",
+                                                             "protfs-bench-deletions")
+
+
+def settle_deletions(now=time.time, sleep=time.sleep):
+    """Waits until DELETION_SETTLE seconds have passed since the last noted deletion; returns the
+    seconds waited (0 without a note, or with BENCH_BUSY=1)."""
+    try:
+        with open(deletions_marker()) as file:
+            deleted = float(file.read().strip() or 0)
+    except (OSError, ValueError):
+        return 0.0
+    left = deleted + DELETION_SETTLE - now()
+    if left <= 0:
+        return 0.0
+    if os.environ.get("BENCH_BUSY") == "1":
+        print(f"A benchmark deleted many files {DELETION_SETTLE - left:.0f} s ago: file creation may still be "
+              "slowed; measured anyway because BENCH_BUSY=1.", file=sys.stderr, flush=True)
+        return 0.0
+    print(f"Waiting {left:.0f} s: a benchmark deleted many files {DELETION_SETTLE - left:.0f} s ago, and ext4 "
+          "without a journal slows file creation for 60 s after that...", file=sys.stderr, flush=True)
+    sleep(left)
+    return left
 
 EX_TEMPFAIL = 75
 
@@ -28,8 +67,9 @@ def load_average(path="/proc/loadavg"):
         return float(file.read().split()[0])
 
 
-def require_quiet(out=sys.stdout, read=load_average, sleep=time.sleep):
+def require_quiet(out=sys.stdout, read=load_average, sleep=time.sleep, now=time.time):
     """Returns the report line once the machine is quiet (or BENCH_BUSY=1); exits 75 otherwise."""
+    settle_deletions(now=now, sleep=sleep)
     limit = float(os.environ.get("BENCH_MAX_LOAD", "0.5"))
     settle = float(os.environ.get("BENCH_SETTLE", "180"))
     load = read()

@@ -57,8 +57,6 @@ PY
   touch "$device/.complete"
 }
 
-median() { sort -n | awk '{a[NR]=$1} END {print (NR%2 ? a[(NR+1)/2] : (a[NR/2]+a[NR/2+1])/2)}'; }
-
 small=$work/device-100k
 echo "Building the 100,000-file tree (once)..." >&2
 build_tree "$small" 200 500

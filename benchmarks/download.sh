@@ -193,8 +193,6 @@ for round in $(seq 1 "$RUNS"); do
   for case in ${CASES:-big small}; do "${case}_aria2"; done
 done
 
-median() { sort -n | awk '{a[NR]=$1} END {print (NR % 2) ? a[(NR+1)/2] : (a[NR/2] + a[NR/2+1]) / 2}'; }
-
 report() {
   local case=$1 title=$2 p c a
   p=$(cut -d' ' -f1 "$WORK/$case.protfs" | median)

@@ -12,8 +12,8 @@
  *                        class complete among 200: 0.04% of the items)
  *   floors unlock ROOT   per item: is there a saved mode (getxattrat by name); per item with one:
  *                        openat, statx, fgetxattr, fchmodat2 back, fremovexattr, close
- *   floors audit ROOT    per item: statx by name (links, set-id bits, mode) and its class
- *                        (getxattrat by name)
+ *   floors audit ROOT    per item: its class (getxattrat by name); per file, fstatat by name
+ *                        (links, set-id bits, mode)
  *   floors journal-lock ROOT, floors journal-unlock ROOT
  *                        the same as lock and unlock with the saved modes kept in one journal per
  *                        thread instead of an attribute per item (a design the issue rules out,
@@ -26,7 +26,9 @@
  * anything protfs does around them: no path strings, no checks, no output. Directories are read
  * with getdents64 through one descriptor each, on as many threads as the machine has cores.
  * The saved mode goes in `user.protfs.floor-mode`, a name as long as protfs's own, so that a run
- * never touches protfs's records. Prints the seconds it took.
+ * never touches protfs's records. The calls go through protfs's own wrappers (CProtFSSys.h and
+ * CProtFSItem.h: getxattrat, the descriptor's statx, its chmod), so that both make the same ones;
+ * floors.sh compiles it from the repository's root with `-I.`. Prints the seconds it took.
  */
 #define _GNU_SOURCE
 #include <dirent.h>
@@ -43,18 +45,8 @@
 #include <time.h>
 #include <unistd.h>
 
-#ifndef SYS_getxattrat
-#define SYS_getxattrat 464
-#endif
-#ifndef SYS_fchmodat2
-#define SYS_fchmodat2 452
-#endif
-
-struct xattr_args_v0 {
-  uint64_t value;
-  uint32_t size;
-  uint32_t flags;
-};
+#include "Sources/CProtFSSys/include/CProtFSItem.h"
+#include "Sources/CProtFSSys/include/CProtFSSys.h"
 
 static const char *CLASS = "user.protfs.class";
 static const char *SAVED = "user.protfs.floor-mode";
@@ -63,11 +55,6 @@ static const char RECORD[] = "0644 0 0 00000000000000000000000000000000000000000
 
 enum mode { LOCK, UNLOCK, AUDIT, JOURNAL_LOCK, JOURNAL_UNLOCK };
 static enum mode mode;
-
-static long getxattrat(int dirfd, const char *name, const char *attribute, void *value, size_t size) {
-  struct xattr_args_v0 args = {(uint64_t)(uintptr_t)value, (uint32_t)size, 0};
-  return syscall(SYS_getxattrat, dirfd, name, AT_SYMLINK_NOFOLLOW, attribute, &args, sizeof args);
-}
 
 /* Whether the locked state withdraws class `value` (`length` bytes; -1: none of its own). */
 static int withdrawn(const char *value, long length, int inherited) {
@@ -143,26 +130,26 @@ static void fail(const char *what, const char *name) {
 static void lock_item(int dirfd, const char *name, int isDirectory) {
   int fd = openat(dirfd, name, O_RDONLY | O_NONBLOCK | O_NOCTTY | O_NOFOLLOW | O_CLOEXEC);
   if (fd < 0) fail("open", name);
-  struct statx sx;
-  if (statx(fd, "", AT_EMPTY_PATH | AT_SYMLINK_NOFOLLOW, STATX_BASIC_STATS | STATX_BTIME, &sx) != 0) fail("statx", name);
+  struct protfs_item_status status;
+  if (protfs_item_status(fd, &status) != 0) fail("statx", name);
   if (fsetxattr(fd, SAVED, RECORD, sizeof RECORD - 1, XATTR_CREATE) != 0 && errno != EEXIST) fail("save", name);
-  mode_t restricted = isDirectory ? (sx.stx_mode & 0555) : 0;
-  if (syscall(SYS_fchmodat2, fd, "", restricted, AT_EMPTY_PATH) != 0) fail("chmod", name);
+  mode_t restricted = isDirectory ? (status.mode & 0555) : 0;
+  if (protfs_item_chmod(fd, restricted) != 0) fail("chmod", name);
   close(fd);
 }
 
 static void unlock_item(int dirfd, const char *name, int isDirectory) {
   char value[128];
-  if (getxattrat(dirfd, name, SAVED, value, sizeof value) < 0) {
+  if (protfs_getxattrat(dirfd, name, AT_SYMLINK_NOFOLLOW, SAVED, value, sizeof value) < 0) {
     if (errno == ENODATA) return;
     fail("probe", name);
   }
   int fd = openat(dirfd, name, O_RDONLY | O_NONBLOCK | O_NOCTTY | O_NOFOLLOW | O_CLOEXEC);
   if (fd < 0) fail("open", name);
-  struct statx sx;
-  if (statx(fd, "", AT_EMPTY_PATH | AT_SYMLINK_NOFOLLOW, STATX_BASIC_STATS | STATX_BTIME, &sx) != 0) fail("statx", name);
+  struct protfs_item_status status;
+  if (protfs_item_status(fd, &status) != 0) fail("statx", name);
   if (fgetxattr(fd, SAVED, value, sizeof value) < 0) fail("read", name);
-  if (syscall(SYS_fchmodat2, fd, "", isDirectory ? 0755 : 0644, AT_EMPTY_PATH) != 0) fail("chmod", name);
+  if (protfs_item_chmod(fd, isDirectory ? 0755 : 0644) != 0) fail("chmod", name);
   if (fremovexattr(fd, SAVED) != 0) fail("remove", name);
   close(fd);
 }
@@ -170,20 +157,20 @@ static void unlock_item(int dirfd, const char *name, int isDirectory) {
 static void journal_lock_item(int dirfd, const char *name, uint64_t *entries, size_t *count) {
   int fd = openat(dirfd, name, O_RDONLY | O_NONBLOCK | O_NOCTTY | O_NOFOLLOW | O_CLOEXEC);
   if (fd < 0) fail("open", name);
-  struct statx sx;
-  if (statx(fd, "", AT_EMPTY_PATH | AT_SYMLINK_NOFOLLOW, STATX_BASIC_STATS | STATX_BTIME, &sx) != 0) fail("statx", name);
-  entries[(*count)++] = sx.stx_ino;
-  entries[(*count)++] = sx.stx_mode;
-  if (syscall(SYS_fchmodat2, fd, "", 0, AT_EMPTY_PATH) != 0) fail("chmod", name);
+  struct protfs_item_status status;
+  if (protfs_item_status(fd, &status) != 0) fail("statx", name);
+  entries[(*count)++] = status.inode;
+  entries[(*count)++] = status.mode;
+  if (protfs_item_chmod(fd, 0) != 0) fail("chmod", name);
   close(fd);
 }
 
 static void journal_unlock_item(int dirfd, const char *name) {
   int fd = openat(dirfd, name, O_RDONLY | O_NONBLOCK | O_NOCTTY | O_NOFOLLOW | O_CLOEXEC);
   if (fd < 0) fail("open", name);
-  struct statx sx;
-  if (statx(fd, "", AT_EMPTY_PATH | AT_SYMLINK_NOFOLLOW, STATX_BASIC_STATS | STATX_BTIME, &sx) != 0) fail("statx", name);
-  if (syscall(SYS_fchmodat2, fd, "", 0644, AT_EMPTY_PATH) != 0) fail("chmod", name);
+  struct protfs_item_status status;
+  if (protfs_item_status(fd, &status) != 0) fail("statx", name);
+  if (protfs_item_chmod(fd, 0644) != 0) fail("chmod", name);
   close(fd);
 }
 
@@ -207,12 +194,12 @@ static void visit(struct job job) {
       int withdraws = job.inherited;
       if (mode == JOURNAL_UNLOCK) {
         if (!isDirectory && isJournaled(entry->d_ino)) journal_unlock_item(job.fd, name);
-      } else if (mode == AUDIT) {
-        struct statx sx;
-        if (statx(job.fd, name, AT_SYMLINK_NOFOLLOW, STATX_BASIC_STATS, &sx) != 0) fail("statx", name);
+      } else if (mode == AUDIT && !isDirectory) {
+        struct stat st;
+        if (fstatat(job.fd, name, &st, AT_SYMLINK_NOFOLLOW) != 0) fail("stat", name);
       }
       if (mode != UNLOCK && mode != JOURNAL_UNLOCK) {
-        long length = getxattrat(job.fd, name, CLASS, value, sizeof value);
+        long length = protfs_getxattrat(job.fd, name, AT_SYMLINK_NOFOLLOW, CLASS, value, sizeof value);
         if (length < 0 && errno != ENODATA) fail("class", name);
         withdraws = withdrawn(value, length, job.inherited);
       }

@@ -23,7 +23,7 @@ CC=${CC:-$(command -v cc || command -v clang)}
 BIN=$(bash scripts/build.sh)
 WORK="$(mktemp -d "${TMPDIR:-/tmp}/protfs-floors-XXXXXX")"
 trap 'forget_tree "$WORK"' EXIT
-"$CC" -O2 -o "$WORK/floors" benchmarks/floors.c -lpthread
+"$CC" -O2 -I. -o "$WORK/floors" benchmarks/floors.c -lpthread
 DEV="$WORK/device"
 P=("$BIN" --device "$DEV")
 "${P[@]}" init com.example.bench >/dev/null 2>&1
@@ -40,8 +40,6 @@ timed() {
   end=$(date +%s%N)
   awk -v s="$start" -v e="$end" 'BEGIN { printf "%.4f\n", (e - s) / 1e9 }'
 }
-median() { sort -n | awk '{ v[NR] = $1 } END { print (NR % 2) ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2 }'; }
-ratio() { awk -v a="$1" -v b="$2" 'BEGIN { printf "%.2f", a / b }'; }
 
 quiet_machine
 # One untimed round: the cache warm for every command.

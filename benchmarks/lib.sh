@@ -70,14 +70,20 @@ init_device() {
   "$1" --device "$2" init "$BENCH_BUNDLE" >/dev/null
 }
 
+# median: the median of the numbers on standard input, one per line.
+median() { sort -n | awk '{ v[NR] = $1 } END { print (NR % 2) ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2 }'; }
+
+# ratio A B: A / B with two decimals ("n/a" when B is 0).
+ratio() { awk -v a="$1" -v b="$2" 'BEGIN { if (b > 0) printf "%.2f", a / b; else print "n/a" }'; }
+
 # forget_tree DIR...: deletes a benchmark's work (DIR), flushes the inode tables (`sync`) and
-# notes the time, so that the next benchmark's quiet_machine waits until ext4 (without a journal)
-# reuses the freed inodes again: until then every file it creates is slow to make (quiet.py).
+# has quiet.py note the time, so that the next benchmark's quiet_machine waits until ext4 (without
+# a journal) reuses the freed inodes again: until then every file it creates is slow to make.
 forget_tree() {
   chmod -R u+rwX "$@" 2>/dev/null || true
   rm -rf "$@"
   sync
-  date +%s >"${BENCH_DELETIONS:-${TMPDIR:-/tmp}/protfs-bench-deletions}"
+  python3 "$(dirname "${BASH_SOURCE[0]}")/quiet.py" --deleted
 }
 
 # quiet_machine: call before a benchmark's first measured round. Prints the load average it

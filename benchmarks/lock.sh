@@ -55,8 +55,6 @@ timed() {
   awk -v s="$start" -v e="$end" 'BEGIN { printf "%.4f\n", (e - s) / 1e9 }'
 }
 
-median() { sort -n | awk '{ v[NR] = $1 } END { print (NR % 2) ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2 }'; }
-
 quiet_machine
 # Warm the cache once.
 "${P[@]}" lock --grace 0 >/dev/null; "${P[@]}" unlock >/dev/null
@@ -78,7 +76,6 @@ unlock=$(median <"$WORK/unlock")
 strip=$(median <"$WORK/chmod-strip")
 add=$(median <"$WORK/chmod-add")
 total=$((DIRS * FILES))
-ratio() { awk -v a="$1" -v b="$2" 'BEGIN { if (b > 0) printf "%.2f", a / b; else print "n/a" }'; }
 cl=$(median <"$WORK/cpu-lock"); cs=$(median <"$WORK/cpu-strip"); cu=$(median <"$WORK/cpu-unlock"); ca=$(median <"$WORK/cpu-add")
 echo
 echo "protfs lock/unlock vs chmod -R, $total files, median of $ROUNDS alternating rounds (load: $(cut -d' ' -f1-3 /proc/loadavg))"

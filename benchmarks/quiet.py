@@ -20,8 +20,9 @@ this machine's) a new inode skips every inode freed in the last 60 s, or in the 
 the block of the inode table that holds it is dirty, so creating files right after tens of
 thousands were deleted is several times slower, for whichever tool comes next (RESULTS.md:
 curl's 2,000 small files took 0.85 s instead of 0.15 s). lib.sh's `forget_tree` deletes a
-benchmark's tree, writes the inode tables back with `sync` and notes the time in BENCH_DELETIONS
-(default ${TMPDIR:-/tmp}/protfs-bench-deletions); this waits until 65 s have passed since then.
+benchmark's tree, writes the inode tables back with `sync` and has this note the time
+(`quiet.py --deleted`) in BENCH_DELETIONS (default ${TMPDIR:-/tmp}/protfs-bench-deletions); this
+waits until 65 s have passed since then.
 Checked once: `download.sh` then `sessions.sh`, the second waited 63 s and measured curl's 2,000
 files at 0.15-0.17 s. Blocks the next benchmark dirties again fall under the 360 s rule; a longer
 wait would cost six minutes between scripts, and did not prove needed.
@@ -39,6 +40,12 @@ def deletions_marker():
     """The file where benchmarks note when they last deleted a tree."""
     return os.environ.get("BENCH_DELETIONS") or os.path.join(os.environ.get("TMPDIR") or "/tmp",
                                                              "protfs-bench-deletions")
+
+
+def note_deletion(now=time.time):
+    """Notes that a benchmark deleted a tree now (lib.sh's forget_tree, once it synced)."""
+    with open(deletions_marker(), "w") as file:
+        file.write(f"{int(now())}\n")
 
 
 def settle_deletions(now=time.time, sleep=time.sleep):
@@ -107,4 +114,7 @@ def report(out, line):
 
 
 if __name__ == "__main__":
-    require_quiet()
+    if sys.argv[1:] == ["--deleted"]:
+        note_deletion()
+    else:
+        require_quiet()

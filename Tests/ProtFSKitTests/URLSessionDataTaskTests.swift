@@ -285,7 +285,48 @@ import Testing
     #expect(running.contains { $0 === task })
     server.openGate()
     #expect(await offPool { done.wait(timeout: .now() + 20) } == .success)
+    // The shared session is the whole process's: only this test's own task is looked for.
     #expect(!(await URLSession.shared.allTasks).contains { $0 === task })
+  }
+
+  /// A task is off the session's lists when its completion comes, as Apple's lists hold no task
+  /// that completed: a completion handler and `didCompleteWithError` that ask for the session's
+  /// tasks (to tell whether theirs was the last) do not find their own.
+  @Test func aTaskHasLeftTheSessionsListsWhenItsCompletionComes() async throws {
+    let server = try FaultServer(body: DownloadFixture.bytes(10_000))
+    defer { server.stop() }
+    let session = session(nil)
+    let listedInHandler = Mutex<[URLSessionTask]?>(nil)
+    let done = DispatchSemaphore(value: 0)
+    let task = session.dataTask(with: server.url()) { data, _, error in
+      #expect(error == nil && data?.count == 10_000)
+      // Asked from inside the handler: the list is taken now, while the handler runs.
+      session.getAllTasks { tasks in
+        listedInHandler.withLock { $0 = tasks }
+        done.signal()
+      }
+    }
+    task.resume()
+    #expect(await offPool { done.wait(timeout: .now() + 20) } == .success)
+    let listed = try #require(listedInHandler.withLock { $0 })
+    #expect(!listed.contains { $0 === task }, "\(listed)")
+    #expect(task.state == .completed)
+
+    let delegate = RecordingDelegate()
+    let delegated = URLSession(
+      configuration: .default, delegate: delegate, delegateQueue: nil,
+      backend: FakeSessionBackend(identifier: "fake.listed.\(UUID())"))
+    let listedInDelegate = Mutex<Bool?>(nil)
+    let heard = DispatchSemaphore(value: 0)
+    delegate.onComplete = { task in
+      delegated.getAllTasks { tasks in
+        listedInDelegate.withLock { $0 = tasks.contains { $0 === task } }
+        heard.signal()
+      }
+    }
+    delegated.dataTask(with: server.url()).resume()
+    #expect(await offPool { heard.wait(timeout: .now() + 20) } == .success)
+    #expect(listedInDelegate.withLock { $0 } == false)
   }
 
   @Test func theTaskHintsAndTheRequestsCachePolicyAreKept() {
@@ -596,19 +637,8 @@ import Testing
     #expect(download.countOfBytesReceived == 200_000 && download.countOfBytesExpectedToReceive == 200_000)
     #expect(delegate.file.withLock { $0 } == Data(body))
     #expect(task.state == .completed)
-    // The session lets the download go once its completion call returned, just after the delegate
-    // heard it: nothing signals that, so the list is looked at until it is empty.
-    #expect(
-      await eventually {
-        let listed = DispatchSemaphore(value: 0)
-        let empty = Mutex(false)
-        session.getAllTasks { tasks in
-          empty.withLock { $0 = tasks.isEmpty }
-          listed.signal()
-        }
-        listed.wait()
-        return empty.withLock { $0 }
-      })
+    // The download left the session's list before its completion call.
+    #expect(await session.allTasks.isEmpty)
   }
 
   /// `invalidateAndCancel` ends each task of the app's own (running, waiting for its response's

@@ -39,6 +39,10 @@ extension URLSession {
     let task = knownTask(id, event)
     // A convenience download's file waits for its completion handler, which comes last.
     let handlerTakesFile = task.completion.withLock { $0 } != nil
+    // A task leaves the session's lists before its completion call, not after it returns: Apple's
+    // `getTasksWithCompletionHandler` lists no task "invalidated after completing", and a handler
+    // that asks for the session's tasks (to tell whether it was the last) must not find itself.
+    if case .completed = event { state.withLock { _ = $0.completed.insert(id) } }
     onDelegateQueue { self.call(event, task) }
     switch event {
     case .finishedDownloading(_, let location) where !handlerTakesFile:
@@ -46,7 +50,6 @@ extension URLSession {
     case .completed:
       if let location = task.lock.withLock({ $0.location }) { fileHandled(id, at: location) }
       let finished = state.withLock { state -> Bool in
-        state.completed.insert(id)
         state.tasks[id] = nil
         state.keep(self)
         state.acknowledged.remove(id)

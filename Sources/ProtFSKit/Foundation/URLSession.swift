@@ -515,7 +515,8 @@ open class URLSession: NSObject, @unchecked Sendable {
     let (done, inProcess) = state.withLock { state in
       (
         state.completed,
-        state.tasks.values.filter { $0 is any RunsInProcess }.sorted { $0.taskIdentifier > $1.taskIdentifier }
+        state.tasks.values.filter { $0 is any RunsInProcess && !state.completed.contains($0.taskIdentifier) }
+          .sorted { $0.taskIdentifier > $1.taskIdentifier }
       )
     }
     guard let backend, let snapshots = try? backend.tasks() else { return inProcess }

@@ -78,11 +78,16 @@ struct DownloadsUnnamedTempFileTests {
     session.invalidate()
     let reserve = session.core.engine.temporaryFiles
     #expect(reserve.taken > 0)
-    // Fewer than a full reserve is left unused. How many exactly depends on where the engine's
-    // and the finisher's threads were when the last transfers started (1 to 26 here, the most on a
-    // loaded machine; sized to the reserve's capacity, 54–64 were): the sizing rule itself is
-    // checked exactly by `theReserveMakesNoMoreThanTheQueuedTransfersNorTwiceTheLaunches`.
-    #expect(reserve.unneeded < reserve.capacity, "made ahead and closed unused: \(reserve.unneeded)")
+    // Most files made ahead are taken. How many are closed unused depends on where the engine's
+    // and the finisher's threads were when the last transfers started (1 to 26 here on a quiet
+    // machine), and on how often the engine ran out of transfers while this test was still
+    // resuming them: each time, it lets go of what it made ahead (at most a reserve). With both
+    // cores busy that happened more than once (67 unused, more than the reserve's 64), so a
+    // reserve is no bound; the sizing rule itself is checked exactly by
+    // `theReserveMakesNoMoreThanTheQueuedTransfersNorTwiceTheLaunches`.
+    #expect(
+      reserve.unneeded < reserve.taken,
+      "made ahead and closed unused: \(reserve.unneeded), taken: \(reserve.taken)")
   }
 
   @Test func theReserveMakesNoMoreThanTheQueuedTransfersNorTwiceTheLaunches() throws {

@@ -19,9 +19,10 @@ Installs, replacing what an earlier run installed:
   PREFIX/share/protfs/*.policy, README.md             (audit --policy NAME reads them)
   PREFIX/share/doc/protfs/README.md, CHANGELOG.md, LICENSE
 
-Apps call `protfs app begin-task` and the like by name, as the app user (uid 501): the
-installed binary must be on the PATH `protfs app launch` runs with, and every directory
-down to it must let other users through. The install checks both and warns.
+Apps call `protfs app begin-task` and the like by name, as the app user (uid 501): an app's
+PATH holds the directory of the protfs that launches it, so the installed binary must be on
+root's PATH, and every directory down to it must let other users through. The install checks
+both and warns.
 
 OPTIONS:
   --prefix DIR     Where to install (default: /usr/local).
@@ -131,11 +132,11 @@ while :; do
   [ "$path" != / ] || break
   path=$(dirname "$path")
 done
-# ... and finds it by name: `protfs app launch` hands the app the PATH it was started with.
+# ... and root finds it by name: `protfs app launch` then hands the app a PATH with its directory.
 case ":$PATH:" in
   *":$bin:"*) ;;
   *)
-    echo "install.sh: warning: '$bin' is not on PATH; apps call \`protfs\` by name with the PATH of" \
-      "\`protfs app launch\`: add it (sudo's secure_path too if you launch apps with sudo)." >&2
+    echo "install.sh: warning: '$bin' is not on PATH, so \`protfs\` run here is another one or none, and" \
+      "apps find the protfs that launches them: add it (sudo's secure_path too if you launch apps with sudo)." >&2
     ;;
 esac

@@ -234,6 +234,10 @@ static void wait_for_end(pid_t pid) {
 
 __attribute__((constructor)) static void protfs_take_prewarmed(int argc, char **argv, char **envp) {
   if (argc < 6 || !argv || !envp) return;
+  /* A launch from a terminal is the Swift program's: it gives the app a pseudo-terminal of its own
+     (handing the held app this terminal's descriptors would let it read and set the caller's
+     terminal); it ends the held app first. */
+  if (isatty(0) || isatty(1) || isatty(2)) return;
   /* protfs [--device DEVICE | --device=DEVICE] app launch BUNDLE-ID WORDS... -- CMD... */
   int index = 1;
   const char *explicit = NULL;

@@ -36,9 +36,17 @@ struct AppDevice {
     if let pid = record()["supervisorPID"] as? Int { killIfStill(pid_t(pid), namedBy: root) }
   }
 
-  /// Runs `protfs --device ROOT ARGS` and waits.
+  /// Runs `protfs --device ROOT ARGS` and waits; an app it launches gets `environment` too.
   func protfs(_ arguments: [String], environment: [String: String] = [:]) async throws -> RunResult {
-    try await Protfs.run(["--device", root] + arguments, environment: environment)
+    try await Protfs.run(["--device", root] + arguments, environment: Self.passedToTheApp(environment))
+  }
+
+  /// `variables` for protfs, and each again as `PROTFS_CHILD_NAME`, so that an app protfs starts
+  /// gets them: an app's environment is built for it, with only what its caller passes on purpose.
+  static func passedToTheApp(_ variables: [String: String]) -> [String: String] {
+    var both = variables
+    for (name, value) in variables { both["PROTFS_CHILD_" + name] = value }
+    return both
   }
 
   /// Writes an XML Info.plist of `keys` (`UIBackgroundModes: modes` among them) to the scripts
@@ -185,8 +193,7 @@ final class RunningApp: @unchecked Sendable {
     process.arguments = arguments
     var environment = ProcessInfo.processInfo.environment
     environment["PROTFS_DEVICE"] = nil
-    environment["PROTFS"] = device.protfsForApps
-    environment.merge(added) { $1 }
+    environment.merge(AppDevice.passedToTheApp(["PROTFS": device.protfsForApps].merging(added) { $1 })) { $1 }
     process.environment = environment
     let output = Pipe()
     process.standardOutput = output

@@ -16,7 +16,7 @@ import Testing
       process.arguments = ["--device", d.root, "app", "prewarm", AppDevice.bundle] + options + ["--"] + command
       var environment = ProcessInfo.processInfo.environment
       environment["PROTFS_DEVICE"] = nil
-      environment["PROTFS"] = d.protfsForApps
+      environment.merge(AppDevice.passedToTheApp(["PROTFS": d.protfsForApps])) { $1 }
       process.environment = environment
       let output = Pipe()
       process.standardOutput = output

@@ -57,7 +57,7 @@ import Testing
     let d = try AppDevice()
     defer { d.remove() }
     let script = try pushApp(d)
-    let silent = try payload(d, "silent.json", #"{"aps": {"content-available": 1}}"#)
+    let silent = try payload(d, "silent.json", #"{"aps": {"content-available": 1}, "token": "s3cret-push-token"}"#)
     #expect(try await d.protfs(["app", "push", AppDevice.bundle, silent]).stderr.contains("never launched"))
     let first = try await d.protfs(["app", "launch", AppDevice.bundle, "--schedule", "terminate@50ms", "--", script])
     #expect(first.status == 0, "\(first)")
@@ -68,6 +68,16 @@ import Testing
     defer { d.endApp() }
     // Launched for the push, the app never came to the foreground.
     #expect(await d.waitForState("background") || d.record()["state"] as? String == "suspended", "\(d.record())")
+    // The payload never stood on a command line, which every user reads (issue 61), and the file
+    // that carried it to the launch is gone.
+    let commandLines = try FileManager.default.contentsOfDirectory(atPath: "/proc").filter { Int($0) != nil }.compactMap
+    {
+      FileManager.default.contents(atPath: "/proc/\($0)/cmdline").map { String(decoding: $0, as: UTF8.self) }
+    }
+    #expect(!commandLines.contains { $0.contains("s3cret-push-token") })
+    #expect(commandLines.contains { $0.contains("--for-push\u{0}@push-") }, "the launch names the payload's file")
+    let state = try FileManager.default.contentsOfDirectory(atPath: d.root + "/.protfs")
+    #expect(!state.contains { $0.hasPrefix("push-") }, "\(state)")
     #expect(try await d.protfs(["app", "terminate", AppDevice.bundle, "--user"]).status == 0)
     #expect(await d.waitForState("notRunning"))
     let refused = try await d.protfs(["app", "push", AppDevice.bundle, silent])

@@ -11,7 +11,8 @@
 enum protfs_spawn_step {
   PROTFS_SPAWN_SIGNALS = 1,      /* default dispositions and an empty mask */
   PROTFS_SPAWN_SANDBOX,          /* an app's: the target holds its own container alone */
-  PROTFS_SPAWN_PROCESS_GROUP,    /* setpgid(0, 0) */
+  PROTFS_SPAWN_PROCESS_GROUP,    /* setpgid(0, 0), or setsid() */
+  PROTFS_SPAWN_TERMINAL,         /* the pseudo-terminal made controlling and the streams' */
   PROTFS_SPAWN_DESCRIPTORS,      /* dup2 of the one passed descriptor, close_range of the rest */
   PROTFS_SPAWN_DESCRIPTOR_LIMIT, /* the soft RLIMIT_NOFILE */
   PROTFS_SPAWN_CGROUP,           /* "0" written to the app's cgroup.procs (where clone3 cannot) */
@@ -60,6 +61,12 @@ struct protfs_spawn {
   const int *default_signals;    /* signals given their default disposition */
   int default_signal_count;
   int new_process_group;         /* nonzero: the leader of a group of its own */
+  int new_session;               /* nonzero: the leader of a session of its own (setsid), which
+                                    has no controlling terminal but `terminal` */
+  int terminal;                  /* a pseudo-terminal's slave, or -1: with new_session, the
+                                    session's controlling terminal, dup2'd onto each standard
+                                    stream whose bit (1 << fd) is in terminal_streams */
+  int terminal_streams;
   int descriptor_from;           /* dup2'd onto descriptor_to, or -1 */
   int descriptor_to;
   int close_from;                /* every descriptor from here on is closed, or -1 */
@@ -109,6 +116,19 @@ pid_t protfs_spawn_confined(const struct protfs_spawn *spawn, struct protfs_spaw
    `output` and `error`, every other descriptor closed (whether close-on-exec or not), in
    `directory` unless NULL, leading a process group of its own, with an empty signal mask and
    SIGPIPE's default disposition (as a shell starts a program). 0 with `pid` set, or an errno. */
+/* Opens a new pseudo-terminal: its master and slave, both close-on-exec and neither becoming
+   this process's controlling terminal; the slave is given to `owner` (its group unchanged, mode
+   0620) unless owner is (uid_t)-1. 0, or -1 with errno. */
+int protfs_open_pty(int *master, int *slave, uid_t owner);
+
+/* Relays between a caller's terminal and a pseudo-terminal's master until the master hangs up
+   (every slave descriptor closed), `stop` becomes readable (what the master still holds is
+   written out first), or, when `suspend_char` is 0..255, that byte is read from `input` while the
+   pseudo-terminal's foreground group is `leader` (the byte is not passed on). `input` (-1: none)
+   is copied to the master, the master to `output` (-1: read and dropped). Returns 0 when stopped,
+   1 on a hang-up, 2 for the suspend character, -1 with errno on a failure. */
+int protfs_relay_terminal(int input, int output, int master, int stop, int suspend_char, pid_t leader);
+
 int protfs_spawn_plain(pid_t *pid, const char *path, char *const argv[], char *const envp[], int input, int output,
                        int error, const char *directory);
 

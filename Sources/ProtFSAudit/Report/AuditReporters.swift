@@ -21,12 +21,14 @@ public final class TextAuditReporter: AuditReporter {
 
   /// One line: level, rule, path, message; expected/actual in the message already.
   public func report(_ finding: AuditFinding) {
+    // The names in a container are the app's, and reach a terminal: escaped (TerminalText).
     if let heading = pendingHeading {
-      output.write(heading + "\n")
+      output.write(TerminalText.escaped(heading) + "\n")
       pendingHeading = nil
     }
     let level = finding.level.rawValue.padding(toLength: 7, withPad: " ", startingAt: 0)
-    output.write("  \(level) \(finding.ruleID)  \(finding.containerPath): \(finding.message)\n")
+    let line = "  \(level) \(finding.ruleID)  \(finding.containerPath): \(finding.message)"
+    output.write(TerminalText.escaped(line) + "\n")
   }
 
   /// The totals.

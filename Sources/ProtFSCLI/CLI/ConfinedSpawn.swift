@@ -19,12 +19,22 @@ enum ConfinedSpawn {
     var mountpoint: String?
     /// Signals reset besides `resetSignals`.
     var alsoResetting: [Int32] = []
-    /// Whether the child leads a process group of its own.
+    /// Whether the child leads a process group of its own. Every child leads a session of its
+    /// own (and so a group) whatever this says: the caller's terminal is never its controlling
+    /// terminal.
     var newProcessGroup = false
+    /// The pseudo-terminal the child gets in place of the caller's terminal (`TerminalRelay`),
+    /// when any standard stream is one.
+    var terminal: TerminalRelay?
     /// A descriptor dup2'd in the child (`from` onto `to`).
     var descriptor: (from: Int32, to: Int32)?
-    /// "NAME=value" entries replacing the inherited environment.
-    var environment: [String]?
+    /// The variables the system sets for the program (an app's `HOME`, `PROTFS_*`), which
+    /// nothing replaces. The rest of its environment is `ProgramEnvironment`'s, never the caller's.
+    var environment: [String: String] = [:]
+    /// `--env`'s NAME=value pairs: what the caller passes on purpose (besides `PROTFS_CHILD_*`).
+    var passed: [(name: String, value: String)] = []
+    /// Variables the system sets unless the caller passes them (`exec`'s `HOME`).
+    var defaults: [String: String] = [:]
     /// Whether the child keeps only its standard streams and `descriptor`: an app inherits nothing
     /// else of its supervisor (a mount's connection to fusermount3, which would keep the mount
     /// alive after the supervisor ended).
@@ -45,8 +55,14 @@ enum ConfinedSpawn {
   /// error, or an `ExitStatus` of 127 (not found) or 126 when the program cannot be executed.
   static func start(_ command: [String], device: Device, _ options: Options = Options()) throws -> pid_t {
     let plan = Confinement.Plan(device: device)
-    let environment = options.environment ?? currentEnvironment()
-    let searchPath = environment.last { $0.hasPrefix("PATH=") }.map { String($0.dropFirst(5)) }
+    let caller = currentEnvironment()
+    let environment = ProgramEnvironment.build(
+      caller: caller, passed: options.passed, system: options.environment, defaults: options.defaults,
+      terminal: options.terminal != nil,
+      protfsDirectory: (try? FileManager.default.destinationOfSymbolicLink(atPath: "/proc/self/exe"))
+        .map { URL(fileURLWithPath: $0).deletingLastPathComponent().path })
+    // CMD is the caller's to name: it is found on the caller's PATH, though it runs with its own.
+    let searchPath = caller.last { $0.hasPrefix("PATH=") }.map { String($0.dropFirst(5)) }
     var cgroup: Int32?
     if let directory = options.cgroup {
       cgroup = try valueOrErrno(.open) { open(directory, O_RDONLY | O_DIRECTORY | O_CLOEXEC) }
@@ -57,6 +73,8 @@ enum ConfinedSpawn {
       paths: candidates(command[0], searchPath: searchPath), arguments: command, environment: environment)
     launch.defaultSignals = Self.resetSignals + options.alsoResetting
     launch.newProcessGroup = options.newProcessGroup
+    launch.newSession = true
+    if let terminal = options.terminal { launch.terminal = (terminal.slaveDescriptor, terminal.streams) }
     launch.descriptor = options.descriptor
     launch.closeFrom = options.closingOthers ? max(3, (options.descriptor?.to ?? 2) + 1) : nil
     launch.descriptorLimit = options.descriptorLimit

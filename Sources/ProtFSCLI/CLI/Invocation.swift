@@ -176,24 +176,29 @@ package struct Invocation: Sendable {
 
 /// Writes to stdout and stderr.
 package enum Console {
-  /// Writes `text` and a newline to standard output.
-  package static func out(_ text: String = "", terminator: String = "\n") { print(text, terminator: terminator) }
+  /// Writes `text` and a newline to standard output. Every line of text protfs prints comes here
+  /// or to `err`, with its control characters but line feeds and tabs escaped
+  /// (`TerminalText`): much of it quotes what an app, a backup or a server named.
+  package static func out(_ text: String = "", terminator: String = "\n") {
+    print(TerminalText.escaped(text, keepingLineBreaks: true), terminator: terminator)
+  }
 
-  /// Writes `text` and a newline to standard error.
+  /// Writes `text` and a newline to standard error, escaped as `out` escapes it.
   package static func err(_ text: String) {
     fflush(nil)
-    FileHandle.standardError.write(Data((text + "\n").utf8))
+    FileHandle.standardError.write(Data((TerminalText.escaped(text, keepingLineBreaks: true) + "\n").utf8))
   }
 
   /// Writes `value` on standard output as one pretty, key-sorted JSON document (`JSONOutput`).
+  /// JSON escapes control characters itself, and is left as it is.
   package static func json<T: Encodable>(_ value: T) throws {
-    out(String(decoding: try JSONOutput.documentEncoder().encode(value), as: UTF8.self))
+    print(String(decoding: try JSONOutput.documentEncoder().encode(value), as: UTF8.self))
   }
 
   /// Writes `value` on standard output as one compact JSON line (`JSONOutput`), flushed at once so
   /// that a reader of the stream sees it as it happens.
   package static func jsonLine<T: Encodable>(_ value: T) throws {
-    out(String(decoding: try JSONOutput.lineEncoder().encode(value), as: UTF8.self))
+    print(String(decoding: try JSONOutput.lineEncoder().encode(value), as: UTF8.self))
     fflush(nil)
   }
 

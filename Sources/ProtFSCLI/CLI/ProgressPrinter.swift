@@ -39,7 +39,9 @@ package final class ProgressPrinter: @unchecked Sendable {
     lock.withLock {
       for task in tasks {
         order.append(task.id)
-        names[task.id] = task.url.lastPathComponent.isEmpty ? task.url.absoluteString : task.url.lastPathComponent
+        // The server's name for the file: escaped, as the bars go to the terminal as they are.
+        names[task.id] = TerminalText.escaped(
+          task.url.lastPathComponent.isEmpty ? task.url.absoluteString : task.url.lastPathComponent)
         written[task.id] = task.countOfBytesReceived
         expected[task.id] = task.countOfBytesExpectedToReceive
       }

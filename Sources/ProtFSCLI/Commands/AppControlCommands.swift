@@ -109,9 +109,18 @@ package enum AppControlCommands {
         )
         return 0
       }
-      try launchInBackground(
-        bundleID, device: device, options: ["--for-push", notification.json], refusal: "a push does not launch it",
-        purpose: "the notification")
+      // The payload is the sender's, and may hold secrets: it goes to the launch in a file only
+      // root reads, named on its command line, never on the command line itself (every user
+      // reads /proc/PID/cmdline for as long as the launch runs).
+      let held = try PushPayloadFile.hold(notification.json, on: device)
+      do {
+        try launchInBackground(
+          bundleID, device: device, options: ["--for-push", held], refusal: "a push does not launch it",
+          purpose: "the notification")
+      } catch {
+        PushPayloadFile.discard(held, on: device)
+        throw error
+      }
       return 0
     }
   }
@@ -316,5 +325,41 @@ package enum AppStatusCommand {
       Console.out("\(entry.bundleID): " + parts.joined(separator: "; "))
     }
     return 0
+  }
+}
+
+/// A push's payload on its way from `app push` to the background launch it starts: a file in the
+/// device's `.protfs/` (root's alone, 0700) made 0600, named `@push-UUID.json` on the launch's
+/// command line, and removed by the launch that reads it.
+enum PushPayloadFile {
+  private static let prefix = "@push-"
+  private static let suffix = ".json"
+
+  /// Writes `payload` to a new file of the device's state directory; returns the launch's value.
+  static func hold(_ payload: String, on device: Device) throws -> String {
+    let name = "push-\(UUID().uuidString).json"
+    let state = try device.openRoot().openDirectory(Device.stateDirectoryName)
+    try AtomicFile.write(Array(payload.utf8), named: name, in: state, options: AtomicFile.Options())
+    return "@" + name
+  }
+
+  /// Removes the file `hold` wrote, for a launch that did not start.
+  static func discard(_ value: String, on device: Device) {
+    guard let state = try? device.openRoot().openDirectory(Device.stateDirectoryName) else { return }
+    _ = valueOrErrno(.unlink) { unlinkat(state.fd, String(value.dropFirst()), 0) }
+  }
+
+  /// The payload `value` gives: a file `hold` wrote (read once, at most 64 KiB, then removed), or
+  /// the payload itself.
+  static func take(_ value: String, on device: Device) throws -> String {
+    guard value.hasPrefix(prefix), value.hasSuffix(suffix) else { return value }
+    let name = String(value.dropFirst())
+    guard UUID(uuidString: String(name.dropFirst(prefix.count - 1).dropLast(suffix.count))) != nil else {
+      throw ProtFSError(.invalidArgument, "'\(TerminalText.escaped(value))' names no push payload protfs held.")
+    }
+    let state = try device.openRoot().openDirectory(Device.stateDirectoryName)
+    let bytes = try AtomicFile.read(named: name, in: state, limit: 64 * 1024, stateFile: true)
+    _ = valueOrErrno(.unlink) { unlinkat(state.fd, name, 0) }
+    return String(decoding: bytes, as: UTF8.self)
   }
 }

@@ -25,9 +25,13 @@ package enum AppLaunchCommand {
       warning: refusals are then "Permission denied". As iOS's sandbox keeps an app, it sees its
       own container alone of the device's Containers/ and its own bundle alone of Bundles/, and its
       processes reach no other app's (through /proc or a signal), though every app runs as the app
-      user. It runs in a process group of its own, with
-      $PROTFS_APP_EVENTS_FD (its events, one JSON object a line), $PROTFS_APP_SOCKET and
-      $PROTFS_APP_BUNDLE in its environment. In the background it runs for
+      user. It runs in a session of its own (on a pseudo-terminal protfs relays when the launch
+      has a terminal), with an environment built for it as iOS builds an app's, never the
+      caller's: HOME, CFFIXED_USER_HOME and TMPDIR in its container, PATH
+      /usr/local/bin:/usr/bin:/bin and protfs's own directory, the caller's LANG, $PROTFS_APP_EVENTS_FD (its events, one
+      JSON object a line), $PROTFS_APP_SOCKET and $PROTFS_APP_BUNDLE, and only what the caller
+      passes on purpose: each $PROTFS_CHILD_NAME as NAME (as simctl's SIMCTL_CHILD_), and each
+      --env NAME=VALUE; neither replaces the app's own variables. In the background it runs for
       --suspend-after without tasks, then is frozen with every process it started (its cgroup, or
       SIGSTOP to its process group where there is no cgroup v2) until it returns to the foreground;
       with tasks, for --background-time, with a backgroundTaskWillExpire event per task a fifth of
@@ -62,7 +66,8 @@ package enum AppLaunchCommand {
     arguments: [AppCommand.bundleArgument],
     options: [
       backgroundTime, suspendAfter, fetchTime, fetchMinimum, refreshTime, processingTime, watchdog, infoPlist,
-      noMount, ExecCommand.schedule, pushLimit, forFetch, forSession, forPush, forBackgroundTask, wait, prewarm,
+      noMount, ExecCommand.schedule, ExecCommand.environment, pushLimit, forFetch, forSession, forPush,
+      forBackgroundTask, wait, prewarm,
     ]
       + ExecCommand.passcode.options,
     takesTrailingCommand: true,
@@ -164,8 +169,14 @@ package enum AppLaunchCommand {
         throw invocation.usageError(invocation.describe(error))
       }
     }
+    let passed: [(name: String, value: String)]
+    do {
+      passed = try ProgramEnvironment.parse(passed: invocation.values(ExecCommand.environment))
+    } catch {
+      throw invocation.usageError(invocation.describe(error))
+    }
     let session = invocation.value(forSession)
-    let push = invocation.value(forPush)
+    let push = try invocation.value(forPush).map { try PushPayloadFile.take($0, on: invocation.device) }
     let backgroundTask = invocation.value(forBackgroundTask)
     let systemLaunches = systemLaunchOptions.filter { invocation.isGiven($0) }.count
     if systemLaunches > 1 {
@@ -211,8 +222,11 @@ package enum AppLaunchCommand {
       }
     } else {
       // A prewarmed app: a user's launch with its command and surroundings takes it; any other
-      // launch ends it first.
-      let outcome = try PrewarmedLaunch.take(bundleID, device: device, mayTake: !systemLaunch && !givesPasscode)
+      // launch ends it first. So does a launch from a terminal, which the app gets a terminal of
+      // its own for (TerminalRelay): the held app would get this one's descriptors.
+      let outcome = try PrewarmedLaunch.take(
+        bundleID, device: device,
+        mayTake: !systemLaunch && !givesPasscode && !TerminalRelay.standardStreamsIncludeTerminal)
       if case .ran(let status) = outcome { return status }
     }
     var passcode: String?
@@ -279,14 +293,32 @@ package enum AppLaunchCommand {
       bundled = command
     }
     try supervisor.prepare()
-    // Signals to protfs go to the whole app; the app is in its own group, away from the terminal's.
-    // Forwarded from before the spawn: one that arrives before the app runs is held for it.
-    try SignalForwarding.forward([SIGINT, SIGTERM, SIGHUP]) { supervisor.signalApp($0) }
+    // The app leads a session of its own, on a pseudo-terminal of its own when this launch has a
+    // terminal (a prewarmed app gets its launch's streams later, over the socket).
+    let terminal: TerminalRelay?
+    do {
+      terminal =
+        prewarming ? nil : try TerminalRelay.forStandardStreams(owner: AppUser.canAssume ? AppUser.standard.uid : nil)
+    } catch {
+      supervisor.abandon()
+      throw error
+    }
+    defer { terminal?.finish() }
+    // Signals to protfs go to the whole app. Forwarded from before the spawn: one that arrives
+    // before the app runs is held for it. A window size change is passed on as its terminal's.
+    try SignalForwarding.forward([SIGINT, SIGTERM, SIGHUP, SIGWINCH]) { signal in
+      if signal == SIGWINCH {
+        terminal?.resize()
+      } else {
+        supervisor.signalApp(signal)
+      }
+    }
     let mount = serving(pendingMount)
     let options = ConfinedSpawn.Options(
       mountpoint: mount?.mountpoint ?? MountRegistry(device: device).deviceMounts().first?.mountpoint,
-      alsoResetting: [SIGHUP], newProcessGroup: true, descriptor: (readEnd.rawValue, AppEnvironment.eventsDescriptor),
-      environment: ConfinedSpawn.currentEnvironment(replacing: environment), closingOthers: true,
+      alsoResetting: [SIGHUP], newProcessGroup: true, terminal: terminal,
+      descriptor: (readEnd.rawValue, AppEnvironment.eventsDescriptor),
+      environment: environment, passed: passed, closingOthers: true,
       descriptorLimit: mount.map { _ in HostedMount.originalDescriptorLimit }, cgroup: supervisor.cgroup,
       endsWithParent: true, sandbox: bundleID.rawValue)
     let spawned = Result { try ConfinedSpawn.start(bundled, device: device, options) }
@@ -298,6 +330,8 @@ package enum AppLaunchCommand {
       supervisor.abandon()
       throw error
     }
+    // An app is never stopped from the keyboard (iOS has no such thing): Ctrl-Z is a key it reads.
+    terminal?.start(leader: pid, suspending: false)
     DebugHold.wait("PROTFS_DEBUG_HOLD_LAUNCH")
     try supervisor.start(pid: pid, events: writeEnd)
     var launcher: PrewarmedLaunch.Launcher?

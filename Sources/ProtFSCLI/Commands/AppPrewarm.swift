@@ -25,8 +25,9 @@ package enum AppPrewarmCommand {
       forwards SIGINT, SIGTERM and SIGHUP to it and exits with its status, as it does for an app
       it starts. Any other launch of the app, by the user or the system (a fetch, a session's
       events), first ends the prewarmed process, as iOS discards one, and then starts the app
-      anew. So does `protfs app terminate`. Unlike an app started by its launch, a prewarmed app
-      has no controlling terminal.
+      anew. So does `protfs app terminate`, and so does a launch from a terminal: an app gets a
+      pseudo-terminal of its own for that (see `protfs app launch`), and a held app would get the
+      caller's own. A prewarmed app has no controlling terminal.
 
       Without CMD, the installed app's command (`protfs app install`) is used. Only a Swift
       program that runs UIApplicationMain (ProtFSKit) can be held; the command fails for any other

@@ -15,7 +15,14 @@ package enum ExecCommand {
       creates), with no supplementary group, no capability at all and no_new_privs, and without
       the passcode in its environment. It can read and write its containers while their data is
       available, but cannot open a locked item, chmod it back, or touch the device's .protfs/
-      state. When the device is mounted (protfs mount), CMD runs in a mount namespace of its own
+      state. CMD leads a session of its own: when protfs has a terminal, CMD gets a
+      pseudo-terminal of its own that protfs relays (as sudo's use_pty does), so it never holds
+      the caller's terminal and cannot type into the caller's shell; window sizes, Ctrl-C and
+      job control work through it, and Ctrl-Z stops CMD and protfs together. CMD's environment
+      is built for it, never the caller's (which holds root's tokens, key agent and home): PATH
+      /usr/local/bin:/usr/bin:/bin and protfs's own directory, HOME /, the caller's LANG, TERM when it has a terminal, and
+      only what the caller passes on purpose: each $PROTFS_CHILD_NAME as NAME, and each --env
+      NAME=VALUE (which wins). CMD itself is found on the caller's PATH. When the device is mounted (protfs mount), CMD runs in a mount namespace of its own
       where the mount covers the device's Containers/: the class then decides every open by the
       containers' usual paths, and a locked item fails with "Operation not permitted". Every directory from / to the device must let other users through (o+x); exec
       checks that first. Run by another user, CMD keeps that user's identity (no capabilities,
@@ -24,10 +31,15 @@ package enum ExecCommand {
       reboot; times in ms, s or m after CMD started). The exit status is CMD's (128+N when a
       signal N ended it).
       """,
-    options: [schedule] + passcode.options,
+    options: [schedule, environment] + passcode.options,
     takesTrailingCommand: true,
     run: run
   )
+
+  /// `--env NAME=VALUE`, repeatable: a variable of CMD's environment, which is otherwise built for
+  /// it (`ProgramEnvironment`).
+  package static let environment = Option.value(
+    "env", "name=value", help: "Set NAME=VALUE in CMD's environment (repeatable); so does $PROTFS_CHILD_NAME.")
 
   /// `--schedule STEPS`.
   package static let schedule = Option.value(
@@ -50,6 +62,12 @@ package enum ExecCommand {
         )
       }
     }
+    let passed: [(name: String, value: String)]
+    do {
+      passed = try ProgramEnvironment.parse(passed: invocation.values(Self.environment))
+    } catch {
+      throw invocation.usageError(invocation.describe(error))
+    }
     let controller = invocation.lockController
     if !schedule.steps.isEmpty { try controller.device.requireInitialized() }
     // Read before CMD starts, and never from a prompt: the terminal belongs to CMD.
@@ -69,16 +87,40 @@ package enum ExecCommand {
         "warning: protfs exec confines a program fully only when run as root: \(invocation.trailing[0]) runs as uid "
           + "\(getuid()) (without capabilities) and can chmod back any locked item that uid owns.")
     }
-    // A terminal's Ctrl-C reaches the program itself (same process group): protfs waits for it
-    // (the program starts with SIGINT at its default). SIGTERM and SIGHUP, sent to protfs alone,
-    // are passed on, so the program is never orphaned: caught from before the program starts,
-    // and held until it has, so that none is lost or kills protfs in between.
-    signal(SIGINT, SIG_IGN)
+    // The program leads a session of its own, on a pseudo-terminal of its own when protfs has a
+    // terminal (TerminalRelay): the keys typed reach it through its terminal. The signals sent to
+    // protfs (a shell's Ctrl-C when protfs's input is no terminal, kill, a closed terminal's
+    // SIGHUP) are passed on, so the program is never orphaned: caught from before the program
+    // starts, and held until it has, so that none is lost or kills protfs in between. A window
+    // size change is passed on as the terminal's own.
+    let terminal = try TerminalRelay.forStandardStreams(owner: AppUser.canAssume ? AppUser.standard.uid : nil)
     let target = SignalTarget()
-    try SignalForwarding.forward([SIGTERM, SIGHUP]) { target.deliver($0) }
-    let child = try spawnConfined(invocation.trailing, invocation: invocation)
+    try SignalForwarding.forward([SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGWINCH]) { signal in
+      if signal == SIGWINCH {
+        terminal?.resize()
+      } else {
+        target.deliver(signal)
+      }
+    }
+    let child: pid_t
+    do {
+      child = try spawnConfined(invocation.trailing, invocation: invocation, terminal: terminal, passed: passed)
+    } catch {
+      terminal?.finish()
+      throw error
+    }
     DebugHold.wait("PROTFS_DEBUG_HOLD_EXEC")
     target.start(child)
+    // Ctrl-Z while the program is in the foreground of its terminal stops it and then protfs, as
+    // it stopped both before: the program's group has no parent in its session, so its own
+    // terminal's SIGTSTP would be discarded. A shell's fg continues protfs, which continues it.
+    terminal?.start(leader: child, suspending: true) { [terminal] in
+      _ = valueOrErrno(.kill) { kill(-child, SIGSTOP) }
+      terminal?.restoreCaller()
+      _ = valueOrErrno(.kill) { kill(getpid(), SIGSTOP) }
+      terminal?.makeCallerRaw()
+      _ = valueOrErrno(.kill) { kill(-child, SIGCONT) }
+    }
     let exited = DispatchSemaphore(value: 0)
     let waiter = ChildWaiter(pid: child)
     Thread {
@@ -99,6 +141,7 @@ package enum ExecCommand {
       }
     }
     exited.wait()
+    terminal?.finish()
     return waiter.exitStatus
   }
 
@@ -124,10 +167,15 @@ package enum ExecCommand {
   /// Starts CMD confined, through the device's mount when it has one (and protfs runs as root).
   /// The child inherits the environment without the passcode variables, which protfs removed
   /// when it started.
-  private static func spawnConfined(_ command: [String], invocation: Invocation) throws -> pid_t {
+  private static func spawnConfined(
+    _ command: [String], invocation: Invocation, terminal: TerminalRelay?, passed: [(name: String, value: String)]
+  ) throws -> pid_t {
     let device = invocation.device
     let mount = device.isInitialized ? MountRegistry(device: device).deviceMounts().first : nil
-    return try ConfinedSpawn.start(command, device: device, ConfinedSpawn.Options(mountpoint: mount?.mountpoint))
+    // No home of its own: "/" (which it cannot write) unless the caller passes one.
+    let options = ConfinedSpawn.Options(
+      mountpoint: mount?.mountpoint, terminal: terminal, passed: passed, defaults: ["HOME": "/"])
+    return try ConfinedSpawn.start(command, device: device, options)
   }
 }
 

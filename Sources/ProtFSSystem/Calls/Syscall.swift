@@ -116,6 +116,8 @@ public enum Syscall: String, Sendable, Hashable, Codable {
   case sendmsg
   /// `recvmsg(2)`, with descriptors attached.
   case recvmsg
+  /// `posix_openpt(3)` and a terminal's `ioctl(2)`s (`tcgetattr`, `tcsetattr`, window sizes).
+  case terminal
 }
 
 /// Runs a system call, retrying on EINTR, and returns its value or the errno it failed with.

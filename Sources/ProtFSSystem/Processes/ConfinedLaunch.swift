@@ -17,6 +17,12 @@ package struct ConfinedLaunch {
   package var defaultSignals: [Int32] = []
   /// Whether the child leads a process group of its own.
   package var newProcessGroup = false
+  /// Whether the child leads a session of its own (and so a process group): no terminal of the
+  /// caller's is its controlling terminal, so none can be typed into (`TIOCSTI`).
+  package var newSession = false
+  /// A pseudo-terminal's slave that becomes the new session's controlling terminal, and the
+  /// standard streams (0, 1, 2) that are dup2'd from it (`TerminalRelay`).
+  package var terminal: (slave: Int32, streams: [Int32])?
   /// A descriptor dup2'd in the child (`from` onto `to`).
   package var descriptor: (from: Int32, to: Int32)?
   /// Every descriptor from here on is closed in the child.
@@ -66,7 +72,8 @@ package struct ConfinedLaunch {
 
   /// The child's steps, in its order.
   package enum Step: Int32, Sendable {
-    case signals = 1, sandbox, processGroup, descriptors, descriptorLimit, cgroup, mount, boundingSet, ambient,
+    case signals = 1, sandbox, processGroup, terminal, descriptors, descriptorLimit, cgroup, mount, boundingSet,
+      ambient,
       noNewPrivileges, groups, gid, uid, capabilities, domain, verify, reach, parent, exec
   }
 
@@ -119,6 +126,9 @@ package struct ConfinedLaunch {
       spawn.default_signals = signals.baseAddress
       spawn.default_signal_count = Int32(signals.count)
       spawn.new_process_group = newProcessGroup ? 1 : 0
+      spawn.new_session = newSession || terminal != nil ? 1 : 0
+      spawn.terminal = terminal?.slave ?? -1
+      spawn.terminal_streams = terminal?.streams.reduce(0) { $0 | (1 << $1) } ?? 0
       spawn.descriptor_from = descriptor?.from ?? -1
       spawn.descriptor_to = descriptor?.to ?? -1
       spawn.close_from = closeFrom ?? -1

@@ -8,6 +8,9 @@ import ProtFSSystem
 /// their paths, so most entries reuse them); a file's attributes are set through its own
 /// descriptor, never by name.
 struct ContainerBuilder {
+  /// The mode bits an imported item keeps (`rwxr-xr-x` at most): what an iOS container holds.
+  static let containerModeMask: mode_t = 0o755
+
   /// The domain being read.
   let domain: String
   /// Its container's place in the report.
@@ -58,7 +61,9 @@ struct ContainerBuilder {
     do throws(ProtFSError) {
       let directory = try parent(of: parts, making: true)
       let leaf = parts[parts.count - 1]
-      let mode = mode_t(entry.metadata.mode & 0o7777)
+      // The backup is anyone's to write: only what an iOS container holds is applied, never a
+      // set-user-ID, set-group-ID or sticky bit, nor a write bit for group or others.
+      let mode = mode_t(entry.metadata.mode) & Self.containerModeMask
       switch entry.kind {
       case .directory:
         if !(try directory.makeDirectory(leaf, permissions: FilePermissions(rawValue: 0o700))) {

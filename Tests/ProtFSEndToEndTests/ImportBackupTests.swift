@@ -242,4 +242,37 @@ import Testing
     #expect(
       try FileManager.default.destinationOfSymbolicLink(atPath: t.containerPath(Self.app, "Library/out")) == "/tmp")
   }
+  /// A backup is anyone's to write (`nobody`'s too): the modes it records are not applied as they
+  /// are (issue 61). A set-user-ID program made the app user's would give its writer the app
+  /// user's identity, and a world-writable directory every app's data; an iOS container holds
+  /// neither, so set-user-ID, set-group-ID, sticky and group or other write bits are dropped.
+  @Test func aBackupsModesAreOnlyThoseAContainerCanHold() async throws {
+    let (t, backup) = try await make()
+    let hostile = try await Protfs.runProgram(
+      "/usr/bin/python3",
+      [
+        "-c",
+        """
+        import sqlite3, importlib.util
+        spec = importlib.util.spec_from_file_location('make_backup', '\(RepositoryLayout.packageRoot)/scripts/make-backup.py')
+        make = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(make)
+        db = sqlite3.connect('\(backup)/Manifest.db')
+        for file_id, relative, flags, mode in [('7' * 40, 'Documents/setuid', 1, 0o106777),
+                                               ('6' * 40, 'Documents/drop', 2, 0o41777),
+                                               ('5' * 40, 'Documents/shared.txt', 1, 0o100666)]:
+            db.execute('INSERT INTO Files VALUES (?, ?, ?, ?, ?)', (file_id, 'AppDomain-com.example.notes', relative,
+                       flags, make.archive(relative, mode, 9 if flags == 1 else 0, 4, None)))
+        db.commit()
+        """,
+      ])
+    #expect(hostile.status == 0, "\(hostile)")
+    let result = try await Protfs.run(["--device", t.root, "import-backup", backup])
+    #expect(result.status == 0, "\(result)")
+    for (relative, mode) in [("Documents/setuid", 0o755), ("Documents/drop", 0o755), ("Documents/shared.txt", 0o644)] {
+      var status = stat()
+      #expect(lstat(t.containerPath(Self.app, relative), &status) == 0, "\(relative)")
+      #expect(status.st_mode & 0o7777 == mode, "\(relative): \(String(status.st_mode & 0o7777, radix: 8))")
+    }
+  }
 }

@@ -202,10 +202,7 @@ import Testing
                                        '$objects': ['$null']}, fmt=plistlib.FMT_BINARY)),
             ('d' * 40, b''),
         ]
-        import importlib.util
-        spec = importlib.util.spec_from_file_location('make_backup', '\(RepositoryLayout.packageRoot)/scripts/make-backup.py')
-        make = importlib.util.module_from_spec(spec)
-        spec.loader.exec_module(make)
+        \(RepositoryLayout.makeBackupModule)
         # A symlink out of the container, then a file below it: never followed.
         db.execute('INSERT INTO Files VALUES (?, ?, ?, ?, ?)', ('e' * 40, 'AppDomain-com.example.notes', 'Library/out', 4,
                    make.archive('Library/out', 0o120755, 0, 0, '/tmp')))
@@ -253,10 +250,8 @@ import Testing
       [
         "-c",
         """
-        import sqlite3, importlib.util
-        spec = importlib.util.spec_from_file_location('make_backup', '\(RepositoryLayout.packageRoot)/scripts/make-backup.py')
-        make = importlib.util.module_from_spec(spec)
-        spec.loader.exec_module(make)
+        import sqlite3
+        \(RepositoryLayout.makeBackupModule)
         db = sqlite3.connect('\(backup)/Manifest.db')
         for file_id, relative, flags, mode in [('7' * 40, 'Documents/setuid', 1, 0o106777),
                                                ('6' * 40, 'Documents/drop', 2, 0o41777),

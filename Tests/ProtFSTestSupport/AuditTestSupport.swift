@@ -128,6 +128,17 @@ public enum RepositoryLayout {
     fatalError("No Package.swift above \(#filePath).")
   }
 
+  /// Python lines that load `scripts/make-backup.py` as the module `make`, so that a test's script
+  /// writes a backup's records with its helpers (`make.archive`) rather than a second way.
+  public static var makeBackupModule: String {
+    """
+    import importlib.util
+    spec = importlib.util.spec_from_file_location('make_backup', '\(packageRoot)/scripts/make-backup.py')
+    make = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(make)
+    """
+  }
+
   /// The built `protfs` binary (the shared runner's lookup: `$PROTFS_BINARY`, else next to the tests).
   public static var protfsBinary: String { Protfs.binary }
 }

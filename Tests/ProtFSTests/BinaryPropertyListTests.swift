@@ -51,16 +51,13 @@ import Testing
   }
 
   @Test func anMBFileArchiveDecodesAsTheBackupScriptWritesIt() async throws {
-    let script = RepositoryLayout.packageRoot + "/scripts/make-backup.py"
     let made = try await Protfs.runProgram(
       "/usr/bin/python3",
       [
         "-c",
         """
-        import importlib.util, sys
-        spec = importlib.util.spec_from_file_location('make_backup', '\(script)')
-        make = importlib.util.module_from_spec(spec)
-        spec.loader.exec_module(make)
+        import sys
+        \(RepositoryLayout.makeBackupModule)
         sys.stdout.buffer.write(make.archive('Documents/a', 0o100644, 1234, 3, 'target', b'd' * 20, b'k' * 44))
         """,
       ])

@@ -364,21 +364,18 @@ static void protfs_spawn_child(const struct protfs_spawn *spawn, int report, int
     }
   }
 
-  if (spawn->new_session) {
-    /* Away from the caller's session: the caller's terminal is no longer this process's
-       controlling terminal, so TIOCSTI into it (typing into root's shell) is refused. */
-    if (setsid() < 0) protfs_spawn_fail(report, PROTFS_SPAWN_PROCESS_GROUP, errno, 0);
-    if (spawn->terminal >= 0) {
-      if (ioctl(spawn->terminal, TIOCSCTTY, 0) != 0) protfs_spawn_fail(report, PROTFS_SPAWN_TERMINAL, errno, 0);
-      for (int fd = 0; fd <= 2; fd++) {
-        if ((spawn->terminal_streams & (1 << fd)) && dup2(spawn->terminal, fd) < 0) {
-          protfs_spawn_fail(report, PROTFS_SPAWN_TERMINAL, errno, fd);
-        }
+  /* Away from the caller's session (and so in a process group of its own): the caller's terminal
+     is no longer this process's controlling terminal, so TIOCSTI into it (typing into root's
+     shell) is refused. */
+  if (setsid() < 0) protfs_spawn_fail(report, PROTFS_SPAWN_SESSION, errno, 0);
+  if (spawn->terminal >= 0) {
+    if (ioctl(spawn->terminal, TIOCSCTTY, 0) != 0) protfs_spawn_fail(report, PROTFS_SPAWN_TERMINAL, errno, 0);
+    for (int fd = 0; fd <= 2; fd++) {
+      if ((spawn->terminal_streams & (1 << fd)) && dup2(spawn->terminal, fd) < 0) {
+        protfs_spawn_fail(report, PROTFS_SPAWN_TERMINAL, errno, fd);
       }
-      if (spawn->terminal > 2) close(spawn->terminal);
     }
-  } else if (spawn->new_process_group && setpgid(0, 0) != 0) {
-    protfs_spawn_fail(report, PROTFS_SPAWN_PROCESS_GROUP, errno, 0);
+    if (spawn->terminal > 2) close(spawn->terminal);
   }
 
   if (spawn->descriptor_from >= 0) {

@@ -59,7 +59,7 @@ public enum Confinement {
     }
     switch failure.step {
     case .signals: return refused("reset the signal handlers")
-    case .processGroup: return refused("start a session of its own")
+    case .session: return refused("start a session of its own")
     case .terminal: return refused("give the program a terminal of its own")
     case .descriptors: return refused("pass on the descriptors")
     case .descriptorLimit: return refused("restore the descriptor limit")

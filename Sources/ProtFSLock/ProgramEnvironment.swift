@@ -1,5 +1,4 @@
 import Foundation
-import ProtFS
 import ProtFSSystem
 
 /// The environment a program of untrusted code starts with (`exec`, every app launch), built for
@@ -23,19 +22,14 @@ package enum ProgramEnvironment {
   package static let defaultLocale = "C.UTF-8"
 
   /// The program's environment, as "NAME=value" entries sorted by name: built from `caller` (the
-  /// caller's own "NAME=value" entries), `passed` (`--env`'s "NAME=value" entries, checked by
+  /// caller's own variables, `ProcessEnvironment.all()`), `passed` (`--env`'s "NAME=value" entries, checked by
   /// `parse(passed:)`), `system` (the variables the system sets for the program, which win),
   /// `defaults` (the system's, which the caller's may replace), whether the program has a
   /// terminal, and the directory of the protfs binary that starts it (added to `PATH`).
   package static func build(
-    caller: [String], passed: [(name: String, value: String)], system: [String: String],
+    caller callers: [String: String], passed: [(name: String, value: String)], system: [String: String],
     defaults: [String: String] = [:], terminal: Bool, protfsDirectory: String? = nil
   ) -> [String] {
-    let callers = Dictionary(
-      caller.compactMap { entry -> (String, String)? in
-        guard let equals = entry.firstIndex(of: "=") else { return nil }
-        return (String(entry[..<equals]), String(entry[entry.index(after: equals)...]))
-      }, uniquingKeysWith: { _, last in last })
     // The directory of the protfs that starts the program comes last: apps call `protfs app
     // begin-task` and the like by name, wherever protfs is installed.
     let path = protfsDirectory.map {
@@ -59,7 +53,7 @@ package enum ProgramEnvironment {
       guard let equals = entry.firstIndex(of: "="), isName(String(entry[..<equals])) else {
         throw ProtFSError(
           .invalidArgument,
-          "'\(TerminalText.escaped(entry))' is not NAME=VALUE: a name is letters, digits and underscores, not starting with a digit.",
+          "'\(entry)' is not NAME=VALUE: a name is letters, digits and underscores, not starting with a digit.",
           remedy: .advice("write it as --env NAME=VALUE, for example --env API_URL=http://127.0.0.1:8080"))
       }
       return (String(entry[..<equals]), String(entry[entry.index(after: equals)...]))

@@ -11,7 +11,7 @@
 enum protfs_spawn_step {
   PROTFS_SPAWN_SIGNALS = 1,      /* default dispositions and an empty mask */
   PROTFS_SPAWN_SANDBOX,          /* an app's: the target holds its own container alone */
-  PROTFS_SPAWN_PROCESS_GROUP,    /* setpgid(0, 0), or setsid() */
+  PROTFS_SPAWN_SESSION,          /* setsid(): a session (and process group) of its own */
   PROTFS_SPAWN_TERMINAL,         /* the pseudo-terminal made controlling and the streams' */
   PROTFS_SPAWN_DESCRIPTORS,      /* dup2 of the one passed descriptor, close_range of the rest */
   PROTFS_SPAWN_DESCRIPTOR_LIMIT, /* the soft RLIMIT_NOFILE */
@@ -60,12 +60,10 @@ struct protfs_spawn {
                                     says ENOEXEC (as execvp) */
   const int *default_signals;    /* signals given their default disposition */
   int default_signal_count;
-  int new_process_group;         /* nonzero: the leader of a group of its own */
-  int new_session;               /* nonzero: the leader of a session of its own (setsid), which
-                                    has no controlling terminal but `terminal` */
-  int terminal;                  /* a pseudo-terminal's slave, or -1: with new_session, the
-                                    session's controlling terminal, dup2'd onto each standard
-                                    stream whose bit (1 << fd) is in terminal_streams */
+  int terminal;                  /* a pseudo-terminal's slave, or -1: the controlling terminal of
+                                    the session the child leads (it has none else), dup2'd onto
+                                    each standard stream whose bit (1 << fd) is in
+                                    terminal_streams */
   int terminal_streams;
   int descriptor_from;           /* dup2'd onto descriptor_to, or -1 */
   int descriptor_to;

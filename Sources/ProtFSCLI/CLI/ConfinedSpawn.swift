@@ -19,10 +19,6 @@ enum ConfinedSpawn {
     var mountpoint: String?
     /// Signals reset besides `resetSignals`.
     var alsoResetting: [Int32] = []
-    /// Whether the child leads a process group of its own. Every child leads a session of its
-    /// own (and so a group) whatever this says: the caller's terminal is never its controlling
-    /// terminal.
-    var newProcessGroup = false
     /// The pseudo-terminal the child gets in place of the caller's terminal (`TerminalRelay`),
     /// when any standard stream is one.
     var terminal: TerminalRelay?
@@ -55,14 +51,14 @@ enum ConfinedSpawn {
   /// error, or an `ExitStatus` of 127 (not found) or 126 when the program cannot be executed.
   static func start(_ command: [String], device: Device, _ options: Options = Options()) throws -> pid_t {
     let plan = Confinement.Plan(device: device)
-    let caller = currentEnvironment()
+    let caller = ProcessEnvironment.all()
     let environment = ProgramEnvironment.build(
       caller: caller, passed: options.passed, system: options.environment, defaults: options.defaults,
       terminal: options.terminal != nil,
       protfsDirectory: (try? FileManager.default.destinationOfSymbolicLink(atPath: "/proc/self/exe"))
         .map { URL(fileURLWithPath: $0).deletingLastPathComponent().path })
     // CMD is the caller's to name: it is found on the caller's PATH, though it runs with its own.
-    let searchPath = caller.last { $0.hasPrefix("PATH=") }.map { String($0.dropFirst(5)) }
+    let searchPath = caller["PATH"]
     var cgroup: Int32?
     if let directory = options.cgroup {
       cgroup = try valueOrErrno(.open) { open(directory, O_RDONLY | O_DIRECTORY | O_CLOEXEC) }
@@ -72,8 +68,6 @@ enum ConfinedSpawn {
     var launch = ConfinedLaunch(
       paths: candidates(command[0], searchPath: searchPath), arguments: command, environment: environment)
     launch.defaultSignals = Self.resetSignals + options.alsoResetting
-    launch.newProcessGroup = options.newProcessGroup
-    launch.newSession = true
     if let terminal = options.terminal { launch.terminal = (terminal.slaveDescriptor, terminal.streams) }
     launch.descriptor = options.descriptor
     launch.closeFrom = options.closingOthers ? max(3, (options.descriptor?.to ?? 2) + 1) : nil
@@ -164,6 +158,12 @@ enum ConfinedSpawn {
     return (path, tree)
   }
 
+  /// The pseudo-terminal for a child started now, when any of this process's standard streams is
+  /// a terminal: its slave given to the app user the child becomes (as root).
+  static func terminalForStandardStreams() throws(ProtFSError) -> TerminalRelay? {
+    try TerminalRelay.forStandardStreams(owner: AppUser.canAssume ? AppUser.standard.uid : nil)
+  }
+
   /// Where `name` may be, in the order execvp tries: itself when it has a slash, else in each
   /// directory of `searchPath` (glibc's default without one).
   static func candidates(_ name: String, searchPath: String?) -> [String] {
@@ -171,18 +171,5 @@ enum ConfinedSpawn {
     return (searchPath ?? "/bin:/usr/bin").split(separator: ":", omittingEmptySubsequences: false).map {
       ($0.isEmpty ? "." : String($0)) + "/" + name
     }
-  }
-
-  /// This process's environment as "NAME=value" entries, with `replacing` in place of any
-  /// variable of the same name.
-  static func currentEnvironment(replacing: [String: String] = [:]) -> [String] {
-    var entries: [String] = []
-    var index = 0
-    while let entry = environ[index] {
-      let text = String(cString: entry)
-      if !replacing.keys.contains(where: { text.hasPrefix($0 + "=") }) { entries.append(text) }
-      index += 1
-    }
-    return entries + replacing.map { "\($0.key)=\($0.value)" }
   }
 }

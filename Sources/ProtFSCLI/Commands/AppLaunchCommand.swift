@@ -169,12 +169,7 @@ package enum AppLaunchCommand {
         throw invocation.usageError(invocation.describe(error))
       }
     }
-    let passed: [(name: String, value: String)]
-    do {
-      passed = try ProgramEnvironment.parse(passed: invocation.values(ExecCommand.environment))
-    } catch {
-      throw invocation.usageError(invocation.describe(error))
-    }
+    let passed = try ExecCommand.passedEnvironment(invocation)
     let session = invocation.value(forSession)
     let push = try invocation.value(forPush).map { try PushPayloadFile.take($0, on: invocation.device) }
     let backgroundTask = invocation.value(forBackgroundTask)
@@ -297,8 +292,7 @@ package enum AppLaunchCommand {
     // terminal (a prewarmed app gets its launch's streams later, over the socket).
     let terminal: TerminalRelay?
     do {
-      terminal =
-        prewarming ? nil : try TerminalRelay.forStandardStreams(owner: AppUser.canAssume ? AppUser.standard.uid : nil)
+      terminal = prewarming ? nil : try ConfinedSpawn.terminalForStandardStreams()
     } catch {
       supervisor.abandon()
       throw error
@@ -316,7 +310,7 @@ package enum AppLaunchCommand {
     let mount = serving(pendingMount)
     let options = ConfinedSpawn.Options(
       mountpoint: mount?.mountpoint ?? MountRegistry(device: device).deviceMounts().first?.mountpoint,
-      alsoResetting: [SIGHUP], newProcessGroup: true, terminal: terminal,
+      alsoResetting: [SIGHUP], terminal: terminal,
       descriptor: (readEnd.rawValue, AppEnvironment.eventsDescriptor),
       environment: environment, passed: passed, closingOthers: true,
       descriptorLimit: mount.map { _ in HostedMount.originalDescriptorLimit }, cgroup: supervisor.cgroup,

@@ -62,12 +62,7 @@ package enum ExecCommand {
         )
       }
     }
-    let passed: [(name: String, value: String)]
-    do {
-      passed = try ProgramEnvironment.parse(passed: invocation.values(Self.environment))
-    } catch {
-      throw invocation.usageError(invocation.describe(error))
-    }
+    let passed = try passedEnvironment(invocation)
     let controller = invocation.lockController
     if !schedule.steps.isEmpty { try controller.device.requireInitialized() }
     // Read before CMD starts, and never from a prompt: the terminal belongs to CMD.
@@ -93,7 +88,7 @@ package enum ExecCommand {
     // SIGHUP) are passed on, so the program is never orphaned: caught from before the program
     // starts, and held until it has, so that none is lost or kills protfs in between. A window
     // size change is passed on as the terminal's own.
-    let terminal = try TerminalRelay.forStandardStreams(owner: AppUser.canAssume ? AppUser.standard.uid : nil)
+    let terminal = try ConfinedSpawn.terminalForStandardStreams()
     let target = SignalTarget()
     try SignalForwarding.forward([SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGWINCH]) { signal in
       if signal == SIGWINCH {
@@ -143,6 +138,16 @@ package enum ExecCommand {
     exited.wait()
     terminal?.finish()
     return waiter.exitStatus
+  }
+
+  /// `--env`'s NAME=VALUE pairs (`exec`'s and `app launch`'s); a value that names no variable is a
+  /// usage error.
+  static func passedEnvironment(_ invocation: Invocation) throws -> [(name: String, value: String)] {
+    do {
+      return try ProgramEnvironment.parse(passed: invocation.values(environment))
+    } catch {
+      throw invocation.usageError(invocation.describe(error))
+    }
   }
 
   /// Makes one scheduled change; returns the error instead of throwing, as the program keeps running.

@@ -3,8 +3,9 @@ import Foundation
 
 /// A program started by a forked child that confines itself first (`protfs_spawn_confined`): the
 /// child runs C alone, system calls only, between the fork and the exec, and reports a failed
-/// step through a close-on-exec pipe. What the steps mean for the lock is `Confinement`'s
-/// (ProtFSLock); this is the system call layer's half.
+/// step through a close-on-exec pipe. The child leads a session of its own, so that no terminal of
+/// the caller's is its controlling terminal (none can be typed into with `TIOCSTI`). What the steps
+/// mean for the lock is `Confinement`'s (ProtFSLock); this is the system call layer's half.
 package struct ConfinedLaunch {
   /// Where the program may be, tried in order by the child (as its new identity) the way execvp
   /// tries the directories of `PATH`.
@@ -15,12 +16,7 @@ package struct ConfinedLaunch {
   package var environment: [String]
   /// Signals given their default disposition (the mask is emptied too).
   package var defaultSignals: [Int32] = []
-  /// Whether the child leads a process group of its own.
-  package var newProcessGroup = false
-  /// Whether the child leads a session of its own (and so a process group): no terminal of the
-  /// caller's is its controlling terminal, so none can be typed into (`TIOCSTI`).
-  package var newSession = false
-  /// A pseudo-terminal's slave that becomes the new session's controlling terminal, and the
+  /// A pseudo-terminal's slave that becomes the child's session's controlling terminal, and the
   /// standard streams (0, 1, 2) that are dup2'd from it (`TerminalRelay`).
   package var terminal: (slave: Int32, streams: [Int32])?
   /// A descriptor dup2'd in the child (`from` onto `to`).
@@ -72,7 +68,7 @@ package struct ConfinedLaunch {
 
   /// The child's steps, in its order.
   package enum Step: Int32, Sendable {
-    case signals = 1, sandbox, processGroup, terminal, descriptors, descriptorLimit, cgroup, mount, boundingSet,
+    case signals = 1, sandbox, session, terminal, descriptors, descriptorLimit, cgroup, mount, boundingSet,
       ambient,
       noNewPrivileges, groups, gid, uid, capabilities, domain, verify, reach, parent, exec
   }
@@ -125,8 +121,6 @@ package struct ConfinedLaunch {
       spawn.shell_argv = strings.mutableArray(["/bin/sh", "-"] + arguments.dropFirst())
       spawn.default_signals = signals.baseAddress
       spawn.default_signal_count = Int32(signals.count)
-      spawn.new_process_group = newProcessGroup ? 1 : 0
-      spawn.new_session = newSession || terminal != nil ? 1 : 0
       spawn.terminal = terminal?.slave ?? -1
       spawn.terminal_streams = terminal?.streams.reduce(0) { $0 | (1 << $1) } ?? 0
       spawn.descriptor_from = descriptor?.from ?? -1

@@ -23,7 +23,6 @@ public final class TerminalRelay: Sendable {
   private let callerTerminal: Int32
   private let saved: Mutex<termios?>
   private let ended = DispatchSemaphore(value: 0)
-  private let outcome = Mutex<Int32>(0)
   private let running = Atomic<Bool>(false)
 
   /// Whether any of this process's standard streams is a terminal.
@@ -98,14 +97,10 @@ public final class TerminalRelay: Sendable {
       streams.contains(STDOUT_FILENO) ? STDOUT_FILENO : (streams.contains(STDERR_FILENO) ? STDERR_FILENO : -1)
     let suspendKey: Int32 = suspending ? saved.withLock { $0.map { suspendCharacter(of: $0) } ?? -1 } : -1
     Thread { [self] in
-      while true {
-        let result = protfs_relay_terminal(input, output, master.rawValue, stop.read.rawValue, suspendKey, leader)
-        if result == 2 {
-          onSuspend()
-          continue
-        }
-        outcome.withLock { $0 = result }
-        break
+      // 2: the suspend key; anything else ends the relay (stopped, hung up, or a failed call, after
+      // which the program's output has nowhere to go but its own terminal).
+      while protfs_relay_terminal(input, output, master.rawValue, stop.read.rawValue, suspendKey, leader) == 2 {
+        onSuspend()
       }
       ended.signal()
     }.start()

@@ -338,12 +338,18 @@ static void protfs_spawn_child(const struct protfs_spawn *spawn, int report, int
     report = moved;
   }
 
+  /* The program leads a session of its own: every signal starts at its default, whatever the
+     caller ignored (a background job's SIGINT and SIGQUIT, nohup's SIGHUP, a runner's SIGTSTP), so
+     that its terminal's keys and its own job control work as in a fresh login. protfs receives the
+     caller's signals and decides what to pass on. */
   struct sigaction defaults;
   memset(&defaults, 0, sizeof(defaults));
   defaults.sa_handler = SIG_DFL;
-  for (int i = 0; i < spawn->default_signal_count; i++) {
-    if (sigaction(spawn->default_signals[i], &defaults, NULL) != 0) {
-      protfs_spawn_fail(report, PROTFS_SPAWN_SIGNALS, errno, spawn->default_signals[i]);
+  for (int signal_number = 1; signal_number < NSIG; signal_number++) {
+    if (signal_number == SIGKILL || signal_number == SIGSTOP) continue;
+    /* EINVAL: a number that is no signal here (the C library's own real-time ones). */
+    if (sigaction(signal_number, &defaults, NULL) != 0 && errno != EINVAL) {
+      protfs_spawn_fail(report, PROTFS_SPAWN_SIGNALS, errno, signal_number);
     }
   }
   sigset_t empty;
@@ -494,8 +500,8 @@ struct protfs_vfork_start {
 static int protfs_vfork_child(void *argument) {
   struct protfs_vfork_start *start = argument;
   /* This child shares the parent's memory until its exec: a handler of the parent's must never
-     run in it. Every caught signal goes back to its default (all are blocked until the child's
-     own steps unblock them; ignored ones stay ignored, as across an exec). */
+     run in it. Every caught signal goes back to its default first (all are blocked until the
+     child's own steps, which then give every signal its default, unblock them). */
   struct sigaction current, defaults;
   memset(&defaults, 0, sizeof(defaults));
   defaults.sa_handler = SIG_DFL;

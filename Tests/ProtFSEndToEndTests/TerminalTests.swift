@@ -24,6 +24,10 @@ import Testing
     fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", 33, 99, 0, 0))
     pid = os.fork()
     if pid == 0:
+        # Ignored, as a CI runner or a shell's background job may leave them: what the program gets
+        # must not depend on what its caller ignored.
+        for ignored in (signal.SIGINT, signal.SIGQUIT, signal.SIGTSTP, signal.SIGTTIN, signal.SIGTTOU, signal.SIGHUP):
+            signal.signal(ignored, signal.SIG_IGN)
         os.setsid()
         fcntl.ioctl(slave, termios.TIOCSCTTY, 0)
         for fd in (0, 1, 2):

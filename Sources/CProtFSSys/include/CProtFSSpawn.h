@@ -58,8 +58,6 @@ struct protfs_spawn {
   char *const *envp;
   char **shell_argv;             /* `/bin/sh - args…`: with the path found at [1], run when execve
                                     says ENOEXEC (as execvp) */
-  const int *default_signals;    /* signals given their default disposition */
-  int default_signal_count;
   int terminal;                  /* a pseudo-terminal's slave, or -1: the controlling terminal of
                                     the session the child leads (it has none else), dup2'd onto
                                     each standard stream whose bit (1 << fd) is in

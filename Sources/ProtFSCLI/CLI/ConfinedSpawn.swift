@@ -9,16 +9,10 @@ import ProtFSSystem
 /// confinement that fails is this process's error, and a program that runs is the child itself,
 /// with no second protfs started in between.
 enum ConfinedSpawn {
-  /// The signals a Swift process changes (SIGPIPE is ignored by the runtime) or a test runner may
-  /// have blocked or ignored: the child starts with their default handlers and none blocked.
-  static let resetSignals = [SIGPIPE, SIGINT, SIGTERM, SIGQUIT, SIGCHLD, SIGALRM, SIGUSR1, SIGUSR2]
-
   /// What the child gets besides its confinement.
   struct Options {
     /// A protfs mount of the device, seen over its `Containers/` (as root only).
     var mountpoint: String?
-    /// Signals reset besides `resetSignals`.
-    var alsoResetting: [Int32] = []
     /// The pseudo-terminal the child gets in place of the caller's terminal (`TerminalRelay`),
     /// when any standard stream is one.
     var terminal: TerminalRelay?
@@ -67,7 +61,6 @@ enum ConfinedSpawn {
     defer { if let cgroup { closeDescriptor(cgroup) } }
     var launch = ConfinedLaunch(
       paths: candidates(command[0], searchPath: searchPath), arguments: command, environment: environment)
-    launch.defaultSignals = Self.resetSignals + options.alsoResetting
     if let terminal = options.terminal { launch.terminal = (terminal.slaveDescriptor, terminal.streams) }
     launch.descriptor = options.descriptor
     launch.closeFrom = options.closingOthers ? max(3, (options.descriptor?.to ?? 2) + 1) : nil

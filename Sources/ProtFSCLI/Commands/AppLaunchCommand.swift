@@ -310,7 +310,7 @@ package enum AppLaunchCommand {
     let mount = serving(pendingMount)
     let options = ConfinedSpawn.Options(
       mountpoint: mount?.mountpoint ?? MountRegistry(device: device).deviceMounts().first?.mountpoint,
-      alsoResetting: [SIGHUP], terminal: terminal,
+      terminal: terminal,
       descriptor: (readEnd.rawValue, AppEnvironment.eventsDescriptor),
       environment: environment, passed: passed, closingOthers: true,
       descriptorLimit: mount.map { _ in HostedMount.originalDescriptorLimit }, cgroup: supervisor.cgroup,

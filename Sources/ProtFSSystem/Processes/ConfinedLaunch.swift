@@ -14,8 +14,6 @@ package struct ConfinedLaunch {
   package var arguments: [String]
   /// Its environment, "NAME=value" entries.
   package var environment: [String]
-  /// Signals given their default disposition (the mask is emptied too).
-  package var defaultSignals: [Int32] = []
   /// A pseudo-terminal's slave that becomes the child's session's controlling terminal, and the
   /// standard streams (0, 1, 2) that are dup2'd from it (`TerminalRelay`).
   package var terminal: (slave: Int32, streams: [Int32])?
@@ -110,7 +108,7 @@ package struct ConfinedLaunch {
     let strings = CStrings()
     defer { strings.free() }
     var failure = protfs_spawn_failure()
-    let pid = defaultSignals.withUnsafeBufferPointer { signals in
+    let pid = {
       var spawn = protfs_spawn()
       spawn.paths = strings.constArray(paths)
       spawn.path_count = Int32(paths.count)
@@ -119,8 +117,6 @@ package struct ConfinedLaunch {
       // What execvp does with a file the kernel cannot execute: run it as a shell script (the
       // child puts the path it found in place of the "-").
       spawn.shell_argv = strings.mutableArray(["/bin/sh", "-"] + arguments.dropFirst())
-      spawn.default_signals = signals.baseAddress
-      spawn.default_signal_count = Int32(signals.count)
       spawn.terminal = terminal?.slave ?? -1
       spawn.terminal_streams = terminal?.streams.reduce(0) { $0 | (1 << $1) } ?? 0
       spawn.descriptor_from = descriptor?.from ?? -1
@@ -153,7 +149,7 @@ package struct ConfinedLaunch {
       spawn.reachable_count = Int32(reachable.count)
       spawn.parent = endsWithParent ? getpid() : 0
       return protfs_spawn_confined(&spawn, &failure)
-    }
+    }()
     guard pid < 0 else { return .success(pid) }
     return .failure(Failure(step: Step(rawValue: failure.step), errno: failure.error, detail: failure.detail))
   }

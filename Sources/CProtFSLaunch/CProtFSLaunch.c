@@ -12,6 +12,7 @@
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
+#include <sys/time.h>
 #include <sys/un.h>
 #include <unistd.h>
 
@@ -280,6 +281,10 @@ __attribute__((constructor)) static void protfs_take_prewarmed(int argc, char **
     return;
   }
   free(body.bytes);
+  /* The answer comes at once: a supervisor silent for 10 s is left to the Swift program, which
+     ends it. The app's end, later, may take as long as the app runs. */
+  struct timeval answer_limit = {.tv_sec = 10, .tv_usec = 0};
+  (void)setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &answer_limit, sizeof(answer_limit));
   char line[64];
   if (read_line(fd, line, sizeof(line)) < 0 || strcmp(line, "launched") != 0) {
     /* Declined (another launch of the app): it ends the held app, then the Swift program starts it
@@ -288,6 +293,8 @@ __attribute__((constructor)) static void protfs_take_prewarmed(int argc, char **
     close(fd);
     return;
   }
+  struct timeval unlimited = {.tv_sec = 0, .tv_usec = 0};
+  (void)setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &unlimited, sizeof(unlimited));
   launch_connection = fd;
   signal(SIGPIPE, SIG_IGN);
   struct sigaction action;

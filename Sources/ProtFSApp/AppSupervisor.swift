@@ -223,7 +223,7 @@ public final class AppSupervisor: @unchecked Sendable {
     processes.started(pid)
     queue.async { [self] in
       signalsReachTheApp = true
-      for signal in pendingSignals { processes.signal(signal) }
+      for signal in pendingSignals { deliver(signal) }
       pendingSignals = []
     }
     Thread { [self] in
@@ -258,9 +258,20 @@ public final class AppSupervisor: @unchecked Sendable {
     queue.sync { store.setPrewarmSocket(bundleID, name) }
   }
 
+  /// Freezes the prewarmed app once it says it is held before `UIApplicationMain`, as iOS suspends
+  /// a prewarmed process: none of its processes runs again until `activate` (or it is discarded),
+  /// whatever threads or children it started meanwhile.
+  public func freezeHeld() {
+    queue.sync {
+      guard lifecycle.record.state == .prewarmed else { return }
+      processes.suspend()
+    }
+  }
+
   /// Launches the prewarmed app: hands it `descriptors` (its standard input, output and error) with
   /// an `activate` line on its events socket, and from then on it runs as an app launched by the
-  /// user. Throws when the app cannot be handed them (it is gone).
+  /// user. Throws when the app cannot be handed them (it is gone, or closed its socket): it is
+  /// then ended.
   public func activate(standardStreams descriptors: [Int32]) throws(ProtFSError) {
     try queue.sync {
       Result { () throws(ProtFSError) in try handOver(descriptors) }
@@ -274,7 +285,14 @@ public final class AppSupervisor: @unchecked Sendable {
     }
     let available = device.isProtectedDataAvailable ? "available" : "unavailable"
     let line = #"{"event":"activate","protectedData":"\#(available)"}"# + "\n"
-    try DescriptorPassing.send(Array(line.utf8), descriptors: descriptors, on: events)
+    processes.resume()
+    do {
+      try DescriptorPassing.send(Array(line.utf8), descriptors: descriptors, on: events)
+    } catch {
+      // Not taken: a held app that cannot hear its launch is discarded, never left running.
+      processes.kill()
+      throw error
+    }
     store.setPrewarmSocket(bundleID, nil)
     lifecycle.record.state = .active
     lifecycle.record.forceQuit = false
@@ -324,11 +342,22 @@ public final class AppSupervisor: @unchecked Sendable {
   public func signalApp(_ signal: Int32) {
     queue.async {
       if self.signalsReachTheApp {
-        self.processes.signal(signal)
+        self.deliver(signal)
       } else {
         // Before the app runs: it gets the signal as soon as it does.
         self.pendingSignals.append(signal)
       }
+    }
+  }
+
+  /// Passes `signal` on to the app, on the queue. A prewarmed app is discarded instead (iOS ends a
+  /// prewarmed process without notice): it was never launched, and could ignore the signal and
+  /// run on.
+  private func deliver(_ signal: Int32) {
+    if lifecycle.record.state == .prewarmed {
+      processes.kill()
+    } else {
+      processes.signal(signal)
     }
   }
 

@@ -183,7 +183,7 @@ package enum MountDaemon {
   /// `fusermount3 -u -z`, for a user who may not call umount2 but mounted through fusermount3.
   private static func fusermount(_ mountpoint: String) throws(ProtFSError) {
     let program = "/usr/bin/fusermount3"
-    var launch = PlainLaunch(
+    let launch = PlainLaunch(
       path: program, arguments: [program, "-u", "-z", mountpoint], environment: ["PATH=/usr/sbin:/usr/bin:/sbin:/bin"])
     guard case .success(let pid) = launch.start() else {
       throw ProtFSError(

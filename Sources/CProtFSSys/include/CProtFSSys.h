@@ -227,6 +227,12 @@ static inline int protfs_pidfd_alive(int pidfd) {
   return (int)syscall(424 /* SYS_pidfd_send_signal */, pidfd, 0, NULL, 0);
 }
 
+/* pidfd_send_signal(2): `signal` to the process a pidfd names (never to a later one given its pid).
+   0, or -1 with errno set. */
+static inline int protfs_pidfd_signal(int pidfd, int signal) {
+  return (int)syscall(424 /* SYS_pidfd_send_signal */, pidfd, signal, NULL, 0);
+}
+
 /* accept4(2) with SOCK_CLOEXEC, so that a connection never leaks into a program another thread
    starts meanwhile (glibc declares accept4 only under _GNU_SOURCE). */
 static inline int protfs_accept_cloexec(int listener) {

@@ -25,14 +25,16 @@ package enum AppControlCommands {
     name: "terminate",
     abstract: "Terminate the app: willTerminate, then a kill if it has not exited after a short grace.",
     discussion: """
-      A suspended app is killed without notice. With --user, the termination is a force-quit from
-      the app switcher, which the app's record keeps until its next launch: the session service
-      stops its transfers (resumable) and does not launch it for its sessions' events. Of an app
-      whose supervisor was killed with SIGKILL, the processes it left running are ended (as
-      `app status` does).
+      A suspended app is killed without notice. Returns once every process of the app (those it
+      started in sessions of their own too) and its supervisor are gone, so that the next launch
+      finds it free, as simctl's terminate does; --no-wait returns once the app has been asked.
+      With --user, the termination is a force-quit from the app switcher, which the app's record
+      keeps until its next launch: the session service stops its transfers (resumable) and does
+      not launch it for its sessions' events. Of an app whose supervisor was killed with SIGKILL,
+      the processes it left running are ended (as `app status` does).
       """,
     arguments: [AppCommand.bundleArgument],
-    options: [user],
+    options: [user, noWait],
     run: runTerminate
   )
 
@@ -56,6 +58,15 @@ package enum AppControlCommands {
 
   /// `--user`.
   package static let user = Option.flag("user", help: "A force-quit by the user (remembered until the next launch).")
+
+  /// `--no-wait`.
+  package static let noWait = Option.flag(
+    "no-wait", help: "Return once the app has been asked to terminate, without waiting until it is gone.")
+
+  /// How long `terminate` waits for the app and its supervisor to be gone: the grace the app has
+  /// after willTerminate, the kill of what it left (at most 5 s), and the supervisor's own end (its
+  /// mount's unmount). A supervisor still there is killed, and the app's processes ended.
+  static let terminateWait: Double = 20
 
   /// The payload named by the invocation, checked.
   static func readPayload(_ invocation: Invocation) throws -> RemoteNotification {
@@ -176,6 +187,7 @@ package enum AppControlCommands {
       Console.out("Ended the prewarmed app \(bundleID).")
       return 0
     }
+    let supervisor = try AppStore(device: device).record(bundleID)?.supervisor
     _ = try AppCommand.send(request, to: bundleID, device: device)
     if invocation.flag(user) {
       // The session service stops the app's transfers (resumable) and relaunches it no more.
@@ -186,7 +198,29 @@ package enum AppControlCommands {
         Console.err("warning: the session service was not told of the force-quit: \(invocation.describe(error))")
       } catch {}
     }
+    guard !invocation.flag(noWait), let supervisor else { return 0 }
+    try waitUntilGone(bundleID, supervisor: supervisor, device: device)
+    Console.out("Terminated \(bundleID): its processes have ended.")
     return 0
+  }
+
+  /// Waits until the app's supervisor is gone: it ends last, once the app's first process has
+  /// ended and it has killed the rest of the app (its cgroup). One that outlives `terminateWait`
+  /// is killed, and the app's processes with it, as a killed supervisor's are (`endAbandoned`).
+  static func waitUntilGone(_ bundleID: BundleID, supervisor: ProcessIdentity, device: Device) throws {
+    if supervisor.waitUntilGone(seconds: terminateWait) { return }
+    supervisor.send(SIGKILL)
+    guard supervisor.waitUntilGone(seconds: 5) else {
+      throw ExitStatus(
+        code: 1,
+        message:
+          "The app \(bundleID) was asked to terminate, but its supervisor (process \(supervisor.pid)) did not end within \(Int(terminateWait) + 5) s, even killed; end it with kill -9 \(supervisor.pid)."
+      )
+    }
+    let ended = try AppStore(device: device).endAbandoned(bundleID)
+    Console.err(
+      "warning: the supervisor of \(bundleID) did not end within \(Int(terminateWait)) s: it was killed, and \(ended) process\(ended == 1 ? "" : "es") of the app it left with it."
+    )
   }
 
   /// Sends the request `kind` (a subcommand's name) to the app named by the invocation.

@@ -90,7 +90,7 @@ package enum AppPrewarmCommand {
     ) { $0.state == .prewarmed && store.prewarmSocket(bundleID) != nil }
     if held { return 0 }
     let path = AppInstallCommand.logPath(device, bundleID)
-    try? PrewarmedLaunch.discard(bundleID, device: device)
+    try PrewarmedLaunch.discard(bundleID, device: device)
     throw ExitStatus(
       code: 1,
       message:
@@ -254,7 +254,9 @@ package enum PrewarmedLaunch {
     guard let connection = try connect(socket), let server = PeerCredentials(of: connection),
       let supervisor = ProcessIdentity(pid: server.pid)
     else { return .none }
-    ControlSocket.limitWaits(connection, reads: false)
+    // The answer comes at once (`peerTimeout` bounds the wait); the app's end, later, may take as
+    // long as the app runs.
+    ControlSocket.limitWaits(connection)
     let request = LaunchRequest.current(words: Array(CommandLine.arguments.dropFirst())).encoded
     try DescriptorPassing.send(
       Array("launch \(request.count)\n".utf8), descriptors: [STDIN_FILENO, STDOUT_FILENO, STDERR_FILENO],
@@ -263,10 +265,16 @@ package enum PrewarmedLaunch {
     guard answer == "launched" else {
       // Declined (another command or surroundings): once it has ended, the launch starts the app
       // anew. Gone without an answer (it ended, or another launch took it first): the launch goes
-      // on as if there had been none, and finds the app running if it was taken.
-      if answer == "declined" { try waitForEnd(of: supervisor, bundleID) }
+      // on as if there had been none, and finds the app running if it was taken. Silent while
+      // still connected: a supervisor that does not answer is ended, as one that declines.
+      if answer == "declined" {
+        try waitForEnd(of: supervisor, bundleID, device: device)
+      } else if answer == nil, !ControlSocket.hasHungUp(connection) {
+        try discard(bundleID, device: device)
+      }
       return .none
     }
+    ControlSocket.limitWaits(connection, reads: false)
     try SignalForwarding.forward([SIGINT, SIGTERM, SIGHUP]) { signal in
       _ = ControlSocket.writeLine(connection, "signal \(signal)")
     }
@@ -298,24 +306,25 @@ package enum PrewarmedLaunch {
     guard let record = try AppStore(device: device).record(bundleID), record.isSupervised,
       record.state == .prewarmed, let supervisor = record.supervisor
     else { return }
-    // SIGTERM reaches the held app through its supervisor, which then ends.
-    _ = valueOrErrno(.kill) { kill(supervisor.pid, SIGTERM) }
-    try waitForEnd(of: supervisor, bundleID)
+    // SIGTERM: the supervisor ends the held app through its cgroup (no signal the app could
+    // ignore), then itself.
+    supervisor.send(SIGTERM)
+    try waitForEnd(of: supervisor, bundleID, device: device)
   }
 
-  /// Waits until `supervisor` is gone.
-  private static func waitForEnd(of supervisor: ProcessIdentity, _ bundleID: BundleID) throws {
-    let deadline = Date().addingTimeInterval(10)
-    while supervisor.isAlive {
-      guard Date() < deadline else {
-        throw ExitStatus(
-          code: 1,
-          message:
-            "The prewarmed app \(bundleID) did not end within 10 s (its supervisor is process \(supervisor.pid)); end it with kill, then launch again."
-        )
-      }
-      usleep(500)
+  /// Waits until `supervisor` is gone. One that does not end in time (stopped, or stuck) is
+  /// killed, and the processes of the app it leaves are ended as a killed supervisor's are.
+  private static func waitForEnd(of supervisor: ProcessIdentity, _ bundleID: BundleID, device: Device) throws {
+    if supervisor.waitUntilGone(seconds: 10) { return }
+    supervisor.send(SIGKILL)
+    guard supervisor.waitUntilGone(seconds: 5) else {
+      throw ExitStatus(
+        code: 1,
+        message:
+          "The prewarmed app \(bundleID)'s supervisor (process \(supervisor.pid)) did not end within 15 s, even killed; end it with kill -9 \(supervisor.pid), then launch again."
+      )
     }
+    _ = try AppStore(device: device).endAbandoned(bundleID)
   }
 
   // MARK: - The supervisor's side
@@ -352,15 +361,23 @@ package enum PrewarmedLaunch {
       var byte: UInt8 = 1
       _ = valueOrErrno(.write) { write(endedWriter.rawValue, &byte, 1) }
     }.start()
-    // Held: the app says so on its events socket.
+    // Held: the app says so on its events socket, in time; one that does not is ended (it may run
+    // on without ever reaching UIApplicationMain, and ignore every signal).
+    let holdDeadline = DispatchTime.now() + AppPrewarmCommand.holdTimeout
     var said: [UInt8] = []
     while !said.contains(0x0A) {
-      guard wait(for: events, or: ended) else { return .ended(supervisor.waitForExit() ?? 1) }
+      guard wait(for: events, or: ended, until: holdDeadline) else {
+        supervisor.discard()
+        return .ended(supervisor.waitForExit() ?? 1)
+      }
       var chunk = [UInt8](repeating: 0, count: 64)
       guard case .success(let count) = valueOrErrno(.read, { read(events.rawValue, &chunk, chunk.count) }) else {
         continue
       }
-      if count == 0 { return .ended(supervisor.waitForExit() ?? 1) }
+      if count == 0 {
+        supervisor.discard()
+        return .ended(supervisor.waitForExit() ?? 1)
+      }
       said += chunk[..<count]
       if said.count > 64 { break }
     }
@@ -368,6 +385,8 @@ package enum PrewarmedLaunch {
       supervisor.discard()
       return .ended(supervisor.waitForExit() ?? 1)
     }
+    // Held as iOS holds a prewarmed process: suspended, whatever it started meanwhile.
+    supervisor.freezeHeld()
     let name =
       "protfs-prewarm.\(AppEnvironment.key(device: device, bundleID: supervisor.bundleID)).\(UUID().uuidString)"
     let listener = try ControlSocket.listen(name)
@@ -399,6 +418,7 @@ package enum PrewarmedLaunch {
       do {
         try supervisor.activate(standardStreams: streams.map(\.rawValue))
       } catch {
+        // Ended by `activate`: the launch starts the app anew once it is gone.
         _ = ControlSocket.writeLine(connection, "declined")
         return .ended(supervisor.waitForExit() ?? 1)
       }
@@ -408,7 +428,7 @@ package enum PrewarmedLaunch {
       }
       listener.close()
       guard ControlSocket.writeLine(connection, "launched") else {
-        supervisor.signalApp(SIGKILL)
+        supervisor.discard()
         return .ended(supervisor.waitForExit() ?? 1)
       }
       relaySignals(from: connection, to: supervisor)
@@ -428,18 +448,27 @@ package enum PrewarmedLaunch {
         else { continue }
         supervisor.signalApp(signal)
       }
-      if supervisor.waitForExit(until: .now()) == nil { supervisor.signalApp(SIGKILL) }
+      if supervisor.waitForExit(until: .now()) == nil { supervisor.discard() }
     }.start()
   }
 
-  /// Waits until `descriptor` can be read; false when `ended` can be read first.
-  private static func wait(for descriptor: FileDescriptor, or ended: FileDescriptor) -> Bool {
+  /// Waits until `descriptor` can be read; false when `ended` can be read first, or at `deadline`.
+  private static func wait(
+    for descriptor: FileDescriptor, or ended: FileDescriptor, until deadline: DispatchTime = .distantFuture
+  ) -> Bool {
     var polled = [
       pollfd(fd: descriptor.rawValue, events: Int16(POLLIN), revents: 0),
       pollfd(fd: ended.rawValue, events: Int16(POLLIN), revents: 0),
     ]
     while true {
-      guard case .success = valueOrErrno(.poll, { poll(&polled, 2, -1) }) else { return false }
+      var timeout: Int32 = -1
+      if deadline != .distantFuture {
+        let now = DispatchTime.now().uptimeNanoseconds
+        guard deadline.uptimeNanoseconds > now else { return false }
+        timeout = Int32(min(Int64(Int32.max), Int64((deadline.uptimeNanoseconds - now) / 1_000_000) + 1))
+      }
+      guard case .success(let ready) = valueOrErrno(.poll, { poll(&polled, 2, timeout) }) else { return false }
+      if ready == 0 { continue }
       if polled[1].revents != 0 { return false }
       if polled[0].revents != 0 { return true }
     }

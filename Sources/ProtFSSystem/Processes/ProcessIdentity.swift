@@ -1,3 +1,4 @@
+import CProtFSSys
 import Foundation
 
 /// A process as the kernel knows it at one moment: its pid and the time it started (field 22 of
@@ -34,6 +35,31 @@ public struct ProcessIdentity: Codable, Sendable, Hashable, CustomStringConverti
   /// Whether this process still runs: its pid is taken by a live process (not a zombie) that
   /// started when it did.
   public var isAlive: Bool { ProcessIdentity(pid: pid) == self }
+
+  /// Sends `signal` to this process, and to no later one given its pid: the process is pinned by a
+  /// descriptor (`pidfd_open(2)`) and checked to be this one before the signal is sent through it.
+  /// False when it is gone (or the signal could not be sent).
+  @discardableResult
+  public func send(_ signal: Int32) -> Bool {
+    let fd = protfs_pidfd_open(pid)
+    guard fd >= 0 else { return false }
+    defer { close(fd) }
+    guard isAlive else { return false }
+    return protfs_pidfd_signal(fd, signal) == 0
+  }
+
+  /// Waits until this process is gone, at most `seconds`; true when it is (a zombie counts as gone).
+  /// The wait is on a descriptor of the process (`pidfd_open(2)`), which becomes readable when it
+  /// exits.
+  public func waitUntilGone(seconds: Double) -> Bool {
+    let fd = protfs_pidfd_open(pid)
+    guard fd >= 0 else { return errno == ESRCH || !isAlive }
+    defer { close(fd) }
+    guard isAlive else { return true }
+    var entry = pollfd(fd: fd, events: Int16(POLLIN), revents: 0)
+    let milliseconds = Int32(min(max(seconds, 0) * 1000, Double(Int32.max)))
+    return (try? valueOrErrno(.poll) { poll(&entry, 1, milliseconds) }.get()) == 1
+  }
 
   /// The parent of the process that has `pid` now (field 4 of `/proc/PID/stat`).
   public static func parent(of pid: pid_t) -> pid_t? {

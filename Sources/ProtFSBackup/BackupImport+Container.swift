@@ -28,9 +28,6 @@ struct ContainerBuilder {
   /// The directories made, with their times: set when the domain is done, since making their
   /// entries changes them.
   private var directoryTimes: [([String], Int64)] = []
-  /// The backup folder and its store's buckets, opened once each.
-  private let store: DirectoryHandle?
-  private var buckets: [String: DirectoryHandle?] = [:]
 
   init(
     domain: String, index: Int, report: BackupImport.ContainerReport, root: DirectoryHandle,
@@ -42,7 +39,6 @@ struct ContainerBuilder {
     self.root = root
     self.manifest = manifest
     self.metadataOnly = metadataOnly
-    store = metadataOnly ? nil : try? DirectoryHandle(path: manifest.path)
   }
 
   /// Adds `entry` to the container; an entry's own problem skips it (listed), the device's ends the
@@ -179,23 +175,16 @@ struct ContainerBuilder {
   private mutating func copyContents(_ entry: BackupManifest.Entry, into fd: Int32, path: String) throws(ProtFSError)
     -> Bool
   {
-    // The store's file through descriptors opened without following links: a hostile backup's
-    // symlinked `xx/` or file would have root copy what it points to into the app's container.
+    // The store's file beneath the folder the manifest holds open, never through a link: a
+    // hostile backup's symlinked `xx/` or file, or the folder swapped for a link meanwhile, would
+    // have root copy what it points to into the app's container.
     guard let stored = manifest.storeName(entry),
-      let input = bucket(stored.bucket).flatMap({
-        // Not blocking: a FIFO planted in the store would hold the open, and the import, forever.
-        try? $0.openFile(stored.name, flags: O_RDONLY | O_NONBLOCK)
-      })
+      case .success(let (file, _)) = manifest.folder.openFile(stored.bucket + "/" + stored.name)
     else {
       report.missingContents.append(entry.relativePath)
       return false
     }
-    defer { closeDescriptor(input) }
-    var status = stat()
-    guard case .success = valueOrErrno(.stat, { fstat(input, &status) }), status.st_mode & S_IFMT == S_IFREG else {
-      report.missingContents.append(entry.relativePath)
-      return false
-    }
+    let input = file.rawValue
     guard let keys = manifest.keys else {
       if let digest = entry.metadata.digest, ContentDigest.matches(input, digest) == false {
         report.mismatchedContents.append(entry.relativePath)
@@ -235,13 +224,5 @@ struct ContainerBuilder {
   private func empty(_ fd: Int32, path: String) throws(ProtFSError) {
     _ = try valueOrErrno(.truncate) { ftruncate(fd, 0) }.orThrow("empty", path: path)
     _ = try valueOrErrno(.seek) { lseek(fd, 0, SEEK_SET) }.orThrow("rewind", path: path)
-  }
-
-  /// The store's bucket `name` (`xx`), opened once without following a link; nil when absent.
-  private mutating func bucket(_ name: String) -> DirectoryHandle? {
-    if let known = buckets[name] { return known }
-    let handle = try? store?.openDirectory(name)
-    buckets[name] = handle
-    return handle
   }
 }

@@ -33,16 +33,24 @@ package final class BackupManifest {
     package var metadata: BackupFileMetadata
   }
 
-  /// The backup folder.
-  package let path: String
+  /// The backup folder, held open: every file of it is read beneath this descriptor.
+  package let folder: BackupFolder
+  /// The backup folder's path, as the user gave it (for messages).
+  package var path: String { folder.path }
   /// The backup's keys, when it is encrypted (unlocked with its password).
   package let keys: BackupKeys?
   /// The key of the encrypted `Manifest.db`.
   private let databaseKey: [UInt8]?
+  /// The backup's `Manifest.db`, held open: SQLite reads it through this descriptor (an
+  /// unencrypted backup's), or it is decrypted from it.
+  private let databaseFile: FileDescriptor
+  /// An encrypted backup's `Manifest.db` decrypted, once `open(decryptingInto:)` has made it: an
+  /// unnamed file of root's, held open, which SQLite reads through this descriptor.
+  private var decrypted: FileDescriptor?
   /// The open database; for an encrypted backup, once `open(decryptingInto:)` has decrypted it.
   private var database: OpaquePointer?
-  /// Where the database is read from (for messages).
-  private var databasePath: String
+  /// The `Manifest.db` of the backup (for messages).
+  private let databasePath: String
   /// Rows that could not be read, each with why (the first `unreadableLimit`).
   package private(set) var unreadable: [String] = []
 
@@ -51,31 +59,38 @@ package final class BackupManifest {
   /// The most unreadable rows listed one by one; the rest are counted.
   static let unreadableLimit = 1_000
   private var unreadableCount = 0
+  /// The largest `Manifest.plist` read: a phone's, with every app's metadata, holds a few MiB.
+  package static let plistLimit = 64 << 20
 
-  /// Reads the backup at `path`; `password` opens an encrypted one. Throws when it is no backup,
+  /// Reads the backup in `folder`; `password` opens an encrypted one. Throws when it is no backup,
   /// an encrypted one without its password or with a wrong one, or its database cannot be opened.
   /// Nothing is written.
-  package init(path: String, password: [UInt8]? = nil) throws(ProtFSError) {
-    self.path = path
-    let databasePath = path + "/Manifest.db"
+  package init(folder: BackupFolder, password: [UInt8]? = nil) throws(ProtFSError) {
+    self.folder = folder
+    let databasePath = folder.pathOf("Manifest.db")
     self.databasePath = databasePath
-    var status = stat()
-    guard case .success = valueOrErrno(.stat, { lstat(databasePath, &status) }), status.st_mode & S_IFMT == S_IFREG
-    else {
+    switch folder.openFile("Manifest.db") {
+    case .success(let (fd, _)):
+      databaseFile = fd
+    case .failure(.absent):
       throw ProtFSError(
-        .notFound, "'\(path)' is not an iOS backup: it has no Manifest.db.", path: path,
+        .notFound, "'\(folder.path)' is not an iOS backup: it has no Manifest.db.", path: folder.path,
         remedy: .advice("give the folder that holds Manifest.db, Manifest.plist and Info.plist"))
+    case .failure(let refusal):
+      throw ProtFSError(
+        .malformed, "The backup's Manifest.db '\(databasePath)' is not read: \(refusal.reason).", path: databasePath)
     }
-    let manifestPlist = path + "/Manifest.plist"
-    guard let plist = Self.encryption(manifestPlist) else {
+    let manifestPlist = folder.pathOf("Manifest.plist")
+    guard let plist = try Self.encryption(folder) else {
       keys = nil
       databaseKey = nil
-      try openDatabase()
+      try openDatabase(databaseFile)
       return
     }
     guard let password else {
       throw ProtFSError(
-        .invalidArgument, "The backup '\(path)' is encrypted; protfs needs its password to read it.", path: path,
+        .invalidArgument, "The backup '\(folder.path)' is encrypted; protfs needs its password to read it.",
+        path: folder.path,
         remedy: .advice(
           "give the password in a file with --password-file FILE, or on standard input with --password-file -"))
     }
@@ -84,7 +99,7 @@ package final class BackupManifest {
         .malformed, "The encrypted backup's '\(manifestPlist)' has no BackupKeyBag or no ManifestKey.",
         path: manifestPlist)
     }
-    let keys = try BackupKeys(keybag: Array(keybag), password: password, where: manifestPlist, backup: path)
+    let keys = try BackupKeys(keybag: Array(keybag), password: password, where: manifestPlist, backup: folder.path)
     guard let databaseKey = keys.key(Array(wrapped)) else {
       throw ProtFSError(
         .malformed, "The encrypted backup's ManifestKey in '\(manifestPlist)' does not unwrap with its class key.",
@@ -94,16 +109,15 @@ package final class BackupManifest {
     self.databaseKey = databaseKey
   }
 
-  /// Whether `path`'s `Manifest.plist` says the backup is encrypted.
-  package static func isEncrypted(path: String) -> Bool {
-    encryption(path + "/Manifest.plist") != nil
+  /// Whether the `Manifest.plist` in `folder` says the backup is encrypted.
+  package static func isEncrypted(_ folder: BackupFolder) throws(ProtFSError) -> Bool {
+    try encryption(folder) != nil
   }
 
-  /// The `Manifest.plist` at `path`, when it says the backup is encrypted.
-  private static func encryption(_ path: String) -> [String: Any]? {
-    let plist = FileManager.default.contents(atPath: path).flatMap {
-      try? PropertyListSerialization.propertyList(from: $0, format: nil) as? [String: Any]
-    }
+  /// The `Manifest.plist` in `folder`, when it says the backup is encrypted.
+  private static func encryption(_ folder: BackupFolder) throws(ProtFSError) -> [String: Any]? {
+    guard let bytes = try folder.read("Manifest.plist", limit: plistLimit) else { return nil }
+    let plist = try? PropertyListSerialization.propertyList(from: Data(bytes), format: nil) as? [String: Any]
     guard let plist, (plist["IsEncrypted"] as? Bool) == true else { return nil }
     return plist
   }
@@ -113,28 +127,24 @@ package final class BackupManifest {
   }
 
   /// Makes the database readable: an encrypted backup's `Manifest.db` is decrypted into `scratch`
-  /// (a file of `name`, which the caller removes with its directory); an unencrypted one is open.
+  /// (a file of `name`, removed as soon as it is open: nothing of it stays, whatever ends the
+  /// import); an unencrypted one is open.
   package func open(decryptingInto scratch: DirectoryHandle, name: String) throws(ProtFSError) {
     guard database == nil, let databaseKey else { return }
-    let store = try DirectoryHandle(path: path)
-    let input = try store.openFile("Manifest.db", flags: O_RDONLY | O_NONBLOCK)
-    defer { closeDescriptor(input) }
-    var status = stat()
-    guard case .success = valueOrErrno(.stat, { fstat(input, &status) }), status.st_mode & S_IFMT == S_IFREG else {
-      throw ProtFSError(
-        .malformed, "The backup's Manifest.db '\(databasePath)' is not a regular file.", path: databasePath)
-    }
-    let output = try scratch.openFile(
-      name, flags: O_RDWR | O_CREAT | O_EXCL, permissions: FilePermissions(rawValue: 0o600))
-    defer { closeDescriptor(output) }
-    switch BackupCipher.decrypt(input, into: output, key: databaseKey, path: scratch.pathOf(name)) {
+    let output = FileDescriptor(
+      owning: try scratch.openFile(
+        name, flags: O_RDWR | O_CREAT | O_EXCL, permissions: FilePermissions(rawValue: 0o600)))
+    _ = try valueOrErrno(.unlink) { unlinkat(scratch.fd, name, 0) }.orThrow(
+      "remove the decrypted database", path: scratch.pathOf(name))
+    switch BackupCipher.decrypt(databaseFile.rawValue, into: output.rawValue, key: databaseKey, path: databasePath) {
     case .success(let length):
       // PKCS#7 padding (a whole block for a database of whole pages) is taken off where it is.
       var last = [UInt8](repeating: 0, count: 16)
-      if length >= 16, case .success(16) = valueOrErrno(.read, { pread(output, &last, 16, off_t(length - 16)) }),
+      if length >= 16,
+        case .success(16) = valueOrErrno(.read, { pread(output.rawValue, &last, 16, off_t(length - 16)) }),
         let pad = last.last, (1...16).contains(pad), last.suffix(Int(pad)).allSatisfy({ $0 == pad })
       {
-        _ = try valueOrErrno(.truncate) { ftruncate(output, off_t(length - Int(pad))) }.orThrow(
+        _ = try valueOrErrno(.truncate) { ftruncate(output.rawValue, off_t(length - Int(pad))) }.orThrow(
           "trim the decrypted database", path: scratch.pathOf(name))
       }
     case .failure(.notWholeBlocks):
@@ -144,23 +154,32 @@ package final class BackupManifest {
     case .failure(.failed(let error)):
       throw error
     }
-    databasePath = scratch.pathOf(name)
-    try openDatabase()
+    decrypted = output
+    try openDatabase(output)
   }
 
-  private func openDatabase() throws(ProtFSError) {
+  /// Opens the database in `file` read-only, through the descriptor (SQLite's VFS
+  /// `protfs-descriptor`): never by a path, which its writer could have changed since.
+  private func openDatabase(_ file: FileDescriptor) throws(ProtFSError) {
+    guard Self.descriptorVFS == SQLITE_OK else {
+      throw ProtFSError(.io, "Cannot read the backup's Manifest.db '\(databasePath)': SQLite refused protfs's VFS.")
+    }
     var db: OpaquePointer?
-    let uri =
-      "file:" + (databasePath.addingPercentEncoding(withAllowedCharacters: .urlPathAllowed) ?? databasePath)
-      + "?mode=ro&immutable=1"
-    guard sqlite3_open_v2(uri, &db, SQLITE_OPEN_READONLY | SQLITE_OPEN_URI, nil) == SQLITE_OK, let db else {
+    let uri = "file:\(PROTFS_SQLITE3_DESCRIPTOR_PREFIX)\(file.rawValue)?immutable=1"
+    let opened = sqlite3_open_v2(
+      uri, &db, SQLITE_OPEN_READONLY | SQLITE_OPEN_URI, PROTFS_SQLITE3_DESCRIPTOR_VFS)
+    guard opened == SQLITE_OK, let db else {
       if let db { sqlite3_close_v2(db) }
       throw ProtFSError(.malformed, "Cannot open the backup's Manifest.db '\(databasePath)'.", path: databasePath)
     }
+    protfs_sqlite3_distrust(db)
     database = db
     // A query that fails here (not SQLite, no Files table) fails before anything is built.
-    _ = try statement("SELECT fileID, domain, relativePath, flags, file FROM Files LIMIT 0")
+    sqlite3_finalize(try statement("SELECT fileID, domain, relativePath, flags, file FROM Files LIMIT 0"))
   }
+
+  /// Whether the `protfs-descriptor` VFS is registered (SQLite's result), done once.
+  private static let descriptorVFS: Int32 = protfs_sqlite3_register_descriptor_vfs()
 
   private func statement(_ query: String) throws(ProtFSError) -> OpaquePointer {
     var statement: OpaquePointer?

@@ -18,7 +18,7 @@ import Testing
     try process.run()
     process.waitUntilExit()
     #expect(process.terminationStatus == 0)
-    return try BackupManifest(path: path)
+    return try BackupManifest(folder: BackupFolder(path: path))
   }
 
   func leftInStaging(_ t: TestDevice) -> [String] {

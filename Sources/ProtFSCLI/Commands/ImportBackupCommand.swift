@@ -57,13 +57,15 @@ package enum ImportBackupCommand {
   package static func run(_ invocation: Invocation) throws -> Int32 {
     let path = invocation.required(backup)
     let device = invocation.device
+    // Opened once: everything below is read beneath this descriptor.
+    let folder = try BackupFolder(path: path)
     var password: String?
     if let file = invocation.value(passwordFile) {
       password = try PasscodeFile.read(file, option: passwordFile.long, what: "password")
-    } else if BackupManifest.isEncrypted(path: path), isatty(STDIN_FILENO) == 1 {
+    } else if isatty(STDIN_FILENO) == 1, try BackupManifest.isEncrypted(folder) {
       password = Terminal.readSecret("Password of the encrypted backup: ")
     }
-    let manifest = try BackupManifest(path: path, password: password.map { Array($0.utf8) })
+    let manifest = try BackupManifest(folder: folder, password: password.map { Array($0.utf8) })
     if manifest.keys == nil, invocation.value(passwordFile) != nil {
       Console.err("warning: the backup '\(path)' is not encrypted; --password-file is not needed.")
     }

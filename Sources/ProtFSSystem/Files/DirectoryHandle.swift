@@ -203,6 +203,48 @@ public final class DirectoryHandle: Sendable {
     }.orThrow("open", path: pathOf(name))
   }
 
+  /// Opens `relative` (names separated by `/`) below this directory with `flags` (`O_NOFOLLOW` and
+  /// `O_CLOEXEC` are always added), for reading what someone else wrote: no component may be a
+  /// symbolic link (`ELOOP`) nor lead out of this directory (`EXDEV`, which `..` and an absolute
+  /// path get). The caller owns the descriptor returned.
+  ///
+  /// `openat2(2)` with `RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS`; where the
+  /// kernel lacks it (before 5.6) or a seccomp filter refuses it, the components are opened one by
+  /// one with `O_NOFOLLOW`, which answers the same.
+  public func openBeneath(_ relative: String, flags: Int32) -> Result<Int32, Errno> {
+    let flags = flags | O_NOFOLLOW | O_CLOEXEC
+    let resolve: Kernel.Resolve = [.beneath, .noSymlinks, .noMagicLinks]
+    switch valueOrErrno(.open, { Kernel.openAt2(fd, relative, flags, resolve: resolve) }) {
+    case .failure(let e) where e == .noSystemCall || e.rawValue == E2BIG || e == .notPermitted:
+      break
+    case let result:
+      return result
+    }
+    let parts = relative.split(separator: "/", omittingEmptySubsequences: false)
+    guard !relative.hasPrefix("/"), !parts.contains("..") else { return .failure(.crossDevice) }
+    var current: Int32 = -1
+    defer { if current >= 0 { closeDescriptor(current) } }
+    for part in parts.dropLast() where !part.isEmpty && part != "." {
+      let from = current >= 0 ? current : fd
+      switch valueOrErrno(.open, { openat(from, String(part), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC) }) {
+      case .success(let next):
+        if current >= 0 { closeDescriptor(current) }
+        current = next
+      case .failure(let e) where e == .notDirectory:
+        // O_DIRECTORY reports a symlink as ENOTDIR; openat2 says ELOOP.
+        var status = stat()
+        let isLink =
+          fstatat(from, String(part), &status, AT_SYMLINK_NOFOLLOW) == 0 && status.st_mode & S_IFMT == S_IFLNK
+        return .failure(isLink ? .tooManySymlinks : e)
+      case .failure(let e):
+        return .failure(e)
+      }
+    }
+    let from = current >= 0 ? current : fd
+    let last = String(parts.last ?? "")
+    return valueOrErrno(.open) { protfs_openat(from, last.isEmpty ? "." : last, flags, 0) }
+  }
+
   /// Changes the permission bits of `name` (or of this directory when `name` is nil), never following a symlink.
   public func setPermissions(_ permissions: FilePermissions, of name: String?) throws(ProtFSError) {
     if let name {

@@ -1,0 +1,106 @@
+import Foundation
+import ProtFSTestSupport
+import Testing
+
+/// `protfs import-backup` run by root on a backup someone else wrote (issue 61, hole 6): `nobody`
+/// owns the folder and every byte in it, swaps it while root reads, links root's files into it,
+/// and writes databases and plists meant to hang or exhaust the import. Each attack is run as that
+/// user would run it, and each must end in a clear refusal or a harmless container.
+@Suite struct ImportBackupAttackTests {
+  /// `nobody`.
+  static let nobody: uid_t = 65534
+  /// The Python prelude that loads scripts/make-backup.py as `make`, for scripts run as `nobody`.
+  static let prelude = RepositoryLayout.makeBackupModule
+  /// scripts/make-backup.py.
+  static let script = RepositoryLayout.packageRoot + "/scripts/make-backup.py"
+
+  /// A fresh device, and beside it a folder of `nobody`'s.
+  func make() throws -> (TestDevice, String) {
+    let t = try TestDevice()
+    let folder = t.directory + "/nobody"
+    #expect(mkdir(folder, 0o755) == 0 && chown(folder, Self.nobody, Self.nobody) == 0)
+    return (t, folder)
+  }
+
+  /// Runs the Python `script` with `arguments`, as `nobody` when `uid` says so, to its end.
+  func python(_ script: String, _ arguments: [String] = [], as uid: uid_t = 0) async throws -> RunResult {
+    let command = ["/usr/bin/setpriv", "--reuid=\(uid)", "--regid=\(uid)", "--clear-groups", "/usr/bin/python3"]
+    let result = try await Protfs.runProgram(command[0], Array(command.dropFirst()) + ["-c", script] + arguments)
+    #expect(result.status == 0, "\(result)")
+    return result
+  }
+
+  /// The report of `import-backup --json`.
+  func report(_ result: RunResult) throws -> [String: Any] {
+    try #require(try JSONSerialization.jsonObject(with: Data(result.stdout.utf8)) as? [String: Any], "\(result)")
+  }
+
+  /// The report of the container `id` in `report`.
+  func container(_ report: [String: Any], _ id: String) -> [String: Any] {
+    (report["containers"] as? [[String: Any]])?.first { $0["bundleID"] as? String == id } ?? [:]
+  }
+
+  /// `nobody` writes a backup whose first app has 2,000 files and whose second asks, by its
+  /// file ID, for the contents of root's own `Documents/secret.txt`. When root's import opens
+  /// the first app's first file, `nobody` swaps its backup folder for a link to root's backup
+  /// (which it cannot read itself); an import that opened the folder again by its path for the
+  /// second app would copy root's secret into the container `nobody`'s backup made.
+  @Test func aBackupFolderSwappedForALinkDuringTheImportGivesNothingOfWhereItPoints() async throws {
+    let (t, folder) = try make()
+    let roots = t.directory + "/root"
+    #expect(mkdir(roots, 0o700) == 0)
+    let rootsMade = try await Protfs.runProgram("/usr/bin/python3", [Self.script, roots + "/backup"])
+    #expect(rootsMade.status == 0, "\(rootsMade)")
+    let backup = folder + "/backup"
+    let made = try await python(
+      """
+      import os, sys
+      \(Self.prelude)
+      out = sys.argv[1]
+      database = make.new_manifest(out)
+      rows = []
+      for index in range(2000):
+          relative = 'f%04d' % index
+          file_id = make.file_id('AppDomain-com.attacker.first', relative)
+          rows.append((file_id, 'AppDomain-com.attacker.first', relative, 1,
+                       make.archive(relative, 0o100644, 1, 4, None)))
+          os.makedirs(os.path.join(out, file_id[:2]), exist_ok=True)
+          with open(os.path.join(out, file_id[:2], file_id), 'wb') as handle:
+              handle.write(b'x')
+      # Root's secret, by the file ID every backup gives it; no digest, nothing in this store.
+      rows.append((make.file_id('AppDomain-com.example.notes', 'Documents/secret.txt'),
+                   'AppDomain-com.attacker.second', 'loot', 1, make.archive('loot', 0o100644, 21, 4, None)))
+      database.executemany('INSERT INTO Files VALUES (?, ?, ?, ?, ?)', rows)
+      database.commit()
+      database.close()
+      make.write_plists(out, {'IsEncrypted': False}, {})
+      print(make.file_id('AppDomain-com.attacker.first', 'f0000')[:2])
+      """, [backup], as: Self.nobody)
+    let bucket = made.stdout.trimmingCharacters(in: .whitespacesAndNewlines)
+    let swapper = try Attacker.Running([
+      "/usr/bin/setpriv", "--reuid=\(Self.nobody)", "--regid=\(Self.nobody)", "--clear-groups", "/usr/bin/python3",
+      "-c",
+      """
+      import ctypes, os, sys
+      backup, target, bucket = sys.argv[1:4]
+      libc = ctypes.CDLL('libc.so.6', use_errno=True)
+      watch = libc.inotify_init()
+      libc.inotify_add_watch(watch, (backup + '/' + bucket).encode(), 0x20)  # IN_OPEN
+      print('watching', flush=True)
+      os.read(watch, 4096)
+      os.rename(backup, backup + '.real')
+      os.symlink(target, backup)
+      print('swapped', flush=True)
+      """,
+      backup, roots + "/backup", bucket,
+    ])
+    defer { swapper.stop() }
+    #expect(await swapper.read(until: "watching").contains("watching"))
+    let result = try await Protfs.run(["--device", t.root, "import-backup", backup, "--json"])
+    #expect(await swapper.read(until: "swapped").contains("swapped"), "the attack never ran")
+    #expect(result.status == 0, "\(result)")
+    let loot = t.containerPath("com.attacker.second", "loot")
+    #expect(FileManager.default.contents(atPath: loot) != Data("the passcode is 1234\n".utf8), "root's secret leaked")
+    #expect(container(try report(result), "com.attacker.second")["missingContents"] as? [String] == ["loot"])
+  }
+}

@@ -169,29 +169,53 @@ struct ContainerBuilder {
     _ = valueOrErrno(.utimens) { futimens(fd, &times) }
   }
 
-  /// Copies `entry`'s contents from the store into `fd` (empty, at its start), when they are there
-  /// and have the manifest's digest; lists the file as missing, mismatched or undecryptable (and
-  /// leaves `fd` empty) when not. Whether it copied them.
+  /// Copies `entry`'s contents from the store into `fd` (empty, at its start), when they are there,
+  /// may be taken and have the manifest's digest; lists the file as missing, refused, mismatched
+  /// or undecryptable (and leaves `fd` empty) when not. Whether it copied them.
   private mutating func copyContents(_ entry: BackupManifest.Entry, into fd: Int32, path: String) throws(ProtFSError)
     -> Bool
   {
-    // The store's file beneath the folder the manifest holds open, never through a link: a
-    // hostile backup's symlinked `xx/` or file, or the folder swapped for a link meanwhile, would
-    // have root copy what it points to into the app's container.
-    guard let stored = manifest.storeName(entry),
-      case .success(let (file, _)) = manifest.folder.openFile(stored.bucket + "/" + stored.name)
-    else {
+    guard let stored = manifest.storeName(entry) else {
       report.missingContents.append(entry.relativePath)
       return false
     }
-    let input = file.rawValue
+    // The store's file beneath the folder the manifest holds open, never through a link (a
+    // hostile backup's symlinked `xx/` or file, or the folder swapped for a link meanwhile, would
+    // have root copy what it points to into the app's container), a regular file of one link (a
+    // hard link to a file of root's in a folder its writer owns is root's file), and no larger
+    // than the manifest's `Size` (or, encrypted, its last block and padding): the bytes copied
+    // are bounded by what the manifest records, not by what the store's writer made.
+    let size = entry.metadata.size
+    let allowed = manifest.keys == nil ? size : (size / 16 + 1) * 16
+    let storedLength: Int64
+    let file: FileDescriptor
+    switch manifest.folder.openFile(stored.bucket + "/" + stored.name) {
+    case .success(let (opened, status)) where Int64(status.st_size) <= allowed:
+      (file, storedLength) = (opened, Int64(status.st_size))
+    case .success(let (_, status)):
+      report.refusedContents.append(
+        "\(entry.relativePath): it holds \(status.st_size) bytes, more than the \(allowed) its manifest allows")
+      return false
+    case .failure(.absent):
+      report.missingContents.append(entry.relativePath)
+      return false
+    case .failure(let refusal):
+      report.refusedContents.append("\(entry.relativePath): \(refusal.reason)")
+      return false
+    }
     guard let keys = manifest.keys else {
-      if let digest = entry.metadata.digest, ContentDigest.matches(input, digest) == false {
+      if let digest = entry.metadata.digest, ContentDigest.matches(file.rawValue, digest, length: storedLength) == false
+      {
         report.mismatchedContents.append(entry.relativePath)
         return false
       }
-      try ItemCopier.copyContents(from: input, to: fd, path: path)
-      return true
+      // Holes stay holes: a sparse file of its own size takes no more blocks in the container.
+      switch ByteCopy.copyKeepingHoles(from: file.rawValue, to: fd, length: storedLength) {
+      case .success: return true
+      case .failure(.reading(let e)): throw ProtFSError.system("read the stored contents of", path: path, errno: e)
+      case .failure(.writing(let e)): throw ProtFSError.system("write", path: path, errno: e)
+      case .failure(.copying(let e)): throw ProtFSError.system("copy into", path: path, errno: e)
+      }
     }
     // Encrypted: the file's own key, the contents decrypted and cut to the recorded size (the
     // rest is padding). Which bytes the phone's digest covers is not documented: the decrypted
@@ -200,11 +224,11 @@ struct ContainerBuilder {
       report.undecryptableContents.append(entry.relativePath)
       return false
     }
-    switch BackupCipher.decrypt(input, into: fd, key: key, path: path) {
+    switch BackupCipher.decrypt(file.rawValue, into: fd, key: key, path: path, limit: storedLength) {
     case .success(let length) where length >= entry.metadata.size && length - Int(entry.metadata.size) <= 16:
       _ = try valueOrErrno(.truncate) { ftruncate(fd, off_t(entry.metadata.size)) }.orThrow("trim", path: path)
       if let digest = entry.metadata.digest, ContentDigest.matches(fd, digest) == false,
-        ContentDigest.matches(input, digest) == false
+        ContentDigest.matches(file.rawValue, digest, length: storedLength) == false
       {
         try empty(fd, path: path)
         report.mismatchedContents.append(entry.relativePath)

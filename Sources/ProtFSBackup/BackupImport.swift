@@ -30,6 +30,10 @@ package struct BackupImport {
     /// Files whose contents in the file store do not have the manifest's digest (a damaged or
     /// altered backup): made sparse, as the contents cannot be trusted (paths).
     package var mismatchedContents: [String] = []
+    /// Files whose stored contents protfs does not take, each with why (`path: why`): a store file
+    /// that is not a regular file, has more than one link, is reached through a symbolic link, or
+    /// holds more bytes than the manifest's `Size` allows. Made sparse, as missing ones are.
+    package var refusedContents: [String] = []
     /// Files of an encrypted backup whose contents cannot be decrypted (no key of their class, a
     /// key that does not unwrap, contents that are not whole blocks or shorter than their size):
     /// made sparse (paths).

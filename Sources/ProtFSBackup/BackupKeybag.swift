@@ -137,9 +137,12 @@ enum BackupCipher {
     case failed(ProtFSError)
   }
 
-  /// Decrypts all of `input` (from its start, by `pread`) into `output` (from where it is):
-  /// the number of bytes written, padding included.
-  static func decrypt(_ input: Int32, into output: Int32, key: [UInt8], path: String) -> Result<Int, Failure> {
+  /// Decrypts `input` (from its start, by `pread`; its first `limit` bytes at most, whatever it
+  /// grows to meanwhile) into `output` (from where it is): the number of bytes written, padding
+  /// included.
+  static func decrypt(_ input: Int32, into output: Int32, key: [UInt8], path: String, limit: Int64)
+    -> Result<Int, Failure>
+  {
     guard key.count == 32, let context = protfs_aes256_cbc_decryptor(key) else {
       return .failure(.failed(ProtFSError(.io, "Cannot start decrypting '\(path)' (libcrypto failed).", path: path)))
     }
@@ -150,9 +153,10 @@ enum BackupCipher {
     let plain = UnsafeMutablePointer<UInt8>.allocate(capacity: chunk + 16)
     defer { plain.deallocate() }
     var offset: off_t = 0
-    while true {
+    while Int64(offset) < limit {
+      let asked = Int(min(Int64(chunk), limit - Int64(offset)))
       let count: Int
-      switch valueOrErrno(.read, { pread(input, input_, chunk, offset) }) {
+      switch valueOrErrno(.read, { pread(input, input_, asked, offset) }) {
       case .success(let read): count = read
       case .failure(let e): return .failure(.failed(ProtFSError.system("read the encrypted", path: path, errno: e)))
       }

@@ -44,6 +44,8 @@ package final class BackupManifest {
   /// The backup's `Manifest.db`, held open: SQLite reads it through this descriptor (an
   /// unencrypted backup's), or it is decrypted from it.
   private let databaseFile: FileDescriptor
+  /// Its size when it was opened: an encrypted one is decrypted up to there, and no further.
+  private let databaseSize: Int64
   /// An encrypted backup's `Manifest.db` decrypted, once `open(decryptingInto:)` has made it: an
   /// unnamed file of root's, held open, which SQLite reads through this descriptor.
   private var decrypted: FileDescriptor?
@@ -70,8 +72,9 @@ package final class BackupManifest {
     let databasePath = folder.pathOf("Manifest.db")
     self.databasePath = databasePath
     switch folder.openFile("Manifest.db") {
-    case .success(let (fd, _)):
+    case .success(let (fd, status)):
       databaseFile = fd
+      databaseSize = Int64(status.st_size)
     case .failure(.absent):
       throw ProtFSError(
         .notFound, "'\(folder.path)' is not an iOS backup: it has no Manifest.db.", path: folder.path,
@@ -131,12 +134,24 @@ package final class BackupManifest {
   /// import); an unencrypted one is open.
   package func open(decryptingInto scratch: DirectoryHandle, name: String) throws(ProtFSError) {
     guard database == nil, let databaseKey else { return }
+    // Ciphertext has no holes: a sparse "database" of a terabyte, which costs its writer nothing,
+    // would be a terabyte of root's disk once decrypted.
+    let hole = try valueOrErrno(.seek) { lseek(databaseFile.rawValue, 0, Kernel.seekHole) }.orThrow(
+      "read", path: databasePath)
+    guard Int64(hole) >= databaseSize else {
+      throw ProtFSError(
+        .malformed,
+        "The encrypted backup's Manifest.db '\(databasePath)' has holes, which no encrypted file has: it is not read.",
+        path: databasePath)
+    }
     let output = FileDescriptor(
       owning: try scratch.openFile(
         name, flags: O_RDWR | O_CREAT | O_EXCL, permissions: FilePermissions(rawValue: 0o600)))
     _ = try valueOrErrno(.unlink) { unlinkat(scratch.fd, name, 0) }.orThrow(
       "remove the decrypted database", path: scratch.pathOf(name))
-    switch BackupCipher.decrypt(databaseFile.rawValue, into: output.rawValue, key: databaseKey, path: databasePath) {
+    switch BackupCipher.decrypt(
+      databaseFile.rawValue, into: output.rawValue, key: databaseKey, path: databasePath, limit: databaseSize)
+    {
     case .success(let length):
       // PKCS#7 padding (a whole block for a database of whole pages) is taken off where it is.
       var last = [UInt8](repeating: 0, count: 16)

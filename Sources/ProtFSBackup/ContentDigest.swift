@@ -5,9 +5,10 @@ import ProtFSSystem
 /// The digest a backup's manifest records for a file's contents: SHA-1 (20 bytes, what iTunes and
 /// idevicebackup2 write) or SHA-256 (32 bytes). Any other length is not a digest protfs can check.
 enum ContentDigest {
-  /// Whether the contents of `fd` (read from its start with `pread`, so its offset is left alone)
-  /// have the digest `expected`; nil when `expected` is no SHA-1 or SHA-256, or `fd` cannot be read.
-  static func matches(_ fd: Int32, _ expected: Data) -> Bool? {
+  /// Whether the contents of `fd` (read from its start with `pread`, so its offset is left alone;
+  /// its first `length` bytes at most) have the digest `expected`; nil when `expected` is no SHA-1
+  /// or SHA-256, or `fd` cannot be read.
+  static func matches(_ fd: Int32, _ expected: Data, length: Int64 = .max) -> Bool? {
     guard expected.count == 20 || expected.count == 32 else { return nil }
     guard let context = expected.count == 20 ? protfs_sha1_context_new() : protfs_sha256_context_new() else {
       return nil
@@ -17,8 +18,9 @@ enum ContentDigest {
     let buffer = UnsafeMutableRawPointer.allocate(byteCount: chunk, alignment: 16)
     defer { buffer.deallocate() }
     var offset: off_t = 0
-    while true {
-      guard case .success(let count) = valueOrErrno(.read, { pread(fd, buffer, chunk, offset) }) else { return nil }
+    while Int64(offset) < length {
+      let asked = Int(min(Int64(chunk), length - Int64(offset)))
+      guard case .success(let count) = valueOrErrno(.read, { pread(fd, buffer, asked, offset) }) else { return nil }
       if count == 0 { break }
       protfs_sha256_context_update(context, buffer, count)
       offset += off_t(count)

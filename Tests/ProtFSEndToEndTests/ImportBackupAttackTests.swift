@@ -103,4 +103,63 @@ import Testing
     #expect(FileManager.default.contents(atPath: loot) != Data("the passcode is 1234\n".utf8), "root's secret leaked")
     #expect(container(try report(result), "com.attacker.second")["missingContents"] as? [String] == ["loot"])
   }
+
+  /// A store file that is a hard link to a file of root's (which `nobody` makes where
+  /// `fs.protected_hardlinks` is 0; the test makes it as root), and one far larger than the
+  /// `Size` its row records (24 KiB of data in a sparse 256 MiB file), are refused: each is made
+  /// a sparse file of its recorded size and listed. A sparse file of its own size stays sparse.
+  @Test func storeFilesAreRegularSingleLinkedAndNoLargerThanTheirSize() async throws {
+    let (t, folder) = try make()
+    let backup = folder + "/backup"
+    let secret = t.directory + "/root-secret"
+    try "root's only\n".write(toFile: secret, atomically: false, encoding: .utf8)
+    #expect(chmod(secret, 0o600) == 0)
+    let made = try await python(
+      """
+      import os, sys
+      \(Self.prelude)
+      out = sys.argv[1]
+      database = make.new_manifest(out)
+      domain = 'AppDomain-com.attacker.app'
+      def row(relative, size):
+          file_id = make.file_id(domain, relative)
+          database.execute('INSERT INTO Files VALUES (?, ?, ?, ?, ?)',
+                           (file_id, domain, relative, 1, make.archive(relative, 0o100644, size, 4, None)))
+          os.makedirs(os.path.join(out, file_id[:2]), exist_ok=True)
+          return os.path.join(out, file_id[:2], file_id)
+      row('linked', 12)
+      with open(row('bloated', 24576), 'wb') as handle:
+          handle.write(b'b' * 24576)
+          handle.truncate(256 << 20)
+      with open(row('sparse', 64 << 20), 'wb') as handle:
+          handle.write(b'head')
+          handle.seek(32 << 20)
+          handle.write(b'middle')
+          handle.truncate(64 << 20)
+      database.commit()
+      make.write_plists(out, {'IsEncrypted': False}, {})
+      print(make.file_id(domain, 'linked'))
+      """, [backup], as: Self.nobody)
+    let id = made.stdout.trimmingCharacters(in: .whitespacesAndNewlines)
+    #expect(link(secret, backup + "/" + id.prefix(2) + "/" + id) == 0)
+
+    let result = try await Protfs.run(["--device", t.root, "import-backup", backup, "--json"])
+    #expect(result.status == 0, "\(result)")
+    let refused = container(try report(result), "com.attacker.app")["refusedContents"] as? [String] ?? []
+    #expect(refused.contains { $0.hasPrefix("linked: ") && $0.contains("link") }, "\(result)")
+    #expect(refused.contains { $0.hasPrefix("bloated: ") && $0.contains("24576") }, "\(result)")
+    var status = stat()
+    let linkedCopy = t.containerPath("com.attacker.app", "linked")
+    #expect(FileManager.default.contents(atPath: linkedCopy) == Data(count: 12), "root's file was copied")
+    #expect(stat(t.containerPath("com.attacker.app", "bloated"), &status) == 0)
+    #expect(status.st_size == 24576 && status.st_blocks == 0, "\(status.st_size) bytes, \(status.st_blocks) blocks")
+    let sparse = t.containerPath("com.attacker.app", "sparse")
+    #expect(stat(sparse, &status) == 0 && status.st_size == 64 << 20)
+    #expect(status.st_blocks * 512 <= 1 << 20, "\(status.st_blocks) blocks: the holes were filled")
+    let handle = try #require(FileHandle(forReadingAtPath: sparse))
+    defer { try? handle.close() }
+    #expect(try handle.read(upToCount: 4) == Data("head".utf8))
+    try handle.seek(toOffset: 32 << 20)
+    #expect(try handle.read(upToCount: 6) == Data("middle".utf8))
+  }
 }

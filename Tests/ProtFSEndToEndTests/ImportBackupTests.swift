@@ -180,6 +180,11 @@ import Testing
     try database.prefix(database.count - 5).write(to: URL(fileURLWithPath: backup + "/Manifest.db"))
     let blocks = try await importing(plist)
     #expect(blocks.status == 1 && blocks.stderr.contains("not whole AES blocks"), "\(blocks)")
+    // A Manifest.db with a hole of a GiB (free to make, a GiB of root's disk once decrypted).
+    try database.write(to: URL(fileURLWithPath: backup + "/Manifest.db"))
+    #expect(truncate(backup + "/Manifest.db", off_t(database.count + (1 << 30))) == 0)
+    let sparse = try await importing(plist)
+    #expect(sparse.status == 1 && sparse.stderr.contains("has holes"), "\(sparse)")
     #expect(!FileManager.default.fileExists(atPath: t.root + "/Containers/" + Self.app))
     let staging = (try? FileManager.default.contentsOfDirectory(atPath: t.root + "/.protfs/staging")) ?? []
     #expect(staging.isEmpty, "\(staging)")
@@ -230,9 +235,13 @@ import Testing
     #expect(result.status == 0 && result.stdout.contains("Imported \(Self.app)"), "\(result)")
     #expect(result.stderr.components(separatedBy: "is not an MBFile archive").count - 1 == 4, "\(result.stderr)")
     #expect(result.stdout.contains("skipped: Library/out/planted"), "\(result.stdout)")
-    // A store whose bucket is a symlink out of the backup is not followed: that file is sparse.
-    #expect(result.stdout.contains("(sparse): Documents/d\n"), "\(result.stdout)")
-    #expect(result.stdout.contains("(sparse): Documents/fifo"), "\(result.stdout)")
+    // A store whose bucket is a symlink out of the backup is not followed, and a FIFO is no
+    // regular file: both are refused, and their files sparse.
+    #expect(
+      result.stdout.contains("stored contents refused (sparse): Documents/d: its path passes through a symbolic link"),
+      "\(result.stdout)")
+    #expect(
+      result.stdout.contains("stored contents refused (sparse): Documents/fifo: it is a FIFO"), "\(result.stdout)")
     let planted = t.containerPath(Self.app, "Documents/d")
     #expect(FileManager.default.contents(atPath: planted).map { $0.allSatisfy { $0 == 0 } } == true)
     #expect(!FileManager.default.fileExists(atPath: "/tmp/planted"))

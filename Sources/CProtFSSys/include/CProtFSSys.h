@@ -150,6 +150,9 @@ static inline int protfs_clone_file(int fd_in, int fd_out) { return ioctl(fd_out
 #define SYS_openat2 437
 #endif
 #define PROTFS_O_PATH 010000000 /* O_PATH on x86_64 and the generic table; glibc hides it without _GNU_SOURCE */
+/* lseek(2)'s SEEK_DATA and SEEK_HOLE (Linux 3.1), which glibc also hides without _GNU_SOURCE. */
+#define PROTFS_SEEK_DATA 3
+#define PROTFS_SEEK_HOLE 4
 #define PROTFS_RESOLVE_NO_MAGICLINKS 0x02
 #define PROTFS_RESOLVE_NO_SYMLINKS 0x04
 #define PROTFS_RESOLVE_BENEATH 0x08

@@ -24,6 +24,11 @@ package enum ImportBackupCommand {
       whose contents do not is made sparse too, and listed as mismatched. Paths that would leave
       the container are skipped and listed.
 
+      The backup is read as anyone's to write: the folder is opened once and nothing in it is
+      reached through a symbolic link; a stored file is copied only when it is a regular file of
+      one link no larger than its recorded size (its holes kept), else made sparse and listed as
+      refused, with why.
+
       An encrypted backup ("Encrypt local backup") is read with its password: from the first
       line of the file --password-file names (- reads standard input), or asked for on the
       terminal. Its keybag is unlocked, Manifest.db decrypted (into staging) and each file with
@@ -33,8 +38,8 @@ package enum ImportBackupCommand {
       The containers are built under .protfs/staging/ and renamed into place once all are
       complete; an existing container is refused unless --replace. With --json: an object with
       containers (each with bundleID, domain, files, directories, symlinks, classes,
-      missingContents, mismatchedContents, undecryptableContents, unknownClasses, skipped and
-      replaced), skippedDomains and unreadable.
+      missingContents, refusedContents, mismatchedContents, undecryptableContents, unknownClasses,
+      skipped and replaced), skippedDomains and unreadable.
       """,
     arguments: [backup],
     options: [bundle, passwordFile, metadataOnly, replace, CommonOptions.json],
@@ -83,6 +88,7 @@ package enum ImportBackupCommand {
         "Imported \(container.bundleID)\(container.replaced ? " (replaced)" : ""): \(container.files) files, \(container.directories) directories, \(container.symlinks) symlinks"
           + (classes.isEmpty ? "" : " (\(classes))"))
       for missing in container.missingContents { Console.out("  no contents in the backup (sparse): \(missing)") }
+      for refused in container.refusedContents { Console.out("  stored contents refused (sparse): \(refused)") }
       for mismatched in container.mismatchedContents {
         Console.out("  contents do not match the manifest's digest (sparse): \(mismatched)")
       }

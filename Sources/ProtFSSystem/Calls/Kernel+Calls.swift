@@ -83,6 +83,10 @@ extension Kernel {
 
   /// `O_PATH`, which glibc hides without `_GNU_SOURCE`.
   package static let pathOnly = Int32(PROTFS_O_PATH)
+  /// `lseek(2)`'s `SEEK_DATA`: the next offset that holds data.
+  package static let seekData = Int32(PROTFS_SEEK_DATA)
+  /// `lseek(2)`'s `SEEK_HOLE`: the next offset in a hole (or the end).
+  package static let seekHole = Int32(PROTFS_SEEK_HOLE)
 
   /// The `RESOLVE_*` flags of `openat2(2)` that protfs uses.
   package struct Resolve: OptionSet, Sendable {

@@ -53,6 +53,52 @@ package enum ByteCopy {
     return .success(total)
   }
 
+  /// Copies the first `length` bytes of `input` to the same offsets of `output`, one data extent
+  /// at a time (`lseek(2)`'s `SEEK_DATA` and `SEEK_HOLE`), so that a hole stays a hole, then gives
+  /// `output` the size `length`: a sparse file's copy takes the blocks its data takes, and never
+  /// more than `length` bytes are read whatever `input` grows to meanwhile. Both offsets are left
+  /// wherever the last extent ended. Returns the bytes of data copied.
+  ///
+  /// A file system that does not know holes answers as if the file were all data.
+  package static func copyKeepingHoles(from input: Int32, to output: Int32, length: Int64) -> Result<Int64, Failure> {
+    var offset: Int64 = 0
+    var total: Int64 = 0
+    while offset < length {
+      let data: Int64
+      switch valueOrErrno(.seek, { lseek(input, off_t(offset), Kernel.seekData) }) {
+      case .success(let found): data = Int64(found)
+      case .failure(let e) where e.rawValue == ENXIO: data = length  // only a hole is left
+      case .failure(let e): return .failure(.reading(e))
+      }
+      if data >= length { break }
+      let hole: Int64
+      switch valueOrErrno(.seek, { lseek(input, off_t(data), Kernel.seekHole) }) {
+      case .success(let found): hole = Int64(found)
+      case .failure(let e) where e.rawValue == ENXIO: hole = data  // truncated meanwhile
+      case .failure(let e): return .failure(.reading(e))
+      }
+      let end = min(hole, length)
+      if end <= data { break }
+      for (fd, failure) in [(input, Failure.reading), (output, Failure.writing)] {
+        if case .failure(let e) = valueOrErrno(.seek, { lseek(fd, off_t(data), SEEK_SET) }) {
+          return .failure(failure(e))
+        }
+      }
+      switch copy(from: input, to: output, limit: end - data) {
+      case .success(let count):
+        total += count
+        // Shorter than the extent: the file was cut meanwhile, and nothing more is there.
+        if count < end - data { offset = length } else { offset = end }
+      case .failure(let failure):
+        return .failure(failure)
+      }
+    }
+    if case .failure(let e) = valueOrErrno(.truncate, { ftruncate(output, off_t(length)) }) {
+      return .failure(.writing(e))
+    }
+    return .success(total)
+  }
+
   /// The fallback: `read(2)` and `write(2)` through a buffer, from `total` bytes already copied.
   private static func readAndWrite(
     from input: Int32, to output: Int32, limit: Int64, total start: Int64, progress: (Int64) -> Void

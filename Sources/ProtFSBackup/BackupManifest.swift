@@ -56,19 +56,25 @@ package final class BackupManifest {
   /// Rows that could not be read, each with why (the first `unreadableLimit`).
   package private(set) var unreadable: [String] = []
 
-  /// The most rows read: a real phone's backup holds a few hundred thousand.
-  package static let rowLimit = 5_000_000
+  /// How much of the database is read, and how long SQLite may work on it.
+  package let limits: ManifestLimits
+  /// SQLite's work so far, against `limits`.
+  private let budget: QueryBudget
   /// The most unreadable rows listed one by one; the rest are counted.
   static let unreadableLimit = 1_000
   private var unreadableCount = 0
   /// The largest `Manifest.plist` read: a phone's, with every app's metadata, holds a few MiB.
   package static let plistLimit = 64 << 20
 
-  /// Reads the backup in `folder`; `password` opens an encrypted one. Throws when it is no backup,
-  /// an encrypted one without its password or with a wrong one, or its database cannot be opened.
-  /// Nothing is written.
-  package init(folder: BackupFolder, password: [UInt8]? = nil) throws(ProtFSError) {
+  /// Reads the backup in `folder`; `password` opens an encrypted one; `limits` bound what is read
+  /// of its database. Throws when it is no backup, an encrypted one without its password or with a
+  /// wrong one, or its database cannot be opened or is not one iOS writes. Nothing is written.
+  package init(folder: BackupFolder, password: [UInt8]? = nil, limits: ManifestLimits = ManifestLimits())
+    throws(ProtFSError)
+  {
     self.folder = folder
+    self.limits = limits
+    budget = QueryBudget(limits: limits)
     let databasePath = folder.pathOf("Manifest.db")
     self.databasePath = databasePath
     switch folder.openFile("Manifest.db") {
@@ -189,6 +195,13 @@ package final class BackupManifest {
     }
     protfs_sqlite3_distrust(db)
     database = db
+    budget.install(on: db)
+    // No string, blob or row longer than this is made at all (a generated column could build
+    // one of a gigabyte); the columns' own limits, below it, are checked with a clearer message.
+    let longest = max(limits.fileIDBytes, limits.domainBytes, limits.relativePathBytes, limits.metadataBytes)
+    sqlite3_limit(db, SQLITE_LIMIT_LENGTH, Int32(clamping: 4 * longest))
+    try execute("PRAGMA cell_size_check = ON")
+    try requireFilesTable()
     // A query that fails here (not SQLite, no Files table) fails before anything is built.
     sqlite3_finalize(try statement("SELECT fileID, domain, relativePath, flags, file FROM Files LIMIT 0"))
   }
@@ -196,9 +209,45 @@ package final class BackupManifest {
   /// Whether the `protfs-descriptor` VFS is registered (SQLite's result), done once.
   private static let descriptorVFS: Int32 = protfs_sqlite3_register_descriptor_vfs()
 
+  /// Throws unless `Files` is a table (not a view, which may compute rows without end, nor a
+  /// virtual table, whose module computes them).
+  private func requireFilesTable() throws(ProtFSError) {
+    let query = try statement("SELECT type, sql FROM sqlite_master WHERE name = 'Files' COLLATE NOCASE")
+    defer { sqlite3_finalize(query) }
+    var found: (type: String, sql: String)?
+    while try step(query) {
+      let type = sqlite3_column_text(query, 0).map { String(cString: $0) } ?? ""
+      let sql = sqlite3_column_text(query, 1).map { String(cString: $0) } ?? ""
+      if found == nil || type == "table" || type == "view" { found = (type, sql) }
+    }
+    guard let found else {
+      throw ProtFSError(
+        .malformed, "The backup's Manifest.db '\(databasePath)' has no Files table: it is not an iOS backup's.",
+        path: databasePath)
+    }
+    let words = found.sql.uppercased().split(whereSeparator: \.isWhitespace).prefix(2)
+    guard found.type == "table", words.last == "TABLE" else {
+      let what = found.type == "table" ? "a virtual table" : "a \(found.type)"
+      throw ProtFSError(
+        .malformed,
+        "The backup's Manifest.db '\(databasePath)' has \(what) named Files, not a table: protfs reads the manifest from a table only (a view or a virtual table computes its rows, without end if it likes).",
+        path: databasePath)
+    }
+  }
+
+  /// Runs the statement `sql`, which returns no rows, within the budget.
+  private func execute(_ sql: String) throws(ProtFSError) {
+    let query = try statement(sql)
+    defer { sqlite3_finalize(query) }
+    while try step(query) {}
+  }
+
+  /// Prepares `query` within the budget (reading the schema is SQLite's work too).
   private func statement(_ query: String) throws(ProtFSError) -> OpaquePointer {
     var statement: OpaquePointer?
-    guard let database, sqlite3_prepare_v2(database, query, -1, &statement, nil) == SQLITE_OK, let statement else {
+    let prepared = budget.run { database.map { sqlite3_prepare_v2($0, query, -1, &statement, nil) } ?? SQLITE_MISUSE }
+    guard prepared == SQLITE_OK, let statement else {
+      if let exceeded = budget.exceeded { throw overBudget(exceeded) }
       let why = database.map { String(cString: sqlite3_errmsg($0)) } ?? "it is not open"
       throw ProtFSError(
         .malformed, "The backup's Manifest.db '\(databasePath)' has no Files table as iOS writes it: \(why).",
@@ -207,30 +256,64 @@ package final class BackupManifest {
     return statement
   }
 
+  /// The next row of `query` (true) or its end (false), within the budget; throws when SQLite
+  /// fails or the budget is spent.
+  private func step(_ query: OpaquePointer) throws(ProtFSError) -> Bool {
+    switch budget.run({ sqlite3_step(query) }) {
+    case SQLITE_ROW: return true
+    case SQLITE_DONE: return false
+    case let code:
+      if let exceeded = budget.exceeded { throw overBudget(exceeded) }
+      let why = database.map { String(cString: sqlite3_errmsg($0)) } ?? String(cString: sqlite3_errstr(code))
+      throw ProtFSError(
+        .malformed, "Cannot read the backup's Manifest.db '\(databasePath)': \(why).", path: databasePath)
+    }
+  }
+
+  /// The error of a manifest that took more of SQLite than `limits` allow.
+  private func overBudget(_ exceeded: String) -> ProtFSError {
+    ProtFSError(
+      .malformed,
+      "Reading the backup's Manifest.db '\(databasePath)' took \(exceeded), more than any phone's backup takes: it is not read.",
+      path: databasePath)
+  }
+
+  /// Throws unless `query`'s `column` (named `name`) holds at most `limit` bytes.
+  private func requireLength(_ query: OpaquePointer, _ column: Int32, _ name: String, _ limit: Int)
+    throws(ProtFSError)
+  {
+    let length = Int(sqlite3_column_bytes(query, column))
+    guard length <= limit else {
+      throw ProtFSError(
+        .malformed,
+        "The backup's Manifest.db '\(databasePath)' has a \(name) of \(length) bytes, more than the \(limit) protfs reads: it is not an iOS backup's.",
+        path: databasePath)
+    }
+  }
+
+  /// Throws once more than `limits.rows` rows were read.
+  private func requireRows(_ count: Int) throws(ProtFSError) {
+    guard count <= limits.rows else {
+      throw ProtFSError(
+        .malformed, "The backup's Manifest.db '\(databasePath)' holds more than \(limits.rows) files.",
+        path: databasePath)
+    }
+  }
+
   /// The domains of the backup and how many rows each has, in the order of their names.
   package func domains() throws(ProtFSError) -> [(domain: String, rows: Int)] {
     let query = try statement("SELECT domain, count(*) FROM Files GROUP BY domain ORDER BY domain")
     defer { sqlite3_finalize(query) }
     var domains: [(String, Int)] = []
     var total = 0
-    while true {
-      let step = sqlite3_step(query)
-      if step == SQLITE_DONE { break }
-      guard step == SQLITE_ROW else { throw unreadableDatabase() }
-      let rows = Int(sqlite3_column_int64(query, 1))
-      total += rows
-      guard total <= Self.rowLimit else {
-        throw ProtFSError(
-          .malformed, "The backup's Manifest.db '\(databasePath)' holds more than \(Self.rowLimit) files.",
-          path: databasePath)
-      }
-      domains.append((sqlite3_column_text(query, 0).map { String(cString: $0) } ?? "", rows))
+    while try step(query) {
+      total += Int(sqlite3_column_int64(query, 1))
+      try requireRows(total)
+      try requireLength(query, 0, "domain", limits.domainBytes)
+      domains.append(
+        (sqlite3_column_text(query, 0).map { String(cString: $0) } ?? "", Int(sqlite3_column_int64(query, 1))))
     }
     return domains
-  }
-
-  private func unreadableDatabase() -> ProtFSError {
-    ProtFSError(.malformed, "Cannot read the backup's Manifest.db '\(databasePath)'.", path: databasePath)
   }
 
   /// Calls `body` with every row of the app domains (`AppDomain…`), ordered by domain and then by
@@ -249,10 +332,11 @@ package final class BackupManifest {
     var domain = ""
     var domainBytes: [UInt8] = []
     var included = false
-    while true {
-      let step = sqlite3_step(query)
-      if step == SQLITE_DONE { break }
-      guard step == SQLITE_ROW else { throw unreadableDatabase() }
+    var rows = 0
+    while try step(query) {
+      rows += 1
+      try requireRows(rows)
+      try requireLength(query, 1, "domain", limits.domainBytes)
       // The domain is the same as the last row's for all but a few rows: compared, not copied.
       let length = Int(sqlite3_column_bytes(query, 1))
       if let raw = sqlite3_column_text(query, 1),
@@ -263,6 +347,9 @@ package final class BackupManifest {
         included = include(domain)
       }
       guard included else { continue }
+      try requireLength(query, 0, "fileID", limits.fileIDBytes)
+      try requireLength(query, 2, "relativePath", limits.relativePathBytes)
+      try requireLength(query, 4, "file (an MBFile archive)", limits.metadataBytes)
       let relativePath = text(2)
       let flags = sqlite3_column_int64(query, 3)
       guard let kind = Kind(rawValue: Int(flags)) else {

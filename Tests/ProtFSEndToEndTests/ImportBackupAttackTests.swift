@@ -162,4 +162,35 @@ import Testing
     try handle.seek(toOffset: 32 << 20)
     #expect(try handle.read(upToCount: 6) == Data("middle".utf8))
   }
+
+  /// `protfs ARGS`, stopped after 60 s and limited to 2 GiB of address space: a hostile plist
+  /// that hangs the import or takes gigabytes ends it (124 or a crash) instead of the machine.
+  func bounded(_ arguments: [String]) async throws -> RunResult {
+    try await Protfs.runProgram(
+      "/usr/bin/timeout", ["60", "/usr/bin/prlimit", "--as=\(2 << 30)", Protfs.binary] + arguments)
+  }
+
+  /// A `Files` that is a view recursing forever (the import once ran it at 100% CPU until
+  /// killed) is refused at once: the manifest is read from a table of that name only.
+  @Test func aFilesViewIsRefusedAtOnce() async throws {
+    let (t, folder) = try make()
+    let backup = folder + "/backup"
+    let made = try await Protfs.runProgram("/usr/bin/python3", [Self.script, backup])
+    #expect(made.status == 0, "\(made)")
+    _ = try await python(
+      """
+      import sqlite3, sys
+      database = sqlite3.connect(sys.argv[1])
+      database.execute('DROP TABLE Files')
+      database.execute('''CREATE VIEW Files AS WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n)
+                          SELECT printf('%040x', i) AS fileID, 'AppDomain-com.example.loop' AS domain,
+                                 'f' || i AS relativePath, 1 AS flags, x'' AS file FROM n''')
+      database.commit()
+      """, [backup + "/Manifest.db"])
+    let started = Date()
+    let result = try await bounded(["--device", t.root, "import-backup", backup])
+    #expect(result.status == 1 && result.stderr.contains("view"), "\(result)")
+    #expect(result.stderr.contains(backup + "/Manifest.db"), "\(result)")
+    #expect(Date().timeIntervalSince(started) < 30)
+  }
 }

@@ -87,13 +87,15 @@ public struct AppBundle: @unchecked Sendable {
     guard !data.isEmpty else {
       throw ProtFSError(.invalidArgument, "The Info.plist '\(path)' is empty.", path: path, remedy: remedy)
     }
+    // Within bounds: a few hundred bytes of arrays that hold one another expand, in
+    // PropertyListSerialization, to more nodes than memory holds (BoundedPropertyList).
     let parsed: Any
-    do {
-      parsed = try PropertyListSerialization.propertyList(from: data, options: [], format: nil)
-    } catch {
+    switch BoundedPropertyList.parse(Array(data), limits: BoundedPropertyList.Limits(bytes: infoPlistLimit)) {
+    case .success(let value):
+      parsed = value
+    case .failure(let refusal):
       throw ProtFSError(
-        .invalidArgument,
-        "The Info.plist '\(path)' is not a property list: \((error as NSError).localizedDescription).",
+        .invalidArgument, "The Info.plist '\(path)' is not a property list protfs reads: \(refusal.reason).",
         path: path, remedy: remedy)
     }
     guard let dictionary = parsed as? [String: Any] else {

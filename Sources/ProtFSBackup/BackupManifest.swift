@@ -123,12 +123,27 @@ package final class BackupManifest {
     try encryption(folder) != nil
   }
 
-  /// The `Manifest.plist` in `folder`, when it says the backup is encrypted.
+  /// The `Manifest.plist` in `folder`, when it says the backup is encrypted; nil when it says not,
+  /// or there is none. Throws when it is there but not a property list protfs reads (too large,
+  /// expanding without end, nesting too deep, damaged) or holds no dictionary.
   private static func encryption(_ folder: BackupFolder) throws(ProtFSError) -> [String: Any]? {
     guard let bytes = try folder.read("Manifest.plist", limit: plistLimit) else { return nil }
-    let plist = try? PropertyListSerialization.propertyList(from: Data(bytes), format: nil) as? [String: Any]
-    guard let plist, (plist["IsEncrypted"] as? Bool) == true else { return nil }
-    return plist
+    let path = folder.pathOf("Manifest.plist")
+    let parsed: Any
+    switch BoundedPropertyList.parse(bytes, limits: BoundedPropertyList.Limits(bytes: plistLimit)) {
+    case .success(let value):
+      parsed = value
+    case .failure(let refusal):
+      throw ProtFSError(
+        .malformed, "The backup's Manifest.plist '\(path)' is not a property list protfs reads: \(refusal.reason).",
+        path: path)
+    }
+    guard let plist = parsed as? [String: Any] else {
+      throw ProtFSError(
+        .malformed, "The backup's Manifest.plist '\(path)' is a property list without a dictionary at its top.",
+        path: path)
+    }
+    return (plist["IsEncrypted"] as? Bool) == true ? plist : nil
   }
 
   deinit {

@@ -193,4 +193,62 @@ import Testing
     #expect(result.stderr.contains(backup + "/Manifest.db"), "\(result)")
     #expect(Date().timeIntervalSince(started) < 30)
   }
+
+  /// The Python that writes a hostile binary plist to `sys.argv[1]`: `bomb`, 60 arrays each
+  /// holding the one before twice (2^60 nodes once expanded, in some 350 bytes), under a
+  /// dictionary's `IsEncrypted`; `cycle`, an array that holds itself.
+  static let hostilePlist = """
+    import struct, sys
+    def bplist(objects, top):
+        body, offsets = b'bplist00', []
+        for encoded in objects:
+            offsets.append(len(body))
+            body += encoded
+        table = len(body)
+        body += b''.join(struct.pack('>H', offset) for offset in offsets)
+        return body + b'\\0' * 6 + bytes([2, 1]) + struct.pack('>QQQ', len(objects), top, table)
+    if sys.argv[2] == 'bomb':
+        objects = [bytes([0xA0])] + [bytes([0xA2, level - 1, level - 1]) for level in range(1, 60)]
+        objects += [bytes([0x5B]) + b'IsEncrypted', bytes([0xD1, 60, 59])]
+        data = bplist(objects, 61)
+    else:
+        data = bplist([bytes([0xA1, 0])], 0)
+    with open(sys.argv[1], 'wb') as handle:
+        handle.write(data)
+    """
+
+  /// A `Manifest.plist` whose object graph expands without end, one that holds itself, and a
+  /// sparse one of 512 MiB are each refused with a clear error, promptly; nothing is imported.
+  @Test func aHostileManifestPlistIsRefusedPromptly() async throws {
+    let (t, folder) = try make()
+    let backup = folder + "/backup"
+    let made = try await Protfs.runProgram("/usr/bin/python3", [Self.script, backup])
+    #expect(made.status == 0, "\(made)")
+    let plist = backup + "/Manifest.plist"
+    for kind in ["bomb", "cycle"] {
+      _ = try await python(Self.hostilePlist, [plist, kind])
+      let started = Date()
+      let result = try await bounded(["--device", t.root, "import-backup", backup])
+      #expect(result.status == 1, "\(kind): \(result)")
+      #expect(result.stderr.contains(plist) && result.stderr.contains("property list"), "\(kind): \(result)")
+      #expect(Date().timeIntervalSince(started) < 30, "\(kind)")
+    }
+    #expect(truncate(plist, 512 << 20) == 0)
+    let huge = try await bounded(["--device", t.root, "import-backup", backup])
+    #expect(huge.status == 1 && huge.stderr.contains(plist) && huge.stderr.contains("larger than"), "\(huge)")
+    #expect(!FileManager.default.fileExists(atPath: t.containerPath("com.example.notes")))
+  }
+
+  /// The same plists as an app's `Info.plist`: `app install` refuses them, promptly.
+  @Test func aHostileInfoPlistIsRefusedPromptlyByAppInstall() async throws {
+    let t = try TestDevice(containers: ["com.example.hostile"])
+    let plist = t.directory + "/Info.plist"
+    for kind in ["bomb", "cycle"] {
+      _ = try await python(Self.hostilePlist, [plist, kind])
+      let result = try await bounded(
+        ["--device", t.root, "app", "install", "com.example.hostile", "--info-plist", plist, "--", "/bin/true"])
+      #expect(result.status == 1, "\(kind): \(result)")
+      #expect(result.stderr.contains(plist) && result.stderr.contains("property list"), "\(kind): \(result)")
+    }
+  }
 }

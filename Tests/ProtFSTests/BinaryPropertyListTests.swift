@@ -1,10 +1,11 @@
 import Foundation
+import ProtFS
 import ProtFSTestSupport
 import Testing
 
 @testable import ProtFSBackup
 
-/// The binary plist reader the backup import uses, against plists Python's `plistlib` writes
+/// The binary plist reader the backup import and BoundedPropertyList use, against plists Python's `plistlib` writes
 /// (every integer width, negative and 16-byte integers, ASCII and UTF-16 strings, data, UIDs,
 /// counts that need an extra length object), and against hostile ones: truncated, a trailer whose
 /// offsets point outside, references out of range, and UID loops, which cannot send it round

@@ -24,15 +24,17 @@ public struct Entitlements: Sendable, Equatable {
     }
   }
 
-  /// Parses entitlements from `data`; `path` is used in messages.
+  /// Parses entitlements from `data`; `path` is used in messages. The plist is read within bounds
+  /// (`BoundedPropertyList`): one that expands without end, or nests too deep, is refused.
   public init(data: Data, path: String) throws(ProtFSError) {
     let plist: Any
-    do {
-      plist = try PropertyListSerialization.propertyList(from: data, options: [], format: nil)
-    } catch {
+    switch BoundedPropertyList.parse(Array(data), limits: BoundedPropertyList.Limits(bytes: Self.sizeLimit)) {
+    case .success(let parsed):
+      plist = parsed
+    case .failure(let refusal):
       throw ProtFSError(
-        .malformed, "The entitlements file '\(path)' is not a property list (XML or binary).", path: path,
-        remedy: .advice("check it with `plutil -lint` or export it again from Xcode"))
+        .malformed, "The entitlements file '\(path)' is not a property list protfs reads: \(refusal.reason).",
+        path: path, remedy: .advice("check it with `plutil -lint` or export it again from Xcode"))
     }
     guard let dictionary = plist as? [String: Any] else {
       throw ProtFSError(

@@ -11,9 +11,12 @@
 /// it is used, so no input reads outside them.
 ///
 /// The bytes must outlive the reader (it keeps a pointer to them, not a copy).
-struct BinaryPropertyList {
+///
+/// `expansion(limits:)` walks the whole object graph once, for `BoundedPropertyList`, which hands
+/// only a graph within bounds to PropertyListSerialization.
+package struct BinaryPropertyList {
   /// What an object is, by its marker's high nibble.
-  enum Kind: UInt8 {
+  package enum Kind: UInt8 {
     case simple = 0x0  // null, false, true
     case integer = 0x1
     case real = 0x2
@@ -28,11 +31,13 @@ struct BinaryPropertyList {
 
   /// An array's or a dictionary's references: `count` of them from `start` (a dictionary's keys;
   /// its values follow, `count` more).
-  struct Collection {
-    let count: Int
-    let start: Int
+  package struct Collection {
+    /// How many elements (a dictionary's: keys).
+    package let count: Int
+    /// Where its references start.
+    package let start: Int
     /// 1 for an array, 2 for a dictionary.
-    let units: Int
+    package let units: Int
   }
 
   private let bytes: UnsafeRawBufferPointer
@@ -41,11 +46,13 @@ struct BinaryPropertyList {
   private let objectCount: Int
   private let offsetTable: Int
   /// The top object's reference.
-  let top: Int
+  package let top: Int
+  /// How many objects the offset table lists.
+  package var count: Int { objectCount }
 
   /// The property list in `bytes`, or nil when they are not one (a wrong header, a trailer whose
   /// sizes or places do not fit the bytes).
-  init?(_ bytes: UnsafeRawBufferPointer) {
+  package init?(_ bytes: UnsafeRawBufferPointer) {
     guard bytes.count >= 40, bytes.baseAddress != nil else { return nil }
     let header: [UInt8] = Array("bplist00".utf8)
     for index in 0..<8 where bytes[index] != header[index] { return nil }
@@ -106,7 +113,7 @@ struct BinaryPropertyList {
   }
 
   /// The integer `reference` (1, 2, 4 or 8 bytes; 16 when its value fits 64 bits signed).
-  func integer(_ reference: Int) -> Int64? {
+  package func integer(_ reference: Int) -> Int64? {
     guard let (kind, low, at) = marker(reference), kind == .integer, low <= 4 else { return nil }
     let size = 1 << low
     guard fits(at, size, unit: 1) else { return nil }
@@ -123,13 +130,13 @@ struct BinaryPropertyList {
   }
 
   /// The UID (a keyed archive's reference into its `$objects`) `reference`.
-  func uid(_ reference: Int) -> Int? {
+  package func uid(_ reference: Int) -> Int? {
     guard let (kind, low, at) = marker(reference), kind == .uid else { return nil }
     return low < 8 ? Self.bigEndian(bytes, at: at, size: low + 1) : nil
   }
 
   /// The bytes of the data object `reference`.
-  func data(_ reference: Int) -> [UInt8]? {
+  package func data(_ reference: Int) -> [UInt8]? {
     guard let (kind, low, at) = marker(reference), kind == .data, let (count, start) = length(low, at: at),
       fits(start, count, unit: 1)
     else { return nil }
@@ -137,7 +144,7 @@ struct BinaryPropertyList {
   }
 
   /// The string `reference` (ASCII, or UTF-16 big-endian).
-  func string(_ reference: Int) -> String? {
+  package func string(_ reference: Int) -> String? {
     guard let (kind, low, at) = marker(reference), let (count, start) = length(low, at: at) else { return nil }
     switch kind {
     case .asciiString:
@@ -154,7 +161,7 @@ struct BinaryPropertyList {
   }
 
   /// Whether `reference` is the ASCII string `key` (compared in place, nothing allocated).
-  func isString(_ reference: Int, _ key: StaticString) -> Bool {
+  package func isString(_ reference: Int, _ key: StaticString) -> Bool {
     guard let (kind, low, at) = marker(reference), kind == .asciiString, let (count, start) = length(low, at: at),
       count == key.utf8CodeUnitCount, fits(start, count, unit: 1)
     else { return false }
@@ -164,12 +171,12 @@ struct BinaryPropertyList {
   }
 
   /// The array `reference`'s references.
-  func array(_ reference: Int) -> Collection? {
+  package func array(_ reference: Int) -> Collection? {
     collection(reference, .array, units: 1)
   }
 
   /// The dictionary `reference`'s keys' references (its values' follow them).
-  func dictionary(_ reference: Int) -> Collection? {
+  package func dictionary(_ reference: Int) -> Collection? {
     collection(reference, .dictionary, units: 2)
   }
 
@@ -181,18 +188,133 @@ struct BinaryPropertyList {
   }
 
   /// The `index`th reference of `collection` (of a dictionary: its keys, then its values).
-  func element(_ collection: Collection, _ index: Int) -> Int? {
+  package func element(_ collection: Collection, _ index: Int) -> Int? {
     guard index >= 0, index < collection.count * collection.units else { return nil }
     return Self.bigEndian(bytes, at: collection.start + index * referenceSize, size: referenceSize)
   }
 
   /// The reference of the value for the ASCII key `key` in `dictionary`.
-  func value(_ dictionary: Collection, _ key: StaticString) -> Int? {
+  package func value(_ dictionary: Collection, _ key: StaticString) -> Int? {
     for index in 0..<dictionary.count {
       if let keyReference = element(dictionary, index), isString(keyReference, key) {
         return element(dictionary, dictionary.count + index)
       }
     }
     return nil
+  }
+
+  // MARK: The whole graph
+
+  /// Why an object graph is not handed to a parser that expands it.
+  package enum GraphRefusal: Error, Equatable {
+    /// An object cannot be read (an offset, length or reference outside the bytes, or a marker
+    /// no property list has), with which.
+    case damaged(Int)
+    /// More objects than the limit.
+    case objects(Int)
+    /// The graph expands to more nodes than the limit: objects that hold one another many times.
+    case nodes
+    /// The graph's strings and data, expanded, hold more bytes than the limit.
+    case bytes
+    /// It nests deeper than the limit.
+    case depth
+    /// An array or dictionary holds itself, directly or not.
+    case cycle
+  }
+
+  /// How large the tree is that a parser builds from `top` by copying every reference it follows
+  /// (PropertyListSerialization does, and a few hundred bytes of arrays holding each other twice
+  /// are then 2^60 nodes): its nodes and the bytes of its strings and data, each object counted as
+  /// often as it is reached. Every object is read and checked once (its size memoised), so the
+  /// walk costs the bytes' size, whatever the tree's; it stops at the first limit passed.
+  package func expansion(nodes nodeLimit: Int, bytes byteLimit: Int, depth depthLimit: Int)
+    -> Result<(nodes: Int, bytes: Int), GraphRefusal>
+  {
+    guard objectCount <= nodeLimit else { return .failure(.objects(objectCount)) }
+    var walk = GraphWalk(plist: self, nodeLimit: nodeLimit, byteLimit: byteLimit, depthLimit: depthLimit)
+    switch walk.visit(top, depth: 1) {
+    case .success(let size): return .success((size.nodes, size.bytes))
+    case .failure(let refusal): return .failure(refusal)
+    }
+  }
+
+  /// The state of one `expansion`: per object, whether it is being visited (a cycle when met
+  /// again) or done, and then its tree's size and height.
+  private struct GraphWalk {
+    let plist: BinaryPropertyList
+    let nodeLimit: Int
+    let byteLimit: Int
+    let depthLimit: Int
+    /// 0 not yet, 1 being visited, 2 done.
+    var state: [UInt8]
+    var nodes: [Int]
+    var bytes: [Int]
+    var heights: [Int]
+
+    init(plist: BinaryPropertyList, nodeLimit: Int, byteLimit: Int, depthLimit: Int) {
+      self.plist = plist
+      self.nodeLimit = nodeLimit
+      self.byteLimit = byteLimit
+      self.depthLimit = depthLimit
+      state = [UInt8](repeating: 0, count: plist.objectCount)
+      nodes = [Int](repeating: 0, count: plist.objectCount)
+      bytes = [Int](repeating: 0, count: plist.objectCount)
+      heights = [Int](repeating: 0, count: plist.objectCount)
+    }
+
+    /// The size of the tree of `reference`, met at `depth` (the top is at 1).
+    mutating func visit(_ reference: Int, depth: Int) -> Result<(nodes: Int, bytes: Int), GraphRefusal> {
+      guard reference >= 0, reference < plist.objectCount else { return .failure(.damaged(reference)) }
+      switch state[reference] {
+      case 1: return .failure(.cycle)
+      case 2:
+        guard depth + heights[reference] <= depthLimit else { return .failure(.depth) }
+        return .success((nodes[reference], bytes[reference]))
+      default: break
+      }
+      guard depth <= depthLimit else { return .failure(.depth) }
+      guard let (kind, low, at) = plist.marker(reference) else { return .failure(.damaged(reference)) }
+      var size = (nodes: 1, bytes: 0)
+      var height = 0
+      switch kind {
+      case .simple:
+        guard [0, 8, 9, 15].contains(low) else { return .failure(.damaged(reference)) }
+      case .integer, .real, .date:
+        let valid = kind == .integer ? low <= 4 : kind == .real ? (low == 2 || low == 3) : low == 3
+        guard valid, plist.fits(at, 1 << low, unit: 1) else { return .failure(.damaged(reference)) }
+      case .uid:
+        guard low < 8, plist.fits(at, low + 1, unit: 1) else { return .failure(.damaged(reference)) }
+      case .data, .asciiString, .utf16String:
+        let unit = kind == .utf16String ? 2 : 1
+        guard let (count, start) = plist.length(low, at: at), plist.fits(start, count, unit: unit) else {
+          return .failure(.damaged(reference))
+        }
+        size.bytes = count * unit
+      case .array, .dictionary:
+        guard let collection = plist.collection(reference, kind, units: kind == .array ? 1 : 2) else {
+          return .failure(.damaged(reference))
+        }
+        state[reference] = 1
+        for index in 0..<collection.count * collection.units {
+          guard let child = plist.element(collection, index) else { return .failure(.damaged(reference)) }
+          switch visit(child, depth: depth + 1) {
+          case .success(let grown):
+            size.nodes += grown.nodes
+            size.bytes += grown.bytes
+            height = max(height, heights[child] + 1)
+          case .failure(let refusal):
+            return .failure(refusal)
+          }
+          guard size.nodes <= nodeLimit else { return .failure(.nodes) }
+          guard size.bytes <= byteLimit else { return .failure(.bytes) }
+        }
+      }
+      guard size.bytes <= byteLimit else { return .failure(.bytes) }
+      state[reference] = 2
+      nodes[reference] = size.nodes
+      bytes[reference] = size.bytes
+      heights[reference] = height
+      return .success(size)
+    }
   }
 }

@@ -66,11 +66,16 @@ package struct BackupImport {
 
   let device: Device
   let manifest: BackupManifest
+  /// What gives the built containers the device's protection state and moves them in.
+  let admission: any ContainerAdmission
 
-  /// An import of `manifest` into `device`.
-  package init(device: Device, manifest: BackupManifest) {
+  /// An import of `manifest` into `device`, whose containers join it through `admission` (the
+  /// lock simulator's: a locked device's class-A files are out of reach once imported, as they
+  /// would be had they been there at the lock).
+  package init(device: Device, manifest: BackupManifest, admission: any ContainerAdmission) {
     self.device = device
     self.manifest = manifest
+    self.admission = admission
   }
 
   /// The container id of an app domain, or nil for another domain.
@@ -135,17 +140,21 @@ package struct BackupImport {
       if var finished = current { report.containers[finished.index] = try finished.finish() }
       report.unreadable = manifest.unreadable
       let target = try device.openDirectory(Device.containersPath)
-      for index in report.containers.indices {
-        let name = report.containers[index].bundleID
-        switch valueOrErrno(.rename, { Kernel.renameNoReplace(built.fd, name, target.fd, name) }) {
-        case .success: break
-        case .failure(let e) where replace && (e == .exists || e == Errno(ENOTEMPTY)):
-          _ = try valueOrErrno(.rename) { Kernel.rename(built.fd, name, target.fd, name, flags: 1 << 1) }
-            .orThrow("replace the container", path: target.pathOf(name))
-          try built.removeTree(name)
-          report.containers[index].replaced = true
-        case .failure(let e):
-          throw ProtFSError.system("move the imported container into place", path: target.pathOf(name), errno: e)
+      // The device's lock state first, as the items already there have it; then into place, with
+      // no transition in between.
+      try admission.admit(built) { () throws(ProtFSError) in
+        for index in report.containers.indices {
+          let name = report.containers[index].bundleID
+          switch valueOrErrno(.rename, { Kernel.renameNoReplace(built.fd, name, target.fd, name) }) {
+          case .success: break
+          case .failure(let e) where replace && (e == .exists || e == Errno(ENOTEMPTY)):
+            _ = try valueOrErrno(.rename) { Kernel.rename(built.fd, name, target.fd, name, flags: 1 << 1) }
+              .orThrow("replace the container", path: target.pathOf(name))
+            try built.removeTree(name)
+            report.containers[index].replaced = true
+          case .failure(let e):
+            throw ProtFSError.system("move the imported container into place", path: target.pathOf(name), errno: e)
+          }
         }
       }
       _ = valueOrErrno(.fsync) { fsync(target.fd) }

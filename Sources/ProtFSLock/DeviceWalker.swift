@@ -32,6 +32,9 @@ package struct DeviceWalker {
   package var threads: Int = 2
   /// Lets class reads widen an unprivileged owner's unreadable item (during transitions only).
   package var ownerAccess: OwnerAccessLog? = nil
+  /// The directory walked as `Containers/` instead of the device's own: containers staged outside
+  /// it, which inherit as if they were in it.
+  package var containers: DirectoryHandle? = nil
 
   /// What a walk found besides what the visitor gathered.
   package struct Summary {
@@ -46,12 +49,13 @@ package struct DeviceWalker {
     make: () -> Accumulator, visit: @escaping @Sendable (inout Accumulator, WalkEntry) -> Void
   ) throws(ProtFSError) -> (accumulators: [Accumulator], summary: Summary) {
     let root = try device.openRoot()
-    let containers = try device.openDirectory(Device.containersPath)
+    let deviceContainers = try device.openDirectory(Device.containersPath)
     var inherited: ProtectionClass?
     if readsClasses {
       inherited = try? root.protectionClass()
-      if let own = try? containers.protectionClass() { inherited = own }
+      if let own = try? deviceContainers.protectionClass() { inherited = own }
     }
+    let containers = self.containers ?? deviceContainers
     let visitor = DeviceVisitor(
       accumulator: make(), body: visit, readsClasses: readsClasses, ownerAccess: ownerAccess)
     let (visitors, _) = TreeWalker(threads: threads).walk(

@@ -160,7 +160,7 @@ public struct LockController: Sendable {
 
   // MARK: Machinery
 
-  private func recover(_ store: LockStore) throws(ProtFSError) -> TransitionReport? {
+  func recover(_ store: LockStore) throws(ProtFSError) -> TransitionReport? {
     guard let journal = try store.journal() else { return nil }
     var report = try walk(store, journal.operation, from: journal.previous, to: journal.next, fullCheck: true)
     report.recovered = true
@@ -241,16 +241,19 @@ public struct LockController: Sendable {
       unauthenticated: tally.unauthenticated.sorted(), garbageClass: tally.garbageClass.sorted())
   }
 
-  /// Applies `target`'s table to every item of every container.
-  package func enforce(_ target: ProtectionState, fullCheck: Bool, ownerAccess: OwnerAccessLog, key: ModeKey)
-    throws(ProtFSError) -> ModeEnforcer.Tally
-  {
+  /// Applies `target`'s table to every item of every container (of `containers` instead of
+  /// `Containers/` when given: containers staged outside it).
+  package func enforce(
+    _ target: ProtectionState, fullCheck: Bool, ownerAccess: OwnerAccessLog, key: ModeKey,
+    containers: DirectoryHandle? = nil
+  ) throws(ProtFSError) -> ModeEnforcer.Tally {
     // After a crash while an item was widened, every item must be looked at to find it.
     let enforcer = ModeEnforcer(
       target: target, checksAvailableItems: fullCheck || !ownerAccess.isEmpty, crash: crashHook,
       ownerAccess: ownerAccess, key: key)
     let walker = DeviceWalker(
-      device: device, readsClasses: !target.restrictsNothing, threads: threads, ownerAccess: ownerAccess)
+      device: device, readsClasses: !target.restrictsNothing, threads: threads, ownerAccess: ownerAccess,
+      containers: containers)
     let (tallies, summary) = try walker.walk(make: { ModeEnforcer.Tally() }) { tally, entry in
       enforcer.apply(entry, &tally)
     }
@@ -262,7 +265,7 @@ public struct LockController: Sendable {
     return total
   }
 
-  private static func failure(_ operation: String, _ failures: [ProtFSError]) -> ProtFSError {
+  static func failure(_ operation: String, _ failures: [ProtFSError]) -> ProtFSError {
     let first = failures.sorted { ($0.path ?? "") < ($1.path ?? "") }[0]
     let more = failures.count > 1 ? " (and \(failures.count - 1) more)" : ""
     var base = first.message.hasSuffix(".") ? String(first.message.dropLast()) : first.message

@@ -251,4 +251,35 @@ import Testing
       #expect(result.stderr.contains(plist) && result.stderr.contains("property list"), "\(kind): \(result)")
     }
   }
+
+  /// Importing into a locked device leaves each item as a lock would have left it, had it been
+  /// there at the lock: a class-A file is out of the app user's reach until the unlock, which
+  /// gives it its mode back.
+  @Test func importedItemsMeetTheDevicesLockStateAsIfTheyHadBeenThereAtTheLock() async throws {
+    let t = try TestDevice()
+    let backup = t.directory + "/backup"
+    let made = try await Protfs.runProgram("/usr/bin/python3", [Self.script, backup])
+    #expect(made.status == 0, "\(made)")
+    let cheap = ["PROTFS_PBKDF2_ITERATIONS": "1000"]
+    #expect(
+      try await Protfs.run(["--device", t.root, "passcode", "set", "--passcode", "1234"], environment: cheap).status
+        == 0)
+    #expect(try await Protfs.run(["--device", t.root, "lock", "--grace", "0"]).status == 0)
+    let imported = try await Protfs.run(["--device", t.root, "import-backup", backup])
+    #expect(imported.status == 0, "\(imported)")
+    let secret = t.containerPath("com.example.notes", "Documents/secret.txt")
+    let asApp = ["/usr/bin/setpriv", "--reuid=501", "--regid=501", "--clear-groups", "/bin/cat", secret]
+    var status = stat()
+    #expect(stat(secret, &status) == 0 && status.st_mode & 0o777 == 0, "\(String(status.st_mode, radix: 8))")
+    let locked = try await Protfs.runProgram(asApp[0], Array(asApp.dropFirst()))
+    #expect(locked.status != 0 && !locked.stdout.contains("passcode"), "\(locked)")
+    // Class C (until first authentication) stays readable after the first unlock, as on iOS.
+    let notes = t.containerPath("com.example.notes", "Documents/notes.sqlite")
+    #expect(stat(notes, &status) == 0 && status.st_mode & 0o777 == 0o644)
+
+    #expect(try await Protfs.run(["--device", t.root, "unlock", "--passcode", "1234"]).status == 0)
+    #expect(stat(secret, &status) == 0 && status.st_mode & 0o7777 == 0o600 && status.st_uid == 501)
+    let unlocked = try await Protfs.runProgram(asApp[0], Array(asApp.dropFirst()))
+    #expect(unlocked.status == 0 && unlocked.stdout == "the passcode is 1234\n", "\(unlocked)")
+  }
 }

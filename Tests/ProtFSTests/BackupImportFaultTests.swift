@@ -1,5 +1,6 @@
 import Foundation
 import ProtFS
+import ProtFSLock
 import ProtFSSystem
 import ProtFSTestSupport
 import Testing
@@ -32,7 +33,9 @@ import Testing
     faults.fail(.copyFileRange, with: ENOSPC, times: 1_000)
     faults.fail(.write, with: ENOSPC, times: 1_000)
     let outcome = faults.during {
-      Result { () throws(ProtFSError) in try BackupImport(device: t.device, manifest: manifest).run() }
+      Result { () throws(ProtFSError) in
+        try BackupImport(device: t.device, manifest: manifest, admission: LockController(device: t.device)).run()
+      }
     }
     guard case .failure(let error) = outcome else {
       Issue.record("the import succeeded on a full disk")
@@ -49,12 +52,15 @@ import Testing
     let faults = SyscallFaults()
     faults.fail(.rename, with: EIO, times: 1)
     let outcome = faults.during {
-      Result { () throws(ProtFSError) in try BackupImport(device: t.device, manifest: manifest).run() }
+      Result { () throws(ProtFSError) in
+        try BackupImport(device: t.device, manifest: manifest, admission: LockController(device: t.device)).run()
+      }
     }
     #expect((try? outcome.get()) == nil)
     #expect(leftInStaging(t).isEmpty, "\(leftInStaging(t))")
     #expect(!FileManager.default.fileExists(atPath: t.containerPath("com.example.notes")))
-    let report = try BackupImport(device: t.device, manifest: manifest).run()
+    let report = try BackupImport(device: t.device, manifest: manifest, admission: LockController(device: t.device))
+      .run()
     #expect(report.containers.map(\.bundleID) == ["com.example.notes", "group.com.example.shared"])
   }
 

@@ -36,7 +36,9 @@ package enum ImportBackupCommand {
       cannot be decrypted are made sparse and listed.
 
       The containers are built under .protfs/staging/ and renamed into place once all are
-      complete; an existing container is refused unless --replace. With --json: an object with
+      complete, having first met the device's lock state as a lock would have left them (into a
+      locked device, class-A files are out of reach until the unlock); an existing container is
+      refused unless --replace. With --json: an object with
       containers (each with bundleID, domain, files, directories, symlinks, classes,
       missingContents, refusedContents, mismatchedContents, undecryptableContents, unknownClasses,
       skipped and replaced), skippedDomains and unreadable.
@@ -74,7 +76,7 @@ package enum ImportBackupCommand {
     if manifest.keys == nil, invocation.value(passwordFile) != nil {
       Console.err("warning: the backup '\(path)' is not encrypted; --password-file is not needed.")
     }
-    let report = try BackupImport(device: device, manifest: manifest).run(
+    let report = try BackupImport(device: device, manifest: manifest, admission: invocation.lockController).run(
       only: Set(invocation.values(bundle)), metadataOnly: invocation.flag(metadataOnly),
       replace: invocation.flag(replace))
     if invocation.flag(CommonOptions.json) {

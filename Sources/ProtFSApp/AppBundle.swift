@@ -167,8 +167,15 @@ public struct AppBundle: @unchecked Sendable {
   /// (an interpreter such as python3 finds its library from it; a script's own executable is its
   /// interpreter).
   public static func isSwiftProgram(_ program: String) -> Bool {
-    guard case .success(let fd) = valueOrErrno(.open, { open(program, O_RDONLY | O_CLOEXEC) }) else { return false }
+    // Never waits: a FIFO swapped in for the program (by the user who owns its directory) would
+    // hold root's open until a writer came. Only a regular file is read.
+    guard case .success(let fd) = valueOrErrno(.open, { open(program, O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOCTTY) })
+    else { return false }
     defer { closeDescriptor(fd) }
+    var status = stat()
+    guard case .success = valueOrErrno(.stat, { fstat(fd, &status) }), status.st_mode & S_IFMT == S_IFREG else {
+      return false
+    }
     func read(_ count: Int, at offset: Int) -> [UInt8]? {
       guard count >= 0, count <= 1 << 20, offset >= 0 else { return nil }
       var bytes = [UInt8](repeating: 0, count: count)
@@ -216,8 +223,11 @@ public struct AppBundle: @unchecked Sendable {
     return linked.st_mode & S_IFMT == S_IFREG && source.st_dev == linked.st_dev && source.st_ino == linked.st_ino
   }
 
-  /// Links `program` into `directory` as `name`, or copies it there (0755) when it lies on another
-  /// file system or may not be linked.
+  /// Links `program` into `directory` as `name`, or copies it there when it lies on another file
+  /// system or may not be linked. The file is opened once, and that file is what is linked or
+  /// copied: a path swapped meanwhile (by the user who owns its directory) cannot put another file
+  /// in the bundle, and a copy keeps the file's owner and mode (set-id bits dropped), so that the
+  /// app may run and read it exactly as it might have at its own path.
   private static func place(_ program: String, as name: String, in directory: DirectoryHandle) throws(ProtFSError) {
     // The file itself, not a symlink to it: a linked symlink would run from where it points.
     guard let resolved = realpath(program, nil) else {
@@ -225,15 +235,26 @@ public struct AppBundle: @unchecked Sendable {
     }
     let program = String(cString: resolved)
     free(resolved)
-    if case .success = valueOrErrno(.link, { linkat(AT_FDCWD, program, directory.fd, name, 0) }) { return }
-    let source = try valueOrErrno(.open) { open(program, O_RDONLY | O_CLOEXEC) }.orThrow(
+    let source = try valueOrErrno(.open) { open(program, O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOCTTY) }.orThrow(
       "read the program", path: program)
     defer { closeDescriptor(source) }
+    var status = stat()
+    _ = try valueOrErrno(.stat) { fstat(source, &status) }.orThrow("read the program", path: program)
+    guard status.st_mode & S_IFMT == S_IFREG else {
+      throw ProtFSError(
+        .invalidArgument, "The program '\(program)' is not a regular file.", path: program,
+        remedy: .advice("name the program's file itself"))
+    }
+    // The opened file itself is linked (linkat with AT_EMPTY_PATH, or through /proc/self/fd).
+    if case .success = valueOrErrno(.link, { Kernel.linkUnnamed(source, in: directory.fd, as: name) }) { return }
     let target = try directory.openFile(
-      name, flags: O_WRONLY | O_CREAT | O_EXCL, permissions: FilePermissions(rawValue: 0o755))
+      name, flags: O_WRONLY | O_CREAT | O_EXCL, permissions: FilePermissions(rawValue: 0o700))
     defer { closeDescriptor(target) }
     try ItemCopier.copyContents(from: source, to: target, path: directory.pathOf(name))
-    _ = try valueOrErrno(.chmod) { fchmod(target, 0o755) }.orThrow("make executable", path: directory.pathOf(name))
+    _ = try valueOrErrno(.chown) { fchown(target, status.st_uid, status.st_gid) }.orThrow(
+      "give the program its owner", path: directory.pathOf(name))
+    _ = try valueOrErrno(.chmod) { fchmod(target, status.st_mode & 0o755) }.orThrow(
+      "make executable", path: directory.pathOf(name))
   }
 
   /// `info` as an XML property list.

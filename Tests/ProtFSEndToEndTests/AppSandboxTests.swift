@@ -157,6 +157,35 @@ import Testing
     _ = await app.exit()
   }
 
+  /// An app launched from root's working directory, below a directory closed to the app user,
+  /// starts in its own container: it neither reads nor lists where root stood (an `.env` there).
+  @Test func anAppStartsInItsOwnContainerNotInRootsDirectory() async throws {
+    let d = try AppDevice()
+    defer { d.remove() }
+    defer { d.endApp() }
+    let closed = d.scripts + "/closed"
+    let work = closed + "/work"
+    try FileManager.default.createDirectory(atPath: work, withIntermediateDirectories: true)
+    chmod(closed, 0o700)
+    chmod(work, 0o755)
+    try "ROOT-SECRET\n".write(toFile: work + "/.env", atomically: false, encoding: .utf8)
+    chmod(work + "/.env", 0o644)
+    let script = try d.script(
+      "cwd.sh",
+      """
+      #!/bin/sh
+      echo "cwd: $(pwd)"
+      cat ./.env 2>&1 | sed 's/^/read: /'
+      echo done
+      """)
+    let app = try d.launch([], [script], directory: work)
+    defer { app.stop() }
+    #expect(await app.line(containing: "done") != nil, "\(app.output)")
+    #expect(app.output.contains("cwd: \(d.t.containerPath(AppDevice.bundle))"), "\(app.output)")
+    #expect(!app.output.contains { $0.contains("ROOT-SECRET") }, "\(app.output)")
+    _ = await app.exit()
+  }
+
   /// The neighbour's processes run as the same user, which the kernel would otherwise let the app
   /// trace, inspect through /proc and signal: its Landlock domain refuses each.
   @Test func anAppReachesNoOtherAppsProcesses() async throws {

@@ -81,4 +81,26 @@ import Testing
     let launched = try AppBundle(bundleID: bundleID, infoPlist: nil, device: t.device)
     #expect(launched.backgroundModes == [], "\(launched.info)")
   }
+
+  /// A FIFO swapped in for the program (its directory is the app user's) is no Swift program,
+  /// and the check never waits for a writer: root's launch would hang in the open.
+  @Test func aFIFOInThePlaceOfTheProgramIsNoSwiftProgramAndIsNotWaitedFor() async throws {
+    let fifo = t.directory + "/program"
+    #expect(mkfifo(fifo, 0o644) == 0)
+    // Bounded: a check that waits is ended by opening the FIFO for writing after 10 s, which
+    // the test then reports.
+    let checked = DispatchSemaphore(value: 0)
+    let rescued = DispatchSemaphore(value: 0)
+    Thread {
+      if checked.wait(timeout: .now() + 10) == .timedOut {
+        let fd = open(fifo, O_WRONLY | O_NONBLOCK | O_CLOEXEC)
+        if fd >= 0 { close(fd) }
+        rescued.signal()
+      }
+    }.start()
+    let swift = await offPool { AppBundle.isSwiftProgram(fifo) }
+    checked.signal()
+    #expect(!swift)
+    #expect(rescued.wait(timeout: .now()) == .timedOut, "the check waited for a writer")
+  }
 }

@@ -39,4 +39,25 @@ import Testing
       #expect(read == .success(Array(text.utf8)), "\(text)")
     }
   }
+
+  /// A FIFO that gives a byte now and then and never ends keeps no command for longer than the
+  /// whole read's bound (a user's trickle would otherwise hold root's command for days).
+  @Test func aFIFOThatTricklesForEverIsGivenUpOnInTime() async throws {
+    let directory = try TestDevice.makeTemporaryDirectory()
+    defer { TestDevice.removeTree(directory) }
+    let fifo = directory + "/fifo"
+    #expect(mkfifo(fifo, 0o600) == 0)
+    let stop = DispatchSemaphore(value: 0)
+    let writer = Thread {
+      let fd = open(fifo, O_WRONLY | O_CLOEXEC)
+      guard fd >= 0 else { return }
+      var byte: UInt8 = 0x41
+      while stop.wait(timeout: .now() + .milliseconds(200)) == .timedOut { _ = write(fd, &byte, 1) }
+      close(fd)
+    }
+    writer.start()
+    defer { stop.signal() }
+    let read = await offPool { Kernel.readNamedFile(fifo, limit: 1 << 20, within: 1) }
+    #expect(read == .failure(.unending(seconds: 1)))
+  }
 }

@@ -77,9 +77,10 @@ enum ConfinedSpawn {
     if plan.privileged, let bundleID = options.sandbox {
       let tree = try containerTree(bundleID, mountpoint: options.mountpoint, device: device)
       sandboxTree = tree
-      launch.containers = (
-        containers, .sandbox(tree: tree.rawValue, point: containers + "/" + bundleID), workingDirectory
-      )
+      // An app starts in its own container, wherever its launch was made: root's working
+      // directory (perhaps below a directory closed to the app user) is never the app's.
+      let home = containers + "/" + bundleID
+      launch.containers = (containers, .sandbox(tree: tree.rawValue, point: home), home)
       if let (bundles, bundle) = try bundleTree(bundleID, device: device) {
         ownBundle = bundle
         launch.bundles = (bundles, bundle?.rawValue, bundles + "/" + bundleID + AppBundle.directoryExtension)

@@ -340,7 +340,8 @@ package enum AppStatusCommand {
       var parts = [entry.state.rawValue]
       if let pid = entry.pid { parts.append("pid \(pid)") }
       if !entry.tasks.isEmpty {
-        let names = entry.tasks.map { $0.name.isEmpty ? "#\($0.id)" : "#\($0.id) \($0.name)" }
+        // The app's own words, each kept to its line (TerminalText).
+        let names = entry.tasks.map { $0.name.isEmpty ? "#\($0.id)" : "#\($0.id) \(TerminalText.escaped($0.name))" }
         parts.append("tasks: " + names.joined(separator: ", "))
       }
       if entry.state != .notRunning {
@@ -351,9 +352,13 @@ package enum AppStatusCommand {
         parts.append("last fetch: \(fetch.result) in \(String(format: "%.3f", fetch.duration)) s")
       }
       if !entry.taskRequests.isEmpty {
-        parts.append("task requests: " + entry.taskRequests.map(\.request.identifier).joined(separator: ", "))
+        parts.append(
+          "task requests: "
+            + entry.taskRequests.map { TerminalText.escaped($0.request.identifier) }.joined(separator: ", "))
       }
-      if let task = entry.lastBackgroundTask { parts.append("last task: \(task.identifier) \(task.result)") }
+      if let task = entry.lastBackgroundTask {
+        parts.append("last task: \(TerminalText.escaped(task.identifier)) \(task.result)")
+      }
       if entry.forceQuit { parts.append("force-quit by the user") }
       if entry.state == .notRunning, let status = entry.lastExitStatus { parts.append("last exit status \(status)") }
       Console.out("\(entry.bundleID): " + parts.joined(separator: "; "))

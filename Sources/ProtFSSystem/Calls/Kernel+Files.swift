@@ -39,6 +39,8 @@ package enum NamedFileFailure: Error, Sendable, Equatable {
   case tooLarge(limit: Int)
   /// A FIFO, pipe or device that gave nothing more, and no end, within `seconds`.
   case silent(seconds: Int)
+  /// A FIFO, pipe or device that did not end within `seconds` in all (it gave a byte now and then).
+  case unending(seconds: Int)
 
   /// The reason, for a message that says "Cannot read '…': REASON.".
   package var reason: String {
@@ -47,6 +49,8 @@ package enum NamedFileFailure: Error, Sendable, Equatable {
     case .tooLarge(let limit): return "it holds more than \(limit) bytes"
     case .silent(let seconds):
       return "nothing came through it within \(seconds) s (a FIFO or pipe that no program writes to, or ends)"
+    case .unending(let seconds):
+      return "it did not end within \(seconds) s (a FIFO or pipe that keeps giving a little and never ends)"
     }
   }
 }
@@ -54,13 +58,19 @@ package enum NamedFileFailure: Error, Sendable, Equatable {
 extension Kernel {
   /// How long a FIFO, pipe or device a user named may keep a command waiting for its next bytes.
   package static let namedFileSilence = 10
+  /// How long reading a FIFO, pipe or device a user named may take in all: one that gives a byte
+  /// every few seconds must not keep a command (root's, reading what another user wrote) for days.
+  package static let namedFileTotal = 60
 
   /// The bytes of the file a user named at `path`, at most `limit`. A regular file is read to its
   /// end; a FIFO, a pipe (`<(...)`) or a device is opened without waiting for a writer and read
   /// until it ends (a FIFO once a writer came and went), as long as each wait, for a writer or
   /// for more bytes, lasts less than `namedFileSilence` seconds: a FIFO that no program ever
-  /// writes to is an error, not a command that never returns.
-  package static func readNamedFile(_ path: String, limit: Int) -> Result<[UInt8], NamedFileFailure> {
+  /// writes to is an error, not a command that never returns; nor is one that trickles (the
+  /// whole read lasts at most `total` seconds, `namedFileTotal` unless given).
+  package static func readNamedFile(_ path: String, limit: Int, within total: Int = namedFileTotal)
+    -> Result<[UInt8], NamedFileFailure>
+  {
     let fd: Int32
     switch valueOrErrno(.open, { open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC | O_NOCTTY) }) {
     case .success(let opened): fd = opened
@@ -72,6 +82,7 @@ extension Kernel {
     // A FIFO no writer has opened yet reads as ended: it is waited for, once, as a blocking open
     // would wait.
     var awaitingWriter = status.st_mode & S_IFMT == S_IFIFO
+    let deadline = Date().addingTimeInterval(Double(total))
     var bytes: [UInt8] = []
     var chunk = [UInt8](repeating: 0, count: 64 << 10)
     while true {
@@ -89,8 +100,12 @@ extension Kernel {
       case .success, .failure(Errno(EAGAIN)):
         // Nothing yet: wait for a writer, bytes, or the writer's leaving (POLLHUP), then read again.
         awaitingWriter = false
+        let left = deadline.timeIntervalSinceNow
+        guard left > 0 else { return .failure(.unending(seconds: total)) }
         var entry = pollfd(fd: fd, events: Int16(POLLIN), revents: 0)
-        switch valueOrErrno(.poll, { poll(&entry, 1, Int32(namedFileSilence * 1000)) }) {
+        let wait = min(Double(namedFileSilence), left)
+        switch valueOrErrno(.poll, { poll(&entry, 1, Int32(wait * 1000)) }) {
+        case .success(0) where wait < Double(namedFileSilence): return .failure(.unending(seconds: total))
         case .success(0): return .failure(.silent(seconds: namedFileSilence))
         case .success: continue
         case .failure(let error): return .failure(.unreadable(error))

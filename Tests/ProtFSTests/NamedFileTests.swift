@@ -49,7 +49,9 @@ import Testing
     #expect(mkfifo(fifo, 0o600) == 0)
     let stop = DispatchSemaphore(value: 0)
     let writer = Thread {
-      let fd = open(fifo, O_WRONLY | O_CLOEXEC)
+      // Read-write: the FIFO always has a reader, so a write after the read gave up raises no
+      // SIGPIPE (which would end the test process).
+      let fd = open(fifo, O_RDWR | O_CLOEXEC)
       guard fd >= 0 else { return }
       var byte: UInt8 = 0x41
       while stop.wait(timeout: .now() + .milliseconds(200)) == .timedOut { _ = write(fd, &byte, 1) }

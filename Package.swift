@@ -100,12 +100,14 @@ let package = Package(
     .target(name: "ProtFSBackup", dependencies: ["ProtFSSystem", "ProtFS", "CSQLite", "CCrypto"]),
     // The device mount: libfuse3's low-level API, used by no other target.
     .target(name: "ProtFSMount", dependencies: ["ProtFSSystem", "ProtFS", "CFuse3"]),
+    // Starting untrusted code: the one confined spawn that exec and every app launch go through.
+    .target(name: "ProtFSRuntime", dependencies: ["ProtFSSystem", "ProtFS", "ProtFSLock", "ProtFSApp"]),
     // The command-line layer (parser, help, commands), a library so tests can run it in-process.
     .target(
       name: "ProtFSCLI",
       dependencies: [
         "ProtFSSystem", "ProtFS", "ProtFSLock", "ProtFSCache", "ProtFSDownloads", "ProtFSAudit", "ProtFSMount",
-        "ProtFSApp", "ProtFSSessions", "ProtFSBackup",
+        "ProtFSApp", "ProtFSSessions", "ProtFSBackup", "ProtFSRuntime",
       ]),
     // Linked as a position-dependent executable in release builds: the loader then has none of
     // the some 80,000 relocations of a position-independent one to apply at every start.

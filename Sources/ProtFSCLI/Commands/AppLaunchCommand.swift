@@ -3,6 +3,7 @@ import ProtFS
 import ProtFSApp
 import ProtFSLock
 import ProtFSMount
+import ProtFSRuntime
 import ProtFSSessions
 import ProtFSSystem
 
@@ -315,7 +316,7 @@ package enum AppLaunchCommand {
       environment: environment, passed: passed, closingOthers: true,
       descriptorLimit: mount.map { _ in HostedMount.originalDescriptorLimit }, cgroup: supervisor.cgroup,
       endsWithParent: true, sandbox: bundleID.rawValue)
-    let spawned = Result { try ConfinedSpawn.start(bundled, device: device, options) }
+    let spawned = Result { try ConfinedSpawn.startCommand(bundled, device: device, options) }
     readEnd.close()
     let pid: pid_t
     do {

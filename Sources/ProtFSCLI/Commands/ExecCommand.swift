@@ -1,6 +1,7 @@
 import Foundation
 import ProtFS
 import ProtFSLock
+import ProtFSRuntime
 import ProtFSSystem
 import Synchronization
 
@@ -180,7 +181,7 @@ package enum ExecCommand {
     // No home of its own: "/" (which it cannot write) unless the caller passes one.
     let options = ConfinedSpawn.Options(
       mountpoint: mount?.mountpoint, terminal: terminal, passed: passed, defaults: ["HOME": "/"])
-    return try ConfinedSpawn.start(command, device: device, options)
+    return try ConfinedSpawn.startCommand(command, device: device, options)
   }
 }
 

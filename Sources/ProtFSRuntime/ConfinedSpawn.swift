@@ -4,46 +4,78 @@ import ProtFSApp
 import ProtFSLock
 import ProtFSSystem
 
-/// Starts a program confined, for `exec` and `app launch`: a forked child takes every privilege
-/// from itself as `Confinement` describes and executes the program (`ConfinedLaunch`). A
-/// confinement that fails is this process's error, and a program that runs is the child itself,
-/// with no second protfs started in between.
-enum ConfinedSpawn {
+/// The one way protfs starts untrusted code: `exec`, every app launch (a user's, a prewarm, and
+/// the system's relaunches for fetches, pushes, tasks and session events, which run `app launch`)
+/// go through `start`. A forked child takes every privilege from itself as `Confinement`
+/// describes, leads a session of its own (on the relayed pseudo-terminal when there is one), gets
+/// every signal at its default and the environment `ProgramEnvironment` builds, and executes the
+/// program (`ConfinedLaunch`). A confinement that fails is this process's error, and a program
+/// that runs is the child itself, with no second protfs started in between.
+package enum ConfinedSpawn {
+  /// The program could not be executed (`execve` failed in the child): `errno` says why
+  /// (ENOENT: not found; anything else: found, but not executable).
+  package struct ExecFailure: Error, Sendable {
+    /// The program as it was named.
+    package var program: String
+    /// Why `execve` failed.
+    package var errno: Int32
+  }
+
   /// What the child gets besides its confinement.
-  struct Options {
+  package struct Options {
     /// A protfs mount of the device, seen over its `Containers/` (as root only).
-    var mountpoint: String?
+    package var mountpoint: String?
     /// The pseudo-terminal the child gets in place of the caller's terminal (`TerminalRelay`),
     /// when any standard stream is one.
-    var terminal: TerminalRelay?
+    package var terminal: TerminalRelay?
     /// A descriptor dup2'd in the child (`from` onto `to`).
-    var descriptor: (from: Int32, to: Int32)?
+    package var descriptor: (from: Int32, to: Int32)?
     /// The variables the system sets for the program (an app's `HOME`, `PROTFS_*`), which
     /// nothing replaces. The rest of its environment is `ProgramEnvironment`'s, never the caller's.
-    var environment: [String: String] = [:]
+    package var environment: [String: String] = [:]
     /// `--env`'s NAME=value pairs: what the caller passes on purpose (besides `PROTFS_CHILD_*`).
-    var passed: [(name: String, value: String)] = []
+    package var passed: [(name: String, value: String)] = []
     /// Variables the system sets unless the caller passes them (`exec`'s `HOME`).
-    var defaults: [String: String] = [:]
+    package var defaults: [String: String] = [:]
     /// Whether the child keeps only its standard streams and `descriptor`: an app inherits nothing
     /// else of its supervisor (a mount's connection to fusermount3, which would keep the mount
     /// alive after the supervisor ended).
-    var closingOthers = false
+    package var closingOthers = false
     /// The soft descriptor limit the child takes (a supervisor serving a mount raised its own).
-    var descriptorLimit: rlim_t?
+    package var descriptorLimit: rlim_t?
     /// The cgroup directory the child joins before anything of the program runs.
-    var cgroup: String?
+    package var cgroup: String?
     /// Whether the program is killed when this process ends, as an app ends with its system.
-    var endsWithParent = false
+    package var endsWithParent = false
     /// The app (its bundle id) whose sandbox the program runs in: its processes are a Landlock
     /// domain of their own and, as root, of the device's containers it sees its own alone (through
     /// `mountpoint`, else the backing directory), of its bundles its own alone, and no protfs mount (docs/semantics.md §10).
-    var sandbox: String?
+    package var sandbox: String?
+
+    /// Options as given; every one left out is the default.
+    package init(
+      mountpoint: String? = nil, terminal: TerminalRelay? = nil, descriptor: (from: Int32, to: Int32)? = nil,
+      environment: [String: String] = [:], passed: [(name: String, value: String)] = [],
+      defaults: [String: String] = [:], closingOthers: Bool = false, descriptorLimit: rlim_t? = nil,
+      cgroup: String? = nil, endsWithParent: Bool = false, sandbox: String? = nil
+    ) {
+      self.mountpoint = mountpoint
+      self.terminal = terminal
+      self.descriptor = descriptor
+      self.environment = environment
+      self.passed = passed
+      self.defaults = defaults
+      self.closingOthers = closingOthers
+      self.descriptorLimit = descriptorLimit
+      self.cgroup = cgroup
+      self.endsWithParent = endsWithParent
+      self.sandbox = sandbox
+    }
   }
 
   /// Starts `command` confined on `device`; returns its pid once it runs. Throws the failed step's
-  /// error, or an `ExitStatus` of 127 (not found) or 126 when the program cannot be executed.
-  static func start(_ command: [String], device: Device, _ options: Options = Options()) throws -> pid_t {
+  /// error (`ProtFSError`), or `ExecFailure` when the program cannot be executed.
+  package static func start(_ command: [String], device: Device, _ options: Options = Options()) throws -> pid_t {
     let plan = Confinement.Plan(device: device)
     let caller = ProcessEnvironment.all()
     let environment = ProgramEnvironment.build(
@@ -98,8 +130,7 @@ enum ConfinedSpawn {
     case .failure(let failure) where failure.step == nil:
       throw ProtFSError.system("start a process for", path: command[0], errno: failure.errno)
     case .failure(let failure) where failure.step == .exec:
-      throw ExitStatus(
-        code: failure.errno == ENOENT ? 127 : 126, message: "Cannot run '\(command[0])': \(Errno(failure.errno)).")
+      throw ExecFailure(program: command[0], errno: failure.errno)
     case .failure(let failure):
       throw Confinement.failure(failure, plan: plan, device: device)
     }
@@ -154,13 +185,13 @@ enum ConfinedSpawn {
 
   /// The pseudo-terminal for a child started now, when any of this process's standard streams is
   /// a terminal: its slave given to the app user the child becomes (as root).
-  static func terminalForStandardStreams() throws(ProtFSError) -> TerminalRelay? {
+  package static func terminalForStandardStreams() throws(ProtFSError) -> TerminalRelay? {
     try TerminalRelay.forStandardStreams(owner: AppUser.canAssume ? AppUser.standard.uid : nil)
   }
 
   /// Where `name` may be, in the order execvp tries: itself when it has a slash, else in each
   /// directory of `searchPath` (glibc's default without one).
-  static func candidates(_ name: String, searchPath: String?) -> [String] {
+  package static func candidates(_ name: String, searchPath: String?) -> [String] {
     if name.contains("/") { return [name] }
     return (searchPath ?? "/bin:/usr/bin").split(separator: ":", omittingEmptySubsequences: false).map {
       ($0.isEmpty ? "." : String($0)) + "/" + name

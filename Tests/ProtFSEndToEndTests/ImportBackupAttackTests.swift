@@ -9,14 +9,20 @@ import Testing
 @Suite struct ImportBackupAttackTests {
   /// `nobody`.
   static let nobody: uid_t = 65534
-  /// The Python prelude that loads scripts/make-backup.py as `make`, for scripts run as `nobody`.
-  static let prelude = RepositoryLayout.makeBackupModule
+  /// The Python prelude that loads scripts/make-backup.py as `make`, for scripts run as `nobody`:
+  /// from the copy `make()` puts in the test's directory, since `nobody` may not read the clone
+  /// (CI clones into a 0700 temporary directory).
+  static func prelude(_ t: TestDevice) -> String {
+    RepositoryLayout.makeBackupModule.replacingOccurrences(of: script, with: t.directory + "/make-backup.py")
+  }
   /// scripts/make-backup.py.
   static let script = RepositoryLayout.packageRoot + "/scripts/make-backup.py"
 
-  /// A fresh device, and beside it a folder of `nobody`'s.
+  /// A fresh device, and beside it a folder of `nobody`'s and a copy of scripts/make-backup.py.
   func make() throws -> (TestDevice, String) {
     let t = try TestDevice()
+    try FileManager.default.copyItem(atPath: Self.script, toPath: t.directory + "/make-backup.py")
+    #expect(chmod(t.directory + "/make-backup.py", 0o644) == 0)
     let folder = t.directory + "/nobody"
     #expect(mkdir(folder, 0o755) == 0 && chown(folder, Self.nobody, Self.nobody) == 0)
     return (t, folder)
@@ -55,7 +61,7 @@ import Testing
     let made = try await python(
       """
       import os, sys
-      \(Self.prelude)
+      \(Self.prelude(t))
       out = sys.argv[1]
       database = make.new_manifest(out)
       rows = []
@@ -81,12 +87,16 @@ import Testing
       "/usr/bin/setpriv", "--reuid=\(Self.nobody)", "--regid=\(Self.nobody)", "--clear-groups", "/usr/bin/python3",
       "-c",
       """
-      import ctypes, os, sys
+      import ctypes, os, select, sys
       backup, target, bucket = sys.argv[1:4]
       libc = ctypes.CDLL('libc.so.6', use_errno=True)
       watch = libc.inotify_init()
       libc.inotify_add_watch(watch, (backup + '/' + bucket).encode(), 0x20)  # IN_OPEN
       print('watching', flush=True)
+      # Bounded: an import that never opens the bucket ends the attack, not the test's wait.
+      if not select.select([watch], [], [], 60)[0]:
+          print('never opened', flush=True)
+          sys.exit(1)
       os.read(watch, 4096)
       os.rename(backup, backup + '.real')
       os.symlink(target, backup)
@@ -117,7 +127,7 @@ import Testing
     let made = try await python(
       """
       import os, sys
-      \(Self.prelude)
+      \(Self.prelude(t))
       out = sys.argv[1]
       database = make.new_manifest(out)
       domain = 'AppDomain-com.attacker.app'

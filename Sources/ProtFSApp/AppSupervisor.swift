@@ -307,7 +307,9 @@ public final class AppSupervisor: @unchecked Sendable {
     claim.close()
   }
 
-  /// Ends the prewarmed app (as iOS discards a prewarmed process: no event, no crash report).
+  /// Ends every process of the app at once through its cgroup, no signal it could ignore: how a
+  /// prewarmed app is discarded (as iOS discards one: no event, no crash report), and how a taken
+  /// one ends when its launch went away.
   public func discard() {
     queue.async { self.processes.kill() }
   }

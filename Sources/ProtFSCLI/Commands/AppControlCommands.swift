@@ -208,16 +208,12 @@ package enum AppControlCommands {
   /// ended and it has killed the rest of the app (its cgroup). One that outlives `terminateWait`
   /// is killed, and the app's processes with it, as a killed supervisor's are (`endAbandoned`).
   static func waitUntilGone(_ bundleID: BundleID, supervisor: ProcessIdentity, device: Device) throws {
-    if supervisor.waitUntilGone(seconds: terminateWait) { return }
-    supervisor.send(SIGKILL)
-    guard supervisor.waitUntilGone(seconds: 5) else {
-      throw ExitStatus(
-        code: 1,
-        message:
-          "The app \(bundleID) was asked to terminate, but its supervisor (process \(supervisor.pid)) did not end within \(Int(terminateWait) + 5) s, even killed; end it with kill -9 \(supervisor.pid)."
-      )
+    let killed = try AppCommand.awaitSupervisorEnd(
+      supervisor, of: bundleID, device: device, seconds: terminateWait
+    ) { waited in
+      "The app \(bundleID) was asked to terminate, but its supervisor (process \(supervisor.pid)) did not end within \(waited) s, even killed; end it with kill -9 \(supervisor.pid)."
     }
-    let ended = try AppStore(device: device).endAbandoned(bundleID)
+    guard let ended = killed else { return }
     Console.err(
       "warning: the supervisor of \(bundleID) did not end within \(Int(terminateWait)) s: it was killed, and \(ended) process\(ended == 1 ? "" : "es") of the app it left with it."
     )

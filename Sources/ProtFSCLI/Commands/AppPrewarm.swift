@@ -315,16 +315,9 @@ package enum PrewarmedLaunch {
   /// Waits until `supervisor` is gone. One that does not end in time (stopped, or stuck) is
   /// killed, and the processes of the app it leaves are ended as a killed supervisor's are.
   private static func waitForEnd(of supervisor: ProcessIdentity, _ bundleID: BundleID, device: Device) throws {
-    if supervisor.waitUntilGone(seconds: 10) { return }
-    supervisor.send(SIGKILL)
-    guard supervisor.waitUntilGone(seconds: 5) else {
-      throw ExitStatus(
-        code: 1,
-        message:
-          "The prewarmed app \(bundleID)'s supervisor (process \(supervisor.pid)) did not end within 15 s, even killed; end it with kill -9 \(supervisor.pid), then launch again."
-      )
+    _ = try AppCommand.awaitSupervisorEnd(supervisor, of: bundleID, device: device, seconds: 10) { waited in
+      "The prewarmed app \(bundleID)'s supervisor (process \(supervisor.pid)) did not end within \(waited) s, even killed; end it with kill -9 \(supervisor.pid), then launch again."
     }
-    _ = try AppStore(device: device).endAbandoned(bundleID)
   }
 
   // MARK: - The supervisor's side

@@ -128,11 +128,14 @@ extension Kernel {
   }
 
   /// Waits until process `pid` has exited, at most `milliseconds`; true when it has (or never
-  /// existed). The corresponding C functions are `pidfd_open(2)` and `poll(2)`.
-  package static func waitForExit(of pid: pid_t, milliseconds: Int32) -> Bool {
+  /// existed). `isStillIt` is asked once a descriptor pins the process (and when none can be
+  /// had): false means the pid is another process's now, so the one waited for is gone. The
+  /// corresponding C functions are `pidfd_open(2)` and `poll(2)`.
+  package static func waitForExit(of pid: pid_t, milliseconds: Int32, isStillIt: () -> Bool = { true }) -> Bool {
     let fd = protfs_pidfd_open(pid)
-    guard fd >= 0 else { return errno == ESRCH }
+    guard fd >= 0 else { return errno == ESRCH || !isStillIt() }
     defer { close(fd) }
+    guard isStillIt() else { return true }
     var entry = pollfd(fd: fd, events: Int16(POLLIN), revents: 0)
     return (try? valueOrErrno(.poll) { poll(&entry, 1, milliseconds) }.get()) == 1
   }

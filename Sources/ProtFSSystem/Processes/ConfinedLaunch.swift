@@ -108,48 +108,46 @@ package struct ConfinedLaunch {
     let strings = CStrings()
     defer { strings.free() }
     var failure = protfs_spawn_failure()
-    let pid = {
-      var spawn = protfs_spawn()
-      spawn.paths = strings.constArray(paths)
-      spawn.path_count = Int32(paths.count)
-      spawn.argv = strings.array(arguments)
-      spawn.envp = strings.array(environment)
-      // What execvp does with a file the kernel cannot execute: run it as a shell script (the
-      // child puts the path it found in place of the "-").
-      spawn.shell_argv = strings.mutableArray(["/bin/sh", "-"] + arguments.dropFirst())
-      spawn.terminal = terminal?.slave ?? -1
-      spawn.terminal_streams = terminal?.streams.reduce(0) { $0 | (1 << $1) } ?? 0
-      spawn.descriptor_from = descriptor?.from ?? -1
-      spawn.descriptor_to = descriptor?.to ?? -1
-      spawn.close_from = closeFrom ?? -1
-      spawn.descriptor_limit = descriptorLimit.map { Int64($0) } ?? -1
-      spawn.cgroup = cgroup ?? -1
-      spawn.sandbox_tree = -1
-      if let containers {
-        spawn.mount_target = strings.pointer(containers.directory)
-        spawn.working_directory = strings.pointer(containers.workingDirectory)
-        switch containers.view {
-        case .mount(let source): spawn.mount_source = strings.pointer(source)
-        case .sandbox(let tree, let point):
-          spawn.sandbox_tree = tree
-          spawn.sandbox_point = strings.pointer(point)
-        }
+    var spawn = protfs_spawn()
+    spawn.paths = strings.constArray(paths)
+    spawn.path_count = Int32(paths.count)
+    spawn.argv = strings.array(arguments)
+    spawn.envp = strings.array(environment)
+    // What execvp does with a file the kernel cannot execute: run it as a shell script (the
+    // child puts the path it found in place of the "-").
+    spawn.shell_argv = strings.mutableArray(["/bin/sh", "-"] + arguments.dropFirst())
+    spawn.terminal = terminal?.slave ?? -1
+    spawn.terminal_streams = terminal?.streams.reduce(0) { $0 | (1 << $1) } ?? 0
+    spawn.descriptor_from = descriptor?.from ?? -1
+    spawn.descriptor_to = descriptor?.to ?? -1
+    spawn.close_from = closeFrom ?? -1
+    spawn.descriptor_limit = descriptorLimit.map { Int64($0) } ?? -1
+    spawn.cgroup = cgroup ?? -1
+    spawn.sandbox_tree = -1
+    if let containers {
+      spawn.mount_target = strings.pointer(containers.directory)
+      spawn.working_directory = strings.pointer(containers.workingDirectory)
+      switch containers.view {
+      case .mount(let source): spawn.mount_source = strings.pointer(source)
+      case .sandbox(let tree, let point):
+        spawn.sandbox_tree = tree
+        spawn.sandbox_point = strings.pointer(point)
       }
-      spawn.bundle_tree = -1
-      if let bundles, case .sandbox = containers?.view {
-        spawn.bundles_target = strings.pointer(bundles.directory)
-        spawn.bundle_tree = bundles.tree ?? -1
-        spawn.bundle_point = strings.pointer(bundles.point)
-      }
-      spawn.isolated = isolated ? 1 : 0
-      spawn.privileged = identity == nil ? 0 : 1
-      spawn.uid = identity?.uid ?? 0
-      spawn.gid = identity?.gid ?? 0
-      spawn.reachable = strings.constArray(reachable)
-      spawn.reachable_count = Int32(reachable.count)
-      spawn.parent = endsWithParent ? getpid() : 0
-      return protfs_spawn_confined(&spawn, &failure)
-    }()
+    }
+    spawn.bundle_tree = -1
+    if let bundles, case .sandbox = containers?.view {
+      spawn.bundles_target = strings.pointer(bundles.directory)
+      spawn.bundle_tree = bundles.tree ?? -1
+      spawn.bundle_point = strings.pointer(bundles.point)
+    }
+    spawn.isolated = isolated ? 1 : 0
+    spawn.privileged = identity == nil ? 0 : 1
+    spawn.uid = identity?.uid ?? 0
+    spawn.gid = identity?.gid ?? 0
+    spawn.reachable = strings.constArray(reachable)
+    spawn.reachable_count = Int32(reachable.count)
+    spawn.parent = endsWithParent ? getpid() : 0
+    let pid = protfs_spawn_confined(&spawn, &failure)
     guard pid < 0 else { return .success(pid) }
     return .failure(Failure(step: Step(rawValue: failure.step), errno: failure.error, detail: failure.detail))
   }

@@ -49,16 +49,10 @@ public struct ProcessIdentity: Codable, Sendable, Hashable, CustomStringConverti
   }
 
   /// Waits until this process is gone, at most `seconds`; true when it is (a zombie counts as gone).
-  /// The wait is on a descriptor of the process (`pidfd_open(2)`), which becomes readable when it
-  /// exits.
+  /// The wait is on a descriptor of the process (`Kernel.waitForExit`), which becomes readable
+  /// when it exits.
   public func waitUntilGone(seconds: Double) -> Bool {
-    let fd = protfs_pidfd_open(pid)
-    guard fd >= 0 else { return errno == ESRCH || !isAlive }
-    defer { close(fd) }
-    guard isAlive else { return true }
-    var entry = pollfd(fd: fd, events: Int16(POLLIN), revents: 0)
-    let milliseconds = Int32(min(max(seconds, 0) * 1000, Double(Int32.max)))
-    return (try? valueOrErrno(.poll) { poll(&entry, 1, milliseconds) }.get()) == 1
+    Kernel.waitForExit(of: pid, milliseconds: Int32(min(max(seconds, 0) * 1000, Double(Int32.max)))) { isAlive }
   }
 
   /// The parent of the process that has `pid` now (field 4 of `/proc/PID/stat`).

@@ -11,6 +11,13 @@ func say(_ line: String) { FileHandle.standardOutput.write(Data((line + "\n").ut
 
 /// The app's delegate: begins a task it forgets.
 @MainActor final class Forgetful: UIApplicationDelegate {
+  func application(
+    _ application: UIApplication, didFinishLaunchingWithOptions options: [UIApplication.LaunchOptionsKey: Any]?
+  ) -> Bool {
+    say("launched")
+    return true
+  }
+
   func applicationDidEnterBackground(_ application: UIApplication) {
     if CommandLine.arguments.dropFirst().first == "block-main" {
       say("blocking the main thread")

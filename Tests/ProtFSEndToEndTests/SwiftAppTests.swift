@@ -266,7 +266,9 @@ import Testing
     let app = try d.launch(
       ["--watchdog", "1s", "--suspend-after", "100ms"], [try d.installExample("ForgetfulApp"), "block-main"])
     defer { app.stop() }
-    #expect(await app.line(containing: "ready") != nil, "\(app.output)")
+    // Launched, not just started: the main thread is watched from UIApplicationMain on, and a move to
+    // the background before that would be an event the watchdog does not wait for.
+    #expect(await app.line(containing: "launched") != nil, "\(app.output)")
     #expect(try await d.protfs(["app", "background", AppDevice.bundle]).status == 0)
     #expect(await app.line(containing: "blocking the main thread") != nil, "\(app.output)")
     // From here to the watchdog's kill (a second, ten times --suspend-after), the record must never

@@ -160,9 +160,9 @@ extension SessionService {
       try checkNewTask(wanted, in: hosted, peer: peer)
       let task: DownloadTask
       if let data = request.resumeData {
-        // Believed only when this service sealed it for this session; its directories are never
-        // used (the session's are), and its temp file only while the store keeps it for its task.
-        let (resume, source) = try SealedResumeData.open(data, session: hosted.session.identifier, key: resumeKey)
+        // Apple's resume data, which the app may have rewritten: believed only where it names a
+        // download this session keeps, with that URL and that many bytes (`resumable`).
+        let (resume, source) = try resumable(data, in: hosted.session.identifier)
         task = try hosted.session.downloadTask(resuming: resume, from: source, handsOver: true)
         if let text = wanted.taskDescription { task.taskDescription = text }
       } else {
@@ -210,9 +210,7 @@ extension SessionService {
         task.taskDescription = request.text
       default:
         if request.producingResumeData == true {
-          reply.resumeData = Self.cancelProducingResumeData(task).map {
-            SealedResumeData.seal($0, session: hosted.session.identifier, task: id, key: resumeKey)
-          }
+          reply.resumeData = Self.cancelProducingResumeData(task).flatMap(Self.appleResumeData)
         } else {
           task.cancel()
         }
@@ -500,7 +498,7 @@ extension SessionService {
 
   /// The snapshot of `record` the app sees; `cancelledReason` is the reason the service recorded
   /// for it (`BackgroundTaskCancelledReason`'s raw value), which a task cancelled counts. Its
-  /// resume data is sealed for the session (`SealedResumeData`).
+  /// resume data is Apple's (`AppleResumeData`).
   func snapshot(_ record: DownloadTaskRecord, cancelledReason: Int? = nil) -> SessionTaskSnapshot {
     let state: String
     switch record.state {
@@ -535,9 +533,8 @@ extension SessionService {
       state: state, bytesReceived: record.bytesReceived, bytesExpectedToReceive: record.bytesExpected,
       statusCode: record.response?.status ?? (record.state == .completed ? 200 : 0), error: error,
       cancelledReason: reason,
-      resumeData: error.flatMap { Self.resumeData(record, $0) }.map {
-        SealedResumeData.seal($0, session: record.sessionIdentifier, task: record.id, key: resumeKey)
-      }, responseHeaders: record.response?.headers)
+      resumeData: error.flatMap { Self.resumeData(record, $0) }.flatMap(Self.appleResumeData),
+      responseHeaders: record.response?.headers)
   }
 
   /// The resume data of a download that failed keeping its temp file (cancelled, broken off, or
@@ -547,5 +544,45 @@ extension SessionService {
       [.cancelled, .network, .protectedDataUnavailable].contains(error.code), let url = URL(string: record.url)
     else { return nil }
     return DownloadResumeData(record: record, url: url, temporaryFileName: temporary).encoded()
+  }
+
+  /// The engine's resume data `data` (`DownloadResumeData`'s encoding) as Apple's, which the app
+  /// gets.
+  static func appleResumeData(_ data: Data) -> Data? {
+    guard let engine = try? DownloadResumeData(data: data) else { return nil }
+    var headers: [String: String] = [:]
+    for header in engine.headers ?? [] { headers[header.name] = header.value }
+    return AppleResumeData(
+      url: engine.url, bytesReceived: engine.bytesReceived, temporaryFileName: engine.temporaryFileName,
+      entityTag: engine.entityTag, serverDownloadDate: engine.lastModified, headers: headers
+    ).archived
+  }
+
+  /// The download resume data `data` continues in `session`, and the task whose temp file it
+  /// takes. The data is Apple's format, and the app may rewrite it as iOS apps do: what it names
+  /// is checked against the store, which holds the truth. Its temp file must be one the session
+  /// keeps for a download that failed resumable, its URL that download's, its byte count the bytes
+  /// that file holds; everything else (directories, validators, request headers) is the record's,
+  /// and the store hands the file over once. Anything else is refused (`resumeDataRefused`), and
+  /// nothing is read or changed outside that temp file.
+  func resumable(_ data: Data, in session: String) throws(ProtFSError) -> (DownloadResumeData, Int64) {
+    let given = try AppleResumeData(data)
+    let name = given.temporaryFileName
+    guard
+      let record = try store.tasks(session: session).first(where: {
+        $0.temporaryFileName == name && $0.state == .failed && $0.isResumable
+      })
+    else {
+      throw AppleResumeData.refusal(
+        "its temp file '\(name)' is not one the session '\(session)' keeps for a download to continue")
+    }
+    guard record.url == given.url.absoluteString, let url = URL(string: record.url) else {
+      throw AppleResumeData.refusal("it names another URL than the download whose temp file it names")
+    }
+    guard record.bytesReceived == given.bytesReceived else {
+      throw AppleResumeData.refusal(
+        "it counts \(given.bytesReceived) bytes received; the temp file holds \(record.bytesReceived)")
+    }
+    return (DownloadResumeData(record: record, url: url, temporaryFileName: name), record.id)
   }
 }

@@ -39,8 +39,6 @@ package final class SessionService: Sendable {
   let launcher: (any SessionAppLauncher)?
   let store: DownloadStore
   let fileSystem: DeviceDownloadFileSystem
-  /// The device's secret, which seals the resume data handed to apps.
-  let resumeKey: ModeKey
   /// Everything about the service that changes, behind `state`: taken for no longer than it takes
   /// to read or change these fields, never across a socket write, a store transaction or a call
   /// into an app.
@@ -83,7 +81,6 @@ package final class SessionService: Sendable {
     socketName = SessionServiceClient.socketName(device: device)
     store = try DownloadStore(path: device.downloadStorePath)
     fileSystem = DeviceDownloadFileSystem(device: device)
-    resumeKey = try ModeKey.loadOrCreate(in: try DirectoryHandle(path: device.stateDirectory))
   }
 
   /// Binds the socket (throwing `.alreadyExists` when another service has it), reopens the service
@@ -365,6 +362,8 @@ final class SessionSubscriber: @unchecked Sendable {
   let connection: FileDescriptor
   /// Tasks whose completion this subscriber was sent (each at most once).
   var sent: Set<Int64> = []
+  /// Tasks whose response this subscriber was sent with their first progress (each at most once).
+  var responded: Set<Int64> = []
   private let condition = NSCondition()
   /// Queued events; those before `start` went out.
   private var queue: [SessionEvent] = []

@@ -216,17 +216,23 @@ struct Attacker {
       """
 
   /// As the app: opens its session (OPEN, a request line), then tries FORGED (base64 resume data
-  /// naming any directory and file) with TEMPLATE (a createDownloadTask line); then makes a real
-  /// task, waits until it has bytes, cancels it for its resume data, tries that data tampered with,
-  /// moves its own file SECRET (absolute) to the temp file's name in DOWNLOADS and resumes the
-  /// real data. Prints each outcome as a JSON line.
+  /// naming any file) with TEMPLATE (a createDownloadTask line); then makes a real task, waits until
+  /// it has bytes, cancels it for its resume data (Apple's keyed archive), rewrites that data as an
+  /// app may (another URL, another file, a count past the file, a path out of the directory) and
+  /// tries each, then garbage and a plist bomb; moves its own file SECRET (absolute) to the temp
+  /// file's name in DOWNLOADS and resumes the real data. Prints each outcome as a JSON line.
   static let resume =
     calls + "\n" + """
+      import copy, os, plistlib
       name, opened, template, forged, secret, downloads = sys.argv[1:7]
       say(step="open", reply=call(name, json.loads(opened)))
-      request = json.loads(template)
-      request["resumeData"] = forged
-      say(step="forged", reply=call(name, request))
+      def attempt(step, data, **extra):
+          request = json.loads(template)
+          request["resumeData"] = base64.b64encode(data).decode()
+          reply = call(name, request)
+          say(step=step, reply=reply, **extra)
+          return reply
+      attempt("forged", base64.b64decode(forged))
       fresh = json.loads(template)
       created = call(name, fresh)
       task = created["snapshot"]["id"]
@@ -237,20 +243,32 @@ struct Attacker {
           if any(t["id"] == task and t["bytesReceived"] > 0 for t in listed):
               break
           time.sleep(0.02)
-      data = call(name, {"kind": "cancel", "session": session, "task": task, "producingResumeData": True})["resumeData"]
-      sealed = json.loads(base64.b64decode(data))
-      inner = json.loads(base64.b64decode(sealed["data"]))
-      tampered = dict(inner, temporaryDirectory="/")
-      sealed["data"] = base64.b64encode(json.dumps(tampered).encode()).decode()
-      request = json.loads(template)
-      request["resumeData"] = base64.b64encode(json.dumps(sealed).encode()).decode()
-      say(step="tampered", reply=call(name, request))
-      import os
-      os.rename(secret, downloads + "/" + inner["temporaryFileName"])
-      request = json.loads(template)
-      request["resumeData"] = data
-      resumed = call(name, request)
-      say(step="swapped", reply=resumed, temporaryFileName=inner["temporaryFileName"])
+      data = base64.b64decode(
+          call(name, {"kind": "cancel", "session": session, "task": task, "producingResumeData": True})["resumeData"])
+      archive = plistlib.loads(data)
+      objects = archive["$objects"]
+      root = objects[archive["$top"]["root"].data]
+      fields = {objects[k.data]: objects[v.data] for k, v in zip(root["NS.keys"], root["NS.objects"])}
+      temporary = fields["NSURLSessionResumeInfoTempFileName"]
+      def rewritten(key, value):
+          copied = copy.deepcopy(archive)
+          copied["$objects"].append(value)
+          top = copied["$objects"][copied["$top"]["root"].data]
+          for index, k in enumerate(top["NS.keys"]):
+              if copied["$objects"][k.data] == key:
+                  top["NS.objects"][index] = plistlib.UID(len(copied["$objects"]) - 1)
+          return plistlib.dumps(copied, fmt=plistlib.FMT_BINARY)
+      attempt("otherURL", rewritten("NSURLSessionDownloadURL", fields["NSURLSessionDownloadURL"] + "?x"))
+      attempt("otherFile", rewritten("NSURLSessionResumeInfoTempFileName", "CFNetworkDownload_zzzzzz.tmp"))
+      attempt("pastFile", rewritten("NSURLSessionResumeBytesReceived", 1 << 40))
+      attempt("outside", rewritten("NSURLSessionResumeInfoTempFileName", "../../../../.protfs/lock-state.json"))
+      attempt("garbage", os.urandom(4096))
+      bomb = [1]
+      for _ in range(40):
+          bomb = [bomb, bomb]
+      attempt("bomb", plistlib.dumps({"NSURLSessionDownloadURL": bomb}, fmt=plistlib.FMT_BINARY))
+      os.rename(secret, downloads + "/" + temporary)
+      resumed = attempt("swapped", data, temporaryFileName=temporary)
       call(name, {"kind": "resume", "session": session, "task": resumed["snapshot"]["id"]})
       say(step="done")
       while True:

@@ -519,8 +519,10 @@ import Testing
     #expect(
       delegate.errors.withLock { $0[first.taskIdentifier] }?.userInfo[NSURLSessionDownloadTaskResumeData] as? Data
         == data)
+    // Apple's format since iOS 12: a keyed archive of a dictionary, read as download managers do.
     let plist = try #require(
-      try PropertyListSerialization.propertyList(from: data, options: [], format: nil) as? [String: Any])
+      try NSKeyedUnarchiver.unarchivedObject(
+        ofClasses: [NSDictionary.self, NSString.self, NSNumber.self, NSData.self], from: data) as? [String: Any])
     #expect(plist["NSURLSessionDownloadURL"] as? String == server.url("big.bin").absoluteString)
     #expect(plist["NSURLSessionResumeBytesReceived"] as? Int == 40_000)
     #expect(plist["NSURLSessionResumeEntityTag"] as? String == "\"v1\"")

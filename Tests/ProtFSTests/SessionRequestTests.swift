@@ -147,19 +147,81 @@ import Testing
     #expect(unknown?.code == .notFound, "\(String(describing: unknown))")
   }
 
-  @Test func resumeDataTheServiceDidNotSealIsRefused() throws {
+  /// Apple's resume data, which an app may rewrite, continues only a download the session keeps:
+  /// the temp file it names must be one of the session's failed, resumable downloads, with that
+  /// download's URL and byte count. Every other name, URL or count is refused
+  /// (`resumeDataRefused`, `NSURLErrorCannotOpenFile` in the app) and no task is made.
+  @Test func resumeDataNamingAnythingButADownloadTheSessionKeepsIsRefused() throws {
     let (t, service) = try service()
     defer { withExtendedLifetime(t) {} }
     try run(Self.app, on: t)
-    _ = try service.answer(open("\(Self.app).s"), peer: appUser)
-    var request = create("\(Self.app).s", "http://127.0.0.1:9/x")
-    request.resumeData = DownloadResumeData(
-      url: URL(string: "http://127.0.0.1:9/x")!, bytesReceived: 0, temporaryDirectory: t.device.stateDirectory,
-      temporaryFileName: "lock-state.json", destinationDirectory: t.device.stateDirectory
-    ).encoded()
-    let error = refusal { () throws(ProtFSError) in try service.answer(request, peer: appUser) }
-    #expect(error?.message.contains("not valid for the session") == true, "\(String(describing: error))")
-    #expect(try service.store.tasks(session: "\(Self.app).s").isEmpty)
+    let session = "\(Self.app).s"
+    _ = try service.answer(open(session), peer: appUser)
+    _ = try service.answer(open("\(Self.app).other"), peer: appUser)
+    let downloads = t.device.absolutePath(t.device.container(try BundleID(Self.app)).downloadsPath)
+    func failed(_ session: String, _ name: String) throws -> DownloadTaskRecord {
+      var record = DownloadTaskRecord(
+        id: 0, sessionIdentifier: session, url: "http://127.0.0.1:9/x", destinationDirectory: downloads,
+        fileName: nil, temporaryDirectory: downloads, temporaryFileName: name, state: .failed, bytesReceived: 100,
+        bytesExpected: 1000, entityTag: "\"e\"", lastModified: nil, expectedSHA256: nil, errorMessage: "cancelled",
+        errorNumber: ECANCELED, taskDescription: nil, createdAt: 0, updatedAt: 0)
+      record.handsOver = true
+      return try service.store.insert([record], owner: "test")[0]
+    }
+    let kept = try failed(session, "CFNetworkDownload_kept01.tmp")
+    _ = try failed("\(Self.app).other", "CFNetworkDownload_other1.tmp")
+    func attempt(_ data: AppleResumeData) -> ProtFSError? {
+      var request = create(session, "http://127.0.0.1:9/x")
+      request.resumeData = data.archived
+      return refusal { () throws(ProtFSError) in try service.answer(request, peer: appUser) }
+    }
+    let url = URL(string: "http://127.0.0.1:9/x")!
+    let attacks: [(AppleResumeData, String)] = [
+      (AppleResumeData(url: url, bytesReceived: 0, temporaryFileName: "lock-state.json"), "CFNetworkDownload_XXXXXX"),
+      (AppleResumeData(url: url, bytesReceived: 0, temporaryFileName: "../../.protfs/x.tmp"), "CFNetworkDownload_"),
+      (AppleResumeData(url: url, bytesReceived: 100, temporaryFileName: "CFNetworkDownload_other1.tmp"), "keeps"),
+      (AppleResumeData(url: url, bytesReceived: 100, temporaryFileName: "CFNetworkDownload_nosuch.tmp"), "keeps"),
+      (
+        AppleResumeData(
+          url: URL(string: "http://127.0.0.1:9/elsewhere")!, bytesReceived: 100,
+          temporaryFileName: "CFNetworkDownload_kept01.tmp"), "another URL"
+      ),
+      (
+        AppleResumeData(url: url, bytesReceived: 1 << 40, temporaryFileName: "CFNetworkDownload_kept01.tmp"),
+        "holds 100"
+      ),
+      (
+        AppleResumeData(
+          url: URL(string: "file:///etc/shadow")!, bytesReceived: 100, temporaryFileName: "CFNetworkDownload_kept01.tmp"
+        ),
+        "http or https"
+      ),
+    ]
+    for (data, words) in attacks {
+      let error = attempt(data)
+      #expect(
+        error?.code == .resumeDataRefused && error?.message.contains(words) == true, "\(String(describing: error))")
+    }
+    for garbage in [Data(), Data("not a plist".utf8), Data(repeating: 0x41, count: 1 << 20)] {
+      var request = create(session, "http://127.0.0.1:9/x")
+      request.resumeData = garbage
+      let error = refusal { () throws(ProtFSError) in try service.answer(request, peer: appUser) }
+      #expect(error?.code == .resumeDataRefused, "\(String(describing: error))")
+    }
+    #expect(try service.store.tasks(session: session).map(\.id) == [kept.id])
+    // The data as the service made it continues the download, taking its temp file.
+    let reply = try #require(
+      try {
+        var request = create(session, "http://127.0.0.1:9/x")
+        request.resumeData =
+          AppleResumeData(
+            url: url, bytesReceived: 100, temporaryFileName: "CFNetworkDownload_kept01.tmp"
+          ).archived
+        return try service.answer(request, peer: appUser).snapshot
+      }())
+    let made = try #require(try service.store.task(id: reply.id))
+    #expect(made.temporaryFileName == "CFNetworkDownload_kept01.tmp" && made.bytesReceived == 100)
+    #expect(try service.store.task(id: kept.id)?.temporaryFileName == nil)
   }
 
   /// What an app may put in a configuration is checked before anything is opened: a timeout of

@@ -13,7 +13,8 @@ enum URLErrorMapping {
   /// `NSURLErrorTimedOut`, a server that cannot be reached `NSURLErrorCannotConnectToHost`, a
   /// transfer broken off `NSURLErrorNetworkConnectionLost`, a bad reply or checksum
   /// `NSURLErrorBadServerResponse`, a protected or unwritable file `NSURLErrorCannotCreateFile` /
-  /// `NSURLErrorCannotWriteToFile`, a missing file to upload `NSURLErrorFileDoesNotExist`.
+  /// `NSURLErrorCannotWriteToFile`, a missing file to upload `NSURLErrorFileDoesNotExist`, resume
+  /// data that continues no download of the session `NSURLErrorCannotOpenFile`.
   static func code(of error: ProtFSError) -> Int {
     switch error.code {
     case .cancelled: return NSURLErrorCancelled
@@ -28,6 +29,7 @@ enum URLErrorMapping {
         if text.contains("connect") || text.contains("resolve") { return NSURLErrorCannotConnectToHost }
         return NSURLErrorNetworkConnectionLost
       }
+    case .resumeDataRefused: return NSURLErrorCannotOpenFile
     case .checksumMismatch, .malformed: return NSURLErrorBadServerResponse
     case .notFound: return NSURLErrorFileDoesNotExist
     case .protectedDataUnavailable, .permissionDenied: return NSURLErrorCannotCreateFile

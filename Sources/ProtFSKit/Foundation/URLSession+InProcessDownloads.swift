@@ -31,7 +31,7 @@ final class InProcessDownloadTask: URLSessionDownloadTask, RunsInProcess, @unche
     var sent = request
     if let continuing, let resuming {
       sent.setValue("bytes=\(continuing.bytes)-", forHTTPHeaderField: "Range")
-      sent.setValue(resuming.entityTag ?? resuming.lastModified, forHTTPHeaderField: "If-Range")
+      sent.setValue(resuming.entityTag ?? resuming.serverDownloadDate, forHTTPHeaderField: "If-Range")
     }
     run = InProcessTransfer(id: id, request: sent, session: session) { [weak session] event, url in
       switch event {
@@ -118,71 +118,11 @@ final class InProcessDownloadTask: URLSessionDownloadTask, RunsInProcess, @unche
   }
 }
 
-/// The resume data of a download run in the app, as iOS's: a property list with Apple's keys (the
-/// URL, the bytes received, the temp file's name in `tmp/`, the entity's `ETag` or date), and the
-/// request's header fields under a key of protfs's own.
-struct InProcessResumeData: Sendable, Equatable {
-  var url: URL
-  var bytesReceived: Int64
-  var temporaryFileName: String
-  var entityTag: String?
-  var lastModified: String?
-  var headers: [String: String]
+/// The resume data of a download run in the app is Apple's, as the session service's is
+/// (`AppleResumeData`), naming its file in `tmp/`.
+typealias InProcessResumeData = AppleResumeData
 
-  /// Apple's keys, and protfs's own for the header fields.
-  private enum Key {
-    static let version = "NSURLSessionResumeInfoVersion"
-    static let url = "NSURLSessionDownloadURL"
-    static let bytes = "NSURLSessionResumeBytesReceived"
-    static let file = "NSURLSessionResumeInfoTempFileName"
-    static let entityTag = "NSURLSessionResumeEntityTag"
-    static let date = "NSURLSessionResumeServerDownloadDate"
-    static let headers = "ProtFSKitResumeRequestHeaders"
-  }
-
-  init(
-    url: URL, bytesReceived: Int64, temporaryFileName: String, entityTag: String?, lastModified: String?,
-    headers: [String: String]
-  ) {
-    self.url = url
-    self.bytesReceived = bytesReceived
-    self.temporaryFileName = temporaryFileName
-    self.entityTag = entityTag
-    self.lastModified = lastModified
-    self.headers = headers
-  }
-
-  /// The resume data in `data`, when it is one of these (the session service's are not): an http or
-  /// https URL, a count of bytes, and a file name of a download's own in `tmp/`, no path.
-  init?(_ data: Data) {
-    guard
-      let plist = try? PropertyListSerialization.propertyList(from: data, options: [], format: nil)
-        as? [String: Any],
-      let text = plist[Key.url] as? String, let url = URL(string: text),
-      ["http", "https"].contains(url.scheme?.lowercased() ?? ""),
-      let bytes = (plist[Key.bytes] as? NSNumber)?.int64Value, bytes >= 0,
-      let name = plist[Key.file] as? String, name.hasPrefix("CFNetworkDownload_"), name.hasSuffix(".tmp"),
-      !name.contains("/"), name.utf8.count <= 255
-    else { return nil }
-    self.url = url
-    bytesReceived = bytes
-    temporaryFileName = name
-    entityTag = plist[Key.entityTag] as? String
-    lastModified = plist[Key.date] as? String
-    headers = plist[Key.headers] as? [String: String] ?? [:]
-  }
-
-  /// As a property list (XML, as Apple's are).
-  var data: Data {
-    var plist: [String: Any] = [
-      Key.version: 2, Key.url: url.absoluteString, Key.bytes: NSNumber(value: bytesReceived),
-      Key.file: temporaryFileName, Key.headers: headers,
-    ]
-    if let entityTag { plist[Key.entityTag] = entityTag }
-    if let lastModified { plist[Key.date] = lastModified }
-    return (try? PropertyListSerialization.data(fromPropertyList: plist, format: .xml, options: 0)) ?? Data()
-  }
-
+extension AppleResumeData {
   /// The request it continues (without its `Range`, which the task adds).
   var request: URLRequest {
     var request = URLRequest(url: url)
@@ -250,8 +190,8 @@ private final class TransferControls: Sendable {
     else { return nil }
     return InProcessResumeData(
       url: url, bytesReceived: written, temporaryFileName: name, entityTag: header("etag"),
-      lastModified: header("last-modified"), headers: headers
-    ).data
+      serverDownloadDate: header("last-modified"), headers: headers
+    ).archived
   }
 }
 

@@ -208,7 +208,14 @@ open class URLSession: NSObject, @unchecked Sendable {
   /// `NSURLSessionDownloadTaskResumeData`) left off; `didResumeAtOffset` tells where.
   /// A standard session's own resume data continues in the app, from the file it left in `tmp/`.
   open func downloadTask(withResumeData resumeData: Data) -> URLSessionDownloadTask {
-    if !configuration.isBackground, let resume = InProcessResumeData(resumeData) {
+    if !configuration.isBackground {
+      // Data that is not resume data makes a task that fails when resumed, as one the service refuses.
+      let resume: InProcessResumeData
+      do {
+        resume = try InProcessResumeData(resumeData)
+      } catch {
+        return failedTask(nil, .download, error) as! URLSessionDownloadTask
+      }
       return inProcessTask {
         InProcessDownloadTask(id: $0, request: resume.request, session: self, resuming: resume)
       }

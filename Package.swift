@@ -85,6 +85,11 @@ let package = Package(
     .executableTarget(
       name: "SceneApp", dependencies: ["ProtFSKit"], path: "Examples/SceneApp",
       swiftSettings: [.swiftLanguageMode(.v5)]),
+    // A download manager as open-source iOS ones are written: its own resume data, Apple's keys,
+    // the task's response archived (issue 62). Swift 5 mode, as such libraries are.
+    .executableTarget(
+      name: "DownloadManager", dependencies: ["ProtFSKit"], path: "Examples/DownloadManager",
+      swiftSettings: [.swiftLanguageMode(.v5)]),
     // A silent push that starts a background download (issue 32).
     .executableTarget(name: "PushDownloader", dependencies: ["ProtFSKit"], path: "Examples/PushDownloader"),
     // Audio and location keeping an app running in the background (issue 32).

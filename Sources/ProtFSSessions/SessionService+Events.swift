@@ -6,9 +6,17 @@ import ProtFSSystem
 
 /// Events, deliveries, relaunches, force-quit and the peer check.
 extension SessionService {
-  /// Forwards a hosted session's progress to its subscriber.
+  /// Forwards a hosted session's progress to its subscriber: a download's response first, the
+  /// first time the subscriber hears of the task's bytes, so that the app's task has its
+  /// `response` before its first `didWriteData`, as on iOS.
   func progress(of identifier: String, task id: Int64, written: Int64, total: Int64, expected: Int64) {
-    guard let subscriber = state.withLock({ $0.subscribers[identifier] }) else { return }
+    let (subscriber, hosted) = state.withLock { ($0.subscribers[identifier], $0.hosted[identifier]) }
+    guard let subscriber else { return }
+    let first = state.withLock { _ in subscriber.responded.insert(id).inserted }
+    if first, let record = hosted?.session.task(id: id)?.record, let response = record.response {
+      subscriber.send(
+        .receivedResponse(task: id, url: record.url, statusCode: response.status, headers: response.headers))
+    }
     subscriber.send(
       .wroteData(task: id, bytesWritten: written, totalBytesWritten: total, totalBytesExpectedToWrite: expected))
   }

@@ -407,6 +407,9 @@ package final class Transfer: @unchecked Sendable {
     }
     let (etag, modified) = (entityTag, lastModified)
     let expected = bytesExpected
+    // A handed-over download's response is the app's from its first bytes on (iOS sets a task's
+    // `response` before its first `didWriteData`); its end records it again, as it ended.
+    let response = answersEveryStatus && isHTTP ? DownloadResponse(status: code, headers: responseHeaders) : nil
     // A body that fits the staging buffer reaches the temp file only at its end; a larger one
     // (or one of unknown size) reaches it before, and so gets its name in the temp directory now,
     // its validator in the store with it: a process killed at any point after this leaves the
@@ -415,6 +418,7 @@ package final class Transfer: @unchecked Sendable {
     let reachesFileEarly = expected < 0 || expected - offset > Int64(staging.count)
     if reachesFileEarly { giveName() }
     let record = task.runtime.withLock { r in
+      if let response { r.record.response = response }
       r.record.entityTag = etag
       r.record.lastModified = modified
       r.record.bytesExpected = expected

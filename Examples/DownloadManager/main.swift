@@ -1,0 +1,165 @@
+// DownloadManager: a background download manager as open-source iOS ones are written, ported with
+// only its imports changed. It keeps each download's resume data itself (in Library/Caches), finds
+// the partial file by the resume data's NSURLSessionResumeInfoTempFileName, archives the task's
+// response with NSKeyedArchiver (secure coding), and continues a paused or cancelled download when
+// launched with `resume`. One JSON line per delegate call. Its arguments:
+//
+//   DownloadManager start URL   download URL; pause it (cancel producing resume data) at its first bytes
+//   DownloadManager run URL     download URL to the end
+//   DownloadManager resume      continue the download whose resume data it kept
+//   DownloadManager             make the session (a launch after a force-quit, or for its events)
+import Foundation
+import ProtFSKit
+
+/// Prints one JSON line at once.
+func say(_ fields: [String: Any]) {
+  let data = (try? JSONSerialization.data(withJSONObject: fields, options: [.sortedKeys])) ?? Data()
+  FileHandle.standardOutput.write(data + Data("\n".utf8))
+}
+
+/// Where the manager keeps what it needs across launches.
+enum Store {
+  static var caches: URL { FileManager.default.urls(for: .cachesDirectory, in: .userDomainMask)[0] }
+  static var resumeData: URL { caches.appendingPathComponent("download.resumedata") }
+  static var response: URL { caches.appendingPathComponent("download.response") }
+}
+
+/// The fields of resume data, as download managers read them: a keyed archive since iOS 12, a
+/// plain property list before.
+func resumeDictionary(_ data: Data) -> [String: Any]? {
+  if let archived = try? NSKeyedUnarchiver.unarchivedObject(
+    ofClasses: [NSDictionary.self, NSString.self, NSNumber.self, NSData.self], from: data) as? [String: Any]
+  {
+    return archived
+  }
+  return try? PropertyListSerialization.propertyList(from: data, options: [], format: nil) as? [String: Any]
+}
+
+final class Manager: NSObject, URLSessionDownloadDelegate, @unchecked Sendable {
+  static let identifier = "com.example.DownloadManager"
+  let pausesAtFirstBytes: Bool
+  lazy var session: URLSession = {
+    let configuration = URLSessionConfiguration.background(withIdentifier: Manager.identifier)
+    configuration.sessionSendsLaunchEvents = true
+    return URLSession(configuration: configuration, delegate: self, delegateQueue: nil)
+  }()
+
+  init(pausesAtFirstBytes: Bool) { self.pausesAtFirstBytes = pausesAtFirstBytes }
+
+  /// Keeps `data` and says what it names.
+  func keep(_ data: Data, event: String) {
+    try? data.write(to: Store.resumeData)
+    let fields = resumeDictionary(data) ?? [:]
+    let name = fields["NSURLSessionResumeInfoTempFileName"] as? String ?? ""
+    // The partial file is in the session's downloads directory.
+    let downloads = Store.caches.appendingPathComponent("com.apple.nsurlsessiond/Downloads")
+      .appendingPathComponent(Bundle.main.bundleIdentifier ?? "")
+    say([
+      "event": event, "resumeData": data.count, "temporaryFileName": name,
+      "bytes": (fields["NSURLSessionResumeBytesReceived"] as? NSNumber)?.intValue ?? -1,
+      "partialExists": FileManager.default.fileExists(atPath: downloads.appendingPathComponent(name).path),
+    ])
+  }
+
+  func urlSession(
+    _ session: URLSession, downloadTask: URLSessionDownloadTask, didWriteData bytesWritten: Int64,
+    totalBytesWritten: Int64, totalBytesExpectedToWrite: Int64
+  ) {
+    let status = (downloadTask.response as? HTTPURLResponse)?.statusCode ?? 0
+    say(["event": "didWriteData", "task": downloadTask.taskIdentifier, "written": totalBytesWritten, "status": status])
+    guard pausesAtFirstBytes, downloadTask.state == .running else { return }
+    downloadTask.cancel(byProducingResumeData: { data in
+      guard let data else { return say(["event": "paused", "resumeData": 0]) }
+      self.keep(data, event: "paused")
+    })
+  }
+
+  func urlSession(
+    _ session: URLSession, downloadTask: URLSessionDownloadTask, didResumeAtOffset fileOffset: Int64,
+    expectedTotalBytes: Int64
+  ) {
+    say(["event": "didResumeAtOffset", "task": downloadTask.taskIdentifier, "offset": fileOffset])
+  }
+
+  func urlSession(_ session: URLSession, downloadTask: URLSessionDownloadTask, didFinishDownloadingTo location: URL) {
+    let documents = FileManager.default.urls(for: .documentDirectory, in: .userDomainMask)[0]
+    let destination = documents.appendingPathComponent(downloadTask.originalRequest?.url?.lastPathComponent ?? "file")
+    try? FileManager.default.removeItem(at: destination)
+    do {
+      try FileManager.default.moveItem(at: location, to: destination)
+      say(["event": "didFinishDownloadingTo", "task": downloadTask.taskIdentifier, "path": destination.path])
+    } catch {
+      say(["event": "didFinishDownloadingTo", "task": downloadTask.taskIdentifier, "error": "\(error)"])
+    }
+  }
+
+  func urlSession(_ session: URLSession, task: URLSessionTask, didCompleteWithError error: (any Error)?) {
+    var line: [String: Any] = ["event": "didCompleteWithError", "task": task.taskIdentifier]
+    if let error = error as NSError? {
+      line["code"] = error.code
+      if let reason = error.userInfo[NSURLErrorBackgroundTaskCancelledReasonKey] as? Int { line["reason"] = reason }
+      if let data = error.userInfo[NSURLSessionDownloadTaskResumeData] as? Data {
+        line["resumeData"] = data.count
+        keep(data, event: "keptResumeData")
+      }
+    }
+    say(line)
+  }
+
+  func urlSessionDidFinishEvents(forBackgroundURLSession session: URLSession) {
+    say(["event": "urlSessionDidFinishEvents"])
+    DispatchQueue.main.async {
+      completionHandler?()
+      completionHandler = nil
+    }
+  }
+
+  /// Continues the kept download.
+  func resume() {
+    guard let data = try? Data(contentsOf: Store.resumeData) else { return say(["event": "nothingToResume"]) }
+    let task = session.downloadTask(withResumeData: data)
+    task.resume()
+    say(["event": "resumed", "task": task.taskIdentifier])
+  }
+}
+
+/// The handler of handleEventsForBackgroundURLSession, kept until the events are done.
+nonisolated(unsafe) var completionHandler: (() -> Void)?
+
+class AppDelegate: UIResponder, UIApplicationDelegate {
+  var window: UIWindow?
+  var manager: Manager?
+
+  func application(
+    _ application: UIApplication, didFinishLaunchingWithOptions launchOptions: [UIApplication.LaunchOptionsKey: Any]?
+  ) -> Bool {
+    let arguments = Array(CommandLine.arguments.dropFirst())
+    let command = application.applicationState == .background ? nil : arguments.first
+    let manager = Manager(pausesAtFirstBytes: command == "start")
+    self.manager = manager
+    switch command {
+    case "start"?, "run"?:
+      guard arguments.count > 1, let url = URL(string: arguments[1]) else { break }
+      try? FileManager.default.removeItem(at: Store.resumeData)
+      manager.session.downloadTask(with: url).resume()
+      say(["event": "started"])
+    case "resume"?:
+      manager.resume()
+    default:
+      _ = manager.session
+      say(["event": "sessionMade"])
+    }
+    return true
+  }
+
+  func application(
+    _ application: UIApplication, handleEventsForBackgroundURLSession identifier: String,
+    completionHandler handler: @escaping () -> Void
+  ) {
+    say(["event": "handleEventsForBackgroundURLSession", "session": identifier])
+    completionHandler = handler
+    _ = manager?.session
+  }
+}
+
+UIApplicationMain(CommandLine.argc, CommandLine.unsafeArgv, nil, NSStringFromClass(AppDelegate.self))

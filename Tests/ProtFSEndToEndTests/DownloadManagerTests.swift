@@ -1,0 +1,63 @@
+import Foundation
+import ProtFS
+import ProtFSDownloads
+import ProtFSTestSupport
+import Testing
+
+/// A download manager written as open-source iOS ones are (Examples/DownloadManager): it keeps its
+/// own resume data, reads Apple's keys in it, and continues a paused or force-quit download at a
+/// later launch, as it would on a phone.
+@Suite(.serialized, .timeLimit(.minutes(3))) struct DownloadManagerTests {
+  /// The JSON lines of `app` with `event`.
+  static func events(_ app: RunningApp, _ event: String) -> [[String: Any]] {
+    app.output.compactMap { line in
+      guard let object = try? JSONSerialization.jsonObject(with: Data(line.utf8)) as? [String: Any],
+        object["event"] as? String == event
+      else { return nil }
+      return object
+    }
+  }
+
+  @Test func aForceQuitsCancellationIsDeliveredOnceThoughTheAppDoesNotResumeIt() async throws {
+    let d = try AppDevice()
+    defer { d.remove() }
+    let body = DownloadFixture.bytes(1 << 20)
+    let server = try FaultServer(body: body, entityTag: "\"e1\"", mode: .gateAfter(bytes: 300_000))
+    defer { server.stop() }
+    let example = try d.installExample("DownloadManager")
+    defer { d.endAppAndSessionService() }
+    let first = try d.launch([], [example, "run", server.url("big.bin").absoluteString])
+    defer { first.stop() }
+    #expect(await first.line(containing: "didWriteData") != nil, "\(first.output)")
+    // The task's response is there from the first bytes on, as on iOS.
+    #expect(Self.events(first, "didWriteData").first?["status"] as? Int == 200, "\(first.output)")
+    #expect(try await d.protfs(["app", "terminate", AppDevice.bundle, "--user"]).status == 0)
+    _ = await first.exit()
+
+    // Launched again, it gets the cancellation with its resume data and keeps the data.
+    let second = try d.launch([], [example])
+    defer { second.stop() }
+    #expect(await second.line(containing: "didCompleteWithError") != nil, "\(second.output)")
+    let kept = try #require(Self.events(second, "keptResumeData").first, "\(second.output)")
+    #expect(kept["partialExists"] as? Bool == true && (kept["bytes"] as? Int ?? 0) > 0, "\(kept)")
+    #expect(try await d.protfs(["app", "terminate", AppDevice.bundle]).status == 0)
+    _ = await second.exit()
+
+    // Once delivered, never again: a later launch makes its session and gets no call.
+    let third = try d.launch([], [example])
+    defer { third.stop() }
+    #expect(await third.line(containing: "sessionMade") != nil, "\(third.output)")
+    #expect(try await d.protfs(["app", "terminate", AppDevice.bundle]).status == 0)
+    _ = await third.exit()
+    #expect(Self.events(third, "didCompleteWithError").isEmpty, "\(third.output)")
+
+    // Its own resume data still continues the download, with a Range request.
+    server.openGate()
+    let fourth = try d.launch([], [example, "resume"])
+    defer { fourth.stop() }
+    #expect(await fourth.line(containing: "didFinishDownloadingTo", timeout: 60) != nil, "\(fourth.output)")
+    #expect(
+      FileManager.default.contents(atPath: d.t.containerPath(AppDevice.bundle, "Documents/big.bin")) == Data(body))
+    #expect(server.requests.last?.headers["range"]?.hasPrefix("bytes=") == true)
+  }
+}

@@ -141,6 +141,7 @@ class AppDelegate: UIResponder, UIApplicationDelegate {
     case "start"?, "run"?:
       guard arguments.count > 1, let url = URL(string: arguments[1]) else { break }
       try? FileManager.default.removeItem(at: Store.resumeData)
+      application.isNetworkActivityIndicatorVisible = true
       manager.session.downloadTask(with: url).resume()
       say(["event": "started"])
     case "resume"?:

@@ -31,6 +31,10 @@ public final class UIApplication {
   /// `.available`, since a device here has no such switch; what the app declares decides, as
   /// `UIBackgroundModes` and the fetch interval do.
   public var backgroundRefreshStatus: UIBackgroundRefreshStatus { .available }
+  /// Whether the status bar's network activity indicator shows: kept as set, and shown nowhere,
+  /// as on iOS 13 and later (where it does nothing and apps still set it).
+  @available(*, deprecated, message: "Provide a custom network activity UI in your app if desired.")
+  public var isNetworkActivityIndicatorVisible = false
 
   /// The supervisor's abstract socket name, without its `@`.
   let socketName: String

@@ -151,38 +151,4 @@ import Testing
     #expect(server.requests.last?.headers["range"]?.hasPrefix("bytes=") == true)
     #expect(second.output.filter { $0.contains("didCompleteWithError") }.count <= 2, "\(second.output)")
   }
-
-  /// iOS delivers a force-quit's cancellations once, at the first launch that makes the session
-  /// again; a later launch gets nothing of them.
-  @Test func aForceQuitsCancellationIsDeliveredOnceNotAtEveryLaunch() async throws {
-    let d = try AppDevice()
-    defer { d.remove() }
-    let body = DownloadFixture.bytes(1 << 20)
-    let server = try FaultServer(body: body, entityTag: "\"e1\"", mode: .gateAfter(bytes: 300_000))
-    defer { server.stop() }
-    let example = try d.installExample("BackgroundDownloader")
-    defer { d.endAppAndSessionService() }
-    let first = try d.launch([], [example, server.url("big.bin").absoluteString])
-    defer { first.stop() }
-    #expect(await first.line(containing: "didWriteData") != nil, "\(first.output)")
-    #expect(try await d.protfs(["app", "terminate", AppDevice.bundle, "--user"]).status == 0)
-    _ = await first.exit()
-    let store = try DownloadStore(path: d.t.device.downloadStorePath)
-    let cancelled = try #require(try store.tasks().first)
-
-    let second = try d.launch([], [example])
-    defer { second.stop() }
-    #expect(await second.line(containing: #""task":\#(cancelled.id)"#) != nil, "\(second.output)")
-    #expect(await second.line(containing: "\"resumed\"") != nil, "\(second.output)")
-    #expect(try await d.protfs(["app", "terminate", AppDevice.bundle]).status == 0)
-    _ = await second.exit()
-
-    // Launched again: its session is made again, and the cancelled task is not among its calls.
-    let third = try d.launch([], [example])
-    defer { third.stop() }
-    server.openGate()
-    #expect(await third.line(containing: "didFinishDownloadingTo", timeout: 60) != nil, "\(third.output)")
-    #expect(!third.output.contains { $0.contains(#""task":\#(cancelled.id)"#) }, "\(third.output)")
-    #expect(try store.task(id: cancelled.id)?.delivery == .delivered)
-  }
 }

@@ -10,7 +10,7 @@ import PackageDescription
 //   ProtFSApp     the app lifecycle: the supervisor of `protfs app launch`, its socket protocol
 //   ProtFSSessions  background sessions out of process: the session service and its client
 //   ProtFSKit     the UIKit-shaped API of Swift apps (UIApplication, URLSession, FileManager), on
-//                 ProtFSApp and ProtFSSessions; Examples/ use it
+//                 ProtFSApp and ProtFSSessions, and CommonCrypto's digests on CCrypto; Examples/ use it
 //   ProtFSCLI     the command line (parser, help, commands), a library so tests run it in-process
 //   protfs        the executable: it only starts ProtFSCLI
 let package = Package(
@@ -51,13 +51,16 @@ let package = Package(
     .target(name: "ProtFSAudit", dependencies: ["ProtFSSystem", "ProtFS"]),
     .target(name: "ProtFSFoundation", dependencies: ["ProtFSSystem", "ProtFS"]),
     .target(name: "ProtFSApp", dependencies: ["ProtFSSystem", "ProtFS"]),
-    // The UIKit-shaped API of Swift apps run by `protfs app launch` (UIApplication and its delegate).
+    // The UIKit-shaped API of Swift apps run by `protfs app launch` (UIApplication and its delegate),
+    // with CommonCrypto's digests on libcrypto (CCrypto).
     // Background sessions (docs/semantics.md §9): the session service that owns transfers out of
     // process, its client, and the backend protocol ProtFSKit's URLSession is written against.
     .target(name: "ProtFSSessions", dependencies: ["ProtFSSystem", "ProtFS", "ProtFSDownloads", "ProtFSApp"]),
     .target(
       name: "ProtFSKit",
-      dependencies: ["ProtFSSystem", "ProtFS", "ProtFSDownloads", "ProtFSApp", "ProtFSSessions", "ProtFSFoundation"]),
+      dependencies: [
+        "ProtFSSystem", "ProtFS", "ProtFSDownloads", "ProtFSApp", "ProtFSSessions", "ProtFSFoundation", "CCrypto",
+      ]),
     // Example apps (the source documents' background logic in Swift), run by the end-to-end tests.
     .executableTarget(name: "BackgroundRunner", dependencies: ["ProtFSKit"], path: "Examples/BackgroundRunner"),
     .executableTarget(name: "FetchHelper", dependencies: ["ProtFSKit"], path: "Examples/FetchHelper"),

@@ -17,6 +17,17 @@ static struct {
   int (*sha256_init)(SHA256_CTX *);
   int (*sha256_update)(SHA256_CTX *, const void *, size_t);
   int (*sha256_final)(unsigned char *, SHA256_CTX *);
+  int (*sha224_init)(SHA256_CTX *);
+  int (*md5_init)(MD5_CTX *);
+  int (*md5_update)(MD5_CTX *, const void *, size_t);
+  int (*md5_final)(unsigned char *, MD5_CTX *);
+  int (*sha1_init)(SHA_CTX *);
+  int (*sha1_update)(SHA_CTX *, const void *, size_t);
+  int (*sha1_final)(unsigned char *, SHA_CTX *);
+  int (*sha384_init)(SHA512_CTX *);
+  int (*sha512_init)(SHA512_CTX *);
+  int (*sha512_update)(SHA512_CTX *, const void *, size_t);
+  int (*sha512_final)(unsigned char *, SHA512_CTX *);
   EVP_MD_CTX *(*md_ctx_new)(void);
   void (*md_ctx_free)(EVP_MD_CTX *);
   const EVP_MD *(*sha256)(void);
@@ -63,6 +74,17 @@ static void load(void) {
   RESOLVE(sha256_init, "SHA256_Init");
   RESOLVE(sha256_update, "SHA256_Update");
   RESOLVE(sha256_final, "SHA256_Final");
+  RESOLVE(sha224_init, "SHA224_Init");
+  RESOLVE(md5_init, "MD5_Init");
+  RESOLVE(md5_update, "MD5_Update");
+  RESOLVE(md5_final, "MD5_Final");
+  RESOLVE(sha1_init, "SHA1_Init");
+  RESOLVE(sha1_update, "SHA1_Update");
+  RESOLVE(sha1_final, "SHA1_Final");
+  RESOLVE(sha384_init, "SHA384_Init");
+  RESOLVE(sha512_init, "SHA512_Init");
+  RESOLVE(sha512_update, "SHA512_Update");
+  RESOLVE(sha512_final, "SHA512_Final");
   RESOLVE(md_ctx_new, "EVP_MD_CTX_new");
   RESOLVE(md_ctx_free, "EVP_MD_CTX_free");
   RESOLVE(sha256, "EVP_sha256");
@@ -109,6 +131,51 @@ int protfs_sha256_update(SHA256_CTX *context, const void *bytes, size_t count) {
 int protfs_sha256_final(unsigned char *digest, SHA256_CTX *context) {
   require();
   return crypto.sha256_final(digest, context);
+}
+
+int protfs_sha224_init(SHA256_CTX *context) {
+  require();
+  return crypto.sha224_init(context);
+}
+int protfs_md5_init(MD5_CTX *context) {
+  require();
+  return crypto.md5_init(context);
+}
+int protfs_md5_update(MD5_CTX *context, const void *bytes, size_t count) {
+  require();
+  return crypto.md5_update(context, bytes, count);
+}
+int protfs_md5_final(unsigned char *digest, MD5_CTX *context) {
+  require();
+  return crypto.md5_final(digest, context);
+}
+int protfs_sha1_init(SHA_CTX *context) {
+  require();
+  return crypto.sha1_init(context);
+}
+int protfs_sha1_update(SHA_CTX *context, const void *bytes, size_t count) {
+  require();
+  return crypto.sha1_update(context, bytes, count);
+}
+int protfs_sha1_final(unsigned char *digest, SHA_CTX *context) {
+  require();
+  return crypto.sha1_final(digest, context);
+}
+int protfs_sha384_init(SHA512_CTX *context) {
+  require();
+  return crypto.sha384_init(context);
+}
+int protfs_sha512_init(SHA512_CTX *context) {
+  require();
+  return crypto.sha512_init(context);
+}
+int protfs_sha512_update(SHA512_CTX *context, const void *bytes, size_t count) {
+  require();
+  return crypto.sha512_update(context, bytes, count);
+}
+int protfs_sha512_final(unsigned char *digest, SHA512_CTX *context) {
+  require();
+  return crypto.sha512_final(digest, context);
 }
 
 /* A context of `digest`, initialised; NULL when out of memory. */

@@ -6,10 +6,13 @@
    Linked, libcrypto (its 17,000 relocations and its constructors) cost every protfs command
    about 1.5 ms of a 6 ms start, though most commands never use it. It serves SHA-256 for download
    verification (the CPU's SHA extensions where present), PBKDF2-HMAC-SHA256 and random salts for
-   the passcode hash, the keys and ciphers of encrypted iOS backups, and the HMAC that
-   authenticates saved modes. That HMAC keeps a keyed SHA256_CTX and copies it per item: the EVP
+   the passcode hash, the keys and ciphers of encrypted iOS backups, the HMAC that authenticates
+   saved modes, and CommonCrypto's digests for apps (ProtFSKit's CC_MD5, CC_SHA1, CC_SHA256,
+   CC_SHA512). That HMAC keeps a keyed SHA256_CTX and copies it per item: the EVP
    interface allocates per copy, which would double the cost of a lock, so the plain SHA-256
-   calls (deprecated in OpenSSL 3, not removed) are used.
+   calls (deprecated in OpenSSL 3, not removed) are used. CommonCrypto's contexts are values an
+   app copies (a digest of a prefix, then more bytes), which EVP's allocated contexts cannot be:
+   they use the plain calls too.
 
    The header still gives the types. Every function below loads the library on its first call
    (once per process, from any thread); where it cannot be loaded, the process cannot go on
@@ -20,6 +23,7 @@
 #define OPENSSL_SUPPRESS_DEPRECATED 1
 #include <stddef.h>
 #include <openssl/evp.h>
+#include <openssl/md5.h>
 #include <openssl/sha.h>
 
 /* Loads libcrypto (libcrypto.so.3, or $PROTFS_LIBCRYPTO) once per process; returns NULL when it
@@ -29,6 +33,21 @@ const char *protfs_crypto_load(void);
 int protfs_sha256_init(SHA256_CTX *context);
 int protfs_sha256_update(SHA256_CTX *context, const void *bytes, size_t count);
 int protfs_sha256_final(unsigned char *digest, SHA256_CTX *context);
+
+/* MD5, SHA-1, SHA-512 and the truncated SHA-224 and SHA-384 on values, as SHA-256 above
+   (CommonCrypto's CC_ calls in ProtFSKit). SHA-224 goes on with the SHA-256 calls and SHA-384
+   with the SHA-512 ones: the context says how long the digest is. */
+int protfs_sha224_init(SHA256_CTX *context);
+int protfs_md5_init(MD5_CTX *context);
+int protfs_md5_update(MD5_CTX *context, const void *bytes, size_t count);
+int protfs_md5_final(unsigned char *digest, MD5_CTX *context);
+int protfs_sha1_init(SHA_CTX *context);
+int protfs_sha1_update(SHA_CTX *context, const void *bytes, size_t count);
+int protfs_sha1_final(unsigned char *digest, SHA_CTX *context);
+int protfs_sha384_init(SHA512_CTX *context);
+int protfs_sha512_init(SHA512_CTX *context);
+int protfs_sha512_update(SHA512_CTX *context, const void *bytes, size_t count);
+int protfs_sha512_final(unsigned char *digest, SHA512_CTX *context);
 
 /* An EVP SHA-256 context, initialised; NULL only when out of memory. */
 EVP_MD_CTX *protfs_sha256_context_new(void);

@@ -157,11 +157,12 @@ public struct URLRequest: Sendable, Equatable, Hashable {
   }
 }
 
-/// A response's metadata, as Foundation's `URLResponse`.
+/// A response's metadata, as Foundation's `URLResponse`; `NSSecureCoding`, so that an app keeps a
+/// task's response with `NSKeyedArchiver` (`requiringSecureCoding: true`), as on iOS.
 ///
-/// `@unchecked Sendable`: its properties are set by the initialiser alone (`private(set)`); the class
-/// is open, as Foundation's, so the compiler cannot prove it.
-open class URLResponse: NSObject, @unchecked Sendable {
+/// `@unchecked Sendable`: its properties are set by the initialisers alone (`private(set)`); the
+/// class is open, as Foundation's, so the compiler cannot prove it.
+open class URLResponse: NSObject, NSSecureCoding, @unchecked Sendable {
   /// The URL it answers.
   open private(set) var url: URL?
   /// The length the server announced, -1 when unknown.
@@ -183,6 +184,24 @@ open class URLResponse: NSObject, @unchecked Sendable {
     expectedContentLength = Int64(length)
     givenMIMEType = mimeType
     givenTextEncodingName = name
+  }
+
+  /// Archives the response: its URL, MIME type, expected length and text encoding.
+  open func encode(with coder: NSCoder) {
+    ResponseArchive.encode(url?.absoluteString, forKey: ResponseArchive.url, to: coder)
+    ResponseArchive.encode(givenMIMEType, forKey: ResponseArchive.mimeType, to: coder)
+    ResponseArchive.encode(givenTextEncodingName, forKey: ResponseArchive.textEncodingName, to: coder)
+    coder.encode(expectedContentLength, forKey: ResponseArchive.expectedContentLength)
+  }
+
+  /// A response from an archive `encode(with:)` wrote; nil for one it did not (a field missing or
+  /// not of its kind), which the unarchiver reports as its error.
+  public required init?(coder: NSCoder) {
+    guard let fields = ResponseArchive.Fields(coder) else { return nil }
+    url = fields.url
+    expectedContentLength = fields.expectedContentLength
+    givenMIMEType = fields.mimeType
+    givenTextEncodingName = fields.textEncodingName
   }
 
   /// The body's MIME type, nil when unknown.
@@ -221,6 +240,26 @@ open class HTTPURLResponse: URLResponse, @unchecked Sendable {
     allHeaderFields = headerFields ?? [:]
     let length = headerFields?.first { $0.key.caseInsensitiveCompare("Content-Length") == .orderedSame }?.value
     super.init(url: url, expectedContentLength: length.flatMap { Int64($0.trimmingCharacters(in: .whitespaces)) } ?? -1)
+  }
+
+  /// Archives the response: what `URLResponse` archives, the status and the header fields.
+  open override func encode(with coder: NSCoder) {
+    super.encode(with: coder)
+    coder.encode(statusCode, forKey: ResponseArchive.statusCode)
+    let fields = allHeaderFields.reduce(into: [String: String]()) { fields, field in
+      if let name = field.key as? String, let value = field.value as? String { fields[name] = value }
+    }
+    ResponseArchive.encode(fields, to: coder)
+  }
+
+  /// A response from an archive `encode(with:)` wrote; nil for one it did not (no status within
+  /// 100...599, header fields that are not names and values).
+  public required init?(coder: NSCoder) {
+    let status = coder.decodeInteger(forKey: ResponseArchive.statusCode)
+    guard (100...599).contains(status), let fields = ResponseArchive.headerFields(in: coder) else { return nil }
+    statusCode = status
+    allHeaderFields = fields
+    super.init(coder: coder)
   }
 
   /// The header field `field`'s value (names compare case-insensitively), or nil.

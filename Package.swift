@@ -76,6 +76,11 @@ let package = Package(
       name: "PortedApp", dependencies: ["ProtFSKit"], path: "Examples/PortedApp",
       swiftSettings: [.swiftLanguageMode(.v5)]),
     .executableTarget(name: "PortedMainApp", dependencies: ["ProtFSKit"], path: "Examples/PortedMainApp"),
+    // An app delegate that inherits from NSObject, as code before Xcode's UIResponder template
+    // declares it, started by UIApplicationMain (issue 62; Swift 5 mode).
+    .executableTarget(
+      name: "LegacyDelegate", dependencies: ["ProtFSKit"], path: "Examples/LegacyDelegate",
+      swiftSettings: [.swiftLanguageMode(.v5)]),
     // Background fetch with URLSession.shared, as Apple's documentation writes it (Swift 5 mode).
     .executableTarget(
       name: "SharedSessionFetch", dependencies: ["ProtFSKit"], path: "Examples/SharedSessionFetch",
@@ -153,7 +158,7 @@ let package = Package(
         "ProtFSSystem", "ProtFS", "ProtFSLock", "ProtFSDownloads", "ProtFSTestSupport", "protfs",
         "ProtFSApp", "ProtFSSessions", "ProtFSCLI",
         "BackgroundRunner", "FetchHelper", "ForgetfulApp", "BackgroundDownloader", "UploadSession", "FetchDownloader",
-        "PauseResume", "PortedApp", "PortedMainApp", "MisusedUpload", "NetworkClient", "SceneApp",
+        "PauseResume", "PortedApp", "PortedMainApp", "MisusedUpload", "NetworkClient", "SceneApp", "LegacyDelegate",
       ]
     ),
   ]

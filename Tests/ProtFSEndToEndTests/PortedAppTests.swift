@@ -272,4 +272,20 @@ import Testing
     #expect(try await d.protfs(["app", "terminate", AppDevice.bundle]).status == 0)
     _ = await fetched.exit()
   }
+
+  /// An app delegate that inherits from NSObject, not UIResponder (Examples/LegacyDelegate, as
+  /// code before Xcode's UIResponder template declares it), started by UIApplicationMain: UIKit
+  /// makes it with its init(), and so does ProtFSKit.
+  @Test func anNSObjectDelegateIsMadeWithItsInitAndRuns() async throws {
+    let d = try AppDevice()
+    defer { d.remove() }
+    let app = try d.launch([], [try d.installExample("LegacyDelegate")])
+    defer { app.stop() }
+    #expect(await app.line(containing: "didBecomeActive state=0") != nil, "\(app.output)")
+    #expect(app.output.first == "didFinishLaunching AppDelegate made by init(), launch 1", "\(app.output)")
+    #expect(try await d.protfs(["app", "terminate", AppDevice.bundle]).status == 0)
+    let (status, _) = await app.exit()
+    #expect(status == 0, "\(app.output)")
+    #expect(app.output.last == "willTerminate", "\(app.output)")
+  }
 }

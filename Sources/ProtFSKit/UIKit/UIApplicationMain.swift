@@ -4,8 +4,9 @@ import ProtFSSystem
 
 /// Runs the app as UIKit's `UIApplicationMain` does, for the iOS `main.swift` that calls it:
 /// `UIApplicationMain(CommandLine.argc, CommandLine.unsafeArgv, nil,
-/// NSStringFromClass(AppDelegate.self))`. Makes an instance of the delegate class (which inherits
-/// from `UIResponder`, as Xcode's template does) and runs `UIApplication.main(delegate:)`.
+/// NSStringFromClass(AppDelegate.self))`. Makes an instance of the delegate class with its
+/// `init()` (a class that inherits from `UIResponder`, as Xcode's template declares it, or from
+/// `NSObject`, as older templates and much sample code do) and runs `UIApplication.main(delegate:)`.
 /// Never returns. Call it from the main thread; `principalClassName` must be nil or
 /// `UIApplication` (there are no subclasses here).
 @discardableResult
@@ -29,23 +30,37 @@ public func UIApplicationMain(
       "there is no class named \(delegateClassName); pass NSStringFromClass(AppDelegate.self), "
         + "which names the class with its module")
   }
-  guard let responder = found as? UIResponder.Type else {
+  guard let type = found as? NSObject.Type else {
     UIApplication.stop(
-      "the delegate class \(delegateClassName) does not inherit from UIResponder "
+      "the delegate class \(delegateClassName) does not inherit from NSObject "
         + "(declare it `class AppDelegate: UIResponder, UIApplicationDelegate`)")
   }
   guard Thread.isMainThread else { UIApplication.stop("UIApplicationMain was called off the main thread") }
   MainActor.assumeIsolated { () -> Never in
-    guard let delegate = responder.init() as? any UIApplicationDelegate else {
+    guard let made = makeDelegate(type) else {
+      UIApplication.stop(
+        "the delegate class \(delegateClassName) cannot be made: this Swift runtime or Foundation has no "
+          + "NSObject.init to look up (declare it `class AppDelegate: UIResponder, UIApplicationDelegate`)")
+    }
+    guard let delegate = made as? any UIApplicationDelegate else {
       UIApplication.stop("the delegate class \(delegateClassName) does not conform to UIApplicationDelegate")
     }
     UIApplication.main(delegate: delegate)
   }
 }
 
+/// An instance of the delegate class `type`, with its `init()`: `UIResponder`'s is `required`, so
+/// its subclasses are made as Swift makes any class; a class that inherits from `NSObject` alone
+/// is made through its vtable, as UIKit makes it through the Objective-C runtime (`ObjectMaker`).
+private func makeDelegate(_ type: NSObject.Type) -> NSObject? {
+  if let responder = type as? UIResponder.Type { return responder.init() }
+  return ObjectMaker.make(type)
+}
+
 extension UIApplicationDelegate {
   /// The entry point of an `@main` app delegate, as UIKit's: runs `UIApplicationMain` with this
-  /// class as the delegate (which inherits from `UIResponder`, as Xcode's template does).
+  /// class as the delegate (which inherits from `UIResponder`, as Xcode's template does, or from
+  /// `NSObject`).
   public static func main() {
     UIApplicationMain(CommandLine.argc, CommandLine.unsafeArgv, nil, NSStringFromClass(self))
   }

@@ -195,7 +195,7 @@ struct InProcessTransfer: Sendable {
   /// Starts `task`'s transfer (once), when the gate allows.
   func resume(_ task: URLSessionTask) {
     guard task.state == .suspended else { return }
-    task.lock.withLock { $0.state = .running }
+    task.change { $0.state = .running }
     task.noteResumed()
     gate.start(transfer, task: task.taskIdentifier, host: host)
   }
@@ -203,7 +203,7 @@ struct InProcessTransfer: Sendable {
   /// Stops `task`'s transfer: the task completes with `NSURLErrorCancelled`.
   func cancel(_ task: URLSessionTask) {
     guard task.state != .completed else { return }
-    task.lock.withLock { $0.state = .canceling }
+    task.change { $0.state = .canceling }
     transfer.cancel()
   }
 }

@@ -129,7 +129,7 @@ extension URLSession {
     let completion = task.completion.withLock { $0 }
     switch event {
     case .wroteData(_, let written, let total, let expected):
-      task.lock.withLock { values in
+      task.change { values in
         values.received = total
         values.expectedToReceive = expected
         values.state = .running
@@ -144,7 +144,7 @@ extension URLSession {
         self, downloadTask: download, didWriteData: written, totalBytesWritten: total,
         totalBytesExpectedToWrite: expected)
     case .sentBodyData(_, let sent, let total, let expected):
-      task.lock.withLock { values in
+      task.change { values in
         values.sent = total
         values.expectedToSend = expected
         values.state = .running
@@ -165,7 +165,7 @@ extension URLSession {
       let response = URL(string: url).flatMap {
         HTTPURLResponse(url: $0, statusCode: status, httpVersion: "HTTP/1.1", headerFields: fields)
       }
-      task.lock.withLock { values in
+      task.change { values in
         values.response = response
         // A data task's body length is the response's, when it says.
         if task is any AnswersItsResponse, let response, response.expectedContentLength >= 0 {
@@ -198,10 +198,10 @@ extension URLSession {
       // An upload's reply carries its status; a data task's response came before its body.
       if status != 0, let url = task.originalRequest?.url {
         let response = HTTPURLResponse(url: url, statusCode: status, httpVersion: "HTTP/1.1", headerFields: nil)
-        task.lock.withLock { $0.response = response }
+        task.change { $0.response = response }
       }
       let streamed: ByteStreamSink? = if case .stream(let sink)? = completion { sink } else { nil }
-      task.lock.withLock { values in
+      task.change { values in
         values.received += Int64(body.count)
         if completion != nil, streamed == nil { values.body.append(body) }
       }
@@ -210,9 +210,10 @@ extension URLSession {
       guard completion == nil, task.state != .canceling, let dataTask = task as? URLSessionDataTask else { return }
       (delegate as? URLSessionDataDelegate)?.urlSession(self, dataTask: dataTask, didReceive: body)
     case .completed(_, let snapshot, let failure):
-      task.update(snapshot)
       let error = failure.map { completionError($0, task, snapshot) }
-      let (body, response, location) = task.lock.withLock { values in
+      // One change: the task's observers hear of its error before its state, as on iOS.
+      let (body, response, location) = task.change { values in
+        URLSessionTask.take(snapshot, into: &values)
         values.state = .completed
         values.error = error
         values.completedAt = Date()
@@ -246,11 +247,11 @@ extension URLSession {
         return made
       }
       let length = response.expectedContentLength
-      download.lock.withLock { values in
+      download.change { values in
         values.response = response
         values.expectedToReceive = length
       }
-      task.lock.withLock { $0.state = .completed }
+      task.change { $0.state = .completed }
       let file = DownloadFile(directory: NSTemporaryDirectory())
       let failure: ProtFSError?
       do throws(ProtFSError) {
@@ -288,14 +289,14 @@ extension URLSession {
 
   /// Completes a task the service never had with `error` (on the delegate queue, in order).
   func failLocally(_ task: URLSessionTask, _ error: ProtFSError) {
-    let first = task.lock.withLock { values in
+    let first = task.change { values in
       defer { values.state = .completed }
       return values.state != .completed
     }
     guard first else { return }
     pipeline.async {
       let failure = URLErrorMapping.nsError(error, url: task.originalRequest?.url)
-      task.lock.withLock { $0.error = failure }
+      task.change { $0.error = failure }
       self.onDelegateQueue {
         (self.taskDelegate(task) as? URLSessionTaskDelegate)?.urlSession(
           self, task: task, didCompleteWithError: failure)

@@ -88,6 +88,7 @@ open class URLSessionTask: NSObject, @unchecked Sendable {
     self.creationError = creationError
     self.failNow = failNow
     super.init()
+    taskProgress.task = self
     // As Foundation's: cancelling, pausing or resuming the progress does so to the task.
     progress.cancellationHandler = { [weak self] in self?.cancel() }
     progress.pausingHandler = { [weak self] in self?.suspend() }
@@ -97,7 +98,11 @@ open class URLSessionTask: NSObject, @unchecked Sendable {
   /// The task's progress, as Foundation's: bytes of the body received (an upload's: sent) out of
   /// those expected (-1 while unknown), the same object for the task's whole life, complete when
   /// the task succeeded. Cancelling it cancels the task.
-  public let progress = Progress(totalUnitCount: -1)
+  public var progress: Progress { taskProgress }
+  /// `progress`, which tells its observers and the task's of its counts.
+  let taskProgress = TaskProgress(totalUnitCount: -1)
+  /// Who observes the task's properties (`addObserver`, `observe`).
+  let keyValueObservers = KeyValueObservers()
 
   /// Brings `progress` up to the task's counts.
   func refreshProgress() {
@@ -138,17 +143,17 @@ open class URLSessionTask: NSObject, @unchecked Sendable {
   /// The app's hint of the task's importance, 0 to 1 (kept: the service runs tasks in order).
   open var priority: Float {
     get { lock.withLock { $0.priority } }
-    set { lock.withLock { $0.priority = min(1, max(0, newValue)) } }
+    set { change { $0.priority = min(1, max(0, newValue)) } }
   }
   /// The app's estimate of the bytes the task sends (kept: a hint, as on iOS).
   open var countOfBytesClientExpectsToSend: Int64 {
     get { lock.withLock { $0.expectsToSend } }
-    set { lock.withLock { $0.expectsToSend = newValue } }
+    set { change { $0.expectsToSend = newValue } }
   }
   /// The app's estimate of the bytes the task receives (kept: a hint, as on iOS).
   open var countOfBytesClientExpectsToReceive: Int64 {
     get { lock.withLock { $0.expectsToReceive } }
-    set { lock.withLock { $0.expectsToReceive = newValue } }
+    set { change { $0.expectsToReceive = newValue } }
   }
 
   /// Whether the task belongs to a background session, where `earliestBeginDate` counts; set by
@@ -160,7 +165,7 @@ open class URLSessionTask: NSObject, @unchecked Sendable {
   /// suspended or gone); no effect in another session. Set it before `resume()`.
   open var earliestBeginDate: Date? {
     get { lock.withLock { $0.earliestBeginDate } }
-    set { lock.withLock { $0.earliestBeginDate = newValue } }
+    set { change { $0.earliestBeginDate = newValue } }
   }
 
   /// The task's own delegate, as Foundation's (iOS 15): it gets the task's calls in place of the
@@ -190,7 +195,7 @@ open class URLSessionTask: NSObject, @unchecked Sendable {
   public var taskDescription: String? {
     get { lock.withLock { $0.description } }
     set {
-      lock.withLock { $0.description = newValue }
+      change { $0.description = newValue }
       try? backend?.setDescription(newValue, of: Int64(taskIdentifier))
     }
   }
@@ -204,7 +209,7 @@ open class URLSessionTask: NSObject, @unchecked Sendable {
     }
     let notBefore = delaysBegin.load(ordering: .relaxed) ? earliestBeginDate : nil
     if (try? backend.resume(Int64(taskIdentifier), notBefore: notBefore)) != nil {
-      lock.withLock { $0.state = .running }
+      change { $0.state = .running }
       noteResumed()
     }
   }
@@ -212,13 +217,13 @@ open class URLSessionTask: NSObject, @unchecked Sendable {
   /// Pauses the task.
   open func suspend() {
     guard state == .running, let backend else { return }
-    if (try? backend.suspend(Int64(taskIdentifier))) != nil { lock.withLock { $0.state = .suspended } }
+    if (try? backend.suspend(Int64(taskIdentifier))) != nil { change { $0.state = .suspended } }
   }
 
   /// Cancels the task: it completes with `NSURLErrorCancelled`.
   open func cancel() {
     guard state != .completed else { return }
-    lock.withLock { $0.state = .canceling }
+    change { $0.state = .canceling }
     guard let backend else {
       failNow?(self)
       return
@@ -227,24 +232,30 @@ open class URLSessionTask: NSObject, @unchecked Sendable {
   }
 
   /// Takes what the service reports of the task.
-  func update(_ snapshot: SessionTaskSnapshot) {
-    lock.withLock { values in
-      values.received = max(values.received, snapshot.bytesReceived)
-      if snapshot.bytesExpectedToReceive >= 0 { values.expectedToReceive = snapshot.bytesExpectedToReceive }
-      values.sent = max(values.sent, snapshot.bytesSent)
-      if snapshot.bytesExpectedToSend > 0 { values.expectedToSend = snapshot.bytesExpectedToSend }
-      if snapshot.request.taskDescription != nil { values.description = snapshot.request.taskDescription }
-      if snapshot.statusCode != 0, let url = snapshot.request.url as URL? {
-        let fields = snapshot.responseHeaders.map { HTTPURLResponse.fields($0.map { ($0.name, $0.value) }) }
-        // A response of this process (with its fields) is not replaced by the bare one.
-        if fields != nil || (values.response as? HTTPURLResponse)?.allHeaderFields.isEmpty != false {
-          values.response = HTTPURLResponse(
-            url: url, statusCode: snapshot.statusCode, httpVersion: "HTTP/1.1", headerFields: fields)
-        }
+  func update(_ snapshot: SessionTaskSnapshot) { change { Self.take(snapshot, into: &$0) } }
+
+  /// Takes into `values` what the service reports of the task.
+  static func take(_ snapshot: SessionTaskSnapshot, into values: inout Values) {
+    values.received = max(values.received, snapshot.bytesReceived)
+    if snapshot.bytesExpectedToReceive >= 0 { values.expectedToReceive = snapshot.bytesExpectedToReceive }
+    values.sent = max(values.sent, snapshot.bytesSent)
+    if snapshot.bytesExpectedToSend > 0 { values.expectedToSend = snapshot.bytesExpectedToSend }
+    if snapshot.request.taskDescription != nil { values.description = snapshot.request.taskDescription }
+    if snapshot.statusCode != 0, let url = snapshot.request.url as URL? {
+      let fields = snapshot.responseHeaders.map { HTTPURLResponse.fields($0.map { ($0.name, $0.value) }) }
+      let current = values.response as? HTTPURLResponse
+      // A response of this process (with its fields) is not replaced by the bare one, nor one by
+      // the same (its observers would hear of a change that is none).
+      let same =
+        current?.url == url && current?.statusCode == snapshot.statusCode
+        && (fields == nil || current?.allHeaderFields as? [String: String] == fields)
+      if !same, fields != nil || current?.allHeaderFields.isEmpty != false {
+        values.response = HTTPURLResponse(
+          url: url, statusCode: snapshot.statusCode, httpVersion: "HTTP/1.1", headerFields: fields)
       }
-      if values.state != .completed {
-        values.state = State(serviceName: snapshot.state) ?? values.state
-      }
+    }
+    if values.state != .completed {
+      values.state = State(serviceName: snapshot.state) ?? values.state
     }
   }
 }
@@ -363,9 +374,9 @@ final class InProcessUploadTask: URLSessionUploadTask, RunsInProcess, AnswersIts
     }
     super.init(id: id, request: request, backend: nil)
     switch body {
-    case .data(let data): lock.withLock { $0.expectedToSend = Int64(data.count) }
-    case .file(_, let size, _): lock.withLock { $0.expectedToSend = size }
-    case .stream: lock.withLock { $0.expectedToSend = NSURLSessionTransferSizeUnknown }
+    case .data(let data): change { $0.expectedToSend = Int64(data.count) }
+    case .file(_, let size, _): change { $0.expectedToSend = size }
+    case .stream: change { $0.expectedToSend = NSURLSessionTransferSizeUnknown }
     case .failed: break
     }
     refreshProgress()
@@ -411,7 +422,7 @@ open class URLSessionDownloadTask: URLSessionTask, @unchecked Sendable {
       completionHandler(nil)
       return
     }
-    lock.withLock { $0.state = .canceling }
+    change { $0.state = .canceling }
     let data = try? backend.cancel(Int64(taskIdentifier), producingResumeData: true)
     resumeData.withLock { $0 = data ?? nil }
     completionHandler(data ?? nil)
@@ -539,7 +550,7 @@ final class InProcessBecameDownloadTask: URLSessionDownloadTask, RunsInProcess, 
   init(id: Int, request: URLRequest?, run: InProcessTransfer) {
     self.run = run
     super.init(id: id, request: request, backend: nil)
-    lock.withLock { $0.state = .running }
+    change { $0.state = .running }
   }
 
   /// Nothing: it runs already.

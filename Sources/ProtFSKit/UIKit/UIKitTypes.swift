@@ -232,9 +232,20 @@ extension UIApplicationDelegate {
 /// declares it (`class AppDelegate: UIResponder, UIApplicationDelegate`) compiles and can be made
 /// by `UIApplicationMain` from its class name. There are no events to respond to.
 @preconcurrency @MainActor
-open class UIResponder: NSObject {
+open class UIResponder: NSObject, NSKeyValueObserving {
   /// A responder (required: `UIApplicationMain` makes the delegate from its class).
   public required override init() { super.init() }
+
+  /// Called when a value this responder observes (`addObserver(_:forKeyPath:options:context:)`)
+  /// changed; a subclass overrides it, as on iOS. Not overridden, it ends the app with
+  /// `NSInternalInconsistencyException`, as `NSObject`'s does.
+  nonisolated open func observeValue(
+    forKeyPath keyPath: String?, of object: Any?, change: [NSKeyValueChangeKey: Any]?,
+    context: UnsafeMutableRawPointer?
+  ) {
+    KeyValueObservers.unhandled(
+      by: self, key: keyPath, of: object, change: change, context: UInt(bitPattern: context))
+  }
 }
 
 /// A window, so that an app delegate's `var window: UIWindow?` compiles. There is no screen: it

@@ -68,6 +68,17 @@ final class Manager: NSObject, URLSessionDownloadDelegate, @unchecked Sendable {
     let status = (downloadTask.response as? HTTPURLResponse)?.statusCode ?? 0
     say(["event": "didWriteData", "task": downloadTask.taskIdentifier, "written": totalBytesWritten, "status": status])
     guard pausesAtFirstBytes, downloadTask.state == .running else { return }
+    // The response is kept with the resume data, as download managers keep it to show the file's
+    // size and type while paused.
+    if let response = downloadTask.response {
+      do {
+        let archived = try NSKeyedArchiver.archivedData(withRootObject: response, requiringSecureCoding: true)
+        try archived.write(to: Store.response)
+        say(["event": "archivedResponse", "bytes": archived.count])
+      } catch {
+        say(["event": "archivedResponse", "error": "\(error)"])
+      }
+    }
     downloadTask.cancel(byProducingResumeData: { data in
       guard let data else { return say(["event": "paused", "resumeData": 0]) }
       self.keep(data, event: "paused")
@@ -117,6 +128,13 @@ final class Manager: NSObject, URLSessionDownloadDelegate, @unchecked Sendable {
   /// Continues the kept download.
   func resume() {
     guard let data = try? Data(contentsOf: Store.resumeData) else { return say(["event": "nothingToResume"]) }
+    if let archived = try? Data(contentsOf: Store.response) {
+      let response = try? NSKeyedUnarchiver.unarchivedObject(ofClass: HTTPURLResponse.self, from: archived)
+      say([
+        "event": "unarchivedResponse", "status": response?.statusCode ?? 0,
+        "length": response?.expectedContentLength ?? 0, "etag": response?.value(forHTTPHeaderField: "ETag") ?? "",
+      ])
+    }
     let task = session.downloadTask(withResumeData: data)
     task.resume()
     say(["event": "resumed", "task": task.taskIdentifier])

@@ -60,4 +60,38 @@ import Testing
       FileManager.default.contents(atPath: d.t.containerPath(AppDevice.bundle, "Documents/big.bin")) == Data(body))
     #expect(server.requests.last?.headers["range"]?.hasPrefix("bytes=") == true)
   }
+
+  /// The issue's app: it pauses (its resume data and its task's response kept, the response
+  /// archived with secure coding), is force-quit, and launched again continues from its own resume
+  /// data with a Range request, reading the response it archived.
+  @Test func aPausedDownloadWhoseResponseWasArchivedContinuesAfterAForceQuit() async throws {
+    let d = try AppDevice()
+    defer { d.remove() }
+    let body = DownloadFixture.bytes(1 << 20)
+    let server = try FaultServer(body: body, entityTag: "\"e2\"", mode: .gateAfter(bytes: 300_000))
+    defer { server.stop() }
+    let example = try d.installExample("DownloadManager")
+    defer { d.endAppAndSessionService() }
+    let first = try d.launch([], [example, "start", server.url("big.bin").absoluteString])
+    defer { first.stop() }
+    let paused = try #require(await first.line(containing: #""event":"paused""#), "\(first.output)")
+    let fields = try #require(try JSONSerialization.jsonObject(with: Data(paused.0.utf8)) as? [String: Any])
+    #expect(fields["partialExists"] as? Bool == true && (fields["bytes"] as? Int ?? 0) > 0, "\(fields)")
+    #expect(Self.events(first, "archivedResponse").first?["bytes"] as? Int ?? 0 > 0, "\(first.output)")
+    #expect(try await d.protfs(["app", "terminate", AppDevice.bundle, "--user"]).status == 0)
+    _ = await first.exit()
+
+    server.openGate()
+    let second = try d.launch([], [example, "resume"])
+    defer { second.stop() }
+    #expect(await second.line(containing: "didFinishDownloadingTo", timeout: 60) != nil, "\(second.output)")
+    let response = try #require(Self.events(second, "unarchivedResponse").first, "\(second.output)")
+    #expect(response["status"] as? Int == 200 && response["etag"] as? String == "\"e2\"", "\(response)")
+    #expect(response["length"] as? Int == body.count, "\(response)")
+    #expect(
+      Self.events(second, "didResumeAtOffset").first?["offset"] as? Int == fields["bytes"] as? Int, "\(second.output)")
+    #expect(
+      FileManager.default.contents(atPath: d.t.containerPath(AppDevice.bundle, "Documents/big.bin")) == Data(body))
+    #expect(server.requests.last?.headers["range"] == "bytes=\(fields["bytes"] as? Int ?? -1)-")
+  }
 }

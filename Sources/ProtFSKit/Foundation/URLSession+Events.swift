@@ -158,6 +158,13 @@ extension URLSession {
         return
       }
       guard let download = task as? URLSessionDownloadTask else { return }
+      // A resumed download that ended before its first progress was sent still says where it
+      // resumed, first, as on iOS.
+      if let offset = state.withLock({ $0.resumedAt.removeValue(forKey: task.taskIdentifier) }) {
+        (delegate as? URLSessionDownloadDelegate)?.urlSession(
+          self, downloadTask: download, didResumeAtOffset: offset,
+          expectedTotalBytes: task.countOfBytesExpectedToReceive)
+      }
       (delegate as? URLSessionDownloadDelegate)?.urlSession(
         self, downloadTask: download, didFinishDownloadingTo: URL(fileURLWithPath: location))
     case .receivedResponse(_, let url, let status, let headers):

@@ -275,14 +275,25 @@ import Testing
 
   /// An app delegate that inherits from NSObject, not UIResponder (Examples/LegacyDelegate, as
   /// code before Xcode's UIResponder template declares it), started by UIApplicationMain: UIKit
-  /// makes it with its init(), and so does ProtFSKit.
-  @Test func anNSObjectDelegateIsMadeWithItsInitAndRuns() async throws {
+  /// makes it with its init(), and so does ProtFSKit. Its UILocalNotifications are shown as
+  /// UserNotifications shows a notification (a line on standard error), once the user allowed them.
+  @Test func anNSObjectDelegateIsMadeWithItsInitAndRunsAndItsLocalNotificationsAreShown() async throws {
     let d = try AppDevice()
     defer { d.remove() }
-    let app = try d.launch([], [try d.installExample("LegacyDelegate")])
+    let example = try d.installExample("LegacyDelegate")
+    // The notifications are on the app's standard error: the test reads it with its output.
+    let program = try d.script("legacy-delegate.sh", "#!/bin/sh\nexec \"\(example)\" \"$@\" 2>&1\n")
+    let app = try d.launch([], [program])
     defer { app.stop() }
     #expect(await app.line(containing: "didBecomeActive state=0") != nil, "\(app.output)")
     #expect(app.output.first == "didFinishLaunching AppDelegate made by init(), launch 1", "\(app.output)")
+    #expect(await app.line(containing: "none scheduled") != nil, "\(app.output)")
+    let told = app.output.filter { !$0.hasPrefix("didBecomeActive") && !$0.hasPrefix("didFinishLaunching") }
+    #expect(
+      told == [
+        "didRegister types=7", #"notification "Downloads": report.pdf finished"#, "scheduled 2",
+        "scheduled after cancelling 1", "badge 3", #"notification "": reminder"#, "none scheduled",
+      ], "\(app.output)")
     #expect(try await d.protfs(["app", "terminate", AppDevice.bundle]).status == 0)
     let (status, _) = await app.exit()
     #expect(status == 0, "\(app.output)")

@@ -279,22 +279,36 @@ public final class UNUserNotificationCenter: NSObject, @unchecked Sendable {
   public func add(
     _ request: UNNotificationRequest, withCompletionHandler completionHandler: (@Sendable ((any Error)?) -> Void)? = nil
   ) {
-    removePendingNotificationRequests(withIdentifiers: [request.identifier])
     let interval = (request.trigger as? UNTimeIntervalNotificationTrigger)?.timeInterval ?? 0
     let repeats = request.trigger?.repeats ?? false
-    if interval <= 0 {
-      deliver(request)
-    } else {
-      let timer = DispatchSource.makeTimerSource(queue: .global())
-      timer.schedule(deadline: .now() + interval, repeating: repeats ? interval : .infinity)
-      timer.setEventHandler { [weak self] in
-        self?.deliver(request)
-        if !repeats { self?.state.withLock { _ = $0.pending.removeValue(forKey: request.identifier) } }
-      }
-      state.withLock { $0.pending[request.identifier] = (request, timer) }
-      timer.resume()
-    }
+    schedule(request, after: interval, every: repeats && interval > 0 ? interval : nil)
     if let completionHandler { DispatchQueue.global().async { completionHandler(nil) } }
+  }
+
+  /// Schedules `request`, replacing one with its identifier: delivered after `delay` seconds (at
+  /// once when there is none and it does not repeat), then every `interval` seconds while the app
+  /// runs when one is given. `add` schedules by the request's trigger, UIKit's
+  /// `UILocalNotification` by its fire date and repeat interval.
+  func schedule(_ request: UNNotificationRequest, after delay: TimeInterval, every interval: TimeInterval?) {
+    removePendingNotificationRequests(withIdentifiers: [request.identifier])
+    guard delay > 0 || interval != nil else { return deliver(request) }
+    let timer = DispatchSource.makeTimerSource(queue: .global())
+    timer.schedule(deadline: .now() + max(delay, 0), repeating: interval ?? .infinity)
+    timer.setEventHandler { [weak self] in
+      self?.deliver(request)
+      if interval == nil { self?.state.withLock { _ = $0.pending.removeValue(forKey: request.identifier) } }
+    }
+    state.withLock { $0.pending[request.identifier] = (request, timer) }
+    timer.resume()
+  }
+
+  /// The requests not yet delivered, read at once (UIKit's `scheduledLocalNotifications`).
+  var pendingRequests: [UNNotificationRequest] { state.withLock { $0.pending.values.map(\.request) } }
+
+  /// The badge number last set (UIKit's `applicationIconBadgeNumber`).
+  var badgeCount: Int {
+    get { state.withLock { $0.badge } }
+    set { state.withLock { $0.badge = newValue } }
   }
 
   /// Schedules `request`.

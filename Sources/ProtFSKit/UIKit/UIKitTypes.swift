@@ -167,6 +167,8 @@ public protocol UIApplicationDelegate: AnyObject {
   func application(_ application: UIApplication, didRegisterForRemoteNotificationsWithDeviceToken deviceToken: Data)
   /// `registerForRemoteNotifications()` failed (never here).
   func application(_ application: UIApplication, didFailToRegisterForRemoteNotificationsWithError error: any Error)
+  /// `registerUserNotificationSettings(_:)` was answered: `notificationSettings` are allowed.
+  func application(_ application: UIApplication, didRegister notificationSettings: UIUserNotificationSettings)
 }
 
 extension UIApplicationDelegate {
@@ -226,6 +228,8 @@ extension UIApplicationDelegate {
   public func application(
     _ application: UIApplication, didFailToRegisterForRemoteNotificationsWithError error: any Error
   ) {}
+  /// Does nothing.
+  public func application(_ application: UIApplication, didRegister notificationSettings: UIUserNotificationSettings) {}
 }
 
 /// UIKit's responder base class, here so that an app delegate declared as Xcode's template

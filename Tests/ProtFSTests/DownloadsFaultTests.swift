@@ -307,6 +307,41 @@ struct DownloadsFaultTests {
     #expect(server.requests.last?.headers["range"] != nil)
   }
 
+  /// A resume that comes before the suspension settled (Tiercel suspends and resumes its tasks
+  /// 0.1 s apart at every didBecomeActive) continues the download: the suspension, settling after
+  /// it, used to leave the task stopped for good.
+  @Test(.timeLimit(.minutes(2))) func aResumeRightAfterASuspendContinuesTheDownload() async throws {
+    let server = try FaultServer(body: body, mode: Self.drip)
+    defer { server.stop() }
+    let session = try DownloadSession(configuration: fixture.configuration())
+    let task = try session.downloadTask(with: server.url())
+    task.resume()
+    await session.waitForProgress(of: task, atLeast: 100_000)
+    task.suspend()
+    task.resume()
+    server.setMode(.normal)
+    #expect(await task.waitUntilSettled() == .completed, "\(task.state)")
+    #expect(fixture.destinationContents("file.bin") == body)
+  }
+
+  /// The latest of the two wins the other way too: a suspend after a resume suspends.
+  @Test func aSuspendRightAfterAResumeSuspends() async throws {
+    let server = try FaultServer(body: body, mode: Self.drip)
+    defer { server.stop() }
+    let session = try DownloadSession(configuration: fixture.configuration())
+    let task = try session.downloadTask(with: server.url())
+    task.resume()
+    await session.waitForProgress(of: task, atLeast: 100_000)
+    task.suspend()
+    task.resume()
+    task.suspend()
+    await session.waitForEvent {
+      if case .suspended(task.id) = $0 { return true } else { return false }
+    }
+    #expect(task.state == .suspended)
+    #expect(fixture.temporaryFiles.count == 1)
+  }
+
   @Test func cancelReturnsPromptlyAndRemovesTheTempFile() async throws {
     // Two minutes of drip: far longer than the cooperative pool has ever been held by the other
     // tests of a full run on two cores (about 30 s), so the transfer is still running when this

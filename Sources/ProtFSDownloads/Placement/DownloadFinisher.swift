@@ -122,6 +122,7 @@ package final class DownloadFinisher: @unchecked Sendable {
     var exit: DispatchSemaphore?
     var failedChecks: [Outcome] = []
     var resumeDataReplies: [(@Sendable (Data?) -> Void, Data?)] = []
+    var resuming: [DownloadTask] = []
     var completing: [Transfer] = []
     for job in batch {
       switch job {
@@ -177,6 +178,13 @@ package final class DownloadFinisher: @unchecked Sendable {
         outcomes.append(settle(task, .failed, error: error) { if removal != nil { $0.temporaryFileName = nil } })
       case .stop(let task, let reason):
         if let outcome = stop(task, reason, replies: &resumeDataReplies) { outcomes.append(outcome) }
+        if case .suspend = reason {
+          let again = task.runtime.withLock { r -> Bool in
+            defer { (r.suspending, r.resumesAfterSuspending) = (false, false) }
+            return r.resumesAfterSuspending
+          }
+          if again { resuming.append(task) }
+        }
       case .exit(let semaphore):
         exit = semaphore
       }
@@ -184,6 +192,8 @@ package final class DownloadFinisher: @unchecked Sendable {
     settlePlacements()
     deliver(outcomes.map { $0! })
     for (reply, data) in resumeDataReplies { reply(data) }
+    // Resumed while their suspension was on its way: running again once it is recorded.
+    for task in resuming { core.resume(task) }
     return exit
   }
 

@@ -42,6 +42,12 @@ package final class DownloadSessionCore: @unchecked Sendable {
   package func resume(_ task: DownloadTask) {
     guard !isInvalidated else { return }
     let start = task.runtime.withLock { r -> Bool in
+      // A running task whose suspension has not settled yet is resumed once it has: else the
+      // suspension, settling after this, would leave it stopped for good.
+      if r.record.state == .running && r.suspending {
+        r.resumesAfterSuspending = true
+        return false
+      }
       // A suspended task starts, and so does a failed one that kept its temp file (stopped by the
       // device locking); a running one is already queued or transferring.
       let resumable = r.record.state == .failed && r.record.temporaryFileName != nil
@@ -67,6 +73,15 @@ package final class DownloadSessionCore: @unchecked Sendable {
     }
     task.runtime.withLock { r in
       if r.record.state == .running, case .cancel = reason { r.record.state = .canceling }
+      // The latest of suspend and resume wins: a suspension asked now is not undone by a resume
+      // asked before it.
+      if case .suspend = reason {
+        r.suspending = r.record.state == .running
+        r.resumesAfterSuspending = false
+      } else {
+        r.suspending = false
+        r.resumesAfterSuspending = false
+      }
     }
     engine.stop(task, reason)
   }

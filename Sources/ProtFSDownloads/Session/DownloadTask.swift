@@ -23,6 +23,11 @@ public final class DownloadTask: Sendable {
     var waiters: [@Sendable (DownloadState) -> Void] = []
     /// Set by an invalidated session once it woke the waiters: nothing wakes a later one.
     var waitersReleased = false
+    /// A `suspend()` of the running task is on its way to the finisher (the state says running
+    /// until it settles).
+    var suspending = false
+    /// `resume()` came while `suspending`: the finisher resumes the task once it settled it.
+    var resumesAfterSuspending = false
   }
 
   package let runtime: Mutex<Runtime>

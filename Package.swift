@@ -108,6 +108,8 @@ let package = Package(
       swiftSettings: [.swiftLanguageMode(.v5)]),
     // A background session asked for a data or stream upload, which iOS answers with an exception.
     .executableTarget(name: "MisusedUpload", dependencies: ["ProtFSKit"], path: "Examples/MisusedUpload"),
+    // An app that crashes in each of the ways iOS reports, for its crash report (issue 62).
+    .executableTarget(name: "CrashingApp", dependencies: ["ProtFSKit"], path: "Examples/CrashingApp"),
     // iOS backups turned into containers (`protfs import-backup`): Manifest.db through SQLite, the
     // contents' digests through libcrypto.
     .target(name: "ProtFSBackup", dependencies: ["ProtFSSystem", "ProtFS", "CSQLite", "CCrypto"]),
@@ -159,6 +161,7 @@ let package = Package(
         "ProtFSApp", "ProtFSSessions", "ProtFSCLI",
         "BackgroundRunner", "FetchHelper", "ForgetfulApp", "BackgroundDownloader", "UploadSession", "FetchDownloader",
         "PauseResume", "PortedApp", "PortedMainApp", "MisusedUpload", "NetworkClient", "SceneApp", "LegacyDelegate",
+        "CrashingApp", "DownloadManager",
       ]
     ),
   ]

@@ -267,15 +267,22 @@ package struct AppLifecycle {
     return end()
   }
 
-  /// The app's process exited with `status` (128 + the signal for a signal): what must happen.
-  package mutating func exited(_ status: Int32, at moment: Moment) -> [Effect] {
+  /// The app's process ended with `status` (128 + the signal for a signal), killed by `signal`
+  /// (nil when it exited, whatever its code), `crashedThread` being the thread it said crashed:
+  /// what must happen. A death by a crash signal is a crash, reported as iOS reports one (with the
+  /// exception it raised, for SIGABRT); a kill is none (the watchdog's wrote its own report).
+  package mutating func exited(
+    _ status: Int32, signal: Int32? = nil, crashedThread: (number: Int, name: String?)? = nil, at moment: Moment
+  ) -> [Effect] {
     begin(moment)
-    if let exception, status == 128 + SIGABRT, !terminating {
+    if let signal, let exceptionType = AppCrashReport.exceptionType(signal: signal) {
+      let reason = (signal == SIGABRT ? exception : nil) ?? AppCrashReport.signalReason(signal)
       effects.append(
         .writeCrashReport(
           AppCrashReport(
-            bundleID: bundleID.rawValue, time: now.date, reason: exception, openTasks: record.tasks.map(\.name),
-            pid: pid, terminationReason: AppCrashReport.uncaughtException)))
+            bundleID: bundleID.rawValue, time: now.date, reason: reason, openTasks: record.tasks.map(\.name),
+            pid: pid, terminationReason: exceptionType, crashedThread: crashedThread?.number,
+            crashedThreadName: crashedThread?.name)))
     }
     // A prewarmed app that ends was never launched: its last run's status stands.
     if record.state != .prewarmed { record.lastExitStatus = status }

@@ -229,8 +229,8 @@ public final class AppSupervisor: @unchecked Sendable {
     Thread { [self] in
       // A wait that fails (no such child: never so for the app this process started) reads as
       // status 0, as the raw status it left untouched always did.
-      let code = (try? Kernel.waitForChild(pid).get()) ?? 0
-      queue.async { self.finish(code) }
+      let end = (try? Kernel.waitForChildEnd(pid).get()) ?? .exited(0)
+      queue.async { self.finish(end) }
     }.start()
     // Serving first: the app's first request (it asks at once) is accepted while the record is
     // written. The record is read and written on the queue, so a request's own save cannot be
@@ -388,12 +388,15 @@ public final class AppSupervisor: @unchecked Sendable {
     }
   }
 
-  private func finish(_ code: Int32) {
+  private func finish(_ end: Kernel.ChildEnd) {
     if prewarm { store.setPrewarmSocket(bundleID, nil) }
     // Whatever the app left goes with it, in its cgroup or its group.
     processes.end()
-    status = code
-    carryOut(lifecycle.exited(code, at: .now))
+    status = end.status
+    // Read once nothing of the app is left to write: what it says of its crash, believed only as
+    // far as AppCrashReport.crashedThread goes.
+    let crashedThread = end.signal.flatMap { AppCrashReport.crashedThread(in: crashRecords(), signal: $0) }
+    carryOut(lifecycle.exited(end.status, signal: end.signal, crashedThread: crashedThread, at: .now))
     events?.close()
     events = nil
     ControlSocket.shutDown(listener)
@@ -401,6 +404,25 @@ public final class AppSupervisor: @unchecked Sendable {
   }
 
   private func save() { _ = try? store.write(lifecycle.record) }
+
+  /// The most of the app's writes on its events socket read for its crash record: more than the
+  /// socket holds (a writer's buffer, some 200 KiB), so the newest record is among them.
+  static let crashRecordBound = 256 * 1024
+
+  /// The crash records (`CrashRecord`) among what the app wrote on its events socket, read
+  /// without blocking and within `crashRecordBound`; anything else it wrote there is skipped.
+  private func crashRecords() -> [CrashRecord] {
+    guard let events else { return [] }
+    var bytes: [UInt8] = []
+    var chunk = [UInt8](repeating: 0, count: 16 * 1024)
+    while bytes.count < Self.crashRecordBound {
+      let wanted = min(chunk.count, Self.crashRecordBound - bytes.count)
+      guard case .success(let count) = valueOrErrno(.read, { read(events.rawValue, &chunk, wanted) }), count > 0
+      else { break }
+      bytes += chunk[..<count]
+    }
+    return CrashRecord.records(in: bytes)
+  }
 
   /// Writes `line` on the app's events pipe.
   private func send(_ line: AppLifecycle.EventLine) {

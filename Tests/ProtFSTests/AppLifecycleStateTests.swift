@@ -1,6 +1,7 @@
 import Foundation
 import ProtFS
 import ProtFSApp
+import ProtFSSystem
 import Testing
 
 /// An app's lifecycle run on a simulated clock: requests at chosen moments, and every timer the
@@ -65,8 +66,12 @@ private struct Simulation {
     return done
   }
 
-  /// The app exits with `status` now.
-  mutating func exit(_ status: Int32) -> [AppLifecycle.Effect] { take(life.exited(status, at: moment)) }
+  /// The app exits with `status` now (killed by `signal`, saying `crashedThread` crashed).
+  mutating func exit(
+    _ status: Int32, signal: Int32? = nil, crashedThread: (number: Int, name: String?)? = nil
+  ) -> [AppLifecycle.Effect] {
+    take(life.exited(status, signal: signal, crashedThread: crashedThread, at: moment))
+  }
 }
 
 /// The events among `effects`.
@@ -346,13 +351,79 @@ struct AppLifecycleStateTests {
   @Test func anUncaughtExceptionIsReportedOnlyWhenTheAppDiesOfSIGABRT() throws {
     var aborted = try Simulation()
     aborted.expectOK(.uncaughtException, "NSInvalidArgumentException: " + String(repeating: "x", count: 10_000))
-    let report = try #require(crashReport(aborted.exit(128 + SIGABRT)))
+    let report = try #require(crashReport(aborted.exit(128 + SIGABRT, signal: SIGABRT)))
     #expect(report.terminationReason == AppCrashReport.uncaughtException)
     #expect(report.reason.count == 4096 && report.reason.hasPrefix("NSInvalidArgumentException: "))
 
     var exited = try Simulation()
     exited.expectOK(.uncaughtException, "claimed")
     #expect(crashReport(exited.exit(0)) == nil)
+    // Exiting with code 134 is no SIGABRT.
+    var coded = try Simulation()
+    coded.expectOK(.uncaughtException, "claimed")
+    #expect(crashReport(coded.exit(128 + SIGABRT)) == nil)
+    // Another crash signal: the app's claim of an exception is not its reason.
+    var segfaulted = try Simulation()
+    segfaulted.expectOK(.uncaughtException, "claimed")
+    #expect(crashReport(segfaulted.exit(128 + SIGSEGV, signal: SIGSEGV))?.reason.contains("claimed") == false)
+  }
+
+  /// Every crash signal gets a report with iOS's exception type, its termination reason in words
+  /// and the crashed thread the app named; a kill (SIGKILL, SIGTERM, SIGINT) and an exit get none.
+  @Test(arguments: [
+    (SIGSEGV, "EXC_BAD_ACCESS (SIGSEGV)", "Segmentation fault"), (SIGBUS, "EXC_BAD_ACCESS (SIGBUS)", "Bus error"),
+    (SIGILL, "EXC_BAD_INSTRUCTION (SIGILL)", "Illegal instruction"),
+    (SIGTRAP, "EXC_BREAKPOINT (SIGTRAP)", "Trace/BPT trap"), (SIGABRT, "EXC_CRASH (SIGABRT)", "Abort trap"),
+    (SIGFPE, "EXC_ARITHMETIC (SIGFPE)", "Floating point exception"),
+  ])
+  func everyCrashSignalIsReportedWithItsExceptionTypeAndThread(signal: Int32, type: String, words: String) throws {
+    var app = try Simulation()
+    app.expectOK(.beginTask, "upload")
+    let report = try #require(crashReport(app.exit(128 + signal, signal: signal, crashedThread: (2, "worker"))))
+    #expect(report.terminationReason == type)
+    #expect(report.reason == "Namespace SIGNAL, Code \(signal), \(words): \(signal)")
+    #expect(report.crashedThread == 2 && report.crashedThreadName == "worker")
+    #expect(report.openTasks == ["upload"] && report.pid == 4242)
+    var unclaimed = try Simulation()
+    let bare = try #require(crashReport(unclaimed.exit(128 + signal, signal: signal)))
+    #expect(bare.crashedThread == nil && bare.crashedThreadName == nil)
+  }
+
+  @Test(arguments: [SIGKILL, SIGTERM, SIGINT, SIGHUP])
+  func aKillIsNoCrash(signal: Int32) throws {
+    var app = try Simulation()
+    #expect(crashReport(app.exit(128 + signal, signal: signal)) == nil)
+  }
+
+  /// What the app's crash handler sends is a claim: only a record for the signal the app died of
+  /// counts, its thread must be a number a process has, its name is escaped; garbage around it
+  /// is skipped and a record cut short is none.
+  @Test func aCrashRecordIsBelievedOnlyWithinItsBounds() {
+    let real = CrashRecord(signal: SIGSEGV, thread: 3, name: Array("worker".utf8))
+    let junk = Array("\u{1b}]0;owned\u{7}PFSCRAS".utf8)
+    let otherSignal = CrashRecord(signal: SIGABRT, thread: 1, name: Array("x".utf8))
+    var bytes = junk + real.bytes + otherSignal.bytes
+    #expect(CrashRecord.records(in: bytes) == [real, otherSignal])
+    let thread = AppCrashReport.crashedThread(in: CrashRecord.records(in: bytes), signal: SIGSEGV)
+    #expect(thread?.number == 3 && thread?.name == "worker")
+    #expect(AppCrashReport.crashedThread(in: CrashRecord.records(in: bytes), signal: SIGILL) == nil)
+    bytes = real.bytes.dropLast()
+    #expect(CrashRecord.records(in: bytes).isEmpty)
+
+    for thread: Int32 in [-1, -5, 65_536, .max] {
+      let record = CrashRecord(signal: SIGSEGV, thread: thread, name: Array("x".utf8))
+      #expect(AppCrashReport.crashedThread(in: [record], signal: SIGSEGV) == nil)
+    }
+    // A name of control characters and broken UTF-8 is shown escaped; one longer than a record
+    // holds is cut to it; a length past the name is no record.
+    let hostile = CrashRecord(signal: SIGSEGV, thread: 0, name: Array("\u{1b}[2J\n\"}".utf8) + [0xFF])
+    let named = AppCrashReport.crashedThread(in: CrashRecord.records(in: hostile.bytes), signal: SIGSEGV)
+    #expect(named?.name == "\\x1b[2J\\n\"}\u{FFFD}")
+    let long = CrashRecord(signal: SIGSEGV, thread: 0, name: Array(repeating: 0x41, count: 500))
+    #expect(CrashRecord.records(in: long.bytes).first?.name.count == 47)
+    var overlong = real.bytes
+    overlong[16] = 48
+    #expect(CrashRecord.records(in: overlong).isEmpty)
   }
 
   @Test func theExitEndsEveryDeadlineAndEveryRequest() throws {

@@ -46,7 +46,7 @@ struct LayeringTests {
   static let examples = [
     "BackgroundRunner", "FetchHelper", "ForgetfulApp", "BackgroundDownloader", "UploadSession", "FetchDownloader",
     "PauseResume", "PortedApp", "PortedMainApp", "MisusedUpload", "TaskScheduler", "KeepAlive", "PushDownloader",
-    "SharedSessionFetch", "NetworkClient", "SceneApp", "DownloadManager", "LegacyDelegate",
+    "SharedSessionFetch", "NetworkClient", "SceneApp", "DownloadManager", "LegacyDelegate", "CrashingApp",
   ]
 
   /// The imports of every Swift file under `folder/target`, with the file's path.

@@ -199,6 +199,9 @@ static inline int protfs_pidfd_open(pid_t pid) { return (int)syscall(SYS_pidfd_o
 /* An NSObject subclass made from its metadata (ProtFSKit's UIApplicationMain). */
 #include "CProtFSObject.h"
 
+/* A ProtFSKit app's crash handler and the record it sends its supervisor. */
+#include "CProtFSCrash.h"
+
 /* An unnamed regular file in directory `dirfd` (open(2) with O_TMPFILE, read-write), or -1 with
    errno (EOPNOTSUPP or EISDIR where the filesystem or kernel has no O_TMPFILE). */
 static inline int protfs_open_unnamed(int dirfd, mode_t mode) {

@@ -266,14 +266,10 @@ package enum AppLaunchCommand {
     // An app that closes its event descriptor must not kill its supervisor: the next event's write
     // fails with EPIPE (and is dropped) instead of raising SIGPIPE here.
     signal(SIGPIPE, SIG_IGN)
-    let readEnd: FileDescriptor
-    let writeEnd: FileDescriptor
-    if prewarming {
-      // A socket: the launch's standard streams reach the held app on it.
-      (writeEnd, readEnd) = try DescriptorPassing.socketPair()
-    } else {
-      (readEnd, writeEnd) = try FileDescriptor.pipe().orThrow("create the event pipe for", path: program)
-    }
+    // A socket: the events go to the app on it, and the other way a ProtFSKit app's crash handler
+    // sends its crash record (and a held app that it is held, and the launch that takes it its
+    // standard streams).
+    let (writeEnd, readEnd) = try DescriptorPassing.socketPair()
     var environment = supervisor.environment
     environment[AppEnvironment.sessionsSocket] = sessionsSocket
     // The app's FileManager (ProtFSKit) and helper commands find the device it was launched on.

@@ -14,6 +14,7 @@ public func UIApplicationMain(
   _ argc: Int32, _ argv: UnsafeMutablePointer<UnsafeMutablePointer<CChar>?>, _ principalClassName: String?,
   _ delegateClassName: String?
 ) -> Int32 {
+  CrashReporter.install()
   PrewarmHold.waitForLaunch()
   if let principalClassName, principalClassName != "UIApplication",
     principalClassName != NSStringFromClass(UIApplication.self)
@@ -75,6 +76,7 @@ extension UIApplication {
   /// suspended, and goes on when it resumes). Never returns: the process ends with `exit(0)`
   /// after `applicationWillTerminate`, or by the supervisor's SIGKILL.
   public static func main(delegate: any UIApplicationDelegate) -> Never {
+    CrashReporter.install()
     PrewarmHold.waitForLaunch()
     // The app's print() reaches `protfs app launch`'s output a line at a time, as Xcode's console.
     Kernel.lineBufferStandardOutput()

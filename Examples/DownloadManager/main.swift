@@ -1,6 +1,6 @@
 // DownloadManager: a background download manager as open-source iOS ones are written, ported with
 // only its imports changed. It keeps each download's resume data itself (in Library/Caches), finds
-// the partial file by the resume data's NSURLSessionResumeInfoTempFileName, archives the task's
+// the partial file in tmp/ by the resume data's NSURLSessionResumeInfoTempFileName, archives the task's
 // response with NSKeyedArchiver (secure coding), and continues a paused or cancelled download when
 // launched with `resume`. One JSON line per delegate call. Its arguments:
 //
@@ -51,13 +51,12 @@ final class Manager: NSObject, URLSessionDownloadDelegate, @unchecked Sendable {
     try? data.write(to: Store.resumeData)
     let fields = resumeDictionary(data) ?? [:]
     let name = fields["NSURLSessionResumeInfoTempFileName"] as? String ?? ""
-    // The partial file is in the session's downloads directory.
-    let downloads = Store.caches.appendingPathComponent("com.apple.nsurlsessiond/Downloads")
-      .appendingPathComponent(Bundle.main.bundleIdentifier ?? "")
+    // The partial file waits in tmp/, under the name the resume data gives.
+    let temporary = URL(fileURLWithPath: NSTemporaryDirectory())
     say([
       "event": event, "resumeData": data.count, "temporaryFileName": name,
       "bytes": (fields["NSURLSessionResumeBytesReceived"] as? NSNumber)?.intValue ?? -1,
-      "partialExists": FileManager.default.fileExists(atPath: downloads.appendingPathComponent(name).path),
+      "partialExists": FileManager.default.fileExists(atPath: temporary.appendingPathComponent(name).path),
     ])
   }
 

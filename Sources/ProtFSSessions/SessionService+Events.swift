@@ -198,7 +198,10 @@ extension SessionService {
       let stopping = hosted.session.allTasks.filter { $0.state == .running || $0.state == .suspended }
       try? store.setCancelledReason(
         BackgroundTaskCancelledReason.userForceQuitApplication.rawValue, tasks: stopping.map(\.id))
-      for task in stopping { _ = Self.cancelProducingResumeData(task) }
+      for task in stopping where Self.cancelProducingResumeData(task) != nil {
+        // Its partial file waits in the app's tmp/, as on iOS.
+        if let name = task.record.temporaryFileName { parkPartialFile(name, bundleID: hosted.bundleID) }
+      }
     }
   }
 

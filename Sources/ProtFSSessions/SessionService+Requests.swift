@@ -162,7 +162,7 @@ extension SessionService {
       if let data = request.resumeData {
         // Apple's resume data, which the app may have rewritten: believed only where it names a
         // download this session keeps, with that URL and that many bytes (`resumable`).
-        let (resume, source) = try resumable(data, in: hosted.session.identifier)
+        let (resume, source) = try resumable(data, in: hosted)
         task = try hosted.session.downloadTask(resuming: resume, from: source, handsOver: true)
         if let text = wanted.taskDescription { task.taskDescription = text }
       } else {
@@ -210,7 +210,12 @@ extension SessionService {
         task.taskDescription = request.text
       default:
         if request.producingResumeData == true {
-          reply.resumeData = Self.cancelProducingResumeData(task).flatMap(Self.appleResumeData)
+          let made = Self.cancelProducingResumeData(task).flatMap(Self.appleResumeData)
+          // Its partial file waits in the app's tmp/, as on iOS.
+          if made != nil, let name = task.record.temporaryFileName {
+            parkPartialFile(name, bundleID: hosted.bundleID)
+          }
+          reply.resumeData = made
         } else {
           task.cancel()
         }
@@ -565,7 +570,8 @@ extension SessionService {
   /// that file holds; everything else (directories, validators, request headers) is the record's,
   /// and the store hands the file over once. Anything else is refused (`resumeDataRefused`), and
   /// nothing is read or changed outside that temp file.
-  func resumable(_ data: Data, in session: String) throws(ProtFSError) -> (DownloadResumeData, Int64) {
+  func resumable(_ data: Data, in hosted: HostedSession) throws(ProtFSError) -> (DownloadResumeData, Int64) {
+    let session = hosted.session.identifier
     let given = try AppleResumeData(data)
     let name = given.temporaryFileName
     guard
@@ -583,6 +589,8 @@ extension SessionService {
       throw AppleResumeData.refusal(
         "it counts \(given.bytesReceived) bytes received; the temp file holds \(record.bytesReceived)")
     }
+    // The file comes back from the app's tmp/ (where a cancellation left it) to be continued.
+    unparkPartialFile(name, bundleID: hosted.bundleID)
     return (DownloadResumeData(record: record, url: url, temporaryFileName: name), record.id)
   }
 }

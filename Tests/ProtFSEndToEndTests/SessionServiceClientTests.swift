@@ -210,7 +210,9 @@ import Testing
     #expect(record.state == .failed)
     #expect(record.failure?.code == .cancelled)
     let temp = try #require(record.temporaryFileName)
-    #expect(FileManager.default.fileExists(atPath: record.temporaryDirectory + "/" + temp))
+    // The partial file waits in the app's tmp/, as iOS leaves it, not in the Downloads directory.
+    #expect(FileManager.default.fileExists(atPath: f.t.containerPath(SessionServiceFixture.app, "tmp/" + temp)))
+    #expect(!FileManager.default.fileExists(atPath: record.temporaryDirectory + "/" + temp))
     let calls = launcher.calls.withLock { $0 }
     #expect(calls.isEmpty)
   }
@@ -262,6 +264,54 @@ import Testing
     }
     #expect(finished?.cancelledReason == nil)
     try again.acknowledge(resumed.id)
+    again.detach()
+  }
+
+  /// The partial file a force-quit left in the app's tmp/ goes back to be continued only when it is
+  /// a private regular file: the app's hard link there to a file of the device's state is left
+  /// alone, the file it links to untouched, and the download starts over.
+  @Test func aHardLinkTheAppPutsInPlaceOfItsPartialFileIsNeverContinued() async throws {
+    let f = try await SessionServiceFixture()
+    try f.startInProcess(launcher: CountingLauncher())
+    defer { f.stop() }
+    let body = DownloadFixture.bytes(1 << 20)
+    let server = try FaultServer(body: body, entityTag: "\"e1\"", mode: .gateAfter(bytes: 300_000))
+    defer { server.stop() }
+    let client = try f.openClient()
+    let task = try client.createDownloadTask(SessionRequest(url: server.url("big.bin")), resumeData: nil)
+    try client.resume(task.id)
+    await f.waitUntil { ((try? f.tasks())?.first?.bytesReceived ?? 0) >= 300_000 }
+    client.detach()
+    try SessionServiceClient.forceQuit(bundleID: app, socketName: f.socketName)
+    let record = try #require(try f.tasks().first)
+    let parked = f.t.containerPath(SessionServiceFixture.app, "tmp/" + (record.temporaryFileName ?? ""))
+    #expect(FileManager.default.fileExists(atPath: parked))
+    // The app swaps its partial file for a hard link to a file of the device's state.
+    let victim = f.t.device.stateDirectory + "/victim"
+    let before = Data("root's own".utf8)
+    #expect(FileManager.default.createFile(atPath: victim, contents: before))
+    #expect(unlink(parked) == 0 && link(victim, parked) == 0)
+    server.openGate()
+    let again = try f.openClient()
+    let log = EventLog()
+    try again.subscribe { log.add($0) }
+    await f.waitUntil { log.events.withLock { $0.contains(.queuedEventsDelivered) } }
+    let data = try #require(
+      log.events.withLock { list in
+        list.lazy.compactMap { event -> Data? in
+          if case .completed(task.id, let snapshot, _) = event { snapshot.resumeData } else { nil }
+        }.first
+      })
+    try again.acknowledge(task.id)
+    let resumed = try again.createDownloadTask(SessionRequest(url: server.url("big.bin")), resumeData: data)
+    try again.resume(resumed.id)
+    await f.waitUntil { log.location(of: resumed.id) != nil && log.completed.contains(resumed.id) }
+    #expect(FileManager.default.contents(atPath: log.location(of: resumed.id) ?? "") == Data(body))
+    #expect(FileManager.default.contents(atPath: victim) == before)
+    var status = stat()
+    #expect(lstat(parked, &status) == 0 && status.st_nlink == 2)
+    // Nothing continued: the whole body came again, without a Range.
+    #expect(server.requests.last?.headers["range"] == nil, "\(server.requests.map(\.headers))")
     again.detach()
   }
 

@@ -228,7 +228,19 @@ extension SessionService {
       let reasons = (try? store.cancelledReasons(session: hosted.session.identifier)) ?? [:]
       reply.snapshots = try store.tasks(session: hosted.session.identifier)
         .filter { $0.state.isUnfinished || $0.awaitsDelivery }
-        .map { snapshot($0, cancelledReason: reasons[$0.id]) }
+        .map { record in
+          var listed = snapshot(record, cancelledReason: reasons[record.id])
+          // A task whose completion the app has not been given is still running to it: Apple's
+          // `.completed` says the delegate gets no more calls, and this one's are still to come.
+          // (MZDownloadManager, relaunched, keeps the running and suspended tasks it is listed.)
+          if !record.state.isUnfinished {
+            listed.state = "running"
+            listed.error = nil
+            listed.cancelledReason = nil
+            listed.resumeData = nil
+          }
+          return listed
+        }
     case .appTasks:
       // Session by session: another app's records (request bodies included) are never read.
       var records: [DownloadTaskRecord] = []

@@ -267,6 +267,33 @@ import Testing
     again.detach()
   }
 
+  /// A download that finished while its app was gone is listed to the relaunched app as running
+  /// until its completion is delivered, as iOS lists it: a download manager that rebuilds its list
+  /// from the running and suspended tasks (MZDownloadManager) then finds it when the file comes.
+  @Test func aTaskWhoseCompletionIsStillToComeIsListedAsRunning() async throws {
+    let f = try await SessionServiceFixture()
+    try f.startInProcess(launcher: CountingLauncher())
+    defer { f.stop() }
+    let server = try FaultServer(body: DownloadFixture.bytes(64 << 10), entityTag: "\"e1\"")
+    defer { server.stop() }
+    let client = try f.openClient()
+    let task = try client.createDownloadTask(SessionRequest(url: server.url("small.bin")), resumeData: nil)
+    client.detach()
+    let first = try f.openClient()
+    try first.resume(task.id)
+    first.detach()
+    await f.waitUntil { (try? f.tasks())?.first?.state == .completed }
+    let again = try f.openClient()
+    let listed = try #require(try again.tasks().first { $0.id == task.id })
+    #expect(listed.state == "running" && listed.error == nil, "\(listed)")
+    let log = EventLog()
+    try again.subscribe { log.add($0) }
+    await f.waitUntil { log.completed.contains(task.id) }
+    try again.acknowledge(task.id)
+    await f.waitUntil { (try? again.tasks())?.isEmpty == true }
+    again.detach()
+  }
+
   /// The partial file a force-quit left in the app's tmp/ goes back to be continued only when it is
   /// a private regular file: the app's hard link there to a file of the device's state is left
   /// alone, the file it links to untouched, and the download starts over.

@@ -52,6 +52,18 @@ final class RefusingArchive: NSObject, NSSecureCoding {
     }
   }
 
+  /// A key the archive lacks gives nil and no error, and the unarchiver goes on: Tiercel reads
+  /// resume data by trying the key "NSKeyedArchiveRootObjectKey" first, then
+  /// `NSKeyedArchiveRootObjectKey` ("root"); the first try used to fail the second.
+  @Test func aMissingKeyGivesNilAndTheNextDecodeStillWorks() throws {
+    let dictionary: NSDictionary = ["NSURLSessionResumeInfoTempFileName": "CFNetworkDownload_a.tmp"]
+    let data = try NSKeyedArchiver.archivedData(withRootObject: dictionary, requiringSecureCoding: true)
+    let unarchiver = NSKeyedUnarchiver(forReadingWith: data)
+    #expect(try unarchiver.decodeTopLevelObject(of: NSDictionary.self, forKey: "NSKeyedArchiveRootObjectKey") == nil)
+    let root = try unarchiver.decodeTopLevelObject(forKey: NSKeyedArchiveRootObjectKey) as? NSDictionary
+    #expect(root?["NSURLSessionResumeInfoTempFileName"] as? String == "CFNetworkDownload_a.tmp")
+  }
+
   /// The volume's space for important use is what `statvfs(3)` says is available.
   @Test func theVolumesAvailableCapacityForImportantUsage() throws {
     let directory = URL(fileURLWithPath: NSTemporaryDirectory())

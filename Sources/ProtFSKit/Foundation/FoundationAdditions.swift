@@ -30,21 +30,23 @@ extension NSCoder {
   ///
   /// A keyed unarchiver is switched to `decodingFailurePolicy = .setErrorAndReturn` first and left
   /// so: Foundation on Linux allows that only before its first decode, so call it first, as
-  /// `unarchivedObject(ofClass:from:)` and its kind do.
+  /// `unarchivedObject(ofClass:from:)` and its kind do. A key the archive does not hold gives nil
+  /// and no error, as Apple's: Foundation on Linux would set one, and with it fail every later
+  /// decode of the unarchiver (download managers try a key, then `NSKeyedArchiveRootObjectKey`).
   public func decodeTopLevelObject(of classes: [AnyClass]?, forKey key: String) throws -> Any? {
-    try decodingTopLevel { decodeObject(of: classes, forKey: key) }
+    try decodingTopLevel(key: key) { decodeObject(of: classes, forKey: key) }
   }
 
   /// Decodes the object of class `cls` under `key`; throws the decoding's error.
   public func decodeTopLevelObject<DecodedObjectType>(
     of cls: DecodedObjectType.Type, forKey key: String
   ) throws -> DecodedObjectType? where DecodedObjectType: NSObject, DecodedObjectType: NSCoding {
-    try decodingTopLevel { decodeObject(of: cls, forKey: key) }
+    try decodingTopLevel(key: key) { decodeObject(of: cls, forKey: key) }
   }
 
   /// Decodes the object under `key`; throws the decoding's error.
   public func decodeTopLevelObject(forKey key: String) throws -> Any? {
-    try decodingTopLevel { decodeObject(forKey: key) }
+    try decodingTopLevel(key: key) { decodeObject(forKey: key) }
   }
 
   /// Decodes the next object; throws the decoding's error.
@@ -53,10 +55,13 @@ extension NSCoder {
   }
 
   /// Runs `decode` with failures set as errors, and throws the error it left.
-  private func decodingTopLevel<Value>(_ decode: () -> Value?) throws -> Value? {
+  /// `key`: the key decoded, nil for the next object; an absent key gives nil, no error.
+  private func decodingTopLevel<Value>(key: String? = nil, _ decode: () -> Value?) throws -> Value? {
     if let unarchiver = self as? NSKeyedUnarchiver, unarchiver.decodingFailurePolicy != .setErrorAndReturn {
       unarchiver.decodingFailurePolicy = .setErrorAndReturn
     }
+    // Asked after the policy is set: Foundation on Linux counts it as the start of decoding.
+    if let key, !containsValue(forKey: key) { return nil }
     let value = decode()
     if let error { throw error }
     return value

@@ -10,10 +10,13 @@ extension SessionService {
   /// first time the subscriber hears of the task's bytes, so that the app's task has its
   /// `response` before its first `didWriteData`, as on iOS.
   func progress(of identifier: String, task id: Int64, written: Int64, total: Int64, expected: Int64) {
-    let (subscriber, hosted) = state.withLock { ($0.subscribers[identifier], $0.hosted[identifier]) }
-    guard let subscriber else { return }
-    let first = state.withLock { _ in subscriber.responded.insert(id).inserted }
-    if first, let record = hosted?.session.task(id: id)?.record, let response = record.response {
+    // One lock per progress: the session is looked up only the first time.
+    let found = state.withLock { state -> (SessionSubscriber, HostedSession?)? in
+      guard let subscriber = state.subscribers[identifier] else { return nil }
+      return (subscriber, subscriber.responded.insert(id).inserted ? state.hosted[identifier] : nil)
+    }
+    guard let (subscriber, firstOf) = found else { return }
+    if let record = firstOf?.session.task(id: id)?.record, let response = record.response {
       subscriber.send(
         .receivedResponse(task: id, url: record.url, statusCode: response.status, headers: response.headers))
     }
@@ -198,10 +201,7 @@ extension SessionService {
       let stopping = hosted.session.allTasks.filter { $0.state == .running || $0.state == .suspended }
       try? store.setCancelledReason(
         BackgroundTaskCancelledReason.userForceQuitApplication.rawValue, tasks: stopping.map(\.id))
-      for task in stopping where Self.cancelProducingResumeData(task) != nil {
-        // Its partial file waits in the app's tmp/, as on iOS.
-        if let name = task.record.temporaryFileName { parkPartialFile(name, bundleID: hosted.bundleID) }
-      }
+      for task in stopping { _ = cancelKeepingPartialFile(task, bundleID: hosted.bundleID) }
     }
   }
 

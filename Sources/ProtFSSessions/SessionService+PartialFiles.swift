@@ -14,6 +14,14 @@ import ProtFSSystem
 /// the way, never through a link), and what comes back is continued only as any temp file is,
 /// when it is a private regular file carrying exactly the label a new temp file gets there.
 extension SessionService {
+  /// Cancels `task` of app `bundleID` producing resume data (the engine's), its partial file then
+  /// waiting in the app's `tmp/`: the app's own cancel and a force-quit's.
+  func cancelKeepingPartialFile(_ task: DownloadTask, bundleID: String) -> Data? {
+    let data = Self.cancelProducingResumeData(task)
+    if data != nil, let name = task.record.temporaryFileName { parkPartialFile(name, bundleID: bundleID) }
+    return data
+  }
+
   /// Moves the partial file `name` of a download of `bundleID` from the session's Downloads
   /// directory to the app's `tmp/`. Left where it is when it cannot move (a file of that name in
   /// `tmp/`, a directory gone): resuming finds it in either place.

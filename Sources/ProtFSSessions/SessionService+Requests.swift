@@ -210,12 +210,7 @@ extension SessionService {
         task.taskDescription = request.text
       default:
         if request.producingResumeData == true {
-          let made = Self.cancelProducingResumeData(task).flatMap(Self.appleResumeData)
-          // Its partial file waits in the app's tmp/, as on iOS.
-          if made != nil, let name = task.record.temporaryFileName {
-            parkPartialFile(name, bundleID: hosted.bundleID)
-          }
-          reply.resumeData = made
+          reply.resumeData = cancelKeepingPartialFile(task, bundleID: hosted.bundleID).flatMap(Self.appleResumeData)
         } else {
           task.cancel()
         }

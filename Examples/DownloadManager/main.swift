@@ -7,15 +7,34 @@
 //   DownloadManager start URL   download URL; pause it (cancel producing resume data) at its first bytes
 //   DownloadManager run URL     download URL to the end
 //   DownloadManager resume      continue the download whose resume data it kept
-//   DownloadManager             make the session (a launch after a force-quit, or for its events)
+//   DownloadManager             make the session and list its tasks (a launch after a force-quit, or
+//                               for its events)
+//
+// As MZDownloadManager, it keeps the downloads it shows in a list: those it started, and at launch
+// those the session still has, which it asks for with getTasksWithCompletionHandler while the main
+// thread waits. A finished download that is not in the list is not its: it leaves the file.
+// Every line is also appended to Library/DownloadManager.log, which a relaunch in the background
+// (whose output nobody reads) leaves for its user.
 import Foundation
 import ProtFSKit
 
 /// Prints one JSON line at once.
 func say(_ fields: [String: Any]) {
-  let data = (try? JSONSerialization.data(withJSONObject: fields, options: [.sortedKeys])) ?? Data()
-  FileHandle.standardOutput.write(data + Data("\n".utf8))
+  let line = ((try? JSONSerialization.data(withJSONObject: fields, options: [.sortedKeys])) ?? Data()) + Data("\n".utf8)
+  FileHandle.standardOutput.write(line)
+  sayLock.lock()
+  defer { sayLock.unlock() }
+  let log = FileManager.default.urls(for: .libraryDirectory, in: .userDomainMask)[0]
+    .appendingPathComponent("DownloadManager.log")
+  if !FileManager.default.fileExists(atPath: log.path) {
+    FileManager.default.createFile(atPath: log.path, contents: nil)
+  }
+  guard let handle = try? FileHandle(forWritingTo: log) else { return }
+  handle.seekToEndOfFile()
+  handle.write(line)
+  handle.closeFile()
 }
+let sayLock = NSLock()
 
 /// Where the manager keeps what it needs across launches.
 enum Store {
@@ -44,7 +63,29 @@ final class Manager: NSObject, URLSessionDownloadDelegate, @unchecked Sendable {
     return URLSession(configuration: configuration, delegate: self, delegateQueue: nil)
   }()
 
+  /// The downloads it shows (guarded by `lock`).
+  private var downloads: [URLSessionDownloadTask] = []
+  private let lock = NSLock()
+
   init(pausesAtFirstBytes: Bool) { self.pausesAtFirstBytes = pausesAtFirstBytes }
+
+  /// Starts `task` and shows it.
+  func start(_ task: URLSessionDownloadTask) {
+    lock.withLock { downloads.append(task) }
+    task.resume()
+  }
+
+  /// Shows the session's running and paused downloads, waiting for the list as MZDownloadManager does.
+  func listTasks() {
+    let listed = DispatchSemaphore(value: 0)
+    session.getTasksWithCompletionHandler { _, _, tasks in
+      let shown = tasks.filter { $0.state == .running || $0.state == .suspended }
+      self.lock.withLock { self.downloads += shown }
+      say(["event": "listed", "tasks": tasks.map { ["task": $0.taskIdentifier, "state": $0.state.rawValue] }])
+      listed.signal()
+    }
+    listed.wait()
+  }
 
   /// Keeps `data` and says what it names.
   func keep(_ data: Data, event: String) {
@@ -92,6 +133,9 @@ final class Manager: NSObject, URLSessionDownloadDelegate, @unchecked Sendable {
   }
 
   func urlSession(_ session: URLSession, downloadTask: URLSessionDownloadTask, didFinishDownloadingTo location: URL) {
+    guard lock.withLock({ downloads.contains { $0 === downloadTask } }) else {
+      return say(["event": "didFinishDownloadingTo", "task": downloadTask.taskIdentifier, "error": "not in the list"])
+    }
     let documents = FileManager.default.urls(for: .documentDirectory, in: .userDomainMask)[0]
     let destination = documents.appendingPathComponent(downloadTask.originalRequest?.url?.lastPathComponent ?? "file")
     try? FileManager.default.removeItem(at: destination)
@@ -135,7 +179,7 @@ final class Manager: NSObject, URLSessionDownloadDelegate, @unchecked Sendable {
       ])
     }
     let task = session.downloadTask(withResumeData: data)
-    task.resume()
+    start(task)
     say(["event": "resumed", "task": task.taskIdentifier])
   }
 }
@@ -159,12 +203,12 @@ class AppDelegate: UIResponder, UIApplicationDelegate {
       guard arguments.count > 1, let url = URL(string: arguments[1]) else { break }
       try? FileManager.default.removeItem(at: Store.resumeData)
       application.isNetworkActivityIndicatorVisible = true
-      manager.session.downloadTask(with: url).resume()
+      manager.start(manager.session.downloadTask(with: url))
       say(["event": "started"])
     case "resume"?:
       manager.resume()
     default:
-      _ = manager.session
+      manager.listTasks()
       say(["event": "sessionMade"])
     }
     return true

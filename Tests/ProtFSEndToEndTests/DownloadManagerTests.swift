@@ -94,4 +94,47 @@ import Testing
       FileManager.default.contents(atPath: d.t.containerPath(AppDevice.bundle, "Documents/big.bin")) == Data(body))
     #expect(server.requests.last?.headers["range"] == "bytes=\(fields["bytes"] as? Int ?? -1)-")
   }
+
+  /// The app is killed mid-download and relaunched in the background for the download's events:
+  /// it makes its session and lists the tasks while its main thread waits, as MZDownloadManager
+  /// does. The finished download is in the list, running (its delegate calls are still to come), and
+  /// its file comes after the list, so that the manager finds it there and keeps the file.
+  @Test func aRelaunchedManagerListsTheFinishedDownloadBeforeItsFileArrives() async throws {
+    let d = try AppDevice()
+    defer { d.remove() }
+    let body = DownloadFixture.bytes(1 << 20)
+    let server = try FaultServer(body: body, entityTag: "\"e3\"", mode: .gateAfter(bytes: 300_000))
+    defer { server.stop() }
+    let example = try d.installExample("DownloadManager")
+    defer { d.endAppAndSessionService() }
+    let first = try d.launch([], [example, "run", server.url("big.bin").absoluteString])
+    defer { first.stop() }
+    #expect(await first.line(containing: "didWriteData") != nil, "\(first.output)")
+    let pid = try #require(await d.recordedPID(), "\(d.record())")
+    kill(-pid_t(pid), SIGKILL)
+    _ = await first.exit()
+
+    server.openGate()
+    let documents = d.t.containerPath(AppDevice.bundle, "Documents/big.bin")
+    let log = d.t.containerPath(AppDevice.bundle, "Library/DownloadManager.log")
+    let finished = await offPool { () -> Bool in
+      let deadline = Date() + 60
+      while Date() < deadline {
+        if let text = try? String(contentsOfFile: log, encoding: .utf8),
+          text.split(separator: "\n").filter({ $0.contains("didFinishDownloadingTo") }).count == 1
+        {
+          return true
+        }
+        usleep(50_000)
+      }
+      return false
+    }
+    let lines = ((try? String(contentsOfFile: log, encoding: .utf8)) ?? "").split(separator: "\n").map(String.init)
+    #expect(finished, "\(lines)\n\(d.record())")
+    // The relaunch's lines: the list (the task running), then the file, moved.
+    let relaunch = Array(lines.drop { !$0.contains(#""event":"listed""#) })
+    #expect(relaunch.first?.contains(#""state":0"#) == true, "\(lines)")
+    #expect(relaunch.contains { $0.contains("didFinishDownloadingTo") && $0.contains("Documents") }, "\(lines)")
+    #expect(FileManager.default.contents(atPath: documents) == Data(body), "\(lines)")
+  }
 }

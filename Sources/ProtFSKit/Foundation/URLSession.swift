@@ -175,6 +175,15 @@ open class URLSession: NSObject, @unchecked Sendable {
   /// Takes `backend` as the service's session: its tasks, a wake that came before, its events.
   private func attach(_ backend: any SessionBackend) {
     connection.withLock { $0 = .opened(backend) }
+    // The app's main thread makes its background session while it launches (for a relaunch, to
+    // take the events of the tasks that outlived it) and lists the tasks before it returns, often
+    // waiting for the list: as on iOS, what the service queued is delivered after that event, not
+    // before the list, so that each delivery finds the task in what the app keeps. Only where the
+    // main thread goes back to its run loop (`UIApplication.main`), or nothing would deliver it.
+    if configuration.isBackground, Thread.isMainThread, UIApplication.mainLoopRuns.load(ordering: .acquiring) {
+      pipeline.suspend()
+      DispatchQueue.main.async { [pipeline] in pipeline.resume() }
+    }
     for snapshot in (try? backend.tasks()) ?? [] { _ = task(for: snapshot) }
     // A wake that came before this session was made is this session's.
     if BackgroundSessionEvents.register(self) { state.withLock { $0.woken = true } }

@@ -254,8 +254,13 @@ open class URLSessionTask: NSObject, @unchecked Sendable {
           url: url, statusCode: snapshot.statusCode, httpVersion: "HTTP/1.1", headerFields: fields)
       }
     }
-    if values.state != .completed {
-      values.state = State(serviceName: snapshot.state) ?? values.state
+    // A task the service finished is still running to the app until its `didCompleteWithError`
+    // (which sets `.completed`): Apple's `.completed` means no delegate call is to come, and a
+    // relaunched app that lists its tasks keeps those whose calls are still to come.
+    switch State(serviceName: snapshot.state) {
+    case .completed?: if values.state == .suspended { values.state = .running }
+    case let state?: if values.state != .completed { values.state = state }
+    case nil: break
     }
   }
 }

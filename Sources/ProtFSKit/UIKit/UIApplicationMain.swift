@@ -1,6 +1,7 @@
 import Foundation
 import ProtFSApp
 import ProtFSSystem
+import Synchronization
 
 /// Runs the app as UIKit's `UIApplicationMain` does, for the iOS `main.swift` that calls it:
 /// `UIApplicationMain(CommandLine.argc, CommandLine.unsafeArgv, nil,
@@ -82,6 +83,7 @@ extension UIApplication {
     Kernel.lineBufferStandardOutput()
     let app = shared
     app.delegate = delegate
+    UIApplication.mainLoopRuns.store(true, ordering: .releasing)
     // The system's watchdog watches the main thread from here: a launch, and every event after it,
     // must return in time, or the app is killed as iOS kills an app whose main thread is blocked.
     // The launch runs while the supervisor takes the request; its answer is waited for before the
@@ -107,6 +109,10 @@ extension UIApplication {
     RunLoop.main.add(Timer(timeInterval: .greatestFiniteMagnitude, repeats: false) { _ in }, forMode: .common)
     while true { _ = RunLoop.main.run(mode: .default, before: .distantFuture) }
   }
+
+  /// Whether `main(delegate:)` runs the main thread's run loop (from before the launch): work queued
+  /// on the main queue from the main thread runs once the current event returns.
+  nonisolated static let mainLoopRuns = Atomic<Bool>(false)
 
   /// Stops a program that cannot run as an app, with `problem` on standard error (exit 70, as a
   /// crash in launch would end it).

@@ -33,6 +33,25 @@ struct AuditEndToEndTests {
     #expect(result.stderr.isEmpty)
   }
 
+  /// The issue's case: a container made with the complete default audits as failing before any
+  /// download has, naming the Downloads directory and the fix; after the fix it passes.
+  @Test func aCompleteContainerFailsWithThePredictedDownloadFailureAndItsFix() async throws {
+    let scratch = AuditScratch()
+    defer { withExtendedLifetime(scratch) {} }
+    let device = Device(root: scratch.path + "/device")
+    let made = try await Protfs.run(["--device", device.root, "init", app, "--default-class", "complete"])
+    #expect(made.status == 0, "\(made.stderr)")
+    let result = try await Protfs.run(["--device", device.root, "audit"])
+    #expect(result.status == 1, "\(result.stdout)")
+    #expect(
+      result.stdout.contains("PFS014  Library/Caches/com.apple.nsurlsessiond/Downloads/\(app): It does not exist yet"),
+      "\(result.stdout)")
+    #expect(result.stdout.contains("protfs init-cache \(app)"), "\(result.stdout)")
+    #expect(try await Protfs.run(["--device", device.root, "init-cache", app]).status == 0)
+    let fixed = try await Protfs.run(["--device", device.root, "audit"])
+    #expect(fixed.status == 0, "\(fixed.stdout)")
+  }
+
   @Test func anErrorFindingExitsOne() async throws {
     let (scratch, device) = try await makeDevice()
     defer { withExtendedLifetime(scratch) {} }
@@ -233,8 +252,8 @@ struct AuditEndToEndTests {
     // each with one case, in place of their passing case.
     let (status, lines) = try await checkJUnit(["--device", device.root, "audit"], in: scratch)
     #expect(status == 1)
-    #expect(lines.first == "total 20 2 0", "\(lines)")
-    #expect(lines.contains("suite \(app) 20 2 0 20 2 0"), "\(lines)")
+    #expect(lines.first == "total 22 2 0", "\(lines)")
+    #expect(lines.contains("suite \(app) 22 2 0 22 2 0"), "\(lines)")
     #expect(
       lines.filter { $0.hasPrefix("failed ") } == [
         "failed \(app) PFS004 Documents/out error", "failed \(app) DP004 Documents/open.txt error",
@@ -244,11 +263,11 @@ struct AuditEndToEndTests {
     let (failingOnWarnings, warningLines) = try await checkJUnit(
       ["--device", device.root, "audit", "--fail-on", "warning"], in: scratch)
     #expect(failingOnWarnings == 1)
-    #expect(warningLines.first == "total 20 3 0", "\(warningLines)")
+    #expect(warningLines.first == "total 22 3 0", "\(warningLines)")
     let (strict, strictLines) = try await checkJUnit(
       ["--device", device.root, "audit", "--fail-on", "note"], in: scratch)
     #expect(strict == 1)
-    #expect(strictLines.first == "total 20 4 0", "\(strictLines)")
+    #expect(strictLines.first == "total 22 4 0", "\(strictLines)")
   }
 
   /// A warning and a note only: the audit passes, and so does every test case (issue 28: a note
@@ -260,7 +279,7 @@ struct AuditEndToEndTests {
     try device.writeFile(app, "Documents/plain", class: nil)
     let (status, lines) = try await checkJUnit(["--device", device.root, "audit"], in: scratch)
     #expect(status == 0)
-    #expect(lines.first == "total 20 0 0", "\(lines)")
+    #expect(lines.first == "total 22 0 0", "\(lines)")
     #expect(!lines.contains { $0.hasPrefix("failed ") }, "\(lines)")
     let (strict, strictLines) = try await checkJUnit(
       ["--device", device.root, "audit", "--fail-on", "warning"], in: scratch)

@@ -48,6 +48,8 @@ struct AuditWalkTests {
       result.significant == [
         "DP001 Library/Application Support/state.json", "DP004 Documents/open.txt",
         "DP005 Library/Caches/com.apple.nsurlsessiond/Downloads",
+        // The app's directory below it, made later, would inherit complete.
+        "PFS014 Library/Caches/com.apple.nsurlsessiond/Downloads/com.example.app",
       ])
     let documents = try #require(result.findings.first { $0.ruleID == "DP004" })
     #expect(documents.level == .error)

@@ -102,13 +102,19 @@ public enum BuiltInCheck: String, Sendable, CaseIterable {
   case setID = "PFS012"
   /// An entry of a device's `Containers/` that is not a container.
   case notAContainer = "PFS013"
+  /// nsurlsessiond's Downloads directory of the app is missing, and will be made with a class that
+  /// fails the background downloads started or running while the device is locked.
+  case predictedDownloadFailure = "PFS014"
+  /// A directory the system makes again when missing (`tmp`, `Library/Caches`) will be made with a
+  /// class that fails what is written there while the device is locked.
+  case predictedTemporaryDirectoryClass = "PFS015"
 
   /// The level of its findings.
   public var level: AuditLevel {
     switch self {
-    case .corruptClass, .lockedOut, .symlinkLeavesContainer, .unreadable: .error
+    case .corruptClass, .lockedOut, .symlinkLeavesContainer, .unreadable, .predictedDownloadFailure: .error
     case .protectedFileReadableByOthers, .orphanTemporaryDownload, .defaultClassMismatch, .nonUTF8Name, .symlinkLoop,
-      .hardLinked, .setID, .notAContainer:
+      .hardLinked, .setID, .notAContainer, .predictedTemporaryDirectoryClass:
       .warning
     case .noOwnClass: .note
     }
@@ -183,6 +189,18 @@ public enum BuiltInCheck: String, Sendable, CaseIterable {
         (
           "not-a-container", "An entry of Containers/ is not a container.",
           "A container is a directory directly inside Containers/ named by a valid bundle identifier. Any other entry has no default class, caches or download tasks, and no app owns it (a lock still protects what is in it). Rename it to its app's bundle identifier, or move it out of the device."
+        )
+      case .predictedDownloadFailure:
+        (
+          "predicted-download-failure",
+          "The app's background-download directory will be made with a class that fails downloads while locked.",
+          "nsurlsessiond makes Library/Caches/com.apple.nsurlsessiond/Downloads/<bundle-id> at the app's first background download, with the class its parent hands down, and writes every download's temp file there. A class stronger than until-first-auth makes a download that starts or runs while the device is locked fail with EPERM (Operation not permitted). Make the directory now with class none: protfs init-cache <bundle-id>."
+        )
+      case .predictedTemporaryDirectoryClass:
+        (
+          "predicted-directory-class",
+          "A directory the system makes again when missing will get a class that fails writes while locked.",
+          "tmp and Library/Caches are made again when missing, with the class their parent hands down. A class stronger than until-first-auth makes what the app or the system writes there while the device is locked fail with EPERM: caches of a background fetch, the partial file a cancelled download keeps for its resume data. Create the directory with until-first-auth or none (protfs set-class), or create the container with a weaker default class."
         )
       }
     return AuditRuleDescription(

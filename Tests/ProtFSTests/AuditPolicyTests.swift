@@ -65,7 +65,46 @@ struct AuditPolicyTests {
     BadLine(
       text: "rule R1 error \"a\" same-as-sibling-without \"\" \"m\"", line: 1, column: 43,
       expected: "non-empty name suffix"),
+    BadLine(text: "rule R1 error \"a\" any \"m\" cwe", line: 1, column: 30, expected: "expected '=' after cwe"),
+    BadLine(text: "rule R1 error \"a\" any \"m\" cwe=x", line: 1, column: 31, expected: "a CWE number such as 311"),
+    BadLine(
+      text: "rule R1 error \"a\" any \"m\" security-severity=10.5", line: 1, column: 45,
+      expected: "a security severity from 0.1 to 10.0"),
+    BadLine(
+      text: "rule R1 error \"a\" any \"m\" security-severity=0", line: 1, column: 45,
+      expected: "a security severity from 0.1 to 10.0"),
+    BadLine(text: "rule R1 error \"a\" any \"m\" precision=sure", line: 1, column: 37, expected: "very-high, high"),
+    BadLine(
+      text: "rule R1 error \"a\" any \"m\" masvs=MASVS-storage-1", line: 1, column: 33,
+      expected: "a MASVS control such as MASVS-STORAGE-1"),
+    BadLine(
+      text: "rule R1 error \"a\" any \"m\" mastg=MASTG-TEST-52", line: 1, column: 33,
+      expected: "a MASTG test such as MASTG-TEST-0299"),
+    BadLine(text: "rule R1 error \"a\" any \"m\" cwe=1 cwe=2", line: 1, column: 33, expected: "cwe is repeated"),
   ]
+
+  /// The security mapping after the message: every key, lists, and defaults from the level for
+  /// what a rule leaves out.
+  @Test func aRuleCarriesItsSecurityMapping() throws {
+    let policy = try Policy(
+      parsing: """
+        rule R1 warning "a" any "m" cwe=311,CWE-922 masvs=MASVS-STORAGE-1,MASVS-STORAGE-2 mastg=MASTG-TEST-0299 security-severity=9.1 precision=very-high
+        rule R2 note "b" any "n"
+        rule R3 error "c" any "o" security-severity=10
+        """, source: "p.policy")
+    let (r1, r2, r3) = (policy.rules[0].security, policy.rules[1].security, policy.rules[2].security)
+    #expect(
+      r1.cwe == [311, 922] && r1.masvs == ["MASVS-STORAGE-1", "MASVS-STORAGE-2"] && r1.mastg == ["MASTG-TEST-0299"])
+    #expect(r1.severity == "9.1" && r1.rating == "critical" && r1.precision == .veryHigh)
+    #expect(
+      r1.tags == [
+        "security", "external/cwe/cwe-311", "external/cwe/cwe-922", "external/masvs/MASVS-STORAGE-1",
+        "external/masvs/MASVS-STORAGE-2", "external/mastg/MASTG-TEST-0299",
+      ])
+    #expect(r2 == AuditRuleSecurity.default(for: .note) && r2.severity == "1.0" && r2.rating == "low")
+    #expect(r2.tags == ["security"] && r2.precision == .medium)
+    #expect(r3.severity == "10.0" && r3.precision == .medium)
+  }
 
   @Test(arguments: badLines)
   func syntaxErrorsGiveLineAndColumn(_ bad: BadLine) {

@@ -49,11 +49,58 @@ struct AuditReportTests {
     let (text, summary) = try report(.text)
     let lines = text.split(separator: "\n").map(String.init)
     #expect(lines.first == "\(app) (Containers/\(app))")
-    #expect(lines.contains { $0.hasPrefix("  error   DP004  Documents/open \"quoted\".txt: The class is none (own)") })
-    #expect(lines.contains { $0.hasPrefix("  warning PFS003  Documents/world:") })
+    #expect(lines[1].hasPrefix("  error    DP004   Documents/open \"quoted\".txt: The class is none (own)"))
+    #expect(lines[2].hasPrefix("  warning  PFS003  Documents/world:"))
+    #expect(lines[3].hasPrefix("  note     PFS006  Documents/plain:"))
     #expect(!text.contains("com.example.clean"), "containers without findings have no heading")
+    // The mapping of the rules that reported, errors first, in aligned columns.
+    let table = try #require(lines.firstIndex { $0.hasPrefix("Security severity, CWE, MASVS and MASTG") })
+    #expect(
+      Array(lines[(table + 1)...(table + 3)]) == [
+        "  DP004   high 7.5    CWE-311, MASVS-STORAGE-1, MASTG-TEST-0299",
+        "  PFS003  medium 6.5  CWE-732, MASVS-STORAGE-1",
+        "  PFS006  low 2.0     CWE-665, MASVS-STORAGE-1",
+      ])
     #expect(lines.last == "1 error, 1 warning, 1 note in 2 containers (15 items).")
     #expect(summary.count(atLeast: .warning) == 2)
+  }
+
+  /// Findings of several levels and rule ids of several lengths: errors first, then by path, then
+  /// by rule id, in columns that line up whatever the id's length.
+  @Test func textIsSortedAndItsColumnsLineUp() throws {
+    let scratch = AuditScratch()
+    defer { withExtendedLifetime(scratch) {} }
+    let device = try scratch.device()
+    try device.writeFile(app, "Documents/a", class: ProtectionClass.none)
+    try device.writeFile(app, "Documents/0", class: ProtectionClass.none)
+    try device.writeFile(app, "Documents/c", class: nil)
+    try device.writeFile(app, "Documents/b", class: .complete, mode: 0o644)
+    let custom = try Policy(
+      parsing: "rule LONG-RULE-ID warning \"Documents/b\" <= until-first-auth \"why\" cwe=312\n",
+      source: "custom.policy")
+    let output = AuditOutput()
+    // One thread or several: the order is the reporter's, not the walk's.
+    _ = try Auditor(AuditConfiguration(policies: [.builtInDefault, custom], threads: 4))
+      .run(AuditTarget.resolve(device.root), reporter: AuditFormat.text.reporter(output))
+    let lines = output.text.split(separator: "\n", omittingEmptySubsequences: false).map(String.init)
+    #expect(lines.first == "\(app) (Containers/\(app))")
+    let findings = Array(lines.dropFirst().prefix { !$0.isEmpty })
+    #expect(
+      findings.map { $0.split(separator: ":", maxSplits: 1)[0] } == [
+        "  error    DP004         Documents/0",
+        "  error    DP004         Documents/a",
+        "  warning  LONG-RULE-ID  Documents/b",
+        "  warning  PFS003        Documents/b",
+        "  note     PFS006        Documents/c",
+      ], "\(output.text)")
+    let table = try #require(lines.firstIndex { $0.hasPrefix("Security severity, CWE, MASVS and MASTG") })
+    #expect(
+      Array(lines[(table + 1)...(table + 4)]) == [
+        "  DP004         high 7.5    CWE-311, MASVS-STORAGE-1, MASTG-TEST-0299",
+        "  LONG-RULE-ID  medium 4.0  CWE-312",
+        "  PFS003        medium 6.5  CWE-732, MASVS-STORAGE-1",
+        "  PFS006        low 2.0     CWE-665, MASVS-STORAGE-1",
+      ], "\(output.text)")
   }
 
   @Test func jsonFindingsHaveTheRequiredFields() throws {
@@ -62,7 +109,9 @@ struct AuditReportTests {
     let findings = try #require(object["findings"] as? [[String: Any]])
     #expect(findings.count == 3)
     for finding in findings {
-      for key in ["ruleId", "level", "path", "message", "expected", "actual"] {
+      for key in [
+        "ruleId", "level", "path", "message", "expected", "actual", "securitySeverity", "cwe", "masvs", "mastg",
+      ] {
         #expect(finding.keys.contains(key), "missing \(key) in \(finding)")
       }
     }
@@ -71,6 +120,12 @@ struct AuditReportTests {
     #expect(error["level"] as? String == "error")
     #expect(error["expected"] as? String == ">= until-first-auth")
     #expect(error["actual"] as? String == "none (own)")
+    #expect(error["securitySeverity"] as? Double == 7.5)
+    #expect(error["cwe"] as? [String] == ["CWE-311"])
+    #expect(error["masvs"] as? [String] == ["MASVS-STORAGE-1"])
+    #expect(error["mastg"] as? [String] == ["MASTG-TEST-0299"])
+    let note = try #require(findings.first { $0["ruleId"] as? String == "PFS006" })
+    #expect(note["securitySeverity"] as? Double == 2.0 && note["mastg"] as? [String] == [])
     let summary = try #require(object["summary"] as? [String: Any])
     #expect(summary["errors"] as? Int == 1)
     #expect(summary["complete"] as? Bool == true)
@@ -82,21 +137,48 @@ struct AuditReportTests {
     #expect(log["version"] as? String == "2.1.0")
     let run = try #require((log["runs"] as? [[String: Any]])?.first)
     let driver = try #require((run["tool"] as? [String: Any])?["driver"] as? [String: Any])
-    #expect((driver["informationUri"] as? String)?.hasPrefix("https://") == true)
+    // protfs has no published address: no URI that would not resolve.
+    #expect(driver["informationUri"] == nil)
     let rules = try #require(driver["rules"] as? [[String: Any]])
     let ids = rules.compactMap { $0["id"] as? String }
     #expect(ids.prefix(3) == ["PFS001", "PFS002", "PFS003"])
     #expect(!ids.contains(BuiltInCheck.defaultClassMismatch.rawValue), "no entitlements: PFS007 is not checked")
     #expect(ids.contains("DP004"))
     #expect(rules.allSatisfy { (($0["help"] as? [String: Any])?["text"] as? String)?.isEmpty == false })
-    #expect(rules.allSatisfy { ($0["helpUri"] as? String)?.hasPrefix("https://") == true })
+    #expect(rules.allSatisfy { $0["helpUri"] == nil })
+    #expect(rules.allSatisfy { (($0["help"] as? [String: Any])?["markdown"] as? String)?.isEmpty == false })
+    // What code scanning ranks alerts by: every rule has a security severity, a precision and tags
+    // that start with `security`.
+    for rule in rules {
+      let properties = try #require(rule["properties"] as? [String: Any], "\(rule)")
+      let severity = try #require((properties["security-severity"] as? String).flatMap(Double.init), "\(rule)")
+      #expect(severity > 0 && severity <= 10)
+      #expect(["very-high", "high", "medium", "low"].contains(properties["precision"] as? String))
+      #expect((properties["tags"] as? [String])?.first == "security", "\(rule)")
+    }
     let rule = try #require(rules.first { $0["id"] as? String == "DP004" })
     #expect(rule["name"] as? String == "policy/default/DP004")
     #expect(
       (rule["shortDescription"] as? [String: Any])?["text"] as? String
         == "Items matching \"Documents/\" or \"Documents/**\" must have class until-first-auth or stronger.")
+    #expect(
+      (rule["properties"] as? [String: Any])?["tags"] as? [String] == [
+        "security", "external/cwe/cwe-311", "external/masvs/MASVS-STORAGE-1", "external/mastg/MASTG-TEST-0299",
+      ])
+    #expect((rule["properties"] as? [String: Any])?["security-severity"] as? String == "7.5")
+    let help = try #require(rule["help"] as? [String: String])
+    #expect(
+      help["text"]?.hasSuffix("Security: high 7.5, CWE-311, MASVS-STORAGE-1, MASTG-TEST-0299 (precision high).") == true
+    )
+    #expect(help["markdown"]?.contains("[CWE-311](https://cwe.mitre.org/data/definitions/311.html)") == true)
+    #expect(help["text"]?.contains("Fix: give the item class until-first-auth or a stronger one") == true)
     let builtIn = try #require(rules.first { $0["id"] as? String == "PFS004" })
     #expect(builtIn["name"] as? String == "symlink-leaves-container")
+    let builtInProperties = try #require(builtIn["properties"] as? [String: Any])
+    #expect(
+      builtInProperties["tags"] as? [String] == ["security", "external/cwe/cwe-059", "external/masvs/MASVS-STORAGE-1"])
+    #expect(builtInProperties["security-severity"] as? String == "7.0")
+    #expect(builtInProperties["precision"] as? String == "very-high")
     let results = try #require(run["results"] as? [[String: Any]])
     #expect(results.count == 3)
     let dp004 = try #require(results.first { $0["ruleId"] as? String == "DP004" })
@@ -217,6 +299,15 @@ struct AuditReportTests {
       passing.contains("PFS003 protected-file-readable-by-others") && passing.contains("DP001 policy/default/DP001"))
     let out = try document.nodes(forXPath: "//testcase[@name='PFS006 no-own-class']/system-out").map(\.stringValue)
     #expect(out.count == 1 && out[0]?.contains("note: Documents/plain: ") == true, "\(out)")
+    // The failure ends with the rule's mapping; the suite's properties give every reporting rule's.
+    let failure = try #require(try document.nodes(forXPath: "//failure").first?.stringValue)
+    #expect(failure.contains("\nsecurity: high 7.5, CWE-311, MASVS-STORAGE-1, MASTG-TEST-0299 (precision high)"))
+    #expect(
+      try attribute(document, "//testsuite[@name='\(app)']/properties/property[@name='security PFS003']", "value")
+        == "medium 6.5, CWE-732, MASVS-STORAGE-1")
+    #expect(
+      try attribute(document, "//testsuite[@name='\(app)']/properties/property[@name='path']", "value")
+        == "Containers/\(app)")
   }
 
   /// JUnit's failures follow --fail-on, as the exit status does (notes fail only under note).

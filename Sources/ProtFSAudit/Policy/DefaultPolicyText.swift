@@ -12,21 +12,21 @@ package enum DefaultPolicyText {
 
 # Class none leaves data readable before the first unlock after boot and while locked. Outside
 # caches and temporary files nothing should need that.
-rule DP001 error "**" != none "Class none leaves this item readable before the first unlock and while the device is locked; only Library/Caches and tmp may use it."
+rule DP001 error "**" != none "Class none leaves this item readable before the first unlock and while the device is locked; only Library/Caches and tmp may use it." security-severity=7.0 precision=high cwe=311 masvs=MASVS-STORAGE-1 mastg=MASTG-TEST-0299
 
 # Exceptions: what can be thrown away and rebuilt may use any class, none included.
-rule DP002 note "Library/Caches/" "Library/Caches/**" any "Caches can be rebuilt, so any class is acceptable here, none included."
-rule DP003 note "tmp/" "tmp/**" any "Temporary files can be recreated, so any class is acceptable here, none included."
+rule DP002 note "Library/Caches/" "Library/Caches/**" any "Caches can be rebuilt, so any class is acceptable here, none included." security-severity=1.0 precision=medium cwe=311 masvs=MASVS-STORAGE-1
+rule DP003 note "tmp/" "tmp/**" any "Temporary files can be recreated, so any class is acceptable here, none included." security-severity=1.0 precision=medium cwe=311 masvs=MASVS-STORAGE-1
 
 # The user's documents: never readable before the first unlock.
-rule DP004 error "Documents/" "Documents/**" >= until-first-auth "User documents must be at least complete-until-first-user-authentication, so that nothing reads them before the owner has unlocked once."
+rule DP004 error "Documents/" "Documents/**" >= until-first-auth "User documents must be at least complete-until-first-user-authentication, so that nothing reads them before the owner has unlocked once." security-severity=7.5 precision=high cwe=311 masvs=MASVS-STORAGE-1 mastg=MASTG-TEST-0299
 
 # Background downloads: nsurlsessiond writes its temp files here while the device may be locked.
-rule DP005 error "Library/Caches/com.apple.nsurlsessiond/Downloads/" "Library/Caches/com.apple.nsurlsessiond/Downloads/**" in {none, until-first-auth} "nsurlsessiond writes background-download temp files here while the device may be locked; a stronger class makes those downloads fail with EPERM (Operation not permitted)."
+rule DP005 error "Library/Caches/com.apple.nsurlsessiond/Downloads/" "Library/Caches/com.apple.nsurlsessiond/Downloads/**" in {none, until-first-auth} "nsurlsessiond writes background-download temp files here while the device may be locked; a stronger class makes those downloads fail with EPERM (Operation not permitted)." security-severity=5.5 precision=high cwe=665
 
 # SQLite's side files hold database pages: they must be exactly as protected as the database.
-rule DP006 error "*-wal" same-as-sibling-without "-wal" "A SQLite write-ahead log holds database pages: a weaker class leaks them, a stronger one makes the database fail to open while locked."
-rule DP007 error "*-shm" same-as-sibling-without "-shm" "A SQLite shared-memory index must open whenever its database does, and it describes the database's pages: it needs the database's class."
-rule DP008 error "*-journal" same-as-sibling-without "-journal" "A SQLite rollback journal holds database pages: a weaker class leaks them, a stronger one makes the database fail to open while locked."
+rule DP006 error "*-wal" same-as-sibling-without "-wal" "A SQLite write-ahead log holds database pages: a weaker class leaks them, a stronger one makes the database fail to open while locked." security-severity=6.5 precision=high cwe=922 masvs=MASVS-STORAGE-1 mastg=MASTG-TEST-0299
+rule DP007 error "*-shm" same-as-sibling-without "-shm" "A SQLite shared-memory index must open whenever its database does, and it describes the database's pages: it needs the database's class." security-severity=6.5 precision=high cwe=922 masvs=MASVS-STORAGE-1 mastg=MASTG-TEST-0299
+rule DP008 error "*-journal" same-as-sibling-without "-journal" "A SQLite rollback journal holds database pages: a weaker class leaks them, a stronger one makes the database fail to open while locked." security-severity=6.5 precision=high cwe=922 masvs=MASVS-STORAGE-1 mastg=MASTG-TEST-0299
 """# + "\n"  // A multiline literal drops the final newline; the file has one.
 }

@@ -93,6 +93,9 @@ public struct PolicyRule: Sendable, Hashable {
   public var source: String
   /// Its 1-based line in that policy.
   public var line: Int
+  /// How its findings rank as security findings: what the rule writes after its message
+  /// (`cwe=311 ...`), and `AuditRuleSecurity.default(for:)` for what it leaves out.
+  public var security: AuditRuleSecurity
 }
 
 /// A position in a policy and what is wrong there (an error) or suspicious (a warning).

@@ -93,14 +93,85 @@ package struct PolicyParser {
     guard case .string(let message) = messageToken.kind, !message.isEmpty else {
       throw fail(messageToken, "a quoted message saying why the rule exists")
     }
-    let end = next()
-    guard end.kind == .end else { throw fail(end, "the end of the line after the message") }
+    let security = try parseSecurity(level: level, next: next, peek: peek, fail: fail, line: number)
 
     ruleLines[id] = number
     return PolicyRule(
       id: id, level: level, patterns: patterns, requirement: requirement, message: message, source: source,
-      line: number)
+      line: number, security: security)
   }
+
+  /// The `KEY=VALUE` fields after the message, up to the end of the line: `security-severity=7.5`,
+  /// `precision=high`, `cwe=311[,922]`, `masvs=MASVS-STORAGE-1[,...]`, `mastg=MASTG-TEST-0299[,...]`,
+  /// each at most once; what is not given comes from `AuditRuleSecurity.default(for: level)`.
+  private func parseSecurity(
+    level: AuditLevel, next: () -> Token, peek: () -> Token, fail: (Token, String) -> PolicyDiagnostic,
+    line: Int
+  ) throws(PolicyDiagnostic) -> AuditRuleSecurity {
+    var security = AuditRuleSecurity.default(for: level)
+    var seen: Set<String> = []
+    let keys = "security-severity, precision, cwe, masvs or mastg"
+    while peek().kind != .end {
+      let keyToken = next()
+      guard case .word(let key) = keyToken.kind, Self.securityKeys.contains(key) else {
+        throw fail(keyToken, "the end of the line, or a field after the message (\(keys)=VALUE)")
+      }
+      guard seen.insert(key).inserted else {
+        throw PolicyDiagnostic(
+          source: source, line: line, column: keyToken.column, message: "expected each field once; \(key) is repeated")
+      }
+      let equals = next()
+      guard equals.kind == .symbol("=") else { throw fail(equals, "'=' after \(key)") }
+      var values: [(String, Token)] = []
+      repeat {
+        if !values.isEmpty { _ = next() }
+        let valueToken = next()
+        guard case .word(let value) = valueToken.kind else { throw fail(valueToken, "a value for \(key)") }
+        values.append((value, valueToken))
+      } while peek().kind == .symbol(",") && key != "security-severity" && key != "precision"
+      func invalid(_ token: Token, _ expected: String) -> PolicyDiagnostic {
+        PolicyDiagnostic(
+          source: source, line: line, column: token.column, message: "expected \(expected), found \(token.shown)")
+      }
+      switch key {
+      case "security-severity":
+        guard let tenths = AuditRuleSecurity.severityTenths(parsing: values[0].0) else {
+          throw invalid(values[0].1, "a security severity from 0.1 to 10.0 (one decimal, such as 7.5)")
+        }
+        security.severityTenths = tenths
+      case "precision":
+        guard let precision = AuditRuleSecurity.Precision(rawValue: values[0].0) else {
+          throw invalid(values[0].1, "a precision: very-high, high, medium or low")
+        }
+        security.precision = precision
+      case "cwe":
+        security.cwe = try values.map { (value, token) throws(PolicyDiagnostic) in
+          let digits = value.hasPrefix("CWE-") ? String(value.dropFirst(4)) : value
+          guard let number = Int(digits), digits.allSatisfy(\.isASCII), (1...9999).contains(number) else {
+            throw invalid(token, "a CWE number such as 311")
+          }
+          return number
+        }
+      case "masvs":
+        security.masvs = try values.map { (value, token) throws(PolicyDiagnostic) in
+          guard AuditRuleSecurity.isMASVSControl(value) else {
+            throw invalid(token, "a MASVS control such as MASVS-STORAGE-1")
+          }
+          return value
+        }
+      default:
+        security.mastg = try values.map { (value, token) throws(PolicyDiagnostic) in
+          guard AuditRuleSecurity.isMASTGTest(value) else {
+            throw invalid(token, "a MASTG test such as MASTG-TEST-0299")
+          }
+          return value
+        }
+      }
+    }
+    return security
+  }
+
+  private static let securityKeys: Set<String> = ["security-severity", "precision", "cwe", "masvs", "mastg"]
 
   private func parseRequirement(
     next: () -> Token, peek: () -> Token, fail: (Token, String) -> PolicyDiagnostic,

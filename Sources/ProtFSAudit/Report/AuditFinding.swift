@@ -70,8 +70,58 @@ public struct AuditRuleDescription: Sendable, Equatable {
   public var help: String
   /// Where it is defined: `policy-file:line`, or `built-in`.
   public var origin: String
-  /// Where its documentation is (SARIF `helpUri`): an absolute URI.
-  public var helpURI: String
+  /// How its findings rank as security findings (CWE, MASVS, MASTG, security severity).
+  public var security: AuditRuleSecurity
+
+  /// Creates a description.
+  public init(
+    id: String, name: String, level: AuditLevel, summary: String, help: String, origin: String,
+    security: AuditRuleSecurity
+  ) {
+    self.id = id
+    self.name = name
+    self.level = level
+    self.summary = summary
+    self.help = help
+    self.origin = origin
+    self.security = security
+  }
+
+  /// The rule's documentation in Markdown: SARIF's `help.markdown`, and its section of
+  /// docs/audit-rules.md. Prose is wrapped at 100 columns; every link is to CWE's or OWASP's site.
+  public var markdown: String {
+    var lines = [
+      "- Level: \(level.rawValue)",
+      "- Security severity: \(security.severity) (\(security.rating))",
+      "- Precision: \(security.precision.rawValue)",
+    ]
+    let cwe = security.cwe.map { "[CWE-\($0)](https://cwe.mitre.org/data/definitions/\($0).html)" }
+    let masvs = security.masvs.map { "[\($0)](https://mas.owasp.org/MASVS/controls/\($0)/)" }
+    lines.append("- CWE: " + (cwe.isEmpty ? "none" : cwe.joined(separator: ", ")))
+    lines.append("- MASVS: " + (masvs.isEmpty ? "none" : masvs.joined(separator: ", ")))
+    lines.append("- MASTG: " + (security.mastg.isEmpty ? "none" : security.mastg.joined(separator: ", ")))
+    lines.append("- Tags: " + security.tags.map { "`\($0)`" }.joined(separator: ", "))
+    lines.append("")
+    lines.append(Self.wrap("**What it checks.** \(summary)", width: 100))
+    lines.append("")
+    lines.append(Self.wrap("**Why it matters, and the fix.** \(help)", width: 100))
+    return lines.joined(separator: "\n") + "\n"
+  }
+
+  /// `text` broken at spaces into lines of at most `width` characters (a longer word stays whole).
+  package static func wrap(_ text: String, width: Int) -> String {
+    var lines: [String] = []
+    var line = ""
+    for word in text.split(separator: " ", omittingEmptySubsequences: true) {
+      if !line.isEmpty && line.count + 1 + word.count > width {
+        lines.append(line)
+        line = ""
+      }
+      line += (line.isEmpty ? "" : " ") + word
+    }
+    if !line.isEmpty { lines.append(line) }
+    return lines.joined(separator: "\n")
+  }
 }
 
 /// The checks protfs runs besides policy rules. Their ids are stable: CI baselines refer to them.
@@ -204,8 +254,43 @@ public enum BuiltInCheck: String, Sendable, CaseIterable {
         )
       }
     return AuditRuleDescription(
-      id: rawValue, name: name, level: level, summary: summary, help: help, origin: "built-in",
-      helpURI: ProtFSVersion.documentation("Policies/README.md#built-in-checks"))
+      id: rawValue, name: name, level: level, summary: summary, help: help, origin: "built-in", security: security)
+  }
+
+  /// How its findings rank as security findings, and what they stand for (docs/audit-rules.md
+  /// gives the reasons). A new check does not compile until it says.
+  public var security: AuditRuleSecurity {
+    let storage = ["MASVS-STORAGE-1"]
+    return switch self {
+    // Transitions treat a class they cannot read as complete: the data is locked away, not exposed.
+    case .corruptClass: AuditRuleSecurity(severityTenths: 50, cwe: [665], masvs: storage, precision: .veryHigh)
+    // A saved mode an interrupted unlock left behind: the app cannot read its own data.
+    case .lockedOut: AuditRuleSecurity(severityTenths: 50, cwe: [459], masvs: storage, precision: .veryHigh)
+    // The app's most sensitive files readable by another local account.
+    case .protectedFileReadableByOthers:
+      AuditRuleSecurity(severityTenths: 65, cwe: [732], masvs: storage, precision: .veryHigh)
+    // Reads and writes through the link reach data whose class the app does not control.
+    case .symlinkLeavesContainer:
+      AuditRuleSecurity(severityTenths: 70, cwe: [59], masvs: storage, precision: .veryHigh)
+    // A partial download outlives its task: data kept longer than anyone meant.
+    case .orphanTemporaryDownload: AuditRuleSecurity(severityTenths: 30, cwe: [459], masvs: storage)
+    // Often deliberate (a file copied in by a tool): a hint.
+    case .noOwnClass: AuditRuleSecurity(severityTenths: 20, cwe: [665], masvs: storage, precision: .medium)
+    // New files get another class than the app declared.
+    case .defaultClassMismatch: AuditRuleSecurity(severityTenths: 55, cwe: [276], masvs: storage)
+    // A limit of the audit, not a weakness of the app: no CWE; what it could not read is unchecked.
+    case .unreadable: AuditRuleSecurity(severityTenths: 40, precision: .veryHigh)
+    // No app makes such a name: planted, and tools that take names as UTF-8 mishandle it.
+    case .nonUTF8Name: AuditRuleSecurity(severityTenths: 20, cwe: [176], precision: .veryHigh)
+    // Every open fails: availability only.
+    case .symlinkLoop: AuditRuleSecurity(severityTenths: 30, cwe: [59], precision: .veryHigh)
+    // A lock leaves the file unchanged, so its class is not enforced.
+    case .hardLinked: AuditRuleSecurity(severityTenths: 55, cwe: [62], masvs: storage, precision: .veryHigh)
+    // Whoever runs it gains its owner's or group's rights.
+    case .setID: AuditRuleSecurity(severityTenths: 60, cwe: [732], precision: .veryHigh)
+    // Data no app owns, with no container default class.
+    case .notAContainer: AuditRuleSecurity(severityTenths: 30, masvs: storage)
+    }
   }
 
   /// Whether the audit runs this check on `unit`: a tree given on its own is no entry of a
@@ -223,8 +308,24 @@ extension PolicyRule {
   /// saying what it requires of which items (the policy language's own words are its origin's).
   public var description: AuditRuleDescription {
     AuditRuleDescription(
-      id: id, name: "policy/\(policyName)/\(id)", level: level, summary: requirementSentence, help: message,
-      origin: "\(source):\(line)", helpURI: ProtFSVersion.documentation("Policies/README.md#format"))
+      id: id, name: "policy/\(policyName)/\(id)", level: level, summary: requirementSentence,
+      help: "\(message) \(fixSentence)", origin: "\(source):\(line)", security: security)
+  }
+
+  /// How to fix a finding, as a sentence: what class to give the item, and with which command.
+  public var fixSentence: String {
+    let command = "(protfs set-class CLASS PATH, or the app's FileProtectionType when it creates the item)"
+    return switch requirement {
+    case .equal(let c): "Fix: give the item class \(c.shortName) \(command)."
+    case .atLeast(let c): "Fix: give the item class \(c.shortName) or a stronger one \(command)."
+    case .atMost(let c): "Fix: give the item class \(c.shortName) or a weaker one \(command)."
+    case .notEqual(let c): "Fix: give the item any class but \(c.shortName) \(command)."
+    case .oneOf(let set):
+      "Fix: give the item one of the classes \(set.sorted().map(\.shortName).joined(separator: ", ")) \(command)."
+    case .any: "Nothing to fix: the rule allows any class (it makes an exception to an earlier rule)."
+    case .sameAsSiblingWithout(let suffix):
+      "Fix: give the item the class of its sibling named without \"\(suffix)\" \(command)."
+    }
   }
 
   /// The name of the policy it comes from: its file name without `.policy` (`default` for the built-in one).

@@ -1,38 +1,60 @@
 import Foundation
 import ProtFS
 
-/// Text for people: a heading per container, one line per finding, a summary line.
+/// Text for people: a heading per container with findings, one line per finding in aligned
+/// columns (level, rule id, path in the container, message), errors first, then by path and rule
+/// id; then the security mapping of every rule that reported, and the totals.
+///
+/// Sorting needs a container's findings together, so this reporter keeps one container's findings
+/// (never the tree) until the next container starts.
 public final class TextAuditReporter: AuditReporter {
   private let output: AuditOutput
-  private var containerHasFindings = false
-  private var pendingHeading: String?
+  private var rules: [String: AuditRuleDescription] = [:]
+  private var idWidth = 0
+  private var heading: String?
+  private var findings: [AuditFinding] = []
+  private var reported: Set<String> = []
 
   /// Writes to `output`.
   public init(_ output: AuditOutput) { self.output = output }
 
-  /// Nothing to write before the first container.
-  public func begin(target: AuditTarget, rules: [AuditRuleDescription]) {}
+  /// Remembers the rules, and how wide their ids are, so that every container's columns line up.
+  public func begin(target: AuditTarget, rules: [AuditRuleDescription]) {
+    for rule in rules { self.rules[rule.id] = rule }
+    idWidth = rules.map(\.id.count).max() ?? 0
+  }
 
-  /// Remembers the heading; it is written only if the container has findings.
+  /// Writes the previous container's findings, and remembers this one's heading.
   public func beginContainer(_ unit: AuditTarget.Unit) {
-    let location = unit.displayPrefix.isEmpty ? unit.absolutePath : String(unit.displayPrefix.dropLast())
-    pendingHeading = "\(unit.name) (\(location))"
+    writeContainer()
+    heading = "\(unit.name) (\(unit.reportLocation))"
   }
 
-  /// One line: level, rule, path, message; expected/actual in the message already.
+  /// Keeps the finding until its container is done.
   public func report(_ finding: AuditFinding) {
-    // The names in a container are the app's, and reach a terminal: escaped (TerminalText).
-    if let heading = pendingHeading {
-      output.write(TerminalText.escaped(heading) + "\n")
-      pendingHeading = nil
-    }
-    let level = finding.level.rawValue.padding(toLength: 7, withPad: " ", startingAt: 0)
-    let line = "  \(level) \(finding.ruleID)  \(finding.containerPath): \(finding.message)"
-    output.write(TerminalText.escaped(line) + "\n")
+    findings.append(finding)
+    reported.insert(finding.ruleID)
   }
 
-  /// The totals.
+  /// The last container, the mapping of the rules that reported, and the totals.
   public func finish(_ summary: AuditSummary) {
+    writeContainer()
+    let found = reported.sorted { Self.precedes(level(of: $0), $0, level(of: $1), $1) }
+    if !found.isEmpty {
+      let width = max(idWidth, found.map(\.count).max() ?? 0)
+      let ranks = found.map { id in security(of: id).map { "\($0.rating) \($0.severity)" } ?? "-" }
+      let rankWidth = ranks.map(\.count).max() ?? 0
+      output.write("\nSecurity severity, CWE, MASVS and MASTG of the rules above:\n")
+      for (id, rank) in zip(found, ranks) {
+        let security = security(of: id)
+        let references = security.map { $0.cweIDs + $0.masvs + $0.mastg } ?? []
+        let line =
+          "  \(Self.pad(id, width))  \(Self.pad(rank, rankWidth))  "
+          + (references.isEmpty ? "-" : references.joined(separator: ", "))
+        output.write(TerminalText.escaped(line) + "\n")
+      }
+      output.write("\n")
+    }
     func plural(_ count: Int, _ word: String) -> String { "\(count) \(word)\(count == 1 ? "" : "s")" }
     let errors = summary.findings[.error] ?? 0
     let warnings = summary.findings[.warning] ?? 0
@@ -43,18 +65,81 @@ public final class TextAuditReporter: AuditReporter {
     output.write(line + "\n")
     output.flush()
   }
+
+  /// The container's heading and its findings, sorted: errors first, then by path, then by rule id.
+  private func writeContainer() {
+    defer {
+      heading = nil
+      findings.removeAll(keepingCapacity: false)
+    }
+    guard let heading, !findings.isEmpty else { return }
+    findings.sort { a, b in
+      if a.level != b.level { return a.level > b.level }
+      let pathA = a.pathBytes[a.containerPathOffset...]
+      let pathB = b.pathBytes[b.containerPathOffset...]
+      if pathA != pathB { return pathA.lexicographicallyPrecedes(pathB) }
+      return a.ruleID < b.ruleID
+    }
+    // The names in a container are the app's, and reach a terminal: escaped (TerminalText).
+    output.write(TerminalText.escaped(heading) + "\n")
+    let width = max(idWidth, findings.map(\.ruleID.count).max() ?? 0)
+    for finding in findings {
+      let line =
+        "  \(Self.pad(finding.level.rawValue, 7))  \(Self.pad(finding.ruleID, width))  "
+        + "\(finding.containerPath): \(finding.message)"
+      output.write(TerminalText.escaped(line) + "\n")
+    }
+  }
+
+  private func level(of id: String) -> AuditLevel { rules[id]?.level ?? .note }
+
+  private func security(of id: String) -> AuditRuleSecurity? { rules[id]?.security }
+
+  /// Errors first, then by id.
+  private static func precedes(_ levelA: AuditLevel, _ a: String, _ levelB: AuditLevel, _ b: String) -> Bool {
+    levelA != levelB ? levelA > levelB : a < b
+  }
+
+  private static func pad(_ text: String, _ width: Int) -> String {
+    text.count >= width ? text : text + String(repeating: " ", count: width - text.count)
+  }
+}
+
+extension AuditTarget.Unit {
+  /// Where reports say the container is: relative to its device (`Containers/ID`) when it is in
+  /// one, whether the device, the container or `--bundle` was audited; else relative to the
+  /// audited directory (`.` when it is the container).
+  package var reportLocation: String {
+    if let device, absolutePath.hasPrefix(device.root + "/") {
+      return String(absolutePath.dropFirst(device.root.count + 1))
+    }
+    return displayPrefix.isEmpty ? "." : String(displayPrefix.dropLast())
+  }
 }
 
 /// JSON for scripts: `{"root": …, "findings": [ … ], "summary": { … }}`, written as findings arrive.
 public final class JSONAuditReporter: AuditReporter {
   private let output: AuditOutput
   private var first = true
+  /// Each rule's security fields, as the bytes that follow `"actual"` in its findings: made once,
+  /// since a report may hold millions of findings of a few rules.
+  private var securityFields: [String: [UInt8]] = [:]
 
   /// Writes to `output`.
   public init(_ output: AuditOutput) { self.output = output }
 
+  /// `, "securitySeverity": 7.5, "cwe": [...], "masvs": [...], "mastg": [...]` for `security`.
+  private static func fields(_ security: AuditRuleSecurity) -> [UInt8] {
+    func list(_ items: [String]) -> String { "[" + items.map { Escape.json($0) }.joined(separator: ", ") + "]" }
+    let text =
+      ", \"securitySeverity\": \(security.severity), \"cwe\": \(list(security.cweIDs)), "
+      + "\"masvs\": \(list(security.masvs)), \"mastg\": \(list(security.mastg))"
+    return Array(text.utf8)
+  }
+
   /// Opens the object and the findings array.
   public func begin(target: AuditTarget, rules: [AuditRuleDescription]) {
+    for rule in rules { securityFields[rule.id] = Self.fields(rule.security) }
     output.write("{\n  \"tool\": \"protfs\",\n  \"version\": \(Escape.json(ProtFSVersion.current)),\n")
     output.write("  \"root\": \(Escape.json(target.root)),\n  \"findings\": [")
   }
@@ -81,6 +166,8 @@ public final class JSONAuditReporter: AuditReporter {
       Escape.appendJSON(finding.expected, to: &buffer)
       Escape.append(", \"actual\": ", to: &buffer)
       Escape.appendJSON(finding.actual, to: &buffer)
+      buffer.append(
+        contentsOf: securityFields[finding.ruleID] ?? Self.fields(AuditRuleSecurity.default(for: finding.level)))
       Escape.append("}", to: &buffer)
     }
   }
@@ -127,18 +214,25 @@ public final class SARIFAuditReporter: AuditReporter {
     output.write("  \"runs\": [\n    {\n      \"tool\": {\n        \"driver\": {\n")
     output.write("          \"name\": \"protfs\",\n          \"version\": \(Escape.json(ProtFSVersion.current)),\n")
     output.write("          \"semanticVersion\": \(Escape.json(ProtFSVersion.current)),\n")
-    output.write("          \"informationUri\": \(Escape.json(ProtFSVersion.homepage)),\n")
+    // No informationUri or helpUri: the project has no published address yet, and a link that does
+    // not resolve is worse than none. help.markdown carries what docs/audit-rules.md says.
     output.write("          \"rules\": [")
     for (index, rule) in rules.enumerated() {
       ruleIndex[rule.id] = index
       output.write(index == 0 ? "\n" : ",\n")
+      let security = rule.security
+      let helpText = "\(rule.help)\n\nSecurity: \(security.summary) (precision \(security.precision.rawValue))."
       output.write(
         "            {\"id\": \(Escape.json(rule.id)), \"name\": \(text(rule.name, Self.maxNameLength)), "
           + "\"shortDescription\": {\"text\": \(text(rule.summary, Self.maxDescriptionLength))}, "
           + "\"fullDescription\": {\"text\": \(text(rule.help, Self.maxDescriptionLength))}, "
-          + "\"help\": {\"text\": \(Escape.json(rule.help))}, \"helpUri\": \(Escape.json(rule.helpURI)), "
+          + "\"help\": {\"text\": \(Escape.json(helpText)), \"markdown\": \(Escape.json(rule.markdown))}, "
           + "\"defaultConfiguration\": {\"level\": \"\(rule.level.rawValue)\"}, "
-          + "\"properties\": {\"origin\": \(Escape.json(rule.origin))}}")
+          // What code scanning ranks by: security-severity counts only with the tag `security`.
+          + "\"properties\": {\"security-severity\": \"\(security.severity)\", "
+          + "\"precision\": \"\(security.precision.rawValue)\", "
+          + "\"tags\": [\(security.tags.map { Escape.json($0) }.joined(separator: ", "))], "
+          + "\"origin\": \(Escape.json(rule.origin))}}")
     }
     output.write("\n          ]\n        }\n      },\n")
     let (base, description) =
@@ -290,6 +384,7 @@ public final class JUnitAuditReporter: AuditReporter {
         var text = "\(rule.id) \(rule.name) at \(finding.path)\n\(finding.message)"
         if let expected = finding.expected { text += "\nexpected: \(expected)" }
         if let actual = finding.actual { text += "\nactual: \(actual)" }
+        text += "\nsecurity: \(rule.security.summary) (precision \(rule.security.precision.rawValue))"
         // A policy rule's message is its help already; a built-in check's help says how to fix it.
         if !finding.message.contains(rule.help) { text += "\n\n\(rule.help)" }
         let element = isError ? "error" : "failure"
@@ -302,10 +397,15 @@ public final class JUnitAuditReporter: AuditReporter {
         cases += "    </testcase>\n"
       }
     }
-    let location = unit.displayPrefix.isEmpty ? unit.absolutePath : String(unit.displayPrefix.dropLast())
+    let location = unit.reportLocation
     var text =
       "  <testsuite name=\"\(classname)\" tests=\"\(tests)\" failures=\"\(failures)\" errors=\"\(errors)\" skipped=\"0\">\n"
-    text += "    <properties><property name=\"path\" value=\"\(Escape.xml(location))\"/></properties>\n"
+    // The path, then each reporting rule's mapping: `security DP004` = `high 7.5, CWE-311, ...`.
+    text += "    <properties><property name=\"path\" value=\"\(Escape.xml(location))\"/>"
+    for rule in checked where suite.findings[rule.id] != nil {
+      text += "<property name=\"security \(Escape.xml(rule.id))\" value=\"\(Escape.xml(rule.security.summary))\"/>"
+    }
+    text += "</properties>\n"
     text += cases + "  </testsuite>\n"
     return (text, (tests, failures, errors))
   }

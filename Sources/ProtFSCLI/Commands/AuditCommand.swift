@@ -21,6 +21,10 @@ package enum AuditCommand {
       background-downloads, default), which is read from share/protfs beside the binary's bin
       directory (/usr/share/protfs for /usr/bin/protfs).
 
+      Every rule carries a security severity, a precision, its CWE, OWASP MASVS control and MASTG
+      test (docs/audit-rules.md): in SARIF as security-severity, precision and tags, so that code
+      scanning ranks alerts Critical to Low; in JSON, JUnit and text too.
+
       --format sarif writes SARIF 2.1.0 for code scanning: every finding is at line 1 of its item,
       and locations are relative to the audited directory, or with --sarif-root DIR to DIR (a
       repository checkout that holds the audited tree), so that alerts point at the repository's

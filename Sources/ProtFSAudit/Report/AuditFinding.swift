@@ -244,7 +244,7 @@ public enum BuiltInCheck: String, Sendable, CaseIterable {
         (
           "predicted-download-failure",
           "The app's background-download directory will be made with a class that fails downloads while locked.",
-          "nsurlsessiond makes Library/Caches/com.apple.nsurlsessiond/Downloads/<bundle-id> at the app's first background download, with the class its parent hands down, and writes every download's temp file there. A class stronger than until-first-auth makes a download that starts or runs while the device is locked fail with EPERM (Operation not permitted). Make the directory now with class none: protfs init-cache <bundle-id>."
+          "nsurlsessiond makes Library/Caches/com.apple.nsurlsessiond/Downloads/BUNDLE-ID at the app's first background download, with the class its parent hands down, and writes every download's temp file there. A class stronger than until-first-auth makes a download that starts or runs while the device is locked fail with EPERM (Operation not permitted). Make the directory now with class none: protfs init-cache BUNDLE-ID."
         )
       case .predictedTemporaryDirectoryClass:
         (
@@ -290,6 +290,11 @@ public enum BuiltInCheck: String, Sendable, CaseIterable {
     case .setID: AuditRuleSecurity(severityTenths: 60, cwe: [732], precision: .veryHigh)
     // Data no app owns, with no container default class.
     case .notAContainer: AuditRuleSecurity(severityTenths: 30, masvs: storage)
+    // Availability, as DP005's: the first background download while locked will fail; predicted from
+    // the classes, so as precise as they are.
+    case .predictedDownloadFailure: AuditRuleSecurity(severityTenths: 55, cwe: [665], precision: .high)
+    // Availability too, of what runs there while locked, and only once the directory is made again.
+    case .predictedTemporaryDirectoryClass: AuditRuleSecurity(severityTenths: 35, cwe: [665], precision: .medium)
     }
   }
 

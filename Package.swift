@@ -5,7 +5,8 @@ import PackageDescription
 //
 //   ProtFSSystem  the syscall layer: the only target that imports the C shims
 //   ProtFS        the model: classes, device layout, lock state, the walker and the class resolver
-//   ProtFSLock, ProtFSCache, ProtFSDownloads, ProtFSAudit, ProtFSBackup   features, each on the model only
+//   ProtFSLock, ProtFSCache, ProtFSDownloads, ProtFSAudit, ProtFSBackup, ProtFSAppBundle
+//                 features, each on the model only
 //   ProtFSFoundation   the Foundation-shaped API (FileManager, FileHandle, URLSession)
 //   ProtFSApp     the app lifecycle: the supervisor of `protfs app launch`, its socket protocol
 //   ProtFSSessions  background sessions out of process: the session service and its client
@@ -38,6 +39,9 @@ let package = Package(
     // libcrypto is loaded with dlopen when first used (Sources/CCrypto/include/CCrypto.h);
     // libssl-dev (scripts/setup.sh) gives its headers.
     .target(name: "CCrypto"),
+    // libzip is loaded with dlopen when the first .ipa is read (Sources/CZip/include/CZip.h);
+    // libzip-dev (scripts/setup.sh) gives its header.
+    .target(name: "CZip"),
     .systemLibrary(name: "CFuse3", pkgConfig: "fuse3", providers: [.apt(["libfuse3-dev"])]),
     // Thin wrappers for syscalls Swift cannot call directly (variadic syscall(2), prctl(2)).
     .target(name: "CProtFSSys"),
@@ -113,6 +117,9 @@ let package = Package(
     // iOS backups turned into containers (`protfs import-backup`): Manifest.db through SQLite, the
     // contents' digests through libcrypto.
     .target(name: "ProtFSBackup", dependencies: ["ProtFSSystem", "ProtFS", "CSQLite", "CCrypto"]),
+    // Reading a real app (`protfs inspect`, `--from-app`): an .ipa through libzip, or an .app
+    // directory, its Info.plist and its executable's code signature.
+    .target(name: "ProtFSAppBundle", dependencies: ["ProtFSSystem", "ProtFS", "CZip"]),
     // The device mount: libfuse3's low-level API, used by no other target.
     .target(name: "ProtFSMount", dependencies: ["ProtFSSystem", "ProtFS", "CFuse3"]),
     // Starting untrusted code: the one confined spawn that exec and every app launch go through.
@@ -140,7 +147,7 @@ let package = Package(
       name: "ProtFSTests",
       dependencies: [
         "ProtFSSystem", "ProtFS", "ProtFSLock", "ProtFSCache", "ProtFSDownloads", "ProtFSAudit", "ProtFSFoundation",
-        "ProtFSMount", "ProtFSApp", "ProtFSSessions", "ProtFSBackup", "ProtFSTestSupport", "CAttr",
+        "ProtFSMount", "ProtFSApp", "ProtFSSessions", "ProtFSBackup", "ProtFSAppBundle", "ProtFSTestSupport", "CAttr",
       ]),
     // ProtFSKit's URLSession against a fake backend, and its FileManager.
     .testTarget(

@@ -9,6 +9,7 @@ packages=(
   libcurl4-openssl-dev  # the download engine
   libsqlite3-dev        # the persistent task store
   libssl-dev            # libcrypto: SHA-256 (downloads), PBKDF2 (passcode hash), AES (backups)
+  libzip-dev            # libzip: reading an .ipa (protfs inspect, --from-app), loaded when first used
   nginx-light           # the loopback server the download tests start
   curl                  # benchmark peer
   aria2                 # benchmark peer

@@ -5,8 +5,9 @@ import Foundation
 /// `PropertyListSerialization.data(fromPropertyList:)` goes through CoreFoundation, which in a
 /// binary linked with `--static-swift-stdlib` (how protfs ships) cannot bridge a Swift array: every
 /// Info.plist holding one failed to install ("An error occurred in the destination for the
-/// data"). The encoder is Swift throughout, so protfs builds its values as these.
-indirect enum PropertyListValue: Encodable, Equatable {
+/// data"). The encoder is Swift throughout, so protfs builds its values as these. Encoded with a
+/// `JSONEncoder`, a value is the JSON value itself (an app's entitlements in `inspect --json`).
+package indirect enum PropertyListValue: Encodable, Equatable, Sendable {
   case string(String)
   case integer(Int64)
   case real(Double)
@@ -18,7 +19,7 @@ indirect enum PropertyListValue: Encodable, Equatable {
 
   /// The value of `parsed`, something `PropertyListSerialization` read; nil for anything a
   /// property list cannot hold.
-  init?(_ parsed: Any) {
+  package init?(_ parsed: Any) {
     switch parsed {
     // Before the numbers: an `NSNumber` of 0 or 1 would also cast to `Bool`. (A parsed
     // `<true/>` is a `Bool`.)
@@ -55,7 +56,7 @@ indirect enum PropertyListValue: Encodable, Equatable {
     }
   }
 
-  func encode(to encoder: any Encoder) throws {
+  package func encode(to encoder: any Encoder) throws {
     var container = encoder.singleValueContainer()
     switch self {
     case .string(let value): try container.encode(value)
@@ -70,7 +71,7 @@ indirect enum PropertyListValue: Encodable, Equatable {
   }
 
   /// The value as an XML property list.
-  func xml() throws -> Data {
+  package func xml() throws -> Data {
     let encoder = PropertyListEncoder()
     encoder.outputFormat = .xml
     return try encoder.encode(self)

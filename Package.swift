@@ -129,7 +129,7 @@ let package = Package(
       name: "ProtFSCLI",
       dependencies: [
         "ProtFSSystem", "ProtFS", "ProtFSLock", "ProtFSCache", "ProtFSDownloads", "ProtFSAudit", "ProtFSMount",
-        "ProtFSApp", "ProtFSSessions", "ProtFSBackup", "ProtFSRuntime",
+        "ProtFSApp", "ProtFSSessions", "ProtFSBackup", "ProtFSRuntime", "ProtFSAppBundle",
       ]),
     // Linked as a position-dependent executable in release builds: the loader then has none of
     // the some 80,000 relocations of a position-independent one to apply at every start.

@@ -34,13 +34,26 @@ public struct AppBundle: @unchecked Sendable {
   /// keeps its Info.plist, also when the system relaunches it), and the keys every bundle has: its
   /// identifier, name and executable.
   public init(bundleID: BundleID, infoPlist: String?, device: Device) throws(ProtFSError) {
-    self.bundleID = bundleID
     var info: [String: Any] = [:]
     if let infoPlist {
       info = try Self.read(infoPlist, bundleID: bundleID)
     } else {
       info = (try? Self.readInstalled(bundleID, on: device)) ?? [:]
     }
+    self.init(bundleID: bundleID, info: info)
+  }
+
+  /// The bundle of `bundleID` with the keys of the Info.plist `bytes` that an app package holds
+  /// (`path` names it in messages: `protfs app install --from-app`), and the keys every bundle has.
+  public init(bundleID: BundleID, infoPlist bytes: [UInt8], path: String) throws(ProtFSError) {
+    self.init(bundleID: bundleID, info: try Self.parse(Data(bytes), path: path, bundleID: bundleID))
+  }
+
+  /// The bundle of `bundleID` with the keys `info`, and the keys every bundle has: its identifier,
+  /// name and package type.
+  private init(bundleID: BundleID, info: [String: Any]) {
+    self.bundleID = bundleID
+    var info = info
     info["CFBundleIdentifier"] = bundleID.rawValue
     info["CFBundleName"] = info["CFBundleName"] ?? (bundleID.rawValue.split(separator: ".").last.map(String.init) ?? "")
     info["CFBundlePackageType"] = info["CFBundlePackageType"] ?? "APPL"

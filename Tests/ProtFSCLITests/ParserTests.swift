@@ -34,7 +34,7 @@ func usageError(_ words: [String], sourceLocation: SourceLocation = #_sourceLoca
     let (command, invocation) = try ProtFSCLITests.invocation(["init", "com.a.b", "--default-class", "complete"])
     #expect(command.name == "init")
     #expect(invocation.commandPath == ["protfs", "init"])
-    #expect(invocation.required(InitCommand.bundleID) == "com.a.b")
+    #expect(invocation.argument(InitCommand.optionalBundleID) == "com.a.b")
     #expect(invocation.value(InitCommand.defaultClass) == "complete")
     #expect(invocation.value(InitCommand.entitlements) == nil)
   }
@@ -139,9 +139,9 @@ func usageError(_ words: [String], sourceLocation: SourceLocation = #_sourceLoca
   }
 
   @Test func missingAndUnexpectedArguments() {
-    let missing = usageError(["init"])
+    let missing = usageError(["init-cache"])
     #expect(missing?.message == "Missing expected argument '<bundle-id>'.")
-    #expect(missing?.commandPath == ["protfs", "init"])
+    #expect(missing?.commandPath == ["protfs", "init-cache"])
     #expect(usageError(["set-class", "none"])?.message == "Missing expected argument '<path> ...'.")
     #expect(usageError(["init", "com.a.b", "extra"])?.message == "Unexpected argument 'extra'.")
     #expect(usageError(["tasks", "resume"])?.message == "Missing expected argument '<task-id>'.")

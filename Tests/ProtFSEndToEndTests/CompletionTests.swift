@@ -32,7 +32,7 @@ import Testing
     #expect(result.status == 0, "\(result)")
     #expect(
       result.stdout.split(separator: "\n").map(String.init) == [
-        "complete -F _protfs protfs", "init init-cache", "launch", "--suspend-after", "unless-open",
+        "complete -F _protfs protfs", "init init-cache inspect", "launch", "--suspend-after", "unless-open",
         "until-first-auth", "com.example.other",
       ], "\(result)")
   }

@@ -23,6 +23,11 @@ package enum CommandExamples {
       "protfs init com.example.app --default-class complete   # as the entitlement would",
       "protfs init com.example.app --entitlements App.entitlements",
       "protfs init com.example.app --json | jq -r .path",
+      "protfs init --from-app MyApp.ipa          # bundle id and default class from the app",
+    ],
+    "protfs inspect": [
+      "protfs inspect MyApp.ipa                   # bundle id, entitlements, background modes, implications",
+      "protfs inspect build/MyApp.app --json | jq .defaultClassName",
     ],
     "protfs init-cache": [
       "protfs init-cache com.example.app          # nsurlsessiond's Downloads directory, class none"
@@ -78,6 +83,7 @@ package enum CommandExamples {
     "protfs app install": [
       "protfs app install com.example.app --info-plist Info.plist -- .build/debug/MyApp",
       "protfs app install com.example.app -- ./app.sh && protfs app launch com.example.app",
+      "protfs app install --from-app MyApp.ipa -- .build/debug/MyApp   # the app's own Info.plist",
     ],
     "protfs app background": ["protfs app background com.example.app      # didEnterBackground, then suspended"],
     "protfs app foreground": ["protfs app foreground com.example.app      # willEnterForeground, didBecomeActive"],

@@ -1,6 +1,7 @@
 import Foundation
 import ProtFS
 import ProtFSApp
+import ProtFSAppBundle
 import ProtFSSystem
 
 /// `protfs app install BUNDLE-ID [--info-plist FILE] -- CMD`, simctl's `install`: the app's
@@ -14,18 +15,33 @@ package enum AppInstallCommand {
     discussion: """
       Keeps CMD (its program made absolute) as the command the app is launched with, and builds its
       bundle on the device (Bundles/BUNDLE-ID.app/) with --info-plist's Info.plist (or the one
-      installed before) and, for a Swift program, the program. An app the user force-quit may be
-      launched by the system again. A running app is not replaced: terminate it first.
+      installed before) and, for a Swift program, the program. With --from-app, the Info.plist is
+      the app's own (an .ipa or .app, read in memory), and BUNDLE-ID may be left out. An app the
+      user force-quit may be launched by the system again. A running app is not replaced:
+      terminate it first.
       """,
-    arguments: [AppCommand.bundleArgument],
-    options: [AppLaunchCommand.infoPlist],
+    arguments: [bundleArgument],
+    options: [AppLaunchCommand.infoPlist, fromApp],
     takesTrailingCommand: true,
     run: run)
 
+  /// `[<bundle-id>]`: install's, which `--from-app` may give instead.
+  package static let bundleArgument = Argument(
+    name: "bundle-id", help: "The app's bundle id (with --from-app, the app's).", arity: .optional)
+  /// `--from-app APP`.
+  package static let fromApp = Option.value(
+    "from-app", "app", help: "Install the Info.plist of this app (.ipa or .app); its bundle id is the app's.")
+
   package static func run(_ invocation: Invocation) throws -> Int32 {
-    let bundleID = try AppCommand.existingApp(invocation)
-    let command = try AppLaunchCommand.absoluteCommand(invocation.trailing)
+    let app = try invocation.value(Self.fromApp).map(AppPackage.read)
+    if app != nil, invocation.value(AppLaunchCommand.infoPlist) != nil {
+      throw invocation.usageError("Give either --info-plist or --from-app, not both.")
+    }
+    let bundleID = try InitCommand.appBundleID(invocation, Self.bundleArgument, app: app)
     let device = invocation.device
+    try device.requireInitialized()
+    try device.container(bundleID).requireExists()
+    let command = try AppLaunchCommand.absoluteCommand(invocation.trailing)
     let store = AppStore(device: device)
     var record = try store.record(bundleID)?.settled ?? AppRecord(bundleID: bundleID.rawValue, backgroundTime: 30)
     guard record.state == .notRunning else {
@@ -35,8 +51,11 @@ package enum AppInstallCommand {
           "The app \(bundleID) is running: terminate it before installing it again (\(invocation.spelling.command("app terminate \(bundleID)")))."
       )
     }
-    let bundle = try AppBundle(
-      bundleID: bundleID, infoPlist: invocation.value(AppLaunchCommand.infoPlist), device: device)
+    let bundle =
+      try app.map { app throws(ProtFSError) in
+        try AppBundle(bundleID: bundleID, infoPlist: app.infoPlist, path: app.path + ":Info.plist")
+      }
+      ?? AppBundle(bundleID: bundleID, infoPlist: invocation.value(AppLaunchCommand.infoPlist), device: device)
     try bundle.install(AppBundle.isSwiftProgram(command[0]) ? command[0] : nil, on: device)
     record.lastLaunchCommand = command
     record.forceQuit = false

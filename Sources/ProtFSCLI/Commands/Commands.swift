@@ -32,6 +32,7 @@ package enum Commands {
       CacheCommand.command,
       StoragePressureCommand.command,
       AuditCommand.command,
+      InspectCommand.command,
       ImportBackupCommand.command,
       CompletionCommand.command,
     ]

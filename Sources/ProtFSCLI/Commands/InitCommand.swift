@@ -1,4 +1,5 @@
 import ProtFS
+import ProtFSAppBundle
 
 /// `protfs init BUNDLE-ID`: creates an app container.
 package enum InitCommand {
@@ -9,22 +10,31 @@ package enum InitCommand {
       Creates <device>/Containers/<bundle-id>/ with Documents, Library/Caches,
       Library/Application Support, Library/Preferences and tmp. The container's default class is
       complete-until-first-user-authentication unless --default-class or the
-      com.apple.developer.default-data-protection entitlement says otherwise. The device directory
-      is created too if needed. Running it again on an existing container changes nothing but a
-      default class given explicitly. Prints the container's path.
+      com.apple.developer.default-data-protection entitlement says otherwise (from an entitlements
+      file, or from an app's code signature with --from-app, which also gives the bundle id). The
+      device directory is created too if needed. Running it again on an existing container changes
+      nothing but a default class given explicitly. Prints the container's path.
 
       With --json: one object with bundleID, path, created (false when it existed), className and
       classRawValue (its default class, keyed as ls and get-class key a class) and, when this run
       changed the default, previousClassName.
       """,
-    arguments: [bundleID],
-    options: [defaultClass, entitlements, CommonOptions.json],
+    arguments: [optionalBundleID],
+    options: [defaultClass, entitlements, fromApp, CommonOptions.json],
     run: run
   )
 
   /// `<bundle-id>`, the app a container belongs to (also for init-cache).
   package static let bundleID = Argument(
     name: "bundle-id", help: "The app's bundle identifier, for example com.example.app.")
+  /// `[<bundle-id>]`: init's, which `--from-app` may give instead.
+  package static let optionalBundleID = Argument(
+    name: "bundle-id", help: "The app's bundle identifier, for example com.example.app (with --from-app, the app's).",
+    arity: .optional)
+  /// `--from-app APP`.
+  package static let fromApp = Option.value(
+    "from-app", "app",
+    help: "Take the bundle id and the default class from this app (.ipa or .app) and its code signature.")
   /// `--default-class CLASS`.
   package static let defaultClass = Option.value(
     "default-class", "class", help: "The container's default protection class.")
@@ -33,8 +43,20 @@ package enum InitCommand {
     "entitlements", "file", help: "Take the default class from this entitlements plist (XML or binary).")
 
   package static func run(_ invocation: Invocation) throws -> Int32 {
-    let bundleID = try invocation.bundleID(invocation.required(Self.bundleID))
+    let app = try invocation.value(Self.fromApp).map(AppPackage.read)
+    let bundleID = try Self.appBundleID(invocation, Self.optionalBundleID, app: app)
     var defaultClass = try invocation.value(Self.defaultClass).map(invocation.protectionClass)
+    if let app {
+      if defaultClass != nil || invocation.value(Self.entitlements) != nil {
+        throw invocation.usageError("Give one of --default-class, --entitlements and --from-app, not several.")
+      }
+      defaultClass = app.defaultDataProtection
+      if defaultClass == nil {
+        Console.err(
+          "note: the entitlements of '\(app.path)' do not set \(Entitlements.defaultDataProtectionKey); using \(ProtectionClass.containerDefault.name)."
+        )
+      }
+    }
     if let path = invocation.value(Self.entitlements) {
       if defaultClass != nil {
         throw invocation.usageError("Give either --default-class or --entitlements, not both.")
@@ -85,6 +107,20 @@ package enum InitCommand {
     var classRawValue: String
     /// The default class before this run changed it.
     var previousClassName: String?
+  }
+
+  /// The bundle id of a command that takes it from `argument` or from `app` (`--from-app`): the
+  /// one given, which must then be the app's, else the app's.
+  static func appBundleID(_ invocation: Invocation, _ argument: Argument, app: AppPackage?) throws -> BundleID {
+    let given = try invocation.argument(argument).map(invocation.bundleID)
+    if let given, let app, given != app.bundleID {
+      throw invocation.usageError(
+        "The bundle id \(given) is not the app's: '\(app.path)' is \(app.bundleID); give the app's, or leave it out.")
+    }
+    guard let bundleID = given ?? app?.bundleID else {
+      throw invocation.usageError("Give the app's bundle id, or --from-app APP to take it from the app.")
+    }
+    return bundleID
   }
 
   /// Points out, after `bundleID`'s container was created, another container of `device` whose

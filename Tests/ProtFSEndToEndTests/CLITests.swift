@@ -43,7 +43,8 @@ import Testing
 
   @Test(arguments: [
     (["lokc"], "Unknown command 'lokc'"), (["init-cach", "com.example.app"], "Did you mean 'init-cache'?"),
-    (["init"], "Missing expected argument '<bundle-id>'"),
+    (["init-cache"], "Missing expected argument '<bundle-id>'"),
+    (["init"], "Give the app's bundle id, or --from-app APP to take it from the app."),
     (["init", "com.a.b", "extra"], "Unexpected argument 'extra'"),
     (["init", "com.a.b", "--defualt-class", "none"], "Did you mean '--default-class'?"),
     (["init", "com.a.b", "--default-class"], "Missing value for '--default-class <class>'"),

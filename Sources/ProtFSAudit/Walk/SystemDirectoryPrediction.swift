@@ -6,7 +6,8 @@ import ProtFSSystem
 /// be made with: a new directory takes its parent's effective class, so a missing directory's
 /// class is the effective class of its nearest existing ancestor. The audit reports a class that
 /// would break what the system does there while the device is locked, before the directory exists:
-/// the background-download failure is found before the first download while locked meets it.
+/// the background-download failure is found before the first download while locked meets it
+/// (`Worker.predict`).
 package struct SystemDirectoryPrediction {
   /// A directory the system makes, the classes that let it work while locked, and what fails in it.
   package struct Directory {
@@ -50,40 +51,33 @@ package struct SystemDirectoryPrediction {
           + "until-first-auth Library/Caches), or create the container again with a weaker default class."),
     ]
   }
+}
 
-  /// What the walk of the container found for `directory`: nil when it exists (the walk checks it
-  /// as it is) or cannot be predicted; else the class it will be made with and where that class
-  /// comes from (the nearest ancestor with a class of its own, the container root's class, or the
-  /// container's default).
-  package static func predict(
-    _ directory: Directory, root: DirectoryHandle, inheritance: ClassInheritance
+extension Worker {
+  /// What the container holds of `directory`: nil when it exists (the walk checks it as it is) or
+  /// cannot be predicted; else the class it will be made with and where that class comes from (the
+  /// nearest ancestor with a class of its own, the container root's class, or the container's
+  /// default). Each name is opened without following a link; a file or a link where a directory
+  /// goes predicts nothing (making it would fail, and other checks report what is there), nor does
+  /// a corrupt or unreadable class, which the walk reports.
+  func predict(
+    _ directory: SystemDirectoryPrediction.Directory, root: DirectoryHandle, inheritance: ClassInheritance
   ) -> (predicted: ProtectionClass, from: String)? {
     var current = root
     var effective = inheritance.effectiveClass(own: nil)
     var source = inheritance.ancestor != nil ? "the container root's class" : "the container's default class"
-    var existing: [String] = []
-    for name in directory.path {
-      switch current.statusResult(name) {
-      case .success(let status) where status.kind == .directory:
-        guard let opened = try? current.openDirectory(name) else { return nil }
-        existing.append(name)
-        current = opened
-        // A corrupt or unreadable class is the walk's to report; it predicts nothing.
-        switch opened.attributeResult(AttributeName.protectionClass) {
-        case .success(let bytes?):
-          guard let own = bytes.withUnsafeBytes({ ProtectionClass(attributeBytes: $0) }) else { return nil }
-          effective = own
-          source = existing.joined(separator: "/")
-        case .success(nil): break
-        case .failure: return nil
-        }
-      case .success:
-        // A file or a link where a directory goes: making it fails; other checks report what is there.
-        return nil
-      case .failure(let e) where e.rawValue == ENOENT:
-        return (effective, source)
-      case .failure:
-        return nil
+    for (depth, name) in directory.path.enumerated() {
+      do {
+        current = try current.openDirectory(name)
+      } catch {
+        return error.errno == ENOENT ? (effective, source) : nil
+      }
+      switch classAttribute(Self.classAttribute, dirfd: current.fd, name: nil) {
+      case .value(let own):
+        effective = own
+        source = directory.path[...depth].joined(separator: "/")
+      case .absent: break
+      case .corrupt, .vanished, .failed: return nil
       }
     }
     return nil
@@ -96,7 +90,7 @@ extension ContainerWalk {
   func predictSystemDirectories(_ setup: inout Worker, root: DirectoryHandle, inheritance: ClassInheritance) {
     guard unit.isContainer, let bundleID = try? BundleID(unit.name) else { return }
     for directory in SystemDirectoryPrediction.directories(bundleID: bundleID.rawValue) {
-      guard let (predicted, from) = SystemDirectoryPrediction.predict(directory, root: root, inheritance: inheritance),
+      guard let (predicted, from) = setup.predict(directory, root: root, inheritance: inheritance),
         !directory.works.contains(predicted)
       else { continue }
       let shownPath = directory.path.joined(separator: "/")

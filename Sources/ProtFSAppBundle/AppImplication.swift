@@ -8,8 +8,9 @@ import ProtFS
 package struct AppImplication: Sendable, Equatable, Encodable {
   /// Which conclusion this is: stable names, for scripts and for the audit.
   package enum Kind: String, Sendable, Encodable, CaseIterable {
-    /// The app runs in the background, so nsurlsessiond's Downloads directory, where its
-    /// background sessions' downloads land while the device is locked, must be class none.
+    /// The app downloads in the background (`downloadingModes`), so nsurlsessiond's Downloads
+    /// directory, where its background sessions' downloads land while the device is locked, must be
+    /// class none.
     case downloadsNeedClassNone
     /// The default class is complete: what the app, or nsurlsessiond for it, creates while the
     /// device is locked (a finished background download) cannot be written.
@@ -39,6 +40,14 @@ package struct AppImplication: Sendable, Equatable, Encodable {
   /// The conclusion and its reason, one or two sentences.
   package var message: String
 
+  /// The `UIBackgroundModes` whose work downloads while the device may be locked: a background
+  /// fetch, a processing task, a silent remote notification. Other modes (audio, location, VoIP…)
+  /// keep the app running but say nothing about downloads.
+  package static let downloadingModes: Set<String> = ["fetch", "processing", "remote-notification"]
+
+  /// The modes of `modes` that download in the background, in their order.
+  package static func downloading(_ modes: [String]) -> [String] { modes.filter(downloadingModes.contains) }
+
   /// What `modes`, `identifiers`, the default class `declared` (nil when the entitlement is
   /// absent) and whether the executable is `signed` imply, in the order of `Kind`.
   package static func of(
@@ -46,12 +55,13 @@ package struct AppImplication: Sendable, Equatable, Encodable {
     defaultDataProtection declared: ProtectionClass?, signed: Bool
   ) -> [AppImplication] {
     var found: [AppImplication] = []
-    if !modes.isEmpty {
+    let downloading = downloading(modes)
+    if !downloading.isEmpty {
       found.append(
         AppImplication(
           kind: .downloadsNeedClassNone, level: .note,
           message:
-            "The app runs in the background (UIBackgroundModes: \(modes.joined(separator: ", "))): the downloads its background sessions finish while the device is locked are written to nsurlsessiond's Downloads directory, which must be class none (NSFileProtectionNone)."
+            "The app downloads in the background (UIBackgroundModes: \(downloading.joined(separator: ", "))): the downloads its background sessions finish while the device is locked are written to nsurlsessiond's Downloads directory, which must be class none (NSFileProtectionNone)."
         ))
     }
     if declared == .complete {

@@ -118,4 +118,61 @@ import Testing
     ])
     #expect(conflicting.status == 64, "\(conflicting)")
   }
+
+  /// The rule ids and paths of an audit's JSON findings.
+  static func findings(_ result: RunResult) throws -> [String] {
+    let object = try JSONSerialization.jsonObject(with: result.stdoutBytes) as? [String: Any] ?? [:]
+    return (object["findings"] as? [[String: Any]] ?? []).compactMap { finding in
+      guard let id = finding["ruleId"] as? String, let path = finding["path"] as? String else { return nil }
+      return "\(id) \(path)"
+    }.sorted()
+  }
+
+  /// `audit --app`: the app's container on the device, checked against what the app declares (a
+  /// complete default, a background fetch, processing without identifiers), until the fixes.
+  @Test func auditAppChecksTheAppsContainerAgainstItsDeclarations() async throws {
+    let t = try TestDevice()
+    let path = try ipa(in: t.directory, modes: ["fetch", "processing"])
+    #expect(try await Protfs.run(["--device", t.root, "init", Self.bundle]).status == 0)
+    #expect(try await Protfs.run(["--device", t.root, "init", "com.example.other"]).status == 0)
+    let downloads = "Library/Caches/com.apple.nsurlsessiond/Downloads/\(Self.bundle)"
+    let audit = try await Protfs.run(["--device", t.root, "audit", "--app", path, "--format", "json"])
+    #expect(audit.status == 0, "\(audit)")
+    // The app's container alone; its default is not the app's, its Downloads directory will not be
+    // class none, and its processing mode has no identifiers.
+    #expect(try Self.findings(audit) == ["PFS007 .", "PFS016 \(downloads)", "PFS017 ."], "\(audit.stdout)")
+    let text = try await Protfs.run(["--device", t.root, "audit", "--app", path, "--fail-on", "warning"])
+    #expect(text.status == 1, "\(text)")
+    #expect(text.stdout.contains("downloads in the background (UIBackgroundModes: fetch, processing)"), "\(text)")
+    #expect(text.stdout.contains("protfs init-cache \(Self.bundle)"), "\(text)")
+    #expect(text.stdout.contains("BGTaskSchedulerPermittedIdentifiers"), "\(text)")
+
+    // The fixes the findings name: the app's default class, its Downloads directory of class none.
+    #expect(try await Protfs.run(["--device", t.root, "init", "--from-app", path]).status == 0)
+    #expect(try await Protfs.run(["--device", t.root, "init-cache", Self.bundle]).status == 0)
+    let fixed = try await Protfs.run(["--device", t.root, "audit", "--app", path, "--format", "json"])
+    #expect(try Self.findings(fixed) == ["PFS017 ."], "\(fixed.stdout)")
+  }
+
+  @Test func auditAppRefusesWhatItCannotCheck() async throws {
+    let t = try TestDevice()
+    let path = try ipa(in: t.directory)
+    // No container yet: exit 2, naming the app's bundle id.
+    let missing = try await Protfs.run(["--device", t.root, "audit", "--app", path])
+    #expect(missing.status == 2, "\(missing)")
+    #expect(missing.stderr.contains(Self.bundle), "\(missing)")
+    #expect(try await Protfs.run(["--device", t.root, "init", Self.bundle]).status == 0)
+    let other = try await Protfs.run(["--device", t.root, "audit", "--app", path, "--bundle", "com.example.other"])
+    #expect(other.status == 64, "\(other)")
+    #expect(other.stderr.contains("is not the app's"), "\(other)")
+    let plist = t.directory + "/App.entitlements"
+    try Data(B.entitlements(defaultClass: "NSFileProtectionNone").utf8).write(to: URL(fileURLWithPath: plist))
+    let both = try await Protfs.run(["--device", t.root, "audit", "--app", path, "--entitlements", plist])
+    #expect(both.status == 64, "\(both)")
+    let garbage = t.directory + "/garbage.ipa"
+    try Data("not an app".utf8).write(to: URL(fileURLWithPath: garbage))
+    let hostile = try await Protfs.run(["--device", t.root, "audit", "--app", garbage])
+    #expect(hostile.status == 2, "\(hostile)")
+    #expect(hostile.stderr.contains(garbage), "\(hostile)")
+  }
 }

@@ -73,6 +73,16 @@ import Testing
     #expect(kinds == [.downloadsNeedClassNone, .lockedDownloadsFail])
   }
 
+  /// Only the background modes whose work downloads (fetch, processing, remote-notification) ask
+  /// for a Downloads directory of class none; audio or location keep the app running, and no more.
+  @Test func onlyModesThatDownloadNeedTheDownloadsDirectoryOfClassNone() throws {
+    let audio = try AppPackage.read(try app(B.thin(signature: signature()), modes: ["audio", "location"]))
+    #expect(!audio.implications.map(\.kind).contains(.downloadsNeedClassNone), "\(audio.implications)")
+    let push = try AppPackage.read(try app(B.thin(signature: signature()), modes: ["audio", "remote-notification"]))
+    let need = try #require(push.implications.first { $0.kind == .downloadsNeedClassNone })
+    #expect(need.message.contains("(UIBackgroundModes: remote-notification)"), "\(need.message)")
+  }
+
   @Test func aThin32BitBigEndianExecutableIsRead() throws {
     let executable = B.thin(
       cpuType: B.arm, subtype: 9, is64: false, bigEndian: true, signature: signature("NSFileProtectionNone"))

@@ -158,13 +158,19 @@ public enum BuiltInCheck: String, Sendable, CaseIterable {
   /// A directory the system makes again when missing (`tmp`, `Library/Caches`) will be made with a
   /// class that fails what is written there while the device is locked.
   case predictedTemporaryDirectoryClass = "PFS015"
+  /// The app (`audit --app`) downloads in the background but its Downloads directory is not class none.
+  case appDownloadsNotClassNone = "PFS016"
+  /// The app's background-task declarations disagree (`audit --app`): a mode without identifiers,
+  /// or identifiers without a mode.
+  case appTaskDeclaration = "PFS017"
 
   /// The level of its findings.
   public var level: AuditLevel {
     switch self {
     case .corruptClass, .lockedOut, .symlinkLeavesContainer, .unreadable, .predictedDownloadFailure: .error
     case .protectedFileReadableByOthers, .orphanTemporaryDownload, .defaultClassMismatch, .nonUTF8Name, .symlinkLoop,
-      .hardLinked, .setID, .notAContainer, .predictedTemporaryDirectoryClass:
+      .hardLinked, .setID, .notAContainer, .predictedTemporaryDirectoryClass, .appDownloadsNotClassNone,
+      .appTaskDeclaration:
       .warning
     case .noOwnClass: .note
     }
@@ -252,6 +258,18 @@ public enum BuiltInCheck: String, Sendable, CaseIterable {
           "A directory the system makes again when missing will get a class that fails writes while locked.",
           "tmp and Library/Caches are made again when missing, with the class their parent hands down. A class stronger than until-first-auth makes what the app or the system writes there while the device is locked fail with EPERM: caches of a background fetch, the partial file a cancelled download keeps for its resume data. Create the directory with until-first-auth or none (protfs set-class), or create the container with a weaker default class."
         )
+      case .appDownloadsNotClassNone:
+        (
+          "app-downloads-not-class-none",
+          "The app downloads in the background, but its Downloads directory is not class none.",
+          "An app whose UIBackgroundModes has fetch, processing or remote-notification downloads while the device may be locked, even before the first unlock after a restart, when only class none is readable and writable. nsurlsessiond writes its downloads in Library/Caches/com.apple.nsurlsessiond/Downloads/BUNDLE-ID; any other class there fails them with EPERM. Create the directory with class none: protfs init-cache BUNDLE-ID."
+        )
+      case .appTaskDeclaration:
+        (
+          "app-task-declaration",
+          "The app's background-task declarations disagree.",
+          "BGTaskScheduler runs a BGProcessingTaskRequest only for an identifier in BGTaskSchedulerPermittedIdentifiers of an app whose UIBackgroundModes has processing (fetch for a BGAppRefreshTaskRequest); otherwise submit fails with notPermitted. Add the missing identifiers or modes to the app's Info.plist."
+        )
       }
     return AuditRuleDescription(
       id: rawValue, name: name, level: level, summary: summary, help: help, origin: "built-in", security: security)
@@ -295,6 +313,10 @@ public enum BuiltInCheck: String, Sendable, CaseIterable {
     case .predictedDownloadFailure: AuditRuleSecurity(severityTenths: 55, cwe: [665], precision: .high)
     // Availability too, of what runs there while locked, and only once the directory is made again.
     case .predictedTemporaryDirectoryClass: AuditRuleSecurity(severityTenths: 35, cwe: [665], precision: .medium)
+    // Availability again, before the first unlock only: the class the app needs there is none.
+    case .appDownloadsNotClassNone: AuditRuleSecurity(severityTenths: 40, cwe: [665], precision: .high)
+    // A declaration mistake: work the app schedules never runs. Not a weakness of its data.
+    case .appTaskDeclaration: AuditRuleSecurity(severityTenths: 20, precision: .veryHigh)
     }
   }
 

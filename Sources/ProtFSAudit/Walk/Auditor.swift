@@ -55,14 +55,17 @@ public struct AuditConfiguration: Sendable {
   public var downloadTasks: @Sendable (Device) -> any DownloadTaskDirectory
   /// Worker threads that split the directories (2 on the 2-core CI machines).
   public var threads: Int
+  /// The app whose declarations its container is checked against (`audit --app`), if any.
+  public var app: AuditedApp?
 
   /// Creates a configuration.
   public init(
     policies: [Policy], entitlementsDefault: ProtectionClass? = nil,
     lockState: (any LockExpectation)? = nil,
     downloadTasks: @escaping @Sendable (Device) -> any DownloadTaskDirectory = { _ in NoDownloadTasks() },
-    threads: Int = 2
+    threads: Int = 2, app: AuditedApp? = nil
   ) {
+    self.app = app
     self.policies = policies
     self.entitlementsDefault = entitlementsDefault
     self.lockState = lockState
@@ -71,9 +74,16 @@ public struct AuditConfiguration: Sendable {
   }
 
   /// Every rule this audit checks, so every rule reports can mention: the built-in checks (the
-  /// entitlements' default only when one is given), then each policy's rules.
+  /// entitlements' default only when one is given, the app's only with an app), then each policy's
+  /// rules.
   public var rules: [AuditRuleDescription] {
-    let checks = BuiltInCheck.allCases.filter { $0 != .defaultClassMismatch || entitlementsDefault != nil }
+    let checks = BuiltInCheck.allCases.filter { check in
+      switch check {
+      case .defaultClassMismatch: entitlementsDefault != nil
+      case .appDownloadsNotClassNone, .appTaskDeclaration: app != nil
+      default: true
+      }
+    }
     return checks.map(\.description) + policies.flatMap { $0.rules.map(\.description) }
   }
 

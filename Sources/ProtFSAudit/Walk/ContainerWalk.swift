@@ -78,7 +78,8 @@ package struct ContainerWalk: Sendable {
     let lockState = self.lockState(&setup)
     let template = Worker(walk: self, lockState: lockState, rootFD: rootFD, matcher: matcher, owned: owned)
     let inheritance = ClassInheritance(ancestor: rootOwn ?? unit.inheritedClass, containerDefault: containerDefault)
-    predictSystemDirectories(&setup, root: root, inheritance: inheritance)
+    let predicted = predictSystemDirectories(&setup, root: root, inheritance: inheritance)
+    checkAppDeclarations(&setup, root: root, inheritance: inheritance, predicted: predicted)
     let (workers, _) = TreeWalker(threads: configuration.threads).walk(
       [TreeWalker.Root(root, AuditDirectory(path: []), inheritance: inheritance)], visitor: template)
     var summary = setup.finish()

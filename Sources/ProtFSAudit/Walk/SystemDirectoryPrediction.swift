@@ -7,7 +7,7 @@ import ProtFSSystem
 /// class is the effective class of its nearest existing ancestor. The audit reports a class that
 /// would break what the system does there while the device is locked, before the directory exists:
 /// the background-download failure is found before the first download while locked meets it
-/// (`Worker.predict`).
+/// (`Worker.directoryClass`).
 package struct SystemDirectoryPrediction {
   /// A directory the system makes, the classes that let it work while locked, and what fails in it.
   package struct Directory {
@@ -23,12 +23,17 @@ package struct SystemDirectoryPrediction {
     package var fix: String
   }
 
+  /// nsurlsessiond's Downloads directory of `bundleID`, below its container root.
+  package static func downloadsPath(bundleID: String) -> [String] {
+    ["Library", "Caches", "com.apple.nsurlsessiond", "Downloads", bundleID]
+  }
+
   /// The directories predicted for the container of `bundleID`.
   package static func directories(bundleID: String) -> [Directory] {
     let lockedWorks: Set<ProtectionClass> = [.none, .completeUntilFirstUserAuthentication]
     return [
       Directory(
-        path: ["Library", "Caches", "com.apple.nsurlsessiond", "Downloads", bundleID],
+        path: downloadsPath(bundleID: bundleID),
         check: .predictedDownloadFailure, works: lockedWorks,
         failure:
           "nsurlsessiond makes it at the app's first background download and writes the download's temp file in it; "
@@ -53,55 +58,73 @@ package struct SystemDirectoryPrediction {
   }
 }
 
+/// The class a directory of a container has, or will be made with when it does not exist yet.
+package struct DirectoryClass {
+  /// The effective class it has, or the one it will be made with.
+  package var protectionClass: ProtectionClass
+  /// Where the class comes from: the nearest ancestor (or the directory) with a class of its own,
+  /// the container root's class, or the container's default.
+  package var source: String
+  /// Whether the directory exists.
+  package var exists: Bool
+}
+
 extension Worker {
-  /// What the container holds of `directory`: nil when it exists (the walk checks it as it is) or
-  /// cannot be predicted; else the class it will be made with and where that class comes from (the
-  /// nearest ancestor with a class of its own, the container root's class, or the container's
-  /// default). Each name is opened without following a link; a file or a link where a directory
-  /// goes predicts nothing (making it would fail, and other checks report what is there), nor does
-  /// a corrupt or unreadable class, which the walk reports.
-  func predict(
-    _ directory: SystemDirectoryPrediction.Directory, root: DirectoryHandle, inheritance: ClassInheritance
-  ) -> (predicted: ProtectionClass, from: String)? {
+  /// The class of the directory at `path` below the container root: its effective class when it
+  /// exists, else the class it will be made with, which a new directory takes from its nearest
+  /// existing ancestor. Each name is opened without following a link; a file or a link where a
+  /// directory goes gives nil (making it would fail, and other checks report what is there), as
+  /// does a corrupt or unreadable class, which the walk reports.
+  func directoryClass(_ path: [String], root: DirectoryHandle, inheritance: ClassInheritance) -> DirectoryClass? {
     var current = root
-    var effective = inheritance.effectiveClass(own: nil)
-    var source = inheritance.ancestor != nil ? "the container root's class" : "the container's default class"
-    for (depth, name) in directory.path.enumerated() {
+    var found = DirectoryClass(
+      protectionClass: inheritance.effectiveClass(own: nil),
+      source: inheritance.ancestor != nil ? "the container root's class" : "the container's default class",
+      exists: true)
+    for (depth, name) in path.enumerated() {
       do {
         current = try current.openDirectory(name)
       } catch {
-        return error.errno == ENOENT ? (effective, source) : nil
+        guard error.errno == ENOENT else { return nil }
+        found.exists = false
+        return found
       }
       switch classAttribute(Self.classAttribute, dirfd: current.fd, name: nil) {
       case .value(let own):
-        effective = own
-        source = directory.path[...depth].joined(separator: "/")
+        found.protectionClass = own
+        found.source = path[...depth].joined(separator: "/")
       case .absent: break
       case .corrupt, .vanished, .failed: return nil
       }
     }
-    return nil
+    return found
   }
 }
 
 extension ContainerWalk {
   /// Reports each system directory of the container that is missing and would be made with a class
-  /// that fails while the device is locked (`SystemDirectoryPrediction`).
-  func predictSystemDirectories(_ setup: inout Worker, root: DirectoryHandle, inheritance: ClassInheritance) {
-    guard unit.isContainer, let bundleID = try? BundleID(unit.name) else { return }
+  /// that fails while the device is locked (`SystemDirectoryPrediction`); returns the paths reported.
+  @discardableResult
+  func predictSystemDirectories(_ setup: inout Worker, root: DirectoryHandle, inheritance: ClassInheritance)
+    -> Set<[String]>
+  {
+    guard unit.isContainer, let bundleID = try? BundleID(unit.name) else { return [] }
+    var reported: Set<[String]> = []
     for directory in SystemDirectoryPrediction.directories(bundleID: bundleID.rawValue) {
-      guard let (predicted, from) = setup.predict(directory, root: root, inheritance: inheritance),
-        !directory.works.contains(predicted)
+      guard let made = setup.directoryClass(directory.path, root: root, inheritance: inheritance), !made.exists,
+        !directory.works.contains(made.protectionClass)
       else { continue }
-      let shownPath = directory.path.joined(separator: "/")
-      setup.path = Array(shownPath.utf8)
+      let predicted = made.protectionClass
+      reported.insert(directory.path)
+      setup.path = Array(directory.path.joined(separator: "/").utf8)
       setup.emit(
         directory.check,
-        "It does not exist yet and will be made with class \(predicted.shortName) (from \(from)): "
+        "It does not exist yet and will be made with class \(predicted.shortName) (from \(made.source)): "
           + "\(directory.failure). \(directory.fix)",
         expected: "in {\(directory.works.sorted().map(\.shortName).joined(separator: ", "))} when made",
         actual: "\(predicted.shortName) (predicted)")
     }
     setup.path = []
+    return reported
   }
 }

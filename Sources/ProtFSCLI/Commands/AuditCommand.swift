@@ -1,5 +1,6 @@
 import Foundation
 import ProtFS
+import ProtFSAppBundle
 import ProtFSAudit
 import ProtFSSystem
 
@@ -32,11 +33,17 @@ package enum AuditCommand {
       or above --fail-on, a passing one per rule with nothing to fail (findings below --fail-on
       go in its output), so that the dashboard is red exactly when the exit status is 1.
 
+      --app APP (an .ipa or an .app, as `protfs inspect` reads it) checks the app's container
+      (on the device, unless PATHs are given) against what the app declares: its default class
+      (PFS007, as --entitlements), a Downloads directory of class none when a background mode
+      downloads (PFS016: fetch, processing, remote-notification), and background-task
+      declarations that agree (PFS017).
+
       Exit status: 0 when no finding is at or above --fail-on, 1 when one is, 2 when the audit
       could not run or could not read the whole tree.
       """,
     arguments: [paths],
-    options: [bundle, policy, entitlements, format, output, failOn, sarifRoot],
+    options: [bundle, app, policy, entitlements, format, output, failOn, sarifRoot],
     run: run
   )
 
@@ -54,6 +61,9 @@ package enum AuditCommand {
   /// `--entitlements FILE`.
   package static let entitlements = Option.value(
     "entitlements", "file", help: "Compare each container's default class with this entitlements plist.")
+  /// `--app APP`.
+  package static let app = Option.value(
+    "app", "app", help: "Check the app's container against what this .ipa or .app declares.")
   /// `--format FORMAT`.
   package static let format = Option.value("format", "format", help: "text, json, sarif or junit (default: text).")
   /// `--output FILE`, `-o`.
@@ -75,15 +85,35 @@ package enum AuditCommand {
       throw invocation.usageError(
         "'--sarif-root' applies to '--format sarif' only; add '--format sarif' or leave it out.")
     }
-    let bundleID = try invocation.value(Self.bundle).map(invocation.bundleID)
-    if bundleID != nil && !invocation.arguments(Self.paths).isEmpty {
+    var bundleID = try invocation.value(Self.bundle).map(invocation.bundleID)
+    let paths = invocation.arguments(Self.paths)
+    if bundleID != nil && !paths.isEmpty {
       throw invocation.usageError("Give either --bundle or PATHs to audit, not both.")
+    }
+    if invocation.value(Self.app) != nil, invocation.value(Self.entitlements) != nil {
+      throw invocation.usageError("Give either --app or --entitlements, not both: the app's entitlements are read.")
+    }
+    // Whatever stops the audit (an app or a policy that cannot be read, a missing container), CI
+    // must tell it apart from findings: exit status 2.
+    let app: AppPackage?
+    do {
+      app = try invocation.value(Self.app).map(AppPackage.read)
+    } catch {
+      throw ExitStatus(code: 2, message: invocation.describe(error))
+    }
+    if let app {
+      if let bundleID, bundleID != app.bundleID {
+        throw invocation.usageError(
+          "The bundle id \(bundleID) is not the app's: '\(app.path)' is \(app.bundleID); give the app's, or leave --bundle out."
+        )
+      }
+      // Without PATHs, the app's own container on the device.
+      if paths.isEmpty { bundleID = app.bundleID }
     }
     let audit: PreparedAudit
     do {
-      audit = try prepare(invocation, bundleID: bundleID)
+      audit = try prepare(invocation, bundleID: bundleID, app: app)
     } catch {
-      // Whatever stopped the audit, CI must tell it apart from findings: exit status 2.
       throw ExitStatus(code: 2, message: invocation.describe(error))
     }
     var options = AuditReportOptions(failOn: failOn)
@@ -109,7 +139,9 @@ package enum AuditCommand {
   }
 
   /// Reads what to audit: `bundleID`'s container, else the PATHs, else the device.
-  private static func prepare(_ invocation: Invocation, bundleID: BundleID?) throws(ProtFSError) -> PreparedAudit {
+  private static func prepare(_ invocation: Invocation, bundleID: BundleID?, app: AppPackage?) throws(ProtFSError)
+    -> PreparedAudit
+  {
     var policies: [Policy] = []
     let installed = InstalledPolicies(
       executable: (try? FileManager.default.destinationOfSymbolicLink(atPath: "/proc/self/exe")) ?? "/usr/bin/protfs")
@@ -121,7 +153,7 @@ package enum AuditCommand {
     }
     if policies.isEmpty { policies = [Policy.builtInDefault] }
 
-    var entitlementsDefault: ProtectionClass?
+    var entitlementsDefault = app?.containerDefaultClass
     if let path = invocation.value(Self.entitlements) {
       entitlementsDefault = try Entitlements(contentsOf: path).defaultDataProtection
       if entitlementsDefault == nil {
@@ -142,13 +174,27 @@ package enum AuditCommand {
       paths = [device.root]
     }
     let target = try AuditTarget.resolve(paths)
+    if let app, !target.units.contains(where: { $0.name == app.bundleID.rawValue && $0.isContainer }) {
+      Console.err(
+        "note: no container audited is \(app.bundleID)'s; only the default class of each was compared with '\(app.path)'."
+      )
+    }
 
     // PROTFS_AUDIT_THREADS tunes the walk for benchmarks; 2 threads suit the 2-core machines it was measured on.
     let threads = invocation.environment["PROTFS_AUDIT_THREADS"].flatMap(Int.init) ?? 2
     let configuration = AuditConfiguration(
       policies: policies, entitlementsDefault: entitlementsDefault,
       // The same hook the cache commands use: wiring the task store there wires it here too.
-      downloadTasks: { device in DownloadTasks.directory(for: device) }, threads: min(max(threads, 1), 64))
+      downloadTasks: { device in DownloadTasks.directory(for: device) }, threads: min(max(threads, 1), 64),
+      app: app.map { app in
+        AuditedApp(
+          path: app.path, bundleID: app.bundleID.rawValue,
+          downloadingModes: AppImplication.downloading(app.backgroundModes),
+          taskDeclarationProblems: app.implications.filter {
+            [.taskIdentifiersMissing, .taskModeMissing].contains($0.kind) && $0.level == .warning
+          }
+          .map(\.message))
+      })
     try configuration.validate()
     return PreparedAudit(configuration: configuration, target: target)
   }

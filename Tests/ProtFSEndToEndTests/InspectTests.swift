@@ -169,6 +169,14 @@ import Testing
     try Data(B.entitlements(defaultClass: "NSFileProtectionNone").utf8).write(to: URL(fileURLWithPath: plist))
     let both = try await Protfs.run(["--device", t.root, "audit", "--app", path, "--entitlements", plist])
     #expect(both.status == 64, "\(both)")
+    // PATHs that hold no container of the app: the default class alone is compared, and said so.
+    #expect(try await Protfs.run(["--device", t.root, "init", "com.example.other"]).status == 0)
+    let elsewhere = try await Protfs.run([
+      "--device", t.root, "audit", "--app", path, "--format", "json", t.root + "/Containers/com.example.other",
+    ])
+    #expect(elsewhere.status == 0, "\(elsewhere)")
+    #expect(elsewhere.stderr.contains("note: no container audited is \(Self.bundle)'s"), "\(elsewhere)")
+    #expect(try Self.findings(elsewhere) == ["PFS007 ."], "\(elsewhere.stdout)")
     let garbage = t.directory + "/garbage.ipa"
     try Data("not an app".utf8).write(to: URL(fileURLWithPath: garbage))
     let hostile = try await Protfs.run(["--device", t.root, "audit", "--app", garbage])

@@ -120,6 +120,8 @@ let package = Package(
     // Reading a real app (`protfs inspect`, `--from-app`): an .ipa through libzip, or an .app
     // directory, its Info.plist and its executable's code signature.
     .target(name: "ProtFSAppBundle", dependencies: ["ProtFSSystem", "ProtFS", "CZip"]),
+    // Sealed devices (issue 66): the keybag, per-file keys wrapped by class keys, the contents cipher.
+    .target(name: "ProtFSSeal", dependencies: ["ProtFSSystem", "ProtFS", "CCrypto"]),
     // The device mount: libfuse3's low-level API, used by no other target.
     .target(name: "ProtFSMount", dependencies: ["ProtFSSystem", "ProtFS", "CFuse3"]),
     // Starting untrusted code: the one confined spawn that exec and every app launch go through.
@@ -147,7 +149,8 @@ let package = Package(
       name: "ProtFSTests",
       dependencies: [
         "ProtFSSystem", "ProtFS", "ProtFSLock", "ProtFSCache", "ProtFSDownloads", "ProtFSAudit", "ProtFSFoundation",
-        "ProtFSMount", "ProtFSApp", "ProtFSSessions", "ProtFSBackup", "ProtFSAppBundle", "ProtFSTestSupport", "CAttr",
+        "ProtFSMount", "ProtFSApp", "ProtFSSessions", "ProtFSBackup", "ProtFSAppBundle", "ProtFSSeal", "ProtFSTestSupport",
+        "CAttr",
       ]),
     // ProtFSKit's URLSession against a fake backend, and its FileManager.
     .testTarget(

@@ -47,6 +47,20 @@ static struct {
   int (*decrypt_init_ex)(EVP_CIPHER_CTX *, const EVP_CIPHER *, ENGINE *, const unsigned char *, const unsigned char *);
   int (*decrypt_update)(EVP_CIPHER_CTX *, unsigned char *, int *, const unsigned char *, int);
   int (*decrypt_final_ex)(EVP_CIPHER_CTX *, unsigned char *, int *);
+  const EVP_CIPHER *(*aes_256_xts)(void);
+  int (*cipher_init_ex)(EVP_CIPHER_CTX *, const EVP_CIPHER *, ENGINE *, const unsigned char *, const unsigned char *, int);
+  int (*cipher_update)(EVP_CIPHER_CTX *, unsigned char *, int *, const unsigned char *, int);
+  int (*cipher_final_ex)(EVP_CIPHER_CTX *, unsigned char *, int *);
+  unsigned char *(*hmac)(const EVP_MD *, const void *, int, const unsigned char *, size_t, unsigned char *, unsigned int *);
+  EVP_PKEY *(*pkey_new_raw_private_key)(int, ENGINE *, const unsigned char *, size_t);
+  EVP_PKEY *(*pkey_new_raw_public_key)(int, ENGINE *, const unsigned char *, size_t);
+  int (*pkey_get_raw_public_key)(const EVP_PKEY *, unsigned char *, size_t *);
+  void (*pkey_free)(EVP_PKEY *);
+  EVP_PKEY_CTX *(*pkey_ctx_new)(EVP_PKEY *, ENGINE *);
+  void (*pkey_ctx_free)(EVP_PKEY_CTX *);
+  int (*pkey_derive_init)(EVP_PKEY_CTX *);
+  int (*pkey_derive_set_peer)(EVP_PKEY_CTX *, EVP_PKEY *);
+  int (*pkey_derive)(EVP_PKEY_CTX *, unsigned char *, size_t *);
 } crypto;
 
 static pthread_once_t once = PTHREAD_ONCE_INIT;
@@ -104,6 +118,20 @@ static void load(void) {
   RESOLVE(decrypt_init_ex, "EVP_DecryptInit_ex");
   RESOLVE(decrypt_update, "EVP_DecryptUpdate");
   RESOLVE(decrypt_final_ex, "EVP_DecryptFinal_ex");
+  RESOLVE(aes_256_xts, "EVP_aes_256_xts");
+  RESOLVE(cipher_init_ex, "EVP_CipherInit_ex");
+  RESOLVE(cipher_update, "EVP_CipherUpdate");
+  RESOLVE(cipher_final_ex, "EVP_CipherFinal_ex");
+  RESOLVE(hmac, "HMAC");
+  RESOLVE(pkey_new_raw_private_key, "EVP_PKEY_new_raw_private_key");
+  RESOLVE(pkey_new_raw_public_key, "EVP_PKEY_new_raw_public_key");
+  RESOLVE(pkey_get_raw_public_key, "EVP_PKEY_get_raw_public_key");
+  RESOLVE(pkey_free, "EVP_PKEY_free");
+  RESOLVE(pkey_ctx_new, "EVP_PKEY_CTX_new");
+  RESOLVE(pkey_ctx_free, "EVP_PKEY_CTX_free");
+  RESOLVE(pkey_derive_init, "EVP_PKEY_derive_init");
+  RESOLVE(pkey_derive_set_peer, "EVP_PKEY_derive_set_peer");
+  RESOLVE(pkey_derive, "EVP_PKEY_derive");
 #undef RESOLVE
   ready = 1;
 }
@@ -238,7 +266,7 @@ int protfs_pbkdf2_hmac_sha1(
 
 int protfs_aes256_unwrap(const unsigned char *kek, const unsigned char *wrapped, int wrappedLength, unsigned char *key) {
   require();
-  if (wrappedLength < 24 || wrappedLength > 72 || wrappedLength % 8 != 0) return -1;
+  if (wrappedLength < 24 || wrappedLength > 136 || wrappedLength % 8 != 0) return -1;
   EVP_CIPHER_CTX *context = crypto.cipher_ctx_new();
   if (!context) return -1;
   int length = 0, last = 0, ok = 0;
@@ -274,4 +302,70 @@ int protfs_cipher_update(EVP_CIPHER_CTX *context, const unsigned char *input, in
 void protfs_cipher_free(EVP_CIPHER_CTX *context) {
   require();
   crypto.cipher_ctx_free(context);
+}
+
+int protfs_aes256_wrap(const unsigned char *kek, const unsigned char *key, int keyLength, unsigned char *wrapped) {
+  require();
+  if (keyLength < 16 || keyLength > 128 || keyLength % 8 != 0) return -1;
+  EVP_CIPHER_CTX *context = crypto.cipher_ctx_new();
+  if (!context) return -1;
+  int length = 0, last = 0, ok = 0;
+  crypto.cipher_ctx_set_flags(context, EVP_CIPHER_CTX_FLAG_WRAP_ALLOW);
+  if (crypto.cipher_init_ex(context, crypto.aes_256_wrap(), NULL, kek, NULL, 1) == 1
+      && crypto.cipher_update(context, wrapped, &length, key, keyLength) == 1
+      && crypto.cipher_final_ex(context, wrapped + length, &last) == 1)
+    ok = 1;
+  crypto.cipher_ctx_free(context);
+  return ok ? length + last : -1;
+}
+
+EVP_CIPHER_CTX *protfs_aes256_xts_new(const unsigned char *key, int encrypt) {
+  require();
+  EVP_CIPHER_CTX *context = crypto.cipher_ctx_new();
+  if (!context) return NULL;
+  if (crypto.cipher_init_ex(context, crypto.aes_256_xts(), NULL, key, NULL, encrypt ? 1 : 0) != 1) {
+    crypto.cipher_ctx_free(context);
+    return NULL;
+  }
+  return context;
+}
+
+int protfs_aes256_xts(EVP_CIPHER_CTX *context, const unsigned char *tweak, const unsigned char *input, int count,
+                      unsigned char *output) {
+  require();
+  int length = 0;
+  /* XTS takes one update per data unit: the tweak is set again before each. */
+  if (count < 16 || crypto.cipher_init_ex(context, NULL, NULL, NULL, tweak, -1) != 1) return -1;
+  return crypto.cipher_update(context, output, &length, input, count) == 1 && length == count ? 0 : -1;
+}
+
+int protfs_hmac_sha256(const void *key, int keyLength, const void *bytes, size_t count, unsigned char *digest) {
+  require();
+  unsigned int length = 0;
+  return crypto.hmac(crypto.sha256(), key, keyLength, bytes, count, digest, &length) && length == 32 ? 0 : -1;
+}
+
+int protfs_x25519_public_key(const unsigned char *privateKey, unsigned char *publicKey) {
+  require();
+  EVP_PKEY *key = crypto.pkey_new_raw_private_key(EVP_PKEY_X25519, NULL, privateKey, 32);
+  if (!key) return -1;
+  size_t length = 32;
+  int ok = crypto.pkey_get_raw_public_key(key, publicKey, &length) == 1 && length == 32;
+  crypto.pkey_free(key);
+  return ok ? 0 : -1;
+}
+
+int protfs_x25519(const unsigned char *privateKey, const unsigned char *peerPublicKey, unsigned char *shared) {
+  require();
+  EVP_PKEY *mine = crypto.pkey_new_raw_private_key(EVP_PKEY_X25519, NULL, privateKey, 32);
+  EVP_PKEY *peer = crypto.pkey_new_raw_public_key(EVP_PKEY_X25519, NULL, peerPublicKey, 32);
+  EVP_PKEY_CTX *context = mine ? crypto.pkey_ctx_new(mine, NULL) : NULL;
+  size_t length = 32;
+  /* OpenSSL refuses an all-zero result (a peer key of small order), as RFC 7748 advises. */
+  int ok = context && peer && crypto.pkey_derive_init(context) == 1 && crypto.pkey_derive_set_peer(context, peer) == 1
+           && crypto.pkey_derive(context, shared, &length) == 1 && length == 32;
+  if (context) crypto.pkey_ctx_free(context);
+  if (peer) crypto.pkey_free(peer);
+  if (mine) crypto.pkey_free(mine);
+  return ok ? 0 : -1;
 }

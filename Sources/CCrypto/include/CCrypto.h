@@ -8,7 +8,8 @@
    verification (the CPU's SHA extensions where present), PBKDF2-HMAC-SHA256 and random salts for
    the passcode hash, the keys and ciphers of encrypted iOS backups, the HMAC that authenticates
    saved modes, and CommonCrypto's digests for apps (ProtFSKit's CC_MD5, CC_SHA1, CC_SHA256,
-   CC_SHA512). That HMAC keeps a keyed SHA256_CTX and copies it per item: the EVP
+   CC_SHA512), and sealed devices' keys and contents (AES key wrap, AES-XTS, X25519, HMAC-SHA256
+   through EVP). The saved modes' HMAC keeps a keyed SHA256_CTX and copies it per item: the EVP
    interface allocates per copy, which would double the cost of a lock, so the plain SHA-256
    calls (deprecated in OpenSSL 3, not removed) are used. CommonCrypto's contexts are values an
    app copies (a digest of a prefix, then more bytes), which EVP's allocated contexts cannot be:
@@ -72,7 +73,7 @@ int protfs_pbkdf2_hmac_sha1(
     const unsigned char *password, int passwordLength, const unsigned char *salt, int saltLength, int iterations,
     int keyLength, unsigned char *key);
 
-/* AES key unwrap (RFC 3394) of `wrapped` (24 to 72 bytes, a multiple of 8) with the 256-bit `kek`
+/* AES key unwrap (RFC 3394) of `wrapped` (24 to 136 bytes, a multiple of 8) with the 256-bit `kek`
    into `key` (wrappedLength - 8 bytes): the key's length, or -1 when `kek` does not unwrap it (the
    integrity check fails: a wrong password or a damaged key). */
 int protfs_aes256_unwrap(const unsigned char *kek, const unsigned char *wrapped, int wrappedLength, unsigned char *key);
@@ -84,5 +85,27 @@ int protfs_aes256_unwrap(const unsigned char *kek, const unsigned char *wrapped,
 EVP_CIPHER_CTX *protfs_aes256_cbc_decryptor(const unsigned char *key);
 int protfs_cipher_update(EVP_CIPHER_CTX *context, const unsigned char *input, int count, unsigned char *output);
 void protfs_cipher_free(EVP_CIPHER_CTX *context);
+
+/* Sealed devices (ProtFSSeal). */
+
+/* AES key wrap (RFC 3394, default initial value) of `key` (16 to 128 bytes, a multiple of 8) with the
+   256-bit `kek` into `wrapped` (keyLength + 8 bytes): the wrapped length, or -1. */
+int protfs_aes256_wrap(const unsigned char *kek, const unsigned char *key, int keyLength, unsigned char *wrapped);
+
+/* An AES-256-XTS context for the 64-byte `key` (two AES-256 keys, which must differ), encrypting or
+   decrypting; NULL when OpenSSL refuses the key or memory runs out. Free it with protfs_cipher_free. */
+EVP_CIPHER_CTX *protfs_aes256_xts_new(const unsigned char *key, int encrypt);
+/* One XTS data unit of `count` bytes (at least 16; ciphertext stealing covers a partial last AES block)
+   under the 16-byte `tweak`, from `input` to `output` (the same buffer is allowed): 0, or -1. */
+int protfs_aes256_xts(EVP_CIPHER_CTX *context, const unsigned char *tweak, const unsigned char *input, int count,
+                      unsigned char *output);
+
+/* HMAC-SHA256 of `count` bytes with a key of `keyLength` bytes into the 32-byte `digest`: 0, or -1. */
+int protfs_hmac_sha256(const void *key, int keyLength, const void *bytes, size_t count, unsigned char *digest);
+
+/* X25519 (RFC 7748): the 32-byte public key of a 32-byte private key, and the 32-byte shared secret of a
+   private key and a peer's public key. 0, or -1 (a refused key: one of small order gives no secret). */
+int protfs_x25519_public_key(const unsigned char *privateKey, unsigned char *publicKey);
+int protfs_x25519(const unsigned char *privateKey, const unsigned char *peerPublicKey, unsigned char *shared);
 
 #endif

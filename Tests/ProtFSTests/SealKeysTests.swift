@@ -1,5 +1,7 @@
 import Foundation
 import ProtFSSeal
+import ProtFSSystem
+import ProtFSTestSupport
 import Testing
 
 /// Sealed devices' keys and cipher (ProtFSSeal), against the standards' test vectors where there are
@@ -212,5 +214,59 @@ import Testing
     let error = SealError.keyMismatch.protfsError(path: "Containers/a/Documents/x")
     #expect(error.path == "Containers/a/Documents/x")
     #expect(error.message.contains("'Containers/a/Documents/x'"))
+  }
+}
+
+/// The device key and keybag on a device.
+@Suite struct SealStoreTests {
+  @Test func aSealedDeviceKeepsItsKeysClosedAndUnlocksWithItsPasscode() throws {
+    let device = try TestDevice()
+    let store = SealStore(device: device.device)
+    #expect(try !store.isSealed())
+    let keys = try store.create(passcode: "1234", iterations: 1_000)
+    #expect(try store.isSealed())
+    let deviceKey = try store.deviceKey()
+    let unlocked = try store.keybag(deviceKey: deviceKey).unlock(deviceKey: deviceKey, passcode: "1234")
+    #expect(unlocked.key(.a)!.isEqual(to: keys.key(.a)!))
+    let keyFile = device.device.stateDirectory + "/seal/device.key"
+    let attributes = try FileManager.default.attributesOfItem(atPath: keyFile)
+    #expect((attributes[.posixPermissions] as? Int) == 0o400)
+    #expect((attributes[.size] as? Int) == 32)
+  }
+
+  @Test func aDeviceKeyOthersCanReadOrOfTheWrongSizeIsRefused() throws {
+    let device = try TestDevice()
+    let store = SealStore(device: device.device)
+    _ = try store.create(passcode: nil, iterations: 1_000)
+    let keyFile = device.device.stateDirectory + "/seal/device.key"
+    chmod(keyFile, 0o444)
+    #expect(throws: ProtFSError.self) { try store.deviceKey() }
+    chmod(keyFile, 0o600)
+    let handle = try #require(FileHandle(forWritingAtPath: keyFile))
+    try handle.seekToEnd()
+    try handle.write(contentsOf: Data([1]))
+    try handle.close()
+    let error = try #require(throws: ProtFSError.self) { try store.deviceKey() }
+    #expect(error.message.contains("holds 33 bytes, not the 32"))
+  }
+
+  @Test func aPasscodeChangeReplacesTheKeybagAtomically() throws {
+    let device = try TestDevice()
+    let store = SealStore(device: device.device)
+    let keys = try store.create(passcode: "1111", iterations: 1_000)
+    let deviceKey = try store.deviceKey()
+    let bag = try store.keybag(deviceKey: deviceKey)
+    try store.replaceKeybag(
+      try bag.rewrapped(keys, deviceKey: deviceKey, newPasscode: "2222", iterations: 1_000), deviceKey: deviceKey)
+    let again = try store.keybag(deviceKey: deviceKey)
+    #expect(throws: SealError.wrongPasscode) { try again.unlock(deviceKey: deviceKey, passcode: "1111") }
+    #expect(try again.unlock(deviceKey: deviceKey, passcode: "2222").key(.c)!.isEqual(to: keys.key(.c)!))
+    let leftovers = try FileManager.default.contentsOfDirectory(atPath: device.device.stateDirectory + "/seal")
+    #expect(Set(leftovers) == ["device.key", "keybag"])
+  }
+
+  @Test func calibrationLandsWithinBounds() throws {
+    let iterations = try Keybag.calibratedIterations(target: 0.01)
+    #expect((10_000...10_000_000).contains(iterations))
   }
 }

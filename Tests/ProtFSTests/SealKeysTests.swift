@@ -270,3 +270,24 @@ import Testing
     #expect((10_000...10_000_000).contains(iterations))
   }
 }
+
+/// Class keys handed between processes through the kernel keyring.
+@Suite struct ClassKeyringTests {
+  @Test func unlockedKeysPassThroughTheKeyringAndALockEvictsThem() throws {
+    let deviceKey = try SecretBytes.random(count: 32)
+    let (bag, keys) = try Keybag.create(deviceKey: deviceKey, passcode: "1234", iterations: 1_000)
+    let keyring = ClassKeyring(keybagUUID: bag.uuid)
+    defer { try? keyring.evict(Set(ProtectionClassCode.allCases)) }  // the test's own keys; gone either way
+    let boot = try bag.deviceOnlyKeys(deviceKey: deviceKey)
+    #expect(try keyring.load(onto: boot).available == [.d])
+    try keyring.store(keys)
+    let loaded = try keyring.load(onto: boot)
+    #expect(loaded.available == Set(ProtectionClassCode.allCases))
+    for code in ProtectionClassCode.allCases { #expect(loaded.key(code)!.isEqual(to: keys.key(code)!)) }
+    try keyring.evict([.a, .b])
+    #expect(try keyring.load(onto: boot).available == [.c, .d, .cx])
+    try keyring.evict([.a, .b])  // again: nothing left to evict is no error
+    // Another keybag's keyring holds none of them.
+    #expect(try ClassKeyring(keybagUUID: [UInt8](repeating: 7, count: 16)).load(onto: boot).available == [.d])
+  }
+}

@@ -202,6 +202,9 @@ static inline int protfs_pidfd_open(pid_t pid) { return (int)syscall(SYS_pidfd_o
 /* A ProtFSKit app's crash handler and the record it sends its supervisor. */
 #include "CProtFSCrash.h"
 
+/* The kernel's keyrings, where a sealed device's unlocked class keys wait between processes. */
+#include "CProtFSKeyring.h"
+
 /* An unnamed regular file in directory `dirfd` (open(2) with O_TMPFILE, read-write), or -1 with
    errno (EOPNOTSUPP or EISDIR where the filesystem or kernel has no O_TMPFILE). */
 static inline int protfs_open_unnamed(int dirfd, mode_t mode) {

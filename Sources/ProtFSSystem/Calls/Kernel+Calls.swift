@@ -51,6 +51,24 @@ extension Kernel {
   /// Makes standard output line-buffered, also when it is a pipe.
   package static func lineBufferStandardOutput() { protfs_line_buffer_stdout() }
 
+  /// `add_key(2)`: puts `payload` in the caller's user keyring as the "user" key `description`
+  /// (replacing that key's payload if there is one); its serial.
+  package static func addUserKey(_ description: String, _ payload: UnsafeRawBufferPointer) -> Int {
+    protfs_add_user_key(description, payload.baseAddress, payload.count)
+  }
+
+  /// `keyctl(KEYCTL_SEARCH)` of the caller's user keyring for the "user" key `description`: its
+  /// serial (ENOKEY when there is none).
+  package static func searchUserKey(_ description: String) -> Int { protfs_search_user_key(description) }
+
+  /// `keyctl(KEYCTL_READ)`: the key's payload into `buffer`; the payload's whole length.
+  package static func readKey(_ serial: Int, into buffer: UnsafeMutableRawBufferPointer) -> Int {
+    protfs_read_key(serial, buffer.baseAddress, buffer.count)
+  }
+
+  /// `keyctl(KEYCTL_INVALIDATE)`: the key is gone for every process, its payload cleared.
+  package static func invalidateKey(_ serial: Int) -> Int { protfs_invalidate_key(serial) }
+
   /// `syncfs(2)`: flushes the whole filesystem holding `fd`.
   package static func syncFilesystem(_ fd: Int32) -> Int32 { protfs_syncfs(fd) }
 

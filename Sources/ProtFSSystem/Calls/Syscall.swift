@@ -118,6 +118,8 @@ public enum Syscall: String, Sendable, Hashable, Codable {
   case recvmsg
   /// `posix_openpt(3)` and a terminal's `ioctl(2)`s (`tcgetattr`, `tcsetattr`, window sizes).
   case terminal
+  /// `add_key(2)` and `keyctl(2)`: the kernel's keyrings.
+  case keyctl
 }
 
 /// Runs a system call, retrying on EINTR, and returns its value or the errno it failed with.

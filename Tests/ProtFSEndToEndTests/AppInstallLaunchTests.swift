@@ -52,6 +52,30 @@ import Testing
     #expect(log.contains("ready as \(AppDevice.bundle)") && log.contains("didEnterBackground"), "\(log)")
   }
 
+  /// `app terminate` returns once the app is gone, as simctl's does (issue 64): a launch right
+  /// after it is never refused as "already running", and `app status` names the pid a launch
+  /// printed as soon as it returned.
+  @Test func terminateThenLaunchInALoopNeverFindsTheAppRunning() async throws {
+    let d = try AppDevice()
+    defer { d.remove() }
+    defer { d.endApp() }
+    #expect(try await d.protfs(["app", "install", AppDevice.bundle, "--", try loopingApp(d)]).status == 0)
+    for round in 1...5 {
+      let launched = try await d.protfs(["app", "launch", AppDevice.bundle])
+      try #require(launched.status == 0, "round \(round): \(launched)")
+      let pid = Int(launched.stdout.trimmingCharacters(in: .whitespacesAndNewlines).split(separator: " ").last ?? "")
+      let status = try await d.protfs(["app", "status", AppDevice.bundle, "--json"])
+      let entry = (try JSONSerialization.jsonObject(with: Data(status.stdout.utf8)) as? [[String: Any]])?.first
+      #expect(pid != nil && entry?["pid"] as? Int == pid, "round \(round): \(launched.stdout) \(status.stdout)")
+      let ended = try await d.protfs(["app", "terminate", AppDevice.bundle])
+      try #require(ended.status == 0, "round \(round): \(ended)")
+      #expect(d.record()["state"] as? String == "notRunning", "round \(round): \(d.record())")
+    }
+    // And a launch with a command, in the foreground, right after a terminate.
+    let again = try await d.protfs(["app", "launch", AppDevice.bundle, "--", "/bin/true"])
+    #expect(again.status == 0, "\(again)")
+  }
+
   @Test func waitRunsTheInstalledAppHereAndAFailedStartIsOneClearError() async throws {
     let d = try AppDevice()
     defer { d.remove() }

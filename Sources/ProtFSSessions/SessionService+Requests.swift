@@ -514,7 +514,8 @@ extension SessionService {
   func snapshot(_ record: DownloadTaskRecord, cancelledReason: Int? = nil) -> SessionTaskSnapshot {
     let state: String
     switch record.state {
-    case .running, .waitingForUnlock: state = "running"
+    // An interrupted task goes on when the service claims it, as nsurlsessiond's does.
+    case .running, .waitingForUnlock, .interrupted: state = "running"
     case .suspended: state = "suspended"
     case .canceling: state = "canceling"
     case .completed, .failed: state = "completed"

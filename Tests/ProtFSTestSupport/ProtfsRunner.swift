@@ -68,15 +68,18 @@ public enum Protfs {
   }
 
   /// Starts `protfs ARGS`, a download with `--progress json`, in the background and returns it once
-  /// it reported `bytes` written for a task; nil when it ended before that. Standard error is dropped.
-  public static func startDownload(_ arguments: [String], untilWritten bytes: Int) async throws -> TestProcess? {
+  /// it reported `bytes` written for a task; nil when it ended before that. Standard error goes to
+  /// `standardError` when given, else it is dropped.
+  public static func startDownload(_ arguments: [String], untilWritten bytes: Int, standardError: FileHandle? = nil)
+    async throws -> TestProcess?
+  {
     let process = TestProcess()
     process.executableURL = URL(fileURLWithPath: binary)
     process.arguments = arguments
     process.environment = testEnvironment(adding: [:])
     let output = Pipe()
     process.standardOutput = output
-    process.standardError = FileHandle.nullDevice
+    process.standardError = standardError ?? FileHandle.nullDevice
     try process.start()
     let reader = output.fileHandleForReading
     let progress = "\"written\":\(bytes)"

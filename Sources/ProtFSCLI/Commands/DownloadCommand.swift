@@ -26,6 +26,8 @@ package enum DownloadCommand {
       available waits, and the next `protfs unlock` moves it into place. Tasks are kept in
       <device>/.protfs/downloads.sqlite: running the same download again resumes it. Two URLs of
       one name in one run make two files: the second is saved as 'name (1).ext', with a note.
+      Ctrl-C (SIGINT) or SIGTERM stops the transfers and records their tasks as interrupted (so
+      `protfs tasks` shows them), then one line on stderr names the command that goes on with them.
 
       With --detach the tasks go to the device's session service (started if needed) and the
       command prints one task id per line and returns at once; `protfs tasks` follows them.
@@ -42,7 +44,7 @@ package enum DownloadCommand {
       service takes it. Errors still go to stderr too. --json does not go with --progress json.
 
       Exit status: 0 every task completed (with --detach: handed over); 1 a task failed; 75 a task waits for unlock;
-      64 a usage error.
+      64 a usage error; 130 (SIGINT) or 143 (SIGTERM) interrupted.
       """,
     arguments: [urls],
     options: [
@@ -178,15 +180,21 @@ package enum DownloadCommand {
     }
     let session = try DownloadSession(configuration: configuration)
     defer { session.invalidate() }
+    let interruption = try TransferInterruption.catching(session)
     // Running the same download again picks up its unfinished task instead of starting over. Tasks
     // are recorded and started a chunk at a time, so the first transfers run while the rest of a
     // long list is still being recorded.
-    let (tasks, outcome) = try runInForeground(of: session, progress: mode, spelling: invocation.spelling) {
-      () throws(ProtFSError) in
-      let requests = first ?? nextRequests(chunk)
-      first = nil
-      return requests.isEmpty ? nil : try session.downloadTasks(with: requests)
+    let run = Result { () throws(ProtFSError) in
+      try runInForeground(of: session, progress: mode, spelling: invocation.spelling) { () throws(ProtFSError) in
+        let requests = first ?? nextRequests(chunk)
+        first = nil
+        return requests.isEmpty ? nil : try session.downloadTasks(with: requests)
+      }
     }
+    // Stopped while a chunk was being recorded, the session refused the rest: the interruption is
+    // the news, not that.
+    if let signal = interruption.signal { return interruption.report(signal, spelling: invocation.spelling) }
+    let (tasks, outcome) = try run.get()
     var waiting = false
     var outcomes: [TaskOutcome] = []
     for task in tasks {

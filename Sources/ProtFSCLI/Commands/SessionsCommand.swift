@@ -119,7 +119,7 @@ package enum SessionsCommand {
     if let store = try TasksCommand.store(device) {
       let stored = try store.serviceSessions()
       let service = Set(stored.map(\.identifier))
-      let all = try store.tasks()
+      let all = try store.listedTasks()
       for (identifier, bundle) in try store.sessions() {
         let mine = all.filter { $0.sessionIdentifier == identifier }
         var counts: [String: Int] = [:]

@@ -10,13 +10,16 @@ package enum TasksCommand {
     abstract: "List background download and upload tasks, or suspend, resume or cancel one.",
     discussion: """
       Tasks live in <device>/.protfs/downloads.sqlite and outlive the process that started them.
-      States: running, suspended, canceling, completed, failed, waitingForUnlock. KIND is download
+      States: running, suspended, canceling, completed, failed, waitingForUnlock, and interrupted:
+      its process was stopped (Ctrl-C, a kill) before it settled and none transfers it now; `tasks
+      resume ID` or the same download again goes on from its temp file. KIND is download
       or upload (for an upload RECEIVED and EXPECTED count bytes sent). The table shows the
       unfinished tasks and those that finished in the last day, with the errors of those that
       failed and when those held back by --earliest-begin begin; one line on stderr counts the
       older finished ones, which --all lists too and `protfs tasks prune` removes. With --json: an
       array of every task, --all or not (each with its "kind"; createdAt, updatedAt and, for a task
-      held back, earliestBeginDate are ISO 8601 dates). Inside an app (below `protfs app launch`,
+      held back, earliestBeginDate are ISO 8601 dates; an interrupted task's resumeCommand is the
+      command that goes on with it). Inside an app (below `protfs app launch`,
       as the app user) the session service answers, with the app's own tasks only.
       """,
     options: [session, all, CommonOptions.json],
@@ -70,11 +73,11 @@ package enum TasksCommand {
       // An app sees its own sessions' tasks, from the service.
       records = try AppTransfers.records(invocation, session: invocation.value(Self.session))
     } else {
-      records = try store(invocation.device)?.tasks(session: invocation.value(Self.session)) ?? []
+      records = try store(invocation.device)?.listedTasks(session: invocation.value(Self.session)) ?? []
     }
     records.sort { $0.id < $1.id }
     if invocation.flag(CommonOptions.json) {
-      try Console.json(records.map(ListedTask.init))
+      try Console.json(records.map { ListedTask($0, spelling: invocation.spelling) })
       return 0
     }
     if records.isEmpty {
@@ -100,6 +103,9 @@ package enum TasksCommand {
     for r in shown where r.state == .failed {
       if let message = r.commandLineErrorText(invocation.spelling) { Console.err("task \(r.id): \(message)") }
     }
+    for r in shown where r.state == .interrupted {
+      Console.err("task \(r.id): \(interruptedText(r, spelling: invocation.spelling))")
+    }
     // A task with nothing received yet (running, or still to be resumed by the service) may be
     // waiting for its earliest begin date.
     let now = Date().timeIntervalSince1970
@@ -122,6 +128,17 @@ package enum TasksCommand {
     }
     return 0
   }
+
+  /// What `tasks` says of the interrupted task `record`: that no process transfers it, and the
+  /// command that goes on with it.
+  static func interruptedText(_ record: DownloadTaskRecord, spelling: CommandSpelling) -> String {
+    let expected = record.bytesExpected < 0 ? "" : " of \(ByteSize.format(record.bytesExpected))"
+    return
+      "interrupted at \(ByteSize.format(record.bytesReceived))\(expected): no process transfers it; \(spelling.command(resumeWords(record))) goes on from there."
+  }
+
+  /// The words after `protfs` of the command that resumes task `record`.
+  static func resumeWords(_ record: DownloadTaskRecord) -> String { "tasks resume \(record.id)" }
 
   /// The task `<task-id>` names, from the device's store; a usage error or "no such task" otherwise.
   package static func namedTask(_ invocation: Invocation) throws -> (
@@ -162,7 +179,7 @@ package enum TasksCommand {
     case .suspended:
       Console.err("Download task \(id) is already suspended.")
       return 0
-    case .running:
+    case .running, .interrupted:
       break
     default:
       throw ProtFSError(
@@ -244,9 +261,11 @@ package enum TasksCommand {
     if task.state == .waitingForUnlock {
       _ = session.completeWaitingTasks()
     } else {
+      let interruption = try TransferInterruption.catching(session)
       _ = DownloadCommand.runInForeground(
         [task], of: session, progress: invocation.value(DownloadCommand.progress) ?? "auto",
         spelling: invocation.spelling)
+      if let signal = interruption.signal { return interruption.report(signal, spelling: invocation.spelling) }
     }
     switch task.state {
     case .completed:
@@ -264,7 +283,8 @@ package enum TasksCommand {
 }
 
 /// A task as `tasks --json` shows it: the record's fields (`DownloadTaskRecord`'s JSON form, whose
-/// keys it keeps), `kind` (download or upload), and the timestamps as dates.
+/// keys it keeps), `kind` (download or upload), the timestamps as dates, and for an interrupted
+/// task `resumeCommand`, the command that goes on with it.
 ///
 /// The task store keeps `createdAt` and `updatedAt` as seconds since 1970, and so does the record
 /// the session service sends; only the printed form turns them into dates, as every JSON output of
@@ -272,15 +292,20 @@ package enum TasksCommand {
 package struct ListedTask: Encodable {
   /// The task.
   package let record: DownloadTaskRecord
+  /// How commands are spelled for it (its resume command).
+  package let spelling: CommandSpelling
 
-  /// A listed `record`.
-  package init(_ record: DownloadTaskRecord) { self.record = record }
+  /// A listed `record`, its commands spelled by `spelling`.
+  package init(_ record: DownloadTaskRecord, spelling: CommandSpelling = CommandSpelling()) {
+    self.record = record
+    self.spelling = spelling
+  }
 
   private enum Key: String, CodingKey {
     case id, kind, sessionIdentifier, url, destinationDirectory, fileName, temporaryDirectory, temporaryFileName, state
     case bytesReceived, bytesExpected, entityTag, lastModified, expectedSHA256, errorMessage, errorNumber
     case taskDescription, createdAt, updatedAt, requestTimeout, resourceTimeout, upload, delivery, requestMethod
-    case earliestBeginDate
+    case earliestBeginDate, resumeCommand
   }
 
   /// The record's fields (those without a value left out, as the record's own form leaves them).
@@ -312,5 +337,10 @@ package struct ListedTask: Encodable {
     try c.encodeIfPresent(r.delivery, forKey: .delivery)
     try c.encodeIfPresent(r.requestMethod, forKey: .requestMethod)
     try c.encodeIfPresent(r.earliestBegin.map { JSONOutput.date(secondsSince1970: $0) }, forKey: .earliestBeginDate)
+    if r.state == .interrupted {
+      // The shell command itself, without the backquotes a message puts around it.
+      let command = spelling.command(TasksCommand.resumeWords(r))
+      try c.encode(String(command.dropFirst().dropLast()), forKey: .resumeCommand)
+    }
   }
 }

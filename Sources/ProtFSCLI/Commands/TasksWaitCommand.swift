@@ -104,6 +104,11 @@ package enum TasksWaitCommand {
         waiting = true
         Console.err(
           "task \(id): the download finished; it waits for \(spelling.command("unlock")) to move it into place.")
+      case .interrupted:
+        failed = true
+        Console.err(
+          "task \(id): interrupted: its process ended before it settled; \(spelling.command("tasks resume \(id)")) goes on with it."
+        )
       case .running, .suspended, .canceling:
         // The service ended before the task settled: it goes on at its next start.
         failed = true

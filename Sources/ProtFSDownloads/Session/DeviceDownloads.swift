@@ -145,7 +145,7 @@ public struct DeviceDownloadTasks: DownloadTaskDirectory {
     let store = try DownloadStore(path: device.downloadStorePath)
     let sessions = Set(try store.sessions().filter { $0.bundleID == bundleID.rawValue }.map(\.identifier))
     let downloads = try? device.openDirectory(device.container(bundleID).downloadsPath)
-    return try store.tasks().filter { sessions.contains($0.sessionIdentifier) }.map { record in
+    return try store.listedTasks().filter { sessions.contains($0.sessionIdentifier) }.map { record in
       let held = record.temporaryFileName.map { name in
         downloads.map { TemporaryFileLock.isHeld(name, in: $0) } ?? false
       }

@@ -53,7 +53,7 @@ public final class DownloadSession: Sendable {
       let task = DownloadTask(record: record, url: url, fileNameIsExplicit: record.fileName != nil, core: core)
       core.tasks.withLock { $0[task.id] = task }
       switch record.state {
-      case .running:
+      case .running, .interrupted:
         // Its process ended mid-transfer: it goes on from its temp file once resumed.
         task.runtime.withLock { $0.record.state = .suspended }
         if configuration.resumesReattachedTasks { toResume.append(task) }
@@ -74,6 +74,13 @@ public final class DownloadSession: Sendable {
   /// that a session opened later with the same identifier reattaches them. The session does nothing
   /// afterwards.
   public func invalidate() { core.invalidate() }
+
+  /// Stops every transfer as `invalidate()` does, for a process that is ending before its tasks
+  /// settled (a Ctrl-C): the tasks that were running are recorded as interrupted, so that the store
+  /// shows that no process transfers them, and a session opened later with this identifier goes on
+  /// with them from their temp files. Returns those tasks' records, as stored.
+  @discardableResult
+  public func interrupt() -> [DownloadTaskRecord] { core.invalidate(interrupting: true) }
 
   /// The session's tasks (created or reattached by this session object), oldest first.
   public var allTasks: [DownloadTask] {
@@ -263,7 +270,7 @@ public final class DownloadSession: Sendable {
     for record in claimed where core.task(id: record.id) == nil {
       let url = URL(string: record.url) ?? URL(fileURLWithPath: "/")
       let task = DownloadTask(record: record, url: url, fileNameIsExplicit: record.fileName != nil, core: core)
-      if record.state == .running { task.runtime.withLock { $0.record.state = .suspended } }
+      if [.running, .interrupted].contains(record.state) { task.runtime.withLock { $0.record.state = .suspended } }
       core.tasks.withLock { $0[task.id] = task }
       adopted.append(task)
     }

@@ -209,18 +209,32 @@ package final class DownloadSessionCore: @unchecked Sendable {
 
   /// Stops the engine (transfers stay `running` in the store), settles what is pending, saves
   /// progress and gives the tasks back to the store for the next session with this identifier.
-  package func invalidate() {
+  /// With `interrupting`, the tasks still running are recorded as interrupted (returned).
+  @discardableResult
+  package func invalidate(interrupting: Bool = false) -> [DownloadTaskRecord] {
     let first = invalidated.withLock { flag -> Bool in
       defer { flag = true }
       return !flag
     }
-    guard first else { return }
+    guard first else { return [] }
     engine.shutdown()
     finisher.shutdown()
     let all = tasks.withLock { registry in
       let values = Array(registry.values)
       registry.removeAll()
       return values
+    }
+    // Nothing transfers any more: a task the engine left running was interrupted, and says so
+    // (its waiters get that state, and the store keeps it with its progress).
+    let now = Date().timeIntervalSince1970
+    let interrupted = all.compactMap { task -> DownloadTaskRecord? in
+      guard interrupting else { return nil }
+      return task.runtime.withLock { r -> DownloadTaskRecord? in
+        guard r.record.state == .running else { return nil }
+        r.record.state = .interrupted
+        r.record.updatedAt = now
+        return r.record
+      }
     }
     // Settled tasks were stored by the finisher before their waiters woke (those the store could
     // not take get a last try); the rest keep progress.
@@ -239,5 +253,6 @@ package final class DownloadSessionCore: @unchecked Sendable {
       for waiter in waiters { waiter(state) }
     }
     continuation.finish()
+    return interrupted.sorted { $0.id < $1.id }
   }
 }

@@ -14,19 +14,23 @@ public enum DownloadState: String, Sendable, Codable, CaseIterable {
   case failed
   /// The transfer finished but the destination was not available; the temp file is kept.
   case waitingForUnlock
+  /// Its process stopped it while it ran (a Ctrl-C, a kill) and no process transfers it now; the
+  /// temp file is kept, and a session that reattaches it goes on from there. Stored by a process
+  /// that was signalled, and shown for a task stored as running whose process is gone.
+  case interrupted
 
   /// Whether the task will not change again without being completed from outside (unlock, resume).
   public var isSettled: Bool {
     switch self {
     case .completed, .failed, .waitingForUnlock: return true
-    case .running, .suspended, .canceling: return false
+    case .running, .suspended, .canceling, .interrupted: return false
     }
   }
 
   /// Whether the store should reattach a task in this state when its session is opened again.
   public var isUnfinished: Bool {
     switch self {
-    case .running, .suspended, .canceling, .waitingForUnlock: return true
+    case .running, .suspended, .canceling, .waitingForUnlock, .interrupted: return true
     case .completed, .failed: return false
     }
   }

@@ -158,6 +158,39 @@ public final class DownloadStore: Sendable {
     }
   }
 
+  /// Every task, or those of one session, oldest first, as a listing shows them: a task stored as
+  /// running that no live process owns is interrupted (its process was killed, or let it go
+  /// without settling it), as a process that is signalled stores its tasks itself. Nothing is
+  /// written: the next session that claims the task goes on with it.
+  public func listedTasks(session: String? = nil) throws(ProtFSError) -> [DownloadTaskRecord] {
+    try database.read { db throws(ProtFSError) in
+      let select = "SELECT \(Self.columns), owner, owner_pid FROM tasks"
+      let rows =
+        if let session {
+          try db.query(select + " WHERE session = ? ORDER BY id", [.text(session)])
+        } else {
+          try db.query(select + " ORDER BY id")
+        }
+      // Thousands of tasks have a few owners: each is looked up in /proc once.
+      var alive: [String: Bool] = [:]
+      return rows.map { row in
+        var record = Self.record(row)
+        guard record.state == .running else { return record }
+        let owner = row[Self.columnCount].string
+        let pid = row[Self.columnCount + 1].int64.flatMap { pid_t(exactly: $0) }
+        let lives: Bool
+        if let owner, let pid {
+          lives = alive[owner] ?? Self.ownerIsAlive(owner, pid: pid)
+          alive[owner] = lives
+        } else {
+          lives = false
+        }
+        if !lives { record.state = .interrupted }
+        return record
+      }
+    }
+  }
+
   /// The tasks `ids` the store has, by id, read in one query (`protfs tasks wait` reads thousands);
   /// with `excluding`, only those in another state (none of the others is decoded).
   public func tasks(ids: [Int64], excluding state: DownloadState? = nil) throws(ProtFSError)

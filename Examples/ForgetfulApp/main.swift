@@ -2,7 +2,8 @@
 // entering the background and never ends it, not even in its expiration handler, so when the
 // background time runs out the system kills it (exit 137) and writes a crash report with
 // `0x8badf00d` and the task's name. With the argument `block-main` it makes the other mistake: its
-// main thread never returns from applicationDidEnterBackground, so the watchdog kills it.
+// main thread never returns from applicationDidEnterBackground, so the watchdog kills it. With
+// `unnamed` it begins its task without a name, which the system names after its caller.
 import Foundation
 import ProtFSKit
 
@@ -23,10 +24,12 @@ func say(_ line: String) { FileHandle.standardOutput.write(Data((line + "\n").ut
       say("blocking the main thread")
       while true { sleep(1) }
     }
-    let task = application.beginBackgroundTask(withName: "upload") {
-      // Should call endBackgroundTask here; it only complains.
-      say("expiring, still not ending the task")
-    }
+    // Should call endBackgroundTask in its expiration handler; it only complains.
+    let expiring: @MainActor @Sendable () -> Void = { say("expiring, still not ending the task") }
+    let task =
+      CommandLine.arguments.dropFirst().first == "unnamed"
+      ? application.beginBackgroundTask(expirationHandler: expiring)
+      : application.beginBackgroundTask(withName: "upload", expirationHandler: expiring)
     say("began task \(task.rawValue)")
   }
 }

@@ -227,6 +227,9 @@ package struct AppLifecycle {
   private var sessionToken = 0
   /// The moment of the change being made.
   private var now = Moment(uptime: 0, date: Date(timeIntervalSince1970: 0))
+  /// This run's kill by the system, or its crash, once there was one: the record keeps it when the
+  /// app has ended.
+  private var crash: AppRecord.Crash?
   /// The effects of the change being made.
   private var effects: [Effect] = []
 
@@ -238,6 +241,12 @@ package struct AppLifecycle {
   }
 
   // MARK: - Changes
+
+  /// The crash report of this run's kill or crash was written at `path` (nil: it could not be).
+  package mutating func crashReportWritten(at path: String?) {
+    crash?.crashReport = path
+    if record.lastCrash != nil { record.lastCrash = crash }
+  }
 
   /// The app's process `pid` started, in the foreground.
   package mutating func started(_ pid: pid_t) {
@@ -277,15 +286,18 @@ package struct AppLifecycle {
     begin(moment)
     if let signal, let exceptionType = AppCrashReport.exceptionType(signal: signal) {
       let reason = (signal == SIGABRT ? exception : nil) ?? AppCrashReport.signalReason(signal)
-      effects.append(
-        .writeCrashReport(
-          AppCrashReport(
-            bundleID: bundleID.rawValue, time: now.date, reason: reason, openTasks: record.tasks.map(\.name),
-            pid: pid, terminationReason: exceptionType, crashedThread: crashedThread?.number,
-            crashedThreadName: crashedThread?.name)))
+      let report = AppCrashReport(
+        bundleID: bundleID.rawValue, time: now.date, reason: reason, openTasks: record.tasks.map(\.name),
+        pid: pid, terminationReason: exceptionType, crashedThread: crashedThread?.number,
+        crashedThreadName: crashedThread?.name)
+      crash = AppRecord.Crash(report, killed: false)
+      effects.append(.writeCrashReport(report))
     }
     // A prewarmed app that ends was never launched: its last run's status stands.
-    if record.state != .prewarmed { record.lastExitStatus = status }
+    if record.state != .prewarmed {
+      record.lastExitStatus = status
+      record.lastCrash = crash
+    }
     pid = 0
     runningTasks = [:]
     generation += 1
@@ -880,10 +892,10 @@ package struct AppLifecycle {
     guard pid > 0, !terminating else { return }
     terminating = true
     generation += 1
-    effects.append(
-      .writeCrashReport(
-        AppCrashReport(
-          bundleID: bundleID.rawValue, time: now.date, reason: reason, openTasks: record.tasks.map(\.name), pid: pid)))
+    let report = AppCrashReport(
+      bundleID: bundleID.rawValue, time: now.date, reason: reason, openTasks: record.tasks.map(\.name), pid: pid)
+    crash = AppRecord.Crash(report, killed: true)
+    effects.append(.writeCrashReport(report))
     save()
     effects.append(.kill)
   }

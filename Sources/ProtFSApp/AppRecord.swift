@@ -65,6 +65,33 @@ public struct AppRecord: Codable, Sendable, Equatable {
     public var time: Date
   }
 
+  /// How the system last ended the app (its watchdog's kill), or how it last crashed: what its
+  /// crash report says and where that is.
+  public struct Crash: Codable, Sendable, Equatable {
+    /// Whether the system killed it (the watchdog) rather than the app crashing by itself.
+    public var killed: Bool
+    /// The report's termination reason: `0x8badf00d`, or the crash's exception type.
+    public var terminationReason: String
+    /// Why, in words.
+    public var reason: String
+    /// The crash report's path; nil when it could not be written.
+    public var crashReport: String?
+
+    /// A crash as `report` describes it, killed by the system or not.
+    public init(_ report: AppCrashReport, killed: Bool) {
+      self.killed = killed
+      terminationReason = report.terminationReason
+      reason = report.reason
+    }
+
+    /// One line that says it, as the launch prints it and `app status` shows it: "was killed:
+    /// REASON (0x8badf00d); crash report: PATH".
+    public var summary: String {
+      (killed ? "was killed: " : "crashed: ") + "\(reason) (\(terminationReason))"
+        + (crashReport.map { "; crash report: \($0)" } ?? "; no crash report could be written")
+    }
+  }
+
   /// The app.
   public var bundleID: String
   /// Its state.
@@ -101,6 +128,9 @@ public struct AppRecord: Codable, Sendable, Equatable {
   public var forceQuit: Bool = false
   /// How its last run ended (the exit status `app launch` returned), once it ended.
   public var lastExitStatus: Int32?
+  /// Whether the system killed its last run, or that run crashed, and the crash report's path; nil
+  /// when it ended otherwise.
+  public var lastCrash: Crash?
 
   /// A record of an app that is not running.
   public init(bundleID: String, backgroundTime: Double) {

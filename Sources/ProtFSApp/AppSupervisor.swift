@@ -252,6 +252,10 @@ public final class AppSupervisor: @unchecked Sendable {
     return queue.sync { status }
   }
 
+  /// The system's kill of the app's last run, or its crash, with the crash report's path; nil when
+  /// it ended otherwise, or has not ended. Read once `waitForExit` returned a status.
+  public var lastCrash: AppRecord.Crash? { queue.sync { lifecycle.record.lastCrash } }
+
   /// Records that the prewarmed app is held before `UIApplicationMain` and that its launch is taken
   /// on the socket `name` (`AppStore.prewarmSocket`).
   public func held(launchSocket name: String) {
@@ -378,7 +382,10 @@ public final class AppSupervisor: @unchecked Sendable {
       case .suspend: processes.suspend()
       case .resume: processes.resume()
       case .kill: processes.kill()
-      case .writeCrashReport(let report): _ = try? store.write(report)
+      case .writeCrashReport(let report):
+        // The record names the report (saved next): its path is `app status`'s and the launch's.
+        let path = try? store.write(report)
+        lifecycle.crashReportWritten(at: path?.isEmpty == false ? path : nil)
       case .save: save()
       case .schedule(let timer, let deadline):
         queue.asyncAfter(deadline: DispatchTime(uptimeNanoseconds: UInt64(max(0, deadline) * 1e9))) { [self] in

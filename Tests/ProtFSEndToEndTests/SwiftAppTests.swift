@@ -260,6 +260,22 @@ import Testing
     #expect(report["openTasks"] as? [String] == ["upload"])
   }
 
+  /// A task begun without a name is named as iOS names one, after its caller (issue 64): the
+  /// crash report's `openTasks` never holds an empty name.
+  @Test func anUnnamedTaskIsNamedAfterItsCallerInTheCrashReport() async throws {
+    let d = try AppDevice()
+    defer { d.remove() }
+    let app = try d.launch(["--background-time", "1s"], [try d.installExample("ForgetfulApp"), "unnamed"])
+    defer { app.stop() }
+    #expect(await app.line(containing: "ready") != nil)
+    #expect(try await d.protfs(["app", "background", AppDevice.bundle]).status == 0)
+    #expect(await app.line(containing: "began task 1") != nil, "\(app.output)")
+    let (status, _) = await app.exit()
+    #expect(status == 137, "\(app.output)")
+    let report = d.crashReports().first ?? [:]
+    #expect(report["openTasks"] as? [String] == ["Called by ForgetfulApp"], "\(report)")
+  }
+
   @Test func anAppWhoseMainThreadNeverReturnsIsKilledByTheWatchdogNotSuspended() async throws {
     let d = try AppDevice()
     defer { d.remove() }

@@ -240,9 +240,11 @@ package enum AppStatusCommand {
     discussion: """
       With --json: an array of objects with bundleID, state, pid, supervisorPID, tasks,
       timeRemaining (seconds; null in the foreground and when not running), backgroundTime,
-      lastFetch, forceQuit, lastExitStatus, lastLaunchCommand, taskRequests (the pending
-      BGTaskScheduler requests, as `app requests --json` lists them) and lastBackgroundTask (the
-      last BGTask's identifier, type, result, duration and time, or null).
+      lastFetch, forceQuit, lastExitStatus, lastCrash (when the system killed the last run, or it
+      crashed: killed, terminationReason such as 0x8badf00d, reason and crashReport, its path; else
+      null), lastLaunchCommand, taskRequests (the pending BGTaskScheduler requests, as `app
+      requests --json` lists them) and lastBackgroundTask (the last BGTask's identifier, type,
+      result, duration and time, or null).
       """,
     arguments: [bundleArgument],
     options: [CommonOptions.json],
@@ -265,6 +267,7 @@ package enum AppStatusCommand {
     var lastFetch: AppRecord.Fetch?
     var forceQuit: Bool
     var lastExitStatus: Int32?
+    var lastCrash: AppRecord.Crash?
     var lastLaunchCommand: [String]
     var taskRequests: [AppBackgroundTaskCommands.Entry]
     var lastBackgroundTask: AppRecord.BackgroundTaskResult?
@@ -282,6 +285,7 @@ package enum AppStatusCommand {
       try keys.encode(lastFetch, forKey: .lastFetch)
       try keys.encode(forceQuit, forKey: .forceQuit)
       try keys.encode(lastExitStatus, forKey: .lastExitStatus)
+      try keys.encode(lastCrash, forKey: .lastCrash)
       try keys.encode(lastLaunchCommand, forKey: .lastLaunchCommand)
       try keys.encode(taskRequests, forKey: .taskRequests)
       try keys.encode(lastBackgroundTask, forKey: .lastBackgroundTask)
@@ -289,7 +293,7 @@ package enum AppStatusCommand {
 
     enum CodingKeys: String, CodingKey {
       case bundleID, state, pid, supervisorPID, tasks, timeRemaining, backgroundTime, lastFetch, forceQuit
-      case lastExitStatus, lastLaunchCommand, taskRequests, lastBackgroundTask
+      case lastExitStatus, lastCrash, lastLaunchCommand, taskRequests, lastBackgroundTask
     }
   }
 
@@ -323,7 +327,7 @@ package enum AppStatusCommand {
         bundleID: record.bundleID, state: record.state, pid: record.pid, supervisorPID: record.supervisorPID,
         tasks: record.tasks, timeRemaining: record.timeRemaining(now: now), backgroundTime: record.backgroundTime,
         lastFetch: record.lastFetch, forceQuit: record.forceQuit, lastExitStatus: record.lastExitStatus,
-        lastLaunchCommand: record.lastLaunchCommand,
+        lastCrash: record.lastCrash, lastLaunchCommand: record.lastLaunchCommand,
         taskRequests: record.taskRequests.map(AppBackgroundTaskCommands.Entry.init),
         lastBackgroundTask: record.lastBackgroundTask)
     }
@@ -357,6 +361,8 @@ package enum AppStatusCommand {
       }
       if entry.forceQuit { parts.append("force-quit by the user") }
       if entry.state == .notRunning, let status = entry.lastExitStatus { parts.append("last exit status \(status)") }
+      // Why, and the report that says more: 137 alone does not tell the watchdog's kill.
+      if entry.state == .notRunning, let crash = entry.lastCrash { parts.append(TerminalText.escaped(crash.summary)) }
       Console.out("\(entry.bundleID): " + parts.joined(separator: "; "))
     }
     return 0

@@ -56,15 +56,26 @@ package enum AppHelperCommands {
     name: "session-id", help: "The session's identifier, as the handleEventsForBackgroundURLSession event gave it.")
   /// `[<name>]`.
   static let taskName = Argument(
-    name: "name", help: "The task's name, shown in status and crash reports.", arity: .optional)
+    name: "name", help: "The task's name, shown in status and crash reports (default: Called by CALLER).",
+    arity: .optional)
   /// `<id>`.
   static let taskID = Argument(name: "id", help: "The id begin-task printed.")
   /// `<result>`.
   static let result = Argument(name: "result", help: "newData, noData or failed.")
 
   static func runBeginTask(_ invocation: Invocation) throws -> Int32 {
-    Console.out(try send(invocation, AppRequest(.beginTask, invocation.argument(taskName) ?? "")) ?? "")
+    Console.out(try send(invocation, AppRequest(.beginTask, invocation.argument(taskName) ?? callerName())) ?? "")
     return 0
+  }
+
+  /// The name iOS gives a task begun without one, after its caller: `Called by NAME`, NAME the
+  /// program that ran this command (the app's script), as the kernel names it.
+  static func callerName() -> String {
+    guard case .success(let bytes) = Kernel.readNamedFile("/proc/\(getppid())/comm", limit: 64) else {
+      return "Called by an unknown caller"
+    }
+    let name = String(decoding: bytes, as: UTF8.self).trimmingCharacters(in: .whitespacesAndNewlines)
+    return "Called by \(name.isEmpty ? "an unknown caller" : name)"
   }
 
   static func runEndTask(_ invocation: Invocation) throws -> Int32 {

@@ -223,7 +223,13 @@ package enum AppLaunchCommand {
       let outcome = try PrewarmedLaunch.take(
         bundleID, device: device,
         mayTake: !systemLaunch && !givesPasscode && !TerminalRelay.standardStreamsIncludeTerminal)
-      if case .ran(let status) = outcome { return status }
+      if case .ran(let status) = outcome {
+        // The prewarmed app's supervisor recorded how it ended before it told this launch.
+        if let crash = try AppStore(device: device).record(bundleID)?.lastCrash {
+          Console.err("protfs: \(bundleID) \(TerminalText.escaped(crash.summary))")
+        }
+        return status
+      }
     }
     var passcode: String?
     if schedule.steps.contains(where: { $0.action == .unlock }) {
@@ -353,6 +359,8 @@ package enum AppLaunchCommand {
       }
     }
     let status = supervisor.waitForExit() ?? 1
+    // As iOS's log says it: the exit status alone (137) does not tell a kill by the watchdog.
+    if let crash = supervisor.lastCrash { Console.err("protfs: \(bundleID) \(TerminalText.escaped(crash.summary))") }
     if let launcher {
       // The launch that took the prewarmed app returns once this process is gone, its mount and
       // claim with it, as a launch that supervised the app itself does: the next finds them free.

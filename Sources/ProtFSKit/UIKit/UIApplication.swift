@@ -72,11 +72,14 @@ public final class UIApplication {
   /// Begins a background task named `taskName`, which keeps the app running in the background
   /// until it ends or the background time runs out. `handler` is called on the main queue shortly
   /// before the time runs out and must end the task; a task still open then gets the app killed.
-  /// Returns `.invalid` when the system refuses (no background time left).
+  /// Returns `.invalid` when the system refuses (no background time left). Without a name, the
+  /// task is named as iOS names one, after its caller: `Called by APP` (iOS adds the calling
+  /// function, `, from FUNCTION`, which an app's stripped symbols do not tell here).
   public func beginBackgroundTask(
     withName taskName: String?, expirationHandler handler: (@MainActor @Sendable () -> Void)? = nil
   ) -> UIBackgroundTaskIdentifier {
-    guard let reply = send(AppRequest(.beginTask, taskName ?? "")), let id = reply.flatMap({ Int($0) }) else {
+    let name = taskName ?? "Called by \(ProcessInfo.processInfo.processName)"
+    guard let reply = send(AppRequest(.beginTask, name)), let id = reply.flatMap({ Int($0) }) else {
       return .invalid
     }
     expirationHandlers[id] = handler

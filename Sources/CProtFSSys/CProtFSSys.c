@@ -45,12 +45,16 @@ struct protfs_clone_args {
   uint64_t cgroup;
 };
 
-/* Reports the failed step to the parent and ends the child. Only system calls from here on. */
-static void protfs_spawn_fail(int report, int step, int error, int detail) {
-  struct protfs_spawn_failure failure = {step, error, detail};
+/* Reports `failure` to the parent and ends the child. Only system calls from here on. */
+static void protfs_spawn_report(int report, struct protfs_spawn_failure failure) {
   ssize_t ignored = write(report, &failure, sizeof(failure));
   (void)ignored;
   _exit(127);
+}
+
+/* Reports the failed step to the parent and ends the child. */
+static void protfs_spawn_fail(int report, int step, int error, int detail) {
+  protfs_spawn_report(report, (struct protfs_spawn_failure){step, error, detail, 0});
 }
 
 /* Closes every descriptor from `from` on but `keep`. */
@@ -71,9 +75,13 @@ static void protfs_spawn_pause(long milliseconds) {
 /* Executes the first of `spawn->paths` that runs, as the user the child now is, the way execvp
    searches PATH: a file the kernel cannot execute runs as a shell script; a missing one, or one
    this user may not execute, is passed over; any other failure ends the search. Returns the errno
-   that ended it (EACCES when a file was found but none could be executed). */
-static int protfs_spawn_search(const struct protfs_spawn *spawn) {
-  int denied = 0;
+   that ended it: EACCES when a file was found but none could be executed (`found` is the first
+   such path's index), else ENOENT, with a bit in `skipped` for each path passed over because a
+   directory on the way is closed to this user (a shell's lookup, as that user, finds nothing
+   there: not "Permission denied" but "command not found"). */
+static int protfs_spawn_search(const struct protfs_spawn *spawn, int *found, unsigned long long *skipped) {
+  *found = -1;
+  *skipped = 0;
   for (int i = 0; i < spawn->path_count; i++) {
     execve(spawn->paths[i], spawn->argv, spawn->envp);
     int error = errno;
@@ -83,12 +91,20 @@ static int protfs_spawn_search(const struct protfs_spawn *spawn) {
       error = errno;
     }
     switch (error) {
-    case EACCES: denied = 1; break;
+    case EACCES:
+      /* The file itself, or a directory before it? access(2) checks the real ids, which are this
+         user's now (and no capability is left to override them). */
+      if (access(spawn->paths[i], F_OK) == 0) {
+        if (*found < 0) *found = i;
+      } else if (errno == EACCES && i < 64) {
+        *skipped |= 1ULL << i;
+      }
+      break;
     case ENOENT: case ENOTDIR: case ESTALE: case ENODEV: case ETIMEDOUT: break;
     default: return error;
     }
   }
-  return denied ? EACCES : ENOENT;
+  return *found >= 0 ? EACCES : ENOENT;
 }
 
 /* The id of the mount `fd` is on, as /proc/self/fdinfo gives it (which asks nothing of the file
@@ -480,13 +496,14 @@ static void protfs_spawn_child(const struct protfs_spawn *spawn, int report, int
   /* ETXTBSY: some process holds the program open for writing. Most often that is a moment's state,
      not the user's (a fork made by another thread of whatever wrote the file holds a copy of its
      descriptor until its own exec): the exec is tried again for up to two seconds. */
-  int error = ENOENT;
+  int error = ENOENT, found = -1;
+  unsigned long long skipped = 0;
   for (int attempt = 0;; attempt++) {
-    error = protfs_spawn_search(spawn);
+    error = protfs_spawn_search(spawn, &found, &skipped);
     if (error != ETXTBSY || attempt >= 200) break;
     protfs_spawn_pause(10);
   }
-  protfs_spawn_fail(report, PROTFS_SPAWN_EXEC, error, 0);
+  protfs_spawn_report(report, (struct protfs_spawn_failure){PROTFS_SPAWN_EXEC, error, found, skipped});
 }
 
 #if defined(__x86_64__)

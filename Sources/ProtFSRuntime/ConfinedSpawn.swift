@@ -19,6 +19,11 @@ package enum ConfinedSpawn {
     package var program: String
     /// Why `execve` failed.
     package var errno: Int32
+    /// The first file found that the program's user may not execute (with EACCES).
+    package var file: String? = nil
+    /// The directories searched for the program that its user cannot search (a `PATH` entry, or
+    /// the program's own directory when it was named with a slash), in the order tried.
+    package var closedDirectories: [String] = []
   }
 
   /// What the child gets besides its confinement.
@@ -91,8 +96,8 @@ package enum ConfinedSpawn {
         .orThrow("open the app's cgroup", path: directory)
     }
     defer { if let cgroup { closeDescriptor(cgroup) } }
-    var launch = ConfinedLaunch(
-      paths: candidates(command[0], searchPath: searchPath), arguments: command, environment: environment)
+    let paths = candidates(command[0], searchPath: searchPath)
+    var launch = ConfinedLaunch(paths: paths, arguments: command, environment: environment)
     if let terminal = options.terminal { launch.terminal = (terminal.slaveDescriptor, terminal.streams) }
     launch.descriptor = options.descriptor
     launch.closeFrom = options.closingOthers ? max(3, (options.descriptor?.to ?? 2) + 1) : nil
@@ -130,7 +135,14 @@ package enum ConfinedSpawn {
     case .failure(let failure) where failure.step == nil:
       throw ProtFSError.system("start a process for", path: command[0], errno: failure.errno)
     case .failure(let failure) where failure.step == .exec:
-      throw ExecFailure(program: command[0], errno: failure.errno)
+      let file =
+        failure.errno == EACCES && paths.indices.contains(Int(failure.detail)) ? paths[Int(failure.detail)] : nil
+      var closed: [String] = []
+      for index in paths.indices where index < 64 && failure.skipped & (1 << UInt64(index)) != 0 {
+        let parent = Self.directory(of: paths[index])
+        if !closed.contains(parent) { closed.append(parent) }
+      }
+      throw ExecFailure(program: command[0], errno: failure.errno, file: file, closedDirectories: closed)
     case .failure(let failure):
       throw Confinement.failure(failure, plan: plan, device: device)
     }
@@ -187,6 +199,12 @@ package enum ConfinedSpawn {
   /// a terminal: its slave given to the app user the child becomes (as root).
   package static func terminalForStandardStreams() throws(ProtFSError) -> TerminalRelay? {
     try TerminalRelay.forStandardStreams(owner: AppUser.canAssume ? AppUser.standard.uid : nil)
+  }
+
+  /// The directory `path` names an entry of ("/" for "/x").
+  private static func directory(of path: String) -> String {
+    guard let slash = path.lastIndex(of: "/") else { return "." }
+    return slash == path.startIndex ? "/" : String(path[..<slash])
   }
 
   /// Where `name` may be, in the order execvp tries: itself when it has a slash, else in each

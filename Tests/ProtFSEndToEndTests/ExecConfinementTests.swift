@@ -78,9 +78,52 @@ import Testing
     let found = try await d.protfs(["exec", "--", "tool"], environment: ["PATH": path])
     #expect(found.status == 0 && found.stdout == "from visible as 501\n", "\(found)")
     let denied = try await d.protfs(["exec", "--", "tool"], environment: ["PATH": hidden])
-    #expect(denied.status == 126 && denied.stderr.contains("Cannot run 'tool': Permission denied"), "\(denied)")
+    #expect(
+      denied.status == 126 && denied.stderr.contains("protfs: exec: tool: Permission denied")
+        && denied.stderr.contains("'\(hidden)/tool'"), "\(denied)")
     let missing = try await d.protfs(["exec", "--", "no-such-tool"], environment: ["PATH": path])
-    #expect(missing.status == 127 && missing.stderr.contains("No such file or directory"), "\(missing)")
+    #expect(missing.status == 127 && missing.stderr.contains("no-such-tool: command not found"), "\(missing)")
+  }
+
+  /// A directory of PATH closed to the app user (root's own, 0700) is passed over as a shell run
+  /// by that user passes it over: a program found nowhere else is "command not found" (127), with
+  /// the directories skipped named, never "Permission denied"; one in a later directory runs, for
+  /// `app launch` too; a file found that the app user may not execute is 126, naming it (issue 64).
+  @Test func aDirectoryOfPathClosedToTheAppUserIsSkippedAndNamed() async throws {
+    let d = try AppDevice()
+    defer {
+      d.endApp()
+      d.remove()
+    }
+    let closed = d.scripts + "/closed", open = d.scripts + "/open"
+    mkdir(closed, 0o700)
+    mkdir(open, 0o755)
+    for directory in [closed, open] {
+      let name = (directory as NSString).lastPathComponent
+      try "#!/bin/sh\necho from \(name) as $(id -u)\n".write(
+        toFile: directory + "/tool", atomically: true, encoding: .utf8)
+      chmod(directory + "/tool", 0o755)
+    }
+    try "#!/bin/sh\necho plain\n".write(toFile: open + "/plain", atomically: true, encoding: .utf8)
+    chmod(open + "/plain", 0o644)
+    let missing = try await d.protfs(["exec", "--", "no-such-tool"], environment: ["PATH": "\(closed):/usr/bin:/bin"])
+    #expect(missing.status == 127, "\(missing)")
+    #expect(missing.stderr.contains("protfs: exec: no-such-tool: command not found\n"), "\(missing)")
+    #expect(
+      missing.stderr.contains("skipped the PATH directories uid 501 cannot search: \(closed);")
+        && !missing.stderr.contains("Permission denied"), "\(missing)")
+    let onlyClosed = try await d.protfs(["exec", "--", "tool"], environment: ["PATH": closed])
+    #expect(onlyClosed.status == 127 && onlyClosed.stderr.contains("tool: command not found"), "\(onlyClosed)")
+    let path = "\(closed):\(open):/usr/bin:/bin"
+    let found = try await d.protfs(["exec", "--", "tool"], environment: ["PATH": path])
+    #expect(found.status == 0 && found.stdout == "from open as 501\n", "\(found)")
+    let launched = try await d.protfs(
+      ["app", "launch", AppDevice.bundle, "--wait", "--", "tool"], environment: ["PATH": path])
+    #expect(launched.status == 0 && launched.stdout.contains("from open as 501"), "\(launched)")
+    let plain = try await d.protfs(["exec", "--", "plain"], environment: ["PATH": path])
+    #expect(
+      plain.status == 126 && plain.stderr.contains("protfs: exec: plain: Permission denied")
+        && plain.stderr.contains("'\(open)/plain'"), "\(plain)")
   }
 
   @Test func theProgramIsTheAppUserWithNoCapabilityAndNoNewPrivileges() async throws {

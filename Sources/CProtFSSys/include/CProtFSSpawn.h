@@ -28,7 +28,10 @@ enum protfs_spawn_step {
   PROTFS_SPAWN_VERIFY,           /* the checks after the drop; `detail` has a bit per failed check */
   PROTFS_SPAWN_REACH,            /* `detail` is the index of the directory the user cannot search */
   PROTFS_SPAWN_PARENT,           /* the parent ended before the program started */
-  PROTFS_SPAWN_EXEC,             /* execve failed */
+  PROTFS_SPAWN_EXEC,             /* execve failed: ENOENT when no path held a file the user can reach
+                                    (`skipped` has a bit per path behind a directory it cannot
+                                    search), EACCES when `detail` is the index of the first file
+                                    found that it may not execute */
 };
 
 /* The checks of PROTFS_SPAWN_VERIFY, as bits of `detail`. */
@@ -41,12 +44,14 @@ enum protfs_spawn_check {
   PROTFS_SPAWN_CHECK_BOUNDING_SET = 32,
 };
 
-/* Why the child did not execute the program: its step, errno there (0 for a failed check) and
-   the step's detail. */
+/* Why the child did not execute the program: its step, errno there (0 for a failed check), the
+   step's detail and, for PROTFS_SPAWN_EXEC, a bit for each of the first 64 paths it passed over
+   because a directory on the way was closed to it. */
 struct protfs_spawn_failure {
   int step;
   int error;
   int detail;
+  unsigned long long skipped;
 };
 
 /* What the child does before it executes `path`. Strings and arrays belong to the caller; every

@@ -318,7 +318,7 @@ package enum AppLaunchCommand {
       environment: environment, passed: passed, closingOthers: true,
       descriptorLimit: mount.map { _ in HostedMount.originalDescriptorLimit }, cgroup: supervisor.cgroup,
       endsWithParent: true, sandbox: bundleID.rawValue)
-    let spawned = Result { try ConfinedSpawn.startCommand(bundled, device: device, options) }
+    let spawned = Result { try ConfinedSpawn.startCommand(bundled, device: device, options, by: "app launch") }
     readEnd.close()
     let pid: pid_t
     do {
@@ -470,26 +470,42 @@ package enum AppLaunchCommand {
 
   /// `command` with its program looked up and made absolute, as the app's record keeps it.
   static func absoluteCommand(_ command: [String]) throws -> [String] {
-    guard let program = executablePath(command[0]) else {
-      throw ExitStatus(code: 1, message: "Cannot run '\(command[0])': it is not an executable file.")
+    let lookup = executableLookup(command[0])
+    guard let program = lookup.path else {
+      let skipped =
+        lookup.closedDirectories.isEmpty
+        ? ""
+        : " (skipped the directories uid \(AppUser.standard.uid) cannot search: "
+          + lookup.closedDirectories.joined(separator: ", ") + ")"
+      throw ExitStatus(code: 1, message: "Cannot run '\(command[0])': it is not an executable file\(skipped).")
     }
     return [program.hasPrefix("/") ? program : FileManager.default.currentDirectoryPath + "/" + program]
       + command.dropFirst()
   }
 
   /// The file `name` runs, looked up in $PATH as execvp does, when it is an executable regular file.
-  static func executablePath(_ name: String) -> String? {
+  static func executablePath(_ name: String) -> String? { executableLookup(name).path }
+
+  /// The file `name` runs, looked up in $PATH as execvp does, when it is an executable regular
+  /// file, and the directories passed over: as root, as the app user (who runs it) looks it up,
+  /// so that a directory closed to it (root's own, first on root's PATH) is skipped.
+  static func executableLookup(_ name: String) -> (path: String?, closedDirectories: [String]) {
     let candidates =
       name.contains("/")
       ? [name]
       : (ProcessEnvironment.value("PATH") ?? "/usr/bin:/bin").split(separator: ":").map { "\($0)/\(name)" }
+    var closed: [String] = []
     for path in candidates {
+      if AppUser.canAssume, AppUser.standard.firstClosedDirectory(to: path) != nil {
+        closed.append((path as NSString).deletingLastPathComponent)
+        continue
+      }
       var status = stat()
       guard case .success = valueOrErrno(.stat, { stat(path, &status) }), status.st_mode & S_IFMT == S_IFREG,
         status.st_mode & 0o111 != 0
       else { continue }
-      return path
+      return (path, closed)
     }
-    return nil
+    return (nil, closed)
   }
 }

@@ -23,7 +23,10 @@ package enum ExecCommand {
       is built for it, never the caller's (which holds root's tokens, key agent and home): PATH
       /usr/local/bin:/usr/bin:/bin and protfs's own directory, HOME /, the caller's LANG, TERM when it has a terminal, and
       only what the caller passes on purpose: each $PROTFS_CHILD_NAME as NAME, and each --env
-      NAME=VALUE (which wins). CMD itself is found on the caller's PATH. When the device is mounted (protfs mount), CMD runs in a mount namespace of its own
+      NAME=VALUE (which wins). CMD itself is found on the caller's PATH, searched as the app user
+      searches it: a directory closed to it is skipped, and a CMD found nowhere else ends exec
+      with 127 ("command not found") and the directories skipped; one found that it may not
+      execute, with 126. When the device is mounted (protfs mount), CMD runs in a mount namespace of its own
       where the mount covers the device's Containers/: the class then decides every open by the
       containers' usual paths, and a locked item fails with "Operation not permitted". Every directory from / to the device must let other users through (o+x); exec
       checks that first. Run by another user, CMD keeps that user's identity (no capabilities,
@@ -181,7 +184,7 @@ package enum ExecCommand {
     // No home of its own: "/" (which it cannot write) unless the caller passes one.
     let options = ConfinedSpawn.Options(
       mountpoint: mount?.mountpoint, terminal: terminal, passed: passed, defaults: ["HOME": "/"])
-    return try ConfinedSpawn.startCommand(command, device: device, options)
+    return try ConfinedSpawn.startCommand(command, device: device, options, by: "exec")
   }
 }
 

@@ -84,11 +84,15 @@ package struct ConfinedLaunch {
   }
 
   /// Why the program did not run: the failed step (nil when the fork itself failed), its errno
-  /// (0 for a failed check) and the step's detail (the failed `Checks`, the index in `reachable`).
+  /// (0 for a failed check) and the step's detail (the failed `Checks`, the index in `reachable`,
+  /// for `exec` with EACCES the index in `paths` of the first file found that may not be executed).
   package struct Failure: Error, Sendable {
     package var step: Step?
     package var errno: Int32
     package var detail: Int32
+    /// For `exec`: a bit for each of the first 64 `paths` passed over because a directory on the
+    /// way is closed to the child's identity.
+    package var skipped: UInt64 = 0
   }
 
   /// A detached copy of the mount `directory` is on, from `directory` down (`open_tree(2)`,
@@ -149,7 +153,10 @@ package struct ConfinedLaunch {
     spawn.parent = endsWithParent ? getpid() : 0
     let pid = protfs_spawn_confined(&spawn, &failure)
     guard pid < 0 else { return .success(pid) }
-    return .failure(Failure(step: Step(rawValue: failure.step), errno: failure.error, detail: failure.detail))
+    return .failure(
+      Failure(
+        step: Step(rawValue: failure.step), errno: failure.error, detail: failure.detail,
+        skipped: UInt64(failure.skipped)))
   }
 }
 

@@ -126,12 +126,15 @@ let package = Package(
     .target(name: "ProtFSMount", dependencies: ["ProtFSSystem", "ProtFS", "CFuse3"]),
     // Starting untrusted code: the one confined spawn that exec and every app launch go through.
     .target(name: "ProtFSRuntime", dependencies: ["ProtFSSystem", "ProtFS", "ProtFSLock", "ProtFSApp"]),
+    // What the machine gives protfs (`protfs doctor`): FUSE, xattrs, the cgroup freezer, the app
+    // user's access, TIOCSTI, the kernel calls protfs prefers; the apps' cgroups are ProtFSApp's.
+    .target(name: "ProtFSDoctor", dependencies: ["ProtFSSystem", "ProtFS", "ProtFSApp"]),
     // The command-line layer (parser, help, commands), a library so tests can run it in-process.
     .target(
       name: "ProtFSCLI",
       dependencies: [
         "ProtFSSystem", "ProtFS", "ProtFSLock", "ProtFSCache", "ProtFSDownloads", "ProtFSAudit", "ProtFSMount",
-        "ProtFSApp", "ProtFSSessions", "ProtFSBackup", "ProtFSRuntime", "ProtFSAppBundle",
+        "ProtFSApp", "ProtFSSessions", "ProtFSBackup", "ProtFSRuntime", "ProtFSAppBundle", "ProtFSDoctor",
       ]),
     // Linked as a position-dependent executable in release builds: the loader then has none of
     // the some 80,000 relocations of a position-independent one to apply at every start.
@@ -149,8 +152,8 @@ let package = Package(
       name: "ProtFSTests",
       dependencies: [
         "ProtFSSystem", "ProtFS", "ProtFSLock", "ProtFSCache", "ProtFSDownloads", "ProtFSAudit", "ProtFSFoundation",
-        "ProtFSMount", "ProtFSApp", "ProtFSSessions", "ProtFSBackup", "ProtFSAppBundle", "ProtFSSeal", "ProtFSTestSupport",
-        "CAttr",
+        "ProtFSMount", "ProtFSApp", "ProtFSSessions", "ProtFSBackup", "ProtFSAppBundle", "ProtFSSeal", "ProtFSDoctor",
+        "ProtFSTestSupport", "CAttr",
       ]),
     // ProtFSKit's URLSession against a fake backend, and its FileManager.
     .testTarget(

@@ -57,6 +57,10 @@ package enum CommandExamples {
       "protfs unlock --json | jq '.downloads[].destinationPath'   # the downloads it moved into place",
     ],
     "protfs reboot": ["protfs reboot                              # before first unlock: only class none"],
+    "protfs doctor": [
+      "protfs doctor                              # one line per check, with a fix for each warning",
+      "protfs doctor --json | jq -r '.checks[] | select(.level != \"ok\") | .fix'",
+    ],
     "protfs status": [
       "protfs status",
       "protfs status --json | jq .protectedDataAvailable",

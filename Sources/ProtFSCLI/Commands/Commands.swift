@@ -18,6 +18,7 @@ package enum Commands {
       UnlockCommand.command,
       RebootCommand.command,
       StatusCommand.command,
+      DoctorCommand.command,
       WatchCommand.command,
       ExecCommand.command,
       EndGraceCommand.command,

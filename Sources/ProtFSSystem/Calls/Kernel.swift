@@ -21,6 +21,18 @@ package enum Kernel {
     return !(result == -1 && errno == ENOSYS)
   }()
 
+  /// Whether the running kernel has `openat2` (Linux 5.6) and lets this process call it (a
+  /// seccomp filter may answer EPERM), which resolves a path beneath a directory without
+  /// following a symlink; `openBeneath` walks the path itself without it.
+  package static let hasOpenat2: Bool = {
+    let fd = protfs_openat2(AT_FDCWD, "/", PROTFS_O_PATH | O_CLOEXEC, 0)
+    if fd >= 0 {
+      close(fd)
+      return true
+    }
+    return ![ENOSYS, EPERM, E2BIG].contains(errno)
+  }()
+
   /// `/proc/self/fd/<dirfd>/<name>` (or without the name), NUL-terminated: the name's bytes go in
   /// as they are, UTF-8 or not.
   private static func procPath(_ dirfd: Int32, _ name: FileName?) -> [CChar] {

@@ -308,6 +308,20 @@ public struct AppStore: Sendable {
     return record
   }
 
+  /// Removes the record of `bundleID` and the name of its prewarmed app's socket (`app
+  /// uninstall`); false when it had no record.
+  @discardableResult
+  public func removeRecord(_ bundleID: BundleID) throws(ProtFSError) -> Bool {
+    guard let directory = try directory(Self.directoryName, creating: false) else { return false }
+    _ = valueOrErrno(.unlink) { unlinkat(directory.fd, Self.prewarmFileName(bundleID), 0) }
+    let name = bundleID.rawValue + ".json"
+    switch valueOrErrno(.unlink, { unlinkat(directory.fd, name, 0) }) {
+    case .success: return true
+    case .failure(let e) where e == .noSuchFile: return false
+    case .failure(let e): throw ProtFSError.system("remove", path: directory.pathOf(name), errno: e)
+    }
+  }
+
   /// `2026-11-30T20:10:35.123Z`, as the records and crash reports write times (`JSONStateFile`).
   public static func timestamp(_ date: Date) -> String { JSONStateFile.timestamp(date) }
 

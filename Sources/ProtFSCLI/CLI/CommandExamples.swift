@@ -57,6 +57,10 @@ package enum CommandExamples {
       "protfs unlock --json | jq '.downloads[].destinationPath'   # the downloads it moved into place",
     ],
     "protfs reboot": ["protfs reboot                              # before first unlock: only class none"],
+    "protfs erase": [
+      "protfs erase                               # asks first: every app, its data, the passcode",
+      "protfs erase --force                       # in a script: no question",
+    ],
     "protfs doctor": [
       "protfs doctor                              # one line per check, with a fix for each warning",
       "protfs doctor --json | jq -r '.checks[] | select(.level != \"ok\") | .fix'",
@@ -83,6 +87,9 @@ package enum CommandExamples {
     "protfs app prewarm": [
       "protfs app prewarm com.example.app -- .build/debug/MyApp   # held before UIApplicationMain",
       "protfs app prewarm com.example.app -- ./MyApp && protfs app launch com.example.app -- ./MyApp",
+    ],
+    "protfs app uninstall": [
+      "protfs app terminate com.example.app; protfs app uninstall com.example.app   # the app and its data"
     ],
     "protfs app install": [
       "protfs app install com.example.app --info-plist Info.plist -- .build/debug/MyApp",

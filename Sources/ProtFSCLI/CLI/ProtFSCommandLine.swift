@@ -64,6 +64,14 @@ package enum ProtFSCommandLine {
         } catch {
           Console.err("warning: \(invocation.describe(error))")
         }
+        // And an erase or an uninstall a kill interrupted (one stat when none was).
+        do {
+          if try invocation.device.finishInterruptedRemoval() {
+            Console.err("note: finished an interrupted removal in \(invocation.device.root) (an erase or uninstall).")
+          }
+        } catch {
+          Console.err("warning: \(invocation.describe(error))")
+        }
         // And a lock's grace that ended while nobody was there to end it (its process was killed).
         if geteuid() == 0, command.name != EndGraceCommand.command.name {
           _ = try? invocation.lockController.endGraceIfDue()

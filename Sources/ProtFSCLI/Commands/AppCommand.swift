@@ -17,7 +17,8 @@ package enum AppCommand {
       $PROTFS_SESSIONS_SOCKET names the device's session service.
       """,
     subcommands: [
-      AppLaunchCommand.command, AppPrewarmCommand.command, AppInstallCommand.command, AppControlCommands.background,
+      AppLaunchCommand.command, AppPrewarmCommand.command, AppInstallCommand.command, AppUninstallCommand.command,
+      AppControlCommands.background,
       AppControlCommands.foreground,
       AppControlCommands.fetch, AppControlCommands.push, AppControlCommands.terminate, AppStatusCommand.command,
       AppListCommand.command,

@@ -17,6 +17,7 @@ package enum Commands {
       LockCommand.command,
       UnlockCommand.command,
       RebootCommand.command,
+      EraseCommand.command,
       StatusCommand.command,
       DoctorCommand.command,
       WatchCommand.command,

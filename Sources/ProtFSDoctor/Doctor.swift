@@ -55,7 +55,9 @@ package struct Doctor: Sendable {
           + "everything else works on the backing tree.",
         fix: "load the fuse module (modprobe fuse); in a container, pass /dev/fuse in")
     }
-    guard let helper = helpers.first(where: { access($0, X_OK) == 0 }) else {
+    guard
+      let helper = helpers.first(where: { path in (try? valueOrErrno(.access) { access(path, X_OK) }.get()) != nil })
+    else {
       return DoctorCheck(
         name: "fuse", title: title, level: .warning,
         detail: "'\(device)' opens, but fusermount3 is not installed (looked for \(helpers.joined(separator: ", "))).",
@@ -111,7 +113,7 @@ package struct Doctor: Sendable {
         fix: "run protfs as root, or delegate the cgroup to its user")
     }
     defer { _ = valueOrErrno(.unlink) { rmdir(probe) } }
-    guard access(probe + "/cgroup.freeze", W_OK) == 0 else {
+    guard case .success = valueOrErrno(.access, { access(probe + "/cgroup.freeze", W_OK) }) else {
       return DoctorCheck(
         name: "cgroup-freezer", title: title, level: .warning,
         detail: "A cgroup in '\(cgroup)' has no writable cgroup.freeze (Linux 5.2 and later have it): \(fallback).",

@@ -123,7 +123,7 @@ let package = Package(
     // Sealed devices (issue 66): the keybag, per-file keys wrapped by class keys, the contents cipher.
     .target(name: "ProtFSSeal", dependencies: ["ProtFSSystem", "ProtFS", "CCrypto"]),
     // The device mount: libfuse3's low-level API, used by no other target.
-    .target(name: "ProtFSMount", dependencies: ["ProtFSSystem", "ProtFS", "CFuse3"]),
+    .target(name: "ProtFSMount", dependencies: ["ProtFSSystem", "ProtFS", "ProtFSSeal", "CFuse3"]),
     // Starting untrusted code: the one confined spawn that exec and every app launch go through.
     .target(name: "ProtFSRuntime", dependencies: ["ProtFSSystem", "ProtFS", "ProtFSLock", "ProtFSApp"]),
     // What the machine gives protfs (`protfs doctor`): FUSE, xattrs, the cgroup freezer, the app
@@ -171,7 +171,7 @@ let package = Package(
       name: "ProtFSEndToEndTests",
       dependencies: [
         "ProtFSSystem", "ProtFS", "ProtFSLock", "ProtFSDownloads", "ProtFSTestSupport", "protfs",
-        "ProtFSApp", "ProtFSSessions", "ProtFSCLI",
+        "ProtFSApp", "ProtFSSessions", "ProtFSCLI", "ProtFSSeal",
         "BackgroundRunner", "FetchHelper", "ForgetfulApp", "BackgroundDownloader", "UploadSession", "FetchDownloader",
         "PauseResume", "PortedApp", "PortedMainApp", "MisusedUpload", "NetworkClient", "SceneApp", "LegacyDelegate",
         "CrashingApp", "DownloadManager",

@@ -116,6 +116,17 @@ static inline ssize_t protfs_fuse_write_to_fd(struct fuse_bufvec *in, int fd, of
   return fuse_buf_copy(&out, in, (enum fuse_buf_copy_flags)0);
 }
 
+/* Copies a write's buffers (memory or a spliced pipe) into `memory` (`size` bytes, at least
+   fuse_buf_size(in)): a sealed file's plaintext, which is encrypted before it reaches the disk. */
+static inline ssize_t protfs_fuse_write_to_memory(struct fuse_bufvec *in, void *memory, size_t size) {
+  struct fuse_bufvec out = FUSE_BUFVEC_INIT(size);
+  out.buf[0].mem = memory;
+  return fuse_buf_copy(&out, in, (enum fuse_buf_copy_flags)0);
+}
+
+/* The number of bytes a write carries. */
+static inline size_t protfs_fuse_buffers_size(struct fuse_bufvec *in) { return fuse_buf_size(in); }
+
 /* Asks for the capabilities the daemon relies on, when the kernel offers them. */
 static inline void protfs_fuse_init_connection(struct fuse_conn_info *conn) {
   if (conn->capable & FUSE_CAP_SPLICE_WRITE) conn->want |= FUSE_CAP_SPLICE_WRITE;

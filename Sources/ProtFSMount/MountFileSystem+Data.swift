@@ -1,6 +1,7 @@
 import CFuse3
 import Foundation
 import ProtFS
+import ProtFSSeal
 import ProtFSSystem
 
 /// An open file or directory of the mount: the backing descriptor and the node whose class decides
@@ -25,12 +26,15 @@ final class MountHandle: @unchecked Sendable {
   /// Whether the kernel takes this handle's writes into its page cache (a class-none file opened
   /// for writing), where no write request reaches the daemon until the pages are written back.
   let writesThroughCache: Bool
+  /// A sealed file's plaintext I/O (its key unwrapped at the open); nil on an unsealed device.
+  let sealed: SealedFileIO?
 
   /// A handle owning `fd`.
-  init(fd: Int32, node: MountNode, writesThroughCache: Bool = false) {
+  init(fd: Int32, node: MountNode, writesThroughCache: Bool = false, sealed: FileCipher? = nil) {
     self.fd = fd
     self.node = node
     self.writesThroughCache = writesThroughCache
+    self.sealed = sealed.map { SealedFileIO(fd: fd, cipher: $0, path: "(a sealed file)") }
   }
 
   deinit {
@@ -79,6 +83,7 @@ extension MountFileSystem {
   func open(_ node: MountNode, flags: Int32) throws(Errno) -> OpenedHandle {
     refreshOwnClass(node)
     try decide(node, access(for: flags))
+    if let seal { return try openSealed(node, flags: flags, seal) }
     var direct = directIO(node) || (flags & O_ACCMODE != O_RDONLY && !roomForWriteback())
     let asked = flags & ~(O_CREAT | O_EXCL | O_NOCTTY)
     // The /proc magic link leads to exactly the inode the node holds (no name is resolved again).
@@ -95,13 +100,33 @@ extension MountFileSystem {
     return OpenedHandle(handle: MountHandle(fd: fd, node: node, writesThroughCache: cachedWrites), directIO: direct)
   }
 
+  /// `open` on a sealed device: every read and write goes through the daemon, which decrypts and
+  /// encrypts (the kernel's page cache would keep plaintext a lock must not leave behind). The
+  /// backing file is opened for reading too (a write rewrites whole blocks) and never to append (a
+  /// block is written at its offset).
+  private func openSealed(_ node: MountNode, flags: Int32, _ seal: MountSeal) throws(Errno) -> OpenedHandle {
+    var backing = flags & ~(O_CREAT | O_EXCL | O_NOCTTY | O_APPEND)
+    if backing & O_ACCMODE == O_WRONLY { backing = (backing & ~O_ACCMODE) | O_RDWR }
+    let fd = try node.reopen(backing)
+    guard !node.isDirectory else { return OpenedHandle(handle: MountHandle(fd: fd, node: node), directIO: true) }
+    do {
+      let cipher = try seal.cipher(of: fd)
+      return OpenedHandle(handle: MountHandle(fd: fd, node: node, sealed: cipher), directIO: true)
+    } catch {
+      closeDescriptor(fd)
+      throw error
+    }
+  }
+
   /// `create`: decided by the "create" column for the parent's class; the file gets that class.
   func create(_ parent: MountNode, _ name: String, mode: mode_t, flags: Int32, caller: Caller) throws(Errno) -> (
     OpenedHandle, stat
   ) {
     let cls = try classForNewItem(in: parent)
-    let cached = cls == .none && roomForWriteback()
-    let clean = Self.backingFlags(flags & ~O_NOCTTY, cached: cached) | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW
+    let cached = seal == nil && cls == .none && roomForWriteback()
+    var asked = flags & ~O_NOCTTY
+    if seal != nil { asked = (asked & ~(O_ACCMODE | O_APPEND)) | O_RDWR }
+    let clean = Self.backingFlags(asked, cached: cached) | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW
     let fd: Int32
     switch valueOrErrno(.open, { openat(parent.fd, name, clean, mode) }) {
     case .success(let opened): fd = opened
@@ -117,8 +142,10 @@ extension MountFileSystem {
       }
     case .failure(let e): throw e
     }
+    let cipher: FileCipher?
     do {
       try adopt(fd, class: cls, uid: caller.uid, gid: caller.gid, parent: parent)
+      cipher = try seal?.seal(fd, class: cls)
     } catch {
       closeDescriptor(fd)
       _ = valueOrErrno(.unlink) { unlinkat(parent.fd, name, 0) }
@@ -126,7 +153,8 @@ extension MountFileSystem {
     }
     let (node, s) = try entry(parent, name)
     nodes.setOwnClass(node, cls)
-    let handle = MountHandle(fd: fd, node: node, writesThroughCache: cached && flags & O_ACCMODE != O_RDONLY)
+    let handle = MountHandle(
+      fd: fd, node: node, writesThroughCache: cached && flags & O_ACCMODE != O_RDONLY, sealed: cipher)
     return (OpenedHandle(handle: handle, directIO: !cached), s)
   }
 
@@ -219,9 +247,17 @@ extension MountFileSystem {
     throws(Errno) -> stat
   {
     if let size = change.size {
-      if let handle {
+      if let handle, let sealed = handle.sealed {
+        try decideIO(handle)
+        try sealed.truncateOrEIO(to: Int(size))
+      } else if let handle {
         try decideIO(handle)
         _ = try valueOrErrno(.truncate) { ftruncate(handle.fd, size) }.get()
+      } else if seal != nil, !node.isDirectory {
+        refreshOwnClass(node)
+        try decide(node, .write)
+        let opened = try open(node, flags: O_WRONLY)
+        try opened.handle.sealed?.truncateOrEIO(to: Int(size))
       } else {
         refreshOwnClass(node)
         try decide(node, .write)
@@ -281,5 +317,22 @@ extension MountFileSystem {
       guard s.st_mode & S_IFMT != S_IFLNK else { throw .notSupported }
       _ = try valueOrErrno(.chmod) { chmod(procPath(fd), mode & 0o7777) }.get()
     }
+  }
+}
+
+extension SealedFileIO {
+  /// ``truncate(to:)``, with a failure as the errno the kernel gives (EIO for what is not one).
+  func truncateOrEIO(to size: Int) throws(Errno) {
+    do { try truncate(to: size) } catch { throw Errno(error.errno ?? EIO) }
+  }
+
+  /// ``read(at:count:)``, with a failure as an errno.
+  func readOrEIO(at offset: Int, count: Int) throws(Errno) -> [UInt8] {
+    do { return try read(at: offset, count: count) } catch { throw Errno(error.errno ?? EIO) }
+  }
+
+  /// ``write(_:at:)``, with a failure as an errno.
+  func writeOrEIO(_ bytes: [UInt8], at offset: Int) throws(Errno) {
+    do { try write(bytes, at: offset) } catch { throw Errno(error.errno ?? EIO) }
   }
 }

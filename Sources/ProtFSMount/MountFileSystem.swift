@@ -39,6 +39,8 @@ package final class MountFileSystem: Sendable {
   /// Called once, when the kernel's connection is set up (FUSE's `init`, just before its reply):
   /// from then on every request is answered.
   let onConnected = Mutex<(@Sendable () -> Void)?>(nil)
+  /// A sealed device's keys; nil when the device is not sealed.
+  let seal: MountSeal?
 
   /// The kernel's connection is set up: runs `onConnected`, once.
   func connected() {
@@ -64,6 +66,7 @@ package final class MountFileSystem: Sendable {
     nodes = MountNodes(root: root, deviceClass: try device.openRoot().protectionClass())
     probe = ProtectionStateProbe(device: device)
     stateDirectory = try DirectoryHandle(path: device.stateDirectory)
+    seal = try MountSeal(device: device)
   }
 
   // MARK: Decisions

@@ -31,7 +31,12 @@ extension MountOperations {
       MountOperations.reply(req) { () throws(Errno) in
         let handle = MountOperations.handle(fi)!
         try fs.decideIO(handle)
-        _ = protfs_fuse_reply_fd(req, handle.fd, size, offset)
+        if let sealed = handle.sealed {
+          let bytes = try sealed.readOrEIO(at: Int(offset), count: size)
+          _ = bytes.withUnsafeBytes { fuse_reply_buf(req, $0.baseAddress, $0.count) }
+        } else {
+          _ = protfs_fuse_reply_fd(req, handle.fd, size, offset)
+        }
       }
     }
     ops.write_buf = { req, _, buffers, offset, fi in
@@ -39,7 +44,15 @@ extension MountOperations {
       MountOperations.reply(req) { () throws(Errno) in
         let handle = MountOperations.handle(fi)!
         let written: Int
-        if protfs_fuse_is_writeback(fi) != 0 {
+        if let sealed = handle.sealed {
+          try fs.decideIO(handle)
+          var bytes = [UInt8](repeating: 0, count: protfs_fuse_buffers_size(buffers))
+          let copied = bytes.withUnsafeMutableBytes { protfs_fuse_write_to_memory(buffers, $0.baseAddress, $0.count) }
+          if copied < 0 { throw Errno(Int32(-copied)) }
+          try sealed.writeOrEIO(Array(bytes[..<copied]), at: Int(offset))
+          bytes.withUnsafeMutableBytes { if let base = $0.baseAddress { explicit_bzero(base, $0.count) } }
+          written = copied
+        } else if protfs_fuse_is_writeback(fi) != 0 {
           // Pages written back were taken by write(2) while the daemon allowed it (a later write
           // is refused at its attributes, in getattr): refusing them now would lose what the app
           // was told it wrote.

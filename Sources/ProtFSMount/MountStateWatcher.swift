@@ -19,6 +19,7 @@ enum MountStateWatcher {
       return
     }
     let first = fs.protectionState()
+    fs.seal?.apply(first)
     fs.appliedState.withLock { $0 = first }
     Thread.detachNewThread {
       var last = first
@@ -27,6 +28,7 @@ enum MountStateWatcher {
         let now = fs.protectionState()
         guard now != last else { continue }
         last = now
+        fs.seal?.apply(now)
         fs.invalidateProtectedFiles()
         fs.appliedState.withLock { $0 = now }
       }

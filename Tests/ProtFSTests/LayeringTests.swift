@@ -154,7 +154,7 @@ struct LayeringTests {
     }
     let features = [
       "ProtFSLock", "ProtFSCache", "ProtFSDownloads", "ProtFSAudit", "ProtFSFoundation", "ProtFSMount", "ProtFSApp",
-      "ProtFSBackup", "ProtFSAppBundle", "ProtFSSeal",
+      "ProtFSBackup", "ProtFSAppBundle",
     ]
     for feature in features {
       #expect(Self.allowed[feature]!.isDisjoint(with: features), "\(feature) imports another feature")

@@ -4,7 +4,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 . benchmarks/lib.sh
-bash scripts/setup.sh
+bash scripts/setup.sh --test
 bash scripts/build.sh >/dev/null
 protfs=$PWD/.build/release/protfs
 dirs=${DIRS:-200} files=${FILES:-500} runs=${RUNS:-7}

@@ -7,7 +7,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 . benchmarks/lib.sh
-bash scripts/setup.sh
+bash scripts/setup.sh --test
 bash scripts/build.sh >/dev/null
 protfs=$PWD/.build/release/protfs
 files=${FILES:-100000} runs=${RUNS:-5}

@@ -14,7 +14,7 @@ ROUNDS=${ROUNDS:-5}
 DIRS=${DIRS:-200}
 FILES=${FILES:-500}
 
-bash scripts/setup.sh
+bash scripts/setup.sh --test
 BIN=$(bash scripts/build.sh)
 WORK="$(mktemp -d "${TMPDIR:-/tmp}/protfs-bench-XXXXXX")"
 trap 'forget_tree "$WORK"' EXIT

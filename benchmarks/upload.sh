@@ -148,7 +148,7 @@ for case in $CASES; do
     echo "== A file system that clones (XFS, reflink=1, on a loop device): protfs vs curl -T; target <= 1.2x"
     XFS_REASON=""
     if ! command -v mkfs.xfs >/dev/null; then
-      XFS_REASON="mkfs.xfs is not installed (scripts/setup.sh installs xfsprogs)"
+      XFS_REASON="mkfs.xfs is not installed (scripts/setup.sh --test installs xfsprogs)"
     elif [ "$(id -u)" != 0 ]; then
       XFS_REASON="making a loop device needs root"
     else

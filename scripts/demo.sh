@@ -3,7 +3,7 @@
 #
 #   sudo bash scripts/demo.sh [--detailed]
 #
-# Installs what is missing (scripts/setup.sh), builds protfs and the example apps of Examples/ for
+# Installs what is missing (scripts/setup.sh --demo), builds protfs and the example apps of Examples/ for
 # release (scripts/build.sh), then plays the story with those apps, each ported from iOS by its
 # imports alone, against a throttled web server on loopback (127.0.0.1, stopped at the end). The
 # device lives in a temporary directory and is mounted (`protfs mount`), so that every refusal
@@ -54,7 +54,7 @@ apps=(ForgetfulApp BackgroundRunner BackgroundDownloader UploadSession FetchDown
 if [ -n "${PROTFS_BUILD:-}" ]; then
   build=$PROTFS_BUILD
 else
-  bash scripts/setup.sh
+  bash scripts/setup.sh --demo
   build=$(dirname "$(bash scripts/build.sh protfs "${apps[@]}")")
 fi
 for program in protfs "${apps[@]}"; do

@@ -61,7 +61,7 @@ cleanup() {
 trap cleanup EXIT
 trap 'cleanup; exit 130' INT TERM
 
-bash "$repo/scripts/setup.sh"
+bash "$repo/scripts/setup.sh" --test
 git clone --quiet --no-local "$repo" "$work/protfs"
 commit=$(git -C "$work/protfs" rev-parse --short HEAD)
 echo "soak: commit $commit, $runs run(s), width $width, $load spinner(s), in $work" >&2

@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
-# Installs what is missing, then runs the whole test suite. `.ci/run` calls this same script.
+# Installs what is missing (`scripts/setup.sh --test`), then runs the whole test suite. `.ci/run`
+# calls this same script.
 # Run as root: the tests mount scratch filesystems (ramfs, tmpfs) and run programs as other users.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-bash scripts/setup.sh
+bash scripts/setup.sh --test
 swift build --build-tests
 # The tests wait for programs off Swift's thread pool, so a test that waits lets the next one start:
 # without a bound every test of the suite would be under way at once, each with its servers and

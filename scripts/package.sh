@@ -14,6 +14,14 @@
 # from Sources/ProtFS/Support/ProtFSVersion.swift). Depends is worked out from the binary on this
 # machine, so the package is for this Debian release and architecture: dpkg-shlibdeps for the
 # libraries it links, plus what it loads or runs by name (libcurl, fusermount3).
+#
+# The Maintainer (of the control file and of the package's changelog, usr/share/doc/protfs/
+# changelog.gz) is whoever builds it, named as Debian's tools name them: $DEBFULLNAME and
+# $DEBEMAIL (DEBEMAIL may also be "Name <address>", as dch reads it). Without them it is
+# "protfs developers <protfs@developers.invalid>": a local build, with no address to write to
+# (.invalid is the top-level domain reserved for names that must not resolve). The
+# changelog's date is the commit's (reproducible), or now outside a git clone. PackageTests checks
+# the package with lintian: no error, no warning.
 set -euo pipefail
 repo=$(cd "$(dirname "$0")/.." && pwd)
 
@@ -51,6 +59,15 @@ if [ "$version" != "$source_version" ]; then
   exit 1
 fi
 arch=$(dpkg --print-architecture)
+
+maintainer="protfs developers <protfs@developers.invalid>"
+if [[ ${DEBEMAIL:-} == *"<"*">"* ]]; then
+  maintainer=$DEBEMAIL
+elif [ -n "${DEBEMAIL:-}" ]; then
+  maintainer="${DEBFULLNAME:-protfs developers} <$DEBEMAIL>"
+fi
+date=$(date -R -d "@$(git -C "$repo" log -1 --format=%ct 2>/dev/null || date +%s)")
+commit=$(git -C "$repo" rev-parse --short HEAD 2>/dev/null) || commit=""
 
 # names FILE: the paths dpkg may know FILE by. With merged /usr, a package shipped it under /lib/...
 # or /usr/lib/..., whichever ldd shows.
@@ -93,10 +110,20 @@ chmod 0755 "$stage"
 # Debian's packages ship stripped binaries: the symbol table is a quarter of protfs's size.
 strip --strip-unneeded --remove-section=.comment "$stage/usr/bin/protfs"
 
-# What Debian expects of a package's files: compressed manual pages and a copyright file in the
-# machine-readable format, pointing at Debian's copy of the license instead of a second one.
+# What Debian expects of a package's files: compressed manual pages, a changelog in Debian's
+# format (for a native package, changelog.gz; the changes themselves are in CHANGELOG.md), and a
+# copyright file in the machine-readable format, pointing at Debian's copy of the license instead
+# of a second one.
 gzip -9n "$stage"/usr/share/man/man1/*.1
 rm "$stage/usr/share/doc/protfs/LICENSE"
+{
+  echo "protfs ($version) unstable; urgency=medium"
+  echo
+  echo "  * protfs $version${commit:+, built from commit $commit}. What each version changed is in"
+  echo "    /usr/share/doc/protfs/CHANGELOG.md."
+  echo
+  echo " -- $maintainer  $date"
+} | gzip -9n >"$stage/usr/share/doc/protfs/changelog.gz"
 cat >"$stage/usr/share/doc/protfs/copyright" <<'TEXT'
 Format: https://www.debian.org/doc/packaging-manuals/copyright-format/1.0/
 Upstream-Name: protfs
@@ -141,7 +168,7 @@ cat >"$stage/DEBIAN/control" <<TEXT
 Package: protfs
 Version: $version
 Architecture: $arch
-Maintainer: protfs maintainers <maintainers@users.noreply.a-seed-d3d65459.example>
+Maintainer: $maintainer
 Installed-Size: $(du -sk --exclude=DEBIAN "$stage" | cut -f1)
 Depends: $depends
 Section: utils

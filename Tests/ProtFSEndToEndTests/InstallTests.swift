@@ -90,7 +90,57 @@ import Testing
 
     let uninstalled = try await Self.script("install.sh", ["--prefix", prefix, "--uninstall"])
     #expect(uninstalled.status == 0 && uninstalled.stdout == "install.sh: removed protfs from \(prefix)\n")
-    #expect(Self.files(below: prefix).isEmpty, "\(Self.files(below: prefix))")
+    // The install made the prefix and every directory in it: none is left behind, empty.
+    #expect(!FileManager.default.fileExists(atPath: prefix), "\(Self.files(below: t.directory))")
+    let nothing = try await Self.script("install.sh", ["--prefix", prefix, "--uninstall"])
+    #expect(
+      nothing.status == 0 && nothing.stdout == "install.sh: nothing to remove: no protfs is installed in \(prefix)\n",
+      "\(nothing)")
+    #expect(!FileManager.default.fileExists(atPath: prefix))
+  }
+
+  @Test func anUninstallRemovesOnlyTheDirectoriesTheInstallMade() async throws {
+    let t = try TestDevice(containers: [])
+    // A prefix as /usr/local is: bin and share/man there before, empty, and a page of another tool.
+    let prefix = t.directory + "/local"
+    for directory in ["bin", "share/man/man1", "share/doc"] {
+      try FileManager.default.createDirectory(
+        atPath: prefix + "/" + directory, withIntermediateDirectories: true)
+    }
+    try Data("other".utf8).write(to: URL(fileURLWithPath: prefix + "/share/man/man1/other.1"))
+    let installed = try await Self.script("install.sh", ["--prefix", prefix, "--binary", Protfs.binary])
+    #expect(installed.status == 0, "\(installed)")
+    // Installed again (an upgrade): the directories the first install made are still its own.
+    let upgraded = try await Self.script("install.sh", ["--prefix", prefix, "--binary", Protfs.binary])
+    #expect(upgraded.status == 0, "\(upgraded)")
+    let uninstalled = try await Self.script("install.sh", ["--prefix", prefix, "--uninstall"])
+    #expect(uninstalled.status == 0 && uninstalled.stdout == "install.sh: removed protfs from \(prefix)\n")
+    var left: [String] = []
+    let walker = FileManager.default.enumerator(atPath: prefix)
+    while let relative = walker?.nextObject() as? String { left.append(relative) }
+    #expect(
+      left.sorted() == ["bin", "share", "share/doc", "share/man", "share/man/man1", "share/man/man1/other.1"],
+      "\(left.sorted())")
+  }
+
+  @Test func underTheUsrPrefixTheZshCompletionGoesWhereDebiansZshLooks() async throws {
+    let t = try TestDevice(containers: [])
+    let stage = t.directory + "/stage"
+    let staged = try await Self.script(
+      "install.sh", ["--destdir", stage, "--prefix", "/usr", "--binary", Protfs.binary])
+    #expect(staged.status == 0, "\(staged)")
+    let files = Self.files(below: stage)
+    #expect(files.contains("usr/share/zsh/vendor-completions/_protfs"), "\(files)")
+    #expect(!files.contains { $0.hasPrefix("usr/share/zsh/site-functions") }, "\(files)")
+    #expect(!files.contains { $0.hasPrefix("usr/share/protfs/.") }, "no install record in a package: \(files)")
+    // zsh's own fpath, before any startup file: Debian's zsh reads /usr/share/zsh/vendor-completions,
+    // and /usr/local/share/zsh/site-functions for the default prefix.
+    let fpath = try await Protfs.runProgram("/usr/bin/zsh", ["-f", "-c", "print -l $fpath"])
+    let directories = fpath.stdout.split(separator: "\n")
+    #expect(
+      directories.contains("/usr/share/zsh/vendor-completions")
+        && directories.contains("/usr/local/share/zsh/site-functions")
+        && !directories.contains("/usr/share/zsh/site-functions"), "\(fpath)")
   }
 
   @Test func eachShellLoadsTheInstalledCompletionAsItLoadsAnyOther() async throws {
@@ -209,7 +259,8 @@ import Testing
       #expect(refused.status == 1 && refused.stderr.contains("libraries no Debian package provides"), "\(refused)")
     }
     let packaged = try await InstallTests.script(
-      "package.sh", ["--binary", Protfs.binary, "--output", output, "--toolchain-runtime"])
+      "package.sh", ["--binary", Protfs.binary, "--output", output, "--toolchain-runtime"],
+      environment: ["DEBEMAIL": "", "DEBFULLNAME": ""])
     let arch = try await Protfs.runProgram("/usr/bin/dpkg", ["--print-architecture"]).output
     let deb = output + "/protfs_\(version)_\(arch).deb"
     #expect(packaged.status == 0 && packaged.stdout == deb + "\n", "\(packaged)")
@@ -217,6 +268,8 @@ import Testing
     let info = try await Protfs.runProgram("/usr/bin/dpkg-deb", ["--info", deb])
     #expect(info.status == 0 && info.stdout.contains(" Package: protfs\n"), "\(info)")
     #expect(info.stdout.contains(" Version: \(version)\n") && info.stdout.contains(" Architecture: \(arch)\n"))
+    // Whoever builds it, by Debian's variables; without them, a local build's name.
+    #expect(info.stdout.contains(" Maintainer: protfs developers <protfs@developers.invalid>\n"), "\(info)")
     let dependsLine = info.stdout.split(separator: "\n").first { $0.hasPrefix(" Depends: ") } ?? ""
     let depends = dependsLine.dropFirst(" Depends: ".count).split(separator: ",").map {
       String($0.trimmingCharacters(in: .whitespaces).prefix { $0 != " " })
@@ -234,13 +287,37 @@ import Testing
     let paths = Set(entries.compactMap { $0.split(separator: " ").last.map(String.init) })
     for path in [
       "./usr/bin/protfs", "./usr/share/man/man1/protfs.1.gz", "./usr/share/man/man1/protfs-app-launch.1.gz",
-      "./usr/share/bash-completion/completions/protfs", "./usr/share/zsh/site-functions/_protfs",
+      "./usr/share/bash-completion/completions/protfs", "./usr/share/zsh/vendor-completions/_protfs",
       "./usr/share/fish/vendor_completions.d/protfs.fish", "./usr/share/protfs/default.policy",
       "./usr/share/protfs/strict.policy", "./usr/share/protfs/background-downloads.policy",
-      "./usr/share/doc/protfs/copyright",
+      "./usr/share/doc/protfs/copyright", "./usr/share/doc/protfs/changelog.gz",
     ] {
       #expect(paths.contains(path), "\(path) in the package")
     }
+
+    // Lintian, as Debian checks a package: no error and no warning. The debug build's RUNPATH to
+    // the toolchain's runtime is what --toolchain-runtime asks for; a release build has none.
+    var lintianArguments = ["--display-level", ">=warning", "--fail-on", "error,warning"]
+    if linked.stdout.contains("libswiftCore.so") {
+      lintianArguments += ["--suppress-tags", "custom-library-search-path"]
+    }
+    let lintian = try await Protfs.runProgram("/usr/bin/lintian", lintianArguments + [deb])
+    let findings = lintian.stdout.split(separator: "\n").filter { $0.hasPrefix("E: ") || $0.hasPrefix("W: ") }
+    #expect(lintian.status == 0 && findings.isEmpty, "\(lintian)")
+    let changelog = try await Protfs.runProgram(
+      "/bin/sh", ["-c", "dpkg-deb --fsys-tarfile \"$0\" | tar -xO ./usr/share/doc/protfs/changelog.gz | gzip -dc", deb])
+    #expect(
+      changelog.status == 0 && changelog.stdout.hasPrefix("protfs (\(version)) unstable; urgency=medium\n")
+        && changelog.stdout.contains("\n -- protfs developers <protfs@developers.invalid>  "), "\(changelog)")
+
+    // $DEBEMAIL and $DEBFULLNAME name the maintainer, as dch reads them.
+    let named = try await InstallTests.script(
+      "package.sh", ["--binary", Protfs.binary, "--output", t.directory + "/named", "--toolchain-runtime"],
+      environment: ["DEBEMAIL": "jane@example.org", "DEBFULLNAME": "Jane Doe"])
+    #expect(named.status == 0, "\(named)")
+    let namedInfo = try await Protfs.runProgram(
+      "/usr/bin/dpkg-deb", ["--field", named.stdout.trimmingCharacters(in: .newlines), "Maintainer"])
+    #expect(namedInfo.stdout == "Jane Doe <jane@example.org>\n", "\(namedInfo)")
 
     // Unpacked, the binary runs, finds its policies in usr/share/protfs and its pages render.
     let unpacked = t.directory + "/unpacked"

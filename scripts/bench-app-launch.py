@@ -59,7 +59,7 @@ def first_line(command, env, stream, graceful=False):
 
 
 def main():
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(prog="python3 scripts/bench-app-launch.py", description=__doc__.split("\n\n")[0])
     parser.add_argument("--rounds", type=int, default=15, help="alternating rounds (default 15)")
     parser.add_argument("--build", default=".build/debug", help="the build directory (default .build/debug)")
     parser.add_argument("--no-prewarm", action="store_true", help="leave out the prewarmed launches")

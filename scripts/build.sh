@@ -8,6 +8,12 @@
 # without binding the shared libraries' symbols at every launch, which a CLI run thousands of
 # times pays each time. The benchmarks and the demo use this build.
 set -euo pipefail
+for argument in "$@"; do
+  case "$argument" in
+    -h | --help) sed -n '2,/^set -euo/{/^set -euo/d;s/^# \{0,1\}//;p}' "$0"; exit 0 ;;
+    -*) echo "Error: unknown option '$argument'" >&2; echo "Usage: bash scripts/build.sh [PRODUCT...]" >&2; exit 64 ;;
+  esac
+done
 cd "$(dirname "$0")/.."
 flags=(-c release --static-swift-stdlib)
 for product in "${@:-protfs}"; do

@@ -5,6 +5,12 @@
 # Usage: scripts/ci-audit.sh PATH-TO-PROTFS [REPORT-DIR]
 # REPORT-DIR (default: a temporary directory) receives audit.sarif and audit.junit.xml for CI artifacts.
 set -euo pipefail
+for argument in "$@"; do
+  case "$argument" in
+    -h | --help) sed -n '2,/^set -euo/{/^set -euo/d;s/^# \{0,1\}//;p}' "$0"; exit 0 ;;
+    -*) echo "Error: unknown option '$argument'" >&2; echo "Usage: scripts/ci-audit.sh PATH-TO-PROTFS [REPORT-DIR]" >&2; exit 64 ;;
+  esac
+done
 protfs=${1:?usage: scripts/ci-audit.sh PATH-TO-PROTFS [REPORT-DIR]}
 protfs=$(cd "$(dirname "$protfs")" && pwd)/$(basename "$protfs")
 repo=$(cd "$(dirname "$0")/.." && pwd)

@@ -4,6 +4,12 @@
 # CLIReferenceTests fails while docs/cli.md differs from what the binary prints.
 # Usage: bash scripts/cli-doc.sh [PROTFS-BINARY]   (default: .build/debug/protfs, built if missing)
 set -euo pipefail
+for argument in "$@"; do
+  case "$argument" in
+    -h | --help) sed -n '2,/^set -euo/{/^set -euo/d;s/^# \{0,1\}//;p}' "$0"; exit 0 ;;
+    -*) echo "Error: unknown option '$argument'" >&2; echo "Usage: bash scripts/cli-doc.sh [PROTFS-BINARY]" >&2; exit 64 ;;
+  esac
+done
 cd "$(dirname "$0")/.."
 protfs=${1:-.build/debug/protfs}
 if [ ! -x "$protfs" ] && [ $# -eq 0 ]; then swift build --product protfs >&2; fi

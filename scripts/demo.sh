@@ -42,7 +42,12 @@ for argument in "$@"; do
   case $argument in
     --detailed) detailed=true ;;
     -h | --help) sed -n '2,/^set -euo/{/^set -euo/d; s/^# \{0,1\}//; p}' "$0"; exit 0 ;;
-    *) echo "demo: unknown argument '$argument' (see bash scripts/demo.sh --help)" >&2; exit 64 ;;
+    *)
+      echo "Error: unknown argument '$argument'" >&2
+      echo "Usage: sudo bash scripts/demo.sh [--detailed]" >&2
+      echo "  See 'scripts/demo.sh --help'." >&2
+      exit 64
+      ;;
   esac
 done
 if [ "$(id -u)" != 0 ]; then

@@ -2,7 +2,14 @@
 # Regenerates Sources/ProtFSAudit/Policy/DefaultPolicyText.swift from Policies/default.policy, so that an
 # installed protfs carries its default policy. A test fails when the two differ: run this after
 # editing the policy.
+#
+#   bash scripts/embed-default-policy.sh
 set -euo pipefail
+case "${1:-}" in
+  -h | --help) sed -n '2,/^set -euo/{/^set -euo/d;s/^# \{0,1\}//;p}' "$0"; exit 0 ;;
+  "") ;;
+  *) echo "Error: unknown argument '$1'" >&2; echo "Usage: bash scripts/embed-default-policy.sh" >&2; exit 64 ;;
+esac
 cd "$(dirname "$0")/.."
 policy=Policies/default.policy
 out=Sources/ProtFSAudit/Policy/DefaultPolicyText.swift

@@ -28,12 +28,12 @@ beside the backup the tree as lists for its peer: OUT-DIR.dirs (the directories,
 and OUT-DIR.files (the files), one path a line relative to the container.
 """
 
+import argparse
 import hashlib
 import os
 import plistlib
 import sqlite3
 import struct
-import sys
 
 MTIME = 1_700_000_000
 
@@ -188,14 +188,25 @@ class Encryption:
 
 
 def main():
-    if len(sys.argv) < 2:
-        sys.exit(__doc__)
-    out = sys.argv[1]
-    if "--bulk" in sys.argv[2:]:
-        bulk(out, int(sys.argv[sys.argv.index("--bulk") + 1]))
+    summary, _, rest = __doc__.partition("\n\n")
+    description = rest.partition("\n\n")[2]
+    parser = argparse.ArgumentParser(
+        prog="make-backup.py", description=summary, epilog=description,
+        usage="python3 scripts/make-backup.py OUT-DIR [--encrypted [--password PASSWORD]]\n"
+        "       python3 scripts/make-backup.py OUT-DIR --bulk N",
+        formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("out", metavar="OUT-DIR", help="the backup folder to write (made if missing)")
+    parser.add_argument("--encrypted", action="store_true", help="encrypt the backup as iOS does")
+    parser.add_argument("--password", default="protfs test password",
+                        help='the password of an --encrypted backup (default "protfs test password")')
+    parser.add_argument("--bulk", type=int, metavar="N", help="write one app of N files instead (benchmarks)")
+    options = parser.parse_args()
+    if options.bulk is not None:
+        if options.bulk < 0:
+            parser.error(f"--bulk needs a count of files, not {options.bulk}")
+        bulk(options.out, options.bulk)
         return
-    encrypted = "--encrypted" in sys.argv[2:]
-    password = sys.argv[sys.argv.index("--password") + 1] if "--password" in sys.argv[2:] else "protfs test password"
+    out, encrypted, password = options.out, options.encrypted, options.password
     encryption = Encryption(password) if encrypted else None
     entries = list(ENTRIES)
     if encryption:

@@ -7,6 +7,12 @@
 #
 # Usage: scripts/release-check.sh PATH-TO-PROTFS
 set -euo pipefail
+for argument in "$@"; do
+  case "$argument" in
+    -h | --help) sed -n '2,/^set -euo/{/^set -euo/d;s/^# \{0,1\}//;p}' "$0"; exit 0 ;;
+    -*) echo "Error: unknown option '$argument'" >&2; echo "Usage: scripts/release-check.sh PATH-TO-PROTFS" >&2; exit 64 ;;
+  esac
+done
 protfs=${1:?usage: scripts/release-check.sh PATH-TO-PROTFS}
 protfs=$(cd "$(dirname "$protfs")" && pwd)/$(basename "$protfs")
 work=$(mktemp -d "${TMPDIR:-/tmp}/protfs-release-check.XXXXXX")

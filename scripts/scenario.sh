@@ -7,6 +7,11 @@
 # Run as root from the repository: bash scripts/scenario.sh. $PROTFS_BUILD=DIR takes the products
 # from DIR instead (ScenarioScriptTests gives it the build under test).
 set -euo pipefail
+case "${1:-}" in
+  -h | --help) sed -n '2,/^set -euo/{/^set -euo/d;s/^# \{0,1\}//;p}' "$0"; exit 0 ;;
+  "") ;;
+  *) echo "Error: unknown argument '$1'" >&2; echo "Usage: bash scripts/scenario.sh" >&2; exit 64 ;;
+esac
 cd "$(dirname "$0")/.."
 [ "$(id -u)" = 0 ] || { echo "scenario: run it as root (the apps run as the app user 501)" >&2; exit 64; }
 export PROTFS_BUILD=${PROTFS_BUILD:-$PWD/.build/debug}

@@ -23,6 +23,7 @@ usage() {
 positive() { [[ $1 =~ ^[0-9]+$ ]] && ((10#$1 > 0)); }
 
 [ $# -ge 1 ] || usage
+case $1 in -h | --help) sed -n '2,16p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;; esac
 runs=$1
 shift
 positive "$runs" || { echo "Error: the number of runs must be a positive integer, not '$runs'." >&2; usage; }

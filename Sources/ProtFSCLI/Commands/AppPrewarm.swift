@@ -217,7 +217,7 @@ package enum PrewarmedLaunch {
   private static func currentDirectory() -> String {
     var buffer = [CChar](repeating: 0, count: Int(PATH_MAX) + 1)
     guard getcwd(&buffer, buffer.count) != nil else { return "" }
-    return String(cString: buffer)
+    return String(decoding: buffer.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self)
   }
 
   /// The process's umask as `/proc/self/status` shows it (reading it with `umask(2)` would change it

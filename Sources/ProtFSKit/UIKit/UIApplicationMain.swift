@@ -54,7 +54,8 @@ public func UIApplicationMain(
 /// An instance of the delegate class `type`, with its `init()`: `UIResponder`'s is `required`, so
 /// its subclasses are made as Swift makes any class; a class that inherits from `NSObject` alone
 /// is made through its vtable, as UIKit makes it through the Objective-C runtime (`ObjectMaker`).
-private func makeDelegate(_ type: NSObject.Type) -> NSObject? {
+/// On the main actor, as `UIResponder` and UIKit's own making of the delegate are.
+@MainActor private func makeDelegate(_ type: NSObject.Type) -> NSObject? {
   if let responder = type as? UIResponder.Type { return responder.init() }
   return ObjectMaker.make(type)
 }

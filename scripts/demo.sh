@@ -235,7 +235,8 @@ show_log "$work/forgetful.log" "expiring"
 echo "exit status $status (killed by the system); crash report:"
 grep -hoE '"(terminationReason|reason)" *: *"[^"]*"' "$PROTFS_DEVICE"/.protfs/crash-reports/*.json | sort -r
 echo "(the app that ends its task in time is suspended instead, its timer logging the time left)"
-step protfs app launch com.example.app -- BackgroundRunner '&' ';' protfs app background com.example.app
+step protfs app launch com.example.app -- BackgroundRunner '&'
+step protfs app background com.example.app
 protfs app launch com.example.app --suspend-after 500ms -- "$work/apps/BackgroundRunner" >"$work/runner.log" 2>&1 &
 launch=$!
 wait_for "ready" "$work/runner.log" >/dev/null
@@ -307,7 +308,8 @@ wait "$launch" || true
 
 heading "5. The download outlives its killed app: the service relaunches it in the background"
 rm -f "$container/Documents/big.bin"
-step protfs app launch com.example.app -- BackgroundDownloader "$url/big.bin" '&' ';' kill -9 '<the app>'
+step protfs app launch com.example.app -- BackgroundDownloader "$url/big.bin" '&'
+step kill -9 '<the app>'
 protfs app launch com.example.app -- "$work/apps/BackgroundDownloader.sh" "$url/big.bin" >/dev/null 2>&1 &
 launch=$!
 wait_for '"didWriteData"' "$work/relaunch.log" >/dev/null

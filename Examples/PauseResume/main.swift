@@ -47,10 +47,16 @@ final class PauseResume: NSObject, URLSessionDownloadDelegate, @unchecked Sendab
     say(["event": "didResumeAtOffset", "task": downloadTask.taskIdentifier, "offset": fileOffset])
   }
 
+  /// Moves the file into Documents under the name of what was downloaded: `location` is the
+  /// session's temp file (`CFNetworkDownload_XXXXXX.tmp`), whose name is no document's.
   func urlSession(_ session: URLSession, downloadTask: URLSessionDownloadTask, didFinishDownloadingTo location: URL) {
     let documents = FileManager.default.urls(for: .documentDirectory, in: .userDomainMask).first
-    let destination = documents?.appendingPathComponent(location.lastPathComponent)
-    if let destination { try? FileManager.default.moveItem(at: location, to: destination) }
+    let name = downloadTask.originalRequest?.url?.lastPathComponent ?? "download"
+    let destination = documents?.appendingPathComponent(name)
+    if let destination {
+      try? FileManager.default.removeItem(at: destination)
+      try? FileManager.default.moveItem(at: location, to: destination)
+    }
     say(["event": "didFinishDownloadingTo", "task": downloadTask.taskIdentifier, "path": destination?.path ?? ""])
   }
 

@@ -81,8 +81,11 @@ import Testing
     #expect((offset ?? 0) > 0, "\(result.stdout)")
     let finished = lines.first { $0["event"] as? String == "didFinishDownloadingTo" }
     let path = try #require(finished?["path"] as? String, "\(result.stdout)")
-    #expect(path.hasPrefix(t.containerPath(app, "Documents")))
+    // Under the downloaded file's name: the session's temp name is no document's.
+    #expect(path == t.containerPath(app, "Documents/big.bin"), "\(result.stdout)")
     #expect(FileManager.default.contents(atPath: path) == Data(body))
+    let documents = try FileManager.default.contentsOfDirectory(atPath: t.containerPath(app, "Documents"))
+    #expect(!documents.contains { $0.hasPrefix("CFNetworkDownload_") }, "\(documents)")
     let codes = lines.filter { $0["event"] as? String == "didCompleteWithError" }.compactMap { $0["code"] as? Int }
     #expect(codes == [NSURLErrorCancelled, 0], "\(result.stdout)")
     #expect(server.requests.contains { $0.headers["range"] != nil }, "no request continued with Range")

@@ -346,7 +346,21 @@ public final class ProtectedFileManager: @unchecked Sendable {
 
   /// Runs `body`, turning its error into the `CocoaError` Foundation throws for a read or a write.
   private func cocoa<T>(writing: Bool, _ body: () throws(ProtFSError) -> T) throws -> T {
-    do { return try body() } catch { throw error.cocoaError(writing: writing) }
+    do { return try body() } catch { throw (whatIsMissing(for: error) ?? error).cocoaError(writing: writing) }
+  }
+
+  /// For a path not found because the device was never initialised, or because the app's container
+  /// was never made (`Device.createContainer(_:defaultClass:)`, `protfs init`), the error that says
+  /// so and how to fix it; nil for anything else, whose own error stands.
+  private func whatIsMissing(for error: ProtFSError) -> ProtFSError? {
+    guard error.code == .notFound, let path = error.path else { return nil }
+    do {
+      try device.requireInitialized()
+      if let container = device.containerContaining(try device.resolve(path)) { try container.requireExists() }
+    } catch {
+      return error
+    }
+    return nil
   }
 }
 

@@ -9,9 +9,12 @@ public struct LockStatus: Sendable, Codable {
   public var state: LockState
   /// When the device entered it.
   public var since: Date
-  /// Whether a passcode is set (data protection on).
+  /// Whether data protection is on: true on a new device, false after `protfs passcode remove`
+  /// (then every class stays available in every state).
+  public var dataProtection: Bool
+  /// Whether a passcode is set (with `protfs passcode set`), as `status` says it: unlock asks for it.
   public var passcode: Bool
-  /// Whether unlock asks for the passcode (one was set with `protfs passcode set`).
+  /// The same as `passcode`, under the name it had when `passcode` meant data protection on.
   public var passcodeRequired: Bool
   /// iOS's `isProtectedDataAvailable`.
   public var protectedDataAvailable: Bool
@@ -112,8 +115,9 @@ extension LockController {
     }
     let sorted = total.problems.sorted { $0.path < $1.path }
     var status = LockStatus(
-      state: record.state, since: record.since, passcode: record.passcodeEnabled,
-      passcodeRequired: record.passcodeHash != nil, protectedDataAvailable: state.isProtectedDataAvailable,
+      state: record.state, since: record.since, dataProtection: record.passcodeEnabled,
+      passcode: record.passcodeHash != nil, passcodeRequired: record.passcodeHash != nil,
+      protectedDataAvailable: state.isProtectedDataAvailable,
       userInactive: record.userInactive, failedAttempts: record.failedAttempts, retryAfter: record.retryAfter,
       classKeysUntil: record.state == .locked ? record.classKeysUntil : nil, interruptedTransition: journal?.operation,
       classes: classes,

@@ -213,11 +213,34 @@ let asNobody = ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups"]
     let object = try JSONSerialization.jsonObject(with: Data(json.stdout.utf8)) as? [String: Any]
     #expect(object?["state"] as? String == "locked")
     #expect(object?["protectedDataAvailable"] as? Bool == false)
-    #expect(object?["passcode"] as? Bool == true)
+    #expect(object?["dataProtection"] as? Bool == true)
     #expect((object?["classes"] as? [[String: Any]])?.count == 5)
     let text = try await d.protfs(["status"])
     #expect(text.stdout.contains("State:                     locked since"))
     #expect(text.stdout.contains("Inconsistencies:           none"))
+  }
+
+  /// The text's Passcode line and the JSON's passcode key agree: not set on a new device, set
+  /// after `passcode set`, and off (data protection too) after `passcode remove`.
+  @Test func statusTextAndJSONAgreeOnThePasscode() async throws {
+    let d = try LockDevice()
+    let cheap = ["PROTFS_PBKDF2_ITERATIONS": "1000"]
+    func both() async throws -> (text: String, passcode: Bool?, dataProtection: Bool?) {
+      let text = try await d.protfs(["status"]).stdout
+      let json = try await d.protfs(["status", "--json"]).stdout
+      let object = try JSONSerialization.jsonObject(with: Data(json.utf8)) as? [String: Any]
+      return (text, object?["passcode"] as? Bool, object?["dataProtection"] as? Bool)
+    }
+    let new = try await both()
+    #expect(new.text.contains("Passcode:                  not set") && new.passcode == false)
+    #expect(new.dataProtection == true)
+    try await d.protfs(["passcode", "set", "--passcode", "1234"], environment: cheap)
+    let set = try await both()
+    #expect(set.text.contains("Passcode:                  set") && set.passcode == true && set.dataProtection == true)
+    try await d.protfs(["passcode", "remove", "--current", "1234"], environment: cheap)
+    let removed = try await both()
+    #expect(removed.text.contains("Passcode:                  off") && removed.passcode == false)
+    #expect(removed.dataProtection == false)
   }
 
   @Test func aLockKeepsClassAForItsGraceAsIOSDoesAndAKilledWaiterIsMadeUpFor() async throws {

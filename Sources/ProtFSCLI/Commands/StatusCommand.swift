@@ -13,11 +13,12 @@ package enum StatusCommand {
       transition; running that transition again applies the table to them), saved-mode records
       protfs did not write, and files with more than one link, which lock leaves unchanged.
       Lists the device's active mounts (`protfs mount`).
-      With --json: an object with state, protectedDataAvailable, since, passcode (data
-      protection on), passcodeRequired (a passcode was set, so unlock asks for it), classes (each
-      with className and classRawValue, the keys ls and get-class use), inconsistencies (each
-      with path and problem), hardLinked and mounts. A new device has data protection on and no
-      passcode set: passcode true, passcodeRequired false.
+      With --json: an object with state, protectedDataAvailable, since, dataProtection (off after
+      passcode remove), passcode (a passcode was set, so unlock asks for it, as the text's
+      Passcode line says; passcodeRequired is the same, its older name), classes (each with
+      className and classRawValue, the keys ls and get-class use), inconsistencies (each with
+      path and problem), hardLinked and mounts. A new device has data protection on and no
+      passcode set: dataProtection true, passcode false.
       """,
     options: [CommonOptions.json],
     run: run
@@ -85,8 +86,8 @@ package enum StatusCommand {
   /// The passcode line: a new device has data protection on and no passcode that unlock asks for
   /// (docs/semantics.md §3); "on" would read as a passcode someone set.
   static func passcodeLine(_ status: LockStatus, _ spelling: CommandSpelling) -> String {
-    if !status.passcode { return "off (data protection inactive: every class stays available)" }
-    if status.passcodeRequired { return "set (unlock asks for it)" }
+    if !status.dataProtection { return "off (data protection inactive: every class stays available)" }
+    if status.passcode { return "set (unlock asks for it)" }
     return "not set (data protection on; unlock asks for none until \(spelling.command("passcode set")) sets one)"
   }
 

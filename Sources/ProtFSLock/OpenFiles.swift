@@ -49,15 +49,27 @@ extension LockController {
   public func openFilesStillReachable() throws(ProtFSError) -> [OpenFile] {
     let state = try record().protection
     guard !state.isProtectedDataAvailable else { return [] }
-    // A mount's daemon holds items for its clients, whose every read it decides itself.
+    // A mount's daemon holds items for its clients, whose every read it decides itself; another
+    // protfs (a lock, unlock or status walking the device meanwhile) holds each item only for as
+    // long as it inspects it, under the lock's rules.
     let daemons = Set(MountRegistry(device: device).records().map(\.pid))
+    let own = Self.executableIdentity("/proc/self/exe")
     return device.openFiles().filter { file in
-      guard !daemons.contains(file.pid), let path = try? device.resolve(file.path),
+      guard !daemons.contains(file.pid), own == nil || Self.executableIdentity("/proc/\(file.pid)/exe") != own,
+        let path = try? device.resolve(file.path),
         let cls = try? device.effectiveClass(of: path)
       else {
         return false
       }
       return !state.allows(cls.protectionClass, .openHandle)
     }
+  }
+
+  /// The device and inode of the executable `link` (`/proc/PID/exe`) names, or nil when it cannot
+  /// be read (the process ended, or is closed to this one).
+  private static func executableIdentity(_ link: String) -> [UInt64]? {
+    var status = stat()
+    guard case .success = valueOrErrno(.stat, { stat(link, &status) }) else { return nil }
+    return [UInt64(status.st_dev), UInt64(status.st_ino)]
   }
 }

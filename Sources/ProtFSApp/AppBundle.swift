@@ -279,7 +279,7 @@ public struct AppBundle: @unchecked Sendable {
       return try value.xml()
     } catch {
       throw ProtFSError(
-        .io, "Cannot write the Info.plist '\(path)': \((error as NSError).localizedDescription).", path: path)
+        .io, "Cannot write the Info.plist '\(path)': \(FailureReason.of(error)).", path: path)
     }
   }
 

@@ -27,7 +27,7 @@ public struct RemoteNotification: Sendable, Equatable {
       object = try JSONSerialization.jsonObject(with: payload)
     } catch {
       throw ProtFSError(
-        .malformed, "\(source) is not JSON: \((error as NSError).localizedDescription)",
+        .malformed, "\(source) is not JSON (\(FailureReason.of(error))).",
         remedy: .advice("give an APNs payload such as {\"aps\": {\"content-available\": 1}}"))
     }
     guard let dictionary = object as? [String: Any], let aps = dictionary["aps"] as? [String: Any] else {

@@ -322,7 +322,7 @@ struct HostedSessionSettings: Codable, Sendable {
     case .keyNotFound(let key, _): return "no '\(key.stringValue)'"
     case .typeMismatch(_, let context), .valueNotFound(_, let context):
       return "a wrong value at '\(context.codingPath.map(\.stringValue).joined(separator: "."))'"
-    default: return "\(error)"
+    default: return FailureReason.of(error)
     }
   }
 }

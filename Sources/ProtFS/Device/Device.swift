@@ -174,6 +174,7 @@ public struct Device: Sendable, Hashable {
         .permissionDenied, "Cannot read the state of the device '\(root)': permission denied.", path: stateDirectory,
         errno: EACCES, remedy: .runAsDeviceOwner)
     }
+    try requireDirectoryOrNothing()
     guard isInitialized else {
       throw ProtFSError(
         .notInitialized, "The device '\(root)' has not been initialised.", path: root,
@@ -185,12 +186,8 @@ public struct Device: Sendable, Hashable {
   ///
   /// Refuses a filesystem without user extended attributes before anything else is written.
   public func initialize() throws(ProtFSError) {
-    do {
-      try FileManager.default.createDirectory(atPath: root, withIntermediateDirectories: true)
-    } catch {
-      throw ProtFSError(
-        .io, "Cannot create the device directory '\(root)': \(Device.reason(error)).", path: root)
-    }
+    try requireDirectoryOrNothing()
+    try Device.makeDirectories(root)
     let top = try DirectoryHandle(path: root)
     try Device.checkExtendedAttributes(top)
     try top.makeDirectory(Device.stateDirectoryName, permissions: FilePermissions(rawValue: 0o700))
@@ -203,6 +200,36 @@ public struct Device: Sendable, Hashable {
     if (try? state.status(Device.markerName)) == nil {
       let marker = #"{"format":1,"kind":"protfs-device"}"# + "\n"
       try AtomicFile.write(Array(marker.utf8), named: Device.markerName, in: state)
+    }
+  }
+
+  /// Throws when the device's path names something other than a directory (a regular file, a
+  /// device node): neither `init` nor any other command can make a device of it.
+  public func requireDirectoryOrNothing() throws(ProtFSError) {
+    var status = stat()
+    guard case .success = valueOrErrno(.stat, { stat(root, &status) }), status.st_mode & S_IFMT != S_IFDIR else {
+      return
+    }
+    let kind = status.st_mode & S_IFMT == S_IFREG ? "a file" : "not a directory"
+    throw ProtFSError(
+      .invalidArgument, "The device path '\(root)' is \(kind), not a device directory.", path: root, errno: ENOTDIR,
+      remedy: .advice("give --device a directory, or a path that does not exist yet, which init makes"))
+  }
+
+  /// Makes the directory `path` and its missing parents (`mkdir -p`), with strerror(3)'s words
+  /// when one cannot be made: a parent that is a file, or one the caller may not write.
+  private static func makeDirectories(_ path: String) throws(ProtFSError) {
+    var status = stat()
+    switch valueOrErrno(.stat, { stat(path, &status) }) {
+    case .success: return
+    case .failure(let error) where error == .noSuchFile:
+      let parent = (path as NSString).deletingLastPathComponent
+      if !parent.isEmpty, parent != path { try makeDirectories(parent) }
+      switch valueOrErrno(.mkdir, { mkdir(path, 0o755) }) {
+      case .success, .failure(.exists): return
+      case .failure(let error): throw ProtFSError.system("create the device directory", path: path, errno: error)
+      }
+    case .failure(let error): throw ProtFSError.system("create the device directory", path: path, errno: error)
     }
   }
 
@@ -224,14 +251,8 @@ public struct Device: Sendable, Hashable {
     }
   }
 
-  package static func reason(_ error: any Error) -> String {
-    if let underlying = (error as NSError).userInfo[NSUnderlyingErrorKey] as? NSError,
-      underlying.domain == NSPOSIXErrorDomain
-    {
-      return String(cString: strerror(Int32(underlying.code)))
-    }
-    return (error as NSError).localizedDescription
-  }
+  /// Why a Foundation call failed, in protfs's words (`FailureReason`).
+  package static func reason(_ error: any Error) -> String { FailureReason.of(error) }
 
   // MARK: Walking
 

@@ -1,4 +1,5 @@
 import Foundation
+import ProtFSSystem
 
 /// Reads a property list someone else wrote (a backup's `Manifest.plist`, an app's `Info.plist`,
 /// an entitlements file) within bounds, before PropertyListSerialization sees it.
@@ -55,7 +56,7 @@ package enum BoundedPropertyList {
     do {
       return .success(try PropertyListSerialization.propertyList(from: Data(bytes), options: [], format: nil))
     } catch {
-      return .failure(Refusal(reason: (error as NSError).localizedDescription))
+      return .failure(Refusal(reason: FailureReason.of(error)))
     }
   }
 

@@ -94,7 +94,7 @@ package enum ProtFSCommandLine {
       if let message = error.message { Console.err("Error: \(message)") }
       return error.code
     } catch {
-      Console.err("Error: \(error.localizedDescription)")
+      Console.err("Error: \(FailureReason.of(error)).")
       return 1
     }
   }

@@ -165,7 +165,7 @@ package enum UploadCommand {
     do {
       try body.write(to: URL(fileURLWithPath: file))
     } catch {
-      throw ProtFSError(.io, "Cannot write the response to '\(file)': \(error.localizedDescription).", path: file)
+      throw ProtFSError(.io, "Cannot write the response to '\(file)': \(FailureReason.of(error)).", path: file)
     }
   }
 }

@@ -140,7 +140,7 @@ public struct PlainDownloadFileSystem: DownloadFileSystem {
         try FileManager.default.createDirectory(atPath: path, withIntermediateDirectories: true)
       } catch {
         throw ProtFSError(
-          .io, "Cannot create the directory '\(path)': \(error.localizedDescription).", path: path)
+          .io, "Cannot create the directory '\(path)': \(FailureReason.of(error)).", path: path)
       }
     }
     return try DirectoryHandle(path: path)

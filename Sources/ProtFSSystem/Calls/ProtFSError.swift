@@ -271,3 +271,43 @@ public struct Remedy: Sendable, Hashable, Codable {
     try container.encode(advice, forKey: .advice)
   }
 }
+
+/// Why a Foundation call failed, in protfs's words: strerror(3)'s text for a POSIX error, and
+/// a short phrase for a Cocoa one, never Foundation's own sentences ("The operation could not be
+/// completed.") nor their closing period, so that a message can end it with its own.
+package enum FailureReason {
+  /// The reason `error` gives, as a phrase to follow a colon.
+  package static func of(_ error: any Error) -> String {
+    let error = error as NSError
+    if let underlying = error.userInfo[NSUnderlyingErrorKey] as? NSError, underlying.domain == NSPOSIXErrorDomain {
+      return String(cString: strerror(Int32(underlying.code)))
+    }
+    if error.domain == NSPOSIXErrorDomain { return String(cString: strerror(Int32(error.code))) }
+    if error.domain == NSCocoaErrorDomain, let errno = posixCode(ofCocoa: error.code) {
+      return String(cString: strerror(errno))
+    }
+    if error.domain == NSCocoaErrorDomain, (3840...3851).contains(error.code) || error.code == 4864 {
+      return "malformed data"
+    }
+    var text = error.localizedDescription
+    while text.hasSuffix(".") { text.removeLast() }
+    for lead in ["The operation could not be completed. ", "The operation couldn’t be completed. "]
+    where text.hasPrefix(lead) {
+      text.removeFirst(lead.count)
+    }
+    return text
+  }
+
+  /// The errno a Cocoa file error stands for (CocoaError's file codes), or nil.
+  private static func posixCode(ofCocoa code: Int) -> Int32? {
+    switch code {
+    case CocoaError.fileNoSuchFile.rawValue, CocoaError.fileReadNoSuchFile.rawValue: ENOENT
+    case CocoaError.fileWriteFileExists.rawValue: EEXIST
+    case CocoaError.fileReadNoPermission.rawValue, CocoaError.fileWriteNoPermission.rawValue: EACCES
+    case CocoaError.fileWriteOutOfSpace.rawValue: ENOSPC
+    case CocoaError.fileWriteVolumeReadOnly.rawValue: EROFS
+    case CocoaError.fileReadTooLarge.rawValue: EFBIG
+    default: nil
+    }
+  }
+}

@@ -94,6 +94,26 @@ public enum Confinement {
     }
   }
 
+  /// The first directory from `/` down to `device`'s root that `user` may not search, by its
+  /// permission bits (ACLs aside), as the error `protfs exec` would fail with; nil when every
+  /// one lets the user through, or when this process cannot assume the user (it then runs
+  /// programs as itself). `init` warns with it, before exec or an app launch meets it.
+  public static func unreachableDirectory(_ device: Device, user: AppUser = .standard) -> ProtFSError? {
+    guard AppUser.canAssume else { return nil }
+    var prefix = ""
+    for component in [""] + device.root.split(separator: "/").map(String.init) {
+      prefix += component.isEmpty ? "" : "/" + component
+      let path = prefix.isEmpty ? "/" : prefix
+      var status = stat()
+      guard case .success = valueOrErrno(.stat, { stat(path, &status) }) else { return nil }
+      let bit: mode_t = status.st_uid == user.uid ? 0o100 : status.st_gid == user.gid ? 0o010 : 0o001
+      if status.st_mode & bit == 0 {
+        return unreachable(device, path, Errno(EACCES, call: .stat), as: user)
+      }
+    }
+    return nil
+  }
+
   /// The error for a directory on the way to the device's containers that the app user cannot
   /// search.
   package static func unreachable(_ device: Device, _ prefix: String, _ reason: Errno, as user: AppUser)
@@ -105,11 +125,11 @@ public enum Confinement {
       ? " (mode 0\(String(status.st_mode & 0o7777, radix: 8)), owner \(status.st_uid):\(status.st_gid))" : ""
     return ProtFSError(
       .permissionDenied,
-      "The app user \(user) that protfs exec runs programs as cannot reach the device '\(device.root)': "
+      "The app user \(user) that protfs exec and app launch run programs as cannot reach the device '\(device.root)': "
         + "it may not enter '\(prefix)'\(detail): \(reason).",
       path: prefix, syscall: reason.call, errno: reason.rawValue,
       remedy: .advice(
-        "let other users through with `chmod o+x '\(prefix)'`, or keep the device where every user can reach it (for example under /srv)"
+        "keep the device where every user can reach it, with --device DIR or $PROTFS_DEVICE (for example under /srv), or let other users through with `chmod o+x '\(prefix)'`"
       ))
   }
 }

@@ -9,6 +9,32 @@ import Testing
 @Suite struct EverydayCLITests {
   static let app = "com.example.app"
 
+  /// The default device, under a home only its owner may enter (root's `/root` is 0700): init says
+  /// where it made it and warns that the app user cannot reach it; exec then names the directory
+  /// and the options that choose another device.
+  @Test func theDefaultDeviceIsNamedAndAnUnreachableOneIsWarnedOf() async throws {
+    let t = try TestDevice(initialize: false)
+    let home = t.directory + "/home"
+    #expect(mkdir(home, 0o700) == 0)
+    let environment = ["HOME": home]
+    let device = home + "/.local/share/protfs/device"
+    let made = try await Protfs.run(["init", Self.app], environment: environment)
+    #expect(made.status == 0, "\(made)")
+    #expect(made.stderr.contains("note: made the device '\(device)', the default; --device DIR or $PROTFS_DEVICE"))
+    let again = try await Protfs.run(["init", Self.app], environment: environment)
+    #expect(again.status == 0 && !again.stderr.contains("made the device"), "\(again)")
+    let named = try await Protfs.run(["--device", t.directory + "/other", "init", Self.app])
+    #expect(named.status == 0 && !named.stderr.contains("made the device"), "\(named)")
+    guard geteuid() == 0 else { return }
+    #expect(made.stderr.contains("warning: The app user 501:501"), "\(made)")
+    #expect(made.stderr.contains("may not enter '\(home)' (mode 0700"), "\(made)")
+    #expect(made.stderr.contains("--device DIR or $PROTFS_DEVICE"), "\(made)")
+    #expect(!named.stderr.contains("warning:"), "\(named)")
+    let exec = try await Protfs.run(["exec", "--", "true"], environment: environment)
+    #expect(exec.status == 1, "\(exec)")
+    #expect(exec.stderr.contains("may not enter '\(home)'") && exec.stderr.contains("--device DIR"), "\(exec)")
+  }
+
   /// A regular file given as the device: protfs's own sentence naming it, for init and status alike.
   @Test func aFileAsTheDeviceIsNamedInOurOwnWords() async throws {
     let t = try TestDevice(initialize: false)

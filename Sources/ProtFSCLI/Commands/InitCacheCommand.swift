@@ -27,7 +27,9 @@ package enum InitCacheCommand {
   package static func run(_ invocation: Invocation) throws -> Int32 {
     let bundleID = try invocation.bundleID(invocation.required(InitCommand.bundleID))
     let protectionClass = try invocation.value(Self.protectionClass).map(invocation.protectionClass) ?? .none
+    let wasInitialized = invocation.device.isInitialized
     let result = try invocation.device.initCache(bundleID, protectionClass: protectionClass)
+    InitCommand.noteDevice(invocation, made: !wasInitialized)
     if result.containerCreated {
       Console.err("Created container \(bundleID).")
       InitCommand.noteNearMiss(bundleID, on: invocation.device)

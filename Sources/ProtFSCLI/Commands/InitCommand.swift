@@ -1,5 +1,6 @@
 import ProtFS
 import ProtFSAppBundle
+import ProtFSLock
 
 /// `protfs init BUNDLE-ID`: creates an app container.
 package enum InitCommand {
@@ -70,8 +71,10 @@ package enum InitCommand {
       }
     }
     let device = invocation.device
+    let wasInitialized = device.isInitialized
     let result = try device.createContainer(bundleID, defaultClass: defaultClass)
     let container = device.container(bundleID)
+    noteDevice(invocation, made: !wasInitialized)
     if result.created {
       Console.err("Created container \(bundleID) (default class \(result.defaultClass.name)).")
       noteNearMiss(bundleID, on: device)
@@ -125,6 +128,23 @@ package enum InitCommand {
 
   /// Points out, after `bundleID`'s container was created, another container of `device` whose
   /// bundle id it is likely a misspelling of: creating is what a mistyped id does here.
+  /// Says where the device is when this command made it at the default path (which no option or
+  /// variable named), and warns when the app user could not reach it: `protfs exec` and
+  /// `app launch` would fail there.
+  static func noteDevice(_ invocation: Invocation, made: Bool) {
+    let device = invocation.device
+    let named =
+      !(invocation.value(CommonOptions.device) ?? "").isEmpty
+      || !(invocation.environment["PROTFS_DEVICE"] ?? "").isEmpty
+    if made && !named {
+      Console.err(
+        "note: made the device '\(device.root)', the default; --device DIR or $PROTFS_DEVICE names another.")
+    }
+    if let unreachable = Confinement.unreachableDirectory(device) {
+      Console.err("warning: \(invocation.describe(unreachable))")
+    }
+  }
+
   static func noteNearMiss(_ bundleID: BundleID, on device: Device) {
     guard let near = device.nearestContainer(to: bundleID) else { return }
     Console.err("note: the device also has the container \(near); did you mean that app?")

@@ -53,4 +53,19 @@ import Testing
     #expect(below.status == 1, "\(below)")
     #expect(below.stderr.contains("Cannot create the device directory '\(file)/device': Not a directory."), "\(below)")
   }
+
+  /// `help CMD --man` and `help --markdown CMD`, as `help --man CMD` is.
+  @Test func helpsFormatFlagsComeBeforeOrAfterTheCommand() async throws {
+    let manual = try await Protfs.run(["help", "--man", "lock"])
+    #expect(manual.status == 0 && manual.stdout.contains(".TH"), "\(manual)")
+    #expect(try await Protfs.run(["help", "lock", "--man"]).stdout == manual.stdout)
+    let markdown = try await Protfs.run(["help", "--markdown", "lock"])
+    #expect(markdown.status == 0 && markdown.stdout.hasPrefix("## protfs lock\n"), "\(markdown)")
+    #expect(try await Protfs.run(["help", "lock", "--markdown"]).stdout == markdown.stdout)
+    let nested = try await Protfs.run(["help", "app", "launch", "--markdown"])
+    #expect(nested.status == 0 && nested.stdout.hasPrefix("## protfs app launch\n"), "\(nested)")
+    #expect(try await Protfs.run(["help", "--markdown"]).stdout.hasPrefix("# Command reference"))
+    let both = try await Protfs.run(["help", "--man", "--markdown", "lock"])
+    #expect(both.status == 64 && both.stderr.contains("Give one of --man, --markdown"), "\(both)")
+  }
 }

@@ -21,6 +21,8 @@ package struct Parser {
     case commandList
     /// Print the command reference in Markdown, every visible command (`protfs help --markdown`).
     case markdownReference
+    /// Print the Markdown section of the last command of the chain (`protfs help --markdown CMD…`).
+    case markdownSection([Command])
   }
 
   /// Reads `words` (the command line without the program name); throws a `UsageError` for words
@@ -32,13 +34,26 @@ package struct Parser {
     // The positions of the positional words in `words`, so that each keeps its bytes.
     var positionals: [Int] = []
     var index = 0
-    // `protfs help CMD…` is `protfs CMD… --help`.
+    // `protfs help CMD…` is `protfs CMD… --help`; its format flags may come before or after CMD…
+    // (`help --man lock`, `help lock --man`).
     if words.first == "help" && root.subcommand(named: "help") == nil {
-      let rest = words.dropFirst()
-      if rest.first == "--man" { return .manual(try helpTarget(rest.dropFirst(), from: [root])) }
-      if rest.first == "--commands" && rest.count == 1 { return .commandList }
-      if rest.first == "--markdown" && rest.count == 1 { return .markdownReference }
-      return .help(try helpTarget(rest, from: [root]))
+      let formats = ["--man", "--markdown", "--commands"]
+      let given = words.dropFirst().filter(formats.contains)
+      let rest = words.dropFirst().filter { !formats.contains($0) }[...]
+      guard given.count <= 1 else {
+        throw UsageError(message: "Give one of --man, --markdown and --commands.", commandPath: [root.name])
+      }
+      switch given.first {
+      case "--man": return .manual(try helpTarget(rest, from: [root]))
+      case "--markdown":
+        return rest.isEmpty ? .markdownReference : .markdownSection(try helpTarget(rest, from: [root]))
+      case "--commands":
+        guard rest.isEmpty else {
+          throw UsageError(message: "'help --commands' lists every command; give no command.", commandPath: [root.name])
+        }
+        return .commandList
+      default: return .help(try helpTarget(rest, from: [root]))
+      }
     }
     while index < words.count {
       let word = words[index]

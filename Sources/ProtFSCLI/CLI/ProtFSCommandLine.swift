@@ -50,6 +50,9 @@ package enum ProtFSCommandLine {
       case .markdownReference:
         Console.out(CommandReference.markdown(), terminator: "")
         return 0
+      case .markdownSection(let chain):
+        Console.out(CommandReference.section(chain), terminator: "")
+        return 0
       case .run(let command, let invocation):
         spelling = invocation.spelling
         // Whatever the command, first finish a lock transition a crash interrupted (one stat when none

@@ -293,7 +293,7 @@ public struct LockController: Sendable {
       let seconds = Int(retryAfter.timeIntervalSince(now).rounded(.up))
       throw ProtFSError(
         .permissionDenied,
-        "The device '\(device.root)' refuses passcodes for \(seconds) more seconds after \(record.failedAttempts) wrong ones.",
+        "The device '\(device.root)' refuses passcodes for \(Counted.text(seconds, "more second")) after \(Counted.text(record.failedAttempts, "wrong one")).",
         errno: EPERM, remedy: .advice("wait, then try again"))
     }
     guard let passcode else {
@@ -310,7 +310,8 @@ public struct LockController: Sendable {
       throw PasscodeFailure(
         record: updated,
         error: ProtFSError(
-          .permissionDenied, "The passcode is wrong (\(updated.failedAttempts) failed attempts in a row).\(wait)",
+          .permissionDenied,
+          "The passcode is wrong (\(Counted.text(updated.failedAttempts, "failed attempt")) in a row).\(wait)",
           errno: EPERM, remedy: .advice("check the passcode and try again")))
     }
   }

@@ -20,6 +20,15 @@ import Testing
     return (t, backup)
   }
 
+  /// Counts of one read in the singular: "1 symlink", "1 entry of 1 domain" (issue 64).
+  @Test func theTextCountsOneInTheSingular() async throws {
+    let (t, backup) = try await make()
+    let result = try await Protfs.run(["--device", t.root, "import-backup", backup])
+    #expect(result.status == 0, "\(result)")
+    #expect(result.stdout.contains("Imported \(Self.app): 7 files, 3 directories, 1 symlink ("), "\(result)")
+    #expect(result.stdout.contains("Skipped 1 entry of 1 domain that is not an app container."), "\(result)")
+  }
+
   @Test func everyClassNumberSymlinkAndAbsentFileIsImportedAndNothingLeavesTheContainer() async throws {
     let (t, backup) = try await make()
     let result = try await Protfs.run(["--device", t.root, "import-backup", backup, "--json"])

@@ -37,7 +37,8 @@ final class ManualClock: Sendable {
     #expect(throws: ProtFSError.self) { try controller.unlock() }
     for attempt in 1...5 {
       let error = #expect(throws: ProtFSError.self) { try controller.unlock(passcode: "0000") }
-      #expect(error?.message.contains("\(attempt) failed attempts") == true)
+      let attempts = attempt == 1 ? "1 failed attempt in a row" : "\(attempt) failed attempts in a row"
+      #expect(error?.message.contains(attempts) == true, "\(String(describing: error))")
     }
     // Now even the right passcode is refused until the delay has passed.
     let refused = #expect(throws: ProtFSError.self) { try controller.unlock(passcode: "1234") }

@@ -87,7 +87,10 @@ package enum ImportBackupCommand {
       let classes = container.classes.sorted { $0.key < $1.key }.map { "\($0.value) \($0.key)" }
         .joined(separator: ", ")
       Console.out(
-        "Imported \(container.bundleID)\(container.replaced ? " (replaced)" : ""): \(container.files) files, \(container.directories) directories, \(container.symlinks) symlinks"
+        "Imported \(container.bundleID)\(container.replaced ? " (replaced)" : ""): "
+          + "\(Counted.text(container.files, "file")), "
+          + "\(Counted.text(container.directories, "directory", plural: "directories")), "
+          + "\(Counted.text(container.symlinks, "symlink"))"
           + (classes.isEmpty ? "" : " (\(classes))"))
       for missing in container.missingContents { Console.out("  no contents in the backup (sparse): \(missing)") }
       for refused in container.refusedContents { Console.out("  stored contents refused (sparse): \(refused)") }
@@ -102,7 +105,10 @@ package enum ImportBackupCommand {
     }
     if !report.skippedDomains.isEmpty {
       let total = report.skippedDomains.values.reduce(0, +)
-      Console.out("Skipped \(total) entries of \(report.skippedDomains.count) domains that are not app containers.")
+      let domains = Counted.text(report.skippedDomains.count, "domain")
+      Console.out(
+        "Skipped \(Counted.text(total, "entry", plural: "entries")) of \(domains) that \(report.skippedDomains.count == 1 ? "is not an app container" : "are not app containers")."
+      )
     }
     for problem in report.unreadable { Console.err("warning: unreadable manifest row: \(problem)") }
     if report.containers.isEmpty { Console.out("The backup holds no app container to import.") }

@@ -65,7 +65,7 @@ package enum StatusCommand {
     Console.out("")
     if status.uninspectable > 0 {
       Console.out(
-        "Not inspected:             \(status.uninspectable) items whose mode hides their attributes from uid \(geteuid()) (run as root)"
+        "Not inspected:             \(Counted.text(status.uninspectable, "item")) whose mode hides their attributes from uid \(geteuid()) (run as root)"
       )
     }
     if status.hardLinkedCount > 0 {

@@ -68,4 +68,18 @@ import Testing
     let both = try await Protfs.run(["help", "--man", "--markdown", "lock"])
     #expect(both.status == 64 && both.stderr.contains("Give one of --man, --markdown"), "\(both)")
   }
+
+  /// A passcode on the command line works, with a warning naming the ways other users cannot see.
+  @Test func aPasscodeOnTheCommandLineIsWarnedOf() async throws {
+    let t = try TestDevice(containers: [Self.app])
+    let cheap = ["PROTFS_PBKDF2_ITERATIONS": "1000"]
+    let set = try await Protfs.run(["--device", t.root, "passcode", "set", "--passcode", "1234"], environment: cheap)
+    #expect(set.status == 0, "\(set)")
+    #expect(set.stderr.contains("warning: --passcode puts the passcode where other users can read it (ps"), "\(set)")
+    #expect(set.stderr.contains("--passcode-file FILE (- for standard input), $PROTFS_PASSCODE or the prompt"))
+    #expect(try await Protfs.run(["--device", t.root, "lock", "--grace", "0"]).status == 0)
+    let unlock = try await Protfs.run(
+      ["--device", t.root, "unlock", "--passcode-file", "-"], environment: cheap, stdin: "1234\n")
+    #expect(unlock.status == 0 && !unlock.stderr.contains("warning"), "\(unlock)")
+  }
 }

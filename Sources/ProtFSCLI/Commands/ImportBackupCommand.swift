@@ -31,9 +31,11 @@ package enum ImportBackupCommand {
 
       An encrypted backup ("Encrypt local backup") is read with its password: from the first
       line of the file --password-file names (- reads standard input), or asked for on the
-      terminal. Its keybag is unlocked, Manifest.db decrypted (into staging) and each file with
-      its own key; a wrong password is one error, and nothing is written. Files whose contents
-      cannot be decrypted are made sparse and listed.
+      terminal; never on the command line, where other users see it in ps (the passcode commands
+      keep their --passcode for the scripts that give it, with a warning). Its keybag is
+      unlocked, Manifest.db decrypted (into staging) and each file with its own key; a wrong
+      password is one error, and nothing is written. Files whose contents cannot be decrypted are
+      made sparse and listed.
 
       The containers are built under .protfs/staging/ and renamed into place once all are
       complete, having first met the device's lock state as a lock would have left them (into a

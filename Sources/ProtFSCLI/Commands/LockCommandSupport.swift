@@ -25,11 +25,27 @@ extension Invocation {
     if value(option.code) != nil, value(option.file) != nil {
       throw usageError("Give --\(option.code.long) or --\(option.file.long), not both.")
     }
-    if let value = value(option.code) { return value }
+    if let value = value(option.code) {
+      // Kept for the scripts that give it, as import-backup has --password-file and no --password.
+      let ways =
+        ["--\(option.file.long) FILE (- for standard input)", "$\(option.environmentKey)"]
+        + (prompt == nil ? [] : ["the prompt"])
+      Console.err(
+        "warning: --\(option.code.long) puts the passcode where other users can read it (ps, /proc/PID/cmdline) while protfs starts; give it with \(ways.dropLast().joined(separator: ", ")) or \(ways.last!) instead."
+      )
+      return value
+    }
     if let path = value(option.file) { return try PasscodeFile.read(path, option: option.file.long) }
     if let value = environment[option.environmentKey] { return value }
     guard let prompt, isatty(STDIN_FILENO) == 1 else { return nil }
     return Terminal.readSecret(prompt)
+  }
+
+  /// Whether `passcode(option, prompt:)` would ask on the terminal: no option, no variable, and
+  /// standard input a terminal.
+  package func promptsFor(_ option: PasscodeOption) -> Bool {
+    value(option.code) == nil && value(option.file) == nil && environment[option.environmentKey] == nil
+      && isatty(STDIN_FILENO) == 1
   }
 
   /// Refuses two passcode options that would both read standard input.

@@ -10,7 +10,8 @@ package enum PasscodeCommand {
       A new device has data protection on and no passcode set: unlock asks for none. `passcode
       set` makes unlock ask for one (stored only as a salted PBKDF2-HMAC-SHA256 hash); `passcode remove` turns data
       protection off, so every class stays available in every state. Both need the device
-      unlocked, and the current passcode when one was set.
+      unlocked, and the current passcode when one was set. Typed at the prompt, the new passcode
+      is asked for twice, as passwd(1) does.
       """,
     subcommands: [
       Command(
@@ -40,11 +41,17 @@ package enum PasscodeCommand {
     try invocation.requireOneStandardInput([newPasscode, current])
     let controller = invocation.lockController
     let current = try currentPasscode(invocation, controller)
+    let prompts = invocation.promptsFor(newPasscode)
     guard
       let passcode = try invocation.passcode(newPasscode, prompt: "New passcode: ")
     else {
       throw invocation.usageError(
         "Give the new passcode with --passcode-file FILE, --passcode CODE or PROTFS_PASSCODE.")
+    }
+    // Typed unseen, it is typed twice, as passwd(1) asks.
+    if prompts, Terminal.readSecret("Retype new passcode: ") != passcode {
+      throw ExitStatus(
+        code: 1, message: "The passcodes typed do not match; the passcode is unchanged. Run passcode set again.")
     }
     try controller.setPasscode(passcode, current: current)
     Console.out("\(controller.device.root): passcode set; unlock now asks for it.")

@@ -57,6 +57,32 @@ import Testing
       ], "\(result)")
   }
 
+  /// Options whose values are a fixed set complete to those values, never to file names; a policy
+  /// to the installed names and files (issue 64).
+  @Test func bashCompletesTheValuesOfOptionsWithAFixedSet() async throws {
+    let t = try TestDevice(containers: [])
+    let script = try await Self.script("bash", in: t)
+    let empty = t.directory + "/empty"
+    #expect(mkdir(empty, 0o755) == 0)
+    try "".write(toFile: empty + "/strange.policy", atomically: false, encoding: .utf8)
+    let probe = """
+      source '\(script)'
+      cd '\(empty)'
+      t() { COMP_WORDS=("$@"); COMP_CWORD=$((${#COMP_WORDS[@]} - 1)); COMPREPLY=(); _protfs; echo "${COMPREPLY[*]}"; }
+      t protfs audit --format ''
+      t protfs audit --fail-on w
+      t protfs upload -X P
+      t protfs download --progress ''
+      t protfs audit --policy st
+      """
+    let result = try await Protfs.runProgram("/bin/bash", ["--norc", "-c", probe])
+    #expect(result.status == 0, "\(result)")
+    #expect(
+      result.stdout.split(separator: "\n", omittingEmptySubsequences: false).map(String.init) == [
+        "text json sarif junit", "warning", "PUT POST", "auto bar json none", "strange.policy strict", "",
+      ], "\(result)")
+  }
+
   @Test func fishCompletesFromItsOwnScript() async throws {
     let t = try TestDevice(containers: [])
     let script = try await Self.script("fish", in: t)
@@ -66,6 +92,11 @@ import Testing
     #expect(result.status == 0, "\(result)")
     #expect(result.stdout.hasPrefix("launch\tRun a program as the app"), "\(result)")
     #expect(result.stdout.contains("unless-open\n"), "\(result)")
+    let format = try await Protfs.runProgram(
+      "/usr/bin/fish", ["--no-config", "-c", "source '\(script)'; complete -C 'protfs audit --format '"],
+      currentDirectory: t.directory)
+    let values = Set(format.stdout.split(separator: "\n").map { String($0.prefix { $0 != "\t" }) })
+    #expect(values == ["text", "json", "sarif", "junit"], "\(format)")
   }
 
   @Test func zshLoadsTheScriptAndRegistersTheCompletion() async throws {

@@ -75,6 +75,11 @@ package struct Option: Sendable, Equatable {
   package var help: String
   /// Whether the option may be given more than once.
   package var repeatable: Bool = false
+  /// Whether the command needs it (shown without brackets in its usage; the command checks).
+  package var isRequired: Bool = false
+  /// The values it takes when they are a fixed set (`--format`), which shell completion offers
+  /// (a `file` option with choices offers file names too); empty for any value.
+  package var choices: [String] = []
 
   /// A flag (no value).
   package static func flag(_ long: String, short: Character? = nil, help: String) -> Option {
@@ -84,9 +89,11 @@ package struct Option: Sendable, Equatable {
   /// An option taking a value.
   package static func value(
     _ long: String, short: Character? = nil, _ valueName: String, help: String,
-    repeatable: Bool = false
+    repeatable: Bool = false, choices: [String] = [], isRequired: Bool = false
   ) -> Option {
-    Option(long: long, short: short, valueName: valueName, help: help, repeatable: repeatable)
+    Option(
+      long: long, short: short, valueName: valueName, help: help, repeatable: repeatable, isRequired: isRequired,
+      choices: choices)
   }
 
   /// Whether it is a flag (takes no value).

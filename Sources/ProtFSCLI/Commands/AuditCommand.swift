@@ -57,7 +57,7 @@ package enum AuditCommand {
   package static let policy = Option.value(
     "policy", "file",
     help: "A policy file or an installed policy's name; repeat to apply several (default: the built-in default).",
-    repeatable: true)
+    repeatable: true, choices: ["strict", "background-downloads", "default"])
   /// `--entitlements FILE`.
   package static let entitlements = Option.value(
     "entitlements", "file", help: "Compare each container's default class with this entitlements plist.")
@@ -65,13 +65,16 @@ package enum AuditCommand {
   package static let app = Option.value(
     "app", "app", help: "Check the app's container against what this .ipa or .app declares.")
   /// `--format FORMAT`.
-  package static let format = Option.value("format", "format", help: "text, json, sarif or junit (default: text).")
+  package static let format = Option.value(
+    "format", "format", help: "text, json, sarif or junit (default: text).",
+    choices: AuditFormat.allCases.map(\.rawValue))
   /// `--output FILE`, `-o`.
   package static let output = Option.value(
     "output", short: "o", "file", help: "Write the report to this file instead of standard output.")
   /// `--fail-on LEVEL`.
   package static let failOn = Option.value(
-    "fail-on", "level", help: "Exit 1 for findings at this level or above: error, warning or note (default: error).")
+    "fail-on", "level", help: "Exit 1 for findings at this level or above: error, warning or note (default: error).",
+    choices: AuditLevel.allCases.reversed().map(\.rawValue))
   /// `--sarif-root DIR`.
   package static let sarifRoot = Option.value(
     "sarif-root", "dir",

@@ -99,6 +99,17 @@ package enum CompletionCommand {
 
         """
     }
+    // Values of a fixed set (`audit --format`), per command: another command's option of the same
+    // name may take others.
+    var choices = ""
+    for node in all {
+      for option in options(of: node) where !option.choices.isEmpty {
+        let offer = "COMPREPLY+=($(compgen -W \"\(option.choices.joined(separator: " "))\" -- \"$cur\"))"
+        let files = kind(of: option) == .file ? "_protfs_paths -f; " : "COMPREPLY=(); "
+        let keys = words(option).map { "\"\(node.path.joined(separator: " ")) \($0)\"" }.joined(separator: "|")
+        choices += "    \(keys)) \(files)\(offer); return ;;\n"
+      }
+    }
     var values = ""
     let grouped = Dictionary(grouping: all.flatMap { options(of: $0) }.filter { !$0.isFlag }, by: kind(of:))
     for (kind, group) in grouped.sorted(by: { $0.key.rawValue < $1.key.rawValue }) where kind != .none {
@@ -159,6 +170,8 @@ package enum CompletionCommand {
             *) positional=$((positional + 1)) ;;
           esac
         done
+        case "$path $prev" in
+      \(choices)  esac
         case "$prev" in
       \(values)  esac
         _protfs_node "$path"
@@ -226,7 +239,12 @@ package enum CompletionCommand {
       for option in options(of: node) {
         var line = "complete -c protfs -n \(quote(condition)) -l \(option.long)"
         if let short = option.short { line += " -s \(short)" }
-        if !option.isFlag { line += " -r" + fishValues(kind(of: option)) }
+        if !option.isFlag && !option.choices.isEmpty {
+          line +=
+            " -r" + (kind(of: option) == .file ? " -F" : " -f") + " -a \(quote(option.choices.joined(separator: " ")))"
+        } else if !option.isFlag {
+          line += " -r" + fishValues(kind(of: option))
+        }
         lines.append(line + " -d \(quote(option.help))")
       }
       if node.command.subcommands.isEmpty, let argument = node.command.arguments.first {

@@ -77,7 +77,8 @@ package enum DownloadCommand {
   package static let connections = Option.value("connections", "n", help: "Connections per host (default: 6, as iOS).")
   /// `--progress MODE`, also for `tasks resume`.
   package static let progress = Option.value(
-    "progress", "mode", help: "auto, bar, json or none (default: auto: a bar on a terminal).")
+    "progress", "mode", help: "auto, bar, json or none (default: auto: a bar on a terminal).",
+    choices: ["auto", "bar", "json", "none"])
   /// `--timeout-request DURATION`.
   package static let requestTimeout = Option.value(
     "timeout-request", "duration",
@@ -244,7 +245,7 @@ package enum DownloadCommand {
   /// both would write JSON on standard output (download and upload).
   package static func progressMode(_ invocation: Invocation) throws -> String {
     let mode = invocation.value(Self.progress) ?? "auto"
-    guard ["auto", "bar", "json", "none"].contains(mode) else {
+    guard Self.progress.choices.contains(mode) else {
       throw invocation.usageError("'\(mode)' is not a progress mode; use auto, bar, json or none.")
     }
     if mode == "json" && invocation.flag(CommonOptions.json) {

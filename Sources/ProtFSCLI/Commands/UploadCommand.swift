@@ -45,7 +45,8 @@ package enum UploadCommand {
   package static let from = Option.value(
     "from", "path", help: "The file to upload: relative to the container, or absolute inside it (required).")
   /// `-X METHOD`.
-  package static let method = Option.value("method", short: "X", "method", help: "PUT (default) or POST.")
+  package static let method = Option.value(
+    "method", short: "X", "method", help: "PUT (default) or POST.", choices: UploadMethod.allCases.map(\.rawValue))
   /// `-H 'Name: value'`, repeatable.
   package static let header = Option.value(
     "header", short: "H", "header", help: "A request header, 'Name: value' (repeatable).", repeatable: true)

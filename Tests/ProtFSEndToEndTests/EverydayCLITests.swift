@@ -69,6 +69,83 @@ import Testing
     #expect(both.status == 64 && both.stderr.contains("Give one of --man, --markdown"), "\(both)")
   }
 
+  /// Every command that takes a bundle id takes both spellings, `<bundle-id>` and `--bundle`,
+  /// with the same result.
+  @Test(arguments: [
+    (["init", "com.example.app"], ["init", "--bundle", "com.example.app"]),
+    (["init-cache", "com.example.app"], ["init-cache", "--bundle", "com.example.app"]),
+    (["cache", "ls", "com.example.app"], ["cache", "ls", "--bundle", "com.example.app"]),
+    (["cache", "du", "com.example.app"], ["cache", "du", "--bundle", "com.example.app"]),
+    (
+      ["cache", "purge", "com.example.app", "--orphans"],
+      ["cache", "purge", "--bundle", "com.example.app", "--orphans"]
+    ),
+    (["app", "status", "com.example.app"], ["app", "status", "--bundle", "com.example.app"]),
+    (["app", "container", "com.example.app", "data"], ["app", "container", "--bundle", "com.example.app", "data"]),
+    (["app", "container", "com.example.app", "data"], ["app", "container", "data", "--bundle", "com.example.app"]),
+    (["app", "terminate", "com.example.app"], ["app", "terminate", "--bundle", "com.example.app"]),
+    (["app", "requests", "com.example.app"], ["app", "requests", "--bundle", "com.example.app"]),
+    (
+      ["app", "install", "com.example.app", "--", "true"],
+      ["app", "install", "--bundle", "com.example.app", "--", "true"]
+    ),
+    (["app", "location", "com.example.app", "1,2"], ["app", "location", "1,2", "--bundle", "com.example.app"]),
+    (["app", "expire", "com.example.app", "t"], ["app", "expire", "--bundle", "com.example.app", "t"]),
+    (
+      ["app", "launch", "com.example.app", "--", "true"],
+      ["app", "launch", "--bundle", "com.example.app", "--", "true"]
+    ),
+    (["ls", "--bundle", "com.example.app"], ["ls", "com.example.app"]),
+    (["ls", "--bundle", "com.example.app", "Documents"], ["ls", "com.example.app", "Documents"]),
+    (["get-class", "--bundle", "com.example.app", "Documents"], ["get-class", "com.example.app", "Documents"]),
+    (["set-class", "--bundle", "com.example.app", "none", "tmp"], ["set-class", "com.example.app", "none", "tmp"]),
+    (["audit", "--bundle", "com.example.app"], ["audit", "com.example.app"]),
+    (
+      ["download", "--bundle", "com.example.app", "file:///etc/hostname"],
+      ["download", "com.example.app", "file:///etc/hostname"]
+    ),
+    (
+      ["upload", "--bundle", "com.example.app", "http://127.0.0.1:9/"],
+      ["upload", "com.example.app", "http://127.0.0.1:9/"]
+    ),
+  ])
+  func bothSpellingsOfABundleIDAreAccepted(_ canonical: [String], _ other: [String]) async throws {
+    let t = try TestDevice(containers: [Self.app, "com.example.other"])
+    let first = try await Protfs.run(["--device", t.root] + canonical, currentDirectory: t.directory)
+    let second = try await Protfs.run(["--device", t.root] + other, currentDirectory: t.directory)
+    #expect(first.status == second.status, "\(first)\n\(second)")
+    #expect(first.status != 64 || first.stderr.contains("Missing '--from <path>'"), "\(first)")
+    if !canonical.contains("download") && !canonical.contains("launch") {
+      #expect(first.stdout == second.stdout, "\(first)\n\(second)")
+    }
+  }
+
+  /// Two bundle ids that disagree are one usage error, whichever spelling each has.
+  @Test func twoBundleIDsThatDisagreeAreRefused() async throws {
+    let t = try TestDevice(containers: [Self.app, "com.example.other"])
+    for command in [
+      ["app", "status", Self.app, "--bundle", "com.example.other"],
+      ["init", Self.app, "--bundle", "com.example.other"],
+      ["ls", "com.example.other", "--bundle", Self.app],
+      ["get-class", "com.example.other", "Documents", "--bundle", Self.app],
+    ] {
+      let result = try await Protfs.run(["--device", t.root] + command, currentDirectory: t.directory)
+      #expect(result.status == 64, "\(command): \(result)")
+      #expect(result.stderr.contains("com.example.other") && result.stderr.contains("give"), "\(result)")
+    }
+  }
+
+  /// `upload`'s usage shows --from as required, and a file given as an argument is pointed to it.
+  @Test func uploadsFileIsGivenWithFrom() async throws {
+    let t = try TestDevice(containers: [Self.app])
+    let help = try await Protfs.run(["upload", "--help"])
+    #expect(help.stdout.contains(" --from <path> ") && !help.stdout.contains("[--from <path>]"), "\(help)")
+    let result = try await Protfs.run(
+      ["--device", t.root, "upload", "--bundle", Self.app, "Documents/r.txt", "http://127.0.0.1:9/"])
+    #expect(result.status == 64, "\(result)")
+    #expect(result.stderr.contains("did you mean '--from Documents/r.txt http://127.0.0.1:9/'?"), "\(result)")
+  }
+
   /// A passcode on the command line works, with a warning naming the ways other users cannot see.
   @Test func aPasscodeOnTheCommandLineIsWarnedOf() async throws {
     let t = try TestDevice(containers: [Self.app])

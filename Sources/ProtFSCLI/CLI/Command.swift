@@ -21,6 +21,9 @@ package struct Command: Sendable {
   package var trailingCommandIsOptional: Bool = false
   /// Whether to hide the command from its parent's help.
   package var isHidden: Bool = false
+  /// What was probably meant when more positional words were given than the command takes (for
+  /// `upload PATH URL`, `--from PATH`), from those words; nil when there is no better guess.
+  package var extraArgumentHint: (@Sendable ([String]) -> String?)? = nil
   /// The action; nil for a command that only groups subcommands.
   package var run: (@Sendable (Invocation) throws -> Int32)? = nil
 
@@ -29,12 +32,30 @@ package struct Command: Sendable {
 
   /// Whether an invocation of this command may read `option`: one of its own options, or
   /// `--device`, which every command accepts (`--help` and `--version` never reach a command).
-  package func declares(_ option: Option) -> Bool { option == CommonOptions.device || options.contains(option) }
+  package func declares(_ option: Option) -> Bool {
+    option == CommonOptions.device || options.contains(option) || (option == CommonOptions.bundleID && takesBundleID)
+  }
 
   /// Every option an invocation of this command accepts, in the order help lists them: its own,
-  /// then `--device`, `--version` for the top command (`isTop`), and `--help`.
+  /// `--bundle` for a command whose `<bundle-id>` it spells, then `--device`, `--version` for
+  /// the top command (`isTop`), and `--help`.
   package func acceptedOptions(isTop: Bool) -> [Option] {
-    options + [CommonOptions.device] + (isTop ? [CommonOptions.version] : []) + [CommonOptions.help]
+    options + (takesBundleID ? [CommonOptions.bundleID] : []) + [CommonOptions.device]
+      + (isTop ? [CommonOptions.version] : []) + [CommonOptions.help]
+  }
+
+  /// The positional `<bundle-id>`, for the commands about one app (`init`, `app launch`), which
+  /// also take it as `--bundle`; nil for the others.
+  package var bundleArgument: Argument? { arguments.first { $0.name == CommonOptions.bundleID.valueName } }
+
+  /// Whether the command takes `--bundle` as another spelling of its `<bundle-id>` argument.
+  var takesBundleID: Bool { bundleArgument != nil && !options.contains { $0.long == CommonOptions.bundleID.long } }
+
+  /// The `--bundle` option of the commands that read PATHs or URLs for an app (`ls`, `download`),
+  /// for which the bundle id may also come first among the positional words; nil for the others.
+  package var bundleOption: Option? {
+    guard bundleArgument == nil else { return nil }
+    return options.first { $0.long == CommonOptions.bundleID.long && $0.valueName == CommonOptions.bundleID.valueName }
   }
 
   /// Whether `argument` is one of this command's positional arguments.
@@ -114,7 +135,15 @@ package enum CommonOptions {
   /// `--bundle BUNDLE-ID`, for the commands that take item paths: relative PATHs are read in the
   /// app's container instead of the current directory.
   package static let bundle = Option.value(
-    "bundle", "bundle-id", help: "Read PATHs in this app's container (default: from the current directory).")
+    "bundle", "bundle-id",
+    help: "Read PATHs in this app's container (default: from the current directory).\(leadingBundle)")
+  /// What the `--bundle` of the commands that read PATHs or URLs adds to its help: which spelling is
+  /// canonical, and the other one the parser takes (`Parser.takeLeadingBundle`).
+  package static let leadingBundle = " The canonical spelling; the bundle id may also come first among the arguments."
+  /// `--bundle BUNDLE-ID`, another spelling of the `<bundle-id>` argument of the commands about
+  /// one app (`init`, `app launch`): the parser gives its value to the argument.
+  package static let bundleID = Option.value(
+    "bundle", "bundle-id", help: "The same as <bundle-id>, which is the canonical spelling; give one.")
   /// The device directory, for every command.
   package static let device = Option.value(
     "device", "dir",

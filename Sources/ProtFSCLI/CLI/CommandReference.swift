@@ -45,9 +45,10 @@ package enum CommandReference {
         command.arguments.map { item("`<\($0.name)>`" + ($0.isVariadic ? " ..." : ""), $0.help) }.joined(
           separator: "\n"))
     }
-    if !command.options.isEmpty {
+    let options = command.options + (command.takesBundleID ? [CommonOptions.bundleID] : [])
+    if !options.isEmpty {
       blocks.append("**Options**")
-      blocks.append(command.options.map { item(label($0), $0.help) }.joined(separator: "\n"))
+      blocks.append(options.map { item(label($0), $0.help) }.joined(separator: "\n"))
     }
     let visible = command.subcommands.filter { !$0.isHidden }
     if !visible.isEmpty {

@@ -18,7 +18,8 @@ package enum Help {
       }
       for option in command.options {
         let name = option.short.map { "-\($0)" } ?? "--\(option.long)"
-        parts.append(option.isFlag ? "[\(name)]" : "[\(name) <\(option.valueName!)>]")
+        let shown = option.isFlag ? name : "\(name) <\(option.valueName!)>"
+        parts.append(option.isRequired ? shown : "[\(shown)]")
       }
       if command.takesTrailingCommand {
         parts.append(

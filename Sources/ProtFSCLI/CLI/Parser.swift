@@ -1,3 +1,4 @@
+import Foundation
 import ProtFS
 
 /// Turns the words of a command line into the command to run and its `Invocation`.
@@ -131,7 +132,13 @@ package struct Parser {
     let command = chain.last!
     guard command.run != nil else { return .help(chain) }
     let given = bytes?.count == words.count ? bytes! : words.map { Array($0.utf8) }
-    try assign(positionals.map { (words[$0], given[$0]) }, to: command, &invocation)
+    var values = positionals.map { (words[$0], given[$0]) }
+    if let option = command.bundleOption { try takeLeadingBundle(&values, as: option, &invocation) }
+    if command.takesBundleID, let bundle = invocation.value(CommonOptions.bundleID) {
+      try assign(values, bundle: bundle, to: command, &invocation)
+    } else {
+      try assign(values, to: command.arguments, command: command, &invocation)
+    }
     if command.takesTrailingCommand && invocation.trailing.isEmpty && !command.trailingCommandIsOptional {
       throw invocation.usageError("Missing the command to run after '--'.")
     }
@@ -184,12 +191,76 @@ package struct Parser {
     invocation.record(option, value: value)
   }
 
-  /// Hands the positional words to the command's arguments, in order, leaving later required
-  /// arguments their share.
-  private func assign(_ values: [(String, [UInt8])], to command: Command, _ invocation: inout Invocation) throws {
+  /// Hands the positional words to the arguments of a command whose `<bundle-id>` was given as
+  /// `--bundle bundle`: to the others, or, when the words hold the bundle id too, to all of them,
+  /// refusing a second bundle id that differs.
+  private func assign(
+    _ values: [(String, [UInt8])], bundle: String, to command: Command, _ invocation: inout Invocation
+  ) throws {
+    let argument = command.bundleArgument!
+    let others = command.arguments.filter { $0 != argument }
+    var reduced = invocation
+    var full = invocation
+    let reducedError: (any Error)?
+    do {
+      try assign(values, to: others, command: command, &reduced)
+      reduced.assign([(bundle, Array(bundle.utf8))], to: argument)
+      // `app bgtask launch X --bundle X` repeats the id rather than naming a task X.
+      guard values.first?.0 == bundle, (try? assign(values, to: command.arguments, command: command, &full)) != nil
+      else {
+        invocation = reduced
+        return
+      }
+      invocation = full
+      return
+    } catch {
+      reducedError = error
+    }
+    guard (try? assign(values, to: command.arguments, command: command, &full)) != nil else { throw reducedError! }
+    if let positional = full.argument(argument), positional != bundle {
+      throw invocation.usageError(
+        "The bundle id is given twice, as '\(positional)' and as '--bundle \(bundle)': give it once (<bundle-id> is the canonical spelling)."
+      )
+    }
+    invocation = full
+  }
+
+  /// For a command that reads PATHs or URLs for the app `option` (`--bundle`) names: takes a
+  /// first positional word that is the bundle id of one of the device's containers, and no item
+  /// where a relative PATH is read from, as `--bundle` (`protfs ls com.example.app Documents`).
+  /// With `--bundle` given too, the same id is taken once and another one is refused.
+  private func takeLeadingBundle(
+    _ values: inout [(String, [UInt8])], as option: Option, _ invocation: inout Invocation
+  ) throws {
+    guard let word = values.first?.0, !word.contains("/"), !word.contains(":"), (try? BundleID(word)) != nil
+    else { return }
+    let device = invocation.device
+    var status = stat()
+    guard stat(device.root + "/" + Device.containersDirectoryName + "/" + word, &status) == 0,
+      status.st_mode & S_IFMT == S_IFDIR
+    else { return }
+    let given = invocation.value(option)
+    let base =
+      given.map { device.root + "/" + Device.containersDirectoryName + "/" + $0 }
+      ?? FileManager.default.currentDirectoryPath
+    guard lstat(base + "/" + word, &status) != 0 else { return }
+    if let given, given != word {
+      throw invocation.usageError(
+        "'\(word)' is the bundle id of another app than '--bundle \(given)' names: give one bundle id (--bundle is the canonical spelling)."
+      )
+    }
+    values.removeFirst()
+    if given == nil { invocation.record(option, value: word) }
+  }
+
+  /// Hands the positional words to `arguments` (`command`'s, or all but its bundle id), in order,
+  /// leaving later required arguments their share.
+  private func assign(
+    _ values: [(String, [UInt8])], to arguments: [Argument], command: Command, _ invocation: inout Invocation
+  ) throws {
     var remaining = values[...]
-    for (position, argument) in command.arguments.enumerated() {
-      let laterRequired = command.arguments[(position + 1)...].filter {
+    for (position, argument) in arguments.enumerated() {
+      let laterRequired = arguments[(position + 1)...].filter {
         $0.arity == .required || $0.arity == .oneOrMore
       }.count
       switch argument.arity {
@@ -213,7 +284,8 @@ package struct Parser {
       }
     }
     if let extra = remaining.first {
-      throw invocation.usageError("Unexpected argument '\(extra.0)'.")
+      let hint = command.extraArgumentHint?(values.map(\.0)).map { " " + $0 } ?? ""
+      throw invocation.usageError("Unexpected argument '\(extra.0)'.\(hint)")
     }
   }
 

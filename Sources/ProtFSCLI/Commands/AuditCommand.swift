@@ -52,7 +52,8 @@ package enum AuditCommand {
     name: "path", help: "A container or device directory (default: the current device).", arity: .zeroOrMore)
   /// `--bundle BUNDLE-ID`: the app's container on the device, instead of PATHs.
   package static let bundle = Option.value(
-    "bundle", "bundle-id", help: "Audit this app's container on the device (instead of PATHs).")
+    "bundle", "bundle-id",
+    help: "Audit this app's container on the device (instead of PATHs).\(CommonOptions.leadingBundle)")
   /// `--policy FILE`, repeatable.
   package static let policy = Option.value(
     "policy", "file",

@@ -61,7 +61,8 @@ package enum DownloadCommand {
     "input-file", short: "i", "file", help: "Read URLs from FILE, one per line ('-' for stdin).")
   /// `--bundle BUNDLE-ID`.
   package static let bundle = Option.value(
-    "bundle", "bundle-id", help: "The app whose container receives the files (required).")
+    "bundle", "bundle-id",
+    help: "The app whose container receives the files (required).\(CommonOptions.leadingBundle)")
   /// `--session IDENTIFIER`.
   package static let session = Option.value(
     "session", "identifier", help: "The background session's identifier (default: <bundle-id>.background).")

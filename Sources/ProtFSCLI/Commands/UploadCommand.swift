@@ -33,17 +33,23 @@ package enum UploadCommand {
       DownloadCommand.progress, DownloadCommand.requestTimeout, DownloadCommand.resourceTimeout,
       DownloadCommand.earliestBegin, DownloadCommand.detach, CommonOptions.json,
     ],
+    // `upload Documents/r.txt URL`: the file was meant for --from.
+    extraArgumentHint: { words in
+      guard words.count == 2, !words[0].contains("://") else { return nil }
+      return "The file to upload is given with --from: did you mean '--from \(words[0]) \(words[1])'?"
+    },
     run: run
   )
 
   /// `--bundle BUNDLE-ID`.
   package static let bundle = Option.value(
-    "bundle", "bundle-id", help: "The app whose container holds the file (required).")
+    "bundle", "bundle-id", help: "The app whose container holds the file (required).\(CommonOptions.leadingBundle)")
   /// `<url>`.
   package static let url = Argument(name: "url", help: "The http or https URL to send the file to.")
   /// `--from PATH`.
   package static let from = Option.value(
-    "from", "path", help: "The file to upload: relative to the container, or absolute inside it (required).")
+    "from", "path", help: "The file to upload: relative to the container, or absolute inside it (required).",
+    isRequired: true)
   /// `-X METHOD`.
   package static let method = Option.value(
     "method", short: "X", "method", help: "PUT (default) or POST.", choices: UploadMethod.allCases.map(\.rawValue))

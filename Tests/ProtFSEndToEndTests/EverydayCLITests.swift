@@ -69,6 +69,19 @@ import Testing
     #expect(both.status == 64 && both.stderr.contains("Give one of --man, --markdown"), "\(both)")
   }
 
+  /// `ls` without a path lists the current directory inside the device, as ls(1) does, and the
+  /// device's root from outside it.
+  @Test func lsWithoutAPathListsTheCurrentDirectoryInsideTheDevice() async throws {
+    let t = try TestDevice(containers: [Self.app])
+    let documents = t.containerPath(Self.app, "Documents")
+    try t.writeFile(documents + "/note.txt")
+    let inside = try await Protfs.run(["--device", t.root, "ls"], currentDirectory: documents)
+    #expect(inside.status == 0, "\(inside)")
+    #expect(inside.stdout.contains("note.txt") && !inside.stdout.contains("Containers"), "\(inside)")
+    let outside = try await Protfs.run(["--device", t.root, "ls"], currentDirectory: "/")
+    #expect(outside.status == 0 && outside.stdout.contains("Containers"), "\(outside)")
+  }
+
   /// Every command that takes a bundle id takes both spellings, `<bundle-id>` and `--bundle`,
   /// with the same result.
   @Test(arguments: [

@@ -14,6 +14,8 @@ package enum ListCommand {
 
       A relative PATH is read from the current directory, or with --bundle from the app's
       container, which it must not leave (no PATH: the container); an absolute PATH from anywhere.
+      Without PATH or --bundle, ls lists the current directory, as ls(1) does, when that is inside
+      the device, and the device's root from anywhere else.
       """,
     arguments: [path],
     options: [recursive, CommonOptions.json, CommonOptions.bundle],
@@ -22,10 +24,20 @@ package enum ListCommand {
 
   /// `[<path>]`.
   package static let path = Argument(
-    name: "path", help: "A directory inside the device (default: the device, or the --bundle container).",
+    name: "path",
+    help:
+      "A directory inside the device (default: the current directory inside the device, else the device; with --bundle, the container).",
     arity: .optional)
   /// `--recursive`, `-R`.
   package static let recursive = Option.flag("recursive", short: "R", help: "List everything below the directory.")
+
+  /// Whether `directory` (absolute) is the device's root or below it, as written or with its links
+  /// resolved: where `ls` without a PATH lists `directory` rather than the root.
+  private static func isInside(_ directory: String, _ device: Device) -> Bool {
+    [device.root, device.canonicalRoot].contains { root in
+      directory == root || directory.hasPrefix(root == "/" ? "/" : root + "/")
+    }
+  }
 
   /// One listed item; its keys name what `get-class` and `status` name alike.
   package struct Row: Encodable {
@@ -56,7 +68,8 @@ package enum ListCommand {
     switch base {
     case .container(let container):
       given = invocation.argumentByteValue(Self.path) ?? Array(container.absolutePath.utf8)
-    case .currentDirectory: given = invocation.argumentByteValue(Self.path) ?? Array(device.root.utf8)
+    case .currentDirectory(let directory):
+      given = invocation.argumentByteValue(Self.path) ?? Array((isInside(directory, device) ? "." : device.root).utf8)
     }
     let (start, status) = try Paths.existing(bytes: given, from: base, on: device)
     var rows: [Row] = []

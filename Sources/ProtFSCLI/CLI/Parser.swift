@@ -1,5 +1,6 @@
 import Foundation
 import ProtFS
+import ProtFSSystem
 
 /// Turns the words of a command line into the command to run and its `Invocation`.
 package struct Parser {
@@ -235,15 +236,15 @@ package struct Parser {
     guard let word = values.first?.0, !word.contains("/"), !word.contains(":"), (try? BundleID(word)) != nil
     else { return }
     let device = invocation.device
+    let container = device.root + "/" + Device.containersDirectoryName + "/" + word
     var status = stat()
-    guard stat(device.root + "/" + Device.containersDirectoryName + "/" + word, &status) == 0,
-      status.st_mode & S_IFMT == S_IFDIR
+    guard case .success = valueOrErrno(.stat, { stat(container, &status) }), status.st_mode & S_IFMT == S_IFDIR
     else { return }
     let given = invocation.value(option)
     let base =
       given.map { device.root + "/" + Device.containersDirectoryName + "/" + $0 }
       ?? FileManager.default.currentDirectoryPath
-    guard lstat(base + "/" + word, &status) != 0 else { return }
+    guard case .failure = valueOrErrno(.stat, { lstat(base + "/" + word, &status) }) else { return }
     if let given, given != word {
       throw invocation.usageError(
         "'\(word)' is the bundle id of another app than '--bundle \(given)' names: give one bundle id (--bundle is the canonical spelling)."

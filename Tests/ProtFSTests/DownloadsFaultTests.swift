@@ -335,8 +335,11 @@ struct DownloadsFaultTests {
     task.suspend()
     task.resume()
     task.suspend()
+    // The first suspension may settle (and say so) before the resume, which starts the transfer
+    // again until the second one settles: the suspension to wait for is one that leaves the task
+    // suspended. Were the second suspend lost, none would, and the time limit would fail the test.
     await session.waitForEvent {
-      if case .suspended(task.id) = $0 { return true } else { return false }
+      if case .suspended(task.id) = $0 { return task.state == .suspended } else { return false }
     }
     #expect(task.state == .suspended)
     #expect(fixture.temporaryFiles.count == 1)

@@ -49,7 +49,7 @@ let package = Package(
     .target(name: "CProtFSLaunch"),
     .target(name: "ProtFSSystem", dependencies: ["CAttr", "CProtFSSys"]),
     .target(name: "ProtFS", dependencies: ["ProtFSSystem", "CCrypto"]),
-    .target(name: "ProtFSLock", dependencies: ["ProtFSSystem", "ProtFS", "CCrypto"]),
+    .target(name: "ProtFSLock", dependencies: ["ProtFSSystem", "ProtFS", "ProtFSSeal", "CCrypto"]),
     .target(name: "ProtFSCache", dependencies: ["ProtFSSystem", "ProtFS"]),
     .target(name: "ProtFSDownloads", dependencies: ["ProtFSSystem", "ProtFS", "CCurl", "CSQLite", "CCrypto"]),
     .target(name: "ProtFSAudit", dependencies: ["ProtFSSystem", "ProtFS"]),

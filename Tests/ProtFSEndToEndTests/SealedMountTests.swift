@@ -11,12 +11,12 @@ import Testing
 /// The device is sealed by the library here, and its keys put in root's keyring as `unlock` will put
 /// them: `init --sealed` and the lock's key eviction are not built yet.
 @Suite(.serialized) struct SealedMountTests {
-  /// A mounted sealed device, and the keyring that holds its unlocked keys (emptied by `done`).
-  static func sealedDevice() async throws -> (MountedDevice, ClassKeyring) {
+  /// A mounted sealed device, and the keyring that holds its unlocked keys (the test empties it).
+  static func sealedDevice(passcode: String? = "1234") async throws -> (MountedDevice, ClassKeyring) {
     var keyring: ClassKeyring?
     let m = try await MountedDevice { t in
       let store = SealStore(device: t.device)
-      let keys = try store.create(passcode: "1234", iterations: 1_000)
+      let keys = try store.create(passcode: passcode, iterations: 1_000)
       let deviceKey = try store.deviceKey()
       keyring = ClassKeyring(keybagUUID: try store.keybag(deviceKey: deviceKey).uuid)
       try keyring!.store(keys)
@@ -59,5 +59,41 @@ import Testing
       #expect(read.status != 0 && read.stderr.contains("Input/output error"), "\(name): \(read)")
     }
     #expect(try await m.sh("cat '\(m.documents)/two'").stdout == "two\n")
+  }
+
+  @Test func aLockEvictsTheKeysOfClassesAAndBAndUnlockUnwrapsThemAgain() async throws {
+    let (m, keyring) = try await Self.sealedDevice(passcode: nil)
+    defer { try? keyring.evict(Set(ProtectionClassCode.allCases)) }  // the test's own keys
+    let cheap = ["PROTFS_PBKDF2_ITERATIONS": "1000"]
+    let set = try await Protfs.run(
+      ["--device", m.root, "passcode", "set"], environment: cheap.merging(["PROTFS_PASSCODE": "1234"]) { $1 })
+    #expect(set.status == 0, "\(set)")
+    // A directory of class complete, set through the mount (which the mount then knows at once).
+    let vault = try await m.sh(
+      "mkdir '\(m.documents)/vault' && setfattr -n user.protfs.class -v complete '\(m.documents)/vault'")
+    #expect(vault.status == 0, "\(vault)")
+    let write = try await m.sh("echo classified > '\(m.documents)/vault/a.txt' && cat '\(m.documents)/vault/a.txt'")
+    #expect(write.stdout == "classified\n", "\(write)")
+    let base = try SealStore(device: m.t.device).keybag(deviceKey: try SealStore(device: m.t.device).deviceKey())
+      .deviceOnlyKeys(deviceKey: try SealStore(device: m.t.device).deviceKey())
+    #expect(try keyring.load(onto: base).available == Set(ProtectionClassCode.allCases))
+
+    #expect(try await m.protfs(["lock", "--grace", "0"]).status == 0)
+    #expect(try keyring.load(onto: base).available == [.c, .d, .cx])
+    let locked = try await m.sh("cat '\(m.documents)/vault/a.txt'")
+    #expect(locked.status != 0 && locked.stderr.contains("Operation not permitted"), "\(locked)")
+    let backing = try #require(FileManager.default.contents(atPath: m.backingDocuments + "/vault/a.txt"))
+    #expect(!backing.contains(Data("classified".utf8)))
+
+    let wrong = try await Protfs.run(["--device", m.root, "unlock"], environment: ["PROTFS_PASSCODE": "0000"])
+    #expect(wrong.status != 0)
+    #expect(try keyring.load(onto: base).available == [.c, .d, .cx])
+    let unlock = try await Protfs.run(["--device", m.root, "unlock"], environment: ["PROTFS_PASSCODE": "1234"])
+    #expect(unlock.status == 0, "\(unlock)")
+    #expect(try keyring.load(onto: base).available == Set(ProtectionClassCode.allCases))
+    #expect(try await m.sh("cat '\(m.documents)/vault/a.txt'").stdout == "classified\n")
+
+    #expect(try await m.protfs(["reboot"]).status == 0)
+    #expect(try keyring.load(onto: base).available == [.d])
   }
 }

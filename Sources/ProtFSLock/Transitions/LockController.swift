@@ -90,6 +90,9 @@ public struct LockController: Sendable {
       if current.state != .unlocked, let hash = current.passcodeHash {
         try check(passcode, against: hash, current)
       }
+      // A sealed device's class keys reach the keyring before the state commits, so that a mount
+      // applying the unlocked state finds them; a transition that fails takes them back.
+      if current.state != .unlocked { try releaseSealedKeys(passcode: passcode) }
       var next = current
       if current.state != .unlocked { next.since = clock() }
       next.state = .unlocked
@@ -123,12 +126,16 @@ public struct LockController: Sendable {
     }
     let hash = try PasscodeHash.make(passcode, iterations: passcodeIterations)
     _ = try replacePasscode(with: hash, current: current, operation: "passcode set", purpose: "set a passcode")
+    try rewrapSealedKeys(passcode: passcode)
   }
 
   /// Removes the passcode: data protection goes off and every class stays available in every state.
   @discardableResult
   public func removePasscode(current: String? = nil) throws(ProtFSError) -> TransitionReport {
-    try replacePasscode(with: nil, current: current, operation: "passcode remove", purpose: "remove the passcode")
+    let report = try replacePasscode(
+      with: nil, current: current, operation: "passcode remove", purpose: "remove the passcode")
+    try rewrapSealedKeys(passcode: nil)
+    return report
   }
 
   /// Sets (`hash`) or removes (nil) the passcode on an unlocked device; an existing passcode must
@@ -200,6 +207,10 @@ public struct LockController: Sendable {
       next.generation = current.generation + 1
       next.logAvailabilityChange(from: current, at: clock())
       let strengthening = next.protection.restrictsAtLeast(current.protection) && next.protection != current.protection
+      // Whatever the walk leaves committed, a sealed device's keyring then holds only the keys its
+      // state allows. Dropping a failure here is safe: a mount never takes a key the state
+      // withdraws, and the next transition evicts it again.
+      defer { try? withdrawSealedKeys(for: store.record(now: clock()).protection) }
       return try walk(store, operation, from: current, to: next, fullCheck: !strengthening)
     }
   }

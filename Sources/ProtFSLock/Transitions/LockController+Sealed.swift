@@ -1,0 +1,65 @@
+import ProtFS
+import ProtFSSeal
+import ProtFSSystem
+
+/// A sealed device's class keys follow its lock state (docs/sealed.md): `unlock` unwraps them with
+/// the passcode and leaves them in root's kernel keyring, where the mount takes them; every other
+/// transition invalidates there the keys its state withdraws (class A's and class B's private key at
+/// a lock, once the grace ends; all but class D's at a reboot), for every process at once. Passcode
+/// changes rewrap the class keys in the keybag; files are never touched.
+extension LockController {
+  /// The sealed device's store and keyring, or nil for a device that is not sealed.
+  private func sealedKeys() throws(ProtFSError) -> (SealStore, Keybag, SecretBytes, ClassKeyring)? {
+    let store = SealStore(device: device)
+    guard try store.isSealed() else { return nil }
+    let deviceKey = try store.deviceKey()
+    let bag = try store.keybag(deviceKey: deviceKey)
+    return (store, bag, deviceKey, ClassKeyring(keybagUUID: bag.uuid))
+  }
+
+  /// Evicts from the keyring every class key `state` withdraws.
+  func withdrawSealedKeys(for state: ProtectionState) throws(ProtFSError) {
+    guard let (_, _, _, keyring) = try sealedKeys() else { return }
+    try keyring.evict(Set(ProtectionClassCode.allCases.filter { !state.allows($0.protectionClass, .read) }))
+  }
+
+  /// Unwraps the class keys with `passcode` into the keyring, after an unlock.
+  func releaseSealedKeys(passcode: String?) throws(ProtFSError) {
+    guard let (store, bag, deviceKey, keyring) = try sealedKeys() else { return }
+    let path = store.device.stateDirectory + "/seal/keybag"
+    do {
+      try keyring.store(try bag.unlock(deviceKey: deviceKey, passcode: bag.hasPasscode ? passcode : nil))
+    } catch let error as SealError {
+      throw error.protfsError(path: path)
+    } catch let error as ProtFSError {
+      throw error
+    } catch {
+      throw ProtFSError(.io, "Cannot unwrap the class keys of '\(path)': \(error).", path: path)
+    }
+  }
+
+  /// Wraps the class keys with `passcode` (nil: the device key alone), after a passcode change on an
+  /// unlocked device, whose keys are all in the keyring.
+  func rewrapSealedKeys(passcode: String?) throws(ProtFSError) {
+    guard let (store, bag, deviceKey, keyring) = try sealedKeys() else { return }
+    let path = store.device.stateDirectory + "/seal/keybag"
+    do {
+      let keys = try keyring.load(onto: try bag.deviceOnlyKeys(deviceKey: deviceKey))
+      guard keys.available.count == ProtectionClassCode.allCases.count else {
+        throw ProtFSError(
+          .permissionDenied, "The class keys of '\(path)' are not all unlocked, so they cannot be wrapped anew.",
+          path: path, remedy: .unlock)
+      }
+      let iterations = try Keybag.calibratedIterations()
+      try store.replaceKeybag(
+        try bag.rewrapped(keys, deviceKey: deviceKey, newPasscode: passcode, iterations: iterations),
+        deviceKey: deviceKey)
+    } catch let error as SealError {
+      throw error.protfsError(path: path)
+    } catch let error as ProtFSError {
+      throw error
+    } catch {
+      throw ProtFSError(.io, "Cannot wrap the class keys of '\(path)' anew: \(error).", path: path)
+    }
+  }
+}

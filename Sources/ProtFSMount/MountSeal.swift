@@ -45,7 +45,7 @@ final class MountSeal: Sendable {
     var record = [UInt8](repeating: 0, count: 256)
     let length = try record.withUnsafeMutableBytes { buffer in
       Kernel.getAttribute(ofDescriptor: fd, attribute: FileKeyRecord.attributeName, into: buffer)
-    }.mapError { $0 == .noData ? Errno(EIO) : $0 }.get()
+    }.mapError { $0 == .noData || $0.rawValue == ERANGE ? Errno(EIO) : $0 }.get()  // none, or no record
     let current = keys.withLock { $0 }
     do {
       let parsed = try FileKeyRecord(decoding: Array(record[..<length]))

@@ -26,15 +26,8 @@ extension LockController {
   /// Unwraps the class keys with `passcode` into the keyring, after an unlock.
   func releaseSealedKeys(passcode: String?) throws(ProtFSError) {
     guard let (store, bag, deviceKey, keyring) = try sealedKeys() else { return }
-    let path = store.device.stateDirectory + "/seal/keybag"
-    do {
+    try keybagOperation(store, "unwrap the class keys of") {
       try keyring.store(try bag.unlock(deviceKey: deviceKey, passcode: bag.hasPasscode ? passcode : nil))
-    } catch let error as SealError {
-      throw error.protfsError(path: path)
-    } catch let error as ProtFSError {
-      throw error
-    } catch {
-      throw ProtFSError(.io, "Cannot unwrap the class keys of '\(path)': \(error).", path: path)
     }
   }
 
@@ -42,24 +35,33 @@ extension LockController {
   /// unlocked device, whose keys are all in the keyring.
   func rewrapSealedKeys(passcode: String?) throws(ProtFSError) {
     guard let (store, bag, deviceKey, keyring) = try sealedKeys() else { return }
-    let path = store.device.stateDirectory + "/seal/keybag"
-    do {
+    try keybagOperation(store, "wrap anew the class keys of") {
       let keys = try keyring.load(onto: try bag.deviceOnlyKeys(deviceKey: deviceKey))
       guard keys.available.count == ProtectionClassCode.allCases.count else {
         throw ProtFSError(
-          .permissionDenied, "The class keys of '\(path)' are not all unlocked, so they cannot be wrapped anew.",
-          path: path, remedy: .unlock)
+          .permissionDenied,
+          "The class keys of '\(Self.keybagPath(store))' are not all unlocked, so they cannot "
+            + "be wrapped anew.", path: Self.keybagPath(store), remedy: .unlock)
       }
-      let iterations = try Keybag.calibratedIterations()
       try store.replaceKeybag(
-        try bag.rewrapped(keys, deviceKey: deviceKey, newPasscode: passcode, iterations: iterations),
+        try bag.rewrapped(keys, deviceKey: deviceKey, newPasscode: passcode, iterations: Keybag.calibratedIterations()),
         deviceKey: deviceKey)
+    }
+  }
+
+  private static func keybagPath(_ store: SealStore) -> String { store.device.stateDirectory + "/seal/keybag" }
+
+  /// Runs `body`, whose errors are the keys' (`SealError`, worded for the keybag) or protfs's.
+  private func keybagOperation(_ store: SealStore, _ what: String, _ body: () throws -> Void) throws(ProtFSError) {
+    let path = Self.keybagPath(store)
+    do {
+      try body()
     } catch let error as SealError {
       throw error.protfsError(path: path)
     } catch let error as ProtFSError {
       throw error
     } catch {
-      throw ProtFSError(.io, "Cannot wrap the class keys of '\(path)' anew: \(error).", path: path)
+      throw ProtFSError(.io, "Cannot \(what) '\(path)': \(error).", path: path)
     }
   }
 }

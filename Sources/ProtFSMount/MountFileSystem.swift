@@ -263,6 +263,12 @@ package final class MountFileSystem: Sendable {
 
   /// The class an item created in `parent` gets, once the table allows creating there now.
   func classForNewItem(in parent: MountNode) throws(Errno) -> ProtectionClass {
+    // The class is read again where it comes from (the parent's own, else each ancestor's): one set
+    // behind the mount (`protfs set-class` on the device) decides at once, not after the cache time.
+    refreshOwnClass(parent)
+    if nodes.ownClass(of: parent) == nil {
+      for ancestor in nodes.ancestors(of: parent) { refreshOwnClass(ancestor) }
+    }
     let cls = nodes.effectiveClass(of: parent)
     try decide(cls, .create)
     return cls

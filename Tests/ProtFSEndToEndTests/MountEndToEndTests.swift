@@ -284,6 +284,16 @@ import Testing
     #expect(try await m.sh("cat '\(dir)/labelled.txt'").stdout == "y\n")
   }
 
+  @Test func aClassSetBehindTheMountDecidesTheNextCreateAtOnce() async throws {
+    let m = try await Self.classDevice()
+    // The mount has looked the directory up (as class none), then protfs sets it behind the mount.
+    #expect(try await m.sh("ls '\(m.documents)/none' >/dev/null").status == 0)
+    let set = try await m.protfs(["set-class", "complete", m.backingDocuments + "/none"])
+    #expect(set.status == 0, "\(set)")
+    #expect(try await m.sh("echo new > '\(m.documents)/none/made-after.txt'").status == 0)
+    #expect(m.t.rawClass(m.backingDocuments + "/none/made-after.txt") == "NSFileProtectionComplete")
+  }
+
   @Test func chmodOfALockedFileWaitsForTheUnlock() async throws {
     let m = try await Self.classDevice()
     #expect(try await m.protfs(["lock", "--grace", "0"]).status == 0)

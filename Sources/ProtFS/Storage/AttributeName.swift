@@ -41,11 +41,12 @@ extension DirectoryHandle {
   /// Writes `protectionClass` as the own class of the entry `name`, which may not be UTF-8 (this
   /// directory when nil).
   public func setProtectionClass(_ protectionClass: ProtectionClass, of name: FileName?) throws(ProtFSError) {
+    let target = name.map(pathOf) ?? path
     do {
-      try setAttribute(AttributeName.protectionClass, to: protectionClass.attributeValue, of: name)
+      try protectionClass.write(
+        to: name.map { .entry(dirfd: fd, name: $0) } ?? .descriptor(fd, pathOnly: false), path: target)
     } catch  where error.errno == EPERM {
       // The kernel refuses user.* attributes on anything but regular files and directories.
-      let target = name.map(pathOf) ?? path
       let kind = name.flatMap { try? status($0).kind } ?? .directory
       let what = kind == .symlink ? "a symbolic link" : "not a regular file or directory"
       throw ProtFSError(
@@ -76,6 +77,28 @@ extension ProtectionClass {
     case .failure(let e) where e == .noData: return nil
     case .failure(let e): throw ProtFSError.system("read the attributes of", path: path, errno: e)
     }
+  }
+
+  /// Writes this class as the own class (`user.protfs.class`) of `target`: the item a descriptor
+  /// holds (an `O_PATH` one too), or the entry of a directory descriptor, never following a link.
+  /// The one place protfs writes the attribute; this form is for the mount, which answers errnos.
+  package func write(to target: Kernel.AttributeTarget) -> Result<Void, Errno> {
+    // `attributeValue`'s bytes, read in place: a download labels every file it makes with this.
+    var value = rawValue
+    return value.withUTF8 { raw in
+      Kernel.setAttribute(target, attribute: AttributeName.protectionClass, value: UnsafeRawBufferPointer(raw))
+    }
+  }
+
+  /// Writes this class as the own class of `target`, as `write(to:)` does; `path` names it in errors.
+  package func write(to target: Kernel.AttributeTarget, path: String) throws(ProtFSError) {
+    try write(to: target).orThrow("set the protection class of", path: path)
+  }
+
+  /// Writes this class as the own class of the item open as `fd` (so of exactly that item); `path`
+  /// names it in errors.
+  public func write(toDescriptor fd: Int32, path: String) throws(ProtFSError) {
+    try write(to: .descriptor(fd, pathOnly: false), path: path)
   }
 
   /// The class `bytes` (an attribute's value; nil when absent) holds.

@@ -154,9 +154,7 @@ struct ContainerBuilder {
         "make the sparse file", path: path)
     }
     if let known = label(entry) {
-      _ = try known.attributeValue.withUnsafeBytes { value in
-        Kernel.setAttribute(.descriptor(fd, pathOnly: false), attribute: AttributeName.protectionClass, value: value)
-      }.orThrow("set the protection class of", path: path)
+      try known.write(toDescriptor: fd, path: path)
     }
     // Owner before mode: a change of owner clears the set-user-ID and set-group-ID bits.
     if let owner {

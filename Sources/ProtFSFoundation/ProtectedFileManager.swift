@@ -193,7 +193,7 @@ public final class ProtectedFileManager: @unchecked Sendable {
       let file = try parent.openDescriptor(
         temporary, flags: O_WRONLY | O_CREAT | O_EXCL, permissions: FilePermissions(rawValue: 0o644))
       do throws(ProtFSError) {
-        try label(file.rawValue, protectionClass, path: parent.pathOf(name))
+        try protectionClass.write(toDescriptor: file.rawValue, path: parent.pathOf(name))
         try AtomicFile.writeAll(file.rawValue, data, path: parent.pathOf(name))
         _ = try valueOrErrno(.fsync) { fsync(file.rawValue) }.orThrow("sync", path: parent.pathOf(name))
         // Closed before the rename, once: a failure below must not close the number again, which
@@ -218,16 +218,9 @@ public final class ProtectedFileManager: @unchecked Sendable {
     let file = try parent.openDescriptor(name, flags: flags)
     defer { file.close() }
     if !existing || options.rawValue & Data.WritingOptions.fileProtectionMask.rawValue != 0 {
-      try label(file.rawValue, protectionClass, path: parent.pathOf(name))
+      try protectionClass.write(toDescriptor: file.rawValue, path: parent.pathOf(name))
     }
     try AtomicFile.writeAll(file.rawValue, data, path: parent.pathOf(name))
-  }
-
-  private func label(_ fd: Int32, _ protectionClass: ProtectionClass, path: String) throws(ProtFSError) {
-    let value = protectionClass.attributeValue
-    _ = try value.withUnsafeBytes { raw in
-      Kernel.setAttribute(dirfd: fd, name: nil, attribute: AttributeName.protectionClass, value: raw)
-    }.orThrow("set the protection class of", path: path)
   }
 
   /// The contents of the file at `path`.

@@ -322,8 +322,8 @@ public final class DeviceDownloadFileSystem: DownloadFileSystem {
     if let owner, status.st_uid != owner.uid || status.st_gid != owner.gid { return false }
     return withUnsafeTemporaryAllocation(byteCount: 64, alignment: 1) { buffer in
       let read = Kernel.getAttribute(dirfd: fd, name: nil, attribute: AttributeName.protectionClass, into: buffer)
-      guard case .success(let count) = read, count == value.count else { return false }
-      return value.withUnsafeBytes { memcmp($0.baseAddress!, buffer.baseAddress!, count) } == 0
+      guard case .success(let count) = read else { return false }
+      return ProtectionClass(attributeBytes: UnsafeRawBufferPointer(rebasing: buffer[..<count])) == value
     }
   }
 
@@ -338,17 +338,17 @@ public final class DeviceDownloadFileSystem: DownloadFileSystem {
       })
   }
 
-  /// The class value files in `directory` get, and the owner they are handed to (when protfs runs
-  /// as root and the directory is in a container).
+  /// The class files in `directory` get, and the owner they are handed to (when protfs runs as
+  /// root and the directory is in a container).
   private func labelling(for directory: DirectoryHandle) throws(ProtFSError)
-    -> (value: [UInt8], owner: (uid: UInt32, gid: UInt32)?)
+    -> (value: ProtectionClass, owner: (uid: UInt32, gid: UInt32)?)
   {
     let resolved = try resolve(directory.path)
     // The directory's own class, read through the held descriptor, is its effective one; only an
     // unlabelled directory needs the walk up its ancestors (one call per file instead of a dozen).
     var protectionClass = try directory.protectionClass()
     if protectionClass == nil { protectionClass = try device.effectiveClass(of: resolved.location).protectionClass }
-    let value = protectionClass!.attributeValue
+    let value = protectionClass!
     guard runsAsRoot, let container = resolved.container else { return (value, nil) }
     if let known = containerOwners.withLock({ $0[container] }) { return (value, known) }
     let status = try open(container).status()
@@ -359,12 +359,11 @@ public final class DeviceDownloadFileSystem: DownloadFileSystem {
 
   /// Writes the label `value` to the new file `fd` in the directory at `path`, and hands it to
   /// `owner`.
-  private static func write(_ value: [UInt8], owner: (uid: UInt32, gid: UInt32)?, to fd: Int32, path: String)
-    throws(ProtFSError)
-  {
-    _ = try value.withUnsafeBytes { raw in
-      Kernel.setAttribute(dirfd: fd, name: nil, attribute: AttributeName.protectionClass, value: raw)
-    }.orThrow("set the protection class of a new file in", path: path)
+  private static func write(
+    _ value: ProtectionClass, owner: (uid: UInt32, gid: UInt32)?, to fd: Int32, path: String
+  ) throws(ProtFSError) {
+    try value.write(to: .descriptor(fd, pathOnly: false)).orThrow(
+      "set the protection class of a new file in", path: path)
     guard let owner else { return }
     _ = try valueOrErrno(.chown) { fchown(fd, owner.uid, owner.gid) }.orThrow(
       "give the container's owner a new file in", path: path)
@@ -373,7 +372,7 @@ public final class DeviceDownloadFileSystem: DownloadFileSystem {
   /// Gives the file `fd` (read as `status`) the label `value` unless it has it, and hands it to
   /// `owner` unless it is theirs.
   private static func relabel(
-    _ fd: Int32, status: stat, value: [UInt8], owner: (uid: UInt32, gid: UInt32)?, path: String
+    _ fd: Int32, status: stat, value: ProtectionClass, owner: (uid: UInt32, gid: UInt32)?, path: String
   ) throws(ProtFSError) {
     // A file placed where its temp directory's class also applies has its label already: reading
     // it is cheaper than writing it again (a journalled inode change per file).
@@ -381,13 +380,11 @@ public final class DeviceDownloadFileSystem: DownloadFileSystem {
       withUnsafeTemporaryAllocation(byteCount: 64, alignment: 1) { buffer in
         let read = Kernel.getAttribute(dirfd: fd, name: nil, attribute: AttributeName.protectionClass, into: buffer)
         guard case .success(let count) = read else { return false }
-        return count == value.count
-          && value.withUnsafeBytes { memcmp($0.baseAddress!, buffer.baseAddress!, count) } == 0
+        return ProtectionClass(attributeBytes: UnsafeRawBufferPointer(rebasing: buffer[..<count])) == value
       }
     if !labelled {
-      _ = try value.withUnsafeBytes { raw in
-        Kernel.setAttribute(dirfd: fd, name: nil, attribute: AttributeName.protectionClass, value: raw)
-      }.orThrow("set the protection class of a new file in", path: path)
+      try value.write(to: .descriptor(fd, pathOnly: false)).orThrow(
+        "set the protection class of a new file in", path: path)
     }
     guard let owner, status.st_uid != owner.uid || status.st_gid != owner.gid else { return }
     _ = try valueOrErrno(.chown) { fchown(fd, owner.uid, owner.gid) }.orThrow(

@@ -102,9 +102,7 @@ extension MountFileSystem {
     }
     guard !own else { return }
     let cls = nodes.effectiveClass(of: parent)
-    try cls.attributeValue.withUnsafeBytes { raw in
-      Kernel.setAttribute(dirfd: parent.fd, name: name, attribute: AttributeName.protectionClass, value: raw)
-    }.get()
+    try cls.write(to: .entry(dirfd: parent.fd, name: FileName(name))).get()
     if let node = nodes.node(for: MountNode.Key(device: UInt64(s.st_dev), inode: UInt64(s.st_ino))) {
       nodes.setOwnClass(node, cls)
     }
@@ -116,9 +114,7 @@ extension MountFileSystem {
     guard nodes.ownClass(of: node) == nil else { return }
     let cls = nodes.effectiveClass(of: node)
     try node.withPath { (fd) throws(Errno) in
-      try cls.attributeValue.withUnsafeBytes { raw in
-        Kernel.setAttribute(.descriptor(fd, pathOnly: true), attribute: AttributeName.protectionClass, value: raw)
-      }.get()
+      try cls.write(to: .descriptor(fd, pathOnly: true)).get()
     }
     nodes.setOwnClass(node, cls)
   }

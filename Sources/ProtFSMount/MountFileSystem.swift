@@ -220,9 +220,7 @@ package final class MountFileSystem: Sendable {
   /// Labels a new item with `cls` and hands it to the caller (`uid`, `gid`), through `fd`.
   func adopt(_ fd: Int32, class cls: ProtectionClass?, uid: uid_t, gid: gid_t, parent: MountNode) throws(Errno) {
     if let cls {
-      try cls.attributeValue.withUnsafeBytes { raw in
-        Kernel.setAttribute(.descriptor(fd, pathOnly: true), attribute: AttributeName.protectionClass, value: raw)
-      }.get()
+      try cls.write(to: .descriptor(fd, pathOnly: true)).get()
     }
     if isRoot, uid != 0 || gid != 0 {
       // A set-group-ID directory gives its group to new items, as the kernel does.

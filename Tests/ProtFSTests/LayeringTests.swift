@@ -139,6 +139,23 @@ struct LayeringTests {
     }
   }
 
+  @Test func onlyOneFunctionWritesTheClassAttribute() throws {
+    // `ProtectionClass.write(to:)` in this file writes `user.protfs.class`; every other writer
+    // calls it. A set-attribute call on the line naming the attribute, or on the line before (a
+    // wrapped call), is another writer.
+    let home = "Sources/ProtFS/Storage/AttributeName.swift"
+    var found: [String] = []
+    for (path, lines) in try Self.sourceFiles() {
+      for (index, line) in lines.enumerated() where line.contains("AttributeName.protectionClass") {
+        let call = lines[max(0, index - 1)...index].contains {
+          $0.contains("setAttribute") || $0.contains("setxattr")
+        }
+        if call { found.append("\(path):\(index + 1)") }
+      }
+    }
+    #expect(found.count == 1 && found[0].hasPrefix(home + ":"), "the class attribute is written at \(found)")
+  }
+
   @Test func theTargetsFormAChainWithoutCycles() {
     // Depth-first search over `allowed`: no target reaches itself.
     func reaches(_ start: String, _ goal: String, _ seen: inout Set<String>) -> Bool {

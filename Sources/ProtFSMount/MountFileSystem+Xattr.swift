@@ -42,23 +42,25 @@ extension MountFileSystem {
 
   /// `setxattr`.
   func setAttribute(_ node: MountNode, _ name: String, _ value: [UInt8], flags: Int32) throws(Errno) {
-    var stored = value
     var newClass: ProtectionClass?
     if name == AttributeName.protectionClass {
+      // Not a class name: EINVAL, as the kernel answers a value it cannot take.
       guard let cls = try? ProtectionClass.parse(String(decoding: value, as: UTF8.self)) else {
         throw Errno(EINVAL)
       }
       newClass = cls
-      stored = cls.attributeValue
     } else if name.hasPrefix(Self.protfsPrefix) {
       throw .notPermitted
     }
     refreshOwnClass(node)
     try decide(node, .write)
-    _ = try node.withPath { (fd) throws(Errno) in
-      try stored.withUnsafeBytes { raw in
-        valueOrErrno(.setxattr) { setxattr(procPath(fd), name, raw.baseAddress, raw.count, flags) }
-      }.get()
+    try node.withPath { (fd) throws(Errno) in
+      let target = Kernel.AttributeTarget.descriptor(fd, pathOnly: true)
+      if let newClass {
+        try newClass.write(to: target, flags: flags).get()
+      } else {
+        try value.withUnsafeBytes { Kernel.setAttribute(target, attribute: name, value: $0, flags: flags) }.get()
+      }
     }
     if let newClass {
       nodes.setOwnClass(node, newClass)

@@ -82,11 +82,12 @@ extension ProtectionClass {
   /// Writes this class as the own class (`user.protfs.class`) of `target`: the item a descriptor
   /// holds (an `O_PATH` one too), or the entry of a directory descriptor, never following a link.
   /// The one place protfs writes the attribute; this form is for the mount, which answers errnos.
-  package func write(to target: Kernel.AttributeTarget) -> Result<Void, Errno> {
+  package func write(to target: Kernel.AttributeTarget, flags: Int32 = 0) -> Result<Void, Errno> {
     // `attributeValue`'s bytes, read in place: a download labels every file it makes with this.
     var value = rawValue
     return value.withUTF8 { raw in
-      Kernel.setAttribute(target, attribute: AttributeName.protectionClass, value: UnsafeRawBufferPointer(raw))
+      Kernel.setAttribute(
+        target, attribute: AttributeName.protectionClass, value: UnsafeRawBufferPointer(raw), flags: flags)
     }
   }
 

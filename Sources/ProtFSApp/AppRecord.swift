@@ -363,14 +363,15 @@ public struct AppStore: Sendable {
   }
 
   /// Names (or, with nil, forgets) the socket on which the prewarmed app `bundleID` is taken.
-  public func setPrewarmSocket(_ bundleID: BundleID, _ name: String?) {
-    guard let directory = try? directory(Self.directoryName, creating: name != nil) else { return }
+  public func setPrewarmSocket(_ bundleID: BundleID, _ name: String?) throws(ProtFSError) {
+    guard let directory = try directory(Self.directoryName, creating: name != nil) else { return }
     if let name {
-      _ = try? AtomicFile.write(
+      try AtomicFile.write(
         Array(name.utf8), named: Self.prewarmFileName(bundleID), in: directory,
         options: AtomicFile.Options(permissions: FilePermissions(rawValue: 0o600), durability: .unsynced))
     } else {
       let name = Self.prewarmFileName(bundleID)
+      // Gone already, or never written: nothing names the socket either way.
       _ = valueOrErrno(.unlink) { unlinkat(directory.fd, name, 0) }
     }
   }

@@ -27,6 +27,12 @@ public final class AppSupervisor: @unchecked Sendable {
   public var onStartSessionService: @Sendable () throws(ProtFSError) -> Void = { () throws(ProtFSError) in
     throw ProtFSError(.notFound, "The session service cannot be started from here.")
   }
+  /// Called with what the supervisor could not do but carries on without (the app's record or its
+  /// crash report not written): a line on the supervisor's standard error unless set otherwise.
+  /// Set it before `start`.
+  public var onProblem: @Sendable (String) -> Void = { problem in
+    FileHandle.standardError.write(Data("protfs app: \(problem)\n".utf8))
+  }
   private let store: AppStore
   /// The device the app runs on.
   private let device: Device
@@ -85,7 +91,7 @@ public final class AppSupervisor: @unchecked Sendable {
     self.claim = claim
     // Holding the claim, this is the app's one supervisor: a prewarmed app's socket file left by a
     // supervisor killed with SIGKILL names nobody.
-    store.setPrewarmSocket(bundleID, nil)
+    try store.setPrewarmSocket(bundleID, nil)
     // Chosen at random at each launch: anyone may bind an abstract name first, and a name known in
     // advance could be taken before the launch (which would then be refused). The app learns it
     // from its environment, the system's commands from the app's record.
@@ -259,7 +265,13 @@ public final class AppSupervisor: @unchecked Sendable {
   /// Records that the prewarmed app is held before `UIApplicationMain` and that its launch is taken
   /// on the socket `name` (`AppStore.prewarmSocket`).
   public func held(launchSocket name: String) {
-    queue.sync { store.setPrewarmSocket(bundleID, name) }
+    queue.sync {
+      do throws(ProtFSError) {
+        try store.setPrewarmSocket(bundleID, name)
+      } catch {
+        onProblem("the launch socket of the prewarmed \(bundleID) could not be recorded: \(error.message)")
+      }
+    }
   }
 
   /// Freezes the prewarmed app once it says it is held before `UIApplicationMain`, as iOS suspends
@@ -297,7 +309,11 @@ public final class AppSupervisor: @unchecked Sendable {
       processes.kill()
       throw error
     }
-    store.setPrewarmSocket(bundleID, nil)
+    do {
+      try store.setPrewarmSocket(bundleID, nil)
+    } catch {
+      onProblem("the launch socket of the prewarmed \(bundleID) could not be forgotten: \(error.message)")
+    }
     lifecycle.record.state = .active
     lifecycle.record.forceQuit = false
     save()
@@ -384,7 +400,12 @@ public final class AppSupervisor: @unchecked Sendable {
       case .kill: processes.kill()
       case .writeCrashReport(let report):
         // The record names the report (saved next): its path is `app status`'s and the launch's.
-        let path = try? store.write(report)
+        var path: String?
+        do {
+          path = try store.write(report)
+        } catch {
+          onProblem("the crash report of \(bundleID) could not be written: \(error.message)")
+        }
         lifecycle.crashReportWritten(at: path?.isEmpty == false ? path : nil)
       case .save: save()
       case .schedule(let timer, let deadline):
@@ -396,7 +417,13 @@ public final class AppSupervisor: @unchecked Sendable {
   }
 
   private func finish(_ end: Kernel.ChildEnd) {
-    if prewarm { store.setPrewarmSocket(bundleID, nil) }
+    if prewarm {
+      do {
+        try store.setPrewarmSocket(bundleID, nil)
+      } catch {
+        onProblem("the launch socket of the prewarmed \(bundleID) could not be forgotten: \(error.message)")
+      }
+    }
     // Whatever the app left goes with it, in its cgroup or its group.
     processes.end()
     status = end.status
@@ -410,7 +437,15 @@ public final class AppSupervisor: @unchecked Sendable {
     exited.signal()
   }
 
-  private func save() { _ = try? store.write(lifecycle.record) }
+  /// Writes the record; one not written is reported, as the system's commands and the session
+  /// service then see the app as it was before.
+  private func save() {
+    do {
+      try store.write(lifecycle.record)
+    } catch {
+      onProblem("the record of \(bundleID) could not be written: \(error.message)")
+    }
+  }
 
   /// The most of the app's writes on its events socket read for its crash record: more than the
   /// socket holds (a writer's buffer, some 200 KiB), so the newest record is among them.

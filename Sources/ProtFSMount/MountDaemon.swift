@@ -2,6 +2,7 @@ import CFuse3
 import Foundation
 import ProtFS
 import ProtFSSystem
+import Synchronization
 
 /// Mounting and unmounting a device (docs/semantics.md §7): the libfuse session, its
 /// multithreaded loop, the readiness check, and the registry entry while it runs.
@@ -118,18 +119,34 @@ package enum MountDaemon {
     // an app mount's record; one of a mount gone by then is passed over). The device's mount is
     // ready once it is recorded, since `exec` finds it there.
     if forApp != nil { fs.onConnected.withLock { $0 = ready } }
+    let unregistered = Mutex<ProtFSError?>(nil)
     Thread.detachNewThread {
       // statfs is answered by the loop: once it reports FUSE, the mount is up and serving.
       guard protfs_filesystem_type(mountpoint) == fuseMagic else { return }
       var record = MountRecord(mountpoint: mountpoint, pid: pid, since: Date())
       record.forApp = forApp
-      try? registry.register(record)
+      do throws(ProtFSError) {
+        try registry.register(record)
+      } catch {
+        // `lock` waits only for the mounts it finds recorded: one it cannot find could serve pages
+        // read before a lock. The device's mount is not started; an app's, already serving its
+        // app, is reported on the supervisor's standard error.
+        if forApp == nil {
+          unregistered.withLock { $0 = error }
+          _ = valueOrErrno(.umount) { umount2(mountpoint, Int32(PROTFS_MOUNT_MNT_DETACH)) }
+        } else {
+          let line = "protfs app: the app's mount is not recorded, so `lock` does not wait for it: \(error.message)\n"
+          FileHandle.standardError.write(Data(line.utf8))
+        }
+        return
+      }
       if forApp == nil { ready() }
     }
     MountStateWatcher.start(fs)
     _ = protfs_fuse_loop_mt(session, 16)
     fuse_session_unmount(session)
     withExtendedLifetime(fs) {}
+    if let error = unregistered.withLock({ $0 }) { throw error }
   }
 
   /// Lifts the descriptor limit: the daemon holds one descriptor per item the kernel knows.

@@ -53,6 +53,18 @@ import Testing
     #expect(twice.status == 1 && twice.stderr.contains("is not a protfs mount"), "\(twice)")
   }
 
+  @Test func aMountThatCannotBeRecordedIsNotStarted() async throws {
+    let t = try TestDevice(containers: [MountedDevice.bundle])
+    let mountpoint = t.directory + "/mnt"
+    mkdir(mountpoint, 0o755)
+    // A file in the way of the registry's directory: `lock` would never find the mount to wait for.
+    #expect(FileManager.default.createFile(atPath: t.device.stateDirectory + "/mounts", contents: Data()))
+    let mount = try await Protfs.run(["--device", t.root, "mount", mountpoint])
+    if MountRegistry.protfsMountpoints().contains(mountpoint) { umount2(mountpoint, 2 /* MNT_DETACH */) }
+    #expect(mount.status == 1 && mount.stderr.contains("mounts"), "\(mount)")
+    #expect(!MountRegistry.protfsMountpoints().contains(mountpoint))
+  }
+
   @Test(arguments: ["unlocked", "locked", "inactive", "reboot"])
   func everyCellOfTheTableAsRoot(_ state: String) async throws {
     let m = try await Self.classDevice()

@@ -113,6 +113,7 @@ extension SessionService {
         .notFound, "The session '\(identifier)' has no task \(id).", remedy: .listTasks)
     }
     let hosted = state.withLock { $0.hosted[identifier] }
+    // One the store cannot take now waits in `lateAcknowledgements`, taken on every idle tick.
     if hosted?.session.unsavedSettlements([id]).isEmpty == false
       || (try? store.acknowledge(task: id, fileOnly: fileOnly, fileSystem: fileSystem)) == nil
     {
@@ -132,6 +133,7 @@ extension SessionService {
     for (id, late) in waiting.sorted(by: { $0.key < $1.key }) {
       let hosted = state.withLock { $0.hosted[late.session] }
       guard hosted?.session.unsavedSettlements([id]).isEmpty != false else { continue }
+      // Still not taken: it waits for the next tick.
       guard (try? store.acknowledge(task: id, fileOnly: late.fileOnly, fileSystem: fileSystem)) != nil else { return }
       state.withLock { state in
         if state.lateAcknowledgements[id] == late { state.lateAcknowledgements[id] = nil }
@@ -165,10 +167,20 @@ extension SessionService {
     guard first else { return }
     do {
       try launcher.deliverEvents(of: identifier, to: hosted.bundleID)
-      try? store.setRelaunchError(nil, session: identifier)
+      recordRelaunchError(nil, session: identifier)
     } catch {
       _ = state.withLock { $0.launchNotified.remove(identifier) }
-      try? store.setRelaunchError(error.message, session: identifier)
+      recordRelaunchError(error.message, session: identifier)
+    }
+  }
+
+  /// Keeps why session `identifier`'s app could not be relaunched (nil: it was), for `protfs
+  /// sessions` to show; a store that cannot take it is reported.
+  private func recordRelaunchError(_ message: String?, session identifier: String) {
+    do {
+      try store.setRelaunchError(message, session: identifier)
+    } catch {
+      report("cannot record the relaunch of '\(identifier)': \(error.message)")
     }
   }
 
@@ -199,8 +211,12 @@ extension SessionService {
     for subscriber in ended { ControlSocket.shutDown(subscriber.connection) }
     for hosted in sessions {
       let stopping = hosted.session.allTasks.filter { $0.state == .running || $0.state == .suspended }
-      try? store.setCancelledReason(
-        BackgroundTaskCancelledReason.userForceQuitApplication.rawValue, tasks: stopping.map(\.id))
+      do {
+        try store.setCancelledReason(
+          BackgroundTaskCancelledReason.userForceQuitApplication.rawValue, tasks: stopping.map(\.id))
+      } catch {
+        report("cannot record the force-quit of \(bundleID) with its tasks: \(error.message)")
+      }
       for task in stopping { _ = cancelKeepingPartialFile(task, bundleID: hosted.bundleID) }
     }
   }

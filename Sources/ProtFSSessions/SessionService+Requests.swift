@@ -43,6 +43,8 @@ extension SessionService {
       }
       if let session = subscribed {
         if request.kind == .acknowledge, let id = request.task {
+          // A subscription gets no replies: a refused acknowledgement changes nothing, and one the
+          // store could not take waits in `lateAcknowledgements`.
           try? acknowledge(id, fileOnly: request.fileOnly == true, session: session, peer: peer)
         }
         continue
@@ -202,7 +204,7 @@ extension SessionService {
           try task.setEarliestBeginDate(Date(timeIntervalSince1970: beginsAt))
         }
         // Running again, it is no longer one the system cancelled.
-        try? store.setCancelledReason(nil, tasks: [id])
+        try store.setCancelledReason(nil, tasks: [id])
         task.resume()
       case .suspend: task.suspend()
       case .setDescription:
@@ -365,7 +367,11 @@ extension SessionService {
     // Its connection's own thread then ends the subscription, as after a force-quit.
     if let subscriber { ControlSocket.shutDown(subscriber.connection) }
     hosted?.session.invalidate()
-    try? store.forgetSession(identifier)
+    do {
+      try store.forgetSession(identifier)
+    } catch {
+      report("cannot forget '\(identifier)': \(error.message)")
+    }
   }
 
   /// The hosted session the request names, opened from the store when it is a service session

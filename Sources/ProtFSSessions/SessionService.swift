@@ -211,6 +211,11 @@ package final class SessionService: Sendable {
     state.withLock { state in if let listener = state.listener { listener.close() } }
   }
 
+  /// Reports on the service's standard error what it could not do but carries on without.
+  func report(_ problem: String) {
+    FileHandle.standardError.write(Data("protfs sessions: \(problem)\n".utf8))
+  }
+
   /// Reopens every service session of the store; one that cannot be opened is reported and skipped.
   private func restore() {
     guard let sessions = try? store.serviceSessions() else { return }
@@ -220,14 +225,13 @@ package final class SessionService: Sendable {
       case .success(let decoded): settings = decoded
       case .failure(let problem):
         // `protfs sessions` shows the same problem, read from the store.
-        FileHandle.standardError.write(
-          Data("protfs sessions: cannot reopen '\(identifier)': \(problem.message)\n".utf8))
+        report("cannot reopen '\(identifier)': \(problem.message)")
         continue
       }
       do {
         _ = try host(settings)
       } catch {
-        FileHandle.standardError.write(Data("protfs sessions: cannot reopen '\(identifier)': \(error.message)\n".utf8))
+        report("cannot reopen '\(identifier)': \(error.message)")
       }
     }
     for identifier in state.withLock({ Array($0.hosted.keys) }) { checkRelaunch(identifier) }

@@ -165,11 +165,11 @@ public struct AppBundle: @unchecked Sendable {
         _ = try valueOrErrno(.rename) {
           Kernel.rename(bundles.fd, staging, bundles.fd, name, flags: Self.renameExchange)
         }.orThrow("install the app's bundle at", path: bundles.pathOf(name))
-        try? bundles.removeTree(staging)
+        try? bundles.removeTree(staging)  // the bundle replaced: best effort, the next launch removes it
       }
       return bundles.pathOf(name) + "/" + executable
     } catch {
-      try? bundles.removeTree(staging)
+      try? bundles.removeTree(staging)  // the installation's own error is the one to report
       throw error
     }
   }

@@ -198,6 +198,9 @@ package final class AppProcesses: Sendable {
     guard case .success(let fd) = valueOrErrno(.open, { open(path, O_WRONLY | O_CLOEXEC) }) else { return false }
     defer { closeDescriptor(fd) }
     let bytes = Array(value.utf8)
-    return (try? valueOrErrno(.write) { Glibc.write(fd, bytes, bytes.count) }.get()) == bytes.count
+    guard case .success(let written) = valueOrErrno(.write, { Glibc.write(fd, bytes, bytes.count) }) else {
+      return false
+    }
+    return written == bytes.count
   }
 }

@@ -160,7 +160,7 @@ package struct BackupImport {
       _ = valueOrErrno(.fsync) { fsync(target.fd) }
       try staging.removeTree(work)
     } catch {
-      try? staging.removeTree(work)
+      try? staging.removeTree(work)  // the import's own error is the one to report
       throw error
     }
     return report

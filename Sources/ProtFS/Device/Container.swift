@@ -227,7 +227,7 @@ extension Device {
         throw ProtFSError.system("create the container", path: container.absolutePath, errno: e)
       }
     } catch {
-      try? staging.removeTree(temporary)
+      try? staging.removeTree(temporary)  // the creation's own error is the one to report
       throw error
     }
   }
@@ -276,6 +276,7 @@ extension Device {
     for (name, _) in try staging.entries() {
       let parts = name.split(separator: ".")
       guard parts.count >= 3, let pid = Int32(parts[parts.count - 2]) else { continue }
+      // Best effort: what is left is tried again at the next cleanup.
       if !ProcessIdentity.isRunning(pid) { try? staging.removeTree(name) }
     }
     return staging

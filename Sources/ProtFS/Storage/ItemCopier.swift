@@ -57,7 +57,7 @@ package enum ItemCopier {
           replacing ? "replace" : "create", path: destination.pathOf(destinationName), errno: e)
       }
     } catch {
-      try? destination.removeTree(temporary)
+      try? destination.removeTree(temporary)  // the copy's own error is the one to report
       throw error
     }
   }

@@ -77,6 +77,7 @@ package enum ProtFSCommandLine {
         }
         // And a lock's grace that ended while nobody was there to end it (its process was killed).
         if geteuid() == 0, command.name != EndGraceCommand.command.name {
+          // Best effort, beside the command: every command run as root tries it again.
           _ = try? invocation.lockController.endGraceIfDue()
         }
         return try command.run!(invocation)

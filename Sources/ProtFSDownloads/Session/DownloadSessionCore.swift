@@ -104,7 +104,7 @@ package final class DownloadSessionCore: @unchecked Sendable {
   /// Writes progress records (the engine's periodic snapshot); a store error must not stop transfers,
   /// and the next snapshot tries again.
   package func persist(_ records: [DownloadTaskRecord]) {
-    try? store.update(records)
+    try? store.update(records)  // best effort: the next snapshot writes them again
   }
 
   /// Writes settled records before their waiters are woken. A store that cannot take them (a full
@@ -121,7 +121,7 @@ package final class DownloadSessionCore: @unchecked Sendable {
     guard !all.isEmpty else { return }
     // Only the finisher's thread writes settled records (and `invalidate`, once it has ended), so
     // nothing settles between the update and the bookkeeping.
-    let taken = (try? store.update(all)) != nil
+    let taken = (try? store.update(all)) != nil  // those not taken wait in `unsaved`
     unsaved.withLock { waiting in
       for record in all { waiting[record.id] = taken ? nil : record }
     }
@@ -137,12 +137,13 @@ package final class DownloadSessionCore: @unchecked Sendable {
   /// Writes one record now, from the engine thread while the task transfers (the finisher does not
   /// touch it then, so this cannot undo a state it wrote).
   package func persistNow(_ record: DownloadTaskRecord) {
-    try? store.update([record])
+    try? store.update([record])  // best effort: the next snapshot writes it again
   }
 
   /// Writes a task's new description now; only that column, so a snapshot taken here cannot undo
   /// a state the finisher wrote meanwhile.
   package func persistDescription(_ description: String?, of task: DownloadTask) {
+    // Best effort: a setter cannot throw, and the task's next write of its record carries it again.
     try? store.updateDescription(description, of: task.id)
   }
 
@@ -240,6 +241,7 @@ package final class DownloadSessionCore: @unchecked Sendable {
     // not take get a last try); the rest keep progress.
     persistSettled([])
     persist(all.map(\.record).filter { !$0.state.isSettled })
+    // Best effort: tasks it leaves claimed are free once this process ends (the claim names it).
     try? store.release(owner: owner)
     // Nothing will settle these tasks in this session any more: their waiters get the state as it is.
     for task in all {

@@ -363,8 +363,10 @@ public final class HTTPCookieStorage: NSObject, Sendable {
       return
     }
     let directory = (file as NSString).deletingLastPathComponent
+    // Best effort, as iOS's storage (which has no error to give): the cookies stay in memory, and
+    // the next change writes them all again.
     try? FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
-    try? data.write(to: URL(fileURLWithPath: file), options: .atomic)
+    try? data.write(to: URL(fileURLWithPath: file), options: .atomic)  // see above: best effort
   }
 
   /// Reads the persistent cookies, once.

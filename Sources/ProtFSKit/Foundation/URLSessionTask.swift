@@ -196,6 +196,7 @@ open class URLSessionTask: NSObject, @unchecked Sendable {
     get { lock.withLock { $0.description } }
     set {
       change { $0.description = newValue }
+      // Best effort: Apple's setter cannot fail; the task keeps it here whatever the service took.
       try? backend?.setDescription(newValue, of: Int64(taskIdentifier))
     }
   }

@@ -233,6 +233,7 @@ public struct LockController: Sendable {
       let undo = TransitionJournal(
         operation: "undo \(operation)", previous: next, next: previous, pid: getpid(), started: clock())
       try store.write(undo)
+      // The transition's failures are the error to report: the undo walks the same items again.
       _ = try? enforce(previous.protection, fullCheck: true, ownerAccess: ownerAccess, key: key)
       try store.write(previous)
       afterCommit(previous.protection)

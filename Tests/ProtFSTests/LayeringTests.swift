@@ -131,6 +131,24 @@ struct LayeringTests {
     #expect(count > 0, "no @unchecked Sendable found: the search is broken")
   }
 
+  @Test func everyTryQuestionMarkOnAWriteSaysWhyDroppingItsErrorIsRight() throws {
+    // A heuristic: `try?` before a call whose name starts with a verb that writes (`record` only as
+    // a prefix, as `recordLateAcknowledgements`: `record(_:)` reads one). The reason is a comment
+    // on the same line or the line above.
+    let writing = try Regex(#"try\?.*\b(write|save|store|update|insert|register|record[A-Z]|persist|set[A-Z])\w*\("#)
+    var count = 0
+    for (path, lines) in try Self.sourceFiles() {
+      for (index, line) in lines.enumerated() where line.contains(writing) {
+        guard !line.trimmingCharacters(in: .whitespaces).hasPrefix("//") else { continue }
+        count += 1
+        let above = index > 0 ? lines[index - 1].trimmingCharacters(in: .whitespaces) : ""
+        let stated = line.contains("//") || above.hasPrefix("//")
+        #expect(stated, "\(path):\(index + 1) drops a write's error with try? without saying why")
+      }
+    }
+    #expect(count > 0, "no try? on a write found: the search is broken")
+  }
+
   @Test func onlyTheSystemLayerImportsTheCShims() throws {
     for target in Self.allowed.keys where target != "ProtFSSystem" {
       for (file, module) in try Self.imports(of: target) {

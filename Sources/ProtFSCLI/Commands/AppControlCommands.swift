@@ -315,6 +315,8 @@ package enum AppStatusCommand {
     // An app whose supervisor was killed with SIGKILL is shown not running: what it left running
     // (setsid and double-forked children) is ended, so that nothing of it runs unseen.
     for record in records where record.cgroup != nil && !record.isSupervised {
+      // Best effort: a reader that may not end them (not root) shows the record as it is, and the
+      // next `status` tries again.
       guard let bundleID = try? BundleID(record.bundleID),
         let ended = try? store.endAbandoned(bundleID), ended > 0
       else { continue }

@@ -33,8 +33,14 @@ package struct SealStore: Sendable {
   }
 
   /// Seals the device's keys: a device key (kept if one is there from an interrupted run) and a
-  /// keybag with fresh class keys wrapped with `passcode`. Returns the keys, all available.
+  /// keybag with fresh class keys wrapped with `passcode`. Returns the keys, all available. A device
+  /// sealed already is refused: its files' keys are wrapped with the class keys it has.
   package func create(passcode: String?, iterations: UInt32) throws(ProtFSError) -> ClassKeys {
+    // New class keys would orphan every file key wrapped with the old ones.
+    guard try !isSealed() else {
+      throw ProtFSError(
+        .alreadyExists, "The device '\(device.root)' is sealed already: its keybag is in '\(path)'.", path: path)
+    }
     let directory = try openDirectory(creating: true)!
     let deviceKey: SecretBytes
     if case .success = directory.statusResult(Self.deviceKeyName) {

@@ -228,6 +228,10 @@ import Testing
     let deviceKey = try store.deviceKey()
     let unlocked = try store.keybag(deviceKey: deviceKey).unlock(deviceKey: deviceKey, passcode: "1234")
     #expect(unlocked.key(.a)!.isEqual(to: keys.key(.a)!))
+    // Sealing again would orphan every file key: refused, the keybag unchanged.
+    let error = try #require(throws: ProtFSError.self) { try store.create(passcode: nil, iterations: 1_000) }
+    #expect(error.code == .alreadyExists)
+    #expect(try store.keybag(deviceKey: deviceKey).hasPasscode)
     let keyFile = device.device.stateDirectory + "/seal/device.key"
     let attributes = try FileManager.default.attributesOfItem(atPath: keyFile)
     #expect((attributes[.posixPermissions] as? Int) == 0o400)

@@ -22,6 +22,20 @@ final class MovingDelegate: DownloadSessionDelegate {
 
   func downloadSession(_ session: DownloadSession, task: DownloadTask, didCompleteWithError error: ProtFSError?) {
     completions.withLock { $0.append(error) }
+    completed.signal()
+  }
+
+  /// Signalled at each `didCompleteWithError`.
+  let completed = DispatchSemaphore(value: 0)
+
+  /// Waits, off the cooperative pool, until `didCompleteWithError` has been called once more.
+  func waitForCompletion() async {
+    await withCheckedContinuation { continuation in
+      DispatchQueue.global().async {
+        self.completed.wait()
+        continuation.resume()
+      }
+    }
   }
 }
 
@@ -48,6 +62,9 @@ struct DownloadsHandoverTests {
     let task = try session.downloadTask(with: url)
     task.resume()
     #expect(await task.waitUntilSettled() == .completed)
+    // The task's waiters wake when it settles; its delegate hears of it on the delegate queue, which
+    // may not have the call yet (under load it had not): wait for the call itself.
+    await delegate.waitForCompletion()
     policy.set(destination: .allow)
     session.completeWaitingTasks()
     session.core.delegateQueue.sync {}

@@ -10,6 +10,7 @@ import PackageDescription
 //   ProtFSFoundation   the Foundation-shaped API (FileManager, FileHandle, URLSession)
 //   ProtFSApp     the app lifecycle: the supervisor of `protfs app launch`, its socket protocol
 //   ProtFSSessions  background sessions out of process: the session service and its client
+//   ProtFSLaunch  running apps: the launch plan, the launcher, prewarming, the confined spawn
 //   ProtFSKit     the UIKit-shaped API of Swift apps (UIApplication, URLSession, FileManager), on
 //                 ProtFSApp and ProtFSSessions, and CommonCrypto's digests on CCrypto; Examples/ use it
 //   ProtFSCLI     the command line (parser, help, commands), a library so tests run it in-process
@@ -24,7 +25,7 @@ let package = Package(
       name: "ProtFS",
       targets: [
         "ProtFSSystem", "ProtFS", "ProtFSLock", "ProtFSCache", "ProtFSDownloads", "ProtFSAudit", "ProtFSFoundation",
-        "ProtFSApp",
+        "ProtFSApp", "ProtFSLaunch",
       ]),
     .library(name: "ProtFSKit", targets: ["ProtFSKit"]),
     .executable(name: "protfs", targets: ["protfs"]),
@@ -124,8 +125,11 @@ let package = Package(
     .target(name: "ProtFSSeal", dependencies: ["ProtFSSystem", "ProtFS", "CCrypto"]),
     // The device mount: libfuse3's low-level API, used by no other target.
     .target(name: "ProtFSMount", dependencies: ["ProtFSSystem", "ProtFS", "ProtFSSeal", "CFuse3"]),
-    // Starting untrusted code: the one confined spawn that exec and every app launch go through.
-    .target(name: "ProtFSRuntime", dependencies: ["ProtFSSystem", "ProtFS", "ProtFSLock", "ProtFSApp"]),
+    // Running apps (docs/architecture.md): a launch as a plan, the launcher, the prewarm server and
+    // client, the one confined spawn that exec, every launch and the system's relaunches go through.
+    .target(
+      name: "ProtFSLaunch",
+      dependencies: ["ProtFSSystem", "ProtFS", "ProtFSLock", "ProtFSApp", "ProtFSMount", "ProtFSSessions"]),
     // What the machine gives protfs (`protfs doctor`): FUSE, xattrs, the cgroup freezer, the app
     // user's access, TIOCSTI, the kernel calls protfs prefers; the apps' cgroups are ProtFSApp's.
     .target(name: "ProtFSDoctor", dependencies: ["ProtFSSystem", "ProtFS", "ProtFSApp"]),
@@ -134,7 +138,7 @@ let package = Package(
       name: "ProtFSCLI",
       dependencies: [
         "ProtFSSystem", "ProtFS", "ProtFSLock", "ProtFSCache", "ProtFSDownloads", "ProtFSAudit", "ProtFSMount",
-        "ProtFSApp", "ProtFSSessions", "ProtFSBackup", "ProtFSRuntime", "ProtFSAppBundle", "ProtFSDoctor",
+        "ProtFSApp", "ProtFSSessions", "ProtFSBackup", "ProtFSLaunch", "ProtFSAppBundle", "ProtFSDoctor",
       ]),
     // Linked as a position-dependent executable in release builds: the loader then has none of
     // the some 80,000 relocations of a position-independent one to apply at every start.
@@ -153,6 +157,7 @@ let package = Package(
       dependencies: [
         "ProtFSSystem", "ProtFS", "ProtFSLock", "ProtFSCache", "ProtFSDownloads", "ProtFSAudit", "ProtFSFoundation",
         "ProtFSMount", "ProtFSApp", "ProtFSSessions", "ProtFSBackup", "ProtFSAppBundle", "ProtFSSeal", "ProtFSDoctor",
+        "ProtFSLaunch",
         "ProtFSTestSupport", "CAttr",
       ]),
     // ProtFSKit's URLSession against a fake backend, and its FileManager.
@@ -164,14 +169,14 @@ let package = Package(
       name: "ProtFSCLITests",
       dependencies: [
         "ProtFSCLI", "ProtFSSystem", "ProtFS", "ProtFSLock", "ProtFSMount", "ProtFSDownloads", "ProtFSSessions",
-        "CProtFSLaunch",
+        "ProtFSLaunch", "CProtFSLaunch",
       ]),
     // Depends on the executables so that `swift test` builds the binaries the tests run.
     .testTarget(
       name: "ProtFSEndToEndTests",
       dependencies: [
         "ProtFSSystem", "ProtFS", "ProtFSLock", "ProtFSDownloads", "ProtFSTestSupport", "protfs",
-        "ProtFSApp", "ProtFSSessions", "ProtFSCLI", "ProtFSSeal",
+        "ProtFSApp", "ProtFSSessions", "ProtFSCLI", "ProtFSSeal", "ProtFSLaunch",
         "BackgroundRunner", "FetchHelper", "ForgetfulApp", "BackgroundDownloader", "UploadSession", "FetchDownloader",
         "PauseResume", "PortedApp", "PortedMainApp", "MisusedUpload", "NetworkClient", "SceneApp", "LegacyDelegate",
         "CrashingApp", "DownloadManager",

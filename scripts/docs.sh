@@ -36,10 +36,10 @@ layers=(
   "ProtFSSystem"
   "ProtFS"
   "ProtFSLock ProtFSCache ProtFSDownloads ProtFSAudit ProtFSFoundation ProtFSApp"
-  "ProtFSKit"
+  "ProtFSLaunch ProtFSKit"
 )
 # Building these builds every module above.
-leaves=(ProtFSKit ProtFSLock ProtFSCache ProtFSAudit)
+leaves=(ProtFSKit ProtFSLaunch ProtFSLock ProtFSCache ProtFSAudit)
 
 out=$repo/.build/docs
 bin=""

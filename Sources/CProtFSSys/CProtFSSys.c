@@ -675,7 +675,7 @@ int protfs_forward_signals(int write_end, const int *signals, int count) {
 }
 
 int protfs_spawn_plain(pid_t *pid, const char *path, char *const argv[], char *const envp[], int input, int output,
-                       int error, const char *directory) {
+                       int error, const char *directory, int new_session) {
   posix_spawn_file_actions_t actions;
   int result = posix_spawn_file_actions_init(&actions);
   if (result != 0) return result;
@@ -695,9 +695,10 @@ int protfs_spawn_plain(pid_t *pid, const char *path, char *const argv[], char *c
   sigaddset(&pipe, SIGPIPE);
   if (result == 0) result = posix_spawnattr_setsigmask(&attributes, &none);
   if (result == 0) result = posix_spawnattr_setsigdefault(&attributes, &pipe);
-  if (result == 0) result = posix_spawnattr_setpgroup(&attributes, 0);
+  if (result == 0 && !new_session) result = posix_spawnattr_setpgroup(&attributes, 0);
   if (result == 0) {
-    const short flags = POSIX_SPAWN_SETPGROUP | POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF;
+    const short flags =
+        (new_session ? POSIX_SPAWN_SETSID : POSIX_SPAWN_SETPGROUP) | POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF;
     result = posix_spawnattr_setflags(&attributes, flags);
   }
   if (result == 0) result = posix_spawn(pid, path, &actions, &attributes, argv, envp);

@@ -202,7 +202,8 @@ public final class AppSupervisor: @unchecked Sendable {
     try store.write(prepared)
   }
 
-  /// Records that the prepared launch did not start the app.
+  /// Records that the prepared launch did not start the app, and lets go of the app's claim: the
+  /// next launch (in this process too) finds it free.
   public func abandon() {
     queue.sync {
       lifecycle.record.state = .notRunning
@@ -211,7 +212,14 @@ public final class AppSupervisor: @unchecked Sendable {
       lifecycle.record.supervisorSocket = nil
       save()
     }
+    withdraw()
+  }
+
+  /// Ends what a launch that failed before it was prepared started (nothing was recorded), and
+  /// lets go of the app's claim.
+  public func withdraw() {
     processes.end()
+    claim.close()
   }
 
   /// Takes charge of the started app `pid` (the leader of its process group), which reads events

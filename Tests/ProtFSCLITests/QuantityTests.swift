@@ -1,4 +1,5 @@
 import Foundation
+import ProtFSLaunch
 import ProtFSSystem
 import Testing
 

@@ -3,6 +3,7 @@ import ProtFS
 import ProtFSApp
 import ProtFSCLI
 import ProtFSDownloads
+import ProtFSLaunch
 import ProtFSSessions
 import ProtFSSystem
 import ProtFSTestSupport

@@ -130,7 +130,11 @@ int protfs_open_pty(int *master, int *slave, uid_t owner);
    1 on a hang-up, 2 for the suspend character, -1 with errno on a failure. */
 int protfs_relay_terminal(int input, int output, int master, int stop, int suspend_char, pid_t leader);
 
+/* posix_spawn of `path` as a shell starts a program: standard streams copies of `input`, `output`
+   and `error`, every other descriptor closed, an empty signal mask, SIGPIPE at its default, in
+   `directory` (NULL: the caller's), leading a process group of its own, or a session of its own
+   when `new_session`. 0, or the error number. */
 int protfs_spawn_plain(pid_t *pid, const char *path, char *const argv[], char *const envp[], int input, int output,
-                       int error, const char *directory);
+                       int error, const char *directory, int new_session);
 
 #endif

@@ -1,6 +1,7 @@
 import Foundation
 import ProtFS
 import ProtFSApp
+import ProtFSLaunch
 import ProtFSSessions
 import ProtFSSystem
 

@@ -2,6 +2,7 @@ import Foundation
 import ProtFS
 import ProtFSApp
 import ProtFSAppBundle
+import ProtFSLaunch
 import ProtFSSystem
 
 /// `protfs app install BUNDLE-ID [--info-plist FILE] -- CMD`, simctl's `install`: the app's

@@ -1,10 +1,8 @@
 import Foundation
 import ProtFS
 import ProtFSApp
+import ProtFSLaunch
 import ProtFSLock
-import ProtFSMount
-import ProtFSRuntime
-import ProtFSSessions
 import ProtFSSystem
 
 /// `protfs app launch BUNDLE-ID -- CMD`: runs CMD as the app, in the foreground, and supervises it
@@ -148,228 +146,54 @@ package enum AppLaunchCommand {
     "fetch-time", "duration", help: "Time a background fetch may take (default 30s).")
 
   package static func run(_ invocation: Invocation) throws -> Int32 {
-    var timings = AppTimings()
-    timings.backgroundTime = try duration(invocation, backgroundTime) ?? timings.backgroundTime
-    timings.suspendAfter = try duration(invocation, suspendAfter) ?? timings.suspendAfter
-    timings.fetchTime = try duration(invocation, fetchTime) ?? timings.fetchTime
-    timings.fetchMinimum = try duration(invocation, fetchMinimum) ?? timings.fetchMinimum
-    timings.watchdog = try duration(invocation, watchdog) ?? timings.watchdog
-    if let text = invocation.value(pushLimit) {
-      guard let count = Int(text), (1...1000).contains(count) else {
-        throw invocation.usageError("The push limit '\(text)' is not a count between 1 and 1000 an hour.")
-      }
-      timings.pushLimit = count
+    let plan: LaunchPlan
+    switch try request(invocation) {
+    case .detached(let bundleID, let command):
+      return try AppInstallCommand.launchDetached(invocation, bundleID, command)
+    case .plan(let planned): plan = planned
     }
-    timings.refreshTime = try duration(invocation, refreshTime) ?? timings.refreshTime
-    timings.processingTime = try duration(invocation, processingTime) ?? timings.processingTime
-    var schedule = LockSchedule(steps: [])
-    if let text = invocation.value(ExecCommand.schedule) {
-      do {
-        schedule = try LockSchedule(parsing: text)
-      } catch {
-        throw invocation.usageError(invocation.describe(error))
-      }
-    }
-    let passed = try ExecCommand.passedEnvironment(invocation)
-    let session = invocation.value(forSession)
-    let push = try invocation.value(forPush).map { try PushPayloadFile.take($0, on: invocation.device) }
-    let backgroundTask = invocation.value(forBackgroundTask)
-    let systemLaunches = systemLaunchOptions.filter { invocation.isGiven($0) }.count
-    if systemLaunches > 1 {
-      throw invocation.usageError("--for-fetch, --for-session, --for-push and --for-bgtask cannot be given together.")
-    }
-    let prewarming = invocation.flag(prewarm)
-    let systemLaunch = systemLaunches == 1
-    if prewarming && (systemLaunch || invocation.flag(wait)) {
-      throw invocation.usageError("--prewarm is for a user's launch: it cannot be given with --wait or a --for option.")
-    }
-    let bundleID = try AppCommand.existingApp(invocation)
-    var command = invocation.trailing
-    if command.isEmpty {
-      // The installed app (`app install`, or its last launch): detached unless --wait.
-      guard let installed = try AppStore(device: invocation.device).record(bundleID)?.lastLaunchCommand,
-        !installed.isEmpty
-      else {
-        throw ExitStatus(
-          code: 1,
-          message:
-            "The app \(bundleID) is not installed: give its command (\(invocation.spelling.command("app launch \(bundleID) -- CMD"))) or install it (\(invocation.spelling.command("app install \(bundleID) -- CMD")))."
-        )
-      }
-      if !invocation.flag(wait) { return try AppInstallCommand.launchDetached(invocation, bundleID, installed) }
-      command = installed
-    }
-    // The command as the record keeps it, its program found and made absolute.
-    let absolute = try absoluteCommand(command)
-    let program = absolute[0]
-    let device = invocation.device
     let givesPasscode = ExecCommand.passcode.options.contains { invocation.isGiven($0) }
-    if prewarming && givesPasscode {
-      throw invocation.usageError(
-        "A prewarmed app's launch cannot take a passcode: give it to the launch that takes the app.")
+    if !plan.prewarm, let status = try takePrewarmed(plan, invocation, givesPasscode: givesPasscode) {
+      return status
     }
-    // What a launch must be to take this prewarmed app, made before anything here changes.
-    var prewarmKey: PrewarmedLaunch.LaunchKey?
-    if prewarming {
-      prewarmKey = PrewarmedLaunch.key(
-        of: PrewarmedLaunch.LaunchRequest.current(words: Array(CommandLine.arguments.dropFirst())))
-      guard prewarmKey != nil else {
-        throw ExitStatus(code: 70, message: "The prewarmed app \(bundleID) cannot know its own launch.")
-      }
-    } else {
-      // A prewarmed app: a user's launch with its command and surroundings takes it; any other
-      // launch ends it first. So does a launch from a terminal, which the app gets a terminal of
-      // its own for (TerminalRelay): the held app would get this one's descriptors.
-      let outcome = try PrewarmedLaunch.take(
-        bundleID, device: device,
-        mayTake: !systemLaunch && !givesPasscode && !TerminalRelay.standardStreamsIncludeTerminal)
-      if case .ran(let status) = outcome {
-        // The prewarmed app's supervisor recorded how it ended before it told this launch.
-        if let crash = try AppStore(device: device).record(bundleID)?.lastCrash {
-          Console.err("protfs: \(bundleID) \(TerminalText.escaped(crash.summary))")
-        }
-        return status
-      }
+    var launcher = AppLauncher(device: invocation.device)
+    launcher.lockController = invocation.lockController
+    if plan.schedule.steps.contains(where: { $0.action == .unlock }) {
+      launcher.passcode = try invocation.passcode(ExecCommand.passcode, prompt: nil)
     }
-    var passcode: String?
-    if schedule.steps.contains(where: { $0.action == .unlock }) {
-      passcode = try invocation.passcode(ExecCommand.passcode, prompt: nil)
-    }
-    // The app's mount comes up while the rest is prepared: it takes longer than the rest, so it is
-    // begun first, once this process is the app's one supervisor (its socket is bound).
-    var pendingMount: HostedMount?
-    defer { pendingMount?.stop() }
-    let supervisor = try AppSupervisor(
-      device: device, bundleID: bundleID, timings: timings,
-      command: absolute,
-      userLaunch: !systemLaunch,
-      appUsers: AppUser.canAssume ? [AppUser.standard.uid] : []
-    ) { pendingMount = beginMount(invocation, device: device, bundleID: bundleID.rawValue) }
-    supervisor.prewarm = prewarming
-    let bundle: AppBundle
-    do {
-      bundle = try AppBundle(bundleID: bundleID, infoPlist: invocation.value(infoPlist), device: device)
-    } catch {
-      supervisor.processes.end()
-      throw error
-    }
-    supervisor.backgroundModes = bundle.backgroundModes
-    supervisor.permittedTaskIdentifiers = bundle.permittedTaskIdentifiers
-    let sessionsSocket = SessionServiceClient.socketName(device: device)
-    supervisor.onEventsHandled = { (session: String) throws(ProtFSError) in
-      try SessionServiceClient.eventsHandled(session: session, bundleID: bundleID.rawValue, socketName: sessionsSocket)
-    }
-    // The app's session asks for the service: started here, as root, detached.
-    supervisor.onStartSessionService = { () throws(ProtFSError) in
-      do {
-        try SessionServiceStarter.ensureRunning(device)
-      } catch let error as ProtFSError {
-        throw error
-      } catch {
-        throw ProtFSError(.io, "The session service did not start: \(error).")
-      }
-    }
-    // An app that closes its event descriptor must not kill its supervisor: the next event's write
-    // fails with EPIPE (and is dropped) instead of raising SIGPIPE here.
-    signal(SIGPIPE, SIG_IGN)
-    // A socket: the events go to the app on it, and the other way a ProtFSKit app's crash handler
-    // sends its crash record (and a held app that it is held, and the launch that takes it its
-    // standard streams).
-    let (writeEnd, readEnd) = try DescriptorPassing.socketPair()
-    var environment = supervisor.environment
-    environment[AppEnvironment.sessionsSocket] = sessionsSocket
-    // The app's FileManager (ProtFSKit) and helper commands find the device it was launched on.
-    environment["PROTFS_DEVICE"] = device.root
-    // Only a Swift program is run from the bundle (where Foundation finds it): anything else keeps
-    // its path, which it may use to find what lies beside it.
-    let bundled: [String]
-    if AppBundle.isSwiftProgram(program) {
-      bundled = [try bundle.install(program, on: device)] + command.dropFirst()
-    } else {
-      // The Info.plist alone is installed, for the launches that do not give one.
-      try bundle.install(nil, on: device)
-      bundled = command
-    }
-    try supervisor.prepare()
-    // The app leads a session of its own, on a pseudo-terminal of its own when this launch has a
-    // terminal (a prewarmed app gets its launch's streams later, over the socket).
-    let terminal: TerminalRelay?
-    do {
-      terminal = prewarming ? nil : try ConfinedSpawn.terminalForStandardStreams()
-    } catch {
-      supervisor.abandon()
-      throw error
-    }
-    defer { terminal?.finish() }
-    // Signals to protfs go to the whole app. Forwarded from before the spawn: one that arrives
-    // before the app runs is held for it. A window size change is passed on as its terminal's.
-    try SignalForwarding.forward([SIGINT, SIGTERM, SIGHUP, SIGWINCH]) { signal in
-      if signal == SIGWINCH {
-        terminal?.resize()
-      } else {
-        supervisor.signalApp(signal)
-      }
-    }
-    let mount = serving(pendingMount)
-    let options = ConfinedSpawn.Options(
-      mountpoint: mount?.mountpoint ?? MountRegistry(device: device).deviceMounts().first?.mountpoint,
-      terminal: terminal,
-      descriptor: (readEnd.rawValue, AppEnvironment.eventsDescriptor),
-      environment: environment, passed: passed, closingOthers: true,
-      descriptorLimit: mount.map { _ in HostedMount.originalDescriptorLimit }, cgroup: supervisor.cgroup,
-      endsWithParent: true, sandbox: bundleID.rawValue)
-    let spawned = Result { try ConfinedSpawn.startCommand(bundled, device: device, options, by: "app launch") }
-    readEnd.close()
-    let pid: pid_t
-    do {
-      pid = try spawned.get()
-    } catch {
-      supervisor.abandon()
-      throw error
-    }
-    // An app is never stopped from the keyboard (iOS has no such thing): Ctrl-Z is a key it reads.
-    terminal?.start(leader: pid, suspending: false)
-    DebugHold.wait("PROTFS_DEBUG_HOLD_LAUNCH")
-    try supervisor.start(pid: pid, events: writeEnd)
-    var launcher: PrewarmedLaunch.Launcher?
-    if prewarming {
-      switch try PrewarmedLaunch.hold(supervisor, device: device, events: writeEnd, key: prewarmKey!) {
-      case .ended(let status): return status
-      case .launched(let taken): launcher = taken
-      }
-    }
-    let systemRequests =
-      invocation.flag(forFetch)
-      ? [AppRequest(.background), AppRequest(.fetch)]
-      : session.map { [AppRequest(.background), AppRequest(.sessionEvents, $0)] }
-        ?? push.map { [AppRequest(.background), AppRequest(.push, $0)] }
-        ?? backgroundTask.map { [AppRequest(.background), AppRequest(.bgTaskLaunch, $0)] } ?? []
-    for request in systemRequests {
-      if let failure = supervisor.perform(request).error { Console.err("warning: \(failure)") }
-    }
-    // Watching starts before the first scheduled step can lock the device.
-    let watcher = watchProtectedData(try? device.protectedDataEvents(), supervisor)
-    defer { watcher.cancel() }
-    let controller = invocation.lockController
-    let start = DispatchTime.now()
-    for step in schedule.steps {
-      if supervisor.waitForExit(until: start + step.offset) != nil { break }
-      if let failure = perform(step.action, supervisor, controller, passcode: passcode, spelling: invocation.spelling) {
-        Console.err("warning: the scheduled \(step.action.rawValue) failed: \(failure)")
-      }
-    }
-    let status = supervisor.waitForExit() ?? 1
-    // As iOS's log says it: the exit status alone (137) does not tell a kill by the watchdog.
-    if let crash = supervisor.lastCrash { Console.err("protfs: \(bundleID) \(TerminalText.escaped(crash.summary))") }
-    if let launcher {
-      // The launch that took the prewarmed app returns once this process is gone, its mount and
-      // claim with it, as a launch that supervised the app itself does: the next finds them free.
-      pendingMount?.stop()
-      pendingMount = nil
-      supervisor.releaseClaim()
-      launcher.finish(status)
+    launcher.report = { Console.err($0) }
+    launcher.describe = describer(invocation)
+    let device = invocation.device
+    launcher.planOfRequest = { request in Self.plan(of: request, on: device) }
+    return try ExecCommand.runReportingUnrunnable { try launcher.run(plan) }
+  }
+
+  /// A prewarmed app taken by this launch (a user's, with its command and surroundings): its exit
+  /// status. Nil when there was none, or it was ended: any other launch ends it first, and so does
+  /// a launch from a terminal, which the app gets a terminal of its own for (TerminalRelay): the
+  /// held app would get this one's descriptors.
+  private static func takePrewarmed(_ plan: LaunchPlan, _ invocation: Invocation, givesPasscode: Bool) throws
+    -> Int32?
+  {
+    let device = invocation.device
+    let request = LaunchRequest(
+      words: Array(CommandLine.arguments.dropFirst()),
+      surroundings: .current(excluding: Secrets.environmentKeys))
+    let outcome = try PrewarmedLaunch.take(
+      plan.bundleID, device: device, request: request,
+      mayTake: !plan.kind.isSystemLaunch && !givesPasscode && !TerminalRelay.standardStreamsIncludeTerminal)
+    guard case .ran(let status) = outcome else { return nil }
+    // The prewarmed app's supervisor recorded how it ended before it told this launch.
+    if let crash = try AppStore(device: device).record(plan.bundleID)?.lastCrash {
+      Console.err("protfs: \(plan.bundleID) \(TerminalText.escaped(crash.summary))")
     }
     return status
+  }
+
+  /// How the launch words an error in a warning: a protfs error with its remedy as a command.
+  static func describer(_ invocation: Invocation) -> @Sendable (any Error) -> String {
+    let spelling = invocation.spelling
+    return { error in (error as? ProtFSError)?.commandLineDescription(spelling) ?? "\(error)" }
   }
 
   /// The options given to `invocation` among `options`, as arguments that give them again.
@@ -385,127 +209,8 @@ package enum AppLaunchCommand {
     return given
   }
 
-  /// The mount the app runs through, begun: none when the device's own mount is active (the app
-  /// uses it) or with --no-mount; otherwise one served here for the app alone, or, where this
-  /// process cannot mount, none and a warning.
-  private static func beginMount(_ invocation: Invocation, device: Device, bundleID: String) -> HostedMount? {
-    if invocation.flag(noMount) || !MountRegistry(device: device).deviceMounts().isEmpty { return nil }
-    do throws(ProtFSError) {
-      return try HostedMount.begin(device: device, bundleID: bundleID)
-    } catch {
-      warnWithoutMount(error)
-      return nil
-    }
-  }
-
-  /// `mount` once it serves, or nil and a warning when it does not.
-  private static func serving(_ mount: HostedMount?) -> HostedMount? {
-    do throws(ProtFSError) {
-      try mount?.waitUntilServing()
-      return mount
-    } catch {
-      warnWithoutMount(error)
-      return nil
-    }
-  }
-
-  private static func warnWithoutMount(_ error: ProtFSError) {
-    Console.err(
-      "warning: \(error.message) The app runs under permission modes alone: refusals are \"Permission denied\", not iOS's \"Operation not permitted\"."
-    )
-  }
-
-  /// Passes the device's lock and unlock on to the app while it runs.
-  private static func watchProtectedData(_ events: AsyncStream<ProtectedDataEvent>?, _ supervisor: AppSupervisor)
-    -> Task<Void, Never>
-  {
-    Task {
-      guard let events else { return }
-      for await event in events {
-        supervisor.protectedData(available: event.event == .protectedDataDidBecomeAvailable)
-      }
-    }
-  }
-
-  /// The duration given with `option`, if it was.
-  private static func duration(_ invocation: Invocation, _ option: Option) throws -> Double? {
-    guard let text = invocation.value(option) else { return nil }
-    do {
-      return try AppTimings.duration(text, option: option.long)
-    } catch {
-      throw invocation.usageError(invocation.describe(error))
-    }
-  }
-
-  /// Makes one scheduled change; returns why it failed (its remedy spelled by `spelling`) instead of
-  /// throwing, as the app keeps running.
-  private static func perform(
-    _ action: LockSchedule.Action, _ supervisor: AppSupervisor, _ controller: LockController, passcode: String?,
-    spelling: CommandSpelling
-  ) -> String? {
-    let request: AppRequest
-    switch action {
-    case .background: request = AppRequest(.background)
-    case .foreground: request = AppRequest(.foreground)
-    case .fetch: request = AppRequest(.fetch)
-    case .terminate: request = AppRequest(.terminate)
-    case .push: request = AppRequest(.push, LockSchedule.Action.silentPushPayload)
-    case .refresh, .process:
-      request = AppRequest(.bgTaskLaunch, BackgroundTaskMessage(type: action == .refresh ? .refresh : .processing).json)
-    case .lock, .inactive, .unlock, .reboot:
-      do {
-        switch action {
-        case .inactive: try controller.lock(inactive: true)
-        case .unlock: try controller.unlock(passcode: passcode)
-        case .reboot: try controller.reboot()
-        default: try controller.lock()
-        }
-        return nil
-      } catch {
-        return error.commandLineDescription(spelling)
-      }
-    }
-    return supervisor.perform(request).error
-  }
-
   /// `command` with its program looked up and made absolute, as the app's record keeps it.
   static func absoluteCommand(_ command: [String]) throws -> [String] {
-    let lookup = executableLookup(command[0])
-    guard let program = lookup.path else {
-      let skipped =
-        lookup.closedDirectories.isEmpty
-        ? ""
-        : " (skipped the directories uid \(AppUser.standard.uid) cannot search: "
-          + lookup.closedDirectories.joined(separator: ", ") + ")"
-      throw ExitStatus(code: 1, message: "Cannot run '\(command[0])': it is not an executable file\(skipped).")
-    }
-    return [program.hasPrefix("/") ? program : FileManager.default.currentDirectoryPath + "/" + program]
-      + command.dropFirst()
-  }
-
-  /// The file `name` runs, looked up in $PATH as execvp does, when it is an executable regular file.
-  static func executablePath(_ name: String) -> String? { executableLookup(name).path }
-
-  /// The file `name` runs, looked up in $PATH as execvp does, when it is an executable regular
-  /// file, and the directories passed over: as root, as the app user (who runs it) looks it up,
-  /// so that a directory closed to it (root's own, first on root's PATH) is skipped.
-  static func executableLookup(_ name: String) -> (path: String?, closedDirectories: [String]) {
-    let candidates =
-      name.contains("/")
-      ? [name]
-      : (ProcessEnvironment.value("PATH") ?? "/usr/bin:/bin").split(separator: ":").map { "\($0)/\(name)" }
-    var closed: [String] = []
-    for path in candidates {
-      if AppUser.canAssume, AppUser.standard.firstClosedDirectory(to: path) != nil {
-        closed.append((path as NSString).deletingLastPathComponent)
-        continue
-      }
-      var status = stat()
-      guard case .success = valueOrErrno(.stat, { stat(path, &status) }), status.st_mode & S_IFMT == S_IFREG,
-        status.st_mode & 0o111 != 0
-      else { continue }
-      return (path, closed)
-    }
-    return (nil, closed)
+    try ExecutableLookup.absoluteCommand(command)
   }
 }

@@ -1,6 +1,7 @@
 import Foundation
 import ProtFS
 import ProtFSDownloads
+import ProtFSLaunch
 import ProtFSSessions
 import ProtFSSystem
 

@@ -21,6 +21,9 @@ package struct PlainLaunch {
   package var error: Int32 = 2
   /// The directory it starts in; nil keeps the caller's.
   package var directory: String?
+  /// Whether it leads a session of its own (detached from the caller's terminal) rather than a
+  /// process group of its own.
+  package var newSession = false
 
   /// A launch of `path` with `arguments` (the first of them its name) and `environment`.
   package init(path: String, arguments: [String], environment: [String]) {
@@ -36,7 +39,7 @@ package struct PlainLaunch {
     var pid: pid_t = 0
     let result = protfs_spawn_plain(
       &pid, strings.pointer(path), strings.array(arguments), strings.array(environment), input, output, error,
-      directory.map { strings.pointer($0) })
+      directory.map { strings.pointer($0) }, newSession ? 1 : 0)
     return result == 0 ? .success(pid) : .failure(Errno(result))
   }
 }

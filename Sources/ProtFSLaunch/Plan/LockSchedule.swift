@@ -3,9 +3,9 @@ import ProtFSSystem
 
 /// State changes to make at set times while `protfs exec` runs a program, for example
 /// `lock@2s,unlock@5s`; while an app runs, its own changes too (`background@1s,foreground@5s`).
-package struct LockSchedule: Sendable, Equatable {
+public struct LockSchedule: Sendable, Equatable {
   /// What to do at a step.
-  package enum Action: String, Sendable, CaseIterable {
+  public enum Action: String, Sendable, CaseIterable {
     /// `protfs lock`.
     case lock
     /// `protfs lock --inactive`: the CX inactivity expiry.
@@ -31,10 +31,10 @@ package struct LockSchedule: Sendable, Equatable {
     case process
 
     /// The payload of a scheduled `push`.
-    package static let silentPushPayload = #"{"aps":{"content-available":1}}"#
+    public static let silentPushPayload = #"{"aps":{"content-available":1}}"#
 
     /// Whether the step changes an app's state rather than the device's (it needs an app).
-    package var isAppAction: Bool {
+    public var isAppAction: Bool {
       switch self {
       case .lock, .inactive, .unlock, .reboot: false
       case .background, .foreground, .fetch, .terminate, .push, .refresh, .process: true
@@ -43,32 +43,32 @@ package struct LockSchedule: Sendable, Equatable {
   }
 
   /// One change and when it happens, in seconds after the program started.
-  package struct Step: Sendable, Equatable {
+  public struct Step: Sendable, Equatable {
     /// The change.
-    package var action: Action
+    public var action: Action
     /// Seconds after the start.
-    package var offset: TimeInterval
+    public var offset: TimeInterval
     /// Creates a step.
-    package init(action: Action, offset: TimeInterval) {
+    public init(action: Action, offset: TimeInterval) {
       self.action = action
       self.offset = offset
     }
   }
 
   /// The steps, earliest first.
-  package var steps: [Step]
+  public var steps: [Step]
 
   /// The latest a step may happen: a week after the start. Anything later is a typo (and a huge
   /// offset would overflow the nanosecond deadline it becomes).
-  package static let maximumOffset: TimeInterval = 7 * 86_400
+  public static let maximumOffset: TimeInterval = 7 * 86_400
   /// The most steps a schedule may have.
-  package static let maximumSteps = 10_000
+  public static let maximumSteps = 10_000
 
   /// A schedule of `steps` (sorted by time).
-  package init(steps: [Step]) { self.steps = steps.sorted { $0.offset < $1.offset } }
+  public init(steps: [Step]) { self.steps = steps.sorted { $0.offset < $1.offset } }
 
   /// Parses `ACTION@TIME[,ACTION@TIME…]`, TIME being a number with `ms`, `s` or `m` (seconds when bare).
-  package init(parsing text: String) throws(ProtFSError) {
+  public init(parsing text: String) throws(ProtFSError) {
     // A long schedule is quoted by its start only, so that the message stays one line.
     let shown = text.count > 80 ? text.prefix(77) + "..." : text
     func invalid(_ part: String, _ why: String) -> ProtFSError {

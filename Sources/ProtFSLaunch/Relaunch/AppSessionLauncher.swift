@@ -51,7 +51,7 @@ package struct AppSessionLauncher: SessionAppLauncher {
       )
     }
     let command = record.lastLaunchCommand
-    guard AppLaunchCommand.executablePath(command[0]) != nil else {
+    guard ExecutableLookup.path(of: command[0]) != nil else {
       throw ProtFSError(
         .notFound,
         "The app \(bundleID) cannot be launched for the events of \(session): '\(command[0])', the command it was last launched with, is not an executable file.",
@@ -121,41 +121,5 @@ package struct AppSessionLauncher: SessionAppLauncher {
   /// Reaps the launch `pid` whenever it ends, on a thread of its own.
   private func reap(_ pid: pid_t) {
     Thread { _ = Kernel.waitForChild(pid) }.start()
-  }
-}
-
-/// Starts protfs detached from the caller: the launches of `app fetch` and of session events, the
-/// session service, and the process that ends a lock's grace.
-package enum DetachedLaunch {
-  /// Starts `program ARGS` (protfs) in a session of its own with /dev/null as its standard streams
-  /// and no other descriptor: it outlives this command, and must hold none of the descriptors this
-  /// process has (a caller waiting for this command's pipes or its exit socket would wait for it
-  /// too; a supervisor's mount connection would stay alive with it). `purpose` words the error.
-  /// `output`: a descriptor its standard output and error go to instead.
-  package static func start(
-    program: String = "/proc/self/exe", _ arguments: [String], purpose: String = "launch the app with",
-    output: Int32? = nil
-  ) throws(ProtFSError) -> pid_t {
-    var argv: [UnsafeMutablePointer<CChar>?] = (["protfs"] + arguments).map { strdup($0) } + [nil]
-    defer { for pointer in argv { free(pointer) } }
-    var actions = posix_spawn_file_actions_t()
-    posix_spawn_file_actions_init(&actions)
-    defer { posix_spawn_file_actions_destroy(&actions) }
-    for fd in [STDIN_FILENO, STDOUT_FILENO, STDERR_FILENO] {
-      if let output, fd != STDIN_FILENO {
-        posix_spawn_file_actions_adddup2(&actions, output, fd)
-      } else {
-        posix_spawn_file_actions_addopen(&actions, fd, "/dev/null", fd == STDIN_FILENO ? O_RDONLY : O_WRONLY, 0)
-      }
-    }
-    _ = Kernel.spawnClosing(from: STDERR_FILENO + 1, &actions)
-    var attributes = posix_spawnattr_t()
-    posix_spawnattr_init(&attributes)
-    defer { posix_spawnattr_destroy(&attributes) }
-    posix_spawnattr_setflags(&attributes, Kernel.spawnNewSession)
-    var pid: pid_t = 0
-    let status = posix_spawn(&pid, program, &actions, &attributes, &argv, environ)
-    guard status == 0 else { throw ProtFSError.system(purpose, path: program, errno: status) }
-    return pid
   }
 }

@@ -1,12 +1,11 @@
 import Foundation
-import ProtFSSystem
 
 /// A pause for tests at a point where a race could hide: with the environment variable naming a
 /// FIFO, a debug build waits there until the test that opened the FIFO closes it, so that the
 /// test can act first (send a signal, have a program move). Release builds never wait.
-enum DebugHold {
+package enum DebugHold {
   /// Waits at this point while the FIFO that `variable` names is held open for writing.
-  static func wait(_ variable: String) {
+  package static func wait(_ variable: String) {
     #if DEBUG
       guard let fifo = ProcessEnvironment.value(variable) else { return }
       guard case .success(let fd) = valueOrErrno(.open, { open(fifo, O_RDONLY | O_CLOEXEC) }) else { return }

@@ -56,6 +56,36 @@ package enum AppPrewarmCommand {
     let bundleID = try AppCommand.existingApp(invocation)
     let device = invocation.device
     let store = AppStore(device: device)
+    let command = try swiftCommand(invocation, bundleID, store)
+    if let record = try store.record(bundleID), record.isSupervised {
+      guard record.state == .prewarmed else {
+        throw ExitStatus(
+          code: 1, message: "The app \(bundleID) is already running; terminate it first, or bring it to the foreground."
+        )
+      }
+      try PrewarmedLaunch.discard(bundleID, device: device)
+    }
+    let forwarded = AppLaunchCommand.givenOptions(invocation, among: prewarmOptions)
+    let held = try AppInstallCommand.startSupervisor(
+      device, bundleID,
+      ["app", "launch", "--" + AppLaunchCommand.prewarm.long, bundleID.rawValue] + forwarded + ["--"] + command,
+      within: holdTimeout, purpose: "prewarm the app with", endedBefore: "it was held (its prewarm"
+    ) { $0.state == .prewarmed && store.prewarmSocket(bundleID) != nil }
+    if held { return 0 }
+    let path = AppInstallCommand.logPath(device, bundleID)
+    try PrewarmedLaunch.discard(bundleID, device: device)
+    throw ExitStatus(
+      code: 1,
+      message:
+        "The app \(bundleID) did not reach UIApplicationMain within \(Int(holdTimeout)) s, so it was ended: only a Swift app that runs UIApplicationMain (ProtFSKit) can be prewarmed. Its output is in \(path)."
+    )
+  }
+
+  /// The command to prewarm: CMD, or the installed app's, its program made absolute; it must be a
+  /// Swift program, the only kind that can be held.
+  private static func swiftCommand(_ invocation: Invocation, _ bundleID: BundleID, _ store: AppStore) throws
+    -> [String]
+  {
     var command = invocation.trailing
     if command.isEmpty {
       guard let installed = try store.record(bundleID)?.lastLaunchCommand, !installed.isEmpty else {
@@ -75,27 +105,6 @@ package enum AppPrewarmCommand {
           "Cannot prewarm \(bundleID): '\(absolute[0])' is not a Swift program. An app is held before UIApplicationMain, which only a Swift app (ProtFSKit) runs; launch it with \(invocation.spelling.command("app launch \(bundleID) -- CMD"))."
       )
     }
-    if let record = try store.record(bundleID), record.isSupervised {
-      guard record.state == .prewarmed else {
-        throw ExitStatus(
-          code: 1, message: "The app \(bundleID) is already running; terminate it first, or bring it to the foreground."
-        )
-      }
-      try PrewarmedLaunch.discard(bundleID, device: device)
-    }
-    let forwarded = AppLaunchCommand.givenOptions(invocation, among: prewarmOptions)
-    let held = try AppInstallCommand.startSupervisor(
-      device, bundleID,
-      ["app", "launch", "--" + AppLaunchCommand.prewarm.long, bundleID.rawValue] + forwarded + ["--"] + absolute,
-      within: holdTimeout, purpose: "prewarm the app with", endedBefore: "it was held (its prewarm"
-    ) { $0.state == .prewarmed && store.prewarmSocket(bundleID) != nil }
-    if held { return 0 }
-    let path = AppInstallCommand.logPath(device, bundleID)
-    try PrewarmedLaunch.discard(bundleID, device: device)
-    throw ExitStatus(
-      code: 1,
-      message:
-        "The app \(bundleID) did not reach UIApplicationMain within \(Int(holdTimeout)) s, so it was ended: only a Swift app that runs UIApplicationMain (ProtFSKit) can be prewarmed. Its output is in \(path)."
-    )
+    return absolute
   }
 }

@@ -103,33 +103,48 @@ package enum ConfinedSpawn {
     launch.closeFrom = options.closingOthers ? max(3, (options.descriptor?.to ?? 2) + 1) : nil
     launch.descriptorLimit = options.descriptorLimit
     launch.cgroup = cgroup
-    let containers = device.root + "/" + Device.containersDirectoryName
-    let workingDirectory = FileManager.default.currentDirectoryPath
-    var sandboxTree: FileDescriptor?
-    var ownBundle: FileDescriptor?
-    defer {
-      sandboxTree?.close()
-      ownBundle?.close()
-    }
-    if plan.privileged, let bundleID = options.sandbox {
-      let tree = try containerTree(bundleID, mountpoint: options.mountpoint, device: device)
-      sandboxTree = tree
-      // An app starts in its own container, wherever its launch was made: root's working
-      // directory (perhaps below a directory closed to the app user) is never the app's.
-      let home = containers + "/" + bundleID
-      launch.containers = (containers, .sandbox(tree: tree.rawValue, point: home), home)
-      if let (bundles, bundle) = try bundleTree(bundleID, device: device) {
-        ownBundle = bundle
-        launch.bundles = (bundles, bundle?.rawValue, bundles + "/" + bundleID + AppBundle.directoryExtension)
-      }
-    } else if plan.privileged, let mountpoint = options.mountpoint {
-      launch.containers = (containers, .mount(source: mountpoint), workingDirectory)
-    }
+    // The copies of the app's mounts the child attaches, held until it has.
+    let trees = plan.privileged ? try seeContainers(&launch, device: device, options) : []
+    defer { for tree in trees { tree.close() } }
     launch.isolated = options.sandbox != nil
     launch.identity = plan.privileged ? (plan.user.uid, plan.user.gid) : nil
     launch.reachable = plan.reachable
     launch.endsWithParent = options.endsWithParent
-    switch launch.start() {
+    return try started(launch.start(), command: command, paths: paths, plan: plan, device: device)
+  }
+
+  /// What the child sees of the device's containers and bundles (as root): an app its own alone,
+  /// through copies of their mounts taken now (returned, for the caller to close once the child
+  /// started); a program through the device's mount when there is one.
+  private static func seeContainers(_ launch: inout ConfinedLaunch, device: Device, _ options: Options) throws
+    -> [FileDescriptor]
+  {
+    let containers = device.root + "/" + Device.containersDirectoryName
+    guard let bundleID = options.sandbox else {
+      if let mountpoint = options.mountpoint {
+        launch.containers = (containers, .mount(source: mountpoint), FileManager.default.currentDirectoryPath)
+      }
+      return []
+    }
+    let tree = try containerTree(bundleID, mountpoint: options.mountpoint, device: device)
+    var trees = [tree]
+    // An app starts in its own container, wherever its launch was made: root's working
+    // directory (perhaps below a directory closed to the app user) is never the app's.
+    let home = containers + "/" + bundleID
+    launch.containers = (containers, .sandbox(tree: tree.rawValue, point: home), home)
+    if let (bundles, bundle) = try bundleTree(bundleID, device: device) {
+      if let bundle { trees.append(bundle) }
+      launch.bundles = (bundles, bundle?.rawValue, bundles + "/" + bundleID + AppBundle.directoryExtension)
+    }
+    return trees
+  }
+
+  /// The pid of a started child, or the error of the step that failed.
+  private static func started(
+    _ result: Result<pid_t, ConfinedLaunch.Failure>, command: [String], paths: [String], plan: Confinement.Plan,
+    device: Device
+  ) throws -> pid_t {
+    switch result {
     case .success(let pid):
       return pid
     case .failure(let failure) where failure.step == nil:

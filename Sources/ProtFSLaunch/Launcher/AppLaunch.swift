@@ -157,7 +157,8 @@ final class AppLaunch {
   private func holdPrewarmed(events: FileDescriptor) throws -> PrewarmServer.Held {
     // Without a way to read a request, no launch can take the app: it is held until discarded.
     let planOf = launcher.planOfRequest ?? { _ in nil }
-    let server = PrewarmServer(supervisor: supervisor, device: launcher.device, plan: plan, planOf: planOf)
+    var server = PrewarmServer(supervisor: supervisor, device: launcher.device, plan: plan, planOf: planOf)
+    server.onHeld = launcher.onPrewarmHeld
     return try server.hold(events: events)
   }
 }

@@ -33,6 +33,8 @@ public struct AppLauncher: Sendable {
   public var planOfRequest: (@Sendable (LaunchRequest) -> LaunchPlan?)?
   /// How the app's program is started.
   package var spawner: any AppSpawner = ConfinedSpawner()
+  /// Called once a prewarmed app is held and launches may take it (tests wait for it).
+  package var onPrewarmHeld: @Sendable () -> Void = {}
 
   /// A launcher of the apps of `device`.
   public init(device: Device) {

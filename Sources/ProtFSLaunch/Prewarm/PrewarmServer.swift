@@ -26,6 +26,8 @@ package struct PrewarmServer {
   /// The plan a launch's request asks for, nil when its words ask for no launch of this device's
   /// app (the launcher's own syntax, which this server does not read).
   let planOf: (LaunchRequest) -> LaunchPlan?
+  /// Called once the app is held and launches may connect (tests wait for it).
+  var onHeld: @Sendable () -> Void = {}
 
   /// A server for the app `supervisor` started with `plan` on `device`.
   package init(
@@ -56,6 +58,7 @@ package struct PrewarmServer {
       "protfs-prewarm.\(AppEnvironment.key(device: device, bundleID: supervisor.bundleID)).\(UUID().uuidString)"
     let listener = try ControlSocket.listen(name)
     supervisor.held(launchSocket: name)
+    onHeld()
     while true {
       guard Self.wait(for: listener, or: ended) else { return end(discarding: false) }
       guard let (connection, peer) = ControlSocket.accept(listener) else { continue }

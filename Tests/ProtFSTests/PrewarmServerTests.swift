@@ -1,0 +1,77 @@
+import Foundation
+import ProtFS
+import ProtFSApp
+import ProtFSLaunch
+import ProtFSSystem
+import ProtFSTestSupport
+import Synchronization
+import Testing
+
+/// The prewarm server, unit-tested: a held app (a shell that says "held" on its events socket, in
+/// place of a Swift app) and launches that talk to the server's socket, forged or not.
+@Suite struct PrewarmServerTests {
+  /// A launcher whose app says it is held at once and then waits for its input to close.
+  final class HeldSpawner: AppSpawner, @unchecked Sendable {
+    // `@unchecked Sendable`: `input` is set before the launch and only read after.
+    var input: Int32 = STDIN_FILENO
+
+    func spawn(_ command: [String], device: Device, options: ConfinedSpawn.Options) throws -> pid_t {
+      var launch = PlainLaunch(
+        path: "/bin/sh", arguments: ["sh", "-c", "echo held; read line; exit 7"], environment: [])
+      launch.input = input
+      launch.output = try #require(options.descriptor).from
+      return try launch.start().get()
+    }
+  }
+
+  @Test func aForgedRequestIsRefusedAndAnotherLaunchsPlanIsDeclined() throws {
+    let t = try TestDevice(containers: ["com.example.held"])
+    let bundleID = try BundleID("com.example.held")
+    var plan = LaunchPlan(bundleID: bundleID, command: ["/bin/true"])
+    plan.servesMount = false
+    plan.prewarm = true
+    let (read, write) = try FileDescriptor.pipe().get()
+    let spawner = HeldSpawner()
+    spawner.input = read.rawValue
+    var launcher = AppLauncher(device: t.device, spawner: spawner)
+    let held = DispatchSemaphore(value: 0)
+    launcher.onPrewarmHeld = { held.signal() }
+    let asked = Mutex<[[String]]>([])
+    // Every request asks for a launch the held app is not: another command.
+    var other = plan
+    other.prewarm = false
+    other.command = ["/bin/false"]
+    launcher.planOfRequest = { [other] request in
+      asked.withLock { $0.append(request.words) }
+      return other
+    }
+    let status = Mutex<Int32?>(nil)
+    let ended = DispatchSemaphore(value: 0)
+    Thread { [launcher, plan] in
+      // The launch's own errors would show as a missing status below.
+      status.withLock { $0 = try? launcher.run(plan) }
+      ended.signal()
+    }.start()
+    #expect(held.wait(timeout: .now() + 60) == .success)
+    let socket = try #require(AppStore(device: t.device).prewarmSocket(bundleID))
+    // Garbage without the launch's streams: refused, and the app stays held.
+    let forged = try ControlSocket.connect(socket, servers: [0, getuid()])
+    #expect(ControlSocket.writeLine(forged, "launch 5"))
+    #expect(ControlSocket.readLine(forged) == "refused: not a launch")
+    #expect(asked.withLock { $0.isEmpty })
+    // A well-formed request whose plan is another launch's: declined, and the held app ended.
+    let connection = try ControlSocket.connect(socket, servers: [0, getuid()])
+    let request = LaunchRequest(
+      words: ["app", "launch", "other"], surroundings: .init(directory: "/", umask: "0022", environment: []))
+    try DescriptorPassing.send(
+      Array("launch \(request.encoded.count)\n".utf8), descriptors: [STDIN_FILENO, STDOUT_FILENO, STDERR_FILENO],
+      on: connection)
+    #expect(ControlSocket.writeAll(request.encoded, on: connection))
+    #expect(ControlSocket.readLine(connection) == "declined")
+    #expect(asked.withLock { $0 } == [["app", "launch", "other"]])
+    // The stand-in app is no cgroup member the discard could kill: its input ends it.
+    write.close()
+    #expect(ended.wait(timeout: .now() + 60) == .success)
+    #expect(status.withLock { $0 } == 7)
+  }
+}

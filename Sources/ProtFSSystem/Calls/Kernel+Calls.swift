@@ -96,7 +96,7 @@ extension Kernel {
   )
     -> Int32
   {
-    attr_copy_fd(sourcePath, input, destinationPath, output, nil, nil)
+    CAttr.attr_copy_fd(sourcePath, input, destinationPath, output, nil, nil)
   }
 
   /// `O_PATH`, which glibc hides without `_GNU_SOURCE`.
@@ -155,7 +155,7 @@ extension Kernel {
     defer { close(fd) }
     guard isStillIt() else { return true }
     var entry = pollfd(fd: fd, events: Int16(POLLIN), revents: 0)
-    return (try? valueOrErrno(.poll) { poll(&entry, 1, milliseconds) }.get()) == 1
+    return (try? poll(&entry, 1, milliseconds).get()) == 1
   }
 
   package static func hasEffectiveCapability(_ capability: Int32) -> Bool { protfs_cap_effective(capability) == 1 }

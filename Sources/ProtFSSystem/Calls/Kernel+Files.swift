@@ -8,7 +8,7 @@ extension Kernel {
   /// FileManager and FileHandle read these too, but their first use in a process costs more than
   /// the read: a launch reads a dozen of them before its app runs.
   package static func readKernelFile(_ path: String, limit: Int = 1 << 20) -> [UInt8]? {
-    guard case .success(let fd) = valueOrErrno(.open, { open(path, O_RDONLY | O_CLOEXEC) }) else { return nil }
+    guard case .success(let fd) = open(path, O_RDONLY | O_CLOEXEC) else { return nil }
     defer { _ = closeDescriptor(fd) }
     // A page a read: what such a file gives at most per call.
     return try? readToEnd(fd, limit: limit, chunk: 4096).get()
@@ -21,7 +21,7 @@ extension Kernel {
     var chunk = [UInt8](repeating: 0, count: size)
     while true {
       let result = chunk.withUnsafeMutableBytes { buffer in
-        valueOrErrno(.read) { read(fd, buffer.baseAddress, buffer.count) }
+        read(fd, buffer.baseAddress, buffer.count)
       }
       guard case .success(let count) = result else { return result.map { _ in nil } }
       if count == 0 { return .success(bytes) }
@@ -72,13 +72,13 @@ extension Kernel {
     -> Result<[UInt8], NamedFileFailure>
   {
     let fd: Int32
-    switch valueOrErrno(.open, { open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC | O_NOCTTY) }) {
+    switch open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC | O_NOCTTY) {
     case .success(let opened): fd = opened
     case .failure(let error): return .failure(.unreadable(error))
     }
     defer { _ = closeDescriptor(fd) }
-    var status = stat()
-    if case .failure(let error) = valueOrErrno(.stat, { fstat(fd, &status) }) { return .failure(.unreadable(error)) }
+    var status = SwiftGlibc.stat()
+    if case .failure(let error) = fstat(fd, &status) { return .failure(.unreadable(error)) }
     // A FIFO no writer has opened yet reads as ended: it is waited for, once, as a blocking open
     // would wait.
     var awaitingWriter = status.st_mode & S_IFMT == S_IFIFO
@@ -87,7 +87,7 @@ extension Kernel {
     var chunk = [UInt8](repeating: 0, count: 64 << 10)
     while true {
       let result = chunk.withUnsafeMutableBytes { buffer in
-        valueOrErrno(.read) { read(fd, buffer.baseAddress, buffer.count) }
+        read(fd, buffer.baseAddress, buffer.count)
       }
       switch result {
       case .success(0) where !awaitingWriter:
@@ -104,7 +104,7 @@ extension Kernel {
         guard left > 0 else { return .failure(.unending(seconds: total)) }
         var entry = pollfd(fd: fd, events: Int16(POLLIN), revents: 0)
         let wait = min(Double(namedFileSilence), left)
-        switch valueOrErrno(.poll, { poll(&entry, 1, Int32(wait * 1000)) }) {
+        switch poll(&entry, 1, Int32(wait * 1000)) {
         case .success(0) where wait < Double(namedFileSilence): return .failure(.unending(seconds: total))
         case .success(0): return .failure(.silent(seconds: namedFileSilence))
         case .success: continue

@@ -152,7 +152,7 @@ package enum Kernel {
     case .descriptor(let fd, pathOnly: false):
       return valueOrErrno(.removexattr) { fremovexattr(fd, attribute) }.map { _ in () }
     case .descriptor(let fd, pathOnly: true):
-      return valueOrErrno(.removexattr) { removexattr(procPath(fd, nil), attribute) }.map { _ in () }
+      return removexattr(procPath(fd, nil), attribute).map { _ in () }
     }
   }
 
@@ -181,11 +181,11 @@ package enum Kernel {
     if hasFchmodat2 {
       return valueOrErrno(.chmod) { protfs_fchmodat2(dirfd, name, mode, UInt32(AT_SYMLINK_NOFOLLOW)) }.map { _ in () }
     }
-    var s = stat()
-    if case .failure(let e) = valueOrErrno(.stat, { fstatat(dirfd, name, &s, AT_SYMLINK_NOFOLLOW) }) {
+    var s = SwiftGlibc.stat()
+    if case .failure(let e) = fstatat(dirfd, name, &s, AT_SYMLINK_NOFOLLOW) {
       return .failure(e)
     }
     if s.st_mode & S_IFMT == S_IFLNK { return .failure(.tooManySymlinks) }
-    return valueOrErrno(.chmod) { fchmodat(dirfd, name, mode, 0) }.map { _ in () }
+    return fchmodat(dirfd, name, mode, 0).map { _ in () }
   }
 }

@@ -40,7 +40,7 @@ extension AppUser {
   /// false when it cannot be examined.
   public func has(_ permission: Permission, at path: String) -> Bool {
     var status = stat()
-    guard case .success = valueOrErrno(.stat, { stat(path, &status) }) else { return false }
+    guard case .success = Kernel.stat(path, &status) else { return false }
     return has(permission, owner: status.st_uid, group: status.st_gid, mode: status.st_mode)
   }
 
@@ -56,7 +56,7 @@ extension AppUser {
       if index > 0 { directory = (directory == "/" ? "" : directory) + "/" + component }
       if index == components.count && !includingLast { break }
       var status = stat()
-      guard case .success = valueOrErrno(.stat, { stat(directory, &status) }) else { return nil }
+      guard case .success = Kernel.stat(directory, &status) else { return nil }
       guard status.st_mode & S_IFMT == S_IFDIR else { return nil }
       if !has(.execute, owner: status.st_uid, group: status.st_gid, mode: status.st_mode) { return directory }
     }

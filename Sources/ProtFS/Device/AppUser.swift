@@ -30,5 +30,5 @@ public struct AppUser: Sendable, Hashable, CustomStringConvertible {
   public static var trustedServices: Set<uid_t> { ControlSocket.trustedServers(untrusted: standard.uid) }
 
   /// Whether protfs can hand items to the app user and run programs as it: only root can.
-  public static var canAssume: Bool { geteuid() == 0 }
+  public static var canAssume: Bool { Kernel.geteuid() == 0 }
 }

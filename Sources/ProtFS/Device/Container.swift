@@ -212,10 +212,10 @@ extension Device {
         if let owner { try parent.handOver(parts.last!, to: owner) }
       }
       let containers = try openDirectory(Device.containersPath)
-      switch valueOrErrno(.rename, { Kernel.renameNoReplace(staging.fd, temporary, containers.fd, bundleID.rawValue) })
+      switch Kernel.renameat2(staging.fd, temporary, containers.fd, bundleID.rawValue, .noReplace)
       {
       case .success:
-        _ = valueOrErrno(.fsync) { fsync(containers.fd) }
+        _ = Kernel.fsync(containers.fd)
         return ContainerCreation(created: true, previousDefault: nil, defaultClass: chosen)
       case .failure(let e) where e == .exists || e == Errno(ENOTEMPTY):
         // Another protfs process created it first: theirs stands. Something else at its name (a
@@ -291,10 +291,10 @@ extension DirectoryHandle {
   /// The corresponding C calls are `fchownat(2)` and `fchown(2)`.
   package func handOver(_ name: String?, to user: AppUser) throws(ProtFSError) {
     if let name {
-      _ = try valueOrErrno(.chown) { fchownat(fd, name, user.uid, user.gid, AT_SYMLINK_NOFOLLOW) }.orThrow(
+      _ = try Kernel.fchownat(fd, name, user.uid, user.gid, AT_SYMLINK_NOFOLLOW).orThrow(
         "give the app user \(user)", path: pathOf(name))
     } else {
-      _ = try valueOrErrno(.chown) { fchown(fd, user.uid, user.gid) }.orThrow("give the app user \(user)", path: path)
+      _ = try Kernel.fchown(fd, user.uid, user.gid).orThrow("give the app user \(user)", path: path)
     }
   }
 }

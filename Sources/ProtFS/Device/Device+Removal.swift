@@ -57,7 +57,7 @@ extension Device {
   @discardableResult
   public func finishInterruptedRemoval() throws(ProtFSError) -> Bool {
     var status = stat()
-    guard case .success = valueOrErrno(.stat, { lstat(stateDirectory + "/" + Self.trashDirectoryName, &status) })
+    guard case .success = Kernel.lstat(stateDirectory + "/" + Self.trashDirectoryName, &status)
     else { return false }
     let trash = try openTrash()
     if case .success = trash.statusResult(Self.eraseMarkerName) {
@@ -84,7 +84,7 @@ extension Device {
     if try top.makeDirectory(Device.containersDirectoryName) {
       try top.setPermissions(FilePermissions(rawValue: 0o755), of: Device.containersDirectoryName)
     }
-    _ = try valueOrErrno(.unlink) { unlinkat(trash.fd, Self.eraseMarkerName, 0) }.orThrow(
+    _ = try Kernel.unlinkat(trash.fd, Self.eraseMarkerName, 0).orThrow(
       "remove", path: trash.pathOf(Self.eraseMarkerName))
     try Self.empty(trash)
   }
@@ -109,9 +109,9 @@ extension Device {
   {
     while true {
       let unique = "\(name).\(UInt64.random(in: 0...UInt64.max))"
-      switch valueOrErrno(.rename, { Kernel.renameNoReplace(directory.fd, name, trash.fd, unique) }) {
+      switch Kernel.renameat2(directory.fd, name, trash.fd, unique, .noReplace) {
       case .success:
-        _ = valueOrErrno(.fsync) { fsync(trash.fd) }
+        _ = Kernel.fsync(trash.fd)
         return true
       case .failure(let e) where e == .noSuchFile: return false
       case .failure(let e) where e == .exists: continue
@@ -133,6 +133,6 @@ extension Device {
     }
     guard !marked else { return }
     let state = try DirectoryHandle(path: (trash.path as NSString).deletingLastPathComponent)
-    _ = valueOrErrno(.unlink) { unlinkat(state.fd, trashDirectoryName, AT_REMOVEDIR) }
+    _ = Kernel.unlinkat(state.fd, trashDirectoryName, AT_REMOVEDIR)
   }
 }

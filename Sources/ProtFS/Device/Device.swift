@@ -146,7 +146,7 @@ public struct Device: Sendable, Hashable {
 
   /// The root with its own symlinks resolved, for recognising paths that came through `realpath`.
   package var canonicalRoot: String {
-    guard let resolved = realpath(root, nil) else { return root }
+    guard let resolved = Kernel.realpath(root, nil) else { return root }
     defer { free(resolved) }
     return String(cString: resolved)
   }
@@ -169,7 +169,7 @@ public struct Device: Sendable, Hashable {
     // A user kept out of `.protfs/` (the app user under `protfs exec`) is told so, not that the
     // device is new.
     var status = stat()
-    if case .failure(.accessDenied) = valueOrErrno(.stat, { stat(stateDirectory + "/" + Device.markerName, &status) }) {
+    if case .failure(.accessDenied) = Kernel.stat(stateDirectory + "/" + Device.markerName, &status) {
       throw ProtFSError(
         .permissionDenied, "Cannot read the state of the device '\(root)': permission denied.", path: stateDirectory,
         errno: EACCES, remedy: .runAsDeviceOwner)
@@ -207,7 +207,7 @@ public struct Device: Sendable, Hashable {
   /// device node): neither `init` nor any other command can make a device of it.
   public func requireDirectoryOrNothing() throws(ProtFSError) {
     var status = stat()
-    guard case .success = valueOrErrno(.stat, { stat(root, &status) }), status.st_mode & S_IFMT != S_IFDIR else {
+    guard case .success = Kernel.stat(root, &status), status.st_mode & S_IFMT != S_IFDIR else {
       return
     }
     let kind = status.st_mode & S_IFMT == S_IFREG ? "a file" : "not a directory"
@@ -220,12 +220,12 @@ public struct Device: Sendable, Hashable {
   /// when one cannot be made: a parent that is a file, or one the caller may not write.
   private static func makeDirectories(_ path: String) throws(ProtFSError) {
     var status = stat()
-    switch valueOrErrno(.stat, { stat(path, &status) }) {
+    switch Kernel.stat(path, &status) {
     case .success: return
     case .failure(let error) where error == .noSuchFile:
       let parent = (path as NSString).deletingLastPathComponent
       if !parent.isEmpty, parent != path { try makeDirectories(parent) }
-      switch valueOrErrno(.mkdir, { mkdir(path, 0o755) }) {
+      switch Kernel.mkdir(path, 0o755) {
       case .success, .failure(.exists): return
       case .failure(let error): throw ProtFSError.system("create the device directory", path: path, errno: error)
       }
@@ -349,7 +349,7 @@ extension Device {
       }
       var buffer = [CChar](repeating: 0, count: Int(PATH_MAX) + 1)
       let cName = component.cString
-      let count = try valueOrErrno(.readlink) { readlinkat(parent.fd, cName, &buffer, Int(PATH_MAX)) }.orThrow(
+      let count = try Kernel.readlinkat(parent.fd, cName, &buffer, Int(PATH_MAX)).orThrow(
         "read the link", path: parent.pathOf(component))
       let target = buffer[0..<count].map { UInt8(bitPattern: $0) }
       let base = absolutePathBytes(DevicePath(names: resolved))

@@ -26,14 +26,14 @@ public enum TemporaryFileLock {
   public static func isHeld(_ name: String, in directory: DirectoryHandle) -> Bool {
     guard let file = try? directory.openDescriptor(name, flags: O_RDONLY | O_NONBLOCK) else { return false }
     defer { file.close() }
-    switch valueOrErrno(.flock, { flock(file.rawValue, LOCK_EX | LOCK_NB) }) {
+    switch Kernel.flock(file.rawValue, LOCK_EX | LOCK_NB) {
     case .success:
-      _ = valueOrErrno(.flock) { flock(file.rawValue, LOCK_UN) }
+      _ = Kernel.flock(file.rawValue, LOCK_UN)
       return false
     case .failure(let e): return e == Errno(EWOULDBLOCK)
     }
   }
 
   /// Takes the shared lock on an open temp file; it lasts until the descriptor is closed.
-  public static func hold(_ fd: Int32) { _ = valueOrErrno(.flock) { flock(fd, LOCK_SH) } }
+  public static func hold(_ fd: Int32) { _ = Kernel.flock(fd, LOCK_SH) }
 }

@@ -35,7 +35,7 @@ package struct LockStore {
   /// Whether a journal exists: one `fstatat`, what every command pays when nothing was interrupted.
   package static func hasJournal(_ device: Device) -> Bool {
     var s = stat()
-    return (try? valueOrErrno(.stat, { stat(device.stateDirectory + "/" + journalFileName, &s) }).get()) != nil
+    return (try? Kernel.stat(device.stateDirectory + "/" + journalFileName, &s).get()) != nil
   }
 
   /// The file `name` decoded (`JSONStateFile`); nil when there is none. `remedy` says what to do

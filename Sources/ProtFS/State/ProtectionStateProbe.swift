@@ -56,7 +56,7 @@ public final class ProtectionStateProbe: Sendable {
   /// too recently, or `stat` failed for a reason other than its absence).
   private func currentIdentity() -> Identity? {
     var s = stat()
-    if case .failure(let e) = valueOrErrno(.stat, { stat(statePath, &s) }) { return e == .noSuchFile ? .absent : nil }
+    if case .failure(let e) = Kernel.stat(statePath, &s) { return e == .noSuchFile ? .absent : nil }
     guard now() - max(s.st_mtim.tv_sec, s.st_ctim.tv_sec) >= Self.settlingSeconds else { return nil }
     return Identity(
       present: true, device: UInt64(s.st_dev), inode: UInt64(s.st_ino), size: Int64(s.st_size),

@@ -258,7 +258,7 @@ package struct ModeKey: Sendable {
     try ProtFSError.requireLibcrypto()
     let path = directory.pathOf(fileName)
     let file: FileDescriptor
-    switch valueOrErrno(.open, { Kernel.openAt(directory.fd, fileName, O_RDONLY | O_NOFOLLOW | O_CLOEXEC, 0) }) {
+    switch Kernel.openat(directory.fd, fileName, O_RDONLY | O_NOFOLLOW | O_CLOEXEC, 0) {
     case .success(let opened): file = FileDescriptor(owning: opened)
     case .failure(.noSuchFile): return nil
     case .failure(let e): throw damaged(path, "it cannot be opened (\(e))")
@@ -266,16 +266,16 @@ package struct ModeKey: Sendable {
     defer { file.close() }
     let fd = file.rawValue
     var s = stat()
-    _ = try valueOrErrno(.stat) { fstat(fd, &s) }.orThrow("inspect", path: path)
+    _ = try Kernel.fstat(fd, &s).orThrow("inspect", path: path)
     guard s.st_mode & S_IFMT == S_IFREG else { throw damaged(path, "it is not a regular file") }
-    guard s.st_uid == geteuid() else {
-      throw damaged(path, "it belongs to uid \(s.st_uid), not to uid \(geteuid()) that protfs runs as")
+    guard s.st_uid == Kernel.geteuid() else {
+      throw damaged(path, "it belongs to uid \(s.st_uid), not to uid \(Kernel.geteuid()) that protfs runs as")
     }
     guard s.st_mode & 0o077 == 0 else {
       throw damaged(path, "its mode \(FilePermissions(rawValue: UInt32(s.st_mode)).octal) lets other users read it")
     }
     var bytes = [UInt8](repeating: 0, count: length + 1)
-    let count = try valueOrErrno(.read) { Foundation.read(fd, &bytes, bytes.count) }.orThrow("read", path: path)
+    let count = try Kernel.read(fd, &bytes, bytes.count).orThrow("read", path: path)
     guard count == length, s.st_size == length else {
       throw damaged(path, "it holds \(max(Int(s.st_size), count)) bytes instead of \(length)")
     }

@@ -154,17 +154,17 @@ extension Device {
       // Through a descriptor of the directory (never following a link): the parent may be the
       // app's, which could put something else under the temporary name.
       if let owner { try parent.openDirectory(temporary).handOver(nil, to: owner) }
-      switch valueOrErrno(.rename, { Kernel.renameNoReplace(parent.fd, temporary, parent.fd, name) }) {
+      switch Kernel.renameat2(parent.fd, temporary, parent.fd, name, .noReplace) {
       case .success:
         return true
       case .failure(let e) where e == .exists:
-        _ = valueOrErrno(.unlink) { unlinkat(parent.fd, temporary, AT_REMOVEDIR) }
+        _ = Kernel.unlinkat(parent.fd, temporary, AT_REMOVEDIR)
         return false
       case .failure(let e):
         throw ProtFSError.system("create the directory", path: parent.pathOf(name), errno: e)
       }
     } catch {
-      _ = valueOrErrno(.unlink) { unlinkat(parent.fd, temporary, AT_REMOVEDIR) }
+      _ = Kernel.unlinkat(parent.fd, temporary, AT_REMOVEDIR)
       throw error
     }
   }

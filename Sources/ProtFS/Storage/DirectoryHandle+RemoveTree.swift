@@ -10,9 +10,9 @@ extension DirectoryHandle {
       let (visitors, _) = TreeWalker(threads: 1, postOrder: true).walk(
         [TreeWalker.Root(child, TreeRemover.Place())], visitor: TreeRemover())
       if let error = visitors[0].error { throw error }
-      _ = try valueOrErrno(.unlink) { unlinkat(fd, name, AT_REMOVEDIR) }.orThrow("remove", path: pathOf(name))
+      _ = try Kernel.unlinkat(fd, name, AT_REMOVEDIR).orThrow("remove", path: pathOf(name))
     } else {
-      _ = try valueOrErrno(.unlink) { unlinkat(fd, name, 0) }.orThrow("remove", path: pathOf(name))
+      _ = try Kernel.unlinkat(fd, name, 0).orThrow("remove", path: pathOf(name))
     }
   }
 }
@@ -29,7 +29,7 @@ private struct TreeRemover: TreeVisitor {
   mutating func visit(_ entry: inout TreeEntry, in place: Place) -> TreeStep<Place> {
     if error != nil { return .stop }
     if entry.kind == .directory { return .descend(place) }
-    if case .failure(let e) = valueOrErrno(.unlink, { unlinkat(entry.directory.fd, entry.name, 0) }) {
+    if case .failure(let e) = Kernel.unlinkat(entry.directory.fd, entry.name, 0) {
       error = ProtFSError.system("remove", path: entry.directory.pathOf(entry.nameString), errno: e)
       return .stop
     }
@@ -39,7 +39,7 @@ private struct TreeRemover: TreeVisitor {
   /// Removes a directory, now empty (the root is left to `removeTree`).
   mutating func leave(_ name: String?, in parent: DirectoryHandle?, _ place: Place) {
     guard let name, let parent, error == nil else { return }
-    if case .failure(let e) = valueOrErrno(.unlink, { unlinkat(parent.fd, name, AT_REMOVEDIR) }) {
+    if case .failure(let e) = Kernel.unlinkat(parent.fd, name, AT_REMOVEDIR) {
       error = ProtFSError.system("remove", path: parent.pathOf(name), errno: e)
     }
   }

@@ -48,10 +48,10 @@ package enum ItemCopier {
       try copyItem(name, in: source, as: temporary, in: destination, label: label)
       let renamed =
         replacing
-        ? valueOrErrno(.rename) { renameat(destination.fd, temporary, destination.fd, destinationName) }
-        : valueOrErrno(.rename) { Kernel.renameNoReplace(destination.fd, temporary, destination.fd, destinationName) }
+        ? Kernel.renameat(destination.fd, temporary, destination.fd, destinationName)
+        : Kernel.renameat2(destination.fd, temporary, destination.fd, destinationName, .noReplace)
       switch renamed {
-      case .success: _ = valueOrErrno(.fsync) { fsync(destination.fd) }
+      case .success: _ = Kernel.fsync(destination.fd)
       case .failure(let e):
         throw ProtFSError.system(
           replacing ? "replace" : "create", path: destination.pathOf(destinationName), errno: e)
@@ -80,7 +80,7 @@ package enum ItemCopier {
       try copyContents(from: input, to: output, path: destination.pathOf(newName))
       try copyMetadata(from: input, source.pathOf(name), to: output, destination.pathOf(newName), status)
       try label?(output)
-      _ = try valueOrErrno(.fsync) { fsync(output) }.orThrow("sync", path: destination.pathOf(newName))
+      _ = try Kernel.fsync(output).orThrow("sync", path: destination.pathOf(newName))
     case .directory:
       try destination.makeDirectory(newName, permissions: FilePermissions(rawValue: 0o700))
       let from = try source.openDirectory(name)
@@ -92,10 +92,10 @@ package enum ItemCopier {
       try copyMetadata(from: from.fd, from.path, to: to.fd, to.path, status)
     case .symlink:
       var buffer = [CChar](repeating: 0, count: Int(PATH_MAX) + 1)
-      let count = try valueOrErrno(.readlink) { readlinkat(source.fd, name, &buffer, Int(PATH_MAX)) }.orThrow(
+      let count = try Kernel.readlinkat(source.fd, name, &buffer, Int(PATH_MAX)).orThrow(
         "read the link", path: source.pathOf(name))
       buffer[count] = 0
-      _ = try valueOrErrno(.symlink) { symlinkat(buffer, destination.fd, newName) }.orThrow(
+      _ = try Kernel.symlinkat(buffer, destination.fd, newName).orThrow(
         "create the link", path: destination.pathOf(newName))
     case .other, .unknown:
       throw ProtFSError(
@@ -119,14 +119,14 @@ package enum ItemCopier {
     _ status: FileStatus
   ) throws(ProtFSError) {
     // attr_copy_fd copies the user.* namespace, protfs's attributes included.
-    _ = try valueOrErrno(.setxattr) { Kernel.copyAttributes(from: input, sourcePath, to: output, destinationPath) }
+    _ = try Kernel.attr_copy_fd(sourcePath, input, destinationPath, output)
       .orThrow("copy the extended attributes to", path: destinationPath)
-    _ = try valueOrErrno(.chmod) { fchmod(output, mode_t(status.permissions.rawValue)) }.orThrow(
+    _ = try Kernel.fchmod(output, mode_t(status.permissions.rawValue)).orThrow(
       "change the mode of", path: destinationPath)
     var times = [timespec](repeating: timespec(), count: 2)
     times[0] = timespec(tv_sec: Int(status.accessed.timeIntervalSince1970), tv_nsec: 0)
     times[1] = timespec(tv_sec: Int(status.modified.timeIntervalSince1970), tv_nsec: 0)
-    _ = valueOrErrno(.utimens) { futimens(output, times) }
+    _ = Kernel.futimens(output, times)
   }
 }
 

@@ -107,17 +107,6 @@ package enum BoundedPropertyList {
     let open = UInt8(ascii: "<")
     let close = UInt8(ascii: ">")
     let slash = UInt8(ascii: "/")
-    /// The index just past the first `terminator` from `from`, or the end.
-    func skip(past terminator: [UInt8], from: Int) -> Int {
-      var index = from
-      while index + terminator.count <= bytes.count {
-        if bytes[index] == terminator[0], bytes[index..<index + terminator.count].elementsEqual(terminator) {
-          return index + terminator.count
-        }
-        index += 1
-      }
-      return bytes.count
-    }
     var depth = 0
     var nodes = 0
     var index = 0
@@ -128,31 +117,18 @@ package enum BoundedPropertyList {
       }
       let rest = bytes[index...]
       if rest.starts(with: comment) {
-        index = skip(past: commentEnd, from: index + 4)
+        index = skip(bytes, past: commentEnd, from: index + 4)
       } else if rest.starts(with: cdata) {
-        index = skip(past: cdataEnd, from: index + 9)
+        index = skip(bytes, past: cdataEnd, from: index + 9)
       } else if rest.starts(with: instruction) {
-        index = skip(past: instructionEnd, from: index + 2)
+        index = skip(bytes, past: instructionEnd, from: index + 2)
       } else if rest.starts(with: declaration) {
-        index = skip(past: [close], from: index + 2)
+        index = skip(bytes, past: [close], from: index + 2)
       } else if rest.starts(with: [open, slash]) {
         depth -= 1
-        index = skip(past: [close], from: index + 2)
+        index = skip(bytes, past: [close], from: index + 2)
       } else {
-        // An element's start tag: to its `>`, over quoted attribute values.
-        var end = index + 1
-        var quote: UInt8?
-        while end < bytes.count {
-          let byte = bytes[end]
-          if let open = quote {
-            if byte == open { quote = nil }
-          } else if byte == UInt8(ascii: "\"") || byte == UInt8(ascii: "'") {
-            quote = byte
-          } else if byte == close {
-            break
-          }
-          end += 1
-        }
+        let end = endOfStartTag(bytes, from: index + 1)
         nodes += 1
         if end < bytes.count, bytes[end - 1] != slash { depth += 1 }
         index = end + 1
@@ -166,5 +142,36 @@ package enum BoundedPropertyList {
       }
     }
     return nil
+  }
+
+  /// The index just past the first `terminator` in `bytes` from `from`, or the end.
+  private static func skip(_ bytes: [UInt8], past terminator: [UInt8], from: Int) -> Int {
+    var index = from
+    while index + terminator.count <= bytes.count {
+      if bytes[index] == terminator[0], bytes[index..<index + terminator.count].elementsEqual(terminator) {
+        return index + terminator.count
+      }
+      index += 1
+    }
+    return bytes.count
+  }
+
+  /// The index of the `>` that ends the start tag whose name begins at `from`, over quoted
+  /// attribute values (or the end).
+  private static func endOfStartTag(_ bytes: [UInt8], from: Int) -> Int {
+    var end = from
+    var quote: UInt8?
+    while end < bytes.count {
+      let byte = bytes[end]
+      if let open = quote {
+        if byte == open { quote = nil }
+      } else if byte == UInt8(ascii: "\"") || byte == UInt8(ascii: "'") {
+        quote = byte
+      } else if byte == UInt8(ascii: ">") {
+        break
+      }
+      end += 1
+    }
+    return end
   }
 }

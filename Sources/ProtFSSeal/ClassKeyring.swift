@@ -24,7 +24,7 @@ package struct ClassKeyring: Sendable {
   package func store(_ keys: ClassKeys) throws(ProtFSError) {
     for code in keys.available where code != .d {
       let key = keys.key(code)!
-      let result = key.withUnsafeBytes { payload in valueOrErrno(.keyctl) { Kernel.addUserKey(name(code), payload) } }
+      let result = key.withUnsafeBytes { payload in Kernel.add_key(name(code), payload) }
       _ = try result.orThrow("keep the class key in the kernel keyring as", path: name(code))
     }
   }
@@ -40,7 +40,7 @@ package struct ClassKeyring: Sendable {
       guard let serial = try serial(code) else { continue }
       let key = SecretBytes(count: 32)
       let length = try key.withUnsafeMutableBytes { buffer in
-        valueOrErrno(.keyctl) { Kernel.readKey(serial, into: buffer) }
+        Kernel.keyctlRead(serial, into: buffer)
       }.orThrow("read the class key from the kernel keyring as", path: name(code))
       guard length == 32 else {
         throw ProtFSError(
@@ -55,7 +55,7 @@ package struct ClassKeyring: Sendable {
   package func evict(_ codes: Set<ProtectionClassCode>) throws(ProtFSError) {
     for code in codes where code != .d {
       guard let serial = try serial(code) else { continue }
-      switch valueOrErrno(.keyctl, { Kernel.invalidateKey(serial) }) {
+      switch Kernel.keyctlInvalidate(serial) {
       case .success, .failure(Errno(ENOKEY)), .failure(Errno(EKEYREVOKED)), .failure(Errno(EKEYEXPIRED)): break
       case .failure(let e):
         throw ProtFSError.system("evict the class key from the kernel keyring as", path: name(code), errno: e)
@@ -65,7 +65,7 @@ package struct ClassKeyring: Sendable {
 
   /// The serial of the key of `code`, or nil when the keyring holds none.
   private func serial(_ code: ProtectionClassCode) throws(ProtFSError) -> Int? {
-    switch valueOrErrno(.keyctl, { Kernel.searchUserKey(name(code)) }) {
+    switch Kernel.keyctlSearch(name(code)) {
     case .success(let serial): return serial
     case .failure(Errno(ENOKEY)), .failure(Errno(EKEYREVOKED)), .failure(Errno(EKEYEXPIRED)): return nil
     case .failure(let e):

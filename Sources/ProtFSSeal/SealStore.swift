@@ -88,7 +88,7 @@ package struct SealStore: Sendable {
   private func readDeviceKey(_ directory: DirectoryHandle) throws(ProtFSError) -> SecretBytes {
     let path = directory.pathOf(Self.deviceKeyName)
     let status = try directory.status(Self.deviceKeyName)
-    guard status.kind == .file, status.uid == geteuid(), status.permissions.rawValue & 0o077 == 0 else {
+    guard status.kind == .file, status.uid == Kernel.geteuid(), status.permissions.rawValue & 0o077 == 0 else {
       throw ProtFSError(
         .permissionDenied,
         "The device key '\(path)' must be a regular file that only its owner, root, can read; "

@@ -32,7 +32,7 @@ package struct SealedFileIO: Sendable {
   /// The plaintext size.
   package func size() throws(ProtFSError) -> Int {
     var s = stat()
-    _ = try valueOrErrno(.stat) { fstat(fd, &s) }.orThrow("inspect", path: path)
+    _ = try Kernel.fstat(fd, &s).orThrow("inspect", path: path)
     return Int(s.st_size)
   }
 
@@ -70,7 +70,7 @@ package struct SealedFileIO: Sendable {
     let start = newSize / Self.block * Self.block
     var tail = newSize > start ? try read(at: start, count: newSize - start) : []
     defer { erase(&tail) }
-    _ = try valueOrErrno(.truncate) { ftruncate(fd, off_t(newSize)) }.orThrow("truncate", path: path)
+    _ = try Kernel.ftruncate(fd, off_t(newSize)).orThrow("truncate", path: path)
     if !tail.isEmpty {
       try encrypt(&tail, at: start)
       try writeCiphertext(tail, at: start)
@@ -105,7 +105,7 @@ package struct SealedFileIO: Sendable {
     var done = 0
     while done < count {
       let got = try buffer.withUnsafeMutableBytes { raw in
-        valueOrErrno(.read) { pread(fd, raw.baseAddress! + done, count - done, off_t(offset + done)) }
+        Kernel.pread(fd, raw.baseAddress! + done, count - done, off_t(offset + done))
       }.orThrow("read", path: path)
       guard got > 0 else { break }  // shrunk meanwhile: the caller decrypts what is there
       done += got
@@ -117,7 +117,7 @@ package struct SealedFileIO: Sendable {
     var done = 0
     while done < bytes.count {
       done += try bytes.withUnsafeBytes { raw in
-        valueOrErrno(.write) { pwrite(fd, raw.baseAddress! + done, raw.count - done, off_t(offset + done)) }
+        Kernel.pwrite(fd, raw.baseAddress! + done, raw.count - done, off_t(offset + done))
       }.orThrow("write", path: path)
     }
   }

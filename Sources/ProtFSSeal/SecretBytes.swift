@@ -1,4 +1,5 @@
 import Glibc
+import ProtFSSystem
 
 /// Key material held outside Swift's copyable values: locked in RAM (never swapped out, where the
 /// process may lock memory) and overwritten with zeros when the last holder lets go or ``erase()``
@@ -23,7 +24,7 @@ package final class SecretBytes: @unchecked Sendable {
     storage.initializeMemory(as: UInt8.self, repeating: 0, count: count)
     // Best effort: without CAP_IPC_LOCK the RLIMIT_MEMLOCK budget may be spent; the key is then
     // still erased when dropped, only not pinned.
-    locked = mlock(storage, count) == 0
+    locked = Kernel.mlock(storage, count) == 0
   }
 
   /// A copy of `bytes`, which the caller erases if they were secret.
@@ -41,7 +42,7 @@ package final class SecretBytes: @unchecked Sendable {
 
   deinit {
     erase()
-    if locked { munlock(storage, count) }
+    if locked { Kernel.munlock(storage, count) }
     storage.deallocate()
   }
 

@@ -105,7 +105,7 @@ public enum Confinement {
       prefix += component.isEmpty ? "" : "/" + component
       let path = prefix.isEmpty ? "/" : prefix
       var status = stat()
-      guard case .success = valueOrErrno(.stat, { stat(path, &status) }) else { return nil }
+      guard case .success = Kernel.stat(path, &status) else { return nil }
       let bit: mode_t = status.st_uid == user.uid ? 0o100 : status.st_gid == user.gid ? 0o010 : 0o001
       if status.st_mode & bit == 0 {
         return unreachable(device, path, Errno(EACCES, call: .stat), as: user)
@@ -121,7 +121,7 @@ public enum Confinement {
   {
     var status = stat()
     let detail =
-      (try? valueOrErrno(.stat) { lstat(prefix, &status) }.get()) != nil
+      (try? Kernel.lstat(prefix, &status).get()) != nil
       ? " (mode 0\(String(status.st_mode & 0o7777, radix: 8)), owner \(status.st_uid):\(status.st_gid))" : ""
     return ProtFSError(
       .permissionDenied,

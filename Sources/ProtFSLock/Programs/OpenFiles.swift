@@ -18,7 +18,7 @@ extension Device {
   public func openFiles() -> [OpenFile] {
     let prefixes = Set([root, canonicalRoot]).map { ($0 == "/" ? "" : $0) + "/" + Device.containersDirectoryName + "/" }
     var found: [OpenFile] = []
-    let me = getpid()
+    let me = Kernel.getpid()
     for entry in (try? FileManager.default.contentsOfDirectory(atPath: "/proc")) ?? [] {
       guard let pid = Int32(entry), pid != me else { continue }
       let fdDirectory = "/proc/\(entry)/fd"
@@ -27,7 +27,7 @@ extension Device {
       for fd in fds {
         var buffer = [CChar](repeating: 0, count: Int(PATH_MAX) + 1)
         let link = fdDirectory + "/" + fd
-        let length = (try? valueOrErrno(.readlink) { readlink(link, &buffer, buffer.count - 1) }.get()) ?? 0
+        let length = (try? Kernel.readlink(link, &buffer, buffer.count - 1).get()) ?? 0
         guard length > 0 else { continue }
         let target = String(decoding: buffer[..<length].map { UInt8(bitPattern: $0) }, as: UTF8.self)
         guard prefixes.contains(where: target.hasPrefix), !target.hasSuffix(" (deleted)") else { continue }
@@ -69,7 +69,7 @@ extension LockController {
   /// be read (the process ended, or is closed to this one).
   private static func executableIdentity(_ link: String) -> [UInt64]? {
     var status = stat()
-    guard case .success = valueOrErrno(.stat, { stat(link, &status) }) else { return nil }
+    guard case .success = Kernel.stat(link, &status) else { return nil }
     return [UInt64(status.st_dev), UInt64(status.st_ino)]
   }
 }

@@ -72,7 +72,7 @@ package final class OwnerAccessLog: Sendable {
         }
         let fd = state.file!.rawValue
         try AtomicFile.writeAll(fd, Array(line.utf8), path: path)
-        _ = try valueOrErrno(.fdatasync) { fdatasync(fd) }.orThrow("sync", path: path)
+        _ = try Kernel.fdatasync(fd).orThrow("sync", path: path)
         return .success(())
       } catch {
         return .failure(error)
@@ -91,6 +91,6 @@ package final class OwnerAccessLog: Sendable {
       state.file = nil
       state.entries = [:]
     }
-    _ = valueOrErrno(.unlink) { unlinkat(directory.fd, Self.fileName, 0) }
+    _ = Kernel.unlinkat(directory.fd, Self.fileName, 0)
   }
 }

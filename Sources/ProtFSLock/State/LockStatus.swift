@@ -157,50 +157,10 @@ private struct Inspection: Sendable {
     }
     guard let cls = entry.protectionClass else { return }
     if entry.kind == .directory { directories[cls, default: 0] += 1 } else { files[cls, default: 0] += 1 }
-    let mode: UInt32
-    var saved: SavedModeRecord?
-    var handedOver = false
-    var isHardLinked = false
+    let observed: ObservedMode
     do {
-      let status = try entry.parent.status(entry.name)
-      mode = status.permissions.rawValue
-      if entry.kind != .directory, status.linkCount > 1 {
-        isHardLinked = true
-        hardLinked.append(path)
-      }
-      if FastAttributes.hasSavedMode(entry.parent, entry.name) {
-        let item = try ItemHandle(entry.parent, entry.name)
-        let held = try item.status(path: path)
-        switch try ModeEnforcer.readRecord(item, held, path, key: key, nil) {
-        case .authentic(let record),
-          .unauthenticated(let record, legacy: _) where !verifies:
-          saved = record
-          handedOver = ModeEnforcer.handsOver(originalOwner: record.uid)
-        case .unauthenticated(let claimed, let legacy):
-          let origin =
-            legacy
-            ? "it holds a bare mode (0\(String(claimed.mode, radix: 8))) as an older protfs wrote it, without authentication"
-            : key == nil
-              ? "this device has no secret to check it with (it was removed)"
-              : "protfs did not write it for this item as it is now (planted, or copied from another item)"
-          problems.append(
-            .init(
-              path: path,
-              problem:
-                "Its saved-mode record is not authentic: \(origin). Unlock ignores it and gives the item mode 0\(String(ModeEnforcer.safeMode(entry.kind), radix: 8)); set the mode you want afterwards."
-            ))
-          return
-        case .garbage:
-          problems.append(
-            .init(
-              path: path,
-              problem:
-                "Its saved-mode record is not a record protfs writes. Unlock ignores it and gives the item mode 0\(String(ModeEnforcer.safeMode(entry.kind), radix: 8)); set the mode you want afterwards."
-            ))
-          return
-        case nil: break
-        }
-      }
+      guard let read = try observe(entry, key: key, verifies: verifies) else { return }
+      observed = read
     } catch {
       if error.errno == EACCES {
         uninspectable += 1
@@ -209,10 +169,79 @@ private struct Inspection: Sendable {
       }
       return
     }
+    check(observed, of: entry, cls, state)
+  }
+
+  /// What the walk read of an item's mode.
+  private struct ObservedMode {
+    /// The mode it has.
+    var mode: UInt32
+    /// Its saved-mode record, when it has an authentic one (or any, when records are not verified).
+    var saved: SavedModeRecord?
+    /// Whether a lock hands the item to root.
+    var handedOver = false
+    /// Whether it is a file with more than one link (which transitions leave alone).
+    var isHardLinked = false
+  }
+
+  /// Reads the mode and saved-mode record of `entry`; nil when the record is refused (the problem
+  /// is recorded).
+  private mutating func observe(_ entry: WalkEntry, key: ModeKey?, verifies: Bool) throws(ProtFSError)
+    -> ObservedMode?
+  {
+    let path = entry.path
+    let status = try entry.parent.status(entry.name)
+    var observed = ObservedMode(mode: status.permissions.rawValue)
+    if entry.kind != .directory, status.linkCount > 1 {
+      observed.isHardLinked = true
+      hardLinked.append(path)
+    }
+    guard FastAttributes.hasSavedMode(entry.parent, entry.name) else { return observed }
+    let item = try ItemHandle(entry.parent, entry.name)
+    let held = try item.status(path: path)
+    let safeMode = "0" + String(ModeEnforcer.safeMode(entry.kind), radix: 8)
+    switch try ModeEnforcer.readRecord(item, held, path, key: key, nil) {
+    case .authentic(let record),
+      .unauthenticated(let record, legacy: _) where !verifies:
+      observed.saved = record
+      observed.handedOver = ModeEnforcer.handsOver(originalOwner: record.uid)
+    case .unauthenticated(let claimed, let legacy):
+      let origin =
+        legacy
+        ? "it holds a bare mode (0\(String(claimed.mode, radix: 8))) as an older protfs wrote it, without authentication"
+        : key == nil
+          ? "this device has no secret to check it with (it was removed)"
+          : "protfs did not write it for this item as it is now (planted, or copied from another item)"
+      problems.append(
+        .init(
+          path: path,
+          problem:
+            "Its saved-mode record is not authentic: \(origin). Unlock ignores it and gives the item mode \(safeMode); set the mode you want afterwards."
+        ))
+      return nil
+    case .garbage:
+      problems.append(
+        .init(
+          path: path,
+          problem:
+            "Its saved-mode record is not a record protfs writes. Unlock ignores it and gives the item mode \(safeMode); set the mode you want afterwards."
+        ))
+      return nil
+    case nil: break
+    }
+    return observed
+  }
+
+  /// Records a problem when the mode `observed` of `entry` is not what its class `cls` has in
+  /// `state`.
+  private mutating func check(
+    _ observed: ObservedMode, of entry: WalkEntry, _ cls: ProtectionClass, _ state: ProtectionState
+  ) {
+    let (path, mode) = (entry.path, observed.mode)
     let octal = { (m: UInt32) in "0" + String(m, radix: 8) }
     let restricted = state.restricts(entry.kind, cls)
-    if restricted, saved == nil, ModeEnforcer.restrictedMode(mode, entry.kind, handedOver: false) != mode,
-      !isHardLinked
+    if restricted, observed.saved == nil, ModeEnforcer.restrictedMode(mode, entry.kind, handedOver: false) != mode,
+      !observed.isHardLinked
     {
       problems.append(
         .init(
@@ -220,15 +249,15 @@ private struct Inspection: Sendable {
           problem:
             "Its class \(cls.name) is unavailable while \(state.lockState), but its mode \(octal(mode)) still allows access (created after the last transition?); run the last transition again to apply it."
         ))
-    } else if !restricted, let saved = saved?.mode {
+    } else if !restricted, let saved = observed.saved?.mode {
       problems.append(
         .init(
           path: path,
           problem:
             "It is still locked out (mode \(octal(mode)), original \(octal(saved))) although its class \(cls.name) is available; unlocking the device restores it."
         ))
-    } else if restricted, let saved = saved?.mode,
-      ModeEnforcer.restrictedMode(saved, entry.kind, handedOver: handedOver) != mode
+    } else if restricted, let saved = observed.saved?.mode,
+      ModeEnforcer.restrictedMode(saved, entry.kind, handedOver: observed.handedOver) != mode
     {
       problems.append(
         .init(

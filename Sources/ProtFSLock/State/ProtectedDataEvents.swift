@@ -30,12 +30,10 @@ extension Device {
     try requireInitialized()
     // Owned from the start: a failure below closes what is open so far.
     let inotify = FileDescriptor(
-      owning: try valueOrErrno(.inotifyInit) { inotify_init1(Int32(IN_CLOEXEC | IN_NONBLOCK)) }.orThrow(
+      owning: try Kernel.inotify_init1(Int32(IN_CLOEXEC | IN_NONBLOCK)).orThrow(
         "watch", path: stateDirectory))
     let mask = UInt32(IN_MOVED_TO | IN_CLOSE_WRITE | IN_CREATE)
-    if case .failure(let e) = valueOrErrno(
-      .inotifyAddWatch, { inotify_add_watch(inotify.rawValue, stateDirectory, mask) })
-    {
+    if case .failure(let e) = Kernel.inotify_add_watch(inotify.rawValue, stateDirectory, mask) {
       throw ProtFSError.system("watch", path: stateDirectory, errno: e)
     }
     let (wakeRead, wakeWrite) = try FileDescriptor.pipe().orThrow("watch", path: stateDirectory)
@@ -50,7 +48,7 @@ extension Device {
     // the same number).
     continuation.onTermination = { _ in
       var byte: UInt8 = 1
-      _ = valueOrErrno(.write) { write(wakeWrite.rawValue, &byte, 1) }
+      _ = Kernel.write(wakeWrite.rawValue, &byte, 1)
     }
     let thread = Thread { watcher.run() }
     thread.start()
@@ -131,10 +129,10 @@ package final class EventWatcher: @unchecked Sendable {
       var fds = [
         pollfd(fd: inotify, events: Int16(POLLIN), revents: 0), pollfd(fd: wakeRead, events: Int16(POLLIN), revents: 0),
       ]
-      // valueOrErrno retries EINTR; any other failure ends the watch.
-      guard case .success = valueOrErrno(.poll, { poll(&fds, 2, -1) }), fds[1].revents == 0 else { return }
+      // Kernel.poll retries EINTR; any other failure ends the watch.
+      guard case .success = Kernel.poll(&fds, 2, -1), fds[1].revents == 0 else { return }
       let count = buffer.withUnsafeMutableBytes { raw in
-        (try? valueOrErrno(.read) { read(inotify, raw.baseAddress, raw.count) }.get()) ?? -1
+        (try? Kernel.read(inotify, raw.baseAddress, raw.count).get()) ?? -1
       }
       guard count > 0 else { continue }
       var names: Set<String> = []

@@ -223,7 +223,7 @@ public struct LockController: Sendable {
     // The saved modes are authenticated with libcrypto: without it, nothing is begun.
     try ProtFSError.requireLibcrypto()
     let journal = TransitionJournal(
-      operation: operation, previous: previous, next: next, pid: getpid(), started: clock())
+      operation: operation, previous: previous, next: next, pid: Kernel.getpid(), started: clock())
     try store.write(journal)
     crashHook.step()
     let ownerAccess = OwnerAccessLog(directory: store.directory, crash: crashHook)
@@ -231,7 +231,7 @@ public struct LockController: Sendable {
     let tally = try enforce(next.protection, fullCheck: fullCheck, ownerAccess: ownerAccess, key: key)
     if !tally.failures.isEmpty {
       let undo = TransitionJournal(
-        operation: "undo \(operation)", previous: next, next: previous, pid: getpid(), started: clock())
+        operation: "undo \(operation)", previous: next, next: previous, pid: Kernel.getpid(), started: clock())
       try store.write(undo)
       // The transition's failures are the error to report: the undo walks the same items again.
       _ = try? enforce(previous.protection, fullCheck: true, ownerAccess: ownerAccess, key: key)

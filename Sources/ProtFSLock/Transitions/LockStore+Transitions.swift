@@ -16,7 +16,7 @@ extension LockStore {
   package func write(_ journal: TransitionJournal) throws(ProtFSError) { try write(journal, to: Self.journalFileName) }
 
   package func removeJournal() throws(ProtFSError) {
-    switch valueOrErrno(.unlink, { unlinkat(directory.fd, Self.journalFileName, 0) }) {
+    switch Kernel.unlinkat(directory.fd, Self.journalFileName, 0) {
     case .success, .failure(.noSuchFile): return
     case .failure(let e):
       throw ProtFSError.system(
@@ -29,7 +29,7 @@ extension LockStore {
     let file = try directory.openDescriptor(
       Self.lockFileName, flags: O_RDWR | O_CREAT, permissions: FilePermissions(rawValue: 0o600))
     defer { file.close() }  // closing releases the lock, as does dying
-    _ = try valueOrErrno(.flock) { flock(file.rawValue, LOCK_EX) }.orThrow(
+    _ = try Kernel.flock(file.rawValue, LOCK_EX).orThrow(
       "lock", path: directory.pathOf(Self.lockFileName))
     return try body()
   }

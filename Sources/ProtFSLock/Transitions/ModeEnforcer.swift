@@ -52,7 +52,7 @@ package struct ModeEnforcer: Sendable {
   package var key: ModeKey
 
   /// Whether this process may give items away (root with CAP_CHOWN): then a locked item goes to root.
-  package static let canChown: Bool = geteuid() == 0 && Kernel.hasEffectiveCapability(0 /* CAP_CHOWN */)
+  package static let canChown: Bool = Kernel.geteuid() == 0 && Kernel.hasEffectiveCapability(0 /* CAP_CHOWN */)
 
   /// The mode an item whose record held no authentic original gets at unlock: its owner's only.
   package static func safeMode(_ kind: FileKind) -> UInt32 { kind == .directory ? 0o700 : 0o600 }
@@ -154,34 +154,7 @@ package struct ModeEnforcer: Sendable {
       tally.hardLinked.append(path)
       return false
     }
-    let current = SavedModeRecord(mode: status.permissions, uid: status.uid, gid: status.gid)
-    let value = current.encoded(for: status.identity, key: key)
-    var result = item.setAttribute(AttributeName.savedMode, value, createOnly: true)
-    if case .failure(.accessDenied) = result {
-      result = try Self.withOwnerAccess(item, status, path, ownerAccess) {
-        item.setAttribute(AttributeName.savedMode, value, createOnly: true)
-      }
-    }
-    let original: SavedModeRecord
-    switch result {
-    case .success:
-      crash.step()
-      original = current
-    case .failure(.exists):
-      // Restricted before (or interrupted between the steps): an authentic record is the original.
-      switch try readRecord(item, status, path) {
-      case .authentic(let saved):
-        original = saved
-      case .unauthenticated, .garbage, nil:
-        // Not protfs's: the item was never restricted with it, so its current state is the original.
-        tally.unauthenticated.append(path)
-        try Self.writeAttribute(item, status, path, ownerAccess, value)
-        crash.step()
-        original = current
-      }
-    case .failure(let e):
-      throw ProtFSError.system("save the mode of", path: path, errno: e)
-    }
+    let original = try saveOriginal(item, status, path, &tally)
     // The mode first, then the owner: so every state between the steps is one `fits` accepts,
     // and none gives the owner a window with its bits still there once it is no longer the owner.
     var changed = false
@@ -204,6 +177,40 @@ package struct ModeEnforcer: Sendable {
       }
     }
     return changed
+  }
+
+  /// Saves the mode and owner of `item` in its saved-mode record, unless an authentic record is
+  /// there already (restricted before, or interrupted between the steps); returns the original.
+  private func saveOriginal(_ item: ItemHandle, _ status: ItemHandle.Status, _ path: String, _ tally: inout Tally)
+    throws(ProtFSError) -> SavedModeRecord
+  {
+    let current = SavedModeRecord(mode: status.permissions, uid: status.uid, gid: status.gid)
+    let value = current.encoded(for: status.identity, key: key)
+    var result = item.setAttribute(AttributeName.savedMode, value, createOnly: true)
+    if case .failure(.accessDenied) = result {
+      result = try Self.withOwnerAccess(item, status, path, ownerAccess) {
+        item.setAttribute(AttributeName.savedMode, value, createOnly: true)
+      }
+    }
+    switch result {
+    case .success:
+      crash.step()
+      return current
+    case .failure(.exists):
+      // Restricted before (or interrupted between the steps): an authentic record is the original.
+      switch try readRecord(item, status, path) {
+      case .authentic(let saved):
+        return saved
+      case .unauthenticated, .garbage, nil:
+        // Not protfs's: the item was never restricted with it, so its current state is the original.
+        tally.unauthenticated.append(path)
+        try Self.writeAttribute(item, status, path, ownerAccess, value)
+        crash.step()
+        return current
+      }
+    case .failure(let e):
+      throw ProtFSError.system("save the mode of", path: path, errno: e)
+    }
   }
 
   /// Gives the saved owner and mode back; returns whether there was a record.
@@ -306,7 +313,7 @@ package struct ModeEnforcer: Sendable {
       let owner = (try? item.status(path: path).uid).map { "uid \($0)" } ?? "another user"
       throw ProtFSError(
         .permissionDenied,
-        "Cannot change the mode of '\(path)': it belongs to \(owner), and protfs runs as uid \(geteuid()).",
+        "Cannot change the mode of '\(path)': it belongs to \(owner), and protfs runs as uid \(Kernel.geteuid()).",
         path: path, errno: EPERM, remedy: .runAsRoot(orChown: true))
     case .failure(let e):
       throw ProtFSError.system("change the mode of", path: path, errno: e)
@@ -320,7 +327,7 @@ package struct ModeEnforcer: Sendable {
     case .failure(.notPermitted):
       throw ProtFSError(
         .permissionDenied,
-        "Cannot give '\(path)' to uid \(uid), gid \(gid): protfs runs as uid \(geteuid()) without the right to chown.",
+        "Cannot give '\(path)' to uid \(uid), gid \(gid): protfs runs as uid \(Kernel.geteuid()) without the right to chown.",
         path: path, errno: EPERM, remedy: .runAsRoot(orChown: false))
     case .failure(let e):
       throw ProtFSError.system("change the owner of", path: path, errno: e)
@@ -333,21 +340,21 @@ package struct ModeEnforcer: Sendable {
     _ item: ItemHandle, _ status: ItemHandle.Status, _ path: String, _ log: OwnerAccessLog?,
     _ body: () throws(ProtFSError) -> T
   ) throws(ProtFSError) -> T {
-    guard status.uid == geteuid() else {
+    guard status.uid == Kernel.geteuid() else {
       throw ProtFSError(
         .permissionDenied,
-        "Cannot reach the attributes of '\(path)': Permission denied (it belongs to uid \(status.uid), and protfs runs as uid \(geteuid())).",
+        "Cannot reach the attributes of '\(path)': Permission denied (it belongs to uid \(status.uid), and protfs runs as uid \(Kernel.geteuid())).",
         path: path, errno: EACCES, remedy: .runAsRoot(orChown: true))
     }
     let mode = status.permissions
     guard let log else {
       throw ProtFSError(
         .permissionDenied,
-        "Cannot read the attributes of '\(path)': its mode \(FilePermissions(rawValue: mode).octal) forbids it, and protfs (uid \(geteuid())) widens modes only during a transition.",
+        "Cannot read the attributes of '\(path)': its mode \(FilePermissions(rawValue: mode).octal) forbids it, and protfs (uid \(Kernel.geteuid())) widens modes only during a transition.",
         path: path, errno: EACCES, remedy: .runAsRoot(orChown: false))
     }
     var s = stat()
-    _ = try valueOrErrno(.stat) { fstat(item.fd, &s) }.orThrow("inspect", path: path)
+    _ = try Kernel.fstat(item.fd, &s).orThrow("inspect", path: path)
     let id = OwnerAccessLog.FileID(device: UInt64(s.st_dev), inode: UInt64(s.st_ino))
     try log.record(id, mode: mode)
     try chmod(item, path, mode | (status.kind == .directory ? 0o700 : 0o600))

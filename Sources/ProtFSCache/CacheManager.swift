@@ -86,7 +86,7 @@ public struct CacheManager: Sendable {
   /// Reads the stat of an entry straight from its `dirent` name (no `String`, no `Date` boxing).
   package static func stat(_ entry: TreeEntry) -> stat? {
     var s = Foundation.stat()
-    let statted = valueOrErrno(.stat) { fstatat(entry.directory.fd, entry.name, &s, AT_SYMLINK_NOFOLLOW) }
+    let statted = Kernel.fstatat(entry.directory.fd, entry.name, &s, AT_SYMLINK_NOFOLLOW)
     return (try? statted.get()) != nil ? s : nil
   }
 
@@ -347,7 +347,7 @@ public struct CacheManager: Sendable {
           report.kept.append("\(container.bundleID)/\(item.path): a download process holds it open")
           continue
         }
-        _ = try valueOrErrno(.unlink) { unlinkat(directory.fd, item.name, 0) }.orThrow(
+        _ = try Kernel.unlinkat(directory.fd, item.name, 0).orThrow(
           "remove", path: directory.pathOf(item.name))
         report.removed.append(purged)
       } catch {

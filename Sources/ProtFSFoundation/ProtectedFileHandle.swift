@@ -25,7 +25,7 @@ public final class ProtectedFileHandle: Sendable {
     try io(writing: false) { fd throws(ProtFSError) in
       var buffer = [UInt8](repeating: 0, count: count)
       let n = try buffer.withUnsafeMutableBytes { raw in
-        valueOrErrno(.read) { Foundation.read(fd, raw.baseAddress, raw.count) }
+        Kernel.read(fd, raw.baseAddress, raw.count)
       }
       .orThrow("read", path: path)
       return n == 0 ? nil : Data(buffer.prefix(n))
@@ -47,7 +47,7 @@ public final class ProtectedFileHandle: Sendable {
   /// Moves to `offset` (`FileHandle.seek(toOffset:)`).
   public func seek(toOffset offset: UInt64) throws {
     try io(writing: false, gated: false) { fd throws(ProtFSError) in
-      _ = try valueOrErrno(.seek) { lseek(fd, off_t(offset), SEEK_SET) }.orThrow("seek in", path: path)
+      _ = try Kernel.lseek(fd, off_t(offset), SEEK_SET).orThrow("seek in", path: path)
     }
   }
 
@@ -55,7 +55,7 @@ public final class ProtectedFileHandle: Sendable {
   @discardableResult
   public func seekToEnd() throws -> UInt64 {
     try io(writing: false, gated: false) { fd throws(ProtFSError) in
-      UInt64(try valueOrErrno(.seek) { lseek(fd, 0, SEEK_END) }.orThrow("seek in", path: path))
+      UInt64(try Kernel.lseek(fd, 0, SEEK_END).orThrow("seek in", path: path))
     }
   }
 

@@ -47,6 +47,6 @@ extension ProtectedFileManager {
       let parent = try? device.openDirectory(item.parent),
       let kind = (try? parent.status(name))?.kind, kind == .file || kind == .directory
     else { return false }
-    return (try? valueOrErrno(.access, { faccessat(parent.fd, name, X_OK, AT_SYMLINK_NOFOLLOW) }).get()) != nil
+    return (try? Kernel.faccessat(parent.fd, name, X_OK, AT_SYMLINK_NOFOLLOW).get()) != nil
   }
 }

@@ -189,26 +189,26 @@ public final class ProtectedFileManager: @unchecked Sendable {
     existing: Bool, options: Data.WritingOptions
   ) throws(ProtFSError) {
     if options.contains(.atomic) {
-      let temporary = ".\(name).protfs-\(getpid())-\(UInt32.random(in: 0...UInt32.max))"
+      let temporary = ".\(name).protfs-\(Kernel.getpid())-\(UInt32.random(in: 0...UInt32.max))"
       let file = try parent.openDescriptor(
         temporary, flags: O_WRONLY | O_CREAT | O_EXCL, permissions: FilePermissions(rawValue: 0o644))
       do throws(ProtFSError) {
         try protectionClass.write(toDescriptor: file.rawValue, path: parent.pathOf(name))
         try AtomicFile.writeAll(file.rawValue, data, path: parent.pathOf(name))
-        _ = try valueOrErrno(.fsync) { fsync(file.rawValue) }.orThrow("sync", path: parent.pathOf(name))
+        _ = try Kernel.fsync(file.rawValue).orThrow("sync", path: parent.pathOf(name))
         // Closed before the rename, once: a failure below must not close the number again, which
         // another thread may hold by then.
         file.close()
         beforeAtomicRename?(parent, temporary, name)
         let renamed =
           options.contains(.withoutOverwriting)
-          ? valueOrErrno(.rename) { Kernel.renameNoReplace(parent.fd, temporary, parent.fd, name) }
-          : valueOrErrno(.rename) { renameat(parent.fd, temporary, parent.fd, name) }
+          ? Kernel.renameat2(parent.fd, temporary, parent.fd, name, .noReplace)
+          : Kernel.renameat(parent.fd, temporary, parent.fd, name)
         _ = try renamed.orThrow("write", path: parent.pathOf(name))
-        _ = valueOrErrno(.fsync) { fsync(parent.fd) }
+        _ = Kernel.fsync(parent.fd)
       } catch {
         file.close()
-        _ = valueOrErrno(.unlink) { unlinkat(parent.fd, temporary, 0) }
+        _ = Kernel.unlinkat(parent.fd, temporary, 0)
         throw error
       }
       return
@@ -248,7 +248,7 @@ public final class ProtectedFileManager: @unchecked Sendable {
     try cocoa(writing: true) { () throws(ProtFSError) in
       let (from, fromName) = try openItemParent(source)
       let (to, toName) = try openItemParent(destination)
-      switch valueOrErrno(.rename, { Kernel.renameNoReplace(from.fd, fromName, to.fd, toName) }) {
+      switch Kernel.renameat2(from.fd, fromName, to.fd, toName, .noReplace) {
       case .success:
         return
       case .failure(let e) where e == .crossDevice:

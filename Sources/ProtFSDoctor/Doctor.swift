@@ -45,7 +45,7 @@ package struct Doctor: Sendable {
     device: String = "/dev/fuse", helpers: [String] = ["/usr/bin/fusermount3", "/bin/fusermount3"]
   ) -> DoctorCheck {
     let title = "FUSE"
-    switch valueOrErrno(.open, { open(device, O_RDWR | O_CLOEXEC) }) {
+    switch Kernel.open(device, O_RDWR | O_CLOEXEC) {
     case .success(let fd):
       _ = closeDescriptor(fd)
     case .failure(let e):
@@ -56,7 +56,7 @@ package struct Doctor: Sendable {
         fix: "load the fuse module (modprobe fuse); in a container, pass /dev/fuse in")
     }
     guard
-      let helper = helpers.first(where: { path in (try? valueOrErrno(.access) { access(path, X_OK) }.get()) != nil })
+      let helper = helpers.first(where: { path in (try? Kernel.access(path, X_OK).get()) != nil })
     else {
       return DoctorCheck(
         name: "fuse", title: title, level: .warning,
@@ -105,15 +105,15 @@ package struct Doctor: Sendable {
         fix: "run protfs as root on a host with the unified cgroup v2 hierarchy (systemd's default), "
           + "or delegate a cgroup to it")
     }
-    let probe = cgroup + "/protfs-app.doctor-\(getpid())"
-    guard case .success = valueOrErrno(.mkdir, { mkdir(probe, 0o755) }) else {
+    let probe = cgroup + "/protfs-app.doctor-\(Kernel.getpid())"
+    guard case .success = Kernel.mkdir(probe, 0o755) else {
       return DoctorCheck(
         name: "cgroup-freezer", title: title, level: .warning,
         detail: "Cannot make a cgroup in '\(cgroup)' (\(Errno(errno).description)): \(fallback).",
         fix: "run protfs as root, or delegate the cgroup to its user")
     }
-    defer { _ = valueOrErrno(.unlink) { rmdir(probe) } }
-    guard case .success = valueOrErrno(.access, { access(probe + "/cgroup.freeze", W_OK) }) else {
+    defer { _ = Kernel.rmdir(probe) }
+    guard case .success = Kernel.access(probe + "/cgroup.freeze", W_OK) else {
       return DoctorCheck(
         name: "cgroup-freezer", title: title, level: .warning,
         detail: "A cgroup in '\(cgroup)' has no writable cgroup.freeze (Linux 5.2 and later have it): \(fallback).",

@@ -48,9 +48,9 @@ public struct SARIFRoot: Sendable, Equatable {
     auditedRootPrefix = below.isEmpty ? "" : String(decoding: below, as: UTF8.self) + "/"
   }
 
-  /// `path` with its symbolic links resolved (`realpath(3)`), or as it is when that fails.
+  /// `path` with its symbolic links resolved (`Kernel.realpath(3)`), or as it is when that fails.
   private static func resolved(_ path: String) -> String {
-    guard let resolved = realpath(path, nil) else { return path }
+    guard let resolved = Kernel.realpath(path, nil) else { return path }
     defer { free(resolved) }
     return String(cString: resolved)
   }

@@ -73,7 +73,7 @@ extension Worker {
 
     var st = stat()
     let statted =
-      kind == .file && (try? valueOrErrno(.stat) { fstatat(dirfd, name, &st, AT_SYMLINK_NOFOLLOW) }.get()) != nil
+      kind == .file && (try? Kernel.fstatat(dirfd, name, &st, AT_SYMLINK_NOFOLLOW).get()) != nil
     if statted {
       if st.st_nlink > 1 {
         emit(
@@ -212,10 +212,7 @@ extension Worker {
   private mutating func checkSymlink(dirfd: Int32, name: UnsafePointer<CChar>) {
     let opened = (path + [0]).withUnsafeBufferPointer { bytes in
       bytes.withMemoryRebound(to: CChar.self) { relative in
-        valueOrErrno(.open) {
-          Kernel.openAt2(
-            rootFD, relative.baseAddress!, Kernel.pathOnly | O_CLOEXEC, resolve: [.beneath, .noMagicLinks])
-        }
+        Kernel.openat2(rootFD, relative.baseAddress!, Kernel.pathOnly | O_CLOEXEC, resolve: [.beneath, .noMagicLinks])
       }
     }
     let code: Int32
@@ -259,7 +256,7 @@ extension Worker {
     var buffer = [UInt8](repeating: 0, count: 4096)
     let count = buffer.withUnsafeMutableBufferPointer { raw in
       raw.withMemoryRebound(to: CChar.self) { target in
-        (try? valueOrErrno(.readlink) { readlinkat(dirfd, name, target.baseAddress!, target.count) }.get()) ?? -1
+        (try? Kernel.readlinkat(dirfd, name, target.baseAddress!, target.count).get()) ?? -1
       }
     }
     return count > 0 ? Array(buffer.prefix(count)) : []

@@ -19,7 +19,7 @@ package final class BackupFolder: Sendable {
   /// Opens the folder at `path`. Throws when it is absent (no backup: it has no Manifest.db) or
   /// not a directory.
   package init(path: String) throws(ProtFSError) {
-    switch valueOrErrno(.open, { open(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC) }) {
+    switch Kernel.open(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC) {
     case .success(let fd):
       directory = DirectoryHandle(fd: fd, path: path)
     case .failure(let e) where e == .noSuchFile || e == .notDirectory:
@@ -73,7 +73,7 @@ package final class BackupFolder: Sendable {
     case .failure(let e): return .failure(.failed(e))
     }
     var status = stat()
-    if case .failure(let e) = valueOrErrno(.stat, { fstat(fd.rawValue, &status) }) { return .failure(.failed(e)) }
+    if case .failure(let e) = Kernel.fstat(fd.rawValue, &status) { return .failure(.failed(e)) }
     guard status.st_mode & S_IFMT == S_IFREG else { return .failure(.notRegular(status.st_mode & S_IFMT)) }
     guard status.st_nlink == 1 else { return .failure(.links(UInt64(status.st_nlink))) }
     return .success((fd, status))
@@ -101,7 +101,7 @@ package final class BackupFolder: Sendable {
     var count = 0
     while count < bytes.count {
       let read = try bytes.withUnsafeMutableBytes { buffer in
-        valueOrErrno(.read) { pread(fd.rawValue, buffer.baseAddress! + count, buffer.count - count, off_t(count)) }
+        Kernel.pread(fd.rawValue, buffer.baseAddress! + count, buffer.count - count, off_t(count))
       }.orThrow("read", path: path)
       if read == 0 { break }
       count += read

@@ -79,7 +79,7 @@ struct ContainerBuilder {
         guard let target = entry.metadata.target, !target.isEmpty, !target.utf8.contains(0) else {
           throw ProtFSError(.malformed, "the symlink has no target")
         }
-        _ = try valueOrErrno(.symlink) { symlinkat(target, directory.fd, leaf) }.orThrow(
+        _ = try Kernel.symlinkat(target, directory.fd, leaf).orThrow(
           "create the symlink", path: directory.pathOf(leaf))
         if let owner { try directory.handOver(leaf, to: owner) }
         BackupImport.setTimes(directory, leaf, entry.metadata.lastModified)
@@ -150,7 +150,7 @@ struct ContainerBuilder {
     defer { closeDescriptor(fd) }
     let copied = metadataOnly ? false : try copyContents(entry, into: fd, path: path)
     if !copied {
-      _ = try valueOrErrno(.truncate) { ftruncate(fd, off_t(entry.metadata.size)) }.orThrow(
+      _ = try Kernel.ftruncate(fd, off_t(entry.metadata.size)).orThrow(
         "make the sparse file", path: path)
     }
     if let known = label(entry) {
@@ -158,13 +158,13 @@ struct ContainerBuilder {
     }
     // Owner before mode: a change of owner clears the set-user-ID and set-group-ID bits.
     if let owner {
-      _ = try valueOrErrno(.chown) { fchown(fd, owner.uid, owner.gid) }.orThrow(
+      _ = try Kernel.fchown(fd, owner.uid, owner.gid).orThrow(
         "give the app user \(owner)", path: path)
     }
-    _ = try valueOrErrno(.chmod) { fchmod(fd, mode) }.orThrow("set the mode of", path: path)
+    _ = try Kernel.fchmod(fd, mode).orThrow("set the mode of", path: path)
     let seconds = Int(entry.metadata.lastModified)
     var times = [timespec(tv_sec: seconds, tv_nsec: 0), timespec(tv_sec: seconds, tv_nsec: 0)]
-    _ = valueOrErrno(.utimens) { futimens(fd, &times) }
+    _ = Kernel.futimens(fd, &times)
   }
 
   /// Copies `entry`'s contents from the store into `fd` (empty, at its start), when they are there,
@@ -224,7 +224,7 @@ struct ContainerBuilder {
     }
     switch BackupCipher.decrypt(file.rawValue, into: fd, key: key, path: path, limit: storedLength) {
     case .success(let length) where length >= entry.metadata.size && length - Int(entry.metadata.size) <= 16:
-      _ = try valueOrErrno(.truncate) { ftruncate(fd, off_t(entry.metadata.size)) }.orThrow("trim", path: path)
+      _ = try Kernel.ftruncate(fd, off_t(entry.metadata.size)).orThrow("trim", path: path)
       if let digest = entry.metadata.digest, ContentDigest.matches(fd, digest) == false,
         ContentDigest.matches(file.rawValue, digest, length: storedLength) == false
       {
@@ -244,7 +244,7 @@ struct ContainerBuilder {
 
   /// `fd` emptied and back at its start.
   private func empty(_ fd: Int32, path: String) throws(ProtFSError) {
-    _ = try valueOrErrno(.truncate) { ftruncate(fd, 0) }.orThrow("empty", path: path)
-    _ = try valueOrErrno(.seek) { lseek(fd, 0, SEEK_SET) }.orThrow("rewind", path: path)
+    _ = try Kernel.ftruncate(fd, 0).orThrow("empty", path: path)
+    _ = try Kernel.lseek(fd, 0, SEEK_SET).orThrow("rewind", path: path)
   }
 }

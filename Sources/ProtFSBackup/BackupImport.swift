@@ -145,10 +145,10 @@ package struct BackupImport {
       try admission.admit(built) { () throws(ProtFSError) in
         for index in report.containers.indices {
           let name = report.containers[index].bundleID
-          switch valueOrErrno(.rename, { Kernel.renameNoReplace(built.fd, name, target.fd, name) }) {
+          switch Kernel.renameat2(built.fd, name, target.fd, name, .noReplace) {
           case .success: break
           case .failure(let e) where replace && (e == .exists || e == Errno(ENOTEMPTY)):
-            _ = try valueOrErrno(.rename) { Kernel.rename(built.fd, name, target.fd, name, flags: 1 << 1) }
+            _ = try Kernel.renameat2(built.fd, name, target.fd, name, Kernel.RenameFlags(rawValue: 1 << 1))
               .orThrow("replace the container", path: target.pathOf(name))
             try built.removeTree(name)
             report.containers[index].replaced = true
@@ -157,7 +157,7 @@ package struct BackupImport {
           }
         }
       }
-      _ = valueOrErrno(.fsync) { fsync(target.fd) }
+      _ = Kernel.fsync(target.fd)
       try staging.removeTree(work)
     } catch {
       try? staging.removeTree(work)  // the import's own error is the one to report
@@ -212,6 +212,6 @@ package struct BackupImport {
   /// Sets the access and modification times of `name` to `seconds` since 1970, never following it.
   static func setTimes(_ directory: DirectoryHandle, _ name: String, _ seconds: Int64) {
     var times = [timespec(tv_sec: Int(seconds), tv_nsec: 0), timespec(tv_sec: Int(seconds), tv_nsec: 0)]
-    _ = valueOrErrno(.utimens) { utimensat(directory.fd, name, &times, AT_SYMLINK_NOFOLLOW) }
+    _ = Kernel.utimensat(directory.fd, name, &times, AT_SYMLINK_NOFOLLOW)
   }
 }

@@ -156,7 +156,7 @@ enum BackupCipher {
     while Int64(offset) < limit {
       let asked = Int(min(Int64(chunk), limit - Int64(offset)))
       let count: Int
-      switch valueOrErrno(.read, { pread(input, input_, asked, offset) }) {
+      switch Kernel.pread(input, input_, asked, offset) {
       case .success(let read): count = read
       case .failure(let e): return .failure(.failed(ProtFSError.system("read the encrypted", path: path, errno: e)))
       }

@@ -157,7 +157,7 @@ package final class BackupManifest {
     guard database == nil, let databaseKey else { return }
     // Ciphertext has no holes: a sparse "database" of a terabyte, which costs its writer nothing,
     // would be a terabyte of root's disk once decrypted.
-    let hole = try valueOrErrno(.seek) { lseek(databaseFile.rawValue, 0, Kernel.seekHole) }.orThrow(
+    let hole = try Kernel.lseek(databaseFile.rawValue, 0, Kernel.seekHole).orThrow(
       "read", path: databasePath)
     guard Int64(hole) >= databaseSize else {
       throw ProtFSError(
@@ -168,7 +168,7 @@ package final class BackupManifest {
     let output = FileDescriptor(
       owning: try scratch.openFile(
         name, flags: O_RDWR | O_CREAT | O_EXCL, permissions: FilePermissions(rawValue: 0o600)))
-    _ = try valueOrErrno(.unlink) { unlinkat(scratch.fd, name, 0) }.orThrow(
+    _ = try Kernel.unlinkat(scratch.fd, name, 0).orThrow(
       "remove the decrypted database", path: scratch.pathOf(name))
     switch BackupCipher.decrypt(
       databaseFile.rawValue, into: output.rawValue, key: databaseKey, path: databasePath, limit: databaseSize)
@@ -177,10 +177,10 @@ package final class BackupManifest {
       // PKCS#7 padding (a whole block for a database of whole pages) is taken off where it is.
       var last = [UInt8](repeating: 0, count: 16)
       if length >= 16,
-        case .success(16) = valueOrErrno(.read, { pread(output.rawValue, &last, 16, off_t(length - 16)) }),
+        case .success(16) = Kernel.pread(output.rawValue, &last, 16, off_t(length - 16)),
         let pad = last.last, (1...16).contains(pad), last.suffix(Int(pad)).allSatisfy({ $0 == pad })
       {
-        _ = try valueOrErrno(.truncate) { ftruncate(output.rawValue, off_t(length - Int(pad))) }.orThrow(
+        _ = try Kernel.ftruncate(output.rawValue, off_t(length - Int(pad))).orThrow(
           "trim the decrypted database", path: scratch.pathOf(name))
       }
     case .failure(.notWholeBlocks):

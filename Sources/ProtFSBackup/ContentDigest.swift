@@ -20,7 +20,7 @@ enum ContentDigest {
     var offset: off_t = 0
     while Int64(offset) < length {
       let asked = Int(min(Int64(chunk), length - Int64(offset)))
-      guard case .success(let count) = valueOrErrno(.read, { pread(fd, buffer, asked, offset) }) else { return nil }
+      guard case .success(let count) = Kernel.pread(fd, buffer, asked, offset) else { return nil }
       if count == 0 { break }
       protfs_sha256_context_update(context, buffer, count)
       offset += off_t(count)

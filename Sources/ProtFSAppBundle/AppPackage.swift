@@ -57,7 +57,7 @@ package struct AppPackage: Sendable {
   /// as given (a link to an app is followed, once); nothing inside the app is read through a link.
   package static func read(_ path: String) throws(ProtFSError) -> AppPackage {
     let fd: FileDescriptor
-    switch valueOrErrno(.open, { open(path, O_RDONLY | O_NONBLOCK | O_NOCTTY | O_CLOEXEC) }) {
+    switch Kernel.open(path, O_RDONLY | O_NONBLOCK | O_NOCTTY | O_CLOEXEC) {
     case .success(let opened): fd = FileDescriptor(owning: opened)
     case .failure(let e):
       var error = ProtFSError.system("read the app", path: path, errno: e)
@@ -65,7 +65,7 @@ package struct AppPackage: Sendable {
       throw error
     }
     var status = stat()
-    _ = try valueOrErrno(.stat) { fstat(fd.rawValue, &status) }.orThrow("read the app", path: path)
+    _ = try Kernel.fstat(fd.rawValue, &status).orThrow("read the app", path: path)
     switch status.st_mode & S_IFMT {
     case S_IFDIR:
       let package = DirectoryPackage(fd: fd, path: path)

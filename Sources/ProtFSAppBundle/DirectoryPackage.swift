@@ -18,8 +18,7 @@ final class DirectoryPackage {
   func member(_ name: String, limit: Int) throws(ProtFSError) -> (any PackageMember)? {
     let shown = directory.pathOf(name)
     let fd: FileDescriptor
-    switch valueOrErrno(
-      .open, { openat(directory.fd, name, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_NOCTTY | O_CLOEXEC) })
+    switch Kernel.openat(directory.fd, name, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_NOCTTY | O_CLOEXEC)
     {
     case .success(let opened): fd = FileDescriptor(owning: opened)
     case .failure(let e) where e == .noSuchFile: return nil
@@ -27,7 +26,7 @@ final class DirectoryPackage {
     case .failure(let e): throw ProtFSError.system("read the app's file", path: shown, errno: e)
     }
     var status = stat()
-    _ = try valueOrErrno(.stat) { fstat(fd.rawValue, &status) }.orThrow("read the app's file", path: shown)
+    _ = try Kernel.fstat(fd.rawValue, &status).orThrow("read the app's file", path: shown)
     guard status.st_mode & S_IFMT == S_IFREG else {
       throw AppPackageError.malformed(shown, "it is not a regular file")
     }
@@ -55,7 +54,7 @@ private final class DescriptorMember: PackageMember {
     var done = 0
     while done < count {
       let got = try bytes.withUnsafeMutableBytes { buffer in
-        valueOrErrno(.read) { pread(fd.rawValue, buffer.baseAddress! + done, count - done, off_t(offset + done)) }
+        Kernel.pread(fd.rawValue, buffer.baseAddress! + done, count - done, off_t(offset + done))
       }.orThrow("read the app's file", path: path)
       guard got > 0 else { throw AppPackageError.malformed(path, "it became shorter while it was read") }
       done += got

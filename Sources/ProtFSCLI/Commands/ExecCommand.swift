@@ -95,7 +95,7 @@ package enum ExecCommand {
     }
     Console.err(
       "warning: protfs exec confines a program fully only when run as root: \(invocation.trailing[0]) runs as uid "
-        + "\(getuid()) (without capabilities) and can chmod back any locked item that uid owns.")
+        + "\(Kernel.getuid()) (without capabilities) and can chmod back any locked item that uid owns.")
   }
 
   /// `body`'s exit status; a program that could not be executed is said as a shell says it, and

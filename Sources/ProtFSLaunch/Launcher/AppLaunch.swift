@@ -70,7 +70,7 @@ final class AppLaunch {
       configureSupervisor(bundle)
       // An app that closes its event descriptor must not kill its supervisor: the next event's
       // write fails with EPIPE (and is dropped) instead of raising SIGPIPE here.
-      signal(SIGPIPE, SIG_IGN)
+      _ = Kernel.signal(SIGPIPE, SIG_IGN)
       // A socket: the events go to the app on it, and the other way a ProtFSKit app's crash
       // handler sends its crash record (and a held app that it is held, and the launch that takes
       // it its standard streams).

@@ -74,11 +74,11 @@ public struct ConfinedProgram: Sendable {
   private static func passStops(_ terminal: TerminalRelay?, to child: pid_t) {
     terminal?.start(leader: child, suspending: true) { [terminal] in
       // A program or protfs gone meanwhile has nothing left to stop or continue.
-      _ = valueOrErrno(.kill) { kill(-child, SIGSTOP) }
+      _ = Kernel.kill(-child, SIGSTOP)
       terminal?.restoreCaller()
-      _ = valueOrErrno(.kill) { kill(getpid(), SIGSTOP) }
+      _ = Kernel.kill(Kernel.getpid(), SIGSTOP)
       terminal?.makeCallerRaw()
-      _ = valueOrErrno(.kill) { kill(-child, SIGCONT) }
+      _ = Kernel.kill(-child, SIGCONT)
     }
   }
 
@@ -145,7 +145,7 @@ private final class SignalTarget: Sendable {
     state.withLock { state in
       if state.pid > 0 {
         // A process that has just ended gets no signal; nothing is lost.
-        _ = valueOrErrno(.kill) { kill(state.pid, signal) }
+        _ = Kernel.kill(state.pid, signal)
       } else if state.pid == 0 {
         state.pending.append(signal)
       }
@@ -159,7 +159,7 @@ private final class SignalTarget: Sendable {
   func start(_ pid: pid_t) {
     state.withLock { state in
       state.pid = pid
-      for signal in state.pending { _ = valueOrErrno(.kill) { kill(pid, signal) } }
+      for signal in state.pending { _ = Kernel.kill(pid, signal) }
       state.pending = []
     }
   }

@@ -42,7 +42,7 @@ public enum ExecutableLookup {
         continue
       }
       var status = stat()
-      guard case .success = valueOrErrno(.stat, { stat(path, &status) }), status.st_mode & S_IFMT == S_IFREG,
+      guard case .success = Kernel.stat(path, &status), status.st_mode & S_IFMT == S_IFREG,
         status.st_mode & 0o111 != 0
       else { continue }
       return (path, closed)

@@ -49,7 +49,7 @@ package struct PrewarmServer {
       _ = supervisor.waitForExit()
       var byte: UInt8 = 1
       // The pipe has room for the one byte; nothing else could be done about a failed write.
-      _ = valueOrErrno(.write) { write(endedWriter.rawValue, &byte, 1) }
+      _ = Kernel.write(endedWriter.rawValue, &byte, 1)
     }.start()
     guard awaitHeld(events, ended: ended) else { return end(discarding: true) }
     // Held as iOS holds a prewarmed process: suspended, whatever it started meanwhile.
@@ -63,7 +63,7 @@ package struct PrewarmServer {
       guard Self.wait(for: listener, or: ended) else { return end(discarding: false) }
       guard let (connection, peer) = ControlSocket.accept(listener) else { continue }
       // Root and the supervisor's own user launch apps; nobody else may take one.
-      guard peer.uid == 0 || peer.uid == getuid() else {
+      guard peer.uid == 0 || peer.uid == Kernel.getuid() else {
         ControlSocket.refuse(
           connection, line: "refused: user \(peer.uid) may not launch the app \(supervisor.bundleID)")
         continue
@@ -84,7 +84,7 @@ package struct PrewarmServer {
     while !said.contains(0x0A) {
       guard Self.wait(for: events, or: ended, until: deadline) else { return false }
       var chunk = [UInt8](repeating: 0, count: 64)
-      guard case .success(let count) = valueOrErrno(.read, { read(events.rawValue, &chunk, chunk.count) }) else {
+      guard case .success(let count) = Kernel.read(events.rawValue, &chunk, chunk.count) else {
         continue
       }
       if count == 0 { return false }
@@ -120,7 +120,7 @@ package struct PrewarmServer {
     // From here the launch's terminal is this supervisor's too: its warnings reach the user. A
     // stream that cannot be taken leaves the supervisor's own, which still works.
     for (number, stream) in streams.enumerated() where number > 0 {
-      _ = valueOrErrno(.dup) { dup2(stream.rawValue, Int32(number)) }
+      _ = Kernel.dup2(stream.rawValue, Int32(number))
     }
     listener.close()
     guard ControlSocket.writeLine(connection, "launched") else { return end(discarding: true) }
@@ -174,7 +174,7 @@ package struct PrewarmServer {
         guard deadline.uptimeNanoseconds > now else { return false }
         timeout = Int32(min(Int64(Int32.max), Int64((deadline.uptimeNanoseconds - now) / 1_000_000) + 1))
       }
-      guard case .success(let ready) = valueOrErrno(.poll, { poll(&polled, 2, timeout) }) else { return false }
+      guard case .success(let ready) = Kernel.poll(&polled, 2, timeout) else { return false }
       if ready == 0 { continue }
       if polled[1].revents != 0 { return false }
       if polled[0].revents != 0 { return true }
@@ -188,7 +188,7 @@ package struct PrewarmServer {
     while filled < count {
       let offset = filled
       let result = bytes.withUnsafeMutableBytes { buffer in
-        valueOrErrno(.read) { read(connection.rawValue, buffer.baseAddress! + offset, count - offset) }
+        Kernel.read(connection.rawValue, buffer.baseAddress! + offset, count - offset)
       }
       guard case .success(let read) = result, read > 0 else { return nil }
       filled += read

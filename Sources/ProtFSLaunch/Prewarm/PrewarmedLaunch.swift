@@ -83,7 +83,7 @@ public enum PrewarmedLaunch {
   /// A connection to the supervisor at `@socket`, nil when nobody listens there any more.
   private static func connect(_ socket: String) throws(ProtFSError) -> FileDescriptor? {
     do {
-      return try ControlSocket.connect(socket, servers: [0, getuid()])
+      return try ControlSocket.connect(socket, servers: [0, Kernel.getuid()])
     } catch {
       if error.code == .notFound { return nil }
       throw error

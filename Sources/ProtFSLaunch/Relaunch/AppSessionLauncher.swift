@@ -113,7 +113,7 @@ package struct AppSessionLauncher: SessionAppLauncher {
           "The launch of the app \(app) for the events of \(session) did not start its supervisor within \(Int(launchTimeout)) s."
         )
       }
-      usleep(delay)
+      Kernel.usleep(delay)
       delay = min(delay * 2, 50_000)
     }
   }

@@ -21,7 +21,7 @@ package enum SessionServiceStarter {
     } catch {
       // A child that lost the race to bind exits; one that answers nothing in 10 s is not kept.
       // Ended if it still runs, reaped if it has ended: what fails here is already gone.
-      if ProcessIdentity.isRunning(child) { _ = valueOrErrno(.kill) { kill(child, SIGTERM) } }
+      if ProcessIdentity.isRunning(child) { _ = Kernel.kill(child, SIGTERM) }
       _ = Kernel.reapChildIfEnded(child)
       throw ProtFSError(
         .io, "The session service of '\(device.root)' did not start.", path: device.root,

@@ -35,7 +35,7 @@ extension ConfinedSpawn {
   /// command not found` (127) and which directories were passed over, or why the file found
   /// cannot be run (126).
   package static func unrunnable(_ failure: ExecFailure, by commandName: String) -> UnrunnableProgram {
-    let user = "uid \(AppUser.canAssume ? AppUser.standard.uid : getuid())"
+    let user = "uid \(AppUser.canAssume ? AppUser.standard.uid : Kernel.getuid())"
     let prefix = "protfs: \(commandName): \(failure.program): "
     if failure.errno == EACCES, let file = failure.file {
       return UnrunnableProgram(

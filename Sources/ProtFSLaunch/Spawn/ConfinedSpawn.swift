@@ -92,7 +92,7 @@ package enum ConfinedSpawn {
     let searchPath = caller["PATH"]
     var cgroup: Int32?
     if let directory = options.cgroup {
-      cgroup = try valueOrErrno(.open) { open(directory, O_RDONLY | O_DIRECTORY | O_CLOEXEC) }
+      cgroup = try Kernel.open(directory, O_RDONLY | O_DIRECTORY | O_CLOEXEC)
         .orThrow("open the app's cgroup", path: directory)
     }
     defer { if let cgroup { closeDescriptor(cgroup) } }

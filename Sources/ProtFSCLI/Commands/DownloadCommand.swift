@@ -111,22 +111,36 @@ package enum DownloadCommand {
     let bundleID = try invocation.bundleID(bundleText)
     if texts.isEmpty { throw invocation.usageError("Give at least one URL, or -i FILE.") }
     let mode = try progressMode(invocation)
-    let json = invocation.flag(CommonOptions.json)
-    var connections = 6
-    if let text = invocation.value(Self.connections) {
-      guard let n = Int(text), (1...64).contains(n) else {
-        throw invocation.usageError("'\(text)' is not a connection count; use a whole number from 1 to 64.")
+    let (configuration, headers) = try sessionConfiguration(invocation, bundleID: bundleID)
+    var requests = try RequestList(invocation, texts: texts, configuration: configuration, headers: headers)
+    // Nothing is recorded when no URL is good.
+    let first = requests.next(firstChunk)
+    guard !first.isEmpty else {
+      if invocation.flag(CommonOptions.json) && !invocation.flag(Self.detach) {
+        try Console.json(Outcome(tasks: [], rejected: requests.rejected))
       }
-      connections = n
+      return exitFailed
     }
+    if invocation.flag(Self.detach) {
+      let status = try detach(invocation, configuration: configuration, first: first) { requests.next($0) }
+      return requests.rejected.isEmpty ? status : exitFailed
+    }
+    return try runAttached(invocation, configuration: configuration, progress: mode, first: first, &requests)
+  }
+
+  /// The session's configuration from the options (the container's session, its destination,
+  /// connections and timeouts) and the `-H` headers of every request; a usage error for a value
+  /// out of range.
+  static func sessionConfiguration(_ invocation: Invocation, bundleID: BundleID) throws -> (
+    DownloadSessionConfiguration, [UploadHeader]
+  ) {
+    let connections = try connectionCount(invocation)
     let requestTimeout = try timeout(invocation, Self.requestTimeout, within: 1...86400)
     let resourceTimeout = try timeout(invocation, Self.resourceTimeout, within: 1...(365 * 86400))
     if let digest = invocation.value(Self.sha256), DownloadRequest.normalizedSHA256(digest) == nil {
       throw invocation.usageError("'\(digest)' is not a SHA-256 digest; give 64 hexadecimal digits.")
     }
-
     let headers = try UploadCommand.headers(invocation)
-
     let device = invocation.device
     let container = device.container(bundleID)
     let destinationText = invocation.value(Self.destination) ?? "Documents"
@@ -140,106 +154,43 @@ package enum DownloadCommand {
     if let resourceTimeout { configuration.resourceTimeout = resourceTimeout }
     // The CLI resumes only what it is asked for; `protfs tasks resume` takes the rest.
     configuration.resumesReattachedTasks = false
+    return (configuration, headers)
+  }
 
-    // Each bad URL is one task's error; the others go ahead. A URL given twice is downloaded once.
-    // URLs are checked a chunk at a time as tasks are made, so that a long list starts at once.
-    var failed = false
-    var rejected: [Rejected] = []
-    var remaining = texts[...]
-    var seen = Set<String>()
-    let digest = invocation.value(Self.sha256)?.lowercased()
-    let taskDescription = invocation.value(Self.description)
-    let beginning = try earliestBegin(invocation)
-    func nextRequests(_ count: Int) -> [DownloadRequest] {
-      var requests: [DownloadRequest] = []
-      while requests.count < count, let text = remaining.popFirst() {
-        switch DownloadRequest.url(from: text) {
-        case .success(let url):
-          guard seen.insert(url.absoluteString).inserted else { continue }
-          var request = DownloadRequest(
-            url: url, destinationDirectory: configuration.destinationDirectory, expectedSHA256: digest,
-            taskDescription: taskDescription, headers: headers)
-          request.earliestBegin = beginning
-          requests.append(request)
-        case .failure(let error):
-          Console.err("Error: \(invocation.describe(error))")
-          rejected.append(Rejected(url: text, error: invocation.describe(error)))
-          failed = true
-        }
-      }
-      return requests
+  /// `--connections`: per host, 6 unless given; a usage error outside 1...64.
+  static func connectionCount(_ invocation: Invocation) throws -> Int {
+    guard let text = invocation.value(Self.connections) else { return 6 }
+    guard let n = Int(text), (1...64).contains(n) else {
+      throw invocation.usageError("'\(text)' is not a connection count; use a whole number from 1 to 64.")
     }
-    // Nothing is recorded when no URL is good.
-    var first: [DownloadRequest]? = nextRequests(firstChunk)
-    guard first?.isEmpty == false else {
-      if json && !invocation.flag(Self.detach) { try Console.json(Outcome(tasks: [], rejected: rejected)) }
-      return exitFailed
-    }
+    return n
+  }
 
-    if invocation.flag(Self.detach) {
-      let status = try detach(invocation, configuration: configuration, first: first ?? [], next: nextRequests)
-      return failed ? exitFailed : status
-    }
+  /// Runs the tasks here, `first` then the rest of `requests` a chunk at a time, until every one
+  /// settles or a signal stops them; prints what became of each. Returns the exit status.
+  static func runAttached(
+    _ invocation: Invocation, configuration: DownloadSessionConfiguration, progress mode: String,
+    first: [DownloadRequest], _ requests: inout RequestList
+  ) throws -> Int32 {
     let session = try DownloadSession(configuration: configuration)
     defer { session.invalidate() }
     let interruption = try TransferInterruption.catching(session)
     // Running the same download again picks up its unfinished task instead of starting over. Tasks
     // are recorded and started a chunk at a time, so the first transfers run while the rest of a
     // long list is still being recorded.
+    var given: [DownloadRequest]? = first
     let run = Result { () throws(ProtFSError) in
       try runInForeground(of: session, progress: mode, spelling: invocation.spelling) { () throws(ProtFSError) in
-        let requests = first ?? nextRequests(chunk)
-        first = nil
-        return requests.isEmpty ? nil : try session.downloadTasks(with: requests)
+        let batch = given ?? requests.next(Self.chunk)
+        given = nil
+        return batch.isEmpty ? nil : try session.downloadTasks(with: batch)
       }
     }
     // Stopped while a chunk was being recorded, the session refused the rest: the interruption is
     // the news, not that.
     if let signal = interruption.signal { return interruption.report(signal, spelling: invocation.spelling) }
     let (tasks, outcome) = try run.get()
-    var waiting = false
-    var outcomes: [TaskOutcome] = []
-    for task in tasks {
-      let state = outcome[task.id] ?? task.state
-      outcomes.append(TaskOutcome(task, state: state, spelling: invocation.spelling))
-      switch state {
-      case .completed:
-        if let original = task.renamedFrom {
-          Console.err(
-            "note: \(task.url.absoluteString) was saved as '\(task.record.fileName ?? "")': another download of this run already wrote '\(original)'."
-          )
-        }
-        if mode != "json" && !json { Console.out(task.record.destinationPath ?? "") }
-      case .waitingForUnlock:
-        waiting = true
-        Console.err(
-          "note: \(task.url.absoluteString) finished; it waits for \(invocation.spelling.command("unlock")) to move it to \(task.record.destinationPath ?? "its destination")."
-        )
-      default:
-        failed = true
-        Console.err(
-          "Error: \(task.error.map(invocation.describe) ?? "the download of \(task.url.absoluteString) did not finish.")"
-        )
-      }
-    }
-    if json { try Console.json(Outcome(tasks: outcomes, rejected: rejected)) }
-    return failed ? exitFailed : waiting ? exitWaitingForUnlock : exitCompleted
-  }
-
-  /// What `download --json` prints once every task settled.
-  struct Outcome: Encodable {
-    /// Every task of the run, in the order of its URLs.
-    var tasks: [TaskOutcome]
-    /// The URLs that did not become tasks.
-    var rejected: [Rejected]
-  }
-
-  /// A URL refused before it became a task.
-  struct Rejected: Encodable {
-    /// The URL as given.
-    var url: String
-    /// Why, with its remedy.
-    var error: String
+    return try report(tasks, outcome: outcome, rejected: requests.rejected, progress: mode, invocation)
   }
 
   /// The `--progress` mode (auto, bar, json or none), refusing `--progress json` with `--json`:
@@ -256,8 +207,6 @@ package enum DownloadCommand {
     return mode
   }
 
-  /// The duration given to `option`, if any, checked against `range` (in seconds) before it
-  /// becomes a `Duration`.
   /// The session `--session` names, else the bundle's background session; a usage error for an
   /// identifier the session service would refuse.
   package static func sessionIdentifier(_ invocation: Invocation, bundleID: String) throws -> String {
@@ -287,6 +236,8 @@ package enum DownloadCommand {
         + "(2026-12-24T03:00:00Z).")
   }
 
+  /// The duration given to `option`, if any, checked against `range` (in seconds) before it
+  /// becomes a `Duration`.
   package static func timeout(_ invocation: Invocation, _ option: Option, within range: ClosedRange<Double>) throws
     -> Duration?
   {
@@ -299,76 +250,10 @@ package enum DownloadCommand {
     }
   }
 
-  /// How many requests `download` records before starting them: a small first chunk gets the
-  /// transfers going, larger ones after it keep the store's transactions few.
-  package static let firstChunk = 32
-  package static let chunk = 512
-
-  /// Resumes `tasks`, shows their progress in `mode` until every one settles (a failure's remedy
-  /// spelled by `spelling`), then ends the session's event stream once everything it held is
-  /// printed. Returns the state each task settled in.
-  package static func runInForeground(
-    _ tasks: [DownloadTask], of session: DownloadSession, progress mode: String, spelling: CommandSpelling
-  )
-    -> [Int64: DownloadState]
-  {
-    var given: [DownloadTask]? = tasks
-    // Cannot throw: the only chunk is given.
-    let result = try? runInForeground(of: session, progress: mode, spelling: spelling) { () throws(ProtFSError) in
-      defer { given = nil }
-      return given
-    }
-    return result?.outcome ?? [:]
-  }
-
-  /// As `runInForeground(_:of:progress:)`, with the tasks coming from `next` a chunk at a time
-  /// (nil when there are no more); each chunk starts as soon as it comes. When `next` throws, the
-  /// tasks already started are still waited for before the error is passed on.
-  package static func runInForeground(
-    of session: DownloadSession, progress mode: String, spelling: CommandSpelling,
-    _ next: () throws(ProtFSError) -> [DownloadTask]?
-  ) throws(ProtFSError) -> (tasks: [DownloadTask], outcome: [Int64: DownloadState]) {
-    let progress = ProgressPrinter(mode: mode, spelling: spelling)
-    // Without output nobody reads the events, and the session makes none.
-    var printer: Task<Void, Never>?
-    if !progress.isSilent {
-      let events = session.events
-      printer = Task.detached { for await event in events { progress.handle(event) } }
-    }
-    var tasks: [DownloadTask] = []
-    var failure: ProtFSError?
-    do {
-      while let chunk = try next() {
-        progress.begin(chunk)
-        for task in chunk { task.resume() }
-        tasks += chunk
-      }
-    } catch {
-      failure = error
-    }
-    // On this plain thread, so that `Console` output stays in order and no executor is blocked.
-    let outcome = DownloadTask.waitUntilAllSettled(tasks)
-    drain(session, printer)
-    progress.finish()
-    if let failure { throw failure }
-    return (tasks, outcome)
-  }
-
-  /// Ends the session's event stream and waits until every event it held has been printed.
-  package static func drain(_ session: DownloadSession, _ printer: Task<Void, Never>?) {
-    session.invalidate()
-    guard let printer else { return }
-    let done = DispatchSemaphore(value: 0)
-    Task.detached {
-      await printer.value
-      done.signal()
-    }
-    done.wait()
-  }
-
   /// The largest URL list read: far more than the most URLs a download takes.
   static let urlListBytes = 256 << 20
 
+  /// The URLs of the list at `path` ('-' for stdin): one a line, blank lines and comments left out.
   package static func readList(_ path: String) throws -> [String] {
     let text: String
     if path == "-" {

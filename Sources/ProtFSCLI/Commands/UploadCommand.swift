@@ -89,17 +89,13 @@ package enum UploadCommand {
     }
     let headers = try Self.headers(invocation)
     let mode = try DownloadCommand.progressMode(invocation)
-    let json = invocation.flag(CommonOptions.json)
-    if json && invocation.value(Self.response) == "-" {
+    if invocation.flag(CommonOptions.json) && invocation.value(Self.response) == "-" {
       throw invocation.usageError(
         "--response - writes the server's answer on standard output, where --json writes the result; give --response FILE."
       )
     }
-    let requestTimeout = try DownloadCommand.timeout(invocation, DownloadCommand.requestTimeout, within: 1...86400)
-    let resourceTimeout = try DownloadCommand.timeout(
-      invocation, DownloadCommand.resourceTimeout, within: 1...(365 * 86400))
-    let text = invocation.required(Self.url)
-    let target = try DownloadSession.uploadURL(text)
+    let timeouts = try Timeouts(invocation)
+    let target = try DownloadSession.uploadURL(invocation.required(Self.url))
     if let app {
       if invocation.value(Self.response) != nil {
         throw invocation.usageError(
@@ -108,7 +104,31 @@ package enum UploadCommand {
       return try AppTransfers.upload(
         invocation, app: app, source: source, target: target, method: method, headers: headers)
     }
+    let upload = UploadRequest(
+      url: target, method: method, headers: headers, taskDescription: invocation.value(DownloadCommand.description))
+    return try runHere(invocation, upload, from: source, bundleID: bundleID, timeouts: timeouts, progress: mode)
+  }
 
+  /// `--timeout-request` and `--timeout-resource`, as `download` reads them.
+  struct Timeouts {
+    /// `--timeout-request`, if given.
+    var request: Duration?
+    /// `--timeout-resource`, if given.
+    var resource: Duration?
+
+    /// The timeouts `invocation` gives, or a usage error.
+    init(_ invocation: Invocation) throws {
+      request = try DownloadCommand.timeout(invocation, DownloadCommand.requestTimeout, within: 1...86400)
+      resource = try DownloadCommand.timeout(invocation, DownloadCommand.resourceTimeout, within: 1...(365 * 86400))
+    }
+  }
+
+  /// Makes the task of `upload` from the container's file `source` in this process, then either
+  /// hands it to the session service (`--detach`) or sends it here. Returns the exit status.
+  static func runHere(
+    _ invocation: Invocation, _ upload: UploadRequest, from source: String, bundleID: BundleID, timeouts: Timeouts,
+    progress mode: String
+  ) throws -> Int32 {
     let device = invocation.device
     try device.requireInitialized()
     let container = device.container(bundleID)
@@ -117,10 +137,9 @@ package enum UploadCommand {
     var configuration = try device.downloadConfiguration(
       bundleID: bundleID, identifier: try DownloadCommand.sessionIdentifier(invocation, bundleID: bundleID.rawValue),
       destination: try container.path("Documents"))
-    if let requestTimeout { configuration.requestTimeout = requestTimeout }
-    if let resourceTimeout { configuration.resourceTimeout = resourceTimeout }
+    if let request = timeouts.request { configuration.requestTimeout = request }
+    if let resource = timeouts.resource { configuration.resourceTimeout = resource }
     configuration.resumesReattachedTasks = false
-
     let detached = invocation.flag(DownloadCommand.detach)
     if detached, invocation.value(Self.response) != nil {
       throw invocation.usageError(
@@ -133,8 +152,7 @@ package enum UploadCommand {
     let session = try DownloadSession(configuration: opening)
     defer { session.invalidate() }
     if detached { try ServiceHandover(invocation, configuration: configuration).register(in: session.store) }
-    var upload = UploadRequest(
-      url: target, method: method, headers: headers, taskDescription: invocation.value(DownloadCommand.description))
+    var upload = upload
     upload.earliestBegin = try DownloadCommand.earliestBegin(invocation)
     let task = try session.uploadTask(with: upload, fromFile: path)
     if detached {
@@ -142,12 +160,20 @@ package enum UploadCommand {
       try DownloadCommand.handToService(invocation, configuration: configuration, tasks: [task])
       return DownloadCommand.exitCompleted
     }
+    return try send(task, of: session, progress: mode, invocation)
+  }
+
+  /// Sends `task` here until it settles, then prints the server's status (and its answer with
+  /// `--response`). Returns the exit status.
+  static func send(_ task: DownloadTask, of session: DownloadSession, progress mode: String, _ invocation: Invocation)
+    throws -> Int32
+  {
     let outcome = DownloadCommand.runInForeground(
       [task], of: session, progress: mode, spelling: invocation.spelling)
     let state = outcome[task.id] ?? task.state
-    let status = task.responseStatus
+    let json = invocation.flag(CommonOptions.json)
     let responseToStdout = invocation.value(Self.response) == "-"
-    if let status {
+    if let status = task.responseStatus {
       let line = "\(status) \(task.url.absoluteString)"
       if responseToStdout || mode == "json" || json { Console.err(line) } else { Console.out(line) }
     }

@@ -8,6 +8,29 @@ package enum ManualPage {
   /// The page's name for `chain`, for example `protfs-app-launch`.
   package static func name(_ chain: [Command]) -> String { chain.map(\.name).joined(separator: "-") }
 
+  /// The ARGUMENTS section of `command`'s page; empty when it takes none.
+  static func arguments(_ command: Command) -> String {
+    guard !command.arguments.isEmpty else { return "" }
+    var out = ".SH ARGUMENTS\n"
+    for argument in command.arguments {
+      let variadic = argument.isVariadic ? " ..." : ""
+      out += ".TP\n\\fI<\(escape(argument.name))>\\fR\(variadic)\n\(escape(argument.help))\n"
+    }
+    return out
+  }
+
+  /// The OPTIONS section of the page of the last command of `chain`.
+  static func options(_ chain: [Command]) -> String {
+    var out = ".SH OPTIONS\n"
+    for option in chain.last!.acceptedOptions(isTop: chain.count == 1) {
+      var label = option.short.map { "\\fB\\-\($0)\\fR, " } ?? ""
+      label += "\\fB\\-\\-\(escape(option.long))\\fR"
+      if let value = option.valueName { label += " \\fI<\(escape(value))>\\fR" }
+      out += ".TP\n\(label)\n\(escape(option.help))\n"
+    }
+    return out
+  }
+
   /// Every visible command's chain, depth first: one page each.
   package static func chains(_ chain: [Command] = [Commands.root]) -> [[Command]] {
     [chain] + chain.last!.subcommands.filter { !$0.isHidden }.flatMap { chains(chain + [$0]) }
@@ -28,20 +51,7 @@ package enum ManualPage {
     if let discussion = command.discussion {
       out += ".SH DESCRIPTION\n" + paragraphs(discussion)
     }
-    if !command.arguments.isEmpty {
-      out += ".SH ARGUMENTS\n"
-      for argument in command.arguments {
-        let variadic = argument.isVariadic ? " ..." : ""
-        out += ".TP\n\\fI<\(escape(argument.name))>\\fR\(variadic)\n\(escape(argument.help))\n"
-      }
-    }
-    out += ".SH OPTIONS\n"
-    for option in command.acceptedOptions(isTop: chain.count == 1) {
-      var label = option.short.map { "\\fB\\-\($0)\\fR, " } ?? ""
-      label += "\\fB\\-\\-\(escape(option.long))\\fR"
-      if let value = option.valueName { label += " \\fI<\(escape(value))>\\fR" }
-      out += ".TP\n\(label)\n\(escape(option.help))\n"
-    }
+    out += arguments(command) + options(chain)
     let visible = command.subcommands.filter { !$0.isHidden }
     if !visible.isEmpty {
       out += ".SH COMMANDS\n"

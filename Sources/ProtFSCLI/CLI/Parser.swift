@@ -31,109 +31,171 @@ package struct Parser {
   /// that do not fit the commands' declarations. `bytes` are the words as the process got them,
   /// when one may not be UTF-8 (a file name): positional arguments keep them (`argumentBytes`).
   package func parse(_ words: [String], bytes: [[UInt8]]? = nil) throws -> Outcome {
-    var chain = [root]
-    var invocation = Invocation(command: root, environment: environment)
-    // The positions of the positional words in `words`, so that each keeps its bytes.
-    var positionals: [Int] = []
-    var index = 0
-    // `protfs help CMD…` is `protfs CMD… --help`; its format flags may come before or after CMD…
-    // (`help --man lock`, `help lock --man`).
-    if words.first == "help" && root.subcommand(named: "help") == nil {
-      let formats = ["--man", "--markdown", "--commands"]
-      let given = words.dropFirst().filter(formats.contains)
-      let rest = words.dropFirst().filter { !formats.contains($0) }[...]
-      guard given.count <= 1 else {
-        throw UsageError(message: "Give one of --man, --markdown and --commands.", commandPath: [root.name])
-      }
-      switch given.first {
-      case "--man": return .manual(try helpTarget(rest, from: [root]))
-      case "--markdown":
-        return rest.isEmpty ? .markdownReference : .markdownSection(try helpTarget(rest, from: [root]))
-      case "--commands":
-        guard rest.isEmpty else {
-          throw UsageError(message: "'help --commands' lists every command; give no command.", commandPath: [root.name])
-        }
-        return .commandList
-      default: return .help(try helpTarget(rest, from: [root]))
-      }
-    }
-    while index < words.count {
-      let word = words[index]
-      index += 1
-      let command = chain.last!
+    // `protfs help CMD…` is `protfs CMD… --help`.
+    if words.first == "help" && root.subcommand(named: "help") == nil { return try parseHelp(words.dropFirst()) }
+    var reading = Reading(words: words, chain: [root], invocation: Invocation(command: root, environment: environment))
+    reading: while reading.index < words.count {
+      let word = words[reading.index]
+      reading.index += 1
+      let step: Step
       if word == "--" {
-        if command.takesTrailingCommand {
-          invocation.trailing = Array(words[index...])
-        } else {
-          positionals += words.indices[index...]
-        }
-        break
+        step = takeAfterDashes(&reading)
+      } else if word.hasPrefix("--") {
+        step = try readLong(word, &reading)
+      } else if word.hasPrefix("-") && word.count > 1 && !isNumber(word) {
+        step = try readShort(word, &reading)
+      } else {
+        step = try readWord(word, &reading)
       }
-      if word.hasPrefix("--") {
-        let body = word.dropFirst(2)
-        let (name, inlineValue) = split(body)
-        guard let option = options(of: chain).first(where: { $0.long == name }) else {
-          throw unknownOption("--" + name, chain: chain, invocation: invocation)
-        }
-        if option == CommonOptions.help { return .help(chain) }
-        if option == CommonOptions.version && chain.count == 1 { return .version }
-        if option.isFlag {
-          if inlineValue != nil {
-            throw invocation.usageError("The flag '--\(name)' does not take a value.")
-          }
-          invocation.record(flag: option)
-        } else {
-          let value = try value(
-            of: option, spelled: "--\(name)", inline: inlineValue, words: words, index: &index, invocation)
-          try record(option, value, &invocation)
-        }
-        continue
+      switch step {
+      case .proceed: continue
+      case .stop: break reading
+      case .finish(let outcome): return outcome
       }
-      if word.hasPrefix("-") && word.count > 1 && !isNumber(word) {
-        var letters = Array(word.dropFirst())
-        while !letters.isEmpty {
-          let letter = letters.removeFirst()
-          guard let option = options(of: chain).first(where: { $0.short == letter }) else {
-            throw unknownOption("-\(letter)", chain: chain, invocation: invocation)
-          }
-          if option == CommonOptions.help { return .help(chain) }
-          if option.isFlag {
-            invocation.record(flag: option)
-          } else {
-            // `-dDIR` carries the value in the rest of the word.
-            let inline = letters.isEmpty ? nil : String(letters)
-            letters = []
-            let value = try value(
-              of: option, spelled: "-\(letter)", inline: inline, words: words, index: &index, invocation)
-            try record(option, value, &invocation)
-          }
-        }
-        continue
-      }
-      if positionals.isEmpty, !command.subcommands.isEmpty {
-        // `protfs passcode help set` is `protfs passcode set --help`, as git and swift's tools do.
-        if word == "help" && command.subcommand(named: "help") == nil {
-          return .help(try helpTarget(words[index...], from: chain))
-        }
-        if let next = command.subcommand(named: word) {
-          chain.append(next)
-          invocation.descend(into: next)
-          continue
-        }
-        if command.run == nil || command.arguments.isEmpty {
-          throw unknownCommand(word, in: chain)
-        }
-      }
-      if command.takesTrailingCommand && command.arguments.isEmpty {
-        invocation.trailing = Array(words[(index - 1)...])
-        break
-      }
-      positionals.append(index - 1)
     }
-    let command = chain.last!
-    guard command.run != nil else { return .help(chain) }
+    return try finish(reading, bytes: bytes)
+  }
+
+  /// The words read so far: the chain of commands they name, what they give it, and where the
+  /// positional words are.
+  private struct Reading {
+    /// The command line without the program name.
+    let words: [String]
+    /// The commands named so far, from the top command down.
+    var chain: [Command]
+    /// What the words give the last command of the chain.
+    var invocation: Invocation
+    /// The positions of the positional words in `words`, so that each keeps its bytes.
+    var positionals: [Int] = []
+    /// The position of the next word to read.
+    var index = 0
+    /// The command the words name so far.
+    var command: Command { chain.last! }
+  }
+
+  /// What comes after one word has been read.
+  private enum Step {
+    /// Read the next word.
+    case proceed
+    /// Read no more words: the rest was taken.
+    case stop
+    /// Stop here with this outcome (`--help`, `--version`, `help`).
+    case finish(Outcome)
+  }
+
+  /// `protfs help CMD…` (the words after `help`); its format flags may come before or after CMD…
+  /// (`help --man lock`, `help lock --man`).
+  private func parseHelp(_ words: ArraySlice<String>) throws -> Outcome {
+    let formats = ["--man", "--markdown", "--commands"]
+    let given = words.filter(formats.contains)
+    let rest = words.filter { !formats.contains($0) }[...]
+    guard given.count <= 1 else {
+      throw UsageError(message: "Give one of --man, --markdown and --commands.", commandPath: [root.name])
+    }
+    switch given.first {
+    case "--man": return .manual(try helpTarget(rest, from: [root]))
+    case "--markdown":
+      return rest.isEmpty ? .markdownReference : .markdownSection(try helpTarget(rest, from: [root]))
+    case "--commands":
+      guard rest.isEmpty else {
+        throw UsageError(message: "'help --commands' lists every command; give no command.", commandPath: [root.name])
+      }
+      return .commandList
+    default: return .help(try helpTarget(rest, from: [root]))
+    }
+  }
+
+  /// The words after `--`: the command to run of a command that takes one, else positional words.
+  private func takeAfterDashes(_ reading: inout Reading) -> Step {
+    if reading.command.takesTrailingCommand {
+      reading.invocation.trailing = Array(reading.words[reading.index...])
+    } else {
+      reading.positionals += reading.words.indices[reading.index...]
+    }
+    return .stop
+  }
+
+  /// `--name`, `--name=value` or `--name value`.
+  private func readLong(_ word: String, _ reading: inout Reading) throws -> Step {
+    let (name, inlineValue) = split(word.dropFirst(2))
+    guard let option = options(of: reading.chain).first(where: { $0.long == name }) else {
+      throw unknownOption("--" + name, chain: reading.chain, invocation: reading.invocation)
+    }
+    if option == CommonOptions.help { return .finish(.help(reading.chain)) }
+    if option == CommonOptions.version && reading.chain.count == 1 { return .finish(.version) }
+    if option.isFlag {
+      if inlineValue != nil {
+        throw reading.invocation.usageError("The flag '--\(name)' does not take a value.")
+      }
+      reading.invocation.record(flag: option)
+    } else {
+      let value = try value(
+        of: option, spelled: "--\(name)", inline: inlineValue, words: reading.words, index: &reading.index,
+        reading.invocation)
+      try record(option, value, &reading.invocation)
+    }
+    return .proceed
+  }
+
+  /// `-abc`: flags, the last of which may take a value, in the rest of the word (`-dDIR`) or the next.
+  private func readShort(_ word: String, _ reading: inout Reading) throws -> Step {
+    var letters = Array(word.dropFirst())
+    while !letters.isEmpty {
+      let letter = letters.removeFirst()
+      guard let option = options(of: reading.chain).first(where: { $0.short == letter }) else {
+        throw unknownOption("-\(letter)", chain: reading.chain, invocation: reading.invocation)
+      }
+      if option == CommonOptions.help { return .finish(.help(reading.chain)) }
+      if option.isFlag {
+        reading.invocation.record(flag: option)
+      } else {
+        // `-dDIR` carries the value in the rest of the word.
+        let inline = letters.isEmpty ? nil : String(letters)
+        letters = []
+        let value = try value(
+          of: option, spelled: "-\(letter)", inline: inline, words: reading.words, index: &reading.index,
+          reading.invocation)
+        try record(option, value, &reading.invocation)
+      }
+    }
+    return .proceed
+  }
+
+  /// A word that is no option: a subcommand, `help`, the start of the command to run, or a
+  /// positional word.
+  private func readWord(_ word: String, _ reading: inout Reading) throws -> Step {
+    let command = reading.command
+    if reading.positionals.isEmpty, !command.subcommands.isEmpty {
+      // `protfs passcode help set` is `protfs passcode set --help`, as git and swift's tools do.
+      if word == "help" && command.subcommand(named: "help") == nil {
+        return .finish(.help(try helpTarget(reading.words[reading.index...], from: reading.chain)))
+      }
+      if let next = command.subcommand(named: word) {
+        reading.chain.append(next)
+        reading.invocation.descend(into: next)
+        return .proceed
+      }
+      if command.run == nil || command.arguments.isEmpty {
+        throw unknownCommand(word, in: reading.chain)
+      }
+    }
+    if command.takesTrailingCommand && command.arguments.isEmpty {
+      reading.invocation.trailing = Array(reading.words[(reading.index - 1)...])
+      return .stop
+    }
+    reading.positionals.append(reading.index - 1)
+    return .proceed
+  }
+
+  /// The command the words named, given its positional words (with their `bytes`); its help when
+  /// it only groups subcommands.
+  private func finish(_ reading: Reading, bytes: [[UInt8]]?) throws -> Outcome {
+    let command = reading.command
+    var invocation = reading.invocation
+    guard command.run != nil else { return .help(reading.chain) }
+    let words = reading.words
     let given = bytes?.count == words.count ? bytes! : words.map { Array($0.utf8) }
-    var values = positionals.map { (words[$0], given[$0]) }
+    var values = reading.positionals.map { (words[$0], given[$0]) }
     if let option = command.bundleOption { try takeLeadingBundle(&values, as: option, &invocation) }
     if command.takesBundleID, let bundle = invocation.value(CommonOptions.bundleID) {
       try assign(values, bundle: bundle, to: command, &invocation)

@@ -35,54 +35,67 @@ package enum ProtFSCommandLine {
     var spelling = CommandSpelling()
     do {
       switch try parser.parse(words, bytes: bytes) {
-      case .help(let chain):
-        Console.out(Help.text(chain), terminator: "")
-        return 0
-      case .version:
-        Console.out("protfs \(ProtFSVersion.current)")
-        return 0
-      case .manual(let chain):
-        Console.out(ManualPage.roff(chain), terminator: "")
-        return 0
-      case .commandList:
-        for chain in ManualPage.chains() { Console.out(chain.map(\.name).joined(separator: " ")) }
-        return 0
-      case .markdownReference:
-        Console.out(CommandReference.markdown(), terminator: "")
-        return 0
-      case .markdownSection(let chain):
-        Console.out(CommandReference.section(chain), terminator: "")
-        return 0
       case .run(let command, let invocation):
         spelling = invocation.spelling
-        // Whatever the command, first finish a lock transition a crash interrupted (one stat when none
-        // was). Should that fail, the command still runs: transitions retry it, status shows it.
-        do {
-          if let report = try invocation.lockController.recoverInterruptedTransition() {
-            Console.err(
-              "note: finished an interrupted \(report.operation) of \(invocation.device.root) (\(report.to.lockState))."
-            )
-            TransitionText.warnings(report)
-          }
-        } catch {
-          Console.err("warning: \(invocation.describe(error))")
-        }
-        // And an erase or an uninstall a kill interrupted (one stat when none was).
-        do {
-          if try invocation.device.finishInterruptedRemoval() {
-            Console.err("note: finished an interrupted removal in \(invocation.device.root) (an erase or uninstall).")
-          }
-        } catch {
-          Console.err("warning: \(invocation.describe(error))")
-        }
-        // And a lock's grace that ended while nobody was there to end it (its process was killed).
-        if geteuid() == 0, command.name != EndGraceCommand.command.name {
-          // Best effort, beside the command: every command run as root tries it again.
-          _ = try? invocation.lockController.endGraceIfDue()
-        }
+        finishInterruptedWork(before: command, invocation)
         return try command.run!(invocation)
+      case let outcome:
+        printDocumentation(outcome)
+        return 0
       }
-    } catch let error as UsageError {
+    } catch {
+      return report(error, spelling: spelling)
+    }
+  }
+
+  /// Prints the help, version, manual page, command list or reference `outcome` asks for.
+  static func printDocumentation(_ outcome: Parser.Outcome) {
+    switch outcome {
+    case .help(let chain): Console.out(Help.text(chain), terminator: "")
+    case .version: Console.out("protfs \(ProtFSVersion.current)")
+    case .manual(let chain): Console.out(ManualPage.roff(chain), terminator: "")
+    case .commandList:
+      for chain in ManualPage.chains() { Console.out(chain.map(\.name).joined(separator: " ")) }
+    case .markdownReference: Console.out(CommandReference.markdown(), terminator: "")
+    case .markdownSection(let chain): Console.out(CommandReference.section(chain), terminator: "")
+    case .run: break
+    }
+  }
+
+  /// Whatever the command, first finishes what a crash or a kill interrupted on the device: a
+  /// lock transition, an erase or an uninstall (one stat each when none was), and a lock's grace
+  /// that ended while nobody was there to end it. Should that fail, the command still runs:
+  /// transitions retry it, status shows it.
+  static func finishInterruptedWork(before command: Command, _ invocation: Invocation) {
+    do {
+      if let report = try invocation.lockController.recoverInterruptedTransition() {
+        Console.err(
+          "note: finished an interrupted \(report.operation) of \(invocation.device.root) (\(report.to.lockState))."
+        )
+        TransitionText.warnings(report)
+      }
+    } catch {
+      Console.err("warning: \(invocation.describe(error))")
+    }
+    do {
+      if try invocation.device.finishInterruptedRemoval() {
+        Console.err("note: finished an interrupted removal in \(invocation.device.root) (an erase or uninstall).")
+      }
+    } catch {
+      Console.err("warning: \(invocation.describe(error))")
+    }
+    // The grace's process was killed.
+    if geteuid() == 0, command.name != EndGraceCommand.command.name {
+      // Best effort, beside the command: every command run as root tries it again.
+      _ = try? invocation.lockController.endGraceIfDue()
+    }
+  }
+
+  /// Prints `error` as the CLI contract says and returns its exit status: a usage error with its
+  /// command's usage (64), a runtime error as `Error: …` (1), or the status an `ExitStatus` carries.
+  static func report(_ error: any Error, spelling: CommandSpelling) -> Int32 {
+    switch error {
+    case let error as UsageError:
       var chain = [Commands.root]
       for name in error.commandPath.dropFirst() {
         if let next = chain.last!.subcommand(named: name) { chain.append(next) }
@@ -91,13 +104,13 @@ package enum ProtFSCommandLine {
       Console.err("Usage: \(Help.usage(chain))")
       Console.err("  See '\(chain.map(\.name).joined(separator: " ")) --help' for more information.")
       return 64
-    } catch let error as ProtFSError {
+    case let error as ProtFSError:
       Console.err("Error: \(error.commandLineDescription(spelling))")
       return 1
-    } catch let error as ExitStatus {
+    case let error as ExitStatus:
       if let message = error.message { Console.err("Error: \(message)") }
       return error.code
-    } catch {
+    default:
       Console.err("Error: \(FailureReason.of(error)).")
       return 1
     }

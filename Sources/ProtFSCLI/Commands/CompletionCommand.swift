@@ -86,6 +86,18 @@ package enum CompletionCommand {
   static func bash() -> String {
     let all = nodes()
     let valueOptions = Set(all.flatMap { options(of: $0) }.filter { !$0.isFlag }.flatMap(words))
+    return
+      bashScript
+      .replacingOccurrences(of: "@CLASS_NAMES@", with: classNames.joined(separator: " "))
+      .replacingOccurrences(of: "@VALUE_OPTIONS@", with: valueOptions.sorted().joined(separator: " "))
+      .replacingOccurrences(of: "@CHOICES@", with: bashChoices(all))
+      .replacingOccurrences(of: "@VALUES@", with: bashValues(all))
+      .replacingOccurrences(of: "@NODES@", with: bashNodes(all))
+  }
+
+  /// The `_protfs_node` arms: each command's subcommands, options, argument kind and whether a
+  /// command to run follows.
+  static func bashNodes(_ all: [Node]) -> String {
     var cases = ""
     for node in all {
       let subcommands = node.command.subcommands.filter { !$0.isHidden }.map(\.name)
@@ -99,8 +111,12 @@ package enum CompletionCommand {
 
         """
     }
-    // Values of a fixed set (`audit --format`), per command: another command's option of the same
-    // name may take others.
+    return cases
+  }
+
+  /// The arms for values of a fixed set (`audit --format`), per command: another command's option
+  /// of the same name may take others.
+  static func bashChoices(_ all: [Node]) -> String {
     var choices = ""
     for node in all {
       for option in options(of: node) where !option.choices.isEmpty {
@@ -110,91 +126,18 @@ package enum CompletionCommand {
         choices += "    \(keys)) \(files)\(offer); return ;;\n"
       }
     }
+    return choices
+  }
+
+  /// The arms for the values of options that take paths, classes or bundle ids, by kind.
+  static func bashValues(_ all: [Node]) -> String {
     var values = ""
     let grouped = Dictionary(grouping: all.flatMap { options(of: $0) }.filter { !$0.isFlag }, by: kind(of:))
     for (kind, group) in grouped.sorted(by: { $0.key.rawValue < $1.key.rawValue }) where kind != .none {
       let names = Set(group.flatMap(words)).sorted()
       values += "    \(names.joined(separator: "|"))) _protfs_values \(kind.rawValue); return ;;\n"
     }
-    return """
-      # bash completion for protfs, made by `protfs completion bash` from its command tree.
-      _protfs_device() {
-        echo "${device:-${PROTFS_DEVICE:-${XDG_DATA_HOME:-$HOME/.local/share}/protfs/device}}"
-      }
-
-      # Paths (compgen -f or -d): after --bundle ID, a relative one inside that app's container.
-      _protfs_paths() {
-        if [ -n "$bundle" ] && [[ "$cur" != /* ]]; then
-          COMPREPLY=($(cd "$(_protfs_device)/Containers/$bundle" 2>/dev/null && compgen "$1" -- "$cur"))
-        else
-          COMPREPLY=($(compgen "$1" -- "$cur"))
-        fi
-      }
-
-      _protfs_values() {
-        case "$1" in
-          directory) _protfs_paths -d ;;
-          file) _protfs_paths -f ;;
-          protectionClass) COMPREPLY=($(compgen -W "\(classNames.joined(separator: " "))" -- "$cur")) ;;
-          bundleID)
-            local root="$(_protfs_device)"
-            local names=""
-            [ -d "$root/Containers" ] && names=$(ls "$root/Containers" 2>/dev/null)
-            COMPREPLY=($(compgen -W "$names" -- "$cur")) ;;
-          *) COMPREPLY=() ;;
-        esac
-      }
-
-      _protfs() {
-        local cur="${COMP_WORDS[COMP_CWORD]}" prev="${COMP_WORDS[COMP_CWORD-1]}"
-        local path="protfs" device="" bundle="" i word subcommands flags argument trailing positional=0
-        for ((i = 1; i < COMP_CWORD; i++)); do
-          word="${COMP_WORDS[i]}"
-          if [ "$word" = "--" ]; then
-            COMPREPLY=($(compgen -c -- "$cur"))
-            return
-          fi
-          case " \(valueOptions.sorted().joined(separator: " ")) " in
-            *" $word "*)
-              [ "$word" = "--device" ] && device="${COMP_WORDS[i+1]}"
-              [ "$word" = "--bundle" ] && bundle="${COMP_WORDS[i+1]}"
-              i=$((i + 1))
-              continue ;;
-          esac
-          case "$word" in
-            -*) continue ;;
-          esac
-          _protfs_node "$path"
-          case " $subcommands " in
-            *" $word "*) path="$path $word" ;;
-            *) positional=$((positional + 1)) ;;
-          esac
-        done
-        case "$path $prev" in
-      \(choices)  esac
-        case "$prev" in
-      \(values)  esac
-        _protfs_node "$path"
-        if [[ "$cur" == -* ]]; then
-          COMPREPLY=($(compgen -W "$flags" -- "$cur"))
-        elif [ -n "$subcommands" ]; then
-          COMPREPLY=($(compgen -W "$subcommands" -- "$cur"))
-        elif [ "$positional" -eq 0 ] && [ "$argument" != none ]; then
-          _protfs_values "$argument"
-        else
-          _protfs_paths -f
-        fi
-      }
-
-      _protfs_node() {
-        case "$1" in
-      \(cases)    *) subcommands="" flags="" argument=none trailing=0 ;;
-        esac
-      }
-
-      complete -F _protfs protfs
-
-      """
+    return values
   }
 
   /// `--long` and `-s` of `option`.

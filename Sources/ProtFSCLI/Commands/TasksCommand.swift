@@ -89,22 +89,33 @@ package enum TasksCommand {
     let shown =
       invocation.flag(Self.all)
       ? records : records.filter { $0.state.isUnfinished || $0.awaitsDelivery || $0.updatedAt >= since }
-    // For an upload, RECEIVED and EXPECTED are the bytes sent and to send.
-    if !shown.isEmpty {
-      var rows = [["ID", "KIND", "SESSION", "STATE", "RECEIVED", "EXPECTED", "URL"]]
-      for r in shown {
-        rows.append([
-          String(r.id), r.kind.rawValue, r.sessionIdentifier, r.state.rawValue, ByteSize.format(r.bytesReceived),
-          r.bytesExpected < 0 ? "-" : ByteSize.format(r.bytesExpected), r.url,
-        ])
-      }
-      Console.table(rows, right: [0, 4, 5])
+    printTable(shown)
+    printNotes(shown, spelling: invocation.spelling)
+    printHidden(records, shown: shown, spelling: invocation.spelling)
+    return 0
+  }
+
+  /// The table of the tasks `shown`. For an upload, RECEIVED and EXPECTED are the bytes sent and to send.
+  static func printTable(_ shown: [DownloadTaskRecord]) {
+    guard !shown.isEmpty else { return }
+    var rows = [["ID", "KIND", "SESSION", "STATE", "RECEIVED", "EXPECTED", "URL"]]
+    for r in shown {
+      rows.append([
+        String(r.id), r.kind.rawValue, r.sessionIdentifier, r.state.rawValue, ByteSize.format(r.bytesReceived),
+        r.bytesExpected < 0 ? "-" : ByteSize.format(r.bytesExpected), r.url,
+      ])
     }
+    Console.table(rows, right: [0, 4, 5])
+  }
+
+  /// A line on stderr for each of the tasks `shown` that failed, was interrupted or waits for its
+  /// earliest begin date.
+  static func printNotes(_ shown: [DownloadTaskRecord], spelling: CommandSpelling) {
     for r in shown where r.state == .failed {
-      if let message = r.commandLineErrorText(invocation.spelling) { Console.err("task \(r.id): \(message)") }
+      if let message = r.commandLineErrorText(spelling) { Console.err("task \(r.id): \(message)") }
     }
     for r in shown where r.state == .interrupted {
-      Console.err("task \(r.id): \(interruptedText(r, spelling: invocation.spelling))")
+      Console.err("task \(r.id): \(interruptedText(r, spelling: spelling))")
     }
     // A task with nothing received yet (running, or still to be resumed by the service) may be
     // waiting for its earliest begin date.
@@ -116,17 +127,18 @@ package enum TasksCommand {
       let date = JSONOutput.string(Date(timeIntervalSince1970: r.earliestBegin ?? now))
       Console.err("task \(r.id): begins no sooner than \(date) (its earliestBeginDate).")
     }
+  }
+
+  /// How many of `records` finished long ago and are not `shown`, and the commands about them.
+  static func printHidden(_ records: [DownloadTaskRecord], shown: [DownloadTaskRecord], spelling: CommandSpelling) {
     let hidden = records.count - shown.count
-    if hidden > 0 {
-      let failed = records.filter { $0.state == .failed }.count - shown.filter { $0.state == .failed }.count
-      let spelling = invocation.spelling
-      Console.err(
-        "\(hidden) task\(hidden == 1 ? "" : "s") finished more than a day ago\(failed > 0 ? " (\(failed) failed)" : "")"
-          + " \(hidden == 1 ? "is" : "are") not listed: \(spelling.command("tasks --all")) lists"
-          + " \(hidden == 1 ? "it" : "them"), \(spelling.command("tasks prune")) removes those older than"
-          + " \(HumanDuration.format(TasksPruneCommand.defaultAge)).")
-    }
-    return 0
+    guard hidden > 0 else { return }
+    let failed = records.filter { $0.state == .failed }.count - shown.filter { $0.state == .failed }.count
+    Console.err(
+      "\(hidden) task\(hidden == 1 ? "" : "s") finished more than a day ago\(failed > 0 ? " (\(failed) failed)" : "")"
+        + " \(hidden == 1 ? "is" : "are") not listed: \(spelling.command("tasks --all")) lists"
+        + " \(hidden == 1 ? "it" : "them"), \(spelling.command("tasks prune")) removes those older than"
+        + " \(HumanDuration.format(TasksPruneCommand.defaultAge)).")
   }
 
   /// What `tasks` says of the interrupted task `record`: that no process transfers it, and the
@@ -230,26 +242,8 @@ package enum TasksCommand {
     }
     let session = try DownloadSession(configuration: device.reattachConfiguration(for: record, bundleID: bundle))
     defer { session.invalidate() }
-    let task: DownloadTask
-    if let attached = session.task(id: id) {
-      task = attached
-    } else {
-      // A failed task is settled and not reattached: retry it as a new task, from its temp file
-      // (with Range and If-Range) when it kept one.
-      guard let url = URL(string: record.url) else {
-        throw ProtFSError(.malformed, "Download task \(id) has the invalid URL '\(record.url)'.")
-      }
-      if let temporary = record.temporaryFileName, record.isResumable {
-        let data = DownloadResumeData(record: record, url: url, temporaryFileName: temporary)
-        task = try session.downloadTask(withResumeData: data.encoded())
-      } else {
-        task = try session.downloadTasks(with: [
-          DownloadRequest(
-            url: url, destinationDirectory: record.destinationDirectory, fileName: record.fileName,
-            expectedSHA256: record.expectedSHA256, taskDescription: record.taskDescription,
-            headers: record.requestHeaders, method: record.requestMethod ?? "GET", body: record.requestBody)
-        ])[0]
-      }
+    let (task, retried) = try session.continuation(of: record)
+    if retried {
       Console.err("Download task \(id) had \(record.state.rawValue); retrying it as task \(task.id).")
     }
     if cancel {
@@ -258,6 +252,14 @@ package enum TasksCommand {
       Console.err("Cancelled download task \(id) (\(record.url)).")
       return 0
     }
+    return try resume(task, of: session, id: id, invocation)
+  }
+
+  /// Runs `task` (task `id` as the user named it) here until it settles, or moves it into place
+  /// when it waits for unlock; prints where it went. Returns the exit status.
+  static func resume(_ task: DownloadTask, of session: DownloadSession, id: Int64, _ invocation: Invocation) throws
+    -> Int32
+  {
     if task.state == .waitingForUnlock {
       _ = session.completeWaitingTasks()
     } else {

@@ -34,14 +34,7 @@ package enum TasksWaitCommand {
 
   static func run(_ invocation: Invocation) throws -> Int32 {
     let identifier = invocation.value(session)
-    var ids: [Int64] = []
-    for text in invocation.arguments(taskIDs) {
-      guard let id = Int64(text), id > 0 else {
-        throw invocation.usageError(
-          "'\(text)' is not a task number; \(invocation.spelling.command("tasks")) lists them.")
-      }
-      ids.append(id)
-    }
+    var ids = try taskNumbers(invocation)
     if ids.isEmpty && identifier == nil {
       throw invocation.usageError("Give the task numbers to wait for, or '--session <identifier>'.")
     }
@@ -61,16 +54,7 @@ package enum TasksWaitCommand {
         ids = try store.tasks(session: identifier).filter { !$0.state.isSettled }.map(\.id)
       }
     }
-    // States only: decoding thousands of whole records would cost more than the wait's own work.
-    let stored = try store.states(ids: ids)
-    var unsettled = false
-    for id in ids {
-      guard let (state, session) = stored[id] else { throw TasksCommand.noSuchTask(id, on: device) }
-      if let identifier, session != identifier {
-        throw invocation.usageError("Task \(id) is of the session '\(session)', not of '\(identifier)'.")
-      }
-      unsettled = unsettled || !state.isSettled
-    }
+    let unsettled = try anyUnsettled(ids, in: store, session: identifier, invocation)
     // The service names the tasks that did not complete: only those are read again, for their
     // errors (none, usually), instead of every task's state once more.
     var toRead = ids
@@ -84,6 +68,37 @@ package enum TasksWaitCommand {
     // Only the tasks that did not complete are read whole, for their errors.
     return outcome(
       of: toRead, records: try store.tasks(ids: toRead, excluding: .completed), spelling: invocation.spelling)
+  }
+
+  /// The numbers `<task-id> ...` give, or a usage error.
+  static func taskNumbers(_ invocation: Invocation) throws -> [Int64] {
+    try invocation.arguments(taskIDs).map { text in
+      guard let id = Int64(text), id > 0 else {
+        throw invocation.usageError(
+          "'\(text)' is not a task number; \(invocation.spelling.command("tasks")) lists them.")
+      }
+      return id
+    }
+  }
+
+  /// Whether any of the tasks `ids` of `store` has not settled; an error for a task the store does
+  /// not have, or one of another session than `identifier`.
+  static func anyUnsettled(
+    _ ids: [Int64], in store: DownloadStore, session identifier: String?, _ invocation: Invocation
+  )
+    throws -> Bool
+  {
+    // States only: decoding thousands of whole records would cost more than the wait's own work.
+    let stored = try store.states(ids: ids)
+    var unsettled = false
+    for id in ids {
+      guard let (state, session) = stored[id] else { throw TasksCommand.noSuchTask(id, on: invocation.device) }
+      if let identifier, session != identifier {
+        throw invocation.usageError("Task \(id) is of the session '\(session)', not of '\(identifier)'.")
+      }
+      unsettled = unsettled || !state.isSettled
+    }
+    return unsettled
   }
 
   /// The exit status of the settled tasks `ids`, their failures on stderr (remedies spelled by

@@ -62,20 +62,7 @@ enum AppTransfers {
   /// prints each task's id. A bad URL is its own error; the others go ahead.
   static func download(_ invocation: Invocation, app: String, urls texts: [String]) throws -> Int32 {
     try checkBundle(invocation, DownloadCommand.bundle, app: app)
-    guard invocation.flag(DownloadCommand.detach) else {
-      throw invocation.usageError(
-        "Inside an app, downloads run in the session service: add --detach, then follow them with "
-          + "\(invocation.spelling.command("tasks wait")).")
-    }
-    let why = "an app's downloads are handed over in its Downloads directory, and it moves them itself"
-    if invocation.value(DownloadCommand.destination) != nil {
-      throw refuse(invocation, DownloadCommand.destination, why)
-    }
-    if invocation.flag(DownloadCommand.sync) { throw refuse(invocation, DownloadCommand.sync, why) }
-    if invocation.value(DownloadCommand.sha256) != nil {
-      throw refuse(
-        invocation, DownloadCommand.sha256, "URLSession has no such check; check the file once it is handed over")
-    }
+    try checkDownloadOptions(invocation)
     let headers = try UploadCommand.headers(invocation)
     let client = try openSession(invocation, app: app)
     defer { client.detach() }
@@ -103,6 +90,25 @@ enum AppTransfers {
       }
     }
     return failed ? DownloadCommand.exitFailed : DownloadCommand.exitCompleted
+  }
+
+  /// Refuses the `download` options an app's downloads cannot have: they run in the service
+  /// (`--detach` is required) and are handed over, not placed.
+  static func checkDownloadOptions(_ invocation: Invocation) throws {
+    guard invocation.flag(DownloadCommand.detach) else {
+      throw invocation.usageError(
+        "Inside an app, downloads run in the session service: add --detach, then follow them with "
+          + "\(invocation.spelling.command("tasks wait")).")
+    }
+    let why = "an app's downloads are handed over in its Downloads directory, and it moves them itself"
+    if invocation.value(DownloadCommand.destination) != nil {
+      throw refuse(invocation, DownloadCommand.destination, why)
+    }
+    if invocation.flag(DownloadCommand.sync) { throw refuse(invocation, DownloadCommand.sync, why) }
+    if invocation.value(DownloadCommand.sha256) != nil {
+      throw refuse(
+        invocation, DownloadCommand.sha256, "URLSession has no such check; check the file once it is handed over")
+    }
   }
 
   /// `upload --detach` inside an app: the service reads the file as the app may (relative paths

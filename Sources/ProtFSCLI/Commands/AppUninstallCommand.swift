@@ -36,23 +36,7 @@ package enum AppUninstallCommand {
           "The app \(bundleID) is running; terminate it first (\(invocation.spelling.command("app terminate \(bundleID)")))."
       )
     }
-    var taskCount = 0
-    if let store = try TasksCommand.store(device) {
-      let sessions = try store.sessions().filter { $0.bundleID == bundleID.rawValue }.map(\.identifier)
-      let unfinished = try store.unfinishedTaskCount(sessions: sessions)
-      if unfinished > 0 {
-        throw ExitStatus(
-          code: 1,
-          message:
-            "The app \(bundleID) has \(unfinished) unfinished background \(unfinished == 1 ? "task" : "tasks"); "
-            + "cancel \(unfinished == 1 ? "it" : "them") first (\(invocation.spelling.command("tasks cancel ID"))), "
-            + "or wait until \(unfinished == 1 ? "it finishes" : "they finish").")
-      }
-      for session in sessions {
-        taskCount += try store.tasks(session: session).count
-        try store.forgetSession(session)
-      }
-    }
+    let taskCount = try forgetTasks(of: bundleID, on: device, invocation)
     let container = try device.removeItem(Device.containersPath.appending(bundleID.rawValue))
     let bundle = try device.removeItem(
       DevicePath.root.appending(AppBundle.directoryName).appending(bundleID.rawValue + AppBundle.directoryExtension))
@@ -69,5 +53,27 @@ package enum AppUninstallCommand {
       ].compactMap { $0 }
     Console.out("Uninstalled \(bundleID): removed \(removed.joined(separator: ", ")).")
     return 0
+  }
+
+  /// Forgets the background sessions of `bundleID` on `device` with their tasks, and returns how
+  /// many tasks they had; refuses while any is unfinished.
+  static func forgetTasks(of bundleID: BundleID, on device: Device, _ invocation: Invocation) throws -> Int {
+    guard let store = try TasksCommand.store(device) else { return 0 }
+    var taskCount = 0
+    let sessions = try store.sessions().filter { $0.bundleID == bundleID.rawValue }.map(\.identifier)
+    let unfinished = try store.unfinishedTaskCount(sessions: sessions)
+    if unfinished > 0 {
+      throw ExitStatus(
+        code: 1,
+        message:
+          "The app \(bundleID) has \(unfinished) unfinished background \(unfinished == 1 ? "task" : "tasks"); "
+          + "cancel \(unfinished == 1 ? "it" : "them") first (\(invocation.spelling.command("tasks cancel ID"))), "
+          + "or wait until \(unfinished == 1 ? "it finishes" : "they finish").")
+    }
+    for session in sessions {
+      taskCount += try store.tasks(session: session).count
+      try store.forgetSession(session)
+    }
+    return taskCount
   }
 }

@@ -89,31 +89,9 @@ package enum AuditCommand {
       throw invocation.usageError(
         "'--sarif-root' applies to '--format sarif' only; add '--format sarif' or leave it out.")
     }
-    var bundleID = try invocation.value(Self.bundle).map(invocation.bundleID)
-    let paths = invocation.arguments(Self.paths)
-    if bundleID != nil && !paths.isEmpty {
-      throw invocation.usageError("Give either --bundle or PATHs to audit, not both.")
-    }
-    if invocation.value(Self.app) != nil, invocation.value(Self.entitlements) != nil {
-      throw invocation.usageError("Give either --app or --entitlements, not both: the app's entitlements are read.")
-    }
     // Whatever stops the audit (an app or a policy that cannot be read, a missing container), CI
     // must tell it apart from findings: exit status 2.
-    let app: AppPackage?
-    do {
-      app = try invocation.value(Self.app).map(AppPackage.read)
-    } catch {
-      throw ExitStatus(code: 2, message: invocation.describe(error))
-    }
-    if let app {
-      if let bundleID, bundleID != app.bundleID {
-        throw invocation.usageError(
-          "The bundle id \(bundleID) is not the app's: '\(app.path)' is \(app.bundleID); give the app's, or leave --bundle out."
-        )
-      }
-      // Without PATHs, the app's own container on the device.
-      if paths.isEmpty { bundleID = app.bundleID }
-    }
+    let (app, bundleID) = try appAndBundleID(invocation)
     let audit: PreparedAudit
     do {
       audit = try prepare(invocation, bundleID: bundleID, app: app)
@@ -136,6 +114,35 @@ package enum AuditCommand {
     }
   }
 
+  /// The app `--app` names (read, or exit status 2) and the container to audit: `--bundle`'s,
+  /// else, without PATHs, the app's; a usage error for options that do not go together.
+  private static func appAndBundleID(_ invocation: Invocation) throws -> (AppPackage?, BundleID?) {
+    var bundleID = try invocation.value(Self.bundle).map(invocation.bundleID)
+    let paths = invocation.arguments(Self.paths)
+    if bundleID != nil && !paths.isEmpty {
+      throw invocation.usageError("Give either --bundle or PATHs to audit, not both.")
+    }
+    if invocation.value(Self.app) != nil, invocation.value(Self.entitlements) != nil {
+      throw invocation.usageError("Give either --app or --entitlements, not both: the app's entitlements are read.")
+    }
+    let app: AppPackage?
+    do {
+      app = try invocation.value(Self.app).map(AppPackage.read)
+    } catch {
+      throw ExitStatus(code: 2, message: invocation.describe(error))
+    }
+    if let app {
+      if let bundleID, bundleID != app.bundleID {
+        throw invocation.usageError(
+          "The bundle id \(bundleID) is not the app's: '\(app.path)' is \(app.bundleID); give the app's, or leave --bundle out."
+        )
+      }
+      // Without PATHs, the app's own container on the device.
+      if paths.isEmpty { bundleID = app.bundleID }
+    }
+    return (app, bundleID)
+  }
+
   /// What an audit runs on, read from the command line: the configuration and the target.
   private struct PreparedAudit {
     var configuration: AuditConfiguration
@@ -146,6 +153,34 @@ package enum AuditCommand {
   private static func prepare(_ invocation: Invocation, bundleID: BundleID?, app: AppPackage?) throws(ProtFSError)
     -> PreparedAudit
   {
+    let policies = try Self.policies(invocation)
+    var entitlementsDefault = app?.containerDefaultClass
+    if let path = invocation.value(Self.entitlements) {
+      entitlementsDefault = try Entitlements(contentsOf: path).defaultDataProtection
+      if entitlementsDefault == nil {
+        Console.err("note: '\(path)' does not set \(Entitlements.defaultDataProtectionKey); no default to compare.")
+      }
+    }
+    let target = try Self.target(invocation, bundleID: bundleID)
+    if let app, !target.units.contains(where: { $0.name == app.bundleID.rawValue && $0.isContainer }) {
+      Console.err(
+        "note: no container audited is \(app.bundleID)'s; only the default class of each was compared with '\(app.path)'."
+      )
+    }
+    // PROTFS_AUDIT_THREADS tunes the walk for benchmarks; 2 threads suit the 2-core machines it was measured on.
+    let threads = invocation.environment["PROTFS_AUDIT_THREADS"].flatMap(Int.init) ?? 2
+    let configuration = AuditConfiguration(
+      policies: policies, entitlementsDefault: entitlementsDefault,
+      // The same hook the cache commands use: wiring the task store there wires it here too.
+      downloadTasks: { device in DownloadTasks.directory(for: device) }, threads: min(max(threads, 1), 64),
+      app: app.map(auditedApp))
+    try configuration.validate()
+    return PreparedAudit(configuration: configuration, target: target)
+  }
+
+  /// The policies `--policy` names (files, or installed policies' names), their warnings printed;
+  /// the built-in default without one.
+  private static func policies(_ invocation: Invocation) throws(ProtFSError) -> [Policy] {
     var policies: [Policy] = []
     let installed = InstalledPolicies(
       executable: (try? FileManager.default.destinationOfSymbolicLink(atPath: "/proc/self/exe")) ?? "/usr/bin/protfs")
@@ -155,16 +190,11 @@ package enum AuditCommand {
       for warning in policy.warnings { Console.err(warning.description) }
       policies.append(policy)
     }
-    if policies.isEmpty { policies = [Policy.builtInDefault] }
+    return policies.isEmpty ? [Policy.builtInDefault] : policies
+  }
 
-    var entitlementsDefault = app?.containerDefaultClass
-    if let path = invocation.value(Self.entitlements) {
-      entitlementsDefault = try Entitlements(contentsOf: path).defaultDataProtection
-      if entitlementsDefault == nil {
-        Console.err("note: '\(path)' does not set \(Entitlements.defaultDataProtectionKey); no default to compare.")
-      }
-    }
-
+  /// The tree to audit: `bundleID`'s container, else the PATHs, else the whole device.
+  private static func target(_ invocation: Invocation, bundleID: BundleID?) throws(ProtFSError) -> AuditTarget {
     var paths = invocation.arguments(Self.paths)
     if let bundleID {
       let device = invocation.device
@@ -177,30 +207,18 @@ package enum AuditCommand {
       try device.requireInitialized()
       paths = [device.root]
     }
-    let target = try AuditTarget.resolve(paths)
-    if let app, !target.units.contains(where: { $0.name == app.bundleID.rawValue && $0.isContainer }) {
-      Console.err(
-        "note: no container audited is \(app.bundleID)'s; only the default class of each was compared with '\(app.path)'."
-      )
-    }
+    return try AuditTarget.resolve(paths)
+  }
 
-    // PROTFS_AUDIT_THREADS tunes the walk for benchmarks; 2 threads suit the 2-core machines it was measured on.
-    let threads = invocation.environment["PROTFS_AUDIT_THREADS"].flatMap(Int.init) ?? 2
-    let configuration = AuditConfiguration(
-      policies: policies, entitlementsDefault: entitlementsDefault,
-      // The same hook the cache commands use: wiring the task store there wires it here too.
-      downloadTasks: { device in DownloadTasks.directory(for: device) }, threads: min(max(threads, 1), 64),
-      app: app.map { app in
-        AuditedApp(
-          path: app.path, bundleID: app.bundleID.rawValue,
-          downloadingModes: AppImplication.downloading(app.backgroundModes),
-          taskDeclarationProblems: app.implications.filter {
-            [.taskIdentifiersMissing, .taskModeMissing].contains($0.kind) && $0.level == .warning
-          }
-          .map(\.message))
-      })
-    try configuration.validate()
-    return PreparedAudit(configuration: configuration, target: target)
+  /// What the audit checks of `app`: its downloading background modes and its task declarations' problems.
+  private static func auditedApp(_ app: AppPackage) -> AuditedApp {
+    AuditedApp(
+      path: app.path, bundleID: app.bundleID.rawValue,
+      downloadingModes: AppImplication.downloading(app.backgroundModes),
+      taskDeclarationProblems: app.implications.filter {
+        [.taskIdentifiersMissing, .taskModeMissing].contains($0.kind) && $0.level == .warning
+      }
+      .map(\.message))
   }
 
   private static func run(

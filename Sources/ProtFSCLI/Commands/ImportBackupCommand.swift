@@ -68,12 +68,7 @@ package enum ImportBackupCommand {
     let device = invocation.device
     // Opened once: everything below is read beneath this descriptor.
     let folder = try BackupFolder(path: path)
-    var password: String?
-    if let file = invocation.value(passwordFile) {
-      password = try PasscodeFile.read(file, option: passwordFile.long, what: "password")
-    } else if isatty(STDIN_FILENO) == 1, try BackupManifest.isEncrypted(folder) {
-      password = Terminal.readSecret("Password of the encrypted backup: ")
-    }
+    let password = try Self.password(invocation, folder: folder)
     let manifest = try BackupManifest(folder: folder, password: password.map { Array($0.utf8) })
     if manifest.keys == nil, invocation.value(passwordFile) != nil {
       Console.err("warning: the backup '\(path)' is not encrypted; --password-file is not needed.")
@@ -85,26 +80,7 @@ package enum ImportBackupCommand {
       try Console.json(report)
       return 0
     }
-    for container in report.containers {
-      let classes = container.classes.sorted { $0.key < $1.key }.map { "\($0.value) \($0.key)" }
-        .joined(separator: ", ")
-      Console.out(
-        "Imported \(container.bundleID)\(container.replaced ? " (replaced)" : ""): "
-          + "\(Counted.text(container.files, "file")), "
-          + "\(Counted.text(container.directories, "directory", plural: "directories")), "
-          + "\(Counted.text(container.symlinks, "symlink"))"
-          + (classes.isEmpty ? "" : " (\(classes))"))
-      for missing in container.missingContents { Console.out("  no contents in the backup (sparse): \(missing)") }
-      for refused in container.refusedContents { Console.out("  stored contents refused (sparse): \(refused)") }
-      for mismatched in container.mismatchedContents {
-        Console.out("  contents do not match the manifest's digest (sparse): \(mismatched)")
-      }
-      for undecryptable in container.undecryptableContents {
-        Console.out("  contents cannot be decrypted (sparse): \(undecryptable)")
-      }
-      for unknown in container.unknownClasses { Console.out("  unknown protection class, none set: \(unknown)") }
-      for skipped in container.skipped { Console.out("  skipped: \(skipped)") }
-    }
+    for container in report.containers { printImported(container) }
     if !report.skippedDomains.isEmpty {
       let total = report.skippedDomains.values.reduce(0, +)
       let domains = Counted.text(report.skippedDomains.count, "domain")
@@ -115,5 +91,38 @@ package enum ImportBackupCommand {
     for problem in report.unreadable { Console.err("warning: unreadable manifest row: \(problem)") }
     if report.containers.isEmpty { Console.out("The backup holds no app container to import.") }
     return 0
+  }
+
+  /// The backup's password: from `--password-file`, else asked on a terminal when the backup is
+  /// encrypted; nil otherwise.
+  static func password(_ invocation: Invocation, folder: BackupFolder) throws -> String? {
+    if let file = invocation.value(passwordFile) {
+      return try PasscodeFile.read(file, option: passwordFile.long, what: "password")
+    } else if isatty(STDIN_FILENO) == 1, try BackupManifest.isEncrypted(folder) {
+      return Terminal.readSecret("Password of the encrypted backup: ")
+    }
+    return nil
+  }
+
+  /// What was imported into `container`, and what of it is sparse, unclassed or skipped.
+  static func printImported(_ container: BackupImport.ContainerReport) {
+    let classes = container.classes.sorted { $0.key < $1.key }.map { "\($0.value) \($0.key)" }
+      .joined(separator: ", ")
+    Console.out(
+      "Imported \(container.bundleID)\(container.replaced ? " (replaced)" : ""): "
+        + "\(Counted.text(container.files, "file")), "
+        + "\(Counted.text(container.directories, "directory", plural: "directories")), "
+        + "\(Counted.text(container.symlinks, "symlink"))"
+        + (classes.isEmpty ? "" : " (\(classes))"))
+    for missing in container.missingContents { Console.out("  no contents in the backup (sparse): \(missing)") }
+    for refused in container.refusedContents { Console.out("  stored contents refused (sparse): \(refused)") }
+    for mismatched in container.mismatchedContents {
+      Console.out("  contents do not match the manifest's digest (sparse): \(mismatched)")
+    }
+    for undecryptable in container.undecryptableContents {
+      Console.out("  contents cannot be decrypted (sparse): \(undecryptable)")
+    }
+    for unknown in container.unknownClasses { Console.out("  unknown protection class, none set: \(unknown)") }
+    for skipped in container.skipped { Console.out("  skipped: \(skipped)") }
   }
 }

@@ -46,6 +46,19 @@ package enum InitCommand {
   package static func run(_ invocation: Invocation) throws -> Int32 {
     let app = try invocation.value(Self.fromApp).map(AppPackage.read)
     let bundleID = try Self.appBundleID(invocation, Self.optionalBundleID, app: app)
+    let defaultClass = try requestedDefaultClass(invocation, app: app)
+    let device = invocation.device
+    let wasInitialized = device.isInitialized
+    let result = try device.createContainer(bundleID, defaultClass: defaultClass)
+    noteDevice(invocation, made: !wasInitialized)
+    try report(result, bundleID: bundleID, invocation)
+    return 0
+  }
+
+  /// The default class asked for: `--default-class`'s, else the entitlements' of `--entitlements`
+  /// or of the app (`--from-app`); nil, with a note when the entitlements say nothing, for
+  /// the container's default.
+  static func requestedDefaultClass(_ invocation: Invocation, app: AppPackage?) throws -> ProtectionClass? {
     var defaultClass = try invocation.value(Self.defaultClass).map(invocation.protectionClass)
     if let app {
       if defaultClass != nil || invocation.value(Self.entitlements) != nil {
@@ -70,11 +83,13 @@ package enum InitCommand {
         )
       }
     }
+    return defaultClass
+  }
+
+  /// Says what `init` did to `bundleID`'s container (`result`), and prints its path (or the JSON).
+  static func report(_ result: ContainerCreation, bundleID: BundleID, _ invocation: Invocation) throws {
     let device = invocation.device
-    let wasInitialized = device.isInitialized
-    let result = try device.createContainer(bundleID, defaultClass: defaultClass)
     let container = device.container(bundleID)
-    noteDevice(invocation, made: !wasInitialized)
     if result.created {
       Console.err("Created container \(bundleID) (default class \(result.defaultClass.name)).")
       noteNearMiss(bundleID, on: device)
@@ -93,7 +108,6 @@ package enum InitCommand {
     } else {
       Console.out(container.absolutePath)
     }
-    return 0
   }
 
   /// What `init --json` prints.
@@ -126,8 +140,6 @@ package enum InitCommand {
     return bundleID
   }
 
-  /// Points out, after `bundleID`'s container was created, another container of `device` whose
-  /// bundle id it is likely a misspelling of: creating is what a mistyped id does here.
   /// Says where the device is when this command made it at the default path (which no option or
   /// variable named), and warns when the app user could not reach it: `protfs exec` and
   /// `app launch` would fail there.
@@ -145,6 +157,8 @@ package enum InitCommand {
     }
   }
 
+  /// Points out, after `bundleID`'s container was created, another container of `device` whose
+  /// bundle id it is likely a misspelling of: creating is what a mistyped id does here.
   static func noteNearMiss(_ bundleID: BundleID, on device: Device) {
     guard let near = device.nearestContainer(to: bundleID) else { return }
     Console.err("note: the device also has the container \(near); did you mean that app?")

@@ -42,6 +42,20 @@ package enum InspectCommand {
       try Console.json(Report(package, spelling))
       return 0
     }
+    let rows = summary(package)
+    let width = rows.map(\.0.count).max() ?? 0
+    for (label, value) in rows {
+      Console.out((label + ":").padding(toLength: width + 2, withPad: " ", startingAt: 0) + value)
+    }
+    Console.out()
+    printEntitlements(package)
+    printImplications(package, spelling)
+    return 0
+  }
+
+  /// The labelled lines that open the text: the app's identity, signature, default class, background
+  /// modes and task identifiers.
+  static func summary(_ package: AppPackage) -> [(String, String)] {
     let defaultClass = package.containerDefaultClass
     var rows: [(String, String)] = [
       ("Bundle id", package.bundleID.rawValue),
@@ -67,11 +81,11 @@ package enum InspectCommand {
         "BGTask identifiers",
         package.permittedTaskIdentifiers.isEmpty ? "none" : package.permittedTaskIdentifiers.joined(separator: ", ")
       ))
-    let width = rows.map(\.0.count).max() ?? 0
-    for (label, value) in rows {
-      Console.out((label + ":").padding(toLength: width + 2, withPad: " ", startingAt: 0) + value)
-    }
-    Console.out()
+    return rows
+  }
+
+  /// The entitlements of the app's code signature, one a line.
+  static func printEntitlements(_ package: AppPackage) {
     if let entitlements = package.entitlements {
       Console.out("Entitlements:")
       for key in entitlements.keys.sorted() {
@@ -81,6 +95,10 @@ package enum InspectCommand {
     } else {
       Console.out("Entitlements: none (the code signature has no entitlements blob)")
     }
+  }
+
+  /// What the app's declarations imply, each with its fix in the command line's words.
+  static func printImplications(_ package: AppPackage, _ spelling: CommandSpelling) {
     if !package.implications.isEmpty {
       Console.out()
       Console.out("What they imply:")
@@ -90,7 +108,6 @@ package enum InspectCommand {
         Console.out(line)
       }
     }
-    return 0
   }
 
   /// The fix of an implication of `kind`, in the command line's words, or nil.

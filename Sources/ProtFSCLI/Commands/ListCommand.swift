@@ -71,22 +71,7 @@ package enum ListCommand {
     case .currentDirectory(let directory):
       given = invocation.argumentByteValue(Self.path) ?? Array((isInside(directory, device) ? "." : device.root).utf8)
     }
-    let (start, status) = try Paths.existing(bytes: given, from: base, on: device)
-    var rows: [Row] = []
-    if status.kind != .directory {
-      rows.append(try row(device, start, display: start.fileName?.description ?? ".", status: status))
-    } else {
-      let root = TreeWalker.Root(
-        try device.openDirectory(start), ListVisitor.Place(path: start, prefix: ""),
-        inheritance: try device.classInheritance(below: start))
-      let (visitors, _) = TreeWalker(threads: 1).walk(
-        [root], visitor: ListVisitor(recursive: invocation.flag(Self.recursive)))
-      if let error = visitors[0].error { throw error }
-      // Each directory's entries by name, each directory's subtree right after its own row.
-      rows = visitors[0].rows.sorted {
-        $0.path.split(separator: "/").lexicographicallyPrecedes($1.path.split(separator: "/"))
-      }
-    }
+    let rows = try Self.rows(device, given: given, from: base, recursive: invocation.flag(Self.recursive))
     if invocation.flag(CommonOptions.json) {
       try Console.json(rows)
       return 0
@@ -99,6 +84,25 @@ package enum ListCommand {
     }
     Console.table(table, right: [3])
     return 0
+  }
+
+  /// The rows of the item `given` names from `base`: its own, or a directory's entries (its tree
+  /// with `recursive`), each directory's subtree right after its own row.
+  static func rows(_ device: Device, given: [UInt8], from base: Paths.Base, recursive: Bool) throws -> [Row] {
+    let (start, status) = try Paths.existing(bytes: given, from: base, on: device)
+    guard status.kind == .directory else {
+      return [try row(device, start, display: start.fileName?.description ?? ".", status: status)]
+    }
+    let root = TreeWalker.Root(
+      try device.openDirectory(start), ListVisitor.Place(path: start, prefix: ""),
+      inheritance: try device.classInheritance(below: start))
+    let (visitors, _) = TreeWalker(threads: 1).walk(
+      [root], visitor: ListVisitor(recursive: recursive))
+    if let error = visitors[0].error { throw error }
+    // Each directory's entries by name, each directory's subtree right after its own row.
+    return visitors[0].rows.sorted {
+      $0.path.split(separator: "/").lexicographicallyPrecedes($1.path.split(separator: "/"))
+    }
   }
 
   /// The target of the link `name` of `directory`, shown escaped as names are.

@@ -72,26 +72,9 @@ package enum MountCommand {
 
   /// Starts `protfs mount --foreground` as a daemon and waits until it reports the mount answers.
   private static func startDaemon(_ invocation: Invocation, _ device: Device, _ mountpoint: String) throws -> Int32 {
-    let executable =
-      (try? FileManager.default.destinationOfSymbolicLink(atPath: "/proc/self/exe")) ?? CommandLine.arguments[0]
-    var environment = invocation.environment
-    environment[Self.notifyKey] = "1"
     let output = Pipe()
     let errors = Pipe()
-    var launch = PlainLaunch(
-      path: executable, arguments: [executable, "--device", device.root, "mount", mountpoint],
-      environment: environment.map { "\($0.key)=\($0.value)" })
-    guard case .success(let null) = valueOrErrno(.open, { open("/dev/null", O_RDONLY | O_CLOEXEC) }) else {
-      throw ProtFSError(.io, "Cannot open /dev/null to start the mount daemon.")
-    }
-    defer { closeDescriptor(null) }
-    (launch.input, launch.output, launch.error) =
-      (null, output.fileHandleForWriting.fileDescriptor, errors.fileHandleForWriting.fileDescriptor)
-    let daemon: pid_t
-    switch launch.start() {
-    case .success(let pid): daemon = pid
-    case .failure(let e): throw ProtFSError.system("start the mount daemon", path: executable, errno: e)
-    }
+    let daemon = try launchDaemon(invocation, device, mountpoint, output: output, errors: errors)
     // Only the daemon holds the writing ends now: its exit ends both streams.
     try? output.fileHandleForWriting.close()
     try? errors.fileHandleForWriting.close()
@@ -111,5 +94,29 @@ package enum MountCommand {
     let pid = line.dropFirst(6).prefix { $0.isNumber }
     Console.out("Mounted \(device.root)/Containers at \(mountpoint) (daemon pid \(pid)).")
     return 0
+  }
+
+  /// Starts this program as the mount daemon of `device` at `mountpoint`, standard input from
+  /// /dev/null, standard output and error into `output` and `errors`. Returns its pid.
+  private static func launchDaemon(
+    _ invocation: Invocation, _ device: Device, _ mountpoint: String, output: Pipe, errors: Pipe
+  ) throws -> pid_t {
+    let executable =
+      (try? FileManager.default.destinationOfSymbolicLink(atPath: "/proc/self/exe")) ?? CommandLine.arguments[0]
+    var environment = invocation.environment
+    environment[Self.notifyKey] = "1"
+    var launch = PlainLaunch(
+      path: executable, arguments: [executable, "--device", device.root, "mount", mountpoint],
+      environment: environment.map { "\($0.key)=\($0.value)" })
+    guard case .success(let null) = valueOrErrno(.open, { open("/dev/null", O_RDONLY | O_CLOEXEC) }) else {
+      throw ProtFSError(.io, "Cannot open /dev/null to start the mount daemon.")
+    }
+    defer { closeDescriptor(null) }
+    (launch.input, launch.output, launch.error) =
+      (null, output.fileHandleForWriting.fileDescriptor, errors.fileHandleForWriting.fileDescriptor)
+    switch launch.start() {
+    case .success(let pid): return pid
+    case .failure(let e): throw ProtFSError.system("start the mount daemon", path: executable, errno: e)
+    }
   }
 }

@@ -116,25 +116,7 @@ package enum SessionsCommand {
   static func list(_ invocation: Invocation) throws -> Int32 {
     let device = invocation.device
     let pid = SessionServiceClient.ping(socketName: SessionServiceClient.socketName(device: device))
-    var reports: [SessionReport] = []
-    if let store = try TasksCommand.store(device) {
-      let stored = try store.serviceSessions()
-      let service = Set(stored.map(\.identifier))
-      let all = try store.listedTasks()
-      for (identifier, bundle) in try store.sessions() {
-        let mine = all.filter { $0.sessionIdentifier == identifier }
-        var counts: [String: Int] = [:]
-        for task in mine { counts[task.state.rawValue, default: 0] += 1 }
-        reports.append(
-          SessionReport(
-            identifier: identifier, bundleID: bundle, service: service.contains(identifier), tasks: counts,
-            pendingDeliveries: mine.filter(\.awaitsDelivery).map(\.id),
-            lastRelaunchError: try store.relaunchError(session: identifier),
-            configurationError: stored.first { $0.identifier == identifier }.flatMap {
-              SessionService.storedConfigurationProblem($0.configuration, session: identifier)
-            }))
-      }
-    }
+    let reports = try TasksCommand.store(device).map(sessionReports) ?? []
     if invocation.flag(CommonOptions.json) {
       try Console.json(Report(serviceRunning: pid != nil, servicePID: pid, sessions: reports))
       return 0
@@ -144,6 +126,35 @@ package enum SessionsCommand {
       Console.err("No background sessions.")
       return 0
     }
+    printTable(reports)
+    return 0
+  }
+
+  /// Every session of `store`: whose app it is, whether the service runs it, its tasks by state,
+  /// its deliveries waiting, and what went wrong when it was last relaunched or reopened.
+  static func sessionReports(_ store: DownloadStore) throws -> [SessionReport] {
+    var reports: [SessionReport] = []
+    let stored = try store.serviceSessions()
+    let service = Set(stored.map(\.identifier))
+    let all = try store.listedTasks()
+    for (identifier, bundle) in try store.sessions() {
+      let mine = all.filter { $0.sessionIdentifier == identifier }
+      var counts: [String: Int] = [:]
+      for task in mine { counts[task.state.rawValue, default: 0] += 1 }
+      reports.append(
+        SessionReport(
+          identifier: identifier, bundleID: bundle, service: service.contains(identifier), tasks: counts,
+          pendingDeliveries: mine.filter(\.awaitsDelivery).map(\.id),
+          lastRelaunchError: try store.relaunchError(session: identifier),
+          configurationError: stored.first { $0.identifier == identifier }.flatMap {
+            SessionService.storedConfigurationProblem($0.configuration, session: identifier)
+          }))
+    }
+    return reports
+  }
+
+  /// The table of `reports`, then a warning for each session whose configuration cannot be read.
+  static func printTable(_ reports: [SessionReport]) {
     var rows = [["SESSION", "APP", "SERVICE", "TASKS", "PENDING", "LAST RELAUNCH ERROR"]]
     for r in reports {
       let tasks = r.tasks.sorted { $0.key < $1.key }.map { "\($0.key) \($0.value)" }.joined(separator: ", ")
@@ -159,6 +170,5 @@ package enum SessionsCommand {
         Console.err("warning: \(problem)")
       }
     }
-    return 0
   }
 }

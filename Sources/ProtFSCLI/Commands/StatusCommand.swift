@@ -31,10 +31,18 @@ package enum StatusCommand {
       try Console.json(status)
       return 0
     }
-    let yesNo = { (value: Bool) in value ? "yes" : "no" }
-    Console.out("Device:                    \(controller.device.root)")
+    printState(status, device: controller.device, invocation.spelling)
+    printClasses(status)
+    printFindings(status)
+    return 0
+  }
+
+  /// The lines about the lock state: the device, its state, passcode, grace, wrong passcodes,
+  /// mounts and an interrupted transition.
+  static func printState(_ status: LockStatus, device: Device, _ spelling: CommandSpelling) {
+    Console.out("Device:                    \(device.root)")
     Console.out("State:                     \(status.state) since \(format(status.since))")
-    Console.out("Passcode:                  \(passcodeLine(status, invocation.spelling))")
+    Console.out("Passcode:                  \(passcodeLine(status, spelling))")
     Console.out("Protected data available:  \(yesNo(status.protectedDataAvailable))")
     if status.userInactive {
       Console.out("User inactive:             yes (complete-when-user-inactive behaves like complete)")
@@ -55,6 +63,10 @@ package enum StatusCommand {
     if let interrupted = status.interruptedTransition {
       Console.out("Interrupted transition:    \(interrupted) (the next protfs command finishes it)")
     }
+  }
+
+  /// The table of what each class allows, between blank lines.
+  static func printClasses(_ status: LockStatus) {
     Console.out("")
     Console.out(pad("CLASS", 42) + pad("FILES", 7) + pad("DIRS", 6) + pad("OPEN", 6) + pad("HANDLES", 9) + "CREATE")
     for row in status.classes {
@@ -63,6 +75,10 @@ package enum StatusCommand {
           + pad(yesNo(row.openHandlesWork), 9) + yesNo(row.creatable))
     }
     Console.out("")
+  }
+
+  /// What the walk found: items it could not inspect, hard-linked files, inconsistencies.
+  static func printFindings(_ status: LockStatus) {
     if status.uninspectable > 0 {
       Console.out(
         "Not inspected:             \(Counted.text(status.uninspectable, "item")) whose mode hides their attributes from uid \(geteuid()) (run as root)"
@@ -80,8 +96,10 @@ package enum StatusCommand {
       Console.out("Inconsistencies:           \(status.inconsistencyCount)")
       for item in status.inconsistencies { Console.out("  \(item.path): \(item.problem)") }
     }
-    return 0
   }
+
+  /// "yes" or "no".
+  private static func yesNo(_ value: Bool) -> String { value ? "yes" : "no" }
 
   /// The passcode line: a new device has data protection on and no passcode that unlock asks for
   /// (docs/semantics.md §3); "on" would read as a passcode someone set.

@@ -203,7 +203,7 @@ package enum Console {
   }
 
   /// Whether standard output is a terminal.
-  package static var stdoutIsTerminal: Bool { isatty(STDOUT_FILENO) == 1 }
+  package static var stdoutIsTerminal: Bool { Kernel.isatty(STDOUT_FILENO) == 1 }
   /// Whether standard error is a terminal.
-  package static var stderrIsTerminal: Bool { isatty(STDERR_FILENO) == 1 }
+  package static var stderrIsTerminal: Bool { Kernel.isatty(STDERR_FILENO) == 1 }
 }

@@ -300,13 +300,13 @@ package struct Parser {
     let device = invocation.device
     let container = device.root + "/" + Device.containersDirectoryName + "/" + word
     var status = stat()
-    guard case .success = valueOrErrno(.stat, { stat(container, &status) }), status.st_mode & S_IFMT == S_IFDIR
+    guard case .success = Kernel.stat(container, &status), status.st_mode & S_IFMT == S_IFDIR
     else { return }
     let given = invocation.value(option)
     let base =
       given.map { device.root + "/" + Device.containersDirectoryName + "/" + $0 }
       ?? FileManager.default.currentDirectoryPath
-    guard case .failure = valueOrErrno(.stat, { lstat(base + "/" + word, &status) }) else { return }
+    guard case .failure = Kernel.lstat(base + "/" + word, &status) else { return }
     if let given, given != word {
       throw invocation.usageError(
         "'\(word)' is the bundle id of another app than '--bundle \(given)' names: give one bundle id (--bundle is the canonical spelling)."

@@ -85,7 +85,7 @@ package enum ProtFSCommandLine {
       Console.err("warning: \(invocation.describe(error))")
     }
     // The grace's process was killed.
-    if geteuid() == 0, command.name != EndGraceCommand.command.name {
+    if Kernel.geteuid() == 0, command.name != EndGraceCommand.command.name {
       // Best effort, beside the command: every command run as root tries it again.
       _ = try? invocation.lockController.endGraceIfDue()
     }

@@ -80,7 +80,7 @@ package enum AppBackgroundModeCommands {
       throw invocation.usageError("'\(point.prefix(80))' is not a location: give LATITUDE,LONGITUDE in degrees.")
     }
     for (index, point) in points.enumerated() {
-      if index > 0 { usleep(UInt32(interval * 1_000_000)) }
+      if index > 0 { Kernel.usleep(UInt32(interval * 1_000_000)) }
       let reply = try AppCommand.send(AppRequest(.location, point), to: bundleID, device: invocation.device)
       switch reply.value {
       case "not updating"?:

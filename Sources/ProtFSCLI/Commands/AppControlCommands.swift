@@ -399,7 +399,7 @@ enum PushPayloadFile {
   /// Removes the file `hold` wrote, for a launch that did not start.
   static func discard(_ value: String, on device: Device) {
     guard let name = fileName(value), let state = try? stateDirectory(device) else { return }
-    _ = valueOrErrno(.unlink) { unlinkat(state.fd, name, 0) }
+    _ = Kernel.unlinkat(state.fd, name, 0)
   }
 
   /// The payload `value` gives: a file `hold` wrote (read once, at most 64 KiB, then removed), or
@@ -411,7 +411,7 @@ enum PushPayloadFile {
     }
     let state = try stateDirectory(device)
     let bytes = try AtomicFile.read(named: name, in: state, limit: 64 * 1024, stateFile: true)
-    _ = valueOrErrno(.unlink) { unlinkat(state.fd, name, 0) }
+    _ = Kernel.unlinkat(state.fd, name, 0)
     return String(decoding: bytes, as: UTF8.self)
   }
 

@@ -73,10 +73,10 @@ package enum AppInstallCommand {
 
   /// The last line written to `log` (read from its last 4 KiB), if any.
   static func lastLine(of log: Int32) -> String? {
-    guard let size = try? valueOrErrno(.seek, { lseek(log, 0, SEEK_END) }).get(), size > 0 else { return nil }
+    guard let size = try? Kernel.lseek(log, 0, SEEK_END).get(), size > 0 else { return nil }
     var bytes = [UInt8](repeating: 0, count: Int(min(size, 4096)))
     let count = bytes.withUnsafeMutableBytes { raw in
-      (try? valueOrErrno(.read) { pread(log, raw.baseAddress, raw.count, off_t(size) - off_t(raw.count)) }.get()) ?? 0
+      (try? Kernel.pread(log, raw.baseAddress, raw.count, off_t(size) - off_t(raw.count)).get()) ?? 0
     }
     return String(decoding: bytes[..<count], as: UTF8.self).split(separator: "\n").last.map(String.init)
   }
@@ -146,7 +146,7 @@ package enum AppInstallCommand {
         Console.out("\(bundleID): \(pid)")
         return true
       }
-      usleep(delay)
+      Kernel.usleep(delay)
       delay = min(delay * 2, 20_000)
     }
     return false

@@ -13,7 +13,7 @@ enum AppTransfers {
   /// The bundle id of the app this process runs as, when it is not root and runs below
   /// `protfs app launch` (which names the app and the session service in its environment).
   static func app(_ invocation: Invocation) -> String? {
-    guard geteuid() != 0, let bundle = invocation.environment[AppEnvironment.bundle],
+    guard Kernel.geteuid() != 0, let bundle = invocation.environment[AppEnvironment.bundle],
       invocation.environment[AppEnvironment.sessionsSocket] != nil
     else { return nil }
     return bundle

@@ -42,7 +42,7 @@ package enum AppUninstallCommand {
       DevicePath.root.appending(AppBundle.directoryName).appending(bundleID.rawValue + AppBundle.directoryExtension))
     let hadRecord = try apps.removeRecord(bundleID)
     let log = AppInstallCommand.logPath(device, bundleID)
-    _ = valueOrErrno(.unlink) { unlink(log) }
+    _ = Kernel.unlink(log)
     guard container || bundle || hadRecord || taskCount > 0 else {
       throw ExitStatus(code: 1, message: "The app \(bundleID) is not installed on the device '\(device.root)'.")
     }

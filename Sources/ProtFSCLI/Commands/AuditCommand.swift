@@ -227,7 +227,7 @@ package enum AuditCommand {
     let fd: Int32
     let outputName: String
     if let path = invocation.value(Self.output) {
-      fd = try valueOrErrno(.open) { open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0o644) }.orThrow(
+      fd = try Kernel.open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0o644).orThrow(
         "write the report to", path: path)
       outputName = path
     } else {

@@ -32,7 +32,7 @@ package enum DoctorCommand {
   }
 
   package static func run(_ invocation: Invocation) throws -> Int32 {
-    let user = AppUser.canAssume ? AppUser.standard : AppUser(uid: getuid(), gid: getgid())
+    let user = AppUser.canAssume ? AppUser.standard : AppUser(uid: Kernel.getuid(), gid: Kernel.getgid())
     let doctor = Doctor(
       deviceRoot: invocation.device.root, searchPath: ProcessEnvironment.value("PATH") ?? "/usr/bin:/bin", user: user)
     let checks = doctor.checks()

@@ -51,7 +51,7 @@ package enum EraseCommand {
       )
     }
     if !invocation.flag(force) {
-      guard isatty(STDIN_FILENO) == 1 else {
+      guard Kernel.isatty(STDIN_FILENO) == 1 else {
         throw invocation.usageError("erase asks for confirmation on a terminal; give --force to erase without asking.")
       }
       FileHandle.standardError.write(

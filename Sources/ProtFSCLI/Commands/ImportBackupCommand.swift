@@ -98,7 +98,7 @@ package enum ImportBackupCommand {
   static func password(_ invocation: Invocation, folder: BackupFolder) throws -> String? {
     if let file = invocation.value(passwordFile) {
       return try PasscodeFile.read(file, option: passwordFile.long, what: "password")
-    } else if isatty(STDIN_FILENO) == 1, try BackupManifest.isEncrypted(folder) {
+    } else if Kernel.isatty(STDIN_FILENO) == 1, try BackupManifest.isEncrypted(folder) {
       return Terminal.readSecret("Password of the encrypted backup: ")
     }
     return nil

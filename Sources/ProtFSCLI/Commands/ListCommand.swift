@@ -109,7 +109,7 @@ package enum ListCommand {
   package static func readLink(_ directory: DirectoryHandle, _ name: FileName) -> String {
     var buffer = [CChar](repeating: 0, count: 4097)
     let cName = name.cString
-    guard case .success(let count) = valueOrErrno(.readlink, { readlinkat(directory.fd, cName, &buffer, 4096) }) else {
+    guard case .success(let count) = Kernel.readlinkat(directory.fd, cName, &buffer, 4096) else {
       return "?"
     }
     return DisplayText.escaping(buffer[0..<count].map { UInt8(bitPattern: $0) })

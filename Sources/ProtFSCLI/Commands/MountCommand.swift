@@ -56,14 +56,14 @@ package enum MountCommand {
   /// The daemon side of a background mount: a session of its own, "ready" on standard output once
   /// the mount answers, then standard output and error go to /dev/null.
   private static func serveDetached(_ device: Device, _ mountpoint: String) throws -> Int32 {
-    _ = valueOrErrno(.setsid) { setsid() }
-    _ = valueOrErrno(.chdir) { chdir("/") }
+    _ = Kernel.setsid()
+    _ = Kernel.chdir("/")
     try MountDaemon.serve(device: device, at: mountpoint) {
       let line = "ready \(getpid())\n"
-      _ = line.withCString { text in valueOrErrno(.write) { write(1, text, strlen(text)) } }
-      if case .success(let null) = valueOrErrno(.open, { open("/dev/null", O_RDWR) }) {
-        _ = valueOrErrno(.dup) { dup2(null, 1) }
-        _ = valueOrErrno(.dup) { dup2(null, 2) }
+      _ = line.withCString { text in Kernel.write(1, text, strlen(text)) }
+      if case .success(let null) = Kernel.open("/dev/null", O_RDWR) {
+        _ = Kernel.dup2(null, 1)
+        _ = Kernel.dup2(null, 2)
         closeDescriptor(null)
       }
     }
@@ -108,7 +108,7 @@ package enum MountCommand {
     var launch = PlainLaunch(
       path: executable, arguments: [executable, "--device", device.root, "mount", mountpoint],
       environment: environment.map { "\($0.key)=\($0.value)" })
-    guard case .success(let null) = valueOrErrno(.open, { open("/dev/null", O_RDONLY | O_CLOEXEC) }) else {
+    guard case .success(let null) = Kernel.open("/dev/null", O_RDONLY | O_CLOEXEC) else {
       throw ProtFSError(.io, "Cannot open /dev/null to start the mount daemon.")
     }
     defer { closeDescriptor(null) }

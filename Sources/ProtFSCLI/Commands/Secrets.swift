@@ -49,7 +49,7 @@ package enum Secrets {
       }
       entry += 1
     }
-    for key in environmentKeys { unsetenv(key) }
+    for key in environmentKeys { Kernel.unsetenv(key) }
   }
 
   /// Overwrites a C string from byte `start` to its end with NULs, keeping its length.
@@ -90,7 +90,7 @@ package enum PasscodeFile {
     var line: [UInt8] = []
     var byte: UInt8 = 0
     while line.count <= maximumSize {
-      let count = (try? valueOrErrno(.read) { Foundation.read(STDIN_FILENO, &byte, 1) }.get()) ?? -1
+      let count = (try? Kernel.read(STDIN_FILENO, &byte, 1).get()) ?? -1
       guard count == 1, byte != 0x0A else { break }
       line.append(byte)
     }
@@ -98,14 +98,14 @@ package enum PasscodeFile {
   }
 
   private static func readFile(_ path: String, what: String) throws -> [UInt8] {
-    let fd = try valueOrErrno(.open) { open(path, O_RDONLY | O_CLOEXEC | O_NOCTTY) }.orThrow(
+    let fd = try Kernel.open(path, O_RDONLY | O_CLOEXEC | O_NOCTTY).orThrow(
       "read the \(what) file", path: path)
     defer { closeDescriptor(fd) }
     var bytes = [UInt8](repeating: 0, count: maximumSize + 1)
     var filled = 0
     while filled < bytes.count {
       let count = try bytes.withUnsafeMutableBytes { raw throws(ProtFSError) in
-        try valueOrErrno(.read) { Foundation.read(fd, raw.baseAddress! + filled, raw.count - filled) }.orThrow(
+        try Kernel.read(fd, raw.baseAddress! + filled, raw.count - filled).orThrow(
           "read the \(what) file", path: path)
       }
       if count == 0 { break }

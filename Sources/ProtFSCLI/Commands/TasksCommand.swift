@@ -207,7 +207,7 @@ package enum TasksCommand {
             .io, "The process running download task \(id) did not suspend it within 10 s.",
             remedy: .advice("check that the process still runs, then ask again"))
         }
-        usleep(20_000)
+        Kernel.usleep(20_000)
       }
     } else {
       // No process transfers it any more (the one that did ended): its record says so.

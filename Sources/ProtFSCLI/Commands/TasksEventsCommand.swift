@@ -50,7 +50,7 @@ package enum TasksEventsCommand {
     }
     let device = invocation.device
     var lines: [Line] = []
-    if geteuid() == 0 {
+    if Kernel.geteuid() == 0 {
       guard let store = try TasksCommand.store(device),
         try store.sessions().contains(where: { $0.identifier == identifier })
       else { throw SessionService.unknownSession(identifier) }

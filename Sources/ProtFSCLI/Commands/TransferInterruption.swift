@@ -27,7 +27,7 @@ package final class TransferInterruption: Sendable {
         interruption.caught.compareExchange(expected: 0, desired: signal, ordering: .acquiringAndReleasing).exchanged
       else {
         // Asked again while stopping: the user does not want to wait.
-        _exit(128 + signal)
+        Kernel._exit(128 + signal)
       }
       let records = session.interrupt()
       interruption.stopped.withLock { $0 = records }

@@ -14,8 +14,12 @@ extension Invocation {
     if let iterations = environment["PROTFS_PBKDF2_ITERATIONS"].flatMap(Int.init), iterations > 0 {
       controller.passcodeIterations = iterations  // tests make hashing cheap; users never need this
     }
-    let device = device
-    controller.afterCommit = { state in MountSync.waitForMounts(of: device, toEnforce: state) }
+    let timeout = Int(controller.mountSync.timeout)
+    controller.mountSync.lagging = { mountpoint in
+      Console.err(
+        "warning: the mount at '\(mountpoint)' did not take the new state within \(timeout) s; until it does, pages it cached may still be served."
+      )
+    }
     return controller
   }
 

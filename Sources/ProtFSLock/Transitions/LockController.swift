@@ -20,8 +20,10 @@ public struct LockController: Sendable {
   /// PBKDF2 rounds for passcodes set through this controller.
   public var passcodeIterations: Int
   /// Called with the state every transition committed (or went back to), once its record is
-  /// written: the CLI waits there until the device's mounts enforce it.
+  /// written and the device's mounts enforce it (`mountSync`).
   public var afterCommit: @Sendable (ProtectionState) -> Void = { _ in }
+  /// How a transition waits for the device's mounts to enforce the state it committed.
+  public var mountSync = MountSync()
 
   /// A controller for `device`.
   public init(
@@ -236,13 +238,13 @@ public struct LockController: Sendable {
       // The transition's failures are the error to report: the undo walks the same items again.
       _ = try? enforce(previous.protection, fullCheck: true, ownerAccess: ownerAccess, key: key)
       try store.write(previous)
-      afterCommit(previous.protection)
+      committed(previous.protection)
       ownerAccess.clear()
       try store.removeJournal()
       throw Self.failure(operation, tally.failures)
     }
     try store.write(next)
-    afterCommit(next.protection)
+    committed(next.protection)
     crashHook.step()
     ownerAccess.clear()
     try store.removeJournal()

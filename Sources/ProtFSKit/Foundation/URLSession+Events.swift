@@ -129,116 +129,163 @@ extension URLSession {
     let completion = task.completion.withLock { $0 }
     switch event {
     case .wroteData(_, let written, let total, let expected):
-      task.change { values in
-        values.received = total
-        values.expectedToReceive = expected
-        values.state = .running
-      }
-      task.refreshProgress()
-      guard let download = task as? URLSessionDownloadTask, let delegate = delegate as? URLSessionDownloadDelegate
-      else { return }
-      if let offset = state.withLock({ $0.resumedAt.removeValue(forKey: task.taskIdentifier) }) {
-        delegate.urlSession(self, downloadTask: download, didResumeAtOffset: offset, expectedTotalBytes: expected)
-      }
-      delegate.urlSession(
-        self, downloadTask: download, didWriteData: written, totalBytesWritten: total,
-        totalBytesExpectedToWrite: expected)
+      wroteData(task, delegate, written: written, total: total, expected: expected)
     case .sentBodyData(_, let sent, let total, let expected):
-      task.change { values in
-        values.sent = total
-        values.expectedToSend = expected
-        values.state = .running
-      }
-      task.refreshProgress()
-      (delegate as? URLSessionTaskDelegate)?.urlSession(
-        self, task: task, didSendBodyData: sent, totalBytesSent: total, totalBytesExpectedToSend: expected)
+      sentBodyData(task, delegate, sent: sent, total: total, expected: expected)
     case .finishedDownloading(_, let location):
-      guard completion == nil else {
-        task.lock.withLock { $0.location = location }
-        return
-      }
-      guard let download = task as? URLSessionDownloadTask else { return }
-      // A resumed download that ended before its first progress was sent still says where it
-      // resumed, first, as on iOS.
-      if let offset = state.withLock({ $0.resumedAt.removeValue(forKey: task.taskIdentifier) }) {
-        (delegate as? URLSessionDownloadDelegate)?.urlSession(
-          self, downloadTask: download, didResumeAtOffset: offset,
-          expectedTotalBytes: task.countOfBytesExpectedToReceive)
-      }
-      (delegate as? URLSessionDownloadDelegate)?.urlSession(
-        self, downloadTask: download, didFinishDownloadingTo: URL(fileURLWithPath: location))
+      finishedDownloading(task, delegate, completion, at: location)
     case .receivedResponse(_, let url, let status, let headers):
-      let fields = HTTPURLResponse.fields(headers.map { ($0.name, $0.value) })
-      let response = URL(string: url).flatMap {
-        HTTPURLResponse(url: $0, statusCode: status, httpVersion: "HTTP/1.1", headerFields: fields)
-      }
-      task.change { values in
-        values.response = response
-        // A data task's body length is the response's, when it says.
-        if task is any AnswersItsResponse, let response, response.expectedContentLength >= 0 {
-          values.expectedToReceive = response.expectedContentLength
-        }
-      }
-      task.refreshProgress()
-      // The transfer waits for the answer: the delegate's, or at once without one to ask.
-      let transfer = (task as? any AnswersItsResponse)?.transfer
-      if case .stream(let sink)? = completion, let response { sink.respond(response) }
-      guard completion == nil, let response, let dataTask = task as? URLSessionDataTask,
-        let delegate = delegate as? URLSessionDataDelegate
-      else {
-        transfer?.proceed()
-        return
-      }
-      delegate.urlSession(self, dataTask: dataTask, didReceive: response) { disposition in
-        switch disposition {
-        case .cancel: dataTask.cancel()
-        case .becomeDownload:
-          if let task = dataTask as? InProcessDataTask {
-            self.becomeDownload(task, response: response)
-          } else {
-            transfer?.proceed()
-          }
-        default: transfer?.proceed()
-        }
-      }
+      receivedResponse(task, delegate, completion, url: url, status: status, headers: headers)
     case .receivedData(_, let status, let body):
-      // An upload's reply carries its status; a data task's response came before its body.
-      if status != 0, let url = task.originalRequest?.url {
-        let response = HTTPURLResponse(url: url, statusCode: status, httpVersion: "HTTP/1.1", headerFields: nil)
-        task.change { $0.response = response }
-      }
-      let streamed: ByteStreamSink? = if case .stream(let sink)? = completion { sink } else { nil }
-      task.change { values in
-        values.received += Int64(body.count)
-        if completion != nil, streamed == nil { values.body.append(body) }
-      }
-      task.refreshProgress()
-      streamed?.yield(body)
-      guard completion == nil, task.state != .canceling, let dataTask = task as? URLSessionDataTask else { return }
-      (delegate as? URLSessionDataDelegate)?.urlSession(self, dataTask: dataTask, didReceive: body)
+      receivedData(task, delegate, completion, status: status, body: body)
     case .completed(_, let snapshot, let failure):
-      let error = failure.map { completionError($0, task, snapshot) }
-      // One change: the task's observers hear of its error before its state, as on iOS.
-      let (body, response, location) = task.change { values in
-        URLSessionTask.take(snapshot, into: &values)
-        values.state = .completed
-        values.error = error
-        values.completedAt = Date()
-        return (values.body, values.response, values.location)
-      }
-      task.refreshProgress()
-      (delegate as? URLSessionTaskDelegate)?.urlSession(self, task: task, didFinishCollecting: task.metrics())
-      switch completion {
-      case .data(let handler)?: handler(error == nil ? body : nil, response, error)
-      case .download(let handler)?:
-        handler(error == nil ? location.map(URL.init(fileURLWithPath:)) : nil, response, error)
-      case .stream(let sink)?: sink.finish(error)
-      case nil: (delegate as? URLSessionTaskDelegate)?.urlSession(self, task: task, didCompleteWithError: error)
-      }
-      task.delegate = nil
+      completed(task, delegate, completion, snapshot: snapshot, failure: failure)
     case .queuedEventsDelivered:
       return
     }
+  }
+
+  /// Progress of a download: `didResumeAtOffset` first after resume data, then `didWriteData`.
+  private func wroteData(
+    _ task: URLSessionTask, _ delegate: (any URLSessionDelegate)?, written: Int64, total: Int64, expected: Int64
+  ) {
+    task.change { values in
+      values.received = total
+      values.expectedToReceive = expected
+      values.state = .running
+    }
+    task.refreshProgress()
+    guard let download = task as? URLSessionDownloadTask, let delegate = delegate as? URLSessionDownloadDelegate
+    else { return }
+    if let offset = state.withLock({ $0.resumedAt.removeValue(forKey: task.taskIdentifier) }) {
+      delegate.urlSession(self, downloadTask: download, didResumeAtOffset: offset, expectedTotalBytes: expected)
+    }
+    delegate.urlSession(
+      self, downloadTask: download, didWriteData: written, totalBytesWritten: total,
+      totalBytesExpectedToWrite: expected)
+  }
+
+  /// Progress of an upload's body: `didSendBodyData`.
+  private func sentBodyData(
+    _ task: URLSessionTask, _ delegate: (any URLSessionDelegate)?, sent: Int64, total: Int64, expected: Int64
+  ) {
+    task.change { values in
+      values.sent = total
+      values.expectedToSend = expected
+      values.state = .running
+    }
+    task.refreshProgress()
+    (delegate as? URLSessionTaskDelegate)?.urlSession(
+      self, task: task, didSendBodyData: sent, totalBytesSent: total, totalBytesExpectedToSend: expected)
+  }
+
+  /// A download's file is there: `didFinishDownloadingTo`, or kept for the completion handler.
+  private func finishedDownloading(
+    _ task: URLSessionTask, _ delegate: (any URLSessionDelegate)?, _ completion: URLSessionTask.Completion?,
+    at location: String
+  ) {
+    guard completion == nil else {
+      task.lock.withLock { $0.location = location }
+      return
+    }
+    guard let download = task as? URLSessionDownloadTask else { return }
+    // A resumed download that ended before its first progress was sent still says where it
+    // resumed, first, as on iOS.
+    if let offset = state.withLock({ $0.resumedAt.removeValue(forKey: task.taskIdentifier) }) {
+      (delegate as? URLSessionDownloadDelegate)?.urlSession(
+        self, downloadTask: download, didResumeAtOffset: offset,
+        expectedTotalBytes: task.countOfBytesExpectedToReceive)
+    }
+    (delegate as? URLSessionDownloadDelegate)?.urlSession(
+      self, downloadTask: download, didFinishDownloadingTo: URL(fileURLWithPath: location))
+  }
+
+  /// The response arrived: the task keeps it, and the transfer goes on once the delegate (or a
+  /// streamed task's reader) has it.
+  private func receivedResponse(
+    _ task: URLSessionTask, _ delegate: (any URLSessionDelegate)?, _ completion: URLSessionTask.Completion?,
+    url: String, status: Int, headers: [SessionHeader]
+  ) {
+    let fields = HTTPURLResponse.fields(headers.map { ($0.name, $0.value) })
+    let response = URL(string: url).flatMap {
+      HTTPURLResponse(url: $0, statusCode: status, httpVersion: "HTTP/1.1", headerFields: fields)
+    }
+    task.change { values in
+      values.response = response
+      // A data task's body length is the response's, when it says.
+      if task is any AnswersItsResponse, let response, response.expectedContentLength >= 0 {
+        values.expectedToReceive = response.expectedContentLength
+      }
+    }
+    task.refreshProgress()
+    // The transfer waits for the answer: the delegate's, or at once without one to ask.
+    let transfer = (task as? any AnswersItsResponse)?.transfer
+    if case .stream(let sink)? = completion, let response { sink.respond(response) }
+    guard completion == nil, let response, let dataTask = task as? URLSessionDataTask,
+      let delegate = delegate as? URLSessionDataDelegate
+    else {
+      transfer?.proceed()
+      return
+    }
+    delegate.urlSession(self, dataTask: dataTask, didReceive: response) { disposition in
+      switch disposition {
+      case .cancel: dataTask.cancel()
+      case .becomeDownload:
+        if let task = dataTask as? InProcessDataTask {
+          self.becomeDownload(task, response: response)
+        } else {
+          transfer?.proceed()
+        }
+      default: transfer?.proceed()
+      }
+    }
+  }
+
+  /// Part of the body arrived: for the delegate's `didReceive`, a stream, or a completion handler.
+  private func receivedData(
+    _ task: URLSessionTask, _ delegate: (any URLSessionDelegate)?, _ completion: URLSessionTask.Completion?,
+    status: Int, body: Data
+  ) {
+    // An upload's reply carries its status; a data task's response came before its body.
+    if status != 0, let url = task.originalRequest?.url {
+      let response = HTTPURLResponse(url: url, statusCode: status, httpVersion: "HTTP/1.1", headerFields: nil)
+      task.change { $0.response = response }
+    }
+    let streamed: ByteStreamSink? = if case .stream(let sink)? = completion { sink } else { nil }
+    task.change { values in
+      values.received += Int64(body.count)
+      if completion != nil, streamed == nil { values.body.append(body) }
+    }
+    task.refreshProgress()
+    streamed?.yield(body)
+    guard completion == nil, task.state != .canceling, let dataTask = task as? URLSessionDataTask else { return }
+    (delegate as? URLSessionDataDelegate)?.urlSession(self, dataTask: dataTask, didReceive: body)
+  }
+
+  /// The task ended: its values, metrics, then `didCompleteWithError` or the completion handler.
+  private func completed(
+    _ task: URLSessionTask, _ delegate: (any URLSessionDelegate)?, _ completion: URLSessionTask.Completion?,
+    snapshot: SessionTaskSnapshot, failure: ProtFSError?
+  ) {
+    let error = failure.map { completionError($0, task, snapshot) }
+    // One change: the task's observers hear of its error before its state, as on iOS.
+    let (body, response, location) = task.change { values in
+      URLSessionTask.take(snapshot, into: &values)
+      values.state = .completed
+      values.error = error
+      values.completedAt = Date()
+      return (values.body, values.response, values.location)
+    }
+    task.refreshProgress()
+    (delegate as? URLSessionTaskDelegate)?.urlSession(self, task: task, didFinishCollecting: task.metrics())
+    switch completion {
+    case .data(let handler)?: handler(error == nil ? body : nil, response, error)
+    case .download(let handler)?:
+      handler(error == nil ? location.map(URL.init(fileURLWithPath:)) : nil, response, error)
+    case .stream(let sink)?: sink.finish(error)
+    case nil: (delegate as? URLSessionTaskDelegate)?.urlSession(self, task: task, didCompleteWithError: error)
+    }
+    task.delegate = nil
   }
 
   /// Turns data task `task` into a download (`.becomeDownload`), on the pipeline: the download task
@@ -308,49 +355,6 @@ extension URLSession {
         (self.taskDelegate(task) as? URLSessionTaskDelegate)?.urlSession(
           self, task: task, didCompleteWithError: failure)
       }
-    }
-  }
-}
-
-/// Which background sessions the app was woken for (`handleEventsForBackgroundURLSession`) before
-/// a session with that identifier was made, and the live sessions by identifier, so that a wake
-/// reaches a session made before or after it.
-package enum BackgroundSessionEvents {
-  /// Weak references to live sessions, and the identifiers woken while no session was live.
-  private struct Registry: Sendable {
-    var sessions: [String: WeakSession] = [:]
-    var woken: Set<String> = []
-  }
-  /// `@unchecked Sendable`: a weak reference, read and written only inside `registry`'s lock.
-  private struct WeakSession: @unchecked Sendable { weak var session: URLSession? }
-  private static let registry = Mutex(Registry())
-
-  /// The app was woken for session `identifier`'s events: the live session takes the wake (in the
-  /// order of its events), or the next one made with that identifier.
-  package static func wake(_ identifier: String) {
-    let live = registry.withLock { registry -> URLSession? in
-      guard let live = registry.sessions[identifier]?.session else {
-        registry.woken.insert(identifier)
-        return nil
-      }
-      return live
-    }
-    live?.wokenForEvents()
-  }
-
-  /// Records a live session; true when a wake for its identifier waited for it (it takes it).
-  static func register(_ session: URLSession) -> Bool {
-    registry.withLock { registry in
-      registry.sessions[session.identifier] = WeakSession(session: session)
-      return registry.woken.remove(session.identifier) != nil
-    }
-  }
-
-  /// Forgets an invalidated session; a wake it had not finished waits for its successor.
-  static func unregister(_ session: URLSession, woken: Bool) {
-    registry.withLock { registry in
-      if registry.sessions[session.identifier]?.session === session { registry.sessions[session.identifier] = nil }
-      if woken { registry.woken.insert(session.identifier) }
     }
   }
 }

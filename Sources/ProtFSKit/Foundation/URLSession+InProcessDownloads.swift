@@ -23,68 +23,18 @@ final class InProcessDownloadTask: URLSessionDownloadTask, RunsInProcess, @unche
   init(id: Int, request: URLRequest, session: URLSession, resuming: InProcessResumeData? = nil) {
     let file = DownloadFile(directory: NSTemporaryDirectory())
     let controls = TransferControls()
-    let task = Int64(id)
-    let method = request.httpMethod ?? "GET"
     // The resume data's file, when it is still there with its bytes: else the download starts over.
     let continuing = resuming.flatMap { file.existing($0.temporaryFileName, holding: $0.bytesReceived) }
-    let headers = request.allHTTPHeaderFields ?? [:]
     var sent = request
     if let continuing, let resuming {
       sent.setValue("bytes=\(continuing.bytes)-", forHTTPHeaderField: "Range")
       sent.setValue(resuming.entityTag ?? resuming.serverDownloadDate, forHTTPHeaderField: "If-Range")
     }
+    let events = DownloadEvents(
+      id: id, method: request.httpMethod ?? "GET", headers: request.allHTTPHeaderFields ?? [:], file: file,
+      controls: controls, continuing: continuing, resuming: resuming)
     run = InProcessTransfer(id: id, request: sent, session: session) { [weak session] event, url in
-      switch event {
-      case .response(let response):
-        let length = response.headers.last { $0.name.lowercased() == "content-length" }.flatMap { Int64($0.value) }
-        controls.response = response
-        session?.receive(
-          .receivedResponse(
-            task: task, url: response.url.absoluteString, statusCode: response.statusCode,
-            headers: response.headers.map { SessionHeader(name: $0.name, value: $0.value) }))
-        // A download asks the delegate nothing about its response: its file is made (or the resume
-        // data's continued, when the server sends the rest), and it goes on.
-        do throws(ProtFSError) {
-          let offset = response.statusCode == 206 ? continuing : nil
-          try file.create(expecting: length, continuing: offset, reusing: resuming?.temporaryFileName)
-          if resuming != nil { session?.resumes(task: id, at: offset?.bytes ?? 0) }
-          controls.transfer?.proceed()
-        } catch {
-          controls.fail(error)
-        }
-      case .data(let body):
-        do throws(ProtFSError) {
-          let (total, expected) = try file.append(body)
-          session?.receive(
-            .wroteData(
-              task: task, bytesWritten: Int64(body.count), totalBytesWritten: total,
-              totalBytesExpectedToWrite: expected))
-        } catch {
-          controls.fail(error)
-        }
-      case .sent:
-        break  // A download's request body goes out whole; only an upload reports it.
-      case .completed(let failure):
-        let error = controls.failure ?? failure
-        let (written, expected) = file.counts
-        var snapshot = SessionTaskSnapshot(
-          id: task, kind: .download, request: SessionRequest(url: url), state: "completed", bytesReceived: written,
-          bytesExpectedToReceive: expected, error: error)
-        if error == nil, let location = file.close() {
-          session?.receive(.finishedDownloading(task: task, location: location))
-        } else if let error,
-          let resume = controls.resumeData(
-            after: error, method: method, url: url, headers: headers, file: file)
-        {
-          // The file stays in tmp/ for the task made from the resume data.
-          _ = file.close()
-          snapshot.resumeData = resume
-          controls.resumeDataMade(resume)
-        } else {
-          file.discard()
-        }
-        session?.receive(.completed(task: task, snapshot: snapshot, error: error))
-      }
+      events.handle(event, url: url, session: session)
     }
     controls.transfer = run.transfer
     self.controls = controls
@@ -115,6 +65,81 @@ final class InProcessDownloadTask: URLSessionDownloadTask, RunsInProcess, @unche
     let data = controls.madeResumeData
     resumeData.withLock { $0 = data }
     completionHandler(data)
+  }
+}
+
+/// What a download run in the app does with its transfer's events: makes (or continues) its file
+/// at the response, writes the body there, and at the end hands the file, or its resume data, to
+/// the session.
+private struct DownloadEvents: Sendable {
+  /// The task's id.
+  let id: Int
+  /// The request's method and headers, for the resume data.
+  let method: String
+  let headers: [String: String]
+  /// The file the body goes to.
+  let file: DownloadFile
+  /// What the events share with the task.
+  let controls: TransferControls
+  /// The resume data's file still there to continue, when there is one.
+  let continuing: DownloadFile.Continuation?
+  /// The resume data the download continues, when it does.
+  let resuming: InProcessResumeData?
+
+  /// Handles `event` of the transfer of `url`, telling `session` (nil: it is gone).
+  func handle(_ event: DataTransfer.Event, url: URL, session: URLSession?) {
+    let task = Int64(id)
+    switch event {
+    case .response(let response):
+      let length = response.headers.last { $0.name.lowercased() == "content-length" }.flatMap { Int64($0.value) }
+      controls.response = response
+      session?.receive(
+        .receivedResponse(
+          task: task, url: response.url.absoluteString, statusCode: response.statusCode,
+          headers: response.headers.map { SessionHeader(name: $0.name, value: $0.value) }))
+      // A download asks the delegate nothing about its response: its file is made (or the resume
+      // data's continued, when the server sends the rest), and it goes on.
+      do throws(ProtFSError) {
+        let offset = response.statusCode == 206 ? continuing : nil
+        try file.create(expecting: length, continuing: offset, reusing: resuming?.temporaryFileName)
+        if resuming != nil { session?.resumes(task: id, at: offset?.bytes ?? 0) }
+        controls.transfer?.proceed()
+      } catch {
+        controls.fail(error)
+      }
+    case .data(let body):
+      do throws(ProtFSError) {
+        let (total, expected) = try file.append(body)
+        session?.receive(
+          .wroteData(
+            task: task, bytesWritten: Int64(body.count), totalBytesWritten: total,
+            totalBytesExpectedToWrite: expected))
+      } catch {
+        controls.fail(error)
+      }
+    case .sent:
+      break  // A download's request body goes out whole; only an upload reports it.
+    case .completed(let failure):
+      let error = controls.failure ?? failure
+      let (written, expected) = file.counts
+      var snapshot = SessionTaskSnapshot(
+        id: task, kind: .download, request: SessionRequest(url: url), state: "completed", bytesReceived: written,
+        bytesExpectedToReceive: expected, error: error)
+      if error == nil, let location = file.close() {
+        session?.receive(.finishedDownloading(task: task, location: location))
+      } else if let error,
+        let resume = controls.resumeData(
+          after: error, method: method, url: url, headers: headers, file: file)
+      {
+        // The file stays in tmp/ for the task made from the resume data.
+        _ = file.close()
+        snapshot.resumeData = resume
+        controls.resumeDataMade(resume)
+      } else {
+        file.discard()
+      }
+      session?.receive(.completed(task: task, snapshot: snapshot, error: error))
+    }
   }
 }
 

@@ -35,7 +35,7 @@ open class URLSession: NSObject, @unchecked Sendable {
   let dataTransfers: DataTransferGate
   /// The service's session: opened with a background session, and with another session when its
   /// first download or upload is made (its data tasks never need it).
-  private let connection: Mutex<Connection>
+  let connection: Mutex<Connection>
   /// The service's session; nil before it is opened, or when it could not be (`openError`).
   var backend: (any SessionBackend)? {
     if case .opened(let backend) = connection.withLock({ $0 }) { return backend }
@@ -47,61 +47,9 @@ open class URLSession: NSObject, @unchecked Sendable {
     return nil
   }
 
-  /// Where the session stands with the service.
-  enum Connection: @unchecked Sendable {
-    // @unchecked: the backends are Sendable; the enum holds them behind the Mutex alone.
-    /// Not asked yet (a session that is not a background one, before its first download or upload).
-    case deferred
-    case opened(any SessionBackend)
-    case failed(ProtFSError)
-  }
   /// Hands events to `delegateQueue` one at a time, in arrival order.
   let pipeline = DispatchQueue(label: "ProtFSKit.URLSession")
   let state: Mutex<SessionState>
-
-  /// What the session tracks; guarded by `state`.
-  ///
-  /// `@unchecked Sendable`: it holds the delegate and the tasks, which are not Sendable, and is only
-  /// ever touched inside `state`'s lock.
-  struct SessionState: @unchecked Sendable {
-    var delegate: (any URLSessionDelegate)?
-    var description: String?
-    var tasks: [Int: URLSessionTask] = [:]
-    var completed: Set<Int> = []
-    var resumedAt: [Int: Int64] = [:]
-    var queuedDelivered = false
-    /// The app was woken for this session's events: the next `queuedEventsDelivered` mark (which
-    /// comes after everything the service sent before it) ends them with `urlSessionDidFinishEvents`.
-    var woken = false
-    /// Finished downloads whose file was acknowledged, whose completion is still to come.
-    var acknowledged: Set<Int> = []
-    /// No new task may be created (`finishTasksAndInvalidate` or `invalidateAndCancel` was called).
-    var invalidated = false
-    /// After `finishTasksAndInvalidate`: the tasks whose completion the session still waits for.
-    var outstanding: Set<Int>?
-    /// The session is over: `didBecomeInvalidWithError` is on its way and events are dropped,
-    /// except the completions of `cancelledByEnd`.
-    var ended = false
-    /// The tasks of this process that `invalidateAndCancel` cancelled: each still gets its
-    /// `didCompleteWithError` (`NSURLErrorCancelled`), before `didBecomeInvalidWithError`, as on iOS.
-    var cancelledByEnd: Set<Int> = []
-    /// The id the next task made here (never by the service) takes: negative, so that it is no
-    /// service task's.
-    var nextLocalID = -1
-    /// The session itself while it has tasks, as Foundation's tasks keep their session: code that
-    /// makes a session only to run a task (`URLSession(configuration: .default).dataTask(with:…)`)
-    /// keeps no reference to it. Let go when the last task completes.
-    var keptWhileRunning: URLSession?
-
-    /// A new id for a task made here.
-    mutating func takeLocalID() -> Int {
-      defer { nextLocalID -= 1 }
-      return nextLocalID
-    }
-
-    /// Sets `keptWhileRunning` from whether `tasks` holds any.
-    mutating func keep(_ session: URLSession) { keptWhileRunning = tasks.isEmpty ? nil : session }
-  }
 
   /// A session with `configuration`, whose delegate calls run on `queue` (a new serial queue when nil).
   /// A background session reaches the service at once, for the tasks and events waiting for it.
@@ -148,50 +96,6 @@ open class URLSession: NSObject, @unchecked Sendable {
     dataTransfers = DataTransferGate(limit: configuration.httpMaximumConnectionsPerHost)
     state = Mutex(SessionState(delegate: delegate))
     super.init()
-  }
-
-  /// The service's session, opened now if it was not: the same one every time, or why there is none.
-  func openedBackend() -> Result<any SessionBackend, ProtFSError> {
-    Self.opening.withLock { _ in
-      switch connection.withLock({ $0 }) {
-      case .opened(let backend): return .success(backend)
-      case .failed(let error): return .failure(error)
-      case .deferred:
-        do throws(ProtFSError) {
-          let backend = try SessionServiceClient.open(configuration.sessionConfiguration(identifier: identifier))
-          attach(backend)
-          return .success(backend)
-        } catch {
-          connection.withLock { $0 = .failed(error) }
-          return .failure(error)
-        }
-      }
-    }
-  }
-
-  /// One session is opened at a time, so that two first tasks of one session open it once.
-  private static let opening = Mutex(())
-
-  /// Takes `backend` as the service's session: its tasks, a wake that came before, its events.
-  private func attach(_ backend: any SessionBackend) {
-    connection.withLock { $0 = .opened(backend) }
-    // The app's main thread makes its background session while it launches (for a relaunch, to
-    // take the events of the tasks that outlived it) and lists the tasks before it returns, often
-    // waiting for the list: as on iOS, what the service queued is delivered after that event, not
-    // before the list, so that each delivery finds the task in what the app keeps. Only where the
-    // main thread goes back to its run loop (`UIApplication.main`), or nothing would deliver it.
-    if configuration.isBackground, Thread.isMainThread, UIApplication.mainLoopRuns.load(ordering: .acquiring) {
-      pipeline.suspend()
-      DispatchQueue.main.async { [pipeline] in pipeline.resume() }
-    }
-    for snapshot in (try? backend.tasks()) ?? [] { _ = task(for: snapshot) }
-    // A wake that came before this session was made is this session's.
-    if BackgroundSessionEvents.register(self) { state.withLock { $0.woken = true } }
-    do {
-      try backend.subscribe { [weak self] event in self?.receive(event) }
-    } catch {
-      FileHandle.standardError.write(Data("URLSession \(identifier): \(error.description)\n".utf8))
-    }
   }
 
   // MARK: Creating tasks
@@ -288,28 +192,6 @@ open class URLSession: NSObject, @unchecked Sendable {
     }
   }
 
-  /// The body streams of task `id`: `first` (a request's own) the first time, then those the
-  /// delegate's `needNewBodyStream` hands over, asked on the delegate queue in order with the
-  /// task's other calls.
-  func bodyStreams(task id: Int, first: InputStream?) -> BodyStreamProvider {
-    let own = Mutex<BodyStream?>(first.map(BodyStream.init))
-    return { [weak self] answer in
-      if let stream = own.withLock({ own in
-        defer { own = nil }; return own
-      }) {
-        return answer(stream)
-      }
-      guard let self, let task = self.state.withLock({ $0.tasks[id] }),
-        let delegate = self.taskDelegate(task) as? URLSessionTaskDelegate
-      else { return answer(nil) }
-      self.pipeline.async {
-        self.onDelegateQueue {
-          delegate.urlSession(self, task: task) { stream in answer(stream.map(BodyStream.init)) }
-        }
-      }
-    }
-  }
-
   // MARK: Data tasks
 
   /// A data task for `url`: its response and body go to the delegate (`URLSessionDataDelegate`).
@@ -325,20 +207,6 @@ open class URLSession: NSObject, @unchecked Sendable {
       return InProcessDataTask(
         id: id, request: request, session: self,
         upload: streamed.map { .stream(provider: bodyStreams(task: id, first: $0)) })
-    }
-  }
-
-  /// A task run in this process, `make` given its id (below zero, the session's own), kept by the
-  /// session until it completes. Asked of an invalidated session it ends the process, as on iOS.
-  private func inProcessTask<Made: URLSessionTask>(_ make: (Int) -> Made) -> Made {
-    if state.withLock({ $0.invalidated }) {
-      UncaughtException.raise("NSGenericException", reason: Self.invalidatedRefusal)
-    }
-    return state.withLock { state in
-      let task = make(state.takeLocalID())
-      state.tasks[task.taskIdentifier] = task
-      state.keep(self)
-      return task
     }
   }
 
@@ -407,18 +275,6 @@ open class URLSession: NSObject, @unchecked Sendable {
   /// as every session's, in the session service.
   open class var shared: URLSession { sharedSession }
 
-  /// `request` with the configuration's additional headers and the cookies kept for its URL.
-  func prepared(_ request: URLRequest) -> SessionRequest {
-    var request = request
-    for (name, value) in configuration.httpAdditionalHeaders ?? [:] {
-      if let name = name as? String, request.value(forHTTPHeaderField: name) == nil {
-        request.setValue("\(value)", forHTTPHeaderField: name)
-      }
-    }
-    if let cookies = cookieField(for: request) { request.setValue(cookies, forHTTPHeaderField: "Cookie") }
-    return request.sessionRequest
-  }
-
   /// Tells the delegate queue's `completionHandler` once what the session wrote is written (it
   /// keeps nothing unwritten: the cookie storage writes as it goes).
   open func flush(completionHandler: @escaping @Sendable () -> Void) {
@@ -438,53 +294,6 @@ open class URLSession: NSObject, @unchecked Sendable {
     }
     configuration.urlCache?.removeAllCachedResponses()
     delegateQueue.addOperation(completionHandler)
-  }
-
-  /// Apple's message for a task created after the session was invalidated.
-  static let invalidatedRefusal = "Task created in a session that has been invalidated"
-
-  /// A task the backend creates with `create`, or one that fails when resumed if it refuses.
-  ///
-  /// A task asked of an invalidated session ends the process, as on iOS, where `URLSession` raises
-  /// an `NSGenericException` nothing catches: the bug shows here as it would on the phone.
-  func makeTask(
-    _ request: URLRequest?, kind: SessionTaskSnapshot.Kind = .download,
-    _ create: (any SessionBackend) throws(ProtFSError) -> SessionTaskSnapshot
-  ) -> URLSessionTask {
-    if state.withLock({ $0.invalidated }) {
-      UncaughtException.raise("NSGenericException", reason: Self.invalidatedRefusal)
-    }
-    switch openedBackend() {
-    case .failure(let error): return failedTask(request, kind, error)
-    case .success(let backend):
-      do {
-        return task(for: try create(backend))
-      } catch {
-        return failedTask(request, kind, error)
-      }
-    }
-  }
-
-  /// A task that never reached the service: resuming it completes it with `error`.
-  func failedTask(_ request: URLRequest?, _ kind: SessionTaskSnapshot.Kind, _ error: ProtFSError) -> URLSessionTask {
-    let id = state.withLock { $0.takeLocalID() }
-    let fail: @Sendable (URLSessionTask) -> Void = { [weak self] task in self?.failLocally(task, error) }
-    return kind.makeTask(id: id, request: request, backend: nil, creationError: error, failNow: fail)
-  }
-
-  /// The task object for `snapshot`, made the first time it is seen.
-  func task(for snapshot: SessionTaskSnapshot) -> URLSessionTask {
-    let id = Int(snapshot.id)
-    let task = state.withLock { state in
-      if let existing = state.tasks[id] { return existing }
-      let made = snapshot.kind.makeTask(id: id, request: URLRequest(snapshot.request), backend: backend)
-      made.delaysBegin.store(configuration.isBackground, ordering: .relaxed)
-      state.tasks[id] = made
-      state.keep(self)
-      return made
-    }
-    task.update(snapshot)
-    return task
   }
 
   // MARK: Listing and invalidating
@@ -525,29 +334,6 @@ open class URLSession: NSObject, @unchecked Sendable {
     }
   }
 
-  /// The service's list, as task objects (the same objects each time), then the tasks running in
-  /// this process (data tasks, a standard session's downloads).
-  func currentTasks() -> [URLSessionTask] {
-    let (done, inProcess) = state.withLock { state in
-      (
-        state.completed,
-        state.tasks.values.filter { $0 is any RunsInProcess && !state.completed.contains($0.taskIdentifier) }
-          .sorted { $0.taskIdentifier > $1.taskIdentifier }
-      )
-    }
-    guard let backend, let snapshots = try? backend.tasks() else { return inProcess }
-    return snapshots.filter { !done.contains(Int($0.id)) }.map { task(for: $0) } + inProcess
-  }
-
-  /// A download of this process continuing resume data (task `id`) got its answer: the next
-  /// `didWriteData` is preceded by `didResumeAtOffset(offset)` (0 when it starts over).
-  func resumes(task id: Int, at offset: Int64) {
-    state.withLock { $0.resumedAt[id] = offset }
-  }
-
-  /// The delegate that gets `task`'s calls: its own, else the session's.
-  func taskDelegate(_ task: URLSessionTask) -> (any URLSessionDelegate)? { task.delegate ?? delegate }
-
   /// Cancels every task and invalidates the session: `didBecomeInvalidWithError(nil)` comes last.
   open func invalidateAndCancel() { end(cancelling: true) }
 
@@ -568,46 +354,6 @@ open class URLSession: NSObject, @unchecked Sendable {
     }
   }
 
-  /// Ends the session: it leaves the service (with `cancelling`, cancelling its unfinished tasks)
-  /// and the delegate gets `didBecomeInvalidWithError(nil)`, then is released.
-  func end(cancelling: Bool) {
-    let (first, woken) = state.withLock { state in
-      defer {
-        state.invalidated = true
-        state.ended = true
-        state.woken = false
-      }
-      return (!state.ended, state.woken)
-    }
-    guard first else { return }
-    BackgroundSessionEvents.unregister(self, woken: woken)
-    if cancelling {
-      // Their completions come through the pipeline ahead of `didBecomeInvalidWithError`, queued
-      // below: each transfer reports its end as it is cancelled.
-      let running = state.withLock { state in
-        let running = state.tasks.values.filter { $0 is any RunsInProcess && $0.state != .completed }
-        state.cancelledByEnd = Set(running.map(\.taskIdentifier))
-        return running
-      }
-      for task in running { task.cancel() }
-    }
-    backend?.invalidate(cancelling: cancelling)
-    pipeline.async {
-      self.onDelegateQueue {
-        self.delegate?.urlSession(self, didBecomeInvalidWithError: nil)
-        self.state.withLock { $0.delegate = nil }
-      }
-    }
-  }
-
-  /// Runs `body` on the delegate queue and waits for it (from the pipeline only).
-  func onDelegateQueue(_ body: @escaping @Sendable () -> Void) {
-    if OperationQueue.current === delegateQueue {
-      body()
-    } else {
-      delegateQueue.addOperations([BlockOperation(block: body)], waitUntilFinished: true)
-    }
-  }
 }
 
 /// The one shared session (`URLSession.shared`).

@@ -142,16 +142,7 @@ extension UIApplication {
     let center = NotificationCenter.default
     switch AppEvent(rawValue: event.event) {
     case .didEnterBackground:
-      if applicationState == .active { resignActive() }
-      applicationState = .background
-      if let scene {
-        scene.activationState = .background
-        scene.delegate?.sceneDidEnterBackground(scene)
-        center.post(name: UIScene.didEnterBackgroundNotification, object: scene)
-      } else {
-        delegate?.applicationDidEnterBackground(self)
-      }
-      center.post(name: Self.didEnterBackgroundNotification, object: nil)
+      enterBackground()
     case .willEnterForeground:
       applicationState = .inactive
       // An app launched in the background gets its scene the first time it comes to the foreground.
@@ -162,17 +153,9 @@ extension UIApplication {
       guard let id = event.task, let entry = expirationHandlers[id] else { return }
       entry?()
     case .performFetch:
-      let completion = completionHandler(reporting: .fetchCompleted)
-      if let delegate {
-        delegate.application(self, performFetchWithCompletionHandler: completion)
-      } else {
-        completion(.noData)
-      }
+      performFetch()
     case .willTerminate:
-      if applicationState == .active { resignActive() }
-      delegate?.applicationWillTerminate(self)
-      center.post(name: Self.willTerminateNotification, object: nil)
-      exit(0)
+      terminate()
     case .protectedDataWillBecomeUnavailable:
       delegate?.applicationProtectedDataWillBecomeUnavailable(self)
       center.post(name: Self.protectedDataWillBecomeUnavailableNotification, object: nil)
@@ -184,14 +167,7 @@ extension UIApplication {
     case .handleEventsForBackgroundURLSession:
       if let session = event.session { handleEvents(forBackgroundURLSession: session) }
     case .didReceiveRemoteNotification:
-      let completion = completionHandler(reporting: .pushCompleted)
-      let payload = event.userInfo.flatMap { try? JSONSerialization.jsonObject(with: $0) as? [String: Any] } ?? [:]
-      let userInfo = Dictionary(uniqueKeysWithValues: payload.map { (AnyHashable($0.key), $0.value) })
-      if let delegate {
-        delegate.application(self, didReceiveRemoteNotification: userInfo, fetchCompletionHandler: completion)
-      } else {
-        completion(.noData)
-      }
+      receiveRemoteNotification(event.userInfo)
     case .bgTaskLaunch:
       guard let identifier = event.identifier, let type = event.type.flatMap(BackgroundTaskRequest.Kind.init) else {
         return
@@ -205,6 +181,54 @@ extension UIApplication {
       }
     case nil:
       return
+    }
+  }
+
+  /// The app goes to the background: it resigns active first if it was, then its scene's delegate
+  /// (or, without a scene, the app delegate) hears of it, then the notifications go out.
+  private func enterBackground() {
+    if applicationState == .active { resignActive() }
+    applicationState = .background
+    let center = NotificationCenter.default
+    if let scene {
+      scene.activationState = .background
+      scene.delegate?.sceneDidEnterBackground(scene)
+      center.post(name: UIScene.didEnterBackgroundNotification, object: scene)
+    } else {
+      delegate?.applicationDidEnterBackground(self)
+    }
+    center.post(name: Self.didEnterBackgroundNotification, object: nil)
+  }
+
+  /// A background fetch: the delegate's `performFetchWithCompletionHandler`, whose result goes to
+  /// the supervisor (`.noData` at once without a delegate).
+  private func performFetch() {
+    let completion = completionHandler(reporting: .fetchCompleted)
+    if let delegate {
+      delegate.application(self, performFetchWithCompletionHandler: completion)
+    } else {
+      completion(.noData)
+    }
+  }
+
+  /// The app is ended: `applicationWillTerminate`, its notification, then the process exits.
+  private func terminate() {
+    if applicationState == .active { resignActive() }
+    delegate?.applicationWillTerminate(self)
+    NotificationCenter.default.post(name: Self.willTerminateNotification, object: nil)
+    exit(0)
+  }
+
+  /// A remote notification with the JSON `payload`: the delegate's
+  /// `didReceiveRemoteNotification`, whose result goes to the supervisor.
+  private func receiveRemoteNotification(_ payload: Data?) {
+    let completion = completionHandler(reporting: .pushCompleted)
+    let object = payload.flatMap { try? JSONSerialization.jsonObject(with: $0) as? [String: Any] } ?? [:]
+    let userInfo = Dictionary(uniqueKeysWithValues: object.map { (AnyHashable($0.key), $0.value) })
+    if let delegate {
+      delegate.application(self, didReceiveRemoteNotification: userInfo, fetchCompletionHandler: completion)
+    } else {
+      completion(.noData)
     }
   }
 

@@ -94,17 +94,7 @@ package enum MountDaemon {
     defer { fuse_session_destroy(session) }
     fs.session.withLock { $0 = UInt(bitPattern: session) }
     defer { fs.session.withLock { $0 = 0 } }
-    if handlingSignals {
-      // A parent may have left these blocked (a spawned child inherits its signal mask): then
-      // Ctrl-C or a `kill` would never reach libfuse's handlers, which end the loop.
-      var signals = sigset_t()
-      sigemptyset(&signals)
-      for signal in [SIGINT, SIGTERM, SIGHUP] { sigaddset(&signals, signal) }
-      pthread_sigmask(SIG_UNBLOCK, &signals, nil)
-      guard fuse_set_signal_handlers(session) == 0 else {
-        throw ProtFSError(.io, "Cannot install the FUSE signal handlers.", path: mountpoint)
-      }
-    }
+    if handlingSignals { try handleSignals(session, mountpoint: mountpoint) }
     defer { if handlingSignals { fuse_remove_signal_handlers(session) } }
     guard fuse_session_mount(session, mountpoint) == 0 else {
       throw ProtFSError(
@@ -121,32 +111,57 @@ package enum MountDaemon {
     if forApp != nil { fs.onConnected.withLock { $0 = ready } }
     let unregistered = Mutex<ProtFSError?>(nil)
     Thread.detachNewThread {
-      // statfs is answered by the loop: once it reports FUSE, the mount is up and serving.
-      guard protfs_filesystem_type(mountpoint) == fuseMagic else { return }
-      var record = MountRecord(mountpoint: mountpoint, pid: pid, since: Date())
-      record.forApp = forApp
-      do throws(ProtFSError) {
-        try registry.register(record)
-      } catch {
-        // `lock` waits only for the mounts it finds recorded: one it cannot find could serve pages
-        // read before a lock. The device's mount is not started; an app's, already serving its
-        // app, is reported on the supervisor's standard error.
-        if forApp == nil {
-          unregistered.withLock { $0 = error }
-          _ = valueOrErrno(.umount) { umount2(mountpoint, Int32(PROTFS_MOUNT_MNT_DETACH)) }
-        } else {
-          let line = "protfs app: the app's mount is not recorded, so `lock` does not wait for it: \(error.message)\n"
-          FileHandle.standardError.write(Data(line.utf8))
-        }
-        return
+      record(in: registry, mountpoint: mountpoint, pid: pid, forApp: forApp, ready: ready) { error in
+        unregistered.withLock { $0 = error }
       }
-      if forApp == nil { ready() }
     }
     MountStateWatcher.start(fs)
     _ = protfs_fuse_loop_mt(session, 16)
     fuse_session_unmount(session)
     withExtendedLifetime(fs) {}
     if let error = unregistered.withLock({ $0 }) { throw error }
+  }
+
+  /// Lets SIGINT, SIGTERM and SIGHUP end `session`'s loop, through libfuse's handlers.
+  private static func handleSignals(_ session: OpaquePointer, mountpoint: String) throws(ProtFSError) {
+    // A parent may have left these blocked (a spawned child inherits its signal mask): then
+    // Ctrl-C or a `kill` would never reach libfuse's handlers, which end the loop.
+    var signals = sigset_t()
+    sigemptyset(&signals)
+    for signal in [SIGINT, SIGTERM, SIGHUP] { sigaddset(&signals, signal) }
+    pthread_sigmask(SIG_UNBLOCK, &signals, nil)
+    guard fuse_set_signal_handlers(session) == 0 else {
+      throw ProtFSError(.io, "Cannot install the FUSE signal handlers.", path: mountpoint)
+    }
+  }
+
+  /// Records the mount at `mountpoint` in `registry` once it serves, then (for the device's mount)
+  /// calls `ready`. A device's mount that cannot be recorded is given to `unrecorded`, then
+  /// unmounted (so the loop finds the error once it ends).
+  private static func record(
+    in registry: MountRegistry, mountpoint: String, pid: Int32, forApp: String?, ready: () -> Void,
+    unrecorded: (ProtFSError) -> Void
+  ) {
+    // statfs is answered by the loop: once it reports FUSE, the mount is up and serving.
+    guard protfs_filesystem_type(mountpoint) == fuseMagic else { return }
+    var record = MountRecord(mountpoint: mountpoint, pid: pid, since: Date())
+    record.forApp = forApp
+    do throws(ProtFSError) {
+      try registry.register(record)
+    } catch {
+      // `lock` waits only for the mounts it finds recorded: one it cannot find could serve pages
+      // read before a lock. The device's mount is not started; an app's, already serving its
+      // app, is reported on the supervisor's standard error.
+      if forApp == nil {
+        unrecorded(error)
+        _ = valueOrErrno(.umount) { umount2(mountpoint, Int32(PROTFS_MOUNT_MNT_DETACH)) }
+      } else {
+        let line = "protfs app: the app's mount is not recorded, so `lock` does not wait for it: \(error.message)\n"
+        FileHandle.standardError.write(Data(line.utf8))
+      }
+      return
+    }
+    if forApp == nil { ready() }
   }
 
   /// Lifts the descriptor limit: the daemon holds one descriptor per item the kernel knows.

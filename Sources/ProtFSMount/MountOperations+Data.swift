@@ -42,28 +42,7 @@ extension MountOperations {
     ops.write_buf = { req, _, buffers, offset, fi in
       let fs = MountOperations.fileSystem(req)
       MountOperations.reply(req) { () throws(Errno) in
-        let handle = MountOperations.handle(fi)!
-        let written: Int
-        if let sealed = handle.sealed {
-          try fs.decideIO(handle)
-          var bytes = [UInt8](repeating: 0, count: protfs_fuse_buffers_size(buffers))
-          let copied = bytes.withUnsafeMutableBytes { protfs_fuse_write_to_memory(buffers, $0.baseAddress, $0.count) }
-          if copied < 0 { throw Errno(Int32(-copied)) }
-          try sealed.writeOrEIO(Array(bytes[..<copied]), at: Int(offset))
-          bytes.withUnsafeMutableBytes { if let base = $0.baseAddress { explicit_bzero(base, $0.count) } }
-          written = copied
-        } else if protfs_fuse_is_writeback(fi) != 0 {
-          // Pages written back were taken by write(2) while the daemon allowed it (a later write
-          // is refused at its attributes, in getattr): refusing them now would lose what the app
-          // was told it wrote.
-          written = try fs.writeBack(buffers, handle, at: offset)
-        } else {
-          try fs.decideIO(handle)
-          let result = protfs_fuse_write_to_fd(buffers, handle.fd, offset)
-          if result < 0 { throw Errno(Int32(-result)) }
-          written = result
-        }
-        fuse_reply_write(req, written)
+        fuse_reply_write(req, try MountOperations.write(buffers, fs, MountOperations.handle(fi)!, at: offset, fi))
       }
     }
     ops.flush = { req, _, fi in
@@ -83,6 +62,32 @@ extension MountOperations {
         try fs.sync(MountOperations.handle(fi)!, dataOnly: dataOnly != 0)
         fuse_reply_err(req, 0)
       }
+    }
+  }
+
+  /// Writes `buffers` through `handle` at `offset`; returns the bytes written.
+  static func write(
+    _ buffers: UnsafeMutablePointer<fuse_bufvec>?, _ fs: MountFileSystem, _ handle: MountHandle, at offset: off_t,
+    _ fi: UnsafeMutablePointer<fuse_file_info>?
+  ) throws(Errno) -> Int {
+    if let sealed = handle.sealed {
+      try fs.decideIO(handle)
+      var bytes = [UInt8](repeating: 0, count: protfs_fuse_buffers_size(buffers))
+      let copied = bytes.withUnsafeMutableBytes { protfs_fuse_write_to_memory(buffers, $0.baseAddress, $0.count) }
+      if copied < 0 { throw Errno(Int32(-copied)) }
+      try sealed.writeOrEIO(Array(bytes[..<copied]), at: Int(offset))
+      bytes.withUnsafeMutableBytes { if let base = $0.baseAddress { explicit_bzero(base, $0.count) } }
+      return copied
+    } else if protfs_fuse_is_writeback(fi) != 0 {
+      // Pages written back were taken by write(2) while the daemon allowed it (a later write
+      // is refused at its attributes, in getattr): refusing them now would lose what the app
+      // was told it wrote.
+      return try fs.writeBack(buffers, handle, at: offset)
+    } else {
+      try fs.decideIO(handle)
+      let result = protfs_fuse_write_to_fd(buffers, handle.fd, offset)
+      if result < 0 { throw Errno(Int32(-result)) }
+      return result
     }
   }
 
@@ -160,37 +165,22 @@ extension MountOperations {
         ended = errno == 0
         break
       }
-      let next = off_t(item.pointee.d_off)
+      let entry = item.pointee
+      let next = off_t(entry.d_off)
       let added = withUnsafePointer(to: &item.pointee.d_name) { namePointer -> Int? in
         namePointer.withMemoryRebound(to: CChar.self, capacity: 256) { name -> Int? in
           let remaining = size - used
-          let isDot = name[0] == 0x2E && (name[1] == 0 || (name[1] == 0x2E && name[2] == 0))
-          if !plus {
+          guard plus else {
             var s = stat()
-            s.st_ino = item.pointee.d_ino
-            s.st_mode = mode_t(item.pointee.d_type) << 12
+            s.st_ino = entry.d_ino
+            s.st_mode = mode_t(entry.d_type) << 12
             let needed = buffer.withUnsafeMutableBufferPointer {
               fuse_add_direntry(req, $0.baseAddress! + used, remaining, name, &s, next)
             }
             return needed > remaining ? nil : needed
           }
           guard fuse_add_direntry_plus(req, nil, 0, name, nil, 0) <= remaining else { return nil }
-          var e = fuse_entry_param()
-          let cached =
-            isDot || item.pointee.d_type == 0
-            ? nil
-            : fs.nodes.entryStillCached(
-              inode: UInt64(item.pointee.d_ino), in: handle.node, now: now, validFor: validFor)
-          // A name that is not UTF-8 is listed as a plain entry; its lookup is refused (EILSEQ).
-          if let text = isDot || cached != nil ? nil : try? MountOperations.name(name) {
-            guard let found = try? fs.lookup(handle.node, text) else { return 0 }  // gone meanwhile
-            e = MountOperations.entry(fs, found.0, found.1, at: now)
-            handle.oldestEntrySent = min(handle.oldestEntrySent, now)
-          } else {
-            e.attr.st_ino = item.pointee.d_ino
-            e.attr.st_mode = mode_t(item.pointee.d_type) << 12
-            if let cached { handle.oldestEntrySent = min(handle.oldestEntrySent, cached) }
-          }
+          guard var e = plusEntry(fs, handle, name, entry, now: now, validFor: validFor) else { return 0 }
           return buffer.withUnsafeMutableBufferPointer {
             fuse_add_direntry_plus(req, $0.baseAddress! + used, remaining, name, &e, next)
           }
@@ -207,6 +197,32 @@ extension MountOperations {
       fs.nodes.noteListingSent(handle.node, oldest: handle.oldestEntrySent == .max ? now : handle.oldestEntrySent)
     }
     fuse_reply_buf(req, buffer, used)
+  }
+
+  /// The `readdirplus` entry of `name` (`entry` of the stream of `handle`): looked up, or without
+  /// attributes when the kernel still holds them (or for `.`, `..` and names that are not UTF-8,
+  /// whose lookup is refused); nil when the item went meanwhile.
+  private static func plusEntry(
+    _ fs: MountFileSystem, _ handle: MountHandle, _ name: UnsafePointer<CChar>, _ entry: dirent, now: UInt64,
+    validFor: UInt64
+  ) -> fuse_entry_param? {
+    let isDot = name[0] == 0x2E && (name[1] == 0 || (name[1] == 0x2E && name[2] == 0))
+    var e = fuse_entry_param()
+    let cached =
+      isDot || entry.d_type == 0
+      ? nil
+      : fs.nodes.entryStillCached(inode: UInt64(entry.d_ino), in: handle.node, now: now, validFor: validFor)
+    // A name that is not UTF-8 is listed as a plain entry; its lookup is refused (EILSEQ).
+    if let text = isDot || cached != nil ? nil : try? MountOperations.name(name) {
+      guard let found = try? fs.lookup(handle.node, text) else { return nil }  // gone meanwhile
+      e = MountOperations.entry(fs, found.0, found.1, at: now)
+      handle.oldestEntrySent = min(handle.oldestEntrySent, now)
+    } else {
+      e.attr.st_ino = entry.d_ino
+      e.attr.st_mode = mode_t(entry.d_type) << 12
+      if let cached { handle.oldestEntrySent = min(handle.oldestEntrySent, cached) }
+    }
+    return e
   }
 
   /// getxattr, listxattr, setxattr, removexattr.

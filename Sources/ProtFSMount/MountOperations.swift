@@ -86,6 +86,17 @@ enum MountOperations {
       if let conn { protfs_fuse_init_connection(conn) }
       if let userdata { Unmanaged<MountFileSystem>.fromOpaque(userdata).takeUnretainedValue().connected() }
     }
+    MountOperations.addNodes(&ops)
+    MountOperations.addCreation(&ops)
+    MountOperations.addRemoval(&ops)
+    MountOperations.addData(&ops)
+    MountOperations.addDirectories(&ops)
+    MountOperations.addAttributes(&ops)
+    return ops
+  }
+
+  /// Looking nodes up, forgetting them, and their attributes and link targets.
+  static func addNodes(_ ops: inout fuse_lowlevel_ops) {
     ops.lookup = { req, parent, name in
       let fs = MountOperations.fileSystem(req)
       MountOperations.reply(req) { () throws(Errno) in
@@ -128,6 +139,10 @@ enum MountOperations {
         fuse_reply_readlink(req, try fs.readLink(try fs.nodes.node(UInt64(ino))))
       }
     }
+  }
+
+  /// Making files, directories, symbolic links and hard links.
+  static func addCreation(_ ops: inout fuse_lowlevel_ops) {
     ops.mknod = { req, parent, name, mode, rdev in
       let fs = MountOperations.fileSystem(req)
       MountOperations.reply(req) { () throws(Errno) in
@@ -163,6 +178,10 @@ enum MountOperations {
         MountOperations.replyEntry(req, fs, made)
       }
     }
+  }
+
+  /// Removing and renaming names.
+  static func addRemoval(_ ops: inout fuse_lowlevel_ops) {
     ops.unlink = { req, parent, name in
       let fs = MountOperations.fileSystem(req)
       MountOperations.reply(req) { () throws(Errno) in
@@ -186,10 +205,6 @@ enum MountOperations {
         fuse_reply_err(req, 0)
       }
     }
-    MountOperations.addData(&ops)
-    MountOperations.addDirectories(&ops)
-    MountOperations.addAttributes(&ops)
-    return ops
   }
 
   /// What a `setattr` request asks to change.

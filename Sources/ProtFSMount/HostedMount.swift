@@ -19,7 +19,7 @@ package final class HostedMount: Sendable {
   /// The soft descriptor limit of this process before any mount raised it.
   package static let originalDescriptorLimit: rlim_t = {
     var limit = rlimit()
-    return getrlimit(__rlimit_resource_t(RLIMIT_NOFILE.rawValue), &limit) == 0 ? limit.rlim_cur : 1024
+    return Kernel.getrlimit(__rlimit_resource_t(RLIMIT_NOFILE.rawValue), &limit) == 0 ? limit.rlim_cur : 1024
   }()
 
   /// The mountpoint.
@@ -52,7 +52,7 @@ package final class HostedMount: Sendable {
       // Left by a supervisor that was killed: its serving threads died with it, and the dead mount
       // answers every look at the mountpoint with ENOTCONN until it is detached.
       if MountRegistry.protfsMountpoints().contains(mountpoint) {
-        _ = valueOrErrno(.umount) { umount2(mountpoint, Int32(PROTFS_MOUNT_MNT_DETACH)) }
+        _ = Kernel.umount2(mountpoint, Int32(PROTFS_MOUNT_MNT_DETACH))
       }
       do throws(ProtFSError) {
         _ = try parent.makeDirectory(bundleID, permissions: FilePermissions(rawValue: 0o700))
@@ -85,7 +85,7 @@ package final class HostedMount: Sendable {
     // auto_unmount from acting). No descriptor of this process is meant for a child's exec.
     // (The listing's own descriptor is among them: marking it too does no harm.)
     for (name, _) in (try? DirectoryHandle(path: "/proc/self/fd").entries()) ?? [] {
-      if let fd = Int32(name), fd > STDERR_FILENO { _ = valueOrErrno(.fcntl) { fcntl(fd, F_SETFD, FD_CLOEXEC) } }
+      if let fd = Int32(name), fd > STDERR_FILENO { _ = Kernel.fcntl(fd, F_SETFD, FD_CLOEXEC) }
     }
   }
 
@@ -98,7 +98,7 @@ package final class HostedMount: Sendable {
       return !done
     }
     guard first else { return }
-    _ = valueOrErrno(.umount) { umount2(mountpoint, Int32(PROTFS_MOUNT_MNT_DETACH)) }
+    _ = Kernel.umount2(mountpoint, Int32(PROTFS_MOUNT_MNT_DETACH))
     _ = finished.wait(timeout: .now() + 5)
   }
 }

@@ -18,12 +18,12 @@ package enum MountDaemon {
   /// Throws one clear error unless this process can mount: `/dev/fuse` present and openable, and
   /// root (who alone can let other users into the mount and hand new items to their creators).
   package static func checkAvailable() throws(ProtFSError) {
-    guard geteuid() == 0 else {
+    guard Kernel.geteuid() == 0 else {
       throw ProtFSError(
         .permissionDenied, "Cannot mount: only root can serve a device to every user and process.",
         errno: EPERM, remedy: .runAsRoot(orChown: false))
     }
-    switch valueOrErrno(.open, { open("/dev/fuse", O_RDWR | O_CLOEXEC) }) {
+    switch Kernel.open("/dev/fuse", O_RDWR | O_CLOEXEC) {
     case .success(let fd): closeDescriptor(fd)
     case .failure(let e):
       throw ProtFSError(
@@ -38,7 +38,7 @@ package enum MountDaemon {
     throws(ProtFSError)
   {
     var s = stat()
-    guard case .success = valueOrErrno(.stat, { stat(mountpoint, &s) }), s.st_mode & S_IFMT == S_IFDIR else {
+    guard case .success = Kernel.stat(mountpoint, &s), s.st_mode & S_IFMT == S_IFDIR else {
       throw ProtFSError(
         .notFound, "Cannot mount at '\(mountpoint)': it is not a directory.", path: mountpoint, errno: ENOTDIR,
         remedy: .advice("create the directory first (mkdir -p)"))
@@ -102,7 +102,7 @@ package enum MountDaemon {
         path: mountpoint, remedy: .enableFuse)
     }
     let registry = MountRegistry(device: device)
-    let pid = getpid()
+    let pid = Kernel.getpid()
     defer { registry.remove(pid: pid) }
     // An app's mount is its supervisor's, which starts the app once the mount answers: it is
     // ready as soon as the kernel's connection is set up, and recorded after (only `status` reads
@@ -129,7 +129,7 @@ package enum MountDaemon {
     var signals = sigset_t()
     sigemptyset(&signals)
     for signal in [SIGINT, SIGTERM, SIGHUP] { sigaddset(&signals, signal) }
-    pthread_sigmask(SIG_UNBLOCK, &signals, nil)
+    Kernel.pthread_sigmask(SIG_UNBLOCK, &signals, nil)
     guard fuse_set_signal_handlers(session) == 0 else {
       throw ProtFSError(.io, "Cannot install the FUSE signal handlers.", path: mountpoint)
     }
@@ -154,7 +154,7 @@ package enum MountDaemon {
       // app, is reported on the supervisor's standard error.
       if forApp == nil {
         unrecorded(error)
-        _ = valueOrErrno(.umount) { umount2(mountpoint, Int32(PROTFS_MOUNT_MNT_DETACH)) }
+        _ = Kernel.umount2(mountpoint, Int32(PROTFS_MOUNT_MNT_DETACH))
       } else {
         let line = "protfs app: the app's mount is not recorded, so `lock` does not wait for it: \(error.message)\n"
         FileHandle.standardError.write(Data(line.utf8))
@@ -167,11 +167,11 @@ package enum MountDaemon {
   /// Lifts the descriptor limit: the daemon holds one descriptor per item the kernel knows.
   static func raiseDescriptorLimit() {
     var limit = rlimit()
-    guard getrlimit(__rlimit_resource_t(RLIMIT_NOFILE.rawValue), &limit) == 0 else { return }
+    guard Kernel.getrlimit(__rlimit_resource_t(RLIMIT_NOFILE.rawValue), &limit) == 0 else { return }
     var wanted = rlimit(rlim_cur: 1 << 20, rlim_max: max(limit.rlim_max, 1 << 20))
-    if setrlimit(__rlimit_resource_t(RLIMIT_NOFILE.rawValue), &wanted) != 0 {
+    if Kernel.setrlimit(__rlimit_resource_t(RLIMIT_NOFILE.rawValue), &wanted) != 0 {
       limit.rlim_cur = limit.rlim_max
-      _ = setrlimit(__rlimit_resource_t(RLIMIT_NOFILE.rawValue), &limit)
+      _ = Kernel.setrlimit(__rlimit_resource_t(RLIMIT_NOFILE.rawValue), &limit)
     }
   }
 
@@ -192,10 +192,10 @@ package enum MountDaemon {
         remedy: .advice("list the device's mounts with its status"))
     }
     var outcome = UnmountOutcome.unmounted
-    switch valueOrErrno(.umount, { umount2(mountpoint, 0) }) {
+    switch Kernel.umount2(mountpoint, 0) {
     case .success: break
     case .failure(let e) where e.rawValue == EBUSY:
-      _ = try valueOrErrno(.umount) { umount2(mountpoint, Int32(PROTFS_MOUNT_MNT_DETACH)) }.orThrow(
+      _ = try Kernel.umount2(mountpoint, Int32(PROTFS_MOUNT_MNT_DETACH)).orThrow(
         "unmount", path: mountpoint)
       outcome = .detached
     case .failure(let e) where e == .notPermitted:

@@ -38,7 +38,7 @@ final class MountHandle: @unchecked Sendable {
   }
 
   deinit {
-    if let directory { closedir(directory) } else { closeDescriptor(fd) }
+    if let directory { Kernel.closedir(directory) } else { closeDescriptor(fd) }
   }
 }
 
@@ -75,7 +75,7 @@ extension MountFileSystem {
   /// writes unwritten; other programs may fill the disk meanwhile, hence the margin.
   func roomForWriteback() -> Bool {
     var s = statvfs()
-    guard case .success = valueOrErrno(.statfs, { fstatvfs(nodes.root.fd, &s) }) else { return false }
+    guard case .success = Kernel.fstatvfs(nodes.root.fd, &s) else { return false }
     return UInt64(s.f_bavail) * UInt64(s.f_frsize) >= 256 << 20
   }
 
@@ -128,7 +128,7 @@ extension MountFileSystem {
     if seal != nil { asked = (asked & ~(O_ACCMODE | O_APPEND)) | O_RDWR }
     let clean = Self.backingFlags(asked, cached: cached) | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW
     let fd: Int32
-    switch valueOrErrno(.open, { openat(parent.fd, name, clean, mode) }) {
+    switch Kernel.openat(parent.fd, name, clean, mode) {
     case .success(let opened): fd = opened
     case .failure(let e) where e == .exists && flags & O_EXCL == 0:
       // Made by someone else meanwhile: an open of an existing file.
@@ -148,7 +148,7 @@ extension MountFileSystem {
       cipher = try seal?.seal(fd, class: cls)
     } catch {
       closeDescriptor(fd)
-      _ = valueOrErrno(.unlink) { unlinkat(parent.fd, name, 0) }
+      _ = Kernel.unlinkat(parent.fd, name, 0)
       throw error
     }
     let (node, s) = try entry(parent, name)
@@ -191,7 +191,7 @@ extension MountFileSystem {
       return written
     }
     guard !handle.writesThroughCache,
-      try valueOrErrno(.fcntl, { fcntl(handle.fd, F_GETFL) }).get() & O_APPEND != 0
+      try Kernel.fcntl(handle.fd, F_GETFL).get() & O_APPEND != 0
     else { return try write(to: handle.fd) }
     let own = try handle.node.reopen(O_WRONLY)
     defer { closeDescriptor(own) }
@@ -200,7 +200,7 @@ extension MountFileSystem {
 
   /// `flush` (each `close` of a descriptor): closing a duplicate reports write-back errors.
   func flush(_ handle: MountHandle) throws(Errno) {
-    let copy = try valueOrErrno(.fcntl, { fcntl(handle.fd, F_DUPFD_CLOEXEC, 0) }).get()
+    let copy = try Kernel.fcntl(handle.fd, F_DUPFD_CLOEXEC, 0).get()
     // Its close reports a delayed write error; never retried (`closeDescriptor`): after EINTR the
     // descriptor is already closed (and its number may be reused).
     try closeDescriptor(copy).get()
@@ -208,14 +208,14 @@ extension MountFileSystem {
 
   /// `fsync`.
   func sync(_ handle: MountHandle, dataOnly: Bool) throws(Errno) {
-    _ = try valueOrErrno(dataOnly ? .fdatasync : .fsync) { dataOnly ? fdatasync(handle.fd) : fsync(handle.fd) }.get()
+    _ = try (dataOnly ? Kernel.fdatasync(handle.fd) : Kernel.fsync(handle.fd)).get()
   }
 
   /// `opendir`: listing is metadata, never gated.
   func openDirectory(_ node: MountNode) throws(Errno) -> MountHandle {
     let fd = try node.reopen(O_RDONLY | O_DIRECTORY)
     let handle = MountHandle(fd: fd, node: node)
-    guard let stream = fdopendir(fd) else {
+    guard let stream = Kernel.fdopendir(fd) else {
       let e = Errno(errno)
       closeDescriptor(fd)
       throw e
@@ -252,7 +252,7 @@ extension MountFileSystem {
         try sealed.truncateOrEIO(to: Int(size))
       } else if let handle {
         try decideIO(handle)
-        _ = try valueOrErrno(.truncate) { ftruncate(handle.fd, size) }.get()
+        _ = try Kernel.ftruncate(handle.fd, size).get()
       } else if seal != nil, !node.isDirectory {
         refreshOwnClass(node)
         try decide(node, .write)
@@ -261,7 +261,7 @@ extension MountFileSystem {
       } else {
         refreshOwnClass(node)
         try decide(node, .write)
-        _ = try valueOrErrno(.truncate) { truncate(procPath(fd), size) }.get()
+        _ = try Kernel.truncate(procPath(fd), size).get()
       }
     }
     if change.mode != nil || change.uid != nil || change.gid != nil {
@@ -271,9 +271,9 @@ extension MountFileSystem {
       let omit = timespec(tv_sec: 0, tv_nsec: PROTFS_MOUNT_UTIME_OMIT)
       var times = [change.accessTime ?? omit, change.modificationTime ?? omit]
       if let handle {
-        _ = try valueOrErrno(.utimens) { futimens(handle.fd, &times) }.get()
+        _ = try Kernel.futimens(handle.fd, &times).get()
       } else {
-        _ = try valueOrErrno(.utimens) { utimensat(AT_FDCWD, procPath(fd), &times, 0) }.get()
+        _ = try Kernel.utimensat(AT_FDCWD, procPath(fd), &times, 0).get()
       }
     }
     return try attributes(fd)
@@ -281,7 +281,7 @@ extension MountFileSystem {
 
   private func changeModeOrOwner(_ node: MountNode, _ fd: Int32, _ change: AttributeChange) throws(Errno) {
     var s = stat()
-    _ = try valueOrErrno(.stat) { fstatat(fd, "", &s, PROTFS_MOUNT_AT_EMPTY_PATH | AT_SYMLINK_NOFOLLOW) }.get()
+    _ = try Kernel.fstatat(fd, "", &s, PROTFS_MOUNT_AT_EMPTY_PATH | AT_SYMLINK_NOFOLLOW).get()
     let isDirectory = s.st_mode & S_IFMT == S_IFDIR
     if s.st_mode & 0o222 == 0, var record = savedMode(fd, isDirectory: isDirectory), let key = currentModeKey() {
       // Restricted by a lock: the change waits in the record, the item stays as the lock left it.
@@ -299,23 +299,19 @@ extension MountFileSystem {
       let restricted = SavedModeRecord.restrictedMode(record.mode, isDirectory: isDirectory, handedOver: handedOver)
       let owner = handedOver ? 0 : record.uid
       if s.st_uid != owner || s.st_gid != record.gid {
-        _ = try valueOrErrno(.chown) {
-          fchownat(fd, "", owner, record.gid, PROTFS_MOUNT_AT_EMPTY_PATH | AT_SYMLINK_NOFOLLOW)
-        }.get()
+        _ = try Kernel.fchownat(fd, "", owner, record.gid, PROTFS_MOUNT_AT_EMPTY_PATH | AT_SYMLINK_NOFOLLOW).get()
       }
-      _ = try valueOrErrno(.chmod) { chmod(procPath(fd), mode_t(restricted)) }.get()
+      _ = try Kernel.chmod(procPath(fd), mode_t(restricted)).get()
       return
     }
     if change.uid != nil || change.gid != nil {
-      _ = try valueOrErrno(.chown) {
-        fchownat(
-          fd, "", change.uid ?? uid_t.max, change.gid ?? gid_t.max,
-          PROTFS_MOUNT_AT_EMPTY_PATH | AT_SYMLINK_NOFOLLOW)
-      }.get()
+      _ = try Kernel.fchownat(
+        fd, "", change.uid ?? uid_t.max, change.gid ?? gid_t.max, PROTFS_MOUNT_AT_EMPTY_PATH | AT_SYMLINK_NOFOLLOW
+      ).get()
     }
     if let mode = change.mode {
       guard s.st_mode & S_IFMT != S_IFLNK else { throw .notSupported }
-      _ = try valueOrErrno(.chmod) { chmod(procPath(fd), mode & 0o7777) }.get()
+      _ = try Kernel.chmod(procPath(fd), mode & 0o7777).get()
     }
   }
 }

@@ -19,7 +19,7 @@ extension MountFileSystem {
     MountNode, stat
   ) {
     let cls = try classForNewItem(in: parent)
-    _ = try valueOrErrno(.mkdir) { mkdirat(parent.fd, name, mode) }.get()
+    _ = try Kernel.mkdirat(parent.fd, name, mode).get()
     try label(parent, name, directory: true, class: cls, caller: caller)
     return try entry(parent, name)
   }
@@ -31,7 +31,7 @@ extension MountFileSystem {
     let kind = mode & S_IFMT
     guard kind == S_IFREG || kind == S_IFIFO || kind == S_IFSOCK else { throw .notPermitted }
     let cls = try classForNewItem(in: parent)
-    _ = try valueOrErrno(.mknod) { mknodat(parent.fd, name, mode, 0) }.get()
+    _ = try Kernel.mknodat(parent.fd, name, mode, 0).get()
     try label(parent, name, directory: false, class: kind == S_IFREG ? cls : nil, caller: caller)
     return try entry(parent, name)
   }
@@ -41,9 +41,9 @@ extension MountFileSystem {
     MountNode, stat
   ) {
     _ = try classForNewItem(in: parent)
-    _ = try valueOrErrno(.symlink) { symlinkat(target, parent.fd, name) }.get()
+    _ = try Kernel.symlinkat(target, parent.fd, name).get()
     if isRoot && (caller.uid != 0 || caller.gid != 0) {
-      _ = try valueOrErrno(.chown) { fchownat(parent.fd, name, caller.uid, caller.gid, AT_SYMLINK_NOFOLLOW) }.get()
+      _ = try Kernel.fchownat(parent.fd, name, caller.uid, caller.gid, AT_SYMLINK_NOFOLLOW).get()
     }
     return try entry(parent, name)
   }
@@ -53,7 +53,7 @@ extension MountFileSystem {
     throws(Errno)
   {
     let flags = PROTFS_MOUNT_O_PATH | O_NOFOLLOW | O_CLOEXEC | (directory ? O_DIRECTORY : 0)
-    let fd = try valueOrErrno(.open) { openat(parent.fd, name, flags) }.get()
+    let fd = try Kernel.openat(parent.fd, name, flags).get()
     defer { closeDescriptor(fd) }
     try adopt(fd, class: cls, uid: caller.uid, gid: caller.gid, parent: parent)
   }
@@ -63,14 +63,14 @@ extension MountFileSystem {
     // The new name must not give the file the class of its new directory.
     try keepClass(node)
     _ = try node.withPath { (fd) throws(Errno) in
-      try valueOrErrno(.link) { linkat(fd, "", parent.fd, name, PROTFS_MOUNT_AT_EMPTY_PATH) }.get()
+      try Kernel.linkat(fd, "", parent.fd, name, PROTFS_MOUNT_AT_EMPTY_PATH).get()
     }
     return try entry(parent, name)
   }
 
   /// `unlink` and `rmdir` (metadata: not gated).
   func remove(_ parent: MountNode, _ name: String, directory: Bool) throws(Errno) {
-    _ = try valueOrErrno(.unlink) { unlinkat(parent.fd, name, directory ? AT_REMOVEDIR : 0) }.get()
+    _ = try Kernel.unlinkat(parent.fd, name, directory ? AT_REMOVEDIR : 0).get()
   }
 
   /// `rename`, with renameat2(2)'s flags (metadata: not gated). Moved items keep their class: an
@@ -82,7 +82,7 @@ extension MountFileSystem {
   {
     try keepClass(name, in: parent)
     if flags & UInt32(PROTFS_MOUNT_RENAME_EXCHANGE) != 0 { try keepClass(newName, in: newParent) }
-    _ = try valueOrErrno(.rename) { Kernel.rename(parent.fd, name, newParent.fd, newName, flags: flags) }.get()
+    _ = try Kernel.renameat2(parent.fd, name, newParent.fd, newName, Kernel.RenameFlags(rawValue: flags)).get()
     reparent(newParent, newName)
     if flags & UInt32(PROTFS_MOUNT_RENAME_EXCHANGE) != 0 { reparent(parent, name) }
   }
@@ -91,7 +91,7 @@ extension MountFileSystem {
   /// the class it has there now, as its own, before it moves.
   private func keepClass(_ name: String, in parent: MountNode) throws(Errno) {
     var s = stat()
-    guard case .success = valueOrErrno(.stat, { fstatat(parent.fd, name, &s, AT_SYMLINK_NOFOLLOW) }) else { return }
+    guard case .success = Kernel.fstatat(parent.fd, name, &s, AT_SYMLINK_NOFOLLOW) else { return }
     let kind = s.st_mode & S_IFMT
     guard kind == S_IFREG || kind == S_IFDIR else { return }
     let own = withUnsafeTemporaryAllocation(byteCount: 64, alignment: 1) { buffer -> Bool in
@@ -122,7 +122,7 @@ extension MountFileSystem {
   /// Makes the node of the entry `name` of `parent`, if the kernel knows it, a child of `parent`.
   private func reparent(_ parent: MountNode, _ name: String) {
     var s = stat()
-    guard case .success = valueOrErrno(.stat, { fstatat(parent.fd, name, &s, AT_SYMLINK_NOFOLLOW) }),
+    guard case .success = Kernel.fstatat(parent.fd, name, &s, AT_SYMLINK_NOFOLLOW),
       let node = nodes.node(for: MountNode.Key(device: UInt64(s.st_dev), inode: UInt64(s.st_ino)))
     else { return }
     nodes.reparent(node, to: parent)
@@ -132,7 +132,7 @@ extension MountFileSystem {
   func readLink(_ node: MountNode) throws(Errno) -> String {
     var buffer = [CChar](repeating: 0, count: Int(PATH_MAX) + 1)
     let count = try node.withPath { (fd) throws(Errno) in
-      try valueOrErrno(.readlink) { readlinkat(fd, "", &buffer, buffer.count - 1) }.get()
+      try Kernel.readlinkat(fd, "", &buffer, buffer.count - 1).get()
     }
     return String(decoding: buffer.prefix(count).map { UInt8(bitPattern: $0) }, as: UTF8.self)
   }

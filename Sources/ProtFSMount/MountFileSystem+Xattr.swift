@@ -32,9 +32,7 @@ extension MountFileSystem {
   func attributeNames(_ node: MountNode, size: Int) throws(Errno) -> [UInt8] {
     var buffer = [CChar](repeating: 0, count: size)
     let count = try node.withPath { (fd) throws(Errno) in
-      try valueOrErrno(.getxattr) {
-        buffer.withUnsafeMutableBufferPointer { listxattr(procPath(fd), $0.baseAddress, size) }
-      }.get()
+      try buffer.withUnsafeMutableBufferPointer { Kernel.listxattr(procPath(fd), $0.baseAddress, size) }.get()
     }
     if size == 0 { return [UInt8](repeating: 0, count: count) }
     return buffer.prefix(count).map { UInt8(bitPattern: $0) }
@@ -75,7 +73,7 @@ extension MountFileSystem {
     refreshOwnClass(node)
     try decide(node, .write)
     _ = try node.withPath { (fd) throws(Errno) in
-      try valueOrErrno(.removexattr) { removexattr(procPath(fd), name) }.get()
+      try Kernel.removexattr(procPath(fd), name).get()
     }
     if name == AttributeName.protectionClass {
       nodes.setOwnClass(node, nil)

@@ -22,7 +22,7 @@ package final class MountFileSystem: Sendable {
   /// The saved-mode key, once a transition has made it.
   let modeKey = Mutex<ModeKey?>(nil)
   /// Whether the daemon runs as root: then items it creates are handed to the caller.
-  let isRoot = geteuid() == 0
+  let isRoot = Kernel.geteuid() == 0
   /// How long the kernel may keep names and attributes. What the mount shows changes only
   /// through the mount (whose replies carry the new attributes) or by programs working on the
   /// backing tree directly, which see their changes through the mount this much later; a lock
@@ -55,10 +55,10 @@ package final class MountFileSystem: Sendable {
     try device.requireInitialized()
     self.device = device
     let containers = try device.openDirectory(Device.containersPath)
-    let fd = try valueOrErrno(.open) { fcntl(containers.fd, F_DUPFD_CLOEXEC, 3) }.orThrow(
+    let fd = try Kernel.fcntl(containers.fd, F_DUPFD_CLOEXEC, 3, as: .open).orThrow(
       "open", path: containers.path)
     var s = stat()
-    _ = try valueOrErrno(.stat) { fstat(fd, &s) }.orThrow("inspect", path: containers.path)
+    _ = try Kernel.fstat(fd, &s).orThrow("inspect", path: containers.path)
     let root = MountNode(
       id: 1, key: MountNode.Key(device: UInt64(s.st_dev), inode: UInt64(s.st_ino)), fd: fd, isDirectory: true,
       mountFD: -1, prepared: nil)
@@ -132,7 +132,7 @@ package final class MountFileSystem: Sendable {
   /// permission checks through the mount see the item as its owner left it.
   func attributes(_ fd: Int32) throws(Errno) -> stat {
     var s = stat()
-    _ = try valueOrErrno(.stat) { fstatat(fd, "", &s, PROTFS_MOUNT_AT_EMPTY_PATH | AT_SYMLINK_NOFOLLOW) }.get()
+    _ = try Kernel.fstatat(fd, "", &s, PROTFS_MOUNT_AT_EMPTY_PATH | AT_SYMLINK_NOFOLLOW).get()
     // A restricted item never keeps a write bit: only those can carry a record worth reading.
     if s.st_mode & 0o222 == 0, let record = savedMode(fd, isDirectory: s.st_mode & S_IFMT == S_IFDIR) {
       s.st_mode = (s.st_mode & S_IFMT) | mode_t(record.mode)
@@ -173,7 +173,7 @@ package final class MountFileSystem: Sendable {
     // becoming a terminal), so that their attributes are read through the descriptor itself; any
     // other item only as a path.
     var before = stat()
-    _ = try valueOrErrno(.stat) { fstatat(parent.fd, name, &before, AT_SYMLINK_NOFOLLOW) }.get()
+    _ = try Kernel.fstatat(parent.fd, name, &before, AT_SYMLINK_NOFOLLOW).get()
     // The fast path, for what is not a directory and keeps a write bit (so no lock restricted it
     // and its attributes are shown as they are): a file handle taken by name, no descriptor. Its
     // class is read from the inode itself at each open, and the handle is checked against the
@@ -192,10 +192,10 @@ package final class MountFileSystem: Sendable {
     let pathOnly = PROTFS_MOUNT_O_PATH | O_NOFOLLOW | O_CLOEXEC
     let flags = readable ? O_RDONLY | O_NONBLOCK | O_NOCTTY | O_NOFOLLOW | O_CLOEXEC : pathOnly
     let fd: Int32
-    switch valueOrErrno(.open, { openat(parent.fd, name, flags) }) {
+    switch Kernel.openat(parent.fd, name, flags) {
     case .success(let opened): fd = opened
     case .failure(let e) where e == .noSuchFile || e == .tooManySymlinks: throw e
-    case .failure: fd = try valueOrErrno(.open) { openat(parent.fd, name, pathOnly) }.get()
+    case .failure: fd = try Kernel.openat(parent.fd, name, pathOnly).get()
     }
     let s: stat
     do {
@@ -225,10 +225,10 @@ package final class MountFileSystem: Sendable {
     if isRoot, uid != 0 || gid != 0 {
       // A set-group-ID directory gives its group to new items, as the kernel does.
       var p = stat()
-      let keepGroup = (try? valueOrErrno(.stat) { fstat(parent.fd, &p) }.get()) != nil && p.st_mode & S_ISGID != 0
-      _ = try valueOrErrno(.chown) {
-        fchownat(fd, "", uid, keepGroup ? gid_t.max : gid, PROTFS_MOUNT_AT_EMPTY_PATH | AT_SYMLINK_NOFOLLOW)
-      }.get()
+      let keepGroup = (try? Kernel.fstat(parent.fd, &p).get()) != nil && p.st_mode & S_ISGID != 0
+      _ = try Kernel.fchownat(
+        fd, "", uid, keepGroup ? gid_t.max : gid, PROTFS_MOUNT_AT_EMPTY_PATH | AT_SYMLINK_NOFOLLOW
+      ).get()
     }
     if let cls { try restrictIfLocked(fd, class: cls) }
   }
@@ -239,7 +239,7 @@ package final class MountFileSystem: Sendable {
   /// the saved mode; unlock restores it; and `status` finds it in line with the state.
   private func restrictIfLocked(_ fd: Int32, class cls: ProtectionClass) throws(Errno) {
     var s = stat()
-    _ = try valueOrErrno(.stat) { fstatat(fd, "", &s, PROTFS_MOUNT_AT_EMPTY_PATH | AT_SYMLINK_NOFOLLOW) }.get()
+    _ = try Kernel.fstatat(fd, "", &s, PROTFS_MOUNT_AT_EMPTY_PATH | AT_SYMLINK_NOFOLLOW).get()
     let isDirectory = s.st_mode & S_IFMT == S_IFDIR
     guard protectionState().restricts(isDirectory ? .directory : .file, cls), let key = currentModeKey() else {
       return
@@ -251,12 +251,10 @@ package final class MountFileSystem: Sendable {
     }.get()
     let handedOver = isRoot && s.st_uid != 0
     if handedOver {
-      _ = try valueOrErrno(.chown) {
-        fchownat(fd, "", 0, s.st_gid, PROTFS_MOUNT_AT_EMPTY_PATH | AT_SYMLINK_NOFOLLOW)
-      }.get()
+      _ = try Kernel.fchownat(fd, "", 0, s.st_gid, PROTFS_MOUNT_AT_EMPTY_PATH | AT_SYMLINK_NOFOLLOW).get()
     }
     let restricted = SavedModeRecord.restrictedMode(record.mode, isDirectory: isDirectory, handedOver: handedOver)
-    _ = try valueOrErrno(.chmod) { chmod(procPath(fd), mode_t(restricted)) }.get()
+    _ = try Kernel.chmod(procPath(fd), mode_t(restricted)).get()
   }
 
   /// The class an item created in `parent` gets, once the table allows creating there now.

@@ -83,14 +83,14 @@ final class MountNode: @unchecked Sendable {
   /// Opens the item anew with `flags` (no name is resolved: the `/proc` magic link of the
   /// descriptor, or the file handle, leads to exactly this inode).
   func reopen(_ flags: Int32) throws(Errno) -> Int32 {
-    if fd >= 0 { return try valueOrErrno(.open) { Glibc.open("/proc/self/fd/\(fd)", flags | O_CLOEXEC) }.get() }
+    if fd >= 0 { return try Kernel.open("/proc/self/fd/\(fd)", flags | O_CLOEXEC).get() }
     var handle = handle
-    let opened = try valueOrErrno(.open) {
-      withUnsafeBytes(of: &handle) { protfs_open_by_handle(mountFD, $0.baseAddress, flags | O_CLOEXEC) }
+    let opened = try withUnsafeBytes(of: &handle) {
+      Kernel.open_by_handle_at(mountFD, $0.baseAddress, flags | O_CLOEXEC, through: protfs_open_by_handle)
     }.get()
     // A handle taken by name could name another inode if the name changed meanwhile: check.
     var s = stat()
-    guard case .success = valueOrErrno(.stat, { fstat(opened, &s) }), UInt64(s.st_dev) == key.device,
+    guard case .success = Kernel.fstat(opened, &s), UInt64(s.st_dev) == key.device,
       UInt64(s.st_ino) == key.inode
     else {
       closeDescriptor(opened)
@@ -203,7 +203,7 @@ final class MountNodes: Sendable {
           mountFD = known
         } else if let opened = try? parent.reopen(O_RDONLY | O_DIRECTORY), opened >= 0 {
           var s = stat()
-          if case .success = valueOrErrno(.stat, { fstat(opened, &s) }), UInt64(s.st_dev) == key.device {
+          if case .success = Kernel.fstat(opened, &s), UInt64(s.st_dev) == key.device {
             table.mountFDs[key.device] = opened
             mountFD = opened
           } else {

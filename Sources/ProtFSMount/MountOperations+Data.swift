@@ -120,7 +120,7 @@ extension MountOperations {
     }
     ops.fsyncdir = { req, _, _, fi in
       MountOperations.reply(req) { () throws(Errno) in
-        _ = try valueOrErrno(.fsync) { fsync(MountOperations.handle(fi)!.fd) }.get()
+        _ = try Kernel.fsync(MountOperations.handle(fi)!.fd).get()
         fuse_reply_err(req, 0)
       }
     }
@@ -128,7 +128,7 @@ extension MountOperations {
       let fs = MountOperations.fileSystem(req)
       MountOperations.reply(req) { () throws(Errno) in
         var s = statvfs()
-        _ = try valueOrErrno(.statfs) { fstatvfs(fs.nodes.root.fd, &s) }.get()
+        _ = try Kernel.fstatvfs(fs.nodes.root.fd, &s).get()
         fuse_reply_statfs(req, &s)
       }
     }
@@ -161,7 +161,7 @@ extension MountOperations {
     var used = 0
     while true {
       errno = 0
-      guard let item = readdir(stream) else {
+      guard let item = Kernel.readdir(stream) else {
         ended = errno == 0
         break
       }

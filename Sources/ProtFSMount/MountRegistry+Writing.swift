@@ -31,6 +31,6 @@ extension MountRegistry {
   }
 
   private static func removeEntry(pid: Int32, in directory: DirectoryHandle) {
-    _ = valueOrErrno(.unlink) { unlinkat(directory.fd, entryName(pid: pid), 0) }
+    _ = Kernel.unlinkat(directory.fd, entryName(pid: pid), 0)
   }
 }

@@ -76,7 +76,7 @@ final class MountSeal: Sendable {
 
   private static func inode(_ fd: Int32) throws(SealError) -> UInt64 {
     var s = stat()
-    guard case .success = valueOrErrno(.stat, { fstat(fd, &s) }) else { throw .crypto("fstat failed") }
+    guard case .success = Kernel.fstat(fd, &s) else { throw .crypto("fstat failed") }
     return UInt64(s.st_ino)
   }
 }

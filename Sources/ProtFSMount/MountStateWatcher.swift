@@ -11,10 +11,10 @@ import ProtFSSystem
 enum MountStateWatcher {
   /// Watches `.protfs/` for replaced state files, on a thread of its own for the daemon's life.
   static func start(_ fs: MountFileSystem) {
-    guard case .success(let inotify) = valueOrErrno(.inotifyInit, { inotify_init1(Int32(IN_CLOEXEC)) }) else { return }
+    guard case .success(let inotify) = Kernel.inotify_init1(Int32(IN_CLOEXEC)) else { return }
     let mask = UInt32(IN_MOVED_TO | IN_CLOSE_WRITE | IN_CREATE)
     let directory = fs.device.stateDirectory
-    guard case .success = valueOrErrno(.inotifyAddWatch, { inotify_add_watch(inotify, directory, mask) }) else {
+    guard case .success = Kernel.inotify_add_watch(inotify, directory, mask) else {
       closeDescriptor(inotify)
       return
     }
@@ -24,7 +24,7 @@ enum MountStateWatcher {
     Thread.detachNewThread {
       var last = first
       var buffer = [UInt8](repeating: 0, count: 4096)
-      while (try? valueOrErrno(.read) { read(inotify, &buffer, buffer.count) }.get()) ?? 0 > 0 {
+      while (try? Kernel.read(inotify, &buffer, buffer.count).get()) ?? 0 > 0 {
         let now = fs.protectionState()
         guard now != last else { continue }
         last = now

@@ -41,7 +41,7 @@ extension Invocation {
     }
     if let path = value(option.file) { return try PasscodeFile.read(path, option: option.file.long) }
     if let value = environment[option.environmentKey] { return value }
-    guard let prompt, isatty(STDIN_FILENO) == 1 else { return nil }
+    guard let prompt, Kernel.isatty(STDIN_FILENO) == 1 else { return nil }
     return Terminal.readSecret(prompt)
   }
 
@@ -49,7 +49,7 @@ extension Invocation {
   /// standard input a terminal.
   package func promptsFor(_ option: PasscodeOption) -> Bool {
     value(option.code) == nil && value(option.file) == nil && environment[option.environmentKey] == nil
-      && isatty(STDIN_FILENO) == 1
+      && Kernel.isatty(STDIN_FILENO) == 1
   }
 
   /// Refuses two passcode options that would both read standard input.
@@ -91,16 +91,16 @@ package struct PasscodeOption: Sendable {
 package enum Terminal {
   package static func readSecret(_ prompt: String) -> String? {
     var saved = termios()
-    let hasTerminal = tcgetattr(STDIN_FILENO, &saved) == 0
+    let hasTerminal = Kernel.tcgetattr(STDIN_FILENO, &saved) == 0
     if hasTerminal {
       var quiet = saved
       quiet.c_lflag &= ~tcflag_t(ECHO)
-      tcsetattr(STDIN_FILENO, TCSAFLUSH, &quiet)
+      Kernel.tcsetattr(STDIN_FILENO, TCSAFLUSH, &quiet)
     }
     // The prompt comes after TCSAFLUSH (as getpass(3) does), so nothing typed after it is dropped.
     FileHandle.standardError.write(Data(prompt.utf8))
     defer {
-      if hasTerminal { tcsetattr(STDIN_FILENO, TCSAFLUSH, &saved) }
+      if hasTerminal { Kernel.tcsetattr(STDIN_FILENO, TCSAFLUSH, &saved) }
       FileHandle.standardError.write(Data("\n".utf8))
     }
     return readLine(strippingNewline: true)

@@ -52,7 +52,7 @@ public final class ProtectionAwareFileManager: Foundation.FileManager, @unchecke
   /// directory).
   public override func isExecutableFile(atPath path: String) -> Bool {
     onDevice(path)
-      ? protected.isExecutableFile(atPath: path) : (try? valueOrErrno(.access) { access(path, X_OK) }.get()) != nil
+      ? protected.isExecutableFile(atPath: path) : (try? Kernel.access(path, X_OK).get()) != nil
   }
 
   /// Creates a directory; `.protectionKey` in `attributes` sets its class, otherwise its parent's.

@@ -70,7 +70,7 @@ extension URLSession {
   /// returned (Apple): what is left there is deleted now (the name itself, never what a link there
   /// points to), and the file acknowledged.
   private func fileHandled(_ id: Int, at location: String) {
-    _ = valueOrErrno(.unlink) { unlink(location) }
+    _ = Kernel.unlink(location)
     let first = state.withLock { $0.acknowledged.insert(id).inserted }
     // A task below zero ran in this process: the service never had it.
     if first, id > 0 { try? backend?.acknowledgeFile(Int64(id)) }

@@ -256,7 +256,7 @@ final class DownloadFile: Sendable {
   /// `bytes` are continued).
   func existing(_ name: String, holding bytes: Int64) -> Continuation? {
     var status = stat()
-    guard bytes > 0, case .success = valueOrErrno(.stat, { lstat(directory + "/" + name, &status) }),
+    guard bytes > 0, case .success = Kernel.lstat(directory + "/" + name, &status),
       status.st_mode & S_IFMT == S_IFREG, Int64(status.st_size) >= bytes
     else { return nil }
     return Continuation(name: name, bytes: bytes)
@@ -273,14 +273,14 @@ final class DownloadFile: Sendable {
       if let name = continuing?.name ?? reusing {
         let path = directory + "/" + name
         let flags = O_WRONLY | O_CLOEXEC | O_NOFOLLOW | (continuing == nil ? O_TRUNC : 0)
-        switch valueOrErrno(.open, { open(path, flags) }) {
+        switch Kernel.open(path, flags) {
         case .success(let fd):
           state.fd = fd
           state.path = path
           if continuing != nil {
-            _ = try valueOrErrno(.write) { ftruncate(fd, off_t(offset)) }.orThrow(
+            _ = try Kernel.ftruncate(fd, off_t(offset), as: .write).orThrow(
               "continue the download's file", path: path)
-            _ = try valueOrErrno(.seek) { lseek(fd, off_t(offset), SEEK_SET) }.orThrow(
+            _ = try Kernel.lseek(fd, off_t(offset), SEEK_SET).orThrow(
               "continue the download's file", path: path)
           }
           state.written = offset
@@ -298,7 +298,7 @@ final class DownloadFile: Sendable {
         throw ProtFSError.system("create the download's file", path: path, errno: Errno(errno))
       }
       // No program the app starts inherits it.
-      _ = valueOrErrno(.fcntl) { fcntl(fd, F_SETFD, FD_CLOEXEC) }
+      _ = Kernel.fcntl(fd, F_SETFD, FD_CLOEXEC)
       state.fd = fd
       state.path = path
       state.expected = length ?? -1
@@ -328,7 +328,7 @@ final class DownloadFile: Sendable {
 
   /// Ends the file and removes it, if there is one.
   func discard() {
-    if let path = close() { _ = valueOrErrno(.unlink) { unlink(path) } }
+    if let path = close() { _ = Kernel.unlink(path) }
   }
 
   /// The error of a step taken after the download ended.

@@ -100,13 +100,13 @@ final class InProcessUploadTask: URLSessionUploadTask, RunsInProcess, AnswersIts
   /// blocking: a FIFO with no writer is refused, not waited for).
   static func body(fromFile path: String) -> UploadBody {
     let fd: Int32
-    switch valueOrErrno(.open, { open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK) }) {
+    switch Kernel.open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK) {
     case .success(let opened): fd = opened
     case .failure(let error): return .failed(ProtFSError.system("open the file to upload", path: path, errno: error))
     }
     let file = FileDescriptor(owning: fd)
     var status = stat()
-    guard case .success = valueOrErrno(.stat, { fstat(fd, &status) }), status.st_mode & S_IFMT == S_IFREG else {
+    guard case .success = Kernel.fstat(fd, &status), status.st_mode & S_IFMT == S_IFREG else {
       return .failed(ProtFSError(.invalidArgument, "'\(path)' is not a regular file to upload.", path: path))
     }
     return .file(file, size: Int64(status.st_size), path: path)

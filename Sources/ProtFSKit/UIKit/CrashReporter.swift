@@ -16,7 +16,7 @@ enum CrashReporter {
     }
     // A copy of its own: the record must not go to whatever file takes the events socket's number
     // once the app closed it.
-    guard case .success(let copy) = valueOrErrno(.fcntl, { fcntl(events, F_DUPFD_CLOEXEC, 3) }) else { return }
+    guard case .success(let copy) = Kernel.fcntl(events, F_DUPFD_CLOEXEC, 3) else { return }
     if case .failure = CrashRecord.installHandler(sendingOn: copy) { closeDescriptor(copy) }
   }()
 }

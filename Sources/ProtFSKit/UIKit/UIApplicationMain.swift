@@ -170,11 +170,11 @@ enum AppEventReader {
     var chunk = [UInt8](repeating: 0, count: 4096)
     while true {
       let count: Int
-      switch valueOrErrno(.read, { read(descriptor, &chunk, chunk.count) }) {
+      switch Kernel.read(descriptor, &chunk, chunk.count) {
       case .success(let read): count = read
       case .failure(let e) where e.rawValue == EAGAIN:
         var waiting = pollfd(fd: descriptor, events: Int16(POLLIN), revents: 0)
-        _ = valueOrErrno(.poll) { poll(&waiting, 1, -1) }
+        _ = Kernel.poll(&waiting, 1, -1)
         continue
       case .failure: return
       }
@@ -212,7 +212,7 @@ enum PrewarmHold {
   /// reflection.
   static func waitForLaunch() {
     guard ProcessEnvironment.value(AppEnvironment.prewarm) == "1" else { return }
-    unsetenv(AppEnvironment.prewarm)
+    Kernel.unsetenv(AppEnvironment.prewarm)
     // Done while held, as iOS has its frameworks ready in a prewarmed process: the first use of the
     // codec (which makes its types' metadata), of block observers, and of the runtime's
     // reflection (which `"\(state)"` of an enum uses), a few hundred microseconds each.
@@ -234,9 +234,9 @@ enum PrewarmHold {
         line.hasPrefix(#"{"event":"activate""#)
       else { continue }
       for (number, descriptor) in descriptors.enumerated() {
-        _ = valueOrErrno(.dup) { dup2(descriptor.rawValue, Int32(number)) }
+        _ = Kernel.dup2(descriptor.rawValue, Int32(number))
       }
-      setenv(
+      Kernel.setenv(
         AppEnvironment.protectedData, line.contains(#""protectedData":"unavailable""#) ? "unavailable" : "available", 1)
       return
     }

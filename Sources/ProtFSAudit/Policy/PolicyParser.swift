@@ -66,25 +66,7 @@ package struct PolicyParser {
       throw fail(levelToken, "a severity: error, warning or note")
     }
 
-    var patterns: [PathPattern] = []
-    while case .string(let text) = peek().kind {
-      let token = next()
-      do {
-        let pattern = try PathPattern(text)
-        if let reason = pattern.neverMatchesReason {
-          warnings.append(
-            PolicyDiagnostic(
-              source: source, line: number, column: token.column,
-              message: "warning: the pattern \"\(text)\" can never match: \(reason)"))
-        }
-        patterns.append(pattern)
-      } catch {
-        // +1 for the opening quote; escapes inside the string make this approximate, which is fine.
-        throw PolicyDiagnostic(
-          source: source, line: number, column: token.column + 1 + error.offset,
-          message: "expected \(error.expected) in the pattern \"\(text.prefix(80))\"")
-      }
-    }
+    let patterns = try parsePatterns(next: next, peek: peek, line: number)
     if patterns.isEmpty { throw fail(peek(), "a quoted path pattern such as \"Documents/**\"") }
 
     let requirement = try parseRequirement(next: next, peek: peek, fail: fail, line: number)
@@ -99,6 +81,32 @@ package struct PolicyParser {
     return PolicyRule(
       id: id, level: level, patterns: patterns, requirement: requirement, message: message, source: source,
       line: number, security: security)
+  }
+
+  /// The quoted path patterns of a rule, each warned about when it can never match.
+  private mutating func parsePatterns(next: () -> Token, peek: () -> Token, line: Int) throws(PolicyDiagnostic)
+    -> [PathPattern]
+  {
+    var patterns: [PathPattern] = []
+    while case .string(let text) = peek().kind {
+      let token = next()
+      do {
+        let pattern = try PathPattern(text)
+        if let reason = pattern.neverMatchesReason {
+          warnings.append(
+            PolicyDiagnostic(
+              source: source, line: line, column: token.column,
+              message: "warning: the pattern \"\(text)\" can never match: \(reason)"))
+        }
+        patterns.append(pattern)
+      } catch {
+        // +1 for the opening quote; escapes inside the string make this approximate, which is fine.
+        throw PolicyDiagnostic(
+          source: source, line: line, column: token.column + 1 + error.offset,
+          message: "expected \(error.expected) in the pattern \"\(text.prefix(80))\"")
+      }
+    }
+    return patterns
   }
 
   /// The `KEY=VALUE` fields after the message, up to the end of the line: `security-severity=7.5`,
@@ -129,46 +137,53 @@ package struct PolicyParser {
         guard case .word(let value) = valueToken.kind else { throw fail(valueToken, "a value for \(key)") }
         values.append((value, valueToken))
       } while peek().kind == .symbol(",") && key != "security-severity" && key != "precision"
-      func invalid(_ token: Token, _ expected: String) -> PolicyDiagnostic {
-        PolicyDiagnostic(
-          source: source, line: line, column: token.column, message: "expected \(expected), found \(token.shown)")
-      }
-      switch key {
-      case "security-severity":
-        guard let tenths = AuditRuleSecurity.severityTenths(parsing: values[0].0) else {
-          throw invalid(values[0].1, "a security severity from 0.1 to 10.0 (one decimal, such as 7.5)")
-        }
-        security.severityTenths = tenths
-      case "precision":
-        guard let precision = AuditRuleSecurity.Precision(rawValue: values[0].0) else {
-          throw invalid(values[0].1, "a precision: very-high, high, medium or low")
-        }
-        security.precision = precision
-      case "cwe":
-        security.cwe = try values.map { (value, token) throws(PolicyDiagnostic) in
-          let digits = value.hasPrefix("CWE-") ? String(value.dropFirst(4)) : value
-          guard let number = Int(digits), digits.allSatisfy(\.isASCII), (1...9999).contains(number) else {
-            throw invalid(token, "a CWE number such as 311")
-          }
-          return number
-        }
-      case "masvs":
-        security.masvs = try values.map { (value, token) throws(PolicyDiagnostic) in
-          guard AuditRuleSecurity.isMASVSControl(value) else {
-            throw invalid(token, "a MASVS control such as MASVS-STORAGE-1")
-          }
-          return value
-        }
-      default:
-        security.mastg = try values.map { (value, token) throws(PolicyDiagnostic) in
-          guard AuditRuleSecurity.isMASTGTest(value) else {
-            throw invalid(token, "a MASTG test such as MASTG-TEST-0299")
-          }
-          return value
-        }
-      }
+      try Self.apply(key, values, to: &security, source: source, line: line)
     }
     return security
+  }
+
+  /// Sets the field `key` of `security` to `values` (each with its token), or says why they are wrong.
+  private static func apply(
+    _ key: String, _ values: [(String, Token)], to security: inout AuditRuleSecurity, source: String, line: Int
+  ) throws(PolicyDiagnostic) {
+    func invalid(_ token: Token, _ expected: String) -> PolicyDiagnostic {
+      PolicyDiagnostic(
+        source: source, line: line, column: token.column, message: "expected \(expected), found \(token.shown)")
+    }
+    switch key {
+    case "security-severity":
+      guard let tenths = AuditRuleSecurity.severityTenths(parsing: values[0].0) else {
+        throw invalid(values[0].1, "a security severity from 0.1 to 10.0 (one decimal, such as 7.5)")
+      }
+      security.severityTenths = tenths
+    case "precision":
+      guard let precision = AuditRuleSecurity.Precision(rawValue: values[0].0) else {
+        throw invalid(values[0].1, "a precision: very-high, high, medium or low")
+      }
+      security.precision = precision
+    case "cwe":
+      security.cwe = try values.map { (value, token) throws(PolicyDiagnostic) in
+        let digits = value.hasPrefix("CWE-") ? String(value.dropFirst(4)) : value
+        guard let number = Int(digits), digits.allSatisfy(\.isASCII), (1...9999).contains(number) else {
+          throw invalid(token, "a CWE number such as 311")
+        }
+        return number
+      }
+    case "masvs":
+      security.masvs = try values.map { (value, token) throws(PolicyDiagnostic) in
+        guard AuditRuleSecurity.isMASVSControl(value) else {
+          throw invalid(token, "a MASVS control such as MASVS-STORAGE-1")
+        }
+        return value
+      }
+    default:
+      security.mastg = try values.map { (value, token) throws(PolicyDiagnostic) in
+        guard AuditRuleSecurity.isMASTGTest(value) else {
+          throw invalid(token, "a MASTG test such as MASTG-TEST-0299")
+        }
+        return value
+      }
+    }
   }
 
   private static let securityKeys: Set<String> = ["security-severity", "precision", "cwe", "masvs", "mastg"]
@@ -256,35 +271,8 @@ package struct PolicyParser {
       if b == UInt8(ascii: "#") { break }
       let column = i + 1
       if b == UInt8(ascii: "\"") {
-        var value: [UInt8] = []
-        i += 1
-        var closed = false
-        while i < bytes.count {
-          let c = bytes[i]
-          if c == UInt8(ascii: "\"") {
-            closed = true
-            i += 1
-            break
-          }
-          if c == UInt8(ascii: "\\") && i + 1 < bytes.count {
-            // `\"` is a quote; every other escape (`\\`, `\*`) is kept whole for the pattern to read.
-            if bytes[i + 1] == UInt8(ascii: "\"") {
-              value.append(UInt8(ascii: "\""))
-            } else {
-              value.append(contentsOf: bytes[i...(i + 1)])
-            }
-            i += 2
-            continue
-          }
-          value.append(c)
-          i += 1
-        }
-        guard closed else {
-          throw PolicyDiagnostic(
-            source: source, line: line, column: column,
-            message: "expected a closing '\"' for the string that starts here")
-        }
-        tokens.append(Token(kind: .string(String(decoding: value, as: UTF8.self)), column: column))
+        let value = try readString(bytes, at: &i, line: line)
+        tokens.append(Token(kind: .string(value), column: column))
         continue
       }
       if isWordByte(b) {
@@ -312,5 +300,40 @@ package struct PolicyParser {
     }
     tokens.append(Token(kind: .end, column: i + 1))
     return tokens
+  }
+
+  /// The quoted string whose opening quote is at `i`, with `\"` read as a quote and every other
+  /// escape kept whole; `i` moves past the closing quote.
+  private func readString(_ bytes: [UInt8], at i: inout Int, line: Int) throws(PolicyDiagnostic) -> String {
+    let column = i + 1
+    var value: [UInt8] = []
+    i += 1
+    var closed = false
+    while i < bytes.count {
+      let c = bytes[i]
+      if c == UInt8(ascii: "\"") {
+        closed = true
+        i += 1
+        break
+      }
+      if c == UInt8(ascii: "\\") && i + 1 < bytes.count {
+        // `\"` is a quote; every other escape (`\\`, `\*`) is kept whole for the pattern to read.
+        if bytes[i + 1] == UInt8(ascii: "\"") {
+          value.append(UInt8(ascii: "\""))
+        } else {
+          value.append(contentsOf: bytes[i...(i + 1)])
+        }
+        i += 2
+        continue
+      }
+      value.append(c)
+      i += 1
+    }
+    guard closed else {
+      throw PolicyDiagnostic(
+        source: source, line: line, column: column,
+        message: "expected a closing '\"' for the string that starts here")
+    }
+    return String(decoding: value, as: UTF8.self)
   }
 }

@@ -44,19 +44,39 @@ extension Worker {
     let resolved = inheritance.effective(own: own)
     let effective = resolved.protectionClass
     let source = resolved.source
-    if !hasAttribute {
-      let slot = CachedText.slot(effective, source)
-      let text: CachedText
-      if let cached = noOwnClassTexts[slot] {
-        text = cached
-      } else {
-        let actual = "\(effective.shortName) (\(source.rawValue))"
-        text = CachedText(message: "The item has no class of its own; it gets \(actual).", actual: actual)
-        noOwnClassTexts[slot] = text
-      }
-      emit(.noOwnClass, text.message, actual: text.actual)
-    }
+    if !hasAttribute { reportNoOwnClass(effective, source) }
 
+    checkModes(dirfd: dirfd, name: name, kind: kind, effective)
+
+    if kind == .file { checkTemporaryDownload(nameBytes) }
+
+    evaluatePolicies(
+      dirfd: dirfd, name: name8, nameStart: nameStart, kind: kind, effective: effective, source: source,
+      inheritance: inheritance)
+
+    guard kind == .directory else { return nil }
+    return .some(own)
+  }
+
+  /// Reports that the item has no class of its own and gets `effective` from `source` (the texts
+  /// made once per class and source).
+  private mutating func reportNoOwnClass(_ effective: ProtectionClass, _ source: ClassSource) {
+    let slot = CachedText.slot(effective, source)
+    let text: CachedText
+    if let cached = noOwnClassTexts[slot] {
+      text = cached
+    } else {
+      let actual = "\(effective.shortName) (\(source.rawValue))"
+      text = CachedText(message: "The item has no class of its own; it gets \(actual).", actual: actual)
+      noOwnClassTexts[slot] = text
+    }
+    emit(.noOwnClass, text.message, actual: text.actual)
+  }
+
+  /// The checks of the item's saved mode and permission bits against its class `effective`.
+  private mutating func checkModes(
+    dirfd: Int32, name: UnsafePointer<CChar>, kind: FileKind, _ effective: ProtectionClass
+  ) {
     var hasSavedMode = false
     let checkLockedOut =
       !(kind == .directory ? mayBeLockedOut.directories : mayBeLockedOut.files)[effective.strength]
@@ -103,24 +123,19 @@ extension Worker {
           expected: "the file's original mode", actual: "0000")
       }
     }
+  }
 
-    if kind == .file, nameBytes.starts(with: Self.temporaryPrefix),
+  /// Reports a file named as a background download's temporary file that no download task owns.
+  private mutating func checkTemporaryDownload(_ nameBytes: ArraySlice<UInt8>) {
+    guard nameBytes.starts(with: Self.temporaryPrefix),
       nameBytes.reversed().starts(with: Self.temporarySuffix.reversed())
-    {
-      let text = String(decoding: nameBytes, as: UTF8.self)
-      if !owned.contains(text) {
-        emit(
-          .orphanTemporaryDownload, "The background-download temp file belongs to no download task.",
-          expected: "a task that owns it", actual: "no task")
-      }
+    else { return }
+    let text = String(decoding: nameBytes, as: UTF8.self)
+    if !owned.contains(text) {
+      emit(
+        .orphanTemporaryDownload, "The background-download temp file belongs to no download task.",
+        expected: "a task that owns it", actual: "no task")
     }
-
-    evaluatePolicies(
-      dirfd: dirfd, name: name8, nameStart: nameStart, kind: kind, effective: effective, source: source,
-      inheritance: inheritance)
-
-    guard kind == .directory else { return nil }
-    return .some(own)
   }
 
   /// The rule of policy `policyIndex` that decides the current item (whose name is `name`) and

@@ -35,6 +35,26 @@ package struct ContainerWalk: Sendable {
     let rootFD = root.fd
     setup.rootFD = rootFD
 
+    let (containerDefault, rootOwn) = rootClasses(&setup, rootFD: rootFD)
+    let owned = ownedTemporaryFiles(&setup)
+
+    let lockState = self.lockState(&setup)
+    let template = Worker(walk: self, lockState: lockState, rootFD: rootFD, matcher: matcher, owned: owned)
+    let inheritance = ClassInheritance(ancestor: rootOwn ?? unit.inheritedClass, containerDefault: containerDefault)
+    let predicted = predictSystemDirectories(&setup, root: root, inheritance: inheritance)
+    checkAppDeclarations(&setup, root: root, inheritance: inheritance, predicted: predicted)
+    let (workers, _) = TreeWalker(threads: configuration.threads).walk(
+      [TreeWalker.Root(root, AuditDirectory(path: []), inheritance: inheritance)], visitor: template)
+    var summary = setup.finish()
+    for var worker in workers { summary.merge(worker.finish()) }
+    return summary
+  }
+}
+
+extension ContainerWalk {
+  /// The container's default class and the root's own class, each reported when it is corrupt (and
+  /// the default when the entitlements ask for another).
+  fileprivate func rootClasses(_ setup: inout Worker, rootFD: Int32) -> (ProtectionClass, ProtectionClass?) {
     var containerDefault = ProtectionClass.containerDefault
     // Only a container has a default class.
     switch unit.isContainer
@@ -64,6 +84,11 @@ package struct ContainerWalk: Sendable {
     case .absent, .vanished: break
     case .failed(let code): setup.unreadable("read the class of", errno: code)
     }
+    return (containerDefault, rootOwn)
+  }
+
+  /// The temporary file names of the container's download tasks (reported when they cannot be read).
+  fileprivate func ownedTemporaryFiles(_ setup: inout Worker) -> Set<String> {
     var owned: Set<String> = []
     do {
       // A tree outside a device, or whose name is not a bundle id, has no task store.
@@ -75,20 +100,8 @@ package struct ContainerWalk: Sendable {
       setup.summary.incomplete = true
     }
 
-    let lockState = self.lockState(&setup)
-    let template = Worker(walk: self, lockState: lockState, rootFD: rootFD, matcher: matcher, owned: owned)
-    let inheritance = ClassInheritance(ancestor: rootOwn ?? unit.inheritedClass, containerDefault: containerDefault)
-    let predicted = predictSystemDirectories(&setup, root: root, inheritance: inheritance)
-    checkAppDeclarations(&setup, root: root, inheritance: inheritance, predicted: predicted)
-    let (workers, _) = TreeWalker(threads: configuration.threads).walk(
-      [TreeWalker.Root(root, AuditDirectory(path: []), inheritance: inheritance)], visitor: template)
-    var summary = setup.finish()
-    for var worker in workers { summary.merge(worker.finish()) }
-    return summary
+    return owned
   }
-}
-
-extension ContainerWalk {
   /// The lock state to judge locked-out items by: the configuration's, else the device's record.
   fileprivate func lockState(_ setup: inout Worker) -> any LockExpectation {
     if let given = configuration.lockState { return given }

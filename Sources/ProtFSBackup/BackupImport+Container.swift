@@ -215,6 +215,15 @@ struct ContainerBuilder {
       case .failure(.copying(let e)): throw ProtFSError.system("copy into", path: path, errno: e)
       }
     }
+    return try decryptContents(entry, file, length: storedLength, keys: keys, into: fd, path: path)
+  }
+
+  /// Decrypts `entry`'s stored contents from `file` (`length` bytes) into `fd`; lists the file as
+  /// undecryptable or mismatched (and leaves `fd` empty) when it cannot. Whether it copied them.
+  private mutating func decryptContents(
+    _ entry: BackupManifest.Entry, _ file: FileDescriptor, length storedLength: Int64, keys: BackupKeys, into fd: Int32,
+    path: String
+  ) throws(ProtFSError) -> Bool {
     // Encrypted: the file's own key, the contents decrypted and cut to the recorded size (the
     // rest is padding). Which bytes the phone's digest covers is not documented: the decrypted
     // contents or the stored ones may have it.

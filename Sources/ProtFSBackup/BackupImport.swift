@@ -115,48 +115,9 @@ package struct BackupImport {
             path: device.container(bundleID).absolutePath, remedy: .advice("give --replace to replace it"))
         }
       }
-      var builders: [String: Int] = [:]
-      for bundleID in containers {
-        builders[bundleID.rawValue] = report.containers.count
-        report.containers.append(ContainerReport(bundleID: bundleID.rawValue, domain: ""))
-        try makeRoot(bundleID, in: built)
-      }
-      var current: ContainerBuilder?
-      try manifest.forEachEntry(
-        including: { domain in Self.containerID(ofDomain: domain).map { builders[$0] != nil } ?? false }
-      ) { entry throws(ProtFSError) in
-        if current?.domain != entry.domain {
-          if var finished = current { report.containers[finished.index] = try finished.finish() }
-          let id = Self.containerID(ofDomain: entry.domain) ?? ""
-          let index = builders[id] ?? 0
-          var container = report.containers[index]
-          if container.domain.isEmpty { container.domain = entry.domain }
-          current = ContainerBuilder(
-            domain: entry.domain, index: index, report: container, root: try built.openDirectory(id),
-            manifest: manifest, metadataOnly: metadataOnly)
-        }
-        try current?.add(entry)
-      }
-      if var finished = current { report.containers[finished.index] = try finished.finish() }
+      try build(containers, in: built, metadataOnly: metadataOnly, &report)
       report.unreadable = manifest.unreadable
-      let target = try device.openDirectory(Device.containersPath)
-      // The device's lock state first, as the items already there have it; then into place, with
-      // no transition in between.
-      try admission.admit(built) { () throws(ProtFSError) in
-        for index in report.containers.indices {
-          let name = report.containers[index].bundleID
-          switch Kernel.renameat2(built.fd, name, target.fd, name, .noReplace) {
-          case .success: break
-          case .failure(let e) where replace && (e == .exists || e == Errno(ENOTEMPTY)):
-            _ = try Kernel.renameat2(built.fd, name, target.fd, name, Kernel.RenameFlags(rawValue: 1 << 1))
-              .orThrow("replace the container", path: target.pathOf(name))
-            try built.removeTree(name)
-            report.containers[index].replaced = true
-          case .failure(let e):
-            throw ProtFSError.system("move the imported container into place", path: target.pathOf(name), errno: e)
-          }
-        }
-      }
+      let target = try moveIntoPlace(built, replace: replace, &report)
       _ = Kernel.fsync(target.fd)
       try staging.removeTree(work)
     } catch {
@@ -164,6 +125,61 @@ package struct BackupImport {
       throw error
     }
     return report
+  }
+
+  /// Builds `containers` in `built` from the backup's rows, one domain at a time, into `report`.
+  private func build(
+    _ containers: [BundleID], in built: DirectoryHandle, metadataOnly: Bool, _ report: inout Report
+  ) throws(ProtFSError) {
+    var builders: [String: Int] = [:]
+    for bundleID in containers {
+      builders[bundleID.rawValue] = report.containers.count
+      report.containers.append(ContainerReport(bundleID: bundleID.rawValue, domain: ""))
+      try makeRoot(bundleID, in: built)
+    }
+    var current: ContainerBuilder?
+    try manifest.forEachEntry(
+      including: { domain in Self.containerID(ofDomain: domain).map { builders[$0] != nil } ?? false }
+    ) { entry throws(ProtFSError) in
+      if current?.domain != entry.domain {
+        if var finished = current { report.containers[finished.index] = try finished.finish() }
+        let id = Self.containerID(ofDomain: entry.domain) ?? ""
+        let index = builders[id] ?? 0
+        var container = report.containers[index]
+        if container.domain.isEmpty { container.domain = entry.domain }
+        current = ContainerBuilder(
+          domain: entry.domain, index: index, report: container, root: try built.openDirectory(id),
+          manifest: manifest, metadataOnly: metadataOnly)
+      }
+      try current?.add(entry)
+    }
+    if var finished = current { report.containers[finished.index] = try finished.finish() }
+  }
+
+  /// Moves the containers built in `built` into the device's containers directory, under the
+  /// device's lock state (swapping with one there when `replace`); returns that directory.
+  private func moveIntoPlace(_ built: DirectoryHandle, replace: Bool, _ report: inout Report) throws(ProtFSError)
+    -> DirectoryHandle
+  {
+    let target = try device.openDirectory(Device.containersPath)
+    // The device's lock state first, as the items already there have it; then into place, with
+    // no transition in between.
+    try admission.admit(built) { () throws(ProtFSError) in
+      for index in report.containers.indices {
+        let name = report.containers[index].bundleID
+        switch Kernel.renameat2(built.fd, name, target.fd, name, .noReplace) {
+        case .success: break
+        case .failure(let e) where replace && (e == .exists || e == Errno(ENOTEMPTY)):
+          _ = try Kernel.renameat2(built.fd, name, target.fd, name, .exchange)
+            .orThrow("replace the container", path: target.pathOf(name))
+          try built.removeTree(name)
+          report.containers[index].replaced = true
+        case .failure(let e):
+          throw ProtFSError.system("move the imported container into place", path: target.pathOf(name), errno: e)
+        }
+      }
+    }
+    return target
   }
 
   /// The containers to make, in the order of their ids, from the backup's domains; the domains

@@ -72,6 +72,31 @@ package struct AppImplication: Sendable, Equatable, Encodable {
             "The default class is NSFileProtectionComplete: files created while the device is locked cannot be written, and a background download that finishes while it is locked fails (Operation not permitted) unless nsurlsessiond's Downloads directory is class none."
         ))
     }
+    found += taskImplications(backgroundModes: modes, permittedTaskIdentifiers: identifiers)
+    if !signed {
+      found.append(
+        AppImplication(
+          kind: .unsigned, level: .warning,
+          message:
+            "The executable has no code signature (LC_CODE_SIGNATURE): its entitlements, and so its default class, are unknown; iOS would not run it."
+        ))
+    } else if declared == nil {
+      found.append(
+        AppImplication(
+          kind: .defaultClassUndeclared, level: .note,
+          message:
+            "The entitlements do not set \(Entitlements.defaultDataProtectionKey): new files get \(ProtectionClass.containerDefault.rawValue)."
+        ))
+    }
+    return found
+  }
+
+  /// What the background modes `modes` and the task identifiers `identifiers` imply for
+  /// BGTaskScheduler.
+  private static func taskImplications(backgroundModes modes: [String], permittedTaskIdentifiers identifiers: [String])
+    -> [AppImplication]
+  {
+    var found: [AppImplication] = []
     let schedules = modes.filter { $0 == "fetch" || $0 == "processing" }
     if identifiers.isEmpty, modes.contains("processing") {
       found.append(
@@ -94,21 +119,6 @@ package struct AppImplication: Sendable, Equatable, Encodable {
           kind: .taskModeMissing, level: .warning,
           message:
             "BGTaskSchedulerPermittedIdentifiers names \(identifiers.joined(separator: ", ")) but UIBackgroundModes has neither fetch nor processing: BGTaskScheduler refuses their requests (notPermitted)."
-        ))
-    }
-    if !signed {
-      found.append(
-        AppImplication(
-          kind: .unsigned, level: .warning,
-          message:
-            "The executable has no code signature (LC_CODE_SIGNATURE): its entitlements, and so its default class, are unknown; iOS would not run it."
-        ))
-    } else if declared == nil {
-      found.append(
-        AppImplication(
-          kind: .defaultClassUndeclared, level: .note,
-          message:
-            "The entitlements do not set \(Entitlements.defaultDataProtectionKey): new files get \(ProtectionClass.containerDefault.rawValue)."
         ))
     }
     return found

@@ -126,22 +126,7 @@ package struct AppPackage: Sendable {
     let slices = try MachOExecutable.slices(of: executable)
     let signed = slices.filter { $0.signature != nil }
     let chosen = signed.first { $0.architecture == "arm64" } ?? signed.first
-    var entitlements: [String: PropertyListValue]?
-    var defaultDataProtection: ProtectionClass?
-    if let blob = chosen?.signature?.entitlements {
-      let shown = "\(executable.path) (the entitlements of its \(chosen?.architecture ?? "") code signature)"
-      let parsed = try dictionary(blob, path: shown, what: "entitlements")
-      var values: [String: PropertyListValue] = [:]
-      for (key, value) in parsed {
-        guard let converted = PropertyListValue(value) else {
-          throw AppPackageError.malformed(shown, "its entitlement \(key) holds a value no property list can")
-        }
-        values[key] = converted
-      }
-      entitlements = values
-      // The one mapping of the entitlement to a class, as `init --entitlements` reads a file.
-      defaultDataProtection = try Entitlements(data: Data(blob), path: shown).defaultDataProtection
-    }
+    let (entitlements, defaultDataProtection) = try readEntitlements(of: chosen, in: executable.path)
     var displayName = try string("CFBundleDisplayName")
     if displayName == nil { displayName = try string("CFBundleName") }
     return AppPackage(
@@ -152,6 +137,25 @@ package struct AppPackage: Sendable {
       implications: AppImplication.of(
         backgroundModes: modes, permittedTaskIdentifiers: identifiers, defaultDataProtection: defaultDataProtection,
         signed: chosen != nil))
+  }
+
+  /// The entitlements of the code signature of `slice` (of the executable at `path`), and the
+  /// default class they give; nil for an unsigned slice.
+  private static func readEntitlements(of slice: MachOSlice?, in path: String) throws(ProtFSError)
+    -> ([String: PropertyListValue]?, ProtectionClass?)
+  {
+    guard let blob = slice?.signature?.entitlements else { return (nil, nil) }
+    let shown = "\(path) (the entitlements of its \(slice?.architecture ?? "") code signature)"
+    let parsed = try dictionary(blob, path: shown, what: "entitlements")
+    var values: [String: PropertyListValue] = [:]
+    for (key, value) in parsed {
+      guard let converted = PropertyListValue(value) else {
+        throw AppPackageError.malformed(shown, "its entitlement \(key) holds a value no property list can")
+      }
+      values[key] = converted
+    }
+    // The one mapping of the entitlement to a class, as `init --entitlements` reads a file.
+    return (values, try Entitlements(data: Data(blob), path: shown).defaultDataProtection)
   }
 
   /// The dictionary of the property list `bytes` read from `path` (`what`: its role, for messages),

@@ -47,38 +47,7 @@ package struct CodeSignature: Sendable, Equatable {
   /// past the end, and no blob may lie in the SuperBlob's own header or index.
   init(_ bytes: [UInt8], path: String) throws(ProtFSError) {
     func fail(_ reason: String) -> ProtFSError { AppPackageError.malformed(path, "its code signature \(reason)") }
-    guard bytes.count >= 12 else { throw fail("is \(bytes.count) bytes, shorter than a SuperBlob's header") }
-    let magic = BigEndian.uint32(bytes, 0)
-    guard magic == Self.embeddedSignatureMagic else {
-      throw fail("starts with \(hex(magic)), not the embedded signature's magic \(hex(Self.embeddedSignatureMagic))")
-    }
-    let length = Int(BigEndian.uint32(bytes, 4))
-    let count = Int(BigEndian.uint32(bytes, 8))
-    guard length >= 12, length <= bytes.count else {
-      throw fail("says it is \(length) bytes, but LC_CODE_SIGNATURE gives it \(bytes.count)")
-    }
-    guard count <= Self.blobLimit else {
-      throw fail("indexes \(count) blobs, more than the \(Self.blobLimit) protfs reads")
-    }
-    let indexEnd = 12 + 8 * count
-    guard indexEnd <= length else { throw fail("indexes \(count) blobs, whose index does not fit its \(length) bytes") }
-    var seen = Set<UInt32>()
-    var slots: [UInt32] = []
-    var blobs: [UInt32: (magic: UInt32, payload: Range<Int>)] = [:]
-    for entry in 0..<count {
-      let type = BigEndian.uint32(bytes, 12 + 8 * entry)
-      let offset = Int(BigEndian.uint32(bytes, 16 + 8 * entry))
-      guard seen.insert(type).inserted else { throw fail("indexes slot \(type) twice") }
-      guard offset >= indexEnd, offset <= length - 8 else {
-        throw fail("puts slot \(type) at offset \(offset), outside its blobs (\(indexEnd) to \(length))")
-      }
-      let blobLength = Int(BigEndian.uint32(bytes, offset + 4))
-      guard blobLength >= 8, blobLength <= length - offset else {
-        throw fail("gives slot \(type) a length of \(blobLength) bytes at offset \(offset), past its end (\(length))")
-      }
-      slots.append(type)
-      blobs[type] = (BigEndian.uint32(bytes, offset), offset + 8..<offset + blobLength)
-    }
+    let (slots, blobs) = try Self.index(of: bytes, fail: fail)
     self.slots = slots
     identifier = nil
     teamIdentifier = nil
@@ -115,6 +84,46 @@ package struct CodeSignature: Sendable, Equatable {
         teamIdentifier = team == 0 ? nil : try Self.string(in: directory, at: team, fail: fail)
       }
     }
+  }
+
+  /// The slots the SuperBlob `bytes` indexes, in order, and each slot's blob (its magic and the
+  /// range of its payload), every count, offset and length checked against the bytes.
+  private static func index(of bytes: [UInt8], fail: (String) -> ProtFSError) throws(ProtFSError)
+    -> ([UInt32], [UInt32: (magic: UInt32, payload: Range<Int>)])
+  {
+    guard bytes.count >= 12 else { throw fail("is \(bytes.count) bytes, shorter than a SuperBlob's header") }
+    let magic = BigEndian.uint32(bytes, 0)
+    guard magic == Self.embeddedSignatureMagic else {
+      throw fail("starts with \(hex(magic)), not the embedded signature's magic \(hex(Self.embeddedSignatureMagic))")
+    }
+    let length = Int(BigEndian.uint32(bytes, 4))
+    let count = Int(BigEndian.uint32(bytes, 8))
+    guard length >= 12, length <= bytes.count else {
+      throw fail("says it is \(length) bytes, but LC_CODE_SIGNATURE gives it \(bytes.count)")
+    }
+    guard count <= Self.blobLimit else {
+      throw fail("indexes \(count) blobs, more than the \(Self.blobLimit) protfs reads")
+    }
+    let indexEnd = 12 + 8 * count
+    guard indexEnd <= length else { throw fail("indexes \(count) blobs, whose index does not fit its \(length) bytes") }
+    var seen = Set<UInt32>()
+    var slots: [UInt32] = []
+    var blobs: [UInt32: (magic: UInt32, payload: Range<Int>)] = [:]
+    for entry in 0..<count {
+      let type = BigEndian.uint32(bytes, 12 + 8 * entry)
+      let offset = Int(BigEndian.uint32(bytes, 16 + 8 * entry))
+      guard seen.insert(type).inserted else { throw fail("indexes slot \(type) twice") }
+      guard offset >= indexEnd, offset <= length - 8 else {
+        throw fail("puts slot \(type) at offset \(offset), outside its blobs (\(indexEnd) to \(length))")
+      }
+      let blobLength = Int(BigEndian.uint32(bytes, offset + 4))
+      guard blobLength >= 8, blobLength <= length - offset else {
+        throw fail("gives slot \(type) a length of \(blobLength) bytes at offset \(offset), past its end (\(length))")
+      }
+      slots.append(type)
+      blobs[type] = (BigEndian.uint32(bytes, offset), offset + 8..<offset + blobLength)
+    }
+    return (slots, blobs)
   }
 
   /// The NUL-terminated UTF-8 string at `offset` of the CodeDirectory `directory`.

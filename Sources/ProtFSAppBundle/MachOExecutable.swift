@@ -139,6 +139,27 @@ enum MachOExecutable {
       throw fail("says it has \(commandCount) load commands, which do not fit in \(commandBytes) bytes")
     }
     let commands = try member.read(base + headerSize, commandBytes)
+    let signatureCommand = try codeSignatureCommand(in: commands, count: commandCount, integer: integer, fail: fail)
+    let architecture = name(cpuType: cpuType, subtype: cpuSubtype)
+    guard let (offset, length) = signatureCommand else {
+      return MachOSlice(architecture: architecture, is64Bit: is64, signature: nil)
+    }
+    guard offset >= headerSize + commandBytes, offset <= size, length <= size - offset else {
+      throw fail("puts its code signature at \(offset) (\(length) bytes), outside its \(size) bytes")
+    }
+    guard length <= signatureLimit else {
+      throw fail("has a code signature of \(length) bytes, more than the \(signatureLimit) protfs reads")
+    }
+    let signature = try CodeSignature(try member.read(base + offset, length), path: path)
+    return MachOSlice(architecture: architecture, is64Bit: is64, signature: signature)
+  }
+
+  /// The offset and size LC_CODE_SIGNATURE gives among the `count` load commands `commands`
+  /// (read with `integer`), nil when there is none; each command's size checked to fit.
+  private static func codeSignatureCommand(
+    in commands: [UInt8], count commandCount: Int, integer: ([UInt8], Int) -> UInt32,
+    fail: (String) -> ProtFSError
+  ) throws(ProtFSError) -> (offset: Int, size: Int)? {
     var signatureCommand: (offset: Int, size: Int)?
     var at = 0
     for index in 0..<commandCount {
@@ -155,18 +176,7 @@ enum MachOExecutable {
       }
       at += commandSize
     }
-    let architecture = name(cpuType: cpuType, subtype: cpuSubtype)
-    guard let (offset, length) = signatureCommand else {
-      return MachOSlice(architecture: architecture, is64Bit: is64, signature: nil)
-    }
-    guard offset >= headerSize + commandBytes, offset <= size, length <= size - offset else {
-      throw fail("puts its code signature at \(offset) (\(length) bytes), outside its \(size) bytes")
-    }
-    guard length <= signatureLimit else {
-      throw fail("has a code signature of \(length) bytes, more than the \(signatureLimit) protfs reads")
-    }
-    let signature = try CodeSignature(try member.read(base + offset, length), path: path)
-    return MachOSlice(architecture: architecture, is64Bit: is64, signature: signature)
+    return signatureCommand
   }
 
   /// The name Apple's tools give `cpuType` and `subtype` (mach/machine.h).

@@ -59,17 +59,8 @@ final class ZipPackage {
     var indexes: [String: [UInt64]] = [:]
     do throws(ProtFSError) {
       for index in 0..<UInt64(count) {
-        guard let raw = protfs_zip_get_name(archive, index, 0) else {
-          throw AppPackageError.malformed(path, "its entry \(index) has no name libzip reads")
-        }
-        let name = String(cString: raw)
+        let name = try Self.name(of: index, in: archive, path: path)
         let components = name.split(separator: "/", omittingEmptySubsequences: false)
-        if name.hasPrefix("/") || name.hasPrefix("\\") {
-          throw AppPackageError.malformed(path, "its entry '\(name)' is named from the root, outside the archive")
-        }
-        if name.split(whereSeparator: { $0 == "/" || $0 == "\\" }).contains("..") {
-          throw AppPackageError.malformed(path, "its entry '\(name)' is named with '..', outside the archive")
-        }
         let trimmed = name.hasSuffix("/") ? String(name.dropLast()) : name
         indexes[trimmed, default: []].append(index)
         if Self.isSymlink(archive, index) { links.insert(trimmed) }
@@ -95,6 +86,22 @@ final class ZipPackage {
   }
 
   deinit { protfs_zip_discard(archive) }
+
+  /// The name of entry `index`, refused when it leads outside the archive (from the root, or
+  /// through `..`).
+  private static func name(of index: UInt64, in archive: OpaquePointer, path: String) throws(ProtFSError) -> String {
+    guard let raw = protfs_zip_get_name(archive, index, 0) else {
+      throw AppPackageError.malformed(path, "its entry \(index) has no name libzip reads")
+    }
+    let name = String(cString: raw)
+    if name.hasPrefix("/") || name.hasPrefix("\\") {
+      throw AppPackageError.malformed(path, "its entry '\(name)' is named from the root, outside the archive")
+    }
+    if name.split(whereSeparator: { $0 == "/" || $0 == "\\" }).contains("..") {
+      throw AppPackageError.malformed(path, "its entry '\(name)' is named with '..', outside the archive")
+    }
+    return name
+  }
 
   /// Whether entry `index` is a symbolic link: made on Unix with the mode `S_IFLNK` in the high
   /// half of its external attributes.

@@ -32,80 +32,20 @@ extension TransferEngine {
       hosts.forget(task.id)
       return
     }
-    let url = task.url
-    // The resource timeout runs from the task's creation, whichever process resumes it.
-    let resourceLimit =
-      TransferClassification.stored(record.resourceTimeout) ?? Monotonic.seconds(configuration.resourceTimeout)
-    let deadline = record.createdAt + resourceLimit
-    if Date().timeIntervalSince1970 > deadline {
-      fail(
-        task, TransferClassification.resourceTimedOut(url.absoluteString, limit: resourceLimit),
-        deleting: TemporaryRemoval(task, in: configuration.fileSystem))
-      return
-    }
+    guard let deadline = resourceDeadline(of: task, record) else { return }
     if record.upload != nil {
       launchUpload(task, record: record, hostKey: hostKey, deadline: deadline)
       return
     }
-    let scheme = url.scheme?.lowercased() ?? ""
-    guard scheme == "http" || scheme == "https" || scheme == "file" else {
-      let shown = url.scheme ?? ""
-      fail(
-        task,
-        ProtFSError(
-          .invalidArgument, "The URL '\(url.absoluteString)' uses the unsupported scheme '\(shown)'.",
-          remedy: .advice("only http, https and file URLs can be downloaded")), deleting: nil)
-      return
-    }
-    if record.fileName == nil {
-      do {
-        let name = try DownloadFileName.fromURL(url)
-        task.runtime.withLock { $0.record.fileName = name }
-      } catch {
-        fail(task, error, deleting: nil)
-        return
-      }
-    }
-    if record.expectedSHA256 != nil {
-      // The checksum needs libcrypto: checked before anything is written.
-      do throws(ProtFSError) {
-        try ProtFSError.requireLibcrypto()
-      } catch {
-        fail(task, error, deleting: nil)
-        return
-      }
-    }
     let directory = record.temporaryDirectory
-    guard canWriteTemp(in: directory) == .allow else {
-      fail(
-        task,
-        ProtFSError(
-          .protectedDataUnavailable,
-          "Cannot write the temp file of '\(url.absoluteString)' in '\(directory)': Operation not permitted (the Downloads directory's protection class is not available while the device is locked).",
-          path: directory, errno: EPERM, remedy: .initializeDownloadsDirectory
-        ), deleting: nil)
-      return
-    }
-    // The directory is opened once, following no symlink, and held: the temp file is created,
-    // written and later placed relative to it.
-    let fileSystem = configuration.fileSystem
     let held: DirectoryHandle
     let opened: TemporaryFile.Opened
     do {
+      try checkCanDownload(task, record)
+      // The directory is opened once, following no symlink, and held: the temp file is created,
+      // written and later placed relative to it.
       held = try temporaryDirectory(directory)
-      if configuration.usesUnnamedTemporaryFiles, record.temporaryFileName == nil,
-        let file = temporaryFiles.take(in: held, path: directory)
-      {
-        // Made ahead by the finisher, unnamed and labelled (`TemporaryFileReserve`).
-        opened = .unnamed(file)
-      } else {
-        opened = try TemporaryFile.open(
-          in: held, existingName: record.temporaryFileName,
-          canContinue: record.isResumable && (record.entityTag != nil || record.lastModified != nil),
-          unnamed: configuration.usesUnnamedTemporaryFiles,
-          accepts: { fd, status in fileSystem.isLabelledAsNew(file: fd, status: status, in: held) },
-          label: { fd throws(ProtFSError) in try labels(for: held).labelNew(fd) })
-      }
+      opened = try openTemporaryFile(for: record, in: held)
     } catch {
       fail(task, error, deleting: nil)
       return
@@ -114,34 +54,112 @@ extension TransferEngine {
       r.record.temporaryFileName = opened.name
       r.record.bytesReceived = opened.size
     }
-    var digest: SHA256Digest?
-    if record.expectedSHA256 != nil {
-      let hasher = SHA256Digest()
-      if opened.size > 0,
-        let error = TemporaryFile.hashPrefix(
-          fd: opened.file.rawValue, count: opened.size, into: hasher,
-          path: held.pathOf(opened.name))
-      {
-        opened.file.close()
-        fail(task, error, deleting: TemporaryRemoval(directory: held, name: opened.name))
-        return
-      }
-      digest = hasher
+    let digest: SHA256Digest?
+    do {
+      digest = try continuedDigest(of: opened, in: held, for: record)
+    } catch {
+      opened.file.close()
+      fail(task, error, deleting: TemporaryRemoval(directory: held, name: opened.name))
+      return
     }
     let easy = idleHandles.popLast() ?? protfs_curl_easy_init()!
     let transfer = Transfer(
       task: task, easy: easy, file: opened.file, temporaryDirectory: directory, directory: held,
       temporaryFileName: opened.name, isNamed: opened.isNamed,
-      offset: opened.size, isHTTP: scheme != "file", hostKey: hostKey, digest: digest, staging: stagingBuffers,
-      writesBehind: configuration.synchronizesFiles)
+      offset: opened.size, isHTTP: task.url.scheme?.lowercased() != "file", hostKey: hostKey, digest: digest,
+      staging: stagingBuffers, writesBehind: configuration.synchronizesFiles)
+    start(transfer, record: record, deadline: deadline) { configure(transfer, url: task.url, record: record) }
+  }
+
+  /// When `task`'s resource timeout ends (seconds since 1970), or nil when it has ended: the task
+  /// is failed then. The timeout runs from the task's creation, whichever process resumes it.
+  func resourceDeadline(of task: DownloadTask, _ record: DownloadTaskRecord) -> Double? {
+    let resourceLimit =
+      TransferClassification.stored(record.resourceTimeout) ?? Monotonic.seconds(configuration.resourceTimeout)
+    let deadline = record.createdAt + resourceLimit
+    guard Date().timeIntervalSince1970 > deadline else { return deadline }
+    fail(
+      task, TransferClassification.resourceTimedOut(task.url.absoluteString, limit: resourceLimit),
+      deleting: TemporaryRemoval(task, in: configuration.fileSystem))
+    return nil
+  }
+
+  /// Throws why the download `task` cannot start before anything is written: an unsupported
+  /// scheme, a URL without a file name, a checksum without libcrypto, or a temp directory the
+  /// lock keeps closed. Names the file after its URL when the app did not.
+  private func checkCanDownload(_ task: DownloadTask, _ record: DownloadTaskRecord) throws(ProtFSError) {
+    let url = task.url
+    let scheme = url.scheme?.lowercased() ?? ""
+    guard scheme == "http" || scheme == "https" || scheme == "file" else {
+      let shown = url.scheme ?? ""
+      throw ProtFSError(
+        .invalidArgument, "The URL '\(url.absoluteString)' uses the unsupported scheme '\(shown)'.",
+        remedy: .advice("only http, https and file URLs can be downloaded"))
+    }
+    if record.fileName == nil {
+      let name = try DownloadFileName.fromURL(url)
+      task.runtime.withLock { $0.record.fileName = name }
+    }
+    // The checksum needs libcrypto: checked before anything is written.
+    if record.expectedSHA256 != nil { try ProtFSError.requireLibcrypto() }
+    let directory = record.temporaryDirectory
+    guard canWriteTemp(in: directory) == .allow else {
+      throw ProtFSError(
+        .protectedDataUnavailable,
+        "Cannot write the temp file of '\(url.absoluteString)' in '\(directory)': Operation not permitted (the Downloads directory's protection class is not available while the device is locked).",
+        path: directory, errno: EPERM, remedy: .initializeDownloadsDirectory)
+    }
+  }
+
+  /// The temp file of `record` in `held`: one the finisher made ahead, or the kept one continued,
+  /// or a new one.
+  private func openTemporaryFile(for record: DownloadTaskRecord, in held: DirectoryHandle) throws(ProtFSError)
+    -> TemporaryFile.Opened
+  {
+    if configuration.usesUnnamedTemporaryFiles, record.temporaryFileName == nil,
+      let file = temporaryFiles.take(in: held, path: record.temporaryDirectory)
+    {
+      // Made ahead by the finisher, unnamed and labelled (`TemporaryFileReserve`).
+      return .unnamed(file)
+    }
+    let fileSystem = configuration.fileSystem
+    return try TemporaryFile.open(
+      in: held, existingName: record.temporaryFileName,
+      canContinue: record.isResumable && (record.entityTag != nil || record.lastModified != nil),
+      unnamed: configuration.usesUnnamedTemporaryFiles,
+      accepts: { fd, status in fileSystem.isLabelledAsNew(file: fd, status: status, in: held) },
+      label: { fd throws(ProtFSError) in try labels(for: held).labelNew(fd) })
+  }
+
+  /// The digest the task's checksum is computed in, holding the bytes the temp file has already;
+  /// nil when the task has no checksum.
+  private func continuedDigest(
+    of opened: TemporaryFile.Opened, in held: DirectoryHandle, for record: DownloadTaskRecord
+  ) throws(ProtFSError) -> SHA256Digest? {
+    guard record.expectedSHA256 != nil else { return nil }
+    let hasher = SHA256Digest()
+    if opened.size > 0,
+      let error = TemporaryFile.hashPrefix(
+        fd: opened.file.rawValue, count: opened.size, into: hasher, path: held.pathOf(opened.name))
+    {
+      throw error
+    }
+    return hasher
+  }
+
+  /// Gives `transfer` the task's request timeout and `deadline`, sets its handle up with
+  /// `setUp`, and adds it to the multi handle: the attempt runs.
+  func start(
+    _ transfer: Transfer, record: DownloadTaskRecord, deadline: Double, setUp: () -> Void
+  ) {
     transfer.requestLimit =
       TransferClassification.stored(record.requestTimeout).map { Monotonic.nanoseconds(seconds: $0) }
       ?? Monotonic.nanoseconds(configuration.requestTimeout)
     transfer.deadline = deadline
-    configure(transfer, url: url, record: record)
-    active[task.id] = transfer
-    hosts.opened(hostKey)
-    protfs_curl_multi_add_handle(multi, easy)
+    setUp()
+    active[transfer.task.id] = transfer
+    hosts.opened(transfer.hostKey)
+    protfs_curl_multi_add_handle(multi, transfer.easy)
   }
 
   /// The most redirects one attempt follows, a download's or an upload's.

@@ -34,8 +34,26 @@ extension TransferEngine {
       answers[directory] = decision
       return decision
     }
-    // A temp directory moved or swapped for a symlink mid-transfer stops its transfers now, not at
-    // the end: the held directory may be outside the device by then.
+    stopTransfersInChangedDirectories(now)
+    for transfer in Array(active.values) {
+      let decision = answer(transfer.temporaryDirectory)
+      guard decision != .allow else { continue }
+      stopOrPause(transfer, decision)
+    }
+    guard !paused.isEmpty else { return }
+    let ready = paused.filter { answer($0.directory) == .allow }
+    guard !ready.isEmpty else { return }
+    paused.removeAll { answer($0.directory) == .allow }
+    for item in ready {
+      hosts.forget(item.task.id)
+      hosts.accept(item.task)
+    }
+  }
+
+  /// Stops the transfers whose temp directory was moved or swapped for a symlink mid-transfer (now,
+  /// not at the end: the held directory may be outside the device by then), or whose temp file was
+  /// given another name; confirms the held directories found where they were at `now`.
+  private func stopTransfersInChangedDirectories(_ now: UInt64) {
     var current: [String: DirectoryHandle?] = [:]
     for transfer in Array(active.values) {
       let path = transfer.temporaryDirectory
@@ -63,35 +81,28 @@ extension TransferEngine {
       }
       fail(transfer, error)
     }
-    for transfer in Array(active.values) {
-      let decision = answer(transfer.temporaryDirectory)
-      guard decision != .allow else { continue }
-      detach(transfer)
-      transfer.closeKeepingFile()
-      if case .deny(let code) = decision {
-        let url = transfer.task.url.absoluteString
-        // The bytes so far stay in the temp file, which the record keeps: the task can be resumed.
-        core.finisher.post(
-          .fail(
-            transfer.task,
-            ProtFSError(
-              .protectedDataUnavailable,
-              "Cannot go on writing the temp file of '\(url)' in '\(transfer.temporaryDirectory)': \(String(cString: strerror(code))) (the device locked during the download).",
-              path: transfer.temporaryDirectory, errno: code, remedy: .resumeAfterUnlock
-            ), deleting: nil))
-      } else {
-        hosts.remember(transfer.task.id)
-        paused.append((transfer.temporaryDirectory, transfer.task))
-        core.notify(.pausedForLock(taskID: transfer.task.id))
-      }
-    }
-    guard !paused.isEmpty else { return }
-    let ready = paused.filter { answer($0.directory) == .allow }
-    guard !ready.isEmpty else { return }
-    paused.removeAll { answer($0.directory) == .allow }
-    for item in ready {
-      hosts.forget(item.task.id)
-      hosts.accept(item.task)
+  }
+
+  /// Stops `transfer`, which the access policy no longer lets write (`decision`): failed with its
+  /// bytes kept when denied, paused until unlock when it is to wait.
+  private func stopOrPause(_ transfer: Transfer, _ decision: DownloadAccessDecision) {
+    detach(transfer)
+    transfer.closeKeepingFile()
+    if case .deny(let code) = decision {
+      let url = transfer.task.url.absoluteString
+      // The bytes so far stay in the temp file, which the record keeps: the task can be resumed.
+      core.finisher.post(
+        .fail(
+          transfer.task,
+          ProtFSError(
+            .protectedDataUnavailable,
+            "Cannot go on writing the temp file of '\(url)' in '\(transfer.temporaryDirectory)': \(String(cString: strerror(code))) (the device locked during the download).",
+            path: transfer.temporaryDirectory, errno: code, remedy: .resumeAfterUnlock
+          ), deleting: nil))
+    } else {
+      hosts.remember(transfer.task.id)
+      paused.append((transfer.temporaryDirectory, transfer.task))
+      core.notify(.pausedForLock(taskID: transfer.task.id))
     }
   }
 }

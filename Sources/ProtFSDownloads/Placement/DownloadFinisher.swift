@@ -118,6 +118,35 @@ package final class DownloadFinisher: @unchecked Sendable {
     var notifyDelegate: Bool
   }
 
+  /// The outcomes of one batch, in the order of its jobs. Placed files are settled together once
+  /// their directories are checked (nil slots until then), keeping their places among the others.
+  private struct BatchOutcomes {
+    var outcomes: [Outcome?]
+    var placements = PlacementBatch()
+    var placedSlots: [Int] = []
+    var placedFiles: [Transfer] = []
+
+    /// Adds a settled outcome.
+    mutating func append(_ outcome: Outcome) { outcomes.append(outcome) }
+
+    /// Keeps a slot for `transfer`, placed in `placements` and settled with them.
+    mutating func appendPlaced(_ transfer: Transfer) {
+      placedSlots.append(outcomes.count)
+      placedFiles.append(transfer)
+      outcomes.append(nil)
+    }
+
+    /// Settles the files placed so far with `settle`, and closes them.
+    mutating func settlePlacements(_ settle: (PlacementBatch) -> [Outcome]) {
+      guard !placedSlots.isEmpty else { return }
+      for (slot, outcome) in zip(placedSlots, settle(placements)) { outcomes[slot] = outcome }
+      for transfer in placedFiles { transfer.file.close() }
+      placements = PlacementBatch()
+      placedSlots.removeAll()
+      placedFiles.removeAll()
+    }
+  }
+
   private func process(_ batch: [Job]) -> DispatchSemaphore? {
     var exit: DispatchSemaphore?
     var failedChecks: [Outcome] = []
@@ -132,69 +161,64 @@ package final class DownloadFinisher: @unchecked Sendable {
     }
     let verified = verifyAndSync(completing, outcomes: &failedChecks)
     var finished = Set(verified.map { ObjectIdentifier($0) })
-    // Placed files are settled together once their directories are checked (nil slots until
-    // then), keeping their places among the other outcomes.
-    var outcomes: [Outcome?] = failedChecks
-    var placements = PlacementBatch()
-    var placedSlots: [Int] = []
-    var placedFiles: [Transfer] = []
-    // Settles the files placed so far: before a job that could see their tasks' states, and at the end.
-    func settlePlacements() {
-      guard !placedSlots.isEmpty else { return }
-      for (slot, outcome) in zip(placedSlots, settle(placements)) { outcomes[slot] = outcome }
-      for transfer in placedFiles { transfer.file.close() }
-      placements = PlacementBatch()
-      placedSlots.removeAll()
-      placedFiles.removeAll()
-    }
+    var results = BatchOutcomes(outcomes: failedChecks)
     for job in batch {
-      if case .complete = job {} else { settlePlacements() }
+      // Settles the files placed so far before a job that could see their tasks' states.
+      if case .complete = job {} else { results.settlePlacements { settle($0) } }
       switch job {
       case .complete(let transfer) where transfer.upload != nil:
-        outcomes.append(completeUpload(transfer))
+        results.append(completeUpload(transfer))
       case .complete(let transfer):
         guard finished.remove(ObjectIdentifier(transfer)) != nil else { continue }
-        // Whoever hears of the finished file (an event's reader, a delegate) may look for it there.
-        if core.reportsEvents || core.delegateTakesFiles, let failure = Self.name(transfer) {
-          transfer.file.close()
-          outcomes.append(settle(transfer.task, .failed, error: failure) { $0.temporaryFileName = nil })
-          continue
-        }
-        core.notifyFinishedDownloading(transfer.task) {
-          URL(fileURLWithPath: transfer.temporaryPath, isDirectory: false)
-        }
-        switch finish(transfer, in: placements) {
-        case .settled(let outcome):
-          outcomes.append(outcome)
-          transfer.file.close()
-        case .pending:
-          placedSlots.append(outcomes.count)
-          placedFiles.append(transfer)
-          outcomes.append(nil)
-        }
+        complete(transfer, into: &results)
       case .fail(let task, let error, let removal):
         // Without a file to delete, the temp file (if any) stays with the task for a later resume.
         removal?.remove()
-        outcomes.append(settle(task, .failed, error: error) { if removal != nil { $0.temporaryFileName = nil } })
+        results.append(settle(task, .failed, error: error) { if removal != nil { $0.temporaryFileName = nil } })
       case .stop(let task, let reason):
-        if let outcome = stop(task, reason, replies: &resumeDataReplies) { outcomes.append(outcome) }
-        if case .suspend = reason {
-          let again = task.runtime.withLock { r -> Bool in
-            defer { (r.suspending, r.resumesAfterSuspending) = (false, false) }
-            return r.resumesAfterSuspending
-          }
-          if again { resuming.append(task) }
-        }
+        if let outcome = stop(task, reason, replies: &resumeDataReplies) { results.append(outcome) }
+        if Self.resumesAfterStop(task, reason) { resuming.append(task) }
       case .exit(let semaphore):
         exit = semaphore
       }
     }
-    settlePlacements()
-    deliver(outcomes.map { $0! })
+    results.settlePlacements { settle($0) }
+    deliver(results.outcomes.map { $0! })
     for (reply, data) in resumeDataReplies { reply(data) }
     // Resumed while their suspension was on its way: running again once it is recorded.
     for task in resuming { core.resume(task) }
     return exit
+  }
+
+  /// Places the verified download `transfer`, its outcome settled now or kept for the placement
+  /// batch of `results`.
+  private func complete(_ transfer: Transfer, into results: inout BatchOutcomes) {
+    // Whoever hears of the finished file (an event's reader, a delegate) may look for it there.
+    if core.reportsEvents || core.delegateTakesFiles, let failure = Self.name(transfer) {
+      transfer.file.close()
+      results.append(settle(transfer.task, .failed, error: failure) { $0.temporaryFileName = nil })
+      return
+    }
+    core.notifyFinishedDownloading(transfer.task) {
+      URL(fileURLWithPath: transfer.temporaryPath, isDirectory: false)
+    }
+    switch finish(transfer, in: results.placements) {
+    case .settled(let outcome):
+      results.append(outcome)
+      transfer.file.close()
+    case .pending:
+      results.appendPlaced(transfer)
+    }
+  }
+
+  /// Whether `task`, stopped for `reason`, was resumed while its suspension was on its way (and so
+  /// runs again once it is recorded); its suspension ends here either way.
+  private static func resumesAfterStop(_ task: DownloadTask, _ reason: StopReason) -> Bool {
+    guard case .suspend = reason else { return false }
+    return task.runtime.withLock { r -> Bool in
+      defer { (r.suspending, r.resumesAfterSuspending) = (false, false) }
+      return r.resumesAfterSuspending
+    }
   }
 
   /// Gives the finished temp file of `transfer` its name in the temp directory, where the task's

@@ -191,27 +191,7 @@ extension DownloadFinisher {
       // Named now, it takes the way of every named temp file.
     }
     let name = transfer?.temporaryFileName ?? record.temporaryFileName!
-    if heldDirectory == nil, let known = batch.verifiedSources.first(where: { $0.path == record.temporaryDirectory }) {
-      // Opened and checked for an earlier file of this batch.
-      heldDirectory = known.directory
-    } else if let held = heldDirectory, batch.isVerified(held, at: record.temporaryDirectory) {
-      // Compared with the directory at its path earlier in this batch.
-    } else {
-      let current: DirectoryHandle
-      do throws(ProtFSError) {
-        current = try fileSystem.openDirectory(record.temporaryDirectory, creating: false)
-      } catch {
-        if heldDirectory == nil { throw error }
-        throw Self.directoryChanged(record.temporaryDirectory, because: error)
-      }
-      if let held = heldDirectory {
-        guard held.isSameDirectory(as: current) else { throw Self.directoryChanged(record.temporaryDirectory) }
-      } else {
-        heldDirectory = current
-      }
-      batch.verifiedSources.append((heldDirectory!, record.temporaryDirectory))
-    }
-    let source = heldDirectory!
+    let source = try verifiedTemporaryDirectory(of: record, held: &heldDirectory, batch: batch)
     let destination = try destinationDirectory(record.destinationDirectory)
     // The attempt's own descriptor stays open for the caller to close; one opened here closes
     // when the batch lets go of it.
@@ -245,6 +225,34 @@ extension DownloadFinisher {
     case .failure(let e):
       throw ProtFSError.system("move the download to", path: destination.pathOf(fileName), errno: e)
     }
+  }
+
+  /// The temp directory of `record`, checked to be the one at its path: the `held` one (set to
+  /// the directory opened here when nil), compared once per batch.
+  private func verifiedTemporaryDirectory(
+    of record: DownloadTaskRecord, held heldDirectory: inout DirectoryHandle?, batch: PlacementBatch
+  ) throws(ProtFSError) -> DirectoryHandle {
+    if heldDirectory == nil, let known = batch.verifiedSources.first(where: { $0.path == record.temporaryDirectory }) {
+      // Opened and checked for an earlier file of this batch.
+      heldDirectory = known.directory
+    } else if let held = heldDirectory, batch.isVerified(held, at: record.temporaryDirectory) {
+      // Compared with the directory at its path earlier in this batch.
+    } else {
+      let current: DirectoryHandle
+      do throws(ProtFSError) {
+        current = try core.configuration.fileSystem.openDirectory(record.temporaryDirectory, creating: false)
+      } catch {
+        if heldDirectory == nil { throw error }
+        throw Self.directoryChanged(record.temporaryDirectory, because: error)
+      }
+      if let held = heldDirectory {
+        guard held.isSameDirectory(as: current) else { throw Self.directoryChanged(record.temporaryDirectory) }
+      } else {
+        heldDirectory = current
+      }
+      batch.verifiedSources.append((heldDirectory!, record.temporaryDirectory))
+    }
+    return heldDirectory!
   }
 
   /// Labels the unnamed finished file of `transfer` with its destination's class and links it

@@ -63,41 +63,62 @@ package enum TemporaryFile {
     in directory: DirectoryHandle, existingName: String?, canContinue: Bool, unnamed: Bool,
     accepts: (_ fd: Int32, _ status: stat) -> Bool, label: (_ fd: Int32) throws(ProtFSError) -> Void
   ) throws(ProtFSError) -> Opened {
-    if let existingName {
-      // Read-write: a resumed download with a digest to check reads back the bytes it has.
-      switch valueOrErrno(.open, { Kernel.openAt(directory.fd, existingName, O_RDWR | O_NOFOLLOW | O_CLOEXEC, 0) }) {
-      case .success(let fd):
-        // Closed when it goes away: every path below that does not continue it lets go of it.
-        let file = FileDescriptor(owning: fd)
-        var status = stat()
-        _ = try valueOrErrno(.stat) { fstat(fd, &status) }.orThrow(
-          "read the temp file", path: directory.pathOf(existingName))
-        // Another link to the file could be outside the device: only a private regular file continues.
-        guard status.st_mode & S_IFMT == S_IFREG, status.st_nlink == 1 else {
-          file.close()
-          throw ProtFSError(
-            .invalidArgument,
-            "The temp file '\(directory.pathOf(existingName))' is not a regular file with a single link; protfs does not write to it.",
-            path: directory.pathOf(existingName), remedy: .purgeCaches)
-        }
-        if accepts(fd, status) && canContinue {
-          TemporaryFileLock.hold(fd)  // tells `cache purge` in another process that this file is live
-          return Opened(file: file, name: existingName, size: Int64(status.st_size), isNamed: true)
-        }
-        if accepts(fd, status) {
-          // Without a validator the server cannot tell whether these bytes are still good.
-          directory.removeFile(existingName, ifStill: fd)
-        }
-        file.close()
-      case .failure(let e) where e == .noSuchFile:
-        break
-      case .failure(let e):
-        throw ProtFSError.system("open the temp file", path: directory.pathOf(existingName), errno: e)
-      }
+    if let existingName,
+      let kept = try continueExisting(existingName, in: directory, canContinue: canContinue, accepts: accepts)
+    {
+      return kept
     }
     if unnamed, let file = try makeUnnamed(in: directory, label: label) {
       return .unnamed(file)
     }
+    return try makeNamed(in: directory, label: label)
+  }
+
+  /// The kept temp file `existingName` in `directory`, opened to be continued, when it is still
+  /// there, private, accepted and `canContinue`; nil when a new one is to be made instead (one
+  /// accepted but not continued is removed).
+  private static func continueExisting(
+    _ existingName: String, in directory: DirectoryHandle, canContinue: Bool,
+    accepts: (_ fd: Int32, _ status: stat) -> Bool
+  ) throws(ProtFSError) -> Opened? {
+    // Read-write: a resumed download with a digest to check reads back the bytes it has.
+    switch valueOrErrno(.open, { Kernel.openAt(directory.fd, existingName, O_RDWR | O_NOFOLLOW | O_CLOEXEC, 0) }) {
+    case .success(let fd):
+      // Closed when it goes away: every path below that does not continue it lets go of it.
+      let file = FileDescriptor(owning: fd)
+      var status = stat()
+      _ = try valueOrErrno(.stat) { fstat(fd, &status) }.orThrow(
+        "read the temp file", path: directory.pathOf(existingName))
+      // Another link to the file could be outside the device: only a private regular file continues.
+      guard status.st_mode & S_IFMT == S_IFREG, status.st_nlink == 1 else {
+        file.close()
+        throw ProtFSError(
+          .invalidArgument,
+          "The temp file '\(directory.pathOf(existingName))' is not a regular file with a single link; protfs does not write to it.",
+          path: directory.pathOf(existingName), remedy: .purgeCaches)
+      }
+      if accepts(fd, status) && canContinue {
+        TemporaryFileLock.hold(fd)  // tells `cache purge` in another process that this file is live
+        return Opened(file: file, name: existingName, size: Int64(status.st_size), isNamed: true)
+      }
+      if accepts(fd, status) {
+        // Without a validator the server cannot tell whether these bytes are still good.
+        directory.removeFile(existingName, ifStill: fd)
+      }
+      file.close()
+    case .failure(let e) where e == .noSuchFile:
+      break
+    case .failure(let e):
+      throw ProtFSError.system("open the temp file", path: directory.pathOf(existingName), errno: e)
+    }
+    return nil
+  }
+
+  /// A new temp file under a fresh name in `directory` (`O_EXCL`), labelled by `label` before any
+  /// byte is written.
+  private static func makeNamed(
+    in directory: DirectoryHandle, label: (_ fd: Int32) throws(ProtFSError) -> Void
+  ) throws(ProtFSError) -> Opened {
     while true {
       let name = randomName()
       switch valueOrErrno(

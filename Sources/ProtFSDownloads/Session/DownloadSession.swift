@@ -112,24 +112,31 @@ public final class DownloadSession: Sendable {
     )[0]
   }
 
+  /// Where an unfinished task downloads: what a new request for the same download matches.
+  private struct ResumableKey: Hashable {
+    var url: String
+    var directory: String
+  }
+
+  /// The unfinished tasks a new request may resume, by URL and destination directory, oldest
+  /// first, so that thousands of requests find theirs without a scan each.
+  private func resumableTasks() -> [ResumableKey: [(fileName: String?, task: DownloadTask)]] {
+    var unfinished: [ResumableKey: [(fileName: String?, task: DownloadTask)]] = [:]
+    for task in allTasks {
+      let r = task.record
+      guard r.state.isUnfinished && r.state != .waitingForUnlock && !r.handsOver, r.isResumable else { continue }
+      unfinished[ResumableKey(url: r.url, directory: r.destinationDirectory), default: []].append((r.fileName, task))
+    }
+    return unfinished
+  }
+
   /// Suspended tasks for `requests`, created in one store transaction (cheap for thousands).
   public func downloadTasks(with requests: [DownloadRequest]) throws(ProtFSError) -> [DownloadTask] {
     try checkUsable()
     let now = Date().timeIntervalSince1970
     var result: [DownloadTask?] = Array(repeating: nil, count: requests.count)
     var fresh: [(index: Int, record: DownloadTaskRecord, request: DownloadRequest)] = []
-    // The unfinished tasks by URL and destination directory, oldest first, so that thousands of
-    // requests find theirs without a scan each.
-    struct Key: Hashable {
-      var url: String
-      var directory: String
-    }
-    var unfinished: [Key: [(fileName: String?, task: DownloadTask)]] = [:]
-    for task in allTasks {
-      let r = task.record
-      guard r.state.isUnfinished && r.state != .waitingForUnlock && !r.handsOver, r.isResumable else { continue }
-      unfinished[Key(url: r.url, directory: r.destinationDirectory), default: []].append((r.fileName, task))
-    }
+    let unfinished = resumableTasks()
     for (index, request) in requests.enumerated() {
       let directory = request.destinationDirectory ?? configuration.destinationDirectory
       let url = request.url.absoluteString
@@ -143,7 +150,7 @@ public final class DownloadSession: Sendable {
       if let body { try DownloadRequest.checkBodySize(body, url: url) }
       // A handed-over task is the app's own: each request makes one.
       if !request.handsOver, method == "GET",
-        let match = unfinished[Key(url: url, directory: directory)]?.first(where: {
+        let match = unfinished[ResumableKey(url: url, directory: directory)]?.first(where: {
           request.fileName == nil || request.fileName == $0.fileName
         })
       {

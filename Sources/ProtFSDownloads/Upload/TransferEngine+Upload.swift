@@ -98,12 +98,9 @@ extension TransferEngine {
     }
     let held: DirectoryHandle
     let file: FileDescriptor
-    var status = stat()
+    let status: stat
     do {
-      held = try temporaryDirectory(directory)
-      file = try held.openDescriptor(name, flags: O_RDONLY)
-      _ = try valueOrErrno(.stat) { fstat(file.rawValue, &status) }.orThrow(
-        "read the snapshot", path: held.pathOf(name))
+      (held, file, status) = try openSnapshot(name, in: directory)
     } catch {
       fail(task, error, deleting: nil)
       return
@@ -123,6 +120,31 @@ extension TransferEngine {
         deleting: TemporaryRemoval(directory: held, name: name))
       return
     }
+    recordSnapshotSize(size, of: task)
+    let easy = idleHandles.popLast() ?? protfs_curl_easy_init()!
+    let transfer = Transfer(
+      task: task, easy: easy, file: file, temporaryDirectory: directory, directory: held, temporaryFileName: name,
+      offset: 0, isHTTP: true, hostKey: hostKey, digest: nil, staging: stagingBuffers, writesBehind: false)
+    transfer.upload = UploadAttempt(size: size, copying: copying, generation: current?.generation ?? 0)
+    start(transfer, record: record, deadline: deadline) {
+      configureUpload(transfer, url: url, upload: upload, size: size)
+    }
+  }
+
+  /// Opens the snapshot `name` in the held temp directory `directory`, and reads its status.
+  private func openSnapshot(_ name: String, in directory: String) throws(ProtFSError)
+    -> (DirectoryHandle, FileDescriptor, stat)
+  {
+    var status = stat()
+    let held = try temporaryDirectory(directory)
+    let file = try held.openDescriptor(name, flags: O_RDONLY)
+    _ = try valueOrErrno(.stat) { fstat(file.rawValue, &status) }.orThrow(
+      "read the snapshot", path: held.pathOf(name))
+    return (held, file, status)
+  }
+
+  /// Records that the upload `task` sends `size` bytes from byte 0.
+  private func recordSnapshotSize(_ size: Int64, of task: DownloadTask) {
     let resized = task.runtime.withLock { r in
       defer {
         r.record.bytesReceived = 0
@@ -137,19 +159,6 @@ extension TransferEngine {
       record.bytesExpected = size
       task.core.persistNow(record)
     }
-    let easy = idleHandles.popLast() ?? protfs_curl_easy_init()!
-    let transfer = Transfer(
-      task: task, easy: easy, file: file, temporaryDirectory: directory, directory: held, temporaryFileName: name,
-      offset: 0, isHTTP: true, hostKey: hostKey, digest: nil, staging: stagingBuffers, writesBehind: false)
-    transfer.upload = UploadAttempt(size: size, copying: copying, generation: current?.generation ?? 0)
-    transfer.requestLimit =
-      TransferClassification.stored(record.requestTimeout).map { Monotonic.nanoseconds(seconds: $0) }
-      ?? Monotonic.nanoseconds(configuration.requestTimeout)
-    transfer.deadline = deadline
-    configureUpload(transfer, url: url, upload: upload, size: size)
-    active[task.id] = transfer
-    hosts.opened(hostKey)
-    protfs_curl_multi_add_handle(multi, easy)
   }
 
   /// Sets the easy handle of an upload up: the read callback over the snapshot, its size, the
@@ -236,6 +245,15 @@ extension TransferEngine {
       }
       return
     }
+    finishAnsweredUpload(t, status: code, name: name)
+  }
+
+  /// Ends the upload attempt `t` that the server answered with `code`: the answer is kept with the
+  /// task; a 2xx completes it, a 5xx (or 408, 429) retries it, any other status fails it.
+  private func finishAnsweredUpload(_ t: Transfer, status code: Int, name: String) {
+    let upload = t.upload!
+    let task = t.task
+    let url = task.url.absoluteString
     let body = upload.response
     task.runtime.withLock { r in
       r.record.upload?.responseStatus = code

@@ -18,8 +18,15 @@ package final class HostScheduler {
   /// How many tasks wait in the queues for a connection (not those retrying later).
   package private(set) var queued = 0
 
-  /// A scheduler allowing `limit` connections per host (at least one).
-  package init(connectionsPerHost limit: Int) { self.limit = max(1, limit) }
+  /// The monotonic clock retries are due by, in nanoseconds.
+  private let clock: () -> UInt64
+
+  /// A scheduler allowing `limit` connections per host (at least one), whose retries fall due by
+  /// `clock` (the monotonic clock; tests give their own).
+  package init(connectionsPerHost limit: Int, clock: @escaping () -> UInt64 = { Monotonic.now }) {
+    self.limit = max(1, limit)
+    self.clock = clock
+  }
 
   /// The key connections are counted under: scheme, host and port (`file:` for local files).
   package static func hostKey(_ url: URL) -> String {
@@ -85,7 +92,7 @@ package final class HostScheduler {
   /// connection (a launch that takes one calls `opened`); returns whether it handed out any.
   package func startReady(_ launch: (DownloadTask, String) -> Void) -> Bool {
     if !retrying.isEmpty {
-      let now = Monotonic.now
+      let now = clock()
       let due = retrying.filter { $0.deadline <= now }
       if !due.isEmpty {
         retrying.removeAll { $0.deadline <= now }

@@ -58,9 +58,7 @@ extension Transfer {
     if staged == staging.count { reserveSpace(through: flushed + Int64(staged)) }
     var written = 0
     while written < staged {
-      let result = valueOrErrno(.write) {
-        pwrite(fd, staging.baseAddress! + written, staged - written, off_t(flushed + Int64(written)))
-      }
+      let result = Kernel.pwrite(fd, staging.baseAddress! + written, staged - written, off_t(flushed + Int64(written)))
       switch result {
       case .success(let count): written += count
       case .failure(let error):
@@ -69,7 +67,7 @@ extension Transfer {
       }
     }
     if writesBehind && staged == staging.count {
-      _ = valueOrErrno(.syncFileRange) { Kernel.startWriteback(fd, offset: flushed, length: Int64(staged)) }
+      _ = Kernel.sync_file_range(fd, flushed, Int64(staged))
     }
     flushed += Int64(staged)
     staged = 0
@@ -94,7 +92,7 @@ extension Transfer {
     guard target > end else { return }
     let start = max(reservedEnd, flushed)
     var space = statvfs()
-    guard case .success = valueOrErrno(.statfs, { fstatvfs(file.rawValue, &space) }) else {
+    guard case .success = Kernel.fstatvfs(file.rawValue, &space) else {
       reserves = false
       return
     }
@@ -104,7 +102,7 @@ extension Transfer {
       reserves = false
       return
     }
-    let result = valueOrErrno(.fallocate) { Kernel.reserveSpace(file.rawValue, offset: start, length: target - start) }
+    let result = Kernel.fallocateKeepSize(file.rawValue, start, target - start)
     // Even a failed call may have reserved part of the range: `releaseReservation` covers it.
     reservedEnd = target
     if case .failure = result { reserves = false }
@@ -116,7 +114,7 @@ extension Transfer {
   /// a kept file is closed and before a finished one is placed.
   package func releaseReservation() {
     guard reservedEnd > flushed || mayHoldEarlierReservation else { return }
-    _ = valueOrErrno(.truncate) { ftruncate(file.rawValue, off_t(flushed)) }
+    _ = Kernel.ftruncate(file.rawValue, off_t(flushed))
     reservedEnd = flushed
     mayHoldEarlierReservation = false
   }
@@ -130,7 +128,7 @@ extension Transfer {
 
   /// Empties the temp file, for a server that sent the whole entity again.
   package func restartFile() {
-    _ = valueOrErrno(.truncate) { ftruncate(file.rawValue, 0) }
+    _ = Kernel.ftruncate(file.rawValue, 0)
     flushed = 0
     reservedEnd = 0
     mayHoldEarlierReservation = false

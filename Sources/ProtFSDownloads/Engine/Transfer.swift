@@ -146,7 +146,7 @@ package final class Transfer: @unchecked Sendable {
     // Held before it has a name, so that `cache purge` never finds it named and not held.
     if !isNamed { TemporaryFileLock.hold(file.rawValue) }
     while !isNamed {
-      switch valueOrErrno(.link, { Kernel.linkUnnamed(file.rawValue, in: directory.fd, as: temporaryFileName) }) {
+      switch Kernel.linkTmpfile(file.rawValue, directory.fd, temporaryFileName) {
       case .success:
         isNamed = true
       case .failure(let e) where e == .exists:

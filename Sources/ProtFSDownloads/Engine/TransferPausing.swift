@@ -62,7 +62,7 @@ extension TransferEngine {
       }
       var status = stat()
       let linkedElsewhere =
-        (try? valueOrErrno(.stat) { fstat(transfer.file.rawValue, &status) }.get()) != nil
+        (try? Kernel.fstat(transfer.file.rawValue, &status).get()) != nil
         && UInt64(status.st_nlink) != transfer.ownLinkCount
       if let held = heldTemporaryDirectories[path], let found = current[path]!, held.handle.isSameDirectory(as: found) {
         heldTemporaryDirectories[path]!.confirmed = now

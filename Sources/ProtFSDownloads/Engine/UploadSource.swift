@@ -107,7 +107,7 @@ final class UploadSource: @unchecked Sendable {
       offset += Int64(wanted)
       return wanted
     case .file(let file, _, let path):
-      switch valueOrErrno(.read, { pread(file.rawValue, buffer, wanted, off_t(offset)) }) {
+      switch Kernel.pread(file.rawValue, buffer, wanted, off_t(offset)) {
       case .success(let count):
         offset += Int64(count)
         return count

@@ -25,7 +25,7 @@ public final class DeviceDownloadFileSystem: DownloadFileSystem {
   /// depends on the text alone.
   private let resolved = Mutex<[String: Resolved]>([:])
   /// Whether protfs runs as root (and so hands files to their container's owner), read once.
-  private let runsAsRoot = geteuid() == 0
+  private let runsAsRoot = Kernel.geteuid() == 0
 
   /// The file system of `device`.
   public convenience init(device: Device) { self.init(device: device, usesOpenat2: true) }
@@ -104,8 +104,7 @@ public final class DeviceDownloadFileSystem: DownloadFileSystem {
     let relative = resolved.relative
     let absolute = resolved.absolute
     let resolve: Kernel.Resolve = [.beneath, .noSymlinks, .noMagicLinks]
-    switch valueOrErrno(
-      .open, { Kernel.openAt2(root.fd, relative, O_RDONLY | O_DIRECTORY | O_CLOEXEC, resolve: resolve) })
+    switch Kernel.openat2(root.fd, relative, O_RDONLY | O_DIRECTORY | O_CLOEXEC, resolve: resolve)
     {
     case .success(let fd):
       return DirectoryHandle(fd: fd, path: absolute)
@@ -150,7 +149,7 @@ public final class DeviceDownloadFileSystem: DownloadFileSystem {
     // Its owner and group matter only where it is handed to the container's owner.
     var status = stat()
     if owner != nil {
-      _ = try valueOrErrno(.stat) { fstat(fd, &status) }.orThrow("read a new file in", path: directory.path)
+      _ = try Kernel.fstat(fd, &status).orThrow("read a new file in", path: directory.path)
     }
     try Self.relabel(fd, status: status, value: value, owner: owner, path: directory.path)
   }
@@ -218,7 +217,7 @@ public final class DeviceDownloadFileSystem: DownloadFileSystem {
     try value.write(to: .descriptor(fd, pathOnly: false)).orThrow(
       "set the protection class of a new file in", path: path)
     guard let owner else { return }
-    _ = try valueOrErrno(.chown) { fchown(fd, owner.uid, owner.gid) }.orThrow(
+    _ = try Kernel.fchown(fd, owner.uid, owner.gid).orThrow(
       "give the container's owner a new file in", path: path)
   }
 
@@ -240,7 +239,7 @@ public final class DeviceDownloadFileSystem: DownloadFileSystem {
         "set the protection class of a new file in", path: path)
     }
     guard let owner, status.st_uid != owner.uid || status.st_gid != owner.gid else { return }
-    _ = try valueOrErrno(.chown) { fchown(fd, owner.uid, owner.gid) }.orThrow(
+    _ = try Kernel.fchown(fd, owner.uid, owner.gid).orThrow(
       "give the container's owner a new file in", path: path)
   }
 }

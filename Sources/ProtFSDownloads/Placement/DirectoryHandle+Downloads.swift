@@ -6,7 +6,7 @@ extension DirectoryHandle {
   /// says so; the caller checks that it is a regular file through the descriptor.
   package func openSourceFile(_ name: String) throws(ProtFSError) -> FileDescriptor {
     let path = pathOf(name)
-    switch valueOrErrno(.open, { openat(fd, name, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC) }) {
+    switch Kernel.openat(fd, name, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC) {
     case .success(let fd): return FileDescriptor(owning: fd)
     case .failure(let e) where e == .tooManySymlinks:
       throw ProtFSError(
@@ -31,11 +31,11 @@ extension DirectoryHandle {
     if let fd {
       var open = stat()
       var named = stat()
-      guard case .success = valueOrErrno(.stat, { fstat(fd, &open) }),
-        case .success = valueOrErrno(.stat, { fstatat(self.fd, name, &named, AT_SYMLINK_NOFOLLOW) }),
+      guard case .success = Kernel.fstat(fd, &open),
+        case .success = Kernel.fstatat(self.fd, name, &named, AT_SYMLINK_NOFOLLOW),
         open.st_dev == named.st_dev, open.st_ino == named.st_ino
       else { return }
     }
-    _ = valueOrErrno(.unlink) { unlinkat(self.fd, name, 0) }
+    _ = Kernel.unlinkat(self.fd, name, 0)
   }
 }

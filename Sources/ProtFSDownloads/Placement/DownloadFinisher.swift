@@ -308,9 +308,9 @@ package final class DownloadFinisher: @unchecked Sendable {
     if core.configuration.synchronizesFiles {
       // One syncfs flushes a batch of small files in one journal commit; a lone file needs only fsync.
       if passed.count >= 4 {
-        _ = valueOrErrno(.syncfs) { Kernel.syncFilesystem(passed[0].file.rawValue) }
+        _ = Kernel.syncfs(passed[0].file.rawValue)
       } else {
-        for t in passed { _ = valueOrErrno(.fsync) { fsync(t.file.rawValue) } }
+        for t in passed { _ = Kernel.fsync(t.file.rawValue) }
       }
     }
     // The descriptors stay open until placement, which labels the file through them.

@@ -50,8 +50,8 @@ extension DirectoryHandle {
   package func stillNames(_ name: String, fd: Int32) -> Bool {
     var open = stat()
     var named = stat()
-    guard case .success = valueOrErrno(.stat, { fstat(fd, &open) }),
-      case .success = valueOrErrno(.stat, { fstatat(self.fd, name, &named, AT_SYMLINK_NOFOLLOW) })
+    guard case .success = Kernel.fstat(fd, &open),
+      case .success = Kernel.fstatat(self.fd, name, &named, AT_SYMLINK_NOFOLLOW)
     else { return false }
     return open.st_dev == named.st_dev && open.st_ino == named.st_ino
   }

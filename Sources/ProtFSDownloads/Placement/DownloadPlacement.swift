@@ -203,7 +203,7 @@ extension DownloadFinisher {
     }
     let status = try Self.requirePrivateFile(file.rawValue, at: source.pathOf(name))
     try batch.destinationLabels.labels(for: destination, in: fileSystem).label(file.rawValue, status: status)
-    switch valueOrErrno(.rename, { renameat(source.fd, name, destination.fd, fileName) }) {
+    switch Kernel.renameat(source.fd, name, destination.fd, fileName) {
     case .success:
       // The held destination may have been moved out of the device between its opening and the
       // rename: the batch's check (`settle(_:)`) takes the file back out of it then.
@@ -269,7 +269,7 @@ extension DownloadFinisher {
     let status = try Self.requirePrivateFile(file.rawValue, at: transfer.temporaryPath, links: 0)
     try batch.destinationLabels.labels(for: destination, in: core.configuration.fileSystem).label(
       file.rawValue, status: status)
-    switch valueOrErrno(.link, { Kernel.linkUnnamed(file.rawValue, in: destination.fd, as: fileName) }) {
+    switch Kernel.linkTmpfile(file.rawValue, destination.fd, fileName) {
     case .success:
       return (destination, file)
     case .failure(let e) where e == .exists || e == .crossDevice:
@@ -298,7 +298,7 @@ extension DownloadFinisher {
     -> stat
   {
     var status = stat()
-    _ = try valueOrErrno(.stat) { fstat(fd, &status) }.orThrow("read", path: path)
+    _ = try Kernel.fstat(fd, &status).orThrow("read", path: path)
     guard status.st_mode & S_IFMT == S_IFREG, UInt64(status.st_nlink) == links else {
       throw ProtFSError(
         .invalidArgument,

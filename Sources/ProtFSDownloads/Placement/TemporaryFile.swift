@@ -82,12 +82,12 @@ package enum TemporaryFile {
     accepts: (_ fd: Int32, _ status: stat) -> Bool
   ) throws(ProtFSError) -> Opened? {
     // Read-write: a resumed download with a digest to check reads back the bytes it has.
-    switch valueOrErrno(.open, { Kernel.openAt(directory.fd, existingName, O_RDWR | O_NOFOLLOW | O_CLOEXEC, 0) }) {
+    switch Kernel.openat(directory.fd, existingName, O_RDWR | O_NOFOLLOW | O_CLOEXEC, 0) {
     case .success(let fd):
       // Closed when it goes away: every path below that does not continue it lets go of it.
       let file = FileDescriptor(owning: fd)
       var status = stat()
-      _ = try valueOrErrno(.stat) { fstat(fd, &status) }.orThrow(
+      _ = try Kernel.fstat(fd, &status).orThrow(
         "read the temp file", path: directory.pathOf(existingName))
       // Another link to the file could be outside the device: only a private regular file continues.
       guard status.st_mode & S_IFMT == S_IFREG, status.st_nlink == 1 else {
@@ -121,18 +121,14 @@ package enum TemporaryFile {
   ) throws(ProtFSError) -> Opened {
     while true {
       let name = randomName()
-      switch valueOrErrno(
-        .open,
-        {
-          Kernel.openAt(directory.fd, name, O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0o644)
-        })
+      switch Kernel.openat(directory.fd, name, O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0o644)
       {
       case .success(let fd):
         let file = FileDescriptor(owning: fd)
         do {
           try label(fd)
         } catch {
-          _ = valueOrErrno(.unlink) { unlinkat(directory.fd, name, 0) }
+          _ = Kernel.unlinkat(directory.fd, name, 0)
           file.close()
           throw error
         }
@@ -153,7 +149,7 @@ package enum TemporaryFile {
   package static func makeUnnamed(in directory: DirectoryHandle, label: (Int32) throws(ProtFSError) -> Void)
     throws(ProtFSError) -> FileDescriptor?
   {
-    switch valueOrErrno(.tmpfile, { Kernel.openUnnamed(in: directory.fd, mode: 0o644) }) {
+    switch Kernel.openTmpfile(directory.fd, 0o644) {
     case .success(let fd):
       let file = FileDescriptor(owning: fd)
       do {
@@ -180,7 +176,7 @@ package enum TemporaryFile {
     var done: Int64 = 0
     while done < count {
       let n: Int
-      switch valueOrErrno(.read, { pread(fd, buffer, min(chunk, Int(count - done)), off_t(done)) }) {
+      switch Kernel.pread(fd, buffer, min(chunk, Int(count - done)), off_t(done)) {
       case .success(let read) where read > 0: n = read
       case .success: return ProtFSError.system("read the temp file", path: path, errno: EIO)
       case .failure(let e): return ProtFSError.system("read the temp file", path: path, errno: e)

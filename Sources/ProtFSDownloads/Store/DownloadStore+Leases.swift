@@ -71,7 +71,7 @@ extension DownloadStore {
       if !claimed.isEmpty {
         try db.query(
           "UPDATE tasks SET owner = ?, owner_pid = ? WHERE id IN (SELECT value FROM json_each(?))",
-          [.text(owner), .integer(Int64(getpid())), Self.idList(claimed.map(\.id))])
+          [.text(owner), .integer(Int64(Kernel.getpid())), Self.idList(claimed.map(\.id))])
       }
       return claimed
     }
@@ -99,7 +99,7 @@ extension DownloadStore {
   /// process given the same pid later is not taken for it) and a random part (so that two sessions
   /// of one process differ): "PID-tSTART-UUID".
   package static func makeOwner() -> String {
-    let pid = getpid()
+    let pid = Kernel.getpid()
     return "\(pid)-t\(ProcessIdentity.startTime(of: pid) ?? 0)-\(UUID().uuidString)"
   }
 

@@ -52,7 +52,7 @@ extension DownloadStore {
         VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
         """,
         Self.values(r) + [
-          .text(owner), .integer(Int64(getpid())), .real(r.createdAt), .real(r.updatedAt),
+          .text(owner), .integer(Int64(Kernel.getpid())), .real(r.createdAt), .real(r.updatedAt),
           r.requestTimeout.map { .real($0) } ?? .null, r.resourceTimeout.map { .real($0) } ?? .null,
           Self.failureJSON(r), Self.uploadJSON(r), Self.headersJSON(r),
           requesting.map { .text($0.rawValue) } ?? .null, SQLiteValue(r.requestMethod),

@@ -56,7 +56,7 @@ package final class SQLiteDatabase: @unchecked Sendable {
   /// without waiting: while another process is in a transaction the log is left for a later open.
   private func checkpointLargeLog(busyTimeoutMilliseconds: Int32) {
     var info = stat()
-    guard case .success = valueOrErrno(.stat, { stat(path + "-wal", &info) }),
+    guard case .success = Kernel.stat(path + "-wal", &info),
       Int(info.st_size) > Self.checkpointOnOpenBytes
     else { return }
     _ = protfs_sqlite3_busy_timeout(handle, 0)

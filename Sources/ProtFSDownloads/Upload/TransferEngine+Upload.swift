@@ -56,7 +56,7 @@ package final class UploadAttempt: @unchecked Sendable {
         return Int(CURL_READFUNC_ABORT)
       }
     }
-    switch valueOrErrno(.read, { pread(fd, buffer, min(capacity, Int(max(0, end - sent))), off_t(sent)) }) {
+    switch Kernel.pread(fd, buffer, min(capacity, Int(max(0, end - sent))), off_t(sent)) {
     case .success(let n):
       sent += Int64(n)
       return n
@@ -138,7 +138,7 @@ extension TransferEngine {
     var status = stat()
     let held = try temporaryDirectory(directory)
     let file = try held.openDescriptor(name, flags: O_RDONLY)
-    _ = try valueOrErrno(.stat) { fstat(file.rawValue, &status) }.orThrow(
+    _ = try Kernel.fstat(file.rawValue, &status).orThrow(
       "read the snapshot", path: held.pathOf(name))
     return (held, file, status)
   }

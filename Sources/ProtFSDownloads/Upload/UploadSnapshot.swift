@@ -46,7 +46,7 @@ package enum UploadSnapshot {
     let (source, protectionClass) = try fileSystem.openSource(absolute)
     try configuration.accessPolicy.checkRead(absolute, protectionClass: protectionClass)
     var status = stat()
-    _ = try valueOrErrno(.stat) { fstat(source.rawValue, &status) }.orThrow("read the file to upload", path: absolute)
+    _ = try Kernel.fstat(source.rawValue, &status).orThrow("read the file to upload", path: absolute)
     guard status.st_mode & S_IFMT == S_IFREG else {
       let what = status.st_mode & S_IFMT == S_IFDIR ? "a directory" : "not a regular file"
       throw ProtFSError(
@@ -91,10 +91,10 @@ package enum UploadSnapshot {
   /// system cannot clone (ext4, tmpfs, or the two on different file systems): the caller copies.
   /// The class is the snapshot's own attribute, never shared: a clone shares data, not attributes.
   package static func clone(_ source: Int32, into output: Int32, path: String) throws(ProtFSError) -> Int64? {
-    switch valueOrErrno(.cloneFile, { Kernel.cloneFile(source, into: output) }) {
+    switch Kernel.ficlone(source, into: output) {
     case .success:
       var status = stat()
-      _ = try valueOrErrno(.stat) { fstat(output, &status) }.orThrow("read the upload snapshot of", path: path)
+      _ = try Kernel.fstat(output, &status).orThrow("read the upload snapshot of", path: path)
       return Int64(status.st_size)
     case .failure(let e) where [EOPNOTSUPP, ENOTTY, EXDEV, EINVAL, ENOSYS, EPERM].contains(e.rawValue):
       return nil
@@ -139,7 +139,7 @@ package enum UploadSnapshot {
   {
     if let hook = passHooks.withLock({ $0[path] }) { hook(pass) }
     var now = stat()
-    _ = try valueOrErrno(.stat) { fstat(source, &now) }.orThrow("read the file to upload", path: path)
+    _ = try Kernel.fstat(source, &now).orThrow("read the file to upload", path: path)
     let same =
       now.st_size == before.st_size && Int64(now.st_size) == copied
       && now.st_mtim.tv_sec == before.st_mtim.tv_sec && now.st_mtim.tv_nsec == before.st_mtim.tv_nsec
@@ -156,17 +156,16 @@ package enum UploadSnapshot {
 
   /// Empties the snapshot `output` and puts both files back at byte 0, for another pass.
   private static func rewind(_ source: Int32, _ output: Int32, path: String) throws(ProtFSError) {
-    _ = try valueOrErrno(.truncate) { ftruncate(output, 0) }.orThrow("snapshot the file to upload", path: path)
-    _ = try valueOrErrno(.seek) { lseek(output, 0, SEEK_SET) }.orThrow("snapshot the file to upload", path: path)
-    _ = try valueOrErrno(.seek) { lseek(source, 0, SEEK_SET) }.orThrow("snapshot the file to upload", path: path)
+    _ = try Kernel.ftruncate(output, 0).orThrow("snapshot the file to upload", path: path)
+    _ = try Kernel.lseek(output, 0, SEEK_SET).orThrow("snapshot the file to upload", path: path)
+    _ = try Kernel.lseek(source, 0, SEEK_SET).orThrow("snapshot the file to upload", path: path)
   }
 
   /// A new, empty snapshot file made with `O_EXCL` in `directory`.
   private static func create(in directory: DirectoryHandle) throws(ProtFSError) -> (String, FileDescriptor) {
     while true {
       let name = TemporaryFile.randomName().replacingOccurrences(of: "CFNetworkDownload_", with: "CFNetworkUpload_")
-      switch valueOrErrno(
-        .open, { Kernel.openAt(directory.fd, name, O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0o600) })
+      switch Kernel.openat(directory.fd, name, O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0o600)
       {
       case .success(let fd): return (name, FileDescriptor(owning: fd))
       case .failure(let e) where e == .exists: continue

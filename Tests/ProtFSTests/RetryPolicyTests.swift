@@ -1,6 +1,6 @@
 import Foundation
-import ProtFSSystem
 import ProtFSDownloads
+import ProtFSSystem
 import Testing
 
 /// When the engine tries a failed attempt again: the delay doubles from the base to the cap, the

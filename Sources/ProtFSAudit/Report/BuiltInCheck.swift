@@ -56,103 +56,128 @@ public enum BuiltInCheck: String, Sendable, CaseIterable {
 
   /// How reports describe the check.
   public var description: AuditRuleDescription {
-    let (name, summary, help): (String, String, String) =
-      switch self {
-      case .corruptClass:
-        (
-          "corrupt-class", "The protection class attribute holds a value that is not a protection class.",
-          "user.protfs.class must hold one of Apple's raw values (for example NSFileProtectionComplete). Give the item a valid class, or remove the attribute so that it inherits one."
-        )
-      case .lockedOut:
-        (
-          "locked-out-while-unlocked", "The item is still locked out although the device is unlocked.",
-          "A lock removed the item's permission bits (saving them in user.protfs.saved-mode) and the unlock did not put them back, so the app cannot read it. Unlocking the device restores the saved modes."
-        )
-      case .protectedFileReadableByOthers:
-        (
-          "protected-file-readable-by-others",
-          "A complete or unless-open file is readable by its group or others.",
-          "Classes complete and complete-unless-open protect data the app considers sensitive; permission bits that let other users read it defeat that on a shared system. Remove the group and other read bits (chmod go-r)."
-        )
-      case .symlinkLeavesContainer:
-        (
-          "symlink-leaves-container", "A symbolic link points outside its container.",
-          "An app's container is its sandbox: a link out of it reaches data whose class the app does not control. Replace the link with a copy or point it inside the container."
-        )
-      case .orphanTemporaryDownload:
-        (
-          "orphan-temporary-download", "A background-download temp file that no download task owns.",
-          "nsurlsessiond removes CFNetworkDownload_*.tmp files when their task ends; one no task owns is left over from a crash and only wastes space. Delete it."
-        )
-      case .noOwnClass:
-        (
-          "no-own-class", "The item has no protection class of its own.",
-          "On iOS every file gets a class when it is created. An item without user.protfs.class was created outside protfs and inherits its directory's class; give it a class of its own if that is not what the app would do."
-        )
-      case .defaultClassMismatch:
-        (
-          "default-class-mismatch", "The container's default class differs from the entitlements.",
-          "The com.apple.developer.default-data-protection entitlement sets the class new files get; the container was created with another default. Create the container again with the entitlements, or give it their default class."
-        )
-      case .unreadable:
-        (
-          "unreadable", "Part of the tree could not be read, so the audit is incomplete.",
-          "The audit must read every directory and every item's attributes. Run it as a user who can read the whole tree (and with the device unlocked)."
-        )
-      case .nonUTF8Name:
-        (
-          "non-utf8-name", "A file name is not valid UTF-8.",
-          "iOS file names are UTF-8 (APFS requires it); a name that is not cannot come from an app. Rename the item."
-        )
-      case .symlinkLoop:
-        (
-          "symlink-loop", "A symbolic link loops.",
-          "Resolving the link never ends (ELOOP), so any app that opens it fails. Remove or fix the link."
-        )
-      case .hardLinked:
-        (
-          "hard-linked-file", "A file has more than one hard link.",
-          "A link may be outside the device, so a lock leaves such a file unchanged (its class is not enforced) rather than change an inode outside the device. iOS apps cannot make hard links across containers; replace the link with a copy (cp, then mv over it)."
-        )
-      case .setID:
-        (
-          "setid-file", "A file inside a container is setuid or setgid.",
-          "An app's container holds data, not programs that run with another identity; a setuid or setgid file there is planted or a mistake, and whoever can run it gains its owner's or group's rights. Remove the bits (chmod ug-s)."
-        )
-      case .notAContainer:
-        (
-          "not-a-container", "An entry of Containers/ is not a container.",
-          "A container is a directory directly inside Containers/ named by a valid bundle identifier. Any other entry has no default class, caches or download tasks, and no app owns it (a lock still protects what is in it). Rename it to its app's bundle identifier, or move it out of the device."
-        )
-      case .predictedDownloadFailure:
-        (
-          "predicted-download-failure",
-          "The app's background-download directory will be made with a class that fails downloads while locked.",
-          "nsurlsessiond makes Library/Caches/com.apple.nsurlsessiond/Downloads/BUNDLE-ID at the app's first background download, with the class its parent hands down, and writes every download's temp file there. A class stronger than until-first-auth makes a download that starts or runs while the device is locked fail with EPERM (Operation not permitted). Make the directory now with class none: protfs init-cache BUNDLE-ID."
-        )
-      case .predictedTemporaryDirectoryClass:
-        (
-          "predicted-directory-class",
-          "A directory the system makes again when missing will get a class that fails writes while locked.",
-          "tmp and Library/Caches are made again when missing, with the class their parent hands down. A class stronger than until-first-auth makes what the app or the system writes there while the device is locked fail with EPERM: caches of a background fetch, the partial file a cancelled download keeps for its resume data. Create the directory with until-first-auth or none (protfs set-class), or create the container with a weaker default class."
-        )
-      case .appDownloadsNotClassNone:
-        (
-          "app-downloads-not-class-none",
-          "The app downloads in the background, but its Downloads directory is not class none.",
-          "An app whose UIBackgroundModes has fetch, processing or remote-notification downloads while the device may be locked, even before the first unlock after a restart, when only class none is readable and writable. nsurlsessiond writes its downloads in Library/Caches/com.apple.nsurlsessiond/Downloads/BUNDLE-ID; any other class there fails them with EPERM. Create the directory with class none: protfs init-cache BUNDLE-ID."
-        )
-      case .appTaskDeclaration:
-        (
-          "app-task-declaration",
-          "The app's background-task declarations disagree.",
-          "BGTaskScheduler runs a BGProcessingTaskRequest only for an identifier in BGTaskSchedulerPermittedIdentifiers of an app whose UIBackgroundModes has processing (fetch for a BGAppRefreshTaskRequest); otherwise submit fails with notPermitted. Add the missing identifiers or modes to the app's Info.plist."
-        )
-      }
-    return AuditRuleDescription(
-      id: rawValue, name: name, level: level, summary: summary, help: help, origin: "built-in", security: security)
+    AuditRuleDescription(
+      id: rawValue, name: ruleName, level: level, summary: summary, help: help, origin: "built-in",
+      security: security)
   }
 
+  /// The rule's name in reports (SARIF's `name`).
+  private var ruleName: String {
+    switch self {
+    case .corruptClass:
+      "corrupt-class"
+    case .lockedOut:
+      "locked-out-while-unlocked"
+    case .protectedFileReadableByOthers:
+      "protected-file-readable-by-others"
+    case .symlinkLeavesContainer:
+      "symlink-leaves-container"
+    case .orphanTemporaryDownload:
+      "orphan-temporary-download"
+    case .noOwnClass:
+      "no-own-class"
+    case .defaultClassMismatch:
+      "default-class-mismatch"
+    case .unreadable:
+      "unreadable"
+    case .nonUTF8Name:
+      "non-utf8-name"
+    case .symlinkLoop:
+      "symlink-loop"
+    case .hardLinked:
+      "hard-linked-file"
+    case .setID:
+      "setid-file"
+    case .notAContainer:
+      "not-a-container"
+    case .predictedDownloadFailure:
+      "predicted-download-failure"
+    case .predictedTemporaryDirectoryClass:
+      "predicted-directory-class"
+    case .appDownloadsNotClassNone:
+      "app-downloads-not-class-none"
+    case .appTaskDeclaration:
+      "app-task-declaration"
+    }
+  }
+  /// What a finding says, in one sentence.
+  private var summary: String {
+    switch self {
+    case .corruptClass:
+      "The protection class attribute holds a value that is not a protection class."
+    case .lockedOut:
+      "The item is still locked out although the device is unlocked."
+    case .protectedFileReadableByOthers:
+      "A complete or unless-open file is readable by its group or others."
+    case .symlinkLeavesContainer:
+      "A symbolic link points outside its container."
+    case .orphanTemporaryDownload:
+      "A background-download temp file that no download task owns."
+    case .noOwnClass:
+      "The item has no protection class of its own."
+    case .defaultClassMismatch:
+      "The container's default class differs from the entitlements."
+    case .unreadable:
+      "Part of the tree could not be read, so the audit is incomplete."
+    case .nonUTF8Name:
+      "A file name is not valid UTF-8."
+    case .symlinkLoop:
+      "A symbolic link loops."
+    case .hardLinked:
+      "A file has more than one hard link."
+    case .setID:
+      "A file inside a container is setuid or setgid."
+    case .notAContainer:
+      "An entry of Containers/ is not a container."
+    case .predictedDownloadFailure:
+      "The app's background-download directory will be made with a class that fails downloads while locked."
+    case .predictedTemporaryDirectoryClass:
+      "A directory the system makes again when missing will get a class that fails writes while locked."
+    case .appDownloadsNotClassNone:
+      "The app downloads in the background, but its Downloads directory is not class none."
+    case .appTaskDeclaration:
+      "The app's background-task declarations disagree."
+    }
+  }
+  /// Why it matters and how to fix it.
+  private var help: String {
+    switch self {
+    case .corruptClass:
+      "user.protfs.class must hold one of Apple's raw values (for example NSFileProtectionComplete). Give the item a valid class, or remove the attribute so that it inherits one."
+    case .lockedOut:
+      "A lock removed the item's permission bits (saving them in user.protfs.saved-mode) and the unlock did not put them back, so the app cannot read it. Unlocking the device restores the saved modes."
+    case .protectedFileReadableByOthers:
+      "Classes complete and complete-unless-open protect data the app considers sensitive; permission bits that let other users read it defeat that on a shared system. Remove the group and other read bits (chmod go-r)."
+    case .symlinkLeavesContainer:
+      "An app's container is its sandbox: a link out of it reaches data whose class the app does not control. Replace the link with a copy or point it inside the container."
+    case .orphanTemporaryDownload:
+      "nsurlsessiond removes CFNetworkDownload_*.tmp files when their task ends; one no task owns is left over from a crash and only wastes space. Delete it."
+    case .noOwnClass:
+      "On iOS every file gets a class when it is created. An item without user.protfs.class was created outside protfs and inherits its directory's class; give it a class of its own if that is not what the app would do."
+    case .defaultClassMismatch:
+      "The com.apple.developer.default-data-protection entitlement sets the class new files get; the container was created with another default. Create the container again with the entitlements, or give it their default class."
+    case .unreadable:
+      "The audit must read every directory and every item's attributes. Run it as a user who can read the whole tree (and with the device unlocked)."
+    case .nonUTF8Name:
+      "iOS file names are UTF-8 (APFS requires it); a name that is not cannot come from an app. Rename the item."
+    case .symlinkLoop:
+      "Resolving the link never ends (ELOOP), so any app that opens it fails. Remove or fix the link."
+    case .hardLinked:
+      "A link may be outside the device, so a lock leaves such a file unchanged (its class is not enforced) rather than change an inode outside the device. iOS apps cannot make hard links across containers; replace the link with a copy (cp, then mv over it)."
+    case .setID:
+      "An app's container holds data, not programs that run with another identity; a setuid or setgid file there is planted or a mistake, and whoever can run it gains its owner's or group's rights. Remove the bits (chmod ug-s)."
+    case .notAContainer:
+      "A container is a directory directly inside Containers/ named by a valid bundle identifier. Any other entry has no default class, caches or download tasks, and no app owns it (a lock still protects what is in it). Rename it to its app's bundle identifier, or move it out of the device."
+    case .predictedDownloadFailure:
+      "nsurlsessiond makes Library/Caches/com.apple.nsurlsessiond/Downloads/BUNDLE-ID at the app's first background download, with the class its parent hands down, and writes every download's temp file there. A class stronger than until-first-auth makes a download that starts or runs while the device is locked fail with EPERM (Operation not permitted). Make the directory now with class none: protfs init-cache BUNDLE-ID."
+    case .predictedTemporaryDirectoryClass:
+      "tmp and Library/Caches are made again when missing, with the class their parent hands down. A class stronger than until-first-auth makes what the app or the system writes there while the device is locked fail with EPERM: caches of a background fetch, the partial file a cancelled download keeps for its resume data. Create the directory with until-first-auth or none (protfs set-class), or create the container with a weaker default class."
+    case .appDownloadsNotClassNone:
+      "An app whose UIBackgroundModes has fetch, processing or remote-notification downloads while the device may be locked, even before the first unlock after a restart, when only class none is readable and writable. nsurlsessiond writes its downloads in Library/Caches/com.apple.nsurlsessiond/Downloads/BUNDLE-ID; any other class there fails them with EPERM. Create the directory with class none: protfs init-cache BUNDLE-ID."
+    case .appTaskDeclaration:
+      "BGTaskScheduler runs a BGProcessingTaskRequest only for an identifier in BGTaskSchedulerPermittedIdentifiers of an app whose UIBackgroundModes has processing (fetch for a BGAppRefreshTaskRequest); otherwise submit fails with notPermitted. Add the missing identifiers or modes to the app's Info.plist."
+    }
+  }
   /// How its findings rank as security findings, and what they stand for (docs/audit-rules.md
   /// gives the reasons). A new check does not compile until it says.
   public var security: AuditRuleSecurity {

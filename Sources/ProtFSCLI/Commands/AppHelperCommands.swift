@@ -71,7 +71,7 @@ package enum AppHelperCommands {
   /// The name iOS gives a task begun without one, after its caller: `Called by NAME`, NAME the
   /// program that ran this command (the app's script), as the kernel names it.
   static func callerName() -> String {
-    guard case .success(let bytes) = Kernel.readNamedFile("/proc/\(getppid())/comm", limit: 64) else {
+    guard case .success(let bytes) = Kernel.readNamedFile("/proc/\(Kernel.getppid())/comm", limit: 64) else {
       return "Called by an unknown caller"
     }
     let name = String(decoding: bytes, as: UTF8.self).trimmingCharacters(in: .whitespacesAndNewlines)

@@ -35,16 +35,8 @@ extension DownloadCommand {
     let session = try DownloadSession(configuration: opening)
     var handover = ServiceHandover(invocation, configuration: configuration)
     try handover.register(in: session.store)
+    try handOverStranded(session, &handover)
     var kept: [DownloadTask] = []
-    let reattached = session.allTasks
-    let reattachedIDs = reattached.map(\.id)
-    let requested = try session.store.pendingRequests(ids: reattachedIDs)
-    let states = try session.store.states(ids: reattachedIDs)
-    let stranded = reattachedIDs.filter { states[$0]?.state == .running || requested[$0] == .resume }
-    if !stranded.isEmpty {
-      let wanted = Set(stranded)
-      handover.hand(try session.release(reattached.filter { wanted.contains($0.id) }))
-    }
     var requests = first
     var size = max(first.count, 1)
     do {
@@ -65,6 +57,18 @@ extension DownloadCommand {
     handover.hand(leftover)
     try handover.finish()
     return exitCompleted
+  }
+
+  /// Hands over the tasks a killed process left running, or a killed `download --detach` recorded
+  /// and did not hand over (they carry their resume request): they run again in the service.
+  private static func handOverStranded(_ session: DownloadSession, _ handover: inout ServiceHandover) throws {
+    let reattached = session.allTasks
+    let reattachedIDs = reattached.map(\.id)
+    let requested = try session.store.pendingRequests(ids: reattachedIDs)
+    let states = try session.store.states(ids: reattachedIDs)
+    let stranded = Set(reattachedIDs.filter { states[$0]?.state == .running || requested[$0] == .resume })
+    guard !stranded.isEmpty else { return }
+    handover.hand(try session.release(reattached.filter { stranded.contains($0.id) }))
   }
 
   /// Hands the recorded `tasks` of `configuration`'s session (suspended, released) to the

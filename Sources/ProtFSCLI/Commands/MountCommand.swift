@@ -59,7 +59,7 @@ package enum MountCommand {
     _ = Kernel.setsid()
     _ = Kernel.chdir("/")
     try MountDaemon.serve(device: device, at: mountpoint) {
-      let line = "ready \(getpid())\n"
+      let line = "ready \(Kernel.getpid())\n"
       _ = line.withCString { text in Kernel.write(1, text, strlen(text)) }
       if case .success(let null) = Kernel.open("/dev/null", O_RDWR) {
         _ = Kernel.dup2(null, 1)

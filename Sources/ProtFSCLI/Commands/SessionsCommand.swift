@@ -89,7 +89,7 @@ package enum SessionsCommand {
     try SessionServiceClient.stop(socketName: name)
     // The reply comes before the process ends: wait for it to go (the socket closes with it).
     let deadline = Date().addingTimeInterval(10)
-    while ProcessIdentity.isRunning(pid), Date() < deadline { usleep(10_000) }
+    while ProcessIdentity.isRunning(pid), Date() < deadline { Kernel.usleep(10_000) }
     Console.out("Stopped the session service (pid \(pid)).")
     return 0
   }

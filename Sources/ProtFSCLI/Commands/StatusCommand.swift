@@ -1,6 +1,7 @@
 import Foundation
 import ProtFS
 import ProtFSLock
+import ProtFSSystem
 
 /// `protfs status`: the lock state, the passcode, per class what is available, and what is out of line.
 package enum StatusCommand {
@@ -81,7 +82,7 @@ package enum StatusCommand {
   static func printFindings(_ status: LockStatus) {
     if status.uninspectable > 0 {
       Console.out(
-        "Not inspected:             \(Counted.text(status.uninspectable, "item")) whose mode hides their attributes from uid \(geteuid()) (run as root)"
+        "Not inspected:             \(Counted.text(status.uninspectable, "item")) whose mode hides their attributes from uid \(Kernel.geteuid()) (run as root)"
       )
     }
     if status.hardLinkedCount > 0 {

@@ -88,32 +88,7 @@ package struct AppLifecycle {
   }
 
   /// A place on Earth, in degrees.
-  package struct Coordinate: Equatable, Sendable {
-    /// -90 to 90.
-    package var latitude: Double
-    /// -180 to 180.
-    package var longitude: Double
-
-    /// The coordinate `text` ("LATITUDE,LONGITUDE") names, or nil when it names none.
-    package init?(_ text: String) {
-      let parts = text.split(separator: ",", omittingEmptySubsequences: false)
-      guard parts.count == 2, parts.allSatisfy({ $0.count <= 32 }),
-        let latitude = Double(parts[0].trimmingCharacters(in: .whitespaces)),
-        let longitude = Double(parts[1].trimmingCharacters(in: .whitespaces)), (-90...90).contains(latitude),
-        (-180...180).contains(longitude)
-      else { return nil }
-      self.latitude = latitude
-      self.longitude = longitude
-    }
-  }
-
-  /// How an app updates its location.
-  private enum LocationUpdates {
-    /// While it runs in the foreground (and, without the mode, until it is suspended).
-    case foreground
-    /// Also in the background (`allowsBackgroundLocationUpdates`).
-    case background
-  }
+  package typealias Coordinate = AppRequest.Coordinate
 
   /// A deadline the lifecycle planned, with what it needs to tell whether it still applies.
   package enum Timer: Hashable, Sendable {
@@ -172,7 +147,7 @@ package struct AppLifecycle {
   /// Whether the app plays audio with an active playback session.
   private var playingAudio = false
   /// How the app updates its location, while it does.
-  private var locationUpdates: LocationUpdates?
+  private var locationUpdates: AppRequest.LocationUpdates?
   /// The BGTask identifiers whose launch handlers the app registered.
   private var registeredTasks: Set<String> = []
   /// Whether a watched app's launch finished (its main thread returned from
@@ -336,49 +311,48 @@ package struct AppLifecycle {
     guard pid > 0, !terminating || request.kind == .timeRemaining else {
       return .refused("The app \(bundleID) is terminating.")
     }
-    switch request.kind {
+    switch request {
     case .background: return enterBackground()
     case .foreground: return enterForeground()
     case .fetch: return startFetch()
-    case .terminate: return terminate(user: request.argument == "user")
-    case .beginTask: return beginTask(request.argument ?? "")
-    case .endTask: return endTask(request.argument ?? "")
+    case .terminate(let byUser): return terminate(user: byUser)
+    case .beginTask(let name): return beginTask(name)
+    case .endTask(let id): return endTask(id)
     case .timeRemaining:
       guard record.state != .active else { return .ok("inf") }
       return .ok(String(format: "%.3f", remaining(at: now)))
-    case .fetchCompleted: return completeFetch(request.argument ?? "")
-    case .sessionEvents: return postSessionEvents(request.argument ?? "")
-    case .eventsHandled: return endSessionEvents(request.argument ?? "")
+    case .fetchCompleted(let result): return completeFetch(result)
+    case .sessionEvents(let session): return postSessionEvents(session)
+    case .eventsHandled(let session): return endSessionEvents(session)
     case .startSessionService: return .ok()
-    case .setFetchInterval: return setFetchInterval(request.argument ?? "")
-    case .audio: return setAudio(request.argument ?? "")
-    case .locationUpdates: return setLocationUpdates(request.argument ?? "")
-    case .location: return deliverLocation(request.argument ?? "")
-    case .push: return startPush(request.argument ?? "")
-    case .pushCompleted: return completePush(request.argument ?? "")
+    case .setFetchInterval(let seconds): return setFetchInterval(seconds)
+    case .audio(let playing): return setAudio(playing)
+    case .locationUpdates(let updates): return setLocationUpdates(updates)
+    case .location(let coordinate): return deliverLocation(coordinate)
+    case .push(let payload): return startPush(payload)
+    case .pushCompleted: return completePush()
     case .watchMainThread:
       guard !watched else { return .ok() }
       watched = true
       expectAnswer(0, "didFinishLaunchingWithOptions", within: timings.watchdog * 2)
       return .ok()
-    case .mainThreadAnswered:
-      let number = request.argument == "launch" ? 0 : Int(request.argument ?? "")
-      guard let number, unanswered.removeValue(forKey: number) != nil else {
-        return .refused("No event \(request.argument ?? "") waits for the main thread's answer.")
+    case .mainThreadAnswered(let number):
+      guard unanswered.removeValue(forKey: number) != nil else {
+        return .refused("No event \(number == 0 ? "launch" : String(number)) waits for the main thread's answer.")
       }
       if number == 0 { launchFinished = true }
       reschedule()
       return .ok()
-    case .bgTaskRegister: return registerTask(request.argument ?? "")
-    case .bgTaskSubmit: return submitTask(request.argument ?? "")
-    case .bgTaskCancel: return cancelTasks(request.argument)
+    case .bgTaskRegister(let identifier): return registerTask(identifier)
+    case .bgTaskSubmit(let message): return submitTask(message)
+    case .bgTaskCancel(let identifier): return cancelTasks(identifier)
     case .bgTaskRequests: return .ok(BackgroundTaskMessage.list(record.taskRequests))
-    case .bgTaskCompleted: return completeTask(request.argument ?? "")
-    case .bgTaskLaunch: return launchTask(request.argument ?? "")
-    case .bgTaskExpire: return expireTask(request.argument ?? "")
-    case .uncaughtException:
+    case .bgTaskCompleted(let identifier, let success): return completeTask(identifier, success: success)
+    case .bgTaskLaunch(let message): return launchTask(message)
+    case .bgTaskExpire(let identifier): return expireTask(identifier)
+    case .uncaughtException(let line):
       // Believed only when the app then dies of SIGABRT; bounded, as everything the app sends.
-      exception = String((request.argument ?? "").prefix(4096))
+      exception = String(line.prefix(4096))
       return .ok()
     }
   }
@@ -431,12 +405,9 @@ package struct AppLifecycle {
     return .ok()
   }
 
-  private mutating func completeFetch(_ result: String) -> AppReply {
-    guard AppRequest.completionResults.contains(result) else {
-      return .refused("'\(result)' is not a fetch result: give newData, noData or failed.")
-    }
+  private mutating func completeFetch(_ result: AppRequest.CompletionResult) -> AppReply {
     guard let start = fetchStart else { return .refused("No background fetch of \(bundleID) is under way.") }
-    record.lastFetch = AppRecord.Fetch(result: result, duration: now.uptime - start, time: now.date)
+    record.lastFetch = AppRecord.Fetch(result: result.rawValue, duration: now.uptime - start, time: now.date)
     fetchStart = nil
     fetchGeneration += 1
     reschedule()
@@ -480,10 +451,7 @@ package struct AppLifecycle {
     return .ok()
   }
 
-  private mutating func completePush(_ result: String) -> AppReply {
-    guard AppRequest.completionResults.contains(result) else {
-      return .refused("'\(result)' is not a result of a remote notification: give newData, noData or failed.")
-    }
+  private mutating func completePush() -> AppReply {
     guard pushStart != nil else { return .refused("No remote notification to \(bundleID) waits for its completion.") }
     pushStart = nil
     pushGeneration += 1
@@ -517,12 +485,12 @@ package struct AppLifecycle {
       .notPermitted)
   }
 
-  /// Submits the request `text` describes, as `BGTaskScheduler.submit` does: only a permitted
+  /// Submits the request `message` describes, as `BGTaskScheduler.submit` does: only a permitted
   /// identifier of an app that declares the kind's background mode and registered its launch
   /// handler (else iOS's exception), at most one refresh and ten
   /// processing requests pending; one of the same identifier is replaced.
-  private mutating func submitTask(_ text: String) -> AppReply {
-    guard let message = BackgroundTaskMessage.parse(text), let identifier = message.identifier,
+  private mutating func submitTask(_ message: BackgroundTaskMessage) -> AppReply {
+    guard let identifier = message.identifier,
       BackgroundTaskRequest.isValidIdentifier(identifier), let type = message.type
     else { return .refused("The task request is not valid: it needs an identifier and a type.") }
     guard permittedTaskIdentifiers.contains(identifier) else { return unpermitted(identifier) }
@@ -557,13 +525,13 @@ package struct AppLifecycle {
     return .ok()
   }
 
-  /// Runs a pending request as the system does when it decides to: the one `text` names, or the
+  /// Runs a pending request as the system does when it decides to: the one `message` names, or the
   /// first of its kind that is due, never before its earliest begin date unless `now`. A
   /// suspended app is resumed; the request leaves the pending ones; the app has the kind's time
   /// to complete it, gets `bgTaskExpiration` a fifth of it (at most 5 s) before the end, and is
   /// killed with a crash report if it has not completed it by then.
-  private mutating func launchTask(_ text: String) -> AppReply {
-    guard let message = BackgroundTaskMessage.parse(text), let type = message.type else {
+  private mutating func launchTask(_ message: BackgroundTaskMessage) -> AppReply {
+    guard let type = message.type else {
       return .refused("The launch is not valid: it needs the task's type.")
     }
     let request: BackgroundTaskRequest
@@ -606,11 +574,8 @@ package struct AppLifecycle {
     return .ok()
   }
 
-  /// The app completed the task `text` names (`setTaskCompleted(success:)`).
-  private mutating func completeTask(_ text: String) -> AppReply {
-    guard let message = BackgroundTaskMessage.parse(text), let identifier = message.identifier,
-      let success = message.success
-    else { return .refused("The completion is not valid: it needs the task's identifier and its success.") }
+  /// The app completed the task `identifier` (`setTaskCompleted(success:)`).
+  private mutating func completeTask(_ identifier: String, success: Bool) -> AppReply {
     guard let task = runningTasks.removeValue(forKey: identifier) else {
       return .refused("No background task '\(identifier)' of \(bundleID) is running.")
     }
@@ -630,11 +595,10 @@ package struct AppLifecycle {
       || (locationUpdates == .background && backgroundModes.contains("location"))
   }
 
-  /// The app plays audio ("play") or stopped ("stop"). The reply says when its Info.plist does not
-  /// declare the mode that would keep it running.
-  private mutating func setAudio(_ text: String) -> AppReply {
-    guard text == "play" || text == "stop" else { return .refused("'\(text)' is not play or stop.") }
-    playingAudio = text == "play"
+  /// The app plays audio or stopped. The reply says when its Info.plist does not declare the mode
+  /// that would keep it running.
+  private mutating func setAudio(_ playing: Bool) -> AppReply {
+    playingAudio = playing
     reschedule()
     return .ok(
       playingAudio && !backgroundModes.contains("audio")
@@ -642,14 +606,9 @@ package struct AppLifecycle {
         : nil)
   }
 
-  /// The app updates its location ("foreground", "background") or stopped ("stop").
-  private mutating func setLocationUpdates(_ text: String) -> AppReply {
-    switch text {
-    case "foreground": locationUpdates = .foreground
-    case "background": locationUpdates = .background
-    case "stop": locationUpdates = nil
-    default: return .refused("'\(text)' is not foreground, background or stop.")
-    }
+  /// The app updates its location in the foreground or the background, or stopped.
+  private mutating func setLocationUpdates(_ updates: AppRequest.LocationUpdates) -> AppReply {
+    locationUpdates = updates == .stop ? nil : updates
     reschedule()
     return .ok(
       locationUpdates == .background && !backgroundModes.contains("location")
@@ -657,28 +616,21 @@ package struct AppLifecycle {
         : nil)
   }
 
-  /// The device is at `text`: an app updating its location and not suspended gets it; the reply
-  /// says "not updating" or "suspended" when it does not.
-  private mutating func deliverLocation(_ text: String) -> AppReply {
-    guard let coordinate = Coordinate(text) else {
-      return .refused(
-        "'\(text.prefix(80))' is not a location: give LATITUDE,LONGITUDE in degrees, such as 48.8584,2.2945.")
-    }
+  /// The device is at `coordinate`: an app updating its location and not suspended gets it; the
+  /// reply says "not updating" or "suspended" when it does not.
+  private mutating func deliverLocation(_ coordinate: Coordinate) -> AppReply {
     guard locationUpdates != nil else { return .ok("not updating") }
     guard record.state != .suspended else { return .ok("suspended") }
     send(.didUpdateLocations, coordinate: coordinate)
     return .ok()
   }
 
-  /// Records the app's minimum fetch interval and plans the fetches it allows.
-  private mutating func setFetchInterval(_ text: String) -> AppReply {
-    if text == "never" {
-      fetchInterval = nil
-    } else if let seconds = Double(text), seconds.isFinite, seconds >= 0 {
-      fetchInterval = seconds
-    } else {
-      return .refused("'\(text)' is not a fetch interval: give seconds (0 for the minimum) or never.")
+  /// Records the app's minimum fetch interval (nil: never) and plans the fetches it allows.
+  private mutating func setFetchInterval(_ seconds: Double?) -> AppReply {
+    if let seconds, !seconds.isFinite || seconds < 0 {
+      return .refused("'\(seconds)' is not a fetch interval: give seconds (0 for the minimum) or never.")
     }
+    fetchInterval = seconds
     nextFetch = nil
     planFetch()
     return .ok(
@@ -735,9 +687,9 @@ package struct AppLifecycle {
     return result
   }
 
-  private mutating func endTask(_ text: String) -> AppReply {
-    guard let id = Int(text), let index = record.tasks.firstIndex(where: { $0.id == id }) else {
-      return .refused("'\(text)' is not an open background task of \(bundleID).")
+  private mutating func endTask(_ id: Int) -> AppReply {
+    guard let index = record.tasks.firstIndex(where: { $0.id == id }) else {
+      return .refused("'\(id)' is not an open background task of \(bundleID).")
     }
     record.tasks.remove(at: index)
     reschedule()

@@ -356,8 +356,8 @@ public final class AppSupervisor: @unchecked Sendable {
     }
     // The hooks speak to the session service: off the queue, which the service may need meanwhile.
     guard reply.error == nil else { return reply }
-    switch request.kind {
-    case .eventsHandled: return Self.hook { () throws(ProtFSError) in try onEventsHandled(request.argument ?? "") }
+    switch request {
+    case .eventsHandled(let session): return Self.hook { () throws(ProtFSError) in try onEventsHandled(session) }
     case .startSessionService: return Self.hook(onStartSessionService)
     default: return reply
     }
@@ -506,7 +506,7 @@ public final class AppSupervisor: @unchecked Sendable {
       try body()
       return .ok()
     } catch {
-      return .refused(error.message)
+      return .refused(error)
     }
   }
 
@@ -538,9 +538,8 @@ public final class AppSupervisor: @unchecked Sendable {
         ControlSocket.limitWaits(connection)
         let reply: AppReply
         var counted = false
-        if let line = ControlSocket.readLine(connection, within: ControlSocket.lineTimeout),
-          let request = try? JSONDecoder().decode(AppRequest.self, from: Data(line.utf8))
-        {
+        switch Self.request(ControlSocket.readLine(connection, within: ControlSocket.lineTimeout)) {
+        case .success(let request):
           // Counted until its answer is written (below): an exit waits for it.
           answering.add(1, ordering: .acquiringAndReleasing)
           counted = true
@@ -548,11 +547,13 @@ public final class AppSupervisor: @unchecked Sendable {
             reply = perform(request)
           } else {
             reply = .refused(
-              "An app cannot ask for \(request.kind.rawValue) itself (user \(peer.uid) is the app's): the system and the user decide that."
-            )
+              ProtFSError(
+                .permissionDenied,
+                "An app cannot ask for \(request.kind.rawValue) itself (user \(peer.uid) is the app's): the system and the user decide that."
+              ))
           }
-        } else {
-          reply = .refused("The request is not valid.")
+        case .failure(let refusal):
+          reply = .refused(refusal)
         }
         #if DEBUG
           // Debug builds: a test holds each answer back, so that the app ends before it is written.
@@ -598,6 +599,19 @@ public final class AppSupervisor: @unchecked Sendable {
       current = parent
     }
     return false
+  }
+
+  /// The request `line` holds, or why it holds none: a value of the wrong kind is refused with what
+  /// the decoder found wrong (the line itself is never quoted: it may be huge).
+  package static func request(_ line: String?) -> Result<AppRequest, ProtFSError> {
+    guard let line else { return .failure(ProtFSError(.invalidArgument, "The request is not valid.")) }
+    do {
+      return .success(try JSONDecoder().decode(AppRequest.self, from: Data(line.utf8)))
+    } catch let error as ProtFSError {
+      return .failure(error)
+    } catch {
+      return .failure(ProtFSError(.invalidArgument, "The request is not valid: \(WireDecoding.problem(error))."))
+    }
   }
 
   /// `reply` as a JSON line's text.

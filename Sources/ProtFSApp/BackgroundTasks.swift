@@ -128,6 +128,36 @@ public struct BackgroundTaskMessage: Codable, Sendable, Equatable {
       requiresExternalPower: request.requiresExternalPower)
   }
 
+  private enum Key: String, CodingKey {
+    case identifier, type, earliestBeginDate, requiresNetworkConnectivity, requiresExternalPower, success, now
+  }
+
+  /// Decodes a message, its date in seconds since 1970 whatever the decoder's date strategy: it is
+  /// read inside a request (`AppRequest.bgTaskSubmit`) as well as on its own.
+  public init(from decoder: any Decoder) throws {
+    let container = try decoder.container(keyedBy: Key.self)
+    identifier = try container.decodeIfPresent(String.self, forKey: .identifier)
+    type = try container.decodeIfPresent(BackgroundTaskRequest.Kind.self, forKey: .type)
+    earliestBeginDate = try container.decodeIfPresent(Double.self, forKey: .earliestBeginDate)
+      .map(Date.init(timeIntervalSince1970:))
+    requiresNetworkConnectivity = try container.decodeIfPresent(Bool.self, forKey: .requiresNetworkConnectivity)
+    requiresExternalPower = try container.decodeIfPresent(Bool.self, forKey: .requiresExternalPower)
+    success = try container.decodeIfPresent(Bool.self, forKey: .success)
+    now = try container.decodeIfPresent(Bool.self, forKey: .now)
+  }
+
+  /// Encodes the message, its date in seconds since 1970 (as `init(from:)` reads it).
+  public func encode(to encoder: any Encoder) throws {
+    var container = encoder.container(keyedBy: Key.self)
+    try container.encodeIfPresent(identifier, forKey: .identifier)
+    try container.encodeIfPresent(type, forKey: .type)
+    try container.encodeIfPresent(earliestBeginDate?.timeIntervalSince1970, forKey: .earliestBeginDate)
+    try container.encodeIfPresent(requiresNetworkConnectivity, forKey: .requiresNetworkConnectivity)
+    try container.encodeIfPresent(requiresExternalPower, forKey: .requiresExternalPower)
+    try container.encodeIfPresent(success, forKey: .success)
+    try container.encodeIfPresent(now, forKey: .now)
+  }
+
   /// The message as a request's argument.
   public var json: String {
     (try? Self.encoder.encode(self)).map { String(decoding: $0, as: UTF8.self) } ?? "{}"

@@ -148,10 +148,10 @@ package final class SessionServiceClient: SessionBackend, Sendable {
   /// Asks the app's supervisor to start the service, then waits (up to 10 s) until it answers.
   private static func askSupervisorToStart(supervisor: String, socketName: String) throws(ProtFSError) {
     let name = supervisor.hasPrefix("@") ? String(supervisor.dropFirst()) : supervisor
-    let reply = try AppClient.send(AppRequest(.startSessionService), to: name)
+    let reply = try AppClient.send(.startSessionService, to: name)
     if let refusal = reply.error {
       throw ProtFSError(
-        .io, "The app's supervisor did not start the session service: \(refusal)", path: "@" + socketName,
+        .io, "The app's supervisor did not start the session service: \(refusal.message)", path: "@" + socketName,
         remedy: .startSessionService)
     }
     try waitUntilListening(socketName, timeout: 10)

@@ -1,5 +1,6 @@
 import Foundation
 import ProtFS
+import ProtFSApp
 import ProtFSDownloads
 import ProtFSSystem
 
@@ -143,15 +144,7 @@ enum SessionWire {
   }
 
   /// A decoding error in a few words, for a reply (never the line itself, which may be huge).
-  static func problem(_ error: any Error) -> String {
-    switch error as? DecodingError {
-    case .dataCorrupted: return "it is not JSON"
-    case .keyNotFound(let key, _): return "it has no '\(key.stringValue)'"
-    case .typeMismatch(_, let context), .valueNotFound(_, let context):
-      return "a wrong value at '\(context.codingPath.map(\.stringValue).joined(separator: "."))'"
-    default: return "it is not a request"
-    }
-  }
+  static func problem(_ error: any Error) -> String { WireDecoding.problem(error) }
 
   /// Reads one line as `T`; nil at the end of the connection or for a line that is not one.
   static func receive<T: Decodable>(

@@ -34,9 +34,17 @@ private struct Simulation {
     }
   }
 
-  /// Sends `kind` with `argument` now: the reply, and the effects it had (timers aside).
+  /// Sends `kind` with `argument` (as the command line and the old wire form give it) now: the
+  /// reply, and the effects it had (timers aside). An argument that is not one of `kind`'s is
+  /// refused as the supervisor refuses it, before the lifecycle sees it.
   mutating func ask(_ kind: AppRequest.Kind, _ argument: String? = nil) -> (AppReply, [AppLifecycle.Effect]) {
-    let (reply, effects) = life.handle(AppRequest(kind, argument), at: moment)
+    let request: AppRequest
+    do {
+      request = try AppRequest(parsing: kind, argument)
+    } catch {
+      return (.refused(error), [])
+    }
+    let (reply, effects) = life.handle(request, at: moment)
     return (reply, take(effects))
   }
 
@@ -46,7 +54,7 @@ private struct Simulation {
     _ kind: AppRequest.Kind, _ argument: String? = nil, sourceLocation: SourceLocation = #_sourceLocation
   ) -> [AppLifecycle.Effect] {
     let (reply, effects) = ask(kind, argument)
-    #expect(reply.error == nil, "\(kind): \(reply.error ?? "")", sourceLocation: sourceLocation)
+    #expect(reply.error == nil, "\(kind): \(reply.error?.message ?? "")", sourceLocation: sourceLocation)
     return effects
   }
 
@@ -101,7 +109,7 @@ struct AppLifecycleStateTests {
     #expect(app.wait(0.1) == [.suspend, .save])
     #expect(app.life.record.state == .suspended)
     #expect(app.wait(3_600).isEmpty)
-    #expect(app.ask(.background).0.error?.contains("already in the background") == true)
+    #expect(app.ask(.background).0.error?.message.contains("already in the background") == true)
   }
 
   @Test func openTasksAreWarnedThenKilledWithACrashReportWhenTheTimeRunsOut() throws {
@@ -120,7 +128,7 @@ struct AppLifecycleStateTests {
     #expect(report.terminationReason == AppCrashReport.watchdog)
     #expect(report.reason.contains("background time (30 s) ran out"), "\(report.reason)")
     #expect(app.life.terminating)
-    #expect(app.ask(.endTask, "1").0.error?.contains("terminating") == true)
+    #expect(app.ask(.endTask, "1").0.error?.message.contains("terminating") == true)
     #expect(app.ask(.timeRemaining).0 == .ok("0.000"))
   }
 
@@ -134,7 +142,7 @@ struct AppLifecycleStateTests {
     #expect(app.life.record.tasks[0].name == String(repeating: "é", count: 128))
     for n in 2...AppLifecycle.maximumOpenTasks { #expect(app.ask(.beginTask, long).0 == .ok(String(n))) }
     let refused = app.ask(.beginTask, "one more").0
-    #expect(refused.error?.contains("1000 background tasks open already") == true, "\(refused)")
+    #expect(refused.error?.message.contains("1000 background tasks open already") == true, "\(refused)")
     #expect(try JSONEncoder().encode(app.life.record).count < 400_000)
     // Ending one makes room again.
     app.expectOK(.endTask, "7")
@@ -157,7 +165,7 @@ struct AppLifecycleStateTests {
     app.expectOK(.beginTask, "a")
     app.expectOK(.endTask, "1")
     for text in ["1", "2", "-1", "1e99", "", "one", String(repeating: "9", count: 400)] {
-      #expect(app.ask(.endTask, text).0.error?.contains("is not an open background task") == true, "\(text)")
+      #expect(app.ask(.endTask, text).0.error?.message.contains("is not an open background task") == true, "\(text)")
     }
   }
 
@@ -169,7 +177,7 @@ struct AppLifecycleStateTests {
     // A fetch under way keeps the app from being suspended; its own time (30 s) outlasts the 10.
     app.expectOK(.fetch)
     #expect(app.wait(10.5).isEmpty)
-    #expect(app.ask(.beginTask, "late").0.error?.contains("no background time left") == true)
+    #expect(app.ask(.beginTask, "late").0.error?.message.contains("no background time left") == true)
   }
 
   @Test func theForegroundResumesASuspendedAppAndItsOldDeadlinesDoNothing() throws {
@@ -184,7 +192,7 @@ struct AppLifecycleStateTests {
     #expect(app.ask(.timeRemaining).0 == .ok("inf"))
     // The task's warning and kill, planned for 25 s and 30 s, no longer apply.
     #expect(app.wait(3_600).isEmpty)
-    #expect(app.ask(.foreground).0.error?.contains("already in the foreground") == true)
+    #expect(app.ask(.foreground).0.error?.message.contains("already in the foreground") == true)
     app.expectOK(.background)
     #expect(app.wait(5) == [.suspend, .save])
   }
@@ -195,7 +203,7 @@ struct AppLifecycleStateTests {
     _ = app.wait(5)
     #expect(app.expectOK(.fetch) == [.resume, .send(.init(event: .performFetch)), .save])
     #expect(app.life.record.state == .background)
-    #expect(app.ask(.fetch).0.error?.contains("already under way") == true)
+    #expect(app.ask(.fetch).0.error?.message.contains("already under way") == true)
     #expect(app.wait(29.9).isEmpty)
     let timeout = app.wait(0.1)
     #expect(isKill(timeout), "\(timeout)")
@@ -209,10 +217,10 @@ struct AppLifecycleStateTests {
     _ = app.wait(5)
     app.expectOK(.fetch)
     _ = app.wait(2)
-    #expect(app.ask(.fetchCompleted, "lots").0.error?.contains("'lots' is not a fetch result") == true)
+    #expect(app.ask(.fetchCompleted, "lots").0.error?.message.contains("'lots' is not a fetch result") == true)
     app.expectOK(.fetchCompleted, "newData")
     #expect(app.life.record.lastFetch == AppRecord.Fetch(result: "newData", duration: 2, time: app.moment.date))
-    #expect(app.ask(.fetchCompleted, "newData").0.error?.contains("No background fetch") == true)
+    #expect(app.ask(.fetchCompleted, "newData").0.error?.message.contains("No background fetch") == true)
     // Woken 2 s ago, it has 3 s of its grace left; the fetch's timeout no longer applies.
     #expect(app.wait(2.9).isEmpty)
     #expect(app.wait(0.1) == [.suspend, .save])
@@ -258,7 +266,7 @@ struct AppLifecycleStateTests {
   @Test func aFetchIntervalThatIsNoNumberOfSecondsIsRefused() throws {
     var app = try Simulation(modes: ["fetch"])
     for text in ["nan", "-1", "inf", "-inf", "", "soon", "1e400"] {
-      #expect(app.ask(.setFetchInterval, text).0.error?.contains("is not a fetch interval") == true, "\(text)")
+      #expect(app.ask(.setFetchInterval, text).0.error?.message.contains("is not a fetch interval") == true, "\(text)")
     }
   }
 
@@ -270,7 +278,7 @@ struct AppLifecycleStateTests {
     #expect(
       posted == [.resume, .send(.init(event: .handleEventsForBackgroundURLSession, session: "com.example.bg")), .save])
     #expect(app.wait(29).isEmpty)
-    #expect(app.ask(.eventsHandled, "com.example.other").0.error?.contains("No handleEvents") == true)
+    #expect(app.ask(.eventsHandled, "com.example.other").0.error?.message.contains("No handleEvents") == true)
     app.expectOK(.eventsHandled, "com.example.bg")
     #expect(app.wait(0) == [.suspend, .save])
     #expect(app.ask(.eventsHandled, "com.example.bg").0.error != nil)
@@ -311,7 +319,7 @@ struct AppLifecycleStateTests {
     #expect(running.wait(1.9).isEmpty)
     #expect(running.wait(0.1) == [.kill])
     for kind in [AppRequest.Kind.background, .foreground, .fetch, .terminate, .beginTask, .sessionEvents] {
-      #expect(running.ask(kind, "1").0.error?.contains("is terminating") == true, "\(kind)")
+      #expect(running.ask(kind, "1").0.error?.message.contains("is terminating") == true, "\(kind)")
     }
     #expect(running.ask(.timeRemaining).0 == .ok("inf"))
   }
@@ -436,7 +444,7 @@ struct AppLifecycleStateTests {
     #expect(app.life.record.state == .notRunning && app.life.record.tasks.isEmpty)
     #expect(app.life.record.lastExitStatus == 9 && app.life.record.pid == nil)
     #expect(app.wait(86_400).isEmpty)
-    #expect(app.ask(.background).0.error?.contains("is terminating") == true)
+    #expect(app.ask(.background).0.error?.message.contains("is terminating") == true)
     #expect(app.take(protectedDataAvailable: true).isEmpty)
   }
 }
@@ -464,11 +472,11 @@ struct AppPushStateTests {
       userInfo: #"{"aps":{"content-available":1},"url":"https://example.com/new"}"#)
     #expect(pushed == [.resume, .send(line), .save], "\(pushed)")
     #expect(app.life.record.state == .background)
-    #expect(app.ask(.push, Self.silent).0.error?.contains("still being handled") == true)
+    #expect(app.ask(.push, Self.silent).0.error?.message.contains("still being handled") == true)
     #expect(app.wait(29).isEmpty)
-    #expect(app.ask(.pushCompleted, "lots").0.error?.contains("'lots' is not a result") == true)
+    #expect(app.ask(.pushCompleted, "lots").0.error?.message.contains("'lots' is not a result") == true)
     app.expectOK(.pushCompleted, "newData")
-    #expect(app.ask(.pushCompleted, "newData").0.error?.contains("No remote notification") == true)
+    #expect(app.ask(.pushCompleted, "newData").0.error?.message.contains("No remote notification") == true)
     #expect(app.wait(0) == [.suspend, .save])
     #expect(app.wait(3_600).isEmpty)
   }
@@ -505,7 +513,7 @@ struct AppPushStateTests {
     ]
     for (payload, message) in cases {
       let (reply, effects) = app.ask(.push, payload)
-      #expect(reply.error?.contains(message) == true && effects.isEmpty, "\(payload.prefix(40)): \(reply)")
+      #expect(reply.error?.message.contains(message) == true && effects.isEmpty, "\(payload.prefix(40)): \(reply)")
     }
   }
 
@@ -586,29 +594,32 @@ struct AppBackgroundTaskStateTests {
     var app = try app(registering: false)
     // A request before its launch handler is registered is iOS's exception.
     let early = app.ask(.bgTaskSubmit, submit(Self.refresh, .refresh)).0
-    #expect(early.code == "programmingError" && early.error?.contains("No launch handler registered") == true)
+    #expect(early.code == "programmingError" && early.error?.message.contains("No launch handler registered") == true)
     #expect(app.ask(.bgTaskRegister, "com.example.other").0.code == "notPermitted")
     app.expectOK(.bgTaskRegister, Self.refresh)
     let twice = app.ask(.bgTaskRegister, Self.refresh).0
-    #expect(twice.code == "programmingError" && twice.error?.contains("already been registered") == true)
+    #expect(twice.code == "programmingError" && twice.error?.message.contains("already been registered") == true)
     app.expectOK(.watchMainThread)
     app.expectOK(.mainThreadAnswered, "launch")
     let late = app.ask(.bgTaskRegister, Self.cleanup).0
-    #expect(late.code == "programmingError" && late.error?.contains("before application finishes launching") == true)
+    #expect(
+      late.code == "programmingError" && late.error?.message.contains("before application finishes launching") == true)
   }
 
   @Test func aSubmissionNeedsThePermittedIdentifierAndTheModeAndRespectsTheLimits() throws {
     var app = try app(modes: ["fetch"])
     #expect(app.ask(.bgTaskSubmit, submit("com.example.other", .refresh)).0.code == "notPermitted")
     let noMode = app.ask(.bgTaskSubmit, submit(Self.cleanup, .processing)).0
-    #expect(noMode.code == "notPermitted" && noMode.error?.contains("'processing' in the UIBackgroundModes") == true)
+    #expect(
+      noMode.code == "notPermitted" && noMode.error?.message.contains("'processing' in the UIBackgroundModes") == true)
     app.expectOK(.bgTaskSubmit, submit(Self.refresh, .refresh))
     // The same identifier replaces its request; another refresh is one too many.
     app.expectOK(.bgTaskSubmit, submit(Self.refresh, .refresh, earliest: Date(timeIntervalSince1970: 5_000)))
     #expect(app.life.record.taskRequests.map(\.earliestBeginDate) == [Date(timeIntervalSince1970: 5_000)])
     #expect(app.ask(.bgTaskSubmit, submit(Self.cleanup, .refresh)).0.code == "tooManyPendingTaskRequests")
-    #expect(app.ask(.bgTaskSubmit, "{nope").0.error?.contains("not valid") == true)
-    #expect(app.ask(.bgTaskSubmit, #"{"identifier":"a b","type":"refresh"}"#).0.error?.contains("not valid") == true)
+    #expect(app.ask(.bgTaskSubmit, "{nope").0.error?.message.contains("not valid") == true)
+    #expect(
+      app.ask(.bgTaskSubmit, #"{"identifier":"a b","type":"refresh"}"#).0.error?.message.contains("not valid") == true)
 
     var processing = try self.app()
     for index in 0..<10 { processing.expectOK(.bgTaskSubmit, submit("com.example.p\(index)", .processing)) }
@@ -627,8 +638,9 @@ struct AppBackgroundTaskStateTests {
     app.expectOK(.background)
     #expect(app.wait(5) == [.suspend, .save])
     let early = app.ask(.bgTaskLaunch, launch(.refresh)).0
-    #expect(early.error?.contains("may not begin before") == true && early.error?.contains("--now") == true)
-    #expect(app.ask(.bgTaskLaunch, launch(.processing)).0.error?.contains("No processing task request") == true)
+    #expect(
+      early.error?.message.contains("may not begin before") == true && early.error?.message.contains("--now") == true)
+    #expect(app.ask(.bgTaskLaunch, launch(.processing)).0.error?.message.contains("No processing task request") == true)
     _ = app.wait(900)
     let (reply, effects) = app.ask(.bgTaskLaunch, launch(.refresh))
     #expect(reply == .ok(Self.refresh))
@@ -639,7 +651,7 @@ struct AppBackgroundTaskStateTests {
     #expect(app.wait(20).isEmpty)
     app.expectOK(.bgTaskCompleted, completion(Self.refresh, true))
     #expect(app.life.record.lastBackgroundTask?.result == "success")
-    #expect(app.ask(.bgTaskCompleted, completion(Self.refresh, true)).0.error?.contains("is running") == true)
+    #expect(app.ask(.bgTaskCompleted, completion(Self.refresh, true)).0.error?.message.contains("is running") == true)
     #expect(app.wait(0) == [.suspend, .save])
     #expect(app.wait(3_600).isEmpty)
   }
@@ -649,7 +661,8 @@ struct AppBackgroundTaskStateTests {
     app.expectOK(.bgTaskSubmit, submit(Self.refresh, .refresh, earliest: app.moment.date.addingTimeInterval(900)))
     app.expectOK(.background)
     app.expectOK(.bgTaskLaunch, launch(.refresh, Self.refresh, now: true))
-    #expect(app.ask(.bgTaskLaunch, launch(.refresh, now: true)).0.error?.contains("No refresh task request") == true)
+    #expect(
+      app.ask(.bgTaskLaunch, launch(.refresh, now: true)).0.error?.message.contains("No refresh task request") == true)
     #expect(app.wait(24.9).isEmpty)
     #expect(events(app.wait(0.1)) == [.bgTaskExpiration])
     let end = app.wait(5)
@@ -664,7 +677,7 @@ struct AppBackgroundTaskStateTests {
     app.expectOK(.background)
     app.expectOK(.bgTaskLaunch, launch(.processing))
     #expect(app.wait(60).isEmpty)
-    #expect(app.ask(.bgTaskExpire, "com.example.none").0.error?.contains("No background task") == true)
+    #expect(app.ask(.bgTaskExpire, "com.example.none").0.error?.message.contains("No background task") == true)
     let expired = app.expectOK(.bgTaskExpire, Self.cleanup)
     #expect(events(expired) == [.bgTaskExpiration])
     #expect(app.wait(4.9).isEmpty)
@@ -686,9 +699,9 @@ struct AppBackgroundTaskStateTests {
 
   @Test func theAppAsksOnlyItsOwnAndTheSystemRunsAndExpires() {
     for kind in [AppRequest.Kind.bgTaskRegister, .bgTaskSubmit, .bgTaskCancel, .bgTaskRequests, .bgTaskCompleted] {
-      #expect(AppRequest(kind).isTheAppsOwn, "\(kind)")
+      #expect(kind.isTheAppsOwn, "\(kind)")
     }
-    #expect(!AppRequest(.bgTaskLaunch).isTheAppsOwn && !AppRequest(.bgTaskExpire).isTheAppsOwn)
+    #expect(!AppRequest.Kind.bgTaskLaunch.isTheAppsOwn && !AppRequest.Kind.bgTaskExpire.isTheAppsOwn)
   }
 }
 
@@ -698,7 +711,7 @@ extension Simulation {
     _ kind: AppRequest.Kind, _ argument: String? = nil, sourceLocation: SourceLocation = #_sourceLocation
   ) -> String {
     let (reply, _) = ask(kind, argument)
-    #expect(reply.error == nil, "\(kind): \(reply.error ?? "")", sourceLocation: sourceLocation)
+    #expect(reply.error == nil, "\(kind): \(reply.error?.message ?? "")", sourceLocation: sourceLocation)
     return reply.value ?? ""
   }
 }
@@ -722,7 +735,7 @@ struct AppBackgroundModeStateTests {
     #expect(reply.error == nil && reply.value?.contains("does not list audio") == true, "\(reply)")
     app.expectOK(.background)
     #expect(app.wait(5) == [.suspend, .save])
-    #expect(app.ask(.audio, "loud").0.error?.contains("not play or stop") == true)
+    #expect(app.ask(.audio, "loud").0.error?.message.contains("not play or stop") == true)
   }
 
   @Test func backgroundLocationUpdatesKeepTheAppRunningAndLocationsReachOnlyARunningUpdatingApp() throws {
@@ -748,8 +761,8 @@ struct AppBackgroundModeStateTests {
   @Test func aLocationThatIsNoLocationIsRefused() throws {
     var app = try Simulation()
     for text in ["", "1", "91,0", "0,181", "a,b", "1,2,3", "nan,0", String(repeating: "1", count: 100) + ",0"] {
-      #expect(app.ask(.location, text).0.error?.contains("is not a location") == true, "\(text)")
+      #expect(app.ask(.location, text).0.error?.message.contains("is not a location") == true, "\(text)")
     }
-    #expect(!AppRequest(.location).isTheAppsOwn && AppRequest(.audio).isTheAppsOwn)
+    #expect(!AppRequest.Kind.location.isTheAppsOwn && AppRequest.Kind.audio.isTheAppsOwn)
   }
 }

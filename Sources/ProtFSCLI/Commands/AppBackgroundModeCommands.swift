@@ -76,12 +76,15 @@ package enum AppBackgroundModeCommands {
         throw invocation.usageError(invocation.describe(error))
       }
     }
-    for point in points where AppLifecycle.Coordinate(point) == nil {
-      throw invocation.usageError("'\(point.prefix(80))' is not a location: give LATITUDE,LONGITUDE in degrees.")
+    let coordinates = try points.map { point in
+      guard let coordinate = AppRequest.Coordinate(point) else {
+        throw invocation.usageError("'\(point.prefix(80))' is not a location: give LATITUDE,LONGITUDE in degrees.")
+      }
+      return coordinate
     }
-    for (index, point) in points.enumerated() {
+    for (index, coordinate) in coordinates.enumerated() {
       if index > 0 { Kernel.usleep(UInt32(interval * 1_000_000)) }
-      let reply = try AppCommand.send(AppRequest(.location, point), to: bundleID, device: invocation.device)
+      let reply = try AppCommand.send(.location(coordinate), to: bundleID, device: invocation.device)
       switch reply.value {
       case "not updating"?:
         Console.out("The app \(bundleID) is not updating its location: it gets none until it starts.")
@@ -117,16 +120,16 @@ package enum AppBackgroundModeCommands {
   static func runAudio(_ invocation: Invocation) throws -> Int32 {
     let value = invocation.required(playOrStop)
     guard value == "play" || value == "stop" else { throw invocation.usageError("'\(value)' is not play or stop.") }
-    try AppHelperCommands.sendWarning(invocation, AppRequest(.audio, value))
+    try AppHelperCommands.sendWarning(invocation, .audio(playing: value == "play"))
     return 0
   }
 
   static func runLocationUpdates(_ invocation: Invocation) throws -> Int32 {
     let value = invocation.required(updates)
-    guard ["foreground", "background", "stop"].contains(value) else {
+    guard let updates = AppRequest.LocationUpdates(rawValue: value) else {
       throw invocation.usageError("'\(value)' is not foreground, background or stop.")
     }
-    try AppHelperCommands.sendWarning(invocation, AppRequest(.locationUpdates, value))
+    try AppHelperCommands.sendWarning(invocation, .locationUpdates(updates))
     return 0
   }
 }

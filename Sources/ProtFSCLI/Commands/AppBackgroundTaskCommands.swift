@@ -131,7 +131,7 @@ package enum AppBackgroundTaskCommands {
     let message = BackgroundTaskMessage(
       identifier: invocation.argument(optionalIdentifier), type: type, now: invocation.flag(now) ? true : nil)
     do {
-      let reply = try AppCommand.send(AppRequest(.bgTaskLaunch, message.json), to: bundleID, device: device)
+      let reply = try AppCommand.send(.bgTaskLaunch(message), to: bundleID, device: device)
       Console.out("Launched the \(type.rawValue) task '\(reply.value ?? "")' of \(bundleID).")
       return 0
     } catch let status as ExitStatus where status.message == AppCommand.notRunning(bundleID) {
@@ -152,7 +152,7 @@ package enum AppBackgroundTaskCommands {
   static func runExpire(_ invocation: Invocation) throws -> Int32 {
     let bundleID = try AppCommand.existingApp(invocation)
     _ = try AppCommand.send(
-      AppRequest(.bgTaskExpire, invocation.required(identifierArgument)), to: bundleID, device: invocation.device)
+      .bgTaskExpire(identifier: invocation.required(identifierArgument)), to: bundleID, device: invocation.device)
     return 0
   }
 
@@ -194,7 +194,7 @@ package enum AppBackgroundTaskCommands {
   }
 
   static func runRegister(_ invocation: Invocation) throws -> Int32 {
-    _ = try AppHelperCommands.send(invocation, AppRequest(.bgTaskRegister, invocation.required(identifierArgument)))
+    _ = try AppHelperCommands.send(invocation, .bgTaskRegister(identifier: invocation.required(identifierArgument)))
     return 0
   }
 
@@ -224,7 +224,7 @@ package enum AppBackgroundTaskCommands {
       identifier: identifier, type: type, earliestBeginDate: earliestDate,
       requiresNetworkConnectivity: type == .processing ? invocation.flag(requiresNetwork) : nil,
       requiresExternalPower: type == .processing ? invocation.flag(requiresPower) : nil)
-    _ = try AppHelperCommands.send(invocation, AppRequest(.bgTaskSubmit, message.json))
+    _ = try AppHelperCommands.send(invocation, .bgTaskSubmit(message))
     return 0
   }
 
@@ -232,9 +232,9 @@ package enum AppBackgroundTaskCommands {
     guard invocation.flag(success) != invocation.flag(failure) else {
       throw invocation.usageError("Give one of --success and --failure.")
     }
-    let message = BackgroundTaskMessage(
-      identifier: invocation.required(identifierArgument), success: invocation.flag(success))
-    _ = try AppHelperCommands.send(invocation, AppRequest(.bgTaskCompleted, message.json))
+    _ = try AppHelperCommands.send(
+      invocation,
+      .bgTaskCompleted(identifier: invocation.required(identifierArgument), success: invocation.flag(success)))
     return 0
   }
 
@@ -243,7 +243,7 @@ package enum AppBackgroundTaskCommands {
     guard (identifier == nil) == invocation.flag(all) else {
       throw invocation.usageError("Give the identifier of the request to cancel, or --all.")
     }
-    _ = try AppHelperCommands.send(invocation, AppRequest(.bgTaskCancel, identifier))
+    _ = try AppHelperCommands.send(invocation, .bgTaskCancel(identifier: identifier))
     return 0
   }
 }

@@ -76,7 +76,7 @@ package enum AppCommand {
       if error.code == .notFound { throw ExitStatus(code: 1, message: notRunning(bundleID)) }
       throw error
     }
-    if let refusal = reply.error { throw ExitStatus(code: 1, message: refusal) }
+    if let refusal = reply.error { throw ExitStatus(code: 1, message: refusal.message) }
     return reply
   }
 }

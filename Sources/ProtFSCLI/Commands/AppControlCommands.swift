@@ -102,7 +102,7 @@ package enum AppControlCommands {
     let notification = try readPayload(invocation)
     let device = invocation.device
     do {
-      let reply = try AppCommand.send(AppRequest(.push, notification.json), to: bundleID, device: device)
+      let reply = try AppCommand.send(.push(payload: notification.json), to: bundleID, device: device)
       if reply.value == "throttled" {
         Console.out(
           "The app \(bundleID) had its share of background pushes this hour (--push-limit): the notification is held and delivered when the budget allows (a newer one replaces it)."
@@ -161,7 +161,7 @@ package enum AppControlCommands {
     let bundleID = try AppCommand.existingApp(invocation)
     let device = invocation.device
     do {
-      _ = try AppCommand.send(AppRequest(.fetch), to: bundleID, device: device)
+      _ = try AppCommand.send(.fetch, to: bundleID, device: device)
       return 0
     } catch let status as ExitStatus where status.message == AppCommand.notRunning(bundleID) {
       try launchInBackground(
@@ -174,7 +174,7 @@ package enum AppControlCommands {
   static func runTerminate(_ invocation: Invocation) throws -> Int32 {
     let bundleID = try AppCommand.existingApp(invocation)
     let device = invocation.device
-    let request = AppRequest(.terminate, invocation.flag(user) ? "user" : nil)
+    let request = AppRequest.terminate(byUser: invocation.flag(user))
     // A supervisor killed with SIGKILL left no one to ask: what it left running is ended here.
     let ended = try AppStore(device: device).endAbandoned(bundleID)
     if ended > 0 {
@@ -223,8 +223,10 @@ package enum AppControlCommands {
   /// Sends the request `kind` (a subcommand's name) to the app named by the invocation.
   static func runControl(_ invocation: Invocation) throws -> Int32 {
     let bundleID = try AppCommand.existingApp(invocation)
-    guard let kind = AppRequest.Kind(rawValue: invocation.commandPath.last ?? "") else { return 70 }
-    _ = try AppCommand.send(AppRequest(kind), to: bundleID, device: invocation.device)
+    guard let kind = AppRequest.Kind(rawValue: invocation.commandPath.last ?? ""), let request = AppRequest(kind) else {
+      return 70
+    }
+    _ = try AppCommand.send(request, to: bundleID, device: invocation.device)
     return 0
   }
 

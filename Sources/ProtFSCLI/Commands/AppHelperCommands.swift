@@ -64,7 +64,7 @@ package enum AppHelperCommands {
   static let result = Argument(name: "result", help: "newData, noData or failed.")
 
   static func runBeginTask(_ invocation: Invocation) throws -> Int32 {
-    Console.out(try send(invocation, AppRequest(.beginTask, invocation.argument(taskName) ?? callerName())) ?? "")
+    Console.out(try send(invocation, .beginTask(name: invocation.argument(taskName) ?? callerName())) ?? "")
     return 0
   }
 
@@ -79,46 +79,54 @@ package enum AppHelperCommands {
   }
 
   static func runEndTask(_ invocation: Invocation) throws -> Int32 {
-    _ = try send(invocation, AppRequest(.endTask, invocation.required(taskID)))
+    let text = invocation.required(taskID)
+    guard let id = Int(text) else {
+      let app = invocation.environment[AppEnvironment.bundle] ?? "the app"
+      throw ExitStatus(code: 1, message: "'\(text)' is not an open background task of \(app).")
+    }
+    _ = try send(invocation, .endTask(id: id))
     return 0
   }
 
   static func runTimeRemaining(_ invocation: Invocation) throws -> Int32 {
-    Console.out(try send(invocation, AppRequest(.timeRemaining)) ?? "")
+    Console.out(try send(invocation, .timeRemaining) ?? "")
     return 0
   }
 
   static func runPushCompleted(_ invocation: Invocation) throws -> Int32 {
-    try reportCompletion(invocation, .pushCompleted, "a result")
+    try reportCompletion(invocation, AppRequest.pushCompleted, "a result")
   }
 
   static func runFetchCompleted(_ invocation: Invocation) throws -> Int32 {
-    try reportCompletion(invocation, .fetchCompleted, "a fetch result")
+    try reportCompletion(invocation, AppRequest.fetchCompleted, "a fetch result")
   }
 
   /// Sends `kind` with the invocation's result (`what` names it in the usage error).
-  private static func reportCompletion(_ invocation: Invocation, _ kind: AppRequest.Kind, _ what: String) throws
-    -> Int32
-  {
+  private static func reportCompletion(
+    _ invocation: Invocation, _ request: (AppRequest.CompletionResult) -> AppRequest, _ what: String
+  ) throws -> Int32 {
     let value = invocation.required(result)
-    guard AppRequest.completionResults.contains(value) else {
+    guard let completion = AppRequest.CompletionResult(rawValue: value) else {
       throw invocation.usageError("'\(value)' is not \(what): give newData, noData or failed.")
     }
-    _ = try send(invocation, AppRequest(kind, value))
+    _ = try send(invocation, request(completion))
     return 0
   }
 
   static func runSetFetchInterval(_ invocation: Invocation) throws -> Int32 {
     let value = invocation.required(interval)
-    guard value == "never" || (Double(value).map { $0.isFinite && $0 >= 0 } ?? false) else {
-      throw invocation.usageError("'\(value)' is not a fetch interval: give seconds (0 for the minimum) or never.")
+    let seconds: Double?
+    do {
+      seconds = try AppRequest.fetchInterval(value)
+    } catch {
+      throw invocation.usageError(error.message)
     }
-    try sendWarning(invocation, AppRequest(.setFetchInterval, value))
+    try sendWarning(invocation, .setFetchInterval(seconds: seconds))
     return 0
   }
 
   static func runEventsHandled(_ invocation: Invocation) throws -> Int32 {
-    _ = try send(invocation, AppRequest(.eventsHandled, invocation.required(session)))
+    _ = try send(invocation, .eventsHandled(session: invocation.required(session)))
     return 0
   }
 
@@ -145,7 +153,7 @@ package enum AppHelperCommands {
       }
       throw error
     }
-    if let refusal = reply.error { throw ExitStatus(code: 1, message: refusal) }
+    if let refusal = reply.error { throw ExitStatus(code: 1, message: refusal.message) }
     return reply.value
   }
 }

@@ -79,13 +79,13 @@ public final class AVAudioSession: @unchecked Sendable {
 
   /// Tells the supervisor whether audio plays with an active playback session, when that changed.
   private func update() {
-    let message = state.withLock { current -> String? in
+    let message = state.withLock { current -> Bool? in
       let playing = current.active && current.category == .playback && current.playing > 0
       guard playing != current.told else { return nil }
       current.told = playing
-      return playing ? "play" : "stop"
+      return playing
     }
-    if let message { _ = Supervisor.send(AppRequest(.audio, message)) }
+    if let message { _ = Supervisor.send(.audio(playing: message)) }
   }
 }
 

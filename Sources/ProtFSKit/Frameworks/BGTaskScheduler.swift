@@ -77,8 +77,8 @@ public final class BGTaskScheduler: @unchecked Sendable {
     forTaskWithIdentifier identifier: String, using queue: DispatchQueue?,
     launchHandler: @escaping @Sendable (BGTask) -> Void
   ) -> Bool {
-    let reply = Supervisor.send(AppRequest(.bgTaskRegister, identifier))
-    if let error = reply.error {
+    let reply = Supervisor.send(.bgTaskRegister(identifier: identifier))
+    if let error = reply.error?.message {
       if reply.code == BackgroundTaskRefusal.programmingError.rawValue {
         UncaughtException.raise("NSInternalInconsistencyException", reason: error)
       }
@@ -122,8 +122,8 @@ public final class BGTaskScheduler: @unchecked Sendable {
       identifier: taskRequest.identifier, type: type, earliestBeginDate: taskRequest.earliestBeginDate,
       requiresNetworkConnectivity: processing?.requiresNetworkConnectivity,
       requiresExternalPower: processing?.requiresExternalPower)
-    let reply = Supervisor.send(AppRequest(.bgTaskSubmit, message.json))
-    guard let error = reply.error else { return }
+    let reply = Supervisor.send(.bgTaskSubmit(message))
+    guard let error = reply.error?.message else { return }
     if reply.code == BackgroundTaskRefusal.programmingError.rawValue {
       UncaughtException.raise("NSInternalInconsistencyException", reason: error)
     }
@@ -138,12 +138,12 @@ public final class BGTaskScheduler: @unchecked Sendable {
 
   /// Cancels the pending request of `identifier`.
   public func cancel(taskRequestWithIdentifier identifier: String) {
-    _ = Supervisor.send(AppRequest(.bgTaskCancel, identifier))
+    _ = Supervisor.send(.bgTaskCancel(identifier: identifier))
   }
 
   /// Cancels every pending request.
   public func cancelAllTaskRequests() {
-    _ = Supervisor.send(AppRequest(.bgTaskCancel))
+    _ = Supervisor.send(.bgTaskCancel(identifier: nil))
   }
 
   /// Calls `completionHandler` with the requests submitted and not run yet.
@@ -159,7 +159,7 @@ public final class BGTaskScheduler: @unchecked Sendable {
   }
 
   private func fetchPendingRequests() -> [BGTaskRequest] {
-    guard let value = Supervisor.send(AppRequest(.bgTaskRequests)).value else { return [] }
+    guard let value = Supervisor.send(.bgTaskRequests).value else { return [] }
     return BackgroundTaskMessage.requests(value).map { request -> BGTaskRequest in
       switch request.type {
       case .refresh:
@@ -284,7 +284,7 @@ public class BGTask: @unchecked Sendable {
     guard first else { return }
     BGTaskScheduler.shared.completed(identifier)
     _ = Supervisor.send(
-      AppRequest(.bgTaskCompleted, BackgroundTaskMessage(identifier: identifier, success: success).json))
+      .bgTaskCompleted(identifier: identifier, success: success))
   }
 }
 

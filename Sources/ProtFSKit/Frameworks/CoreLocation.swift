@@ -107,9 +107,9 @@ public final class CLLocationManager {
   /// Tells the supervisor how the app updates its location now.
   private static func tellSupervisor() {
     let managers = updatingManagers.values
-    let state =
-      managers.isEmpty ? "stop" : managers.contains { $0.allowsBackgroundLocationUpdates } ? "background" : "foreground"
-    _ = Supervisor.send(AppRequest(.locationUpdates, state))
+    let state: AppRequest.LocationUpdates =
+      managers.isEmpty ? .stop : managers.contains { $0.allowsBackgroundLocationUpdates } ? .background : .foreground
+    _ = Supervisor.send(.locationUpdates(state))
   }
 
   /// A location arrived (`didUpdateLocations`): every updating manager's delegate gets it.

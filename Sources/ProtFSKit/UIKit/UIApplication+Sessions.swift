@@ -16,7 +16,7 @@ extension UIApplication {
           return !done
         })
       else { return }
-      _ = UIApplication.send(AppRequest(.eventsHandled, identifier), to: socket)
+      _ = UIApplication.send(.eventsHandled(session: identifier), to: socket)
     }
     if let delegate {
       delegate.application(self, handleEventsForBackgroundURLSession: identifier, completionHandler: completion)

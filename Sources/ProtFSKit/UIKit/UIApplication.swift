@@ -79,7 +79,7 @@ public final class UIApplication {
     withName taskName: String?, expirationHandler handler: (@MainActor @Sendable () -> Void)? = nil
   ) -> UIBackgroundTaskIdentifier {
     let name = taskName ?? "Called by \(ProcessInfo.processInfo.processName)"
-    guard let reply = send(AppRequest(.beginTask, name)), let id = reply.flatMap({ Int($0) }) else {
+    guard let reply = send(.beginTask(name: name)), let id = reply.flatMap({ Int($0) }) else {
       return .invalid
     }
     expirationHandlers[id] = handler
@@ -96,14 +96,14 @@ public final class UIApplication {
   /// Ends the background task `identifier` (ending `.invalid` or an ended task does nothing).
   public func endBackgroundTask(_ identifier: UIBackgroundTaskIdentifier) {
     guard identifier != .invalid, expirationHandlers.removeValue(forKey: identifier.rawValue) != nil else { return }
-    _ = send(AppRequest(.endTask, String(identifier.rawValue)))
+    _ = send(.endTask(id: identifier.rawValue))
   }
 
   /// The background time left, in seconds; `.greatestFiniteMagnitude` in the foreground, as on iOS.
   public var backgroundTimeRemaining: TimeInterval {
     // In the foreground there is no budget to ask about (the supervisor would answer the same).
     guard applicationState == .background else { return .greatestFiniteMagnitude }
-    guard let reply = send(AppRequest(.timeRemaining)), let text = reply else { return 0 }
+    guard let reply = send(.timeRemaining), let text = reply else { return 0 }
     guard let value = TimeInterval(text), value.isFinite else { return .greatestFiniteMagnitude }
     return value
   }
@@ -117,8 +117,7 @@ public final class UIApplication {
     self.minimumBackgroundFetchInterval = minimumBackgroundFetchInterval
     let never =
       !minimumBackgroundFetchInterval.isFinite || minimumBackgroundFetchInterval >= Self.backgroundFetchIntervalNever
-    let argument = never ? "never" : String(max(0, minimumBackgroundFetchInterval))
-    _ = send(AppRequest(.setFetchInterval, argument))
+    _ = send(.setFetchInterval(seconds: never ? nil : max(0, minimumBackgroundFetchInterval)))
   }
 
   /// Sends `request` to the supervisor; the reply's value, or nil when it refused or is gone.
@@ -243,7 +242,8 @@ extension UIApplication {
           defer { done = true }; return !done
         })
       else { return }
-      _ = UIApplication.send(AppRequest(kind, result.protocolName), to: socket)
+      let value = AppRequest.CompletionResult(rawValue: result.protocolName) ?? .failed
+      _ = UIApplication.send(kind == .fetchCompleted ? .fetchCompleted(value) : .pushCompleted(value), to: socket)
     }
   }
 

@@ -89,13 +89,13 @@ extension UIApplication {
     // must return in time, or the app is killed as iOS kills an app whose main thread is blocked.
     // The launch runs while the supervisor takes the request; its answer is waited for before the
     // launch is reported done, so that the supervisor takes the two in order.
-    let watching = try? AppClient.begin(AppRequest(.watchMainThread), to: app.socketName)
+    let watching = try? AppClient.begin(.watchMainThread, to: app.socketName)
     // No options, as iOS gives none for a user's launch or a background launch for a session's
     // events or a fetch.
     _ = delegate.application(app, willFinishLaunchingWithOptions: nil)
     _ = delegate.application(app, didFinishLaunchingWithOptions: nil)
     _ = try? watching?.reply()
-    _ = app.send(AppRequest(.mainThreadAnswered, "launch"))
+    _ = app.send(.mainThreadAnswered(event: 0))
     NotificationCenter.default.post(name: didFinishLaunchingNotification, object: nil)
     if app.applicationState == .inactive {
       // A foreground launch connects the app's scene (if it uses scenes), which then enters the
@@ -188,7 +188,7 @@ enum AppEventReader {
           MainActor.assumeIsolated {
             let app = UIApplication.shared
             app.handle(event)
-            if let number = event.number { _ = app.send(AppRequest(.mainThreadAnswered, String(number))) }
+            if let number = event.number { _ = app.send(.mainThreadAnswered(event: number)) }
           }
         }
       }
@@ -216,7 +216,7 @@ enum PrewarmHold {
     // Done while held, as iOS has its frameworks ready in a prewarmed process: the first use of the
     // codec (which makes its types' metadata), of block observers, and of the runtime's
     // reflection (which `"\(state)"` of an enum uses), a few hundred microseconds each.
-    _ = try? JSONEncoder().encode(AppRequest(.watchMainThread))
+    _ = try? JSONEncoder().encode(AppRequest.watchMainThread)
     _ = try? JSONDecoder().decode(AppReply.self, from: Data(#"{"value":"1"}"#.utf8))
     let observer = NotificationCenter.default.addObserver(
       forName: Notification.Name("ProtFSKitPrewarm"), object: nil, queue: nil

@@ -10,7 +10,7 @@ enum UncaughtException {
   static func raise(_ name: String, reason: String) -> Never {
     let line = "*** Terminating app due to uncaught exception '\(name)', reason: '\(reason)'"
     FileHandle.standardError.write(Data((line + "\n").utf8))
-    _ = Supervisor.send(AppRequest(.uncaughtException, line))
+    _ = Supervisor.send(.uncaughtException(line: line))
     abort()
   }
 }

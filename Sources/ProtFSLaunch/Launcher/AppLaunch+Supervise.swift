@@ -10,10 +10,11 @@ extension LaunchPlan.Kind {
   var systemRequests: [AppRequest] {
     switch self {
     case .user: []
-    case .fetch: [AppRequest(.background), AppRequest(.fetch)]
-    case .sessionEvents(let session): [AppRequest(.background), AppRequest(.sessionEvents, session)]
-    case .push(let payload): [AppRequest(.background), AppRequest(.push, payload)]
-    case .backgroundTask(let request): [AppRequest(.background), AppRequest(.bgTaskLaunch, request)]
+    case .fetch: [.background, .fetch]
+    case .sessionEvents(let session): [.background, .sessionEvents(session: session)]
+    case .push(let payload): [.background, .push(payload: payload)]
+    // A message without a type is refused by the supervisor (a warning), as one not JSON.
+    case .backgroundTask(let request): [.background, .bgTaskLaunch(.parse(request) ?? BackgroundTaskMessage())]
     }
   }
 }
@@ -23,7 +24,7 @@ extension AppLaunch {
   /// the schedule's steps, until the app ends; its exit status.
   func supervise() -> Int32 {
     for request in plan.kind.systemRequests {
-      if let failure = supervisor.perform(request).error { launcher.report("warning: \(failure)") }
+      if let failure = supervisor.perform(request).error { launcher.report("warning: \(failure.message)") }
     }
     // Watching starts before the first scheduled step can lock the device.
     let events: AsyncStream<ProtectedDataEvent>?
@@ -66,13 +67,13 @@ extension AppLaunch {
   func perform(_ action: LockSchedule.Action) -> String? {
     let request: AppRequest
     switch action {
-    case .background: request = AppRequest(.background)
-    case .foreground: request = AppRequest(.foreground)
-    case .fetch: request = AppRequest(.fetch)
-    case .terminate: request = AppRequest(.terminate)
-    case .push: request = AppRequest(.push, LockSchedule.Action.silentPushPayload)
+    case .background: request = .background
+    case .foreground: request = .foreground
+    case .fetch: request = .fetch
+    case .terminate: request = .terminate(byUser: false)
+    case .push: request = .push(payload: LockSchedule.Action.silentPushPayload)
     case .refresh, .process:
-      request = AppRequest(.bgTaskLaunch, BackgroundTaskMessage(type: action == .refresh ? .refresh : .processing).json)
+      request = .bgTaskLaunch(BackgroundTaskMessage(type: action == .refresh ? .refresh : .processing))
     case .lock, .inactive, .unlock, .reboot:
       do {
         try launcher.lockController.perform(action, passcode: launcher.passcode)
@@ -81,7 +82,7 @@ extension AppLaunch {
         return launcher.describe(error)
       }
     }
-    return supervisor.perform(request).error
+    return supervisor.perform(request).error?.message
   }
 }
 

@@ -31,12 +31,12 @@ package struct AppSessionLauncher: SessionAppLauncher {
       guard let socket = try AppStore(device: device).supervisorSocket(app) else {
         throw ProtFSError(.notFound, "The app \(bundleID) is not running.")
       }
-      reply = try AppClient.send(AppRequest(.sessionEvents, session), to: socket)
+      reply = try AppClient.send(.sessionEvents(session: session), to: socket)
     } catch  where error.code == .notFound {
       reply = nil
     }
     if let reply {
-      if let refusal = reply.error { throw ProtFSError(.io, refusal) }
+      if let refusal = reply.error { throw ProtFSError(.io, refusal.message) }
       return
     }
     guard let record = try AppStore(device: device).record(app), !record.lastLaunchCommand.isEmpty else {

@@ -33,26 +33,26 @@ public final class AppSupervisor: @unchecked Sendable {
   public var onProblem: @Sendable (String) -> Void = { problem in
     FileHandle.standardError.write(Data("protfs app: \(problem)\n".utf8))
   }
-  private let store: AppStore
+  let store: AppStore
   /// The device the app runs on.
-  private let device: Device
-  private let listener: FileDescriptor
+  let device: Device
+  let listener: FileDescriptor
   /// The app's claim (`AppStore.claim`), held as long as this process lives.
-  private let claim: FileDescriptor
+  let claim: FileDescriptor
   /// Every process of the app.
   package let processes: AppProcesses
   /// Who may control the app: root and the supervisor's own user.
-  private let controllers: Set<uid_t>
+  let controllers: Set<uid_t>
   /// Who may speak for the app (its helper commands) and nothing more: the app user.
-  private let appUsers: Set<uid_t>
+  let appUsers: Set<uid_t>
   let queue = DispatchQueue(label: "protfs.app.supervisor")
-  private let exited = DispatchSemaphore(value: 0)
+  let exited = DispatchSemaphore(value: 0)
   /// The app's life: what it is in, and what each request and deadline does (`AppLifecycle`).
-  private var lifecycle: AppLifecycle
-  private var events: FileDescriptor?
-  private var status: Int32 = 1
+  var lifecycle: AppLifecycle
+  var events: FileDescriptor?
+  var status: Int32 = 1
   /// Whether the system launched the app in the background (for a fetch or session events).
-  private let launchedInBackground: Bool
+  let launchedInBackground: Bool
   /// The background modes the app's Info.plist declares (`UIBackgroundModes`): the system
   /// schedules fetches only for an app that lists `fetch`. Set it before `start`.
   public var backgroundModes: [String] {
@@ -127,7 +127,7 @@ public final class AppSupervisor: @unchecked Sendable {
   /// a supervisor going away (its descriptor lives on in a child being started, until its
   /// `exec`) is waited for, up to `settling` seconds; one held by a supervisor the record shows
   /// alive is not.
-  private static func claim(_ bundleID: BundleID, in store: AppStore, settling: Double) throws(ProtFSError)
+  static func claim(_ bundleID: BundleID, in store: AppStore, settling: Double) throws(ProtFSError)
     -> FileDescriptor?
   {
     let deadline = Date().addingTimeInterval(settling)
@@ -142,7 +142,7 @@ public final class AppSupervisor: @unchecked Sendable {
   }
 
   /// 128 random bits in hexadecimal.
-  private static func randomHex() -> String {
+  static func randomHex() -> String {
     var generator = SystemRandomNumberGenerator()
     return (0..<2).map { _ in
       let text = String(generator.next() as UInt64, radix: 16)
@@ -270,78 +270,6 @@ public final class AppSupervisor: @unchecked Sendable {
   /// it ended otherwise, or has not ended. Read once `waitForExit` returned a status.
   public var lastCrash: AppRecord.Crash? { queue.sync { lifecycle.record.lastCrash } }
 
-  /// Records that the prewarmed app is held before `UIApplicationMain` and that its launch is taken
-  /// on the socket `name` (`AppStore.prewarmSocket`).
-  public func held(launchSocket name: String) {
-    queue.sync {
-      do throws(ProtFSError) {
-        try store.setPrewarmSocket(bundleID, name)
-      } catch {
-        onProblem("the launch socket of the prewarmed \(bundleID) could not be recorded: \(error.message)")
-      }
-    }
-  }
-
-  /// Freezes the prewarmed app once it says it is held before `UIApplicationMain`, as iOS suspends
-  /// a prewarmed process: none of its processes runs again until `activate` (or it is discarded),
-  /// whatever threads or children it started meanwhile.
-  public func freezeHeld() {
-    queue.sync {
-      guard lifecycle.record.state == .prewarmed else { return }
-      processes.suspend()
-    }
-  }
-
-  /// Launches the prewarmed app: hands it `descriptors` (its standard input, output and error) with
-  /// an `activate` line on its events socket, and from then on it runs as an app launched by the
-  /// user. Throws when the app cannot be handed them (it is gone, or closed its socket): it is
-  /// then ended.
-  public func activate(standardStreams descriptors: [Int32]) throws(ProtFSError) {
-    try queue.sync {
-      Result { () throws(ProtFSError) in try handOver(descriptors) }
-    }.get()
-  }
-
-  /// `activate`'s work, on the queue.
-  private func handOver(_ descriptors: [Int32]) throws(ProtFSError) {
-    guard let events, lifecycle.record.state == .prewarmed else {
-      throw ProtFSError(.notFound, "The prewarmed app \(bundleID) is gone.")
-    }
-    let available = device.isProtectedDataAvailable ? "available" : "unavailable"
-    let line = #"{"event":"activate","protectedData":"\#(available)"}"# + "\n"
-    processes.resume()
-    do {
-      try DescriptorPassing.send(Array(line.utf8), descriptors: descriptors, on: events)
-    } catch {
-      // Not taken: a held app that cannot hear its launch is discarded, never left running.
-      processes.kill()
-      throw error
-    }
-    do {
-      try store.setPrewarmSocket(bundleID, nil)
-    } catch {
-      onProblem("the launch socket of the prewarmed \(bundleID) could not be forgotten: \(error.message)")
-    }
-    lifecycle.record.state = .active
-    lifecycle.record.forceQuit = false
-    save()
-  }
-
-  /// Lets go of the app's claim once the app has ended, so that the next launch finds it free at
-  /// once: at a process's exit the kernel may release its files a few milliseconds after its
-  /// sockets report the end (a launch that took a prewarmed app learns of the end on one).
-  public func releaseClaim() {
-    guard waitForExit(until: .now()) != nil else { return }
-    claim.close()
-  }
-
-  /// Ends every process of the app at once through its cgroup, no signal it could ignore: how a
-  /// prewarmed app is discarded (as iOS discards one: no event, no crash report), and how a taken
-  /// one ends when its launch went away.
-  public func discard() {
-    queue.async { self.processes.kill() }
-  }
-
   /// Carries out `request` (from the socket, a schedule or a signal).
   public func perform(_ request: AppRequest) -> AppReply {
     let reply = queue.sync { () -> AppReply in
@@ -383,7 +311,7 @@ public final class AppSupervisor: @unchecked Sendable {
   /// Passes `signal` on to the app, on the queue. A prewarmed app is discarded instead (iOS ends a
   /// prewarmed process without notice): it was never launched, and could ignore the signal and
   /// run on.
-  private func deliver(_ signal: Int32) {
+  func deliver(_ signal: Int32) {
     if lifecycle.record.state == .prewarmed {
       processes.kill()
     } else {
@@ -392,237 +320,21 @@ public final class AppSupervisor: @unchecked Sendable {
   }
 
   /// Signals that reached the supervisor before the app was started.
-  private var pendingSignals: [Int32] = []
+  var pendingSignals: [Int32] = []
   /// Whether the app's processes are known, so that a signal reaches them.
-  private var signalsReachTheApp = false
-
-  // MARK: - On the queue
-
-  /// Carries out what a change of the app's life requires, in order.
-  private func carryOut(_ effects: [AppLifecycle.Effect]) {
-    for effect in effects {
-      switch effect {
-      case .send(let line): send(line)
-      case .suspend: processes.suspend()
-      case .resume: processes.resume()
-      case .kill: processes.kill()
-      case .writeCrashReport(let report):
-        // The record names the report (saved next): its path is `app status`'s and the launch's.
-        var path: String?
-        do {
-          path = try store.write(report)
-        } catch {
-          onProblem("the crash report of \(bundleID) could not be written: \(error.message)")
-        }
-        lifecycle.crashReportWritten(at: path?.isEmpty == false ? path : nil)
-      case .save: save()
-      case .schedule(let timer, let deadline):
-        queue.asyncAfter(deadline: DispatchTime(uptimeNanoseconds: UInt64(max(0, deadline) * 1e9))) { [self] in
-          carryOut(lifecycle.fire(timer, at: .now))
-        }
-      }
-    }
-  }
-
-  private func finish(_ end: Kernel.ChildEnd) {
-    if prewarm {
-      do {
-        try store.setPrewarmSocket(bundleID, nil)
-      } catch {
-        onProblem("the launch socket of the prewarmed \(bundleID) could not be forgotten: \(error.message)")
-      }
-    }
-    // Whatever the app left goes with it, in its cgroup or its group.
-    processes.end()
-    status = end.status
-    // Read once nothing of the app is left to write: what it says of its crash, believed only as
-    // far as AppCrashReport.crashedThread goes.
-    let crashedThread = end.signal.flatMap { AppCrashReport.crashedThread(in: crashRecords(), signal: $0) }
-    carryOut(lifecycle.exited(end.status, signal: end.signal, crashedThread: crashedThread, at: .now))
-    events?.close()
-    events = nil
-    ControlSocket.shutDown(listener)
-    exited.signal()
-  }
-
-  /// Writes the record; one not written is reported, as the system's commands and the session
-  /// service then see the app as it was before.
-  private func save() {
-    do {
-      try store.write(lifecycle.record)
-    } catch {
-      onProblem("the record of \(bundleID) could not be written: \(error.message)")
-    }
-  }
-
-  /// The most of the app's writes on its events socket read for its crash record: more than the
-  /// socket holds (a writer's buffer, some 200 KiB), so the newest record is among them.
-  static let crashRecordBound = 256 * 1024
-
-  /// The crash records (`CrashRecord`) among what the app wrote on its events socket, read
-  /// without blocking and within `crashRecordBound`; anything else it wrote there is skipped.
-  private func crashRecords() -> [CrashRecord] {
-    guard let events else { return [] }
-    var bytes: [UInt8] = []
-    var chunk = [UInt8](repeating: 0, count: 16 * 1024)
-    while bytes.count < Self.crashRecordBound {
-      let wanted = min(chunk.count, Self.crashRecordBound - bytes.count)
-      guard case .success(let count) = valueOrErrno(.read, { read(events.rawValue, &chunk, wanted) }), count > 0
-      else { break }
-      bytes += chunk[..<count]
-    }
-    return CrashRecord.records(in: bytes)
-  }
-
-  /// Writes `line` on the app's events pipe.
-  private func send(_ line: AppLifecycle.EventLine) {
-    guard let events else { return }
-    var text = #"{"event":""# + line.event.rawValue + "\""
-    if let number = line.number { text += #","number":\#(number)"# }
-    if let task = line.task {
-      text += #","task":\#(task.id),"name":\#(Self.jsonString(task.name))"#
-    }
-    if let session = line.session { text += #","session":\#(Self.jsonString(session))"# }
-    if let identifier = line.identifier { text += #","identifier":\#(Self.jsonString(identifier))"# }
-    if let type = line.taskType { text += #","type":"\#(type.rawValue)""# }
-    if let coordinate = line.coordinate {
-      text += #","latitude":\#(coordinate.latitude),"longitude":\#(coordinate.longitude)"#
-    }
-    // Checked JSON text (RemoteNotification), written as it is.
-    if let userInfo = line.userInfo { text += #","userInfo":"# + userInfo }
-    text += "}\n"
-    // Non-blocking: an app that never reads loses events rather than stalling its supervisor.
-    _ = try? AtomicFile.writeAll(events.rawValue, Array(text.utf8), path: "events")
-  }
-
-  /// `text` as a JSON string.
-  private static func jsonString(_ text: String) -> String {
-    (try? JSONEncoder().encode(text)).map { String(decoding: $0, as: UTF8.self) } ?? "\"\""
-  }
-
-  /// Runs a hook: its error becomes the reply's.
-  static func hook(_ body: () throws(ProtFSError) -> Void) -> AppReply {
-    do {
-      try body()
-      return .ok()
-    } catch {
-      return .refused(error)
-    }
-  }
-
-  // MARK: - The socket
+  var signalsReachTheApp = false
 
   /// The most connections the app user may hold open to this supervisor at once.
   public static let connectionsPerAppUser = 32
   /// Open connections by the peer's user.
-  private let openConnections = Mutex<[uid_t: Int]>([:])
+  let openConnections = Mutex<[uid_t: Int]>([:])
   /// Requests read and not answered yet.
-  private let answering = Atomic(0)
-
-  private func serve() {
-    // The codec's first use costs about a millisecond (the runtime makes its types' metadata):
-    // spent here while the app starts, not on the app's first request.
-    _ = try? JSONDecoder().decode(AppRequest.self, from: Data(#"{"kind":"timeRemaining"}"#.utf8))
-    _ = Self.line(.refused("The request is not valid."))
-    while let (connection, peer) = ControlSocket.accept(listener) {
-      // Checked before the peer gets a thread: whoever may not talk to the app is answered at once.
-      if let refusal = admit(peer) {
-        ControlSocket.refuse(connection, line: Self.line(.refused(refusal)))
-        continue
-      }
-      Thread { [self] in
-        defer {
-          connection.close()
-          openConnections.withLock { $0[peer.uid, default: 1] -= 1 }
-        }
-        ControlSocket.limitWaits(connection)
-        let reply: AppReply
-        var counted = false
-        switch Self.request(ControlSocket.readLine(connection, within: ControlSocket.lineTimeout)) {
-        case .success(let request):
-          // Counted until its answer is written (below): an exit waits for it.
-          answering.add(1, ordering: .acquiringAndReleasing)
-          counted = true
-          if controllers.contains(peer.uid) || request.isTheAppsOwn {
-            reply = perform(request)
-          } else {
-            reply = .refused(
-              ProtFSError(
-                .permissionDenied,
-                "An app cannot ask for \(request.kind.rawValue) itself (user \(peer.uid) is the app's): the system and the user decide that."
-              ))
-          }
-        case .failure(let refusal):
-          reply = .refused(refusal)
-        }
-        #if DEBUG
-          // Debug builds: a test holds each answer back, so that the app ends before it is written.
-          if let delay = ProcessEnvironment.value("PROTFS_DEBUG_REPLY_DELAY_MS").flatMap(UInt32.init) {
-            usleep(delay * 1000)
-          }
-        #endif
-        ControlSocket.writeLine(connection, Self.line(reply))
-        if counted { answering.subtract(1, ordering: .acquiringAndReleasing) }
-      }.start()
-    }
-    listener.close()
-  }
-
-  /// Counts `peer`'s connection in, or says why it is refused: root and the supervisor's own user
-  /// control the app; the app user speaks for it only from one of the app's own processes (below
-  /// this supervisor: another app, which runs as the same user, may not), with at most
-  /// `connectionsPerAppUser` connections open.
-  private func admit(_ peer: PeerCredentials) -> String? {
-    if !controllers.contains(peer.uid) {
-      guard appUsers.contains(peer.uid) else { return "User \(peer.uid) may not control the app \(bundleID)." }
-      guard Self.descends(peer.pid, from: getpid()), peer.isStillConnectedProcess else {
-        return
-          "Process \(peer.pid) is not one of the app \(bundleID)'s; only the app itself, root and its user may speak to its supervisor."
-      }
-    }
-    return openConnections.withLock { counts -> String? in
-      if !controllers.contains(peer.uid), counts[peer.uid, default: 0] >= Self.connectionsPerAppUser {
-        return
-          "The app \(bundleID) holds \(Self.connectionsPerAppUser) connections to its supervisor already; close one first."
-      }
-      counts[peer.uid, default: 0] += 1
-      return nil
-    }
-  }
-
-  /// Whether process `pid` is a descendant of process `ancestor`.
-  static func descends(_ pid: pid_t, from ancestor: pid_t) -> Bool {
-    var current = pid
-    for _ in 0..<64 where current > 1 {
-      guard let parent = ProcessIdentity.parent(of: current) else { return false }
-      if parent == ancestor { return true }
-      current = parent
-    }
-    return false
-  }
-
-  /// The request `line` holds, or why it holds none: a value of the wrong kind is refused with what
-  /// the decoder found wrong (the line itself is never quoted: it may be huge).
-  package static func request(_ line: String?) -> Result<AppRequest, ProtFSError> {
-    guard let line else { return .failure(ProtFSError(.invalidArgument, "The request is not valid.")) }
-    do {
-      return .success(try JSONDecoder().decode(AppRequest.self, from: Data(line.utf8)))
-    } catch let error as ProtFSError {
-      return .failure(error)
-    } catch {
-      return .failure(ProtFSError(.invalidArgument, "The request is not valid: \(WireDecoding.problem(error))."))
-    }
-  }
-
-  /// `reply` as a JSON line's text.
-  private static func line(_ reply: AppReply) -> String {
-    (try? JSONEncoder().encode(reply)).map { String(decoding: $0, as: UTF8.self) } ?? #"{"error":"internal"}"#
-  }
+  let answering = Atomic(0)
 }
 
 extension AppLifecycle.Moment {
   /// This moment, on the clock `DispatchQueue.asyncAfter` schedules by.
-  fileprivate static var now: Self {
+  static var now: Self {
     Self(uptime: Double(DispatchTime.now().uptimeNanoseconds) / 1e9, date: Date())
   }
 }

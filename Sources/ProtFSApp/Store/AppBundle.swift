@@ -19,8 +19,6 @@ public struct AppBundle: @unchecked Sendable {
   public static let directoryName = "Bundles"
   /// What a bundle's directory name ends with, after the bundle id.
   public static let directoryExtension = ".app"
-  /// renameat2(2)'s `RENAME_EXCHANGE` (linux/fs.h).
-  private static let renameExchange: UInt32 = 1 << 1
   /// The largest Info.plist accepted.
   public static let infoPlistLimit = 1 << 20
 
@@ -154,17 +152,16 @@ public struct AppBundle: @unchecked Sendable {
     for leftover in (try? bundles.entries()) ?? [] where leftover.name.hasPrefix("." + name + ".") {
       try? bundles.removeTree(leftover.name)
     }
-    let staging = ".\(name).\(getpid())"
+    let staging = ".\(name).\(Kernel.getpid())"
     try bundles.makeDirectory(staging, permissions: FilePermissions(rawValue: 0o755))
     do {
       let directory = try bundles.openDirectory(staging)
       if let program { try Self.place(program, as: executable, in: directory) }
       try Self.write(plist, as: "Info.plist", in: directory)
       // Renamed into place in one step: over the last bundle, whose remains are then removed.
-      if case .failure = valueOrErrno(.rename, { Kernel.renameNoReplace(bundles.fd, staging, bundles.fd, name) }) {
-        _ = try valueOrErrno(.rename) {
-          Kernel.rename(bundles.fd, staging, bundles.fd, name, flags: Self.renameExchange)
-        }.orThrow("install the app's bundle at", path: bundles.pathOf(name))
+      if case .failure = Kernel.renameat2(bundles.fd, staging, bundles.fd, name, .noReplace) {
+        _ = try Kernel.renameat2(bundles.fd, staging, bundles.fd, name, .exchange).orThrow(
+          "install the app's bundle at", path: bundles.pathOf(name))
         try? bundles.removeTree(staging)  // the bundle replaced: best effort, the next launch removes it
       }
       return bundles.pathOf(name) + "/" + executable
@@ -182,18 +179,18 @@ public struct AppBundle: @unchecked Sendable {
   public static func isSwiftProgram(_ program: String) -> Bool {
     // Never waits: a FIFO swapped in for the program (by the user who owns its directory) would
     // hold root's open until a writer came. Only a regular file is read.
-    guard case .success(let fd) = valueOrErrno(.open, { open(program, O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOCTTY) })
+    guard case .success(let fd) = Kernel.open(program, O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOCTTY)
     else { return false }
     defer { closeDescriptor(fd) }
     var status = stat()
-    guard case .success = valueOrErrno(.stat, { fstat(fd, &status) }), status.st_mode & S_IFMT == S_IFREG else {
+    guard case .success = Kernel.fstat(fd, &status), status.st_mode & S_IFMT == S_IFREG else {
       return false
     }
     func read(_ count: Int, at offset: Int) -> [UInt8]? {
       guard count >= 0, count <= 1 << 20, offset >= 0 else { return nil }
       var bytes = [UInt8](repeating: 0, count: count)
       let got = bytes.withUnsafeMutableBytes { raw in
-        try? valueOrErrno(.read) { pread(fd, raw.baseAddress, count, off_t(offset)) }.get()
+        try? Kernel.pread(fd, raw.baseAddress, count, off_t(offset)).get()
       }
       return got == count ? bytes : nil
     }
@@ -230,8 +227,8 @@ public struct AppBundle: @unchecked Sendable {
     guard let program else { return true }
     var source = stat()
     var linked = stat()
-    guard case .success = valueOrErrno(.stat, { stat(program, &source) }),
-      case .success = valueOrErrno(.stat, { fstatat(bundle.fd, executable, &linked, AT_SYMLINK_NOFOLLOW) })
+    guard case .success = Kernel.stat(program, &source),
+      case .success = Kernel.fstatat(bundle.fd, executable, &linked, AT_SYMLINK_NOFOLLOW)
     else { return false }
     return linked.st_mode & S_IFMT == S_IFREG && source.st_dev == linked.st_dev && source.st_ino == linked.st_ino
   }
@@ -243,30 +240,30 @@ public struct AppBundle: @unchecked Sendable {
   /// app may run and read it exactly as it might have at its own path.
   private static func place(_ program: String, as name: String, in directory: DirectoryHandle) throws(ProtFSError) {
     // The file itself, not a symlink to it: a linked symlink would run from where it points.
-    guard let resolved = realpath(program, nil) else {
+    guard let resolved = Kernel.realpath(program, nil) else {
       throw ProtFSError.system("find the program", path: program, errno: errno)
     }
     let program = String(cString: resolved)
     free(resolved)
-    let source = try valueOrErrno(.open) { open(program, O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOCTTY) }.orThrow(
+    let source = try Kernel.open(program, O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOCTTY).orThrow(
       "read the program", path: program)
     defer { closeDescriptor(source) }
     var status = stat()
-    _ = try valueOrErrno(.stat) { fstat(source, &status) }.orThrow("read the program", path: program)
+    _ = try Kernel.fstat(source, &status).orThrow("read the program", path: program)
     guard status.st_mode & S_IFMT == S_IFREG else {
       throw ProtFSError(
         .invalidArgument, "The program '\(program)' is not a regular file.", path: program,
         remedy: .advice("name the program's file itself"))
     }
     // The opened file itself is linked (linkat with AT_EMPTY_PATH, or through /proc/self/fd).
-    if case .success = valueOrErrno(.link, { Kernel.linkUnnamed(source, in: directory.fd, as: name) }) { return }
+    if case .success = Kernel.linkTmpfile(source, directory.fd, name) { return }
     let target = try directory.openFile(
       name, flags: O_WRONLY | O_CREAT | O_EXCL, permissions: FilePermissions(rawValue: 0o700))
     defer { closeDescriptor(target) }
     try ItemCopier.copyContents(from: source, to: target, path: directory.pathOf(name))
-    _ = try valueOrErrno(.chown) { fchown(target, status.st_uid, status.st_gid) }.orThrow(
+    _ = try Kernel.fchown(target, status.st_uid, status.st_gid).orThrow(
       "give the program its owner", path: directory.pathOf(name))
-    _ = try valueOrErrno(.chmod) { fchmod(target, status.st_mode & 0o755) }.orThrow(
+    _ = try Kernel.fchmod(target, status.st_mode & 0o755).orThrow(
       "make executable", path: directory.pathOf(name))
   }
 

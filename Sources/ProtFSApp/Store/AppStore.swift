@@ -52,9 +52,9 @@ public struct AppStore: Sendable {
   @discardableResult
   public func removeRecord(_ bundleID: BundleID) throws(ProtFSError) -> Bool {
     guard let directory = try directory(Self.directoryName, creating: false) else { return false }
-    _ = valueOrErrno(.unlink) { unlinkat(directory.fd, Self.prewarmFileName(bundleID), 0) }
+    _ = Kernel.unlinkat(directory.fd, Self.prewarmFileName(bundleID), 0)
     let name = bundleID.rawValue + ".json"
-    switch valueOrErrno(.unlink, { unlinkat(directory.fd, name, 0) }) {
+    switch Kernel.unlinkat(directory.fd, name, 0) {
     case .success: return true
     case .failure(let e) where e == .noSuchFile: return false
     case .failure(let e): throw ProtFSError.system("remove", path: directory.pathOf(name), errno: e)
@@ -111,7 +111,7 @@ public struct AppStore: Sendable {
     } else {
       let name = Self.prewarmFileName(bundleID)
       // Gone already, or never written: nothing names the socket either way.
-      _ = valueOrErrno(.unlink) { unlinkat(directory.fd, name, 0) }
+      _ = Kernel.unlinkat(directory.fd, name, 0)
     }
   }
 
@@ -132,7 +132,7 @@ public struct AppStore: Sendable {
     let lock = FileDescriptor(
       owning: try directory.openFile(
         bundleID.rawValue + ".lock", flags: O_RDWR | O_CREAT, permissions: FilePermissions(rawValue: 0o600)))
-    switch valueOrErrno(.flock, { flock(lock.rawValue, LOCK_EX | LOCK_NB) }) {
+    switch Kernel.flock(lock.rawValue, LOCK_EX | LOCK_NB) {
     case .success: return lock
     case .failure(let error) where error.rawValue == EWOULDBLOCK: return nil
     case .failure(let error):

@@ -61,7 +61,7 @@ package final class AppProcesses: Sendable {
       signalGroup(signal)
       return
     }
-    for pid in Self.members(of: cgroup) { _ = valueOrErrno(.kill) { Glibc.kill(pid, signal) } }
+    for pid in Self.members(of: cgroup) { _ = Kernel.kill(pid, signal) }
   }
 
   /// Whether every process of the app is stopped now (frozen, or stopped by SIGSTOP).
@@ -76,14 +76,14 @@ package final class AppProcesses: Sendable {
     kill()
     guard let cgroup else { return }
     let deadline = Date().addingTimeInterval(timeout)
-    while Self.events(of: cgroup)["populated"] == "1", Date() < deadline { usleep(2_000) }
-    _ = valueOrErrno(.unlink) { rmdir(cgroup) }
+    while Self.events(of: cgroup)["populated"] == "1", Date() < deadline { Kernel.usleep(2_000) }
+    _ = Kernel.rmdir(cgroup)
   }
 
   private func signalGroup(_ signal: Int32) {
     let pid = leader.withLock { $0 }
     guard pid > 0 else { return }
-    _ = valueOrErrno(.kill) { Glibc.kill(-pid, signal) }
+    _ = Kernel.kill(-pid, signal)
   }
 
   // MARK: The cgroup v2 hierarchy
@@ -99,17 +99,17 @@ package final class AppProcesses: Sendable {
       // Left by a supervisor that was killed: its processes go now, as they would have with it.
       write("1", to: path + "/cgroup.kill")
       let deadline = Date().addingTimeInterval(5)
-      while events(of: path)["populated"] == "1", Date() < deadline { usleep(2_000) }
-      _ = valueOrErrno(.unlink) { rmdir(path) }
+      while events(of: path)["populated"] == "1", Date() < deadline { Kernel.usleep(2_000) }
+      _ = Kernel.rmdir(path)
     }
     removeAbandonedCgroups(in: parent)
-    guard case .success = valueOrErrno(.mkdir, { mkdir(path, 0o755) }) else { return nil }
+    guard case .success = Kernel.mkdir(path, 0o755) else { return nil }
     // A cgroup that cannot freeze or kill would not hold the app: use the process group instead.
-    guard case .success = valueOrErrno(.access, { access(path + "/cgroup.freeze", W_OK) }),
-      case .success = valueOrErrno(.access, { access(path + "/cgroup.kill", W_OK) }),
-      case .success = valueOrErrno(.access, { access(path + "/cgroup.procs", W_OK) })
+    guard case .success = Kernel.access(path + "/cgroup.freeze", W_OK),
+      case .success = Kernel.access(path + "/cgroup.kill", W_OK),
+      case .success = Kernel.access(path + "/cgroup.procs", W_OK)
     else {
-      _ = valueOrErrno(.unlink) { rmdir(path) }
+      _ = Kernel.rmdir(path)
       return nil
     }
     return path
@@ -127,16 +127,16 @@ package final class AppProcesses: Sendable {
       path.split(separator: "/").last?.hasPrefix(prefix) == true
     else { return 0 }
     var info = stat()
-    guard case .success = valueOrErrno(.stat, { lstat(path, &info) }), info.st_mode & S_IFMT == S_IFDIR else {
+    guard case .success = Kernel.lstat(path, &info), info.st_mode & S_IFMT == S_IFDIR else {
       return 0
     }
     let held = members(of: path).count
     if held > 0 {
       write("1", to: path + "/cgroup.kill")
       let deadline = Date().addingTimeInterval(5)
-      while events(of: path)["populated"] == "1", Date() < deadline { usleep(2_000) }
+      while events(of: path)["populated"] == "1", Date() < deadline { Kernel.usleep(2_000) }
     }
-    _ = valueOrErrno(.unlink) { rmdir(path) }
+    _ = Kernel.rmdir(path)
     return held
   }
 
@@ -150,11 +150,11 @@ package final class AppProcesses: Sendable {
     for name in names where name.hasPrefix(prefix) {
       let path = parent + "/" + name
       var info = stat()
-      guard case .success = valueOrErrno(.stat, { lstat(path, &info) }), info.st_mode & S_IFMT == S_IFDIR,
+      guard case .success = Kernel.lstat(path, &info), info.st_mode & S_IFMT == S_IFDIR,
         Double(info.st_mtim.tv_sec) < old,
         events(of: path)["populated"] == "0"
       else { continue }
-      _ = valueOrErrno(.unlink) { rmdir(path) }
+      _ = Kernel.rmdir(path)
     }
   }
 
@@ -172,7 +172,7 @@ package final class AppProcesses: Sendable {
     var path = String(own.dropFirst(3))
     if mountRoot != "/", path.hasPrefix(mountRoot) { path = String(path.dropFirst(mountRoot.count)) }
     let directory = mountPoint + (path == "/" ? "" : path)
-    return (try? valueOrErrno(.access) { access(directory, W_OK) }.get()) != nil ? directory : nil
+    return (try? Kernel.access(directory, W_OK).get()) != nil ? directory : nil
   }
 
   /// The pids in `cgroup`.
@@ -195,10 +195,10 @@ package final class AppProcesses: Sendable {
   /// Writes `value` to the cgroup file `path`; whether it took.
   @discardableResult
   private static func write(_ value: String, to path: String) -> Bool {
-    guard case .success(let fd) = valueOrErrno(.open, { open(path, O_WRONLY | O_CLOEXEC) }) else { return false }
+    guard case .success(let fd) = Kernel.open(path, O_WRONLY | O_CLOEXEC) else { return false }
     defer { closeDescriptor(fd) }
     let bytes = Array(value.utf8)
-    guard case .success(let written) = valueOrErrno(.write, { Glibc.write(fd, bytes, bytes.count) }) else {
+    guard case .success(let written) = Kernel.write(fd, bytes, bytes.count) else {
       return false
     }
     return written == bytes.count

@@ -74,7 +74,7 @@ extension AppSupervisor {
     var chunk = [UInt8](repeating: 0, count: 16 * 1024)
     while bytes.count < Self.crashRecordBound {
       let wanted = min(chunk.count, Self.crashRecordBound - bytes.count)
-      guard case .success(let count) = valueOrErrno(.read, { read(events.rawValue, &chunk, wanted) }), count > 0
+      guard case .success(let count) = Kernel.read(events.rawValue, &chunk, wanted), count > 0
       else { break }
       bytes += chunk[..<count]
     }

@@ -44,7 +44,7 @@ extension AppSupervisor {
         #if DEBUG
           // Debug builds: a test holds each answer back, so that the app ends before it is written.
           if let delay = ProcessEnvironment.value("PROTFS_DEBUG_REPLY_DELAY_MS").flatMap(UInt32.init) {
-            usleep(delay * 1000)
+            Kernel.usleep(delay * 1000)
           }
         #endif
         ControlSocket.writeLine(connection, Self.line(reply))
@@ -61,7 +61,7 @@ extension AppSupervisor {
   func admit(_ peer: PeerCredentials) -> String? {
     if !controllers.contains(peer.uid) {
       guard appUsers.contains(peer.uid) else { return "User \(peer.uid) may not control the app \(bundleID)." }
-      guard Self.descends(peer.pid, from: getpid()), peer.isStillConnectedProcess else {
+      guard Self.descends(peer.pid, from: Kernel.getpid()), peer.isStillConnectedProcess else {
         return
           "Process \(peer.pid) is not one of the app \(bundleID)'s; only the app itself, root and its user may speak to its supervisor."
       }

@@ -81,7 +81,7 @@ public final class AppSupervisor: @unchecked Sendable {
     self.timings = timings
     self.store = AppStore(device: device)
     self.device = device
-    self.controllers = [0, getuid()]
+    self.controllers = [0, Kernel.getuid()]
     self.appUsers = appUsers
     guard let claim = try Self.claim(bundleID, in: store, settling: 2) else {
       throw ProtFSError(
@@ -136,7 +136,7 @@ public final class AppSupervisor: @unchecked Sendable {
     while true {
       if let claim = try store.claim(bundleID) { return claim }
       if Date() >= deadline || (try? store.record(bundleID))??.isSupervised == true { return nil }
-      usleep(delay)
+      Kernel.usleep(delay)
       delay = min(delay * 2, 20_000)
     }
   }
@@ -225,7 +225,7 @@ public final class AppSupervisor: @unchecked Sendable {
   /// Takes charge of the started app `pid` (the leader of its process group), which reads events
   /// from the other end of `events`. Returns at once; `waitForExit` returns its exit status.
   public func start(pid: pid_t, events: FileDescriptor) throws(ProtFSError) {
-    _ = valueOrErrno(.fcntl) { fcntl(events.rawValue, F_SETFL, O_NONBLOCK) }
+    _ = Kernel.fcntl(events.rawValue, F_SETFL, O_NONBLOCK)
     queue.sync {
       self.events = events
       lifecycle.started(pid)
@@ -262,7 +262,7 @@ public final class AppSupervisor: @unchecked Sendable {
     guard exited.wait(timeout: deadline) == .success else { return nil }
     exited.signal()
     let answered = Date().addingTimeInterval(1)
-    while answering.load(ordering: .acquiring) > 0, Date() < answered { usleep(1_000) }
+    while answering.load(ordering: .acquiring) > 0, Date() < answered { Kernel.usleep(1_000) }
     return queue.sync { status }
   }
 

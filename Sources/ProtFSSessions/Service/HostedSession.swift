@@ -18,7 +18,7 @@ typealias Peer = PeerCredentials
 
 extension PeerCredentials {
   /// Whether the peer is root or the service's own user, whom the service serves in full.
-  var isTrustedUser: Bool { uid == 0 || uid == geteuid() }
+  var isTrustedUser: Bool { uid == 0 || uid == Kernel.geteuid() }
 }
 
 /// What the store keeps of a service session: the app's configuration and, for sessions of

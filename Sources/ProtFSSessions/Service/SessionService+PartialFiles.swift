@@ -27,7 +27,7 @@ extension SessionService {
   /// `tmp/`, a directory gone): resuming finds it in either place.
   func parkPartialFile(_ name: String, bundleID: String) {
     guard let (downloads, temporary) = partialFileDirectories(bundleID) else { return }
-    _ = valueOrErrno(.rename) { Kernel.renameNoReplace(downloads.fd, name, temporary.fd, name) }
+    _ = Kernel.renameat2(downloads.fd, name, temporary.fd, name, .noReplace)
   }
 
   /// Moves the partial file `name` back from the app's `tmp/` to the session's Downloads
@@ -38,7 +38,7 @@ extension SessionService {
     guard let (downloads, temporary) = partialFileDirectories(bundleID),
       let status = try? temporary.status(name), status.kind == .file, status.linkCount == 1
     else { return }
-    _ = valueOrErrno(.rename) { Kernel.renameNoReplace(temporary.fd, name, downloads.fd, name) }
+    _ = Kernel.renameat2(temporary.fd, name, downloads.fd, name, .noReplace)
   }
 
   /// The app's Downloads directory and `tmp/`, opened without following links; nil for a bundle

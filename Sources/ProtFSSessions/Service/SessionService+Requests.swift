@@ -87,7 +87,7 @@ extension SessionService {
     switch request.kind {
     case .ping:
       var reply = SessionServiceReply()
-      reply.pid = getpid()
+      reply.pid = Kernel.getpid()
       return reply
     case .openSession, .adopt: return try answerSessions(request, peer: peer, hungUp: hungUp)
     case .createDownloadTask, .createUploadTask: return try answerNewTask(request, peer: peer, hungUp: hungUp)

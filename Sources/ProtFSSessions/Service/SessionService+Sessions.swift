@@ -168,13 +168,13 @@ extension SessionService {
   /// app's user can move a handed-over file out of it (`didFinishDownloadingTo`), as on iOS. The
   /// directory is held through a descriptor opened without following links.
   func giveDownloadsToTheApp(_ bundle: BundleID) throws(ProtFSError) {
-    guard geteuid() == 0 else { return }
+    guard Kernel.geteuid() == 0 else { return }
     let container = device.container(bundle)
     let owner = try device.openDirectory(container.path).status()
     let downloads = try device.openDirectory(container.downloadsPath)
     let current = try downloads.status()
     guard current.uid != owner.uid || current.gid != owner.gid else { return }
-    _ = try valueOrErrno(.chown) { fchown(downloads.fd, owner.uid, owner.gid) }.orThrow(
+    _ = try Kernel.fchown(downloads.fd, owner.uid, owner.gid).orThrow(
       "give the app's user", path: downloads.path)
   }
 }

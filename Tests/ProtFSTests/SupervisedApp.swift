@@ -15,13 +15,15 @@ final class SupervisedApp {
   let events: FileDescriptor
 
   init(
-    _ bundle: String = "com.example.supervised", timings: AppTimings = AppTimings(), appUsers: Set<uid_t> = [501]
+    _ bundle: String = "com.example.supervised", timings: AppTimings = AppTimings(), appUsers: Set<uid_t> = [501],
+    prewarm: Bool = false
   ) throws {
     device = try TestDevice()
     supervisor = try AppSupervisor(
       device: device.device, bundleID: try BundleID(bundle), timings: timings, command: ["/bin/sleep", "60"],
       appUsers: appUsers)
     supervisor.onProblem = { _ in }
+    supervisor.prewarm = prewarm
     try supervisor.prepare()
     let pipe = try FileDescriptor.pipe().get()
     pid = try PlainLaunch(path: "/bin/sleep", arguments: ["sleep", "60"], environment: []).start().get()
@@ -62,6 +64,24 @@ final class SupervisedApp {
     let reply = FileHandle(fileDescriptor: output.read.rawValue, closeOnDealloc: false).readDataToEndOfFile()
     _ = Kernel.waitForChildEnd(child)
     return String(decoding: reply, as: UTF8.self)
+  }
+
+  /// Waits (up to 10 s) until the record says `state`; returns the record then.
+  func record(becoming state: AppRecord.State) throws -> AppRecord? {
+    let deadline = Date().addingTimeInterval(10)
+    while true {
+      let record = try record()
+      if record?.state == state || Date() > deadline { return record }
+      usleep(5_000)
+    }
+  }
+
+  /// The event lines the app was sent so far.
+  func eventLines() -> [String] {
+    _ = Kernel.fcntl(events.rawValue, F_SETFL, O_NONBLOCK)
+    var bytes = [UInt8](repeating: 0, count: 64 * 1024)
+    guard case .success(let count) = Kernel.read(events.rawValue, &bytes, bytes.count) else { return [] }
+    return String(decoding: bytes[..<count], as: UTF8.self).split(separator: "\n").map(String.init)
   }
 
   /// Whether setpriv and python3 are there to speak as another user.

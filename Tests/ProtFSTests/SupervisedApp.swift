@@ -42,13 +42,17 @@ final class SupervisedApp {
   func record() throws -> AppRecord? { try AppStore(device: device.device).record(supervisor.bundleID) }
 
   /// Sends `line` on the supervisor's socket from a child process running as `uid` (one of the
-  /// app's processes, as it descends from this one); returns the reply's line.
+  /// app's processes, as it descends from this one); returns the reply's line (a refusal sent
+  /// before the line was read is read all the same).
   func send(_ line: String, asUser uid: uid_t) throws -> String {
     let script = """
       import socket, sys
       s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
       s.connect("\\0" + sys.argv[1])
-      s.sendall(sys.argv[2].encode() + b"\\n")
+      try:
+          s.sendall(sys.argv[2].encode() + b"\\n")
+      except OSError:
+          pass  # a peer turned away is answered before its line is read: the send may fail
       print(s.makefile().readline(), end="")
       """
     let output = try FileDescriptor.pipe().get()

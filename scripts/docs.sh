@@ -112,6 +112,9 @@ for source in Sources/*; do
     clang_flags+=(-Xcc "-fmodule-map-file=$bin/$name.build/module.modulemap" -Xcc -I -Xcc "$repo/$source/include")
   fi
 done
+# CFuse3's headers: <fuse_lowlevel.h> is in /usr/include/fuse3 (libfuse3-dev), where SwiftPM's
+# pkgConfig pointed the build.
+clang_flags+=(-Xcc -I/usr/include/fuse3)
 
 extract() {
   local module=$1

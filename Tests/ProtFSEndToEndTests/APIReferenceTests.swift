@@ -55,7 +55,7 @@ import Testing
     #expect(built.stdout.contains("written to \(archive)"), "\(built)")
 
     // Static hosting: an HTML page in every page's directory, and a landing page of all modules.
-    #expect(Self.modules.count == 9 && Self.modules.contains("ProtFSKit"), "\(Self.modules)")
+    #expect(Self.modules.count == 10 && Self.modules.contains("ProtFSKit"), "\(Self.modules)")
     let landing = try Self.page("documentation", in: archive)
     let references = (landing["references"] as? [String: Any] ?? [:]).keys
     let listed = Set(references.compactMap { $0.split(separator: "/").last.map(String.init) })

@@ -105,18 +105,8 @@ package enum MountCommand {
       (try? FileManager.default.destinationOfSymbolicLink(atPath: "/proc/self/exe")) ?? CommandLine.arguments[0]
     var environment = invocation.environment
     environment[Self.notifyKey] = "1"
-    var launch = PlainLaunch(
-      path: executable, arguments: [executable, "--device", device.root, "mount", mountpoint],
-      environment: environment.map { "\($0.key)=\($0.value)" })
-    guard case .success(let null) = Kernel.open("/dev/null", O_RDONLY | O_CLOEXEC) else {
-      throw ProtFSError(.io, "Cannot open /dev/null to start the mount daemon.")
-    }
-    defer { closeDescriptor(null) }
-    (launch.input, launch.output, launch.error) =
-      (null, output.fileHandleForWriting.fileDescriptor, errors.fileHandleForWriting.fileDescriptor)
-    switch launch.start() {
-    case .success(let pid): return pid
-    case .failure(let e): throw ProtFSError.system("start the mount daemon", path: executable, errno: e)
-    }
+    return try MountDaemon.startProcess(
+      executable, arguments: [executable, "--device", device.root, "mount", mountpoint], environment: environment,
+      output: output.fileHandleForWriting.fileDescriptor, errors: errors.fileHandleForWriting.fileDescriptor)
   }
 }

@@ -48,21 +48,6 @@ package enum AppCommand {
   /// The message for an app without a supervisor.
   package static func notRunning(_ bundleID: BundleID) -> String { "The app \(bundleID) is not running." }
 
-  /// Waits, at most `seconds`, until app `bundleID`'s `supervisor` is gone. One still there
-  /// (stopped, or stuck) is killed, and the processes of the app it left are ended as a killed
-  /// supervisor's are (`AppStore.endAbandoned`): returns how many, or nil when it ended by itself.
-  /// When even killed it has not ended 5 s later, throws `stuck`'s message, given the seconds
-  /// waited in all.
-  static func awaitSupervisorEnd(
-    _ supervisor: ProcessIdentity, of bundleID: BundleID, device: Device, seconds: Double,
-    stuck: (Int) -> String
-  ) throws -> Int? {
-    if supervisor.waitUntilGone(seconds: seconds) { return nil }
-    supervisor.send(SIGKILL)
-    guard supervisor.waitUntilGone(seconds: 5) else { throw ExitStatus(code: 1, message: stuck(Int(seconds) + 5)) }
-    return try AppStore(device: device).endAbandoned(bundleID)
-  }
-
   /// Sends `request` to the supervisor of `bundleID`; a refusal becomes an error (exit 1).
   package static func send(_ request: AppRequest, to bundleID: BundleID, device: Device) throws -> AppReply {
     let reply: AppReply

@@ -209,7 +209,7 @@ package enum AppControlCommands {
   /// ended and it has killed the rest of the app (its cgroup). One that outlives `terminateWait`
   /// is killed, and the app's processes with it, as a killed supervisor's are (`endAbandoned`).
   static func waitUntilGone(_ bundleID: BundleID, supervisor: ProcessIdentity, device: Device) throws {
-    let killed = try AppCommand.awaitSupervisorEnd(
+    let killed = try SupervisorEnd.await(
       supervisor, of: bundleID, device: device, seconds: terminateWait
     ) { waited in
       "The app \(bundleID) was asked to terminate, but its supervisor (process \(supervisor.pid)) did not end within \(waited) s, even killed; end it with kill -9 \(supervisor.pid)."

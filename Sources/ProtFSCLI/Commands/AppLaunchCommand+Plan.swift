@@ -17,7 +17,8 @@ extension AppLaunchCommand {
   /// What `invocation` asks for. Throws a usage error for options that do not go together.
   static func request(_ invocation: Invocation) throws -> Request {
     var plan = try optionsPlan(
-      invocation, bundleID: invocation.bundleID(invocation.required(AppCommand.bundleArgument)))
+      invocation, bundleID: invocation.bundleID(invocation.required(AppCommand.bundleArgument)),
+      surroundings: .current(excluding: Secrets.environmentKeys))
     let systemLaunches = systemLaunchOptions.filter { invocation.isGiven($0) }.count
     if systemLaunches > 1 {
       throw invocation.usageError("--for-fetch, --for-session, --for-push and --for-bgtask cannot be given together.")
@@ -54,7 +55,7 @@ extension AppLaunchCommand {
       invocation.device.canonicalRoot == device.canonicalRoot,
       !(systemLaunchOptions + ExecCommand.passcode.options).contains(where: invocation.isGiven),
       let bundleID = try? invocation.bundleID(invocation.required(AppCommand.bundleArgument)),
-      var plan = try? optionsPlan(invocation, bundleID: bundleID)
+      var plan = try? optionsPlan(invocation, bundleID: bundleID, surroundings: request.surroundings)
     else { return nil }
     var words = invocation.trailing
     if words.isEmpty {
@@ -63,14 +64,15 @@ extension AppLaunchCommand {
     }
     guard let absolute = try? absoluteCommand(words) else { return nil }
     plan.command = absolute
-    plan.surroundings = request.surroundings
     return plan
   }
 
   /// A plan for app `bundleID` of `invocation`'s timings, schedule, environment, mount and
-  /// Info.plist options, made in this process's surroundings; the caller sets its command.
-  private static func optionsPlan(_ invocation: Invocation, bundleID: BundleID) throws -> LaunchPlan {
-    var plan = LaunchPlan(bundleID: bundleID, command: [])
+  /// Info.plist options, made in `surroundings`; the caller sets its command.
+  private static func optionsPlan(_ invocation: Invocation, bundleID: BundleID, surroundings: LaunchPlan.Surroundings)
+    throws -> LaunchPlan
+  {
+    var plan = LaunchPlan(bundleID: bundleID, command: [], surroundings: surroundings)
     plan.timings = try timings(invocation)
     if let text = invocation.value(ExecCommand.schedule) {
       do {
@@ -83,7 +85,6 @@ extension AppLaunchCommand {
     plan.prewarm = invocation.flag(prewarm)
     plan.servesMount = !invocation.flag(noMount)
     plan.infoPlist = invocation.value(infoPlist)
-    plan.surroundings = .current(excluding: Secrets.environmentKeys)
     return plan
   }
 

@@ -176,9 +176,8 @@ package enum AppLaunchCommand {
     -> Int32?
   {
     let device = invocation.device
-    let request = LaunchRequest(
-      words: Array(CommandLine.arguments.dropFirst()),
-      surroundings: .current(excluding: Secrets.environmentKeys))
+    // Made in the surroundings the plan was made in: this process's.
+    let request = LaunchRequest(words: Array(CommandLine.arguments.dropFirst()), surroundings: plan.surroundings)
     let outcome = try PrewarmedLaunch.take(
       plan.bundleID, device: device, request: request,
       mayTake: !plan.kind.isSystemLaunch && !givesPasscode && !TerminalRelay.standardStreamsIncludeTerminal)

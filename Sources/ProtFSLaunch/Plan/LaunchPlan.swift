@@ -98,8 +98,8 @@ public struct LaunchPlan: Sendable, Equatable {
   public var surroundings: Surroundings
 
   /// A user's launch of `command` as app `bundleID`, with the default timings, no schedule, a
-  /// mount of its own, and this process's surroundings.
-  public init(bundleID: BundleID, command: [String]) {
+  /// mount of its own, made in `surroundings` (this process's by default).
+  public init(bundleID: BundleID, command: [String], surroundings: Surroundings = .current()) {
     self.bundleID = bundleID
     self.command = command
     self.timings = AppTimings()
@@ -109,7 +109,7 @@ public struct LaunchPlan: Sendable, Equatable {
     self.servesMount = true
     self.infoPlist = nil
     self.passedEnvironment = []
-    self.surroundings = .current()
+    self.surroundings = surroundings
   }
 
   /// Whether a launch planned as `other` takes the app this plan prewarmed: the same launch but

@@ -51,6 +51,29 @@ import Testing
     #expect((try? String(contentsOfFile: outside + "/target.txt", encoding: .utf8)) == "keep\n")
   }
 
+  /// An erase holds the device's state lock, as a lock transition does, until it is done: the
+  /// process that ends a lock's grace, or another command finishing an interrupted removal, waits
+  /// for it, rather than emptying the trash under it (the erase then failed on a file gone from
+  /// its trash) or writing a lock state into the device it erases.
+  @Test func anEraseHoldsTheDevicesStateLockUntilItIsDone() async throws {
+    let d = try AppDevice()
+    defer { d.remove() }
+    var hold = try DebugHoldPoint(in: d.scripts)
+    let running = try RunningApp(
+      device: d, arguments: ["--device", d.root, "erase", "-f"], environment: ["PROTFS_DEBUG_HOLD_ERASE": hold.path])
+    defer { running.stop() }
+    try #require(await hold.reached(), "the hold")
+    let lock = open(d.root + "/.protfs/lock", O_RDWR | O_CREAT | O_CLOEXEC, 0o600)
+    #expect(lock >= 0)
+    #expect(flock(lock, LOCK_EX | LOCK_NB) == -1 && errno == EWOULDBLOCK, "the erase does not hold the lock")
+    close(lock)
+    hold.release()
+    #expect(await running.exit().0 == 0, "\(running.output)")
+    let next = try await d.protfs(["status"])
+    #expect(next.status == 0 && !next.stderr.contains("interrupted"), "\(next)")
+    #expect(!FileManager.default.fileExists(atPath: d.root + "/.protfs/trash"))
+  }
+
   @Test func eraseLeavesTheDeviceAsInitMadeIt() async throws {
     let t = try TestDevice(containers: ["com.example.a", "com.example.b"])
     let outside = try linkOutside(t, "com.example.a")

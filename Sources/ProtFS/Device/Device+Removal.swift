@@ -15,7 +15,7 @@ extension Device {
   package static let eraseMarkerName = "erasing"
   /// What an erase keeps in `.protfs/`: the device's marker, the lock file the commands serialise
   /// on, and the trash itself.
-  static let keptByErase: Set<String> = [markerName, "lock", trashDirectoryName]
+  static let keptByErase: Set<String> = [markerName, stateLockName, trashDirectoryName]
 
   /// Removes the item at `path` (a directory with everything below it): renamed into the trash,
   /// then removed there. False when there is nothing at `path`.
@@ -30,10 +30,12 @@ extension Device {
     } catch  where error.code == .notFound {
       return false
     }
-    let trash = try openTrash()
-    let moved = try Self.moveToTrash(name, of: parent, into: trash)
-    try Self.empty(trash)
-    return moved
+    return try exclusively { () throws(ProtFSError) -> Bool in
+      let trash = try openTrash()
+      let moved = try Self.moveToTrash(name, of: parent, into: trash)
+      try Self.empty(trash)
+      return moved
+    }
   }
 
   /// Erases the device's contents and settings, as `simctl erase` does: `Containers/` (made again,
@@ -46,26 +48,44 @@ extension Device {
     for name in names where !Self.isPlainName(name) {
       throw ProtFSError(.invalidArgument, "'\(name)' is not a name in the device's root.", path: root)
     }
-    let trash = try openTrash()
-    // The marker names what the erase removes, for the command that finishes it after a kill.
-    try AtomicFile.write(Array(names.joined(separator: "\n").utf8), named: Self.eraseMarkerName, in: trash)
-    try finishErase(trash)
+    try exclusively { () throws(ProtFSError) in
+      let trash = try openTrash()
+      // The marker names what the erase removes, for the command that finishes it after a kill.
+      try AtomicFile.write(Array(names.joined(separator: "\n").utf8), named: Self.eraseMarkerName, in: trash)
+      try finishErase(trash)
+    }
   }
 
   /// Finishes an erase or a removal that a kill interrupted; true when there was one. One failed
-  /// `stat` when there was none.
+  /// `stat` when there was none. Another command's erase or removal under way is waited for, and
+  /// is not one to finish.
   @discardableResult
   public func finishInterruptedRemoval() throws(ProtFSError) -> Bool {
-    var status = stat()
-    guard case .success = Kernel.lstat(stateDirectory + "/" + Self.trashDirectoryName, &status)
-    else { return false }
-    let trash = try openTrash()
-    if case .success = trash.statusResult(Self.eraseMarkerName) {
-      try finishErase(trash)
-    } else {
-      try Self.empty(trash)
+    guard hasTrash() else { return false }
+    return try exclusively { () throws(ProtFSError) -> Bool in
+      // Read again under the lock: the command that held it may have emptied the trash.
+      guard hasTrash() else { return false }
+      let trash = try openTrash()
+      if case .success = trash.statusResult(Self.eraseMarkerName) {
+        try finishErase(trash)
+      } else {
+        try Self.empty(trash)
+      }
+      return true
     }
+  }
+
+  private func hasTrash() -> Bool {
+    var status = stat()
+    guard case .success = Kernel.lstat(stateDirectory + "/" + Self.trashDirectoryName, &status) else { return false }
     return true
+  }
+
+  /// Runs `body` holding the device's state lock (`Device.exclusively`), which lock transitions
+  /// hold too: no transition writes its record in the middle of an erase, and no two commands
+  /// empty the trash at once.
+  private func exclusively<T>(_ body: () throws(ProtFSError) -> T) throws(ProtFSError) -> T {
+    try Self.exclusively(in: openRoot().openDirectory(Device.stateDirectoryName), body)
   }
 
   /// Moves what an erase erases into `trash` (whatever was moved before stays moved), makes
@@ -84,6 +104,7 @@ extension Device {
     if try top.makeDirectory(Device.containersDirectoryName) {
       try top.setPermissions(FilePermissions(rawValue: 0o755), of: Device.containersDirectoryName)
     }
+    DebugHold.wait("PROTFS_DEBUG_HOLD_ERASE")
     _ = try Kernel.unlinkat(trash.fd, Self.eraseMarkerName, 0).orThrow(
       "remove", path: trash.pathOf(Self.eraseMarkerName))
     try Self.empty(trash)

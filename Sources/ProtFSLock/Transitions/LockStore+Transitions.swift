@@ -5,7 +5,7 @@ import ProtFSSystem
 /// What only the lock simulator does with its files: writing the state record and the
 /// transition journal, and holding the `flock` on `.protfs/lock` that serializes transitions.
 extension LockStore {
-  package static let lockFileName = "lock"
+  package static let lockFileName = Device.stateLockName
 
   package func write(_ record: LockRecord) throws(ProtFSError) { try write(record, to: Self.stateFileName) }
 
@@ -24,14 +24,10 @@ extension LockStore {
     }
   }
 
-  /// Runs `body` holding the exclusive `flock` on `.protfs/lock`; waits for another holder to finish.
+  /// Runs `body` holding the exclusive `flock` on `.protfs/lock` (`Device.exclusively`); waits for
+  /// another holder to finish.
   package func exclusively<T>(_ body: () throws(ProtFSError) -> T) throws(ProtFSError) -> T {
-    let file = try directory.openDescriptor(
-      Self.lockFileName, flags: O_RDWR | O_CREAT, permissions: FilePermissions(rawValue: 0o600))
-    defer { file.close() }  // closing releases the lock, as does dying
-    _ = try Kernel.flock(file.rawValue, LOCK_EX).orThrow(
-      "lock", path: directory.pathOf(Self.lockFileName))
-    return try body()
+    try Device.exclusively(in: directory, body)
   }
 
   /// Replaces the file `name` with `value` encoded (`JSONStateFile`).

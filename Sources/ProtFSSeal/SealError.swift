@@ -20,6 +20,8 @@ package enum SealError: Error, Sendable, Equatable {
   case classKeyUnavailable(ProtectionClassCode)
   /// OpenSSL refused or failed an operation (out of memory, a refused key).
   case crypto(String)
+  /// A system call on the file failed: what it did, and the error (a full disk, a file gone).
+  case system(String, Errno)
 
   /// The error as protfs reports it, naming `path`.
   package func protfsError(path: String) -> ProtFSError {
@@ -45,6 +47,8 @@ package enum SealError: Error, Sendable, Equatable {
           + "cannot be read.", path: path)
     case .crypto(let why):
       ProtFSError(.io, "OpenSSL failed on '\(path)': \(why).", path: path)
+    case .system(let what, let errno):
+      ProtFSError.system(what, path: path, errno: errno)
     }
   }
 }

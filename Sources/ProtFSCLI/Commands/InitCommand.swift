@@ -16,12 +16,18 @@ package enum InitCommand {
       device directory is created too if needed. Running it again on an existing container changes
       nothing but a default class given explicitly. Prints the container's path.
 
+      With --sealed, the device is sealed (docs/sealed.md): every file written into its containers
+      from then on is encrypted at rest with a key of its own, wrapped by its class's key, and a
+      lock evicts class keys instead of changing permission modes. A device is sealed when it holds
+      no file yet (a new one, or one whose containers hold directories only), without a passcode;
+      `protfs seal` seals a device that holds files. Sealing a sealed device changes nothing.
+
       With --json: one object with bundleID, path, created (false when it existed), className and
       classRawValue (its default class, keyed as ls and get-class key a class) and, when this run
       changed the default, previousClassName.
       """,
     arguments: [optionalBundleID],
-    options: [defaultClass, entitlements, fromApp, CommonOptions.json],
+    options: [defaultClass, entitlements, fromApp, sealed, CommonOptions.json],
     run: run
   )
 
@@ -43,6 +49,10 @@ package enum InitCommand {
   package static let entitlements = Option.value(
     "entitlements", "file", help: "Take the default class from this entitlements plist (XML or binary).")
 
+  /// `--sealed`.
+  package static let sealed = Option.flag(
+    "sealed", help: "Seal the device: file contents encrypted at rest with per-file keys wrapped by class keys.")
+
   package static func run(_ invocation: Invocation) throws -> Int32 {
     let app = try invocation.value(Self.fromApp).map(AppPackage.read)
     let bundleID = try Self.appBundleID(invocation, Self.optionalBundleID, app: app)
@@ -50,7 +60,11 @@ package enum InitCommand {
     let device = invocation.device
     let wasInitialized = device.isInitialized
     let result = try device.createContainer(bundleID, defaultClass: defaultClass)
+    let madeSealed = try invocation.flag(sealed) && invocation.lockController.sealEmptyDevice()
     noteDevice(invocation, made: !wasInitialized)
+    if madeSealed {
+      Console.err("Sealed the device '\(device.root)': its files are encrypted at rest with keys of their own.")
+    }
     try report(result, bundleID: bundleID, invocation)
     return 0
   }

@@ -1,5 +1,6 @@
 import Foundation
 import ProtFS
+import ProtFSSeal
 import ProtFSSystem
 
 /// Drives a device's lock state: lock, unlock, reboot, passcode changes, and recovery of a
@@ -230,7 +231,12 @@ public struct LockController: Sendable {
     crashHook.step()
     let ownerAccess = OwnerAccessLog(directory: store.directory, crash: crashHook)
     let key = try ModeKey.loadOrCreate(in: store.directory)
-    let tally = try enforce(next.protection, fullCheck: fullCheck, ownerAccess: ownerAccess, key: key)
+    // A sealed device's lock is its keys (evicted after the commit), not its files' modes: it does
+    // not walk, so its cost does not grow with the number of files.
+    let sealed = try SealStore(device: device).isSealed()
+    let tally =
+      sealed
+      ? ModeEnforcer.Tally() : try enforce(next.protection, fullCheck: fullCheck, ownerAccess: ownerAccess, key: key)
     if !tally.failures.isEmpty {
       let undo = TransitionJournal(
         operation: "undo \(operation)", previous: next, next: previous, pid: Kernel.getpid(), started: clock())

@@ -1,0 +1,66 @@
+import Foundation
+import ProtFS
+import ProtFSLock
+import ProtFSSeal
+import ProtFSTestSupport
+import Testing
+
+/// `protfs init --sealed` (docs/sealed.md): a new device is sealed with fresh class keys in root's
+/// keyring, a device that already holds files is refused (they would stay plaintext), and a sealed
+/// device's lock evicts keys without touching one permission mode.
+@Suite(.serialized) struct SealedInitTests {
+  static let cheap = ["PROTFS_PBKDF2_ITERATIONS": "1000"]
+
+  func protfs(_ t: TestDevice, _ arguments: [String]) async throws -> RunResult {
+    try await Protfs.run(["--device", t.root] + arguments, environment: Self.cheap)
+  }
+
+  /// Evicts the keys a test's sealed device left in root's keyring.
+  static func evictKeys(_ t: TestDevice) {
+    guard let bag = try? SealStore(device: t.device).keybag(deviceKey: SealStore(device: t.device).deviceKey())
+    else { return }
+    // The test's own keys; a failure leaves keys of a removed device, harmless.
+    try? ClassKeyring(keybagUUID: bag.uuid).evict(Set(ProtectionClassCode.allCases))
+  }
+
+  @Test func initSealedSealsANewDeviceWhoseLockEvictsKeysAndLeavesModesAlone() async throws {
+    let t = try TestDevice(initialize: false)
+    defer { Self.evictKeys(t) }
+    let made = try await protfs(t, ["init", "--sealed", "com.example.app", "--default-class", "complete"])
+    #expect(made.status == 0 && made.stderr.contains("Sealed the device"), "\(made)")
+    #expect(try LockController(device: t.device).isSealed)
+    #expect(try #require(try SealedFiles(device: t.device)).available == Set(ProtectionClassCode.allCases))
+    let documents = t.containerPath("com.example.app", "Documents")
+    let before = t.mode(documents)
+    #expect(try await protfs(t, ["lock", "--grace", "0"]).status == 0)
+    // An unsealed device's lock takes the modes of a complete directory away; a sealed one's keys.
+    #expect(t.mode(documents) == before)
+    #expect(try #require(try SealedFiles(device: t.device)).available == [.c, .d, .cx])
+    #expect(try await protfs(t, ["unlock"]).status == 0)
+    #expect(try #require(try SealedFiles(device: t.device)).available == Set(ProtectionClassCode.allCases))
+    // Again on the sealed device: another container, the keys as they were.
+    let again = try await protfs(t, ["init", "--sealed", "com.example.b"])
+    #expect(again.status == 0 && !again.stderr.contains("Sealed the device"), "\(again)")
+  }
+
+  @Test func initSealedRefusesADeviceThatHoldsFilesAndNamesOne() async throws {
+    let t = try TestDevice(containers: ["com.example.app"])
+    defer { Self.evictKeys(t) }
+    try t.writeFile(t.containerPath("com.example.app", "Documents/notes.txt"), "plain")
+    let refused = try await protfs(t, ["init", "--sealed", "com.example.app"])
+    #expect(refused.status == 1, "\(refused)")
+    #expect(refused.stderr.contains("notes.txt") && refused.stderr.contains("protfs seal"), "\(refused)")
+    #expect(try !LockController(device: t.device).isSealed)
+  }
+
+  @Test func initSealedRefusesADeviceWithAPasscode() async throws {
+    let t = try TestDevice(containers: ["com.example.app"])
+    defer { Self.evictKeys(t) }
+    let set = try await Protfs.run(
+      ["--device", t.root, "passcode", "set"], environment: Self.cheap.merging(["PROTFS_PASSCODE": "1234"]) { $1 })
+    #expect(set.status == 0, "\(set)")
+    let refused = try await protfs(t, ["init", "--sealed", "com.example.app"])
+    #expect(refused.status == 1 && refused.stderr.contains("passcode"), "\(refused)")
+    #expect(try !LockController(device: t.device).isSealed)
+  }
+}

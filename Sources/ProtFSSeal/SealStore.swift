@@ -10,9 +10,9 @@ import ProtFSSystem
 /// replaced atomically (rename), so a `kill -9` leaves the old one or the new one; the key is
 /// written once, before any keybag that depends on it, and never replaced.
 package struct SealStore: Sendable {
-  static let directoryName = "seal"
+  static let directoryName = Device.sealDirectoryName
   static let deviceKeyName = "device.key"
-  static let keybagName = "keybag"
+  static let keybagName = Device.keybagName
 
   /// The device.
   package let device: Device

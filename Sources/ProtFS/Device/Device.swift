@@ -164,6 +164,20 @@ public struct Device: Sendable, Hashable {
     FileManager.default.fileExists(atPath: stateDirectory + "/" + Device.markerName)
   }
 
+  /// Where a sealed device keeps its device key and keybag, below `.protfs/`.
+  package static let sealDirectoryName = "seal"
+  /// The keybag's name in `sealDirectoryName`: a device is sealed when it is there.
+  package static let keybagName = "keybag"
+
+  /// Whether the device is sealed (docs/sealed.md): its files' contents are ciphertext outside the
+  /// mount. One `lstat`; false where `.protfs/` cannot be read.
+  public var isSealed: Bool {
+    var status = stat()
+    let path = stateDirectory + "/" + Device.sealDirectoryName + "/" + Device.keybagName
+    guard case .success = Kernel.lstat(path, &status) else { return false }
+    return true
+  }
+
   /// Throws a "not initialised" error naming the device and how to fix it.
   public func requireInitialized() throws(ProtFSError) {
     // A user kept out of `.protfs/` (the app user under `protfs exec`) is told so, not that the

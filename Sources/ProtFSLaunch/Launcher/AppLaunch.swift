@@ -18,9 +18,17 @@ final class AppLaunch {
   init(plan: LaunchPlan, launcher: AppLauncher) throws {
     self.plan = plan
     self.launcher = launcher
-    let mount = PendingMount()
     let device = launcher.device
     let report = launcher.report
+    // A sealed device's files are ciphertext outside a mount: an app without one reads noise.
+    let sealed = device.isSealed
+    if sealed, !plan.servesMount {
+      throw ProtFSError(
+        .invalidArgument,
+        "The device '\(device.root)' is sealed: its files are plaintext only through a mount, so an app "
+          + "cannot run without one.", path: device.root, remedy: .advice("leave out --no-mount"))
+    }
+    let mount = PendingMount(required: sealed)
     // The app's mount comes up while the rest is prepared: it takes longer than the rest, so it is
     // begun first, once this process is the app's one supervisor (its socket is bound).
     supervisor = try AppSupervisor(
@@ -142,7 +150,7 @@ final class AppLaunch {
         supervisor.signalApp(signal)
       }
     }
-    let hosted = mount.serving(report: launcher.report)
+    let hosted = try mount.serving(report: launcher.report)
     let options = ConfinedSpawn.Options(
       mountpoint: hosted?.mountpoint ?? MountRegistry(device: device).deviceMounts().first?.mountpoint,
       terminal: terminal, descriptor: (events.rawValue, AppEnvironment.eventsDescriptor),
@@ -169,6 +177,12 @@ final class AppLaunch {
 /// before any other thread can see this object, and read and stopped after.
 private final class PendingMount: @unchecked Sendable {
   private var hosted: HostedMount?
+  /// Whether the app cannot run without the mount (a sealed device): its failure is the launch's.
+  private let required: Bool
+  /// Why the mount could not begin, when it is required.
+  private var failure: ProtFSError?
+
+  init(required: Bool) { self.required = required }
 
   /// Begins a mount of `device` for app `bundleID`: none without a device (the plan serves none),
   /// when the device's own mount is active (the app uses it), or, where this process cannot mount,
@@ -178,19 +192,28 @@ private final class PendingMount: @unchecked Sendable {
     do throws(ProtFSError) {
       hosted = try HostedMount.begin(device: device, bundleID: bundleID.rawValue)
     } catch {
-      Self.warnWithoutMount(error, report: report)
+      if required { failure = error } else { Self.warnWithoutMount(error, report: report) }
     }
   }
 
-  /// The mount once it serves, or nil (and a warning when it does not).
-  func serving(report: (String) -> Void) -> HostedMount? {
+  /// The mount once it serves, or nil (and a warning when it does not); when the mount is
+  /// required, its failure.
+  func serving(report: (String) -> Void) throws(ProtFSError) -> HostedMount? {
+    if let failure { throw Self.sealedWithoutMount(failure) }
     do throws(ProtFSError) {
       try hosted?.waitUntilServing()
       return hosted
     } catch {
+      if required { throw Self.sealedWithoutMount(error) }
       Self.warnWithoutMount(error, report: report)
       return nil
     }
+  }
+
+  private static func sealedWithoutMount(_ error: ProtFSError) -> ProtFSError {
+    var error = error
+    error.message += " The device is sealed: its files are plaintext only through a mount, so the app does not run."
+    return error
   }
 
   /// Stops the mount, if there is one still.

@@ -1,3 +1,4 @@
+import Foundation
 import Glibc
 import ProtFS
 import ProtFSSystem
@@ -20,7 +21,8 @@ package final class SealedFiles: Sendable {
   /// The keys the state last applied allows.
   private let keys: Mutex<ClassKeys>
 
-  /// The files of `device` with the keys its keyring holds now, or nil when the device is not sealed.
+  /// The files of `device` with the keys its keyring holds now that its recorded state allows, or nil
+  /// when the device is not sealed.
   package init?(device: Device) throws(ProtFSError) {
     let store = SealStore(device: device)
     guard try store.isSealed() else { return nil }
@@ -31,7 +33,10 @@ package final class SealedFiles: Sendable {
       throw error.protfsError(path: device.stateDirectory + "/seal/keybag")
     }
     keyring = ClassKeyring(keybagUUID: bag.uuid)
-    keys = Mutex((try? keyring.load(onto: base)) ?? base)  // an unreadable keyring allows least
+    keys = Mutex(base)
+    // The keyring and the state record can disagree for a moment (an unlock killed between putting
+    // the keys there and committing): the state recorded decides, as it does for the mount.
+    apply(try LockStore(device).record(now: Date()).protection)
   }
 
   /// With `keys` as they are (a device being sealed, whose keys are all at hand).

@@ -63,4 +63,19 @@ import Testing
     #expect(refused.status == 1 && refused.stderr.contains("passcode"), "\(refused)")
     #expect(try !LockController(device: t.device).isSealed)
   }
+
+  /// An unlock killed after it put the keys in the keyring and before it recorded the state: the
+  /// state recorded (locked) decides what a writer outside the mount may use, not the keyring.
+  @Test func keysInTheKeyringThatTheRecordedStateWithdrawsAreNotUsed() async throws {
+    let t = try TestDevice(containers: ["com.example.app"])
+    defer { Self.evictKeys(t) }
+    let controller = LockController(device: t.device, passcodeIterations: 1000)
+    #expect(try controller.sealEmptyDevice())
+    try controller.lock(grace: 0)
+    let store = SealStore(device: t.device)
+    let deviceKey = try store.deviceKey()
+    let bag = try store.keybag(deviceKey: deviceKey)
+    try ClassKeyring(keybagUUID: bag.uuid).store(try bag.unlock(deviceKey: deviceKey, passcode: nil))
+    #expect(try #require(try SealedFiles(device: t.device)).available == [.c, .d, .cx])
+  }
 }

@@ -27,7 +27,8 @@ package enum ExecCommand {
       with 127 ("command not found") and the directories skipped; one found that it may not
       execute, with 126. When the device is mounted (protfs mount), CMD runs in a mount namespace of its own
       where the mount covers the device's Containers/: the class then decides every open by the
-      containers' usual paths, and a locked item fails with "Operation not permitted". Every directory from / to the device must let other users through (o+x); exec
+      containers' usual paths, and a locked item fails with "Operation not permitted". On a sealed
+      device that is not mounted, CMD reads its files' ciphertext: exec says so. Every directory from / to the device must let other users through (o+x); exec
       checks that first. Run by another user, CMD keeps that user's identity (no capabilities,
       no_new_privs), which protects nothing that user owns: exec warns then. --schedule changes
       the state while CMD runs, for example lock@2s,unlock@5s (actions lock, inactive, unlock,
@@ -84,10 +85,16 @@ package enum ExecCommand {
     return schedule
   }
 
-  /// Says when CMD is confined less than fully: protfs not run as root.
+  /// Says when CMD is confined less than fully (protfs not run as root), and when it reads a
+  /// sealed device's ciphertext (no mount serves its plaintext).
   private static func warnOfWeakConfinement(_ invocation: Invocation) {
-    guard !AppUser.canAssume else { return }
     let device = invocation.device
+    if device.isSealed, MountRegistry(device: device).deviceMounts().isEmpty {
+      Console.err(
+        "note: the device '\(device.root)' is sealed and not mounted: \(invocation.trailing[0]) reads its files' "
+          + "ciphertext; \(invocation.spelling.command("mount MOUNTPOINT")) serves their plaintext.")
+    }
+    guard !AppUser.canAssume else { return }
     if device.isInitialized, let mount = MountRegistry(device: device).deviceMounts().first {
       Console.err(
         "warning: the device is mounted at \(mount.mountpoint), but only root can run a program through the mount; "

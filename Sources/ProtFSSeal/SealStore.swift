@@ -13,6 +13,8 @@ package struct SealStore: Sendable {
   static let directoryName = Device.sealDirectoryName
   static let deviceKeyName = "device.key"
   static let keybagName = Device.keybagName
+  /// A keybag wrapped with a passcode being set, until the passcode's record is committed.
+  static let pendingKeybagName = Device.keybagName + ".next"
 
   /// The device.
   package let device: Device
@@ -78,6 +80,46 @@ package struct SealStore: Sendable {
   package func replaceKeybag(_ bag: Keybag, deviceKey: SecretBytes) throws(ProtFSError) {
     guard let directory = try openDirectory(creating: false) else { throw notSealed() }
     try replaceKeybag(bag, deviceKey: deviceKey, in: directory)
+  }
+
+  /// Writes `bag` beside the keybag, as the one a passcode change will commit: until
+  /// ``commitPendingKeybag()``, the keybag in use stays, and an unlock tries both (the passcode the
+  /// state record accepts opens one of them, whenever a kill struck).
+  package func writePendingKeybag(_ bag: Keybag, deviceKey: SecretBytes) throws(ProtFSError) {
+    guard let directory = try openDirectory(creating: false) else { throw notSealed() }
+    let bytes = try sealed { () throws(SealError) in try bag.encoded(deviceKey: deviceKey) }
+    try AtomicFile.write(
+      bytes, named: Self.pendingKeybagName, in: directory, permissions: FilePermissions(rawValue: 0o600))
+  }
+
+  /// The keybag a passcode change wrote and did not commit, its signature checked; nil when none.
+  package func pendingKeybag(deviceKey: SecretBytes) throws(ProtFSError) -> Keybag? {
+    guard let directory = try openDirectory(creating: false) else { throw notSealed() }
+    guard case .success = directory.statusResult(Self.pendingKeybagName) else { return nil }
+    let bytes = try AtomicFile.read(
+      named: Self.pendingKeybagName, in: directory, limit: Keybag.maximumSize, stateFile: true)
+    let path = directory.pathOf(Self.pendingKeybagName)
+    return try sealed(path: path) { () throws(SealError) in try Keybag(decoding: bytes, deviceKey: deviceKey) }
+  }
+
+  /// Makes the pending keybag the keybag (one rename); nothing when there is none.
+  package func commitPendingKeybag() throws(ProtFSError) {
+    guard let directory = try openDirectory(creating: false) else { throw notSealed() }
+    switch Kernel.renameat2(directory.fd, Self.pendingKeybagName, directory.fd, Self.keybagName, []) {
+    case .success, .failure(.noSuchFile): return
+    case .failure(let e):
+      throw ProtFSError.system("commit the keybag", path: directory.pathOf(Self.pendingKeybagName), errno: e)
+    }
+  }
+
+  /// Removes a pending keybag whose passcode change was not committed; nothing when there is none.
+  package func discardPendingKeybag() throws(ProtFSError) {
+    guard let directory = try openDirectory(creating: false) else { throw notSealed() }
+    switch Kernel.unlinkat(directory.fd, Self.pendingKeybagName, 0) {
+    case .success, .failure(.noSuchFile): return
+    case .failure(let e):
+      throw ProtFSError.system("remove the keybag", path: directory.pathOf(Self.pendingKeybagName), errno: e)
+    }
   }
 
   private func replaceKeybag(_ bag: Keybag, deviceKey: SecretBytes, in directory: DirectoryHandle) throws(ProtFSError) {

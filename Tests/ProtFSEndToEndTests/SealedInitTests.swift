@@ -78,4 +78,50 @@ import Testing
     try ClassKeyring(keybagUUID: bag.uuid).store(try bag.unlock(deviceKey: deviceKey, passcode: nil))
     #expect(try #require(try SealedFiles(device: t.device)).available == [.c, .d, .cx])
   }
+
+  /// A passcode change killed at any step after it wrote the new keybag beside the old (a kill
+  /// after the journal is written rolls the change forward): the new passcode opens the keys, where
+  /// a keybag the recorded passcode cannot open would lock them away for good. The next unlock
+  /// leaves one keybag.
+  @Test(arguments: [1, 2, 3])
+  func aPasscodeChangeKilledAtAnyStepLeavesTheRecordedPasscodeOpeningTheKeys(crashAfter: Int) async throws {
+    let t = try TestDevice(containers: ["com.example.app"])
+    defer { Self.evictKeys(t) }
+    #expect(try LockController(device: t.device, passcodeIterations: 1000).sealEmptyDevice())
+    #expect(try await run(t, ["passcode", "set"], ["PROTFS_PASSCODE": "1111"]).status == 0)
+    let killed = try await run(
+      t, ["passcode", "set"],
+      ["PROTFS_PASSCODE": "2222", "PROTFS_CURRENT_PASSCODE": "1111", "PROTFS_CRASH_AFTER": String(crashAfter)])
+    #expect(killed.status != 0, "\(killed)")
+    try await expectUnlocks(t, with: "2222")
+  }
+
+  /// A passcode change killed before its record: the keybag it left beside the old one is not the
+  /// recorded passcode's; the old passcode opens the keys, and the other keybag goes.
+  @Test func aKeybagLeftByAPasscodeChangeKilledBeforeItsRecordIsDropped() async throws {
+    let t = try TestDevice(containers: ["com.example.app"])
+    defer { Self.evictKeys(t) }
+    #expect(try LockController(device: t.device, passcodeIterations: 1000).sealEmptyDevice())
+    #expect(try await run(t, ["passcode", "set"], ["PROTFS_PASSCODE": "1111"]).status == 0)
+    let store = SealStore(device: t.device)
+    let deviceKey = try store.deviceKey()
+    let bag = try store.keybag(deviceKey: deviceKey)
+    let keys = try bag.unlock(deviceKey: deviceKey, passcode: "1111")
+    try store.writePendingKeybag(
+      try bag.rewrapped(keys, deviceKey: deviceKey, newPasscode: "9999", iterations: 1000), deviceKey: deviceKey)
+    try await expectUnlocks(t, with: "1111")
+  }
+
+  func run(_ t: TestDevice, _ arguments: [String], _ environment: [String: String]) async throws -> RunResult {
+    try await Protfs.run(["--device", t.root] + arguments, environment: Self.cheap.merging(environment) { $1 })
+  }
+
+  /// Locks `t`, unlocks it with `passcode`, and expects every class key back and one keybag.
+  func expectUnlocks(_ t: TestDevice, with passcode: String) async throws {
+    #expect(try await run(t, ["lock", "--grace", "0"], [:]).status == 0)
+    let unlocked = try await run(t, ["unlock"], ["PROTFS_PASSCODE": passcode])
+    #expect(unlocked.status == 0, "\(unlocked)")
+    #expect(try #require(try SealedFiles(device: t.device)).available == Set(ProtectionClassCode.allCases))
+    #expect(!FileManager.default.fileExists(atPath: t.root + "/.protfs/seal/keybag.next"))
+  }
 }

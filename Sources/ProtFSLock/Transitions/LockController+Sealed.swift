@@ -23,17 +23,28 @@ extension LockController {
     try keyring.evict(Set(ProtectionClassCode.allCases.filter { !state.allows($0.protectionClass, .read) }))
   }
 
-  /// Unwraps the class keys with `passcode` into the keyring, after an unlock.
-  func releaseSealedKeys(passcode: String?) throws(ProtFSError) {
+  /// Unwraps the class keys with `passcode` into the keyring, after an unlock. A passcode change a
+  /// kill interrupted left two keybags: the one that agrees with the record (wrapped with a passcode
+  /// when `recorded`, and opened by `passcode`) stays; the other goes.
+  func releaseSealedKeys(passcode: String?, recorded: Bool) throws(ProtFSError) {
     guard let (store, bag, deviceKey, keyring) = try sealedKeys() else { return }
     try keybagOperation(store, "unwrap the class keys of") {
+      let pending = try store.pendingKeybag(deviceKey: deviceKey)
+      if let pending, pending.hasPasscode == recorded,
+        bag.hasPasscode != recorded || (try? bag.unlock(deviceKey: deviceKey, passcode: passcode)) == nil
+      {
+        try keyring.store(try pending.unlock(deviceKey: deviceKey, passcode: recorded ? passcode : nil))
+        return try store.commitPendingKeybag()
+      }
       try keyring.store(try bag.unlock(deviceKey: deviceKey, passcode: bag.hasPasscode ? passcode : nil))
+      try store.discardPendingKeybag()
     }
   }
 
-  /// Wraps the class keys with `passcode` (nil: the device key alone), after a passcode change on an
-  /// unlocked device, whose keys are all in the keyring.
-  func rewrapSealedKeys(passcode: String?) throws(ProtFSError) {
+  /// Writes the keybag a passcode change to `passcode` (nil: the device key alone) will commit, on an
+  /// unlocked device, whose keys are all in the keyring: called before the change's record is
+  /// written, so that a kill at any point leaves a keybag that the recorded passcode opens.
+  func prepareSealedKeys(passcode: String?) throws(ProtFSError) {
     guard let (store, bag, deviceKey, keyring) = try sealedKeys() else { return }
     try keybagOperation(store, "wrap anew the class keys of") {
       let keys = try keyring.load(onto: try bag.deviceOnlyKeys(deviceKey: deviceKey))
@@ -43,10 +54,16 @@ extension LockController {
           "The class keys of '\(Self.keybagPath(store))' are not all unlocked, so they cannot "
             + "be wrapped anew.", path: Self.keybagPath(store), remedy: .unlock)
       }
-      try store.replaceKeybag(
-        try bag.rewrapped(keys, deviceKey: deviceKey, newPasscode: passcode, iterations: Keybag.calibratedIterations()),
+      try store.writePendingKeybag(
+        try bag.rewrapped(keys, deviceKey: deviceKey, newPasscode: passcode, iterations: sealIterations),
         deviceKey: deviceKey)
     }
+  }
+
+  /// Commits the keybag `prepareSealedKeys` wrote, once the passcode's record is written.
+  func commitSealedKeys() throws(ProtFSError) {
+    guard device.isSealed else { return }
+    try SealStore(device: device).commitPendingKeybag()
   }
 
   private static func keybagPath(_ store: SealStore) -> String { store.device.stateDirectory + "/seal/keybag" }

@@ -95,7 +95,9 @@ public struct LockController: Sendable {
       }
       // A sealed device's class keys reach the keyring before the state commits, so that a mount
       // applying the unlocked state finds them; a transition that fails takes them back.
-      if current.state != .unlocked { try releaseSealedKeys(passcode: passcode) }
+      if current.state != .unlocked {
+        try releaseSealedKeys(passcode: passcode, recorded: current.passcodeHash != nil)
+      }
       var next = current
       if current.state != .unlocked { next.since = clock() }
       next.state = .unlocked
@@ -128,32 +130,34 @@ public struct LockController: Sendable {
         .invalidArgument, "The passcode must not be empty.", remedy: .advice("give at least one character"))
     }
     let hash = try PasscodeHash.make(passcode, iterations: passcodeIterations)
-    _ = try replacePasscode(with: hash, current: current, operation: "passcode set", purpose: "set a passcode")
-    try rewrapSealedKeys(passcode: passcode)
+    _ = try replacePasscode(
+      with: hash, current: current, operation: "passcode set", purpose: "set a passcode", sealedPasscode: passcode)
   }
 
   /// Removes the passcode: data protection goes off and every class stays available in every state.
   @discardableResult
   public func removePasscode(current: String? = nil) throws(ProtFSError) -> TransitionReport {
-    let report = try replacePasscode(
-      with: nil, current: current, operation: "passcode remove", purpose: "remove the passcode")
-    try rewrapSealedKeys(passcode: nil)
-    return report
+    try replacePasscode(
+      with: nil, current: current, operation: "passcode remove", purpose: "remove the passcode", sealedPasscode: nil)
   }
 
   /// Sets (`hash`) or removes (nil) the passcode on an unlocked device; an existing passcode must
-  /// be given as `current`.
-  private func replacePasscode(with hash: PasscodeHash?, current: String?, operation: String, purpose: String)
-    throws(ProtFSError) -> TransitionReport
-  {
-    try transaction(operation) { (record: LockRecord) throws -> LockRecord in
+  /// be given as `current`. A sealed device's class keys are wrapped with `sealedPasscode` into a
+  /// pending keybag before the record changes, and that keybag is committed after.
+  private func replacePasscode(
+    with hash: PasscodeHash?, current: String?, operation: String, purpose: String, sealedPasscode: String?
+  ) throws(ProtFSError) -> TransitionReport {
+    let report = try transaction(operation) { (record: LockRecord) throws -> LockRecord in
       try requireUnlocked(record, to: purpose)
       if let old = record.passcodeHash { try check(current, against: old, record) }
+      try prepareSealedKeys(passcode: sealedPasscode)
       var next = record
       next.passcodeEnabled = hash != nil
       next.passcodeHash = hash
       return next
     }
+    try commitSealedKeys()
+    return report
   }
 
   /// Finishes a transition that a crash interrupted, if the journal says there was one; nil otherwise.

@@ -162,10 +162,12 @@ chmod -R a+rX "$work/apps"
 chmod 755 "$work/apps/BackgroundDownloader.sh"
 
 # A web server on loopback: GET /big.bin is 3 MiB at about 1 MiB/s (a download that takes a few
-# seconds; a Range continues it), GET /feed.json a small JSON document, and PUT /upload answers
+# seconds; a Range continues it; while the file named by its argument exists, it holds a transfer
+# after its first 64 KiB), GET /feed.json a small JSON document, and PUT /upload answers
 # {"received": N, "sha256": "..."}.
 cat >"$work/server.py" <<'PY'
-import hashlib, http.server, json, re, time
+import hashlib, http.server, json, os, re, sys, time
+HOLD = sys.argv[1]
 CHUNK = bytes(range(256)) * 256
 BIG = CHUNK * 48
 class Handler(http.server.BaseHTTPRequestHandler):
@@ -197,6 +199,7 @@ class Handler(http.server.BaseHTTPRequestHandler):
         for offset in range(start, len(BIG), len(CHUNK)):
             self.wfile.write(BIG[offset : offset + len(CHUNK)])
             time.sleep(0.06)
+            while os.path.exists(HOLD): time.sleep(0.05)
     def do_PUT(self):
         body = self.rfile.read(int(self.headers.get("Content-Length", "0")))
         reply = {"received": len(body), "sha256": hashlib.sha256(body).hexdigest()}
@@ -205,7 +208,7 @@ server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
 print(server.server_address[1], flush=True)
 server.serve_forever()
 PY
-coproc SERVER { exec python3 "$work/server.py" 2>/dev/null; }
+coproc SERVER { exec python3 "$work/server.py" "$work/hold" 2>/dev/null; }
 server_pid=$SERVER_PID
 read -r port <&"${SERVER[0]}"
 url="http://127.0.0.1:$port"
@@ -310,6 +313,9 @@ heading "5. The download outlives its killed app: the service relaunches it in t
 rm -f "$container/Documents/big.bin"
 step protfs app launch com.example.app -- BackgroundDownloader "$url/big.bin" '&'
 step kill -9 '<the app>'
+# The server holds the transfer until the app is killed: however loaded the machine, it is
+# killed with its download under way.
+touch "$work/hold"
 protfs app launch com.example.app -- "$work/apps/BackgroundDownloader.sh" "$url/big.bin" >/dev/null 2>&1 &
 launch=$!
 wait_for '"didWriteData"' "$work/relaunch.log" >/dev/null
@@ -324,6 +330,7 @@ until [[ $killed_pid =~ ^[0-9]+$ ]]; do
 done
 kill -9 "$killed_pid" || fail "cannot kill the app's pid $killed_pid"
 wait "$launch" || true
+rm -f "$work/hold"
 echo "(pid $killed_pid killed; the transfer goes on in the session service)"
 killed=$(wc -l <"$work/relaunch.log")
 wait_for '"urlSessionDidFinishEvents"' "$work/relaunch.log" 60 >/dev/null

@@ -43,8 +43,8 @@ func allCommands(_ command: Command = Commands.root, path: [String] = []) -> [([
       }
     }
     // app status is the ninth, sessions and tasks events the next two, then lock, unlock, init,
-    // download, upload, tasks prune, set-class, app list, inspect and doctor
-    #expect(users["json"] == 23)
+    // download, upload, tasks prune, set-class, app list, inspect, doctor and seal
+    #expect(users["json"] == 24)
     #expect(users["dry-run"] == 2 && users["follow"] == 2 && users["include-resumable"] == 2)
     #expect(users["progress"] == 3)  // download, tasks resume and upload
   }

@@ -57,6 +57,11 @@ package enum CommandExamples {
       "protfs unlock --json | jq '.downloads[].destinationPath'   # the downloads it moved into place",
     ],
     "protfs reboot": ["protfs reboot                              # before first unlock: only class none"],
+    "protfs seal": [
+      "protfs seal                                # encrypt every file; asks for the passcode if one is set",
+      "protfs seal --passcode-file - < code.txt   # the passcode from standard input",
+      "protfs seal --json | jq .encrypted         # how many files it encrypted",
+    ],
     "protfs erase": [
       "protfs erase                               # asks first: every app, its data, the passcode",
       "protfs erase --force                       # in a script: no question",

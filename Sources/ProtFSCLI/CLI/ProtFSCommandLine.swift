@@ -63,7 +63,7 @@ package enum ProtFSCommandLine {
   }
 
   /// Whatever the command, first finishes what a crash or a kill interrupted on the device: a
-  /// lock transition, an erase or an uninstall (one stat each when none was), and a lock's grace
+  /// lock transition, a sealing, an erase or an uninstall (one stat each when none was), and a lock's grace
   /// that ended while nobody was there to end it. Should that fail, the command still runs:
   /// transitions retry it, status shows it.
   static func finishInterruptedWork(before command: Command, _ invocation: Invocation) {
@@ -77,6 +77,8 @@ package enum ProtFSCommandLine {
     } catch {
       Console.err("warning: \(invocation.describe(error))")
     }
+    // A sealing a kill interrupted; `seal` itself finishes it, with the passcode when it needs it.
+    if command.name != SealCommand.command.name { SealCommand.finishInterrupted(invocation) }
     do {
       if try invocation.device.finishInterruptedRemoval() {
         Console.err("note: finished an interrupted removal in \(invocation.device.root) (an erase or uninstall).")

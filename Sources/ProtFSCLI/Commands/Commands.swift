@@ -10,6 +10,7 @@ package enum Commands {
       """,
     subcommands: [
       InitCommand.command,
+      SealCommand.command,
       InitCacheCommand.command,
       SetClassCommand.command,
       GetClassCommand.command,

@@ -159,12 +159,30 @@ struct TransitionJSON: Encodable {
 /// Words for a transition's result, shared by lock, unlock, reboot and passcode remove.
 package enum TransitionText {
   package static func summary(_ report: TransitionReport, device: Device) -> String {
+    // Only the wording depends on it: a device whose keybag cannot be read words as unsealed.
+    if (try? LockController(device: device).isSealed) == true { return sealedSummary(report, device: device) }
     var parts: [String] = []
     func items(_ count: Int) -> String { count == 1 ? "1 item" : "\(count) items" }
     if report.restricted > 0 { parts.append("\(items(report.restricted)) locked out") }
     if report.restored > 0 { parts.append("\(items(report.restored)) restored") }
     let detail = parts.isEmpty ? "no permission bits changed" : parts.joined(separator: ", ")
     return "\(device.root): \(report.to.lockState) (\(detail); \(items(report.visited)) checked)."
+  }
+
+  /// A sealed device's transition: its keys, not its files' modes (docs/sealed.md).
+  static func sealedSummary(_ report: TransitionReport, device: Device) -> String {
+    // Class B keeps its public key, so that files can still be made while locked.
+    let withdrawn = ProtectionClass.byStrength.filter { !report.to.allows($0, .read) }
+      .map { $0 == .completeUnlessOpen ? "\($0.name) (its private key)" : $0.name }
+    let keys =
+      if report.to.isProtectedDataAvailable && report.from != report.to {
+        "class keys unwrapped into the kernel keyring"
+      } else if withdrawn.isEmpty {
+        "every class key held"
+      } else {
+        "keys of \(withdrawn.joined(separator: ", ")) evicted"
+      }
+    return "\(device.root): \(report.to.lockState) (sealed: \(keys); no file changed)."
   }
 
   /// Warns on stderr about the items the transition left alone or whose record it ignored.

@@ -9,16 +9,18 @@ package enum StatusCommand {
     name: "status",
     abstract: "Show the lock state, the passcode and which classes are available.",
     discussion: """
-      Walks every container to count items per class and to find items whose permission bits do
-      not match the state (for example files created by other programs since the last
-      transition; running that transition again applies the table to them), saved-mode records
-      protfs did not write, and files with more than one link, which lock leaves unchanged.
+      Walks every container to count items per class and, on a device that is not sealed, to
+      find items whose permission bits do not match the state (for example files created by
+      other programs since the last transition; running that transition again applies the table
+      to them), saved-mode records protfs did not write, and files with more than one link,
+      which lock leaves unchanged.
       Lists the device's active mounts (`protfs mount`).
       With --json: an object with state, protectedDataAvailable, since, dataProtection (off after
       passcode remove), passcode (a passcode was set, so unlock asks for it, as the text's
       Passcode line says; passcodeRequired is the same, its older name), classes (each with
       className and classRawValue, the keys ls and get-class use), inconsistencies (each with
-      path and problem), hardLinked and mounts. A new device has data protection on and no
+      path and problem), hardLinked, mounts, sealed (contents encrypted at rest with keys of their
+      own, docs/sealed.md) and beingSealed (a seal began and did not finish). A new device has data protection on and no
       passcode set: dataProtection true, passcode false.
       """,
     options: [CommonOptions.json],
@@ -44,6 +46,7 @@ package enum StatusCommand {
     Console.out("Device:                    \(device.root)")
     Console.out("State:                     \(status.state) since \(format(status.since))")
     Console.out("Passcode:                  \(passcodeLine(status, spelling))")
+    Console.out("Sealed:                    \(sealedLine(status, spelling))")
     Console.out("Protected data available:  \(yesNo(status.protectedDataAvailable))")
     if status.userInactive {
       Console.out("User inactive:             yes (complete-when-user-inactive behaves like complete)")
@@ -108,6 +111,13 @@ package enum StatusCommand {
     if !status.dataProtection { return "off (data protection inactive: every class stays available)" }
     if status.passcode { return "set (unlock asks for it)" }
     return "not set (data protection on; unlock asks for none until \(spelling.command("passcode set")) sets one)"
+  }
+
+  /// The Sealed line: whether contents are encrypted at rest, and what a lock then does.
+  static func sealedLine(_ status: LockStatus, _ spelling: CommandSpelling) -> String {
+    if status.beingSealed { return "being sealed (interrupted; \(spelling.command("seal")) finishes it)" }
+    if status.sealed { return "yes (contents encrypted at rest; lock evicts class keys)" }
+    return "no (lock changes permission modes; \(spelling.command("seal")) encrypts the files)"
   }
 
   private static func pad(_ text: String, _ width: Int) -> String {

@@ -1,5 +1,6 @@
 import Foundation
 import ProtFS
+import ProtFSSeal
 import ProtFSSystem
 
 /// What `protfs status` shows: the state, the passcode, and per class how many items there are
@@ -45,6 +46,11 @@ public struct LockStatus: Sendable, Codable {
   public var uninspectable: Int
   /// The device's active mounts (`protfs mount`).
   public var mounts: [MountRecord] = []
+  /// Whether the device is sealed (docs/sealed.md): its files are encrypted with keys of their own,
+  /// and the lock evicts class keys instead of changing modes.
+  public var sealed = false
+  /// Whether a `protfs seal` began and did not finish: the next protfs command finishes it.
+  public var beingSealed = false
 
   /// A class's row.
   public struct ClassStatus: Sendable, Codable {
@@ -95,9 +101,11 @@ extension LockController {
       verifies = false
       if error.errno != EACCES { keyProblem = error.description }
     }
+    // A sealed device's lock leaves modes as they are: there is nothing to check them against.
+    let sealed = try SealStore(device: device).isSealed()
     let walker = DeviceWalker(device: device, readsClasses: true, threads: threads)
     let (tallies, summary) = try walker.walk(make: { Inspection() }) { [key, verifies] inspection, entry in
-      inspection.inspect(entry, state, key: key, verifies: verifies)
+      inspection.inspect(entry, state, key: key, verifies: verifies, checksModes: !sealed)
     }
     var total = Inspection()
     if let keyProblem {
@@ -125,6 +133,8 @@ extension LockController {
       hardLinked: Array(total.hardLinked.sorted().prefix(100)), hardLinkedCount: total.hardLinked.count,
       uninspectable: total.uninspectable)
     status.mounts = MountRegistry(device: device).active()
+    status.sealed = sealed
+    status.beingSealed = isBeingSealed
     return status
   }
 }
@@ -145,7 +155,8 @@ private struct Inspection: Sendable {
     problems += other.problems
   }
 
-  mutating func inspect(_ entry: WalkEntry, _ state: ProtectionState, key: ModeKey?, verifies: Bool) {
+  mutating func inspect(_ entry: WalkEntry, _ state: ProtectionState, key: ModeKey?, verifies: Bool, checksModes: Bool)
+  {
     let path = entry.path
     if let error = entry.classError {
       if error.errno == EACCES {
@@ -157,6 +168,7 @@ private struct Inspection: Sendable {
     }
     guard let cls = entry.protectionClass else { return }
     if entry.kind == .directory { directories[cls, default: 0] += 1 } else { files[cls, default: 0] += 1 }
+    guard checksModes else { return }
     let observed: ObservedMode
     do {
       guard let read = try observe(entry, key: key, verifies: verifies) else { return }

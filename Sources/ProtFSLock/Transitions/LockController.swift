@@ -311,7 +311,7 @@ public struct LockController: Sendable {
   }
 
   /// Checks a passcode against the stored hash, counting failures and enforcing the backoff.
-  private func check(_ passcode: String?, against hash: PasscodeHash, _ record: LockRecord) throws {
+  func check(_ passcode: String?, against hash: PasscodeHash, _ record: LockRecord) throws {
     let now = clock()
     if let retryAfter = record.retryAfter, retryAfter > now {
       let seconds = Int(retryAfter.timeIntervalSince(now).rounded(.up))
@@ -342,7 +342,7 @@ public struct LockController: Sendable {
 }
 
 /// A wrong passcode: the record with the failure counted, to be written before the error is thrown.
-private struct PasscodeFailure: Error {
+struct PasscodeFailure: Error {
   var record: LockRecord
   var error: ProtFSError
 }

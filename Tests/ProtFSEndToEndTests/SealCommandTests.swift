@@ -1,0 +1,118 @@
+import Foundation
+import ProtFS
+import ProtFSSeal
+import ProtFSTestSupport
+import Testing
+
+/// `protfs seal` on a device that holds files (docs/sealed.md): every file encrypted in place, its
+/// attributes, owner, mode and class kept, crash-safe across the walk.
+@Suite(.serialized) struct SealCommandTests {
+  static let cheap = ["PROTFS_PBKDF2_ITERATIONS": "1000"]
+
+  /// `LockDevice` with a file that inherits class complete from its directory and one that has no
+  /// class anywhere (its container's default); their contents, by path relative to `Documents/`.
+  static func device() throws -> (LockDevice, [String: String]) {
+    let d = try LockDevice()
+    try d.t.writeFile(d.path("Secret/inherits.txt"), "secret inherited\n")
+    try d.t.writeFile(d.path("plain.txt"), "secret by default\n")
+    var contents: [String: String] = [:]
+    for relative in FileManager.default.subpaths(atPath: d.documents) ?? [] {
+      let path = d.path(relative)
+      var s = stat()
+      guard lstat(path, &s) == 0, s.st_mode & S_IFMT == S_IFREG else { continue }
+      contents[relative] = try String(contentsOfFile: path, encoding: .utf8)
+    }
+    return (d, contents)
+  }
+
+  /// The device's keys in the keyring, to evict at the test's end.
+  static func keyring(_ d: LockDevice) throws -> ClassKeyring {
+    let store = SealStore(device: d.t.device)
+    return ClassKeyring(keybagUUID: try store.keybag(deviceKey: try store.deviceKey()).uuid)
+  }
+
+  /// Every file of `contents` sealed: a key record of its effective class, no plaintext behind it,
+  /// its plaintext through the keys.
+  static func expectSealed(_ d: LockDevice, _ contents: [String: String], _ note: String = "") throws {
+    let files = try #require(try SealedFiles(device: d.t.device), "not sealed \(note)")
+    for (relative, text) in contents {
+      let path = d.path(relative)
+      let backing = try #require(FileManager.default.contents(atPath: path))
+      #expect(!backing.contains(Data("contents".utf8)) && !backing.contains(Data("secret".utf8)), "\(path) \(note)")
+      let fd = open(path, O_RDONLY)
+      defer { close(fd) }
+      let record = try SealedFiles.record(of: fd)
+      let effective = try d.t.device.effectiveClass(of: try d.t.device.resolve(path)).protectionClass
+      #expect(record.code == ProtectionClassCode(effective), "\(path) \(note)")
+      let io = SealedFileIO(fd: fd, cipher: try files.cipher(of: fd), path: path)
+      #expect(try io.read(at: 0, count: 1 << 16) == Array(text.utf8), "\(path) \(note)")
+    }
+  }
+
+  @Test func aKillAnywhereInTheSealIsFinishedByTheNextCommand() async throws {
+    var crashes = 0
+    for step in 1...60 {
+      let (d, contents) = try Self.device()
+      let before = d.snapshot()
+      let sealed = try await d.protfs(
+        ["seal"], environment: Self.cheap.merging(["PROTFS_CRASH_AFTER": "\(step)"]) { $1 })
+      if sealed.status == 0 {
+        try Self.expectSealed(d, contents, "uninterrupted")
+        try Self.keyring(d).evict(Set(ProtectionClassCode.allCases))
+        break
+      }
+      crashes += 1
+      #expect(sealed.status == 137, "step \(step): \(sealed)")
+      let next = try await d.protfs(["status"], environment: Self.cheap)
+      #expect(next.status == 0, "\(next)")
+      #expect(next.stderr.contains("finished an interrupted sealing"), "step \(step): \(next)")
+      #expect(next.stdout.contains("Sealed:                    yes"), "step \(step): \(next)")
+      #expect(!FileManager.default.fileExists(atPath: d.root + "/.protfs/seal/sealing"))
+      // Nothing left beside the files (no sealed copy), each with its attributes, owner and mode.
+      #expect(d.snapshot() == before, "step \(step)")
+      try Self.expectSealed(d, contents, "step \(step)")
+      try Self.keyring(d).evict(Set(ProtectionClassCode.allCases))
+    }
+    #expect(crashes >= 10)
+  }
+
+  @Test func sealAsksForThePasscodeAndTheLockThenEvictsKeys() async throws {
+    let (d, contents) = try Self.device()
+    #expect(
+      try await d.protfs(["passcode", "set"], environment: Self.cheap.merging(["PROTFS_PASSCODE": "1234"]) { $1 })
+        .status == 0)
+    let wrong = try await d.protfs(["seal"], environment: ["PROTFS_PASSCODE": "0000"])
+    #expect(wrong.status == 1 && wrong.stderr.contains("passcode is wrong"), "\(wrong)")
+    #expect(!FileManager.default.fileExists(atPath: d.root + "/.protfs/seal"))
+    let seal = try await d.protfs(["seal"], environment: ["PROTFS_PASSCODE": "1234"])
+    #expect(seal.status == 0 && seal.stdout.contains("sealed (\(contents.count) files encrypted"), "\(seal)")
+    defer { try? Self.keyring(d).evict(Set(ProtectionClassCode.allCases)) }  // the test's own keys
+    try Self.expectSealed(d, contents)
+    let again = try await d.protfs(["seal"], environment: ["PROTFS_PASSCODE": "1234"])
+    #expect(again.status == 0 && again.stdout.contains("sealed already"), "\(again)")
+    let lock = try await d.protfs(["lock", "--grace", "0"])
+    #expect(lock.stdout.contains("(sealed: keys of ") && lock.stdout.contains("evicted"), "\(lock)")
+    let status = try await d.protfs(["status", "--json"])
+    let json = try JSONSerialization.jsonObject(with: Data(status.stdout.utf8)) as? [String: Any]
+    #expect(json?["sealed"] as? Bool == true, "\(status)")
+    #expect((json?["inconsistencies"] as? [Any])?.isEmpty == true, "a sealed lock changes no mode: \(status)")
+    let refused = try await d.protfs(["seal"], environment: ["PROTFS_PASSCODE": "1234"])
+    #expect(refused.status == 0, "a sealed device is sealed whatever its state: \(refused)")
+    let unlock = try await d.protfs(["unlock"], environment: ["PROTFS_PASSCODE": "1234"])
+    #expect(unlock.stdout.contains("class keys unwrapped"), "\(unlock)")
+    try Self.expectSealed(d, contents, "after the unlock")
+  }
+
+  @Test func aHardLinkedOrLockedDeviceIsRefusedAndNothingChanges() async throws {
+    let (d, _) = try Self.device()
+    link(d.path("none.txt"), d.path("Secret/linked.txt"))
+    let linked = try await d.protfs(["seal"])
+    #expect(linked.status == 1 && linked.stderr.contains("none.txt") && linked.stderr.contains("2 links"), "\(linked)")
+    #expect(!FileManager.default.fileExists(atPath: d.root + "/.protfs/seal"))
+    unlink(d.path("Secret/linked.txt"))
+    #expect(try await d.protfs(["lock", "--grace", "0"]).status == 0)
+    let locked = try await d.protfs(["seal"])
+    #expect(locked.status == 1 && locked.stderr.contains("while it is locked"), "\(locked)")
+    #expect(!FileManager.default.fileExists(atPath: d.root + "/.protfs/seal"))
+  }
+}

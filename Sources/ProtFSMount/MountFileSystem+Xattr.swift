@@ -52,6 +52,12 @@ extension MountFileSystem {
     }
     refreshOwnClass(node)
     try decide(node, .write)
+    if let newClass, let seal {
+      // A sealed file's key is wrapped by its class: it follows the class, before the class changes.
+      let fd = try node.reopen(O_RDONLY | O_NONBLOCK)
+      defer { closeDescriptor(fd) }
+      try seal.rewrap(fd, to: newClass)
+    }
     try node.withPath { (fd) throws(Errno) in
       let target = Kernel.AttributeTarget.descriptor(fd, pathOnly: true)
       if let newClass {

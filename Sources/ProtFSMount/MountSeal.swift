@@ -29,6 +29,28 @@ final class MountSeal: Sendable {
     do { return try files.seal(fd, class: cls) } catch { throw Self.errno(error) }
   }
 
+  /// A class change to `cls` of what `fd` (open for reading) holds: a sealed file's key is wrapped
+  /// anew with `cls`'s key; for a directory, the keys of the sealed files below it that inherit the
+  /// class. EPERM, and nothing changed, when a key it needs is evicted.
+  func rewrap(_ fd: Int32, to cls: ProtectionClass) throws(Errno) {
+    var s = stat()
+    try Kernel.fstat(fd, &s).get()
+    guard s.st_mode & S_IFMT == S_IFDIR else {
+      guard SealedFiles.hasRecord(fd) else { return }
+      do { return try files.rewrap(fd, to: cls) } catch { throw Self.errno(error) }
+    }
+    do {
+      let directory = DirectoryHandle(
+        fd: try Kernel.openat(fd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC).orThrow("open", path: "(a directory)"),
+        path: "(a directory)")
+      let rewraps = try SealedFiles.rewraps(of: nil, in: directory, to: cls, recursive: false)
+      try files.requireKeys(for: rewraps)
+      try files.perform(rewraps)
+    } catch {
+      throw Errno(error.errno ?? EIO)
+    }
+  }
+
   /// What the kernel says for `error`: EPERM for an evicted key, the call's own error, else EIO.
   private static func errno(_ error: SealError) -> Errno {
     switch error {

@@ -5,7 +5,8 @@ import ProtFSTestSupport
 import Testing
 
 /// `protfs seal` on a device that holds files (docs/sealed.md): every file encrypted in place, its
-/// attributes, owner, mode and class kept, crash-safe across the walk.
+/// attributes, owner, mode and class kept, crash-safe across the walk; and a class change on a sealed
+/// device wrapping the file keys anew.
 @Suite(.serialized) struct SealCommandTests {
   static let cheap = ["PROTFS_PBKDF2_ITERATIONS": "1000"]
 
@@ -114,5 +115,50 @@ import Testing
     let locked = try await d.protfs(["seal"])
     #expect(locked.status == 1 && locked.stderr.contains("while it is locked"), "\(locked)")
     #expect(!FileManager.default.fileExists(atPath: d.root + "/.protfs/seal"))
+  }
+
+  @Test func aClassChangeRewrapsTheKeysOfTheFilesWhoseClassChanges() async throws {
+    let (d, contents) = try Self.device()
+    #expect(try await d.protfs(["seal"], environment: Self.cheap).status == 0)
+    defer { try? Self.keyring(d).evict(Set(ProtectionClassCode.allCases)) }  // the test's own keys
+    // A file's own class; a directory's, which its inheriting file follows and its labelled one not.
+    #expect(try await d.protfs(["set-class", "complete", d.path("none.txt")]).status == 0)
+    #expect(try await d.protfs(["set-class", "none", d.path("Secret")]).status == 0)
+    try Self.expectSealed(d, contents)
+    let fd = open(d.path("Secret/inherits.txt"), O_RDONLY)
+    #expect(try SealedFiles.record(of: fd).code == .d)
+    close(fd)
+    // Class A's key evicted: a change to it, or from it, cannot wrap the key, and changes nothing.
+    #expect(try await d.protfs(["lock", "--grace", "0"]).status == 0)
+    let refused = try await d.protfs(["set-class", "complete", d.path("Secret")])
+    #expect(refused.status == 1 && refused.stderr.contains("inherits.txt"), "\(refused)")
+    #expect(refused.stderr.contains("evicted"), "\(refused)")
+    #expect(d.t.rawClass(d.path("Secret")) == ProtectionClass.none.rawValue)
+    // From C to D: both keys are held while locked.
+    #expect(try await d.protfs(["set-class", "none", d.path("until-first-auth.txt")]).status == 0)
+    let changed = open(d.path("until-first-auth.txt"), O_RDONLY)
+    #expect(try SealedFiles.record(of: changed).code == .d)
+    close(changed)
+  }
+
+  @Test func aClassSetThroughTheMountRewrapsTheKeys() async throws {
+    let (m, keyring) = try await SealedMountTests.sealedDevice(passcode: nil)
+    defer { try? keyring.evict(Set(ProtectionClassCode.allCases)) }  // the test's own keys
+    func code(_ name: String) throws -> ProtectionClassCode {
+      let fd = open(m.backingDocuments + "/" + name, O_RDONLY)
+      defer { close(fd) }
+      return try SealedFiles.record(of: fd).code
+    }
+    let made = try await m.sh(
+      "mkdir '\(m.documents)/d' && echo secret > '\(m.documents)/f' && echo inherited > '\(m.documents)/d/g'"
+        + " && setfattr -n user.protfs.class -v complete '\(m.documents)/f'")
+    #expect(made.status == 0, "\(made)")
+    #expect(try code("f") == .a)
+    // A file made through the mount is labelled; unlabelled behind it, it inherits its directory's class.
+    #expect(try await m.sh("setfattr -x user.protfs.class '\(m.backingDocuments)/d/g'").status == 0)
+    let relabel = try await m.sh("setfattr -n user.protfs.class -v none '\(m.documents)/d' && cat '\(m.documents)/d/g'")
+    #expect(relabel.status == 0 && relabel.stdout == "inherited\n", "\(relabel)")
+    #expect(try code("d/g") == .d)
+    #expect(try await m.sh("cat '\(m.documents)/f'").stdout == "secret\n")
   }
 }

@@ -1,4 +1,5 @@
 import ProtFS
+import ProtFSLock
 import ProtFSSystem
 
 /// `protfs set-class [--bundle ID] CLASS PATH...`.
@@ -9,7 +10,10 @@ package enum SetClassCommand {
     discussion: """
       Writes CLASS into the item's user.protfs.class attribute. Changing a directory's class does
       not relabel what is already inside it unless --recursive is given; items created later
-      inherit it. Symbolic links are never followed.
+      inherit it. Symbolic links are never followed. On a sealed device the key of every file
+      whose class changes (those below a directory that inherit its class too) is wrapped anew
+      with the new class's key, contents untouched; a change that needs a class key the lock
+      evicted is refused (Operation not permitted) and changes nothing.
 
       A relative PATH is read from the current directory, or with --bundle from the app's
       container (Documents/notes.txt), which it must not leave; an absolute PATH from anywhere.
@@ -48,7 +52,7 @@ package enum SetClassCommand {
     let recursive = invocation.flag(Self.recursive)
     var items: [Item] = []
     for (path, shown) in paths {
-      let result = try device.setClass(protectionClass, of: path, recursive: recursive)
+      let result = try invocation.lockController.setClass(protectionClass, of: path, recursive: recursive)
       for skipped in result.skipped {
         Console.err("note: left \(device.absolutePath(skipped)) alone: symbolic links and special files have no class.")
       }

@@ -322,13 +322,13 @@ extension SealedFileIO {
     do { try truncate(to: size) } catch { throw Errno(error.errno ?? EIO) }
   }
 
-  /// ``read(at:count:)``, with a failure as an errno.
-  func readOrEIO(at offset: Int, count: Int) throws(Errno) -> [UInt8] {
-    do { return try read(at: offset, count: count) } catch { throw Errno(error.errno ?? EIO) }
+  /// ``withPlaintext(at:count:_:)``, with a failure as an errno.
+  func withPlaintextOrEIO<R>(at offset: Int, count: Int, _ body: (UnsafeRawBufferPointer) -> R) throws(Errno) -> R {
+    do { return try withPlaintext(at: offset, count: count, body) } catch { throw Errno(error.errno ?? EIO) }
   }
 
   /// ``write(_:at:)``, with a failure as an errno.
-  func writeOrEIO(_ bytes: [UInt8], at offset: Int) throws(Errno) {
+  func writeOrEIO(_ bytes: UnsafeRawBufferPointer, at offset: Int) throws(Errno) {
     do { try write(bytes, at: offset) } catch { throw Errno(error.errno ?? EIO) }
   }
 }

@@ -32,8 +32,10 @@ extension MountOperations {
         let handle = MountOperations.handle(fi)!
         try fs.decideIO(handle)
         if let sealed = handle.sealed {
-          let bytes = try sealed.readOrEIO(at: Int(offset), count: size)
-          _ = bytes.withUnsafeBytes { fuse_reply_buf(req, $0.baseAddress, $0.count) }
+          // Decrypted in one buffer and sent from there: no copy but the kernel's.
+          _ = try sealed.withPlaintextOrEIO(at: Int(offset), count: size) {
+            fuse_reply_buf(req, $0.baseAddress, $0.count)
+          }
         } else {
           _ = protfs_fuse_reply_fd(req, handle.fd, size, offset)
         }
@@ -72,11 +74,16 @@ extension MountOperations {
   ) throws(Errno) -> Int {
     if let sealed = handle.sealed {
       try fs.decideIO(handle)
-      var bytes = [UInt8](repeating: 0, count: protfs_fuse_buffers_size(buffers))
-      let copied = bytes.withUnsafeMutableBytes { protfs_fuse_write_to_memory(buffers, $0.baseAddress, $0.count) }
+      // The plaintext, copied once out of the request and zeroed once encrypted and written.
+      let count = protfs_fuse_buffers_size(buffers)
+      let bytes = UnsafeMutableRawBufferPointer.allocate(byteCount: max(count, 1), alignment: 16)
+      defer {
+        explicit_bzero(bytes.baseAddress!, bytes.count)
+        bytes.deallocate()
+      }
+      let copied = protfs_fuse_write_to_memory(buffers, bytes.baseAddress, count)
       if copied < 0 { throw Errno(Int32(-copied)) }
-      try sealed.writeOrEIO(Array(bytes[..<copied]), at: Int(offset))
-      bytes.withUnsafeMutableBytes { if let base = $0.baseAddress { explicit_bzero(base, $0.count) } }
+      try sealed.writeOrEIO(UnsafeRawBufferPointer(rebasing: bytes[..<copied]), at: Int(offset))
       return copied
     } else if protfs_fuse_is_writeback(fi) != 0 {
       // Pages written back were taken by write(2) while the daemon allowed it (a later write

@@ -38,25 +38,45 @@ package struct SealedFileIO: Sendable {
 
   /// Up to `count` plaintext bytes from `offset` (fewer at the end of the file).
   package func read(at offset: Int, count: Int) throws(ProtFSError) -> [UInt8] {
-    let size = try size()
-    guard offset < size, count > 0 else { return [] }
-    let end = min(size, offset + count)
+    try withPlaintext(at: offset, count: count) { Array($0) }
+  }
+
+  /// Calls `body` with up to `count` plaintext bytes from `offset` (fewer at the end of the file),
+  /// which it must not keep: they are zeroed after. The blocks they lie in are read straight into
+  /// one buffer and decrypted there; the end of the file is where the read comes back short.
+  package func withPlaintext<R>(at offset: Int, count: Int, _ body: (UnsafeRawBufferPointer) -> R) throws(ProtFSError)
+    -> R
+  {
+    guard count > 0, offset >= 0 else { return body(UnsafeRawBufferPointer(start: nil, count: 0)) }
     let start = offset / Self.block * Self.block
-    let stop = min(size, (end + Self.block - 1) / Self.block * Self.block)
-    var buffer = try readCiphertext(at: start, count: stop - start)
-    try decrypt(&buffer, at: start)
-    defer { erase(&buffer) }
-    return Array(buffer[(offset - start)..<(end - start)])
+    let stop = (offset + count + Self.block - 1) / Self.block * Self.block
+    let buffer = UnsafeMutableRawBufferPointer.allocate(byteCount: stop - start, alignment: 16)
+    defer { Self.release(buffer) }
+    let got = try readCiphertext(into: buffer, at: start)
+    try decrypt(UnsafeMutableRawBufferPointer(rebasing: buffer[..<got]), at: start)
+    let first = min(got, offset - start)
+    return body(UnsafeRawBufferPointer(rebasing: buffer[first..<min(got, offset - start + count)]))
   }
 
   /// Writes `bytes` at `offset`. An `offset` past the end grows the file with zeros up to it, even
   /// when `bytes` is empty (which is how ``truncate(to:)`` grows a file).
   package func write(_ bytes: [UInt8], at offset: Int) throws(ProtFSError) {
+    let result = bytes.withUnsafeBytes { raw in Result { () throws(ProtFSError) in try write(raw, at: offset) } }
+    try result.get()
+  }
+
+  /// Writes `bytes` at `offset`, as ``write(_:at:)-([UInt8],_)`` does.
+  package func write(_ bytes: UnsafeRawBufferPointer, at offset: Int) throws(ProtFSError) {
     var size = try size()
-    while size < offset {
-      let gap = min(Self.zeroChunk, offset - size)
-      try writeBlocks([UInt8](repeating: 0, count: gap), at: size, size: size)
-      size += gap
+    if size < offset {
+      let zeros = UnsafeMutableRawBufferPointer.allocate(byteCount: min(Self.zeroChunk, offset - size), alignment: 16)
+      defer { zeros.deallocate() }
+      while size < offset {
+        let gap = min(Self.zeroChunk, offset - size)
+        zeros.initializeMemory(as: UInt8.self, repeating: 0)
+        try writeBlocks(UnsafeRawBufferPointer(rebasing: zeros[..<gap]), at: size, size: size)
+        size += gap
+      }
     }
     try writeBlocks(bytes, at: offset, size: size)
   }
@@ -72,68 +92,88 @@ package struct SealedFileIO: Sendable {
     defer { erase(&tail) }
     _ = try Kernel.ftruncate(fd, off_t(newSize)).orThrow("truncate", path: path)
     if !tail.isEmpty {
-      try encrypt(&tail, at: start)
-      try writeCiphertext(tail, at: start)
+      let result = tail.withUnsafeMutableBytes { raw in
+        Result { () throws(ProtFSError) in
+          try encrypt(raw, at: start)
+          try writeCiphertext(UnsafeRawBufferPointer(raw), at: start)
+        }
+      }
+      try result.get()
     }
   }
 
-  /// Writes `bytes` at `offset` in a file of `size` bytes, with `offset` at most `size`.
-  private func writeBlocks(_ bytes: [UInt8], at offset: Int, size: Int) throws(ProtFSError) {
+  /// Writes `bytes` at `offset` in a file of `size` bytes, with `offset` at most `size`: the blocks
+  /// they touch are made in one buffer (the old plaintext of a first or last block they leave part
+  /// of, then the new bytes), encrypted there and written at once.
+  private func writeBlocks(_ bytes: UnsafeRawBufferPointer, at offset: Int, size: Int) throws(ProtFSError) {
     let end = offset + bytes.count
     let newSize = max(size, end)
     // The blocks to rewrite: those the new bytes touch, and the old last block when it grows.
     let start = min(offset, size) / Self.block * Self.block
     let stop = min(newSize, (end + Self.block - 1) / Self.block * Self.block)
     guard stop > start else { return }
-    var buffer = [UInt8](repeating: 0, count: stop - start)
-    defer { erase(&buffer) }
-    // Old plaintext where the new bytes leave part of a block: the first block, the last block.
-    for blockStart in Set([start, (stop - 1) / Self.block * Self.block]) where blockStart < size {
-      let blockEnd = min(size, blockStart + Self.block)
-      let coveredFully = offset <= blockStart && end >= min(newSize, blockStart + Self.block)
-      guard !coveredFully else { continue }
-      let old = try read(at: blockStart, count: blockEnd - blockStart)
-      buffer.replaceSubrange((blockStart - start)..<(blockStart - start + old.count), with: old)
+    let buffer = UnsafeMutableRawBufferPointer.allocate(byteCount: stop - start, alignment: 16)
+    defer { Self.release(buffer) }
+    buffer.initializeMemory(as: UInt8.self, repeating: 0)
+    let last = (stop - 1) / Self.block * Self.block
+    try keepOldPlaintext(of: start, in: buffer, from: start, offset: offset, end: end, sizes: (size, newSize))
+    if last != start {
+      try keepOldPlaintext(of: last, in: buffer, from: start, offset: offset, end: end, sizes: (size, newSize))
     }
-    buffer.replaceSubrange((offset - start)..<(end - start), with: bytes)
-    try encrypt(&buffer, at: start)
-    try writeCiphertext(buffer, at: start)
+    if let source = bytes.baseAddress, !bytes.isEmpty {
+      (buffer.baseAddress! + (offset - start)).copyMemory(from: source, byteCount: bytes.count)
+    }
+    try encrypt(buffer, at: start)
+    try writeCiphertext(UnsafeRawBufferPointer(buffer), at: start)
   }
 
-  private func readCiphertext(at offset: Int, count: Int) throws(ProtFSError) -> [UInt8] {
-    var buffer = [UInt8](repeating: 0, count: count)
+  /// Reads and decrypts into `buffer` (which holds the blocks from `start`) the old plaintext of the
+  /// block at `blockStart`, unless it lies past the old end or the new bytes (`offset..<end`) cover it.
+  private func keepOldPlaintext(
+    of blockStart: Int, in buffer: UnsafeMutableRawBufferPointer, from start: Int, offset: Int, end: Int,
+    sizes: (old: Int, new: Int)
+  ) throws(ProtFSError) {
+    guard blockStart < sizes.old else { return }
+    guard offset > blockStart || end < min(sizes.new, blockStart + Self.block) else { return }
+    let count = min(sizes.old, blockStart + Self.block) - blockStart
+    let block = UnsafeMutableRawBufferPointer(rebasing: buffer[(blockStart - start)..<(blockStart - start + count)])
+    let got = try readCiphertext(into: block, at: blockStart)  // shorter: shrunk meanwhile
+    try decrypt(UnsafeMutableRawBufferPointer(rebasing: block[..<got]), at: blockStart)
+  }
+
+  /// Reads the ciphertext at `offset` into `buffer`, up to its size or the end of the file; the
+  /// number of bytes read.
+  private func readCiphertext(into buffer: UnsafeMutableRawBufferPointer, at offset: Int) throws(ProtFSError) -> Int {
+    guard let base = buffer.baseAddress else { return 0 }
     var done = 0
-    while done < count {
-      let got = try buffer.withUnsafeMutableBytes { raw in
-        Kernel.pread(fd, raw.baseAddress! + done, count - done, off_t(offset + done))
-      }.orThrow("read", path: path)
-      guard got > 0 else { break }  // shrunk meanwhile: the caller decrypts what is there
+    while done < buffer.count {
+      let got = try Kernel.pread(fd, base + done, buffer.count - done, off_t(offset + done)).orThrow("read", path: path)
+      guard got > 0 else { break }  // the end of the file
       done += got
     }
-    return Array(buffer[..<done])
+    return done
   }
 
-  private func writeCiphertext(_ bytes: [UInt8], at offset: Int) throws(ProtFSError) {
+  private func writeCiphertext(_ bytes: UnsafeRawBufferPointer, at offset: Int) throws(ProtFSError) {
+    guard let base = bytes.baseAddress else { return }
     var done = 0
     while done < bytes.count {
-      done += try bytes.withUnsafeBytes { raw in
-        Kernel.pwrite(fd, raw.baseAddress! + done, raw.count - done, off_t(offset + done))
-      }.orThrow("write", path: path)
+      done += try Kernel.pwrite(fd, base + done, bytes.count - done, off_t(offset + done)).orThrow("write", path: path)
     }
   }
 
-  private func encrypt(_ buffer: inout [UInt8], at offset: Int) throws(ProtFSError) {
-    let result = buffer.withUnsafeMutableBytes { raw in
-      Result { () throws(SealError) in try cipher.encrypt(raw, at: UInt64(offset)) }
-    }
-    do { try result.get() } catch { throw error.protfsError(path: path) }
+  private func encrypt(_ buffer: UnsafeMutableRawBufferPointer, at offset: Int) throws(ProtFSError) {
+    do { try cipher.encrypt(buffer, at: UInt64(offset)) } catch { throw error.protfsError(path: path) }
   }
 
-  private func decrypt(_ buffer: inout [UInt8], at offset: Int) throws(ProtFSError) {
-    let result = buffer.withUnsafeMutableBytes { raw in
-      Result { () throws(SealError) in try cipher.decrypt(raw, at: UInt64(offset)) }
-    }
-    do { try result.get() } catch { throw error.protfsError(path: path) }
+  private func decrypt(_ buffer: UnsafeMutableRawBufferPointer, at offset: Int) throws(ProtFSError) {
+    do { try cipher.decrypt(buffer, at: UInt64(offset)) } catch { throw error.protfsError(path: path) }
+  }
+
+  /// Zeroes `buffer` (it held plaintext) and deallocates it.
+  private static func release(_ buffer: UnsafeMutableRawBufferPointer) {
+    if let base = buffer.baseAddress { explicit_bzero(base, buffer.count) }
+    buffer.deallocate()
   }
 
   private func erase(_ buffer: inout [UInt8]) {

@@ -28,16 +28,24 @@ final class MountHandle: @unchecked Sendable {
   let writesThroughCache: Bool
   /// A sealed file's plaintext I/O (its key unwrapped at the open); nil on an unsealed device.
   let sealed: SealedFileIO?
+  /// Where a sealed file's handle counts itself open, until it is released.
+  private let pages: SealedPages?
 
-  /// A handle owning `fd`.
-  init(fd: Int32, node: MountNode, writesThroughCache: Bool = false, sealed: FileCipher? = nil) {
+  /// A handle owning `fd`; a sealed file's (`sealed`, its cipher) counts itself open in `pages`.
+  init(
+    fd: Int32, node: MountNode, writesThroughCache: Bool = false, sealed: FileCipher? = nil,
+    pages: SealedPages? = nil
+  ) {
     self.fd = fd
     self.node = node
     self.writesThroughCache = writesThroughCache
     self.sealed = sealed.map { SealedFileIO(fd: fd, cipher: $0, path: "(a sealed file)") }
+    self.pages = sealed == nil ? nil : pages
+    self.pages?.opened(node.id)
   }
 
   deinit {
+    pages?.closed(node.id)
     if let directory { Kernel.closedir(directory) } else { closeDescriptor(fd) }
   }
 }
@@ -111,7 +119,7 @@ extension MountFileSystem {
     guard !node.isDirectory else { return OpenedHandle(handle: MountHandle(fd: fd, node: node), directIO: true) }
     do {
       let cipher = try seal.cipher(of: fd)
-      return OpenedHandle(handle: MountHandle(fd: fd, node: node, sealed: cipher), directIO: true)
+      return OpenedHandle(handle: MountHandle(fd: fd, node: node, sealed: cipher, pages: seal.pages), directIO: true)
     } catch {
       closeDescriptor(fd)
       throw error
@@ -154,7 +162,8 @@ extension MountFileSystem {
     let (node, s) = try entry(parent, name)
     nodes.setOwnClass(node, cls)
     let handle = MountHandle(
-      fd: fd, node: node, writesThroughCache: cached && flags & O_ACCMODE != O_RDONLY, sealed: cipher)
+      fd: fd, node: node, writesThroughCache: cached && flags & O_ACCMODE != O_RDONLY, sealed: cipher,
+      pages: seal?.pages)
     return (OpenedHandle(handle: handle, directIO: !cached), s)
   }
 

@@ -9,6 +9,8 @@ import ProtFSSystem
 /// damaged, or made for another file or class fails with EIO.
 final class MountSeal: Sendable {
   private let files: SealedFiles
+  /// The sealed files whose pages a state change drops.
+  let pages = SealedPages()
 
   /// The seal of `device`, or nil when the device is not sealed.
   init?(device: Device) throws(ProtFSError) {

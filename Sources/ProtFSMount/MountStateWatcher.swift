@@ -28,8 +28,12 @@ enum MountStateWatcher {
         let now = fs.protectionState()
         guard now != last else { continue }
         last = now
-        fs.seal?.apply(now)
-        fs.invalidateProtectedFiles()
+        if let seal = fs.seal {
+          seal.apply(now)
+          fs.invalidateSealedFiles(seal)
+        } else {
+          fs.invalidateProtectedFiles()
+        }
         fs.appliedState.withLock { $0 = now }
       }
       closeDescriptor(inotify)

@@ -49,6 +49,10 @@ extension LockController {
   public func openFilesStillReachable() throws(ProtFSError) -> [OpenFile] {
     let state = try record().protection
     guard !state.isProtectedDataAvailable else { return [] }
+    // A sealed device's backing files are ciphertext to every descriptor, and each read through the
+    // mount is decided by the daemon, which holds the keys: nothing stays reachable (and `/proc` is
+    // not searched, which cost a sealed lock more than its keys).
+    guard try !isSealed else { return [] }
     // A mount's daemon holds items for its clients, whose every read it decides itself; another
     // protfs (a lock, unlock or status walking the device meanwhile) holds each item only for as
     // long as it inspects it, under the lock's rules.

@@ -104,6 +104,17 @@ package final class SealedFiles: Sendable {
     try Self.write(try FileKeyRecord.wrap(key, for: code, inode: inode, keys: current), to: fd)
   }
 
+  /// Gives the new file `fd`, a byte-for-byte copy (or clone) of the sealed file `source`, the key of
+  /// `source` wrapped for its own inode with class `cls`'s key: the copy's ciphertext is the
+  /// source's, so it decrypts with the same key. A key record copied with the other attributes is
+  /// replaced (it names the source's inode and would not unwrap).
+  package func adopt(_ fd: Int32, keyOf source: Int32, class cls: ProtectionClass) throws(SealError) {
+    let key = try fileKey(of: source)
+    let record = try FileKeyRecord.wrap(
+      key, for: ProtectionClassCode(cls), inode: try Self.inode(fd), keys: keys.withLock { $0 })
+    try Self.write(record, to: fd)
+  }
+
   /// Whether `fd`'s file has a key record (is sealed, or is meant to be).
   package static func hasRecord(_ fd: Int32) -> Bool {
     var byte: UInt8 = 0

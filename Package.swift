@@ -52,9 +52,10 @@ let package = Package(
     .target(name: "ProtFS", dependencies: ["ProtFSSystem", "CCrypto"]),
     .target(name: "ProtFSLock", dependencies: ["ProtFSSystem", "ProtFS", "ProtFSSeal", "CCrypto"]),
     .target(name: "ProtFSCache", dependencies: ["ProtFSSystem", "ProtFS"]),
-    .target(name: "ProtFSDownloads", dependencies: ["ProtFSSystem", "ProtFS", "CCurl", "CSQLite", "CCrypto"]),
+    .target(
+      name: "ProtFSDownloads", dependencies: ["ProtFSSystem", "ProtFS", "ProtFSSeal", "CCurl", "CSQLite", "CCrypto"]),
     .target(name: "ProtFSAudit", dependencies: ["ProtFSSystem", "ProtFS"]),
-    .target(name: "ProtFSFoundation", dependencies: ["ProtFSSystem", "ProtFS"]),
+    .target(name: "ProtFSFoundation", dependencies: ["ProtFSSystem", "ProtFS", "ProtFSSeal"]),
     .target(name: "ProtFSApp", dependencies: ["ProtFSSystem", "ProtFS"]),
     // The UIKit-shaped API of Swift apps run by `protfs app launch` (UIApplication and its delegate),
     // with CommonCrypto's digests on libcrypto (CCrypto).

@@ -1,6 +1,7 @@
 import CCurl
 import Foundation
 import ProtFS
+import ProtFSSeal
 import ProtFSSystem
 
 /// The body's bytes on their way to the temp file: staged, written, their blocks reserved ahead.
@@ -56,7 +57,10 @@ extension Transfer {
     let fd = file.rawValue
     // A full buffer means a body larger than the buffer: its blocks are reserved ahead of it.
     if staged == staging.count { reserveSpace(through: flushed + Int64(staged)) }
-    var written = 0
+    if let cipher {
+      guard writeSealed(with: cipher) else { return false }
+    }
+    var written = cipher == nil ? 0 : staged
     while written < staged {
       let result = Kernel.pwrite(fd, staging.baseAddress! + written, staged - written, off_t(flushed + Int64(written)))
       switch result {
@@ -71,6 +75,19 @@ extension Transfer {
     }
     flushed += Int64(staged)
     staged = 0
+    return true
+  }
+
+  /// Writes the staged bytes through the temp file's key (`SealedFileIO`); false (with `writeErrno`
+  /// set) when that failed.
+  private func writeSealed(with cipher: FileCipher) -> Bool {
+    let io = SealedFileIO(fd: file.rawValue, cipher: cipher, path: temporaryPath)
+    do {
+      try io.write(Array(UnsafeRawBufferPointer(rebasing: staging[..<staged])), at: Int(flushed))
+    } catch {
+      writeErrno = error.errno ?? EIO
+      return false
+    }
     return true
   }
 

@@ -1,6 +1,7 @@
 import CCurl
 import Foundation
 import ProtFS
+import ProtFSSeal
 import ProtFSSystem
 
 /// One attempt at moving a task's bytes: a libcurl easy handle writing into the temp file.
@@ -63,6 +64,8 @@ package final class Transfer: @unchecked Sendable {
   package var position: Int64 { upload == nil ? flushed + Int64(staged) : upload!.sent }
   /// The upload side of an upload task's attempt (`file` is then its snapshot, read-only).
   package var upload: UploadAttempt?
+  /// The temp file's cipher on a sealed device: its bytes are written through it (`SealedFileIO`).
+  package var cipher: FileCipher?
   package var bytesExpected: Int64 = -1
   package var bodyStarted = false
   /// An HTTP status the body was refused for.

@@ -1,5 +1,6 @@
 import CCurl
 import Foundation
+import ProtFSSeal
 import ProtFSSystem
 
 /// Launching an attempt: the temp file opened (or continued) in its held directory, a libcurl
@@ -68,6 +69,7 @@ extension TransferEngine {
       temporaryFileName: opened.name, isNamed: opened.isNamed,
       offset: opened.size, isHTTP: task.url.scheme?.lowercased() != "file", hostKey: hostKey, digest: digest,
       staging: stagingBuffers, writesBehind: configuration.synchronizesFiles)
+    transfer.cipher = opened.cipher
     start(transfer, record: record, deadline: deadline) { configure(transfer, url: task.url, record: record) }
   }
 
@@ -104,11 +106,18 @@ extension TransferEngine {
     if record.expectedSHA256 != nil { try ProtFSError.requireLibcrypto() }
     let directory = record.temporaryDirectory
     guard canWriteTemp(in: directory) == .allow else {
-      throw ProtFSError(
-        .protectedDataUnavailable,
-        "Cannot write the temp file of '\(url.absoluteString)' in '\(directory)': Operation not permitted (the Downloads directory's protection class is not available while the device is locked).",
-        path: directory, errno: EPERM, remedy: .initializeDownloadsDirectory)
+      throw Self.temporaryFileUnavailable(url.absoluteString, in: directory)
     }
+  }
+
+  /// The error of a temp file that cannot be made now in `directory` because of the lock: its class
+  /// is unavailable (on a sealed device: its key is evicted), as nsurlsessiond's EPERM on a locked
+  /// phone.
+  private static func temporaryFileUnavailable(_ url: String, in directory: String) -> ProtFSError {
+    ProtFSError(
+      .protectedDataUnavailable,
+      "Cannot write the temp file of '\(url)' in '\(directory)': Operation not permitted (the Downloads directory's protection class is not available while the device is locked).",
+      path: directory, errno: EPERM, remedy: .initializeDownloadsDirectory)
   }
 
   /// The temp file of `record` in `held`: one the finisher made ahead, or the kept one continued,
@@ -123,12 +132,31 @@ extension TransferEngine {
       return .unnamed(file)
     }
     let fileSystem = configuration.fileSystem
-    return try TemporaryFile.open(
-      in: held, existingName: record.temporaryFileName,
-      canContinue: record.isResumable && (record.entityTag != nil || record.lastModified != nil),
-      unnamed: configuration.usesUnnamedTemporaryFiles,
-      accepts: { fd, status in fileSystem.isLabelledAsNew(file: fd, status: status, in: held) },
-      label: { fd throws(ProtFSError) in try labels(for: held).labelNew(fd) })
+    // On a sealed device a new file gets its key as it is labelled; a continued one has its own.
+    var made = false
+    var cipher: FileCipher?
+    var opened: TemporaryFile.Opened
+    do {
+      opened = try TemporaryFile.open(
+        in: held, existingName: record.temporaryFileName,
+        canContinue: record.isResumable && (record.entityTag != nil || record.lastModified != nil),
+        unnamed: configuration.usesUnnamedTemporaryFiles,
+        accepts: { fd, status in fileSystem.isLabelledAsNew(file: fd, status: status, in: held) },
+        label: { fd throws(ProtFSError) in
+          made = true
+          try labels(for: held).labelNew(fd)
+          cipher = try fileSystem.sealNew(fd, in: held)
+        })
+    } catch  where error.code == .protectedDataUnavailable {
+      throw Self.temporaryFileUnavailable(record.url, in: record.temporaryDirectory)
+    }
+    do {
+      opened.cipher = made ? cipher : try fileSystem.cipher(of: opened.file.rawValue, path: held.pathOf(opened.name))
+    } catch {
+      opened.file.close()
+      throw error
+    }
+    return opened
   }
 
   /// The digest the task's checksum is computed in, holding the bytes the temp file has already;
@@ -140,7 +168,8 @@ extension TransferEngine {
     let hasher = SHA256Digest()
     if opened.size > 0,
       let error = TemporaryFile.hashPrefix(
-        fd: opened.file.rawValue, count: opened.size, into: hasher, path: held.pathOf(opened.name))
+        fd: opened.file.rawValue, count: opened.size, into: hasher, path: held.pathOf(opened.name),
+        cipher: opened.cipher)
     {
       throw error
     }

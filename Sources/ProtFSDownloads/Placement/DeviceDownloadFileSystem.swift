@@ -1,5 +1,6 @@
 import Foundation
 import ProtFS
+import ProtFSSeal
 import ProtFSSystem
 import Synchronization
 
@@ -7,7 +8,11 @@ import Synchronization
 /// (`RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS`), or component by component with `O_NOFOLLOW` where the
 /// kernel lacks it; every file gets its directory's effective class, and, when protfs runs as root,
 /// the container owner's uid and gid so that the app can rewrite what it downloaded.
-public final class DeviceDownloadFileSystem: DownloadFileSystem {
+///
+/// On a sealed device (docs/sealed.md) every file it makes gets a key for its class
+/// (`SealingDownloadFileSystem`), and a file placed where another class applies has its key rewrapped
+/// with the label.
+public final class DeviceDownloadFileSystem: DownloadFileSystem, SealingDownloadFileSystem {
   /// The device.
   public let device: Device
   /// Whether to try `openat2` first; off, every directory is opened by the component walk, as on a
@@ -26,6 +31,9 @@ public final class DeviceDownloadFileSystem: DownloadFileSystem {
   private let resolved = Mutex<[String: Resolved]>([:])
   /// Whether protfs runs as root (and so hands files to their container's owner), read once.
   private let runsAsRoot = Kernel.geteuid() == 0
+  /// The device's sealed files, looked for once per session: nil until then, `.some(nil)` on a
+  /// device that is not sealed.
+  private let sealed = Mutex<SealedFiles??>(nil)
 
   /// The file system of `device`.
   public convenience init(device: Device) { self.init(device: device, usesOpenat2: true) }
@@ -142,6 +150,26 @@ public final class DeviceDownloadFileSystem: DownloadFileSystem {
     return uploads
   }
 
+  /// The device's sealed files with the keys its state allows now; nil when it is not sealed. Whether
+  /// it is sealed is read once per session; the keys at each call (the state changes meanwhile).
+  package func sealedFiles() throws(ProtFSError) -> SealedFiles? {
+    let files: SealedFiles?
+    if let known = sealed.withLock({ $0 }) {
+      files = known
+    } else {
+      files = try SealedFiles(device: device)
+      sealed.withLock { $0 = .some(files) }
+    }
+    guard let files else { return nil }
+    files.apply(try device.protectionState())
+    return files
+  }
+
+  /// The class `labelNew(file:for:)` gives a file made in `directory` now.
+  package func newFileClass(in directory: DirectoryHandle) throws(ProtFSError) -> ProtectionClass {
+    try labelling(for: directory).value
+  }
+
   /// Writes `directory`'s effective class as the file's own, and hands it to the container's owner
   /// when protfs runs as root.
   public func label(file fd: Int32, for directory: DirectoryHandle) throws(ProtFSError) {
@@ -151,13 +179,13 @@ public final class DeviceDownloadFileSystem: DownloadFileSystem {
     if owner != nil {
       _ = try Kernel.fstat(fd, &status).orThrow("read a new file in", path: directory.path)
     }
-    try Self.relabel(fd, status: status, value: value, owner: owner, path: directory.path)
+    try Self.relabel(fd, status: status, value: value, owner: owner, path: directory.path, sealed: sealing())
   }
 
   /// Labels the file as `label(file:for:)` does, with its owner and group from `status`.
   public func label(file fd: Int32, status: stat, for directory: DirectoryHandle) throws(ProtFSError) {
     let (value, owner) = try labelling(for: directory)
-    try Self.relabel(fd, status: status, value: value, owner: owner, path: directory.path)
+    try Self.relabel(fd, status: status, value: value, owner: owner, path: directory.path, sealed: sealing())
   }
 
   /// Labels a file this process has just made without reading its label (it has none) or its
@@ -183,10 +211,11 @@ public final class DeviceDownloadFileSystem: DownloadFileSystem {
   public func labels(for directory: DirectoryHandle) throws(ProtFSError) -> FileLabels {
     let (value, owner) = try labelling(for: directory)
     let path = directory.path
+    let sealed = try sealing()
     return FileLabels(
       new: { fd throws(ProtFSError) in try Self.write(value, owner: owner, to: fd, path: path) },
       placed: { fd, status throws(ProtFSError) in
-        try Self.relabel(fd, status: status, value: value, owner: owner, path: path)
+        try Self.relabel(fd, status: status, value: value, owner: owner, path: path, sealed: sealed)
       })
   }
 
@@ -222,9 +251,11 @@ public final class DeviceDownloadFileSystem: DownloadFileSystem {
   }
 
   /// Gives the file `fd` (read as `status`) the label `value` unless it has it, and hands it to
-  /// `owner` unless it is theirs.
+  /// `owner` unless it is theirs. On a sealed device (`sealed`) a sealed file's key is rewrapped for
+  /// `value` first: a class change that cannot rewrap (its key evicted) changes nothing.
   private static func relabel(
-    _ fd: Int32, status: stat, value: ProtectionClass, owner: (uid: UInt32, gid: UInt32)?, path: String
+    _ fd: Int32, status: stat, value: ProtectionClass, owner: (uid: UInt32, gid: UInt32)?, path: String,
+    sealed: SealedFiles?
   ) throws(ProtFSError) {
     // A file placed where its temp directory's class also applies has its label already: reading
     // it is cheaper than writing it again (a journalled inode change per file).
@@ -235,6 +266,9 @@ public final class DeviceDownloadFileSystem: DownloadFileSystem {
         return ProtectionClass(attributeBytes: UnsafeRawBufferPointer(rebasing: buffer[..<count])) == value
       }
     if !labelled {
+      if let sealed, SealedFiles.hasRecord(fd) {
+        do { try sealed.rewrap(fd, to: value) } catch { throw error.protfsError(path: path) }
+      }
       try value.write(to: .descriptor(fd, pathOnly: false)).orThrow(
         "set the protection class of a new file in", path: path)
     }

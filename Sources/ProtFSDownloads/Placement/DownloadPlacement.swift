@@ -212,8 +212,11 @@ extension DownloadFinisher {
       // A copy next to the destination, labelled and flushed before it takes the name, so the
       // destination still never holds a partial or unlabelled file.
       do throws(ProtFSError) {
+        // A sealed file's copy holds its ciphertext: it gets the key, for its own inode, first.
         try ItemCopier.move(name, in: source, to: fileName, in: destination, replacing: true) {
-          fd throws(ProtFSError) in try fileSystem.label(file: fd, for: destination)
+          fd throws(ProtFSError) in
+          try fileSystem.adoptKey(fd, of: file.rawValue, in: destination)
+          try fileSystem.label(file: fd, for: destination)
         }
       } catch {
         throw ProtFSError.system("move the download to", path: destination.pathOf(fileName), errno: error.errno ?? EIO)

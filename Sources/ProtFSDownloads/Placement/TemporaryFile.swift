@@ -1,5 +1,6 @@
 import Foundation
 import ProtFS
+import ProtFSSeal
 import ProtFSSystem
 import Synchronization
 
@@ -14,6 +15,9 @@ package enum TemporaryFile {
     /// Whether the file has `name` in the directory; an unnamed one (`O_TMPFILE`) gets it from
     /// `Transfer.giveName()` when something must find it there.
     package var isNamed: Bool
+    /// The file's cipher on a sealed device (its bytes are written and read through its key); nil
+    /// where it is not sealed.
+    package var cipher: FileCipher?
 
     /// A new, empty unnamed `file`, with the name it will take once it needs one.
     package static func unnamed(_ file: FileDescriptor) -> Opened {
@@ -167,10 +171,24 @@ package enum TemporaryFile {
     }
   }
 
-  /// Feeds the first `count` bytes of `fd` to `digest` (a resumed download's bytes so far);
-  /// returns the error, if reading failed.
-  package static func hashPrefix(fd: Int32, count: Int64, into digest: SHA256Digest, path: String) -> ProtFSError? {
+  /// Feeds the first `count` bytes of `fd` to `digest` (a resumed download's bytes so far),
+  /// decrypted with `cipher` when the file is sealed; returns the error, if reading failed.
+  package static func hashPrefix(
+    fd: Int32, count: Int64, into digest: SHA256Digest, path: String, cipher: FileCipher? = nil
+  ) -> ProtFSError? {
     let chunk = 1 << 20
+    if let cipher {
+      let io = SealedFileIO(fd: fd, cipher: cipher, path: path)
+      var done: Int64 = 0
+      while done < count {
+        let bytes: [UInt8]
+        do { bytes = try io.read(at: Int(done), count: min(chunk, Int(count - done))) } catch { return error }
+        guard !bytes.isEmpty else { return ProtFSError.system("read the temp file", path: path, errno: EIO) }
+        bytes.withUnsafeBytes { digest.update($0.baseAddress!, count: $0.count) }
+        done += Int64(bytes.count)
+      }
+      return nil
+    }
     let buffer = UnsafeMutableRawPointer.allocate(byteCount: chunk, alignment: 16)
     defer { buffer.deallocate() }
     var done: Int64 = 0

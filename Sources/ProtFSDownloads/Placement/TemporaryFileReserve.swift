@@ -11,12 +11,13 @@ import Synchronization
 /// A file is taken only within one access-check interval of its making, the window in which the
 /// engine already trusts a held directory, so its label is as fresh as the engine's own would be;
 /// the finisher makes none where the access policy would refuse a new temp file (a protected
-/// directory while locked), nor on a filesystem without unnamed files.
+/// directory while locked), nor on a filesystem without unnamed files, nor on a sealed device
+/// (the engine gives each new file its key as it makes it).
 ///
 /// Only as many are made as will be taken: no more than the transfers queued to start, nor than
 /// twice the launches since the last refill (slow transfers take few, and a file left to go stale
-/// is made in vain). A file made and never taken is freed unused, and on ext4 without a journal
-/// every inode freed in the last minutes is skipped, one by one, by each new file's allocation.
+/// is made in vain). A file made and never taken is freed unused, and on ext4 without a journal every
+/// inode freed in the last minutes is skipped, one by one, by each new file's allocation.
 package final class TemporaryFileReserve: Sendable {
   private struct Made {
     var file: FileDescriptor
@@ -113,6 +114,11 @@ package final class TemporaryFileReserve: Sendable {
       return (s.directory, s.path, missing)
     }
     guard let directory, missing > 0, policy.canWriteTemp(in: path) == .allow else { return }
+    // On a sealed device the engine gives each new file its key as it makes it: none are made ahead.
+    // A failure to read the seal is the engine's to report, with its task.
+    guard case .success(nil) = Result(catching: { () throws(ProtFSError) in try fileSystem.sealing() }) else {
+      return
+    }
     // One refill is one operation: the directory's class and owner are read once for its files.
     guard let labels = try? fileSystem.labels(for: directory) else { return }
     for _ in 0..<missing {

@@ -1,5 +1,6 @@
 import CCurl
 import Foundation
+import ProtFSSeal
 import ProtFSSystem
 
 /// The upload side of one attempt: the snapshot read from byte 0 by libcurl's read callback, and
@@ -27,6 +28,8 @@ package final class UploadAttempt: @unchecked Sendable {
   package let copying: SnapshotCopy?
   /// The copy's generation this attempt sends.
   package let generation: Int
+  /// The snapshot's cipher on a sealed device: what is sent is decrypted through it.
+  package var cipher: FileCipher?
 
   package init(size: Int64, copying: SnapshotCopy?, generation: Int = 0) {
     self.size = size
@@ -45,9 +48,16 @@ package final class UploadAttempt: @unchecked Sendable {
   /// the end), or `CURL_READFUNC_ABORT` after a failed read.
   package func read(_ fd: Int32, into buffer: UnsafeMutableRawPointer, capacity: Int) -> Int {
     var end = size
-    if let copying {
-      switch copying.available(beyond: sent, generation: generation) {
-      case .copied(let copied): end = min(size, copied)
+    var waitedFor = sent
+    while let copying = copying {
+      switch copying.available(beyond: waitedFor, generation: generation) {
+      case .copied(let copied):
+        end = min(size, copied)
+        // A sealed snapshot is decrypted in whole blocks: wait for the copy to finish the next one.
+        if cipher != nil, end < size, end / Int64(FileCipher.blockSize) * Int64(FileCipher.blockSize) <= sent {
+          waitedFor = copied
+          continue
+        }
       case .failed(let error):
         copyFailure = error
         return Int(CURL_READFUNC_ABORT)
@@ -55,7 +65,9 @@ package final class UploadAttempt: @unchecked Sendable {
         snapshotRestarted = true
         return Int(CURL_READFUNC_ABORT)
       }
+      break
     }
+    if let cipher { return readSealed(fd, cipher: cipher, into: buffer, capacity: capacity, end: end) }
     switch Kernel.pread(fd, buffer, min(capacity, Int(max(0, end - sent))), off_t(sent)) {
     case .success(let n):
       sent += Int64(n)
@@ -64,6 +76,30 @@ package final class UploadAttempt: @unchecked Sendable {
       readErrno = error.rawValue
       return Int(CURL_READFUNC_ABORT)
     }
+  }
+}
+
+extension UploadAttempt {
+  /// Reads the next plaintext bytes of the sealed snapshot `fd`, up to `end`, into `buffer`. While
+  /// the copy is under way only its whole blocks are read: the copy's last block so far is
+  /// encrypted as part of a longer file and does not decrypt on its own.
+  fileprivate func readSealed(
+    _ fd: Int32, cipher: FileCipher, into buffer: UnsafeMutableRawPointer, capacity: Int, end: Int64
+  ) -> Int {
+    let block = Int64(FileCipher.blockSize)
+    let readable = end < size ? end / block * block : end
+    guard readable > sent else { return 0 }
+    let bytes: [UInt8]
+    do {
+      bytes = try SealedFileIO(fd: fd, cipher: cipher, path: "").read(
+        at: Int(sent), count: min(capacity, Int(readable - sent)))
+    } catch {
+      readErrno = error.errno ?? EIO
+      return Int(CURL_READFUNC_ABORT)
+    }
+    bytes.withUnsafeBytes { buffer.copyMemory(from: $0.baseAddress!, byteCount: $0.count) }
+    sent += Int64(bytes.count)
+    return bytes.count
   }
 }
 
@@ -99,8 +135,10 @@ extension TransferEngine {
     let held: DirectoryHandle
     let file: FileDescriptor
     let status: stat
+    let cipher: FileCipher?
     do {
       (held, file, status) = try openSnapshot(name, in: directory)
+      cipher = try configuration.fileSystem.cipher(of: file.rawValue, path: held.pathOf(name))
     } catch {
       fail(task, error, deleting: nil)
       return
@@ -126,6 +164,7 @@ extension TransferEngine {
       task: task, easy: easy, file: file, temporaryDirectory: directory, directory: held, temporaryFileName: name,
       offset: 0, isHTTP: true, hostKey: hostKey, digest: nil, staging: stagingBuffers, writesBehind: false)
     transfer.upload = UploadAttempt(size: size, copying: copying, generation: current?.generation ?? 0)
+    transfer.upload?.cipher = cipher
     start(transfer, record: record, deadline: deadline) {
       configureUpload(transfer, url: url, upload: upload, size: size)
     }

@@ -64,6 +64,8 @@ package enum UploadSnapshot {
     let (name, copy) = try create(in: directory)
     do {
       try fileSystem.label(file: copy.rawValue, for: directory)
+      // On a sealed device the copy is the source's ciphertext, under the source's key.
+      try fileSystem.adoptKey(copy.rawValue, of: source.rawValue, in: directory)
       if let size = try clone(source.rawValue, into: copy.rawValue, path: absolute) {
         copy.close()
         return Made(directory: directoryPath, name: name, size: size)

@@ -1,10 +1,13 @@
 import Foundation
 import ProtFS
+import ProtFSSeal
 import ProtFSSystem
+import Synchronization
 
 /// A `FileHandle` for a file on a protfs device, with iOS's rule for open files (docs/semantics.md §3): opening
 /// needs the class available; afterwards, a handle on a complete-unless-open file keeps working
-/// while the device is locked, one on a complete file does not (iOS fails its I/O).
+/// while the device is locked, one on a complete file does not (iOS fails its I/O). A sealed file's
+/// bytes are read and written through its key, at the handle's own offset.
 public final class ProtectedFileHandle: Sendable {
   /// The file.
   public let path: String
@@ -12,17 +15,28 @@ public final class ProtectedFileHandle: Sendable {
   private let device: Device
   /// The open file; closed by `close()` or when the handle goes away.
   private let file: FileDescriptor
+  /// A sealed file's plaintext I/O; nil for a file that is not sealed.
+  private let sealed: SealedFileIO?
+  /// The handle's offset in a sealed file.
+  private let offset = Mutex(0)
 
-  package init(device: Device, item: DevicePath, path: String, file: FileDescriptor) {
+  package init(device: Device, item: DevicePath, path: String, file: FileDescriptor, cipher: FileCipher? = nil) {
     self.device = device
     self.item = item
     self.path = path
     self.file = file
+    sealed = cipher.map { SealedFileIO(fd: file.rawValue, cipher: $0, path: path) }
   }
 
   /// Reads up to `count` bytes (`FileHandle.read(upToCount:)`); nil at the end of the file.
   public func read(upToCount count: Int) throws -> Data? {
     try io(writing: false) { fd throws(ProtFSError) in
+      if let sealed {
+        let start = offset.withLock { $0 }
+        let bytes = try sealed.read(at: start, count: count)
+        offset.withLock { $0 = start + bytes.count }
+        return bytes.isEmpty ? nil : Data(bytes)
+      }
       var buffer = [UInt8](repeating: 0, count: count)
       let n = try buffer.withUnsafeMutableBytes { raw in
         Kernel.read(fd, raw.baseAddress, raw.count)
@@ -41,13 +55,19 @@ public final class ProtectedFileHandle: Sendable {
 
   /// Writes `data` at the current offset (`FileHandle.write(contentsOf:)`).
   public func write(contentsOf data: Data) throws {
-    try io(writing: true) { fd throws(ProtFSError) in try AtomicFile.writeAll(fd, data, path: path) }
+    try io(writing: true) { fd throws(ProtFSError) in
+      guard let sealed else { return try AtomicFile.writeAll(fd, data, path: path) }
+      let start = offset.withLock { $0 }
+      try sealed.write([UInt8](data), at: start)
+      offset.withLock { $0 = start + data.count }
+    }
   }
 
   /// Moves to `offset` (`FileHandle.seek(toOffset:)`).
   public func seek(toOffset offset: UInt64) throws {
     try io(writing: false, gated: false) { fd throws(ProtFSError) in
       _ = try Kernel.lseek(fd, off_t(offset), SEEK_SET).orThrow("seek in", path: path)
+      self.offset.withLock { $0 = Int(offset) }
     }
   }
 
@@ -55,7 +75,9 @@ public final class ProtectedFileHandle: Sendable {
   @discardableResult
   public func seekToEnd() throws -> UInt64 {
     try io(writing: false, gated: false) { fd throws(ProtFSError) in
-      UInt64(try Kernel.lseek(fd, 0, SEEK_END).orThrow("seek in", path: path))
+      let end = try Kernel.lseek(fd, 0, SEEK_END).orThrow("seek in", path: path)
+      offset.withLock { $0 = Int(end) }
+      return UInt64(end)
     }
   }
 
@@ -105,8 +127,22 @@ extension ProtectedFileManager {
       }
       _ = try parent.status(name)
       try device.checkAccess(item, for: access)
-      let file = try parent.openDescriptor(name, flags: flags)
-      return ProtectedFileHandle(device: device, item: item, path: path, file: file)
+      guard let sealed = try sealedFiles(for: parent, path: path) else {
+        return ProtectedFileHandle(
+          device: device, item: item, path: path, file: try parent.openDescriptor(name, flags: flags))
+      }
+      // A sealed file's partial blocks are read back to be written: it is opened for both.
+      let file = try parent.openDescriptor(name, flags: flags == O_WRONLY ? O_RDWR : flags)
+      guard SealedFiles.hasRecord(file.rawValue) else {
+        return ProtectedFileHandle(device: device, item: item, path: path, file: file)
+      }
+      do {
+        let cipher = try sealed.cipher(of: file.rawValue)
+        return ProtectedFileHandle(device: device, item: item, path: path, file: file, cipher: cipher)
+      } catch {
+        file.close()
+        throw error.protfsError(path: path)
+      }
     } catch {
       throw error.cocoaError(writing: writing)
     }

@@ -15,7 +15,8 @@ import ProtFSSystem
 /// The device's lock state applies to every caller, root included (docs/semantics.md §3): reading or writing a
 /// file whose class is unavailable, or creating one in a directory whose class is, fails with EPERM,
 /// as `CocoaError` 257 (`NSFileReadNoPermissionError`) or 513 (`NSFileWriteNoPermissionError`).
-/// Metadata (attributes, listing, moves within a filesystem, removal) is never gated.
+/// Metadata (attributes, listing, moves within a filesystem, removal) is never gated. On a sealed
+/// device, contents go through the files' keys, root's alone (`sealedFiles(for:path:)`).
 ///
 /// `@unchecked Sendable`: everything is immutable but `beforeAtomicRename`, a test hook set before
 /// the manager is first used and only read afterwards.
@@ -188,13 +189,14 @@ public final class ProtectedFileManager: @unchecked Sendable {
     _ data: Data, name: String, in parent: DirectoryHandle, protectionClass: ProtectionClass,
     existing: Bool, options: Data.WritingOptions
   ) throws(ProtFSError) {
+    let sealed = try sealedFiles(for: parent, path: parent.pathOf(name))
     if options.contains(.atomic) {
       let temporary = ".\(name).protfs-\(Kernel.getpid())-\(UInt32.random(in: 0...UInt32.max))"
       let file = try parent.openDescriptor(
         temporary, flags: O_WRONLY | O_CREAT | O_EXCL, permissions: FilePermissions(rawValue: 0o644))
       do throws(ProtFSError) {
         try protectionClass.write(toDescriptor: file.rawValue, path: parent.pathOf(name))
-        try AtomicFile.writeAll(file.rawValue, data, path: parent.pathOf(name))
+        try writeContents(data, to: file.rawValue, path: parent.pathOf(name), protectionClass, false, sealed)
         _ = try Kernel.fsync(file.rawValue).orThrow("sync", path: parent.pathOf(name))
         // Closed before the rename, once: a failure below must not close the number again, which
         // another thread may hold by then.
@@ -220,7 +222,7 @@ public final class ProtectedFileManager: @unchecked Sendable {
     if !existing || options.rawValue & Data.WritingOptions.fileProtectionMask.rawValue != 0 {
       try protectionClass.write(toDescriptor: file.rawValue, path: parent.pathOf(name))
     }
-    try AtomicFile.writeAll(file.rawValue, data, path: parent.pathOf(name))
+    try writeContents(data, to: file.rawValue, path: parent.pathOf(name), protectionClass, existing, sealed)
   }
 
   /// The contents of the file at `path`.
@@ -233,7 +235,7 @@ public final class ProtectedFileManager: @unchecked Sendable {
       }
       _ = try parent.status(name)
       try device.checkAccess(item, for: .read)
-      return Data(try AtomicFile.read(named: name, in: parent, limit: Int.max))
+      return Data(try readContents(name, in: parent, path: parent.pathOf(name)))
     }
   }
 
@@ -255,7 +257,7 @@ public final class ProtectedFileManager: @unchecked Sendable {
         // Across filesystems the contents are read and written again, so the table applies.
         try device.checkAccess(try device.resolve(source), for: .read)
         try device.checkAccess(try device.resolve(destination), for: .create)
-        try ItemCopier.move(fromName, in: from, to: toName, in: to)
+        try moveAcrossFileSystems(fromName, in: from, to: toName, in: to)
       case .failure(let e):
         throw ProtFSError.system("move '\(source)' to", path: destination, errno: e)
       }
@@ -279,6 +281,7 @@ public final class ProtectedFileManager: @unchecked Sendable {
       try device.checkAccess(try device.resolve(source), for: .read)
       try device.checkAccess(try device.resolve(destination), for: .create)
       try ItemCopier.copy(fromName, in: from, to: toName, in: to)
+      try adoptCopiedKeys(of: fromName, in: from, copy: toName, in: to, requested: requested)
       if let requested {
         try device.setClass(requested, of: try device.resolve(destination), recursive: true)
       }

@@ -137,8 +137,7 @@ extension TransferEngine {
     let status: stat
     let cipher: FileCipher?
     do {
-      (held, file, status) = try openSnapshot(name, in: directory)
-      cipher = try configuration.fileSystem.cipher(of: file.rawValue, path: held.pathOf(name))
+      (held, file, status, cipher) = try openSnapshot(name, in: directory)
     } catch {
       fail(task, error, deleting: nil)
       return
@@ -170,16 +169,17 @@ extension TransferEngine {
     }
   }
 
-  /// Opens the snapshot `name` in the held temp directory `directory`, and reads its status.
+  /// Opens the snapshot `name` in the held temp directory `directory`, and reads its status and,
+  /// on a sealed device, its cipher.
   private func openSnapshot(_ name: String, in directory: String) throws(ProtFSError)
-    -> (DirectoryHandle, FileDescriptor, stat)
+    -> (DirectoryHandle, FileDescriptor, stat, FileCipher?)
   {
     var status = stat()
     let held = try temporaryDirectory(directory)
     let file = try held.openDescriptor(name, flags: O_RDONLY)
     _ = try Kernel.fstat(file.rawValue, &status).orThrow(
       "read the snapshot", path: held.pathOf(name))
-    return (held, file, status)
+    return (held, file, status, try configuration.fileSystem.cipher(of: file.rawValue, path: held.pathOf(name)))
   }
 
   /// Records that the upload `task` sends `size` bytes from byte 0.

@@ -118,7 +118,7 @@ let package = Package(
     .executableTarget(name: "CrashingApp", dependencies: ["ProtFSKit"], path: "Examples/CrashingApp"),
     // iOS backups turned into containers (`protfs import-backup`): Manifest.db through SQLite, the
     // contents' digests through libcrypto.
-    .target(name: "ProtFSBackup", dependencies: ["ProtFSSystem", "ProtFS", "CSQLite", "CCrypto"]),
+    .target(name: "ProtFSBackup", dependencies: ["ProtFSSystem", "ProtFS", "ProtFSSeal", "CSQLite", "CCrypto"]),
     // Reading a real app (`protfs inspect`, `--from-app`): an .ipa through libzip, or an .app
     // directory, its Info.plist and its executable's code signature.
     .target(name: "ProtFSAppBundle", dependencies: ["ProtFSSystem", "ProtFS", "CZip"]),

@@ -1,12 +1,13 @@
 import Foundation
 import ProtFS
+import ProtFSSeal
 import ProtFSSystem
 
 /// One domain's rows made into its container, as they are read: each file, directory and
 /// symlink at its path with its mode and time, the app user's, files and directories with their
 /// own class. The directories along the last entry's path stay open (the rows come in the order of
 /// their paths, so most entries reuse them); a file's attributes are set through its own
-/// descriptor, never by name.
+/// descriptor, never by name. On a sealed device every file is written sealed (`ImportedContents`).
 struct ContainerBuilder {
   /// The mode bits an imported item keeps (`rwxr-xr-x` at most): what an iOS container holds.
   static let containerModeMask: mode_t = 0o755
@@ -21,6 +22,10 @@ struct ContainerBuilder {
   let root: DirectoryHandle
   let manifest: BackupManifest
   let metadataOnly: Bool
+  /// The sealed device's keys; nil for an unsealed device.
+  let sealed: SealedFiles?
+  /// The class the device hands down to its containers (its root's and `Containers/`'s own).
+  let deviceClass: ProtectionClass?
   /// Who the entries are given to (nil when protfs cannot give files away).
   let owner: AppUser? = AppUser.canAssume ? AppUser.standard : nil
   /// The directories open below the root along the last entry's path.
@@ -31,7 +36,7 @@ struct ContainerBuilder {
 
   init(
     domain: String, index: Int, report: BackupImport.ContainerReport, root: DirectoryHandle,
-    manifest: BackupManifest, metadataOnly: Bool
+    manifest: BackupManifest, metadataOnly: Bool, sealed: SealedFiles? = nil, deviceClass: ProtectionClass? = nil
   ) {
     self.domain = domain
     self.index = index
@@ -39,6 +44,8 @@ struct ContainerBuilder {
     self.root = root
     self.manifest = manifest
     self.metadataOnly = metadataOnly
+    self.sealed = sealed
+    self.deviceClass = deviceClass
   }
 
   /// Adds `entry` to the container; an entry's own problem skips it (listed), the device's ends the
@@ -86,8 +93,10 @@ struct ContainerBuilder {
         report.symlinks += 1
       }
     } catch {
-      // The disk, not the entry: the whole import fails, and nothing of it stays.
+      // The disk, not the entry: the whole import fails, and nothing of it stays. So does a class
+      // whose key is evicted: the device must be unlocked for the import.
       if let code = error.errno, BackupImport.fatalErrnos.contains(code) { throw error }
+      if error.remedy?.action == .unlock { throw error }
       report.skipped.append("\(entry.relativePath): \(error.message)")
     }
   }
@@ -138,7 +147,8 @@ struct ContainerBuilder {
 
   /// Writes the file `name`: its contents from the store (decrypted with the file's own key in an
   /// encrypted backup), when they have the manifest's digest where it records one; otherwise a
-  /// sparse file of its size. Its class, owner, mode and times through its descriptor.
+  /// sparse file of its size. Its class, owner, mode and times through its descriptor. On a sealed
+  /// device it is sealed for its class before anything is written.
   private mutating func writeFile(
     _ entry: BackupManifest.Entry, _ name: String, in directory: DirectoryHandle, mode: mode_t
   )
@@ -148,12 +158,11 @@ struct ContainerBuilder {
     let fd = try directory.openFile(
       name, flags: O_RDWR | O_CREAT | O_EXCL, permissions: FilePermissions(rawValue: 0o600))
     defer { closeDescriptor(fd) }
-    let copied = metadataOnly ? false : try copyContents(entry, into: fd, path: path)
-    if !copied {
-      _ = try Kernel.ftruncate(fd, off_t(entry.metadata.size)).orThrow(
-        "make the sparse file", path: path)
-    }
-    if let known = label(entry) {
+    let known = label(entry)
+    let contents = try sealedContents(entry, fd, path: path, own: known)
+    let copied = metadataOnly ? false : try copyContents(entry, into: contents)
+    if !copied { try contents.resize(to: entry.metadata.size) }
+    if let known {
       try known.write(toDescriptor: fd, path: path)
     }
     // Owner before mode: a change of owner clears the set-user-ID and set-group-ID bits.
@@ -167,11 +176,47 @@ struct ContainerBuilder {
     _ = Kernel.futimens(fd, &times)
   }
 
-  /// Copies `entry`'s contents from the store into `fd` (empty, at its start), when they are there,
-  /// may be taken and have the manifest's digest; lists the file as missing, refused, mismatched
-  /// or undecryptable (and leaves `fd` empty) when not. Whether it copied them.
-  private mutating func copyContents(_ entry: BackupManifest.Entry, into fd: Int32, path: String) throws(ProtFSError)
-    -> Bool
+  /// The contents of the new file `fd`: on a sealed device, sealed for the class the file gets (its
+  /// own, `own`, else the one it inherits), a class whose key is evicted refused for the whole
+  /// import (EPERM, naming the file: the device is locked, and no file of that class can be made).
+  private func sealedContents(
+    _ entry: BackupManifest.Entry, _ fd: Int32, path: String, own: ProtectionClass?
+  ) throws(ProtFSError) -> ImportedContents {
+    guard let sealed else { return ImportedContents(fd: fd, path: path) }
+    let cls: ProtectionClass
+    if let own { cls = own } else { cls = try inheritedClass() }
+    do throws(SealError) {
+      return try ImportedContents(fd: fd, path: path, sealing: cls, with: sealed)
+    } catch .classKeyUnavailable(let code) {
+      let shown = "\(BackupImport.containerID(ofDomain: domain) ?? domain)/\(entry.relativePath)"
+      let why = "the key of its class (\(code), \(cls.name)) is evicted while the device is locked"
+      throw ProtFSError(
+        .permissionDenied,
+        "Cannot import '\(shown)' into the sealed device: \(why), so the file cannot be made: Operation not permitted.",
+        path: shown, errno: EPERM, remedy: .unlock)
+    } catch {
+      throw error.protfsError(path: path)
+    }
+  }
+
+  /// The class a file without one of its own gets where it is made (the last of `open`): the
+  /// nearest own class of its directories up to the container root, else the device's, else the
+  /// container's default (docs/semantics.md §2). The rows come in the order of their paths, so a
+  /// directory has its class before its files are made.
+  private func inheritedClass() throws(ProtFSError) -> ProtectionClass {
+    for (_, handle) in open.reversed() {
+      if let own = try handle.protectionClass() { return own }
+    }
+    let inheritance = ClassInheritance(
+      ancestor: try root.protectionClass() ?? deviceClass, containerDefault: try root.defaultClass())
+    return inheritance.effectiveClass(own: nil)
+  }
+
+  /// Copies `entry`'s contents from the store into `contents` (empty), when they are there, may be
+  /// taken and have the manifest's digest; lists the file as missing, refused, mismatched or
+  /// undecryptable (and leaves it empty) when not. Whether it copied them.
+  private mutating func copyContents(_ entry: BackupManifest.Entry, into contents: ImportedContents)
+    throws(ProtFSError) -> Bool
   {
     guard let stored = manifest.storeName(entry) else {
       report.missingContents.append(entry.relativePath)
@@ -208,21 +253,17 @@ struct ContainerBuilder {
         return false
       }
       // Holes stay holes: a sparse file of its own size takes no more blocks in the container.
-      switch ByteCopy.copyKeepingHoles(from: file.rawValue, to: fd, length: storedLength) {
-      case .success: return true
-      case .failure(.reading(let e)): throw ProtFSError.system("read the stored contents of", path: path, errno: e)
-      case .failure(.writing(let e)): throw ProtFSError.system("write", path: path, errno: e)
-      case .failure(.copying(let e)): throw ProtFSError.system("copy into", path: path, errno: e)
-      }
+      try contents.copy(from: file.rawValue, length: storedLength)
+      return true
     }
-    return try decryptContents(entry, file, length: storedLength, keys: keys, into: fd, path: path)
+    return try decryptContents(entry, file, length: storedLength, keys: keys, into: contents)
   }
 
   /// Decrypts `entry`'s stored contents from `file` (`length` bytes) into `fd`; lists the file as
   /// undecryptable or mismatched (and leaves `fd` empty) when it cannot. Whether it copied them.
   private mutating func decryptContents(
-    _ entry: BackupManifest.Entry, _ file: FileDescriptor, length storedLength: Int64, keys: BackupKeys, into fd: Int32,
-    path: String
+    _ entry: BackupManifest.Entry, _ file: FileDescriptor, length storedLength: Int64, keys: BackupKeys,
+    into contents: ImportedContents
   ) throws(ProtFSError) -> Bool {
     // Encrypted: the file's own key, the contents decrypted and cut to the recorded size (the
     // rest is padding). Which bytes the phone's digest covers is not documented: the decrypted
@@ -231,19 +272,23 @@ struct ContainerBuilder {
       report.undecryptableContents.append(entry.relativePath)
       return false
     }
-    switch BackupCipher.decrypt(file.rawValue, into: fd, key: key, path: path, limit: storedLength) {
+    // Written as they are decrypted: encrypted again with the file's own key on a sealed device.
+    let decrypted = BackupCipher.decrypt(file.rawValue, key: key, path: contents.path, limit: storedLength) {
+      (plain, offset) throws(ProtFSError) in try contents.write(plain, at: offset)
+    }
+    switch decrypted {
     case .success(let length) where length >= entry.metadata.size && length - Int(entry.metadata.size) <= 16:
-      _ = try Kernel.ftruncate(fd, off_t(entry.metadata.size)).orThrow("trim", path: path)
-      if let digest = entry.metadata.digest, ContentDigest.matches(fd, digest) == false,
+      try contents.resize(to: entry.metadata.size)
+      if let digest = entry.metadata.digest, contents.matches(digest) == false,
         ContentDigest.matches(file.rawValue, digest, length: storedLength) == false
       {
-        try empty(fd, path: path)
+        try empty(contents)
         report.mismatchedContents.append(entry.relativePath)
         return false
       }
       return true
     case .success, .failure(.notWholeBlocks):
-      try empty(fd, path: path)
+      try empty(contents)
       report.undecryptableContents.append(entry.relativePath)
       return false
     case .failure(.failed(let error)):
@@ -251,9 +296,8 @@ struct ContainerBuilder {
     }
   }
 
-  /// `fd` emptied and back at its start.
-  private func empty(_ fd: Int32, path: String) throws(ProtFSError) {
-    _ = try Kernel.ftruncate(fd, 0).orThrow("empty", path: path)
-    _ = try Kernel.lseek(fd, 0, SEEK_SET).orThrow("rewind", path: path)
+  /// `contents` emptied (its key record, if sealed, kept).
+  private func empty(_ contents: ImportedContents) throws(ProtFSError) {
+    _ = try Kernel.ftruncate(contents.fd, 0).orThrow("empty", path: contents.path)
   }
 }

@@ -1,5 +1,6 @@
 import Foundation
 import ProtFS
+import ProtFSSeal
 import ProtFSSystem
 
 /// Turns an iOS backup into containers on a device (docs/import-backup.md): one per app domain
@@ -12,6 +13,12 @@ import ProtFSSystem
 /// all are complete; a container that exists is refused unless `replace`. Nothing is created,
 /// written or changed outside the device, and no path of the backup is followed out of its
 /// container.
+///
+/// On a sealed device (docs/sealed.md) every file is sealed in staging, its key record made for
+/// its class before a byte of it is written, so a kill at any point leaves no plaintext of it on
+/// disk; the rename into `Containers/` keeps its inode, to which the record is bound. A file of a
+/// class whose key is evicted (class A while the device is locked) ends the import with EPERM,
+/// naming the file: nothing is imported.
 package struct BackupImport {
   /// What the import did for one container.
   package struct ContainerReport: Codable, Sendable, Equatable {
@@ -96,6 +103,10 @@ package struct BackupImport {
     // error before anything is written.
     if !metadataOnly || manifest.keys != nil { try ProtFSError.requireLibcrypto() }
     try device.initialize()
+    // A sealed device's keys, as its keyring holds them now; and the class its root and
+    // `Containers/` hand down, which a file without a class of its own may inherit.
+    let sealed = try SealedFiles(device: device)
+    let deviceClass = sealed == nil ? nil : try device.classInheritance(below: Device.containersPath).ancestor
     let staging = try device.openStaging()
     let work = AtomicFile.temporaryName(for: "import")
     try staging.makeDirectory(work, permissions: FilePermissions(rawValue: 0o700))
@@ -115,7 +126,8 @@ package struct BackupImport {
             path: device.container(bundleID).absolutePath, remedy: .advice("give --replace to replace it"))
         }
       }
-      try build(containers, in: built, metadataOnly: metadataOnly, &report)
+      try build(
+        containers, in: built, metadataOnly: metadataOnly, sealed: sealed, deviceClass: deviceClass, &report)
       report.unreadable = manifest.unreadable
       let target = try moveIntoPlace(built, replace: replace, &report)
       _ = Kernel.fsync(target.fd)
@@ -127,9 +139,11 @@ package struct BackupImport {
     return report
   }
 
-  /// Builds `containers` in `built` from the backup's rows, one domain at a time, into `report`.
+  /// Builds `containers` in `built` from the backup's rows, one domain at a time, into `report`;
+  /// sealed with `sealed`'s keys on a sealed device, where the device hands down `deviceClass`.
   private func build(
-    _ containers: [BundleID], in built: DirectoryHandle, metadataOnly: Bool, _ report: inout Report
+    _ containers: [BundleID], in built: DirectoryHandle, metadataOnly: Bool,
+    sealed: SealedFiles?, deviceClass: ProtectionClass?, _ report: inout Report
   ) throws(ProtFSError) {
     var builders: [String: Int] = [:]
     for bundleID in containers {
@@ -149,7 +163,7 @@ package struct BackupImport {
         if container.domain.isEmpty { container.domain = entry.domain }
         current = ContainerBuilder(
           domain: entry.domain, index: index, report: container, root: try built.openDirectory(id),
-          manifest: manifest, metadataOnly: metadataOnly)
+          manifest: manifest, metadataOnly: metadataOnly, sealed: sealed, deviceClass: deviceClass)
       }
       try current?.add(entry)
     }

@@ -143,6 +143,18 @@ enum BackupCipher {
   static func decrypt(_ input: Int32, into output: Int32, key: [UInt8], path: String, limit: Int64)
     -> Result<Int, Failure>
   {
+    decrypt(input, key: key, path: path, limit: limit) { (plain, _) throws(ProtFSError) in
+      try AtomicFile.writeAll(output, plain, path: path)
+    }
+  }
+
+  /// Decrypts `input` as ``decrypt(_:into:key:path:limit:)`` does, handing each run of plaintext
+  /// to `write` with its offset in the decrypted file (a sealed file's writer encrypts it again):
+  /// the number of bytes handed, padding included. The plaintext buffer is zeroed once done.
+  static func decrypt(
+    _ input: Int32, key: [UInt8], path: String, limit: Int64,
+    write: (UnsafeRawBufferPointer, Int) throws(ProtFSError) -> Void
+  ) -> Result<Int, Failure> {
     guard key.count == 32, let context = protfs_aes256_cbc_decryptor(key) else {
       return .failure(.failed(ProtFSError(.io, "Cannot start decrypting '\(path)' (libcrypto failed).", path: path)))
     }
@@ -151,7 +163,10 @@ enum BackupCipher {
     let input_ = UnsafeMutablePointer<UInt8>.allocate(capacity: chunk)
     defer { input_.deallocate() }
     let plain = UnsafeMutablePointer<UInt8>.allocate(capacity: chunk + 16)
-    defer { plain.deallocate() }
+    defer {
+      explicit_bzero(plain, chunk + 16)
+      plain.deallocate()
+    }
     var offset: off_t = 0
     while Int64(offset) < limit {
       let asked = Int(min(Int64(chunk), limit - Int64(offset)))
@@ -164,6 +179,7 @@ enum BackupCipher {
       // A read that ends within a block is read again from the block's start: only the file's
       // end may leave less than a block, and that is no AES-CBC output.
       let whole = count - count % 16
+      let start = Int(offset)
       offset += off_t(whole)
       if whole == 0 { return .failure(.notWholeBlocks) }
       let produced = protfs_cipher_update(context, input_, Int32(whole), plain)
@@ -171,7 +187,7 @@ enum BackupCipher {
         return .failure(.failed(ProtFSError(.io, "Cannot decrypt '\(path)' (libcrypto failed).", path: path)))
       }
       do {
-        try AtomicFile.writeAll(output, UnsafeRawBufferPointer(start: plain, count: whole), path: path)
+        try write(UnsafeRawBufferPointer(start: plain, count: whole), start)
       } catch {
         return .failure(.failed(error))
       }

@@ -9,6 +9,18 @@ enum ContentDigest {
   /// its first `length` bytes at most) have the digest `expected`; nil when `expected` is no SHA-1
   /// or SHA-256, or `fd` cannot be read.
   static func matches(_ fd: Int32, _ expected: Data, length: Int64 = .max) -> Bool? {
+    matches(expected, length: length) { buffer, count, offset in
+      guard case .success(let read) = Kernel.pread(fd, buffer, count, off_t(offset)) else { return nil }
+      return read
+    }
+  }
+
+  /// Whether the bytes `read` gives (up to `count` of them at `offset` into the buffer, how many it
+  /// put there, 0 at the end, nil when it cannot; its first `length` bytes at most) have the digest
+  /// `expected`; nil when `expected` is no SHA-1 or SHA-256, or `read` fails.
+  static func matches(
+    _ expected: Data, length: Int64 = .max, read: (UnsafeMutableRawPointer, Int, Int64) -> Int?
+  ) -> Bool? {
     guard expected.count == 20 || expected.count == 32 else { return nil }
     guard let context = expected.count == 20 ? protfs_sha1_context_new() : protfs_sha256_context_new() else {
       return nil
@@ -16,14 +28,17 @@ enum ContentDigest {
     defer { protfs_sha256_context_free(context) }
     let chunk = 1 << 20
     let buffer = UnsafeMutableRawPointer.allocate(byteCount: chunk, alignment: 16)
-    defer { buffer.deallocate() }
-    var offset: off_t = 0
-    while Int64(offset) < length {
-      let asked = Int(min(Int64(chunk), length - Int64(offset)))
-      guard case .success(let count) = Kernel.pread(fd, buffer, asked, offset) else { return nil }
+    defer {
+      explicit_bzero(buffer, chunk)
+      buffer.deallocate()
+    }
+    var offset: Int64 = 0
+    while offset < length {
+      let asked = Int(min(Int64(chunk), length - offset))
+      guard let count = read(buffer, asked, offset) else { return nil }
       if count == 0 { break }
       protfs_sha256_context_update(context, buffer, count)
-      offset += off_t(count)
+      offset += Int64(count)
     }
     var digest = [UInt8](repeating: 0, count: 32)
     var length: UInt32 = 0

@@ -40,7 +40,16 @@ package enum ImportBackupCommand {
       The containers are built under .protfs/staging/ and renamed into place once all are
       complete, having first met the device's lock state as a lock would have left them (into a
       locked device, class-A files are out of reach until the unlock); an existing container is
-      refused unless --replace. With --json: an object with
+      refused unless --replace.
+
+      On a sealed device (docs/sealed.md) every file is written sealed: its key record is made
+      for its class before a byte is written, in staging, and its contents are encrypted with its
+      own key (an encrypted backup's files are decrypted and encrypted again: iOS's AES-CBC file
+      keys cannot serve protfs's AES-XTS blocks). A file without contents is its size of encrypted
+      zeros. A file of a class whose key the device has evicted (class A while locked) ends the
+      import with "Operation not permitted", naming it, and nothing is imported.
+
+      With --json: an object with
       containers (each with bundleID, domain, files, directories, symlinks, classes,
       missingContents, refusedContents, mismatchedContents, undecryptableContents, unknownClasses,
       skipped and replaced), skippedDomains and unreadable.

@@ -54,7 +54,7 @@ let package = Package(
     .target(name: "ProtFSCache", dependencies: ["ProtFSSystem", "ProtFS"]),
     .target(
       name: "ProtFSDownloads", dependencies: ["ProtFSSystem", "ProtFS", "ProtFSSeal", "CCurl", "CSQLite", "CCrypto"]),
-    .target(name: "ProtFSAudit", dependencies: ["ProtFSSystem", "ProtFS"]),
+    .target(name: "ProtFSAudit", dependencies: ["ProtFSSystem", "ProtFS", "ProtFSSeal"]),
     .target(name: "ProtFSFoundation", dependencies: ["ProtFSSystem", "ProtFS", "ProtFSSeal"]),
     .target(name: "ProtFSApp", dependencies: ["ProtFSSystem", "ProtFS"]),
     // The UIKit-shaped API of Swift apps run by `protfs app launch` (UIApplication and its delegate),

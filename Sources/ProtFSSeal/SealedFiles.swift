@@ -78,6 +78,13 @@ package final class SealedFiles: Sendable {
     return try record.unwrap(inode: try Self.inode(fd), keys: keys.withLock { $0 })
   }
 
+  /// Unwraps `record` for the file numbered `inode` with the keys held now, and drops the key at
+  /// once: whether a record belongs to its file and class, without opening the file (the audit's
+  /// check). Throws what ``fileKey(of:)`` would.
+  package func verify(_ record: FileKeyRecord, inode: UInt64) throws(SealError) {
+    _ = try record.unwrap(inode: inode, keys: keys.withLock { $0 })
+  }
+
   /// The cipher of the sealed file `fd` holds, from its key record.
   package func cipher(of fd: Int32) throws(SealError) -> FileCipher {
     FileCipher(key: try fileKey(of: fd))

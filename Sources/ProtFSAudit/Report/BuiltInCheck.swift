@@ -41,11 +41,18 @@ public enum BuiltInCheck: String, Sendable, CaseIterable {
   /// The app's background-task declarations disagree (`audit --app`): a mode without identifiers,
   /// or identifiers without a mode.
   case appTaskDeclaration = "PFS017"
+  /// A regular, non-empty file of a sealed device's container has no key record: plaintext at rest.
+  case plaintextInSealedContainer = "PFS018"
+  /// A sealed file's key record is damaged, of another class than the file's, or made for another
+  /// file.
+  case sealedKeyMismatch = "PFS019"
 
   /// The level of its findings.
   public var level: AuditLevel {
     switch self {
-    case .corruptClass, .lockedOut, .symlinkLeavesContainer, .unreadable, .predictedDownloadFailure: .error
+    case .corruptClass, .lockedOut, .symlinkLeavesContainer, .unreadable, .predictedDownloadFailure,
+      .plaintextInSealedContainer, .sealedKeyMismatch:
+      .error
     case .protectedFileReadableByOthers, .orphanTemporaryDownload, .defaultClassMismatch, .nonUTF8Name, .symlinkLoop,
       .hardLinked, .setID, .notAContainer, .predictedTemporaryDirectoryClass, .appDownloadsNotClassNone,
       .appTaskDeclaration:
@@ -98,6 +105,10 @@ public enum BuiltInCheck: String, Sendable, CaseIterable {
       "app-downloads-not-class-none"
     case .appTaskDeclaration:
       "app-task-declaration"
+    case .plaintextInSealedContainer:
+      "plaintext-in-sealed-container"
+    case .sealedKeyMismatch:
+      "sealed-key-mismatch"
     }
   }
   /// What a finding says, in one sentence.
@@ -137,6 +148,10 @@ public enum BuiltInCheck: String, Sendable, CaseIterable {
       "The app downloads in the background, but its Downloads directory is not class none."
     case .appTaskDeclaration:
       "The app's background-task declarations disagree."
+    case .plaintextInSealedContainer:
+      "A file in a sealed device's container is not sealed: its contents are plaintext at rest."
+    case .sealedKeyMismatch:
+      "A sealed file's key record does not match its class or its file."
     }
   }
   /// Why it matters and how to fix it.
@@ -174,6 +189,10 @@ public enum BuiltInCheck: String, Sendable, CaseIterable {
       "tmp and Library/Caches are made again when missing, with the class their parent hands down. A class stronger than until-first-auth makes what the app or the system writes there while the device is locked fail with EPERM: caches of a background fetch, the partial file a cancelled download keeps for its resume data. Create the directory with until-first-auth or none (protfs set-class), or create the container with a weaker default class."
     case .appDownloadsNotClassNone:
       "An app whose UIBackgroundModes has fetch, processing or remote-notification downloads while the device may be locked, even before the first unlock after a restart, when only class none is readable and writable. nsurlsessiond writes its downloads in Library/Caches/com.apple.nsurlsessiond/Downloads/BUNDLE-ID; any other class there fails them with EPERM. Create the directory with class none: protfs init-cache BUNDLE-ID."
+    case .plaintextInSealedContainer:
+      "On a sealed device every file's contents are encrypted with a key of its own, kept wrapped by its class's key in user.protfs.key. A file without that attribute was written behind the device's mount (by a tool, or a copy into the backing directory); its bytes can be read from the backing file by anyone who reads the disk, root included, even while the device is locked, and the mount refuses to open it (EIO). Move it out of the device, copy it back in through the mount (which seals it), and delete the plaintext copy."
+    case .sealedKeyMismatch:
+      "A sealed file's key is wrapped with its class's key together with the file's inode number. A record of another class than the file's leaves the contents as available as that class (a record of class D under a class-A file opens while the device is locked); a record that is damaged, copied from another file or changed does not unwrap, and the mount refuses the file (EIO). A class changed behind the mount: set it again with protfs set-class, which rewraps the key. A record that does not unwrap cannot be mended: restore the file from a backup."
     case .appTaskDeclaration:
       "BGTaskScheduler runs a BGProcessingTaskRequest only for an identifier in BGTaskSchedulerPermittedIdentifiers of an app whose UIBackgroundModes has processing (fetch for a BGAppRefreshTaskRequest); otherwise submit fails with notPermitted. Add the missing identifiers or modes to the app's Info.plist."
     }
@@ -220,6 +239,12 @@ public enum BuiltInCheck: String, Sendable, CaseIterable {
     case .appDownloadsNotClassNone: AuditRuleSecurity(severityTenths: 40, cwe: [665], precision: .high)
     // A declaration mistake: work the app schedules never runs. Not a weakness of its data.
     case .appTaskDeclaration: AuditRuleSecurity(severityTenths: 20, precision: .veryHigh)
+    // The data a class should guard is readable from the disk whatever the lock state.
+    case .plaintextInSealedContainer:
+      AuditRuleSecurity(severityTenths: 75, cwe: [311], masvs: storage, precision: .veryHigh)
+    // A weaker class's key opens the file, or nothing does (tampering, or a class changed behind the mount).
+    case .sealedKeyMismatch:
+      AuditRuleSecurity(severityTenths: 65, cwe: [311], masvs: storage, precision: .veryHigh)
     }
   }
 

@@ -49,6 +49,7 @@ extension Worker {
     checkModes(dirfd: dirfd, name: name, kind: kind, effective)
 
     if kind == .file { checkTemporaryDownload(nameBytes) }
+    if kind == .file, let seal { checkSeal(dirfd: dirfd, name: name, effective, seal) }
 
     evaluatePolicies(
       dirfd: dirfd, name: name8, nameStart: nameStart, kind: kind, effective: effective, source: source,

@@ -33,15 +33,19 @@ package struct Worker: @unchecked Sendable {
   package let prefix: [UInt8]
   /// Whether a file / directory of each class (by strength) may be locked out now: looked up per item.
   package let mayBeLockedOut: (files: [Bool], directories: [Bool])
+  /// The keys of the container's sealed device; nil for an unsealed one, whose files have no key.
+  package let seal: AuditSeal?
 
   package static let classAttribute = Array(AttributeName.protectionClass.utf8CString)
   package static let temporaryPrefix = Array("CFNetworkDownload_".utf8)
   package static let temporarySuffix = Array(".tmp".utf8)
 
   package init(
-    walk: ContainerWalk, lockState: any LockExpectation, rootFD: Int32, matcher: RuleMatcher, owned: Set<String>
+    walk: ContainerWalk, lockState: any LockExpectation, rootFD: Int32, matcher: RuleMatcher, owned: Set<String>,
+    seal: AuditSeal? = nil
   ) {
     self.walk = walk
+    self.seal = seal
     self.rootFD = rootFD
     self.matcher = matcher
     self.owned = owned

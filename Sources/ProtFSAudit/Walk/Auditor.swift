@@ -76,11 +76,16 @@ public struct AuditConfiguration: Sendable {
   /// Every rule this audit checks, so every rule reports can mention: the built-in checks (the
   /// entitlements' default only when one is given, the app's only with an app), then each policy's
   /// rules.
-  public var rules: [AuditRuleDescription] {
+  public var rules: [AuditRuleDescription] { rules(sealed: false) }
+
+  /// ``rules``, and with `sealed` (a container of the target is on a sealed device) the checks of
+  /// sealed files.
+  public func rules(sealed: Bool) -> [AuditRuleDescription] {
     let checks = BuiltInCheck.allCases.filter { check in
       switch check {
       case .defaultClassMismatch: entitlementsDefault != nil
       case .appDownloadsNotClassNone, .appTaskDeclaration: app != nil
+      case .plaintextInSealedContainer, .sealedKeyMismatch: sealed
       default: true
       }
     }
@@ -176,7 +181,7 @@ public struct Auditor: Sendable {
     try configuration.validate()
     let sink = FindingSink(reporter)
     let matcher = RuleMatcher(configuration.policies)
-    reporter.begin(target: target, rules: configuration.rules)
+    reporter.begin(target: target, rules: configuration.rules(sealed: target.hasSealedDevice))
     var summary = AuditSummary()
     for unit in target.units {
       if unit.isDirectory { summary.containers += 1 }

@@ -1,5 +1,6 @@
 import Foundation
 import ProtFS
+import ProtFSSeal
 import ProtFSSystem
 
 /// A directory the audit walks into, named by its path below the container root.
@@ -39,7 +40,9 @@ package struct ContainerWalk: Sendable {
     let owned = ownedTemporaryFiles(&setup)
 
     let lockState = self.lockState(&setup)
-    let template = Worker(walk: self, lockState: lockState, rootFD: rootFD, matcher: matcher, owned: owned)
+    let seal = sealKeys(&setup)
+    let template = Worker(
+      walk: self, lockState: lockState, rootFD: rootFD, matcher: matcher, owned: owned, seal: seal)
     let inheritance = ClassInheritance(ancestor: rootOwn ?? unit.inheritedClass, containerDefault: containerDefault)
     let predicted = predictSystemDirectories(&setup, root: root, inheritance: inheritance)
     checkAppDeclarations(&setup, root: root, inheritance: inheritance, predicted: predicted)
@@ -119,6 +122,32 @@ extension ContainerWalk {
       setup.emit(.unreadable, "Cannot read the lock state of the device '\(device.root)': \(error.description)")
       setup.summary.incomplete = true
       return AuditLockState.unknown
+    }
+  }
+}
+
+extension ContainerWalk {
+  /// The keys of the container's device when it is sealed; nil for an unsealed device or a tree
+  /// outside any. Keys that cannot be read are reported (the audit is incomplete), and the records
+  /// are then checked against their files' classes only.
+  fileprivate func sealKeys(_ setup: inout Worker) -> AuditSeal? {
+    guard let device = unit.device, device.isInitialized else { return nil }
+    let sealed: Bool
+    do { sealed = try SealStore(device: device).isSealed() } catch {
+      setup.emit(.unreadable, "Cannot tell whether the device '\(device.root)' is sealed: \(error.description)")
+      setup.summary.incomplete = true
+      return nil
+    }
+    guard sealed else { return nil }
+    do {
+      return AuditSeal(files: try SealedFiles(device: device))
+    } catch {
+      setup.emit(
+        .unreadable,
+        "Cannot read the keys of the sealed device '\(device.root)': \(error.description); key records are "
+          + "checked against their files' classes only.")
+      setup.summary.incomplete = true
+      return AuditSeal(files: nil)
     }
   }
 }

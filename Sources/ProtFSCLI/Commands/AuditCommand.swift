@@ -16,7 +16,9 @@ package enum AuditCommand {
       still locked out although the device's lock state makes their class available, protected
       files readable by others, symlinks leaving the container or looping, orphan
       background-download temp files, names that are not UTF-8, and items with no class of their
-      own. The policy format and the check ids are described in Policies/README.md.
+      own; on a sealed device, files without a key record holding plaintext (PFS018) and key
+      records that do not match their file or class (PFS019). The policy format and the check ids
+      are described in Policies/README.md.
 
       --policy takes a path, or the name of a policy installed with protfs (strict,
       background-downloads, default), which is read from share/protfs beside the binary's bin

@@ -134,12 +134,16 @@ import Testing
   }
 
   /// A locked sealed device cannot make a class-A file: the import is refused with EPERM naming
-  /// the file, and nothing is imported; once unlocked, it imports.
+  /// the file, and nothing is imported; a container of other classes imports, without the lock's
+  /// modes (a sealed device's unlock gives none back); once unlocked, the rest imports.
   @Test func aLockedSealedDeviceRefusesAClassAFileAndImportsNothing() async throws {
     let (t, backup, keyring) = try await Self.sealedDevice()
     defer { try? keyring.evict(Set(ProtectionClassCode.allCases)) }  // the test's own keys
     let passcode = Self.cheap.merging(["PROTFS_PASSCODE": "1234"]) { $1 }
     #expect(try await Protfs.run(["--device", t.root, "passcode", "set"], environment: passcode).status == 0)
+    // Containers/ of class complete: the imported container roots inherit it, which a locked
+    // device's lock table would strip of their write bits.
+    try t.device.setClass(.complete, of: Device.containersPath)
     #expect(try await Protfs.run(["--device", t.root, "lock", "--grace", "0"]).status == 0)
     let refused = try await Protfs.run(["--device", t.root, "import-backup", backup])
     #expect(refused.status != 0, "\(refused)")
@@ -157,6 +161,7 @@ import Testing
     #expect(try Self.plaintext(shared, device: t.device) == Data("shared".utf8))
 
     #expect(try await Protfs.run(["--device", t.root, "unlock"], environment: passcode).status == 0)
+    #expect(t.mode(t.containerPath("group.com.example.shared")) & 0o777 == 0o755)
     let imported = try await Protfs.run(["--device", t.root, "import-backup", backup, "--bundle", Self.app])
     #expect(imported.status == 0, "\(imported)")
     try Self.expectSealed(t)

@@ -46,8 +46,8 @@ package enum ImportBackupCommand {
       for its class before a byte is written, in staging, and its contents are encrypted with its
       own key (an encrypted backup's files are decrypted and encrypted again: iOS's AES-CBC file
       keys cannot serve protfs's AES-XTS blocks). A file without contents is its size of encrypted
-      zeros. A file of a class whose key the device has evicted (class A while locked) ends the
-      import with "Operation not permitted", naming it, and nothing is imported.
+      zeros. A file of a class whose key the device has evicted (class A while locked) stops
+      everything with "Operation not permitted", naming the file: nothing is imported.
 
       With --json: an object with
       containers (each with bundleID, domain, files, directories, symlinks, classes,

@@ -29,27 +29,7 @@ package enum EraseCommand {
   package static func run(_ invocation: Invocation) throws -> Int32 {
     let device = invocation.device
     try device.requireInitialized()
-    if let app = try AppStore(device: device).records().first(where: \.isSupervised) {
-      throw ExitStatus(
-        code: 1,
-        message:
-          "The app \(app.bundleID) is running; terminate it first (\(invocation.spelling.command("app terminate \(app.bundleID)")))."
-      )
-    }
-    if let mount = MountRegistry(device: device).active().first {
-      throw ExitStatus(
-        code: 1,
-        message:
-          "The device is mounted at '\(mount.mountpoint)'; unmount it first (\(invocation.spelling.command("unmount \(mount.mountpoint)")))."
-      )
-    }
-    if let pid = SessionServiceClient.ping(socketName: SessionServiceClient.socketName(device: device)) {
-      throw ExitStatus(
-        code: 1,
-        message:
-          "The device's session service (pid \(pid)) is running; wait until its tasks finish and it ends, or end it (kill \(pid))."
-      )
-    }
+    try DeviceInUse.refuse(invocation)
     if !invocation.flag(force) {
       guard Kernel.isatty(STDIN_FILENO) == 1 else {
         throw invocation.usageError("erase asks for confirmation on a terminal; give --force to erase without asking.")

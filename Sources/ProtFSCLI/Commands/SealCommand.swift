@@ -35,7 +35,7 @@ package enum SealCommand {
   package static func run(_ invocation: Invocation) throws -> Int32 {
     let controller = invocation.lockController
     try controller.device.requireInitialized()
-    try refuseWhileInUse(invocation)
+    try DeviceInUse.refuse(invocation, consequence: "the device cannot be sealed")
     let record = try controller.record()
     let passcode =
       record.passcodeHash == nil ? nil : try invocation.passcode(UnlockCommand.passcode, prompt: "Passcode: ")
@@ -57,40 +57,13 @@ package enum SealCommand {
     return "\(device.root): sealed (\(files) encrypted\(earlier)); lock now evicts class keys."
   }
 
-  /// Refuses while something writes the device's files behind a sealing: an app, a mount, the
-  /// session service.
-  static func refuseWhileInUse(_ invocation: Invocation) throws {
-    let device = invocation.device
-    if let app = try AppStore(device: device).records().first(where: \.isSupervised) {
-      throw ExitStatus(
-        code: 1,
-        message:
-          "The app \(app.bundleID) is running, so the device cannot be sealed; terminate it first (\(invocation.spelling.command("app terminate \(app.bundleID)")))."
-      )
-    }
-    if let mount = MountRegistry(device: device).active().first {
-      throw ExitStatus(
-        code: 1,
-        message:
-          "The device is mounted at '\(mount.mountpoint)', so it cannot be sealed; unmount it first (\(invocation.spelling.command("unmount \(mount.mountpoint)")))."
-      )
-    }
-    if let pid = SessionServiceClient.ping(socketName: SessionServiceClient.socketName(device: device)) {
-      throw ExitStatus(
-        code: 1,
-        message:
-          "The device's session service (pid \(pid)) is running, so the device cannot be sealed; wait until its tasks finish and it ends, or end it (kill \(pid))."
-      )
-    }
-  }
-
   /// Before any command: finishes a sealing a kill interrupted, or says why it cannot yet.
   static func finishInterrupted(_ invocation: Invocation) {
     let controller = invocation.lockController
     guard controller.isBeingSealed else { return }
     let later = "the next \(invocation.spelling.command("seal")) finishes it"
     do {
-      try refuseWhileInUse(invocation)
+      try DeviceInUse.refuse(invocation, consequence: "the device cannot be sealed")
     } catch {
       let why = (error as? ExitStatus)?.message ?? "\(error)"
       return Console.err("note: the sealing of \(controller.device.root) was interrupted; \(later). \(why)")

@@ -40,7 +40,7 @@ import Testing
       let path = d.path(relative)
       let backing = try #require(FileManager.default.contents(atPath: path))
       #expect(!backing.contains(Data("contents".utf8)) && !backing.contains(Data("secret".utf8)), "\(path) \(note)")
-      let fd = open(path, O_RDONLY)
+      let fd = open(path, O_RDONLY | O_CLOEXEC)
       defer { close(fd) }
       let record = try SealedFiles.record(of: fd)
       let effective = try d.t.device.effectiveClass(of: try d.t.device.resolve(path)).protectionClass
@@ -125,7 +125,7 @@ import Testing
     #expect(try await d.protfs(["set-class", "complete", d.path("none.txt")]).status == 0)
     #expect(try await d.protfs(["set-class", "none", d.path("Secret")]).status == 0)
     try Self.expectSealed(d, contents)
-    let fd = open(d.path("Secret/inherits.txt"), O_RDONLY)
+    let fd = open(d.path("Secret/inherits.txt"), O_RDONLY | O_CLOEXEC)
     #expect(try SealedFiles.record(of: fd).code == .d)
     close(fd)
     // Class A's key evicted: a change to it, or from it, cannot wrap the key, and changes nothing.

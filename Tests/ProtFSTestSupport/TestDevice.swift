@@ -45,10 +45,22 @@ public final class TestDevice: @unchecked Sendable {
     root + "/Containers/" + bundleID + (relative.isEmpty ? "" : "/" + relative)
   }
 
-  /// Writes `contents` to the absolute `path` with plain Foundation (as another program would).
+  /// Writes `contents` to the absolute `path` with plain system calls (as another program would).
+  ///
+  /// Opened close-on-exec: a program another test starts at that moment must not inherit the file
+  /// (it would hold it open for as long as it runs, and `seal` refuses a file held open).
   public func writeFile(_ path: String, _ contents: String = "data", mode: Int = 0o644) throws {
-    try Data(contents.utf8).write(to: URL(fileURLWithPath: path))
-    chmod(path, mode_t(mode))
+    let fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, mode_t(mode))
+    guard fd >= 0 else { throw CocoaError(.fileWriteUnknown, userInfo: [NSFilePathErrorKey: path]) }
+    defer { close(fd) }
+    let bytes = Array(contents.utf8)
+    var done = 0
+    while done < bytes.count {
+      let wrote = bytes[done...].withUnsafeBytes { write(fd, $0.baseAddress, $0.count) }
+      guard wrote > 0 else { throw CocoaError(.fileWriteUnknown, userInfo: [NSFilePathErrorKey: path]) }
+      done += wrote
+    }
+    fchmod(fd, mode_t(mode))
   }
 
   /// The raw `user.protfs.class` value of `path`, read with plain getxattr (nil when absent).

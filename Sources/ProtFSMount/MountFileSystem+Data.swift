@@ -340,4 +340,9 @@ extension SealedFileIO {
   func writeOrEIO(_ bytes: UnsafeRawBufferPointer, at offset: Int) throws(Errno) {
     do { try write(bytes, at: offset) } catch { throw Errno(error.errno ?? EIO) }
   }
+
+  /// ``write(count:at:fill:)``, with a failure as an errno.
+  func writeOrEIO(count: Int, at offset: Int, fill: (UnsafeMutableRawBufferPointer) -> Bool) throws(Errno) {
+    do { try write(count: count, at: offset, fill: fill) } catch { throw Errno(error.errno ?? EIO) }
+  }
 }

@@ -74,17 +74,20 @@ extension MountOperations {
   ) throws(Errno) -> Int {
     if let sealed = handle.sealed {
       try fs.decideIO(handle)
-      // The plaintext, copied once out of the request and zeroed once encrypted and written.
+      // The plaintext, copied once out of the request straight into the blocks it is encrypted in
+      // (which are zeroed once written).
       let count = protfs_fuse_buffers_size(buffers)
-      let bytes = UnsafeMutableRawBufferPointer.allocate(byteCount: max(count, 1), alignment: 16)
-      defer {
-        explicit_bzero(bytes.baseAddress!, bytes.count)
-        bytes.deallocate()
+      var failure: Int32 = 0
+      do {
+        try sealed.writeOrEIO(count: count, at: Int(offset)) { block in
+          let copied = protfs_fuse_write_to_memory(buffers, block.baseAddress, block.count)
+          if copied < 0 { failure = Int32(-copied) }
+          return copied == block.count
+        }
+      } catch {
+        throw failure != 0 ? Errno(failure) : error
       }
-      let copied = protfs_fuse_write_to_memory(buffers, bytes.baseAddress, count)
-      if copied < 0 { throw Errno(Int32(-copied)) }
-      try sealed.writeOrEIO(UnsafeRawBufferPointer(rebasing: bytes[..<copied]), at: Int(offset))
-      return copied
+      return count
     } else if protfs_fuse_is_writeback(fi) != 0 {
       // Pages written back were taken by write(2) while the daemon allowed it (a later write
       // is refused at its attributes, in getattr): refusing them now would lose what the app

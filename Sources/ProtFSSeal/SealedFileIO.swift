@@ -67,6 +67,21 @@ package struct SealedFileIO: Sendable {
 
   /// Writes `bytes` at `offset`, as ``write(_:at:)-([UInt8],_)`` does.
   package func write(_ bytes: UnsafeRawBufferPointer, at offset: Int) throws(ProtFSError) {
+    try write(count: bytes.count, at: offset) { target in
+      if let source = bytes.baseAddress, !bytes.isEmpty {
+        target.copyMemory(from: UnsafeRawBufferPointer(start: source, count: bytes.count))
+      }
+      return true
+    }
+  }
+
+  /// Writes `count` bytes at `offset` that `fill` puts straight into the buffer they are encrypted
+  /// in (one copy of the plaintext, not two), as ``write(_:at:)-([UInt8],_)`` does. `fill` gets
+  /// exactly `count` bytes and returns whether it filled them all; when it did not, nothing is
+  /// written and the write fails with EIO.
+  package func write(
+    count: Int, at offset: Int, fill: (UnsafeMutableRawBufferPointer) -> Bool
+  ) throws(ProtFSError) {
     var size = try size()
     if size < offset {
       let zeros = UnsafeMutableRawBufferPointer.allocate(byteCount: min(Self.zeroChunk, offset - size), alignment: 16)
@@ -74,11 +89,14 @@ package struct SealedFileIO: Sendable {
       while size < offset {
         let gap = min(Self.zeroChunk, offset - size)
         zeros.initializeMemory(as: UInt8.self, repeating: 0)
-        try writeBlocks(UnsafeRawBufferPointer(rebasing: zeros[..<gap]), at: size, size: size)
+        try writeBlocks(count: gap, at: size, size: size) { target in
+          target.copyMemory(from: UnsafeRawBufferPointer(rebasing: zeros[..<gap]))
+          return true
+        }
         size += gap
       }
     }
-    try writeBlocks(bytes, at: offset, size: size)
+    try writeBlocks(count: count, at: offset, size: size, fill: fill)
   }
 
   /// Sets the plaintext size to `newSize`: the new last block is encrypted again for its new length;
@@ -102,11 +120,14 @@ package struct SealedFileIO: Sendable {
     }
   }
 
-  /// Writes `bytes` at `offset` in a file of `size` bytes, with `offset` at most `size`: the blocks
-  /// they touch are made in one buffer (the old plaintext of a first or last block they leave part
-  /// of, then the new bytes), encrypted there and written at once.
-  private func writeBlocks(_ bytes: UnsafeRawBufferPointer, at offset: Int, size: Int) throws(ProtFSError) {
-    let end = offset + bytes.count
+  /// Writes `count` bytes (`fill` puts them in) at `offset` in a file of `size` bytes, with `offset`
+  /// at most `size`: the blocks they touch are made in one buffer (the old plaintext of a first or
+  /// last block they leave part of, then the new bytes), encrypted there and written at once. Only
+  /// what the new bytes leave of the first and last blocks is zeroed first.
+  private func writeBlocks(
+    count: Int, at offset: Int, size: Int, fill: (UnsafeMutableRawBufferPointer) -> Bool
+  ) throws(ProtFSError) {
+    let end = offset + count
     let newSize = max(size, end)
     // The blocks to rewrite: those the new bytes touch, and the old last block when it grows.
     let start = min(offset, size) / Self.block * Self.block
@@ -114,14 +135,15 @@ package struct SealedFileIO: Sendable {
     guard stop > start else { return }
     let buffer = UnsafeMutableRawBufferPointer.allocate(byteCount: stop - start, alignment: 16)
     defer { Self.release(buffer) }
-    buffer.initializeMemory(as: UInt8.self, repeating: 0)
+    buffer[..<(offset - start)].initializeMemory(as: UInt8.self, repeating: 0)
+    buffer[(end - start)...].initializeMemory(as: UInt8.self, repeating: 0)
     let last = (stop - 1) / Self.block * Self.block
     try keepOldPlaintext(of: start, in: buffer, from: start, offset: offset, end: end, sizes: (size, newSize))
     if last != start {
       try keepOldPlaintext(of: last, in: buffer, from: start, offset: offset, end: end, sizes: (size, newSize))
     }
-    if let source = bytes.baseAddress, !bytes.isEmpty {
-      (buffer.baseAddress! + (offset - start)).copyMemory(from: source, byteCount: bytes.count)
+    guard fill(UnsafeMutableRawBufferPointer(rebasing: buffer[(offset - start)..<(end - start)])) else {
+      throw ProtFSError.system("write", path: path, errno: EIO)
     }
     try encrypt(buffer, at: start)
     try writeCiphertext(UnsafeRawBufferPointer(buffer), at: start)

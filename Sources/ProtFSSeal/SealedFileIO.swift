@@ -50,12 +50,12 @@ package struct SealedFileIO: Sendable {
     guard count > 0, offset >= 0 else { return body(UnsafeRawBufferPointer(start: nil, count: 0)) }
     let start = offset / Self.block * Self.block
     let stop = (offset + count + Self.block - 1) / Self.block * Self.block
-    let buffer = UnsafeMutableRawBufferPointer.allocate(byteCount: stop - start, alignment: 16)
-    defer { Self.release(buffer) }
-    let got = try readCiphertext(into: buffer, at: start)
-    try decrypt(UnsafeMutableRawBufferPointer(rebasing: buffer[..<got]), at: start)
-    let first = min(got, offset - start)
-    return body(UnsafeRawBufferPointer(rebasing: buffer[first..<min(got, offset - start + count)]))
+    return try BlockBuffers.with(count: stop - start) { (buffer, _) throws(ProtFSError) in
+      let got = try readCiphertext(into: buffer, at: start)
+      try decrypt(UnsafeMutableRawBufferPointer(rebasing: buffer[..<got]), at: start)
+      let first = min(got, offset - start)
+      return body(UnsafeRawBufferPointer(rebasing: buffer[first..<min(got, offset - start + count)]))
+    }
   }
 
   /// Writes `bytes` at `offset`. An `offset` past the end grows the file with zeros up to it, even
@@ -133,20 +133,21 @@ package struct SealedFileIO: Sendable {
     let start = min(offset, size) / Self.block * Self.block
     let stop = min(newSize, (end + Self.block - 1) / Self.block * Self.block)
     guard stop > start else { return }
-    let buffer = UnsafeMutableRawBufferPointer.allocate(byteCount: stop - start, alignment: 16)
-    defer { Self.release(buffer) }
-    buffer[..<(offset - start)].initializeMemory(as: UInt8.self, repeating: 0)
-    buffer[(end - start)...].initializeMemory(as: UInt8.self, repeating: 0)
-    let last = (stop - 1) / Self.block * Self.block
-    try keepOldPlaintext(of: start, in: buffer, from: start, offset: offset, end: end, sizes: (size, newSize))
-    if last != start {
-      try keepOldPlaintext(of: last, in: buffer, from: start, offset: offset, end: end, sizes: (size, newSize))
+    try BlockBuffers.with(count: stop - start) { (buffer, holdsPlaintext) throws(ProtFSError) in
+      buffer[..<(offset - start)].initializeMemory(as: UInt8.self, repeating: 0)
+      buffer[(end - start)...].initializeMemory(as: UInt8.self, repeating: 0)
+      let last = (stop - 1) / Self.block * Self.block
+      try keepOldPlaintext(of: start, in: buffer, from: start, offset: offset, end: end, sizes: (size, newSize))
+      if last != start {
+        try keepOldPlaintext(of: last, in: buffer, from: start, offset: offset, end: end, sizes: (size, newSize))
+      }
+      guard fill(UnsafeMutableRawBufferPointer(rebasing: buffer[(offset - start)..<(end - start)])) else {
+        throw ProtFSError.system("write", path: path, errno: EIO)
+      }
+      try encrypt(buffer, at: start)
+      holdsPlaintext = false  // ciphertext now, all of it
+      try writeCiphertext(UnsafeRawBufferPointer(buffer), at: start)
     }
-    guard fill(UnsafeMutableRawBufferPointer(rebasing: buffer[(offset - start)..<(end - start)])) else {
-      throw ProtFSError.system("write", path: path, errno: EIO)
-    }
-    try encrypt(buffer, at: start)
-    try writeCiphertext(UnsafeRawBufferPointer(buffer), at: start)
   }
 
   /// Reads and decrypts into `buffer` (which holds the blocks from `start`) the old plaintext of the
@@ -190,12 +191,6 @@ package struct SealedFileIO: Sendable {
 
   private func decrypt(_ buffer: UnsafeMutableRawBufferPointer, at offset: Int) throws(ProtFSError) {
     do { try cipher.decrypt(buffer, at: UInt64(offset)) } catch { throw error.protfsError(path: path) }
-  }
-
-  /// Zeroes `buffer` (it held plaintext) and deallocates it.
-  private static func release(_ buffer: UnsafeMutableRawBufferPointer) {
-    if let base = buffer.baseAddress { explicit_bzero(base, buffer.count) }
-    buffer.deallocate()
   }
 
   private func erase(_ buffer: inout [UInt8]) {

@@ -133,6 +133,11 @@ static void load(void) {
   RESOLVE(pkey_derive_set_peer, "EVP_PKEY_derive_set_peer");
   RESOLVE(pkey_derive, "EVP_PKEY_derive");
 #undef RESOLVE
+  /* Before any other call: openssl.cnf is not read. protfs's algorithms and their parameters are
+     fixed, and parsing the file was most of the library's first use, which every sealed lock and
+     unlock (each a process of its own) pays. */
+  int (*init_crypto)(uint64_t, const void *) = (int (*)(uint64_t, const void *))dlsym(library, "OPENSSL_init_crypto");
+  if (init_crypto) init_crypto(OPENSSL_INIT_NO_LOAD_CONFIG, NULL);
   ready = 1;
 }
 

@@ -36,6 +36,18 @@ extension Keybag {
     try self.init(signedData: data)
   }
 
+  /// The UUID of the keybag in `bytes`, its signature not checked: it names the keybag's keys in the
+  /// keyring, which is all that evicting them needs (no key, and not libcrypto). Nothing else in an
+  /// unverified keybag is used.
+  package static func unverifiedUUID(in bytes: [UInt8]) throws(SealError) -> [UInt8] {
+    guard bytes.count <= Self.maximumSize else { throw .damagedKeybag("it holds \(bytes.count) bytes") }
+    var outer = TLVReader(bytes)
+    var reader = TLVReader(try outer.value("DATA"))
+    _ = try reader.number("VERS")
+    _ = try reader.number("TYPE")
+    return try reader.value("UUID", count: 16)
+  }
+
   private init(signedData data: [UInt8]) throws(SealError) {
     var reader = TLVReader(data)
     guard try reader.number("VERS") == Self.version else { throw .damagedKeybag("its version is not 1") }

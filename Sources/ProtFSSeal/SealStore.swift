@@ -75,6 +75,16 @@ package struct SealStore: Sendable {
     return try sealed(path: path) { () throws(SealError) in try Keybag(decoding: bytes, deviceKey: deviceKey) }
   }
 
+  /// The keybag's UUID, its signature not checked (``Keybag/unverifiedUUID(in:)``), or nil when the
+  /// device is not sealed.
+  package func keybagUUID() throws(ProtFSError) -> [UInt8]? {
+    guard try isSealed(), let directory = try openDirectory(creating: false) else { return nil }
+    let bytes = try AtomicFile.read(named: Self.keybagName, in: directory, limit: Keybag.maximumSize, stateFile: true)
+    return try sealed(path: directory.pathOf(Self.keybagName)) { () throws(SealError) in
+      try Keybag.unverifiedUUID(in: bytes)
+    }
+  }
+
   /// Replaces the keybag with `bag` (a passcode change): the old one or the new one stays, never
   /// neither.
   package func replaceKeybag(_ bag: Keybag, deviceKey: SecretBytes) throws(ProtFSError) {

@@ -17,10 +17,13 @@ extension LockController {
     return (store, bag, deviceKey, ClassKeyring(keybagUUID: bag.uuid))
   }
 
-  /// Evicts from the keyring every class key `state` withdraws.
+  /// Evicts from the keyring every class key `state` withdraws. Only the keys' name is read from
+  /// the keybag, its signature unchecked: evicting needs no key (nor libcrypto, which a lock would
+  /// load for nothing else), and a keybag damaged past its UUID keeps no key in the keyring.
   func withdrawSealedKeys(for state: ProtectionState) throws(ProtFSError) {
-    guard let (_, _, _, keyring) = try sealedKeys() else { return }
-    try keyring.evict(Set(ProtectionClassCode.allCases.filter { !state.allows($0.protectionClass, .read) }))
+    guard let uuid = try SealStore(device: device).keybagUUID() else { return }
+    try ClassKeyring(keybagUUID: uuid).evict(
+      Set(ProtectionClassCode.allCases.filter { !state.allows($0.protectionClass, .read) }))
   }
 
   /// Unwraps the class keys with `passcode` into the keyring, after an unlock. A passcode change a

@@ -231,6 +231,7 @@ public struct LockController: Sendable {
     // nothing, so its cost does not grow with the number of files, and the record's atomic write is
     // the whole transition (no journal, no mode key, no libcrypto: each a cost of every lock).
     if try SealStore(device: device).isSealed() {
+      crashHook.step()
       try store.write(next)
       committed(next.protection)
       crashHook.step()

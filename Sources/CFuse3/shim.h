@@ -124,6 +124,16 @@ static inline ssize_t protfs_fuse_write_to_memory(struct fuse_bufvec *in, void *
   return fuse_buf_copy(&out, in, (enum fuse_buf_copy_flags)0);
 }
 
+/* The memory a write's data lies in when it is one buffer in memory (not a spliced pipe), its size
+   in *size; NULL otherwise. */
+static inline const void *protfs_fuse_buffers_memory(struct fuse_bufvec *in, size_t *size) {
+  if (in->count != 1 || in->idx != 0 || (in->buf[0].flags & FUSE_BUF_IS_FD) || !in->buf[0].mem ||
+      in->off > in->buf[0].size)
+    return NULL;
+  *size = in->buf[0].size - in->off;
+  return (const char *)in->buf[0].mem + in->off;
+}
+
 /* The number of bytes a write carries. */
 static inline size_t protfs_fuse_buffers_size(struct fuse_bufvec *in) { return fuse_buf_size(in); }
 

@@ -74,8 +74,13 @@ extension MountOperations {
   ) throws(Errno) -> Int {
     if let sealed = handle.sealed {
       try fs.decideIO(handle)
-      // The plaintext, copied once out of the request straight into the blocks it is encrypted in
-      // (which are zeroed once written).
+      // The plaintext, encrypted straight out of the request where it lies in memory.
+      var size = 0
+      if let memory = protfs_fuse_buffers_memory(buffers, &size) {
+        try sealed.writeOrEIO(UnsafeRawBufferPointer(start: memory, count: size), at: Int(offset))
+        return size
+      }
+      // Else copied once out of the request (a pipe) straight into the blocks it is encrypted in.
       let count = protfs_fuse_buffers_size(buffers)
       var failure: Int32 = 0
       do {

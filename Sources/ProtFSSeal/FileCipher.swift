@@ -33,14 +33,27 @@ package struct FileCipher: Sendable {
     try crypt(buffer, at: offset, encrypting: true)
   }
 
+  /// Encrypts `plaintext` into `buffer`, as long, as ``encrypt(_:at:)`` does in place: the
+  /// plaintext is read once, where a copy into the buffer first would read it twice.
+  package func encrypt(
+    _ plaintext: UnsafeRawBufferPointer, into buffer: UnsafeMutableRawBufferPointer, at offset: UInt64
+  ) throws(SealError) {
+    precondition(plaintext.count == buffer.count)
+    try crypt(buffer, from: plaintext.baseAddress, at: offset, encrypting: true)
+  }
+
   /// Decrypts `buffer` in place, as ``encrypt(_:at:)`` encrypted it.
   package func decrypt(_ buffer: UnsafeMutableRawBufferPointer, at offset: UInt64) throws(SealError) {
     try crypt(buffer, at: offset, encrypting: false)
   }
 
-  private func crypt(_ buffer: UnsafeMutableRawBufferPointer, at offset: UInt64, encrypting: Bool) throws(SealError) {
+  /// Encrypts or decrypts into `buffer` its own bytes, or as many from `source` when given.
+  private func crypt(
+    _ buffer: UnsafeMutableRawBufferPointer, from source: UnsafeRawPointer? = nil, at offset: UInt64, encrypting: Bool
+  ) throws(SealError) {
     precondition(offset % UInt64(Self.blockSize) == 0, "a sealed file is encrypted in whole blocks")
     guard let base = buffer.baseAddress?.assumingMemoryBound(to: UInt8.self), !buffer.isEmpty else { return }
+    let input = source?.assumingMemoryBound(to: UInt8.self) ?? UnsafePointer(base)
     try SealCrypto.requireLibcrypto()
     // XTS needs a context per direction; the tail's keystream is always an encryption.
     let cipher = try contexts.take(encrypting: encrypting)
@@ -52,12 +65,14 @@ package struct FileCipher: Sendable {
       if count >= 16 {
         var tweak = Self.tweak(index, tail: false)
         let status = withUnsafeBytes(of: &tweak) { t in
-          protfs_aes256_xts(cipher, t.bound, base + start, Int32(count), base + start)
+          protfs_aes256_xts(cipher, t.bound, input + start, Int32(count), base + start)
         }
         guard status == 0 else { throw .crypto("AES-XTS failed") }
       } else if encrypting {
+        if source != nil { (base + start).update(from: input + start, count: count) }
         try Self.xorTail(base + start, count: count, index: index, cipher)
       } else {
+        if source != nil { (base + start).update(from: input + start, count: count) }
         let encryptor = try contexts.take(encrypting: true)
         defer { contexts.giveBack(encryptor, encrypting: true) }
         try Self.xorTail(base + start, count: count, index: index, encryptor)

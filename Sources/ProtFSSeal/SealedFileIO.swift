@@ -65,14 +65,10 @@ package struct SealedFileIO: Sendable {
     try result.get()
   }
 
-  /// Writes `bytes` at `offset`, as ``write(_:at:)-([UInt8],_)`` does.
+  /// Writes `bytes` at `offset`, as ``write(_:at:)-([UInt8],_)`` does. The whole blocks they cover
+  /// are encrypted straight from them into the buffer written; only partial blocks are copied.
   package func write(_ bytes: UnsafeRawBufferPointer, at offset: Int) throws(ProtFSError) {
-    try write(count: bytes.count, at: offset) { target in
-      if let source = bytes.baseAddress, !bytes.isEmpty {
-        target.copyMemory(from: UnsafeRawBufferPointer(start: source, count: bytes.count))
-      }
-      return true
-    }
+    try write(count: bytes.count, at: offset, from: bytes) { _ in true }
   }
 
   /// Writes `count` bytes at `offset` that `fill` puts straight into the buffer they are encrypted
@@ -82,6 +78,13 @@ package struct SealedFileIO: Sendable {
   package func write(
     count: Int, at offset: Int, fill: (UnsafeMutableRawBufferPointer) -> Bool
   ) throws(ProtFSError) {
+    try write(count: count, at: offset, from: nil, fill: fill)
+  }
+
+  /// Writes `count` bytes at `offset`: `source` when given, else what `fill` puts in.
+  private func write(
+    count: Int, at offset: Int, from source: UnsafeRawBufferPointer?, fill: (UnsafeMutableRawBufferPointer) -> Bool
+  ) throws(ProtFSError) {
     var size = try size()
     if size < offset {
       let zeros = UnsafeMutableRawBufferPointer.allocate(byteCount: min(Self.zeroChunk, offset - size), alignment: 16)
@@ -89,14 +92,14 @@ package struct SealedFileIO: Sendable {
       while size < offset {
         let gap = min(Self.zeroChunk, offset - size)
         zeros.initializeMemory(as: UInt8.self, repeating: 0)
-        try writeBlocks(count: gap, at: size, size: size) { target in
+        try writeBlocks(count: gap, at: size, size: size, from: nil) { target in
           target.copyMemory(from: UnsafeRawBufferPointer(rebasing: zeros[..<gap]))
           return true
         }
         size += gap
       }
     }
-    try writeBlocks(count: count, at: offset, size: size, fill: fill)
+    try writeBlocks(count: count, at: offset, size: size, from: source, fill: fill)
   }
 
   /// Sets the plaintext size to `newSize`: the new last block is encrypted again for its new length;
@@ -120,12 +123,14 @@ package struct SealedFileIO: Sendable {
     }
   }
 
-  /// Writes `count` bytes (`fill` puts them in) at `offset` in a file of `size` bytes, with `offset`
-  /// at most `size`: the blocks they touch are made in one buffer (the old plaintext of a first or
-  /// last block they leave part of, then the new bytes), encrypted there and written at once. Only
-  /// what the new bytes leave of the first and last blocks is zeroed first.
+  /// Writes `count` bytes (`source`, or what `fill` puts in) at `offset` in a file of `size` bytes,
+  /// with `offset` at most `size`: the blocks they touch are made in one buffer (the old plaintext of
+  /// a first or last block they leave part of, then the new bytes), encrypted there and written at
+  /// once. Only what the new bytes leave of the first and last blocks is zeroed first. The whole
+  /// blocks `source` covers are encrypted from it into the buffer, not copied there first.
   private func writeBlocks(
-    count: Int, at offset: Int, size: Int, fill: (UnsafeMutableRawBufferPointer) -> Bool
+    count: Int, at offset: Int, size: Int, from source: UnsafeRawBufferPointer?,
+    fill: (UnsafeMutableRawBufferPointer) -> Bool
   ) throws(ProtFSError) {
     let end = offset + count
     let newSize = max(size, end)
@@ -133,6 +138,11 @@ package struct SealedFileIO: Sendable {
     let start = min(offset, size) / Self.block * Self.block
     let stop = min(newSize, (end + Self.block - 1) / Self.block * Self.block)
     guard stop > start else { return }
+    // The blocks `source` covers whole (to the file's end), encrypted from it; none without it.
+    var whole = (
+      (offset + Self.block - 1) / Self.block * Self.block, end == newSize ? end : end / Self.block * Self.block
+    )
+    if source == nil || whole.0 >= whole.1 { whole = (stop, stop) }
     try BlockBuffers.with(count: stop - start) { (buffer, holdsPlaintext) throws(ProtFSError) in
       buffer[..<(offset - start)].initializeMemory(as: UInt8.self, repeating: 0)
       buffer[(end - start)...].initializeMemory(as: UInt8.self, repeating: 0)
@@ -141,10 +151,28 @@ package struct SealedFileIO: Sendable {
       if last != start {
         try keepOldPlaintext(of: last, in: buffer, from: start, offset: offset, end: end, sizes: (size, newSize))
       }
-      guard fill(UnsafeMutableRawBufferPointer(rebasing: buffer[(offset - start)..<(end - start)])) else {
+      if let source {
+        for (from, to) in [(offset, min(end, whole.0)), (max(offset, whole.1), end)] where from < to {
+          UnsafeMutableRawBufferPointer(rebasing: buffer[(from - start)..<(to - start)])
+            .copyMemory(from: UnsafeRawBufferPointer(rebasing: source[(from - offset)..<(to - offset)]))
+        }
+      } else if !fill(UnsafeMutableRawBufferPointer(rebasing: buffer[(offset - start)..<(end - start)])) {
         throw ProtFSError.system("write", path: path, errno: EIO)
       }
-      try encrypt(buffer, at: start)
+      try encrypt(UnsafeMutableRawBufferPointer(rebasing: buffer[..<(whole.0 - start)]), at: start)
+      if let source, whole.0 < whole.1 {
+        do throws(SealError) {
+          try cipher.encrypt(
+            UnsafeRawBufferPointer(rebasing: source[(whole.0 - offset)..<(whole.1 - offset)]),
+            into: UnsafeMutableRawBufferPointer(rebasing: buffer[(whole.0 - start)..<(whole.1 - start)]),
+            at: UInt64(whole.0))
+        } catch {
+          throw error.protfsError(path: path)
+        }
+      }
+      if whole.1 < stop {
+        try encrypt(UnsafeMutableRawBufferPointer(rebasing: buffer[(whole.1 - start)...]), at: whole.1)
+      }
       holdsPlaintext = false  // ciphertext now, all of it
       try writeCiphertext(UnsafeRawBufferPointer(buffer), at: start)
     }

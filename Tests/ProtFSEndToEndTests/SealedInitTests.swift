@@ -43,6 +43,31 @@ import Testing
     #expect(again.status == 0 && !again.stderr.contains("Sealed the device"), "\(again)")
   }
 
+  /// A sealed lock is its record and its keys: no journal, no mode key (which only an unsealed
+  /// device's walk needs). It evicts by the keybag's UUID alone, so a keybag whose signature no
+  /// longer verifies keeps no key in the keyring, where the lock used to give up on it.
+  @Test func aSealedLockEvictsTheKeysEvenOfAKeybagThatNoLongerVerifies() async throws {
+    let t = try TestDevice(initialize: false)
+    let made = try await protfs(t, ["init", "--sealed", "com.example.app"])
+    #expect(made.status == 0, "\(made)")
+    let uuid = try #require(try SealStore(device: t.device).keybagUUID())
+    let keyring = ClassKeyring(keybagUUID: uuid)
+    defer { try? keyring.evict(Set(ProtectionClassCode.allCases)) }  // the test's own keys
+    let held = { () throws -> Set<ProtectionClassCode> in
+      try keyring.load(onto: ClassKeys([:], classBPublicKey: [])).available
+    }
+    #expect(try held().isSuperset(of: [.a, .b]))
+    let keybag = t.root + "/.protfs/seal/keybag"
+    var bytes = [UInt8](try Data(contentsOf: URL(fileURLWithPath: keybag)))
+    bytes[bytes.count - 1] ^= 0xFF  // the signature's last byte
+    try Data(bytes).write(to: URL(fileURLWithPath: keybag))
+    let locked = try await protfs(t, ["lock", "--grace", "0"])
+    #expect(locked.status == 0, "\(locked)")
+    #expect(try held().isDisjoint(with: [.a, .b]))
+    let state = try FileManager.default.contentsOfDirectory(atPath: t.root + "/.protfs")
+    #expect(!state.contains("mode-key") && !state.contains("transition.json"), "\(state)")
+  }
+
   @Test func initSealedRefusesADeviceThatHoldsFilesAndNamesOne() async throws {
     let t = try TestDevice(containers: ["com.example.app"])
     defer { Self.evictKeys(t) }

@@ -57,6 +57,38 @@ import Testing
     #expect(try io.read(at: 0, count: model.count) == model)
   }
 
+  /// The same writes made from memory (whole blocks encrypted straight from the caller's bytes) and
+  /// through a fill (every byte copied into the buffer first) leave the same ciphertext on disk.
+  @Test func writesFromMemoryAndThroughAFillLeaveTheSameCiphertext() throws {
+    let (direct, first) = try Self.sealedFile()
+    defer { Self.cleanUp(direct, first) }
+    let (filled, second) = try Self.sealedFile()
+    defer { Self.cleanUp(filled, second) }
+    let twin = SealedFileIO(fd: filled.fd, cipher: direct.cipher, path: filled.path)
+    var generator = SystemRandomNumberGenerator()
+    let offsets = [0, 1, 4095, 4096, 4097, 8192, 12_000, 40_000]
+    for step in 0..<120 {
+      let offset = offsets.randomElement(using: &generator)! + Int.random(in: 0..<3, using: &generator)
+      let count = [1, 15, 16, 17, 4096, 4097, 12_289, 65_536, (1 << 20) + 3].randomElement(using: &generator)!
+      let bytes = (0..<count).map { _ in UInt8.random(in: 0...255, using: &generator) }
+      try direct.write(bytes, at: offset)
+      try twin.write(count: count, at: offset) { target in
+        bytes.withUnsafeBytes { target.copyMemory(from: $0) }
+        return true
+      }
+      let size = try direct.size()
+      #expect(try twin.size() == size, "step \(step)")
+      #expect(Self.backing(direct.fd, size) == Self.backing(filled.fd, size), "step \(step): \(count) at \(offset)")
+    }
+  }
+
+  /// The ciphertext `fd` holds.
+  static func backing(_ fd: Int32, _ size: Int) -> [UInt8] {
+    var bytes = [UInt8](repeating: 0, count: size)
+    let got = bytes.withUnsafeMutableBytes { pread(fd, $0.baseAddress, size, 0) }
+    return Array(bytes[..<max(0, got)])
+  }
+
   @Test func theDiskHoldsCiphertextOfTheSameLength() throws {
     let (io, directory) = try Self.sealedFile()
     defer { Self.cleanUp(io, directory) }

@@ -67,10 +67,14 @@ import Testing
     let twin = SealedFileIO(fd: filled.fd, cipher: direct.cipher, path: filled.path)
     var generator = SystemRandomNumberGenerator()
     let offsets = [0, 1, 4095, 4096, 4097, 8192, 12_000, 40_000]
+    let counts = [1, 15, 16, 17, 4096, 4097, 12_289, 65_536, (1 << 20) + 3]
+    var noise = [UInt64](repeating: 0, count: (counts.max()! + 64) / 8 + 1)
+    for index in noise.indices { noise[index] = generator.next() }
     for step in 0..<120 {
       let offset = offsets.randomElement(using: &generator)! + Int.random(in: 0..<3, using: &generator)
-      let count = [1, 15, 16, 17, 4096, 4097, 12_289, 65_536, (1 << 20) + 3].randomElement(using: &generator)!
-      let bytes = (0..<count).map { _ in UInt8.random(in: 0...255, using: &generator) }
+      let count = counts.randomElement(using: &generator)!
+      let skip = Int.random(in: 0..<64, using: &generator)
+      let bytes = noise.withUnsafeBytes { Array($0[skip..<skip + count]) }
       try direct.write(bytes, at: offset)
       try twin.write(count: count, at: offset) { target in
         bytes.withUnsafeBytes { target.copyMemory(from: $0) }

@@ -78,6 +78,14 @@ extension MountFileSystem {
     if name != AttributeName.protectionClass && name.hasPrefix(Self.protfsPrefix) { throw .notPermitted }
     refreshOwnClass(node)
     try decide(node, .write)
+    if name == AttributeName.protectionClass, let seal, nodes.ownClass(of: node) != nil {
+      // The class it inherits then wraps a sealed file's key (or those of the files below a
+      // directory that inherit), before its own class goes, as a class set does.
+      for ancestor in nodes.ancestors(of: node) { refreshOwnClass(ancestor) }
+      let fd = try node.reopen(O_RDONLY | O_NONBLOCK)
+      defer { closeDescriptor(fd) }
+      try seal.rewrap(fd, to: nodes.inheritedClass(of: node))
+    }
     _ = try node.withPath { (fd) throws(Errno) in
       try Kernel.removexattr(procPath(fd), name).get()
     }

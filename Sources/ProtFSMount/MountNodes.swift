@@ -315,12 +315,17 @@ final class MountNodes: Sendable {
 
   /// The effective class of `node`: its own class, else the nearest ancestor's, else the device
   /// root's, else its container's default, else class C (docs/semantics.md §2).
-  func effectiveClass(of node: MountNode) -> ProtectionClass {
+  func effectiveClass(of node: MountNode) -> ProtectionClass { effectiveClass(of: node, ownToo: true) }
+
+  /// The class `node` would have without a class of its own: what removing its class gives it.
+  func inheritedClass(of node: MountNode) -> ProtectionClass { effectiveClass(of: node, ownToo: false) }
+
+  private func effectiveClass(of node: MountNode, ownToo: Bool) -> ProtectionClass {
     table.withLock { _ in
       var containerDefault: ProtectionClass?
       var current: MountNode? = node
       while let item = current {
-        if let own = item.ownClass { return own }
+        if let own = item.ownClass, ownToo || item !== node { return own }
         if item.isDirectory, item.parent === root { containerDefault = item.containerDefault }
         current = item.parent
       }

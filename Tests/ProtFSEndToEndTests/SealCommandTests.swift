@@ -160,5 +160,11 @@ import Testing
     #expect(relabel.status == 0 && relabel.stdout == "inherited\n", "\(relabel)")
     #expect(try code("d/g") == .d)
     #expect(try await m.sh("cat '\(m.documents)/f'").stdout == "secret\n")
+    // Its class removed through the mount, a file inherits again: its key is wrapped by that class.
+    let unlabel = try await m.sh(
+      "echo fresh > '\(m.documents)/h' && setfattr -x user.protfs.class '\(m.documents)/f' && cat '\(m.documents)/f'")
+    #expect(unlabel.status == 0 && unlabel.stdout == "secret\n", "\(unlabel)")
+    #expect(try code("h") != .a)
+    #expect(try code("f") == code("h"))
   }
 }

@@ -15,6 +15,8 @@ package struct SealStore: Sendable {
   static let keybagName = Device.keybagName
   /// A keybag wrapped with a passcode being set, until the passcode's record is committed.
   static let pendingKeybagName = Device.keybagName + ".next"
+  /// The class change under way (``ClassChangeRecord``), until its keys and class are all written.
+  static let classChangeName = "class-change.json"
 
   /// The device.
   package let device: Device
@@ -119,6 +121,30 @@ package struct SealStore: Sendable {
     case .success, .failure(.noSuchFile): return
     case .failure(let e):
       throw ProtFSError.system("commit the keybag", path: directory.pathOf(Self.pendingKeybagName), errno: e)
+    }
+  }
+
+  /// Records `change` before any of its keys is wrapped anew: a kill leaves it for
+  /// ``classChange()`` to find.
+  package func writeClassChange(_ change: ClassChangeRecord) throws(ProtFSError) {
+    guard let directory = try openDirectory(creating: false) else { throw notSealed() }
+    try JSONStateFile.write(change, named: Self.classChangeName, in: directory)
+  }
+
+  /// The class change a kill interrupted, or nil.
+  package func classChange() throws(ProtFSError) -> ClassChangeRecord? {
+    guard let directory = try openDirectory(creating: false) else { return nil }
+    return try JSONStateFile.read(
+      ClassChangeRecord.self, named: Self.classChangeName, in: directory, what: "record of a class change",
+      remedy: .advice("remove it and run `protfs audit`, which names the keys of another class than their file's"))
+  }
+
+  /// Removes the record of a class change, once it is all written; nothing when there is none.
+  package func removeClassChange() throws(ProtFSError) {
+    guard let directory = try openDirectory(creating: false) else { return }
+    switch Kernel.unlinkat(directory.fd, Self.classChangeName, 0) {
+    case .success, .failure(.noSuchFile): return
+    case .failure(let e): throw ProtFSError.system("remove", path: directory.pathOf(Self.classChangeName), errno: e)
     }
   }
 

@@ -2,6 +2,24 @@ import Glibc
 import ProtFS
 import ProtFSSystem
 
+/// A class change on a sealed device while it is under way: the item (its path's components below
+/// the device root) and the class it gets. A kill leaves it behind, and the next command makes the
+/// same change again: its keys wrapped by the new class, then the class written.
+package struct ClassChangeRecord: Codable, Sendable, Equatable {
+  /// The item's path below the device root, one byte array per component.
+  package var path: [[UInt8]]
+  /// The class's raw value.
+  package var protectionClass: String
+  /// Whether everything below the item gets the class too.
+  package var recursive: Bool
+
+  package init(path: [[UInt8]], protectionClass: String, recursive: Bool) {
+    self.path = path
+    self.protectionClass = protectionClass
+    self.recursive = recursive
+  }
+}
+
 /// A file whose key a class change wraps anew.
 package struct KeyRewrap: Sendable {
   /// The directory holding it.
@@ -24,7 +42,8 @@ package struct KeyRewrap: Sendable {
 ///
 /// The files are found and every key they need checked first, so a change refused for an evicted key
 /// changes nothing. A kill midway leaves some keys wrapped by the class the file had, which still
-/// open it; the same change again finishes it.
+/// open it; the same change again finishes it (`set-class` records it first, ``ClassChangeRecord``,
+/// and the next command does so).
 extension SealedFiles {
   /// The sealed files at `name` in `parent` (nil: `parent` itself) and below it whose keys a new
   /// own class `cls` on it (with `recursive`, on everything below too) must rewrap. `skipping` names
@@ -66,10 +85,11 @@ extension SealedFiles {
 
   /// Wraps each file's key with its new class's key; the number of files.
   @discardableResult
-  package func perform(_ rewraps: [KeyRewrap]) throws(ProtFSError) -> Int {
+  package func perform(_ rewraps: [KeyRewrap], afterEach: () -> Void = {}) throws(ProtFSError) -> Int {
     for rewrap in rewraps {
       let file = FileDescriptor(owning: try open(rewrap.name, in: rewrap.directory))
       do { try self.rewrap(file.rawValue, to: rewrap.target) } catch { throw error.protfsError(path: rewrap.path) }
+      afterEach()
     }
     return rewraps.count
   }

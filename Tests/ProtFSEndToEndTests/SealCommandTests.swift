@@ -141,6 +141,26 @@ import Testing
     close(changed)
   }
 
+  /// A class change killed before or after it wrapped a key anew is made again by the next command:
+  /// every key is wrapped by the class its file has then (the change's, recorded before any key).
+  @Test(arguments: [1, 2])
+  func aClassChangeKilledMidwayIsFinishedByTheNextCommand(crashAfter: Int) async throws {
+    let (d, contents) = try Self.device()
+    try d.t.writeFile(d.path("Secret/also.txt"), "secret too\n")
+    var all = contents
+    all["Secret/also.txt"] = "secret too\n"
+    #expect(try await d.protfs(["seal"], environment: Self.cheap).status == 0)
+    defer { try? Self.keyring(d).evict(Set(ProtectionClassCode.allCases)) }  // the test's own keys
+    let killed = try await d.protfs(
+      ["set-class", "none", d.path("Secret")], environment: ["PROTFS_CRASH_AFTER": "\(crashAfter)"])
+    #expect(killed.status != 0, "\(killed)")
+    let next = try await d.protfs(["status"])
+    #expect(next.stderr.contains("finished an interrupted class change"), "\(next)")
+    #expect(d.t.rawClass(d.path("Secret")) == ProtectionClass.none.rawValue)
+    try Self.expectSealed(d, all)
+    #expect(!FileManager.default.fileExists(atPath: d.t.root + "/.protfs/seal/class-change.json"))
+  }
+
   @Test func aClassSetThroughTheMountRewrapsTheKeys() async throws {
     let (m, keyring) = try await SealedMountTests.sealedDevice(passcode: nil)
     defer { try? keyring.evict(Set(ProtectionClassCode.allCases)) }  // the test's own keys

@@ -80,6 +80,13 @@ package enum ProtFSCommandLine {
     // A sealing a kill interrupted; `seal` itself finishes it, with the passcode when it needs it.
     if command.name != SealCommand.command.name { SealCommand.finishInterrupted(invocation) }
     do {
+      if Kernel.geteuid() == 0, let path = try invocation.lockController.finishInterruptedClassChange() {
+        Console.err("note: finished an interrupted class change of '\(path)' in \(invocation.device.root).")
+      }
+    } catch {
+      Console.err("warning: \(invocation.describe(error))")
+    }
+    do {
       if try invocation.device.finishInterruptedRemoval() {
         Console.err("note: finished an interrupted removal in \(invocation.device.root) (an erase or uninstall).")
       }

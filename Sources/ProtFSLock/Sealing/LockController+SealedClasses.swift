@@ -14,14 +14,43 @@ extension LockController {
   public func setClass(_ protectionClass: ProtectionClass, of path: DevicePath, recursive: Bool = false)
     throws(ProtFSError) -> SetClassResult
   {
-    if let sealed = try SealedFiles(device: device) {
-      let (parent, name) = try device.openParentEntry(path)
-      let rewraps = try SealedFiles.rewraps(
-        of: name, in: parent, to: protectionClass, recursive: recursive,
-        skipping: name == nil ? FileName(Device.stateDirectoryName) : nil)
-      try sealed.requireKeys(for: rewraps)
-      try sealed.perform(rewraps)
+    guard let sealed = try SealedFiles(device: device) else {
+      return try device.setClass(protectionClass, of: path, recursive: recursive)
     }
-    return try device.setClass(protectionClass, of: path, recursive: recursive)
+    let (parent, name) = try device.openParentEntry(path)
+    let rewraps = try SealedFiles.rewraps(
+      of: name, in: parent, to: protectionClass, recursive: recursive,
+      skipping: name == nil ? FileName(Device.stateDirectoryName) : nil)
+    try sealed.requireKeys(for: rewraps)
+    // Recorded first: a kill while keys are wrapped anew is finished by the next command.
+    let store = SealStore(device: device)
+    try store.writeClassChange(
+      ClassChangeRecord(
+        path: path.names.map(\.bytes), protectionClass: protectionClass.rawValue, recursive: recursive))
+    crashHook.step()
+    try sealed.perform(rewraps) { crashHook.step() }
+    let result = try device.setClass(protectionClass, of: path, recursive: recursive)
+    try store.removeClassChange()
+    return result
+  }
+
+  /// Makes again the class change a kill interrupted (``ClassChangeRecord``), so that every key is
+  /// wrapped by its file's class; the item's path, or nil when there was none. An item gone since
+  /// leaves nothing to change. A key the lock evicted refuses it (EPERM) and keeps the record for
+  /// the next command.
+  public func finishInterruptedClassChange() throws(ProtFSError) -> DevicePath? {
+    let store = SealStore(device: device)
+    guard let change = try store.classChange() else { return nil }
+    let path = DevicePath(names: change.path.map { FileName(bytes: $0) })
+    guard let cls = ProtectionClass(rawValue: change.protectionClass) else {
+      try store.removeClassChange()
+      return nil
+    }
+    do {
+      try setClass(cls, of: path, recursive: change.recursive)
+    } catch  where error.code == .notFound {
+      try store.removeClassChange()
+    }
+    return path
   }
 }

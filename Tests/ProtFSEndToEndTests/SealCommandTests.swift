@@ -161,6 +161,24 @@ import Testing
     #expect(!FileManager.default.fileExists(atPath: d.t.root + "/.protfs/seal/class-change.json"))
   }
 
+  /// A record of a class change naming `..` is refused as any path with it is: a warning, and
+  /// nothing outside the device touched.
+  @Test func aForgedClassChangeRecordReachesNothingOutsideTheDevice() async throws {
+    let (d, _) = try Self.device()
+    #expect(try await d.protfs(["seal"], environment: Self.cheap).status == 0)
+    defer { try? Self.keyring(d).evict(Set(ProtectionClassCode.allCases)) }  // the test's own keys
+    let outside = d.t.root + "/../outside-\(UUID().uuidString)"
+    try Data("x".utf8).write(to: URL(fileURLWithPath: outside))
+    defer { try? FileManager.default.removeItem(atPath: outside) }  // the test's own file
+    let record =
+      #"{"path":[[46,46],\#(Array((outside as NSString).lastPathComponent.utf8))],"#
+      + #""protectionClass":"NSFileProtectionComplete","recursive":false}"#
+    try Data(record.utf8).write(to: URL(fileURLWithPath: d.t.root + "/.protfs/seal/class-change.json"))
+    let next = try await d.protfs(["status"])
+    #expect(next.status == 0 && next.stderr.contains("'..'"), "\(next)")
+    #expect(d.t.rawClass(outside) == nil)
+  }
+
   @Test func aClassSetThroughTheMountRewrapsTheKeys() async throws {
     let (m, keyring) = try await SealedMountTests.sealedDevice(passcode: nil)
     defer { try? keyring.evict(Set(ProtectionClassCode.allCases)) }  // the test's own keys

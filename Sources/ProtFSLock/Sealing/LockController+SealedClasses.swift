@@ -34,14 +34,16 @@ extension LockController {
     return result
   }
 
-  /// Makes again the class change a kill interrupted (``ClassChangeRecord``), so that every key is
-  /// wrapped by its file's class; the item's path, or nil when there was none. An item gone since
-  /// leaves nothing to change. A key the lock evicted refuses it (EPERM) and keeps the record for
+  /// Makes again the class change a kill interrupted (recorded in `.protfs/seal`), so that every
+  /// key is wrapped by its file's class; the item's path, or nil when there was none. An item gone
+  /// since leaves nothing to change. A key the lock evicted refuses it (EPERM) and keeps the record for
   /// the next command.
   public func finishInterruptedClassChange() throws(ProtFSError) -> DevicePath? {
+    guard device.isSealed else { return nil }  // an unsealed device, or none yet
     let store = SealStore(device: device)
     guard let change = try store.classChange() else { return nil }
-    let path = DevicePath(names: change.path.map { FileName(bytes: $0) })
+    // Parsed as any path given to protfs: no `..`, nothing outside the device, whatever the file says.
+    let path = try DevicePath(bytes: Array(change.path.joined(separator: [UInt8(ascii: "/")])))
     guard let cls = ProtectionClass(rawValue: change.protectionClass) else {
       try store.removeClassChange()
       return nil

@@ -142,20 +142,13 @@ package struct SealStore: Sendable {
   /// Removes the record of a class change, once it is all written; nothing when there is none.
   package func removeClassChange() throws(ProtFSError) {
     guard let directory = try openDirectory(creating: false) else { return }
-    switch Kernel.unlinkat(directory.fd, Self.classChangeName, 0) {
-    case .success, .failure(.noSuchFile): return
-    case .failure(let e): throw ProtFSError.system("remove", path: directory.pathOf(Self.classChangeName), errno: e)
-    }
+    try directory.removeFileIfPresent(Self.classChangeName)
   }
 
   /// Removes a pending keybag whose passcode change was not committed; nothing when there is none.
   package func discardPendingKeybag() throws(ProtFSError) {
     guard let directory = try openDirectory(creating: false) else { throw notSealed() }
-    switch Kernel.unlinkat(directory.fd, Self.pendingKeybagName, 0) {
-    case .success, .failure(.noSuchFile): return
-    case .failure(let e):
-      throw ProtFSError.system("remove the keybag", path: directory.pathOf(Self.pendingKeybagName), errno: e)
-    }
+    try directory.removeFileIfPresent(Self.pendingKeybagName, action: "remove the keybag")
   }
 
   private func replaceKeybag(_ bag: Keybag, deviceKey: SecretBytes, in directory: DirectoryHandle) throws(ProtFSError) {

@@ -144,10 +144,7 @@ extension LockController {
 
   private func removeSealingMarker() throws(ProtFSError) {
     let directory = try DirectoryHandle(path: device.stateDirectory + "/seal")
-    switch Kernel.unlinkat(directory.fd, Self.sealingMarkerName, 0) {
-    case .success, .failure(.noSuchFile): break
-    case .failure(let e): throw ProtFSError.system("remove", path: sealingMarkerPath, errno: e)
-    }
+    try directory.removeFileIfPresent(Self.sealingMarkerName)
     _ = Kernel.fsync(directory.fd)
   }
 }

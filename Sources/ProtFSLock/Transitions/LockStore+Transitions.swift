@@ -16,12 +16,7 @@ extension LockStore {
   package func write(_ journal: TransitionJournal) throws(ProtFSError) { try write(journal, to: Self.journalFileName) }
 
   package func removeJournal() throws(ProtFSError) {
-    switch Kernel.unlinkat(directory.fd, Self.journalFileName, 0) {
-    case .success, .failure(.noSuchFile): return
-    case .failure(let e):
-      throw ProtFSError.system(
-        "remove the transition journal", path: directory.pathOf(Self.journalFileName), errno: e)
-    }
+    try directory.removeFileIfPresent(Self.journalFileName, action: "remove the transition journal")
   }
 
   /// Runs `body` holding the exclusive `flock` on `.protfs/lock` (`Device.exclusively`); waits for

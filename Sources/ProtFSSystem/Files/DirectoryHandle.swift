@@ -321,6 +321,15 @@ public final class DirectoryHandle: Sendable {
       throw ProtFSError.system("remove the attributes of", path: name.map(pathOf) ?? path, errno: e)
     }
   }
+
+  /// Removes the file `name` (not a directory); no error when it is absent. `action` names the
+  /// removal in the error ("remove the keybag").
+  public func removeFileIfPresent(_ name: String, action: String = "remove") throws(ProtFSError) {
+    switch Kernel.unlinkat(fd, name, 0) {
+    case .success, .failure(.noSuchFile): return
+    case .failure(let e): throw ProtFSError.system(action, path: pathOf(name), errno: e)
+    }
+  }
 }
 
 /// Which directory a handle is open on: its device and inode.

@@ -83,7 +83,7 @@ extension Transfer {
   private func writeSealed(with cipher: FileCipher) -> Bool {
     let io = SealedFileIO(fd: file.rawValue, cipher: cipher, path: temporaryPath)
     do {
-      try io.write(Array(UnsafeRawBufferPointer(rebasing: staging[..<staged])), at: Int(flushed))
+      try io.write(UnsafeRawBufferPointer(rebasing: staging[..<staged]), at: Int(flushed))
     } catch {
       writeErrno = error.errno ?? EIO
       return false

@@ -93,3 +93,21 @@ quiet_machine() {
   python3 "$(dirname "${BASH_SOURCE[0]}")/quiet.py" || exit $?
   export BENCH_QUIET_CHECKED=1
 }
+
+# mount_benchmark_options SCRIPT ARGS...: the mount benchmarks' options (--runs N, --protfs PATH)
+# into $runs and $protfs, after a check that they run as root (mounting needs it); $protfs is
+# built with scripts/build.sh when not given. The caller sets $runs' default first.
+mount_benchmark_options() {
+  local script=$1
+  shift
+  protfs=""
+  while (($#)); do
+    case "$1" in
+      --runs) runs=$2; shift 2 ;;
+      --protfs) protfs=$2; shift 2 ;;
+      *) echo "usage: $script [--runs N] [--protfs PATH]" >&2; exit 64 ;;
+    esac
+  done
+  [ "$(id -u)" -eq 0 ] || { echo "$(basename "$script"): run as root (protfs mount needs it)" >&2; exit 2; }
+  [ -n "$protfs" ] || protfs=$(bash scripts/build.sh)
+}

@@ -17,19 +17,7 @@ cd "$(dirname "$0")/.."
 . benchmarks/lib.sh
 repo=$PWD
 runs=5
-protfs=""
-while (($#)); do
-  case "$1" in
-    --runs) runs=$2; shift 2 ;;
-    --protfs) protfs=$2; shift 2 ;;
-    *) echo "usage: $0 [--runs N] [--protfs PATH]" >&2; exit 64 ;;
-  esac
-done
-[ "$(id -u)" -eq 0 ] || { echo "mount.sh: run as root (protfs mount needs it)" >&2; exit 2; }
-if [ -z "$protfs" ]; then
-  bash scripts/build.sh >/dev/null
-  protfs=$repo/.build/release/protfs
-fi
+mount_benchmark_options "$0" "$@"
 work=$repo/.benchmarks/mount
 device=$work/device
 mnt=$work/mnt

@@ -19,16 +19,7 @@ cd "$(dirname "$0")/.."
 . benchmarks/lib.sh
 repo=$PWD
 runs=7
-protfs=""
-while (($#)); do
-  case "$1" in
-    --runs) runs=$2; shift 2 ;;
-    --protfs) protfs=$2; shift 2 ;;
-    *) echo "usage: $0 [--runs N] [--protfs PATH]" >&2; exit 64 ;;
-  esac
-done
-[ "$(id -u)" -eq 0 ] || { echo "sealed-mount.sh: run as root (protfs mount needs it)" >&2; exit 2; }
-[ -n "$protfs" ] || protfs=$(bash scripts/build.sh)
+mount_benchmark_options "$0" "$@"
 class=${CLASS:-until-first-auth}
 work=$repo/.benchmarks/sealed-mount
 rm -rf "$work"

@@ -74,4 +74,46 @@ import Testing
     #expect(ended.wait(timeout: .now() + 60) == .success)
     #expect(status.withLock { $0 } == 7)
   }
+
+  @Test func aLaunchWhosePlanIsTheHeldOnesTakesTheAppAndLearnsItsStatus() throws {
+    let t = try TestDevice(containers: ["com.example.held"])
+    let bundleID = try BundleID("com.example.held")
+    var plan = LaunchPlan(bundleID: bundleID, command: ["/bin/true"])
+    plan.servesMount = false
+    plan.prewarm = true
+    let (read, write) = try FileDescriptor.pipe().get()
+    let spawner = HeldSpawner()
+    spawner.input = read.rawValue
+    var launcher = AppLauncher(device: t.device, spawner: spawner)
+    let held = DispatchSemaphore(value: 0)
+    launcher.onPrewarmHeld = { held.signal() }
+    // Every request asks for the user's launch of the held app: the same plan but for the prewarm.
+    var same = plan
+    same.prewarm = false
+    launcher.planOfRequest = { [same] _ in same }
+    let status = Mutex<Int32?>(nil)
+    let ended = DispatchSemaphore(value: 0)
+    Thread { [launcher, plan] in
+      // The launch's own errors would show as a missing status below.
+      status.withLock { $0 = try? launcher.run(plan) }
+      ended.signal()
+    }.start()
+    #expect(held.wait(timeout: .now() + 60) == .success)
+    let socket = try #require(AppStore(device: t.device).prewarmSocket(bundleID))
+    let connection = try ControlSocket.connect(socket, servers: [0, getuid()])
+    let request = LaunchRequest(
+      words: ["app", "launch", "com.example.held"], surroundings: .init(directory: "/", umask: "0022", environment: []))
+    try DescriptorPassing.send(
+      Array("launch \(request.encoded.count)\n".utf8), descriptors: [STDIN_FILENO, STDOUT_FILENO, STDERR_FILENO],
+      on: connection)
+    #expect(ControlSocket.writeAll(request.encoded, on: connection))
+    #expect(ControlSocket.readLine(connection) == "launched")
+    // Taken: the record names no launch socket any more, so no second launch can take it.
+    #expect(try AppStore(device: t.device).prewarmSocket(bundleID) == nil)
+    // The app ends when its input closes; the launch that took it learns its status.
+    write.close()
+    #expect(ControlSocket.readLine(connection) == "exit 7")
+    #expect(ended.wait(timeout: .now() + 60) == .success)
+    #expect(status.withLock { $0 } == 7)
+  }
 }

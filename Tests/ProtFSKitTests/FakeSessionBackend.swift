@@ -20,6 +20,8 @@ final class FakeSessionBackend: SessionBackend, @unchecked Sendable {
     var filesAcknowledged: [Int64] = []
     /// Every task created, kept after its acknowledgement (which takes it out of `tasks`).
     var created: [Int64: SessionTaskSnapshot] = [:]
+    /// What `resume`, `suspend` and `cancel` throw when set (a service gone, or refusing).
+    var refusal: ProtFSError?
   }
 
   let identifier: String
@@ -62,10 +64,15 @@ final class FakeSessionBackend: SessionBackend, @unchecked Sendable {
   }
 
   func resume(_ id: Int64, notBefore: Date?) throws(ProtFSError) {
+    try refuseIfAsked()
     log(notBefore.map { "resume \(id) not before \($0.timeIntervalSince1970)" } ?? "resume \(id)")
   }
-  func suspend(_ id: Int64) throws(ProtFSError) { log("suspend \(id)") }
+  func suspend(_ id: Int64) throws(ProtFSError) {
+    try refuseIfAsked()
+    log("suspend \(id)")
+  }
   func cancel(_ id: Int64, producingResumeData: Bool) throws(ProtFSError) -> Data? {
+    try refuseIfAsked()
     log("cancel \(id)")
     guard producingResumeData, let task = store.withLock({ $0.tasks.first { $0.id == id } }) else { return nil }
     return Data("\(task.request.url.absoluteString) 42".utf8)
@@ -135,6 +142,10 @@ final class FakeSessionBackend: SessionBackend, @unchecked Sendable {
     var snapshot = store.withLock { $0.tasks.first { $0.id == id } ?? $0.created[id] }!
     snapshot.state = "completed"
     return snapshot
+  }
+
+  private func refuseIfAsked() throws(ProtFSError) {
+    if let refusal = store.withLock({ $0.refusal }) { throw refusal }
   }
 
   private func log(_ call: String) { store.withLock { $0.calls.append(call) } }

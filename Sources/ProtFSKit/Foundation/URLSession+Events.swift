@@ -333,6 +333,8 @@ extension URLSession {
     if let download = task as? URLSessionDownloadTask, URLErrorMapping.isResumable(failure) {
       resumeData = download.resumeData.withLock { $0 } ?? snapshot.resumeData
       if resumeData == nil, task.taskIdentifier > 0 {
+        // The task has failed already: a service that cannot hand its resume data leaves the
+        // error without any, as Apple's does for a download that cannot be continued.
         resumeData = (try? backend?.cancel(Int64(task.taskIdentifier), producingResumeData: true)) ?? nil
       }
     }

@@ -83,8 +83,12 @@ extension URLSession {
   /// A task that never reached the service: resuming it completes it with `error`.
   func failedTask(_ request: URLRequest?, _ kind: SessionTaskSnapshot.Kind, _ error: ProtFSError) -> URLSessionTask {
     let id = state.withLock { $0.takeLocalID() }
-    let fail: @Sendable (URLSessionTask) -> Void = { [weak self] task in self?.failLocally(task, error) }
-    return kind.makeTask(id: id, request: request, backend: nil, creationError: error, failNow: fail)
+    return kind.makeTask(id: id, request: request, backend: nil, creationError: error, fail: failing)
+  }
+
+  /// What completes a task of this session with an error at once.
+  private var failing: @Sendable (URLSessionTask, ProtFSError) -> Void {
+    { [weak self] task, error in self?.failLocally(task, error) }
   }
 
   /// The task object for `snapshot`, made the first time it is seen.
@@ -92,7 +96,8 @@ extension URLSession {
     let id = Int(snapshot.id)
     let task = state.withLock { state in
       if let existing = state.tasks[id] { return existing }
-      let made = snapshot.kind.makeTask(id: id, request: URLRequest(snapshot.request), backend: backend)
+      let made = snapshot.kind.makeTask(
+        id: id, request: URLRequest(snapshot.request), backend: backend, fail: failing)
       made.delaysBegin.store(configuration.isBackground, ordering: .relaxed)
       state.tasks[id] = made
       state.keep(self)

@@ -19,9 +19,16 @@ open class URLSessionDownloadTask: URLSessionTask, @unchecked Sendable {
       return
     }
     change { $0.state = .canceling }
-    let data = try? backend.cancel(Int64(taskIdentifier), producingResumeData: true)
-    resumeData.withLock { $0 = data ?? nil }
-    completionHandler(data ?? nil)
+    do {
+      let data = try backend.cancel(Int64(taskIdentifier), producingResumeData: true)
+      resumeData.withLock { $0 = data }
+      completionHandler(data)
+    } catch {
+      // Not cancelled by the service (gone, or it refused): no resume data, and the task
+      // completes here with why, as `cancel()` does.
+      completionHandler(nil)
+      fail?(self, error)
+    }
   }
 }
 

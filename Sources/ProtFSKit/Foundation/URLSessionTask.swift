@@ -73,20 +73,21 @@ open class URLSessionTask: NSObject, @unchecked Sendable {
   let backend: (any SessionBackend)?
   /// Why the service refused the task: it completes with this as soon as it is resumed.
   let creationError: ProtFSError?
-  /// Called with the task when it is resumed and its creation had failed.
-  let failNow: (@Sendable (URLSessionTask) -> Void)?
+  /// Completes the task with an error at once (on the delegate queue, in order): its creation
+  /// failed, or the service could not be asked to run or cancel it.
+  let fail: (@Sendable (URLSessionTask, ProtFSError) -> Void)?
   /// The completion handler of a convenience task, set once as it is made (nil for a delegate's).
   let completion = Mutex<Completion?>(nil)
 
   init(
     id: Int, request: URLRequest?, backend: (any SessionBackend)?, creationError: ProtFSError? = nil,
-    failNow: (@Sendable (URLSessionTask) -> Void)? = nil
+    fail: (@Sendable (URLSessionTask, ProtFSError) -> Void)? = nil
   ) {
     taskIdentifier = id
     originalRequest = request
     self.backend = backend
     self.creationError = creationError
-    self.failNow = failNow
+    self.fail = fail
     super.init()
     taskProgress.task = self
     // As Foundation's: cancelling, pausing or resuming the progress does so to the task.
@@ -205,19 +206,26 @@ open class URLSessionTask: NSObject, @unchecked Sendable {
   open func resume() {
     guard state != .completed, state != .canceling else { return }
     guard let backend else {
-      failNow?(self)
+      if let creationError { fail?(self, creationError) }
       return
     }
     let notBefore = delaysBegin.load(ordering: .relaxed) ? earliestBeginDate : nil
-    if (try? backend.resume(Int64(taskIdentifier), notBefore: notBefore)) != nil {
+    do {
+      try backend.resume(Int64(taskIdentifier), notBefore: notBefore)
       change { $0.state = .running }
       noteResumed()
+    } catch {
+      // The service cannot run it (gone, or it refused): the task completes with why, where it
+      // would otherwise wait for ever for a transfer that never begins.
+      fail?(self, error)
     }
   }
 
   /// Pauses the task.
   open func suspend() {
     guard state == .running, let backend else { return }
+    // A suspension the service could not take leaves the task as the service last reported it
+    // (running), which is what it is: Apple's `suspend()` reports nothing either.
     if (try? backend.suspend(Int64(taskIdentifier))) != nil { change { $0.state = .suspended } }
   }
 
@@ -226,10 +234,16 @@ open class URLSessionTask: NSObject, @unchecked Sendable {
     guard state != .completed else { return }
     change { $0.state = .canceling }
     guard let backend else {
-      failNow?(self)
+      if let creationError { fail?(self, creationError) }
       return
     }
-    _ = try? backend.cancel(Int64(taskIdentifier), producingResumeData: false)
+    do {
+      _ = try backend.cancel(Int64(taskIdentifier), producingResumeData: false)
+    } catch {
+      // Not cancelled by the service (gone, or it refused): the task completes here with why,
+      // where it would otherwise stay `canceling` with no completion.
+      fail?(self, error)
+    }
   }
 
   /// Takes what the service reports of the task.
@@ -283,15 +297,15 @@ extension SessionTaskSnapshot.Kind {
   /// A task object of this kind.
   func makeTask(
     id: Int, request: URLRequest?, backend: (any SessionBackend)?, creationError: ProtFSError? = nil,
-    failNow: (@Sendable (URLSessionTask) -> Void)? = nil
+    fail: (@Sendable (URLSessionTask, ProtFSError) -> Void)? = nil
   ) -> URLSessionTask {
     switch self {
     case .download:
-      URLSessionDownloadTask(id: id, request: request, backend: backend, creationError: creationError, failNow: failNow)
+      URLSessionDownloadTask(id: id, request: request, backend: backend, creationError: creationError, fail: fail)
     case .upload:
-      URLSessionUploadTask(id: id, request: request, backend: backend, creationError: creationError, failNow: failNow)
+      URLSessionUploadTask(id: id, request: request, backend: backend, creationError: creationError, fail: fail)
     case .data:
-      URLSessionDataTask(id: id, request: request, backend: backend, creationError: creationError, failNow: failNow)
+      URLSessionDataTask(id: id, request: request, backend: backend, creationError: creationError, fail: fail)
     }
   }
 }

@@ -74,17 +74,13 @@ static int resolve(void *library, void **slot, const char *symbol) {
   return 0;
 }
 
-static void load(void) {
-  const char *name = secure_getenv("PROTFS_LIBCRYPTO");
-  if (!name || !*name) name = LIBCRYPTO;
-  void *library = dlopen(name, RTLD_NOW | RTLD_LOCAL);
-  if (!library) {
-    const char *reason = dlerror();
-    snprintf(failure, sizeof failure, "%s", reason ? reason : "dlopen failed");
-    return;
-  }
+/* Resolves `field` as `symbol`, or returns 0 from the function using it. */
 #define RESOLVE(field, symbol) \
-  if (!resolve(library, (void **)&crypto.field, symbol)) return
+  if (!resolve(library, (void **)&crypto.field, symbol)) return 0
+
+/* The digests', the random bytes', the comparison's and the key derivation's entry points: 1, or
+   0 with `failure` set. */
+static int resolve_digests(void *library) {
   RESOLVE(sha256_init, "SHA256_Init");
   RESOLVE(sha256_update, "SHA256_Update");
   RESOLVE(sha256_final, "SHA256_Final");
@@ -109,6 +105,11 @@ static void load(void) {
   RESOLVE(rand_bytes, "RAND_bytes");
   RESOLVE(memcmp, "CRYPTO_memcmp");
   RESOLVE(pbkdf2_hmac, "PKCS5_PBKDF2_HMAC");
+  return 1;
+}
+
+/* The ciphers', the HMAC's and the X25519 keys' entry points: 1, or 0 with `failure` set. */
+static int resolve_ciphers(void *library) {
   RESOLVE(cipher_ctx_new, "EVP_CIPHER_CTX_new");
   RESOLVE(cipher_ctx_free, "EVP_CIPHER_CTX_free");
   RESOLVE(cipher_ctx_set_flags, "EVP_CIPHER_CTX_set_flags");
@@ -132,7 +133,20 @@ static void load(void) {
   RESOLVE(pkey_derive_init, "EVP_PKEY_derive_init");
   RESOLVE(pkey_derive_set_peer, "EVP_PKEY_derive_set_peer");
   RESOLVE(pkey_derive, "EVP_PKEY_derive");
+  return 1;
+}
 #undef RESOLVE
+
+static void load(void) {
+  const char *name = secure_getenv("PROTFS_LIBCRYPTO");
+  if (!name || !*name) name = LIBCRYPTO;
+  void *library = dlopen(name, RTLD_NOW | RTLD_LOCAL);
+  if (!library) {
+    const char *reason = dlerror();
+    snprintf(failure, sizeof failure, "%s", reason ? reason : "dlopen failed");
+    return;
+  }
+  if (!resolve_digests(library) || !resolve_ciphers(library)) return;
   /* Before any other call: openssl.cnf is not read. protfs's algorithms and their parameters are
      fixed, and parsing the file was most of the library's first use, which every sealed lock and
      unlock (each a process of its own) pays. */

@@ -233,12 +233,9 @@ static void wait_for_end(pid_t pid) {
   close(fd);
 }
 
-__attribute__((constructor)) static void protfs_take_prewarmed(int argc, char **argv, char **envp) {
-  if (argc < 6 || !argv || !envp) return;
-  /* A launch from a terminal is the Swift program's: it gives the app a pseudo-terminal of its own
-     (handing the held app this terminal's descriptors would let it read and set the caller's
-     terminal); it ends the held app first. */
-  if (isatty(0) || isatty(1) || isatty(2)) return;
+/* The prewarmed app's launch socket this command line asks for, into `name`: the app's bundle id,
+   or NULL when the Swift program takes the launch. */
+static const char *prewarmed_launch(int argc, char **argv, char *name, size_t capacity) {
   /* protfs [--device DEVICE | --device=DEVICE] app launch BUNDLE-ID WORDS... -- CMD... */
   int index = 1;
   const char *explicit = NULL;
@@ -249,9 +246,9 @@ __attribute__((constructor)) static void protfs_take_prewarmed(int argc, char **
     explicit = argv[index] + 9;
     index += 1;
   }
-  if (index + 3 > argc || strcmp(argv[index], "app") != 0 || strcmp(argv[index + 1], "launch") != 0) return;
+  if (index + 3 > argc || strcmp(argv[index], "app") != 0 || strcmp(argv[index + 1], "launch") != 0) return NULL;
   const char *bundle = argv[index + 2];
-  if (!*bundle || bundle[0] == '-' || bundle[0] == '.' || strchr(bundle, '/') || strlen(bundle) > 255) return;
+  if (!*bundle || bundle[0] == '-' || bundle[0] == '.' || strchr(bundle, '/') || strlen(bundle) > 255) return NULL;
   int command = 0;
   for (int i = index + 3; i < argc; i++) {
     if (strcmp(argv[i], "--") == 0) {
@@ -259,28 +256,36 @@ __attribute__((constructor)) static void protfs_take_prewarmed(int argc, char **
       break;
     }
     /* A passcode is never sent anywhere: the Swift program takes that launch. */
-    if (strncmp(argv[i], "--passcode", 10) == 0) return;
+    if (strncmp(argv[i], "--passcode", 10) == 0) return NULL;
   }
-  if (!command) return;
+  if (!command) return NULL;
   char storage[4096];
   const char *device = device_path(explicit, storage, sizeof(storage));
-  char name[256];
-  if (!device || prewarm_socket(device, bundle, name, sizeof(name)) != 0) return;
+  if (!device || prewarm_socket(device, bundle, name, capacity) != 0) return NULL;
+  return bundle;
+}
 
+/* Sends the launch of this command line to the supervisor holding the launch socket `name`: the
+   connection, with `server` the supervisor's pid, or -1. */
+static int send_launch(int argc, char **argv, char **envp, const char *name, pid_t *server) {
   char directory[4096];
   if (!getcwd(directory, sizeof(directory))) directory[0] = 0;
   char mask[16];
   read_umask(mask);
   struct buffer body = {0};
-  if (protfs_launch_request(argc - 1, argv + 1, envp, directory, mask, &body.bytes, &body.length) != 0) return;
-  pid_t server = 0;
-  int fd = connect_supervisor(name, &server);
+  if (protfs_launch_request(argc - 1, argv + 1, envp, directory, mask, &body.bytes, &body.length) != 0) return -1;
+  int fd = connect_supervisor(name, server);
   if (fd < 0 || send_request(fd, &body) != 0) {
     free(body.bytes);
     if (fd >= 0) close(fd);
-    return;
+    return -1;
   }
   free(body.bytes);
+  return fd;
+}
+
+/* Whether the supervisor on `fd` launched the app; when not, `fd` is closed. */
+static int launched(int fd, pid_t server) {
   /* The answer comes at once: a supervisor silent for 10 s is left to the Swift program, which
      ends it. The app's end, later, may take as long as the app runs. */
   struct timeval answer_limit = {.tv_sec = 10, .tv_usec = 0};
@@ -291,10 +296,15 @@ __attribute__((constructor)) static void protfs_take_prewarmed(int argc, char **
        anew. Anything else: the Swift program sees for itself. */
     if (strcmp(line, "declined") == 0) wait_for_end(server);
     close(fd);
-    return;
+    return 0;
   }
   struct timeval unlimited = {.tv_sec = 0, .tv_usec = 0};
   (void)setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &unlimited, sizeof(unlimited));
+  return 1;
+}
+
+/* From now on SIGINT, SIGTERM and SIGHUP go to the app, through its supervisor on `fd`. */
+static void forward_signals_to(int fd) {
   launch_connection = fd;
   signal(SIGPIPE, SIG_IGN);
   struct sigaction action;
@@ -310,6 +320,11 @@ __attribute__((constructor)) static void protfs_take_prewarmed(int argc, char **
     sigaddset(&unblock, forwarded[i]);
   }
   sigprocmask(SIG_UNBLOCK, &unblock, NULL);
+}
+
+/* Waits for the app's end, which the supervisor on `fd` tells, and exits as the app did. */
+static void exit_as_the_app(int fd, const char *bundle) {
+  char line[64];
   while (read_line(fd, line, sizeof(line)) >= 0) {
     if (strncmp(line, "exit ", 5) != 0) continue;
     int status = atoi(line + 5);
@@ -320,4 +335,20 @@ __attribute__((constructor)) static void protfs_take_prewarmed(int argc, char **
   }
   dprintf(2, "Error: The supervisor of the app %s ended without telling how the app ended.\n", bundle);
   _exit(1);
+}
+
+__attribute__((constructor)) static void protfs_take_prewarmed(int argc, char **argv, char **envp) {
+  if (argc < 6 || !argv || !envp) return;
+  /* A launch from a terminal is the Swift program's: it gives the app a pseudo-terminal of its own
+     (handing the held app this terminal's descriptors would let it read and set the caller's
+     terminal); it ends the held app first. */
+  if (isatty(0) || isatty(1) || isatty(2)) return;
+  char name[256];
+  const char *bundle = prewarmed_launch(argc, argv, name, sizeof(name));
+  if (!bundle) return;
+  pid_t server = 0;
+  int fd = send_launch(argc, argv, envp, name, &server);
+  if (fd < 0 || !launched(fd, server)) return;
+  forward_signals_to(fd);
+  exit_as_the_app(fd, bundle);
 }

@@ -7,7 +7,7 @@ import Testing
 /// brace (40 in `Sources/ProtFSCLI`, where a command only parses, asks the library and prints).
 /// A long file is split by responsibility into `Type+Aspect.swift` files; a long function into
 /// named steps. Each file or function over its limit is one issue, then one issue counts them by
-/// target.
+/// target. The C targets' sources have the same limits (`SourceSizeTests+C.swift`).
 @Suite("SourceSize")
 struct SourceSizeTests {
   /// The most lines a Swift source file may have.
@@ -123,10 +123,11 @@ struct SourceSizeTests {
   /// `Sources/` of this package.
   static let sources = RepositoryLayout.packageRoot + "/Sources"
 
-  /// Every Swift file under `Sources/`, relative to it, sorted.
-  static func sourceFiles() throws -> [String] {
+  /// Every file under `Sources/` whose name ends with one of `suffixes` (Swift files unless
+  /// told), relative to it, sorted.
+  static func sourceFiles(endingIn suffixes: [String] = [".swift"]) throws -> [String] {
     guard let walker = FileManager.default.enumerator(atPath: sources) else { return [] }
-    return walker.compactMap { $0 as? String }.filter { $0.hasSuffix(".swift") }.sorted()
+    return walker.compactMap { $0 as? String }.filter { file in suffixes.contains { file.hasSuffix($0) } }.sorted()
   }
 
   /// The target a file below `Sources/` belongs to: its first path component.

@@ -26,25 +26,40 @@ final class MountHandle: @unchecked Sendable {
   /// Whether the kernel takes this handle's writes into its page cache (a class-none file opened
   /// for writing), where no write request reaches the daemon until the pages are written back.
   let writesThroughCache: Bool
-  /// A sealed file's plaintext I/O (its key unwrapped at the open); nil on an unsealed device.
-  let sealed: SealedFileIO?
+  /// A sealed file's key (unwrapped at the open, dropped by a state that withdraws its class);
+  /// nil on an unsealed device.
+  private let key: HandleKey?
   /// Where a sealed file's handle counts itself open, until it is released.
   private let pages: SealedPages?
+  /// The registry `key` is in, until the handle is released.
+  private let keys: OpenFileKeys?
 
-  /// A handle owning `fd`; a sealed file's (`sealed`, its cipher) counts itself open in `pages`.
+  /// A handle owning `fd`; a sealed file's (`sealed`, its key) counts itself open in `seal`.
   init(
-    fd: Int32, node: MountNode, writesThroughCache: Bool = false, sealed: FileCipher? = nil,
-    pages: SealedPages? = nil
+    fd: Int32, node: MountNode, writesThroughCache: Bool = false, sealed key: HandleKey? = nil,
+    seal: MountSeal? = nil
   ) {
     self.fd = fd
     self.node = node
     self.writesThroughCache = writesThroughCache
-    self.sealed = sealed.map { SealedFileIO(fd: fd, cipher: $0, path: "(a sealed file)") }
-    self.pages = sealed == nil ? nil : pages
+    self.key = key
+    self.pages = key == nil ? nil : seal?.pages
+    self.keys = key == nil ? nil : seal?.openKeys
     self.pages?.opened(node.id)
   }
 
+  /// Whether the handle is a sealed file's.
+  var isSealed: Bool { key != nil }
+
+  /// A sealed file's plaintext I/O, nil on an unsealed device: with the key the handle holds, or
+  /// unwrapped again when a state took it (EPERM while its class key is evicted).
+  func sealedIO() throws(Errno) -> SealedFileIO? {
+    guard let key else { return nil }
+    return SealedFileIO(fd: fd, cipher: try key.cipher(fd), path: "(a sealed file)")
+  }
+
   deinit {
+    if let key { keys?.remove(key) }
     pages?.closed(node.id)
     if let directory { Kernel.closedir(directory) } else { closeDescriptor(fd) }
   }
@@ -118,8 +133,8 @@ extension MountFileSystem {
     let fd = try node.reopen(backing)
     guard !node.isDirectory else { return OpenedHandle(handle: MountHandle(fd: fd, node: node), directIO: true) }
     do {
-      let cipher = try seal.cipher(of: fd)
-      return OpenedHandle(handle: MountHandle(fd: fd, node: node, sealed: cipher, pages: seal.pages), directIO: true)
+      let key = try seal.handleKey(of: fd)
+      return OpenedHandle(handle: MountHandle(fd: fd, node: node, sealed: key, seal: seal), directIO: true)
     } catch {
       closeDescriptor(fd)
       throw error
@@ -150,10 +165,10 @@ extension MountFileSystem {
       }
     case .failure(let e): throw e
     }
-    let cipher: FileCipher?
+    let key: HandleKey?
     do {
       try adopt(fd, class: cls, uid: caller.uid, gid: caller.gid, parent: parent)
-      cipher = try seal?.seal(fd, class: cls)
+      key = try seal?.seal(fd, class: cls)
     } catch {
       closeDescriptor(fd)
       _ = Kernel.unlinkat(parent.fd, name, 0)
@@ -162,8 +177,7 @@ extension MountFileSystem {
     let (node, s) = try entry(parent, name)
     nodes.setOwnClass(node, cls)
     let handle = MountHandle(
-      fd: fd, node: node, writesThroughCache: cached && flags & O_ACCMODE != O_RDONLY, sealed: cipher,
-      pages: seal?.pages)
+      fd: fd, node: node, writesThroughCache: cached && flags & O_ACCMODE != O_RDONLY, sealed: key, seal: seal)
     return (OpenedHandle(handle: handle, directIO: !cached), s)
   }
 
@@ -256,9 +270,9 @@ extension MountFileSystem {
     throws(Errno) -> stat
   {
     if let size = change.size {
-      if let handle, let sealed = handle.sealed {
+      if let handle, handle.isSealed {
         try decideIO(handle)
-        try sealed.truncateOrEIO(to: Int(size))
+        try handle.sealedIO()?.truncateOrEIO(to: Int(size))
       } else if let handle {
         try decideIO(handle)
         _ = try Kernel.ftruncate(handle.fd, size).get()
@@ -266,7 +280,7 @@ extension MountFileSystem {
         refreshOwnClass(node)
         try decide(node, .write)
         let opened = try open(node, flags: O_WRONLY)
-        try opened.handle.sealed?.truncateOrEIO(to: Int(size))
+        try opened.handle.sealedIO()?.truncateOrEIO(to: Int(size))
       } else {
         refreshOwnClass(node)
         try decide(node, .write)

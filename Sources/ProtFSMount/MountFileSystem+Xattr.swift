@@ -18,6 +18,13 @@ extension MountFileSystem {
       guard size == 0 || size >= json.count else { throw .range }
       return size == 0 ? [UInt8](repeating: 0, count: json.count) : Array(json)
     }
+    if node === nodes.root, name == AttributeName.mountFileKeys, let seal {
+      let encoder = JSONEncoder()
+      encoder.outputFormatting = [.sortedKeys]
+      guard let json = try? encoder.encode(seal.openKeys.heldCounts()) else { throw .noData }
+      guard size == 0 || size >= json.count else { throw .range }
+      return size == 0 ? [UInt8](repeating: 0, count: json.count) : Array(json)
+    }
     var buffer = [UInt8](repeating: 0, count: size)
     // Through /proc at once, as before: `withPath` gives an `O_PATH` descriptor for most nodes.
     let count = try node.withPath { (fd) throws(Errno) in

@@ -31,7 +31,7 @@ extension MountOperations {
       MountOperations.reply(req) { () throws(Errno) in
         let handle = MountOperations.handle(fi)!
         try fs.decideIO(handle)
-        if let sealed = handle.sealed {
+        if let sealed = try handle.sealedIO() {
           // Decrypted in one buffer and sent from there: no copy but the kernel's.
           _ = try sealed.withPlaintextOrEIO(at: Int(offset), count: size) {
             fuse_reply_buf(req, $0.baseAddress, $0.count)
@@ -72,8 +72,9 @@ extension MountOperations {
     _ buffers: UnsafeMutablePointer<fuse_bufvec>?, _ fs: MountFileSystem, _ handle: MountHandle, at offset: off_t,
     _ fi: UnsafeMutablePointer<fuse_file_info>?
   ) throws(Errno) -> Int {
-    if let sealed = handle.sealed {
+    if handle.isSealed {
       try fs.decideIO(handle)
+      guard let sealed = try handle.sealedIO() else { throw Errno(EIO) }
       // The plaintext, encrypted straight out of the request where it lies in memory.
       var size = 0
       if let memory = protfs_fuse_buffers_memory(buffers, &size) {

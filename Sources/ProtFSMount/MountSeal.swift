@@ -11,6 +11,8 @@ final class MountSeal: Sendable {
   private let files: SealedFiles
   /// The sealed files whose pages a state change drops.
   let pages = SealedPages()
+  /// The keys open handles hold, which a state change drops with the class keys.
+  let openKeys = OpenFileKeys()
 
   /// The seal of `device`, or nil when the device is not sealed.
   init?(device: Device) throws(ProtFSError) {
@@ -18,17 +20,37 @@ final class MountSeal: Sendable {
     self.files = files
   }
 
-  /// Keeps the keys `state` allows.
-  func apply(_ state: ProtectionState) { files.apply(state) }
+  /// Keeps the keys `state` allows, and drops those of open files of the classes it withdraws
+  /// (but class B's, whose open files stay usable while locked).
+  func apply(_ state: ProtectionState) {
+    files.apply(state)
+    let withdrawn = ProtectionClassCode.allCases.filter { !state.allows($0.protectionClass, .read) }
+    openKeys.evict(Set(withdrawn).subtracting([.b, .d]))
+  }
 
   /// The cipher of the sealed file `fd` holds, from its key record.
   func cipher(of fd: Int32) throws(Errno) -> FileCipher {
     do { return try files.cipher(of: fd) } catch { throw Self.errno(error) }
   }
 
-  /// A fresh key for the new file `fd` of class `cls`, written beside its class; its cipher.
-  func seal(_ fd: Int32, class cls: ProtectionClass) throws(Errno) -> FileCipher {
-    do { return try files.seal(fd, class: cls) } catch { throw Self.errno(error) }
+  /// The key of the sealed file `fd` holds, for a handle opened on it (registered in ``openKeys``).
+  func handleKey(of fd: Int32) throws(Errno) -> HandleKey {
+    do {
+      let (cipher, code) = try files.cipherAndClass(of: fd)
+      return openKeys.register(cipher, code: code, seal: self)
+    } catch {
+      throw Self.errno(error)
+    }
+  }
+
+  /// A fresh key for the new file `fd` of class `cls`, written beside its class, for the handle
+  /// that creates it.
+  func seal(_ fd: Int32, class cls: ProtectionClass) throws(Errno) -> HandleKey {
+    do {
+      return openKeys.register(try files.seal(fd, class: cls), code: ProtectionClassCode(cls), seal: self)
+    } catch {
+      throw Self.errno(error)
+    }
   }
 
   /// A class change to `cls` of what `fd` (open for reading) holds: a sealed file's key is wrapped

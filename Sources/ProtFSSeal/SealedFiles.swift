@@ -90,6 +90,13 @@ package final class SealedFiles: Sendable {
     FileCipher(key: try fileKey(of: fd))
   }
 
+  /// The cipher of the sealed file `fd` holds, and the class its key is wrapped with.
+  package func cipherAndClass(of fd: Int32) throws(SealError) -> (FileCipher, ProtectionClassCode) {
+    let record = try Self.record(of: fd)
+    let key = try record.unwrap(inode: try Self.inode(fd), keys: keys.withLock { $0 })
+    return (FileCipher(key: key), record.code)
+  }
+
   /// A fresh key for the new, empty file `fd` of class `cls`, written beside its class; its cipher.
   /// Class B needs only its public key, so a locked device can make such files; class A cannot.
   package func seal(_ fd: Int32, class cls: ProtectionClass) throws(SealError) -> FileCipher {

@@ -12,6 +12,9 @@ public enum AttributeName {
   /// On a mount's root only, answered by the mount's daemon: the device state (JSON of
   /// `ProtectionState`) whose classes and cached pages it has brought up to date.
   public static let mountState = "user.protfs.mount-state"
+  /// On a sealed mount's root (read only): how many open handles hold their file's key now, by
+  /// class, as JSON (`{"complete-unless-open":1}`); a lock takes class A's from open handles.
+  public static let mountFileKeys = "user.protfs.mount-file-keys"
 }
 
 extension DirectoryHandle {

@@ -71,7 +71,7 @@ package enum LockCommand {
     if report.to.classKeysHeld {
       // Someone must withdraw the keys when the grace ends: a process of its own waits for it (and
       // any later protfs command run as root does it, should that process be gone).
-      try EndGraceCommand.start(device: controller.device)
+      try controller.startGraceEnder()
       let seconds = grace == grace.rounded() ? String(Int(grace)) : String(grace)
       Console.err(
         "note: complete (class A) data stays readable for \(seconds) s, as iOS keeps its keys after a lock; `--grace 0` withdraws them at once."

@@ -52,8 +52,8 @@ public struct LockController: Sendable {
   /// With a `grace` (seconds), an unlocked device locks at once (protected data becomes
   /// unavailable, class B closes) but keeps the class A keys (and those of an expired CX) until
   /// the grace ends, as iOS keeps them about 10 s: `endGraceIfDue()` withdraws them then, and
-  /// whoever locks must have it called (the CLI leaves a process that waits for it). Locking
-  /// again during a grace does not lengthen it; locking again without one ends it now.
+  /// whoever locks must have it called (`startGraceEnder()` leaves a process that waits for it).
+  /// Locking again during a grace does not lengthen it; locking again without one ends it now.
   @discardableResult
   public func lock(grace: TimeInterval = 0, inactive: Bool = false) throws(ProtFSError) -> TransitionReport {
     try transaction("lock") { (current: LockRecord) throws -> LockRecord in

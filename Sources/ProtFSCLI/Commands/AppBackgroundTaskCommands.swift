@@ -1,6 +1,7 @@
 import Foundation
 import ProtFS
 import ProtFSApp
+import ProtFSLaunch
 import ProtFSSystem
 
 /// BGTaskScheduler from the shell: `protfs app refresh|process|expire|requests`, the system's side
@@ -143,8 +144,7 @@ package enum AppBackgroundTaskCommands {
         throw ExitStatus(code: 1, message: reason.message)
       }
       try AppControlCommands.launchInBackground(
-        bundleID, device: device, options: ["--for-bgtask", message.json],
-        refusal: "it is not launched for its background tasks", purpose: "its \(type.rawValue) task")
+        bundleID, device: device, for: .backgroundTask(message: message.json), purpose: "its \(type.rawValue) task")
       return 0
     }
   }

@@ -126,9 +126,7 @@ package enum AppControlCommands {
       // reads /proc/PID/cmdline for as long as the launch runs).
       let held = try PushPayloadFile.hold(notification.json, on: device)
       do {
-        try launchInBackground(
-          bundleID, device: device, options: ["--for-push", held], refusal: "a push does not launch it",
-          purpose: "the notification")
+        try launchInBackground(bundleID, device: device, for: .push(payloadFile: held), purpose: "the notification")
       } catch {
         PushPayloadFile.discard(held, on: device)
         throw error
@@ -137,23 +135,15 @@ package enum AppControlCommands {
     }
   }
 
-  /// Launches `bundleID`, which is not running, in the background as the system does (with the
-  /// command and background budget of its last launch, and the launch `options` saying what for),
-  /// detached from this shell; refused for an app never launched, or force-quit by the user
-  /// (`refusal` says what that prevents). `purpose` ends the line that reports it.
+  /// Launches `bundleID`, which is not running, in the background as the system does, for
+  /// `reason` (refused for an app never launched, or force-quit by the user); `purpose` ends the
+  /// line that reports it.
   static func launchInBackground(
-    _ bundleID: BundleID, device: Device, options: [String], refusal: String, purpose: String
-  ) throws {
-    guard let record = try AppStore(device: device).record(bundleID), !record.lastLaunchCommand.isEmpty else {
-      throw ExitStatus(code: 1, message: "The app \(bundleID) is not running and was never launched.")
-    }
-    guard !record.forceQuit else {
-      throw ExitStatus(code: 1, message: "The app \(bundleID) is not running: the user force-quit it, so \(refusal).")
-    }
-    let pid = try DetachedLaunch.start(
-      ["--device", device.root, "app", "launch", bundleID.rawValue] + options
-        + ["--background-time", "\(Int((record.backgroundTime * 1000).rounded()))ms", "--"]
-        + record.lastLaunchCommand)
+    _ bundleID: BundleID, device: Device, for reason: BackgroundLaunchReason, purpose: String
+  )
+    throws
+  {
+    let pid = try AppSessionLauncher(device: device).launchInBackground(bundleID, for: reason)
     Console.out("Launched \(bundleID) in the background for \(purpose) (supervisor pid \(pid)).")
   }
 
@@ -164,9 +154,7 @@ package enum AppControlCommands {
       _ = try AppCommand.send(.fetch, to: bundleID, device: device)
       return 0
     } catch let status as ExitStatus where status.message == AppCommand.notRunning(bundleID) {
-      try launchInBackground(
-        bundleID, device: device, options: ["--for-fetch"], refusal: "it is not launched for a fetch",
-        purpose: "a fetch")
+      try launchInBackground(bundleID, device: device, for: .fetch, purpose: "a fetch")
       return 0
     }
   }

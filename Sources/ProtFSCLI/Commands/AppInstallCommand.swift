@@ -68,17 +68,7 @@ package enum AppInstallCommand {
   /// The log of an app launched detached: `.protfs/logs/BUNDLE-ID.log` in the device, made anew at
   /// every such launch.
   static func logPath(_ device: Device, _ bundleID: BundleID) -> String {
-    device.stateDirectory + "/logs/\(bundleID).log"
-  }
-
-  /// The last line written to `log` (read from its last 4 KiB), if any.
-  static func lastLine(of log: Int32) -> String? {
-    guard let size = try? Kernel.lseek(log, 0, SEEK_END).get(), size > 0 else { return nil }
-    var bytes = [UInt8](repeating: 0, count: Int(min(size, 4096)))
-    let count = bytes.withUnsafeMutableBytes { raw in
-      (try? Kernel.pread(log, raw.baseAddress, raw.count, off_t(size) - off_t(raw.count)).get()) ?? 0
-    }
-    return String(decoding: bytes[..<count], as: UTF8.self).split(separator: "\n").last.map(String.init)
+    AppSessionLauncher(device: device).logPath(bundleID)
   }
 
   /// Launches the installed `command` of `bundleID` as `app launch` does, detached from this shell
@@ -94,61 +84,15 @@ package enum AppInstallCommand {
     }
     let forwarded = AppLaunchCommand.givenOptions(
       invocation, among: AppLaunchCommand.command.options.filter { $0 != AppLaunchCommand.wait })
-    let started = try startSupervisor(
-      device, bundleID, ["app", "launch", bundleID.rawValue] + forwarded + ["--"] + command, within: 60,
-      purpose: "launch the app with", endedBefore: "it ran (its launch"
+    let started = try AppSessionLauncher(device: device).startSupervisor(
+      bundleID, ["app", "launch", bundleID.rawValue] + forwarded + ["--"] + command, for: .launch, within: 60
     ) { $0.state != .notRunning }
-    guard started else {
+    guard let pid = started else {
       throw ExitStatus(
         code: 1,
         message: "The app \(bundleID) did not start within 60 s; its output is in \(logPath(device, bundleID)).")
     }
+    Console.out("\(bundleID): \(pid)")
     return 0
-  }
-
-  /// Starts `protfs --device DEVICE ARGUMENTS` (an `app launch` of `bundleID`) detached from this
-  /// shell, its output in the app's log, and waits until the app's record names it (by its start
-  /// time too: a record left by an earlier one whose pid was reused is not taken for it) and
-  /// `ready` accepts the record; then prints `BUNDLE-ID: PID`, as `simctl launch` does, and returns
-  /// true. False when `within` seconds passed first; throws when the launch ended first, with its
-  /// own error (`endedBefore` words what it did not get to).
-  static func startSupervisor(
-    _ device: Device, _ bundleID: BundleID, _ arguments: [String], within timeout: Double, purpose: String,
-    endedBefore: String, ready: (AppRecord) -> Bool
-  ) throws -> Bool {
-    let state = try DirectoryHandle(path: device.stateDirectory)
-    try state.makeDirectory("logs", permissions: FilePermissions(rawValue: 0o700))
-    let logs = try state.openDirectory("logs")
-    let log = try logs.openFile(
-      "\(bundleID).log", flags: O_RDWR | O_CREAT | O_TRUNC, permissions: FilePermissions(rawValue: 0o600))
-    defer { closeDescriptor(log) }
-    let supervisor = try DetachedLaunch.start(["--device", device.root] + arguments, purpose: purpose, output: log)
-    let store = AppStore(device: device)
-    let identity = ProcessIdentity(pid: supervisor)
-    let deadline = Date().addingTimeInterval(timeout)
-    var delay: useconds_t = 1_000
-    while Date() < deadline {
-      if case .success(let code?) = Kernel.reapChildIfEnded(supervisor) {
-        // The launch's own error, when it wrote one, says best what went wrong.
-        let said =
-          lastLine(of: log).map { line in
-            ": " + (line.hasPrefix("Error: ") ? String(line.dropFirst(7)) : line)
-          } ?? "."
-        throw ExitStatus(
-          code: 1,
-          message:
-            "The app \(bundleID) ended before \(endedBefore) exited with status \(code))\(said) Its output is in \(logPath(device, bundleID))."
-        )
-      }
-      if let record = try? store.record(bundleID), let identity, record.supervisor == identity, let pid = record.pid,
-        ready(record)
-      {
-        Console.out("\(bundleID): \(pid)")
-        return true
-      }
-      Kernel.usleep(delay)
-      delay = min(delay * 2, 20_000)
-    }
-    return false
   }
 }

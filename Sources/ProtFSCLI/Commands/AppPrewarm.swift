@@ -66,12 +66,15 @@ package enum AppPrewarmCommand {
       try PrewarmedLaunch.discard(bundleID, device: device)
     }
     let forwarded = AppLaunchCommand.givenOptions(invocation, among: prewarmOptions)
-    let held = try AppInstallCommand.startSupervisor(
-      device, bundleID,
+    let held = try AppSessionLauncher(device: device).startSupervisor(
+      bundleID,
       ["app", "launch", "--" + AppLaunchCommand.prewarm.long, bundleID.rawValue] + forwarded + ["--"] + command,
-      within: holdTimeout, purpose: "prewarm the app with", endedBefore: "it was held (its prewarm"
+      for: .prewarm, within: holdTimeout
     ) { $0.state == .prewarmed && store.prewarmSocket(bundleID) != nil }
-    if held { return 0 }
+    if let pid = held {
+      Console.out("\(bundleID): \(pid)")
+      return 0
+    }
     let path = AppInstallCommand.logPath(device, bundleID)
     try PrewarmedLaunch.discard(bundleID, device: device)
     throw ExitStatus(

@@ -4,9 +4,11 @@ import ProtFSApp
 import ProtFSSessions
 import ProtFSSystem
 
-/// How the session service reaches apps (docs/semantics.md §9): a running app's supervisor is sent
-/// `sessionEvents`; an app not running is launched in the background with the command it was last
-/// launched with, as `protfs app fetch` launches one, and gets the event after didEnterBackground.
+/// How the system reaches apps (docs/semantics.md §9): for the session service, a running app's
+/// supervisor is sent `sessionEvents`; an app not running is launched in the background with the
+/// command it was last launched with (`launchInBackground`, as `protfs app fetch`, `push` and
+/// `bgtask launch` launch one), and gets the event after didEnterBackground. Supervisors started
+/// detached, and their wait, are in AppSessionLauncher+Supervisor.swift.
 package struct AppSessionLauncher: SessionAppLauncher {
   /// The device the apps run on.
   package let device: Device
@@ -39,17 +41,8 @@ package struct AppSessionLauncher: SessionAppLauncher {
       if let refusal = reply.error { throw ProtFSError(.io, refusal.message) }
       return
     }
-    guard let record = try AppStore(device: device).record(app), !record.lastLaunchCommand.isEmpty else {
-      throw ProtFSError(
-        .notFound,
-        "The app \(bundleID) is not running and was never launched, so it cannot get the events of \(session).")
-    }
-    guard !record.forceQuit else {
-      throw ProtFSError(
-        .permissionDenied,
-        "The app \(bundleID) is not running: the user force-quit it, so it is not launched for the events of \(session)."
-      )
-    }
+    let reason = BackgroundLaunchReason.sessionEvents(session: session)
+    let record = try launchableRecord(app, for: reason)
     let command = record.lastLaunchCommand
     guard ExecutableLookup.path(of: command[0]) != nil else {
       throw ProtFSError(
@@ -57,14 +50,53 @@ package struct AppSessionLauncher: SessionAppLauncher {
         "The app \(bundleID) cannot be launched for the events of \(session): '\(command[0])', the command it was last launched with, is not an executable file.",
         path: command[0])
     }
-    let before = try? AppStore(device: device).record(app)
-    let pid = try DetachedLaunch.start(
+    let before: AppRecord? = (try? AppStore(device: device).record(app)) ?? nil
+    let pid = try start(app, record, for: reason)
+    switch waitForSupervisor(pid, app: app, within: launchTimeout, ready: { $0.state != .notRunning }) {
+    case .ready: return
+    // A launch that ran the app ended with the app's status, and its record changed.
+    case .ended(let code) where code == 0 || ((try? AppStore(device: device).record(app)) ?? nil) != before:
+      return
+    case .ended(let code):
+      throw ProtFSError(
+        .io,
+        "The launch of the app \(app) for the events of \(session) failed: `protfs app launch` ended with status \(code)."
+      )
+    case .timedOut:
+      throw ProtFSError(
+        .io,
+        "The launch of the app \(app) for the events of \(session) did not start its supervisor within \(Int(launchTimeout)) s."
+      )
+    }
+  }
+
+  /// Launches app `app`, which is not running, in the background as the system does (with the
+  /// command and background budget of its last launch, and the options that say it is for
+  /// `reason`), detached; returns the launch's pid (its supervisor's) at once. Refused for an app
+  /// never launched, or force-quit by the user.
+  package func launchInBackground(_ app: BundleID, for reason: BackgroundLaunchReason) throws(ProtFSError) -> pid_t {
+    try start(app, launchableRecord(app, for: reason), for: reason)
+  }
+
+  /// The record of app `app`, which may be launched in the background for `reason`: one launched
+  /// before and not force-quit by the user.
+  private func launchableRecord(_ app: BundleID, for reason: BackgroundLaunchReason) throws(ProtFSError) -> AppRecord {
+    guard let record = try AppStore(device: device).record(app), !record.lastLaunchCommand.isEmpty else {
+      throw ProtFSError(.notFound, reason.neverLaunched(app))
+    }
+    guard !record.forceQuit else { throw ProtFSError(.permissionDenied, reason.forceQuit(app)) }
+    return record
+  }
+
+  /// Starts `protfs app launch` of app `app` for `reason` with the command and budget `record`
+  /// keeps, detached: its pid.
+  private func start(_ app: BundleID, _ record: AppRecord, for reason: BackgroundLaunchReason) throws(ProtFSError)
+    -> pid_t
+  {
+    try DetachedLaunch.start(
       program: program,
-      [
-        "--device", device.root, "app", "launch", bundleID, "--for-session", session, "--background-time",
-        "\(Int((record.backgroundTime * 1000).rounded()))ms", "--",
-      ] + command)
-    try waitForSupervisor(pid, app: app, session: session, before: before ?? nil)
+      ["--device", device.root, "app", "launch", app.rawValue] + reason.options
+        + ["--background-time", "\(Int((record.backgroundTime * 1000).rounded()))ms", "--"] + record.lastLaunchCommand)
   }
 
   /// Whether the user force-quit app `bundleID` (its record says so).
@@ -81,45 +113,5 @@ package struct AppSessionLauncher: SessionAppLauncher {
       return false
     }
     return record.state == .suspended && record.supervisor?.isAlive == true
-  }
-
-  /// Waits until the launched supervisor `pid` runs the app (its record names it) or ends; a launch
-  /// that ends before the app ran (the record is still `before`) with a failure, or shows nothing
-  /// within `launchTimeout`, is thrown. The launch is this process's child: it is reaped whatever
-  /// happens.
-  private func waitForSupervisor(_ pid: pid_t, app: BundleID, session: String, before: AppRecord?)
-    throws(ProtFSError)
-  {
-    let deadline = DispatchTime.now() + launchTimeout
-    let store = AppStore(device: device)
-    var delay: useconds_t = 2_000
-    while true {
-      if case .success(let code?) = Kernel.reapChildIfEnded(pid) {
-        // A launch that ran the app ended with the app's status, and its record changed.
-        if code == 0 || (try? store.record(app)) ?? nil != before { return }
-        throw ProtFSError(
-          .io,
-          "The launch of the app \(app) for the events of \(session) failed: `protfs app launch` ended with status \(code)."
-        )
-      }
-      if let record = try? store.record(app), record.supervisorPID == pid, record.state != .notRunning {
-        reap(pid)
-        return
-      }
-      guard DispatchTime.now() < deadline else {
-        reap(pid)
-        throw ProtFSError(
-          .io,
-          "The launch of the app \(app) for the events of \(session) did not start its supervisor within \(Int(launchTimeout)) s."
-        )
-      }
-      Kernel.usleep(delay)
-      delay = min(delay * 2, 50_000)
-    }
-  }
-
-  /// Reaps the launch `pid` whenever it ends, on a thread of its own.
-  private func reap(_ pid: pid_t) {
-    Thread { _ = Kernel.waitForChild(pid) }.start()
   }
 }

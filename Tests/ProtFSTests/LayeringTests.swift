@@ -174,6 +174,56 @@ struct LayeringTests {
     #expect(found.count == 1 && found[0].hasPrefix(home + ":"), "the class attribute is written at \(found)")
   }
 
+  /// What starts, reaps, detaches or serves a process, which the CLI leaves to the library that
+  /// owns the job (issue 65): ProtFSLaunch (launches, supervisors), ProtFSLock (the grace's end),
+  /// ProtFSMount (the daemon), ProtFSSessions (the service). Each is a whole identifier, or a call
+  /// on the type named before the dot.
+  static let processAPIs = [
+    "DetachedLaunch", "PlainLaunch", "ConfinedLaunch", "ConfinedSpawn", "AppSpawner", "Process", "posix_spawn",
+    "waitForChild", "waitForChildEnd", "reapChildIfEnded", "waitForExit", "startProcess", "Kernel.kill",
+    "Kernel.setsid", "ControlSocket.listen", "ControlSocket.listenAsService", "ControlSocket.accept",
+  ]
+
+  /// The uses of `processAPIs` in `source` (comments and strings aside), as `line: name`.
+  static func processCalls(in source: String) throws -> [String] {
+    let code = SyscallLayerTests.blankingCommentsAndStrings(source)
+    let names = processAPIs.map { $0.replacingOccurrences(of: ".", with: #"\s*\.\s*"#) }
+    // Simple boundaries: Unicode's join `DetachedLaunch.start` into one word.
+    let pattern = try Regex(#"\b("# + names.joined(separator: "|") + #")\b"#).wordBoundaryKind(.simple)
+    var found: [String] = []
+    for (index, line) in code.split(separator: "\n", omittingEmptySubsequences: false).enumerated() {
+      for match in line.matches(of: pattern) {
+        found.append("\(index + 1): \(line[match.range].filter { !$0.isWhitespace })")
+      }
+    }
+    return found
+  }
+
+  @Test func theCommandLineStartsNoProcessItself() throws {
+    for (path, lines) in try Self.sourceFiles(in: "Sources/ProtFSCLI") {
+      for call in try Self.processCalls(in: lines.joined(separator: "\n")) {
+        Issue.record("\(path):\(call): the CLI starts, reaps or serves a process; call the library that owns it")
+      }
+    }
+  }
+
+  @Test func theProcessRuleFindsTheOldLaunchesAndOnlyThose() throws {
+    let planted = """
+      // DetachedLaunch.start in a comment, and "Kernel.waitForChild(pid)" in a string
+      let pid = try DetachedLaunch.start(["--device", device.root, "__end-grace"])
+      let status = (try? Kernel.waitForChild(daemon).get()) ?? 1
+      if case .success(let code?) = Kernel.reapChildIfEnded(supervisor) { _ = Kernel.setsid() }
+      let daemon = try MountDaemon.startProcess(executable, arguments: [], environment: [:], output: 1, errors: 2)
+      _ = Kernel.kill(pid, SIGTERM); _ = ProcessIdentity(pid: pid); _ = MountDaemon.start(device, at: path)
+      _ = Kernel.killProcessGroup(pid); let process = Process(); _ = ControlSocket.connect(name, servers: [])
+      """
+    #expect(
+      try Self.processCalls(in: planted) == [
+        "2: DetachedLaunch", "3: waitForChild", "4: reapChildIfEnded", "4: Kernel.setsid", "5: startProcess",
+        "6: Kernel.kill", "7: Process",
+      ])
+  }
+
   @Test func theTargetsFormAChainWithoutCycles() {
     // Depth-first search over `allowed`: no target reaches itself.
     func reaches(_ start: String, _ goal: String, _ seen: inout Set<String>) -> Bool {

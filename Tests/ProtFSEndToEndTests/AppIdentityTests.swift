@@ -22,8 +22,7 @@ import Testing
     #expect(try await d.protfs(["sessions", "start"]).status == 0)
     let client = attacker.directory + "/client.py"
     let app = "/usr/bin/python3"
-    var open = SessionServiceRequest(.openSession, session: "\(AppDevice.bundle).race")
-    open.configuration = SessionConfiguration(identifier: "\(AppDevice.bundle).race")
+    let open = SessionServiceRequest.openSession(SessionConfiguration(identifier: "\(AppDevice.bundle).race"))
     let socket = SessionServiceClient.socketName(device: d.t.device)
     // The supervisor waits, between starting the app and writing the app's pid in its record,
     // until this test closes the FIFO: the app's first request comes before that record.

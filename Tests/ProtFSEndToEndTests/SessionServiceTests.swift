@@ -363,7 +363,7 @@ import Testing
     // The app's subscription, read as its process reads it, until the service ends it or a
     // completion comes.
     let connection = try ControlSocket.connect(f.socketName, servers: [0])
-    let request = SessionServiceRequest(.subscribe, session: "\(SessionServiceFixture.app).bg")
+    let request = SessionServiceRequest.subscribe(session: "\(SessionServiceFixture.app).bg")
     let line = try JSONEncoder().encode(request) + Data("\n".utf8)
     #expect(line.withUnsafeBytes { send(connection.rawValue, $0.baseAddress, $0.count, 0) } == line.count)
     async let streamed = offPool { () -> [SessionEvent] in

@@ -140,9 +140,7 @@ import Testing
 
   /// An `openSession` line for session `identifier` of the app.
   private static func openLine(_ identifier: String) throws -> String {
-    var open = SessionServiceRequest(.openSession, session: identifier)
-    open.configuration = SessionConfiguration(identifier: identifier)
-    return try line(open)
+    try line(.openSession(SessionConfiguration(identifier: identifier)))
   }
 
   @Test func resumeDataTheAppForgesOrRewritesIsRefusedAndAFileItSwapsInIsLeftAlone() async throws {
@@ -166,8 +164,8 @@ import Testing
       url: server.url("forged.bin"), bytesReceived: 0, temporaryFileName: "CFNetworkDownload_forged.tmp"
     ).archived.base64EncodedString()
     let session = "\(AppDevice.bundle).resume"
-    var template = SessionServiceRequest(.createDownloadTask, session: session)
-    template.request = SessionRequest(url: server.url("resumed.bin"))
+    let template = SessionServiceRequest.createDownloadTask(
+      session: session, SessionRequest(url: server.url("resumed.bin")), resumeData: nil)
     let downloads = d.t.containerPath(
       AppDevice.bundle, "Library/Caches/com.apple.nsurlsessiond/Downloads/\(AppDevice.bundle)")
     let running = try d.launch(
@@ -227,8 +225,9 @@ import Testing
     try "root's secret".write(toFile: secret, atomically: true, encoding: .utf8)
     chmod(secret, 0o600)
     let session = "\(AppDevice.bundle).files"
-    var create = SessionServiceRequest(.createDownloadTask, session: session)
-    create.request = SessionRequest(url: try #require(URL(string: "\(scheme)://localhost\(secret)")))
+    let create = SessionServiceRequest.createDownloadTask(
+      session: session, SessionRequest(url: try #require(URL(string: "\(scheme)://localhost\(secret)"))),
+      resumeData: nil)
     let running = try d.launch(
       [],
       [
@@ -261,8 +260,9 @@ import Testing
     try d.t.device.setClass(.none, of: try d.t.device.resolve(decoy))
     #expect(try await d.protfs(["lock", "--grace", "0"]).status == 0)
     let session = "\(AppDevice.bundle).swap"
-    var template = SessionServiceRequest(.createUploadTask, session: session)
-    template.request = SessionRequest(url: URL(string: "http://127.0.0.1:9/upload")!, method: "PUT")
+    // The script names the file (`path`) of each request it makes from this one.
+    let template = SessionServiceRequest.createUploadTask(
+      session: session, SessionRequest(url: URL(string: "http://127.0.0.1:9/upload")!, method: "PUT"), path: "")
     let running = try d.launch(
       [],
       [
@@ -405,9 +405,7 @@ import Testing
     let f = SessionServiceFixture(existing: d.t)
     try f.startInProcess()
     defer { f.stop() }
-    var open = SessionServiceRequest(.openSession, session: "\(AppDevice.bundle).stolen")
-    open.configuration = SessionConfiguration(identifier: "\(AppDevice.bundle).stolen")
-    let request = try Self.line(open)
+    let request = try Self.line(.openSession(SessionConfiguration(identifier: "\(AppDevice.bundle).stolen")))
     for stale in ["dead supervisor", "reused supervisor pid"] {
       // A uid-501 process outside any app, whose pid the stale record names as the app's.
       let thief = try attacker.start(as: Attacker.appUser, "client.py", [f.socketName, request, "--wait"])

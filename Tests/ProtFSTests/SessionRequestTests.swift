@@ -34,17 +34,19 @@ import Testing
     try AppStore(device: t.device).write(record)
   }
 
-  func open(_ identifier: String, bundleID: String? = nil) -> SessionServiceRequest {
-    var request = SessionServiceRequest(.openSession, session: identifier)
-    request.configuration = SessionConfiguration(identifier: identifier)
-    request.configuration?.bundleID = bundleID
-    return request
+  func open(_ identifier: String, bundleID: String? = nil, destinationDirectory: String? = nil)
+    -> SessionServiceRequest
+  {
+    .openSession(
+      SessionConfiguration(identifier: identifier, bundleID: bundleID), destinationDirectory: destinationDirectory)
   }
 
-  func create(_ session: String, _ url: String) -> SessionServiceRequest {
-    var request = SessionServiceRequest(.createDownloadTask, session: session)
-    request.request = SessionRequest(url: URL(string: url)!)
-    return request
+  func create(
+    _ session: String, _ url: String, resumeData: Data? = nil, _ change: (inout SessionRequest) -> Void = { _ in }
+  ) -> SessionServiceRequest {
+    var request = SessionRequest(url: URL(string: url)!)
+    change(&request)
+    return .createDownloadTask(session: session, request, resumeData: resumeData)
   }
 
   func refusal(_ body: () throws(ProtFSError) -> SessionServiceReply) -> ProtFSError? {
@@ -59,7 +61,7 @@ import Testing
   @Test func aPingIsAnsweredWithTheServicesPid() throws {
     let (t, service) = try service()
     defer { withExtendedLifetime(t) {} }
-    #expect(try service.answer(SessionServiceRequest(.ping), peer: root).pid == getpid())
+    #expect(try service.answer(.ping, peer: root).pid == getpid())
   }
 
   @Test func theAppUserOutsideAnyAppOpensNoSession() throws {
@@ -107,8 +109,7 @@ import Testing
     let (t, service) = try service()
     defer { withExtendedLifetime(t) {} }
     try run(Self.app, on: t)
-    var request = open("\(Self.app).s")
-    request.destinationDirectory = t.device.stateDirectory
+    let request = open("\(Self.app).s", destinationDirectory: t.device.stateDirectory)
     let error = refusal { () throws(ProtFSError) in try service.answer(request, peer: appUser) }
     #expect(error?.code == .permissionDenied, "\(String(describing: error))")
     #expect(try service.store.serviceSessions().isEmpty)
@@ -137,8 +138,9 @@ import Testing
   @Test func aRequestMissingWhatItNeedsNamesIt() throws {
     let (t, service) = try service()
     defer { withExtendedLifetime(t) {} }
-    let error = refusal { () throws(ProtFSError) in
-      try service.answer(SessionServiceRequest(.openSession), peer: root)
+    // Such a request is refused as it is read: it is no request the service can be asked.
+    let error = #expect(throws: ProtFSError.self) {
+      try JSONDecoder().decode(SessionServiceRequest.self, from: Data(#"{"kind":"openSession","session":"s"}"#.utf8))
     }
     #expect(error?.code == .invalidArgument && error?.message.contains("has no configuration") == true)
     let unknown = refusal { () throws(ProtFSError) in
@@ -171,8 +173,7 @@ import Testing
     let kept = try failed(session, "CFNetworkDownload_kept01.tmp")
     _ = try failed("\(Self.app).other", "CFNetworkDownload_other1.tmp")
     func attempt(_ data: AppleResumeData) -> ProtFSError? {
-      var request = create(session, "http://127.0.0.1:9/x")
-      request.resumeData = data.archived
+      let request = create(session, "http://127.0.0.1:9/x", resumeData: data.archived)
       return refusal { () throws(ProtFSError) in try service.answer(request, peer: appUser) }
     }
     let url = URL(string: "http://127.0.0.1:9/x")!
@@ -203,8 +204,7 @@ import Testing
         error?.code == .resumeDataRefused && error?.message.contains(words) == true, "\(String(describing: error))")
     }
     for garbage in [Data(), Data("not a plist".utf8), Data(repeating: 0x41, count: 1 << 20)] {
-      var request = create(session, "http://127.0.0.1:9/x")
-      request.resumeData = garbage
+      let request = create(session, "http://127.0.0.1:9/x", resumeData: garbage)
       let error = refusal { () throws(ProtFSError) in try service.answer(request, peer: appUser) }
       #expect(error?.code == .resumeDataRefused, "\(String(describing: error))")
     }
@@ -212,11 +212,11 @@ import Testing
     // The data as the service made it continues the download, taking its temp file.
     let reply = try #require(
       try {
-        var request = create(session, "http://127.0.0.1:9/x")
-        request.resumeData =
-          AppleResumeData(
+        let request = create(
+          session, "http://127.0.0.1:9/x",
+          resumeData: AppleResumeData(
             url: url, bytesReceived: 100, temporaryFileName: "CFNetworkDownload_kept01.tmp"
-          ).archived
+          ).archived)
         return try service.answer(request, peer: appUser).snapshot
       }())
     let made = try #require(try service.store.task(id: reply.id))
@@ -236,23 +236,22 @@ import Testing
     let (t, service) = try service()
     defer { withExtendedLifetime(t) {} }
     try run(Self.app, on: t)
-    var request = open("\(Self.app).s")
+    var configuration = SessionConfiguration(identifier: "\(Self.app).s")
     switch field {
-    case "requestTimeout": request.configuration?.requestTimeout = value
-    case "resourceTimeout": request.configuration?.resourceTimeout = value
-    case "connectionsPerHost": request.configuration?.connectionsPerHost = value > 1e18 ? Int.max : Int(value)
+    case "requestTimeout": configuration.requestTimeout = value
+    case "resourceTimeout": configuration.resourceTimeout = value
+    case "connectionsPerHost": configuration.connectionsPerHost = value > 1e18 ? Int.max : Int(value)
     default:
-      let identifier = ["", "\(Self.app).a\nforged line", String(repeating: "x", count: 5000)][Int(value)]
-      request.session = identifier
-      request.configuration?.identifier = identifier
+      configuration.identifier = ["", "\(Self.app).a\nforged line", String(repeating: "x", count: 5000)][Int(value)]
     }
+    let request = SessionServiceRequest.openSession(configuration)
     for peer in [appUser, root] {
       let error = refusal { () throws(ProtFSError) in try service.answer(request, peer: peer) }
       #expect(error?.code == .invalidArgument, "\(field) \(value): \(String(describing: error))")
     }
     #expect(try service.store.serviceSessions().isEmpty)
     // ProtFSKit brings what an iOS app sets into range instead (iOS bounds it itself).
-    let clamped = try #require(request.configuration).clamped()
+    let clamped = configuration.clamped()
     if field != "identifier" { #expect(throws: Never.self) { try clamped.validate() } }
     _ = try service.answer(open("\(Self.app).s"), peer: appUser)
     #expect(try service.store.serviceSessions().map(\.identifier) == ["\(Self.app).s"])
@@ -271,11 +270,10 @@ import Testing
     _ = service.state.withLock { $0.launchNotified.insert(theirs) }
     try run(Self.app, on: t)
     for bundleID in [Self.app, nil] {
-      var request = open(theirs, bundleID: bundleID)
-      if adopt {
-        request.kind = .adopt
-        request.tasks = [id]
-      }
+      let configuration = SessionConfiguration(identifier: theirs, bundleID: bundleID)
+      let request: SessionServiceRequest =
+        adopt
+        ? .adopt(configuration, destinationDirectory: nil, resuming: [id]) : open(theirs, bundleID: bundleID)
       let error = refusal { () throws(ProtFSError) in try service.answer(request, peer: appUser) }
       #expect(error?.code == .alreadyExists, "\(String(describing: error))")
       #expect(error?.message.contains("belongs to another app") == true, "\(String(describing: error))")
@@ -311,17 +309,19 @@ import Testing
     _ = try service.answer(open("\(Self.app).s0"), peer: appUser)
     _ = try service.answer(open("\(Self.app).root", bundleID: Self.app), peer: root)
 
-    var long = create("\(Self.app).s0", "http://127.0.0.1:9/x")
-    long.request?.taskDescription = String(repeating: "d", count: SessionService.maximumDescriptionLength + 1)
+    let long = create("\(Self.app).s0", "http://127.0.0.1:9/x") {
+      $0.taskDescription = String(repeating: "d", count: SessionService.maximumDescriptionLength + 1)
+    }
     let described = refusal { () throws(ProtFSError) in try service.answer(long, peer: appUser) }
     #expect(described?.code == .invalidArgument, "\(String(describing: described))")
-    var huge = create("\(Self.app).s0", "http://127.0.0.1:9/" + String(repeating: "u", count: 20_000))
-    huge.request?.headers = []
+    let huge = create("\(Self.app).s0", "http://127.0.0.1:9/" + String(repeating: "u", count: 20_000)) {
+      $0.headers = []
+    }
     #expect(refusal { () throws(ProtFSError) in try service.answer(huge, peer: appUser) }?.code == .invalidArgument)
     let id = try #require(
       try service.answer(create("\(Self.app).s0", "http://127.0.0.1:9/x"), peer: appUser).snapshot?.id)
-    var set = SessionServiceRequest(.setDescription, session: "\(Self.app).s0", task: id)
-    set.text = String(repeating: "d", count: 5000)
+    let set = SessionServiceRequest.setDescription(
+      session: "\(Self.app).s0", task: id, text: String(repeating: "d", count: 5000))
     #expect(refusal { () throws(ProtFSError) in try service.answer(set, peer: appUser) }?.code == .invalidArgument)
     #expect(try service.store.unfinishedTaskCount(sessions: ["\(Self.app).s0"]) == 2)
   }
@@ -343,28 +343,23 @@ import Testing
           try service.answer(create("\(Self.app).s\(n)", "http://127.0.0.1:9/x"), peer: appUser).snapshot?.id))
     }
     // Without cancelling, a session whose task is unfinished stays, task and all.
-    var finishing = SessionServiceRequest(.invalidate, session: "\(Self.app).s1")
-    finishing.cancelling = false
-    _ = try service.answer(finishing, peer: appUser)
+    _ = try service.answer(.invalidate(session: "\(Self.app).s1", cancelling: false), peer: appUser)
     #expect(try service.store.task(id: tasks[1])?.state == .suspended)
     #expect(try service.store.sessions().contains { $0.identifier == "\(Self.app).s1" })
     // Cancelling: the task ends, and the session goes from the service and the store.
-    var cancelling = SessionServiceRequest(.invalidate, session: "\(Self.app).s0")
-    cancelling.cancelling = true
-    _ = try service.answer(cancelling, peer: appUser)
+    _ = try service.answer(.invalidate(session: "\(Self.app).s0", cancelling: true), peer: appUser)
     #expect(service.state.withLock { $0.hosted["\(Self.app).s0"] } == nil)
     #expect(try !service.store.sessions().contains { $0.identifier == "\(Self.app).s0" })
     #expect(try service.store.task(id: tasks[0]) == nil)
     // Its place is free, and its identifier names a new session without the old task.
     _ = try service.answer(open("\(Self.app).more"), peer: appUser)
     _ = try service.answer(open("\(Self.app).s0"), peer: appUser)
-    #expect(try service.answer(SessionServiceRequest(.tasks, session: "\(Self.app).s0"), peer: appUser).snapshots == [])
+    #expect(try service.answer(.tasks(session: "\(Self.app).s0"), peer: appUser).snapshots == [])
     // Nor can it invalidate another app's session: it is as unknown to it as any other.
     _ = try service.answer(open("\(Self.other).s", bundleID: Self.other), peer: root)
     let their = try #require(
       try service.answer(create("\(Self.other).s", "http://127.0.0.1:9/x"), peer: root).snapshot?.id)
-    var theirs = SessionServiceRequest(.invalidate, session: "\(Self.other).s")
-    theirs.cancelling = true
+    let theirs = SessionServiceRequest.invalidate(session: "\(Self.other).s", cancelling: true)
     let refused = refusal { () throws(ProtFSError) in try service.answer(theirs, peer: appUser) }
     #expect(refused?.code == .notFound, "\(String(describing: refused))")
     #expect(try service.store.task(id: their)?.state == .suspended)
@@ -392,8 +387,7 @@ import Testing
     defer { withExtendedLifetime(t) {} }
     _ = try service.answer(open("\(Self.app).s", bundleID: Self.app), peer: root)
     let id = try #require(try service.answer(create("\(Self.app).s", "http://127.0.0.1:9/x"), peer: root).snapshot?.id)
-    var wait = SessionServiceRequest(.wait)
-    wait.tasks = [id]
+    let wait = SessionServiceRequest.wait(tasks: [id])
     let error = refusal { () throws(ProtFSError) in try service.answer(wait, peer: root) { true } }
     #expect(error?.message.contains("went away") == true, "\(String(describing: error))")
   }

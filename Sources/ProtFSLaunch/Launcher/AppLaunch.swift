@@ -101,12 +101,11 @@ final class AppLaunch {
   /// The supervisor told what the app's Info.plist declares, and how to reach the session service.
   private func configureSupervisor(_ bundle: AppBundle) {
     let device = launcher.device
-    let bundleID = plan.bundleID
     supervisor.backgroundModes = bundle.backgroundModes
     supervisor.permittedTaskIdentifiers = bundle.permittedTaskIdentifiers
     let sessionsSocket = SessionServiceClient.socketName(device: device)
     supervisor.onEventsHandled = { (session: String) throws(ProtFSError) in
-      try SessionServiceClient.eventsHandled(session: session, bundleID: bundleID.rawValue, socketName: sessionsSocket)
+      try SessionServiceClient.eventsHandled(session: session, socketName: sessionsSocket)
     }
     // The app's session asks for the service: started here, as root, detached.
     supervisor.onStartSessionService = { () throws(ProtFSError) in

@@ -21,9 +21,8 @@ extension SessionServiceClient {
   /// The app acknowledged session `session`'s events (`protfs app events-handled`, the completion
   /// handler of `handleEventsForBackgroundURLSession`): the completions it was given are done.
   /// Nothing to do when the service does not run.
-  package static func eventsHandled(session: String, bundleID: String, socketName: String) throws(ProtFSError) {
-    var request = SessionServiceRequest(.eventsHandled, session: session)
-    request.bundleID = bundleID
+  package static func eventsHandled(session: String, socketName: String) throws(ProtFSError) {
+    let request = SessionServiceRequest.eventsHandled(session: session)
     // No service, nothing it could have queued: the app's answer needs nothing more.
     do {
       _ = try SessionWire.call(request, socketName: socketName)
@@ -33,8 +32,7 @@ extension SessionServiceClient {
   /// The user force-quit app `bundleID`: its transfers stop (resumable) and it is not relaunched
   /// until its next launch. Nothing to do when the service does not run.
   package static func forceQuit(bundleID: String, socketName: String) throws(ProtFSError) {
-    var request = SessionServiceRequest(.forceQuit)
-    request.bundleID = bundleID
+    let request = SessionServiceRequest.forceQuit(bundleID: bundleID)
     do {
       _ = try SessionWire.call(request, socketName: socketName)
     } catch  where error.errno == ENOENT {}
@@ -45,10 +43,8 @@ extension SessionServiceClient {
   package static func adopt(
     _ configuration: SessionConfiguration, destinationDirectory: String?, resuming tasks: [Int64], socketName: String
   ) throws(ProtFSError) {
-    var request = SessionServiceRequest(.adopt, session: configuration.identifier)
-    request.configuration = configuration
-    request.destinationDirectory = destinationDirectory
-    request.tasks = tasks
+    let request = SessionServiceRequest.adopt(
+      configuration, destinationDirectory: destinationDirectory, resuming: tasks)
     _ = try SessionWire.call(request, socketName: socketName)
   }
 
@@ -62,8 +58,7 @@ extension SessionServiceClient {
     var notCompleted: [Int64] = []
     // In parts, so that each request stays well within a line's limit: all settled is each part settled.
     for start in stride(from: 0, to: ids.count, by: 4096) {
-      var request = SessionServiceRequest(.wait)
-      request.tasks = Array(ids[start..<min(start + 4096, ids.count)])
+      let request = SessionServiceRequest.wait(tasks: Array(ids[start..<min(start + 4096, ids.count)]))
       do {
         notCompleted += try SessionWire.call(request, socketName: socketName).notCompleted ?? []
       } catch  where error.errno == ENOENT && error.path == "@" + socketName {
@@ -78,8 +73,7 @@ extension SessionServiceClient {
   package static func appTasks(session: String?, bundleID: String? = nil, socketName: String) throws(ProtFSError)
     -> [DownloadTaskRecord]
   {
-    var request = SessionServiceRequest(.appTasks, session: session)
-    request.bundleID = bundleID
+    let request = SessionServiceRequest.appTasks(session: session, bundleID: bundleID)
     do {
       return try SessionWire.call(request, socketName: socketName).records ?? []
     } catch  where error.errno == ENOENT && error.path == "@" + socketName {
@@ -93,9 +87,7 @@ extension SessionServiceClient {
   package static func prune(
     olderThan: Double?, session: String?, bundleID: String? = nil, socketName: String
   ) throws(ProtFSError) -> [Int64] {
-    var request = SessionServiceRequest(.prune, session: session)
-    request.olderThan = olderThan
-    request.bundleID = bundleID
+    let request = SessionServiceRequest.prune(session: session, bundleID: bundleID, olderThan: olderThan)
     do {
       return try SessionWire.call(request, socketName: socketName).pruned ?? []
     } catch  where error.errno == ENOENT && error.path == "@" + socketName {
@@ -105,11 +97,11 @@ extension SessionServiceClient {
 
   /// Asks the service at `socketName` to end.
   package static func stop(socketName: String) throws(ProtFSError) {
-    _ = try SessionWire.call(SessionServiceRequest(.stop), socketName: socketName)
+    _ = try SessionWire.call(.stop, socketName: socketName)
   }
 
   /// Asks the service at `socketName` to place finished downloads that waited for unlock.
   package static func wake(socketName: String) throws(ProtFSError) {
-    _ = try SessionWire.call(SessionServiceRequest(.wake), socketName: socketName)
+    _ = try SessionWire.call(.wake, socketName: socketName)
   }
 }

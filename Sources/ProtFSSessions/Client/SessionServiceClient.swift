@@ -35,10 +35,9 @@ package final class SessionServiceClient: SessionBackend, Sendable {
         .notFound, "No session service is known to this process (\(socketEnvironment) is not set).",
         remedy: .advice("run the program as an app, or give the configuration its socketName"))
     }
-    var request = SessionServiceRequest(.openSession, session: configuration.identifier)
     var configuration = configuration
     if configuration.bundleID == nil { configuration.bundleID = ProcessEnvironment.value(AppEnvironment.bundle) }
-    request.configuration = configuration
+    let request = SessionServiceRequest.openSession(configuration)
     do {
       _ = try SessionWire.call(request, socketName: socketName)
     } catch  where error.errno == ENOENT {
@@ -108,20 +107,14 @@ package final class SessionServiceClient: SessionBackend, Sendable {
     guard let connection = try? ControlSocket.connect(socketName, servers: AppUser.trustedServices) else { return nil }
     defer { connection.close() }
     guard let server = PeerCredentials(of: connection),
-      let reply = try? SessionWire.exchange(SessionServiceRequest(.ping), on: connection, socketName: socketName),
+      let reply = try? SessionWire.exchange(.ping, on: connection, socketName: socketName),
       reply.pid == server.pid
     else { return nil }
     return reply.pid
   }
 
-  private func call(
-    _ kind: SessionServiceRequest.Kind, task: Int64? = nil, _ fill: (inout SessionServiceRequest) -> Void = { _ in }
-  )
-    throws(ProtFSError) -> SessionServiceReply
-  {
-    var request = SessionServiceRequest(kind, session: identifier, task: task)
-    fill(&request)
-    return try SessionWire.call(request, socketName: socketName)
+  private func call(_ request: SessionServiceRequest) throws(ProtFSError) -> SessionServiceReply {
+    try SessionWire.call(request, socketName: socketName)
   }
 
   /// A suspended handed-over download task.
@@ -131,10 +124,7 @@ package final class SessionServiceClient: SessionBackend, Sendable {
     // Refused here too, so that a body too long for the service's socket gets this error, not a
     // connection closed.
     if let body = request.body { try DownloadRequest.checkBodySize(body, url: request.url.absoluteString) }
-    let reply = try call(.createDownloadTask) {
-      $0.request = request
-      $0.resumeData = resumeData
-    }
+    let reply = try call(.createDownloadTask(session: identifier, request, resumeData: resumeData))
     guard let snapshot = reply.snapshot else { throw ProtFSError(.io, "The session service sent no task.") }
     return snapshot
   }
@@ -143,37 +133,36 @@ package final class SessionServiceClient: SessionBackend, Sendable {
   package func createUploadTask(_ request: SessionRequest, fromFile path: String) throws(ProtFSError)
     -> SessionTaskSnapshot
   {
-    let reply = try call(.createUploadTask) {
-      $0.request = request
-      $0.path = path
-    }
+    let reply = try call(.createUploadTask(session: identifier, request, path: path))
     guard let snapshot = reply.snapshot else { throw ProtFSError(.io, "The session service sent no task.") }
     return snapshot
   }
 
   /// Starts or continues task `id`, not before `notBefore` when given.
   package func resume(_ id: Int64, notBefore: Date?) throws(ProtFSError) {
-    _ = try call(.resume, task: id) { $0.beginsAt = notBefore?.timeIntervalSince1970 }
+    _ = try call(.resume(session: identifier, task: id, beginsAt: notBefore?.timeIntervalSince1970))
   }
   /// Pauses task `id`.
-  package func suspend(_ id: Int64) throws(ProtFSError) { _ = try call(.suspend, task: id) }
+  package func suspend(_ id: Int64) throws(ProtFSError) { _ = try call(.suspend(session: identifier, task: id)) }
   /// Cancels task `id`, producing resume data when asked.
   package func cancel(_ id: Int64, producingResumeData: Bool) throws(ProtFSError) -> Data? {
-    try call(.cancel, task: id) { $0.producingResumeData = producingResumeData }.resumeData
+    try call(.cancel(session: identifier, task: id, producingResumeData: producingResumeData)).resumeData
   }
   /// Sets task `id`'s description.
   package func setDescription(_ description: String?, of id: Int64) throws(ProtFSError) {
-    _ = try call(.setDescription, task: id) { $0.text = description }
+    _ = try call(.setDescription(session: identifier, task: id, text: description))
   }
   /// The session's tasks not yet completed to the app.
-  package func tasks() throws(ProtFSError) -> [SessionTaskSnapshot] { try call(.tasks).snapshots ?? [] }
+  package func tasks() throws(ProtFSError) -> [SessionTaskSnapshot] {
+    try call(.tasks(session: identifier)).snapshots ?? []
+  }
 
   /// Streams the session's events to `handler` on a thread of its own, queued completions first.
   package func subscribe(_ handler: @escaping @Sendable (SessionEvent) -> Void) throws(ProtFSError) {
     let connection = try ControlSocket.connect(socketName, servers: AppUser.trustedServices)
     do {
       _ = try SessionWire.exchange(
-        SessionServiceRequest(.subscribe, session: identifier), on: connection, socketName: socketName)
+        .subscribe(session: identifier), on: connection, socketName: socketName)
     } catch {
       connection.close()
       throw error
@@ -197,11 +186,10 @@ package final class SessionServiceClient: SessionBackend, Sendable {
   package func acknowledgeFile(_ id: Int64) throws(ProtFSError) { try acknowledge(id, fileOnly: true) }
 
   /// Asks the service to mark the end of the deliveries waiting for the subscription.
-  package func markDelivered() throws(ProtFSError) { _ = try call(.markDelivered) }
+  package func markDelivered() throws(ProtFSError) { _ = try call(.markDelivered(session: identifier)) }
 
   private func acknowledge(_ id: Int64, fileOnly: Bool) throws(ProtFSError) {
-    var request = SessionServiceRequest(.acknowledge, session: identifier, task: id)
-    if fileOnly { request.fileOnly = true }
+    let request = SessionServiceRequest.acknowledge(session: identifier, task: id, fileOnly: fileOnly)
     let sent = subscription.withLock { connection -> Bool in
       guard let connection else { return false }
       return SessionWire.send(request, on: connection)
@@ -211,9 +199,9 @@ package final class SessionServiceClient: SessionBackend, Sendable {
 
   /// The app invalidated the session (`invalidateAndCancel`, `finishTasksAndInvalidate`): the
   /// service cancels its unfinished tasks with `cancelling` and forgets it once none is unfinished
-  /// (`SessionServiceRequest.Kind.invalidate`); then the subscription ends.
+  /// (`SessionServiceRequest.invalidate`); then the subscription ends.
   package func invalidate(cancelling: Bool) {
-    _ = try? call(.invalidate) { $0.cancelling = cancelling }
+    _ = try? call(.invalidate(session: identifier, cancelling: cancelling))
     detach()
   }
 

@@ -50,10 +50,9 @@ extension SessionService {
     }
   }
 
-  /// The hosted session the request names, opened from the store when it is a service session
-  /// not open yet, after the peer check.
-  func session(_ request: SessionServiceRequest, peer: Peer) throws(ProtFSError) -> HostedSession {
-    guard let identifier = request.session else { throw Self.missing("session") }
+  /// The hosted session `identifier`, opened from the store when it is a service session not open
+  /// yet, after the peer check.
+  func session(_ identifier: String, peer: Peer) throws(ProtFSError) -> HostedSession {
     let bundle = try bundleOf(identifier)
     try authorize(peer, bundleID: bundle, session: identifier)
     if let existing = state.withLock({ $0.hosted[identifier] }) { return existing }
@@ -62,13 +61,13 @@ extension SessionService {
     return try host(HostedSessionSettings.decode(json, session: identifier).get())
   }
 
-  /// The sessions whose tasks `peer` may list and prune: its app's, or `request.session` alone
-  /// when it is one of them; root names the app with `request.bundleID`, or has every app's. A
-  /// process that is no app and not root has none: it is refused.
-  func sessions(_ request: SessionServiceRequest, peer: Peer) throws(ProtFSError) -> [String] {
+  /// The sessions whose tasks `peer` may list and prune: its app's, or `wanted` alone when it is
+  /// one of them; root names the app with `bundleID`, or has every app's. A process that is no app
+  /// and not root has none: it is refused.
+  func sessions(_ wanted: String?, bundleID: String?, peer: Peer) throws(ProtFSError) -> [String] {
     let bundle: String?
     if peer.isTrustedUser {
-      bundle = request.bundleID
+      bundle = bundleID
     } else {
       guard let app = try appOf(peer), peer.isStillConnectedProcess else {
         throw ProtFSError(
@@ -79,7 +78,7 @@ extension SessionService {
       bundle = app.bundleID
     }
     let sessions = try store.sessions().filter { bundle == nil || $0.bundleID == bundle }.map(\.identifier)
-    if let wanted = request.session {
+    if let wanted {
       // Another app's session is as unknown as one that does not exist.
       guard sessions.contains(wanted) else { throw Self.unknownSession(wanted) }
       return [wanted]
@@ -111,9 +110,7 @@ extension SessionService {
       remedy: .advice("give the session an identifier of its own, such as one starting with the app's bundle id"))
   }
 
-  static func missing(_ what: String) -> ProtFSError {
-    ProtFSError(.invalidArgument, "The request to the session service has no \(what).")
-  }
+  static func missing(_ what: String) -> ProtFSError { SessionServiceRequest.missing(what) }
 
   /// Opens (or returns) the hosted session of `settings`, registering it as a service session.
   @discardableResult

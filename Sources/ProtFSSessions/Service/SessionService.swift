@@ -89,7 +89,7 @@ package final class SessionService: Sendable {
   package func run(ready: () -> Void = {}) throws(ProtFSError) {
     guard
       let socket = try ControlSocket.listenAsService(
-        socketName, settling: 2, probe: SessionWire.line(SessionServiceRequest(.ping)),
+        socketName, settling: 2, probe: SessionWire.line(SessionServiceRequest.ping),
         trusting: AppUser.trustedServices, subject: "The session service of '\(device.root)' cannot listen",
         service: "service", retry: "start the service again")
     else {

@@ -116,4 +116,96 @@ import Testing
     #expect(ended.wait(timeout: .now() + 60) == .success)
     #expect(status.withLock { $0 } == 7)
   }
+
+  /// Sends a well-formed launch request, `request` with three standard streams (`/dev/null`, so that
+  /// the reply's pipe ends with the child), to the launch socket `socket` from a child process
+  /// running as `uid`; returns the reply's line (a refusal sent before the request was read is read
+  /// all the same).
+  static func launch(_ request: LaunchRequest, on socket: String, asUser uid: uid_t) throws -> String {
+    let script = """
+      import base64, os, socket, sys
+      body = base64.b64decode(sys.argv[2])
+      null = os.open("/dev/null", os.O_RDWR)
+      s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+      s.settimeout(10)
+      s.connect("\\0" + sys.argv[1])
+      try:
+          socket.send_fds(s, [b"launch %d\\n" % len(body)], [null, null, null])
+          s.sendall(body)
+      except OSError:
+          pass  # a peer turned away is answered before its request is read: the send may fail
+      print(s.makefile().readline(), end="")
+      """
+    let output = try FileDescriptor.pipe().get()
+    var launch = PlainLaunch(
+      path: "/usr/bin/setpriv",
+      arguments: [
+        "setpriv", "--reuid=\(uid)", "--regid=\(uid)", "--clear-groups", "/usr/bin/python3", "-c", script, socket,
+        Data(request.encoded).base64EncodedString(),
+      ], environment: [])
+    launch.output = output.write.rawValue
+    let child = try launch.start().get()
+    _ = output.write.close()
+    let reply = FileHandle(fileDescriptor: output.read.rawValue, closeOnDealloc: false).readDataToEndOfFile()
+    _ = output.read.close()
+    _ = Kernel.waitForChildEnd(child)
+    return String(decoding: reply, as: UTF8.self)
+  }
+
+  /// The launch socket hears root and the supervisor's own user only: a well-formed launch from
+  /// another user (the app user, as an app would try to take another app's held process) is refused
+  /// before anything of it is read, and the held app stays held for root's launch.
+  @Test(.enabled(if: SupervisedApp.canSpeakAsAnotherUser), .timeLimit(.minutes(1)))
+  func aLaunchFromAnotherUserIsRefusedAndTheAppStaysHeld() throws {
+    let t = try TestDevice(containers: ["com.example.held"])
+    let bundleID = try BundleID("com.example.held")
+    var plan = LaunchPlan(bundleID: bundleID, command: ["/bin/true"])
+    plan.servesMount = false
+    plan.prewarm = true
+    let (read, write) = try FileDescriptor.pipe().get()
+    let spawner = HeldSpawner()
+    spawner.input = read.rawValue
+    var launcher = AppLauncher(device: t.device, spawner: spawner)
+    let held = DispatchSemaphore(value: 0)
+    launcher.onPrewarmHeld = { held.signal() }
+    // Every request that gets as far as its plan asks for another launch, and is declined (a launch
+    // that took the app would outlive this test's checks).
+    var other = plan
+    other.prewarm = false
+    other.command = ["/bin/false"]
+    let asked = Mutex<[[String]]>([])
+    launcher.planOfRequest = { [other] request in
+      asked.withLock { $0.append(request.words) }
+      return other
+    }
+    let status = Mutex<Int32?>(nil)
+    let ended = DispatchSemaphore(value: 0)
+    Thread { [launcher, plan] in
+      // The launch's own errors would show as a missing status below.
+      status.withLock { $0 = try? launcher.run(plan) }
+      ended.signal()
+    }.start()
+    #expect(held.wait(timeout: .now() + 60) == .success)
+    let socket = try #require(AppStore(device: t.device).prewarmSocket(bundleID))
+    let request = LaunchRequest(
+      words: ["app", "launch", "com.example.held"], surroundings: .init(directory: "/", umask: "0022", environment: []))
+    let reply = try Self.launch(request, on: socket, asUser: AppUser.standard.uid)
+    #expect(reply == "refused: user \(AppUser.standard.uid) may not launch the app com.example.held\n", "\(reply)")
+    #expect(asked.withLock { $0.isEmpty })
+    #expect(try AppStore(device: t.device).prewarmSocket(bundleID) == socket)
+    // Still held: root's launch of it is heard, and its plan judged (within a bounded wait: a
+    // server that had let the app user take the app answers nobody here).
+    let connection = try ControlSocket.connect(socket, servers: [0, getuid()])
+    ControlSocket.limitWaits(connection)
+    try DescriptorPassing.send(
+      Array("launch \(request.encoded.count)\n".utf8), descriptors: [STDIN_FILENO, STDOUT_FILENO, STDERR_FILENO],
+      on: connection)
+    #expect(ControlSocket.writeAll(request.encoded, on: connection))
+    #expect(ControlSocket.readLine(connection) == "declined")
+    #expect(asked.withLock { $0 } == [["app", "launch", "com.example.held"]])
+    // The stand-in app is no cgroup member the discard could kill: its input ends it.
+    write.close()
+    #expect(ended.wait(timeout: .now() + 60) == .success)
+    #expect(status.withLock { $0 } == 7)
+  }
 }

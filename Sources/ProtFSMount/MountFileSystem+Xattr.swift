@@ -59,19 +59,23 @@ extension MountFileSystem {
     }
     refreshOwnClass(node)
     try decide(node, .write)
+    let write = { () throws(Errno) in
+      try node.withPath { (fd) throws(Errno) in
+        let target = Kernel.AttributeTarget.descriptor(fd, pathOnly: true)
+        if let newClass {
+          try newClass.write(to: target, flags: flags).get()
+        } else {
+          try value.withUnsafeBytes { Kernel.setAttribute(target, attribute: name, value: $0, flags: flags) }.get()
+        }
+      }
+    }
     if let newClass, let seal {
       // A sealed file's key is wrapped by its class: it follows the class, before the class changes.
       let fd = try node.reopen(O_RDONLY | O_NONBLOCK)
       defer { closeDescriptor(fd) }
-      try seal.rewrap(fd, to: newClass)
-    }
-    try node.withPath { (fd) throws(Errno) in
-      let target = Kernel.AttributeTarget.descriptor(fd, pathOnly: true)
-      if let newClass {
-        try newClass.write(to: target, flags: flags).get()
-      } else {
-        try value.withUnsafeBytes { Kernel.setAttribute(target, attribute: name, value: $0, flags: flags) }.get()
-      }
+      try seal.changeClass(fd, to: newClass, write: write)
+    } else {
+      try write()
     }
     if let newClass {
       nodes.setOwnClass(node, newClass)
@@ -85,16 +89,18 @@ extension MountFileSystem {
     if name != AttributeName.protectionClass && name.hasPrefix(Self.protfsPrefix) { throw .notPermitted }
     refreshOwnClass(node)
     try decide(node, .write)
+    let remove = { () throws(Errno) in
+      _ = try node.withPath { (fd) throws(Errno) in try Kernel.removexattr(procPath(fd), name).get() }
+    }
     if name == AttributeName.protectionClass, let seal, nodes.ownClass(of: node) != nil {
       // The class it inherits then wraps a sealed file's key (or those of the files below a
       // directory that inherit), before its own class goes, as a class set does.
       for ancestor in nodes.ancestors(of: node) { refreshOwnClass(ancestor) }
       let fd = try node.reopen(O_RDONLY | O_NONBLOCK)
       defer { closeDescriptor(fd) }
-      try seal.rewrap(fd, to: nodes.inheritedClass(of: node))
-    }
-    _ = try node.withPath { (fd) throws(Errno) in
-      try Kernel.removexattr(procPath(fd), name).get()
+      try seal.changeClass(fd, to: nodes.inheritedClass(of: node), removesOwnClass: true, write: remove)
+    } else {
+      try remove()
     }
     if name == AttributeName.protectionClass {
       nodes.setOwnClass(node, nil)

@@ -14,6 +14,8 @@ final class MountSeal: Sendable {
   let pages = SealedPages()
   /// The keys open handles hold, which a state change drops with the class keys.
   let openKeys = OpenFileKeys()
+  /// Where the crash tests kill the daemon in a class change (`PROTFS_CRASH_AFTER`).
+  private let crashHook = CrashHook.fromEnvironment()
 
   /// The seal of `device`, or nil when the device is not sealed.
   init?(device: Device) throws(ProtFSError) {
@@ -56,13 +58,46 @@ final class MountSeal: Sendable {
 
   /// A class change to `cls` of what `fd` (open for reading) holds: a sealed file's key is wrapped
   /// anew with `cls`'s key; for a directory, the keys of the sealed files below it that inherit the
-  /// class. EPERM, and nothing changed, when a key it needs is evicted.
-  func rewrap(_ fd: Int32, to cls: ProtectionClass) throws(Errno) {
+  /// class. EPERM, and nothing changed, when a key it needs is evicted. `write` then writes the
+  /// class (or removes the item's own, when `removesOwnClass`: `cls` is the one it inherits then).
+  ///
+  /// Recorded first, as `protfs set-class` records its changes: a daemon killed midway leaves some
+  /// keys wrapped by the new class, and the next protfs command run as root makes the same change
+  /// again (`LockController.finishInterruptedClassChange`).
+  func changeClass(
+    _ fd: Int32, to cls: ProtectionClass, removesOwnClass: Bool = false, write: () throws(Errno) -> Void
+  ) throws(Errno) {
+    let recorded = try record(fd, cls, removesOwnClass: removesOwnClass)
+    try rewrap(fd, to: cls)
+    try write()
+    if recorded {
+      do { try SealStore(device: files.device).removeClassChange() } catch { throw Errno(error.errno ?? EIO) }
+    }
+  }
+
+  /// Writes the record of a class change of what `fd` holds; false when it has no path in the
+  /// device to record (removed meanwhile), which leaves the change unrecorded, as before.
+  private func record(_ fd: Int32, _ cls: ProtectionClass, removesOwnClass: Bool) throws(Errno) -> Bool {
+    var link = [CChar](repeating: 0, count: Int(PATH_MAX) + 1)
+    guard let count = try? Kernel.readlinkat(AT_FDCWD, procPath(fd), &link, link.count - 1).get(),
+      let path = try? files.device.resolve(bytes: link.prefix(count).map { UInt8(bitPattern: $0) })
+    else { return false }
+    let change = ClassChangeRecord(
+      path: path.names.map(\.bytes), protectionClass: cls.rawValue, recursive: false,
+      removesOwnClass: removesOwnClass ? true : nil)
+    do { try SealStore(device: files.device).writeClassChange(change) } catch { throw Errno(error.errno ?? EIO) }
+    crashHook.step()
+    return true
+  }
+
+  private func rewrap(_ fd: Int32, to cls: ProtectionClass) throws(Errno) {
     var s = stat()
     try Kernel.fstat(fd, &s).get()
     guard s.st_mode & S_IFMT == S_IFDIR else {
       guard SealedFiles.hasRecord(fd) else { return }
-      do { return try files.rewrap(fd, to: cls) } catch { throw Self.errno(error) }
+      do { try files.rewrap(fd, to: cls) } catch { throw Self.errno(error) }
+      crashHook.step()
+      return
     }
     do {
       let directory = DirectoryHandle(
@@ -70,7 +105,7 @@ final class MountSeal: Sendable {
         path: "(a directory)")
       let rewraps = try SealedFiles.rewraps(of: nil, in: directory, to: cls, recursive: false)
       try files.requireKeys(for: rewraps)
-      try files.perform(rewraps)
+      try files.perform(rewraps) { crashHook.step() }
     } catch {
       throw Errno(error.errno ?? EIO)
     }

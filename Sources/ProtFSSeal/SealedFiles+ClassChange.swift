@@ -12,11 +12,15 @@ package struct ClassChangeRecord: Codable, Sendable, Equatable {
   package var protectionClass: String
   /// Whether everything below the item gets the class too.
   package var recursive: Bool
+  /// Whether the item's own class is removed, `protectionClass` being the one it inherits then
+  /// (a `removexattr` through the mount); absent in a record of a class set.
+  package var removesOwnClass: Bool?
 
-  package init(path: [[UInt8]], protectionClass: String, recursive: Bool) {
+  package init(path: [[UInt8]], protectionClass: String, recursive: Bool, removesOwnClass: Bool? = nil) {
     self.path = path
     self.protectionClass = protectionClass
     self.recursive = recursive
+    self.removesOwnClass = removesOwnClass
   }
 }
 

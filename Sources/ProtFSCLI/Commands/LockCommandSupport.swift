@@ -5,7 +5,7 @@ import ProtFSSystem
 
 /// The crash test hook, set once from `PROTFS_CRASH_AFTER` (a step number) for the whole process,
 /// so the recovery that runs before a command and the command itself count steps together.
-package let crashHook = CrashHook(after: ProcessEnvironment.value("PROTFS_CRASH_AFTER").flatMap { Int($0) })
+package let crashHook = CrashHook.fromEnvironment()
 
 extension Invocation {
   /// The lock controller of the chosen device.

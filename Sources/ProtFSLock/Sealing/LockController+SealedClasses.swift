@@ -49,10 +49,27 @@ extension LockController {
       return nil
     }
     do {
-      try setClass(cls, of: path, recursive: change.recursive)
+      if change.removesOwnClass == true {
+        try removeClass(of: path, inheriting: cls)
+      } else {
+        try setClass(cls, of: path, recursive: change.recursive)
+      }
     } catch  where error.code == .notFound {
       try store.removeClassChange()
     }
     return path
+  }
+
+  /// Removes the own class of the item at `path` on a sealed device, whose keys are wrapped with
+  /// `inherited`, the class it inherits then, before the class goes: a `removexattr` through the
+  /// mount that a kill interrupted, made again.
+  private func removeClass(of path: DevicePath, inheriting inherited: ProtectionClass) throws(ProtFSError) {
+    guard let sealed = try SealedFiles(device: device) else { return try device.removeClass(of: path) }
+    let (parent, name) = try device.openParentEntry(path)
+    let rewraps = try SealedFiles.rewraps(of: name, in: parent, to: inherited, recursive: false)
+    try sealed.requireKeys(for: rewraps)
+    try sealed.perform(rewraps)
+    try device.removeClass(of: path)  // nothing when the kill came after it
+    try SealStore(device: device).removeClassChange()
   }
 }

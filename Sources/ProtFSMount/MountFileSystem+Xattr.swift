@@ -59,7 +59,7 @@ extension MountFileSystem {
     }
     refreshOwnClass(node)
     try decide(node, .write)
-    let write = { () throws(Errno) in
+    let applyAttribute = { () throws(Errno) in
       try node.withPath { (fd) throws(Errno) in
         let target = Kernel.AttributeTarget.descriptor(fd, pathOnly: true)
         if let newClass {
@@ -73,9 +73,9 @@ extension MountFileSystem {
       // A sealed file's key is wrapped by its class: it follows the class, before the class changes.
       let fd = try node.reopen(O_RDONLY | O_NONBLOCK)
       defer { closeDescriptor(fd) }
-      try seal.changeClass(fd, to: newClass, write: write)
+      try seal.changeClass(fd, to: newClass, write: applyAttribute)
     } else {
-      try write()
+      try applyAttribute()
     }
     if let newClass {
       nodes.setOwnClass(node, newClass)
@@ -89,7 +89,7 @@ extension MountFileSystem {
     if name != AttributeName.protectionClass && name.hasPrefix(Self.protfsPrefix) { throw .notPermitted }
     refreshOwnClass(node)
     try decide(node, .write)
-    let remove = { () throws(Errno) in
+    let dropAttribute = { () throws(Errno) in
       _ = try node.withPath { (fd) throws(Errno) in try Kernel.removexattr(procPath(fd), name).get() }
     }
     if name == AttributeName.protectionClass, let seal, nodes.ownClass(of: node) != nil {
@@ -98,9 +98,9 @@ extension MountFileSystem {
       for ancestor in nodes.ancestors(of: node) { refreshOwnClass(ancestor) }
       let fd = try node.reopen(O_RDONLY | O_NONBLOCK)
       defer { closeDescriptor(fd) }
-      try seal.changeClass(fd, to: nodes.inheritedClass(of: node), removesOwnClass: true, write: remove)
+      try seal.changeClass(fd, to: nodes.inheritedClass(of: node), removesOwnClass: true, write: dropAttribute)
     } else {
-      try remove()
+      try dropAttribute()
     }
     if name == AttributeName.protectionClass {
       nodes.setOwnClass(node, nil)

@@ -65,11 +65,11 @@ final class MountSeal: Sendable {
   /// keys wrapped by the new class, and the next protfs command run as root makes the same change
   /// again (`LockController.finishInterruptedClassChange`).
   func changeClass(
-    _ fd: Int32, to cls: ProtectionClass, removesOwnClass: Bool = false, write: () throws(Errno) -> Void
+    _ fd: Int32, to cls: ProtectionClass, removesOwnClass: Bool = false, write apply: () throws(Errno) -> Void
   ) throws(Errno) {
     let recorded = try record(fd, cls, removesOwnClass: removesOwnClass)
     try rewrap(fd, to: cls)
-    try write()
+    try apply()
     if recorded {
       do { try SealStore(device: files.device).removeClassChange() } catch { throw Errno(error.errno ?? EIO) }
     }

@@ -16,6 +16,8 @@ final class MountSeal: Sendable {
   let openKeys = OpenFileKeys()
   /// Where the crash tests kill the daemon in a class change (`PROTFS_CRASH_AFTER`).
   private let crashHook = CrashHook.fromEnvironment()
+  /// Held through a class change, whose record is the device's only one.
+  private let changing = Mutex(())
 
   /// The seal of `device`, or nil when the device is not sealed.
   init?(device: Device) throws(ProtFSError) {
@@ -64,15 +66,21 @@ final class MountSeal: Sendable {
   /// Recorded first, as `protfs set-class` records its changes: a daemon killed midway leaves some
   /// keys wrapped by the new class, and the next protfs command run as root makes the same change
   /// again (`LockController.finishInterruptedClassChange`).
+  /// One change at a time: the device keeps one record.
   func changeClass(
     _ fd: Int32, to cls: ProtectionClass, removesOwnClass: Bool = false, write apply: () throws(Errno) -> Void
   ) throws(Errno) {
-    let recorded = try record(fd, cls, removesOwnClass: removesOwnClass)
-    try rewrap(fd, to: cls)
-    try apply()
-    if recorded {
-      do { try SealStore(device: files.device).removeClassChange() } catch { throw Errno(error.errno ?? EIO) }
+    try changing.withLock { (_) throws(Errno) in
+      let recorded = try record(fd, cls, removesOwnClass: removesOwnClass)
+      try rewrap(fd, to: cls)
+      try apply()
+      if recorded { try forgetClassChange() }
     }
+  }
+
+  /// Removes the record of a class change once its class is written.
+  private func forgetClassChange() throws(Errno) {
+    do { try SealStore(device: files.device).removeClassChange() } catch { throw Errno(error.errno ?? EIO) }
   }
 
   /// Writes the record of a class change of what `fd` holds; false when it has no path in the
@@ -173,7 +181,10 @@ final class OpenFileKeys: Sendable {
 
   /// Drops the keys of open files of the classes in `codes` (after the mount's class keys were).
   func evict(_ codes: Set<ProtectionClassCode>) {
-    let open = keys.withLock { $0.values.compactMap(\.key) }
+    let open = keys.withLock { keys in
+      keys = keys.filter { $0.value.key != nil }  // those of handles whose open failed after the key was made
+      return keys.values.compactMap(\.key)
+    }
     for key in open where codes.contains(key.code) { key.drop() }
   }
 

@@ -20,6 +20,16 @@ import Testing
     return (session, backend)
   }
 
+  /// A download resumed in a session whose service then refuses every call; its delegate.
+  func runningTaskOfARefusingService(_ identifier: String) -> (URLSessionDownloadTask, RecordingDelegate) {
+    let delegate = RecordingDelegate()
+    let (session, backend) = refusingSession(identifier, delegate)
+    let task = session.downloadTask(with: url)
+    task.resume()
+    backend.store.withLock { $0.refusal = refusal }
+    return (task, delegate)
+  }
+
   @Test func aResumeTheServiceCannotTakeCompletesTheTaskWithAnError() async {
     let delegate = RecordingDelegate()
     let (session, backend) = refusingSession("fake.refused.resume", delegate)
@@ -35,11 +45,7 @@ import Testing
   }
 
   @Test func aCancelTheServiceCannotTakeCompletesTheTaskWithAnError() async {
-    let delegate = RecordingDelegate()
-    let (session, backend) = refusingSession("fake.refused.cancel", delegate)
-    let task = session.downloadTask(with: url)
-    task.resume()
-    backend.store.withLock { $0.refusal = refusal }
+    let (task, delegate) = runningTaskOfARefusingService("fake.refused.cancel")
     task.cancel()
     let log = await delegate.waitFor(1)
     #expect(log.first?.hasPrefix("complete \(task.taskIdentifier) ") == true)
@@ -47,11 +53,7 @@ import Testing
   }
 
   @Test func cancellingForResumeDataThatTheServiceCannotTakeHandsNoneAndCompletesTheTask() async {
-    let delegate = RecordingDelegate()
-    let (session, backend) = refusingSession("fake.refused.resumedata", delegate)
-    let task = session.downloadTask(with: url)
-    task.resume()
-    backend.store.withLock { $0.refusal = refusal }
+    let (task, delegate) = runningTaskOfARefusingService("fake.refused.resumedata")
     let handed = await withCheckedContinuation { continuation in
       task.cancel { continuation.resume(returning: $0) }
     }
@@ -62,11 +64,7 @@ import Testing
   }
 
   @Test func aSuspensionTheServiceCannotTakeLeavesTheTaskRunning() {
-    let delegate = RecordingDelegate()
-    let (session, backend) = refusingSession("fake.refused.suspend", delegate)
-    let task = session.downloadTask(with: url)
-    task.resume()
-    backend.store.withLock { $0.refusal = refusal }
+    let (task, _) = runningTaskOfARefusingService("fake.refused.suspend")
     task.suspend()
     #expect(task.state == .running)
   }

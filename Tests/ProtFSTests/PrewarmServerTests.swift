@@ -24,97 +24,119 @@ import Testing
     }
   }
 
+  /// A prewarmed stand-in app held on a fresh device by a launcher that runs on a thread of its
+  /// own; the launch requests its server hears are answered with the plan `answer` makes of the
+  /// held one, and their words kept in `asked`.
+  final class HeldApp: @unchecked Sendable {
+    // `@unchecked Sendable`: every value is set in `init` and only read after, or kept behind a lock.
+    static let name = "com.example.held"
+    let t: TestDevice
+    let bundleID: BundleID
+    /// The server's launch socket, once the app is held.
+    let socket: String
+    /// The words of every launch request whose plan was asked for.
+    var asked: [[String]] { shared.asked.withLock { $0 } }
+    private let input: FileDescriptor
+    private let shared = Shared()
+
+    /// What the launcher's thread and the test share.
+    private final class Shared: Sendable {
+      let asked = Mutex<[[String]]>([])
+      let status = Mutex<Int32?>(nil)
+      let ended = DispatchSemaphore(value: 0)
+    }
+
+    init(answer: (LaunchPlan) -> LaunchPlan) throws {
+      t = try TestDevice(containers: [Self.name])
+      bundleID = try BundleID(Self.name)
+      var plan = LaunchPlan(bundleID: bundleID, command: ["/bin/true"])
+      plan.servesMount = false
+      plan.prewarm = true
+      let (read, write) = try FileDescriptor.pipe().get()
+      input = write
+      let spawner = HeldSpawner()
+      spawner.input = read.rawValue
+      var launcher = AppLauncher(device: t.device, spawner: spawner)
+      let held = DispatchSemaphore(value: 0)
+      launcher.onPrewarmHeld = { held.signal() }
+      let (planned, shared) = (answer(plan), shared)
+      launcher.planOfRequest = { request in
+        shared.asked.withLock { $0.append(request.words) }
+        return planned
+      }
+      Thread { [launcher, plan] in
+        // The launch's own errors would show as a missing status.
+        shared.status.withLock { $0 = try? launcher.run(plan) }
+        shared.ended.signal()
+      }.start()
+      #expect(held.wait(timeout: .now() + 60) == .success)
+      socket = try #require(AppStore(device: t.device).prewarmSocket(bundleID))
+    }
+
+    /// A launch of the held app as `app launch` asks for it.
+    var request: LaunchRequest {
+      LaunchRequest(
+        words: ["app", "launch", Self.name], surroundings: .init(directory: "/", umask: "0022", environment: []))
+    }
+
+    /// Connects to the launch socket as root and sends `request` with this process's three
+    /// standard streams; the connection, for the reply.
+    func send(_ request: LaunchRequest) throws -> FileDescriptor {
+      let connection = try ControlSocket.connect(socket, servers: [0, getuid()])
+      ControlSocket.limitWaits(connection)
+      try DescriptorPassing.send(
+        Array("launch \(request.encoded.count)\n".utf8), descriptors: [STDIN_FILENO, STDOUT_FILENO, STDERR_FILENO],
+        on: connection)
+      #expect(ControlSocket.writeAll(request.encoded, on: connection))
+      return connection
+    }
+
+    /// The status the launcher returned once the app ended (its input closed), at most 60 s on.
+    func end() -> Int32? {
+      _ = input.close()
+      #expect(shared.ended.wait(timeout: .now() + 60) == .success)
+      return shared.status.withLock { $0 }
+    }
+  }
+
   @Test func aForgedRequestIsRefusedAndAnotherLaunchsPlanIsDeclined() throws {
-    let t = try TestDevice(containers: ["com.example.held"])
-    let bundleID = try BundleID("com.example.held")
-    var plan = LaunchPlan(bundleID: bundleID, command: ["/bin/true"])
-    plan.servesMount = false
-    plan.prewarm = true
-    let (read, write) = try FileDescriptor.pipe().get()
-    let spawner = HeldSpawner()
-    spawner.input = read.rawValue
-    var launcher = AppLauncher(device: t.device, spawner: spawner)
-    let held = DispatchSemaphore(value: 0)
-    launcher.onPrewarmHeld = { held.signal() }
-    let asked = Mutex<[[String]]>([])
     // Every request asks for a launch the held app is not: another command.
-    var other = plan
-    other.prewarm = false
-    other.command = ["/bin/false"]
-    launcher.planOfRequest = { [other] request in
-      asked.withLock { $0.append(request.words) }
+    let app = try HeldApp { plan in
+      var other = plan
+      other.prewarm = false
+      other.command = ["/bin/false"]
       return other
     }
-    let status = Mutex<Int32?>(nil)
-    let ended = DispatchSemaphore(value: 0)
-    Thread { [launcher, plan] in
-      // The launch's own errors would show as a missing status below.
-      status.withLock { $0 = try? launcher.run(plan) }
-      ended.signal()
-    }.start()
-    #expect(held.wait(timeout: .now() + 60) == .success)
-    let socket = try #require(AppStore(device: t.device).prewarmSocket(bundleID))
     // Garbage without the launch's streams: refused, and the app stays held.
-    let forged = try ControlSocket.connect(socket, servers: [0, getuid()])
+    let forged = try ControlSocket.connect(app.socket, servers: [0, getuid()])
     #expect(ControlSocket.writeLine(forged, "launch 5"))
     #expect(ControlSocket.readLine(forged) == "refused: not a launch")
-    #expect(asked.withLock { $0.isEmpty })
+    #expect(app.asked.isEmpty)
     // A well-formed request whose plan is another launch's: declined, and the held app ended.
-    let connection = try ControlSocket.connect(socket, servers: [0, getuid()])
-    let request = LaunchRequest(
+    let other = LaunchRequest(
       words: ["app", "launch", "other"], surroundings: .init(directory: "/", umask: "0022", environment: []))
-    try DescriptorPassing.send(
-      Array("launch \(request.encoded.count)\n".utf8), descriptors: [STDIN_FILENO, STDOUT_FILENO, STDERR_FILENO],
-      on: connection)
-    #expect(ControlSocket.writeAll(request.encoded, on: connection))
+    let connection = try app.send(other)
     #expect(ControlSocket.readLine(connection) == "declined")
-    #expect(asked.withLock { $0 } == [["app", "launch", "other"]])
+    #expect(app.asked == [["app", "launch", "other"]])
     // The stand-in app is no cgroup member the discard could kill: its input ends it.
-    write.close()
-    #expect(ended.wait(timeout: .now() + 60) == .success)
-    #expect(status.withLock { $0 } == 7)
+    #expect(app.end() == 7)
   }
 
   @Test func aLaunchWhosePlanIsTheHeldOnesTakesTheAppAndLearnsItsStatus() throws {
-    let t = try TestDevice(containers: ["com.example.held"])
-    let bundleID = try BundleID("com.example.held")
-    var plan = LaunchPlan(bundleID: bundleID, command: ["/bin/true"])
-    plan.servesMount = false
-    plan.prewarm = true
-    let (read, write) = try FileDescriptor.pipe().get()
-    let spawner = HeldSpawner()
-    spawner.input = read.rawValue
-    var launcher = AppLauncher(device: t.device, spawner: spawner)
-    let held = DispatchSemaphore(value: 0)
-    launcher.onPrewarmHeld = { held.signal() }
     // Every request asks for the user's launch of the held app: the same plan but for the prewarm.
-    var same = plan
-    same.prewarm = false
-    launcher.planOfRequest = { [same] _ in same }
-    let status = Mutex<Int32?>(nil)
-    let ended = DispatchSemaphore(value: 0)
-    Thread { [launcher, plan] in
-      // The launch's own errors would show as a missing status below.
-      status.withLock { $0 = try? launcher.run(plan) }
-      ended.signal()
-    }.start()
-    #expect(held.wait(timeout: .now() + 60) == .success)
-    let socket = try #require(AppStore(device: t.device).prewarmSocket(bundleID))
-    let connection = try ControlSocket.connect(socket, servers: [0, getuid()])
-    let request = LaunchRequest(
-      words: ["app", "launch", "com.example.held"], surroundings: .init(directory: "/", umask: "0022", environment: []))
-    try DescriptorPassing.send(
-      Array("launch \(request.encoded.count)\n".utf8), descriptors: [STDIN_FILENO, STDOUT_FILENO, STDERR_FILENO],
-      on: connection)
-    #expect(ControlSocket.writeAll(request.encoded, on: connection))
+    let app = try HeldApp { plan in
+      var same = plan
+      same.prewarm = false
+      return same
+    }
+    let connection = try app.send(app.request)
     #expect(ControlSocket.readLine(connection) == "launched")
     // Taken: the record names no launch socket any more, so no second launch can take it.
-    #expect(try AppStore(device: t.device).prewarmSocket(bundleID) == nil)
+    #expect(AppStore(device: app.t.device).prewarmSocket(app.bundleID) == nil)
     // The app ends when its input closes; the launch that took it learns its status.
-    write.close()
+    let status = app.end()
     #expect(ControlSocket.readLine(connection) == "exit 7")
-    #expect(ended.wait(timeout: .now() + 60) == .success)
-    #expect(status.withLock { $0 } == 7)
+    #expect(status == 7)
   }
 
   /// Sends a well-formed launch request, `request` with three standard streams (`/dev/null`, so that
@@ -157,55 +179,24 @@ import Testing
   /// before anything of it is read, and the held app stays held for root's launch.
   @Test(.enabled(if: SupervisedApp.canSpeakAsAnotherUser), .timeLimit(.minutes(1)))
   func aLaunchFromAnotherUserIsRefusedAndTheAppStaysHeld() throws {
-    let t = try TestDevice(containers: ["com.example.held"])
-    let bundleID = try BundleID("com.example.held")
-    var plan = LaunchPlan(bundleID: bundleID, command: ["/bin/true"])
-    plan.servesMount = false
-    plan.prewarm = true
-    let (read, write) = try FileDescriptor.pipe().get()
-    let spawner = HeldSpawner()
-    spawner.input = read.rawValue
-    var launcher = AppLauncher(device: t.device, spawner: spawner)
-    let held = DispatchSemaphore(value: 0)
-    launcher.onPrewarmHeld = { held.signal() }
     // Every request that gets as far as its plan asks for another launch, and is declined (a launch
     // that took the app would outlive this test's checks).
-    var other = plan
-    other.prewarm = false
-    other.command = ["/bin/false"]
-    let asked = Mutex<[[String]]>([])
-    launcher.planOfRequest = { [other] request in
-      asked.withLock { $0.append(request.words) }
+    let app = try HeldApp { plan in
+      var other = plan
+      other.prewarm = false
+      other.command = ["/bin/false"]
       return other
     }
-    let status = Mutex<Int32?>(nil)
-    let ended = DispatchSemaphore(value: 0)
-    Thread { [launcher, plan] in
-      // The launch's own errors would show as a missing status below.
-      status.withLock { $0 = try? launcher.run(plan) }
-      ended.signal()
-    }.start()
-    #expect(held.wait(timeout: .now() + 60) == .success)
-    let socket = try #require(AppStore(device: t.device).prewarmSocket(bundleID))
-    let request = LaunchRequest(
-      words: ["app", "launch", "com.example.held"], surroundings: .init(directory: "/", umask: "0022", environment: []))
-    let reply = try Self.launch(request, on: socket, asUser: AppUser.standard.uid)
+    let reply = try Self.launch(app.request, on: app.socket, asUser: AppUser.standard.uid)
     #expect(reply == "refused: user \(AppUser.standard.uid) may not launch the app com.example.held\n", "\(reply)")
-    #expect(asked.withLock { $0.isEmpty })
-    #expect(try AppStore(device: t.device).prewarmSocket(bundleID) == socket)
+    #expect(app.asked.isEmpty)
+    #expect(AppStore(device: app.t.device).prewarmSocket(app.bundleID) == app.socket)
     // Still held: root's launch of it is heard, and its plan judged (within a bounded wait: a
     // server that had let the app user take the app answers nobody here).
-    let connection = try ControlSocket.connect(socket, servers: [0, getuid()])
-    ControlSocket.limitWaits(connection)
-    try DescriptorPassing.send(
-      Array("launch \(request.encoded.count)\n".utf8), descriptors: [STDIN_FILENO, STDOUT_FILENO, STDERR_FILENO],
-      on: connection)
-    #expect(ControlSocket.writeAll(request.encoded, on: connection))
+    let connection = try app.send(app.request)
     #expect(ControlSocket.readLine(connection) == "declined")
-    #expect(asked.withLock { $0 } == [["app", "launch", "com.example.held"]])
+    #expect(app.asked == [["app", "launch", "com.example.held"]])
     // The stand-in app is no cgroup member the discard could kill: its input ends it.
-    write.close()
-    #expect(ended.wait(timeout: .now() + 60) == .success)
-    #expect(status.withLock { $0 } == 7)
+    #expect(app.end() == 7)
   }
 }

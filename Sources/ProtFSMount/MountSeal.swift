@@ -28,9 +28,7 @@ final class MountSeal: Sendable {
   /// Keeps the keys `state` allows, and drops those of open files of the classes it withdraws
   /// (but class B's, whose open files stay usable while locked).
   func apply(_ state: ProtectionState) {
-    files.apply(state)
-    let withdrawn = ProtectionClassCode.allCases.filter { !state.allows($0.protectionClass, .read) }
-    openKeys.evict(Set(withdrawn).subtracting([.b, .d]))
+    openKeys.evict(files.apply(state).subtracting([.b, .d]))
   }
 
   /// The cipher of the sealed file `fd` holds, from its key record.

@@ -49,10 +49,13 @@ package final class SealedFiles: Sendable {
 
   /// Keeps the keys `state` allows: those in the keyring for the classes whose closed files it lets
   /// be read (class B's public key and class D's key always). The mount calls it at each change.
-  package func apply(_ state: ProtectionState) {
+  /// Returns the classes `state` withdraws.
+  @discardableResult
+  package func apply(_ state: ProtectionState) -> Set<ProtectionClassCode> {
     let loaded = (try? keyring.load(onto: base)) ?? base  // an unreadable keyring allows least
     let withdrawn = Set(ProtectionClassCode.allCases.filter { !state.allows($0.protectionClass, .read) })
     keys.withLock { $0 = loaded.evicting(withdrawn.subtracting([.d])) }
+    return withdrawn
   }
 
   /// The classes whose keys are held now.
@@ -74,8 +77,13 @@ package final class SealedFiles: Sendable {
 
   /// The file key of the sealed file `fd` holds, unwrapped with its class key.
   package func fileKey(of fd: Int32) throws(SealError) -> SecretBytes {
+    try fileKeyAndClass(of: fd).key
+  }
+
+  /// The file key of the sealed file `fd` holds, and the class its key record says wraps it.
+  private func fileKeyAndClass(of fd: Int32) throws(SealError) -> (key: SecretBytes, code: ProtectionClassCode) {
     let record = try Self.record(of: fd)
-    return try record.unwrap(inode: try Self.inode(fd), keys: keys.withLock { $0 })
+    return (try record.unwrap(inode: try Self.inode(fd), keys: keys.withLock { $0 }), record.code)
   }
 
   /// Unwraps `record` for the file numbered `inode` with the keys held now, and drops the key at
@@ -92,9 +100,8 @@ package final class SealedFiles: Sendable {
 
   /// The cipher of the sealed file `fd` holds, and the class its key is wrapped with.
   package func cipherAndClass(of fd: Int32) throws(SealError) -> (FileCipher, ProtectionClassCode) {
-    let record = try Self.record(of: fd)
-    let key = try record.unwrap(inode: try Self.inode(fd), keys: keys.withLock { $0 })
-    return (FileCipher(key: key), record.code)
+    let (key, code) = try fileKeyAndClass(of: fd)
+    return (FileCipher(key: key), code)
   }
 
   /// A fresh key for the new, empty file `fd` of class `cls`, written beside its class; its cipher.

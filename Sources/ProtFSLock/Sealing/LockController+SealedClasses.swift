@@ -17,11 +17,7 @@ extension LockController {
     guard let sealed = try SealedFiles(device: device) else {
       return try device.setClass(protectionClass, of: path, recursive: recursive)
     }
-    let (parent, name) = try device.openParentEntry(path)
-    let rewraps = try SealedFiles.rewraps(
-      of: name, in: parent, to: protectionClass, recursive: recursive,
-      skipping: name == nil ? FileName(Device.stateDirectoryName) : nil)
-    try sealed.requireKeys(for: rewraps)
+    let rewraps = try checkedRewraps(sealed, of: path, to: protectionClass, recursive: recursive)
     // Recorded first: a kill while keys are wrapped anew is finished by the next command.
     let store = SealStore(device: device)
     try store.writeClassChange(
@@ -65,11 +61,22 @@ extension LockController {
   /// mount that a kill interrupted, made again.
   private func removeClass(of path: DevicePath, inheriting inherited: ProtectionClass) throws(ProtFSError) {
     guard let sealed = try SealedFiles(device: device) else { return try device.removeClass(of: path) }
-    let (parent, name) = try device.openParentEntry(path)
-    let rewraps = try SealedFiles.rewraps(of: name, in: parent, to: inherited, recursive: false)
-    try sealed.requireKeys(for: rewraps)
-    try sealed.perform(rewraps)
+    try sealed.perform(try checkedRewraps(sealed, of: path, to: inherited, recursive: false))
     try device.removeClass(of: path)  // nothing when the kill came after it
     try SealStore(device: device).removeClassChange()
+  }
+
+  /// The keys a new class `cls` of the item at `path` (with `recursive`, of everything below it
+  /// too) must wrap anew, each key it needs checked first: EPERM, before anything changes, when
+  /// the lock evicted one.
+  private func checkedRewraps(_ sealed: SealedFiles, of path: DevicePath, to cls: ProtectionClass, recursive: Bool)
+    throws(ProtFSError) -> [KeyRewrap]
+  {
+    let (parent, name) = try device.openParentEntry(path)
+    let rewraps = try SealedFiles.rewraps(
+      of: name, in: parent, to: cls, recursive: recursive,
+      skipping: name == nil ? FileName(Device.stateDirectoryName) : nil)
+    try sealed.requireKeys(for: rewraps)
+    return rewraps
   }
 }
